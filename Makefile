@@ -1,0 +1,34 @@
+# Two commands do everything on a fresh machine with Python 3.11+, pip and make:
+#   make demo   create .venv, install inferlab, run a real estimate on built-in specs
+#   make test   create .venv, install inferlab with test extras, run the whole suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench install clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/inferlab hardware list
+	$(BIN)/inferlab models show llama-3.1-70b
+	$(BIN)/inferlab calc "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"
+	$(BIN)/inferlab calc "llama-3.1-70b.weight_bytes.bf16 / h100-sxm.memory_bandwidth" --to ms
+
+test: install
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python benchmarks/bench_specs.py
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

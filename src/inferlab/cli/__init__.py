@@ -1,0 +1,1 @@
+"""The ``inferlab`` command line."""

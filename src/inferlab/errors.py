@@ -1,0 +1,78 @@
+"""Exceptions raised by inferlab.
+
+Every error a user can cause derives from :class:`InferlabError`, so a script can catch
+one type. Messages say what is wrong, where, what is allowed and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import pint
+from collections.abc import Iterable
+
+
+class InferlabError(Exception):
+    """Root of every error inferlab raises on bad input or impossible requests."""
+
+
+class UnitError(InferlabError, ValueError):
+    """A quantity has the wrong dimension, no unit, or a unit the registry does not know."""
+
+
+class DimensionError(UnitError, pint.DimensionalityError):
+    """Two quantities of different dimensions were combined (e.g. bytes + seconds).
+
+    It is also a :class:`pint.DimensionalityError`, so code written for pint still catches it.
+    """
+
+    def __init__(self, units1, units2, dim1="", dim2="", extra_msg=""):
+        pint.DimensionalityError.__init__(self, units1, units2, dim1, dim2, extra_msg)
+
+    def __str__(self) -> str:
+        d1 = self.dim1 or "dimensionless"
+        d2 = self.dim2 or "dimensionless"
+        return (
+            f"cannot combine {self.units1} ({d1}) with {self.units2} ({d2}): "
+            f"the dimensions differ{self.extra_msg}"
+        )
+
+
+class SpecError(InferlabError, ValueError):
+    """A hardware or model specification is malformed or incomplete."""
+
+
+class UnknownNameError(InferlabError, KeyError):
+    """A name (catalog id, field, precision) is not one of the allowed names.
+
+    Parameters
+    ----------
+    kind : str
+        What was looked up, e.g. ``"hardware"``.
+    name : str
+        The name given.
+    allowed : iterable of str
+        Every valid name; the closest ones are offered as suggestions.
+    """
+
+    def __init__(self, kind: str, name: str, allowed: Iterable[str]):
+        self.kind = kind
+        self.name = name
+        self.allowed = sorted(allowed)
+        self.suggestions = difflib.get_close_matches(name, self.allowed, n=3, cutoff=0.5)
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        msg = f"unknown {self.kind} {self.name!r}"
+        if self.suggestions:
+            msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        shown = ", ".join(self.allowed[:40])
+        more = f" (and {len(self.allowed) - 40} more)" if len(self.allowed) > 40 else ""
+        return f"{msg} Allowed: {shown}{more}."
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self.args[0]
+
+
+class InfeasibleError(InferlabError):
+    """A deployment cannot run as asked (for example, it does not fit in memory)."""

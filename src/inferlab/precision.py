@@ -1,0 +1,97 @@
+"""Number formats for weights, activations and the KV cache, as data.
+
+Each format says how many bits one element takes *including* its share of block
+scales, and which tensor-core precision a matrix multiply with it runs at. Adding a
+format is adding a row, never a branch.
+
+References
+----------
+.. [1] Open Compute Project, "OCP Microscaling Formats (MX) Specification v1.0", 2023:
+   32-element blocks sharing one 8-bit E8M0 scale (MXFP8, MXFP6, MXFP4).
+.. [2] NVIDIA, "Introducing NVFP4 for efficient and accurate low-precision inference",
+   technical blog, 2025: 16-element blocks with an FP8 (E4M3) scale, plus one FP32
+   scale per tensor (negligible per element).
+.. [3] Frantar et al., "GPTQ", ICLR 2023; Lin et al., "AWQ", MLSys 2024: 4-bit weights
+   in groups of 128 with a 16-bit scale (and zero point, packed with it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UnknownNameError
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    """One storage format.
+
+    Attributes
+    ----------
+    name : str
+        Catalog name, e.g. ``"nvfp4"``.
+    element_bits : float
+        Bits of one stored element, without scales [bit].
+    block_size : int
+        Elements sharing one block scale (0 when there is none).
+    scale_bits : float
+        Bits of one block scale [bit].
+    compute : str
+        Tensor precision a GEMM on this format runs at when the hardware supports it.
+    fallback_compute : str
+        Precision used when the hardware lacks ``compute`` (weights are dequantized).
+    """
+
+    name: str
+    element_bits: float
+    block_size: int
+    scale_bits: float
+    compute: str
+    fallback_compute: str
+    description: str
+
+    @property
+    def bits_per_element(self) -> float:
+        """Stored bits per element including the block-scale share [bit]."""
+        return self.element_bits + (self.scale_bits / self.block_size if self.block_size else 0.0)
+
+    @property
+    def bytes_per_element(self) -> float:
+        """Stored bytes per element including the block-scale share [B]."""
+        return self.bits_per_element / 8.0
+
+
+FORMATS: dict[str, NumberFormat] = {
+    f.name: f
+    for f in (
+        NumberFormat("fp32", 32, 0, 0, "tf32", "tf32", "IEEE single precision"),
+        NumberFormat("bf16", 16, 0, 0, "bf16", "bf16", "bfloat16"),
+        NumberFormat("fp16", 16, 0, 0, "fp16", "fp16", "IEEE half precision"),
+        NumberFormat("fp8", 8, 0, 0, "fp8", "bf16", "FP8 E4M3 with a per-tensor scale"),
+        NumberFormat("int8", 8, 0, 0, "int8", "bf16", "INT8 with per-channel scales"),
+        NumberFormat("mxfp8", 8, 32, 8, "fp8", "bf16", "OCP MXFP8: 32-element blocks, E8M0 scale [1]"),
+        NumberFormat("mxfp6", 6, 32, 8, "fp6", "bf16", "OCP MXFP6: 32-element blocks, E8M0 scale [1]"),
+        NumberFormat("mxfp4", 4, 32, 8, "fp4", "bf16", "OCP MXFP4: 32-element blocks, E8M0 scale [1]"),
+        NumberFormat("nvfp4", 4, 16, 8, "fp4", "bf16", "NVFP4: 16-element blocks, FP8 E4M3 scale [2]"),
+        NumberFormat("int4", 4, 128, 16, "bf16", "bf16", "weight-only INT4, groups of 128, 16-bit scale [3]"),
+    )
+}
+
+
+def number_format(name: str) -> NumberFormat:
+    """Look up a format by name (case-insensitive).
+
+    Raises
+    ------
+    UnknownNameError
+        With the closest names when ``name`` is not a known format.
+
+    Examples
+    --------
+    >>> number_format("nvfp4").bytes_per_element
+    0.5625
+    """
+    key = str(name).strip().lower()
+    if key not in FORMATS:
+        raise UnknownNameError("precision", str(name), FORMATS)
+    return FORMATS[key]

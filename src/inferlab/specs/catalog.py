@@ -1,0 +1,165 @@
+"""The built-in catalogs: ``hardware_specs/*.yaml`` and ``model_specs/*.yaml``.
+
+The folders ship inside the wheel as package data and are found with
+:mod:`importlib.resources`; in a source checkout (editable install) they are read
+from the repository root.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import SpecError, UnknownNameError
+from .card import ModelCard
+from .hardware import HardwareSpec
+from .hf_config import model_from_hf_config
+from .model import ModelSpec
+from .validation import format_validation_error
+
+_CARD_KEYS = ("hf_repo", "aliases", "sources", "config_source", "config_verbatim", "total_params", "active_params", "notes")
+
+
+def _folder(name: str) -> Traversable:
+    packaged = resources.files("inferlab") / name
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[3] / name  # src/inferlab/specs -> repository root
+    if checkout.is_dir():
+        return checkout
+    raise SpecError(f"the {name}/ catalog is missing from this installation; reinstall inferlab")
+
+
+def _read_yaml(path: Traversable | Path, what: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{what}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except OSError as exc:
+        raise SpecError(f"{what}: cannot read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
+    return data
+
+
+def parse_hardware(data: dict[str, Any], what: str = "hardware spec") -> HardwareSpec:
+    """Validate a parsed hardware YAML mapping into a :class:`HardwareSpec`.
+
+    Raises
+    ------
+    SpecError
+        Listing every problem with its field path.
+    """
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return HardwareSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{what}: {format_validation_error(exc)}") from None
+
+
+def parse_model(data: dict[str, Any], what: str = "model spec") -> ModelSpec:
+    """Validate a parsed model YAML mapping (card fields plus ``config:``) into a :class:`ModelSpec`."""
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
+    allowed = {"id", "name", "config", *_CARD_KEYS}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise SpecError(f"{what}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    for key in ("id", "name", "config"):
+        if key not in data:
+            raise SpecError(f"{what}: required field {key!r} is missing")
+    if not isinstance(data["config"], dict):
+        raise SpecError(f"{what}: 'config' must be a mapping of Hugging Face config.json fields")
+    try:
+        card = ModelCard.model_validate({k: data[k] for k in _CARD_KEYS if k in data})
+    except ValidationError as exc:
+        raise SpecError(f"{what}: {format_validation_error(exc)}") from None
+    spec = model_from_hf_config(data["config"], id=str(data["id"]), name=str(data["name"]))
+    return spec.model_copy(update={"card": card})
+
+
+@functools.cache
+def _hardware_files() -> dict[str, Traversable]:
+    return {p.name[:-5]: p for p in _folder("hardware_specs").iterdir() if p.name.endswith(".yaml")}
+
+
+@functools.cache
+def _model_files() -> dict[str, Traversable]:
+    return {p.name[:-5]: p for p in _folder("model_specs").iterdir() if p.name.endswith(".yaml")}
+
+
+def hardware_ids() -> list[str]:
+    """Ids of every built-in hardware spec, sorted."""
+    return sorted(_hardware_files())
+
+
+def model_ids() -> list[str]:
+    """Ids of every built-in model spec, sorted (aliases not included)."""
+    return sorted(_model_files())
+
+
+@functools.cache
+def load_hardware(id: str) -> HardwareSpec:
+    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``).
+
+    Raises
+    ------
+    UnknownNameError
+        With did-you-mean suggestions when ``id`` is not in the catalog.
+    """
+    files = _hardware_files()
+    key = str(id).strip().lower()
+    if key not in files:
+        raise UnknownNameError("hardware", str(id), files)
+    spec = parse_hardware(_read_yaml(files[key], f"hardware_specs/{key}.yaml"), f"hardware_specs/{key}.yaml")
+    if spec.id != key:
+        raise SpecError(f"hardware_specs/{key}.yaml: id {spec.id!r} differs from the file name")
+    return spec
+
+
+@functools.cache
+def _aliases() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, path in _model_files().items():
+        data = _read_yaml(path, f"model_specs/{key}.yaml")
+        for alias in data.get("aliases") or ():
+            out[str(alias).lower()] = key
+    return out
+
+
+@functools.cache
+def _load_model_id(key: str) -> ModelSpec:
+    spec = parse_model(_read_yaml(_model_files()[key], f"model_specs/{key}.yaml"), f"model_specs/{key}.yaml")
+    if spec.id != key:
+        raise SpecError(f"model_specs/{key}.yaml: id {spec.id!r} differs from the file name")
+    return spec
+
+
+def load_model(name: str | Path) -> ModelSpec:
+    """Load a model by catalog id or alias, or from a ``config.json`` path or folder.
+
+    Raises
+    ------
+    UnknownNameError
+        With did-you-mean suggestions when ``name`` is neither an id, an alias nor a file.
+    """
+    text = str(name).strip()
+    key = text.lower()
+    files = _model_files()
+    if key in files:
+        return _load_model_id(key)
+    if key in _aliases():
+        return _load_model_id(_aliases()[key])
+    path = Path(text)
+    if path.suffix == ".json" or path.is_dir() or "/" in text and path.exists():
+        return ModelSpec.from_hf_config(path)
+    raise UnknownNameError("model", text, [*files, *_aliases()])

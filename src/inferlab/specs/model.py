@@ -1,0 +1,285 @@
+"""Typed model specifications: the architecture facts that cost time and memory.
+
+A :class:`ModelSpec` is built from a Hugging Face ``config.json`` (see
+:mod:`inferlab.specs.hf_config`) and keeps Hugging Face field names. The layer stack is
+explicit (:class:`LayerSpec` per layer) so sliding-window, chunked and MoE patterns are
+data, not special cases.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..precision import number_format
+from .card import ModelCard
+from .params import ParamCounts, count_params
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+AttentionWindow = Literal["full", "sliding", "chunked"]
+
+
+class LayerSpec(BaseModel):
+    """One decoder layer: its attention span and its MLP kind.
+
+    Attributes
+    ----------
+    attention : {"full", "sliding", "chunked"}
+        ``sliding`` attends to the last ``window`` tokens; ``chunked`` (Llama 4) to the
+        tokens of the current ``window``-sized chunk. Both cap the KV cache at ``window``.
+    window : int or None
+        Window or chunk length [token]; None for full attention.
+    mlp : {"dense", "moe"}
+        Dense MLP or mixture of experts.
+    intermediate_size : int
+        Width of the dense MLP (0 for MoE layers).
+    """
+
+    model_config = _STRICT
+
+    attention: AttentionWindow = "full"
+    window: int | None = Field(default=None, ge=1)
+    mlp: Literal["dense", "moe"] = "dense"
+    intermediate_size: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> LayerSpec:
+        if (self.attention == "full") != (self.window is None):
+            raise ValueError("a window is required for sliding/chunked attention and forbidden for full")
+        if self.mlp == "dense" and self.intermediate_size <= 0:
+            raise ValueError("a dense layer needs intermediate_size > 0")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """Short label, e.g. ``"full"`` or ``"sliding(1024)"``."""
+        return self.attention if self.window is None else f"{self.attention}({self.window})"
+
+
+class MLASpec(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2/V3): the cache holds one latent per token.
+
+    Notes
+    -----
+    Cached elements per token per layer: ``kv_lora_rank + qk_rope_head_dim``
+    (512 + 64 = 576 for DeepSeek-V3), whatever ``num_key_value_heads`` says.
+    """
+
+    model_config = _STRICT
+
+    q_lora_rank: int | None = Field(default=None, ge=1)
+    kv_lora_rank: int = Field(ge=1)
+    qk_nope_head_dim: int = Field(ge=1)
+    qk_rope_head_dim: int = Field(ge=1)
+    v_head_dim: int = Field(ge=1)
+
+
+class MoESpec(BaseModel):
+    """Mixture-of-experts structure of the MoE layers."""
+
+    model_config = _STRICT
+
+    num_experts: int = Field(ge=1, description="Routed experts per MoE layer.")
+    num_experts_per_tok: int = Field(ge=1, description="Routed experts each token uses (top-k).")
+    moe_intermediate_size: int = Field(ge=1, description="Width of one routed expert.")
+    num_shared_experts: int = Field(default=0, ge=0)
+    shared_expert_intermediate_size: int = Field(default=0, ge=0)
+    router_bias: bool = False
+    expert_bias: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.num_experts_per_tok > self.num_experts:
+            raise ValueError(f"num_experts_per_tok {self.num_experts_per_tok} exceeds num_experts {self.num_experts}")
+        if self.num_shared_experts and not self.shared_expert_intermediate_size:
+            raise ValueError("shared experts need shared_expert_intermediate_size")
+        return self
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer, described by the figures that set its cost.
+
+    Field names follow Hugging Face ``config.json``. Derived figures
+    (:attr:`total_params`, :meth:`kv_cache_bytes_per_token`, :meth:`weight_bytes`, ...)
+    are computed, never stored.
+    """
+
+    model_config = _STRICT
+
+    id: str | None = None
+    name: str
+    model_type: str
+    hidden_size: int = Field(ge=1)
+    num_hidden_layers: int = Field(ge=1)
+    num_attention_heads: int = Field(ge=1)
+    num_key_value_heads: int = Field(ge=1)
+    head_dim: int = Field(ge=1)
+    vocab_size: int = Field(ge=1)
+    max_position_embeddings: int = Field(ge=1)
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = Field(default=True, description="SwiGLU/GeGLU (3 matrices) vs plain (2).")
+    hidden_act: str = "silu"
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norms_per_layer: int = Field(default=2, ge=0, le=4)
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    lm_head_bias: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    mla: MLASpec | None = None
+    moe: MoESpec | None = None
+    layers: tuple[LayerSpec, ...]
+    num_mtp_layers: int = Field(default=0, ge=0, description="Multi-token-prediction modules (DeepSeek).")
+    checkpoint_format: str | None = Field(default=None, description="Format of the released weights, e.g. fp8.")
+    checkpoint_expert_format: str | None = Field(default=None, description="Format of routed-expert weights.")
+    checkpoint_kv_format: str | None = Field(default=None, description="KV-cache format the checkpoint was calibrated for.")
+    card: ModelCard | None = Field(default=None, description="Provenance, for catalog models.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if len(self.layers) != self.num_hidden_layers:
+            raise ValueError(f"{len(self.layers)} layer entries for num_hidden_layers={self.num_hidden_layers}")
+        if self.num_attention_heads % self.num_key_value_heads and self.mla is None:
+            raise ValueError(
+                f"num_attention_heads {self.num_attention_heads} is not a multiple of "
+                f"num_key_value_heads {self.num_key_value_heads}"
+            )
+        if any(layer.mlp == "moe" for layer in self.layers) and self.moe is None:
+            raise ValueError("MoE layers present but no moe structure given")
+        for fmt in (self.checkpoint_format, self.checkpoint_expert_format, self.checkpoint_kv_format):
+            if fmt is not None:
+                number_format(fmt)
+        return self
+
+    # --- construction ---------------------------------------------------------------
+    @classmethod
+    def from_hf_config(cls, config: str | Any, *, id: str | None = None, name: str | None = None,
+                       quant_config: str | Any | None = None) -> ModelSpec:
+        """Build a spec from a Hugging Face ``config.json`` (a path, a folder or a parsed dict).
+
+        Never touches the network. A ModelOpt ``hf_quant_config.json`` next to the
+        config (or passed as ``quant_config``) sets the checkpoint's weight and KV formats.
+
+        Raises
+        ------
+        SpecError
+            Naming the missing field, or the supported architectures when
+            ``model_type`` is unknown.
+        """
+        from .hf_config import model_from_hf_config
+
+        return model_from_hf_config(config, id=id, name=name, quant_config=quant_config)
+
+    # --- structure --------------------------------------------------------------------
+    @property
+    def attention_type(self) -> Literal["MHA", "GQA", "MQA", "MLA"]:
+        """How keys and values are shared across query heads."""
+        if self.mla is not None:
+            return "MLA"
+        if self.num_key_value_heads == self.num_attention_heads:
+            return "MHA"
+        return "MQA" if self.num_key_value_heads == 1 else "GQA"
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether any layer is a mixture of experts."""
+        return self.moe is not None
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return sum(layer.mlp == "moe" for layer in self.layers)
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense MLP."""
+        return self.num_hidden_layers - self.num_moe_layers
+
+    @property
+    def layer_kinds(self) -> dict[str, int]:
+        """Count of layers per attention kind, e.g. ``{"sliding(1024)": 52, "full": 10}``."""
+        return dict(Counter(layer.kind for layer in self.layers))
+
+    # --- parameters -------------------------------------------------------------------
+    @property
+    def param_counts(self) -> ParamCounts:
+        """Parameter count per component."""
+        return count_params(self)
+
+    @property
+    def total_params(self) -> int:
+        """All parameters of the main model, embeddings and LM head included, MTP excluded."""
+        return self.param_counts.total
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token passes through (top-k of the routed experts)."""
+        return self.param_counts.active
+
+    def weight_bytes(self, precision: str = "bf16", *, expert_precision: str | None = None) -> float:
+        """Bytes of all main-model weights stored in ``precision`` [B].
+
+        Parameters
+        ----------
+        precision : str
+            Storage format of every weight (``bf16``, ``fp8``, ``nvfp4``...); block scales
+            are counted (see :mod:`inferlab.precision`).
+        expert_precision : str, optional
+            Different format for routed-expert weights (gpt-oss ships them in MXFP4).
+        """
+        counts = self.param_counts
+        base = number_format(precision).bytes_per_element
+        expert = number_format(expert_precision).bytes_per_element if expert_precision else base
+        return float((counts.total - counts.routed_experts) * base + counts.routed_experts * expert)
+
+    # --- KV cache ---------------------------------------------------------------------
+    def kv_elements_per_token_per_layer(self) -> int:
+        """Cached elements per token in one layer (K and V, or the MLA latent)."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.num_key_value_heads * self.head_dim
+
+    def kv_cache_bytes_per_token(self, precision: str = "bf16") -> dict[str, float]:
+        """KV-cache bytes per token, summed over the layers of each attention kind [B].
+
+        Windowed kinds (``sliding(W)``, ``chunked(W)``) only hold this much per token for
+        the last ``W`` tokens of a sequence; see :meth:`kv_cache_bytes`.
+
+        Examples
+        --------
+        >>> from inferlab import load_model
+        >>> load_model("llama-3.1-70b").kv_cache_bytes_per_token("bf16")
+        {'full': 327680.0}
+        """
+        per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
+        return {kind: float(n * per_layer) for kind, n in self.layer_kinds.items()}
+
+    def kv_cache_bytes(self, context_len: Any, precision: str = "bf16") -> np.ndarray:
+        """KV-cache bytes of one sequence at ``context_len`` tokens [B], vectorized.
+
+        Notes
+        -----
+        ``sum over layers of per_layer_bytes * min(context_len, window_or_inf)``.
+        """
+        ctx = np.asarray(context_len, dtype=np.float64)
+        if np.any(ctx < 0) or not np.all(np.isfinite(ctx)):
+            from ..errors import SpecError
+
+            raise SpecError(f"context_len must be finite and >= 0 tokens, got {context_len!r}")
+        per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
+        total = np.zeros_like(ctx)
+        windows = Counter(layer.window for layer in self.layers)
+        for window, n in windows.items():
+            span = ctx if window is None else np.minimum(ctx, window)
+            total = total + n * per_layer * span
+        return total
+
+    def _repr_html_(self) -> str:
+        from ..results.render import spec_html
+
+        return spec_html(self)

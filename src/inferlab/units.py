@@ -1,0 +1,217 @@
+"""The inferlab unit registry and the helpers that cross the pint boundary.
+
+inferlab owns one :class:`pint.UnitRegistry`, loaded from ``units.txt`` beside this
+module, in which information (bit, byte), compute (FLOP), tokens, requests, currency
+(USD) and time are distinct dimensions, with SI prefixes (GB = 1e9 B) and IEC binary
+prefixes (GiB = 2**30 B). ``Gb`` is a gigabit: no gilbert is defined.
+
+Inside the core every quantity is a plain float64 in a *canonical* unit, one per
+dimension (byte, second, FLOP, token, request, USD, watt, hertz); :func:`to_si` and
+:func:`from_si` cross that boundary.
+
+Examples
+--------
+>>> from inferlab import Q
+>>> Q("400 Gb/s").to("GB/s")
+<Quantity(50.0, 'gigabyte / second')>
+>>> round((Q("140 GB") / Q("3.35 TB/s")).to("ms").magnitude, 1)
+41.8
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from importlib import resources
+from typing import Any
+
+import pint
+
+from .errors import DimensionError, UnitError
+
+def _translating(method):
+    """Wrap a Quantity method so pint's DimensionalityError becomes inferlab's DimensionError."""
+
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except DimensionError:
+            raise
+        except pint.DimensionalityError as exc:
+            raise DimensionError(exc.units1, exc.units2, exc.dim1, exc.dim2, exc.extra_msg) from None
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class _Quantity(pint.UnitRegistry.Quantity):
+    """pint Quantity whose dimension errors are inferlab errors."""
+
+
+for _name in ("__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
+              "__lt__", "__le__", "__gt__", "__ge__", "to", "ito", "m_as"):
+    setattr(_Quantity, _name, _translating(getattr(pint.UnitRegistry.Quantity, _name)))
+
+
+class _Registry(pint.UnitRegistry):
+    Quantity = _Quantity
+
+
+ureg = _Registry(
+    filename=str(resources.files("inferlab") / "units.txt"),
+    autoconvert_offset_to_baseunit=False,
+    cache_folder=None,
+)
+ureg.formatter.default_format = "~P"
+Quantity = ureg.Quantity
+
+#: Canonical unit per dimensionality: the unit a float inside the core is in.
+CANONICAL: dict[str, str] = {
+    "byte": "byte",
+    "byte/second": "byte/second",
+    "flop": "flop",
+    "flop/second": "flop/second",
+    "flop/byte": "flop/byte",
+    "second": "second",
+    "token": "token",
+    "token/second": "token/second",
+    "request": "request",
+    "request/second": "request/second",
+    "USD": "USD",
+    "USD/hour": "USD/hour",
+    "watt": "watt",
+    "hertz": "hertz",
+    "dimensionless": "dimensionless",
+}
+
+_DOLLAR = re.compile(r"\$\s*([0-9.eE+-]+)")
+
+
+def Q(value: Any, unit: str | None = None) -> pint.Quantity:
+    """Build a quantity in inferlab's registry.
+
+    Parameters
+    ----------
+    value : str, number or pint.Quantity
+        ``"3.35 TB/s"``, ``"$2.50/hour"`` or a number (then give ``unit``).
+    unit : str, optional
+        Unit for a numeric ``value``.
+
+    Returns
+    -------
+    pint.Quantity
+        A quantity of inferlab's registry.
+
+    Raises
+    ------
+    UnitError
+        If the text does not parse or names an unknown unit.
+
+    Examples
+    --------
+    >>> Q("80 GiB").to("GB")
+    <Quantity(85.899345920, 'gigabyte')>
+    >>> Q(2, "TB/s")
+    <Quantity(2, 'terabyte / second')>
+    """
+    if isinstance(value, pint.Quantity):
+        if value._REGISTRY is not ureg:
+            return parse(f"{value.magnitude!r} {value.units:~}" if unit is None else str(value))
+        return value if unit is None else value.to(unit)
+    if isinstance(value, str):
+        if unit is not None:
+            raise UnitError(f"give either a text like '3.35 TB/s' or a number and a unit, not both ({value!r}, {unit!r})")
+        return parse(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UnitError(f"cannot make a quantity from {type(value).__name__} {value!r}; give a text like '3.35 TB/s'")
+    return Quantity(value, parse_unit(unit if unit is not None else "dimensionless"))
+
+
+def parse(text: str) -> pint.Quantity:
+    """Parse ``"<number> <unit>"`` (or an expression of such) in inferlab's registry.
+
+    Raises
+    ------
+    UnitError
+        If the text is empty, malformed or names an unknown unit.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise UnitError(f"expected a quantity such as '3.35 TB/s', got {text!r}")
+    cleaned = _DOLLAR.sub(r"\1 USD", text.strip())
+    try:
+        q = ureg.parse_expression(cleaned)
+    except pint.UndefinedUnitError as exc:
+        raise UnitError(f"unknown unit {exc.unit_names!s} in {text!r}; {_UNIT_HINT}") from None
+    except DimensionError as exc:
+        raise UnitError(f"in {text!r}: {exc}") from None
+    except Exception as exc:  # pint raises several types (tokenize, Syntax, Attribute) on malformed text
+        raise UnitError(f"cannot read {text!r} as a quantity ({type(exc).__name__}); write e.g. '3.35 TB/s'") from None
+    if not isinstance(q, pint.Quantity):
+        q = Quantity(q, "dimensionless")
+    if not math.isfinite(float(q.magnitude)):
+        raise UnitError(f"{text!r} is not a finite number")
+    return q
+
+
+def parse_unit(unit: str) -> pint.Unit:
+    """Parse a unit name such as ``"GB/s"`` into a unit of inferlab's registry."""
+    try:
+        return ureg.Unit(unit)
+    except pint.UndefinedUnitError as exc:
+        raise UnitError(f"unknown unit {exc.unit_names!s} in {unit!r}; {_UNIT_HINT}") from None
+    except Exception as exc:
+        raise UnitError(f"cannot read {unit!r} as a unit ({type(exc).__name__}); {_UNIT_HINT}") from None
+
+
+_UNIT_HINT = (
+    "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token, request, USD, W, Hz "
+    "with SI prefixes (k, M, G, T, P) or binary ones (Ki, Mi, Gi, Ti)"
+)
+
+
+def dimension_name(unit: str | pint.Unit) -> str:
+    """Human name of a unit's dimensionality, e.g. ``"[information] / [time]"``."""
+    dim = parse_unit(unit).dimensionality if isinstance(unit, str) else unit.dimensionality
+    return str(dim) if dim else "dimensionless"
+
+
+def to_si(q: pint.Quantity | str, unit: str) -> float:
+    """Magnitude of ``q`` in the canonical ``unit``, as float64.
+
+    Parameters
+    ----------
+    q : pint.Quantity or str
+        The quantity, e.g. ``Q("3.35 TB/s")`` or ``"3.35 TB/s"``.
+    unit : str
+        The canonical unit to express it in, e.g. ``"byte/second"``.
+
+    Raises
+    ------
+    UnitError
+        If ``q`` has no unit or a dimensionality other than ``unit``'s.
+
+    Examples
+    --------
+    >>> to_si("3.35 TB/s", "byte/second")
+    3350000000000.0
+    """
+    q = parse(q) if isinstance(q, str) else Q(q)
+    target = parse_unit(unit)
+    if q.dimensionality != target.dimensionality:
+        if not q.dimensionality:
+            raise UnitError(
+                f"bare number {q.magnitude!r} has no unit; expected {dimension_name(target)} "
+                f"such as '{q.magnitude} {unit}'"
+            )
+        raise UnitError(
+            f"{q:~P} is {dimension_name(q.units)}, expected {dimension_name(target)} (e.g. in {unit})"
+        )
+    return float(q.to(target).magnitude)
+
+
+def from_si(value: float, unit: str) -> pint.Quantity:
+    """Wrap a canonical float back into a quantity of ``unit``."""
+    return Quantity(value, parse_unit(unit))
+
+
