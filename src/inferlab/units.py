@@ -111,7 +111,7 @@ def Q(value: Any, unit: str | None = None) -> pint.Quantity:
     Examples
     --------
     >>> Q("80 GiB").to("GB")
-    <Quantity(85.899345920, 'gigabyte')>
+    <Quantity(85.8993459, 'gigabyte')>
     >>> Q(2, "TB/s")
     <Quantity(2, 'terabyte / second')>
     """

@@ -37,14 +37,43 @@ class _Config:
         raise SpecError(f"{self.where}: model_type {self.model_type!r} needs field {names}, which is missing or null")
 
     def get(self, key: str, default: Any = None) -> Any:
+        """Optional field; when ``default`` is given the value must be of its kind."""
         value = self.data.get(key, _MISSING)
-        return default if value is _MISSING or value is None else value
+        if value is _MISSING or value is None:
+            return default
+        if default is not None and not _same_kind(value, default):
+            raise SpecError(
+                f"{self.where}: field {key!r} must be {_KIND_NAMES[_kind(default)]}, got {value!r}"
+            )
+        if isinstance(default, list) and not all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in value):
+            raise SpecError(f"{self.where}: field {key!r} must be a list of integers or names, got {value!r}")
+        return value
 
     def int(self, *keys: str) -> int:
         value = self.req(*keys)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise SpecError(f"{self.where}: field {keys[0]!r} must be a positive integer, got {value!r}")
         return value
+
+
+_KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+               Mapping: "a mapping"}
+
+
+def _kind(value: Any) -> type:
+    for kind in (bool, int, float, str, list, Mapping):
+        if isinstance(value, kind):
+            return kind
+    return object
+
+
+def _same_kind(value: Any, default: Any) -> bool:
+    kind = _kind(default)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
 
 
 def _common(c: _Config) -> dict[str, Any]:
@@ -137,7 +166,7 @@ def _gpt_oss(c: _Config) -> dict[str, Any]:
     base = _common(c)
     n, window = base["num_hidden_layers"], c.int("sliding_window")
     # transformers' default when layer_types is absent: sliding on even layers, full on odd.
-    types = c.get("layer_types") or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    types = c.get("layer_types", []) or ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     layers = tuple(LayerSpec(attention="sliding", window=window, mlp="moe") if t == "sliding_attention"
                    else LayerSpec(mlp="moe") for t in types)
     moe = MoESpec(num_experts=c.int("num_local_experts"), num_experts_per_tok=c.int("num_experts_per_tok", "experts_per_token"),
@@ -151,7 +180,7 @@ def _gemma3(c: _Config) -> dict[str, Any]:
     n, window = base["num_hidden_layers"], c.int("sliding_window")
     # transformers default: every sliding_window_pattern-th layer (1-based) is global.
     pattern = c.get("sliding_window_pattern", 6)
-    types = c.get("layer_types") or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
+    types = c.get("layer_types", []) or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
     inter = c.int("intermediate_size")
     layers = tuple(LayerSpec(attention="sliding", window=window, intermediate_size=inter) if t == "sliding_attention"
                    else LayerSpec(intermediate_size=inter) for t in types)
@@ -165,10 +194,10 @@ def _llama4(c: _Config) -> dict[str, Any]:
     base = _common(c)
     n = base["num_hidden_layers"]
     step = c.get("interleave_moe_layer_step", 1)
-    moe_layers = set(c.get("moe_layers") or range(step - 1, n, step))
+    moe_layers = set(c.get("moe_layers", []) or range(step - 1, n, step))
     # transformers default: every 4th layer is NoPE with global attention, the rest chunked.
     interval = c.get("no_rope_layer_interval", 4)
-    rope = c.get("no_rope_layers") or [int((i + 1) % interval != 0) for i in range(n)]
+    rope = c.get("no_rope_layers", []) or [int((i + 1) % interval != 0) for i in range(n)]
     chunk = c.get("attention_chunk_size")
     layers = tuple(
         LayerSpec(attention="chunked" if rope[i] and chunk else "full", window=chunk if rope[i] and chunk else None,
@@ -295,7 +324,7 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
                          quant_config: str | Path | Mapping[str, Any] | None = None) -> ModelSpec:
     """See :meth:`ModelSpec.from_hf_config`."""
     data, where = load_config(config)
-    quant = None
+    quant: dict[str, Any] | None = None
     if quant_config is not None:
         quant, _ = load_config(quant_config)
     elif not isinstance(config, Mapping):
@@ -307,7 +336,7 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
     model_type = data.get("model_type")
     if model_type is None:
         raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(sorted(READERS))}")
-    if model_type not in READERS:
+    if not isinstance(model_type, str) or model_type not in READERS:
         raise SpecError(f"{where}: unsupported model_type {model_type!r}; supported: {', '.join(sorted(READERS))}")
     if model_type in _WRAPPED:
         text = data.get("text_config")
@@ -317,18 +346,21 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
         elif "hidden_size" not in data:
             raise SpecError(f"{where}: model_type {model_type!r} needs 'text_config' with the decoder's fields")
     reader = READERS[model_type]
-    fields = {**reader(_Config(data, model_type, where)), **formats}
     label = name or id or _name_from(original, where)
     try:
+        fields = {**reader(_Config(data, model_type, where)), **formats}
         return ModelSpec(id=id, name=label, **fields)
     except ValidationError as exc:
         raise SpecError(f"{where}: {format_validation_error(exc)}") from None
+    except (TypeError, ValueError, IndexError, KeyError, ArithmeticError) as exc:
+        # A field of an unexpected shape that the typed reads above did not anticipate.
+        raise SpecError(f"{where}: config fields of model_type {model_type!r} have an unexpected shape ({exc})") from None
 
 
 def _name_from(data: Mapping[str, Any], where: str) -> str:
     name = data.get("_name_or_path")
     if isinstance(name, str) and name:
-        return name.rsplit("/", 1)[-1]
+        return name
     if where != "config":
         path = Path(where)
         stem = path.parent.name if path.name == "config.json" else path.stem

@@ -1,0 +1,126 @@
+"""Hardware catalog: every spec loads, headline figures match the datasheets."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab import Q, UnknownNameError, hardware_ids, load_hardware
+
+REQUIRED_IDS = {
+    "a100-sxm-80gb", "a100-pcie-80gb", "h100-sxm", "h100-pcie", "h100-nvl", "h800", "h20", "gh200", "h200-sxm",
+    "b200", "b300", "gb200", "gb300", "rubin", "rubin-cpx", "l40s", "l4", "rtx-3090-ti", "rtx-4090", "rtx-5090",
+    "rtx-pro-6000", "mi300x", "mi325x", "mi355x", "tpu-v5e", "tpu-v6e",
+}
+
+
+def test_catalog_has_every_required_device():
+    assert REQUIRED_IDS <= set(hardware_ids())
+
+
+@pytest.mark.parametrize("hw_id", sorted(REQUIRED_IDS))
+def test_every_spec_is_complete_and_sane(hw_id):
+    hw = load_hardware(hw_id)
+    assert hw.id == hw_id
+    assert hw.memory_capacity.si > 0 and hw.memory_bandwidth.si > 0
+    assert hw.usable_memory_capacity.si <= 1.1 * hw.memory_capacity.si
+    assert hw.flops, "at least one dense tensor rate"
+    for path, fig in hw.figures():
+        assert fig.source in hw.sources, path
+        assert fig.si >= 0, path
+    # a 2:4 sparse headline is never below the dense rate
+    for prec, fig in hw.sparse_flops.items():
+        if prec in hw.flops:
+            assert fig.si >= hw.flops[prec].si
+    if hw.price is not None:
+        assert hw.price.as_of
+
+
+def _si(hw_id, path):
+    obj = load_hardware(hw_id)
+    for part in path.split("."):
+        obj = obj[part] if isinstance(obj, dict) else getattr(obj, part)
+    return obj.si
+
+
+# Datasheet figures, written here from the vendors' tables (dense = sparse headline / 2).
+DATASHEET = [
+    # NVIDIA A100 80GB datasheet: 2,039 GB/s (SXM); BF16 312 TF dense (624 sparse); NVLink 600 GB/s; 400 W
+    ("a100-sxm-80gb", "memory_bandwidth", "2039 GB/s"),
+    ("a100-sxm-80gb", "flops.bf16", "312 TFLOPS"),
+    ("a100-sxm-80gb", "sparse_flops.bf16", "624 TFLOPS"),
+    ("a100-sxm-80gb", "flops.int8", "624 TOPS"),
+    ("a100-sxm-80gb", "scale_up.bandwidth", "300 GB/s"),
+    ("a100-sxm-80gb", "tdp", "400 W"),
+    # NVIDIA H100 product page, SXM column: 3.35 TB/s; BF16 1,979* TF; FP8 3,958* TF (* with sparsity); 700 W
+    ("h100-sxm", "memory_bandwidth", "3.35 TB/s"),
+    ("h100-sxm", "flops.bf16", "989 TFLOPS"),
+    ("h100-sxm", "flops.fp8", "1979 TFLOPS"),
+    ("h100-sxm", "sparse_flops.fp8", "3958 TFLOPS"),
+    ("h100-sxm", "scale_up.bandwidth", "450 GB/s"),
+    ("h100-sxm", "tdp", "700 W"),
+    ("h100-sxm", "memory_capacity", "80 GB"),
+    # NVIDIA H200 product page: 141 GB HBM3e, 4.8 TB/s, same tensor rates as H100 SXM
+    ("h200-sxm", "memory_capacity", "141 GB"),
+    ("h200-sxm", "memory_bandwidth", "4.8 TB/s"),
+    ("h200-sxm", "flops.bf16", "989 TFLOPS"),
+    ("h200-sxm", "flops.fp8", "1979 TFLOPS"),
+    ("h200-sxm", "usable_memory_capacity", "143771 MiB"),  # nvidia-smi total
+    # NVIDIA HGX B200 (per GPU, 1000 W): 8 TB/s; FP4 18 PF sparse / 9 PF dense; FP8 4.5 PF dense; BF16 2.25 PF dense
+    ("b200", "memory_bandwidth", "8 TB/s"),
+    ("b200", "flops.bf16", "2.25 PFLOPS"),
+    ("b200", "flops.fp8", "4.5 PFLOPS"),
+    ("b200", "flops.fp4", "9 PFLOPS"),
+    ("b200", "sparse_flops.fp4", "18 PFLOPS"),
+    ("b200", "scale_up.bandwidth", "900 GB/s"),
+    # AMD Instinct MI300X: 5.3 TB/s; FP16/BF16 1,307.4 TF dense; FP8 2,614.9 TF dense; 750 W
+    ("mi300x", "memory_bandwidth", "5.3 TB/s"),
+    ("mi300x", "flops.bf16", "1307.4 TFLOPS"),
+    ("mi300x", "flops.fp8", "2614.9 TFLOPS"),
+    ("mi300x", "tdp", "750 W"),
+    ("mi300x", "scale_up.peer_bandwidth", "64 GB/s"),
+]
+
+
+@pytest.mark.parametrize("hw_id, path, expected", DATASHEET)
+def test_datasheet_figures(hw_id, path, expected):
+    assert _si(hw_id, path) == pytest.approx(Q(expected).to_base_units().to(_canonical(expected)).magnitude, rel=1e-3)
+
+
+def _canonical(text):
+    q = Q(text)
+    for unit in ("byte/second", "flop/second", "byte", "watt"):
+        if q.dimensionality == Q(1, unit).dimensionality:
+            return unit
+    raise AssertionError(text)
+
+
+def test_ridge_point_h100_bf16():
+    # 989e12 FLOP/s / 3.35e12 B/s = 295.2 FLOP/B
+    assert load_hardware("h100-sxm").ridge_point("bf16").magnitude == pytest.approx(295.22, abs=0.01)
+
+
+def test_a100_has_no_fp8_and_blackwell_ultra_int8_is_not_fp8():
+    assert "fp8" not in load_hardware("a100-sxm-80gb").flops
+    b300 = load_hardware("b300")
+    assert b300.flops["int8"].si < 0.1 * b300.flops["fp8"].si
+    with pytest.raises(UnknownNameError, match="tensor precision"):
+        load_hardware("a100-sxm-80gb").peak_flops("fp8")
+
+
+def test_capacity_keeps_the_stated_unit():
+    # ROCm lists MI300X VRAM in GiB; NVIDIA labels H100 in GB
+    assert load_hardware("mi300x").memory_capacity.stated == "192 GiB"
+    assert load_hardware("mi300x").memory_capacity.si == 192 * 2**30
+    assert load_hardware("h100-sxm").memory_capacity.stated == "80 GB"
+    assert load_hardware("h100-sxm").usable_memory_capacity.si == 81559 * 2**20
+
+
+def test_nic_bandwidth_is_bits():
+    # ConnectX-7 is 400 Gb/s = 50 GB/s per direction
+    assert load_hardware("h100-sxm").scale_out.bandwidth.si == pytest.approx(50e9)
+
+
+def test_unknown_hardware_suggests():
+    with pytest.raises(UnknownNameError) as info:
+        load_hardware("h100")
+    assert "h100-sxm" in str(info.value)

@@ -1,0 +1,88 @@
+"""The unit registry: the traps of pint's default registry must not exist here."""
+
+from __future__ import annotations
+
+import math
+
+import pint
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferlab import DimensionError, InferlabError, Q, UnitError, to_si
+from inferlab.units import parse
+
+
+def test_gigabit_is_not_gilbert():
+    # 400 Gb/s NIC (ConnectX-7) = 400e9 bit/s / 8 = 50e9 B/s
+    assert Q("400 Gb/s").to("GB/s").magnitude == pytest.approx(50.0)
+    with pytest.raises(UnitError):
+        Q("1 gilbert")
+
+
+def test_transfer_time_of_140_gb_at_3_35_tb_per_s():
+    # 140e9 B / 3.35e12 B/s = 0.041791 s
+    assert (Q("140 GB") / Q("3.35 TB/s")).to("ms").magnitude == pytest.approx(41.791, abs=1e-3)
+
+
+def test_decimal_and_binary_prefixes_differ():
+    assert Q("1 GB").to("B").magnitude == 1e9
+    assert Q("1 GiB").to("B").magnitude == 2**30
+    # nvidia-smi 81559 MiB on an H100 = 85,520,809,984 B = 85.52 GB
+    assert Q("81559 MiB").to("B").magnitude == 81559 * 2**20
+    assert Q("1 byte").to("bit").magnitude == 8
+
+
+def test_bytes_plus_seconds_is_a_clear_error():
+    with pytest.raises(DimensionError) as info:
+        Q("1 GB") + Q("1 s")
+    msg = str(info.value)
+    assert "information" in msg and "time" in msg
+    assert isinstance(info.value, InferlabError)
+    assert isinstance(info.value, pint.DimensionalityError)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [("1 FLOP", "1 B"), ("1 token", "1 request"), ("1 USD", "1 s"), ("1 token", "1 B"), ("1 FLOP", "1 token")],
+)
+def test_domain_dimensions_are_distinct(a, b):
+    with pytest.raises(DimensionError):
+        Q(a).to(Q(b).units)
+
+
+def test_rates_and_counts():
+    # INT8 TOPS count one multiply-add as 2 operations, like FLOPs
+    assert Q("1979 TOPS").to("FLOP/s").magnitude == pytest.approx(1.979e15)
+    assert Q("989 TFLOPS").dimensionality == Q("1 FLOP/s").dimensionality
+    assert Q("1 flops").dimensionality == Q("1 FLOP/s").dimensionality  # lower case is a rate too
+    assert Q("1 FLOP").dimensionality != Q("1 FLOP/s").dimensionality
+    assert Q("$2.95/hour").to("USD/s").magnitude == pytest.approx(2.95 / 3600)
+    assert Q("700 W").to("kW").magnitude == pytest.approx(0.7)
+
+
+def test_to_si_rejects_bare_numbers_and_wrong_dimensions():
+    assert to_si("3.35 TB/s", "byte/second") == 3.35e12
+    with pytest.raises(UnitError, match="no unit"):
+        to_si(Q(3.35), "byte/second")
+    with pytest.raises(UnitError, match=r"\[time\]"):
+        to_si("3 GB", "second")
+
+
+@pytest.mark.parametrize("text", ["", "   ", "3 TB/", "abc def", "1 furlong", "nan GB"])
+def test_malformed_text_is_a_unit_error(text):
+    with pytest.raises(UnitError):
+        parse(text)
+
+
+@given(st.floats(min_value=1e-6, max_value=1e6, allow_nan=False))
+def test_bit_byte_conversion_is_exactly_eight(x):
+    assert math.isclose(Q(x, "Gb/s").to("GB/s").magnitude, x / 8, rel_tol=1e-12)
+
+
+@given(st.text(max_size=30))
+def test_parse_never_raises_anything_but_unit_error(text):
+    try:
+        parse(text)
+    except UnitError:
+        pass
