@@ -41,14 +41,16 @@ def _hardware_list(args: argparse.Namespace) -> None:
 
 def _hardware_show(args: argparse.Namespace) -> None:
     h = load_hardware(args.id)
-    rows = [[path, fig.stated, h.sources[fig.source].title[:70] + ("..." if len(h.sources[fig.source].title) > 70 else "")]
-            for path, fig in h.figures()]
+    rows = [[path, fig.stated, fig.source] for path, fig in h.figures()]
     lines = [f"{h.name} ({h.id}) - {h.vendor} {h.architecture}, {h.form_factor}, {h.status}",
              f"memory: {h.memory_type}", text_table(["field", "value", "source"], rows)]
     if "bf16" in h.flops:
         lines.append(f"ridge point (bf16 dense / memory bandwidth): {pretty(h.ridge_point('bf16'))}")
     if h.mig:
         lines.append("MIG profiles: " + ", ".join(f"{p.name} x{p.max_instances}" for p in h.mig.profiles))
+    lines.append("sources:")
+    lines += [f"  {key}: {src.title} [{src.kind}{', ' + src.date if src.date else ''}]" + (f" {src.url}" if src.url else "")
+              for key, src in h.sources.items()]
     notes = [f"  {path}: {fig.note}" for path, fig in h.figures() if fig.note] + [f"  {n}" for n in h.notes]
     if notes:
         lines += ["notes:", *notes]

@@ -1,0 +1,103 @@
+"""The CLI, run in-process: every command, --json, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.cli.main import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_hardware_list_and_json(capsys):
+    code, out, _ = run(capsys, "hardware", "list")
+    assert code == 0 and "h100-sxm" in out and "mi300x" in out and "dense" in out
+    code, out, _ = run(capsys, "hardware", "list", "--json")
+    rows = json.loads(out)
+    h100 = next(r for r in rows if r["id"] == "h100-sxm")
+    assert h100["figures"]["memory_bandwidth"]["value"] == 3.35e12
+    assert h100["figures"]["memory_bandwidth"]["source_title"].startswith("NVIDIA H100")
+
+
+def test_hardware_show(capsys):
+    code, out, _ = run(capsys, "hardware", "show", "h100-sxm")
+    assert code == 0
+    assert "flops.bf16" in out and "989 TFLOPS" in out and "ridge point" in out and "295.2 FLOP/B" in out
+    assert "1g.10gb x7" in out
+    code, out, _ = run(capsys, "hardware", "show", "b200", "--json")
+    data = json.loads(out)
+    assert data["figures"]["flops.fp4"]["value"] == pytest.approx(9e15)
+
+
+def test_models_list_and_show(capsys):
+    code, out, _ = run(capsys, "models", "list")
+    assert code == 0 and "deepseek-v3" in out and "MLA" in out
+    code, out, _ = run(capsys, "models", "show", "deepseek-r1")
+    assert code == 0 and "70,272 B" in out and "256 routed experts" in out
+    code, out, _ = run(capsys, "models", "show", "llama-3.1-70b", "--json")
+    data = json.loads(out)
+    assert data["kv_cache_bytes_per_token_bf16"] == {"full": 327680.0}
+    assert data["card"]["total_params"]["stated"] == "70.6B"
+
+
+def test_models_show_config_path(capsys, data_dir):
+    path = data_dir / "hf-configs" / "openai--gpt-oss-20b.json"
+    code, out, _ = run(capsys, "models", "show", str(path))
+    assert code == 0 and "sliding(128)" in out and "mxfp4" in out
+
+
+@pytest.mark.parametrize(
+    "expr, to, value, unit",
+    [
+        ("140 GB / (3.35 TB/s)", "ms", 41.791, "ms"),
+        ("400 Gb/s", "GB/s", 50.0, "GB/s"),
+        ("h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth", None, 295.224, "FLOP/B"),
+        ("h100-sxm.ridge_point.fp8", None, 590.746, "FLOP/B"),
+        # 2 bytes x 70,553,706,496 params / 3.35e12 B/s = 42.12 ms: the decode-step floor
+        ("llama-3.1-70b.weight_bytes.bf16 / h100-sxm.memory_bandwidth", "ms", 42.122, "ms"),
+        ("llama-3.1-70b.kv_bytes_per_token * 8192", "GiB", 2.5, "GiB"),
+        ("mi300x.memory_capacity", "GB", 206.158, "GB"),
+    ],
+)
+def test_calc(capsys, expr, to, value, unit):
+    args = ["calc", expr, "--json"] + (["--to", to] if to else [])
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["value"] == pytest.approx(value, abs=1e-3)  # hand values: 989/3.35, 1979/3.35, ...
+    assert data["unit"] == unit
+
+
+def test_calc_text_lists_sources(capsys):
+    code, out, _ = run(capsys, "calc", "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth")
+    assert out.startswith("295.224 FLOP/B")
+    assert "NVIDIA H100 Tensor Core GPU product page" in out
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["hardware", "show", "h100-sx"], "did you mean 'h100-sxm'"),
+        (["models", "show", "lama-3.1-70b"], "did you mean 'llama-3.1-70b'"),
+        (["calc", "3 GB + 2 s"], "[information]"),
+        (["calc", "h10-sxm.flops.bf16"], "did you mean 'h100-sxm'"),
+        (["calc", "h100-sxm.flop.bf16"], "did you mean 'flops'"),
+        (["calc", "h100-sxm.flops.fp4"], "unknown key"),
+        (["calc", "140 GB / (3.35 TB/s)", "--to", "GB"], "cannot be expressed in GB"),
+        (["calc", "1 gilbert"], "unknown unit"),
+        (["models", "show", "/nonexistent/config.json"], "cannot read"),
+    ],
+)
+def test_errors_are_one_line_exit_2(capsys, args, fragment):
+    code, out, err = run(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("inferlab: error: ")
+    assert fragment in err
+    assert "Traceback" not in err

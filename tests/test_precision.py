@@ -1,0 +1,36 @@
+"""Number formats: bytes per element with block scales, from the format definitions."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab import UnknownNameError, number_format
+
+
+@pytest.mark.parametrize(
+    "name, bits",
+    [
+        ("bf16", 16), ("fp16", 16), ("fp8", 8), ("int8", 8),
+        ("nvfp4", 4 + 8 / 16),   # 16-element blocks, one FP8 E4M3 scale each
+        ("mxfp4", 4 + 8 / 32),   # OCP MX: 32-element blocks, one E8M0 scale each
+        ("mxfp6", 6 + 8 / 32),
+        ("mxfp8", 8 + 8 / 32),
+        ("int4", 4 + 16 / 128),  # weight-only, groups of 128 with a 16-bit scale
+    ],
+)
+def test_bits_per_element(name, bits):
+    assert number_format(name).bits_per_element == pytest.approx(bits)
+
+
+def test_compute_precision_of_weight_only_int4_is_16_bit():
+    assert number_format("int4").compute == "bf16"
+    assert number_format("nvfp4").compute == "fp4"
+
+
+def test_unknown_format_suggests():
+    with pytest.raises(UnknownNameError, match="nvfp4"):
+        number_format("nvfp3")
+
+
+def test_case_insensitive():
+    assert number_format("BF16").name == "bf16"
