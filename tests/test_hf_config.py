@@ -102,3 +102,37 @@ def test_missing_model_type_and_bad_files(tmp_path):
 def test_multimodal_wrapper_without_text_config():
     with pytest.raises(SpecError, match="text_config"):
         ModelSpec.from_hf_config({"model_type": "llama4", "vision_config": {}})
+
+
+QWEN25_7B = {
+    # Qwen/Qwen2.5-7B config.json architecture fields
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28, "vocab_size": 152064,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "use_sliding_window": False,
+    "sliding_window": 131072, "max_window_layers": 28, "hidden_act": "silu",
+}
+
+
+def test_qwen2_counts_qkv_biases_by_hand():
+    spec = ModelSpec.from_hf_config(QWEN25_7B)
+    # head_dim 3584/28 = 128; per layer: q,o 2*3584*3584 = 25,690,112; k,v 2*3584*512 = 3,670,016;
+    # q/k/v biases 3584+512+512 = 4,608; SwiGLU 3*3584*18944 = 203,685,888; 2 RMSNorms 7,168
+    per_layer = 25_690_112 + 3_670_016 + 4_608 + 203_685_888 + 7_168
+    embeddings = 2 * 152064 * 3584  # untied
+    assert spec.total_params == 28 * per_layer + embeddings + 3584 == 7_615_616_512  # card: "7.61B"
+    assert spec.layer_kinds == {"full": 28}  # use_sliding_window false: the window is inert
+
+
+def test_qwen2_sliding_window_from_max_window_layers():
+    spec = ModelSpec.from_hf_config({**QWEN25_7B, "use_sliding_window": True, "sliding_window": 4096,
+                                     "max_window_layers": 20})
+    assert spec.layer_kinds == {"full": 20, "sliding(4096)": 8}
+
+
+def test_gemma3_text_flat_config_equals_wrapped(data_dir):
+    wrapped = load_model("gemma-3-27b")
+    flat = {"model_type": "gemma3_text", "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504,
+            "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16, "sliding_window": 1024,
+            "vocab_size": 262208, "max_position_embeddings": 131072}
+    spec = ModelSpec.from_hf_config(flat)
+    assert spec.model_dump(exclude=_IDENTITY) == wrapped.model_dump(exclude=_IDENTITY)

@@ -141,3 +141,10 @@ def test_every_bundled_spec_file_parses():
             doc = yaml.safe_load(path.read_text())
             spec = (parse_hardware if name == "hardware_specs" else parse_model)(doc, path.name)
             assert spec.id == path.name[:-5]
+
+
+def test_figure_accepts_a_pint_quantity_from_python():
+    from inferlab import Q
+
+    doc = _set(H100, ("memory_bandwidth",), {"value": Q("3.35 TB/s"), "source": "nv_h100_page"})
+    assert parse_hardware(doc).memory_bandwidth.si == 3.35e12

@@ -85,6 +85,8 @@ def _parse_figure(raw: Any, *, unit: str, minimum: float | None, integer: bool) 
     if "value" not in data:
         raise UnitError(f"missing 'value' (a quantity in {expected}, e.g. '1 {unit}')")
     value = data.pop("value")
+    if isinstance(value, pint.Quantity):
+        value = f"{value.magnitude!r} {value.units:~}"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise UnitError(f"value must be text like '1 {unit}', got {type(value).__name__} {value!r}")
     dimensionless = not parse_unit(unit).dimensionality
