@@ -24,7 +24,7 @@ def _best_of(fn, repeat=5):
 
 
 def load_all_cold():
-    for cached in (catalog.load_hardware, catalog._load_model_id, catalog._hardware_files, catalog._model_files,
+    for cached in (catalog._load_hardware_id, catalog._load_model_id, catalog._hardware_files, catalog._model_files,
                    catalog._aliases):
         cached.cache_clear()
     for i in hardware_ids():

@@ -62,7 +62,14 @@ def test_models_show_config_path(capsys, data_dir):
         # 2 bytes x 70,553,706,496 params / 3.35e12 B/s = 42.12 ms: the decode-step floor
         ("llama-3.1-70b.weight_bytes.bf16 / h100-sxm.memory_bandwidth", "ms", 42.122, "ms"),
         ("llama-3.1-70b.kv_bytes_per_token * 8192", "GiB", 2.5, "GiB"),
-        ("mi300x.memory_capacity", "GB", 206.158, "GB"),
+        ("mi300x.memory_capacity", "GB", 206.158, "GB"),  # 192 GiB = 192 * 2**30 B
+        ("2 $/h", None, 2.0, "USD/h"),
+        ("$2.95/hour * h100-sxm.tdp / h100-sxm.tdp", None, 2.95, "USD/h"),
+        ("H100-SXM.flops.bf16", "TFLOPS", 989.0, "TFLOPS"),
+        ("h100-sxm.tdp-h100-sxm.tdp", "W", 0.0, "W"),
+        ("3 hours", None, 3.0, "h"),
+        ("h100-sxm.price / (2500 tok/s)", None, 0.327778, "USD/Mtok"),  # 2.95 $/h / 3600 / 2500 * 1e6
+        ("128 ktok", "tok", 128_000, "tok"),
     ],
 )
 def test_calc(capsys, expr, to, value, unit):
@@ -91,7 +98,13 @@ def test_calc_text_lists_sources(capsys):
         (["calc", "h100-sxm.flops.fp4"], "unknown key"),
         (["calc", "140 GB / (3.35 TB/s)", "--to", "GB"], "cannot be expressed in GB"),
         (["calc", "1 gilbert"], "unknown unit"),
-        (["models", "show", "/nonexistent/config.json"], "cannot read"),
+        (["models", "show", "/nonexistent/config.json"], "no such file"),
+        (["models", "show", "./nonexist"], "no such file"),
+        (["calc", "10**400 B"], "larger than 64"),
+        (["calc", "9**9**9"], "chained powers"),
+        (["calc", "8K tokens"], "unknown unit ('K',)"),
+        (["calc", "h100-sxm * 2"], "names a catalog entry"),
+        (["calc", "1e308 * 10 * h100-sxm.tdp"], "not a finite number"),
     ],
 )
 def test_errors_are_one_line_exit_2(capsys, args, fragment):

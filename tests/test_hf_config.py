@@ -136,3 +136,79 @@ def test_gemma3_text_flat_config_equals_wrapped(data_dir):
             "vocab_size": 262208, "max_position_embeddings": 131072}
     spec = ModelSpec.from_hf_config(flat)
     assert spec.model_dump(exclude=_IDENTITY) == wrapped.model_dump(exclude=_IDENTITY)
+
+
+FALCON_7B = {
+    # tiiuae/falcon-7b config.json architecture fields (original decoder: multi-query, parallel attention)
+    "model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
+    "multi_query": True, "parallel_attn": True, "new_decoder_architecture": False, "bias": False,
+    "vocab_size": 65024,
+}
+
+
+def test_falcon_original_architecture_by_hand():
+    spec = ModelSpec.from_hf_config(FALCON_7B)
+    # head_dim 64; q,o 2*4544*4544 = 41,295,872; MQA k,v 2*4544*64 = 581,632;
+    # GELU MLP 2*4544*18176 = 165,183,488; one LayerNorm with bias 9,088 -> 207,070,080 per layer
+    per_layer = 41_295_872 + 581_632 + 165_183_488 + 9_088
+    expected = 32 * per_layer + 65024 * 4544 + 9_088  # tied LM head, final LayerNorm with bias
+    assert spec.total_params == expected == 6_921_720_704
+    assert spec.attention_type == "MQA"
+    assert spec.kv_cache_bytes_per_token() == {"full": 2 * 1 * 64 * 2 * 32.0}
+
+
+def test_deepseek_v2_lite_shape_without_q_lora():
+    cfg = {"model_type": "deepseek_v2", "hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
+           "num_key_value_heads": 16, "vocab_size": 102400, "max_position_embeddings": 163840,
+           "intermediate_size": 10944, "moe_intermediate_size": 1408, "q_lora_rank": None, "kv_lora_rank": 512,
+           "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "n_routed_experts": 64,
+           "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1, "topk_method": "greedy"}
+    spec = ModelSpec.from_hf_config(cfg)
+    # MLA cache: (512 + 64) * 2 B * 27 layers = 31,104 B per token
+    assert spec.kv_cache_bytes_per_token() == {"full": 31_104.0}
+    assert spec.mla.q_lora_rank is None and spec.num_moe_layers == 26
+    # published: 15.7B total, 2.4B activated (DeepSeek-V2-Lite model card); the activated figure
+    # matches with the input embedding (102400 x 2048 = 0.21B) left out, as gpt-oss counts it
+    assert abs(spec.total_params - 15.7e9) <= 0.015 * 15.7e9 + 0.05e9
+    active_without_embedding = spec.active_params - spec.param_counts.embedding
+    assert abs(active_without_embedding - 2.4e9) <= 0.015 * 2.4e9 + 0.05e9
+
+
+def test_llama4_explicit_empty_moe_layers_means_dense(data_dir):
+    cfg = json.loads((data_dir / "hf-configs" / "meta-llama--Llama-4-Scout-17B-16E-Instruct.json").read_text())
+    cfg["text_config"]["moe_layers"] = []
+    spec = ModelSpec.from_hf_config(cfg)
+    assert spec.num_moe_layers == 0
+
+
+def test_gemma3_config_without_vocab_uses_transformers_defaults():
+    text = {"model_type": "gemma3_text", "hidden_size": 5376, "intermediate_size": 21504,
+            "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16, "head_dim": 128,
+            "sliding_window": 1024}
+    spec = ModelSpec.from_hf_config({"model_type": "gemma3", "text_config": text})
+    assert spec.vocab_size == 262_208 and spec.max_position_embeddings == 131_072
+    no_head_dim = {k: v for k, v in text.items() if k != "head_dim"}
+    assert ModelSpec.from_hf_config(no_head_dim).head_dim == 256  # Gemma3TextConfig default, not 5376/32
+
+
+@pytest.mark.parametrize(
+    "qc, fmt",
+    [
+        ({"quant_method": "gptq", "bits": 4}, "int4"),
+        ({"quant_method": "awq", "bits": 8}, "int8"),
+        ({"quant_method": "fp8"}, "fp8"),
+        ({"quant_method": "compressed-tensors"}, None),  # not guessed
+        ({"quant_method": "bitsandbytes"}, None),
+    ],
+)
+def test_quantization_config_formats(data_dir, qc, fmt):
+    cfg = json.loads((data_dir / "hf-configs" / "Qwen--Qwen3-8B.json").read_text())
+    assert ModelSpec.from_hf_config({**cfg, "quantization_config": qc}).checkpoint_format == fmt
+
+
+def test_missing_field_message_is_not_reworded():
+    cfg = {**FALCON_7B, "new_decoder_architecture": True}
+    cfg.pop("hidden_size")
+    with pytest.raises(SpecError) as info:
+        ModelSpec.from_hf_config(cfg)
+    assert "needs field 'hidden_size'" in str(info.value) and "unexpected shape" not in str(info.value)

@@ -168,3 +168,24 @@ def test_kv_bytes_monotone_and_linear_below_windows(model_id, a, b):
     if smallest_window is None or hi <= smallest_window:
         assert kv_hi == pytest.approx(per_token * hi)
     assert not np.isnan(kv_hi)
+
+
+def test_kv_bytes_accepts_token_quantities_and_rejects_other_units():
+    from inferlab import Q, UnitError
+
+    model = load_model("llama-3.1-8b")
+    assert model.kv_cache_bytes(Q("8 ktok")) == model.kv_cache_bytes(8000) == 131_072 * 8000
+    with pytest.raises(UnitError, match="token"):
+        model.kv_cache_bytes(Q("8 GB"))
+    with pytest.raises(UnitError):
+        model.kv_cache_bytes([1, "x"])
+    with pytest.raises(UnitError):
+        model.kv_cache_bytes(-1)
+
+
+def test_odd_names_are_unknown_name_errors():
+    from inferlab import load_hardware
+
+    with pytest.raises(UnknownNameError):
+        load_hardware(["a"])
+    assert load_hardware("H100-SXM").id == "h100-sxm"

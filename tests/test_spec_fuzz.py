@@ -148,3 +148,22 @@ def test_figure_accepts_a_pint_quantity_from_python():
 
     doc = _set(H100, ("memory_bandwidth",), {"value": Q("3.35 TB/s"), "source": "nv_h100_page"})
     assert parse_hardware(doc).memory_bandwidth.si == 3.35e12
+
+
+@pytest.mark.parametrize(
+    "path, value, fragment",
+    [
+        (("scale_out", "bandwidth"), {"value": "50 GB/s", "source": "nv_dgx_h100_guide"}, "state NIC bandwidth in bits"),
+        (("memory_bandwidth",), {"value": "3.35 TB/s", "source": "nv_h100_page",
+                                 "alternatives": [{"value": "banana", "source": "mleng_accel"}]}, "alternative 'banana'"),
+        (("memory_bandwidth",), {"value": "3.35 TB/s", "source": "nv_h100_page",
+                                 "alternatives": [{"value": "3 TB", "source": "mleng_accel"}]}, "alternative '3 TB'"),
+        (("scale_up", "domain_size"), {"value": 0, "source": "nv_dgx_h100_guide"}, "minimum"),
+        (("sparse_flops", "bf16"), {"value": "989 TFLOPS", "source": "nv_h100_page"}, "not above the dense figure"),
+        (("memory_bandwidth",), {"value": "10**400 TB/s", "source": "nv_h100_page"}, "larger than 64"),
+    ],
+)
+def test_schema_catches_classic_traps(path, value, fragment):
+    with pytest.raises(SpecError) as info:
+        parse_hardware(_set(H100, path, value))
+    assert fragment in str(info.value)

@@ -22,7 +22,7 @@ from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from .specs.figure import Figure
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
-from .units import CANONICAL, Q, parse, parse_unit, ureg
+from .units import Q, parse, parse_unit, readable
 
 #: Model quantities a calculator expression can name: (function(model, arg), unit, takes precision).
 MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
@@ -40,7 +40,8 @@ MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
 }
 
 _ID = r"[a-z][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*"
-_REF = re.compile(rf"(?<![\w.\-])({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
+_REF = re.compile(rf"(?<![\w.])({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.IGNORECASE)
+_BARE = re.compile(rf"(?<![\w.])({_ID})(?![\w.])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def _model_ref(model: ModelSpec, path: list[str], text: str) -> tuple[pint.Quant
 
 
 def _resolve(match: re.Match[str]) -> Reference:
-    ident, path = match.group(1), match.group(2).split(".")
+    ident, path = match.group(1).lower(), match.group(2).split(".")
     text = match.group(0)
     if ident in hardware_ids():
         value, source = _hardware_ref(load_hardware(ident), path, text)
@@ -164,21 +165,19 @@ def evaluate(expression: str, to: str | None = None) -> CalcResult:
         return f"({name})"
 
     text = _REF.sub(substitute, expression)
-    if values:
-        try:
-            result = ureg.parse_expression(text, **values)
-        except pint.UndefinedUnitError as exc:
-            raise UnitError(f"unknown unit {exc.unit_names!s} in {expression!r}") from None
-        except pint.DimensionalityError as exc:
-            raise UnitError(f"in {expression!r}: {exc}") from None
-        except Exception as exc:  # pint's parser raises assorted types on malformed text
-            raise UnitError(f"cannot read {expression!r} ({type(exc).__name__})") from None
-        if not isinstance(result, pint.Quantity):
-            result = Q(float(result), "dimensionless")
-    else:
-        result = parse(expression)
-    result = _display(result) if to is None else _convert(result, to, expression)
+    _refuse_bare_ids(text)
+    result = parse(text, values, label=expression)
+    result = readable(result) if to is None else _convert(result, to, expression)
     return CalcResult(expression, result, tuple(refs))
+
+
+def _refuse_bare_ids(text: str) -> None:
+    known = {*hardware_ids(), *model_ids()}
+    for match in _BARE.finditer(text):
+        ident = match.group(1).lower()
+        if ident in known:
+            raise UnitError(f"{ident!r} names a catalog entry, not a number; name one of its values, "
+                            f"e.g. {ident}.{'memory_bandwidth' if ident in hardware_ids() else 'total_params'}")
 
 
 def _convert(q: pint.Quantity, unit: str, expression: str) -> pint.Quantity:
@@ -187,12 +186,3 @@ def _convert(q: pint.Quantity, unit: str, expression: str) -> pint.Quantity:
         have = str(q.dimensionality) if q.dimensionality else "dimensionless"
         raise UnitError(f"{expression!r} is {have} ({q:~P}); it cannot be expressed in {unit}")
     return q.to(target)
-
-
-def _display(q: pint.Quantity) -> pint.Quantity:
-    for unit in CANONICAL.values():
-        target = parse_unit(unit)
-        if q.dimensionality == target.dimensionality:
-            q = q.to(target)
-            return q if not q.dimensionality or target.dimensionality == parse_unit("flop/byte").dimensionality else q.to_compact()
-    return q.to_reduced_units()

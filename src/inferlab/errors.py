@@ -66,6 +66,8 @@ class UnknownNameError(InferlabError, KeyError):
         msg = f"unknown {self.kind} {self.name!r}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        else:
+            msg += "."
         shown = ", ".join(self.allowed[:40])
         more = f" (and {len(self.allowed) - 40} more)" if len(self.allowed) > 40 else ""
         return f"{msg} Allowed: {shown}{more}."

@@ -25,6 +25,7 @@ import re
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import pint
 
 from .errors import DimensionError, UnitError
@@ -80,12 +81,16 @@ CANONICAL: dict[str, str] = {
     "request/second": "request/second",
     "USD": "USD",
     "USD/hour": "USD/hour",
+    "USD/token": "USD/token",
     "watt": "watt",
     "hertz": "hertz",
     "dimensionless": "dimensionless",
 }
 
-_DOLLAR = re.compile(r"\$\s*([0-9.eE+-]+)")
+_DOLLAR_AMOUNT = re.compile(r"\$\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
+_POWER = re.compile(r"(\*\*|\^)\s*\(?\s*[-+]?\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
+_CHAINED_POWER = re.compile(r"(\*\*|\^)[^*^+/()-]*(\*\*|\^)")
+_MAX_EXPONENT = 64
 
 
 def Q(value: Any, unit: str | None = None) -> pint.Quantity:
@@ -128,30 +133,59 @@ def Q(value: Any, unit: str | None = None) -> pint.Quantity:
     return Quantity(value, parse_unit(unit if unit is not None else "dimensionless"))
 
 
-def parse(text: str) -> pint.Quantity:
+def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: str | None = None) -> pint.Quantity:
     """Parse ``"<number> <unit>"`` (or an expression of such) in inferlab's registry.
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"3.35 TB/s"``, ``"$2.50/hour"``, ``"140 GB / (3.35 TB/s)"``.
+    values : dict, optional
+        Quantities to substitute for names in ``text`` (the calculator's catalog values).
+    label : str, optional
+        The text to quote in error messages (the expression before substitution).
 
     Raises
     ------
     UnitError
-        If the text is empty, malformed or names an unknown unit.
+        If the text is empty, malformed, names an unknown unit, mixes dimensions, or
+        is not a finite number.
     """
     if not isinstance(text, str) or not text.strip():
         raise UnitError(f"expected a quantity such as '3.35 TB/s', got {text!r}")
-    cleaned = _DOLLAR.sub(r"\1 USD", text.strip())
+    cleaned = _DOLLAR_AMOUNT.sub(r"\1 USD", text.strip()).replace("$", " USD ")
+    shown = label if label is not None else text
+    _check_powers(cleaned, shown)
     try:
-        q = ureg.parse_expression(cleaned)
+        q = ureg.parse_expression(cleaned, **(values or {}))
     except pint.UndefinedUnitError as exc:
-        raise UnitError(f"unknown unit {exc.unit_names!s} in {text!r}; {_UNIT_HINT}") from None
+        raise UnitError(f"unknown unit {exc.unit_names!s} in {shown!r}; {_UNIT_HINT}") from None
     except DimensionError as exc:
-        raise UnitError(f"in {text!r}: {exc}") from None
+        raise UnitError(f"in {shown!r}: {exc}") from None
     except Exception as exc:  # pint raises several types (tokenize, Syntax, Attribute) on malformed text
-        raise UnitError(f"cannot read {text!r} as a quantity ({type(exc).__name__}); write e.g. '3.35 TB/s'") from None
+        raise UnitError(f"cannot read {shown!r} as a quantity ({type(exc).__name__}); write e.g. '3.35 TB/s'") from None
     if not isinstance(q, pint.Quantity):
         q = Quantity(q, "dimensionless")
-    if not math.isfinite(float(q.magnitude)):
-        raise UnitError(f"{text!r} is not a finite number")
+    try:
+        finite = math.isfinite(float(q.magnitude))
+    except (OverflowError, TypeError, ValueError):
+        finite = False
+    if not finite:
+        raise UnitError(f"{shown!r} is not a finite number")
     return q
+
+
+def _check_powers(cleaned: str, text: str) -> None:
+    """Refuse exponents that would make the parser compute for ever (``9**9**9``)."""
+    if _CHAINED_POWER.search(cleaned):
+        raise UnitError(f"chained powers are not allowed in {text!r}; add parentheses or compute in steps")
+    for match in _POWER.finditer(cleaned):
+        try:
+            big = abs(float(match.group(2))) > _MAX_EXPONENT
+        except ValueError:
+            big = True
+        if big:
+            raise UnitError(f"exponent {match.group(2)} in {text!r} is larger than {_MAX_EXPONENT}")
 
 
 def parse_unit(unit: str) -> pint.Unit:
@@ -165,8 +199,8 @@ def parse_unit(unit: str) -> pint.Unit:
 
 
 _UNIT_HINT = (
-    "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token, request, USD, W, Hz "
-    "with SI prefixes (k, M, G, T, P) or binary ones (Ki, Mi, Gi, Ti)"
+    "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token (tok), request (req), USD ($), "
+    "W, Hz with SI prefixes (k, M, G, T, P: '128 ktok') or binary ones (Ki, Mi, Gi, Ti)"
 )
 
 
@@ -208,6 +242,51 @@ def to_si(q: pint.Quantity | str, unit: str) -> float:
             f"{q:~P} is {dimension_name(q.units)}, expected {dimension_name(target)} (e.g. in {unit})"
         )
     return float(q.to(target).magnitude)
+
+
+def to_si_array(value: Any, unit: str, what: str) -> np.ndarray:
+    """``value`` as a float64 array in the canonical ``unit``: quantities are converted,
+    plain numbers are taken as already in ``unit``.
+
+    Raises
+    ------
+    UnitError
+        If ``value`` has the wrong dimension or is not numeric, naming ``what``.
+    """
+    if isinstance(value, pint.Quantity):
+        q = Q(value)
+        target = parse_unit(unit)
+        if q.dimensionality != target.dimensionality:
+            raise UnitError(f"{what} must be in {dimension_name(target)} (e.g. {unit}), got {q:~P}")
+        value = q.to(target).magnitude
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UnitError(f"{what} must be numbers in {unit}, got {value!r}") from None
+    return arr
+
+
+def readable(q: pint.Quantity) -> pint.Quantity:
+    """The quantity in a unit a person reads at a glance.
+
+    Canonical unit for its dimension, then: an SI prefix for bytes, FLOP/s and the like
+    (3.35 TB/s), minutes/hours/days for long times, none for money and intensities.
+    """
+    for unit in CANONICAL.values():
+        target = parse_unit(unit)
+        if q.dimensionality != target.dimensionality:
+            continue
+        q = q.to(target)
+        if unit == "second" and abs(q.magnitude) >= 60:
+            for name, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+                if abs(q.magnitude) >= size:
+                    return q.to(name)
+        if unit == "USD/token":
+            return q.to("USD/Mtok")
+        if unit in ("dimensionless", "flop/byte") or unit.startswith("USD"):
+            return q
+        return q.to_compact()
+    return q.to_reduced_units()
 
 
 def from_si(value: float, unit: str) -> pint.Quantity:

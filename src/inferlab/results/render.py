@@ -10,7 +10,7 @@ import pint
 from ..specs.figure import Figure
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..units import Q
+from ..units import Q, readable
 
 
 def text_table(headers: list[str], rows: list[list[str]], *, right: set[int] | None = None) -> str:
@@ -31,8 +31,8 @@ def pretty(q: pint.Quantity, digits: int = 4) -> str:
     if not q.dimensionality:
         mag = float(q.to("dimensionless").magnitude)
         return f"{mag:,.0f}" if abs(mag) >= 1e4 and mag == int(mag) else f"{mag:.{digits}g}"
-    compact = q.to_compact()
-    return f"{compact.magnitude:.{digits}g} {compact.units:~P}"
+    shown = readable(q)
+    return f"{shown.magnitude:.{digits}g} {shown.units:~P}"
 
 
 def in_unit(fig: Figure | None, unit: str, fmt: str = "{:.4g}") -> str:

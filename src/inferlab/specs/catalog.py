@@ -107,19 +107,25 @@ def model_ids() -> list[str]:
     return sorted(_model_files())
 
 
-@functools.cache
 def load_hardware(id: str) -> HardwareSpec:
-    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``).
+    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``, any case).
 
     Raises
     ------
     UnknownNameError
         With did-you-mean suggestions when ``id`` is not in the catalog.
     """
+    if not isinstance(id, str):
+        raise UnknownNameError("hardware", repr(id), _hardware_files())
+    key = id.strip().lower()
+    if key not in _hardware_files():
+        raise UnknownNameError("hardware", id, _hardware_files())
+    return _load_hardware_id(key)
+
+
+@functools.cache
+def _load_hardware_id(key: str) -> HardwareSpec:
     files = _hardware_files()
-    key = str(id).strip().lower()
-    if key not in files:
-        raise UnknownNameError("hardware", str(id), files)
     spec = parse_hardware(_read_yaml(files[key], f"hardware_specs/{key}.yaml"), f"hardware_specs/{key}.yaml")
     if spec.id != key:
         raise SpecError(f"hardware_specs/{key}.yaml: id {spec.id!r} differs from the file name")
@@ -152,6 +158,8 @@ def load_model(name: str | Path) -> ModelSpec:
     UnknownNameError
         With did-you-mean suggestions when ``name`` is neither an id, an alias nor a file.
     """
+    if not isinstance(name, (str, Path)):
+        raise UnknownNameError("model", repr(name), _model_files())
     text = str(name).strip()
     key = text.lower()
     files = _model_files()
@@ -159,7 +167,9 @@ def load_model(name: str | Path) -> ModelSpec:
         return _load_model_id(key)
     if key in _aliases():
         return _load_model_id(_aliases()[key])
-    path = Path(text)
-    if path.suffix == ".json" or path.is_dir() or "/" in text and path.exists():
+    if isinstance(name, Path) or text.endswith(".json") or text.startswith((".", "~")) or "/" in text or "\\" in text:
+        path = Path(text).expanduser()
+        if not path.exists():
+            raise SpecError(f"no such file or folder {text!r} (and it is not a catalog id or alias)")
         return ModelSpec.from_hf_config(path)
-    raise UnknownNameError("model", text, [*files, *_aliases()])
+    raise UnknownNameError("model", text, files)

@@ -101,6 +101,12 @@ def _parse_figure(raw: Any, *, unit: str, minimum: float | None, integer: bool) 
         raise UnitError(f"{text} is below the allowed minimum ({minimum:g} {unit})")
     if integer and si != int(si):
         raise UnitError(f"{text} must be a whole number")
+    for alt in data.get("alternatives") or ():
+        if isinstance(alt, dict) and isinstance(alt.get("value"), str):
+            try:
+                to_si(parse(alt["value"]), unit)
+            except UnitError as exc:
+                raise UnitError(f"alternative {alt['value']!r}: {exc}") from None
     return {"si": si, "unit": unit, "stated": text, **data}
 
 
@@ -129,5 +135,4 @@ FlopRate = figure("flop/second")
 Power = figure("watt")
 Frequency = figure("hertz")
 Price = figure("USD/hour")
-Count = figure("dimensionless", integer=True)
-Ratio = figure("dimensionless")
+Count = figure("dimensionless", minimum=1.0, integer=True)

@@ -65,6 +65,13 @@ class ScaleOut(BaseModel):
     bandwidth: Bandwidth = Field(description="Per GPU, per direction; stated in Gb/s as NICs are sold.")
     note: str | None = None
 
+    @model_validator(mode="after")
+    def _stated_in_bits(self) -> ScaleOut:
+        # NICs are sold in Gb/s; a figure written in GB/s is the classic 8x mistake.
+        if not any(name.endswith("bit") for name, _ in self.bandwidth.stated_quantity.unit_items()):
+            raise ValueError(f"bandwidth {self.bandwidth.stated!r}: state NIC bandwidth in bits, e.g. '400 Gb/s'")
+        return self
+
 
 class Pcie(BaseModel):
     """Host PCIe link."""
@@ -164,8 +171,11 @@ class HardwareSpec(BaseModel):
             raise ValueError("price: 'as_of' (the date of the price source) is required")
         for prec, sparse in self.sparse_flops.items():
             dense = self.flops.get(prec)
-            if dense is not None and sparse.si < dense.si:
-                raise ValueError(f"sparse_flops.{prec}: {sparse} is below the dense figure {dense}")
+            if dense is not None and sparse.si <= dense.si:
+                raise ValueError(
+                    f"sparse_flops.{prec}: {sparse} is not above the dense figure {dense}; "
+                    "flops holds dense rates, sparse_flops the 2:4-sparsity headline"
+                )
         return self
 
     def figures(self) -> list[tuple[str, Figure]]:

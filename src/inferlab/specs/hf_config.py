@@ -76,18 +76,25 @@ def _same_kind(value: Any, default: Any) -> bool:
     return isinstance(value, kind)
 
 
-def _common(c: _Config) -> dict[str, Any]:
+def _common(c: _Config, defaults: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Fields every llama-like config has; ``defaults`` are the transformers defaults for
+    fields a family's config.json may leave out."""
+    d = defaults or {}
     h = c.int("hidden_size")
     heads = c.int("num_attention_heads")
+
+    def count(key: str) -> int:
+        return c.int(key) if key not in d else c.get(key, d[key])
+
     return {
         "model_type": c.model_type,
         "hidden_size": h,
         "num_hidden_layers": c.int("num_hidden_layers"),
         "num_attention_heads": heads,
         "num_key_value_heads": c.get("num_key_value_heads", heads),
-        "head_dim": c.get("head_dim", h // heads),
-        "vocab_size": c.int("vocab_size"),
-        "max_position_embeddings": c.int("max_position_embeddings"),
+        "head_dim": c.get("head_dim", d.get("head_dim", h // heads)),
+        "vocab_size": count("vocab_size"),
+        "max_position_embeddings": count("max_position_embeddings"),
         "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
         "hidden_act": str(c.get("hidden_act", "silu")),
     }
@@ -112,7 +119,7 @@ def _qwen(c: _Config) -> dict[str, Any]:
     n = base["num_hidden_layers"]
     # Sliding window applies to layers >= max_window_layers, only when use_sliding_window is set.
     window = c.get("sliding_window") if c.get("use_sliding_window", False) else None
-    first_windowed = c.get("max_window_layers", n) if window else n
+    first_windowed = c.get("max_window_layers", 28) if window else n  # transformers' default is 28
     sparse_step = c.get("decoder_sparse_step", 1)
     dense_only = set(c.get("mlp_only_layers", []))
     is_moe = c.model_type == "qwen3_moe"
@@ -175,9 +182,13 @@ def _gpt_oss(c: _Config) -> dict[str, Any]:
             "attention_sinks": True, "moe": moe, "layers": layers}
 
 
+#: transformers Gemma3TextConfig defaults for fields the released config.json files omit.
+_GEMMA3_DEFAULTS = {"vocab_size": 262_208, "head_dim": 256, "max_position_embeddings": 131_072, "sliding_window": 4096}
+
+
 def _gemma3(c: _Config) -> dict[str, Any]:
-    base = _common(c)
-    n, window = base["num_hidden_layers"], c.int("sliding_window")
+    base = _common(c, _GEMMA3_DEFAULTS)
+    n, window = base["num_hidden_layers"], c.get("sliding_window", _GEMMA3_DEFAULTS["sliding_window"])
     # transformers default: every sliding_window_pattern-th layer (1-based) is global.
     pattern = c.get("sliding_window_pattern", 6)
     types = c.get("layer_types", []) or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]
@@ -194,7 +205,8 @@ def _llama4(c: _Config) -> dict[str, Any]:
     base = _common(c)
     n = base["num_hidden_layers"]
     step = c.get("interleave_moe_layer_step", 1)
-    moe_layers = set(c.get("moe_layers", []) or range(step - 1, n, step))
+    # An explicit list (even an empty one) wins over the interleave default.
+    moe_layers = set(c.get("moe_layers", [])) if c.data.get("moe_layers") is not None else set(range(step - 1, n, step))
     # transformers default: every 4th layer is NoPE with global attention, the rest chunked.
     interval = c.get("no_rope_layer_interval", 4)
     rope = c.get("no_rope_layers", []) or [int((i + 1) % interval != 0) for i in range(n)]
@@ -229,7 +241,7 @@ def _falcon(c: _Config) -> dict[str, Any]:
     heads = c.int("num_attention_heads")
     new_arch = bool(c.get("new_decoder_architecture", False))
     if new_arch:
-        kv = c.int("num_kv_heads")
+        kv = c.get("num_kv_heads", heads)
     else:
         kv = 1 if c.get("multi_query", True) else heads
     bias = bool(c.get("bias", False))
@@ -247,7 +259,7 @@ def _falcon(c: _Config) -> dict[str, Any]:
 READERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama, "mistral": _llama, "phi3": _llama, "internlm": _llama, "internlm2": _llama,
     "mixtral": _mixtral, "qwen2": _qwen, "qwen3": _qwen, "qwen3_moe": _qwen,
-    "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "gpt_oss": _gpt_oss,
+    "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "gpt_oss": _gpt_oss,
     "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
     "gptj": _gptj, "falcon": _falcon,
 }
@@ -277,20 +289,20 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
 
 
 #: Quantization recipe names (HF ``quantization_config`` and ModelOpt ``hf_quant_config.json``)
-#: mapped to inferlab number formats.
+#: mapped to inferlab number formats. Recipes not listed (compressed-tensors, bitsandbytes,
+#: mixed precision...) leave the checkpoint format unknown rather than guessed.
 _QUANT_FORMATS = {
-    "fp8": "fp8", "FP8": "fp8", "FP8_BLOCK": "fp8", "NVFP4": "nvfp4", "nvfp4": "nvfp4",
-    "mxfp4": "mxfp4", "MXFP4": "mxfp4", "W4A16_AWQ": "int4", "awq": "int4", "gptq": "int4",
-    "INT8_SQ": "int8", "W8A8": "int8",
+    "fp8": "fp8", "FP8": "fp8", "FP8_BLOCK": "fp8", "fbgemm_fp8": "fp8", "NVFP4": "nvfp4", "nvfp4": "nvfp4",
+    "mxfp4": "mxfp4", "MXFP4": "mxfp4", "W4A16_AWQ": "int4", "INT4_AWQ": "int4", "INT8_SQ": "int8", "W8A8": "int8",
 }
+#: Integer weight-only methods whose width is given by ``bits``.
+_BITS_METHODS = {"awq", "gptq"}
 
 
-def _format_of(algo: Any, where: str) -> str | None:
-    if algo is None:
-        return None
-    if algo not in _QUANT_FORMATS:
-        raise SpecError(f"{where}: unknown quantization {algo!r}; known: {', '.join(sorted(set(_QUANT_FORMATS)))}")
-    return _QUANT_FORMATS[algo]
+def _format_of(algo: Any, bits: Any = None) -> str | None:
+    if algo in _BITS_METHODS:
+        return {4: "int4", 8: "int8"}.get(bits if isinstance(bits, int) else 4)
+    return _QUANT_FORMATS.get(algo) if isinstance(algo, str) else None
 
 
 def checkpoint_formats(data: Mapping[str, Any], quant: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
@@ -302,7 +314,7 @@ def checkpoint_formats(data: Mapping[str, Any], quant: Mapping[str, Any] | None,
     out: dict[str, Any] = {}
     qc = data.get("quantization_config")
     if isinstance(qc, Mapping):
-        fmt = _format_of(qc.get("quant_method"), where)
+        fmt = _format_of(qc.get("quant_method"), qc.get("bits"))
         key = "checkpoint_expert_format" if data.get("model_type") == "gpt_oss" else "checkpoint_format"
         if fmt is not None:
             out[key] = fmt
@@ -310,10 +322,10 @@ def checkpoint_formats(data: Mapping[str, Any], quant: Mapping[str, Any] | None,
         recipe = quant.get("quantization", quant)
         if not isinstance(recipe, Mapping):
             raise SpecError(f"{where}: hf_quant_config 'quantization' must be a mapping")
-        weights = _format_of(recipe.get("quant_algo"), where)
+        weights = _format_of(recipe.get("quant_algo"))
         if weights is not None:
             out["checkpoint_format"] = weights
-        kv = _format_of(recipe.get("kv_cache_quant_algo"), where)
+        kv = _format_of(recipe.get("kv_cache_quant_algo"))
         if kv is not None:
             out["checkpoint_kv_format"] = kv
     return out
@@ -352,6 +364,8 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
         return ModelSpec(id=id, name=label, **fields)
     except ValidationError as exc:
         raise SpecError(f"{where}: {format_validation_error(exc)}") from None
+    except SpecError:
+        raise
     except (TypeError, ValueError, IndexError, KeyError, ArithmeticError) as exc:
         # A field of an unexpected shape that the typed reads above did not anticipate.
         raise SpecError(f"{where}: config fields of model_type {model_type!r} have an unexpected shape ({exc})") from None

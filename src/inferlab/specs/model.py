@@ -14,7 +14,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..errors import UnitError
 from ..precision import number_format
+from ..units import to_si_array
 from .card import ModelCard
 from .params import ParamCounts, count_params
 
@@ -262,15 +264,15 @@ class ModelSpec(BaseModel):
     def kv_cache_bytes(self, context_len: Any, precision: str = "bf16") -> np.ndarray:
         """KV-cache bytes of one sequence at ``context_len`` tokens [B], vectorized.
 
+        ``context_len`` is a number or array of tokens, or a pint quantity (``Q("8 ktok")``).
+
         Notes
         -----
         ``sum over layers of per_layer_bytes * min(context_len, window_or_inf)``.
         """
-        ctx = np.asarray(context_len, dtype=np.float64)
+        ctx = to_si_array(context_len, "token", "context_len")
         if np.any(ctx < 0) or not np.all(np.isfinite(ctx)):
-            from ..errors import SpecError
-
-            raise SpecError(f"context_len must be finite and >= 0 tokens, got {context_len!r}")
+            raise UnitError(f"context_len must be finite and >= 0 tokens, got {context_len!r}")
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
         total = np.zeros_like(ctx)
         windows = Counter(layer.window for layer in self.layers)
