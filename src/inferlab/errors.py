@@ -77,4 +77,19 @@ class UnknownNameError(InferlabError, KeyError):
 
 
 class InfeasibleError(InferlabError):
-    """A deployment cannot run as asked (for example, it does not fit in memory)."""
+    """A deployment cannot run as asked (for example, it does not fit in memory).
+
+    Attributes
+    ----------
+    needed_bytes, available_bytes : float or None
+        Memory needed and available per GPU [B], when memory is the reason.
+    suggestion : dict
+        What would fit, e.g. ``{"tp": 4}`` or ``{"batch_size": 37}``.
+    """
+
+    def __init__(self, message: str, *, needed_bytes: float | None = None, available_bytes: float | None = None,
+                 suggestion: dict | None = None):
+        super().__init__(message)
+        self.needed_bytes = needed_bytes
+        self.available_bytes = available_bytes
+        self.suggestion = suggestion or {}

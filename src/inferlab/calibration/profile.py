@@ -1,0 +1,134 @@
+"""Calibration profiles: the empirical efficiency layer, kept apart from datasheet facts.
+
+A profile holds named, keyword-only efficiency parameters. The shipped profile
+(``profiles/default.yaml``) is written by ``inferlab calibrate`` from the public
+measurements; it has ``generic`` values (the datasheet-only fallback for any GPU and
+engine) and ``overrides`` per engine and per engine+GPU. ``"roofline"`` is the
+speed-of-light view: every efficiency 1, every floor and overhead 0.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import SpecError, UnknownNameError
+from ..specs.validation import format_validation_error
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class GemmEfficiency(BaseModel):
+    """Matrix multiplies.
+
+    Compute efficiency at ``M`` rows per weight matrix is
+    ``peak_fraction[precision] * M / (M + m_half)``: small-M GEMMs cannot fill the tensor
+    cores; large ones plateau at a dtype-dependent share of peak (LESSONS: 70-80%).
+    """
+
+    model_config = _STRICT
+    peak_fraction: dict[str, float] = Field(default_factory=lambda: {"bf16": 1.0})
+    m_half: float = Field(default=0.0, ge=0.0)
+    bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+
+    def compute_fraction(self, precision: str, m: Any) -> Any:
+        """Share of dense peak reached at ``m`` rows per weight matrix."""
+        plateau = self.peak_fraction.get(precision, self.peak_fraction.get("bf16", 1.0))
+        return plateau * m / (m + self.m_half) if self.m_half else plateau + 0.0 * m
+
+
+class AttentionEfficiency(BaseModel):
+    """Attention kernels.
+
+    Prefill runs at ``prefill_peak_fraction`` of dense peak; decode streams the KV cache
+    at ``decode_bandwidth_fraction`` of DRAM bandwidth plus ``per_sequence_head_s`` for
+    every (sequence x KV head) it touches (LESSONS: a fixed cost that dominates small calls).
+    """
+
+    model_config = _STRICT
+    prefill_peak_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    decode_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    per_sequence_head_s: float = Field(default=0.0, ge=0.0)
+
+
+class CollectiveEfficiency(BaseModel):
+    """All-reduce and all-gather: ``latency_s`` per algorithm step plus bytes at a share of link bandwidth."""
+
+    model_config = _STRICT
+    latency_s: float = Field(default=0.0, ge=0.0)
+    bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class Profile(BaseModel):
+    """All efficiency parameters for one engine on one GPU."""
+
+    model_config = _STRICT
+    name: str = "roofline"
+    gemm: GemmEfficiency = GemmEfficiency()
+    attention: AttentionEfficiency = AttentionEfficiency()
+    collective: CollectiveEfficiency = CollectiveEfficiency()
+    elementwise_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
+    launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
+    step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")
+    source: str = "datasheet peaks only"
+
+
+ROOFLINE = Profile()
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _read(path: Path | Any, label: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"profile {label}: cannot read ({exc})") from None
+    if not isinstance(data, dict) or "generic" not in data:
+        raise SpecError(f"profile {label}: expected a mapping with 'generic' (and optional 'overrides')")
+    return data
+
+
+def profile_file(name: str) -> Any:
+    """The shipped profile file ``name`` (``default``)."""
+    return resources.files("inferlab.calibration") / "profiles" / f"{name}.yaml"
+
+
+def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str) -> Profile:
+    """Resolve a profile for ``engine`` on ``hardware_id``.
+
+    Parameters
+    ----------
+    profile : str, Path or Profile
+        ``"roofline"``, ``"default"`` (the shipped calibration), a path to a profile YAML
+        written by ``inferlab calibrate``, or a ready :class:`Profile`.
+    """
+    if isinstance(profile, Profile):
+        return profile
+    if profile == "roofline":
+        return ROOFLINE
+    path = Path(profile) if str(profile).endswith((".yaml", ".yml")) else None
+    if path is None:
+        shipped = profile_file(str(profile))
+        if not shipped.is_file():
+            raise UnknownNameError("profile", str(profile), ["roofline", "default", "<path>.yaml"])
+        data, label = _read(shipped, str(profile)), str(profile)
+    else:
+        data, label = _read(path, str(path)), str(path)
+    overrides = data.get("overrides") or {}
+    merged = _deep_merge(data["generic"], overrides.get(engine, {}).get("all", {}))
+    merged = _deep_merge(merged, overrides.get(engine, {}).get(hardware_id, {}))
+    name = f"{label}:{engine}/{hardware_id}" if hardware_id in overrides.get(engine, {}) else f"{label}:{engine}/generic"
+    try:
+        return Profile(**{**merged, "name": name, "source": data.get("source", label)})
+    except ValidationError as exc:
+        raise SpecError(f"profile {label}: {format_validation_error(exc)}") from None

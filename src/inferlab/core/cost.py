@@ -1,0 +1,40 @@
+"""What serving costs: GPU-hours turned into dollars per token and per request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Dollar figures of a static batch; NaN when no price is known.
+
+    Notes
+    -----
+    GPU time is split between the phases: prefill time is charged to input tokens,
+    decode time to output tokens. A GPU busy a share ``utilization`` of the time costs
+    ``1 / utilization`` times more per token.
+    """
+
+    usd_per_gpu_hour: float
+    utilization: float
+    usd_per_million_input: np.ndarray
+    usd_per_million_output: np.ndarray
+    usd_per_request: np.ndarray
+
+
+def cost_of(usd_per_gpu_hour: float | None, num_gpus: int, utilization: float, *, batch: np.ndarray,
+            isl: np.ndarray, osl: np.ndarray, prefill_s: np.ndarray, total_s: np.ndarray) -> Cost:
+    """Cost of ``batch`` requests that took ``total_s`` on ``num_gpus`` GPUs."""
+    price = np.nan if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
+    usd_per_s = price / 3600.0 * num_gpus / utilization
+    decode_s = total_s - prefill_s
+    return Cost(
+        usd_per_gpu_hour=price,
+        utilization=utilization,
+        usd_per_million_input=usd_per_s * prefill_s / (batch * isl) * 1e6,
+        usd_per_million_output=usd_per_s * decode_s / (batch * np.maximum(osl - 1.0, 1.0)) * 1e6,
+        usd_per_request=usd_per_s * total_s / batch,
+    )

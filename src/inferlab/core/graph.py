@@ -1,0 +1,188 @@
+"""The op graph of one step of a model, unsharded.
+
+A *step* runs ``new_tokens`` tokens for each of ``batch`` sequences that already hold
+``context`` tokens in the KV cache: a prefill is ``(B, S, 0)``, a decode step ``(B, 1, L)``.
+Layers with the same attention span and MLP are one group, built once and counted.
+Every shape may be a numpy array; the graph broadcasts over a sweep grid.
+
+References
+----------
+.. [1] Dao et al., "FlashAttention", NeurIPS 2022 (no score matrix in memory).
+.. [2] DeepSeek-AI, "DeepSeek-V2", 2024, sec. 2.1: MLA with absorbed projections at decode.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from ..precision import number_format
+from ..specs.model import LayerSpec, ModelSpec
+from ..techniques.quantization import PrecisionConfig
+from .ops import ArrayLike, Attention, Elementwise, Gemm, Op
+
+Phase = Literal["prefill", "decode"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """Shape of one step [token counts; arrays broadcast]."""
+
+    phase: Phase
+    batch: ArrayLike
+    new_tokens: ArrayLike
+    context: ArrayLike
+
+    @property
+    def tokens(self) -> ArrayLike:
+        """Tokens processed in the step: ``batch * new_tokens``."""
+        return self.batch * self.new_tokens
+
+    @classmethod
+    def prefill(cls, batch: ArrayLike, prompt: ArrayLike, cached: ArrayLike = 0.0) -> Step:
+        """Prefill ``prompt`` tokens per sequence, ``cached`` of them already in the cache."""
+        return cls("prefill", np.asarray(batch, float), np.asarray(prompt, float) - cached, np.asarray(cached, float))
+
+    @classmethod
+    def decode(cls, batch: ArrayLike, context: ArrayLike) -> Step:
+        """One decode step of ``batch`` sequences holding ``context`` tokens."""
+        return cls("decode", np.asarray(batch, float), np.ones_like(np.asarray(context, float)), np.asarray(context, float))
+
+
+@dataclass(frozen=True)
+class StepPrecision:
+    """Storage formats and the tensor precisions the op kinds compute at on one GPU."""
+
+    config: PrecisionConfig
+    gemm: str
+    attention: str
+    head: str
+
+
+def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLike:
+    """Expected distinct experts used by ``tokens`` tokens under uniform top-k routing.
+
+    Notes
+    -----
+    Each expert is missed by one token with probability ``1 - k/E``, so
+    ``E * (1 - (1 - k/E) ** T)`` experts are touched.
+    """
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** np.asarray(tokens, float))
+
+
+def _groups(model: ModelSpec) -> list[tuple[LayerSpec, int]]:
+    return list(Counter(model.layers).items())
+
+
+def build_graph(model: ModelSpec, step: Step, precision: StepPrecision,
+                attention: Literal["flash", "naive"] = "flash") -> tuple[Op, ...]:
+    """All ops of one step, unsharded, in execution order per layer group."""
+    ops: list[Op] = []
+    t = step.tokens
+    h = model.hidden_size
+    ops.append(Elementwise("embedding", elements_read=0.0, elements_written=t * h,
+                           weight_bytes=t * h * 2.0, precision=precision.head))
+    for layer, count in _groups(model):
+        label = f"{layer.kind}/{layer.mlp}"
+        layer_ops = _attention_block(model, layer, step, precision, attention) + _mlp_block(model, layer, step, precision)
+        ops.extend(_with_group(op, label, count) for op in layer_ops)
+    last = step.batch if step.phase == "prefill" else t  # logits only for the last prompt token
+    ops.append(Elementwise("final_norm", elements_read=last * h, elements_written=last * h))
+    ops.append(Gemm("lm_head", m=last, n=model.vocab_size, k=h, shard="vocab", precision=precision.head))
+    return tuple(ops)
+
+
+def _with_group(op: Op, group: str, count: int) -> Op:
+    return replace(op, group=group, count=count)
+
+
+def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision,
+                     impl: Literal["flash", "naive"]) -> list[Op]:
+    cfg = prec.config
+    w = number_format(cfg.weights).bytes_per_element
+    a = number_format(cfg.activations).bytes_per_element
+    kv = number_format(cfg.kv_cache).bytes_per_element
+    t, h, nh = step.tokens, model.hidden_size, model.num_attention_heads
+    window = float(layer.window) if layer.window else np.inf
+    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm}
+    ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h)]
+    common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
+              "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,
+              "precision": prec.attention, "shard": "heads"}
+    if model.mla is None:
+        hd, nkv = model.head_dim, model.num_key_value_heads
+        ops += [
+            Gemm("q_proj", m=t, n=nh * hd, k=h, shard="column", **gemm),
+            Gemm("kv_proj", m=t, n=2 * nkv * hd, k=h, shard="kv_heads", shard_units=nkv, **gemm),
+            Attention("attention", heads=nh, kv_heads=nkv, qk_dim=hd, v_dim=hd, kv_elements=2 * nkv * hd, **common),
+            Gemm("o_proj", m=t, n=h, k=nh * hd, shard="row", **gemm),
+        ]
+    else:
+        ops += _mla_ops(model, step, gemm, common)
+    ops.append(Elementwise("attention_residual", elements_read=2 * t * h, elements_written=t * h))
+    return ops
+
+
+def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]:
+    m = model.mla
+    if m is None:  # callers route only MLA models here
+        raise ValueError("MLA ops requested for a model without MLA")
+    t, h, nh = step.tokens, model.hidden_size, model.num_attention_heads
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    latent = m.kv_lora_rank + m.qk_rope_head_dim
+    if m.q_lora_rank:
+        q = [Gemm("q_a_proj", m=t, n=m.q_lora_rank, k=h, **gemm),
+             Gemm("q_b_proj", m=t, n=nh * qk, k=m.q_lora_rank, shard="column", **gemm)]
+    else:
+        q = [Gemm("q_proj", m=t, n=nh * qk, k=h, shard="column", **gemm)]
+    ops = q + [Gemm("kv_a_proj", m=t, n=latent, k=h, **gemm)]
+    if step.phase == "decode":
+        # Absorbed: queries move into the latent space, attention runs over the 576-wide latent.
+        ops += [
+            Gemm("q_absorb", m=t * nh, n=m.kv_lora_rank, k=m.qk_nope_head_dim, weight_copies=nh, shard="heads", **gemm),
+            Attention("attention", heads=nh, kv_heads=1, qk_dim=latent, v_dim=m.kv_lora_rank, kv_elements=latent, **common),
+            Gemm("v_absorb", m=t * nh, n=m.v_head_dim, k=m.kv_lora_rank, weight_copies=nh, shard="heads", **gemm),
+        ]
+    else:
+        # Prefill decompresses the cached latents into per-head keys and values.
+        cached = step.batch * (step.context + step.new_tokens)
+        ops += [
+            Gemm("kv_b_proj", m=cached, n=nh * (m.qk_nope_head_dim + m.v_head_dim), k=m.kv_lora_rank, shard="column", **gemm),
+            Attention("attention", heads=nh, kv_heads=1, qk_dim=qk, v_dim=m.v_head_dim, kv_elements=latent, **common),
+        ]
+    return ops + [Gemm("o_proj", m=t, n=h, k=nh * m.v_head_dim, shard="row", **gemm)]
+
+
+def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision) -> list[Op]:
+    cfg = prec.config
+    gemm = {"weight_bytes_per_element": number_format(cfg.weights).bytes_per_element,
+            "act_bytes_per_element": number_format(cfg.activations).bytes_per_element, "precision": prec.gemm}
+    t, h = step.tokens, model.hidden_size
+    up = 2 if model.gated_mlp else 1
+    ops: list[Op] = [Elementwise("post_attention_norm", elements_read=t * h, elements_written=t * h)]
+    if layer.mlp == "dense":
+        width = layer.intermediate_size
+        return ops + _ffn("mlp", t, h, width, up, 1.0, gemm) + [
+            Elementwise("mlp_residual", elements_read=2 * t * h, elements_written=t * h)]
+    moe = model.moe
+    if moe is None:  # ModelSpec validation forbids MoE layers without a MoE structure
+        raise ValueError("MoE layer without MoE structure")
+    touched = experts_touched(t, moe.num_experts, moe.num_experts_per_tok)
+    ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head))
+    ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched, gemm)
+    if moe.num_shared_experts:
+        ops += _ffn("shared_expert", t, h, moe.num_shared_experts * moe.shared_expert_intermediate_size, up, 1.0, gemm)
+    return ops + [Elementwise("moe_combine_residual", elements_read=(moe.num_experts_per_tok + 1) * t * h,
+                              elements_written=t * h)]
+
+
+def _ffn(name: str, rows: ArrayLike, h: int, width: int, up: int, copies: ArrayLike, gemm: dict) -> list[Op]:
+    return [
+        Gemm(f"{name}_up", m=rows, n=up * width, k=h, weight_copies=copies, shard="column", **gemm),
+        Elementwise(f"{name}_activation", elements_read=up * rows * width, elements_written=rows * width,
+                    flops_per_element=4.0, shard="column"),
+        Gemm(f"{name}_down", m=rows, n=h, k=width, weight_copies=copies, shard="row", **gemm),
+    ]

@@ -1,0 +1,214 @@
+"""Operations of one inference step, described by their shapes.
+
+An op knows its shape (GEMM ``m x k @ k x n``, attention batch/heads/lengths, bytes
+of an elementwise pass, message of a collective) and derives FLOPs and bytes by
+category from it, so a technique (tensor parallelism, quantization) changes an op by
+changing its shape and every cost follows. All shape fields may be numpy arrays that
+broadcast over a sweep grid.
+
+Byte categories: ``weight_read``, ``act_read``, ``act_write``, ``kv_read``, ``kv_write``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+import numpy as np
+
+ArrayLike = np.ndarray | float
+
+OpKind = Literal["gemm", "attention", "elementwise", "collective"]
+#: How tensor parallelism splits an op: by output features (column), by input features
+#: (row, followed by an all-reduce), by attention heads (per-head GEMMs and attention),
+#: by KV heads (replicated once TP exceeds them), by vocabulary, or not at all.
+Shard = Literal["column", "row", "heads", "kv_heads", "vocab", "replicated"]
+
+BYTE_CATEGORIES = ("weight_read", "act_read", "act_write", "kv_read", "kv_write")
+
+
+@dataclass(frozen=True)
+class Op:
+    """Base of all ops: identity, repetition and how it shards."""
+
+    name: str
+    count: int = field(kw_only=True, default=1)  # repetitions per step (layers of this group)
+    group: str = field(kw_only=True, default="model")  # layer group label, e.g. "full/dense"
+    shard: Shard = field(kw_only=True, default="replicated")
+    precision: str = field(kw_only=True, default="bf16")  # tensor precision the op computes at
+    shard_units: float = field(kw_only=True, default=0.0)  # indivisible units along the split (KV heads)
+
+    kind: OpKind = field(init=False, default="elementwise")
+
+    @property
+    def flops(self) -> ArrayLike:  # pragma: no cover - overridden
+        return 0.0
+
+    def byte_parts(self) -> dict[str, ArrayLike]:  # pragma: no cover - overridden
+        return dict.fromkeys(BYTE_CATEGORIES, 0.0)
+
+    @property
+    def bytes(self) -> ArrayLike:
+        """All bytes moved to or from device memory [B]."""
+        return sum(self.byte_parts().values())
+
+    @property
+    def comm_bytes(self) -> ArrayLike:
+        """Bytes sent over the scale-up link by one GPU [B] (collectives only)."""
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Gemm(Op):
+    """``[m, k] x [k, n]`` matrix multiply.
+
+    ``weight_copies`` distinct weight matrices are read (routed experts: the experts a
+    batch touches); ``m`` is then the total rows over all of them.
+    """
+
+    m: ArrayLike = 1.0
+    n: ArrayLike = 1.0
+    k: ArrayLike = 1.0
+    weight_bytes_per_element: float = 2.0
+    act_bytes_per_element: float = 2.0
+    out_bytes_per_element: float = 2.0
+    weight_copies: ArrayLike = 1.0
+    kind: OpKind = field(init=False, default="gemm")
+
+    @property
+    def flops(self) -> ArrayLike:
+        return 2.0 * self.m * self.n * self.k
+
+    @property
+    def rows_per_weight(self) -> ArrayLike:
+        """Rows of activations per weight matrix: the ``M`` a kernel sees."""
+        return self.m / self.weight_copies
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        return {
+            "weight_read": self.weight_copies * self.n * self.k * self.weight_bytes_per_element,
+            "act_read": self.m * self.k * self.act_bytes_per_element,
+            "act_write": self.m * self.n * self.out_bytes_per_element,
+            "kv_read": 0.0,
+            "kv_write": 0.0,
+        }
+
+
+@dataclass(frozen=True)
+class Attention(Op):
+    """Causal self-attention of ``new_tokens`` queries per sequence over the cache.
+
+    ``context`` tokens are already cached; each new token attends to the tokens before
+    it and itself, at most ``window`` of them. ``kv_elements`` are cached per token per
+    layer (``2 * kv_heads * head_dim``, or the MLA latent) at ``kv_bytes_per_element``.
+    ``implementation`` ``naive`` materializes the score matrix (written by QK^T, read and
+    written by softmax, read by PV: four passes) at ``score_bytes_per_element``.
+    """
+
+    batch: ArrayLike = 1.0
+    new_tokens: ArrayLike = 1.0
+    context: ArrayLike = 0.0
+    heads: ArrayLike = 1.0
+    kv_heads: ArrayLike = 1.0
+    qk_dim: float = 128.0
+    v_dim: float = 128.0
+    window: float = np.inf
+    kv_elements: ArrayLike = 256.0
+    kv_bytes_per_element: float = 2.0
+    act_bytes_per_element: float = 2.0
+    implementation: Literal["flash", "naive"] = "flash"
+    score_bytes_per_element: float = 2.0
+    kind: OpKind = field(init=False, default="attention")
+
+    @property
+    def attended_pairs(self) -> ArrayLike:
+        """(query, key) pairs per sequence per head, causal and windowed.
+
+        Notes
+        -----
+        ``sum_{i=1}^{q} min(c + i, W)``: the first ``n1 = clip(W - c, 0, q)`` queries see
+        ``c + i`` keys, the rest see ``W``.
+        """
+        q, c, w = self.new_tokens, self.context, self.window
+        n1 = np.clip(np.minimum(w - c, q), 0.0, None)
+        return n1 * c + n1 * (n1 + 1.0) / 2.0 + (q - n1) * np.minimum(w, c + q)
+
+    @property
+    def kv_span(self) -> ArrayLike:
+        """Cached tokens read per sequence: ``min(c + q, W)``."""
+        return np.minimum(self.context + self.new_tokens, self.window)
+
+    @property
+    def flops(self) -> ArrayLike:
+        return 2.0 * self.batch * self.heads * self.attended_pairs * (self.qk_dim + self.v_dim)
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        tokens = self.batch * self.new_tokens
+        act_read = tokens * self.heads * self.qk_dim * self.act_bytes_per_element
+        act_write = tokens * self.heads * self.v_dim * self.act_bytes_per_element
+        if self.implementation == "naive":
+            scores = self.batch * self.heads * self.attended_pairs * self.score_bytes_per_element
+            act_read = act_read + 2.0 * scores
+            act_write = act_write + 2.0 * scores
+        kv_token_bytes = self.kv_elements * self.kv_bytes_per_element
+        return {
+            "weight_read": 0.0,
+            "act_read": act_read,
+            "act_write": act_write,
+            "kv_read": self.batch * self.kv_span * kv_token_bytes,
+            "kv_write": tokens * kv_token_bytes,
+        }
+
+
+@dataclass(frozen=True)
+class Elementwise(Op):
+    """A memory-bound pass: norms, residual adds, activation functions, embedding lookup."""
+
+    elements_read: ArrayLike = 0.0
+    elements_written: ArrayLike = 0.0
+    bytes_per_element: float = 2.0
+    flops_per_element: float = 0.0
+    weight_bytes: ArrayLike = 0.0
+    kind: OpKind = field(init=False, default="elementwise")
+
+    @property
+    def flops(self) -> ArrayLike:
+        return self.flops_per_element * self.elements_written
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        return {
+            "weight_read": self.weight_bytes,
+            "act_read": self.elements_read * self.bytes_per_element,
+            "act_write": self.elements_written * self.bytes_per_element,
+            "kv_read": 0.0,
+            "kv_write": 0.0,
+        }
+
+
+@dataclass(frozen=True)
+class Collective(Op):
+    """A collective over ``group_size`` GPUs of a ``message_bytes`` buffer per GPU."""
+
+    collective: Literal["all_reduce", "all_gather"] = "all_reduce"
+    message_bytes: ArrayLike = 0.0
+    group_size: int = 1
+    kind: OpKind = field(init=False, default="collective")
+
+    @property
+    def flops(self) -> ArrayLike:
+        return 0.0
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        return dict.fromkeys(BYTE_CATEGORIES, 0.0)
+
+    @property
+    def comm_bytes(self) -> ArrayLike:
+        """Bytes each GPU sends: ring all-reduce ``2 (p-1)/p x S``; all-gather ``(p-1)/p x S``."""
+        p = self.group_size
+        factor = 2.0 if self.collective == "all_reduce" else 1.0
+        return factor * (p - 1) / p * self.message_bytes
+
+
+def op_fields(op: Op) -> dict[str, object]:
+    """The constructor fields of an op (for ``dataclasses.replace``-style rewrites)."""
+    return {f.name: getattr(op, f.name) for f in fields(op) if f.init}

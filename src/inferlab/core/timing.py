@@ -1,0 +1,108 @@
+"""Roofline timing of ops with an efficiency profile.
+
+``time = max(FLOPs / (peak x compute efficiency), bytes / (bandwidth x memory
+efficiency), comm bytes / (link x efficiency) + latency) + kernel floor``, per op and
+vectorized over the sweep grid. The label says which term set the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..calibration.profile import Profile
+from ..specs.hardware import HardwareSpec
+from .interconnect import scale_up_bandwidth
+from .ops import Attention, Collective, Elementwise, Gemm, Op
+
+BOUNDS = ("compute", "memory", "communication", "overhead")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """Timing of one op, per repetition [s] (arrays over the grid)."""
+
+    op: Op
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    comm_s: np.ndarray
+    overhead_s: np.ndarray
+
+    @property
+    def time_s(self) -> np.ndarray:
+        """Time of one repetition [s]."""
+        return np.maximum(np.maximum(self.compute_s, self.memory_s), self.comm_s) + self.overhead_s
+
+    @property
+    def total_s(self) -> np.ndarray:
+        """Time of all repetitions in the step [s]."""
+        return self.time_s * self.op.count
+
+    @property
+    def bound(self) -> np.ndarray:
+        """``compute``, ``memory``, ``communication`` or ``overhead``: the largest term."""
+        terms = np.stack(np.broadcast_arrays(self.compute_s, self.memory_s, self.comm_s, self.overhead_s))
+        return np.asarray(BOUNDS)[np.argmax(terms, axis=0)]
+
+    @property
+    def intensity(self) -> np.ndarray:
+        """Arithmetic intensity [FLOP/B] (inf for an op that moves no bytes)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(self.op.flops, float) / np.asarray(self.op.bytes, float)
+
+
+def _peak(hw: HardwareSpec, precision: str) -> float:
+    fig = hw.flops.get(precision)  # type: ignore[call-overload]
+    return fig.si if fig is not None else hw.flops[next(iter(hw.flops))].si
+
+
+def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
+    """Roofline time of one op on one GPU."""
+    bw = hw.memory_bandwidth.si
+    zero = np.zeros(())
+    floor = np.asarray(profile.kernel_floor_s, float)
+    if isinstance(op, Gemm):
+        eff = profile.gemm.compute_fraction(op.precision, np.maximum(op.rows_per_weight, 1e-9))
+        compute = op.flops / (_peak(hw, op.precision) * eff)
+        memory = op.bytes / (bw * profile.gemm.bandwidth_fraction)
+        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor)
+    if isinstance(op, Attention):
+        a = profile.attention
+        compute = op.flops / (_peak(hw, op.precision) * a.prefill_peak_fraction)
+        memory = op.bytes / (bw * a.decode_bandwidth_fraction)
+        overhead = floor + a.per_sequence_head_s * op.batch * op.kv_heads
+        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
+    if isinstance(op, Collective):
+        comm = _collective_s(op, hw, profile)
+        return OpTime(op, zero, zero, np.asarray(comm, float), floor)
+    if isinstance(op, Elementwise):
+        memory = op.bytes / (bw * profile.elementwise_bandwidth_fraction)
+        return OpTime(op, zero, np.asarray(memory, float), zero, floor)
+    raise TypeError(f"no timing rule for {type(op).__name__}")
+
+
+def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+    """All-reduce: the faster of ring (``2(p-1)`` latency steps, ``2(p-1)/p x S`` bytes) and
+    one-shot (one step, each GPU reads the ``p-1`` other buffers). All-gather: ring."""
+    p = op.group_size
+    link = scale_up_bandwidth(hw, p) * profile.collective.bandwidth_fraction
+    lat = profile.collective.latency_s
+    if op.collective == "all_gather":
+        return (p - 1) * lat + op.comm_bytes / link
+    ring = 2 * (p - 1) * lat + op.comm_bytes / link
+    one_shot = lat + (p - 1) * np.asarray(op.message_bytes, float) / link
+    return np.minimum(ring, one_shot)
+
+
+def time_ops(ops: tuple[Op, ...], hw: HardwareSpec, profile: Profile, phase: str) -> tuple[OpTime, ...]:
+    """Time every op of a step."""
+    return tuple(time_op(op, hw, profile, phase) for op in ops)
+
+
+def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
+    """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s]."""
+    total = sum(t.total_s for t in times)
+    kernels = sum(t.op.count for t in times)
+    launch = 0.0 if cuda_graphs else profile.launch_overhead_s * kernels
+    return np.asarray(total + profile.step_overhead_s + launch, float)

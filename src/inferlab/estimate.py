@@ -1,0 +1,129 @@
+"""``inferlab.estimate``: latency, throughput, memory and cost of one deployment.
+
+Inputs that are arrays (batch size, ISL, OSL) broadcast: one call evaluates a grid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .calibration.profile import Profile, load_profile
+from .core.cost import cost_of
+from .core.memory import plan_memory, require_weights_fit
+from .core.phases import Deployment, decode, mean_decode_step_s, prefill
+from .errors import InfeasibleError, SpecError
+from .results.estimate import Estimate
+from .specs.catalog import load_hardware, load_model
+from .specs.hardware import HardwareSpec
+from .specs.model import ModelSpec
+from .techniques.quantization import PrecisionConfig
+from .techniques.tensor_parallel import check_divisible
+
+ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
+
+
+def _positive(name: str, value: Any) -> np.ndarray:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1):
+        raise SpecError(f"{name} must be >= 1 (and finite), got {value!r}")
+    return np.round(arr)
+
+
+def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = "bf16",
+               engine: str = "generic", profile: str | Path | Profile = "default",
+               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True) -> Deployment:
+    """Resolve names into a :class:`Deployment` and check that ``tp`` divides the model."""
+    m = load_model(model) if isinstance(model, (str, Path)) else model
+    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
+    if engine not in ENGINES:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("engine", engine, ENGINES)
+    if attention not in ("flash", "naive"):
+        raise SpecError(f"attention must be 'flash' or 'naive', got {attention!r}")
+    if not isinstance(tp, (int, np.integer)) or isinstance(tp, bool):
+        raise SpecError(f"tp must be an integer, got {tp!r}")
+    check_divisible(m, int(tp))
+    prec = PrecisionConfig.parse(precision)
+    return Deployment(m, hw, int(tp), prec, load_profile(profile, engine, hw.id), attention, cuda_graphs)
+
+
+def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: int | None = None, tp: int = 1,
+             precision: Any = "bf16", isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
+             engine: str = "generic", profile: str | Path | Profile = "default",
+             attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
+             gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
+             price_per_gpu_hour: float | None = None, utilization: float = 1.0,
+             waves: bool = False) -> Estimate:
+    """Predict a static batch: ``batch_size`` requests of ``isl`` prompt and ``osl`` output tokens.
+
+    Parameters
+    ----------
+    model, hardware : str or spec
+        Catalog ids (or a config.json path for the model) or loaded specs.
+    num_gpus : int, optional
+        GPUs of the deployment; must equal ``tp`` (one tensor-parallel replica).
+    tp : int
+        Tensor-parallel size over the scale-up link.
+    precision : str or mapping
+        ``"fp8"``, ``"int4"``, ``{"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}``...
+    isl, osl, batch_size : int or array [token, token, request]
+        Broadcast together into a grid.
+    engine : str
+        Selects the calibrated efficiencies (``generic`` is the datasheet-only fallback).
+    profile : str or path
+        ``"default"`` (shipped calibration), ``"roofline"`` (speed of light) or a profile YAML.
+    attention : {"flash", "naive"}
+        ``naive`` writes and reads the score matrix.
+    gpu_memory_utilization : float
+        Share of device memory the engine may use (vLLM's default 0.9).
+    waves : bool
+        When the batch's KV cache does not fit, run it in waves as engines do, instead of
+        raising :class:`InfeasibleError`.
+
+    Returns
+    -------
+    Estimate
+        TTFT, TPOT, throughput, memory, cost, per-op tables and ``explain()``.
+    """
+    dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
+                     attention=attention, cuda_graphs=cuda_graphs)
+    if num_gpus is not None and num_gpus != dep.tp:
+        raise SpecError(f"num_gpus={num_gpus} but tp={dep.tp}: one tensor-parallel replica uses tp GPUs "
+                        "(pipeline, expert and data parallelism are separate techniques)")
+    if not 0.0 < gpu_memory_utilization <= 1.0 or not 0.0 < utilization <= 1.0:
+        raise SpecError("gpu_memory_utilization and utilization must be in (0, 1]")
+    b, i, o = np.broadcast_arrays(_positive("batch_size", batch_size), _positive("isl", isl), _positive("osl", osl))
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=b, context=i + o,
+                       step_tokens=np.minimum(b * i, max_num_tokens), gpu_memory_utilization=gpu_memory_utilization,
+                       kv_block_size=kv_block_size)
+    require_weights_fit(plan, dep.model, dep.hardware, dep.tp)
+    n_waves = np.ceil(b / np.maximum(plan.max_sequences, 1.0))
+    if np.any(n_waves > 1) and not waves:
+        largest = int(np.min(plan.max_sequences))
+        raise InfeasibleError(
+            f"the KV cache of {int(np.max(b))} sequences of {int(np.max(i + o))} tokens needs "
+            f"{float(np.max(plan.kv_batch)) / 1e9:.1f} GB per GPU but {float(np.min(plan.kv_budget)) / 1e9:.1f} GB is free "
+            f"after weights; the largest batch that fits is {largest} (or pass waves=True)",
+            needed_bytes=float(np.max(plan.kv_batch)), available_bytes=float(np.min(plan.kv_budget)),
+            suggestion={"batch_size": largest})
+    wave_batch = np.ceil(b / n_waves)
+    pre = prefill(dep, wave_batch, i)
+    chunks = np.ceil(wave_batch * i / max_num_tokens)
+    ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+    tpot = np.where(o > 1, mean_decode_step_s(dep, wave_batch, i, o), 0.0)
+    mid = decode(dep, wave_batch, i + np.floor(o / 2.0))
+    wave_s = ttft_wave + (o - 1.0) * tpot
+    total = n_waves * wave_s
+    price = price_per_gpu_hour if price_per_gpu_hour is not None else (
+        dep.hardware.price.si if dep.hardware.price is not None else None)
+    cost = cost_of(price, dep.tp, utilization, batch=b, isl=i, osl=o, prefill_s=n_waves * ttft_wave, total_s=total)
+    return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=n_waves,
+                    ttft_s=ttft_wave + wave_s * (n_waves - 1.0) / 2.0, tpot_s=tpot, total_s=total,
+                    memory=plan, cost=cost, prefill_step=pre, decode_step=mid)

@@ -1,0 +1,96 @@
+"""Plain-language diagnosis of an estimate: what bounds each phase and what would move it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..units import Q
+from .render import pretty
+
+if TYPE_CHECKING:
+    from .estimate import Estimate
+
+
+def _bound_shares(rows: list[dict]) -> dict[str, float]:
+    shares: dict[str, float] = defaultdict(float)
+    for r in rows:
+        shares[r["bound"]] += r["share"]
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
+def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
+    rows = est.op_table(phase, point)
+    step = est.prefill_step if phase == "prefill" else est.decode_step
+    hw = est.deployment.hardware
+    total = float(np.ravel(step.time_s)[point])
+    shares = _bound_shares(rows)
+    main = next(iter(shares))
+    flops = sum(r["flops"] for r in rows)
+    moved = sum(r["bytes"] for r in rows)
+    prec = next((r["precision"] for r in rows if r["kind"] == "gemm"), "bf16")
+    ridge = hw.ridge_point(prec).magnitude
+    intensity = flops / moved if moved else float("inf")
+    ops_s = sum(r["time_s"] for r in rows)
+    overhead = total - ops_s
+    lines = [
+        f"{phase}: {pretty(Q(total, 's'))} per step, {main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
+        + (f"; step overhead {pretty(Q(overhead, 's'))}" if overhead > 0 else ""),
+        f"  {flops / 1e12:.3g} TFLOP and {moved / 1e9:.3g} GB per GPU: intensity {intensity:.0f} FLOP/B vs the "
+        f"{prec} ridge point {ridge:.0f} FLOP/B of {hw.id}"
+        + (" (below: memory-bound territory)" if intensity < ridge else " (above: compute-bound territory)"),
+    ]
+    top = sorted(rows, key=lambda r: -r["time_s"])[:3]
+    lines.append("  costliest ops: " + "; ".join(
+        f"{r['op']} [{r['group']}] {r['share']:.0%} ({r['bound']}, {r['intensity']:.0f} FLOP/B)" for r in top))
+    return lines
+
+
+def _levers(est: Estimate, point: int) -> list[str]:
+    dep = est.deployment
+    decode = _bound_shares(est.op_table("decode", point))
+    prefill = _bound_shares(est.op_table("prefill", point))
+    out = []
+    if next(iter(decode)) == "memory":
+        out.append("decode is memory-bound: fewer bytes per step move it (FP8/FP4 weights, FP8 KV cache), "
+                   "and so does a larger batch, which reuses each weight read for more tokens")
+    if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":
+        out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels or a larger batch help")
+    if next(iter(prefill)) == "compute":
+        out.append("prefill is compute-bound: a lower compute precision (FP8 doubles the dense peak on Hopper) "
+                   "or more GPUs (TP) shorten it")
+    if "communication" in (next(iter(decode)), next(iter(prefill))) or decode.get("communication", 0) > 0.2:
+        out.append("all-reduces take a large share: a smaller TP or a faster link (NVLink vs PCIe) helps")
+    waves = float(np.ravel(est.waves)[point])
+    if waves > 1:
+        out.append(f"the batch's KV cache does not fit: it runs in {waves:.0f} waves; FP8 KV, more GPUs or a "
+                   "smaller batch remove the waiting")
+    return out
+
+
+def explain(est: Estimate, point: int = 0) -> str:
+    """Diagnosis of grid point ``point`` of ``est``."""
+    dep = est.deployment
+    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+    mem = est.memory
+    lines = [
+        f"{dep.model.id or dep.model.name} on {dep.tp}x {dep.hardware.id} ({dep.precision}, GEMMs at "
+        f"{dep.step_precision.gemm}, attention at {dep.step_precision.attention}), batch {at(est.batch_size):.0f}, "
+        f"ISL {at(est.isl):.0f}, OSL {at(est.osl):.0f}; profile {dep.profile.name}",
+        f"TTFT {pretty(Q(at(est.ttft_s), 's'))}, TPOT {pretty(Q(at(est.tpot_s), 's'))} "
+        f"({1 / at(est.tpot_s):.1f} tok/s per user), {at(est.output_tokens_per_s):.0f} tok/s in all"
+        if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
+    ]
+    lines += _phase_text(est, "prefill", point)
+    lines += _phase_text(est, "decode", point)
+    lines.append(
+        f"memory per GPU: weights {mem.weights / 1e9:.1f} GB, KV cache {at(mem.kv_batch) / 1e9:.2f} GB "
+        f"({mem.kv_per_token / 1e3:.1f} kB/token), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "
+        f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable; up to {at(mem.max_sequences):.0f} sequences fit")
+    levers = _levers(est, point)
+    if levers:
+        lines.append("what would move the numbers:")
+        lines += [f"  - {lever}" for lever in levers]
+    return "\n".join(lines)

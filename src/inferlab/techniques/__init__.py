@@ -1,0 +1,1 @@
+"""Techniques: each a transformation of the op graph (or of the step model)."""

@@ -1,0 +1,96 @@
+"""Precision of weights, activations and KV cache, and the tensor precision a GEMM runs at.
+
+Formats are data (:mod:`inferlab.precision`). A matrix multiply runs at the widest of
+its two operands' compute precisions (FP8 weights with BF16 activations is a BF16
+GEMM on dequantized weights), then at the narrowest precision at least that wide the
+hardware supports (FP8 on an A100 runs as BF16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+from ..precision import number_format
+from ..specs.hardware import HardwareSpec
+
+#: Tensor precisions from narrowest to widest; equal-width pairs are listed together.
+_WIDTH = {"fp4": 4, "fp6": 6, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16, "tf32": 32}
+_ORDER = ("fp4", "fp6", "fp8", "int8", "bf16", "fp16", "tf32")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """Storage formats of weights, activations and the KV cache.
+
+    ``PrecisionConfig.parse("fp8")`` gives FP8 weights, activations and KV cache;
+    ``"int4"`` is weight-only (activations and KV stay BF16); a 4-bit float format keeps
+    an FP8 KV cache. A mapping ``{weights, activations, kv_cache}`` sets each.
+    """
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv_cache: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name in ("weights", "activations", "kv_cache"):
+            number_format(getattr(self, name))
+
+    @classmethod
+    def parse(cls, value: Any) -> PrecisionConfig:
+        """From a format name, a mapping or a PrecisionConfig."""
+        if isinstance(value, PrecisionConfig):
+            return value
+        if isinstance(value, str):
+            fmt = number_format(value).name
+            if fmt in ("int4",):
+                return cls(fmt, "bf16", "bf16")
+            if fmt in ("nvfp4", "mxfp4", "mxfp6"):
+                return cls(fmt, fmt, "fp8")
+            return cls(fmt, fmt, fmt if fmt != "fp32" else "bf16")
+        if isinstance(value, dict):
+            unknown = set(value) - {"weights", "activations", "kv_cache"}
+            if unknown:
+                raise SpecError(f"precision: unknown key(s) {sorted(unknown)}; allowed: weights, activations, kv_cache")
+            weights = value.get("weights", "bf16")
+            acts = value.get("activations") or ("bf16" if number_format(weights).name == "int4" else weights)
+            kv = value.get("kv_cache") or ("bf16" if number_format(acts).bits_per_element > 8 else "fp8")
+            return cls(number_format(weights).name, number_format(acts).name, number_format(kv).name)
+        raise SpecError(f"precision must be a format name such as 'fp8' or a mapping, got {value!r}")
+
+    def __str__(self) -> str:
+        if self.weights == self.activations == self.kv_cache:
+            return self.weights
+        return f"w:{self.weights} a:{self.activations} kv:{self.kv_cache}"
+
+
+def supported_precision(wanted: str, hw: HardwareSpec) -> str:
+    """The narrowest tensor precision at least as wide as ``wanted`` that ``hw`` runs.
+
+    Raises
+    ------
+    SpecError
+        If the device lists no tensor rate that wide (e.g. an FP4-only datasheet).
+    """
+    width = _WIDTH[wanted]
+    same = [wanted] + [p for p in _ORDER if _WIDTH[p] == width and p != wanted]
+    wider = [p for p in _ORDER if _WIDTH[p] > width]
+    for prec in same + wider:
+        if prec in hw.flops:
+            return prec
+    raise SpecError(
+        f"{hw.id} lists no tensor throughput for {wanted} or wider (it lists {', '.join(hw.supported_precisions)})"
+    )
+
+
+def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
+    """Tensor precision of a product of operands stored in formats ``a`` and ``b``."""
+    ca, cb = number_format(a).compute, number_format(b).compute
+    if ca == cb:
+        wanted = ca
+    elif _WIDTH[ca] == _WIDTH[cb]:
+        wanted = "bf16"  # FP8 x INT8 (or FP16 x BF16) has no common kernel: 16-bit
+    else:
+        wanted = ca if _WIDTH[ca] > _WIDTH[cb] else cb
+    return supported_precision(wanted, hw)

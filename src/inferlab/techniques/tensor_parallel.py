@@ -1,0 +1,88 @@
+"""Tensor parallelism: shard the op graph over ``tp`` GPUs of one scale-up domain.
+
+Column-parallel GEMMs split output features, row-parallel ones input features and are
+followed by an all-reduce of the residual stream (two per layer, Megatron style);
+attention splits heads; KV heads are replicated once ``tp`` exceeds them (an MLA latent
+is replicated on every rank); the LM head splits the vocabulary and gathers logits.
+
+References
+----------
+.. [1] Shoeybi et al., "Megatron-LM", 2019, sec. 3 (column/row parallel MLP and attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..core.ops import Attention, Collective, Elementwise, Gemm, Op
+from ..errors import InfeasibleError
+from ..specs.model import ModelSpec
+
+_RESIDUAL_BYTES = 2.0  # the residual stream is reduced in 16-bit
+
+
+def check_divisible(model: ModelSpec, tp: int) -> None:
+    """Raise :class:`InfeasibleError` when ``tp`` does not divide the attention heads."""
+    heads = model.num_attention_heads
+    if tp < 1 or heads % tp:
+        fits = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        raise InfeasibleError(
+            f"tp={tp} does not divide the {heads} attention heads of {model.id or model.name}; "
+            f"tensor-parallel sizes that do: {', '.join(map(str, fits))}"
+        )
+
+
+def _share(units: float, tp: int) -> float:
+    """Fraction of a dimension of ``units`` indivisible parts that one of ``tp`` ranks holds."""
+    return max(1.0 / tp, 1.0 / units) if units else 1.0 / tp
+
+
+def shard_op(op: Op, tp: int) -> Op:
+    """One op as one of ``tp`` ranks runs it."""
+    if tp == 1 or op.shard == "replicated":
+        return op
+    if isinstance(op, Gemm):
+        if op.shard in ("column", "vocab"):
+            return replace(op, n=op.n / tp)
+        if op.shard == "row":
+            return replace(op, k=op.k / tp)
+        if op.shard == "kv_heads":
+            return replace(op, n=op.n * _share(op.shard_units, tp))
+        if op.shard == "heads":
+            return replace(op, m=op.m / tp, weight_copies=op.weight_copies / tp)
+    if isinstance(op, Attention):
+        kv_share = _share(op.kv_heads, tp)
+        return replace(op, heads=op.heads / tp, kv_heads=op.kv_heads * kv_share,
+                       kv_elements=op.kv_elements * kv_share)
+    if isinstance(op, Elementwise):
+        return replace(op, elements_read=op.elements_read / tp, elements_written=op.elements_written / tp)
+    return op
+
+
+def apply_tensor_parallel(ops: tuple[Op, ...], tp: int) -> tuple[Op, ...]:
+    """Shard every op and insert the collectives tensor parallelism needs.
+
+    After a run of row-parallel GEMMs, the residual op that consumes them waits for an
+    all-reduce of its output (``tokens x hidden`` in 16-bit); the vocabulary-parallel LM
+    head is followed by an all-gather of the logits.
+    """
+    if tp == 1:
+        return ops
+    out: list[Op] = []
+    pending_reduce = False
+    for op in ops:
+        if pending_reduce and isinstance(op, Elementwise) and op.name.endswith("residual"):
+            message = np.asarray(op.elements_written, float) * _RESIDUAL_BYTES
+            out.append(Collective(f"all_reduce_{op.name.removesuffix('_residual')}", collective="all_reduce",
+                                  message_bytes=message, group_size=tp, count=op.count, group=op.group))
+            pending_reduce = False
+        sharded = shard_op(op, tp)
+        out.append(sharded)
+        if op.shard == "row":
+            pending_reduce = True
+        if op.shard == "vocab" and isinstance(op, Gemm):
+            out.append(Collective("all_gather_logits", collective="all_gather", message_bytes=op.m * op.n * 2.0,
+                                  group_size=tp, count=op.count, group=op.group))
+    return tuple(out)
