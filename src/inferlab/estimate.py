@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .calibration.profile import Profile, load_profile
+from .calibration.profile import Profile, hardware_family, load_profile
 from .core.cost import cost_of
 from .core.memory import plan_memory, require_weights_fit
 from .core.phases import Deployment, decode, mean_decode_step_s, prefill
@@ -51,7 +51,8 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
         raise SpecError(f"tp must be an integer, got {tp!r}")
     check_divisible(m, int(tp))
     prec = PrecisionConfig.parse(precision)
-    return Deployment(m, hw, int(tp), prec, load_profile(profile, engine, hw.id), attention, cuda_graphs)
+    prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
+    return Deployment(m, hw, int(tp), prec, prof, attention, cuda_graphs)
 
 
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: int | None = None, tp: int = 1,

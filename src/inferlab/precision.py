@@ -68,6 +68,8 @@ FORMATS: dict[str, NumberFormat] = {
         NumberFormat("bf16", 16, 0, 0, "bf16", "bf16", "bfloat16"),
         NumberFormat("fp16", 16, 0, 0, "fp16", "fp16", "IEEE half precision"),
         NumberFormat("fp8", 8, 0, 0, "fp8", "bf16", "FP8 E4M3 with a per-tensor scale"),
+        NumberFormat("fp8_block", 8, 128 * 128, 32, "fp8", "bf16",
+                     "FP8 E4M3 with an FP32 scale per 128x128 block (DeepSeek-V3 checkpoints)"),
         NumberFormat("int8", 8, 0, 0, "int8", "bf16", "INT8 with per-channel scales"),
         NumberFormat("mxfp8", 8, 32, 8, "fp8", "bf16", "OCP MXFP8: 32-element blocks, E8M0 scale [1]"),
         NumberFormat("mxfp6", 6, 32, 8, "fp6", "bf16", "OCP MXFP6: 32-element blocks, E8M0 scale [1]"),

@@ -22,23 +22,38 @@ from ..specs.validation import format_validation_error
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
-class GemmEfficiency(BaseModel):
-    """Matrix multiplies.
+class GemmCurve(BaseModel):
+    """Efficiency of one GEMM kernel family (dtype and scaling scheme).
 
-    Compute efficiency at ``M`` rows per weight matrix is
-    ``peak_fraction[precision] * M / (M + m_half)``: small-M GEMMs cannot fill the tensor
-    cores; large ones plateau at a dtype-dependent share of peak (LESSONS: 70-80%).
+    Compute efficiency at ``M`` rows per weight matrix is ``peak_fraction * M / (M + m_half)``:
+    small-M GEMMs cannot fill the tensor cores; large ones plateau at a share of peak that
+    depends on the kernel (LESSONS: 70-80%). Bytes move at ``bandwidth_fraction`` of DRAM
+    bandwidth.
     """
 
     model_config = _STRICT
-    peak_fraction: dict[str, float] = Field(default_factory=lambda: {"bf16": 1.0})
+    peak_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     m_half: float = Field(default=0.0, ge=0.0)
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 
-    def compute_fraction(self, precision: str, m: Any) -> Any:
+    def compute_fraction(self, m: Any) -> Any:
         """Share of dense peak reached at ``m`` rows per weight matrix."""
-        plateau = self.peak_fraction.get(precision, self.peak_fraction.get("bf16", 1.0))
-        return plateau * m / (m + self.m_half) if self.m_half else plateau + 0.0 * m
+        return self.peak_fraction * m / (m + self.m_half) if self.m_half else self.peak_fraction + 0.0 * m
+
+
+class GemmEfficiency(BaseModel):
+    """GEMM curves keyed by kernel (``bf16``, ``fp8``, ``fp8_block``, ``nvfp4``, ``int4_wo``...);
+    a kernel without a curve uses its compute precision's, then ``default``."""
+
+    model_config = _STRICT
+    kernels: dict[str, GemmCurve] = Field(default_factory=lambda: {"default": GemmCurve()})
+
+    def curve(self, kernel: str, precision: str) -> GemmCurve:
+        """The curve for ``kernel``, falling back to ``precision`` and then ``default``."""
+        for key in (kernel, precision, "default"):
+            if key in self.kernels:
+                return self.kernels[key]
+        return GemmCurve()
 
 
 class AttentionEfficiency(BaseModel):
@@ -103,7 +118,12 @@ def profile_file(name: str) -> Any:
     return resources.files("inferlab.calibration") / "profiles" / f"{name}.yaml"
 
 
-def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str) -> Profile:
+def hardware_family(architecture: str) -> str:
+    """``"Hopper (GH100)"`` -> ``"hopper"``: the GPU family a profile override may name."""
+    return architecture.split()[0].lower() if architecture.strip() else "unknown"
+
+
+def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str, family: str = "") -> Profile:
     """Resolve a profile for ``engine`` on ``hardware_id``.
 
     Parameters
@@ -111,6 +131,8 @@ def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str) -
     profile : str, Path or Profile
         ``"roofline"``, ``"default"`` (the shipped calibration), a path to a profile YAML
         written by ``inferlab calibrate``, or a ready :class:`Profile`.
+    engine, hardware_id, family : str
+        Overrides apply in the order engine-wide (``all``), GPU family, GPU id.
     """
     if isinstance(profile, Profile):
         return profile
@@ -124,10 +146,14 @@ def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str) -
         data, label = _read(shipped, str(profile)), str(profile)
     else:
         data, label = _read(path, str(path)), str(path)
-    overrides = data.get("overrides") or {}
-    merged = _deep_merge(data["generic"], overrides.get(engine, {}).get("all", {}))
-    merged = _deep_merge(merged, overrides.get(engine, {}).get(hardware_id, {}))
-    name = f"{label}:{engine}/{hardware_id}" if hardware_id in overrides.get(engine, {}) else f"{label}:{engine}/generic"
+    per_engine = (data.get("overrides") or {}).get(engine, {})
+    merged = dict(data["generic"])
+    used = "generic"
+    for key in ("all", family, hardware_id):
+        if key and key in per_engine:
+            merged = _deep_merge(merged, per_engine[key])
+            used = key if key != "all" else used
+    name = f"{label}:{engine}/{used}"
     try:
         return Profile(**{**merged, "name": name, "source": data.get("source", label)})
     except ValidationError as exc:

@@ -60,6 +60,7 @@ class StepPrecision:
     gemm: str
     attention: str
     head: str
+    kernel: str = ""
 
 
 def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLike:
@@ -107,7 +108,7 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
     kv = number_format(cfg.kv_cache).bytes_per_element
     t, h, nh = step.tokens, model.hidden_size, model.num_attention_heads
     window = float(layer.window) if layer.window else np.inf
-    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm}
+    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm, "kernel": prec.kernel}
     ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h)]
     common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
               "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,
@@ -159,7 +160,8 @@ def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]
 def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision) -> list[Op]:
     cfg = prec.config
     gemm = {"weight_bytes_per_element": number_format(cfg.weights).bytes_per_element,
-            "act_bytes_per_element": number_format(cfg.activations).bytes_per_element, "precision": prec.gemm}
+            "act_bytes_per_element": number_format(cfg.activations).bytes_per_element, "precision": prec.gemm,
+            "kernel": prec.kernel}
     t, h = step.tokens, model.hidden_size
     up = 2 if model.gated_mlp else 1
     ops: list[Op] = [Elementwise("post_attention_norm", elements_read=t * h, elements_written=t * h)]

@@ -73,6 +73,7 @@ class Gemm(Op):
     act_bytes_per_element: float = 2.0
     out_bytes_per_element: float = 2.0
     weight_copies: ArrayLike = 1.0
+    kernel: str = ""  # efficiency curve key (fp8_block, int4_wo...); empty: the compute precision
     kind: OpKind = field(init=False, default="gemm")
 
     @property

@@ -15,7 +15,7 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..techniques.quantization import PrecisionConfig, matmul_precision
+from ..techniques.quantization import PrecisionConfig, gemm_kernel, matmul_precision
 from ..techniques.tensor_parallel import apply_tensor_parallel
 from .graph import Step, StepPrecision, build_graph
 from .ops import Op
@@ -41,11 +41,13 @@ class Deployment:
     def step_precision(self) -> StepPrecision:
         """Tensor precision of GEMMs, attention and the 16-bit head on this hardware."""
         cfg, hw = self.precision, self.hardware
+        gemm = matmul_precision(cfg.weights, cfg.activations, hw)
         return StepPrecision(
             config=cfg,
-            gemm=matmul_precision(cfg.weights, cfg.activations, hw),
+            gemm=gemm,
             attention=matmul_precision(cfg.activations, cfg.kv_cache, hw),
             head=matmul_precision("bf16", "bf16", hw),
+            kernel=gemm_kernel(cfg, gemm),
         )
 
 

@@ -63,9 +63,10 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
     zero = np.zeros(())
     floor = np.asarray(profile.kernel_floor_s, float)
     if isinstance(op, Gemm):
-        eff = profile.gemm.compute_fraction(op.precision, np.maximum(op.rows_per_weight, 1e-9))
+        curve = profile.gemm.curve(op.kernel or op.precision, op.precision)
+        eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9))
         compute = op.flops / (_peak(hw, op.precision) * eff)
-        memory = op.bytes / (bw * profile.gemm.bandwidth_fraction)
+        memory = op.bytes / (bw * curve.bandwidth_fraction)
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor)
     if isinstance(op, Attention):
         a = profile.attention

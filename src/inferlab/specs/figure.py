@@ -101,7 +101,8 @@ def _parse_figure(raw: Any, *, unit: str, minimum: float | None, integer: bool) 
         raise UnitError(f"{text} is below the allowed minimum ({minimum:g} {unit})")
     if integer and si != int(si):
         raise UnitError(f"{text} must be a whole number")
-    for alt in data.get("alternatives") or ():
+    alternatives = data.get("alternatives") or ()
+    for alt in alternatives if isinstance(alternatives, (list, tuple)) else ():
         if isinstance(alt, dict) and isinstance(alt.get("value"), str):
             try:
                 to_si(parse(alt["value"]), unit)

@@ -94,3 +94,20 @@ def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
     else:
         wanted = ca if _WIDTH[ca] > _WIDTH[cb] else cb
     return supported_precision(wanted, hw)
+
+
+def gemm_kernel(config: PrecisionConfig, gemm_precision: str) -> str:
+    """Kernel family of the model's GEMMs, the key of their efficiency curve.
+
+    Weight-only formats (weights narrower than the compute) are ``<weights>_wo``; INT8
+    weights and activations are SmoothQuant-style ``int8_sq``; otherwise the weight format
+    (``fp8``, ``fp8_block``, ``nvfp4``, ``bf16``...).
+    """
+    weights = number_format(config.weights)
+    if weights.compute != gemm_precision and _WIDTH.get(weights.compute, 16) < _WIDTH[gemm_precision]:
+        return f"{weights.name}_wo"
+    if weights.name == "int4":
+        return "int4_wo"
+    if weights.name == "int8":
+        return "int8_sq"
+    return weights.name
