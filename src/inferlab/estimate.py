@@ -13,7 +13,7 @@ import numpy as np
 from .calibration.profile import Profile, hardware_family, load_profile
 from .core.cost import cost_of
 from .core.memory import plan_memory, require_weights_fit
-from .core.phases import Deployment, decode, mean_decode_step_s, prefill
+from .core.phases import Deployment, mean_decode_step_s, prefill
 from .errors import InfeasibleError, SpecError
 from .results.estimate import Estimate
 from .specs.catalog import load_hardware, load_model
@@ -101,6 +101,17 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
     if not 0.0 < gpu_memory_utilization <= 1.0 or not 0.0 < utilization <= 1.0:
         raise SpecError("gpu_memory_utilization and utilization must be in (0, 1]")
     b, i, o = np.broadcast_arrays(_positive("batch_size", batch_size), _positive("isl", isl), _positive("osl", osl))
+    price = price_per_gpu_hour if price_per_gpu_hour is not None else (
+        dep.hardware.price.si if dep.hardware.price is not None else None)
+    return static_batch(dep, engine, b, i, o, gpu_memory_utilization=gpu_memory_utilization,
+                        kv_block_size=kv_block_size, max_num_tokens=max_num_tokens, price_per_gpu_hour=price,
+                        utilization=utilization, waves=waves)
+
+
+def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
+                 gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
+                 price_per_gpu_hour: float | None, utilization: float, waves: bool) -> Estimate:
+    """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps)."""
     plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=b, context=i + o,
                        step_tokens=np.minimum(b * i, max_num_tokens), gpu_memory_utilization=gpu_memory_utilization,
                        kv_block_size=kv_block_size)
@@ -119,12 +130,10 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
     chunks = np.ceil(wave_batch * i / max_num_tokens)
     ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
     tpot = np.where(o > 1, mean_decode_step_s(dep, wave_batch, i, o), 0.0)
-    mid = decode(dep, wave_batch, i + np.floor(o / 2.0))
     wave_s = ttft_wave + (o - 1.0) * tpot
     total = n_waves * wave_s
-    price = price_per_gpu_hour if price_per_gpu_hour is not None else (
-        dep.hardware.price.si if dep.hardware.price is not None else None)
-    cost = cost_of(price, dep.tp, utilization, batch=b, isl=i, osl=o, prefill_s=n_waves * ttft_wave, total_s=total)
+    cost = cost_of(price_per_gpu_hour, dep.tp, utilization, batch=b, isl=i, osl=o, prefill_s=n_waves * ttft_wave,
+                   total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=n_waves,
                     ttft_s=ttft_wave + wave_s * (n_waves - 1.0) / 2.0, tpot_s=tpot, total_s=total,
-                    memory=plan, cost=cost, prefill_step=pre, decode_step=mid)
+                    memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch)

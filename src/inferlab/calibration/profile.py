@@ -9,6 +9,7 @@ speed-of-light view: every efficiency 1, every floor and overhead 0.
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -105,9 +106,19 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def _read(path: Path | Any, label: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
         raise SpecError(f"profile {label}: cannot read ({exc})") from None
+    return _parse_profile_text(text, label)
+
+
+@functools.lru_cache(maxsize=32)
+def _parse_profile_text(text: str, label: str) -> dict[str, Any]:
+    """Parsed profile file, cached on its text (estimates re-resolve profiles per call)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"profile {label}: not valid YAML ({exc})") from None
     if not isinstance(data, dict) or "generic" not in data:
         raise SpecError(f"profile {label}: expected a mapping with 'generic' (and optional 'overrides')")
     return data

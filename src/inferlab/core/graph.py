@@ -13,8 +13,7 @@ References
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -49,7 +48,8 @@ class Step:
     @classmethod
     def decode(cls, batch: ArrayLike, context: ArrayLike) -> Step:
         """One decode step of ``batch`` sequences holding ``context`` tokens."""
-        return cls("decode", np.asarray(batch, float), np.ones_like(np.asarray(context, float)), np.asarray(context, float))
+        # new_tokens stays a scalar so that only the attention ops carry the context axis
+        return cls("decode", np.asarray(batch, float), np.ones(()), np.asarray(context, float))
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,6 @@ def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLik
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** np.asarray(tokens, float))
 
 
-def _groups(model: ModelSpec) -> list[tuple[LayerSpec, int]]:
-    return list(Counter(model.layers).items())
-
-
 def build_graph(model: ModelSpec, step: Step, precision: StepPrecision,
                 attention: Literal["flash", "naive"] = "flash") -> tuple[Op, ...]:
     """All ops of one step, unsharded, in execution order per layer group."""
@@ -86,33 +82,30 @@ def build_graph(model: ModelSpec, step: Step, precision: StepPrecision,
     h = model.hidden_size
     ops.append(Elementwise("embedding", elements_read=0.0, elements_written=t * h,
                            weight_bytes=t * h * 2.0, precision=precision.head))
-    for layer, count in _groups(model):
-        label = f"{layer.kind}/{layer.mlp}"
-        layer_ops = _attention_block(model, layer, step, precision, attention) + _mlp_block(model, layer, step, precision)
-        ops.extend(_with_group(op, label, count) for op in layer_ops)
+    for layer, count in model.layer_groups:
+        meta = {"group": f"{layer.kind}/{layer.mlp}", "count": count}
+        ops += _attention_block(model, layer, step, precision, attention, meta)
+        ops += _mlp_block(model, layer, step, precision, meta)
     last = step.batch if step.phase == "prefill" else t  # logits only for the last prompt token
     ops.append(Elementwise("final_norm", elements_read=last * h, elements_written=last * h))
     ops.append(Gemm("lm_head", m=last, n=model.vocab_size, k=h, shard="vocab", precision=precision.head))
     return tuple(ops)
 
 
-def _with_group(op: Op, group: str, count: int) -> Op:
-    return replace(op, group=group, count=count)
-
-
 def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision,
-                     impl: Literal["flash", "naive"]) -> list[Op]:
+                     impl: Literal["flash", "naive"], meta: dict) -> list[Op]:
     cfg = prec.config
     w = number_format(cfg.weights).bytes_per_element
     a = number_format(cfg.activations).bytes_per_element
     kv = number_format(cfg.kv_cache).bytes_per_element
     t, h, nh = step.tokens, model.hidden_size, model.num_attention_heads
     window = float(layer.window) if layer.window else np.inf
-    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm, "kernel": prec.kernel}
-    ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h)]
+    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm, "kernel": prec.kernel,
+            **meta}
+    ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h, **meta)]
     common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
               "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,
-              "precision": prec.attention, "shard": "heads"}
+              "precision": prec.attention, "shard": "heads", **meta}
     if model.mla is None:
         hd, nkv = model.head_dim, model.num_key_value_heads
         ops += [
@@ -123,7 +116,7 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
         ]
     else:
         ops += _mla_ops(model, step, gemm, common)
-    ops.append(Elementwise("attention_residual", elements_read=2 * t * h, elements_written=t * h))
+    ops.append(Elementwise("attention_residual", elements_read=2 * t * h, elements_written=t * h, **meta))
     return ops
 
 
@@ -157,34 +150,35 @@ def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]
     return ops + [Gemm("o_proj", m=t, n=h, k=nh * m.v_head_dim, shard="row", **gemm)]
 
 
-def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision) -> list[Op]:
+def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision, meta: dict) -> list[Op]:
     cfg = prec.config
     gemm = {"weight_bytes_per_element": number_format(cfg.weights).bytes_per_element,
             "act_bytes_per_element": number_format(cfg.activations).bytes_per_element, "precision": prec.gemm,
-            "kernel": prec.kernel}
+            "kernel": prec.kernel, **meta}
     t, h = step.tokens, model.hidden_size
     up = 2 if model.gated_mlp else 1
-    ops: list[Op] = [Elementwise("post_attention_norm", elements_read=t * h, elements_written=t * h)]
+    ops: list[Op] = [Elementwise("post_attention_norm", elements_read=t * h, elements_written=t * h, **meta)]
     if layer.mlp == "dense":
         width = layer.intermediate_size
         return ops + _ffn("mlp", t, h, width, up, 1.0, gemm) + [
-            Elementwise("mlp_residual", elements_read=2 * t * h, elements_written=t * h)]
+            Elementwise("mlp_residual", elements_read=2 * t * h, elements_written=t * h, **meta)]
     moe = model.moe
     if moe is None:  # ModelSpec validation forbids MoE layers without a MoE structure
         raise ValueError("MoE layer without MoE structure")
     touched = experts_touched(t, moe.num_experts, moe.num_experts_per_tok)
-    ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head))
+    ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head, **meta))
     ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched, gemm)
     if moe.num_shared_experts:
         ops += _ffn("shared_expert", t, h, moe.num_shared_experts * moe.shared_expert_intermediate_size, up, 1.0, gemm)
     return ops + [Elementwise("moe_combine_residual", elements_read=(moe.num_experts_per_tok + 1) * t * h,
-                              elements_written=t * h)]
+                              elements_written=t * h, **meta)]
 
 
 def _ffn(name: str, rows: ArrayLike, h: int, width: int, up: int, copies: ArrayLike, gemm: dict) -> list[Op]:
+    meta = {"group": gemm["group"], "count": gemm["count"]}
     return [
         Gemm(f"{name}_up", m=rows, n=up * width, k=h, weight_copies=copies, shard="column", **gemm),
         Elementwise(f"{name}_activation", elements_read=up * rows * width, elements_written=rows * width,
-                    flops_per_element=4.0, shard="column"),
+                    flops_per_element=4.0, shard="column", **meta),
         Gemm(f"{name}_down", m=rows, n=h, k=width, weight_copies=copies, shard="row", **gemm),
     ]

@@ -12,6 +12,7 @@ Byte categories: ``weight_read``, ``act_read``, ``act_write``, ``kv_read``, ``kv
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -102,8 +103,9 @@ class Attention(Op):
     ``context`` tokens are already cached; each new token attends to the tokens before
     it and itself, at most ``window`` of them. ``kv_elements`` are cached per token per
     layer (``2 * kv_heads * head_dim``, or the MLA latent) at ``kv_bytes_per_element``.
-    ``implementation`` ``naive`` materializes the score matrix (written by QK^T, read and
-    written by softmax, read by PV: four passes) at ``score_bytes_per_element``.
+    ``implementation`` ``naive`` materializes the full ``new_tokens x kv_span`` score matrix
+    per head (masked, not skipped: written by QK^T, read and written by softmax, read by
+    PV, four passes) at ``score_bytes_per_element``; 4096 x 4096 at FP16 is 33.6 MB.
     """
 
     batch: ArrayLike = 1.0
@@ -121,7 +123,7 @@ class Attention(Op):
     score_bytes_per_element: float = 2.0
     kind: OpKind = field(init=False, default="attention")
 
-    @property
+    @cached_property
     def attended_pairs(self) -> ArrayLike:
         """(query, key) pairs per sequence per head, causal and windowed.
 
@@ -131,10 +133,12 @@ class Attention(Op):
         ``c + i`` keys, the rest see ``W``.
         """
         q, c, w = self.new_tokens, self.context, self.window
+        if np.ndim(q) == 0 and q == 1:  # a decode step: one query sees min(c + 1, W) keys
+            return np.minimum(c + 1.0, w)
         n1 = np.clip(np.minimum(w - c, q), 0.0, None)
         return n1 * c + n1 * (n1 + 1.0) / 2.0 + (q - n1) * np.minimum(w, c + q)
 
-    @property
+    @cached_property
     def kv_span(self) -> ArrayLike:
         """Cached tokens read per sequence: ``min(c + q, W)``."""
         return np.minimum(self.context + self.new_tokens, self.window)
@@ -148,7 +152,7 @@ class Attention(Op):
         act_read = tokens * self.heads * self.qk_dim * self.act_bytes_per_element
         act_write = tokens * self.heads * self.v_dim * self.act_bytes_per_element
         if self.implementation == "naive":
-            scores = self.batch * self.heads * self.attended_pairs * self.score_bytes_per_element
+            scores = self.batch * self.heads * self.new_tokens * self.kv_span * self.score_bytes_per_element
             act_read = act_read + 2.0 * scores
             act_write = act_write + 2.0 * scores
         kv_token_bytes = self.kv_elements * self.kv_bytes_per_element

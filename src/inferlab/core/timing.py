@@ -52,6 +52,24 @@ class OpTime:
             return np.asarray(self.op.flops, float) / np.asarray(self.op.bytes, float)
 
 
+def roofline_seconds(flops, bytes_moved, peak_flops_per_s, bandwidth):
+    """Speed-of-light time of an op [s]: ``max(flops / peak, bytes / bandwidth)``.
+
+    Parameters
+    ----------
+    flops : array [FLOP]
+    bytes_moved : array [B]
+    peak_flops_per_s : float [FLOP/s]
+        Peak already scaled by the compute efficiency.
+    bandwidth : float [B/s]
+        Bandwidth already scaled by the memory efficiency.
+
+    Works on plain floats and on pint quantities alike (a swapped argument is then a
+    dimension error).
+    """
+    return np.maximum(flops / peak_flops_per_s, bytes_moved / bandwidth)
+
+
 def _peak(hw: HardwareSpec, precision: str) -> float:
     fig = hw.flops.get(precision)  # type: ignore[call-overload]
     return fig.si if fig is not None else hw.flops[next(iter(hw.flops))].si
@@ -101,9 +119,18 @@ def time_ops(ops: tuple[Op, ...], hw: HardwareSpec, profile: Profile, phase: str
     return tuple(time_op(op, hw, profile, phase) for op in ops)
 
 
+def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
+    """Sum of arrays of different broadcast shapes, smallest first, so that small terms
+    are added to each other before they meet the full grid."""
+    total = np.zeros(())
+    for arr in sorted(arrays, key=np.size):
+        total = total + arr
+    return total
+
+
 def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
     """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s]."""
-    total = sum(t.total_s for t in times)
+    total = broadcast_sum([t.total_s for t in times])
     kernels = sum(t.op.count for t in times)
     launch = 0.0 if cuda_graphs else profile.launch_overhead_s * kernels
     return np.asarray(total + profile.step_overhead_s + launch, float)

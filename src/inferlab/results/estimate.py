@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pint
 
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
-from ..core.phases import Deployment, StepResult
+from ..core.phases import Deployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
 from .render import pretty, text_table
@@ -41,7 +42,12 @@ class Estimate:
     memory: MemoryPlan
     cost: Cost
     prefill_step: StepResult
-    decode_step: StepResult
+    wave_batch: np.ndarray
+
+    @cached_property
+    def decode_step(self) -> StepResult:
+        """The decode step at mid generation (context ``isl + osl // 2``), for tables and diagnosis."""
+        return decode(self.deployment, self.wave_batch, self.isl + np.floor(self.osl / 2.0))
 
     # --- metrics --------------------------------------------------------------------
     @property

@@ -9,6 +9,7 @@ data, not special cases.
 from __future__ import annotations
 
 from collections import Counter
+from functools import cached_property
 from typing import Any, Literal
 
 import numpy as np
@@ -202,13 +203,18 @@ class ModelSpec(BaseModel):
         """Layers with a dense MLP."""
         return self.num_hidden_layers - self.num_moe_layers
 
+    @cached_property
+    def layer_groups(self) -> tuple[tuple[LayerSpec, int], ...]:
+        """Distinct layers with how many times each occurs, in order of first appearance."""
+        return tuple(Counter(self.layers).items())
+
     @property
     def layer_kinds(self) -> dict[str, int]:
         """Count of layers per attention kind, e.g. ``{"sliding(1024)": 52, "full": 10}``."""
         return dict(Counter(layer.kind for layer in self.layers))
 
     # --- parameters -------------------------------------------------------------------
-    @property
+    @cached_property
     def param_counts(self) -> ParamCounts:
         """Parameter count per component."""
         return count_params(self)

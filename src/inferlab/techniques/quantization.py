@@ -74,7 +74,8 @@ def supported_precision(wanted: str, hw: HardwareSpec) -> str:
         If the device lists no tensor rate that wide (e.g. an FP4-only datasheet).
     """
     width = _WIDTH[wanted]
-    same = [wanted] + [p for p in _ORDER if _WIDTH[p] == width and p != wanted]
+    # Only the 16-bit formats stand in for each other; FP8 never runs as INT8.
+    same = [wanted] + [p for p in ("bf16", "fp16") if width == 16 and p != wanted]
     wider = [p for p in _ORDER if _WIDTH[p] > width]
     for prec in same + wider:
         if prec in hw.flops:

@@ -1,0 +1,198 @@
+"""The roofline core against hand derivations, and its invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import InfeasibleError, Q, load_hardware, load_model
+from inferlab.core.graph import Step, build_graph, experts_touched
+from inferlab.core.ops import Attention
+from inferlab.core.phases import decode, prefill
+from inferlab.core.timing import roofline_seconds
+from inferlab.errors import DimensionError
+from inferlab.estimate import deployment, estimate
+from inferlab.techniques.tensor_parallel import apply_tensor_parallel
+
+H100_BW = 3.35e12       # B/s, NVIDIA H100 SXM datasheet
+H100_BF16 = 989e12      # FLOP/s dense
+
+
+def _roofline(model="llama-3.1-8b", hw="h100-sxm", tp=1, precision="bf16", **kw):
+    return deployment(model, hw, tp=tp, precision=precision, profile="roofline", **kw)
+
+
+def test_llama_3_1_8b_decode_step_by_hand():
+    """Batch 1 at context 1024, BF16, one H100, speed of light: every byte read once.
+
+    Weights per layer: q 4096x4096 + k,v 2x4096x1024 + o 4096x4096 + SwiGLU 3x4096x14336
+      = 218,103,808 params x 2 B = 436,207,616 B; x 32 layers = 13,958,643,712 B
+    LM head 128,256 x 4,096 x 2 B = 1,050,673,152 B; one embedding row 4,096 x 2 B = 8,192 B
+    KV read: 1,025 tokens x (2 x 8 x 128) x 2 B x 32 layers = 134,348,800 B; written 131,072 B
+    -> 15,143,804,928 B / 3.35e12 B/s = 4.5205 ms. Activations read and written by the
+    GEMMs and norms add ~11 MB (0.07%).
+    """
+    step = decode(_roofline(), np.array(1.0), np.array(1024.0))
+    expected = (13_958_643_712 + 1_050_673_152 + 8_192 + 134_348_800 + 131_072) / H100_BW
+    assert float(step.time_s) == pytest.approx(expected, rel=1e-3)
+    assert all(str(t.bound) == "memory" for t in step.times)
+
+
+def test_llama_3_1_8b_prefill_by_hand():
+    """One 4096-token prompt, BF16, one H100, speed of light.
+
+    GEMM FLOPs: 2 x 4096 tokens x 6,979,321,856 linear params = 5.7174e13
+    attention: 2 x 32 heads x (4096 x 4097 / 2 causal pairs) x (128 + 128) x 32 layers = 4.3990e12
+                                                                     -> 6.1573e13 FLOP / 989e12
+    Memory-bound passes per layer (T = 4096, H = 4096, I = 14336, 2 B): input norm 2TH, residual
+    3TH, post-attention norm 2TH, SwiGLU activation 3TI, residual 3TH = 687,865,856 B; x 32,
+    plus the embedding (rows read, written) 2TH = 67,108,864 B, plus the LM head on the last
+    token, which reads its 128,256 x 4,096 x 2 B = 1,050,673,152 B of weights -> / 3.35e12
+    """
+    t, h, i = 4096, 4096, 14336
+    gemm = 2 * t * 6_979_321_856
+    attention = 2 * 32 * (t * (t + 1) / 2) * 256 * 32
+    head_bytes = 128_256 * 4096 * 2
+    elementwise = 32 * (2 * t * h + 3 * t * h + 2 * t * h + 3 * t * i + 3 * t * h) * 2 + 2 * t * h * 2
+    expected = (gemm + attention) / H100_BF16 + (elementwise + head_bytes) / H100_BW
+    step = prefill(_roofline(), np.array(1.0), np.array(4096.0))
+    assert float(step.time_s) == pytest.approx(expected, rel=2e-3)
+
+
+def test_naive_attention_materializes_the_score_matrix():
+    # 4096 x 4096 scores at FP16 = 33,554,432 B per head per layer, four passes
+    flash = Attention("a", batch=1, new_tokens=4096, heads=1, kv_heads=1, implementation="flash")
+    naive = Attention("a", batch=1, new_tokens=4096, heads=1, kv_heads=1, implementation="naive")
+    assert naive.bytes - flash.bytes == pytest.approx(4 * 4096 * 4096 * 2)
+    est_flash = estimate("llama-3.1-8b", "h100-sxm", isl=4096, osl=2, profile="roofline")
+    est_naive = estimate("llama-3.1-8b", "h100-sxm", isl=4096, osl=2, profile="roofline", attention="naive")
+    assert est_naive.ttft_s > est_flash.ttft_s
+
+
+def test_experts_touched():
+    # one token touches exactly k experts; many tokens touch all E
+    assert experts_touched(1, 256, 8) == pytest.approx(8)
+    assert experts_touched(10_000, 256, 8) == pytest.approx(256)
+    # 2 tokens, E=8, k=2: 8 * (1 - (6/8)^2) = 3.5
+    assert experts_touched(2, 8, 2) == pytest.approx(3.5)
+
+
+def test_precision_falls_back_where_hardware_lacks_it():
+    a100 = _roofline(hw="a100-sxm-80gb", precision="fp8").step_precision
+    assert a100.gemm == "bf16"  # FP8 on an A100 is not FP8 compute
+    h100 = _roofline(precision="fp8").step_precision
+    assert h100.gemm == "fp8"
+    assert _roofline(precision="int4").step_precision.gemm == "bf16"  # weight-only
+    assert _roofline(precision="int4").step_precision.kernel == "int4_wo"
+    assert _roofline(hw="b200", precision="nvfp4").step_precision.gemm == "fp4"
+    # no FP4 tensor cores on Hopper: the narrowest wider format it has, FP8, holds FP4 values exactly
+    assert _roofline(precision="nvfp4").step_precision.gemm == "fp8"
+
+
+def test_tensor_parallel_inserts_two_all_reduces_per_layer():
+    dep = _roofline(model="llama-3.1-70b", tp=4)
+    step = decode(dep, np.array(8.0), np.array(2048.0))
+    reduces = [op for op in step.ops if op.kind == "collective" and op.name.startswith("all_reduce")]
+    assert sum(op.count for op in reduces) == 2 * 80
+    # message: 8 tokens x 8192 hidden x 2 B
+    assert all(float(op.message_bytes) == 8 * 8192 * 2 for op in reduces)
+
+
+def test_kv_heads_replicate_when_tp_exceeds_them():
+    # Llama-3.1-70B has 8 KV heads: at TP=16 each rank still holds one
+    model = load_model("llama-3.1-70b")
+    ops = build_graph(model, Step.decode(np.array(1.0), np.array(100.0)), _roofline(model="llama-3.1-70b").step_precision)
+    sharded = apply_tensor_parallel(ops, 16)
+    att = next(op for op in sharded if op.name == "attention")
+    assert att.kv_heads == 1 and att.heads == 4
+    assert att.kv_elements == 2 * 1 * 128
+
+
+def test_sharded_flops_add_up():
+    dep = _roofline(model="llama-3.1-70b")
+    ops = build_graph(dep.model, Step.prefill(np.array(2.0), np.array(512.0)), dep.step_precision)
+    for tp in (2, 4, 8):
+        sharded = apply_tensor_parallel(ops, tp)
+        for full, part in zip([o for o in ops if o.shard in ("column", "row", "heads")],
+                              [o for o in sharded if o.shard in ("column", "row", "heads")]):
+            assert tp * np.asarray(part.flops) == pytest.approx(np.asarray(full.flops))
+
+
+def test_tp_one_is_identity():
+    dep = _roofline()
+    ops = build_graph(dep.model, Step.decode(np.array(4.0), np.array(300.0)), dep.step_precision)
+    assert apply_tensor_parallel(ops, 1) is ops
+
+
+def test_roofline_on_pint_quantities_catches_swapped_arguments():
+    t = roofline_seconds(Q("1 TFLOP"), Q("1 GB"), Q("989 TFLOPS"), Q("3.35 TB/s"))
+    assert t.to("ms").magnitude == pytest.approx(1 / 989 * 1e3)  # 1 TFLOP at 989 TFLOP/s
+    with pytest.raises(DimensionError):
+        roofline_seconds(Q("1 TFLOP"), Q("1 GB"), Q("3.35 TB/s"), Q("989 TFLOPS"))
+
+
+def test_does_not_fit_says_why_and_what_would():
+    with pytest.raises(InfeasibleError) as info:
+        estimate("llama-3.1-70b", "h100-sxm", tp=1)
+    err = info.value
+    # 70.55e9 params: linear in BF16 plus embedding and head, ~141 GB > 77 GB usable
+    assert err.needed_bytes > 140e9 and err.available_bytes == pytest.approx(81559 * 2**20 * 0.9)
+    assert err.suggestion == {"tp": 2}
+    with pytest.raises(InfeasibleError) as info:
+        estimate("llama-3.1-70b", "l40s", tp=4, batch_size=512, isl=4096, osl=4096)
+    assert "largest batch that fits" in str(info.value) and info.value.suggestion["batch_size"] >= 1
+
+
+def test_waves_when_the_batch_does_not_fit():
+    est = estimate("llama-3.1-70b", "l40s", tp=4, batch_size=512, isl=4096, osl=4096, waves=True)
+    assert float(est.waves) > 1
+
+
+def test_cost_by_hand():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=128, profile="roofline")
+    # 2.95 USD per GPU-hour (catalog), one GPU: USD per request = 2.95 / 3600 x total time / 8
+    assert float(est.cost.usd_per_request) == pytest.approx(2.95 / 3600 * float(est.total_s) / 8)
+    tokens_per_s = 8 * 128 / float(est.total_s)
+    assert float(est.output_tokens_per_s) == pytest.approx(tokens_per_s)
+
+
+def test_static_batch_totals():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=4, isl=512, osl=64, profile="roofline")
+    # the first token comes with the prefill; 63 more decode steps follow
+    assert float(est.total_s) == pytest.approx(float(est.ttft_s) + 63 * float(est.tpot_s))
+    # TPOT is the mean over contexts 512..574: between the first and the last step's time
+    first = float(decode(est.deployment, np.array(4.0), np.array(512.0)).time_s)
+    last = float(decode(est.deployment, np.array(4.0), np.array(574.0)).time_s)
+    assert first <= float(est.tpot_s) <= last
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    batch=st.integers(1, 256), isl=st.integers(1, 8192), osl=st.integers(1, 2048),
+    scale=st.floats(1.01, 10.0), model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "gemma-3-27b", "mistral-7b"]),
+)
+def test_more_bandwidth_or_flops_is_never_slower(batch, isl, osl, scale, model):
+    hw = load_hardware("h200-sxm")
+    faster_mem = hw.model_copy(update={"memory_bandwidth": hw.memory_bandwidth.model_copy(
+        update={"si": hw.memory_bandwidth.si * scale})})
+    faster_flops = hw.model_copy(update={"flops": {k: v.model_copy(update={"si": v.si * scale})
+                                                   for k, v in hw.flops.items()}})
+    kw = dict(isl=isl, osl=osl, batch_size=batch, waves=True)
+    base = estimate(model, hw, **kw)
+    for other in (faster_mem, faster_flops):
+        est = estimate(model, other, **kw)
+        assert float(est.ttft_s) <= float(base.ttft_s) * (1 + 1e-9)
+        assert float(est.tpot_s) <= float(base.tpot_s) * (1 + 1e-9)
+    for value in (base.ttft_s, base.tpot_s, base.total_s):
+        assert np.all(np.isfinite(value)) and np.all(value >= 0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(ctx=st.integers(0, 100_000), extra=st.integers(1, 50_000))
+def test_decode_step_grows_with_context(ctx, extra):
+    dep = _roofline(model="llama-3.1-8b")
+    a = float(decode(dep, np.array(4.0), np.array(float(ctx))).time_s)
+    b = float(decode(dep, np.array(4.0), np.array(float(ctx + extra))).time_s)
+    assert b >= a
