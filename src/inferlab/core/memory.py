@@ -97,10 +97,16 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     if np.all(plan.max_sequences >= 1):
         return
     need = plan.weights + plan.reserve + float(np.max(plan.workspace)) + float(np.max(plan.kv_per_sequence))
-    smallest = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and
+    domain = int(hw.scale_up.domain_size.si)
+    heads = model.num_attention_heads
+    smallest = next((t for t in range(tp + 1, domain + 1) if heads % t == 0 and
                      plan.weights * tp / t + plan.reserve + float(np.max(plan.kv_per_sequence)) * tp / t
                      < plan.budget), None)
-    hint = f"; tp={smallest} would fit" if smallest else "; no tensor-parallel size up to 64 fits"
+    if smallest:
+        hint = f"; tp={smallest} would fit"
+    else:
+        hint = (f"; no tensor-parallel size within the {domain}-GPU scale-up domain fits: use a narrower weight "
+                "format, a GPU with more memory, or pipeline parallelism across nodes")
     raise InfeasibleError(
         f"{model.id or model.name} does not fit on {hw.id} at tp={tp}: needs {need / 1e9:.1f} GB per GPU "
         f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {float(np.max(plan.kv_per_sequence)) / 1e9:.2f} GB) "

@@ -44,7 +44,8 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     ]
     top = sorted(rows, key=lambda r: -r["time_s"])[:3]
     lines.append("  costliest ops: " + "; ".join(
-        f"{r['op']} [{r['group']}] {r['share']:.0%} ({r['bound']}, {r['intensity']:.0f} FLOP/B)" for r in top))
+        f"{r['op']} [{r['group']}] {r['share']:.0%} ({r['bound']}"
+        + (f", {r['intensity']:.0f} FLOP/B)" if np.isfinite(r["intensity"]) else ")") for r in top))
     return lines
 
 

@@ -1,0 +1,38 @@
+"""Speed of the roofline core: one estimate, and a million-point sweep.
+
+Run with ``make bench``. Prints figures; asserts nothing (a noisy machine cannot fail it).
+Targets (issue 3): one estimate under 1 ms after import; sweeps of at least 1,000,000 points/s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from inferlab.estimate import estimate
+from inferlab.sweep import sweep
+
+
+def _best(fn, repeat):
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    for model, hw, tp in (("llama-3.1-8b", "h100-sxm", 1), ("llama-3.1-70b", "h100-sxm", 4), ("deepseek-v3", "b200", 8)):
+        estimate(model, hw, tp=tp, precision="fp8", isl=2048, osl=256, batch_size=8)
+        t = _best(lambda: estimate(model, hw, tp=tp, precision="fp8", isl=2048, osl=256, batch_size=8), 200)
+        print(f"one estimate, {model} on {tp}x {hw}: {t * 1e3:6.3f} ms")
+    grid = {"batch_size": np.arange(1, 101), "isl": np.arange(128, 4096, 40), "osl": np.arange(64, 2048, 20)}
+    points = len(grid["batch_size"]) * len(grid["isl"]) * len(grid["osl"])
+    t = _best(lambda: sweep("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", **grid), 3)
+    print(f"sweep of {points:,} points (llama-3.1-70b, 4x h100-sxm): {t:6.2f} s = {points / t:,.0f} points/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The public estimate/sweep API and the estimate CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from inferlab import SpecError, UnknownNameError
+from inferlab.cli.main import main
+from inferlab.estimate import estimate
+from inferlab.sweep import sweep
+
+
+def test_estimate_result_surface():
+    est = estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", isl=2048, osl=256, batch_size=8)
+    assert est.ttft.units == est.tpot.units
+    assert est.ttft.to("ms").magnitude > 0 and est.tpot.to("ms").magnitude > 0
+    tp = est.throughput
+    assert tp["system"].magnitude == pytest.approx(4 * tp["per_gpu"].magnitude)
+    assert tp["per_user"].magnitude == pytest.approx(1 / est.tpot.to("s").magnitude)
+    d = est.to_dict()
+    json.dumps(d)
+    assert d["tp"] == 4 and d["precision"] == "fp8" and d["memory"]["weights_bytes"] > 0
+    rows = est.op_table("decode")
+    assert {r["op"] for r in rows} >= {"q_proj", "attention", "mlp_up", "all_reduce_attention", "lm_head"}
+    assert sum(r["share"] for r in rows) <= 1.0 + 1e-9
+    html = est._repr_html_()
+    assert "<table>" in html and "TTFT ms" in html
+    text = est.explain()
+    for fragment in ("prefill:", "decode:", "ridge point", "costliest ops", "memory per GPU", "what would move"):
+        assert fragment in text
+
+
+def test_to_frame():
+    pytest.importorskip("pandas")
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=512, osl=64)
+    frame = est.to_frame()
+    assert list(frame["batch_size"]) == [1, 8]
+    ops = est.to_frame("prefill")
+    assert "bound" in ops.columns and len(ops) > 10
+
+
+def test_grid_inputs_broadcast():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 4, 16])[:, None], isl=np.array([128, 2048]),
+                   osl=64)
+    assert est.ttft_s.shape == (3, 2)
+    # a larger batch never has a shorter TTFT; a longer prompt neither
+    assert np.all(np.diff(est.ttft_s, axis=0) >= 0) and np.all(np.diff(est.ttft_s, axis=1) >= 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"batch_size": 0}, SpecError),
+        ({"isl": "long"}, SpecError),
+        ({"engine": "tensorrt"}, UnknownNameError),
+        ({"precision": "fp7"}, UnknownNameError),
+        ({"tp": 2, "num_gpus": 4}, SpecError),
+        ({"attention": "paged"}, SpecError),
+    ],
+)
+def test_bad_input_is_a_clear_error(kwargs, error):
+    with pytest.raises(error):
+        estimate("llama-3.1-8b", "h100-sxm", **kwargs)
+
+
+def test_sweep_table_and_infeasible_points():
+    res = sweep(["llama-3.1-8b", "llama-3.1-70b"], "h100-sxm", tp=[1, 2], precision=["bf16", "fp8"],
+                batch_size=[1, 64], isl=[1024, 8192], osl=[256])
+    assert len(res) == 2 * 2 * 2 * 2 * 2
+    # llama-3.1-70b at BF16 and tp=1 cannot hold its weights on one H100
+    bad = (res["model"] == "llama-3.1-70b") & (res["tp"] == 1) & (res["precision"] == "bf16")
+    assert not np.any(res["feasible"][bad]) and "does not fit" in res["reason"][bad][0]
+    ok = res["feasible"]
+    assert np.all(np.isfinite(res["tpot_s"][ok])) and np.all(res["tpot_s"][ok] > 0)
+    best = res.best("output_tokens_per_s_per_gpu")
+    assert best["feasible"] and best["model"] == "llama-3.1-8b"
+    assert "llama-3.1-8b" in str(res)
+
+
+def test_sweep_matches_estimate_pointwise():
+    res = sweep("qwen3-8b", "h200-sxm", batch_size=[2, 32], isl=[700], osl=[300], chunk_size=1)
+    for j, b in enumerate((2, 32)):
+        est = estimate("qwen3-8b", "h200-sxm", batch_size=b, isl=700, osl=300)
+        assert res["tpot_s"][j] == pytest.approx(float(est.tpot_s))
+        assert res["ttft_s"][j] == pytest.approx(float(est.ttft_s))
+
+
+def test_estimate_cli_table_json_and_errors(capsys):
+    code = main(["estimate", "llama-3.1-70b", "h100-sxm", "--tp", "4", "--precision", "fp8", "--isl", "2048",
+                 "--osl", "256", "--batch", "1,8,64"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.count("2048") >= 3 and "TPOT ms" in out
+    code = main(["estimate", "llama-3.1-8b", "h100-sxm", "--json", "--ops", "decode", "--explain"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["ops"][0]["op"] == "embedding" and "decode:" in data["explain"]
+    code = main(["estimate", "llama-3.1-70b", "h100-sxm", "--tp", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "does not divide" in err
+    code = main(["estimate", "llama-3.1-405b", "h100-sxm", "--tp", "8"])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not fit" in err and "GB" in err
