@@ -3,7 +3,8 @@
 A profile holds named, keyword-only efficiency parameters. The shipped profile
 (``profiles/default.yaml``) is written by ``inferlab calibrate`` from the public
 measurements; it has ``generic`` values (the datasheet-only fallback for any GPU and
-engine) and ``overrides`` per engine and per engine+GPU. ``"roofline"`` is the
+engine), ``hardware`` values per measured GPU (any engine) and ``overrides`` per engine
+and per engine+GPU. ``"roofline"`` is the
 speed-of-light view: every efficiency 1, every floor and overhead 0.
 """
 
@@ -26,20 +27,25 @@ _STRICT = ConfigDict(frozen=True, extra="forbid")
 class GemmCurve(BaseModel):
     """Efficiency of one GEMM kernel family (dtype and scaling scheme).
 
-    Compute efficiency at ``M`` rows per weight matrix is ``peak_fraction * M / (M + m_half)``:
-    small-M GEMMs cannot fill the tensor cores; large ones plateau at a share of peak that
-    depends on the kernel (LESSONS: 70-80%). Bytes move at ``bandwidth_fraction`` of DRAM
-    bandwidth.
+    Compute efficiency at ``M`` rows per weight matrix and ``N`` output features is
+    ``peak_fraction * M / (M + m_half) * N / (N + n_half)``: small-M GEMMs cannot fill the
+    tensor cores, and narrow outputs leave too few output tiles to occupy every SM; large
+    ones plateau at a share of peak that depends on the kernel (LESSONS: 70-80%). Bytes
+    move at ``bandwidth_fraction`` of DRAM bandwidth.
     """
 
     model_config = _STRICT
     peak_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     m_half: float = Field(default=0.0, ge=0.0)
+    n_half: float = Field(default=0.0, ge=0.0)
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 
-    def compute_fraction(self, m: Any) -> Any:
-        """Share of dense peak reached at ``m`` rows per weight matrix."""
-        return self.peak_fraction * m / (m + self.m_half) if self.m_half else self.peak_fraction + 0.0 * m
+    def compute_fraction(self, m: Any, n: Any = None) -> Any:
+        """Share of dense peak reached at ``m`` rows per weight matrix and ``n`` output features."""
+        eff = self.peak_fraction * m / (m + self.m_half) if self.m_half else self.peak_fraction + 0.0 * m
+        if self.n_half and n is not None:
+            eff = eff * n / (n + self.n_half)
+        return eff
 
 
 class GemmEfficiency(BaseModel):
@@ -60,15 +66,24 @@ class GemmEfficiency(BaseModel):
 class AttentionEfficiency(BaseModel):
     """Attention kernels.
 
-    Prefill runs at ``prefill_peak_fraction`` of dense peak; decode streams the KV cache
-    at ``decode_bandwidth_fraction`` of DRAM bandwidth plus ``per_sequence_head_s`` for
-    every (sequence x KV head) it touches (LESSONS: a fixed cost that dominates small calls).
+    Prefill runs at ``prefill_peak_fraction`` of dense peak; decode computes at
+    ``decode_peak_fraction`` (its kernels multiply one query row per head, far from the
+    tensor-core peak; unset: the prefill value) and streams the KV cache at
+    ``decode_bandwidth_fraction`` of DRAM bandwidth, plus ``per_sequence_head_s`` for every
+    (sequence x KV head) it touches (LESSONS: a fixed cost that dominates small calls).
     """
 
     model_config = _STRICT
     prefill_peak_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    decode_peak_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
     decode_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     per_sequence_head_s: float = Field(default=0.0, ge=0.0)
+
+    def peak_fraction(self, phase: str) -> float:
+        """Share of dense peak attention computes at in ``phase`` (``prefill`` or ``decode``)."""
+        if phase == "decode" and self.decode_peak_fraction is not None:
+            return self.decode_peak_fraction
+        return self.prefill_peak_fraction
 
 
 class CollectiveEfficiency(BaseModel):
@@ -120,7 +135,7 @@ def _parse_profile_text(text: str, label: str) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise SpecError(f"profile {label}: not valid YAML ({exc})") from None
     if not isinstance(data, dict) or "generic" not in data:
-        raise SpecError(f"profile {label}: expected a mapping with 'generic' (and optional 'overrides')")
+        raise SpecError(f"profile {label}: expected a mapping with 'generic' (and optional 'hardware' and 'overrides')")
     return data
 
 
@@ -143,7 +158,9 @@ def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str, f
         ``"roofline"``, ``"default"`` (the shipped calibration), a path to a profile YAML
         written by ``inferlab calibrate``, or a ready :class:`Profile`.
     engine, hardware_id, family : str
-        Overrides apply in the order engine-wide (``all``), GPU family, GPU id.
+        On top of ``generic``, the file's ``hardware`` section (per GPU family, then GPU id,
+        for every engine) applies first, then the engine's ``overrides`` in the order
+        engine-wide (``all``), GPU family, GPU id.
     """
     if isinstance(profile, Profile):
         return profile
@@ -157,9 +174,14 @@ def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str, f
         data, label = _read(shipped, str(profile)), str(profile)
     else:
         data, label = _read(path, str(path)), str(path)
+    per_gpu = data.get("hardware") or {}
     per_engine = (data.get("overrides") or {}).get(engine, {})
     merged = dict(data["generic"])
     used = "generic"
+    for key in (family, hardware_id):
+        if key and key in per_gpu:
+            merged = _deep_merge(merged, per_gpu[key])
+            used = key
     for key in ("all", family, hardware_id):
         if key and key in per_engine:
             merged = _deep_merge(merged, per_engine[key])

@@ -82,13 +82,13 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
     floor = np.asarray(profile.kernel_floor_s, float)
     if isinstance(op, Gemm):
         curve = profile.gemm.curve(op.kernel or op.precision, op.precision)
-        eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9))
+        eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9), op.n)
         compute = op.flops / (_peak(hw, op.precision) * eff)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor)
     if isinstance(op, Attention):
         a = profile.attention
-        compute = op.flops / (_peak(hw, op.precision) * a.prefill_peak_fraction)
+        compute = op.flops / (_peak(hw, op.precision) * a.peak_fraction(phase))
         memory = op.bytes / (bw * a.decode_bandwidth_fraction)
         overhead = floor + a.per_sequence_head_s * op.batch * op.kv_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
