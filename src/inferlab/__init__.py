@@ -10,18 +10,20 @@ FLOPs, tokens and dollars are distinct, and a calculator that checks units.
 """
 
 from .calc import evaluate
+from .estimate import estimate
 from .errors import DimensionError, InfeasibleError, InferlabError, SpecError, UnitError, UnknownNameError
 from .precision import FORMATS, NumberFormat, number_format
 from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids, parse_hardware, parse_model
 from .specs.hardware import HardwareSpec
 from .specs.model import LayerSpec, MLASpec, ModelSpec, MoESpec
+from .sweep import sweep
 from .units import Q, to_si, ureg
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DimensionError", "FORMATS", "HardwareSpec", "InfeasibleError", "InferlabError", "LayerSpec", "MLASpec",
-    "ModelSpec", "MoESpec", "NumberFormat", "Q", "SpecError", "UnitError", "UnknownNameError", "evaluate",
+    "ModelSpec", "MoESpec", "NumberFormat", "Q", "SpecError", "UnitError", "UnknownNameError", "estimate", "evaluate",
     "hardware_ids", "load_hardware", "load_model", "model_ids", "number_format", "parse_hardware", "parse_model",
-    "to_si", "ureg",
+    "sweep", "to_si", "ureg",
 ]
