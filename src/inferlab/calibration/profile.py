@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -69,21 +70,31 @@ class AttentionEfficiency(BaseModel):
     Prefill runs at ``prefill_peak_fraction`` of dense peak; decode computes at
     ``decode_peak_fraction`` (its kernels multiply one query row per head, far from the
     tensor-core peak; unset: the prefill value) and streams the KV cache at
-    ``decode_bandwidth_fraction`` of DRAM bandwidth, plus ``per_sequence_head_s`` for every
-    (sequence x KV head) it touches (LESSONS: a fixed cost that dominates small calls).
+    ``decode_bandwidth_fraction`` of DRAM bandwidth (prefill at
+    ``prefill_bandwidth_fraction``; unset: the decode value), plus ``per_sequence_head_s`` for every
+    (sequence x KV head) it touches (LESSONS: a fixed cost that dominates small calls) and
+    ``fixed_s`` per call above the kernel floor (split-KV reduction and scheduling kernels).
     """
 
     model_config = _STRICT
     prefill_peak_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     decode_peak_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
     decode_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    prefill_bandwidth_fraction: float | None = Field(default=None, gt=0.0, le=1.0)
     per_sequence_head_s: float = Field(default=0.0, ge=0.0)
+    fixed_s: float = Field(default=0.0, ge=0.0)
 
     def peak_fraction(self, phase: str) -> float:
         """Share of dense peak attention computes at in ``phase`` (``prefill`` or ``decode``)."""
         if phase == "decode" and self.decode_peak_fraction is not None:
             return self.decode_peak_fraction
         return self.prefill_peak_fraction
+
+    def bandwidth_fraction(self, phase: str) -> float:
+        """Share of DRAM bandwidth attention streams at in ``phase``."""
+        if phase == "prefill" and self.prefill_bandwidth_fraction is not None:
+            return self.prefill_bandwidth_fraction
+        return self.decode_bandwidth_fraction
 
 
 class CollectiveEfficiency(BaseModel):
@@ -103,6 +114,10 @@ class Profile(BaseModel):
     attention: AttentionEfficiency = AttentionEfficiency()
     collective: CollectiveEfficiency = CollectiveEfficiency()
     elementwise_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    elementwise_floor_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Share of the kernel floor an elementwise pass pays: 0 where engines fuse norms, residual "
+                    "adds and activations into neighbouring kernels, 1 where each runs as its own kernel.")
     kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
     launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
     step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")
@@ -149,14 +164,16 @@ def hardware_family(architecture: str) -> str:
     return architecture.split()[0].lower() if architecture.strip() else "unknown"
 
 
-def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str, family: str = "") -> Profile:
+def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str, hardware_id: str,
+                 family: str = "") -> Profile:
     """Resolve a profile for ``engine`` on ``hardware_id``.
 
     Parameters
     ----------
-    profile : str, Path or Profile
+    profile : str, Path, mapping or Profile
         ``"roofline"``, ``"default"`` (the shipped calibration), a path to a profile YAML
-        written by ``inferlab calibrate``, or a ready :class:`Profile`.
+        written by ``inferlab calibrate``, that file's content as a mapping, or a ready
+        :class:`Profile`.
     engine, hardware_id, family : str
         On top of ``generic``, the file's ``hardware`` section (per GPU family, then GPU id,
         for every engine) applies first, then the engine's ``overrides`` in the order
@@ -167,7 +184,11 @@ def load_profile(profile: str | Path | Profile, engine: str, hardware_id: str, f
     if profile == "roofline":
         return ROOFLINE
     path = Path(profile) if str(profile).endswith((".yaml", ".yml")) else None
-    if path is None:
+    if isinstance(profile, Mapping):
+        if "generic" not in profile:
+            raise SpecError("profile mapping: expected 'generic' (and optional 'hardware' and 'overrides')")
+        data, label = profile, "mapping"
+    elif path is None:
         shipped = profile_file(str(profile))
         if not shipped.is_file():
             raise UnknownNameError("profile", str(profile), ["roofline", "default", "<path>.yaml"])

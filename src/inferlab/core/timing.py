@@ -89,15 +89,15 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
     if isinstance(op, Attention):
         a = profile.attention
         compute = op.flops / (_peak(hw, op.precision) * a.peak_fraction(phase))
-        memory = op.bytes / (bw * a.decode_bandwidth_fraction)
-        overhead = floor + a.per_sequence_head_s * op.batch * op.kv_heads
+        memory = op.bytes / (bw * a.bandwidth_fraction(phase))
+        overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.kv_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
     if isinstance(op, Collective):
         comm = _collective_s(op, hw, profile)
         return OpTime(op, zero, zero, np.asarray(comm, float), floor)
     if isinstance(op, Elementwise):
         memory = op.bytes / (bw * profile.elementwise_bandwidth_fraction)
-        return OpTime(op, zero, np.asarray(memory, float), zero, floor)
+        return OpTime(op, zero, np.asarray(memory, float), zero, floor * profile.elementwise_floor_fraction)
     raise TypeError(f"no timing rule for {type(op).__name__}")
 
 
