@@ -1,0 +1,229 @@
+"""``inferlab calibrate``: fit a calibration profile to op-level and case-level measurements.
+
+Kernel curves (GEMM per kernel, attention, kernel floor) are fitted per (engine, GPU) on
+the op table and collectives per GPU (:mod:`.fit_ops`); medians over GPUs give the
+engine-wide and the ``generic`` (datasheet-only) values. Then each engine's per-step
+overhead is fitted on the static-batch cases of the *fit half* (a fixed split by a hash
+of the case id); the other half is only scored. The same inputs give the same file.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from scipy.optimize import least_squares
+
+from ..validation.cases import Case, case_engine, predict_cases
+from ..validation.ops import OpTable, predict_ops
+from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize
+from .fit_ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
+
+#: Significant digits kept in the written profile.
+DIGITS = 4
+#: Largest per-step overhead a fit may find [s].
+STEP_OVERHEAD_MAX_S = 0.05
+#: Not fitted (no measurements without CUDA graphs): a typical CUDA kernel launch [s].
+LAUNCH_OVERHEAD_PRIOR_S = 5e-6
+
+
+@dataclass(frozen=True)
+class CalibrationReport:
+    """A fitted profile and how well it does, in sample and held out."""
+
+    profile: dict[str, Any]
+    op_in_sample: list[ErrorStats]
+    op_leave_one_gpu_out: list[ErrorStats]
+    cases_fit: list[ErrorStats]
+    cases_held_out: list[ErrorStats]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report."""
+        def rows(stats: list[ErrorStats]) -> list[dict[str, Any]]:
+            return [s.to_dict() for s in stats]
+
+        return {"op_in_sample": rows(self.op_in_sample), "op_leave_one_gpu_out": rows(self.op_leave_one_gpu_out),
+                "cases_fit": rows(self.cases_fit), "cases_held_out": rows(self.cases_held_out),
+                "profile": self.profile}
+
+
+def round_tree(tree: Any, digits: int = DIGITS) -> Any:
+    """Floats rounded to ``digits`` significant digits and mapping keys sorted, recursively."""
+    if isinstance(tree, dict):
+        return {k: round_tree(tree[k], digits) for k in sorted(tree)}
+    if isinstance(tree, float):
+        return float(f"{tree:.{digits}g}")
+    return tree
+
+
+def op_error_stats(table: OpTable, predicted: np.ndarray, label: str) -> list[ErrorStats]:
+    """Median errors per op kind of predicted latencies."""
+    errors = percent_errors(predicted, table.measured_s)
+    kinds = sorted({str(k) for k in table["op"]})
+    return [error_stats(errors[table["op"] == k], regime=label, metric=k) for k in kinds]
+
+
+def leave_one_gpu_out(table: OpTable, fits: OpFits) -> np.ndarray:
+    """Latency of every row predicted with its GPU left out of the fit (datasheet only) [s]."""
+    out = np.empty(len(table))
+    for gpu in fits.gpus:
+        rows = np.flatnonzero(table["hardware"] == gpu)
+        out[rows] = predict_ops(table.take(rows), with_priors(assemble_profile(fits, exclude=gpu)))
+    return out
+
+
+def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
+    """Fill the generic fields no op measurement constrains.
+
+    Elementwise passes stream memory like a memory-bound 16-bit GEMM, so they get the
+    generic ``bf16`` GEMM bandwidth share; the launch overhead (used only without CUDA
+    graphs) is a prior.
+    """
+    generic = profile["generic"]
+    bf16 = generic.get("gemm", {}).get("kernels", {}).get("bf16", {})
+    generic.setdefault("elementwise_bandwidth_fraction", bf16.get("bandwidth_fraction", 1.0))
+    generic.setdefault("launch_overhead_s", LAUNCH_OVERHEAD_PRIOR_S)
+    return profile
+
+
+def supported_fit_cases(cases: Sequence[Case], profile: dict[str, Any], half: int) -> list[tuple[Case, float]]:
+    """Cases of one half the model predicts, with their predictions under ``profile``."""
+    chosen = [c for c in cases if c.holdout_half == half]
+    return [(c, p) for c, (p, _) in zip(chosen, predict_cases(chosen, profile)) if p is not None]
+
+
+def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str, Any]:
+    """Step-level terms fitted on cases (log(predicted / measured), jointly).
+
+    * ``step_overhead_s`` of each engine with cases in ``usable`` (scheduler and host work
+      per step; engines without a profile of their own, ``generic``, are not fitted on);
+    * the ``generic`` ``elementwise_floor_fraction``: how much of an isolated kernel's
+      floor the norms, residual adds and activations pay inside a step (0: fused into
+      their neighbours), which op-level timings of single kernels cannot tell.
+
+    The loss is Cauchy (scale 10%): a case missed by far more than that (a scheduler
+    artefact, an engine version the kernels no longer match) barely moves the fit.
+
+    Returns a profile fragment ``{"engines": {engine: seconds}, "elementwise_floor_fraction": f}``.
+    """
+    engines = sorted({case_engine(c) for c in usable} - {"generic"})
+    mine = [c for c in usable if case_engine(c) in engines]
+    if not mine:
+        return {"engines": {}}
+    measured = np.array([c.measured for c in mine])
+
+    def trial(x: np.ndarray) -> dict[str, Any]:
+        out = {**profile, "generic": {**profile["generic"], "elementwise_floor_fraction": float(x[-1])}}
+        for engine, ms in zip(engines, x[:-1]):
+            out = _with_overhead(out, engine, float(ms) * 1e-3)
+        return out
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return np.log(np.array([p for p, _ in predict_cases(mine, trial(x))], float) / measured)
+
+    # Step overheads in milliseconds, so that finite-difference steps are microseconds.
+    n = len(engines)
+    result = least_squares(residuals, np.r_[np.full(n, 0.1), 0.5],
+                           bounds=(np.zeros(n + 1), np.r_[np.full(n, STEP_OVERHEAD_MAX_S * 1e3), 1.0]),
+                           loss="cauchy", f_scale=LOSS_SCALE, diff_step=1e-3)
+    # Resolution 0.1 us and 0.001: what the bounds leave as rounding noise becomes exactly 0.
+    return {"engines": {e: round(float(v), 4) * 1e-3 for e, v in zip(engines, result.x[:-1])},
+            "elementwise_floor_fraction": round(float(result.x[-1]), 3)}
+
+
+def _with_overhead(profile: dict[str, Any], engine: str, seconds: float) -> dict[str, Any]:
+    trial = {**profile, "overrides": {**profile["overrides"]}}
+    engine_section = dict(trial["overrides"].get(engine, {}))
+    engine_section["all"] = {**engine_section.get("all", {}), "step_overhead_s": seconds}
+    trial["overrides"][engine] = engine_section
+    return trial
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def source_line(ops_label: str, ops_digest: str, num_rows: int, case_labels: Sequence[tuple[str, str]],
+                num_fit_cases: int, command: str) -> str:
+    """What the profile was fitted on, by which command, and when (``SOURCE_DATE_EPOCH`` if set)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch else \
+        datetime.datetime.now(datetime.timezone.utc)
+    cases = ", ".join(f"{name} (sha256 {digest})" for name, digest in case_labels) or "no case file"
+    return (f"fitted by `{command}` on {when.date().isoformat()}: kernel curves on {ops_label} "
+            f"({num_rows} rows, sha256 {ops_digest}); step terms on the {num_fit_cases} cases of the fit half "
+            f"(by a hash of the case id) that the model predicts, of {cases}")
+
+
+def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], str]) -> CalibrationReport:
+    """Fit a profile to an op table and cases; score it in sample, leave-one-GPU-out and held out.
+
+    ``source(n)`` gives the profile's ``source`` line when ``n`` cases were fitted on.
+    """
+    fits = fit_ops(table)
+    profile = round_tree(with_priors(assemble_profile(fits)))
+    usable = [c for c, _ in supported_fit_cases(cases, profile, half=0) if case_engine(c) != "generic"]
+    terms = round_tree(fit_case_terms(profile, usable))
+    for engine, seconds in terms["engines"].items():
+        profile = _with_overhead(profile, engine, seconds)
+    if terms["engines"]:
+        profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
+        profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
+    profile = {"source": source(len(usable)), **round_tree(profile)}
+    op_in = op_error_stats(table, predict_ops(table, profile), "in sample")
+    op_out = op_error_stats(table, leave_one_gpu_out(table, fits), "leave one GPU out")
+
+    def case_stats(half: int) -> list[ErrorStats]:
+        chosen = [c for c in cases if c.holdout_half == half]
+        records = [{"regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p}
+                   for c, (p, _) in zip(chosen, predict_cases(chosen, profile))]
+        return summarize(records)
+
+    return CalibrationReport(profile, op_in, op_out, case_stats(0), case_stats(1))
+
+
+def profile_yaml(report: CalibrationReport) -> str:
+    """The profile as YAML, headed by comments with the fit's errors."""
+    def lines(title: str, stats: list[ErrorStats]) -> list[str]:
+        return [f"# {title}:"] + [f"#   {s.metric}: n={s.count}, median |error| {s.median_abs_error_pct:.1f}%, "
+                                  f"bias {s.bias_pct:+.1f}%" for s in stats if s.count]
+
+    head = ["# Written by `inferlab calibrate`; regenerate rather than edit (see `source`).",
+            "# Median errors when written:"]
+    head += lines("op latency, in sample", report.op_in_sample)
+    head += lines("op latency, each GPU left out of the fit", report.op_leave_one_gpu_out)
+    head += lines("cases, fit half", report.cases_fit)
+    head += lines("cases, held-out half", report.cases_held_out)
+    rest = {k: v for k, v in report.profile.items() if k != "source"}
+    body = yaml.safe_dump(rest, sort_keys=False, default_flow_style=None, width=120)
+    # A JSON string is a YAML scalar: the source stays on one line.
+    return "\n".join(head) + f"\nsource: {json.dumps(report.profile.get('source', ''))}\n" + body
+
+
+def write_profile(report: CalibrationReport, path: str | Path) -> None:
+    """Write the profile YAML of ``report`` to ``path``."""
+    Path(path).write_text(profile_yaml(report), encoding="utf-8")
+
+
+def source_for(ops_path: str | Path, case_paths: Sequence[str | Path] | None, num_rows: int,
+               command: str) -> Callable[[int], str]:
+    """The ``source`` line (given the number of cases fitted on) for inputs read from these files."""
+    ops_digest = _digest(Path(ops_path).read_bytes())
+    if case_paths is None:
+        from importlib import resources
+
+        from ..validation.cases import PUBLIC_FILES
+
+        folder = resources.files("inferlab.validation") / "data"
+        labels = [(f"the shipped {name}", _digest((folder / name).read_bytes())) for name in PUBLIC_FILES]
+    else:
+        labels = [(Path(p).name, _digest(Path(p).read_bytes())) for p in case_paths]
+    return lambda fitted: source_line(Path(ops_path).name, ops_digest, num_rows, labels, fitted, command)

@@ -1,0 +1,230 @@
+"""Fit the kernel efficiency curves of a profile to op-level measurements.
+
+Each (engine, GPU) pair of the op table gets its GEMM curves (per kernel), attention
+efficiencies and kernel floor in one joint fit; each GPU gets its collective latency and
+bandwidth share. The fit minimises ``log(predicted / measured)`` of every row, with the
+predictions made by the step model's own timing rules (:func:`time_op`), so the fitted
+profile means exactly what the model does with it.
+
+Notes
+-----
+Parameters are fitted in log space within physical bounds by
+:func:`scipy.optimize.least_squares` (trust-region reflective) with a soft-L1 loss of
+scale 0.1 (about 10%), so the rare shapes no kernel model captures (extreme GQA ratios,
+benchmark L2 residency) do not pull the curves away from the common ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..validation.ops import OpTable, predict_group
+from .profile import Profile
+
+#: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
+LOSS_SCALE = 0.1
+
+
+@dataclass(frozen=True)
+class Param:
+    """One fitted profile field: its path in the profile mapping, start value and bounds."""
+
+    path: tuple[str, ...]
+    initial: float
+    lower: float
+    upper: float
+
+
+def _gemm_params(kernel: str) -> list[Param]:
+    base = ("gemm", "kernels", kernel)
+    return [Param(base + ("peak_fraction",), 0.7, 0.02, 1.0), Param(base + ("m_half",), 30.0, 0.01, 1e4),
+            Param(base + ("n_half",), 100.0, 0.01, 1e5), Param(base + ("bandwidth_fraction",), 0.7, 0.02, 1.0)]
+
+
+ATTENTION_PARAMS = [
+    Param(("attention", "prefill_peak_fraction"), 0.4, 0.01, 1.0),
+    Param(("attention", "decode_peak_fraction"), 0.1, 0.001, 1.0),
+    Param(("attention", "decode_bandwidth_fraction"), 0.7, 0.01, 1.0),
+    Param(("attention", "prefill_bandwidth_fraction"), 0.5, 0.01, 1.0),
+    Param(("attention", "per_sequence_head_s"), 1e-8, 1e-13, 1e-5),
+    Param(("attention", "fixed_s"), 2e-6, 1e-9, 1e-4),
+]
+FLOOR_PARAM = Param(("kernel_floor_s",), 5e-6, 1e-7, 1e-4)
+COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
+                     Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
+
+
+def set_path(tree: dict[str, Any], path: Sequence[str], value: Any) -> None:
+    """Set ``tree[path[0]][path[1]]... = value``, creating mappings on the way."""
+    for key in path[:-1]:
+        tree = tree.setdefault(key, {})
+    tree[path[-1]] = value
+
+
+def get_path(tree: dict[str, Any], path: Sequence[str]) -> Any:
+    """``tree[path[0]][path[1]]...``, or None when a key is missing."""
+    for key in path:
+        if not isinstance(tree, dict) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def fit_log(residuals: Callable[[dict[str, Any]], np.ndarray], params: Sequence[Param],
+            sparsity: np.ndarray | None = None) -> dict[str, Any]:
+    """Fit ``params`` so that ``residuals(fragment)`` (log ratios) are smallest.
+
+    ``fragment`` is a nested mapping of the parameter values (a partial profile).
+    ``sparsity`` [rows x params] says which residuals a parameter can move.
+    """
+    lower = np.log([p.lower for p in params])
+    upper = np.log([p.upper for p in params])
+    start = np.clip(np.log([p.initial for p in params]), lower + 1e-9, upper - 1e-9)
+
+    def fragment(x: np.ndarray) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for p, v in zip(params, np.exp(x)):
+            set_path(out, p.path, float(v))
+        return out
+
+    result = least_squares(lambda x: residuals(fragment(x)), start, bounds=(lower, upper), loss="soft_l1",
+                           f_scale=LOSS_SCALE, jac_sparsity=sparsity, diff_step=1e-4, max_nfev=400)
+    return fragment(result.x)
+
+
+def _rows_of(table: OpTable, engine: str, hardware: str, kinds: Sequence[str]) -> dict[tuple, np.ndarray]:
+    return {k: rows for k, rows in table.groups().items() if k[1] == engine and k[2] == hardware and k[0] in kinds}
+
+
+def fit_engine_gpu(table: OpTable, engine: str, hardware: str) -> dict[str, Any]:
+    """GEMM curves, attention efficiencies and kernel floor of one engine on one GPU.
+
+    Returns a profile fragment ``{gemm: {kernels: {...}}, attention: {...}, kernel_floor_s}``;
+    kinds without rows in ``table`` are left out.
+    """
+    groups = _rows_of(table, engine, hardware, ("gemm", "attention_prefill", "attention_decode"))
+    if not groups:
+        return {}
+    kernels = sorted({k[3] for k in groups if k[0] == "gemm"})
+    has_attention = any(k[0] != "gemm" for k in groups)
+    params = [FLOOR_PARAM] + [p for kern in kernels for p in _gemm_params(kern)]
+    params += ATTENTION_PARAMS if has_attention else []
+    measured = {k: table.measured_s[rows] for k, rows in groups.items()}
+    # Which parameters can move which rows: the floor all of them, a curve its own kernel's.
+    owner = [("gemm", k[3]) if k[0] == "gemm" else ("attention", "") for k in groups]
+    sizes = [len(rows) for rows in groups.values()]
+    sparsity = np.zeros((sum(sizes), len(params)), dtype=bool)
+    start = 0
+    for (kind, kern), size in zip(owner, sizes):
+        for j, p in enumerate(params):
+            moves = p is FLOOR_PARAM or (kind == "gemm" and p.path[:3] == ("gemm", "kernels", kern)) or \
+                (kind == "attention" and p.path[0] == "attention")
+            sparsity[start:start + size, j] = moves
+        start += size
+
+    def residuals(fragment: dict[str, Any]) -> np.ndarray:
+        prof = Profile(**fragment)
+        return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k]) for k, rows in groups.items()])
+
+    return fit_log(residuals, params, sparsity)
+
+
+def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[str, Any]:
+    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile)."""
+    groups = {k: rows for k, rows in table.groups().items() if k[0] == "all_reduce" and k[2] == hardware}
+    if not groups:
+        return {}
+    measured = {k: table.measured_s[rows] for k, rows in groups.items()}
+
+    def residuals(fragment: dict[str, Any]) -> np.ndarray:
+        prof = Profile(**{**base, **fragment})
+        return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k]) for k, rows in groups.items()])
+
+    return fit_log(residuals, COLLECTIVE_PARAMS)
+
+
+def median_fragment(fragments: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Field-by-field median of profile fragments (a field missing from some is the median of the rest)."""
+    leaves: dict[tuple[str, ...], list[float]] = {}
+
+    def walk(tree: dict[str, Any], prefix: tuple[str, ...]) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                walk(value, prefix + (key,))
+            else:
+                leaves.setdefault(prefix + (key,), []).append(float(value))
+
+    for fragment in fragments:
+        walk(fragment, ())
+    out: dict[str, Any] = {}
+    for path in sorted(leaves):
+        set_path(out, path, float(np.median(leaves[path])))
+    return out
+
+
+def with_default_curve(fragment: dict[str, Any]) -> dict[str, Any]:
+    """Add the ``default`` GEMM curve (16-bit dense: the ``bf16`` one) where a ``bf16`` curve exists."""
+    kernels = get_path(fragment, ("gemm", "kernels"))
+    if kernels and "bf16" in kernels:
+        kernels["default"] = dict(kernels["bf16"])
+    return fragment
+
+
+@dataclass(frozen=True)
+class OpFits:
+    """Independent fits of an op table: per (engine, GPU) kernel fragments and per-GPU collectives."""
+
+    pairs: dict[tuple[str, str], dict[str, Any]]
+    collectives: dict[str, dict[str, Any]]
+
+    @property
+    def gpus(self) -> list[str]:
+        """GPUs with any fit, sorted."""
+        return sorted({g for _, g in self.pairs} | set(self.collectives))
+
+
+def fit_ops(table: OpTable) -> OpFits:
+    """Fit every (engine, GPU) pair and every GPU's collectives in ``table``."""
+    engines = sorted({str(e) for e in table["engine"][table["op"] != "all_reduce"]})
+    gpus = sorted({str(h) for h in table["hardware"]})
+    pairs = {(e, g): with_default_curve(fit_engine_gpu(table, e, g)) for e in engines for g in gpus}
+    pairs = {k: v for k, v in pairs.items() if v}
+    collectives = {}
+    for g in gpus:
+        fit = fit_collective(table, g, median_fragment([v for (_, gpu), v in pairs.items() if gpu == g]))
+        if fit:
+            collectives[g] = fit
+    return OpFits(pairs, collectives)
+
+
+def assemble_profile(fits: OpFits, exclude: str | None = None) -> dict[str, Any]:
+    """Profile sections from op fits: ``generic``, ``hardware`` and per-engine ``overrides``.
+
+    * ``overrides[engine][gpu]``: the joint fit of that engine on that GPU;
+    * ``hardware[gpu]``: the median over engines on that GPU (an engine without kernel
+      data of its own runs there with it) and the GPU's collective fit;
+    * ``overrides[engine].all``: the engine's kernel curves, medians over GPUs (what a
+      measured engine gets on a GPU known only from its datasheet);
+    * ``generic``: medians over GPUs of ``hardware`` (the datasheet-only fallback).
+
+    ``exclude`` leaves one GPU out everywhere, as if it were known only from its datasheet.
+    """
+    pairs = {k: v for k, v in fits.pairs.items() if k[1] != exclude}
+    hardware: dict[str, Any] = {}
+    for g in fits.gpus:
+        if g == exclude:
+            continue
+        level = median_fragment([v for (_, gpu), v in pairs.items() if gpu == g])
+        level.update(fits.collectives.get(g, {}))
+        if level:
+            hardware[g] = level
+    overrides: dict[str, Any] = {}
+    for e in sorted({e for e, _ in pairs}):
+        mine = {g: v for (eng, g), v in pairs.items() if eng == e}
+        overrides[e] = {"all": median_fragment(list(mine.values())), **mine}
+    return {"generic": median_fragment(list(hardware.values())), "hardware": hardware, "overrides": overrides}

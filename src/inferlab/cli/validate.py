@@ -1,0 +1,108 @@
+"""``inferlab validate`` and ``inferlab calibrate``: predictions against measurements.
+
+``validate`` predicts validation cases (the public ones shipped in the package, or case
+files) and optionally an op-level CSV, printing per-case errors and a summary per regime
+and metric. ``calibrate`` fits a profile to an op-level CSV and cases and writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from typing import Any
+
+from ..errors import SpecError
+from ..results.render import text_table
+from ..validation.cases import load_cases, predict_cases
+from ..validation.ops import read_ops, predict_ops
+from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
+
+
+def _print(text: str) -> None:
+    print(text)
+
+
+def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    cases = load_cases(args.files or None)
+    return [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
+            for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+
+
+def _op_stats(path: str, profile: str) -> list[ErrorStats]:
+    from ..calibration.fit import op_error_stats
+
+    table = read_ops(path)
+    return op_error_stats(table, predict_ops(table, profile), "op")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    records = _case_records(args)
+    stats = summarize(records)
+    ops = _op_stats(args.ops, args.profile) if args.ops else []
+    if args.json:
+        out: Any = records if not args.ops else {"cases": records, "ops": [s.to_dict() for s in ops]}
+        _print(json.dumps(out, indent=2, default=float))
+        return
+    rows = []
+    for r in records:
+        if r["predicted"] is None:
+            rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", "-", "-", r["reason"]])
+        else:
+            err = float(percent_errors(r["predicted"], r["measured"]))
+            rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}", f"{err:+.1f}", ""])
+    lines = [text_table(["case", "metric", "measured", "predicted", "error %", "not predicted because"], rows,
+                        right={2, 3, 4}), "", f"summary (profile {args.profile}):"]
+    headers, summary = stats_rows(stats)
+    lines.append(text_table(headers, summary, right={2, 3, 4, 5, 6}))
+    if ops:
+        headers, op_rows = stats_rows(ops)
+        lines += ["", f"op latency ({args.ops}):",
+                  text_table(["op", "n", *headers[4:]], [[r[1], r[2], *r[4:]] for r in op_rows], right={1, 2, 3, 4})]
+    _print("\n".join(lines))
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    from ..calibration.fit import calibrate, profile_yaml, source_for
+
+    table = read_ops(args.ops)
+    cases = load_cases(args.cases or None)
+    parts = ["--ops", args.ops, *(["--cases", *args.cases] if args.cases else []), "--out", args.out]
+    command = "inferlab calibrate " + " ".join(shlex.quote(str(p)) for p in parts)
+    report = calibrate(table, cases, source=source_for(args.ops, args.cases or None, len(table), command))
+    text = profile_yaml(report)
+    try:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise SpecError(f"calibrate: cannot write {args.out} ({exc.strerror or exc})") from None
+    if args.json:
+        _print(json.dumps(report.to_dict(), indent=2, default=float))
+        return
+    lines = [f"wrote {args.out}"]
+    for title, stats in (("op latency, in sample", report.op_in_sample),
+                         ("op latency, each GPU left out of the fit", report.op_leave_one_gpu_out),
+                         ("cases, fit half", report.cases_fit), ("cases, held-out half", report.cases_held_out)):
+        headers, rows = stats_rows(stats)
+        lines += ["", f"{title}:", text_table(headers, rows, right={2, 3, 4, 5, 6})]
+    _print("\n".join(lines))
+
+
+def add_parsers(subparsers: Any, common_parent: argparse.ArgumentParser) -> None:
+    """Register ``validate`` and ``calibrate`` on the ``inferlab`` sub-command parser."""
+    val = subparsers.add_parser("validate", parents=[common_parent],
+                                help="predict measured cases (and op latencies) and report the errors")
+    val.add_argument("files", nargs="*", metavar="FILE",
+                     help="case files (schema inferlab-cases/1); default: the public cases shipped with inferlab")
+    val.add_argument("--ops", metavar="FILE.csv", help="also predict an op-level CSV (schema inferlab-ops/1)")
+    val.add_argument("--profile", default="default", help="calibration profile: default, roofline or a YAML path")
+    val.set_defaults(func=_validate)
+
+    cal = subparsers.add_parser("calibrate", parents=[common_parent],
+                                help="fit a calibration profile to op-level measurements and cases")
+    cal.add_argument("--ops", required=True, metavar="FILE.csv", help="op-level CSV (schema inferlab-ops/1)")
+    cal.add_argument("--cases", nargs="+", metavar="FILE",
+                     help="case files for the step terms; default: the public cases shipped with inferlab")
+    cal.add_argument("--out", required=True, metavar="PATH", help="where to write the profile YAML")
+    cal.set_defaults(func=_calibrate)
+

@@ -1,0 +1,246 @@
+"""Validation cases (schema ``inferlab-cases/1``): measured results of real deployments.
+
+A case is one deployment, one workload and one measured metric (see
+``validation/SCHEMA.md`` of the shared data). :func:`load_cases` reads and checks case
+files; :func:`predict_case` predicts a case's metric with :func:`inferlab.estimate` when
+the model covers its regime and techniques, and otherwise says why it does not, so an
+unsupported case is never approximated silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import InferlabError, SpecError
+from ..specs.validation import format_validation_error
+
+SCHEMA = "inferlab-cases/1"
+#: Case files shipped with the package (copies of the public validation sets).
+PUBLIC_FILES = ("public.yaml", "public-closed-loop.yaml")
+REGIMES = ("static_batch", "offline", "online", "closed_loop")
+METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
+           "itl_ms", "tpot_ms", "tpot_p50_ms")
+#: Engines the efficiency profiles know; cases from any other engine use ``generic``.
+PROFILE_ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
+
+_CASE_CONFIG = ConfigDict(frozen=True, extra="allow")
+#: libyaml's safe loader where available (ten times faster on the public files).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Parallelism(BaseModel):
+    """How the case's GPUs split the model."""
+
+    model_config = _CASE_CONFIG
+    tp: int = Field(default=1, ge=1)
+    pp: int = Field(default=1, ge=1)
+    ep: int = Field(default=1, ge=1)
+    dp: int = Field(default=1, ge=1)
+    attention_dp: bool = False
+    attention_dp_size: int | None = Field(default=None, ge=1)
+    moe_tp: int | None = Field(default=None, ge=1)
+
+
+class Case(BaseModel):
+    """One measured metric of one deployment and workload."""
+
+    model_config = _CASE_CONFIG
+    id: str = Field(min_length=1)
+    regime: Literal["static_batch", "offline", "online", "closed_loop"]
+    model: str
+    hardware: str
+    num_gpus: int = Field(ge=1)
+    parallelism: Parallelism = Parallelism()
+    precision: dict[str, str | None]
+    engine: str
+    engine_version: str | None = None
+    isl: int = Field(ge=1)
+    osl: int = Field(ge=1)
+    load: dict[str, Any]
+    speculative: dict[str, Any] | None = None
+    prefix_cache: dict[str, Any] | None = None
+    disaggregation: dict[str, Any] | None = None
+    metric: Literal["output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
+                    "ttft_ms", "itl_ms", "tpot_ms", "tpot_p50_ms"]
+    measured: float = Field(gt=0.0)
+    unit: str = ""
+    source: str = ""
+    source_id: str = ""
+
+    @property
+    def holdout_half(self) -> int:
+        """0 or 1: a fixed split of cases by a hash of the id (fit on 0, score on 1)."""
+        return hashlib.sha256(self.id.encode("utf-8")).digest()[0] & 1
+
+
+def _read_yaml(text: str, label: str) -> list[Case]:
+    try:
+        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"case file {label}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise SpecError(f"case file {label}: expected 'schema: {SCHEMA}' at the top, found {found!r}")
+    raw = data.get("cases")
+    if not isinstance(raw, list):
+        raise SpecError(f"case file {label}: 'cases' must be a list of cases")
+    cases = []
+    for i, item in enumerate(raw):
+        named = isinstance(item, dict) and item.get("id")
+        where = f"case file {label}, case {i}" + (f" ({item['id']})" if named else "")
+        if not isinstance(item, dict):
+            raise SpecError(f"{where}: expected a mapping of fields, got {type(item).__name__}")
+        try:
+            cases.append(Case(**item))
+        except ValidationError as exc:
+            raise SpecError(f"{where}: {format_validation_error(exc)}") from None
+    return cases
+
+
+def load_cases(paths: Sequence[str | Path] | str | Path | None = None) -> list[Case]:
+    """Read case files; with none, the public cases shipped in the package.
+
+    Raises
+    ------
+    SpecError
+        A file that cannot be read, is not ``inferlab-cases/1``, has a malformed case, or
+        repeats a case id (within or across files).
+    """
+    if paths is None:
+        folder = resources.files("inferlab.validation") / "data"
+        texts = [((folder / name).read_text(encoding="utf-8"), name) for name in PUBLIC_FILES]
+    else:
+        texts = []
+        for path in [paths] if isinstance(paths, (str, Path)) else paths:
+            try:
+                texts.append((Path(path).read_text(encoding="utf-8"), str(path)))
+            except OSError as exc:
+                raise SpecError(f"case file {path}: cannot read ({exc.strerror or exc})") from None
+    cases: list[Case] = []
+    seen: dict[str, str] = {}
+    for text, label in texts:
+        for case in _read_yaml(text, label):
+            if case.id in seen:
+                raise SpecError(f"case file {label}: duplicate case id {case.id!r} (first in {seen[case.id]}); "
+                                "ids must be unique")
+            seen[case.id] = label
+            cases.append(case)
+    return cases
+
+
+def unsupported_reason(case: Case) -> str | None:
+    """Why the model cannot predict ``case`` yet, or None when it can."""
+    par = case.parallelism
+    if case.regime != "static_batch":
+        return f"regime {case.regime} needs the serving simulation (issue 5)"
+    if par.pp > 1:
+        return "pipeline parallelism (issue 4)"
+    if par.ep > 1 or (par.moe_tp is not None and par.moe_tp != par.tp):
+        return "expert parallelism (issue 4)"
+    if par.dp > 1 or par.attention_dp or (par.attention_dp_size or 1) > 1:
+        return "data parallelism (issue 4)"
+    if case.num_gpus != par.tp:
+        return f"num_gpus={case.num_gpus} differs from tp={par.tp}: more than one tensor-parallel replica (issue 4)"
+    if case.speculative:
+        return "speculative decoding is not modelled yet"
+    if case.disaggregation:
+        return "disaggregated prefill and decode are not modelled yet"
+    if case.prefix_cache:
+        return "prefix caching is not modelled yet"
+    if set(case.load) != {"batch_size"}:
+        return f"static_batch with load {sorted(case.load)} (expected batch_size)"
+    moe = case.precision.get("moe_weights")
+    if moe is not None and moe != case.precision.get("weights"):
+        return "a separate precision for MoE experts is not modelled yet"
+    return None
+
+
+def case_precision(case: Case) -> dict[str, str]:
+    """The case's ``precision`` as :meth:`PrecisionConfig.parse` takes it (null KV: default rule)."""
+    return {k: v for k, v in case.precision.items() if k in ("weights", "activations", "kv_cache") and v}
+
+
+def case_engine(case: Case) -> str:
+    """The profile engine of a case: engines without a profile of their own use ``generic``."""
+    return case.engine if case.engine in PROFILE_ENGINES else "generic"
+
+
+def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, output_tokens_per_s: Any,
+                 num_gpus: Any) -> np.ndarray:
+    """A case metric from the estimate's quantities (ms for times, tokens/s for rates).
+
+    ``tpot_p50_ms`` is the decode step at mid generation; ``itl_ms`` and ``tpot_ms``
+    are the mean decode step; per-user throughput is ``1 / tpot``.
+    """
+    values = {
+        "output_tokens_per_s": lambda: output_tokens_per_s,
+        "output_tokens_per_s_per_gpu": lambda: np.asarray(output_tokens_per_s) / num_gpus,
+        "output_tokens_per_s_per_user": lambda: np.divide(1.0, tpot_s, out=np.full(np.shape(tpot_s), np.nan),
+                                                          where=np.asarray(tpot_s) > 0),
+        "ttft_ms": lambda: np.asarray(ttft_s) * 1e3,
+        "tpot_ms": lambda: np.asarray(tpot_s) * 1e3,
+        "itl_ms": lambda: np.asarray(tpot_s) * 1e3,
+        "tpot_p50_ms": lambda: np.asarray(tpot_mid_s) * 1e3,
+    }
+    return np.asarray(values[metric](), float)
+
+
+def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple[float | None, str | None]]:
+    """:func:`predict_case` for many cases; cases that share a deployment are evaluated as one grid."""
+    from ..estimate import estimate
+
+    cases = list(cases)
+    out: list[tuple[float | None, str | None]] = [(None, None)] * len(cases)
+    groups: dict[tuple, list[int]] = {}
+    for i, case in enumerate(cases):
+        reason = unsupported_reason(case)
+        if reason is not None:
+            out[i] = (None, reason)
+            continue
+        key = (case.model, case.hardware, case.parallelism.tp, tuple(sorted(case_precision(case).items())),
+               case_engine(case))
+        groups.setdefault(key, []).append(i)
+    for (model, hardware, tp, precision, engine), idx in groups.items():
+        members = [cases[i] for i in idx]
+        try:
+            est = estimate(model, hardware, tp=tp, precision=dict(precision), engine=engine, profile=profile,
+                           isl=[c.isl for c in members], osl=[c.osl for c in members],
+                           batch_size=[c.load["batch_size"] for c in members], waves=True)
+            mid = est.decode_step.time_s
+        except InferlabError as exc:
+            if len(members) > 1:  # one case may be infeasible while the others are not
+                for i in idx:
+                    out[i] = predict_cases([cases[i]], profile)[0]
+                continue
+            out[idx[0]] = (None, str(exc))
+            continue
+        shape = np.shape(est.total_s)
+        for j, (i, case) in enumerate(zip(idx, members)):
+            at = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))[j]  # noqa: E731
+            value = metric_value(case.metric, ttft_s=at(est.ttft_s), tpot_s=at(est.tpot_s), tpot_mid_s=at(mid),
+                                 output_tokens_per_s=at(est.output_tokens_per_s), num_gpus=case.num_gpus)
+            out[i] = (float(value), None) if np.isfinite(value) else (None, f"{case.metric} is undefined here")
+    return out
+
+
+def predict_case(case: Case, profile: Any = "default") -> tuple[float | None, str | None]:
+    """Predict one case's metric in the case's unit.
+
+    Returns
+    -------
+    (predicted, reason)
+        ``(value, None)``, or ``(None, reason)`` when the case needs something the model
+        does not cover yet (a serving regime, a parallelism, speculation...) or cannot run
+        (for example, the model does not fit).
+    """
+    return predict_cases([case], profile)[0]

@@ -1,0 +1,112 @@
+"""Calibration: the fits recover known parameters, are reproducible, and regenerate the shipped profile."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from inferlab import estimate
+from inferlab.calibration.fit import calibrate, round_tree, source_for
+from inferlab.calibration.fit_ops import assemble_profile, fit_engine_gpu, fit_ops, median_fragment
+from inferlab.calibration.profile import Profile, profile_file
+from inferlab.cli.validate import add_parsers
+from inferlab.validation.cases import load_cases
+from inferlab.validation.ops import OpTable, predict_ops, read_ops
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
+OPS_PUBLIC = SHARED / "ops" / "ops-public.csv"
+
+
+def synthetic_gemms(tmp_path: Path, profile: Profile) -> OpTable:
+    """GEMM rows on an H100 whose 'measured' latency is the model's under ``profile``."""
+    rng = np.random.default_rng(0)
+    lines = ["op,hardware,engine,dtype,m,n,k,kv_dtype,batch,seq_len,kv_len,num_heads,num_kv_heads,head_dim,window,"
+             "num_gpus,message_bytes,measured_ms"]
+    for _ in range(300):
+        m, n, k = (int(2 ** rng.uniform(0, 14)) for _ in range(3))
+        lines.append(f"gemm,h100-sxm,trtllm,bf16,{m},{max(n, 16)},{max(k, 16)},,,,,,,,,,,1.0")
+    path = tmp_path / "synthetic.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table = read_ops(path)
+    return OpTable(table.text, {**table.numbers, "measured_ms": predict_ops(table, profile) * 1e3})
+
+
+def test_fit_recovers_known_gemm_parameters(tmp_path):
+    truth = {"peak_fraction": 0.72, "m_half": 40.0, "n_half": 300.0, "bandwidth_fraction": 0.8}
+    profile = Profile(gemm={"kernels": {"bf16": truth}}, kernel_floor_s=4e-6)
+    fitted = fit_engine_gpu(synthetic_gemms(tmp_path, profile), "trtllm", "h100-sxm")
+    assert fitted["kernel_floor_s"] == pytest.approx(4e-6, rel=0.01)
+    for name, value in truth.items():
+        assert fitted["gemm"]["kernels"]["bf16"][name] == pytest.approx(value, rel=0.02), name
+
+
+def test_median_fragment_and_rounding():
+    frags = [{"a": 1.0, "b": {"c": 10.0}}, {"a": 3.0, "b": {"c": 20.0, "d": 5.0}}, {"a": 2.0}]
+    # a: median(1, 3, 2) = 2; c: median(10, 20) = 15; d: only one value.
+    assert median_fragment(frags) == {"a": 2.0, "b": {"c": 15.0, "d": 5.0}}
+    assert round_tree({"z": 0.123456789, "a": {"y": 12345.678}}) == {"a": {"y": 12350.0}, "z": 0.1235}
+    assert list(round_tree({"z": 1.0, "a": 2.0})) == ["a", "z"]
+
+
+def run_calibrate(capsys, *argv: str) -> str:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true")
+    parser = argparse.ArgumentParser(prog="inferlab")
+    add_parsers(parser.add_subparsers(dest="command", required=True), common)
+    args = parser.parse_args(["calibrate", *argv])
+    args.func(args)
+    return capsys.readouterr().out
+
+
+def test_calibrate_on_a_sample_is_reproducible(capsys, data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    out = tmp_path / "profile.yaml"
+    argv = ("--ops", str(data_dir / "ops-sample.csv"), "--cases", str(data_dir / "cases-sample.yaml"), "--out", str(out))
+    text = run_calibrate(capsys, *argv)
+    assert f"wrote {out}" in text and "each GPU left out of the fit" in text and "held-out half" in text
+    first = out.read_text(encoding="utf-8")
+    run_calibrate(capsys, *argv)
+    assert out.read_text(encoding="utf-8") == first
+    data = yaml.safe_load(first)
+    assert "2023-11-14" in data["source"] and "ops-sample.csv" in data["source"]
+    assert "inferlab calibrate --ops" in data["source"] and "cases-sample.yaml" in data["source"]
+    assert set(data) == {"source", "generic", "hardware", "overrides"}
+    assert set(data["hardware"]) == {"a100-sxm-80gb", "h100-sxm"}
+    # The written profile is usable as it stands.
+    est = estimate("llama-3.1-8b", "h200-sxm", precision="fp8", engine="trtllm", profile=str(out))
+    assert float(est.tpot_s) > 0
+    assert est.deployment.profile.source == data["source"]
+
+
+def test_leaving_a_gpu_out_removes_it_everywhere(data_dir):
+    fits = fit_ops(read_ops(data_dir / "ops-sample.csv"))
+    profile = assemble_profile(fits, exclude="h100-sxm")
+    assert "h100-sxm" not in str(profile)
+    assert set(profile["hardware"]) == {"a100-sxm-80gb"}
+    assert profile["generic"]["collective"] == fits.collectives["a100-sxm-80gb"]["collective"]
+
+
+def _close(a, b, path=""):
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for key in a:
+            _close(a[key], b[key], f"{path}.{key}")
+    else:
+        assert a == pytest.approx(b, rel=2e-3, abs=1e-12), path
+
+
+@pytest.mark.skipif(not OPS_PUBLIC.is_file(), reason="the shared op-level file is not checked out")
+def test_shipped_default_profile_is_what_calibrate_writes():
+    """The shipped profile is regenerated by
+    ``inferlab calibrate --ops ../shared/validation/ops/ops-public.csv --out src/inferlab/calibration/profiles/default.yaml``
+    (the public cases shipped in the package are the default case files)."""
+    table = read_ops(OPS_PUBLIC)
+    report = calibrate(table, load_cases(), source=source_for(OPS_PUBLIC, None, len(table), "test"))
+    shipped = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
+    assert "ops-public.csv" in shipped["source"] and "inferlab calibrate --ops" in shipped["source"]
+    _close({k: v for k, v in report.profile.items() if k != "source"},
+           {k: v for k, v in shipped.items() if k != "source"})

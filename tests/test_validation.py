@@ -1,0 +1,304 @@
+"""Validation: case files, case predictions, error summaries, op-level predictions, the CLI.
+
+The op predictions are checked on hand-derived roofline values; the case predictions of
+the shipped profile are checked against the public measurements with stated tolerances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from inferlab import InferlabError, SpecError, estimate
+from inferlab.calibration.profile import load_profile, profile_file
+from inferlab.cli.validate import add_parsers
+from inferlab.validation.cases import Case, load_cases, predict_case, predict_cases, unsupported_reason
+from inferlab.validation.ops import read_ops, predict_ops
+from inferlab.validation.summary import error_stats, percent_errors, summarize
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"
+OPS_PUBLIC = SHARED / "ops" / "ops-public.csv"
+
+BASE = {
+    "id": "h100-llama-3.1-8b-fp8-bs8", "regime": "static_batch", "model": "llama-3.1-8b", "hardware": "h100-sxm",
+    "num_gpus": 1, "parallelism": {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False},
+    "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": None}, "engine": "trtllm",
+    "isl": 512, "osl": 64, "load": {"batch_size": 8}, "speculative": None,
+    "metric": "output_tokens_per_s", "measured": 1000.0,
+}
+
+
+def case(**changes) -> Case:
+    return Case(**{**BASE, **changes})
+
+
+def write_cases(tmp_path: Path, cases: list, schema: str = "inferlab-cases/1") -> Path:
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump({"schema": schema, "cases": cases}), encoding="utf-8")
+    return path
+
+
+# --- case files --------------------------------------------------------------------------
+
+
+def test_shipped_public_cases_load():
+    cases = load_cases()
+    assert len(cases) == 888 + 854
+    assert len({c.id for c in cases}) == len(cases)
+    assert {c.regime for c in cases} == {"static_batch", "offline", "online", "closed_loop"}
+
+
+def test_case_file_errors_name_the_problem(tmp_path):
+    with pytest.raises(SpecError, match="cannot read"):
+        load_cases(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("schema: [unclosed", encoding="utf-8")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_cases(bad)
+    with pytest.raises(SpecError, match="expected 'schema: inferlab-cases/1'"):
+        load_cases(write_cases(tmp_path, [BASE], schema="inferlab-cases/0"))
+    with pytest.raises(SpecError, match=r"h100-llama-3.1-8b-fp8-bs8\): measured: required field is missing"):
+        load_cases(write_cases(tmp_path, [{k: v for k, v in BASE.items() if k != "measured"}]))
+    with pytest.raises(SpecError, match="regime: Input should be"):
+        load_cases(write_cases(tmp_path, [{**BASE, "regime": "burst"}]))
+    with pytest.raises(SpecError, match="duplicate case id"):
+        load_cases(write_cases(tmp_path, [BASE, BASE]))
+    with pytest.raises(SpecError, match="'cases' must be a list"):
+        load_cases(write_cases(tmp_path, {"a": 1}))  # type: ignore[arg-type]
+
+
+# --- case predictions --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"regime": "offline", "load": {"offline": True}}, "regime offline needs the serving simulation (issue 5)"),
+    ({"regime": "closed_loop", "load": {"concurrency": 8}}, "regime closed_loop needs the serving simulation"),
+    ({"parallelism": {"tp": 1, "pp": 2}, "num_gpus": 2}, "pipeline parallelism (issue 4)"),
+    ({"parallelism": {"tp": 8, "ep": 8}, "num_gpus": 8}, "expert parallelism (issue 4)"),
+    ({"parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4}, "expert parallelism (issue 4)"),
+    ({"parallelism": {"tp": 1, "attention_dp": True}}, "data parallelism (issue 4)"),
+    ({"num_gpus": 2}, "more than one tensor-parallel replica"),
+    ({"speculative": {"method": "eagle", "draft_tokens": 3, "acceptance_length": 2.5}}, "speculative decoding"),
+    ({"prefix_cache": {"hit_rate": 0.5}}, "prefix caching"),
+    ({"disaggregation": {"prefill": {}, "decode": {}}}, "disaggregated prefill and decode"),
+    ({"precision": {"weights": "fp8", "moe_weights": "nvfp4"}}, "separate precision for MoE experts"),
+])
+def test_unsupported_cases_carry_a_reason(changes, reason):
+    c = case(**changes)
+    assert reason in unsupported_reason(c)
+    assert predict_case(c) == (None, unsupported_reason(c))
+
+
+def test_infeasible_case_reports_the_model_error():
+    predicted, reason = predict_case(case(model="llama-3.1-405b", hardware="l40s", precision={"weights": "bf16"}))
+    assert predicted is None and "does not fit on l40s" in reason
+
+
+def test_metrics_map_onto_the_estimate():
+    est = estimate("llama-3.1-8b", "h100-sxm", precision={"weights": "fp8", "activations": "fp8"}, isl=512, osl=64,
+                   batch_size=8, engine="trtllm", waves=True)
+    tput, tpot = float(est.output_tokens_per_s), float(est.tpot_s)
+    expected = {
+        "output_tokens_per_s": tput, "output_tokens_per_s_per_gpu": tput, "output_tokens_per_s_per_user": 1 / tpot,
+        "ttft_ms": float(est.ttft_s) * 1e3, "tpot_ms": tpot * 1e3, "itl_ms": tpot * 1e3,
+        "tpot_p50_ms": float(est.decode_step.time_s) * 1e3,
+    }
+    for metric, value in expected.items():
+        assert predict_case(case(metric=metric))[0] == pytest.approx(value, rel=1e-12), metric
+    # Per GPU divides by the GPUs of the case (TP=2: the system's rate over 2).
+    two = case(metric="output_tokens_per_s_per_gpu", parallelism={"tp": 2}, num_gpus=2)
+    system = case(metric="output_tokens_per_s", parallelism={"tp": 2}, num_gpus=2)
+    assert predict_case(two)[0] == pytest.approx(predict_case(system)[0] / 2)
+
+
+def test_engines_without_a_profile_use_generic():
+    mlc = predict_case(case(engine="mlc"))[0]
+    generic = estimate("llama-3.1-8b", "h100-sxm", precision={"weights": "fp8", "activations": "fp8"}, isl=512, osl=64,
+                       batch_size=8, engine="generic", waves=True)
+    assert mlc == pytest.approx(float(generic.output_tokens_per_s))
+
+
+def test_grouped_predictions_equal_single_ones():
+    cases = [case(id=f"c{b}-{m}", load={"batch_size": b}, metric=m)
+             for b in (1, 8, 64) for m in ("ttft_ms", "output_tokens_per_s")]
+    assert [p for p, _ in predict_cases(cases)] == pytest.approx([predict_case(c)[0] for c in cases], rel=1e-12)
+
+
+def test_a_batch_whose_kv_does_not_fit_runs_in_waves():
+    predicted, reason = predict_case(case(load={"batch_size": 4096}, isl=4096, osl=4096))
+    assert reason is None and predicted > 0
+
+
+# --- summaries ---------------------------------------------------------------------------
+
+
+def test_summary_statistics_by_hand():
+    # Errors +10, -10, +50, 0, -20 %: |e| sorted 0 10 10 20 50 -> median 10; e sorted -20 -10 0 10 50
+    # -> bias 0; within 25%: 4 of 5.
+    records = [{"regime": "static_batch", "metric": "ttft_ms", "measured": 100.0, "predicted": p}
+               for p in (110.0, 90.0, 150.0, 100.0, 80.0)]
+    # A second group: errors -50, -40 and one skipped -> median |e| 45, bias -45, none within 25%.
+    records += [{"regime": "offline", "metric": "output_tokens_per_s", "measured": 10.0, "predicted": p}
+                for p in (5.0, 6.0, None)]
+    offline, static = summarize(records)
+    assert (static.count, static.skipped) == (5, 0)
+    assert static.median_abs_error_pct == pytest.approx(10.0)
+    assert static.bias_pct == pytest.approx(0.0)
+    assert static.within_25_pct == pytest.approx(0.8)
+    assert (offline.regime, offline.count, offline.skipped) == ("offline", 2, 1)
+    assert offline.median_abs_error_pct == pytest.approx(45.0)
+    assert offline.bias_pct == pytest.approx(-45.0)
+    assert offline.within_25_pct == 0.0
+    assert percent_errors(75.0, 50.0) == pytest.approx(50.0)
+    assert np.isnan(error_stats([]).median_abs_error_pct)
+
+
+def _pooled(cases, predictions, metrics):
+    return [float(percent_errors(p, c.measured)) for c, (p, _) in zip(cases, predictions)
+            if p is not None and c.metric in metrics]
+
+
+def test_shipped_profile_meets_the_static_batch_target():
+    """Target: median |error| <= 15% on throughput and <= 25% on TTFT, all public static-batch cases
+    and the held-out half alone (measured when written: about 8% and 15%; held out 6% and 14%)."""
+    cases = [c for c in load_cases() if c.regime == "static_batch"]
+    predictions = predict_cases(cases)
+    throughput = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user")
+    for chosen in (cases, [c for c in cases if c.holdout_half == 1]):
+        preds = [p for c, p in zip(cases, predictions) if c in chosen]
+        tput = _pooled(chosen, preds, throughput)
+        ttft = _pooled(chosen, preds, ("ttft_ms",))
+        assert len(tput) > 50 and len(ttft) > 25
+        assert np.median(np.abs(tput)) <= 15.0
+        assert np.median(np.abs(ttft)) <= 25.0
+    supported = [p for p, _ in predictions if p is not None]
+    assert len(supported) == len(cases) - 4  # the DeepSeek-V3 expert-parallel cases wait for issue 4
+
+
+# --- op-level predictions ----------------------------------------------------------------
+
+OPS_HEADER = "op,hardware,engine,dtype,m,n,k,kv_dtype,batch,seq_len,kv_len,num_heads,num_kv_heads,head_dim,window," \
+             "num_gpus,message_bytes,measured_ms\n"
+
+
+def write_ops(tmp_path: Path, *rows: str) -> Path:
+    path = tmp_path / "ops.csv"
+    path.write_text(OPS_HEADER + "".join(r + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_op_rows_under_the_roofline_by_hand(tmp_path):
+    path = write_ops(
+        tmp_path,
+        "gemm,h100-sxm,trtllm,bf16,8192,8192,8192,,,,,,,,,,,1.0",
+        "gemm,h100-sxm,trtllm,bf16,1,8192,8192,,,,,,,,,,,1.0",
+        "gemm,h100-sxm,vllm,fp8,8192,8192,8192,,,,,,,,,,,1.0",
+        "attention_decode,h100-sxm,trtllm,bf16,,,,bf16,8,,1023,32,8,128,0,,,1.0",
+        "all_reduce,h100-sxm,nccl,fp16,,,,,,,,,,,,8,1073741824,1.0",
+    )
+    got = predict_ops(read_ops(path), "roofline")
+    peak_bf16, peak_fp8, dram, nvlink = 989e12, 1979e12, 3.35e12, 450e9  # h100-sxm datasheet [FLOP/s, B/s]
+    expected = [
+        2 * 8192**3 / peak_bf16,  # compute-bound: 1.11 ms of FLOPs vs 0.12 ms of bytes
+        (8192 * 8192 * 2 + 8192 * 2 + 8192 * 2) / dram,  # weights + activations in + out, 16-bit
+        2 * 8192**3 / peak_fp8,  # FP8 runs at the FP8 peak
+        # q in and out (8 x 32 heads x 128 x 2 B each), KV read (8 seqs x 1024 tokens x 2 x 8 x 128 x 2 B)
+        # and KV written for the new token (8 x 2 x 8 x 128 x 2 B).
+        (2 * 8 * 32 * 128 * 2 + 8 * 1024 * 4096 + 8 * 4096) / dram,
+        2 * 7 / 8 * 2**30 / nvlink,  # ring all-reduce over 8 GPUs, no latency under the roofline
+    ]
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_sliding_window_caps_the_keys_read(tmp_path):
+    full = "attention_decode,h100-sxm,trtllm,bf16,,,,bf16,8,,32767,32,8,128,{},,,1.0"
+    got = predict_ops(read_ops(write_ops(tmp_path, full.format(0), full.format(4096))), "roofline")
+    kv_full, kv_window = 8 * 32768 * 4096, 8 * 4096 * 4096
+    other = 2 * 8 * 32 * 128 * 2 + 8 * 4096
+    assert got[1] / got[0] == pytest.approx((kv_window + other) / (kv_full + other))
+
+
+@pytest.mark.parametrize("row, message", [
+    ("mystery,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,1.0", "line 2: unknown op 'mystery'"),
+    ("gemm,h100-sxm,trtllm,bf17,1,1,1,,,,,,,,,,,1.0", "unknown GEMM dtype 'bf17'"),
+    ("gemm,h100-sxm,trtllm,bf16,1,,1,,,,,,,,,,,1.0", "gemm needs n"),
+    ("gemm,h100-sxm,trtllm,bf16,1,x,1,,,,,,,,,,,1.0", "column n must be a number"),
+    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,0", "measured_ms must be > 0"),
+])
+def test_op_file_errors(tmp_path, row, message):
+    with pytest.raises(SpecError, match=message):
+        read_ops(write_ops(tmp_path, row))
+
+
+def test_op_file_missing_column(tmp_path):
+    path = tmp_path / "ops.csv"
+    path.write_text("op,hardware\ngemm,h100-sxm\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="missing column"):
+        read_ops(path)
+
+
+def test_sample_ops_predicted_with_the_shipped_profile(data_dir):
+    table = read_ops(data_dir / "ops-sample.csv")
+    predicted = predict_ops(table)
+    errors = percent_errors(predicted, table.measured_s)
+    assert np.all(np.isfinite(predicted)) and np.all(predicted > 0)
+    assert np.median(np.abs(errors)) < 30.0
+
+
+@pytest.mark.skipif(not OPS_PUBLIC.is_file(), reason="the shared op-level file is not checked out")
+def test_public_op_table_in_sample_errors():
+    """In-sample median |error| per op kind of the shipped profile (when written: GEMM 16%,
+    decode attention 16%, prefill attention 20%, all-reduce 25%)."""
+    table = read_ops(OPS_PUBLIC)
+    errors = percent_errors(predict_ops(table), table.measured_s)
+    limits = {"gemm": 20.0, "attention_decode": 20.0, "attention_prefill": 25.0, "all_reduce": 30.0}
+    for kind, limit in limits.items():
+        assert np.median(np.abs(errors[table["op"] == kind])) <= limit, kind
+
+
+def test_datasheet_only_gpus_use_generic_curves():
+    data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
+    trtllm_h200 = load_profile("default", "trtllm", "h200-sxm", "hopper")
+    engine_wide = data["overrides"]["trtllm"]["all"]["gemm"]["kernels"]["fp8"]
+    assert trtllm_h200.gemm.kernels["fp8"].peak_fraction == engine_wide["peak_fraction"]
+    assert "h200-sxm" not in data["hardware"] and "rtx-4090" not in data["hardware"]
+    generic_4090 = load_profile("default", "generic", "rtx-4090", "ada")
+    assert generic_4090.gemm.kernels["bf16"].peak_fraction == data["generic"]["gemm"]["kernels"]["bf16"]["peak_fraction"]
+    measured = load_profile("default", "trtllm", "h100-sxm", "hopper")
+    assert measured.gemm.kernels["fp8"].peak_fraction == data["overrides"]["trtllm"]["h100-sxm"]["gemm"]["kernels"]["fp8"][
+        "peak_fraction"]
+
+
+# --- CLI -----------------------------------------------------------------------------------
+
+
+def run_cli(capsys, *argv: str) -> str:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true")
+    parser = argparse.ArgumentParser(prog="inferlab")
+    add_parsers(parser.add_subparsers(dest="command", required=True), common)
+    args = parser.parse_args(list(argv))
+    args.func(args)
+    return capsys.readouterr().out
+
+
+def test_cli_validate_text_and_json(capsys, data_dir):
+    sample = str(data_dir / "cases-sample.yaml")
+    out = run_cli(capsys, "validate", sample, "--ops", str(data_dir / "ops-sample.csv"))
+    assert "lmdeploy-a100-llama-2-7b-fp16-tp1-bs1-128-128" in out and "error %" in out
+    assert "needs the serving simulation (issue 5)" in out and "median |err| %" in out and "attention_decode" in out
+    rows = json.loads(run_cli(capsys, "validate", sample, "--json"))
+    assert {tuple(r) for r in rows} == {("id", "regime", "metric", "measured", "predicted", "reason")}
+    offline = next(r for r in rows if r["regime"] == "offline")
+    assert offline["predicted"] is None and "issue 5" in offline["reason"]
+    assert all(r["predicted"] > 0 for r in rows if r["regime"] == "static_batch")
+
+
+def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):
+    with pytest.raises(InferlabError, match="cannot read"):
+        run_cli(capsys, "validate", str(tmp_path / "none.yaml"))
