@@ -19,6 +19,7 @@ from ..errors import InferlabError
 from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
+from .validate import add_parsers as add_validate_parsers
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -190,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
     est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
     est.set_defaults(func=_estimate)
+
+    add_validate_parsers(sub, common)
 
     calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
     calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')
