@@ -28,6 +28,9 @@ class OpTime:
     memory_s: np.ndarray
     comm_s: np.ndarray
     overhead_s: np.ndarray
+    #: Compute time at the kernel's large-shape efficiency; below ``compute_s`` when a small
+    #: GEMM cannot fill the tensor cores (then the time is latency, not arithmetic).
+    saturated_compute_s: np.ndarray | None = None
 
     @property
     def time_s(self) -> np.ndarray:
@@ -41,9 +44,18 @@ class OpTime:
 
     @property
     def bound(self) -> np.ndarray:
-        """``compute``, ``memory``, ``communication`` or ``overhead``: the largest term."""
+        """``compute``, ``memory``, ``communication`` or ``overhead``: the largest term.
+
+        A compute term that is large only because the shape is too small to fill the
+        tensor cores (its saturated compute time is below the memory or link time) is
+        reported as ``overhead``: more FLOP/s would not help, fewer launches would.
+        """
         terms = np.stack(np.broadcast_arrays(self.compute_s, self.memory_s, self.comm_s, self.overhead_s))
-        return np.asarray(BOUNDS)[np.argmax(terms, axis=0)]
+        label = np.asarray(BOUNDS)[np.argmax(terms, axis=0)]
+        if self.saturated_compute_s is not None:
+            starved = self.saturated_compute_s < np.maximum(self.memory_s, self.comm_s)
+            label = np.where((label == "compute") & starved, "overhead", label)
+        return label
 
     @property
     def intensity(self) -> np.ndarray:
@@ -83,9 +95,11 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
     if isinstance(op, Gemm):
         curve = profile.gemm.curve(op.kernel or op.precision, op.precision)
         eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9), op.n)
-        compute = op.flops / (_peak(hw, op.precision) * eff)
+        peak = _peak(hw, op.precision)
+        compute = op.flops / (peak * eff)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
-        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor)
+        saturated = np.asarray(op.flops / (peak * curve.peak_fraction), float)
+        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor, saturated)
     if isinstance(op, Attention):
         a = profile.attention
         compute = op.flops / (_peak(hw, op.precision) * a.peak_fraction(phase))
