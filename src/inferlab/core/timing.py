@@ -94,7 +94,10 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
     floor = np.asarray(profile.kernel_floor_s, float)
     if isinstance(op, Gemm):
         curve = profile.gemm.curve(op.kernel or op.precision, op.precision)
-        eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9), op.n)
+        # A grouped GEMM (routed experts, per-head MLA projections) launches the tiles of all
+        # its weight matrices at once: rows are padded per matrix, but the SMs are occupied
+        # by the output tiles of every matrix together.
+        eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies)
         peak = _peak(hw, op.precision)
         compute = op.flops / (peak * eff)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
