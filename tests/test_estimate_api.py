@@ -102,3 +102,10 @@ def test_estimate_cli_table_json_and_errors(capsys):
     code = main(["estimate", "llama-3.1-405b", "h100-sxm", "--tp", "8"])
     err = capsys.readouterr().err
     assert code == 2 and "does not fit" in err and "GB" in err
+
+
+def test_tpot_at_a_context_brackets_the_mean():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=16, isl=1024, osl=1024)
+    start, end = est.tpot_at(1024), est.tpot_at(2047)
+    assert start <= est.tpot <= end
+    assert est.tpot_at([1024, 2047]).shape == (2,)

@@ -75,6 +75,11 @@ class Estimate:
             "per_user": Q(_scalar(per_user), "tok/s"),
         }
 
+    def tpot_at(self, context: Any) -> pint.Quantity:
+        """Time of one decode step of this batch at ``context`` tokens (array-like)."""
+        step = decode(self.deployment, self.wave_batch, np.asarray(context, float))
+        return Q(_scalar(step.time_s), "s").to("ms")
+
     @property
     def e2e_latency(self) -> pint.Quantity:
         """Mean time from submission to last token of one request."""
