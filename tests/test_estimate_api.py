@@ -109,3 +109,9 @@ def test_tpot_at_a_context_brackets_the_mean():
     start, end = est.tpot_at(1024), est.tpot_at(2047)
     assert start <= est.tpot <= end
     assert est.tpot_at([1024, 2047]).shape == (2,)
+
+
+def test_quantities_of_a_grid_are_arrays():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=256, osl=32)
+    assert est.ttft.to("ms").magnitude.shape == (2,)
+    assert est.throughput["per_gpu"].magnitude.shape == (2,)

@@ -128,7 +128,9 @@ def Q(value: Any, unit: str | None = None) -> pint.Quantity:
         if unit is not None:
             raise UnitError(f"give either a text like '3.35 TB/s' or a number and a unit, not both ({value!r}, {unit!r})")
         return parse(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        return Quantity(value.astype(float), parse_unit(unit if unit is not None else "dimensionless"))
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise UnitError(f"cannot make a quantity from {type(value).__name__} {value!r}; give a text like '3.35 TB/s'")
     return Quantity(value, parse_unit(unit if unit is not None else "dimensionless"))
 
