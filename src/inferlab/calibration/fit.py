@@ -80,6 +80,10 @@ def leave_one_gpu_out(table: OpTable, fits: OpFits) -> np.ndarray:
     return out
 
 
+NETWORK_LATENCY_PRIOR_S = 15e-6
+NETWORK_BANDWIDTH_PRIOR = 0.85
+
+
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
     """Fill the generic fields no op measurement constrains.
 
@@ -91,6 +95,11 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
     bf16 = generic.get("gemm", {}).get("kernels", {}).get("bf16", {})
     generic.setdefault("elementwise_bandwidth_fraction", bf16.get("bandwidth_fraction", 1.0))
     generic.setdefault("launch_overhead_s", LAUNCH_OVERHEAD_PRIOR_S)
+    # No multi-node measurements in the public op set: priors for the scale-out network, typical of
+    # NCCL over 400 Gb/s InfiniBand (bus bandwidth ~85% of line rate, ~15 us per algorithm step).
+    collective = generic.setdefault("collective", {})
+    collective.setdefault("network_latency_s", NETWORK_LATENCY_PRIOR_S)
+    collective.setdefault("network_bandwidth_fraction", NETWORK_BANDWIDTH_PRIOR)
     return profile
 
 

@@ -98,11 +98,14 @@ class AttentionEfficiency(BaseModel):
 
 
 class CollectiveEfficiency(BaseModel):
-    """All-reduce and all-gather: ``latency_s`` per algorithm step plus bytes at a share of link bandwidth."""
+    """Collectives: ``latency_s`` per algorithm step plus bytes at a share of link bandwidth,
+    on the scale-up fabric; ``network_*`` the same across nodes over the scale-out NICs."""
 
     model_config = _STRICT
     latency_s: float = Field(default=0.0, ge=0.0)
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    network_latency_s: float = Field(default=0.0, ge=0.0)
+    network_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
 
 
 class Profile(BaseModel):

@@ -1,36 +1,172 @@
-"""Bandwidth a collective sees on the scale-up fabric [B/s per GPU, per direction]."""
+"""Collectives timed on the links they cross: the scale-up fabric inside a node, the
+scale-out NICs between nodes, hierarchically when a group spans both.
+
+A group of ``p`` GPUs fills scale-up domains (an 8-GPU HGX board, a 72-GPU NVL72 rack;
+PCIe-only cards: an 8-GPU server) before spilling to the next node. Bandwidths are per
+GPU and per direction.
+
+References
+----------
+.. [1] Thakur, Rabenseifner, Gropp, "Optimization of collective communication operations
+   in MPICH", IJHPCA 2005 (ring and recursive algorithms, their step counts).
+.. [2] NVIDIA NCCL documentation, "Performance reported by NCCL tests" (bus bandwidth
+   2(p-1)/p x S / t for all-reduce).
+"""
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..calibration.profile import Profile
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 
+#: GPUs per server when the device has no scale-up fabric of its own (PCIe cards).
+PCIE_SERVER_GPUS = 8
 
-def scale_up_bandwidth(hw: HardwareSpec, group_size: int) -> float:
-    """Per-direction bandwidth one GPU has toward the others of a ``group_size`` group.
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """How a group of GPUs is spread over nodes, and the links it uses [B/s per GPU per direction]."""
+
+    size: int
+    per_node: int
+    nodes: int
+    intra_bandwidth: float
+    network_bandwidth: float
+
+    @property
+    def crosses_nodes(self) -> bool:
+        """Whether the group spans more than one scale-up domain."""
+        return self.nodes > 1
+
+
+def node_size(hw: HardwareSpec) -> int:
+    """GPUs that share one scale-up domain (or one PCIe server)."""
+    if hw.scale_up.kind in ("pcie", "none"):
+        return PCIE_SERVER_GPUS
+    return int(hw.scale_up.domain_size.si)
+
+
+def intra_bandwidth(hw: HardwareSpec, group_size: int) -> float:
+    """Per-direction bandwidth one GPU has toward ``group_size - 1`` peers in its node.
 
     Notes
     -----
     Switched fabrics (NVSwitch) give every GPU its full link bandwidth; a full mesh
     (AMD Infinity Fabric) gives ``(group_size - 1) x peer_bandwidth`` (64 GB/s per peer on
     MI300X, so TP=2 sees 64 GB/s); without a fabric the GPUs talk over PCIe.
-
-    Raises
-    ------
-    InfeasibleError
-        When the group is larger than the scale-up domain.
     """
     up = hw.scale_up
-    domain = int(up.domain_size.si)
-    if group_size > domain and up.kind not in ("pcie", "none"):
-        raise InfeasibleError(
-            f"a tensor-parallel group of {group_size} exceeds the {domain}-GPU scale-up domain of {hw.id}; "
-            f"use tp <= {domain} (crossing nodes is priced by the parallelism techniques)"
-        )
     if up.kind in ("pcie", "none") or up.bandwidth is None:
         if hw.pcie is None or hw.pcie.bandwidth is None:
             raise InfeasibleError(f"{hw.id} has no scale-up link or PCIe bandwidth in its spec")
         return hw.pcie.bandwidth.si
     if up.topology == "full-mesh" and up.peer_bandwidth is not None:
-        return min(up.bandwidth.si, (group_size - 1) * up.peer_bandwidth.si)
+        return min(up.bandwidth.si, max(group_size - 1, 1) * up.peer_bandwidth.si)
     return up.bandwidth.si
+
+
+def layout(hw: HardwareSpec, group_size: int) -> GroupLayout:
+    """Place a group of ``group_size`` GPUs: fill a node, then the next."""
+    per_node = min(group_size, node_size(hw))
+    nodes = math.ceil(group_size / per_node)
+    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else 0.0
+    if nodes > 1 and nic <= 0:
+        raise InfeasibleError(
+            f"a group of {group_size} GPUs spans {nodes} nodes of {per_node} {hw.id}, but the spec has no "
+            "scale-out NIC to join them"
+        )
+    return GroupLayout(group_size, per_node, nodes, intra_bandwidth(hw, per_node), nic)
+
+
+def scale_up_bandwidth(hw: HardwareSpec, group_size: int) -> float:
+    """Per-direction scale-up bandwidth of a group that fits in one node."""
+    return intra_bandwidth(hw, min(group_size, node_size(hw)))
+
+
+def _intra(layout_: GroupLayout, profile: Profile) -> tuple[float, float]:
+    return layout_.intra_bandwidth * profile.collective.bandwidth_fraction, profile.collective.latency_s
+
+
+def _network(layout_: GroupLayout, profile: Profile) -> tuple[float, float]:
+    c = profile.collective
+    return layout_.network_bandwidth * c.network_bandwidth_fraction, c.network_latency_s
+
+
+def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+    """All-reduce of ``message_bytes`` per GPU over ``group_size`` GPUs [s].
+
+    Notes
+    -----
+    Inside a node: the faster of ring (``2(p-1)`` steps moving ``2(p-1)/p x S``) and one-shot
+    (one step, each GPU reads the ``p-1`` other buffers). Across ``n`` nodes of ``q`` GPUs:
+    reduce-scatter in the node, ring all-reduce of the ``S/q`` shard between nodes over the
+    NICs, all-gather in the node: ``2(q-1)/q S / B_node + 2(n-1)/n (S/q) / B_nic`` plus latencies.
+    """
+    s = np.asarray(message_bytes, float)
+    lay = layout(hw, group_size)
+    bw, lat = _intra(lay, profile)
+    q = lay.per_node
+    if not lay.crosses_nodes:
+        if q == 1:
+            return np.zeros_like(s)
+        ring = 2 * (q - 1) * lat + 2 * (q - 1) / q * s / bw
+        one_shot = lat + (q - 1) * s / bw
+        return np.minimum(ring, one_shot)
+    nbw, nlat = _network(lay, profile)
+    n = lay.nodes
+    intra = 2 * (q - 1) * lat + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
+    inter = 2 * (n - 1) * nlat + 2 * (n - 1) / n * (s / q) / nbw
+    return intra + inter
+
+
+def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+    """All-gather of a buffer of ``total_bytes`` (each GPU holds ``1/p`` of it) [s]."""
+    s = np.asarray(total_bytes, float)
+    lay = layout(hw, group_size)
+    bw, lat = _intra(lay, profile)
+    q = lay.per_node
+    intra = (q - 1) * lat + (q - 1) / q * s / lay.nodes / bw if q > 1 else 0.0
+    if not lay.crosses_nodes:
+        return np.asarray(intra + 0.0 * s)
+    nbw, nlat = _network(lay, profile)
+    n = lay.nodes
+    return intra + (n - 1) * nlat + (n - 1) / n * s / q / nbw
+
+
+def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+    """All-to-all in which each GPU sends ``bytes_per_gpu`` spread evenly over the group [s].
+
+    Notes
+    -----
+    A share ``(q-1)/(p-1)`` of the remote traffic stays in the node, ``(p-q)/(p-1)`` crosses
+    the NIC; both links run at once, so the slower sets the time.
+    """
+    s = np.asarray(bytes_per_gpu, float)
+    p = group_size
+    if p == 1:
+        return np.zeros_like(s)
+    lay = layout(hw, p)
+    bw, lat = _intra(lay, profile)
+    remote = s * (p - 1) / p
+    intra_share = (lay.per_node - 1) / (p - 1)
+    t_intra = remote * intra_share / bw if lay.per_node > 1 else 0.0 * s
+    if not lay.crosses_nodes:
+        return lat + t_intra
+    nbw, nlat = _network(lay, profile)
+    return max(lat, nlat) + np.maximum(t_intra, remote * (1 - intra_share) / nbw)
+
+
+def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+    """Point-to-point send of ``message_bytes`` to the next pipeline stage [s]."""
+    s = np.asarray(message_bytes, float)
+    if crosses_nodes:
+        lay = layout(hw, node_size(hw) + 1)
+        nbw, nlat = _network(lay, profile)
+        return nlat + s / nbw
+    bw = scale_up_bandwidth(hw, 2) * profile.collective.bandwidth_fraction
+    return profile.collective.latency_s + s / bw

@@ -192,11 +192,18 @@ class Elementwise(Op):
 
 @dataclass(frozen=True)
 class Collective(Op):
-    """A collective over ``group_size`` GPUs of a ``message_bytes`` buffer per GPU."""
+    """Communication among ``group_size`` GPUs.
 
-    collective: Literal["all_reduce", "all_gather"] = "all_reduce"
+    ``message_bytes`` is, per kind: the buffer each GPU reduces (``all_reduce``), the whole
+    gathered buffer (``all_gather``), what each GPU scatters to the others (``all_to_all``),
+    or what one stage sends the next (``p2p``; ``crosses_nodes`` when the stages are on
+    different nodes).
+    """
+
+    collective: Literal["all_reduce", "all_gather", "all_to_all", "p2p"] = "all_reduce"
     message_bytes: ArrayLike = 0.0
     group_size: int = 1
+    crosses_nodes: bool = False
     kind: OpKind = field(init=False, default="collective")
 
     @property
@@ -208,10 +215,12 @@ class Collective(Op):
 
     @property
     def comm_bytes(self) -> ArrayLike:
-        """Bytes each GPU sends: ring all-reduce ``2 (p-1)/p x S``; all-gather ``(p-1)/p x S``."""
+        """Bytes each GPU sends: ring all-reduce ``2(p-1)/p x S``, all-gather ``(p-1)/p x S``,
+        all-to-all ``(p-1)/p x S``, point-to-point ``S``."""
         p = self.group_size
-        factor = 2.0 if self.collective == "all_reduce" else 1.0
-        return factor * (p - 1) / p * self.message_bytes
+        factor = {"all_reduce": 2.0 * (p - 1) / p, "all_gather": (p - 1) / p,
+                  "all_to_all": (p - 1) / p, "p2p": 1.0}[self.collective]
+        return factor * self.message_bytes
 
 
 def op_fields(op: Op) -> dict[str, object]:

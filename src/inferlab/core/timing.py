@@ -13,7 +13,7 @@ import numpy as np
 
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
-from .interconnect import scale_up_bandwidth
+from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
@@ -119,16 +119,14 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
 
 
 def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:
-    """All-reduce: the faster of ring (``2(p-1)`` latency steps, ``2(p-1)/p x S`` bytes) and
-    one-shot (one step, each GPU reads the ``p-1`` other buffers). All-gather: ring."""
-    p = op.group_size
-    link = scale_up_bandwidth(hw, p) * profile.collective.bandwidth_fraction
-    lat = profile.collective.latency_s
+    """Time of a collective on the links it crosses (:mod:`.interconnect`)."""
+    if op.collective == "all_reduce":
+        return all_reduce_s(op.message_bytes, op.group_size, hw, profile)
     if op.collective == "all_gather":
-        return (p - 1) * lat + op.comm_bytes / link
-    ring = 2 * (p - 1) * lat + op.comm_bytes / link
-    one_shot = lat + (p - 1) * np.asarray(op.message_bytes, float) / link
-    return np.minimum(ring, one_shot)
+        return all_gather_s(op.message_bytes, op.group_size, hw, profile)
+    if op.collective == "all_to_all":
+        return all_to_all_s(op.message_bytes, op.group_size, hw, profile)
+    return p2p_s(op.message_bytes, op.crosses_nodes, hw, profile)
 
 
 def time_ops(ops: tuple[Op, ...], hw: HardwareSpec, profile: Profile, phase: str) -> tuple[OpTime, ...]:
