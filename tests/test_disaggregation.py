@@ -1,0 +1,184 @@
+"""Disaggregated prefill and decode against hand derivations, and its invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import InfeasibleError, SpecError
+from inferlab.core.phases import decode, mean_decode_step_s, prefill
+from inferlab.estimate import deployment
+from inferlab.techniques.disaggregation import (NETWORK_LATENCY_S, Disaggregation, Pool, compare_with_aggregated,
+                                                estimate_disaggregated, exposed_transfer_s, kv_link, kv_transfer)
+
+LLAMA_70B_KV_BF16 = 327_680  # B/token: 80 layers x 2 (K, V) x 8 KV heads x 128 x 2 B
+NIC = 50e9  # B/s: a 400 Gb/s NIC per direction
+
+
+@pytest.fixture(scope="module")
+def h200_70b():
+    return {tp: deployment("llama-3.1-70b", "h200-sxm", tp=tp) for tp in (1, 4, 8)}
+
+
+def test_kv_transfer_of_an_8k_llama_70b_prompt_by_hand(h200_70b):
+    """BF16 KV of 8192 tokens: 327,680 B/token x 8192 = 2,684,354,560 B.
+
+    One 400 Gb/s NIC (50 GB/s): 2,684,354,560 / 50e9 = 53.687 ms. A tp=4 prefill replica
+    sends its four KV shards over four NICs at once to a tp=8 decode replica (eight NICs
+    receiving): min(4, 8) x 50 GB/s = 200 GB/s -> 13.422 ms. Plus the 20 us network latency.
+    """
+    kv = LLAMA_70B_KV_BF16 * 8192
+    assert kv == 2_684_354_560
+    d = Disaggregation(Pool("h200-sxm", 1), Pool("h200-sxm", 1), link="network")
+    one = kv_transfer(d, h200_70b[1], h200_70b[1], 1, 8192, prefill_s=1.0)
+    assert float(one.bytes) == kv
+    assert float(one.time_s) == pytest.approx(NETWORK_LATENCY_S + kv / NIC, rel=1e-12)
+    assert float(one.time_s) == pytest.approx(53.707e-3, rel=1e-4)
+    d = Disaggregation(Pool("h200-sxm", 4), Pool("h200-sxm", 8))  # 12 GPUs > the 8-GPU domain: network
+    four = kv_transfer(d, h200_70b[4], h200_70b[8], 1, 8192, prefill_s=1.0)
+    assert four.link.name == "network" and four.bandwidth == 4 * NIC
+    assert float(four.bytes) == kv  # TP splits the KV heads; the total is the same
+    assert float(four.time_s) == pytest.approx(NETWORK_LATENCY_S + kv / (4 * NIC), rel=1e-12)
+    row = four.row()
+    assert row["op"] == "kv_transfer" and row["comm_bytes"] == kv and row["bound"] == "communication"
+
+
+def test_overlap_hides_all_but_the_last_layer():
+    """80 layers; the transfer 53.687 ms (0.671 ms per layer) behind a 1 s prefill (12.5 ms
+    per layer): each layer's KV leaves before the next layer is done, so only the last
+    layer's 0.671 ms shows. Without overlap all 53.687 ms shows."""
+    x = 2_684_354_560 / NIC
+    assert float(exposed_transfer_s(x, 1.0, 80)) == pytest.approx(x / 80, rel=1e-12)
+    assert float(exposed_transfer_s(x, 1.0, 80, overlap=False)) == pytest.approx(x, rel=1e-12)
+    # Link-bound: X = 1 s, P = 0.5 s, 10 layers: the link starts after the first layer
+    # (0.05 s) and is busy for 1 s: finishes at 1.05 s, 0.55 s after the prefill.
+    assert float(exposed_transfer_s(1.0, 0.5, 10)) == pytest.approx(0.55, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(x=st.floats(1e-6, 10.0), p=st.floats(1e-6, 10.0), layers=st.integers(1, 128))
+def test_exposed_transfer_matches_a_layer_by_layer_simulation(x, p, layers):
+    link_free = 0.0
+    for layer in range(1, layers + 1):
+        link_free = max(link_free, layer * p / layers) + x / layers
+    assert float(exposed_transfer_s(x, p, layers)) == pytest.approx(link_free - p, rel=1e-9, abs=1e-12)
+    assert 0.0 <= float(exposed_transfer_s(x, p, layers)) <= float(exposed_transfer_s(x, p, layers, overlap=False))
+
+
+def test_ttft_tpot_and_pd_ratio_by_hand(h200_70b):
+    """Llama-3.1-70B, isl 8192, osl 512, prefill 4 x H200 (batch 1), decode 8 x H200 (batch 64).
+
+    TTFT = prefill P + exposed KV + the decode pool's first step F (vLLM's P/D recomputes the
+    last prompt token on the decode side): exposed = 20 us + 13.42 ms / 80 layers = 0.188 ms
+    because a layer of prefill (P / 80 ~ 7 ms) outlasts a layer of transfer.
+    Prefill GPU-s per request: 4 x max(P, 13.44 ms) / 1; decode: 8 x (F + 511 x TPOT) / 64.
+    The ratio of the two is the P:D ratio; at 10 requests/s the pools need
+    ceil(10 x P) x 4 and ceil(10 x (F + 511 TPOT) / 64) x 8 GPUs.
+    """
+    e = estimate_disaggregated("llama-3.1-70b", "prefill=h200x4,decode=h200x8", isl=8192, osl=512,
+                               prefill_batch=1, decode_batch=64, request_rate=10)
+    p = float(prefill(h200_70b[4], np.array(1.0), np.array(8192.0)).time_s)
+    f = float(decode(h200_70b[8], np.array(64.0), np.array(8191.0)).time_s)
+    tpot = float(mean_decode_step_s(h200_70b[8], np.array(64.0), np.array(8192.0), np.array(512.0)))
+    exposed = NETWORK_LATENCY_S + 2_684_354_560 / (4 * NIC) / 80
+    assert float(e.transfer.exposed_s) == pytest.approx(exposed, rel=1e-9)
+    assert float(e.ttft_s) == pytest.approx(p + exposed + f, rel=1e-9)
+    assert float(e.tpot_s) == pytest.approx(tpot, rel=1e-12)
+    prefill_gpu_s, decode_gpu_s = 4 * p / 1, 8 * (f + 511 * tpot) / 64
+    assert float(e.pd_ratio) == pytest.approx(prefill_gpu_s / decode_gpu_s, rel=1e-9)
+    assert float(e.balanced_output_tokens_per_s_per_gpu) == pytest.approx(512 / (prefill_gpu_s + decode_gpu_s))
+    # the pools as given: 1 prefill replica at 1 / P requests/s, 1 decode replica at 64 / (F + 511 TPOT)
+    rate = min(1 / p, 64 / (f + 511 * tpot))
+    assert float(e.output_tokens_per_s_per_gpu) == pytest.approx(512 * rate / 12, rel=1e-9)
+    assert e.gpus_needed["prefill"] == np.ceil(10 * p) * 4
+    assert e.gpus_needed["decode"] == np.ceil(10 * (f + 511 * tpot) / 64) * 8
+    assert "kv_transfer" not in str(e) and "P:D" in str(e)
+
+
+def test_first_token_from_prefill_skips_the_decode_step():
+    on_decode = estimate_disaggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm", isl=2048, osl=64)
+    on_prefill = estimate_disaggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm,first_token=prefill",
+                                        isl=2048, osl=64)
+    assert float(on_decode.ttft_s - on_prefill.ttft_s) == pytest.approx(float(on_decode.first_token_step_s))
+
+
+def test_small_scale_disaggregation_is_a_net_loss():
+    """Llama-3.1-8B at batch 1 on 1 + 1 H100 vs 1 aggregated H100: the same TPOT, a TTFT
+    longer by the transfer and the decode pool's first step, and two GPUs where one did
+    both phases: about half the tokens per GPU."""
+    c = compare_with_aggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm", isl=2048, osl=256)
+    dis = c.disaggregated
+    assert dis.transfer.link.name == "nvlink"  # 2 GPUs of one 8-GPU NVLink domain
+    assert float(dis.tpot_s) == pytest.approx(float(c.aggregated.tpot_s), rel=1e-12)
+    assert float(c.ttft_delta_s) == pytest.approx(float(dis.transfer.exposed_s + dis.first_token_step_s), rel=1e-9)
+    assert 0.4 < float(c.per_gpu_throughput_ratio) < 0.6
+    assert "disaggregation: TTFT +" in str(c)
+
+
+def test_link_choice():
+    dep8 = deployment("llama-3.1-8b", "h100-sxm")
+    same = Disaggregation(Pool("h100-sxm", 2, tp=1), Pool("h100-sxm", 4))
+    assert kv_link(same, dep8, dep8).send_bandwidth == 450e9  # NVLink per direction
+    assert kv_link(Disaggregation(Pool("h100-sxm", 4), Pool("h100-sxm", 8)), dep8, dep8).name == "network"
+    with pytest.raises(InfeasibleError, match="scale-up domain"):
+        kv_link(Disaggregation(Pool("h100-sxm", 4), Pool("h100-sxm", 8), link="nvlink"), dep8, dep8)
+    forced = Disaggregation(Pool("h100-sxm"), Pool("h100-sxm"), link_bandwidth="100 Gb/s", link_latency_s=0.0)
+    assert kv_link(forced, dep8, dep8).send_bandwidth == 12.5e9
+
+
+@settings(max_examples=15, deadline=None)
+@given(a=st.floats(1e8, 1e12), b=st.floats(1e8, 1e12), overlap=st.booleans())
+def test_a_faster_link_never_slows_ttft(a, b, overlap):
+    slow, fast = sorted((a, b))
+    ttft = [float(estimate_disaggregated(
+        "llama-3.1-8b", Disaggregation(Pool("h100-sxm"), Pool("h100-sxm"), link_bandwidth=bw, overlap=overlap),
+        isl=4096, osl=16).ttft_s) for bw in (slow, fast)]
+    assert ttft[1] <= ttft[0] * (1 + 1e-12)
+
+
+def test_prefix_cache_shortens_the_prefill_but_not_the_transfer():
+    base = estimate_disaggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm", isl=4096, osl=16)
+    cached = estimate_disaggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm", isl=4096, osl=16,
+                                    prefix_cache="0.5")
+    assert float(cached.prefill_s) < float(base.prefill_s)
+    assert float(cached.transfer.bytes) == float(base.transfer.bytes)
+
+
+def test_a_decode_batch_that_does_not_fit_says_what_does():
+    with pytest.raises(InfeasibleError, match="largest decode batch that fits is") as err:
+        estimate_disaggregated("llama-3.1-8b", "prefill=h100-sxm,decode=h100-sxm", isl=32768, osl=1024,
+                               decode_batch=4096)
+    assert err.value.suggestion["decode_batch"] > 0
+
+
+def test_parse_and_round_trip():
+    d = Disaggregation.parse("prefill=h200x4:fp8, decode=h200x8:tp4:fp8, link=network, bw=400Gb/s, "
+                             "latency=5us, overlap=off")
+    assert d.prefill == Pool("h200-sxm", 4, tp=4, precision="fp8")
+    assert d.decode.replicas == 2 and d.decode.tp == 4
+    assert d.link_bandwidth == 50e9 and d.link_latency_s == pytest.approx(5e-6) and not d.overlap
+    assert Disaggregation.parse(str(d)) == d
+    assert Pool.parse("mi300xx8").hardware == "mi300x" and Pool.parse("mi300x").num_gpus == 1
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "expected e.g."),
+    ("prefill=h200x4", "decode=POOL missing"),
+    ("prefill=h200x4,decode=h200x8,speed=fast", "cannot read 'speed=fast'"),
+    ("prefill=h200x4,prefill=h200x2,decode=h200x8", "given twice"),
+    ("prefill=h100x4,decode=h100x8", "ambiguous"),
+    ("prefill=h999x4,decode=h200x8", "unknown hardware"),
+    ("prefill=h200x4:tp3,decode=h200x8", "does not divide"),
+    ("prefill=h200x4:fp7,decode=h200x8", "neither tpN nor a precision"),
+    ("prefill=h200x4,decode=h200x8,bw=400", "is not a bandwidth"),
+    ("prefill=h200x4,decode=h200x8,link=pcie", "link must be auto, nvlink or network"),
+    ("prefill=h200x4,decode=h200x8,overlap=maybe", "overlap must be on or off"),
+    ("prefill=h200x4,decode=h200x8,first_token=both", "first_token must be decode or prefill"),
+    ("prefill=h200 x4,decode=h200x8", "expected HARDWARE[xCOUNT]"),
+])
+def test_parse_errors_are_spec_errors(text, fragment):
+    with pytest.raises(SpecError) as err:
+        Disaggregation.parse(text)
+    assert fragment in str(err.value)
