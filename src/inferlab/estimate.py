@@ -20,7 +20,7 @@ from .specs.catalog import load_hardware, load_model
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 from .techniques.quantization import PrecisionConfig
-from .techniques.tensor_parallel import check_divisible
+from .techniques.parallelism import Parallelism
 
 ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
 
@@ -37,8 +37,10 @@ def _positive(name: str, value: Any) -> np.ndarray:
 
 def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = "bf16",
                engine: str = "generic", profile: str | Path | Profile = "default",
-               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True) -> Deployment:
-    """Resolve names into a :class:`Deployment` and check that ``tp`` divides the model."""
+               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
+               pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
+               micro_batches: int | None = None) -> Deployment:
+    """Resolve names into a :class:`Deployment` and check the parallel layout against the model."""
     m = load_model(model) if isinstance(model, (str, Path)) else model
     hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
     if engine not in ENGINES:
@@ -47,15 +49,21 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
         raise UnknownNameError("engine", engine, ENGINES)
     if attention not in ("flash", "naive"):
         raise SpecError(f"attention must be 'flash' or 'naive', got {attention!r}")
-    if not isinstance(tp, (int, np.integer)) or isinstance(tp, bool):
-        raise SpecError(f"tp must be an integer, got {tp!r}")
-    check_divisible(m, int(tp))
+    ints = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
+    for name, value in ints.items():
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise SpecError(f"{name} must be an integer, got {value!r}")
+    par = Parallelism(tp=int(tp), pp=int(pp), ep=int(ep), dp=int(dp), attention_dp=bool(attention_dp),
+                      expert_imbalance=float(expert_imbalance), micro_batches=micro_batches)
+    par.check(m)
     prec = PrecisionConfig.parse(precision)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, int(tp), prec, prof, attention, cuda_graphs)
+    return Deployment(m, hw, par.tp, prec, prof, attention, cuda_graphs, par)
 
 
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: int | None = None, tp: int = 1,
+             pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
+             micro_batches: int | None = None,
              precision: Any = "bf16", isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
@@ -69,13 +77,20 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
     model, hardware : str or spec
         Catalog ids (or a config.json path for the model) or loaded specs.
     num_gpus : int, optional
-        GPUs of the deployment; must equal ``tp`` (one tensor-parallel replica).
-    tp : int
-        Tensor-parallel size over the scale-up link.
+        GPUs of the deployment; must equal ``tp x pp x dp`` (a check on the layout).
+    tp, pp, ep, dp : int
+        Tensor-parallel GPUs per pipeline stage, pipeline stages, expert-parallel groups
+        within a stage (``ep`` divides ``tp``), and replicas.
+    attention_dp : bool
+        Attention data-parallel over a stage's GPUs, experts over expert parallelism.
+    expert_imbalance : float
+        Load of the busiest expert group over the mean (1: balanced).
+    micro_batches : int, optional
+        Pipeline micro-batches (default ``pp``).
     precision : str or mapping
         ``"fp8"``, ``"int4"``, ``{"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}``...
     isl, osl, batch_size : int or array [token, token, request]
-        Broadcast together into a grid.
+        Broadcast together into a grid; ``batch_size`` counts all requests (split over replicas).
     engine : str
         Selects the calibrated efficiencies (``generic`` is the datasheet-only fallback).
     profile : str or path
@@ -94,10 +109,10 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
         TTFT, TPOT, throughput, memory, cost, per-op tables and ``explain()``.
     """
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
-                     attention=attention, cuda_graphs=cuda_graphs)
-    if num_gpus is not None and num_gpus != dep.tp:
-        raise SpecError(f"num_gpus={num_gpus} but tp={dep.tp}: one tensor-parallel replica uses tp GPUs "
-                        "(pipeline, expert and data parallelism are separate techniques)")
+                     attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
+                     expert_imbalance=expert_imbalance, micro_batches=micro_batches)
+    if num_gpus is not None and num_gpus != dep.num_gpus:
+        raise SpecError(f"num_gpus={num_gpus} but the layout {dep.parallel} uses tp x pp x dp = {dep.num_gpus} GPUs")
     if not 0.0 < gpu_memory_utilization <= 1.0 or not 0.0 < utilization <= 1.0:
         raise SpecError("gpu_memory_utilization and utilization must be in (0, 1]")
     b, i, o = np.broadcast_arrays(_positive("batch_size", batch_size), _positive("isl", isl), _positive("osl", osl))
@@ -111,29 +126,34 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
 def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool) -> Estimate:
-    """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps)."""
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=b, context=i + o,
-                       step_tokens=np.minimum(b * i, max_num_tokens), gpu_memory_utilization=gpu_memory_utilization,
+    """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
+
+    The ``b`` requests split evenly over the ``dp`` replicas, which run side by side.
+    """
+    par = dep.parallel
+    replica = np.ceil(b / par.dp)
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
+                       step_tokens=np.minimum(replica * i, max_num_tokens), gpu_memory_utilization=gpu_memory_utilization,
                        kv_block_size=kv_block_size)
-    require_weights_fit(plan, dep.model, dep.hardware, dep.tp)
-    n_waves = np.ceil(b / np.maximum(plan.max_sequences, 1.0))
+    require_weights_fit(plan, dep.model, dep.hardware, par)
+    n_waves = np.ceil(replica / np.maximum(plan.max_sequences, 1.0))
     if np.any(n_waves > 1) and not waves:
         largest = int(np.min(plan.max_sequences))
         raise InfeasibleError(
-            f"the KV cache of {int(np.max(b))} sequences of {int(np.max(i + o))} tokens needs "
+            f"the KV cache of {int(np.max(replica))} sequences of {int(np.max(i + o))} tokens needs "
             f"{float(np.max(plan.kv_batch)) / 1e9:.1f} GB per GPU but {float(np.min(plan.kv_budget)) / 1e9:.1f} GB is free "
-            f"after weights; the largest batch that fits is {largest} (or pass waves=True)",
+            f"after weights; the largest batch that fits is {largest * par.dp} (or pass waves=True)",
             needed_bytes=float(np.max(plan.kv_batch)), available_bytes=float(np.min(plan.kv_budget)),
-            suggestion={"batch_size": largest})
-    wave_batch = np.ceil(b / n_waves)
+            suggestion={"batch_size": largest * par.dp})
+    wave_batch = np.ceil(replica / n_waves)
     pre = prefill(dep, wave_batch, i)
     chunks = np.ceil(wave_batch * i / max_num_tokens)
     ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
     tpot = np.where(o > 1, mean_decode_step_s(dep, wave_batch, i, o), 0.0)
     wave_s = ttft_wave + (o - 1.0) * tpot
     total = n_waves * wave_s
-    cost = cost_of(price_per_gpu_hour, dep.tp, utilization, batch=b, isl=i, osl=o, prefill_s=n_waves * ttft_wave,
-                   total_s=total)
+    cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
+                   prefill_s=n_waves * ttft_wave, total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=n_waves,
                     ttft_s=ttft_wave + wave_s * (n_waves - 1.0) / 2.0, tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch)

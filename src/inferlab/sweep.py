@@ -123,7 +123,7 @@ def _one(model: Any, hardware: Any, tp: int, precision: Any, grid: list[np.ndarr
 
 
 def _fill(out: dict[str, np.ndarray], sl: slice, est: Any) -> None:
-    tp = est.deployment.tp
+    tp = est.deployment.num_gpus
     tput = est.output_tokens_per_s
     out["waves"][sl] = est.waves
     out["ttft_s"][sl] = est.ttft_s

@@ -128,7 +128,9 @@ def _int_list(text: str) -> list[int]:
 def _estimate(args: argparse.Namespace) -> None:
     from ..estimate import estimate
 
-    est = estimate(args.model, args.hardware, tp=args.tp, precision=args.precision,
+    est = estimate(args.model, args.hardware, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
+                   attention_dp=args.attention_dp, expert_imbalance=args.expert_imbalance,
+                   micro_batches=args.micro_batches, precision=args.precision,
                    isl=np.array(args.isl)[None, :, None], osl=np.array(args.osl)[None, None, :],
                    batch_size=np.array(args.batch)[:, None, None], engine=args.engine, profile=args.profile,
                    attention=args.attention, cuda_graphs=not args.no_cuda_graphs,
@@ -176,7 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", parents=[common], help="latency, throughput, memory and cost of a static batch")
     est.add_argument("model", metavar="MODEL", help="catalog id, alias or config.json path")
     est.add_argument("hardware", metavar="HARDWARE", help="catalog id, e.g. h100-sxm")
-    est.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    est.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per pipeline stage (default 1)")
+    est.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
+    est.add_argument("--ep", type=int, default=1, help="expert-parallel groups within a stage; divides tp (default 1)")
+    est.add_argument("--dp", type=int, default=1, help="data-parallel replicas (default 1)")
+    est.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
+    est.add_argument("--expert-imbalance", type=float, default=1.0, help="busiest expert group's load / mean")
+    est.add_argument("--micro-batches", type=int, default=None, help="pipeline micro-batches (default pp)")
     est.add_argument("--precision", default="bf16", help="bf16, fp16, fp8, fp8_block, int8, int4, nvfp4, mxfp4")
     est.add_argument("--isl", type=_int_list, default=[1024], help="prompt tokens, comma-separated (default 1024)")
     est.add_argument("--osl", type=_int_list, default=[128], help="output tokens, comma-separated (default 128)")

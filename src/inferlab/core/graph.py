@@ -167,7 +167,8 @@ def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecisi
         raise ValueError("MoE layer without MoE structure")
     touched = experts_touched(t, moe.num_experts, moe.num_experts_per_tok)
     ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head, **meta))
-    ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched, gemm)
+    ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched,
+                {**gemm, "role": "routed_expert"})
     if moe.num_shared_experts:
         ops += _ffn("shared_expert", t, h, moe.num_shared_experts * moe.shared_expert_intermediate_size, up, 1.0, gemm)
     return ops + [Elementwise("moe_combine_residual", elements_read=(moe.num_experts_per_tok + 1) * t * h,
@@ -175,7 +176,7 @@ def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecisi
 
 
 def _ffn(name: str, rows: ArrayLike, h: int, width: int, up: int, copies: ArrayLike, gemm: dict) -> list[Op]:
-    meta = {"group": gemm["group"], "count": gemm["count"]}
+    meta = {"group": gemm["group"], "count": gemm["count"], "role": gemm.get("role", "")}
     return [
         Gemm(f"{name}_up", m=rows, n=up * width, k=h, weight_copies=copies, shard="column", **gemm),
         Elementwise(f"{name}_activation", elements_read=up * rows * width, elements_written=rows * width,

@@ -15,6 +15,7 @@ from ..errors import InfeasibleError
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
+from ..techniques.parallelism import Parallelism, weights_per_gpu
 from ..techniques.quantization import PrecisionConfig
 
 #: CUDA context, library workspaces and communication buffers outside the engine's pool.
@@ -55,12 +56,9 @@ class MemoryPlan:
 
 
 def weight_bytes_per_gpu(model: ModelSpec, precision: PrecisionConfig, tp: int) -> float:
-    """Stored weights per GPU [B]: linear layers in the weight format, embedding and LM
-    head kept in 16-bit (engines exclude them from quantization), all split over ``tp``."""
-    counts = model.param_counts
-    embed = counts.embedding + counts.lm_head
-    linear = counts.total - embed
-    return (linear * number_format(precision.weights).bytes_per_element + embed * 2.0) / tp
+    """Stored weights per GPU of a ``tp``-way tensor-parallel replica [B] (see
+    :func:`inferlab.techniques.parallelism.weights_per_gpu` for every layout)."""
+    return weights_per_gpu(model, precision, Parallelism(tp=tp))
 
 
 def kv_share(model: ModelSpec, tp: int) -> float:
@@ -69,47 +67,64 @@ def kv_share(model: ModelSpec, tp: int) -> float:
     return max(1.0 / tp, 1.0 / units)
 
 
-def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, *, tp: int,
+def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, *, tp: int = 1,
                 batch: np.ndarray, context: np.ndarray, step_tokens: np.ndarray,
                 gpu_memory_utilization: float = 0.9, kv_block_size: int = 16,
-                reserve_bytes: float = DEFAULT_RESERVE_BYTES) -> MemoryPlan:
-    """Memory of ``batch`` sequences of ``context`` tokens on one of ``tp`` GPUs."""
+                reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None) -> MemoryPlan:
+    """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
+
+    ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
+    KV of its own ``1/tp`` of the sequences; otherwise every GPU holds its heads' share of
+    all of them; pipeline stages hold ``1/pp`` of the layers.
+    """
+    par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
-    share = kv_share(model, tp)
+    groups = par.attention_groups
+    share = (1.0 if par.attention_dp else kv_share(model, par.tp)) / par.pp
     kv_fmt = precision.kv_cache
     pages = np.ceil(np.asarray(context, float) / kv_block_size) * kv_block_size
     per_seq = model.kv_cache_bytes(pages, kv_fmt) * share
     per_token = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * share
     widest = max([layer.intermediate_size for layer in model.layers] +
                  [model.moe.moe_intermediate_size * model.moe.num_experts_per_tok if model.moe else 0])
-    workspace = step_tokens * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / tp) * 2.0
-    weights = weight_bytes_per_gpu(model, precision, tp)
+    workspace = step_tokens / groups * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / par.tp) * 2.0
+    weights = weights_per_gpu(model, precision, par)
     budget = capacity * gpu_memory_utilization
     free = budget - weights - reserve_bytes - workspace
     with np.errstate(divide="ignore"):
-        max_seq = np.floor(np.maximum(free, 0.0) / per_seq)
+        max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,
-                      np.asarray(per_seq, float), np.asarray(batch * per_seq, float), max_seq)
+                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq)
 
 
-def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int) -> None:
-    """Raise :class:`InfeasibleError` when not even one sequence fits next to the weights."""
+def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism) -> None:
+    """Raise :class:`InfeasibleError` when not even one sequence fits next to the weights.
+
+    The message gives the bytes needed and available per GPU and the smallest layout that
+    would fit: a larger TP within the scale-up domain, else pipeline stages across nodes.
+    """
     if np.all(plan.max_sequences >= 1):
         return
-    need = plan.weights + plan.reserve + float(np.max(plan.workspace)) + float(np.max(plan.kv_per_sequence))
-    domain = int(hw.scale_up.domain_size.si)
+    par = tp if isinstance(tp, Parallelism) else Parallelism(tp=tp)
+    kv = float(np.max(plan.kv_per_sequence))
+    need = plan.weights + plan.reserve + float(np.max(plan.workspace)) + kv
+    domain = int(hw.scale_up.domain_size.si) if hw.scale_up.kind not in ("pcie", "none") else 8
     heads = model.num_attention_heads
-    smallest = next((t for t in range(tp + 1, domain + 1) if heads % t == 0 and
-                     plan.weights * tp / t + plan.reserve + float(np.max(plan.kv_per_sequence)) * tp / t
-                     < plan.budget), None)
-    if smallest:
-        hint = f"; tp={smallest} would fit"
+    scale = par.tp * par.pp
+    layouts = sorted(((t, p) for t in range(1, domain + 1) if heads % t == 0 for p in (1, 2, 4, 8, 16)
+                      if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    fits = next(((t, p) for t, p in layouts
+                 if (plan.weights + kv) * scale / (t * p) + plan.reserve < plan.budget), None)
+    if fits and fits[1] == 1:
+        hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
+    elif fits:
+        hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
+        suggestion = {"tp": fits[0], "pp": fits[1]}
     else:
-        hint = (f"; no tensor-parallel size within the {domain}-GPU scale-up domain fits: use a narrower weight "
-                "format, a GPU with more memory, or pipeline parallelism across nodes")
+        hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
     raise InfeasibleError(
-        f"{model.id or model.name} does not fit on {hw.id} at tp={tp}: needs {need / 1e9:.1f} GB per GPU "
-        f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {float(np.max(plan.kv_per_sequence)) / 1e9:.2f} GB) "
+        f"{model.id or model.name} does not fit on {hw.id} as {par}: needs {need / 1e9:.1f} GB per GPU "
+        f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB) "
         f"but {plan.budget / 1e9:.1f} GB is usable ({plan.capacity / 1e9:.1f} GB x utilization){hint}",
-        needed_bytes=need, available_bytes=plan.budget, suggestion={"tp": smallest} if smallest else {},
+        needed_bytes=need, available_bytes=plan.budget, suggestion=suggestion,
     )

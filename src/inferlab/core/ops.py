@@ -23,7 +23,7 @@ OpKind = Literal["gemm", "attention", "elementwise", "collective"]
 #: How tensor parallelism splits an op: by output features (column), by input features
 #: (row, followed by an all-reduce), by attention heads (per-head GEMMs and attention),
 #: by KV heads (replicated once TP exceeds them), by vocabulary, or not at all.
-Shard = Literal["column", "row", "heads", "kv_heads", "vocab", "replicated"]
+Shard = Literal["column", "row", "heads", "kv_heads", "vocab", "replicated", "reduced"]
 
 BYTE_CATEGORIES = ("weight_read", "act_read", "act_write", "kv_read", "kv_write")
 
@@ -38,6 +38,7 @@ class Op:
     shard: Shard = field(kw_only=True, default="replicated")
     precision: str = field(kw_only=True, default="bf16")  # tensor precision the op computes at
     shard_units: float = field(kw_only=True, default=0.0)  # indivisible units along the split (KV heads)
+    role: str = field(kw_only=True, default="")  # what techniques key on, e.g. "routed_expert"
 
     kind: OpKind = field(init=False, default="elementwise")
 

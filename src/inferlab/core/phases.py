@@ -16,6 +16,9 @@ from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..techniques.quantization import PrecisionConfig, gemm_kernel, matmul_precision
+from ..techniques.expert_parallel import apply_expert_parallel
+from ..techniques.parallelism import Parallelism
+from ..techniques.pipeline import apply_pipeline, micro_batching
 from ..techniques.tensor_parallel import apply_tensor_parallel
 from .graph import Step, StepPrecision, build_graph
 from .ops import Op
@@ -29,7 +32,11 @@ _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(4)
 
 @dataclass(frozen=True)
 class Deployment:
-    """One model served by ``tp`` GPUs of one kind, with formats and an efficiency profile."""
+    """One model on GPUs of one kind: parallel layout, formats and an efficiency profile.
+
+    ``tp`` alone describes one tensor-parallel replica; ``parallel`` the full layout
+    (pipeline, expert and data parallelism), its ``tp`` taking precedence.
+    """
 
     model: ModelSpec
     hardware: HardwareSpec
@@ -38,6 +45,18 @@ class Deployment:
     profile: Profile
     attention: Literal["flash", "naive"] = "flash"
     cuda_graphs: bool = True
+    parallel: Parallelism | None = None
+
+    def __post_init__(self) -> None:
+        if self.parallel is None:
+            object.__setattr__(self, "parallel", Parallelism(tp=self.tp))
+        elif self.parallel.tp != self.tp:
+            object.__setattr__(self, "tp", self.parallel.tp)
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the whole deployment (``tp x pp x dp``)."""
+        return self.parallel.num_gpus
 
     @property
     def step_precision(self) -> StepPrecision:
@@ -64,10 +83,22 @@ class StepResult:
 
 
 def run_step(dep: Deployment, step: Step) -> StepResult:
-    """Build, shard and time one step."""
-    ops = apply_tensor_parallel(build_graph(dep.model, step, dep.step_precision, dep.attention), dep.tp)
+    """Build one replica's step, apply the parallel techniques in a fixed order, time it.
+
+    ``step.batch`` is the replica's batch. The ops and their times are those of one GPU
+    in one pipeline stage for one micro-batch; ``time_s`` is the whole step's.
+    """
+    par = dep.parallel
+    micro, stage_times = micro_batching(step, par)
+    local = Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context)
+    ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
+    ops = apply_expert_parallel(ops, dep.model, par)
+    if not par.attention_dp:
+        ops = apply_tensor_parallel(ops, par.tp)
+    ops = apply_pipeline(ops, par, dep.hardware, dep.model.hidden_size, local.tokens)
     times = time_ops(ops, dep.hardware, dep.profile, step.phase)
-    return StepResult(step, ops, times, step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs))
+    stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs)
+    return StepResult(step, ops, times, np.asarray(stage * stage_times, float))
 
 
 def prefill(dep: Deployment, batch: np.ndarray, isl: np.ndarray) -> StepResult:

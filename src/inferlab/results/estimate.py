@@ -71,7 +71,7 @@ class Estimate:
         per_user = np.where(self.tpot_s > 0, 1.0 / np.where(self.tpot_s > 0, self.tpot_s, 1.0), np.nan)
         return {
             "system": Q(_scalar(self.output_tokens_per_s), "tok/s"),
-            "per_gpu": Q(_scalar(self.output_tokens_per_s / self.deployment.tp), "tok/s"),
+            "per_gpu": Q(_scalar(self.output_tokens_per_s / self.deployment.num_gpus), "tok/s"),
             "per_user": Q(_scalar(per_user), "tok/s"),
         }
 
@@ -115,11 +115,12 @@ class Estimate:
         dep = self.deployment
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "tp": dep.tp,
-            "num_gpus": dep.tp, "precision": str(dep.precision), "engine": self.engine, "profile": dep.profile.name,
+            "pp": dep.parallel.pp, "ep": dep.parallel.ep, "dp": dep.parallel.dp,
+            "attention_dp": dep.parallel.attention_dp, "num_gpus": dep.num_gpus, "precision": str(dep.precision), "engine": self.engine, "profile": dep.profile.name,
             "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl), "waves": val(self.waves),
             "ttft_s": val(self.ttft_s), "tpot_s": val(self.tpot_s), "total_s": val(self.total_s),
             "output_tokens_per_s": val(self.output_tokens_per_s),
-            "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s / dep.tp),
+            "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s / dep.num_gpus),
             "output_tokens_per_s_per_user": val(np.where(self.tpot_s > 0, 1 / np.maximum(self.tpot_s, 1e-300), np.nan)),
             "memory": {"capacity_bytes": self.memory.capacity, "budget_bytes": self.memory.budget,
                        "weights_bytes": self.memory.weights, "reserve_bytes": self.memory.reserve,
@@ -157,7 +158,7 @@ class Estimate:
         for j in range(int(np.prod(shape)) if shape else 1):
             rows.append([f"{flat(self.batch_size)[j]:.0f}", f"{flat(self.isl)[j]:.0f}", f"{flat(self.osl)[j]:.0f}",
                          f"{flat(self.ttft_s)[j] * 1e3:.1f}", f"{flat(self.tpot_s)[j] * 1e3:.2f}",
-                         f"{flat(tput)[j]:.0f}", f"{flat(tput)[j] / self.deployment.tp:.0f}",
+                         f"{flat(tput)[j]:.0f}", f"{flat(tput)[j] / self.deployment.num_gpus:.0f}",
                          f"{1 / flat(self.tpot_s)[j]:.1f}" if flat(self.tpot_s)[j] > 0 else "-",
                          f"{flat(self.memory.used)[j] / 1e9:.1f}", f"{flat(self.cost.usd_per_million_output)[j]:.3f}",
                          f"{flat(self.waves)[j]:.0f}"])
@@ -168,7 +169,7 @@ class Estimate:
 
     def __str__(self) -> str:
         dep = self.deployment
-        head = (f"{dep.model.id or dep.model.name} on {dep.tp}x {dep.hardware.id}, {dep.precision}, "
+        head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), {dep.precision}, "
                 f"engine {self.engine}, profile {dep.profile.name}")
         return head + "\n" + text_table(self.HEADERS, self.summary_rows(), right=set(range(len(self.HEADERS))))
 

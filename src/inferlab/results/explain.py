@@ -77,7 +77,7 @@ def explain(est: Estimate, point: int = 0) -> str:
     at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
     mem = est.memory
     lines = [
-        f"{dep.model.id or dep.model.name} on {dep.tp}x {dep.hardware.id} ({dep.precision}, GEMMs at "
+        f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}; {dep.precision}, GEMMs at "
         f"{dep.step_precision.gemm}, attention at {dep.step_precision.attention}), batch {at(est.batch_size):.0f}, "
         f"ISL {at(est.isl):.0f}, OSL {at(est.osl):.0f}; profile {dep.profile.name}",
         f"TTFT {pretty(Q(at(est.ttft_s), 's'))}, TPOT {pretty(Q(at(est.tpot_s), 's'))} "

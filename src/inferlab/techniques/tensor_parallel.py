@@ -80,7 +80,7 @@ def apply_tensor_parallel(ops: tuple[Op, ...], tp: int) -> tuple[Op, ...]:
             pending_reduce = False
         sharded = shard_op(op, tp)
         out.append(sharded)
-        if op.shard == "row":
+        if op.shard in ("row", "reduced"):  # "reduced": split by another technique, still summed over tp
             pending_reduce = True
         if op.shard == "vocab" and isinstance(op, Gemm):
             out.append(Collective("all_gather_logits", collective="all_gather", message_bytes=op.m * op.n * 2.0,

@@ -143,14 +143,14 @@ def unsupported_reason(case: Case) -> str | None:
     par = case.parallelism
     if case.regime != "static_batch":
         return f"regime {case.regime} needs the serving simulation (issue 5)"
-    if par.pp > 1:
-        return "pipeline parallelism (issue 4)"
-    if par.ep > 1 or (par.moe_tp is not None and par.moe_tp != par.tp):
-        return "expert parallelism (issue 4)"
-    if par.dp > 1 or par.attention_dp or (par.attention_dp_size or 1) > 1:
-        return "data parallelism (issue 4)"
-    if case.num_gpus != par.tp:
-        return f"num_gpus={case.num_gpus} differs from tp={par.tp}: more than one tensor-parallel replica (issue 4)"
+    if par.tp % par.ep:
+        return f"ep={par.ep} does not divide tp={par.tp}: expert groups outside the stage's GPUs are not modelled"
+    if par.moe_tp is not None and par.moe_tp * par.ep != par.tp:
+        return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={par.tp}"
+    if par.attention_dp_size is not None and par.attention_dp_size not in (1, par.tp):
+        return f"attention_dp_size={par.attention_dp_size} other than tp={par.tp} is not modelled"
+    if case.num_gpus != par.tp * par.pp * par.dp:
+        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {par.tp * par.pp * par.dp}"
     if case.speculative:
         return "speculative decoding is not modelled yet"
     if case.disaggregation:
@@ -207,13 +207,15 @@ def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple
         if reason is not None:
             out[i] = (None, reason)
             continue
-        key = (case.model, case.hardware, case.parallelism.tp, tuple(sorted(case_precision(case).items())),
-               case_engine(case))
+        par = case.parallelism
+        layout = (par.tp, par.pp, par.ep, par.dp, par.attention_dp or (par.attention_dp_size or 1) > 1)
+        key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case))
         groups.setdefault(key, []).append(i)
-    for (model, hardware, tp, precision, engine), idx in groups.items():
+    for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine), idx in groups.items():
         members = [cases[i] for i in idx]
         try:
-            est = estimate(model, hardware, tp=tp, precision=dict(precision), engine=engine, profile=profile,
+            est = estimate(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
+                           precision=dict(precision), engine=engine, profile=profile,
                            isl=[c.isl for c in members], osl=[c.osl for c in members],
                            batch_size=[c.load["batch_size"] for c in members], waves=True)
             mid = est.decode_step.time_s

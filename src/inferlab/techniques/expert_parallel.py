@@ -1,0 +1,71 @@
+"""Expert parallelism: routed experts spread over ``ep`` groups of ``moe_tp`` GPUs.
+
+With tensor-parallel attention every GPU of the stage holds every token, so each expert
+group computes the tokens routed to its experts and the groups' outputs are summed by
+the all-reduce that closes the MoE block. With attention data parallelism each GPU holds
+only its own tokens: an all-to-all *dispatch* sends each token's hidden state to the
+groups owning its top-k experts and a *combine* brings the results back. The busiest
+group sets the time: ``expert_imbalance`` scales its share of the tokens.
+
+References
+----------
+.. [1] Lepikhin et al., "GShard", ICLR 2021 (expert parallelism with all-to-all).
+.. [2] DeepSeek-AI, "DeepSeek-V3 Technical Report", 2024, sec. 3.4 (EP with attention DP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..core.graph import experts_touched
+from ..core.ops import Collective, Elementwise, Gemm, Op
+from ..specs.model import ModelSpec
+from .parallelism import Parallelism
+
+
+def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelism,
+                          dispatch_bytes_per_element: float = 2.0) -> tuple[Op, ...]:
+    """Place the routed-expert ops of a stage's graph on one GPU of an expert group.
+
+    The graph was built for the tokens one GPU holds (all of the stage's with TP attention,
+    a ``1/tp`` share with attention DP); routed-expert ops become the busiest group's share
+    of all the stage's routed tokens, split ``moe_tp`` ways, and are no longer touched by
+    tensor parallelism (their combine is marked ``reduced``).
+    """
+    moe = model.moe
+    if moe is None or (par.ep == 1 and not par.attention_dp):
+        return ops
+    gather = par.attention_groups  # stage tokens per GPU-held token
+    share = par.expert_imbalance / par.ep
+    out: list[Op] = []
+    for op in ops:
+        if op.role != "routed_expert":
+            out.append(op)
+            continue
+        if isinstance(op, Gemm):
+            routed = op.m * gather  # token-expert rows of the whole stage
+            tokens = routed / moe.num_experts_per_tok
+            touched = experts_touched(tokens, moe.num_experts, moe.num_experts_per_tok) / par.ep
+            shard = {"n": op.n / par.moe_tp} if op.shard == "column" else {"k": op.k / par.moe_tp}
+            if par.attention_dp and op.shard == "column":
+                out.append(_all_to_all("moe_dispatch", op, dispatch_bytes_per_element, par))
+            out.append(replace(op, m=routed * share, weight_copies=np.maximum(touched, 1e-9), **shard,
+                               shard="reduced" if op.shard == "row" else "replicated"))
+            if par.attention_dp and op.shard == "row":
+                out.append(_all_to_all("moe_combine", op, 2.0, par))
+        elif isinstance(op, Elementwise):
+            scale = gather * share / par.moe_tp
+            out.append(replace(op, elements_read=op.elements_read * scale, elements_written=op.elements_written * scale,
+                               shard="replicated"))
+        else:
+            out.append(op)
+    return tuple(out)
+
+
+def _all_to_all(name: str, op: Gemm, bytes_per_element: float, par: Parallelism) -> Collective:
+    hidden = op.k if op.shard == "column" else op.n  # the model's hidden size on either side
+    message = op.m * hidden * bytes_per_element  # token-expert copies this GPU sends
+    return Collective(name, collective="all_to_all", message_bytes=message, group_size=par.tp,
+                      count=op.count, group=op.group)

@@ -1,0 +1,115 @@
+"""How a deployment spreads one model over GPUs: tensor, pipeline, expert and data parallelism.
+
+``tp`` GPUs form one pipeline stage; ``pp`` stages form a replica; ``dp`` replicas serve
+in parallel: ``num_gpus = tp x pp x dp``. Inside a stage, MoE layers run ``ep`` expert
+groups of ``moe_tp`` GPUs each (``ep x moe_tp = tp``); with ``attention_dp`` the stage's
+GPUs run attention data-parallel (each on its own sequences, all heads) and reach the
+experts through all-to-all, as large MoE deployments do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import InfeasibleError, SpecError
+from ..precision import number_format
+from ..specs.model import ModelSpec
+from .quantization import PrecisionConfig
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """Parallel layout of one deployment.
+
+    Attributes
+    ----------
+    tp : int
+        GPUs per pipeline stage (attention heads split over them unless ``attention_dp``).
+    pp : int
+        Pipeline stages; layers are split evenly.
+    ep : int
+        Expert-parallel groups inside a stage (routed experts split over them).
+    dp : int
+        Independent replicas.
+    attention_dp : bool
+        Attention data-parallel over the stage's ``tp`` GPUs, MoE over expert parallelism.
+    expert_imbalance : float
+        Tokens on the busiest expert group over the mean (1 = balanced routing).
+    micro_batches : int or None
+        Pipeline micro-batches (default: ``pp``, or the batch when smaller).
+    """
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    attention_dp: bool = False
+    expert_imbalance: float = 1.0
+    micro_batches: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "dp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"{name} must be a positive integer, got {value!r}")
+        if self.tp % self.ep:
+            raise SpecError(f"ep={self.ep} must divide tp={self.tp}: the expert groups share the stage's GPUs "
+                            f"(ep x moe_tp = tp); e.g. tp={self.ep * max(self.tp // self.ep, 1)} or ep in "
+                            f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}")
+        if not self.expert_imbalance >= 1.0:
+            raise SpecError(f"expert_imbalance is the busiest group's load over the mean, >= 1; got {self.expert_imbalance}")
+        if self.micro_batches is not None and self.micro_batches < 1:
+            raise SpecError(f"micro_batches must be >= 1, got {self.micro_batches}")
+
+    @property
+    def moe_tp(self) -> int:
+        """GPUs each expert is split over."""
+        return self.tp // self.ep
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of the whole deployment."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def attention_groups(self) -> int:
+        """How many ways a stage splits its sequences for attention (``tp`` with attention DP)."""
+        return self.tp if self.attention_dp else 1
+
+    def check(self, model: ModelSpec) -> None:
+        """Raise :class:`InfeasibleError` for a layout the model cannot take."""
+        from .tensor_parallel import check_divisible
+
+        if not self.attention_dp:
+            check_divisible(model, self.tp)
+        if self.pp > model.num_hidden_layers:
+            raise InfeasibleError(f"pp={self.pp} exceeds the {model.num_hidden_layers} layers of {model.id or model.name}")
+        if self.ep > 1 or self.attention_dp:
+            if model.moe is None:
+                raise InfeasibleError(f"{model.id or model.name} has no experts: ep={self.ep} and attention_dp "
+                                      "need a mixture-of-experts model")
+            if model.moe.num_experts % self.ep:
+                raise InfeasibleError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "
+                                      f"{model.id or model.name}")
+
+    def __str__(self) -> str:
+        parts = [f"tp{self.tp}"] + [f"{k}{v}" for k, v in (("pp", self.pp), ("ep", self.ep), ("dp", self.dp)) if v > 1]
+        return "x".join(parts) + (" attention-dp" if self.attention_dp else "")
+
+
+def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Parallelism) -> float:
+    """Stored weight bytes on one GPU [B].
+
+    Notes
+    -----
+    Linear layers in the weight format, embedding and LM head in 16-bit (engines exclude
+    them from quantization). Routed experts split over ``ep x moe_tp = tp`` GPUs; the other
+    weights over ``tp`` (or replicated with attention DP); everything over ``pp`` stages.
+    """
+    counts = model.param_counts
+    w = number_format(precision.weights).bytes_per_element
+    embed = (counts.embedding + counts.lm_head) * 2.0
+    experts = counts.routed_experts * w
+    rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts) * w
+    rest_split = 1 if par.attention_dp else par.tp
+    return (embed / par.tp + experts / par.tp + rest / rest_split) / par.pp

@@ -1,0 +1,165 @@
+"""Pipeline, expert and data parallelism and the interconnect hierarchy, against hand derivations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import InfeasibleError, SpecError, load_hardware, load_model
+from inferlab.calibration.profile import ROOFLINE
+from inferlab.core.interconnect import all_reduce_s, all_to_all_s, layout
+from inferlab.core.phases import decode, prefill
+from inferlab.estimate import deployment, estimate
+from inferlab.techniques.parallelism import Parallelism, weights_per_gpu
+from inferlab.techniques.pipeline import bubble_fraction
+from inferlab.techniques.quantization import PrecisionConfig
+
+NVLINK4 = 450e9   # H100/H200 NVLink, per GPU per direction [B/s]
+CX7 = 50e9        # ConnectX-7 400 Gb/s [B/s]
+NVLINK5 = 900e9   # B200 NVLink, per GPU per direction
+
+
+def test_all_to_all_deepseek_ep8_nvlink_vs_ep16_two_nodes():
+    """DeepSeek-V3 dispatch of 64 tokens per GPU, top-8, hidden 7168, BF16, speed of light.
+
+    Each GPU sends 64 x 8 x 7168 x 2 B = 7,340,032 B spread over the group; a share (p-1)/p
+    leaves the GPU. EP8 in one HGX node: 7/8 of it over NVLink at 450 GB/s = 14.27 us.
+    EP16 over two nodes: 15/16 leaves; 7/15 of that stays in the node (NVLink), 8/15 crosses
+    the 400 Gb/s NIC: 7,340,032 x 15/16 x 8/15 / 50e9 = 73.4 us, which sets the time.
+    """
+    hw = load_hardware("h200-sxm")
+    msg = 64 * 8 * 7168 * 2
+    assert float(all_to_all_s(msg, 8, hw, ROOFLINE)) == pytest.approx(msg * 7 / 8 / NVLINK4)
+    assert float(all_to_all_s(msg, 16, hw, ROOFLINE)) == pytest.approx(msg * 15 / 16 * 8 / 15 / CX7)
+
+
+def test_all_reduce_within_and_across_nodes():
+    """1 MiB all-reduce. TP8 on NVLink (ring): 2 x 7/8 x S / 450e9 = 4.08 us.
+    TP16 on two nodes: reduce-scatter + all-gather in the node (2 x 7/8 x S / 450e9) plus a
+    ring all-reduce of the S/8 shard between 2 nodes (2 x 1/2 x S/8 / 50e9): 6.7 us more."""
+    hw = load_hardware("h100-sxm")
+    s = 2**20
+    intra = 2 * 7 / 8 * s / NVLINK4
+    assert float(all_reduce_s(s, 8, hw, ROOFLINE)) == pytest.approx(intra)
+    assert float(all_reduce_s(s, 16, hw, ROOFLINE)) == pytest.approx(intra + 2 * 1 / 2 * (s / 8) / CX7)
+    lay = layout(hw, 16)
+    assert (lay.per_node, lay.nodes, lay.crosses_nodes) == (8, 2, True)
+
+
+def test_tp_across_nodes_shows_why_nobody_does_it():
+    kw = dict(precision="fp8", isl=2048, osl=256, batch_size=16)
+    inside = estimate("llama-3.1-405b", "h100-sxm", tp=8, **kw)
+    across = estimate("llama-3.1-405b", "h100-sxm", tp=16, **kw)
+    # twice the GPUs, yet decode is slower: every layer's all-reduces cross the 400 Gb/s NIC
+    assert float(across.tpot_s) > float(inside.tpot_s)
+    shares = {r["op"]: r["share"] for r in across.op_table("decode")}
+    assert shares["all_reduce_attention"] + shares["all_reduce_mlp"] > 0.3
+
+
+def test_pipeline_bubble_by_hand():
+    par = Parallelism(tp=1, pp=4)
+    # M = 4 micro-batches: (pp - 1) / (M + pp - 1) = 3/7 of the slots idle; one request: 3/4
+    assert float(bubble_fraction(np.array(64.0), par)) == pytest.approx(3 / 7)
+    assert float(bubble_fraction(np.array(1.0), par)) == pytest.approx(3 / 4)
+
+
+def test_pipeline_one_stream_gains_nothing_full_pipeline_gains_throughput():
+    one = dict(precision="fp8", isl=1024, osl=128, batch_size=1, profile="roofline")
+    base = estimate("llama-3.1-70b", "h100-sxm", tp=4, **one)
+    piped = estimate("llama-3.1-70b", "h100-sxm", tp=4, pp=2, **one)
+    assert float(piped.tpot_s) >= float(base.tpot_s) * 0.999  # a single stream walks every stage
+    many = dict(one, batch_size=64)
+    base, piped = (estimate("llama-3.1-70b", "h100-sxm", tp=4, pp=p, **many) for p in (1, 2))
+    assert float(piped.output_tokens_per_s) > float(base.output_tokens_per_s)
+    # each GPU holds half the layers: half the weights
+    assert piped.memory.weights == pytest.approx(base.memory.weights / 2)
+    sends = [op for op in piped.decode_step.ops if op.name == "pipeline_send"]
+    assert len(sends) == 1 and float(sends[0].message_bytes) == pytest.approx(64 / 2 * 8192 * 2)
+
+
+def test_expert_parallel_memory_and_traffic():
+    model = load_model("deepseek-v3")
+    fp8 = PrecisionConfig.parse("fp8")
+    tp8 = weights_per_gpu(model, fp8, Parallelism(tp=8))
+    ep8 = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8))
+    adp = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8, attention_dp=True))
+    assert ep8 == pytest.approx(tp8)  # 1/8 of each expert vs all of 1/8 of the experts
+    # attention DP keeps every non-expert weight on every GPU: 7/8 of them more per GPU
+    counts = model.param_counts
+    rest = counts.total - counts.embedding - counts.lm_head - counts.routed_experts
+    assert adp - tp8 == pytest.approx(rest * 1.0 * (1 - 1 / 8))
+    dep = deployment("deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=True, precision="fp8")
+    ops = decode(dep, np.array(64.0), np.array(2048.0)).ops
+    names = [op.name for op in ops]
+    assert "moe_dispatch" in names and "moe_combine" in names
+    assert not any(name.startswith("all_reduce") for name in names)  # no TP all-reduce with attention DP
+    # each GPU holds 64 / 8 = 8 sequences: dispatches 8 x 8 token-expert copies of 7168 x 2 B
+    dispatch = next(op for op in ops if op.name == "moe_dispatch")
+    assert float(dispatch.message_bytes) == pytest.approx(8 * 8 * 7168 * 2)
+
+
+def test_expert_imbalance_slows_the_busiest_group():
+    kw = dict(tp=8, ep=8, precision="fp8", isl=1024, osl=64, batch_size=256, profile="roofline")
+    fair = estimate("deepseek-v3", "b200", **kw)
+    skewed = estimate("deepseek-v3", "b200", expert_imbalance=1.5, **kw)
+    assert float(skewed.tpot_s) > float(fair.tpot_s)
+
+
+def test_data_parallel_replicas():
+    kw = dict(precision="fp8", isl=1024, osl=256, batch_size=64)
+    one = estimate("llama-3.1-8b", "h100-sxm", **kw)
+    two = estimate("llama-3.1-8b", "h100-sxm", dp=2, **kw)
+    # two replicas of 32 each: per-user speed of batch 32, twice the GPUs
+    half = estimate("llama-3.1-8b", "h100-sxm", **dict(kw, batch_size=32))
+    assert float(two.tpot_s) == pytest.approx(float(half.tpot_s))
+    assert float(two.output_tokens_per_s) == pytest.approx(2 * float(half.output_tokens_per_s))
+    assert two.deployment.num_gpus == 2 and float(two.output_tokens_per_s) > float(one.output_tokens_per_s)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, fragment",
+    [
+        ({"tp": 8, "ep": 3}, SpecError, "must divide tp"),
+        ({"tp": 2, "ep": 2}, InfeasibleError, "has no experts"),
+        ({"tp": 1, "pp": 200}, InfeasibleError, "exceeds the 32 layers"),
+        ({"tp": 2, "num_gpus": 3}, SpecError, "tp x pp x dp"),
+    ],
+)
+def test_bad_layouts(kwargs, error, fragment):
+    with pytest.raises(error, match=fragment):
+        estimate("llama-3.1-8b", "h100-sxm", **kwargs)
+
+
+def test_does_not_fit_suggests_pipeline_across_nodes():
+    with pytest.raises(InfeasibleError) as info:
+        estimate("llama-3.1-405b", "h100-sxm", tp=8)  # 811.7 GB of BF16 weights on 8 x 77 GB
+    assert info.value.suggestion.get("pp", 1) > 1 and "pp=" in str(info.value)
+
+
+@settings(max_examples=20, deadline=None)
+@given(scale=st.floats(1.01, 8.0), batch=st.integers(1, 128))
+def test_faster_link_never_slows(scale, batch):
+    hw = load_hardware("h100-sxm")
+    nic = hw.scale_out.bandwidth
+    faster = hw.model_copy(update={
+        "scale_out": hw.scale_out.model_copy(update={"bandwidth": nic.model_copy(update={"si": nic.si * scale})}),
+        "scale_up": hw.scale_up.model_copy(update={"bandwidth": hw.scale_up.bandwidth.model_copy(
+            update={"si": hw.scale_up.bandwidth.si * scale})}),
+    })
+    kw = dict(tp=8, pp=2, precision="fp8", isl=512, osl=64, batch_size=batch)
+    base = estimate("llama-3.1-70b", hw, **kw)
+    fast = estimate("llama-3.1-70b", faster, **kw)
+    assert float(fast.ttft_s) <= float(base.ttft_s) * (1 + 1e-12)
+    assert float(fast.tpot_s) <= float(base.tpot_s) * (1 + 1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(batch=st.integers(1, 64), isl=st.integers(1, 4096))
+def test_unit_layout_is_identity(batch, isl):
+    plain = deployment("qwen3-30b-a3b", "h100-sxm")
+    explicit = deployment("qwen3-30b-a3b", "h100-sxm", tp=1, pp=1, ep=1, dp=1)
+    a = prefill(plain, np.array(float(batch)), np.array(float(isl))).time_s
+    b = prefill(explicit, np.array(float(batch)), np.array(float(isl))).time_s
+    assert float(a) == float(b)
