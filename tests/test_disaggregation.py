@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from inferlab import InfeasibleError, SpecError
 from inferlab.core.phases import decode, mean_decode_step_s, prefill
 from inferlab.estimate import deployment
-from inferlab.techniques.disaggregation import (NETWORK_LATENCY_S, Disaggregation, Pool, compare_with_aggregated,
-                                                estimate_disaggregated, exposed_transfer_s, kv_link, kv_transfer)
+from inferlab.disaggregated import compare_with_aggregated, estimate_disaggregated
+from inferlab.techniques.disaggregation import (NETWORK_LATENCY_S, Disaggregation, Pool, exposed_transfer_s, kv_link,
+                                                kv_transfer)
 
 LLAMA_70B_KV_BF16 = 327_680  # B/token: 80 layers x 2 (K, V) x 8 KV heads x 128 x 2 B
 NIC = 50e9  # B/s: a 400 Gb/s NIC per direction

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InfeasibleError
-from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..techniques.parallelism import Parallelism, weights_per_gpu

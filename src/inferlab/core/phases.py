@@ -27,7 +27,7 @@ from .timing import OpTime, step_time, time_ops
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
 #: time is piecewise linear in the context (kinks where an op changes bound or a window
 #: fills), so four nodes stay within a fraction of a percent of summing every step.
-_NODES, _WEIGHTS = np.polynomial.legendre.leggauss(4)
+QUADRATURE_NODES, QUADRATURE_WEIGHTS = np.polynomial.legendre.leggauss(4)
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def mean_decode_step_s(dep: Deployment, batch: np.ndarray, isl: np.ndarray, osl:
     batch, isl, osl = (np.asarray(x, float) for x in (batch, isl, osl))
     a = isl[..., None]
     b = (isl + np.maximum(osl - 1.0, 0.0))[..., None]
-    contexts = a + (b - a) * (_NODES + 1.0) / 2.0
+    contexts = a + (b - a) * (QUADRATURE_NODES + 1.0) / 2.0
     step = decode(dep, batch[..., None], contexts)
     times = np.broadcast_to(step.time_s, np.broadcast_shapes(step.time_s.shape, contexts.shape))
-    return np.asarray(times @ _WEIGHTS / 2.0, float)
+    return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0, float)

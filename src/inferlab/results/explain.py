@@ -50,7 +50,6 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
 
 
 def _levers(est: Estimate, point: int) -> list[str]:
-    dep = est.deployment
     decode = _bound_shares(est.op_table("decode", point))
     prefill = _bound_shares(est.op_table("prefill", point))
     out = []

@@ -44,7 +44,7 @@ from scipy.optimize import brentq
 
 from ..core.graph import Step, StepPrecision, build_graph
 from ..core.ops import ArrayLike, Elementwise, Gemm, Op
-from ..core.phases import _NODES, _WEIGHTS, Deployment, StepResult, mean_decode_step_s, run_step
+from ..core.phases import QUADRATURE_NODES, QUADRATURE_WEIGHTS, Deployment, StepResult, mean_decode_step_s, run_step
 from ..core.timing import step_time, time_ops
 from ..errors import SpecError
 from ..precision import number_format
@@ -342,10 +342,10 @@ def mean_speculative_tpot_s(dep: Deployment, batch: ArrayLike, isl: ArrayLike, o
     batch, isl, osl = (np.asarray(x, float) for x in (batch, isl, osl))
     a = isl[..., None]
     b = (isl + np.maximum(osl - 1.0, 0.0))[..., None]
-    contexts = a + (b - a) * (_NODES + 1.0) / 2.0
+    contexts = a + (b - a) * (QUADRATURE_NODES + 1.0) / 2.0
     step = speculative_decode(dep, batch[..., None], contexts, spec)
     times = np.broadcast_to(step.time_s, np.broadcast_shapes(step.time_s.shape, contexts.shape))
-    return np.asarray(times @ _WEIGHTS / 2.0 / step.tokens_per_step, float)
+    return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0 / step.tokens_per_step, float)
 
 
 def break_even_batch(dep: Deployment, isl: int, osl: int, spec: SpeculativeConfig,
