@@ -222,7 +222,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
-                           kv_block_size: int = 16, max_num_tokens: int = 8192) -> DisaggEstimate:
+                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = "bf16") -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -257,7 +257,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
 
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     m = load_model(model) if isinstance(model, (str, Path)) else model
-    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1), precision=pool.precision,
+    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
+                               precision=pool.precision if pool.precision is not None else precision,
                                engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
                     for pool in (d.prefill, d.decode))
     bp, bd, i, o = np.broadcast_arrays(*(_positive(name, v) for name, v in (
@@ -320,7 +321,8 @@ class DisaggComparison:
 def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024,
                             osl: Any = 128, prefill_batch: Any = 1, decode_batch: Any = 1,
                             aggregated: Pool | str | None = None, engine: str = "generic",
-                            profile: str | Path | Profile = "default", **memory: Any) -> DisaggComparison:
+                            profile: str | Path | Profile = "default", precision: Any = "bf16",
+                            **memory: Any) -> DisaggComparison:
     """The disaggregated estimate and a static batch of ``decode_batch`` on one aggregated replica.
 
     ``aggregated`` defaults to a replica like the decode pool's (same GPU, ``tp``,
@@ -341,8 +343,9 @@ def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str
         d.decode.hardware, d.decode.tp or 1, precision=d.decode.precision, engine=d.decode.engine,
         profile=d.decode.profile)
     dis = estimate_disaggregated(model, d, isl=isl, osl=osl, prefill_batch=prefill_batch, decode_batch=decode_batch,
-                                 engine=engine, profile=profile, **memory)
-    agg = estimate(model, pool.hardware, tp=int(pool.tp or 1), precision=pool.precision, isl=isl, osl=osl,
+                                 engine=engine, profile=profile, precision=precision, **memory)
+    agg_precision = pool.precision if pool.precision is not None else precision
+    agg = estimate(model, pool.hardware, tp=int(pool.tp or 1), precision=agg_precision, isl=isl, osl=osl,
                    batch_size=decode_batch, engine=pool.engine or engine,
                    profile=profile if pool.profile is None else pool.profile, **memory)
     return DisaggComparison(dis, agg)

@@ -13,14 +13,17 @@ import numpy as np
 from .calibration.profile import Profile, hardware_family, load_profile
 from .core.cost import cost_of
 from .core.memory import plan_memory, require_weights_fit
-from .core.phases import Deployment, mean_decode_step_s, prefill
+from .core.phases import Deployment, mean_decode_step_s
 from .errors import InfeasibleError, SpecError
 from .results.estimate import Estimate
 from .specs.catalog import load_hardware, load_model
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 from .techniques.quantization import PrecisionConfig
+from .techniques.disaggregation import Disaggregation
 from .techniques.parallelism import Parallelism
+from .techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
+from .techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
 ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
 
@@ -69,7 +72,9 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
-             waves: bool = False) -> Estimate:
+             waves: bool = False, speculative: SpeculativeConfig | str | None = None,
+             prefix_cache: PrefixCache | str | float | None = None,
+             disaggregation: Disaggregation | str | None = None, prefill_batch: Any = 1) -> Estimate:
     """Predict a static batch: ``batch_size`` requests of ``isl`` prompt and ``osl`` output tokens.
 
     Parameters
@@ -102,12 +107,30 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
     waves : bool
         When the batch's KV cache does not fit, run it in waves as engines do, instead of
         raising :class:`InfeasibleError`.
+    speculative : SpeculativeConfig or str, optional
+        Speculative decoding, e.g. ``"eagle:k=4,accept=0.7"`` or a preset name (see
+        :mod:`inferlab.techniques.speculative`); output quality is unchanged.
+    prefix_cache : PrefixCache, str or float, optional
+        A cached prompt prefix: a hit rate (``0.5``) or ``"tokens=1500"``.
+    disaggregation : Disaggregation or str, optional
+        Separate prefill and decode pools, e.g. ``"prefill=h200x4,decode=h200x8"``; the
+        result is then a :class:`~inferlab.disaggregated.DisaggEstimate` (``batch_size`` is
+        the decode batch, ``prefill_batch`` the prefill one).
 
     Returns
     -------
     Estimate
         TTFT, TPOT, throughput, memory, cost, per-op tables and ``explain()``.
     """
+    cache = _prefix_cache(prefix_cache)
+    if disaggregation is not None:
+        from .disaggregated import estimate_disaggregated
+
+        return estimate_disaggregated(model, disaggregation, isl=isl, osl=osl, prefill_batch=prefill_batch,
+                                      decode_batch=batch_size, engine=engine, profile=profile, prefix_cache=cache,
+                                      gpu_memory_utilization=gpu_memory_utilization, kv_block_size=kv_block_size,
+                                      max_num_tokens=max_num_tokens, precision=precision)
+    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
                      attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
                      expert_imbalance=expert_imbalance, micro_batches=micro_batches)
@@ -120,12 +143,23 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
         dep.hardware.price.si if dep.hardware.price is not None else None)
     return static_batch(dep, engine, b, i, o, gpu_memory_utilization=gpu_memory_utilization,
                         kv_block_size=kv_block_size, max_num_tokens=max_num_tokens, price_per_gpu_hour=price,
-                        utilization=utilization, waves=waves)
+                        utilization=utilization, waves=waves, speculative=spec, prefix_cache=cache)
+
+
+def _prefix_cache(value: Any) -> PrefixCache | None:
+    if value is None or isinstance(value, PrefixCache):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return PrefixCache(hit_rate=float(value))
+    if isinstance(value, str):
+        return PrefixCache.parse(value)
+    raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500' or a PrefixCache, got {value!r}")
 
 
 def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
-                 price_per_gpu_hour: float | None, utilization: float, waves: bool) -> Estimate:
+                 price_per_gpu_hour: float | None, utilization: float, waves: bool,
+                 speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side.
@@ -146,14 +180,18 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
             needed_bytes=float(np.max(plan.kv_batch)), available_bytes=float(np.min(plan.kv_budget)),
             suggestion={"batch_size": largest * par.dp})
     wave_batch = np.ceil(replica / n_waves)
-    pre = prefill(dep, wave_batch, i)
-    chunks = np.ceil(wave_batch * i / max_num_tokens)
+    cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
+    pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
+    chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)
     ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
-    tpot = np.where(o > 1, mean_decode_step_s(dep, wave_batch, i, o), 0.0)
+    step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
+              else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
+    tpot = np.where(o > 1, step_s, 0.0)
     wave_s = ttft_wave + (o - 1.0) * tpot
     total = n_waves * wave_s
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
                    prefill_s=n_waves * ttft_wave, total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=n_waves,
                     ttft_s=ttft_wave + wave_s * (n_waves - 1.0) / 2.0, tpot_s=tpot, total_s=total,
-                    memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch)
+                    memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
+                    prefix_cache=prefix_cache)

@@ -43,11 +43,28 @@ class Estimate:
     cost: Cost
     prefill_step: StepResult
     wave_batch: np.ndarray
+    speculative: Any = None
+    prefix_cache: Any = None
 
     @cached_property
     def decode_step(self) -> StepResult:
-        """The decode step at mid generation (context ``isl + osl // 2``), for tables and diagnosis."""
+        """The decode step at mid generation (context ``isl + osl // 2``), for tables and diagnosis.
+
+        With speculative decoding this is the verify pass; :attr:`speculative_step` has all passes.
+        """
+        if self.speculative is not None:
+            return self.speculative_step.verify
         return decode(self.deployment, self.wave_batch, self.isl + np.floor(self.osl / 2.0))
+
+    @cached_property
+    def speculative_step(self):
+        """One speculative step at mid generation: draft passes and the verify pass (or None)."""
+        if self.speculative is None:
+            return None
+        from ..techniques.speculative import speculative_decode
+
+        return speculative_decode(self.deployment, self.wave_batch, self.isl + np.floor(self.osl / 2.0),
+                                  self.speculative)
 
     # --- metrics --------------------------------------------------------------------
     @property
@@ -87,9 +104,23 @@ class Estimate:
 
     # --- tables ---------------------------------------------------------------------
     def op_table(self, phase: str = "decode", point: int = 0) -> list[dict[str, Any]]:
-        """Per-op rows of the prefill or (mid-context) decode step at one grid point."""
+        """Per-op rows of the prefill or (mid-context) decode step at one grid point.
+
+        With speculative decoding the decode table has the draft passes and the verify pass,
+        each op named ``<pass>/<op>``, and shares of the whole speculative step.
+        """
+        if phase == "decode" and self.speculative is not None:
+            spec = self.speculative_step
+            total = float(np.ravel(np.broadcast_to(spec.time_s, np.shape(self.ttft_s)))[point])
+            rows = []
+            for name, result in spec.passes:
+                for row in self._rows(result, point, total):
+                    rows.append({**row, "op": f"{name}/{row['op']}"})
+            return rows
         step = self.prefill_step if phase == "prefill" else self.decode_step
-        total = float(np.ravel(step.time_s)[point])
+        return self._rows(step, point, float(np.ravel(step.time_s)[point]))
+
+    def _rows(self, step: StepResult, point: int, total: float) -> list[dict[str, Any]]:
         rows = []
         for t in step.times:
             at = lambda x: float(np.ravel(np.broadcast_to(x, np.shape(step.time_s)))[point])  # noqa: E731

@@ -34,7 +34,8 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     ridge = hw.ridge_point(prec).magnitude
     intensity = flops / moved if moved else float("inf")
     ops_s = sum(r["time_s"] for r in rows)
-    overhead = total - ops_s
+    # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.
+    overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
     lines = [
         f"{phase}: {pretty(Q(total, 's'))} per step, {main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
         + (f"; step overhead {pretty(Q(overhead, 's'))}" if overhead > 0 else ""),
@@ -70,6 +71,59 @@ def _levers(est: Estimate, point: int) -> list[str]:
     return out
 
 
+#: Quality risk of each reduced-precision choice, from least to most (weights < activations
+#: < KV cache): weights are calibrated offline, activations vary per input, and KV-cache
+#: errors accumulate over every later token that attends to them.
+_QUALITY = {
+    "weights": "weights in {fmt}: low risk with a calibrated checkpoint (per-channel/block scales)",
+    "activations": "activations in {fmt}: moderate risk, outliers vary per input; needs per-token or block scales",
+    "kv_cache": "KV cache in {fmt}: highest risk of the three, errors reach every later token; check long-context evals",
+}
+
+
+def _quality_notes(est: Estimate) -> list[str]:
+    cfg = est.deployment.precision
+    notes = []
+    for part in ("weights", "activations", "kv_cache"):
+        fmt = getattr(cfg, part)
+        if fmt not in ("bf16", "fp16", "fp32"):
+            notes.append(_QUALITY[part].format(fmt=fmt))
+    return notes
+
+
+def _technique_lines(est: Estimate, point: int) -> list[str]:
+    dep = est.deployment
+    par = dep.parallel
+    lines = []
+    if par.pp > 1:
+        from ..techniques.pipeline import bubble_fraction
+
+        bubble = float(np.ravel(bubble_fraction(est.wave_batch, par))[point])
+        lines.append(f"pipeline: {par.pp} stages, prefill bubble {bubble:.0%} of stage slots; one stream gains "
+                     "no speed from stages, a full pipeline multiplies throughput (op rows are one stage, one micro-batch)")
+    if par.ep > 1 or par.attention_dp:
+        a2a = sum(r["share"] for r in est.op_table("decode", point) if r["op"].startswith("moe_"))
+        lines.append(f"experts: {par.ep} expert groups of {par.moe_tp} GPUs"
+                     + (", attention data-parallel, all-to-all dispatch/combine " + f"{a2a:.0%} of the decode step"
+                        if par.attention_dp else ", tensor-parallel attention")
+                     + (f"; busiest group carries {par.expert_imbalance:.2f}x the mean load" if par.expert_imbalance > 1 else ""))
+    if par.dp > 1:
+        lines.append(f"data parallel: {par.dp} replicas of {par.tp * par.pp} GPUs, each with 1/{par.dp} of the requests")
+    if est.speculative is not None:
+        spec = est.speculative_step
+        at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+        lines.append(f"speculative decoding ({est.speculative}): {spec.tokens_per_step:.2f} tokens per target step; "
+                     f"drafting takes {at(spec.draft_s) / at(spec.time_s):.0%} of a step; output is identical to "
+                     "plain decoding, so quality is unchanged; at large batch (compute-bound) it stops paying")
+    if est.prefix_cache is not None:
+        from ..techniques.prefix_cache import effective_cached_tokens
+
+        cached = float(np.ravel(effective_cached_tokens(est.isl, est.prefix_cache))[point])
+        lines.append(f"prefix cache: about {cached:.0f} of {float(np.ravel(est.isl)[point]):.0f} prompt tokens come "
+                     "from the cache (prefill compute saved; their KV stays resident)")
+    return lines
+
+
 def explain(est: Estimate, point: int = 0) -> str:
     """Diagnosis of grid point ``point`` of ``est``."""
     dep = est.deployment
@@ -83,12 +137,16 @@ def explain(est: Estimate, point: int = 0) -> str:
         f"({1 / at(est.tpot_s):.1f} tok/s per user), {at(est.output_tokens_per_s):.0f} tok/s in all"
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
+    lines += _technique_lines(est, point)
     lines += _phase_text(est, "prefill", point)
     lines += _phase_text(est, "decode", point)
     lines.append(
         f"memory per GPU: weights {mem.weights / 1e9:.1f} GB, KV cache {at(mem.kv_batch) / 1e9:.2f} GB "
         f"({mem.kv_per_token / 1e3:.1f} kB/token), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "
         f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable; up to {at(mem.max_sequences):.0f} sequences fit")
+    quality = _quality_notes(est)
+    if quality:
+        lines.append("quality risk of the formats: " + "; ".join(quality))
     levers = _levers(est, point)
     if levers:
         lines.append("what would move the numbers:")

@@ -89,7 +89,7 @@ class Pool:
     hardware: str | HardwareSpec
     num_gpus: int = 1
     tp: int | None = None
-    precision: Any = "bf16"
+    precision: Any = None  # None: the precision given to estimate_disaggregated
     engine: str | None = None
     profile: str | Path | Profile | None = None
 
@@ -140,7 +140,7 @@ class Pool:
 
     def __str__(self) -> str:
         text = f"{self.hardware_id}x{self.num_gpus}" + (f":tp{self.tp}" if self.tp != self.num_gpus else "")
-        return text + (f":{self.precision}" if isinstance(self.precision, str) and self.precision != "bf16" else "")
+        return text + (f":{self.precision}" if isinstance(self.precision, str) else "")
 
 
 @dataclass(frozen=True)
