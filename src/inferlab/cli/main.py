@@ -11,7 +11,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 
 from .. import __version__
 from ..calc import evaluate
@@ -19,6 +18,7 @@ from ..errors import InferlabError
 from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
+from .estimate_cmd import add_parser as add_estimate_parser
 from .validate import add_parsers as add_validate_parsers
 
 
@@ -115,46 +115,6 @@ def _calc(args: argparse.Namespace) -> None:
     _emit(args, result.to_dict(), text)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
-
-
-def _estimate(args: argparse.Namespace) -> None:
-    from ..estimate import estimate
-
-    est = estimate(args.model, args.hardware, tp=args.tp, pp=args.pp, ep=args.ep, dp=args.dp,
-                   attention_dp=args.attention_dp, expert_imbalance=args.expert_imbalance,
-                   micro_batches=args.micro_batches, precision=args.precision,
-                   isl=np.array(args.isl)[None, :, None], osl=np.array(args.osl)[None, None, :],
-                   batch_size=np.array(args.batch)[:, None, None], engine=args.engine, profile=args.profile,
-                   attention=args.attention, cuda_graphs=not args.no_cuda_graphs,
-                   gpu_memory_utilization=args.gpu_memory_utilization, price_per_gpu_hour=args.price,
-                   waves=args.waves)
-    text = str(est)
-    if args.explain:
-        text += "\n\n" + est.explain()
-    if args.ops:
-        rows = est.op_table(args.ops)
-        table = [[r["op"], r["group"], str(r["count"]), r["precision"], f"{r['flops'] / 1e9:.1f}",
-                  f"{r['bytes'] / 1e6:.1f}", f"{r['intensity']:.0f}" if np.isfinite(r["intensity"]) else "-",
-                  r["bound"], f"{r['time_s'] * 1e6:.0f}", f"{r['share']:.1%}"] for r in rows]
-        text += f"\n\n{args.ops} step, first grid point, per GPU:\n" + text_table(
-            ["op", "layers", "count", "prec", "GFLOP", "MB", "FLOP/B", "bound", "us", "share"], table,
-            right={2, 4, 5, 6, 8, 9})
-    data = est.to_dict()
-    if args.ops:
-        data["ops"] = est.op_table(args.ops)
-    if args.explain:
-        data["explain"] = est.explain()
-    _emit(args, data, text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``inferlab`` command."""
     common = argparse.ArgumentParser(add_help=False)
@@ -175,31 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     mshow.add_argument("model", metavar="ID|PATH")
     mshow.set_defaults(func=_models_show)
 
-    est = sub.add_parser("estimate", parents=[common], help="latency, throughput, memory and cost of a static batch")
-    est.add_argument("model", metavar="MODEL", help="catalog id, alias or config.json path")
-    est.add_argument("hardware", metavar="HARDWARE", help="catalog id, e.g. h100-sxm")
-    est.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs per pipeline stage (default 1)")
-    est.add_argument("--pp", type=int, default=1, help="pipeline stages (default 1)")
-    est.add_argument("--ep", type=int, default=1, help="expert-parallel groups within a stage; divides tp (default 1)")
-    est.add_argument("--dp", type=int, default=1, help="data-parallel replicas (default 1)")
-    est.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
-    est.add_argument("--expert-imbalance", type=float, default=1.0, help="busiest expert group's load / mean")
-    est.add_argument("--micro-batches", type=int, default=None, help="pipeline micro-batches (default pp)")
-    est.add_argument("--precision", default="bf16", help="bf16, fp16, fp8, fp8_block, int8, int4, nvfp4, mxfp4")
-    est.add_argument("--isl", type=_int_list, default=[1024], help="prompt tokens, comma-separated (default 1024)")
-    est.add_argument("--osl", type=_int_list, default=[128], help="output tokens, comma-separated (default 128)")
-    est.add_argument("--batch", type=_int_list, default=[1], help="batch sizes, comma-separated (default 1)")
-    est.add_argument("--engine", default="generic", help="generic, trtllm, vllm, sglang, lmdeploy")
-    est.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
-    est.add_argument("--attention", default="flash", choices=["flash", "naive"])
-    est.add_argument("--no-cuda-graphs", action="store_true", help="charge a launch overhead per kernel")
-    est.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    est.add_argument("--price", type=float, default=None, help="USD per GPU-hour (default: the catalog's)")
-    est.add_argument("--waves", action="store_true", help="run a batch whose KV cache does not fit in waves")
-    est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
-    est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
-    est.set_defaults(func=_estimate)
-
+    add_estimate_parser(sub, common)
     add_validate_parsers(sub, common)
 
     calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")

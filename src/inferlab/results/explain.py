@@ -102,7 +102,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
         lines.append(f"pipeline: {par.pp} stages, prefill bubble {bubble:.0%} of stage slots; one stream gains "
                      "no speed from stages, a full pipeline multiplies throughput (op rows are one stage, one micro-batch)")
     if par.ep > 1 or par.attention_dp:
-        a2a = sum(r["share"] for r in est.op_table("decode", point) if r["op"].startswith("moe_"))
+        a2a = sum(r["share"] for r in est.op_table("decode", point) if r["op"].split("/")[-1].startswith("moe_"))
         lines.append(f"experts: {par.ep} expert groups of {par.moe_tp} GPUs"
                      + (", attention data-parallel, all-to-all dispatch/combine " + f"{a2a:.0%} of the decode step"
                         if par.attention_dp else ", tensor-parallel attention")

@@ -152,17 +152,32 @@ def unsupported_reason(case: Case) -> str | None:
     if case.num_gpus != par.tp * par.pp * par.dp:
         return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {par.tp * par.pp * par.dp}"
     if case.speculative:
-        return "speculative decoding is not modelled yet"
+        try:
+            case_speculative(case)
+        except InferlabError as exc:
+            return f"speculative decoding as given cannot be modelled: {exc}"
     if case.disaggregation:
-        return "disaggregated prefill and decode are not modelled yet"
-    if case.prefix_cache:
-        return "prefix caching is not modelled yet"
+        return "disaggregated prefill and decode: the public schema's pool fields are not mapped yet"
+    if case.prefix_cache and "hit_rate" not in case.prefix_cache:
+        return "prefix_cache without a hit_rate"
     if set(case.load) != {"batch_size"}:
         return f"static_batch with load {sorted(case.load)} (expected batch_size)"
     moe = case.precision.get("moe_weights")
     if moe is not None and moe != case.precision.get("weights"):
         return "a separate precision for MoE experts is not modelled yet"
     return None
+
+
+def case_speculative(case: Case) -> Any:
+    """The case's ``speculative`` block as a :class:`SpeculativeConfig` (None without one)."""
+    from ..techniques.speculative import SpeculativeConfig
+
+    spec = case.speculative
+    if not spec:
+        return None
+    return SpeculativeConfig(method=spec.get("method", ""), k=int(spec.get("draft_tokens", 0) or 0),
+                             acceptance=spec.get("acceptance"), acceptance_length=spec.get("acceptance_length"),
+                             draft_model=spec.get("draft_model"))
 
 
 def case_precision(case: Case) -> dict[str, str]:
@@ -209,13 +224,16 @@ def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple
             continue
         par = case.parallelism
         layout = (par.tp, par.pp, par.ep, par.dp, par.attention_dp or (par.attention_dp_size or 1) > 1)
-        key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case))
+        techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
+        key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
+               techniques)
         groups.setdefault(key, []).append(i)
-    for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine), idx in groups.items():
+    for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine, (spec, hit)), idx in groups.items():
         members = [cases[i] for i in idx]
         try:
             est = estimate(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
-                           precision=dict(precision), engine=engine, profile=profile,
+                           precision=dict(precision), engine=engine, profile=profile, speculative=spec,
+                           prefix_cache=hit,
                            isl=[c.isl for c in members], osl=[c.osl for c in members],
                            batch_size=[c.load["batch_size"] for c in members], waves=True)
             mid = est.decode_step.time_s

@@ -1,0 +1,108 @@
+"""``inferlab estimate``: one deployment, every technique, from flags or a deployment file."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from ..results.render import text_table
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+#: flag -> (estimate keyword, type, help). Defaults are None so that a deployment file's
+#: values stand unless a flag is given.
+FLAGS: dict[str, tuple[str, Any, str]] = {
+    "--tp": ("tp", int, "tensor-parallel GPUs per pipeline stage (default 1)"),
+    "--pp": ("pp", int, "pipeline stages (default 1)"),
+    "--ep": ("ep", int, "expert-parallel groups within a stage; divides tp (default 1)"),
+    "--dp": ("dp", int, "data-parallel replicas (default 1)"),
+    "--expert-imbalance": ("expert_imbalance", float, "busiest expert group's load over the mean (default 1)"),
+    "--micro-batches": ("micro_batches", int, "pipeline micro-batches (default pp)"),
+    "--precision": ("precision", str, "bf16, fp16, fp8, fp8_block, int8, int4, nvfp4, mxfp4 (default bf16)"),
+    "--isl": ("isl", _int_list, "prompt tokens, comma-separated (default 1024)"),
+    "--osl": ("osl", _int_list, "output tokens, comma-separated (default 128)"),
+    "--batch": ("batch_size", _int_list, "batch sizes, comma-separated (default 1)"),
+    "--engine": ("engine", str, "generic, trtllm, vllm, sglang, lmdeploy (default generic)"),
+    "--profile": ("profile", str, "default, roofline or a profile YAML path"),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
+    "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),
+    "--spec": ("speculative", str, "speculative decoding, e.g. eagle:k=4,accept=0.7 or a preset name"),
+    "--prefix-cache": ("prefix_cache", str, "cached prompt prefix: a hit rate (0.5) or tokens=1500"),
+    "--disagg": ("disaggregation", str, "separate pools, e.g. prefill=h200x4,decode=h200x8"),
+    "--prefill-batch": ("prefill_batch", int, "prefill batch of a disaggregated deployment (default 1)"),
+}
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``estimate`` on the subcommand parser."""
+    est = sub.add_parser("estimate", parents=[common], help="latency, throughput, memory and cost of a deployment")
+    est.add_argument("model", metavar="MODEL", nargs="?", help="catalog id, alias or config.json path")
+    est.add_argument("hardware", metavar="HARDWARE", nargs="?", help="catalog id, e.g. h100-sxm")
+    est.add_argument("--file", metavar="DEPLOYMENT.yaml", help="read the deployment from a YAML file; flags override it")
+    for flag, (dest, kind, text) in FLAGS.items():
+        est.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+    est.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
+    est.add_argument("--attention", default=None, choices=["flash", "naive"])
+    est.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
+                     help="charge a launch overhead per kernel")
+    est.add_argument("--waves", action="store_true", default=None, help="run a batch whose KV cache does not fit in waves")
+    est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
+    est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
+    est.set_defaults(func=run)
+
+
+def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    from ..deployment_file import load_deployment_file
+
+    kw: dict[str, Any] = load_deployment_file(args.file) if args.file else {}
+    for name in ("model", "hardware"):
+        if getattr(args, name) is not None:
+            kw[name] = getattr(args, name)
+        if name not in kw:
+            raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
+    dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention", "cuda_graphs", "waves"]
+    kw.update({d: getattr(args, d) for d in dests if getattr(args, d) is not None})
+    grid = {"batch_size": (slice(None), None, None), "isl": (None, slice(None), None), "osl": (None, None, slice(None))}
+    if "disaggregation" not in kw:
+        for name, index in grid.items():
+            if name in kw:
+                kw[name] = np.atleast_1d(np.asarray(kw[name]))[index]
+    else:
+        kw = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in kw.items()}
+    return kw
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run ``inferlab estimate``."""
+    from ..estimate import estimate
+    from .main import _emit
+
+    kw = _kwargs(args)
+    est = estimate(kw.pop("model"), kw.pop("hardware"), **kw)
+    text = str(est)
+    data = est.to_dict()
+    if args.explain and hasattr(est, "explain"):
+        text += "\n\n" + est.explain()
+        data["explain"] = est.explain()
+    if args.ops and hasattr(est, "op_table"):
+        rows = est.op_table(args.ops)
+        data["ops"] = rows
+        table = [[r["op"], r["group"], f"{r['count']:g}", r["precision"], f"{r['flops'] / 1e9:.1f}",
+                  f"{r['bytes'] / 1e6:.1f}", f"{r['intensity']:.0f}" if np.isfinite(r["intensity"]) else "-",
+                  r["bound"], f"{r['time_s'] * 1e6:.0f}", f"{r['share']:.1%}"] for r in rows]
+        text += f"\n\n{args.ops} step, first grid point, per GPU:\n" + text_table(
+            ["op", "layers", "count", "prec", "GFLOP", "MB", "FLOP/B", "bound", "us", "share"], table,
+            right={2, 4, 5, 6, 8, 9})
+    _emit(args, data, text)
