@@ -48,7 +48,7 @@ def _technique(value: Any, cls: type, key: str, build: Any = None) -> Any:
         raise SpecError(f"{key}: expected text or a mapping, got {type(value).__name__}")
     try:
         return build(value) if build else cls(**value)
-    except TypeError as exc:
+    except (TypeError, InferlabError) as exc:
         raise SpecError(f"{key}: {exc}") from None
 
 

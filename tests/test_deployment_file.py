@@ -1,0 +1,70 @@
+"""Deployment files and the estimate command's technique flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inferlab import SpecError
+from inferlab.cli.main import main
+from inferlab.deployment_file import load_deployment_file
+from inferlab.techniques.speculative import SpeculativeConfig
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "deployments").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_deployments_run(path, capsys):
+    assert main(["estimate", "--file", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ttft_s"] and data["tpot_s"]
+
+
+def test_mapping_forms_become_techniques(tmp_path):
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\n"
+                    "speculative: {method: eagle, k: 4, acceptance: 0.7}\nprefix_cache: {hit_rate: 0.3}\n")
+    kw = load_deployment_file(path)
+    assert isinstance(kw["speculative"], SpeculativeConfig) and kw["speculative"].k == 4
+    assert kw["prefix_cache"].hit_rate == 0.3
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("model: llama-3.1-8b\nhardware: h100-sxm\ntensor_parallel: 2\n", "unknown key(s) tensor_parallel"),
+        ("hardware: h100-sxm\n", "required key 'model'"),
+        ("model: llama-3.1-8b\nhardware: h100-sxm\nspeculative: [1, 2]\n", "speculative: expected text or a mapping"),
+        ("model: llama-3.1-8b\nhardware: h100-sxm\nspeculative: {method: eagle, k: 4}\n", "speculative"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("model: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_bad_files_say_what_is_wrong(tmp_path, text, fragment):
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        load_deployment_file(path)
+
+
+def test_flags_override_the_file(capsys):
+    path = EXAMPLES[0]
+    assert main(["estimate", "--file", str(path), "--batch", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["batch_size"] in (2, [2], [[[2.0]]]) or 2 in json.dumps(data["batch_size"])
+
+
+def test_technique_flags(capsys):
+    code = main(["estimate", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:k=3,accept=0.6", "--prefix-cache", "0.5",
+                 "--ops", "decode", "--explain"])
+    out = capsys.readouterr().out
+    assert code == 0 and "draft_pass_1/" in out and "verify/" in out and "prefix cache" in out
+    code = main(["estimate", "llama-3.1-70b", "h200-sxm", "--precision", "fp8", "--isl", "8192", "--osl", "512",
+                 "--batch", "32", "--disagg", "prefill=h200x4,decode=h200x8"])
+    out = capsys.readouterr().out
+    assert code == 0 and "disaggregated" in out and "P:D" in out
+    code = main(["estimate", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:k=3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("inferlab: error:") and err.count("\n") == 1
