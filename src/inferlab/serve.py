@@ -1,0 +1,110 @@
+"""``inferlab.serve``: a workload served by an in-flight-batching engine, request by request."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from .calibration.profile import Profile
+from .core.memory import plan_memory
+from .errors import SpecError
+from .estimate import deployment
+from .serving.result import ServeResult
+from .serving.scheduler import SchedulerConfig
+from .serving.simulator import simulate
+from .serving.stepmodel import StepModel
+from .serving.workload import Lengths, Workload
+from .specs.hardware import HardwareSpec
+from .specs.model import ModelSpec
+
+#: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
+#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192;
+#: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
+#: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
+#: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
+ENGINE_SCHEDULERS = {
+    "generic": SchedulerConfig(),
+    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+    "trtllm": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True),
+    "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+}
+
+
+def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, ep: int = 1, dp: int = 1,
+          attention_dp: bool = False, precision: Any = "bf16", engine: str = "generic",
+          profile: str | Path | Profile = "default",
+          isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
+          rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
+          num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+          max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+          chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
+          kv_block_size: int | None = None) -> ServeResult:
+    """Simulate serving ``num_requests`` requests and return their latency distributions.
+
+    Parameters
+    ----------
+    model, hardware, tp, ep, dp, attention_dp, precision, engine, profile
+        The deployment, as for :func:`inferlab.estimate` (pipeline stages are not simulated).
+    isl, osl : int, list of int or Lengths [token]
+        Prompt and output lengths: fixed, an empirical list, or a distribution.
+    rate, concurrency, trace, offline
+        Exactly one: Poisson arrivals per second, closed-loop clients, arrival times, or
+        everything queued at once.
+    scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, ...
+        The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`).
+
+    Notes
+    -----
+    ``dp`` replicas each take ``1/dp`` of the requests (and of the rate or clients); the
+    simulation runs one and scales the throughput.
+    """
+    dep = deployment(model, hardware, tp=tp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
+                     engine=engine, profile=profile)
+    sched = scheduler or ENGINE_SCHEDULERS.get(engine, SchedulerConfig())
+    overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                 "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
+                 "kv_block_size": kv_block_size}
+    sched = replace(sched, **{k: v for k, v in overrides.items() if v is not None})
+    workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
+                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
+    return serve_workload(dep, engine, workload, sched)
+
+
+def _replica_workload(workload: Workload, dp: int) -> Workload:
+    if dp == 1:
+        return workload
+    n = max(1, math.ceil(workload.num_requests / dp))
+    if workload.trace is not None:
+        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
+    return replace(workload, num_requests=n,
+                   rate=workload.rate / dp if workload.rate else None,
+                   concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
+
+
+def kv_capacity_tokens(dep: Any, sched: SchedulerConfig) -> float:
+    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve."""
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
+                       context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
+                       gpu_memory_utilization=sched.gpu_memory_utilization, kv_block_size=sched.kv_block_size)
+    if float(plan.kv_budget) <= 0:
+        raise SpecError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
+                        f"as {dep.parallel}")
+    return float(plan.kv_budget) / plan.kv_per_token * dep.parallel.attention_groups
+
+
+def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig) -> ServeResult:
+    """Simulate a ready deployment, workload and scheduler."""
+    replica = _replica_workload(workload, dep.parallel.dp)
+    arrivals, isl, osl = replica.draw()
+    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs)
+    trace = simulate(model, sched, arrivals, isl.astype(float), osl.astype(float),
+                     kv_capacity_tokens=kv_capacity_tokens(dep, sched), concurrency=replica.concurrency)
+    return ServeResult(dep, engine, replica, trace, dep.parallel.dp)
+
+
+Mode = Literal["offline", "online", "closed_loop"]

@@ -1,0 +1,1 @@
+"""Serving under load: an in-flight-batching engine simulated request by request."""

@@ -1,0 +1,153 @@
+"""The result of :func:`inferlab.serve`: per-request latencies and their distributions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.phases import Deployment
+from ..results.render import text_table
+from .simulator import Trace
+from .workload import Workload
+
+PERCENTILES = (50, 90, 99)
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    keep = weights > 0
+    if not np.any(keep):
+        return float("nan")
+    v, w = values[keep], weights[keep]
+    order = np.argsort(v)
+    cum = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cum, q * cum[-1])])
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    """Latencies of every request [s] and the load they saw.
+
+    ``ttft`` counts from arrival (queueing included); ``tpot`` is a request's decode time
+    over its output tokens after the first; ``itl`` the gaps between tokens of all
+    requests, weighted by tokens; ``replicas`` data-parallel copies served the load.
+    """
+
+    deployment: Deployment
+    engine: str
+    workload: Workload
+    trace: Trace
+    replicas: int
+
+    # --- per request ----------------------------------------------------------------
+    @property
+    def queue_s(self) -> np.ndarray:
+        """Arrival to first scheduled iteration [s]."""
+        return self.trace.first_scheduled - self.trace.arrival
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        """Arrival to first token [s]."""
+        return self.trace.first_token - self.trace.arrival
+
+    @property
+    def e2e_s(self) -> np.ndarray:
+        """Arrival to last token [s]."""
+        return self.trace.finish - self.trace.arrival
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Mean time per output token after the first, per request [s] (NaN for one-token outputs)."""
+        steps = self.trace.osl - 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(steps > 0, (self.trace.finish - self.trace.first_token) / steps, np.nan)
+
+    # --- aggregate -------------------------------------------------------------------
+    @property
+    def duration_s(self) -> float:
+        """First arrival to last finish [s]."""
+        return float(np.nanmax(self.trace.finish) - np.nanmin(self.trace.arrival))
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        """Generated tokens per second of all replicas."""
+        return float(np.sum(self.trace.osl)) / self.duration_s * self.replicas
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        """Generated tokens per second per GPU."""
+        return self.output_tokens_per_s / self.deployment.num_gpus
+
+    @property
+    def requests_per_s(self) -> float:
+        """Completed requests per second of all replicas."""
+        return len(self.trace.osl) / self.duration_s * self.replicas
+
+    @property
+    def mean_in_flight(self) -> float:
+        """Requests in the system on average (arrival to finish), per replica."""
+        return float(np.nansum(self.e2e_s)) / self.duration_s
+
+    def itl_percentile(self, q: float) -> float:
+        """Inter-token latency at percentile ``q`` over every generated token [s]."""
+        return _weighted_quantile(self.trace.itl_values, self.trace.itl_weights, q / 100.0)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Mean and P50/P90/P99 of queueing, TTFT, TPOT, ITL and end-to-end latency [s]."""
+        out: dict[str, dict[str, float]] = {}
+        for name, values in (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s),
+                             ("e2e", self.e2e_s)):
+            out[name] = {"mean": float(np.nanmean(values)),
+                         **{f"p{p}": float(np.nanpercentile(values, p)) for p in PERCENTILES}}
+        w = self.trace.itl_weights
+        out["itl"] = {"mean": float(np.sum(self.trace.itl_values * w) / max(np.sum(w), 1e-300)),
+                      **{f"p{p}": self.itl_percentile(p) for p in PERCENTILES}}
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Summaries and throughput, JSON-ready (seconds, tokens/s)."""
+        dep = self.deployment
+        return {
+            "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
+            "num_gpus": dep.num_gpus, "precision": str(dep.precision), "engine": self.engine,
+            "mode": self.workload.mode, "num_requests": len(self.trace.osl) * self.replicas,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+            "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
+            "latency_s": self.summary(),
+        }
+
+    def __str__(self) -> str:
+        dep = self.deployment
+        wl = self.workload
+        load = {"offline": "offline (all queued)", "online": f"{wl.rate} req/s" if wl.rate else "trace",
+                "closed_loop": f"{wl.concurrency} clients"}[wl.mode]
+        head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
+                f"{dep.precision}, engine {self.engine}; {len(self.trace.osl) * self.replicas} requests, {load}")
+        s = self.summary()
+        rows = [[name, *(f"{s[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
+                for name in ("queue", "ttft", "tpot", "itl", "e2e")]
+        table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
+        tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
+                f"{self.requests_per_s:.2f} req/s; preemptions {self.trace.preemptions}")
+        return "\n".join([head, table, tail])
+
+    def explain(self) -> str:
+        """Where the time goes: queueing vs prefill vs decode, and what sets each."""
+        s = self.summary()
+        ttft, queue = s["ttft"]["mean"], s["queue"]["mean"]
+        lines = [str(self).splitlines()[0]]
+        share = queue / ttft if ttft > 0 else 0.0
+        lines.append(f"TTFT {ttft * 1e3:.1f} ms on average, {share:.0%} of it waiting for admission "
+                     f"(P99 {s['ttft']['p99'] * 1e3:.1f} ms)")
+        lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
+                     f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
+                     "the same iterations stretch them")
+        if share > 0.5:
+            lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
+                         "faster decode (a narrower format) move TTFT more than faster kernels")
+        if self.trace.preemptions:
+            lines.append(f"{self.trace.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
+                         "memory per replica avoids the recomputation")
+        return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""The scheduler of an in-flight-batching engine, as data.
+
+Each iteration runs one decode token for every running request plus up to a token
+budget of prefill (``max_num_batched_tokens``, like vLLM's setting and TensorRT-LLM's
+``max_num_tokens``): with chunked prefill a long prompt is split over iterations and
+mixed with decodes; without it a prompt is prefilled whole in an iteration that runs
+no decodes. Requests are admitted first come, first served while a sequence slot
+(``max_num_seqs``) and KV blocks for the prompt are free; when the growing KV cache
+no longer fits, the most recently admitted request is preempted and recomputed later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """Engine scheduling limits.
+
+    Attributes
+    ----------
+    max_num_seqs : int
+        Running requests at most (vLLM default 256).
+    max_num_batched_tokens : int
+        Tokens per iteration at most (decode tokens plus prefill chunk).
+    chunked_prefill : bool
+        Split prompts over iterations and mix them with decodes.
+    kv_block_size : int
+        Tokens per KV page.
+    gpu_memory_utilization : float
+        Share of device memory the engine takes (the KV pool is what weights leave).
+    reserve_output : bool
+        Admit a request only when the KV for its whole prompt and output is free, so that
+        nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict policy); otherwise
+        admit on the prompt's blocks and preempt when decoding fills the pool (vLLM).
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    kv_block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    reserve_output: bool = False
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1 or self.kv_block_size < 1:
+            raise SpecError(f"scheduler limits must be >= 1: {self}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise SpecError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")

@@ -1,0 +1,143 @@
+"""A fast stand-in for the core's step time, for iteration-level simulation.
+
+An in-flight-batching engine runs thousands of *mixed* iterations (decode tokens of the
+running requests plus prefill chunks), each with its own mix of contexts. Calling the
+full op graph per iteration would be too slow for sweeps, so this module asks the core
+once per deployment and keeps what an iteration needs:
+
+- the non-attention ops (projections, MLP/experts, norms, collectives) as a table over
+  the iteration's token count, and the LM head over the rows that produce logits;
+- each attention op's per-pair FLOPs and per-token bytes, so that an iteration's
+  attention is timed with the core's own rule on the *sums* over its requests:
+  ``max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) + floors``.
+
+For a uniform decode step the result matches :func:`inferlab.core.phases.decode`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.graph import Step
+from ..core.ops import Attention
+from ..core.phases import Deployment, run_step
+from ..errors import InfeasibleError
+
+
+@dataclass(frozen=True)
+class AttentionCosts:
+    """One attention op (one layer group) on one GPU, per repetition."""
+
+    count: float
+    window: float
+    flops_per_pair: float
+    kv_bytes_per_token: float
+    act_bytes_per_query: float
+    peak: float
+    heads_kv: float
+
+
+class StepModel:
+    """Iteration time of one replica of ``dep`` [s].
+
+    Parameters
+    ----------
+    dep : Deployment
+        The deployment (pipeline parallelism is not simulated yet).
+    max_tokens : int
+        Largest iteration (decode tokens + prefill chunk) to tabulate.
+    """
+
+    def __init__(self, dep: Deployment, max_tokens: int):
+        if dep.parallel.pp > 1:
+            raise InfeasibleError("the serving simulation does not model pipeline stages yet (pp > 1); "
+                                  "use tp/ep/dp, or estimate() for a static batch with pp")
+        self.dep = dep
+        self.groups = float(dep.parallel.attention_groups)
+        grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))
+        step = run_step(dep, Step.decode(grid, np.zeros_like(grid)))
+        self.grid = grid
+        lin = np.zeros_like(grid)
+        head = np.zeros_like(grid)
+        attention: list[AttentionCosts] = []
+        hw, prof = dep.hardware, dep.profile
+        for t in step.times:
+            total = np.broadcast_to(t.total_s, grid.shape)
+            if isinstance(t.op, Attention):
+                attention.append(self._costs(t.op))
+            elif t.op.name in ("lm_head", "all_gather_logits"):
+                head = head + total
+            else:
+                lin = lin + total
+        self.linear, self.head, self.attention = lin, head, tuple(attention)
+        a = prof.attention
+        self.bandwidth = hw.memory_bandwidth.si
+        self.floor = prof.kernel_floor_s + a.fixed_s
+        self.per_sequence_head_s = a.per_sequence_head_s
+        self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
+        self.step_overhead_s = prof.step_overhead_s
+
+    def _costs(self, op: Attention) -> AttentionCosts:
+        peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
+        peak_si = peak.si if peak is not None else next(iter(self.dep.hardware.flops.values())).si
+        return AttentionCosts(
+            count=float(op.count), window=float(op.window),
+            flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
+            kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
+            act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
+            peak=peak_si, heads_kv=float(op.kv_heads),
+        )
+
+    def _table(self, table: np.ndarray, tokens: float) -> float:
+        return float(np.interp(tokens, self.grid, table)) if tokens > 0 else 0.0
+
+    def _attention_s(self, phase: str, pairs: np.ndarray, kv_tokens: np.ndarray, queries: float, seqs: float) -> float:
+        """One attention kernel per layer over a set of sequences (sums already taken)."""
+        if seqs <= 0:
+            return 0.0
+        pf, bf = self.fractions[phase]
+        g = self.groups
+        total = 0.0
+        for j, a in enumerate(self.attention):
+            flops = a.flops_per_pair * pairs[j] / g
+            moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
+            t = max(flops / (a.peak * pf), moved / (self.bandwidth * bf))
+            total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
+        return total
+
+    def spans(self, context: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per attention op: summed (query, key) pairs and cached tokens read, over sequences."""
+        c, q = np.asarray(context, float), np.asarray(new, float)
+        pairs, reads = [], []
+        for a in self.attention:
+            w = a.window
+            n1 = np.clip(np.minimum(w - c, q), 0.0, None)
+            pairs.append(float(np.sum(n1 * c + n1 * (n1 + 1.0) / 2.0 + (q - n1) * np.minimum(w, c + q))))
+            reads.append(float(np.sum(np.minimum(c + q, w))))
+        return np.asarray(pairs), np.asarray(reads)
+
+    def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
+             logits: float) -> float:
+        """One iteration: decode tokens of ``decode_context`` sequences and prefill chunks.
+
+        Parameters
+        ----------
+        decode_context : array [token]
+            Cached tokens of each decoding sequence (each adds one token).
+        prefill_context, prefill_tokens : arrays [token]
+            Cached tokens and chunk length of each sequence being prefilled.
+        logits : float
+            Rows that produce logits (decoding sequences plus prompts that finish).
+        """
+        d = float(len(decode_context))
+        p = float(np.sum(prefill_tokens)) if len(prefill_tokens) else 0.0
+        t = self._table(self.linear, d + p) + self._table(self.head, logits) + self.step_overhead_s
+        if d:
+            pairs, reads = self.spans(decode_context, np.ones_like(decode_context, float))
+            t += self._attention_s("decode", pairs, reads, d, d)
+        if p:
+            pairs, reads = self.spans(prefill_context, prefill_tokens)
+            t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
+        return t
