@@ -30,7 +30,8 @@ ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
     "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "trtllm": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True),
+    "trtllm": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
+                              kv_fraction_of_free=True),
     "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
 }
 
@@ -87,14 +88,17 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
 
 
 def kv_capacity_tokens(dep: Any, sched: SchedulerConfig) -> float:
-    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve."""
+    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve,
+    sized the way the engine sizes it (see :class:`SchedulerConfig`)."""
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                        context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
-                       gpu_memory_utilization=sched.gpu_memory_utilization, kv_block_size=sched.kv_block_size)
-    if float(plan.kv_budget) <= 0:
+                       gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
+                       kv_block_size=sched.kv_block_size)
+    budget = float(plan.kv_budget) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free else 1.0)
+    if budget <= 0:
         raise SpecError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                         f"as {dep.parallel}")
-    return float(plan.kv_budget) / plan.kv_per_token * dep.parallel.attention_groups
+    return budget / plan.kv_per_token * dep.parallel.attention_groups
 
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig) -> ServeResult:

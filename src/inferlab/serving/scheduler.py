@@ -36,6 +36,10 @@ class SchedulerConfig:
         Admit a request only when the KV for its whole prompt and output is free, so that
         nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict policy); otherwise
         admit on the prompt's blocks and preempt when decoding fills the pool (vLLM).
+    kv_fraction_of_free : bool
+        The KV pool is ``gpu_memory_utilization`` of the memory left after weights and
+        activations (TensorRT-LLM's ``free_gpu_memory_fraction``) instead of that share of
+        all memory minus weights and activations (vLLM's ``gpu_memory_utilization``).
     """
 
     max_num_seqs: int = 256
@@ -44,6 +48,7 @@ class SchedulerConfig:
     kv_block_size: int = 16
     gpu_memory_utilization: float = 0.9
     reserve_output: bool = False
+    kv_fraction_of_free: bool = False
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1 or self.kv_block_size < 1:
