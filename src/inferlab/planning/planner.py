@@ -1,0 +1,310 @@
+"""The planner: search the configuration space of a scenario, rank what meets the SLOs by cost.
+
+For each candidate (model, GPU, precision, TP, EP, speculation; aggregated or with a
+disaggregated decode pool) one vectorized :func:`inferlab.estimate` over a grid of batch
+sizes gives the decode step and prefill times; the fluid model (:mod:`.fluid`) turns them
+into the request rate a replica sustains at each concurrency and the latencies there. The
+largest concurrency that meets the SLOs (with the planned utilization and queueing) sets
+the replica's capacity; replicas = ceil(traffic / capacity). The best candidates are then
+re-checked with the request-level simulation, adding replicas until the simulated
+percentiles meet the SLOs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import InferlabError
+from ..estimate import estimate
+from ..results.render import text_table
+from ..specs.catalog import load_hardware, load_model
+from .fluid import max_utilization, operating_points, queue_wait_s
+from .scenario import Scenario
+
+_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration and what it needs to carry the scenario's traffic."""
+
+    model: str
+    hardware: str
+    precision: str
+    tp: int
+    ep: int
+    speculative: str | None
+    feasible: bool
+    reason: str = ""
+    batch: float = float("nan")
+    replica_rate: float = float("nan")
+    replicas: int = 0
+    gpus: int = 0
+    usd_per_hour: float = float("nan")
+    usd_per_million_output: float = float("nan")
+    tpot_s: float = float("nan")
+    ttft_s: float = float("nan")
+    tokens_per_s_per_user: float = float("nan")
+    tokens_per_s_per_gpu: float = float("nan")
+    headroom: float = float("nan")
+    binding: str = ""
+    verified: dict[str, Any] = field(default_factory=dict)
+    curve: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def label(self) -> str:
+        """Short description, e.g. ``llama-3.1-70b h200-sxm fp8 tp4``."""
+        text = f"{self.model} {self.hardware} {self.precision} tp{self.tp}"
+        text += f" ep{self.ep}" if self.ep > 1 else ""
+        return text + (f" +{self.speculative}" if self.speculative else "")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Ranked candidates (feasible first, by cost), with the scenario they answer."""
+
+    scenario: Scenario
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def feasible(self) -> tuple[Candidate, ...]:
+        """Candidates that meet the SLOs within the limits, cheapest first."""
+        return tuple(c for c in self.candidates if c.feasible)
+
+    @property
+    def best(self) -> Candidate | None:
+        """The cheapest feasible candidate (verified by simulation when ``verify`` > 0)."""
+        return self.feasible[0] if self.feasible else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready ranking."""
+        return {"scenario": self.scenario.model_dump(mode="json"),
+                "candidates": [dict({k: v for k, v in c.__dict__.items() if k != "curve"}, label=c.label)
+                               for c in self.candidates]}
+
+    def operating_table(self) -> dict[str, np.ndarray]:
+        """Every operating point of every candidate that fits (one row per concurrency), for
+        Pareto fronts: tokens/s per user, per GPU and per dollar-hour, whether the SLOs hold."""
+        cols: dict[str, list] = {k: [] for k in ("label", "batch", "output_tokens_per_s_per_user",
+                                                 "output_tokens_per_s_per_gpu", "output_tokens_per_usd",
+                                                 "meets_slo", "chosen")}
+        best = self.best
+        for c in self.candidates:
+            if not c.curve:
+                continue
+            n = len(c.curve["batch"])
+            cols["label"] += [c.label] * n
+            for key in ("batch", "output_tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+                        "output_tokens_per_usd", "meets_slo"):
+                cols[key] += list(c.curve[key])
+            cols["chosen"] += list((c is best) & (c.curve["batch"] == c.batch))
+        return {k: np.asarray(v) for k, v in cols.items()}
+
+    def __str__(self, limit: int = 15) -> str:
+        sc = self.scenario
+        slo = sc.slo
+        head = (f"plan '{sc.name}': {sc.traffic.request_rate:g} req/s, ISL ~{sc.traffic.isl.expected:.0f}, "
+                f"OSL ~{sc.traffic.osl.expected:.0f}"
+                + (f"; SLO P{slo.percentile:g} TTFT {slo.ttft_ms} ms, TPOT {slo.tpot_ms} ms" if slo.ttft_ms or slo.tpot_ms else ""))
+        rows = []
+        for c in self.feasible[:limit]:
+            check = c.verified.get("meets")
+            rows.append([c.label, str(c.replicas), str(c.gpus), f"{c.usd_per_hour:,.2f}", f"{c.usd_per_million_output:.3f}",
+                         f"{c.ttft_s * 1e3:.0f}", f"{c.tpot_s * 1e3:.1f}", f"{c.headroom:.0%}", c.binding,
+                         "-" if check is None else ("yes" if check else "no")])
+        table = text_table(["configuration", "replicas", "GPUs", "$/h", "$/M out", "TTFT ms", "TPOT ms", "headroom",
+                            "binding", "simulated ok"], rows, right={1, 2, 3, 4, 5, 6, 7})
+        skipped = len(self.candidates) - len(self.feasible)
+        return f"{head}\n{table}\n{len(self.feasible)} feasible, {skipped} ruled out (see to_dict() for reasons)"
+
+    def explain(self) -> str:
+        """Why the winner wins, against the runner-up and the cheapest rule-outs."""
+        best = self.best
+        if best is None:
+            reasons = sorted({c.reason for c in self.candidates})
+            return "no configuration meets the scenario: " + "; ".join(reasons[:6])
+        lines = [f"best: {best.label}, {best.replicas} replica(s) = {best.gpus} GPUs at ${best.usd_per_hour:,.2f}/h "
+                 f"(${best.usd_per_million_output:.3f} per 1M output tokens); each replica runs ~{best.batch:.0f} "
+                 f"requests at once; the binding constraint is {best.binding}"]
+        others = self.feasible[1:3]
+        for c in others:
+            lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
+                         f"bound by {c.binding}")
+        if best.verified:
+            v = best.verified
+            lines.append(f"simulated at the planned load: P{self.scenario.slo.percentile:g} TTFT {v['ttft_s'] * 1e3:.0f} ms, "
+                         f"TPOT {v['tpot_s'] * 1e3:.1f} ms -> {'meets' if v['meets'] else 'misses'} the SLOs")
+        return "\n".join(lines)
+
+
+def _divisors(model: Any, options: tuple[int, ...], node: int) -> list[int]:
+    return [t for t in options if t <= node and model.num_attention_heads % t == 0]
+
+
+def candidates(scenario: Scenario) -> list[dict[str, Any]]:
+    """Every configuration of the search space, as estimate() keyword sets."""
+    out = []
+    for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
+        model, hw = load_model(model_id), load_hardware(hw_id)
+        from ..core.interconnect import node_size
+
+        for prec, tp, spec in itertools.product(scenario.search.precisions, _divisors(model, scenario.search.tp,
+                                                                                      node_size(hw)),
+                                                scenario.search.speculative):
+            eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
+                         and model.moe.num_experts % tp == 0 else [])
+            for ep in eps:
+                out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "ep": ep,
+                            "speculative": spec})
+    return out
+
+
+def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
+    """Capacity, replicas and cost of one configuration for the scenario."""
+    sc, tr, slo = scenario, scenario.traffic, scenario.slo
+    isl, osl = tr.isl.expected, tr.osl.expected
+    base = Candidate(**config, feasible=False)
+    try:
+        est = estimate(config["model"], config["hardware"], tp=config["tp"], ep=config["ep"],
+                       precision=config["precision"], speculative=config["speculative"], isl=round(isl),
+                       osl=max(round(osl), 2), batch_size=_BATCHES, engine=sc.engine, profile=sc.profile,
+                       prefix_cache=tr.prefix_hit or None, waves=True)
+    except InferlabError as exc:
+        return replace(base, reason=str(exc))
+    by_memory = est.memory.max_sequences
+    seq_limit = _max_num_seqs(sc)
+    fits = np.minimum(by_memory, seq_limit)
+    ok = (_BATCHES <= fits) & (est.waves <= 1)
+    if not ok.any():
+        return replace(base, reason="not even one request fits next to the weights")
+    limit = "KV memory" if float(np.min(by_memory)) < seq_limit else "engine batch limit (max_num_seqs)"
+    prefill_1 = float(est.ttft_s[0])
+    pts = operating_points(_BATCHES, est.tpot_s, prefill_1, isl, osl, 8192.0)
+    cap = sc.search.target_utilization
+    tpot_p = pts.tpot_s * _tpot_tail(slo.percentile)
+    meets = ok.copy()
+    binding = np.full(len(_BATCHES), limit, dtype=object)
+    if slo.ttft_ms:
+        # the queue may take what the prefill leaves of the TTFT budget: lower utilization, shorter waits
+        util = max_utilization(pts.rate, slo.ttft_ms / 1e3 - pts.ttft_s, slo.percentile, cap)
+        meets &= util > 0
+    else:
+        util = np.full(len(_BATCHES), cap)
+    ttft = pts.ttft_s + np.where(util > 0, queue_wait_s(pts.rate, util, slo.percentile), np.inf)
+    if slo.tpot_ms:
+        meets &= tpot_p <= slo.tpot_ms / 1e3
+    if not meets.any():
+        why = []
+        if slo.tpot_ms and tpot_p[0] > slo.tpot_ms / 1e3:
+            why.append(f"TPOT {tpot_p[0] * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
+        if slo.ttft_ms and pts.ttft_s[0] > slo.ttft_ms / 1e3:
+            why.append(f"TTFT {pts.ttft_s[0] * 1e3:.0f} ms > {slo.ttft_ms} ms even alone")
+        return replace(base, reason="; ".join(why) or "no concurrency meets the SLOs")
+    capacity_all = pts.rate * util
+    j = int(np.flatnonzero(meets)[np.argmax(capacity_all[meets])])
+    nxt = j + 1
+    if nxt < len(_BATCHES) and not ok[nxt]:
+        binding_j = limit
+    elif slo.tpot_ms and nxt < len(_BATCHES) and tpot_p[nxt] > slo.tpot_ms / 1e3:
+        binding_j = "TPOT SLO"
+    elif slo.ttft_ms and (util[j] < cap or (nxt < len(_BATCHES) and not meets[nxt])):
+        binding_j = "TTFT SLO"
+    else:
+        binding_j = str(binding[j])
+    capacity = float(capacity_all[j])
+    u = float(util[j])
+    replicas = max(1, math.ceil(tr.request_rate / capacity))
+    gpus_per_replica = config["tp"]
+    gpus = replicas * gpus_per_replica
+    price = sc.prices.get(config["hardware"])
+    if price is None:
+        hw = load_hardware(config["hardware"])
+        price = hw.price.si if hw.price is not None else float("nan")
+    usd_h = gpus * price
+    tokens_out = tr.request_rate * osl
+    curve = {"batch": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
+             "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpus_per_replica,
+             "output_tokens_per_usd": pts.rate[ok] * osl * 3600.0 / (gpus_per_replica * price),
+             "meets_slo": meets[ok]}
+    cand = replace(base, curve=curve, feasible=True, batch=float(_BATCHES[j]), replica_rate=capacity, replicas=replicas,
+                   gpus=gpus, usd_per_hour=usd_h, usd_per_million_output=usd_h / (tokens_out * 3600.0) * 1e6,
+                   tpot_s=float(tpot_p[j]), ttft_s=float(ttft[j]),
+                   tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]),
+                   tokens_per_s_per_gpu=float(pts.rate[j]) * osl / gpus_per_replica,
+                   headroom=replicas * capacity / u / tr.request_rate - 1.0, binding=binding_j)
+    if gpus > sc.search.max_gpus:
+        return replace(cand, feasible=False, reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
+    if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
+        return replace(cand, feasible=False, reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
+    if math.isnan(usd_h):
+        return replace(cand, feasible=False, reason=f"no price for {config['hardware']}: add it under prices")
+    return cand
+
+
+def _max_num_seqs(scenario: Scenario) -> int:
+    from ..serve import ENGINE_SCHEDULERS
+    from ..serving.scheduler import SchedulerConfig
+
+    if scenario.search.max_num_seqs is not None:
+        return scenario.search.max_num_seqs
+    return ENGINE_SCHEDULERS.get(scenario.engine, SchedulerConfig()).max_num_seqs
+
+
+def _tpot_tail(percentile: float) -> float:
+    """Ratio of a percentile request TPOT to the mean under mixed prefill (a prior, ~10% at P99)."""
+    return 1.0 + 0.1 * max(percentile - 50.0, 0.0) / 49.0
+
+
+def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, attempts: int = 3) -> Candidate:
+    """Re-check a candidate with the request-level simulation; add replicas until it meets the SLOs."""
+    from ..serve import serve
+
+    sc, tr, slo = scenario, scenario.traffic, scenario.slo
+    current = cand
+    for _ in range(attempts):
+        rep_rate = tr.request_rate / current.replicas
+        result = serve(cand.model, cand.hardware, tp=cand.tp, ep=cand.ep, precision=cand.precision,
+                       engine=sc.engine, profile=sc.profile, isl=tr.isl, osl=tr.osl, rate=rep_rate,
+                       num_requests=num_requests, max_num_seqs=_max_num_seqs(sc))
+        s = result.summary()
+        p = f"p{int(slo.percentile)}" if f"p{int(slo.percentile)}" in s["ttft"] else "p99"
+        ttft, tpot = s["ttft"][p], s["tpot"][p]
+        meets = (not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3) and (not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3)
+        current = replace(current, verified={"ttft_s": ttft, "tpot_s": tpot, "meets": bool(meets),
+                                             "replicas": current.replicas})
+        if meets:
+            return current
+        gpus = (current.replicas + 1) * cand.tp
+        scale = gpus / current.gpus
+        current = replace(current, replicas=current.replicas + 1, gpus=gpus, usd_per_hour=current.usd_per_hour * scale,
+                          usd_per_million_output=current.usd_per_million_output * scale,
+                          headroom=(current.headroom + 1.0) * scale - 1.0)
+    return replace(current, feasible=current.verified.get("meets", False),
+                   reason="" if current.verified.get("meets") else "misses the SLOs in simulation")
+
+
+def _rank(c: Candidate) -> tuple:
+    """Feasible first, cheapest first, then the shorter TTFT."""
+    return (not c.feasible, c.usd_per_hour if c.feasible else math.inf, c.ttft_s if c.feasible else math.inf)
+
+
+def plan(scenario: Scenario) -> Plan:
+    """Search, rank and verify: the configurations that serve the scenario, cheapest first."""
+    configs = candidates(scenario)
+    results = sorted((evaluate(scenario, c) for c in configs), key=_rank)
+    if not scenario.traffic.offline:
+        # re-check leaders by simulation until the leader is a checked one: at least ``verify``
+        # candidates, and up to three times that when checks keep reordering the ranking
+        for n in range(3 * scenario.verify):
+            top = next((i for i, c in enumerate(results) if c.feasible and not c.verified), None)
+            leader_ok = bool(results and results[0].feasible and results[0].verified.get("meets"))
+            if top is None or (leader_ok and n >= scenario.verify):
+                break
+            results[top] = verify(scenario, results[top])
+            results.sort(key=_rank)
+    return Plan(scenario, tuple(results))

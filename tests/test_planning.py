@@ -1,0 +1,102 @@
+"""The capacity planner: fluid model by hand, scenario files, ranking and simulated checks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferlab import SpecError
+from inferlab.cli.main import main
+from inferlab.planning.fluid import max_utilization, operating_points, queue_wait_s
+from inferlab.planning.planner import plan
+from inferlab.planning.scenario import load_scenario
+
+SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "examples" / "scenarios").glob("*.yaml"))
+
+
+def test_fluid_steady_state_by_hand():
+    """b = 10 requests, decode step 20 ms, prefill 100 ms, OSL 101 (100 decode steps):
+    a = 100 x 0.02 / 0.1 = 20; x^2 - 31 x + 10 = 0 -> x = (31 - sqrt(961 - 40)) / 2 = 0.32614;
+    rate = x / 0.1 = 3.2614 req/s; TPOT under load = 0.02 / (1 - x) = 29.68 ms."""
+    pts = operating_points(np.array([10.0]), np.array([0.02]), 0.1, isl=1000, osl=101, chunk_tokens=8192)
+    x = (31 - math.sqrt(961 - 40)) / 2
+    assert float(pts.prefill_share[0]) == pytest.approx(x)
+    assert float(pts.rate[0]) == pytest.approx(x / 0.1)
+    assert float(pts.tpot_s[0]) == pytest.approx(0.02 / (1 - x))
+    # Little's law on the fluid: b = rate x (prefill + 100 x TPOT)
+    assert 10 == pytest.approx(float(pts.rate[0]) * (0.1 + 100 * float(pts.tpot_s[0])))
+
+
+def test_queue_wait_by_hand():
+    # M/M/1 at u = 0.8, mu = 10 req/s: P99 wait = ln(0.8 / 0.01) / (0.2 x 10) = 2.191 s
+    assert float(queue_wait_s(np.array(10.0), 0.8, 99)) == pytest.approx(math.log(80) / 2)
+    assert float(queue_wait_s(np.array(10.0), 0.005, 99)) == 0.0  # P(wait > 0) = u < 1%
+    u = max_utilization(np.array([10.0]), np.array([math.log(80) / 2]), 99, cap=0.95)
+    assert float(u[0]) == pytest.approx(0.8, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        ({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"isl": 100}}, "needs 'rate'"),
+        ({"models": [], "hardware": ["h100-sxm"], "traffic": {"rate": 1}}, "models"),
+        ({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 1}, "slo": {"p99": 1}}, "unknown key"),
+        ({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"offline": True, "requests": 10}},
+         "deadline_h"),
+    ],
+)
+def test_bad_scenarios(data, fragment):
+    with pytest.raises(SpecError, match=fragment):
+        load_scenario(data)
+
+
+def _small(**overrides):
+    base = {"name": "t", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm", "l40s"], "engine": "vllm",
+            "traffic": {"rate": 5, "isl": 1000, "osl": 200}, "slo": {"ttft_ms": 2000, "tpot_ms": 60},
+            "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
+    base.update(overrides)
+    return load_scenario(base)
+
+
+def test_plan_ranks_feasible_by_cost_and_checks_the_winner():
+    result = plan(_small())
+    feasible = result.feasible
+    assert feasible and result.best is feasible[0]
+    costs = [c.usd_per_hour for c in feasible]
+    assert costs == sorted(costs)
+    best = result.best
+    assert best.verified["meets"] is True  # the request-level simulation agrees
+    assert best.verified["ttft_s"] <= 2.0 and best.verified["tpot_s"] <= 0.06
+    # capacity covers the traffic
+    assert best.replicas * best.replica_rate >= 5.0
+    assert "best:" in result.explain() and "binding" in result.explain()
+
+
+def test_impossible_slo_says_why():
+    result = plan(_small(slo={"ttft_ms": 1, "tpot_ms": 60}, verify=0))
+    assert result.best is None
+    assert "TTFT" in result.explain()
+
+
+def test_budget_and_gpu_limits_rule_out():
+    result = plan(_small(budget_usd_per_hour=0.5, verify=0))
+    assert result.best is None and "budget" in result.explain()
+
+
+def test_operating_table_for_pareto_fronts():
+    result = plan(_small(verify=0))
+    table = result.operating_table()
+    n = len(table["label"])
+    assert n > 10 and all(len(v) == n for v in table.values())
+    assert table["chosen"].sum() == 1
+    assert np.all(table["output_tokens_per_s_per_gpu"] > 0)
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_example_scenarios_run(path, capsys):
+    assert main(["plan", str(path), "--verify", "1", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "plan '" in out and "best:" in out
