@@ -100,3 +100,19 @@ def test_example_scenarios_run(path, capsys):
     assert main(["plan", str(path), "--verify", "1", "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "plan '" in out and "best:" in out
+
+
+def test_plan_plot_marks_the_choice(tmp_path):
+    pytest.importorskip("matplotlib")
+    from inferlab.planning.plot import write_plan_plot
+    from inferlab.plots.pareto import pareto_mask
+
+    result = plan(_small(verify=0))
+    path = write_plan_plot(result, tmp_path / "plan.png")
+    assert path.stat().st_size > 10_000
+    # no point on the front is dominated by another operating point
+    t = result.operating_table()
+    front = pareto_mask(t["output_tokens_per_s_per_user"], t["output_tokens_per_s_per_gpu"])
+    x, y = t["output_tokens_per_s_per_user"], t["output_tokens_per_s_per_gpu"]
+    for i in np.flatnonzero(front):
+        assert not np.any((x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i])))

@@ -90,19 +90,19 @@ class Plan:
     def operating_table(self) -> dict[str, np.ndarray]:
         """Every operating point of every candidate that fits (one row per concurrency), for
         Pareto fronts: tokens/s per user, per GPU and per dollar-hour, whether the SLOs hold."""
-        cols: dict[str, list] = {k: [] for k in ("label", "batch", "output_tokens_per_s_per_user",
+        cols: dict[str, list] = {k: [] for k in ("label", "batch_size", "output_tokens_per_s_per_user",
                                                  "output_tokens_per_s_per_gpu", "output_tokens_per_usd",
                                                  "meets_slo", "chosen")}
         best = self.best
         for c in self.candidates:
             if not c.curve:
                 continue
-            n = len(c.curve["batch"])
+            n = len(c.curve["batch_size"])
             cols["label"] += [c.label] * n
-            for key in ("batch", "output_tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
+            for key in ("batch_size", "output_tokens_per_s_per_user", "output_tokens_per_s_per_gpu",
                         "output_tokens_per_usd", "meets_slo"):
                 cols[key] += list(c.curve[key])
-            cols["chosen"] += list((c is best) & (c.curve["batch"] == c.batch))
+            cols["chosen"] += list((c is best) & (c.curve["batch_size"] == c.batch))
         return {k: np.asarray(v) for k, v in cols.items()}
 
     def __str__(self, limit: int = 15) -> str:
@@ -227,7 +227,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         price = hw.price.si if hw.price is not None else float("nan")
     usd_h = gpus * price
     tokens_out = tr.request_rate * osl
-    curve = {"batch": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
+    curve = {"batch_size": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpus_per_replica,
              "output_tokens_per_usd": pts.rate[ok] * osl * 3600.0 / (gpus_per_replica * price),
              "meets_slo": meets[ok]}
