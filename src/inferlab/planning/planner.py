@@ -227,13 +227,16 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         price = hw.price.si if hw.price is not None else float("nan")
     usd_h = gpus * price
     tokens_out = tr.request_rate * osl
+    # at the planned load each replica runs below the utilization the SLO allows: its P-th TTFT
+    in_use = tr.request_rate / (replicas * float(pts.rate[j]))
+    planned_ttft = float(pts.ttft_s[j] + queue_wait_s(pts.rate[j], in_use, slo.percentile))
     curve = {"batch_size": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpus_per_replica,
              "output_tokens_per_usd": pts.rate[ok] * osl * 3600.0 / (gpus_per_replica * price),
              "meets_slo": meets[ok]}
     cand = replace(base, curve=curve, feasible=True, batch=float(_BATCHES[j]), replica_rate=capacity, replicas=replicas,
                    gpus=gpus, usd_per_hour=usd_h, usd_per_million_output=usd_h / (tokens_out * 3600.0) * 1e6,
-                   tpot_s=float(tpot_p[j]), ttft_s=float(ttft[j]),
+                   tpot_s=float(tpot_p[j]), ttft_s=planned_ttft,
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]),
                    tokens_per_s_per_gpu=float(pts.rate[j]) * osl / gpus_per_replica,
                    headroom=replicas * capacity / u / tr.request_rate - 1.0, binding=binding_j)
