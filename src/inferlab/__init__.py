@@ -13,6 +13,7 @@ from .calc import evaluate
 from .estimate import estimate
 from .errors import DimensionError, InfeasibleError, InferlabError, SpecError, UnitError, UnknownNameError
 from .precision import FORMATS, NumberFormat, number_format
+from .serve import serve
 from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids, parse_hardware, parse_model
 from .specs.hardware import HardwareSpec
 from .specs.model import LayerSpec, MLASpec, ModelSpec, MoESpec
@@ -25,5 +26,5 @@ __all__ = [
     "DimensionError", "FORMATS", "HardwareSpec", "InfeasibleError", "InferlabError", "LayerSpec", "MLASpec",
     "ModelSpec", "MoESpec", "NumberFormat", "Q", "SpecError", "UnitError", "UnknownNameError", "estimate", "evaluate",
     "hardware_ids", "load_hardware", "load_model", "model_ids", "number_format", "parse_hardware", "parse_model",
-    "sweep", "to_si", "ureg",
+    "serve", "sweep", "to_si", "ureg",
 ]

@@ -13,6 +13,7 @@ from .calibration.profile import Profile
 from .core.memory import plan_memory
 from .errors import SpecError
 from .estimate import deployment
+from .serving.overheads import ClientOverheads
 from .serving.result import ServeResult
 from .serving.scheduler import SchedulerConfig
 from .serving.simulator import simulate
@@ -44,7 +45,7 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
           num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
-          kv_block_size: int | None = None) -> ServeResult:
+          kv_block_size: int | None = None, overheads: ClientOverheads | None = None) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -58,6 +59,9 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
         everything queued at once.
     scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, ...
         The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`).
+    overheads : ClientOverheads, optional
+        Network, tokenizer, client and streaming costs added on top of the GPU side
+        (``result.user``, and a line in ``explain()``).
 
     Notes
     -----
@@ -73,7 +77,8 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     sched = replace(sched, **{k: v for k, v in overrides.items() if v is not None})
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
                         trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
-    return serve_workload(dep, engine, workload, sched)
+    result = serve_workload(dep, engine, workload, sched)
+    return result if overheads is None else replace(result, overheads=overheads)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:

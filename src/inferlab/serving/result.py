@@ -9,6 +9,7 @@ import numpy as np
 
 from ..core.phases import Deployment
 from ..results.render import text_table
+from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
 from .workload import Workload
 
@@ -31,7 +32,8 @@ class ServeResult:
 
     ``ttft`` counts from arrival (queueing included); ``tpot`` is a request's decode time
     over its output tokens after the first; ``itl`` the gaps between tokens of all
-    requests, weighted by tokens; ``replicas`` data-parallel copies served the load.
+    requests, weighted by tokens; ``replicas`` data-parallel copies served the load;
+    ``overheads`` (network, tokenizer, client, streaming) give the user-side view in :attr:`user`.
     """
 
     deployment: Deployment
@@ -39,6 +41,7 @@ class ServeResult:
     workload: Workload
     trace: Trace
     replicas: int
+    overheads: ClientOverheads | None = None
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -62,6 +65,11 @@ class ServeResult:
         steps = self.trace.osl - 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(steps > 0, (self.trace.finish - self.trace.first_token) / steps, np.nan)
+
+    @property
+    def user(self) -> UserLatencies:
+        """TTFT, TPOT and end-to-end latency as the user sees them (GPU-side without overheads)."""
+        return user_latencies(self)
 
     # --- aggregate -------------------------------------------------------------------
     @property
@@ -116,6 +124,7 @@ class ServeResult:
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
             "latency_s": self.summary(),
+            **({"user_latency_s": _summary(self.user)} if self.overheads else {}),
         }
 
     def __str__(self) -> str:
@@ -128,6 +137,10 @@ class ServeResult:
         s = self.summary()
         rows = [[name, *(f"{s[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
                 for name in ("queue", "ttft", "tpot", "itl", "e2e")]
+        if self.overheads:
+            u = _summary(self.user)
+            rows += [[f"{name} (user)", *(f"{u[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
+                     for name in ("ttft", "tpot", "e2e")]
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.trace.preemptions}")
@@ -150,4 +163,16 @@ class ServeResult:
         if self.trace.preemptions:
             lines.append(f"{self.trace.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
                          "memory per replica avoids the recomputation")
-        return "\n".join(lines)
+        return "\n".join(lines + outside_gpu_lines(self))
+
+    def plot(self, path: Any = None, **kwargs: Any) -> Any:
+        """Distributions of TTFT, TPOT and end-to-end latency (needs matplotlib); see
+        :func:`~.plot.plot_result`."""
+        from .plot import plot_result
+
+        return plot_result(self, path, **kwargs)
+
+
+def _summary(u: UserLatencies) -> dict[str, dict[str, float]]:
+    return {name: {"mean": float(np.nanmean(v)), **{f"p{p}": float(np.nanpercentile(v, p)) for p in PERCENTILES}}
+            for name, v in (("ttft", u.ttft_s), ("tpot", u.tpot_s), ("e2e", u.e2e_s))}

@@ -134,12 +134,12 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         finishing_prefill = runs_prefill & (run.done + chunk >= isl[run.idx])
         ctx = run.done + run.gen
         dctx = ctx[decoding]
-        k = 1
-        if not runs_prefill.any() and decoding.any():
-            k = _decode_stretch(model, sched, run, decoding, dctx, osl, now, waiting, order, pos, arrivals,
-                                capacity_blocks, block)
         t0 = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
                         prefill_tokens=chunk[runs_prefill], logits=float(decoding.sum() + finishing_prefill.sum()))
+        k = 1
+        if not runs_prefill.any() and decoding.any():
+            k = _decode_stretch(sched, run, decoding, t0, osl, now, waiting, order, pos, arrivals,
+                                capacity_blocks, block)
         if k > 1:
             t1 = model.time(decode_context=dctx + 1.0, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0),
                             logits=float(decoding.sum()))
@@ -176,10 +176,10 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                  np.asarray(q_depth), np.asarray(itl_v), np.asarray(itl_w))
 
 
-def _decode_stretch(model: StepModel, sched: SchedulerConfig, run: _State, decoding: np.ndarray, dctx: np.ndarray,
-                    osl: np.ndarray, now: float, waiting: list[int], order: list[int], pos: int,
-                    arrivals: np.ndarray, capacity_blocks: int, block: int) -> int:
-    """How many decode-only iterations can run before anything changes."""
+def _decode_stretch(sched: SchedulerConfig, run: _State, decoding: np.ndarray, t0: float, osl: np.ndarray,
+                    now: float, waiting: list[int], order: list[int], pos: int, arrivals: np.ndarray,
+                    capacity_blocks: int, block: int) -> int:
+    """How many decode-only iterations can run before anything changes (``t0`` [s]: the first one's time)."""
     remaining = osl[run.idx[decoding]] - run.gen[decoding]
     k = int(max(1, remaining.min()))
     # KV growth: each running request adds a token per step (nothing to check when reserved)
@@ -190,7 +190,5 @@ def _decode_stretch(model: StepModel, sched: SchedulerConfig, run: _State, decod
     # an arrival that could be admitted (a slot and its prompt blocks are free)
     if pos < len(order) and len(run.idx) < sched.max_num_seqs and not waiting:
         gap = arrivals[order[pos]] - now
-        t0 = model.time(decode_context=dctx, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0),
-                        logits=float(len(dctx)))
         k = min(k, max(1, int(math.ceil(gap / t0))))
     return k

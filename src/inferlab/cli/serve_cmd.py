@@ -1,0 +1,166 @@
+"""``inferlab serve``: a workload under load, or the latency-throughput curve over several loads."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import SpecError
+from ..serving.workload import Lengths
+
+
+def parse_lengths(text: str, name: str = "lengths") -> Lengths:
+    """Token counts from the command line.
+
+    ``2048`` (fixed), ``128,512,2048`` (drawn from these), ``uniform:128-2048``,
+    ``lognormal:mean=1024,sigma=0.5``.
+
+    >>> parse_lengths("uniform:128-2048")
+    Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
+    """
+    allowed = "an integer, integers separated by commas, uniform:LOW-HIGH or lognormal:mean=M,sigma=S"
+    kind, _, rest = text.strip().partition(":")
+    try:
+        if not rest:
+            values = [int(v) for v in kind.split(",") if v.strip()]
+            if len(values) == 1:
+                return Lengths("fixed", value=values[0])
+            return Lengths("empirical", values=tuple(values))
+        if kind == "uniform":
+            low, high = (int(v) for v in rest.split("-"))
+            return Lengths("uniform", low=low, high=high)
+        if kind == "lognormal":
+            fields = dict(part.split("=", 1) for part in rest.split(","))
+            if set(fields) <= {"mean", "sigma"}:
+                return Lengths("lognormal", mean=float(fields["mean"]), sigma=float(fields.get("sigma", 0.0)))
+    except SpecError:
+        raise  # well formed, but not a valid distribution: its own message says why
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise SpecError(f"--{name} {text!r} is not {allowed}")
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``serve`` on the subcommand parser."""
+    p = sub.add_parser("serve", parents=[common], help="latency percentiles and throughput under load, request by request",
+                       description="Simulate an in-flight-batching engine serving a workload. A list of rates or "
+                                   "concurrencies prints the latency-throughput curve with its knee.")
+    p.add_argument("model", metavar="MODEL", help="catalog id, alias or config.json path")
+    p.add_argument("hardware", metavar="HARDWARE", help="catalog id, e.g. h100-sxm")
+    load = p.add_mutually_exclusive_group(required=True)
+    load.add_argument("--rate", type=float, help="Poisson arrivals, requests per second")
+    load.add_argument("--rates", type=_floats, metavar="R1,R2,...", help="a sweep of arrival rates")
+    load.add_argument("--concurrency", type=_floats, metavar="C[,C2,...]",
+                      help="closed-loop clients; several values sweep them")
+    load.add_argument("--offline", action="store_true", help="every request queued at once")
+    p.add_argument("--isl", default="1024", help="prompt tokens: 2048, 128,512,2048, uniform:128-2048 or "
+                                                 "lognormal:mean=1024,sigma=0.5 (default 1024)")
+    p.add_argument("--osl", default="128", help="output tokens, same forms (default 128)")
+    p.add_argument("--num-requests", type=int, default=1000, help="requests to simulate (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths (default 0)")
+    for flag, kind, text in (("--tp", int, "tensor-parallel GPUs (default 1)"),
+                             ("--ep", int, "expert-parallel groups; divides tp (default 1)"),
+                             ("--dp", int, "data-parallel replicas (default 1)")):
+        p.add_argument(flag, type=kind, default=1, help=text)
+    p.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
+    p.add_argument("--precision", default="bf16", help="bf16, fp8, nvfp4, ... (default bf16)")
+    p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, lmdeploy (default generic)")
+    p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
+    p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
+    p.add_argument("--max-num-batched-tokens", type=int, help="tokens per iteration at most (engine default)")
+    p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
+                   help="prefill each prompt whole, in iterations without decodes")
+    p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes (default 0.9)")
+    slo = p.add_argument_group("service-level objectives")
+    slo.add_argument("--ttft-slo", type=float, metavar="MS", help="TTFT objective [ms]")
+    slo.add_argument("--tpot-slo", type=float, metavar="MS", help="TPOT objective [ms]")
+    slo.add_argument("--percentile", type=float, default=99.0, help="percentile checked and shown (default 99)")
+    out = p.add_argument_group("outside the GPU")
+    out.add_argument("--network-rtt", type=float, default=0.0, metavar="MS", help="user-server round trip [ms]")
+    out.add_argument("--client-overhead", type=float, default=0.0, metavar="MS", help="client and API work per request [ms]")
+    out.add_argument("--tokenize-us", type=float, default=0.0, metavar="US", help="tokenizer per prompt token [us]")
+    out.add_argument("--detokenize-us", type=float, default=0.0, metavar="US", help="detokenizer per output token [us]")
+    out.add_argument("--no-streaming", dest="streaming", action="store_false",
+                     help="the answer is sent whole: the user's TTFT is the end-to-end latency")
+    p.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
+    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
+    p.set_defaults(func=run)
+
+
+def _overheads(args: argparse.Namespace) -> Any:
+    from ..serving.overheads import ClientOverheads
+
+    values = (args.network_rtt, args.client_overhead, args.tokenize_us, args.detokenize_us)
+    if not any(values) and args.streaming:
+        return None
+    return ClientOverheads(network_rtt_s=args.network_rtt / 1e3, client_s_per_request=args.client_overhead / 1e3,
+                           tokenize_s_per_token=args.tokenize_us / 1e6, detokenize_s_per_token=args.detokenize_us / 1e6,
+                           streaming=args.streaming)
+
+
+def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kw: dict[str, Any] = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
+                          "precision": args.precision, "engine": args.engine, "profile": args.profile,
+                          "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
+                          "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
+    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization"):
+        if getattr(args, name) is not None:
+            kw[name] = getattr(args, name)
+    return kw
+
+
+def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
+    if (args.ttft_slo is None) != (args.tpot_slo is None):
+        raise SpecError("give both --ttft-slo and --tpot-slo (milliseconds), or neither")
+    return None if args.ttft_slo is None else (args.ttft_slo / 1e3, args.tpot_slo / 1e3)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run ``inferlab serve``."""
+    from ..serve import serve
+    from ..serving.curve import load_sweep
+    from ..serving.goodput import goodput
+    from .main import _emit
+
+    kw, slo = _serve_kwargs(args), _slo(args)
+    sweep = args.rates if args.rates else (args.concurrency if args.concurrency and len(args.concurrency) > 1 else None)
+    if sweep is not None:
+        key = "rates" if args.rates else "concurrencies"
+        if key == "concurrencies" and any(c != int(c) for c in sweep):
+            raise SpecError(f"--concurrency takes whole clients, got {','.join(f'{c:g}' for c in sweep)}")
+        curve = load_sweep(args.model, args.hardware, **{key: sweep}, percentile=args.percentile,
+                           ttft_slo_s=slo[0] if slo else None, tpot_slo_s=slo[1] if slo else None, **kw)
+        text, data = str(curve), curve.to_dict()
+        point = curve.knee if curve.knee is not None else -1
+        explained, figure = curve.results[point], curve
+        label = f"at {curve.loads[point]:g} {'req/s' if args.rates else 'clients'}:\n"
+    else:
+        load: dict[str, Any] = ({"rate": args.rate} if args.rate is not None else {"offline": True} if args.offline
+                                else {"concurrency": int(args.concurrency[0])})
+        if args.concurrency and args.concurrency[0] != int(args.concurrency[0]):
+            raise SpecError(f"--concurrency takes whole clients, got {args.concurrency[0]:g}")
+        result = serve(args.model, args.hardware, **load, **kw)
+        text, data = str(result), result.to_dict()
+        if slo:
+            g = goodput(result, *slo, percentile=args.percentile)
+            text += "\n" + str(g)
+            data["goodput"] = {"requests_per_s": g.requests_per_s, "fraction": g.fraction, "meets": g.meets,
+                               "ttft_s": g.ttft_s, "tpot_s": g.tpot_s, "percentile": g.percentile}
+        explained, figure, label = result, result, ""
+    if args.explain:
+        text += "\n\n" + label + explained.explain()
+        data["explain"] = explained.explain()
+    if args.plot:
+        figure.plot(args.plot)
+        text += f"\nwrote {args.plot}"
+    _emit(args, data, text)

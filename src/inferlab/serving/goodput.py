@@ -1,0 +1,212 @@
+"""Goodput, and the highest arrival rate that meets an SLO.
+
+Goodput is the rate of requests that meet both a TTFT and a TPOT service-level objective
+(DistServe's definition); a deployment *meets* the SLO at a percentile when that
+percentile of TTFT and of TPOT are both within their objectives. Latencies are the
+user-side ones when the result carries :class:`~.overheads.ClientOverheads`.
+
+References
+----------
+Zhong et al., "DistServe: Disaggregating Prefill and Decoding for Goodput-optimized Large
+Language Model Serving", OSDI 2024, section 2 (goodput under TTFT and TPOT SLOs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InfeasibleError, SpecError
+from .overheads import user_latencies
+
+if TYPE_CHECKING:
+    from .result import ServeResult
+
+METRICS = ("ttft", "tpot", "e2e")
+
+
+def user_latency(result: ServeResult, metric: str) -> np.ndarray:
+    """Per-request ``ttft``, ``tpot`` or ``e2e`` as the user sees it [s]."""
+    if metric not in METRICS:
+        raise SpecError(f"latency metric {metric!r} is not one of {', '.join(METRICS)}")
+    return getattr(user_latencies(result), f"{metric}_s")
+
+
+def check_slo(ttft_slo_s: float, tpot_slo_s: float, percentile: float) -> None:
+    """Raise :class:`SpecError` unless both objectives are positive times and the percentile is in (0, 100]."""
+    if not (ttft_slo_s > 0 and tpot_slo_s > 0):
+        raise SpecError(f"SLOs must be times > 0 in seconds, got TTFT {ttft_slo_s!r} and TPOT {tpot_slo_s!r}")
+    if not 0 < percentile <= 100:
+        raise SpecError(f"percentile must be in (0, 100], got {percentile!r}")
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """Requests meeting a TTFT and a TPOT objective, and whether a percentile meets both.
+
+    Attributes
+    ----------
+    requests_per_s : float [request/s]
+        Completed requests that met both objectives, per second of the run, all replicas.
+    fraction : float
+        Share of requests that met both.
+    ttft_s, tpot_s : float [s]
+        TTFT and TPOT at ``percentile``.
+    """
+
+    requests_per_s: float
+    fraction: float
+    ttft_s: float
+    tpot_s: float
+    ttft_slo_s: float
+    tpot_slo_s: float
+    percentile: float
+
+    @property
+    def meets(self) -> bool:
+        """The ``percentile`` of TTFT and of TPOT are both within their objectives."""
+        return bool(self.ttft_s <= self.ttft_slo_s and self.tpot_s <= self.tpot_slo_s)
+
+    def __str__(self) -> str:
+        p = f"P{self.percentile:g}"
+        verdict = "meets" if self.meets else "misses"
+        return (f"goodput {self.requests_per_s:.2f} req/s ({self.fraction:.1%} of requests within TTFT "
+                f"{self.ttft_slo_s * 1e3:g} ms and TPOT {self.tpot_slo_s * 1e3:g} ms); {p} TTFT "
+                f"{self.ttft_s * 1e3:.1f} ms, {p} TPOT {self.tpot_s * 1e3:.2f} ms: {verdict} the SLO")
+
+
+def goodput(result: ServeResult, ttft_slo_s: float, tpot_slo_s: float, percentile: float = 99) -> Goodput:
+    """Rate of requests meeting both a TTFT and a TPOT objective.
+
+    Parameters
+    ----------
+    result : ServeResult
+        A simulated run (user-side latencies when it carries client overheads).
+    ttft_slo_s, tpot_slo_s : float [s]
+        Objectives for time to first token and time per output token.
+    percentile : float
+        Percentile at which :attr:`Goodput.meets` checks both objectives.
+
+    Notes
+    -----
+    ``requests_per_s = replicas x #{i : TTFT_i <= ttft_slo and TPOT_i <= tpot_slo} / duration``.
+    A one-token answer has no TPOT and meets that objective.
+
+    Examples
+    --------
+    >>> from inferlab.serve import serve
+    >>> r = serve("llama-3.1-8b", "h100-sxm", isl=512, osl=64, rate=4, num_requests=200)
+    >>> g = goodput(r, ttft_slo_s=0.5, tpot_slo_s=0.05)
+    >>> g.meets, round(g.fraction, 2)
+    (True, 1.0)
+    """
+    check_slo(ttft_slo_s, tpot_slo_s, percentile)
+    u = user_latencies(result)
+    tpot_ok = np.isnan(u.tpot_s) | (u.tpot_s <= tpot_slo_s)
+    ok = (u.ttft_s <= ttft_slo_s) & tpot_ok
+    tpot_p = float(np.nanpercentile(u.tpot_s, percentile)) if np.any(~np.isnan(u.tpot_s)) else 0.0
+    return Goodput(requests_per_s=float(np.sum(ok)) / result.duration_s * result.replicas,
+                   fraction=float(np.mean(ok)), ttft_s=float(np.percentile(u.ttft_s, percentile)), tpot_s=tpot_p,
+                   ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, percentile=percentile)
+
+
+def reject_load_kwargs(serve_kwargs: dict[str, Any]) -> None:
+    """Raise :class:`SpecError` when keywords meant for :func:`inferlab.serve` set the load a search varies."""
+    clash = sorted({"rate", "concurrency", "offline", "trace"} & serve_kwargs.keys())
+    if clash:
+        raise SpecError(f"the load is what the sweep varies; do not pass {', '.join(clash)}")
+
+
+@dataclass(frozen=True)
+class SloRate:
+    """The highest Poisson rate found to meet an SLO.
+
+    Attributes
+    ----------
+    rate : float [request/s]
+        Highest rate tried that met the SLO (within ``rel_tol`` of the first that did not).
+    result : ServeResult
+        The run at that rate.
+    goodput : Goodput
+        Its goodput.
+    tried : tuple of (rate, meets)
+        Every rate simulated, in order.
+    """
+
+    rate: float
+    result: ServeResult
+    goodput: Goodput
+    tried: tuple[tuple[float, bool], ...]
+
+
+def max_rate_meeting_slo(model: Any, hardware: Any, *, ttft_slo_s: float, tpot_slo_s: float,
+                         percentile: float = 99.0, rel_tol: float = 0.02, max_runs: int = 30,
+                         **serve_kwargs: Any) -> SloRate:
+    """Highest arrival rate whose ``percentile`` TTFT and TPOT meet both objectives.
+
+    Parameters
+    ----------
+    ttft_slo_s, tpot_slo_s : float [s]
+        The objectives.
+    rel_tol : float
+        Stop when the passing and failing rates are within this relative distance.
+    max_runs : int
+        Simulations at most.
+    **serve_kwargs
+        Everything else :func:`inferlab.serve` takes.
+
+    Notes
+    -----
+    Start at half the rate one request at a time could sustain (``0.5 / E2E`` of a lone
+    request), double until the SLO fails, then bisect geometrically. Every run uses the
+    same ``seed``, so arrivals at different rates are the same draws rescaled (common
+    random numbers) and the pass/fail answer is close to monotone in the rate.
+
+    Raises
+    ------
+    InfeasibleError
+        A lone request already misses the objectives.
+    """
+    from ..serve import serve
+
+    reject_load_kwargs(serve_kwargs)
+    check_slo(ttft_slo_s, tpot_slo_s, percentile)
+    lone = serve(model, hardware, concurrency=1, **{**serve_kwargs, "num_requests": 1})
+    g1 = goodput(lone, ttft_slo_s, tpot_slo_s, 100.0)
+    if not g1.meets:
+        raise InfeasibleError(f"a lone request already misses the SLO: TTFT {g1.ttft_s * 1e3:.1f} ms "
+                              f"(SLO {ttft_slo_s * 1e3:g} ms), TPOT {g1.tpot_s * 1e3:.2f} ms (SLO "
+                              f"{tpot_slo_s * 1e3:g} ms); a faster deployment (more GPUs, a narrower format) is needed")
+    tried: list[tuple[float, bool]] = []
+    runs: dict[float, tuple[ServeResult, Goodput]] = {}
+
+    def meets(rate: float) -> bool:
+        r = serve(model, hardware, rate=rate, **serve_kwargs)
+        g = goodput(r, ttft_slo_s, tpot_slo_s, percentile)
+        runs[rate] = (r, g)
+        tried.append((rate, g.meets))
+        return g.meets
+
+    lo, hi = 0.5 / float(np.mean(lone.e2e_s)) * lone.replicas, None
+    while not meets(lo):
+        if len(tried) >= max_runs // 2:
+            raise InfeasibleError(f"no rate down to {lo:.3g} req/s meets the SLO at P{percentile:g}")
+        hi, lo = lo, lo / 2.0
+    while hi is None:
+        if meets(lo * 2.0):
+            lo *= 2.0
+        else:
+            hi = lo * 2.0
+        if len(tried) >= max_runs:
+            break
+    while hi is not None and hi / lo > 1.0 + rel_tol and len(tried) < max_runs:
+        mid = math.sqrt(lo * hi)
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    r, g = runs[lo]
+    return SloRate(lo, r, g, tuple(tried))

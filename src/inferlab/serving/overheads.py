@@ -1,0 +1,145 @@
+"""What a user waits for beyond the GPU: network, tokenizer, client, streaming.
+
+The simulation times a request from the moment the engine receives its token ids to the
+moment the last token is sampled. A user also waits for the request to cross the network,
+for the prompt to be tokenized and the output detokenized, for the client library, and,
+without streaming, for the whole answer before seeing anything. :class:`ClientOverheads`
+adds these on top of the simulated GPU-side times, request by request.
+
+Notes
+-----
+With per-request times ``c`` (client), ``r`` (network round trip), ``k_in`` and ``k_out``
+(tokenizer and detokenizer per token), a request of ``n_in`` prompt and ``n_out`` output
+tokens whose GPU-side TTFT, TPOT and end-to-end latency are ``T``, ``P`` and ``E``:
+
+- before the engine sees it: ``s = c + r/2 + k_in n_in``;
+- streaming: the first token reaches the user at ``TTFT_u = s + T + k_out + r/2``; the
+  detokenizer works token by token beside the GPU, so the last token arrives at
+  ``E_u = max(s + E + k_out + r/2, TTFT_u + (n_out - 1) k_out)`` and the user-side
+  ``TPOT_u = (E_u - TTFT_u) / (n_out - 1)`` is ``max(P, k_out)`` for a steady stream;
+- without streaming the answer is detokenized and sent whole:
+  ``E_u = s + E + k_out n_out + r/2`` and ``TTFT_u = E_u`` (nothing is seen earlier);
+  ``TPOT_u`` stays the server's generation pace ``P``.
+
+The engine sees the same arrivals either way: the overheads do not feed back into the
+simulation (in a closed loop, time spent outside the GPU would lower the load a little,
+so the user-side figures are slightly pessimistic there), and the tokenizer is assumed to
+keep up (:func:`outside_gpu_lines` says when one CPU core would not).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import SpecError
+
+if TYPE_CHECKING:
+    from .result import ServeResult
+
+
+@dataclass(frozen=True)
+class ClientOverheads:
+    """Per-request costs outside the GPU.
+
+    Attributes
+    ----------
+    network_rtt_s : float [s]
+        Round trip between the user and the server (same region ~1 ms, across a continent
+        ~60-100 ms).
+    client_s_per_request : float [s]
+        Client library and API server work per request (HTTP, JSON, scheduling hand-off).
+    tokenize_s_per_token : float [s/token]
+        Tokenizer time per prompt token (fast BPE tokenizers: about 0.5-2 us per token on
+        one core).
+    detokenize_s_per_token : float [s/token]
+        Detokenizer and per-token streaming work (an SSE event per token) per output token.
+    streaming : bool
+        Tokens are sent as they are generated; without it the user sees the whole answer at
+        once, so the user-side TTFT equals the end-to-end latency.
+    """
+
+    network_rtt_s: float = 0.0
+    client_s_per_request: float = 0.0
+    tokenize_s_per_token: float = 0.0
+    detokenize_s_per_token: float = 0.0
+    streaming: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("network_rtt_s", "client_s_per_request", "tokenize_s_per_token", "detokenize_s_per_token"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
+                raise SpecError(f"client overheads: {name} must be a time >= 0 in seconds, got {value!r}")
+
+
+@dataclass(frozen=True)
+class UserLatencies:
+    """Per-request latencies as the user sees them [s]."""
+
+    ttft_s: np.ndarray
+    tpot_s: np.ndarray
+    e2e_s: np.ndarray
+    before_gpu_s: np.ndarray
+    after_gpu_s: np.ndarray
+
+
+def user_latencies(result: ServeResult) -> UserLatencies:
+    """User-side TTFT, TPOT and end-to-end latency of every request (see the module notes).
+
+    Without overheads these are the GPU-side figures of ``result``.
+    """
+    o = result.overheads or ClientOverheads()
+    isl, osl = result.trace.isl, result.trace.osl
+    before = o.client_s_per_request + o.network_rtt_s / 2.0 + o.tokenize_s_per_token * isl
+    ttft, tpot, e2e = result.ttft_s, result.tpot_s, result.e2e_s
+    if o.streaming:
+        after = o.detokenize_s_per_token + o.network_rtt_s / 2.0
+        ttft_u = before + ttft + after
+        e2e_u = np.maximum(before + e2e + after, ttft_u + (osl - 1.0) * o.detokenize_s_per_token)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            tpot_u = np.where(osl > 1, (e2e_u - ttft_u) / (osl - 1.0), np.nan)
+    else:
+        after = o.detokenize_s_per_token * osl + o.network_rtt_s / 2.0
+        e2e_u = before + e2e + after
+        ttft_u, tpot_u = e2e_u, tpot
+    return UserLatencies(ttft_u, tpot_u, e2e_u, np.broadcast_to(before, isl.shape), e2e_u - before - e2e)
+
+
+def outside_gpu_lines(result: ServeResult) -> list[str]:
+    """``explain()`` lines: how much of what the user waits for happens outside the GPU."""
+    o = result.overheads
+    if o is None:
+        return []
+    u = user_latencies(result)
+    ttft_u, ttft_g = float(np.mean(u.ttft_s)), float(np.mean(result.ttft_s))
+    e2e_u, e2e_g = float(np.mean(u.e2e_s)), float(np.mean(result.e2e_s))
+    isl = float(np.mean(result.trace.isl))
+    parts = {"network": o.network_rtt_s, "tokenizer": o.tokenize_s_per_token * isl,
+             "client": o.client_s_per_request,
+             "detokenizer": o.detokenize_s_per_token * (1.0 if o.streaming else float(np.mean(result.trace.osl)))}
+    detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in parts.items() if v > 0) or "none"
+    lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (GPU side {ttft_g * 1e3:.1f} ms), end to end "
+              f"{e2e_u * 1e3:.1f} ms (GPU side {e2e_g * 1e3:.1f} ms); outside the GPU per request: {detail}")]
+    if o.streaming:
+        outside, wait = 1.0 - ttft_g / ttft_u if ttft_u > 0 else 0.0, "the first token"
+    else:
+        outside, wait = 1.0 - e2e_g / e2e_u if e2e_u > 0 else 0.0, "the answer"
+        streamed = ttft_u - e2e_g + ttft_g - (o.detokenize_s_per_token * (float(np.mean(result.trace.osl)) - 1.0))
+        lines.append(f"without streaming the user sees nothing for {e2e_u * 1e3:.0f} ms on average; streaming would "
+                     f"show the first token after about {streamed * 1e3:.0f} ms")
+    if outside > 0.5:
+        lines.append(f"the bottleneck is outside the GPU: {outside:.0%} of the wait for {wait} is network, "
+                     "tokenizer and client; a closer region, fewer round trips or a faster tokenizer move it more "
+                     "than a faster GPU or engine")
+    tpot_g = float(np.nanmean(result.tpot_s)) if np.any(result.trace.osl > 1) else 0.0
+    if o.streaming and o.detokenize_s_per_token > tpot_g > 0:
+        lines.append(f"the stream is paced by the detokenizer ({o.detokenize_s_per_token * 1e3:.2f} ms per token) "
+                     f"rather than decode ({tpot_g * 1e3:.2f} ms per token): the CPU side is the bottleneck")
+    cpu_share = o.tokenize_s_per_token * isl * result.requests_per_s
+    if cpu_share > 0.5:
+        lines.append(f"tokenizing {result.requests_per_s:.1f} req/s of {isl:.0f} tokens keeps {cpu_share:.1f} CPU "
+                     "cores busy: a single-threaded tokenizer would queue requests before the GPU sees them "
+                     "(not simulated)")
+    return lines

@@ -1,0 +1,318 @@
+"""Serving under load: hand-checked cases, properties, goodput and the knee, overheads, CLI, plots."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import inferlab
+from inferlab.cli.main import main
+from inferlab.errors import InfeasibleError, InferlabError, SpecError
+from inferlab.serve import serve
+from inferlab.serving.curve import LoadCurve, knee_index, load_sweep
+from inferlab.serving.goodput import goodput, max_rate_meeting_slo
+from inferlab.serving.overheads import ClientOverheads
+from inferlab.serving.progress import Progress
+from inferlab.serving.result import ServeResult
+from inferlab.serving.scheduler import SchedulerConfig
+from inferlab.serving.simulator import Trace
+
+FEW = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def fake_result(arrival, first_token, finish, osl, isl=None, overheads=None, replicas=1) -> ServeResult:
+    """A result with hand-written timelines (no simulation)."""
+    a = np.asarray(arrival, float)
+    n = len(a)
+    trace = Trace(arrival=a, isl=np.asarray(isl if isl is not None else [100.0] * n, float),
+                  osl=np.asarray(osl, float), first_scheduled=a, first_token=np.asarray(first_token, float),
+                  finish=np.asarray(finish, float), preemptions=0, queue_times=np.zeros(1), queue_depth=np.zeros(1),
+                  itl_values=np.zeros(1), itl_weights=np.ones(1))
+    return ServeResult(None, "generic", None, trace, replicas, overheads)  # type: ignore[arg-type]
+
+
+# --- hand-checked ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model, tp, precision", [("llama-3.1-8b", 1, "bf16"), ("llama-3.1-70b", 4, "fp8")])
+def test_lone_request_is_the_batch_one_estimate(model, tp, precision):
+    # One client, so every request runs alone: its TTFT is the prefill of one prompt and its
+    # TPOT the mean decode step of a batch of one, as estimate() computes them.
+    est = inferlab.estimate(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, batch_size=1)
+    r = serve(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, concurrency=1, num_requests=3)
+    assert r.ttft_s == pytest.approx(float(est.ttft_s), rel=2e-3)
+    assert r.tpot_s == pytest.approx(float(est.tpot_s), rel=2e-3)
+    assert r.e2e_s == pytest.approx(float(est.total_s), rel=2e-3)
+    assert np.all(r.queue_s == 0.0)
+
+
+def test_closed_loop_of_one_is_sequential_single_requests():
+    isl, osl = [300, 2000, 800, 1500], [40, 10, 200, 90]
+    r = serve("llama-3.1-8b", "h100-sxm", isl=isl, osl=osl, concurrency=1, num_requests=6, seed=3)
+    # each request is sent when the previous one finishes
+    assert r.trace.arrival[1:] == pytest.approx(r.trace.finish[:-1])
+    for i in range(6):
+        alone = serve("llama-3.1-8b", "h100-sxm", isl=int(r.trace.isl[i]), osl=int(r.trace.osl[i]),
+                      concurrency=1, num_requests=1)
+        assert r.e2e_s[i] == pytest.approx(alone.e2e_s[0], rel=1e-9)
+        assert r.ttft_s[i] == pytest.approx(alone.ttft_s[0], rel=1e-9)
+
+
+def test_offline_queue_times_grow_in_arrival_order():
+    r = serve("llama-3.1-8b", "h100-sxm", isl=2048, osl=256, offline=True, num_requests=600, engine="trtllm")
+    assert np.all(np.diff(r.queue_s) >= -1e-12)
+    assert r.queue_s[0] == 0.0 and r.queue_s[-1] > 10.0  # the last of 600 waits for most of the run
+
+
+def test_closed_loop_littles_law():
+    # C clients always have exactly C requests in flight: throughput x mean latency = C,
+    # up to the drain at the end of the run.
+    r = serve("llama-3.1-8b", "h100-sxm", isl=2048, osl=256, concurrency=16, num_requests=800)
+    assert r.requests_per_s * np.mean(r.e2e_s) == pytest.approx(16, rel=0.03)
+
+
+def test_online_littles_law_in_steady_state():
+    # Little's law on a window in the middle of the run: the time-average number in the
+    # system (counted from arrivals and finishes) equals the arrival rate times the mean
+    # time in the system, within noise.
+    r = serve("llama-3.1-8b", "h100-sxm", isl=1024, osl=128, rate=8.0, num_requests=1500, seed=1)
+    a, f = r.trace.arrival, r.trace.finish
+    t0, t1 = np.quantile(a, 0.2), np.quantile(a, 0.8)
+    grid = np.linspace(t0, t1, 4000)
+    in_system = np.searchsorted(np.sort(a), grid, side="right") - np.searchsorted(np.sort(f), grid, side="right")
+    inside = (a >= t0) & (a < t1)
+    rate = inside.sum() / (t1 - t0)
+    assert np.mean(in_system) == pytest.approx(rate * np.mean(r.e2e_s[inside]), rel=0.1)
+
+
+# --- properties -------------------------------------------------------------------------------
+
+
+@FEW
+@given(isl=st.integers(128, 2048), osl=st.integers(16, 512), rate=st.floats(0.5, 16.0),
+       factor=st.floats(1.5, 4.0))
+def test_more_load_never_lowers_p99_ttft(isl, osl, rate, factor):
+    # The same seed gives the same arrivals rescaled (common random numbers). An arrival waits
+    # for the running iteration to end, so the P99 may move by up to one decode step either way.
+    lo = serve("llama-3.1-8b", "h100-sxm", isl=isl, osl=osl, rate=rate, num_requests=200)
+    hi = serve("llama-3.1-8b", "h100-sxm", isl=isl, osl=osl, rate=rate * factor, num_requests=200)
+    step = float(np.nanmean(lo.tpot_s))
+    assert np.percentile(hi.ttft_s, 99) >= np.percentile(lo.ttft_s, 99) - step
+
+
+@FEW
+@given(isl=st.integers(256, 4096), osl=st.integers(32, 1024))
+def test_throughput_never_exceeds_the_static_batch_bound(isl, osl):
+    # Reserving each request's whole KV on admission (no preemption) with vLLM's pool sizing,
+    # the engine never runs more sequences than estimate()'s largest batch that fits. Mixing
+    # decode tokens into prefill iterations (which a static batch cannot) saves a little: 3%.
+    sched = SchedulerConfig(max_num_seqs=256, reserve_output=True)
+    try:
+        inferlab.estimate("llama-3.1-8b", "l40s", isl=isl, osl=osl, batch_size=10**6)
+    except InfeasibleError as exc:
+        largest = min(exc.suggestion["batch_size"], sched.max_num_seqs)
+    bound = float(inferlab.estimate("llama-3.1-8b", "l40s", isl=isl, osl=osl, batch_size=largest).output_tokens_per_s)
+    r = serve("llama-3.1-8b", "l40s", isl=isl, osl=osl, offline=True, num_requests=3 * largest, scheduler=sched)
+    assert r.output_tokens_per_s <= 1.03 * bound
+
+
+# --- goodput and the knee -------------------------------------------------------------------
+
+
+def test_goodput_by_hand():
+    # four requests over 10 s; TTFT 0.1, 0.3, 0.1, 0.1 s; TPOT (finish - first token) / 9
+    r = fake_result(arrival=[0, 1, 2, 3], first_token=[0.1, 1.3, 2.1, 3.1], finish=[1.0, 2.2, 4.1, 10.0],
+                    osl=[10, 10, 10, 10])
+    g = goodput(r, ttft_slo_s=0.2, tpot_slo_s=0.5, percentile=50)
+    # request 1 misses TTFT, request 3 misses TPOT (6.9 s / 9 = 0.77 s): 2 of 4 over 10 s
+    assert g.fraction == 0.5 and g.requests_per_s == pytest.approx(0.2)
+    assert g.ttft_s == pytest.approx(0.1) and g.meets
+    assert not goodput(r, ttft_slo_s=0.2, tpot_slo_s=0.5, percentile=99).meets
+    assert goodput(fake_result([0, 0], [1, 1], [2, 2], [1, 1], replicas=3), 1.5, 1e-3).requests_per_s == 3.0
+
+
+def test_goodput_rejects_bad_slos():
+    r = fake_result([0], [1], [2], [2])
+    with pytest.raises(SpecError, match="SLOs must be times > 0"):
+        goodput(r, 0.0, 0.1)
+    with pytest.raises(SpecError, match="percentile"):
+        goodput(r, 1.0, 0.1, percentile=0)
+
+
+def test_knee_on_a_made_up_curve():
+    x = [100, 200, 300, 390, 400]
+    # elasticities: (1.02/1 - 1)/(1.0) = 0.02; (1.1/1.02 - 1)/0.5 = 0.157; (2/1.1 - 1)/0.3 = 2.7
+    assert knee_index(x, [1.0, 1.02, 1.1, 2.0, 8.0]) == 2
+    assert knee_index(x, [1.0, 1.02, 1.1, 2.0, 8.0], elasticity=3.0) == 3
+    assert knee_index(x, [1.0, 1.0, 1.0, 1.0, 1.0]) is None
+    # latency rises while throughput falls: the knee is before it
+    assert knee_index([100, 200, 190], [1.0, 1.1, 1.3]) == 1
+    # noise: latency that falls is never a knee
+    assert knee_index([100, 200, 300], [1.0, 0.9, 0.95]) is None
+    with pytest.raises(SpecError):
+        knee_index([1, 2], [1, 2, 3])
+
+
+def test_load_sweep_curve_and_knee():
+    curve = load_sweep("llama-3.1-8b", "h100-sxm", concurrencies=[1, 4, 16, 64, 256], isl=1024, osl=128,
+                       num_requests=300, ttft_slo_s=0.5, tpot_slo_s=0.03)
+    assert isinstance(curve, LoadCurve) and curve.kind == "concurrency"
+    tok = curve.output_tokens_per_s
+    assert tok[1] > tok[0] and tok[2] > tok[1]
+    assert np.all(np.diff(curve.latency("tpot", 50)) > 0)
+    assert np.all(curve.output_tokens_per_s_per_user[:-1] > curve.output_tokens_per_s_per_user[1:])
+    k = curve.knee
+    assert k is not None and 0 < k < 4 and curve.knee_load == curve.loads[k]
+    good = curve.goodput()
+    assert good[0].meets and not good[-1].meets
+    text = str(curve)
+    assert "<- knee" in text and "goodput" in text and f"knee at {curve.loads[k]:g} clients" in text
+    data = json.loads(json.dumps(curve.to_dict()))
+    assert len(data["points"]) == 5 and data["points"][k]["knee"]
+    with pytest.raises(SpecError, match="increasing"):
+        load_sweep("llama-3.1-8b", "h100-sxm", rates=[4, 2])
+    with pytest.raises(SpecError, match="exactly one"):
+        load_sweep("llama-3.1-8b", "h100-sxm")
+    with pytest.raises(SpecError, match="do not pass rate"):
+        load_sweep("llama-3.1-8b", "h100-sxm", concurrencies=[1], rate=2.0)
+
+
+def test_max_rate_meeting_slo():
+    kw = {"isl": 1024, "osl": 128, "num_requests": 300}
+    found = max_rate_meeting_slo("llama-3.1-8b", "h100-sxm", ttft_slo_s=0.3, tpot_slo_s=0.02, **kw)
+    assert found.goodput.meets and found.result.workload.rate == found.rate
+    failing = [rate for rate, ok in found.tried if not ok]
+    assert failing and min(failing) <= found.rate * 1.03  # bracketed within the tolerance
+    with pytest.raises(InfeasibleError, match="a lone request already misses"):
+        max_rate_meeting_slo("llama-3.1-8b", "h100-sxm", ttft_slo_s=0.001, tpot_slo_s=0.02, **kw)
+
+
+# --- outside the GPU -----------------------------------------------------------------------
+
+
+def test_overheads_by_hand():
+    o = ClientOverheads(network_rtt_s=0.1, client_s_per_request=0.01, tokenize_s_per_token=1e-5,
+                        detokenize_s_per_token=1e-3)
+    r = fake_result([0.0], [0.5], [1.4], osl=[10], isl=[1000], overheads=o)
+    u = r.user
+    # before the GPU: 0.01 + 0.05 + 1000 x 1e-5 = 0.07; after: 1e-3 + 0.05
+    assert u.ttft_s[0] == pytest.approx(0.07 + 0.5 + 0.051)
+    assert u.e2e_s[0] == pytest.approx(0.07 + 1.4 + 0.051)
+    assert u.tpot_s[0] == pytest.approx(0.1)  # the GPU's pace, 0.9 s / 9
+    slow = fake_result([0.0], [0.5], [1.4], osl=[10], isl=[1000],
+                       overheads=ClientOverheads(detokenize_s_per_token=0.2))
+    assert slow.user.tpot_s[0] == pytest.approx(0.2)  # paced by the detokenizer
+    whole = fake_result([0.0], [0.5], [1.4], osl=[10], isl=[1000], overheads=ClientOverheads(
+        network_rtt_s=0.1, detokenize_s_per_token=1e-3, streaming=False))
+    assert whole.user.ttft_s[0] == whole.user.e2e_s[0] == pytest.approx(0.05 + 1.4 + 0.01 + 0.05)
+    with pytest.raises(SpecError, match="network_rtt_s"):
+        ClientOverheads(network_rtt_s=-1.0)
+
+
+def test_overheads_through_serve_and_explain():
+    o = ClientOverheads(network_rtt_s=0.15, tokenize_s_per_token=1e-6)
+    r = serve("llama-3.1-8b", "h100-sxm", isl=512, osl=64, rate=2.0, num_requests=100, overheads=o)
+    plain = serve("llama-3.1-8b", "h100-sxm", isl=512, osl=64, rate=2.0, num_requests=100)
+    assert r.ttft_s == pytest.approx(plain.ttft_s)  # the GPU side is untouched
+    assert r.user.ttft_s == pytest.approx(plain.ttft_s + 0.15 + 512e-6)
+    text = r.explain()
+    assert "the bottleneck is outside the GPU" in text and "network 150.0 ms" in text
+    assert "ttft (user)" in str(r) and "user_latency_s" in r.to_dict()
+    assert "outside the GPU" not in plain.explain()
+    # goodput judges what the user sees
+    assert goodput(plain, 0.1, 0.05).meets and not goodput(r, 0.1, 0.05).meets
+
+
+# --- progress, CLI, plots -------------------------------------------------------------------
+
+
+def test_progress_is_silent_in_tests_and_draws_when_asked():
+    quiet = io.StringIO()
+    with Progress(5, "points", stream=quiet) as bar:
+        for _ in range(5):
+            bar.step()
+    assert quiet.getvalue() == ""
+    loud = io.StringIO()
+    with Progress(2, "points", enabled=True, after_s=0.0, stream=loud) as bar:
+        bar.step("(rate 1)")
+    assert "[###############---------------] 1/2 points (rate 1)" in loud.getvalue()
+
+
+def run_cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_concurrency_sweep_prints_the_curve(capsys):
+    code, out, err = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--concurrency", "1,8,32", "--isl", "2048",
+                             "--osl", "256", "--num-requests", "200", "--ttft-slo", "500", "--tpot-slo", "30")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[2].split()[:3] == ["clients", "req/s", "tok/s"] and "goodput" in lines[2]
+    rows = [line.split() for line in lines[4:7]]
+    assert [row[0] for row in rows] == ["1", "8", "32"]
+    assert "knee" in out
+
+
+def test_cli_single_point_json_explain_and_distributions(capsys, tmp_path):
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rate", "4", "--isl",
+                           "lognormal:mean=1024,sigma=0.5", "--osl", "uniform:64-256", "--num-requests", "200",
+                           "--network-rtt", "80", "--ttft-slo", "300", "--tpot-slo", "20", "--explain", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["mode"] == "online" and data["goodput"]["meets"] in (True, False)
+    assert "outside the GPU" in data["explain"] and "user_latency_s" in data
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--offline", "--num-requests", "50")
+    assert code == 0 and "offline (all queued)" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rate", "2", "--isl", "lognormal:mean=1024,sigm=0.5"], "--isl 'lognormal:mean=1024,sigm=0.5' is not"),
+    (["--rate", "2", "--osl", "uniform:9-3"], "lengths: invalid uniform"),
+    (["--concurrency", "1.5"], "whole clients"),
+    (["--rates", "4,2"], "increasing"),
+    (["--rate", "2", "--ttft-slo", "100"], "give both --ttft-slo and --tpot-slo"),
+    (["--rate", "-1"], "rate must be > 0"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(capsys, args, message):
+    code, out, err = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "20", *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("inferlab: error: ") and message in err
+
+
+def test_plots_are_written(tmp_path):
+    pytest.importorskip("matplotlib")
+    r = serve("llama-3.1-8b", "h100-sxm", isl=512, osl=64, rate=4, num_requests=100,
+              overheads=ClientOverheads(network_rtt_s=0.05))
+    curve = load_sweep("llama-3.1-8b", "h100-sxm", rates=[1, 4, 16], isl=512, osl=64, num_requests=100,
+                       ttft_slo_s=0.2, tpot_slo_s=0.02)
+    for obj, name in ((r, "cdf.png"), (curve, "curve.png")):
+        path = tmp_path / name
+        fig = obj.plot(path)
+        assert path.stat().st_size > 10_000 and fig.axes
+
+
+def test_cli_plot(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "sweep.png"
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,4", "--num-requests", "50",
+                           "--plot", str(path))
+    assert code == 0 and path.stat().st_size > 10_000 and f"wrote {path}" in out
+
+
+def test_plot_without_matplotlib_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    r = fake_result([0.0], [0.5], [1.4], osl=[10])
+    with pytest.raises(InferlabError, match=r"pip install 'inferlab\[plot\]'"):
+        r.plot()
+
+
+def test_serve_is_exported():
+    assert inferlab.serve is serve and "serve" in inferlab.__all__
