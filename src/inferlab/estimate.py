@@ -180,6 +180,10 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
             needed_bytes=float(np.max(plan.kv_batch)), available_bytes=float(np.min(plan.kv_budget)),
             suggestion={"batch_size": largest * par.dp})
     wave_batch = np.ceil(replica / n_waves)
+    if np.any(n_waves > 1):  # the memory in use is one wave's
+        plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
+                           step_tokens=np.minimum(wave_batch * i, max_num_tokens),
+                           gpu_memory_utilization=gpu_memory_utilization, kv_block_size=kv_block_size)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)

@@ -60,6 +60,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     est.add_argument("--waves", action="store_true", default=None, help="run a batch whose KV cache does not fit in waves")
     est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
     est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
+    est.add_argument("--plot", metavar="FILE", help="write the roofline chart of the first grid point (.png or .svg)")
     est.set_defaults(func=run)
 
 
@@ -93,6 +94,11 @@ def run(args: argparse.Namespace) -> None:
     est = estimate(kw.pop("model"), kw.pop("hardware"), **kw)
     text = str(est)
     data = est.to_dict()
+    if args.plot and hasattr(est, "op_table"):
+        from ..plots import write_estimate_plot
+
+        write_estimate_plot(est, args.plot)
+        text += f"\nroofline chart written to {args.plot}"
     if args.explain and hasattr(est, "explain"):
         text += "\n\n" + est.explain()
         data["explain"] = est.explain()
