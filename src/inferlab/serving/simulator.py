@@ -41,16 +41,23 @@ class _State:
 
     def __init__(self) -> None:
         self.idx = np.zeros(0, np.int64)       # request ids
-        self.done = np.zeros(0)                # prompt tokens prefilled
-        self.gen = np.zeros(0)                 # output tokens produced
+        self.done = np.zeros(0)                # tokens prefilled since admission
+        self.gen = np.zeros(0)                 # output tokens produced (before and since admission)
+        self.base = np.zeros(0)                # output tokens produced before this admission
 
-    def add(self, i: int) -> None:
+    def add(self, i: int, generated: float = 0.0) -> None:
         self.idx = np.append(self.idx, i)
         self.done = np.append(self.done, 0.0)
-        self.gen = np.append(self.gen, 0.0)
+        self.gen = np.append(self.gen, generated)
+        self.base = np.append(self.base, generated)
 
     def keep(self, mask: np.ndarray) -> None:
-        self.idx, self.done, self.gen = self.idx[mask], self.done[mask], self.gen[mask]
+        self.idx, self.done, self.gen, self.base = self.idx[mask], self.done[mask], self.gen[mask], self.base[mask]
+
+    @property
+    def cached(self) -> np.ndarray:
+        """KV tokens each running request holds."""
+        return self.done + self.gen - self.base
 
 
 def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray,
@@ -85,9 +92,13 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     now, preemptions = 0.0, 0
     q_times, q_depth, itl_v, itl_w = [0.0], [0], [], []
     pos = 0  # next entry of ``order`` to arrive
+    # a preempted request is recomputed: its prompt becomes the prompt plus what it generated
+    prompt = np.asarray(isl, float).copy()
+    generated = np.zeros(n)
+    hold = False  # after a preemption, admit nothing until a request finishes and frees memory
 
     def blocks_used() -> float:
-        tokens = isl[run.idx] + osl[run.idx] if sched.reserve_output else np.maximum(run.done + run.gen, 1.0)
+        tokens = isl[run.idx] + osl[run.idx] if sched.reserve_output else np.maximum(run.cached, 1.0)
         return float(np.sum(np.ceil(tokens / block)))
 
     while pos < len(order) or waiting or len(run.idx):
@@ -96,13 +107,13 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             pos += 1
         # admission: FIFO while a slot and the prompt's KV blocks are free
         used = blocks_used()
-        while waiting and len(run.idx) < sched.max_num_seqs:
+        while waiting and len(run.idx) < sched.max_num_seqs and not hold:
             i = waiting[0]
-            need = math.ceil((isl[i] + (osl[i] if sched.reserve_output else 0.0)) / block)
+            need = math.ceil((isl[i] + osl[i] if sched.reserve_output else prompt[i]) / block)
             if used + need > capacity_blocks:
                 break
             waiting.pop(0)
-            run.add(i)
+            run.add(i, generated[i])
             used += need
             if np.isnan(first_sched[i]):
                 first_sched[i] = now
@@ -111,12 +122,12 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 now = max(now, arrivals[order[pos]])
                 continue
             break
-        prefilling = run.done < isl[run.idx]
+        prefilling = run.done < prompt[run.idx]
         decoding = ~prefilling
         # prefill chunks, first come first served, within the token budget
         budget = sched.max_num_batched_tokens - (int(decoding.sum()) if sched.chunked_prefill else 0)
         chunk = np.zeros(len(run.idx))
-        left = isl[run.idx] - run.done
+        left = prompt[run.idx] - run.done
         for j in np.flatnonzero(prefilling):
             if budget <= 0:
                 break
@@ -131,8 +142,8 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         runs_prefill = chunk > 0
         if not sched.chunked_prefill and runs_prefill.any():
             decoding = np.zeros_like(decoding)  # a whole-prompt prefill iteration runs no decodes
-        finishing_prefill = runs_prefill & (run.done + chunk >= isl[run.idx])
-        ctx = run.done + run.gen
+        finishing_prefill = runs_prefill & (run.done + chunk >= prompt[run.idx])
+        ctx = run.cached
         dctx = ctx[decoding]
         t0 = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
                         prefill_tokens=chunk[runs_prefill], logits=float(decoding.sum() + finishing_prefill.sum()))
@@ -154,8 +165,9 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         run.gen[decoding] += k
         run.done[runs_prefill] += chunk[runs_prefill]
         newly = finishing_prefill
-        run.gen[newly] = 1.0
-        first_tok[run.idx[newly]] = now
+        run.gen[newly] += 1.0  # the prefill samples the next token (the first, or the next after a recompute)
+        fresh = run.idx[newly][np.isnan(first_tok[run.idx[newly]])]
+        first_tok[fresh] = now
         finished = run.gen >= osl[run.idx]
         for i in run.idx[finished]:
             finish[i] = now
@@ -163,13 +175,18 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 arrivals[sent] = now
                 order.append(sent)
                 sent += 1
+        if finished.any():
+            hold = False
         run.keep(~finished)
         # memory pressure: preempt the newest requests (recomputed later) until the KV fits
         while len(run.idx) > 1 and blocks_used() > capacity_blocks:
-            i = run.idx[-1]
+            i = int(run.idx[-1])
+            generated[i] = run.gen[-1]
+            prompt[i] = isl[i] + generated[i]
             run.keep(np.arange(len(run.idx)) < len(run.idx) - 1)
-            waiting.insert(0, int(i))
+            waiting.insert(0, i)
             preemptions += 1
+            hold = True
         q_times.append(now)
         q_depth.append(len(waiting))
     return Trace(arrivals, isl, osl, first_sched, first_tok, finish, preemptions, np.asarray(q_times),
@@ -184,7 +201,7 @@ def _decode_stretch(sched: SchedulerConfig, run: _State, decoding: np.ndarray, t
     k = int(max(1, remaining.min()))
     # KV growth: each running request adds a token per step (nothing to check when reserved)
     if not sched.reserve_output:
-        tokens = run.done + run.gen
+        tokens = run.cached
         free_tokens = (capacity_blocks - np.sum(np.ceil(np.maximum(tokens, 1.0) / block))) * block
         k = min(k, max(1, int(free_tokens // max(len(run.idx), 1)) + 1))
     # an arrival that could be admitted (a slot and its prompt blocks are free)
