@@ -19,6 +19,7 @@ from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_ta
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
 from .estimate_cmd import add_parser as add_estimate_parser
+from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
 from .validate import add_parsers as add_validate_parsers
 
@@ -138,6 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_estimate_parser(sub, common)
     add_serve_parser(sub, common)
+    add_plan_parser(sub, common)
     add_validate_parsers(sub, common)
 
     calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
