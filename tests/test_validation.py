@@ -76,12 +76,14 @@ def test_case_file_errors_name_the_problem(tmp_path):
 
 
 @pytest.mark.parametrize("changes, reason", [
-    ({"regime": "offline", "load": {"offline": True}}, "regime offline needs the serving simulation (issue 5)"),
-    ({"regime": "closed_loop", "load": {"concurrency": 8}}, "regime closed_loop needs the serving simulation"),
+    ({"regime": "offline", "load": {"offline": True}, "parallelism": {"tp": 1, "pp": 2}, "num_gpus": 2},
+     "does not model pipeline stages"),
+    ({"regime": "closed_loop", "load": {"batch_size": 8}}, "expected concurrency"),
     ({"parallelism": {"tp": 4, "ep": 8}, "num_gpus": 4}, "ep=8 does not divide tp=4"),
-    ({"parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4}, "moe_tp=1 x ep=1 differs from tp=4"),
+    ({"model": "mixtral-8x7b", "parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4},
+     "moe_tp=1 x ep=1 differs from tp=4"),
     ({"parallelism": {"tp": 4, "attention_dp": True, "attention_dp_size": 2}, "num_gpus": 4},
-     "attention_dp_size=2 other than tp=4"),
+     "attention_dp_size=2 with tp=4 (attention TP inside DP ranks) is not modelled"),
     ({"num_gpus": 2}, "differs from tp x pp x dp = 1"),
     ({"speculative": {"method": "draft", "draft_tokens": 3, "acceptance_length": 2.5}},
      "speculative decoding as given cannot be modelled"),  # a draft model must be named
@@ -292,12 +294,10 @@ def test_cli_validate_text_and_json(capsys, data_dir):
     sample = str(data_dir / "cases-sample.yaml")
     out = run_cli(capsys, "validate", sample, "--ops", str(data_dir / "ops-sample.csv"))
     assert "lmdeploy-a100-llama-2-7b-fp16-tp1-bs1-128-128" in out and "error %" in out
-    assert "needs the serving simulation (issue 5)" in out and "median |err| %" in out and "attention_decode" in out
+    assert "offline       output_tokens_per_s" in out and "median |err| %" in out and "attention_decode" in out
     rows = json.loads(run_cli(capsys, "validate", sample, "--json"))
     assert {tuple(r) for r in rows} == {("id", "regime", "metric", "measured", "predicted", "reason")}
-    offline = next(r for r in rows if r["regime"] == "offline")
-    assert offline["predicted"] is None and "issue 5" in offline["reason"]
-    assert all(r["predicted"] > 0 for r in rows if r["regime"] == "static_batch")
+    assert all(r["predicted"] > 0 for r in rows)  # the offline case through the serving simulation
 
 
 def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):

@@ -70,15 +70,38 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     """
     dep = deployment(model, hardware, tp=tp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
-    sched = scheduler or ENGINE_SCHEDULERS.get(engine, SchedulerConfig())
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
                  "kv_block_size": kv_block_size}
-    sched = replace(sched, **{k: v for k, v in overrides.items() if v is not None})
+    result = serve_deployment(dep, engine, isl=isl, osl=osl, rate=rate, concurrency=concurrency, trace=trace,
+                              offline=offline, num_requests=num_requests, seed=seed, scheduler=scheduler,
+                              **{k: v for k, v in overrides.items() if v is not None})
+    return result if overheads is None else replace(result, overheads=overheads)
+
+
+def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
+                     concurrency: int | None = None, trace: Any = None, offline: bool = False,
+                     num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+                     **limits: Any) -> ServeResult:
+    """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
+    sched = replace(scheduler or ENGINE_SCHEDULERS.get(engine, SchedulerConfig()), **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
                         trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
-    result = serve_workload(dep, engine, workload, sched)
-    return result if overheads is None else replace(result, overheads=overheads)
+    return serve_workload(dep, engine, workload, sched)
+
+
+def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
+    """The limits of the whole replica from the engine's per-scheduler limits.
+
+    With attention data parallelism every rank runs its own scheduler over its own
+    requests (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` are per rank), so
+    the replica holds ``attention_groups`` times the sequences and tokens of one rank.
+    """
+    ranks = dep.parallel.attention_groups
+    if ranks == 1:
+        return sched
+    return replace(sched, max_num_seqs=sched.max_num_seqs * ranks,
+                   max_num_batched_tokens=sched.max_num_batched_tokens * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
@@ -109,9 +132,10 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig) -> float:
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig) -> ServeResult:
     """Simulate a ready deployment, workload and scheduler."""
     replica = _replica_workload(workload, dep.parallel.dp)
+    limits = scheduler_for(dep, sched)
     arrivals, isl, osl = replica.draw()
-    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs)
-    trace = simulate(model, sched, arrivals, isl.astype(float), osl.astype(float),
+    model = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
+    trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                      kv_capacity_tokens=kv_capacity_tokens(dep, sched), concurrency=replica.concurrency)
     return ServeResult(dep, engine, replica, trace, dep.parallel.dp)
 

@@ -4,7 +4,8 @@ Kernel curves (GEMM per kernel, attention, kernel floor) are fitted per (engine,
 the op table and collectives per GPU (:mod:`.fit_ops`); medians over GPUs give the
 engine-wide and the ``generic`` (datasheet-only) values. Then each engine's per-step
 overhead is fitted on the static-batch cases of the *fit half* (a fixed split by a hash
-of the case id); the other half is only scored. The same inputs give the same file.
+of the case id), and each engine's serving overheads on its serving cases of that half
+(:mod:`.fit_serving`); the other half is only scored. The same inputs give the same file.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from scipy.optimize import least_squares
 
 from ..validation.cases import Case, case_engine, predict_cases
 from ..validation.ops import OpTable, predict_ops
+from ..validation.serving import serving_unsupported_reason
 from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize
 from .fit_ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
+from .fit_serving import TERMS as SERVING_TERMS
+from .fit_serving import fit_serving_terms, with_engine_terms
 
 #: Significant digits kept in the written profile.
 DIGITS = 4
@@ -104,8 +108,8 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
 
 
 def supported_fit_cases(cases: Sequence[Case], profile: dict[str, Any], half: int) -> list[tuple[Case, float]]:
-    """Cases of one half the model predicts, with their predictions under ``profile``."""
-    chosen = [c for c in cases if c.holdout_half == half]
+    """Static-batch cases of one half the model predicts, with their predictions under ``profile``."""
+    chosen = [c for c in cases if c.holdout_half == half and c.regime == "static_batch"]
     return [(c, p) for c, (p, _) in zip(chosen, predict_cases(chosen, profile)) if p is not None]
 
 
@@ -172,10 +176,12 @@ def source_line(ops_label: str, ops_digest: str, num_rows: int, case_labels: Seq
             f"(by a hash of the case id) that the model predicts, of {cases}")
 
 
-def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], str]) -> CalibrationReport:
+def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], str],
+              score: bool = True) -> CalibrationReport:
     """Fit a profile to an op table and cases; score it in sample, leave-one-GPU-out and held out.
 
-    ``source(n)`` gives the profile's ``source`` line when ``n`` cases were fitted on.
+    ``source(n)`` gives the profile's ``source`` line when ``n`` cases were fitted on;
+    ``score=False`` leaves the error tables empty (the profile alone, faster).
     """
     fits = fit_ops(table)
     profile = round_tree(with_priors(assemble_profile(fits)))
@@ -186,7 +192,16 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     if terms["engines"]:
         profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
         profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
-    profile = {"source": source(len(usable)), **round_tree(profile)}
+    serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch"
+                     and case_engine(c) != "generic" and serving_unsupported_reason(c) is None]
+    serving = round_tree(fit_serving_terms(profile, serving_cases))
+    for engine, values in serving.items():
+        profile = with_engine_terms(profile, engine, values)
+    for term in SERVING_TERMS if serving else ():
+        profile["generic"][term] = float(f"{np.median([v[term] for v in serving.values()]):.{DIGITS}g}")
+    profile = {"source": source(len(usable) + len(serving_cases)), **round_tree(profile)}
+    if not score:
+        return CalibrationReport(profile, [], [], [], [])
     op_in = op_error_stats(table, predict_ops(table, profile), "in sample")
     op_out = op_error_stats(table, leave_one_gpu_out(table, fits), "leave one GPU out")
 
@@ -201,16 +216,16 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
 
 def profile_yaml(report: CalibrationReport) -> str:
     """The profile as YAML, headed by comments with the fit's errors."""
-    def lines(title: str, stats: list[ErrorStats]) -> list[str]:
-        return [f"# {title}:"] + [f"#   {s.metric}: n={s.count}, median |error| {s.median_abs_error_pct:.1f}%, "
-                                  f"bias {s.bias_pct:+.1f}%" for s in stats if s.count]
+    def lines(title: str, stats: list[ErrorStats], regime: bool = False) -> list[str]:
+        return [f"# {title}:"] + [f"#   {s.regime + ' ' if regime else ''}{s.metric}: n={s.count}, median |error| "
+                                  f"{s.median_abs_error_pct:.1f}%, bias {s.bias_pct:+.1f}%" for s in stats if s.count]
 
     head = ["# Written by `inferlab calibrate`; regenerate rather than edit (see `source`).",
             "# Median errors when written:"]
     head += lines("op latency, in sample", report.op_in_sample)
     head += lines("op latency, each GPU left out of the fit", report.op_leave_one_gpu_out)
-    head += lines("cases, fit half", report.cases_fit)
-    head += lines("cases, held-out half", report.cases_held_out)
+    head += lines("cases, fit half", report.cases_fit, regime=True)
+    head += lines("cases, held-out half", report.cases_held_out, regime=True)
     rest = {k: v for k, v in report.profile.items() if k != "source"}
     body = yaml.safe_dump(rest, sort_keys=False, default_flow_style=None, width=120)
     # A JSON string is a YAML scalar: the source stays on one line.

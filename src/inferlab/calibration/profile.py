@@ -124,6 +124,10 @@ class Profile(BaseModel):
     kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
     launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
     step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")
+    serving_step_overhead_s: float = Field(
+        default=0.0, ge=0.0,
+        description="In-flight batching only: host work per iteration beyond a static step's (scheduling, "
+                    "building the mixed batch, updating request state); fitted on serving cases.")
     source: str = "datasheet peaks only"
 
 

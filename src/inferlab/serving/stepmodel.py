@@ -77,7 +77,7 @@ class StepModel:
         self.floor = prof.kernel_floor_s + a.fixed_s
         self.per_sequence_head_s = a.per_sequence_head_s
         self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
-        self.step_overhead_s = prof.step_overhead_s
+        self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
 
     def _costs(self, op: Attention) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]

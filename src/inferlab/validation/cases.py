@@ -2,9 +2,10 @@
 
 A case is one deployment, one workload and one measured metric (see
 ``validation/SCHEMA.md`` of the shared data). :func:`load_cases` reads and checks case
-files; :func:`predict_case` predicts a case's metric with :func:`inferlab.estimate` when
-the model covers its regime and techniques, and otherwise says why it does not, so an
-unsupported case is never approximated silently.
+files; :func:`predict_case` predicts a case's metric with :func:`inferlab.estimate` (static
+batches) or the serving simulation (:mod:`.serving`) when the model covers its regime and
+techniques, and otherwise says why it does not, so an unsupported case is never
+approximated silently.
 """
 
 from __future__ import annotations
@@ -138,19 +139,50 @@ def load_cases(paths: Sequence[str | Path] | str | Path | None = None) -> list[C
     return cases
 
 
+def _has_experts(model: str) -> bool:
+    """Whether the catalog model has routed experts (a dense model ignores ``moe_tp``); True if unknown."""
+    from ..specs.catalog import load_model
+
+    try:
+        return load_model(model).moe is not None
+    except InferlabError:
+        return True
+
+
+def case_layout(case: Case) -> dict[str, Any] | str:
+    """The case's layout as keyword arguments of :func:`inferlab.estimate` (``tp``, ``pp``,
+    ``ep``, ``dp``, ``attention_dp``), or why it cannot be mapped.
+
+    With attention data parallelism a case may give the attention TP per rank as ``tp``
+    (1) and the ranks as ``attention_dp_size``: the stage then has ``attention_dp_size``
+    GPUs, all running attention data-parallel. ``moe_tp`` is checked only for MoE models.
+    """
+    par = case.parallelism
+    adp = par.attention_dp or (par.attention_dp_size or 1) > 1
+    tp = par.tp
+    if adp and par.attention_dp_size is not None and par.attention_dp_size != par.tp:
+        if par.tp != 1:
+            return f"attention_dp_size={par.attention_dp_size} with tp={par.tp} (attention TP inside DP ranks) " \
+                   "is not modelled"
+        tp = par.attention_dp_size
+    if tp % par.ep:
+        return f"ep={par.ep} does not divide tp={tp}: expert groups outside the stage's GPUs are not modelled"
+    if par.moe_tp is not None and par.moe_tp * par.ep != tp and _has_experts(case.model):
+        return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={tp}"
+    if case.num_gpus != tp * par.pp * par.dp:
+        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {tp * par.pp * par.dp}"
+    return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": par.dp, "attention_dp": adp}
+
+
 def unsupported_reason(case: Case) -> str | None:
     """Why the model cannot predict ``case`` yet, or None when it can."""
-    par = case.parallelism
     if case.regime != "static_batch":
-        return f"regime {case.regime} needs the serving simulation (issue 5)"
-    if par.tp % par.ep:
-        return f"ep={par.ep} does not divide tp={par.tp}: expert groups outside the stage's GPUs are not modelled"
-    if par.moe_tp is not None and par.moe_tp * par.ep != par.tp:
-        return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={par.tp}"
-    if par.attention_dp_size is not None and par.attention_dp_size not in (1, par.tp):
-        return f"attention_dp_size={par.attention_dp_size} other than tp={par.tp} is not modelled"
-    if case.num_gpus != par.tp * par.pp * par.dp:
-        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {par.tp * par.pp * par.dp}"
+        from .serving import serving_unsupported_reason
+
+        return serving_unsupported_reason(case)
+    layout = case_layout(case)
+    if isinstance(layout, str):
+        return layout
     if case.speculative:
         try:
             case_speculative(case)
@@ -211,19 +243,25 @@ def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, outp
 
 
 def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple[float | None, str | None]]:
-    """:func:`predict_case` for many cases; cases that share a deployment are evaluated as one grid."""
+    """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
+    grid, serving cases that share a run as one simulation."""
     from ..estimate import estimate
+    from .serving import predict_serving_cases
 
     cases = list(cases)
     out: list[tuple[float | None, str | None]] = [(None, None)] * len(cases)
+    serving = [i for i, case in enumerate(cases) if case.regime != "static_batch"]
+    for i, pred in zip(serving, predict_serving_cases([cases[i] for i in serving], profile)):
+        out[i] = pred
     groups: dict[tuple, list[int]] = {}
     for i, case in enumerate(cases):
+        if case.regime != "static_batch":
+            continue
         reason = unsupported_reason(case)
         if reason is not None:
             out[i] = (None, reason)
             continue
-        par = case.parallelism
-        layout = (par.tp, par.pp, par.ep, par.dp, par.attention_dp or (par.attention_dp_size or 1) > 1)
+        layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
         techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
         key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
                techniques)
@@ -260,7 +298,7 @@ def predict_case(case: Case, profile: Any = "default") -> tuple[float | None, st
     -------
     (predicted, reason)
         ``(value, None)``, or ``(None, reason)`` when the case needs something the model
-        does not cover yet (a serving regime, a parallelism, speculation...) or cannot run
+        does not cover yet (a parallelism, speculation under load...) or cannot run
         (for example, the model does not fit).
     """
     return predict_cases([case], profile)[0]

@@ -1,0 +1,102 @@
+"""Serving overhead per engine, fitted on the serving cases of the fit half.
+
+An in-flight-batching engine pays host work every iteration that a static batch does not:
+scheduling, building the mixed batch, updating request state (``serving_step_overhead_s``,
+added to every iteration by :class:`~inferlab.serving.stepmodel.StepModel`). It is fitted
+per engine on the ``offline``, ``online`` and ``closed_loop`` cases of the fit half, jointly
+over the engine's metrics, in log space with the Cauchy loss of the other fits.
+
+Notes
+-----
+Every iteration takes ``t_i + o``. Offline and closed-loop schedules depend only on counts
+(what runs in which iteration), not on time, so each request's arrival, first token and
+finish are affine in ``o``: two simulations (at 0 and at a step) give them for any ``o``.
+Poisson arrivals make online schedules depend on time; for them this is a first-order
+expansion (the reported errors come from full simulations at the fitted value). The
+simulations that give the slope serve fewer requests (:data:`SENSITIVITY_MAX_REQUESTS`);
+a full-size simulation at 0 gives each metric's level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..validation.cases import Case, case_engine
+from ..validation.serving import RequestTimes, serving_groups, serving_metric, simulate_groups
+from .fit_ops import LOSS_SCALE
+
+#: The fitted terms.
+TERMS = ("serving_step_overhead_s",)
+#: Step of the term for the sensitivity simulations [s].
+STEP_S = 1e-3
+#: Largest value the fit may find [s]: more host time per iteration would show as idle GPU
+#: time between kernels in any engine's trace.
+STEP_OVERHEAD_MAX_S = 0.01
+#: Requests per sensitivity simulation.
+SENSITIVITY_MAX_REQUESTS = 1024
+
+
+def with_engine_terms(profile: dict[str, Any], engine: str, terms: dict[str, float]) -> dict[str, Any]:
+    """``profile`` with ``terms`` set engine-wide (``overrides[engine]["all"]``)."""
+    trial = {**profile, "overrides": {**profile.get("overrides", {})}}
+    section = dict(trial["overrides"].get(engine, {}))
+    section["all"] = {**section.get("all", {}), **terms}
+    trial["overrides"][engine] = section
+    return trial
+
+
+def _with_overhead(profile: dict[str, Any], engines: Sequence[str], seconds: float) -> dict[str, Any]:
+    for engine in engines:
+        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": seconds})
+    return profile
+
+
+def fit_serving_terms(profile: dict[str, Any], cases: Sequence[Case]) -> dict[str, dict[str, float]]:
+    """``{engine: {"serving_step_overhead_s": seconds}}`` for each engine (``generic`` aside)
+    with serving cases in ``cases``."""
+    cases = [c for c in cases if c.regime != "static_batch" and case_engine(c) != "generic"]
+    groups, _ = serving_groups(cases)
+    keys = list(groups)
+    engines = sorted({key[4] for key in keys})
+    if not keys:
+        return {}
+    full = simulate_groups(keys, _with_overhead(profile, engines, 0.0))
+    stepped = simulate_groups(keys, _with_overhead(profile, engines, STEP_S), max_requests=SENSITIVITY_MAX_REQUESTS)
+    # A full-size run that already fits the sensitivity size is its own base.
+    larger = [j for j, (f, s) in enumerate(zip(full, stepped))
+              if isinstance(f, str) or isinstance(s, str) or len(f.osl) != len(s.osl)]
+    base = list(full)
+    for j, times in zip(larger, simulate_groups([keys[j] for j in larger], _with_overhead(profile, engines, 0.0),
+                                                max_requests=SENSITIVITY_MAX_REQUESTS)):
+        base[j] = times
+    fitted: dict[str, dict[str, float]] = {}
+    for engine in engines:
+        rows = []
+        for j, key in enumerate(keys):
+            runs = (full[j], base[j], stepped[j])
+            if key[4] == engine and not any(isinstance(r, str) for r in runs):
+                rows += [(runs, cases[i]) for i in groups[key]]
+        if rows:
+            fitted[engine] = {"serving_step_overhead_s": _fit_engine(rows)}
+    return fitted
+
+
+def _fit_engine(rows: list[tuple[tuple[RequestTimes, RequestTimes, RequestTimes], Case]]) -> float:
+    measured = np.array([case.measured for _, case in rows])
+    level = np.array([serving_metric(full, c.metric, c.num_gpus) / serving_metric(base, c.metric, c.num_gpus)
+                      for (full, base, _), c in rows])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        # x in milliseconds, so that finite-difference steps are microseconds
+        moved = np.array([serving_metric(base.shifted([(stepped, x[0] * 1e-3 / STEP_S)]), c.metric, c.num_gpus)
+                          for (_, base, stepped), c in rows])
+        return np.log(np.maximum(level * moved, 1e-30) / measured)
+
+    result = least_squares(residuals, np.array([0.1]), bounds=([0.0], [STEP_OVERHEAD_MAX_S * 1e3]),
+                           loss="cauchy", f_scale=LOSS_SCALE, diff_step=1e-3)
+    # Resolution 1 us: what the bound leaves as rounding noise becomes exactly 0.
+    return round(float(result.x[0]), 3) * 1e-3

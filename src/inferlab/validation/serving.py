@@ -1,0 +1,243 @@
+"""Serving cases (``offline``, ``online``, ``closed_loop``) predicted with :func:`inferlab.serve`.
+
+A serving case is simulated request by request; cases that share a deployment, lengths and
+a load (the TTFT and TPOT rows of one run) share one simulation. What each simulates:
+
+* ``offline`` (every request queued at once, output tokens/s over the whole run):
+  :data:`OFFLINE_WAVES` times what the engine holds at once (its sequence limit or its KV
+  pool, whichever binds), at least :data:`MIN_REQUESTS` and at most :data:`MAX_REQUESTS`,
+  so that the ramp-up of the first wave and the drain of the last weigh as little as in
+  the benchmarks (the TensorRT-LLM performance overview sizes its datasets, 1,000-30,000
+  requests, "to guarantee that the system hit a steady state").
+* ``online``: the case's Poisson rate and request count. An infinite rate
+  (``load: {offline: true}``) is served as offline; its mean TTFT grows with a request
+  count the case does not state, so that metric is not predicted.
+* ``closed_loop``: ``concurrency`` clients, each sending its next request when the last
+  one ends. Benchmark clients (vLLM and SGLang ``bench_serving``, genai-perf) measure from
+  the first request, whose burst of ``concurrency`` simultaneous prompts lengthens the first
+  round's TTFT, over about :data:`BENCHMARK_ROUNDS` requests per client. The simulation runs
+  :data:`SIMULATED_ROUNDS` rounds, the later ones periodic, and weighs them as the
+  benchmark's remaining rounds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import InferlabError
+from .cases import Case, case_engine, case_layout, case_precision
+
+#: Offline: requests per sequence the engine holds at once.
+OFFLINE_WAVES = 4
+#: Closed loop: requests per client in the benchmark, and in the simulation.
+BENCHMARK_ROUNDS = 10
+SIMULATED_ROUNDS = 3
+#: Fewest and most requests a simulation serves (its run time grows with them).
+MIN_REQUESTS = 256
+MAX_REQUESTS = 4096
+#: Simulations run in parallel processes from this many on, over at most this many workers.
+PARALLEL_MIN_GROUPS = 32
+MAX_WORKERS = 8
+
+
+def serving_unsupported_reason(case: Case) -> str | None:
+    """Why :func:`inferlab.serve` cannot predict the serving ``case``, or None when it can."""
+    layout = case_layout(case)
+    if isinstance(layout, str):
+        return layout
+    if layout["pp"] > 1:
+        return f"pp={layout['pp']}: the serving simulation does not model pipeline stages"
+    if case.speculative:
+        return "speculative decoding is not in the serving simulation yet"
+    if case.prefix_cache:
+        return "prefix caching is not in the serving simulation yet"
+    if case.disaggregation:
+        return "disaggregated prefill and decode are not in the serving simulation yet"
+    moe = case.precision.get("moe_weights")
+    if moe is not None and moe != case.precision.get("weights"):
+        return "a separate precision for MoE experts is not modelled yet"
+    load = case.load
+    if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
+        return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"
+    if case.regime == "online" and not ({"request_rate", "num_requests"} <= set(load) or load.get("offline")):
+        return f"online with load {sorted(load)} (expected request_rate and num_requests)"
+    if case.regime == "closed_loop" and "concurrency" not in load:
+        return f"closed_loop with load {sorted(load)} (expected concurrency)"
+    if case.regime == "offline" and not (load.get("offline") or "concurrency" in load):
+        return f"offline with load {sorted(load)} (expected offline: true or a concurrency)"
+    return None
+
+
+def _load_key(case: Case) -> tuple:
+    """The simulated load: ``("offline",)``, ``("rate", r, n)`` or ``("concurrency", c)``."""
+    load = case.load
+    if "concurrency" in load:
+        return ("concurrency", int(load["concurrency"]))
+    if "request_rate" in load:
+        return ("rate", float(load["request_rate"]), int(load["num_requests"]))
+    return ("offline",)
+
+
+def _in_flight(dep: Any, engine: str, isl: int, osl: int) -> float:
+    """Requests the engine holds at once: its sequence limit or its KV pool."""
+    from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+
+    sched = ENGINE_SCHEDULERS[engine]
+    per_request = isl + (osl if sched.reserve_output else osl / 2.0)
+    return min(scheduler_for(dep, sched).max_num_seqs, kv_capacity_tokens(dep, sched) / per_request)
+
+
+def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
+                     max_requests: int = MAX_REQUESTS) -> dict[str, Any]:
+    """Keyword arguments of :func:`inferlab.serve` for one simulated load."""
+    if load[0] == "rate":
+        return {"rate": load[1], "num_requests": load[2]}
+    if load[0] == "concurrency":
+        n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
+        return {"concurrency": load[1], "num_requests": int(n)}
+    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl)
+    return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests))}
+
+
+@dataclass(frozen=True)
+class RequestTimes:
+    """What one simulation leaves for the case metrics: per-request times [s] and lengths.
+
+    ``first_round`` requests (a closed loop's first burst, 0 otherwise) stand for themselves;
+    the later ones stand for the benchmark's remaining rounds (:func:`latency_weights`).
+    """
+
+    arrival: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+    osl: np.ndarray
+    replicas: int
+    first_round: int = 0
+
+    def shifted(self, steps: Sequence[tuple[RequestTimes, float]]) -> RequestTimes:
+        """These times plus ``weight x (t - self)`` for each ``(t, weight)``: a first-order step."""
+        times = {k: getattr(self, k) + sum(w * (getattr(t, k) - getattr(self, k)) for t, w in steps)
+                 for k in ("arrival", "first_token", "finish")}
+        return replace(self, **times)
+
+
+def latency_weights(times: RequestTimes) -> np.ndarray:
+    """Weight of each request in the latency means: 1, except in a closed loop, where the
+    requests after the first round share the weight of the benchmark's other rounds."""
+    n, first = len(times.osl), times.first_round
+    w = np.ones(n)
+    if 0 < first < n:
+        w[first:] = (BENCHMARK_ROUNDS - 1) * first / (n - first)
+    return w
+
+
+def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
+    keep = np.isfinite(values)
+    v, w = values[keep], weights[keep]
+    if not v.size:
+        return float("nan")
+    order = np.argsort(v)
+    cum = np.cumsum(w[order])
+    return float(v[order][np.searchsorted(cum, 0.5 * cum[-1])])
+
+
+def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
+    """A case metric (ms for times, tokens/s for rates) from simulated request times.
+
+    Throughput is over the whole run; latencies are weighted means over the requests
+    (:func:`latency_weights`), the mean ITL being their decode time over their token gaps.
+    """
+    w = latency_weights(times)
+    gaps = times.osl - 1.0
+    decode = times.finish - times.first_token
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(gaps > 0, decode / gaps, np.nan)
+    has_tpot = np.isfinite(tpot)
+    duration = float(np.max(times.finish) - np.min(times.arrival))
+    throughput = float(np.sum(times.osl)) / duration * times.replicas if duration > 0 else float("nan")
+    mean_tpot = float(np.sum(np.where(has_tpot, tpot, 0.0) * w) / np.sum(w * has_tpot)) if has_tpot.any() \
+        else float("nan")
+    values = {
+        "output_tokens_per_s": lambda: throughput,
+        "output_tokens_per_s_per_gpu": lambda: throughput / num_gpus,
+        "output_tokens_per_s_per_user": lambda: 1.0 / mean_tpot,
+        "ttft_ms": lambda: np.sum((times.first_token - times.arrival) * w) / np.sum(w) * 1e3,
+        "tpot_ms": lambda: mean_tpot * 1e3,
+        "itl_ms": lambda: np.sum(np.where(has_tpot, decode, 0.0) * w)
+        / max(float(np.sum(np.maximum(gaps, 0.0) * w)), 1.0) * 1e3,
+        "tpot_p50_ms": lambda: _weighted_median(tpot, w) * 1e3,
+    }
+    return float(values[metric]())
+
+
+def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[int, str]]:
+    """Cases grouped by simulation key (deployment, lengths, load), and why the others are not predicted."""
+    groups: dict[tuple, list[int]] = {}
+    reasons: dict[int, str] = {}
+    for i, case in enumerate(cases):
+        reason = serving_unsupported_reason(case)
+        if reason is not None:
+            reasons[i] = reason
+            continue
+        layout = case_layout(case)
+        key = (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
+               case_engine(case), case.isl, case.osl, _load_key(case))
+        groups.setdefault(key, []).append(i)
+    return groups, reasons
+
+
+def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -> RequestTimes | str:
+    """Simulate one group's deployment and load; the request times, or why it cannot run."""
+    from ..estimate import deployment
+    from ..serve import serve_deployment
+
+    model, hardware, layout, precision, engine, isl, osl, load = key
+    try:
+        dep = deployment(model, hardware, precision=dict(precision), engine=engine, profile=profile, **dict(layout))
+        result = serve_deployment(dep, engine, isl=isl, osl=osl,
+                                  **serving_workload(dep, engine, isl, osl, load, max_requests))
+    except InferlabError as exc:
+        return str(exc)
+    t = result.trace
+    first_round = min(load[1], len(t.osl)) if load[0] == "concurrency" else 0
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, first_round)
+
+
+def _simulate_star(args: tuple) -> RequestTimes | str:
+    return simulate_group(*args)
+
+
+def simulate_groups(keys: Sequence[tuple], profile: Any, workers: int | None = None,
+                    max_requests: int = MAX_REQUESTS) -> list[RequestTimes | str]:
+    """:func:`simulate_group` for many keys, over ``workers`` processes (default: the CPUs, when
+    there are at least :data:`PARALLEL_MIN_GROUPS` keys)."""
+    jobs = [(key, profile, max_requests) for key in keys]
+    if workers is None:
+        workers = min(os.cpu_count() or 1, MAX_WORKERS) if len(jobs) >= PARALLEL_MIN_GROUPS else 1
+    if workers <= 1:
+        return [simulate_group(*job) for job in jobs]
+    # Small chunks, so that the processes finish together.
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_simulate_star, jobs, chunksize=max(1, len(jobs) // (8 * workers))))
+
+
+def predict_serving_cases(cases: Sequence[Case], profile: Any = "default",
+                          workers: int | None = None) -> list[tuple[float | None, str | None]]:
+    """Predict serving cases, one simulation per (deployment, workload, load)."""
+    groups, reasons = serving_groups(cases)
+    out: list[tuple[float | None, str | None]] = [(None, reasons.get(i)) for i in range(len(cases))]
+    for (key, idx), times in zip(groups.items(), simulate_groups(list(groups), profile, workers)):
+        for i in idx:
+            if isinstance(times, str):
+                out[i] = (None, times)
+                continue
+            value = serving_metric(times, cases[i].metric, cases[i].num_gpus)
+            out[i] = (value, None) if np.isfinite(value) else (None, f"{cases[i].metric} is undefined here")
+    return out

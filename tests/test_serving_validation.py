@@ -1,0 +1,140 @@
+"""Serving cases (offline, online, closed loop) predicted by the serving simulation, and its fitted overhead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from inferlab.calibration.fit_serving import fit_serving_terms, with_engine_terms
+from inferlab.calibration.profile import profile_file
+from inferlab.estimate import deployment
+from inferlab.serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+from inferlab.validation.cases import Case, case_layout, load_cases, predict_cases
+from inferlab.validation.serving import (
+    MAX_REQUESTS,
+    RequestTimes,
+    serving_groups,
+    serving_metric,
+    serving_unsupported_reason,
+    serving_workload,
+)
+from inferlab.validation.summary import summarize
+
+SERVING = ("offline", "online", "closed_loop")
+
+
+def default_profile() -> dict:
+    return yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
+
+
+def test_public_serving_cases_are_predicted_unless_a_documented_reason():
+    cases = [c for c in load_cases() if c.regime in SERVING]
+    reasons = [serving_unsupported_reason(c) for c in cases]
+    pipeline = [r for r in reasons if r and "does not model pipeline stages" in r]
+    infinite_rate_ttft = [r for r in reasons if r and "infinite rate" in r]
+    assert len(pipeline) == 27 and len(infinite_rate_ttft) == 5
+    assert sum(r is None for r in reasons) == len(cases) - 32
+
+
+def test_sample_serving_cases_share_runs_and_are_summarised(data_dir):
+    cases = load_cases(data_dir / "cases-serving-sample.yaml")
+    groups, reasons = serving_groups(cases)
+    assert len(reasons) == 2 and len(groups) == 4  # a TTFT and a TPOT row of one run: one simulation
+    predictions = predict_cases(cases)
+    for c, (p, r) in zip(cases, predictions):
+        assert (p is None) == (r is not None), c.id
+        assert p is None or p > 0
+    stats = {(s.regime, s.metric): s for s in summarize(
+        [{"regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p}
+         for c, (p, _) in zip(cases, predictions)])}
+    assert stats[("online", "itl_ms")].count == 1 and stats[("online", "ttft_ms")].skipped == 1
+    assert stats[("closed_loop", "tpot_ms")].count == 2 and stats[("offline", "output_tokens_per_s")].skipped == 1
+    # 4 requests/s of 256 tokens: about 1,000 tokens/s whatever the GPU, as measured (1,001)
+    online = next(p for c, (p, _) in zip(cases, predictions) if c.metric == "output_tokens_per_s" and "qps4" in c.id)
+    assert online == pytest.approx(1001.0, rel=0.1)
+
+
+def test_attention_dp_ranks_notation_and_per_rank_limits(data_dir):
+    adp = next(c for c in load_cases(data_dir / "cases-serving-sample.yaml") if c.parallelism.attention_dp)
+    assert (adp.parallelism.tp, adp.parallelism.attention_dp_size) == (1, 8)
+    assert case_layout(adp) == {"tp": 8, "pp": 1, "ep": 8, "dp": 1, "attention_dp": True}
+    sched = ENGINE_SCHEDULERS["trtllm"]
+    ranks = scheduler_for(deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4",
+                                     engine="trtllm"), sched)
+    assert (ranks.max_num_seqs, ranks.max_num_batched_tokens) == (8 * sched.max_num_seqs,
+                                                                   8 * sched.max_num_batched_tokens)
+    assert scheduler_for(deployment("deepseek-v3", "b200", tp=8, precision="nvfp4", engine="trtllm"), sched) == sched
+
+
+def test_closed_loop_first_round_weighs_as_one_of_ten():
+    # 4 clients, 3 simulated rounds: the first 4 requests (the burst) wait 1 s, the 8 later ones 0.1 s.
+    # The later ones stand for the benchmark's other 9 rounds: weight 9 x 4 / 8 = 4.5 each, so
+    # the mean TTFT is (4 x 1 + 8 x 4.5 x 0.1) / (4 + 8 x 4.5) = 7.6 / 40 = 0.19 s.
+    arrival = np.r_[np.zeros(4), np.arange(8.0)]
+    first = arrival + np.r_[np.ones(4), np.full(8, 0.1)]
+    times = RequestTimes(arrival, first, first + 0.99, np.full(12, 100.0), replicas=1, first_round=4)
+    assert serving_metric(times, "ttft_ms", 1) == pytest.approx(190.0)
+    assert serving_metric(times, "tpot_ms", 1) == pytest.approx(10.0)  # 0.99 s over 99 gaps
+    assert serving_metric(times, "itl_ms", 1) == pytest.approx(10.0)
+
+
+def test_offline_serves_several_times_what_the_engine_holds():
+    dep = deployment("llama-3.1-8b", "h100-sxm", precision="fp8", engine="trtllm")
+    # 128 + 128 tokens: the 2,048-sequence limit binds, 4 waves would be 8,192 requests: capped
+    assert serving_workload(dep, "trtllm", 128, 128, ("offline",)) == {"offline": True, "num_requests": MAX_REQUESTS}
+    # 5000 + 500 tokens: the KV pool binds (TensorRT-LLM reserves each request's whole output)
+    pool = kv_capacity_tokens(dep, ENGINE_SCHEDULERS["trtllm"])
+    held = pool / 5500
+    assert 100 < held < 2048
+    assert serving_workload(dep, "trtllm", 5000, 500, ("offline",))["num_requests"] == int(np.ceil(4 * held))
+    # 20000 + 2000 tokens: 4 waves of a few dozen sequences are fewer than the floor of 256
+    assert serving_workload(dep, "trtllm", 20000, 2000, ("offline",))["num_requests"] == 256
+
+
+def _with_measured(cases: list[Case], profile: dict) -> list[Case]:
+    return [c.model_copy(update={"measured": p}) for c, (p, _) in zip(cases, predict_cases(cases, profile))]
+
+
+def test_fit_recovers_a_known_serving_overhead(data_dir):
+    """Cases 'measured' with a 2 ms overhead per iteration: the fit finds it back (exactly for a
+    closed loop, whose schedule does not depend on time; to first order for Poisson arrivals)."""
+    cases = [c for c in load_cases(data_dir / "cases-serving-sample.yaml")
+             if c.regime != "offline" and serving_unsupported_reason(c) is None and "qpsinf" not in c.id]
+    profile = default_profile()
+    truth = profile
+    for engine in ("trtllm", "vllm"):
+        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": 0.0})
+        truth = with_engine_terms(truth, engine, {"serving_step_overhead_s": 0.002})
+    fitted = fit_serving_terms(profile, _with_measured(cases, truth))
+    assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.002, abs=2e-6)
+    assert fitted["trtllm"]["serving_step_overhead_s"] == pytest.approx(0.002, rel=0.1)
+
+
+def _median_errors(cases: list[Case], predictions: list) -> dict[tuple[str, str], float]:
+    stats = summarize([{"regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p}
+                       for c, (p, _) in zip(cases, predictions)])
+    return {(s.regime, s.metric): s.median_abs_error_pct for s in stats}
+
+
+def test_public_serving_errors_reach_the_stated_levels():
+    """Median |error| on the public serving cases, all and the held-out half (profile fitted on the other).
+
+    Targets (issue 5): offline throughput <= 15%; online and closed-loop TPOT/ITL <= 20%, TTFT <= 35%.
+    Online and offline meet them. Closed loop does not: its TPOT is set by the core's decode step
+    (already at concurrency 4, where the simulation equals ``estimate()``, TensorRT-LLM FP8/NVFP4 on
+    H200/B200 and SGLang DeepSeek-V3 on B200 decode 30-70% slower than measured) and its TTFT by the
+    core's prefill and by how the benchmark's clients desynchronise; the bounds below are the levels
+    reached (about 30% and 49%), with a margin for version noise.
+    """
+    cases = [c for c in load_cases() if c.regime in SERVING]
+    predictions = predict_cases(cases)
+    held = [i for i, c in enumerate(cases) if c.holdout_half == 1]
+    for errors in (_median_errors(cases, predictions),
+                   _median_errors([cases[i] for i in held], [predictions[i] for i in held])):
+        assert errors[("offline", "output_tokens_per_s")] <= 15.0
+        assert errors[("online", "output_tokens_per_s")] <= 10.0
+        assert errors[("online", "itl_ms")] <= 20.0
+        assert errors[("online", "ttft_ms")] <= 35.0
+        assert errors[("closed_loop", "tpot_ms")] <= 36.0   # target 20%: not reached (core decode step)
+        assert errors[("closed_loop", "ttft_ms")] <= 55.0   # target 35%: not reached (core prefill, client phases)
