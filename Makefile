@@ -30,6 +30,7 @@ test: install
 bench: install
 	$(BIN)/python benchmarks/bench_specs.py
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_planner.py
 	$(BIN)/python benchmarks/bench_serving.py
 
 clean:

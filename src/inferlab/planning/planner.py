@@ -298,8 +298,15 @@ def _rank(c: Candidate) -> tuple:
 
 def plan(scenario: Scenario) -> Plan:
     """Search, rank and verify: the configurations that serve the scenario, cheapest first."""
+    from ..serving.progress import Progress
+
     configs = candidates(scenario)
-    results = sorted((evaluate(scenario, c) for c in configs), key=_rank)
+    evaluated = []
+    with Progress(len(configs), "configurations") as bar:
+        for config in configs:
+            evaluated.append(evaluate(scenario, config))
+            bar.step()
+    results = sorted(evaluated, key=_rank)
     if not scenario.traffic.offline:
         # re-check leaders by simulation until the leader is a checked one: at least ``verify``
         # candidates, and up to three times that when checks keep reordering the ranking

@@ -1,0 +1,40 @@
+"""Speed of the planner's search (issue 6 target: 10,000 configurations in under 10 s on one core).
+
+Run with ``make bench``. Prints figures; asserts nothing. A *configuration* is one
+candidate (model, GPU, precision, TP, EP, speculation), each evaluated over 36 batch sizes.
+"""
+
+from __future__ import annotations
+
+import time
+
+from inferlab.planning.planner import candidates, evaluate
+from inferlab.planning.scenario import load_scenario
+
+SCENARIO = {
+    "name": "benchmark",
+    "models": ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "gemma-3-27b"],
+    "hardware": ["h100-sxm", "h200-sxm", "b200", "l40s", "a100-sxm-80gb", "mi300x"],
+    "engine": "vllm",
+    "traffic": {"rate": 20, "isl": 1500, "osl": 300},
+    "slo": {"ttft_ms": 1500, "tpot_ms": 50},
+    "search": {"precisions": ["bf16", "fp8", "int4", "nvfp4"], "tp": [1, 2, 4, 8]},
+    "verify": 0,
+}
+
+
+def main() -> None:
+    scenario = load_scenario(SCENARIO)
+    configs = candidates(scenario)
+    start = time.perf_counter()
+    results = [evaluate(scenario, c) for c in configs]
+    elapsed = time.perf_counter() - start
+    feasible = sum(r.feasible for r in results)
+    points = len(configs) * 36
+    print(f"planner search: {len(configs)} configurations ({points:,} operating points), {feasible} feasible, "
+          f"{elapsed:.2f} s = {len(configs) / elapsed:,.0f} configurations/s "
+          f"(10,000 would take ~{10_000 / (len(configs) / elapsed):.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
