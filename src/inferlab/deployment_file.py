@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from .errors import InferlabError, SpecError
+from .specs.validation import read_yaml_mapping
 from .techniques.disaggregation import Disaggregation, Pool
 from .techniques.prefix_cache import PrefixCache
 from .techniques.speculative import SpeculativeConfig
@@ -69,14 +69,7 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
         On unreadable YAML, unknown keys (listing the allowed ones) or malformed techniques.
     """
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SpecError(f"cannot read deployment file {str(path)!r}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML ({exc})") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of estimate parameters")
+    data = read_yaml_mapping(path, f"deployment file {path}")
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}")

@@ -195,7 +195,6 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         meets &= util > 0
     else:
         util = np.full(len(_BATCHES), cap)
-    ttft = pts.ttft_s + np.where(util > 0, queue_wait_s(pts.rate, util, slo.percentile), np.inf)
     if slo.tpot_ms:
         meets &= tpot_p <= slo.tpot_ms / 1e3
     if not meets.any():

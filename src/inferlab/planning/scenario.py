@@ -24,12 +24,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import SpecError
 from ..serving.workload import Lengths
-from ..specs.validation import format_validation_error
+from ..specs.validation import format_validation_error, read_yaml_mapping
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -121,16 +120,8 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     """
     label = "scenario"
     if not isinstance(source, dict):
-        path = Path(source)
-        label = str(path)
-        try:
-            source = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise SpecError(f"cannot read scenario {label!r}: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise SpecError(f"{label}: not valid YAML ({exc})") from None
-    if not isinstance(source, dict):
-        raise SpecError(f"{label}: expected a mapping (models, hardware, traffic, slo, ...)")
+        label = str(source)
+        source = read_yaml_mapping(Path(source), f"scenario {label}")
     try:
         return Scenario.model_validate(source)
     except ValidationError as exc:

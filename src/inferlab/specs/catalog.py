@@ -13,7 +13,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from ..errors import SpecError, UnknownNameError
@@ -21,7 +20,7 @@ from .card import ModelCard
 from .hardware import HardwareSpec
 from .hf_config import model_from_hf_config
 from .model import ModelSpec
-from .validation import format_validation_error
+from .validation import format_validation_error, read_yaml_mapping
 
 _CARD_KEYS = ("hf_repo", "aliases", "sources", "config_source", "config_verbatim", "total_params", "active_params", "notes")
 
@@ -37,17 +36,7 @@ def _folder(name: str) -> Traversable:
 
 
 def _read_yaml(path: Traversable | Path, what: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"{what}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    except OSError as exc:
-        raise SpecError(f"{what}: cannot read ({exc.strerror or exc})") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
-    return data
+    return read_yaml_mapping(path, what)
 
 
 def parse_hardware(data: dict[str, Any], what: str = "hardware spec") -> HardwareSpec:

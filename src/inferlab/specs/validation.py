@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import yaml
 from pydantic import ValidationError
+
+from ..errors import SpecError
 
 
 def format_validation_error(exc: ValidationError) -> str:
@@ -20,3 +26,19 @@ def format_validation_error(exc: ValidationError) -> str:
             msg = "required field is missing"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def read_yaml_mapping(path: Path | Any, what: str) -> dict[str, Any]:
+    """Parse a YAML file that must hold a mapping; every failure is one :class:`SpecError`
+    naming ``what`` (the file or its role) and the line of a syntax error."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"{what}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except OSError as exc:
+        raise SpecError(f"{what}: cannot read ({exc.strerror or exc})") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
+    return data
