@@ -116,3 +116,13 @@ def test_plan_plot_marks_the_choice(tmp_path):
     x, y = t["output_tokens_per_s_per_user"], t["output_tokens_per_s_per_gpu"]
     for i in np.flatnonzero(front):
         assert not np.any((x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i])))
+
+
+def test_disaggregated_candidates_size_two_pools():
+    result = plan(_small(search={"precisions": ["fp8"], "tp": [1], "disaggregation": True}, verify=0))
+    disagg = [c for c in result.candidates if c.disaggregated and c.feasible]
+    assert disagg
+    for c in disagg:
+        n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
+        assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp
+        assert "disagg" in c.label and c.verified.get("skipped")

@@ -40,6 +40,7 @@ class Candidate:
     ep: int
     speculative: str | None
     feasible: bool
+    disaggregated: bool = False
     reason: str = ""
     batch: float = float("nan")
     replica_rate: float = float("nan")
@@ -55,12 +56,14 @@ class Candidate:
     binding: str = ""
     verified: dict[str, Any] = field(default_factory=dict)
     curve: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    pd: str = ""  # prefill:decode replicas of a disaggregated candidate
 
     @property
     def label(self) -> str:
         """Short description, e.g. ``llama-3.1-70b h200-sxm fp8 tp4``."""
         text = f"{self.model} {self.hardware} {self.precision} tp{self.tp}"
         text += f" ep{self.ep}" if self.ep > 1 else ""
+        text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
 
 
@@ -113,10 +116,10 @@ class Plan:
                 + (f"; SLO P{slo.percentile:g} TTFT {slo.ttft_ms} ms, TPOT {slo.tpot_ms} ms" if slo.ttft_ms or slo.tpot_ms else ""))
         rows = []
         for c in self.feasible[:limit]:
-            check = c.verified.get("meets")
+            check = c.verified.get("meets") if not c.verified.get("skipped") else "n/a"
             rows.append([c.label, str(c.replicas), str(c.gpus), f"{c.usd_per_hour:,.2f}", f"{c.usd_per_million_output:.3f}",
                          f"{c.ttft_s * 1e3:.0f}", f"{c.tpot_s * 1e3:.1f}", f"{c.headroom:.0%}", c.binding,
-                         "-" if check is None else ("yes" if check else "no")])
+                         "-" if check is None else (check if isinstance(check, str) else ("yes" if check else "no"))])
         table = text_table(["configuration", "replicas", "GPUs", "$/h", "$/M out", "TTFT ms", "TPOT ms", "headroom",
                             "binding", "simulated ok"], rows, right={1, 2, 3, 4, 5, 6, 7})
         skipped = len(self.candidates) - len(self.feasible)
@@ -135,7 +138,9 @@ class Plan:
         for c in others:
             lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
                          f"bound by {c.binding}")
-        if best.verified:
+        if best.verified.get("skipped"):
+            lines.append(f"not simulated: {best.verified['skipped']}")
+        elif best.verified:
             v = best.verified
             lines.append(f"simulated at the planned load: P{self.scenario.slo.percentile:g} TTFT {v['ttft_s'] * 1e3:.0f} ms, "
                          f"TPOT {v['tpot_s'] * 1e3:.1f} ms -> {'meets' if v['meets'] else 'misses'} the SLOs")
@@ -158,9 +163,9 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
                                                 scenario.search.speculative):
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                          and model.moe.num_experts % tp == 0 else [])
-            for ep in eps:
+            for ep, disagg in itertools.product(eps, (False, True) if scenario.search.disaggregation else (False,)):
                 out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "ep": ep,
-                            "speculative": spec})
+                            "speculative": spec, "disaggregated": disagg})
     return out
 
 
@@ -184,6 +189,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         return replace(base, reason="not even one request fits next to the weights")
     limit = "KV memory" if float(np.min(by_memory)) < seq_limit else "engine batch limit (max_num_seqs)"
     prefill_1 = float(est.ttft_s[0])
+    if config.get("disaggregated"):
+        return _limits(sc, _disaggregated(sc, config, est, ok, prefill_1, limit, base), config)
     pts = operating_points(_BATCHES, est.tpot_s, prefill_1, isl, osl, 8192.0)
     cap = sc.search.target_utilization
     tpot_p = pts.tpot_s * _tpot_tail(slo.percentile)
@@ -239,6 +246,14 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]),
                    tokens_per_s_per_gpu=float(pts.rate[j]) * osl / gpus_per_replica,
                    headroom=replicas * capacity / u / tr.request_rate - 1.0, binding=binding_j)
+    return _limits(sc, cand, config)
+
+
+def _limits(sc: Scenario, cand: Candidate, config: dict[str, Any]) -> Candidate:
+    """Rule out a sized candidate that breaks the GPU count, the budget or has no price."""
+    if not cand.feasible:
+        return cand
+    gpus, usd_h = cand.gpus, cand.usd_per_hour
     if gpus > sc.search.max_gpus:
         return replace(cand, feasible=False, reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
     if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
@@ -288,6 +303,67 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
                           headroom=(current.headroom + 1.0) * scale - 1.0)
     return replace(current, feasible=current.verified.get("meets", False),
                    reason="" if current.verified.get("meets") else "misses the SLOs in simulation")
+
+
+def _price(sc: Scenario, hardware: str) -> float:
+    price = sc.prices.get(hardware)
+    if price is None:
+        hw = load_hardware(hardware)
+        price = hw.price.si if hw.price is not None else float("nan")
+    return price
+
+
+def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, prefill_1: float, limit: str,
+                   base: Candidate) -> Candidate:
+    """Size separate prefill and decode pools of the same replica kind.
+
+    Notes
+    -----
+    The decode pool runs plain decode steps (no prefill interleaved): at concurrency ``b`` a
+    replica serves ``b / (osl x d(b))`` requests/s with TPOT ``d(b)``. The prefill pool runs
+    prompts one after another (``1 / t_pf`` per replica) and its M/M/1 admission wait takes
+    what the prefill, the exposed KV transfer (over the NICs, overlapped layer by layer) and
+    the first decode step leave of the TTFT budget. The pools' replica counts give the P:D ratio.
+    """
+    from ..techniques.disaggregation import exposed_transfer_s
+
+    tr, slo = sc.traffic, sc.slo
+    isl, osl = tr.isl.expected, tr.osl.expected
+    model, hw = load_model(config["model"]), load_hardware(config["hardware"])
+    d = np.asarray(est.tpot_s, float)
+    tail = _tpot_tail(slo.percentile)
+    meets = ok & ((d * tail <= slo.tpot_ms / 1e3) if slo.tpot_ms else True)
+    if not meets.any():
+        return replace(base, reason=f"TPOT {d[0] * tail * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
+    rate_d = _BATCHES / (max(osl, 1.0) * d)
+    j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
+    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
+    kv_bytes = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache))
+    transfer = kv_bytes / (config["tp"] * nic)
+    exposed = float(exposed_transfer_s(transfer, prefill_1, model.num_hidden_layers, latency_s=20e-6))
+    ttft_alone = prefill_1 + exposed + float(d[j])
+    cap = sc.search.target_utilization
+    mu_p = 1.0 / prefill_1
+    if slo.ttft_ms:
+        u_p = float(max_utilization(np.array([mu_p]), np.array([slo.ttft_ms / 1e3 - ttft_alone]), slo.percentile, cap)[0])
+        if u_p <= 0:
+            return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone (disaggregated)")
+    else:
+        u_p = cap
+    n_p = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
+    n_d = max(1, math.ceil(tr.request_rate / (cap * float(rate_d[j]))))
+    gpus = (n_p + n_d) * config["tp"]
+    usd_h = gpus * _price(sc, config["hardware"])
+    in_use = tr.request_rate / (n_p * mu_p)
+    ttft = ttft_alone + float(queue_wait_s(np.array(mu_p), in_use, slo.percentile))
+    binding = "TPOT SLO" if (slo.tpot_ms and j + 1 < len(_BATCHES) and ok[j + 1]) else limit
+    return replace(base, feasible=True, pd=f"P{n_p}:D{n_d}", batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]),
+                   replicas=n_p + n_d, gpus=gpus, usd_per_hour=usd_h,
+                   usd_per_million_output=usd_h / (tr.request_rate * osl * 3600.0) * 1e6, tpot_s=float(d[j]) * tail,
+                   ttft_s=ttft, tokens_per_s_per_user=1.0 / float(d[j]),
+                   tokens_per_s_per_gpu=tr.request_rate * osl / gpus, headroom=min(n_p * u_p * mu_p,
+                   n_d * cap * float(rate_d[j])) / cap / tr.request_rate - 1.0, binding=binding,
+                   verified={"skipped": "disaggregated pools are not simulated yet"})
 
 
 def _rank(c: Candidate) -> tuple:
