@@ -118,6 +118,20 @@ class StepModel:
             reads.append(float(np.sum(np.minimum(c + q, w))))
         return np.asarray(pairs), np.asarray(reads)
 
+    def decode_spans(self, context: np.ndarray) -> np.ndarray:
+        """:meth:`spans` of a decode step (one new token per sequence): pairs equal reads,
+        ``sum(min(c + 1, W))``, computed once per distinct window."""
+        c = np.asarray(context, float)
+        by_window: dict[float, float] = {}
+        out = np.empty(len(self.attention))
+        for j, a in enumerate(self.attention):
+            w = a.window
+            if w not in by_window:
+                by_window[w] = (float(np.add.reduce(c)) + len(c)) if w == np.inf else \
+                    float(np.add.reduce(np.minimum(c + 1.0, w)))
+            out[j] = by_window[w]
+        return out
+
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float) -> float:
         """One iteration: decode tokens of ``decode_context`` sequences and prefill chunks.
@@ -132,11 +146,11 @@ class StepModel:
             Rows that produce logits (decoding sequences plus prompts that finish).
         """
         d = float(len(decode_context))
-        p = float(np.sum(prefill_tokens)) if len(prefill_tokens) else 0.0
+        p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
         t = self._table(self.linear, d + p) + self._table(self.head, logits) + self.step_overhead_s
         if d:
-            pairs, reads = self.spans(decode_context, np.ones_like(decode_context, float))
-            t += self._attention_s("decode", pairs, reads, d, d)
+            spans = self.decode_spans(decode_context)
+            t += self._attention_s("decode", spans, spans, d, d)
         if p:
             pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
