@@ -106,7 +106,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             waiting.append(order[pos])
             pos += 1
         # admission: FIFO while a slot and the prompt's KV blocks are free
-        used = blocks_used()
+        used = blocks_used() if waiting and not hold else 0.0
         while waiting and len(run.idx) < sched.max_num_seqs and not hold:
             i = waiting[0]
             need = math.ceil((isl[i] + osl[i] if sched.reserve_output else prompt[i]) / block)
@@ -179,7 +179,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             hold = False
         run.keep(~finished)
         # memory pressure: preempt the newest requests (recomputed later) until the KV fits
-        while len(run.idx) > 1 and blocks_used() > capacity_blocks:
+        while not sched.reserve_output and len(run.idx) > 1 and blocks_used() > capacity_blocks:
             i = int(run.idx[-1])
             generated[i] = run.gen[-1]
             prompt[i] = isl[i] + generated[i]
