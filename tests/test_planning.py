@@ -126,3 +126,9 @@ def test_disaggregated_candidates_size_two_pools():
         n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
         assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp
         assert "disagg" in c.label and c.verified.get("skipped")
+
+
+def test_api_comparison_line_by_hand():
+    result = plan(_small(api_price={"input_per_million": 0.6, "output_per_million": 2.4}, verify=0))
+    # 5 req/s x (1000 x 0.6 + 200 x 2.4) / 1e6 USD x 3600 = 19.44 USD/h
+    assert "$19.44/h for this traffic" in result.explain()

@@ -138,6 +138,19 @@ class Plan:
         for c in others:
             lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
                          f"bound by {c.binding}")
+        api = self.scenario.api_price
+        if api is not None and not best.disaggregated:
+            from ..economics import api_vs_dedicated
+
+            tr = self.scenario.traffic
+            be = api_vs_dedicated(usd_per_million_input=api.input_per_million,
+                                  usd_per_million_output=api.output_per_million, isl=tr.isl.expected,
+                                  osl=tr.osl.expected, usd_per_replica_hour=best.usd_per_hour / best.replicas,
+                                  requests_per_s_per_replica=best.replica_rate)
+            api_h = float(be.api_usd_per_request) * tr.request_rate * 3600.0
+            lines.append(f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
+                         f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
+                         f"{float(be.break_even_request_rate):.2f} req/s (each replica {float(be.break_even_utilization):.0%} busy)")
         if best.verified.get("skipped"):
             lines.append(f"not simulated: {best.verified['skipped']}")
         elif best.verified:

@@ -12,6 +12,7 @@ A scenario is YAML::
              disaggregation: true, max_gpus: 64}
     prices: {h100-sxm: 2.50}           # USD per GPU-hour; default: the catalog's
     budget_usd_per_hour: 500
+    api_price: {input_per_million: 0.6, output_per_million: 2.4}   # compare with a per-token API
     verify: 3                          # best configurations re-checked by the serving simulation
 
 ``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal,
@@ -93,6 +94,14 @@ class Search(BaseModel):
                                       description="Share of a replica's capacity the plan may use.")
 
 
+class ApiPrice(BaseModel):
+    """A per-token API to compare the dedicated deployment with [USD per 1M tokens]."""
+
+    model_config = _STRICT
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
 class Scenario(BaseModel):
     """Everything the planner needs."""
 
@@ -107,6 +116,7 @@ class Scenario(BaseModel):
     search: Search = Search()
     prices: dict[str, float] = Field(default_factory=dict)
     budget_usd_per_hour: float | None = Field(default=None, gt=0)
+    api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     verify: int = Field(default=3, ge=0)
 
 
