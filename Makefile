@@ -20,9 +20,10 @@ install: $(STAMP)
 
 demo: install
 	$(BIN)/inferlab hardware list
-	$(BIN)/inferlab models show llama-3.1-70b
 	$(BIN)/inferlab calc "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"
-	$(BIN)/inferlab calc "llama-3.1-70b.weight_bytes.bf16 / h100-sxm.memory_bandwidth" --to ms
+	$(BIN)/inferlab estimate llama-3.1-70b h100-sxm --tp 4 --precision fp8 --isl 2048 --osl 256 --batch 1,8,64 --engine trtllm --explain
+	$(BIN)/inferlab serve llama-3.1-8b h100-sxm --precision fp8 --engine vllm --isl 1024 --osl 256 --concurrency 1,16,64 --num-requests 500
+	$(BIN)/inferlab plan examples/scenarios/chat.yaml --top 5
 
 test: install
 	$(BIN)/python -m pytest -q
