@@ -9,16 +9,10 @@ import numpy as np
 
 from ..errors import SpecError
 from ..results.render import text_table
+from .args import comma_list
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers separated by commas, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
+_int_list = comma_list(int, "integer")
 
 
 #: flag -> (estimate keyword, type, help). Defaults are None so that a deployment file's

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..serving.workload import Lengths
+from .args import comma_list
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -40,14 +41,7 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
     raise SpecError(f"--{name} {text!r} is not {allowed}")
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
+_floats = comma_list(float, "number")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

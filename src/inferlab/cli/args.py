@@ -1,0 +1,21 @@
+"""Argument types shared by the CLI commands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]:
+    """An argparse type for ``1,8,64``: values of ``cast``, at least one, a clear error otherwise."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [cast(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one {noun}")
+        return values
+
+    return parse
