@@ -208,7 +208,6 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     cap = sc.search.target_utilization
     tpot_p = pts.tpot_s * _tpot_tail(slo.percentile)
     meets = ok.copy()
-    binding = np.full(len(_BATCHES), limit, dtype=object)
     if slo.ttft_ms:
         # the queue may take what the prefill leaves of the TTFT budget: lower utilization, shorter waits
         util = max_utilization(pts.rate, slo.ttft_ms / 1e3 - pts.ttft_s, slo.percentile, cap)
@@ -234,16 +233,13 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     elif slo.ttft_ms and (util[j] < cap or (nxt < len(_BATCHES) and not meets[nxt])):
         binding_j = "TTFT SLO"
     else:
-        binding_j = str(binding[j])
+        binding_j = limit
     capacity = float(capacity_all[j])
     u = float(util[j])
     replicas = max(1, math.ceil(tr.request_rate / capacity))
     gpus_per_replica = config["tp"]
     gpus = replicas * gpus_per_replica
-    price = sc.prices.get(config["hardware"])
-    if price is None:
-        hw = load_hardware(config["hardware"])
-        price = hw.price.si if hw.price is not None else float("nan")
+    price = _price(sc, config["hardware"])
     usd_h = gpus * price
     tokens_out = tr.request_rate * osl
     # at the planned load each replica runs below the utilization the SLO allows: its P-th TTFT
@@ -319,6 +315,7 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
 
 
 def _price(sc: Scenario, hardware: str) -> float:
+    """USD per GPU-hour: the scenario's, else the catalog's (NaN when neither has one)."""
     price = sc.prices.get(hardware)
     if price is None:
         hw = load_hardware(hardware)
