@@ -108,6 +108,31 @@ def test_kv_heads_replicate_when_tp_exceeds_them():
     att = next(op for op in sharded if op.name == "attention")
     assert att.kv_heads == 1 and att.heads == 4
     assert att.kv_elements == 2 * 1 * 128
+    # One fused QKV GEMM: 64 query heads x 128 split 16 ways (512) + one K and one V head (256)
+    qkv = next(op for op in sharded if op.name == "qkv_proj")
+    assert float(qkv.n) == 64 * 128 / 16 + 2 * 128 and float(qkv.kv_n) == 2 * 128
+    # At TP=4 the KV heads split too: 64*128/4 + 2*8*128/4
+    qkv4 = next(op for op in apply_tensor_parallel(ops, 4) if op.name == "qkv_proj")
+    assert float(qkv4.n) == 2048 + 512
+
+
+def test_standalone_gemm_pays_its_quantization_a_fused_step_does_not():
+    """A per-tensor FP8 GEMM timed alone quantizes its input (``fixed_s``); inside a step the
+    engine fused that into the norm before it (``gemm_fixed_fraction``)."""
+    from inferlab.calibration.profile import Profile
+    from inferlab.core.ops import Gemm
+    from inferlab.core.timing import time_op
+
+    hw = load_hardware("h100-sxm")
+    curve = {"bandwidth_fraction": 0.8, "fixed_s": 9e-6}
+    op = Gemm("g", m=1.0, n=8192.0, k=8192.0, weight_bytes_per_element=1.0, act_bytes_per_element=1.0,
+              precision="fp8", kernel="fp8")
+    fused = Profile(gemm={"kernels": {"fp8": curve}}, kernel_floor_s=5e-6, gemm_fixed_fraction=0.0)
+    alone = time_op(op, hw, fused, "decode", standalone=True).time_s
+    in_step = time_op(op, hw, fused, "decode").time_s
+    memory = (8192 * 8192 + 8192 + 2 * 8192) / (H100_BW * 0.8)   # weights + fp8 input + bf16 output
+    assert float(in_step) == pytest.approx(memory + 5e-6)
+    assert float(alone) == pytest.approx(memory + 5e-6 + 9e-6)
 
 
 def test_sharded_flops_add_up():

@@ -24,7 +24,7 @@ def test_estimate_result_surface():
     json.dumps(d)
     assert d["tp"] == 4 and d["precision"] == "fp8" and d["memory"]["weights_bytes"] > 0
     rows = est.op_table("decode")
-    assert {r["op"] for r in rows} >= {"q_proj", "attention", "mlp_up", "all_reduce_attention", "lm_head"}
+    assert {r["op"] for r in rows} >= {"qkv_proj", "attention", "mlp_up", "all_reduce_attention", "lm_head"}
     assert sum(r["share"] for r in rows) <= 1.0 + 1e-9
     html = est._repr_html_()
     assert "<table>" in html and "TTFT ms" in html

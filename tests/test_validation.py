@@ -264,17 +264,22 @@ def test_public_op_table_in_sample_errors():
         assert np.median(np.abs(errors[table["op"] == kind])) <= limit, kind
 
 
-def test_datasheet_only_gpus_use_generic_curves():
+def test_datasheet_only_gpus_use_their_measured_siblings_curves():
+    """An H200 (no op rows) runs the H100's kernels (same GH100 die); a GPU of a family never
+    measured by an engine gets the engine-wide medians, and one nobody measured the generic ones."""
     data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
-    trtllm_h200 = load_profile("default", "trtllm", "h200-sxm", "hopper")
-    engine_wide = data["overrides"]["trtllm"]["all"]["gemm"]["kernels"]["fp8"]
-    assert trtllm_h200.gemm.kernels["fp8"].peak_fraction == engine_wide["peak_fraction"]
     assert "h200-sxm" not in data["hardware"] and "rtx-4090" not in data["hardware"]
-    generic_4090 = load_profile("default", "generic", "rtx-4090", "ada")
-    assert generic_4090.gemm.kernels["bf16"].peak_fraction == data["generic"]["gemm"]["kernels"]["bf16"]["peak_fraction"]
+    trtllm_h200 = load_profile("default", "trtllm", "h200-sxm", "hopper")
+    trtllm_h100 = data["overrides"]["trtllm"]["h100-sxm"]["gemm"]["kernels"]["fp8"]
+    assert trtllm_h200.gemm.kernels["fp8"].peak_fraction == trtllm_h100["peak_fraction"]
+    assert trtllm_h200.name.endswith("trtllm/hopper")
+    engine_wide = data["overrides"]["trtllm"]["all"]["gemm"]["kernels"]["fp8"]
+    mi300x = load_profile("default", "trtllm", "mi300x", "cdna")
+    assert mi300x.gemm.kernels["fp8"].peak_fraction == engine_wide["peak_fraction"]
+    generic = load_profile("default", "generic", "mi300x", "cdna")
+    assert generic.gemm.kernels["bf16"].peak_fraction == data["generic"]["gemm"]["kernels"]["bf16"]["peak_fraction"]
     measured = load_profile("default", "trtllm", "h100-sxm", "hopper")
-    assert measured.gemm.kernels["fp8"].peak_fraction == data["overrides"]["trtllm"]["h100-sxm"]["gemm"]["kernels"]["fp8"][
-        "peak_fraction"]
+    assert measured.gemm.kernels["fp8"].peak_fraction == trtllm_h100["peak_fraction"]
 
 
 # --- CLI -----------------------------------------------------------------------------------

@@ -120,12 +120,15 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
       per step; engines without a profile of their own, ``generic``, are not fitted on);
     * the ``generic`` ``elementwise_floor_fraction``: how much of an isolated kernel's
       floor the norms, residual adds and activations pay inside a step (0: fused into
-      their neighbours), which op-level timings of single kernels cannot tell.
+      their neighbours), which op-level timings of single kernels cannot tell;
+    * the ``generic`` ``gemm_fixed_fraction``: how much of a scaled GEMM's standalone
+      fixed cost (quantizing its input) it pays inside a step (0: fused upstream).
 
     The loss is Cauchy (scale 10%): a case missed by far more than that (a scheduler
     artefact, an engine version the kernels no longer match) barely moves the fit.
 
-    Returns a profile fragment ``{"engines": {engine: seconds}, "elementwise_floor_fraction": f}``.
+    Returns a profile fragment ``{"engines": {engine: seconds}, "elementwise_floor_fraction": f,
+    "gemm_fixed_fraction": g}``.
     """
     engines = sorted({case_engine(c) for c in usable} - {"generic"})
     mine = [c for c in usable if case_engine(c) in engines]
@@ -134,8 +137,9 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
     measured = np.array([c.measured for c in mine])
 
     def trial(x: np.ndarray) -> dict[str, Any]:
-        out = {**profile, "generic": {**profile["generic"], "elementwise_floor_fraction": float(x[-1])}}
-        for engine, ms in zip(engines, x[:-1]):
+        out = {**profile, "generic": {**profile["generic"], "elementwise_floor_fraction": float(x[-2]),
+                                      "gemm_fixed_fraction": float(x[-1])}}
+        for engine, ms in zip(engines, x[:-2]):
             out = _with_overhead(out, engine, float(ms) * 1e-3)
         return out
 
@@ -144,12 +148,13 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
 
     # Step overheads in milliseconds, so that finite-difference steps are microseconds.
     n = len(engines)
-    result = least_squares(residuals, np.r_[np.full(n, 0.1), 0.5],
-                           bounds=(np.zeros(n + 1), np.r_[np.full(n, STEP_OVERHEAD_MAX_S * 1e3), 1.0]),
+    result = least_squares(residuals, np.r_[np.full(n, 0.1), 0.5, 0.5],
+                           bounds=(np.zeros(n + 2), np.r_[np.full(n, STEP_OVERHEAD_MAX_S * 1e3), 1.0, 1.0]),
                            loss="cauchy", f_scale=LOSS_SCALE, diff_step=1e-3)
     # Resolution 0.1 us and 0.001: what the bounds leave as rounding noise becomes exactly 0.
-    return {"engines": {e: round(float(v), 4) * 1e-3 for e, v in zip(engines, result.x[:-1])},
-            "elementwise_floor_fraction": round(float(result.x[-1]), 3)}
+    return {"engines": {e: round(float(v), 4) * 1e-3 for e, v in zip(engines, result.x[:-2])},
+            "elementwise_floor_fraction": round(float(result.x[-2]), 3),
+            "gemm_fixed_fraction": round(float(result.x[-1]), 3)}
 
 
 def _with_overhead(profile: dict[str, Any], engine: str, seconds: float) -> dict[str, Any]:
@@ -192,6 +197,7 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     if terms["engines"]:
         profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
         profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
+        profile["generic"]["gemm_fixed_fraction"] = terms["gemm_fixed_fraction"]
     serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch"
                      and case_engine(c) != "generic" and serving_unsupported_reason(c) is None]
     serving = round_tree(fit_serving_terms(profile, serving_cases))

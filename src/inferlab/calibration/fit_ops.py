@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..errors import InferlabError
 from ..validation.ops import OpTable, predict_group
-from .profile import Profile
+from .profile import Profile, hardware_family
 
 #: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
 LOSS_SCALE = 0.1
@@ -40,10 +41,18 @@ class Param:
     upper: float
 
 
+#: GEMM kernels that read their inputs as they are: no quantization pass, so no fixed cost of
+#: their own beyond the kernel floor (fitting one would only trade off against the floor).
+UNSCALED_KERNELS = ("bf16", "fp16")
+
+
 def _gemm_params(kernel: str) -> list[Param]:
     base = ("gemm", "kernels", kernel)
-    return [Param(base + ("peak_fraction",), 0.7, 0.02, 1.0), Param(base + ("m_half",), 30.0, 0.01, 1e4),
-            Param(base + ("n_half",), 100.0, 0.01, 1e5), Param(base + ("bandwidth_fraction",), 0.7, 0.02, 1.0)]
+    params = [Param(base + ("peak_fraction",), 0.7, 0.02, 1.0), Param(base + ("m_half",), 30.0, 0.01, 1e4),
+              Param(base + ("n_half",), 100.0, 0.01, 1e5), Param(base + ("bandwidth_fraction",), 0.7, 0.02, 1.0)]
+    if kernel not in UNSCALED_KERNELS:
+        params.append(Param(base + ("fixed_s",), 1e-6, 1e-9, 1e-4))
+    return params
 
 
 ATTENTION_PARAMS = [
@@ -208,23 +217,47 @@ def assemble_profile(fits: OpFits, exclude: str | None = None) -> dict[str, Any]
     * ``overrides[engine][gpu]``: the joint fit of that engine on that GPU;
     * ``hardware[gpu]``: the median over engines on that GPU (an engine without kernel
       data of its own runs there with it) and the GPU's collective fit;
+    * ``hardware[family]`` and ``overrides[engine][family]``: the same medians over the
+      measured GPUs of one architecture family (``hopper``, ``blackwell``...): a GPU known
+      only from its datasheet runs the kernels of its measured siblings (an H200 the
+      H100's, a GB200 the B200's), as fractions of its own peaks and bandwidth;
     * ``overrides[engine].all``: the engine's kernel curves, medians over GPUs (what a
-      measured engine gets on a GPU known only from its datasheet);
+      measured engine gets on a GPU whose family it was never measured on);
     * ``generic``: medians over GPUs of ``hardware`` (the datasheet-only fallback).
 
     ``exclude`` leaves one GPU out everywhere, as if it were known only from its datasheet.
     """
     pairs = {k: v for k, v in fits.pairs.items() if k[1] != exclude}
+    gpus = [g for g in fits.gpus if g != exclude]
     hardware: dict[str, Any] = {}
-    for g in fits.gpus:
-        if g == exclude:
-            continue
+    for g in gpus:
         level = median_fragment([v for (_, gpu), v in pairs.items() if gpu == g])
         level.update(fits.collectives.get(g, {}))
         if level:
             hardware[g] = level
+    families: dict[str, list[str]] = {}
+    for g in gpus:
+        families.setdefault(_family_of(g), []).append(g)
+    families = {f: members for f, members in families.items() if f not in hardware and f != "unknown"}
+    generic = median_fragment(list(hardware.values()))
+    for family, members in sorted(families.items()):
+        level = median_fragment([hardware[g] for g in members if g in hardware])
+        if level:
+            hardware[family] = level
     overrides: dict[str, Any] = {}
     for e in sorted({e for e, _ in pairs}):
         mine = {g: v for (eng, g), v in pairs.items() if eng == e}
-        overrides[e] = {"all": median_fragment(list(mine.values())), **mine}
-    return {"generic": median_fragment(list(hardware.values())), "hardware": hardware, "overrides": overrides}
+        by_family = {f: median_fragment([mine[g] for g in members if g in mine]) for f, members in families.items()}
+        overrides[e] = {"all": median_fragment(list(mine.values())), **mine,
+                        **{f: v for f, v in sorted(by_family.items()) if v}}
+    return {"generic": generic, "hardware": hardware, "overrides": overrides}
+
+
+def _family_of(gpu: str) -> str:
+    """Architecture family of a catalog GPU (``unknown`` for an id the catalog lacks)."""
+    from ..specs.catalog import load_hardware
+
+    try:
+        return hardware_family(load_hardware(gpu).architecture)
+    except InferlabError:
+        return "unknown"

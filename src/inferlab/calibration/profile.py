@@ -32,7 +32,11 @@ class GemmCurve(BaseModel):
     ``peak_fraction * M / (M + m_half) * N / (N + n_half)``: small-M GEMMs cannot fill the
     tensor cores, and narrow outputs leave too few output tiles to occupy every SM; large
     ones plateau at a share of peak that depends on the kernel (LESSONS: 70-80%). Bytes
-    move at ``bandwidth_fraction`` of DRAM bandwidth.
+    move at ``bandwidth_fraction`` of DRAM bandwidth. ``fixed_s`` is a cost per call above
+    the kernel floor that does not shrink with the shape: the activation quantization and
+    scale kernels a scaled low-precision GEMM launches with it, split-K reductions. Without
+    it a fit would hide that latency in a low bandwidth share and make large decode GEMMs
+    too slow.
     """
 
     model_config = _STRICT
@@ -40,6 +44,7 @@ class GemmCurve(BaseModel):
     m_half: float = Field(default=0.0, ge=0.0)
     n_half: float = Field(default=0.0, ge=0.0)
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    fixed_s: float = Field(default=0.0, ge=0.0)
 
     def compute_fraction(self, m: Any, n: Any = None) -> Any:
         """Share of dense peak reached at ``m`` rows per weight matrix and ``n`` output features."""
@@ -121,6 +126,11 @@ class Profile(BaseModel):
         default=1.0, ge=0.0, le=1.0,
         description="Share of the kernel floor an elementwise pass pays: 0 where engines fuse norms, residual "
                     "adds and activations into neighbouring kernels, 1 where each runs as its own kernel.")
+    gemm_fixed_fraction: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Share of a GEMM curve's fixed_s (the activation quantization a standalone scaled GEMM "
+                    "launches) a GEMM pays inside a step: 0 where engines fuse the quantization into the norm "
+                    "or activation that produces the GEMM's input.")
     kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
     launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
     step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")

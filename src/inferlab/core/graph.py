@@ -109,8 +109,8 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
     if model.mla is None:
         hd, nkv = model.head_dim, model.num_key_value_heads
         ops += [
-            Gemm("q_proj", m=t, n=nh * hd, k=h, shard="column", **gemm),
-            Gemm("kv_proj", m=t, n=2 * nkv * hd, k=h, shard="kv_heads", shard_units=nkv, **gemm),
+            Gemm("qkv_proj", m=t, n=(nh + 2 * nkv) * hd, k=h, kv_n=2 * nkv * hd, shard="qkv", shard_units=nkv,
+                 **gemm),
             Attention("attention", heads=nh, kv_heads=nkv, qk_dim=hd, v_dim=hd, kv_elements=2 * nkv * hd, **common),
             Gemm("o_proj", m=t, n=h, k=nh * hd, shard="row", **gemm),
         ]

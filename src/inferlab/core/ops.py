@@ -22,8 +22,9 @@ ArrayLike = np.ndarray | float
 OpKind = Literal["gemm", "attention", "elementwise", "collective"]
 #: How tensor parallelism splits an op: by output features (column), by input features
 #: (row, followed by an all-reduce), by attention heads (per-head GEMMs and attention),
-#: by KV heads (replicated once TP exceeds them), by vocabulary, or not at all.
-Shard = Literal["column", "row", "heads", "kv_heads", "vocab", "replicated", "reduced"]
+#: by KV heads (replicated once TP exceeds them), a fused QKV projection (query features
+#: by column, its ``kv_n`` key/value features by KV heads), by vocabulary, or not at all.
+Shard = Literal["column", "row", "heads", "kv_heads", "qkv", "vocab", "replicated", "reduced"]
 
 BYTE_CATEGORIES = ("weight_read", "act_read", "act_write", "kv_read", "kv_write")
 
@@ -65,7 +66,9 @@ class Gemm(Op):
     """``[m, k] x [k, n]`` matrix multiply.
 
     ``weight_copies`` distinct weight matrices are read (routed experts: the experts a
-    batch touches); ``m`` is then the total rows over all of them.
+    batch touches); ``m`` is then the total rows over all of them. ``kv_n`` of the ``n``
+    output features are keys and values (a fused QKV projection, which every engine runs
+    as one GEMM); tensor parallelism splits them by KV head, the rest by column.
     """
 
     m: ArrayLike = 1.0
@@ -75,6 +78,7 @@ class Gemm(Op):
     act_bytes_per_element: float = 2.0
     out_bytes_per_element: float = 2.0
     weight_copies: ArrayLike = 1.0
+    kv_n: ArrayLike = 0.0
     kernel: str = ""  # efficiency curve key (fp8_block, int4_wo...); empty: the compute precision
     kind: OpKind = field(init=False, default="gemm")
 

@@ -87,8 +87,12 @@ def _peak(hw: HardwareSpec, precision: str) -> float:
     return fig.si if fig is not None else hw.flops[next(iter(hw.flops))].si
 
 
-def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
-    """Roofline time of one op on one GPU."""
+def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: bool = False) -> OpTime:
+    """Roofline time of one op on one GPU.
+
+    ``standalone``: the op is timed as an isolated kernel (an op-level benchmark), paying
+    its whole fixed cost rather than the share a fused step pays.
+    """
     bw = hw.memory_bandwidth.si
     zero = np.zeros(())
     floor = np.asarray(profile.kernel_floor_s, float)
@@ -102,7 +106,11 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str) -> OpTime:
         compute = op.flops / (peak * eff)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
         saturated = np.asarray(op.flops / (peak * curve.peak_fraction), float)
-        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, floor, saturated)
+        # A kernel timed on its own quantizes its input itself; inside a step an engine may
+        # have fused that into the norm or activation before it.
+        share = 1.0 if standalone else profile.gemm_fixed_fraction
+        overhead = floor + curve.fixed_s * share if curve.fixed_s else floor
+        return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
         compute = op.flops / (_peak(hw, op.precision) * a.peak_fraction(phase))

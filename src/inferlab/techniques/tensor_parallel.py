@@ -50,6 +50,9 @@ def shard_op(op: Op, tp: int) -> Op:
             return replace(op, k=op.k / tp)
         if op.shard == "kv_heads":
             return replace(op, n=op.n * _share(op.shard_units, tp))
+        if op.shard == "qkv":
+            kv = op.kv_n * _share(op.shard_units, tp)
+            return replace(op, n=(op.n - op.kv_n) / tp + kv, kv_n=kv)
         if op.shard == "heads":
             return replace(op, m=op.m / tp, weight_copies=op.weight_copies / tp)
     if isinstance(op, Attention):

@@ -180,7 +180,7 @@ def predict_group(table: OpTable, rows: np.ndarray, profile: Profile) -> np.ndar
         cols = {c: table.numbers[c][sel] for c in REQUIRED.get(kind, ()) + ("window",) if c in table.numbers}
         if kind == "all_reduce":
             cols["num_gpus"] = int(cols["num_gpus"][0])
-        t = time_op(build_op(kind, dtype, kv_dtype, cols), hw, profile, phase)
+        t = time_op(build_op(kind, dtype, kv_dtype, cols), hw, profile, phase, standalone=True)
         out[part] = np.broadcast_to(np.asarray(t.time_s, float), sel.shape)
     return out
 
