@@ -104,11 +104,15 @@ def test_fit_recovers_a_known_serving_overhead(data_dir):
     profile = default_profile()
     truth = profile
     for engine in ("trtllm", "vllm"):
-        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": 0.0})
-        truth = with_engine_terms(truth, engine, {"serving_step_overhead_s": 0.002})
+        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": 0.0, "request_overhead_s": 0.0})
+        truth = with_engine_terms(truth, engine, {"serving_step_overhead_s": 0.002, "request_overhead_s": 0.05})
     fitted = fit_serving_terms(profile, _with_measured(cases, truth))
-    assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.002, abs=2e-6)
+    assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.002, abs=2e-5)
     assert fitted["trtllm"]["serving_step_overhead_s"] == pytest.approx(0.002, rel=0.1)
+    # 50 ms of server work per request: found from the TTFTs it adds to, to first order (it
+    # also delays each closed-loop client's next request, which moves the schedules a little)
+    assert fitted["vllm"]["request_overhead_s"] == pytest.approx(0.05, rel=0.15)
+    assert fitted["trtllm"]["request_overhead_s"] == pytest.approx(0.05, rel=0.15)
 
 
 def _median_errors(cases: list[Case], predictions: list) -> dict[tuple[str, str], float]:
@@ -121,11 +125,9 @@ def test_public_serving_errors_reach_the_stated_levels():
     """Median |error| on the public serving cases, all and the held-out half (profile fitted on the other).
 
     Targets (issue 5): offline throughput <= 15%; online and closed-loop TPOT/ITL <= 20%, TTFT <= 35%.
-    Online and offline meet them. Closed loop does not: its TPOT is set by the core's decode step
-    (already at concurrency 4, where the simulation equals ``estimate()``, TensorRT-LLM FP8/NVFP4 on
-    H200/B200 and SGLang DeepSeek-V3 on B200 decode 30-70% slower than measured) and its TTFT by the
-    core's prefill and by how the benchmark's clients desynchronise; the bounds below are the levels
-    reached (about 30% and 49%), with a margin for version noise.
+    When written: offline 9.7%, online ITL 11.7%, TTFT 10.7%; closed-loop TPOT 18.0% (held-out
+    half 20.4%, at the edge of the target: TensorRT-LLM NVFP4 DeepSeek-V3 on B200 still decodes
+    ~50% slower than measured) and TTFT 31.0% (held-out 33.0%).
     """
     cases = [c for c in load_cases() if c.regime in SERVING]
     predictions = predict_cases(cases)
@@ -136,5 +138,5 @@ def test_public_serving_errors_reach_the_stated_levels():
         assert errors[("online", "output_tokens_per_s")] <= 10.0
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
-        assert errors[("closed_loop", "tpot_ms")] <= 36.0   # target 20%: not reached (core decode step)
-        assert errors[("closed_loop", "ttft_ms")] <= 55.0   # target 35%: not reached (core prefill, client phases)
+        assert errors[("closed_loop", "tpot_ms")] <= 21.0   # target 20%: met on all, 20.4% held out
+        assert errors[("closed_loop", "ttft_ms")] <= 35.0

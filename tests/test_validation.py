@@ -17,7 +17,7 @@ import yaml
 from inferlab import InferlabError, SpecError, estimate
 from inferlab.calibration.profile import load_profile, profile_file
 from inferlab.cli.validate import add_parsers
-from inferlab.validation.cases import Case, load_cases, predict_case, predict_cases, unsupported_reason
+from inferlab.validation.cases import Case, case_engine, load_cases, predict_case, predict_cases, unsupported_reason
 from inferlab.validation.ops import read_ops, predict_ops
 from inferlab.validation.summary import error_stats, percent_errors, summarize
 
@@ -319,3 +319,15 @@ def test_technique_cases_are_predicted():
     errors = [abs(p / c.measured - 1) for c, (p, _) in zip(cases, predictions)]
     # measured MTP speed-ups: 198, 250, 245 tok/s per user (k = 1, 2, 4) over a 67 tok/s baseline
     assert np.median(errors) <= 0.20
+
+
+def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels():
+    base = next(c for c in load_cases() if c.engine == "trtllm")
+    assert case_engine(base.model_copy(update={"engine_version": None})) == "trtllm"
+    assert case_engine(base.model_copy(update={"engine_version": "0.20.0"})) == "trtllm"
+    assert case_engine(base.model_copy(update={"engine_version": "1.1.0rc2.post2"})) == "trtllm-pytorch"
+    data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
+    pytorch = load_profile("default", "trtllm-pytorch", "h100-sxm", "hopper")
+    cpp = load_profile("default", "trtllm", "h100-sxm", "hopper")
+    assert pytorch.gemm == cpp.gemm and pytorch.attention == cpp.attention   # same kernels
+    assert pytorch.request_overhead_s == data["overrides"]["trtllm-pytorch"]["all"]["request_overhead_s"]

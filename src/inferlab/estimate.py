@@ -25,7 +25,11 @@ from .techniques.parallelism import Parallelism
 from .techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from .techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
-ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
+#: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
+#: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
+#: runtime behind ``trtllm-serve``, the default from 1.0: the same kernels (it inherits the
+#: ``trtllm`` curves) with its own scheduler and per-request overheads.
+ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
 
 
 def _positive(name: str, value: Any) -> np.ndarray:

@@ -33,6 +33,8 @@ ENGINE_SCHEDULERS = {
     "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
     "trtllm": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
                               kv_fraction_of_free=True),
+    "trtllm-pytorch": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
+                                      kv_fraction_of_free=True),
     "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
 }
 
@@ -45,7 +47,8 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
           num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
-          kv_block_size: int | None = None, overheads: ClientOverheads | None = None) -> ServeResult:
+          kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
+          stagger: bool = True) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -62,6 +65,9 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
+    stagger : bool
+        Closed loop: after the opening burst, spread the clients out of step (the steady
+        state long benchmarks see) rather than keep them in lockstep (:class:`Workload`).
 
     Notes
     -----
@@ -75,18 +81,19 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
                  "kv_block_size": kv_block_size}
     result = serve_deployment(dep, engine, isl=isl, osl=osl, rate=rate, concurrency=concurrency, trace=trace,
                               offline=offline, num_requests=num_requests, seed=seed, scheduler=scheduler,
-                              **{k: v for k, v in overrides.items() if v is not None})
+                              stagger=stagger, **{k: v for k, v in overrides.items() if v is not None})
     return result if overheads is None else replace(result, overheads=overheads)
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
                      concurrency: int | None = None, trace: Any = None, offline: bool = False,
                      num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
-                     **limits: Any) -> ServeResult:
+                     stagger: bool = True, **limits: Any) -> ServeResult:
     """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
     sched = replace(scheduler or ENGINE_SCHEDULERS.get(engine, SchedulerConfig()), **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
-                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
+                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed,
+                        stagger=stagger)
     return serve_workload(dep, engine, workload, sched)
 
 
@@ -135,9 +142,24 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     limits = scheduler_for(dep, sched)
     arrivals, isl, osl = replica.draw()
     model = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
+    turnaround = None
+    if replica.concurrency is not None:
+        turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
     trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
-                     kv_capacity_tokens=kv_capacity_tokens(dep, sched), concurrency=replica.concurrency)
+                     kv_capacity_tokens=kv_capacity_tokens(dep, sched), concurrency=replica.concurrency,
+                     turnaround=turnaround)
     return ServeResult(dep, engine, replica, trace, dep.parallel.dp)
+
+
+def _request_period_s(model: StepModel, clients: int, isl: np.ndarray, osl: np.ndarray) -> float:
+    """Expected duration of one closed-loop request [s]: its prompt's prefill alone, then its
+    output decoded in a batch of ``clients`` at the mean context."""
+    p, o = float(np.mean(isl)), float(np.mean(osl))
+    none = np.zeros(0)
+    prefill = model.time(decode_context=none, prefill_context=np.zeros(1), prefill_tokens=np.array([p]), logits=1.0)
+    step = model.time(decode_context=np.full(clients, p + o / 2.0), prefill_context=none, prefill_tokens=none,
+                      logits=float(clients))
+    return prefill + o * step
 
 
 Mode = Literal["offline", "online", "closed_loop"]

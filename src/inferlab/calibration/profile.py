@@ -138,6 +138,11 @@ class Profile(BaseModel):
         default=0.0, ge=0.0,
         description="In-flight batching only: host work per iteration beyond a static step's (scheduling, "
                     "building the mixed batch, updating request state); fitted on serving cases.")
+    request_overhead_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Serving only: per request, the server's time outside the GPU iterations (HTTP, "
+                    "tokenization, handing the request to the scheduler, streaming the first token back); "
+                    "a request reaches the scheduler this long after it is sent. Fitted on serving cases.")
     source: str = "datasheet peaks only"
 
 
@@ -194,7 +199,8 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
     engine, hardware_id, family : str
         On top of ``generic``, the file's ``hardware`` section (per GPU family, then GPU id,
         for every engine) applies first, then the engine's ``overrides`` in the order
-        engine-wide (``all``), GPU family, GPU id.
+        engine-wide (``all``), GPU family, GPU id; a runtime variant such as
+        ``trtllm-pytorch`` takes its base engine's (``trtllm``) overrides before its own.
     """
     if isinstance(profile, Profile):
         return profile
@@ -213,17 +219,21 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
     else:
         data, label = _read(path, str(path)), str(path)
     per_gpu = data.get("hardware") or {}
-    per_engine = (data.get("overrides") or {}).get(engine, {})
+    overrides = data.get("overrides") or {}
     merged = dict(data["generic"])
     used = "generic"
     for key in (family, hardware_id):
         if key and key in per_gpu:
             merged = _deep_merge(merged, per_gpu[key])
             used = key
-    for key in ("all", family, hardware_id):
-        if key and key in per_engine:
-            merged = _deep_merge(merged, per_engine[key])
-            used = key if key != "all" else used
+    # A runtime variant (``trtllm-pytorch``) runs its base engine's kernels: base first.
+    base = engine.split("-")[0]
+    for name in dict.fromkeys((base, engine)):
+        per_engine = overrides.get(name, {})
+        for key in ("all", family, hardware_id):
+            if key and key in per_engine:
+                merged = _deep_merge(merged, per_engine[key])
+                used = key if key != "all" else used
     name = f"{label}:{engine}/{used}"
     try:
         return Profile(**{**merged, "name": name, "source": data.get("source", label)})

@@ -45,9 +45,15 @@ class ServeResult:
 
     # --- per request ----------------------------------------------------------------
     @property
+    def request_overhead_s(self) -> float:
+        """The server's time per request outside the GPU iterations [s] (HTTP, tokenization,
+        hand-off; the profile's ``request_overhead_s``), part of every TTFT."""
+        return float(self.deployment.profile.request_overhead_s) if self.deployment is not None else 0.0
+
+    @property
     def queue_s(self) -> np.ndarray:
-        """Arrival to first scheduled iteration [s]."""
-        return self.trace.first_scheduled - self.trace.arrival
+        """Reaching the scheduler to the first scheduled iteration [s]: waiting for admission."""
+        return self.trace.first_scheduled - self.trace.arrival - self.request_overhead_s
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -154,6 +160,9 @@ class ServeResult:
         share = queue / ttft if ttft > 0 else 0.0
         lines.append(f"TTFT {ttft * 1e3:.1f} ms on average, {share:.0%} of it waiting for admission "
                      f"(P99 {s['ttft']['p99'] * 1e3:.1f} ms)")
+        if self.request_overhead_s:
+            lines.append(f"each TTFT includes {self.request_overhead_s * 1e3:.1f} ms of {self.engine}'s server work "
+                         "per request (HTTP, tokenization, hand-off to the scheduler; fitted on serving cases)")
         lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
                      f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
                      "the same iterations stretch them")

@@ -9,6 +9,7 @@ so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python wor
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -61,7 +62,8 @@ class _State:
 
 
 def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray,
-             *, kv_capacity_tokens: float, concurrency: int | None = None) -> Trace:
+             *, kv_capacity_tokens: float, concurrency: int | None = None,
+             turnaround: np.ndarray | None = None) -> Trace:
     """Serve every request; return their timelines.
 
     Parameters
@@ -73,6 +75,12 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         KV-cache pool of the replica, in tokens (after weights, workspace, reserve).
     concurrency : int, optional
         Closed-loop clients.
+    turnaround : array [s], optional
+        Closed loop: request ``i`` is sent ``turnaround[i]`` after its client's previous
+        request finished.
+
+    A request reaches the scheduler ``model.request_overhead_s`` after it is sent (the
+    server's HTTP, tokenization and hand-off); its times count from when it was sent.
     """
     n = len(isl)
     block = sched.kv_block_size
@@ -92,6 +100,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     now, preemptions = 0.0, 0
     q_times, q_depth, itl_v, itl_w = [0.0], [0], [], []
     pos = 0  # next entry of ``order`` to arrive
+    delay = float(getattr(model, "request_overhead_s", 0.0))
     # a preempted request is recomputed: its prompt becomes the prompt plus what it generated
     prompt = np.asarray(isl, float).copy()
     generated = np.zeros(n)
@@ -102,7 +111,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         return float(np.sum(np.ceil(tokens / block)))
 
     while pos < len(order) or waiting or len(run.idx):
-        while pos < len(order) and arrivals[order[pos]] <= now + 1e-12:
+        while pos < len(order) and arrivals[order[pos]] + delay <= now + 1e-12:
             waiting.append(order[pos])
             pos += 1
         # admission: FIFO while a slot and the prompt's KV blocks are free
@@ -119,7 +128,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 first_sched[i] = now
         if not len(run.idx):
             if pos < len(order):
-                now = max(now, arrivals[order[pos]])
+                now = max(now, arrivals[order[pos]] + delay)
                 continue
             break
         prefilling = run.done < prompt[run.idx]
@@ -149,7 +158,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                         prefill_tokens=chunk[runs_prefill], logits=float(decoding.sum() + finishing_prefill.sum()))
         k = 1
         if not runs_prefill.any() and decoding.any():
-            k = _decode_stretch(sched, run, decoding, t0, osl, now, waiting, order, pos, arrivals,
+            k = _decode_stretch(sched, run, decoding, t0, osl, now - delay, waiting, order, pos, arrivals,
                                 capacity_blocks, block)
         if k > 1:
             t1 = model.time(decode_context=dctx + 1.0, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0),
@@ -172,8 +181,8 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         for i in run.idx[finished]:
             finish[i] = now
             if concurrency is not None and sent < n:  # the client sends its next request
-                arrivals[sent] = now
-                order.append(sent)
+                arrivals[sent] = now + (turnaround[sent] if turnaround is not None else 0.0)
+                bisect.insort(order, sent, lo=pos, key=arrivals.__getitem__)
                 sent += 1
         if finished.any():
             hold = False

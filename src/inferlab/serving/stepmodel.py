@@ -78,6 +78,7 @@ class StepModel:
         self.per_sequence_head_s = a.per_sequence_head_s
         self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
         self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
+        self.request_overhead_s = prof.request_overhead_s
 
     def _costs(self, op: Attention) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]

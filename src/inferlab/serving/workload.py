@@ -83,6 +83,12 @@ class Workload:
 
     Exactly one of ``rate`` (Poisson arrivals per second), ``trace`` (arrival times [s]),
     ``concurrency`` (closed-loop clients) or ``offline=True`` (everything queued at 0).
+
+    ``stagger`` (closed loop): after the opening burst of ``concurrency`` simultaneous
+    requests, spread the clients' second requests evenly over one request's expected
+    duration, so that the steady state has clients out of step. That is what benchmarks
+    measure after a few rounds (output lengths, HTTP and tokenization jitter pull clients
+    apart); ``False`` keeps clients that finish together in lockstep, each round a burst.
     """
 
     isl: Lengths = field(default_factory=lambda: Lengths("fixed", value=1024))
@@ -93,6 +99,7 @@ class Workload:
     concurrency: int | None = None
     offline: bool = False
     seed: int = 0
+    stagger: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "isl", Lengths.of(self.isl))
@@ -132,3 +139,14 @@ class Workload:
             arrivals = np.full(n, np.nan)
             arrivals[: min(self.concurrency or 0, n)] = 0.0
         return arrivals, isl, osl
+
+    def turnaround(self, period_s: float) -> np.ndarray:
+        """Closed loop: how long after its client's previous request ends each request is
+        sent [s]. With ``stagger``, the second round's requests wait ``j / concurrency`` of
+        ``period_s`` (one request's expected duration), ``j = 0 .. concurrency - 1``."""
+        out = np.zeros(self.num_requests)
+        c = self.concurrency or 0
+        if self.stagger and c > 1:
+            second = out[c:2 * c]
+            second[:] = period_s * np.arange(len(second)) / c
+        return out

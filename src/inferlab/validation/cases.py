@@ -30,7 +30,7 @@ REGIMES = ("static_batch", "offline", "online", "closed_loop")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
            "itl_ms", "tpot_ms", "tpot_p50_ms")
 #: Engines the efficiency profiles know; cases from any other engine use ``generic``.
-PROFILE_ENGINES = ("generic", "trtllm", "vllm", "sglang", "lmdeploy")
+PROFILE_ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
 
 _CASE_CONFIG = ConfigDict(frozen=True, extra="allow")
 #: libyaml's safe loader where available (ten times faster on the public files).
@@ -218,8 +218,17 @@ def case_precision(case: Case) -> dict[str, str]:
 
 
 def case_engine(case: Case) -> str:
-    """The profile engine of a case: engines without a profile of their own use ``generic``."""
+    """The profile engine of a case: engines without a profile of their own use ``generic``;
+    TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``)."""
+    if case.engine == "trtllm" and _major_version(case.engine_version) >= 1:
+        return "trtllm-pytorch"
     return case.engine if case.engine in PROFILE_ENGINES else "generic"
+
+
+def _major_version(version: Any) -> int:
+    """``"1.1.0rc2.post2"`` -> 1; -1 when unknown."""
+    head = str(version or "").split(".")[0]
+    return int(head) if head.isdigit() else -1
 
 
 def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, output_tokens_per_s: Any,
