@@ -38,22 +38,47 @@ class Trace:
 
 
 class _State:
-    """Running requests as arrays (one slot per admitted request)."""
+    """Running requests as arrays (one slot per admitted request), in preallocated buffers;
+    the public attributes are views of the first ``k`` slots."""
 
-    def __init__(self) -> None:
-        self.idx = np.zeros(0, np.int64)       # request ids
-        self.done = np.zeros(0)                # tokens prefilled since admission
-        self.gen = np.zeros(0)                 # output tokens produced (before and since admission)
-        self.base = np.zeros(0)                # output tokens produced before this admission
+    FIELDS = ("idx", "done", "gen", "base", "prompt", "osl")
 
-    def add(self, i: int, generated: float = 0.0) -> None:
-        self.idx = np.append(self.idx, i)
-        self.done = np.append(self.done, 0.0)
-        self.gen = np.append(self.gen, generated)
-        self.base = np.append(self.base, generated)
+    def __init__(self, capacity: int) -> None:
+        self.k = 0
+        self.prefilling = 0  # slots whose prompt is not prefilled yet
+        self._buf = {f: np.zeros(max(capacity, 1), np.int64 if f == "idx" else float) for f in self.FIELDS}
+        self._views()
+
+    def _views(self) -> None:
+        k, b = self.k, self._buf
+        self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
+        self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
+
+    def add(self, i: int, generated: float, prompt: float, osl: float) -> None:
+        """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill)."""
+        b, k = self._buf, self.k
+        if k == len(b["idx"]):
+            self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
+        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, 0.0, generated, generated
+        b["prompt"][k], b["osl"][k] = prompt, osl
+        self.k = k + 1
+        self.prefilling += 1
+        self._views()
 
     def keep(self, mask: np.ndarray) -> None:
-        self.idx, self.done, self.gen, self.base = self.idx[mask], self.done[mask], self.gen[mask], self.base[mask]
+        """Keep the slots where ``mask`` is true, in order."""
+        m = int(np.count_nonzero(mask))
+        for f in self.FIELDS:
+            v = self._buf[f]
+            v[:m] = v[:self.k][mask]
+        self.k = m
+        self._views()
+
+    def drop_last(self) -> None:
+        if self.done[-1] < self.prompt[-1]:
+            self.prefilling -= 1
+        self.k -= 1
+        self._views()
 
     @property
     def cached(self) -> np.ndarray:
@@ -95,126 +120,141 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     finish = np.full(n, np.nan)
     sent = int(np.sum(~np.isnan(arrivals)))  # closed loop: next request id to hand a client
     order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
+    visible = (arrivals + float(getattr(model, "request_overhead_s", 0.0))).tolist()  # reaches the scheduler
+    delay = float(getattr(model, "request_overhead_s", 0.0))
     waiting: list[int] = []
-    run = _State()
+    run = _State(min(n, sched.max_num_seqs))
     now, preemptions = 0.0, 0
     q_times, q_depth, itl_v, itl_w = [0.0], [0], [], []
     pos = 0  # next entry of ``order`` to arrive
-    delay = float(getattr(model, "request_overhead_s", 0.0))
     # a preempted request is recomputed: its prompt becomes the prompt plus what it generated
     prompt = np.asarray(isl, float).copy()
     generated = np.zeros(n)
+    isl_l, osl_l = np.asarray(isl, float).tolist(), np.asarray(osl, float).tolist()
     hold = False  # after a preemption, admit nothing until a request finishes and frees memory
+    reserve, chunked = sched.reserve_output, sched.chunked_prefill
+    budget_max, max_seqs = sched.max_num_batched_tokens, sched.max_num_seqs
+    none = np.zeros(0)
 
     def blocks_used() -> float:
-        tokens = isl[run.idx] + osl[run.idx] if sched.reserve_output else np.maximum(run.cached, 1.0)
-        return float(np.sum(np.ceil(tokens / block)))
+        tokens = isl[run.idx] + run.osl if reserve else np.maximum(run.cached, 1.0)
+        return float(np.ceil(tokens / block).sum())
 
-    while pos < len(order) or waiting or len(run.idx):
-        while pos < len(order) and arrivals[order[pos]] + delay <= now + 1e-12:
+    while pos < len(order) or waiting or run.k:
+        while pos < len(order) and visible[order[pos]] <= now + 1e-12:
             waiting.append(order[pos])
             pos += 1
         # admission: FIFO while a slot and the prompt's KV blocks are free
-        used = blocks_used() if waiting and not hold else 0.0
-        while waiting and len(run.idx) < sched.max_num_seqs and not hold:
-            i = waiting[0]
-            need = math.ceil((isl[i] + osl[i] if sched.reserve_output else prompt[i]) / block)
-            if used + need > capacity_blocks:
-                break
-            waiting.pop(0)
-            run.add(i, generated[i])
-            used += need
-            if np.isnan(first_sched[i]):
-                first_sched[i] = now
-        if not len(run.idx):
+        if waiting and not hold and run.k < max_seqs:
+            used = blocks_used()
+            while waiting and run.k < max_seqs:
+                i = waiting[0]
+                need = math.ceil((isl_l[i] + osl_l[i] if reserve else prompt[i]) / block)
+                if used + need > capacity_blocks:
+                    break
+                waiting.pop(0)
+                run.add(i, generated[i], prompt[i], osl_l[i])
+                used += need
+                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                    first_sched[i] = now
+        if not run.k:
             if pos < len(order):
-                now = max(now, arrivals[order[pos]] + delay)
+                now = max(now, visible[order[pos]])
                 continue
             break
-        prefilling = run.done < prompt[run.idx]
-        decoding = ~prefilling
-        # prefill chunks, first come first served, within the token budget
-        budget = sched.max_num_batched_tokens - (int(decoding.sum()) if sched.chunked_prefill else 0)
-        chunk = np.zeros(len(run.idx))
-        left = prompt[run.idx] - run.done
-        for j in np.flatnonzero(prefilling):
-            if budget <= 0:
-                break
-            if sched.chunked_prefill:
-                take = min(left[j], budget)
-            elif left[j] > budget and chunk.any():
-                break
-            else:
-                take = left[j]  # without chunking a prompt is prefilled whole
-            chunk[j] = take
-            budget -= take
-        runs_prefill = chunk > 0
-        if not sched.chunked_prefill and runs_prefill.any():
-            decoding = np.zeros_like(decoding)  # a whole-prompt prefill iteration runs no decodes
-        finishing_prefill = runs_prefill & (run.done + chunk >= prompt[run.idx])
-        ctx = run.cached
-        dctx = ctx[decoding]
-        t0 = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
-                        prefill_tokens=chunk[runs_prefill], logits=float(decoding.sum() + finishing_prefill.sum()))
-        k = 1
-        if not runs_prefill.any() and decoding.any():
-            k = _decode_stretch(sched, run, decoding, t0, osl, now - delay, waiting, order, pos, arrivals,
-                                capacity_blocks, block)
-        if k > 1:
-            t1 = model.time(decode_context=dctx + 1.0, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0),
-                            logits=float(decoding.sum()))
-            slope = t1 - t0
-            elapsed = k * t0 + slope * k * (k - 1) / 2.0
-            itl_v.append(t0 + slope * (k - 1) / 2.0)
+        if run.prefilling:
+            prefilling = run.done < run.prompt
+            decoding = ~prefilling
+            n_dec = int(np.count_nonzero(decoding))
+            # prefill chunks, first come first served, within the token budget
+            budget = budget_max - (n_dec if chunked else 0)
+            chunk = np.zeros(run.k)
+            left = run.prompt - run.done
+            for j in np.flatnonzero(prefilling).tolist():
+                if budget <= 0:
+                    break
+                lj = float(left[j])
+                if chunked:
+                    take = min(lj, budget)
+                elif lj > budget and budget < budget_max:
+                    break
+                else:
+                    take = lj  # without chunking a prompt is prefilled whole
+                chunk[j] = take
+                budget -= take
+            runs_prefill = chunk > 0
+            if not chunked:
+                decoding[:] = False  # a whole-prompt prefill iteration runs no decodes
+                n_dec = 0
+            finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
+            n_fin = int(np.count_nonzero(finishing_prefill))
+            dctx = run.cached[decoding] if n_dec else none
+            elapsed = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
+                                 prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
+            itl_v.append(elapsed)
+            itl_w.append(float(n_dec))
+            now += elapsed
+            if n_dec:
+                run.gen[decoding] += 1.0
+            run.done += chunk
+            if n_fin:
+                run.prefilling -= n_fin
+                run.gen[finishing_prefill] += 1.0  # the prefill samples the next token (first, or next after a recompute)
+                ids = run.idx[finishing_prefill]
+                fresh = ids[np.isnan(first_tok[ids])]
+                first_tok[fresh] = now
         else:
-            elapsed = t0
-            itl_v.append(t0)
-        itl_w.append(float(decoding.sum()) * k)
-        now += elapsed
-        run.gen[decoding] += k
-        run.done[runs_prefill] += chunk[runs_prefill]
-        newly = finishing_prefill
-        run.gen[newly] += 1.0  # the prefill samples the next token (the first, or the next after a recompute)
-        fresh = run.idx[newly][np.isnan(first_tok[run.idx[newly]])]
-        first_tok[fresh] = now
-        finished = run.gen >= osl[run.idx]
-        for i in run.idx[finished]:
-            finish[i] = now
-            if concurrency is not None and sent < n:  # the client sends its next request
-                arrivals[sent] = now + (turnaround[sent] if turnaround is not None else 0.0)
-                bisect.insort(order, sent, lo=pos, key=arrivals.__getitem__)
-                sent += 1
+            # decode only: run until something changes, in one go
+            t0, t1 = model.time_decode(run.cached)
+            k = _decode_stretch(sched, run, t0, now, waiting, order, pos, visible, capacity_blocks, block)
+            if k > 1:
+                slope = t1 - t0
+                elapsed = k * t0 + slope * k * (k - 1) / 2.0
+                itl_v.append(t0 + slope * (k - 1) / 2.0)
+            else:
+                elapsed = t0
+                itl_v.append(t0)
+            itl_w.append(float(run.k) * k)
+            now += elapsed
+            run.gen += k
+        finished = run.gen >= run.osl
         if finished.any():
+            for i in run.idx[finished].tolist():
+                finish[i] = now
+                if concurrency is not None and sent < n:  # the client sends its next request
+                    arrivals[sent] = now + (turnaround[sent] if turnaround is not None else 0.0)
+                    visible[sent] = arrivals[sent] + delay
+                    bisect.insort(order, sent, lo=pos, key=visible.__getitem__)
+                    sent += 1
             hold = False
-        run.keep(~finished)
+            run.keep(~finished)
         # memory pressure: preempt the newest requests (recomputed later) until the KV fits
-        while not sched.reserve_output and len(run.idx) > 1 and blocks_used() > capacity_blocks:
-            i = int(run.idx[-1])
-            generated[i] = run.gen[-1]
-            prompt[i] = isl[i] + generated[i]
-            run.keep(np.arange(len(run.idx)) < len(run.idx) - 1)
-            waiting.insert(0, i)
-            preemptions += 1
-            hold = True
+        if not reserve and run.k > 1 and float(run.cached.sum()) / block + run.k > capacity_blocks:
+            while run.k > 1 and blocks_used() > capacity_blocks:
+                i = int(run.idx[-1])
+                generated[i] = run.gen[-1]
+                prompt[i] = isl_l[i] + generated[i]
+                run.drop_last()
+                waiting.insert(0, i)
+                preemptions += 1
+                hold = True
         q_times.append(now)
         q_depth.append(len(waiting))
     return Trace(arrivals, isl, osl, first_sched, first_tok, finish, preemptions, np.asarray(q_times),
                  np.asarray(q_depth), np.asarray(itl_v), np.asarray(itl_w))
 
 
-def _decode_stretch(sched: SchedulerConfig, run: _State, decoding: np.ndarray, t0: float, osl: np.ndarray,
-                    now: float, waiting: list[int], order: list[int], pos: int, arrivals: np.ndarray,
-                    capacity_blocks: int, block: int) -> int:
-    """How many decode-only iterations can run before anything changes (``t0`` [s]: the first one's time)."""
-    remaining = osl[run.idx[decoding]] - run.gen[decoding]
-    k = int(max(1, remaining.min()))
+def _decode_stretch(sched: SchedulerConfig, run: _State, t0: float, now: float, waiting: list[int],
+                    order: list[int], pos: int, visible: list[float], capacity_blocks: int, block: int) -> int:
+    """How many decode-only iterations (every running request decoding) can run before
+    anything changes (``t0`` [s]: the first one's time)."""
+    k = int(max(1.0, float((run.osl - run.gen).min())))
     # KV growth: each running request adds a token per step (nothing to check when reserved)
     if not sched.reserve_output:
-        tokens = run.cached
-        free_tokens = (capacity_blocks - np.sum(np.ceil(np.maximum(tokens, 1.0) / block))) * block
-        k = min(k, max(1, int(free_tokens // max(len(run.idx), 1)) + 1))
+        free_tokens = (capacity_blocks - float(np.ceil(np.maximum(run.cached, 1.0) / block).sum())) * block
+        k = min(k, max(1, int(free_tokens // max(run.k, 1)) + 1))
     # an arrival that could be admitted (a slot and its prompt blocks are free)
-    if pos < len(order) and len(run.idx) < sched.max_num_seqs and not waiting:
-        gap = arrivals[order[pos]] - now
+    if pos < len(order) and run.k < sched.max_num_seqs and not waiting:
+        gap = visible[order[pos]] - now
         k = min(k, max(1, int(math.ceil(gap / t0))))
     return k

@@ -16,6 +16,7 @@ For a uniform decode step the result matches :func:`inferlab.core.phases.decode`
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +73,9 @@ class StepModel:
             else:
                 lin = lin + total
         self.linear, self.head, self.attention = lin, head, tuple(attention)
+        # plain lists for scalar lookups (numpy's per-call overhead dominates one-point interp)
+        self._grid_list, self._linear_list, self._head_list = grid.tolist(), lin.tolist(), head.tolist()
+        self._all_full = all(a.window == np.inf for a in self.attention)
         a = prof.attention
         self.bandwidth = hw.memory_bandwidth.si
         self.floor = prof.kernel_floor_s + a.fixed_s
@@ -91,8 +95,18 @@ class StepModel:
             peak=peak_si, heads_kv=float(op.kv_heads),
         )
 
-    def _table(self, table: np.ndarray, tokens: float) -> float:
-        return float(np.interp(tokens, self.grid, table)) if tokens > 0 else 0.0
+    def _table(self, values: list[float], tokens: float) -> float:
+        """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
+        if tokens <= 0:
+            return 0.0
+        grid = self._grid_list
+        j = bisect.bisect_right(grid, tokens)
+        if j <= 0:
+            return values[0]
+        if j >= len(grid):
+            return values[-1]
+        g0, g1 = grid[j - 1], grid[j]
+        return values[j - 1] + (values[j] - values[j - 1]) * (tokens - g0) / (g1 - g0)
 
     def _attention_s(self, phase: str, pairs: np.ndarray, kv_tokens: np.ndarray, queries: float, seqs: float) -> float:
         """One attention kernel per layer over a set of sequences (sums already taken)."""
@@ -112,8 +126,15 @@ class StepModel:
         """Per attention op: summed (query, key) pairs and cached tokens read, over sequences."""
         c, q = np.asarray(context, float), np.asarray(new, float)
         pairs, reads = [], []
+        full: tuple[float, float] | None = None
         for a in self.attention:
             w = a.window
+            if w == np.inf:  # full attention: every query sees its whole prefix
+                if full is None:
+                    full = (float(np.add.reduce(q * c + q * (q + 1.0) / 2.0)), float(np.add.reduce(c + q)))
+                pairs.append(full[0])
+                reads.append(full[1])
+                continue
             n1 = np.clip(np.minimum(w - c, q), 0.0, None)
             pairs.append(float(np.sum(n1 * c + n1 * (n1 + 1.0) / 2.0 + (q - n1) * np.minimum(w, c + q))))
             reads.append(float(np.sum(np.minimum(c + q, w))))
@@ -133,6 +154,19 @@ class StepModel:
             out[j] = by_window[w]
         return out
 
+    def time_decode(self, context: np.ndarray) -> tuple[float, float]:
+        """A decode-only iteration, and the next one: every sequence of ``context`` [token]
+        adds one token; each equals :meth:`time` with no prefill and a logit row per sequence."""
+        d = float(len(context))
+        if not d:
+            return self.step_overhead_s, self.step_overhead_s
+        t = self._table(self._linear_list, d) + self._table(self._head_list, d) + self.step_overhead_s
+        spans = self.decode_spans(context)
+        # one token later every span grows by one (a window caps it: recompute then)
+        after = spans + d if self._all_full else self.decode_spans(context + 1.0)
+        return (t + self._attention_s("decode", spans, spans, d, d),
+                t + self._attention_s("decode", after, after, d, d))
+
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float) -> float:
         """One iteration: decode tokens of ``decode_context`` sequences and prefill chunks.
@@ -148,7 +182,7 @@ class StepModel:
         """
         d = float(len(decode_context))
         p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
-        t = self._table(self.linear, d + p) + self._table(self.head, logits) + self.step_overhead_s
+        t = self._table(self._linear_list, d + p) + self._table(self._head_list, logits) + self.step_overhead_s
         if d:
             spans = self.decode_spans(decode_context)
             t += self._attention_s("decode", spans, spans, d, d)
