@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import time
 
-from inferlab.planning.planner import candidates, evaluate
+from inferlab.planning.planner import _BATCHES, candidates, evaluate
 from inferlab.planning.scenario import load_scenario
 
 SCENARIO = {
     "name": "benchmark",
-    "models": ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "gemma-3-27b"],
-    "hardware": ["h100-sxm", "h200-sxm", "b200", "l40s", "a100-sxm-80gb", "mi300x"],
+    "models": ["llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "qwen3-30b-a3b", "mixtral-8x7b", "gemma-3-27b",
+               "qwen3-8b", "mistral-7b", "llama-3.3-70b", "gpt-oss-20b", "phi-3-mini", "llama-2-13b"],
+    "hardware": ["h100-sxm", "h200-sxm", "b200", "l40s", "a100-sxm-80gb", "mi300x", "h100-pcie", "gb200",
+                 "mi355x", "rtx-pro-6000", "b300", "h20", "l4"],
     "engine": "vllm",
     "traffic": {"rate": 20, "isl": 1500, "osl": 300},
     "slo": {"ttft_ms": 1500, "tpot_ms": 50},
-    "search": {"precisions": ["bf16", "fp8", "int4", "nvfp4"], "tp": [1, 2, 4, 8]},
+    "search": {"precisions": ["bf16", "fp8", "int4", "nvfp4"], "tp": [1, 2, 4, 8],
+               "speculative": [None, "eagle:k=3,accept=0.7"], "disaggregation": True},
     "verify": 0,
 }
 
@@ -26,14 +29,15 @@ SCENARIO = {
 def main() -> None:
     scenario = load_scenario(SCENARIO)
     configs = candidates(scenario)
+    evaluate(scenario, configs[0])  # catalog, profile and import caches
     start = time.perf_counter()
     results = [evaluate(scenario, c) for c in configs]
     elapsed = time.perf_counter() - start
     feasible = sum(r.feasible for r in results)
-    points = len(configs) * 36
-    print(f"planner search: {len(configs)} configurations ({points:,} operating points), {feasible} feasible, "
-          f"{elapsed:.2f} s = {len(configs) / elapsed:,.0f} configurations/s "
-          f"(10,000 would take ~{10_000 / (len(configs) / elapsed):.0f} s)")
+    print(f"planner search: {len(configs):,} configurations ({len(SCENARIO['models'])} models x "
+          f"{len(SCENARIO['hardware'])} GPUs x precision, TP, EP, speculation, aggregated/disaggregated), "
+          f"{feasible:,} feasible, {elapsed:.2f} s = {len(configs) / elapsed:,.0f} configurations/s; each one "
+          f"evaluated at {len(_BATCHES)} batch limits ({len(configs) * len(_BATCHES):,} operating points)")
 
 
 if __name__ == "__main__":

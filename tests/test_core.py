@@ -145,6 +145,22 @@ def test_sharded_flops_add_up():
             assert tp * np.asarray(part.flops) == pytest.approx(np.asarray(full.flops))
 
 
+def test_graph_memo_never_mixes_two_models_with_one_id():
+    """Steps are memoized by model identity: an edited copy (same id, half the layers) is
+    timed on its own graph, and the same step on another GPU reuses the graph, not its times."""
+    full = _roofline()
+    half_model = full.model.model_copy(update={"num_hidden_layers": 16, "layers": full.model.layers[:16]})
+    assert sum(n for _, n in half_model.layer_groups) == 16   # no stale cache from the original
+    half = deployment(half_model, "h100-sxm", profile="roofline")
+    b, c = np.array(8.0), np.array(1000.0)
+    t_full = float(decode(full, b, c).time_s)
+    t_half = float(decode(half, b, c).time_s)
+    assert t_half < 0.6 * t_full
+    assert float(decode(full, b, c).time_s) == t_full
+    other = deployment("llama-3.1-8b", "h200-sxm", profile="roofline")
+    assert float(decode(other, b, c).time_s) < t_full   # same graph, more bandwidth
+
+
 def test_tp_one_is_identity():
     dep = _roofline()
     ops = build_graph(dep.model, Step.decode(np.array(4.0), np.array(300.0)), dep.step_precision)

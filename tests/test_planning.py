@@ -35,7 +35,29 @@ def test_queue_wait_by_hand():
     assert float(queue_wait_s(np.array(10.0), 0.8, 99)) == pytest.approx(math.log(80) / 2)
     assert float(queue_wait_s(np.array(10.0), 0.005, 99)) == 0.0  # P(wait > 0) = u < 1%
     u = max_utilization(np.array([10.0]), np.array([math.log(80) / 2]), 99, cap=0.95)
-    assert float(u[0]) == pytest.approx(0.8, abs=1e-6)
+    assert float(u[0]) == pytest.approx(0.8, abs=1e-12)   # closed form (Lambert W), not a bisection
+    # capped, none where the prefill leaves no slack, and ~1 for a huge slack (exp overflow guarded)
+    u = max_utilization(np.array([10.0, 10.0, 10.0, 1e6]), np.array([100.0, 0.0, -1.0, 1e3]), 99, cap=0.9)
+    assert u.tolist() == [0.9, 0.0, 0.0, 0.9]
+
+
+@pytest.mark.parametrize("spec", [None, "eagle:k=3,accept=0.7"])
+def test_planner_curve_is_what_estimate_computes(spec):
+    """The search's lean path (no waves, no costs) gives estimate()'s TPOT and single-prompt TTFT."""
+    from inferlab import estimate
+    from inferlab.planning.planner import _BATCHES, _capacity_curve
+
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "engine": "vllm",
+                        "traffic": {"rate": 5, "isl": 1500, "osl": 300, "prefix_hit": 0.3}})
+    config = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "precision": "fp8", "tp": 2, "ep": 1,
+              "speculative": spec}
+    curve = _capacity_curve(sc, config, 1500, 300)
+    fits = _BATCHES <= curve.max_sequences
+    est = estimate("llama-3.1-8b", "h100-sxm", tp=2, precision="fp8", engine="vllm", isl=1500, osl=300,
+                   batch_size=_BATCHES[fits], speculative=spec, prefix_cache=0.3)
+    assert curve.tpot_s[fits] == pytest.approx(est.tpot_s, rel=1e-12)
+    assert curve.prefill_1_s == pytest.approx(float(est.ttft_s[0]), rel=1e-12)
+    assert curve.max_sequences[fits] == pytest.approx(est.memory.max_sequences)
 
 
 @pytest.mark.parametrize(

@@ -156,14 +156,6 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _read(path: Path | Any, label: str) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"profile {label}: cannot read ({exc})") from None
-    return _parse_profile_text(text, label)
-
-
 @functools.lru_cache(maxsize=32)
 def _parse_profile_text(text: str, label: str) -> dict[str, Any]:
     """Parsed profile file, cached on its text (estimates re-resolve profiles per call)."""
@@ -210,14 +202,36 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
     if isinstance(profile, Mapping):
         if "generic" not in profile:
             raise SpecError("profile mapping: expected 'generic' (and optional 'hardware' and 'overrides')")
-        data, label = profile, "mapping"
-    elif path is None:
-        shipped = profile_file(str(profile))
-        if not shipped.is_file():
+        return _resolve(profile, "mapping", engine, hardware_id, family)
+    if path is None:
+        text = _shipped_text(str(profile))
+        if text is None:
             raise UnknownNameError("profile", str(profile), ["roofline", "default", "<path>.yaml"])
-        data, label = _read(shipped, str(profile)), str(profile)
+        label = str(profile)
     else:
-        data, label = _read(path, str(path)), str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"profile {path}: cannot read ({exc})") from None
+        label = str(path)
+    return _resolve_text(text, label, engine, hardware_id, family)
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped_text(name: str) -> str | None:
+    """Text of a shipped profile (None if there is none): package files do not change while we run."""
+    shipped = profile_file(name)
+    return shipped.read_text(encoding="utf-8") if shipped.is_file() else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _resolve_text(text: str, label: str, engine: str, hardware_id: str, family: str) -> Profile:
+    """:func:`_resolve` of a profile file's text, cached (a planner resolves the same few
+    profiles thousands of times; :class:`Profile` is frozen, so sharing it is safe)."""
+    return _resolve(_parse_profile_text(text, label), label, engine, hardware_id, family)
+
+
+def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str, family: str) -> Profile:
     per_gpu = data.get("hardware") or {}
     overrides = data.get("overrides") or {}
     merged = dict(data["generic"])

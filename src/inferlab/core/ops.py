@@ -12,12 +12,36 @@ Byte categories: ``weight_read``, ``act_read``, ``act_write``, ``kv_read``, ``kv
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import Literal
 
 import numpy as np
 
 ArrayLike = np.ndarray | float
+
+class memoized:  # noqa: N801  (used like functools.cached_property)
+    """A computed attribute stored on first access, for immutable objects.
+
+    :class:`functools.cached_property` without its lock (Python 3.11 takes one on every
+    first access, which dominates when a search times hundreds of thousands of ops): the
+    value lands in the instance ``__dict__`` and shadows this non-data descriptor, so later
+    reads are plain attribute lookups.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = self.fn(obj)
+        obj.__dict__[self.name] = value
+        return value
+
 
 OpKind = Literal["gemm", "attention", "elementwise", "collective"]
 #: How tensor parallelism splits an op: by output features (column), by input features
@@ -50,9 +74,9 @@ class Op:
     def byte_parts(self) -> dict[str, ArrayLike]:  # pragma: no cover - overridden
         return dict.fromkeys(BYTE_CATEGORIES, 0.0)
 
-    @property
+    @memoized
     def bytes(self) -> ArrayLike:
-        """All bytes moved to or from device memory [B]."""
+        """All bytes moved to or from device memory [B] (computed once: ops are immutable)."""
         return sum(self.byte_parts().values())
 
     @property
@@ -82,7 +106,7 @@ class Gemm(Op):
     kernel: str = ""  # efficiency curve key (fp8_block, int4_wo...); empty: the compute precision
     kind: OpKind = field(init=False, default="gemm")
 
-    @property
+    @memoized
     def flops(self) -> ArrayLike:
         return 2.0 * self.m * self.n * self.k
 
@@ -128,7 +152,7 @@ class Attention(Op):
     score_bytes_per_element: float = 2.0
     kind: OpKind = field(init=False, default="attention")
 
-    @cached_property
+    @memoized
     def attended_pairs(self) -> ArrayLike:
         """(query, key) pairs per sequence per head, causal and windowed.
 
@@ -143,12 +167,12 @@ class Attention(Op):
         n1 = np.clip(np.minimum(w - c, q), 0.0, None)
         return n1 * c + n1 * (n1 + 1.0) / 2.0 + (q - n1) * np.minimum(w, c + q)
 
-    @cached_property
+    @memoized
     def kv_span(self) -> ArrayLike:
         """Cached tokens read per sequence: ``min(c + q, W)``."""
         return np.minimum(self.context + self.new_tokens, self.window)
 
-    @property
+    @memoized
     def flops(self) -> ArrayLike:
         return 2.0 * self.batch * self.heads * self.attended_pairs * (self.qk_dim + self.v_dim)
 
@@ -181,7 +205,7 @@ class Elementwise(Op):
     weight_bytes: ArrayLike = 0.0
     kind: OpKind = field(init=False, default="elementwise")
 
-    @property
+    @memoized
     def flops(self) -> ArrayLike:
         return self.flops_per_element * self.elements_written
 
@@ -211,7 +235,7 @@ class Collective(Op):
     crosses_nodes: bool = False
     kind: OpKind = field(init=False, default="collective")
 
-    @property
+    @memoized
     def flops(self) -> ArrayLike:
         return 0.0
 

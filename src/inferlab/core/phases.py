@@ -7,6 +7,7 @@ integrated with Gauss-Legendre quadrature over the context, not sampled at one p
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,6 +22,7 @@ from ..techniques.parallelism import Parallelism
 from ..techniques.pipeline import apply_pipeline, micro_batching
 from ..techniques.tensor_parallel import apply_tensor_parallel
 from .graph import Step, StepPrecision, build_graph
+from .interconnect import node_size
 from .ops import Op
 from .timing import OpTime, step_time, time_ops
 
@@ -91,14 +93,42 @@ def run_step(dep: Deployment, step: Step) -> StepResult:
     par = dep.parallel
     micro, stage_times = micro_batching(step, par)
     local = Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context)
-    ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
-    ops = apply_expert_parallel(ops, dep.model, par)
-    if not par.attention_dp:
-        ops = apply_tensor_parallel(ops, par.tp)
-    ops = apply_pipeline(ops, par, dep.hardware, dep.model.hidden_size, local.tokens)
+    ops = _sharded_graph(dep, local)
     times = time_ops(ops, dep.hardware, dep.profile, step.phase)
     stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs)
     return StepResult(step, ops, times, np.asarray(stage * stage_times, float))
+
+
+#: Sharded graphs of recent small steps, keyed by everything they depend on (a planner times
+#: the same graph on many GPUs); grids larger than this are built every time.
+_GRAPH_MEMO: OrderedDict[tuple, tuple[ModelSpec, tuple[Op, ...]]] = OrderedDict()
+_GRAPH_MEMO_SIZE = 1024
+_GRAPH_MEMO_MAX_ELEMENTS = 4096
+
+
+def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
+    """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied."""
+    arrays = [np.asarray(x) for x in (local.batch, local.new_tokens, local.context)]
+    key = None
+    if sum(a.size for a in arrays) <= _GRAPH_MEMO_MAX_ELEMENTS:
+        par = dep.parallel
+        key = (id(dep.model), dep.step_precision, dep.attention, par, local.phase,
+               node_size(dep.hardware) if par.pp > 1 else 0,
+               *((a.shape, a.dtype.str, a.tobytes()) for a in arrays))
+        hit = _GRAPH_MEMO.get(key)
+        if hit is not None and hit[0] is dep.model:
+            _GRAPH_MEMO.move_to_end(key)
+            return hit[1]
+    ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
+    ops = apply_expert_parallel(ops, dep.model, dep.parallel)
+    if not dep.parallel.attention_dp:
+        ops = apply_tensor_parallel(ops, dep.parallel.tp)
+    ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
+    if key is not None:
+        _GRAPH_MEMO[key] = (dep.model, ops)
+        if len(_GRAPH_MEMO) > _GRAPH_MEMO_SIZE:
+            _GRAPH_MEMO.popitem(last=False)  # least recently used
+    return ops
 
 
 def prefill(dep: Deployment, batch: np.ndarray, isl: np.ndarray) -> StepResult:

@@ -14,9 +14,12 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
-from .ops import Attention, Collective, Elementwise, Gemm, Op
+from .ops import Attention, Collective, Elementwise, Gemm, Op, memoized
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
+#: The zero term of ops without compute, memory or link time (shared, never written to).
+_ZERO = np.zeros(())
+_ZERO.setflags(write=False)
 
 
 @dataclass(frozen=True)
@@ -32,12 +35,15 @@ class OpTime:
     #: GEMM cannot fill the tensor cores (then the time is latency, not arithmetic).
     saturated_compute_s: np.ndarray | None = None
 
-    @property
+    @memoized
     def time_s(self) -> np.ndarray:
         """Time of one repetition [s]."""
-        return np.maximum(np.maximum(self.compute_s, self.memory_s), self.comm_s) + self.overhead_s
+        t = np.maximum(self.compute_s, self.memory_s)
+        if self.comm_s is not _ZERO:  # ops without a link term skip a pass over the grid
+            t = np.maximum(t, self.comm_s)
+        return t + self.overhead_s
 
-    @property
+    @memoized
     def total_s(self) -> np.ndarray:
         """Time of all repetitions in the step [s]."""
         return self.time_s * self.op.count
@@ -94,7 +100,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
     its whole fixed cost rather than the share a fused step pays.
     """
     bw = hw.memory_bandwidth.si
-    zero = np.zeros(())
+    zero = _ZERO
     floor = np.asarray(profile.kernel_floor_s, float)
     if isinstance(op, Gemm):
         curve = profile.gemm.curve(op.kernel or op.precision, op.precision)

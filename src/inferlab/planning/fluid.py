@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import lambertw
 
 
 @dataclass(frozen=True)
@@ -76,19 +77,23 @@ def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: 
 
 
 def max_utilization(rate: np.ndarray, slack_s: np.ndarray, percentile: float, cap: float) -> np.ndarray:
-    """Highest utilization (at most ``cap``) whose ``percentile`` queue wait fits in ``slack_s``.
+    """Highest utilization (at most ``cap``) whose ``percentile`` queue wait fits in ``slack_s``;
+    0 where the prefill alone already uses up the budget.
 
-    The wait grows with the utilization, so a bisection per element finds it; 0 where the
-    prefill alone already uses up the budget.
+    Notes
+    -----
+    With ``q = 1 - p`` and ``c = slack x mu``, the wait of :func:`queue_wait_s` equals the
+    slack where ``ln(u / q) = c (1 - u)``, i.e. ``c u exp(c u) = c q exp(c)``: ``u = W(c q e^c) / c``
+    with ``W`` the principal branch of Lambert's function (one root: the wait is 0 up to
+    ``u = q`` and grows after it, while the right side falls).
     """
     rate = np.asarray(rate, float)
     slack = np.asarray(slack_s, float)
-    lo = np.zeros(np.broadcast(rate, slack).shape)
-    hi = np.full_like(lo, cap)
-    for _ in range(40):
-        mid = (lo + hi) / 2.0
-        ok = queue_wait_s(rate, mid, percentile) <= slack
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-    best = np.where(queue_wait_s(rate, cap, percentile) <= slack, cap, lo)
-    return np.where(slack > 0, best, 0.0)
+    q = 1.0 - percentile / 100.0
+    c = np.maximum(slack * rate, 1e-12)
+    # W(x) for x = c q e^c; past c ~ 700 e^c overflows, and u is within 1e-300 of 1 anyway
+    with np.errstate(over="ignore"):
+        x = c * q * np.exp(np.minimum(c, 700.0))
+    u = np.real(lambertw(x)) / c
+    u = np.where(c > 700.0, 1.0, u)
+    return np.where(slack > 0, np.minimum(u, cap), 0.0)

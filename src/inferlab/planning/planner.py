@@ -12,6 +12,7 @@ percentiles meet the SLOs.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field, replace
@@ -19,14 +20,22 @@ from typing import Any
 
 import numpy as np
 
+from ..core.memory import plan_memory, require_weights_fit
+from ..core.phases import mean_decode_step_s
 from ..errors import InferlabError
-from ..estimate import estimate
+from ..estimate import deployment
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
+from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..results.render import text_table
 from ..specs.catalog import load_hardware, load_model
 from .fluid import max_utilization, operating_points, queue_wait_s
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
+#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults).
+_MAX_NUM_TOKENS = 8192
+_GPU_MEMORY = 0.9
+_KV_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -188,20 +197,17 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     isl, osl = tr.isl.expected, tr.osl.expected
     base = Candidate(**config, feasible=False)
     try:
-        est = estimate(config["model"], config["hardware"], tp=config["tp"], ep=config["ep"],
-                       precision=config["precision"], speculative=config["speculative"], isl=round(isl),
-                       osl=max(round(osl), 2), batch_size=_BATCHES, engine=sc.engine, profile=sc.profile,
-                       prefix_cache=tr.prefix_hit or None, waves=True)
+        est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
     except InferlabError as exc:
         return replace(base, reason=str(exc))
-    by_memory = est.memory.max_sequences
+    by_memory = est.max_sequences
     seq_limit = _max_num_seqs(sc)
     fits = np.minimum(by_memory, seq_limit)
-    ok = (_BATCHES <= fits) & (est.waves <= 1)
+    ok = _BATCHES <= fits
     if not ok.any():
         return replace(base, reason="not even one request fits next to the weights")
     limit = "KV memory" if float(np.min(by_memory)) < seq_limit else "engine batch limit (max_num_seqs)"
-    prefill_1 = float(est.ttft_s[0])
+    prefill_1 = est.prefill_1_s
     if config.get("disaggregated"):
         return _limits(sc, _disaggregated(sc, config, est, ok, prefill_1, limit, base), config)
     pts = operating_points(_BATCHES, est.tpot_s, prefill_1, isl, osl, 8192.0)
@@ -256,6 +262,49 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_gpu=float(pts.rate[j]) * osl / gpus_per_replica,
                    headroom=replicas * capacity / u / tr.request_rate - 1.0, binding=binding_j)
     return _limits(sc, cand, config)
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """What the search needs of one candidate: the decode step at each concurrency of
+    :data:`_BATCHES`, the prefill of one prompt, and how many sequences the KV memory holds."""
+
+    deployment: Any
+    max_sequences: np.ndarray
+    prefill_1_s: float
+    tpot_s: np.ndarray
+
+
+def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
+    """The core's view of a candidate, as :func:`inferlab.estimate` computes it (same memory
+    plan, prefill with the prefix cache, decode integral with or without speculation) without
+    the static-batch waves and costs the search does not use. The aggregated and the
+    disaggregated variant of a configuration share it."""
+    return _cached_curve(config["model"], config["hardware"], config["tp"], config["ep"], config["precision"],
+                         config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit, isl, osl)
+
+
+def _curve(model: str, hardware: str, tp: int, ep: int, precision: str, speculative: Any, engine: str,
+           profile: Any, prefix_hit: float, isl: int, osl: int) -> _Curve:
+    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+    dep = deployment(model, hardware, tp=tp, ep=ep, precision=precision, engine=engine, profile=profile)
+    b, i, o = _BATCHES, float(isl), float(osl)
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
+                       step_tokens=np.minimum(b * i, _MAX_NUM_TOKENS), gpu_memory_utilization=_GPU_MEMORY,
+                       kv_block_size=_KV_BLOCK)
+    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+    pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
+    cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
+    chunks = math.ceil((i - cached) / _MAX_NUM_TOKENS)
+    prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
+    tpot = (mean_decode_step_s(dep, b, np.asarray(i), np.asarray(o)) if spec is None
+            else mean_speculative_tpot_s(dep, b, np.asarray(i), np.asarray(o), spec))
+    return _Curve(dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1, np.broadcast_to(tpot, b.shape))
+
+
+#: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
+_cached_curve = functools.lru_cache(maxsize=64)(_curve)
 
 
 def _limits(sc: Scenario, cand: Candidate, config: dict[str, Any]) -> Candidate:

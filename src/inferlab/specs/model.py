@@ -9,6 +9,7 @@ data, not special cases.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any, Literal
 
@@ -202,6 +203,16 @@ class ModelSpec(BaseModel):
     def num_dense_layers(self) -> int:
         """Layers with a dense MLP."""
         return self.num_hidden_layers - self.num_moe_layers
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> ModelSpec:
+        """A copy (pydantic's), without the values computed from the original's fields:
+        ``model_copy(update=...)`` would otherwise carry stale layer groups and counts."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            for name, attr in vars(type(self)).items():
+                if isinstance(attr, cached_property):
+                    copied.__dict__.pop(name, None)
+        return copied
 
     @cached_property
     def layer_groups(self) -> tuple[tuple[LayerSpec, int], ...]:

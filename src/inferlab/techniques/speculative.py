@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from ..core.graph import Step, StepPrecision, build_graph
-from ..core.ops import ArrayLike, Elementwise, Gemm, Op
+from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
 from ..core.phases import (
     QUADRATURE_NODES,
     QUADRATURE_WEIGHTS,
@@ -49,7 +49,7 @@ from ..core.phases import (
     mean_decode_step_s,
     run_step,
 )
-from ..core.timing import step_time, time_ops
+from ..core.timing import step_time, time_op, time_ops
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
@@ -168,6 +168,23 @@ def _draft_pass(dep: Deployment, step: Step, ops: tuple[Op, ...]) -> StepResult:
     return StepResult(step, sharded, times, step_time(times, profile, cuda_graphs=dep.cuda_graphs))
 
 
+def _draft_passes(dep: Deployment, batch, context, k: int, make_ops: Callable[[Step], tuple[Op, ...]]
+                  ) -> tuple[StepResult, ...]:
+    """``k`` draft passes at contexts ``context``, ``context + 1``, ...: one graph, sharded and
+    timed once; each later pass re-times only its attention, the one op that sees the context
+    (what :func:`_draft_pass` on a fresh graph per pass gives, without rebuilding it)."""
+    first = _draft_pass(dep, Step.decode(batch, context), make_ops(Step.decode(batch, context)))
+    passes = [first]
+    profile = dep.profile.model_copy(update={"step_overhead_s": 0.0})
+    for i in range(1, k):
+        ops = tuple(replace(op, context=op.context + i) if isinstance(op, Attention) else op for op in first.ops)
+        times = tuple(time_op(op, dep.hardware, dep.profile, "decode") if isinstance(op, Attention) else t
+                      for op, t in zip(ops, first.times))
+        passes.append(StepResult(Step.decode(batch, context + i), ops, times,
+                                 step_time(times, profile, cuda_graphs=dep.cuda_graphs)))
+    return tuple(passes)
+
+
 def _draft_model(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     from ..specs.catalog import load_model
 
@@ -185,11 +202,9 @@ def _draft_model(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Dr
     # one tensor-parallel group of the target's GPUs; a layout field, where the core has one, is reset to it
     layout = {"parallel": None} if "parallel" in {f.name for f in fields(dep)} else {}
     ddep = replace(dep, model=draft, tp=tp, **layout)
-    passes = []
-    for i in range(spec.k):
-        step = Step.decode(batch, context + i)
-        passes.append(_draft_pass(ddep, step, build_graph(draft, step, ddep.step_precision, ddep.attention)))
-    return tuple(passes), tuple(notes)
+    passes = _draft_passes(ddep, batch, context, spec.k,
+                           lambda step: build_graph(draft, step, ddep.step_precision, ddep.attention))
+    return passes, tuple(notes)
 
 
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
@@ -220,13 +235,12 @@ def _layer_head_passes(dep: Deployment, spec: SpeculativeConfig, batch, context,
                        name: str) -> tuple[StepResult, ...]:
     view = _one_layer_view(dep.model, layer, spec.draft_vocab_size)
     prec = dep.step_precision
-    passes = []
-    for i in range(spec.k):
-        step = Step.decode(batch, context + i)
+
+    def ops(step: Step) -> tuple[Op, ...]:
         graph = build_graph(view, step, prec, dep.attention)  # embedding, layer, final norm, LM head
-        ops = (graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:])
-        passes.append(_draft_pass(dep, step, ops))
-    return tuple(passes)
+        return (graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:])
+
+    return _draft_passes(dep, batch, context, spec.k, ops)
 
 
 def _eagle(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
