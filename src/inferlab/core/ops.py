@@ -24,8 +24,11 @@ class memoized:  # noqa: N801  (used like functools.cached_property)
     :class:`functools.cached_property` without its lock (Python 3.11 takes one on every
     first access, which dominates when a search times hundreds of thousands of ops): the
     value lands in the instance ``__dict__`` and shadows this non-data descriptor, so later
-    reads are plain attribute lookups.
+    reads are plain attribute lookups. Values over :attr:`MAX_ELEMENTS` elements (a sweep's
+    grid) are recomputed instead of kept: holding them would cost more than computing them.
     """
+
+    MAX_ELEMENTS = 4096
 
     def __init__(self, fn):
         self.fn = fn
@@ -39,7 +42,8 @@ class memoized:  # noqa: N801  (used like functools.cached_property)
         if obj is None:
             return self
         value = self.fn(obj)
-        obj.__dict__[self.name] = value
+        if np.size(value) <= self.MAX_ELEMENTS:
+            obj.__dict__[self.name] = value
         return value
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
-from .ops import Attention, Collective, Elementwise, Gemm, Op, memoized
+from .ops import Attention, Collective, Elementwise, Gemm, Op
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 #: The zero term of ops without compute, memory or link time (shared, never written to).
@@ -35,7 +35,7 @@ class OpTime:
     #: GEMM cannot fill the tensor cores (then the time is latency, not arithmetic).
     saturated_compute_s: np.ndarray | None = None
 
-    @memoized
+    @property
     def time_s(self) -> np.ndarray:
         """Time of one repetition [s]."""
         t = np.maximum(self.compute_s, self.memory_s)
@@ -43,7 +43,7 @@ class OpTime:
             t = np.maximum(t, self.comm_s)
         return t + self.overhead_s
 
-    @memoized
+    @property
     def total_s(self) -> np.ndarray:
         """Time of all repetitions in the step [s]."""
         return self.time_s * self.op.count
