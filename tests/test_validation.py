@@ -76,8 +76,8 @@ def test_case_file_errors_name_the_problem(tmp_path):
 
 
 @pytest.mark.parametrize("changes, reason", [
-    ({"regime": "offline", "load": {"offline": True}, "parallelism": {"tp": 1, "pp": 2}, "num_gpus": 2},
-     "does not model pipeline stages"),
+    ({"regime": "offline", "load": {"offline": True}, "prefix_cache": {"hit_rate": 0.5}},
+     "prefix caching is not in the serving simulation yet"),
     ({"regime": "closed_loop", "load": {"batch_size": 8}}, "expected concurrency"),
     ({"parallelism": {"tp": 4, "ep": 8}, "num_gpus": 4}, "ep=8 does not divide tp=4"),
     ({"model": "mixtral-8x7b", "parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4},

@@ -39,7 +39,8 @@ ENGINE_SCHEDULERS = {
 }
 
 
-def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, ep: int = 1, dp: int = 1,
+def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, pp: int = 1, ep: int = 1,
+          dp: int = 1,
           attention_dp: bool = False, precision: Any = "bf16", engine: str = "generic",
           profile: str | Path | Profile = "default",
           isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
@@ -53,8 +54,8 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
 
     Parameters
     ----------
-    model, hardware, tp, ep, dp, attention_dp, precision, engine, profile
-        The deployment, as for :func:`inferlab.estimate` (pipeline stages are not simulated).
+    model, hardware, tp, pp, ep, dp, attention_dp, precision, engine, profile
+        The deployment, as for :func:`inferlab.estimate`.
     isl, osl : int, list of int or Lengths [token]
         Prompt and output lengths: fixed, an empirical list, or a distribution.
     rate, concurrency, trace, offline
@@ -72,9 +73,11 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     Notes
     -----
     ``dp`` replicas each take ``1/dp`` of the requests (and of the rate or clients); the
-    simulation runs one and scales the throughput.
+    simulation runs one and scales the throughput. With ``pp`` pipeline stages a replica
+    keeps ``pp`` batches in flight (:class:`~inferlab.serving.stepmodel.StepModel`), each
+    with ``1/pp`` of its requests, KV pool and sequence limit, simulated the same way.
     """
-    dep = deployment(model, hardware, tp=tp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
@@ -98,16 +101,19 @@ def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float |
 
 
 def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
-    """The limits of the whole replica from the engine's per-scheduler limits.
+    """The limits of one simulated stream from the engine's per-scheduler limits.
 
     With attention data parallelism every rank runs its own scheduler over its own
     requests (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` are per rank), so
     the replica holds ``attention_groups`` times the sequences and tokens of one rank.
+    With ``pp`` pipeline stages the stream is one of the ``pp`` batches in flight: it holds
+    ``1/pp`` of the sequences, and each of its iterations takes up to the token budget.
     """
-    ranks = dep.parallel.attention_groups
-    if ranks == 1:
+    ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
+    if ranks == 1 and stages == 1:
         return sched
-    return replace(sched, max_num_seqs=sched.max_num_seqs * ranks,
+    # pipeline stages: the engine's sequences spread over the pp batches in flight
+    return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * ranks // stages),
                    max_num_batched_tokens=sched.max_num_batched_tokens * ranks)
 
 
@@ -138,7 +144,8 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig) -> float:
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig) -> ServeResult:
     """Simulate a ready deployment, workload and scheduler."""
-    replica = _replica_workload(workload, dep.parallel.dp)
+    streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
+    replica = _replica_workload(workload, streams)
     limits = scheduler_for(dep, sched)
     arrivals, isl, osl = replica.draw()
     model = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
@@ -146,9 +153,10 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     if replica.concurrency is not None:
         turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
     trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
-                     kv_capacity_tokens=kv_capacity_tokens(dep, sched), concurrency=replica.concurrency,
+                     kv_capacity_tokens=kv_capacity_tokens(dep, sched) / dep.parallel.pp,
+                     concurrency=replica.concurrency,
                      turnaround=turnaround)
-    return ServeResult(dep, engine, replica, trace, dep.parallel.dp)
+    return ServeResult(dep, engine, replica, trace, streams)
 
 
 def _request_period_s(model: StepModel, clients: int, isl: np.ndarray, osl: np.ndarray) -> float:

@@ -62,7 +62,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--osl", default="128", help="output tokens, same forms (default 128)")
     p.add_argument("--num-requests", type=int, default=1000, help="requests to simulate (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="random seed of arrivals and lengths (default 0)")
-    for flag, kind, text in (("--tp", int, "tensor-parallel GPUs (default 1)"),
+    for flag, kind, text in (("--tp", int, "tensor-parallel GPUs per pipeline stage (default 1)"),
+                             ("--pp", int, "pipeline stages (default 1)"),
                              ("--ep", int, "expert-parallel groups; divides tp (default 1)"),
                              ("--dp", int, "data-parallel replicas (default 1)")):
         p.add_argument(flag, type=kind, default=1, help=text)
@@ -103,7 +104,7 @@ def _overheads(args: argparse.Namespace) -> Any:
 
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    kw: dict[str, Any] = {"tp": args.tp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
+    kw: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
                           "precision": args.precision, "engine": args.engine, "profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
                           "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}

@@ -136,8 +136,9 @@ class ServeResult:
     def __str__(self) -> str:
         dep = self.deployment
         wl = self.workload
-        load = {"offline": "offline (all queued)", "online": f"{wl.rate} req/s" if wl.rate else "trace",
-                "closed_loop": f"{wl.concurrency} clients"}[wl.mode]
+        n = self.replicas  # the workload is one stream's share (a replica's, a pipeline batch's)
+        load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
+                "closed_loop": f"{(wl.concurrency or 0) * n} clients"}[wl.mode]
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
                 f"{dep.precision}, engine {self.engine}; {len(self.trace.osl) * self.replicas} requests, {load}")
         s = self.summary()

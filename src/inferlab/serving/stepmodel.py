@@ -17,14 +17,13 @@ For a uniform decode step the result matches :func:`inferlab.core.phases.decode`
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.phases import Deployment, run_step
-from ..errors import InfeasibleError
 
 
 @dataclass(frozen=True)
@@ -46,18 +45,26 @@ class StepModel:
     Parameters
     ----------
     dep : Deployment
-        The deployment (pipeline parallelism is not simulated yet).
+        The deployment.
     max_tokens : int
         Largest iteration (decode tokens + prefill chunk) to tabulate.
+
+    Notes
+    -----
+    With ``pp`` pipeline stages an engine keeps ``pp`` batches in flight, one per stage
+    (vLLM's virtual engines, TensorRT-LLM's micro-batches): each batch's iteration passes
+    every stage in turn, so it takes ``pp`` stage times (``1/pp`` of the layers each, plus
+    the hand-off to the next stage) while the stages work on the others. The model times
+    one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
     """
 
     def __init__(self, dep: Deployment, max_tokens: int):
-        if dep.parallel.pp > 1:
-            raise InfeasibleError("the serving simulation does not model pipeline stages yet (pp > 1); "
-                                  "use tp/ep/dp, or estimate() for a static batch with pp")
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))
+        stages = dep.parallel.pp
+        if stages > 1:  # one batch per stage: no splitting into micro-batches
+            dep = replace(dep, parallel=replace(dep.parallel, micro_batches=1))
         step = run_step(dep, Step.decode(grid, np.zeros_like(grid)))
         self.grid = grid
         lin = np.zeros_like(grid)
@@ -65,9 +72,9 @@ class StepModel:
         attention: list[AttentionCosts] = []
         hw, prof = dep.hardware, dep.profile
         for t in step.times:
-            total = np.broadcast_to(t.total_s, grid.shape)
+            total = np.broadcast_to(t.total_s, grid.shape) * stages
             if isinstance(t.op, Attention):
-                attention.append(self._costs(t.op))
+                attention.append(self._costs(t.op, stages))
             elif t.op.name in ("lm_head", "all_gather_logits"):
                 head = head + total
             else:
@@ -84,11 +91,11 @@ class StepModel:
         self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
         self.request_overhead_s = prof.request_overhead_s
 
-    def _costs(self, op: Attention) -> AttentionCosts:
+    def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
         peak_si = peak.si if peak is not None else next(iter(self.dep.hardware.flops.values())).si
         return AttentionCosts(
-            count=float(op.count), window=float(op.window),
+            count=float(op.count) * stages, window=float(op.window),
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),

@@ -52,8 +52,6 @@ def serving_unsupported_reason(case: Case) -> str | None:
     layout = case_layout(case)
     if isinstance(layout, str):
         return layout
-    if layout["pp"] > 1:
-        return f"pp={layout['pp']}: the serving simulation does not model pipeline stages"
     if case.speculative:
         return "speculative decoding is not in the serving simulation yet"
     if case.prefix_cache:
@@ -86,12 +84,13 @@ def _load_key(case: Case) -> tuple:
 
 
 def _in_flight(dep: Any, engine: str, isl: int, osl: int) -> float:
-    """Requests the engine holds at once: its sequence limit or its KV pool."""
+    """Requests one replica holds at once: its sequence limit or its KV pool."""
     from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
 
     sched = ENGINE_SCHEDULERS[engine]
     per_request = isl + (osl if sched.reserve_output else osl / 2.0)
-    return min(scheduler_for(dep, sched).max_num_seqs, kv_capacity_tokens(dep, sched) / per_request)
+    seqs = scheduler_for(dep, sched).max_num_seqs * dep.parallel.pp
+    return min(seqs, kv_capacity_tokens(dep, sched) / per_request)
 
 
 def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
@@ -102,7 +101,7 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
     if load[0] == "concurrency":
         n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
         return {"concurrency": load[1], "num_requests": int(n)}
-    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl)
+    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl) * dep.parallel.dp
     return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests))}
 
 
