@@ -155,7 +155,7 @@ class DisaggEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (lists for grids), seconds and tokens/s."""
-        val = lambda x: (lambda s: s.tolist() if isinstance(s, np.ndarray) else s)(_scalar(x))  # noqa: E731
+        val = lambda x: (lambda s: s.tolist() if isinstance(s, np.ndarray) else s)(_scalar(x))
         need = self.gpus_needed
         return {
             "model": self.prefill_deployment.model.id or self.prefill_deployment.model.name,
@@ -182,7 +182,7 @@ class DisaggEstimate:
                 f"{d.prefill}, decode {d.decode}, {self.prefill_deployment.precision}; KV over {t.link.name} at "
                 f"{t.bandwidth / 1e9:.0f} GB/s, overlap {'on' if d.overlap else 'off'} (KV ms: exposed / total)")
         shape = np.shape(self.ttft_s)
-        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x), shape))  # noqa: E731
+        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x), shape))
         cols = [self.prefill_batch, self.decode_batch, self.isl, self.osl, self.ttft_s * 1e3, self.prefill_s * 1e3,
                 t.exposed_s * 1e3, t.time_s * 1e3, self.tpot_s * 1e3, self.output_tokens_per_s,
                 self.output_tokens_per_s_per_gpu, self.pd_ratio, self.bottleneck]
@@ -302,7 +302,7 @@ class DisaggComparison:
 
     def __str__(self) -> str:
         dis, agg = self.disaggregated, self.aggregated
-        at = lambda x: float(np.ravel(x)[0])  # noqa: E731
+        at = lambda x: float(np.ravel(x)[0])
         rows = [[f"aggregated {agg.deployment.hardware.id}x{agg.deployment.tp} (batch {at(agg.batch_size):.0f})",
                  str(agg.deployment.tp), f"{at(agg.ttft_s) * 1e3:.1f}", f"{at(agg.tpot_s) * 1e3:.2f}",
                  f"{at(agg.throughput['per_gpu'].magnitude):.0f}"],

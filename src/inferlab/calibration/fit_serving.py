@@ -34,7 +34,6 @@ from scipy.optimize import least_squares
 
 from ..validation.cases import Case, case_engine
 from ..validation.serving import RequestTimes, serving_groups, serving_metric, simulate_groups
-from .fit_ops import LOSS_SCALE
 
 #: The fitted terms.
 TERMS = ("serving_step_overhead_s", "request_overhead_s")

@@ -18,7 +18,7 @@ import numpy as np
 
 ArrayLike = np.ndarray | float
 
-class memoized:  # noqa: N801  (used like functools.cached_property)
+class memoized:
     """A computed attribute stored on first access, for immutable objects.
 
     :class:`functools.cached_property` without its lock (Python 3.11 takes one on every

@@ -123,7 +123,7 @@ class Estimate:
     def _rows(self, step: StepResult, point: int, total: float) -> list[dict[str, Any]]:
         rows = []
         for t in step.times:
-            at = lambda x: float(np.ravel(np.broadcast_to(x, np.shape(step.time_s)))[point])  # noqa: E731
+            at = lambda x: float(np.ravel(np.broadcast_to(x, np.shape(step.time_s)))[point])
             parts = t.op.byte_parts()
             row = {
                 "op": t.op.name, "group": t.op.group, "count": t.op.count, "kind": t.op.kind,
@@ -184,7 +184,7 @@ class Estimate:
         """Key metrics as text rows, one per grid point."""
         rows = []
         shape = np.shape(self.ttft_s)
-        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))  # noqa: E731
+        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
         tput = self.output_tokens_per_s
         for j in range(int(np.prod(shape)) if shape else 1):
             rows.append([f"{flat(self.batch_size)[j]:.0f}", f"{flat(self.isl)[j]:.0f}", f"{flat(self.osl)[j]:.0f}",

@@ -111,7 +111,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
         lines.append(f"data parallel: {par.dp} replicas of {par.tp * par.pp} GPUs, each with 1/{par.dp} of the requests")
     if est.speculative is not None:
         spec = est.speculative_step
-        at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+        at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])
         lines.append(f"speculative decoding ({est.speculative}): {spec.tokens_per_step:.2f} tokens per target step; "
                      f"drafting takes {at(spec.draft_s) / at(spec.time_s):.0%} of a step; output is identical to "
                      "plain decoding, so quality is unchanged; at large batch (compute-bound) it stops paying")
@@ -127,7 +127,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
 def explain(est: Estimate, point: int = 0) -> str:
     """Diagnosis of grid point ``point`` of ``est``."""
     dep = est.deployment
-    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])
     mem = est.memory
     lines = [
         f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}; {dep.precision}, GEMMs at "

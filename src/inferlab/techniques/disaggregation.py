@@ -369,7 +369,7 @@ class KvTransfer:
     def row(self, point: int = 0, total_s: float | None = None) -> dict[str, Any]:
         """The row at one grid point, with the keys of ``Estimate.op_table`` rows (plus
         ``exposed_s``); ``share`` is of ``total_s`` when given (the TTFT, say)."""
-        at = lambda x: float(np.ravel(x)[point] if np.size(x) > 1 else np.ravel(x)[0])  # noqa: E731
+        at = lambda x: float(np.ravel(x)[point] if np.size(x) > 1 else np.ravel(x)[0])
         return {"op": self.name, "group": self.link.name, "count": 1, "kind": self.kind, "precision": "-",
                 "flops": 0.0, "bytes": 0.0, "weight_read_bytes": 0.0, "act_read_bytes": 0.0,
                 "act_write_bytes": 0.0, "kv_read_bytes": 0.0, "kv_write_bytes": 0.0,

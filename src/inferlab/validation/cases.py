@@ -84,7 +84,7 @@ class Case(BaseModel):
 
 def _read_yaml(text: str, label: str) -> list[Case]:
     try:
-        data = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -293,7 +293,7 @@ def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple
             continue
         shape = np.shape(est.total_s)
         for j, (i, case) in enumerate(zip(idx, members)):
-            at = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))[j]  # noqa: E731
+            at = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))[j]
             value = metric_value(case.metric, ttft_s=at(est.ttft_s), tpot_s=at(est.tpot_s), tpot_mid_s=at(mid),
                                  output_tokens_per_s=at(est.output_tokens_per_s), num_gpus=case.num_gpus)
             out[i] = (float(value), None) if np.isfinite(value) else (None, f"{case.metric} is undefined here")
