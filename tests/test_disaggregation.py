@@ -183,3 +183,49 @@ def test_parse_errors_are_spec_errors(text, fragment):
     with pytest.raises(SpecError) as err:
         Disaggregation.parse(text)
     assert fragment in str(err.value)
+
+
+# --- request-level simulation of both pools ---------------------------------------------------
+
+
+def test_serve_disaggregated_alone_is_the_estimate():
+    """One request at a time: its TTFT is the server's per-request work, the prefill, the exposed
+    KV transfer and the decode pool's first step (estimate_disaggregated's TTFT plus the
+    first), and its TPOT the decode step at batch 1 over its context."""
+    from inferlab import serve
+
+    pools = "prefill=h200x4:tp4,decode=h200x8:tp4"
+    kw = {"isl": 2048, "osl": 256, "engine": "vllm", "precision": "fp8"}
+    r = serve("llama-3.1-70b", disaggregation=pools, trace=[0.0, 100.0, 200.0], **kw)
+    est = estimate_disaggregated("llama-3.1-70b", pools, **kw)
+    server = r.request_overhead_s
+    assert server > 0 and r.num_gpus == 12
+    assert r.ttft_s == pytest.approx(float(est.ttft_s) + server, rel=2e-3)
+    assert r.tpot_s == pytest.approx(float(est.tpot_s), rel=2e-3)
+    assert np.all(r.queue_s == 0.0) and np.all(r.transfer_s >= 0.0)
+    assert "disaggregated" in str(r) and "exposed KV transfer" in r.explain()
+
+
+def test_serve_disaggregated_forwarded_first_token_and_load():
+    from inferlab import serve
+
+    kw = {"isl": 1024, "osl": 128, "engine": "vllm", "precision": "fp8", "num_requests": 400}
+    via_decode = serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", rate=4, **kw)
+    forwarded = serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1,first_token=prefill",
+                      rate=4, **kw)
+    # the prefill's own token reaches the user first: TTFT ends when the prefill does
+    assert forwarded.ttft_s == pytest.approx(forwarded.prefill_done - forwarded.trace.arrival)
+    assert forwarded.ttft_s.mean() < via_decode.ttft_s.mean()
+    # every request finishes, and more decode replicas never make the decode pool slower
+    wider = serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx2:tp1", rate=4, **kw)
+    assert np.isfinite(via_decode.e2e_s).all() and np.isfinite(wider.e2e_s).all()
+    assert np.percentile(wider.tpot_s, 99) <= np.percentile(via_decode.tpot_s, 99) * 1.001
+
+
+def test_serve_disaggregated_refuses_what_does_not_apply():
+    from inferlab import serve
+
+    with pytest.raises(SpecError, match="drop concurrency, hardware"):
+        serve("llama-3.1-8b", "h100-sxm", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4)
+    with pytest.raises(SpecError, match="give the hardware"):
+        serve("llama-3.1-8b", rate=1.0)

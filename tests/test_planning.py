@@ -147,7 +147,25 @@ def test_disaggregated_candidates_size_two_pools():
     for c in disagg:
         n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
         assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp
-        assert "disagg" in c.label and c.verified.get("skipped")
+        assert "disagg" in c.label and not c.verified   # sized by the fluid model; simulated when checked
+
+
+def test_disaggregated_choice_is_checked_by_simulating_both_pools():
+    """A tight TTFT with a loose TPOT favours separate pools; the winner is re-checked by
+    simulating the prefill and the decode pool, and meets the SLOs there."""
+    from inferlab.planning.planner import verify
+
+    sc = _small(search={"precisions": ["fp8"], "tp": [1], "disaggregation": True}, verify=0,
+                traffic={"rate": 8, "isl": 3000, "osl": 300}, slo={"ttft_ms": 400, "tpot_ms": 40})
+    result = plan(sc)
+    cand = next(c for c in result.feasible if c.disaggregated)
+    checked = verify(sc, cand, num_requests=600)
+    v = checked.verified
+    assert v["pd"] == checked.pd and checked.replicas >= cand.replicas
+    if checked.feasible:
+        assert v["meets"] and v["ttft_s"] <= 0.4 and v["tpot_s"] <= 0.04
+    else:
+        assert checked.reason == "misses the SLOs in simulation"
 
 
 def test_api_comparison_line_by_hand():

@@ -293,6 +293,19 @@ def test_cli_single_point_json_explain_and_distributions(capsys, tmp_path):
     assert code == 0 and "offline (all queued)" in out
 
 
+def test_cli_disaggregated_pools(capsys):
+    code, out, err = run_cli(capsys, "serve", "llama-3.1-70b", "--disagg", "prefill=h200x4,decode=h200x8:tp4",
+                             "--precision", "fp8", "--engine", "vllm", "--rate", "2", "--num-requests", "100",
+                             "--json", "--explain")
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert data["num_gpus"] == 12 and data["disaggregation"].startswith("prefill=h200-sxmx4,decode=h200-sxmx8:tp4")
+    assert "waiting for a prefill replica" in data["explain"]
+    code, _, err = run_cli(capsys, "serve", "llama-3.1-70b", "--disagg", "prefill=h200x4,decode=h200x8:tp4",
+                           "--concurrency", "4")
+    assert code == 2 and "drop concurrency" in err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--rate", "2", "--isl", "lognormal:mean=1024,sigm=0.5"], "--isl 'lognormal:mean=1024,sigm=0.5' is not"),
     (["--rate", "2", "--osl", "uniform:9-3"], "lengths: invalid uniform"),

@@ -39,7 +39,7 @@ ENGINE_SCHEDULERS = {
 }
 
 
-def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = "bf16", engine: str = "generic",
           profile: str | Path | Profile = "default",
@@ -49,7 +49,7 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
           kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
-          stagger: bool = True) -> ServeResult:
+          stagger: bool = True, disaggregation: Any = None) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -69,6 +69,10 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     stagger : bool
         Closed loop: after the opening burst, spread the clients out of step (the steady
         state long benchmarks see) rather than keep them in lockstep (:class:`Workload`).
+    disaggregation : Disaggregation or str, optional
+        Prefill and decode on separate pools (``"prefill=h200x4,decode=h200x8:tp4"``):
+        both pools are simulated (:func:`~inferlab.serving.disaggregated.serve_disaggregated`);
+        the pools replace ``hardware`` and the layout arguments.
 
     Notes
     -----
@@ -77,6 +81,10 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
     keeps ``pp`` batches in flight (:class:`~inferlab.serving.stepmodel.StepModel`), each
     with ``1/pp`` of its requests, KV pool and sequence limit, simulated the same way.
     """
+    if disaggregation is not None:
+        return _serve_disaggregated(model, hardware, disaggregation, locals())
+    if hardware is None:
+        raise SpecError("serve: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its pools")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
@@ -86,6 +94,24 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, 
                               offline=offline, num_requests=num_requests, seed=seed, scheduler=scheduler,
                               stagger=stagger, **{k: v for k, v in overrides.items() if v is not None})
     return result if overheads is None else replace(result, overheads=overheads)
+
+
+def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> ServeResult:
+    """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
+    from .serving.disaggregated import serve_disaggregated
+
+    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "concurrency": None, "max_num_seqs": None,
+             "max_num_batched_tokens": None, "chunked_prefill": None, "gpu_memory_utilization": None,
+             "kv_block_size": None}
+    given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
+    if given:
+        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout and a rate, trace or "
+                        f"offline load drives them; drop {', '.join(given)} (a closed loop is not simulated here)")
+    result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
+                                 trace=args["trace"], offline=args["offline"], num_requests=args["num_requests"],
+                                 seed=args["seed"], engine=args["engine"], profile=args["profile"],
+                                 precision=args["precision"], scheduler=args["scheduler"])
+    return result if args["overheads"] is None else replace(result, overheads=args["overheads"])
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,

@@ -50,7 +50,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="Simulate an in-flight-batching engine serving a workload. A list of rates or "
                                    "concurrencies prints the latency-throughput curve with its knee.")
     p.add_argument("model", metavar="MODEL", help="catalog id, alias or config.json path")
-    p.add_argument("hardware", metavar="HARDWARE", help="catalog id, e.g. h100-sxm")
+    p.add_argument("hardware", metavar="HARDWARE", nargs="?", help="catalog id, e.g. h100-sxm (not with --disagg)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=float, help="Poisson arrivals, requests per second")
     load.add_argument("--rates", type=_floats, metavar="R1,R2,...", help="a sweep of arrival rates")
@@ -68,6 +68,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                              ("--dp", int, "data-parallel replicas (default 1)")):
         p.add_argument(flag, type=kind, default=1, help=text)
     p.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
+    p.add_argument("--disagg", metavar="POOLS", help="separate prefill and decode pools, both simulated, e.g. "
+                                                     "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
     p.add_argument("--precision", default="bf16", help="bf16, fp8, nvfp4, ... (default bf16)")
     p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, lmdeploy (default generic)")
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
@@ -108,6 +110,8 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                           "precision": args.precision, "engine": args.engine, "profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
                           "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
+    if args.disagg:
+        kw["disaggregation"] = args.disagg
     for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

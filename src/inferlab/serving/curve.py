@@ -146,7 +146,7 @@ class LoadCurve:
         for i, r in enumerate(self.results):
             row: dict[str, Any] = {self.kind: float(self.loads[i]), "requests_per_s": float(req[i]),
                                    "output_tokens_per_s": float(tok[i]),
-                                   "output_tokens_per_s_per_gpu": float(tok[i]) / r.deployment.num_gpus,
+                                   "output_tokens_per_s_per_gpu": float(tok[i]) / r.num_gpus,
                                    "output_tokens_per_s_per_user": float(user[i])}
             for (m, q), v in lat.items():
                 row[f"{m}_p{q:g}_s"] = float(v[i])

@@ -51,9 +51,14 @@ class ServeResult:
         return float(self.deployment.profile.request_overhead_s) if self.deployment is not None else 0.0
 
     @property
+    def num_gpus(self) -> int:
+        """GPUs serving the load (every replica's)."""
+        return self.deployment.num_gpus
+
+    @property
     def queue_s(self) -> np.ndarray:
         """Reaching the scheduler to the first scheduled iteration [s]: waiting for admission."""
-        return self.trace.first_scheduled - self.trace.arrival - self.request_overhead_s
+        return np.maximum(self.trace.first_scheduled - self.trace.arrival - self.request_overhead_s, 0.0)
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -91,7 +96,7 @@ class ServeResult:
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
         """Generated tokens per second per GPU."""
-        return self.output_tokens_per_s / self.deployment.num_gpus
+        return self.output_tokens_per_s / self.num_gpus
 
     @property
     def requests_per_s(self) -> float:
@@ -124,7 +129,7 @@ class ServeResult:
         dep = self.deployment
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
-            "num_gpus": dep.num_gpus, "precision": str(dep.precision), "engine": self.engine,
+            "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
             "mode": self.workload.mode, "num_requests": len(self.trace.osl) * self.replicas,
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,

@@ -54,15 +54,16 @@ class _State:
         self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
         self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
 
-    def add(self, i: int, generated: float, prompt: float, osl: float) -> None:
-        """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill)."""
+    def add(self, i: int, generated: float, prompt: float, osl: float, prefilled: bool = False) -> None:
+        """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
+        or already in the cache when ``prefilled``)."""
         b, k = self._buf, self.k
         if k == len(b["idx"]):
             self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
-        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, 0.0, generated, generated
+        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, prompt if prefilled else 0.0, generated, generated
         b["prompt"][k], b["osl"][k] = prompt, osl
         self.k = k + 1
-        self.prefilling += 1
+        self.prefilling += 0 if prefilled else 1
         self._views()
 
     def keep(self, mask: np.ndarray) -> None:
@@ -88,7 +89,7 @@ class _State:
 
 def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray,
              *, kv_capacity_tokens: float, concurrency: int | None = None,
-             turnaround: np.ndarray | None = None) -> Trace:
+             turnaround: np.ndarray | None = None, prefilled: bool = False) -> Trace:
     """Serve every request; return their timelines.
 
     Parameters
@@ -103,6 +104,10 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     turnaround : array [s], optional
         Closed loop: request ``i`` is sent ``turnaround[i]`` after its client's previous
         request finished.
+
+    prefilled : bool
+        Every request arrives with its prompt's KV cache (the decode pool of disaggregated
+        serving): no prefill, its first token comes from its first decode iteration.
 
     A request reaches the scheduler ``model.request_overhead_s`` after it is sent (the
     server's HTTP, tokenization and hand-off); its times count from when it was sent.
@@ -153,7 +158,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 if used + need > capacity_blocks:
                     break
                 waiting.pop(0)
-                run.add(i, generated[i], prompt[i], osl_l[i])
+                run.add(i, generated[i], prompt[i], osl_l[i], prefilled)
                 used += need
                 if first_sched[i] != first_sched[i]:  # NaN: first admission
                     first_sched[i] = now
@@ -215,6 +220,9 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 elapsed = t0
                 itl_v.append(t0)
             itl_w.append(float(run.k) * k)
+            if prefilled:  # a transferred request's first token is its first decode step's
+                ids = run.idx[np.isnan(first_tok[run.idx])]
+                first_tok[ids] = now + t0
             now += elapsed
             run.gen += k
         finished = run.gen >= run.osl

@@ -1,0 +1,170 @@
+"""Request-level simulation of disaggregated serving: a prefill pool and a decode pool.
+
+Requests arrive at the prefill pool (spread over its replicas in turn), each replica an
+in-flight-batching engine that only prefills: a request leaves it when its prompt's last
+chunk is done. Its KV cache then crosses the link to the decode pool (the exposed part
+of the transfer, :func:`~inferlab.techniques.disaggregation.kv_transfer`, overlapped
+layer by layer with the prefill), and joins a decode replica (again in turn) with its
+prompt already cached: that replica's iterations are decode only. Both pools are the
+event-driven simulation of :mod:`.simulator`, so queueing in either pool, the decode
+batch each request joins and preemptions under memory pressure all show in the
+percentiles, which the fluid model of the planner only estimates.
+
+The first token is the decode pool's first step (``first_token="decode"``) or the
+prefill's, forwarded once the prefill ends (``"prefill"``); see
+:class:`~inferlab.techniques.disaggregation.Disaggregation`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..calibration.profile import Profile
+from ..core.phases import Deployment
+from ..errors import SpecError
+from ..specs.catalog import load_model
+from ..specs.model import ModelSpec
+from ..techniques.disaggregation import Disaggregation, kv_transfer
+from .result import ServeResult
+from .scheduler import SchedulerConfig
+from .simulator import Trace, simulate
+from .stepmodel import StepModel
+from .workload import Lengths, Workload
+
+
+@dataclass(frozen=True)
+class DisaggServeResult(ServeResult):
+    """A :class:`ServeResult` of two pools: ``deployment`` is a decode replica's,
+    ``prefill_deployment`` a prefill replica's; ``trace`` holds every request, with
+    ``first_scheduled`` its admission to a prefill replica."""
+
+    prefill_deployment: Deployment | None = None
+    disaggregation: Disaggregation | None = None
+    prefill_done: np.ndarray | None = None      # [s] the prompt's last chunk, per request
+    decode_arrival: np.ndarray | None = None    # [s] the KV cache reached the decode pool
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of both pools."""
+        d = self.disaggregation
+        return d.prefill.num_gpus + d.decode.num_gpus if d is not None else self.deployment.num_gpus
+
+    @property
+    def transfer_s(self) -> np.ndarray:
+        """Prefill end to arrival at the decode pool: the exposed KV transfer [s]."""
+        return self.decode_arrival - self.prefill_done
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`ServeResult.to_dict` with the pools."""
+        return {**super().to_dict(), "disaggregation": str(self.disaggregation),
+                "mean_exposed_transfer_s": float(np.mean(self.transfer_s))}
+
+    def __str__(self) -> str:
+        lines = super().__str__().splitlines()
+        dep = self.deployment
+        head = f"{dep.model.id or dep.model.name} disaggregated ({self.disaggregation}), {dep.precision}, engine {self.engine}"
+        lines[0] = head + ";" + lines[0].split(";", 1)[1]
+        return "\n".join(lines)
+
+    def explain(self) -> str:
+        d, s = self.disaggregation, self.summary()
+        wait_p = np.nanmean(self.queue_s)
+        wait_d = np.nanmean(self.trace.first_token - self.decode_arrival) if d.first_token == "decode" else 0.0
+        lines = [str(self).splitlines()[0],
+                 f"TTFT {s['ttft']['mean'] * 1e3:.1f} ms on average: {wait_p * 1e3:.1f} ms waiting for a prefill "
+                 f"replica ({d.prefill.replicas} of tp{d.prefill.tp}), the prefill, "
+                 f"{np.nanmean(self.transfer_s) * 1e3:.2f} ms of exposed KV transfer"
+                 + (f", {wait_d * 1e3:.1f} ms to the decode pool's first step" if d.first_token == "decode" else ""),
+                 f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode-only iterations on "
+                 f"{d.decode.replicas} replica(s) of tp{d.decode.tp}, about "
+                 f"{self.mean_in_flight / max(d.decode.replicas, 1):.1f} requests in flight each"]
+        return "\n".join(lines)
+
+
+def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
+                        rate: float | None = None, trace: Any = None, offline: bool = False,
+                        num_requests: int = 1000, seed: int = 0, engine: str = "generic",
+                        profile: str | Path | Profile = "default", precision: Any = "bf16",
+                        scheduler: SchedulerConfig | None = None) -> DisaggServeResult:
+    """Simulate serving with prefill and decode on separate pools.
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+    disagg : Disaggregation or str
+        Pools and link, e.g. ``"prefill=h200x4,decode=h200x8:tp4"``.
+    isl, osl, rate, trace, offline, num_requests, seed
+        The workload, as for :func:`inferlab.serve` (no closed loop: a client would wait
+        on the decode pool while the prefill pool idles, which a rate describes better).
+    engine, profile, precision
+        Defaults for pools that name none.
+    scheduler : SchedulerConfig, optional
+        Both pools' limits (default: the engine's).
+    """
+    from ..estimate import deployment
+    from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+
+    d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
+    m = load_model(model) if isinstance(model, (str, Path)) else model
+    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
+                               precision=pool.precision if pool.precision is not None else precision,
+                               engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
+                    for pool in (d.prefill, d.decode))
+    workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
+                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
+    arrivals, prompts, outputs = workload.draw()
+    prompts, outputs = prompts.astype(float), outputs.astype(float)
+    n = len(prompts)
+    limits = {pool: scheduler_for(dep, scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()))
+              for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
+                                            ("decode", dep_d, d.decode.engine or engine))}
+    # prefill pool: each request leaves with its prompt prefilled (one token sampled)
+    model_p = StepModel(dep_p, limits["prefill"].max_num_batched_tokens + limits["prefill"].max_num_seqs)
+    kv_p = kv_capacity_tokens(dep_p, limits["prefill"])
+    ones = np.ones(n)
+    first_sched, prefill_done = np.full(n, np.nan), np.full(n, np.nan)
+    traces: list[Trace] = []
+    for r in range(d.prefill.replicas):
+        mine = np.arange(r, n, d.prefill.replicas)
+        t = simulate(model_p, limits["prefill"], arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p)
+        first_sched[mine], prefill_done[mine] = t.first_scheduled, t.finish
+        traces.append(t)
+    # the KV cache crosses to the decode pool, overlapped with the prefill layer by layer
+    prefill_s = prefill_done - first_sched
+    move = kv_transfer(d, dep_p, dep_d, 1.0, prompts, np.maximum(prefill_s, 1e-9))
+    at_decode = prefill_done + move.exposed_s
+    # decode pool: requests join in the order they arrive there, each replica in turn
+    forwarded = d.first_token == "prefill"
+    to_decode = outputs - 1.0 if forwarded else outputs
+    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs)
+    model_d.request_overhead_s = 0.0  # the request entered the server at the prefill pool
+    kv_d = kv_capacity_tokens(dep_d, limits["decode"])
+    order = np.argsort(at_decode, kind="stable")
+    first_tok, finish = np.full(n, np.nan), np.full(n, np.nan)
+    decode_traces: list[Trace] = []
+    decodes = np.flatnonzero(to_decode[order] >= 1.0)
+    for r in range(d.decode.replicas):
+        mine = order[decodes[r::d.decode.replicas]]
+        if not len(mine):
+            continue
+        t = simulate(model_d, limits["decode"], at_decode[mine], prompts[mine], to_decode[mine],
+                     kv_capacity_tokens=kv_d, prefilled=True)
+        first_tok[mine], finish[mine] = t.first_token, t.finish
+        decode_traces.append(t)
+    if forwarded:
+        first_tok = prefill_done.copy()
+        finish = np.where(to_decode >= 1.0, finish, prefill_done)
+    if np.isnan(finish).any():
+        raise SpecError("disaggregated simulation left requests unfinished")  # pragma: no cover - invariant
+    # the token gaps are the decode pool's; the queue over time is the first prefill replica's
+    merged = Trace(arrivals, prompts, outputs, first_sched, first_tok, finish,
+                   sum(t.preemptions for t in traces + decode_traces), traces[0].queue_times, traces[0].queue_depth,
+                   np.concatenate([t.itl_values for t in decode_traces] or [np.zeros(0)]),
+                   np.concatenate([t.itl_weights for t in decode_traces] or [np.zeros(0)]))
+    return DisaggServeResult(dep_d, d.decode.engine or engine, workload, merged, 1,
+                             prefill_deployment=dep_p, disaggregation=d, prefill_done=prefill_done,
+                             decode_arrival=at_decode)
