@@ -172,3 +172,39 @@ def test_api_comparison_line_by_hand():
     result = plan(_small(api_price={"input_per_million": 0.6, "output_per_million": 2.4}, verify=0))
     # 5 req/s x (1000 x 0.6 + 200 x 2.4) / 1e6 USD x 3600 = 19.44 USD/h
     assert "$19.44/h for this traffic" in result.explain()
+
+
+def test_operations_day_plan_by_hand():
+    """4 replicas at $10/h carry the peak; the day is 4 hours at 25/50/100/100% of it:
+    1, 2, 4, 4 replicas. Reserved at $6/h (40% off) pays for replica r when the hours that
+    need it cost more on demand: r=1: 4 x 10 > 4 x 6, r=2: 3 x 10 > 24, r=3: 2 x 10 < 24.
+    So 2 reserved (2 x 6 x 4 = $48) and 2 on demand in the last two hours ($40): $88 against
+    $110 all on demand. Cold start: 180 s + 10 GB at 40 MB/s (250 s) + weights + 60 s."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.operations import day_plan
+
+    sc = _small(operations={"daily_profile": [0.25, 0.5, 1.0, 1.0], "reserved_discount": 0.4,
+                            "ramp_rps_per_min": 6, "reaction_s": 60, "storage_gb_per_s": 2.0})
+    best = SimpleNamespace(model="llama-3.1-8b", hardware="h100-sxm", tp=1, ep=1, precision="fp8", replicas=4,
+                           usd_per_hour=40.0)
+    day = day_plan(sc, best)
+    cap = day.capacity
+    assert cap.demand.tolist() == [1, 2, 4, 4] and cap.reserved == 2 and cap.on_demand.tolist() == [0, 0, 2, 2]
+    assert cap.total_usd == pytest.approx(88.0) and cap.all_on_demand_usd == pytest.approx(110.0)
+    cs = day.cold_start
+    assert float(cs.image_pull_s) == pytest.approx(250.0)
+    assert float(cs.weight_load_s) == pytest.approx(float(cs.weight_bytes_per_gpu) / 2e9)
+    assert float(cs.total_s) == pytest.approx(180 + 250 + 60 + float(cs.weight_load_s))
+    # 0.1 req/s per second over reaction + cold start; each replica carries 5 / 4 req/s
+    lead = 60 + float(cs.total_s)
+    assert float(day.headroom.demand_rise) == pytest.approx(0.1 * lead)
+    assert int(day.headroom.extra_replicas_whole) == math.ceil(0.1 * lead / 1.25)
+    text = "\n".join(day.lines())
+    assert "2 reserved, on demand up to 2; $88 per day, 20% below all on demand ($110)" in text
+    assert day_plan(_small(), best) is None
+
+
+def test_bad_operations_section():
+    with pytest.raises(SpecError, match="daily_profile"):
+        _small(operations={"daily_profile": [0.5, 1.5]})

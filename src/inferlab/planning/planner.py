@@ -29,6 +29,7 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..results.render import text_table
 from ..specs.catalog import load_hardware, load_model
 from .fluid import max_utilization, operating_points, queue_wait_s
+from .operations import day_plan
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
@@ -94,10 +95,12 @@ class Plan:
         return self.feasible[0] if self.feasible else None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready ranking."""
+        """JSON-ready ranking (and the winner's day, with an ``operations`` section)."""
+        day = day_plan(self.scenario, self.best)
         return {"scenario": self.scenario.model_dump(mode="json"),
                 "candidates": [dict({k: v for k, v in c.__dict__.items() if k != "curve"}, label=c.label)
-                               for c in self.candidates]}
+                               for c in self.candidates],
+                **({"operations": day.to_dict()} if day is not None else {})}
 
     def operating_table(self) -> dict[str, np.ndarray]:
         """Every operating point of every candidate that fits (one row per concurrency), for
@@ -166,7 +169,8 @@ class Plan:
             v = best.verified
             lines.append(f"simulated at the planned load: P{self.scenario.slo.percentile:g} TTFT {v['ttft_s'] * 1e3:.0f} ms, "
                          f"TPOT {v['tpot_s'] * 1e3:.1f} ms -> {'meets' if v['meets'] else 'misses'} the SLOs")
-        return "\n".join(lines)
+        day = day_plan(self.scenario, best)
+        return "\n".join(lines + (day.lines() if day is not None else []))
 
 
 def _divisors(model: Any, options: tuple[int, ...], node: int) -> list[int]:

@@ -102,6 +102,38 @@ class ApiPrice(BaseModel):
     output_per_million: float = Field(ge=0)
 
 
+class Operations(BaseModel):
+    """Running the winner through a day: what capacity to buy, and how fast it can grow.
+
+    ``daily_profile`` gives the traffic of each period (an hour by default) as a share of
+    the scenario's rate (the peak): the replicas each period needs, bought as the cheapest
+    mix of reserved (``1 - reserved_discount`` of the on-demand price, paid every period),
+    on-demand and, with ``spot_discount``, spot capacity. The cold start of a replica
+    (provisioning, image pull, weights at ``storage_gb_per_s``, warm-up) plus the
+    autoscaler's ``reaction_s`` is how long a traffic rise of ``ramp_rps_per_min`` must be
+    carried by warm headroom.
+    """
+
+    model_config = _STRICT
+    daily_profile: tuple[float, ...] | None = Field(default=None, min_length=1)
+    period_h: float = Field(default=1.0, gt=0)
+    reserved_discount: float = Field(default=0.4, ge=0, lt=1)
+    spot_discount: float | None = Field(default=None, gt=0, lt=1)
+    spot_availability: float = Field(default=0.9, ge=0, le=1)
+    storage_gb_per_s: float = Field(default=2.0, gt=0)
+    image_gb: float = Field(default=10.0, ge=0)
+    provisioning_s: float = Field(default=180.0, ge=0)
+    warmup_s: float = Field(default=60.0, ge=0)
+    reaction_s: float = Field(default=60.0, ge=0)
+    ramp_rps_per_min: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _shares(self) -> Operations:
+        if self.daily_profile is not None and not all(0 <= x <= 1 for x in self.daily_profile):
+            raise ValueError("daily_profile: shares of the peak rate, each in [0, 1]")
+        return self
+
+
 class Scenario(BaseModel):
     """Everything the planner needs."""
 
@@ -117,6 +149,7 @@ class Scenario(BaseModel):
     prices: dict[str, float] = Field(default_factory=dict)
     budget_usd_per_hour: float | None = Field(default=None, gt=0)
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
+    operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
     verify: int = Field(default=3, ge=0)
 
 

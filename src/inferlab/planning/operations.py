@@ -1,0 +1,84 @@
+"""The chosen configuration through a day: capacity to buy, cold start, warm headroom.
+
+The plan sizes replicas for the scenario's rate, its peak. With an ``operations`` section
+(:class:`~inferlab.planning.scenario.Operations`) the winner's replicas also follow the
+daily traffic curve, bought as the cheapest reserved / on-demand / spot mix
+(:func:`inferlab.economics.plan_capacity`), and the time to start one more replica
+(:func:`inferlab.economics.cold_start`) sets the warm headroom a traffic rise needs
+(:func:`inferlab.economics.warm_headroom`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..economics import CapacityPlan, ColdStart, Headroom, cold_start, plan_capacity, warm_headroom
+from ..estimate import deployment
+from .scenario import Scenario
+
+
+@dataclass(frozen=True)
+class DayPlan:
+    """What running the winner costs over the day, and what scaling it up takes."""
+
+    capacity: CapacityPlan | None
+    cold_start: ColdStart
+    headroom: Headroom
+    period_h: float
+
+    def lines(self) -> list[str]:
+        """Plain-language summary lines for :meth:`Plan.explain`."""
+        out = []
+        cap = self.capacity
+        if cap is not None:
+            mix = f"{cap.reserved} reserved"
+            for kind, count in (("on demand", np.max(cap.on_demand)), ("spot", np.max(cap.spot))):
+                if count > 0:
+                    mix += f", {kind} up to {int(count)}"
+            saved = 1.0 - cap.total_usd / cap.all_on_demand_usd if cap.all_on_demand_usd > 0 else 0.0
+            out.append(f"over the day ({len(cap.demand)} periods of {self.period_h:g} h, "
+                       f"{int(np.min(cap.demand))}-{int(np.max(cap.demand))} replicas): {mix}; "
+                       f"${cap.total_usd:,.0f} per day, {saved:.0%} below all on demand (${cap.all_on_demand_usd:,.0f})")
+        cs, hr = self.cold_start, self.headroom
+        out.append(f"one more replica takes {float(cs.total_s) / 60:.1f} min to start (provisioning "
+                   f"{float(cs.provisioning_s):.0f} s, image {float(cs.image_pull_s):.0f} s, weights "
+                   f"{float(cs.weight_load_s):.0f} s, warm-up {float(cs.warmup_s):.0f} s)")
+        if float(hr.demand_rise) > 0:
+            out.append(f"a rise of {float(hr.demand_rise):.1f} req/s over that lead time needs "
+                       f"{int(hr.extra_replicas_whole)} warm replica(s) beyond the plan "
+                       f"(${float(hr.usd_per_hour):,.2f}/h)")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"capacity": self.capacity.to_dict() if self.capacity is not None else None,
+                "cold_start": self.cold_start.to_dict(), "headroom": self.headroom.to_dict(),
+                "period_h": self.period_h}
+
+
+def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
+    """The :class:`DayPlan` of the chosen candidate, or None without an ``operations`` section."""
+    ops = scenario.operations
+    if ops is None or best is None:
+        return None
+    per_replica_usd_h = best.usd_per_hour / best.replicas
+    capacity = None
+    if ops.daily_profile is not None:
+        # the plan's replicas carry the peak; each period needs its share of them
+        demand = best.replicas * np.asarray(ops.daily_profile, float)
+        capacity = plan_capacity(demand, reserved_usd_per_hour=per_replica_usd_h * (1.0 - ops.reserved_discount),
+                                 on_demand_usd_per_hour=per_replica_usd_h,
+                                 spot_usd_per_hour=None if ops.spot_discount is None
+                                 else per_replica_usd_h * (1.0 - ops.spot_discount),
+                                 spot_availability=ops.spot_availability, period_s=ops.period_h * 3600.0)
+    dep = deployment(best.model, best.hardware, tp=best.tp, ep=best.ep, precision=best.precision,
+                     engine=scenario.engine, profile=scenario.profile)
+    cs = cold_start(dep, provisioning_s=ops.provisioning_s, image_bytes=ops.image_gb * 1e9,
+                    storage_bytes_per_s=ops.storage_gb_per_s * 1e9, warmup_s=ops.warmup_s)
+    headroom = warm_headroom(requests_per_s_per_replica=scenario.traffic.request_rate / best.replicas,
+                             cold_start_s=cs, ramp_requests_per_s2=ops.ramp_rps_per_min / 60.0,
+                             reaction_s=ops.reaction_s, usd_per_replica_hour=per_replica_usd_h)
+    return DayPlan(capacity, cs, headroom, ops.period_h)
