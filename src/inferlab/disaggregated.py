@@ -218,6 +218,21 @@ def _plan(dep: Deployment, batch: np.ndarray, context: np.ndarray, step_tokens: 
     return plan
 
 
+def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, engine: str,
+                     profile: str | Path | Profile, precision: Any) -> tuple[Disaggregation, Deployment, Deployment]:
+    """The pools (parsed if given as text) and one replica's deployment of each; pools that
+    name no precision, engine or profile take the ones given here."""
+    from .estimate import deployment  # estimate.py builds on this module; import at call time
+
+    d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
+    m = load_model(model) if isinstance(model, (str, Path)) else model
+    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
+                               precision=pool.precision if pool.precision is not None else precision,
+                               engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
+                    for pool in (d.prefill, d.decode))
+    return d, dep_p, dep_d
+
+
 def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
@@ -250,17 +265,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     InfeasibleError
         A pool's weights or batch does not fit, or the link is impossible.
     """
-    from .estimate import (  # estimate.py builds on this module; import at call time
-        _positive,
-        deployment,
-    )
+    from .estimate import _positive  # estimate.py builds on this module; import at call time
 
-    d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
-    m = load_model(model) if isinstance(model, (str, Path)) else model
-    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
-                               precision=pool.precision if pool.precision is not None else precision,
-                               engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
-                    for pool in (d.prefill, d.decode))
+    d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = np.broadcast_arrays(*(_positive(name, v) for name, v in (
         ("prefill_batch", prefill_batch), ("decode_batch", decode_batch), ("isl", isl), ("osl", osl))))
     mem = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}

@@ -26,7 +26,6 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..core.phases import Deployment
 from ..errors import SpecError
-from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation, kv_transfer
 from .result import ServeResult
@@ -105,15 +104,10 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     scheduler : SchedulerConfig, optional
         Both pools' limits (default: the engine's).
     """
-    from ..estimate import deployment
+    from ..disaggregated import pool_deployments
     from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
 
-    d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
-    m = load_model(model) if isinstance(model, (str, Path)) else model
-    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
-                               precision=pool.precision if pool.precision is not None else precision,
-                               engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
-                    for pool in (d.prefill, d.decode))
+    d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
                         trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
     arrivals, prompts, outputs = workload.draw()
