@@ -208,3 +208,17 @@ def test_operations_day_plan_by_hand():
 def test_bad_operations_section():
     with pytest.raises(SpecError, match="daily_profile"):
         _small(operations={"daily_profile": [0.5, 1.5]})
+
+
+def test_pipeline_stages_in_the_search():
+    """pp is a search dimension: a pp2 replica holds tp x pp GPUs and, checked by the serving
+    simulation (pp batches in flight), still meets the SLOs it was sized for."""
+    from inferlab.planning.planner import verify
+
+    sc = _small(search={"precisions": ["fp8"], "tp": [1], "pp": [1, 2]}, verify=0)
+    result = plan(sc)
+    piped = [c for c in result.feasible if c.pp == 2]
+    assert piped and all("pp2" in c.label and c.gpus == c.replicas * c.tp * 2 for c in piped)
+    checked = verify(sc, piped[0], num_requests=600)
+    assert checked.verified["replicas"] >= piped[0].replicas
+    assert checked.feasible == checked.verified["meets"]

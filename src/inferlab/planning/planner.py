@@ -51,6 +51,7 @@ class Candidate:
     speculative: str | None
     feasible: bool
     disaggregated: bool = False
+    pp: int = 1
     reason: str = ""
     batch: float = float("nan")
     replica_rate: float = float("nan")
@@ -72,6 +73,7 @@ class Candidate:
     def label(self) -> str:
         """Short description, e.g. ``llama-3.1-70b h200-sxm fp8 tp4``."""
         text = f"{self.model} {self.hardware} {self.precision} tp{self.tp}"
+        text += f" pp{self.pp}" if self.pp > 1 else ""
         text += f" ep{self.ep}" if self.ep > 1 else ""
         text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
@@ -184,13 +186,15 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
         model, hw = load_model(model_id), load_hardware(hw_id)
         from ..core.interconnect import node_size
 
-        for prec, tp, spec in itertools.product(scenario.search.precisions, _divisors(model, scenario.search.tp,
-                                                                                      node_size(hw)),
-                                                scenario.search.speculative):
+        for prec, tp, pp, spec in itertools.product(scenario.search.precisions,
+                                                    _divisors(model, scenario.search.tp, node_size(hw)),
+                                                    scenario.search.pp, scenario.search.speculative):
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                          and model.moe.num_experts % tp == 0 else [])
-            for ep, disagg in itertools.product(eps, (False, True) if scenario.search.disaggregation else (False,)):
-                out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "ep": ep,
+            # disaggregated pools are tensor-parallel replicas: no pipeline stages in them
+            modes = (False, True) if scenario.search.disaggregation and pp == 1 else (False,)
+            for ep, disagg in itertools.product(eps, modes):
+                out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": ep,
                             "speculative": spec, "disaggregated": disagg})
     return out
 
@@ -247,7 +251,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     capacity = float(capacity_all[j])
     u = float(util[j])
     replicas = max(1, math.ceil(tr.request_rate / capacity))
-    gpus_per_replica = config["tp"]
+    gpus_per_replica = config["tp"] * config.get("pp", 1)
     gpus = replicas * gpus_per_replica
     price = _price(sc, config["hardware"])
     usd_h = gpus * price
@@ -284,15 +288,16 @@ def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) ->
     plan, prefill with the prefix cache, decode integral with or without speculation) without
     the static-batch waves and costs the search does not use. The aggregated and the
     disaggregated variant of a configuration share it."""
-    return _cached_curve(config["model"], config["hardware"], config["tp"], config["ep"], config["precision"],
-                         config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit, isl, osl)
+    return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
+                         config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
+                         isl, osl)
 
 
-def _curve(model: str, hardware: str, tp: int, ep: int, precision: str, speculative: Any, engine: str,
+def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
            profile: Any, prefix_hit: float, isl: int, osl: int) -> _Curve:
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
-    dep = deployment(model, hardware, tp=tp, ep=ep, precision=precision, engine=engine, profile=profile)
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
     b, i, o = _BATCHES, float(isl), float(osl)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
                        step_tokens=np.minimum(b * i, _MAX_NUM_TOKENS), gpu_memory_utilization=_GPU_MEMORY,
@@ -349,7 +354,7 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
     current = cand
     for _ in range(attempts):
         rep_rate = tr.request_rate / current.replicas
-        result = serve(cand.model, cand.hardware, tp=cand.tp, ep=cand.ep, precision=cand.precision,
+        result = serve(cand.model, cand.hardware, tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision,
                        engine=sc.engine, profile=sc.profile, isl=tr.isl, osl=tr.osl, rate=rep_rate,
                        num_requests=num_requests, max_num_seqs=_max_num_seqs(sc))
         ttft, tpot = _percentiles(sc, result)
@@ -358,7 +363,7 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
                                              "replicas": current.replicas})
         if meets:
             return current
-        gpus = (current.replicas + 1) * cand.tp
+        gpus = (current.replicas + 1) * cand.tp * cand.pp
         scale = gpus / current.gpus
         current = replace(current, replicas=current.replicas + 1, gpus=gpus, usd_per_hour=current.usd_per_hour * scale,
                           usd_per_million_output=current.usd_per_million_output * scale,

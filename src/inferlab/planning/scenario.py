@@ -85,6 +85,7 @@ class Search(BaseModel):
     model_config = _STRICT
     precisions: tuple[str, ...] = ("bf16", "fp8")
     tp: tuple[int, ...] = (1, 2, 4, 8)
+    pp: tuple[int, ...] = Field(default=(1,), description="Pipeline stages per replica (across nodes too).")
     expert_parallel: bool = True
     speculative: tuple[str | None, ...] = (None,)
     disaggregation: bool = False
