@@ -330,4 +330,6 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
     pytorch = load_profile("default", "trtllm-pytorch", "h100-sxm", "hopper")
     cpp = load_profile("default", "trtllm", "h100-sxm", "hopper")
     assert pytorch.gemm == cpp.gemm and pytorch.attention == cpp.attention   # same kernels
+    # not the C++ runtime's host side: its step overhead is the generic one, not trtllm's
+    assert pytorch.step_overhead_s == data["generic"]["step_overhead_s"] != cpp.step_overhead_s
     assert pytorch.request_overhead_s == data["overrides"]["trtllm-pytorch"]["all"]["request_overhead_s"]

@@ -173,6 +173,10 @@ def profile_file(name: str) -> Any:
     return resources.files("inferlab.calibration") / "profiles" / f"{name}.yaml"
 
 
+#: Profile terms of an engine's host side (scheduler, server), not of its kernels.
+HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s"})
+
+
 def hardware_family(architecture: str) -> str:
     """``"Hopper (GH100)"`` -> ``"hopper"``: the GPU family a profile override may name."""
     return architecture.split()[0].lower() if architecture.strip() else "unknown"
@@ -192,7 +196,8 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
         On top of ``generic``, the file's ``hardware`` section (per GPU family, then GPU id,
         for every engine) applies first, then the engine's ``overrides`` in the order
         engine-wide (``all``), GPU family, GPU id; a runtime variant such as
-        ``trtllm-pytorch`` takes its base engine's (``trtllm``) overrides before its own.
+        ``trtllm-pytorch`` takes its base engine's (``trtllm``) kernel overrides (not its
+        host-side :data:`HOST_TERMS`) before its own.
     """
     if isinstance(profile, Profile):
         return profile
@@ -240,13 +245,17 @@ def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str,
         if key and key in per_gpu:
             merged = _deep_merge(merged, per_gpu[key])
             used = key
-    # A runtime variant (``trtllm-pytorch``) runs its base engine's kernels: base first.
+    # A runtime variant (``trtllm-pytorch``) runs its base engine's kernels, not its host
+    # side: the base's kernel terms first, then the variant's own.
     base = engine.split("-")[0]
     for name in dict.fromkeys((base, engine)):
         per_engine = overrides.get(name, {})
         for key in ("all", family, hardware_id):
             if key and key in per_engine:
-                merged = _deep_merge(merged, per_engine[key])
+                part = per_engine[key]
+                if name != engine:
+                    part = {k: v for k, v in part.items() if k not in HOST_TERMS}
+                merged = _deep_merge(merged, part)
                 used = key if key != "all" else used
     name = f"{label}:{engine}/{used}"
     try:
