@@ -28,7 +28,7 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--isl": ("isl", _int_list, "prompt tokens, comma-separated (default 1024)"),
     "--osl": ("osl", _int_list, "output tokens, comma-separated (default 128)"),
     "--batch": ("batch_size", _int_list, "batch sizes, comma-separated (default 1)"),
-    "--engine": ("engine", str, "generic, trtllm, vllm, sglang, lmdeploy (default generic)"),
+    "--engine": ("engine", str, "generic, trtllm, trtllm-pytorch, vllm, sglang, lmdeploy (default generic)"),
     "--profile": ("profile", str, "default, roofline or a profile YAML path"),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),

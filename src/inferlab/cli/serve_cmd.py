@@ -71,7 +71,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--disagg", metavar="POOLS", help="separate prefill and decode pools, both simulated, e.g. "
                                                      "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
     p.add_argument("--precision", default="bf16", help="bf16, fp8, nvfp4, ... (default bf16)")
-    p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, lmdeploy (default generic)")
+    p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, trtllm-pytorch, lmdeploy (default generic)")
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
     p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
     p.add_argument("--max-num-batched-tokens", type=int, help="tokens per iteration at most (engine default)")

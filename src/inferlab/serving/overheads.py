@@ -120,8 +120,8 @@ def outside_gpu_lines(result: ServeResult) -> list[str]:
              "client": o.client_s_per_request,
              "detokenizer": o.detokenize_s_per_token * (1.0 if o.streaming else float(np.mean(result.trace.osl)))}
     detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in parts.items() if v > 0) or "none"
-    lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (GPU side {ttft_g * 1e3:.1f} ms), end to end "
-              f"{e2e_u * 1e3:.1f} ms (GPU side {e2e_g * 1e3:.1f} ms); outside the GPU per request: {detail}")]
+    lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (at the server {ttft_g * 1e3:.1f} ms), end to end "
+              f"{e2e_u * 1e3:.1f} ms (at the server {e2e_g * 1e3:.1f} ms); outside the server per request: {detail}")]
     if o.streaming:
         outside, wait = 1.0 - ttft_g / ttft_u if ttft_u > 0 else 0.0, "the first token"
     else:

@@ -67,7 +67,7 @@ def plot_result(result: ServeResult, path: str | Path | None = None, *,
     axes = fig.subplots(1, 3)
     user = result.user if result.overheads else None
     for ax, (name, label) in zip(axes, PANELS, strict=True):
-        series = [("GPU side", getattr(result, f"{name}_s"), "-")]
+        series = [("at the server", getattr(result, f"{name}_s"), "-")]
         if user is not None:
             series.append(("user side", getattr(user, f"{name}_s"), "--"))
         for text, values, style in series:

@@ -167,8 +167,9 @@ class ServeResult:
         lines.append(f"TTFT {ttft * 1e3:.1f} ms on average, {share:.0%} of it waiting for admission "
                      f"(P99 {s['ttft']['p99'] * 1e3:.1f} ms)")
         if self.request_overhead_s:
-            lines.append(f"each TTFT includes {self.request_overhead_s * 1e3:.1f} ms of {self.engine}'s server work "
-                         "per request (HTTP, tokenization, hand-off to the scheduler; fitted on serving cases)")
+            lines.append(f"each TTFT includes {self.request_overhead_s * 1e3:.1f} ms of server work per request "
+                         f"(HTTP, tokenization, hand-off to the scheduler; the {self.engine} engine's, fitted on "
+                         "serving cases)")
         lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
                      f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
                      "the same iterations stretch them")
