@@ -296,6 +296,18 @@ def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) ->
 def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
            profile: Any, prefix_hit: float, isl: int, osl: int) -> _Curve:
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+    dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
+                                                        prefix_hit, isl, osl)
+    b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
+    tpot = (mean_decode_step_s(dep, b, i, o) if spec is None else mean_speculative_tpot_s(dep, b, i, o, spec))
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str,
+                        profile: Any, prefix_hit: float, isl: int, osl: int) -> tuple[Any, np.ndarray, float]:
+    """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES` and
+    the prefill of one prompt [s]: what a configuration with and without speculation share."""
     cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
     b, i, o = _BATCHES, float(isl), float(osl)
@@ -307,9 +319,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
     chunks = math.ceil((i - cached) / _MAX_NUM_TOKENS)
     prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
-    tpot = (mean_decode_step_s(dep, b, np.asarray(i), np.asarray(o)) if spec is None
-            else mean_speculative_tpot_s(dep, b, np.asarray(i), np.asarray(o), spec))
-    return _Curve(dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1, np.broadcast_to(tpot, b.shape))
+    return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1
 
 
 #: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
