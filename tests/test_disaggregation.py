@@ -229,3 +229,12 @@ def test_serve_disaggregated_refuses_what_does_not_apply():
         serve("llama-3.1-8b", "h100-sxm", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4)
     with pytest.raises(SpecError, match="give the hardware"):
         serve("llama-3.1-8b", rate=1.0)
+
+
+def test_serve_disaggregated_with_more_prefill_replicas_than_requests():
+    from inferlab import serve
+
+    r = serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx4:tp1,decode=h100-sxmx1", rate=1.0, num_requests=2)
+    assert np.isfinite(r.e2e_s).all() and len(r.e2e_s) == 2
+    # queueing counts from reaching the prefill pool's scheduler: that pool's server overhead
+    assert r.request_overhead_s == r.prefill_deployment.profile.request_overhead_s

@@ -144,6 +144,10 @@ def test_disaggregated_candidates_size_two_pools():
     result = plan(_small(search={"precisions": ["fp8"], "tp": [1], "disaggregation": True}, verify=0))
     disagg = [c for c in result.candidates if c.disaggregated and c.feasible]
     assert disagg
+    # pools are tensor-parallel replicas: no expert-parallel or pipeline disaggregated candidates
+    moe = plan(_small(models=["qwen3-30b-a3b"], search={"precisions": ["fp8"], "tp": [2], "disaggregation": True},
+                      verify=0))
+    assert {(c.ep, c.disaggregated) for c in moe.candidates} == {(1, False), (2, False), (1, True)}
     for c in disagg:
         n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
         assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp

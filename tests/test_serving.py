@@ -45,10 +45,13 @@ def test_lone_request_is_the_batch_one_estimate(model, tp, precision):
     # One client, so every request runs alone: its TTFT is the server's per-request work plus
     # the prefill of one prompt, and its TPOT the mean decode step of a batch of one, as
     # estimate() computes them.
-    est = inferlab.estimate(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, batch_size=1)
-    r = serve(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, concurrency=1, num_requests=3)
+    est = inferlab.estimate(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, batch_size=1,
+                            engine="vllm")
+    r = serve(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, concurrency=1, num_requests=3,
+              engine="vllm")
     server = r.request_overhead_s
     assert server == r.deployment.profile.request_overhead_s > 0
+    assert serve(model, "h100-sxm", tp=tp, precision=precision, concurrency=1, num_requests=1).request_overhead_s == 0
     assert r.ttft_s == pytest.approx(float(est.ttft_s) + server, rel=2e-3)
     assert r.tpot_s == pytest.approx(float(est.tpot_s), rel=2e-3)
     assert r.e2e_s == pytest.approx(float(est.total_s) + server, rel=2e-3)
@@ -70,6 +73,49 @@ def test_closed_loop_clients_fall_out_of_step_after_the_opening_burst():
     assert np.ptp(locked.trace.arrival[4:8]) == 0.0 and np.ptp(locked.trace.arrival[8:12]) == 0.0
     # out of step, later prompts rarely share an iteration: lower TTFT than in lockstep
     assert apart.ttft_s[8:].mean() < locked.ttft_s[8:].mean()
+
+
+def test_closed_loop_clients_split_over_pipeline_batches_and_replicas():
+    """One client on a pp2 (or dp2) deployment is one client, not one per stream: the same
+    throughput as on one stage; three clients over two streams count three."""
+    kw = {"isl": 512, "osl": 64, "num_requests": 12, "engine": "vllm", "precision": "fp8"}
+    one = serve("llama-3.1-8b", "h100-sxm", concurrency=1, **kw)
+    for layout in ({"pp": 2}, {"dp": 2}):
+        r = serve("llama-3.1-8b", "h100-sxm", concurrency=1, **layout, **kw)
+        assert "1 clients" in str(r) and r.replicas == 1.0
+        assert r.output_tokens_per_s == pytest.approx(one.output_tokens_per_s, rel=0.15)
+        three = serve("llama-3.1-8b", "h100-sxm", concurrency=3, **layout, **kw)
+        assert "3 clients" in str(three) and three.replicas == 1.5
+
+
+def test_requests_the_pool_cannot_hold_and_empty_outputs_are_refused():
+    from inferlab import InfeasibleError
+    from inferlab.serving.scheduler import SchedulerConfig
+    from inferlab.serving.simulator import simulate
+    from inferlab.serving.stepmodel import StepModel
+
+    with pytest.raises(InfeasibleError, match="less than request \\d+ .40000 \\+ 16 tokens"):
+        serve("llama-3.1-8b", "l4", isl=[1000, 40000], osl=16, rate=1.0, num_requests=4)
+    model = StepModel(inferlab.estimate("llama-3.1-8b", "h100-sxm").deployment, 4096)
+    with pytest.raises(SpecError, match="at least one token"):
+        simulate(model, SchedulerConfig(), np.zeros(2), np.array([100.0, 100.0]), np.array([50.0, 0.0]),
+                 kv_capacity_tokens=1e6)
+
+
+def test_preempted_transferred_requests_are_recomputed():
+    """Decode-pool requests arrive with their KV; once preempted it is gone, and re-admission
+    prefills prompt + generated tokens again, as in an aggregated engine."""
+    from inferlab.serving.scheduler import SchedulerConfig
+    from inferlab.serving.simulator import simulate
+    from inferlab.serving.stepmodel import StepModel
+
+    model = StepModel(inferlab.estimate("llama-3.1-8b", "h100-sxm").deployment, 8192)
+    args = (model, SchedulerConfig(), np.zeros(2), np.array([3000.0, 3000.0]), np.array([800.0, 800.0]))
+    fresh = simulate(*args, kv_capacity_tokens=7000)
+    moved = simulate(*args, kv_capacity_tokens=7000, prefilled=True)
+    assert fresh.preemptions == moved.preemptions == 1
+    # decode steps take ~8 ms; the recompute of 3000 + generated tokens is a prefill of tens of ms
+    assert moved.itl_values.max() > 0.05 and fresh.itl_values.max() > 0.05
 
 
 def test_closed_loop_of_one_is_sequential_single_requests():
@@ -246,7 +292,7 @@ def test_overheads_through_serve_and_explain():
     assert "ttft (user)" in str(r) and "user_latency_s" in r.to_dict()
     assert "outside the GPU" not in plain.explain()
     # goodput judges what the user sees
-    assert goodput(plain, 0.2, 0.05).meets and not goodput(r, 0.2, 0.05).meets
+    assert goodput(plain, 0.1, 0.05).meets and not goodput(r, 0.1, 0.05).meets
 
 
 # --- progress, CLI, plots -------------------------------------------------------------------

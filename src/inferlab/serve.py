@@ -11,7 +11,7 @@ import numpy as np
 
 from .calibration.profile import Profile
 from .core.memory import plan_memory
-from .errors import SpecError
+from .errors import InfeasibleError, SpecError
 from .estimate import deployment
 from .serving.overheads import ClientOverheads
 from .serving.result import ServeResult
@@ -105,8 +105,9 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
              "kv_block_size": None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
+        why = " (a closed loop is not simulated with separate pools)" if args["concurrency"] is not None else ""
         raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout and a rate, trace or "
-                        f"offline load drives them; drop {', '.join(given)} (a closed loop is not simulated here)")
+                        f"offline load drives them; drop {', '.join(given)}{why}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], num_requests=args["num_requests"],
                                  seed=args["seed"], engine=args["engine"], profile=args["profile"],
@@ -172,17 +173,25 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     """Simulate a ready deployment, workload and scheduler."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
+    # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
+    # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
+    scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
     limits = scheduler_for(dep, sched)
     arrivals, isl, osl = replica.draw()
     model = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
     turnaround = None
     if replica.concurrency is not None:
         turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
-    trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
-                     kv_capacity_tokens=kv_capacity_tokens(dep, sched) / dep.parallel.pp,
-                     concurrency=replica.concurrency,
-                     turnaround=turnaround)
-    return ServeResult(dep, engine, replica, trace, streams)
+    try:
+        trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
+                         kv_capacity_tokens=kv_capacity_tokens(dep, sched) / dep.parallel.pp,
+                         concurrency=replica.concurrency, turnaround=turnaround)
+    except InfeasibleError as exc:
+        if dep.parallel.pp == 1:
+            raise
+        raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
+                              "holds 1/pp of the replica's KV pool)") from None
+    return ServeResult(dep, engine, replica, trace, scale)
 
 
 def _request_period_s(model: StepModel, clients: int, isl: np.ndarray, osl: np.ndarray) -> float:

@@ -85,6 +85,10 @@ def leave_one_gpu_out(table: OpTable, fits: OpFits) -> np.ndarray:
 
 
 NETWORK_LATENCY_PRIOR_S = 15e-6
+#: Serving terms the ``generic`` engine does not take from the engines' median: the fitted
+#: per-request server overheads differ by 50x between engines (HTTP front ends, tokenizer
+#: processes, harnesses), so an engine nobody measured gets none rather than a made-up one.
+GENERIC_ZERO_TERMS = ("request_overhead_s",)
 NETWORK_BANDWIDTH_PRIOR = 0.85
 
 
@@ -204,6 +208,8 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     for engine, values in serving.items():
         profile = with_engine_terms(profile, engine, values)
     for term in SERVING_TERMS if serving else ():
+        if term in GENERIC_ZERO_TERMS:  # no particular server in front of the generic engine
+            continue
         profile["generic"][term] = float(f"{np.median([v[term] for v in serving.values()]):.{DIGITS}g}")
     profile = {"source": source(len(usable) + len(serving_cases)), **round_tree(profile)}
     if not score:

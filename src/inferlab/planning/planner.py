@@ -191,11 +191,12 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
                                                     scenario.search.pp, scenario.search.speculative):
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                          and model.moe.num_experts % tp == 0 else [])
-            # disaggregated pools are tensor-parallel replicas: no pipeline stages in them
-            modes = (False, True) if scenario.search.disaggregation and pp == 1 else (False,)
-            for ep, disagg in itertools.product(eps, modes):
-                out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": ep,
-                            "speculative": spec, "disaggregated": disagg})
+            for ep in eps:
+                # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
+                modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
+                for disagg in modes:
+                    out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp,
+                                "ep": ep, "speculative": spec, "disaggregated": disagg})
     return out
 
 
@@ -392,7 +393,9 @@ def _percentiles(sc: Scenario, result: Any) -> tuple[float, float]:
 def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, attempts: int) -> Candidate:
     """Simulate both pools at the scenario's rate; a missed TTFT adds a prefill replica, a
     missed TPOT a decode replica, until the SLOs hold or ``attempts`` run out."""
+    from ..serve import ENGINE_SCHEDULERS
     from ..serving.disaggregated import serve_disaggregated
+    from ..serving.scheduler import SchedulerConfig
     from ..techniques.disaggregation import Disaggregation, Pool
 
     tr, slo = sc.traffic, sc.slo
@@ -402,7 +405,9 @@ def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, a
         pools = [Pool(cand.hardware, num_gpus=n * cand.tp, tp=cand.tp, precision=cand.precision) for n in (n_p, n_d)]
         result = serve_disaggregated(cand.model, Disaggregation(prefill=pools[0], decode=pools[1]), isl=tr.isl,
                                      osl=tr.osl, rate=tr.request_rate, num_requests=num_requests, engine=sc.engine,
-                                     profile=sc.profile, precision=cand.precision)
+                                     profile=sc.profile, precision=cand.precision,
+                                     scheduler=replace(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()),
+                                                       max_num_seqs=_max_num_seqs(sc)))
         ttft, tpot = _percentiles(sc, result)
         ttft_ok = not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3
         tpot_ok = not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3

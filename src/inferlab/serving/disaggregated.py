@@ -47,6 +47,12 @@ class DisaggServeResult(ServeResult):
     decode_arrival: np.ndarray | None = None    # [s] the KV cache reached the decode pool
 
     @property
+    def request_overhead_s(self) -> float:
+        """The server's work per request [s]: the prefill pool's, where requests enter."""
+        dep = self.prefill_deployment or self.deployment
+        return float(dep.profile.request_overhead_s)
+
+    @property
     def num_gpus(self) -> int:
         """GPUs of both pools."""
         d = self.disaggregation
@@ -124,6 +130,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     traces: list[Trace] = []
     for r in range(d.prefill.replicas):
         mine = np.arange(r, n, d.prefill.replicas)
+        if not len(mine):  # fewer requests than prefill replicas
+            continue
         t = simulate(model_p, limits["prefill"], arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p)
         first_sched[mine], prefill_done[mine] = t.first_scheduled, t.finish
         traces.append(t)

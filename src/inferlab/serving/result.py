@@ -32,7 +32,9 @@ class ServeResult:
 
     ``ttft`` counts from arrival (queueing included); ``tpot`` is a request's decode time
     over its output tokens after the first; ``itl`` the gaps between tokens of all
-    requests, weighted by tokens; ``replicas`` data-parallel copies served the load;
+    requests, weighted by tokens; the simulated stream stands for ``replicas`` of them (data-
+    parallel replicas, pipeline batches in flight; fractional when a closed loop's clients do
+    not split evenly over them);
     ``overheads`` (network, tokenizer, client, streaming) give the user-side view in :attr:`user`.
     """
 
@@ -40,7 +42,7 @@ class ServeResult:
     engine: str
     workload: Workload
     trace: Trace
-    replicas: int
+    replicas: float
     overheads: ClientOverheads | None = None
 
     # --- per request ----------------------------------------------------------------
@@ -130,7 +132,7 @@ class ServeResult:
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
             "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
-            "mode": self.workload.mode, "num_requests": len(self.trace.osl) * self.replicas,
+            "mode": self.workload.mode, "num_requests": round(len(self.trace.osl) * self.replicas),
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
@@ -143,9 +145,9 @@ class ServeResult:
         wl = self.workload
         n = self.replicas  # the workload is one stream's share (a replica's, a pipeline batch's)
         load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
-                "closed_loop": f"{(wl.concurrency or 0) * n} clients"}[wl.mode]
+                "closed_loop": f"{round((wl.concurrency or 0) * n)} clients"}[wl.mode]
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
-                f"{dep.precision}, engine {self.engine}; {len(self.trace.osl) * self.replicas} requests, {load}")
+                f"{dep.precision}, engine {self.engine}; {round(len(self.trace.osl) * self.replicas)} requests, {load}")
         s = self.summary()
         rows = [[name, *(f"{s[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
                 for name in ("queue", "ttft", "tpot", "itl", "e2e")]

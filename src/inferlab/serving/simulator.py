@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, SpecError
 from .scheduler import SchedulerConfig
 from .stepmodel import StepModel
 
@@ -115,10 +115,14 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     n = len(isl)
     block = sched.kv_block_size
     capacity_blocks = math.floor(kv_capacity_tokens / block)
+    if n and (np.min(isl) < 1 or np.min(osl) < 1):
+        raise SpecError("simulate: every request needs a prompt and an output of at least one token")
     need_blocks = np.ceil((isl + osl) / block)
-    if capacity_blocks < need_blocks.min():
-        raise InfeasibleError(f"the KV pool holds {capacity_blocks * block:.0f} tokens, less than one request "
-                              f"({int((isl + osl).min())} tokens) needs")
+    if n and capacity_blocks < need_blocks.max():
+        big = int(np.argmax(need_blocks))
+        raise InfeasibleError(f"the KV pool holds {capacity_blocks * block:.0f} tokens, less than request {big} "
+                              f"({int(isl[big])} + {int(osl[big])} tokens) needs; engines reject such a request: "
+                              "shorten the lengths or give the pool more memory (fewer weights per GPU, more TP)")
     arrivals = np.asarray(arrivals, float).copy()
     first_sched = np.full(n, np.nan)
     first_tok = np.full(n, np.nan)
@@ -137,6 +141,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     generated = np.zeros(n)
     isl_l, osl_l = np.asarray(isl, float).tolist(), np.asarray(osl, float).tolist()
     hold = False  # after a preemption, admit nothing until a request finishes and frees memory
+    recompute = np.zeros(n, bool)  # preempted: its cache is gone, even where requests arrive prefilled
     reserve, chunked = sched.reserve_output, sched.chunked_prefill
     budget_max, max_seqs = sched.max_num_batched_tokens, sched.max_num_seqs
     none = np.zeros(0)
@@ -158,7 +163,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 if used + need > capacity_blocks:
                     break
                 waiting.pop(0)
-                run.add(i, generated[i], prompt[i], osl_l[i], prefilled)
+                run.add(i, generated[i], prompt[i], osl_l[i], prefilled and not recompute[i])
                 used += need
                 if first_sched[i] != first_sched[i]:  # NaN: first admission
                     first_sched[i] = now
@@ -243,6 +248,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 generated[i] = run.gen[-1]
                 prompt[i] = isl_l[i] + generated[i]
                 run.drop_last()
+                recompute[i] = True
                 waiting.insert(0, i)
                 preemptions += 1
                 hold = True
