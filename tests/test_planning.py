@@ -212,6 +212,8 @@ def test_operations_day_plan_by_hand():
 def test_bad_operations_section():
     with pytest.raises(SpecError, match="daily_profile"):
         _small(operations={"daily_profile": [0.5, 1.5]})
+    with pytest.raises(SpecError, match="search.pp: GPU counts of at least 1"):
+        _small(search={"pp": [0, 2]})
 
 
 def test_pipeline_stages_in_the_search():

@@ -94,6 +94,13 @@ class Search(BaseModel):
     target_utilization: float = Field(default=0.8, gt=0, le=1.0,
                                       description="Share of a replica's capacity the plan may use.")
 
+    @field_validator("tp", "pp")
+    @classmethod
+    def _counts(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if not value or any(v < 1 for v in value):
+            raise ValueError(f"GPU counts of at least 1, e.g. [1, 2, 4, 8]; got {list(value)}")
+        return value
+
 
 class ApiPrice(BaseModel):
     """A per-token API to compare the dedicated deployment with [USD per 1M tokens]."""

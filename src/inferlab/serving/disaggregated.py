@@ -86,7 +86,8 @@ class DisaggServeResult(ServeResult):
                  + (f", {wait_d * 1e3:.1f} ms to the decode pool's first step" if d.first_token == "decode" else ""),
                  f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode-only iterations on "
                  f"{d.decode.replicas} replica(s) of tp{d.decode.tp}, about "
-                 f"{self.mean_in_flight / max(d.decode.replicas, 1):.1f} requests in flight each"]
+                 f"{np.nansum(self.trace.finish - self.decode_arrival) / self.duration_s / d.decode.replicas:.1f} "
+                 "requests in flight each"]
         return "\n".join(lines)
 
 
