@@ -104,7 +104,6 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     turnaround : array [s], optional
         Closed loop: request ``i`` is sent ``turnaround[i]`` after its client's previous
         request finished.
-
     prefilled : bool
         Every request arrives with its prompt's KV cache (the decode pool of disaggregated
         serving): no prefill, its first token comes from its first decode iteration.
@@ -129,8 +128,8 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     finish = np.full(n, np.nan)
     sent = int(np.sum(~np.isnan(arrivals)))  # closed loop: next request id to hand a client
     order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
-    visible = (arrivals + float(getattr(model, "request_overhead_s", 0.0))).tolist()  # reaches the scheduler
     delay = float(getattr(model, "request_overhead_s", 0.0))
+    visible = (arrivals + delay).tolist()  # when each request reaches the scheduler
     waiting: list[int] = []
     run = _State(min(n, sched.max_num_seqs))
     now, preemptions = 0.0, 0
