@@ -27,14 +27,14 @@ from .specs.model import ModelSpec
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
 #: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
+_TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
+                          kv_fraction_of_free=True)
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
     "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "trtllm": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                              kv_fraction_of_free=True),
-    "trtllm-pytorch": SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                                      kv_fraction_of_free=True),
+    "trtllm": _TRTLLM,
+    "trtllm-pytorch": _TRTLLM,  # the 1.x runtime keeps the limits and capacity policy
     "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
 }
 

@@ -359,7 +359,7 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
     """Re-check a candidate with the request-level simulation; add replicas until it meets the SLOs."""
     from ..serve import serve
 
-    sc, tr, slo = scenario, scenario.traffic, scenario.slo
+    sc, tr = scenario, scenario.traffic
     if cand.disaggregated:
         return _verify_disaggregated(sc, cand, num_requests=num_requests, attempts=attempts)
     current = cand
@@ -368,26 +368,40 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
         result = serve(cand.model, cand.hardware, tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision,
                        engine=sc.engine, profile=sc.profile, isl=tr.isl, osl=tr.osl, rate=rep_rate,
                        num_requests=num_requests, max_num_seqs=_max_num_seqs(sc))
-        ttft, tpot = _percentiles(sc, result)
-        meets = (not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3) and (not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3)
-        current = replace(current, verified={"ttft_s": ttft, "tpot_s": tpot, "meets": bool(meets),
+        ttft, tpot, ttft_ok, tpot_ok = _simulated_slos(sc, result)
+        meets = ttft_ok and tpot_ok
+        current = replace(current, verified={"ttft_s": ttft, "tpot_s": tpot, "meets": meets,
                                              "replicas": current.replicas})
         if meets:
             return current
-        gpus = (current.replicas + 1) * cand.tp * cand.pp
-        scale = gpus / current.gpus
-        current = replace(current, replicas=current.replicas + 1, gpus=gpus, usd_per_hour=current.usd_per_hour * scale,
-                          usd_per_million_output=current.usd_per_million_output * scale,
-                          headroom=(current.headroom + 1.0) * scale - 1.0)
-    return replace(current, feasible=current.verified.get("meets", False),
-                   reason="" if current.verified.get("meets") else "misses the SLOs in simulation")
+        current = _resized(current, current.replicas + 1, cand.tp * cand.pp)
+    return _checked(current)
 
 
-def _percentiles(sc: Scenario, result: Any) -> tuple[float, float]:
-    """The scenario's percentile of TTFT and TPOT in a simulation [s] (P99 if not tabulated)."""
-    s = result.summary()
-    p = f"p{int(sc.slo.percentile)}" if f"p{int(sc.slo.percentile)}" in s["ttft"] else "p99"
-    return s["ttft"][p], s["tpot"][p]
+def _simulated_slos(sc: Scenario, result: Any) -> tuple[float, float, bool, bool]:
+    """The scenario's percentile of TTFT and TPOT in a simulation [s] (P99 if not tabulated),
+    and whether each meets its objective."""
+    s, slo = result.summary(), sc.slo
+    p = f"p{int(slo.percentile)}" if f"p{int(slo.percentile)}" in s["ttft"] else "p99"
+    ttft, tpot = s["ttft"][p], s["tpot"][p]
+    ttft_ok = not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3
+    tpot_ok = not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3
+    return ttft, tpot, bool(ttft_ok), bool(tpot_ok)
+
+
+def _resized(cand: Candidate, replicas: int, gpus_per_replica: int, **changes: Any) -> Candidate:
+    """``cand`` with ``replicas`` replicas: GPUs, cost and headroom scaled with them."""
+    gpus = replicas * gpus_per_replica
+    scale = gpus / cand.gpus
+    return replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=cand.usd_per_hour * scale,
+                   usd_per_million_output=cand.usd_per_million_output * scale,
+                   headroom=(cand.headroom + 1.0) * scale - 1.0, **changes)
+
+
+def _checked(cand: Candidate) -> Candidate:
+    """A verified candidate is feasible only if the last simulation met the SLOs."""
+    meets = cand.verified.get("meets", False)
+    return replace(cand, feasible=meets, reason="" if meets else "misses the SLOs in simulation")
 
 
 def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, attempts: int) -> Candidate:
@@ -398,7 +412,7 @@ def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, a
     from ..serving.scheduler import SchedulerConfig
     from ..techniques.disaggregation import Disaggregation, Pool
 
-    tr, slo = sc.traffic, sc.slo
+    tr = sc.traffic
     n_p, n_d = (int(x) for x in cand.pd.removeprefix("P").split(":D"))
     current = cand
     for _ in range(attempts):
@@ -408,22 +422,14 @@ def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, a
                                      profile=sc.profile, precision=cand.precision,
                                      scheduler=replace(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()),
                                                        max_num_seqs=_max_num_seqs(sc)))
-        ttft, tpot = _percentiles(sc, result)
-        ttft_ok = not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3
-        tpot_ok = not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3
+        ttft, tpot, ttft_ok, tpot_ok = _simulated_slos(sc, result)
         current = replace(current, verified={"ttft_s": ttft, "tpot_s": tpot, "meets": ttft_ok and tpot_ok,
                                              "replicas": n_p + n_d, "pd": f"P{n_p}:D{n_d}"})
         if ttft_ok and tpot_ok:
             return current
         n_p, n_d = n_p + (not ttft_ok), n_d + (not tpot_ok)
-        gpus = (n_p + n_d) * cand.tp
-        scale = gpus / current.gpus
-        current = replace(current, pd=f"P{n_p}:D{n_d}", replicas=n_p + n_d, gpus=gpus,
-                          usd_per_hour=current.usd_per_hour * scale,
-                          usd_per_million_output=current.usd_per_million_output * scale,
-                          headroom=(current.headroom + 1.0) * scale - 1.0)
-    return replace(current, feasible=current.verified.get("meets", False),
-                   reason="" if current.verified.get("meets") else "misses the SLOs in simulation")
+        current = _resized(current, n_p + n_d, cand.tp, pd=f"P{n_p}:D{n_d}")
+    return _checked(current)
 
 
 def _price(sc: Scenario, hardware: str) -> float:

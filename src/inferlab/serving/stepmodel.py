@@ -66,7 +66,6 @@ class StepModel:
         if stages > 1:  # one batch per stage: no splitting into micro-batches
             dep = replace(dep, parallel=replace(dep.parallel, micro_batches=1))
         step = run_step(dep, Step.decode(grid, np.zeros_like(grid)))
-        self.grid = grid
         lin = np.zeros_like(grid)
         head = np.zeros_like(grid)
         attention: list[AttentionCosts] = []
@@ -79,8 +78,9 @@ class StepModel:
                 head = head + total
             else:
                 lin = lin + total
-        self.linear, self.head, self.attention = lin, head, tuple(attention)
-        # plain lists for scalar lookups (numpy's per-call overhead dominates one-point interp)
+        self.attention = tuple(attention)
+        # tables over the iteration's tokens as plain lists: numpy's per-call overhead would
+        # dominate a one-point interpolation
         self._grid_list, self._linear_list, self._head_list = grid.tolist(), lin.tolist(), head.tolist()
         self._all_full = all(a.window == np.inf for a in self.attention)
         a = prof.attention
