@@ -1,0 +1,99 @@
+"""Input checks at the boundary of every public entry point.
+
+Every function here takes the user's value and the name it was given under, and returns
+the value in the form the physics wants (a Python int, a finite float, a float64 array)
+or raises :class:`~inferlab.errors.SpecError` saying what was wrong, where, and what is
+allowed. They run before any physics, so that a bad input is one clear line, never a
+numpy warning, a foreign exception or a silent wrong number.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from .errors import SpecError
+
+#: Largest count of anything (requests, tokens, GPUs, layers) an input may ask for; far past
+#: any real deployment, small enough that float64 arithmetic on it stays exact and finite.
+MAX_COUNT = 10**12
+#: Largest grid a single call may evaluate (points); a sweep bigger than that goes through
+#: ``inferlab.sweep`` in chunks.
+MAX_GRID_POINTS = 10**8
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def count(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
+    """A whole count ``minimum <= value <= maximum``; floats with an integral value are accepted."""
+    if not _is_real(value) or isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{name} must be a whole number, got {value!r}")
+    if value != int(value):
+        raise SpecError(f"{name} must be a whole number (it counts things), got {value!r}")
+    if not minimum <= value <= maximum:
+        raise SpecError(f"{name} must be between {minimum} and {maximum:,}, got {value!r}")
+    return int(value)
+
+
+def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,
+         include_minimum: bool = True, include_maximum: bool = True, unit: str = "") -> float:
+    """A finite real number in a range (open or closed at each end)."""
+    if not _is_real(value):
+        raise SpecError(f"{name} must be a number{' [' + unit + ']' if unit else ''}, got {value!r}")
+    x = float(value)
+    low_ok = x >= minimum if include_minimum else x > minimum
+    high_ok = x <= maximum if include_maximum else x < maximum
+    if not math.isfinite(x) or not (low_ok and high_ok):
+        lo = "[" if include_minimum else "("
+        hi = "]" if include_maximum else ")"
+        raise SpecError(f"{name} must be a finite number in {lo}{minimum:g}, {maximum:g}{hi}"
+                        f"{' [' + unit + ']' if unit else ''}, got {value!r}")
+    return x
+
+
+def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """A share in ``(0, 1]`` (``[0, 1]`` with ``allow_zero``)."""
+    return real(name, value, minimum=0.0, maximum=1.0, include_minimum=allow_zero)
+
+
+def price(name: str, value: Any) -> float:
+    """A price: finite and >= 0 (a negative price would rank a plan as earning money)."""
+    return real(name, value, minimum=0.0, unit="USD")
+
+
+def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT) -> np.ndarray:
+    """A count or an array of counts (a sweep axis), as float64; each value whole and in range."""
+    if isinstance(value, (str, bytes)) or value is None or isinstance(value, bool):
+        raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise SpecError(f"{name} must be a number or an array of numbers, got {value!r:.80}") from None
+    if arr.size == 0:
+        raise SpecError(f"{name} is empty: give at least one value")
+    if arr.size > MAX_GRID_POINTS:
+        raise SpecError(f"{name} has {arr.size:,} values; at most {MAX_GRID_POINTS:,} per call")
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(arr) | (arr < minimum) | (arr > maximum) | (arr != np.round(arr))
+    if np.any(bad):
+        first = arr[bad].ravel()[0]
+        raise SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {first!r}")
+    return arr
+
+
+def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Broadcast sweep axes together, or say which shapes do not fit."""
+    try:
+        shape = np.broadcast_shapes(*(np.shape(a) for a in axes.values()))
+    except ValueError:
+        shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in axes.items())
+        raise SpecError(f"these inputs do not broadcast into one grid: {shapes}; give scalars, equal shapes, or "
+                        "shapes that broadcast (e.g. a column and a row)") from None
+    if math.prod(shape) > MAX_GRID_POINTS:
+        raise SpecError(f"the grid has {math.prod(shape):,} points; at most {MAX_GRID_POINTS:,} per call")
+    return tuple(np.broadcast_to(np.asarray(a, float), shape) for a in axes.values())
