@@ -52,10 +52,34 @@ def test_tp_across_nodes_shows_why_nobody_does_it():
     kw = dict(precision="fp8", isl=2048, osl=256, batch_size=16)
     inside = estimate("llama-3.1-405b", "h100-sxm", tp=8, **kw)
     across = estimate("llama-3.1-405b", "h100-sxm", tp=16, **kw)
-    # twice the GPUs, yet decode is slower: every layer's all-reduces cross the 400 Gb/s NIC
-    assert float(across.tpot_s) > float(inside.tpot_s)
+    # twice the GPUs, barely faster: every layer's all-reduces cross the 400 Gb/s NIC, so each
+    # GPU delivers far less (measured multi-node TP64 DeepSeek-V3 decodes are within ~25%
+    # with one-shot in-node halves and a tree between nodes, so TP across nodes is not absurd)
+    assert float(across.tpot_s) > 0.8 * float(inside.tpot_s)
+    per_gpu = float(across.output_tokens_per_s) / 16 / (float(inside.output_tokens_per_s) / 8)
+    assert per_gpu < 0.65
     shares = {r["op"]: r["share"] for r in across.op_table("decode")}
     assert shares["all_reduce_attention"] + shares["all_reduce_mlp"] > 0.3
+
+
+def test_all_reduce_across_eight_nodes_by_hand():
+    """64 GPUs = 8 HGX B200 nodes, 1 MiB, 10 us per NVLink step, 15 us per NIC step, links at full rate.
+
+    In the node (NVSwitch): reduce-scatter and all-gather are one step each (2 x 10 us) moving
+    2 x 7/8 x S at 900 GB/s. Between the 8 nodes, the S/8 shard: a ring needs 2 x 7 steps
+    (210 us), NCCL's double binary tree 2 x log2(8) = 6 (90 us) moving 2 x S/8 over 400 Gb/s
+    (50 GB/s): the tree wins.
+    """
+    hw = load_hardware("b200")
+    profile = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(
+        update={"latency_s": 10e-6, "network_latency_s": 15e-6})})
+    s = 2**20
+    nvlink = hw.scale_up.bandwidth.si
+    nic = hw.scale_out.bandwidth.si
+    assert nvlink == pytest.approx(900e9) and nic == pytest.approx(50e9)
+    intra = 2 * 10e-6 + 2 * 7 / 8 * s / nvlink
+    tree = 2 * 3 * 15e-6 + 2 * (s / 8) / nic
+    assert float(all_reduce_s(s, 64, hw, profile)) == pytest.approx(intra + tree)
 
 
 def test_pipeline_bubble_by_hand():
@@ -163,3 +187,26 @@ def test_unit_layout_is_identity(batch, isl):
     a = prefill(plain, np.array(float(batch)), np.array(float(isl))).time_s
     b = prefill(explicit, np.array(float(batch)), np.array(float(isl))).time_s
     assert float(a) == float(b)
+
+
+def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
+    """vLLM's ``--data-parallel-size 8 --enable-expert-parallel`` is TensorRT-LLM's tp=8, ep=8
+    with attention DP: one stage of 8 GPUs, attention data-parallel, experts over all 8."""
+    from inferlab.techniques.parallelism import expert_layout
+
+    assert expert_layout(1, 8, 8, False) == (8, 8, 1, True)
+    assert expert_layout(8, 8, 1, True) == (8, 8, 1, True)  # already in this convention
+    assert expert_layout(4, 4, 2, False) == (4, 4, 2, False)  # ep within tp: plain replicas
+
+
+def test_fp4_only_datasheet_derives_wider_rates():
+    """Rubin CPX states only NVFP4 (30 PFLOPS): FP8 runs at half, BF16 at a quarter of it."""
+    from inferlab.techniques.quantization import supported_precision, tensor_flops_per_s
+
+    hw = load_hardware("rubin-cpx")
+    fp4 = hw.flops["fp4"].si
+    assert supported_precision("bf16", hw) == "bf16"
+    assert tensor_flops_per_s(hw, "fp8") == pytest.approx(fp4 / 2)
+    assert tensor_flops_per_s(hw, "bf16") == pytest.approx(fp4 / 4)
+    for precision in ("bf16", "fp8", "nvfp4"):
+        assert float(estimate("llama-3.1-8b", "rubin-cpx", precision=precision).tpot_s) > 0

@@ -395,3 +395,15 @@ def test_plot_without_matplotlib_names_the_extra(monkeypatch):
 
 def test_serve_is_exported():
     assert inferlab.serve is serve and "serve" in inferlab.__all__
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy", "generic"])
+def test_idle_server_answers_a_short_prompt_within_published_latencies(engine):
+    """Llama-3.1-8B on one H100, 512-token prompts at 0.2 req/s (the server is idle between
+    requests): real servers answer in 15-40 ms (prefill of 512 tokens is ~10-15 ms; single-request
+    benchmarks put the server's own share below 30 ms), so P50 TTFT must stay under 60 ms on every
+    engine, whatever one benchmark harness added to the cases the overheads were fitted on."""
+    from inferlab import serve
+
+    result = serve("llama-3.1-8b", "h100-sxm", engine=engine, isl=512, osl=128, rate=0.2, num_requests=60, seed=1)
+    assert 0.005 < result.to_dict()["latency_s"]["ttft"]["p50"] < 0.060

@@ -104,8 +104,17 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     -----
     Inside a node: the faster of ring (``2(p-1)`` steps moving ``2(p-1)/p x S``) and one-shot
     (one step, each GPU reads the ``p-1`` other buffers). Across ``n`` nodes of ``q`` GPUs:
-    reduce-scatter in the node, ring all-reduce of the ``S/q`` shard between nodes over the
-    NICs, all-gather in the node: ``2(q-1)/q S / B_node + 2(n-1)/n (S/q) / B_nic`` plus latencies.
+    reduce-scatter in the node, all-reduce of the ``S/q`` shard between nodes over the NICs,
+    all-gather in the node. On a switched fabric (NVSwitch, NVL72) each in-node half is one
+    step (every GPU reads or writes its ``1/q`` shard of each peer at once:
+    ``lat + (q-1)/q S / B_node``), not a ring of ``q-1`` hops; a full mesh or PCIe runs the
+    ring. Between nodes the faster of a ring (``2(n-1)`` steps) and NCCL's double binary
+    tree (``2 ceil(log2 n)`` steps moving ``2 S/q``).
+
+    References
+    ----------
+    .. [3] NVIDIA, "NCCL 2.4: double binary trees", 2019 (log-depth latency between nodes).
+    .. [4] NVIDIA, "NVLink SHARP / NVLS in NCCL 2.17+", 2023 (one-step in-switch reduction).
     """
     s = np.asarray(message_bytes, float)
     lay = layout(hw, group_size)
@@ -119,9 +128,18 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         return np.minimum(ring, one_shot)
     nbw, nlat = _network(lay, profile)
     n = lay.nodes
-    intra = 2 * (q - 1) * lat + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
-    inter = 2 * (n - 1) * nlat + 2 * (n - 1) / n * (s / q) / nbw
-    return intra + inter
+    hops = 1 if _switched(hw) else q - 1  # steps of each in-node half (reduce-scatter, all-gather)
+    intra = 2 * hops * lat + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
+    shard = s / q
+    ring = 2 * (n - 1) * nlat + 2 * (n - 1) / n * shard / nbw
+    tree = 2 * math.ceil(math.log2(n)) * nlat + 2 * shard / nbw
+    return intra + np.minimum(ring, tree)
+
+
+def _switched(hw: HardwareSpec) -> bool:
+    """Whether the scale-up fabric is a switch (every GPU reaches every peer at full link rate)."""
+    up = hw.scale_up
+    return up.kind not in ("pcie", "none") and up.bandwidth is not None and up.topology == "switched"
 
 
 def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:

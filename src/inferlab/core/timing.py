@@ -13,6 +13,7 @@ import numpy as np
 
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
+from ..techniques.quantization import tensor_flops_per_s
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
 
@@ -89,8 +90,7 @@ def roofline_seconds(flops, bytes_moved, peak_flops_per_s, bandwidth):
 
 
 def _peak(hw: HardwareSpec, precision: str) -> float:
-    fig = hw.flops.get(precision)  # type: ignore[call-overload]
-    return fig.si if fig is not None else hw.flops[next(iter(hw.flops))].si
+    return tensor_flops_per_s(hw, precision)
 
 
 def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: bool = False) -> OpTime:

@@ -97,6 +97,21 @@ class Parallelism:
         return "x".join(parts) + (" attention-dp" if self.attention_dp else "")
 
 
+def expert_layout(tp: int, ep: int, dp: int, attention_dp: bool) -> tuple[int, int, int, bool]:
+    """``(tp, ep, dp, attention_dp)`` in this module's convention, from either engine's.
+
+    TensorRT-LLM and SGLang write wide expert parallelism as ``tp=8, ep=8`` with attention
+    DP; vLLM as ``dp=8`` ranks with ``--enable-expert-parallel`` (``ep=8``): attention runs
+    data-parallel over the ``dp x tp`` GPUs, the experts are spread over all of them. When
+    ``ep`` exceeds ``tp`` and equals ``tp x dp``, the latter is the former: one stage of
+    ``ep`` GPUs, attention data-parallel over them (attention TP inside a rank, ``tp > 1``,
+    is not modelled and is left for :meth:`Parallelism.__post_init__` to refuse).
+    """
+    if ep > tp and tp == 1 and ep == tp * dp:
+        return ep, ep, 1, True
+    return tp, ep, dp, attention_dp
+
+
 def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Parallelism) -> float:
     """Stored weight bytes on one GPU [B].
 

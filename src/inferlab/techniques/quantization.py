@@ -80,9 +80,36 @@ def supported_precision(wanted: str, hw: HardwareSpec) -> str:
     for prec in same + wider:
         if prec in hw.flops:
             return prec
+    if any(_WIDTH.get(p, 99) < width for p in hw.flops):
+        # Only narrower rates listed (an FP4-only datasheet such as Rubin CPX): the device still
+        # runs the wider format, at a rate :func:`tensor_flops_per_s` derives from the listed one.
+        return wanted
     raise SpecError(
         f"{hw.id} lists no tensor throughput for {wanted} or wider (it lists {', '.join(hw.supported_precisions)})"
     )
+
+
+def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
+    """Dense tensor throughput of ``hw`` at ``precision`` [FLOP/s].
+
+    Notes
+    -----
+    A listed rate is used as it is. A precision the datasheet does not list is derived from
+    the closest narrower listed one by the ratio of widths: NVIDIA tensor cores from Hopper
+    on double their rate with each halving of the operand width (H100 SXM dense: 989 TFLOPS
+    BF16, 1979 FP8; B200: 2.25 / 4.5 / 9 PFLOPS BF16 / FP8 / FP4, NVIDIA datasheets), so a
+    datasheet that states only FP4 (Rubin CPX) gives FP8 at half and BF16 at a quarter of it.
+    """
+    fig = hw.flops.get(precision)  # type: ignore[call-overload]
+    if fig is not None:
+        return fig.si
+    width = _WIDTH.get(precision, 16)
+    narrower = sorted((p for p in hw.flops if _WIDTH.get(p, 99) < width), key=lambda p: -_WIDTH[p])
+    if not narrower:
+        raise SpecError(f"{hw.id} lists no tensor throughput for {precision} (it lists "
+                        f"{', '.join(hw.supported_precisions)})")
+    closest = narrower[0]
+    return hw.flops[closest].si * _WIDTH[closest] / width
 
 
 def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:

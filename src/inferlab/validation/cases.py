@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import InferlabError, SpecError
+from ..techniques.parallelism import expert_layout
 from ..specs.validation import format_validation_error
 
 SCHEMA = "inferlab-cases/1"
@@ -165,13 +166,16 @@ def case_layout(case: Case) -> dict[str, Any] | str:
             return f"attention_dp_size={par.attention_dp_size} with tp={par.tp} (attention TP inside DP ranks) " \
                    "is not modelled"
         tp = par.attention_dp_size
+    dp = par.dp
+    if _has_experts(case.model):
+        tp, _, dp, adp = expert_layout(tp, par.ep, par.dp, adp)
     if tp % par.ep:
         return f"ep={par.ep} does not divide tp={tp}: expert groups outside the stage's GPUs are not modelled"
     if par.moe_tp is not None and par.moe_tp * par.ep != tp and _has_experts(case.model):
         return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={tp}"
-    if case.num_gpus != tp * par.pp * par.dp:
-        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {tp * par.pp * par.dp}"
-    return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": par.dp, "attention_dp": adp}
+    if case.num_gpus != tp * par.pp * dp:
+        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {tp * par.pp * dp}"
+    return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": dp, "attention_dp": adp}
 
 
 def unsupported_reason(case: Case) -> str | None:

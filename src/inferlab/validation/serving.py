@@ -101,8 +101,12 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
     if load[0] == "concurrency":
         n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
         return {"concurrency": load[1], "num_requests": int(n)}
-    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl) * dep.parallel.dp
-    return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests))}
+    # The simulation runs one replica with 1/dp of the requests, so the cap is per replica:
+    # every replica must fill its sequence slots or KV pool several times over (an NVL72 rack
+    # of 72 replicas holds far more requests in flight than one replica's cap).
+    streams = dep.parallel.dp
+    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl) * streams
+    return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests * streams))}
 
 
 @dataclass(frozen=True)
