@@ -173,9 +173,11 @@ def evaluate(expression: str, to: str | None = None) -> CalcResult:
     >>> evaluate("7 TB / 10%").value
     <Quantity(70.0, 'terabyte')>
     """
-    for name, text in (("expression", expression), ("to", to)):
-        if text is not None and not isinstance(text, str):
-            raise UnitError(f"{name} must be text such as '140 GB / 3.35 TB/s', got {type(text).__name__} {text!r:.60}")
+    if not isinstance(expression, str):
+        raise UnitError(f"the expression must be text such as '140 GB / 3.35 TB/s', got "
+                        f"{type(expression).__name__} {expression!r:.60}")
+    if to is not None and not isinstance(to, str):
+        raise UnitError(f"to must be a unit such as 'ms' or 'GB/s', got {type(to).__name__} {to!r:.60}")
     if not expression.strip():
         raise UnitError("the expression is empty; write one such as '140 GB / 3.35 TB/s'")
     tree = syntax.parse(expression, frozenset({*hardware_ids(), *model_ids()}))
