@@ -51,8 +51,7 @@ _REF = re.compile(rf"({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.
 _BARE = re.compile(rf"({_ID})(?![\w.])", re.IGNORECASE)
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _NAME = re.compile(r"[A-Za-z_\u00b5\u03bc][A-Za-z0-9_\u00b5\u03bc]*")
-_DIGITS = "0123456789"
-_DIGITS_NONEMPTY = tuple(_DIGITS)
+_DIGITS = tuple("0123456789")
 _OPERATORS = ("**", "+", "-", "*", "/", "^", "(", ")", "%", "$")
 
 
@@ -89,7 +88,7 @@ def tokenize(text: str, catalog_ids: frozenset[str] = frozenset()) -> list[Token
         if char.isspace():
             pos += 1
             continue
-        if char in _DIGITS or (char == "." and text[pos + 1: pos + 2] in _DIGITS_NONEMPTY):
+        if char in _DIGITS or (char == "." and text[pos + 1: pos + 2] in _DIGITS):
             match = _NUMBER.match(text, pos)
             _check_digits(match.group(0), text)
             tokens.append(Token("num", match.group(0), pos, match.end()))
@@ -182,7 +181,6 @@ class _Parser:
         self.pos = 0
         self.depth = 0
 
-    # -- token helpers -------------------------------------------------------------------------
     def peek(self, offset: int = 0) -> Token | None:
         i = self.pos + offset
         return self.tokens[i] if i < len(self.tokens) else None
@@ -216,7 +214,6 @@ class _Parser:
         return UnitError(f"unexpected {tok.text!r} at position {tok.start + 1} of {self.text!r}; expected a "
                          "number, a unit, a catalog value or '('")
 
-    # -- precedence levels, loosest first --------------------------------------------------------
     def sum(self) -> Node:
         return self.chain(("+", "-"), self.product)
 
@@ -236,14 +233,17 @@ class _Parser:
             return first
         return Chain(first.start, rest[-1][1].end, first, tuple(rest))
 
-    def signed(self) -> Node:
-        signs = []
+    def signs(self) -> tuple[Token | None, bool]:
+        """Leading ``+`` and ``-``: the first token (where the span starts) and whether they negate."""
+        first, negative = self.peek(), False
         while self.at_op("-", "+"):
-            signs.append(self.take())
+            negative ^= self.take().text == "-"
+        return first, negative
+
+    def signed(self) -> Node:
+        first, negative = self.signs()
         node = self.quantity()
-        if sum(t.text == "-" for t in signs) % 2:
-            return Negate(signs[0].start, node.end, node)
-        return node
+        return Negate(first.start, node.end, node) if negative else node
 
     def at_unit(self) -> bool:
         """A unit name, or a ``$`` that is not a dollar amount (``2 $/h``), starts here."""
@@ -262,15 +262,16 @@ class _Parser:
             return base
         self.take()
         exponent = self.exponent()
+        self.refuse_chained()
+        return Power(base.start, exponent.end, base, exponent)
+
+    def refuse_chained(self) -> None:
         if self.at_op("**"):
             raise UnitError(f"chained powers are not allowed in {self.text!r}; add parentheses, "
                             "e.g. (a**b)**c, or compute in steps")
-        return Power(base.start, exponent.end, base, exponent)
 
     def exponent(self) -> Node:
-        signs = []
-        while self.at_op("-", "+"):
-            signs.append(self.take())
+        first, negative = self.signs()
         if self.at_kind("num"):
             tok = self.take()
             node: Node = Number(tok.start, tok.end, self.number(tok))
@@ -280,9 +281,7 @@ class _Parser:
         else:
             raise UnitError(f"an exponent must be a number or a parenthesis, in {self.text!r} at position "
                             f"{self.peek().start + 1 if self.peek() else len(self.text)}")
-        if sum(t.text == "-" for t in signs) % 2:
-            return Negate(signs[0].start, node.end, node)
-        return node
+        return Negate(first.start, node.end, node) if negative else node
 
     def number(self, tok: Token) -> float:
         """The value of a number literal, refused when float64 cannot hold it."""
@@ -379,19 +378,15 @@ class _Parser:
                 return Unit(begin, end, tuple(factors))
 
     def unit_exponent(self) -> float:
-        negative = False
-        while self.at_op("-", "+"):
-            negative ^= self.take().text == "-"
+        _, negative = self.signs()
         if not self.at_kind("num"):
             raise UnitError(f"a unit's exponent must be a number, as in s**2, in {self.text!r}")
         tok = self.take()
-        self.check_exponent(self.number(tok), tok.text)
-        if self.at_op("**"):
-            raise UnitError(f"chained powers are not allowed in {self.text!r}; add parentheses, "
-                            "e.g. (a**b)**c, or compute in steps")
-        return -float(tok.text) if negative else float(tok.text)
+        value = self.number(tok)
+        self.check_exponent(value, tok.text)
+        self.refuse_chained()
+        return -value if negative else value
 
-    # -- the ambiguous form ------------------------------------------------------------------------
     def refuse_ambiguous(self, first: Node, rest: list[tuple[str, Node]], right: Node) -> None:
         """``x / N unit`` with nothing unit-bearing in ``x``: refuse, offering both readings."""
         quantity = right
