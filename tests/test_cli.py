@@ -102,7 +102,7 @@ def test_calc_text_lists_sources(capsys):
         (["models", "show", "./nonexist"], "no such file"),
         (["calc", "10**400 B"], "larger than 64"),
         (["calc", "9**9**9"], "chained powers"),
-        (["calc", "8K tokens"], "unknown unit ('K',)"),
+        (["calc", "8K tokens"], "unknown unit 'K'"),
         (["calc", "h100-sxm * 2"], "names a catalog entry"),
         (["calc", "1e308 * 10 * h100-sxm.tdp"], "not a finite number"),
     ],

@@ -1,15 +1,22 @@
 """A unit-checked calculator in which catalog values can be named.
 
 ``h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth`` is the ridge point in FLOP/B;
-``140 GB / (3.35 TB/s)`` is 41.8 ms. References are ``<catalog id>.<field path>``:
+``140 GB / 3.35 TB/s`` is 41.8 ms. References are ``<catalog id>.<field path>``:
 hardware fields as in the YAML files (``memory_bandwidth``, ``flops.fp8``,
 ``scale_up.bandwidth``, ``price``...), and for models the quantities in
 :data:`MODEL_QUANTITIES` (``llama-3.1-70b.kv_bytes_per_token.fp8``).
+
+The text is read by :mod:`inferlab.calc_syntax` (a number and its unit bind tighter than
+``/``; ``10%`` is 0.1; ambiguous forms are refused); this module evaluates the tree in
+float64 quantities, checking after every step that the value stays finite and representable.
 """
 
 from __future__ import annotations
 
-import re
+import difflib
+import functools
+import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,12 +24,14 @@ from typing import Any
 import pint
 from pydantic import BaseModel
 
+from . import calc_syntax as syntax
+from .calc_tree import BareId, CatalogValue, Group, Negate, Node, Number, Power, Unit, WithUnit
 from .errors import UnitError, UnknownNameError
 from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from .specs.figure import Figure
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
-from .units import Q, parse, parse_unit, readable
+from .units import Q, Quantity, readable, ureg
 
 #: Model quantities a calculator expression can name: (function(model, arg), unit, takes precision).
 MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
@@ -38,11 +47,6 @@ MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
     "vocab_size": (lambda m: m.vocab_size, "dimensionless", False),
     "max_position_embeddings": (lambda m: m.max_position_embeddings, "token", False),
 }
-
-_ID = r"[a-z][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*"
-_REF = re.compile(rf"(?<![\w.])({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.IGNORECASE)
-_BARE = re.compile(rf"(?<![\w.])({_ID})(?![\w.])", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class Reference:
@@ -120,69 +124,218 @@ def _model_ref(model: ModelSpec, path: list[str], text: str) -> tuple[pint.Quant
     return Q(float(value), unit), source
 
 
-def _resolve(match: re.Match[str]) -> Reference:
-    ident, path = match.group(1).lower(), match.group(2).split(".")
-    text = match.group(0)
+def _resolve(node: CatalogValue) -> Reference:
+    ident, path, text = node.ident, list(node.path), node.text
     if ident in hardware_ids():
         value, source = _hardware_ref(load_hardware(ident), path, text)
     elif ident in model_ids():
         value, source = _model_ref(load_model(ident), path, text)
     else:
         raise UnknownNameError("catalog id", ident, [*hardware_ids(), *model_ids()])
-    return Reference(text, value, source)
+    return Reference(text, Quantity(float(value.magnitude), value.units), source)
 
 
 def evaluate(expression: str, to: str | None = None) -> CalcResult:
     """Evaluate a unit expression, with catalog references, into a quantity.
 
+    A number and its unit are one quantity, so ``140 GB / 3.35 TB/s`` divides by 3.35 TB/s;
+    ``10%`` is the number 0.1; a unit-less dividend over a number with a unit (``1/2 h``) is
+    refused as ambiguous. The grammar, its bounds and the refused forms are in
+    :mod:`inferlab.calc_syntax`.
+
     Parameters
     ----------
     expression : str
-        E.g. ``"140 GB / (3.35 TB/s)"`` or ``"h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"``.
+        E.g. ``"140 GB / 3.35 TB/s"`` or ``"h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"``.
     to : str, optional
-        Unit to express the result in; must have the result's dimension.
+        Unit to express the result in (``"ms"``, ``"GB/s"``, ``"%"``); must have the result's
+        dimension.
+
+    Returns
+    -------
+    CalcResult
+        The value (in ``to``, or in a readable unit) and the catalog values used, with sources.
 
     Raises
     ------
     UnitError
-        On malformed text, unknown units, or mixing dimensions (bytes + seconds).
+        On malformed or ambiguous text, unknown units, mixing dimensions (bytes + seconds),
+        division by zero, an exponent or literal over the bounds, or a value outside float64.
     UnknownNameError
         On an unknown catalog id or field, with suggestions.
 
     Examples
     --------
-    >>> evaluate("140 GB / (3.35 TB/s)", to="ms").value.magnitude
+    >>> evaluate("140 GB / 3.35 TB/s", to="ms").value.magnitude
     41.7910447761194
+    >>> evaluate("1 h / 2 h").value.magnitude
+    0.5
+    >>> evaluate("7 TB / 10%").value
+    <Quantity(70.0, 'terabyte')>
     """
-    refs: list[Reference] = []
-    values: dict[str, pint.Quantity] = {}
-
-    def substitute(match: re.Match[str]) -> str:
-        ref = _resolve(match)
-        name = f"ref{len(refs)}_"
-        refs.append(ref)
-        values[name] = ref.value
-        return f"({name})"
-
-    text = _REF.sub(substitute, expression)
-    _refuse_bare_ids(text)
-    result = parse(text, values, label=expression)
-    result = readable(result) if to is None else _convert(result, to, expression)
-    return CalcResult(expression, result, tuple(refs))
+    if not isinstance(expression, str):
+        raise UnitError(f"the expression must be text such as '140 GB / 3.35 TB/s', got "
+                        f"{type(expression).__name__} {expression!r:.60}")
+    if to is not None and not isinstance(to, str):
+        raise UnitError(f"to must be a unit such as 'ms' or 'GB/s', got {type(to).__name__} {to!r:.60}")
+    if not expression.strip():
+        raise UnitError("the expression is empty; write one such as '140 GB / 3.35 TB/s'")
+    tree = syntax.parse(expression, frozenset({*hardware_ids(), *model_ids()}))
+    evaluator = _Evaluator(expression)
+    value = _representable(evaluator.value(tree), expression)
+    value = _readable(value, expression) if to is None else _convert(value, to, expression)
+    return CalcResult(expression, value, tuple(evaluator.references))
 
 
-def _refuse_bare_ids(text: str) -> None:
-    known = {*hardware_ids(), *model_ids()}
-    for match in _BARE.finditer(text):
-        ident = match.group(1).lower()
-        if ident in known:
-            raise UnitError(f"{ident!r} names a catalog entry, not a number; name one of its values, "
-                            f"e.g. {ident}.{'memory_bandwidth' if ident in hardware_ids() else 'total_params'}")
+class _Evaluator:
+    """Walks the tree of one expression; records the catalog values it reads."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.references: list[Reference] = []
+
+    def value(self, node: Node) -> pint.Quantity:
+        if isinstance(node, Number):
+            return Quantity(node.value, "dimensionless")
+        if isinstance(node, Unit):
+            return Quantity(1.0, _unit_of(node, self.text))
+        if isinstance(node, CatalogValue):
+            self.references.append(_resolve(node))
+            return self.references[-1].value
+        if isinstance(node, BareId):
+            example = "memory_bandwidth" if node.ident in hardware_ids() else "total_params"
+            raise UnitError(f"{node.ident!r} names a catalog entry, not a number; name one of its values, "
+                            f"e.g. {node.ident}.{example}")
+        if isinstance(node, Group):
+            return self.value(node.inner)
+        if isinstance(node, WithUnit):
+            return self.combine("*", self.value(node.base), Quantity(1.0, _unit_of(node.unit, self.text)))
+        if isinstance(node, Negate):
+            return -self.value(node.operand)
+        if isinstance(node, Power):
+            return self.power(node)
+        result = self.value(node.first)
+        for op, operand in node.rest:
+            result = self.combine(op, result, self.value(operand))
+        return result
+
+    def combine(self, op: str, a: pint.Quantity, b: pint.Quantity) -> pint.Quantity:
+        try:
+            result = _OPS[op](a, b)
+        except pint.DimensionalityError as exc:
+            raise UnitError(f"in {self.text!r}: {exc}") from None
+        except ZeroDivisionError:
+            raise UnitError(f"division by zero in {self.text!r}") from None
+        except OverflowError:
+            raise _too_large(self.text) from None
+        return _finite(result, self.text, a.magnitude != 0 and b.magnitude != 0 and op in "*/")
+
+    def power(self, node: Power) -> pint.Quantity:
+        base, exponent = self.value(node.base), self.value(node.exponent)
+        shown = self.text[node.exponent.start: node.exponent.end]
+        if not exponent.dimensionless:
+            raise UnitError(f"the exponent {shown!r} in {self.text!r} has a unit ({exponent.units:~P}); "
+                            "an exponent must be a plain number")
+        e = float(exponent.to("dimensionless").magnitude)
+        if not abs(e) <= syntax.MAX_EXPONENT:
+            raise UnitError(f"exponent {shown} = {e:g} in {self.text!r} is larger than {syntax.MAX_EXPONENT} "
+                            "(in absolute value); compute in steps or use a unit prefix")
+        if base.magnitude < 0 and not e.is_integer():
+            raise UnitError(f"a negative number to the power {e:g} is not a real number, in {self.text!r}")
+        if base.magnitude == 0 and e < 0:
+            raise UnitError(f"division by zero in {self.text!r}: 0 to a negative power")
+        try:
+            result = base ** (int(e) if e.is_integer() else e)
+        except OverflowError:
+            raise _too_large(self.text) from None
+        return _finite(result, self.text, base.magnitude != 0)
+
+
+_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
+
+
+def _finite(q: pint.Quantity, text: str, nonzero: bool) -> pint.Quantity:
+    """``q``, or an error when float64 overflowed (inf) or a nonzero result underflowed to 0."""
+    magnitude = float(q.magnitude)
+    if not math.isfinite(magnitude):
+        raise _too_large(text)
+    if nonzero and magnitude == 0:
+        raise _too_small(text)
+    return q
+
+
+def _too_large(text: str) -> UnitError:
+    return UnitError(f"{text!r} is not a finite number: a value exceeds the float64 range "
+                     "(about 1.8e308 in its unit or in SI units); use smaller numbers or a unit prefix")
+
+
+def _too_small(text: str) -> UnitError:
+    return UnitError(f"{text!r} underflows: a nonzero value is below the float64 range "
+                     "(about 1e-308 in its unit or in SI units) and would read as 0")
+
+
+def _representable(q: pint.Quantity, text: str) -> pint.Quantity:
+    """``q`` if its dimension exponents are bounded and its SI value is a finite float64."""
+    if any(abs(v) > syntax.MAX_EXPONENT for v in q.dimensionality.values()):
+        raise UnitError(f"{text!r} has the dimension {q.dimensionality}; exponents beyond "
+                        f"{syntax.MAX_EXPONENT} mean nothing physical")
+    try:
+        si = float(q.to_base_units().magnitude)
+    except OverflowError:
+        raise _too_large(text) from None
+    _finite(Quantity(si, "dimensionless"), text, q.magnitude != 0)
+    return q
+
+
+def _readable(q: pint.Quantity, text: str) -> pint.Quantity:
+    try:
+        shown = readable(q)
+    except OverflowError:
+        raise _too_large(text) from None
+    return _finite(shown, text, q.magnitude != 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def _unit_named(name: str) -> pint.Unit | None:
+    """The registry's unit called ``name`` (with prefixes: ``GB``, ``ktok``), or None."""
+    try:
+        return ureg.Unit(name)
+    except (AttributeError, ValueError, TypeError):  # pint: UndefinedUnitError, or a name read as a number
+        return None
+
+
+def _unit_of(node: Unit, text: str) -> pint.Unit:
+    unit = ureg.Unit("dimensionless")
+    for name, exponent in node.factors:
+        named = _unit_named(name)
+        if named is None:
+            raise UnitError(f"unknown unit {name!r} in {text!r}{_did_you_mean(name)}; {_UNIT_HINT}")
+        unit = unit * named ** (int(exponent) if float(exponent).is_integer() else exponent)
+    return unit
+
+
+_UNIT_HINT = (
+    "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token (tok), request (req), USD ($), "
+    "W, Hz, % with SI prefixes (k, M, G, T, P: '128 ktok') or binary ones (Ki, Mi, Gi, Ti)"
+)
+_COMMON_UNITS = [p + u for u in ("B", "b", "FLOP", "FLOPS", "OPS", "s", "tok", "req", "W", "Hz", "J", "bps")
+                 for p in ("", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "m", "u", "n")] + [
+    "min", "h", "hour", "day", "week", "token", "tokens", "request", "requests", "USD", "percent",
+    "thousand", "million", "billion", "second", "byte", "bit", "flop", "watt", "hertz"]
+
+
+def _did_you_mean(name: str) -> str:
+    close = difflib.get_close_matches(name, _COMMON_UNITS, n=3, cutoff=0.6)
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
 
 
 def _convert(q: pint.Quantity, unit: str, expression: str) -> pint.Quantity:
-    target = parse_unit(unit)
+    target = _unit_of(syntax.parse_unit_text(unit), unit)
     if q.dimensionality != target.dimensionality:
         have = str(q.dimensionality) if q.dimensionality else "dimensionless"
         raise UnitError(f"{expression!r} is {have} ({q:~P}); it cannot be expressed in {unit}")
-    return q.to(target)
+    try:
+        converted = q.to(target)
+    except OverflowError:
+        raise _too_large(expression) from None
+    return _finite(converted, expression, q.magnitude != 0)

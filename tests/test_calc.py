@@ -1,0 +1,241 @@
+"""The calculator: precedence as engineers read it, percent, bounds, refusals (issue 16).
+
+Expected values are worked out by hand in the comments; the CLI itself is tested in
+``test_cli.py`` (formatting, sources, --json) and here for one-line exits on bad input.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.calc import evaluate
+from inferlab.calc_syntax import AmbiguousExpressionError, tokenize
+from inferlab.cli.main import main
+from inferlab.errors import InferlabError, UnitError, UnknownNameError
+
+
+@pytest.mark.parametrize(
+    "expr, to, value, unit",
+    [
+        # 140e9 B / 3.35e12 B/s = 0.0417910 s: the divisor is the quantity 3.35 TB/s
+        ("140 GB / 3.35 TB/s", "ms", 41.791, "ms"),
+        # spaces do not split a unit: TB / s is still the unit of 3.35
+        ("140 GB / 3.35 TB / s", "ms", 41.791, "ms"),
+        ("140 GB / (3.35 TB/s)", "ms", 41.791, "ms"),
+        # 1 h / 2 h = 3600 s / 7200 s = 0.5, a plain number (not 6,480,000 s^2)
+        ("1 h / 2 h", None, 0.5, "dimensionless"),
+        ("1 h / 30 min", None, 2.0, "dimensionless"),  # 3600 s / 1800 s
+        # 7 TB / 0.10 = 70 TB
+        ("7 TB / 10%", None, 70.0, "TB"),
+        # 2 Hz / 0.07 = 28.571 Hz
+        ("(2 Hz / 7%)", "Hz", 28.5714, "Hz"),
+        ("50% * 80 GB", None, 40.0, "GB"),  # 0.5 * 80 GB
+        ("25 % * 8 GB", None, 2.0, "GB"),  # 0.25 * 8 GB
+        ("1 h / 2 h", "%", 50.0, "%"),
+        ("400 Gb/s", "GB/s", 50.0, "GB/s"),  # 400e9 bit/s / 8 bit/B
+        ("10**9 B", "GB", 1.0, "GB"),  # a power of a number, then its unit
+        ("2**3 GB", None, 8.0, "GB"),
+        ("2 GB**2", None, 2.0, "GB²"),  # the power belongs to the unit
+        ("(2 GB)**2", None, 4.0, "GB²"),
+        ("6 GB / 2 * 3", None, 9.0, "GB"),  # * and / left to right: (6 GB / 2) * 3
+        ("2 * (3 + 4) GB", None, 14.0, "GB"),  # a parenthesis takes the unit after it
+        ("-3 GB + 5 GB", None, 2.0, "GB"),
+        ("1 GB/s * 2 s", None, 2.0, "GB"),
+        ("1 kW*h / 1 W", "h", 1000.0, "h"),  # kW*h is one unit: 1000 W h / 1 W
+        ("3600 / (2 s)", "1/s", 1800.0, "1/s"),
+        ("(3600 / 2) s", "s", 1800.0, "s"),
+        ("$2.95/hour * 2 h", None, 5.9, "USD"),
+        ("2 $/h", None, 2.0, "USD/h"),
+        ("128 ktok", "tok", 128_000.0, "tok"),
+        # 989 TFLOP/s / 3.35 TB/s = 295.224 FLOP/B (H100 SXM datasheet)
+        ("h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth", None, 295.224, "FLOP/B"),
+        # 80 layers x 8 KV heads x 128 dims x 2 (K and V) x 1 B = 163,840 B
+        ("llama-3.1-70b.kv_bytes_per_token.fp8", "B", 163_840.0, "B"),
+        # 163,840 B x 32,768 tokens x 16 sequences = 85,899,345,920 B = 80 x 2**30 B
+        ("llama-3.1-70b.kv_bytes_per_token.fp8 * 32768 * 16", "GiB", 80.0, "GiB"),
+        ("h100-sxm.tdp-h100-sxm.tdp", "W", 0.0, "W"),
+        # a catalog value is a named quantity: 70,553,706,496 params / (2 s) = 3.5277e10 /s
+        ("llama-3.1-70b.total_params / 2 s", "1/s", 3.5276853248e10, "1/s"),
+    ],
+)
+def test_hand_values(expr, to, value, unit):
+    result = evaluate(expr, to=to)
+    assert result.value.magnitude == pytest.approx(value, rel=1e-5, abs=1e-9)
+    assert result.to_dict()["unit"] == unit
+
+
+def test_catalog_values_are_listed_with_sources():
+    result = evaluate("h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth")
+    assert [r.text for r in result.references] == ["h100-sxm.flops.bf16", "h100-sxm.memory_bandwidth"]
+    assert all(r.source.startswith("NVIDIA H100") for r in result.references)
+
+
+@pytest.mark.parametrize(
+    "expr, tight, loose",
+    [
+        ("1/2 h", "1 / (2 h)", "(1 / 2) h"),
+        ("3600 / 2 s", "3600 / (2 s)", "(3600 / 2) s"),
+        ("1 / -2 h", "1 / (-2 h)", "(1 / -2) h"),
+        ("2 * 3 / 4 h", "2 * 3 / (4 h)", "(2 * 3 / 4) h"),
+        ("50% / 2 h * 1 h", "50% / (2 h) * 1 h", "(50% / 2) h * 1 h"),
+        ("1 / 10**9 B", "1 / (10**9 B)", "(1 / 10**9) B"),
+    ],
+)
+def test_ambiguous_division_is_refused_with_both_readings(expr, tight, loose):
+    with pytest.raises(AmbiguousExpressionError) as info:
+        evaluate(expr)
+    assert info.value.readings == (tight, loose)
+    assert tight in str(info.value) and loose in str(info.value)
+    evaluate(tight), evaluate(loose)  # each offered reading is itself accepted
+
+
+def test_offered_readings_have_the_hand_values():
+    # 1 / (2 h) = 1 / 7200 s = 1.3889e-4 Hz; (1 / 2) h = 1800 s
+    assert evaluate("1 / (2 h)", to="Hz").value.magnitude == pytest.approx(1 / 7200)
+    assert evaluate("(1 / 2) h", to="s").value.magnitude == pytest.approx(1800)
+
+
+@pytest.mark.parametrize(
+    "expr, fragment",
+    [
+        ("((9**63)**63)**63", "not a finite number"),  # 9**63 = 1.2e60; (1.2e60)**63 = 1e3787
+        ("(2 GB)**64", "not a finite number"),  # 2**64 x (8e9 bit)**64 = 1.8e19 x 6.3e632
+        ("1e308 * 10 * h100-sxm.tdp", "not a finite number"),
+        ("1e309", "not a finite number"),
+        ("1e-320 / 1e300", "underflows"),
+        ("1e-999 GB", "below the float64 range"),
+        ("10**65", "larger than 64"),
+        ("2**(-65)", "larger than 64"),
+        ("2**(10 * 7)", "larger than 64"),  # an evaluated exponent is bounded too
+        ("2**(1 s)", "plain number"),
+        ("9**9**9", "chained powers"),
+        ("GB**2**2", "chained powers"),
+        ("(-8)**(1/3)", "not a real number"),
+        ("1 GB / 0 s", "division by zero"),
+        ("0**-1", "division by zero"),
+        ("(1 s)**64 * (1 s)**64", "exponents beyond 64"),
+        ("9" * 41, "longer than 40 digits"),
+        ("9" * 40_000, "characters long"),
+        ("(" * 33 + "1" + ")" * 33, "nested deeper than 32"),
+        ("ref0_", "unknown unit 'ref0_'"),
+        ("h100-sxm.tdp + ref0_", "unknown unit 'ref0_'"),
+        ("8K tokens", "unknown unit 'K'"),
+        ("tokns", "did you mean 'tokens'"),
+        ("2 3", "missing operator"),
+        ("2 h100-sxm.tdp", "missing operator"),
+        ("10%%", "'%' must follow a number"),
+        ("(1", "never closed"),
+        ("1)", "unmatched ')'"),
+        ("2 +", "ends too early"),
+        ("2 × 3", "unexpected character"),
+        ("", "empty"),
+        ("1 GB + 1 s", "cannot combine gigabyte ([information]) with second ([time])"),
+        ("h100-sxm * 2", "names a catalog entry"),
+    ],
+)
+def test_refusals_are_clear_and_immediate(expr, fragment):
+    start = time.perf_counter()
+    with pytest.raises(UnitError) as info:
+        evaluate(expr)
+    assert time.perf_counter() - start < 1.0  # bounds are checked before any long arithmetic
+    assert fragment in str(info.value)
+
+
+def test_unknown_catalog_names_get_did_you_mean():
+    with pytest.raises(UnknownNameError, match="did you mean 'h100-sxm'"):
+        evaluate("h10-sxm.tdp")
+
+
+@pytest.mark.parametrize("to, fragment", [("9**9**9", "not a unit"), ("GB/", "not a unit"), ("kelvin", "unknown unit"),
+                                          ("GB", "cannot be expressed in GB")])
+def test_bad_target_units(to, fragment):
+    with pytest.raises(UnitError, match=fragment):
+        evaluate("140 GB / 3.35 TB/s", to=to)
+
+
+@pytest.mark.parametrize("value", [None, 42, 4.2, b"1 GB", ["1 GB"]])
+def test_non_text_is_refused(value):
+    with pytest.raises(UnitError, match="must be text"):
+        evaluate(value)
+
+
+def test_a_40000_digit_number_is_refused_at_once():
+    # the length bound comes before tokenizing; the digit bound alone is linear too
+    start = time.perf_counter()
+    with pytest.raises(UnitError, match="longer than 40 digits"):
+        tokenize("9" * 990)
+    with pytest.raises(UnitError):
+        evaluate("9" * 40_000 + " GB")
+    assert time.perf_counter() - start < 0.5
+
+
+# -- properties --------------------------------------------------------------------------------
+
+_POSITIVE = st.floats(1e-3, 1e6, allow_nan=False)
+_UNIT_IN_SECONDS = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
+
+
+@given(_POSITIVE, _POSITIVE, st.sampled_from(["GB", "s", "TB/s", "tok", "USD/h", "W"]))
+def test_same_unit_over_same_unit_is_the_plain_ratio(a, b, unit):
+    result = evaluate(f"{a!r} {unit} / {b!r} {unit}")
+    assert result.value.dimensionless
+    assert result.value.magnitude == pytest.approx(a / b, rel=1e-9)
+
+
+@given(_POSITIVE, _POSITIVE, st.sampled_from(sorted(_UNIT_IN_SECONDS)))
+def test_divisor_with_unit_is_one_quantity(x, n, unit):
+    # x GB / n unit = x * 1e9 B / (n * seconds-per-unit s)
+    expected = x * 1e9 / (n * _UNIT_IN_SECONDS[unit])
+    spellings = [f"{x!r} GB / {n!r} {unit}", f"{x!r} GB / ({n!r} {unit})", f"({x!r} GB) / ({n!r} {unit})"]
+    for text in spellings:
+        assert evaluate(text, to="B/s").value.magnitude == pytest.approx(expected, rel=1e-9)
+
+
+@given(_POSITIVE, st.floats(0.5, 500, allow_nan=False))
+def test_percent_is_a_hundredth(a, p):
+    assert evaluate(f"{a!r} GB * {p!r}%", to="GB").value.magnitude == pytest.approx(a * p / 100, rel=1e-9)
+    assert evaluate(f"{a!r} GB / {p!r}%", to="GB").value.magnitude == pytest.approx(a / (p / 100), rel=1e-9)
+
+
+@given(st.integers(1, 10**6), st.integers(1, 10**6), st.sampled_from(["h", "GB", "tok/s"]))
+def test_unitless_dividend_over_quantity_is_always_refused(a, n, unit):
+    with pytest.raises(AmbiguousExpressionError) as info:
+        evaluate(f"{a} / {n} {unit}")
+    tight, loose = info.value.readings
+    assert evaluate(tight).value.magnitude * evaluate(loose).value.magnitude > 0
+
+
+@given(st.integers(1, 1000), st.integers(1, 1000), st.integers(1, 1000))
+def test_plain_numbers_keep_left_to_right_order(a, b, c):
+    assert evaluate(f"{a} / {b} * {c}").value.magnitude == pytest.approx(a / b * c, rel=1e-12)
+    assert evaluate(f"{a} - {b} + {c}").value.magnitude == a - b + c
+
+
+@settings(max_examples=60)
+@given(st.text(max_size=40))
+def test_any_text_ends_in_a_value_or_an_inferlab_error(text):
+    try:
+        evaluate(text)
+    except InferlabError:
+        pass
+
+
+# -- the command line --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("expr", ["((9**63)**63)**63", "(2 GB)**64", "9" * 40_000, "ref0_", "1/2 h", "1 h +",
+                                  "2 × 3", "h100-sxm.tdp + ref0_", "1e309", "(2 Hz / 7%) * 1 GB + 1 s"])
+def test_cli_bad_input_exits_2_with_one_line(capsys, expr):
+    code = main(["calc", "--", expr])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("inferlab: error: ") and err.count("\n") == 1
+    assert len(err) < 2000  # a 40,000-digit input is not echoed back whole
+
+
+def test_cli_prints_the_ambiguous_readings(capsys):
+    assert main(["calc", "1/2 h"]) == 2
+    assert "'1 / (2 h)' or '(1 / 2) h'" in capsys.readouterr().err
