@@ -156,7 +156,10 @@ def test_columns_say_planned_and_simulated():
     assert any(p["replicas"] == best.replicas and p["growth"] == 0 and p["meets"] for p in row["probes"])
     # headroom: the growth found meeting; the probe just above it missed (or none up to 1500%)
     grown = [p for p in best.probes if p.replicas == best.replicas and p.growth > 0]
-    assert all(p.meets == (p.growth <= best.headroom) for p in grown)
+    assert grown and all(p.meets == (p.growth <= best.headroom) for p in grown)
+    if best.replicas > 1:   # one replica fewer carries each replica's share at growth n / (n - 1) - 1
+        below = next(p for p in best.probes if p.replicas == best.replicas - 1 and p.growth == 0)
+        assert not below.meets and best.headroom < best.replicas / (best.replicas - 1) - 1
 
 
 @pytest.mark.slow

@@ -89,8 +89,8 @@ class Plan:
                   "else the fluid model's estimate (fluid)\n"
                   + ("job h: the job's duration on those replicas, simulated and by the fluid model\n" if tr.offline
                      else f"{p} TTFT/TPOT: at those replicas, simulated (sim) and the fluid model's estimate (fluid)\n")
-                  + "headroom: traffic growth those replicas absorb before an SLO is missed (sim: simulated, a lower "
-                    "bound); binding: what is missed first")
+                  + f"headroom: traffic growth those replicas absorb before {'the deadline' if tr.offline else 'an SLO'} "
+                    "is missed (sim: simulated, a lower bound); binding: what is missed first")
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
             legend += f"\nsim*: verified without {' / '.join(kinds)} (the simulation does not model it yet)"
@@ -119,9 +119,10 @@ class Plan:
         if not best.simulated:
             return [f"sized by the fluid model only (verify: 0): {best.replicas} replica(s), each running up to "
                     f"~{best.batch:.0f} requests at once"]
-        counts = ", ".join(f"{q.pd or q.replicas}{'' if q.meets else ' misses'}" for q in best.probes if q.growth == 0)
+        counts = ", ".join(f"{q.pd or q.replicas} {'meet' if q.meets else 'miss'}"
+                           for q in sorted(best.probes, key=lambda q: q.replicas) if q.growth == 0)
         out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
-               f"simulated {counts}"]
+               f"simulated at the scenario's rate, {counts}"]
         if sc.traffic.offline:
             out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
                        f"deadline (fluid model: {sc.traffic.requests / (best.replicas * best.replica_rate) / 3600:.1f} h)")

@@ -66,7 +66,14 @@ def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:
         from .sizing_disaggregated import size_disaggregated
 
         return size_disaggregated(sc, cand)
-    probe = _probe_function(sc, cand)
+    simulate, grown = _probe_function(sc, cand), []
+
+    def probe(n: int, growth: float) -> Probe:
+        out = simulate(n, growth)
+        if growth:
+            grown.append(out)
+        return out
+
     try:
         n, seen = smallest_meeting(lambda k: probe(k, 0.0), cand.seed_replicas, max_replicas(sc, cand))
     except InferlabError as exc:
@@ -79,8 +86,11 @@ def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:
         return finish(sc, cand, n, at_n, seen.values(), sc.traffic.deadline_h * 3600.0 / at_n.job_s - 1.0,
                       at_n, simulated_job_s=at_n.job_s)
     known_miss = n / (n - 1) - 1.0 if n > 1 else None
-    growth, miss = simulated_headroom(lambda g: probe(n, g), known_miss, seen.get(n - 1))
-    return finish(sc, cand, n, at_n, seen.values(), growth, miss)
+    try:
+        growth, miss = simulated_headroom(lambda g: probe(n, g), known_miss, seen.get(n - 1))
+    except InferlabError as exc:
+        return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
+    return finish(sc, cand, n, at_n, [*seen.values(), *grown], growth, miss)
 
 
 def finish(sc: Scenario, cand: Candidate, n: int, at_n: Probe, probes: Any, growth: float, miss: Probe | None,

@@ -43,7 +43,8 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
         growth, miss = simulated_headroom(lambda g: probe(n_p, n_d, g), None, None)
     except InferlabError as exc:
         return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
-    return finish(sc, cand, n_p + n_d, seen[(n_p, n_d, 0.0)], seen.values(), growth, miss, pd=f"P{n_p}:D{n_d}")
+    return finish(sc, cand, n_p + n_d, seen[(n_p, n_d, 0.0)], list(seen.values()), growth, miss,
+                  pd=f"P{n_p}:D{n_d}")
 
 
 def _pools(pd: str) -> tuple[int, int]:
