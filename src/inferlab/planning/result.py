@@ -89,7 +89,8 @@ class Plan:
                   "else the fluid model's estimate (fluid)\n"
                   + ("job h: the job's duration on those replicas, simulated and by the fluid model\n" if tr.offline
                      else f"{p} TTFT/TPOT: at those replicas, simulated (sim) and the fluid model's estimate (fluid)\n")
-                  + f"headroom: traffic growth those replicas absorb before {'the deadline' if tr.offline else 'an SLO'} "
+                  + "headroom: traffic growth those replicas absorb before "
+                  + ("the deadline" if tr.offline else "an SLO") + " "
                     "is missed (sim: simulated, a lower bound); binding: what is missed first")
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
@@ -124,8 +125,9 @@ class Plan:
         out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
                f"simulated at the scenario's rate, {counts}"]
         if sc.traffic.offline:
+            fluid_h = sc.traffic.requests / (best.replicas * best.replica_rate) / 3600
             out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
-                       f"deadline (fluid model: {sc.traffic.requests / (best.replicas * best.replica_rate) / 3600:.1f} h)")
+                       f"deadline (fluid model: {fluid_h:.1f} h)")
         else:
             out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)} ms simulated "
                        f"(fluid model {_ms(best.fluid_ttft_s, 0)} ms), {p} TPOT {_ms(best.simulated_tpot_s, 1)} ms "
@@ -151,4 +153,5 @@ class Plan:
         api_h = float(be.api_usd_per_request) * tr.request_rate * 3600.0
         return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
                 f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
-                f"{float(be.break_even_request_rate):.2f} req/s (each replica {float(be.break_even_utilization):.0%} busy)"]
+                f"{float(be.break_even_request_rate):.2f} req/s "
+                f"(each replica {float(be.break_even_utilization):.0%} busy)"]

@@ -280,7 +280,8 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     cap, mu_p = sc.search.target_utilization, 1.0 / est.prefill_1_s
     u_p = cap
     if slo.ttft_ms:
-        u_p = float(max_utilization(np.array([mu_p]), np.array([slo.ttft_ms / 1e3 - ttft_alone]), slo.percentile, cap)[0])
+        slack = np.array([slo.ttft_ms / 1e3 - ttft_alone])
+        u_p = float(max_utilization(np.array([mu_p]), slack, slo.percentile, cap)[0])
         if u_p <= 0:
             return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone (disaggregated)")
     n_p = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
