@@ -1,8 +1,11 @@
-"""Speed of the planner's search (issue 6 target: 10,000 configurations in under 10 s on one core).
+"""Speed of the planner: the fluid search (issue 6 target: 10,000 configurations in under 10 s
+on one core), and apart from it the sizing of leading configurations by simulation.
 
 Run with ``make bench``. Prints figures; asserts nothing. A *configuration* is one
 candidate (model, GPU, precision, TP, EP, speculation, aggregated or disaggregated), each
 evaluated at every batch limit of the planner's grid; the space below has 11,856 of them.
+The three cheapest feasible ones are then sized by simulation, as ``plan()`` does with
+``verify: 3``.
 """
 
 from __future__ import annotations
@@ -14,8 +17,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import time
 
-from inferlab.planning.planner import _BATCHES, candidates, evaluate
 from inferlab.planning.scenario import load_scenario
+from inferlab.planning.search import _BATCHES, candidates, evaluate
+from inferlab.planning.sizing import size_by_simulation
 
 SCENARIO = {
     "name": "benchmark",
@@ -44,6 +48,15 @@ def main() -> None:
           f"{len(SCENARIO['hardware'])} GPUs x precision, TP, EP, speculation, aggregated/disaggregated), "
           f"{feasible:,} feasible, {elapsed:.2f} s = {len(configs) / elapsed:,.0f} configurations/s; each one "
           f"evaluated at {len(_BATCHES)} batch limits ({len(configs) * len(_BATCHES):,} operating points)")
+    leaders = sorted((r for r in results if r.feasible), key=lambda c: c.usd_per_hour)[:3]
+    start = time.perf_counter()
+    sized = [size_by_simulation(scenario, c) for c in leaders]
+    elapsed = time.perf_counter() - start
+    probes = sum(len(c.probes) for c in sized)
+    counts = ", ".join(f"{c.label} {c.seed_replicas} -> {c.replicas if c.feasible else 'none'}"
+                       for c in sized)
+    print(f"sizing by simulation: {len(sized)} configurations, {probes} simulations, {elapsed:.2f} s "
+          f"(fluid seed -> simulated replicas: {counts})")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab import SpecError
+from inferlab import InfeasibleError, SpecError
 from inferlab.cli.main import main
 from inferlab.planning.fluid import max_utilization, operating_points, queue_wait_s
 from inferlab.planning.planner import plan
@@ -90,22 +90,22 @@ def test_plan_ranks_feasible_by_cost_and_checks_the_winner():
     costs = [c.usd_per_hour for c in feasible]
     assert costs == sorted(costs)
     best = result.best
-    assert best.verified["meets"] is True  # the request-level simulation agrees
-    assert best.verified["ttft_s"] <= 2.0 and best.verified["tpot_s"] <= 0.06
-    # capacity covers the traffic
-    assert best.replicas * best.replica_rate >= 5.0
+    assert best.sized_by == "simulation"  # the request-level simulation sized it
+    assert best.simulated_ttft_s <= 2.0 and best.simulated_tpot_s <= 0.06
     assert "best:" in result.explain() and "binding" in result.explain()
 
 
-def test_impossible_slo_says_why():
-    result = plan(_small(slo={"ttft_ms": 1, "tpot_ms": 60}, verify=0))
-    assert result.best is None
-    assert "TTFT" in result.explain()
+def test_impossible_slo_raises_with_each_reason(capsys):
+    with pytest.raises(InfeasibleError, match="TTFT .* ms > 1.0 ms even alone") as info:
+        plan(_small(slo={"ttft_ms": 1, "tpot_ms": 60}, verify=0))
+    ruled_out = info.value.plan.candidates
+    assert ruled_out and all(c.reason and not c.feasible for c in ruled_out)
+    assert all(c.label in str(info.value) for c in ruled_out)   # 4 configurations, each with its reason
 
 
 def test_budget_and_gpu_limits_rule_out():
-    result = plan(_small(budget_usd_per_hour=0.5, verify=0))
-    assert result.best is None and "budget" in result.explain()
+    with pytest.raises(InfeasibleError, match="budget"):
+        plan(_small(budget_usd_per_hour=0.5, verify=0))
 
 
 def test_operating_table_for_pareto_fronts():
@@ -151,25 +151,27 @@ def test_disaggregated_candidates_size_two_pools():
     for c in disagg:
         n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
         assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp
-        assert "disagg" in c.label and not c.verified   # sized by the fluid model; simulated when checked
+        assert "disagg" in c.label and c.sized_by == "fluid model"   # simulated when sized
 
 
 def test_disaggregated_choice_is_checked_by_simulating_both_pools():
     """A tight TTFT with a loose TPOT favours separate pools; the winner is re-checked by
     simulating the prefill and the decode pool, and meets the SLOs there."""
-    from inferlab.planning.planner import verify
+    from inferlab.planning.sizing import size_by_simulation
 
     sc = _small(search={"precisions": ["fp8"], "tp": [1], "disaggregation": True}, verify=0,
-                traffic={"rate": 8, "isl": 3000, "osl": 300}, slo={"ttft_ms": 400, "tpot_ms": 40})
+                traffic={"rate": 8, "isl": 3000, "osl": 300}, slo={"ttft_ms": 400, "tpot_ms": 40, "percentile": 90})
     result = plan(sc)
     cand = next(c for c in result.feasible if c.disaggregated)
-    checked = verify(sc, cand, num_requests=600)
-    v = checked.verified
-    assert v["pd"] == checked.pd and checked.replicas >= cand.replicas
-    if checked.feasible:
-        assert v["meets"] and v["ttft_s"] <= 0.4 and v["tpot_s"] <= 0.04
-    else:
-        assert checked.reason == "misses the SLOs in simulation"
+    sized = size_by_simulation(sc, cand)
+    assert sized.feasible and sized.simulated
+    assert sized.simulated_ttft_s <= 0.4 and sized.simulated_tpot_s <= 0.04
+    n_p, n_d = (int(part[1:]) for part in sized.pd.split(":"))
+    assert sized.replicas == n_p + n_d and sized.gpus == sized.replicas
+    # one pool smaller misses: the probes hold P(n-1):D and P:D(n-1) misses (or a pool of one)
+    at_plan = {q.pd: q.meets for q in sized.probes if q.growth == 0}
+    assert at_plan[sized.pd]
+    assert n_d == 1 or at_plan[f"P{n_p}:D{n_d - 1}"] is False
 
 
 def test_api_comparison_line_by_hand():
@@ -219,12 +221,13 @@ def test_bad_operations_section():
 def test_pipeline_stages_in_the_search():
     """pp is a search dimension: a pp2 replica holds tp x pp GPUs and, checked by the serving
     simulation (pp batches in flight), still meets the SLOs it was sized for."""
-    from inferlab.planning.planner import verify
+    from inferlab.planning.sizing import size_by_simulation
 
-    sc = _small(search={"precisions": ["fp8"], "tp": [1], "pp": [1, 2]}, verify=0)
+    sc = _small(search={"precisions": ["fp8"], "tp": [1], "pp": [1, 2]}, verify=0,
+                slo={"ttft_ms": 2000, "tpot_ms": 60, "percentile": 90})
     result = plan(sc)
     piped = [c for c in result.feasible if c.pp == 2]
     assert piped and all("pp2" in c.label and c.gpus == c.replicas * c.tp * 2 for c in piped)
-    checked = verify(sc, piped[0], num_requests=600)
-    assert checked.verified["replicas"] >= piped[0].replicas
-    assert checked.feasible == checked.verified["meets"]
+    sized = size_by_simulation(sc, piped[0])
+    assert sized.simulated and sized.gpus == sized.replicas * 2
+    assert sized.feasible and sized.simulated_tpot_s <= 0.06

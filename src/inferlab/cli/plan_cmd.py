@@ -5,13 +5,28 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+_COLUMNS = """columns:
+  replicas     the fewest replicas the request-level simulation shows meeting the SLOs ('sized by'
+               sim), searched down and up from the fluid model's estimate; 'fluid' rows keep that
+               estimate (configurations not simulated: verify, or too costly to win)
+  TTFT, TPOT   the SLO percentile at those replicas [ms]: 'sim' from the simulation, 'fluid' the
+               fluid model's estimate of the same load (offline jobs: the job's duration [h])
+  headroom     traffic growth those replicas absorb before an SLO is missed (sim: simulated, a
+               lower bound found by bisection on the rate; fluid: the fluid model's capacity)
+  binding      what is missed first as traffic grows (an SLO, the deadline; fluid rows: the
+               limit at the next concurrency)
+  sized by     sim, fluid, or sim* (simulated without speculation / prefix cache, which the
+               serving simulation does not model yet)
+exits 1 when no configuration is feasible (each one's reason on stderr)"""
+
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``plan`` on the subcommand parser."""
-    p = sub.add_parser("plan", parents=[common], help="search configurations for a scenario file, cheapest first")
+    p = sub.add_parser("plan", parents=[common], help="search configurations for a scenario file, cheapest first",
+                       epilog=_COLUMNS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", metavar="SCENARIO.yaml")
     p.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
-    p.add_argument("--verify", type=int, default=None, help="candidates to re-check by simulation (default: the file's)")
+    p.add_argument("--verify", type=int, default=None, help="configurations to size by simulation (default: the file's; 0: fluid model only)")
     p.add_argument("--plot", metavar="FILE", help="write the Pareto front (PNG or SVG) with the choice marked")
     p.set_defaults(func=run)
 

@@ -1,15 +1,15 @@
-"""A fluid model of one replica under continuous batching, for fast search.
+"""A fluid model of one replica under continuous batching: the seed of the planner's search.
 
 At a steady concurrency of ``b`` requests, a replica spends a share ``x`` of its time on
 prefill (each request's prompt, ``t_pf``) and the rest on decode steps ``d(b)`` shared by
 the ``b`` requests. With ``a = osl x d(b) / t_pf``, the request rate ``lambda = x / t_pf``
 satisfies ``x = b / (1 + a / (1 - x))``, i.e. ``x^2 - (1 + a + b) x + b = 0``; under load
 a token takes ``d(b) / (1 - x)``. TTFT is the prefill stretched over the iterations it
-shares with decodes (``ceil(isl / chunk)`` of them) plus the wait for a slot, taken from an
-M/M/1 queue at the planned utilization: ``P(W > t) = u e^{-(1-u) mu t}``.
+shares with decodes (``ceil(isl / chunk)`` of them) plus the admission wait of a batching
+engine (:func:`admission_wait_s`).
 
-This is the search's estimate; the planner re-checks its best candidates with the
-request-level simulation (:func:`inferlab.serve`).
+The planner sizes its leading configurations with the request-level simulation
+(:mod:`.sizing`); this model only seeds that search and ranks the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import lambertw
+from scipy.special import gammaincc, gammaln, lambertw
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,109 @@ def operating_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_s: fl
     return OperatingPoints(b, rate, tpot, ttft, x)
 
 
+def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarray | float,
+                     percentile: float) -> np.ndarray:
+    """Wait from arrival to the end of the prompt's turn in the token budget, at ``percentile`` [s].
+
+    Parameters
+    ----------
+    points : OperatingPoints
+        The replica at each mean concurrency ``b`` (rate, TPOT under load, prefill share).
+    prefill_s : float [s]
+        Prefill of one prompt alone.
+    slots : array or float [request]
+        Sequences the engine may run at once (the smaller of ``max_num_seqs`` and what the
+        KV memory holds).
+    percentile : float
+        In (0, 100).
+
+    Returns
+    -------
+    array [s]
+        Upper bound of the ``percentile`` wait: the sum of the three parts below.
+
+    Notes
+    -----
+    An iteration-level scheduler (Orca; vLLM, SGLang and TensorRT-LLM work this way)
+    admits a request at the next iteration while it has a free sequence slot, KV blocks
+    and token budget: a batching engine is not a single server that serves one request
+    at a time. Three waits add up, each with a tail of its own (``q = 1 - p``):
+
+    1. *The iteration in progress.* An arrival waits for it to end; an iteration under
+       load lasts one token's time ``tau = d(b) / (1 - x)``, and the residual is taken as
+       uniform on ``[0, tau]``: ``p x tau``.
+    2. *Prompts ahead in the token budget.* Prefill is compute-bound, so prompts batched
+       into one iteration take as long as one after another: prefill work is a single
+       server busy a share ``x`` of the time, whose M/M/1 wait has
+       ``P(W > t) = x exp(-(1 - x) t / t_pf)``, i.e. ``t_pf ln(x / q) / (1 - x)`` when
+       ``x > q`` and 0 otherwise. It matters only near the token-budget limit ``x -> 1``.
+    3. *All slots taken.* With ``c`` slots each held for a request's lifetime
+       ``S = b / lambda`` (Little's law) the engine is an M/M/c queue with offered load
+       ``A = b``: the probability of waiting is Erlang's C formula
+       ``C = c B / (c - A (1 - B))`` with Erlang's B ``B = pois(c; A) / P(N <= c)``
+       (``N`` Poisson with mean ``A``), and ``P(W > t) = C exp(-(c - A) t / S)``, i.e.
+       ``S ln(C / q) / (c - A)`` when ``C > q``; infinite when ``A >= c``. With ``b``
+       well below ``c``, ``C`` is negligible: no queue.
+
+    References
+    ----------
+    Yu et al., "Orca: A Distributed Serving System for Transformer-Based Generative
+    Models", OSDI 2022, section 3.1 (iteration-level scheduling).
+    Kleinrock, "Queueing Systems, Volume 1: Theory", Wiley 1975, chapter 3 (M/M/1 and
+    M/M/m waiting times, Erlang's B and C formulas).
+    """
+    q = 1.0 - percentile / 100.0
+    p = 1.0 - q
+    x = np.asarray(points.prefill_share, float)
+    iteration = p * np.asarray(points.tpot_s, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prompts = np.where(x > q, prefill_s * np.log(x / q) / (1.0 - x), 0.0)
+    hold = np.asarray(points.batch, float) / np.maximum(np.asarray(points.rate, float), 1e-300)
+    return iteration + prompts + slot_wait_s(np.asarray(points.batch, float), np.floor(slots), hold, q)
+
+
+def slot_wait_s(load: np.ndarray, slots: np.ndarray | float, hold_s: np.ndarray, tail: float) -> np.ndarray:
+    """Wait for one of ``slots`` servers exceeded with probability ``tail`` in an M/M/c queue [s].
+
+    Parameters
+    ----------
+    load : array [request]
+        Offered load ``A`` (mean busy servers).
+    slots : array or float [request]
+        Servers ``c``.
+    hold_s : array [s]
+        Mean holding time of a server.
+    tail : float
+        Probability ``q`` of waiting longer than the result.
+
+    Notes
+    -----
+    Erlang's B from the Poisson distribution, ``B = pmf(c; A) / cdf(c; A)`` (regularized
+    incomplete gamma for the cdf, so the recursion over ``c`` is not needed), then
+    ``C = c B / (c - A (1 - B))`` and ``t = S ln(C / q) / (c - A)`` (see
+    :func:`admission_wait_s`).
+
+    Examples
+    --------
+    One server at load 0.8, holding 1 s: M/M/1, ``C = 0.8``, P99 wait ``ln(80) / 0.2``.
+
+    >>> import numpy as np
+    >>> round(float(slot_wait_s(np.array(0.8), 1.0, np.array(1.0), 0.01)), 3)
+    21.91
+    """
+    a = np.asarray(load, float)
+    c = np.broadcast_to(np.asarray(slots, float), a.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_pmf = c * np.log(np.maximum(a, 1e-300)) - a - gammaln(c + 1.0)
+        b = np.exp(log_pmf) / np.maximum(gammaincc(c + 1.0, a), 1e-300)
+        erlang_c = c * b / (c - a * (1.0 - b))
+        t = hold_s * np.log(erlang_c / tail) / (c - a)
+    return np.where(a >= c, np.inf, np.where(erlang_c > tail, np.maximum(t, 0.0), 0.0))
+
+
 def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: float) -> np.ndarray:
-    """Wait for admission at ``percentile`` when a replica of capacity ``rate`` runs at ``utilization``.
+    """Wait at ``percentile`` for a single server of capacity ``rate`` at ``utilization`` [s]
+    (a prefill-only replica, which runs prompts one token budget after another).
 
     Notes
     -----
@@ -77,8 +178,9 @@ def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: 
 
 
 def max_utilization(rate: np.ndarray, slack_s: np.ndarray, percentile: float, cap: float) -> np.ndarray:
-    """Highest utilization (at most ``cap``) whose ``percentile`` queue wait fits in ``slack_s``;
-    0 where the prefill alone already uses up the budget.
+    """Highest utilization (at most ``cap``) of a single server whose ``percentile`` queue
+    wait (:func:`queue_wait_s`) fits in ``slack_s``; 0 where the service alone already uses
+    up the budget.
 
     Notes
     -----

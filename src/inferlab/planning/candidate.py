@@ -1,0 +1,139 @@
+"""One configuration of a plan and what carrying the scenario's traffic takes of it.
+
+Column glossary (the table of :class:`~inferlab.planning.result.Plan`, its ``to_dict()``
+and ``explain()`` use these names):
+
+``replicas``
+    The plan's replica count: the fewest the request-level simulation shows meeting the
+    SLOs when ``sized_by`` is ``"simulation"``, else the fluid model's (``seed_replicas``).
+``seed_replicas``
+    The fluid model's count, ``ceil(rate / (target_utilization x replica_rate))``: where
+    the simulated search starts.
+``simulated_ttft_s``, ``simulated_tpot_s`` [s]
+    The SLO percentile of TTFT and TPOT in the simulation at ``replicas`` (NaN when not
+    simulated).
+``simulated_job_s`` [s]
+    An offline job's simulated duration on ``replicas``.
+``fluid_ttft_s``, ``fluid_tpot_s`` [s]
+    The fluid model's estimate of the same percentiles at the same load (each replica
+    carrying ``rate / replicas``).
+``headroom``
+    Traffic growth the plan's replicas absorb before an SLO is missed: the simulation's
+    when ``headroom_by`` is ``"simulation"`` (a lower bound, found by bisection on the
+    rate), else the fluid model's ``replicas x replica_rate / rate - 1``.
+``binding``
+    What stops more traffic: the SLO the simulation misses first as traffic grows, or in
+    the fluid model the limit met at the next concurrency (an SLO, KV memory, the engine's
+    sequence limit).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One request-level simulation of a candidate at a replica count.
+
+    Attributes
+    ----------
+    replicas : int
+        Replicas the scenario's traffic is split over (both pools of a disaggregated one).
+    growth : float
+        Traffic simulated, as a multiple of the scenario's rate minus one (0: the planned load).
+    ttft_s, tpot_s : float [s]
+        The SLO percentile of TTFT and TPOT (an offline job: its duration in ``ttft_s``).
+    meets : bool
+        Both within their objectives (an offline job: done before the deadline).
+    missed : str
+        ``"TTFT"``, ``"TPOT"``, ``"TTFT+TPOT"``, ``"deadline"`` or ``""``.
+    pd : str
+        ``P<n>:D<m>`` of a disaggregated candidate.
+    job_s : float [s]
+        An offline job's duration on ``replicas`` (NaN online).
+    """
+
+    replicas: int
+    growth: float
+    ttft_s: float
+    tpot_s: float
+    meets: bool
+    missed: str = ""
+    pd: str = ""
+    job_s: float = float("nan")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration and what it needs to carry the scenario's traffic (see the module
+    docstring for the columns)."""
+
+    model: str
+    hardware: str
+    precision: str
+    tp: int
+    ep: int
+    speculative: str | None
+    feasible: bool
+    disaggregated: bool = False
+    pp: int = 1
+    reason: str = ""
+    batch: float = float("nan")
+    replica_rate: float = float("nan")
+    replicas: int = 0
+    seed_replicas: int = 0
+    gpus: int = 0
+    usd_per_hour: float = float("nan")
+    usd_per_million_output: float = float("nan")
+    fluid_ttft_s: float = float("nan")
+    fluid_tpot_s: float = float("nan")
+    simulated_ttft_s: float = float("nan")
+    simulated_tpot_s: float = float("nan")
+    simulated_job_s: float = float("nan")
+    tokens_per_s_per_user: float = float("nan")
+    tokens_per_s_per_gpu: float = float("nan")
+    headroom: float = float("nan")
+    headroom_by: str = ""
+    binding: str = ""
+    sized_by: str = ""
+    simulated_without: tuple[str, ...] = ()
+    probes: tuple[Probe, ...] = ()
+    curve: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    pd: str = ""  # prefill:decode replicas of a disaggregated candidate
+
+    @property
+    def label(self) -> str:
+        """Short description, e.g. ``llama-3.1-70b h200-sxm fp8 tp4``."""
+        text = f"{self.model} {self.hardware} {self.precision} tp{self.tp}"
+        text += f" pp{self.pp}" if self.pp > 1 else ""
+        text += f" ep{self.ep}" if self.ep > 1 else ""
+        text += f" disagg {self.pd}" if self.disaggregated else ""
+        return text + (f" +{self.speculative}" if self.speculative else "")
+
+    @property
+    def simulated(self) -> bool:
+        """The replica count is the simulation's."""
+        return self.sized_by == "simulation"
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """GPUs of one replica (tensor x pipeline parallel)."""
+        return self.tp * self.pp
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the label and every probe (no operating curve)."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("curve", "probes")}
+        out["probes"] = [p.__dict__ for p in self.probes]
+        out["simulated_without"] = list(self.simulated_without)
+        return dict(out, label=self.label)
+
+    def ttft_for_rank(self) -> float:
+        """The TTFT that breaks a cost tie: simulated when there is one [s]."""
+        if not self.feasible:
+            return math.inf
+        return self.simulated_ttft_s if self.simulated else self.fluid_ttft_s

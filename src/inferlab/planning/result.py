@@ -1,0 +1,157 @@
+"""A plan: the ranked candidates of a scenario, as a table, a dict and in words.
+
+The columns are defined in :mod:`.candidate`; the table's legend repeats them briefly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..results.render import text_table
+from .candidate import Candidate
+from .operations import day_plan
+from .scenario import Scenario
+
+
+def _ms(value: float, digits: int) -> str:
+    return "-" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value * 1e3:.{digits}f}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Ranked candidates (feasible first, by cost), with the scenario they answer."""
+
+    scenario: Scenario
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def feasible(self) -> tuple[Candidate, ...]:
+        """Candidates that meet the SLOs within the limits, cheapest first."""
+        return tuple(c for c in self.candidates if c.feasible)
+
+    @property
+    def best(self) -> Candidate | None:
+        """The cheapest feasible candidate (sized by simulation when ``verify`` > 0)."""
+        return self.feasible[0] if self.feasible else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready ranking (and the winner's day, with an ``operations`` section); the
+        fields are those of :class:`~inferlab.planning.candidate.Candidate`."""
+        day = day_plan(self.scenario, self.best)
+        return {"scenario": self.scenario.model_dump(mode="json"),
+                "candidates": [c.to_dict() for c in self.candidates],
+                **({"operations": day.to_dict()} if day is not None else {})}
+
+    def operating_table(self) -> dict[str, np.ndarray]:
+        """Every operating point of every aggregated candidate that fits (one row per
+        concurrency), for Pareto fronts: tokens/s per user, per GPU and per dollar-hour, whether
+        the SLOs hold in the fluid model."""
+        keys = ("batch_size", "output_tokens_per_s_per_user", "output_tokens_per_s_per_gpu", "output_tokens_per_usd",
+                "meets_slo")
+        cols: dict[str, list] = {k: [] for k in ("label", *keys, "chosen")}
+        best = self.best
+        for c in self.candidates:
+            if "batch_size" not in c.curve:
+                continue
+            cols["label"] += [c.label] * len(c.curve["batch_size"])
+            for key in keys:
+                cols[key] += list(c.curve[key])
+            cols["chosen"] += list((c is best) & (c.curve["batch_size"] == c.batch))
+        return {k: np.asarray(v) for k, v in cols.items()}
+
+    def _row(self, c: Candidate) -> list[str]:
+        if self.scenario.traffic.offline:
+            fluid_h = self.scenario.traffic.requests / (c.replicas * c.replica_rate) / 3600.0
+            lat = ["-" if math.isnan(c.simulated_job_s) else f"{c.simulated_job_s / 3600:.1f}", f"{fluid_h:.1f}"]
+        else:
+            lat = [_ms(c.simulated_ttft_s, 0), _ms(c.fluid_ttft_s, 0), _ms(c.simulated_tpot_s, 1),
+                   _ms(c.fluid_tpot_s, 1)]
+        sized = "fluid" if not c.simulated else ("sim*" if c.simulated_without else "sim")
+        return [c.label, str(c.replicas), str(c.gpus), f"{c.usd_per_hour:,.2f}", f"{c.usd_per_million_output:.3f}",
+                *lat, f"{c.headroom:.0%}", c.binding, sized]
+
+    def __str__(self, limit: int = 15) -> str:
+        sc = self.scenario
+        slo, tr = sc.slo, sc.traffic
+        p = f"P{slo.percentile:g}"
+        head = (f"plan '{sc.name}': {tr.request_rate:g} req/s, ISL ~{tr.isl.expected:.0f}, OSL ~{tr.osl.expected:.0f}"
+                + (f"; SLO {p} TTFT {slo.ttft_ms} ms, TPOT {slo.tpot_ms} ms" if slo.ttft_ms or slo.tpot_ms else ""))
+        lat = (["job h sim", "fluid"] if tr.offline else
+               [f"{p} TTFT ms sim", "fluid", f"{p} TPOT ms sim", "fluid"])
+        shown = self.feasible[:limit]
+        table = text_table(["configuration", "replicas", "GPUs", "$/h", "$/M out", *lat, "headroom", "binding",
+                            "sized by"], [self._row(c) for c in shown], right=set(range(1, 6 + len(lat))))
+        legend = ("replicas: the fewest the request-level simulation shows meeting the SLOs (sized by sim), "
+                  "else the fluid model's estimate (fluid)\n"
+                  + ("job h: the job's duration on those replicas, simulated and by the fluid model\n" if tr.offline
+                     else f"{p} TTFT/TPOT: at those replicas, simulated (sim) and the fluid model's estimate (fluid)\n")
+                  + "headroom: traffic growth those replicas absorb before "
+                  + ("the deadline" if tr.offline else "an SLO") + " "
+                    "is missed (sim: simulated, a lower bound); binding: what is missed first")
+        if any(c.simulated_without for c in shown):
+            kinds = sorted({k for c in shown for k in c.simulated_without})
+            legend += f"\nsim*: verified without {' / '.join(kinds)} (the simulation does not model it yet)"
+        ruled_out = len(self.candidates) - len(self.feasible)
+        return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {ruled_out} ruled out "
+                "(see to_dict() for each one's reason)")
+
+    def explain(self) -> str:
+        """Why the winner wins, against the runner-up, and what the simulation showed."""
+        best = self.best
+        if best is None:
+            return "no configuration meets the scenario: " + "; ".join(f"{c.label}: {c.reason}"
+                                                                         for c in self.candidates[:6])
+        lines = [f"best: {best.label}, {best.replicas} replica(s) = {best.gpus} GPUs at ${best.usd_per_hour:,.2f}/h "
+                 f"(${best.usd_per_million_output:.3f} per 1M output tokens); the binding constraint is {best.binding}"]
+        for c in self.feasible[1:3]:
+            lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
+                         f"bound by {c.binding}")
+        lines += self._api_lines(best) + self._sizing_lines(best)
+        day = day_plan(self.scenario, best)
+        return "\n".join(lines + (day.lines() if day is not None else []))
+
+    def _sizing_lines(self, best: Candidate) -> list[str]:
+        sc = self.scenario
+        p = f"P{sc.slo.percentile:g}"
+        if not best.simulated:
+            return [f"sized by the fluid model only (verify: 0): {best.replicas} replica(s), each running up to "
+                    f"~{best.batch:.0f} requests at once"]
+        counts = ", ".join(f"{q.pd or q.replicas} {'meet' if q.meets else 'miss'}"
+                           for q in sorted(best.probes, key=lambda q: q.replicas) if q.growth == 0)
+        out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
+               f"simulated at the scenario's rate, {counts}"]
+        if sc.traffic.offline:
+            fluid_h = sc.traffic.requests / (best.replicas * best.replica_rate) / 3600
+            out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
+                       f"deadline (fluid model: {fluid_h:.1f} h)")
+        else:
+            out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)} ms simulated "
+                       f"(fluid model {_ms(best.fluid_ttft_s, 0)} ms), {p} TPOT {_ms(best.simulated_tpot_s, 1)} ms "
+                       f"simulated (fluid model {_ms(best.fluid_tpot_s, 1)} ms); the SLOs hold up to "
+                       f"+{best.headroom:.0%} traffic")
+        if best.simulated_without:
+            out.append(f"verified without {' and '.join(best.simulated_without)}: the serving simulation does not "
+                       "model it yet, so the count is that of plain serving")
+        return out
+
+    def _api_lines(self, best: Candidate) -> list[str]:
+        api = self.scenario.api_price
+        if api is None or best.disaggregated:
+            return []
+        from ..economics import api_vs_dedicated
+
+        tr = self.scenario.traffic
+        per_replica = tr.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
+        be = api_vs_dedicated(usd_per_million_input=api.input_per_million,
+                              usd_per_million_output=api.output_per_million, isl=tr.isl.expected,
+                              osl=tr.osl.expected, usd_per_replica_hour=best.usd_per_hour / best.replicas,
+                              requests_per_s_per_replica=per_replica)
+        api_h = float(be.api_usd_per_request) * tr.request_rate * 3600.0
+        return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
+                f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
+                f"{float(be.break_even_request_rate):.2f} req/s "
+                f"(each replica {float(be.break_even_utilization):.0%} busy)"]

@@ -1,0 +1,295 @@
+"""The fluid search: every configuration of a scenario, sized by the fluid model.
+
+For each candidate (model, GPU, precision, TP, EP, speculation; aggregated or with a
+disaggregated decode pool) one vectorized pass over a grid of batch sizes gives the decode
+step and prefill times as :func:`inferlab.estimate` computes them; the fluid model
+(:mod:`.fluid`) turns them into the request rate a replica sustains at each concurrency and
+the latencies there. The largest concurrency that meets the SLOs sets the replica's
+capacity, and ``ceil(rate / (target_utilization x capacity))`` replicas seed the
+simulated sizing (:mod:`.sizing`).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..core.interconnect import node_size
+from ..core.memory import plan_memory, require_weights_fit
+from ..core.phases import mean_decode_step_s
+from ..errors import InferlabError
+from ..estimate import deployment
+from ..specs.catalog import load_hardware, load_model
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
+from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from .candidate import Candidate
+from .fluid import admission_wait_s, max_utilization, operating_points, queue_wait_s
+from .scenario import Scenario
+
+_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
+#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults).
+_MAX_NUM_TOKENS = 8192
+_GPU_MEMORY = 0.9
+_KV_BLOCK = 16
+
+
+def _divisors(model: Any, options: tuple[int, ...], node: int) -> list[int]:
+    return [t for t in options if t <= node and model.num_attention_heads % t == 0]
+
+
+def candidates(scenario: Scenario) -> list[dict[str, Any]]:
+    """Every configuration of the search space, as estimate() keyword sets."""
+    out = []
+    for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
+        model, hw = load_model(model_id), load_hardware(hw_id)
+        for prec, tp, pp, spec in itertools.product(scenario.search.precisions,
+                                                    _divisors(model, scenario.search.tp, node_size(hw)),
+                                                    scenario.search.pp, scenario.search.speculative):
+            eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
+                         and model.moe.num_experts % tp == 0 else [])
+            for ep in eps:
+                # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
+                modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
+                for disagg in modes:
+                    out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp,
+                                "ep": ep, "speculative": spec, "disaggregated": disagg})
+    return out
+
+
+def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
+    """Capacity, seed replicas and cost of one configuration for the scenario (fluid model)."""
+    sc, tr = scenario, scenario.traffic
+    isl, osl = tr.isl.expected, tr.osl.expected
+    base = Candidate(**config, feasible=False, sized_by="fluid model")
+    try:
+        est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
+    except InferlabError as exc:
+        return replace(base, reason=str(exc))
+    fits = np.minimum(est.max_sequences, max_num_seqs(sc))
+    ok = _BATCHES <= fits
+    if not ok.any():
+        return replace(base, reason="not even one request fits next to the weights")
+    limit = ("KV memory" if float(np.min(est.max_sequences)) < max_num_seqs(sc)
+             else "engine batch limit (max_num_seqs)")
+    if config.get("disaggregated"):
+        return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
+    pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(_MAX_NUM_TOKENS))
+    ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile)
+    tpot_p = pts.tpot_s * _tpot_tail(sc.slo.percentile)
+    meets = ok & _within(sc, ttft_p, tpot_p)
+    if not meets.any():
+        return replace(base, reason=_why_not(sc, float(ttft_p[0]), float(tpot_p[0])))
+    j = int(np.flatnonzero(meets)[np.argmax(pts.rate[meets])])
+    capacity, gpr = float(pts.rate[j]), config["tp"] * config.get("pp", 1)
+    price = price_per_gpu_hour(sc, config["hardware"])
+    replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
+    curve = {"batch_size": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
+             "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpr,
+             "output_tokens_per_usd": pts.rate[ok] * osl * 3600.0 / (gpr * price), "meets_slo": meets[ok],
+             "rate": pts.rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
+    cand = replace(base, curve=curve, feasible=True, batch=float(_BATCHES[j]), replica_rate=capacity,
+                   tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
+                   binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
+    return limits(sc, with_replicas(sc, cand, replicas, seed=True))
+
+
+def _within(sc: Scenario, ttft_s: np.ndarray, tpot_s: np.ndarray) -> np.ndarray:
+    """Where both latencies meet their objectives (an objective not set always holds)."""
+    slo = sc.slo
+    ttft_ok = ttft_s <= slo.ttft_ms / 1e3 if slo.ttft_ms else np.ones(ttft_s.shape, bool)
+    return ttft_ok & (tpot_s <= slo.tpot_ms / 1e3 if slo.tpot_ms else True)
+
+
+def _why_not(sc: Scenario, ttft_s: float, tpot_s: float) -> str:
+    slo, why = sc.slo, []
+    if slo.tpot_ms and tpot_s > slo.tpot_ms / 1e3:
+        why.append(f"TPOT {tpot_s * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
+    if slo.ttft_ms and ttft_s > slo.ttft_ms / 1e3:
+        why.append(f"TTFT {ttft_s * 1e3:.0f} ms > {slo.ttft_ms} ms even alone")
+    return "; ".join(why) or "no concurrency meets the SLOs"
+
+
+def _fluid_binding(sc: Scenario, j: int, ok: np.ndarray, meets: np.ndarray, ttft_p: np.ndarray,
+                   tpot_p: np.ndarray, limit: str) -> str:
+    """What the next concurrency past the chosen one runs into."""
+    nxt = j + 1
+    if nxt >= len(_BATCHES) or not ok[nxt]:
+        return limit
+    if sc.slo.tpot_ms and tpot_p[nxt] > sc.slo.tpot_ms / 1e3:
+        return "TPOT SLO"
+    if sc.slo.ttft_ms and ttft_p[nxt] > sc.slo.ttft_ms / 1e3:
+        return "TTFT SLO"
+    return limit
+
+
+def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = False, **changes: Any) -> Candidate:
+    """``cand`` at ``replicas`` replicas: GPUs, cost, and the fluid latencies and headroom at
+    that load (``seed``: also the fluid model's own count)."""
+    tr = sc.traffic
+    gpus = replicas * cand.gpus_per_replica
+    usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
+    out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h,
+                  usd_per_million_output=usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6, **changes)
+    if seed:
+        out = replace(out, seed_replicas=replicas)
+    return replace(out, **fluid_at(sc, out))
+
+
+def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
+    """The fluid model's SLO-percentile TTFT and TPOT [s] and headroom at ``cand``'s replicas."""
+    r, c = sc.traffic.request_rate, cand.curve
+    if cand.disaggregated:
+        n_p, n_d = (int(x) for x in cand.pd.removeprefix("P").split(":D"))
+        wait = float(queue_wait_s(np.array(c["mu_p"]), r / (n_p * c["mu_p"]), sc.slo.percentile))
+        tpot = float(np.interp(r / n_d, c["rate_d"], c["tpot_p_s"], right=math.inf))
+        growth = min(n_p * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0
+        return {"fluid_ttft_s": c["ttft_alone"] + wait, "fluid_tpot_s": tpot, "headroom": growth,
+                "headroom_by": "fluid model"}
+    load = r / cand.replicas
+    return {"fluid_ttft_s": float(np.interp(load, c["rate"], c["ttft_p_s"], right=math.inf)),
+            "fluid_tpot_s": float(np.interp(load, c["rate"], c["tpot_p_s"], right=math.inf)),
+            "headroom": cand.replicas * cand.replica_rate / r - 1.0, "headroom_by": "fluid model"}
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """What the search needs of one candidate: the decode step at each concurrency of
+    :data:`_BATCHES`, the prefill of one prompt, and how many sequences the KV memory holds."""
+
+    deployment: Any
+    max_sequences: np.ndarray
+    prefill_1_s: float
+    tpot_s: np.ndarray
+
+
+def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
+    """The core's view of a candidate, as :func:`inferlab.estimate` computes it (same memory
+    plan, prefill with the prefix cache, decode integral with or without speculation) without
+    the static-batch waves and costs the search does not use. The aggregated and the
+    disaggregated variant of a configuration share it."""
+    return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
+                         config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
+                         isl, osl)
+
+
+def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
+           profile: Any, prefix_hit: float, isl: int, osl: int) -> _Curve:
+    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+    dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
+                                                        prefix_hit, isl, osl)
+    b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
+    tpot = (mean_decode_step_s(dep, b, i, o) if spec is None else mean_speculative_tpot_s(dep, b, i, o, spec))
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str,
+                        profile: Any, prefix_hit: float, isl: int, osl: int) -> tuple[Any, np.ndarray, float]:
+    """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES` and
+    the prefill of one prompt [s]: what a configuration with and without speculation share."""
+    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
+    b, i, o = _BATCHES, float(isl), float(osl)
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
+                       step_tokens=np.minimum(b * i, _MAX_NUM_TOKENS), gpu_memory_utilization=_GPU_MEMORY,
+                       kv_block_size=_KV_BLOCK)
+    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+    pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
+    cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
+    chunks = math.ceil((i - cached) / _MAX_NUM_TOKENS)
+    prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
+    return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1
+
+
+#: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
+_cached_curve = functools.lru_cache(maxsize=64)(_curve)
+
+
+def limits(sc: Scenario, cand: Candidate) -> Candidate:
+    """Rule out a sized candidate that breaks the GPU count, the budget or has no price."""
+    if not cand.feasible:
+        return cand
+    gpus, usd_h = cand.gpus, cand.usd_per_hour
+    if gpus > sc.search.max_gpus:
+        return replace(cand, feasible=False, reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
+    if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
+        return replace(cand, feasible=False, reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
+    if math.isnan(usd_h):
+        return replace(cand, feasible=False, reason=f"no price for {cand.hardware}: add it under prices")
+    return cand
+
+
+def max_num_seqs(scenario: Scenario) -> int:
+    """The engine's sequence limit the scenario plans with."""
+    from ..serve import ENGINE_SCHEDULERS
+    from ..serving.scheduler import SchedulerConfig
+
+    if scenario.search.max_num_seqs is not None:
+        return scenario.search.max_num_seqs
+    return ENGINE_SCHEDULERS.get(scenario.engine, SchedulerConfig()).max_num_seqs
+
+
+
+def _tpot_tail(percentile: float) -> float:
+    """Ratio of a percentile request TPOT to the mean under mixed prefill (a prior, ~10% at P99)."""
+    return 1.0 + 0.1 * max(percentile - 50.0, 0.0) / 49.0
+
+
+def price_per_gpu_hour(sc: Scenario, hardware: str) -> float:
+    """USD per GPU-hour: the scenario's, else the catalog's (NaN when neither has one)."""
+    price = sc.prices.get(hardware)
+    if price is None:
+        hw = load_hardware(hardware)
+        price = hw.price.si if hw.price is not None else float("nan")
+    return price
+
+
+def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, limit: str,
+                   base: Candidate) -> Candidate:
+    """Size separate prefill and decode pools of the same replica kind.
+
+    Notes
+    -----
+    The decode pool runs plain decode steps (no prefill interleaved): at concurrency ``b`` a
+    replica serves ``b / (osl x d(b))`` requests/s with TPOT ``d(b)``. A prefill replica
+    runs prompts one token budget after another, a single server (``1 / t_pf`` per
+    replica) whose M/M/1 admission wait takes what the prefill, the exposed KV transfer
+    (over the NICs, overlapped layer by layer) and the first decode step leave of the TTFT
+    budget. The pools' replica counts give the P:D ratio.
+    """
+    from ..techniques.disaggregation import exposed_transfer_s
+
+    tr, slo = sc.traffic, sc.slo
+    isl, osl = tr.isl.expected, tr.osl.expected
+    model, hw = load_model(config["model"]), load_hardware(config["hardware"])
+    d = np.asarray(est.tpot_s, float) * _tpot_tail(slo.percentile)
+    meets = ok & ((d <= slo.tpot_ms / 1e3) if slo.tpot_ms else True)
+    if not meets.any():
+        return replace(base, reason=f"TPOT {d[0] * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
+    rate_d = _BATCHES / (max(osl, 1.0) * np.asarray(est.tpot_s, float))
+    j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
+    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
+    transfer = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) / (config["tp"] * nic)
+    exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
+    ttft_alone = est.prefill_1_s + exposed + float(est.tpot_s[j])
+    cap, mu_p = sc.search.target_utilization, 1.0 / est.prefill_1_s
+    u_p = cap
+    if slo.ttft_ms:
+        slack = np.array([slo.ttft_ms / 1e3 - ttft_alone])
+        u_p = float(max_utilization(np.array([mu_p]), slack, slo.percentile, cap)[0])
+        if u_p <= 0:
+            return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone (disaggregated)")
+    n_p = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
+    n_d = max(1, math.ceil(tr.request_rate / (cap * float(rate_d[j]))))
+    binding = "TPOT SLO" if (slo.tpot_ms and j + 1 < len(_BATCHES) and ok[j + 1]) else limit
+    curve = {"mu_p": mu_p, "u_p": u_p, "ttft_alone": ttft_alone, "rate_d": rate_d[ok], "tpot_p_s": d[ok],
+             "rate_d_j": float(rate_d[j])}
+    cand = replace(base, feasible=True, batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]), curve=curve,
+                   tokens_per_s_per_user=1.0 / float(est.tpot_s[j]), binding=binding)
+    out = with_replicas(sc, cand, n_p + n_d, seed=True, pd=f"P{n_p}:D{n_d}")
+    return replace(out, tokens_per_s_per_gpu=tr.request_rate * osl / out.gpus)

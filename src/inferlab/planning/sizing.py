@@ -1,0 +1,226 @@
+"""Sizing by simulation: the fewest replicas the request-level simulation shows meeting the SLOs.
+
+The fluid model (:mod:`.search`) gives each configuration a seed count; here the
+request-level simulation (:func:`inferlab.serve`) decides. Each probe is one simulation
+of one replica at the scenario's rate split over ``n`` replicas (both pools of a
+disaggregated configuration at the whole rate); from the seed the search brackets the
+answer (down while ``n`` meets, up while it misses, in steps that double), then bisects:
+the answer ``n`` is a count that met with ``n - 1`` missing, both simulated, so the result
+never relies on the outcome being monotone in ``n``.
+
+Rules that keep a probe's percentile stable:
+
+* requests per probe ``N = clip(ceil(20 / (1 - p)), 1000, 20000)`` for the SLO percentile
+  ``p`` (2,000 at P99): at least 20 requests lie beyond the percentile, so it is not one
+  request's latency;
+* seed 0 at every count: the same prompt and output lengths and the same exponential gaps,
+  scaled by the rate (common random numbers), so two counts differ by their load only.
+
+An offline job (``traffic.offline``) over ``n`` replicas gives each ``ceil(requests / n)``
+requests, of which at most ``max(2000, 4 x slots)`` are simulated (all queued at once) and
+the duration scaled to the rest; the job meets its deadline or not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import InferlabError
+from .candidate import Candidate, Probe
+from .scenario import Scenario
+from .search import max_num_seqs, price_per_gpu_hour, with_replicas
+
+TAIL_REQUESTS = 20
+MIN_REQUESTS = 1000
+MAX_REQUESTS = 20000
+#: Bisection steps on the traffic growth for the simulated headroom, and the largest growth tried.
+HEADROOM_STEPS = 2
+HEADROOM_MAX = 15.0
+
+
+def probe_requests(percentile: float) -> int:
+    """Requests one probe simulates for a stable ``percentile`` (see the module docstring)."""
+    return int(min(max(math.ceil(TAIL_REQUESTS / (1.0 - percentile / 100.0)), MIN_REQUESTS), MAX_REQUESTS))
+
+
+def techniques(sc: Scenario, cand: Candidate) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The :func:`inferlab.serve` keywords of a candidate's techniques, and those it is simulated without.
+
+    Every probe takes its speculation and prefix-cache settings from here. ``serve()`` has
+    no speculative decoding or prefix cache: a candidate with either is simulated with
+    plain decoding and full prefills, and says so (``simulated_without``).
+    """
+    without = (("speculation",) if cand.speculative else ()) + (("prefix cache",) if sc.traffic.prefix_hit else ())
+    return {}, without
+
+
+def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:
+    """``cand`` with the fewest replicas the simulation shows meeting the SLOs, its simulated
+    latencies and headroom; infeasible (with the reason) when no count within the limits does."""
+    if cand.disaggregated:
+        from .sizing_disaggregated import size_disaggregated
+
+        return size_disaggregated(sc, cand)
+    simulate, grown = _probe_function(sc, cand), []
+
+    def probe(n: int, growth: float) -> Probe:
+        out = simulate(n, growth)
+        if growth:
+            grown.append(out)
+        return out
+
+    try:
+        n, seen = smallest_meeting(lambda k: probe(k, 0.0), cand.seed_replicas, max_replicas(sc, cand))
+    except InferlabError as exc:
+        return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
+    if n is None:
+        return _missed(cand, seen)
+    at_n = seen[n]
+    if sc.traffic.offline:
+        # the job's duration scales with its requests: the deadline's slack is the headroom
+        return finish(sc, cand, n, at_n, seen.values(), sc.traffic.deadline_h * 3600.0 / at_n.job_s - 1.0,
+                      at_n, simulated_job_s=at_n.job_s)
+    known_miss = n / (n - 1) - 1.0 if n > 1 else None
+    try:
+        growth, miss = simulated_headroom(lambda g: probe(n, g), known_miss, seen.get(n - 1))
+    except InferlabError as exc:
+        return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
+    return finish(sc, cand, n, at_n, [*seen.values(), *grown], growth, miss)
+
+
+def finish(sc: Scenario, cand: Candidate, n: int, at_n: Probe, probes: Any, growth: float, miss: Probe | None,
+           **changes: Any) -> Candidate:
+    """The sized candidate: ``n`` replicas, the simulation's latencies, headroom and binding."""
+    if sc.traffic.offline:
+        binding = "deadline"
+    else:
+        binding = f"{miss.missed} SLO" if miss is not None else f"none up to +{growth:.0%} traffic"
+    return replace(with_replicas(sc, cand, n, **changes), sized_by="simulation", simulated_ttft_s=at_n.ttft_s,
+                   simulated_tpot_s=at_n.tpot_s, headroom=growth, headroom_by="simulation", binding=binding,
+                   probes=tuple(sorted(probes, key=lambda p: (p.growth, p.replicas))),
+                   simulated_without=techniques(sc, cand)[1])
+
+
+def _missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
+    top = max(seen)
+    p = seen[top]
+    return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),
+                   reason=(f"misses the {p.missed} objective in simulation even with {top} replicas (the max_gpus or "
+                           f"budget limit): TTFT {p.ttft_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms"))
+
+
+def max_replicas(sc: Scenario, cand: Candidate) -> int:
+    """The most replicas ``max_gpus`` and the budget allow (at least 1)."""
+    gpr = cand.gpus_per_replica
+    n = sc.search.max_gpus // gpr
+    if sc.budget_usd_per_hour is not None:
+        n = min(n, int(sc.budget_usd_per_hour // (gpr * price_per_gpu_hour(sc, cand.hardware))))
+    return max(n, 1)
+
+
+def smallest_meeting(probe: Callable[[int], Probe], seed: int, n_max: int) -> tuple[int | None, dict[int, Probe]]:
+    """The smallest count the search finds meeting, and every probe by count.
+
+    Brackets from ``seed`` (steps 1, 2, 4, ... down while counts meet, up while they miss,
+    at most ``n_max``), then bisects. The answer ``n`` met and ``n - 1`` missed (or
+    ``n = 1``); ``None`` when ``n_max`` misses.
+    """
+    seen: dict[int, Probe] = {}
+
+    def meets(n: int) -> bool:
+        if n not in seen:
+            seen[n] = probe(n)
+        return seen[n].meets
+
+    start, step = min(max(seed, 1), n_max), 1
+    if meets(start):
+        lo, hi = 0, start
+        while hi - step >= 1 and meets(hi - step):
+            hi, step = hi - step, 2 * step
+        lo = max(hi - step, 0)
+    else:
+        lo = start
+        while True:
+            n = min(lo + step, n_max)
+            if meets(n):
+                hi = n
+                break
+            if n == n_max:
+                return None, seen
+            lo, step = n, 2 * step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if meets(mid) else (mid, hi)
+    return hi, seen
+
+
+def simulated_headroom(probe: Callable[[float], Probe], known_miss: float | None,
+                       miss_probe: Probe | None) -> tuple[float, Probe | None]:
+    """Traffic growth still meeting the SLOs (a lower bound), and the first probe that missed.
+
+    ``known_miss`` is a growth already seen missing (``n / (n - 1) - 1``: ``n - 1``
+    replicas at the planned rate load each replica as ``n`` at that growth). Without one
+    the growth doubles (``1, 3, 7, 15``) until a miss; then :data:`HEADROOM_STEPS` bisections.
+    """
+    lo, hi, miss = 0.0, known_miss, miss_probe
+    if hi is None:
+        g = 1.0
+        while g <= HEADROOM_MAX:
+            p = probe(g)
+            if not p.meets:
+                hi, miss = g, p
+                break
+            lo, g = g, 2.0 * g + 1.0
+        if hi is None:
+            return lo, None
+    for _ in range(HEADROOM_STEPS):
+        mid = (lo + hi) / 2.0
+        p = probe(mid)
+        if p.meets:
+            lo = mid
+        else:
+            hi, miss = mid, p
+    return lo, miss
+
+
+def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Probe]:
+    """``probe(n, growth)``: one simulation of ``cand`` with ``n`` replicas at ``(1 + growth)`` x the rate."""
+    from ..serve import serve
+
+    tr, slo = sc.traffic, sc.slo
+    kwargs, _ = techniques(sc, cand)
+    layout = dict(tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision, engine=sc.engine,
+                  profile=sc.profile, isl=tr.isl, osl=tr.osl, max_num_seqs=max_num_seqs(sc), seed=0, **kwargs)
+
+    def online(n: int, growth: float) -> Probe:
+        # pp batches in flight each get 1/pp of a replica's requests: N for each
+        result = serve(cand.model, cand.hardware, rate=tr.request_rate * (1.0 + growth) / n,
+                       num_requests=probe_requests(slo.percentile) * cand.pp, **layout)
+        return slo_probe(sc, result, n, growth)
+
+    def offline(n: int, growth: float) -> Probe:
+        share = math.ceil(tr.requests * (1.0 + growth) / n)
+        slots = float(np.max(cand.curve.get("batch_size", [1.0])))
+        simulated = int(min(share, max(2000, 4 * slots) * cand.pp))
+        result = serve(cand.model, cand.hardware, offline=True, num_requests=simulated, **layout)
+        job_s = result.duration_s * share / simulated
+        meets = job_s <= tr.deadline_h * 3600.0
+        return Probe(n, growth, float("nan"), float("nan"), meets, "" if meets else "deadline", job_s=job_s)
+
+    return offline if tr.offline else online
+
+
+def slo_probe(sc: Scenario, result: Any, n: int, growth: float, pd: str = "") -> Probe:
+    """The SLO percentile of a simulation's TTFT and TPOT, and which objectives it misses."""
+    slo = sc.slo
+    ttft = float(np.percentile(result.ttft_s, slo.percentile))
+    tpots = result.tpot_s
+    tpot = float(np.nanpercentile(tpots, slo.percentile)) if np.any(~np.isnan(tpots)) else 0.0
+    missed = [name for name, value, bound in (("TTFT", ttft, slo.ttft_ms), ("TPOT", tpot, slo.tpot_ms))
+              if bound and value > bound / 1e3]
+    return Probe(n, growth, ttft, tpot, not missed, "+".join(missed), pd)

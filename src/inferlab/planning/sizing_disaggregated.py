@@ -1,0 +1,70 @@
+"""Sizing a disaggregated configuration by simulating both pools.
+
+The prefill pool is sized first, against a generous decode pool (twice the fluid model's),
+then the decode pool against that prefill pool, each with the bracket-and-bisect search
+of :func:`.sizing.smallest_meeting`. The answer ``P:D`` meets the SLOs in simulation, and
+so neither ``P:(D-1)`` nor ``(P-1):2D_seed`` does: fewer replicas in either pool miss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..errors import InferlabError
+from .candidate import Candidate, Probe
+from .scenario import Scenario
+from .search import max_num_seqs
+from .sizing import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
+
+
+def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
+    """``cand`` with the smallest prefill and decode pools the simulation shows meeting the SLOs."""
+    seed_p, seed_d = _pools(cand.pd)
+    total = max_replicas(sc, cand)
+    seen: dict[tuple[int, int, float], Probe] = {}
+
+    def probe(n_p: int, n_d: int, growth: float) -> Probe:
+        key = (n_p, n_d, growth)
+        if key not in seen:
+            seen[key] = _simulate(sc, cand, n_p, n_d, growth)
+        return seen[key]
+
+    try:
+        wide_d = max(1, min(2 * seed_d, total - 1))
+        n_p, _ = smallest_meeting(lambda k: probe(k, wide_d, 0.0), seed_p, max(total - wide_d, 1))
+        n_d, _ = (None, None) if n_p is None else smallest_meeting(lambda k: probe(n_p, k, 0.0), seed_d,
+                                                                   max(total - n_p, 1))
+        if n_p is None or n_d is None:
+            worst = max(seen.values(), key=lambda p: p.replicas)
+            return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),
+                           reason=(f"misses the {worst.missed} objective in simulation even with {worst.pd} "
+                                   f"(the max_gpus or budget limit)"))
+        growth, miss = simulated_headroom(lambda g: probe(n_p, n_d, g), None, None)
+    except InferlabError as exc:
+        return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
+    return finish(sc, cand, n_p + n_d, seen[(n_p, n_d, 0.0)], list(seen.values()), growth, miss,
+                  pd=f"P{n_p}:D{n_d}")
+
+
+def _pools(pd: str) -> tuple[int, int]:
+    n_p, n_d = (int(x) for x in pd.removeprefix("P").split(":D"))
+    return n_p, n_d
+
+
+def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) -> Probe:
+    """One simulation of both pools at ``(1 + growth)`` x the scenario's rate."""
+    from ..serve import ENGINE_SCHEDULERS
+    from ..serving.disaggregated import serve_disaggregated
+    from ..serving.scheduler import SchedulerConfig
+    from ..techniques.disaggregation import Disaggregation, Pool
+
+    tr = sc.traffic
+    kwargs: dict[str, Any] = techniques(sc, cand)[0]
+    pools = [Pool(cand.hardware, num_gpus=n * cand.tp, tp=cand.tp, precision=cand.precision) for n in (n_p, n_d)]
+    scheduler = replace(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()), max_num_seqs=max_num_seqs(sc))
+    result = serve_disaggregated(cand.model, Disaggregation(prefill=pools[0], decode=pools[1]), isl=tr.isl,
+                                 osl=tr.osl, rate=tr.request_rate * (1.0 + growth),
+                                 num_requests=probe_requests(sc.slo.percentile), engine=sc.engine,
+                                 profile=sc.profile, precision=cand.precision, scheduler=scheduler, seed=0, **kwargs)
+    return slo_probe(sc, result, n_p + n_d, growth, pd=f"P{n_p}:D{n_d}")

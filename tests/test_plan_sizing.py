@@ -1,0 +1,179 @@
+"""The planner's replica counts are the simulation's: admission wait by hand, the
+bracket-and-bisect search, and the plan against a brute-force simulation over replica counts."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.planning.candidate import Probe
+from inferlab.planning.fluid import OperatingPoints, admission_wait_s, slot_wait_s
+from inferlab.planning.planner import plan
+from inferlab.planning.scenario import load_scenario
+from inferlab.planning.sizing import probe_requests, size_by_simulation, smallest_meeting
+from inferlab.serve import serve
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
+
+
+def _points(batch, rate, tpot, share):
+    a = np.array([batch], float)
+    return OperatingPoints(a, np.array([rate], float), np.array([tpot], float), np.zeros(1), np.array([share], float))
+
+
+def test_admission_wait_by_hand():
+    """P99 (q = 0.01). Iteration: 0.99 x 20 ms = 19.8 ms.
+    Slots: c = 2, A = b = 1.5, holding S = b / rate = 1 s. Erlang B = (1.5^2 / 2) / (1 + 1.5 + 1.125)
+    = 0.31034; C = 2 B / (2 - 1.5 (1 - B)) = 0.62069 / 0.96552 = 0.64286; wait = S ln(C / q) / (c - A)
+    = ln(64.286) / 0.5 = 8.3267 s. Prompts: share 0.005 < q, no wait."""
+    w = admission_wait_s(_points(1.5, 1.5, 0.02, 0.005), prefill_s=0.1, slots=2, percentile=99)
+    assert float(w[0]) == pytest.approx(0.0198 + math.log(64.286) / 0.5, rel=1e-4)
+    # prompts ahead: share 0.2 of prefill work, 100 ms each: 0.1 ln(0.2 / 0.01) / 0.8 = 374.5 ms;
+    # 10 requests in 256 slots never wait for one
+    w = admission_wait_s(_points(10, 5.0, 0.02, 0.2), prefill_s=0.1, slots=256, percentile=99)
+    assert float(w[0]) == pytest.approx(0.0198 + 0.1 * math.log(20) / 0.8, rel=1e-9)
+    # all slots taken: no steady state
+    assert math.isinf(float(admission_wait_s(_points(256, 5.0, 0.02, 0.2), 0.1, 256, 99)[0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(load=st.floats(0.1, 200.0), slots=st.integers(1, 300), extra=st.floats(0.0, 50.0))
+def test_slot_wait_more_slots_or_less_load_never_waits_longer(load, slots, extra):
+    hold = np.array(2.0)
+    w = float(slot_wait_s(np.array(load), float(slots), hold, 0.01))
+    assert w >= 0.0
+    assert float(slot_wait_s(np.array(load), float(slots + 1), hold, 0.01)) <= w + 1e-9
+    assert float(slot_wait_s(np.array(load + extra), float(slots), hold, 0.01)) >= w - 1e-9
+
+
+def _threshold_probe(threshold, calls):
+    def probe(n):
+        calls.append(n)
+        return Probe(n, 0.0, 0.0, 0.0, n >= threshold)
+    return probe
+
+
+@settings(max_examples=200, deadline=None)
+@given(threshold=st.integers(1, 300), seed=st.integers(1, 300))
+def test_bracket_and_bisect_finds_the_threshold_from_any_seed(threshold, seed):
+    calls: list[int] = []
+    n, seen = smallest_meeting(_threshold_probe(threshold, calls), seed, n_max=400)
+    assert n == threshold
+    assert len(calls) == len(set(calls))   # no count simulated twice
+    # doubling steps then bisection: about 2 log2 of the distance from the seed
+    assert len(calls) <= 2 * math.log2(abs(seed - threshold) + 1) + 3
+
+
+def test_bracket_and_bisect_is_monotone_safe_and_bounded():
+    # 4 misses although 3 meets (noise): the answer met and the count below it missed
+    meets = {1: False, 2: False, 3: True, 4: False, 5: True, 6: True, 7: True, 8: True}
+    n, seen = smallest_meeting(lambda k: Probe(k, 0.0, 0.0, 0.0, meets[k]), seed=8, n_max=8)
+    assert seen[n].meets and not seen[n - 1].meets
+    # nothing within the limit: None, after probing the limit itself
+    n, seen = smallest_meeting(_threshold_probe(50, []), seed=3, n_max=20)
+    assert n is None and 20 in seen and not seen[20].meets
+
+
+def test_probe_request_rule():
+    # 20 requests beyond the percentile, at least 1000, at most 20000
+    assert probe_requests(99) == 2000 and probe_requests(90) == 1000 and probe_requests(99.99) == 20000
+
+
+def _brute_force(sc, cand, upto):
+    """Smallest replica count meeting the SLOs, by simulating every count from 1, each one
+    replica at the scenario's rate split over the replicas (offline: the whole job per replica)."""
+    tr, slo = sc.traffic, sc.slo
+    for n in range(1, upto + 1):
+        layout = dict(tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision, engine=sc.engine,
+                      isl=tr.isl, osl=tr.osl, seed=0)
+        if tr.offline:
+            r = serve(cand.model, cand.hardware, offline=True, num_requests=math.ceil(tr.requests / n), **layout)
+            if r.duration_s <= tr.deadline_h * 3600:
+                return n
+            continue
+        r = serve(cand.model, cand.hardware, rate=tr.request_rate / n,
+                  num_requests=probe_requests(slo.percentile) * cand.pp, **layout)
+        ttft, tpot = np.percentile(r.ttft_s, slo.percentile), np.nanpercentile(r.tpot_s, slo.percentile)
+        if (not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3) and (not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3):
+            return n
+    return None
+
+
+_CHAT_8B = {"name": "8b chat", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm", "l40s"], "engine": "vllm",
+            "traffic": {"rate": 25, "isl": {"kind": "lognormal", "mean": 1000, "sigma": 0.5}, "osl": 200},
+            "slo": {"ttft_ms": 600, "tpot_ms": 25, "percentile": 90}, "search": {"precisions": ["fp8"], "tp": [1]},
+            "verify": 1}
+_MOE = {"name": "moe chat", "models": ["qwen3-30b-a3b"], "hardware": ["l40s"], "engine": "vllm",
+        "traffic": {"rate": 12, "isl": 1200, "osl": 250}, "slo": {"ttft_ms": 1000, "tpot_ms": 40, "percentile": 90},
+        "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
+_RAG_PREFIX = {"name": "rag", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "engine": "sglang",
+               "traffic": {"rate": 6, "isl": 8000, "osl": 150, "prefix_hit": 0.3},
+               "slo": {"ttft_ms": 2000, "tpot_ms": 30, "percentile": 90},
+               "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
+_BATCH = {"name": "batch", "models": ["llama-3.1-8b"], "hardware": ["l40s"], "engine": "vllm",
+          "traffic": {"offline": True, "requests": 6000, "deadline_h": 0.1, "isl": 1000, "osl": 300},
+          "search": {"precisions": ["fp8"], "tp": [1]}, "verify": 1}
+
+
+@pytest.mark.parametrize("data", [_CHAT_8B, _MOE, _RAG_PREFIX, _BATCH], ids=lambda d: d["name"])
+def test_planned_count_against_brute_force(data):
+    """Chat (dense, MoE), RAG with prefix hits and a batch job: the plan's GPU count is at least
+    and at most 25% above the smallest a brute-force simulation over replica counts finds."""
+    sc = load_scenario(data)
+    best = plan(sc).best
+    assert best.simulated
+    smallest = _brute_force(sc, best, best.replicas)
+    assert smallest is not None   # the planned count meets in simulation
+    assert smallest <= best.replicas <= math.ceil(1.25 * smallest)
+
+
+def test_speculative_candidates_say_they_were_simulated_without_it():
+    sc = load_scenario(dict(_CHAT_8B, search={"precisions": ["fp8"], "tp": [1],
+                                              "speculative": ["eagle:k=3,accept=0.7"]},
+                            traffic=dict(_CHAT_8B["traffic"], prefix_hit=0.2)))
+    result = plan(sc)
+    assert result.best.simulated_without == ("speculation", "prefix cache")
+    text = str(result)
+    assert " sim*" in text and "sim*: verified without prefix cache / speculation" in text
+    assert "verified without speculation and prefix cache" in result.explain()
+
+
+def test_columns_say_planned_and_simulated():
+    result = plan(load_scenario(_CHAT_8B))
+    text = str(result)
+    assert "P90 TTFT ms sim" in text and "P90 TPOT ms sim" in text and "fluid" in text and "headroom" in text
+    best = result.best
+    row = result.to_dict()["candidates"][0]
+    assert row["label"] == best.label and row["sized_by"] == "simulation"
+    for key in ("simulated_ttft_s", "simulated_tpot_s", "fluid_ttft_s", "fluid_tpot_s", "seed_replicas", "headroom"):
+        assert key in row
+    # the simulation at the plan's count is among the probes, and it met
+    assert any(p["replicas"] == best.replicas and p["growth"] == 0 and p["meets"] for p in row["probes"])
+    # headroom: the growth found meeting; the probe just above it missed (or none up to 1500%)
+    grown = [p for p in best.probes if p.replicas == best.replicas and p.growth > 0]
+    assert grown and all(p.meets == (p.growth <= best.headroom) for p in grown)
+    if best.replicas > 1:   # one replica fewer carries each replica's share at growth n / (n - 1) - 1
+        below = next(p for p in best.probes if p.replicas == best.replicas - 1 and p.growth == 0)
+        assert not below.meets and best.headroom < best.replicas / (best.replicas - 1) - 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", [EXAMPLES / "chat.yaml",
+                                    {"name": "70b h100", "models": ["llama-3.1-70b"], "hardware": ["h100-sxm"],
+                                     "engine": "vllm", "traffic": {"rate": 10, "isl": 2000, "osl": 300},
+                                     "slo": {"ttft_ms": 1500, "tpot_ms": 50}, "search": {"precisions": ["fp8"],
+                                                                                        "tp": [4, 8]}, "verify": 2},
+                                    dict(_MOE, slo={"ttft_ms": 1000, "tpot_ms": 40}, verify=2)],
+                         ids=["chat-example", "70b-h100", "moe-p99"])
+def test_every_simulated_count_against_brute_force_p99(source):
+    """P99 (2,000 requests a probe): every configuration the plan sized by simulation."""
+    sc = load_scenario(source)
+    for cand in plan(sc).candidates:
+        if cand.simulated and cand.feasible and not cand.disaggregated:
+            smallest = _brute_force(sc, cand, cand.replicas)
+            assert smallest is not None and smallest <= cand.replicas <= math.ceil(1.25 * smallest), cand.label
