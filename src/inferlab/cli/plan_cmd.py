@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import InfeasibleError
+from .args import output_file
+
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``plan`` on the subcommand parser."""
@@ -12,7 +15,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", metavar="SCENARIO.yaml")
     p.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
     p.add_argument("--verify", type=int, default=None, help="candidates to re-check by simulation (default: the file's)")
-    p.add_argument("--plot", metavar="FILE", help="write the Pareto front (PNG or SVG) with the choice marked")
+    p.add_argument("--plot", metavar="FILE", type=output_file, help="write the Pareto front (PNG or SVG) with the choice marked")
     p.set_defaults(func=run)
 
 
@@ -33,3 +36,6 @@ def run(args: argparse.Namespace) -> None:
         write_plan_plot(result, args.plot)
         text += f"\nPareto front written to {args.plot}"
     _emit(args, result.to_dict(), text)
+    if result.best is None:  # the table above says why each candidate was ruled out
+        raise InfeasibleError(f"no configuration serves {args.scenario} within its SLOs and limits "
+                              f"({len(result.candidates)} candidates ruled out)")

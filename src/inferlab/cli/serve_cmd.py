@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..serving.workload import Lengths
-from .args import comma_list
+from .args import comma_list, output_file
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -90,7 +90,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     out.add_argument("--no-streaming", dest="streaming", action="store_false",
                      help="the answer is sent whole: the user's TTFT is the end-to-end latency")
     p.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
-    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
+    p.add_argument("--plot", metavar="FILE", type=output_file, help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
     p.set_defaults(func=run)
 
 
