@@ -109,13 +109,19 @@ def boolean(name: str, value: Any) -> bool:
 def longest_tokens(lengths: Any) -> float:
     """The longest token count a length input can hold [token]: a number, an array, or a
     distribution with ``kind`` (fixed ``value``, uniform ``high``, empirical ``values``,
-    lognormal ``mean``: its draws have no upper bound, so the mean stands for it)."""
+    lognormal ``mean``: its draws have no upper bound, so the mean stands for it). A value that
+    is none of these counts as 0: the entry point's own checks say what is wrong with it."""
     kind = getattr(lengths, "kind", None)
-    if kind is not None:
-        return float({"fixed": getattr(lengths, "value", 0), "uniform": getattr(lengths, "high", 0),
-                      "empirical": max(getattr(lengths, "values", ()) or (0,)),
-                      "lognormal": getattr(lengths, "mean", 0.0)}.get(kind, 0))
-    return float(np.max(np.asarray(lengths, float)))
+    try:
+        if kind is not None:
+            return float({"fixed": getattr(lengths, "value", 0), "uniform": getattr(lengths, "high", 0),
+                          "empirical": max(getattr(lengths, "values", ()) or (0,)),
+                          "lognormal": getattr(lengths, "mean", 0.0)}.get(kind, 0))
+        arr = np.asarray(lengths, float)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    finite = arr[np.isfinite(arr)]
+    return float(np.max(finite)) if finite.size else 0.0
 
 
 def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False) -> bool:
