@@ -97,3 +97,56 @@ def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
     if math.prod(shape) > MAX_GRID_POINTS:
         raise SpecError(f"the grid has {math.prod(shape):,} points; at most {MAX_GRID_POINTS:,} per call")
     return tuple(np.broadcast_to(np.asarray(a, float), shape) for a in axes.values())
+
+
+def boolean(name: str, value: Any) -> bool:
+    """A true/false switch; numbers and strings are refused (``"false"`` would read as true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise SpecError(f"{name} must be true or false, got {value!r:.80}")
+    return bool(value)
+
+
+def longest_tokens(lengths: Any) -> float:
+    """The longest token count a length input can hold [token]: a number, an array, or a
+    distribution with ``kind`` (fixed ``value``, uniform ``high``, empirical ``values``,
+    lognormal ``mean``: its draws have no upper bound, so the mean stands for it). A value that
+    is none of these counts as 0: the entry point's own checks say what is wrong with it."""
+    kind = getattr(lengths, "kind", None)
+    try:
+        if kind is not None:
+            return float({"fixed": getattr(lengths, "value", 0), "uniform": getattr(lengths, "high", 0),
+                          "empirical": max(getattr(lengths, "values", ()) or (0,)),
+                          "lognormal": getattr(lengths, "mean", 0.0)}.get(kind, 0))
+        arr = np.asarray(lengths, float)
+    except (TypeError, ValueError, OverflowError):
+        return 0.0
+    finite = arr[np.isfinite(arr)]
+    return float(np.max(finite)) if finite.size else 0.0
+
+
+def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False) -> bool:
+    """Refuse a prompt plus output longer than the model's ``max_position_embeddings``.
+
+    A model attends past its trained length only with RoPE scaling (YaRN, dynamic NTK), which
+    a deployment must configure and which changes quality; the cost model itself is the same.
+    With ``allow_long_context`` the context is accepted; the return value says whether it
+    exceeds the trained length, for ``explain()`` to say so.
+
+    Returns
+    -------
+    bool
+        True when ``isl + osl`` exceeds ``max_position_embeddings`` (and was allowed).
+    """
+    from .errors import option
+
+    boolean("allow_long_context", allow_long_context)
+    limit = int(getattr(model, "max_position_embeddings", 0) or 0)
+    longest = longest_tokens(isl) + longest_tokens(osl)
+    if limit <= 0 or longest <= limit:
+        return False
+    if not allow_long_context:
+        name = getattr(model, "id", None) or getattr(model, "name", "the model")
+        raise SpecError(f"isl + osl = {longest:,.0f} tokens exceeds the {limit:,} positions {name} was trained for "
+                        f"(max_position_embeddings); shorten the prompt or output, or pass "
+                        f"{option('allow_long_context', True)} if the deployment uses RoPE scaling (YaRN, dynamic NTK)")
+    return True

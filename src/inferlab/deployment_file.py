@@ -41,6 +41,45 @@ KEYS = {
 }
 
 
+#: Most values (scalars, list items, mapping entries) a deployment file may expand to. A
+#: deployment is a few dozen; YAML aliases can make a few hundred bytes expand to billions
+#: (each alias is a reference, so the expanded size is counted, not the text's).
+MAX_VALUES = 10_000
+#: Most values of one grid axis (``isl``, ``osl``, ``batch_size``, ``prefill_batch``).
+MAX_AXIS_VALUES = 1_000
+_AXES = ("isl", "osl", "batch_size", "prefill_batch")
+
+
+def _expanded_size(data: Any, budget: int) -> int:
+    """Values in ``data`` with every alias expanded, counting stopped once past ``budget``."""
+    seen, stack = 0, [data]
+    while stack and seen <= budget:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return seen
+
+
+def _check_shape(path: Path, data: dict[str, Any]) -> None:
+    """Refuse an expanded size past :data:`MAX_VALUES` and grid axes that are not a whole
+    number or a flat list of them, before anything reads the values."""
+    if _expanded_size(data, MAX_VALUES) > MAX_VALUES:
+        raise SpecError(f"{path}: expands to more than {MAX_VALUES:,} values (YAML aliases?); a deployment file "
+                        "holds one deployment and a small grid")
+    for key in (k for k in _AXES if k in data):
+        value = data[key]
+        items = value if isinstance(value, list) else [value]
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+        if not whole or not 1 <= len(items) <= MAX_AXIS_VALUES:
+            shown = "" if isinstance(value, (list, dict)) else f" {value!r:.60}"
+            raise SpecError(f"{path}: {key} must be a whole number or a flat list of 1 to {MAX_AXIS_VALUES:,} whole "
+                            f"numbers, got {type(value).__name__}{shown}")
+
+
 def _technique(value: Any, cls: type, key: str, build: Any = None) -> Any:
     if value is None or isinstance(value, (str, int, float, cls)):
         return value
@@ -48,8 +87,8 @@ def _technique(value: Any, cls: type, key: str, build: Any = None) -> Any:
         raise SpecError(f"{key}: expected text or a mapping, got {type(value).__name__}")
     try:
         return build(value) if build else cls(**value)
-    except (TypeError, InferlabError) as exc:
-        raise SpecError(f"{key}: {exc}") from None
+    except (TypeError, KeyError, InferlabError) as exc:
+        raise SpecError(f"{key}: {str(exc)[:300]}") from None
 
 
 def _disaggregation(value: dict) -> Disaggregation:
@@ -70,9 +109,10 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
-    unknown = sorted(set(data) - set(KEYS))
+    unknown = sorted(str(k) for k in set(data) - set(KEYS))
     if unknown:
-        raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}")
+        raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)[:200]}; allowed: {', '.join(KEYS)}")
+    _check_shape(path, data)
     try:
         data["speculative"] = _technique(data.get("speculative"), SpeculativeConfig, "speculative")
         data["prefix_cache"] = _technique(data.get("prefix_cache"), PrefixCache, "prefix_cache")

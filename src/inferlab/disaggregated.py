@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from . import checks
 from .calibration.profile import Profile
 from .core.graph import Step
 from .core.memory import MemoryPlan, plan_memory, require_weights_fit
@@ -237,7 +238,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
-                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = "bf16") -> DisaggEstimate:
+                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = "bf16",
+                           allow_long_context: bool = False) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -259,18 +261,25 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         decode pool is assumed not to hold the prefix).
     gpu_memory_utilization, kv_block_size, max_num_tokens
         As in :func:`inferlab.estimate`; ``max_num_tokens`` chunks the prefill.
+    allow_long_context : bool
+        Accept ``isl + osl`` beyond the model's ``max_position_embeddings`` (RoPE scaling).
 
     Raises
     ------
     InfeasibleError
         A pool's weights or batch does not fit, or the link is impossible.
     """
-    from .estimate import _positive  # estimate.py builds on this module; import at call time
+    from . import estimate_inputs as inputs  # estimate_inputs builds on the estimate; import at call time
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
-    bp, bd, i, o = np.broadcast_arrays(*(_positive(name, v) for name, v in (
-        ("prefill_batch", prefill_batch), ("decode_batch", decode_batch), ("isl", isl), ("osl", osl))))
-    mem = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
+    bp, bd, i, o = checks.grid(
+        prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=inputs.MAX_BATCH),
+        decode_batch=checks.count_array("decode_batch", decode_batch, maximum=inputs.MAX_BATCH),
+        isl=checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS),
+        osl=checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS))
+    checks.context_within_model(dep_d.model, i, o, allow_long_context=allow_long_context)
+    mem = inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
+    max_num_tokens = mem.pop("max_num_tokens")
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
     plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)
     cache = PrefixCache.parse(prefix_cache) if isinstance(prefix_cache, str) else prefix_cache

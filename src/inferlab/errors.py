@@ -6,10 +6,12 @@ one type. Messages say what is wrong, where, what is allowed and how to fix it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 
 import pint
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 
 class InferlabError(Exception):
@@ -93,3 +95,35 @@ class InfeasibleError(InferlabError):
         self.needed_bytes = needed_bytes
         self.available_bytes = available_bytes
         self.suggestion = suggestion or {}
+
+
+#: How messages spell a user option: unset in Python (``waves=True``); the CLI sets a map of
+#: keyword -> flag for the command it runs, so that its messages say ``--waves``.
+_OPTION_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("option_spelling",
+                                                                                           default=None)
+
+
+def option(keyword: str, value: object = True) -> str:
+    """The option ``keyword=value`` as the user wrote it: ``waves=True`` from Python,
+    ``--waves`` (or ``--tp 4``) from the CLI, whose commands name their flags with
+    :func:`cli_spelling`."""
+    flags = _OPTION_SPELLING.get()
+    if flags is not None and keyword in flags:
+        return flags[keyword] if value is True else f"{flags[keyword]} {value}"
+    return f"{keyword}={value!r}"
+
+
+def option_name(keyword: str) -> str:
+    """The name of option ``keyword`` as the user wrote it: ``tp`` from Python, ``--tp`` from the CLI."""
+    flags = _OPTION_SPELLING.get()
+    return flags[keyword] if flags is not None and keyword in flags else keyword
+
+
+@contextlib.contextmanager
+def cli_spelling(flags: dict[str, str]) -> Iterator[None]:
+    """Within the block, :func:`option` spells the keywords of ``flags`` as their flags."""
+    token = _OPTION_SPELLING.set(flags)
+    try:
+        yield
+    finally:
+        _OPTION_SPELLING.reset(token)

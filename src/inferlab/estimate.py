@@ -5,6 +5,7 @@ Inputs that are arrays (batch size, ISL, OSL) broadcast: one call evaluates a gr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,34 +13,21 @@ import numpy as np
 
 from .calibration.profile import Profile, hardware_family, load_profile
 from .core.cost import cost_of
-from .core.memory import plan_memory, require_weights_fit
+from .core.memory import plan_memory
 from .core.phases import Deployment, mean_decode_step_s
-from .errors import InfeasibleError, SpecError
+from . import checks
+from . import estimate_inputs as inputs
+from .errors import SpecError, option_name
+from .estimate_inputs import ENGINES  # noqa: F401 - the engines' names, importable from here as before
+from .feasibility import require_feasible, static_batch_reasons
 from .results.estimate import Estimate
-from .specs.catalog import load_hardware, load_model
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 from .techniques.quantization import PrecisionConfig
 from .techniques.disaggregation import Disaggregation
-from .techniques.parallelism import Parallelism
 from .techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from .techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
-#: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
-#: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
-#: runtime behind ``trtllm-serve``, the default from 1.0: the same kernels (it inherits the
-#: ``trtllm`` curves) with its own scheduler and per-request overheads.
-ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
-
-
-def _positive(name: str, value: Any) -> np.ndarray:
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}") from None
-    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 1):
-        raise SpecError(f"{name} must be >= 1 (and finite), got {value!r}")
-    return np.round(arr)
 
 
 def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = "bf16",
@@ -47,28 +35,28 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
                pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
                micro_batches: int | None = None) -> Deployment:
-    """Resolve names into a :class:`Deployment` and check the parallel layout against the model."""
-    m = load_model(model) if isinstance(model, (str, Path)) else model
-    hw = load_hardware(hardware) if isinstance(hardware, str) else hardware
-    if engine not in ENGINES:
-        from .errors import UnknownNameError
+    """Resolve names into a :class:`Deployment` and check the parallel layout against the model.
 
-        raise UnknownNameError("engine", engine, ENGINES)
-    if attention not in ("flash", "naive"):
-        raise SpecError(f"attention must be 'flash' or 'naive', got {attention!r}")
-    ints = {"tp": tp, "pp": pp, "ep": ep, "dp": dp}
-    for name, value in ints.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-            raise SpecError(f"{name} must be an integer, got {value!r}")
-    par = Parallelism(tp=int(tp), pp=int(pp), ep=int(ep), dp=int(dp), attention_dp=bool(attention_dp),
-                      expert_imbalance=float(expert_imbalance), micro_batches=micro_batches)
-    par.check(m)
+    Raises
+    ------
+    SpecError
+        An argument of the wrong type or out of range, or a combination that means nothing
+        (see :mod:`inferlab.estimate_inputs`).
+    InfeasibleError
+        A layout the model cannot take.
+    """
+    m = inputs.resolve_model(model)
+    hw = inputs.resolve_hardware(hardware)
+    engine = inputs.engine_name(engine)
+    attention = inputs.attention_kind(attention)  # type: ignore[assignment]
+    par = inputs.layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
+                        micro_batches=micro_batches)
     prec = PrecisionConfig.parse(precision)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, par.tp, prec, prof, attention, cuda_graphs, par)
+    return Deployment(m, hw, par.tp, prec, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par)
 
 
-def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: int | None = None, tp: int = 1,
+def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
              micro_batches: int | None = None,
              precision: Any = "bf16", isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
@@ -78,7 +66,8 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
-             disaggregation: Disaggregation | str | None = None, prefill_batch: Any = 1) -> Estimate:
+             disaggregation: Disaggregation | str | None = None, prefill_batch: Any = None,
+             allow_long_context: bool = False) -> Estimate:
     """Predict a static batch: ``batch_size`` requests of ``isl`` prompt and ``osl`` output tokens.
 
     Parameters
@@ -110,7 +99,7 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
         Share of device memory the engine may use (vLLM's default 0.9).
     waves : bool
         When the batch's KV cache does not fit, run it in waves as engines do, instead of
-        raising :class:`InfeasibleError`.
+        marking the point infeasible.
     speculative : SpeculativeConfig or str, optional
         Speculative decoding, e.g. ``"eagle:k=4,accept=0.7"`` or a preset name (see
         :mod:`inferlab.techniques.speculative`); output quality is unchanged.
@@ -119,35 +108,91 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec, *, num_gpus: 
     disaggregation : Disaggregation or str, optional
         Separate prefill and decode pools, e.g. ``"prefill=h200x4,decode=h200x8"``; the
         result is then a :class:`~inferlab.disaggregated.DisaggEstimate` (``batch_size`` is
-        the decode batch, ``prefill_batch`` the prefill one).
+        the decode batch, ``prefill_batch`` the prefill one; only with a disaggregation).
+    allow_long_context : bool
+        Accept ``isl + osl`` beyond the model's ``max_position_embeddings``, as a deployment
+        with RoPE scaling does; ``explain()`` then says so. Refused otherwise.
 
     Returns
     -------
     Estimate
-        TTFT, TPOT, throughput, memory, cost, per-op tables and ``explain()``.
+        TTFT, TPOT, throughput, memory, cost, per-op tables and ``explain()``. In a grid,
+        points that cannot run are marked (``feasible`` false, ``reason``) and their times
+        and costs are NaN in the arrays, null in ``to_dict()``, missing (``<NA>``) in
+        ``to_frame()`` and ``-`` in the text table.
+
+    Raises
+    ------
+    SpecError
+        Bad input: a wrong type, a value out of range, a meaningless combination.
+    InfeasibleError
+        Nothing to show: a single point that does not run, or a grid none of whose points
+        runs; with the bytes needed and available per GPU and what would fit.
     """
     cache = _prefix_cache(prefix_cache)
     if disaggregation is not None:
-        from .disaggregated import estimate_disaggregated
-
-        return estimate_disaggregated(model, disaggregation, isl=isl, osl=osl, prefill_batch=prefill_batch,
-                                      decode_batch=batch_size, engine=engine, profile=profile, prefix_cache=cache,
-                                      gpu_memory_utilization=gpu_memory_utilization, kv_block_size=kv_block_size,
-                                      max_num_tokens=max_num_tokens, precision=precision)
-    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+        return _disaggregated(model, hardware, disaggregation, locals())
+    if prefill_batch is not None:
+        raise SpecError(f"{option_name('prefill_batch')}={prefill_batch!r:.40} applies only to a disaggregated deployment (the prefill "
+                        f"pool's batch); an aggregated static batch prefills its {option_name('batch_size')} together: "
+                        f"drop it, or give {option_name('disaggregation')}")
+    spec = _speculative(speculative)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
                      attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
                      expert_imbalance=expert_imbalance, micro_batches=micro_batches)
-    if num_gpus is not None and num_gpus != dep.num_gpus:
+    if num_gpus is not None and checks.count(option_name("num_gpus"), num_gpus, maximum=inputs.MAX_GPUS_PER_AXIS) != dep.num_gpus:
         raise SpecError(f"num_gpus={num_gpus} but the layout {dep.parallel} uses tp x pp x dp = {dep.num_gpus} GPUs")
-    if not 0.0 < gpu_memory_utilization <= 1.0 or not 0.0 < utilization <= 1.0:
-        raise SpecError("gpu_memory_utilization and utilization must be in (0, 1]")
-    b, i, o = np.broadcast_arrays(_positive("batch_size", batch_size), _positive("isl", isl), _positive("osl", osl))
-    price = price_per_gpu_hour if price_per_gpu_hour is not None else (
-        dep.hardware.price.si if dep.hardware.price is not None else None)
-    return static_batch(dep, engine, b, i, o, gpu_memory_utilization=gpu_memory_utilization,
-                        kv_block_size=kv_block_size, max_num_tokens=max_num_tokens, price_per_gpu_hour=price,
-                        utilization=utilization, waves=waves, speculative=spec, prefix_cache=cache)
+    memory = inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
+    use = checks.fraction(option_name("utilization"), utilization)
+    price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
+    b, i, o = inputs.workload(batch_size, isl, osl)
+    long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
+    est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
+                       waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache)
+    require_feasible(est)
+    return replace(est, long_context=long_context) if long_context else est
+
+
+#: Arguments of :func:`estimate` that only an aggregated deployment uses, with their defaults.
+_AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False,
+                    "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
+                    "price_per_gpu_hour": None, "utilization": 1.0, "waves": False, "speculative": None}
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    if value is default:
+        return True
+    if isinstance(value, bool) or isinstance(default, bool):
+        return type(value) is type(default) and value == default
+    plain = (int, float, str)
+    return isinstance(value, plain) and isinstance(default, plain) and value == default
+
+
+def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> Any:
+    """:func:`estimate` with separate pools; refuses the arguments the pools would ignore."""
+    from .disaggregated import estimate_disaggregated
+
+    if not isinstance(disaggregation, (Disaggregation, str)):
+        raise SpecError(f"disaggregation must be a text like 'prefill=h200x4,decode=h200x8' or a Disaggregation, "
+                        f"got {disaggregation!r:.60}")
+    d = disaggregation if isinstance(disaggregation, Disaggregation) else Disaggregation.parse(disaggregation)
+    ignored = {k: not _is_default(args[k], v) for k, v in _AGGREGATED_ONLY.items()}
+    inputs.refuse_with_disaggregation(hardware, (d.prefill.hardware_id, d.decode.hardware_id), ignored)
+    memory = inputs.memory_options(args["gpu_memory_utilization"], args["kv_block_size"], args["max_num_tokens"])
+    prefill_batch = 1 if args["prefill_batch"] is None else args["prefill_batch"]
+    return estimate_disaggregated(model, d, isl=args["isl"], osl=args["osl"], prefill_batch=prefill_batch,
+                                  decode_batch=args["batch_size"], engine=args["engine"], profile=args["profile"],
+                                  prefix_cache=args["cache"], precision=args["precision"],
+                                  allow_long_context=args["allow_long_context"], **memory)
+
+
+def _speculative(value: Any) -> SpeculativeConfig | None:
+    if value is None or isinstance(value, SpeculativeConfig):
+        return value
+    if isinstance(value, str):
+        return SpeculativeConfig.parse(value)
+    raise SpecError(f"speculative must be a text like 'eagle:k=4,accept=0.7', a preset name or a SpeculativeConfig, "
+                    f"got {value!r:.60}")
 
 
 def _prefix_cache(value: Any) -> PrefixCache | None:
@@ -166,40 +211,34 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
-    The ``b`` requests split evenly over the ``dp`` replicas, which run side by side.
+    The ``b`` requests split evenly over the ``dp`` replicas, which run side by side. Points
+    that cannot run (:mod:`inferlab.feasibility`) are marked in ``feasible`` and ``reason``
+    and hold NaN in their times and costs; nothing is raised here.
     """
     par = dep.parallel
     replica = np.ceil(b / par.dp)
+    memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
-                       step_tokens=np.minimum(replica * i, max_num_tokens), gpu_memory_utilization=gpu_memory_utilization,
-                       kv_block_size=kv_block_size)
-    require_weights_fit(plan, dep.model, dep.hardware, par)
+                       step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
+    feasible, reason = static_batch_reasons(plan, par.dp, replica, i + o, np.shape(b), waves)
     n_waves = np.ceil(replica / np.maximum(plan.max_sequences, 1.0))
-    if np.any(n_waves > 1) and not waves:
-        largest = int(np.min(plan.max_sequences))
-        raise InfeasibleError(
-            f"the KV cache of {int(np.max(replica))} sequences of {int(np.max(i + o))} tokens needs "
-            f"{float(np.max(plan.kv_batch)) / 1e9:.1f} GB per GPU but {float(np.min(plan.kv_budget)) / 1e9:.1f} GB is free "
-            f"after weights; the largest batch that fits is {largest * par.dp} (or pass waves=True)",
-            needed_bytes=float(np.max(plan.kv_batch)), available_bytes=float(np.min(plan.kv_budget)),
-            suggestion={"batch_size": largest * par.dp})
     wave_batch = np.ceil(replica / n_waves)
-    if np.any(n_waves > 1):  # the memory in use is one wave's
+    if waves and np.any(n_waves > 1):  # the memory in use is one wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
-                           step_tokens=np.minimum(wave_batch * i, max_num_tokens),
-                           gpu_memory_utilization=gpu_memory_utilization, kv_block_size=kv_block_size)
+                           step_tokens=np.minimum(wave_batch * i, max_num_tokens), **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)
     ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
     step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
               else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
-    tpot = np.where(o > 1, step_s, 0.0)
+    runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
+    tpot = runs(np.where(o > 1, step_s, 0.0))
     wave_s = ttft_wave + (o - 1.0) * tpot
-    total = n_waves * wave_s
+    total = runs(n_waves * wave_s)
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
-                   prefill_s=n_waves * ttft_wave, total_s=total)
-    return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=n_waves,
-                    ttft_s=ttft_wave + wave_s * (n_waves - 1.0) / 2.0, tpot_s=tpot, total_s=total,
+                   prefill_s=runs(n_waves * ttft_wave), total_s=total)
+    return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),
+                    ttft_s=runs(ttft_wave + wave_s * (n_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
-                    prefix_cache=prefix_cache)
+                    prefix_cache=prefix_cache, feasible=feasible, reason=reason)

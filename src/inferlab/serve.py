@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from . import checks
 from .calibration.profile import Profile
 from .core.memory import plan_memory
 from .errors import InfeasibleError, SpecError
@@ -49,7 +50,7 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
           kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
-          stagger: bool = True, disaggregation: Any = None) -> ServeResult:
+          stagger: bool = True, disaggregation: Any = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -73,6 +74,9 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
         Prefill and decode on separate pools (``"prefill=h200x4,decode=h200x8:tp4"``):
         both pools are simulated (:func:`~inferlab.serving.disaggregated.serve_disaggregated`);
         the pools replace ``hardware`` and the layout arguments.
+    allow_long_context : bool
+        Accept prompts plus outputs beyond the model's ``max_position_embeddings`` (RoPE
+        scaling); refused otherwise.
 
     Notes
     -----
@@ -87,6 +91,7 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
         raise SpecError("serve: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its pools")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
+    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
                  "kv_block_size": kv_block_size}

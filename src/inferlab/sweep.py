@@ -14,24 +14,44 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InferlabError
-from .estimate import _positive, deployment, static_batch
+from . import checks
+from . import estimate_inputs as inputs
+from .errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
+from .estimate import deployment, static_batch
 from .results.render import text_table
 
 COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",
            "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "memory_per_gpu_bytes",
            "usd_per_million_output")
 LABELS = ("model", "hardware", "tp", "precision")
+#: Which way each metric is better, for :meth:`SweepResult.best`: costs and latencies
+#: down, throughputs up.
+DIRECTIONS = {"ttft_s": "min", "tpot_s": "min", "waves": "min", "memory_per_gpu_bytes": "min",
+              "usd_per_million_output": "min", "output_tokens_per_s": "max", "output_tokens_per_s_per_gpu": "max",
+              "output_tokens_per_s_per_user": "max"}
 
 
 def _as_list(x: Any) -> list[Any]:
-    return list(x) if isinstance(x, (list, tuple)) else [x]
+    values = list(x) if isinstance(x, (list, tuple)) else [x]
+    if not values:
+        raise SpecError("an axis of the sweep is an empty list: give at least one value")
+    return values
+
+
+def _cell(v: Any) -> Any:
+    v = v.item() if hasattr(v, "item") else v
+    return None if isinstance(v, float) and not np.isfinite(v) else v
 
 
 @dataclass(frozen=True)
 class SweepResult:
     """Columns of equal length: labels (model, hardware, tp, precision), grid inputs,
-    metrics (SI: seconds, tokens/s, bytes, USD), ``feasible`` and ``reason``."""
+    metrics (SI: seconds, tokens/s, bytes, USD), ``feasible`` and ``reason``.
+
+    A point that cannot run keeps its row with ``feasible`` false and the reason; its
+    metrics are NaN in the columns, null in :meth:`to_dict`, ``<NA>`` in :meth:`to_frame`
+    and ``-`` in the text table.
+    """
 
     columns: dict[str, np.ndarray]
 
@@ -39,35 +59,61 @@ class SweepResult:
         return len(self.columns["batch_size"])
 
     def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self.columns:
+            raise UnknownNameError("sweep column", str(name), self.columns)
         return self.columns[name]
 
     def to_frame(self):
-        """The table as a pandas DataFrame (optional ``frames`` extra)."""
+        """The table as a pandas DataFrame (optional ``frames`` extra); metrics of points that
+        do not run are missing (``<NA>``)."""
         try:
             import pandas as pd
         except ImportError:
             raise InferlabError("to_frame() needs pandas: pip install 'inferlab[frames]'") from None
-        return pd.DataFrame(self.columns)
+        return pd.DataFrame({k: pd.array(v, dtype="Float64") if k in DIRECTIONS else v
+                             for k, v in self.columns.items()})
 
     def to_dict(self) -> dict[str, list]:
-        """Columns as lists (JSON-ready; NaN for infeasible points)."""
-        return {k: v.tolist() for k, v in self.columns.items()}
+        """Columns as lists, JSON-ready; None (null) for metrics that do not exist."""
+        return {k: [_cell(x) for x in v] for k, v in self.columns.items()}
 
-    def best(self, metric: str = "output_tokens_per_s_per_gpu") -> dict[str, Any]:
-        """The feasible row with the highest ``metric``."""
-        values = np.where(self.columns["feasible"], self.columns[metric], -np.inf)
-        j = int(np.argmax(values))
-        return {k: v[j].item() if hasattr(v[j], "item") else v[j] for k, v in self.columns.items()}
+    def best(self, metric: str = "output_tokens_per_s_per_gpu", direction: str | None = None) -> dict[str, Any]:
+        """The feasible row with the best ``metric``: the lowest cost, latency or memory, the
+        highest throughput (:data:`DIRECTIONS`), or as ``direction`` (``"min"``/``"max"``) says.
+
+        Raises
+        ------
+        UnknownNameError
+            ``metric`` is not a metric column.
+        InfeasibleError
+            No feasible row has a value of ``metric``.
+        """
+        if not isinstance(metric, str) or metric not in DIRECTIONS:
+            raise UnknownNameError("metric", str(metric), DIRECTIONS)
+        direction = DIRECTIONS[metric] if direction is None else direction
+        if direction not in ("min", "max"):
+            raise SpecError(f"direction must be 'min' or 'max', got {direction!r:.40}")
+        values = np.asarray(self.columns[metric], float)
+        usable = self.columns["feasible"] & np.isfinite(values)
+        if not np.any(usable):
+            reasons = sorted({str(r) for r in self.columns["reason"] if r})[:2]
+            why = f"; e.g. {' | '.join(reasons)}" if reasons else f" ({metric} is not known: is a price given?)"
+            raise InfeasibleError(f"no feasible row of the sweep has a value of {metric}{why}")
+        ranked = np.where(usable, values if direction == "min" else -values, np.inf)
+        j = int(np.argmin(ranked))
+        return {k: _cell(v[j]) for k, v in self.columns.items()}
 
     def __str__(self, limit: int = 20) -> str:
         heads = ["model", "hardware", "tp", "precision", "batch", "isl", "osl", "TTFT ms", "TPOT ms", "tok/s/GPU", "ok"]
         rows = []
         c = self.columns
+        num = lambda x, fmt: "-" if not np.isfinite(x) else fmt.format(x)
         for j in range(min(len(self), limit)):
             rows.append([str(c["model"][j]), str(c["hardware"][j]), str(c["tp"][j]), str(c["precision"][j]),
                          f"{c['batch_size'][j]:.0f}", f"{c['isl'][j]:.0f}", f"{c['osl'][j]:.0f}",
-                         f"{c['ttft_s'][j] * 1e3:.1f}", f"{c['tpot_s'][j] * 1e3:.2f}",
-                         f"{c['output_tokens_per_s_per_gpu'][j]:.0f}", "yes" if c["feasible"][j] else str(c["reason"][j])])
+                         num(c["ttft_s"][j] * 1e3, "{:.1f}"), num(c["tpot_s"][j] * 1e3, "{:.2f}"),
+                         num(c["output_tokens_per_s_per_gpu"][j], "{:.0f}"),
+                         "yes" if c["feasible"][j] else str(c["reason"][j])])
         more = f"\n... {len(self) - limit} more rows" if len(self) > limit else ""
         return text_table(heads, rows, right={4, 5, 6, 7, 8, 9}) + more
 
@@ -76,50 +122,75 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = "bf16", ba
           isl: Any = 1024, osl: Any = 128, engine: str = "generic", profile: Any = "default",
           gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
           price_per_gpu_hour: float | None = None, utilization: float = 1.0, waves: bool = False,
-          chunk_size: int = 1 << 15) -> SweepResult:
+          allow_long_context: bool = False, chunk_size: int = 1 << 15) -> SweepResult:
     """Evaluate every combination of the given values.
 
     ``model``, ``hardware``, ``tp`` and ``precision`` may be lists (combined by outer
     product); ``batch_size``, ``isl`` and ``osl`` may be lists or arrays (outer-product
-    grid). A point whose batch does not fit is infeasible unless ``waves`` is true.
+    grid). The arguments are checked as for :func:`inferlab.estimate`; bad input raises.
+    A point that cannot run is kept with ``feasible`` false and its reason: its batch does
+    not fit (unless ``waves``), its layout does not suit the model, or ``isl + osl`` is
+    beyond the model's ``max_position_embeddings`` (unless ``allow_long_context``).
     """
-    b, i, o = (np.ravel(_positive(name, v)) for name, v in (("batch_size", batch_size), ("isl", isl), ("osl", osl)))
+    b, i, o = (checks.count_array("batch_size", batch_size, maximum=inputs.MAX_BATCH).ravel(),
+               checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS).ravel(),
+               checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS).ravel())
+    combos = list(itertools.product(_as_list(model), _as_list(hardware), _as_list(tp), _as_list(precision)))
+    points = b.size * i.size * o.size * len(combos)
+    if points > checks.MAX_GRID_POINTS:
+        raise SpecError(f"the sweep has {points:,} points; at most {checks.MAX_GRID_POINTS:,} per call")
     grid = [g.ravel() for g in np.meshgrid(b, i, o, indexing="ij")]
-    parts: list[dict[str, np.ndarray]] = []
-    for m, hw, t, p in itertools.product(_as_list(model), _as_list(hardware), _as_list(tp), _as_list(precision)):
-        parts.append(_one(m, hw, t, p, grid, engine=engine, profile=profile, chunk_size=chunk_size, waves=waves,
-                          kw={"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
-                              "max_num_tokens": max_num_tokens, "utilization": utilization},
-                          price=price_per_gpu_hour))
+    kw = {**inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens),
+          "utilization": checks.fraction("utilization", utilization)}
+    options = {"engine": inputs.engine_name(engine), "profile": profile, "waves": checks.boolean("waves", waves),
+               "long": checks.boolean("allow_long_context", allow_long_context),
+               "chunk_size": checks.count("chunk_size", chunk_size, maximum=checks.MAX_GRID_POINTS),
+               "price": None if price_per_gpu_hour is None else checks.price("price_per_gpu_hour", price_per_gpu_hour)}
+    parts = [_one(m, hw, t, p, grid, kw=kw, **options) for m, hw, t, p in combos]
     return SweepResult({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
 
 
 def _one(model: Any, hardware: Any, tp: int, precision: Any, grid: list[np.ndarray], *, engine: str, profile: Any,
-         chunk_size: int, waves: bool, kw: dict, price: float | None) -> dict[str, np.ndarray]:
+         chunk_size: int, waves: bool, long: bool, kw: dict, price: float | None) -> dict[str, np.ndarray]:
     n = grid[0].size
-    out = {c: np.full(n, np.nan) for c in COLUMNS}
+    out: dict[str, np.ndarray] = {c: np.full(n, np.nan) for c in COLUMNS}
     out["batch_size"], out["isl"], out["osl"] = grid
     reason = np.full(n, "", dtype=object)
     try:
         dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
-        unit_price = price if price is not None else (dep.hardware.price.si if dep.hardware.price else None)
+    except InfeasibleError as exc:  # a layout the model cannot take: its rows say why
+        labels = (str(model), str(hardware), tp, str(precision))
+        reason[:] = str(exc)
+    else:
+        unit_price = inputs.unit_price(price, dep.hardware)
         labels = (dep.model.id or dep.model.name, dep.hardware.id, dep.tp, str(dep.precision))
         for start in range(0, n, chunk_size):
             sl = slice(start, start + chunk_size)
             est = static_batch(dep, engine, grid[0][sl], grid[1][sl], grid[2][sl], price_per_gpu_hour=unit_price,
-                               waves=True, **kw)
+                               waves=waves, **kw)
             _fill(out, sl, est)
-        too_big = out["waves"] > 1
-        if not waves:
-            reason[too_big] = "KV cache does not fit (use waves=True to run in waves)"
-    except InferlabError as exc:
-        labels = (str(model), str(hardware), tp, str(precision))
-        reason[:] = str(exc)
+            reason[sl] = est.reason
+        _mark_long_context(dep.model, grid, out, reason, long)
     for name, value in zip(LABELS, labels):
         out[name] = np.full(n, value, dtype=object)
     out["feasible"] = reason == ""
     out["reason"] = reason
     return out
+
+
+def _mark_long_context(model: Any, grid: list[np.ndarray], out: dict[str, np.ndarray], reason: np.ndarray,
+                       allowed: bool) -> None:
+    """Rows beyond the model's trained length do not run unless long contexts are allowed."""
+    limit = model.max_position_embeddings
+    beyond = grid[1] + grid[2] > limit
+    if allowed or not limit or not np.any(beyond):
+        return
+    from .errors import option
+
+    reason[beyond] = (f"isl + osl exceeds the {limit:,} positions {model.id or model.name} was trained for "
+                      f"(pass {option('allow_long_context', True)} if it runs with RoPE scaling)")
+    for c in DIRECTIONS:
+        out[c][beyond] = np.nan
 
 
 def _fill(out: dict[str, np.ndarray], sl: slice, est: Any) -> None:
@@ -130,6 +201,7 @@ def _fill(out: dict[str, np.ndarray], sl: slice, est: Any) -> None:
     out["tpot_s"][sl] = est.tpot_s
     out["output_tokens_per_s"][sl] = tput
     out["output_tokens_per_s_per_gpu"][sl] = tput / tp
-    out["output_tokens_per_s_per_user"][sl] = np.where(est.tpot_s > 0, 1.0 / np.maximum(est.tpot_s, 1e-300), np.nan)
-    out["memory_per_gpu_bytes"][sl] = est.memory.used
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["output_tokens_per_s_per_user"][sl] = np.where(est.tpot_s > 0, 1.0 / est.tpot_s, np.nan)
+    out["memory_per_gpu_bytes"][sl] = np.where(est.feasible, est.memory.used, np.nan)
     out["usd_per_million_output"][sl] = est.cost.usd_per_million_output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 
 def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]:
@@ -19,3 +20,15 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
         return values
 
     return parse
+
+
+def output_file(text: str) -> str:
+    """An argparse type for a file to write (``--plot``): its folder must exist.
+
+    Checked before the command runs, so a long computation does not end in a failed write;
+    the folder is not created, since a typo in it would silently scatter files.
+    """
+    folder = Path(text).expanduser().parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} does not exist (create it first)")
+    return text

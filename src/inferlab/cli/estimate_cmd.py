@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..results.render import text_table
-from .args import comma_list
+from .args import comma_list, output_file
 
 
 _int_list = comma_list(int, "integer")
@@ -31,6 +31,8 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--engine": ("engine", str, "generic, trtllm, trtllm-pytorch, vllm, sglang, lmdeploy (default generic)"),
     "--profile": ("profile", str, "default, roofline or a profile YAML path"),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
+    "--kv-block-size": ("kv_block_size", int, "tokens per KV-cache page (default 16)"),
+    "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default 8192)"),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),
     "--spec": ("speculative", str, "speculative decoding, e.g. eagle:k=4,accept=0.7 or a preset name"),
     "--prefix-cache": ("prefix_cache", str, "cached prompt prefix: a hit rate (0.5) or tokens=1500"),
@@ -52,9 +54,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     est.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
                      help="charge a launch overhead per kernel")
     est.add_argument("--waves", action="store_true", default=None, help="run a batch whose KV cache does not fit in waves")
+    est.add_argument("--allow-long-context", action="store_true", default=None,
+                     help="accept isl + osl beyond the model's max_position_embeddings (RoPE scaling)")
     est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
     est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
-    est.add_argument("--plot", metavar="FILE", help="write the roofline chart of the first grid point (.png or .svg)")
+    est.add_argument("--plot", metavar="FILE", type=output_file, help="write the roofline chart of the first grid point (.png or .svg)")
     est.set_defaults(func=run)
 
 
@@ -65,10 +69,12 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("model", "hardware"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
-        if name not in kw:
-            raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
-    dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention", "cuda_graphs", "waves"]
+    dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention", "cuda_graphs", "waves",
+                                                       "allow_long_context"]
     kw.update({d: getattr(args, d) for d in dests if getattr(args, d) is not None})
+    for name in ("model", "hardware"):
+        if name not in kw and not (name == "hardware" and "disaggregation" in kw):
+            raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
     grid = {"batch_size": (slice(None), None, None), "isl": (None, slice(None), None), "osl": (None, None, slice(None))}
     if "disaggregation" not in kw:
         for name, index in grid.items():
@@ -85,13 +91,13 @@ def run(args: argparse.Namespace) -> None:
     from .main import _emit
 
     kw = _kwargs(args)
-    est = estimate(kw.pop("model"), kw.pop("hardware"), **kw)
+    est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
     data = est.to_dict()
     if args.plot and hasattr(est, "op_table"):
         from ..plots import write_estimate_plot
 
-        write_estimate_plot(est, args.plot)
+        write_estimate_plot(est, args.plot, point=est.first_feasible())
         text += f"\nroofline chart written to {args.plot}"
     if args.explain and hasattr(est, "explain"):
         text += "\n\n" + est.explain()

@@ -1,6 +1,18 @@
-"""``inferlab``: catalogs and a unit-checked calculator from the shell.
+"""``inferlab``: catalogs, estimates, serving, plans and a unit-checked calculator from the shell.
 
-Every command accepts ``--json``. Errors print one line to stderr and exit with 2.
+Every command accepts ``--json``. Exit codes, the same for every command, are decided here
+and nowhere else (:data:`EXIT_CODES`, :func:`exit_code`):
+
+- ``0``: the command did what was asked (a grid with some points that do not run still
+  prints the ones that do, and says why the others do not);
+- ``1``: the input was understood but nothing came of it: nothing fits or is feasible, or
+  the run failed (:class:`~inferlab.errors.InfeasibleError`);
+- ``2``: bad input: an unknown name, a malformed value, a meaningless combination, a file
+  that cannot be read (any other :class:`~inferlab.errors.InferlabError`, a usage error,
+  a file that is not UTF-8 text or cannot be opened).
+
+Every error is one line on stderr, ``inferlab: error: ...``, never a traceback. Messages
+name the command's flags (``--waves``), not the Python keywords (``waves=True``).
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ from typing import Any
 
 from .. import __version__
 from ..calc import evaluate
-from ..errors import InferlabError
+from ..errors import InfeasibleError, InferlabError, cli_spelling
 from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
@@ -117,11 +129,61 @@ def _calc(args: argparse.Namespace) -> None:
     _emit(args, result.to_dict(), text)
 
 
+#: Exit status per outcome; the first matching class wins.
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (InfeasibleError, 1),
+    (InferlabError, 2),
+    (UnicodeDecodeError, 2),
+    (OSError, 2),
+)
+
+
+class UsageError(Exception):
+    """A command line argparse cannot read (unknown flag, malformed value): exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, and which knows each option's flag
+    (``flag_names``: destination -> ``--flag``) for messages."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.flag_names: dict[str, str] = {}
+        super().__init__(*args, **kwargs)
+        self.set_defaults(flag_names=self.flag_names)
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*names, **kwargs)
+        long = [n for n in action.option_strings if n.startswith("--")]
+        if long:
+            self.flag_names.setdefault(action.dest, long[0])
+        return action
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit status of a command that raised ``exc`` (:data:`EXIT_CODES`); None when
+    ``exc`` is not an outcome the CLI reports (a defect, which keeps its traceback)."""
+    if isinstance(exc, UsageError):
+        return 2
+    return next((code for kind, code in EXIT_CODES if isinstance(exc, kind)), None)
+
+
+def _error_line(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"a file is not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8"
+    if isinstance(exc, OSError) and not isinstance(exc, InferlabError):
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"cannot use{where}: {exc.strerror or exc}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``inferlab`` command."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser = argparse.ArgumentParser(prog="inferlab", description="Analytical model of LLM inference: catalogs and calculator.")
+    parser = _Parser(prog="inferlab", description="Analytical model of LLM inference: catalogs and calculator.")
     parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -150,15 +212,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (0 ok, 2 bad input)."""
-    args = build_parser().parse_args(argv)
+    """Run the CLI; returns the exit status (0 done, 1 nothing feasible or failed, 2 bad input)."""
     try:
-        args.func(args)
-    except InferlabError as exc:
-        print(f"inferlab: error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        with cli_spelling(args.flag_names):
+            args.func(args)
     except BrokenPipeError:  # output piped into head
         return 0
+    except Exception as exc:  # noqa: BLE001 - mapped to an exit status, or re-raised as a defect
+        code = exit_code(exc)
+        if code is None:
+            raise
+        print(f"inferlab: error: {_error_line(exc)}", file=sys.stderr)
+        return code
     return 0
 
 

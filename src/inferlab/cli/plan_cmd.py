@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import InfeasibleError
+from .args import output_file
+
 _COLUMNS = """columns:
   replicas     the fewest replicas the request-level simulation shows meeting the SLOs ('sized by'
                sim), searched down and up from the fluid model's estimate; 'fluid' rows keep that
@@ -27,7 +30,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", metavar="SCENARIO.yaml")
     p.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
     p.add_argument("--verify", type=int, default=None, help="configurations to size by simulation (default: the file's; 0: fluid model only)")
-    p.add_argument("--plot", metavar="FILE", help="write the Pareto front (PNG or SVG) with the choice marked")
+    p.add_argument("--plot", metavar="FILE", type=output_file, help="write the Pareto front (PNG or SVG) with the choice marked")
     p.set_defaults(func=run)
 
 
@@ -48,3 +51,6 @@ def run(args: argparse.Namespace) -> None:
         write_plan_plot(result, args.plot)
         text += f"\nPareto front written to {args.plot}"
     _emit(args, result.to_dict(), text)
+    if result.best is None:  # the table above says why each candidate was ruled out
+        raise InfeasibleError(f"no configuration serves {args.scenario} within its SLOs and limits "
+                              f"({len(result.candidates)} candidates ruled out)")

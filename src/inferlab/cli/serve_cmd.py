@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..serving.workload import Lengths
-from .args import comma_list
+from .args import comma_list, output_file
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -89,8 +89,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     out.add_argument("--detokenize-us", type=float, default=0.0, metavar="US", help="detokenizer per output token [us]")
     out.add_argument("--no-streaming", dest="streaming", action="store_false",
                      help="the answer is sent whole: the user's TTFT is the end-to-end latency")
+    p.add_argument("--allow-long-context", action="store_true",
+                   help="accept isl + osl beyond the model's max_position_embeddings (RoPE scaling)")
     p.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
-    p.add_argument("--plot", metavar="FILE", help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
+    p.add_argument("--plot", metavar="FILE", type=output_file, help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
     p.set_defaults(func=run)
 
 
@@ -110,6 +112,8 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                           "precision": args.precision, "engine": args.engine, "profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
                           "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
+    if args.allow_long_context:
+        kw["allow_long_context"] = True
     if args.disagg:
         kw["disaggregation"] = args.disagg
     for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization"):

@@ -12,7 +12,7 @@ import json
 import shlex
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import InfeasibleError, SpecError
 from ..results.render import text_table
 from ..validation.cases import load_cases, predict_cases
 from ..validation.ops import read_ops, predict_ops
@@ -24,9 +24,15 @@ def _print(text: str) -> None:
 
 
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..calibration.profile import load_profile
+
+    load_profile(args.profile, "generic", "h100-sxm")  # an unknown profile is bad input, not one failure per case
     cases = load_cases(args.files or None)
-    return [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
-            for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+    records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p,
+                "reason": r} for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+    if records and all(r["predicted"] is None for r in records):
+        raise InfeasibleError(f"none of the {len(records)} cases could be predicted; the first: {records[0]['reason']}")
+    return records
 
 
 def _op_stats(path: str, profile: str) -> list[ErrorStats]:

@@ -23,6 +23,21 @@ def _scalar(x: Any) -> Any:
     return arr.item() if arr.size == 1 else arr
 
 
+def _plain(x: Any) -> Any:
+    """A Python scalar, or nested lists for an array of more than one value."""
+    s = _scalar(x)
+    return s.tolist() if isinstance(s, np.ndarray) else s
+
+
+def _nan_to_none(x: Any) -> Any:
+    """NaN and infinities (numbers that do not exist) as None, through nested lists."""
+    if isinstance(x, list):
+        return [_nan_to_none(v) for v in x]
+    if isinstance(x, float) and not np.isfinite(x):
+        return None
+    return x
+
+
 @dataclass(frozen=True)
 class Estimate:
     """Predicted static-batch serving of one deployment; arrays when inputs were grids.
@@ -45,6 +60,28 @@ class Estimate:
     wave_batch: np.ndarray
     speculative: Any = None
     prefix_cache: Any = None
+    #: Per grid point: whether it runs, and why not (``""`` where it does).
+    feasible: np.ndarray = True  # type: ignore[assignment]
+    reason: np.ndarray = ""  # type: ignore[assignment]
+    #: ``isl + osl`` exceeds the model's trained length (accepted with ``allow_long_context``).
+    long_context: bool = False
+
+    def first_feasible(self) -> int:
+        """Index of the first grid point that runs (flat order)."""
+        ok = np.ravel(np.broadcast_to(self.feasible, np.shape(self.ttft_s)))
+        return int(np.argmax(ok))
+
+    def _point(self, point: int | None) -> int:
+        from ..errors import InfeasibleError, SpecError
+
+        if point is None:
+            return self.first_feasible()
+        size = int(np.size(self.ttft_s))
+        if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < size:
+            raise SpecError(f"point must be a grid index in [0, {size - 1}], got {point!r}")
+        if not np.ravel(np.broadcast_to(self.feasible, np.shape(self.ttft_s)))[point]:
+            raise InfeasibleError(f"grid point {point} does not run: {np.ravel(self.reason)[point]}")
+        return int(point)
 
     @cached_property
     def decode_step(self) -> StepResult:
@@ -85,7 +122,7 @@ class Estimate:
     @property
     def throughput(self) -> dict[str, pint.Quantity]:
         """Output tokens/s per system, per GPU and per user (``1 / tpot``)."""
-        per_user = np.where(self.tpot_s > 0, 1.0 / np.where(self.tpot_s > 0, self.tpot_s, 1.0), np.nan)
+        per_user = self._per_user
         return {
             "system": Q(_scalar(self.output_tokens_per_s), "tok/s"),
             "per_gpu": Q(_scalar(self.output_tokens_per_s / self.deployment.num_gpus), "tok/s"),
@@ -103,12 +140,18 @@ class Estimate:
         return Q(_scalar(self.ttft_s + (self.osl - 1.0) * self.tpot_s), "s")
 
     # --- tables ---------------------------------------------------------------------
-    def op_table(self, phase: str = "decode", point: int = 0) -> list[dict[str, Any]]:
-        """Per-op rows of the prefill or (mid-context) decode step at one grid point.
+    def op_table(self, phase: str = "decode", point: int | None = None) -> list[dict[str, Any]]:
+        """Per-op rows of the prefill or (mid-context) decode step at one grid point (by
+        default the first that runs).
 
         With speculative decoding the decode table has the draft passes and the verify pass,
         each op named ``<pass>/<op>``, and shares of the whole speculative step.
         """
+        if phase not in ("prefill", "decode"):
+            from ..errors import SpecError
+
+            raise SpecError(f"phase must be 'prefill' or 'decode', got {phase!r:.40}")
+        point = self._point(point)
         if phase == "decode" and self.speculative is not None:
             spec = self.speculative_step
             total = float(np.ravel(np.broadcast_to(spec.time_s, np.shape(self.ttft_s)))[point])
@@ -138,33 +181,44 @@ class Estimate:
         return rows
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain floats (or lists for grids), seconds and tokens/s, JSON-ready."""
-        def val(x: Any) -> Any:
-            s = _scalar(x)
-            return s.tolist() if isinstance(s, np.ndarray) else s
+        """Plain floats (or lists for grids), seconds and tokens/s, JSON-ready.
 
+        A number that does not exist (the times and costs of a point that does not run, a
+        cost without a price, the per-user rate of a one-token output) is None (JSON null).
+        """
+        shape = np.shape(self.ttft_s)
+        val = lambda x: _nan_to_none(_plain(x))
         dep = self.deployment
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "tp": dep.tp,
             "pp": dep.parallel.pp, "ep": dep.parallel.ep, "dp": dep.parallel.dp,
-            "attention_dp": dep.parallel.attention_dp, "num_gpus": dep.num_gpus, "precision": str(dep.precision), "engine": self.engine, "profile": dep.profile.name,
-            "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl), "waves": val(self.waves),
-            "ttft_s": val(self.ttft_s), "tpot_s": val(self.tpot_s), "total_s": val(self.total_s),
-            "output_tokens_per_s": val(self.output_tokens_per_s),
+            "attention_dp": dep.parallel.attention_dp, "num_gpus": dep.num_gpus, "precision": str(dep.precision),
+            "engine": self.engine, "profile": dep.profile.name, "long_context": self.long_context,
+            "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl),
+            "feasible": _plain(np.broadcast_to(self.feasible, shape)),
+            "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
+            "waves": val(self.waves), "ttft_s": val(self.ttft_s), "tpot_s": val(self.tpot_s),
+            "total_s": val(self.total_s), "output_tokens_per_s": val(self.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s / dep.num_gpus),
-            "output_tokens_per_s_per_user": val(np.where(self.tpot_s > 0, 1 / np.maximum(self.tpot_s, 1e-300), np.nan)),
+            "output_tokens_per_s_per_user": val(self._per_user),
             "memory": {"capacity_bytes": self.memory.capacity, "budget_bytes": self.memory.budget,
                        "weights_bytes": self.memory.weights, "reserve_bytes": self.memory.reserve,
                        "workspace_bytes": val(self.memory.workspace), "kv_bytes_per_token": self.memory.kv_per_token,
                        "kv_batch_bytes": val(self.memory.kv_batch), "max_sequences": val(self.memory.max_sequences)},
-            "cost": {"usd_per_gpu_hour": self.cost.usd_per_gpu_hour, "utilization": self.cost.utilization,
+            "cost": {"usd_per_gpu_hour": val(self.cost.usd_per_gpu_hour), "utilization": self.cost.utilization,
                      "usd_per_million_input": val(self.cost.usd_per_million_input),
                      "usd_per_million_output": val(self.cost.usd_per_million_output),
                      "usd_per_request": val(self.cost.usd_per_request)},
         }
 
+    @property
+    def _per_user(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.tpot_s > 0, 1.0 / np.where(self.tpot_s > 0, self.tpot_s, 1.0), np.nan)
+
     def to_frame(self, phase: str | None = None):
-        """A pandas DataFrame: the per-op table of ``phase``, or the metrics (one row per grid point)."""
+        """A pandas DataFrame: the per-op table of ``phase``, or the metrics (one row per grid
+        point, with ``feasible`` and ``reason``; a point that does not run has ``<NA>`` metrics)."""
         try:
             import pandas as pd
         except ImportError:  # pandas is the optional "frames" extra
@@ -173,27 +227,50 @@ class Estimate:
             raise InferlabError("to_frame() needs pandas: pip install 'inferlab[frames]'") from None
         if phase is not None:
             return pd.DataFrame(self.op_table(phase))
-        d = self.to_dict()
-        cols = ["batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",
-                "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user"]
-        data = {c: np.ravel(np.broadcast_to(np.asarray(d[c], float), self.ttft_s.shape)) for c in cols}
+        shape = np.shape(self.ttft_s)
+        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
+        data: dict[str, Any] = {c: flat(getattr(self, c)) for c in ("batch_size", "isl", "osl")}
+        metrics = {"waves": self.waves, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
+                   "output_tokens_per_s": self.output_tokens_per_s,
+                   "output_tokens_per_s_per_gpu": self.output_tokens_per_s / self.deployment.num_gpus,
+                   "output_tokens_per_s_per_user": self._per_user, "memory_per_gpu_bytes": self.memory.used,
+                   "usd_per_million_output": self.cost.usd_per_million_output}
+        ok = np.ravel(np.broadcast_to(self.feasible, shape))
+        data.update({c: pd.array(np.where(ok, flat(v), np.nan), dtype="Float64") for c, v in metrics.items()})
+        data["feasible"] = ok
+        data["reason"] = np.ravel(np.broadcast_to(np.asarray(self.reason, dtype=object), shape))
         return pd.DataFrame(data)
 
     # --- presentation -----------------------------------------------------------------
     def summary_rows(self) -> list[list[str]]:
-        """Key metrics as text rows, one per grid point."""
+        """Key metrics as text rows, one per grid point; ``-`` where a point does not run."""
         rows = []
         shape = np.shape(self.ttft_s)
         flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
-        tput = self.output_tokens_per_s
+        tput, ok = flat(self.output_tokens_per_s), np.ravel(np.broadcast_to(self.feasible, shape))
+        cols = [flat(x) for x in (self.batch_size, self.isl, self.osl, self.ttft_s, self.tpot_s, self.memory.used,
+                                  self.cost.usd_per_million_output, self.waves)]
+        b, i, o, ttft, tpot, used, usd, waves = cols
         for j in range(int(np.prod(shape)) if shape else 1):
-            rows.append([f"{flat(self.batch_size)[j]:.0f}", f"{flat(self.isl)[j]:.0f}", f"{flat(self.osl)[j]:.0f}",
-                         f"{flat(self.ttft_s)[j] * 1e3:.1f}", f"{flat(self.tpot_s)[j] * 1e3:.2f}",
-                         f"{flat(tput)[j]:.0f}", f"{flat(tput)[j] / self.deployment.num_gpus:.0f}",
-                         f"{1 / flat(self.tpot_s)[j]:.1f}" if flat(self.tpot_s)[j] > 0 else "-",
-                         f"{flat(self.memory.used)[j] / 1e9:.1f}", f"{flat(self.cost.usd_per_million_output)[j]:.3f}",
-                         f"{flat(self.waves)[j]:.0f}"])
+            head = [f"{b[j]:.0f}", f"{i[j]:.0f}", f"{o[j]:.0f}"]
+            if not ok[j]:
+                rows.append(head + ["-"] * (len(self.HEADERS) - 3))
+                continue
+            rows.append(head + [f"{ttft[j] * 1e3:.1f}", f"{tpot[j] * 1e3:.2f}", f"{tput[j]:.0f}",
+                                f"{tput[j] / self.deployment.num_gpus:.0f}",
+                                f"{1 / tpot[j]:.1f}" if tpot[j] > 0 else "-", f"{used[j] / 1e9:.1f}",
+                                f"{usd[j]:.3f}" if np.isfinite(usd[j]) else "-", f"{waves[j]:.0f}"])
         return rows
+
+    def infeasible_lines(self) -> list[str]:
+        """One line per grid point that does not run: its inputs and the reason."""
+        shape = np.shape(self.ttft_s)
+        flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
+        ok = np.ravel(np.broadcast_to(self.feasible, shape))
+        reason = np.ravel(np.broadcast_to(np.asarray(self.reason, dtype=object), shape))
+        b, i, o = flat(self.batch_size), flat(self.isl), flat(self.osl)
+        return [f"batch {b[j]:.0f}, isl {i[j]:.0f}, osl {o[j]:.0f} does not run: {reason[j]}"
+                for j in np.flatnonzero(~ok)]
 
     HEADERS = ["batch", "isl", "osl", "TTFT ms", "TPOT ms", "tok/s", "tok/s/GPU", "tok/s/user", "GB/GPU",
                "$/M out", "waves"]
@@ -202,18 +279,20 @@ class Estimate:
         dep = self.deployment
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), {dep.precision}, "
                 f"engine {self.engine}, profile {dep.profile.name}")
-        return head + "\n" + text_table(self.HEADERS, self.summary_rows(), right=set(range(len(self.HEADERS))))
+        table = text_table(self.HEADERS, self.summary_rows(), right=set(range(len(self.HEADERS))))
+        return "\n".join([head, table, *self.infeasible_lines()])
 
     def _repr_html_(self) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADERS)
         return f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption><tr>{head}</tr>{body}</table>"
 
-    def explain(self, point: int = 0) -> str:
-        """A plain-language diagnosis of one grid point: bounds, intensity vs ridge, costliest ops, levers."""
+    def explain(self, point: int | None = None) -> str:
+        """A plain-language diagnosis of one grid point (by default the first that runs):
+        bounds, intensity vs ridge, costliest ops, levers."""
         from .explain import explain
 
-        return explain(self, point)
+        return explain(self, self._point(point))
 
     def __repr__(self) -> str:
         return f"<Estimate {str(self).splitlines()[0]}>"

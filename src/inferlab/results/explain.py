@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..errors import option
 from ..units import Q
 from .render import pretty
 
@@ -137,6 +138,11 @@ def explain(est: Estimate, point: int = 0) -> str:
         f"({1 / at(est.tpot_s):.1f} tok/s per user), {at(est.output_tokens_per_s):.0f} tok/s in all"
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
+    if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:
+        lines.append(f"long context: isl + osl = {at(est.isl + est.osl):,.0f} tokens is beyond the "
+                     f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "
+                     f"{option('allow_long_context', True)} (RoPE scaling assumed); the cost model is unchanged, "
+                     "quality past the trained length is not modelled")
     lines += _technique_lines(est, point)
     lines += _phase_text(est, "prefill", point)
     lines += _phase_text(est, "decode", point)

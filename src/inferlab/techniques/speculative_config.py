@@ -19,6 +19,10 @@ from ..specs.model import ModelSpec
 
 Method = Literal["draft", "eagle", "medusa", "mtp", "ngram"]
 METHODS: tuple[str, ...] = ("draft", "eagle", "medusa", "mtp", "ngram")
+#: Longest draft accepted [token]. Published drafters propose at most 7-8 tokens per step
+#: (EAGLE-3 and DeepSeek-V3 MTP at K=7, Medusa's 5 heads); past that each added token
+#: survives with probability ``a^k``, so longer drafts only add draft work.
+MAX_DRAFT_TOKENS = 16
 _EXAMPLE = "e.g. 'eagle:k=4,accept=0.7', 'mtp:k=1,length=1.85' or 'draft:model=llama-3.1-8b,k=4,accept=0.6'"
 
 
@@ -62,7 +66,7 @@ class SpeculativeConfig:
     ----------
     method : {"draft", "eagle", "medusa", "mtp", "ngram"}
     k : int
-        Draft tokens proposed per step [token], >= 1.
+        Draft tokens proposed per step [token], 1 to :data:`MAX_DRAFT_TOKENS`.
     acceptance : float, optional
         Per-token acceptance rate ``a`` in ``[0, 1)``.
     acceptance_length : float, optional
@@ -96,6 +100,11 @@ class SpeculativeConfig:
                             f"allowed: {', '.join(METHODS)}")
         if isinstance(self.k, bool) or not isinstance(self.k, (int, np.integer)) or self.k < 1:
             raise SpecError(f"draft length k must be an integer >= 1, got {self.k!r}")
+        if self.k > MAX_DRAFT_TOKENS:
+            raise SpecError(f"draft length k={self.k} is beyond {MAX_DRAFT_TOKENS}: published drafters propose at most "
+                            f"7-8 tokens per step (EAGLE-3 and MTP at K=7, Medusa's 5 heads), and a draft token at "
+                            f"position i survives with probability a^i, so longer drafts only add work; use "
+                            f"k in 1..{MAX_DRAFT_TOKENS}")
         for name in ("acceptance", "acceptance_length", "host_s"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, np.number))):

@@ -286,7 +286,8 @@ def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple
                            precision=dict(precision), engine=engine, profile=profile, speculative=spec,
                            prefix_cache=hit,
                            isl=[c.isl for c in members], osl=[c.osl for c in members],
-                           batch_size=[c.load["batch_size"] for c in members], waves=True)
+                           batch_size=[c.load["batch_size"] for c in members], waves=True,
+                           allow_long_context=True)  # a measured run: the engine served this context
             mid = est.decode_step.time_s
         except InferlabError as exc:
             if len(members) > 1:  # one case may be infeasible while the others are not
@@ -296,7 +297,11 @@ def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple
             out[idx[0]] = (None, str(exc))
             continue
         shape = np.shape(est.total_s)
+        runs = np.ravel(np.broadcast_to(est.feasible, shape))
         for j, (i, case) in enumerate(zip(idx, members)):
+            if not runs[j]:
+                out[i] = (None, str(np.ravel(np.broadcast_to(est.reason, shape))[j]))
+                continue
             at = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))[j]
             value = metric_value(case.metric, ttft_s=at(est.ttft_s), tpot_s=at(est.tpot_s), tpot_mid_s=at(mid),
                                  output_tokens_per_s=at(est.output_tokens_per_s), num_gpus=case.num_gpus)

@@ -1,0 +1,150 @@
+"""The boundary of :func:`inferlab.estimate`, :func:`inferlab.deployment` and :func:`inferlab.sweep`.
+
+Every argument is checked here, before any physics runs: types (a count is a whole
+number, a switch is true or false), ranges (finite, bounded), and combinations that mean
+nothing (an expert imbalance on a dense model, micro-batches without pipeline stages, a
+prefill batch without disaggregation). Each refusal is a :class:`~inferlab.errors.SpecError`
+that says what was given, what is allowed and what to do instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import checks
+from .errors import SpecError, UnknownNameError, option, option_name
+from .specs.catalog import load_hardware, load_model
+from .specs.hardware import HardwareSpec
+from .specs.model import ModelSpec
+from .techniques.parallelism import Parallelism
+
+#: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
+#: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
+#: runtime behind ``trtllm-serve``, the default from 1.0: the same kernels (it inherits the
+#: ``trtllm`` curves) with its own scheduler and per-request overheads.
+ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
+
+#: Most GPUs along one parallel axis (tp, pp, ep, dp); past every deployment built so far.
+MAX_GPUS_PER_AXIS = 1 << 20
+#: Longest prompt or output [token]: engines index positions with 32-bit integers.
+MAX_TOKENS = 2**31 - 1
+#: Most requests in one static batch [request].
+MAX_BATCH = 10**9
+#: Largest KV page [token]; engines use 16 to 256.
+MAX_KV_BLOCK = 1 << 20
+
+
+def resolve_model(model: Any) -> ModelSpec:
+    """A :class:`ModelSpec` from a spec, a catalog id or alias, or a config.json path."""
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, (str, Path)):
+        return load_model(model)
+    raise SpecError(f"model must be a catalog id such as 'llama-3.1-8b', a config.json path or a ModelSpec, "
+                    f"got {type(model).__name__} {model!r:.60}")
+
+
+def resolve_hardware(hardware: Any) -> HardwareSpec:
+    """A :class:`HardwareSpec` from a spec or a catalog id."""
+    if isinstance(hardware, HardwareSpec):
+        return hardware
+    if isinstance(hardware, str):
+        return load_hardware(hardware)
+    raise SpecError(f"hardware must be a catalog id such as 'h100-sxm' or a HardwareSpec, "
+                    f"got {type(hardware).__name__} {hardware!r:.60}")
+
+
+def engine_name(engine: Any) -> str:
+    """One of :data:`ENGINES`, with did-you-mean otherwise."""
+    if not isinstance(engine, str):
+        raise SpecError(f"engine must be a name ({', '.join(ENGINES)}), got {engine!r:.60}")
+    if engine not in ENGINES:
+        raise UnknownNameError("engine", engine, ENGINES)
+    return engine
+
+
+def attention_kind(attention: Any) -> str:
+    """``flash`` or ``naive``."""
+    if attention not in ("flash", "naive") or not isinstance(attention, str):
+        raise SpecError(f"attention must be 'flash' or 'naive', got {attention!r:.60}")
+    return attention
+
+
+def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp: Any, expert_imbalance: Any,
+           micro_batches: Any) -> Parallelism:
+    """The parallel layout, checked for types and for what the model can take.
+
+    Raises
+    ------
+    SpecError
+        A count that is not a whole number in ``[1, 2^20]``; ``expert_imbalance`` other than 1
+        on a dense model (it has no experts to route to); ``micro_batches`` without ``pp > 1``
+        (micro-batches fill pipeline stages; one stage has nothing to fill).
+    InfeasibleError
+        A layout the model cannot take (``tp`` not dividing the heads, more stages than layers).
+    """
+    counts = {name: checks.count(option_name(name), value, maximum=MAX_GPUS_PER_AXIS)
+              for name, value in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp))}
+    imbalance = checks.real(option_name("expert_imbalance"), expert_imbalance, minimum=1.0, maximum=1e6)
+    name = model.id or model.name
+    if model.moe is None and imbalance != 1.0:
+        raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
+                        "applies only to mixture-of-experts models: drop it")
+    if micro_batches is not None:
+        micro_batches = checks.count(option_name("micro_batches"), micro_batches, maximum=MAX_BATCH)
+        if counts["pp"] == 1:
+            raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
+                            f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
+    par = Parallelism(**counts, attention_dp=checks.boolean(option_name("attention_dp"), attention_dp),
+                      expert_imbalance=imbalance, micro_batches=micro_batches)
+    par.check(model)
+    return par
+
+
+def memory_options(gpu_memory_utilization: Any, kv_block_size: Any, max_num_tokens: Any) -> dict[str, Any]:
+    """The engine's memory settings: a share in ``(0, 1]``, a page size and a token budget per step."""
+    return {"gpu_memory_utilization": checks.fraction(option_name("gpu_memory_utilization"), gpu_memory_utilization),
+            "kv_block_size": checks.count(option_name("kv_block_size"), kv_block_size, maximum=MAX_KV_BLOCK),
+            "max_num_tokens": checks.count(option_name("max_num_tokens"), max_num_tokens, maximum=MAX_TOKENS)}
+
+
+def unit_price(price_per_gpu_hour: Any, hw: HardwareSpec) -> float | None:
+    """USD per GPU-hour: the one given (finite, >= 0) or the catalog's (None when it has none)."""
+    if price_per_gpu_hour is not None:
+        return checks.price(option_name("price_per_gpu_hour"), price_per_gpu_hour)
+    return hw.price.si if hw.price is not None else None
+
+
+def workload(batch_size: Any, isl: Any, osl: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Batch, prompt and output lengths as whole numbers broadcast into one grid [request, token, token]."""
+    return checks.grid(batch_size=checks.count_array(option_name("batch_size"), batch_size, maximum=MAX_BATCH),
+                       isl=checks.count_array(option_name("isl"), isl, maximum=MAX_TOKENS),
+                       osl=checks.count_array(option_name("osl"), osl, maximum=MAX_TOKENS))
+
+
+def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: dict[str, bool]) -> None:
+    """Refuse what a disaggregated estimate would silently drop.
+
+    ``pools`` are the prefill and decode pools' hardware ids; ``ignored`` maps each
+    aggregated-only argument to whether the user set it.
+    """
+    given = [name for name, was_set in ignored.items() if was_set]
+    if given:
+        named = ", ".join(option_name(n) for n in given)
+        raise SpecError(f"with a disaggregation the pools set the layout and techniques and {named} would be "
+                        "ignored: drop it (a pool's GPUs and tp go in the pools, e.g. "
+                        "'prefill=h200x4,decode=h200x8:tp4'), or estimate one aggregated deployment without the "
+                        "disaggregation")
+    if hardware is None:
+        return
+    from .techniques.disaggregation import resolve_hardware as pool_hardware
+
+    if not isinstance(hardware, (str, HardwareSpec)):
+        resolve_hardware(hardware)  # the type error, worded as for an aggregated deployment
+    hw_id = pool_hardware(hardware)
+    if any(hw_id != p for p in pools):
+        raise SpecError(f"hardware {hw_id!r} disagrees with the pools (prefill on {pools[0]}, decode on "
+                        f"{pools[1]}); the pools name their GPUs: drop the hardware argument")

@@ -1,0 +1,110 @@
+"""Which points of a static-batch grid can run, and why the others cannot.
+
+A grid keeps its feasible points and marks the others with a reason; only a call with
+nothing to show (a single point that does not fit, or a grid none of whose points fits)
+raises :class:`~inferlab.errors.InfeasibleError`, with the bytes needed and available and
+what would fit. The rule is the same for :func:`inferlab.estimate`, :func:`inferlab.sweep`
+and ``inferlab estimate``.
+
+A point is infeasible when not one sequence of its context fits next to the weights, or
+when its batch's KV cache does not fit and running it in waves was not asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .core.memory import MemoryPlan, require_weights_fit
+from .errors import InfeasibleError, option
+
+
+def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return np.ravel(np.broadcast_to(np.asarray(x, float), shape))
+
+
+def static_batch_reasons(plan: MemoryPlan, dp: int, replica: np.ndarray, context: np.ndarray, shape: tuple[int, ...],
+                         waves: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per grid point: whether it runs, and why not ('' where it does).
+
+    Parameters
+    ----------
+    plan : MemoryPlan
+        One GPU's memory at every point (the whole batch's KV cache).
+    dp : int
+        Replicas the batch is split over.
+    replica, context : array [request, token]
+        Sequences per replica and tokens per sequence (``isl + osl``).
+    shape : tuple of int
+        The grid's shape.
+    waves : bool
+        Whether a batch whose KV cache does not fit may run in waves.
+
+    Returns
+    -------
+    feasible : array of bool, reason : array of str (object)
+    """
+    max_seq = _flat(plan.max_sequences, shape)
+    batch = _flat(replica, shape)
+    no_room = max_seq < 1
+    too_big = ~no_room & (batch > max_seq) & (not waves)
+    reason = np.full(int(np.prod(shape)), "", dtype=object)
+    if np.any(no_room):
+        need = plan.weights + plan.reserve + _flat(plan.workspace, shape) + _flat(plan.kv_per_sequence, shape)
+        reason[no_room] = [
+            f"one sequence of {c:,.0f} tokens does not fit: needs {n / 1e9:.1f} GB per GPU (weights "
+            f"{plan.weights / 1e9:.1f} GB) but {plan.budget / 1e9:.1f} GB is usable"
+            for c, n in zip(_flat(context, shape)[no_room], need[no_room])]
+    if np.any(too_big):
+        waves_hint = option("waves", True)
+        reason[too_big] = [
+            f"the KV cache of {b:.0f} sequences of {c:,.0f} tokens needs {kv / 1e9:.1f} GB per GPU but "
+            f"{free / 1e9:.1f} GB is free after weights; at most {m * dp:.0f} fit (or pass {waves_hint})"
+            for b, c, kv, free, m in zip(batch[too_big], _flat(context, shape)[too_big],
+                                         _flat(plan.kv_batch, shape)[too_big], _flat(plan.kv_budget, shape)[too_big],
+                                         max_seq[too_big])]
+    return (reason == "").reshape(shape), reason.reshape(shape)
+
+
+def _point_plan(plan: MemoryPlan, shape: tuple[int, ...], j: int) -> MemoryPlan:
+    at = lambda x: np.asarray(_flat(x, shape)[j])
+    return replace(plan, workspace=at(plan.workspace), kv_per_sequence=at(plan.kv_per_sequence),
+                   kv_batch=at(plan.kv_batch), max_sequences=at(plan.max_sequences))
+
+
+def point_error(est: Any, j: int) -> InfeasibleError:
+    """The full :class:`InfeasibleError` of grid point ``j`` of an estimate: bytes needed and
+    available per GPU and what would fit (a layout, or the largest batch)."""
+    dep, shape = est.deployment, np.shape(est.ttft_s)
+    plan = _point_plan(est.memory, shape, j)
+    try:
+        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+    except InfeasibleError as exc:
+        return exc
+    dp = dep.parallel.dp
+    batch, context = _flat(est.batch_size, shape)[j], _flat(est.isl + est.osl, shape)[j]
+    largest = int(plan.max_sequences)
+    need, free = float(plan.kv_batch), float(plan.kv_budget)
+    return InfeasibleError(
+        f"the KV cache of {np.ceil(batch / dp):.0f} sequences of {context:.0f} tokens needs {need / 1e9:.1f} GB per "
+        f"GPU but {free / 1e9:.1f} GB is free after weights; the largest batch that fits is {largest * dp} "
+        f"(or pass {option('waves', True)})",
+        needed_bytes=need, available_bytes=free, suggestion={"batch_size": largest * dp})
+
+
+def require_feasible(est: Any) -> None:
+    """Raise when the estimate has nothing to show: a single point that does not run, or a
+    grid none of whose points runs (the error of its first point, with the grid's size)."""
+    feasible = np.ravel(est.feasible)
+    if np.any(feasible):
+        return
+    err = point_error(est, 0)
+    if feasible.size > 1:
+        shape = np.shape(est.ttft_s)
+        b, i, o = (_flat(x, shape)[0] for x in (est.batch_size, est.isl, est.osl))
+        raise InfeasibleError(f"none of the {feasible.size} grid points runs; at batch {b:.0f}, isl {i:.0f}, "
+                              f"osl {o:.0f}: {err}", needed_bytes=err.needed_bytes,
+                              available_bytes=err.available_bytes, suggestion=err.suggestion)
+    raise err
