@@ -175,36 +175,46 @@ class Plan:
         return "\n".join(lines + (day.lines() if day is not None else []))
 
 
-def _divisors(model: Any, options: tuple[int, ...], node: int) -> list[int]:
-    return [t for t in options if t <= node and model.num_attention_heads % t == 0]
+def _tp_rule_out(model: Any, tp: int, node: int, hardware: str) -> str:
+    """Why a tensor-parallel degree cannot run the model on the hardware ('' when it can)."""
+    if tp > node:
+        return f"tp={tp} spans more than the {node} GPUs of one {hardware} node (tensor parallelism stays in a node)"
+    if model.num_attention_heads % tp:
+        return f"tp={tp} does not divide the {model.num_attention_heads} attention heads"
+    return ""
 
 
 def candidates(scenario: Scenario) -> list[dict[str, Any]]:
-    """Every configuration of the search space, as estimate() keyword sets."""
+    """Every configuration of the search space, as estimate() keyword sets; one that cannot
+    run at all carries its ``reason`` (it is ruled out, not dropped)."""
+    from ..core.interconnect import node_size
+
     out = []
     for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
         model, hw = load_model(model_id), load_hardware(hw_id)
-        from ..core.interconnect import node_size
-
-        for prec, tp, pp, spec in itertools.product(scenario.search.precisions,
-                                                    _divisors(model, scenario.search.tp, node_size(hw)),
+        for prec, tp, pp, spec in itertools.product(scenario.search.precisions, scenario.search.tp,
                                                     scenario.search.pp, scenario.search.speculative):
+            reason = _tp_rule_out(model, tp, node_size(hw), hw_id)
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
-                         and model.moe.num_experts % tp == 0 else [])
+                         and model.moe.num_experts % tp == 0 and not reason else [])
             for ep in eps:
                 # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
-                modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
+                modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 and not reason else (False,)
                 for disagg in modes:
                     out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp,
-                                "ep": ep, "speculative": spec, "disaggregated": disagg})
+                                "ep": ep, "speculative": spec, "disaggregated": disagg,
+                                **({"reason": reason} if reason else {})})
     return out
 
 
 def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
-    """Capacity, replicas and cost of one configuration for the scenario."""
+    """Capacity, replicas and cost of one configuration for the scenario (ruled out with
+    its reason when it cannot run or meet the SLOs)."""
     sc, tr, slo = scenario, scenario.traffic, scenario.slo
     isl, osl = tr.isl.expected, tr.osl.expected
     base = Candidate(**config, feasible=False)
+    if base.reason:
+        return base
     try:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
     except InferlabError as exc:
@@ -356,10 +366,15 @@ def _tpot_tail(percentile: float) -> float:
 
 
 def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, attempts: int = 3) -> Candidate:
-    """Re-check a candidate with the request-level simulation; add replicas until it meets the SLOs."""
+    """Re-check a candidate with the request-level simulation; add replicas until it meets the SLOs.
+
+    At least :data:`TAIL_REQUESTS` simulated requests lie beyond the SLO percentile (P99.9:
+    10,000 requests), so the percentile checked is the scenario's, from enough samples.
+    """
     from ..serve import serve
 
     sc, tr = scenario, scenario.traffic
+    num_requests = _requests_for(sc.slo.percentile, num_requests)
     if cand.disaggregated:
         return _verify_disaggregated(sc, cand, num_requests=num_requests, attempts=attempts)
     current = cand
@@ -378,15 +393,30 @@ def verify(scenario: Scenario, cand: Candidate, *, num_requests: int = 1500, att
     return _checked(current)
 
 
+#: Fewest simulated requests beyond the SLO percentile when a candidate is verified.
+TAIL_REQUESTS = 10
+
+
+def _requests_for(percentile: float, num_requests: int) -> int:
+    """Requests to simulate so that :data:`TAIL_REQUESTS` lie beyond ``percentile``."""
+    # rounded first: 1 - 0.999 is 0.00099999... in float64, which would ask one request more
+    return max(num_requests, math.ceil(round(TAIL_REQUESTS * 100.0 / (100.0 - percentile), 6)))
+
+
 def _simulated_slos(sc: Scenario, result: Any) -> tuple[float, float, bool, bool]:
-    """The scenario's percentile of TTFT and TPOT in a simulation [s] (P99 if not tabulated),
-    and whether each meets its objective."""
-    s, slo = result.summary(), sc.slo
-    p = f"p{int(slo.percentile)}" if f"p{int(slo.percentile)}" in s["ttft"] else "p99"
-    ttft, tpot = s["ttft"][p], s["tpot"][p]
+    """The scenario's percentile of TTFT and TPOT in a simulation [s], and whether each
+    meets its objective."""
+    slo = sc.slo
+    ttft, tpot = (_percentile(values, slo.percentile) for values in (result.ttft_s, result.tpot_s))
     ttft_ok = not slo.ttft_ms or ttft <= slo.ttft_ms / 1e3
-    tpot_ok = not slo.tpot_ms or tpot <= slo.tpot_ms / 1e3
+    tpot_ok = not slo.tpot_ms or math.isnan(tpot) or tpot <= slo.tpot_ms / 1e3  # NaN: one-token outputs
     return ttft, tpot, bool(ttft_ok), bool(tpot_ok)
+
+
+def _percentile(values: np.ndarray, percentile: float) -> float:
+    """``percentile`` of the defined values (NaN when none is, e.g. TPOT of one-token outputs)."""
+    defined = values[~np.isnan(values)]
+    return float(np.percentile(defined, percentile)) if defined.size else math.nan
 
 
 def _resized(cand: Candidate, replicas: int, gpus_per_replica: int, **changes: Any) -> Candidate:
@@ -413,6 +443,7 @@ def _verify_disaggregated(sc: Scenario, cand: Candidate, *, num_requests: int, a
     from ..techniques.disaggregation import Disaggregation, Pool
 
     tr = sc.traffic
+    num_requests = _requests_for(sc.slo.percentile, num_requests)
     n_p, n_d = (int(x) for x in cand.pd.removeprefix("P").split(":D"))
     current = cand
     for _ in range(attempts):
