@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..results.render import text_table
-from ..validation.cases import load_cases, predict_cases
+from ..validation.cases import load_case_entries, load_cases, predict_cases
 from ..validation.ops import read_ops, predict_ops
 from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
 
@@ -23,8 +23,16 @@ def _print(text: str) -> None:
     print(text)
 
 
+def _check_profile(profile: str) -> None:
+    """Resolve the profile once up front: an unknown name is one error, not one per case."""
+    from ..calibration.profile import load_profile
+
+    load_profile(profile, "generic", "h100-sxm", "hopper")
+
+
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
-    cases = load_cases(args.files or None)
+    _check_profile(args.profile)
+    cases = load_case_entries(args.files or None)
     return [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
             for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
 
@@ -46,8 +54,9 @@ def _validate(args: argparse.Namespace) -> None:
         return
     rows = []
     for r in records:
+        measured = "-" if r["measured"] is None else f"{r['measured']:.4g}"
         if r["predicted"] is None:
-            rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", "-", "-", r["reason"]])
+            rows.append([r["id"], r["metric"], measured, "-", "-", r["reason"]])
         else:
             err = float(percent_errors(r["predicted"], r["measured"]))
             rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}", f"{err:+.1f}", ""])
