@@ -104,11 +104,20 @@ class Case(BaseModel):
 
     @field_validator("speculative")
     @classmethod
-    def _draft_tokens(cls, spec: dict[str, Any] | None) -> dict[str, Any] | None:
-        k = (spec or {}).get("draft_tokens")
+    def _speculative(cls, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+        spec = spec or {}
+        k = spec.get("draft_tokens")
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_DRAFT):
             raise ValueError(f"draft_tokens must be an integer from 0 to {MAX_DRAFT}, got {k!r:.60}")
-        return spec
+        for key in ("method", "draft_model"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise ValueError(f"{key} must be a name, got {spec[key]!r:.60}")
+        for key in ("acceptance", "acceptance_length"):
+            value = spec.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise ValueError(f"{key} must be a finite number, got {value!r:.60}")
+        return spec or None
 
     @property
     def holdout_half(self) -> int:
@@ -292,7 +301,7 @@ def case_speculative(case: Case) -> Any:
     spec = case.speculative
     if not spec:
         return None
-    return SpeculativeConfig(method=spec.get("method", ""), k=int(spec.get("draft_tokens", 0) or 0),
+    return SpeculativeConfig(method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0),
                              acceptance=spec.get("acceptance"), acceptance_length=spec.get("acceptance_length"),
                              draft_model=spec.get("draft_model"))
 
