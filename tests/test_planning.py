@@ -214,7 +214,7 @@ def test_operations_day_plan_by_hand():
 def test_bad_operations_section():
     with pytest.raises(SpecError, match="daily_profile"):
         _small(operations={"daily_profile": [0.5, 1.5]})
-    with pytest.raises(SpecError, match="search.pp: GPU counts of at least 1"):
+    with pytest.raises(SpecError, match=r"search.pp: GPU counts from 1 to 1024, e.g. \[1, 2, 4, 8\]; got \[0, 2\]"):
         _small(search={"pp": [0, 2]})
 
 

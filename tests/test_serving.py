@@ -354,11 +354,11 @@ def test_cli_disaggregated_pools(capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--rate", "2", "--isl", "lognormal:mean=1024,sigm=0.5"], "--isl 'lognormal:mean=1024,sigm=0.5' is not"),
-    (["--rate", "2", "--osl", "uniform:9-3"], "lengths: invalid uniform"),
+    (["--rate", "2", "--osl", "uniform:9-3"], "--osl 'uniform:9-3': lengths: uniform low 9 is above high 3"),
     (["--concurrency", "1.5"], "whole clients"),
     (["--rates", "4,2"], "increasing"),
     (["--rate", "2", "--ttft-slo", "100"], "give both --ttft-slo and --tpot-slo"),
-    (["--rate", "-1"], "rate must be > 0"),
+    (["--rate", "-1"], "rate must be a finite number in (0, 1e+09] [request/s], got -1.0"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, args, message):
     code, out, err = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "20", *args)

@@ -150,3 +150,41 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
                         f"(max_position_embeddings); shorten the prompt or output, or pass "
                         f"{option('allow_long_context', True)} if the deployment uses RoPE scaling (YaRN, dynamic NTK)")
     return True
+
+
+def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "things") -> int:
+    """An ``int`` (numpy integers too) with ``minimum <= value <= maximum``; a float is refused
+    even when whole, because a count typed as ``10.0`` usually comes from arithmetic gone wrong."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        why = f" (it counts {what})" if what else ""
+        raise SpecError(f"{name} must be an integer{why}, got {value!r:.80}")
+    if not minimum <= value <= maximum:
+        raise SpecError(f"{name} must be between {minimum:,} and {maximum:,}, got {value!r}")
+    return int(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy booleans too); ``1``, ``"yes"`` or None are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise SpecError(f"{name} must be True or False, got {value!r:.80}")
+    return bool(value)
+
+
+def real_array(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,
+               max_size: int = MAX_GRID_POINTS, unit: str = "") -> np.ndarray:
+    """A one-dimensional sequence of finite reals in ``[minimum, maximum]``, as float64."""
+    if not isinstance(value, (list, tuple, np.ndarray)) or isinstance(value, np.ndarray) and value.ndim != 1:
+        raise SpecError(f"{name} must be a flat list of numbers, got {value!r:.80}")
+    if len(value) > max_size:
+        raise SpecError(f"{name} has {len(value):,} values; at most {max_size:,}")
+    if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.floating, np.integer))
+           for v in value):
+        raise SpecError(f"{name} must hold numbers only, got {value!r:.80}")
+    arr = np.asarray(value, dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(arr) | (arr < minimum) | (arr > maximum)
+    if arr.size == 0 or np.any(bad):
+        got = "no values" if arr.size == 0 else repr(float(arr[bad][0]))
+        raise SpecError(f"{name} must hold finite numbers in [{minimum:g}, {maximum:g}]"
+                        f"{' [' + unit + ']' if unit else ''}, got {got}")
+    return arr

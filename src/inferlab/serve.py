@@ -89,16 +89,29 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
         return _serve_disaggregated(model, hardware, disaggregation, locals())
     if hardware is None:
         raise SpecError("serve: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its pools")
-    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
-                     engine=engine, profile=profile)
-    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context)
+    # the workload and limits are checked first: a bad count is one line before any model is built
+    workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency, trace=trace,
+                        offline=offline, seed=seed, stagger=stagger)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
                  "kv_block_size": kv_block_size}
-    result = serve_deployment(dep, engine, isl=isl, osl=osl, rate=rate, concurrency=concurrency, trace=trace,
-                              offline=offline, num_requests=num_requests, seed=seed, scheduler=scheduler,
-                              stagger=stagger, **{k: v for k, v in overrides.items() if v is not None})
+    sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
+    if overheads is not None and not isinstance(overheads, ClientOverheads):
+        raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
+                     engine=engine, profile=profile)
+    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context)
+    result = serve_workload(dep, engine, workload, sched)
     return result if overheads is None else replace(result, overheads=overheads)
+
+
+def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **limits: Any) -> SchedulerConfig:
+    """The scheduler of ``engine`` (or ``scheduler``) with ``limits`` overriding its fields."""
+    if scheduler is not None and not isinstance(scheduler, SchedulerConfig):
+        raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
+    base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
+                         else SchedulerConfig())
+    return replace(base, **limits)
 
 
 def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> ServeResult:
@@ -125,9 +138,9 @@ def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float |
                      num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
                      stagger: bool = True, **limits: Any) -> ServeResult:
     """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
-    sched = replace(scheduler or ENGINE_SCHEDULERS.get(engine, SchedulerConfig()), **limits)
+    sched = engine_scheduler(engine, scheduler, **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
-                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed,
+                        trace=trace, offline=offline, seed=seed,
                         stagger=stagger)
     return serve_workload(dep, engine, workload, sched)
 

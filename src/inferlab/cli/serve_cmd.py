@@ -34,8 +34,8 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
             fields = dict(part.split("=", 1) for part in rest.split(","))
             if set(fields) <= {"mean", "sigma"}:
                 return Lengths("lognormal", mean=float(fields["mean"]), sigma=float(fields.get("sigma", 0.0)))
-    except SpecError:
-        raise  # well formed, but not a valid distribution: its own message says why
+    except SpecError as exc:  # well formed, but not a valid distribution: its own message says why
+        raise SpecError(f"--{name} {text!r}: {exc}") from None
     except (ValueError, KeyError, TypeError):
         pass
     raise SpecError(f"--{name} {text!r} is not {allowed}")

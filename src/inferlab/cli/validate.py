@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, SpecError
 from ..results.render import text_table
-from ..validation.cases import load_cases, predict_cases
+from ..validation.cases import load_case_entries, load_cases, predict_cases
 from ..validation.ops import read_ops, predict_ops
 from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
 
@@ -23,13 +23,18 @@ def _print(text: str) -> None:
     print(text)
 
 
-def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+def _check_profile(profile: str) -> None:
+    """Resolve the profile once up front: an unknown name is one error, not one per case."""
     from ..calibration.profile import load_profile
 
-    load_profile(args.profile, "generic", "h100-sxm")  # an unknown profile is bad input, not one failure per case
-    cases = load_cases(args.files or None)
-    records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p,
-                "reason": r} for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+    load_profile(profile, "generic", "h100-sxm", "hopper")
+
+
+def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    _check_profile(args.profile)
+    cases = load_case_entries(args.files or None)
+    records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
+            for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
     if records and all(r["predicted"] is None for r in records):
         raise InfeasibleError(f"none of the {len(records)} cases could be predicted; the first: {records[0]['reason']}")
     return records
@@ -52,8 +57,9 @@ def _validate(args: argparse.Namespace) -> None:
         return
     rows = []
     for r in records:
+        measured = "-" if r["measured"] is None else f"{r['measured']:.4g}"
         if r["predicted"] is None:
-            rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", "-", "-", r["reason"]])
+            rows.append([r["id"], r["metric"], measured, "-", "-", r["reason"]])
         else:
             err = float(percent_errors(r["predicted"], r["measured"]))
             rows.append([r["id"], r["metric"], f"{r['measured']:.4g}", f"{r['predicted']:.4g}", f"{err:+.1f}", ""])

@@ -16,40 +16,69 @@ A scenario is YAML::
     verify: 3                          # best configurations re-checked by the serving simulation
 
 ``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal,
-mean: 1500, sigma: 0.6}``); ``offline: true`` in ``traffic`` plans a batch job (throughput
-per dollar, no latency SLO) with ``tokens`` to process and a ``deadline_h``.
+mean: 1500, sigma: 0.6}``) and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job (throughput
+per dollar, no latency SLO) with ``requests`` to process and a ``deadline_h``.
+
+Every number must be finite and given as a number (``"2.5"`` is refused), counts as
+integers, prices >= 0 and named after one of the scenario's GPUs; the SLO percentile is at
+most 99.9 (the one the verification can simulate enough requests for).
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError,
+                      field_validator, model_validator)
 
-from ..errors import SpecError
+from ..errors import InferlabError, SpecError
 from ..serving.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+#: Frozen, no unknown keys, and no NaN or infinity in any number (an infinite budget or a NaN
+#: price would rank plans by a number that means nothing).
+_STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+#: Highest SLO percentile the verification can check: at P99.9 the simulation serves 10,000
+#: requests so that 10 of them lie beyond the percentile; a higher one would need 100,000+.
+MAX_PERCENTILE = 99.9
+#: Highest request rate a scenario may ask for [request/s]; far past any service, and small
+#: enough that tokens per hour stay finite in float64.
+MAX_RATE = 1e9
+
+
+def _not_text(value: Any) -> Any:
+    """A number given as a number: ``"2.5"`` or ``true`` in a YAML file is a typo, not a value."""
+    if isinstance(value, (str, bool)):
+        raise ValueError(f"expected a number, got {value!r}")
+    return value
+
+
+#: A float field that refuses strings and booleans (pydantic would read ``"2.5"`` as 2.5).
+Number = Annotated[float, BeforeValidator(_not_text)]
 
 
 class Traffic(BaseModel):
     """The load to serve."""
 
     model_config = _STRICT
-    rate: float | None = Field(default=None, gt=0, description="Requests per second (online).")
-    isl: Any = 1024
-    osl: Any = 256
-    prefix_hit: float = Field(default=0.0, ge=0.0, lt=1.0)
-    offline: bool = False
-    requests: int | None = Field(default=None, ge=1, description="Requests of an offline job.")
-    deadline_h: float | None = Field(default=None, gt=0, description="Hours an offline job may take.")
+    rate: Number | None = Field(default=None, gt=0, description="Requests per second (online).")
+    isl: Any = Field(default=1024, validate_default=True, description="Prompt tokens (default 1024).")
+    osl: Any = Field(default=256, validate_default=True, description="Output tokens (default 256).")
+    prefix_hit: Number = Field(default=0.0, ge=0.0, lt=1.0)
+    offline: StrictBool = False
+    requests: StrictInt | None = Field(default=None, ge=1, le=10**15, description="Requests of an offline job.")
+    deadline_h: Number | None = Field(default=None, gt=0, description="Hours an offline job may take.")
 
     @field_validator("isl", "osl")
     @classmethod
     def _lengths(cls, value: Any) -> Lengths:
         if isinstance(value, dict):
+            unknown = sorted(set(map(str, value)) - set(Lengths.__dataclass_fields__))
+            if unknown:
+                raise ValueError(f"unknown key {unknown[0]!r} in a distribution; allowed: "
+                                 f"{', '.join(Lengths.__dataclass_fields__)}")
             return Lengths(**value)
         return Lengths.of(value)
 
@@ -60,6 +89,9 @@ class Traffic(BaseModel):
                 raise ValueError("an offline job needs 'requests' and 'deadline_h'")
         elif self.rate is None:
             raise ValueError("online traffic needs 'rate' (requests/s); or set offline: true")
+        if self.request_rate > MAX_RATE:
+            raise ValueError(f"{self.request_rate:.3g} requests/s is more than {MAX_RATE:g}; no deployment is sized "
+                             "for that")
         return self
 
     @property
@@ -74,31 +106,57 @@ class SLO(BaseModel):
     """Latency objectives at a percentile (none for offline jobs)."""
 
     model_config = _STRICT
-    ttft_ms: float | None = Field(default=None, gt=0)
-    tpot_ms: float | None = Field(default=None, gt=0)
-    percentile: float = Field(default=99.0, gt=0, lt=100)
+    ttft_ms: Number | None = Field(default=None, gt=0)
+    tpot_ms: Number | None = Field(default=None, gt=0)
+    percentile: Number = Field(default=99.0, gt=0, le=MAX_PERCENTILE,
+                               description="Percentile the SLOs hold at, up to 99.9 (verified by simulation).")
 
 
 class Search(BaseModel):
     """The configuration space."""
 
     model_config = _STRICT
-    precisions: tuple[str, ...] = ("bf16", "fp8")
-    tp: tuple[int, ...] = (1, 2, 4, 8)
-    pp: tuple[int, ...] = Field(default=(1,), description="Pipeline stages per replica (across nodes too).")
-    expert_parallel: bool = True
-    speculative: tuple[str | None, ...] = (None,)
-    disaggregation: bool = False
-    max_gpus: int = Field(default=256, ge=1)
-    max_num_seqs: int | None = Field(default=None, ge=1, description="Default: the engine's.")
-    target_utilization: float = Field(default=0.8, gt=0, le=1.0,
-                                      description="Share of a replica's capacity the plan may use.")
+    precisions: tuple[str, ...] = Field(default=("bf16", "fp8"), min_length=1)
+    tp: tuple[StrictInt, ...] = (1, 2, 4, 8)
+    pp: tuple[StrictInt, ...] = Field(default=(1,), description="Pipeline stages per replica (across nodes too).")
+    expert_parallel: StrictBool = True
+    speculative: tuple[str | None, ...] = Field(default=(None,), min_length=1)
+    disaggregation: StrictBool = False
+    max_gpus: StrictInt = Field(default=256, ge=1, le=10**6)
+    max_num_seqs: StrictInt | None = Field(default=None, ge=1, le=10**6, description="Default: the engine's.")
+    target_utilization: Number = Field(default=0.8, gt=0, le=1.0,
+                                       description="Share of a replica's capacity the plan may use.")
 
     @field_validator("tp", "pp")
     @classmethod
     def _counts(cls, value: tuple[int, ...]) -> tuple[int, ...]:
-        if not value or any(v < 1 for v in value):
-            raise ValueError(f"GPU counts of at least 1, e.g. [1, 2, 4, 8]; got {list(value)}")
+        if not value or any(not 1 <= v <= 1024 for v in value):
+            raise ValueError(f"GPU counts from 1 to 1024, e.g. [1, 2, 4, 8]; got {list(value)}")
+        return value
+
+    @field_validator("precisions")
+    @classmethod
+    def _precisions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        from ..techniques.quantization import PrecisionConfig
+
+        for name in value:
+            try:
+                PrecisionConfig.parse(name)
+            except InferlabError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("speculative")
+    @classmethod
+    def _speculative(cls, value: tuple[str | None, ...]) -> tuple[str | None, ...]:
+        from ..techniques.speculative import SpeculativeConfig
+
+        for name in value:
+            try:
+                if name is not None:
+                    SpeculativeConfig.parse(name)
+            except InferlabError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
 
@@ -106,8 +164,8 @@ class ApiPrice(BaseModel):
     """A per-token API to compare the dedicated deployment with [USD per 1M tokens]."""
 
     model_config = _STRICT
-    input_per_million: float = Field(ge=0)
-    output_per_million: float = Field(ge=0)
+    input_per_million: Number = Field(ge=0)
+    output_per_million: Number = Field(ge=0)
 
 
 class Operations(BaseModel):
@@ -123,17 +181,17 @@ class Operations(BaseModel):
     """
 
     model_config = _STRICT
-    daily_profile: tuple[float, ...] | None = Field(default=None, min_length=1)
-    period_h: float = Field(default=1.0, gt=0)
-    reserved_discount: float = Field(default=0.4, ge=0, lt=1)
-    spot_discount: float | None = Field(default=None, gt=0, lt=1)
-    spot_availability: float = Field(default=0.9, ge=0, le=1)
-    storage_gb_per_s: float = Field(default=2.0, gt=0)
-    image_gb: float = Field(default=10.0, ge=0)
-    provisioning_s: float = Field(default=180.0, ge=0)
-    warmup_s: float = Field(default=60.0, ge=0)
-    reaction_s: float = Field(default=60.0, ge=0)
-    ramp_rps_per_min: float = Field(default=0.0, ge=0)
+    daily_profile: tuple[Number, ...] | None = Field(default=None, min_length=1)
+    period_h: Number = Field(default=1.0, gt=0)
+    reserved_discount: Number = Field(default=0.4, ge=0, lt=1)
+    spot_discount: Number | None = Field(default=None, gt=0, lt=1)
+    spot_availability: Number = Field(default=0.9, ge=0, le=1)
+    storage_gb_per_s: Number = Field(default=2.0, gt=0)
+    image_gb: Number = Field(default=10.0, ge=0)
+    provisioning_s: Number = Field(default=180.0, ge=0)
+    warmup_s: Number = Field(default=60.0, ge=0)
+    reaction_s: Number = Field(default=60.0, ge=0)
+    ramp_rps_per_min: Number = Field(default=0.0, ge=0)
 
     @model_validator(mode="after")
     def _shares(self) -> Operations:
@@ -154,11 +212,36 @@ class Scenario(BaseModel):
     traffic: Traffic
     slo: SLO = SLO()
     search: Search = Search()
-    prices: dict[str, float] = Field(default_factory=dict)
-    budget_usd_per_hour: float | None = Field(default=None, gt=0)
+    prices: dict[str, Number] = Field(default_factory=dict, description="USD per GPU-hour, each finite and >= 0.")
+    budget_usd_per_hour: Number | None = Field(default=None, gt=0)
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
-    verify: int = Field(default=3, ge=0)
+    verify: StrictInt = Field(default=3, ge=0, le=100)
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        from ..estimate import ENGINES
+
+        if value not in ENGINES:
+            raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")
+        return value
+
+    @model_validator(mode="after")
+    def _prices(self) -> Scenario:
+        for hardware, usd in self.prices.items():
+            if not usd >= 0:
+                raise ValueError(f"prices: {hardware} at {usd:g} USD/h; a price is >= 0 (a negative one would rank "
+                                 "the plan as earning money)")
+            if hardware not in self.hardware:
+                raise ValueError(f"prices: {hardware!r} is not one of the scenario's hardware"
+                                 f"{_did_you_mean(hardware, self.hardware)}; allowed: {', '.join(self.hardware)}")
+        return self
+
+
+def _did_you_mean(name: str, allowed: Any) -> str:
+    close = difflib.get_close_matches(name, list(allowed), n=2, cutoff=0.5)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def load_scenario(source: str | Path | dict) -> Scenario:

@@ -116,7 +116,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
-                        trace=tuple(trace) if trace is not None else None, offline=offline, seed=seed)
+                        trace=trace, offline=offline, seed=seed)
     arrivals, prompts, outputs = workload.draw()
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)

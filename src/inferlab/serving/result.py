@@ -119,8 +119,7 @@ class ServeResult:
         out: dict[str, dict[str, float]] = {}
         for name, values in (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s),
                              ("e2e", self.e2e_s)):
-            out[name] = {"mean": float(np.nanmean(values)),
-                         **{f"p{p}": float(np.nanpercentile(values, p)) for p in PERCENTILES}}
+            out[name] = _stats(values)
         w = self.trace.itl_weights
         out["itl"] = {"mean": float(np.sum(self.trace.itl_values * w) / max(np.sum(w), 1e-300)),
                       **{f"p{p}": self.itl_percentile(p) for p in PERCENTILES}}
@@ -192,5 +191,14 @@ class ServeResult:
 
 
 def _summary(u: UserLatencies) -> dict[str, dict[str, float]]:
-    return {name: {"mean": float(np.nanmean(v)), **{f"p{p}": float(np.nanpercentile(v, p)) for p in PERCENTILES}}
-            for name, v in (("ttft", u.ttft_s), ("tpot", u.tpot_s), ("e2e", u.e2e_s))}
+    return {name: _stats(v) for name, v in (("ttft", u.ttft_s), ("tpot", u.tpot_s), ("e2e", u.e2e_s))}
+
+
+def _stats(values: np.ndarray) -> dict[str, float]:
+    """Mean and :data:`PERCENTILES` of the defined values; NaN, without numpy's empty-slice
+    warning, when none is (the TPOT of one-token outputs)."""
+    defined = np.asarray(values, float)
+    defined = defined[~np.isnan(defined)]
+    if not defined.size:
+        return {"mean": float("nan"), **{f"p{p}": float("nan") for p in PERCENTILES}}
+    return {"mean": float(np.mean(defined)), **{f"p{p}": float(np.percentile(defined, p)) for p in PERCENTILES}}

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import SpecError
+from ..checks import flag, fraction, integer
+
+#: Bounds far past any engine's setting: sequences in one batch, tokens in one iteration,
+#: tokens in one KV page.
+MAX_SEQS = 10**6
+MAX_TOKENS = 10**8
+MAX_BLOCK = 2**20
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,10 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
 
     def __post_init__(self) -> None:
-        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1 or self.kv_block_size < 1:
-            raise SpecError(f"scheduler limits must be >= 1: {self}")
-        if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise SpecError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
+                                 ("kv_block_size", "tokens", MAX_BLOCK)):
+            integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
+        for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free"):
+            flag(f"scheduler: {name}", getattr(self, name))
+        object.__setattr__(self, "gpu_memory_utilization",
+                           fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))

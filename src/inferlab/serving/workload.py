@@ -14,7 +14,23 @@ from typing import Literal
 
 import numpy as np
 
+from ..checks import flag, integer, real, real_array
 from ..errors import SpecError
+
+#: Longest prompt or output a workload may ask for [token]: ten times the longest context
+#: window of any released model (10M), so a real workload is never refused.
+MAX_TOKENS = 10**8
+#: Largest sigma of a lognormal length: at 3 a request in a million is ~e^(3 x 4.75) ~ 10^6
+#: times the median already.
+MAX_SIGMA = 3.0
+#: Most requests one simulation may serve (each is simulated; ten million take minutes).
+MAX_REQUESTS = 10**7
+#: Longest span of arrivals [s] (11.6 days): float64 times then resolve 0.1 ns, so a
+#: microsecond step is never lost to rounding of the clock (at 1e300 s it would be).
+MAX_SPAN_S = 1e6
+#: Highest arrival rate [request/s]: beyond it every request arrives within a nanosecond
+#: of the last, which is ``offline=True``.
+MAX_RATE = 1e9
 
 
 @dataclass(frozen=True)
@@ -35,16 +51,30 @@ class Lengths:
     values: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        checks = {
-            "fixed": self.value >= 1,
-            "uniform": 1 <= self.low <= self.high,
-            "lognormal": self.mean >= 1 and self.sigma >= 0,
-            "empirical": len(self.values) > 0 and min(self.values) >= 1,
-        }
-        if self.kind not in checks:
-            raise SpecError(f"lengths: unknown kind {self.kind!r}; allowed: {', '.join(checks)}")
-        if not checks[self.kind]:
-            raise SpecError(f"lengths: invalid {self.kind} parameters {self}; token counts must be >= 1")
+        kinds = ("fixed", "uniform", "lognormal", "empirical")
+        if not isinstance(self.kind, str) or self.kind not in kinds:
+            raise SpecError(f"lengths: unknown kind {self.kind!r}; allowed: {', '.join(kinds)}")
+        tokens = {"minimum": 1, "maximum": MAX_TOKENS, "what": "tokens"}
+        if self.kind == "fixed":
+            object.__setattr__(self, "value", integer("lengths: value", self.value, **tokens))
+        elif self.kind == "uniform":
+            low = integer("lengths: low", self.low, **tokens)
+            high = integer("lengths: high", self.high, **tokens)
+            if low > high:
+                raise SpecError(f"lengths: uniform low {low} is above high {high}; give low <= high")
+            object.__setattr__(self, "low", low)
+            object.__setattr__(self, "high", high)
+        elif self.kind == "lognormal":
+            object.__setattr__(self, "mean", real("lengths: mean", self.mean, minimum=1.0, maximum=MAX_TOKENS,
+                                                  unit="token"))
+            object.__setattr__(self, "sigma", real("lengths: sigma", self.sigma, minimum=0.0, maximum=MAX_SIGMA))
+        else:
+            values = self.values
+            if not isinstance(values, (list, tuple, np.ndarray)) or len(values) == 0:
+                raise SpecError(f"lengths: empirical values must be a non-empty list of token counts, got {values!r:.80}")
+            if len(values) > MAX_REQUESTS:
+                raise SpecError(f"lengths: {len(values):,} empirical values; at most {MAX_REQUESTS:,}")
+            object.__setattr__(self, "values", tuple(integer("lengths: values", v, **tokens) for v in values))
 
     @classmethod
     def of(cls, value: int | Lengths | Sequence[int]) -> Lengths:
@@ -53,9 +83,9 @@ class Lengths:
             return value
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             return cls("fixed", value=int(value))
-        if isinstance(value, (list, tuple, np.ndarray)):
-            return cls("empirical", values=tuple(int(v) for v in value))
-        raise SpecError(f"lengths must be a token count, a list of counts or a Lengths, got {value!r}")
+        if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1:
+            return cls("empirical", values=tuple(value))
+        raise SpecError(f"lengths must be a token count, a list of counts or a Lengths, got {value!r:.80}")
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws as int64 (at least 1)."""
@@ -66,6 +96,9 @@ class Lengths:
         elif self.kind == "lognormal":
             mu = np.log(self.mean) - self.sigma**2 / 2.0  # so that the mean is ``mean``
             out = np.rint(rng.lognormal(mu, self.sigma, size=n))
+            if out.max() > MAX_TOKENS:  # a tail this long means sigma describes no real workload
+                raise SpecError(f"lengths: lognormal(mean={self.mean:g}, sigma={self.sigma:g}) drew "
+                                f"{out.max():.3g} tokens, more than {MAX_TOKENS:,}; give a smaller sigma")
         else:
             out = rng.choice(np.asarray(self.values), size=n)
         return np.maximum(np.asarray(out, np.int64), 1)
@@ -102,20 +135,40 @@ class Workload:
     stagger: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "isl", Lengths.of(self.isl))
-        object.__setattr__(self, "osl", Lengths.of(self.osl))
+        for name in ("isl", "osl"):
+            try:
+                object.__setattr__(self, name, Lengths.of(getattr(self, name)))
+            except SpecError as exc:
+                raise SpecError(f"workload: {name}: {exc}") from None
+        object.__setattr__(self, "offline", flag("workload: offline", self.offline))
+        object.__setattr__(self, "stagger", flag("workload: stagger", self.stagger))
+        object.__setattr__(self, "seed", integer("workload: seed", self.seed, minimum=0, maximum=2**64 - 1,
+                                                 what=""))
         modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline]
         if sum(modes) != 1:
             raise SpecError("workload: give exactly one of rate (requests/s), trace (arrival times), "
                             "concurrency (closed-loop clients) or offline=True")
-        if self.rate is not None and not self.rate > 0:
-            raise SpecError(f"workload: rate must be > 0 requests/s, got {self.rate}")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise SpecError(f"workload: concurrency must be >= 1, got {self.concurrency}")
         if self.trace is not None:
-            object.__setattr__(self, "num_requests", len(self.trace))
-        if self.num_requests < 1:
-            raise SpecError(f"workload: num_requests must be >= 1, got {self.num_requests}")
+            trace = real_array("workload: trace", self.trace, minimum=0.0, maximum=MAX_SPAN_S,
+                               max_size=MAX_REQUESTS, unit="s")
+            object.__setattr__(self, "trace", tuple(trace.tolist()))
+            object.__setattr__(self, "num_requests", len(trace))
+        n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests")
+        object.__setattr__(self, "num_requests", n)
+        if self.concurrency is not None:
+            object.__setattr__(self, "concurrency", integer("workload: concurrency", self.concurrency,
+                                                            maximum=MAX_REQUESTS, what="clients"))
+        if self.rate is not None:
+            self._check_rate(n)
+
+    def _check_rate(self, n: int) -> None:
+        rate = real("workload: rate", self.rate, minimum=0.0, maximum=MAX_RATE, include_minimum=False,
+                    unit="request/s")
+        if n / rate > MAX_SPAN_S:
+            raise SpecError(f"workload: {n:,} requests at {rate:g} requests/s arrive over about {n / rate:.3g} s; "
+                            f"at most {MAX_SPAN_S:g} s (11.6 days) can be simulated at microsecond resolution: "
+                            f"give a rate of at least {n / MAX_SPAN_S:.3g} requests/s or fewer requests")
+        object.__setattr__(self, "rate", rate)
 
     @property
     def mode(self) -> str:

@@ -17,16 +17,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import SpecError
+from .hf_fields import check_fields
 from .model import LayerSpec, MLASpec, ModelSpec, MoESpec
 from .validation import format_validation_error
 
 _MISSING = object()
 
-
 class _Config:
     """Read access to one config dict that names the field and architecture on error."""
 
     def __init__(self, data: Mapping[str, Any], model_type: str, where: str):
+        check_fields(data, where)
         self.data, self.model_type, self.where = data, model_type, where
 
     def req(self, *keys: str) -> Any:
@@ -210,6 +211,8 @@ def _llama4(c: _Config) -> dict[str, Any]:
     # transformers default: every 4th layer is NoPE with global attention, the rest chunked.
     interval = c.get("no_rope_layer_interval", 4)
     rope = c.get("no_rope_layers", []) or [int((i + 1) % interval != 0) for i in range(n)]
+    if len(rope) != n or any(r not in (0, 1) or isinstance(r, bool) for r in rope):
+        raise SpecError(f"{c.where}: field 'no_rope_layers' must hold one 0 or 1 per layer ({n}), got {rope!r:.80}")
     chunk = c.get("attention_chunk_size")
     layers = tuple(
         LayerSpec(attention="chunked" if rope[i] and chunk else "full", window=chunk if rope[i] and chunk else None,
@@ -279,10 +282,14 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}); a config.json is UTF-8 JSON") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise SpecError(f"{path}: JSON nested too deeply to be a config") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data, str(path)

@@ -40,7 +40,7 @@ def read_yaml_mapping(path: Path | Any, what: str) -> dict[str, Any]:
     except OSError as exc:
         raise SpecError(f"{what}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{what}: not UTF-8 text (byte {exc.start}: {exc.reason}); save it as UTF-8") from None
+        raise SpecError(f"{what}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     if not isinstance(data, dict):
         raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
     return data

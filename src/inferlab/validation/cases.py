@@ -11,14 +11,16 @@ approximated silently.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InferlabError, SpecError
 from ..techniques.parallelism import expert_layout
@@ -33,7 +35,14 @@ METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_
 #: Engines the efficiency profiles know; cases from any other engine use ``generic``.
 PROFILE_ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
 
-_CASE_CONFIG = ConfigDict(frozen=True, extra="allow")
+_CASE_CONFIG = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
+#: Bounds of a case's counts, far beyond any benchmark: GPUs, tokens per request, requests
+#: or clients in a load, draft tokens per speculative step.
+MAX_GPUS, MAX_TOKENS, MAX_LOAD, MAX_DRAFT = 10**6, 10**8, 10**6, 64
+#: The typed keys of ``load``: (kind, smallest, largest).
+_LOAD_KEYS: dict[str, tuple[str, float, float]] = {
+    "batch_size": ("int", 1, MAX_LOAD), "concurrency": ("int", 1, MAX_LOAD), "num_requests": ("int", 1, MAX_LOAD),
+    "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1)}
 #: libyaml's safe loader where available (ten times faster on the public files).
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -59,13 +68,13 @@ class Case(BaseModel):
     regime: Literal["static_batch", "offline", "online", "closed_loop"]
     model: str
     hardware: str
-    num_gpus: int = Field(ge=1)
+    num_gpus: int = Field(ge=1, le=MAX_GPUS)
     parallelism: Parallelism = Parallelism()
     precision: dict[str, str | None]
     engine: str
     engine_version: str | None = None
-    isl: int = Field(ge=1)
-    osl: int = Field(ge=1)
+    isl: int = Field(ge=1, le=MAX_TOKENS)
+    osl: int = Field(ge=1, le=MAX_TOKENS)
     load: dict[str, Any]
     speculative: dict[str, Any] | None = None
     prefix_cache: dict[str, Any] | None = None
@@ -77,35 +86,134 @@ class Case(BaseModel):
     source: str = ""
     source_id: str = ""
 
+    @field_validator("load")
+    @classmethod
+    def _load(cls, load: dict[str, Any]) -> dict[str, Any]:
+        for key, value in load.items():
+            if key not in _LOAD_KEYS:
+                continue  # an unknown load key is reported as unsupported, with the keys expected
+            kind, low, high = _LOAD_KEYS[key]
+            ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+                  "real": isinstance(value, (int, float)) and not isinstance(value, bool),
+                  "bool": isinstance(value, bool)}[kind]
+            if not ok or kind != "bool" and not (low <= value <= high and math.isfinite(value)
+                                                 and (kind == "int" or value > 0)):
+                allowed = {"int": f"an integer from {low:,} to {high:,}", "real": f"a number in (0, {high:g}]",
+                           "bool": "true or false"}[kind]
+                raise ValueError(f"{key} must be {allowed}, got {value!r:.60}")
+        return load
+
+    @field_validator("speculative")
+    @classmethod
+    def _speculative(cls, spec: dict[str, Any] | None) -> dict[str, Any] | None:
+        spec = spec or {}
+        k = spec.get("draft_tokens")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_DRAFT):
+            raise ValueError(f"draft_tokens must be an integer from 0 to {MAX_DRAFT}, got {k!r:.60}")
+        for key in ("method", "draft_model"):
+            if spec.get(key) is not None and not isinstance(spec[key], str):
+                raise ValueError(f"{key} must be a name, got {spec[key]!r:.60}")
+        for key in ("acceptance", "acceptance_length"):
+            value = spec.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value)):
+                raise ValueError(f"{key} must be a finite number, got {value!r:.60}")
+        return spec or None
+
     @property
     def holdout_half(self) -> int:
         """0 or 1: a fixed split of cases by a hash of the id (fit on 0, score on 1)."""
         return hashlib.sha256(self.id.encode("utf-8")).digest()[0] & 1
 
 
-def _read_yaml(text: str, label: str) -> list[Case]:
+@dataclass(frozen=True)
+class InvalidCase:
+    """A case that does not follow the schema: kept with its reason, so that the other
+    cases of its file are still predicted (``inferlab validate`` reports it in its row)."""
+
+    id: str
+    reason: str
+    regime: str = ""
+    metric: str = ""
+    measured: float | None = None
+
+
+def _invalid(item: Any, i: int, reason: str) -> InvalidCase:
+    """An :class:`InvalidCase` with what can be read of ``item`` (for the report's columns)."""
+    fields = item if isinstance(item, dict) else {}
+    measured = fields.get("measured")
+    ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
+    text = {k: fields.get(k) if isinstance(fields.get(k), str) else "" for k in ("id", "regime", "metric")}
+    return InvalidCase(id=text["id"] or f"case {i}", reason=reason, regime=text["regime"], metric=text["metric"],
+                       measured=float(measured) if ok else None)
+
+
+def _read_yaml(text: str, label: str) -> list[Case | InvalidCase]:
+    """The cases of one file, each a :class:`Case` or an :class:`InvalidCase`; a file that
+    is not a case file at all is a :class:`SpecError`."""
     try:
         data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"case file {label}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise SpecError(f"case file {label}: nested too deeply to be a case file") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise SpecError(f"case file {label}: expected 'schema: {SCHEMA}' at the top, found {found!r}")
+        raise SpecError(f"case file {label}: expected 'schema: {SCHEMA}' at the top, found {found!r:.60}")
     raw = data.get("cases")
     if not isinstance(raw, list):
         raise SpecError(f"case file {label}: 'cases' must be a list of cases")
-    cases = []
+    cases: list[Case | InvalidCase] = []
     for i, item in enumerate(raw):
-        named = isinstance(item, dict) and item.get("id")
+        named = isinstance(item, dict) and isinstance(item.get("id"), str) and item.get("id")
         where = f"case file {label}, case {i}" + (f" ({item['id']})" if named else "")
         if not isinstance(item, dict):
-            raise SpecError(f"{where}: expected a mapping of fields, got {type(item).__name__}")
+            cases.append(_invalid(item, i, f"{where}: expected a mapping of fields, got {type(item).__name__}"))
+            continue
         try:
-            cases.append(Case(**item))
+            cases.append(Case(**{str(k): v for k, v in item.items()}))
         except ValidationError as exc:
-            raise SpecError(f"{where}: {format_validation_error(exc)}") from None
+            cases.append(_invalid(item, i, f"{where}: {format_validation_error(exc)}"))
+    return cases
+
+
+def _read_texts(paths: Sequence[str | Path] | str | Path | None) -> list[tuple[str, str]]:
+    if paths is None:
+        folder = resources.files("inferlab.validation") / "data"
+        return [((folder / name).read_text(encoding="utf-8"), name) for name in PUBLIC_FILES]
+    texts = []
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        try:
+            texts.append((Path(path).read_text(encoding="utf-8"), str(path)))
+        except OSError as exc:
+            raise SpecError(f"case file {path}: cannot read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"case file {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    return texts
+
+
+def load_case_entries(paths: Sequence[str | Path] | str | Path | None = None) -> list[Case | InvalidCase]:
+    """Every case of the files (the public ones with none), in order: a case that breaks the
+    schema or repeats an id is an :class:`InvalidCase` with its reason, not the end of the file.
+
+    Raises
+    ------
+    SpecError
+        A file that cannot be read, is not UTF-8 YAML, or is not ``inferlab-cases/1``.
+    """
+    cases: list[Case | InvalidCase] = []
+    seen: dict[str, str] = {}
+    for text, label in _read_texts(paths):
+        for case in _read_yaml(text, label):
+            if isinstance(case, Case) and case.id in seen:
+                case = InvalidCase(case.id, f"case file {label}: duplicate case id {case.id!r} (first in "
+                                            f"{seen[case.id]}); ids must be unique", case.regime, case.metric,
+                                   case.measured)
+            elif isinstance(case, Case):
+                seen[case.id] = label
+            cases.append(case)
     return cases
 
 
@@ -116,28 +224,14 @@ def load_cases(paths: Sequence[str | Path] | str | Path | None = None) -> list[C
     ------
     SpecError
         A file that cannot be read, is not ``inferlab-cases/1``, has a malformed case, or
-        repeats a case id (within or across files).
+        repeats a case id (within or across files); :func:`load_case_entries` keeps the
+        malformed cases instead.
     """
-    if paths is None:
-        folder = resources.files("inferlab.validation") / "data"
-        texts = [((folder / name).read_text(encoding="utf-8"), name) for name in PUBLIC_FILES]
-    else:
-        texts = []
-        for path in [paths] if isinstance(paths, (str, Path)) else paths:
-            try:
-                texts.append((Path(path).read_text(encoding="utf-8"), str(path)))
-            except OSError as exc:
-                raise SpecError(f"case file {path}: cannot read ({exc.strerror or exc})") from None
-    cases: list[Case] = []
-    seen: dict[str, str] = {}
-    for text, label in texts:
-        for case in _read_yaml(text, label):
-            if case.id in seen:
-                raise SpecError(f"case file {label}: duplicate case id {case.id!r} (first in {seen[case.id]}); "
-                                "ids must be unique")
-            seen[case.id] = label
-            cases.append(case)
-    return cases
+    entries = load_case_entries(paths)
+    bad = next((c for c in entries if isinstance(c, InvalidCase)), None)
+    if bad is not None:
+        raise SpecError(bad.reason)
+    return entries  # type: ignore[return-value]
 
 
 def _has_experts(model: str) -> bool:
@@ -211,7 +305,7 @@ def case_speculative(case: Case) -> Any:
     spec = case.speculative
     if not spec:
         return None
-    return SpeculativeConfig(method=spec.get("method", ""), k=int(spec.get("draft_tokens", 0) or 0),
+    return SpeculativeConfig(method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0),
                              acceptance=spec.get("acceptance"), acceptance_length=spec.get("acceptance_length"),
                              draft_model=spec.get("draft_model"))
 
@@ -255,13 +349,20 @@ def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, outp
     return np.asarray(values[metric](), float)
 
 
-def predict_cases(cases: Iterable[Case], profile: Any = "default") -> list[tuple[float | None, str | None]]:
+def predict_cases(cases: Iterable[Case | InvalidCase],
+                  profile: Any = "default") -> list[tuple[float | None, str | None]]:
     """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
-    grid, serving cases that share a run as one simulation."""
+    grid, serving cases that share a run as one simulation; an :class:`InvalidCase` gets its reason."""
     from ..estimate import estimate
     from .serving import predict_serving_cases
 
     cases = list(cases)
+    valid = [i for i, case in enumerate(cases) if isinstance(case, Case)]
+    if len(valid) < len(cases):  # invalid entries keep their reason; the others are predicted
+        out = [(None, f"invalid case: {getattr(case, 'reason', '')}") for case in cases]
+        for i, pred in zip(valid, predict_cases([cases[i] for i in valid], profile)):
+            out[i] = pred
+        return out  # type: ignore[return-value]
     out: list[tuple[float | None, str | None]] = [(None, None)] * len(cases)
     serving = [i for i, case in enumerate(cases) if case.regime != "static_batch"]
     for i, pred in zip(serving, predict_serving_cases([cases[i] for i in serving], profile)):

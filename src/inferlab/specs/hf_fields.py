@@ -1,0 +1,63 @@
+"""Types and bounds of the fields of a Hugging Face ``config.json``, checked before a spec is built.
+
+A config is data from outside: a layer count of 2^63, ``"sliding_window": "32"`` or
+``"tie_word_embeddings": "false"`` must be one clear error naming the field, not a
+MemoryError, a silent coercion into a different spec, or a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import SpecError
+
+#: Largest value of each count field, far beyond any released model (the largest today:
+#: 126 layers, 128 heads, 384 experts, hidden 16,384, MLP 53,248, vocab 262,208, context
+#: 10M), so that a corrupt or hostile config is refused at once instead of building
+#: 2^63 layers. Each field: (smallest, largest).
+_LAYERS, _HEADS, _EXPERTS, _WIDTH = (1, 4096), (1, 8192), (1, 65_536), (1, 2**20)
+_POSITIONS = (1, 2**30)
+COUNT_BOUNDS: dict[str, tuple[int, int]] = {
+    "num_hidden_layers": _LAYERS, "n_layer": _LAYERS,
+    "num_attention_heads": _HEADS, "num_key_value_heads": _HEADS, "n_head": _HEADS, "num_kv_heads": _HEADS,
+    "num_experts": _EXPERTS, "num_local_experts": _EXPERTS, "n_routed_experts": _EXPERTS,
+    "num_experts_per_tok": _EXPERTS, "experts_per_token": _EXPERTS, "n_shared_experts": (0, _EXPERTS[1]),
+    **{k: _WIDTH for k in ("hidden_size", "n_embd", "intermediate_size", "intermediate_size_mlp",
+                           "moe_intermediate_size", "head_dim", "n_inner", "ffn_hidden_size", "kv_lora_rank",
+                           "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")},
+    "vocab_size": (1, 2**24),
+    "max_position_embeddings": _POSITIONS, "n_positions": _POSITIONS, "sliding_window": _POSITIONS,
+    "attention_chunk_size": _POSITIONS,
+    **{k: _LAYERS for k in ("moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step",
+                            "no_rope_layer_interval", "sliding_window_pattern")},
+    **{k: (0, _LAYERS[1]) for k in ("first_k_dense_replace", "max_window_layers", "num_nextn_predict_layers")},
+    "num_ln_in_parallel_attn": (1, 4),
+}
+#: Fields read as true/false: ``"false"`` (a string) would otherwise count as true.
+BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "use_sliding_window",
+               "new_decoder_architecture", "multi_query", "parallel_attn")
+#: Layer-type names of ``layer_types`` lists.
+_LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
+def check_fields(data: Mapping[str, Any], where: str) -> None:
+    """Every count field present is an integer within :data:`COUNT_BOUNDS`, every flag a
+    boolean: checked before anything is built, so a bad config is one line at once."""
+    for key, (low, high) in COUNT_BOUNDS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: field {key!r} must be an integer, got {value!r:.60} ({type(value).__name__})")
+        if not low <= value <= high:
+            raise SpecError(f"{where}: field {key!r} must be between {low:,} and {high:,} (a bound far beyond "
+                            f"any released model), got {value:,}; check the config")
+    for key in BOOL_FIELDS:
+        value = data.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise SpecError(f"{where}: field {key!r} must be true or false, got {value!r:.60}")
+    types = data.get("layer_types")
+    if isinstance(types, list) and any(t not in _LAYER_TYPES for t in types):
+        bad = next(t for t in types if t not in _LAYER_TYPES)
+        raise SpecError(f"{where}: field 'layer_types' holds {bad!r:.60}; allowed: {', '.join(_LAYER_TYPES)}")

@@ -1,0 +1,107 @@
+"""Case files: a bad case is reported with its reason and the others are still predicted;
+a file that is not a case file, or an unknown profile, is one line and exit 2 (issue 16)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inferlab.cli.main import main
+from inferlab.errors import SpecError
+from inferlab.validation.cases import InvalidCase, load_case_entries, load_cases, predict_cases
+
+SAMPLE = yaml.safe_load((Path(__file__).parent / "data" / "cases-sample.yaml").read_text(encoding="utf-8"))
+GOOD = SAMPLE["cases"][0]  # GPT-J 6B fp8 on one H100, batch 1024, 128/128 tokens
+
+
+def _file(tmp_path, cases, schema="inferlab-cases/1"):
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump({"schema": schema, "cases": cases}), encoding="utf-8")
+    return path
+
+
+def _variant(case_id, **changes):
+    case = copy.deepcopy(GOOD)
+    case["id"] = case_id
+    for key, value in changes.items():
+        if value is None:
+            case.pop(key)
+        else:
+            case[key] = value
+    return case
+
+
+def test_one_bad_case_does_not_stop_the_others(tmp_path):
+    bad_ep = _variant("bad-ep", parallelism={"tp": 1, "ep": 0})
+    unknown = _variant("bad-model", model="llama-9")
+    missing = _variant("bad-missing", measured=None)
+    entries = load_case_entries(_file(tmp_path, [GOOD, bad_ep, unknown, missing, "junk"]))
+    kinds = [type(e).__name__ for e in entries]
+    assert kinds == ["Case", "InvalidCase", "Case", "InvalidCase", "InvalidCase"]
+    preds = predict_cases(entries)
+    assert preds[0][0] is not None and preds[0][0] > 0 and preds[0][1] is None
+    assert preds[1] == (None, "invalid case: case file " + str(tmp_path / "cases.yaml") + ", case 1 (bad-ep): "
+                              "parallelism.ep: Input should be greater than or equal to 1")
+    assert preds[2][0] is None and preds[2][1].startswith("unknown model 'llama-9'")
+    assert preds[3][1].endswith("case 3 (bad-missing): measured: required field is missing")
+    assert preds[4][1].endswith("case 4: expected a mapping of fields, got str")
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"load": {"batch_size": 2.5}}, "load: batch_size must be an integer from 1 to 1,000,000, got 2.5"),
+    ({"load": {"batch_size": "8"}}, "load: batch_size must be an integer from 1 to 1,000,000, got '8'"),
+    ({"load": {"request_rate": float("nan"), "num_requests": 5}}, "load: request_rate must be a number in (0, 1e+09]"),
+    ({"load": {"concurrency": 0}}, "load: concurrency must be an integer from 1 to 1,000,000, got 0"),
+    ({"isl": 10**12}, "isl: Input should be less than or equal to 100000000"),
+    ({"measured": float("inf")}, "measured: Input should be a finite number"),
+    ({"speculative": {"method": "eagle", "draft_tokens": "four"}}, "draft_tokens must be an integer from 0 to 64"),
+])
+def test_case_fields_are_typed_and_bounded(tmp_path, changes, message):
+    (entry,) = load_case_entries(_file(tmp_path, [_variant("c", **changes)]))
+    assert isinstance(entry, InvalidCase) and message in entry.reason
+
+
+def test_a_repeated_id_is_an_invalid_case_and_the_first_is_kept(tmp_path):
+    entries = load_case_entries(_file(tmp_path, [GOOD, GOOD]))
+    assert type(entries[0]).__name__ == "Case" and isinstance(entries[1], InvalidCase)
+    assert "duplicate case id" in entries[1].reason
+
+
+def test_load_cases_stays_strict_for_calibration(tmp_path):
+    with pytest.raises(SpecError, match=r"case 1 \(bad-ep\): parallelism.ep"):
+        load_cases(_file(tmp_path, [GOOD, _variant("bad-ep", parallelism={"ep": 0})]))
+
+
+def test_validate_cli_reports_the_bad_case_and_exits_0(tmp_path, capsys):
+    path = _file(tmp_path, [GOOD, _variant("bad-ep", parallelism={"ep": 0})])
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    good_row = next(line for line in out.splitlines() if line.startswith(GOOD["id"]))
+    bad_row = next(line for line in out.splitlines() if line.startswith("bad-ep"))
+    assert "invalid case" not in good_row and good_row.split()[2] == "2.586e+04"
+    assert "parallelism.ep: Input should be greater than or equal to 1" in bad_row
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\xff\xfeschema: x", "not UTF-8 text (byte 0)"),
+    (b"schema: [unclosed", "not valid YAML"),
+    (b"schema: inferlab-cases/0\ncases: []\n", "expected 'schema: inferlab-cases/1' at the top, found 'inferlab-cases/0'"),
+    (b"just text", "expected 'schema: inferlab-cases/1' at the top, found 'str'"),
+    (b"schema: inferlab-cases/1\ncases: {a: 1}\n", "'cases' must be a list of cases"),
+])
+def test_files_that_are_not_case_files_exit_2_in_one_line(tmp_path, capsys, content, message):
+    path = tmp_path / "f.yaml"
+    path.write_bytes(content)
+    assert main(["validate", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err
+
+
+def test_an_unknown_profile_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["validate", str(_file(tmp_path, [GOOD])), "--profile", "nope"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "inferlab: error: unknown profile 'nope'. Allowed: <path>.yaml, default, roofline.\n"

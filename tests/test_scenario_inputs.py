@@ -1,0 +1,126 @@
+"""Scenario files and ``inferlab plan`` refuse what they cannot answer (issue 16).
+
+Expected messages and numbers are written out here by hand; none is recomputed by the
+code under test.
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from inferlab.cli.main import build_parser, main
+from inferlab.errors import InfeasibleError, SpecError
+from inferlab.planning.planner import _requests_for, _simulated_slos, plan
+from inferlab.planning.scenario import load_scenario
+from inferlab.serving.workload import Lengths
+
+
+def _scenario(**overrides):
+    base = {"name": "t", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"],
+            "traffic": {"rate": 2, "isl": 256, "osl": 32}, "slo": {"ttft_ms": 2000, "tpot_ms": 100},
+            "search": {"precisions": ["bf16"], "tp": [1]}, "verify": 0}
+    base.update(overrides)
+    return base
+
+
+def test_traffic_without_lengths_takes_the_documented_defaults():
+    sc = load_scenario(_scenario(traffic={"rate": 2}))
+    assert sc.traffic.isl == Lengths("fixed", value=1024) and sc.traffic.osl == Lengths("fixed", value=256)
+    assert str(plan(sc)).startswith("plan 't': 2 req/s, ISL ~1024, OSL ~256")
+
+
+@pytest.mark.parametrize("prices, message", [
+    ({"h100-sxm": -24}, "prices: h100-sxm at -24 USD/h; a price is >= 0"),
+    ({"h100-sxm": float("inf")}, "prices.h100-sxm: Input should be a finite number"),
+    ({"h100-sxm": float("nan")}, "prices.h100-sxm: Input should be a finite number"),
+    ({"h100-sxm": "2.5"}, "prices.h100-sxm: expected a number, got '2.5'"),
+    # a price under a name the search never uses would leave the catalog's price in force
+    ({"h100": 2.5}, "prices: 'h100' is not one of the scenario's hardware (did you mean 'h100-sxm'?)"),
+])
+def test_prices_are_finite_non_negative_and_name_a_searched_gpu(prices, message):
+    with pytest.raises(SpecError) as info:
+        load_scenario(_scenario(prices=prices))
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"budget_usd_per_hour": float("inf")}, "budget_usd_per_hour: Input should be a finite number"),
+    ({"traffic": {"rate": "2"}}, "traffic.rate: expected a number, got '2'"),
+    ({"traffic": {"rate": 2, "isl": {"kind": "fixed", "valu": 3}}}, "unknown key 'valu' in a distribution"),
+    ({"traffic": {"rate": 2, "isl": 1.5}}, "traffic.isl: lengths must be a token count"),
+    ({"traffic": {"rate": 2e12}}, "2e+12 requests/s is more than 1e+09"),
+    ({"verify": True}, "verify: Input should be a valid integer"),
+    ({"search": {"tp": [1.0]}}, "search.tp.0: Input should be a valid integer"),
+    ({"search": {"precisions": ["fp9"]}}, "search.precisions: unknown"),
+    ({"engine": "vlm"}, "engine: unknown engine 'vlm' (did you mean 'vllm'?)"),
+    ({"slo": {"ttft_ms": 100, "percentile": 99.99}}, "slo.percentile: Input should be less than or equal to 99.9"),
+])
+def test_scenario_fields_refused_with_their_place(overrides, message):
+    with pytest.raises(SpecError) as info:
+        load_scenario(_scenario(**overrides))
+    assert message in str(info.value)
+
+
+def test_verification_simulates_enough_requests_for_the_percentile():
+    # 10 requests beyond the percentile: P99.9 -> 10 / 0.001 = 10,000; P99 -> 1,000 (< the 1,500 asked)
+    assert _requests_for(99.9, 1500) == 10_000
+    assert _requests_for(99.0, 1500) == 1500
+    assert _requests_for(99.5, 1500) == 2000
+
+
+def test_verification_checks_the_slo_at_its_own_percentile():
+    # TTFTs of 1..1000 ms: linear-interpolated P99 = 1 + 0.99 x 999 = 990.01 ms and
+    # P99.9 = 1 + 0.999 x 999 = 999.001 ms; a 995 ms SLO holds at P99 and fails at P99.9
+    result = types.SimpleNamespace(ttft_s=np.arange(1.0, 1001.0) / 1e3, tpot_s=np.full(1000, 0.01))
+    for percentile, ttft_ms, ok in ((99.0, 990.01, True), (99.9, 999.001, False)):
+        sc = load_scenario(_scenario(slo={"ttft_ms": 995, "tpot_ms": 100, "percentile": percentile}))
+        ttft, tpot, ttft_ok, tpot_ok = _simulated_slos(sc, result)
+        assert ttft == pytest.approx(ttft_ms / 1e3, rel=1e-12) and tpot == pytest.approx(0.01)
+        assert (ttft_ok, tpot_ok) == (ok, True)
+
+
+def test_a_tp_the_heads_cannot_split_is_ruled_out_with_its_reason():
+    # Llama-3.1-8B has 32 attention heads (3 does not divide them); an H100 SXM node has 8 GPUs
+    result = plan(load_scenario(_scenario(search={"precisions": ["bf16"], "tp": [3, 16]})))
+    reasons = [c.reason for c in result.candidates]
+    assert reasons == ["tp=3 does not divide the 32 attention heads",
+                       "tp=16 spans more than the 8 GPUs of one h100-sxm node (tensor parallelism stays in a node)"]
+    assert str(result).endswith("0 feasible, 2 ruled out (see to_dict() for reasons)")
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return str(path)
+
+
+def test_plan_with_nothing_feasible_is_an_infeasible_error_with_the_reasons(tmp_path):
+    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
+                            "search: {tp: [3], precisions: [bf16, fp8]}\nverify: 0\n")
+    args = build_parser().parse_args(["plan", path])
+    with pytest.raises(InfeasibleError) as info:
+        args.func(args)
+    assert str(info.value) == ("plan 'scenario': none of the 2 configurations meets the scenario: "
+                               "tp=3 does not divide the 32 attention heads (2x)")
+
+
+@pytest.mark.parametrize("text, message", [
+    (b"models: [llama-3.1-8b]\nname: \xff\xfe\n", "not UTF-8"),
+    ("models: [", "not valid YAML"),
+    ("- a\n- b\n", "expected a mapping of fields, got list"),
+    ("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\nprices: {h100-sxm: -24}\n",
+     "a price is >= 0"),
+])
+def test_plan_bad_files_are_one_line_and_exit_2(tmp_path, capsys, text, message):
+    code = main(["plan", _write(tmp_path, text)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_plan_refuses_a_negative_verify_count(tmp_path, capsys):
+    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n")
+    assert main(["plan", path, "--verify", "-1"]) == 2
+    assert "--verify must be between 0 and 100, got -1" in capsys.readouterr().err

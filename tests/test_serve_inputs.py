@@ -1,0 +1,107 @@
+"""``inferlab.serve`` refuses what it cannot simulate, in one SpecError, before any simulation.
+
+Each case is one example of issue 16 (a TypeError, a NaN arrival or a TPOT of 0 before);
+the expected text is the message a user reads, written out here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import inferlab
+from inferlab.errors import SpecError
+from inferlab.serving.scheduler import SchedulerConfig
+from inferlab.serving.workload import Lengths, Workload
+
+SMALL = {"num_requests": 8}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rate": "5"}, "workload: rate must be a number [request/s], got '5'"),
+    ({"rate": 1 + 2j}, "workload: rate must be a number [request/s], got (1+2j)"),
+    ({"rate": float("nan")}, "workload: rate must be a finite number in (0, 1e+09] [request/s], got nan"),
+    ({"rate": 1e300}, "workload: rate must be a finite number in (0, 1e+09] [request/s], got 1e+300"),
+    # 8 requests at 1e-300/s would span 8e300 s, where a 10 ms step is below one float64 ulp
+    ({"rate": 1e-300}, "8 requests at 1e-300 requests/s arrive over about 8e+300 s; at most 1e+06 s"),
+    ({"rate": 2, "num_requests": 10.5}, "workload: num_requests must be an integer (it counts requests), got 10.5"),
+    ({"rate": 2, "num_requests": 10.0}, "workload: num_requests must be an integer (it counts requests), got 10.0"),
+    ({"rate": 2, "num_requests": 0}, "workload: num_requests must be between 1 and 10,000,000, got 0"),
+    ({"rate": 2, "seed": 1.5}, "workload: seed must be an integer, got 1.5"),
+    ({"rate": 2, "seed": "x"}, "workload: seed must be an integer, got 'x'"),
+    ({"rate": 2, "seed": -1}, "workload: seed must be between 0 and"),
+    ({"trace": [[0, 1], [2, 3]]}, "workload: trace must hold numbers only"),
+    ({"trace": 5}, "workload: trace must be a flat list of numbers, got 5"),
+    ({"trace": "0,1"}, "workload: trace must be a flat list of numbers, got '0,1'"),
+    ({"trace": [0.0, float("nan")]}, "workload: trace must hold finite numbers in [0, 1e+06] [s], got nan"),
+    ({"trace": [-1.0, 1.0]}, "workload: trace must hold finite numbers in [0, 1e+06] [s], got -1.0"),
+    ({"trace": []}, "workload: trace must hold finite numbers in [0, 1e+06] [s], got no values"),
+    ({"concurrency": 0}, "workload: concurrency must be between 1 and 10,000,000, got 0"),
+    ({"concurrency": 2.5}, "workload: concurrency must be an integer (it counts clients), got 2.5"),
+    ({"offline": 1}, "workload: offline must be True or False, got 1"),
+    ({"offline": True, "isl": 10.5}, "workload: isl: lengths must be a token count"),
+    ({"offline": True, "osl": [1, 2.5]}, "workload: osl: lengths: values must be an integer (it counts tokens), got 2.5"),
+    ({"offline": True, "isl": 10**9}, "workload: isl: lengths: value must be between 1 and 100,000,000, got 1000000000"),
+    ({"offline": True, "max_num_seqs": 0}, "scheduler: max_num_seqs must be between 1 and 1,000,000, got 0"),
+    ({"offline": True, "kv_block_size": 0}, "scheduler: kv_block_size must be between 1 and"),
+    ({"offline": True, "gpu_memory_utilization": 2.0}, "scheduler: gpu_memory_utilization must be a finite number "
+                                                       "in (0, 1], got 2.0"),
+    ({"offline": True, "max_num_batched_tokens": "8192"}, "scheduler: max_num_batched_tokens must be an integer"),
+    ({"offline": True, "scheduler": {"max_num_seqs": 4}}, "serve: scheduler must be a SchedulerConfig"),
+    ({"rate": 2, "concurrency": 4}, "give exactly one of rate"),
+])
+def test_serve_refuses_bad_workloads_in_one_line(kwargs, message):
+    with pytest.raises(SpecError) as info:
+        inferlab.serve("llama-3.1-8b", "h100-sxm", **{**SMALL, **kwargs})
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_workload_is_checked_before_the_deployment_is_built():
+    # an unknown model would be an UnknownNameError: the workload's error comes first
+    with pytest.raises(SpecError, match="num_requests must be an integer"):
+        inferlab.serve("no-such-model", "h100-sxm", rate=2, num_requests=3.5)
+
+
+def test_the_slowest_allowed_rate_still_has_nonzero_step_times():
+    # 8 requests at 8e-6 req/s span ~1e6 s: float64 resolves 1.2e-10 s there, far below a decode step
+    result = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=8e-6, num_requests=8, isl=128, osl=16)
+    assert result.summary()["tpot"]["p50"] > 1e-4
+
+
+def test_integer_like_numpy_values_are_accepted():
+    import numpy as np
+
+    w = Workload(isl=np.int64(128), osl=[np.int32(4), 8], rate=np.float64(2.0), num_requests=np.int64(5),
+                 seed=np.uint8(3))
+    assert (w.num_requests, w.isl.value, w.osl.values, w.seed) == (5, 128, (4, 8), 3)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kind": "fixed", "value": 0}, "lengths: value must be between 1 and 100,000,000, got 0"),
+    ({"kind": "uniform", "low": 9, "high": 3}, "lengths: uniform low 9 is above high 3"),
+    ({"kind": "lognormal", "mean": 1000.0, "sigma": 10.0}, "lengths: sigma must be a finite number in [0, 3], got 10.0"),
+    ({"kind": "lognormal", "mean": float("inf")}, "lengths: mean must be a finite number"),
+    ({"kind": "zipf"}, "lengths: unknown kind 'zipf'; allowed: fixed, uniform, lognormal, empirical"),
+    ({"kind": "fixed", "value": "32"}, "lengths: value must be an integer (it counts tokens), got '32'"),
+])
+def test_lengths_refuse_what_they_cannot_draw(kwargs, message):
+    with pytest.raises(SpecError) as info:
+        Lengths(**kwargs)
+    assert message in str(info.value)
+
+
+def test_scheduler_refuses_wrong_types():
+    with pytest.raises(SpecError, match="scheduler: chunked_prefill must be True or False, got 'no'"):
+        SchedulerConfig(chunked_prefill="no")
+
+
+@settings(max_examples=60, deadline=None)
+@given(rate=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12)),
+       n=st.integers(-5, 10**8))
+def test_a_workload_either_builds_with_arrivals_in_range_or_refuses(rate, n):
+    try:
+        w = Workload(rate=rate, num_requests=n)
+    except SpecError:
+        return
+    assert 0 < w.rate <= 1e9 and 1 <= w.num_requests <= 10**7 and w.num_requests / w.rate <= 1e6
