@@ -276,8 +276,8 @@ def test_plan_with_nothing_feasible_exits_1(capsys, tmp_path):
                                     "slo": {"ttft_ms": 1, "tpot_ms": 60},
                                     "search": {"precisions": ["fp8"], "tp": [1]}, "verify": 0}))
     code, out, err = _cli(capsys, "plan", str(path))
-    assert code == 1 and "TTFT" in out
-    assert err.count("\n") == 1 and "no configuration serves" in err
+    assert code == 1 and "TTFT" in err and len(err.strip().splitlines()) == 1
+    assert err.count("\n") == 1 and "no configuration of scenario" in err
 
 
 # --- deployment files ------------------------------------------------------------------------
