@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from typing import Any
 
 from ..checks import integer
-from ..errors import InfeasibleError
 from .args import output_file
 
 _COLUMNS = """columns:
@@ -47,9 +45,7 @@ def run(args: argparse.Namespace) -> None:
     if args.verify is not None:
         scenario = scenario.model_copy(update={"verify": integer("--verify", args.verify, minimum=0, maximum=100,
                                                                  what="candidates")})
-    result = plan(scenario)
-    if result.best is None:
-        raise InfeasibleError(nothing_feasible(result))
+    result = plan(scenario)  # raises InfeasibleError, each configuration's reason, when nothing is feasible
     text = result.__str__(limit=top) + "\n\n" + result.explain()
     if args.plot:
         from ..planning.plot import write_plan_plot
@@ -57,15 +53,4 @@ def run(args: argparse.Namespace) -> None:
         write_plan_plot(result, args.plot)
         text += f"\nPareto front written to {args.plot}"
     _emit(args, result.to_dict(), text)
-    if result.best is None:  # the table above says why each candidate was ruled out
-        raise InfeasibleError(f"no configuration serves {args.scenario} within its SLOs and limits "
-                              f"({len(result.candidates)} candidates ruled out)")
 
-
-def nothing_feasible(result: Any, shown: int = 3) -> str:
-    """One line: no configuration serves the scenario, with its most common reasons."""
-    reasons = Counter(c.reason or "no reason recorded" for c in result.candidates)
-    common = "; ".join(f"{why} ({n}x)" if n > 1 else why for why, n in reasons.most_common(shown))
-    more = f"; and {len(reasons) - shown} other reasons" if len(reasons) > shown else ""
-    return (f"plan '{result.scenario.name}': none of the {len(result.candidates)} configurations meets the scenario: "
-            f"{common}{more}")

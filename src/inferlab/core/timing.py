@@ -89,10 +89,6 @@ def roofline_seconds(flops, bytes_moved, peak_flops_per_s, bandwidth):
     return np.maximum(flops / peak_flops_per_s, bytes_moved / bandwidth)
 
 
-def _peak(hw: HardwareSpec, precision: str) -> float:
-    return tensor_flops_per_s(hw, precision)
-
-
 def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: bool = False) -> OpTime:
     """Roofline time of one op on one GPU.
 
@@ -108,7 +104,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         # its weight matrices at once: rows are padded per matrix, but the SMs are occupied
         # by the output tiles of every matrix together.
         eff = curve.compute_fraction(np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies)
-        peak = _peak(hw, op.precision)
+        peak = tensor_flops_per_s(hw, op.precision)
         compute = op.flops / (peak * eff)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
         saturated = np.asarray(op.flops / (peak * curve.peak_fraction), float)
@@ -119,7 +115,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
-        compute = op.flops / (_peak(hw, op.precision) * a.peak_fraction(phase))
+        compute = op.flops / (tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
         overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.kv_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
