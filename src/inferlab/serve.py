@@ -17,7 +17,16 @@ from .estimate import deployment
 from .serving.overheads import ClientOverheads
 from .serving.result import ServeResult
 from .serving.scheduler import SchedulerConfig
+from .serving.prefixes import Prefixes, prefixes
 from .serving.simulator import simulate
+from .serving.speculation import (
+    DrafterMemory,
+    SpeculativeDecoding,
+    SpeculativeStepModel,
+    check_drafter,
+    drafter_memory,
+    speculative_config,
+)
 from .serving.stepmodel import StepModel
 from .serving.workload import Lengths, Workload
 from .specs.hardware import HardwareSpec
@@ -50,7 +59,8 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
           kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
-          stagger: bool = True, disaggregation: Any = None, allow_long_context: bool = False) -> ServeResult:
+          stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
+          prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -74,6 +84,17 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
         Prefill and decode on separate pools (``"prefill=h200x4,decode=h200x8:tp4"``):
         both pools are simulated (:func:`~inferlab.serving.disaggregated.serve_disaggregated`);
         the pools replace ``hardware`` and the layout arguments.
+    speculative : SpeculativeConfig or str, optional
+        Speculative decoding, as for :func:`inferlab.estimate` (``"eagle:k=4,accept=0.7"``,
+        a preset name): every iteration drafts and verifies ``k + 1`` tokens per decoding
+        request, each emitting a drawn number of them; the drafter's weights and KV and
+        ``k`` slots per request come out of the KV pool
+        (:mod:`~inferlab.serving.speculation`).
+    prefix : Prefixes, str or mapping, optional
+        Prompts that share a prefix, kept by the engine's prefix cache
+        (``"shared:tokens=1000,groups=8"``, ``"sessions:turns=4,think=5"``; see
+        :class:`~inferlab.serving.prefixes.Prefixes`); ``result.prefix_hit_rate`` is the
+        share of prompt tokens found in the cache.
     allow_long_context : bool
         Accept prompts plus outputs beyond the model's ``max_position_embeddings`` (RoPE
         scaling); refused otherwise.
@@ -101,7 +122,7 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
     checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context)
-    result = serve_workload(dep, engine, workload, sched)
+    result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix)
     return result if overheads is None else replace(result, overheads=overheads)
 
 
@@ -120,7 +141,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "concurrency": None, "max_num_seqs": None,
              "max_num_batched_tokens": None, "chunked_prefill": None, "gpu_memory_utilization": None,
-             "kv_block_size": None}
+             "kv_block_size": None, "speculative": None, "prefix": None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
         why = " (a closed loop is not simulated with separate pools)" if args["concurrency"] is not None else ""
@@ -136,13 +157,14 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
                      concurrency: int | None = None, trace: Any = None, offline: bool = False,
                      num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
-                     stagger: bool = True, **limits: Any) -> ServeResult:
+                     stagger: bool = True, speculative: Any = None, prefix: Any = None,
+                     **limits: Any) -> ServeResult:
     """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
     sched = engine_scheduler(engine, scheduler, **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
                         trace=trace, offline=offline, seed=seed,
                         stagger=stagger)
-    return serve_workload(dep, engine, workload, sched)
+    return serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix)
 
 
 def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
@@ -173,43 +195,64 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
                    concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
 
 
-def kv_capacity_tokens(dep: Any, sched: SchedulerConfig) -> float:
-    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve,
-    sized the way the engine sizes it (see :class:`SchedulerConfig`)."""
+def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
+    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
+    (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
+    the way the engine sizes it (see :class:`SchedulerConfig`)."""
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                        context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
                        gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
                        kv_block_size=sched.kv_block_size)
-    budget = float(plan.kv_budget) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free else 1.0)
+    draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
+    budget = (float(plan.kv_budget) - draft_weights) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free
+                                                        else 1.0)
     if budget <= 0:
         raise SpecError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                         f"as {dep.parallel}")
-    return budget / plan.kv_per_token * dep.parallel.attention_groups
+    return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
 
 
-def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig) -> ServeResult:
-    """Simulate a ready deployment, workload and scheduler."""
+def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
+                   speculative: Any = None, prefix: Any = None) -> ServeResult:
+    """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`)."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
     # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
     scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
     limits = scheduler_for(dep, sched)
-    arrivals, isl, osl = replica.draw()
-    model = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
+    shared = prefixes(prefix) if prefix is not None else None
+    plan = shared.plan(replica) if shared is not None else None
+    arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
+    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
+    spec, decoding, drafter = None, None, None
+    if speculative is not None:
+        spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),
+                                                      replica.seed)
     turnaround = None
     if replica.concurrency is not None:
         turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
-                         kv_capacity_tokens=kv_capacity_tokens(dep, sched) / dep.parallel.pp,
-                         concurrency=replica.concurrency, turnaround=turnaround)
+                         kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
+                         concurrency=replica.concurrency, turnaround=turnaround, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:
         if dep.parallel.pp == 1:
             raise
         raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
                               "holds 1/pp of the replica's KV pool)") from None
-    return ServeResult(dep, engine, replica, trace, scale)
+    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared)
+
+
+def _speculation(dep: Any, model: StepModel, speculative: Any, limits: SchedulerConfig, max_context: float,
+                 seed: int) -> tuple[Any, SpeculativeStepModel, SpeculativeDecoding, DrafterMemory]:
+    """The speculative step model, token draws and drafter memory of ``speculative`` on ``dep``."""
+    spec = speculative_config(speculative)
+    if dep.parallel.pp > 1:
+        raise SpecError("serve: speculative decoding with pipeline stages is not simulated; use pp=1")
+    check_drafter(dep, spec)
+    wrapped = SpeculativeStepModel(model, spec, limits.max_num_seqs, max_context)
+    return spec, wrapped, SpeculativeDecoding(spec, seed), drafter_memory(dep, spec)
 
 
 def _request_period_s(model: StepModel, clients: int, isl: np.ndarray, osl: np.ndarray) -> float:

@@ -35,7 +35,9 @@ class ServeResult:
     requests, weighted by tokens; the simulated stream stands for ``replicas`` of them (data-
     parallel replicas, pipeline batches in flight; fractional when a closed loop's clients do
     not split evenly over them);
-    ``overheads`` (network, tokenizer, client, streaming) give the user-side view in :attr:`user`.
+    ``overheads`` (network, tokenizer, client, streaming) give the user-side view in :attr:`user`;
+    ``speculative`` and ``prefix`` are the speculative decoding and the shared prefixes
+    simulated, if any.
     """
 
     deployment: Deployment
@@ -44,6 +46,8 @@ class ServeResult:
     trace: Trace
     replicas: float
     overheads: ClientOverheads | None = None
+    speculative: Any = None
+    prefix: Any = None
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -110,6 +114,21 @@ class ServeResult:
         """Requests in the system on average (arrival to finish), per replica."""
         return float(np.nansum(self.e2e_s)) / self.duration_s
 
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Share of prompt tokens found in the prefix cache at each request's first admission [1]
+        (0 without shared prefixes; vLLM reports it as ``prefix_cache_hit_rate``)."""
+        if self.trace.cached is None or self.prefix is None or not self.prefix.cache:
+            return 0.0
+        return float(np.sum(self.trace.cached) / np.sum(self.trace.isl))
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Output tokens per decode step of a request, measured over the run [token]: 1
+        without speculation, about the acceptance model's mean with it."""
+        chunks = float(np.sum(self.trace.itl_weights))
+        return float(np.sum(self.trace.osl - 1.0)) / chunks if chunks else 1.0
+
     def itl_percentile(self, q: float) -> float:
         """Inter-token latency at percentile ``q`` over every generated token [s]."""
         return _weighted_quantile(self.trace.itl_values, self.trace.itl_weights, q / 100.0)
@@ -136,6 +155,10 @@ class ServeResult:
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
             "latency_s": self.summary(),
+            **({"speculative": str(self.speculative), "tokens_per_step": self.tokens_per_step}
+               if self.speculative is not None else {}),
+            **({"prefix": str(self.prefix), "prefix_hit_rate": self.prefix_hit_rate,
+                "prefix_evicted_blocks": self.trace.evicted_blocks} if self.prefix is not None else {}),
             **({"user_latency_s": _summary(self.user)} if self.overheads else {}),
         }
 
@@ -157,7 +180,17 @@ class ServeResult:
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.trace.preemptions}")
-        return "\n".join([head, table, tail])
+        return "\n".join([head, table, tail, *self._technique_lines()])
+
+    def _technique_lines(self) -> list[str]:
+        lines = []
+        if self.speculative is not None:
+            lines.append(f"speculative {self.speculative}: {self.tokens_per_step:.2f} tokens per decode step "
+                         f"(expected {self.speculative.tokens_per_step:.2f})")
+        if self.prefix is not None:
+            lines.append(f"prefix {self.prefix}: hit rate {self.prefix_hit_rate:.1%} of prompt tokens, "
+                         f"{self.trace.evicted_blocks:,} blocks evicted")
+        return lines
 
     def explain(self) -> str:
         """Where the time goes: queueing vs prefill vs decode, and what sets each."""

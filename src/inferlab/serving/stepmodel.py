@@ -147,6 +147,15 @@ class StepModel:
             reads.append(float(np.sum(np.minimum(c + q, w))))
         return np.asarray(pairs), np.asarray(reads)
 
+    def verify_spans(self, context: np.ndarray, new: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`spans` of ``new`` tokens per sequence; with full attention only, from the
+        sum of the contexts: ``new sum(c) + n new (new + 1) / 2`` pairs, ``sum(c) + n new`` reads."""
+        if not self._all_full:
+            return self.spans(context, np.full(len(context), new))
+        c, n = float(np.add.reduce(context)), float(len(context))
+        m = len(self.attention)
+        return np.full(m, new * c + n * new * (new + 1.0) / 2.0), np.full(m, c + n * new)
+
     def decode_spans(self, context: np.ndarray) -> np.ndarray:
         """:meth:`spans` of a decode step (one new token per sequence): pairs equal reads,
         ``sum(min(c + 1, W))``, computed once per distinct window."""
@@ -161,12 +170,15 @@ class StepModel:
             out[j] = by_window[w]
         return out
 
-    def time_decode(self, context: np.ndarray) -> tuple[float, float]:
-        """A decode-only iteration, and the next one: every sequence of ``context`` [token]
-        adds one token; each equals :meth:`time` with no prefill and a logit row per sequence."""
+    def time_decode(self, context: np.ndarray, new: float = 1.0) -> tuple[float, float]:
+        """A decode-only iteration, and the same with every context one token longer: every
+        sequence of ``context`` [token] runs ``new`` tokens (``k + 1`` in a speculative verify
+        pass) with a logit row each; each equals :meth:`time` with no prefill."""
         d = float(len(context))
         if not d:
             return self.step_overhead_s, self.step_overhead_s
+        if new != 1.0:
+            return self._time_verify(np.asarray(context, float), float(new))
         t = self._table(self._linear_list, d) + self._table(self._head_list, d) + self.step_overhead_s
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
@@ -174,25 +186,45 @@ class StepModel:
         return (t + self._attention_s("decode", spans, spans, d, d),
                 t + self._attention_s("decode", after, after, d, d))
 
+    def _time_verify(self, context: np.ndarray, new: float) -> tuple[float, float]:
+        """:meth:`time_decode` with ``new`` tokens per sequence."""
+        d = float(len(context))
+        queries = d * new
+        t = self._table(self._linear_list, queries) + self._table(self._head_list, queries) + self.step_overhead_s
+        pairs, reads = self.verify_spans(context, new)
+        if self._all_full:  # one token later each sequence's queries see one more key
+            after = (pairs + new * d, reads + d)
+        else:
+            after = self.verify_spans(context + 1.0, new)
+        return (t + self._attention_s("decode", pairs, reads, queries, d),
+                t + self._attention_s("decode", *after, queries, d))
+
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
-             logits: float) -> float:
+             logits: float, decode_new: float = 1.0) -> float:
         """One iteration: decode tokens of ``decode_context`` sequences and prefill chunks.
 
         Parameters
         ----------
         decode_context : array [token]
-            Cached tokens of each decoding sequence (each adds one token).
+            Cached tokens of each decoding sequence.
         prefill_context, prefill_tokens : arrays [token]
             Cached tokens and chunk length of each sequence being prefilled.
         logits : float
             Rows that produce logits (decoding sequences plus prompts that finish).
+        decode_new : float [token]
+            Tokens each decoding sequence runs through the model: 1, or ``k + 1`` for the
+            verify pass of speculative decoding (the last token and ``k`` drafts).
         """
         d = float(len(decode_context))
         p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
-        t = self._table(self._linear_list, d + p) + self._table(self._head_list, logits) + self.step_overhead_s
-        if d:
+        queries = d * decode_new
+        t = self._table(self._linear_list, queries + p) + self._table(self._head_list, logits) + self.step_overhead_s
+        if d and decode_new == 1.0:
             spans = self.decode_spans(decode_context)
             t += self._attention_s("decode", spans, spans, d, d)
+        elif d:
+            pairs, reads = self.verify_spans(decode_context, float(decode_new))
+            t += self._attention_s("decode", pairs, reads, queries, d)
         if p:
             pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))

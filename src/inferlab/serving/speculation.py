@@ -1,0 +1,276 @@
+"""Speculative decoding in the serving simulation: the step model wrapped, tokens drawn per request.
+
+Every iteration's decoding requests run the drafter's ``k`` passes and one verify pass of
+``k + 1`` tokens each (the last emitted token and the ``k`` drafts), timed by the same
+physics as the static estimate (:mod:`inferlab.techniques.speculative`): the verify pass by
+the step model with ``k + 1`` new tokens per sequence, the draft passes by
+:func:`~inferlab.techniques.speculative.speculative_decode` tabulated over batch and context.
+Each request then emits ``1 + min(G, k)`` tokens, ``G`` drawn from the geometric law of
+accepted drafts (a draft is accepted with probability ``a`` given the ones before it were),
+so that the mean is :func:`~inferlab.techniques.speculative_config.tokens_per_step`. A
+measured acceptance length is turned into its rate ``a`` the same way as in the estimate.
+
+Memory: the drafter's weights and its KV cache (a draft model's, or the one layer of an
+EAGLE or MTP head) come out of the pool, and every running request holds ``k`` KV slots
+beyond its tokens for the drafts being verified (vLLM's lookahead slots).
+
+References
+----------
+.. [1] Leviathan, Kalman, Matias, "Fast Inference from Transformers via Speculative
+   Decoding", ICML 2023, sec. 3.1 (accepted drafts per step: capped geometric).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.memory import kv_share
+from ..core.phases import Deployment
+from ..errors import SpecError
+from ..precision import number_format
+from ..specs.model import ModelSpec
+from ..techniques.parallelism import Parallelism, weights_per_gpu
+from ..techniques.speculative import SpeculativeConfig, _one_layer_view, speculative_decode
+from .stepmodel import StepModel
+
+
+def speculative_config(value: SpeculativeConfig | str) -> SpeculativeConfig:
+    """A :class:`SpeculativeConfig` from itself, its text form or a preset name."""
+    if isinstance(value, SpeculativeConfig):
+        return value
+    if isinstance(value, str):
+        return SpeculativeConfig.parse(value)
+    raise SpecError(f"speculative must be a SpeculativeConfig, a text such as 'eagle:k=4,accept=0.7' or a preset "
+                    f"name, got {value!r}")
+
+
+def check_drafter(dep: Deployment, spec: SpeculativeConfig) -> None:
+    """Refuse a draft model that cannot speed the target up, saying why.
+
+    Raises
+    ------
+    SpecError
+        When the draft model has another vocabulary (so another tokenizer: its tokens are
+        not the target's), or at least as many parameters as the target (each of its
+        ``k`` passes costs about a target step, so a step of ``k + 1`` of them never pays).
+    """
+    if spec.method != "draft":
+        return
+    draft = _draft_spec(spec)
+    name, target = draft.id or draft.name, dep.model.id or dep.model.name
+    if draft.vocab_size != dep.model.vocab_size:
+        raise SpecError(f"speculative: draft model {name} has vocab_size {draft.vocab_size}, the target {target} "
+                        f"{dep.model.vocab_size}: a draft must share the target's tokenizer; pick a draft of the "
+                        "same family, or method eagle/medusa/ngram")
+    if draft.total_params >= dep.model.total_params:
+        raise SpecError(f"speculative: draft model {name} ({draft.total_params / 1e9:.1f} B parameters) is not "
+                        f"smaller than the target {target} ({dep.model.total_params / 1e9:.1f} B): its passes cost "
+                        "as much as the target's steps, so speculation cannot pay; use a draft several times "
+                        "smaller, or method eagle/ngram")
+
+
+def _draft_spec(spec: SpeculativeConfig) -> ModelSpec:
+    from ..specs.catalog import load_model
+
+    model = spec.draft_model
+    return model if isinstance(model, ModelSpec) else load_model(str(model))
+
+
+@dataclass(frozen=True)
+class DrafterMemory:
+    """What the drafter takes from one GPU's memory.
+
+    Attributes
+    ----------
+    weight_bytes : float [B]
+        The drafter's weights on one GPU.
+    kv_bytes_per_token : float [B/token]
+        The drafter's KV cache per token of every sequence, on one GPU.
+    lookahead_tokens : int [token]
+        KV slots each running request holds beyond its tokens (the ``k`` drafts verified).
+    """
+
+    weight_bytes: float
+    kv_bytes_per_token: float
+    lookahead_tokens: int
+
+
+def drafter_memory(dep: Deployment, spec: SpeculativeConfig) -> DrafterMemory:
+    """Weights and KV of the drafter on one GPU of the replica.
+
+    Notes
+    -----
+    ``draft``: the draft model's weights and KV at the target's formats, split over the
+    tensor-parallel group (or whole on each GPU when its heads do not divide ``tp``);
+    ``eagle``: one decoder layer shaped like the target's first, its ``2H -> H`` fusion
+    and, with a reduced vocabulary, its own LM head; ``mtp``: the model's MTP modules and
+    one layer of KV per module used; ``medusa``: ``k`` heads of ``H x H`` plus an LM head
+    each; ``ngram``: nothing. The embedding and (unless reduced) the LM head are the
+    target's, shared.
+    """
+    model, prec, tp = dep.model, dep.precision, dep.parallel.tp
+    kv_fmt = prec.kv_cache
+    w = number_format(prec.weights).bytes_per_element
+    if spec.method == "draft":
+        draft = _draft_spec(spec)
+        dtp = tp if draft.num_attention_heads % tp == 0 else 1
+        kv = sum(draft.kv_cache_bytes_per_token(kv_fmt).values()) * kv_share(draft, dtp)
+        return DrafterMemory(weights_per_gpu(draft, prec, Parallelism(tp=dtp)), kv, spec.k)
+    layer_kv = model.kv_elements_per_token_per_layer() * number_format(kv_fmt).bytes_per_element * kv_share(model, tp)
+    h = model.hidden_size
+    if spec.method == "eagle":
+        counts = _one_layer_view(model, model.layers[0], spec.draft_vocab_size).param_counts
+        own_head = counts.lm_head if spec.draft_vocab_size else 0
+        params = counts.total - counts.embedding - counts.lm_head + own_head + 2 * h * h
+        return DrafterMemory(params * w / tp, layer_kv, spec.k)
+    if spec.method == "mtp":
+        return DrafterMemory(model.param_counts.mtp * w / tp, layer_kv * min(spec.k, model.num_mtp_layers), spec.k)
+    if spec.method == "medusa":
+        vocab = spec.draft_vocab_size or model.vocab_size
+        return DrafterMemory(spec.k * (h * h * w + h * vocab * 2.0) / tp, 0.0, spec.k)
+    return DrafterMemory(0.0, 0.0, spec.k)
+
+
+class SpeculativeStepModel:
+    """Iteration times with speculative decoding: :class:`StepModel`'s, decoders verified.
+
+    Parameters
+    ----------
+    base : StepModel
+        The target's step model.
+    spec : SpeculativeConfig
+    max_seqs : int
+        Largest batch of decoding requests to tabulate the draft passes for.
+    max_context : float [token]
+        Longest context to tabulate them for.
+
+    Notes
+    -----
+    ``t = verify(decoders, k + 1 tokens each, prefill chunks) + draft(n, mean context)
+    + host_s``. Draft passes run inside the engine step (no scheduler overhead of their
+    own); their table is bilinear in batch and context, the batch on a geometric grid.
+    """
+
+    def __init__(self, base: StepModel, spec: SpeculativeConfig, max_seqs: int, max_context: float):
+        self.base, self.spec = base, spec
+        self.k = int(spec.k)
+        self.request_overhead_s = base.request_overhead_s
+        self._batches = np.unique(np.round(np.geomspace(1, max(max_seqs, 2), 24))).tolist()
+        self._contexts = np.geomspace(1.0, max(max_context, 2.0), 12).tolist()
+        draft = speculative_decode(base.dep, np.asarray(self._batches)[:, None], np.asarray(self._contexts)[None, :],
+                                   spec).draft_s
+        shape = (len(self._batches), len(self._contexts))
+        self._draft = np.broadcast_to(np.asarray(draft, float), shape).tolist()
+
+    def draft_s(self, n: float, context: float) -> float:
+        """Draft passes of one step for ``n`` sequences at mean ``context`` [s], plus host work."""
+        if n <= 0:
+            return 0.0
+        i, fi = _bracket(self._batches, n)
+        j, fj = _bracket(self._contexts, context)
+        t = self._draft
+        low = t[i][j] + (t[i][j + 1] - t[i][j]) * fj
+        high = t[i + 1][j] + (t[i + 1][j + 1] - t[i + 1][j]) * fj
+        return low + (high - low) * fi + self.spec.host_s
+
+    def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
+             logits: float) -> float:
+        """One iteration [s]: decoders drafted and verified, prefill chunks as without speculation;
+        ``logits`` counts one row per decoder (a verify pass has ``k + 1``)."""
+        n = len(decode_context)
+        t = self.base.time(decode_context=decode_context, prefill_context=prefill_context,
+                           prefill_tokens=prefill_tokens, logits=logits + n * self.k, decode_new=self.k + 1.0)
+        return t + (self.draft_s(n, float(np.add.reduce(decode_context)) / n) if n else 0.0)
+
+    def time_decode(self, context: np.ndarray) -> tuple[float, float]:
+        """A decode-only iteration and the same with every context one token longer [s]."""
+        n = len(context)
+        if not n:
+            return self.base.time_decode(context)
+        t0, t1 = self.base.time_decode(context, self.k + 1.0)
+        mean = float(np.add.reduce(context)) / n
+        return t0 + self.draft_s(n, mean), t1 + self.draft_s(n, mean + 1.0)
+
+
+def _bracket(grid: list[float], x: float) -> tuple[int, float]:
+    """Index ``i`` and fraction ``f`` with ``x = grid[i] + f (grid[i+1] - grid[i])``, clamped."""
+    j = min(max(bisect.bisect_right(grid, x), 1), len(grid) - 1)
+    g0, g1 = grid[j - 1], grid[j]
+    return j - 1, min(max((x - g0) / (g1 - g0), 0.0), 1.0)
+
+
+class SpeculativeDecoding:
+    """Tokens emitted per step, drawn per request from the acceptance model.
+
+    Parameters
+    ----------
+    spec : SpeculativeConfig
+    seed : int
+        Seed of the draws (the workload's, so that a run is reproducible).
+    """
+
+    def __init__(self, spec: SpeculativeConfig, seed: int):
+        self.k = int(spec.k)
+        self.acceptance = spec.acceptance_rate
+        self.lookahead = self.k
+        self.mean_tokens = spec.tokens_per_step
+        self._rng = np.random.default_rng([seed, 0x5BEC])
+        self._pool = np.zeros(0)
+        self._used = 0
+
+    def _fresh(self, size: int) -> np.ndarray:
+        """``size`` draws of ``1 + min(G, k)`` tokens, ``P(G >= i) = a^i``."""
+        if self.acceptance >= 1.0:
+            return np.full(size, self.k + 1.0)
+        if self.acceptance <= 0.0:
+            return np.ones(size)
+        accepted = self._rng.geometric(1.0 - self.acceptance, size=size) - 1
+        return 1.0 + np.minimum(accepted, self.k)
+
+    def _draw(self, shape: tuple[int, ...]) -> np.ndarray:
+        """Draws of the tokens one step emits, ``shape`` of them, taken from a pool drawn in
+        bulk (one generator call per iteration would cost more than the iteration)."""
+        size = shape[0] * shape[1] if len(shape) == 2 else shape[0]
+        if self._used + size > len(self._pool):
+            self._pool = self._fresh(max(size, 1 << 16))
+            self._used = 0
+        out = self._pool[self._used:self._used + size]
+        self._used += size
+        return out.reshape(shape)
+
+    def tokens(self, remaining: np.ndarray) -> np.ndarray:
+        """Tokens each decoding request emits in one iteration, at most its ``remaining``."""
+        return np.minimum(self._draw((len(remaining),)), remaining)
+
+    def stretch(self, t0: float, t1: float, remaining: np.ndarray, max_steps: int,
+                free_tokens: float) -> tuple[int, np.ndarray | float, float, float]:
+        """Decode-only steps until a request finishes, the KV pool fills or ``max_steps``.
+
+        Returns
+        -------
+        steps : int
+        tokens : array [token]
+            Tokens each request emitted.
+        elapsed : float [s]
+            The steps' time: step ``j`` takes ``t0 + (t1 - t0) G_j / n``, ``G_j`` the
+            tokens the ``n`` contexts grew by before it (the step time is linear in them).
+        mean_step : float [s]
+        """
+        n = len(remaining)
+        # each step emits ``mean_tokens`` on average: draw a little past the expected first finish
+        steps = int(min(max_steps, max(1.0, np.ceil(float(remaining.min()) / self.mean_tokens) + 2)))
+        cum = np.cumsum(self._draw((steps, n)), axis=0)
+        finished = (cum >= remaining).any(axis=1)
+        if finished.any():
+            steps = int(np.argmax(finished)) + 1
+        grown = cum[:steps].sum(axis=1)  # growth after each step
+        # like plain decoding, the last step may take the pool past full (preemption follows)
+        over = np.flatnonzero(grown[:-1] > free_tokens)
+        if over.size:
+            steps = int(over[0]) + 1
+        before = float(grown[:steps - 1].sum())
+        elapsed = steps * t0 + (t1 - t0) / n * before
+        return steps, np.minimum(cum[steps - 1], remaining), elapsed, elapsed / steps
