@@ -70,6 +70,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
     p.add_argument("--disagg", metavar="POOLS", help="separate prefill and decode pools, both simulated, e.g. "
                                                      "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
+    p.add_argument("--spec", metavar="SPEC", help="speculative decoding, simulated per request: eagle:k=4,accept=0.7, "
+                                                  "draft:model=llama-3.1-8b,k=4,accept=0.6 or a preset name")
+    p.add_argument("--prefix", metavar="PREFIX", help="prompts sharing a prefix, kept by the prefix cache: "
+                                                      "shared:tokens=1000,groups=8[,zipf=1.1] or "
+                                                      "sessions:turns=4,think=5 (multi-turn; cache=off to disable)")
     p.add_argument("--precision", default="bf16", help="bf16, fp8, nvfp4, ... (default bf16)")
     p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, trtllm-pytorch, lmdeploy (default generic)")
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
@@ -116,6 +121,10 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["allow_long_context"] = True
     if args.disagg:
         kw["disaggregation"] = args.disagg
+    if args.spec:
+        kw["speculative"] = args.spec
+    if args.prefix:
+        kw["prefix"] = args.prefix
     for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

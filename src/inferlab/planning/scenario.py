@@ -6,7 +6,7 @@ A scenario is YAML::
     models: [llama-3.1-70b]            # candidates
     hardware: [h100-sxm, h200-sxm, b200]
     engine: vllm
-    traffic: {rate: 20, isl: 1500, osl: 300, prefix_hit: 0.3}
+    traffic: {rate: 20, isl: 1500, osl: 300, prefix_hit: 0.3}   # prefix: shared:tokens=1000,groups=8
     slo: {ttft_ms: 1000, tpot_ms: 40, percentile: 99}
     search: {precisions: [bf16, fp8], tp: [1, 2, 4, 8], speculative: [null, eagle3-llama-3.3-70b],
              disaggregation: true, max_gpus: 64}
@@ -34,6 +34,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
                       field_validator, model_validator)
 
 from ..errors import InferlabError, SpecError
+from ..serving.prefixes import Prefixes, prefixes
 from ..serving.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
@@ -67,6 +68,9 @@ class Traffic(BaseModel):
     isl: Any = Field(default=1024, validate_default=True, description="Prompt tokens (default 1024).")
     osl: Any = Field(default=256, validate_default=True, description="Output tokens (default 256).")
     prefix_hit: Number = Field(default=0.0, ge=0.0, lt=1.0)
+    prefix: Any = Field(default=None, description="Prompts sharing a prefix for the serving simulation: "
+                                                 "'shared:tokens=1000,groups=8', 'sessions:turns=4,think=5' "
+                                                 "or a mapping of inferlab.serving.prefixes.Prefixes fields.")
     offline: StrictBool = False
     requests: StrictInt | None = Field(default=None, ge=1, le=10**15, description="Requests of an offline job.")
     deadline_h: Number | None = Field(default=None, gt=0, description="Hours an offline job may take.")
@@ -81,6 +85,11 @@ class Traffic(BaseModel):
                                  f"{', '.join(Lengths.__dataclass_fields__)}")
             return Lengths(**value)
         return Lengths.of(value)
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, value: Any) -> Prefixes | None:
+        return None if value is None else prefixes(value)
 
     @model_validator(mode="after")
     def _mode(self) -> Traffic:

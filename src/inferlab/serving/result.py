@@ -213,7 +213,24 @@ class ServeResult:
         if self.trace.preemptions:
             lines.append(f"{self.trace.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
                          "memory per replica avoids the recomputation")
-        return "\n".join(lines + outside_gpu_lines(self))
+        return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self))
+
+    def _technique_explained(self) -> list[str]:
+        lines = []
+        spec = self.speculative
+        if spec is not None:
+            lines.append(f"speculative decoding ({spec}): {self.tokens_per_step:.2f} tokens per decode step; each step "
+                         f"runs {spec.k} draft passes and verifies {spec.k + 1} tokens per request, so it pays while "
+                         "decode is memory-bound (few requests, long contexts) and costs throughput once it is "
+                         "compute-bound")
+        if self.prefix is not None:
+            lines.append(f"prefix cache: {self.prefix_hit_rate:.1%} of prompt tokens found in the cache, their prefill "
+                         f"skipped; {self.trace.evicted_blocks:,} blocks evicted")
+            if self.trace.evicted_blocks:
+                lines.append("prefixes were evicted to make room for running requests: a larger KV pool (FP8 KV "
+                             "cache, more TP) or fewer distinct prefixes per replica (routing each to one replica) "
+                             "keeps more of them")
+        return lines
 
     def plot(self, path: Any = None, **kwargs: Any) -> Any:
         """Distributions of TTFT, TPOT and end-to-end latency (needs matplotlib); see
