@@ -286,8 +286,11 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             hold = False
             run.keep(~finished)
         # memory pressure: preempt the newest requests (recomputed later) until the KV fits
-        if not reserve and run.k > 1 and (float(run.cached.sum()) + run.k * lookahead) / block + run.k \
-                + reuse.shared_adjustment > capacity_blocks:
+        # (checked exactly only when a quick upper bound on the blocks in use exceeds the pool)
+        spare = reuse.cache.evictable_blocks
+        bound = (float(run.cached.sum()) + run.k * lookahead) / block + run.k + reuse.shared_adjustment \
+            if run.k and (spare or not reserve) else 0.0
+        if not reserve and run.k > 1 and bound > capacity_blocks:
             while run.k > 1 and blocks_used() > capacity_blocks:
                 i = int(run.idx[-1])
                 generated[i] = run.gen[-1]
@@ -298,11 +301,8 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
                 waiting.insert(0, i)
                 preemptions += 1
                 hold = True
-        # cached blocks nobody reads give way when the pool needs them (checked exactly only
-        # when the quick upper bound on the blocks in use says they might not fit)
-        spare = reuse.cache.evictable_blocks
-        if spare and (float(run.cached.sum()) + run.k * lookahead) / block + run.k + reuse.shared_adjustment \
-                + spare > capacity_blocks:
+            spare, bound = reuse.cache.evictable_blocks, math.inf
+        if spare and bound + spare > capacity_blocks:  # cached blocks nobody reads give way
             reuse.fit(capacity_blocks - blocks_used())
         q_times.append(now)
         q_depth.append(len(waiting))

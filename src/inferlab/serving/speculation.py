@@ -23,6 +23,7 @@ References
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -165,16 +166,16 @@ class SpeculativeStepModel:
         shape = (len(self._batches), len(self._contexts))
         self._draft = np.broadcast_to(np.asarray(draft, float), shape).tolist()
 
-    def draft_s(self, n: float, context: float) -> float:
-        """Draft passes of one step for ``n`` sequences at mean ``context`` [s], plus host work."""
-        if n <= 0:
-            return 0.0
+    def draft_s(self, n: float, *contexts: float) -> list[float]:
+        """Draft passes of one step for ``n`` sequences at each mean context [s], plus host work."""
         i, fi = _bracket(self._batches, n)
-        j, fj = _bracket(self._contexts, context)
-        t = self._draft
-        low = t[i][j] + (t[i][j + 1] - t[i][j]) * fj
-        high = t[i + 1][j] + (t[i + 1][j + 1] - t[i + 1][j]) * fj
-        return low + (high - low) * fi + self.spec.host_s
+        t, out = self._draft, []
+        for context in contexts:
+            j, fj = _bracket(self._contexts, context)
+            low = t[i][j] + (t[i][j + 1] - t[i][j]) * fj
+            high = t[i + 1][j] + (t[i + 1][j + 1] - t[i + 1][j]) * fj
+            out.append(low + (high - low) * fi + self.spec.host_s)
+        return out
 
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float) -> float:
@@ -183,7 +184,7 @@ class SpeculativeStepModel:
         n = len(decode_context)
         t = self.base.time(decode_context=decode_context, prefill_context=prefill_context,
                            prefill_tokens=prefill_tokens, logits=logits + n * self.k, decode_new=self.k + 1.0)
-        return t + (self.draft_s(n, float(np.add.reduce(decode_context)) / n) if n else 0.0)
+        return t + (self.draft_s(n, float(np.add.reduce(decode_context)) / n)[0] if n else 0.0)
 
     def time_decode(self, context: np.ndarray) -> tuple[float, float]:
         """A decode-only iteration and the same with every context one token longer [s]."""
@@ -192,7 +193,8 @@ class SpeculativeStepModel:
             return self.base.time_decode(context)
         t0, t1 = self.base.time_decode(context, self.k + 1.0)
         mean = float(np.add.reduce(context)) / n
-        return t0 + self.draft_s(n, mean), t1 + self.draft_s(n, mean + 1.0)
+        d0, d1 = self.draft_s(n, mean, mean + 1.0)
+        return t0 + d0, t1 + d1
 
 
 def _bracket(grid: list[float], x: float) -> tuple[int, float]:
@@ -261,16 +263,17 @@ class SpeculativeDecoding:
         """
         n = len(remaining)
         # each step emits ``mean_tokens`` on average: draw a little past the expected first finish
-        steps = int(min(max_steps, max(1.0, np.ceil(float(remaining.min()) / self.mean_tokens) + 2)))
-        cum = np.cumsum(self._draw((steps, n)), axis=0)
-        finished = (cum >= remaining).any(axis=1)
-        if finished.any():
-            steps = int(np.argmax(finished)) + 1
+        steps = int(min(max_steps, max(1.0, math.ceil(float(remaining.min()) / self.mean_tokens) + 2)))
+        cum = self._draw((steps, n)).cumsum(axis=0)
+        finished = np.flatnonzero((cum >= remaining).any(axis=1))
+        if finished.size:
+            steps = int(finished[0]) + 1
         grown = cum[:steps].sum(axis=1)  # growth after each step
         # like plain decoding, the last step may take the pool past full (preemption follows)
-        over = np.flatnonzero(grown[:-1] > free_tokens)
-        if over.size:
-            steps = int(over[0]) + 1
+        if free_tokens < (self.k + 1.0) * n * steps:
+            over = np.flatnonzero(grown[:-1] > free_tokens)
+            if over.size:
+                steps = int(over[0]) + 1
         before = float(grown[:steps - 1].sum())
         elapsed = steps * t0 + (t1 - t0) / n * before
         return steps, np.minimum(cum[steps - 1], remaining), elapsed, elapsed / steps

@@ -17,6 +17,7 @@ For a uniform decode step the result matches :func:`inferlab.core.phases.decode`
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -115,7 +116,8 @@ class StepModel:
         g0, g1 = grid[j - 1], grid[j]
         return values[j - 1] + (values[j] - values[j - 1]) * (tokens - g0) / (g1 - g0)
 
-    def _attention_s(self, phase: str, pairs: np.ndarray, kv_tokens: np.ndarray, queries: float, seqs: float) -> float:
+    def _attention_s(self, phase: str, pairs: Sequence[float], kv_tokens: Sequence[float], queries: float,
+                     seqs: float) -> float:
         """One attention kernel per layer over a set of sequences (sums already taken)."""
         if seqs <= 0:
             return 0.0
@@ -154,7 +156,7 @@ class StepModel:
             return self.spans(context, np.full(len(context), new))
         c, n = float(np.add.reduce(context)), float(len(context))
         m = len(self.attention)
-        return np.full(m, new * c + n * new * (new + 1.0) / 2.0), np.full(m, c + n * new)
+        return [new * c + n * new * (new + 1.0) / 2.0] * m, [c + n * new] * m  # type: ignore[return-value]
 
     def decode_spans(self, context: np.ndarray) -> np.ndarray:
         """:meth:`spans` of a decode step (one new token per sequence): pairs equal reads,
@@ -193,7 +195,7 @@ class StepModel:
         t = self._table(self._linear_list, queries) + self._table(self._head_list, queries) + self.step_overhead_s
         pairs, reads = self.verify_spans(context, new)
         if self._all_full:  # one token later each sequence's queries see one more key
-            after = (pairs + new * d, reads + d)
+            after = ([x + new * d for x in pairs], [x + d for x in reads])
         else:
             after = self.verify_spans(context + 1.0, new)
         return (t + self._attention_s("decode", pairs, reads, queries, d),
