@@ -87,8 +87,10 @@ def test_precision_falls_back_where_hardware_lacks_it():
     assert _roofline(precision="int4").step_precision.gemm == "bf16"  # weight-only
     assert _roofline(precision="int4").step_precision.kernel == "int4_wo"
     assert _roofline(hw="b200", precision="nvfp4").step_precision.gemm == "fp4"
-    # no FP4 tensor cores on Hopper: the narrowest wider format it has, FP8, holds FP4 values exactly
-    assert _roofline(precision="nvfp4").step_precision.gemm == "fp8"
+    # no FP4 tensor cores on Hopper: FP4 weights are dequantized to BF16 (weight-only), activations BF16
+    hopper = _roofline(precision="nvfp4")
+    assert (hopper.step_precision.gemm, hopper.step_precision.kernel) == ("bf16", "nvfp4_wo")
+    assert hopper.precision.activations == "bf16" and hopper.precision.weights == "nvfp4"
 
 
 def test_tensor_parallel_inserts_two_all_reduces_per_layer():

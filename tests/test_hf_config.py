@@ -54,10 +54,11 @@ def test_dict_input_and_folder_input(data_dir):
     assert ModelSpec.from_hf_config(cfg).total_params == load_model("llama-3.1-8b").total_params
     folder = ModelSpec.from_hf_config(data_dir / "llama-3.1-70b-fp8")
     # ModelOpt hf_quant_config.json beside config.json: FP8 weights and KV cache
-    assert folder.checkpoint_format == "fp8"
-    assert folder.checkpoint_kv_format == "fp8"
+    assert folder.checkpoint.weights == "fp8" and folder.checkpoint.activations == "fp8"
+    assert folder.checkpoint.kv_cache == "fp8"
+    assert "hf_quant_config.json" in folder.checkpoint.source
     # 70,553,706,496 params at 1 byte each (per-tensor scales are negligible)
-    assert folder.weight_bytes(folder.checkpoint_format) == pytest.approx(70_553_706_496)
+    assert folder.weight_bytes(folder.checkpoint.weights) == pytest.approx(70_553_706_496)
 
 
 def test_kimi_k2_reads_as_deepseek_v3(data_dir):
@@ -65,6 +66,8 @@ def test_kimi_k2_reads_as_deepseek_v3(data_dir):
     cfg["model_type"] = "kimi_k2"
     spec = ModelSpec.from_hf_config(cfg)
     assert spec.attention_type == "MLA" and spec.moe.num_experts == 256
+    # Kimi-K2's config.json carries DeepSeek's block-scaled FP8 recipe
+    assert (spec.checkpoint.weights, spec.checkpoint.activations) == ("fp8_block", "fp8")
 
 
 def test_unknown_architecture_lists_supported():
@@ -194,16 +197,22 @@ def test_gemma3_config_without_vocab_uses_transformers_defaults():
 @pytest.mark.parametrize(
     "qc, fmt",
     [
-        ({"quant_method": "gptq", "bits": 4}, "int4"),
-        ({"quant_method": "awq", "bits": 8}, "int8"),
-        ({"quant_method": "fp8"}, "fp8"),
+        ({"quant_method": "gptq", "bits": 4}, ("int4", "bf16")),
+        ({"quant_method": "awq", "bits": 8}, ("int8", "bf16")),
+        ({"quant_method": "fp8"}, ("fp8", "fp8")),
+        ({"quant_method": "fp8", "weight_block_size": [128, 128]}, ("fp8_block", "fp8")),
         ({"quant_method": "compressed-tensors"}, None),  # not guessed
         ({"quant_method": "bitsandbytes"}, None),
     ],
 )
 def test_quantization_config_formats(data_dir, qc, fmt):
     cfg = json.loads((data_dir / "hf-configs" / "Qwen--Qwen3-8B.json").read_text())
-    assert ModelSpec.from_hf_config({**cfg, "quantization_config": qc}).checkpoint_format == fmt
+    checkpoint = ModelSpec.from_hf_config({**cfg, "quantization_config": qc}).checkpoint
+    if fmt is None:  # unknown recipes stay BF16 and the source says so
+        assert (checkpoint.weights, checkpoint.activations) == ("bf16", "bf16")
+        assert "not read" in checkpoint.source
+    else:
+        assert (checkpoint.weights, checkpoint.activations) == fmt
 
 
 def test_missing_field_message_is_not_reworded():

@@ -118,7 +118,7 @@ def test_gpt_oss_alternates_sliding_and_full():
 def test_gpt_oss_120b_checkpoint_size():
     # A quoted figure puts the MXFP4 checkpoint at 60.8 GiB (reference NOTES.md, trap 7)
     model = load_model("gpt-oss-120b")
-    size = model.weight_bytes("bf16", expert_precision=model.checkpoint_expert_format) / 2**30
+    size = model.weight_bytes(model.checkpoint.weights, expert_precision=model.checkpoint.moe_weights) / 2**30
     assert size == pytest.approx(60.8, rel=0.01)
 
 

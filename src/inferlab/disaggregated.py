@@ -238,7 +238,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
-                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = "bf16",
+                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = None,
                            allow_long_context: bool = False) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
@@ -337,7 +337,7 @@ class DisaggComparison:
 def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024,
                             osl: Any = 128, prefill_batch: Any = 1, decode_batch: Any = 1,
                             aggregated: Pool | str | None = None, engine: str = "generic",
-                            profile: str | Path | Profile = "default", precision: Any = "bf16",
+                            profile: str | Path | Profile = "default", precision: Any = None,
                             **memory: Any) -> DisaggComparison:
     """The disaggregated estimate and a static batch of ``decode_batch`` on one aggregated replica.
 

@@ -23,14 +23,14 @@ from .feasibility import require_feasible, static_batch_reasons
 from .results.estimate import Estimate
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
-from .techniques.quantization import PrecisionConfig
+from .techniques.deployed_precision import resolve_precision
 from .techniques.disaggregation import Disaggregation
 from .techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from .techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
 
 
-def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = "bf16",
+def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = None,
                engine: str = "generic", profile: str | Path | Profile = "default",
                attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
                pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
@@ -51,15 +51,16 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     attention = inputs.attention_kind(attention)  # type: ignore[assignment]
     par = inputs.layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
                         micro_batches=micro_batches)
-    prec = PrecisionConfig.parse(precision)
+    prec = resolve_precision(precision, m, hw)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, par.tp, prec, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par)
+    return Deployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
+                      prec.notes)
 
 
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
              micro_batches: int | None = None,
-             precision: Any = "bf16", isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
+             precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
@@ -85,8 +86,12 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num
         Load of the busiest expert group over the mean (1: balanced).
     micro_batches : int, optional
         Pipeline micro-batches (default ``pp``).
-    precision : str or mapping
-        ``"fp8"``, ``"int4"``, ``{"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}``...
+    precision : None, str or mapping
+        None (default): the formats of the model's shipped checkpoint per tensor kind
+        (gpt-oss: MXFP4 experts, BF16 elsewhere); a format name (``"fp8"``, ``"int4"``);
+        text or a mapping of the kinds it sets (``"fp8 kv:bf16"``, ``{"weights": "fp8",
+        "activations": "fp8", "kv_cache": "bf16"}``; kinds left out are the checkpoint's);
+        see :mod:`inferlab.techniques.deployed_precision`.
     isl, osl, batch_size : int or array [token, token, request]
         Broadcast together into a grid; ``batch_size`` counts all requests (split over replicas).
     engine : str

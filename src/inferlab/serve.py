@@ -51,7 +51,7 @@ ENGINE_SCHEDULERS = {
 
 def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
           dp: int = 1,
-          attention_dp: bool = False, precision: Any = "bf16", engine: str = "generic",
+          attention_dp: bool = False, precision: Any = None, engine: str = "generic",
           profile: str | Path | Profile = "default",
           isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
           rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,

@@ -118,7 +118,7 @@ class SweepResult:
         return text_table(heads, rows, right={4, 5, 6, 7, 8, 9}) + more
 
 
-def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = "bf16", batch_size: Any = 1,
+def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batch_size: Any = 1,
           isl: Any = 1024, osl: Any = 128, engine: str = "generic", profile: Any = "default",
           gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
           price_per_gpu_hour: float | None = None, utilization: float = 1.0, waves: bool = False,
@@ -126,7 +126,7 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = "bf16", ba
     """Evaluate every combination of the given values.
 
     ``model``, ``hardware``, ``tp`` and ``precision`` may be lists (combined by outer
-    product); ``batch_size``, ``isl`` and ``osl`` may be lists or arrays (outer-product
+    product; a precision of None is each model's shipped checkpoint formats); ``batch_size``, ``isl`` and ``osl`` may be lists or arrays (outer-product
     grid). The arguments are checked as for :func:`inferlab.estimate`; bad input raises.
     A point that cannot run is kept with ``feasible`` false and its reason: its batch does
     not fit (unless ``waves``), its layout does not suit the model, or ``isl + osl`` is
@@ -159,7 +159,7 @@ def _one(model: Any, hardware: Any, tp: int, precision: Any, grid: list[np.ndarr
     try:
         dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
     except InfeasibleError as exc:  # a layout the model cannot take: its rows say why
-        labels = (str(model), str(hardware), tp, str(precision))
+        labels = (str(model), str(hardware), tp, "checkpoint" if precision is None else str(precision))
         reason[:] = str(exc)
     else:
         unit_price = inputs.unit_price(price, dep.hardware)

@@ -10,6 +10,7 @@ import numpy as np
 from ..errors import SpecError
 from ..results.render import text_table
 from .args import comma_list, output_file
+from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 
 _int_list = comma_list(int, "integer")
@@ -24,7 +25,6 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--dp": ("dp", int, "data-parallel replicas (default 1)"),
     "--expert-imbalance": ("expert_imbalance", float, "busiest expert group's load over the mean (default 1)"),
     "--micro-batches": ("micro_batches", int, "pipeline micro-batches (default pp)"),
-    "--precision": ("precision", str, "bf16, fp16, fp8, fp8_block, int8, int4, nvfp4, mxfp4 (default bf16)"),
     "--isl": ("isl", _int_list, "prompt tokens, comma-separated (default 1024)"),
     "--osl": ("osl", _int_list, "output tokens, comma-separated (default 128)"),
     "--batch": ("batch_size", _int_list, "batch sizes, comma-separated (default 1)"),
@@ -49,6 +49,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     est.add_argument("--file", metavar="DEPLOYMENT.yaml", help="read the deployment from a YAML file; flags override it")
     for flag, (dest, kind, text) in FLAGS.items():
         est.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+    add_precision_flags(est)
     est.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
     est.add_argument("--attention", default=None, choices=["flash", "naive"])
     est.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
@@ -72,6 +73,10 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention", "cuda_graphs", "waves",
                                                        "allow_long_context"]
     kw.update({d: getattr(args, d) for d in dests if getattr(args, d) is not None})
+    precision = precision_value(args.precision if args.precision is not None else kw.get("precision"),
+                                kind_overrides(args))
+    if precision is not None:
+        kw["precision"] = precision
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and "disaggregation" in kw):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")

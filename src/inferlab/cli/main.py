@@ -108,9 +108,8 @@ def _models_show(args: argparse.Namespace) -> None:
     lines.append("  " + ", ".join(f"{k} {getattr(pc, k) / 1e9:.3f} B" for k in pc.__dataclass_fields__ if getattr(pc, k)))
     lines.append("KV cache per token (bf16): " + ", ".join(f"{k} {v:,.0f} B" for k, v in d["kv_cache_bytes_per_token_bf16"].items()))
     lines.append("weights: " + ", ".join(f"{p} {pretty(Q(v, 'byte'))}" for p, v in d["weight_bytes"].items()))
-    if m.checkpoint_format or m.checkpoint_expert_format:
-        lines.append(f"released checkpoint: weights {m.checkpoint_format or 'bf16'}"
-                     + (f", routed experts {m.checkpoint_expert_format}" if m.checkpoint_expert_format else ""))
+    if m.checkpoint is not None:
+        lines.append(f"released checkpoint: {m.checkpoint.describe()}")
     if m.card:
         c = m.card
         lines.append(f"config: {c.sources[c.config_source].title}" + ("" if c.config_verbatim else " [not verbatim]"))

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import SpecError
 from ..serving.workload import Lengths
 from .args import comma_list, output_file
+from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -75,7 +76,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--prefix", metavar="PREFIX", help="prompts sharing a prefix, kept by the prefix cache: "
                                                       "shared:tokens=1000,groups=8[,zipf=1.1] or "
                                                       "sessions:turns=4,think=5 (multi-turn; cache=off to disable)")
-    p.add_argument("--precision", default="bf16", help="bf16, fp8, nvfp4, ... (default bf16)")
+    add_precision_flags(p)
     p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, trtllm-pytorch, lmdeploy (default generic)")
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
     p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
@@ -114,7 +115,7 @@ def _overheads(args: argparse.Namespace) -> Any:
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
-                          "precision": args.precision, "engine": args.engine, "profile": args.profile,
+                          "precision": precision_value(args.precision, kind_overrides(args)), "engine": args.engine, "profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
                           "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
     if args.allow_long_context:

@@ -54,13 +54,19 @@ class Step:
 
 @dataclass(frozen=True)
 class StepPrecision:
-    """Storage formats and the tensor precisions the op kinds compute at on one GPU."""
+    """Storage formats and the tensor precisions the op kinds compute at on one GPU.
+
+    ``gemm``/``kernel`` are those of the linear layers, ``expert_gemm``/``expert_kernel``
+    those of the routed experts (their own weight format); empty: as the linear layers.
+    """
 
     config: PrecisionConfig
     gemm: str
     attention: str
     head: str
     kernel: str = ""
+    expert_gemm: str = ""
+    expert_kernel: str = ""
 
 
 def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLike:
@@ -167,8 +173,10 @@ def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecisi
         raise ValueError("MoE layer without MoE structure")
     touched = experts_touched(t, moe.num_experts, moe.num_experts_per_tok)
     ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head, **meta))
-    ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched,
-                {**gemm, "role": "routed_expert"})
+    experts = {**gemm, "weight_bytes_per_element": number_format(cfg.experts).bytes_per_element,
+               "precision": prec.expert_gemm or prec.gemm, "kernel": prec.expert_kernel or prec.kernel,
+               "role": "routed_expert"}
+    ops += _ffn("experts", t * moe.num_experts_per_tok, h, moe.moe_intermediate_size, up, touched, experts)
     if moe.num_shared_experts:
         ops += _ffn("shared_expert", t, h, moe.num_shared_experts * moe.shared_expert_intermediate_size, up, 1.0, gemm)
     return ops + [Elementwise("moe_combine_residual", elements_read=(moe.num_experts_per_tok + 1) * t * h,

@@ -48,6 +48,7 @@ class Deployment:
     attention: Literal["flash", "naive"] = "flash"
     cuda_graphs: bool = True
     parallel: Parallelism | None = None
+    precision_notes: tuple[str, ...] = ()  # how the formats were chosen (checkpoint defaults, GPU limits)
 
     def __post_init__(self) -> None:
         if self.parallel is None:
@@ -62,15 +63,18 @@ class Deployment:
 
     @property
     def step_precision(self) -> StepPrecision:
-        """Tensor precision of GEMMs, attention and the 16-bit head on this hardware."""
+        """Tensor precision of GEMMs (routed experts apart), attention and the 16-bit head on this hardware."""
         cfg, hw = self.precision, self.hardware
         gemm = matmul_precision(cfg.weights, cfg.activations, hw)
+        expert_gemm = matmul_precision(cfg.experts, cfg.activations, hw)
         return StepPrecision(
             config=cfg,
             gemm=gemm,
             attention=matmul_precision(cfg.activations, cfg.kv_cache, hw),
             head=matmul_precision("bf16", "bf16", hw),
-            kernel=gemm_kernel(cfg, gemm),
+            kernel=gemm_kernel(cfg.weights, gemm),
+            expert_gemm=expert_gemm,
+            expert_kernel=gemm_kernel(cfg.experts, expert_gemm),
         )
 
 

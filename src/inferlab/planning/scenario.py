@@ -8,7 +8,7 @@ A scenario is YAML::
     engine: vllm
     traffic: {rate: 20, isl: 1500, osl: 300, prefix_hit: 0.3}   # prefix: shared:tokens=1000,groups=8
     slo: {ttft_ms: 1000, tpot_ms: 40, percentile: 99}
-    search: {precisions: [bf16, fp8], tp: [1, 2, 4, 8], speculative: [null, eagle3-llama-3.3-70b],
+    search: {precisions: [checkpoint, fp8], tp: [1, 2, 4, 8], speculative: [null, eagle3-llama-3.3-70b],
              disaggregation: true, max_gpus: 64}
     prices: {h100-sxm: 2.50}           # USD per GPU-hour; default: the catalog's
     budget_usd_per_hour: 500
@@ -125,7 +125,9 @@ class Search(BaseModel):
     """The configuration space."""
 
     model_config = _STRICT
-    precisions: tuple[str, ...] = Field(default=("bf16", "fp8"), min_length=1)
+    precisions: tuple[str, ...] = Field(
+        default=("checkpoint", "fp8"), min_length=1,
+        description="Formats to try: names, 'kind:format' text, or 'checkpoint' (null) for the model's shipped ones.")
     tp: tuple[StrictInt, ...] = (1, 2, 4, 8)
     pp: tuple[StrictInt, ...] = Field(default=(1,), description="Pipeline stages per replica (across nodes too).")
     expert_parallel: StrictBool = True
@@ -135,6 +137,13 @@ class Search(BaseModel):
     max_num_seqs: StrictInt | None = Field(default=None, ge=1, le=10**6, description="Default: the engine's.")
     target_utilization: Number = Field(default=0.8, gt=0, le=1.0,
                                        description="Share of a replica's capacity the plan may use.")
+
+    @field_validator("precisions", mode="before")
+    @classmethod
+    def _precisions(cls, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return tuple("checkpoint" if v is None else v for v in value)
+        return value
 
     @field_validator("tp", "pp")
     @classmethod

@@ -25,6 +25,7 @@ from ..core.phases import mean_decode_step_s
 from ..errors import InferlabError
 from ..estimate import deployment
 from ..specs.catalog import load_hardware, load_model
+from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from .candidate import Candidate
@@ -47,7 +48,9 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
     out = []
     for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
         model, hw = load_model(model_id), load_hardware(hw_id)
-        for prec, tp, pp, spec in itertools.product(scenario.search.precisions,
+        # each candidate names its formats as resolved for the model and GPU: labels say what runs
+        precisions = dict.fromkeys(str(resolve_precision(p, model, hw).config) for p in scenario.search.precisions)
+        for prec, tp, pp, spec in itertools.product(precisions,
                                                     _divisors(model, scenario.search.tp, node_size(hw)),
                                                     scenario.search.pp, scenario.search.speculative):
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1

@@ -77,19 +77,31 @@ def _levers(est: Estimate, point: int) -> list[str]:
 #: errors accumulate over every later token that attends to them.
 _QUALITY = {
     "weights": "weights in {fmt}: low risk with a calibrated checkpoint (per-channel/block scales)",
+    "moe_weights": "routed-expert weights in {fmt}: low risk with a calibrated checkpoint (block scales)",
     "activations": "activations in {fmt}: moderate risk, outliers vary per input; needs per-token or block scales",
     "kv_cache": "KV cache in {fmt}: highest risk of the three, errors reach every later token; check long-context evals",
 }
 
 
 def _quality_notes(est: Estimate) -> list[str]:
-    cfg = est.deployment.precision
+    from ..techniques.deployed_precision import checkpoint_precision
+
+    dep = est.deployment
+    formats = dep.precision.to_dict()
+    shipped = checkpoint_precision(dep.model).to_dict()
     notes = []
-    for part in ("weights", "activations", "kv_cache"):
-        fmt = getattr(cfg, part)
-        if fmt not in ("bf16", "fp16", "fp32"):
+    for part, fmt in formats.items():
+        if fmt in ("bf16", "fp16", "fp32") or (part == "moe_weights" and (not dep.model.is_moe or fmt == formats["weights"])):
+            continue
+        if fmt == shipped[part] and part != "kv_cache":
+            notes.append(f"{_KIND_LABEL[part]} in {fmt}: as the checkpoint ships them (no change from the released model)")
+        else:
             notes.append(_QUALITY[part].format(fmt=fmt))
     return notes
+
+
+_KIND_LABEL = {"weights": "weights", "moe_weights": "routed-expert weights", "activations": "activations",
+               "kv_cache": "KV cache"}
 
 
 def _technique_lines(est: Estimate, point: int) -> list[str]:
@@ -130,14 +142,17 @@ def explain(est: Estimate, point: int = 0) -> str:
     dep = est.deployment
     at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])
     mem = est.memory
+    sp = dep.step_precision
+    experts = f", routed experts at {sp.expert_gemm} ({sp.expert_kernel})" if sp.expert_kernel != sp.kernel else ""
     lines = [
         f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}; {dep.precision}, GEMMs at "
-        f"{dep.step_precision.gemm}, attention at {dep.step_precision.attention}), batch {at(est.batch_size):.0f}, "
+        f"{sp.gemm}{experts}, attention at {sp.attention}), batch {at(est.batch_size):.0f}, "
         f"ISL {at(est.isl):.0f}, OSL {at(est.osl):.0f}; profile {dep.profile.name}",
         f"TTFT {pretty(Q(at(est.ttft_s), 's'))}, TPOT {pretty(Q(at(est.tpot_s), 's'))} "
         f"({1 / at(est.tpot_s):.1f} tok/s per user), {at(est.output_tokens_per_s):.0f} tok/s in all"
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
+    lines += [f"precision: {note}" for note in dep.precision_notes]
     if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:
         lines.append(f"long context: isl + osl = {at(est.isl + est.osl):,.0f} tokens is beyond the "
                      f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "

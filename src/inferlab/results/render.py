@@ -84,7 +84,7 @@ def model_dict(m: ModelSpec) -> dict[str, Any]:
         "param_counts": {k: getattr(pc, k) for k in pc.__dataclass_fields__},
         "kv_cache_bytes_per_token_bf16": m.kv_cache_bytes_per_token("bf16"),
         "weight_bytes": {p: m.weight_bytes(p) for p in ("bf16", "fp8", "nvfp4")},
-        "checkpoint_format": m.checkpoint_format, "checkpoint_expert_format": m.checkpoint_expert_format,
+        "checkpoint": m.checkpoint.model_dump() if m.checkpoint is not None else None,
     }
     if m.moe is not None:
         out["moe"] = {**m.moe.model_dump(), "moe_layers": m.num_moe_layers, "dense_layers": m.num_dense_layers}

@@ -94,7 +94,7 @@ class DisaggServeResult(ServeResult):
 def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
                         rate: float | None = None, trace: Any = None, offline: bool = False,
                         num_requests: int = 1000, seed: int = 0, engine: str = "generic",
-                        profile: str | Path | Profile = "default", precision: Any = "bf16",
+                        profile: str | Path | Profile = "default", precision: Any = None,
                         scheduler: SchedulerConfig | None = None) -> DisaggServeResult:
     """Simulate serving with prefill and decode on separate pools.
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ..errors import SpecError
 from .hf_fields import check_fields
+from .checkpoint import checkpoint_formats
 from .model import LayerSpec, MLASpec, ModelSpec, MoESpec
 from .validation import format_validation_error
 
@@ -295,49 +296,6 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
     return data, str(path)
 
 
-#: Quantization recipe names (HF ``quantization_config`` and ModelOpt ``hf_quant_config.json``)
-#: mapped to inferlab number formats. Recipes not listed (compressed-tensors, bitsandbytes,
-#: mixed precision...) leave the checkpoint format unknown rather than guessed.
-_QUANT_FORMATS = {
-    "fp8": "fp8", "FP8": "fp8", "FP8_BLOCK": "fp8", "fbgemm_fp8": "fp8", "NVFP4": "nvfp4", "nvfp4": "nvfp4",
-    "mxfp4": "mxfp4", "MXFP4": "mxfp4", "W4A16_AWQ": "int4", "INT4_AWQ": "int4", "INT8_SQ": "int8", "W8A8": "int8",
-}
-#: Integer weight-only methods whose width is given by ``bits``.
-_BITS_METHODS = {"awq", "gptq"}
-
-
-def _format_of(algo: Any, bits: Any = None) -> str | None:
-    if algo in _BITS_METHODS:
-        return {4: "int4", 8: "int8"}.get(bits if isinstance(bits, int) else 4)
-    return _QUANT_FORMATS.get(algo) if isinstance(algo, str) else None
-
-
-def checkpoint_formats(data: Mapping[str, Any], quant: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
-    """Weight and KV formats of a released checkpoint.
-
-    Reads ``quantization_config`` inside config.json (DeepSeek's block FP8, gpt-oss's
-    MXFP4 experts) and, when given, a ModelOpt ``hf_quant_config.json``.
-    """
-    out: dict[str, Any] = {}
-    qc = data.get("quantization_config")
-    if isinstance(qc, Mapping):
-        fmt = _format_of(qc.get("quant_method"), qc.get("bits"))
-        key = "checkpoint_expert_format" if data.get("model_type") == "gpt_oss" else "checkpoint_format"
-        if fmt is not None:
-            out[key] = fmt
-    if quant is not None:
-        recipe = quant.get("quantization", quant)
-        if not isinstance(recipe, Mapping):
-            raise SpecError(f"{where}: hf_quant_config 'quantization' must be a mapping")
-        weights = _format_of(recipe.get("quant_algo"))
-        if weights is not None:
-            out["checkpoint_format"] = weights
-        kv = _format_of(recipe.get("kv_cache_quant_algo"))
-        if kv is not None:
-            out["checkpoint_kv_format"] = kv
-    return out
-
-
 def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | None = None,
                          name: str | None = None,
                          quant_config: str | Path | Mapping[str, Any] | None = None) -> ModelSpec:
@@ -351,7 +309,6 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
         if sidecar.is_file():
             quant, _ = load_config(sidecar)
     original = data
-    formats = checkpoint_formats(data, quant, where)
     model_type = data.get("model_type")
     if model_type is None:
         raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(sorted(READERS))}")
@@ -367,8 +324,9 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
     reader = READERS[model_type]
     label = name or id or _name_from(original, where)
     try:
-        fields = {**reader(_Config(data, model_type, where)), **formats}
-        return ModelSpec(id=id, name=label, **fields)
+        fields = reader(_Config(data, model_type, where))
+        checkpoint = checkpoint_formats(original, quant, where, is_moe=fields.get("moe") is not None)
+        return ModelSpec(id=id, name=label, checkpoint=checkpoint, **fields)
     except ValidationError as exc:
         raise SpecError(f"{where}: {format_validation_error(exc)}") from None
     except SpecError:

@@ -20,6 +20,7 @@ from ..errors import UnitError
 from ..precision import number_format
 from ..units import to_si_array
 from .card import ModelCard
+from .checkpoint import CheckpointFormats
 from .params import ParamCounts, count_params
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
@@ -139,9 +140,8 @@ class ModelSpec(BaseModel):
     moe: MoESpec | None = None
     layers: tuple[LayerSpec, ...]
     num_mtp_layers: int = Field(default=0, ge=0, description="Multi-token-prediction modules (DeepSeek).")
-    checkpoint_format: str | None = Field(default=None, description="Format of the released weights, e.g. fp8.")
-    checkpoint_expert_format: str | None = Field(default=None, description="Format of routed-expert weights.")
-    checkpoint_kv_format: str | None = Field(default=None, description="KV-cache format the checkpoint was calibrated for.")
+    checkpoint: CheckpointFormats | None = Field(
+        default=None, description="Formats of the released checkpoint per tensor kind, with their source; None: 16-bit.")
     card: ModelCard | None = Field(default=None, description="Provenance, for catalog models.")
 
     @model_validator(mode="after")
@@ -155,9 +155,6 @@ class ModelSpec(BaseModel):
             )
         if any(layer.mlp == "moe" for layer in self.layers) and self.moe is None:
             raise ValueError("MoE layers present but no moe structure given")
-        for fmt in (self.checkpoint_format, self.checkpoint_expert_format, self.checkpoint_kv_format):
-            if fmt is not None:
-                number_format(fmt)
         return self
 
     # --- construction ---------------------------------------------------------------
@@ -166,8 +163,9 @@ class ModelSpec(BaseModel):
                        quant_config: str | Any | None = None) -> ModelSpec:
         """Build a spec from a Hugging Face ``config.json`` (a path, a folder or a parsed dict).
 
-        Never touches the network. A ModelOpt ``hf_quant_config.json`` next to the
-        config (or passed as ``quant_config``) sets the checkpoint's weight and KV formats.
+        Never touches the network. The config's ``quantization_config`` and a ModelOpt
+        ``hf_quant_config.json`` next to it (or passed as ``quant_config``) set the
+        checkpoint's formats per tensor kind (:attr:`checkpoint`).
 
         Raises
         ------

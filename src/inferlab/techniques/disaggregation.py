@@ -130,7 +130,8 @@ class Pool:
                 kw["tp"] = int(attr[2:])
             else:
                 try:
-                    kw["precision"] = str(PrecisionConfig.parse(attr))
+                    PrecisionConfig.parse(attr)  # checked here; resolved for the model and GPU later
+                    kw["precision"] = attr
                 except InferlabError as err:
                     raise SpecError(f"pool {text!r}: {attr!r} is neither tpN nor a precision ({err})") from None
         try:

@@ -117,14 +117,15 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
 
     Notes
     -----
-    Linear layers in the weight format, embedding and LM head in 16-bit (engines exclude
-    them from quantization). Routed experts split over ``ep x moe_tp = tp`` GPUs; the other
-    weights over ``tp`` (or replicated with attention DP); everything over ``pp`` stages.
+    Linear layers in the weight format, routed experts in theirs (``moe_weights``),
+    embedding and LM head in 16-bit (engines exclude them from quantization). Routed
+    experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (or
+    replicated with attention DP); everything over ``pp`` stages.
     """
     counts = model.param_counts
     w = number_format(precision.weights).bytes_per_element
     embed = (counts.embedding + counts.lm_head) * 2.0
-    experts = counts.routed_experts * w
+    experts = counts.routed_experts * number_format(precision.experts).bytes_per_element
     rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts) * w
     rest_split = 1 if par.attention_dp else par.tp
     return (embed / par.tp + experts / par.tp + rest / rest_split) / par.pp

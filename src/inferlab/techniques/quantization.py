@@ -1,68 +1,163 @@
-"""Precision of weights, activations and KV cache, and the tensor precision a GEMM runs at.
+"""Precision of weights, expert weights, activations and KV cache, and the tensor precision a GEMM runs at.
 
 Formats are data (:mod:`inferlab.precision`). A matrix multiply runs at the widest of
 its two operands' compute precisions (FP8 weights with BF16 activations is a BF16
 GEMM on dequantized weights), then at the narrowest precision at least that wide the
 hardware supports (FP8 on an A100 runs as BF16).
+
+A precision is written as a format name (``"fp8"``: every kind derived from it), a
+mapping of the kinds it sets, or text of ``kind:format`` tokens after an optional
+name (``"fp8 kv:bf16"``, ``"w:bf16 moe:mxfp4 a:bf16 kv:bf16"``). The kinds a mapping or
+text leaves out come from its base: the named format's derivation, or the model's
+shipped checkpoint (``"checkpoint"``, the default) when no format is named.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SpecError
-from ..precision import number_format
+from ..errors import SpecError, UnknownNameError
+from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
 
 #: Tensor precisions from narrowest to widest; equal-width pairs are listed together.
 _WIDTH = {"fp4": 4, "fp6": 6, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16, "tf32": 32}
 _ORDER = ("fp4", "fp6", "fp8", "int8", "bf16", "fp16", "tf32")
 
+#: The tensor kinds a precision sets, with the short names the text form uses.
+KINDS = ("weights", "moe_weights", "activations", "kv_cache")
+_SHORT = {"w": "weights", "moe": "moe_weights", "a": "activations", "kv": "kv_cache"}
+_LABEL = {v: k for k, v in _SHORT.items()}
+#: The base meaning "the model's shipped checkpoint formats".
+CHECKPOINT = "checkpoint"
+
 
 @dataclass(frozen=True)
 class PrecisionConfig:
-    """Storage formats of weights, activations and the KV cache.
+    """Storage formats of weights, routed-expert weights, activations and the KV cache.
 
     ``PrecisionConfig.parse("fp8")`` gives FP8 weights, activations and KV cache;
     ``"int4"`` is weight-only (activations and KV stay BF16); a 4-bit float format keeps
-    an FP8 KV cache. A mapping ``{weights, activations, kv_cache}`` sets each.
+    an FP8 KV cache. ``moe_weights`` is the format of the routed experts' weights; None
+    means the same as ``weights`` (gpt-oss ships ``{"weights": "bf16", "moe_weights":
+    "mxfp4"}``).
     """
 
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
+    moe_weights: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("weights", "activations", "kv_cache"):
-            number_format(getattr(self, name))
+        for name in KINDS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, number_format(value).name)
+        if self.moe_weights == self.weights:  # one spelling per configuration (equality, hashing)
+            object.__setattr__(self, "moe_weights", None)
+
+    @property
+    def experts(self) -> str:
+        """Format of the routed experts' weights."""
+        return self.moe_weights or self.weights
 
     @classmethod
-    def parse(cls, value: Any) -> PrecisionConfig:
-        """From a format name, a mapping or a PrecisionConfig."""
+    def derived(cls, name: str) -> PrecisionConfig:
+        """Every kind from one format name: its activations and KV cache follow by rule.
+
+        Notes
+        -----
+        Weight-only INT4 keeps BF16 activations and KV cache; FP4, FP6 and the FP8 family
+        get an FP8 KV cache (per-tensor scaled, as engines store it); other formats keep
+        their own (FP32 a BF16 cache).
+        """
+        fmt = number_format(name)
+        if fmt.name == "int4":
+            return cls("int4", "bf16", "bf16")
+        kv = "fp8" if fmt.compute in ("fp4", "fp6", "fp8") else ("bf16" if fmt.name == "fp32" else fmt.name)
+        return cls(fmt.name, fmt.name, kv)
+
+    @classmethod
+    def parse(cls, value: Any, *, checkpoint: PrecisionConfig | None = None) -> PrecisionConfig:
+        """From a format name, ``kind:format`` text, a mapping or a PrecisionConfig.
+
+        ``checkpoint`` is the base of the kinds left out when no format is named (the
+        model's shipped formats; all BF16 when not given). None means that base whole.
+
+        Raises
+        ------
+        SpecError
+            On an unknown kind or a malformed value; :class:`UnknownNameError` with
+            did-you-mean on an unknown format.
+        """
+        base = checkpoint or cls()
+        if value is None:
+            return base
         if isinstance(value, PrecisionConfig):
             return value
         if isinstance(value, str):
-            fmt = number_format(value).name
-            if fmt in ("int4",):
-                return cls(fmt, "bf16", "bf16")
-            if fmt in ("nvfp4", "mxfp4", "mxfp6"):
-                return cls(fmt, fmt, "fp8")
-            return cls(fmt, fmt, fmt if fmt != "fp32" else "bf16")
-        if isinstance(value, dict):
-            unknown = set(value) - {"weights", "activations", "kv_cache"}
+            return _parse_text(value, base)
+        if isinstance(value, Mapping):
+            unknown = sorted(str(k) for k in set(value) - set(KINDS))
             if unknown:
-                raise SpecError(f"precision: unknown key(s) {sorted(unknown)}; allowed: weights, activations, kv_cache")
-            weights = value.get("weights", "bf16")
-            acts = value.get("activations") or ("bf16" if number_format(weights).name == "int4" else weights)
-            kv = value.get("kv_cache") or ("bf16" if number_format(acts).bits_per_element > 8 else "fp8")
-            return cls(number_format(weights).name, number_format(acts).name, number_format(kv).name)
-        raise SpecError(f"precision must be a format name such as 'fp8' or a mapping, got {value!r}")
+                raise SpecError(f"precision: unknown key(s) {unknown}; allowed: {', '.join(KINDS)}")
+            return base.with_kinds({k: v for k, v in value.items() if v is not None})
+        raise SpecError(f"precision must be a format name such as 'fp8', text such as 'fp8 kv:bf16' or a mapping "
+                        f"of {', '.join(KINDS)}; got {value!r}")
+
+    def with_kinds(self, kinds: Mapping[str, Any]) -> PrecisionConfig:
+        """This configuration with the given kinds replaced, each only its own kind.
+
+        Expert weights that follow the weights here keep following them.
+        """
+        fields = {"weights": self.weights, "moe_weights": self.moe_weights, "activations": self.activations,
+                  "kv_cache": self.kv_cache}
+        for kind, fmt in kinds.items():
+            if not isinstance(fmt, str):
+                raise SpecError(f"precision: {kind} must be a format name, got {fmt!r}")
+            fields[kind] = number_format(fmt).name
+        return PrecisionConfig(**fields)
+
+    def to_dict(self) -> dict[str, str]:
+        """Every kind's format, expert weights resolved: ``{"weights": "bf16", "moe_weights": "mxfp4", ...}``."""
+        return {"weights": self.weights, "moe_weights": self.experts, "activations": self.activations,
+                "kv_cache": self.kv_cache}
 
     def __str__(self) -> str:
-        if self.weights == self.activations == self.kv_cache:
+        if self == PrecisionConfig.derived(self.weights):
             return self.weights
-        return f"w:{self.weights} a:{self.activations} kv:{self.kv_cache}"
+        return " ".join(f"{_LABEL[k]}:{v}" for k, v in self.to_dict().items()
+                        if k != "moe_weights" or self.moe_weights is not None)
+
+
+_TOKEN = re.compile(r"[\s,]+")
+
+
+def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
+    """``[NAME] [kind:format ...]``: NAME is a format or ``checkpoint`` (the default base)."""
+    tokens = [t for t in _TOKEN.split(text.strip()) if t]
+    if not tokens:
+        return checkpoint
+    base, kinds = checkpoint, {}
+    if ":" not in tokens[0]:
+        name = tokens.pop(0)
+        if name.lower() == CHECKPOINT:
+            base = checkpoint
+        elif name.lower() in FORMATS:
+            base = PrecisionConfig.derived(name)
+        else:
+            raise UnknownNameError("precision", name, [CHECKPOINT, *FORMATS])
+    for token in tokens:
+        kind, _, fmt = token.partition(":")
+        full = _SHORT.get(kind.lower(), kind.lower())
+        if not fmt or full not in KINDS:
+            raise SpecError(f"precision {text!r}: {token!r} is not kind:format; kinds: w (weights), moe (routed-expert "
+                            "weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")
+        kinds[full] = fmt
+    return base.with_kinds(kinds)
 
 
 def supported_precision(wanted: str, hw: HardwareSpec) -> str:
@@ -124,18 +219,18 @@ def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
     return supported_precision(wanted, hw)
 
 
-def gemm_kernel(config: PrecisionConfig, gemm_precision: str) -> str:
-    """Kernel family of the model's GEMMs, the key of their efficiency curve.
+def gemm_kernel(weights: str, gemm_precision: str) -> str:
+    """Kernel family of GEMMs on weights in format ``weights``, the key of their efficiency curve.
 
     Weight-only formats (weights narrower than the compute) are ``<weights>_wo``; INT8
     weights and activations are SmoothQuant-style ``int8_sq``; otherwise the weight format
     (``fp8``, ``fp8_block``, ``nvfp4``, ``bf16``...).
     """
-    weights = number_format(config.weights)
-    if weights.compute != gemm_precision and _WIDTH.get(weights.compute, 16) < _WIDTH[gemm_precision]:
-        return f"{weights.name}_wo"
-    if weights.name == "int4":
+    fmt = number_format(weights)
+    if fmt.compute != gemm_precision and _WIDTH.get(fmt.compute, 16) < _WIDTH[gemm_precision]:
+        return f"{fmt.name}_wo"
+    if fmt.name == "int4":
         return "int4_wo"
-    if weights.name == "int8":
+    if fmt.name == "int8":
         return "int8_sq"
-    return weights.name
+    return fmt.name

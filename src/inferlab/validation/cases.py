@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import InferlabError, SpecError
 from ..techniques.parallelism import expert_layout
+from ..precision import number_format
 from ..specs.validation import format_validation_error
 
 SCHEMA = "inferlab-cases/1"
@@ -292,9 +293,6 @@ def unsupported_reason(case: Case) -> str | None:
         return "prefix_cache without a hit_rate"
     if set(case.load) != {"batch_size"}:
         return f"static_batch with load {sorted(case.load)} (expected batch_size)"
-    moe = case.precision.get("moe_weights")
-    if moe is not None and moe != case.precision.get("weights"):
-        return "a separate precision for MoE experts is not modelled yet"
     return None
 
 
@@ -311,8 +309,17 @@ def case_speculative(case: Case) -> Any:
 
 
 def case_precision(case: Case) -> dict[str, str]:
-    """The case's ``precision`` as :meth:`PrecisionConfig.parse` takes it (null KV: default rule)."""
-    return {k: v for k, v in case.precision.items() if k in ("weights", "activations", "kv_cache") and v}
+    """The case's ``precision`` as :meth:`PrecisionConfig.parse` takes it.
+
+    Every stated kind is passed (``moe_weights`` included: the routed experts' format); a
+    KV cache not stated is FP8 next to activations of 8 bits or fewer, else BF16, the
+    engines' usual pairing; other kinds not stated are the checkpoint's.
+    """
+    out = {k: v for k, v in case.precision.items() if k in ("weights", "moe_weights", "activations", "kv_cache") and v}
+    acts = out.get("activations")
+    if "kv_cache" not in out and acts is not None:
+        out["kv_cache"] = "fp8" if number_format(acts).bits_per_element <= 8 else "bf16"
+    return out
 
 
 def case_engine(case: Case) -> str:

@@ -58,9 +58,6 @@ def serving_unsupported_reason(case: Case) -> str | None:
         return "prefix caching is not in the serving simulation yet"
     if case.disaggregation:
         return "disaggregated prefill and decode are not in the serving simulation yet"
-    moe = case.precision.get("moe_weights")
-    if moe is not None and moe != case.precision.get("weights"):
-        return "a separate precision for MoE experts is not modelled yet"
     load = case.load
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
         return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"

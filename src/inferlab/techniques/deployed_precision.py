@@ -1,0 +1,123 @@
+"""The formats a deployment runs: what the user asked, else the model's shipped checkpoint, on this GPU.
+
+``precision=None`` (the default of every entry point) means the checkpoint's formats
+per tensor kind (:attr:`inferlab.specs.model.ModelSpec.checkpoint`): gpt-oss runs its
+MXFP4 experts with BF16 attention, DeepSeek-V3 its block-scaled FP8 weights, a model
+without a quantization config BF16. A mapping or ``kind:format`` text sets the kinds it
+names over that base (see :mod:`inferlab.techniques.quantization`).
+
+Then the GPU: activations in a format narrower than 16 bits that it has no tensor rate
+for (FP4 on an H100 or A100, FP8 on an A100) are kept in BF16, with a note: the GEMMs
+dequantize the stored weights to BF16 (the ``<format>_wo`` weight-only kernels), as
+engines run MXFP4 or FP8 checkpoints on GPUs without those tensor cores. The weights
+keep their stored format, so their bytes are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..precision import FORMATS, number_format
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from .quantization import PrecisionConfig
+
+#: Where each narrow compute precision runs natively, for the note.
+_NATIVE = {"fp4": "FP4 tensor cores (Blackwell: b200, b300, gb200)", "fp6": "FP6 tensor cores (Blackwell)",
+           "fp8": "FP8 tensor cores (Ada, Hopper, Blackwell)"}
+_KIND_NAMES = {"weights": "weights", "moe_weights": "routed experts", "activations": "activations",
+               "kv_cache": "KV cache"}
+
+
+@dataclass(frozen=True)
+class ResolvedPrecision:
+    """The formats a deployment runs and how they were chosen.
+
+    Attributes
+    ----------
+    config : PrecisionConfig
+        Storage format of each tensor kind.
+    notes : tuple of str
+        Where the formats came from (the checkpoint's defaults) and what the GPU changed.
+    """
+
+    config: PrecisionConfig
+    notes: tuple[str, ...] = ()
+
+
+def checkpoint_precision(model: ModelSpec) -> PrecisionConfig:
+    """The shipped checkpoint's formats as a :class:`PrecisionConfig` (all BF16 without one)."""
+    ck = model.checkpoint
+    if ck is None:
+        return PrecisionConfig()
+    return PrecisionConfig(weights=ck.weights, activations=ck.activations, kv_cache=ck.kv_cache or "bf16",
+                           moe_weights=ck.moe_weights if model.is_moe else None)
+
+
+def _kinds_from_checkpoint(value: Any) -> tuple[str, ...]:
+    """The kinds ``value`` leaves to the checkpoint (all of them for None or ``"checkpoint"``)."""
+    if value is None:
+        return tuple(_KIND_NAMES)
+    if isinstance(value, Mapping):
+        return tuple(k for k in _KIND_NAMES if value.get(k) is None)
+    if isinstance(value, str):
+        tokens = value.replace(",", " ").split()
+        if tokens and ":" not in tokens[0] and tokens[0].lower() in FORMATS:
+            return ()
+        named = {t.split(":")[0].lower() for t in tokens if ":" in t}
+        short = {"weights": "w", "moe_weights": "moe", "activations": "a", "kv_cache": "kv"}
+        return tuple(k for k in _KIND_NAMES if k not in named and short[k] not in named)
+    return ()
+
+
+def _describe(cfg: PrecisionConfig, kinds: tuple[str, ...], moe: bool) -> str:
+    values = cfg.to_dict()
+    return ", ".join(f"{_KIND_NAMES[k]} {values[k]}" for k in kinds if moe or k != "moe_weights")
+
+
+def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[PrecisionConfig, tuple[str, ...]]:
+    """``cfg`` with activations the GPU cannot compute in kept in BF16, and the note saying so."""
+    fmt = number_format(cfg.activations)
+    if fmt.bits_per_element >= 16 or fmt.compute in hw.flops:
+        return cfg, ()
+    note = (f"activations bf16, not {fmt.name}: {hw.id} has no {fmt.compute} tensor rate, so the GEMMs dequantize "
+            f"the stored weights to BF16 (weight-only kernels); {fmt.compute} activations need "
+            f"{_NATIVE.get(fmt.compute, 'a GPU with ' + fmt.compute + ' tensor cores')}")
+    return PrecisionConfig(weights=cfg.weights, activations="bf16", kv_cache=cfg.kv_cache,
+                           moe_weights=cfg.moe_weights), (note,)
+
+
+def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> ResolvedPrecision:
+    """The formats ``model`` runs on ``hw`` for the user's ``precision`` value.
+
+    Parameters
+    ----------
+    value : None, str, mapping or PrecisionConfig
+        None or ``"checkpoint"``: the shipped checkpoint's formats; a format name (every
+        kind derived from it); ``kind:format`` text or a mapping (the kinds it names over
+        the checkpoint's, or over a named format's: ``"fp8 kv:bf16"``).
+    model, hw : ModelSpec, HardwareSpec
+        The model (its checkpoint formats) and the GPU (its tensor rates).
+
+    Returns
+    -------
+    ResolvedPrecision
+        The formats, and notes for ``explain()``.
+    """
+    checkpoint = checkpoint_precision(model)
+    cfg = PrecisionConfig.parse(value, checkpoint=checkpoint)
+    if not model.is_moe and cfg.moe_weights is not None:
+        cfg = PrecisionConfig(cfg.weights, cfg.activations, cfg.kv_cache)  # no experts to store
+    notes: list[str] = []
+    inherited = _kinds_from_checkpoint(value) if not isinstance(value, PrecisionConfig) else ()
+    if inherited:
+        source = model.checkpoint.source if model.checkpoint is not None else "no quantization config: 16-bit weights"
+        whole = len(inherited) == len(_KIND_NAMES)
+        notes.append(f"{'formats' if whole else 'kinds not given'} ({_describe(cfg, inherited, model.is_moe)}): "
+                     f"the shipped checkpoint's defaults ({source})"
+                     + ("; precision= (--precision, --weights, --kv-cache-dtype...) chooses others" if whole else ""))
+    cfg, hw_notes = native_activations(cfg, hw)
+    return ResolvedPrecision(cfg, tuple(notes) + hw_notes)
+
