@@ -17,7 +17,9 @@ import yaml
 from inferlab import InferlabError, SpecError, estimate
 from inferlab.calibration.profile import load_profile, profile_file
 from inferlab.cli.validate import add_parsers
-from inferlab.validation.cases import Case, case_engine, load_cases, predict_case, predict_cases, unsupported_reason
+from inferlab.validation.cases import (Case, case_engine, case_precision, load_cases, predict_case, predict_cases,
+                                      unsupported_reason)
+from inferlab.validation.serving import serving_unsupported_reason
 from inferlab.validation.ops import read_ops, predict_ops
 from inferlab.validation.summary import error_stats, percent_errors, summarize
 
@@ -89,12 +91,30 @@ def test_case_file_errors_name_the_problem(tmp_path):
      "speculative decoding as given cannot be modelled"),  # a draft model must be named
     ({"prefix_cache": {"cached_tokens": 100}}, "prefix_cache without a hit_rate"),
     ({"disaggregation": {"prefill": {}, "decode": {}}}, "disaggregated prefill and decode"),
-    ({"precision": {"weights": "fp8", "moe_weights": "nvfp4"}}, "separate precision for MoE experts"),
 ])
 def test_unsupported_cases_carry_a_reason(changes, reason):
     c = case(**changes)
     assert reason in unsupported_reason(c)
     assert predict_case(c) == (None, unsupported_reason(c))
+
+
+def test_a_case_with_moe_weights_is_predicted_with_its_experts_format():
+    # gpt-oss-120b as shipped: BF16 attention, MXFP4 experts; KV not stated: BF16 next to BF16 activations
+    precision = {"weights": "bf16", "moe_weights": "mxfp4", "activations": "bf16", "kv_cache": None}
+    c = case(model="gpt-oss-120b", precision=precision)
+    assert unsupported_reason(c) is None
+    assert case_precision(c) == {"weights": "bf16", "moe_weights": "mxfp4", "activations": "bf16", "kv_cache": "bf16"}
+    offline = case(model="gpt-oss-120b", regime="offline", load={"offline": True}, precision=precision)
+    assert serving_unsupported_reason(offline) is None
+    value, reason = predict_case(c)
+    assert reason is None
+    # BF16 experts (234 GB) would not fit one H100: the MXFP4 experts make this case predictable
+    with pytest.raises(InferlabError, match="does not fit"):
+        estimate("gpt-oss-120b", "h100-sxm", precision="bf16", isl=512, osl=64, batch_size=8, engine="trtllm")
+    mxfp4 = estimate("gpt-oss-120b", "h100-sxm", precision="w:bf16 moe:mxfp4 a:bf16 kv:bf16", isl=512, osl=64,
+                     batch_size=8, engine="trtllm")
+    assert value == pytest.approx(float(np.ravel(mxfp4.output_tokens_per_s)[0]), rel=1e-9)
+
 
 
 def test_infeasible_case_reports_the_model_error():
@@ -103,8 +123,8 @@ def test_infeasible_case_reports_the_model_error():
 
 
 def test_metrics_map_onto_the_estimate():
-    est = estimate("llama-3.1-8b", "h100-sxm", precision={"weights": "fp8", "activations": "fp8"}, isl=512, osl=64,
-                   batch_size=8, engine="trtllm", waves=True)
+    est = estimate("llama-3.1-8b", "h100-sxm", precision="fp8", isl=512, osl=64, batch_size=8, engine="trtllm",
+                   waves=True)  # the case's KV is not stated: FP8 next to FP8 activations
     tput, tpot = float(est.output_tokens_per_s), float(est.tpot_s)
     expected = {
         "output_tokens_per_s": tput, "output_tokens_per_s_per_gpu": tput, "output_tokens_per_s_per_user": 1 / tpot,
@@ -121,8 +141,8 @@ def test_metrics_map_onto_the_estimate():
 
 def test_engines_without_a_profile_use_generic():
     mlc = predict_case(case(engine="mlc"))[0]
-    generic = estimate("llama-3.1-8b", "h100-sxm", precision={"weights": "fp8", "activations": "fp8"}, isl=512, osl=64,
-                       batch_size=8, engine="generic", waves=True)
+    generic = estimate("llama-3.1-8b", "h100-sxm", precision="fp8", isl=512, osl=64, batch_size=8, engine="generic",
+                       waves=True)
     assert mlc == pytest.approx(float(generic.output_tokens_per_s))
 
 
