@@ -88,4 +88,5 @@ def test_narrower_weights_are_never_slower_in_memory_bound_decode(engine, hw, na
         slow = _decode_s(engine, hw, model, tp, batch, wide)
     except InferlabError:  # a TP the model's heads do not divide
         return
-    assert fast <= slow * (1 + 1e-9), f"{model} tp{tp} batch {batch}: {narrow} {fast * 1e3:.3f} ms > {wide} {slow * 1e3:.3f} ms"
+    assert fast <= slow * (1 + 1e-9), (f"{model} tp{tp} batch {batch}: {narrow} {fast * 1e3:.3f} ms > "
+                                       f"{wide} {slow * 1e3:.3f} ms")

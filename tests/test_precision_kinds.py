@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from inferlab import InfeasibleError, estimate, load_model
+from inferlab import InfeasibleError, estimate
 from inferlab.cli.main import main
 from inferlab.errors import SpecError, UnknownNameError
 from inferlab.estimate import deployment

@@ -31,7 +31,8 @@ from .techniques.speculative import SpeculativeConfig
 KEYS = {
     "model": "catalog id, alias or config.json path", "hardware": "catalog id", "num_gpus": "integer",
     "tp": "integer", "pp": "integer", "ep": "integer", "dp": "integer", "attention_dp": "true or false",
-    "expert_imbalance": "number >= 1", "micro_batches": "integer", "precision": "format name or mapping",
+    "expert_imbalance": "number >= 1", "micro_batches": "integer",
+    "precision": "format name, text (fp8 kv:bf16) or mapping; default: the checkpoint's formats",
     "isl": "tokens (integer or list)", "osl": "tokens (integer or list)", "batch_size": "requests (integer or list)",
     "engine": "generic, trtllm, vllm, sglang, lmdeploy", "profile": "default, roofline or a profile path",
     "attention": "flash or naive", "cuda_graphs": "true or false", "gpu_memory_utilization": "number in (0, 1]",

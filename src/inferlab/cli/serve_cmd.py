@@ -115,7 +115,8 @@ def _overheads(args: argparse.Namespace) -> Any:
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     kw: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
-                          "precision": precision_value(args.precision, kind_overrides(args)), "engine": args.engine, "profile": args.profile,
+                          "precision": precision_value(args.precision, kind_overrides(args)),
+                          "engine": args.engine, "profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
                           "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
     if args.allow_long_context:

@@ -78,8 +78,8 @@ class CheckpointFormats(BaseModel):
         parts = [f"weights {self.weights}"]
         if self.moe_weights and self.moe_weights != self.weights:
             parts.append(f"routed experts {self.moe_weights}")
-        parts += [f"activations {self.activations}", f"KV cache {self.kv_cache or 'bf16 (not stated)'}"]
-        return ", ".join(parts) + f" ({self.source})"
+        parts += [f"activations {self.activations}", f"KV cache {self.kv_cache}" if self.kv_cache else "KV cache not stated"]
+        return ", ".join(parts) + f"; from {self.source}"
 
 
 def _recipe(algo: Any, bits: Any = None, block: Any = None) -> tuple[str, str] | None:
