@@ -197,6 +197,8 @@ class ServeResult:
         s = self.summary()
         ttft, queue = s["ttft"]["mean"], s["queue"]["mean"]
         lines = [str(self).splitlines()[0]]
+        if self.deployment is not None:
+            lines += [f"precision: {note}" for note in self.deployment.precision_notes]
         share = queue / ttft if ttft > 0 else 0.0
         lines.append(f"TTFT {ttft * 1e3:.1f} ms on average, {share:.0%} of it waiting for admission "
                      f"(P99 {s['ttft']['p99'] * 1e3:.1f} ms)")
