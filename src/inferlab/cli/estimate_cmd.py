@@ -99,6 +99,10 @@ def run(args: argparse.Namespace) -> None:
     est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
     data = est.to_dict()
+    if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
+        from ..results.interval import estimate_interval_text
+
+        text += "\n" + estimate_interval_text(est)
     if args.plot and hasattr(est, "op_table"):
         from ..plots import write_estimate_plot
 

@@ -30,6 +30,7 @@ from ..errors import InfeasibleError, InferlabError, cli_spelling
 from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
+from .bands_cmd import add_parser as add_bands_parser
 from .estimate_cmd import add_parser as add_estimate_parser
 from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
@@ -202,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub, common)
     add_plan_parser(sub, common)
     add_validate_parsers(sub, common)
+    add_bands_parser(sub, common)
 
     calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
     calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')

@@ -165,6 +165,10 @@ def run(args: argparse.Namespace) -> None:
             raise SpecError(f"--concurrency takes whole clients, got {args.concurrency[0]:g}")
         result = serve(args.model, args.hardware, **load, **kw)
         text, data = str(result), result.to_dict()
+        if not args.explain:  # explain() shows the interval itself
+            from ..results.interval import interval_lines
+
+            text += "\n" + "\n".join(interval_lines(result))
         if slo:
             g = goodput(result, *slo, percentile=args.percentile)
             text += "\n" + str(g)

@@ -15,6 +15,7 @@ from ..core.memory import MemoryPlan
 from ..core.phases import Deployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
+from .interval import interval_dict
 from .render import pretty, text_table
 
 
@@ -139,6 +140,22 @@ class Estimate:
         """Mean time from submission to last token of one request."""
         return Q(_scalar(self.ttft_s + (self.osl - 1.0) * self.tpot_s), "s")
 
+    def interval(self, level: float = 0.8):
+        """TTFT, TPOT and throughput intervals at ``level`` (0.5, 0.8 or 0.9) from the validation
+        residuals of static batches on this GPU family with this engine (a
+        :class:`~inferlab.results.interval.PredictionInterval`; wider for a GPU or engine with no
+        calibration data, see :mod:`inferlab.calibration.error_band`).
+
+        Raises
+        ------
+        InferlabError
+            Another level, or a profile without an error-band table (``roofline``).
+        """
+        from .interval import prediction_interval
+
+        return prediction_interval(self.deployment, self.engine, "static_batch", level, ttft_s=self.ttft_s,
+                                   tpot_s=self.tpot_s, output_tokens_per_s=self.output_tokens_per_s)
+
     # --- tables ---------------------------------------------------------------------
     def op_table(self, phase: str = "decode", point: int | None = None) -> list[dict[str, Any]]:
         """Per-op rows of the prefill or (mid-context) decode step at one grid point (by
@@ -210,6 +227,7 @@ class Estimate:
                      "usd_per_million_input": val(self.cost.usd_per_million_input),
                      "usd_per_million_output": val(self.cost.usd_per_million_output),
                      "usd_per_request": val(self.cost.usd_per_request)},
+            "interval": interval_dict(self),
         }
 
     @property

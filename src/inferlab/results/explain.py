@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import option
 from ..units import Q
+from .interval import interval_lines
 from .render import pretty
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ def explain(est: Estimate, point: int = 0) -> str:
                      f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "
                      f"{option('allow_long_context', True)} (RoPE scaling assumed); the cost model is unchanged, "
                      "quality past the trained length is not modelled")
+    lines += interval_lines(est, point)
     lines += _technique_lines(est, point)
     lines += _phase_text(est, "prefill", point)
     lines += _phase_text(est, "decode", point)

@@ -63,6 +63,20 @@ class DisaggServeResult(ServeResult):
         """Prefill end to arrival at the decode pool: the exposed KV transfer [s]."""
         return self.decode_arrival - self.prefill_done
 
+    def interval(self, level: float = 0.8):
+        """No interval: no validation case measures disaggregated serving, so aggregated cases'
+        residuals would claim a confidence nothing supports.
+
+        Raises
+        ------
+        MissingBandError
+            Always.
+        """
+        from ..calibration.error_band import MissingBandError
+
+        raise MissingBandError("no error band for disaggregated serving: no validation case measures it, and the "
+                               "residuals of aggregated serving would understate its error")
+
     def to_dict(self) -> dict[str, Any]:
         """:meth:`ServeResult.to_dict` with the pools."""
         return {**super().to_dict(), "disaggregation": str(self.disaggregation),

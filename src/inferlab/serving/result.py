@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..core.phases import Deployment
+from ..results.interval import interval_dict, interval_lines
 from ..results.render import text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
@@ -144,6 +145,23 @@ class ServeResult:
                       **{f"p{p}": self.itl_percentile(p) for p in PERCENTILES}}
         return out
 
+    def interval(self, level: float = 0.8):
+        """Intervals at ``level`` (0.5, 0.8 or 0.9) of the mean TTFT, the mean TPOT and the output
+        throughput, from the validation residuals of serving cases on this GPU family with this
+        engine (a :class:`~inferlab.results.interval.PredictionInterval`; wider for a GPU or engine
+        with no calibration data). Percentiles have no interval: the cases measure means.
+
+        Raises
+        ------
+        InferlabError
+            Another level, or a profile without an error-band table (``roofline``).
+        """
+        from ..results.interval import prediction_interval
+
+        return prediction_interval(self.deployment, self.engine, "serving", level,
+                                   ttft_s=float(np.nanmean(self.ttft_s)), tpot_s=float(np.nanmean(self.tpot_s)),
+                                   output_tokens_per_s=self.output_tokens_per_s)
+
     def to_dict(self) -> dict[str, Any]:
         """Summaries and throughput, JSON-ready (seconds, tokens/s)."""
         dep = self.deployment
@@ -160,6 +178,7 @@ class ServeResult:
             **({"prefix": str(self.prefix), "prefix_hit_rate": self.prefix_hit_rate,
                 "prefix_evicted_blocks": self.trace.evicted_blocks} if self.prefix is not None else {}),
             **({"user_latency_s": _summary(self.user)} if self.overheads else {}),
+            "interval": interval_dict(self),
         }
 
     def __str__(self) -> str:
@@ -215,7 +234,8 @@ class ServeResult:
         if self.trace.preemptions:
             lines.append(f"{self.trace.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
                          "memory per replica avoids the recomputation")
-        return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self))
+        return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self)
+                         + interval_lines(self))
 
     def _technique_explained(self) -> list[str]:
         lines = []
