@@ -1,0 +1,217 @@
+"""Error bands: quantiles by hand, pooling and widening rules, intervals of estimates and serve
+results, and the coverage of the 80% band on the held-out half of the public cases."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inferlab
+from inferlab.calibration.error_band import (
+    LEVELS, ErrorBandTable, MissingBandError, Residual, band_file, build_table, coverage, parse_table, read_table,
+    table_yaml, weibull_quantiles)
+from inferlab.calibration.fit_error_band import residuals, without_family
+from inferlab.calibration.profile import profile_file
+from inferlab.cli.main import main
+from inferlab.errors import InferlabError, SpecError, UnknownNameError
+from inferlab.validation.cases import load_cases, predict_cases
+
+#: Twenty residuals -0.95, -0.85, ..., 0.95 (steps of 0.1).
+TWENTY = [(k - 10.5) / 10 for k in range(1, 21)]
+
+
+def test_weibull_quantiles_by_hand():
+    # 1..9: rank p (n + 1) = 10 p. p = 0.05 -> 0.5, clipped to the smallest; 0.1 -> rank 1 -> 1;
+    # 0.25 -> rank 2.5 -> 2.5; 0.5 -> 5; 0.75 -> 7.5; 0.9 -> 9; 0.95 -> 9.5, clipped to 9.
+    assert weibull_quantiles(range(1, 10)) == pytest.approx((1, 1, 2.5, 5, 7.5, 9, 9))
+    # 0, 1, 2, 10 (given unsorted): rank 5 p. p = 0.25 -> 1.25 -> 0 + 0.25 x 1 = 0.25;
+    # 0.5 -> 2.5 -> 1.5; 0.75 -> 3.75 -> 2 + 0.75 x 8 = 8.
+    assert weibull_quantiles([10, 0, 2, 1], (0.25, 0.5, 0.75)) == pytest.approx((0.25, 1.5, 8.0))
+    with pytest.raises(InferlabError, match="no residuals"):
+        weibull_quantiles([])
+
+
+def _synthetic() -> ErrorBandTable:
+    hopper = [Residual("tpot", "static_batch", "hopper", "trtllm", x) for x in TWENTY]
+    ampere = [Residual("tpot", "static_batch", "ampere", "lmdeploy", 0.5) for _ in range(5)]
+    left_out = [Residual("tpot", "static_batch", "hopper", "trtllm", 2 * x) for x in TWENTY]
+    return build_table(hopper + ampere, gpu_left_out=left_out, source="synthetic")
+
+
+def test_band_of_a_full_cell_by_hand():
+    # 80%: p = 0.1 at rank 2.1 -> -0.85 + 0.1 x 0.1 = -0.84; p = 0.9 at rank 18.9 -> 0.75 + 0.9 x 0.1 = 0.84.
+    band = _synthetic().band("tpot", "static_batch", "hopper", "trtllm", 0.8)
+    assert (band.low, band.high) == pytest.approx((-0.84, 0.84))
+    assert band.widened == ()
+    assert band.describe() == "from 20 static-batch cases of trtllm on hopper GPUs"
+
+
+def test_a_small_cell_falls_back_to_the_pool():
+    # 5 ampere/lmdeploy residuals: their cell, the lmdeploy and the ampere pools are below 20
+    # cases, so the band is the static-batch pool of all 25: TWENTY and five 0.5.
+    band = _synthetic().band("tpot", "static_batch", "ampere", "lmdeploy", 0.8)
+    expected = weibull_quantiles(TWENTY + [0.5] * 5, (0.1, 0.9))
+    assert (band.low, band.high) == pytest.approx(expected, abs=1e-4)
+    assert band.describe() == "from 25 static-batch cases of any engine on any GPU"
+
+
+def test_a_gpu_without_calibration_data_gets_the_left_out_band_too():
+    # cdna is not in the table: the trtllm cell (-0.84, 0.84) joined with the left-out
+    # residuals 2 x TWENTY, whose 80% band is (-1.68, 1.68).
+    band = _synthetic().band("tpot", "static_batch", "cdna", "trtllm", 0.8)
+    assert (band.low, band.high) == pytest.approx((-1.68, 1.68))
+    assert band.widened == ("gpu",)
+    assert "no calibration data for cdna GPUs" in band.wider()
+
+
+def test_the_band_contains_the_point_estimate_when_every_residual_has_one_sign():
+    table = build_table([Residual("ttft", "serving", "hopper", "vllm", 0.2 + x / 10) for x in TWENTY])
+    band = table.band("ttft", "serving", "hopper", "vllm", 0.8)
+    assert band.low == 0.0 and band.high > 0.2
+
+
+residual_sets = st.lists(st.floats(-3, 3, allow_nan=False), min_size=20, max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(residual_sets, residual_sets, st.sampled_from(["hopper", "cdna"]), st.sampled_from(["trtllm", "generic"]))
+def test_bands_hold_zero_and_nest_by_level(values, left_out, family, engine):
+    table = build_table([Residual("tpot", "serving", "hopper", "trtllm", v) for v in values],
+                        gpu_left_out=[Residual("tpot", "serving", "hopper", "trtllm", v) for v in left_out],
+                        engine_left_out=[Residual("tpot", "serving", "hopper", "trtllm", v) for v in left_out])
+    bands = [table.band("tpot", "serving", family, engine, level) for level in LEVELS]
+    for band in bands:
+        assert band.low <= 0.0 <= band.high
+    for inner, outer in zip(bands, bands[1:]):
+        assert outer.low <= inner.low and inner.high <= outer.high
+    calibrated = table.band("tpot", "serving", "hopper", "trtllm", 0.8)
+    assert bands[1].low <= calibrated.low and calibrated.high <= bands[1].high
+
+
+def test_unknown_levels_and_names_are_clear_errors():
+    table = _synthetic()
+    with pytest.raises(InferlabError, match=r"level 0\.7 .*allowed: 0\.5, 0\.8, 0\.9"):
+        table.band("tpot", "static_batch", "hopper", "trtllm", 0.7)
+    with pytest.raises(UnknownNameError, match="did you mean 'tpot'"):
+        table.band("tpott", "static_batch", "hopper", "trtllm")
+    with pytest.raises(InferlabError, match="no ttft residuals"):
+        table.band("ttft", "static_batch", "hopper", "trtllm")
+
+
+def test_table_yaml_round_trip_and_bad_files():
+    table = _synthetic()
+    back = parse_table(table_yaml(table), "test")
+    assert back.cells == table.cells and back.families == table.families and back.engines == table.engines
+    with pytest.raises(SpecError, match="expected 'schema: inferlab-error-bands/1'"):
+        parse_table("cells: []\n", "bad.yaml")
+    broken = table_yaml(table).replace("count: 20,", "", 1)
+    with pytest.raises(SpecError, match=r"bad.yaml, cell \d+: malformed"):
+        parse_table(broken, "bad.yaml")
+
+
+def test_without_family_drops_the_familys_fits_only():
+    profile = {"generic": {}, "hardware": {"hopper": {"a": 1}, "h100-sxm": {"a": 2}, "b200": {"a": 3}},
+               "overrides": {"trtllm": {"all": {"b": 1}, "h200-sxm": {"b": 2}, "blackwell": {"b": 3}}}}
+    out = without_family(profile, "hopper")
+    assert out["hardware"] == {"b200": {"a": 3}}
+    assert out["overrides"] == {"trtllm": {"all": {"b": 1}, "blackwell": {"b": 3}}}
+
+
+# --- intervals of real predictions -------------------------------------------------------
+
+def _width(bounds) -> float:
+    low, _, high = bounds.at(0)
+    return high / low
+
+
+def test_estimate_interval_contains_the_point_and_nests_by_level():
+    est = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", isl=2048, osl=256,
+                            batch_size=[1, 8, 64], engine="trtllm")
+    intervals = [est.interval(level) for level in LEVELS]
+    for iv in intervals:
+        for b in (iv.ttft, iv.tpot, iv.throughput):
+            assert np.all(b.low <= b.point) and np.all(b.point <= b.high)
+    for inner, outer in zip(intervals, intervals[1:]):
+        assert np.all(outer.tpot.low <= inner.tpot.low) and np.all(inner.tpot.high <= outer.tpot.high)
+    assert est.interval().tpot.point is est.tpot_s
+
+
+@pytest.mark.parametrize("gpu", ["mi300x", "rubin"])
+def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu):
+    def interval(hardware):
+        return inferlab.estimate("llama-3.1-8b", hardware, precision="fp8", isl=1024, osl=128, batch_size=8,
+                                 engine="trtllm").interval(0.8)
+
+    known, unknown = interval("h100-sxm"), interval(gpu)
+    assert unknown.tpot.band.widened == ("gpu",) and known.tpot.band.widened == ()
+    for name in ("ttft", "tpot", "throughput"):
+        assert _width(getattr(unknown, name)) > _width(getattr(known, name))
+
+
+def test_explain_and_to_dict_show_the_interval():
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm", precision="fp8", batch_size=8, engine="trtllm")
+    text = est.explain()
+    assert re.search(r"TPOT [\d.]+ ms \(80%: [\d.]+-[\d.]+ ms, from \d+ static-batch cases", text)
+    d = est.to_dict()["interval"]
+    assert d["level"] == 0.8 and d["tpot_s"]["low"] <= d["tpot_s"]["point"] <= d["tpot_s"]["high"]
+
+
+def test_serve_result_interval():
+    result = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=2, isl=512, osl=64, num_requests=200, engine="vllm")
+    iv = result.interval(0.9)
+    assert iv.regime == "serving"
+    assert iv.ttft.low <= np.nanmean(result.ttft_s) <= iv.ttft.high
+    assert iv.throughput.low <= result.output_tokens_per_s <= iv.throughput.high
+    assert "80% interval of the mean TTFT" in result.explain()
+    assert result.to_dict()["interval"]["output_tokens_per_s"]["unit"] == "tok/s"
+
+
+def test_a_profile_without_a_table_says_so():
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm", profile="roofline")
+    with pytest.raises(MissingBandError, match="no error band table for profile 'roofline'"):
+        est.interval()
+    assert "no error band table" in est.to_dict()["interval"]["unavailable"]
+    assert "no 80% interval" in est.explain()
+
+
+def test_cli_estimate_text_json_and_bad_level(capsys):
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--engine", "trtllm", "--batch", "1,8"]) == 0
+    out = capsys.readouterr().out
+    assert "80% interval from the validation residuals:" in out
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--json"]) == 0
+    assert '"interval"' in capsys.readouterr().out
+
+
+# --- the shipped table and the public cases ----------------------------------------------
+
+def test_shipped_table_was_built_from_the_shipped_profile():
+    # After `inferlab calibrate`, regenerate: inferlab error-bands --out src/inferlab/calibration/profiles/default-error-bands.yaml
+    table = read_table(str(band_file("default")))
+    digest = hashlib.sha256(profile_file("default").read_text(encoding="utf-8").encode("utf-8")).hexdigest()[:12]
+    assert f"sha256 {digest}" in table.source, "the error-band table is stale: regenerate it (see the comment above)"
+
+
+@pytest.fixture(scope="module")
+def public_residuals() -> tuple[list[Residual], list[Residual]]:
+    """Residuals of the public cases under the shipped profile: (fit half, held-out half)."""
+    cases = load_cases()
+    predictions = predict_cases(cases)
+    halves = [([c for c in cases if c.holdout_half == h], [p for c, p in zip(cases, predictions) if c.holdout_half == h])
+              for h in (0, 1)]
+    return residuals(*halves[0]), residuals(*halves[1])
+
+
+def test_the_80_percent_band_covers_75_to_85_percent_of_held_out_cases(public_residuals):
+    fit, held_out = public_residuals
+    assert len(held_out) > 500
+    built = build_table(fit)
+    assert 0.75 <= coverage(built, held_out, 0.8) <= 0.85
+    assert coverage(built, held_out, 0.5) < coverage(built, held_out, 0.8) < coverage(built, held_out, 0.9)
+    shipped = read_table(str(band_file("default")))
+    assert 0.75 <= coverage(shipped, held_out, 0.8) <= 0.85, \
+        "regenerate the shipped table: inferlab error-bands --out src/inferlab/calibration/profiles/default-error-bands.yaml"
