@@ -215,3 +215,13 @@ def test_the_80_percent_band_covers_75_to_85_percent_of_held_out_cases(public_re
     shipped = read_table(str(band_file("default")))
     assert 0.75 <= coverage(shipped, held_out, 0.8) <= 0.85, \
         "regenerate the shipped table: inferlab error-bands --out src/inferlab/calibration/profiles/default-error-bands.yaml"
+
+
+def test_cli_error_bands_bad_input_is_one_line(capsys, tmp_path, data_dir):
+    out = tmp_path / "bands.yaml"
+    assert main(["error-bands", str(data_dir / "cases-sample.yaml"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "too few predicted cases" in err and "at least 20" in err
+    assert main(["error-bands", "--profile", "roofline", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "profile 'roofline' is not a shipped profile" in err

@@ -31,7 +31,7 @@ import yaml
 
 from ..errors import InferlabError, SpecError
 from ..validation.cases import Case, case_engine, predict_cases
-from .error_band import (LEVELS, METRIC_QUANTITY, QUANTITIES, REGIMES, ErrorBandTable, Residual, band_regime,
+from .error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable, Residual, band_regime,
                          build_table, coverage)
 from .profile import hardware_family, profile_file
 
@@ -163,6 +163,11 @@ def fit_error_bands(cases: Sequence[Case], profile: str | Path = "default", *, c
     both = predict_cases([*fit, *held], str(profile))
     calibrated = residuals(fit, both[:len(fit)])
     held_out = residuals(held, both[len(fit):])
+    counts = {q: sum(r.quantity == q for r in calibrated) for q in QUANTITIES}
+    if min(counts.values()) < MIN_CASES:
+        raise InferlabError(f"error-bands: the fit half has too few predicted cases: "
+                            f"{', '.join(f'{q} {n}' for q, n in counts.items())}, and each quantity needs at least "
+                            f"{MIN_CASES}; give more case files (the shipped public cases have hundreds)")
     predicted_fit = [c for c, (p, _) in zip(fit, both) if p is not None]
     table = build_table(calibrated, gpu_left_out=gpu_left_out_residuals(predicted_fit, text),
                         engine_left_out=engine_left_out_residuals(predicted_fit, profile),
