@@ -59,6 +59,9 @@ MIN_CASES = 20
 ANY = "*"
 #: Residuals of calibrated predictions, and of predictions with the GPU family's or the engine's fits left out.
 BASES = ("calibrated", "gpu_left_out", "engine_left_out")
+#: How the left-out residuals were predicted, in words.
+LEFT_OUT = {"gpu_left_out": "their GPU family's fits left out",
+            "engine_left_out": "their engine's fits left out (as generic)"}
 #: Engine that stands for no engine in particular: it is never calibrated.
 GENERIC_ENGINE = "generic"
 
@@ -150,8 +153,7 @@ class BandCell:
     def describe(self) -> str:
         """``45 static-batch cases of trtllm on hopper GPUs``-style text."""
         regime = "static-batch" if self.regime == "static_batch" else "serving" if self.regime != ANY else "all"
-        where = {"calibrated": "", "gpu_left_out": ", their GPU family's fits left out",
-                 "engine_left_out": ", their engine's fits left out (as generic)"}[self.basis]
+        where = f", {LEFT_OUT[self.basis]}" if self.basis in LEFT_OUT else ""
         engine = "any engine" if self.engine == ANY else self.engine
         family = "any GPU" if self.family == ANY else f"{self.family} GPUs"
         return f"{self.count} {regime} cases of {engine} on {family}{where}"
@@ -182,9 +184,10 @@ class Band:
         missing = {"gpu": f"{self.family} GPUs", "engine": f"the {self.engine} engine"}
         if not self.widened:
             return ""
-        left_out = " and ".join(c.describe().split(", ", 1)[1] for c in self.cells[1:])
-        return (f"wider: no calibration data for {' or '.join(missing[w] for w in self.widened)}, so the band "
-                f"also holds the residuals of cases predicted with {left_out}")
+        text = f"wider: no calibration data for {' or '.join(missing[w] for w in self.widened)}"
+        left_out = " and ".join(LEFT_OUT[c.basis] for c in self.cells[1:])
+        return text + (f", so the band also holds the residuals of cases predicted with {left_out}" if left_out
+                       else " (and the table has no left-out residuals to widen the band with)")
 
 
 @dataclass(frozen=True)
