@@ -185,6 +185,8 @@ def test_cli_estimate_text_json_and_bad_level(capsys):
     assert "80% interval from the validation residuals:" in out
     assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--json"]) == 0
     assert '"interval"' in capsys.readouterr().out
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "2", "--num-requests", "100", "--engine", "vllm"]) == 0
+    assert "80% interval of the mean TTFT and TPOT and the throughput" in capsys.readouterr().out
 
 
 # --- the shipped table and the public cases ----------------------------------------------
