@@ -18,8 +18,6 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 
 @pytest.mark.parametrize("entry", entries(), ids=lambda e: e.name)
 def test_entry_point_ends_every_input_cleanly(entry):
-    if entry.name == "scenario":
-        pytest.xfail("merge gap: the rewritten planner lost the bound-serve ruled-out reasons for configurations no layout can take (issue 16)")
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(entry.inputs())

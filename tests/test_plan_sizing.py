@@ -177,3 +177,20 @@ def test_every_simulated_count_against_brute_force_p99(source):
         if cand.simulated and cand.feasible and not cand.disaggregated:
             smallest = _brute_force(sc, cand, cand.replicas)
             assert smallest is not None and smallest <= cand.replicas <= math.ceil(1.25 * smallest), cand.label
+
+
+def test_a_queue_that_falls_behind_misses_even_without_a_ttft_objective():
+    from types import SimpleNamespace
+
+    from inferlab.planning.sizing import queue_grows
+
+    # arrivals at t = 0..999 s. Served at once: the backlog is always 0 -> stable.
+    # Scheduled at 1.2 t (the server falls 20% behind): backlog(t) = #{i: t/1.2 < i <= t} ~ t/6,
+    # 166 at the last arrival vs 83 at the middle one: 166 > max(1.5 x 83, 1% of 1000, 10) -> grows.
+    arrival = np.arange(1000.0)
+    assert not queue_grows(SimpleNamespace(arrival=arrival, first_scheduled=arrival))
+    assert queue_grows(SimpleNamespace(arrival=arrival, first_scheduled=1.2 * arrival))
+    # a steady backlog of 50 requests (each waits 50 s): 50 at the middle and at the end -> stable
+    assert not queue_grows(SimpleNamespace(arrival=arrival, first_scheduled=arrival + 50.0))
+    # and a result without a trace (a hand-made summary) is not judged
+    assert not queue_grows(None)

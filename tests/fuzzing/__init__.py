@@ -59,12 +59,17 @@ def finite_numbers(result: Any, prefix: str = "") -> Iterable[tuple[str, float]]
         yield prefix, float(result)
 
 
+#: Output labels that are signed wherever they appear: an error band's log(measured / predicted).
+ALWAYS_SIGNED = ("log_ratio",)
+
+
 @dataclass(frozen=True)
 class Entry:
     """One fuzzed entry point.
 
     ``outputs(result)`` yields ``(label, value)`` pairs that must be finite and >= 0;
-    ``signed`` names labels (substrings) that may be negative (a signed error, a saving).
+    ``signed`` names labels (substrings) that may be negative (a signed error, a saving);
+    an error band's ``log_ratio`` bounds (:data:`ALWAYS_SIGNED`) may be negative everywhere.
     """
 
     name: str
@@ -100,7 +105,7 @@ def classify(entry: Entry, value: Any, slow_s: float = SLOW_S) -> Outcome:
         else:
             outcome = Outcome("ok")
             for label, number in entry.outputs(result):
-                if not np.isfinite(number) or (number < 0 and not any(s in label for s in entry.signed)):
+                if not np.isfinite(number) or (number < 0 and not any(s in label for s in entry.signed + ALWAYS_SIGNED)):
                     outcome = Outcome("bad_output", f"{label} = {number}")
                     break
     seconds = time.perf_counter() - start

@@ -88,7 +88,7 @@ def _numbers(result):
     if result is None:
         return
     for c in result.feasible:
-        for key in ("usd_per_hour", "usd_per_million_output", "gpus", "replicas", "ttft_s", "tpot_s",
+        for key in ("usd_per_hour", "usd_per_million_output", "gpus", "replicas", "fluid_ttft_s", "fluid_tpot_s",
                     "tokens_per_s_per_gpu", "headroom"):
             yield f"{c.label}.{key}", float(getattr(c, key))
 

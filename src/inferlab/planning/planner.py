@@ -93,10 +93,14 @@ def plan(scenario: Scenario) -> Plan:
 
 def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> InfeasibleError:
     """One line naming every configuration's reason (the first few in full), and what to change."""
-    shown = "; ".join(f"{c.label}: {c.reason}" for c in results[:4])
-    more = f"; and {len(results) - 4} more" if len(results) > 4 else ""
+    groups: dict[str, list[Candidate]] = {}
+    for c in results:
+        groups.setdefault(c.reason, []).append(c)
+    said = [f"{same[0].label}: {reason}" if len(same) == 1 else f"{reason} ({len(same)}x)"
+            for reason, same in groups.items()]
+    shown = "; ".join(said[:4]) + (f"; and {len(said) - 4} other reasons" if len(said) > 4 else "")
     err = InfeasibleError(f"no configuration of scenario '{scenario.name}' meets it ({len(results)} ruled out): "
-                          f"{shown}{more}; relax the SLOs, raise search.max_gpus or the budget, or add hardware, "
+                          f"{shown}; relax the SLOs, raise search.max_gpus or the budget, or add hardware, "
                           "precisions or TP sizes")
     err.plan = Plan(scenario, tuple(results))  # every reason, for callers that want them all
     return err

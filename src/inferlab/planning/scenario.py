@@ -140,7 +140,7 @@ class Search(BaseModel):
 
     @field_validator("precisions", mode="before")
     @classmethod
-    def _precisions(cls, value: Any) -> Any:
+    def _checkpoint_is_null(cls, value: Any) -> Any:
         if isinstance(value, (list, tuple)):
             return tuple("checkpoint" if v is None else v for v in value)
         return value
@@ -158,6 +158,8 @@ class Search(BaseModel):
         from ..techniques.quantization import PrecisionConfig
 
         for name in value:
+            if name == "checkpoint":
+                continue
             try:
                 PrecisionConfig.parse(name)
             except InferlabError as exc:

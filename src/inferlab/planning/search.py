@@ -39,28 +39,37 @@ _GPU_MEMORY = 0.9
 _KV_BLOCK = 16
 
 
-def _divisors(model: Any, options: tuple[int, ...], node: int) -> list[int]:
-    return [t for t in options if t <= node and model.num_attention_heads % t == 0]
+def _tp_reason(model: Any, tp: int, hw_id: str, node: int) -> str:
+    """Why a tensor-parallel size cannot serve the model in the search, or ``""``."""
+    if model.num_attention_heads % tp:
+        return f"tp={tp} does not divide the {model.num_attention_heads} attention heads"
+    if tp > node:
+        return f"tp={tp} spans more than the {node} GPUs of one {hw_id} node (tensor parallelism stays in a node)"
+    return ""
 
 
 def candidates(scenario: Scenario) -> list[dict[str, Any]]:
-    """Every configuration of the search space, as estimate() keyword sets."""
+    """Every configuration of the search space, as estimate() keyword sets; one that no layout
+    can take carries its ``reason`` (it is ranked as ruled out, not dropped)."""
     out = []
     for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
         model, hw = load_model(model_id), load_hardware(hw_id)
         # each candidate names its formats as resolved for the model and GPU: labels say what runs
         precisions = dict.fromkeys(str(resolve_precision(p, model, hw).config) for p in scenario.search.precisions)
-        for prec, tp, pp, spec in itertools.product(precisions,
-                                                    _divisors(model, scenario.search.tp, node_size(hw)),
-                                                    scenario.search.pp, scenario.search.speculative):
+        for prec, tp, pp, spec in itertools.product(precisions, scenario.search.tp, scenario.search.pp,
+                                                    scenario.search.speculative):
+            config = {"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": 1,
+                      "speculative": spec, "disaggregated": False}
+            reason = _tp_reason(model, tp, hw_id, node_size(hw))
+            if reason:
+                out.append({**config, "reason": reason})
+                continue
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                          and model.moe.num_experts % tp == 0 else [])
             for ep in eps:
                 # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
                 modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
-                for disagg in modes:
-                    out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp,
-                                "ep": ep, "speculative": spec, "disaggregated": disagg})
+                out += [{**config, "ep": ep, "disaggregated": disagg} for disagg in modes]
     return out
 
 
@@ -69,6 +78,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     sc, tr = scenario, scenario.traffic
     isl, osl = tr.isl.expected, tr.osl.expected
     base = Candidate(**config, feasible=False, sized_by="fluid model")
+    if base.reason:  # ruled out by the layout alone
+        return base
     try:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
     except InferlabError as exc:
@@ -93,12 +104,17 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
     curve = {"batch_size": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpr,
-             "output_tokens_per_usd": pts.rate[ok] * osl * 3600.0 / (gpr * price), "meets_slo": meets[ok],
+             "output_tokens_per_usd": _per_usd(pts.rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
              "rate": pts.rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
     cand = replace(base, curve=curve, feasible=True, batch=float(_BATCHES[j]), replica_rate=capacity,
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
+
+
+def _per_usd(tokens_per_h: np.ndarray, usd_per_h: float) -> np.ndarray:
+    """Tokens per dollar; infinite on GPUs priced at zero (your own, already paid for)."""
+    return tokens_per_h / usd_per_h if usd_per_h > 0 else np.full(tokens_per_h.shape, np.inf)
 
 
 def _within(sc: Scenario, ttft_s: np.ndarray, tpot_s: np.ndarray) -> np.ndarray:

@@ -22,13 +22,16 @@ UNITS = {"ttft": "s", "tpot": "s", "throughput": "tok/s"}
 
 
 def _listed(x: Any) -> Any:
+    """Plain floats (nested lists for a grid); a point that does not run (NaN) is None."""
     arr = np.asarray(x, float)
-    return arr.item() if arr.size == 1 else arr.tolist()
+    plain = np.where(np.isfinite(arr), arr, np.nan).astype(object)
+    plain[~np.isfinite(arr)] = None
+    return plain.item() if arr.size == 1 else plain.tolist()
 
 
 def _decimals(x: float, digits: int) -> int:
     """Decimals that show ``x`` with about ``digits`` significant digits (none above ``10**digits``)."""
-    return max(0, digits - 1 - int(np.floor(np.log10(abs(x))))) if x else digits - 1
+    return max(0, digits - 1 - int(np.floor(np.log10(abs(x))))) if x and np.isfinite(x) else digits - 1
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Bounds:
     def text(self, point: int = 0) -> str:
         """``12.72 ms (80%: 11.9-14.1 ms, from 45 static-batch cases of trtllm on hopper GPUs)``."""
         mid = self.at(point)[1]
+        if not np.isfinite(mid):
+            return "- (this point does not run)"
         scale, unit = (1e3, "ms") if self.unit == "s" and mid < 10.0 else (1.0, self.unit)
         low, mid, high = (v * scale for v in self.at(point))
         point_digits, bound_digits = _decimals(mid, 4), _decimals(mid, 3)

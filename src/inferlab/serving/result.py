@@ -159,7 +159,7 @@ class ServeResult:
         from ..results.interval import prediction_interval
 
         return prediction_interval(self.deployment, self.engine, "serving", level,
-                                   ttft_s=float(np.nanmean(self.ttft_s)), tpot_s=float(np.nanmean(self.tpot_s)),
+                                   ttft_s=_stats(self.ttft_s)["mean"], tpot_s=_stats(self.tpot_s)["mean"],
                                    output_tokens_per_s=self.output_tokens_per_s)
 
     def to_dict(self) -> dict[str, Any]:
