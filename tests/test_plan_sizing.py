@@ -4,6 +4,7 @@ bracket-and-bisect search, and the plan against a brute-force simulation over re
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ from inferlab.planning.candidate import Probe
 from inferlab.planning.fluid import OperatingPoints, admission_wait_s, slot_wait_s
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
-from inferlab.planning.sizing import probe_requests, size_by_simulation, smallest_meeting
+from inferlab.planning.sizing import probe_requests, size_by_simulation, smallest_meeting, techniques
 from inferlab.serve import serve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
@@ -132,15 +133,24 @@ def test_planned_count_against_brute_force(data):
     assert smallest <= best.replicas <= math.ceil(1.25 * smallest)
 
 
-def test_speculative_candidates_say_they_were_simulated_without_it():
-    sc = load_scenario(dict(_CHAT_8B, search={"precisions": ["fp8"], "tp": [1],
-                                              "speculative": ["eagle:k=3,accept=0.7"]},
-                            traffic=dict(_CHAT_8B["traffic"], prefix_hit=0.2)))
-    result = plan(sc)
-    assert result.best.simulated_without == ("speculation", "prefix cache")
-    text = str(result)
-    assert " sim*" in text and "sim*: verified without prefix cache / speculation" in text
-    assert "verified without speculation and prefix cache" in result.explain()
+def test_speculation_and_prefix_hits_are_simulated_when_sizing():
+    # Llama-3.1-8B FP8 on one H100: EAGLE (k=3, acceptance 0.7: (1 - 0.7^4) / 0.3 = 2.53
+    # tokens per target step) shortens the simulated decode at this load; a prefix_hit of 0.2
+    # is simulated as one shared prefix of 0.2 x ISL tokens, which the cache finds
+    spec = {"precisions": ["fp8"], "tp": [1], "speculative": ["eagle:k=3,accept=0.7"]}
+    plain = {"precisions": ["fp8"], "tp": [1]}
+    traffic = dict(_CHAT_8B["traffic"], prefix_hit=0.2)
+    with_spec = plan(load_scenario(dict(_CHAT_8B, search=spec, traffic=traffic))).best
+    without = plan(load_scenario(dict(_CHAT_8B, search=plain, traffic=traffic))).best
+    assert with_spec.simulated and with_spec.simulated_without == ()
+    assert with_spec.simulated_tpot_s < 0.8 * without.simulated_tpot_s
+    kwargs, missing = techniques(load_scenario(dict(_CHAT_8B, search=spec, traffic=traffic)), with_spec)
+    assert kwargs["speculative"] == "eagle:k=3,accept=0.7" and missing == ()
+    isl = load_scenario(_CHAT_8B).traffic.isl.expected
+    assert kwargs["prefix"].kind == "shared" and kwargs["prefix"].tokens == round(0.2 * isl)
+    # the two-pool simulation has neither: a disaggregated candidate says so
+    assert techniques(load_scenario(dict(_CHAT_8B, search=spec, traffic=traffic)),
+                      replace(with_spec, disaggregated=True)) == ({}, ("speculation", "prefix cache"))
 
 
 def test_columns_say_planned_and_simulated():

@@ -44,7 +44,8 @@ def fake_result(arrival, first_token, finish, osl, isl=None, overheads=None, rep
 def test_lone_request_is_the_batch_one_estimate(model, tp, precision):
     # One client, so every request runs alone: its TTFT is the server's per-request work plus
     # the prefill of one prompt, and its TPOT the mean decode step of a batch of one, as
-    # estimate() computes them.
+    # estimate() computes them; each in-flight-batching iteration (the prefill's, then 255
+    # decode steps) adds the engine's serving_step_overhead_s, which a static batch has not.
     est = inferlab.estimate(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, batch_size=1,
                             engine="vllm")
     r = serve(model, "h100-sxm", tp=tp, precision=precision, isl=2048, osl=256, concurrency=1, num_requests=3,
@@ -52,9 +53,10 @@ def test_lone_request_is_the_batch_one_estimate(model, tp, precision):
     server = r.request_overhead_s
     assert server == r.deployment.profile.request_overhead_s > 0
     assert serve(model, "h100-sxm", tp=tp, precision=precision, concurrency=1, num_requests=1).request_overhead_s == 0
-    assert r.ttft_s == pytest.approx(float(est.ttft_s) + server, rel=2e-3)
-    assert r.tpot_s == pytest.approx(float(est.tpot_s), rel=2e-3)
-    assert r.e2e_s == pytest.approx(float(est.total_s) + server, rel=2e-3)
+    iteration = r.deployment.profile.serving_step_overhead_s
+    assert r.ttft_s == pytest.approx(float(est.ttft_s) + server + iteration, rel=2e-3)
+    assert r.tpot_s == pytest.approx(float(est.tpot_s) + iteration, rel=2e-3)
+    assert r.e2e_s == pytest.approx(float(est.total_s) + server + 256 * iteration, rel=2e-3)
     assert r.queue_s == pytest.approx(0.0, abs=1e-9)
 
 

@@ -143,10 +143,11 @@ def test_public_serving_errors_reach_the_stated_levels():
     """Median |error| on the public serving cases, all and the held-out half (profile fitted on the other).
 
     Targets (issue 5): offline throughput <= 15%; online and closed-loop TPOT/ITL <= 20%, TTFT <= 35%;
-    (issue 10): closed-loop TPOT <= 12%, TTFT <= 25%. Levels reached when written: offline 9.9%,
-    online ITL 11.7%, TTFT 10.7%; closed-loop TPOT 15.1% (held-out half 17.2%; one-shot in-node
-    all-reduce halves and a tree between nodes took multi-node TP64 from +240% to +25%) and
-    TTFT 44.1% (held-out 47.3%): the per-request server overhead is now bounded by single-request
+    (issue 10): closed-loop TPOT <= 12%, TTFT <= 25%. Levels reached when written: offline 9.5%
+    (held-out 9.7%), online ITL 13.3%, TTFT 10.7%; closed-loop TPOT 13.2% (held-out half 15.2%,
+    from 15.1 / 17.2% before scaled GEMMs at a few rows ran the engines' small-M tactics in a step;
+    TensorRT-LLM on B200 from +34% to within +-20%) and
+    TTFT 44.6% (held-out 47.7%): the per-request server overhead is now bounded by single-request
     measurements (30 ms), so the 150-300 ms that one harness adds to DeepSeek-R1 TTFTs (chat
     template, reasoning preamble) is no longer absorbed by an engine constant. The TTFT assert
     is at the level reached, not at the target, until harness time is a workload field of the cases.
@@ -160,8 +161,16 @@ def test_public_serving_errors_reach_the_stated_levels():
         assert errors[("online", "output_tokens_per_s")] <= 10.0
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
-        assert errors[("closed_loop", "tpot_ms")] <= 18.0
+        assert errors[("closed_loop", "tpot_ms")] <= 16.0
         assert errors[("closed_loop", "ttft_ms")] <= 48.0
+    # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
+    # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)
+    clusters: dict[tuple[str, str], list[float]] = {}
+    for c, (p, _) in zip(cases, predictions):
+        if c.regime == "closed_loop" and c.metric == "tpot_ms" and p is not None:
+            clusters.setdefault((c.engine, c.hardware), []).append(p / c.measured - 1.0)
+    worst = {k: float(np.median(v)) for k, v in clusters.items() if abs(np.median(v)) > 0.25}
+    assert not worst, worst
 
 
 def test_offline_request_cap_scales_with_replicas():

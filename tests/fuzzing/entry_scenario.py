@@ -88,9 +88,18 @@ def _numbers(result):
     if result is None:
         return
     for c in result.feasible:
-        for key in ("usd_per_hour", "usd_per_million_output", "gpus", "replicas", "fluid_ttft_s", "fluid_tpot_s",
+        # a simulated count's latencies are the simulation's; the fluid model's may then be inf
+        # (a load it thinks beyond a replica, which the simulation shows carried)
+        latencies = ("simulated_ttft_s", "simulated_tpot_s") if c.simulated else ("fluid_ttft_s", "fluid_tpot_s")
+        if c.simulated and _offline(result):
+            latencies = ("simulated_job_s",)
+        for key in ("usd_per_hour", "usd_per_million_output", "gpus", "replicas", *latencies,
                     "tokens_per_s_per_gpu", "headroom"):
             yield f"{c.label}.{key}", float(getattr(c, key))
+
+
+def _offline(result):
+    return bool(result.scenario.traffic.offline)
 
 
 ENTRY = Entry("scenario", _inputs, _call, outputs=_numbers)

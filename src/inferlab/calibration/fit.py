@@ -97,12 +97,15 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
 
     Elementwise passes stream memory like a memory-bound 16-bit GEMM, so they get the
     generic ``bf16`` GEMM bandwidth share; the launch overhead (used only without CUDA
-    graphs) is a prior.
+    graphs) is a prior; a scaled GEMM in a step pays none of its standalone quantization
+    cost (``gemm_fixed_fraction`` 0, see :func:`fit_case_terms`).
     """
     generic = profile["generic"]
     bf16 = generic.get("gemm", {}).get("kernels", {}).get("bf16", {})
     generic.setdefault("elementwise_bandwidth_fraction", bf16.get("bandwidth_fraction", 1.0))
     generic.setdefault("launch_overhead_s", LAUNCH_OVERHEAD_PRIOR_S)
+    # Engines fuse a scaled GEMM's input quantization upstream (see fit_case_terms).
+    generic.setdefault("gemm_fixed_fraction", 0.0)
     # No multi-node measurements in the public op set: priors for the scale-out network, typical of
     # NCCL over 400 Gb/s InfiniBand (bus bandwidth ~85% of line rate, ~15 us per algorithm step).
     collective = generic.setdefault("collective", {})
@@ -125,14 +128,19 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
     * the ``generic`` ``elementwise_floor_fraction``: how much of an isolated kernel's
       floor the norms, residual adds and activations pay inside a step (0: fused into
       their neighbours), which op-level timings of single kernels cannot tell;
-    * the ``generic`` ``gemm_fixed_fraction``: how much of a scaled GEMM's standalone
-      fixed cost (quantizing its input) it pays inside a step (0: fused upstream).
+
+    ``gemm_fixed_fraction`` is not fitted: engines fuse a scaled GEMM's input quantization
+    into the norm or activation that produces it (TensorRT-LLM's fused RMSNorm/SwiGLU with
+    FP8/NVFP4 output, vLLM's RMSNorm-quant fusion), so it is 0 (:func:`with_priors`). Fitted,
+    it swung between 0 and 1 with a few cases, a knob that slowed every scaled GEMM to fix
+    them. Speculative cases are scored but not fitted on: their rate is the acceptance
+    length over a draft-and-verify step, and a per-step term fitted to them would charge
+    every plain step the drafter's own kernels.
 
     The loss is Cauchy (scale 10%): a case missed by far more than that (a scheduler
     artefact, an engine version the kernels no longer match) barely moves the fit.
 
-    Returns a profile fragment ``{"engines": {engine: seconds}, "elementwise_floor_fraction": f,
-    "gemm_fixed_fraction": g}``.
+    Returns a profile fragment ``{"engines": {engine: seconds}, "elementwise_floor_fraction": f}``.
     """
     engines = sorted({case_engine(c) for c in usable} - {"generic"})
     mine = [c for c in usable if case_engine(c) in engines]
@@ -141,9 +149,8 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
     measured = np.array([c.measured for c in mine])
 
     def trial(x: np.ndarray) -> dict[str, Any]:
-        out = {**profile, "generic": {**profile["generic"], "elementwise_floor_fraction": float(x[-2]),
-                                      "gemm_fixed_fraction": float(x[-1])}}
-        for engine, ms in zip(engines, x[:-2]):
+        out = {**profile, "generic": {**profile["generic"], "elementwise_floor_fraction": float(x[-1])}}
+        for engine, ms in zip(engines, x[:-1]):
             out = _with_overhead(out, engine, float(ms) * 1e-3)
         return out
 
@@ -152,13 +159,12 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
 
     # Step overheads in milliseconds, so that finite-difference steps are microseconds.
     n = len(engines)
-    result = least_squares(residuals, np.r_[np.full(n, 0.1), 0.5, 0.5],
-                           bounds=(np.zeros(n + 2), np.r_[np.full(n, STEP_OVERHEAD_MAX_S * 1e3), 1.0, 1.0]),
+    result = least_squares(residuals, np.r_[np.full(n, 0.1), 0.5],
+                           bounds=(np.zeros(n + 1), np.r_[np.full(n, STEP_OVERHEAD_MAX_S * 1e3), 1.0]),
                            loss="cauchy", f_scale=LOSS_SCALE, diff_step=1e-3)
     # Resolution 0.1 us and 0.001: what the bounds leave as rounding noise becomes exactly 0.
-    return {"engines": {e: round(float(v), 4) * 1e-3 for e, v in zip(engines, result.x[:-2])},
-            "elementwise_floor_fraction": round(float(result.x[-2]), 3),
-            "gemm_fixed_fraction": round(float(result.x[-1]), 3)}
+    return {"engines": {e: round(float(v), 4) * 1e-3 for e, v in zip(engines, result.x[:-1])},
+            "elementwise_floor_fraction": round(float(result.x[-1]), 3)}
 
 
 def _with_overhead(profile: dict[str, Any], engine: str, seconds: float) -> dict[str, Any]:
@@ -194,14 +200,14 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     """
     fits = fit_ops(table)
     profile = round_tree(with_priors(assemble_profile(fits)))
-    usable = [c for c, _ in supported_fit_cases(cases, profile, half=0) if case_engine(c) != "generic"]
+    usable = [c for c, _ in supported_fit_cases(cases, profile, half=0)
+              if case_engine(c) != "generic" and not c.speculative]
     terms = round_tree(fit_case_terms(profile, usable))
     for engine, seconds in terms["engines"].items():
         profile = _with_overhead(profile, engine, seconds)
     if terms["engines"]:
         profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
         profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
-        profile["generic"]["gemm_fixed_fraction"] = terms["gemm_fixed_fraction"]
     serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch"
                      and case_engine(c) != "generic" and serving_unsupported_reason(c) is None]
     serving = round_tree(fit_serving_terms(profile, serving_cases))

@@ -16,7 +16,9 @@ and ``explain()`` use these names):
     An offline job's simulated duration on ``replicas``.
 ``fluid_ttft_s``, ``fluid_tpot_s`` [s]
     The fluid model's estimate of the same percentiles at the same load (each replica
-    carrying ``rate / replicas``).
+    carrying ``rate / replicas``); infinite (``inf`` in the table, null in JSON) where that
+    load is beyond what the fluid model thinks a replica carries, which the simulation,
+    the count's authority, may still show meeting the SLOs.
 ``headroom``
     Traffic growth the plan's replicas absorb before an SLO is missed: the simulation's
     when ``headroom_by`` is ``"simulation"`` (a lower bound, found by bisection on the
@@ -127,7 +129,8 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the label and every probe (no operating curve)."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("curve", "probes")}
+        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+               for k, v in self.__dict__.items() if k not in ("curve", "probes")}
         out["probes"] = [p.__dict__ for p in self.probes]
         out["simulated_without"] = list(self.simulated_without)
         return dict(out, label=self.label)

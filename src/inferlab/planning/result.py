@@ -94,7 +94,7 @@ class Plan:
                     "is missed (sim: simulated, a lower bound); binding: what is missed first")
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
-            legend += f"\nsim*: verified without {' / '.join(kinds)} (the simulation does not model it yet)"
+            legend += f"\nsim*: verified without {' / '.join(kinds)} (the two-pool simulation does not model it yet)"
         ruled_out = len(self.candidates) - len(self.feasible)
         return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {ruled_out} ruled out "
                 "(see to_dict() for each one's reason)")
@@ -134,8 +134,8 @@ class Plan:
                        f"simulated (fluid model {_ms(best.fluid_tpot_s, 1)} ms); the SLOs hold up to "
                        f"+{best.headroom:.0%} traffic")
         if best.simulated_without:
-            out.append(f"verified without {' and '.join(best.simulated_without)}: the serving simulation does not "
-                       "model it yet, so the count is that of plain serving")
+            out.append(f"verified without {' and '.join(best.simulated_without)}: the two-pool (disaggregated) "
+                       "simulation does not model it yet, so the count is that of plain serving")
         return out
 
     def _api_lines(self, best: Candidate) -> list[str]:

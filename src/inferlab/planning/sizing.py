@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
+from ..serving.prefixes import Prefixes
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import max_num_seqs, price_per_gpu_hour, with_replicas
@@ -51,12 +52,26 @@ def probe_requests(percentile: float) -> int:
 def techniques(sc: Scenario, cand: Candidate) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The :func:`inferlab.serve` keywords of a candidate's techniques, and those it is simulated without.
 
-    Every probe takes its speculation and prefix-cache settings from here. ``serve()`` has
-    no speculative decoding or prefix cache: a candidate with either is simulated with
-    plain decoding and full prefills, and says so (``simulated_without``).
+    Every probe takes its speculation and prefix settings from here: the candidate's
+    speculative decoding, and the scenario's ``traffic.prefix`` (or, given only a
+    ``prefix_hit`` rate ``h``, one prefix of ``h x isl`` tokens that every prompt shares, so
+    that the simulated cache finds about that share while it holds the prefix). The two-pool
+    simulation of a disaggregated candidate has neither: it is simulated with plain decoding
+    and full prefills, and says so (``simulated_without``).
     """
-    without = (("speculation",) if cand.speculative else ()) + (("prefix cache",) if sc.traffic.prefix_hit else ())
-    return {}, without
+    tr, kwargs = sc.traffic, {}
+    prefix = tr.prefix
+    if prefix is None and tr.prefix_hit:
+        tokens = round(tr.prefix_hit * tr.isl.expected)
+        prefix = Prefixes(kind="shared", tokens=tokens, groups=1) if tokens >= 1 else None
+    if cand.speculative:
+        kwargs["speculative"] = cand.speculative
+    if prefix is not None:
+        kwargs["prefix"] = prefix
+    if not cand.disaggregated:
+        return kwargs, ()
+    names = {"speculative": "speculation", "prefix": "prefix cache"}
+    return {}, tuple(names[k] for k in kwargs)
 
 
 def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:

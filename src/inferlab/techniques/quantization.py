@@ -198,6 +198,8 @@ def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     fig = hw.flops.get(precision)  # type: ignore[call-overload]
     if fig is not None:
         return fig.si
+    if precision not in _WIDTH and precision in FORMATS:  # a storage format: its tensor-core rate
+        return tensor_flops_per_s(hw, number_format(precision).compute)
     width = _WIDTH.get(precision, 16)
     narrower = sorted((p for p in hw.flops if _WIDTH.get(p, 99) < width), key=lambda p: -_WIDTH[p])
     if not narrower:
