@@ -89,9 +89,12 @@ def _brute_force(sc, cand, upto):
     """Smallest replica count meeting the SLOs, by simulating every count from 1, each one
     replica at the scenario's rate split over the replicas (offline: the whole job per replica)."""
     tr, slo = sc.traffic, sc.slo
+    extra = {"speculative": cand.speculative} if cand.speculative else {}
+    if tr.prefix_hit:   # the scenario's hit rate as one prefix of that share of the prompt, shared by all
+        extra["prefix"] = f"shared:tokens={round(tr.prefix_hit * tr.isl.expected)},groups=1"
     for n in range(1, upto + 1):
         layout = dict(tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision, engine=sc.engine,
-                      isl=tr.isl, osl=tr.osl, seed=0)
+                      isl=tr.isl, osl=tr.osl, seed=0, **extra)
         if tr.offline:
             r = serve(cand.model, cand.hardware, offline=True, num_requests=math.ceil(tr.requests / n), **layout)
             if r.duration_s <= tr.deadline_h * 3600:
@@ -116,14 +119,18 @@ _RAG_PREFIX = {"name": "rag", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm
                "traffic": {"rate": 6, "isl": 8000, "osl": 150, "prefix_hit": 0.3},
                "slo": {"ttft_ms": 2000, "tpot_ms": 30, "percentile": 90},
                "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
+_CHAT_SPEC = {"name": "chat eagle", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "engine": "vllm",
+              "traffic": {"rate": 8, "isl": 1000, "osl": 300}, "slo": {"ttft_ms": 600, "tpot_ms": 8, "percentile": 90},
+              "search": {"precisions": ["fp8"], "tp": [1], "speculative": ["eagle:k=3,accept=0.7"]}, "verify": 1}
 _BATCH = {"name": "batch", "models": ["llama-3.1-8b"], "hardware": ["l40s"], "engine": "vllm",
           "traffic": {"offline": True, "requests": 6000, "deadline_h": 0.1, "isl": 1000, "osl": 300},
           "search": {"precisions": ["fp8"], "tp": [1]}, "verify": 1}
 
 
-@pytest.mark.parametrize("data", [_CHAT_8B, _MOE, _RAG_PREFIX, _BATCH], ids=lambda d: d["name"])
+@pytest.mark.parametrize("data", [_CHAT_8B, _MOE, _RAG_PREFIX, _CHAT_SPEC, _BATCH], ids=lambda d: d["name"])
 def test_planned_count_against_brute_force(data):
-    """Chat (dense, MoE), RAG with prefix hits and a batch job: the plan's GPU count is at least
+    """Chat (dense, MoE, with EAGLE), RAG with prefix hits and a batch job, each simulated with
+    its techniques: the plan's GPU count is at least
     and at most 25% above the smallest a brute-force simulation over replica counts finds."""
     sc = load_scenario(data)
     best = plan(sc).best
