@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..checks import integer
 from .args import output_file
 
 _COLUMNS = """columns:
@@ -36,6 +35,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab plan``."""
+    from ..checks import integer
     from ..planning.planner import plan
     from ..planning.scenario import load_scenario
     from .main import _emit

@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InfeasibleError, SpecError
-from ..results.render import text_table
-from ..validation.cases import load_case_entries, load_cases, predict_cases
-from ..validation.ops import read_ops, predict_ops
-from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
+from ..results.table import text_table
+
+if TYPE_CHECKING:
+    from ..validation.summary import ErrorStats
 
 
 def _print(text: str) -> None:
@@ -31,6 +31,8 @@ def _check_profile(profile: str) -> None:
 
 
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..validation.cases import load_case_entries, predict_cases
+
     _check_profile(args.profile)
     cases = load_case_entries(args.files or None)
     records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
@@ -42,12 +44,15 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _op_stats(path: str, profile: str) -> list[ErrorStats]:
     from ..calibration.fit import op_error_stats
+    from ..validation.ops import predict_ops, read_ops
 
     table = read_ops(path)
     return op_error_stats(table, predict_ops(table, profile), "op")
 
 
 def _validate(args: argparse.Namespace) -> None:
+    from ..validation.summary import percent_errors, stats_rows, summarize
+
     records = _case_records(args)
     stats = summarize(records)
     ops = _op_stats(args.ops, args.profile) if args.ops else []
@@ -76,6 +81,9 @@ def _validate(args: argparse.Namespace) -> None:
 
 def _calibrate(args: argparse.Namespace) -> None:
     from ..calibration.fit import calibrate, profile_yaml, source_for
+    from ..validation.cases import load_cases
+    from ..validation.ops import read_ops
+    from ..validation.summary import stats_rows
 
     table = read_ops(args.ops)
     cases = load_cases(args.cases or None)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import InferlabError, SpecError
 from ..techniques.parallelism import expert_layout
 from ..precision import number_format
-from ..specs.validation import format_validation_error
+from ..specs.validation import SAFE_LOADER, format_validation_error
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -44,8 +44,7 @@ MAX_GPUS, MAX_TOKENS, MAX_LOAD, MAX_DRAFT = 10**6, 10**8, 10**6, 64
 _LOAD_KEYS: dict[str, tuple[str, float, float]] = {
     "batch_size": ("int", 1, MAX_LOAD), "concurrency": ("int", 1, MAX_LOAD), "num_requests": ("int", 1, MAX_LOAD),
     "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1)}
-#: libyaml's safe loader where available (ten times faster on the public files).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = SAFE_LOADER
 
 
 class Parallelism(BaseModel):
