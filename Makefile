@@ -29,6 +29,7 @@ test: install
 	$(BIN)/python -m pytest -q
 
 bench: install
+	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_specs.py
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_planner.py
