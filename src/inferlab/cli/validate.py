@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InfeasibleError, SpecError
 from ..results.table import text_table
+from .args import add_cluster_flags
 
 if TYPE_CHECKING:
     from ..validation.summary import ErrorStats
@@ -31,12 +32,16 @@ def _check_profile(profile: str) -> None:
 
 
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from ..validation.cases import load_case_entries, predict_cases
+    from ..cluster import dask_client
+    from ..validation.cases import load_case_entries
+    from ..validation.units import predict_cases_on
 
     _check_profile(args.profile)
     cases = load_case_entries(args.files or None)
+    with dask_client(args.workers, args.scheduler) as client:
+        predictions = predict_cases_on(cases, args.profile, client)
     records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
-            for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+            for c, (p, r) in zip(cases, predictions)]
     if records and all(r["predicted"] is None for r in records):
         raise InfeasibleError(f"none of the {len(records)} cases could be predicted; the first: {records[0]['reason']}")
     return records
@@ -116,6 +121,7 @@ def add_parsers(subparsers: Any, common_parent: argparse.ArgumentParser) -> None
                      help="case files (schema inferlab-cases/1); default: the public cases shipped with inferlab")
     val.add_argument("--ops", metavar="FILE.csv", help="also predict an op-level CSV (schema inferlab-ops/1)")
     val.add_argument("--profile", default="default", help="calibration profile: default, roofline or a YAML path")
+    add_cluster_flags(val)
     val.set_defaults(func=_validate)
 
     cal = subparsers.add_parser("calibrate", parents=[common_parent],

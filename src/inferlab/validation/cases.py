@@ -355,6 +355,14 @@ def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, outp
     return np.asarray(values[metric](), float)
 
 
+def static_group_key(case: Case) -> tuple:
+    """What a static-batch case shares with the cases evaluated in one grid with it."""
+    layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
+    techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
+    return (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
+            techniques)
+
+
 def predict_cases(cases: Iterable[Case | InvalidCase],
                   profile: Any = "default") -> list[tuple[float | None, str | None]]:
     """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
@@ -381,11 +389,7 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
         if reason is not None:
             out[i] = (None, reason)
             continue
-        layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
-        techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
-        key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
-               techniques)
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(static_group_key(case), []).append(i)
     for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine, (spec, hit)), idx in groups.items():
         members = [cases[i] for i in idx]
         try:
