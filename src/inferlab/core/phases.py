@@ -154,6 +154,9 @@ def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
         ops = apply_tensor_parallel(ops, dep.parallel.tp)
     ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
     if key is not None:
+        replaced = _GRAPH_MEMO.get(key)  # another model object under a reused id
+        if replaced is not None:
+            _GRAPH_MEMO_KEYS.pop(id(replaced[1]), None)
         _GRAPH_MEMO[key] = (dep.model, ops)
         _GRAPH_MEMO_KEYS[id(ops)] = ops
         if len(_GRAPH_MEMO) > _GRAPH_MEMO_SIZE:
