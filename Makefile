@@ -29,10 +29,12 @@ test: install
 	$(BIN)/python -m pytest -q
 
 bench: install
+	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_specs.py
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_planner.py
 	$(BIN)/python benchmarks/bench_serving.py
+	$(BIN)/python benchmarks/bench_dask.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

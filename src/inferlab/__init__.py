@@ -7,24 +7,65 @@ FLOPs, tokens and dollars are distinct, and a calculator that checks units.
 >>> h100 = load_hardware("h100-sxm")
 >>> round(h100.ridge_point("bf16").magnitude)
 295
+
+The public names are imported on first use (PEP 562), so ``import inferlab`` and the CLI's
+quick commands do not pay for pint, pydantic models, scipy or the op graph until a name
+that needs them is touched.
 """
 
-from .calc import evaluate
-from .estimate import estimate
-from .errors import DimensionError, InfeasibleError, InferlabError, SpecError, UnitError, UnknownNameError
-from .precision import FORMATS, NumberFormat, number_format
-from .serve import serve
-from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids, parse_hardware, parse_model
-from .specs.hardware import HardwareSpec
-from .specs.model import LayerSpec, MLASpec, ModelSpec, MoESpec
-from .sweep import sweep
-from .units import Q, to_si, ureg
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DimensionError", "FORMATS", "HardwareSpec", "InfeasibleError", "InferlabError", "LayerSpec", "MLASpec",
-    "ModelSpec", "MoESpec", "NumberFormat", "Q", "SpecError", "UnitError", "UnknownNameError", "estimate", "evaluate",
-    "hardware_ids", "load_hardware", "load_model", "model_ids", "number_format", "parse_hardware", "parse_model",
-    "serve", "sweep", "to_si", "ureg",
-]
+#: Public name -> the module that defines it.
+_WHERE: dict[str, str] = {
+    "evaluate": ".calc",
+    "estimate": ".estimate",
+    **dict.fromkeys(("InfeasibleError", "InferlabError", "SpecError", "UnitError",
+                     "UnknownNameError"), ".errors"),
+    **dict.fromkeys(("FORMATS", "NumberFormat", "number_format"), ".precision"),
+    "serve": ".serve",
+    **dict.fromkeys(("hardware_ids", "load_hardware", "load_model", "model_ids", "parse_hardware", "parse_model"),
+                    ".specs.catalog"),
+    "HardwareSpec": ".specs.hardware",
+    **dict.fromkeys(("LayerSpec", "MLASpec", "ModelSpec", "MoESpec"), ".specs.model"),
+    "sweep": ".sweep",
+    "DimensionError": ".unit_registry",
+    **dict.fromkeys(("Q", "to_si", "ureg"), ".units"),
+}
+
+__all__ = sorted(_WHERE)
+
+#: Functions named like the module that defines them: the package attribute is the function.
+_SHADOWED = frozenset(name for name, module in _WHERE.items() if module == "." + name)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'inferlab' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
+
+
+class _Package(types.ModuleType):
+    """The package module; importing ``inferlab.estimate`` (the module) must not replace
+    ``inferlab.estimate`` (the function), as it would by default once names load lazily."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -2,6 +2,11 @@
 
 Every error a user can cause derives from :class:`InferlabError`, so a script can catch
 one type. Messages say what is wrong, where, what is allowed and how to fix it.
+
+:class:`~inferlab.unit_registry.DimensionError` is also a :class:`pint.DimensionalityError`, so
+it is defined beside the unit registry in :mod:`inferlab.unit_registry`;
+``inferlab.errors.DimensionError`` names it too, imported on first use so that this module
+does not load pint.
 """
 
 from __future__ import annotations
@@ -9,9 +14,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import difflib
-
-import pint
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 
 class InferlabError(Exception):
@@ -20,24 +24,6 @@ class InferlabError(Exception):
 
 class UnitError(InferlabError, ValueError):
     """A quantity has the wrong dimension, no unit, or a unit the registry does not know."""
-
-
-class DimensionError(UnitError, pint.DimensionalityError):
-    """Two quantities of different dimensions were combined (e.g. bytes + seconds).
-
-    It is also a :class:`pint.DimensionalityError`, so code written for pint still catches it.
-    """
-
-    def __init__(self, units1, units2, dim1="", dim2="", extra_msg=""):
-        pint.DimensionalityError.__init__(self, units1, units2, dim1, dim2, extra_msg)
-
-    def __str__(self) -> str:
-        d1 = self.dim1 or "dimensionless"
-        d2 = self.dim2 or "dimensionless"
-        return (
-            f"cannot combine {self.units1} ({d1}) with {self.units2} ({d2}): "
-            f"the dimensions differ{self.extra_msg}"
-        )
 
 
 class SpecError(InferlabError, ValueError):
@@ -127,3 +113,11 @@ def cli_spelling(flags: dict[str, str]) -> Iterator[None]:
         yield
     finally:
         _OPTION_SPELLING.reset(token)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DimensionError":
+        from .unit_registry import DimensionError
+
+        return DimensionError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

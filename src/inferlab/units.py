@@ -1,7 +1,7 @@
 """The inferlab unit registry and the helpers that cross the pint boundary.
 
-inferlab owns one :class:`pint.UnitRegistry`, loaded from ``units.txt`` beside this
-module, in which information (bit, byte), compute (FLOP), tokens, requests, currency
+inferlab owns one :class:`pint.UnitRegistry` (:mod:`inferlab.unit_registry`, imported on the
+first call that needs it), loaded from ``units.txt``, in which information (bit, byte), compute (FLOP), tokens, requests, currency
 (USD) and time are distinct dimensions, with SI prefixes (GB = 1e9 B) and IEC binary
 prefixes (GiB = 2**30 B). ``Gb`` is a gigabit: no gilbert is defined.
 
@@ -20,52 +20,41 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from importlib import resources
 from typing import Any
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pint
 
-from .errors import DimensionError, UnitError
+from .disk_cache import memo
+from .errors import UnitError
 
-def _translating(method):
-    """Wrap a Quantity method so pint's DimensionalityError becomes inferlab's DimensionError."""
-
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except DimensionError:
-            raise
-        except pint.DimensionalityError as exc:
-            raise DimensionError(exc.units1, exc.units2, exc.dim1, exc.dim2, exc.extra_msg) from None
-
-    wrapper.__name__ = method.__name__
-    wrapper.__doc__ = method.__doc__
-    return wrapper
+if TYPE_CHECKING:
+    import pint
 
 
-class _Quantity(pint.UnitRegistry.Quantity):
-    """pint Quantity whose dimension errors are inferlab errors."""
+def _registry():
+    """The registry module, imported on first use (it imports pint)."""
+    from . import unit_registry
+
+    return unit_registry
 
 
-for _name in ("__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
-              "__lt__", "__le__", "__gt__", "__ge__", "to", "ito", "m_as"):
-    setattr(_Quantity, _name, _translating(getattr(pint.UnitRegistry.Quantity, _name)))
+def __getattr__(name: str) -> Any:
+    if name in ("ureg", "Quantity", "DimensionError"):
+        return getattr(_registry(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _Registry(pint.UnitRegistry):
-    Quantity = _Quantity
+def is_quantity(value: Any) -> bool:
+    """Whether ``value`` is a pint quantity (without importing pint: none exists before it is)."""
+    pint_module = sys.modules.get("pint")
+    return pint_module is not None and isinstance(value, pint_module.Quantity)
 
-
-ureg = _Registry(
-    filename=str(resources.files("inferlab") / "units.txt"),
-    autoconvert_offset_to_baseunit=False,
-    cache_folder=None,
-)
-ureg.formatter.default_format = "~P"
-Quantity = ureg.Quantity
 
 #: Canonical unit per dimensionality: the unit a float inside the core is in.
 CANONICAL: dict[str, str] = {
@@ -120,7 +109,8 @@ def Q(value: Any, unit: str | None = None) -> pint.Quantity:
     >>> Q(2, "TB/s")
     <Quantity(2, 'terabyte / second')>
     """
-    if isinstance(value, pint.Quantity):
+    ureg, Quantity = _registry().ureg, _registry().Quantity
+    if is_quantity(value):
         if value._REGISTRY is not ureg:
             return parse(f"{value.magnitude!r} {value.units:~}" if unit is None else str(value))
         return value if unit is None else value.to(unit)
@@ -158,16 +148,19 @@ def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: s
     cleaned = _DOLLAR_AMOUNT.sub(r"\1 USD", text.strip()).replace("$", " USD ")
     shown = label if label is not None else text
     _check_powers(cleaned, shown)
+    registry = _registry()
     try:
-        q = ureg.parse_expression(cleaned, **(values or {}))
-    except pint.UndefinedUnitError as exc:
+        q = None if values else _simple_quantity(cleaned)
+        if q is None:
+            q = registry.ureg.parse_expression(cleaned, **(values or {}))
+    except registry.pint.UndefinedUnitError as exc:
         raise UnitError(f"unknown unit {exc.unit_names!s} in {shown!r}; {_UNIT_HINT}") from None
-    except DimensionError as exc:
+    except registry.DimensionError as exc:
         raise UnitError(f"in {shown!r}: {exc}") from None
     except Exception as exc:  # pint raises several types (tokenize, Syntax, Attribute) on malformed text
         raise UnitError(f"cannot read {shown!r} as a quantity ({type(exc).__name__}); write e.g. '3.35 TB/s'") from None
-    if not isinstance(q, pint.Quantity):
-        q = Quantity(q, "dimensionless")
+    if not is_quantity(q):
+        q = registry.Quantity(q, "dimensionless")
     try:
         finite = math.isfinite(float(q.magnitude))
     except (OverflowError, TypeError, ValueError):
@@ -175,6 +168,38 @@ def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: s
     if not finite:
         raise UnitError(f"{shown!r} is not a finite number")
     return q
+
+
+#: ``<number> <unit>`` or ``<number> <unit>/<unit>``, the form of nearly every spec figure.
+_SIMPLE = re.compile(r"([0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?)\s*([A-Za-z_]+)(\s*/\s*[A-Za-z_]+)?")
+
+
+@functools.lru_cache(maxsize=512)
+def _unit(text: str) -> pint.Unit:
+    return _registry().ureg.Unit(text)
+
+
+def _simple_quantity(cleaned: str) -> pint.Quantity | None:
+    """The quantity :meth:`pint.UnitRegistry.parse_expression` builds from a simple text, without
+    its tokenizer, which dominated loading the catalogs; None for anything else.
+
+    ``parse_expression`` reads ``80 GB/s`` as ``80 * (1 GB) / (1 s)``: the number as ``int`` when
+    it is written as one (else ``float``), times ``1``, divided by ``1`` when there is a ``/``.
+    The same arithmetic here gives the same magnitude, of the same type, in the same unit.
+    """
+    match = _SIMPLE.fullmatch(cleaned)
+    if match is None:
+        return None
+    number, fraction, exponent, unit, per = match.groups()
+    try:
+        units = _unit(unit + per.replace(" ", "") if per else unit)
+    except Exception:  # not one unit: the full parser reads it, or says what is wrong
+        return None
+    magnitude: Any = int(number) if fraction is None and exponent is None else float(number)
+    magnitude = magnitude * 1
+    if per:
+        magnitude = magnitude / 1
+    return _registry().Quantity(magnitude, units)
 
 
 def _check_powers(cleaned: str, text: str) -> None:
@@ -192,9 +217,10 @@ def _check_powers(cleaned: str, text: str) -> None:
 
 def parse_unit(unit: str) -> pint.Unit:
     """Parse a unit name such as ``"GB/s"`` into a unit of inferlab's registry."""
+    pint_errors = _registry().pint
     try:
-        return ureg.Unit(unit)
-    except pint.UndefinedUnitError as exc:
+        return _unit(unit)
+    except pint_errors.UndefinedUnitError as exc:
         raise UnitError(f"unknown unit {exc.unit_names!s} in {unit!r}; {_UNIT_HINT}") from None
     except Exception as exc:
         raise UnitError(f"cannot read {unit!r} as a unit ({type(exc).__name__}); {_UNIT_HINT}") from None
@@ -255,7 +281,7 @@ def to_si_array(value: Any, unit: str, what: str) -> np.ndarray:
     UnitError
         If ``value`` has the wrong dimension or is not numeric, naming ``what``.
     """
-    if isinstance(value, pint.Quantity):
+    if is_quantity(value):
         q = Q(value)
         target = parse_unit(unit)
         if q.dimensionality != target.dimensionality:
@@ -291,8 +317,32 @@ def readable(q: pint.Quantity) -> pint.Quantity:
     return q.to_reduced_units()
 
 
+def conversion_factor(src: str, dst: str) -> float:
+    """The factor pint multiplies a magnitude in ``src`` by to express it in ``dst``, so that
+    ``value * conversion_factor(src, dst)`` is exactly ``Q(value, src).to(dst).magnitude``
+    (pint converts a multiplicative unit by that one multiplication).
+
+    Kept in the on-disk memo (:mod:`inferlab.disk_cache`): the catalog listings convert
+    figures for display without importing pint.
+
+    Raises
+    ------
+    UnitError
+        If either name is not a unit or their dimensions differ.
+    """
+    return memo("unit-factor", f"{src}\n{dst}", lambda: _factor(src, dst))
+
+
+def _factor(src: str, dst: str) -> float:
+    one = _registry().Quantity(1.0, parse_unit(src))
+    target = parse_unit(dst)
+    if one.dimensionality != target.dimensionality:
+        raise UnitError(f"cannot express {src} in {dst}: {dimension_name(src)} is not {dimension_name(target)}")
+    return float(one.to(target).magnitude)
+
+
 def from_si(value: float, unit: str) -> pint.Quantity:
     """Wrap a canonical float back into a quantity of ``unit``."""
-    return Quantity(value, parse_unit(unit))
+    return _registry().Quantity(value, parse_unit(unit))
 
 

@@ -46,6 +46,7 @@ import numpy as np
 import yaml
 
 from ..errors import InferlabError, SpecError, UnknownNameError
+from ..specs.validation import SAFE_LOADER
 
 SCHEMA = "inferlab-error-bands/1"
 QUANTITIES = ("ttft", "tpot", "throughput")
@@ -322,7 +323,7 @@ def parse_table(text: str, label: str) -> ErrorBandTable:
         Not YAML, not ``inferlab-error-bands/1``, or a malformed cell (the message says which).
     """
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise SpecError(f"error band table {label}: not valid YAML ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError, UnknownNameError
-from ..specs.validation import format_validation_error
+from ..specs.validation import SAFE_LOADER, format_validation_error
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -160,7 +160,7 @@ def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def _parse_profile_text(text: str, label: str) -> dict[str, Any]:
     """Parsed profile file, cached on its text (estimates re-resolve profiles per call)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=SAFE_LOADER)
     except yaml.YAMLError as exc:
         raise SpecError(f"profile {label}: not valid YAML ({exc})") from None
     if not isinstance(data, dict) or "generic" not in data:

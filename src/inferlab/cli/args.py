@@ -32,3 +32,11 @@ def output_file(text: str) -> str:
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} does not exist (create it first)")
     return text
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """``--workers N`` and ``--scheduler ADDRESS``: run the command's independent units on Dask."""
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="spread the work over a local Dask cluster of N processes (pip install 'inferlab[dask]')")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="spread the work over an existing Dask cluster, e.g. tcp://10.0.0.5:8786")

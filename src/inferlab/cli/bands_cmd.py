@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from ..errors import SpecError
-from ..results.render import text_table
+from ..results.table import text_table
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-import numpy as np
-
 from ..errors import SpecError
-from ..results.render import text_table
+from ..results.table import text_table
 from .args import comma_list, output_file
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
@@ -64,6 +62,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    import numpy as np
+
     from ..deployment_file import load_deployment_file
 
     kw: dict[str, Any] = load_deployment_file(args.file) if args.file else {}
@@ -92,6 +92,8 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab estimate``."""
+    import numpy as np
+
     from ..estimate import estimate
     from .main import _emit
 

@@ -25,11 +25,8 @@ from typing import Any
 
 
 from .. import __version__
-from ..calc import evaluate
 from ..errors import InfeasibleError, InferlabError, cli_spelling
-from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
-from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
-from ..units import Q
+from ..results.table import text_table
 from .bands_cmd import add_parser as add_bands_parser
 from .estimate_cmd import add_parser as add_estimate_parser
 from .plan_cmd import add_parser as add_plan_parser
@@ -38,10 +35,21 @@ from .validate import add_parsers as add_validate_parsers
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else text)
+    """Print ``text``, or with ``--json`` the data (a callable is called only then)."""
+    if args.json:
+        print(json.dumps(data() if callable(data) else data, indent=2, default=str))
+    else:
+        print(text)
+
+
+# Each command imports what it needs when it runs, so `--help` and the catalog listings do
+# not load the op graph, the simulator or scipy.
 
 
 def _hardware_list(args: argparse.Namespace) -> None:
+    from ..results.render import hardware_dict, in_unit
+    from ..specs.catalog import hardware_ids, load_hardware
+
     specs = [load_hardware(i) for i in hardware_ids()]
     rows = []
     for h in specs:
@@ -54,10 +62,13 @@ def _hardware_list(args: argparse.Namespace) -> None:
     headers = ["id", "memory", "TB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up GB/s/dir x GPUs", "$/h", "status"]
     text = text_table(headers, rows, right={2, 3, 4, 5, 7})
     text += "\nTensor FLOPS are dense (no 2:4 sparsity). `inferlab hardware show ID` lists every figure with its source."
-    _emit(args, [hardware_dict(h) for h in specs], text)
+    _emit(args, lambda: [hardware_dict(h) for h in specs], text)
 
 
 def _hardware_show(args: argparse.Namespace) -> None:
+    from ..results.render import hardware_dict, pretty
+    from ..specs.catalog import load_hardware
+
     h = load_hardware(args.id)
     rows = [[path, fig.stated, fig.source] for path, fig in h.figures()]
     lines = [f"{h.name} ({h.id}) - {h.vendor} {h.architecture}, {h.form_factor}, {h.status}",
@@ -76,6 +87,9 @@ def _hardware_show(args: argparse.Namespace) -> None:
 
 
 def _models_list(args: argparse.Namespace) -> None:
+    from ..results.render import model_dict
+    from ..specs.catalog import load_model, model_ids
+
     specs = [load_model(i) for i in model_ids()]
     rows = []
     for m in specs:
@@ -90,6 +104,10 @@ def _models_list(args: argparse.Namespace) -> None:
 
 
 def _models_show(args: argparse.Namespace) -> None:
+    from ..results.render import model_dict, pretty
+    from ..specs.catalog import load_model
+    from ..units import Q
+
     m = load_model(args.model)
     d = model_dict(m)
     pc = m.param_counts
@@ -122,6 +140,9 @@ def _models_show(args: argparse.Namespace) -> None:
 
 
 def _calc(args: argparse.Namespace) -> None:
+    from ..calc import evaluate
+    from ..results.render import pretty
+
     result = evaluate(args.expression, to=args.to)
     text = f"{result.value.magnitude:.6g} {result.value.units:~P}".rstrip()
     for ref in result.references:

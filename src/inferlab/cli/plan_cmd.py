@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..checks import integer
-from .args import output_file
+from .args import add_cluster_flags, output_file
 
 _COLUMNS = """columns:
   replicas     the fewest replicas the request-level simulation shows meeting the SLOs ('sized by'
@@ -31,11 +30,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
     p.add_argument("--verify", type=int, default=None, help="configurations to size by simulation (default: the file's; 0: fluid model only)")
     p.add_argument("--plot", metavar="FILE", type=output_file, help="write the Pareto front (PNG or SVG) with the choice marked")
+    add_cluster_flags(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab plan``."""
+    from ..checks import integer
+    from ..cluster import dask_client
     from ..planning.planner import plan
     from ..planning.scenario import load_scenario
     from .main import _emit
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> None:
     if args.verify is not None:
         scenario = scenario.model_copy(update={"verify": integer("--verify", args.verify, minimum=0, maximum=100,
                                                                  what="candidates")})
-    result = plan(scenario)  # raises InfeasibleError, each configuration's reason, when nothing is feasible
+    with dask_client(args.workers, args.scheduler) as client:
+        result = plan(scenario, client)  # raises InfeasibleError, each configuration's reason, when nothing is feasible
     text = result.__str__(limit=top) + "\n\n" + result.explain()
     if args.plot:
         from ..planning.plot import write_plan_plot

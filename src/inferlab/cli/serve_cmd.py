@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
-from ..serving.workload import Lengths
 from .args import comma_list, output_file
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
+
+if TYPE_CHECKING:
+    from ..serving.workload import Lengths
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -20,6 +22,8 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
     >>> parse_lengths("uniform:128-2048")
     Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
     """
+    from ..serving.workload import Lengths
+
     allowed = "an integer, integers separated by commas, uniform:LOW-HIGH or lognormal:mean=M,sigma=S"
     kind, _, rest = text.strip().partition(":")
     try:

@@ -10,13 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InfeasibleError, SpecError
-from ..results.render import text_table
-from ..validation.cases import load_case_entries, load_cases, predict_cases
-from ..validation.ops import read_ops, predict_ops
-from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
+from ..results.table import text_table
+from .args import add_cluster_flags
+
+if TYPE_CHECKING:
+    from ..validation.summary import ErrorStats
 
 
 def _print(text: str) -> None:
@@ -31,10 +32,16 @@ def _check_profile(profile: str) -> None:
 
 
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from ..cluster import dask_client
+    from ..validation.cases import load_case_entries
+    from ..validation.units import predict_cases_on
+
     _check_profile(args.profile)
     cases = load_case_entries(args.files or None)
+    with dask_client(args.workers, args.scheduler) as client:
+        predictions = predict_cases_on(cases, args.profile, client)
     records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
-            for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
+            for c, (p, r) in zip(cases, predictions)]
     if records and all(r["predicted"] is None for r in records):
         raise InfeasibleError(f"none of the {len(records)} cases could be predicted; the first: {records[0]['reason']}")
     return records
@@ -42,12 +49,15 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _op_stats(path: str, profile: str) -> list[ErrorStats]:
     from ..calibration.fit import op_error_stats
+    from ..validation.ops import predict_ops, read_ops
 
     table = read_ops(path)
     return op_error_stats(table, predict_ops(table, profile), "op")
 
 
 def _validate(args: argparse.Namespace) -> None:
+    from ..validation.summary import percent_errors, stats_rows, summarize
+
     records = _case_records(args)
     stats = summarize(records)
     ops = _op_stats(args.ops, args.profile) if args.ops else []
@@ -76,6 +86,9 @@ def _validate(args: argparse.Namespace) -> None:
 
 def _calibrate(args: argparse.Namespace) -> None:
     from ..calibration.fit import calibrate, profile_yaml, source_for
+    from ..validation.cases import load_cases
+    from ..validation.ops import read_ops
+    from ..validation.summary import stats_rows
 
     table = read_ops(args.ops)
     cases = load_cases(args.cases or None)
@@ -108,6 +121,7 @@ def add_parsers(subparsers: Any, common_parent: argparse.ArgumentParser) -> None
                      help="case files (schema inferlab-cases/1); default: the public cases shipped with inferlab")
     val.add_argument("--ops", metavar="FILE.csv", help="also predict an op-level CSV (schema inferlab-ops/1)")
     val.add_argument("--profile", default="default", help="calibration profile: default, roofline or a YAML path")
+    add_cluster_flags(val)
     val.set_defaults(func=_validate)
 
     cal = subparsers.add_parser("calibrate", parents=[common_parent],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -61,9 +62,10 @@ class Deployment:
         """GPUs of the whole deployment (``tp x pp x dp``)."""
         return self.parallel.num_gpus
 
-    @property
+    @cached_property
     def step_precision(self) -> StepPrecision:
-        """Tensor precision of GEMMs (routed experts apart), attention and the 16-bit head on this hardware."""
+        """Tensor precision of GEMMs (routed experts apart), attention and the 16-bit head on this hardware
+        (computed once per deployment: it keys the graph memo of every step)."""
         cfg, hw = self.precision, self.hardware
         gemm = matmul_precision(cfg.weights, cfg.activations, hw)
         expert_gemm = matmul_precision(cfg.experts, cfg.activations, hw)
@@ -98,9 +100,30 @@ def run_step(dep: Deployment, step: Step) -> StepResult:
     micro, stage_times = micro_batching(step, par)
     local = Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context)
     ops = _sharded_graph(dep, local)
-    times = time_ops(ops, dep.hardware, dep.profile, step.phase)
-    stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs)
+    times, stage = _timed(ops, dep, step.phase)
     return StepResult(step, ops, times, np.asarray(stage * stage_times, float))
+
+
+#: Timings of memoized graphs, keyed by the identity of the graph, hardware and profile (each
+#: entry holds them, so an id is not reused while its entry lives): a repeated step is timed once.
+_TIMING_MEMO: OrderedDict[tuple, tuple[tuple, tuple[OpTime, ...], np.ndarray]] = OrderedDict()
+
+
+def _timed(ops: tuple[Op, ...], dep: Deployment, phase: str) -> tuple[tuple[OpTime, ...], np.ndarray]:
+    """The ops' times and the step's time on ``dep``'s hardware and profile."""
+    held = (ops, dep.hardware, dep.profile)
+    key = (id(ops), id(dep.hardware), id(dep.profile), phase, dep.cuda_graphs)
+    hit = _TIMING_MEMO.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], held)):
+        _TIMING_MEMO.move_to_end(key)
+        return hit[1], hit[2]
+    times = time_ops(ops, dep.hardware, dep.profile, phase)
+    stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs)
+    if _GRAPH_MEMO_KEYS.get(id(ops)) is ops:  # a memoized graph: small, and likely to recur
+        _TIMING_MEMO[key] = (held, times, stage)
+        if len(_TIMING_MEMO) > _GRAPH_MEMO_SIZE:
+            _TIMING_MEMO.popitem(last=False)
+    return times, stage
 
 
 #: Sharded graphs of recent small steps, keyed by everything they depend on (a planner times
@@ -108,6 +131,8 @@ def run_step(dep: Deployment, step: Step) -> StepResult:
 _GRAPH_MEMO: OrderedDict[tuple, tuple[ModelSpec, tuple[Op, ...]]] = OrderedDict()
 _GRAPH_MEMO_SIZE = 1024
 _GRAPH_MEMO_MAX_ELEMENTS = 4096
+#: id -> graph of the graphs in the memo (which graphs may have their timing memoized).
+_GRAPH_MEMO_KEYS: dict[int, tuple[Op, ...]] = {}
 
 
 def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
@@ -129,9 +154,14 @@ def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
         ops = apply_tensor_parallel(ops, dep.parallel.tp)
     ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
     if key is not None:
+        replaced = _GRAPH_MEMO.get(key)  # another model object under a reused id
+        if replaced is not None:
+            _GRAPH_MEMO_KEYS.pop(id(replaced[1]), None)
         _GRAPH_MEMO[key] = (dep.model, ops)
+        _GRAPH_MEMO_KEYS[id(ops)] = ops
         if len(_GRAPH_MEMO) > _GRAPH_MEMO_SIZE:
-            _GRAPH_MEMO.popitem(last=False)  # least recently used
+            _, (_, old) = _GRAPH_MEMO.popitem(last=False)  # least recently used
+            _GRAPH_MEMO_KEYS.pop(id(old), None)
     return ops
 
 

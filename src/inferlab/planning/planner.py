@@ -20,8 +20,11 @@ model's time sharing does not see): hence 3.
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 
+from ..cluster import check_client, map_units
 from ..errors import InfeasibleError
 from .candidate import Candidate, Probe
 from .result import Plan
@@ -66,8 +69,12 @@ def _size_leaders(scenario: Scenario, results: list[Candidate]) -> list[Candidat
     return results
 
 
-def plan(scenario: Scenario) -> Plan:
+def plan(scenario: Scenario, client: Any = None) -> Plan:
     """Search, size and rank: the configurations that serve the scenario, cheapest first.
+
+    ``client``, a ``dask.distributed.Client``, evaluates the configurations on its workers
+    (:mod:`inferlab.cluster`); sizing the leaders by simulation, one decision after another,
+    stays here. The plan is the same as without it.
 
     Raises
     ------
@@ -77,11 +84,14 @@ def plan(scenario: Scenario) -> Plan:
     from ..serving.progress import Progress
 
     configs = candidates(scenario)
-    evaluated = []
-    with Progress(len(configs), "configurations") as bar:
-        for config in configs:
-            evaluated.append(evaluate(scenario, config))
-            bar.step()
+    if check_client(client) is not None:
+        evaluated = map_units(functools.partial(evaluate, scenario), configs, client)
+    else:
+        evaluated = []
+        with Progress(len(configs), "configurations") as bar:
+            for config in configs:
+                evaluated.append(evaluate(scenario, config))
+                bar.step()
     results = sorted(evaluated, key=_rank)
     if scenario.verify > 0:
         results = _size_leaders(scenario, results)

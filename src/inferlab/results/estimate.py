@@ -5,10 +5,9 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pint
 
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
@@ -17,6 +16,9 @@ from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
 from .interval import interval_dict
 from .render import pretty, text_table
+
+if TYPE_CHECKING:
+    import pint
 
 
 def _scalar(x: Any) -> Any:

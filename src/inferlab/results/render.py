@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 import html
-from typing import Any
-
-import pint
+from typing import TYPE_CHECKING, Any
 
 from ..specs.figure import Figure
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..units import Q, readable
+from ..units import Q, conversion_factor, readable
+from .table import text_table  # noqa: F401 - importable from here as before
 
-
-def text_table(headers: list[str], rows: list[list[str]], *, right: set[int] | None = None) -> str:
-    """Align ``rows`` under ``headers``; columns in ``right`` are right-aligned."""
-    right = right or set()
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    sep = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), sep, *(line(r) for r in rows)])
+if TYPE_CHECKING:
+    import pint
 
 
 def pretty(q: pint.Quantity, digits: int = 4) -> str:
@@ -37,7 +26,7 @@ def pretty(q: pint.Quantity, digits: int = 4) -> str:
 
 def in_unit(fig: Figure | None, unit: str, fmt: str = "{:.4g}") -> str:
     """A figure's value in ``unit`` as text, or ``-`` when absent."""
-    return "-" if fig is None else fmt.format(fig.quantity.to(unit).magnitude)
+    return "-" if fig is None else fmt.format(fig.si * conversion_factor(fig.unit, unit))
 
 
 def figure_dict(fig: Figure, sources: dict[str, Any]) -> dict[str, Any]:

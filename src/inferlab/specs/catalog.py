@@ -2,7 +2,9 @@
 
 The folders ship inside the wheel as package data and are found with
 :mod:`importlib.resources`; in a source checkout (editable install) they are read
-from the repository root.
+from the repository root. A parsed spec is kept in the on-disk memo
+(:mod:`inferlab.disk_cache`), so a later process reads it back without YAML, validation
+or pint.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..disk_cache import file_key, memo
 from ..errors import SpecError, UnknownNameError
 from .card import ModelCard
 from .hardware import HardwareSpec
@@ -114,8 +117,12 @@ def load_hardware(id: str) -> HardwareSpec:
 
 @functools.cache
 def _load_hardware_id(key: str) -> HardwareSpec:
-    files = _hardware_files()
-    spec = parse_hardware(_read_yaml(files[key], f"hardware_specs/{key}.yaml"), f"hardware_specs/{key}.yaml")
+    path = _hardware_files()[key]
+    return memo("hardware", file_key(path), lambda: _parse_hardware_file(key, path))
+
+
+def _parse_hardware_file(key: str, path: Traversable) -> HardwareSpec:
+    spec = parse_hardware(_read_yaml(path, f"hardware_specs/{key}.yaml"), f"hardware_specs/{key}.yaml")
     if spec.id != key:
         raise SpecError(f"hardware_specs/{key}.yaml: id {spec.id!r} differs from the file name")
     return spec
@@ -123,6 +130,11 @@ def _load_hardware_id(key: str) -> HardwareSpec:
 
 @functools.cache
 def _aliases() -> dict[str, str]:
+    files = _model_files()
+    return memo("aliases", "\n".join(file_key(files[k]) for k in sorted(files)), _read_aliases)
+
+
+def _read_aliases() -> dict[str, str]:
     out: dict[str, str] = {}
     for key, path in _model_files().items():
         data = _read_yaml(path, f"model_specs/{key}.yaml")
@@ -133,7 +145,12 @@ def _aliases() -> dict[str, str]:
 
 @functools.cache
 def _load_model_id(key: str) -> ModelSpec:
-    spec = parse_model(_read_yaml(_model_files()[key], f"model_specs/{key}.yaml"), f"model_specs/{key}.yaml")
+    path = _model_files()[key]
+    return memo("model", file_key(path), lambda: _parse_model_file(key, path))
+
+
+def _parse_model_file(key: str, path: Traversable) -> ModelSpec:
+    spec = parse_model(_read_yaml(path, f"model_specs/{key}.yaml"), f"model_specs/{key}.yaml")
     if spec.id != key:
         raise SpecError(f"model_specs/{key}.yaml: id {spec.id!r} differs from the file name")
     return spec

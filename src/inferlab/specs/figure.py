@@ -12,13 +12,15 @@ is rejected, naming the unit expected.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pint
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ..errors import UnitError
-from ..units import dimension_name, from_si, parse, parse_unit, to_si
+from ..units import dimension_name, from_si, is_quantity, parse, parse_unit, to_si
+
+if TYPE_CHECKING:
+    import pint
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", strict=False)
 
@@ -85,7 +87,7 @@ def _parse_figure(raw: Any, *, unit: str, minimum: float | None, integer: bool) 
     if "value" not in data:
         raise UnitError(f"missing 'value' (a quantity in {expected}, e.g. '1 {unit}')")
     value = data.pop("value")
-    if isinstance(value, pint.Quantity):
+    if is_quantity(value):
         value = f"{value.magnitude!r} {value.units:~}"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise UnitError(f"value must be text like '1 {unit}', got {type(value).__name__} {value!r}")

@@ -9,15 +9,16 @@ modelling.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import pint
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import UnknownNameError
-
 from .figure import Bandwidth, Bytes, Count, Figure, FlopRate, Frequency, Power, Price
 from .source import Source
+
+if TYPE_CHECKING:
+    import pint
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..core.ops import ArrayLike
 from ..errors import SpecError
@@ -51,6 +50,8 @@ def acceptance_from_length(length: float, k: int) -> float:
         return 1.0
     if k == 1:
         return float(length - 1.0)
+    from scipy.optimize import brentq  # scipy costs a fifth of a second to import; only this path needs it
+
     return float(brentq(lambda a: float(tokens_per_step(a, k)) - length, 0.0, 1.0, xtol=1e-14))
 
 

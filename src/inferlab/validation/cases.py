@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import InferlabError, SpecError
 from ..techniques.parallelism import expert_layout
 from ..precision import number_format
-from ..specs.validation import format_validation_error
+from ..specs.validation import SAFE_LOADER, format_validation_error
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -44,8 +44,7 @@ MAX_GPUS, MAX_TOKENS, MAX_LOAD, MAX_DRAFT = 10**6, 10**8, 10**6, 64
 _LOAD_KEYS: dict[str, tuple[str, float, float]] = {
     "batch_size": ("int", 1, MAX_LOAD), "concurrency": ("int", 1, MAX_LOAD), "num_requests": ("int", 1, MAX_LOAD),
     "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1)}
-#: libyaml's safe loader where available (ten times faster on the public files).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADER = SAFE_LOADER
 
 
 class Parallelism(BaseModel):
@@ -356,6 +355,14 @@ def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, outp
     return np.asarray(values[metric](), float)
 
 
+def static_group_key(case: Case) -> tuple:
+    """What a static-batch case shares with the cases evaluated in one grid with it."""
+    layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
+    techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
+    return (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
+            techniques)
+
+
 def predict_cases(cases: Iterable[Case | InvalidCase],
                   profile: Any = "default") -> list[tuple[float | None, str | None]]:
     """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
@@ -382,11 +389,7 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
         if reason is not None:
             out[i] = (None, reason)
             continue
-        layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
-        techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
-        key = (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
-               techniques)
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(static_group_key(case), []).append(i)
     for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine, (spec, hit)), idx in groups.items():
         members = [cases[i] for i in idx]
         try:

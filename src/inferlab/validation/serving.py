@@ -186,11 +186,15 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
         if reason is not None:
             reasons[i] = reason
             continue
-        layout = case_layout(case)
-        key = (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
-               case_engine(case), case.isl, case.osl, _load_key(case))
-        groups.setdefault(key, []).append(i)
+        groups.setdefault(serving_group_key(case), []).append(i)
     return groups, reasons
+
+
+def serving_group_key(case: Case) -> tuple:
+    """The simulation a supported serving case is predicted by (deployment, lengths, load)."""
+    layout = case_layout(case)
+    return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
+            case_engine(case), case.isl, case.osl, _load_key(case))
 
 
 def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -> RequestTimes | str:

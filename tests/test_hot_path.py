@@ -1,0 +1,41 @@
+"""Memos and blocking on the hot path change speed, never values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import inferlab
+from inferlab.core import phases
+from inferlab.sweep import _blocks
+
+
+def _dump(est) -> str:
+    return json.dumps(est.to_dict(), sort_keys=True, default=str)
+
+
+def test_sweep_blocks_cover_the_chunk_and_never_leave_one_row_alone():
+    # 16384 rows per block: 32768 rows are two blocks; 16385 rows keep their last row in
+    # the block before; 16386 rows end in a block of two.
+    assert _blocks(0, 32768) == [slice(0, 16384), slice(16384, 32768)]
+    assert _blocks(0, 16385) == [slice(0, 16385)]
+    assert _blocks(0, 16386) == [slice(0, 16384), slice(16384, 16386)]
+    assert _blocks(32768, 32769) == [slice(32768, 32769)]  # a chunk of one row stays one row
+
+
+def test_a_repeated_estimate_equals_a_fresh_one():
+    for model, hw, kw in (("llama-3.1-8b", "h100-sxm", {}), ("deepseek-v3", "b200", {"tp": 8, "batch_size": [1, 32]})):
+        phases._TIMING_MEMO.clear()
+        phases._GRAPH_MEMO.clear()
+        phases._GRAPH_MEMO_KEYS.clear()
+        first = _dump(inferlab.estimate(model, hw, **kw))
+        assert len(phases._TIMING_MEMO) >= 2  # prefill and decode were memoized
+        assert _dump(inferlab.estimate(model, hw, **kw)) == first  # from the memos
+
+
+def test_a_one_combination_sweep_is_the_table_itself():
+    table = inferlab.sweep("llama-3.1-8b", "h100-sxm", batch_size=[1, 8], isl=[512], osl=[64])
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=512, osl=64)
+    assert list(table["model"]) == ["llama-3.1-8b", "llama-3.1-8b"]
+    assert np.array_equal(table["tpot_s"], est.tpot_s)
