@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InfeasibleError, SpecError
 from ..results.render import text_table
-from ..validation.cases import load_case_entries, load_cases, predict_cases
+from ..validation.cases import InvalidCase, load_case_entries, load_cases, predict_cases
 from ..validation.ops import read_ops, predict_ops
 from ..validation.summary import ErrorStats, percent_errors, stats_rows, summarize
 
@@ -33,6 +33,12 @@ def _check_profile(profile: str) -> None:
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     _check_profile(args.profile)
     cases = load_case_entries(args.files or None)
+    where = " ".join(args.files) if args.files else "the public case files"
+    if not cases:
+        raise SpecError(f"validate: no cases in {where}; add cases under 'cases:' (schema inferlab-cases/1)")
+    if all(isinstance(c, InvalidCase) for c in cases):
+        raise SpecError(f"validate: none of the {len(cases)} cases in {where} follows the schema; "
+                        f"the first: {cases[0].reason}")
     records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}
             for c, (p, r) in zip(cases, predict_cases(cases, args.profile))]
     if records and all(r["predicted"] is None for r in records):
