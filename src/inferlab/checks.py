@@ -124,13 +124,15 @@ def longest_tokens(lengths: Any) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
-def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False) -> bool:
+def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False,
+                         turns: int = 1) -> bool:
     """Refuse a prompt plus output longer than the model's ``max_position_embeddings``.
 
     A model attends past its trained length only with RoPE scaling (YaRN, dynamic NTK), which
     a deployment must configure and which changes quality; the cost model itself is the same.
     With ``allow_long_context`` the context is accepted; the return value says whether it
-    exceeds the trained length, for ``explain()`` to say so.
+    exceeds the trained length, for ``explain()`` to say so. A conversation of ``turns``
+    turns ends with a prompt holding every turn before it: ``turns x (isl + osl)`` tokens.
 
     Returns
     -------
@@ -141,12 +143,13 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
 
     boolean("allow_long_context", allow_long_context)
     limit = int(getattr(model, "max_position_embeddings", 0) or 0)
-    longest = longest_tokens(isl) + longest_tokens(osl)
+    longest = (longest_tokens(isl) + longest_tokens(osl)) * turns
     if limit <= 0 or longest <= limit:
         return False
     if not allow_long_context:
         name = getattr(model, "id", None) or getattr(model, "name", "the model")
-        raise SpecError(f"isl + osl = {longest:,.0f} tokens exceeds the {limit:,} positions {name} was trained for "
+        what = "isl + osl" if turns == 1 else f"the last turn of a {turns}-turn conversation, {turns} x (isl + osl)"
+        raise SpecError(f"{what} = {longest:,.0f} tokens exceeds the {limit:,} positions {name} was trained for "
                         f"(max_position_embeddings); shorten the prompt or output, or pass "
                         f"{option('allow_long_context', True)} if the deployment uses RoPE scaling (YaRN, dynamic NTK)")
     return True
