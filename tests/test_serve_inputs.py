@@ -105,3 +105,12 @@ def test_a_workload_either_builds_with_arrivals_in_range_or_refuses(rate, n):
     except SpecError:
         return
     assert 0 < w.rate <= 1e9 and 1 <= w.num_requests <= 10**7 and w.num_requests / w.rate <= 1e6
+
+
+@pytest.mark.parametrize("clients", ["nan", "inf", "2,nan", "2.5"])
+def test_cli_concurrency_that_is_not_whole_clients_is_one_line(capsys, clients):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--concurrency", clients, "--num-requests", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--concurrency takes whole clients" in err
