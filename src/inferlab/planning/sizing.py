@@ -51,11 +51,13 @@ def probe_requests(percentile: float) -> int:
 def techniques(sc: Scenario, cand: Candidate) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The :func:`inferlab.serve` keywords of a candidate's techniques, and those it is simulated without.
 
-    Every probe takes its speculation and prefix-cache settings from here. ``serve()`` has
-    no speculative decoding or prefix cache: a candidate with either is simulated with
-    plain decoding and full prefills, and says so (``simulated_without``).
+    Every probe takes its speculation and prefix-cache settings from here. The planner's
+    probes do not pass speculation or prefixes (``traffic.prefix_hit`` or ``traffic.prefix``)
+    to ``serve()`` yet: a candidate with either is simulated with plain decoding and full
+    prefills, and says so (``simulated_without``).
     """
-    without = (("speculation",) if cand.speculative else ()) + (("prefix cache",) if sc.traffic.prefix_hit else ())
+    cached = sc.traffic.prefix_hit or sc.traffic.prefix is not None
+    without = (("speculation",) if cand.speculative else ()) + (("prefix cache",) if cached else ())
     return {}, without
 
 
