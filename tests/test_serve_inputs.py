@@ -38,7 +38,7 @@ SMALL = {"num_requests": 8}
     ({"trace": []}, "workload: trace must hold finite numbers in [0, 1e+06] [s], got no values"),
     ({"concurrency": 0}, "workload: concurrency must be between 1 and 10,000,000, got 0"),
     ({"concurrency": 2.5}, "workload: concurrency must be an integer (it counts clients), got 2.5"),
-    ({"offline": 1}, "workload: offline must be True or False, got 1"),
+    ({"offline": 1}, "workload: offline must be true or false, got 1"),
     ({"offline": True, "isl": 10.5}, "workload: isl: lengths must be a token count"),
     ({"offline": True, "osl": [1, 2.5]}, "workload: osl: lengths: values must be an integer (it counts tokens), got 2.5"),
     ({"offline": True, "isl": 10**9}, "workload: isl: lengths: value must be between 1 and 100,000,000, got 1000000000"),
@@ -92,7 +92,7 @@ def test_lengths_refuse_what_they_cannot_draw(kwargs, message):
 
 
 def test_scheduler_refuses_wrong_types():
-    with pytest.raises(SpecError, match="scheduler: chunked_prefill must be True or False, got 'no'"):
+    with pytest.raises(SpecError, match="scheduler: chunked_prefill must be true or false, got 'no'"):
         SchedulerConfig(chunked_prefill="no")
 
 

@@ -227,7 +227,7 @@ def test_bad_prefixes_are_explained(text, message):
 
 
 def test_a_prefix_cache_switch_is_a_boolean():
-    with pytest.raises(SpecError, match="prefix: cache must be True or False, got 'no'"):
+    with pytest.raises(SpecError, match="prefix: cache must be true or false, got 'no'"):
         Prefixes(kind="shared", tokens=10, cache="no")
 
 

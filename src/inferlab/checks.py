@@ -29,17 +29,6 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def count(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    """A whole count ``minimum <= value <= maximum``; floats with an integral value are accepted."""
-    if not _is_real(value) or isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(f"{name} must be a whole number, got {value!r}")
-    if value != int(value):
-        raise SpecError(f"{name} must be a whole number (it counts things), got {value!r}")
-    if not minimum <= value <= maximum:
-        raise SpecError(f"{name} must be between {minimum} and {maximum:,}, got {value!r}")
-    return int(value)
-
-
 def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,
          include_minimum: bool = True, include_maximum: bool = True, unit: str = "") -> float:
     """A finite real number in a range (open or closed at each end)."""
@@ -100,7 +89,8 @@ def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def boolean(name: str, value: Any) -> bool:
-    """A true/false switch; numbers and strings are refused (``"false"`` would read as true)."""
+    """``True`` or ``False`` (numpy booleans too); numbers, strings and None are refused
+    (``"false"`` would read as true, ``1`` as a count)."""
     if not isinstance(value, (bool, np.bool_)):
         raise SpecError(f"{name} must be true or false, got {value!r:.80}")
     return bool(value)
@@ -155,22 +145,22 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
     return True
 
 
-def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "things") -> int:
-    """An ``int`` (numpy integers too) with ``minimum <= value <= maximum``; a float is refused
-    even when whole, because a count typed as ``10.0`` usually comes from arithmetic gone wrong."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "",
+            whole_floats: bool = False) -> int:
+    """An integer ``minimum <= value <= maximum`` (numpy integers too), as a Python ``int``.
+
+    A float is refused even when whole (a count typed as ``10.0`` usually comes from
+    arithmetic gone wrong), unless ``whole_floats``: then ``2.0`` is 2, as a JSON or YAML
+    number written with a decimal point. ``what`` names what is counted, for the message.
+    """
+    whole_float = (whole_floats and isinstance(value, (float, np.floating)) and math.isfinite(value)
+                   and value == int(value))
+    if not whole_float and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)):
         why = f" (it counts {what})" if what else ""
         raise SpecError(f"{name} must be an integer{why}, got {value!r:.80}")
     if not minimum <= value <= maximum:
         raise SpecError(f"{name} must be between {minimum:,} and {maximum:,}, got {value!r}")
     return int(value)
-
-
-def flag(name: str, value: Any) -> bool:
-    """``True`` or ``False`` (numpy booleans too); ``1``, ``"yes"`` or None are refused."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise SpecError(f"{name} must be True or False, got {value!r:.80}")
-    return bool(value)
 
 
 def real_array(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,

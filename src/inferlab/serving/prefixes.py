@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..checks import flag
+from ..checks import boolean
 from ..errors import SpecError
 from .workload import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS, Workload
 
@@ -86,7 +86,7 @@ class Prefixes:
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
                     math.isfinite(value) and 0 <= value <= high):
                 raise SpecError(f"prefix: {name} must be a finite number from 0 to {high:g}, got {value!r:.80}")
-        flag("prefix: cache", self.cache)
+        boolean("prefix: cache", self.cache)
 
     @classmethod
     def parse(cls, text: str) -> Prefixes:

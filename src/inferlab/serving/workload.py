@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..checks import flag, integer, real, real_array
+from ..checks import boolean, integer, real, real_array
 from ..errors import SpecError
 
 #: Longest prompt or output a workload may ask for [token]: ten times the longest context
@@ -140,8 +140,8 @@ class Workload:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
             except SpecError as exc:
                 raise SpecError(f"workload: {name}: {exc}") from None
-        object.__setattr__(self, "offline", flag("workload: offline", self.offline))
-        object.__setattr__(self, "stagger", flag("workload: stagger", self.stagger))
+        object.__setattr__(self, "offline", boolean("workload: offline", self.offline))
+        object.__setattr__(self, "stagger", boolean("workload: stagger", self.stagger))
         object.__setattr__(self, "seed", integer("workload: seed", self.seed, minimum=0, maximum=2**64 - 1,
                                                  what=""))
         modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline]
