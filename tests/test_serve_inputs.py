@@ -114,3 +114,17 @@ def test_cli_concurrency_that_is_not_whole_clients_is_one_line(capsys, clients):
     assert main(["serve", "llama-3.1-8b", "h100-sxm", "--concurrency", clients, "--num-requests", "8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--concurrency takes whole clients" in err
+
+
+def test_json_of_one_token_outputs_is_strict_json_with_null_tpot(capsys):
+    from inferlab.cli.main import main
+    import json
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "2", "--osl", "1", "--num-requests", "20",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert data["latency_s"]["tpot"]["p50"] is None  # one token: no time per output token after the first
+    assert data["latency_s"]["ttft"]["p50"] > 0

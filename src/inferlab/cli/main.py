@@ -27,7 +27,7 @@ from typing import Any
 from .. import __version__
 from ..calc import evaluate
 from ..errors import InfeasibleError, InferlabError, cli_spelling
-from ..results.render import hardware_dict, in_unit, model_dict, pretty, text_table
+from ..results.render import hardware_dict, in_unit, json_ready, model_dict, pretty, text_table
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..units import Q
 from .bands_cmd import add_parser as add_bands_parser
@@ -38,7 +38,7 @@ from .validate import add_parsers as add_validate_parsers
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else text)
+    print(json.dumps(json_ready(data), indent=2, default=str, allow_nan=False) if args.json else text)
 
 
 def _hardware_list(args: argparse.Namespace) -> None:
