@@ -218,3 +218,11 @@ def test_a_fluid_queue_that_does_not_settle_is_sat_and_null_never_infinity():
     assert "inf" not in text.replace("info", "")
     assert "sat: the fluid model's queue does not settle at that load" in text
     assert "(fluid model saturated)" in result.explain()
+
+
+def test_an_expert_format_rules_out_the_dense_model_only():
+    sc = load_scenario({"models": ["llama-3.1-8b", "gpt-oss-20b"], "hardware": ["h100-sxm"], "verify": 0,
+                        "traffic": {"rate": 2}, "search": {"precisions": ["checkpoint moe:fp8"], "tp": [1]}})
+    by_model = {c.model: c for c in plan(sc).candidates}
+    assert by_model["gpt-oss-20b"].feasible
+    assert not by_model["llama-3.1-8b"].feasible and "llama-3.1-8b is dense" in by_model["llama-3.1-8b"].reason
