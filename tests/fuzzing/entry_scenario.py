@@ -2,9 +2,11 @@
 eight (``plan`` drawn true) is also planned, kept small (one model, one GPU, a tiny search,
 verification of at most one candidate) so that the planner's share stays within seconds.
 
-A scenario whose SLO percentile is above P99 is read but not planned: by the documented rule
-each probe of its verification simulates ``ceil(20 / (1 - p))`` requests (20,000 at P99.9),
-so such a plan legitimately takes ten seconds or more; its loading is still fuzzed."""
+Some scenarios are read but not planned, because their plan legitimately takes seconds: one
+whose SLO percentile is above P99 (by the documented rule each probe of its verification
+simulates ``ceil(20 / (1 - p))`` requests, 20,000 at P99.9), and one whose requests average
+more than :data:`PLANNED_TOKENS` prompt and output tokens (each probe simulates every decode
+step of 2,000 such requests). Their loading is still fuzzed."""
 
 import math
 import tempfile
@@ -18,6 +20,8 @@ from inferlab.planning.scenario import load_scenario
 
 from . import Entry
 
+#: Most prompt plus output tokens per request (expected) of a scenario that is also planned.
+PLANNED_TOKENS = 4096
 _JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(allow_nan=True, allow_infinity=True),
                   st.integers(-2**70, 2**70), st.lists(st.integers(-2, 9), max_size=3), st.just({}))
 
@@ -92,7 +96,8 @@ def _call(value):
         path = Path(folder) / "scenario.yaml"
         path.write_bytes(text)
         scenario = load_scenario(path)
-    return plan(scenario) if planned and scenario.slo.percentile <= 99 else None
+    tokens = scenario.traffic.isl.expected + scenario.traffic.osl.expected
+    return plan(scenario) if planned and scenario.slo.percentile <= 99 and tokens <= PLANNED_TOKENS else None
 
 
 def _numbers(result):
