@@ -305,3 +305,9 @@ def test_deployment_file_grid_axes_must_be_flat_whole_numbers(capsys, tmp_path):
 def test_a_whole_float_count_is_accepted_where_files_may_write_one():
     # JSON and YAML write 2.0 for 2: a layout count equal to an integer is that integer
     assert estimate("llama-3.1-8b", "h100-sxm", tp=2.0).deployment.parallel.tp == 2
+
+
+def test_a_price_below_a_nano_dollar_is_refused_and_zero_is_free():
+    with pytest.raises(SpecError, match="price_per_gpu_hour must be 0 [(]free[)] or at least 1e-09 USD, got 1e-300"):
+        estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e-300)
+    assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=0.0).to_dict()["cost"]["usd_per_million_output"] == 0.0

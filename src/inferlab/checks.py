@@ -23,6 +23,8 @@ MAX_COUNT = 10**12
 #: Largest grid a single call may evaluate (points); a sweep bigger than that goes through
 #: ``inferlab.sweep`` in chunks.
 MAX_GRID_POINTS = 10**8
+#: Smallest price above zero [USD] (per GPU-hour or per million tokens): a nano-dollar.
+MIN_PRICE = 1e-9
 
 
 def _is_real(value: Any) -> bool:
@@ -51,8 +53,18 @@ def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:
 
 
 def price(name: str, value: Any) -> float:
-    """A price: finite and >= 0 (a negative price would rank a plan as earning money)."""
-    return real(name, value, minimum=0.0, unit="USD")
+    """A price: finite and >= 0 (a negative price would rank a plan as earning money), and 0 or
+    at least :data:`MIN_PRICE`."""
+    x = real(name, value, minimum=0.0, unit="USD")
+    return nonzero_price(name, x)
+
+
+def nonzero_price(name: str, x: float) -> float:
+    """``x``, unless it is above 0 but below :data:`MIN_PRICE` (far below any currency's
+    resolution, and tokens per dollar divided by it overflow float64)."""
+    if 0.0 < x < MIN_PRICE:
+        raise SpecError(f"{name} must be 0 (free) or at least {MIN_PRICE:g} USD, got {x!r}")
+    return x
 
 
 def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT) -> np.ndarray:

@@ -32,8 +32,8 @@ _VALUES = st.one_of(
     st.fixed_dictionaries({"quant_method": st.sampled_from(["fp8", "mxfp4", "awq", "gptq", "nvfp4", "bogus"])},
                           optional={"bits": st.sampled_from([4, 8, 3, True, "4"]),
                                     "weight_block_size": st.sampled_from([[128, 128], "x", None]),
-                                    "modules_to_not_convert": st.sampled_from([["model.layers.*.self_attn"], "self_attn",
-                                                                               [1], []])}))
+                                    "modules_to_not_convert": st.sampled_from(
+                                        [["model.layers.*.self_attn"], "self_attn", [1], []])}))
 _H100 = load_hardware("h100-sxm")
 _DELETE = object()
 _CHANGE = st.tuples(st.one_of(st.sampled_from(_FIELDS), st.text(max_size=8)), st.one_of(_VALUES, st.just(_DELETE)))

@@ -46,6 +46,7 @@ import numpy as np
 import yaml
 
 from ..errors import InferlabError, SpecError, UnknownNameError
+from ..specs.validation import read_text
 
 SCHEMA = "inferlab-error-bands/1"
 QUANTITIES = ("ttft", "tpot", "throughput")
@@ -358,10 +359,7 @@ def band_file(profile: str) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _read(path: str) -> ErrorBandTable:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"error band table {path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, f"error band table {path}")
     return parse_table(text, path)
 
 

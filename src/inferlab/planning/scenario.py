@@ -30,9 +30,10 @@ import difflib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
+                      ValidationError, field_validator, model_validator)
 
+from ..checks import nonzero_price
 from ..errors import InferlabError, SpecError
 from ..serving.prefixes import Prefixes, prefixes
 from ..serving.workload import Lengths
@@ -59,6 +60,17 @@ def _not_text(value: Any) -> Any:
 
 #: A float field that refuses strings and booleans (pydantic would read ``"2.5"`` as 2.5).
 Number = Annotated[float, BeforeValidator(_not_text)]
+
+
+def _price(value: float) -> float:
+    try:
+        return nonzero_price("a price", value)
+    except InferlabError as exc:
+        raise ValueError(str(exc)) from None
+
+
+#: A price [USD]: a number, 0 (free) or at least :data:`~inferlab.checks.MIN_PRICE`.
+Price = Annotated[float, BeforeValidator(_not_text), AfterValidator(_price)]
 
 
 class Traffic(BaseModel):
@@ -185,8 +197,8 @@ class ApiPrice(BaseModel):
     """A per-token API to compare the dedicated deployment with [USD per 1M tokens]."""
 
     model_config = _STRICT
-    input_per_million: Number = Field(ge=0)
-    output_per_million: Number = Field(ge=0)
+    input_per_million: Price = Field(ge=0)
+    output_per_million: Price = Field(ge=0)
 
 
 class Operations(BaseModel):
@@ -233,8 +245,8 @@ class Scenario(BaseModel):
     traffic: Traffic
     slo: SLO = SLO()
     search: Search = Search()
-    prices: dict[str, Number] = Field(default_factory=dict, description="USD per GPU-hour, each finite and >= 0.")
-    budget_usd_per_hour: Number | None = Field(default=None, gt=0)
+    prices: dict[str, Price] = Field(default_factory=dict, description="USD per GPU-hour, each finite and >= 0.")
+    budget_usd_per_hour: Price | None = Field(default=None, gt=0)
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
     verify: StrictInt = Field(default=3, ge=0, le=100)

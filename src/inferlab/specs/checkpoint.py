@@ -125,7 +125,8 @@ def _from_modelopt(quant: Mapping[str, Any], is_moe: bool, where: str) -> Checkp
     algo, kv_algo = recipe_data.get("quant_algo"), recipe_data.get("kv_cache_quant_algo")
     for key, value in (("quant_algo", algo), ("kv_cache_quant_algo", kv_algo)):
         if value is not None and not isinstance(value, str):
-            raise SpecError(f"{where}: hf_quant_config {key} must be a name such as 'FP8' or 'NVFP4', got {value!r:.60}")
+            raise SpecError(f"{where}: hf_quant_config {key} must be a name such as 'FP8' or 'NVFP4', "
+                            f"got {value!r:.60}")
     _check_module_list(recipe_data, "exclude_modules", f"{where}: hf_quant_config")
     recipe = _recipe(algo)
     kv_recipe = _recipe(kv_algo)
