@@ -128,3 +128,23 @@ def test_json_of_one_token_outputs_is_strict_json_with_null_tpot(capsys):
     data = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert data["latency_s"]["tpot"]["p50"] is None  # one token: no time per output token after the first
     assert data["latency_s"]["ttft"]["p50"] > 0
+
+
+def test_a_load_sweep_of_one_token_outputs_has_no_tpot_and_no_warning(capsys):
+    import json
+    import warnings
+
+    from inferlab.cli.main import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "40", "--concurrency", "2,8",
+                     "--osl", "1"]) == 0
+        table = capsys.readouterr().out.splitlines()
+        assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "40", "--concurrency", "2,8",
+                     "--osl", "1", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+    row = next(line.split() for line in table if line.split()[:1] == ["2"])
+    assert row[4] == "-" and row[7] == "-" and row[8] == "-"  # tok/s/user, TPOT P50 and P99: no second token
+    assert "nan" not in " ".join(table)
+    assert data is not None

@@ -1,8 +1,10 @@
 """``inferlab serve`` run in-process: argv lists with loads, speculation (``--spec``), prefixes
 (``--prefix``), precision flags per tensor kind and scheduler limits, valid and invalid mixed.
 
-Every argv starts with ``--num-requests 40`` so that a run is fast (a drawn ``--num-requests``
-comes later and wins). A clean refusal is exit status 1 or 2 with exactly one line on stderr.
+Every argv starts with ``--num-requests 40`` so that a run is fast; a drawn ``--num-requests``
+comes later and wins, and is at most 200 or out of range: a run simulates every request it
+is asked for (100,000 take ~15 s, by design). A clean refusal is exit status 1 or 2 with
+exactly one line on stderr.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from .entry_cli_estimate import CleanExit, run_cli
 VALUES = st.one_of(st.sampled_from(["1", "2", "4", "0", "-1", "1.5", "nan", "inf", "1e30", "x", "", "1,8",
                                     "99999999999999999999", "0.5"]),
                    st.integers(-10, 10**12).map(str), st.text(max_size=8))
-FLAGS = st.sampled_from(["--tp", "--pp", "--dp", "--isl", "--osl", "--num-requests", "--seed", "--precision",
+#: Prompt and output lengths: up to 4,096 tokens or refused (a run of 40 requests with
+#: --allow-long-context and 10^7-token outputs would simulate 4 x 10^8 decode steps, by design).
+LENGTHS = st.one_of(st.integers(-3, 4096).map(str), st.sampled_from(["200000", "10**9", "1e3", "", "x", "1,,2",
+                                                                     "uniform:9-3", "lognormal:mean=-1"]))
+REQUESTS = st.one_of(st.integers(-3, 200).map(str), st.sampled_from(["10000001", "1e3", "", "x", "2.5", "nan"]))
+FLAGS = st.sampled_from(["--tp", "--pp", "--dp", "--seed", "--precision",
                          "--weights", "--moe-weights", "--activations", "--kv-cache-dtype", "--spec", "--prefix",
                          "--max-num-seqs", "--max-num-batched-tokens", "--gpu-memory-utilization", "--ttft-slo",
                          "--tpot-slo", "--percentile", "--network-rtt", "--engine", "--disagg"])
@@ -41,7 +48,9 @@ HARDWARE = st.sampled_from(["h100-sxm", "h100-sxm", "h200-sxm", "b200", "h100", 
 
 
 def inputs():
-    option = st.one_of(st.tuples(FLAGS, VALUES).map(list), SWITCHES.map(lambda s: [s]), SPECIAL, SPECIAL)
+    option = st.one_of(st.tuples(FLAGS, VALUES).map(list), SWITCHES.map(lambda s: [s]), SPECIAL, SPECIAL,
+                       REQUESTS.map(lambda n: ["--num-requests", n]),
+                       st.tuples(st.sampled_from(["--isl", "--osl"]), LENGTHS).map(list))
     return st.tuples(MODELS, HARDWARE, LOADS, st.lists(option, max_size=4)).map(
         lambda t: ["serve", t[0], *([t[1]] if t[1] else []), "--num-requests", "40", *t[2],
                    *(x for opt in t[3] for x in opt)])
