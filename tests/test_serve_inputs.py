@@ -148,3 +148,20 @@ def test_a_load_sweep_of_one_token_outputs_has_no_tpot_and_no_warning(capsys):
     assert row[4] == "-" and row[7] == "-" and row[8] == "-"  # tok/s/user, TPOT P50 and P99: no second token
     assert "nan" not in " ".join(table)
     assert data is not None
+
+
+@pytest.mark.parametrize("argv", [["--rates", "2,4"], ["--rate", "2"]])
+@pytest.mark.parametrize("percentile", ["675741526", "0", "nan"])
+def test_a_percentile_outside_0_100_is_one_line_with_or_without_slos(capsys, argv, percentile):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "8", *argv, "--percentile", percentile]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--percentile must be a finite number in (0, 100]" in err
+
+
+def test_load_sweep_refuses_a_percentile_that_is_not_a_number():
+    from inferlab.serving.curve import load_sweep
+
+    with pytest.raises(SpecError, match="percentile must be a number, got 'p99'"):
+        load_sweep("llama-3.1-8b", "h100-sxm", rates=[1, 2], percentile="p99", num_requests=8)

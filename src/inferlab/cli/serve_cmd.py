@@ -151,9 +151,10 @@ def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
     from ..serve import serve
     from ..serving.curve import load_sweep
-    from ..serving.goodput import goodput
+    from ..serving.goodput import check_percentile, goodput
     from .main import _emit
 
+    check_percentile(args.percentile)  # shown with or without SLOs: refused before any simulation
     kw, slo = _serve_kwargs(args), _slo(args)
     sweep = args.rates if args.rates else (args.concurrency if args.concurrency and len(args.concurrency) > 1 else None)
     if sweep is not None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..results.render import text_table
-from .goodput import METRICS, Goodput, check_slo, goodput, reject_load_kwargs, user_latency
+from .goodput import METRICS, Goodput, check_percentile, check_slo, goodput, reject_load_kwargs, user_latency
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
         raise SpecError(f"knee_metric {knee_metric!r} is not one of {', '.join(METRICS)}")
     if (ttft_slo_s is None) != (tpot_slo_s is None):
         raise SpecError("give both ttft_slo_s and tpot_slo_s, or neither")
+    check_percentile(percentile)
     if ttft_slo_s is not None:
         check_slo(ttft_slo_s, tpot_slo_s, percentile)  # type: ignore[arg-type]
     results = []
