@@ -226,3 +226,12 @@ def test_an_expert_format_rules_out_the_dense_model_only():
     by_model = {c.model: c for c in plan(sc).candidates}
     assert by_model["gpt-oss-20b"].feasible
     assert not by_model["llama-3.1-8b"].feasible and "llama-3.1-8b is dense" in by_model["llama-3.1-8b"].reason
+
+
+def test_a_budget_with_free_gpus_bounds_nothing():
+    # a GPU at $0/h: the budget allows any number of replicas; max_gpus still bounds them
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "verify": 1, "budget_usd_per_hour": 10,
+                        "prices": {"h100-sxm": 0.0}, "traffic": {"rate": 20},
+                        "search": {"precisions": ["fp8"], "tp": [1]}})
+    best = plan(sc).best
+    assert best.usd_per_hour == 0.0 and best.replicas >= 1
