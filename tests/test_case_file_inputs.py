@@ -105,3 +105,18 @@ def test_an_unknown_profile_is_one_line_and_exit_2(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "inferlab: error: unknown profile 'nope'. Allowed: <path>.yaml, default, roofline.\n"
+
+
+def test_a_file_of_invalid_cases_is_bad_input_not_success(tmp_path, capsys):
+    path = _file(tmp_path, [_variant("bad-ep", parallelism={"ep": 0}), _variant("bad-tp", parallelism={"tp": 0})])
+    assert main(["validate", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert "none of the 2 cases in" in captured.err and "follows the schema; the first: " in captured.err
+
+
+def test_a_file_without_cases_is_bad_input(tmp_path, capsys):
+    path = tmp_path / "empty.yaml"
+    path.write_text("schema: inferlab-cases/1\ncases: []\n")
+    assert main(["validate", str(path)]) == 2
+    assert f"validate: no cases in {path}" in capsys.readouterr().err

@@ -68,3 +68,17 @@ def test_technique_flags(capsys):
     code = main(["estimate", "llama-3.1-8b", "h100-sxm", "--spec", "eagle:k=3"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("inferlab: error:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "llama-3.1-8b", "h100-sxm", "--file", "a\x00b.yaml"],
+    ["validate", "a\x00b.yaml"],
+    ["validate", "--ops", "a\x00b.csv"],
+    ["estimate", "llama-3.1-8b", "h100-sxm", "--profile", "a\x00b.yaml"],
+])
+def test_a_file_name_with_a_nul_byte_is_one_line_exit_2(capsys, argv):
+    from inferlab.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds a NUL byte" in err

@@ -171,6 +171,15 @@ def test_serve_result_interval():
     assert result.to_dict()["interval"]["output_tokens_per_s"]["unit"] == "tok/s"
 
 
+@pytest.mark.parametrize("level", ["x", "0.8", None, True, [0.8], 0.95, float("nan")])
+def test_a_level_the_table_does_not_hold_is_one_clean_error(level):
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm")
+    result = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=2, num_requests=20)
+    for source in (est, result):
+        with pytest.raises(InferlabError, match="is not in the error band table; allowed: 0.5, 0.8, 0.9"):
+            source.interval(level)
+
+
 def test_a_profile_without_a_table_says_so():
     est = inferlab.estimate("llama-3.1-8b", "h100-sxm", profile="roofline")
     with pytest.raises(MissingBandError, match="no error band table for profile 'roofline'"):

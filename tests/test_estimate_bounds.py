@@ -35,8 +35,10 @@ def _cli(capsys, *argv):
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"model": 3}, "model must be a catalog id"),
     ({"hardware": 8.0}, "hardware must be a catalog id"),
-    ({"tp": 1.5}, "tp must be a whole number"),
-    ({"tp": True}, "tp must be a whole number"),
+    ({"tp": 1.5}, "tp must be an integer (it counts GPUs), got 1.5"),
+    ({"tp": True}, "tp must be an integer (it counts GPUs), got True"),
+    ({"tp": float("nan")}, "tp must be an integer (it counts GPUs), got nan"),
+    ({"tp": 2**21}, "tp must be between 1 and 1,048,576"),
     ({"isl": 2**40}, "isl must hold whole numbers between 1 and 2,147,483,647"),
     ({"batch_size": [1, 2.5]}, "batch_size must hold whole numbers"),
     ({"batch_size": [1, 2, 3], "isl": [128, 256]}, "batch_size (3,), isl (2,), osl ()"),
@@ -298,3 +300,14 @@ def test_deployment_file_grid_axes_must_be_flat_whole_numbers(capsys, tmp_path):
     path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [[1, 2], [3]]\n")
     code, _, err = _cli(capsys, "estimate", "--file", str(path))
     assert code == 2 and "batch_size must be a whole number or a flat list" in err
+
+
+def test_a_whole_float_count_is_accepted_where_files_may_write_one():
+    # JSON and YAML write 2.0 for 2: a layout count equal to an integer is that integer
+    assert estimate("llama-3.1-8b", "h100-sxm", tp=2.0).deployment.parallel.tp == 2
+
+
+def test_a_price_below_a_nano_dollar_is_refused_and_zero_is_free():
+    with pytest.raises(SpecError, match="price_per_gpu_hour must be 0 [(]free[)] or at least 1e-09 USD, got 1e-300"):
+        estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e-300)
+    assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=0.0).to_dict()["cost"]["usd_per_million_output"] == 0.0

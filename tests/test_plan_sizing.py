@@ -211,3 +211,48 @@ def test_a_queue_that_falls_behind_misses_even_without_a_ttft_objective():
     assert not queue_grows(SimpleNamespace(arrival=arrival, first_scheduled=arrival + 50.0))
     # and a result without a trace (a hand-made summary) is not judged
     assert not queue_grows(None)
+
+
+def test_traffic_prefix_is_simulated_and_named_only_where_the_two_pool_simulation_leaves_it_out():
+    sc = load_scenario(dict(_CHAT_8B, search={"precisions": ["fp8"], "tp": [1]},
+                            traffic=dict(_CHAT_8B["traffic"], prefix="shared:tokens=500,groups=4")))
+    best = plan(sc).best
+    assert best.simulated_without == ()
+    kwargs, _ = techniques(sc, best)
+    assert (kwargs["prefix"].tokens, kwargs["prefix"].groups) == (500, 4)
+    assert techniques(sc, replace(best, disaggregated=True))[1] == ("prefix cache",)
+
+
+def test_a_fluid_queue_that_does_not_settle_is_sat_and_null_never_infinity():
+    # 182 requests/s of ~182-token prompts on one H100: the simulation meets the P99 SLOs with one
+    # replica, while the fluid model's queue at that load does not settle (its estimate is unbounded)
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "verify": 1,
+                        "search": {"precisions": ["fp8"], "tp": [1]},
+                        "traffic": {"rate": 181.7, "isl": 182, "osl": 16}})
+    result = plan(sc)
+    best = result.best
+    assert best.simulated and math.isinf(best.fluid_ttft_s)
+    row = best.to_dict()
+    assert row["fluid_ttft_s"] is None and row["fluid_tpot_s"] is None
+    assert all(v is None or math.isfinite(v) for p in row["probes"] for v in p.values() if isinstance(v, float))
+    text = str(result)
+    assert "inf" not in text.replace("info", "")
+    assert "sat: the fluid model's queue does not settle at that load" in text
+    assert "(fluid model saturated)" in result.explain()
+
+
+def test_an_expert_format_rules_out_the_dense_model_only():
+    sc = load_scenario({"models": ["llama-3.1-8b", "gpt-oss-20b"], "hardware": ["h100-sxm"], "verify": 0,
+                        "traffic": {"rate": 2}, "search": {"precisions": ["checkpoint moe:fp8"], "tp": [1]}})
+    by_model = {c.model: c for c in plan(sc).candidates}
+    assert by_model["gpt-oss-20b"].feasible
+    assert not by_model["llama-3.1-8b"].feasible and "llama-3.1-8b is dense" in by_model["llama-3.1-8b"].reason
+
+
+def test_a_budget_with_free_gpus_bounds_nothing():
+    # a GPU at $0/h: the budget allows any number of replicas; max_gpus still bounds them
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "verify": 1, "budget_usd_per_hour": 10,
+                        "prices": {"h100-sxm": 0.0}, "traffic": {"rate": 20},
+                        "search": {"precisions": ["fp8"], "tp": [1]}})
+    best = plan(sc).best
+    assert best.usd_per_hour == 0.0 and best.replicas >= 1

@@ -121,6 +121,24 @@ def test_precision_forms():
         PrecisionConfig.parse("fp8 q:bf16")
     with pytest.raises(UnknownNameError, match="did you mean"):
         PrecisionConfig.parse("fp7")
+    with pytest.raises(SpecError, match="precision '  ' is empty; give a format name"):
+        PrecisionConfig.parse("  ")
+
+
+def test_expert_formats_on_a_dense_model_are_refused():
+    with pytest.raises(SpecError, match="moe_weights mxfp4 .* but llama-3.1-8b is dense: it has no experts"):
+        estimate("llama-3.1-8b", "h100-sxm", precision={"moe_weights": "mxfp4"})
+    with pytest.raises(SpecError, match="llama-3.1-8b is dense"):
+        estimate("llama-3.1-8b", "h100-sxm", precision="fp8 moe:mxfp4")
+    # stating the experts' format equal to the weights' says nothing new (validation cases do): accepted
+    same = estimate("llama-3.1-8b", "h100-sxm", precision={"weights": "fp8", "moe_weights": "fp8"})
+    assert same.deployment.precision.weights == "fp8"
+
+
+def test_cli_moe_weights_on_a_dense_model_is_one_line(capsys):
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--moe-weights", "mxfp4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(--moe-weights, moe:mxfp4)" in err and "is dense" in err
 
 
 _FMT = st.sampled_from(sorted(FORMATS))

@@ -6,6 +6,7 @@ code under test.
 
 from __future__ import annotations
 
+import re
 import types
 
 import numpy as np
@@ -128,3 +129,20 @@ def test_plan_refuses_a_negative_verify_count(tmp_path, capsys):
     path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n")
     assert main(["plan", path, "--verify", "-1"]) == 2
     assert "--verify must be between 0 and 100, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"prices": {"h100-sxm": 5e-324}}, "prices.h100-sxm: a price must be 0 (free) or at least 1e-09 USD, got 5e-324"),
+    ({"api_price": {"input_per_million": 0.5, "output_per_million": 1e-12}},
+     "api_price.output_per_million: a price must be 0 (free) or at least 1e-09 USD"),
+])
+def test_a_price_below_a_nano_dollar_is_refused(changes, message):
+    # tokens per dollar at 5e-324 USD/h overflow float64: the price means nothing anyway
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2}, **changes})
+
+
+def test_a_price_of_zero_is_free_and_accepted():
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2},
+                        "prices": {"h100-sxm": 0.0}})
+    assert sc.prices == {"h100-sxm": 0.0}

@@ -38,7 +38,7 @@ SMALL = {"num_requests": 8}
     ({"trace": []}, "workload: trace must hold finite numbers in [0, 1e+06] [s], got no values"),
     ({"concurrency": 0}, "workload: concurrency must be between 1 and 10,000,000, got 0"),
     ({"concurrency": 2.5}, "workload: concurrency must be an integer (it counts clients), got 2.5"),
-    ({"offline": 1}, "workload: offline must be True or False, got 1"),
+    ({"offline": 1}, "workload: offline must be true or false, got 1"),
     ({"offline": True, "isl": 10.5}, "workload: isl: lengths must be a token count"),
     ({"offline": True, "osl": [1, 2.5]}, "workload: osl: lengths: values must be an integer (it counts tokens), got 2.5"),
     ({"offline": True, "isl": 10**9}, "workload: isl: lengths: value must be between 1 and 100,000,000, got 1000000000"),
@@ -92,7 +92,7 @@ def test_lengths_refuse_what_they_cannot_draw(kwargs, message):
 
 
 def test_scheduler_refuses_wrong_types():
-    with pytest.raises(SpecError, match="scheduler: chunked_prefill must be True or False, got 'no'"):
+    with pytest.raises(SpecError, match="scheduler: chunked_prefill must be true or false, got 'no'"):
         SchedulerConfig(chunked_prefill="no")
 
 
@@ -105,3 +105,63 @@ def test_a_workload_either_builds_with_arrivals_in_range_or_refuses(rate, n):
     except SpecError:
         return
     assert 0 < w.rate <= 1e9 and 1 <= w.num_requests <= 10**7 and w.num_requests / w.rate <= 1e6
+
+
+@pytest.mark.parametrize("clients", ["nan", "inf", "2,nan", "2.5"])
+def test_cli_concurrency_that_is_not_whole_clients_is_one_line(capsys, clients):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--concurrency", clients, "--num-requests", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--concurrency takes whole clients" in err
+
+
+def test_json_of_one_token_outputs_is_strict_json_with_null_tpot(capsys):
+    from inferlab.cli.main import main
+    import json
+
+    def refuse(name):
+        raise AssertionError(f"{name} in JSON output")
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "2", "--osl", "1", "--num-requests", "20",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert data["latency_s"]["tpot"]["p50"] is None  # one token: no time per output token after the first
+    assert data["latency_s"]["ttft"]["p50"] > 0
+
+
+def test_a_load_sweep_of_one_token_outputs_has_no_tpot_and_no_warning(capsys):
+    import json
+    import warnings
+
+    from inferlab.cli.main import main
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "40", "--concurrency", "2,8",
+                     "--osl", "1"]) == 0
+        table = capsys.readouterr().out.splitlines()
+        assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "40", "--concurrency", "2,8",
+                     "--osl", "1", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+    row = next(line.split() for line in table if line.split()[:1] == ["2"])
+    assert row[4] == "-" and row[7] == "-" and row[8] == "-"  # tok/s/user, TPOT P50 and P99: no second token
+    assert "nan" not in " ".join(table)
+    assert data is not None
+
+
+@pytest.mark.parametrize("argv", [["--rates", "2,4"], ["--rate", "2"]])
+@pytest.mark.parametrize("percentile", ["675741526", "0", "nan"])
+def test_a_percentile_outside_0_100_is_one_line_with_or_without_slos(capsys, argv, percentile):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "8", *argv, "--percentile", percentile]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--percentile must be a finite number in (0, 100]" in err
+
+
+def test_load_sweep_refuses_a_percentile_that_is_not_a_number():
+    from inferlab.serving.curve import load_sweep
+
+    with pytest.raises(SpecError, match="percentile must be a number, got 'p99'"):
+        load_sweep("llama-3.1-8b", "h100-sxm", rates=[1, 2], percentile="p99", num_requests=8)

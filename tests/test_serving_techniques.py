@@ -64,8 +64,11 @@ def test_speculation_with_acceptance_zero_never_helps(clients, isl, osl, k, meth
     plain = serve("llama-3.1-8b", "h100-sxm", **kw)
     spec = serve("llama-3.1-8b", "h100-sxm", speculative=f"{method}:k={k},accept=0", **kw)
     assert spec.tokens_per_step == 1.0
-    assert np.nanmean(spec.tpot_s) >= np.nanmean(plain.tpot_s) * (1 - 1e-9)
     assert spec.output_tokens_per_s <= plain.output_tokens_per_s * (1 + 1e-9)
+    # the mean TPOT to 0.1%: every speculative step costs at least the plain one, but in a closed
+    # loop the longer steps shift when clients return, and with it which prefill chunks share a
+    # decode step (hypothesis found 18 clients, 198/2 tokens, EAGLE k=1: 0.012% lower, one step each)
+    assert np.nanmean(spec.tpot_s) >= np.nanmean(plain.tpot_s) * (1 - 1e-3)
 
 
 def test_tokens_per_step_follow_the_acceptance_model():
@@ -212,13 +215,31 @@ def test_prefix_cache_evicts_least_recently_used_unpinned_blocks():
     ("shared:groups=4", "the prefix length tokens=N is missing"),
     ("shared:tokens=100,turns=3", "'turns=3' is not one of tokens="),
     ("rag:tokens=100", "start with shared: or sessions:"),
-    ("sessions:turns=0", "turns must be an integer >= 1"),
+    ("sessions:turns=0", "turns must be an integer from 1 to 1,000"),
+    ("sessions:turns=1001", "turns must be an integer from 1 to 1,000"),
+    ("shared:tokens=100,groups=10000001", "groups must be an integer from 1 to 10,000,000"),
+    ("shared:tokens=100000001", "tokens must be an integer from 1 to 100,000,000"),
+    ("sessions:turns=2,think=1000001", "think_s must be a finite number from 0 to 1e[+]06"),
+    ("shared:tokens=10,zipf=101", "zipf must be a finite number from 0 to 100"),
     ("shared:tokens=100,cache=maybe", "cache must be on or off"),
     ("shared:tokens=ten", "tokens='ten' is not a number"),
 ])
 def test_bad_prefixes_are_explained(text, message):
     with pytest.raises(SpecError, match=message):
         Prefixes.parse(text)
+
+
+def test_a_prefix_cache_switch_is_a_boolean():
+    with pytest.raises(SpecError, match="prefix: cache must be true or false, got 'no'"):
+        Prefixes(kind="shared", tokens=10, cache="no")
+
+
+def test_a_conversation_longer_than_the_model_is_refused():
+    # 4 turns of isl 20,000 + osl 20,000: the last prompt holds 3 x 40,000 = 120,000 tokens of history,
+    # plus its own 40,000: 160,000 > llama-3.1-8b's 131,072 positions
+    with pytest.raises(SpecError, match=r"the last turn of a 4-turn conversation, 4 x \(isl \+ osl\) = 160,000 tokens "
+                                        "exceeds the 131,072 positions"):
+        serve("llama-3.1-8b", "h100-sxm", rate=1, num_requests=8, isl=20_000, osl=20_000, prefix="sessions:turns=4")
 
 
 def test_sessions_need_an_open_loop():

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from inferlab import DimensionError, InferlabError, Q, UnitError, to_si
-from inferlab.units import parse
+from inferlab.units import parse, parse_unit
 
 
 def test_gigabit_is_not_gilbert():
@@ -86,3 +86,24 @@ def test_parse_never_raises_anything_but_unit_error(text):
         parse(text)
     except UnitError:
         pass
+
+
+@pytest.mark.parametrize("fn, text, message", [
+    (parse, "1" * 41 + " GB", "has more than 40 digits"),
+    (parse, "1" * 4000 + " GB", "at most 1,000 are read"),
+    (parse, "9**(9**9) GB", "the exponent after '\\*\\*' .* must be a number"),
+    (parse, "2 GB**(9*9)", "must be a number"),
+    (parse_unit, "9**9**8", "chained powers are not allowed"),
+    (parse_unit, "GB**(9**9)", "must be a number"),
+    (parse_unit, "s**-65", "exponent 65 .* is larger than 64"),
+    (parse_unit, "B" * 1001, "at most 1,000 are read"),
+])
+def test_long_numbers_and_nested_powers_are_refused_before_parsing(fn, text, message):
+    with pytest.raises(UnitError, match=message):
+        fn(text)
+
+
+def test_a_parenthesized_number_is_still_an_exponent():
+    assert parse("10**(-3) s").to("ms").magnitude == pytest.approx(1.0)  # 10^-3 s = 1 ms
+    assert parse_unit("s**-2") == parse_unit("1/s**2")
+    assert parse("1." + "0" * 39 + " GB").magnitude == 1.0  # 40 digits: the largest literal read

@@ -23,21 +23,12 @@ MAX_COUNT = 10**12
 #: Largest grid a single call may evaluate (points); a sweep bigger than that goes through
 #: ``inferlab.sweep`` in chunks.
 MAX_GRID_POINTS = 10**8
+#: Smallest price above zero [USD] (per GPU-hour or per million tokens): a nano-dollar.
+MIN_PRICE = 1e-9
 
 
 def _is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def count(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
-    """A whole count ``minimum <= value <= maximum``; floats with an integral value are accepted."""
-    if not _is_real(value) or isinstance(value, float) and not math.isfinite(value):
-        raise SpecError(f"{name} must be a whole number, got {value!r}")
-    if value != int(value):
-        raise SpecError(f"{name} must be a whole number (it counts things), got {value!r}")
-    if not minimum <= value <= maximum:
-        raise SpecError(f"{name} must be between {minimum} and {maximum:,}, got {value!r}")
-    return int(value)
 
 
 def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,
@@ -62,8 +53,18 @@ def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:
 
 
 def price(name: str, value: Any) -> float:
-    """A price: finite and >= 0 (a negative price would rank a plan as earning money)."""
-    return real(name, value, minimum=0.0, unit="USD")
+    """A price: finite and >= 0 (a negative price would rank a plan as earning money), and 0 or
+    at least :data:`MIN_PRICE`."""
+    x = real(name, value, minimum=0.0, unit="USD")
+    return nonzero_price(name, x)
+
+
+def nonzero_price(name: str, x: float) -> float:
+    """``x``, unless it is above 0 but below :data:`MIN_PRICE` (far below any currency's
+    resolution, and tokens per dollar divided by it overflow float64)."""
+    if 0.0 < x < MIN_PRICE:
+        raise SpecError(f"{name} must be 0 (free) or at least {MIN_PRICE:g} USD, got {x!r}")
+    return x
 
 
 def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT) -> np.ndarray:
@@ -100,7 +101,8 @@ def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 def boolean(name: str, value: Any) -> bool:
-    """A true/false switch; numbers and strings are refused (``"false"`` would read as true)."""
+    """``True`` or ``False`` (numpy booleans too); numbers, strings and None are refused
+    (``"false"`` would read as true, ``1`` as a count)."""
     if not isinstance(value, (bool, np.bool_)):
         raise SpecError(f"{name} must be true or false, got {value!r:.80}")
     return bool(value)
@@ -124,13 +126,15 @@ def longest_tokens(lengths: Any) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
-def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False) -> bool:
+def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False,
+                         turns: int = 1) -> bool:
     """Refuse a prompt plus output longer than the model's ``max_position_embeddings``.
 
     A model attends past its trained length only with RoPE scaling (YaRN, dynamic NTK), which
     a deployment must configure and which changes quality; the cost model itself is the same.
     With ``allow_long_context`` the context is accepted; the return value says whether it
-    exceeds the trained length, for ``explain()`` to say so.
+    exceeds the trained length, for ``explain()`` to say so. A conversation of ``turns``
+    turns ends with a prompt holding every turn before it: ``turns x (isl + osl)`` tokens.
 
     Returns
     -------
@@ -141,33 +145,34 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
 
     boolean("allow_long_context", allow_long_context)
     limit = int(getattr(model, "max_position_embeddings", 0) or 0)
-    longest = longest_tokens(isl) + longest_tokens(osl)
+    longest = (longest_tokens(isl) + longest_tokens(osl)) * turns
     if limit <= 0 or longest <= limit:
         return False
     if not allow_long_context:
         name = getattr(model, "id", None) or getattr(model, "name", "the model")
-        raise SpecError(f"isl + osl = {longest:,.0f} tokens exceeds the {limit:,} positions {name} was trained for "
+        what = "isl + osl" if turns == 1 else f"the last turn of a {turns}-turn conversation, {turns} x (isl + osl)"
+        raise SpecError(f"{what} = {longest:,.0f} tokens exceeds the {limit:,} positions {name} was trained for "
                         f"(max_position_embeddings); shorten the prompt or output, or pass "
                         f"{option('allow_long_context', True)} if the deployment uses RoPE scaling (YaRN, dynamic NTK)")
     return True
 
 
-def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "things") -> int:
-    """An ``int`` (numpy integers too) with ``minimum <= value <= maximum``; a float is refused
-    even when whole, because a count typed as ``10.0`` usually comes from arithmetic gone wrong."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "",
+            whole_floats: bool = False) -> int:
+    """An integer ``minimum <= value <= maximum`` (numpy integers too), as a Python ``int``.
+
+    A float is refused even when whole (a count typed as ``10.0`` usually comes from
+    arithmetic gone wrong), unless ``whole_floats``: then ``2.0`` is 2, as a JSON or YAML
+    number written with a decimal point. ``what`` names what is counted, for the message.
+    """
+    whole_float = (whole_floats and isinstance(value, (float, np.floating)) and math.isfinite(value)
+                   and value == int(value))
+    if not whole_float and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)):
         why = f" (it counts {what})" if what else ""
         raise SpecError(f"{name} must be an integer{why}, got {value!r:.80}")
     if not minimum <= value <= maximum:
         raise SpecError(f"{name} must be between {minimum:,} and {maximum:,}, got {value!r}")
     return int(value)
-
-
-def flag(name: str, value: Any) -> bool:
-    """``True`` or ``False`` (numpy booleans too); ``1``, ``"yes"`` or None are refused."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise SpecError(f"{name} must be True or False, got {value!r:.80}")
-    return bool(value)
 
 
 def real_array(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,

@@ -145,7 +145,8 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
                      attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
                      expert_imbalance=expert_imbalance, micro_batches=micro_batches)
-    if num_gpus is not None and checks.count(option_name("num_gpus"), num_gpus, maximum=inputs.MAX_GPUS_PER_AXIS) != dep.num_gpus:
+    if num_gpus is not None and checks.integer(option_name("num_gpus"), num_gpus, maximum=inputs.MAX_GPUS_PER_AXIS,
+                                               what="GPUs", whole_floats=True) != dep.num_gpus:
         raise SpecError(f"num_gpus={num_gpus} but the layout {dep.parallel} uses tp x pp x dp = {dep.num_gpus} GPUs")
     memory = inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     use = checks.fraction(option_name("utilization"), utilization)

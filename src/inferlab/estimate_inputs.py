@@ -80,21 +80,23 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
     Raises
     ------
     SpecError
-        A count that is not a whole number in ``[1, 2^20]``; ``expert_imbalance`` other than 1
+        A count that is not an integer in ``[1, 2^20]``; ``expert_imbalance`` other than 1
         on a dense model (it has no experts to route to); ``micro_batches`` without ``pp > 1``
         (micro-batches fill pipeline stages; one stage has nothing to fill).
     InfeasibleError
         A layout the model cannot take (``tp`` not dividing the heads, more stages than layers).
     """
-    counts = {name: checks.count(option_name(name), value, maximum=MAX_GPUS_PER_AXIS)
-              for name, value in (("tp", tp), ("pp", pp), ("ep", ep), ("dp", dp))}
+    counts = {name: checks.integer(option_name(name), value, maximum=MAX_GPUS_PER_AXIS, what=what, whole_floats=True)
+              for name, value, what in (("tp", tp, "GPUs"), ("pp", pp, "stages"), ("ep", ep, "groups"),
+                                        ("dp", dp, "replicas"))}
     imbalance = checks.real(option_name("expert_imbalance"), expert_imbalance, minimum=1.0, maximum=1e6)
     name = model.id or model.name
     if model.moe is None and imbalance != 1.0:
         raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
                         "applies only to mixture-of-experts models: drop it")
     if micro_batches is not None:
-        micro_batches = checks.count(option_name("micro_batches"), micro_batches, maximum=MAX_BATCH)
+        micro_batches = checks.integer(option_name("micro_batches"), micro_batches, maximum=MAX_BATCH,
+                                       what="micro-batches", whole_floats=True)
         if counts["pp"] == 1:
             raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
                             f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
@@ -107,8 +109,10 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
 def memory_options(gpu_memory_utilization: Any, kv_block_size: Any, max_num_tokens: Any) -> dict[str, Any]:
     """The engine's memory settings: a share in ``(0, 1]``, a page size and a token budget per step."""
     return {"gpu_memory_utilization": checks.fraction(option_name("gpu_memory_utilization"), gpu_memory_utilization),
-            "kv_block_size": checks.count(option_name("kv_block_size"), kv_block_size, maximum=MAX_KV_BLOCK),
-            "max_num_tokens": checks.count(option_name("max_num_tokens"), max_num_tokens, maximum=MAX_TOKENS)}
+            "kv_block_size": checks.integer(option_name("kv_block_size"), kv_block_size, maximum=MAX_KV_BLOCK,
+                                            what="tokens", whole_floats=True),
+            "max_num_tokens": checks.integer(option_name("max_num_tokens"), max_num_tokens, maximum=MAX_TOKENS,
+                                             what="tokens", whole_floats=True)}
 
 
 def unit_price(price_per_gpu_hour: Any, hw: HardwareSpec) -> float | None:

@@ -121,8 +121,10 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
-    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context)
-    result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix)
+    shared = prefixes(prefix) if prefix is not None else None
+    turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
+    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context, turns=turns)
+    result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=shared)
     return result if overheads is None else replace(result, overheads=overheads)
 
 

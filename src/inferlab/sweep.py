@@ -153,7 +153,8 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batc
           "utilization": checks.fraction("utilization", utilization)}
     options = {"engine": inputs.engine_name(engine), "profile": profile, "waves": checks.boolean("waves", waves),
                "long": checks.boolean("allow_long_context", allow_long_context),
-               "chunk_size": checks.count("chunk_size", chunk_size, maximum=checks.MAX_GRID_POINTS),
+               "chunk_size": checks.integer("chunk_size", chunk_size, maximum=checks.MAX_GRID_POINTS, what="points",
+                                             whole_floats=True),
                "price": None if price_per_gpu_hour is None else checks.price("price_per_gpu_hour", price_per_gpu_hour)}
     if check_client(client) is not None:
         return _on_cluster(client, combos, (b, i, o), kw, options)

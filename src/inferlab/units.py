@@ -80,6 +80,13 @@ _DOLLAR_AMOUNT = re.compile(r"\$\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
 _POWER = re.compile(r"(\*\*|\^)\s*\(?\s*[-+]?\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
 _CHAINED_POWER = re.compile(r"(\*\*|\^)[^*^+/()-]*(\*\*|\^)")
 _MAX_EXPONENT = 64
+#: An exponent: a number, bare or alone in parentheses (group 1: the opening one, 2: the closing one).
+_EXPONENT = re.compile(r"\s*(\()?\s*[-+]?\s*[0-9][0-9.]*(?:[eE][+-]?[0-9]+)?\s*(\))?")
+#: Longest quantity or unit text read [characters]; pint's preprocessing is quadratic in length.
+_MAX_LENGTH = 1000
+#: Most digits in one number; a float holds 17 significant digits (same bound as the calculator).
+_MAX_DIGITS = 40
+_DIGIT_RUN = re.compile(r"[0-9]{%d,}" % (_MAX_DIGITS + 1))
 
 
 def Q(value: Any, unit: str | None = None) -> pint.Quantity:
@@ -147,6 +154,7 @@ def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: s
         raise UnitError(f"expected a quantity such as '3.35 TB/s', got {text!r}")
     cleaned = _DOLLAR_AMOUNT.sub(r"\1 USD", text.strip()).replace("$", " USD ")
     shown = label if label is not None else text
+    _check_size(cleaned, shown, "quantity")
     _check_powers(cleaned, shown)
     registry = _registry()
     try:
@@ -202,10 +210,24 @@ def _simple_quantity(cleaned: str) -> pint.Quantity | None:
     return _registry().Quantity(magnitude, units)
 
 
+def _check_size(cleaned: str, text: str, what: str) -> None:
+    """Refuse text too long, or numbers with too many digits, to read in bounded time."""
+    if len(cleaned) > _MAX_LENGTH:
+        raise UnitError(f"the {what} text is {len(cleaned):,} characters long; at most {_MAX_LENGTH:,} are read")
+    if _DIGIT_RUN.search(cleaned):
+        raise UnitError(f"a number in {text[:60]!r} has more than {_MAX_DIGITS} digits; "
+                        "write it with an exponent, e.g. 1.5e40")
+
+
 def _check_powers(cleaned: str, text: str) -> None:
-    """Refuse exponents that would make the parser compute for ever (``9**9**9``)."""
+    """Refuse exponents that would make the parser compute for ever (``9**9**9``, ``9**(9**9)``):
+    an exponent is a number, bare or in parentheses, of at most :data:`_MAX_EXPONENT`."""
     if _CHAINED_POWER.search(cleaned):
         raise UnitError(f"chained powers are not allowed in {text!r}; add parentheses or compute in steps")
+    for op in re.finditer(r"\*\*|\^", cleaned):
+        exponent = _EXPONENT.match(cleaned, op.end())
+        if exponent is None or exponent.group(1) and not exponent.group(2):
+            raise UnitError(f"the exponent after {op.group()!r} in {text!r} must be a number, e.g. s**2 or 10**(-3)")
     for match in _POWER.finditer(cleaned):
         try:
             big = abs(float(match.group(2))) > _MAX_EXPONENT
@@ -217,6 +239,9 @@ def _check_powers(cleaned: str, text: str) -> None:
 
 def parse_unit(unit: str) -> pint.Unit:
     """Parse a unit name such as ``"GB/s"`` into a unit of inferlab's registry."""
+    if isinstance(unit, str):
+        _check_size(unit, unit, "unit")
+        _check_powers(unit, unit)
     pint_errors = _registry().pint
     try:
         return _unit(unit)

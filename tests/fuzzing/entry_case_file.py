@@ -23,6 +23,9 @@ _ONLINE = {**copy.deepcopy(_STATIC[2]), "id": "online", "regime": "online", "met
 _JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=5), st.floats(allow_nan=True, allow_infinity=True),
                   st.integers(-2**70, 2**70), st.sampled_from([0, -1, 1, 2.5, "8", 10**9]),
                   st.lists(st.integers(-1, 4), max_size=2), st.just({}))
+#: A value a nested load count may take: junk, or a count up to 100 (an online or closed-loop case
+#: simulates every request it states, up to the schema's 10^6: a minute of work, by design).
+_LOAD_JUNK = _JUNK.filter(lambda v: not (isinstance(v, int) and 100 < v <= 10**6))
 _FIELDS = ["regime", "model", "hardware", "num_gpus", "precision", "engine", "engine_version", "isl", "osl", "load",
            "speculative", "metric", "measured", "id", "parallelism"]
 _NESTED = {"parallelism": ["tp", "pp", "ep", "dp", "attention_dp", "attention_dp_size", "moe_tp"],
@@ -34,7 +37,8 @@ _DELETE = object()
 def _mutation():
     top = st.tuples(st.sampled_from(_FIELDS), st.none(), st.one_of(_JUNK, st.just(_DELETE)))
     nested = st.sampled_from(sorted(_NESTED)).flatmap(
-        lambda f: st.tuples(st.just(f), st.sampled_from(_NESTED[f]), st.one_of(_JUNK, st.just(_DELETE))))
+        lambda f: st.tuples(st.just(f), st.sampled_from(_NESTED[f]),
+                            st.one_of(_LOAD_JUNK if f == "load" else _JUNK, st.just(_DELETE))))
     return st.lists(st.one_of(top, nested), max_size=3)
 
 

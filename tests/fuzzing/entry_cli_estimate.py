@@ -44,12 +44,16 @@ VALUES = st.one_of(st.sampled_from(["1", "2", "4", "8", "0", "-1", "1.5", "nan",
 FLAGS = st.sampled_from(["--tp", "--pp", "--ep", "--dp", "--expert-imbalance", "--micro-batches", "--precision",
                          "--isl", "--osl", "--batch", "--engine", "--profile", "--gpu-memory-utilization", "--price",
                          "--spec", "--prefix-cache", "--disagg", "--prefill-batch", "--kv-block-size",
-                         "--max-num-tokens", "--file", "--ops"])
+                         "--max-num-tokens", "--file", "--ops", "--weights", "--moe-weights", "--activations",
+                         "--kv-cache-dtype"])
 SWITCHES = st.sampled_from(["--waves", "--attention-dp", "--explain", "--json", "--no-cuda-graphs",
                             "--allow-long-context", "--bogus"])
 SPECIAL = st.sampled_from([["--spec", "eagle:k=100000,accept=0.5"], ["--disagg", "prefill=h200x4,decode=h200x8"],
                            ["--plot", "/nonexistent-folder/x.png"], ["--isl", "200000"], ["--batch", "1,5000"],
-                           ["--precision", "fp8"], ["--engine", "vllm"], ["--spec", "eagle3-llama-3.1-8b"]])
+                           ["--precision", "fp8"], ["--engine", "vllm"], ["--spec", "eagle3-llama-3.1-8b"],
+                           ["--kv-cache-dtype", "fp8_e5m2"], ["--weights", "int4"], ["--moe-weights", "mxfp4"],
+                           ["--activations", "fp4"], ["--precision", ""], ["--precision", "checkpoint"],
+                           ["--precision", "fp8 kv:bf16"], ["--kv-cache-dtype", "auto"]])
 MODELS = st.sampled_from(["llama-3.1-8b", "qwen3-8b", "qwen3-30b-a3b", "llama-3.1-70b", "llama-2-7b", "lama-3",
                           "gpt-oss-20b", "--tp"])
 

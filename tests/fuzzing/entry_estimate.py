@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from inferlab import estimate
+from inferlab.errors import InferlabError
 from inferlab.specs.catalog import hardware_ids, model_ids
 
 from . import Entry
@@ -20,8 +21,11 @@ VALID = {
     "tp": st.sampled_from([1, 1, 2, 4, 8]), "pp": st.sampled_from([1, 1, 2]), "ep": st.sampled_from([1, 1, 2]),
     "dp": st.sampled_from([1, 2]), "micro_batches": st.sampled_from([None, 2]),
     "attention_dp": st.booleans(), "expert_imbalance": st.floats(1.0, 3.0),
-    "precision": st.one_of(st.sampled_from(["bf16", "fp8", "int4", "nvfp4", "mxfp4"]),
-                           st.just({"weights": "fp8", "kv_cache": "fp8"})),
+    "precision": st.one_of(st.sampled_from(["bf16", "fp8", "int4", "nvfp4", "mxfp4", None, "checkpoint",
+                                            "fp8 kv:bf16", "checkpoint kv:fp8", "w:int4 a:bf16 kv:fp8"]),
+                           st.fixed_dictionaries({}, optional={
+                               k: st.one_of(st.none(), st.sampled_from(["bf16", "fp8", "int4", "nvfp4", "mxfp4"]))
+                               for k in ("weights", "moe_weights", "activations", "kv_cache")})),
     "isl": st.one_of(st.integers(1, 140_000), st.lists(st.integers(1, 9000), min_size=1, max_size=3)),
     "osl": st.one_of(st.integers(1, 4096), st.lists(st.integers(1, 2000), min_size=1, max_size=2)),
     "batch_size": st.one_of(st.integers(1, 3000), st.lists(st.integers(1, 600), min_size=1, max_size=3)),
@@ -40,7 +44,8 @@ VALID = {
 WRONG = {
     "tp": st.sampled_from([0, 3, 2**40]), "isl": st.sampled_from([0, 2**31, 2**63, 10**12, [], [[1, 2], [3]]]),
     "batch_size": st.sampled_from([0, 10**10, [1, 2.5], [[1, 2], [3]]]),
-    "precision": st.sampled_from(["fp7", "", {"weights": 3}]), "engine": st.sampled_from(["tensorrt", ""]),
+    "precision": st.sampled_from(["fp7", "", " ", "kv:", "x:fp8", {"weights": 3}, {"kv_cache": ""}, {"bogus": "fp8"},
+                                  ["fp8"]]), "engine": st.sampled_from(["tensorrt", ""]),
     "profile": st.sampled_from(["nope", "/nonexistent.yaml"]), "attention": st.just("paged"),
     "gpu_memory_utilization": st.sampled_from([0.0, 1.5, 2.0, -0.5]), "utilization": st.sampled_from([0.0, 2.0]),
     "speculative": st.sampled_from(["eagle:k=100000,accept=0.5", "eagle:k=0", "medusa:k=5,length=9", "eagle",
@@ -66,11 +71,22 @@ def inputs():
     return st.one_of(mostly_valid, st.tuples(MODELS, HARDWARE, st.fixed_dictionaries({}, optional=KWARGS)))
 
 
+LEVELS = st.one_of(st.sampled_from([0.5, 0.8, 0.9]), st.sampled_from([0.0, 1.0, 0.95, float("nan"), True, "0.8"]), JUNK)
+
+
+def inputs_with_level():
+    return st.tuples(inputs(), LEVELS)
+
+
 def call(value):
-    model, hardware, kwargs = value
+    (model, hardware, kwargs), level = value
     est = estimate(model, hardware, **kwargs)
     str(est)  # the text table must render every result
+    try:  # a level the error-band table does not hold is a clean error of interval() alone
+        est.interval(level).to_dict()
+    except InferlabError:
+        pass
     return est
 
 
-ENTRY = Entry("estimate", inputs, call)
+ENTRY = Entry("estimate", inputs_with_level, call)

@@ -7,7 +7,9 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from inferlab.specs.hf_fields import BOOL_FIELDS, COUNT_BOUNDS
+from inferlab.specs.catalog import load_hardware
 from inferlab.specs.model import ModelSpec
+from inferlab.techniques.deployed_precision import resolve_precision
 
 from . import Entry
 
@@ -26,7 +28,13 @@ _VALUES = st.one_of(
     st.lists(st.one_of(st.integers(-2, 200), st.sampled_from(["sliding_attention", "full_attention", "x"])),
              max_size=8),
     st.dictionaries(st.sampled_from(["quant_method", "bits", "hidden_size"]), st.one_of(st.integers(), st.text(max_size=4)),
-                    max_size=2))
+                    max_size=2),
+    st.fixed_dictionaries({"quant_method": st.sampled_from(["fp8", "mxfp4", "awq", "gptq", "nvfp4", "bogus"])},
+                          optional={"bits": st.sampled_from([4, 8, 3, True, "4"]),
+                                    "weight_block_size": st.sampled_from([[128, 128], "x", None]),
+                                    "modules_to_not_convert": st.sampled_from(
+                                        [["model.layers.*.self_attn"], "self_attn", [1], []])}))
+_H100 = load_hardware("h100-sxm")
 _DELETE = object()
 _CHANGE = st.tuples(st.one_of(st.sampled_from(_FIELDS), st.text(max_size=8)), st.one_of(_VALUES, st.just(_DELETE)))
 
@@ -49,8 +57,10 @@ def _inputs():
 def _call(config):
     spec = ModelSpec.from_hf_config(config)
     kv = spec.kv_cache_bytes_per_token("bf16")
+    shipped = resolve_precision(None, spec, _H100).config  # the checkpoint's formats: the default precision
     return {"total_params": spec.total_params, "active_params": spec.active_params, "kv_bytes_per_token": kv,
-            "weight_bytes": spec.weight_bytes("bf16"), "kv_bytes_at_8k": float(spec.kv_cache_bytes(8192.0))}
+            "weight_bytes": spec.weight_bytes("bf16"), "kv_bytes_at_8k": float(spec.kv_cache_bytes(8192.0)),
+            "checkpoint_weight_bytes": spec.weight_bytes(shipped.weights, expert_precision=shipped.moe_weights)}
 
 
 ENTRY = Entry("from_hf_config", _inputs, _call)

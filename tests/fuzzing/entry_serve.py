@@ -1,9 +1,12 @@
-"""``inferlab.serve``: workloads (rates, clients, traces, lengths, seeds, scheduler limits) on
-one small deployment, valid and invalid mixed; at most 50 requests so that each call is fast."""
+"""``inferlab.serve``: workloads (rates, clients, traces, lengths, seeds, scheduler limits),
+speculative decoding, shared prefixes and sessions, precision per tensor kind (the
+checkpoint's by default) and the result's interval at a level, on one small deployment,
+valid and invalid mixed; at most 50 requests so that each call is fast."""
 
 from hypothesis import strategies as st
 
 import inferlab
+from inferlab.errors import InferlabError
 from inferlab.serving.workload import Lengths
 
 from . import Entry, finite_numbers
@@ -41,16 +44,67 @@ _LIMITS = st.fixed_dictionaries({}, optional={
     "stagger": st.one_of(st.booleans(), _JUNK)})
 
 
+_SPEC = _mostly(st.sampled_from(["eagle:k=4,accept=0.7", "ngram:k=3,accept=0.3", "eagle:k=2,length=2.5",
+                                  "eagle:k=8,accept=0.5", "eagle3-llama-3.1-8b"]),
+                st.one_of(st.sampled_from(["eagle:k=100000,accept=0.5", "eagle:k=0", "eagle:k=4,accept=1.5",
+                                           "mtp:k=1,length=1.85", "draft:model=llama-3.1-70b,k=4,accept=0.6",
+                                           "draft:model=nope,k=2,accept=0.5", "eagle", ""]), _JUNK))
+_PREFIX = _mostly(st.one_of(
+    st.builds(lambda t, g, z: f"shared:tokens={t},groups={g}" + (f",zipf={z}" if z else ""),
+              st.integers(1, 4096), st.integers(1, 64), st.sampled_from([0, 0.8, 1.1])),
+    st.builds(lambda n, t: f"sessions:turns={n},think={t}", st.integers(1, 6), st.sampled_from([0, 1.5, 30])),
+    st.just("shared:tokens=500,groups=4,cache=off"),
+    st.fixed_dictionaries({"kind": st.just("shared"), "tokens": st.integers(1, 2048)},
+                          optional={"groups": st.integers(1, 16), "zipf": st.floats(0, 2), "cache": st.booleans()})),
+    st.one_of(st.sampled_from(["shared:tokens=0", "shared:groups=4", "shared:tokens=1e3", "sessions:turns=0",
+                               "sessions:turns=10000", "shared:tokens=100,groups=1000000000000",
+                               "sessions:turns=4,think=inf", "sessions:turns=500", "private:tokens=5", "",
+                               "shared:tokens=100,cache=maybe"]),
+              st.fixed_dictionaries({"kind": st.sampled_from(["shared", "sessions", "x"])},
+                                    optional={"tokens": _JUNK, "groups": _JUNK, "turns": _JUNK, "zipf": _JUNK,
+                                              "think_s": _JUNK, "cache": _JUNK, "other": _JUNK}),
+              _JUNK))
+_FORMATS = ["bf16", "fp8", "int4", "nvfp4", "mxfp4", "fp8_block"]
+_PRECISION = _mostly(st.one_of(
+    st.none(), st.sampled_from(["checkpoint", "fp8", "fp8 kv:bf16", "checkpoint kv:fp8", "w:int4 kv:fp8", "nvfp4",
+                                "checkpoint moe:fp8"]),
+    st.fixed_dictionaries({}, optional={k: st.one_of(st.none(), st.sampled_from(_FORMATS))
+                                        for k in ("weights", "activations", "kv_cache")})),
+    st.one_of(st.sampled_from(["fp7", "", "  ", "kv:", "x:fp8", "moe:mxfp4", "fp8 fp8"]),
+              st.fixed_dictionaries({}, optional={"moe_weights": st.sampled_from(["mxfp4", "bf16"]),
+                                                  "weights": _JUNK, "kv_cache": st.sampled_from(["fp9", ""]),
+                                                  "bogus": st.just("fp8")}),
+              _JUNK))
+_LEVEL = st.one_of(st.sampled_from([0.5, 0.8, 0.9]), st.sampled_from([0.0, 1.0, 0.95, -0.8, float("nan"), True]),
+                   _JUNK)
+
+
+#: Request counts that are invalid, or valid but small: a simulation serves every request asked
+#: for (100,000 take ~15 s, by design, up to MAX_REQUESTS), so the valid ones stay at most 50.
+_BAD_REQUESTS = st.one_of(st.sampled_from([0, -1, 10.0, 2.5, 10**13, 10**7 + 1]),
+                          _JUNK.filter(lambda v: not (isinstance(v, int) and 50 < v <= 10**7)))
+
+
 def _inputs():
-    return st.builds(
-        lambda load, isl, osl, n, seed, limits: {**load, "isl": isl, "osl": osl, "num_requests": n, "seed": seed, **limits},
-        _LOAD, _TOKENS, _OSL, _mostly(st.integers(1, 50), st.one_of(st.sampled_from([0, -1, 10.0, 2.5, 10**13]), _JUNK)),
+    extras = st.fixed_dictionaries({}, optional={"speculative": _SPEC, "prefix": _PREFIX, "precision": _PRECISION,
+                                                 "allow_long_context": _mostly(st.booleans(), _JUNK)})
+    return st.tuples(st.builds(
+        lambda load, isl, osl, n, seed, limits, more: {**load, "isl": isl, "osl": osl, "num_requests": n, "seed": seed,
+                                                       **limits, **more},
+        _LOAD, _TOKENS, _OSL, _mostly(st.integers(1, 50), _BAD_REQUESTS),
         _mostly(st.integers(0, 2**32), st.one_of(st.sampled_from([-1, 1.5, "x", 2**70]), _JUNK)),
-        _mostly(st.just({}), _LIMITS))
+        _mostly(st.just({}), _LIMITS), extras), _LEVEL, _mostly(st.just("llama-3.1-8b"), st.just("gpt-oss-20b")))
 
 
-def _call(kwargs):
-    return inferlab.serve("llama-3.1-8b", "h100-sxm", **kwargs)
+def _call(value):
+    kwargs, level, model = value
+    result = inferlab.serve(model, "h100-sxm", **kwargs)
+    str(result)
+    try:  # a level the error-band table does not hold is a clean error of interval() alone
+        result.interval(level).to_dict()
+    except InferlabError:
+        pass
+    return result
 
 
 def _numbers(result):

@@ -17,7 +17,7 @@ def _listed(strategy):
 
 KWARGS = {
     "tp": _listed(st.one_of(st.sampled_from([1, 2, 4, 8]), JUNK)),
-    "precision": _listed(st.one_of(st.sampled_from(["bf16", "fp8", "int4"]), JUNK)),
+    "precision": _listed(st.one_of(st.sampled_from(["bf16", "fp8", "int4"]), VALID["precision"], JUNK)),
     **{k: ESTIMATE_KWARGS[k] for k in ("batch_size", "isl", "osl", "engine", "gpu_memory_utilization",
                                        "kv_block_size", "max_num_tokens", "price_per_gpu_hour", "utilization",
                                        "waves", "allow_long_context")},
@@ -29,6 +29,7 @@ METRICS = st.one_of(st.sampled_from(sorted(DIRECTIONS)), st.sampled_from(["usd_p
 
 def inputs():
     valid = {"tp": st.lists(st.sampled_from([1, 2, 4, 8]), min_size=1, max_size=2),
+             "precision": _listed(VALID["precision"]),
              **{k: VALID[k] for k in ("batch_size", "isl", "osl", "waves", "price_per_gpu_hour",
                                       "gpu_memory_utilization", "allow_long_context")}}
     mostly_valid = st.tuples(st.lists(GOOD_MODELS, min_size=1, max_size=2), GOOD_HARDWARE,

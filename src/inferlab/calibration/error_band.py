@@ -46,7 +46,7 @@ import numpy as np
 import yaml
 
 from ..errors import InferlabError, SpecError, UnknownNameError
-from ..specs.validation import SAFE_LOADER
+from ..specs.validation import SAFE_LOADER, read_text
 
 SCHEMA = "inferlab-error-bands/1"
 QUANTITIES = ("ttft", "tpot", "throughput")
@@ -121,10 +121,11 @@ def level_probabilities(level: float) -> tuple[int, int]:
     InferlabError
         A level the table does not hold.
     """
-    if any(math.isclose(float(level), v, abs_tol=1e-9) for v in LEVELS):
+    numeric = isinstance(level, (int, float, np.integer, np.floating)) and not isinstance(level, (bool, np.bool_))
+    if numeric and any(math.isclose(float(level), v, abs_tol=1e-9) for v in LEVELS):
         low = min(range(len(PROBABILITIES)), key=lambda i: abs(PROBABILITIES[i] - (1.0 - float(level)) / 2.0))
         return low, len(PROBABILITIES) - 1 - low
-    raise InferlabError(f"interval level {level!r} is not in the error band table; allowed: "
+    raise InferlabError(f"interval level {level!r:.40} is not in the error band table; allowed: "
                         f"{', '.join(f'{v:g}' for v in LEVELS)} (the table stores the quantiles "
                         f"{', '.join(f'{p:g}' for p in PROBABILITIES)})")
 
@@ -358,10 +359,7 @@ def band_file(profile: str) -> Any:
 
 @functools.lru_cache(maxsize=16)
 def _read(path: str) -> ErrorBandTable:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"error band table {path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, f"error band table {path}")
     return parse_table(text, path)
 
 

@@ -20,7 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import SpecError, UnknownNameError
-from ..specs.validation import SAFE_LOADER, format_validation_error
+from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -214,10 +214,7 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
             raise UnknownNameError("profile", str(profile), ["roofline", "default", "<path>.yaml"])
         label = str(profile)
     else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(f"profile {path}: cannot read ({exc})") from None
+        text = read_text(path, f"profile {path}")
         label = str(path)
     return _resolve_text(text, label, engine, hardware_id, family)
 

@@ -37,7 +37,9 @@ from .validate import add_parsers as add_validate_parsers
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
     """Print ``text``, or with ``--json`` the data (a callable is called only then)."""
     if args.json:
-        print(json.dumps(data() if callable(data) else data, indent=2, default=str))
+        from ..results.render import json_ready
+
+        print(json.dumps(json_ready(data() if callable(data) else data), indent=2, default=str, allow_nan=False))
     else:
         print(text)
 
@@ -173,11 +175,25 @@ class _Parser(argparse.ArgumentParser):
         self.set_defaults(flag_names=self.flag_names)
 
     def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
-        action = super().add_argument(*names, **kwargs)
+        return self._named(super().add_argument(*names, **kwargs))
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self._naming(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self._naming(super().add_mutually_exclusive_group(**kwargs))
+
+    def _named(self, action: argparse.Action) -> argparse.Action:
         long = [n for n in action.option_strings if n.startswith("--")]
         if long:
             self.flag_names.setdefault(action.dest, long[0])
         return action
+
+    def _naming(self, group: Any) -> Any:
+        """``group`` whose options are named in :attr:`flag_names` too."""
+        add = group.add_argument
+        group.add_argument = lambda *names, **kwargs: self._named(add(*names, **kwargs))
+        return group
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see {self.prog} --help)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
@@ -143,19 +144,27 @@ def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
     return None if args.ttft_slo is None else (args.ttft_slo / 1e3, args.tpot_slo / 1e3)
 
 
+def _whole_clients(values: list[float]) -> list[float]:
+    """``values`` when every one is a whole, finite number of clients."""
+    if not all(math.isfinite(c) and c == int(c) for c in values):
+        raise SpecError(f"--concurrency takes whole clients, got {','.join(f'{c:g}' for c in values)}")
+    return values
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
     from ..serve import serve
     from ..serving.curve import load_sweep
-    from ..serving.goodput import goodput
+    from ..serving.goodput import check_percentile, goodput
     from .main import _emit
 
+    check_percentile(args.percentile)  # shown with or without SLOs: refused before any simulation
     kw, slo = _serve_kwargs(args), _slo(args)
     sweep = args.rates if args.rates else (args.concurrency if args.concurrency and len(args.concurrency) > 1 else None)
     if sweep is not None:
         key = "rates" if args.rates else "concurrencies"
-        if key == "concurrencies" and any(c != int(c) for c in sweep):
-            raise SpecError(f"--concurrency takes whole clients, got {','.join(f'{c:g}' for c in sweep)}")
+        if key == "concurrencies":
+            _whole_clients(sweep)
         curve = load_sweep(args.model, args.hardware, **{key: sweep}, percentile=args.percentile,
                            ttft_slo_s=slo[0] if slo else None, tpot_slo_s=slo[1] if slo else None, **kw)
         text, data = str(curve), curve.to_dict()
@@ -164,9 +173,7 @@ def run(args: argparse.Namespace) -> None:
         label = f"at {curve.loads[point]:g} {'req/s' if args.rates else 'clients'}:\n"
     else:
         load: dict[str, Any] = ({"rate": args.rate} if args.rate is not None else {"offline": True} if args.offline
-                                else {"concurrency": int(args.concurrency[0])})
-        if args.concurrency and args.concurrency[0] != int(args.concurrency[0]):
-            raise SpecError(f"--concurrency takes whole clients, got {args.concurrency[0]:g}")
+                                else {"concurrency": int(_whole_clients(args.concurrency)[0])})
         result = serve(args.model, args.hardware, **load, **kw)
         text, data = str(result), result.to_dict()
         if not args.explain:  # explain() shows the interval itself

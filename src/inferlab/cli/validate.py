@@ -33,11 +33,17 @@ def _check_profile(profile: str) -> None:
 
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..cluster import dask_client
-    from ..validation.cases import load_case_entries
+    from ..validation.cases import InvalidCase, load_case_entries
     from ..validation.units import predict_cases_on
 
     _check_profile(args.profile)
     cases = load_case_entries(args.files or None)
+    where = " ".join(args.files) if args.files else "the public case files"
+    if not cases:
+        raise SpecError(f"validate: no cases in {where}; add cases under 'cases:' (schema inferlab-cases/1)")
+    if all(isinstance(c, InvalidCase) for c in cases):
+        raise SpecError(f"validate: none of the {len(cases)} cases in {where} follows the schema; "
+                        f"the first: {cases[0].reason}")
     with dask_client(args.workers, args.scheduler) as client:
         predictions = predict_cases_on(cases, args.profile, client)
     records = [{"id": c.id, "regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p, "reason": r}

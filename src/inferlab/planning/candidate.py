@@ -128,10 +128,10 @@ class Candidate:
         return self.tp * self.pp
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with the label and every probe (no operating curve)."""
-        out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-               for k, v in self.__dict__.items() if k not in ("curve", "probes")}
-        out["probes"] = [p.__dict__ for p in self.probes]
+        """JSON-ready, with the label and every probe (no operating curve); a number that is
+        not finite (a latency not simulated, a fluid queue that does not settle) is None."""
+        out = {k: _json_number(v) for k, v in self.__dict__.items() if k not in ("curve", "probes")}
+        out["probes"] = [{k: _json_number(v) for k, v in p.__dict__.items()} for p in self.probes]
         out["simulated_without"] = list(self.simulated_without)
         return dict(out, label=self.label)
 
@@ -140,3 +140,8 @@ class Candidate:
         if not self.feasible:
             return math.inf
         return self.simulated_ttft_s if self.simulated else self.fluid_ttft_s
+
+
+def _json_number(value: Any) -> Any:
+    """``value``, or None for a float that JSON cannot hold (NaN, infinity)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value

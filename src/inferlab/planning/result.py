@@ -18,7 +18,11 @@ from .scenario import Scenario
 
 
 def _ms(value: float, digits: int) -> str:
-    return "-" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value * 1e3:.{digits}f}")
+    return "-" if math.isnan(value) else ("sat" if math.isinf(value) else f"{value * 1e3:.{digits}f}")
+
+
+def _fluid_ms(value: float, digits: int) -> str:
+    return "fluid model saturated" if math.isinf(value) else f"fluid model {_ms(value, digits)} ms"
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,8 @@ class Plan:
                   + "headroom: traffic growth those replicas absorb before "
                   + ("the deadline" if tr.offline else "an SLO") + " "
                     "is missed (sim: simulated, a lower bound); binding: what is missed first")
+        if any(math.isinf(x) for c in shown for x in (c.fluid_ttft_s, c.fluid_tpot_s)):
+            legend += "\nsat: the fluid model's queue does not settle at that load (the simulation decides)"
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
             legend += f"\nsim*: verified without {' / '.join(kinds)} (the two-pool simulation does not model it yet)"
@@ -130,8 +136,8 @@ class Plan:
                        f"deadline (fluid model: {fluid_h:.1f} h)")
         else:
             out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)} ms simulated "
-                       f"(fluid model {_ms(best.fluid_ttft_s, 0)} ms), {p} TPOT {_ms(best.simulated_tpot_s, 1)} ms "
-                       f"simulated (fluid model {_ms(best.fluid_tpot_s, 1)} ms); the SLOs hold up to "
+                       f"({_fluid_ms(best.fluid_ttft_s, 0)}), {p} TPOT {_ms(best.simulated_tpot_s, 1)} ms "
+                       f"simulated ({_fluid_ms(best.fluid_tpot_s, 1)}); the SLOs hold up to "
                        f"+{best.headroom:.0%} traffic")
         if best.simulated_without:
             out.append(f"verified without {' and '.join(best.simulated_without)}: the two-pool (disaggregated) "

@@ -30,9 +30,10 @@ import difflib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
+                      ValidationError, field_validator, model_validator)
 
+from ..checks import nonzero_price
 from ..errors import InferlabError, SpecError
 from ..serving.prefixes import Prefixes, prefixes
 from ..serving.workload import Lengths
@@ -41,8 +42,9 @@ from ..specs.validation import format_validation_error, read_yaml_mapping
 #: Frozen, no unknown keys, and no NaN or infinity in any number (an infinite budget or a NaN
 #: price would rank plans by a number that means nothing).
 _STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-#: Highest SLO percentile the verification can check: at P99.9 the simulation serves 10,000
-#: requests so that 10 of them lie beyond the percentile; a higher one would need 100,000+.
+#: Highest SLO percentile the verification can check: at P99.9 each probe simulates 20,000
+#: requests so that 20 of them lie beyond the percentile (``sizing.probe_requests``); a higher
+#: one would need 200,000+.
 MAX_PERCENTILE = 99.9
 #: Highest request rate a scenario may ask for [request/s]; far past any service, and small
 #: enough that tokens per hour stay finite in float64.
@@ -58,6 +60,17 @@ def _not_text(value: Any) -> Any:
 
 #: A float field that refuses strings and booleans (pydantic would read ``"2.5"`` as 2.5).
 Number = Annotated[float, BeforeValidator(_not_text)]
+
+
+def _price(value: float) -> float:
+    try:
+        return nonzero_price("a price", value)
+    except InferlabError as exc:
+        raise ValueError(str(exc)) from None
+
+
+#: A price [USD]: a number, 0 (free) or at least :data:`~inferlab.checks.MIN_PRICE`.
+Price = Annotated[float, BeforeValidator(_not_text), AfterValidator(_price)]
 
 
 class Traffic(BaseModel):
@@ -184,8 +197,8 @@ class ApiPrice(BaseModel):
     """A per-token API to compare the dedicated deployment with [USD per 1M tokens]."""
 
     model_config = _STRICT
-    input_per_million: Number = Field(ge=0)
-    output_per_million: Number = Field(ge=0)
+    input_per_million: Price = Field(ge=0)
+    output_per_million: Price = Field(ge=0)
 
 
 class Operations(BaseModel):
@@ -232,8 +245,8 @@ class Scenario(BaseModel):
     traffic: Traffic
     slo: SLO = SLO()
     search: Search = Search()
-    prices: dict[str, Number] = Field(default_factory=dict, description="USD per GPU-hour, each finite and >= 0.")
-    budget_usd_per_hour: Number | None = Field(default=None, gt=0)
+    prices: dict[str, Price] = Field(default_factory=dict, description="USD per GPU-hour, each finite and >= 0.")
+    budget_usd_per_hour: Price | None = Field(default=None, gt=0)
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
     verify: StrictInt = Field(default=3, ge=0, le=100)

@@ -22,7 +22,7 @@ import numpy as np
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
 from ..core.phases import mean_decode_step_s
-from ..errors import InferlabError
+from ..errors import InferlabError, SpecError
 from ..estimate import deployment
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
@@ -54,13 +54,19 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
     out = []
     for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
         model, hw = load_model(model_id), load_hardware(hw_id)
-        # each candidate names its formats as resolved for the model and GPU: labels say what runs
-        precisions = dict.fromkeys(str(resolve_precision(p, model, hw).config) for p in scenario.search.precisions)
+        # each candidate names its formats as resolved for the model and GPU: labels say what runs;
+        # formats the model cannot take (experts' formats on a dense model) rule its candidates out
+        precisions: dict[str, str] = {}
+        for p in scenario.search.precisions:
+            try:
+                precisions.setdefault(str(resolve_precision(p, model, hw).config), "")
+            except SpecError as exc:
+                precisions.setdefault(str(p), str(exc))
         for prec, tp, pp, spec in itertools.product(precisions, scenario.search.tp, scenario.search.pp,
                                                     scenario.search.speculative):
             config = {"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": 1,
                       "speculative": spec, "disaggregated": False}
-            reason = _tp_reason(model, tp, hw_id, node_size(hw))
+            reason = precisions[prec] or _tp_reason(model, tp, hw_id, node_size(hw))
             if reason:
                 out.append({**config, "reason": reason})
                 continue

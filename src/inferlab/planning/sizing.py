@@ -130,11 +130,13 @@ def _missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
 
 
 def max_replicas(sc: Scenario, cand: Candidate) -> int:
-    """The most replicas ``max_gpus`` and the budget allow (at least 1)."""
+    """The most replicas ``max_gpus`` and the budget allow (at least 1; a free GPU leaves the
+    budget unbounded)."""
     gpr = cand.gpus_per_replica
     n = sc.search.max_gpus // gpr
-    if sc.budget_usd_per_hour is not None:
-        n = min(n, int(sc.budget_usd_per_hour // (gpr * price_per_gpu_hour(sc, cand.hardware))))
+    usd_per_replica_h = gpr * price_per_gpu_hour(sc, cand.hardware)
+    if sc.budget_usd_per_hour is not None and usd_per_replica_h > 0:
+        n = min(n, int(sc.budget_usd_per_hour // usd_per_replica_h))
     return max(n, 1)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration.error_band import Band, MissingBandError, table_for_profile
+from ..calibration.error_band import Band, MissingBandError, level_probabilities, table_for_profile
 from ..calibration.profile import hardware_family
 from ..core.phases import Deployment
 
@@ -108,6 +108,7 @@ def prediction_interval(deployment: Deployment, engine: str, regime: str, level:
     InferlabError
         The profile has no error-band table, or ``level`` is not one it holds.
     """
+    level_probabilities(level)  # a level the table does not hold is refused before any arithmetic
     table = table_for_profile(deployment.profile.name)
     family = hardware_family(deployment.hardware.architecture)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING, Any
 
 from ..specs.figure import Figure
@@ -103,3 +104,15 @@ def spec_html(spec: HardwareSpec | ModelSpec) -> str:
                    for a, b, c in rows)
     return (f"<table><caption>{html.escape(title)}</caption>"
             f"<tr><th>field</th><th>value</th><th>source</th></tr>{body}</table>")
+
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every float JSON cannot hold (NaN, infinity) replaced by None, through
+    dicts, lists and tuples: a number that does not exist is ``null`` in JSON, never ``NaN``."""
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

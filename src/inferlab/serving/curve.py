@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import SpecError
 from ..results.render import text_table
-from .goodput import METRICS, Goodput, check_slo, goodput, reject_load_kwargs, user_latency
+from .goodput import METRICS, Goodput, check_percentile, check_slo, goodput, reject_load_kwargs, user_latency
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -112,12 +112,12 @@ class LoadCurve:
     @property
     def output_tokens_per_s_per_user(self) -> np.ndarray:
         """What one user's stream gets: ``1 / mean TPOT`` [token/s], per point."""
-        return np.array([1.0 / np.nanmean(user_latency(r, "tpot")) for r in self.results])
+        return np.array([1.0 / _of_defined(user_latency(r, "tpot"), np.mean) for r in self.results])
 
     def latency(self, metric: str, q: float | None = None) -> np.ndarray:
         """Percentile ``q`` (default :attr:`percentile`) of ``ttft``, ``tpot`` or ``e2e`` [s], per point."""
         q = self.percentile if q is None else q
-        return np.array([float(np.nanpercentile(user_latency(r, metric), q)) for r in self.results])
+        return np.array([_of_defined(user_latency(r, metric), lambda x: np.percentile(x, q)) for r in self.results])
 
     @property
     def knee(self) -> int | None:
@@ -176,10 +176,10 @@ class LoadCurve:
         table = []
         for row in rows:
             cells = [f"{row[self.kind]:g}", f"{row['requests_per_s']:.2f}", f"{row['output_tokens_per_s']:,.0f}",
-                     f"{row['output_tokens_per_s_per_gpu']:,.0f}", f"{row['output_tokens_per_s_per_user']:.1f}",
-                     f"{row['ttft_p50_s'] * 1e3:.1f}", f"{row[f'ttft_p{self.percentile:g}_s'] * 1e3:.1f}",
-                     f"{row['tpot_p50_s'] * 1e3:.2f}", f"{row[f'tpot_p{self.percentile:g}_s'] * 1e3:.2f}",
-                     f"{row[f'e2e_p{self.percentile:g}_s'] * 1e3:.0f}"]
+                     f"{row['output_tokens_per_s_per_gpu']:,.0f}", _cell(row['output_tokens_per_s_per_user'], ".1f"),
+                     _cell(row['ttft_p50_s'] * 1e3, ".1f"), _cell(row[f'ttft_p{self.percentile:g}_s'] * 1e3, ".1f"),
+                     _cell(row['tpot_p50_s'] * 1e3, ".2f"), _cell(row[f'tpot_p{self.percentile:g}_s'] * 1e3, ".2f"),
+                     _cell(row[f'e2e_p{self.percentile:g}_s'] * 1e3, ".0f")]
             if good:
                 cells += [f"{row['goodput_requests_per_s']:.2f}", "ok" if row["meets_slo"] else "miss"]
             table.append(cells + (["<- knee"] if row["knee"] else [""]))
@@ -249,6 +249,7 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
         raise SpecError(f"knee_metric {knee_metric!r} is not one of {', '.join(METRICS)}")
     if (ttft_slo_s is None) != (tpot_slo_s is None):
         raise SpecError("give both ttft_slo_s and tpot_slo_s, or neither")
+    check_percentile(percentile)
     if ttft_slo_s is not None:
         check_slo(ttft_slo_s, tpot_slo_s, percentile)  # type: ignore[arg-type]
     results = []
@@ -259,3 +260,16 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
             bar.step(f"({kind} {load:g})")
     return LoadCurve(kind, loads, tuple(results), percentile=percentile, knee_metric=knee_metric,
                      knee_elasticity=knee_elasticity, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+
+
+def _cell(value: float, spec: str) -> str:
+    """A table cell: ``-`` for a number that does not exist (NaN)."""
+    return "-" if np.isnan(value) else format(value, spec)
+
+
+def _of_defined(values: Any, reduce: Any) -> float:
+    """``reduce`` of the values that are not NaN; NaN, without numpy's empty-slice warning, when
+    none is (the TPOT of one-token outputs)."""
+    arr = np.asarray(values, float)
+    arr = arr[~np.isnan(arr)]
+    return float(reduce(arr)) if arr.size else float("nan")

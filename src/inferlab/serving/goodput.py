@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InfeasibleError, SpecError
+from ..checks import real
+from ..errors import InfeasibleError, SpecError, option_name
 from .overheads import user_latencies
 
 if TYPE_CHECKING:
@@ -37,10 +38,15 @@ def user_latency(result: ServeResult, metric: str) -> np.ndarray:
 
 def check_slo(ttft_slo_s: float, tpot_slo_s: float, percentile: float) -> None:
     """Raise :class:`SpecError` unless both objectives are positive times and the percentile is in (0, 100]."""
-    if not (ttft_slo_s > 0 and tpot_slo_s > 0):
-        raise SpecError(f"SLOs must be times > 0 in seconds, got TTFT {ttft_slo_s!r} and TPOT {tpot_slo_s!r}")
-    if not 0 < percentile <= 100:
-        raise SpecError(f"percentile must be in (0, 100], got {percentile!r}")
+    times = [v for v in (ttft_slo_s, tpot_slo_s) if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if len(times) < 2 or not all(math.isfinite(v) and v > 0 for v in times):
+        raise SpecError(f"SLOs must be times > 0 in seconds, got TTFT {ttft_slo_s!r:.40} and TPOT {tpot_slo_s!r:.40}")
+    check_percentile(percentile)
+
+
+def check_percentile(percentile: Any) -> float:
+    """``percentile`` as a float in (0, 100], or :class:`SpecError`."""
+    return real(option_name("percentile"), percentile, minimum=0.0, maximum=100.0, include_minimum=False)
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,19 @@ from typing import Literal
 
 import numpy as np
 
+from ..checks import boolean
 from ..errors import SpecError
-from .workload import Workload
+from .workload import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS, Workload
 
 _KINDS = ("shared", "sessions")
+#: Most distinct shared prefixes: one per request of the largest simulation.
+MAX_GROUPS = MAX_REQUESTS
+#: Most turns of one conversation; its last prompt holds every turn before it, and a context
+#: window of 10M tokens at 10,000 tokens a turn holds 1,000.
+MAX_TURNS = 1000
+#: Largest Zipf exponent: at 100 the second most popular prefix is drawn 2^-100 as often as
+#: the first, which is one prefix.
+MAX_ZIPF = 100.0
 _EXAMPLE = "e.g. 'shared:tokens=1000,groups=8', 'shared:tokens=4000,groups=200,zipf=1.1' or 'sessions:turns=4,think=5'"
 
 
@@ -66,16 +75,18 @@ class Prefixes:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise SpecError(f"prefix: unknown kind {self.kind!r}; allowed: {', '.join(_KINDS)} ({_EXAMPLE})")
-        ints = {"tokens": (self.tokens, 1 if self.kind == "shared" else 0), "groups": (self.groups, 1),
-                "turns": (self.turns, 1)}
-        for name, (value, low) in ints.items():
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise SpecError(f"prefix: {name} must be an integer >= {low}, got {value!r} ({_EXAMPLE})")
-        for name in ("zipf", "think_s"):
+        ints = {"tokens": (self.tokens, 1 if self.kind == "shared" else 0, MAX_TOKENS),
+                "groups": (self.groups, 1, MAX_GROUPS), "turns": (self.turns, 1, MAX_TURNS)}
+        for name, (value, low, high) in ints.items():
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+                raise SpecError(f"prefix: {name} must be an integer from {low} to {high:,}, got {value!r:.80} "
+                                f"({_EXAMPLE})")
+        for name, high in (("zipf", MAX_ZIPF), ("think_s", MAX_SPAN_S)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not (
-                    math.isfinite(value) and value >= 0):
-                raise SpecError(f"prefix: {name} must be a finite number >= 0, got {value!r}")
+                    math.isfinite(value) and 0 <= value <= high):
+                raise SpecError(f"prefix: {name} must be a finite number from 0 to {high:g}, got {value!r:.80}")
+        boolean("prefix: cache", self.cache)
 
     @classmethod
     def parse(cls, text: str) -> Prefixes:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.phases import Deployment
 from ..results.interval import interval_dict, interval_lines
-from ..results.render import text_table
+from ..results.render import json_ready, text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
 from .workload import Workload
@@ -163,7 +163,8 @@ class ServeResult:
                                    output_tokens_per_s=self.output_tokens_per_s)
 
     def to_dict(self) -> dict[str, Any]:
-        """Summaries and throughput, JSON-ready (seconds, tokens/s)."""
+        """Summaries and throughput, JSON-ready (seconds, tokens/s; a summary that does not
+        exist, the TPOT of one-token outputs, is None)."""
         dep = self.deployment
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
@@ -172,12 +173,12 @@ class ServeResult:
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
-            "latency_s": self.summary(),
+            "latency_s": json_ready(self.summary()),  # one-token outputs have no TPOT: None
             **({"speculative": str(self.speculative), "tokens_per_step": self.tokens_per_step}
                if self.speculative is not None else {}),
             **({"prefix": str(self.prefix), "prefix_hit_rate": self.prefix_hit_rate,
                 "prefix_evicted_blocks": self.trace.evicted_blocks} if self.prefix is not None else {}),
-            **({"user_latency_s": _summary(self.user)} if self.overheads else {}),
+            **({"user_latency_s": json_ready(_summary(self.user))} if self.overheads else {}),
             "interval": interval_dict(self),
         }
 

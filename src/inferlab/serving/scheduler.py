@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import flag, fraction, integer
+from ..checks import boolean, fraction, integer
 
 #: Bounds far past any engine's setting: sequences in one batch, tokens in one iteration,
 #: tokens in one KV page.
@@ -61,6 +61,6 @@ class SchedulerConfig:
                                  ("kv_block_size", "tokens", MAX_BLOCK)):
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free"):
-            flag(f"scheduler: {name}", getattr(self, name))
+            boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..checks import flag, integer, real, real_array
+from ..checks import boolean, integer, real, real_array
 from ..errors import SpecError
 
 #: Longest prompt or output a workload may ask for [token]: ten times the longest context
@@ -23,7 +23,8 @@ MAX_TOKENS = 10**8
 #: Largest sigma of a lognormal length: at 3 a request in a million is ~e^(3 x 4.75) ~ 10^6
 #: times the median already.
 MAX_SIGMA = 3.0
-#: Most requests one simulation may serve (each is simulated; ten million take minutes).
+#: Most requests one simulation may serve: each is simulated, at roughly 0.1-0.2 ms a request on
+#: one core (100,000 take ~15 s, ten million most of an hour), work the caller asked for.
 MAX_REQUESTS = 10**7
 #: Longest span of arrivals [s] (11.6 days): float64 times then resolve 0.1 ns, so a
 #: microsecond step is never lost to rounding of the clock (at 1e300 s it would be).
@@ -140,8 +141,8 @@ class Workload:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
             except SpecError as exc:
                 raise SpecError(f"workload: {name}: {exc}") from None
-        object.__setattr__(self, "offline", flag("workload: offline", self.offline))
-        object.__setattr__(self, "stagger", flag("workload: stagger", self.stagger))
+        object.__setattr__(self, "offline", boolean("workload: offline", self.offline))
+        object.__setattr__(self, "stagger", boolean("workload: stagger", self.stagger))
         object.__setattr__(self, "seed", integer("workload: seed", self.seed, minimum=0, maximum=2**64 - 1,
                                                  what=""))
         modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline]

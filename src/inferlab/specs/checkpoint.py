@@ -107,6 +107,10 @@ def _formats(recipe: tuple[str, str], experts_only: bool, source: str, kv: str |
 
 def _from_hf(qc: Mapping[str, Any], is_moe: bool) -> CheckpointFormats:
     method = qc.get("quant_method")
+    if method is not None and not isinstance(method, str):
+        raise SpecError(f"config: quantization_config.quant_method must be a name such as 'fp8' or 'mxfp4', "
+                        f"got {method!r:.60}")
+    _check_module_list(qc, "modules_to_not_convert", "quantization_config")
     where = f"config.json quantization_config, quant_method {method!r}"
     recipe = _recipe(method, qc.get("bits"), qc.get("weight_block_size"))
     if recipe is None:
@@ -119,6 +123,11 @@ def _from_modelopt(quant: Mapping[str, Any], is_moe: bool, where: str) -> Checkp
     if not isinstance(recipe_data, Mapping):
         raise SpecError(f"{where}: hf_quant_config 'quantization' must be a mapping")
     algo, kv_algo = recipe_data.get("quant_algo"), recipe_data.get("kv_cache_quant_algo")
+    for key, value in (("quant_algo", algo), ("kv_cache_quant_algo", kv_algo)):
+        if value is not None and not isinstance(value, str):
+            raise SpecError(f"{where}: hf_quant_config {key} must be a name such as 'FP8' or 'NVFP4', "
+                            f"got {value!r:.60}")
+    _check_module_list(recipe_data, "exclude_modules", f"{where}: hf_quant_config")
     recipe = _recipe(algo)
     kv_recipe = _recipe(kv_algo)
     if recipe is None and kv_recipe is None:
@@ -130,14 +139,29 @@ def _from_modelopt(quant: Mapping[str, Any], is_moe: bool, where: str) -> Checkp
     return _formats(recipe, is_moe and _attention_excluded(recipe_data.get("exclude_modules")), source, kv)
 
 
+def _check_module_list(section: Mapping[str, Any], key: str, where: str) -> None:
+    """Refuse a module list that is not a list of names (a string would be read as no exclusions)."""
+    modules = section.get(key)
+    if modules is not None and not (isinstance(modules, list) and all(isinstance(m, str) for m in modules)):
+        raise SpecError(f"config: {where}.{key} must be a list of module names, got {modules!r:.60}")
+
+
 def checkpoint_formats(data: Mapping[str, Any], quant: Mapping[str, Any] | None, where: str,
                        is_moe: bool) -> CheckpointFormats | None:
     """The checkpoint's formats from ``quantization_config`` and a ModelOpt sidecar (which wins).
 
     None when neither is present: the checkpoint is the config's 16-bit dtype.
+
+    Raises
+    ------
+    SpecError
+        A ``quantization_config`` that is not a mapping, or whose method or module list
+        has the wrong type (read otherwise, it would silently mean BF16 or no exclusions).
     """
     found = None
     qc = data.get("quantization_config")
+    if qc is not None and not isinstance(qc, Mapping):
+        raise SpecError(f"config: quantization_config must be a mapping (quant_method, ...), got {qc!r:.60}")
     if isinstance(qc, Mapping):
         found = _from_hf(qc, is_moe)
     if quant is not None:

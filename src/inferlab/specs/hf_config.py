@@ -20,7 +20,7 @@ from ..errors import SpecError
 from .hf_fields import check_fields
 from .checkpoint import checkpoint_formats
 from .model import LayerSpec, MLASpec, ModelSpec, MoESpec
-from .validation import format_validation_error
+from .validation import format_validation_error, read_text
 
 _MISSING = object()
 
@@ -279,12 +279,7 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
     path = Path(config)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start}); a config.json is UTF-8 JSON") from None
+    text = read_text(path, str(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

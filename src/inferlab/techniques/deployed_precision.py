@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -109,7 +110,9 @@ def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> Resolve
     checkpoint = checkpoint_precision(model)
     cfg = PrecisionConfig.parse(value, checkpoint=checkpoint)
     if not model.is_moe and cfg.moe_weights is not None:
-        cfg = PrecisionConfig(cfg.weights, cfg.activations, cfg.kv_cache)  # no experts to store
+        raise SpecError(f"precision: moe_weights {cfg.moe_weights} (--moe-weights, moe:{cfg.moe_weights}) sets the "
+                        f"routed experts' format, but {model.id or model.name} is dense: it has no experts; drop it, "
+                        "or set weights (--weights) for its linear layers")
     notes: list[str] = []
     inherited = _kinds_from_checkpoint(value) if not isinstance(value, PrecisionConfig) else ()
     if inherited:

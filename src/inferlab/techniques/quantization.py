@@ -140,7 +140,8 @@ def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
     """``[NAME] [kind:format ...]``: NAME is a format or ``checkpoint`` (the default base)."""
     tokens = [t for t in _TOKEN.split(text.strip()) if t]
     if not tokens:
-        return checkpoint
+        raise SpecError(f"precision {text!r} is empty; give a format name such as 'fp8', kind:format text such as "
+                        "'fp8 kv:bf16', or 'checkpoint' (the default) for the model's shipped formats")
     base, kinds = checkpoint, {}
     if ":" not in tokens[0]:
         name = tokens.pop(0)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import InferlabError, SpecError
 from ..techniques.parallelism import expert_layout
 from ..precision import number_format
-from ..specs.validation import SAFE_LOADER, format_validation_error
+from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -185,12 +185,7 @@ def _read_texts(paths: Sequence[str | Path] | str | Path | None) -> list[tuple[s
         return [((folder / name).read_text(encoding="utf-8"), name) for name in PUBLIC_FILES]
     texts = []
     for path in [paths] if isinstance(paths, (str, Path)) else paths:
-        try:
-            texts.append((Path(path).read_text(encoding="utf-8"), str(path)))
-        except OSError as exc:
-            raise SpecError(f"case file {path}: cannot read ({exc.strerror or exc})") from None
-        except UnicodeDecodeError as exc:
-            raise SpecError(f"case file {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+        texts.append((read_text(path, f"case file {path}"), str(path)))
     return texts
 
 

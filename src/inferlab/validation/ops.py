@@ -22,6 +22,7 @@ from ..core.timing import time_op
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.catalog import load_hardware
+from ..specs.validation import read_text
 from .cases import PROFILE_ENGINES
 
 OP_KINDS = ("gemm", "attention_prefill", "attention_decode", "all_reduce")
@@ -118,10 +119,7 @@ def read_ops(path: str | Path) -> OpTable:
         A missing column, an unknown op or dtype, a non-numeric cell, a row without the
         columns its op needs, or a non-positive latency (with the line number).
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"op file {path}: cannot read ({exc.strerror or exc})") from None
+    text = read_text(path, f"op file {path}")
     return _parse(csv.DictReader(io.StringIO(text)), str(path))
 
 
