@@ -58,7 +58,7 @@ def launch_command(launch: EngineLaunch, engine: str | None = None) -> Rendered:
     if name not in _WRITERS:
         raise SpecError(f"launch commands are written for {', '.join(_WRITERS)}, not {name!r}")
     target = replace(launch, engine=name if name in ("trtllm", "trtllm-pytorch") else launch.engine)
-    out = _WRITERS[name](target)
+    out = replace(_WRITERS[name](target), engine=name)
     if launch.notes:
         out = replace(out, script="".join(f"# inferlab: {n}\n" for n in launch.notes) + out.script)
     return out
