@@ -13,6 +13,12 @@ text (``speculative: "eagle:k=4,accept=0.7"``) or as mappings of their fields::
     batch_size: [1, 8, 64]
     speculative: {method: draft, draft_model: llama-3.1-8b, k: 4, acceptance: 0.7}
     prefix_cache: {hit_rate: 0.5, replicas: 4, cache_aware_routing: false}
+
+``engine_args`` takes an engine's launch command instead of the deployment keys it sets
+(:mod:`inferlab.engines`); keys given beside it must agree with it::
+
+    engine_args: vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --quantization fp8
+    hardware: h100-sxm
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ KEYS = {
     "kv_block_size": "tokens", "max_num_tokens": "tokens", "price_per_gpu_hour": "USD", "utilization": "number in (0, 1]",
     "waves": "true or false", "speculative": "text or mapping", "prefix_cache": "hit rate, text or mapping",
     "disaggregation": "text or mapping", "prefill_batch": "requests",
+    "engine_args": "an engine launch command: vllm serve ..., python -m sglang.launch_server ..., trtllm-serve ...",
 }
 
 
@@ -106,8 +113,21 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     SpecError
-        On unreadable YAML, unknown keys (listing the allowed ones) or malformed techniques.
+        On unreadable YAML, unknown keys (listing the allowed ones), malformed techniques,
+        or keys that contradict the file's ``engine_args``.
     """
+    kwargs, launch = read_deployment_file(path)
+    if launch is None:
+        return kwargs
+    try:
+        return launch.merged(kwargs, "estimate")
+    except InferlabError as exc:
+        raise SpecError(f"{path}: {exc}") from None
+
+
+def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
+    """The file's own keyword arguments and its ``engine_args`` launch (None without one),
+    not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`)."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
@@ -121,7 +141,17 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
                                             _disaggregation)
     except InferlabError as exc:
         raise SpecError(f"{path}: {exc}") from None
+    launch = None
+    if "engine_args" in data:
+        from .engines import parse_engine_args
+
+        if not isinstance(data["engine_args"], str):
+            raise SpecError(f"{path}: engine_args must be the launch command as text")
+        try:
+            launch = parse_engine_args(data.pop("engine_args"))
+        except InferlabError as exc:
+            raise SpecError(f"{path}: engine_args: {exc}") from None
     for key in ("model", "hardware"):
-        if key not in data:
+        if key not in data and not (key == "model" and launch is not None):
             raise SpecError(f"{path}: required key {key!r} is missing")
-    return data
+    return data, launch

@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import SpecError
 from ..results.table import text_table
 from .args import comma_list, output_file
+from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 
@@ -45,6 +46,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     est.add_argument("model", metavar="MODEL", nargs="?", help="catalog id, alias or config.json path")
     est.add_argument("hardware", metavar="HARDWARE", nargs="?", help="catalog id, e.g. h100-sxm")
     est.add_argument("--file", metavar="DEPLOYMENT.yaml", help="read the deployment from a YAML file; flags override it")
+    add_engine_args_flag(est)
     for flag, (dest, kind, text) in FLAGS.items():
         est.add_argument(flag, dest=dest, type=kind, default=None, help=text)
     add_precision_flags(est)
@@ -64,9 +66,18 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from ..deployment_file import load_deployment_file
+    from ..deployment_file import read_deployment_file
+    from . import engine_args
 
-    kw: dict[str, Any] = load_deployment_file(args.file) if args.file else {}
+    kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
+    if args.engine_args is not None:
+        if launch is not None:
+            raise SpecError(f"--engine-args and engine_args in {args.file}: give the launch command once")
+        from ..engines import parse_engine_args
+
+        launch = parse_engine_args(args.engine_args)
+    if launch is not None:
+        engine_args.positionals(args)
     for name in ("model", "hardware"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
@@ -77,6 +88,8 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
                                 kind_overrides(args))
     if precision is not None:
         kw["precision"] = precision
+    if launch is not None:
+        kw = engine_args.apply(launch, kw, "estimate")
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and "disaggregation" in kw):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")

@@ -30,6 +30,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
     p.add_argument("--verify", type=int, default=None, help="configurations to size by simulation (default: the file's; 0: fluid model only)")
     p.add_argument("--plot", metavar="FILE", type=output_file, help="write the Pareto front (PNG or SVG) with the choice marked")
+    p.add_argument("--launch", metavar="ENGINE", choices=["vllm", "sglang", "trtllm-pytorch", "trtllm", "all"],
+                   help="print the winner's launch command for vllm, sglang, trtllm-pytorch, trtllm or all, with the "
+                        "scheduler limits the plan assumed")
     add_cluster_flags(p)
     p.set_defaults(func=run)
 
@@ -55,5 +58,13 @@ def run(args: argparse.Namespace) -> None:
 
         write_plan_plot(result, args.plot)
         text += f"\nPareto front written to {args.plot}"
-    _emit(args, result.to_dict(), text)
+    data = result.to_dict()
+    if args.launch:
+        from ..planning.launch import winner_commands
+
+        commands = winner_commands(result, args.launch)
+        text += "\n\nlaunch commands of the winner:\n" + "\n".join(c.script for c in commands).rstrip("\n")
+        data["launch"] = {c.engine: {"script": c.script, "unexpressed": [dict(field=f, reason=r) for f, r in c.unexpressed]}
+                          for c in commands}
+    _emit(args, data, text)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SpecError
 from .args import comma_list, output_file
+from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[common], help="latency percentiles and throughput under load, request by request",
                        description="Simulate an in-flight-batching engine serving a workload. A list of rates or "
                                    "concurrencies prints the latency-throughput curve with its knee.")
-    p.add_argument("model", metavar="MODEL", help="catalog id, alias or config.json path")
+    p.add_argument("model", metavar="MODEL", nargs="?", help="catalog id, alias or config.json path (not with "
+                                                            "--engine-args)")
     p.add_argument("hardware", metavar="HARDWARE", nargs="?", help="catalog id, e.g. h100-sxm (not with --disagg)")
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument("--rate", type=float, help="Poisson arrivals, requests per second")
@@ -72,8 +74,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                              ("--pp", int, "pipeline stages (default 1)"),
                              ("--ep", int, "expert-parallel groups; divides tp (default 1)"),
                              ("--dp", int, "data-parallel replicas (default 1)")):
-        p.add_argument(flag, type=kind, default=1, help=text)
-    p.add_argument("--attention-dp", action="store_true", help="attention data-parallel, experts over EP")
+        p.add_argument(flag, type=kind, default=None, help=text)
+    p.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
+    add_engine_args_flag(p)
     p.add_argument("--disagg", metavar="POOLS", help="separate prefill and decode pools, both simulated, e.g. "
                                                      "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
     p.add_argument("--spec", metavar="SPEC", help="speculative decoding, simulated per request: eagle:k=4,accept=0.7, "
@@ -82,13 +85,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                                       "shared:tokens=1000,groups=8[,zipf=1.1] or "
                                                       "sessions:turns=4,think=5 (multi-turn; cache=off to disable)")
     add_precision_flags(p)
-    p.add_argument("--engine", default="generic", help="generic, vllm, sglang, trtllm, trtllm-pytorch, lmdeploy (default generic)")
+    p.add_argument("--engine", default=None, help="generic, vllm, sglang, trtllm, trtllm-pytorch, lmdeploy (default generic)")
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
     p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
     p.add_argument("--max-num-batched-tokens", type=int, help="tokens per iteration at most (engine default)")
     p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
                    help="prefill each prompt whole, in iterations without decodes")
     p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes (default 0.9)")
+    p.add_argument("--kv-block-size", type=int, help="tokens per KV-cache page (engine default)")
     slo = p.add_argument_group("service-level objectives")
     slo.add_argument("--ttft-slo", type=float, metavar="MS", help="TTFT objective [ms]")
     slo.add_argument("--tpot-slo", type=float, metavar="MS", help="TPOT objective [ms]")
@@ -119,11 +123,12 @@ def _overheads(args: argparse.Namespace) -> Any:
 
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    kw: dict[str, Any] = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
-                          "precision": precision_value(args.precision, kind_overrides(args)),
-                          "engine": args.engine, "profile": args.profile,
+    layout = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
+              "engine": args.engine, "precision": precision_value(args.precision, kind_overrides(args))}
+    kw: dict[str, Any] = {k: v for k, v in layout.items() if v is not None}
+    kw.update({"profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),
-                          "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)}
+                          "num_requests": args.num_requests, "seed": args.seed, "overheads": _overheads(args)})
     if args.allow_long_context:
         kw["allow_long_context"] = True
     if args.disagg:
@@ -132,9 +137,20 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["speculative"] = args.spec
     if args.prefix:
         kw["prefix"] = args.prefix
-    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization"):
+    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
+    if args.engine_args is not None:
+        from ..engines import parse_engine_args
+        from . import engine_args
+
+        engine_args.positionals(args)
+        if args.model is not None:
+            kw["model"] = args.model
+        kw = engine_args.apply(parse_engine_args(args.engine_args), kw, "serve")
+        args.model = kw.pop("model")
+    elif args.model is None:
+        raise SpecError("serve needs MODEL (a catalog id) or --engine-args with a launch command")
     return kw
 
 

@@ -1,0 +1,95 @@
+"""What the three engines' readers and writers share: the model, the speculation methods, the shell form."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+from ..errors import SpecError
+from .launch import Rendered, Speculation
+from .model_names import catalog_model, hf_repo
+
+#: Written where a drafter checkpoint is needed that inferlab does not know; read back as none.
+DRAFTER_PLACEHOLDER = "DRAFTER_CHECKPOINT"
+#: 16-bit and 32-bit dtype spellings engines share.
+DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16",
+          "float32": "fp32", "float": "fp32"}
+DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+def launched_model(engine: str, positionals: list[str], named: str | None) -> tuple[str, str, list[str], str | None]:
+    """(catalog id, name as written, leftover positionals, note) of the model a command launches."""
+    words = list(positionals)
+    name = named if named is not None else (words.pop(0) if words else None)
+    if name is None:
+        raise SpecError(f"{engine}: the command names no model; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+    model, note = catalog_model(name)
+    return model, name, words, note
+
+
+def is_moe(model: str) -> bool:
+    """Whether the model routes tokens to experts."""
+    from ..specs.catalog import load_model
+
+    return load_model(model).moe is not None
+
+
+def drafter(name: str | None) -> str | None:
+    """A drafter checkpoint as written, the placeholder read as none."""
+    return None if name in (None, "", DRAFTER_PLACEHOLDER) else name
+
+
+def speculation(engine: str, where: str, method: str, k: int, model: str | None) -> Speculation:
+    """A :class:`Speculation` from inferlab's method name, refusing a bad draft length or missing drafter."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise SpecError(f"{engine}: {where}: the draft length must be a whole number >= 1, got {k!r}")
+    if method == "draft":
+        if drafter(model) is None:
+            raise SpecError(f"{engine}: {where}: a draft model speculates with a model; name it")
+        return Speculation("draft", k, draft_model=catalog_model(str(model))[0])
+    return Speculation(method, k, drafter=drafter(model))  # type: ignore[arg-type]
+
+
+def checkpoint_of(launch) -> str:
+    """The checkpoint to launch: the one the command named, else the catalog card's repository."""
+    return launch.checkpoint or hf_repo(launch.model)
+
+
+def drafter_for(spec: Speculation) -> str:
+    """The checkpoint to name for the drafter: the draft model's repository, the head's, or the placeholder."""
+    if spec.draft_model:
+        return hf_repo(spec.draft_model)
+    return spec.drafter or DRAFTER_PLACEHOLDER
+
+
+def shell_form(engine: str, words: Iterable[str], files: dict[str, str], unexpressed: list[tuple[str, str]],
+               notes: Iterable[str] = ()) -> Rendered:
+    """The plain shell form: comments, here-documents, then the command, one flag per line."""
+    lines = [f"# inferlab: {engine} cannot express {what}: {why}" for what, why in unexpressed]
+    lines += [f"# inferlab: {n}" for n in notes]
+    for path, text in files.items():
+        lines += [f"cat > {path} <<'EOF'", text.rstrip("\n"), "EOF"]
+    words = [shlex.quote(w) for w in words]
+    head, rest = [], words
+    while rest and not rest[0].startswith("--"):
+        head.append(rest.pop(0))
+    parts, i = [" ".join(head)], 0
+    while i < len(rest):
+        j = i + 1
+        while j < len(rest) and not rest[j].startswith("--"):
+            j += 1
+        parts.append(" ".join(rest[i:j]))
+        i = j
+    lines.append(" \\\n  ".join(parts))
+    return Rendered(engine, "\n".join(lines) + "\n", tuple(unexpressed))
+
+
+def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
+    """Field -> the flag that set it, with ``precision`` the first flag that set a format."""
+    out = {key: flag for key, (flag, _) in flags.values.items()}
+    for key in precision_keys:
+        if key in flags.values:
+            out.setdefault("precision", flags.flag(key))
+    if "max_num_batched_tokens" in out:
+        out.setdefault("max_num_tokens", out["max_num_batched_tokens"])
+    return out

@@ -1,0 +1,267 @@
+"""An engine launch as inferlab reads it: the deployment and scheduler limits its flags set.
+
+:class:`EngineLaunch` is what :func:`~inferlab.engines.parse_engine_args` returns and what
+:func:`~inferlab.engines.launch_command` renders. Its fields are those both inferlab and
+the engines know; a field left None is the engine's default. Flags inferlab does not
+know are kept in ``unknown``, flags that change nothing it models in ``no_effect``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from ..errors import SpecError, option_name
+
+#: Engines whose launch commands are read and written.
+LAUNCH_ENGINES = ("vllm", "sglang", "trtllm-pytorch")
+#: Inferlab's short names of the tensor kinds, in the order the precision text writes them.
+_KIND_LABELS = (("weights", "w"), ("activations", "a"), ("kv_cache", "kv"))
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """Speculative decoding as launch flags state it: the method, the draft length, the drafter.
+
+    Engines carry no acceptance rate: it is measured, and joins at :meth:`EngineLaunch.to_kwargs`.
+    ``draft_model`` is the catalog id of a separate draft model (method ``draft``);
+    ``drafter`` the checkpoint of an EAGLE or Medusa head as written on the command line.
+    """
+
+    method: Literal["draft", "eagle", "medusa", "mtp", "ngram"]
+    k: int
+    draft_model: str | None = None
+    drafter: str | None = None
+
+    def __str__(self) -> str:
+        model = f"model={self.draft_model}," if self.draft_model else ""
+        return f"{self.method}:{model}k={self.k}"
+
+
+@dataclass(frozen=True)
+class EngineLaunch:
+    """A deployment as an engine's launch flags state it.
+
+    Attributes
+    ----------
+    engine : str
+        ``vllm``, ``sglang`` or ``trtllm-pytorch`` (``trtllm`` for TensorRT-LLM's
+        compiled-engine backend).
+    model : str
+        Catalog id (or a config.json path) of the launched model.
+    checkpoint : str or None
+        The checkpoint the command launches, as written; None: the catalog card's repository.
+    tp, pp, ep, dp : int
+        inferlab's layout (:class:`~inferlab.techniques.parallelism.Parallelism`): GPUs per
+        stage, stages, expert groups inside a stage, independent replicas.
+    attention_dp : bool
+        Attention data-parallel over the stage's GPUs.
+    weights, activations, kv_cache : str or None
+        Formats set by the flags; None: the checkpoint's (KV: the engine's ``auto``).
+    dtype : str or None
+        The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
+    max_num_seqs, max_num_batched_tokens, chunked_prefill, gpu_memory_utilization, kv_block_size
+        Scheduler limits (:class:`~inferlab.serving.scheduler.SchedulerConfig`); None: the
+        engine's default (:data:`~inferlab.serve.ENGINE_SCHEDULERS`).
+    max_model_len : int or None
+        Longest prompt plus output the engine accepts [token]; kept for the round trip.
+    prefix_caching : bool or None
+        The engine's prefix cache on or off; None: the default (on in all three).
+    speculation : Speculation or None
+    unknown : tuple of str
+        Flags inferlab does not know, as written (with their values).
+    no_effect : tuple of str
+        Flags known to change nothing inferlab models (ports, logging, API keys...).
+    notes : tuple of str
+        How a flag was read where the mapping is not one to one.
+    sources : tuple of (field, flag)
+        The flag that set each field, for messages.
+    """
+
+    engine: str
+    model: str
+    checkpoint: str | None = None
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    attention_dp: bool = False
+    weights: str | None = None
+    activations: str | None = None
+    kv_cache: str | None = None
+    dtype: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    chunked_prefill: bool | None = None
+    gpu_memory_utilization: float | None = None
+    kv_block_size: int | None = None
+    max_model_len: int | None = None
+    prefix_caching: bool | None = None
+    speculation: Speculation | None = None
+    unknown: tuple[str, ...] = ()
+    no_effect: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    sources: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def precision(self) -> str | None:
+        """inferlab's precision text of the formats the flags set (None: the checkpoint's).
+
+        ``--dtype`` sets the activations and, left ``auto``, the KV cache.
+        """
+        kinds = {"weights": self.weights, "activations": self.activations or self.dtype,
+                 "kv_cache": self.kv_cache or (self.dtype if self.dtype else None)}
+        if not any(kinds.values()):
+            return None
+        if all(kinds.values()):
+            from ..techniques.quantization import PrecisionConfig
+
+            if PrecisionConfig.derived(kinds["weights"]) == PrecisionConfig(**kinds):  # type: ignore[arg-type]
+                return kinds["weights"]
+        return " ".join(f"{label}:{kinds[kind]}" for kind, label in _KIND_LABELS if kinds[kind])
+
+    def modelled(self) -> dict[str, Any]:
+        """The fields both inferlab and the engines know (what a round trip keeps)."""
+        skip = {"engine", "unknown", "no_effect", "notes", "sources"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+
+    def flag_of(self, key: str) -> str:
+        """The flag that set ``key``, as written."""
+        return dict(self.sources).get(key, key)
+
+    def to_kwargs(self, target: Literal["estimate", "serve"] = "estimate", *,
+                  speculative: Any = None) -> dict[str, Any]:
+        """Keyword arguments of :func:`inferlab.estimate` or :func:`inferlab.serve`.
+
+        ``speculative`` (inferlab's text, a preset or a SpeculativeConfig) gives the
+        acceptance the engine flags cannot carry; it must name the launch's method and
+        draft length.
+
+        Raises
+        ------
+        SpecError
+            Speculation in the flags without an acceptance, or one that contradicts them.
+        """
+        kw: dict[str, Any] = {"model": self.model, "engine": self.engine, "tp": self.tp, "pp": self.pp,
+                              "ep": self.ep, "dp": self.dp, "attention_dp": self.attention_dp}
+        if self.precision is not None:
+            kw["precision"] = self.precision
+        limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size}
+        if target == "serve":
+            limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
+                          chunked_prefill=self.chunked_prefill)
+        else:
+            limits["max_num_tokens"] = self.max_num_batched_tokens
+        kw.update({k: v for k, v in limits.items() if v is not None})
+        spec = self.speculative_config(speculative)
+        if spec is not None:
+            kw["speculative"] = spec
+        return kw
+
+    def speculative_config(self, given: Any = None) -> Any:
+        """The :class:`SpeculativeConfig` of the launch, its acceptance taken from ``given``."""
+        from ..techniques.speculative_config import SpeculativeConfig
+
+        if given is None:
+            if self.speculation is None:
+                return None
+            raise SpecError(f"the engine flags speculate ({self.speculation}) but carry no acceptance rate: add "
+                            f"{option_name('speculative')} {self.speculation},accept=A with a measured A, or a preset")
+        spec = given if isinstance(given, SpeculativeConfig) else SpeculativeConfig.parse(str(given))
+        if self.speculation is None:
+            raise SpecError(f"{option_name('speculative')} {given} but the engine flags do not speculate; add the "
+                            "engine's speculative flags, or drop it")
+        s = self.speculation
+        if (spec.method, spec.k) != (s.method, s.k) or s.draft_model and str(spec.draft_model) != s.draft_model:
+            raise SpecError(f"{option_name('speculative')} {given} contradicts the engine flags ({s}, set by "
+                            f"{self.flag_of('speculation')}); give the same method, model and k")
+        return spec
+
+    def merged(self, explicit: dict[str, Any], target: Literal["estimate", "serve"] = "estimate") -> dict[str, Any]:
+        """:meth:`to_kwargs` with ``explicit`` options added; one that contradicts a flag is refused.
+
+        Raises
+        ------
+        SpecError
+            ``--tp 4`` with ``--tensor-parallel-size 2`` in the engine args, and the like.
+        """
+        kw = self.to_kwargs(target, speculative=explicit.get("speculative"))
+        for key, value in explicit.items():
+            if key == "speculative" or value is None:
+                continue
+            if key in kw and not _same(key, kw[key], value):
+                raise SpecError(f"{option_name(key)} {value} contradicts the engine args ({self.flag_of(key)} gives "
+                                f"{kw[key]}); drop one of them")
+            kw[key] = value
+        return kw
+
+    def report(self, target: Literal["estimate", "serve"] = "estimate") -> list[str]:
+        """Lines saying what of the command inferlab does not use: unknown flags (kept, not
+        modelled), flags that change nothing it models, limits only serving uses, notes."""
+        name = self.engine.split("-")[0]
+        lines = [f"{name} engine args: {n}" for n in self.notes]
+        if self.unknown:
+            lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
+        if self.no_effect:
+            lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
+        serve_only = [self.flag_of(k) for k in ("max_num_seqs", "chunked_prefill")
+                      if getattr(self, k) is not None]
+        if target == "estimate" and serve_only:
+            lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
+                         "batch")
+        return lines
+
+    def with_sources(self, **sources: str) -> EngineLaunch:
+        """This launch with the flags of some fields recorded."""
+        return replace(self, sources=tuple({**dict(self.sources), **sources}.items()))
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    if key == "model":
+        from ..specs.catalog import load_model
+
+        try:
+            return load_model(str(a)).id == load_model(str(b)).id
+        except Exception:  # noqa: BLE001 - an unloadable name differs from any other
+            return str(a).lower() == str(b).lower()
+    if key == "precision":  # every kind the option sets, the flags set alike
+        launched = _precision_kinds(a)
+        return all(launched.get(kind) == fmt for kind, fmt in _precision_kinds(b).items())
+    return a == b
+
+
+def _precision_kinds(text: Any) -> dict[str, str]:
+    """The kinds a precision text sets over the checkpoint (``"fp8"`` sets all three)."""
+    from ..techniques.quantization import PrecisionConfig
+
+    tokens = str(text).split()
+    out: dict[str, str] = {}
+    if tokens and ":" not in tokens[0] and tokens[0].lower() != "checkpoint":
+        out = {k: v for k, v in PrecisionConfig.derived(tokens[0]).to_dict().items() if k != "moe_weights"}
+    for token in tokens[1:] if tokens and ":" not in tokens[0] else tokens:
+        kind, _, fmt = token.partition(":")
+        full = {"w": "weights", "a": "activations", "kv": "kv_cache", "moe": "moe_weights"}.get(kind, kind)
+        out[full] = PrecisionConfig().with_kinds({full: fmt}).to_dict()[full]
+    return out
+
+
+def precision_kinds(text: Any) -> dict[str, str]:
+    """Public form of the kinds a precision text sets explicitly (None or ``checkpoint``: none)."""
+    return {} if text is None else _precision_kinds(text)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A launch command in an engine's own flags, and what it cannot say.
+
+    ``script`` is a plain shell form: any config file as a here-document, then the
+    command, with ``#`` lines naming what the engine cannot express. ``unexpressed`` pairs
+    each such field with the reason.
+    """
+
+    engine: str
+    script: str
+    unexpressed: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return self.script

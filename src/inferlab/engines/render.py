@@ -1,0 +1,106 @@
+"""Engine launch commands in and out: which engine a command is, and a deployment as each engine's command.
+
+:func:`parse_engine_args` reads a pasted command; :func:`launch_from_deployment` builds the
+:class:`EngineLaunch` of an inferlab deployment; :func:`launch_command` writes one as an
+engine's plain shell form. ``parse_engine_args(launch_command(x, e).script)`` gives ``x``
+back on every field the engine can express; the others are named in ``unexpressed``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any
+
+from ..errors import SpecError
+from . import sglang, trtllm, vllm
+from .command_line import split_command
+from .common import speculation
+from .launch import LAUNCH_ENGINES, EngineLaunch, Rendered, Speculation, precision_kinds
+
+_WRITERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm-pytorch": trtllm.render, "trtllm": trtllm.render}
+_USAGE = "start with 'vllm serve MODEL', 'python -m sglang.launch_server --model-path MODEL' or 'trtllm-serve MODEL'"
+
+
+def parse_engine_args(text: str) -> EngineLaunch:
+    """The :class:`EngineLaunch` of a pasted vLLM, SGLang or TensorRT-LLM launch command.
+
+    Raises
+    ------
+    SpecError
+        One line: a command of no known engine, a flag with a bad value (the flag, the
+        value, what is allowed), a model the catalog does not name.
+    """
+    cmd = split_command(text)
+    words = list(cmd.words)
+    program = os.path.basename(words[0])
+    if program == "vllm" and words[1:2] == ["serve"]:
+        return vllm.parse(cmd, words[2:])
+    if program.startswith("python") and words[1:2] == ["-m"] and len(words) > 2:
+        if words[2] == "sglang.launch_server":
+            return sglang.parse(cmd, words[3:])
+        if words[2] == "vllm.entrypoints.openai.api_server":
+            return vllm.parse(cmd, words[3:])
+    if program == "trtllm-serve":
+        return trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:])
+    raise SpecError(f"engine args: cannot tell the engine of {' '.join(words[:3])!r}; {_USAGE}")
+
+
+def launch_command(launch: EngineLaunch, engine: str | None = None) -> Rendered:
+    """``launch`` as the launch command of ``engine`` (default: its own), in plain shell form.
+
+    Raises
+    ------
+    SpecError
+        For an engine whose commands are not written (allowed: vllm, sglang, trtllm-pytorch, trtllm).
+    """
+    name = engine or launch.engine
+    if name not in _WRITERS:
+        raise SpecError(f"launch commands are written for {', '.join(_WRITERS)}, not {name!r}")
+    target = replace(launch, engine=name if name in ("trtllm", "trtllm-pytorch") else launch.engine)
+    out = replace(_WRITERS[name](target), engine=name)
+    if launch.notes:
+        out = replace(out, script="".join(f"# inferlab: {n}\n" for n in launch.notes) + out.script)
+    return out
+
+
+def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
+                           attention_dp: bool = False, precision: Any = None, speculative: Any = None,
+                           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                           chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
+                           kv_block_size: int | None = None, max_model_len: int | None = None,
+                           prefix_caching: bool | None = None) -> EngineLaunch:
+    """The :class:`EngineLaunch` of an inferlab deployment (the arguments of :func:`inferlab.serve`).
+
+    ``precision`` is inferlab's text (None or ``checkpoint``: the checkpoint's formats);
+    the routed experts' own format has no engine flag and is named in ``notes``.
+    """
+    kinds = precision_kinds(None if precision in (None, "checkpoint") else precision)
+    notes = []
+    if "moe_weights" in kinds and kinds["moe_weights"] != kinds.get("weights"):
+        notes.append(f"routed experts in {kinds['moe_weights']}: no engine flag sets them apart; serve a checkpoint "
+                     "stored that way")
+    spec = _speculation(speculative)
+    from .model_names import catalog_model
+
+    return EngineLaunch(engine=engine if engine in _WRITERS else "vllm", model=catalog_model(model)[0], tp=tp, pp=pp,
+                        ep=ep, dp=dp, attention_dp=attention_dp, weights=kinds.get("weights"),
+                        activations=kinds.get("activations"), kv_cache=kinds.get("kv_cache"),
+                        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                        chunked_prefill=chunked_prefill, gpu_memory_utilization=gpu_memory_utilization,
+                        kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
+                        speculation=spec, notes=tuple(notes))
+
+
+def _speculation(value: Any) -> Speculation | None:
+    if value is None or isinstance(value, Speculation):
+        return value
+    from ..techniques.speculative_config import SpeculativeConfig
+
+    spec = value if isinstance(value, SpeculativeConfig) else SpeculativeConfig.parse(str(value))
+    model = spec.draft_model if isinstance(spec.draft_model, str) or spec.draft_model is None else spec.draft_model.id
+    return speculation("inferlab", "speculative", spec.method, int(spec.k), model)
+
+
+__all__ = ["LAUNCH_ENGINES", "EngineLaunch", "Rendered", "launch_command", "launch_from_deployment",
+           "parse_engine_args"]

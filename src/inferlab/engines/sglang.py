@@ -1,0 +1,188 @@
+"""SGLang's ``python -m sglang.launch_server`` flags, read into an :class:`EngineLaunch` and written from one.
+
+Flag names follow SGLang 0.4.10-0.5 (``--tp``/``--tp-size``, ``--dp``/``--dp-size``,
+``--ep-size``, ``--enable-dp-attention``...). Layout rules from SGLang's server
+arguments: ``--tp N`` is the GPUs of one replica; ``--dp M`` without
+``--enable-dp-attention`` runs M replicas, with it M attention data-parallel groups inside
+the ``tp`` GPUs; ``--ep-size`` splits the experts inside them. ``--chunked-prefill-size``
+is the prefill token budget per iteration (-1: no chunking, the budget then
+``--max-prefill-tokens``).
+"""
+
+from __future__ import annotations
+
+from .command_line import Command, Spec, choice, read_flags
+from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags,
+                     speculation)
+from .launch import EngineLaunch, Rendered
+
+NAME = "sglang"
+FLAGS = {
+    "--model-path": Spec("model"), "--model": Spec("model"),
+    "--tp-size": Spec("tp", "int"), "--tp": Spec("tp", "int"), "--dp-size": Spec("dp", "int"), "--dp": Spec("dp", "int"),
+    "--pp-size": Spec("pp", "int"), "--pp": Spec("pp", "int"), "--ep-size": Spec("ep", "int"), "--ep": Spec("ep", "int"),
+    "--enable-ep-moe": Spec("ep_moe", "on"), "--enable-dp-attention": Spec("attention_dp", "on"),
+    "--chunked-prefill-size": Spec("chunk", "signed"), "--max-prefill-tokens": Spec("max_prefill_tokens", "int"),
+    "--max-running-requests": Spec("max_num_seqs", "int"), "--mem-fraction-static": Spec("gpu_memory_utilization", "fraction"),
+    "--kv-cache-dtype": Spec("kv_cache"), "--quantization": Spec("quantization"), "--dtype": Spec("dtype"),
+    "--speculative-algorithm": Spec("speculation"), "--speculative-num-steps": Spec("spec_steps", "int"),
+    "--speculative-eagle-topk": Spec("spec_topk", "int"), "--speculative-num-draft-tokens": Spec("spec_tokens", "int"),
+    "--speculative-draft-model-path": Spec("spec_model"), "--disable-radix-cache": Spec("prefix_caching", "off"),
+    "--page-size": Spec("kv_block_size", "int"), "--context-length": Spec("max_model_len", "int"),
+}
+NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
+                   "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
+                   "--download-dir", "--revision", "--load-format", "--dist-init-addr", "--nnodes", "--node-rank",
+                   "--nccl-port", "--file-storage-path", "--tokenizer-mode")
+NO_EFFECT_SWITCH = ("--trust-remote-code", "--log-requests", "--enable-metrics", "--skip-server-warmup",
+                    "--enable-cache-report", "--show-time-cost", "--skip-tokenizer-init")
+QUANTIZATION = {"fp8": ("fp8", "fp8"), "w8a8_fp8": ("fp8", "fp8"), "modelopt": ("fp8", "fp8"),
+                "modelopt_fp4": ("nvfp4", "nvfp4"), "mxfp4": ("mxfp4", "mxfp4"), "w8a8_int8": ("int8", "int8"),
+                "awq": ("int4", "bf16"), "awq_marlin": ("int4", "bf16"), "gptq": ("int4", "bf16"),
+                "gptq_marlin": ("int4", "bf16"), "compressed-tensors": None}
+_QUANT_NAME = {("fp8", "fp8"): "fp8", ("nvfp4", "nvfp4"): "modelopt_fp4", ("mxfp4", "mxfp4"): "mxfp4",
+               ("int8", "int8"): "w8a8_int8", ("int4", "bf16"): "awq"}
+KV_DTYPES = {"auto": None, "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bf16": "bf16", "bfloat16": "bf16"}
+_KV_NAME = {"fp8": "fp8_e4m3", "bf16": "bf16"}
+ALGORITHMS = {"eagle": "eagle", "eagle3": "eagle", "nextn": "mtp", "standalone": "draft", "ngram": "ngram",
+              "lookahead": "ngram"}
+#: Default chunk size written when chunked prefill is on with no budget given (SGLang's default).
+DEFAULT_CHUNK = 8192
+
+
+def parse(cmd: Command, words: list[str]) -> EngineLaunch:
+    """An :class:`EngineLaunch` from the words after ``python -m sglang.launch_server``."""
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME)
+    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
+    notes = [note] if note else []
+    tp, dp, attention_dp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False)
+    ep = tp if f.get("ep_moe") else f.get("ep", 1)
+    if attention_dp:
+        if dp != tp:
+            notes.append(f"--dp {dp} --enable-dp-attention inside --tp {tp}: read as attention data-parallel over all "
+                         f"{tp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
+        dp = 1
+    chunk, chunked, budget = f.get("chunk"), None, None
+    if chunk is not None and chunk <= 0:
+        chunked, budget = False, f.get("max_prefill_tokens")
+    elif chunk is not None:
+        chunked, budget = True, chunk
+    if "max_prefill_tokens" in f.values and chunked is not False:
+        notes.append("--max-prefill-tokens read only with --chunked-prefill-size -1: with chunking the chunk size is "
+                     "the prefill budget per iteration")
+    pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION) if "quantization" in f.values \
+        else (None, None)
+    launch = EngineLaunch(
+        engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
+        weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
+        kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
+        dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
+        max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, chunked_prefill=chunked,
+        gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
+        max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
+        speculation=_speculation(f, notes) if "speculation" in f.values else None,
+        unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
+    sources = source_flags(f, ("quantization", "kv_cache", "dtype"))
+    if chunk is not None:
+        sources.update(chunked_prefill="--chunked-prefill-size", max_num_batched_tokens="--chunked-prefill-size",
+                       max_num_tokens="--chunked-prefill-size")
+    return launch.with_sources(**sources)
+
+
+def _speculation(f, notes: list[str]) -> object:
+    where = f.flag("speculation")
+    method = choice(NAME, where, f.get("speculation"), ALGORITHMS)
+    steps, topk, tokens = f.get("spec_steps"), f.get("spec_topk", 1), f.get("spec_tokens")
+    k = tokens - 1 if tokens is not None else steps
+    if k is None:
+        k = 0  # refused below with the flags to give
+        where = "--speculative-num-steps or --speculative-num-draft-tokens"
+    if topk > 1:
+        notes.append(f"--speculative-eagle-topk {topk}: tree drafting read as a chain of {k} drafts verified together")
+    elif steps is not None and tokens is not None and tokens != steps + 1:
+        notes.append(f"--speculative-num-draft-tokens {tokens} with --speculative-num-steps {steps}: k={k} "
+                     "(the tokens verified per step, less one)")
+    return speculation(NAME, where, method, k, f.get("spec_model"))
+
+
+def render(launch: EngineLaunch) -> Rendered:
+    """``python -m sglang.launch_server`` with the flags of ``launch``."""
+    words = ["python", "-m", "sglang.launch_server", "--model-path", checkpoint_of(launch), "--tp", str(launch.tp)]
+    missing: list[tuple[str, str]] = []
+    if launch.attention_dp:
+        words += ["--dp", str(launch.tp), "--enable-dp-attention"]
+    if launch.dp > 1 and launch.attention_dp:
+        missing.append(("dp", f"{launch.dp} replicas next to attention DP: launch this command {launch.dp} times "
+                              "behind a router"))
+    elif launch.dp > 1:
+        words += ["--dp", str(launch.dp)]
+    if launch.ep > 1:
+        words += ["--ep-size", str(launch.ep)]
+    if launch.pp > 1:
+        words += ["--pp-size", str(launch.pp)]
+    words += _precision(launch, missing) + _limits(launch, missing)
+    if launch.speculation is not None:
+        words += _speculation_words(launch, missing)
+    return shell_form(NAME, words, {}, missing)
+
+
+def _precision(launch: EngineLaunch, missing: list) -> list[str]:
+    out = []
+    pair = (launch.weights, launch.activations)
+    if pair in _QUANT_NAME:
+        out += ["--quantization", _QUANT_NAME[pair]]
+    elif pair != (None, None):
+        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no --quantization "
+                                   "value quantizes to them; serve a checkpoint stored that way"))
+    if launch.kv_cache in _KV_NAME:
+        out += ["--kv-cache-dtype", _KV_NAME[launch.kv_cache]]
+    elif launch.kv_cache is not None:
+        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache (--kv-cache-dtype: auto, fp8_e4m3, bf16)"))
+    if launch.dtype is not None:
+        out += ["--dtype", DTYPE_NAMES[launch.dtype]]
+    return out
+
+
+def _limits(launch: EngineLaunch, missing: list) -> list[str]:
+    out = []
+    if launch.chunked_prefill is False:
+        out += ["--chunked-prefill-size", "-1"]
+        if launch.max_num_batched_tokens is not None:
+            out += ["--max-prefill-tokens", str(launch.max_num_batched_tokens)]
+    elif launch.max_num_batched_tokens is not None or launch.chunked_prefill:
+        out += ["--chunked-prefill-size", str(launch.max_num_batched_tokens or DEFAULT_CHUNK)]
+        if launch.chunked_prefill is None:
+            missing.append(("chunked_prefill", "the engine default for chunking: a chunk size turns it on"))
+        elif launch.max_num_batched_tokens is None:
+            missing.append(("max_num_batched_tokens", f"chunking without a size: SGLang's default {DEFAULT_CHUNK} "
+                                                      "written"))
+    for flag, value in (("--max-running-requests", launch.max_num_seqs),
+                        ("--mem-fraction-static", launch.gpu_memory_utilization),
+                        ("--page-size", launch.kv_block_size), ("--context-length", launch.max_model_len)):
+        if value is not None:
+            out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if launch.prefix_caching is False:
+        out.append("--disable-radix-cache")
+    elif launch.prefix_caching:
+        missing.append(("prefix_caching", "prefix caching asked for explicitly: the radix cache is on by default"))
+    return out
+
+
+def _speculation_words(launch: EngineLaunch, missing: list) -> list[str]:
+    spec = launch.speculation
+    if spec is None or spec.method == "medusa":
+        missing.append(("speculation", "Medusa heads (SGLang drafts with EAGLE, NEXTN, STANDALONE or NGRAM)"))
+        return []
+    if spec.method == "eagle":
+        head = (spec.drafter or "").lower()
+        algorithm = "EAGLE" if "eagle" in head and "eagle3" not in head else "EAGLE3"
+    else:
+        algorithm = {"mtp": "NEXTN", "draft": "STANDALONE", "ngram": "NGRAM"}[spec.method]
+    out = ["--speculative-algorithm", algorithm]
+    if spec.method in ("eagle", "draft"):
+        out += ["--speculative-draft-model-path", drafter_for(spec)]
+    elif spec.drafter:
+        out += ["--speculative-draft-model-path", spec.drafter]
+    if spec.method != "ngram":
+        out += ["--speculative-num-steps", str(spec.k), "--speculative-eagle-topk", "1"]
+    return out + ["--speculative-num-draft-tokens", str(spec.k + 1)]

@@ -1,0 +1,223 @@
+"""TensorRT-LLM's ``trtllm-serve`` flags and extra LLM-API options, read into an :class:`EngineLaunch` and written from one.
+
+Flag and option names follow TensorRT-LLM 1.0-1.1 (``trtllm-serve MODEL --tp_size
+--pp_size --ep_size --max_batch_size --max_num_tokens
+--kv_cache_free_gpu_memory_fraction --extra_llm_api_options FILE.yaml``; the YAML holds
+``LlmArgs`` fields: ``enable_attention_dp``, ``enable_chunked_prefill``,
+``kv_cache_config``, ``speculative_config``, ``quant_config``...). Options in the YAML
+win over the command-line flags, as trtllm-serve applies them last. ``--backend
+pytorch`` (the default) is inferlab's ``trtllm-pytorch``, ``tensorrt`` its ``trtllm``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .command_line import Command, Spec, choice, read_flags
+from .common import checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags, speculation
+from .launch import EngineLaunch, Rendered
+
+NAME = "trtllm"
+CONFIG_FILE = "extra-llm-api-config.yml"
+FLAGS = {
+    "--backend": Spec("backend"), "--tp_size": Spec("tp", "int"), "--pp_size": Spec("pp", "int"),
+    "--ep_size": Spec("ep", "int"), "--max_batch_size": Spec("max_num_seqs", "int"),
+    "--max_num_tokens": Spec("max_num_batched_tokens", "int"), "--max_seq_len": Spec("max_model_len", "int"),
+    "--kv_cache_free_gpu_memory_fraction": Spec("gpu_memory_utilization", "fraction"),
+    "--extra_llm_api_options": Spec("options"), "--config": Spec("options"),
+}
+NO_EFFECT_VALUE = ("--host", "--port", "--log_level", "--tokenizer", "--gpus_per_node", "--num_postprocess_workers",
+                   "--reasoning_parser", "--tool_parser", "--metadata_server_config_file", "--server_role",
+                   "--served_model_name", "--chat_template")
+NO_EFFECT_SWITCH = ("--trust_remote_code",)
+BACKENDS = {"pytorch": "trtllm-pytorch", "tensorrt": "trtllm", "_autodeploy": "trtllm-pytorch"}
+#: YAML key -> (field, kind) for the top level and ``kv_cache_config``.
+TOP = {"tensor_parallel_size": ("tp", "int"), "pipeline_parallel_size": ("pp", "int"),
+       "moe_expert_parallel_size": ("ep", "int"), "enable_attention_dp": ("attention_dp", "bool"),
+       "max_batch_size": ("max_num_seqs", "int"), "max_num_tokens": ("max_num_batched_tokens", "int"),
+       "max_seq_len": ("max_model_len", "int"), "enable_chunked_prefill": ("chunked_prefill", "bool"),
+       "tokens_per_block": ("kv_block_size", "int"), "dtype": ("dtype", "text")}
+KV = {"dtype": ("kv_cache", "text"), "free_gpu_memory_fraction": ("gpu_memory_utilization", "fraction"),
+      "enable_block_reuse": ("prefix_caching", "bool"), "tokens_per_block": ("kv_block_size", "int")}
+NO_EFFECT_KEYS = {"print_iter_log", "backend", "return_perf_metrics", "enable_iter_perf_stats"}
+QUANT_ALGOS = {"fp8": ("fp8", "fp8"), "fp8_block_scales": ("fp8_block", "fp8_block"), "nvfp4": ("nvfp4", "nvfp4"),
+               "w4a16_awq": ("int4", "bf16"), "w8a8_sq_per_channel": ("int8", "int8"),
+               "w4a8_mxfp4_fp8": ("mxfp4", "fp8")}
+_QUANT_NAME = {pair: name.upper() for name, pair in QUANT_ALGOS.items()}
+KV_DTYPES = {"auto": None, "fp8": "fp8", "nvfp4": "nvfp4"}
+DECODING = {"eagle": "eagle", "eagle3": "eagle", "mtp": "mtp", "ngram": "ngram", "drafttarget": "draft",
+            "medusa": "medusa"}
+_DECODING_NAME = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget", "medusa": "Medusa"}
+_SPEC_NO_EFFECT = {"max_matching_ngram_size", "is_keep_all", "is_use_oldest", "is_public_pool", "eagle3_one_model"}
+
+
+def parse(cmd: Command, words: list[str]) -> EngineLaunch:
+    """An :class:`EngineLaunch` from the words after ``trtllm-serve`` (and ``serve``)."""
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME)
+    model, written, extra, note = launched_model(NAME, f.positionals, None)
+    notes = [note] if note else []
+    values = {k: v for k, (_, v) in f.values.items()}
+    sources = source_flags(f, ())
+    if "options" in f.values:
+        options = _read_options(f.get("options"), dict(cmd.files))
+        _apply_options(options, values, sources, f, notes, where=f.flag("options"))
+    engine = choice(NAME, "--backend", values.pop("backend", "pytorch"), BACKENDS)
+    pair = values.pop("quant", (None, None))
+    kv = values.pop("kv_cache", None)
+    launch = EngineLaunch(
+        engine=engine, model=model, checkpoint=written, tp=values.get("tp", 1), pp=values.get("pp", 1), ep=values.get("ep", 1),
+        attention_dp=values.get("attention_dp", False), weights=pair[0], activations=pair[1],
+        kv_cache=choice(NAME, "kv_cache_config.dtype", kv, KV_DTYPES) if kv is not None else values.get("kv_quant"),
+        dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
+        **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
+                                      "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching")},
+        speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
+        notes=tuple(notes))
+    return launch.with_sources(**sources)
+
+
+def _read_options(path: str, files: dict[str, str]) -> dict[str, Any]:
+    import yaml
+
+    where = f"--extra_llm_api_options {path}"
+    if path in files:
+        text = files[path]
+    else:
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"trtllm: {where}: cannot read it ({exc.strerror}); give its path, or paste it before the "
+                            "command as a here-document (cat > FILE <<'EOF' ... EOF)") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError(f"trtllm: {where} is not YAML: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"trtllm: {where} must hold a mapping of LLM-API options, got {type(data).__name__}")
+    return data
+
+
+def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: list[str], where: str) -> None:
+    """Fold the YAML's options into ``values`` (they win over the flags)."""
+    def put(key: str, value: Any, label: str) -> None:
+        if key in values and values[key] != value:
+            notes.append(f"{label}: {value} in {where} wins over the command line's {values[key]}")
+        values[key], sources[key] = value, label
+
+    for key, value in options.items():
+        label = f"{where}: {key}"
+        if key in TOP:
+            field, kind = TOP[key]
+            put(field, _typed(label, value, kind), label)
+        elif key == "kv_cache_config" and isinstance(value, dict):
+            for sub, item in value.items():
+                if sub in KV:
+                    field, kind = KV[sub]
+                    put(field, _typed(f"{label}.{sub}", item, kind), f"{label}.{sub}")
+                else:
+                    f.unknown.append(f"{key}.{sub}: {item}")
+        elif key == "quant_config" and isinstance(value, dict):
+            _quant(value, values, sources, label, f)
+        elif key == "speculative_config" and isinstance(value, dict):
+            put("speculation", _speculation(value, label, f), label)
+        elif key in NO_EFFECT_KEYS:
+            f.no_effect.append(f"{where}: {key}")
+        else:
+            f.unknown.append(f"{key}: {value}")
+    if "kv_cache" in values or "quant" in values:
+        sources.setdefault("precision", sources.get("kv_cache") or sources.get("quant", where))
+    if "max_num_batched_tokens" in sources:
+        sources["max_num_tokens"] = sources["max_num_batched_tokens"]
+
+
+def _quant(value: dict, values: dict, sources: dict, label: str, f: Any) -> None:
+    for sub, item in value.items():
+        if sub == "quant_algo" and item is not None:
+            values["quant"] = choice(NAME, f"{label}.quant_algo", str(item), QUANT_ALGOS)
+            sources["quant"] = f"{label}.quant_algo"
+        elif sub == "kv_cache_quant_algo" and item is not None:
+            values["kv_quant"] = choice(NAME, f"{label}.kv_cache_quant_algo", str(item), {"fp8": "fp8", "nvfp4": "nvfp4"})
+        elif item is not None:
+            f.unknown.append(f"quant_config.{sub}: {item}")
+
+
+def _typed(label: str, value: Any, kind: str) -> Any:
+    ok = {"int": isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+          "bool": isinstance(value, bool), "text": isinstance(value, str),
+          "fraction": isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1}[kind]
+    if not ok:
+        what = {"int": "a whole number >= 1", "bool": "true or false", "text": "text", "fraction": "a number in (0, 1]"}
+        raise SpecError(f"trtllm: {label} {value!r} is not {what[kind]}")
+    return float(value) if kind == "fraction" else value
+
+
+def _speculation(value: dict, label: str, f: Any) -> object:
+    method = choice(NAME, f"{label}.decoding_type", str(value.get("decoding_type", "")), DECODING)
+    k = value.get("num_nextn_predict_layers") if method == "mtp" else value.get("max_draft_len")
+    for key in sorted(set(value) - {"decoding_type", "max_draft_len", "num_nextn_predict_layers",
+                                    "speculative_model_dir"}):
+        (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"speculative_config.{key}")
+    return speculation(NAME, label, method, k, value.get("speculative_model_dir"))
+
+
+def render(launch: EngineLaunch) -> Rendered:
+    """``trtllm-serve`` with its flags and the extra-options YAML as a here-document."""
+    import yaml
+
+    backend = "tensorrt" if launch.engine == "trtllm" else "pytorch"
+    words = ["trtllm-serve", checkpoint_of(launch), "--backend", backend, "--tp_size", str(launch.tp)]
+    missing: list[tuple[str, str]] = []
+    for flag, value in (("--pp_size", launch.pp if launch.pp > 1 else None), ("--ep_size", launch.ep if launch.ep > 1 else None),
+                        ("--max_batch_size", launch.max_num_seqs), ("--max_num_tokens", launch.max_num_batched_tokens),
+                        ("--max_seq_len", launch.max_model_len),
+                        ("--kv_cache_free_gpu_memory_fraction", launch.gpu_memory_utilization)):
+        if value is not None:
+            words += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if launch.dp > 1:
+        missing.append(("dp", f"{launch.dp} replicas: launch this command {launch.dp} times behind a load balancer"))
+    options = _options(launch, missing)
+    if options:
+        words += ["--extra_llm_api_options", CONFIG_FILE]
+    text = yaml.safe_dump(options, sort_keys=False) if options else ""
+    notes = ["--kv_cache_free_gpu_memory_fraction is a share of the memory left after weights and activations "
+             "(vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static: of all memory)"] \
+        if launch.gpu_memory_utilization is not None else []
+    return shell_form(NAME, words, {CONFIG_FILE: text} if options else {}, missing, notes)
+
+
+def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if launch.attention_dp:
+        out["enable_attention_dp"] = True
+    if launch.chunked_prefill is not None:
+        out["enable_chunked_prefill"] = launch.chunked_prefill
+    kv: dict[str, Any] = {}
+    if launch.kv_cache in ("fp8", "nvfp4"):
+        kv["dtype"] = launch.kv_cache
+    elif launch.kv_cache is not None:
+        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache other than the model's dtype (kv_cache_config.dtype: "
+                                    "auto, fp8, nvfp4); auto written"))
+    if launch.prefix_caching is not None:
+        kv["enable_block_reuse"] = launch.prefix_caching
+    if launch.kv_block_size is not None:
+        kv["tokens_per_block"] = launch.kv_block_size
+    if kv:
+        out["kv_cache_config"] = kv
+    if launch.dtype is not None:
+        out["dtype"] = DTYPE_NAMES[launch.dtype]
+    pair = (launch.weights, launch.activations)
+    if pair in _QUANT_NAME:
+        out["quant_config"] = {"quant_algo": _QUANT_NAME[pair]}
+    elif pair != (None, None):
+        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no quant_algo "
+                                   "stores them; serve a checkpoint quantized that way (ModelOpt)"))
+    spec = launch.speculation
+    if spec is not None:
+        config: dict[str, Any] = {"decoding_type": _DECODING_NAME[spec.method]}
+        config["num_nextn_predict_layers" if spec.method == "mtp" else "max_draft_len"] = spec.k
+        if spec.method in ("eagle", "draft", "medusa"):
+            config["speculative_model_dir"] = drafter_for(spec)
+        out["speculative_config"] = config
+    return out

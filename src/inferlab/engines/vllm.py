@@ -1,0 +1,198 @@
+"""vLLM's ``vllm serve`` flags, read into an :class:`EngineLaunch` and written from one.
+
+Flag names follow vLLM 0.10-0.11 (``vllm serve MODEL``, or ``python -m
+vllm.entrypoints.openai.api_server --model MODEL``); underscores and dashes are the same
+(``--max_num_seqs``). Layout rules, from vLLM's parallelism documentation: ``-dp N`` on a
+dense model runs N replicas; on a mixture-of-experts model the N ranks run attention
+data-parallel while the expert layers span all ``dp x tp`` GPUs, as one tensor-parallel
+group or, with ``--enable-expert-parallel``, one expert-parallel group; without ``-dp``,
+``--enable-expert-parallel`` spreads the experts over the ``tp`` GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..errors import SpecError
+from .command_line import Command, Spec, choice, read_flags
+from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, is_moe, launched_model, shell_form, source_flags,
+                     speculation)
+from .launch import EngineLaunch, Rendered
+
+NAME = "vllm"
+FLAGS = {
+    "--model": Spec("model"), "--tensor-parallel-size": Spec("tp", "int"), "-tp": Spec("tp", "int"),
+    "--pipeline-parallel-size": Spec("pp", "int"), "-pp": Spec("pp", "int"),
+    "--data-parallel-size": Spec("dp", "int"), "-dp": Spec("dp", "int"),
+    "--enable-expert-parallel": Spec("expert_parallel", "on"), "--no-enable-expert-parallel": Spec("expert_parallel", "off"),
+    "--max-num-seqs": Spec("max_num_seqs", "int"), "--max-num-batched-tokens": Spec("max_num_batched_tokens", "int"),
+    "--enable-chunked-prefill": Spec("chunked_prefill", "on"), "--no-enable-chunked-prefill": Spec("chunked_prefill", "off"),
+    "--kv-cache-dtype": Spec("kv_cache"), "--quantization": Spec("quantization"), "-q": Spec("quantization"),
+    "--dtype": Spec("dtype"), "--speculative-config": Spec("speculation"),
+    "--gpu-memory-utilization": Spec("gpu_memory_utilization", "fraction"),
+    "--enable-prefix-caching": Spec("prefix_caching", "on"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
+    "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
+}
+NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
+                   "--download-dir", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--seed",
+                   "--revision", "--tokenizer-revision", "--load-format", "--root-path", "--ssl-keyfile",
+                   "--ssl-certfile", "--allowed-origins", "--max-log-len", "--generation-config", "--tokenizer-mode",
+                   "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-size-local",
+                   "--distributed-executor-backend", "--api-server-count", "--response-role", "--hf-config-path")
+NO_EFFECT_SWITCH = ("--trust-remote-code", "--disable-log-requests", "--enable-log-requests", "--disable-log-stats",
+                    "--enable-auto-tool-choice", "--disable-uvicorn-access-log", "--disable-fastapi-docs",
+                    "--enable-prompt-tokens-details", "--headless")
+#: ``--quantization`` -> (weights, activations); None: read from the checkpoint.
+QUANTIZATION = {"fp8": ("fp8", "fp8"), "fbgemm_fp8": ("fp8", "fp8"), "ptpc_fp8": ("fp8", "fp8"),
+                "modelopt": ("fp8", "fp8"), "modelopt_fp4": ("nvfp4", "nvfp4"), "mxfp4": ("mxfp4", "mxfp4"),
+                "awq": ("int4", "bf16"), "awq_marlin": ("int4", "bf16"), "gptq": ("int4", "bf16"),
+                "gptq_marlin": ("int4", "bf16"), "compressed-tensors": None}
+_QUANT_NAME = {("fp8", "fp8"): "fp8", ("nvfp4", "nvfp4"): "modelopt_fp4", ("mxfp4", "mxfp4"): "mxfp4",
+               ("int4", "bf16"): "awq"}
+KV_DTYPES = {"auto": None, "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "bfloat16": "bf16"}
+_KV_NAME = {"fp8": "fp8", "bf16": "bfloat16"}
+#: ``--speculative-config`` method -> inferlab's method.
+METHODS = {"eagle": "eagle", "eagle3": "eagle", "medusa": "medusa", "mtp": "mtp", "deepseek_mtp": "mtp",
+           "ngram": "ngram", "draft_model": "draft"}
+_SPEC_KEYS = {"method", "model", "num_speculative_tokens"}
+_SPEC_NO_EFFECT = {"prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size"}
+
+
+def _normalize(flag: str) -> str:
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+def parse(cmd: Command, words: list[str]) -> EngineLaunch:
+    """An :class:`EngineLaunch` from the words after ``vllm serve``."""
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
+    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
+    notes = [note] if note else []
+    tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
+    layout = {"tp": tp, "pp": pp, "dp": dp, "ep": 1, "attention_dp": False}
+    if is_moe(model) and dp > 1:
+        layout.update(tp=tp * dp, dp=1, attention_dp=True, ep=tp * dp if ep_on else 1)
+        if tp > 1:
+            notes.append(f"attention TP{tp} inside each of {dp} DP ranks read as attention data-parallel over all "
+                         f"{tp * dp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
+    elif is_moe(model) and ep_on:
+        layout["ep"] = tp
+    elif ep_on:
+        f.no_effect.append("--enable-expert-parallel")
+    weights = activations = None
+    if "quantization" in f.values:
+        pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION)
+        if pair is None:
+            notes.append("--quantization compressed-tensors: formats from the checkpoint")
+        else:
+            weights, activations = pair
+    launch = EngineLaunch(
+        engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
+        kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
+        dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
+        max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
+        chunked_prefill=f.get("chunked_prefill"), gpu_memory_utilization=f.get("gpu_memory_utilization"),
+        kv_block_size=f.get("kv_block_size"), max_model_len=f.get("max_model_len"),
+        prefix_caching=f.get("prefix_caching"),
+        speculation=_speculation(f.get("speculation"), f) if "speculation" in f.values else None,
+        unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
+    return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "dtype")),
+                               **({"ep": "--enable-expert-parallel"} if ep_on else {}))
+
+
+def _speculation(text: str, f) -> object:
+    where = "--speculative-config"
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise SpecError(f"vllm: {where} {text!r:.80} is not JSON; e.g. "
+                        "'{\"method\": \"eagle3\", \"model\": \"REPO\", \"num_speculative_tokens\": 3}'") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"vllm: {where} must be a JSON object, got {text!r:.80}")
+    method = str(data.get("method") or ("draft_model" if data.get("model") else ""))
+    method = "mtp" if method.endswith("_mtp") else method
+    inferlab_method = choice(NAME, f"{where} method", method, METHODS)
+    for key in sorted(set(data) - _SPEC_KEYS):
+        (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"{where}.{key}")
+    return speculation(NAME, where, inferlab_method, data.get("num_speculative_tokens"), data.get("model"))
+
+
+def render(launch: EngineLaunch) -> Rendered:
+    """``vllm serve`` with the flags of ``launch`` (see :func:`inferlab.engines.launch_command`)."""
+    words = ["vllm", "serve", checkpoint_of(launch)]
+    missing: list[tuple[str, str]] = []
+    moe = is_moe(launch.model)
+    if launch.attention_dp:
+        words += ["--data-parallel-size", str(launch.tp)]
+        if launch.ep == launch.tp and launch.tp > 1:
+            words.append("--enable-expert-parallel")
+        elif launch.ep != 1:
+            missing.append(("ep", f"ep={launch.ep} groups under attention DP: vLLM's experts span all "
+                                  f"{launch.tp} GPUs as one group (ep=1 or ep={launch.tp})"))
+    else:
+        if launch.tp > 1:
+            words += ["--tensor-parallel-size", str(launch.tp)]
+        if launch.ep == launch.tp and launch.tp > 1:
+            words.append("--enable-expert-parallel")
+        elif launch.ep != 1:
+            missing.append(("ep", f"ep={launch.ep} expert groups of {launch.tp // launch.ep} GPUs: vLLM spreads the "
+                                  f"experts over all {launch.tp} (ep={launch.tp}) or splits each (ep=1)"))
+    if launch.pp > 1:
+        words += ["--pipeline-parallel-size", str(launch.pp)]
+    if launch.dp > 1 and not moe and not launch.attention_dp:
+        words += ["--data-parallel-size", str(launch.dp)]
+    elif launch.dp > 1:
+        missing.append(("dp", f"{launch.dp} replicas of a mixture-of-experts model (-dp means attention DP there): "
+                              f"launch this command {launch.dp} times behind a load balancer"))
+    words += _precision(launch, missing)
+    words += _limits(launch)
+    if launch.speculation is not None:
+        words += ["--speculative-config", _speculative_json(launch)]
+    return shell_form(NAME, words, {}, missing)
+
+
+def _precision(launch: EngineLaunch, missing: list) -> list[str]:
+    out = []
+    pair = (launch.weights, launch.activations)
+    if pair in _QUANT_NAME:
+        out += ["--quantization", _QUANT_NAME[pair]]
+    elif pair != (None, None):
+        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no --quantization "
+                                   "value quantizes to them; serve a checkpoint stored that way (vLLM reads its format)"))
+    if launch.kv_cache in _KV_NAME:
+        out += ["--kv-cache-dtype", _KV_NAME[launch.kv_cache]]
+    elif launch.kv_cache is not None:
+        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache (--kv-cache-dtype: auto, fp8, bfloat16)"))
+    if launch.dtype is not None:
+        out += ["--dtype", DTYPE_NAMES[launch.dtype]]
+    return out
+
+
+def _limits(launch: EngineLaunch) -> list[str]:
+    out = []
+    for flag, value in (("--max-num-seqs", launch.max_num_seqs), ("--max-num-batched-tokens", launch.max_num_batched_tokens),
+                        ("--gpu-memory-utilization", launch.gpu_memory_utilization),
+                        ("--block-size", launch.kv_block_size), ("--max-model-len", launch.max_model_len)):
+        if value is not None:
+            out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    for on, off, value in (("--enable-chunked-prefill", "--no-enable-chunked-prefill", launch.chunked_prefill),
+                           ("--enable-prefix-caching", "--no-enable-prefix-caching", launch.prefix_caching)):
+        if value is not None:
+            out.append(on if value else off)
+    return out
+
+
+def _speculative_json(launch: EngineLaunch) -> str:
+    spec = launch.speculation
+    if spec is None:
+        return ""
+    name = {"draft": "draft_model", "mtp": "mtp", "ngram": "ngram", "medusa": "medusa"}.get(spec.method)
+    if spec.method == "eagle":
+        head = (spec.drafter or "").lower()
+        name = "eagle" if "eagle" in head and "eagle3" not in head else "eagle3"
+    data: dict[str, object] = {"method": name}
+    if spec.method in ("draft", "eagle", "medusa"):
+        data["model"] = drafter_for(spec)
+    data["num_speculative_tokens"] = spec.k
+    if spec.method == "ngram":
+        data["prompt_lookup_max"] = 4
+    return json.dumps(data)

@@ -1,0 +1,57 @@
+"""The planner's winner as the launch command of an engine, with the scheduler limits the plan assumed.
+
+The plan sizes one replica (``tp x pp`` GPUs) and a replica count; the command launches
+one replica, run ``replicas`` times behind a load balancer. The limits written are the
+ones the plan's simulation used: the scenario's ``search.max_num_seqs`` or the engine's
+default, and the engine's token budget, chunking, memory share and KV page
+(:data:`~inferlab.serve.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
+relies on the prefix cache, so it is switched on explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..engines import LAUNCH_ENGINES, EngineLaunch, Rendered, launch_command, launch_from_deployment
+from ..errors import SpecError
+from .search import max_num_seqs
+
+
+def winner_launch(plan: Any) -> EngineLaunch:
+    """The :class:`EngineLaunch` of one replica of the plan's cheapest feasible configuration.
+
+    Raises
+    ------
+    SpecError
+        When nothing is feasible, or the winner is disaggregated (two pools: no single
+        engine command launches them).
+    """
+    from ..serve import ENGINE_SCHEDULERS
+    from ..serving.scheduler import SchedulerConfig
+
+    best, sc = plan.best, plan.scenario
+    if best is None:
+        raise SpecError("the plan has no feasible configuration to launch")
+    if best.disaggregated:
+        raise SpecError(f"the winner {best.label} runs prefill and decode on separate pools; engines launch each pool "
+                        "with their own disaggregation setup, which inferlab does not write")
+    limits = ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig())
+    shared = sc.traffic.prefix is not None or bool(sc.traffic.prefix_hit)
+    notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
+        if best.replicas > 1 else ()
+    launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=best.precision,
+                                    speculative=best.speculative, max_num_seqs=max_num_seqs(sc),
+                                    max_num_batched_tokens=limits.max_num_batched_tokens,
+                                    chunked_prefill=limits.chunked_prefill,
+                                    gpu_memory_utilization=limits.gpu_memory_utilization,
+                                    kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None)
+    from dataclasses import replace
+
+    return replace(launch, notes=launch.notes + notes)
+
+
+def winner_commands(plan: Any, engine: str = "all") -> list[Rendered]:
+    """The winner's launch command for ``engine`` (``all``: vLLM, SGLang and TensorRT-LLM)."""
+    engines = LAUNCH_ENGINES if engine == "all" else (engine,)
+    launch = winner_launch(plan)
+    return [launch_command(launch, e) for e in engines]

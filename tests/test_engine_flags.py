@@ -1,0 +1,218 @@
+"""Engine launch flags read (each engine's own spellings, hand-written expectations) and written back (round trips)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.engines import EngineLaunch, Speculation, launch_command, launch_from_deployment, parse_engine_args
+from inferlab.errors import SpecError
+
+
+def test_vllm_real_spellings():
+    launch = parse_engine_args(
+        "env CUDA_VISIBLE_DEVICES=0,1,2,3 VLLM_USE_V1=1 vllm serve meta-llama/Llama-3.1-70B-Instruct \\\n"
+        "  --tensor-parallel-size 4 --max-num-seqs 128 --max_num_batched_tokens 4096 --no-enable-chunked-prefill \\\n"
+        "  --kv-cache-dtype fp8_e4m3 --quantization fp8 --gpu-memory-utilization=0.85 --block-size 32 \\\n"
+        "  --max-model-len 16384 --no-enable-prefix-caching --host 0.0.0.0 --port 8000 --served-model-name m \\\n"
+        "  --speculative-config '{\"method\": \"eagle3\", \"model\": \"yuhuili/EAGLE3-LLaMA3.3-Instruct-70B\", "
+        "\"num_speculative_tokens\": 3}' --swap-space 4 --enforce-eager")
+    assert launch.modelled() == dict(
+        model="llama-3.1-70b", checkpoint="meta-llama/Llama-3.1-70B-Instruct", tp=4, pp=1, ep=1, dp=1,
+        attention_dp=False, weights="fp8", activations="fp8", kv_cache="fp8", dtype=None, max_num_seqs=128,
+        max_num_batched_tokens=4096, chunked_prefill=False, gpu_memory_utilization=0.85, kv_block_size=32,
+        max_model_len=16384, prefix_caching=False,
+        speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
+    assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
+    assert launch.unknown == ("--swap-space 4", "--enforce-eager")
+    assert launch.no_effect == ("--host", "--port", "--served-model-name")
+
+
+def test_vllm_moe_data_parallel_is_attention_dp_with_experts_over_all_gpus():
+    # vLLM docs: -dp on a MoE model = attention DP, experts over dp x tp GPUs (EP with the flag)
+    launch = parse_engine_args("vllm serve deepseek-ai/DeepSeek-V3 -dp 8 --enable-expert-parallel")
+    assert (launch.tp, launch.ep, launch.dp, launch.attention_dp) == (8, 8, 1, True)
+    dense = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B -dp 2 --enable-expert-parallel")
+    assert (dense.tp, dense.ep, dense.dp, dense.attention_dp) == (1, 1, 2, False)
+    assert "--enable-expert-parallel" in dense.no_effect  # no experts to spread
+
+
+def test_sglang_real_spellings():
+    launch = parse_engine_args(
+        "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention "
+        "--ep-size 8 --chunked-prefill-size 4096 --max-running-requests 512 --mem-fraction-static 0.8 "
+        "--kv-cache-dtype fp8_e5m2 --speculative-algorithm NEXTN --speculative-num-steps 2 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --disable-radix-cache --page-size 64 "
+        "--trust-remote-code --port 30000 --cuda-graph-max-bs 256")
+    assert launch.modelled() == dict(
+        model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
+        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096,
+        chunked_prefill=True, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None, prefix_caching=False,
+        speculation=Speculation("mtp", 2))
+    assert launch.engine == "sglang" and launch.precision == "kv:fp8"
+    assert launch.unknown == ("--cuda-graph-max-bs 256",) and launch.no_effect == ("--trust-remote-code", "--port")
+
+
+def test_sglang_no_chunking_and_replicas():
+    launch = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --tp-size 2 --dp-size 3 "
+                               "--chunked-prefill-size -1 --max-prefill-tokens 16384")
+    assert (launch.tp, launch.dp, launch.chunked_prefill, launch.max_num_batched_tokens) == (2, 3, False, 16384)
+
+
+def test_trtllm_flags_and_extra_options_heredoc():
+    launch = parse_engine_args("""cat > opts.yml <<'EOF'
+enable_attention_dp: true
+enable_chunked_prefill: true
+kv_cache_config:
+  dtype: fp8
+  free_gpu_memory_fraction: 0.75
+  enable_block_reuse: false
+speculative_config:
+  decoding_type: MTP
+  num_nextn_predict_layers: 3
+print_iter_log: true
+cuda_graph_config: {max_batch_size: 128}
+EOF
+trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 --max_batch_size 128 \\
+  --max_num_tokens 3072 --kv_cache_free_gpu_memory_fraction 0.9 --extra_llm_api_options opts.yml --host 0.0.0.0
+""")
+    assert launch.modelled() == dict(
+        model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
+        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072,
+        chunked_prefill=True, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
+        prefix_caching=False, speculation=Speculation("mtp", 3))
+    assert launch.engine == "trtllm-pytorch"
+    assert launch.unknown == ("cuda_graph_config: {'max_batch_size': 128}",)
+    assert launch.no_effect == ("--host", "--extra_llm_api_options: print_iter_log")
+    assert any("0.75" in n and "wins" in n for n in launch.notes)  # the YAML over the flag, said
+
+
+def test_trtllm_reads_the_options_file_from_disk(tmp_path):
+    path = tmp_path / "o.yaml"
+    path.write_text("quant_config: {quant_algo: NVFP4}\n")
+    launch = parse_engine_args(f"trtllm-serve meta-llama/Llama-3.1-8B --extra_llm_api_options {path}")
+    assert (launch.weights, launch.activations, launch.precision) == ("nvfp4", "nvfp4", "w:nvfp4 a:nvfp4")
+
+
+@pytest.mark.parametrize("command, words", [
+    ("vllm serve meta-llama/Llama-3.1-8B --gpu-memory-utilization 1.5", ["--gpu-memory-utilization", "'1.5'", "(0, 1]"]),
+    ("vllm serve meta-llama/Llama-3.1-8B -tp two", ["-tp", "'two'", "whole number"]),
+    ("vllm serve meta-llama/Llama-3.1-8B --quantization hqq", ["--quantization", "'hqq'", "allowed: fp8"]),
+    ("vllm serve meta-llama/Llama-3.1-8B --speculative-config {bad", ["--speculative-config", "not JSON"]),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --kv-cache-dtype int8", ["--kv-cache-dtype", "allowed"]),
+    ("trtllm-serve meta-llama/Llama-3.1-8B --extra_llm_api_options /no/such.yml", ["cannot read", "here-document"]),
+    ("vllm serve meta-llama/Llama-3.1-9B", ["not a catalog model", "did you mean"]),
+    ("llama-server -m x.gguf", ["cannot tell the engine", "vllm serve"]),
+    ("vllm serve 'unclosed", ["quotes"]),
+])
+def test_bad_values_are_one_line(command, words):
+    with pytest.raises(SpecError) as err:
+        parse_engine_args(command)
+    message = str(err.value)
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+def test_fine_tune_suffix_maps_to_its_base_with_a_note():
+    launch = parse_engine_args("vllm serve Qwen/Qwen3-8B-Instruct")
+    assert launch.model == "qwen3-8b" and "fine-tune" in launch.notes[0]
+
+
+def test_speculation_needs_an_acceptance_that_agrees():
+    launch = parse_engine_args('vllm serve meta-llama/Llama-3.1-8B --speculative-config '
+                               '\'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3}\'')
+    assert launch.speculation == Speculation("ngram", 4)
+    assert launch.no_effect == ("--speculative-config.prompt_lookup_max",)
+    with pytest.raises(SpecError, match="no acceptance rate"):
+        launch.to_kwargs()
+    assert launch.to_kwargs(speculative="ngram:k=4,accept=0.5")["speculative"].acceptance == 0.5
+    with pytest.raises(SpecError, match="contradicts"):
+        launch.to_kwargs(speculative="eagle:k=4,accept=0.5")
+
+
+def test_to_kwargs_per_target_and_contradictions():
+    launch = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B -tp 2 --max-num-seqs 64 "
+                               "--max-num-batched-tokens 2048 --kv-cache-dtype fp8")
+    assert launch.to_kwargs("estimate") == dict(model="llama-3.1-8b", engine="vllm", tp=2, pp=1, ep=1, dp=1,
+                                                attention_dp=False, precision="kv:fp8", max_num_tokens=2048)
+    serve = launch.to_kwargs("serve")
+    assert serve["max_num_seqs"] == 64 and serve["max_num_batched_tokens"] == 2048 and "max_num_tokens" not in serve
+    assert launch.merged({"tp": 2, "precision": "kv:fp8", "isl": 10})["isl"] == 10  # agreeing options pass
+    for clash in ({"tp": 4}, {"engine": "sglang"}, {"precision": "fp8"}, {"model": "llama-3.1-70b"}):
+        with pytest.raises(SpecError, match="contradicts the engine args"):
+            launch.merged(clash)
+
+
+# --- flags out, and round trips ------------------------------------------------------------------
+
+_FORMATS = st.sampled_from([(None, None), ("fp8", "fp8"), ("nvfp4", "nvfp4"), ("int4", "bf16")])
+_SPECS = st.one_of(st.none(), st.builds(Speculation, st.sampled_from(["eagle", "mtp", "ngram"]), st.integers(1, 7)),
+                   st.builds(lambda k: Speculation("draft", k, draft_model="llama-3.1-8b"), st.integers(1, 7)))
+
+
+@st.composite
+def deployments(draw):
+    model = draw(st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b"]))
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    moe = model == "qwen3-30b-a3b"
+    attention_dp = moe and tp > 1 and draw(st.booleans())
+    ep = draw(st.sampled_from([1, tp])) if moe else 1
+    w, a = draw(_FORMATS)
+
+    def opt(strategy):
+        return draw(st.one_of(st.none(), strategy))
+
+    return EngineLaunch(engine="vllm", model=model, tp=tp, pp=draw(st.sampled_from([1, 2])), ep=ep,
+                        dp=draw(st.sampled_from([1, 2])), attention_dp=attention_dp,
+                        weights=w, activations=a, kv_cache=opt(st.just("fp8")), dtype=opt(st.just("bf16")),
+                        max_num_seqs=opt(st.integers(1, 4096)), max_num_batched_tokens=opt(st.integers(64, 65536)),
+                        chunked_prefill=opt(st.booleans()),
+                        gpu_memory_utilization=opt(st.sampled_from([0.5, 0.85, 0.9])),
+                        kv_block_size=opt(st.sampled_from([16, 32, 64])), max_model_len=opt(st.integers(256, 131072)),
+                        prefix_caching=opt(st.booleans()), speculation=draw(_SPECS))
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm-pytorch"])
+@settings(max_examples=60, deadline=None)
+@given(launch=deployments())
+def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
+    rendered = launch_command(launch, engine)
+    back = parse_engine_args(rendered.script)
+    unsaid = {field for field, _ in rendered.unexpressed}
+    if "weights" in unsaid:
+        unsaid |= {"activations"}
+    want, got = launch.modelled(), back.modelled()
+    want["checkpoint"] = got["checkpoint"]  # the catalog card's repository is written
+    assert {k: v for k, v in got.items() if k not in unsaid} == {k: v for k, v in want.items() if k not in unsaid}
+    assert back.unknown == () and back.engine == engine
+    for field in unsaid:
+        assert f"cannot express {field}" in rendered.script  # said in the script, not dropped
+
+
+@pytest.mark.parametrize("command", [
+    "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 2 --max-num-seqs 64 --kv-cache-dtype fp8 --enable-chunked-prefill",
+    "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 8 --enable-dp-attention "
+    "--ep-size 8 --chunked-prefill-size 4096 --speculative-algorithm NEXTN --speculative-num-steps 2 "
+    "--speculative-num-draft-tokens 3",
+    "trtllm-serve Qwen/Qwen3-30B-A3B --tp_size 4 --ep_size 4 --max_batch_size 256 --max_num_tokens 8192",
+])
+def test_in_out_in_is_identity(command):
+    first = parse_engine_args(command)
+    assert parse_engine_args(launch_command(first).script).modelled() == first.modelled()
+
+
+def test_what_an_engine_cannot_express_is_said():
+    launch = launch_from_deployment("qwen3-30b-a3b", tp=4, ep=2, dp=2, precision="fp8_block")
+    for engine in ("vllm", "sglang", "trtllm-pytorch"):
+        said = dict(launch_command(launch, engine).unexpressed)
+        assert ("dp" in said) == (engine != "sglang")  # SGLang runs replicas with --dp
+        assert ("weights" in said) == (engine != "trtllm-pytorch")  # only TRT-LLM names block-scaled FP8
+    assert "ep" in dict(launch_command(launch, "vllm").unexpressed)  # 2 groups of 2 GPUs: vLLM has 1 or all
+
+
+def test_launch_from_deployment_precision_kinds():
+    launch = launch_from_deployment("llama-3.1-8b", precision="fp8 kv:bf16", speculative="eagle3-llama-3.1-8b")
+    assert (launch.weights, launch.activations, launch.kv_cache) == ("fp8", "fp8", "bf16")
+    assert launch.speculation == Speculation("eagle", 7)
+    script = launch_command(launch, "vllm").script
+    assert "--quantization fp8" in script and "--kv-cache-dtype bfloat16" in script and "DRAFTER_CHECKPOINT" in script

@@ -1,0 +1,74 @@
+"""``--engine-args`` on estimate and serve, ``engine_args`` in deployment files, ``plan --launch``: end to end, in-process."""
+
+from __future__ import annotations
+
+import json
+
+from inferlab.cli.main import main
+from inferlab.engines import parse_engine_args
+
+VLLM = ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --quantization fp8 "
+        "--kv-cache-dtype fp8 --max-num-batched-tokens 4096 --gpu-memory-utilization 0.85 --block-size 32 "
+        "--port 8000 --swap-space 4")
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_estimate_engine_args_equal_the_explicit_flags(capsys):
+    workload = ("--isl", "2048", "--osl", "256", "--batch", "1,8")
+    code, pasted, err = run(capsys, "estimate", "--engine-args", VLLM, "h100-sxm", *workload)
+    assert code == 0
+    assert "unknown to inferlab, not modelled: --swap-space 4" in err and "change nothing inferlab models: --port" in err
+    code, explicit, _ = run(capsys, "estimate", "llama-3.1-70b", "h100-sxm", "--engine", "vllm", "--tp", "4",
+                            "--precision", "fp8", "--max-num-tokens", "4096", "--gpu-memory-utilization", "0.85",
+                            "--kv-block-size", "32", *workload)
+    assert code == 0 and pasted == explicit and "(tp4), fp8, engine vllm" in pasted
+
+
+def test_serve_engine_args_equal_the_explicit_flags(capsys):
+    sglang = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp 2 "
+              "--max-running-requests 32 --chunked-prefill-size 2048 --mem-fraction-static 0.8")
+    load = ("--rate", "4", "--num-requests", "200", "--isl", "512", "--osl", "64")
+    code, pasted, _ = run(capsys, "serve", "--engine-args", sglang, "h100-sxm", *load)
+    assert code == 0
+    code, explicit, _ = run(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--engine", "sglang", "--tp", "2",
+                            "--max-num-seqs", "32", "--max-num-batched-tokens", "2048", "--gpu-memory-utilization",
+                            "0.8", *load)
+    assert code == 0 and pasted == explicit
+
+
+def test_contradicting_flags_are_refused_in_one_line(capsys):
+    code, _, err = run(capsys, "estimate", "--engine-args", VLLM, "h100-sxm", "--tp", "8")
+    assert code == 2
+    assert err.strip().splitlines()[-1] == ("inferlab: error: --tp 8 contradicts the engine args "
+                                            "(--tensor-parallel-size gives 4); drop one of them")
+    code, _, err = run(capsys, "estimate", "--engine-args", "vllm serve meta-llama/Llama-3.1-8B -tp x", "h100-sxm")
+    assert code == 2 and "-tp 'x' is not a whole number >= 1" in err
+
+
+def test_deployment_file_engine_args(tmp_path, capsys):
+    path = tmp_path / "dep.yaml"
+    path.write_text(f"engine_args: {VLLM}\nhardware: h100-sxm\nisl: 2048\nosl: 256\n")
+    code, from_file, _ = run(capsys, "estimate", "--file", str(path))
+    code2, pasted, _ = run(capsys, "estimate", "--engine-args", VLLM, "h100-sxm", "--isl", "2048", "--osl", "256")
+    assert code == code2 == 0 and from_file == pasted
+    path.write_text(f"engine_args: {VLLM}\nhardware: h100-sxm\ntp: 2\n")
+    code, _, err = run(capsys, "estimate", "--file", str(path))
+    assert code == 2 and "tp 2 contradicts the engine args" in err
+
+
+def test_plan_exports_the_winner_as_launch_commands(capsys):
+    code, out, _ = run(capsys, "plan", "examples/scenarios/chat.yaml", "--verify", "0", "--launch", "all", "--json")
+    assert code == 0
+    data = json.loads(out)
+    best = next(c for c in data["candidates"] if c["feasible"])
+    assert set(data["launch"]) == {"vllm", "sglang", "trtllm-pytorch"}
+    for engine, section in data["launch"].items():
+        launch = parse_engine_args(section["script"])
+        assert (launch.model, launch.tp, launch.engine) == (best["model"], best["tp"], engine)
+        assert launch.max_num_seqs == 256  # vLLM's default, which the chat scenario plans with
+        assert launch.max_num_batched_tokens == 8192
