@@ -210,3 +210,17 @@ def test_fp4_only_datasheet_derives_wider_rates():
     assert tensor_flops_per_s(hw, "bf16") == pytest.approx(fp4 / 4)
     for precision in ("bf16", "fp8", "nvfp4"):
         assert float(estimate("llama-3.1-8b", "rubin-cpx", precision=precision).tpot_s) > 0
+
+
+def test_vllm_data_parallel_experts_are_refused_with_the_equivalent_layout():
+    # vLLM's --data-parallel-size 8 --enable-expert-parallel: 8 attention ranks, experts over all 8;
+    # here that is tp=8, ep=8 with attention data parallelism (dp counts independent replicas)
+    from inferlab.errors import SpecError
+    from inferlab.techniques.parallelism import Parallelism
+
+    with pytest.raises(SpecError) as info:
+        Parallelism(tp=1, dp=8, ep=8)
+    assert "vLLM's dp=8 with experts over the data-parallel ranks is tp=8, ep=8, attention_dp" in str(info.value)
+    with pytest.raises(SpecError) as info:
+        Parallelism(tp=1, dp=2, ep=4)   # not vLLM's layout (4 != 1 x 2): no such hint
+    assert "vLLM" not in str(info.value)

@@ -53,9 +53,12 @@ class Parallelism:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
         if self.tp % self.ep:
+            vllm = (f"; vLLM's dp={self.dp} with experts over the data-parallel ranks is tp={self.tp * self.dp}, "
+                    f"ep={self.ep}, attention_dp here (--tp {self.tp * self.dp} --ep {self.ep} --attention-dp)"
+                    if self.dp > 1 and self.ep == self.tp * self.dp else "")
             raise SpecError(f"ep={self.ep} must divide tp={self.tp}: the expert groups share the stage's GPUs "
                             f"(ep x moe_tp = tp); e.g. tp={self.ep * max(self.tp // self.ep, 1)} or ep in "
-                            f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}")
+                            f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}{vllm}")
         if not self.expert_imbalance >= 1.0:
             raise SpecError(f"expert_imbalance is the busiest group's load over the mean, >= 1; got {self.expert_imbalance}")
         if self.micro_batches is not None and self.micro_batches < 1:
