@@ -186,3 +186,31 @@ def test_offline_request_cap_scales_with_replicas():
     assert one["num_requests"] <= MAX_REQUESTS
     assert many["num_requests"] > MAX_REQUESTS
     assert many["num_requests"] == pytest.approx(72 * one["num_requests"], rel=0.01)
+
+
+def _serving_case(**changes) -> Case:
+    base = {"id": "t", "regime": "closed_loop", "model": "llama-3.1-8b", "hardware": "h100-sxm", "num_gpus": 1,
+            "parallelism": {"tp": 1}, "precision": {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"},
+            "engine": "vllm", "isl": 1024, "osl": 256, "load": {"concurrency": 4}, "metric": "tpot_ms",
+            "measured": 5.0, "unit": "ms", "source": "test", "source_id": "t"}
+    return Case(**{**base, **changes})
+
+
+def test_speculative_and_prefix_cases_are_simulated():
+    """Serving cases with speculation or a prefix-cache hit rate run through serve()'s own
+    speculation and prefix cache. EAGLE with a measured acceptance length of 2.5 at 4 clients:
+    each step emits 2.5 tokens on average and costs at least a plain step, so the TPOT lies
+    between plain / 2.5 and plain. A 75% hit rate of 4,096-token prompts at 2 req/s skips most
+    of each prefill: TTFT below the same load without it."""
+    spec = _serving_case(id="s", speculative={"method": "eagle", "draft_tokens": 3, "acceptance_length": 2.5})
+    plain = _serving_case(id="p")
+    online = {"regime": "online", "isl": 4096, "osl": 128, "load": {"request_rate": 2, "num_requests": 200},
+              "metric": "ttft_ms"}
+    cached = _serving_case(id="c", prefix_cache={"hit_rate": 0.75}, **online)
+    uncached = _serving_case(id="u", **online)
+    (t_spec, why), (t_plain, _), (ttft_hit, _), (ttft_full, _) = predict_cases([spec, plain, cached, uncached])
+    assert why is None and t_plain / 2.5 <= t_spec < t_plain
+    assert ttft_hit < 0.6 * ttft_full
+    # a hit rate without its number is still refused with the reason
+    _, reason = predict_cases([_serving_case(id="x", prefix_cache={"enabled": True}, **online)])[0]
+    assert reason == "prefix_cache without a hit_rate"

@@ -78,8 +78,11 @@ def test_case_file_errors_name_the_problem(tmp_path):
 
 
 @pytest.mark.parametrize("changes, reason", [
-    ({"regime": "offline", "load": {"offline": True}, "prefix_cache": {"hit_rate": 0.5}},
-     "prefix caching is not in the serving simulation yet"),
+    ({"regime": "offline", "load": {"offline": True}, "prefix_cache": {"cached_tokens": 100}},
+     "prefix_cache without a hit_rate"),
+    ({"regime": "closed_loop", "load": {"concurrency": 4},
+      "speculative": {"method": "draft", "draft_tokens": 3, "acceptance_length": 2.5}},
+     "speculative decoding as given cannot be modelled"),
     ({"regime": "closed_loop", "load": {"batch_size": 8}}, "expected concurrency"),
     ({"parallelism": {"tp": 4, "ep": 8}, "num_gpus": 4}, "ep=8 does not divide tp=4"),
     ({"model": "mixtral-8x7b", "parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4},

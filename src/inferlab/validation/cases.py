@@ -292,9 +292,13 @@ def unsupported_reason(case: Case) -> str | None:
 
 def case_speculative(case: Case) -> Any:
     """The case's ``speculative`` block as a :class:`SpeculativeConfig` (None without one)."""
+    return speculative_from(case.speculative)
+
+
+def speculative_from(spec: dict[str, Any] | None) -> Any:
+    """A case's ``speculative`` mapping as a :class:`SpeculativeConfig` (None for none)."""
     from ..techniques.speculative import SpeculativeConfig
 
-    spec = case.speculative
     if not spec:
         return None
     return SpeculativeConfig(method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0),

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
-from .cases import Case, case_engine, case_layout, case_precision
+from .cases import Case, case_engine, case_layout, case_precision, case_speculative, speculative_from
 
 #: Offline: requests per sequence the engine holds at once.
 OFFLINE_WAVES = 4
@@ -53,9 +53,12 @@ def serving_unsupported_reason(case: Case) -> str | None:
     if isinstance(layout, str):
         return layout
     if case.speculative:
-        return "speculative decoding is not in the serving simulation yet"
-    if case.prefix_cache:
-        return "prefix caching is not in the serving simulation yet"
+        try:
+            case_speculative(case)
+        except InferlabError as exc:
+            return f"speculative decoding as given cannot be modelled: {exc}"
+    if case.prefix_cache and "hit_rate" not in case.prefix_cache:
+        return "prefix_cache without a hit_rate"
     if case.disaggregation:
         return "disaggregated prefill and decode are not in the serving simulation yet"
     load = case.load
@@ -191,10 +194,26 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
 
 
 def serving_group_key(case: Case) -> tuple:
-    """The simulation a supported serving case is predicted by (deployment, lengths, load)."""
+    """The simulation a supported serving case is predicted by (deployment, lengths, load,
+    speculation, prefix hit rate)."""
     layout = case_layout(case)
+    spec = tuple(sorted((case.speculative or {}).items()))
+    hit = float((case.prefix_cache or {}).get("hit_rate") or 0.0)
     return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
-            case_engine(case), case.isl, case.osl, _load_key(case))
+            case_engine(case), case.isl, case.osl, _load_key(case), spec, hit)
+
+
+def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
+    """``serve()`` keywords of a case's speculation and prefix hits: a stated hit rate ``h`` is
+    one prefix of ``h x isl`` tokens every prompt shares (the cache finds that share while it
+    holds the prefix, as the planner simulates ``prefix_hit``)."""
+    out: dict[str, Any] = {}
+    if spec:
+        out["speculative"] = speculative_from(dict(spec))
+    tokens = round(hit * isl)
+    if tokens >= 1:
+        out["prefix"] = f"shared:tokens={tokens},groups=1"
+    return out
 
 
 def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -> RequestTimes | str:
@@ -202,10 +221,10 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
     from ..estimate import deployment
     from ..serve import serve_deployment
 
-    model, hardware, layout, precision, engine, isl, osl, load = key
+    model, hardware, layout, precision, engine, isl, osl, load, spec, hit = key
     try:
         dep = deployment(model, hardware, precision=dict(precision), engine=engine, profile=profile, **dict(layout))
-        result = serve_deployment(dep, engine, isl=isl, osl=osl,
+        result = serve_deployment(dep, engine, isl=isl, osl=osl, **_techniques(spec, hit, isl),
                                   **serving_workload(dep, engine, isl, osl, load, max_requests))
     except InferlabError as exc:
         return str(exc)
