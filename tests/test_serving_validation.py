@@ -214,3 +214,27 @@ def test_speculative_and_prefix_cases_are_simulated():
     # a hit rate without its number is still refused with the reason
     _, reason = predict_cases([_serving_case(id="x", prefix_cache={"enabled": True}, **online)])[0]
     assert reason == "prefix_cache without a hit_rate"
+
+
+def test_disaggregated_serving_cases_are_the_two_pool_simulation():
+    """An online case over separate pools is predicted by serve(disaggregation=...) with the
+    case's pools and load: its mean TTFT and TPOT are the simulation's (same seed, same draws).
+    A closed loop and malformed pools are refused with the reason."""
+    from inferlab import serve
+
+    pools = {"prefill": {"hardware": "h200-sxm", "num_gpus": 4, "parallelism": {"tp": 4}},
+             "decode": {"hardware": "h200-sxm", "num_gpus": 8, "parallelism": {"tp": 4}}}
+    online = {"regime": "online", "model": "llama-3.1-70b", "hardware": "h200-sxm", "num_gpus": 12, "isl": 2048,
+              "osl": 256, "load": {"request_rate": 2, "num_requests": 300}, "disaggregation": pools}
+    (ttft, why), (tpot, _) = predict_cases([_serving_case(id="a", metric="ttft_ms", **online),
+                                            _serving_case(id="b", metric="tpot_ms", **online)])
+    r = serve("llama-3.1-70b", disaggregation="prefill=h200-sxmx4:tp4,decode=h200-sxmx8:tp4", precision="fp8",
+              engine="vllm", rate=2, isl=2048, osl=256, num_requests=300)
+    assert why is None
+    assert ttft == pytest.approx(float(np.mean(r.ttft_s)) * 1e3, rel=1e-9)
+    assert tpot == pytest.approx(float(np.nanmean(r.tpot_s)) * 1e3, rel=1e-9)
+    closed = _serving_case(id="c", **{**online, "regime": "closed_loop", "load": {"concurrency": 8}})
+    assert "closed loop over separate prefill and decode pools" in predict_cases([closed])[0][1]
+    lopsided = {**pools, "decode": {"hardware": "h200-sxm", "num_gpus": 6, "parallelism": {"tp": 4}}}
+    bad = _serving_case(id="d", **{**online, "num_gpus": 10, "disaggregation": lopsided})
+    assert "must be a whole number of tp=4 replicas" in predict_cases([bad])[0][1]

@@ -282,7 +282,8 @@ def unsupported_reason(case: Case) -> str | None:
         except InferlabError as exc:
             return f"speculative decoding as given cannot be modelled: {exc}"
     if case.disaggregation:
-        return "disaggregated prefill and decode: the public schema's pool fields are not mapped yet"
+        return ("disaggregated prefill and decode in a static batch: not mapped (online and offline cases over "
+                "separate pools are simulated)")
     if case.prefix_cache and "hit_rate" not in case.prefix_cache:
         return "prefix_cache without a hit_rate"
     if set(case.load) != {"batch_size"}:

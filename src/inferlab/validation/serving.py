@@ -47,9 +47,44 @@ PARALLEL_MIN_GROUPS = 32
 MAX_WORKERS = 8
 
 
+def case_pools(case: Case) -> tuple[tuple[str, int, int], tuple[str, int, int]] | str:
+    """A disaggregated case's pools as ``(hardware, num_gpus, tp)`` for prefill and decode
+    (tp from each pool's ``parallelism``, default: the pool's GPUs as one replica), or why not."""
+    pools = []
+    for name in ("prefill", "decode"):
+        pool = (case.disaggregation or {}).get(name)
+        if not isinstance(pool, dict) or not isinstance(pool.get("hardware"), str):
+            return f"disaggregation.{name} needs a hardware id and num_gpus"
+        gpus, par = pool.get("num_gpus"), pool.get("parallelism") or {}
+        tp = par.get("tp", gpus) if isinstance(par, dict) else None
+        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (gpus, tp)) or gpus % tp:
+            return f"disaggregation.{name}: num_gpus {gpus!r} must be a whole number of tp={tp!r} replicas"
+        if isinstance(par, dict) and any(par.get(k, 1) != 1 for k in ("pp", "ep")):
+            return f"disaggregation.{name}: pipeline or expert parallelism inside a pool is not simulated"
+        pools.append((pool["hardware"], gpus, tp))
+    if case.num_gpus != pools[0][1] + pools[1][1]:
+        return f"num_gpus={case.num_gpus} differs from the pools' {pools[0][1]} + {pools[1][1]} GPUs"
+    return pools[0], pools[1]
+
+
+def _disaggregated_reason(case: Case) -> str | None:
+    pools = case_pools(case)
+    if isinstance(pools, str):
+        return pools
+    if case.regime == "closed_loop":
+        return "a closed loop over separate prefill and decode pools is not simulated (a rate, trace or offline load is)"
+    if case.speculative or case.prefix_cache:
+        return "speculation or a prefix cache with separate prefill and decode pools is not simulated"
+    return None
+
+
 def serving_unsupported_reason(case: Case) -> str | None:
     """Why :func:`inferlab.serve` cannot predict the serving ``case``, or None when it can."""
-    layout = case_layout(case)
+    if case.disaggregation:
+        reason = _disaggregated_reason(case)
+        if reason is not None:
+            return reason
+    layout = case_layout(case) if not case.disaggregation else {}
     if isinstance(layout, str):
         return layout
     if case.speculative:
@@ -59,8 +94,6 @@ def serving_unsupported_reason(case: Case) -> str | None:
             return f"speculative decoding as given cannot be modelled: {exc}"
     if case.prefix_cache and "hit_rate" not in case.prefix_cache:
         return "prefix_cache without a hit_rate"
-    if case.disaggregation:
-        return "disaggregated prefill and decode are not in the serving simulation yet"
     load = case.load
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
         return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"
@@ -196,11 +229,12 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
 def serving_group_key(case: Case) -> tuple:
     """The simulation a supported serving case is predicted by (deployment, lengths, load,
     speculation, prefix hit rate)."""
-    layout = case_layout(case)
+    layout = case_layout(case) if not case.disaggregation else {}
     spec = tuple(sorted((case.speculative or {}).items()))
     hit = float((case.prefix_cache or {}).get("hit_rate") or 0.0)
+    pools = case_pools(case) if case.disaggregation else None
     return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
-            case_engine(case), case.isl, case.osl, _load_key(case), spec, hit)
+            case_engine(case), case.isl, case.osl, _load_key(case), spec, hit, pools)
 
 
 def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
@@ -221,7 +255,9 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
     from ..estimate import deployment
     from ..serve import serve_deployment
 
-    model, hardware, layout, precision, engine, isl, osl, load, spec, hit = key
+    model, hardware, layout, precision, engine, isl, osl, load, spec, hit, pools = key
+    if pools is not None:
+        return _simulate_pools(key, profile, max_requests)
     try:
         dep = deployment(model, hardware, precision=dict(precision), engine=engine, profile=profile, **dict(layout))
         result = serve_deployment(dep, engine, isl=isl, osl=osl, **_techniques(spec, hit, isl),
@@ -231,6 +267,28 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
     t = result.trace
     first_round = min(load[1], len(t.osl)) if load[0] == "concurrency" else 0
     return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, first_round)
+
+
+def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes | str:
+    """A disaggregated group: both pools simulated request by request (every request of the
+    system in one trace, so it stands for one system, not one replica)."""
+    from ..serving.disaggregated import serve_disaggregated
+    from ..techniques.disaggregation import Disaggregation, Pool
+
+    model, _, _, precision, engine, isl, osl, load, _, _, pools = key
+    if load[0] == "rate":
+        workload = {"rate": load[1], "num_requests": load[2]}
+    else:  # offline: every request queued; enough to fill the decode pool several times over
+        workload = {"offline": True, "num_requests": int(max_requests)}
+    try:
+        disagg = Disaggregation(prefill=Pool(pools[0][0], num_gpus=pools[0][1], tp=pools[0][2]),
+                                decode=Pool(pools[1][0], num_gpus=pools[1][1], tp=pools[1][2]))
+        result = serve_disaggregated(model, disagg, isl=isl, osl=osl, engine=engine, profile=profile,
+                                     precision=dict(precision), **workload)
+    except InferlabError as exc:
+        return str(exc)
+    t = result.trace
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1)
 
 
 def _simulate_star(args: tuple) -> RequestTimes | str:
