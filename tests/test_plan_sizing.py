@@ -256,3 +256,13 @@ def test_a_budget_with_free_gpus_bounds_nothing():
                         "search": {"precisions": ["fp8"], "tp": [1]}})
     best = plan(sc).best
     assert best.usd_per_hour == 0.0 and best.replicas >= 1
+
+
+def test_binding_names_slos_apart_from_the_deadline_and_a_growing_queue():
+    from inferlab.planning.sizing import _binding
+
+    assert _binding("TPOT") == "TPOT SLO"
+    assert _binding("TTFT+TPOT") == "TTFT+TPOT SLO"
+    assert _binding("TTFT+throughput") == "TTFT SLO and throughput (queue grows)"
+    assert _binding("throughput") == "throughput (queue grows)"
+    assert _binding("deadline") == "deadline"

@@ -335,7 +335,7 @@ def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):
 
 @pytest.mark.xfail(strict=True, reason=(
     "level reached 23.5% (MTP k=1/2/4 +20%, +20%, +27%; the unoptimized EP8 baseline +98%): since NVFP4 "
-    "GEMMs at a few rows run the engine's small-M tactic (core/timing.in_step_curve), these min-latency "
+    "GEMMs at a few rows run the engine's small-M tactic (core/timing.small_m_terms), these min-latency "
     "DeepSeek-R1 B200 steps are ~20% too fast. At batch 1 they are latency-bound (about 160 us per layer "
     "measured) with kernels the graph lacks (MLA's q/kv norms and rope, MoE routing and permutation, the "
     "MTP module's own); the slow standalone NVFP4 curve used to stand in for them (issue 10)"))

@@ -133,9 +133,9 @@ def fit_case_terms(profile: dict[str, Any], usable: Sequence[Case]) -> dict[str,
     into the norm or activation that produces it (TensorRT-LLM's fused RMSNorm/SwiGLU with
     FP8/NVFP4 output, vLLM's RMSNorm-quant fusion), so it is 0 (:func:`with_priors`). Fitted,
     it swung between 0 and 1 with a few cases, a knob that slowed every scaled GEMM to fix
-    them. Speculative cases are scored but not fitted on: their rate is the acceptance
-    length over a draft-and-verify step, and a per-step term fitted to them would charge
-    every plain step the drafter's own kernels.
+    them. :func:`calibrate` passes no speculative case (they are scored, not fitted on): their
+    rate is the acceptance length over a draft-and-verify step, and a per-step term fitted to
+    them would charge every plain step the drafter's own kernels.
 
     The loss is Cauchy (scale 10%): a case missed by far more than that (a scheduler
     artefact, an engine version the kernels no longer match) barely moves the fit.
@@ -208,7 +208,7 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     if terms["engines"]:
         profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
         profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
-    serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch"
+    serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch" and not c.speculative
                      and case_engine(c) != "generic" and serving_unsupported_reason(c) is None]
     serving = round_tree(fit_serving_terms(profile, serving_cases))
     for engine, values in serving.items():

@@ -7,7 +7,6 @@ vectorized over the sweep grid. The label says which term set the time.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,8 +19,13 @@ from .ops import Attention, Collective, Elementwise, Gemm, Op
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 #: Rows of one MMA tile on Hopper and Blackwell tensor cores (wgmma 64 per warpgroup, 128 per
-#: CTA tile; tcgen05 128): up to it engines run small-M tactics in a step (:func:`in_step_curve`).
+#: CTA tile; tcgen05 128): up to it engines run small-M tactics in a step (:func:`small_m_terms`).
 M_TILE = 128.0
+#: Row granularity of a small-M tactic: the MMA's N side (multiples of 8 on Hopper and
+#: Blackwell) where swap-AB puts the tokens.
+SMALL_M_ROWS = 8.0
+#: Kernels whose fitted curves hold in a step at every M (the 16-bit library GEMMs).
+SIXTEEN_BIT = ("bf16", "fp16")
 #: The zero term of ops without compute, memory or link time (shared, never written to).
 _ZERO = np.zeros(())
 _ZERO.setflags(write=False)
@@ -111,13 +115,13 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         peak = tensor_flops_per_s(hw, op.precision)
         compute = op.flops / (peak * curve.compute_fraction(rows, outputs))
         memory = op.bytes / (bw * curve.bandwidth_fraction)
-        tuned = curve if standalone else in_step_curve(curve, profile)
-        if tuned is not curve:
-            # up to one tile of rows the engine's small-M tactic runs; above it the large-tile
-            # kernel the op rows measured takes over as (M_TILE / rows)^2 (continuous at M_TILE)
+        if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
+            # up to one tile of rows the engine's small-M tactic runs (small_m_terms); above it
+            # the large-tile kernel the op rows measured takes over as (M_TILE / rows)^2
             w = np.minimum(1.0, (M_TILE / rows) ** 2)
-            compute = (1.0 - w) * compute + w * op.flops / (peak * tuned.compute_fraction(rows, outputs))
-            memory = (1.0 - w) * memory + w * op.bytes / (bw * tuned.bandwidth_fraction)
+            small_compute, small_memory = small_m_terms(op, rows, peak, curve, profile, bw)
+            compute = (1.0 - w) * compute + w * small_compute
+            memory = (1.0 - w) * memory + w * small_memory
         saturated = np.asarray(op.flops / (peak * curve.peak_fraction), float)
         # A kernel timed on its own quantizes its input itself; inside a step an engine may
         # have fused that into the norm or activation before it.
@@ -139,52 +143,28 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
     raise TypeError(f"no timing rule for {type(op).__name__}")
 
 
-def in_step_curve(curve: GemmCurve, profile: Profile) -> GemmCurve:
-    """The curve of a scaled-format GEMM at a few rows inside an engine's step: its format's
-    own peak share and fixed cost, with occupancy terms (``m_half``, ``n_half``) and a bandwidth
-    share no worse than those of the next wider format's kernel on the same GPU (NVFP4 and
-    MXFP4: FP8's, itself so tied; FP8 and the integer kernels: BF16's). Returns ``curve`` itself
-    where that changes nothing.
+def small_m_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,
+                  bw: float) -> tuple[np.ndarray, np.ndarray]:
+    """Compute and memory time [s] of a scaled or weight-only GEMM at a few rows in a step.
 
-    ``m_half`` and ``n_half`` say how badly a kernel fills the GPU with few rows or narrow
-    outputs (padded MMA tiles; too few output tiles for the SMs, each streaming its slice of
-    the weights at one SM's share of the bandwidth). Standalone scaled-format kernels in the
-    op-level benchmarks run without split-K at a few rows (NVFP4 rows on the B200 reach 5-25%
-    of the memory roofline at M <= 16, where BF16 reaches 40-80%), which the fit turns into
-    large ``m_half``/``n_half`` and a low bandwidth share. Engines tune their scaled GEMMs per
-    shape (TensorRT-LLM's autotuner, vLLM's per-M CUTLASS configurations, swap-AB and split-K
-    for decode), and the tile geometry (rows x output features per MMA) is the same for every
-    element width: only the K-depth per instruction grows as elements narrow. Weights stream
-    from DRAM in the same 128-byte transactions whatever the element width. So at a few rows a
-    scaled kernel fills the SMs and streams its weights at least as well as the wider format's
-    kernel, and a memory-bound step with narrower weights, moving fewer bytes, is never slower.
-
-    :func:`time_op` hands over from this curve to the fitted one above one MMA tile of rows
-    (:data:`M_TILE`), where the op rows' large-tile kernels run (offline NVFP4 throughput on the
-    B200 matches the fitted curve there); op-level (standalone) timing keeps the fitted curve.
+    Standalone scaled-format and weight-only kernels in the op-level benchmarks run without
+    split-K at a few rows (NVFP4 rows on the B200 reach 5-25% of the memory roofline at M <= 16,
+    where BF16 reaches 40-80%); the fit turns that into large ``m_half``/``n_half`` and a low
+    bandwidth share. Engines run other tactics there (TensorRT-LLM's autotuner, vLLM's per-M
+    CUTLASS configurations and Marlin-style weight-only kernels): swap-AB puts the tokens on
+    the MMA's N side, padded to :data:`SMALL_M_ROWS` rows rather than a 64-128-row tile, and
+    split-K spreads narrow outputs over every SM. So the compute is the shape padded to that
+    granularity at the format's own peak share, and the weights stream at the better of the
+    format's and the 16-bit kernel's share of bandwidth (DRAM moves the same 128-byte lines
+    whatever the element width). A memory-bound step with narrower weights then moves fewer
+    bytes at the same share and is never slower; op-level (standalone) timing keeps the fitted
+    curve, and BF16 kernels keep theirs (cuBLAS's small-M tactics are what the op rows measured).
     """
-    ref = _wider(curve, profile)
-    if ref is None or (curve.m_half <= ref.m_half and curve.n_half <= ref.n_half
-                       and curve.bandwidth_fraction >= ref.bandwidth_fraction):
-        return curve
-    return _tied(curve, ref)
-
-
-def _wider(curve: GemmCurve, profile: Profile) -> GemmCurve | None:
-    """The in-step curve of the next wider format's kernel, or None for a 16-bit kernel."""
-    kernels = profile.gemm.kernels
-    sixteen = kernels.get("bf16") or kernels.get("default")
-    if curve is sixteen or sixteen is None or any(curve is kernels.get(k) for k in ("fp16", "default")):
-        return None
-    if any(curve is kernels.get(k) for k in ("nvfp4", "mxfp4")) and "fp8" in kernels:
-        return in_step_curve(kernels["fp8"], profile)
-    return sixteen
-
-
-@functools.lru_cache(maxsize=256)
-def _tied(curve: GemmCurve, ref: GemmCurve) -> GemmCurve:
-    return curve.model_copy(update={"m_half": min(curve.m_half, ref.m_half), "n_half": min(curve.n_half, ref.n_half),
-                                    "bandwidth_fraction": max(curve.bandwidth_fraction, ref.bandwidth_fraction)})
+    sixteen = profile.gemm.kernels.get("bf16") or profile.gemm.kernels.get("default") or curve
+    padded = np.maximum(rows, SMALL_M_ROWS) / rows
+    compute = op.flops * padded / (peak * curve.peak_fraction)
+    memory = op.bytes / (bw * max(curve.bandwidth_fraction, sixteen.bandwidth_fraction))
+    return compute, memory
 
 
 def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:

@@ -114,19 +114,32 @@ def finish(sc: Scenario, cand: Candidate, n: int, at_n: Probe, probes: Any, grow
     if sc.traffic.offline:
         binding = "deadline"
     else:
-        binding = f"{miss.missed} SLO" if miss is not None else f"none up to +{growth:.0%} traffic"
+        binding = _binding(miss.missed) if miss is not None else f"none up to +{growth:.0%} traffic"
     return replace(with_replicas(sc, cand, n, **changes), sized_by="simulation", simulated_ttft_s=at_n.ttft_s,
                    simulated_tpot_s=at_n.tpot_s, headroom=growth, headroom_by="simulation", binding=binding,
                    probes=tuple(sorted(probes, key=lambda p: (p.growth, p.replicas))),
                    simulated_without=techniques(sc, cand)[1])
 
 
+def _binding(missed: str) -> str:
+    """What a probe missed, as the binding column says it: ``TPOT SLO``, ``TTFT+TPOT SLO``,
+    ``deadline``, or ``throughput (queue grows)`` (no SLO: the replicas fall behind)."""
+    parts = missed.split("+")
+    slos = [m for m in parts if m in ("TTFT", "TPOT")]
+    other = ["throughput (queue grows)" if m == "throughput" else m for m in parts if m not in ("TTFT", "TPOT")]
+    return " and ".join(([f"{'+'.join(slos)} SLO"] if slos else []) + other)
+
+
 def _missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
     top = max(seen)
     p = seen[top]
+    if p.missed == "deadline":
+        measured = f"the job takes {p.job_s / 3600.0:.2f} h"
+    else:
+        measured = f"TTFT {p.ttft_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms"
     return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),
-                   reason=(f"misses the {p.missed} objective in simulation even with {top} replicas (the max_gpus or "
-                           f"budget limit): TTFT {p.ttft_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms"))
+                   reason=(f"misses the {_binding(p.missed)} in simulation even with {top} replicas (the max_gpus or "
+                           f"budget limit): {measured}"))
 
 
 def max_replicas(sc: Scenario, cand: Candidate) -> int:
