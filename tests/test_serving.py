@@ -409,3 +409,11 @@ def test_idle_server_answers_a_short_prompt_within_published_latencies(engine):
 
     result = serve("llama-3.1-8b", "h100-sxm", engine=engine, isl=512, osl=128, rate=0.2, num_requests=60, seed=1)
     assert 0.005 < result.to_dict()["latency_s"]["ttft"]["p50"] < 0.060
+
+
+def test_one_token_outputs_have_no_tpot_or_itl_in_the_table():
+    # osl = 1: no gap between tokens, so TPOT and ITL do not exist: '-' in the text, never 'nan'
+    text = str(serve("llama-3.1-8b", "h100-sxm", rate=2.0, isl=128, osl=1, num_requests=50))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[3:8]}
+    assert rows["tpot"] == ["-"] * 4 and rows["itl"] == ["-"] * 4
+    assert "nan" not in text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,11 +193,13 @@ class ServeResult:
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
                 f"{dep.precision}, engine {self.engine}; {round(len(self.trace.osl) * self.replicas)} requests, {load}")
         s = self.summary()
-        rows = [[name, *(f"{s[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
+        if not len(self.trace.itl_values) or not math.isfinite(s["itl"]["p50"]):  # one-token outputs: no gaps
+            s = {**s, "itl": {k: float("nan") for k in s["itl"]}}
+        rows = [[name, *(_ms_cell(s[name][k]) for k in ("mean", "p50", "p90", "p99"))]
                 for name in ("queue", "ttft", "tpot", "itl", "e2e")]
         if self.overheads:
             u = _summary(self.user)
-            rows += [[f"{name} (user)", *(f"{u[name][k] * 1e3:.1f}" for k in ("mean", "p50", "p90", "p99"))]
+            rows += [[f"{name} (user)", *(_ms_cell(u[name][k]) for k in ("mean", "p50", "p90", "p99"))]
                      for name in ("ttft", "tpot", "e2e")]
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
@@ -261,6 +265,11 @@ class ServeResult:
         from .plot import plot_result
 
         return plot_result(self, path, **kwargs)
+
+
+def _ms_cell(seconds: float) -> str:
+    """A latency in ms for a table, ``-`` where there is none (the TPOT of one-token outputs)."""
+    return f"{seconds * 1e3:.1f}" if math.isfinite(seconds) else "-"
 
 
 def _summary(u: UserLatencies) -> dict[str, dict[str, float]]:
