@@ -146,3 +146,9 @@ def test_a_price_of_zero_is_free_and_accepted():
     sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2},
                         "prices": {"h100-sxm": 0.0}})
     assert sc.prices == {"h100-sxm": 0.0}
+
+
+def test_prefix_structure_and_hit_rate_together_are_refused():
+    with pytest.raises(SpecError) as info:
+        load_scenario(_scenario(traffic={"rate": 2, "prefix_hit": 0.3, "prefix": "shared:tokens=500,groups=4"}))
+    assert "give 'prefix'" in str(info.value) and "not both" in str(info.value)

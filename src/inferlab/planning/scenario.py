@@ -114,6 +114,9 @@ class Traffic(BaseModel):
         if self.request_rate > MAX_RATE:
             raise ValueError(f"{self.request_rate:.3g} requests/s is more than {MAX_RATE:g}; no deployment is sized "
                              "for that")
+        if self.prefix is not None and self.prefix_hit:
+            raise ValueError("give 'prefix' (the prompts' shared prefixes, simulated through the prefix cache) or "
+                             "'prefix_hit' (a share of each prompt found cached), not both: they can disagree")
         return self
 
     @property
