@@ -128,3 +128,19 @@ def test_shipped_default_profile_is_what_calibrate_writes():
     assert np.all(np.isfinite(ratio))
     assert np.max(np.abs(ratio - 1)) < 0.02
     assert abs(np.median(ratio) - 1) < 0.005
+
+
+def test_sm120_blackwell_runs_ada_kernels_not_the_b200s():
+    """GeForce / RTX PRO Blackwell (GB202, sm_120) has warp-level MMA like Ada, without the
+    B200's tcgen05 path: its GEMM fits are Ada's. Llama-3.1-8B BF16 at batch 1 on an RTX 5090
+    (1.79 TB/s, datasheet) reads 16.1 GB of weights per token: at least 9.0 ms; borrowing the
+    B200's 265-row tiles at a tenth of its peak made it 26 ms, three times that."""
+    from inferlab.calibration.profile import hardware_family
+    from inferlab.estimate import estimate
+    from inferlab.specs.catalog import load_hardware
+
+    assert hardware_family(load_hardware("rtx-5090").architecture) == "ada"
+    assert hardware_family(load_hardware("rtx-pro-6000").architecture) == "ada"
+    assert hardware_family(load_hardware("b200").architecture) == "blackwell"
+    tpot = float(estimate("llama-3.1-8b", "rtx-5090", batch_size=1, isl=512, osl=128, engine="vllm").tpot_s)
+    assert 9.0e-3 < tpot < 1.5 * 9.0e-3

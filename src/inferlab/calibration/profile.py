@@ -177,8 +177,18 @@ def profile_file(name: str) -> Any:
 HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s"})
 
 
+#: GPUs whose tensor cores are another family's: GeForce and RTX PRO Blackwell (sm_120) run
+#: warp-level MMA like Ada, without the datacenter Blackwell tcgen05 / tensor-memory path, so
+#: kernels tuned on the B200 (its 256-row tiles among them) do not carry over; Ada's fits do.
+KERNEL_FAMILY = {"sm_120": "ada"}
+
+
 def hardware_family(architecture: str) -> str:
-    """``"Hopper (GH100)"`` -> ``"hopper"``: the GPU family a profile override may name."""
+    """``"Hopper (GH100)"`` -> ``"hopper"``: the GPU family a profile override may name (the
+    family whose kernels the GPU runs, :data:`KERNEL_FAMILY`)."""
+    for marker, family in KERNEL_FAMILY.items():
+        if marker in architecture:
+            return family
     return architecture.split()[0].lower() if architecture.strip() else "unknown"
 
 
