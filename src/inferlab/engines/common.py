@@ -93,3 +93,24 @@ def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
     if "max_num_batched_tokens" in out:
         out.setdefault("max_num_tokens", out["max_num_batched_tokens"])
     return out
+
+
+def precision_words(launch, missing: list, quant_names: dict, kv_names: dict, kv_allowed: str,
+                    checkpoint_hint: str = "") -> list[str]:
+    """``--quantization``, ``--kv-cache-dtype`` and ``--dtype`` of a launch, as vLLM and SGLang
+    spell them (``quant_names``: (weights, activations) -> value; ``kv_names``: format -> value);
+    what no value expresses goes to ``missing``."""
+    out = []
+    pair = (launch.weights, launch.activations)
+    if pair in quant_names:
+        out += ["--quantization", quant_names[pair]]
+    elif pair != (None, None):
+        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no --quantization "
+                                   f"value quantizes to them; serve a checkpoint stored that way{checkpoint_hint}"))
+    if launch.kv_cache in kv_names:
+        out += ["--kv-cache-dtype", kv_names[launch.kv_cache]]
+    elif launch.kv_cache is not None:
+        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache (--kv-cache-dtype: {kv_allowed})"))
+    if launch.dtype is not None:
+        out += ["--dtype", DTYPE_NAMES[launch.dtype]]
+    return out

@@ -12,8 +12,8 @@ is the prefill token budget per iteration (-1: no chunking, the budget then
 from __future__ import annotations
 
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags,
-                     speculation)
+from .common import (checkpoint_of, DTYPES, drafter_for, launched_model, shell_form, source_flags,
+                     precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
 NAME = "sglang"
@@ -127,20 +127,7 @@ def render(launch: EngineLaunch) -> Rendered:
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:
-    out = []
-    pair = (launch.weights, launch.activations)
-    if pair in _QUANT_NAME:
-        out += ["--quantization", _QUANT_NAME[pair]]
-    elif pair != (None, None):
-        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no --quantization "
-                                   "value quantizes to them; serve a checkpoint stored that way"))
-    if launch.kv_cache in _KV_NAME:
-        out += ["--kv-cache-dtype", _KV_NAME[launch.kv_cache]]
-    elif launch.kv_cache is not None:
-        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache (--kv-cache-dtype: auto, fp8_e4m3, bf16)"))
-    if launch.dtype is not None:
-        out += ["--dtype", DTYPE_NAMES[launch.dtype]]
-    return out
+    return precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8_e4m3, bf16", "")
 
 
 def _limits(launch: EngineLaunch, missing: list) -> list[str]:

@@ -15,8 +15,8 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, is_moe, launched_model, shell_form, source_flags,
-                     speculation)
+from .common import (checkpoint_of, DTYPES, drafter_for, is_moe, launched_model, shell_form, source_flags,
+                     precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
 NAME = "vllm"
@@ -121,21 +121,15 @@ def render(launch: EngineLaunch) -> Rendered:
     words = ["vllm", "serve", checkpoint_of(launch)]
     missing: list[tuple[str, str]] = []
     moe = is_moe(launch.model)
-    if launch.attention_dp:
-        words += ["--data-parallel-size", str(launch.tp)]
-        if launch.ep == launch.tp and launch.tp > 1:
-            words.append("--enable-expert-parallel")
-        elif launch.ep != 1:
-            missing.append(("ep", f"ep={launch.ep} groups under attention DP: vLLM's experts span all "
-                                  f"{launch.tp} GPUs as one group (ep=1 or ep={launch.tp})"))
-    else:
-        if launch.tp > 1:
-            words += ["--tensor-parallel-size", str(launch.tp)]
-        if launch.ep == launch.tp and launch.tp > 1:
-            words.append("--enable-expert-parallel")
-        elif launch.ep != 1:
-            missing.append(("ep", f"ep={launch.ep} expert groups of {launch.tp // launch.ep} GPUs: vLLM spreads the "
-                                  f"experts over all {launch.tp} (ep={launch.tp}) or splits each (ep=1)"))
+    if launch.attention_dp or launch.tp > 1:
+        words += ["--data-parallel-size" if launch.attention_dp else "--tensor-parallel-size", str(launch.tp)]
+    if launch.ep == launch.tp and launch.tp > 1:
+        words.append("--enable-expert-parallel")
+    elif launch.ep != 1:
+        missing.append(("ep", f"ep={launch.ep} groups under attention DP: vLLM's experts span all {launch.tp} GPUs "
+                              f"as one group (ep=1 or ep={launch.tp})" if launch.attention_dp else
+                              f"ep={launch.ep} expert groups of {launch.tp // launch.ep} GPUs: vLLM spreads the "
+                              f"experts over all {launch.tp} (ep={launch.tp}) or splits each (ep=1)"))
     if launch.pp > 1:
         words += ["--pipeline-parallel-size", str(launch.pp)]
     if launch.dp > 1 and not moe and not launch.attention_dp:
@@ -151,20 +145,7 @@ def render(launch: EngineLaunch) -> Rendered:
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:
-    out = []
-    pair = (launch.weights, launch.activations)
-    if pair in _QUANT_NAME:
-        out += ["--quantization", _QUANT_NAME[pair]]
-    elif pair != (None, None):
-        missing.append(("weights", f"weights {launch.weights} with activations {launch.activations}: no --quantization "
-                                   "value quantizes to them; serve a checkpoint stored that way (vLLM reads its format)"))
-    if launch.kv_cache in _KV_NAME:
-        out += ["--kv-cache-dtype", _KV_NAME[launch.kv_cache]]
-    elif launch.kv_cache is not None:
-        missing.append(("kv_cache", f"a {launch.kv_cache} KV cache (--kv-cache-dtype: auto, fp8, bfloat16)"))
-    if launch.dtype is not None:
-        out += ["--dtype", DTYPE_NAMES[launch.dtype]]
-    return out
+    return precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8, bfloat16", " (vLLM reads its format)")
 
 
 def _limits(launch: EngineLaunch) -> list[str]:

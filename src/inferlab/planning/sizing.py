@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
-from ..serving.prefixes import Prefixes
+from ..serving.prefixes import shared_by_hit_rate
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import max_num_seqs, price_per_gpu_hour, with_replicas
@@ -60,10 +60,7 @@ def techniques(sc: Scenario, cand: Candidate) -> tuple[dict[str, Any], tuple[str
     and full prefills, and says so (``simulated_without``).
     """
     tr, kwargs = sc.traffic, {}
-    prefix = tr.prefix
-    if prefix is None and tr.prefix_hit:
-        tokens = round(tr.prefix_hit * tr.isl.expected)
-        prefix = Prefixes(kind="shared", tokens=tokens, groups=1) if tokens >= 1 else None
+    prefix = tr.prefix if tr.prefix is not None else shared_by_hit_rate(tr.prefix_hit, tr.isl.expected)
     if cand.speculative:
         kwargs["speculative"] = cand.speculative
     if prefix is not None:

@@ -24,7 +24,7 @@ UNITS = {"ttft": "s", "tpot": "s", "throughput": "tok/s"}
 def _listed(x: Any) -> Any:
     """Plain floats (nested lists for a grid); a point that does not run (NaN) is None."""
     arr = np.asarray(x, float)
-    plain = np.where(np.isfinite(arr), arr, np.nan).astype(object)
+    plain = arr.astype(object)
     plain[~np.isfinite(arr)] = None
     return plain.item() if arr.size == 1 else plain.tolist()
 

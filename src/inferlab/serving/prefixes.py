@@ -200,6 +200,15 @@ class PrefixPlan:
     cache: bool = True
 
 
+def shared_by_hit_rate(hit_rate: float, isl: float) -> Prefixes | None:
+    """A stated prefix-cache hit rate ``h`` as a structure the simulation can run: one prefix
+    of ``h x isl`` tokens that every prompt shares, which the cache finds while it holds it
+    (None when that is under one token). Prompts shorter than the prefix are all prefix, so
+    with spread-out lengths the simulated hit rate is somewhat below ``h``."""
+    tokens = round(hit_rate * isl)
+    return Prefixes(kind="shared", tokens=tokens, groups=1) if tokens >= 1 else None
+
+
 def prefixes(value: Prefixes | str | dict) -> Prefixes:
     """A :class:`Prefixes` from itself, its text form or a mapping of its fields."""
     if isinstance(value, Prefixes):

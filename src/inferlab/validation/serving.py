@@ -238,15 +238,16 @@ def serving_group_key(case: Case) -> tuple:
 
 
 def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
-    """``serve()`` keywords of a case's speculation and prefix hits: a stated hit rate ``h`` is
-    one prefix of ``h x isl`` tokens every prompt shares (the cache finds that share while it
-    holds the prefix, as the planner simulates ``prefix_hit``)."""
+    """``serve()`` keywords of a case's speculation and prefix hits (a stated hit rate as one
+    shared prefix, :func:`~inferlab.serving.prefixes.shared_by_hit_rate`, as the planner runs it)."""
+    from ..serving.prefixes import shared_by_hit_rate
+
     out: dict[str, Any] = {}
     if spec:
         out["speculative"] = speculative_from(dict(spec))
-    tokens = round(hit * isl)
-    if tokens >= 1:
-        out["prefix"] = f"shared:tokens={tokens},groups=1"
+    prefix = shared_by_hit_rate(hit, isl)
+    if prefix is not None:
+        out["prefix"] = prefix
     return out
 
 
