@@ -224,3 +224,32 @@ def test_vllm_data_parallel_experts_are_refused_with_the_equivalent_layout():
     with pytest.raises(SpecError) as info:
         Parallelism(tp=1, dp=2, ep=4)   # not vLLM's layout (4 != 1 x 2): no such hint
     assert "vLLM" not in str(info.value)
+
+
+def test_pcie_all_reduce_with_and_without_peer_to_peer_by_hand():
+    """16 MB over four PCIe Gen4 cards (32 GB/s per direction, roofline profile: no latency).
+
+    L40S (GPUDirect P2P behind PCIe switches): each GPU drives its own link, so the ring moves
+    2(p-1)/p x S = 24 MB per GPU at 32 GB/s: 0.75 ms (one-shot, 3 x 16 MB, is slower).
+    RTX 4090 (no P2P on GeForce, NCCL stages through host memory): the four flows share the
+    host path, 2/p = 1/2 of a link each: 1.5 ms. Two GPUs: the same 16 MB / 32 GB/s = 0.5 ms
+    on both.
+    """
+    l40s, rtx = load_hardware("l40s"), load_hardware("rtx-4090")
+    assert l40s.scale_up.topology == "pcie-switch" and rtx.scale_up.topology == "host"
+    assert float(all_reduce_s(16e6, 4, l40s, ROOFLINE)) == pytest.approx(0.75e-3)
+    assert float(all_reduce_s(16e6, 4, rtx, ROOFLINE)) == pytest.approx(1.5e-3)
+    for hw in (l40s, rtx):
+        assert float(all_reduce_s(16e6, 2, hw, ROOFLINE)) == pytest.approx(0.5e-3)
+
+
+@given(p=st.integers(2, 7), size=st.floats(1e3, 1e9))
+def test_host_staged_group_never_gains_bandwidth_per_gpu(p, size):
+    """Without peer-to-peer a larger group shares the host path among more flows: the
+    all-reduce's bus bandwidth 2(p-1)/p x S / t never grows with p."""
+    rtx = load_hardware("rtx-4090")
+
+    def bus(q):
+        return 2 * (q - 1) / q * size / float(all_reduce_s(size, q, rtx, ROOFLINE))
+
+    assert bus(p + 1) <= bus(p) * (1 + 1e-12)

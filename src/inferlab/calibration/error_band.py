@@ -187,9 +187,12 @@ class Band:
         if not self.widened:
             return ""
         text = f"wider: no calibration data for {' or '.join(missing[w] for w in self.widened)}"
-        left_out = " and ".join(LEFT_OUT[c.basis] for c in self.cells[1:])
-        return text + (f", so the band also holds the residuals of cases predicted with {left_out}" if left_out
-                       else " (and the table has no left-out residuals to widen the band with)")
+        left_out = " and ".join(LEFT_OUT[c.basis] for c in self.cells[1:] if c.basis in LEFT_OUT)
+        text += (f", so the band also holds the residuals of cases predicted with {left_out}" if left_out
+                 else " (and the table has no left-out residuals to widen the band with)")
+        if any(c.basis == "calibrated" for c in self.cells[1:]):
+            text += ", and the widest band of any calibrated GPU family"
+        return text
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,10 @@ class ErrorBandTable:
             extra = self._pooled(f"{name}_left_out", quantity, regime, ANY, ANY)
             if extra is not None:
                 cells.append(extra)
+        if "gpu" in widened:
+            # a GPU nobody measured may err as much as the worst calibrated family does
+            known = (self._pooled("calibrated", quantity, regime, f, engine) for f in self.families)
+            cells.extend(c for c in known if c is not None and c not in cells)
         lows, highs = zip(*(c.bounds(level) for c in cells))
         return Band(float(level), min(0.0, *lows), max(0.0, *highs), tuple(cells), widened, family, engine)
 

@@ -144,8 +144,17 @@ def fit_engine_gpu(table: OpTable, engine: str, hardware: str) -> dict[str, Any]
 
 
 def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[str, Any]:
-    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile)."""
+    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile).
+
+    On a PCIe-only GPU only the two-GPU rows are fitted: two GPUs move their data over the
+    same two x16 links with or without peer-to-peer, so those rows measure the link; larger
+    groups also measure the server's PCIe topology (switch or host-staged,
+    :func:`~inferlab.core.interconnect.pcie_share`), which an op table does not record.
+    """
     groups = {k: rows for k, rows in table.groups().items() if k[0] == "all_reduce" and k[2] == hardware}
+    if _pcie_only(hardware):
+        groups = {k: rows[table["num_gpus"][rows] == 2] for k, rows in groups.items()}
+        groups = {k: rows for k, rows in groups.items() if rows.size}
     if not groups:
         return {}
     measured = {k: table.measured_s[rows] for k, rows in groups.items()}
@@ -155,6 +164,16 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
         return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k]) for k, rows in groups.items()])
 
     return fit_log(residuals, COLLECTIVE_PARAMS)
+
+
+def _pcie_only(hardware: str) -> bool:
+    from ..specs.catalog import load_hardware
+
+    try:
+        up = load_hardware(hardware).scale_up
+    except InferlabError:
+        return False
+    return up.kind in ("pcie", "none")
 
 
 def median_fragment(fragments: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -58,16 +58,41 @@ def intra_bandwidth(hw: HardwareSpec, group_size: int) -> float:
     -----
     Switched fabrics (NVSwitch) give every GPU its full link bandwidth; a full mesh
     (AMD Infinity Fabric) gives ``(group_size - 1) x peer_bandwidth`` (64 GB/s per peer on
-    MI300X, so TP=2 sees 64 GB/s); without a fabric the GPUs talk over PCIe.
+    MI300X, so TP=2 sees 64 GB/s); without a fabric the GPUs talk over PCIe, and how depends
+    on the server (:func:`pcie_share`).
     """
     up = hw.scale_up
     if up.kind in ("pcie", "none") or up.bandwidth is None:
         if hw.pcie is None or hw.pcie.bandwidth is None:
             raise InfeasibleError(f"{hw.id} has no scale-up link or PCIe bandwidth in its spec")
-        return hw.pcie.bandwidth.si
+        return hw.pcie.bandwidth.si * pcie_share(hw, group_size)
     if up.topology == "full-mesh" and up.peer_bandwidth is not None:
         return min(up.bandwidth.si, max(group_size - 1, 1) * up.peer_bandwidth.si)
     return up.bandwidth.si
+
+
+def pcie_share(hw: HardwareSpec, group_size: int) -> float:
+    """Share of its own PCIe link one GPU of a ``group_size`` group gets for collectives.
+
+    Notes
+    -----
+    With GPU peer-to-peer (``topology: pcie-switch``, datacenter cards behind the PCIe
+    switches of an 8-GPU server) every GPU drives its own x16 link at once: a ring moves
+    at link rate whatever the group size, so the share is 1. Without peer-to-peer
+    (``topology: host``: GeForce cards, whose driver does not enable it, or a board whose
+    IOMMU/ACS settings block it) NCCL stages every transfer through pinned host memory, so
+    the ``p`` concurrent ring flows share the host's path of about one link: ``2 / p``
+    (1 for two GPUs, whose two flows run in opposite directions).
+
+    References
+    ----------
+    .. [5] NVIDIA, "GPUDirect Peer to Peer" (direct GPU-to-GPU copies over PCIe without the
+       host); NCCL environment variables, ``NCCL_P2P_DISABLE`` (host-staged fallback).
+    """
+    up = hw.scale_up
+    if up.kind in ("pcie", "none") and up.topology == "host" and group_size > 2:
+        return 2.0 / group_size
+    return 1.0
 
 
 def layout(hw: HardwareSpec, group_size: int) -> GroupLayout:

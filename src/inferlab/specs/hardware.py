@@ -50,7 +50,7 @@ class ScaleUp(BaseModel):
 
     kind: Literal["nvlink", "nvlink-bridge", "infinity-fabric", "ici", "pcie", "none"]
     generation: str | None = None
-    topology: Literal["switched", "full-mesh", "torus", "pair", "host", "none"]
+    topology: Literal["switched", "full-mesh", "torus", "pair", "pcie-switch", "host", "none"]
     bandwidth: Bandwidth | None = None
     peer_bandwidth: Bandwidth | None = None
     domain_size: Count
