@@ -21,6 +21,7 @@ from .errors import SpecError, option_name
 from .estimate_inputs import ENGINES  # noqa: F401 - the engines' names, importable from here as before
 from .feasibility import require_feasible, static_batch_reasons
 from .results.estimate import Estimate
+from .serving.scheduler import default_scheduler
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 from .techniques.deployed_precision import resolve_precision
@@ -211,6 +212,29 @@ def _prefix_cache(value: Any) -> PrefixCache | None:
     raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500' or a PrefixCache, got {value!r}")
 
 
+def _paged_admission(dep: Deployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
+                     max_num_tokens: int, prefix_cache: PrefixCache | None) -> tuple[np.ndarray, np.ndarray]:
+    """Waves and first-wave TTFT [s] of a static batch on an engine that admits on the prompt.
+
+    Notes
+    -----
+    vLLM, SGLang and LMDeploy admit a request while KV blocks for its prompt are free and
+    preempt when decoding fills the pool (:class:`~inferlab.serving.scheduler.SchedulerConfig`
+    ``reserve_output``), so a batch whose prompts fit is prefilled at once even when its
+    whole outputs do not: every request has its first token after one prefill of the batch,
+    and the preempted ones recompute later (time that shows in throughput, not TTFT). Only
+    requests whose prompts do not fit wait for a later wave.
+    """
+    block = memory["kv_block_size"]
+    admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
+                        context=i + block, step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
+    first_waves = np.ceil(replica / np.maximum(admit.max_sequences, 1.0))
+    first = np.ceil(replica / first_waves)
+    pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
+    chunks = np.ceil(first * (i - cached) / max_num_tokens)
+    return first_waves, pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+
+
 def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
@@ -236,6 +260,9 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)
     ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+    first_waves, first_ttft = n_waves, ttft_wave
+    if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
+        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
     step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
               else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
@@ -245,6 +272,6 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
                    prefill_s=runs(n_waves * ttft_wave), total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),
-                    ttft_s=runs(ttft_wave + wave_s * (n_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
+                    ttft_s=runs(first_ttft + wave_s * (first_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason)

@@ -27,26 +27,12 @@ from .serving.speculation import (
     drafter_memory,
     speculative_config,
 )
+from .serving.scheduler import ENGINE_SCHEDULERS  # noqa: F401 - importable from here as before
 from .serving.stepmodel import StepModel
 from .serving.workload import Lengths, Workload
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 
-#: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
-#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192;
-#: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
-#: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
-#: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
-_TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                          kv_fraction_of_free=True)
-ENGINE_SCHEDULERS = {
-    "generic": SchedulerConfig(),
-    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "trtllm": _TRTLLM,
-    "trtllm-pytorch": _TRTLLM,  # the 1.x runtime keeps the limits and capacity policy
-    "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-}
 
 
 def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
@@ -226,7 +212,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
-    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs)
+    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host)
     spec, decoding, drafter = None, None, None
     if speculative is not None:
         spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),

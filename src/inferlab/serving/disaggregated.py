@@ -138,7 +138,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
               for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
                                             ("decode", dep_d, d.decode.engine or engine))}
     # prefill pool: each request leaves with its prompt prefilled (one token sampled)
-    model_p = StepModel(dep_p, limits["prefill"].max_num_batched_tokens + limits["prefill"].max_num_seqs)
+    model_p = StepModel(dep_p, limits["prefill"].max_num_batched_tokens + limits["prefill"].max_num_seqs,
+                        limits["prefill"].overlap_host)
     kv_p = kv_capacity_tokens(dep_p, limits["prefill"])
     ones = np.ones(n)
     first_sched, prefill_done = np.full(n, np.nan), np.full(n, np.nan)
@@ -157,7 +158,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     # decode pool: requests join in the order they arrive there, each replica in turn
     forwarded = d.first_token == "prefill"
     to_decode = outputs - 1.0 if forwarded else outputs
-    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs)
+    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs,
+                        limits["decode"].overlap_host)
     model_d.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     kv_d = kv_capacity_tokens(dep_d, limits["decode"])
     order = np.argsort(at_decode, kind="stable")

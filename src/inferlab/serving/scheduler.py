@@ -11,7 +11,7 @@ no longer fits, the most recently admitted request is preempted and recomputed l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..checks import boolean, fraction, integer
 
@@ -42,6 +42,11 @@ class SchedulerConfig:
         Admit a request only when the KV for its whole prompt and output is free, so that
         nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict policy); otherwise
         admit on the prompt's blocks and preempt when decoding fills the pool (vLLM).
+    overlap_host : bool
+        The engine prepares the next iteration on the CPU while the GPU runs this one
+        (TensorRT-LLM's PyTorch-runtime overlap scheduler and SGLang's, both on by default),
+        so the host's per-iteration work shows only where it outlasts the GPU's
+        (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`).
     kv_fraction_of_free : bool
         The KV pool is ``gpu_memory_utilization`` of the memory left after weights and
         activations (TensorRT-LLM's ``free_gpu_memory_fraction``) instead of that share of
@@ -55,12 +60,40 @@ class SchedulerConfig:
     gpu_memory_utilization: float = 0.9
     reserve_output: bool = False
     kv_fraction_of_free: bool = False
+    overlap_host: bool = False
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
                                  ("kv_block_size", "tokens", MAX_BLOCK)):
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
-        for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free"):
+        for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
+
+
+#: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
+#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192;
+#: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
+#: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
+#: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
+#: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",
+#: LMSYS blog, 2024-12-04), TensorRT-LLM's PyTorch-runtime one since 0.17
+#: (``disable_overlap_scheduler: false`` in the LLM API).
+_TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
+                          kv_fraction_of_free=True)
+ENGINE_SCHEDULERS = {
+    "generic": SchedulerConfig(),
+    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, overlap_host=True),
+    "trtllm": _TRTLLM,
+    # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
+    "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),
+    "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+}
+
+
+def default_scheduler(engine: str) -> SchedulerConfig:
+    """The engine's default scheduling limits and admission policy (the generic ones for an
+    engine without its own entry)."""
+    return ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["generic"])

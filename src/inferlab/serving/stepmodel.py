@@ -59,7 +59,7 @@ class StepModel:
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
     """
 
-    def __init__(self, dep: Deployment, max_tokens: int):
+    def __init__(self, dep: Deployment, max_tokens: int, overlap_host: bool = False):
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))
@@ -89,7 +89,10 @@ class StepModel:
         self.floor = prof.kernel_floor_s + a.fixed_s
         self.per_sequence_head_s = a.per_sequence_head_s
         self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
+        # the host's per-iteration work (step_overhead_s) runs beside the GPU's under an
+        # overlap scheduler; serving_step_overhead_s is what stays exposed either way
         self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
+        self.hidden_host_s = prof.step_overhead_s if overlap_host else 0.0
         self.request_overhead_s = prof.request_overhead_s
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
@@ -181,25 +184,40 @@ class StepModel:
             return self.step_overhead_s, self.step_overhead_s
         if new != 1.0:
             return self._time_verify(np.asarray(context, float), float(new))
-        t = self._table(self._linear_list, d) + self._table(self._head_list, d) + self.step_overhead_s
+        t = self._table(self._linear_list, d) + self._table(self._head_list, d)
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
         after = spans + d if self._all_full else self.decode_spans(context + 1.0)
-        return (t + self._attention_s("decode", spans, spans, d, d),
-                t + self._attention_s("decode", after, after, d, d))
+        return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
+                self._with_host(t + self._attention_s("decode", after, after, d, d)))
+
+    def _with_host(self, gpu_s: float) -> float:
+        """An iteration of ``gpu_s`` of GPU work plus the host's [s].
+
+        Notes
+        -----
+        Without overlap the host schedules the next iteration after this one ends:
+        ``gpu + step_overhead + serving_step_overhead``. An overlap scheduler (TensorRT-LLM's
+        PyTorch runtime, SGLang; both on by default) prepares iteration ``n + 1`` on the CPU
+        while the GPU runs ``n``, so the host's part shows only where it is the longer:
+        ``max(gpu, step_overhead) + serving_step_overhead``.
+        """
+        if self.hidden_host_s:
+            return max(gpu_s, self.hidden_host_s) + (self.step_overhead_s - self.hidden_host_s)
+        return gpu_s + self.step_overhead_s
 
     def _time_verify(self, context: np.ndarray, new: float) -> tuple[float, float]:
         """:meth:`time_decode` with ``new`` tokens per sequence."""
         d = float(len(context))
         queries = d * new
-        t = self._table(self._linear_list, queries) + self._table(self._head_list, queries) + self.step_overhead_s
+        t = self._table(self._linear_list, queries) + self._table(self._head_list, queries)
         pairs, reads = self.verify_spans(context, new)
         if self._all_full:  # one token later each sequence's queries see one more key
             after = ([x + new * d for x in pairs], [x + d for x in reads])
         else:
             after = self.verify_spans(context + 1.0, new)
-        return (t + self._attention_s("decode", pairs, reads, queries, d),
-                t + self._attention_s("decode", *after, queries, d))
+        return (self._with_host(t + self._attention_s("decode", pairs, reads, queries, d)),
+                self._with_host(t + self._attention_s("decode", *after, queries, d)))
 
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float, decode_new: float = 1.0) -> float:
@@ -220,7 +238,7 @@ class StepModel:
         d = float(len(decode_context))
         p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
         queries = d * decode_new
-        t = self._table(self._linear_list, queries + p) + self._table(self._head_list, logits) + self.step_overhead_s
+        t = self._table(self._linear_list, queries + p) + self._table(self._head_list, logits)
         if d and decode_new == 1.0:
             spans = self.decode_spans(decode_context)
             t += self._attention_s("decode", spans, spans, d, d)
@@ -230,4 +248,4 @@ class StepModel:
         if p:
             pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
-        return t
+        return self._with_host(t)
