@@ -110,13 +110,14 @@ class Knobs:
 
 def _convert(name: str, kind: Any, raw: str) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
-    try:
-        if kind == "int":
-            return int(float(raw)) if float(raw).is_integer() else _bad(name, raw, "a whole number")
+    if kind in ("int", "float"):
+        try:
+            number = float(raw)
+        except ValueError:
+            return _bad(name, raw, "a number")
         if kind == "float":
-            return float(raw)
-    except ValueError:
-        _bad(name, raw, "a number")
+            return number
+        return int(number) if number.is_integer() else _bad(name, raw, "a whole number")
     if len(raw) > 200:
         _bad(name, raw[:40] + "...", "at most 200 characters")
     return raw

@@ -17,8 +17,9 @@ Routes
     The sweep's progress (``done`` of ``total`` loads) and, once finished, its curve
     (:func:`.views.load_curve_view`) or its error.
 
-Errors of the library (:class:`~inferlab.errors.InferlabError`) answer 400 with
-``{"error": "one line"}``; the page shows the line.
+A knob the library refuses, or a configuration that does not run
+(:class:`~inferlab.errors.InferlabError`), is an answer, not a failed request: 200 with
+``{"error": "one line"}``, which the page shows (a browser logs every 4xx as a console error).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._json(200, api(parse_qs(url.query)))
         except (InferlabError, ValueError) as exc:
-            self._json(400, {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
+            self._json(200, {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__})
 
     def _catalog(self, query: dict[str, list[str]]) -> dict[str, Any]:
         from .views import catalog_view

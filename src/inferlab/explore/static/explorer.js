@@ -118,7 +118,7 @@ async function fetchEstimate(side) {
   const response = await fetch("/api/estimate?" + new URLSearchParams(knobValues(side)));
   const data = await response.json();
   if (seq !== state.seq[side]) return null;  // a newer request for this side is on its way
-  if (!response.ok) { state.views[side] = null; return { side, error: data.error }; }
+  if (data.error) { state.views[side] = null; return { side, error: data.error }; }
   state.views[side] = data;
   return { side };
 }
@@ -187,18 +187,18 @@ function ticks(lo, hi, log) {
     return out.length >= 2 ? out : [lo, hi];
   }
   const step = 10 ** Math.floor(Math.log10((hi - lo) / 4 || 1));
-  const n = Math.ceil((hi - lo) / step) > 8 ? step * 2 : step;
+  const count = Math.ceil((hi - lo) / step);
+  const n = count > 20 ? step * 5 : count > 8 ? step * 2 : step;
   const out = [];
   for (let v = Math.ceil(lo / n) * n; v <= hi + 1e-9; v += n) out.push(v);
   return out;
 }
 
 function label(v) {
-  const a = Math.abs(v);
-  if (a >= 1e12) return (v / 1e12).toPrecision(3).replace(/\.?0+$/, "") + "T";
-  if (a >= 1e9) return (v / 1e9).toPrecision(3).replace(/\.?0+$/, "") + "G";
-  if (a >= 1e6) return (v / 1e6).toPrecision(3).replace(/\.?0+$/, "") + "M";
-  if (a >= 1e4) return (v / 1e3).toPrecision(3).replace(/\.?0+$/, "") + "k";
+  // 3 significant digits with an SI prefix: 1.5k, 20G, 1P (thousands from 10k on)
+  for (const [from, factor, prefix] of [[1e15, 1e15, "P"], [1e12, 1e12, "T"], [1e9, 1e9, "G"], [1e6, 1e6, "M"], [1e4, 1e3, "k"]]) {
+    if (Math.abs(v) >= from) return String(Number((v / factor).toPrecision(3))) + prefix;
+  }
   return String(Number(v.toPrecision(3)));
 }
 
@@ -329,7 +329,7 @@ async function runSweep() {
   try {
     const response = await fetch("/api/serve?" + q);
     const data = await response.json();
-    if (!response.ok) { $("serve-error").textContent = data.error; return; }
+    if (data.error) { $("serve-error").textContent = data.error; return; }
     for (;;) {
       const job = await (await fetch("/api/job?id=" + data.job)).json();
       $("serve-progress").max = job.total;
