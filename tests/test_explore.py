@@ -122,3 +122,9 @@ def test_cli_refuses_a_bad_port_with_one_line(capsys):
     assert main(["explore", "--port", "70000", "--no-browser"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("inferlab: error: --port must be in [0, 65535]") and err.count("\n") == 1
+
+
+def test_the_serving_sweep_runs_the_prefix_hit_rate_as_a_shared_prefix():
+    kw = Knobs(prefix_hit=0.5, isl=2048).serve_kwargs()
+    assert kw["prefix"].tokens == 1024 and kw["isl"] == 2048 and "batch_size" not in kw
+    assert "prefix" not in Knobs().serve_kwargs()

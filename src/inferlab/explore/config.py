@@ -97,6 +97,16 @@ class Knobs:
                 "dp": self.dp, "precision": self.precision, "engine": self.engine,
                 **({"speculative": self.spec} if self.spec else {})}
 
+    def serve_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`inferlab.serve` for this configuration, without the load:
+        a prefix hit rate becomes one prefix of that share of the prompt, shared by every
+        request (:func:`~inferlab.serving.prefixes.shared_by_hit_rate`)."""
+        from ..serving.prefixes import shared_by_hit_rate
+
+        prefix = shared_by_hit_rate(self.prefix_hit, self.isl) if self.prefix_hit > 0 else None
+        return {**self.deployment_kwargs(), "isl": self.isl, "osl": self.osl,
+                **({"prefix": prefix} if prefix is not None else {})}
+
     def estimate_kwargs(self, batch: Any = None) -> dict[str, Any]:
         """Keyword arguments of :func:`inferlab.estimate` for this configuration (``batch``
         replaces the batch size, e.g. with an array for the batch curve)."""

@@ -42,6 +42,8 @@ _STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
 
 #: Sweeps a page may ask for: at most this many loads, this many requests per load.
 MAX_LOADS, MAX_REQUESTS = 12, 2000
+#: Sweeps whose results are kept for the page to fetch.
+KEEP_JOBS = 16
 
 
 class _Jobs:
@@ -70,6 +72,8 @@ class _Jobs:
         slo_s = tuple(float(x) / 1e3 for x in slo) if all(slo) else (None, None)
         job_id = str(next(self._ids))
         with self._lock:
+            for old in list(self._jobs)[:-KEEP_JOBS]:  # finished sweeps nobody asks about any more
+                del self._jobs[old]
             self._jobs[job_id] = {"done": 0, "total": len(loads), "curve": None, "error": None}
         threading.Thread(target=self._run, args=(job_id, knobs, mode, loads, requests, slo_s), daemon=True).start()
         return job_id
@@ -89,8 +93,7 @@ class _Jobs:
             for load in loads:
                 load_kw = {"rate": load} if mode == "rate" else {"concurrency": int(load)}
                 with LIBRARY_LOCK:
-                    results.append(serve(**knobs.deployment_kwargs(), isl=knobs.isl, osl=knobs.osl,
-                                         num_requests=requests, **load_kw))
+                    results.append(serve(**knobs.serve_kwargs(), num_requests=requests, **load_kw))
                 job["done"] += 1
             with LIBRARY_LOCK:
                 curve = LoadCurve(mode, np.asarray(loads), tuple(results), ttft_slo_s=slo_s[0], tpot_slo_s=slo_s[1])

@@ -67,7 +67,7 @@ def estimate_view(knobs: Knobs) -> dict[str, Any]:
             "ttft_s": _num(est.ttft_s), "tpot_s": _num(est.tpot_s),
             "output_tokens_per_s": _num(est.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": _num(est.output_tokens_per_s / dep.num_gpus),
-            "output_tokens_per_s_per_user": _num(est._per_user),
+            "output_tokens_per_s_per_user": _num(1.0 / est.tpot_s) if float(est.tpot_s) > 0 else None,
             "usd_per_million_output": _num(est.cost.usd_per_million_output),
             "usd_per_million_input": _num(est.cost.usd_per_million_input),
             "usd_per_gpu_hour": _num(est.cost.usd_per_gpu_hour),
