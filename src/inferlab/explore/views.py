@@ -29,6 +29,12 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _per_user(tpot_s: Any) -> float | None:
+    """What one user's stream gets, ``1 / TPOT`` [token/s]; None for a one-token output."""
+    tpot = _num(tpot_s)
+    return 1.0 / tpot if tpot else None
+
+
 def _nums(x: Any) -> list[float | None]:
     return [v if math.isfinite(v) else None for v in np.asarray(x, float).ravel().tolist()]
 
@@ -67,7 +73,7 @@ def estimate_view(knobs: Knobs) -> dict[str, Any]:
             "ttft_s": _num(est.ttft_s), "tpot_s": _num(est.tpot_s),
             "output_tokens_per_s": _num(est.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": _num(est.output_tokens_per_s / dep.num_gpus),
-            "output_tokens_per_s_per_user": _num(1.0 / est.tpot_s) if float(est.tpot_s) > 0 else None,
+            "output_tokens_per_s_per_user": _per_user(est.tpot_s),
             "usd_per_million_output": _num(est.cost.usd_per_million_output),
             "usd_per_million_input": _num(est.cost.usd_per_million_input),
             "usd_per_gpu_hour": _num(est.cost.usd_per_gpu_hour),
@@ -113,7 +119,7 @@ def _disaggregated_view(knobs: Knobs, curve: Any, batches: np.ndarray) -> dict[s
         "metrics": {"ttft_s": _num(est.ttft_s), "tpot_s": _num(est.tpot_s),
                     "output_tokens_per_s": _num(est.output_tokens_per_s),
                     "output_tokens_per_s_per_gpu": _num(est.output_tokens_per_s_per_gpu),
-                    "output_tokens_per_s_per_user": _num(1.0 / np.asarray(est.tpot_s)),
+                    "output_tokens_per_s_per_user": _per_user(est.tpot_s),
                     "usd_per_million_output": None, "usd_per_million_input": None, "usd_per_gpu_hour": None,
                     "memory_per_gpu_bytes": _num(est.decode_memory.used), "waves": 1.0},
         "batch_curve": {"batch": batches.tolist(), "feasible": [True] * len(batches), "ttft_s": _nums(curve.ttft_s),
