@@ -3,9 +3,12 @@ of this interpreter), and the figures and tables they promise are in their outpu
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+import inferlab
 
 nbclient = pytest.importorskip("nbclient", reason="nbclient is not installed (the test extra)")
 nbformat = pytest.importorskip("nbformat", reason="nbformat is not installed (the test extra)")
@@ -33,7 +36,10 @@ def test_notebook_runs_top_to_bottom(name, tmp_path):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
+    # the kernel imports the inferlab this test imports (a relative PYTHONPATH would not
+    # survive the kernel's working directory)
+    here = str(Path(inferlab.__file__).resolve().parents[1])
+    client.execute(env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))})
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     errors = [o for o in outputs if o.output_type == "error"]
     assert not errors, f"{name}: {errors[0].ename}: {errors[0].evalue}" if errors else ""
