@@ -84,7 +84,7 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
         fmt = detect_format(text)
         if fmt is None:
             raise SpecError(f"bench file {label}: not the output of a known benchmark tool "
-                            f"({', '.join(FORMATS.values())}); give --format {{{','.join(FORMATS)}}}")
+                            f"({', '.join(dict.fromkeys(FORMATS.values()))}); give --format {{{','.join(FORMATS)}}}")
     elif fmt not in FORMATS:
         raise SpecError(f"bench file {label}: unknown --format {fmt!r}; one of {', '.join(FORMATS)}")
     tool = FORMATS[fmt]
@@ -116,9 +116,7 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
     notes = list(given.notes)
     for path in paths:
         for run in read_bench(path, fmt):
-            tool = FORMATS.get(fmt or "", "") or {"genai-perf": genai_perf.TOOL, "trtllm-bench": trtllm_bench.TOOL,
-                                                  "vllm": vllm_bench.TOOL, "sglang": sglang_bench.TOOL,
-                                                  "guidellm": guidellm.TOOL}[run.tool]
+            tool = FORMATS[run.tool]
             cases += run_cases(run, given, tool, f"{tool} {path}")
             notes += run.notes
     return cases, notes

@@ -89,8 +89,7 @@ def lookup(data: Any, tool: str, label: str, *path: str, required: bool = True) 
         if not isinstance(node, Mapping) or key not in node or node[key] is None:
             if not required:
                 return None
-            raise BenchFormatError(f"{tool}: {label}: no field {'.'.join(path)!r}; is this a {tool} output file? "
-                                   f"(give --format to read it as another tool's)")
+            raise BenchFormatError(f"{tool}: {label}: no field {'.'.join(path)!r}; not a {tool} output file?")
         node = node[key]
     return node
 
