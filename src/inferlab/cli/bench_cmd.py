@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import shlex
 import sys
 from typing import Any
@@ -70,7 +71,10 @@ def calibrate_bench(args: argparse.Namespace) -> None:
              *(["--deployment", args.deployment] if args.deployment else []),
              *(["--gpu", args.gpu] if args.gpu else []), "--holdout", str(args.holdout), "--out", args.out]
     command = "inferlab calibrate " + " ".join(shlex.quote(str(p)) for p in parts)
-    source = (f"fitted by `{command}` on {datetime.date.today().isoformat()}, from profile {args.profile}: "
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")  # a reproducible date, as the op-level calibration writes
+    when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch else \
+        datetime.datetime.now(datetime.timezone.utc)
+    source = (f"fitted by `{command}` on {when.date().isoformat()}, from profile {args.profile}: "
               f"{len(cases)} measured metrics of {report.fit_runs + report.held_out_runs} benchmark runs")
     try:
         with open(args.out, "w", encoding="utf-8") as fh:

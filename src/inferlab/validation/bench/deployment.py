@@ -52,7 +52,13 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
     SpecError
         Both given, a launch command or deployment file that cannot be read, or a
         ``--gpu`` that contradicts the deployment file's hardware.
+    UnknownNameError
+        A ``--gpu`` the catalog does not hold.
     """
+    if gpu:
+        from ...specs.catalog import load_hardware
+
+        load_hardware(gpu)  # an unknown id is refused here, with the closest ids, not once per case
     if engine_args and deployment:
         raise SpecError("--engine-args and --deployment both give the deployment; give one of them")
     if engine_args:
