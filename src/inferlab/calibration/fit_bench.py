@@ -155,8 +155,11 @@ def start_terms(start: Mapping[str, Any], targets: Sequence[tuple[str, str]]) ->
 
 def split_runs(cases: Sequence[Case], holdout: float) -> tuple[list[Case], list[Case]]:
     """(fit, held-out) cases: ``holdout`` of the runs (``source_id``), chosen by a hash of
-    the run id, are held out; at least one run is always fitted."""
-    runs = sorted({c.source_id or c.id for c in cases}, key=lambda r: hashlib.sha256(r.encode()).hexdigest())
+    the run id without its folder, are held out; at least one run is always fitted."""
+    def key(run: str) -> str:  # the file name, not the folder it was given from: the same split from anywhere
+        return hashlib.sha256(run.replace("\\", "/").rsplit("/", 1)[-1].encode()).hexdigest() + run
+
+    runs = sorted({c.source_id or c.id for c in cases}, key=key)
     held = set(runs[:min(len(runs) - 1, round(holdout * len(runs)))])
     return ([c for c in cases if (c.source_id or c.id) not in held], [c for c in cases if (c.source_id or c.id) in held])
 
