@@ -103,6 +103,13 @@ def test_a_wrong_file_is_one_line_naming_tool_and_field(fmt, wrong, field):
     assert "\n" not in message and message.startswith(f"{tool}: ") and repr(field) in message
 
 
+def test_the_cli_offers_every_format():
+    from inferlab.cli.bench_cmd import FORMAT_NAMES
+    from inferlab.validation.bench import FORMATS
+
+    assert FORMAT_NAMES == tuple(sorted(FORMATS))
+
+
 def test_a_file_of_no_tool_lists_the_tools():
     with pytest.raises(SpecError, match="not the output of a known benchmark tool .*give --format"):
         read_bench(DATA / "cases-sample.yaml")

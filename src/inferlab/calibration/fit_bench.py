@@ -54,7 +54,7 @@ import yaml
 from ..errors import InfeasibleError, SpecError
 from ..validation.cases import Case, case_engine
 from ..validation.summary import percent_errors
-from .profile import Profile, hardware_family, load_profile, profile_file
+from .profile import Profile, _deep_merge, hardware_family, load_profile, profile_file
 
 #: Fitted terms and their (lower, upper) bounds; see the module docstring for why.
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -138,8 +138,6 @@ def calibrated_mapping(start: Mapping[str, Any], targets: Sequence[tuple[str, st
         prof = load_profile(start, engine, gpu, _family(gpu))
         section = _scaled(prof, terms)
         per_engine = dict(overrides.get(engine) or {})
-        from .profile import _deep_merge
-
         per_engine[gpu] = _deep_merge(dict(per_engine.get(gpu) or {}), section)
         overrides[engine] = per_engine
     return out
@@ -260,23 +258,9 @@ def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "defa
         predicted = _predict(fit, mapping_at(x))
         return np.where(np.isfinite(predicted), np.log(np.maximum(predicted, 1e-30) / measured), _MISS)
 
-    def loss(x: np.ndarray) -> float:
-        z = (residuals(x) / 0.05) ** 2
-        return float(np.sum(np.sqrt(1 + z) - 1))
-
-    # Start from the best points of a coarse grid of the two scales every run moves: the
-    # errors are rugged enough that a local fit from the start profile alone can stall.
-    grid = []
-    for gemm, attention in itertools.product(START_GRID, START_GRID):
-        x = x0.copy()
-        x[2], x[3] = gemm, attention
-        grid.append((loss(x), gemm, attention))
-    results = []
-    for _, gemm, attention in sorted(grid)[:2]:
-        x = x0.copy()
-        x[2], x[3] = gemm, attention
-        results.append(_local_fit(residuals, x, (low, high), max_evaluations // 2))
-    result = min(results, key=lambda r: r.cost)
+    starts = _grid_starts(residuals, x0)
+    result = min((_local_fit(residuals, x, (low, high), max_evaluations // len(starts)) for x in starts),
+                 key=lambda r: r.cost)
     moved = np.linalg.norm(result.jac, axis=0) > 1e-9
     x = np.where(moved, result.x, x0)
     fitted = dict(zip(TERMS, (x / _MS).tolist()))
@@ -286,6 +270,19 @@ def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "defa
     return BenchCalibration(start=x0_terms, fitted=fitted, identified=tuple(t for t, m in zip(TERMS, moved) if m),
                             profile=out, fit_runs=len({c.source_id for c in fit}),
                             held_out_runs=len({c.source_id for c in held}), errors=errors)
+
+
+def _grid_starts(residuals: Any, x0: np.ndarray, keep: int = 2) -> list[np.ndarray]:
+    """The ``keep`` points of a coarse grid of the GEMM and attention scales (the two every run
+    moves; :data:`START_GRID`) with the lowest soft-L1 cost: the errors are rugged enough that
+    a local fit from the start profile alone can stall."""
+    scored = []
+    for gemm, attention in itertools.product(START_GRID, START_GRID):
+        x = x0.copy()
+        x[TERMS.index("gemm_scale")], x[TERMS.index("attention_scale")] = gemm, attention
+        z = (residuals(x) / 0.05) ** 2
+        scored.append((float(np.sum(np.sqrt(1 + z) - 1)), gemm, attention, x))
+    return [x for *_, x in sorted(scored, key=lambda item: item[:3])[:keep]]
 
 
 def _local_fit(residuals: Any, x: np.ndarray, bounds: tuple[np.ndarray, np.ndarray], budget: int) -> Any:
