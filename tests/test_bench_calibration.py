@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from inferlab.calibration.fit_bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
 from inferlab.calibration.profile import load_profile
@@ -94,6 +96,26 @@ def test_fitted_terms_stay_within_their_bounds(tmp_path):
         assert low <= value <= high
     prof = load_profile(report.profile, "vllm", GPU, "hopper")
     assert all(k.peak_fraction <= 1 and k.bandwidth_fraction <= 1 for k in prof.gemm.kernels.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.25, 2.0), st.floats(0.25, 2.0), st.floats(0.25, 2.0))
+def test_scaled_shares_never_pass_the_datasheet_and_scale_one_is_identity(gemm, attention, collective):
+    start = start_mapping("default")
+    terms = start_terms(start, [("vllm", GPU)])
+    base = load_profile(start, "vllm", GPU, "hopper")
+    same = load_profile(calibrated_mapping(start, [("vllm", GPU)], terms), "vllm", GPU, "hopper")
+    assert same.model_dump(exclude={"name", "source"}) == base.model_dump(exclude={"name", "source"})
+    scaled = load_profile(calibrated_mapping(start, [("vllm", GPU)], {**terms, "gemm_scale": gemm,
+                                                                      "attention_scale": attention,
+                                                                      "collective_scale": collective}),
+                          "vllm", GPU, "hopper")
+    for name, curve in scaled.gemm.kernels.items():
+        assert curve.peak_fraction == pytest.approx(min(1.0, base.gemm.kernels[name].peak_fraction * gemm))
+        assert curve.bandwidth_fraction <= 1.0
+    assert scaled.attention.decode_bandwidth_fraction == pytest.approx(
+        min(1.0, base.attention.decode_bandwidth_fraction * attention))
+    assert scaled.collective.bandwidth_fraction <= 1.0
 
 
 def run(capsys, *args):

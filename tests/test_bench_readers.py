@@ -154,3 +154,14 @@ def test_cases_take_the_model_from_engine_args_or_a_deployment_file(tmp_path):
 def test_what_no_source_gives_is_one_line(given, message):
     with pytest.raises(SpecError, match=message):
         bench_cases([BENCH / "sglang-bench-serving.jsonl"], given_deployment(**given))
+
+
+def test_vllm_details_give_the_exact_mean_lengths(tmp_path):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    # saved with --save-detailed: per-request lengths (means 300 and 90), TTFTs and ITLs in seconds
+    data.update(input_lens=[100, 200, 600], output_lens=[60, 90, 120], ttfts=[0.04, 0.05, 0.06],
+                itls=[[0.007] * 59, [0.007] * 89, [0.007] * 119])
+    path = tmp_path / "detailed.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert (run.isl, run.osl) == (300, 90)
