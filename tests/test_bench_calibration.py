@@ -147,6 +147,8 @@ def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
     (("calibrate", "--out", "x.yaml"), 2, "give --ops FILE.csv"),
     (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--holdout", "1", "--out", "x.yaml"), 2,
      "--holdout 1.0 must be in [0, 1)"),
+    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", DATA / "trtllm-bench.log", "--gpu", GPU, "--out",
+      "x.yaml"), 2, "calibrate one engine on one GPU at a time"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, code, message):
     monkeypatch.chdir(tmp_path)

@@ -231,7 +231,7 @@ def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "defa
     Raises
     ------
     SpecError
-        A holdout outside [0, 1).
+        A holdout outside [0, 1), or runs of more than one engine or GPU.
     InfeasibleError
         None of the fit cases can be predicted from the start profile.
     """
@@ -240,6 +240,9 @@ def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "defa
     start = copy.deepcopy(dict(profile)) if isinstance(profile, Mapping) else start_mapping(profile)
     fit, held = split_runs(cases, holdout)
     targets = sorted({(case_engine(c), c.hardware) for c in cases})
+    if len(targets) > 1:  # the terms are one engine's host side and one GPU's kernels
+        raise SpecError("calibrate: the runs are of " + ", ".join(f"{e} on {g}" for e, g in targets)
+                        + "; calibrate one engine on one GPU at a time (give the files of each separately)")
     before = _predict(fit, start)
     usable = np.isfinite(before)
     if not usable.any():
