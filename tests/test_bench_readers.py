@@ -52,7 +52,8 @@ def test_sglang_lines_are_runs():
 
 def test_genai_perf_and_aiperf_exports():
     (gp,) = read_bench(BENCH / "genai-perf-profile-export.json")
-    assert (gp.isl, gp.osl, gp.concurrency, gp.request_rate, gp.num_requests) == (512, 128, 4, None, 100)
+    assert (gp.isl, gp.osl, gp.concurrency, gp.request_rate, gp.num_requests) == (512, 128, 4, None, None)
+    assert gp.model == "meta-llama/Llama-3.1-8B-Instruct"
     assert dict(gp.metrics)["ttft_ms"] == 29.8 and dict(gp.metrics)["tpot_ms"] == 6.95
     (ap,) = read_bench(BENCH / "aiperf-profile-export.json")
     assert ap.regime_and_load() == ("online", {"request_rate": 3.0, "num_requests": 240})
@@ -165,3 +166,12 @@ def test_vllm_details_give_the_exact_mean_lengths(tmp_path):
     path.write_text(json.dumps(data))
     (run,) = read_bench(path)
     assert (run.isl, run.osl) == (300, 90)
+
+
+def test_genai_perf_before_0_0_10_kept_its_settings_flat(tmp_path):
+    data = json.loads((BENCH / "genai-perf-profile-export.json").read_text())
+    data["input_config"] = {"model": ["meta-llama/Llama-3.1-70B-Instruct"], "concurrency": 8, "request_count": 50}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert (run.model, run.concurrency, run.num_requests) == ("meta-llama/Llama-3.1-70B-Instruct", 8, 50)

@@ -6,10 +6,11 @@ statistics (``avg``, ``min``, ``max``, ``std``, ``p1`` ... ``p99``):
 tokens after the first: a TPOT), ``request_latency``, ``output_sequence_length``,
 ``input_sequence_length``, ``output_token_throughput`` and ``request_throughput``
 (``avg`` only), AIPerf also ``request_count`` and ``benchmark_duration``; and the run's
-settings under ``input_config``. genai-perf keeps them flat (``model`` list,
-``concurrency``, ``request_rate``); AIPerf nests them (``endpoint.model_names``,
-``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count``). AIPerf
-states ``input_config`` is not a stable format, so each setting is optional here.
+settings under ``input_config``: genai-perf 0.0.10 on as ``model_names`` and
+``perf_analyzer.stimulus`` (``concurrency`` or ``request_rate``), before as flat ``model``,
+``concurrency``, ``request_rate``; AIPerf as ``endpoint.model_names``,
+``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count``. AIPerf states
+``input_config`` is not a stable format, so each setting is optional here.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
     for key in REQUIRED:
         lookup(data, TOOL, label, key)
     config = data.get("input_config") or {}
-    models = _setting(config, ("model",), ("endpoint", "model_names"), ("model_names",))
+    models = _setting(config, ("model_names",), ("endpoint", "model_names"), ("model",))
     model = models[0] if isinstance(models, list) and models else models if isinstance(models, str) else None
     count = _avg(data, label, "request_count", required=False) if isinstance(data.get("request_count"), dict) \
         else _setting(config, ("request_count",), ("loadgen", "request_count"))
@@ -76,6 +77,8 @@ def read(data: Any, label: str) -> list[BenchRun]:
     }
     return [BenchRun(tool="genai-perf", id=label, metrics=metrics_of(metrics),
                      isl=_avg(data, label, "input_sequence_length"), osl=_avg(data, label, "output_sequence_length"),
-                     concurrency=concurrency_of(_setting(config, ("concurrency",), ("loadgen", "concurrency"))),
-                     request_rate=rate_of(_setting(config, ("request_rate",), ("loadgen", "request_rate"))),
+                     concurrency=concurrency_of(_setting(config, ("perf_analyzer", "stimulus", "concurrency"),
+                                                         ("loadgen", "concurrency"), ("concurrency",))),
+                     request_rate=rate_of(_setting(config, ("perf_analyzer", "stimulus", "request_rate"),
+                                                   ("loadgen", "request_rate"), ("request_rate",))),
                      num_requests=int(count) if count else None, model=model)]
