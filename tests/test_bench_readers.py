@@ -175,3 +175,15 @@ def test_genai_perf_before_0_0_10_kept_its_settings_flat(tmp_path):
     path.write_text(json.dumps(data))
     (run,) = read_bench(path)
     assert (run.model, run.concurrency, run.num_requests) == ("meta-llama/Llama-3.1-70B-Instruct", 8, 50)
+
+
+def test_guidellm_before_0_4_kept_strategy_and_model_per_benchmark(tmp_path):
+    data = json.loads((BENCH / "guidellm-report.json").read_text())
+    old = {"benchmarks": [{"type_": "generative_benchmark", "args": {"strategy": b["config"]["strategy"]},
+                           "worker": {"backend_model": "meta-llama/Llama-3.1-70B-Instruct"}, "metrics": b["metrics"]}
+                          for b in data["benchmarks"]]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    concurrent, constant = read_bench(path)
+    assert concurrent.concurrency == 8 and constant.request_rate == 2.0
+    assert concurrent.model == "meta-llama/Llama-3.1-70B-Instruct"

@@ -9,7 +9,9 @@ with ``rate``, ``throughput``) and ``metrics``: distributions per request status
 ``inter_token_latency_ms``, ``request_latency`` [s], ``requests_per_second``,
 ``output_tokens_per_second``, ``prompt_token_count``, ``output_token_count``. Only the
 successful requests are read; ``time_per_output_token_ms`` counts the first token's wait
-too, so the decode rate is read from ``inter_token_latency_ms``. The model is the worker's ``backend_model`` where recorded.
+too, so the decode rate is read from ``inter_token_latency_ms``. The model is the report's
+``args.model`` or the benchmark's ``config.backend.model`` (guidellm 0.4 on), or its
+``worker.backend_model`` (before).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
         concurrency, rate = _strategy(bench, where)
         count = lookup(metrics, TOOL, where, "output_token_count", "successful", "count", required=False)
         model = lookup(bench, TOOL, where, "worker", "backend_model", required=False) \
+            or lookup(bench, TOOL, where, "config", "backend", "model", required=False) \
             or lookup(data, TOOL, where, "args", "model", required=False)
         values = {
             "ttft_ms": _mean(metrics, where, "time_to_first_token_ms"),
