@@ -46,7 +46,7 @@ def vllm_result(concurrency: int, isl: int, measured: dict[str, float], num_prom
     return {"date": "20261202-101500", "endpoint_type": "vllm", "backend": "vllm", "label": None,
             "model_id": "meta-llama/Llama-3.1-8B-Instruct", "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
             "num_prompts": num_prompts, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": concurrency,
-            "duration": duration, "completed": num_prompts, "total_input_tokens": num_prompts * isl,
+            "duration": duration, "completed": num_prompts, "failed": 0, "total_input_tokens": num_prompts * isl,
             "total_output_tokens": num_prompts * OSL, "request_throughput": num_prompts / duration,
             "request_goodput": None, "output_throughput": measured["output_tokens_per_s"],
             "total_token_throughput": num_prompts * (isl + OSL) / duration,
