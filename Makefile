@@ -35,6 +35,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_planner.py
 	$(BIN)/python benchmarks/bench_serving.py
 	$(BIN)/python benchmarks/bench_dask.py
+	$(BIN)/python benchmarks/bench_explore.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis

@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 _WHERE: dict[str, str] = {
     "evaluate": ".calc",
     "estimate": ".estimate",
+    "explore": ".explore",
     **dict.fromkeys(("InfeasibleError", "InferlabError", "SpecError", "UnitError",
                      "UnknownNameError"), ".errors"),
     **dict.fromkeys(("FORMATS", "NumberFormat", "number_format"), ".precision"),

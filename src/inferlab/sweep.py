@@ -79,6 +79,16 @@ class SweepResult:
         return pd.DataFrame({k: pd.array(v, dtype="Float64") if k in DIRECTIONS else v
                              for k, v in self.columns.items()})
 
+    def _repr_html_(self) -> str:
+        from .results.html import sweep_html
+
+        return sweep_html(self)
+
+    def __repr__(self) -> str:
+        from .results.html import sweep_repr
+
+        return sweep_repr(self)
+
     def to_dict(self) -> dict[str, list]:
         """Columns as lists, JSON-ready; None (null) for metrics that do not exist."""
         return {k: [_cell(x) for x in v] for k, v in self.columns.items()}

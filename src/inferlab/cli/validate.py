@@ -62,20 +62,22 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     return records
 
 
-def _op_stats(path: str, profile: str) -> list[ErrorStats]:
+def _op_stats(table: Any, profile: str) -> list[ErrorStats]:
     from ..calibration.fit import op_error_stats
-    from ..validation.ops import predict_ops, read_ops
+    from ..validation.ops import predict_ops
 
-    table = read_ops(path)
     return op_error_stats(table, predict_ops(table, profile), "op")
 
 
 def _validate(args: argparse.Namespace) -> None:
     from ..validation.summary import percent_errors, stats_rows, summarize
 
+    from ..validation.ops import read_ops
+
+    table = read_ops(args.ops) if args.ops else None  # a bad file fails before the cases run
     records = _case_records(args)
     stats = summarize(records)
-    ops = _op_stats(args.ops, args.profile) if args.ops else []
+    ops = _op_stats(table, args.profile) if table is not None else []
     if args.json:
         out: Any = records if not args.ops else {"cases": records, "ops": [s.to_dict() for s in ops]}
         _print(json.dumps(out, indent=2, default=float))

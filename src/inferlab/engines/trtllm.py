@@ -124,12 +124,30 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             put("speculation", _speculation(value, label, f), label)
         elif key in NO_EFFECT_KEYS:
             f.no_effect.append(f"{where}: {key}")
+        elif key == "attention_dp_config" and isinstance(value, dict):
+            _balance(value, where, f, notes)
         else:
             f.unknown.append(f"{key}: {value}")
     if "kv_cache" in values or "quant" in values:
         sources.setdefault("precision", sources.get("kv_cache") or sources.get("quant", where))
     if "max_num_batched_tokens" in sources:
         sources["max_num_tokens"] = sources["max_num_batched_tokens"]
+
+
+#: Attention-DP balancing as inferlab's TensorRT-LLM scheduler runs it (NVIDIA's DeepSeek-R1
+#: recipes; :data:`inferlab.serving.scheduler.ENGINE_SCHEDULERS`).
+BALANCE_MODELLED = {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}
+
+
+def _balance(value: dict, where: str, f: Any, notes: list[str]) -> None:
+    """``attention_dp_config``: what inferlab simulates is listed as such; other settings
+    are unknown (kept, not modelled), never silently taken for the modelled ones."""
+    other = {k: v for k, v in value.items() if BALANCE_MODELLED.get(k, object()) != v}
+    if other:
+        f.unknown.append(f"attention_dp_config: {other} (inferlab simulates "
+                         f"{', '.join(f'{k}: {v}' for k, v in BALANCE_MODELLED.items())})")
+    else:
+        notes.append(f"{where}: attention_dp_config is the context balancing inferlab simulates for attention DP")
 
 
 def _quant(value: dict, values: dict, sources: dict, label: str, f: Any) -> None:

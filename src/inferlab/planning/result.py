@@ -105,6 +105,22 @@ class Plan:
         return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {ruled_out} ruled out "
                 "(see to_dict() for each one's reason)")
 
+    def to_frame(self):
+        """One row per candidate (feasible first, cheapest first) as a pandas DataFrame."""
+        from ..results.html import plan_frame
+
+        return plan_frame(self)
+
+    def _repr_html_(self) -> str:
+        from ..results.html import plan_html
+
+        return plan_html(self)
+
+    def __repr__(self) -> str:
+        from ..results.html import plan_repr
+
+        return plan_repr(self)
+
     def explain(self) -> str:
         """Why the winner wins, against the runner-up, and what the simulation showed."""
         best = self.best

@@ -195,6 +195,22 @@ class LoadCurve:
                          f"throughput (elasticity > {self.knee_elasticity:g})")
         return "\n".join(lines)
 
+    def to_frame(self):
+        """One row per load point (:meth:`rows`) as a pandas DataFrame."""
+        from ..results.html import load_curve_frame
+
+        return load_curve_frame(self)
+
+    def _repr_html_(self) -> str:
+        from ..results.html import load_curve_html
+
+        return load_curve_html(self)
+
+    def __repr__(self) -> str:
+        from ..results.html import load_curve_repr
+
+        return load_curve_repr(self)
+
     def plot(self, path: Any = None, **kwargs: Any) -> Any:
         """Latency percentiles against throughput, knee marked (needs matplotlib); see
         :func:`~.plot.plot_curve`."""

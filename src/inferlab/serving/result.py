@@ -259,6 +259,22 @@ class ServeResult:
                              "keeps more of them")
         return lines
 
+    def to_frame(self):
+        """One row per simulated request (arrival, lengths, latencies [s]) as a pandas DataFrame."""
+        from ..results.html import serve_result_frame
+
+        return serve_result_frame(self)
+
+    def _repr_html_(self) -> str:
+        from ..results.html import serve_result_html
+
+        return serve_result_html(self)
+
+    def __repr__(self) -> str:
+        from ..results.html import serve_result_repr
+
+        return serve_result_repr(self)
+
     def plot(self, path: Any = None, **kwargs: Any) -> Any:
         """Distributions of TTFT, TPOT and end-to-end latency (needs matplotlib); see
         :func:`~.plot.plot_result`."""

@@ -51,6 +51,15 @@ class SchedulerConfig:
         The KV pool is ``gpu_memory_utilization`` of the memory left after weights and
         activations (TensorRT-LLM's ``free_gpu_memory_fraction``) instead of that share of
         all memory minus weights and activations (vLLM's ``gpu_memory_utilization``).
+    balance_timeout_iters : int
+        Attention-DP context balancing (TensorRT-LLM's ``attention_dp_config``:
+        ``enable_balance`` with ``timeout_iters``): new prompts are held until every
+        attention-DP rank has one to prefill, so that their prefills share one iteration
+        instead of each stalling all ranks in turn, or until they have waited this many
+        iterations. 0 turns it off; it acts only with attention DP (``ranks`` > 1).
+    ranks : int
+        Attention-DP ranks the simulated stream stands for (set by
+        :func:`inferlab.serve.scheduler_for` from the deployment, not a user setting).
     """
 
     max_num_seqs: int = 256
@@ -61,11 +70,15 @@ class SchedulerConfig:
     reserve_output: bool = False
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
+    balance_timeout_iters: int = 0
+    ranks: int = 1
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
-                                 ("kv_block_size", "tokens", MAX_BLOCK)):
+                                 ("kv_block_size", "tokens", MAX_BLOCK), ("ranks", "ranks", MAX_SEQS)):
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
+        integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
+                what="iterations")
         for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
@@ -79,9 +92,12 @@ class SchedulerConfig:
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
 #: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",
 #: LMSYS blog, 2024-12-04), TensorRT-LLM's PyTorch-runtime one since 0.17
-#: (``disable_overlap_scheduler: false`` in the LLM API).
+#: (``disable_overlap_scheduler: false`` in the LLM API). With attention DP, TensorRT-LLM
+#: runs as NVIDIA's DeepSeek-R1 serving recipes configure it (``attention_dp_config:
+#: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
+#: default leaves balancing off): ``balance_timeout_iters`` 60.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                          kv_fraction_of_free=True)
+                          kv_fraction_of_free=True, balance_timeout_iters=60)
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),

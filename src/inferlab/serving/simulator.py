@@ -178,6 +178,9 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     reserve, chunked = sched.reserve_output, sched.chunked_prefill
     budget_max, max_seqs = sched.max_num_batched_tokens, sched.max_num_seqs
     none = np.zeros(0)
+    # attention-DP balancing: prompts wait until every rank has one, or for ``timeout`` iterations
+    ranks = sched.ranks if sched.balance_timeout_iters and not prefilled else 1
+    timeout, held_iters = sched.balance_timeout_iters, 0
 
     def blocks_used() -> float:
         tokens = isl[run.idx] + run.osl if reserve else np.maximum(run.cached, 1.0)
@@ -190,7 +193,10 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             waiting.append(order[pos])
             pos += 1
         # admission: FIFO while a slot and the prompt's KV blocks are free
-        if waiting and not hold and run.k < max_seqs:
+        balanced = (ranks == 1 or not run.k or held_iters >= timeout  # an idle engine's loop spins its timeout away
+                    or len(waiting) >= min(ranks, max_seqs - run.k))
+        if waiting and not hold and run.k < max_seqs and balanced:
+            held_iters = 0
             used = blocks_used()
             while waiting and run.k < max_seqs:
                 i = waiting[0]
@@ -243,6 +249,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             itl_v.append(elapsed)
             itl_w.append(float(n_dec))
             now += elapsed
+            held_iters += 1 if waiting else 0
             if n_dec:
                 run.gen[decoding_mask] += decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
@@ -260,7 +267,12 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
             t0, t1 = model.time_decode(run.cached)
             max_steps, free_tokens = _stretch_limits(sched, run, t0, now, waiting, order, pos, visible,
                                                      capacity_blocks - reuse.shared_adjustment, block, lookahead)
+            if ranks > 1 and waiting:  # held prompts: stop at the timeout or at the next arrival
+                max_steps = min(max_steps, max(1, timeout - held_iters))
+                if pos < len(order):
+                    max_steps = min(max_steps, max(1, int(math.ceil((visible[order[pos]] - now) / t0))))
             k, tokens, elapsed, step = decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
+            held_iters += k if waiting else 0
             itl_v.append(step)
             itl_w.append(float(run.k) * k)
             if prefilled:  # a transferred request's first token is its first decode step's

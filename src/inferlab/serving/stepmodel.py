@@ -11,6 +11,14 @@ once per deployment and keeps what an iteration needs:
   attention is timed with the core's own rule on the *sums* over its requests:
   ``max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) + floors``.
 
+With attention data parallelism each of the ``g`` ranks runs attention and the layers
+around it on its own requests, and the ranks meet at every MoE layer (the all-to-all), so
+an iteration lasts as long as its busiest rank. Decoding sequences spread evenly; a prompt
+is prefilled whole on the rank that holds it, so an iteration with one prefill chunk runs
+that chunk's attention and projections on one rank while the others wait (SGLang's DP
+attention and TensorRT-LLM's attention DP both assign each request to one rank). The
+routed experts see every rank's tokens after the dispatch: their share stays even.
+
 For a uniform decode step the result matches :func:`inferlab.core.phases.decode`.
 """
 
@@ -68,6 +76,7 @@ class StepModel:
             dep = replace(dep, parallel=replace(dep.parallel, micro_batches=1))
         step = run_step(dep, Step.decode(grid, np.zeros_like(grid)))
         lin = np.zeros_like(grid)
+        shared = np.zeros_like(grid)  # routed experts: every rank's tokens after the dispatch
         head = np.zeros_like(grid)
         attention: list[AttentionCosts] = []
         hw, prof = dep.hardware, dep.profile
@@ -77,12 +86,17 @@ class StepModel:
                 attention.append(self._costs(t.op, stages))
             elif t.op.name in ("lm_head", "all_gather_logits"):
                 head = head + total
+            elif self.groups > 1 and t.op.role == "routed_expert":
+                shared = shared + total
             else:
                 lin = lin + total
         self.attention = tuple(attention)
         # tables over the iteration's tokens as plain lists: numpy's per-call overhead would
         # dominate a one-point interpolation
         self._grid_list, self._linear_list, self._head_list = grid.tolist(), lin.tolist(), head.tolist()
+        self._shared_list = shared.tolist() if self.groups > 1 else None
+        # a decode-only iteration is balanced over the ranks: both tables at its tokens
+        self._balanced_list = (lin + shared).tolist() if self.groups > 1 else self._linear_list
         self._all_full = all(a.window == np.inf for a in self.attention)
         a = prof.attention
         self.bandwidth = hw.memory_bandwidth.si
@@ -184,7 +198,7 @@ class StepModel:
             return self.step_overhead_s, self.step_overhead_s
         if new != 1.0:
             return self._time_verify(np.asarray(context, float), float(new))
-        t = self._table(self._linear_list, d) + self._table(self._head_list, d)
+        t = self._table(self._balanced_list, d) + self._table(self._head_list, d)
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
         after = spans + d if self._all_full else self.decode_spans(context + 1.0)
@@ -210,7 +224,7 @@ class StepModel:
         """:meth:`time_decode` with ``new`` tokens per sequence."""
         d = float(len(context))
         queries = d * new
-        t = self._table(self._linear_list, queries) + self._table(self._head_list, queries)
+        t = self._table(self._balanced_list, queries) + self._table(self._head_list, queries)
         pairs, reads = self.verify_spans(context, new)
         if self._all_full:  # one token later each sequence's queries see one more key
             after = ([x + new * d for x in pairs], [x + d for x in reads])
@@ -238,7 +252,10 @@ class StepModel:
         d = float(len(decode_context))
         p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
         queries = d * decode_new
-        t = self._table(self._linear_list, queries + p) + self._table(self._head_list, logits)
+        if p and self._shared_list is not None:
+            return self._with_host(self._time_busiest_rank(decode_context, prefill_context, prefill_tokens,
+                                                           logits, decode_new))
+        t = self._table(self._balanced_list, queries + p) + self._table(self._head_list, logits)
         if d and decode_new == 1.0:
             spans = self.decode_spans(decode_context)
             t += self._attention_s("decode", spans, spans, d, d)
@@ -249,3 +266,32 @@ class StepModel:
             pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
         return self._with_host(t)
+
+    def _time_busiest_rank(self, decode_context: np.ndarray, prefill_context: np.ndarray,
+                           prefill_tokens: np.ndarray, logits: float, decode_new: float) -> float:
+        """GPU time of a mixed iteration under attention DP: the busiest of the ``g`` ranks.
+
+        Prompts go to ranks largest first, one per rank in turn (the ``0::g`` slice of the
+        chunks sorted by size); decoding sequences and logit rows split evenly. The rank
+        tables are indexed in replica tokens (``g`` times a rank's), as built.
+        """
+        g = self.groups
+        order = np.argsort(-np.asarray(prefill_tokens, float), kind="stable")[::int(g)]
+        mine_tokens = np.asarray(prefill_tokens, float)[order]
+        mine_context = np.asarray(prefill_context, float)[order]
+        p_all = float(np.add.reduce(prefill_tokens))
+        p_mine = float(np.add.reduce(mine_tokens))
+        d = float(len(decode_context))
+        queries = d * decode_new
+        t = (self._table(self._linear_list, queries + p_mine * g) + self._table(self._shared_list, queries + p_all)
+             + self._table(self._head_list, logits))
+        if d and decode_new == 1.0:
+            spans = self.decode_spans(decode_context)
+            t += self._attention_s("decode", spans, spans, d, d)
+        elif d:
+            pairs, reads = self.verify_spans(decode_context, float(decode_new))
+            t += self._attention_s("decode", pairs, reads, queries, d)
+        pairs, reads = self.spans(mine_context, mine_tokens)
+        # _attention_s spreads its sums over the g ranks: these are one rank's alone
+        t += self._attention_s("prefill", pairs * g, reads * g, p_mine * g, float(len(mine_tokens)) * g)
+        return t
