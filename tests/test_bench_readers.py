@@ -187,3 +187,9 @@ def test_guidellm_before_0_4_kept_strategy_and_model_per_benchmark(tmp_path):
     concurrent, constant = read_bench(path)
     assert concurrent.concurrency == 8 and constant.request_rate == 2.0
     assert concurrent.model == "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_engine_limits_the_cases_cannot_carry_are_named():
+    given = given_deployment(engine_args=VLLM_8B + " --max-num-seqs 64 --gpu-memory-utilization 0.8", gpu="h100-sxm")
+    assert any("--max-num-seqs, --gpu-memory-utilization: benchmark runs are simulated with the engine's default "
+               "limits" in note for note in given.notes)

@@ -20,6 +20,8 @@ from .run import BenchRun
 #: drive any OpenAI-compatible server: their runs use the ``generic`` profile).
 DEFAULT_ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm-bench": "trtllm"}
 _UNITS = {"output_tokens_per_s": "tokens/s"}
+#: Scheduler limits of a launch that benchmark cases do not carry.
+_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         notes = tuple(launch.report("serve"))
         if launch.speculation is not None:
             notes += (f"speculation in the engine args ({launch.speculation}) is not modelled for benchmark runs",)
+        limits = [launch.flag_of(k) for k in _LIMITS if getattr(launch, k) is not None]
+        if limits:  # a case has no field for them
+            notes += (f"{', '.join(limits)}: benchmark runs are simulated with the engine's default limits",)
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
                                "--engine-args", notes)
     if deployment:
