@@ -137,6 +137,17 @@ def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
     assert err_of(after)[len(err_of(after)) // 2] < err_of(before)[len(err_of(before)) // 2]
 
 
+def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.9, extra_request_s=0.0))[:3]
+    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--holdout", "0", "--json",
+                         "--out", tmp_path / "p.yaml")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["fit_runs"], report["held_out_runs"]) == (3, 0)
+    assert report["median_abs_error_pct"]["after_fit"] < report["median_abs_error_pct"]["before_fit"]
+    assert report["median_abs_error_pct"]["after_held_out"] is None and "NaN" not in out
+
+
 @pytest.mark.parametrize("args, code, message", [
     (("validate", "--bench", DATA / "vllm-bench-serve.json"), 2, "does not record the GPU; give --gpu"),
     (("validate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--format", "guidellm"), 2,

@@ -207,9 +207,11 @@ class BenchCalibration:
     errors: dict[str, float]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (the profile itself is the written file)."""
+        """JSON-ready summary (the profile itself is the written file); an error with no runs
+        on its side is None."""
         return {"start": self.start, "fitted": self.fitted, "identified": list(self.identified),
-                "fit_runs": self.fit_runs, "held_out_runs": self.held_out_runs, "median_abs_error_pct": self.errors}
+                "fit_runs": self.fit_runs, "held_out_runs": self.held_out_runs,
+                "median_abs_error_pct": {k: v if np.isfinite(v) else None for k, v in self.errors.items()}}
 
 
 def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "default", holdout: float = 0.5,
