@@ -2,7 +2,8 @@
 
 ``validate`` predicts validation cases (the public ones shipped in the package, or case
 files) and optionally an op-level CSV, printing per-case errors and a summary per regime
-and metric. ``calibrate`` fits a profile to an op-level CSV and cases and writes it.
+and metric. ``calibrate`` fits a profile to an op-level CSV and cases and writes it; with ``--bench`` both work on the user's own benchmark outputs
+(:mod:`.bench_cmd`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InfeasibleError, SpecError
 from ..results.table import text_table
 from .args import add_cluster_flags
+from .bench_cmd import add_bench_flags
 
 if TYPE_CHECKING:
     from ..validation.summary import ErrorStats
@@ -37,8 +39,15 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..validation.units import predict_cases_on
 
     _check_profile(args.profile)
-    cases = load_case_entries(args.files or None)
-    where = " ".join(args.files) if args.files else "the public case files"
+    if args.bench:
+        from .bench_cmd import bench_case_list
+
+        if args.files:
+            raise SpecError("validate: give case files or --bench files, not both")
+        cases = bench_case_list(args)
+    else:
+        cases = load_case_entries(args.files or None)
+    where = " ".join(args.bench or args.files) if args.bench or args.files else "the public case files"
     if not cases:
         raise SpecError(f"validate: no cases in {where}; add cases under 'cases:' (schema inferlab-cases/1)")
     if all(isinstance(c, InvalidCase) for c in cases):
@@ -98,6 +107,14 @@ def _calibrate(args: argparse.Namespace) -> None:
     from ..validation.ops import read_ops
     from ..validation.summary import stats_rows
 
+    if args.bench:
+        from .bench_cmd import calibrate_bench
+
+        if args.ops or args.cases:
+            raise SpecError("calibrate: --bench fits a profile to benchmark runs alone; drop --ops and --cases")
+        return calibrate_bench(args)
+    if not args.ops:
+        raise SpecError("calibrate: give --ops FILE.csv (op-level measurements) or --bench FILE... (benchmark outputs)")
     table = read_ops(args.ops)
     cases = load_cases(args.cases or None)
     parts = ["--ops", args.ops, *(["--cases", *args.cases] if args.cases else []), "--out", args.out]
@@ -130,13 +147,15 @@ def add_parsers(subparsers: Any, common_parent: argparse.ArgumentParser) -> None
     val.add_argument("--ops", metavar="FILE.csv", help="also predict an op-level CSV (schema inferlab-ops/1)")
     val.add_argument("--profile", default="default", help="calibration profile: default, roofline or a YAML path")
     add_cluster_flags(val)
+    add_bench_flags(val)
     val.set_defaults(func=_validate)
 
     cal = subparsers.add_parser("calibrate", parents=[common_parent],
-                                help="fit a calibration profile to op-level measurements and cases")
-    cal.add_argument("--ops", required=True, metavar="FILE.csv", help="op-level CSV (schema inferlab-ops/1)")
+                                help="fit a calibration profile to op-level measurements and cases, or to benchmark runs")
+    cal.add_argument("--ops", metavar="FILE.csv", help="op-level CSV (schema inferlab-ops/1)")
     cal.add_argument("--cases", nargs="+", metavar="FILE",
                      help="case files for the step terms; default: the public cases shipped with inferlab")
     cal.add_argument("--out", required=True, metavar="PATH", help="where to write the profile YAML")
+    add_bench_flags(cal, calibrate=True)
     cal.set_defaults(func=_calibrate)
 

@@ -1,0 +1,122 @@
+"""Benchmark outputs users already have, read as validation cases.
+
+One module per tool: :mod:`.vllm_bench` (``vllm bench serve --save-result``),
+:mod:`.sglang_bench` (``sglang.bench_serving`` JSONL), :mod:`.genai_perf` (genai-perf and
+AIPerf profile exports), :mod:`.guidellm` (guidellm reports) and :mod:`.trtllm_bench`
+(``trtllm-bench`` JSON report or printed report). :func:`read_bench` tells the tool from
+the content (or takes ``fmt``) and gives :class:`~.run.BenchRun` values;
+:func:`bench_cases` turns them into :class:`~inferlab.validation.cases.Case` values with
+the deployment of :mod:`.deployment`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ...errors import SpecError
+from ...specs.validation import read_text
+from ..cases import Case
+from . import genai_perf, guidellm, sglang_bench, trtllm_bench, vllm_bench
+from .deployment import GivenDeployment, given_deployment, run_cases
+from .run import BenchFormatError, BenchRun
+
+#: ``--format`` values and the tool each reads.
+FORMATS = {"vllm": vllm_bench.TOOL, "sglang": sglang_bench.TOOL, "genai-perf": genai_perf.TOOL,
+           "aiperf": genai_perf.TOOL, "guidellm": guidellm.TOOL, "trtllm-bench": trtllm_bench.TOOL}
+
+__all__ = ["FORMATS", "BenchFormatError", "BenchRun", "GivenDeployment", "bench_cases", "detect_format",
+           "given_deployment", "read_bench"]
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _json_lines(text: str) -> list[Any] | None:
+    lines = [line for line in text.splitlines() if line.strip()]
+    parsed = [_json(line) for line in lines]
+    return parsed if parsed and all(isinstance(p, dict) for p in parsed) else None
+
+
+def detect_format(text: str) -> str | None:
+    """The ``--format`` of a benchmark output from its content, or None for none known."""
+    data = _json(text)
+    if isinstance(data, dict):
+        for fmt, module in (("trtllm-bench", trtllm_bench), ("genai-perf", genai_perf), ("guidellm", guidellm),
+                            ("vllm", vllm_bench), ("sglang", sglang_bench)):
+            test = module.looks_like_json if module is trtllm_bench else module.looks_like
+            if test(data):
+                return fmt
+        return None
+    lines = _json_lines(text) if data is None else None
+    if lines and sglang_bench.looks_like(lines[0]):
+        return "sglang"
+    if data is None and trtllm_bench.looks_like_text(text):
+        return "trtllm-bench"
+    return None
+
+
+def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
+    """The runs of one benchmark output file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The tool's output file.
+    fmt : str, optional
+        One of :data:`FORMATS`; default: told from the content.
+
+    Raises
+    ------
+    SpecError
+        A file that cannot be read or is no known tool's output (with ``fmt``: a
+        :class:`BenchFormatError` naming the tool and the field it could not find).
+    """
+    label = str(path)
+    text = read_text(path, f"bench file {label}")
+    if fmt is None:
+        fmt = detect_format(text)
+        if fmt is None:
+            raise SpecError(f"bench file {label}: not the output of a known benchmark tool "
+                            f"({', '.join(dict.fromkeys(FORMATS.values()))}); give --format {{{','.join(FORMATS)}}}")
+    elif fmt not in FORMATS:
+        raise SpecError(f"bench file {label}: unknown --format {fmt!r}; one of {', '.join(FORMATS)}")
+    tool = FORMATS[fmt]
+    data = _json(text)
+    if fmt == "sglang":
+        lines = [data] if isinstance(data, dict) else _json_lines(text)
+        if lines is None:
+            raise BenchFormatError(f"{tool}: {label}: not JSON lines (one result object per line)")
+        return sglang_bench.read(lines, label)
+    if fmt == "trtllm-bench":
+        return trtllm_bench.read(data if isinstance(data, dict) else trtllm_bench.parse_text(text), label)
+    if not isinstance(data, dict):
+        raise BenchFormatError(f"{tool}: {label}: not a JSON object")
+    module = {"vllm": vllm_bench, "genai-perf": genai_perf, "aiperf": genai_perf, "guidellm": guidellm}[fmt]
+    return module.read(data, label)
+
+
+def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | None = None
+                ) -> tuple[list[Case], list[str]]:
+    """The validation cases of benchmark files, and notes on what of them is not used.
+
+    Raises
+    ------
+    SpecError
+        A file that cannot be read, is not its tool's output, or lacks a model or GPU
+        that ``given`` does not supply either.
+    """
+    cases: list[Case] = []
+    notes = list(given.notes)
+    for path in paths:
+        for run in read_bench(path, fmt):
+            tool = FORMATS[run.tool]
+            cases += run_cases(run, given, tool, f"{tool} {path}")
+            notes += run.notes
+    return cases, notes

@@ -1,0 +1,143 @@
+"""What a benchmark file does not record: the deployment, from an engine's launch command or
+a deployment file, merged with what the file does record, into validation cases.
+
+The file's own records win (a ``trtllm-bench`` report states its layout and formats); the
+rest comes from ``--engine-args "vllm serve ..."`` or ``--deployment FILE``, and the GPU
+from ``--gpu`` (no benchmark tool records it in a form the catalog names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import InferlabError, SpecError
+from ..cases import Case
+from .run import BenchRun
+
+#: The engine a tool's runs are served by when nothing says otherwise (the other tools
+#: drive any OpenAI-compatible server: their runs use the ``generic`` profile).
+DEFAULT_ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm-bench": "trtllm"}
+_UNITS = {"output_tokens_per_s": "tokens/s"}
+#: Scheduler limits of a launch that benchmark cases do not carry.
+_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size")
+
+
+@dataclass(frozen=True)
+class GivenDeployment:
+    """The deployment the user states beside the benchmark files (any field may be unset)."""
+
+    model: str | None = None
+    hardware: str | None = None
+    engine: str | None = None
+    layout: Mapping[str, Any] = field(default_factory=dict)
+    precision: Mapping[str, str] = field(default_factory=dict)
+    source: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def _precision_dict(value: Any) -> dict[str, str]:
+    from ...engines.launch import precision_kinds
+
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items() if v}
+    return precision_kinds(value)
+
+
+def given_deployment(*, engine_args: str | None = None, deployment: str | None = None,
+                     gpu: str | None = None) -> GivenDeployment:
+    """The deployment of ``--engine-args`` or ``--deployment``, on ``--gpu``.
+
+    Raises
+    ------
+    SpecError
+        Both given, a launch command or deployment file that cannot be read, or a
+        ``--gpu`` that contradicts the deployment file's hardware.
+    UnknownNameError
+        A ``--gpu`` the catalog does not hold.
+    """
+    if gpu:
+        from ...specs.catalog import load_hardware
+
+        load_hardware(gpu)  # an unknown id is refused here, with the closest ids, not once per case
+    if engine_args and deployment:
+        raise SpecError("--engine-args and --deployment both give the deployment; give one of them")
+    if engine_args:
+        from ...engines import parse_engine_args
+
+        launch = parse_engine_args(engine_args)
+        layout = {"tp": launch.tp, "pp": launch.pp, "ep": launch.ep, "dp": launch.dp,
+                  "attention_dp": launch.attention_dp}
+        notes = tuple(launch.report("serve"))
+        if launch.speculation is not None:
+            notes += (f"speculation in the engine args ({launch.speculation}) is not modelled for benchmark runs",)
+        limits = [launch.flag_of(k) for k in _LIMITS if getattr(launch, k) is not None]
+        if limits:  # a case has no field for them
+            notes += (f"{', '.join(limits)}: benchmark runs are simulated with the engine's default limits",)
+        return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
+                               "--engine-args", notes)
+    if deployment:
+        from ...deployment_file import read_deployment_file
+
+        kwargs, launch = read_deployment_file(deployment)
+        if launch is not None:
+            try:
+                kwargs = launch.merged(kwargs, "estimate")
+            except InferlabError as exc:
+                raise SpecError(f"{deployment}: {exc}") from None
+        hardware = kwargs.get("hardware")
+        if gpu and hardware and gpu != hardware:
+            raise SpecError(f"--gpu {gpu} contradicts the deployment file {deployment} (hardware: {hardware}); "
+                            "drop one of them")
+        layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp") if kwargs.get(k) is not None}
+        return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,
+                               _precision_dict(kwargs.get("precision")) if kwargs.get("precision") else {},
+                               f"--deployment {deployment}")
+    return GivenDeployment(hardware=gpu)
+
+
+def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
+    from ...engines.model_names import catalog_model
+
+    if run.model:
+        try:
+            return catalog_model(run.model)[0]
+        except SpecError:
+            if given.model is None:
+                raise SpecError(f"{tool}: {run.id}: recorded model {run.model!r} is not a catalog model; give it "
+                                "with --engine-args or --deployment") from None
+    if given.model is None:
+        raise SpecError(f"{tool}: {run.id}: the file does not record the model; give --engine-args "
+                        "\"vllm serve MODEL ...\" or --deployment FILE")
+    return catalog_model(given.model)[0] if "/" in given.model else given.model
+
+
+def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> list[Case]:
+    """The validation cases of one run (one per measured metric).
+
+    Raises
+    ------
+    SpecError
+        No model or no GPU to be found, or a case the schema refuses.
+    """
+    if not given.hardware:
+        raise SpecError(f"{tool}: {run.id}: the file does not record the GPU; give --gpu ID (inferlab hardware list)")
+    layout = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, **given.layout, **dict(run.layout)}
+    regime, load = run.regime_and_load()
+    engine = run.engine or given.engine or DEFAULT_ENGINES.get(run.tool, "generic")
+    common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
+                  num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
+                  precision=dict(run.precision) or dict(given.precision), engine=engine,
+                  engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
+                  load=load, source=source, source_id=run.id)
+    cases = []
+    for metric, value in run.metrics:
+        if regime == "offline" and metric == "ttft_ms":
+            continue  # grows with the request count the offline simulation does not share
+        try:
+            cases.append(Case(id=f"{run.id}:{metric}", metric=metric, measured=value,
+                              unit=_UNITS.get(metric, "ms"), **common))
+        except ValueError as exc:
+            raise SpecError(f"{tool}: {run.id}: {' '.join(str(exc).split())[:300]}") from None
+    return cases

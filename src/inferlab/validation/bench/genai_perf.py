@@ -1,0 +1,84 @@
+"""NVIDIA genai-perf ``profile_export_genai_perf.json`` and AIPerf ``profile_export_aiperf.json``.
+
+Both write one JSON object per run: each metric an object with its ``unit`` and
+statistics (``avg``, ``min``, ``max``, ``std``, ``p1`` ... ``p99``):
+``time_to_first_token``, ``inter_token_latency`` (per request, decode time over the
+tokens after the first: a TPOT), ``request_latency``, ``output_sequence_length``,
+``input_sequence_length``, ``output_token_throughput`` and ``request_throughput``
+(``avg`` only), AIPerf also ``request_count`` and ``benchmark_duration``; and the run's
+settings under ``input_config``: genai-perf 0.0.10 on as ``model_names`` and
+``perf_analyzer.stimulus`` (``concurrency`` or ``request_rate``), before as flat ``model``,
+``concurrency``, ``request_rate``; AIPerf as ``endpoint.model_names``,
+``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count``. AIPerf states
+``input_config`` is not a stable format, so each setting is optional here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .run import BenchFormatError, BenchRun, concurrency_of, lookup, metrics_of, number, rate_of
+
+TOOL = "genai-perf/aiperf"
+REQUIRED = ("time_to_first_token", "output_token_throughput", "input_sequence_length", "output_sequence_length")
+#: Milliseconds per unit of a time metric.
+_TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
+
+
+def looks_like(data: Any) -> bool:
+    """Whether parsed JSON is a genai-perf or AIPerf profile export."""
+    return isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict) \
+        and "unit" in data["time_to_first_token"]
+
+
+def _avg(data: Any, label: str, name: str, *, time: bool = False, required: bool = True) -> float | None:
+    metric = lookup(data, TOOL, label, name, required=required)
+    if metric is None:
+        return None
+    value = number(lookup(data, TOOL, label, name, "avg"), TOOL, label, f"{name}.avg")
+    if time:
+        unit = str(metric.get("unit", "ms"))
+        if unit not in _TIME_UNITS:
+            raise BenchFormatError(f"{TOOL}: {label}: {name}.unit {unit!r} is not a time unit "
+                                   f"({', '.join(_TIME_UNITS)})")
+        value *= _TIME_UNITS[unit]
+    return value
+
+
+def _setting(config: Any, *paths: tuple[str, ...]) -> Any:
+    for path in paths:
+        node = config
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if node is not None:
+            return node
+    return None
+
+
+def read(data: Any, label: str) -> list[BenchRun]:
+    """The run of one profile export.
+
+    Raises
+    ------
+    BenchFormatError
+        A required metric is missing or malformed.
+    """
+    for key in REQUIRED:
+        lookup(data, TOOL, label, key)
+    config = data.get("input_config") or {}
+    models = _setting(config, ("model_names",), ("endpoint", "model_names"), ("model",))
+    model = models[0] if isinstance(models, list) and models else models if isinstance(models, str) else None
+    count = _avg(data, label, "request_count", required=False) if isinstance(data.get("request_count"), dict) \
+        else _setting(config, ("request_count",), ("loadgen", "request_count"))
+    metrics = {
+        "ttft_ms": _avg(data, label, "time_to_first_token", time=True),
+        "tpot_ms": _avg(data, label, "inter_token_latency", time=True, required=False),
+        "output_tokens_per_s": _avg(data, label, "output_token_throughput"),
+    }
+    return [BenchRun(tool="genai-perf", id=label, metrics=metrics_of(metrics),
+                     isl=_avg(data, label, "input_sequence_length"), osl=_avg(data, label, "output_sequence_length"),
+                     concurrency=concurrency_of(_setting(config, ("perf_analyzer", "stimulus", "concurrency"),
+                                                         ("loadgen", "concurrency"), ("concurrency",))),
+                     request_rate=rate_of(_setting(config, ("perf_analyzer", "stimulus", "request_rate"),
+                                                   ("loadgen", "request_rate"), ("request_rate",))),
+                     num_requests=int(count) if count else None, model=model)]

@@ -1,0 +1,89 @@
+"""guidellm report JSON (``guidellm benchmark --output-path report.json``).
+
+A report holds ``benchmarks``, one per load the sweep ran. Each benchmark has its
+scheduling strategy (``config.strategy`` from guidellm 0.4 on, ``args.strategy`` before:
+``type_`` ``synchronous``, ``concurrent`` with ``streams``, ``constant`` or ``poisson``
+with ``rate``, ``throughput``) and ``metrics``: distributions per request status
+(``successful``, ``errored``, ``incomplete``, ``total``), each with ``mean``, ``median``,
+``percentiles``, ``count``: ``time_to_first_token_ms``, ``time_per_output_token_ms``,
+``inter_token_latency_ms``, ``request_latency`` [s], ``requests_per_second``,
+``output_tokens_per_second``, ``prompt_token_count``, ``output_token_count``. Only the
+successful requests are read; ``time_per_output_token_ms`` counts the first token's wait
+too, so the decode rate is read from ``inter_token_latency_ms``. The model is the report's
+``args.model`` or the benchmark's ``config.backend.model`` (guidellm 0.4 on), or its
+``worker.backend_model`` (before).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .run import BenchFormatError, BenchRun, concurrency_of, lookup, metrics_of, number, rate_of
+
+TOOL = "guidellm"
+REQUIRED = ("time_to_first_token_ms", "output_tokens_per_second", "prompt_token_count", "output_token_count")
+
+
+def looks_like(data: Any) -> bool:
+    """Whether parsed JSON is a guidellm report."""
+    return isinstance(data, dict) and isinstance(data.get("benchmarks"), list)
+
+
+def _mean(metrics: Any, label: str, name: str, required: bool = True) -> float | None:
+    value = lookup(metrics, TOOL, label, name, "successful", "mean", required=required)
+    return None if value is None else number(value, TOOL, label, f"metrics.{name}.successful.mean")
+
+
+def _strategy(bench: dict[str, Any], label: str) -> tuple[int | None, float | None]:
+    """(concurrency, rate) of a benchmark's strategy."""
+    strategy = lookup(bench, TOOL, label, "config", "strategy", required=False) \
+        or lookup(bench, TOOL, label, "args", "strategy", required=False)
+    if not isinstance(strategy, dict):
+        lookup(bench, TOOL, label, "config", "strategy")
+    kind = strategy.get("type_")
+    if kind == "synchronous":
+        return 1, None
+    if kind == "concurrent":
+        return concurrency_of(strategy.get("streams")), None
+    if kind in ("constant", "poisson"):
+        return None, rate_of(strategy.get("rate"))
+    if kind == "throughput":
+        return None, None
+    raise BenchFormatError(f"{TOOL}: {label}: strategy type_ {kind!r} is not synchronous, concurrent, constant, "
+                           "poisson or throughput")
+
+
+def read(data: Any, label: str) -> list[BenchRun]:
+    """The runs of a report, one per benchmark.
+
+    Raises
+    ------
+    BenchFormatError
+        No benchmarks, or a benchmark without its strategy or a required metric.
+    """
+    benches = lookup(data, TOOL, label, "benchmarks")
+    if not benches:
+        raise BenchFormatError(f"{TOOL}: {label}: 'benchmarks' is empty")
+    runs = []
+    for i, bench in enumerate(benches):
+        where = f"{label}#{i + 1}"
+        metrics = lookup(bench, TOOL, where, "metrics")
+        for key in REQUIRED:
+            lookup(metrics, TOOL, where, key, "successful", "mean")
+        concurrency, rate = _strategy(bench, where)
+        count = lookup(metrics, TOOL, where, "output_token_count", "successful", "count", required=False)
+        model = lookup(bench, TOOL, where, "worker", "backend_model", required=False) \
+            or lookup(bench, TOOL, where, "config", "backend", "model", required=False) \
+            or lookup(data, TOOL, where, "args", "model", required=False)
+        values = {
+            "ttft_ms": _mean(metrics, where, "time_to_first_token_ms"),
+            "itl_ms": _mean(metrics, where, "inter_token_latency_ms", required=False),
+            "output_tokens_per_s": _mean(metrics, where, "output_tokens_per_second"),
+        }
+        runs.append(BenchRun(tool="guidellm", id=where, metrics=metrics_of(values),
+                             isl=_mean(metrics, where, "prompt_token_count"),
+                             osl=_mean(metrics, where, "output_token_count"),
+                             concurrency=concurrency, request_rate=rate,
+                             num_requests=int(count) if isinstance(count, (int, float)) and count > 0 else None,
+                             model=model if isinstance(model, str) else None))
+    return runs

@@ -1,0 +1,145 @@
+"""One benchmark run as a benchmark tool recorded it, before it becomes validation cases.
+
+A reader (one module per tool) turns a tool's output into :class:`BenchRun` values: what
+was measured (mean TTFT, mean TPOT, mean ITL, median TPOT, output tokens/s), the workload
+(mean prompt and output lengths, the client's concurrency or request rate, the request
+count) and whatever of the deployment the tool recorded (model, engine, layout, formats).
+:func:`~inferlab.validation.bench.deployment.run_cases` adds what the file does not say.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import SpecError
+
+#: Case metrics a run may carry, in the order they are reported.
+RUN_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "tpot_p50_ms", "output_tokens_per_s")
+
+
+class BenchFormatError(SpecError):
+    """A file that is not the output of the tool it was read as: one line naming the tool
+    and the field that could not be found."""
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One run of a benchmark client against one deployment.
+
+    Attributes
+    ----------
+    tool : str
+        The benchmark tool (``vllm``, ``sglang``, ``genai-perf``, ``guidellm``, ``trtllm-bench``).
+    id : str
+        Unique within the files read: ``FILE#N``.
+    isl, osl : float
+        Mean prompt and output tokens per request [token].
+    concurrency : int or None
+        The client's limit on requests in flight (a closed loop) [request].
+    request_rate : float or None
+        Requests sent per second; None for all at once (an infinite rate) [1/s].
+    num_requests : int or None
+        Requests the run completed [request].
+    metrics : tuple of (str, float)
+        Measured case metrics (:data:`RUN_METRICS`): times in ms, rates in tokens/s.
+    model, engine, engine_version : str or None
+        As recorded by the tool (a Hugging Face name for the model); None when not recorded.
+    layout : tuple of (str, int)
+        Recorded parallelism (``tp``, ``pp``, ``ep``, ``dp``); empty when not recorded.
+    precision : tuple of (str, str)
+        Recorded formats per tensor kind (``weights``, ``activations``, ``kv_cache``).
+    notes : tuple of str
+        What of the file is not used, and why.
+    """
+
+    tool: str
+    id: str
+    isl: float
+    osl: float
+    metrics: tuple[tuple[str, float], ...]
+    concurrency: int | None = None
+    request_rate: float | None = None
+    num_requests: int | None = None
+    model: str | None = None
+    engine: str | None = None
+    engine_version: str | None = None
+    layout: tuple[tuple[str, int], ...] = ()
+    precision: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def regime_and_load(self) -> tuple[str, dict[str, Any]]:
+        """The case regime and ``load`` of this run (see the case schema)."""
+        if self.request_rate is not None:
+            load: dict[str, Any] = {"request_rate": float(self.request_rate)}
+            load["num_requests"] = int(self.num_requests or 1000)
+            return "online", load
+        if self.concurrency is not None:
+            return "closed_loop", {"concurrency": int(self.concurrency)}
+        return "offline", {"offline": True}
+
+
+def lookup(data: Any, tool: str, label: str, *path: str, required: bool = True) -> Any:
+    """``data[path[0]][path[1]]...``; a missing required field is a :class:`BenchFormatError`
+    naming the tool and the field (dotted)."""
+    node = data
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node or node[key] is None:
+            if not required:
+                return None
+            raise BenchFormatError(f"{tool}: {label}: no field {'.'.join(path)!r}; not a {tool} output file?")
+        node = node[key]
+    return node
+
+
+def number(value: Any, tool: str, label: str, name: str, *, positive: bool = True) -> float:
+    """``value`` as a finite float (a number or numeric text); anything else is one line."""
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} is not a number ({value!r:.40})") from None
+    if not math.isfinite(out) or positive and out <= 0:
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} must be a finite number > 0, got {value!r:.40}")
+    return out
+
+
+def optional_number(data: Any, tool: str, label: str, *path: str) -> float | None:
+    """A numeric field that may be missing (None, or a non-positive mean such as 0 for an
+    unmeasured percentile, is treated as absent)."""
+    value = lookup(data, tool, label, *path, required=False)
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return out if math.isfinite(out) and out > 0 else None
+
+
+def rate_of(value: Any) -> float | None:
+    """A recorded request rate: None for ``inf`` (every request at once) or no rate."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        rate = float(value)
+    except (TypeError, ValueError):
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def concurrency_of(value: Any) -> int | None:
+    """A recorded concurrency limit (None when absent or not a positive integer)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        out = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return out if out >= 1 else None
+
+
+def metrics_of(pairs: Mapping[str, float | None]) -> tuple[tuple[str, float], ...]:
+    """The measured metrics in :data:`RUN_METRICS` order, absent ones dropped."""
+    return tuple((m, float(pairs[m])) for m in RUN_METRICS if pairs.get(m) is not None)

@@ -1,0 +1,115 @@
+"""``trtllm-bench ... throughput``: its ``--report_json`` file or its printed report.
+
+The JSON report has ``engine`` (``model``, ``model_path``, ``version``, ``backend``
+``Pytorch`` or ``TRT``, ``dtype``, ``kv_cache_dtype``, ``quantization``), ``world_info``
+(``tp_size``, ``pp_size``, ``ep_size``, ``max_batch_size``, ``max_num_tokens``),
+``request_info`` (``num_requests``, ``avg_num_concurrent_requests``,
+``avg_input_length``, ``avg_output_length``), ``performance``
+(``request_throughput_req_s``, ``system_output_throughput_tok_s``,
+``output_throughput_per_gpu_tok_s``, ...) and, when streaming, ``streaming_metrics``
+(``avg_ttft_ms``, ``avg_tpot_ms``, percentiles). The printed report says the same as
+``Label:  value`` lines (``TP Size:``, ``Average Input Length (tokens):``, ``Total Output
+Throughput (tokens/sec):``, ``Average time-to-first-token [TTFT] (ms):``...).
+
+Without ``--concurrency`` the tool queues every request at once: an ``offline`` run,
+whose mean TTFT grows with the request count; that TTFT is not used. Field names follow
+TensorRT-LLM 1.0-1.1 (``tensorrt_llm/bench/dataclasses/reporting.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .run import BenchFormatError, BenchRun, lookup, metrics_of, number, optional_number
+
+TOOL = "trtllm-bench"
+#: Printed report label -> the JSON report's (section, field).
+_LABELS = {
+    "Model": ("engine", "model"), "Model Path": ("engine", "model_path"),
+    "TensorRT LLM Version": ("engine", "version"), "TensorRT-LLM Version": ("engine", "version"),
+    "Dtype": ("engine", "dtype"), "KV Cache Dtype": ("engine", "kv_cache_dtype"),
+    "Quantization": ("engine", "quantization"),
+    "TP Size": ("world_info", "tp_size"), "PP Size": ("world_info", "pp_size"), "EP Size": ("world_info", "ep_size"),
+    "Max Runtime Batch Size": ("world_info", "max_batch_size"), "Max Runtime Tokens": ("world_info", "max_num_tokens"),
+    "Number of requests": ("request_info", "num_requests"),
+    "Average Input Length (tokens)": ("request_info", "avg_input_length"),
+    "Average Output Length (tokens)": ("request_info", "avg_output_length"),
+    "Request Throughput (req/sec)": ("performance", "request_throughput_req_s"),
+    "Total Output Throughput (tokens/sec)": ("performance", "system_output_throughput_tok_s"),
+    "Average time-to-first-token [TTFT] (ms)": ("streaming_metrics", "avg_ttft_ms"),
+    "Average time-per-output-token [TPOT] (ms)": ("streaming_metrics", "avg_tpot_ms"),
+}
+_LINE = re.compile(r"^\s*([A-Za-z][^:]*?):\s+(\S.*?)\s*$")
+#: Quantization algorithm -> the formats it sets.
+_QUANT = {"FP8": {"weights": "fp8", "activations": "fp8"}, "FP8_BLOCK_SCALES": {"weights": "fp8", "activations": "fp8"},
+          "NVFP4": {"weights": "nvfp4", "activations": "nvfp4"}, "W4A16_AWQ": {"weights": "int4"},
+          "W4A16": {"weights": "int4"}, "W8A16": {"weights": "int8"}}
+
+
+def looks_like_json(data: Any) -> bool:
+    """Whether parsed JSON is a trtllm-bench report."""
+    return isinstance(data, dict) and "performance" in data and ("world_info" in data or "request_info" in data)
+
+
+def looks_like_text(text: str) -> bool:
+    """Whether text is trtllm-bench's printed report."""
+    return "PERFORMANCE OVERVIEW" in text or "Total Output Throughput (tokens/sec):" in text
+
+
+def parse_text(text: str) -> dict[str, Any]:
+    """The printed report as the JSON report's sections (the labels it knows)."""
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if match and match.group(1).strip() in _LABELS:
+            section, key = _LABELS[match.group(1).strip()]
+            out.setdefault(section, {})[key] = match.group(2)
+    return out
+
+
+def _precision(engine: dict[str, Any]) -> dict[str, str]:
+    quant = str(engine.get("quantization") or "").upper()
+    out = dict(_QUANT.get(quant, {}))
+    if str(engine.get("kv_cache_dtype") or "").upper() == "FP8":
+        out["kv_cache"] = "fp8"
+    return out
+
+
+def read(data: Any, label: str) -> list[BenchRun]:
+    """The run of a JSON report, or of the printed report parsed by :func:`parse_text`.
+
+    Raises
+    ------
+    BenchFormatError
+        A required field is missing or malformed.
+    """
+    throughput = number(lookup(data, TOOL, label, "performance", "system_output_throughput_tok_s"), TOOL, label,
+                        "performance.system_output_throughput_tok_s")
+    isl = number(lookup(data, TOOL, label, "request_info", "avg_input_length"), TOOL, label,
+                 "request_info.avg_input_length")
+    osl = number(lookup(data, TOOL, label, "request_info", "avg_output_length"), TOOL, label,
+                 "request_info.avg_output_length")
+    engine = data.get("engine") or {}
+    world = data.get("world_info") or {}
+    layout = {}
+    for key in ("tp", "pp", "ep"):
+        value = world.get(f"{key}_size")
+        if value is not None and str(value) != "None":  # the printed report writes an unset size as None
+            layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size"))
+    if str(engine.get("quantization") or "None").upper() not in {*_QUANT, "NONE", ""}:
+        raise BenchFormatError(f"{TOOL}: {label}: engine.quantization {engine['quantization']!r} is not one of "
+                               f"{', '.join(_QUANT)} or None")
+    tpot = optional_number(data, TOOL, label, "streaming_metrics", "avg_tpot_ms")
+    count = optional_number(data, TOOL, label, "request_info", "num_requests")
+    notes = []
+    if optional_number(data, TOOL, label, "streaming_metrics", "avg_ttft_ms") is not None:
+        notes.append(f"{label}: every request queued at once: the mean TTFT depends on the request count and is "
+                     "not used")
+    version = engine.get("version")
+    backend = str(engine.get("backend") or "").lower()
+    return [BenchRun(tool="trtllm-bench", id=label, isl=isl, osl=osl,
+                     metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput}),
+                     num_requests=int(count) if count else None, model=engine.get("model") or engine.get("model_path"),
+                     engine="trtllm", engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
+                     layout=tuple(layout.items()), precision=tuple(_precision(engine).items()), notes=tuple(notes))]

@@ -1,0 +1,63 @@
+"""``vllm bench serve --save-result``: one JSON object per run.
+
+The file holds the run's arguments (``model_id``, ``tokenizer_id``, ``backend``,
+``num_prompts``, ``request_rate``, the text ``"inf"`` when every request is sent at once,
+``max_concurrency``, ``burstiness``) and its results: ``completed``, ``duration`` [s],
+``total_input_tokens``, ``total_output_tokens``, ``request_throughput`` [1/s],
+``output_throughput`` [token/s], and ``mean_/median_/std_/p99_`` of ``ttft``, ``tpot``,
+``itl`` and ``e2el`` in ms. Saved with details it also has per-request ``input_lens``,
+``output_lens``, ``ttfts`` [s] and ``itls`` [s]. The ``backend`` is the client's endpoint
+type, not the server, which is taken as vLLM unless ``--engine-args`` says otherwise.
+Field names follow vLLM 0.10-0.11 (``vllm/benchmarks/serve.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .run import BenchRun, concurrency_of, lookup, metrics_of, number, optional_number, rate_of
+
+TOOL = "vllm bench serve"
+#: Fields every result file has; the first missing one is named when a file is refused.
+REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
+
+
+def looks_like(data: Any) -> bool:
+    """Whether parsed JSON is a vLLM result (its run arguments beside the TTFT summary)."""
+    return isinstance(data, dict) and "mean_ttft_ms" in data and ("model_id" in data or "burstiness" in data)
+
+
+def read(data: Any, label: str) -> list[BenchRun]:
+    """The run of one ``--save-result`` file.
+
+    Raises
+    ------
+    BenchFormatError
+        A required field is missing or not a number.
+    """
+    if not isinstance(data, dict):
+        lookup({}, TOOL, label, REQUIRED[0])
+    for key in REQUIRED:
+        lookup(data, TOOL, label, key)
+    completed = number(data["completed"], TOOL, label, "completed")
+    lens = data.get("input_lens"), data.get("output_lens")
+    if all(isinstance(v, list) and v for v in lens):  # saved with details: the exact means
+        isl, osl = (sum(map(float, v)) / len(v) for v in lens)
+    else:
+        isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
+        osl = number(data["total_output_tokens"], TOOL, label, "total_output_tokens") / completed
+    metrics = {
+        "ttft_ms": number(data["mean_ttft_ms"], TOOL, label, "mean_ttft_ms"),
+        "tpot_ms": optional_number(data, TOOL, label, "mean_tpot_ms"),
+        "itl_ms": optional_number(data, TOOL, label, "mean_itl_ms"),
+        "tpot_p50_ms": optional_number(data, TOOL, label, "median_tpot_ms"),
+        "output_tokens_per_s": number(data["output_throughput"], TOOL, label, "output_throughput"),
+    }
+    notes = []
+    if data.get("burstiness") not in (None, 1, 1.0):
+        notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
+    return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=metrics_of(metrics),
+                     concurrency=concurrency_of(data.get("max_concurrency")),
+                     request_rate=rate_of(data.get("request_rate")),
+                     num_requests=int(completed), model=data.get("model_id") or data.get("tokenizer_id"),
+                     notes=tuple(notes))]

@@ -1,0 +1,183 @@
+"""``calibrate --bench``: fitting on half of a set of benchmark runs lowers the error on the other
+half. The runs are synthetic: ``vllm bench serve`` result files whose numbers come from the
+shipped profile perturbed by hand (GEMM efficiency x0.8, request overhead +20 ms); the fit must
+recover that perturbation within 5%.
+
+``python tests/test_bench_calibration.py`` rewrites tests/data/bench/sweep/ (the README's
+example) the same way, at GEMM x0.85 and +15 ms, with 3% run-to-run noise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.calibration.fit_bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
+from inferlab.calibration.profile import load_profile
+from inferlab.cli.main import main
+from inferlab.validation.bench import bench_cases, given_deployment
+from inferlab.validation.cases import Case, predict_cases
+
+MODEL, GPU, ENGINE_ARGS = "llama-3.1-8b", "h100-sxm", "vllm serve meta-llama/Llama-3.1-8B-Instruct"
+#: (concurrency, prompt tokens) of the synthetic runs; 128 output tokens each.
+RUNS = [(c, isl) for c in (1, 4, 16, 64) for isl in (256, 2048)]
+OSL = 128
+METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "tpot_p50_ms", "output_tokens_per_s")
+DATA = Path(__file__).parent / "data" / "bench"
+
+
+def perturbed(gemm_scale: float, extra_request_s: float) -> dict:
+    """The shipped profile with vLLM on the H100 perturbed (the 'real' system of the runs)."""
+    start = start_mapping("default")
+    terms = start_terms(start, [("vllm", GPU)])
+    terms.update(gemm_scale=gemm_scale, request_overhead_s=terms["request_overhead_s"] + extra_request_s)
+    return calibrated_mapping(start, [("vllm", GPU)], terms)
+
+
+def vllm_result(concurrency: int, isl: int, measured: dict[str, float], num_prompts: int) -> dict:
+    """A ``vllm bench serve --save-result`` file with these measured means."""
+    duration = num_prompts * OSL / measured["output_tokens_per_s"]
+    return {"date": "20261202-101500", "endpoint_type": "vllm", "backend": "vllm", "label": None,
+            "model_id": "meta-llama/Llama-3.1-8B-Instruct", "tokenizer_id": "meta-llama/Llama-3.1-8B-Instruct",
+            "num_prompts": num_prompts, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": concurrency,
+            "duration": duration, "completed": num_prompts, "failed": 0, "total_input_tokens": num_prompts * isl,
+            "total_output_tokens": num_prompts * OSL, "request_throughput": num_prompts / duration,
+            "request_goodput": None, "output_throughput": measured["output_tokens_per_s"],
+            "total_token_throughput": num_prompts * (isl + OSL) / duration,
+            "mean_ttft_ms": measured["ttft_ms"], "mean_tpot_ms": measured["tpot_ms"],
+            "median_tpot_ms": measured["tpot_p50_ms"], "mean_itl_ms": measured["itl_ms"]}
+
+
+def write_runs(folder: Path, profile: dict, noise: float = 0.0) -> list[Path]:
+    """One result file per run of :data:`RUNS`, its numbers predicted with ``profile``, each
+    times a lognormal factor of spread ``noise`` (seeded: the same files every time)."""
+    rng = np.random.default_rng(0)
+    cases = [Case(id=f"{c}-{isl}:{m}", regime="closed_loop", model=MODEL, hardware=GPU, num_gpus=1, precision={},
+                  engine="vllm", isl=isl, osl=OSL, load={"concurrency": c}, metric=m, measured=1.0)
+             for c, isl in RUNS for m in METRICS]
+    values = iter(p for p, _ in predict_cases(cases, profile))
+    paths = []
+    for c, isl in RUNS:
+        measured = {m: next(values) * float(np.exp(rng.normal(0.0, noise))) for m in METRICS}
+        path = folder / f"vllm-c{c}-isl{isl}.json"
+        path.write_text(json.dumps(vllm_result(c, isl, measured, num_prompts=10 * c)), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_fit_on_half_recovers_the_perturbation_and_lowers_held_out_error(tmp_path):
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.8, extra_request_s=0.020))
+    cases, _ = bench_cases(paths, given_deployment(gpu=GPU))
+    report = fit_bench(cases, holdout=0.5)
+    assert (report.fit_runs, report.held_out_runs) == (4, 4)
+    assert report.fitted["gemm_scale"] == pytest.approx(0.8, rel=0.05)
+    recovered = report.fitted["request_overhead_s"] - report.start["request_overhead_s"]
+    assert recovered == pytest.approx(0.020, rel=0.05)
+    assert "collective_scale" not in report.identified  # one GPU: no collective to see
+    assert report.errors["after_held_out"] < report.errors["before_held_out"]
+    assert report.errors["after_held_out"] < 1.0  # the perturbed profile is in the fitted family
+
+
+def test_fitted_terms_stay_within_their_bounds(tmp_path):
+    # a system 3x slower than any efficiency scale can explain: the scales stop at their bounds
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.25, extra_request_s=0.0))[:2]
+    cases, _ = bench_cases(paths, given_deployment(gpu=GPU))
+    slower = [c.model_copy(update={"measured": c.measured * (3.0 if c.metric != "output_tokens_per_s" else 1 / 3)})
+              for c in cases]
+    report = fit_bench(slower, holdout=0.0, max_evaluations=20)
+    for term, value in report.fitted.items():
+        low, high = BOUNDS[term]
+        assert low <= value <= high
+    prof = load_profile(report.profile, "vllm", GPU, "hopper")
+    assert all(k.peak_fraction <= 1 and k.bandwidth_fraction <= 1 for k in prof.gemm.kernels.values())
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.25, 2.0), st.floats(0.25, 2.0), st.floats(0.25, 2.0))
+def test_scaled_shares_never_pass_the_datasheet_and_scale_one_is_identity(gemm, attention, collective):
+    start = start_mapping("default")
+    terms = start_terms(start, [("vllm", GPU)])
+    base = load_profile(start, "vllm", GPU, "hopper")
+    same = load_profile(calibrated_mapping(start, [("vllm", GPU)], terms), "vllm", GPU, "hopper")
+    assert same.model_dump(exclude={"name", "source"}) == base.model_dump(exclude={"name", "source"})
+    scaled = load_profile(calibrated_mapping(start, [("vllm", GPU)], {**terms, "gemm_scale": gemm,
+                                                                      "attention_scale": attention,
+                                                                      "collective_scale": collective}),
+                          "vllm", GPU, "hopper")
+    for name, curve in scaled.gemm.kernels.items():
+        assert curve.peak_fraction == pytest.approx(min(1.0, base.gemm.kernels[name].peak_fraction * gemm))
+        assert curve.bandwidth_fraction <= 1.0
+    assert scaled.attention.decode_bandwidth_fraction == pytest.approx(
+        min(1.0, base.attention.decode_bandwidth_fraction * attention))
+    assert scaled.collective.bandwidth_fraction <= 1.0
+
+
+def run(capsys, *args):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.8, extra_request_s=0.020))
+    out_file = tmp_path / "my.yaml"
+    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--out", out_file)
+    assert code == 0, err
+    assert f"wrote {out_file}" in out and "held out" in out and "not identified" in out
+    code, before, _ = run(capsys, "validate", "--bench", *paths, "--gpu", GPU, "--json")
+    code2, after, _ = run(capsys, "validate", "--bench", *paths, "--gpu", GPU, "--profile", out_file, "--json")
+    assert code == code2 == 0
+    err_of = lambda text: sorted(abs(r["predicted"] / r["measured"] - 1) for r in json.loads(text))  # noqa: E731
+    assert err_of(after)[len(err_of(after)) // 2] < err_of(before)[len(err_of(before)) // 2]
+
+
+def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.9, extra_request_s=0.0))[:3]
+    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--holdout", "0", "--json",
+                         "--out", tmp_path / "p.yaml")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["fit_runs"], report["held_out_runs"]) == (3, 0)
+    assert report["median_abs_error_pct"]["after_fit"] < report["median_abs_error_pct"]["before_fit"]
+    assert report["median_abs_error_pct"]["after_held_out"] is None and "NaN" not in out
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (("validate", "--bench", DATA / "vllm-bench-serve.json"), 2, "does not record the GPU; give --gpu"),
+    (("validate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--format", "guidellm"), 2,
+     "guidellm: "),
+    (("validate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", "h100"), 2, "h100"),
+    (("validate", "--bench", DATA / "sglang-bench-serving.jsonl", "--gpu", GPU, "--engine-args", ENGINE_ARGS,
+      "--deployment", DATA / "nope.yaml"), 2, "give one of them"),
+    (("calibrate", "--out", "x.yaml"), 2, "give --ops FILE.csv"),
+    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--holdout", "1", "--out", "x.yaml"), 2,
+     "--holdout 1.0 must be in [0, 1)"),
+    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", DATA / "trtllm-bench.log", "--gpu", GPU, "--out",
+      "x.yaml"), 2, "calibrate one engine on one GPU at a time"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, code, message):
+    monkeypatch.chdir(tmp_path)
+    got, out, err = run(capsys, *args)
+    assert got == code and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_validate_bench_fixtures(capsys):
+    code, out, err = run(capsys, "validate", "--bench", *sorted(DATA.glob("*.json*")), DATA / "trtllm-bench.log",
+                         "--gpu", GPU, "--engine-args", ENGINE_ARGS)
+    assert code == 0, err
+    assert "vllm-bench-serve.json:ttft_ms" in out and "trtllm-bench.log:output_tokens_per_s" in out
+
+
+if __name__ == "__main__":  # the README's sweep: GEMM x0.85, request overhead +15 ms, 3% noise
+    folder = DATA / "sweep"
+    folder.mkdir(exist_ok=True)
+    for stale in folder.glob("*.json"):
+        stale.unlink()
+    print("\n".join(str(p) for p in write_runs(folder, perturbed(gemm_scale=0.85, extra_request_s=0.015), noise=0.03)),
+          file=sys.stderr)

@@ -1,0 +1,195 @@
+"""Benchmark readers: each tool's fixture read as the tool wrote it, a wrong file refused in one
+line naming the tool and the field, and the runs mapped to cases with the stated deployment.
+
+Expected values are the fixtures' own recorded numbers (tests/data/bench/)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError
+from inferlab.validation.bench import (BenchFormatError, bench_cases, detect_format, given_deployment, read_bench)
+from inferlab.validation.bench import vllm_bench
+from inferlab.validation.cases import case_engine
+
+from conftest import DATA
+
+BENCH = DATA / "bench"
+FIXTURES = {"vllm-bench-serve.json": "vllm", "sglang-bench-serving.jsonl": "sglang",
+            "genai-perf-profile-export.json": "genai-perf", "aiperf-profile-export.json": "genai-perf",
+            "guidellm-report.json": "guidellm", "trtllm-bench-report.json": "trtllm-bench",
+            "trtllm-bench.log": "trtllm-bench"}
+VLLM_8B = "vllm serve meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize("name, fmt", FIXTURES.items())
+def test_each_fixture_is_told_by_its_content(name, fmt):
+    assert detect_format((BENCH / name).read_text(encoding="utf-8")) == fmt
+
+
+def test_vllm_result():
+    (run,) = read_bench(BENCH / "vllm-bench-serve.json")
+    # total_input_tokens 163840 / completed 160; total_output_tokens 40960 / 160
+    assert (run.isl, run.osl, run.concurrency, run.request_rate, run.num_requests) == (1024, 256, 16, None, 160)
+    assert dict(run.metrics) == pytest.approx({"ttft_ms": 48.62, "tpot_ms": 7.41, "itl_ms": 7.4, "tpot_p50_ms": 7.38,
+                                               "output_tokens_per_s": 2071.8957957814864})
+    assert run.model == "meta-llama/Llama-3.1-8B-Instruct" and run.regime_and_load() == ("closed_loop",
+                                                                                         {"concurrency": 16})
+
+
+def test_sglang_lines_are_runs():
+    first, second = read_bench(BENCH / "sglang-bench-serving.jsonl")
+    # line 1: request_rate Infinity with max_concurrency 8: a closed loop; line 2: 4 requests/s, 200 completed
+    assert first.regime_and_load() == ("closed_loop", {"concurrency": 8})
+    assert second.regime_and_load() == ("online", {"request_rate": 4.0, "num_requests": 200})
+    assert (first.isl, first.osl, second.isl, second.osl) == (2048, 128, 512, 256)
+    assert dict(first.metrics)["ttft_ms"] == 61.3 and first.engine == "sglang" and first.model is None
+
+
+def test_genai_perf_and_aiperf_exports():
+    (gp,) = read_bench(BENCH / "genai-perf-profile-export.json")
+    assert (gp.isl, gp.osl, gp.concurrency, gp.request_rate, gp.num_requests) == (512, 128, 4, None, None)
+    assert gp.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert dict(gp.metrics)["ttft_ms"] == 29.8 and dict(gp.metrics)["tpot_ms"] == 6.95
+    (ap,) = read_bench(BENCH / "aiperf-profile-export.json")
+    assert ap.regime_and_load() == ("online", {"request_rate": 3.0, "num_requests": 240})
+    assert ap.model == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_genai_perf_time_units(tmp_path):
+    data = json.loads((BENCH / "genai-perf-profile-export.json").read_text())
+    data["time_to_first_token"] = {"unit": "ns", "avg": 29_800_000.0}  # 29.8 ms
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(data))
+    assert dict(read_bench(path)[0].metrics)["ttft_ms"] == pytest.approx(29.8)
+
+
+def test_guidellm_benchmarks_are_runs():
+    concurrent, constant = read_bench(BENCH / "guidellm-report.json")
+    assert concurrent.regime_and_load() == ("closed_loop", {"concurrency": 8})
+    assert constant.regime_and_load() == ("online", {"request_rate": 2.0, "num_requests": 120})
+    assert dict(concurrent.metrics)["itl_ms"] == 7.08 and "tpot_ms" not in dict(concurrent.metrics)
+    assert (concurrent.isl, concurrent.osl) == (1024, 256)
+
+
+def test_trtllm_report_and_log():
+    (report,) = read_bench(BENCH / "trtllm-bench-report.json")
+    assert dict(report.layout) == {"tp": 4, "pp": 1, "ep": 1}
+    assert dict(report.precision) == {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+    assert dict(report.metrics) == {"tpot_ms": 52.05, "output_tokens_per_s": 9090.87}
+    assert report.regime_and_load() == ("offline", {"offline": True})
+    (log,) = read_bench(BENCH / "trtllm-bench.log")
+    assert dict(log.layout) == {"tp": 1, "pp": 1}  # EP Size: None
+    assert dict(log.metrics) == {"output_tokens_per_s": 16466.1888} and (log.isl, log.osl) == (128, 128)
+    assert log.model == "meta-llama/Llama-3.1-8B-Instruct" and log.engine_version == "1.0.0"
+
+
+@pytest.mark.parametrize("fmt, wrong, field", [
+    ("vllm", "guidellm-report.json", "completed"),
+    ("sglang", "genai-perf-profile-export.json", "completed"),
+    ("genai-perf", "vllm-bench-serve.json", "time_to_first_token"),
+    ("guidellm", "vllm-bench-serve.json", "benchmarks"),
+    ("trtllm-bench", "vllm-bench-serve.json", "performance.system_output_throughput_tok_s"),
+    ("trtllm-bench", "../cases-sample.yaml", "performance.system_output_throughput_tok_s"),
+])
+def test_a_wrong_file_is_one_line_naming_tool_and_field(fmt, wrong, field):
+    with pytest.raises(BenchFormatError) as err:
+        read_bench(BENCH / wrong, fmt)
+    message = str(err.value)
+    tool = {"vllm": "vllm bench serve", "sglang": "sglang bench_serving", "genai-perf": "genai-perf/aiperf"}.get(fmt, fmt)
+    assert "\n" not in message and message.startswith(f"{tool}: ") and repr(field) in message
+
+
+def test_the_cli_offers_every_format():
+    from inferlab.cli.bench_cmd import FORMAT_NAMES
+    from inferlab.validation.bench import FORMATS
+
+    assert FORMAT_NAMES == tuple(sorted(FORMATS))
+
+
+def test_a_file_of_no_tool_lists_the_tools():
+    with pytest.raises(SpecError, match="not the output of a known benchmark tool .*give --format"):
+        read_bench(DATA / "cases-sample.yaml")
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(vllm_bench.REQUIRED))
+def test_a_missing_required_field_is_named(field):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    del data[field]
+    with pytest.raises(BenchFormatError, match=f"vllm bench serve: x.json: no field '{field}'"):
+        vllm_bench.read(data, "x.json")
+
+
+def test_cases_take_the_recorded_deployment_first():
+    given = given_deployment(engine_args=VLLM_8B, gpu="h100-sxm")
+    cases, notes = bench_cases([BENCH / "trtllm-bench-report.json"], given)
+    # the report's model, layout and formats win over the engine args
+    assert {c.metric for c in cases} == {"tpot_ms", "output_tokens_per_s"}  # offline: its TTFT is not used
+    case = cases[0]
+    assert (case.model, case.num_gpus, case.parallelism.tp, case_engine(case)) == ("llama-3.1-70b", 4, 4,
+                                                                                  "trtllm-pytorch")
+    assert any("TTFT" in n for n in notes)
+
+
+def test_cases_take_the_model_from_engine_args_or_a_deployment_file(tmp_path):
+    cases, _ = bench_cases([BENCH / "sglang-bench-serving.jsonl"],
+                           given_deployment(engine_args=VLLM_8B + " -tp 2", gpu="h100-sxm"))
+    assert {(c.model, c.num_gpus, c.engine) for c in cases} == {("llama-3.1-8b", 2, "sglang")}
+    dep = tmp_path / "dep.yaml"
+    dep.write_text("model: llama-3.1-8b\nhardware: h200-sxm\ntp: 2\nprecision: fp8\n")
+    cases, _ = bench_cases([BENCH / "sglang-bench-serving.jsonl"], given_deployment(deployment=str(dep)))
+    assert {(c.hardware, c.num_gpus, c.precision["weights"]) for c in cases} == {("h200-sxm", 2, "fp8")}
+    with pytest.raises(SpecError, match="--gpu h100-sxm contradicts the deployment file"):
+        given_deployment(deployment=str(dep), gpu="h100-sxm")
+
+
+@pytest.mark.parametrize("given, message", [
+    (dict(), "does not record the GPU; give --gpu"),
+    (dict(gpu="h100-sxm"), "does not record the model; give --engine-args"),
+])
+def test_what_no_source_gives_is_one_line(given, message):
+    with pytest.raises(SpecError, match=message):
+        bench_cases([BENCH / "sglang-bench-serving.jsonl"], given_deployment(**given))
+
+
+def test_vllm_details_give_the_exact_mean_lengths(tmp_path):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    # saved with --save-detailed: per-request lengths (means 300 and 90), TTFTs and ITLs in seconds
+    data.update(input_lens=[100, 200, 600], output_lens=[60, 90, 120], ttfts=[0.04, 0.05, 0.06],
+                itls=[[0.007] * 59, [0.007] * 89, [0.007] * 119])
+    path = tmp_path / "detailed.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert (run.isl, run.osl) == (300, 90)
+
+
+def test_genai_perf_before_0_0_10_kept_its_settings_flat(tmp_path):
+    data = json.loads((BENCH / "genai-perf-profile-export.json").read_text())
+    data["input_config"] = {"model": ["meta-llama/Llama-3.1-70B-Instruct"], "concurrency": 8, "request_count": 50}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert (run.model, run.concurrency, run.num_requests) == ("meta-llama/Llama-3.1-70B-Instruct", 8, 50)
+
+
+def test_guidellm_before_0_4_kept_strategy_and_model_per_benchmark(tmp_path):
+    data = json.loads((BENCH / "guidellm-report.json").read_text())
+    old = {"benchmarks": [{"type_": "generative_benchmark", "args": {"strategy": b["config"]["strategy"]},
+                           "worker": {"backend_model": "meta-llama/Llama-3.1-70B-Instruct"}, "metrics": b["metrics"]}
+                          for b in data["benchmarks"]]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    concurrent, constant = read_bench(path)
+    assert concurrent.concurrency == 8 and constant.request_rate == 2.0
+    assert concurrent.model == "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_engine_limits_the_cases_cannot_carry_are_named():
+    given = given_deployment(engine_args=VLLM_8B + " --max-num-seqs 64 --gpu-memory-utilization 0.8", gpu="h100-sxm")
+    assert any("--max-num-seqs, --gpu-memory-utilization: benchmark runs are simulated with the engine's default "
+               "limits" in note for note in given.notes)
