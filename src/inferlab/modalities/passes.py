@@ -81,7 +81,8 @@ class Efficiency:
     gemm_fraction : float
         Share of dense tensor peak a large GEMM reaches (70-80% [3]; 0.7 taken).
     attention_fraction : float
-        Share of dense tensor peak of flash attention (50-73% [2]; 0.5 taken).
+        Share of dense tensor peak of flash attention (50-73% [2], the top of the range at
+        the long sequences of images and video; 0.6 taken).
     bandwidth_fraction : float
         Share of DRAM bandwidth a streaming kernel reaches (0.8, STREAM-like copies on HBM).
     op_floor_s : float
@@ -89,7 +90,7 @@ class Efficiency:
     """
 
     gemm_fraction: float = field(default=0.7, kw_only=True)
-    attention_fraction: float = field(default=0.5, kw_only=True)
+    attention_fraction: float = field(default=0.6, kw_only=True)
     bandwidth_fraction: float = field(default=0.8, kw_only=True)
     op_floor_s: float = field(default=5e-6, kw_only=True)
 
