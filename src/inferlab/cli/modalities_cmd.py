@@ -1,4 +1,4 @@
-"""``inferlab embed | diffuse | transcribe | on-device | modalities``: the non-chat kinds.
+"""``inferlab embed | diffuse | vlm | transcribe | on-device | modalities``: the non-chat kinds.
 
 Each command resolves its model in the modalities catalog (``on-device`` in the LLM
 catalog) and its hardware anywhere a GPU name is accepted, MIG slices included
@@ -67,6 +67,20 @@ def _transcribe(args: argparse.Namespace) -> None:
                          "window_s": r.window_s, "diarization_s": r.diarization_s}, text)
 
 
+def _vlm(args: argparse.Namespace) -> None:
+    from ..modalities.vision import vlm_ttft
+
+    r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
+                 text_tokens=args.text_tokens, crops=args.crops, tp=args.tp)
+    rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
+             f"{float(r.encoder.time_s) * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}", f"{r.ttft_s * 1e3:,.1f}"]]
+    text = (f"{r.model} on {r.hardware}, {r.text_tokens} text tokens\n"
+            + text_table(["images", "size", "tokens/image", "image tokens", "encoder ms", "prefill ms", "TTFT ms"],
+                         rows, right={0, 2, 3, 4, 5, 6}))
+    _emit(args, lambda: {"image_tokens": r.image_tokens, "tokens_per_image": r.layout.tokens, "ttft_s": r.ttft_s,
+                         "encoder_s": float(r.encoder.time_s), "prefill_s": r.prefill_s}, text)
+
+
 def _on_device(args: argparse.Namespace) -> None:
     from ..modalities.on_device import on_device
 
@@ -129,6 +143,17 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tr.add_argument("--beams", type=int, default=1, help="beam width (default 1)")
     tr.add_argument("--diarize", action="store_true", help="add serial speaker diarization")
     tr.set_defaults(func=_transcribe)
+
+    vl = sub.add_parser("vlm", parents=[common], help="image tokens and time to first token with images")
+    vl.add_argument("model", metavar="MODEL")
+    vl.add_argument("hardware", metavar="HARDWARE")
+    vl.add_argument("--images", type=int, default=1, help="images in the request (default 1)")
+    vl.add_argument("--height", type=int, default=1024)
+    vl.add_argument("--width", type=int, default=1024)
+    vl.add_argument("--text-tokens", type=int, default=256, help="text tokens of the prompt (default 256)")
+    vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
+    vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
+    vl.set_defaults(func=_vlm)
 
     od = sub.add_parser("on-device", parents=[common], help="batch-1 decode on a Mac or a single GPU (llama.cpp-like)")
     od.add_argument("model", metavar="MODEL", help="LLM catalog id or config.json path")

@@ -5,6 +5,9 @@
 - :mod:`.catalog`: the modality model specs (``catalog/*.yaml``), each with its config source.
 - :mod:`.embeddings`: encoder-only embedding and reranker models.
 - :mod:`.diffusion`: image and video generation (UNet and DiT denoisers).
+- :mod:`.unet`: the UNet and VAE-decoder op graphs the diffusion module uses.
+- :mod:`.vision`: VLM image tokens from processor settings, the vision encoder, TTFT with images.
+- :mod:`.whisper`: speech recognition over 30-second windows, real-time factor.
 - :mod:`.on_device`: batch-1 decode as llama.cpp runs it (GGUF formats, Apple M-series).
 
 GPU slices (MIG) are hardware views in :mod:`inferlab.specs.mig`.
