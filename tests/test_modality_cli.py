@@ -17,6 +17,7 @@ from inferlab.cli.main import main
     (["transcribe", "whisper-small", "h100-sxm:3g.40gb", "--audio", "600"], "RTF"),
     (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
     (["modalities", "list"], "whisper-large-v3-turbo"),
+    (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4"], "5476"),
     (["modalities", "validate"], "median |error|"),
 ])

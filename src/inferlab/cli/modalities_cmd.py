@@ -1,4 +1,4 @@
-"""``inferlab embed | diffuse | vlm | transcribe | on-device | modalities``: the non-chat kinds.
+"""``inferlab embed | diffuse | vlm | transcribe | speak | on-device | modalities``: the non-chat kinds.
 
 Each command resolves its model in the modalities catalog (``on-device`` in the LLM
 catalog) and its hardware anywhere a GPU name is accepted, MIG slices included
@@ -81,6 +81,22 @@ def _vlm(args: argparse.Namespace) -> None:
                          "encoder_s": float(r.encoder.time_s), "prefill_s": r.prefill_s}, text)
 
 
+def _speak(args: argparse.Namespace) -> None:
+    from ..modalities.tts import speak
+
+    r = speak(args.model, args.hardware, llm=args.llm, reply_tokens=args.reply_tokens, clause_tokens=args.clause_tokens,
+              stream=not args.no_stream, concurrency=args.concurrency)
+    rows = [[f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
+             f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.time_to_first_audio_s * 1e3:,.1f}",
+             f"{r.real_time_factor:.3f}"]]
+    text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
+            + (", streamed from the first clause" if not args.no_stream else ", after the whole reply") + "\n"
+            + text_table(["LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "first audio ms", "RTF"], rows,
+                         right={0, 1, 2, 3, 4}))
+    _emit(args, lambda: {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor,
+                         "llm_wait_s": r.llm_wait_s}, text)
+
+
 def _on_device(args: argparse.Namespace) -> None:
     from ..modalities.on_device import on_device
 
@@ -154,6 +170,16 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
     vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
     vl.set_defaults(func=_vlm)
+
+    sp = sub.add_parser("speak", parents=[common], help="text to speech: time to first audio and real-time factor")
+    sp.add_argument("model", metavar="MODEL")
+    sp.add_argument("hardware", metavar="HARDWARE")
+    sp.add_argument("--llm", default=None, help="catalog LLM writing the reply first (default: text given)")
+    sp.add_argument("--reply-tokens", type=int, default=150, help="tokens of the reply (default 150)")
+    sp.add_argument("--clause-tokens", type=int, default=12, help="tokens of the first clause (default 12)")
+    sp.add_argument("--no-stream", action="store_true", help="wait for the whole reply before speaking")
+    sp.add_argument("--concurrency", type=int, default=1, help="voices decoded together (default 1)")
+    sp.set_defaults(func=_speak)
 
     od = sub.add_parser("on-device", parents=[common], help="batch-1 decode on a Mac or a single GPU (llama.cpp-like)")
     od.add_argument("model", metavar="MODEL", help="LLM catalog id or config.json path")

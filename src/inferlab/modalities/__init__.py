@@ -8,6 +8,7 @@
 - :mod:`.unet`: the UNet and VAE-decoder op graphs the diffusion module uses.
 - :mod:`.vision`: VLM image tokens from processor settings, the vision encoder, TTFT with images.
 - :mod:`.whisper`: speech recognition over 30-second windows, real-time factor.
+- :mod:`.tts`: text to speech: time to first audio chunk, streaming from a language model.
 - :mod:`.on_device`: batch-1 decode as llama.cpp runs it (GGUF formats, Apple M-series).
 
 GPU slices (MIG) are hardware views in :mod:`inferlab.specs.mig`.
