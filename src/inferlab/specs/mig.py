@@ -9,7 +9,8 @@ cache; NVLink is not available to an instance [1]. So a view of profile ``p`` ha
   PRO 6000 count their own slices);
 - memory bandwidth and L2: the profile's share of the memory slices, ``memory / full
   memory`` rounded to the nearest slice (3g.40gb on an 80 GB H100: 4/8);
-- scale-up: none (an instance cannot join NVLink collectives), one GPU per domain;
+- scale-up: none (an instance cannot use NVLink or GPU peer-to-peer, so collectives
+  between instances stage through host memory over PCIe), one GPU per domain;
 - price: the larger of its compute and memory shares of the GPU-hour.
 
 References
@@ -90,7 +91,8 @@ def mig_view(hw: HardwareSpec, profile: str) -> HardwareSpec:
         "memory_bandwidth": _scaled(hw.memory_bandwidth, memory, mem, "MIG slice"),
         "flops": {p: _scaled(f, compute, sm, "MIG slice") for p, f in hw.flops.items()},
         "sparse_flops": {p: _scaled(f, compute, sm, "MIG slice") for p, f in hw.sparse_flops.items()},
-        "scale_up": ScaleUp(kind="none", topology="none", domain_size=one, note="MIG instance: no NVLink"),
+        "scale_up": ScaleUp(kind="none", topology="host", domain_size=one,
+                            note="MIG instance: no NVLink or peer-to-peer; collectives stage through host memory"),
         "scale_out": None,
         "mig": None,
         "notes": (*hw.notes, f"MIG {prof.name} view of {hw.id}: {sm}, {mem}, {prof.memory.stated}"),
