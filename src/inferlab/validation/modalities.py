@@ -25,7 +25,8 @@ def _embedding(case: dict[str, Any]) -> float:
     from ..modalities.embeddings import embed
 
     r = embed(case["model"], case["hardware"], **case["inputs"])
-    return {"tokens_per_s": r.tokens_per_s, "sequences_per_s": r.sequences_per_s}[case["metric"]]
+    return {"tokens_per_s": r.tokens_per_s, "sequences_per_s": r.sequences_per_s,
+            "latency_s": r.latency_s}[case["metric"]]
 
 
 def _diffusion(case: dict[str, Any]) -> float:
