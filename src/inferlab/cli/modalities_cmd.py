@@ -111,6 +111,16 @@ def _on_device(args: argparse.Namespace) -> None:
                           "decode_tokens_per_s": r.decode_tokens_per_s} for r in results], text)
 
 
+def _slices(args: argparse.Namespace) -> None:
+    from ..planning.slices import pack
+
+    p = pack(args.models, args.hardware, precision=args.precision)
+    rows = [[x.model, str(x.gpu), x.profile, f"{x.need_bytes / 1e9:,.1f}"] for x in p.placements]
+    text = (f"{len(p.placements)} models on MIG slices of {p.hardware}: {p.gpus} GPU(s) instead of "
+            f"{len(p.placements)}\n" + text_table(["model", "GPU", "slice", "needs GB"], rows, right={1, 3}))
+    _emit(args, lambda: {"gpus": p.gpus, "placements": [x.__dict__ for x in p.placements]}, text)
+
+
 def _modalities_list(args: argparse.Namespace) -> None:
     from ..modalities.catalog import load_modality, modality_ids
 
@@ -188,6 +198,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                     help="weight formats, comma-separated (default q4_k_m,q8_0,bf16)")
     od.add_argument("--context", type=int, default=128, help="tokens in the KV cache (default 128)")
     od.set_defaults(func=_on_device)
+
+    sl = sub.add_parser("slices", parents=[common], help="pack small models onto MIG slices")
+    sl.add_argument("hardware", metavar="HARDWARE", help="a GPU with MIG profiles, e.g. h100-sxm")
+    sl.add_argument("models", metavar="MODEL", nargs="+")
+    sl.add_argument("--precision", default="bf16", help="weight format (default bf16)")
+    sl.set_defaults(func=_slices)
 
     mo = sub.add_parser("modalities", help="catalog and validation of the non-chat kinds").add_subparsers(
         dest="action", required=True)
