@@ -60,3 +60,13 @@ def test_bad_input():
         image_layout(QWEN, 0, 100)
     with pytest.raises(SpecError, match="images"):
         vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=-1)
+
+
+def test_a_four_image_request_is_its_own_serving_workload():
+    from inferlab.modalities.vision import serve_images
+
+    r = serve_images("qwen2.5-vl-7b", "h100-sxm", images=4, rate=1, num_requests=40)
+    ttft = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=4)
+    # the prompt holds 256 text + 4 x 1369 image tokens; users wait for the encoder too
+    assert r.workload.isl.value == 256 + 4 * 1369
+    assert float(r.user.ttft_s.mean()) >= float(r.ttft_s.mean()) + float(ttft.encoder.time_s) * (1 - 1e-9)

@@ -68,7 +68,15 @@ def _transcribe(args: argparse.Namespace) -> None:
 
 
 def _vlm(args: argparse.Namespace) -> None:
-    from ..modalities.vision import vlm_ttft
+    from ..modalities.vision import serve_images, vlm_ttft
+
+    if args.rate is not None or args.concurrency is not None:
+        res = serve_images(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
+                           text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
+                           num_requests=args.num_requests, tp=args.tp, crops=args.crops)
+        _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
+              f"include each request's vision encoder\n{res}")
+        return
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp)
@@ -179,6 +187,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     vl.add_argument("--text-tokens", type=int, default=256, help="text tokens of the prompt (default 256)")
     vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
     vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
+    load = vl.add_mutually_exclusive_group()
+    load.add_argument("--rate", type=float, default=None, help="serve: Poisson requests per second")
+    load.add_argument("--concurrency", type=int, default=None, help="serve: closed-loop clients")
+    vl.add_argument("--osl", type=int, default=256, help="serve: output tokens per request (default 256)")
+    vl.add_argument("--num-requests", type=int, default=200, help="serve: requests simulated (default 200)")
     vl.set_defaults(func=_vlm)
 
     sp = sub.add_parser("speak", parents=[common], help="text to speech: time to first audio and real-time factor")
