@@ -15,8 +15,9 @@ References
    in groups of 128 with a 16-bit scale (and zero point, packed with it).
 .. [4] ggml-org/llama.cpp, ggml/src/ggml-common.h (block_q8_0, block_q4_0: 32 weights and one
    FP16 scale; K-quants in 256-weight super-blocks) and the loader's own report of a
-   Mistral-7B Q5_K_M file, "model size = 4.78 GiB (5.67 BPW)" (llama.cpp issue #5619);
-   Q4_K_M files of 7-8B llama-style models report about 4.85 BPW.
+   Mistral-7B Q5_K_M file, "model size = 4.78 GiB (5.67 BPW)" (llama.cpp issue #5619).
+   Q4_K_M mixes vary by model: 4.85 BPW is the usual figure for 7-8B llama-style files; a
+   Qwen2.5-7B-based Q4_K_M file is "4.36 GiB" for "7,615,616,512" parameters (4.92 BPW).
 """
 
 from __future__ import annotations

@@ -112,10 +112,10 @@ def load_hardware(id: str) -> HardwareSpec:
         raise UnknownNameError("hardware", repr(id), _hardware_files())
     key = id.strip().lower()
     if ":" in key:  # a MIG slice, "h100-sxm:3g.40gb"
-        from .mig import mig_view
+        from .mig import load_slice
 
         base, _, profile = key.partition(":")
-        return mig_view(load_hardware(base), profile)
+        return load_slice(base, profile)
     if key not in _hardware_files():
         raise UnknownNameError("hardware", id, _hardware_files())
     return _load_hardware_id(key)
