@@ -88,3 +88,23 @@ def test_bad_input_is_one_clear_line():
         embed("bge-large-en-v1.5", "h100-sxm", seq_len=4096)
     with pytest.raises(UnknownNameError, match="embedding model"):
         embed("sdxl", "h100-sxm")
+
+
+def test_a_pass_is_the_roofline_on_pint_quantities():
+    # The same FullAttention op timed in SI floats by time_pass and on pint quantities by the
+    # core's roofline: equal, and swapping the peak and the bandwidth is a dimension error.
+    from inferlab.core.timing import roofline_seconds
+    from inferlab.errors import DimensionError
+    from inferlab.modalities.passes import DATASHEET, FullAttention, time_pass
+    from inferlab.specs.catalog import load_hardware
+    from inferlab.units import Q
+
+    hw = load_hardware("h100-sxm")
+    op = FullAttention("attention", batch=8, seq=512, heads=16, head_dim=64)
+    t = time_pass((op,), hw, DATASHEET)
+    peak = Q(989 * DATASHEET.attention_fraction, "TFLOPS")
+    bw = Q(3.35 * DATASHEET.bandwidth_fraction, "TB/s")
+    expected = roofline_seconds(Q(float(op.flops), "FLOP"), Q(float(op.bytes), "B"), peak, bw)
+    assert float(t.time_s) - t.floor_s == pytest.approx(expected.to("s").magnitude, rel=1e-9)
+    with pytest.raises(DimensionError):
+        roofline_seconds(Q(float(op.flops), "FLOP"), Q(float(op.bytes), "B"), bw, peak)
