@@ -13,6 +13,11 @@ References
    scale per tensor (negligible per element).
 .. [3] Frantar et al., "GPTQ", ICLR 2023; Lin et al., "AWQ", MLSys 2024: 4-bit weights
    in groups of 128 with a 16-bit scale (and zero point, packed with it).
+.. [4] ggml-org/llama.cpp, ggml/src/ggml-common.h (block_q8_0, block_q4_0: 32 weights and one
+   FP16 scale; K-quants in 256-weight super-blocks) and the loader's own report of a
+   Mistral-7B Q5_K_M file, "model size = 4.78 GiB (5.67 BPW)" (llama.cpp issue #5619).
+   Q4_K_M mixes vary by model: 4.85 BPW is the usual figure for 7-8B llama-style files; a
+   Qwen2.5-7B-based Q4_K_M file is "4.36 GiB" for "7,615,616,512" parameters (4.92 BPW).
 """
 
 from __future__ import annotations
@@ -76,6 +81,13 @@ FORMATS: dict[str, NumberFormat] = {
         NumberFormat("mxfp4", 4, 32, 8, "fp4", "bf16", "OCP MXFP4: 32-element blocks, E8M0 scale [1]"),
         NumberFormat("nvfp4", 4, 16, 8, "fp4", "bf16", "NVFP4: 16-element blocks, FP8 E4M3 scale [2]"),
         NumberFormat("int4", 4, 128, 16, "bf16", "bf16", "weight-only INT4, groups of 128, 16-bit scale [3]"),
+        # GGUF (llama.cpp) weight formats [4]; dequantized to 16 bits in the kernel.
+        NumberFormat("q8_0", 8, 32, 16, "fp16", "fp16", "GGUF Q8_0: 32-element blocks, FP16 scale (8.5 bpw) [4]"),
+        NumberFormat("q4_0", 4, 32, 16, "fp16", "fp16", "GGUF Q4_0: 32-element blocks, FP16 scale (4.5 bpw) [4]"),
+        NumberFormat("q5_k_m", 5.69, 0, 0, "fp16", "fp16",
+                     "GGUF Q5_K_M: mostly Q5_K (5.5 bpw) with Q6_K on some tensors, 5.69 bpw on average [4]"),
+        NumberFormat("q4_k_m", 4.85, 0, 0, "fp16", "fp16",
+                     "GGUF Q4_K_M: mostly Q4_K (4.5 bpw) with Q6_K on some tensors, 4.85 bpw on average [4]"),
     )
 }
 

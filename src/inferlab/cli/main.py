@@ -30,6 +30,7 @@ from ..results.table import text_table
 from .bands_cmd import add_parser as add_bands_parser
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
+from .modalities_cmd import add_parsers as add_modality_parsers
 from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
 from .validate import add_parsers as add_validate_parsers
@@ -243,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explore_parser(sub, common)
     add_validate_parsers(sub, common)
     add_bands_parser(sub, common)
+    add_modality_parsers(sub, common)
 
     calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
     calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')

@@ -100,7 +100,8 @@ def model_ids() -> list[str]:
 
 
 def load_hardware(id: str) -> HardwareSpec:
-    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``, any case).
+    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``, any case), or a MIG slice
+    of one as ``"h100-sxm:3g.40gb"`` (:mod:`inferlab.specs.mig`).
 
     Raises
     ------
@@ -110,6 +111,11 @@ def load_hardware(id: str) -> HardwareSpec:
     if not isinstance(id, str):
         raise UnknownNameError("hardware", repr(id), _hardware_files())
     key = id.strip().lower()
+    if ":" in key:  # a MIG slice, "h100-sxm:3g.40gb"
+        from .mig import load_slice
+
+        base, _, profile = key.partition(":")
+        return load_slice(base, profile)
     if key not in _hardware_files():
         raise UnknownNameError("hardware", id, _hardware_files())
     return _load_hardware_id(key)

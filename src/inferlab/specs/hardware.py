@@ -126,7 +126,7 @@ class HardwareSpec(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
     name: str
-    vendor: Literal["NVIDIA", "AMD", "Google"]
+    vendor: Literal["NVIDIA", "AMD", "Google", "Apple"]
     architecture: str
     form_factor: str
     status: Literal["shipping", "announced"]

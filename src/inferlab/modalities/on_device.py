@@ -1,0 +1,142 @@
+"""Batch-1 decode on a laptop, a workstation card or a Mac, as llama.cpp runs it.
+
+Physics
+-------
+At batch 1 each generated token reads every weight once (the token embedding table only
+by its one row) and the KV cache so far; the arithmetic is two FLOPs per weight, far below
+any device's ridge point, so a token takes the bytes over the bandwidth the kernels reach
+plus the fixed cost of the kernels a step launches [1]:
+
+``t_token = (W + KV(c)) / (B x f_bw) + L x k x t_kernel``
+
+with ``W`` the weight bytes in the file's format (GGUF Q4_K_M about 4.85 bits per weight,
+Q8_0 8.5), ``B`` the datasheet memory bandwidth (unified memory on Apple M-series), ``L``
+layers, ``k`` kernels per layer and ``t_kernel`` the fixed cost of one. Quantization is the
+precondition to fit: the weights must sit in the memory the GPU may use (on a Mac about 3/4
+of the unified memory by default).
+
+Prompt processing (``pp``) is compute-bound: ``2 x active params`` FLOPs per token at the
+device's 16-bit rate.
+
+References
+----------
+.. [1] ggml-org/llama.cpp, "metal : Q6_K implementation" (commit message, 2023): on a
+   30-core M2 Max, "~19 ms for the matrix multiplications. The model is ~5.5 GB, so we are
+   getting 1000 / 19 * 5.5 = 290 GB/s" of its 400 GB/s, i.e. 72% of the bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import SpecError
+from ..precision import number_format
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class LlamaCpp:
+    """A llama.cpp-like engine at batch 1; every field keyword-only.
+
+    Attributes
+    ----------
+    bandwidth_fraction : float
+        Share of memory bandwidth its quantized matrix-vector kernels reach (72% on an M2
+        Max, [1]).
+    kernels_per_layer : int
+        Kernels a decode step launches per layer (norms, 7 projections, RoPE, attention,
+        activation, residual adds: about 14).
+    kernel_s : float
+        Fixed cost of one small kernel [s]: launch latency plus the ramp and tail of a
+        kernel too short to reach full bandwidth (a few microseconds on CUDA and Metal; 5 us
+        taken, a round figure, not fitted per device).
+    gemm_fraction : float
+        Share of the 16-bit peak its prompt-processing matrix multiplies reach.
+    kv_precision : str
+        KV-cache format (llama.cpp's default ``f16``).
+    """
+
+    bandwidth_fraction: float = field(default=0.72, kw_only=True)
+    kernels_per_layer: int = field(default=14, kw_only=True)
+    kernel_s: float = field(default=5e-6, kw_only=True)
+    gemm_fraction: float = field(default=0.5, kw_only=True)
+    kv_precision: str = field(default="fp16", kw_only=True)
+
+
+LLAMA_CPP = LlamaCpp()
+
+
+@dataclass(frozen=True)
+class OnDeviceResult:
+    """Batch-1 speed and fit of one model file on one device.
+
+    Attributes
+    ----------
+    weight_bytes : float
+        The model's weights in ``precision`` [B].
+    token_bytes : float
+        Bytes read per generated token [B] (weights less the embedding table, plus KV).
+    usable_bytes : float
+        Memory the device lets the GPU use [B].
+    decode_s : float
+        Time per generated token [s].
+    prefill_tokens_per_s : float
+        Prompt tokens per second [token/s].
+    """
+
+    model: str
+    hardware: str
+    precision: str
+    weight_bytes: float
+    token_bytes: float
+    usable_bytes: float
+    decode_s: float
+    prefill_tokens_per_s: float
+
+    @property
+    def fits(self) -> bool:
+        """Whether the weights fit the memory the GPU may use."""
+        return self.weight_bytes <= self.usable_bytes
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Generated tokens per second at batch 1 [token/s]."""
+        return 1.0 / self.decode_s
+
+
+def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision: str = "q4_k_m",
+              context: int = 128, engine: LlamaCpp = LLAMA_CPP) -> OnDeviceResult:
+    """Batch-1 decode and prompt speed of ``model`` stored in ``precision`` on ``hardware``.
+
+    Parameters
+    ----------
+    model : str or ModelSpec
+        A catalog LLM (``llama-2-7b``) or a config.json path.
+    hardware : str or HardwareSpec
+        A Mac (``m2-ultra``), a consumer or datacenter GPU, or a MIG slice.
+    precision : str
+        Weight format: a GGUF type (``q4_k_m``, ``q5_k_m``, ``q8_0``, ``q4_0``) or ``bf16``...
+    context : int
+        Tokens in the KV cache while decoding [token] (llama-bench's tg128 averages 64).
+    """
+    from ..estimate_inputs import resolve_hardware, resolve_model
+
+    m = resolve_model(model)
+    hw = resolve_hardware(hardware)
+    fmt = number_format(precision)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise SpecError(f"context must be a whole number of tokens >= 0, got {context!r:.40}")
+    pc = m.param_counts
+    weights = m.weight_bytes(fmt.name)
+    per_weight = weights / pc.total
+    kv = sum(m.kv_cache_bytes_per_token(engine.kv_precision).values()) * context
+    token_bytes = (pc.active - pc.embedding) * per_weight + kv
+    bw = hw.memory_bandwidth.si * engine.bandwidth_fraction
+    decode_s = token_bytes / bw + m.num_hidden_layers * engine.kernels_per_layer * engine.kernel_s
+    from ..techniques.quantization import tensor_flops_per_s
+
+    peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
+    prefill = peak / (2.0 * pc.active)
+    return OnDeviceResult(m.id or m.name, hw.id, fmt.name, weights, token_bytes, hw.usable_memory_capacity.si,
+                          decode_s, prefill)

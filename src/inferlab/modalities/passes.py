@@ -1,0 +1,170 @@
+"""One forward pass of a non-autoregressive network, timed on the roofline.
+
+Embedding encoders, diffusion denoisers and speech encoders run a whole input through every
+layer at once: no KV cache, no decode loop. Their ops are the core's
+:class:`~inferlab.core.ops.Gemm` and :class:`~inferlab.core.ops.Elementwise` plus
+:class:`FullAttention`, in which every token attends to every token of its sequence.
+
+Each op takes ``max(FLOPs / (peak x compute_fraction), bytes / (bandwidth x
+bandwidth_fraction)) + op_floor_s``. The fractions are named datasheet-only defaults
+(:class:`Efficiency`), not fitted to the measurements these kinds are checked against.
+
+References
+----------
+.. [1] Williams, Waterman, Patterson, "Roofline: an insightful visual performance model",
+   CACM 52(4), 2009.
+.. [2] Dao, "FlashAttention-2", ICLR 2024, Fig. 5-7: forward attention at 50-73% of A100
+   peak for head dim 64-128.
+.. [3] NVIDIA, "Matrix Multiplication Background User's Guide" (GEMM performance on
+   Tensor Cores): large FP16 GEMMs reach about 70-80% of the dense peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind, memoized
+from ..specs.hardware import HardwareSpec
+from ..techniques.quantization import tensor_flops_per_s
+
+
+@dataclass(frozen=True)
+class FullAttention(Op):
+    """Bidirectional attention: each of ``seq`` tokens attends to ``kv_seq`` tokens.
+
+    ``kv_seq`` defaults to ``seq`` (self-attention); a cross-attention to a text prompt sets
+    it to the prompt length. Flash-style: scores stay on chip, Q, K, V are read and the
+    output written once.
+
+    Notes
+    -----
+    ``FLOPs = 2 x batch x heads x pairs x (qk_dim + v_dim)`` (QK^T and PV), with
+    ``pairs = seq x kv_seq``, or ``seq (seq + 1) / 2`` for a causal mask (a decoder used as
+    an embedder), whose masked blocks flash kernels skip.
+    """
+
+    batch: ArrayLike = 1.0
+    seq: ArrayLike = 1.0
+    kv_seq: ArrayLike = -1.0
+    heads: float = 1.0
+    head_dim: float = 64.0
+    causal: bool = False
+    act_bytes_per_element: float = 2.0
+    kind: OpKind = field(init=False, default="attention")
+
+    @property
+    def keys(self) -> ArrayLike:
+        """Keys each query sees [token]."""
+        return np.where(np.asarray(self.kv_seq) < 0, self.seq, self.kv_seq)
+
+    @memoized
+    def flops(self) -> ArrayLike:
+        pairs = self.seq * (self.seq + 1.0) / 2.0 if self.causal else self.seq * self.keys
+        return 2.0 * self.batch * self.heads * pairs * 2.0 * self.head_dim
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        width = self.heads * self.head_dim * self.act_bytes_per_element
+        parts = dict.fromkeys(BYTE_CATEGORIES, 0.0)
+        parts["act_read"] = self.batch * (self.seq + 2.0 * self.keys) * width
+        parts["act_write"] = self.batch * self.seq * width
+        return parts
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Datasheet-only shares of peak a forward pass reaches; every field keyword-only.
+
+    Attributes
+    ----------
+    gemm_fraction : float
+        Share of dense tensor peak a large GEMM reaches (70-80% [3]; 0.7 taken).
+    attention_fraction : float
+        Share of dense tensor peak of flash attention (50-73% [2], the top of the range at
+        the long sequences of images and video; 0.6 taken).
+    bandwidth_fraction : float
+        Share of DRAM bandwidth a streaming kernel reaches (0.8, STREAM-like copies on HBM).
+    op_floor_s : float
+        Launch and tail cost of one kernel [s] (about 5 us on a datacenter GPU).
+    """
+
+    gemm_fraction: float = field(default=0.7, kw_only=True)
+    attention_fraction: float = field(default=0.6, kw_only=True)
+    bandwidth_fraction: float = field(default=0.8, kw_only=True)
+    op_floor_s: float = field(default=5e-6, kw_only=True)
+
+
+DATASHEET = Efficiency()
+
+
+@dataclass(frozen=True)
+class PassTime:
+    """Time of one forward pass, by op and in total [s]."""
+
+    ops: tuple[Op, ...]
+    compute_s: np.ndarray
+    memory_s: np.ndarray
+    floor_s: float
+
+    @property
+    def time_s(self) -> np.ndarray:
+        """Whole pass [s]: each op its own roofline maximum, ops in sequence."""
+        return np.maximum(self.compute_s, self.memory_s).sum(axis=0) + self.floor_s
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of the pass [FLOP]."""
+        return float(sum(np.sum(op.flops) * op.count for op in self.ops))
+
+    @property
+    def bytes(self) -> float:
+        """Bytes moved by the pass [B]."""
+        return float(sum(np.sum(op.bytes) * op.count for op in self.ops))
+
+    @property
+    def compute_share(self) -> float:
+        """Share of the pass time in ops whose compute term exceeds their memory term."""
+        per_op = np.maximum(self.compute_s, self.memory_s)
+        total = per_op.sum()
+        return float(per_op[self.compute_s >= self.memory_s].sum() / total) if total > 0 else 0.0
+
+    @property
+    def bound(self) -> str:
+        """``compute`` or ``memory``: which term takes most of the pass time."""
+        return "compute" if self.compute_share >= 0.5 else "memory"
+
+
+def time_pass(ops: tuple[Op, ...], hw: HardwareSpec, efficiency: Efficiency = DATASHEET) -> PassTime:
+    """Roofline time of a forward pass made of ``ops`` on one device.
+
+    Parameters
+    ----------
+    ops : tuple of Op
+        Scalar-shaped ops; ``count`` repeats an op (layers).
+    hw : HardwareSpec
+    efficiency : Efficiency
+
+    Returns
+    -------
+    PassTime
+        ``compute_s`` and ``memory_s`` per op, all repetitions included [s].
+    """
+    bw = hw.memory_bandwidth.si * efficiency.bandwidth_fraction
+    compute, memory = [], []
+    for op in ops:
+        if isinstance(op, Gemm):
+            rate = tensor_flops_per_s(hw, op.precision) * efficiency.gemm_fraction
+        elif isinstance(op, FullAttention):
+            rate = tensor_flops_per_s(hw, op.precision) * efficiency.attention_fraction
+        else:
+            rate = np.inf
+        compute.append(float(np.sum(op.flops)) / rate * op.count)
+        memory.append(float(np.sum(op.bytes)) / bw * op.count)
+    floor = efficiency.op_floor_s * sum(op.count for op in ops)
+    return PassTime(tuple(ops), np.asarray(compute), np.asarray(memory), floor)
+
+
+def norm(name: str, tokens: ArrayLike, width: float, *, count: int = 1, passes: float = 2.0) -> Elementwise:
+    """A normalization, residual add or activation over ``tokens x width`` elements."""
+    return Elementwise(name, elements_read=passes * tokens * width, elements_written=tokens * width, count=count)

@@ -1,0 +1,108 @@
+"""Text to speech: time to the first audio chunk, and the real-time factor.
+
+Physics
+-------
+A codec-language-model TTS (Orpheus, Llasa) is a decoder that writes audio-codec tokens at a
+fixed rate per second of speech (SNAC 24 kHz: 7 tokens per 12 Hz frame, about 84 per
+second [1]; X-codec2: 50 per second [2]); a codec decoder turns each small window of tokens
+into waveform. So
+
+- real-time factor = ``audio_tokens_per_s x TPOT``: below 1 the voice outruns playback;
+- time to first audio = the TTS decoder's prefill of the text it speaks + ``first_chunk``
+  tokens at its TPOT (the codec decode of one window is negligible beside it).
+
+In a voice agent a language model writes the reply first. A pipeline that waits for the
+whole reply starts speaking after ``TTFT + reply_tokens x TPOT`` of the language model; a
+streaming pipeline speaks the first clause while the language model writes the second, so
+it waits only for ``clause_tokens`` of text, whatever the reply's length.
+
+Both decoders are timed by :func:`inferlab.estimate` at batch ``concurrency`` (the core's
+calibrated step model).
+
+References
+----------
+.. [1] Siuzdak, "SNAC: multi-scale neural audio codec", 2024.
+.. [2] Ye et al., "Llasa: scaling train-time and inference-time compute for Llama-based
+   speech synthesis", 2025, Section 3.1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+from ..specs.hardware import HardwareSpec
+from .catalog import ModalitySpec, load_modality
+
+
+@dataclass(frozen=True)
+class SpeechResult:
+    """Latency of a spoken reply.
+
+    Attributes
+    ----------
+    llm_wait_s : float
+        Waiting for the language model's text before speech can start [s] (0 without one).
+    tts_prefill_s, tts_tpot_s : float
+        The TTS decoder's prefill of the clause and its time per audio token [s].
+    first_chunk_tokens : int
+        Audio tokens of the first decodable window.
+    audio_tokens_per_s : float
+        Audio tokens per second of speech [token/s].
+    """
+
+    model: str
+    hardware: str
+    llm_wait_s: float
+    tts_prefill_s: float
+    tts_tpot_s: float
+    first_chunk_tokens: int
+    audio_tokens_per_s: float
+
+    @property
+    def time_to_first_audio_s(self) -> float:
+        """From the user's last word to the first audio out [s]."""
+        return self.llm_wait_s + self.tts_prefill_s + self.first_chunk_tokens * self.tts_tpot_s
+
+    @property
+    def real_time_factor(self) -> float:
+        """Generation time per second of speech [1]."""
+        return self.audio_tokens_per_s * self.tts_tpot_s
+
+
+def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str | None = None,
+          prompt_tokens: int = 512, reply_tokens: int = 150, clause_tokens: int = 12, stream: bool = True,
+          concurrency: int = 1) -> SpeechResult:
+    """Time to first audio of a reply spoken by ``model``, optionally written first by ``llm``.
+
+    Parameters
+    ----------
+    llm : str, optional
+        Catalog LLM writing the reply on the same hardware (None: the text is given).
+    prompt_tokens, reply_tokens : int
+        The language model's prompt and reply [token].
+    clause_tokens : int
+        Text tokens of the first clause, what a streaming pipeline speaks first [token].
+    stream : bool
+        Speak the first clause while the rest is written (False: wait for the whole reply).
+    concurrency : int
+        Requests decoded together on each model.
+    """
+    from ..estimate import estimate
+    from ..estimate_inputs import resolve_hardware
+
+    spec = model if isinstance(model, ModalitySpec) else load_modality(model, "tts")
+    hw = resolve_hardware(hardware)
+    for name, v in (("prompt_tokens", prompt_tokens), ("reply_tokens", reply_tokens),
+                    ("clause_tokens", clause_tokens), ("concurrency", concurrency)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1_000_000:
+            raise SpecError(f"{name} must be a whole number from 1 to 1,000,000, got {v!r:.40}")
+    spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
+    wait = 0.0
+    if llm is not None:
+        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency)
+        wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
+    chunk = int(spec.field("first_chunk_tokens"))
+    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency)
+    return SpeechResult(spec.id, hw.id, wait, float(t.ttft_s), float(t.tpot_s), chunk,
+                        float(spec.field("audio_tokens_per_s")))

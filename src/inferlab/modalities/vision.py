@@ -1,0 +1,211 @@
+"""Vision-language models: image tokens from the processor, the vision encoder, TTFT with images.
+
+Physics
+-------
+An image enters the language model as soft tokens whose count the processor decides [1-3]:
+
+- ``dynamic`` (Qwen2.5-VL): the image is resized to multiples of ``patch x merge`` = 28
+  pixels per side, keeping its aspect ratio, scaled into ``[min_pixels, max_pixels]``; each
+  14-pixel patch is a ViT position and each 2 x 2 group of them one token:
+  ``tokens = (H' / 28) (W' / 28)``. Tokens grow with the pixel count.
+- ``tiles`` (Llama 4): the image is cut into 336 x 336 tiles (up to 16, here ``ceil`` per
+  side, the longer side shrunk until the cap holds), each tile 24 x 24 = 576 patches that a
+  pixel shuffle of ratio 0.5 turns into 144 tokens, plus a global thumbnail tile when there
+  is more than one.
+- ``fixed`` (Gemma 3): every image is resized to 896 x 896 (64 x 64 patches) and pooled to
+  256 tokens; pan-and-scan adds 256 per extra crop.
+
+The vision encoder is a ViT over the patches (full attention per image or tile; Qwen2.5-VL
+attends within 112-pixel windows, 8 x 8 patches, except in its four full-attention
+layers), then a projector into the language model's width. Time to first token is the
+encoder pass plus the language model's prefill of text and image tokens together.
+
+Under load (:func:`serve_images`) a request with images is its own workload: a prompt of
+text plus image tokens in the serving simulation, the encoder pass added to each request
+as a serial cost before its prefill (engines run the encoder in the same GPU steps; this
+leaves out its contention with other requests' decode, about 1% of an H100 step per
+image).
+
+References
+----------
+.. [1] Bai et al., "Qwen2.5-VL technical report", 2025, Section 2.1; transformers
+   ``Qwen2VLImageProcessor.smart_resize``.
+.. [2] Meta, Llama 4 model card and transformers ``Llama4ImageProcessor`` (tile 336,
+   max_patches 16, pixel_shuffle_ratio 0.5).
+.. [3] Gemma Team, "Gemma 3 technical report", 2025, Section 2.1 (896 x 896 SigLIP, 256
+   tokens, pan and scan).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..core.ops import Gemm, Op
+from ..errors import SpecError
+from ..specs.hardware import HardwareSpec
+from .catalog import ModalitySpec, load_modality
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+
+
+def _dynamic_size(h: int, w: int, factor: int, lo: int, hi: int) -> tuple[int, int]:
+    """Qwen2-VL's smart resize: multiples of ``factor``, pixels within ``[lo, hi]``."""
+    hh, ww = max(factor, round(h / factor) * factor), max(factor, round(w / factor) * factor)
+    if hh * ww > hi:
+        beta = math.sqrt(h * w / hi)
+        hh, ww = math.floor(h / beta / factor) * factor, math.floor(w / beta / factor) * factor
+    elif hh * ww < lo:
+        beta = math.sqrt(lo / (h * w))
+        hh, ww = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hh, ww
+
+
+def _tiles(h: int, w: int, tile: int, cap: int) -> tuple[int, int]:
+    rows, cols = math.ceil(h / tile), math.ceil(w / tile)
+    while rows * cols > cap:
+        if rows >= cols:
+            rows -= 1
+        else:
+            cols -= 1
+    return rows, cols
+
+
+@dataclass(frozen=True)
+class ImageLayout:
+    """How one image reaches the model: encoder sequences and language-model tokens.
+
+    Attributes
+    ----------
+    sequences : int
+        ViT sequences (tiles or crops; 1 for a dynamic-resolution image).
+    patches : int
+        ViT positions per sequence.
+    tokens : int
+        Soft tokens the language model reads for this image.
+    """
+
+    sequences: int
+    patches: int
+    tokens: int
+
+
+def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0) -> ImageLayout:
+    """Encoder sequences, patches and language-model tokens of one ``height x width`` image.
+
+    Examples
+    --------
+    >>> image_layout(load_modality("qwen2.5-vl-7b"), 1024, 1024).tokens  # 1036 / 28 = 37 per side
+    1369
+    """
+    for name, v in (("height", height), ("width", width)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
+            raise SpecError(f"{name} must be a whole number of pixels from 1 to 100,000, got {v!r:.40}")
+    vc, pc = spec.field("vision_config"), spec.field("processor")
+    patch = int(vc["patch_size"])
+    if pc["scheme"] == "dynamic":
+        merge = int(vc["spatial_merge_size"])
+        hh, ww = _dynamic_size(height, width, patch * merge, int(pc["min_pixels"]), int(pc["max_pixels"]))
+        return ImageLayout(1, (hh // patch) * (ww // patch), (hh // patch // merge) * (ww // patch // merge))
+    side = int(vc["image_size"]) // patch
+    if pc["scheme"] == "tiles":
+        rows, cols = _tiles(height, width, int(vc["image_size"]), int(pc["max_tiles"]))
+        n = rows * cols + (1 if rows * cols > 1 else 0)
+        per_tile = int(side * side * float(vc["pixel_shuffle_ratio"]) ** 2)
+        return ImageLayout(n, side * side, n * per_tile)
+    per_image = int(spec.field("mm_tokens_per_image"))
+    return ImageLayout(1 + crops, side * side, (1 + crops) * per_image)
+
+
+def vision_ops(spec: ModalitySpec, layout: ImageLayout, images: int, llm_hidden: int) -> tuple[Op, ...]:
+    """The vision encoder and projector for ``images`` images of ``layout``."""
+    vc: Mapping[str, Any] = spec.field("vision_config")
+    h, n, f = int(vc["hidden_size"]), int(vc["depth"]), int(vc["intermediate_size"])
+    heads, patch = int(vc["num_heads"]), int(vc["patch_size"])
+    seqs = images * layout.sequences
+    rows = seqs * layout.patches
+    gated = vc.get("hidden_act") == "silu"
+    full = len(vc.get("fullatt_block_indexes", ())) or n
+    window = (int(vc["window_size"]) // patch) ** 2 if "window_size" in vc else layout.patches
+    temporal = int(vc.get("temporal_patch_size", 1))
+    ops: list[Op] = [
+        Gemm("patch_embed", m=rows, n=h, k=3 * temporal * patch * patch),
+        Gemm("qkv", m=rows, n=3 * h, k=h, count=n),
+        FullAttention("attention_full", batch=seqs, seq=layout.patches, heads=heads, head_dim=h / heads, count=full),
+        Gemm("o_proj", m=rows, n=h, k=h, count=n),
+        Gemm("mlp_up", m=rows, n=(2 if gated else 1) * f, k=h, count=n),
+        Gemm("mlp_down", m=rows, n=h, k=f, count=n),
+        norm("norms", rows, h, count=2 * n),
+        Gemm("projector", m=images * layout.tokens, n=llm_hidden, k=h * rows // max(images * layout.tokens, 1)),
+    ]
+    if full < n:
+        ops.append(FullAttention("attention_window", batch=rows / window, seq=window, heads=heads,
+                                 head_dim=h / heads, count=n - full))
+    return tuple(ops)
+
+
+@dataclass(frozen=True)
+class VisionResult:
+    """Time to first token of one request with images."""
+
+    model: str
+    hardware: str
+    images: int
+    layout: ImageLayout
+    text_tokens: int
+    encoder: PassTime
+    prefill_s: float
+
+    @property
+    def image_tokens(self) -> int:
+        """Soft tokens of all images [token]."""
+        return self.images * self.layout.tokens
+
+    @property
+    def ttft_s(self) -> float:
+        """Vision encoder plus language-model prefill [s]."""
+        return float(self.encoder.time_s) + self.prefill_s
+
+
+def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
+             width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
+             efficiency: Efficiency = DATASHEET) -> VisionResult:
+    """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
+
+    The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
+    the vision encoder is this module's datasheet roofline on one GPU.
+    """
+    from ..estimate import estimate
+    from ..estimate_inputs import resolve_hardware
+    from ..specs.catalog import load_model
+
+    spec = model if isinstance(model, ModalitySpec) else load_modality(model, "vision")
+    hw = resolve_hardware(hardware)
+    if isinstance(images, bool) or not isinstance(images, int) or not 0 <= images <= 1000:
+        raise SpecError(f"images must be a whole number from 0 to 1,000, got {images!r:.40}")
+    layout = image_layout(spec, height, width, crops=crops)
+    llm = load_model(str(spec.field("llm")))
+    encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size), hw, efficiency)
+    isl = text_tokens + images * layout.tokens
+    prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
+    return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill)
+
+
+def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 4, height: int = 1024,
+                 width: int = 1024, text_tokens: int = 256, osl: int = 256, rate: float | None = None,
+                 concurrency: int | None = None, num_requests: int = 200, tp: int = 1, crops: int = 0,
+                 efficiency: Efficiency = DATASHEET):
+    """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
+
+    Returns the serving result; its user-side latencies (``result.user``) include each
+    request's vision encoder pass.
+    """
+    from ..serve import serve
+    from ..serving.overheads import ClientOverheads
+    from ..specs.catalog import load_model
+
+    one = vlm_ttft(model, hardware, images=images, height=height, width=width, text_tokens=text_tokens, crops=crops,
+                   tp=tp, efficiency=efficiency)
+    llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
+    return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
+                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=float(one.encoder.time_s)))

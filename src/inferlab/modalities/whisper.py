@@ -1,0 +1,190 @@
+"""Speech recognition with a Whisper-style encoder-decoder: 30-second windows fanned out.
+
+Physics
+-------
+Whisper reads audio as 30-second windows of log-mel frames (100 per second, 3000 per
+window); two convolutions (the second with stride 2) make 1500 encoder positions, and the
+encoder runs full attention over them: a compute-bound pass per window [1]. The decoder
+then writes the window's text one token at a time, cross-attending to the 1500 encoded
+positions, whose keys and values it reads at every step: a memory-bound loop. English
+speech runs about 150 words per minute [2], and Whisper's byte-pair vocabulary spends
+about 4/3 tokens per English word [3]: about 100 tokens per 30-second window.
+
+A recording of ``D`` seconds is ``ceil(D / 30)`` windows. Windows are independent when the
+previous window's text is not fed as a prompt (batched pipelines: WhisperX,
+faster-whisper's ``BatchedInferencePipeline``, transformers' chunked pipeline), so they fan
+out over batches and GPUs: the latency floor is one window's encoder pass and decode
+loop, whatever the fan-out. Sequential long-form decoding (openai-whisper, faster-whisper's
+default) runs the windows one after another.
+
+Speaker diarization runs after, over the whole recording; its clustering does not
+split over GPUs: pyannote's pipeline takes about 2.5% of the audio's duration [4].
+
+The real-time factor is processing time over audio duration (below 1: faster than real time).
+
+References
+----------
+.. [1] Radford et al., "Robust speech recognition via large-scale weak supervision"
+   (Whisper), ICML 2023, Section 2.2.
+.. [2] National Center for Voice and Speech: conversational English at about 150 words per
+   minute.
+.. [3] OpenAI, "What are tokens and how to count them": "1 token ~= 3/4 words".
+.. [4] pyannote/speaker-diarization-3.1 model card: "Real-time factor is around 2.5% using
+   one Nvidia Tesla V100 SXM2 GPU".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..core.ops import Attention, Elementwise, Gemm, Op
+from ..errors import SpecError
+from ..precision import number_format
+from ..specs.hardware import HardwareSpec
+from .catalog import ModalitySpec, load_modality
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+
+WINDOW_S = 30.0
+#: Text tokens per 30-second window of English speech: 150 words/min x 0.5 min x 4/3 [2, 3].
+TOKENS_PER_WINDOW = 100
+#: Diarization time per second of audio [s/s] (pyannote 3.1 [4]).
+DIARIZATION_RTF = 0.025
+#: Host time of one decode step [s]: the generate loop's logits processing, token
+#: selection and stopping checks between kernels (an assumption of 1.5 ms for a Python or
+#: CTranslate2 loop, not fitted; tiny decoders such as large-v3-turbo's 4 layers are bound
+#: by it).
+STEP_OVERHEAD_S = 1.5e-3
+
+
+def encoder_ops(spec: ModalitySpec, windows: float, precision: str = "fp16") -> tuple[Op, ...]:
+    """One encoder pass over ``windows`` 30-second windows, plus the decoder's cross K/V."""
+    c = spec.config
+    d, n, f = int(c["d_model"]), int(c["encoder_layers"]), int(c["encoder_ffn_dim"])
+    heads, pos, mel = int(c["encoder_attention_heads"]), int(c["max_source_positions"]), int(c["num_mel_bins"])
+    rows = windows * pos
+    g = dict(count=n, precision=precision)
+    return (
+        Gemm("conv1", m=2 * rows, n=d, k=3 * mel, precision=precision),
+        Gemm("conv2_stride2", m=rows, n=d, k=3 * d, precision=precision),
+        Gemm("qkv", m=rows, n=3 * d, k=d, **g),
+        FullAttention("attention", batch=windows, seq=pos, heads=heads, head_dim=d / heads, count=n),
+        Gemm("o_proj", m=rows, n=d, k=d, **g),
+        Gemm("ffn_up", m=rows, n=f, k=d, **g),
+        Gemm("ffn_down", m=rows, n=d, k=f, **g),
+        norm("norms", rows, d, count=2 * n),
+        Gemm("decoder_cross_kv", m=rows, n=2 * d, k=d, count=int(c["decoder_layers"]), precision=precision),
+    )
+
+
+def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, precision: str = "fp16") -> tuple[Op, ...]:
+    """One decode step of ``sequences`` windows (times beams) with ``context`` tokens written."""
+    c = spec.config
+    d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
+    heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
+    wb = number_format(precision).bytes_per_element
+    g = dict(count=n, precision=number_format(precision).compute, weight_bytes_per_element=wb)
+    return (
+        Elementwise("embedding", elements_read=sequences * d, elements_written=sequences * d),
+        Gemm("self_qkv", m=sequences, n=3 * d, k=d, **g),
+        Attention("self_attention", batch=sequences, new_tokens=1, context=context, heads=heads, kv_heads=heads,
+                  qk_dim=d / heads, v_dim=d / heads, kv_elements=2 * d, count=n),
+        Gemm("self_o", m=sequences, n=d, k=d, **g),
+        Gemm("cross_q_o", m=sequences, n=2 * d, k=d, **g),
+        FullAttention("cross_attention", batch=sequences, seq=1, kv_seq=pos, heads=heads, head_dim=d / heads, count=n),
+        Gemm("ffn_up", m=sequences, n=f, k=d, **g),
+        Gemm("ffn_down", m=sequences, n=d, k=f, **g),
+        norm("norms", sequences, d, count=3 * n),
+        Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **g),
+    )
+
+
+@dataclass(frozen=True)
+class TranscribeResult:
+    """Time to transcribe one recording.
+
+    Attributes
+    ----------
+    audio_s : float
+        Duration of the recording [s].
+    windows, rounds : int
+        30-second windows; batches one GPU runs one after another.
+    batch : int
+        Windows per batch.
+    encoder, step : PassTime
+        An encoder pass and a mid-window decode step at that batch.
+    diarization_s : float
+        Serial speaker diarization [s] (0 when not asked for).
+    """
+
+    model: str
+    hardware: str
+    gpus: int
+    audio_s: float
+    windows: int
+    batch: int
+    rounds: int
+    tokens: int
+    encoder: PassTime
+    step: PassTime
+    diarization_s: float
+    step_overhead_s: float = STEP_OVERHEAD_S
+
+    @property
+    def window_s(self) -> float:
+        """One batch of windows: encoder pass and decode loop [s]."""
+        return float(self.encoder.time_s) + self.tokens * (float(self.step.time_s) + self.step_overhead_s)
+
+    @property
+    def latency_s(self) -> float:
+        """Recording in, text out [s]."""
+        return self.rounds * self.window_s + self.diarization_s
+
+    @property
+    def real_time_factor(self) -> float:
+        """Processing time over audio duration [1]."""
+        return self.latency_s / self.audio_s
+
+
+def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio_s: float = 3600.0, gpus: int = 1,
+               batch: int | None = None, beams: int = 1, tokens_per_window: int = TOKENS_PER_WINDOW,
+               precision: str = "fp16", diarize: bool = False, step_overhead_s: float = STEP_OVERHEAD_S,
+               efficiency: Efficiency = DATASHEET) -> TranscribeResult:
+    """Latency and real-time factor of transcribing ``audio_s`` seconds of speech.
+
+    Parameters
+    ----------
+    audio_s : float
+        Recording length [s].
+    gpus : int
+        GPUs the windows fan out over.
+    batch : int, optional
+        Windows per batch on a GPU; default all of that GPU's windows at once. ``1`` is
+        sequential long-form decoding.
+    beams : int
+        Beam width (each beam a decoded sequence).
+    diarize : bool
+        Add serial speaker diarization.
+    step_overhead_s : float
+        Host time per decode step [s] (:data:`STEP_OVERHEAD_S`).
+    """
+    from ..estimate_inputs import resolve_hardware
+
+    spec = model if isinstance(model, ModalitySpec) else load_modality(model, "speech")
+    hw = resolve_hardware(hardware)
+    if not isinstance(audio_s, (int, float)) or isinstance(audio_s, bool) or not 0 < audio_s <= 1e7:
+        raise SpecError(f"audio_s must be a duration in seconds in (0, 1e7], got {audio_s!r:.40}")
+    for name, v in (("gpus", gpus), ("beams", beams), ("tokens_per_window", tokens_per_window)):
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
+            raise SpecError(f"{name} must be a whole number from 1 to 100,000, got {v!r:.40}")
+    windows = math.ceil(audio_s / WINDOW_S)
+    per_gpu = math.ceil(windows / gpus)
+    size = per_gpu if batch is None else batch
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise SpecError(f"batch must be a whole number of windows >= 1, got {batch!r:.40}")
+    size = min(size, per_gpu)
+    encoder = time_pass(encoder_ops(spec, size, number_format(precision).compute), hw, efficiency)
+    step = time_pass(decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision), hw, efficiency)
+    diar = DIARIZATION_RTF * audio_s if diarize else 0.0
+    return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
+                            tokens_per_window, encoder, step, diar, float(step_overhead_s))

@@ -1,0 +1,52 @@
+"""MIG slices as hardware views: figures from the MIG user guide, and the slice's speed limit."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import estimate
+from inferlab.errors import SpecError, UnknownNameError
+from inferlab.specs.catalog import load_hardware
+
+
+def test_h100_3g40gb_view_from_the_guide():
+    # MIG user guide: 3g profile = 3/7 of the SMs and 4/8 of the memory slices; 40 GB.
+    h = load_hardware("h100-sxm:3g.40gb")
+    assert h.memory_capacity.stated == "40 GB"
+    assert h.memory_bandwidth.si == pytest.approx(3.35e12 / 2)
+    assert h.flops["bf16"].si == pytest.approx(989e12 * 3 / 7)
+    assert h.scale_up.kind == "none" and h.scale_up.domain_size.si == 1
+    assert h.price.si == pytest.approx(load_hardware("h100-sxm").price.si / 2)
+
+
+def test_1g10gb_is_one_seventh_compute_one_eighth_memory():
+    h = load_hardware("A100-SXM-80GB:1g.10gb")
+    full = load_hardware("a100-sxm-80gb")
+    assert h.flops["bf16"].si == pytest.approx(full.flops["bf16"].si / 7)
+    assert h.memory_bandwidth.si == pytest.approx(full.memory_bandwidth.si / 8)
+
+
+def test_bad_slice_names_say_what_is_allowed():
+    with pytest.raises(UnknownNameError, match="did you mean '3g.40gb'"):
+        load_hardware("h100-sxm:3g.4gb")
+    with pytest.raises(SpecError, match="l4 has no MIG profiles"):
+        load_hardware("l4:1g.10gb")
+    with pytest.raises(UnknownNameError, match="unknown hardware 'h100-sxx'"):
+        load_hardware("h100-sxx:3g.40gb")
+
+
+@settings(max_examples=12, deadline=None)
+@given(batch=st.sampled_from([1, 4, 8]), isl=st.sampled_from([512, 2048, 4096]))
+def test_3g_slice_serves_no_faster_than_three_sevenths_of_the_gpu(batch, isl):
+    # The slice has 3/7 of the FLOP/s and 1/2 of the bandwidth. The FLOP rate its prefill
+    # reaches is at most 3/7 of the whole GPU's dense peak, and every phase takes at least
+    # twice as long as on the whole GPU (speed of light on both: profile "roofline").
+    full = estimate("llama-3.1-8b", "h100-sxm", isl=isl, osl=64, batch_size=batch, profile="roofline")
+    part = estimate("llama-3.1-8b", "h100-sxm:3g.40gb", isl=isl, osl=64, batch_size=batch, profile="roofline")
+    prefill_flops = sum(row["flops"] for row in part.op_table("prefill"))
+    gpu_peak = load_hardware("h100-sxm").flops["bf16"].si
+    assert prefill_flops / float(part.ttft_s) <= 3 / 7 * gpu_peak * (1 + 1e-9)
+    assert float(part.ttft_s) >= 2.0 * float(full.ttft_s) * (1 - 1e-9)
+    assert float(part.tpot_s) >= 2.0 * float(full.tpot_s) * (1 - 1e-9)

@@ -1,0 +1,45 @@
+"""The modality commands run in-process; bad input is one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inferlab.cli.main import main
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["embed", "bge-large-en-v1.5", "h100-sxm", "--batch", "1,64"], "seqs/s"),
+    (["diffuse", "sdxl", "a100-sxm-80gb", "--steps", "30", "--cfg-off", "0.2"], "24 with CFG + 6 without"),
+    (["diffuse", "wan2.1-t2v-14b", "h100-sxm", "--height", "720", "--width", "1280", "--frames", "81", "--cp", "8"],
+     "75,600 tokens"),
+    (["transcribe", "whisper-small", "h100-sxm:3g.40gb", "--audio", "600"], "RTF"),
+    (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
+    (["modalities", "list"], "whisper-large-v3-turbo"),
+    (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4"], "5476"),
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4", "--rate", "1", "--num-requests", "30"], "ttft (user)"),
+    (["modalities", "validate"], "median |error|"),
+])
+def test_commands_print_their_tables(capsys, argv, expect):
+    assert main(argv) == 0
+    assert expect in capsys.readouterr().out
+
+
+def test_json_output(capsys):
+    assert main(["embed", "bge-base-en-v1.5", "l4", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["bound"] == "compute" and row["tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["embed", "bge-large", "h100-sxm"], "did you mean 'bge-large-en-v1.5'"),
+    (["diffuse", "flux.1-dev", "h100-sxm:3g.4gb"], "did you mean '3g.40gb'"),
+    (["on-device", "llama-2-7b", "m2-ultra", "--precision", "q4km"], "unknown precision 'q4km'"),
+    (["transcribe", "whisper-small", "h100-sxm", "--gpus", "0"], "gpus must be a whole number"),
+])
+def test_bad_input_is_one_line(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

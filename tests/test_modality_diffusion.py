@@ -1,0 +1,87 @@
+"""Diffusion: hand-derived token counts and FLOPs, the CFG relations, context parallelism."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError
+from inferlab.modalities.catalog import load_modality
+from inferlab.modalities.diffusion import denoiser_ops, diffuse, guided_passes
+
+
+def _flops(ops, prefix=""):
+    return sum(float(op.flops) * op.count for op in ops if op.name.startswith(prefix))
+
+
+def test_flux_single_block_flops_by_hand():
+    # FLUX.1-dev at 1024 x 1024: 1024/8/2 = 64 -> 64 x 64 = 4096 image tokens + 512 text = 4608.
+    # d = 24 x 128 = 3072, MLP 4d = 12288. A single-stream block:
+    #   fused in-projection 3072 x (3 x 3072 + 12288) = 66,060,288 weights
+    #   out-projection (3072 + 12288) x 3072        = 47,185,920 weights
+    #   GEMMs 2 x 4608 x 113,246,208                = 1,043,677,052,928 FLOP
+    #   attention 2 x 24 heads x 4608^2 x (128 + 128) = 260,919,263,232 FLOP
+    # modulation 2 x 1 x 3072 x 9216 = 56,623,104 FLOP
+    ops = denoiser_ops(load_modality("flux.1-dev"), 1, 1024, 1024)
+    per_block = _flops(ops, "single.") / 38
+    assert per_block == pytest.approx(1_043_677_052_928 + 260_919_263_232 + 56_623_104, rel=1e-9)
+
+
+def test_video_tokens_by_hand():
+    # Wan2.1 at 832 x 480, 81 frames: latent frames 1 + 80 / 4 = 21; 480 / 8 / 2 = 30; 832 / 8 / 2 = 52.
+    r = diffuse("wan2.1-t2v-1.3b", "h100-sxm", steps=1, height=480, width=832, frames=81)
+    assert r.tokens == 21 * 30 * 52 == 32_760
+
+
+def test_parameter_counts_match_the_model_cards():
+    # SDXL paper (Podell et al. 2023, Table 1): UNet 2.6B parameters.
+    # FLUX.1 [dev] model card: "a 12 billion parameter rectified flow transformer".
+    assert diffuse("sdxl", "h100-sxm", steps=1).weight_bytes / 2 == pytest.approx(2.6e9, rel=0.03)
+    assert diffuse("flux.1-dev", "h100-sxm", steps=1).weight_bytes / 2 == pytest.approx(12e9, rel=0.03)
+
+
+def test_cfg_doubles_passes_and_off_for_last_20_percent_saves_10_percent():
+    full = diffuse("sdxl", "h100-sxm", steps=50)
+    assert full.passes == 100  # 50 steps x (1 + 1 guidance pass)
+    assert full.guided_pass.flops == pytest.approx(2 * full.plain_pass.flops)
+    cut = diffuse("sdxl", "h100-sxm", steps=50, cfg_off_fraction=0.2)
+    work = lambda r: r.guided_steps * r.guided_pass.flops + r.plain_steps * r.plain_pass.flops  # noqa: E731
+    assert work(cut) / work(full) == pytest.approx(0.9)
+    assert cut.denoise_s < full.denoise_s
+    assert guided_passes(28, "distilled") == (0, 28)  # FLUX.1 [dev]: one pass per step
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(["sdxl", "flux.1-dev", "wan2.1-t2v-1.3b"]),
+       gpu=st.sampled_from(["h100-sxm", "a100-sxm-80gb", "l40s", "b200"]),
+       side=st.sampled_from([1024, 1536]))
+def test_a_diffusion_pass_is_compute_bound(model, gpu, side):
+    # At its native size and up; SDXL at 512 x 512 on an H100 is not (its 1280-wide level
+    # then sees 16 x 16 = 256 rows, below the ridge point).
+    r = diffuse(model, gpu, steps=1, height=side, width=side, frames=9 if model.startswith("wan") else 1)
+    assert r.plain_pass.bound == "compute"
+
+
+def test_fp8_buys_a_faster_compute_path():
+    bf16 = diffuse("flux.1-dev", "h100-sxm", steps=28)
+    fp8 = diffuse("flux.1-dev", "h100-sxm", steps=28, precision="fp8")
+    # GEMMs move to the 2x FP8 tensor rate; attention stays 16-bit, so less than 2x overall.
+    assert 1.3 < bf16.denoise_s / fp8.denoise_s < 2.0
+
+
+def test_context_parallelism_splits_one_video_over_gpus():
+    one = diffuse("wan2.1-t2v-14b", "h100-sxm", steps=50, height=720, width=1280, frames=81)
+    eight = diffuse("wan2.1-t2v-14b", "h100-sxm", steps=50, height=720, width=1280, frames=81, cp=8)
+    assert eight.plain_pass.flops < one.plain_pass.flops / 7.5  # each GPU 1/8 of the work (+ text ops)
+    assert eight.comm_s > 0
+    assert one.latency_s / 8 < eight.latency_s < one.latency_s / 6
+
+
+def test_bad_input():
+    with pytest.raises(SpecError, match="UNet"):
+        diffuse("sdxl", "h100-sxm", cp=2)
+    with pytest.raises(SpecError, match="cfg_off_fraction"):
+        diffuse("sdxl", "h100-sxm", cfg_off_fraction=1.5)
+    with pytest.raises(SpecError, match="steps must be a whole number"):
+        diffuse("sdxl", "h100-sxm", steps=0)

@@ -1,0 +1,72 @@
+"""VLMs: image tokens as the processors count them, growth with resolution, TTFT with images."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError
+from inferlab.modalities.catalog import load_modality
+from inferlab.modalities.vision import image_layout, vlm_ttft
+
+QWEN = load_modality("qwen2.5-vl-7b")
+
+
+def test_qwen25vl_tokens_by_hand():
+    # 448 x 448: multiples of 28 already; 16 x 16 merged tokens = 256 (32 x 32 = 1024 patches).
+    assert image_layout(QWEN, 448, 448).tokens == 256
+    assert image_layout(QWEN, 448, 448).patches == 1024
+    # 1024 x 1024: round(1024 / 28) = 37 -> 1036 px per side -> 37 x 37 = 1369 tokens.
+    assert image_layout(QWEN, 1024, 1024).tokens == 1369
+    # Tiny images are scaled up to min_pixels = 3136 = 56 x 56 -> 2 x 2 = 4 tokens.
+    assert image_layout(QWEN, 20, 20).tokens == 4
+    # 8000 x 4000 (32 MP) is scaled under max_pixels 12,845,056 by beta = sqrt(32e6 / 12,845,056)
+    # = 1.5784: floor(8000 / 1.5784 / 28) = floor(181.02) = 181, floor(4000 / 1.5784 / 28) = 90.
+    assert image_layout(QWEN, 8000, 4000).tokens == 181 * 90
+
+
+def test_gemma3_is_fixed_and_llama4_tiles():
+    gemma, llama = load_modality("gemma-3-27b"), load_modality("llama-4-scout")
+    assert image_layout(gemma, 300, 300).tokens == image_layout(gemma, 3000, 2000).tokens == 256
+    assert image_layout(gemma, 3000, 2000, crops=2).tokens == 768  # pan and scan: 256 per crop
+    # One 336 x 336 tile: 24 x 24 = 576 patches, pixel shuffle 0.5 -> 144 tokens, no thumbnail.
+    assert image_layout(llama, 336, 336).tokens == 144
+    # 672 x 336: 2 tiles + global thumbnail = 3 x 144.
+    assert image_layout(llama, 336, 672).tokens == 432
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(56, 4000), w=st.integers(56, 4000), scale=st.floats(1.05, 3.0))
+def test_image_tokens_grow_with_resolution(h, w, scale):
+    small = image_layout(QWEN, h, w).tokens
+    big = image_layout(QWEN, int(h * scale), int(w * scale)).tokens
+    assert big >= small
+    # and track the pixel count: within the rounding to 28-pixel multiples
+    hh, ww = int(h * scale), int(w * scale)
+    if hh * ww < 12_845_056:
+        assert big == pytest.approx(hh * ww / 784, rel=0.25, abs=4)
+
+
+def test_four_images_cost_four_times_the_tokens_and_more_ttft():
+    one = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=1)
+    four = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=4)
+    assert four.image_tokens == 4 * one.image_tokens
+    assert four.ttft_s > one.ttft_s > vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=0).ttft_s
+
+
+def test_bad_input():
+    with pytest.raises(SpecError, match="height must be a whole number"):
+        image_layout(QWEN, 0, 100)
+    with pytest.raises(SpecError, match="images"):
+        vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=-1)
+
+
+def test_a_four_image_request_is_its_own_serving_workload():
+    from inferlab.modalities.vision import serve_images
+
+    r = serve_images("qwen2.5-vl-7b", "h100-sxm", images=4, rate=1, num_requests=40)
+    ttft = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=4)
+    # the prompt holds 256 text + 4 x 1369 image tokens; users wait for the encoder too
+    assert r.workload.isl.value == 256 + 4 * 1369
+    assert float(r.user.ttft_s.mean()) >= float(r.ttft_s.mean()) + float(ttft.encoder.time_s) * (1 - 1e-9)

@@ -1,0 +1,58 @@
+"""Whisper: windows, fan-out floor, real-time factor, diarization as the serial part."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError, UnknownNameError
+from inferlab.modalities.catalog import load_modality
+from inferlab.modalities.whisper import encoder_ops, transcribe
+
+
+def test_encoder_flops_by_hand():
+    # whisper-small: d = 768, 12 encoder layers, FFN 3072, 80 mel bins, 1500 positions.
+    # conv1: 2 x 3000 x 768 x (3 x 80) = 1,105,920,000; conv2: 2 x 1500 x 768 x (3 x 768) = 5,308,416,000
+    # per layer GEMMs: 2 x 1500 x (768 x 2304 + 768 x 768 + 2 x 768 x 3072) = 2 x 1500 x 7,077,888 = 21,233,664,000
+    # per layer attention: 2 x 12 heads x 1500^2 x (64 + 64) = 6,912,000,000
+    # decoder cross K/V: 12 x 2 x 1500 x 768 x 1536 = 42,467,328,000
+    ops = encoder_ops(load_modality("whisper-small"), 1)
+    total = sum(float(op.flops) * op.count for op in ops)
+    expected = 1_105_920_000 + 5_308_416_000 + 12 * (21_233_664_000 + 6_912_000_000) + 42_467_328_000
+    assert total == pytest.approx(expected, rel=1e-9)
+
+
+def test_an_hour_is_120_windows_and_fans_out():
+    one = transcribe("whisper-large-v3", "h100-sxm", audio_s=3600, gpus=1)
+    many = transcribe("whisper-large-v3", "h100-sxm", audio_s=3600, gpus=120)
+    assert one.windows == 120 and many.batch == 1
+    # The floor: with a GPU per window, the latency is one window's encoder pass and decode loop.
+    assert many.latency_s == pytest.approx(many.window_s)
+    assert many.latency_s < one.latency_s
+    assert one.real_time_factor == pytest.approx(one.latency_s / 3600)
+
+
+@settings(max_examples=25, deadline=None)
+@given(audio=st.floats(1.0, 20_000.0), gpus=st.integers(1, 64))
+def test_more_gpus_never_slower_and_diarization_does_not_split(audio, gpus):
+    a = transcribe("whisper-large-v3", "h100-sxm", audio_s=audio, gpus=gpus)
+    b = transcribe("whisper-large-v3", "h100-sxm", audio_s=audio, gpus=gpus + 1)
+    assert b.latency_s <= a.latency_s * (1 + 1e-9)
+    d = transcribe("whisper-large-v3", "h100-sxm", audio_s=audio, gpus=gpus, diarize=True)
+    assert d.latency_s - a.latency_s == pytest.approx(0.025 * audio)  # pyannote: 2.5% of the audio
+
+
+def test_encoder_is_compute_bound_and_decode_memory_bound():
+    r = transcribe("whisper-large-v3", "h100-sxm", audio_s=30, batch=1)
+    assert r.encoder.bound == "compute"
+    assert r.step.bound == "memory"
+
+
+def test_bad_input():
+    with pytest.raises(UnknownNameError, match="did you mean 'whisper-large-v3'"):
+        transcribe("whisper-large-v4", "h100-sxm")
+    with pytest.raises(SpecError, match="audio_s"):
+        transcribe("whisper-small", "h100-sxm", audio_s=0)
+    with pytest.raises(SpecError, match="gpus"):
+        transcribe("whisper-small", "h100-sxm", gpus=0)

@@ -1,0 +1,71 @@
+"""On-device batch-1 decode: GGUF bits per weight, Apple M-series specs, fit as a precondition."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError, UnknownNameError
+from inferlab.modalities.on_device import on_device
+from inferlab.precision import number_format
+from inferlab.specs.catalog import load_hardware, load_model
+
+
+def test_gguf_bits_per_weight():
+    # ggml-common.h: block_q8_0 = 32 int8 + one fp16 scale = 34 B per 32 weights = 8.5 bpw;
+    # block_q4_0 = 16 B of nibbles + fp16 scale = 18 B per 32 weights = 4.5 bpw.
+    assert number_format("q8_0").bits_per_element == 8.5
+    assert number_format("q4_0").bits_per_element == 4.5
+    assert number_format("Q4_K_M").bits_per_element == 4.85
+    assert number_format("q5_k_m").bits_per_element == 5.69
+
+
+def test_llama2_7b_q4_0_file_size_matches_llama_bench():
+    # llama-bench reports "llama 7B Q4_0 | 3.56 GiB | 6.74 B" (llama.cpp issue #10435).
+    r = on_device("llama-2-7b", "m2-ultra", precision="q4_0")
+    assert r.weight_bytes / 2**30 == pytest.approx(3.56, rel=0.01)
+
+
+def test_decode_token_time_by_hand():
+    # Llama-2-7B Q4_0 on an M2 Ultra (800 GB/s), empty cache:
+    # weights read per token = (6,738,415,616 - 131,072,000 embedding) x 4.5 / 8 = 3,716,630,784 B
+    # at 72% of 800 GB/s = 576 GB/s: 6.4525 ms; plus 32 layers x 14 kernels x 5 us = 2.24 ms.
+    r = on_device("llama-2-7b", "m2-ultra", precision="q4_0", context=0)
+    assert r.token_bytes == pytest.approx(3_716_630_784, rel=1e-6)
+    assert r.decode_s == pytest.approx(3_716_630_784 / 576e9 + 2.24e-3, rel=1e-9)
+
+
+def test_apple_specs_from_apple():
+    # Apple Newsroom (June 2023): M2 Ultra "800GB/s of system memory bandwidth", "192GB".
+    m2u = load_hardware("m2-ultra")
+    assert m2u.vendor == "Apple" and m2u.memory_bandwidth.si == 800e9 and m2u.memory_capacity.stated == "192 GB"
+    assert load_hardware("m4-max").memory_bandwidth.si == 546e9
+
+
+def test_quantization_is_the_precondition_to_fit():
+    # Llama-3.1-70B: 70.6B weights x 2 B = 141 GB in BF16 > 96 GB a 128 GB M3 Max lends its
+    # GPU; Q4_K_M (4.85 bpw) is 42.8 GB and fits.
+    assert not on_device("llama-3.1-70b", "m3-max", precision="bf16").fits
+    assert on_device("llama-3.1-70b", "m3-max", precision="q4_k_m").fits
+
+
+@settings(max_examples=30, deadline=None)
+@given(fmt=st.sampled_from(["q4_0", "q4_k_m", "q5_k_m", "q8_0", "bf16"]), ctx=st.integers(0, 32768))
+def test_fewer_bits_and_more_bandwidth_never_slower(fmt, ctx):
+    slow = on_device("llama-3.1-8b", "m3-max", precision=fmt, context=ctx)
+    fast = on_device("llama-3.1-8b", "m4-max", precision=fmt, context=ctx)  # 546 vs 400 GB/s
+    assert fast.decode_s < slow.decode_s
+    q8 = on_device("llama-3.1-8b", "m3-max", precision="q8_0", context=ctx)
+    q4 = on_device("llama-3.1-8b", "m3-max", precision="q4_k_m", context=ctx)
+    assert q4.decode_s < q8.decode_s
+
+
+def test_bad_input():
+    with pytest.raises(UnknownNameError, match="did you mean 'q4_k_m'"):
+        on_device("llama-2-7b", "m2-ultra", precision="q4_km")
+    with pytest.raises(UnknownNameError, match="did you mean 'm2-ultra'"):
+        on_device("llama-2-7b", "m2-ultr")
+    with pytest.raises(SpecError, match="context"):
+        on_device("llama-2-7b", "m2-ultra", context=-1)
+    assert load_model("llama-2-7b").num_hidden_layers == 32
