@@ -113,7 +113,9 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         # by the output tiles of every matrix together.
         rows, outputs = np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies
         peak = tensor_flops_per_s(hw, op.precision)
-        compute = op.flops / (peak * curve.compute_fraction(rows, outputs))
+        # the fitted small-M curve is the padding of tensor-core tiles; without tiles it is flat
+        fraction = curve.compute_fraction(rows, outputs) if hw.tiled_matrix_units else curve.peak_fraction
+        compute = op.flops / (peak * fraction)
         memory = op.bytes / (bw * curve.bandwidth_fraction)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
             # up to one tile of rows the engine's small-M tactic runs (small_m_terms); above it

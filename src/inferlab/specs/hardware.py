@@ -207,6 +207,14 @@ class HardwareSpec(BaseModel):
         return (self.peak_flops(precision) / self.memory_bandwidth.quantity).to("flop/byte")
 
     @property
+    def tiled_matrix_units(self) -> bool:
+        """GEMMs run on matrix units that work in tiles of rows (NVIDIA tensor cores, AMD
+        matrix cores, TPU systolic arrays), so a few rows cost a padded tile. Apple's GPUs have
+        none (16-bit math on the FP32 ALUs; Metal's simdgroup matrices are 8 x 8), and at a
+        few rows their engines run matrix-vector kernels that compute only the rows there are."""
+        return self.vendor != "Apple"
+
+    @property
     def supported_precisions(self) -> tuple[str, ...]:
         """Tensor precisions with a dense throughput figure."""
         return tuple(str(p) for p in self.flops)
