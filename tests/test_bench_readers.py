@@ -189,7 +189,29 @@ def test_guidellm_before_0_4_kept_strategy_and_model_per_benchmark(tmp_path):
     assert concurrent.model == "meta-llama/Llama-3.1-70B-Instruct"
 
 
-def test_engine_limits_the_cases_cannot_carry_are_named():
-    given = given_deployment(engine_args=VLLM_8B + " --max-num-seqs 64 --gpu-memory-utilization 0.8", gpu="h100-sxm")
-    assert any("--max-num-seqs, --gpu-memory-utilization: benchmark runs are simulated with the engine's default "
-               "limits" in note for note in given.notes)
+def test_engine_limits_reach_the_cases_and_their_simulation(tmp_path):
+    from inferlab.validation.cases import predict_cases
+
+    given = given_deployment(engine_args=VLLM_8B + " --max-num-seqs 2 --gpu-memory-utilization 0.8", gpu="h100-sxm")
+    cases, _ = bench_cases([BENCH / "sglang-bench-serving.jsonl"], given)
+    assert {tuple(sorted(c.scheduler.items())) for c in cases} == {(("gpu_memory_utilization", 0.8),
+                                                                   ("max_num_seqs", 2))}
+    # two running requests at most: the others queue, so TTFT grows past the default limits' by
+    # at least a whole request's decode for any run with more than two requests in flight
+    loaded = [c for c in cases if c.metric == "ttft_ms" and c.load.get("concurrency", 0) > 2]
+    assert loaded
+    limited = [p for p, _ in predict_cases(loaded)]
+    default = [p for p, _ in predict_cases([c.model_copy(update={"scheduler": None}) for c in loaded])]
+    assert all(a > b for a, b in zip(limited, default))
+
+
+def test_a_case_refuses_unknown_or_impossible_limits():
+    from inferlab.validation.cases import Case
+
+    base = dict(id="x", regime="closed_loop", model="llama-3.1-8b", hardware="h100-sxm", num_gpus=1,
+                precision={"weights": "bf16"}, engine="vllm", isl=100, osl=10, load={"concurrency": 4},
+                metric="ttft_ms", measured=1.0)
+    with pytest.raises(ValueError, match="unknown scheduler limits \\['max_seq'\\]; allowed: max_num_seqs"):
+        Case(**base, scheduler={"max_seq": 4})
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        Case(**base, scheduler={"max_num_seqs": 0})

@@ -109,6 +109,10 @@ ENGINE_SCHEDULERS = {
 }
 
 
+#: Limits a launch sets (the engines' flags) and a measured case may record.
+USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size")
+
+
 def default_scheduler(engine: str) -> SchedulerConfig:
     """The engine's default scheduling limits and admission policy (the generic ones for an
     engine without its own entry)."""

@@ -79,12 +79,29 @@ class Case(BaseModel):
     speculative: dict[str, Any] | None = None
     prefix_cache: dict[str, Any] | None = None
     disaggregation: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None  # limits the run set (max_num_seqs...); else the engine's defaults
     metric: Literal["output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
                     "ttft_ms", "itl_ms", "tpot_ms", "tpot_p50_ms"]
     measured: float = Field(gt=0.0)
     unit: str = ""
     source: str = ""
     source_id: str = ""
+
+    @field_validator("scheduler")
+    @classmethod
+    def _limits(cls, limits: dict[str, Any] | None) -> dict[str, Any] | None:
+        from ..serving.scheduler import USER_LIMITS, SchedulerConfig
+
+        if limits is None:
+            return None
+        unknown = sorted(set(limits) - set(USER_LIMITS))
+        if unknown:
+            raise ValueError(f"unknown scheduler limits {unknown}; allowed: {', '.join(USER_LIMITS)}")
+        try:
+            SchedulerConfig(**limits)
+        except InferlabError as exc:
+            raise ValueError(str(exc)) from None
+        return dict(limits)
 
     @field_validator("load")
     @classmethod

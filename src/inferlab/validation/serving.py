@@ -116,18 +116,25 @@ def _load_key(case: Case) -> tuple:
     return ("offline",)
 
 
-def _in_flight(dep: Any, engine: str, isl: int, osl: int) -> float:
-    """Requests one replica holds at once: its sequence limit or its KV pool."""
-    from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+def case_scheduler(engine: str, limits: tuple = ()) -> Any:
+    """The engine's scheduler with the limits a case records."""
+    from ..serving.scheduler import default_scheduler
 
-    sched = ENGINE_SCHEDULERS[engine]
+    return replace(default_scheduler(engine), **dict(limits))
+
+
+def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) -> float:
+    """Requests one replica holds at once: its sequence limit or its KV pool."""
+    from ..serve import kv_capacity_tokens, scheduler_for
+
+    sched = case_scheduler(engine, limits)
     per_request = isl + (osl if sched.reserve_output else osl / 2.0)
     seqs = scheduler_for(dep, sched).max_num_seqs * dep.parallel.pp
     return min(seqs, kv_capacity_tokens(dep, sched) / per_request)
 
 
 def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
-                     max_requests: int = MAX_REQUESTS) -> dict[str, Any]:
+                     max_requests: int = MAX_REQUESTS, limits: tuple = ()) -> dict[str, Any]:
     """Keyword arguments of :func:`inferlab.serve` for one simulated load."""
     if load[0] == "rate":
         return {"rate": load[1], "num_requests": load[2]}
@@ -138,7 +145,7 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
     # every replica must fill its sequence slots or KV pool several times over (an NVL72 rack
     # of 72 replicas holds far more requests in flight than one replica's cap).
     streams = dep.parallel.dp
-    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl) * streams
+    n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl, limits) * streams
     return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests * streams))}
 
 
@@ -228,13 +235,14 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
 
 def serving_group_key(case: Case) -> tuple:
     """The simulation a supported serving case is predicted by (deployment, lengths, load,
-    speculation, prefix hit rate)."""
+    speculation, prefix hit rate, pools, scheduler limits)."""
     layout = case_layout(case) if not case.disaggregation else {}
     spec = tuple(sorted((case.speculative or {}).items()))
     hit = float((case.prefix_cache or {}).get("hit_rate") or 0.0)
     pools = case_pools(case) if case.disaggregation else None
     return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
-            case_engine(case), case.isl, case.osl, _load_key(case), spec, hit, pools)
+            case_engine(case), case.isl, case.osl, _load_key(case), spec, hit, pools,
+            tuple(sorted((case.scheduler or {}).items())))
 
 
 def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
@@ -256,13 +264,14 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
     from ..estimate import deployment
     from ..serve import serve_deployment
 
-    model, hardware, layout, precision, engine, isl, osl, load, spec, hit, pools = key
+    model, hardware, layout, precision, engine, isl, osl, load, spec, hit, pools, limits = key
     if pools is not None:
         return _simulate_pools(key, profile, max_requests)
     try:
         dep = deployment(model, hardware, precision=dict(precision), engine=engine, profile=profile, **dict(layout))
-        result = serve_deployment(dep, engine, isl=isl, osl=osl, **_techniques(spec, hit, isl),
-                                  **serving_workload(dep, engine, isl, osl, load, max_requests))
+        result = serve_deployment(dep, engine, isl=isl, osl=osl, scheduler=case_scheduler(engine, limits),
+                                  **_techniques(spec, hit, isl),
+                                  **serving_workload(dep, engine, isl, osl, load, max_requests, limits))
     except InferlabError as exc:
         return str(exc)
     t = result.trace
@@ -276,7 +285,7 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
     from ..serving.disaggregated import serve_disaggregated
     from ..techniques.disaggregation import Disaggregation, Pool
 
-    model, _, _, precision, engine, isl, osl, load, _, _, pools = key
+    model, _, _, precision, engine, isl, osl, load, _, _, pools, limits = key
     if load[0] == "rate":
         workload = {"rate": load[1], "num_requests": load[2]}
     else:  # offline: every request queued; enough to fill the decode pool several times over
@@ -285,7 +294,8 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
         disagg = Disaggregation(prefill=Pool(pools[0][0], num_gpus=pools[0][1], tp=pools[0][2]),
                                 decode=Pool(pools[1][0], num_gpus=pools[1][1], tp=pools[1][2]))
         result = serve_disaggregated(model, disagg, isl=isl, osl=osl, engine=engine, profile=profile,
-                                     precision=dict(precision), **workload)
+                                     precision=dict(precision), scheduler=case_scheduler(engine, limits) if limits
+                                     else None, **workload)
     except InferlabError as exc:
         return str(exc)
     t = result.trace

@@ -20,8 +20,6 @@ from .run import BenchRun
 #: drive any OpenAI-compatible server: their runs use the ``generic`` profile).
 DEFAULT_ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm-bench": "trtllm"}
 _UNITS = {"output_tokens_per_s": "tokens/s"}
-#: Scheduler limits of a launch that benchmark cases do not carry.
-_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size")
 
 
 @dataclass(frozen=True)
@@ -35,6 +33,7 @@ class GivenDeployment:
     precision: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
     notes: tuple[str, ...] = ()
+    scheduler: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _precision_dict(value: Any) -> dict[str, str]:
@@ -72,11 +71,11 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         notes = tuple(launch.report("serve"))
         if launch.speculation is not None:
             notes += (f"speculation in the engine args ({launch.speculation}) is not modelled for benchmark runs",)
-        limits = [launch.flag_of(k) for k in _LIMITS if getattr(launch, k) is not None]
-        if limits:  # a case has no field for them
-            notes += (f"{', '.join(limits)}: benchmark runs are simulated with the engine's default limits",)
+        from ...serving.scheduler import USER_LIMITS
+
+        limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
-                               "--engine-args", notes)
+                               "--engine-args", notes, limits)
     if deployment:
         from ...deployment_file import read_deployment_file
 
@@ -91,9 +90,12 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
             raise SpecError(f"--gpu {gpu} contradicts the deployment file {deployment} (hardware: {hardware}); "
                             "drop one of them")
         layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp") if kwargs.get(k) is not None}
+        from ...serving.scheduler import USER_LIMITS
+
+        limits = {k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}
         return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,
                                _precision_dict(kwargs.get("precision")) if kwargs.get("precision") else {},
-                               f"--deployment {deployment}")
+                               f"--deployment {deployment}", (), limits)
     return GivenDeployment(hardware=gpu)
 
 
@@ -130,7 +132,7 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
                   precision=dict(run.precision) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
-                  load=load, source=source, source_id=run.id)
+                  load=load, source=source, source_id=run.id, scheduler=dict(given.scheduler) or None)
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":
