@@ -101,7 +101,7 @@ class _State:
 
 
 _COLUMNS = {"arrivals": np.nan, "isl": 0.0, "osl": 0.0, "prompt": 0.0, "generated": 0.0, "first_sched": np.nan,
-            "first_tok": np.nan, "finish": np.nan, "recompute": False}
+            "first_tok": np.nan, "finish": np.nan, "recompute": False, "started": False}
 
 
 class Engine:
@@ -167,7 +167,7 @@ class Engine:
         c = self._cols
         self.arrivals, self.isl, self.osl, self.prompt = c["arrivals"], c["isl"], c["osl"], c["prompt"]
         self.generated, self.first_sched, self.first_tok = c["generated"], c["first_sched"], c["first_tok"]
-        self.finish, self.recompute = c["finish"], c["recompute"]
+        self.finish, self.recompute, self.started = c["finish"], c["recompute"], c["started"]
 
     def _grow(self, n: int) -> None:
         size = len(self.isl)
@@ -227,8 +227,9 @@ class Engine:
 
     @property
     def queued(self) -> int:
-        """Requests sent here and not running yet."""
-        return len(self.order) - self.pos + len(self.waiting)
+        """Requests sent here and not yet past their prompt (on their way, waiting, or
+        admitted with prefill to do)."""
+        return len(self.order) - self.pos + len(self.waiting) + self.run.prefilling
 
     @property
     def kv_used(self) -> float:
@@ -313,16 +314,27 @@ class Engine:
                 reuse.fit(self.capacity_blocks - used)
 
     def _expire(self) -> None:
-        """Drop waiting requests (never admitted) that reached their queue timeout."""
+        """Drop the requests whose prefill has not begun within the timeout of reaching the
+        scheduler: waiting, or admitted behind other prompts' chunks."""
         limit = self.now - self.timeout
         keep = []
         for i in self.waiting:
-            if self.visible[i] <= limit and self.first_sched[i] != self.first_sched[i]:
+            if self.visible[i] <= limit and not self.started[i]:
                 self.timed_out.append(i)
             else:
                 keep.append(i)
         if len(keep) < len(self.waiting):
             self.waiting[:] = keep
+        run = self.run
+        if run.prefilling:
+            ids = run.idx
+            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
+            if late.any():
+                for i in ids[late].tolist():
+                    self.timed_out.append(i)
+                    self.reuse.released(i, None)
+                run.keep(~late)
+                run.prefilling -= int(np.count_nonzero(late))
 
     def _plan_prefill(self) -> None:
         run, sched = self.run, self.sched
@@ -380,6 +392,8 @@ class Engine:
             if n_dec:
                 run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
+            if self.timeout != math.inf:
+                self.started[run.idx[chunk > 0]] = True
             if n_fin:
                 run.prefilling -= n_fin
                 run.gen[finishing_prefill] += 1.0  # the prefill samples the next token (first, or next after a recompute)

@@ -173,9 +173,10 @@ class PrefixReuse:
         self._looked = [False] * num_requests
         self._pinned = [0] * num_requests
         self._shared = 0
-        self._stream: list[int] = plan.stream.tolist() if self.active else []
-        self._prefix: list[float] = plan.prefix.tolist() if self.active else []
-        self._extends: list[float] = plan.extends.tolist() if self.active else []
+        planned = self.active and plan is not None
+        self._stream: list[int] = plan.stream.tolist() if planned else []
+        self._prefix: list[float] = plan.prefix.tolist() if planned else []
+        self._extends: list[float] = plan.extends.tolist() if planned else []
 
     def add(self, stream: int, prefix: float, extends: float) -> None:
         """One more request (the next index) on ``stream``: ``prefix`` leading tokens a cache
