@@ -159,3 +159,18 @@ def test_every_request_has_one_fate_and_times_in_order(n, policy, rate, limit):
     assert np.all(r.cached[ok] <= r.prefix[ok])
     assert sum(r.counts().values()) == len(r.arrival)
     assert limit != 0 or r.counts()["ok"] == 0
+
+
+def test_scaling_on_requests_in_flight_meets_the_slo_on_a_ramp_where_utilization_misses():
+    """2 -> 60 request/s over 10 minutes from one replica, new ones up in seconds. Throughput
+    cannot exceed what the replicas serve, so utilization stays under its target while the
+    queue grows; the requests in flight per replica grow with the queue and call for
+    replicas in time."""
+    kw = dict(replicas=1, horizon_s=660.0, seed=1,
+              startup={"warm_pool": True, "preloaded_image": True, "local_weights": True, "cached_engine": True},
+              traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 60.0, "start_s": 0.0, "end_s": 600.0,
+                       "isl": 1500, "osl": 200})
+    in_flight = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "concurrency", "target": 48.0}, **kw)
+    utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, **kw)
+    assert in_flight.ttft_percentile(99) < 1.0 and in_flight.samples["ready"].max() >= 3
+    assert utilization.ttft_percentile(99) > 10.0

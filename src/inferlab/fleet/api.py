@@ -74,9 +74,9 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     sched = scheduler_for(dep, base)
     start = _policy(Startup, startup) or Startup()
     cs = start.cold_start(dep)
-    kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}",
-                       StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host),
-                       sched, kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache)
+    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
+                       kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
     requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     price = _policy(Pricing, pricing) or Pricing()
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
@@ -144,6 +144,14 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         streams = int(max(streams, int(np.max(part.stream, initial=-1)) + 1))
         parts.append(part)
     return concat(parts)
+
+
+def _peak_tokens_per_s(step: StepModel, sched: Any) -> float:
+    """Tokens per second of back-to-back full-budget prefill iterations [token/s]."""
+    budget = float(sched.max_num_batched_tokens)
+    none = np.zeros(0)
+    t = step.time(decode_context=none, prefill_context=np.zeros(1), prefill_tokens=np.array([budget]), logits=1.0)
+    return budget / t
 
 
 def _policy(cls: type, value: Any) -> Any:

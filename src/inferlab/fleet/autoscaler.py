@@ -7,15 +7,26 @@ replica count that would bring it to the target.
 within a ``tolerance`` of the target, scaling down only to the highest count wanted over
 the last ``scale_down_delay_s`` (the HPA's stabilization window [1]).
 
-Signals: ``utilization`` (share of time the engine ran iterations: saturates at 1 and
-lags a rise), ``queue`` (requests waiting per replica), ``kv`` (share of the KV pool in
-use), ``rate`` (arrivals per replica [request/s]: leads).
+Signals, each a mean over the ready replicas:
+
+- ``utilization``: tokens processed over what the replica processes at full prefill
+  budget (its peak, :attr:`~inferlab.fleet.simulation.ReplicaKind.peak_tokens_per_s`);
+  throughput can only follow demand up to the peak, so it lags a rise and, capped at 1,
+  asks for at most ``1 / target`` times the replicas per period. (The busy share of
+  time, what ``nvidia-smi`` reports, is near 1 at any load of an in-flight-batching engine.)
+- ``queue``: requests waiting (not yet past their prompt), which grows without bound in
+  overload and leads.
+- ``concurrency``: requests in flight (waiting and running), Knative's signal [2].
+- ``kv``: share of the KV pool in use.
+- ``rate``: arrivals [request/s].
 
 References
 ----------
 .. [1] Kubernetes documentation, "Horizontal Pod Autoscaling", algorithm details (tolerance
    0.1, scale-down stabilization window 300 s, sync period 15 s).
    https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
+.. [2] Knative documentation, "Configuring concurrency" (the KPA scales on in-flight
+   requests per replica). https://knative.dev/docs/serving/autoscaling/concurrency/
 """
 
 from __future__ import annotations
@@ -26,7 +37,7 @@ from dataclasses import dataclass
 
 from ..errors import SpecError
 
-SIGNALS = ("utilization", "queue", "kv", "rate")
+SIGNALS = ("utilization", "queue", "concurrency", "kv", "rate")
 #: HPA defaults [1].
 DEFAULT_PERIOD_S = 15.0
 DEFAULT_SCALE_DOWN_DELAY_S = 300.0
@@ -39,9 +50,9 @@ class Autoscaler:
 
     Parameters
     ----------
-    signal : {"utilization", "queue", "kv", "rate"}
+    signal : {"utilization", "queue", "concurrency", "kv", "rate"}
     target : float
-        Signal value to hold [-, request, -, request/s].
+        Signal value to hold per replica [-, request, request, -, request/s].
     min_replicas, max_replicas : int
     period_s, scale_down_delay_s : float [s]
     tolerance : float

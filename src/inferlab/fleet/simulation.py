@@ -44,6 +44,9 @@ class ReplicaKind:
     kv_capacity_tokens : float [token]
     cold_start_s : float [s]
     prefix_cache : bool
+    peak_tokens_per_s : float [token/s]
+        Tokens one replica processes per second at full prefill budget (the ``utilization``
+        signal's denominator).
     """
 
     name: str
@@ -52,6 +55,7 @@ class ReplicaKind:
     kv_capacity_tokens: float
     cold_start_s: float = 0.0
     prefix_cache: bool = True
+    peak_tokens_per_s: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -357,10 +361,10 @@ class _Loop:
         live = [r for r in self.replicas if r.state in ("up", "draining")]
         up = [r for r in live if r.state == "up"]
         window = cfg.sample_s
-        busy = 0.0
+        busy = 0.0  # tokens processed in the window
         for r in live:
-            b = r.engine.busy_s
-            busy += min(max(b - r.busy_mark, 0.0), window)
+            b = r.engine.tokens
+            busy += max(b - r.busy_mark, 0.0)
             r.busy_mark = b
         s = rec.samples
         s["t"].append(t)
@@ -369,7 +373,9 @@ class _Loop:
         s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
         s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
         s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
-        s["utilization"].append(busy / (window * len(live)) if live and t > 0 else 0.0)
+        peak = self.kind.peak_tokens_per_s
+        s["utilization"].append(min(busy / (window * len(live) * peak), 1.0) if live and t > 0 else 0.0)
+        s["in_flight"].append(sum(r.engine.outstanding for r in live))
         s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
         self.arrived_window = 0
         for r in self.replicas:
@@ -386,7 +392,8 @@ class _Loop:
     def _scale(self, t: float, a: Autoscaler, up: list[_Replica]) -> None:
         s = self.rec.samples
         value = {"utilization": s["utilization"][-1], "rate": s["rate"][-1] / max(len(up), 1),
-                 "queue": s["queued"][-1] / max(len(up), 1), "kv": s["kv"][-1]}[a.signal]
+                 "queue": s["queued"][-1] / max(len(up), 1), "kv": s["kv"][-1],
+                 "concurrency": s["in_flight"][-1] / max(len(up), 1)}[a.signal]
         want = desired_replicas(a, len(up), value)
         self.wanted.append((t, want))
         while self.wanted and self.wanted[0][0] < t - a.scale_down_delay_s:
@@ -407,4 +414,4 @@ class _Loop:
             self._healthy(t)
 
 
-_SAMPLES = ("t", "ready", "starting", "running", "queued", "kv", "utilization", "rate")
+_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate")

@@ -5,7 +5,8 @@
 phase             remedy                                     effect here
 ================  =========================================  ==============================
 provisioning      ``warm_pool``: nodes kept up and empty      0 s
-image pull        ``slim_image``: engine image cached/slim    image of ``SLIM_IMAGE_BYTES``
+image pull        ``slim_image``: runtime layers only         image of ``SLIM_IMAGE_BYTES``
+                  ``preloaded_image``: pulled onto the pool   0 s
 weight load       ``local_weights``: weights on local NVMe,   storage at ``LOCAL_NVME_BYTES_PER_S``
                   streamed into GPU memory
 warm-up           ``cached_engine``: compile cache and        ``CACHED_WARMUP_S``
@@ -43,6 +44,7 @@ class Startup:
     """Which cold-start remedies the fleet has."""
 
     warm_pool: bool = False
+    preloaded_image: bool = False
     slim_image: bool = False
     local_weights: bool = False
     cached_engine: bool = False
@@ -52,8 +54,8 @@ class Startup:
         kwargs: dict[str, Any] = {}
         if self.warm_pool:
             kwargs["provisioning_s"] = 0.0
-        if self.slim_image:
-            kwargs["image_bytes"] = SLIM_IMAGE_BYTES
+        if self.slim_image or self.preloaded_image:
+            kwargs["image_bytes"] = 0.0 if self.preloaded_image else SLIM_IMAGE_BYTES
         if self.local_weights:
             kwargs["storage_bytes_per_s"] = LOCAL_NVME_BYTES_PER_S
         if self.cached_engine:

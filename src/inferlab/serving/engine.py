@@ -130,6 +130,8 @@ class Engine:
         The engine's clock: the end of the last iteration applied.
     busy_s : float [s]
         Time spent running iterations.
+    tokens : float [token]
+        Tokens processed (prompt tokens prefilled and tokens decoded).
     """
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
@@ -154,7 +156,7 @@ class Engine:
         self.waiting: list[int] = []
         self.run = _State(min(max(capacity, 1), sched.max_num_seqs))
         self.reuse = PrefixReuse(prefixes, self.block, 0, active=prefix_cache)
-        self.now, self.busy_s, self.preemptions = 0.0, 0.0, 0
+        self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
         self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
         self.q_times, self.q_depth, self.itl_v, self.itl_w = [0.0], [0], [], []
         self.timeout = float(queue_timeout_s)
@@ -392,6 +394,7 @@ class Engine:
             if n_dec:
                 run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
+            self.tokens += float(chunk.sum()) + n_dec
             if self.timeout != math.inf:
                 self.started[run.idx[chunk > 0]] = True
             if n_fin:
@@ -412,6 +415,7 @@ class Engine:
                 self.first_tok[ids] = self.now + t0
             self.now += elapsed
             run.gen += tokens
+            self.tokens += float(run.k) * k
         self.busy_s += elapsed
         done = self._finish()
         self._preempt()
