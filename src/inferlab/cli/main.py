@@ -29,6 +29,7 @@ from ..errors import InfeasibleError, InferlabError, cli_spelling
 from ..results.table import text_table
 from .bands_cmd import add_parser as add_bands_parser
 from .estimate_cmd import add_parser as add_estimate_parser
+from .fleet_cmd import add_parser as add_fleet_parser
 from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
 from .validate import add_parsers as add_validate_parsers
@@ -239,6 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_estimate_parser(sub, common)
     add_serve_parser(sub, common)
     add_plan_parser(sub, common)
+    add_fleet_parser(sub, common)
     add_validate_parsers(sub, common)
     add_bands_parser(sub, common)
 

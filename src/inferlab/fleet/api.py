@@ -34,7 +34,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
           failures: Failures | dict | None = None, startup: Startup | dict | None = None,
           pricing: Pricing | dict | None = None, prefix_cache: bool = True, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
           need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
-          progress: Callable[[float], None] | None = None, **limits: Any) -> FleetResult:
+          progress: Callable[[float], None] | None = None, requests: Requests | None = None,
+          **limits: Any) -> FleetResult:
     """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
 
     Parameters
@@ -60,6 +61,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
         The SLO goodput counts against.
     need : int, optional
         Replicas the traffic needs without failures, for availability (default: ``replicas``).
+    requests : Requests, optional
+        The requests themselves, instead of ``traffic`` or ``trace``.
 
     Returns
     -------
@@ -77,7 +80,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
                        kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
-    requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
+    if requests is None:
+        requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     price = _policy(Pricing, pricing) or Pricing()
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
         price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
