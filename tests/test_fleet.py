@@ -174,3 +174,17 @@ def test_scaling_on_requests_in_flight_meets_the_slo_on_a_ramp_where_utilization
     utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, **kw)
     assert in_flight.ttft_percentile(99) < 1.0 and in_flight.samples["ready"].max() >= 3
     assert utilization.ttft_percentile(99) > 10.0
+
+
+def test_a_shared_failure_domain_defeats_the_spare():
+    """Two replicas, one needed, unavailability u = 0.025 h / 5.025 h = 0.5% each: failing
+    alone, both are down together u^2 = 0.0025% of the time; on one node (one failure
+    domain) they go down together u = 0.5% of the time."""
+    kw = dict(replicas=2, need=1, horizon_s=30 * 86400.0, traffic={"rate": 0.0005, "isl": 200, "osl": 20}, seed=4)
+    alone = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 5.0, "detection_s": 30.0, "restart_s": 60.0},
+                           **kw).availability
+    node = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": math.inf, "node_mtbf_h": 5.0,
+                                                "replicas_per_node": 2, "detection_s": 30.0, "restart_s": 60.0},
+                          **kw).availability
+    assert alone >= 0.9995
+    assert 0.992 <= node <= 0.9975

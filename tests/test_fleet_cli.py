@@ -60,3 +60,14 @@ def test_explain_names_the_lost_prefix_hits_and_the_cold_start():
     assert "lose 8" in text or "lose 9" in text
     assert "image pull dominates scale-up" in text
     assert np.isfinite(r.usd) and r.usd > 0
+
+
+def test_plot_has_four_panels(tmp_path):
+    pytest.importorskip("matplotlib")
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, horizon_s=300.0,
+                       traffic={"shape": "burst", "rate": 2.0, "peak_rate": 20.0, "start_s": 100.0, "end_s": 200.0,
+                                "isl": 500, "osl": 100},
+                       autoscaler={"signal": "queue", "target": 2.0, "max_replicas": 4})
+    fig = r.plot(str(tmp_path / "f.png"))
+    assert len(fig.axes) == 5  # four panels and the arrival-rate axis over the first
+    assert (tmp_path / "f.png").stat().st_size > 1000

@@ -294,14 +294,14 @@ class _Loop:
         f = self.cfg.failures
         if f is None:
             return
-        rates = [1.0 / (f.replica_mtbf_h * 3600.0)] if math.isfinite(f.replica_mtbf_h) else []
-        if math.isfinite(f.node_mtbf_h) and r.index % f.replicas_per_node == 0:
-            rates.append(1.0 / (f.node_mtbf_h * 3600.0))
+        mtbf_h = [(f.replica_mtbf_h, False)]
+        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
+            mtbf_h.append((f.node_mtbf_h, True))
         r.fail_ver += 1
-        for k, rate in enumerate(rates):
-            when = t + self.rng.exponential(1.0 / rate)
+        for hours, node in mtbf_h:
+            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
             if when < self.cfg.horizon_s:
-                self._push(when, _CONTROL, "fail", (r, r.fail_ver, k == 1))
+                self._push(when, _CONTROL, "fail", (r, r.fail_ver, node))
 
     def _fail(self, t: float, obj: tuple) -> None:
         r, ver, node = obj
