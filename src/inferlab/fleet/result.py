@@ -132,16 +132,21 @@ class FleetResult:
         return edges[:-1], p99
 
     def queue_lead_s(self, queue_threshold: float = 1.0) -> float:
-        """How long before P99 TTFT first breaks its SLO the queue first exceeded
-        ``queue_threshold`` requests per ready replica [s] (NaN: the SLO never broke)."""
+        """How long before P99 TTFT first breaks its SLO the queue had stayed above
+        ``queue_threshold`` requests per ready replica [s] (NaN: the SLO never broke, or
+        the queue was below the threshold when it did)."""
         starts, p99 = self.p99_ttft_over_time()
         broke = np.flatnonzero(p99 > self.ttft_slo_s)
         if not len(broke):
             return math.nan
         s = self.samples
-        per = s["queued"] / np.maximum(s["ready"], 1)
-        warned = np.flatnonzero(per > queue_threshold)
-        return float(starts[broke[0]] - s["t"][warned[0]]) if len(warned) else math.nan
+        before = s["t"] <= starts[broke[0]]
+        above = (s["queued"] / np.maximum(s["ready"], 1) > queue_threshold)[before]
+        if not len(above) or not above[-1]:
+            return math.nan
+        calm = np.flatnonzero(~above)  # the warning is the start of the last stretch above the threshold
+        first = calm[-1] + 1 if len(calm) else 0
+        return float(starts[broke[0]] - s["t"][first])
 
     # -- reading ---------------------------------------------------------------------------
     def explain(self) -> str:
