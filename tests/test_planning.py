@@ -14,7 +14,8 @@ from inferlab.planning.fluid import max_utilization, operating_points, queue_wai
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 
-SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "examples" / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted(p for p in (Path(__file__).resolve().parents[1] / "examples" / "scenarios").glob("*.yaml")
+                   if not p.name.startswith("fleet"))  # fleet files run with inferlab fleet (tests/test_fleet_cli.py)
 
 
 def test_fluid_steady_state_by_hand():

@@ -31,6 +31,7 @@ _WHERE: dict[str, str] = {
                      "UnknownNameError"), ".errors"),
     **dict.fromkeys(("FORMATS", "NumberFormat", "number_format"), ".precision"),
     "serve": ".serve",
+    "fleet": ".fleet",
     **dict.fromkeys(("hardware_ids", "load_hardware", "load_model", "model_ids", "parse_hardware", "parse_model"),
                     ".specs.catalog"),
     "HardwareSpec": ".specs.hardware",

@@ -30,6 +30,7 @@ from ..results.table import text_table
 from .bands_cmd import add_parser as add_bands_parser
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
+from .fleet_cmd import add_parser as add_fleet_parser
 from .modalities_cmd import add_parsers as add_modality_parsers
 from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
@@ -242,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_parser(sub, common)
     add_plan_parser(sub, common)
     add_explore_parser(sub, common)
+    add_fleet_parser(sub, common)
     add_validate_parsers(sub, common)
     add_bands_parser(sub, common)
     add_modality_parsers(sub, common)

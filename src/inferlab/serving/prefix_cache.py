@@ -28,8 +28,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import numpy as np
-
 from .prefixes import PrefixPlan
 
 
@@ -153,6 +151,10 @@ class PrefixReuse:
     plan : PrefixPlan, optional
         The requests' streams and prefixes; None (or a plan without caching): no reuse.
     block_size : int [token]
+    num_requests : int
+        Requests known up front (``plan``'s); a fleet's replica adds its own with :meth:`add`.
+    active : bool
+        Without a plan: cache the prefixes of requests added later.
 
     Notes
     -----
@@ -163,18 +165,28 @@ class PrefixReuse:
     logits (vLLM caps a full hit the same way).
     """
 
-    def __init__(self, plan: PrefixPlan | None, block_size: int, num_requests: int):
-        self.active = plan is not None and plan.cache
+    def __init__(self, plan: PrefixPlan | None, block_size: int, num_requests: int, *, active: bool = False):
+        self.active = (plan is not None and plan.cache) or (plan is None and active)
         self.block_size = int(block_size)
         self.cache = PrefixCache(block_size)
-        self.found = np.zeros(num_requests)  # tokens found at each request's first admission
-        self._looked = np.zeros(num_requests, bool)
+        self.found = [0.0] * num_requests  # tokens found at each request's first admission
+        self._looked = [False] * num_requests
         self._pinned = [0] * num_requests
         self._shared = 0
-        if self.active:
-            self._stream = plan.stream.tolist()
-            self._prefix = plan.prefix.tolist()
-            self._extends = plan.extends.tolist()
+        planned = self.active and plan is not None
+        self._stream: list[int] = plan.stream.tolist() if planned else []
+        self._prefix: list[float] = plan.prefix.tolist() if planned else []
+        self._extends: list[float] = plan.extends.tolist() if planned else []
+
+    def add(self, stream: int, prefix: float, extends: float) -> None:
+        """One more request (the next index) on ``stream``: ``prefix`` leading tokens a cache
+        can hit, ``extends`` tokens of its sequence it leaves on the stream [token]."""
+        self.found.append(0.0)
+        self._looked.append(False)
+        self._pinned.append(0)
+        self._stream.append(int(stream))
+        self._prefix.append(float(prefix))
+        self._extends.append(float(extends))
 
     @property
     def shared_adjustment(self) -> int:

@@ -1,0 +1,53 @@
+"""``inferlab fleet SCENARIO.yaml``: a fleet of replicas simulated over a day."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .args import output_file
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Register ``fleet`` on the subcommand parser."""
+    p = sub.add_parser("fleet", parents=[common], help="simulate a fleet (router, autoscaler, failures, cost) "
+                                                        "from a scenario file with a fleet: section")
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--hours", type=float, default=None, help="simulate this many hours instead of the file's")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="multiply every traffic rate by this (a quick run: 0.1)")
+    p.add_argument("--plot", metavar="FILE", type=output_file, help="write replicas, queue, P99 TTFT and spend "
+                                                                    "over time (PNG or SVG)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run ``inferlab fleet``."""
+    from ..errors import SpecError
+    from ..fleet.cascade import run_scenario
+    from ..fleet.scenario import load_fleet_scenario
+    from ..serving.progress import Progress
+    from .main import _emit
+
+    kwargs = load_fleet_scenario(args.scenario)
+    if args.hours is not None:
+        if not 0 < args.hours <= 24 * 365:
+            raise SpecError(f"--hours must be in (0, 8760], got {args.hours}")
+        kwargs["horizon_s"] = args.hours * 3600.0
+    if not 0 < args.rate_scale <= 1e3:
+        raise SpecError(f"--rate-scale must be in (0, 1000], got {args.rate_scale}")
+    if args.rate_scale != 1.0 and "traffic" in kwargs:
+        classes = kwargs["traffic"] if isinstance(kwargs["traffic"], list) else [kwargs["traffic"]]
+        kwargs["traffic"] = [{**c, **{k: c[k] * args.rate_scale for k in ("rate", "peak_rate") if k in c}}
+                             for c in classes]
+    horizon = kwargs.get("horizon_s", 3600.0)
+    with Progress(100, "simulated") as bar:
+        def tick(t: float) -> None:
+            while bar.done < min(int(100 * t / horizon), 99):
+                bar.step(f"{t / 3600.0:.1f} h")
+        result = run_scenario(kwargs, tick)
+    text = f"{result}\n\n{result.explain()}"
+    if args.plot:
+        result.plot(args.plot)
+        text += f"\nplot written to {args.plot}"
+    _emit(args, result.to_dict, text)

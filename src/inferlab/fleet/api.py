@@ -1,0 +1,182 @@
+"""``inferlab.fleet``: a fleet of replicas of one deployment behind a router, over a day."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import SpecError
+from ..estimate import deployment
+from ..serve import engine_scheduler, kv_capacity_tokens, scheduler_for
+from ..serving.prefixes import prefixes as parse_prefixes
+from ..serving.stepmodel import StepModel
+from .admission import Admission
+from .autoscaler import Autoscaler
+from .failures import Failures
+from .pricing import Pricing
+from .result import DEFAULT_TTFT_SLO_S, FleetResult
+from .router import RouterConfig
+from .simulation import FleetConfig, Record, ReplicaKind, run
+from .startup import Startup, dominant_phase
+from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
+
+_CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
+               "name"}
+
+
+def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
+          profile: Any = "default", replicas: int = 1, traffic: Any = None, trace: Any = None,
+          horizon_s: float = 3600.0, router: str | RouterConfig = "least_outstanding",
+          admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
+          failures: Failures | dict | None = None, startup: Startup | dict | None = None,
+          pricing: Pricing | dict | None = None, prefix_cache: bool = True, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
+          need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
+          progress: Callable[[float], None] | None = None, requests: Requests | None = None,
+          **limits: Any) -> FleetResult:
+    """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
+
+    Parameters
+    ----------
+    model, hardware, tp, precision, engine, profile :
+        One replica, as :func:`inferlab.serve`; ``limits`` override scheduler fields
+        (``max_num_seqs``, ...).
+    replicas : int
+        Replicas serving at the start.
+    traffic : dict, Profile or list of dicts
+        Request classes: each a rate profile (``shape``: constant, daily, ramp, burst;
+        ``rate`` [request/s] and the shape's fields, see :class:`~.traffic.Profile`) with
+        ``isl``, ``osl`` [token] and an optional ``prefix`` (``"sessions:turns=2,think=5"``,
+        ``"shared:tokens=4000,groups=50,zipf=1"``).
+    trace : path, optional
+        A CSV of requests instead (see :func:`~.traffic.read_trace`).
+    horizon_s : float [s]
+    router : str or RouterConfig
+        round_robin, random, least_outstanding, least_kv or cache_aware.
+    admission, autoscaler, failures, startup, pricing :
+        Policies (objects or mappings of their fields); see each module.
+    ttft_slo_s : float [s]
+        The SLO goodput counts against.
+    need : int, optional
+        Replicas the traffic needs without failures, for availability (default: ``replicas``).
+    requests : Requests, optional
+        The requests themselves, instead of ``traffic`` or ``trace``.
+
+    Returns
+    -------
+    FleetResult
+    """
+    if not (horizon_s > 0 and math.isfinite(horizon_s)):
+        raise SpecError(f"fleet: horizon_s must be a finite number of seconds > 0, got {horizon_s}")
+    if replicas < 0:
+        raise SpecError(f"fleet: replicas must be >= 0, got {replicas}")
+    dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
+    base = engine_scheduler(engine, None, **limits)
+    sched = scheduler_for(dep, base)
+    start = _policy(Startup, startup) or Startup()
+    cs = start.cold_start(dep)
+    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
+                       kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
+    if requests is None:
+        requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
+    price = _policy(Pricing, pricing) or Pricing()
+    if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
+        price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
+    scaler = _policy(Autoscaler, autoscaler)
+    cfg = FleetConfig(replicas=replicas, router=_router(router), admission=_policy(Admission, admission) or Admission(),
+                      autoscaler=scaler, failures=_policy(Failures, failures), horizon_s=horizon_s,
+                      sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed)
+    record = run(kind, requests, cfg, progress)
+    phase, share = dominant_phase(cs)
+    notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
+    return result_of(kind.name, requests, record, cfg, price, need or max(replicas, 1), ttft_slo_s, notes)
+
+
+def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, price: Pricing, need: int,
+              ttft_slo_s: float, notes: tuple[str, ...] = ()) -> FleetResult:
+    """A :class:`FleetResult` from the loop's record: cost from the paid replicas over time,
+    availability from the serving ones."""
+    samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
+    samples["usd_per_hour"] = price.usd_per_hour(samples["running"]) if len(samples["t"]) else np.zeros(0)
+    usd = float(np.sum(samples["usd_per_hour"])) * cfg.sample_s / 3600.0
+    return FleetResult(name, rec.sent, rec.first_token, rec.finish, requests.isl, requests.osl, rec.cached,
+                       requests.prefix, rec.status, rec.replica, samples, usd,
+                       availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,
+                       tuple(rec.events), notes)
+
+
+def availability_of(healthy: list[tuple[float, int]], need: int, horizon_s: float) -> float:
+    """Share of ``[0, horizon_s]`` with at least ``need`` replicas serving, from the count at
+    each change [-]."""
+    if not healthy:
+        return 0.0
+    times = np.array([t for t, _ in healthy] + [horizon_s])
+    counts = np.array([c for _, c in healthy])
+    spans = np.clip(np.diff(np.minimum(times, horizon_s)), 0.0, None)
+    return float(np.sum(spans[counts >= need]) / horizon_s)
+
+
+def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
+    """Requests of every traffic class over ``horizon_s`` (see :func:`fleet`)."""
+    if traffic is None:
+        raise SpecError("fleet: give traffic (e.g. {'shape': 'daily', 'rate': 20, 'isl': 1500, 'osl': 300}) "
+                        "or a trace file")
+    classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
+    parts, streams = [], 0
+    for k, c in enumerate(classes):
+        c = c.__dict__ if isinstance(c, Profile) else dict(c)
+        unknown = sorted(set(c) - _CLASS_KEYS)
+        if unknown:
+            raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_CLASS_KEYS))}")
+        rng = np.random.default_rng([seed, k])
+        prof = Profile(**{f: c[f] for f in Profile.__dataclass_fields__ if f in c})
+        pre = parse_prefixes(c["prefix"]) if c.get("prefix") else None
+        turns = pre.turns if pre is not None and pre.kind == "sessions" else 1
+        starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
+        n = len(starts) * turns
+        isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
+        if pre is None:
+            part = plain(starts, isl, osl)
+        elif pre.kind == "sessions":
+            part = sessions(starts, isl, osl, turns=turns, think_s=pre.think_s, first_stream=streams)
+        else:
+            part = shared(starts, isl, osl, tokens=pre.tokens, groups=pre.groups, zipf=pre.zipf, rng=rng,
+                          first_stream=streams)
+        streams = int(max(streams, int(np.max(part.stream, initial=-1)) + 1))
+        parts.append(part)
+    return concat(parts)
+
+
+def _peak_tokens_per_s(step: StepModel, sched: Any) -> float:
+    """Tokens per second of back-to-back full-budget prefill iterations [token/s]."""
+    budget = float(sched.max_num_batched_tokens)
+    none = np.zeros(0)
+    t = step.time(decode_context=none, prefill_context=np.zeros(1), prefill_tokens=np.array([budget]), logits=1.0)
+    return budget / t
+
+
+def _policy(cls: type, value: Any) -> Any:
+    if value is None or isinstance(value, cls):
+        return value
+    if not isinstance(value, dict):
+        raise SpecError(f"fleet: {cls.__name__.lower()} must be a {cls.__name__} or a mapping of its fields, "
+                        f"got {value!r:.60}")
+    unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+    if unknown:
+        import difflib
+        close = difflib.get_close_matches(unknown[0], cls.__dataclass_fields__, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SpecError(f"fleet {cls.__name__.lower()}: unknown field {unknown[0]!r}{hint} "
+                        f"(allowed: {', '.join(cls.__dataclass_fields__)})")
+    return cls(**value)
+
+
+def _router(value: str | RouterConfig | dict) -> RouterConfig:
+    if isinstance(value, RouterConfig):
+        return value
+    if isinstance(value, str):
+        return RouterConfig(policy=value)
+    return _policy(RouterConfig, value)

@@ -1,0 +1,92 @@
+"""The autoscaler: a signal averaged over the ready replicas, a target for it, and the
+replica count that would bring it to the target.
+
+.. math:: n' = \\lceil n \\, x / x^* \\rceil
+
+(Kubernetes' Horizontal Pod Autoscaler rule [1]), evaluated every ``period_s``, skipped
+within a ``tolerance`` of the target, scaling down only to the highest count wanted over
+the last ``scale_down_delay_s`` (the HPA's stabilization window [1]).
+
+Signals, each a mean over the ready replicas:
+
+- ``utilization``: tokens processed over what the replica processes at full prefill
+  budget (its peak, :attr:`~inferlab.fleet.simulation.ReplicaKind.peak_tokens_per_s`);
+  throughput can only follow demand up to the peak, so it lags a rise and, capped at 1,
+  asks for at most ``1 / target`` times the replicas per period. (The busy share of
+  time, what ``nvidia-smi`` reports, is near 1 at any load of an in-flight-batching engine.)
+- ``queue``: requests waiting (not yet past their prompt), which grows without bound in
+  overload and leads.
+- ``concurrency``: requests in flight (waiting and running), Knative's signal [2].
+- ``kv``: share of the KV pool in use.
+- ``rate``: arrivals [request/s].
+
+References
+----------
+.. [1] Kubernetes documentation, "Horizontal Pod Autoscaling", algorithm details (tolerance
+   0.1, scale-down stabilization window 300 s, sync period 15 s).
+   https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/
+.. [2] Knative documentation, "Configuring concurrency" (the KPA scales on in-flight
+   requests per replica). https://knative.dev/docs/serving/autoscaling/concurrency/
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+SIGNALS = ("utilization", "queue", "concurrency", "kv", "rate")
+#: HPA defaults [1].
+DEFAULT_PERIOD_S = 15.0
+DEFAULT_SCALE_DOWN_DELAY_S = 300.0
+DEFAULT_TOLERANCE = 0.1
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    """Scaling policy.
+
+    Parameters
+    ----------
+    signal : {"utilization", "queue", "concurrency", "kv", "rate"}
+    target : float
+        Signal value to hold per replica [-, request, request, -, request/s].
+    min_replicas, max_replicas : int
+    period_s, scale_down_delay_s : float [s]
+    tolerance : float
+        Relative band around the target with no action [-].
+    """
+
+    signal: str = "queue"
+    target: float = 4.0
+    min_replicas: int = 1
+    max_replicas: int = 64
+    period_s: float = DEFAULT_PERIOD_S
+    scale_down_delay_s: float = DEFAULT_SCALE_DOWN_DELAY_S
+    tolerance: float = DEFAULT_TOLERANCE
+
+    def __post_init__(self) -> None:
+        if self.signal not in SIGNALS:
+            close = difflib.get_close_matches(self.signal, SIGNALS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise SpecError(f"autoscaler signal {self.signal!r} is unknown{hint} (allowed: {', '.join(SIGNALS)})")
+        if not (self.target > 0 and math.isfinite(self.target)):
+            raise SpecError(f"autoscaler target must be a number > 0, got {self.target}")
+        if not 1 <= self.min_replicas <= self.max_replicas:
+            raise SpecError(f"autoscaler: need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, "
+                            f"{self.max_replicas}")
+        if not (self.period_s > 0 and self.scale_down_delay_s >= 0 and self.tolerance >= 0):
+            raise SpecError("autoscaler: period_s must be > 0 s, scale_down_delay_s and tolerance >= 0")
+
+
+def desired_replicas(policy: Autoscaler, ready: int, value: float) -> int:
+    """Replicas that bring the signal ``value`` (mean over ``ready`` replicas) to the target,
+    within the policy's bounds; ``ready`` when within the tolerance."""
+    ratio = value / policy.target
+    if abs(ratio - 1.0) <= policy.tolerance:
+        want = ready
+    else:
+        want = math.ceil(max(ready, 1) * ratio - 1e-9)
+    return min(max(want, policy.min_replicas), policy.max_replicas)

@@ -1,0 +1,101 @@
+"""A cascade: every request goes to a small model first; a share of the answers is judged
+insufficient and the request is sent again, whole, to a large model's fleet.
+
+The large fleet's traffic is the small fleet's escalated completions, so the two fleets are
+simulated one after the other on the same clock (nothing flows back from the large one).
+An escalated request's latency counts from its first arrival: its TTFT is the large
+model's first token less the original send time.
+
+References
+----------
+.. [1] Chen, Zaharia and Zou, "FrugalGPT: How to Use Large Language Models While Reducing
+   Cost and Improving Performance", 2023, sec. 3 (LLM cascade with a scorer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..economics._common import fmt
+from ..errors import SpecError
+from .api import build_requests, fleet
+from .result import FleetResult
+from .simulation import OK
+from .traffic import Requests, plain
+
+_CASCADE_KEYS = ("model", "hardware", "tp", "engine", "precision", "share", "replicas", "autoscaler", "router",
+                 "admission", "startup", "failures", "pricing")
+
+
+@dataclass(frozen=True)
+class CascadeResult:
+    """The small model's fleet, the large model's, and the escalated requests' end-to-end TTFT."""
+
+    small: FleetResult
+    large: FleetResult
+    share: float
+    escalated_ttft: np.ndarray
+
+    @property
+    def usd(self) -> float:
+        return self.small.usd + self.large.usd
+
+    def explain(self) -> str:
+        p99 = float(np.percentile(self.escalated_ttft, 99)) if len(self.escalated_ttft) else math.nan
+        return (f"[small model]\n{self.small.explain()}\n\n[large model, {self.share:.0%} escalated]\n"
+                f"{self.large.explain()}\n\nescalated requests: P99 TTFT end to end {fmt(p99 * 1e3)} ms; "
+                f"cascade cost {fmt(self.usd)} USD")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"small": self.small.to_dict(), "large": self.large.to_dict(), "share": self.share, "usd": self.usd}
+
+    def __str__(self) -> str:
+        return f"{self.small}\n{self.large}"
+
+    def plot(self, path: str | None = None) -> Any:
+        """The small model's fleet over time (see :meth:`FleetResult.plot`)."""
+        return self.small.plot(path)
+
+
+def escalated(small: FleetResult, share: float, seed: int) -> tuple[Requests, np.ndarray]:
+    """The requests the large model gets: a ``share`` of the small model's served ones, sent
+    when their small answer is complete; and their original send times [s]."""
+    rng = np.random.default_rng([seed, 0xCA5C])
+    served = np.flatnonzero(small.status == OK)
+    pick = np.sort(served[rng.random(len(served)) < share])
+    order = pick[np.argsort(small.finish[pick], kind="stable")]
+    return plain(small.finish[order], small.isl[order], small.osl[order]), small.arrival[order]
+
+
+def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | None = None) -> Any:
+    """:func:`~.api.fleet` on a scenario's settings, with its cascade when it has one."""
+    kwargs = dict(kwargs)
+    spec = kwargs.pop("cascade", None)
+    small = fleet(progress=progress, **kwargs)
+    if spec is None:
+        return small
+    if not isinstance(spec, dict) or "model" not in spec or "share" not in spec:
+        raise SpecError("fleet.cascade: give a mapping with model and share (e.g. {model: llama-3.1-70b, tp: 4, "
+                        "share: 0.2})")
+    unknown = sorted(set(spec) - set(_CASCADE_KEYS))
+    if unknown:
+        raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
+    share = float(spec["share"])
+    if not 0 <= share <= 1:
+        raise SpecError(f"fleet.cascade.share must be in [0, 1] (the share of answers escalated), got {share}")
+    requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
+    # the large fleet shares the clock and the operations policies, not the small one's size or prices
+    large_kwargs = {k: v for k, v in kwargs.items()
+                    if k in ("horizon_s", "seed", "ttft_slo_s", "router", "admission", "startup", "failures",
+                             "hardware", "engine")}
+    large_kwargs.update({k: v for k, v in spec.items() if k != "share"})
+    large = fleet(requests=requests, **large_kwargs)
+    ok = large.status == OK
+    return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
+
+
+__all__ = ["CascadeResult", "build_requests", "escalated", "run_scenario"]

@@ -1,0 +1,60 @@
+"""What the fleet's replicas cost over the day: reserved ones all day, the rest on demand,
+or partly on spot capacity.
+
+Reserved replicas are paid for the whole horizon whether they serve or not; replicas
+running beyond them are paid while they run (from the moment they are ordered: a starting
+replica holds its GPUs), a ``spot_share`` of them at the spot price.
+
+The hourly prices are the deployment's: ``on_demand_usd_per_hour`` defaults to the
+catalog's GPU price times the replica's GPUs (see ``hardware_specs``, each with its source
+and date); reserved and spot prices are given by the user (provider and term specific).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SpecError
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Prices of one replica [USD/hour] and the mix.
+
+    Parameters
+    ----------
+    on_demand_usd_per_hour : float [USD/hour]
+    reserved_usd_per_hour : float [USD/hour]; NaN: the on-demand price
+    spot_usd_per_hour : float [USD/hour]; NaN: no spot
+    reserved : int
+        Replicas reserved for the whole horizon.
+    spot_share : float
+        Share of the replicas beyond the reserved ones run on spot [-].
+    """
+
+    on_demand_usd_per_hour: float = math.nan
+    reserved_usd_per_hour: float = math.nan
+    spot_usd_per_hour: float = math.nan
+    reserved: int = 0
+    spot_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("on_demand_usd_per_hour", "reserved_usd_per_hour", "spot_usd_per_hour"):
+            v = getattr(self, name)
+            if v < 0 or math.isinf(v):
+                raise SpecError(f"pricing.{name} must be a finite price >= 0 USD/hour, got {v}")
+        if self.reserved < 0 or not 0 <= self.spot_share <= 1:
+            raise SpecError("pricing: reserved must be >= 0 replicas and spot_share in [0, 1]")
+        if self.spot_share > 0 and math.isnan(self.spot_usd_per_hour):
+            raise SpecError("pricing: a spot_share needs spot_usd_per_hour")
+
+    def usd_per_hour(self, replicas: np.ndarray) -> np.ndarray:
+        """Spend rate with ``replicas`` running (ordered or serving) [USD/hour]."""
+        reserved_price = self.on_demand_usd_per_hour if math.isnan(self.reserved_usd_per_hour) \
+            else self.reserved_usd_per_hour
+        over = np.maximum(np.asarray(replicas, float) - self.reserved, 0.0)
+        spot = 0.0 if self.spot_share == 0 else self.spot_share * over * self.spot_usd_per_hour
+        return self.reserved * reserved_price + (1.0 - self.spot_share) * over * self.on_demand_usd_per_hour + spot

@@ -1,0 +1,109 @@
+"""Where a request goes: the router's policies over the replicas that take traffic.
+
+- ``round_robin``: the next replica in turn.
+- ``random``: a uniformly random replica.
+- ``least_outstanding``: fewest requests sent and not finished (ties: the first).
+- ``least_kv``: smallest share of the KV pool in use.
+- ``cache_aware``: the replica whose own prefix cache holds most of the request's prefix,
+  among those whose outstanding requests exceed the least loaded one's by at most
+  ``balance`` (otherwise the least loaded): locality bounded by load, as SGLang's router
+  and llm-d's prefix-aware scorer do.
+
+A replica answers for its own cache (:meth:`~inferlab.serving.prefix_cache.PrefixCache.cached_tokens`),
+so the prefix hits of cache-unaware routing (about ``1/N`` of the single-replica rate for
+two-turn conversations over ``N`` replicas) emerge from where requests land.
+
+References
+----------
+.. [1] SGLang, "SGLang Model Gateway (router)": cache-aware load balancing with an
+   approximate radix tree per worker, falling back to the shortest queue when load is
+   imbalanced. https://docs.sglang.ai/advanced_features/router.html
+.. [2] llm-d, "Inference scheduler": prefix-cache-aware and load-aware scorers.
+   https://llm-d.ai/docs/architecture
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+
+POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "cache_aware")
+#: ``cache_aware``: outstanding requests a replica may carry beyond the least loaded one and
+#: still be chosen for its cache. An assumption in the range of SGLang's router defaults
+#: (``balance_abs_threshold`` 64 with a relative bound); small here so that load wins early.
+DEFAULT_BALANCE = 8
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """A routing policy.
+
+    Parameters
+    ----------
+    policy : str
+        One of :data:`POLICIES`.
+    balance : int [request]
+        ``cache_aware``: the load slack within which cache locality decides.
+    """
+
+    policy: str = "least_outstanding"
+    balance: int = DEFAULT_BALANCE
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            close = difflib.get_close_matches(self.policy, POLICIES, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise SpecError(f"router policy {self.policy!r} is unknown{hint} (allowed: {', '.join(POLICIES)})")
+        if self.balance < 0:
+            raise SpecError(f"router balance must be >= 0 requests, got {self.balance}")
+
+
+class Router:
+    """A policy with its state (the round-robin turn, the random stream)."""
+
+    def __init__(self, config: RouterConfig, seed: int = 0) -> None:
+        self.config = config
+        self._turn = 0
+        self._rng = np.random.default_rng([seed, 0x207E])
+        self._choose = getattr(self, "_" + config.policy)
+
+    def choose(self, engines: list[Any], stream: int, prefix: float) -> int:
+        """Index into ``engines`` (non-empty) for a request on ``stream`` with ``prefix`` tokens on it."""
+        return self._choose(engines, stream, prefix)
+
+    def _round_robin(self, engines: list[Any], stream: int, prefix: float) -> int:
+        self._turn = (self._turn + 1) % len(engines)
+        return self._turn
+
+    def _random(self, engines: list[Any], stream: int, prefix: float) -> int:
+        return int(self._rng.integers(len(engines)))
+
+    @staticmethod
+    def _least_outstanding(engines: list[Any], stream: int, prefix: float) -> int:
+        loads = [e.outstanding for e in engines]
+        return loads.index(min(loads))
+
+    @staticmethod
+    def _least_kv(engines: list[Any], stream: int, prefix: float) -> int:
+        kv = [e.kv_used + 1e-9 * e.outstanding for e in engines]
+        return kv.index(min(kv))
+
+    def _cache_aware(self, engines: list[Any], stream: int, prefix: float) -> int:
+        loads = [e.outstanding for e in engines]
+        least = min(loads)
+        if stream < 0 or prefix <= 0:
+            return loads.index(least)
+        limit = least + self.config.balance
+        best, best_key = loads.index(least), (-1, 0)
+        for j, e in enumerate(engines):
+            if loads[j] > limit:
+                continue
+            key = (e.reuse.cache.cached_tokens(stream, prefix), -loads[j])
+            if key > best_key:
+                best, best_key = j, key
+        return best

@@ -1,0 +1,81 @@
+"""Fleet scenario files: one deployment and a ``fleet:`` section.
+
+::
+
+    name: chat and RAG over a day
+    model: llama-3.1-8b
+    hardware: h100-sxm
+    engine: vllm
+    tp: 1
+    fleet:
+      replicas: 4
+      hours: 24
+      router: cache_aware                 # round_robin, random, least_outstanding, least_kv
+      admission: {queue_limit: 64, timeout_s: 10}
+      autoscaler: {signal: concurrency, target: 48, min_replicas: 2, max_replicas: 40}
+      startup: {warm_pool: true, local_weights: true}
+      failures: {replica_mtbf_h: 1000, detection_s: 30, restart_s: 120}
+      pricing: {reserved: 2, reserved_usd_per_hour: 1.9}
+      slo: {ttft_ms: 1000}
+      traffic:
+        - {shape: daily, rate: 6, isl: 800, osl: 250, prefix: "sessions:turns=3,think=20"}
+        - {shape: daily, rate: 3, isl: 6000, osl: 200, prefix: "shared:tokens=4000,groups=200,zipf=1.1"}
+      cascade: {model: llama-3.1-70b, tp: 4, share: 0.2, replicas: 2}   # optional
+
+Each policy mapping takes the fields of its class (:class:`~.admission.Admission`,
+:class:`~.autoscaler.Autoscaler`, :class:`~.startup.Startup`, :class:`~.failures.Failures`,
+:class:`~.pricing.Pricing`); an unknown field is refused with the nearest known one.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from ..specs.validation import read_yaml_mapping
+
+_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "fleet")
+_FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
+          "traffic", "trace", "seed", "need", "cascade", "prefix_cache")
+
+
+def _known(keys: Any, allowed: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise SpecError(f"{where}: unknown key {key!r}{hint} (allowed: {', '.join(allowed)})")
+
+
+def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
+    """The file's settings as keyword arguments of :func:`~.api.fleet` (plus ``cascade``)."""
+    data = read_yaml_mapping(Path(path), f"fleet scenario {path}")
+    _known(data, _TOP, f"fleet scenario {Path(path).name}")
+    for key in ("model", "hardware", "fleet"):
+        if key not in data:
+            raise SpecError(f"fleet scenario {Path(path).name}: missing {key!r} (see inferlab.fleet.scenario)")
+    f = data["fleet"]
+    if not isinstance(f, dict):
+        raise SpecError(f"fleet scenario {Path(path).name}: 'fleet' must be a mapping of {', '.join(_FLEET)}")
+    _known(f, _FLEET, f"fleet scenario {Path(path).name}, fleet")
+    kwargs: dict[str, Any] = {"model": data["model"], "hardware": data["hardware"],
+                              "engine": data.get("engine", "vllm"), "tp": data.get("tp", 1),
+                              "precision": data.get("precision"), "name": data.get("name", "")}
+    for key in ("replicas", "router", "admission", "autoscaler", "startup", "failures", "pricing", "traffic",
+                "seed", "need", "prefix_cache"):
+        if key in f:
+            kwargs[key] = f[key]
+    if "trace" in f:
+        trace = Path(f["trace"])
+        kwargs["trace"] = trace if trace.is_absolute() else Path(path).parent / trace
+    if "hours" in f:
+        kwargs["horizon_s"] = float(f["hours"]) * 3600.0
+    slo = f.get("slo") or {}
+    _known(slo, ("ttft_ms",), "fleet.slo")
+    if "ttft_ms" in slo:
+        kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
+    if "cascade" in f:
+        kwargs["cascade"] = f["cascade"]
+    return kwargs

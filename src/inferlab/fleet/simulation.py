@@ -1,0 +1,417 @@
+"""The fleet on one clock: replicas (each an :class:`~inferlab.serving.engine.Engine`), the
+router placing requests as they arrive, admission, the autoscaler, cold starts and failures.
+
+A discrete-event loop in time order. An engine's next iteration is planned once every
+request sent before it has been routed (so a decode stretch stops for an arrival it
+receives, exactly as :func:`~inferlab.serving.simulator.simulate` would), and applied at its
+end. A router sees each replica's state as of its last applied iteration.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..serving.engine import Engine
+from .admission import Admission
+from .autoscaler import Autoscaler, desired_replicas
+from .failures import Failures
+from .router import Router, RouterConfig
+from .traffic import Requests
+
+#: Request outcomes.
+OK, REJECTED, TIMED_OUT, FAILED, UNSERVED, AFTER = 0, 1, 2, 3, 4, 5
+STATUS = ("ok", "rejected", "timed out", "failed", "no replica", "not sent")
+# event priorities at equal times: an iteration ends before a control tick, before an arrival,
+# before an engine plans its next iteration (which must see every arrival up to its clock)
+_APPLY, _CONTROL, _ARRIVE, _PLAN = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ReplicaKind:
+    """What one replica is: its step model, scheduler, KV pool, price and start-up time.
+
+    Parameters
+    ----------
+    name : str
+    model : StepModel
+    sched : SchedulerConfig
+    kv_capacity_tokens : float [token]
+    cold_start_s : float [s]
+    prefix_cache : bool
+    peak_tokens_per_s : float [token/s]
+        Tokens one replica processes per second at full prefill budget (the ``utilization``
+        signal's denominator).
+    """
+
+    name: str
+    model: Any
+    sched: Any
+    kv_capacity_tokens: float
+    cold_start_s: float = 0.0
+    prefix_cache: bool = True
+    peak_tokens_per_s: float = math.nan
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """Policies of the fleet (see each module)."""
+
+    replicas: int = 1
+    router: RouterConfig = RouterConfig()
+    admission: Admission = Admission()
+    autoscaler: Autoscaler | None = None
+    failures: Failures | None = None
+    horizon_s: float = math.inf
+    sample_s: float = 10.0
+    seed: int = 0
+
+
+class _Replica:
+    __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
+                 "engines")
+
+    def __init__(self, index: int, engine: Engine, ordered: float, up: bool) -> None:
+        self.index, self.engine, self.gids = index, engine, []
+        self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
+        self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
+        self.since, self.ordered, self.stopped = ordered, ordered, math.inf
+        self.busy_mark, self.ver, self.fail_ver = 0.0, 0, 0
+
+
+@dataclass
+class Record:
+    """What the loop leaves: per request, per sample and per event (filled in place)."""
+
+    replica: np.ndarray
+    first_token: np.ndarray
+    finish: np.ndarray
+    sent: np.ndarray
+    status: np.ndarray
+    cached: np.ndarray
+    samples: dict[str, list[float]]
+    events: list[tuple[float, str, int]]
+    intervals: list[tuple[float, float]]  # each replica's (ordered, stopped)
+    healthy: list[tuple[float, int]]  # (time, replicas serving) at every change
+
+
+def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
+        progress: Callable[[float], None] | None = None) -> Record:
+    """Simulate ``requests`` on a fleet of ``kind`` replicas under ``cfg``."""
+    return _Loop(kind, requests, cfg, progress).run()
+
+
+class _Loop:
+    def __init__(self, kind: ReplicaKind, req: Requests, cfg: FleetConfig, progress: Any) -> None:
+        self.kind, self.req, self.cfg, self.progress = kind, req, cfg, progress
+        n = len(req)
+        self.rec = Record(np.full(n, -1), np.full(n, np.nan), np.full(n, np.nan), req.arrival.copy(),
+                          np.where(np.isnan(req.arrival), AFTER, OK), np.zeros(n), {k: [] for k in _SAMPLES}, [], [], [])
+        self.router = Router(cfg.router, cfg.seed)
+        self.rng = np.random.default_rng([cfg.seed, 0xFA11])
+        self.heap: list[tuple] = []
+        self.seq = 0
+        self.replicas: list[_Replica] = []
+        self.central: deque[int] = deque()
+        adm = cfg.admission
+        self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
+        self.cap = adm.max_outstanding or kind.sched.max_num_seqs
+        self.timeout = adm.timeout_s
+        self.arrived_window = 0
+        self.wanted: deque[tuple[float, int]] = deque([(0.0, cfg.replicas)])  # no scale-down before the delay
+        self.last_scale = 0.0
+        first = np.flatnonzero(~np.isnan(req.arrival))
+        self.pending = first[np.argsort(req.arrival[first], kind="stable")].tolist()
+        self.p = 0
+        self.later: list[tuple[float, int]] = []  # later turns: (send time, request)
+        self.isl, self.osl = req.isl.tolist(), req.osl.tolist()
+        self.stream, self.prefix = req.stream.tolist(), req.prefix.tolist()
+        self.extends, self.next_turn = req.extends.tolist(), req.next_turn.tolist()
+        self.think = req.think_s.tolist()
+        self.arrival = req.arrival.tolist()
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self) -> Record:
+        cfg = self.cfg
+        for _ in range(cfg.replicas):
+            self._order(0.0, up=True)
+        if math.isfinite(cfg.horizon_s):
+            self._push(0.0, _CONTROL, "tick", None)
+        heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
+        horizon = cfg.horizon_s
+        last_report = 0.0
+        while True:
+            t_arr = arrival[pending[self.p]] if self.p < len(pending) else math.inf
+            if later and later[0][0] < t_arr:
+                t_arr = later[0][0]
+            if heap and (heap[0][0], heap[0][1]) < (t_arr, _ARRIVE):
+                t, prio, _, what, obj = heapq.heappop(heap)
+                if what == "engine":
+                    r, ver = obj
+                    if ver == r.ver:
+                        self._engine(r, prio)
+                elif what == "tick":
+                    self._tick(t)
+                else:
+                    getattr(self, "_" + what)(t, obj)
+                continue
+            if t_arr == math.inf:
+                break
+            if later and later[0][0] == t_arr:
+                g = heapq.heappop(later)[1]
+            else:
+                g = pending[self.p]
+                self.p += 1
+            if t_arr >= horizon:
+                self.rec.status[g] = AFTER
+                continue
+            self._arrive(t_arr, g)
+            if self.progress is not None and t_arr - last_report > 60.0:
+                last_report = t_arr
+                self.progress(t_arr)
+        for r in self.replicas:
+            self._collect(r)
+            self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
+        return self.rec
+
+    def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, prio, self.seq, what, obj))
+
+    def _schedule(self, r: _Replica) -> None:
+        e = r.engine
+        r.ver += 1
+        if e.planned:
+            self._push(e.plan_end, _APPLY, "engine", (r, r.ver))
+        elif r.state in ("up", "draining", "failed") and e.busy:
+            self._push(e.ready_s + 1e-12, _PLAN, "engine", (r, r.ver))
+
+    def _engine(self, r: _Replica, prio: int) -> None:
+        e, rec = r.engine, self.rec
+        if prio == _APPLY:
+            for i in e.advance():
+                g = r.gids[i]
+                rec.finish[g] = e.now
+                nxt = self.next_turn[g]
+                if nxt >= 0:
+                    heapq.heappush(self.later, (e.now + self.think[nxt], nxt))
+                    self.arrival[nxt] = e.now + self.think[nxt]
+            if self.central and r.state == "up":
+                self._dispatch(r, e.now)
+        else:
+            e.prepare()
+            if e.timed_out:
+                for i in e.timed_out:
+                    rec.status[r.gids[i]] = TIMED_OUT
+                    rec.finish[r.gids[i]] = e.now
+                e.timed_out.clear()
+        self._schedule(r)
+
+    # -- requests -------------------------------------------------------------------------
+    def _arrive(self, t: float, g: int) -> None:
+        rec = self.rec
+        rec.sent[g] = t
+        rec.status[g] = OK
+        self.arrived_window += 1
+        routable = [r for r in self.replicas if r.state in ("up", "failed")]
+        if not routable:
+            rec.status[g] = UNSERVED
+            rec.finish[g] = t
+            return
+        if self.cfg.admission.at == "router":
+            free = [r for r in routable if r.engine.outstanding < self.cap]
+            if not free:
+                if len(self.central) < self.limit:
+                    self.central.append(g)
+                else:
+                    rec.status[g] = REJECTED
+                    rec.finish[g] = t
+                return
+            routable = free
+        r = routable[self.router.choose([x.engine for x in routable], self.stream[g], self.prefix[g])]
+        if self.cfg.admission.at == "replica" and r.engine.queued >= self.limit:
+            rec.status[g] = REJECTED
+            rec.finish[g] = t
+            return
+        self._send(r, g, t)
+
+    def _send(self, r: _Replica, g: int, t: float) -> None:
+        rec = self.rec
+        rec.replica[g] = r.index
+        if r.state == "failed":  # not yet detected: the request is lost
+            rec.status[g] = FAILED
+            rec.finish[g] = t
+            return
+        r.gids.append(g)
+        r.engine.submit(t, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
+                        extends=self.extends[g])
+        self._schedule(r)
+
+    def _dispatch(self, r: _Replica, t: float) -> None:
+        """Router queue: hand waiting requests to ``r`` while it has room; drop the expired."""
+        while self.central and r.engine.outstanding < self.cap:
+            g = self.central.popleft()
+            if t - self.rec.sent[g] > self.timeout:
+                self.rec.status[g] = TIMED_OUT
+                self.rec.finish[g] = self.rec.sent[g] + self.timeout
+                continue
+            self._send(r, g, t)
+
+    # -- replicas -------------------------------------------------------------------------
+    def _new_engine(self) -> Engine:
+        k = self.kind
+        timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
+        return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
+                      queue_timeout_s=timeout)
+
+    def _order(self, t: float, *, up: bool) -> None:
+        r = _Replica(len(self.replicas), self._new_engine(), t, up)
+        self.replicas.append(r)
+        if up:
+            self._healthy(t)
+            self._arm_failure(r, t)
+        else:
+            self._push(t + self.kind.cold_start_s, _CONTROL, "ready", r)
+        self.rec.events.append((t, "order", r.index))
+
+    def _ready(self, t: float, r: _Replica) -> None:
+        if r.state != "starting":
+            return
+        r.state, r.since = "up", t
+        r.engine.now = t
+        self._healthy(t)
+        self._arm_failure(r, t)
+        self.rec.events.append((t, "ready", r.index))
+        if self.central:
+            self._dispatch(r, t)
+
+    def _arm_failure(self, r: _Replica, t: float) -> None:
+        f = self.cfg.failures
+        if f is None:
+            return
+        mtbf_h = [(f.replica_mtbf_h, False)]
+        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
+            mtbf_h.append((f.node_mtbf_h, True))
+        r.fail_ver += 1
+        for hours, node in mtbf_h:
+            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
+            if when < self.cfg.horizon_s:
+                self._push(when, _CONTROL, "fail", (r, r.fail_ver, node))
+
+    def _fail(self, t: float, obj: tuple) -> None:
+        r, ver, node = obj
+        if ver != r.fail_ver or r.state != "up":
+            return
+        f = self.cfg.failures
+        hit = [r]
+        if node:  # the node takes down its replicas
+            base = r.index
+            hit = [x for x in self.replicas[base:base + f.replicas_per_node] if x.state == "up"]
+        for x in hit:
+            lost = x.engine.abort()
+            for i in lost:
+                self.rec.status[x.gids[i]] = FAILED
+                self.rec.finish[x.gids[i]] = t
+            x.state = "failed"
+            x.fail_ver += 1
+            self.rec.events.append((t, "fail", x.index))
+            self._push(t + f.detection_s, _CONTROL, "detected", x)
+            x.ver += 1
+        self._healthy(t)
+
+    def _detected(self, t: float, r: _Replica) -> None:
+        if r.state != "failed":
+            return
+        r.state = "down"
+        self._push(t + self.cfg.failures.restart_s, _CONTROL, "restarted", r)
+
+    def _restarted(self, t: float, r: _Replica) -> None:
+        if r.state != "down":
+            return
+        self._collect(r)
+        r.engines.append((r.engine, r.gids))
+        r.engine, r.gids = self._new_engine(), []
+        self._ready_again(t, r)
+
+    def _ready_again(self, t: float, r: _Replica) -> None:
+        r.state = "starting"
+        self._ready(t, r)
+
+    def _healthy(self, t: float) -> None:
+        self.rec.healthy.append((t, sum(1 for r in self.replicas if r.state in ("up", "draining"))))
+
+    def _collect(self, r: _Replica) -> None:
+        e, rec = r.engine, self.rec
+        if not r.gids:
+            return
+        g = np.asarray(r.gids)
+        n = len(g)
+        ok = rec.status[g] == OK
+        rec.first_token[g[ok]] = e.first_tok[:n][ok]
+        rec.cached[g] = np.asarray(e.reuse.found[:n])
+
+    # -- control: samples and the autoscaler -----------------------------------------------
+    def _tick(self, t: float) -> None:
+        cfg, rec = self.cfg, self.rec
+        live = [r for r in self.replicas if r.state in ("up", "draining")]
+        up = [r for r in live if r.state == "up"]
+        window = cfg.sample_s
+        busy = 0.0  # tokens processed in the window
+        for r in live:
+            b = r.engine.tokens
+            busy += max(b - r.busy_mark, 0.0)
+            r.busy_mark = b
+        s = rec.samples
+        s["t"].append(t)
+        s["ready"].append(len(up))
+        s["starting"].append(sum(1 for r in self.replicas if r.state == "starting"))
+        s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
+        s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
+        s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
+        peak = self.kind.peak_tokens_per_s
+        s["utilization"].append(min(busy / (window * len(live) * peak), 1.0) if live and t > 0 else 0.0)
+        s["in_flight"].append(sum(r.engine.outstanding for r in live))
+        s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
+        self.arrived_window = 0
+        for r in self.replicas:
+            if r.state == "draining" and not r.engine.busy:
+                r.state, r.stopped = "stopped", t
+                self.rec.events.append((t, "stop", r.index))
+        a = cfg.autoscaler
+        if a is not None and t - self.last_scale >= a.period_s - 1e-9:
+            self.last_scale = t
+            self._scale(t, a, up)
+        if t + window < cfg.horizon_s:
+            self._push(t + window, _CONTROL, "tick", None)
+
+    def _scale(self, t: float, a: Autoscaler, up: list[_Replica]) -> None:
+        s = self.rec.samples
+        value = {"utilization": s["utilization"][-1], "rate": s["rate"][-1] / max(len(up), 1),
+                 "queue": s["queued"][-1] / max(len(up), 1), "kv": s["kv"][-1],
+                 "concurrency": s["in_flight"][-1] / max(len(up), 1)}[a.signal]
+        want = desired_replicas(a, len(up), value)
+        self.wanted.append((t, want))
+        while self.wanted and self.wanted[0][0] < t - a.scale_down_delay_s:
+            self.wanted.popleft()
+        active = [r for r in self.replicas if r.state in ("up", "starting", "failed", "down")]
+        target = max(w for _, w in self.wanted) if want < len(active) else want
+        for _ in range(target - len(active)):
+            self._order(t, up=False)
+        if target < len(active):
+            # stop starting ones first, then the least loaded serving ones (they drain)
+            victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
+            for r in victims[:len(active) - target]:
+                if r.state == "starting":
+                    r.state, r.stopped = "stopped", t
+                else:
+                    r.state = "draining"
+                self.rec.events.append((t, "scale down", r.index))
+            self._healthy(t)
+
+
+_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate")

@@ -1,0 +1,239 @@
+"""Traffic over time: a request rate that follows a daily curve, a ramp or a burst (or a
+trace file), the requests' lengths, and the prefixes they share.
+
+Arrivals are a Poisson process with a time-varying rate ``lambda(t)``: unit-rate arrival
+times ``u_k`` mapped through the inverse of the cumulative rate ``Lambda(t) = int_0^t
+lambda``, so that ``t_k = Lambda^{-1}(u_k)`` (the time-rescaling theorem).
+
+References
+----------
+.. [1] Brown, Barbieri, Ventura, Kass and Frank, "The time-rescaling theorem and its
+   application to neural spike train data analysis", Neural Computation 14(2), 2002.
+.. [2] Patel et al., "Splitwise: Efficient generative LLM inference using phase splitting",
+   ISCA 2024, fig. 3 (Azure LLM inference traces: coding and conversation load varies over
+   the day). The daily amplitude and peak hour below are assumptions shaped after it.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ..errors import SpecError
+from ..serving.workload import Lengths
+
+#: Daily curve: peak-to-mean swing of the rate. An assumption (busy afternoon, quiet night; [2]).
+DEFAULT_DAILY_AMPLITUDE = 0.6
+#: Hour of the daily peak (local time). An assumption.
+DEFAULT_PEAK_HOUR = 14.0
+_SHAPES = ("constant", "daily", "ramp", "burst")
+_DAY_S = 86400.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Request rate over time [request/s].
+
+    Parameters
+    ----------
+    shape : {"constant", "daily", "ramp", "burst"}
+    rate : float [request/s]
+        Mean rate (``daily``), base rate (``burst``), start rate (``ramp``), or the rate.
+    peak_rate : float [request/s]
+        ``ramp``: the rate at ``end_s``; ``burst``: the rate during the burst.
+    start_s, end_s : float [s]
+        ``ramp``: the rise; ``burst``: the burst.
+    amplitude : float
+        ``daily``: ``rate (1 + amplitude cos(2 pi (t - peak) / day))``.
+    peak_hour : float [h]
+        ``daily``: when the rate peaks.
+    """
+
+    shape: Literal["constant", "daily", "ramp", "burst"] = "constant"
+    rate: float = 1.0
+    peak_rate: float = 0.0
+    start_s: float = 0.0
+    end_s: float = 0.0
+    amplitude: float = DEFAULT_DAILY_AMPLITUDE
+    peak_hour: float = DEFAULT_PEAK_HOUR
+
+    def __post_init__(self) -> None:
+        if self.shape not in _SHAPES:
+            raise SpecError(f"traffic shape {self.shape!r} is unknown; allowed: {', '.join(_SHAPES)}")
+        if not (self.rate >= 0 and math.isfinite(self.rate)) or not (0 <= self.amplitude <= 1):
+            raise SpecError(f"traffic: rate must be >= 0 request/s and amplitude in [0, 1], got rate={self.rate}, "
+                            f"amplitude={self.amplitude}")
+        if self.shape in ("ramp", "burst") and not self.end_s > self.start_s:
+            raise SpecError(f"traffic {self.shape}: end_s ({self.end_s}) must be after start_s ({self.start_s})")
+
+    def rate_at(self, t: np.ndarray) -> np.ndarray:
+        """The rate at times ``t`` [s] -> [request/s]."""
+        t = np.asarray(t, float)
+        if self.shape == "daily":
+            phase = 2.0 * np.pi * (t / _DAY_S - self.peak_hour / 24.0)
+            return self.rate * (1.0 + self.amplitude * np.cos(phase))
+        if self.shape == "ramp":
+            x = np.clip((t - self.start_s) / (self.end_s - self.start_s), 0.0, 1.0)
+            return self.rate + (self.peak_rate - self.rate) * x
+        if self.shape == "burst":
+            return np.where((t >= self.start_s) & (t < self.end_s), self.peak_rate, self.rate)
+        return np.full_like(t, self.rate)
+
+    def arrivals(self, horizon_s: float, rng: np.random.Generator, *, scale: float = 1.0) -> np.ndarray:
+        """Poisson arrival times in ``[0, horizon_s)`` [s] at ``scale`` times the rate (time rescaling)."""
+        grid = np.linspace(0.0, horizon_s, max(int(horizon_s / 10.0), 2) + 1)
+        lam = self.rate_at(grid) * scale
+        cum = np.concatenate([[0.0], np.cumsum((lam[1:] + lam[:-1]) * 0.5 * np.diff(grid))])
+        total = cum[-1]
+        if total <= 0:
+            return np.zeros(0)
+        n = rng.poisson(total)
+        u = np.sort(rng.uniform(0.0, total, n))
+        return np.interp(u, cum, grid)
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The fleet's requests, arrays over requests in arrival order of first turns.
+
+    Attributes
+    ----------
+    arrival : array [s]
+        When each is sent; NaN for a conversation's later turn (sent ``think_s`` after the
+        turn before it finishes).
+    isl, osl : array [token]
+    stream : int array
+        Shared sequence its prompt starts with (-1: none).
+    prefix : array [token]
+        Leading prompt tokens on the stream (what a cache can hit).
+    extends : array [token]
+        Tokens of its sequence on the stream (what it leaves cached).
+    next_turn : int array
+        The conversation's next request (-1: none).
+    think_s : array [s]
+    """
+
+    arrival: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    stream: np.ndarray
+    prefix: np.ndarray
+    extends: np.ndarray
+    next_turn: np.ndarray
+    think_s: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.isl)
+
+
+def plain(arrival: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> Requests:
+    """Requests that share nothing."""
+    n = len(isl)
+    none = np.full(n, -1)
+    return Requests(np.asarray(arrival, float), np.asarray(isl, float), np.asarray(osl, float), none,
+                    np.zeros(n), np.zeros(n), none, np.zeros(n))
+
+
+def shared(arrival: np.ndarray, isl: np.ndarray, osl: np.ndarray, *, tokens: int, groups: int, zipf: float,
+           rng: np.random.Generator, first_stream: int = 0) -> Requests:
+    """Prompts that start with one of ``groups`` prefixes of ``tokens`` (documents, system
+    prompts) of Zipf popularity ``zipf``."""
+    weights = np.arange(1.0, groups + 1.0) ** -float(zipf)
+    stream = first_stream + rng.choice(groups, size=len(isl), p=weights / weights.sum())
+    on = np.minimum(float(tokens), np.asarray(isl, float))
+    base = plain(arrival, isl, osl)
+    return Requests(base.arrival, base.isl, base.osl, stream, on, on, base.next_turn, base.think_s)
+
+
+def sessions(starts: np.ndarray, isl: np.ndarray, osl: np.ndarray, *, turns: int, think_s: float,
+             first_stream: int = 0) -> Requests:
+    """Conversations started at ``starts`` [s], of ``turns`` turns: turn ``t``'s prompt is the
+    conversation so far plus a new message of ``isl`` tokens (the draws, ``turns`` per conversation)."""
+    n = len(starts) * turns
+    isl, osl = np.asarray(isl, float)[:n], np.asarray(osl, float)[:n]
+    index = np.arange(n)
+    session, turn = index // turns, index % turns
+    prompt, history = isl.copy(), np.zeros(n)
+    for t in range(1, turns):
+        rows = np.flatnonzero(turn == t)
+        history[rows] = prompt[rows - 1] + osl[rows - 1]
+        prompt[rows] = history[rows] + isl[rows]
+    nxt = np.where(turn < turns - 1, index + 1, -1)
+    sent = np.where(turn == 0, np.asarray(starts, float)[session], np.nan)
+    think = np.where(turn > 0, float(think_s), 0.0)
+    return Requests(sent, prompt, osl, first_stream + session, history, prompt + osl, nxt, think)
+
+
+def concat(parts: list[Requests]) -> Requests:
+    """Several request sets as one (indices of later turns shifted)."""
+    out, offset = {}, 0
+    fields = Requests.__dataclass_fields__
+    for name in fields:
+        out[name] = []
+    for p in parts:
+        for name in fields:
+            v = getattr(p, name)
+            out[name].append(np.where(v >= 0, v + offset, -1) if name == "next_turn" else v)
+        offset += len(p)
+    return Requests(**{k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()})
+
+
+def lengths(value: object, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` lengths [token] from a count, a distribution mapping or a :class:`Lengths`."""
+    if isinstance(value, dict):
+        unknown = sorted(set(map(str, value)) - set(Lengths.__dataclass_fields__))
+        if unknown:
+            raise SpecError(f"traffic lengths: unknown key {unknown[0]!r} in a distribution; allowed: "
+                            f"{', '.join(Lengths.__dataclass_fields__)}")
+        dist = Lengths(**value)
+    else:
+        dist = Lengths.of(value)  # type: ignore[arg-type]
+    return dist.sample(n, rng).astype(float)
+
+
+def read_trace(path: str | Path) -> Requests:
+    """Requests from a CSV file with columns ``arrival_s``, ``isl``, ``osl`` and optionally
+    ``session`` (requests of one session follow each other, each prompt extending the one
+    before) or ``prefix_id`` with ``prefix_tokens`` (a shared prefix)."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"trace file {str(p)!r} not found; give a CSV with columns arrival_s,isl,osl")
+    with p.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    need = {"arrival_s", "isl", "osl"}
+    if not rows or not need <= set(rows[0]):
+        raise SpecError(f"trace {p.name}: needs the columns arrival_s, isl, osl (got {sorted(rows[0]) if rows else []})")
+    try:
+        arrival = np.array([float(r["arrival_s"]) for r in rows])
+        isl = np.array([float(r["isl"]) for r in rows])
+        osl = np.array([float(r["osl"]) for r in rows])
+    except ValueError as exc:
+        raise SpecError(f"trace {p.name}: {exc}; arrival_s, isl and osl must be numbers") from None
+    if np.any(isl < 1) or np.any(osl < 1) or np.any(~np.isfinite(arrival)) or np.any(arrival < 0):
+        raise SpecError(f"trace {p.name}: isl and osl must be >= 1 and arrival_s finite and >= 0")
+    n = len(rows)
+    order = np.argsort(arrival, kind="stable")
+    arrival, isl, osl = arrival[order], isl[order], osl[order]
+    rows = [rows[i] for i in order]
+    stream, prefix = np.full(n, -1), np.zeros(n)
+    if "prefix_id" in rows[0]:
+        ids = {key: k for k, key in enumerate(dict.fromkeys(r["prefix_id"] for r in rows))}
+        stream = np.array([ids[r["prefix_id"]] for r in rows])
+        prefix = np.minimum(np.array([float(r.get("prefix_tokens") or 0.0) for r in rows]), isl)
+    elif "session" in rows[0]:
+        ids = {key: k for k, key in enumerate(dict.fromkeys(r["session"] for r in rows))}
+        stream = np.array([ids[r["session"]] for r in rows])
+        last: dict[int, int] = {}
+        for i, s in enumerate(stream.tolist()):  # the previous turn's sequence is this prompt's prefix
+            if s in last:
+                j = last[s]
+                prefix[i] = min(isl[j] + osl[j], isl[i])
+            last[s] = i
+    extends = np.where(stream >= 0, np.maximum(prefix, isl + osl if "session" in rows[0] else prefix), 0.0)
+    none = np.full(n, -1)
+    return Requests(arrival, isl, osl, stream, prefix, extends, none, np.zeros(n))

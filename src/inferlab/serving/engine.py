@@ -1,0 +1,513 @@
+"""One replica of an in-flight-batching engine as a steppable state machine.
+
+Event-driven: an iteration is timed by :class:`~.stepmodel.StepModel` from the mix it
+runs (decode tokens, prefill chunks and their contexts). Stretches of decode-only
+iterations between events (an arrival that can be admitted, a request finishing, the KV
+pool filling up) are advanced in one go: the step time grows linearly with the contexts,
+so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python work.
+
+:func:`~.simulator.simulate` drives one :class:`Engine` over a known set of requests; a
+fleet (:mod:`inferlab.fleet`) drives many on one clock, handing each its requests as a
+router places them (:meth:`Engine.submit`), planning an iteration (:meth:`Engine.prepare`)
+and applying it (:meth:`Engine.advance`) in time order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import InfeasibleError, SpecError
+from .prefix_cache import PrefixReuse
+from .prefixes import PrefixPlan
+from .scheduler import SchedulerConfig
+
+
+class PlainDecoding:
+    """One token per decoding request per iteration (no speculation)."""
+
+    lookahead = 0
+
+    @staticmethod
+    def tokens(remaining: np.ndarray) -> float:
+        """Tokens each decoding request emits in one iteration."""
+        return 1.0
+
+    @staticmethod
+    def stretch(t0: float, t1: float, remaining: np.ndarray, max_steps: int,
+                free_tokens: float) -> tuple[int, float, float, float]:
+        """Decode-only steps until a request finishes, the KV pool fills or ``max_steps``:
+        the steps, the tokens each request emitted, their time [s] and mean step [s]."""
+        k = min(int(max(1.0, float(remaining.min()))), max_steps)
+        if free_tokens != math.inf:
+            k = min(k, max(1, int(free_tokens // max(len(remaining), 1)) + 1))
+        if k > 1:
+            slope = t1 - t0
+            return k, k, k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
+        return k, k, t0, t0
+
+
+class _State:
+    """Running requests as arrays (one slot per admitted request), in preallocated buffers;
+    the public attributes are views of the first ``k`` slots."""
+
+    FIELDS = ("idx", "done", "gen", "base", "prompt", "osl")
+
+    def __init__(self, capacity: int) -> None:
+        self.k = 0
+        self.prefilling = 0  # slots whose prompt is not prefilled yet
+        self._buf = {f: np.zeros(max(capacity, 1), np.int64 if f == "idx" else float) for f in self.FIELDS}
+        self._views()
+
+    def _views(self) -> None:
+        k, b = self.k, self._buf
+        self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
+        self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
+
+    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0) -> None:
+        """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
+        ``done`` of them already in the cache)."""
+        b, k = self._buf, self.k
+        if k == len(b["idx"]):
+            self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
+        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, done, generated, generated
+        b["prompt"][k], b["osl"][k] = prompt, osl
+        self.k = k + 1
+        self.prefilling += 0 if done >= prompt else 1
+        self._views()
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the slots where ``mask`` is true, in order."""
+        m = int(np.count_nonzero(mask))
+        for f in self.FIELDS:
+            v = self._buf[f]
+            v[:m] = v[:self.k][mask]
+        self.k = m
+        self._views()
+
+    def drop_last(self) -> None:
+        if self.done[-1] < self.prompt[-1]:
+            self.prefilling -= 1
+        self.k -= 1
+        self._views()
+
+    @property
+    def cached(self) -> np.ndarray:
+        """KV tokens each running request holds."""
+        return self.done + self.gen - self.base
+
+
+_COLUMNS = {"arrivals": np.nan, "isl": 0.0, "osl": 0.0, "prompt": 0.0, "generated": 0.0, "first_sched": np.nan,
+            "first_tok": np.nan, "finish": np.nan, "recompute": False, "started": False}
+
+
+class Engine:
+    """One replica: its waiting queue, running batch, KV pool and prefix cache, on its own clock.
+
+    Parameters
+    ----------
+    model : StepModel or SpeculativeStepModel
+        Times one iteration from its mix.
+    sched : SchedulerConfig
+    kv_capacity_tokens : float [token]
+        KV-cache pool of the replica (after weights, workspace, reserve).
+    capacity : int
+        Requests to make room for up front (more grow the arrays).
+    prefilled, decoding, prefixes :
+        As :func:`~.simulator.simulate`.
+    prefix_cache : bool
+        Without ``prefixes``: keep and reuse the prefix blocks of submitted requests.
+    queue_timeout_s : float [s]
+        A request still waiting this long after it reached the scheduler is dropped
+        (:attr:`timed_out`); ``inf``: never.
+
+    Attributes
+    ----------
+    now : float [s]
+        The engine's clock: the end of the last iteration applied.
+    busy_s : float [s]
+        Time spent running iterations.
+    tokens : float [token]
+        Tokens processed (prompt tokens prefilled and tokens decoded).
+    """
+
+    def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
+                 prefilled: bool = False, decoding: Any = None, prefixes: PrefixPlan | None = None,
+                 prefix_cache: bool = False, queue_timeout_s: float = math.inf) -> None:
+        self.model, self.sched = model, sched
+        self.block = sched.kv_block_size
+        self.capacity_blocks = math.floor(kv_capacity_tokens / self.block)
+        self.decoding = decoding or PlainDecoding
+        self.lookahead = self.decoding.lookahead
+        self.prefilled = prefilled
+        self.delay = float(getattr(model, "request_overhead_s", 0.0))
+        self.n = 0
+        self._cols = {name: np.full(max(capacity, 1), fill, bool if fill is False else float)
+                      for name, fill in _COLUMNS.items()}
+        self._bind()
+        self.visible: list[float] = []  # when each request reaches the scheduler
+        self.isl_l: list[float] = []
+        self.osl_l: list[float] = []
+        self.order: list[int] = []  # requests sent, by when they reach the scheduler
+        self.pos = 0  # next entry of ``order`` to arrive
+        self.waiting: list[int] = []
+        self.run = _State(min(max(capacity, 1), sched.max_num_seqs))
+        self.reuse = PrefixReuse(prefixes, self.block, 0, active=prefix_cache)
+        self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
+        self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
+        self.q_times, self.q_depth, self.itl_v, self.itl_w = [0.0], [0], [], []
+        self.timeout = float(queue_timeout_s)
+        self.timed_out: list[int] = []
+        self._plan: tuple | None = None
+        self.plan_end = math.inf
+        # attention-DP balancing: prompts wait until every rank has one, or for the timeout
+        self.ranks = sched.ranks if sched.balance_timeout_iters and not prefilled else 1
+        self.held_iters = 0
+
+    # -- requests -------------------------------------------------------------------------
+    def _bind(self) -> None:
+        c = self._cols
+        self.arrivals, self.isl, self.osl, self.prompt = c["arrivals"], c["isl"], c["osl"], c["prompt"]
+        self.generated, self.first_sched, self.first_tok = c["generated"], c["first_sched"], c["first_tok"]
+        self.finish, self.recompute, self.started = c["finish"], c["recompute"], c["started"]
+
+    def _grow(self, n: int) -> None:
+        size = len(self.isl)
+        if n > size:
+            new = max(n, 2 * size)
+            for name, fill in _COLUMNS.items():
+                old = self._cols[name]
+                self._cols[name] = np.concatenate([old, np.full(new - size, fill, old.dtype)])
+            self._bind()
+
+    def load(self, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> None:
+        """Take a whole workload at once (``arrivals`` NaN: sent later by :meth:`send`)."""
+        n = len(isl)
+        self._grow(n)
+        self.n = n
+        self.arrivals[:n], self.isl[:n], self.osl[:n], self.prompt[:n] = arrivals, isl, osl, isl
+        self.isl_l, self.osl_l = np.asarray(isl, float).tolist(), np.asarray(osl, float).tolist()
+        self.visible = (np.asarray(arrivals, float) + self.delay).tolist()
+        sent = int(np.sum(~np.isnan(arrivals)))
+        self.order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
+        for _ in range(n):
+            self.reuse.found.append(0.0)
+            self.reuse._looked.append(False)
+            self.reuse._pinned.append(0)
+
+    def submit(self, arrival: float, isl: float, osl: float, *, stream: int = -1, prefix: float = 0.0,
+               extends: float = 0.0) -> int:
+        """A request sent at ``arrival`` [s] (not before the last applied iteration's start);
+        returns its index here."""
+        i = self.n
+        self._grow(i + 1)
+        self.n = i + 1
+        self.isl[i], self.osl[i], self.prompt[i] = isl, osl, isl
+        self.isl_l.append(float(isl))
+        self.osl_l.append(float(osl))
+        self.visible.append(math.nan)
+        if self.reuse.active:
+            self.reuse.add(stream, prefix, extends)
+        else:
+            self.reuse.found.append(0.0)
+        self.send(i, arrival)
+        return i
+
+    def send(self, i: int, arrival: float) -> None:
+        """Request ``i`` (loaded, not yet sent) is sent at ``arrival`` [s]."""
+        self.arrivals[i] = arrival
+        self.visible[i] = arrival + self.delay
+        bisect.insort(self.order, i, lo=self.pos, key=self.visible.__getitem__)
+        if self._plan is not None and self._plan[0] == "decode" and self.visible[i] < self.plan_end:
+            self._plan_decode(*self._plan[1:3])  # the stretch must stop for it
+
+    # -- state a router or autoscaler reads -----------------------------------------------
+    @property
+    def outstanding(self) -> int:
+        """Requests sent here and not finished (on their way, waiting or running)."""
+        return len(self.order) - self.pos + len(self.waiting) + self.run.k
+
+    @property
+    def queued(self) -> int:
+        """Requests sent here and not yet past their prompt (on their way, waiting, or
+        admitted with prefill to do)."""
+        return len(self.order) - self.pos + len(self.waiting) + self.run.prefilling
+
+    @property
+    def kv_used(self) -> float:
+        """Share of the KV pool held by running requests [-]."""
+        return self.blocks_used() / max(self.capacity_blocks, 1)
+
+    @property
+    def busy(self) -> bool:
+        """Whether any request is on its way, waiting or running."""
+        return self.pos < len(self.order) or bool(self.waiting) or self.run.k > 0
+
+    @property
+    def ready_s(self) -> float:
+        """When this engine next has something to do [s] (``inf``: idle)."""
+        if self._plan is not None:
+            return self.plan_end
+        if self.run.k or self.waiting:
+            return self.now
+        return max(self.now, self.visible[self.order[self.pos]]) if self.pos < len(self.order) else math.inf
+
+    @property
+    def planned(self) -> bool:
+        return self._plan is not None
+
+    def blocks_used(self) -> float:
+        run = self.run
+        tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
+        if self.lookahead:
+            tokens = tokens + self.lookahead
+        return float(np.ceil(tokens / self.block).sum()) + self.reuse.shared_adjustment
+
+    def check_fits(self) -> None:
+        _check_fits(self.isl[:self.n], self.osl[:self.n], self.capacity_blocks, self.block, self.lookahead)
+
+    # -- one iteration --------------------------------------------------------------------
+    def prepare(self) -> bool:
+        """Take in the requests that reached the scheduler, admit what fits, and plan the next
+        iteration (jumping an idle clock to the next arrival); False when nothing is left."""
+        while True:
+            self._intake()
+            if self.run.k:
+                break
+            if self.pos < len(self.order):
+                self.now = max(self.now, self.visible[self.order[self.pos]])
+                continue
+            return False
+        if self.run.prefilling:
+            self._plan_prefill()
+        else:
+            t0, t1 = self.model.time_decode(self.run.cached)
+            self._plan_decode(t0, t1)
+        return True
+
+    def _intake(self) -> None:
+        order, visible, waiting, run, reuse = self.order, self.visible, self.waiting, self.run, self.reuse
+        now = self.now
+        while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
+            waiting.append(order[self.pos])
+            self.pos += 1
+        if self.timeout != math.inf and waiting:
+            self._expire()
+        max_seqs, prompt = self.sched.max_num_seqs, self.prompt
+        # admission: FIFO while a slot and the prompt's KV blocks are free
+        balanced = (self.ranks == 1 or not run.k or self.held_iters >= self.sched.balance_timeout_iters
+                    or len(waiting) >= min(self.ranks, max_seqs - run.k))  # an idle engine spins its timeout away
+        if waiting and not self.hold and run.k < max_seqs and balanced:
+            self.held_iters = 0
+            used = self.blocks_used()
+            reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
+            while waiting and run.k < max_seqs:
+                i = waiting[0]
+                found, pin, counted = reuse.lookup(i, prompt[i])
+                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else prompt[i]) + lookahead)
+                                 / block) - counted
+                if used + need > self.capacity_blocks:
+                    break
+                waiting.pop(0)
+                run.add(i, self.generated[i], prompt[i], self.osl_l[i],
+                        prompt[i] if self.prefilled and not self.recompute[i] else found)
+                reuse.admitted(i, found, pin)
+                used += need
+                if self.first_sched[i] != self.first_sched[i]:  # NaN: first admission
+                    self.first_sched[i] = now
+            if reuse.cache.evictable_blocks:
+                reuse.fit(self.capacity_blocks - used)
+
+    def _expire(self) -> None:
+        """Drop the requests whose prefill has not begun within the timeout of reaching the
+        scheduler: waiting, or admitted behind other prompts' chunks."""
+        limit = self.now - self.timeout
+        keep = []
+        for i in self.waiting:
+            if self.visible[i] <= limit and not self.started[i]:
+                self.timed_out.append(i)
+            else:
+                keep.append(i)
+        if len(keep) < len(self.waiting):
+            self.waiting[:] = keep
+        run = self.run
+        if run.prefilling:
+            ids = run.idx
+            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
+            if late.any():
+                for i in ids[late].tolist():
+                    self.timed_out.append(i)
+                    self.reuse.released(i, None)
+                run.keep(~late)
+                run.prefilling -= int(np.count_nonzero(late))
+
+    def _plan_prefill(self) -> None:
+        run, sched = self.run, self.sched
+        chunked = sched.chunked_prefill
+        budget_max = sched.max_num_batched_tokens
+        prefilling = run.done < run.prompt
+        decoding_mask = ~prefilling
+        n_dec = int(np.count_nonzero(decoding_mask))
+        # prefill chunks, first come first served, within the token budget
+        budget = budget_max - (n_dec if chunked else 0)
+        chunk = np.zeros(run.k)
+        left = run.prompt - run.done
+        for j in np.flatnonzero(prefilling).tolist():
+            if budget <= 0:
+                break
+            lj = float(left[j])
+            if chunked:
+                take = min(lj, budget)
+            elif lj > budget and budget < budget_max:
+                break
+            else:
+                take = lj  # without chunking a prompt is prefilled whole
+            chunk[j] = take
+            budget -= take
+        runs_prefill = chunk > 0
+        if not chunked:
+            decoding_mask[:] = False  # a whole-prompt prefill iteration runs no decodes
+            n_dec = 0
+        finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
+        n_fin = int(np.count_nonzero(finishing_prefill))
+        dctx = run.cached[decoding_mask] if n_dec else np.zeros(0)
+        elapsed = self.model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
+                                  prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
+        self._plan = ("prefill", elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin)
+        self.plan_end = self.now + elapsed
+
+    def _plan_decode(self, t0: float, t1: float) -> None:
+        run = self.run
+        max_steps, free_tokens = _stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
+                                                 self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
+                                                 self.block, self.lookahead)
+        if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
+            max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
+            if self.pos < len(self.order):
+                max_steps = min(max_steps, max(1, int(math.ceil((self.visible[self.order[self.pos]] - self.now) / t0))))
+        k, tokens, elapsed, step = self.decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
+        self._plan = ("decode", t0, t1, k, tokens, elapsed, step)
+        self.plan_end = self.now + elapsed
+
+    def advance(self) -> list[int]:
+        """Run the planned iteration; returns the requests it finished."""
+        plan, self._plan, self.plan_end = self._plan, None, math.inf
+        run, reuse = self.run, self.reuse
+        if plan[0] == "prefill":
+            _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin = plan
+            self.itl_v.append(elapsed)
+            self.itl_w.append(float(n_dec))
+            self.now += elapsed
+            self.held_iters += 1 if self.waiting else 0
+            if n_dec:
+                run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
+            run.done += chunk
+            self.tokens += float(chunk.sum()) + n_dec
+            if self.timeout != math.inf:
+                self.started[run.idx[chunk > 0]] = True
+            if n_fin:
+                run.prefilling -= n_fin
+                run.gen[finishing_prefill] += 1.0  # the prefill samples the next token (first, or next after a recompute)
+                ids = run.idx[finishing_prefill]
+                fresh = ids[np.isnan(self.first_tok[ids])]
+                self.first_tok[fresh] = self.now
+                if reuse.active:
+                    for i in ids.tolist():
+                        reuse.prefilled(i, self.prompt[i])
+        else:
+            _, t0, _, k, tokens, elapsed, step = plan
+            self.itl_v.append(step)
+            self.itl_w.append(float(run.k) * k)
+            if self.prefilled:  # a transferred request's first token is its first decode step's
+                ids = run.idx[np.isnan(self.first_tok[run.idx])]
+                self.first_tok[ids] = self.now + t0
+            self.now += elapsed
+            run.gen += tokens
+            self.tokens += float(run.k) * k
+            self.held_iters += k if self.waiting else 0
+        self.busy_s += elapsed
+        done = self._finish()
+        self._preempt()
+        self.q_times.append(self.now)
+        self.q_depth.append(len(self.waiting))
+        return done
+
+    def _finish(self) -> list[int]:
+        run = self.run
+        finished = run.gen >= run.osl
+        if not finished.any():
+            return []
+        done = run.idx[finished].tolist()
+        for i in done:
+            self.finish[i] = self.now
+            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
+        self.hold = False
+        run.keep(~finished)
+        return done
+
+    def _preempt(self) -> None:
+        """Memory pressure: preempt the newest requests (recomputed later) until the KV fits
+        (checked exactly only when a quick upper bound on the blocks in use exceeds the pool)."""
+        run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
+        spare = reuse.cache.evictable_blocks
+        bound = (float(run.cached.sum()) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
+            if run.k and (spare or not reserve) else 0.0
+        if not reserve and run.k > 1 and bound > cap:
+            while run.k > 1 and self.blocks_used() > cap:
+                i = int(run.idx[-1])
+                self.generated[i] = run.gen[-1]
+                self.prompt[i] = self.isl_l[i] + self.generated[i]
+                run.drop_last()
+                reuse.released(i, None)
+                self.recompute[i] = True
+                self.waiting.insert(0, i)
+                self.preemptions += 1
+                self.hold = True
+            spare, bound = reuse.cache.evictable_blocks, math.inf
+        if spare and bound + spare > cap:  # cached blocks nobody reads give way
+            reuse.fit(cap - self.blocks_used())
+
+    def abort(self) -> list[int]:
+        """The replica fails: every request sent here and not finished is lost; returns them."""
+        lost = self.order[self.pos:] + self.waiting + self.run.idx.tolist()
+        self.order, self.pos, self.waiting = [], 0, []
+        self.run = _State(1)
+        self._plan, self.plan_end = None, math.inf
+        return lost
+
+
+def _check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int) -> None:
+    """Refuse empty requests, and any request larger than the whole KV pool (engines reject those)."""
+    n = len(isl)
+    if n and (np.min(isl) < 1 or np.min(osl) < 1):
+        raise SpecError("simulate: every request needs a prompt and an output of at least one token")
+    need_blocks = np.ceil((isl + osl + lookahead) / block)
+    if n and capacity_blocks < need_blocks.max():
+        big = int(np.argmax(need_blocks))
+        extra = f" + {lookahead} speculative slots" if lookahead else ""
+        raise InfeasibleError(f"the KV pool holds {capacity_blocks * block:.0f} tokens, less than request {big} "
+                              f"({int(isl[big])} + {int(osl[big])} tokens{extra}) needs; engines reject such a "
+                              "request: shorten the lengths or give the pool more memory (fewer weights per GPU, "
+                              "more TP)")
+
+
+def _stretch_limits(sched: SchedulerConfig, run: _State, t0: float, now: float, waiting: list[int],
+                    order: list[int], pos: int, visible: list[float], capacity_blocks: float, block: int,
+                    lookahead: int) -> tuple[int, float]:
+    """Decode-only iterations (every running request decoding) that can run before an
+    arrival could be admitted (``t0`` [s]: the first one's time), and the KV tokens free
+    for the requests to grow into (unbounded when their outputs are reserved)."""
+    max_steps = 1 << 62
+    free_tokens = math.inf
+    # KV growth: each running request adds its tokens per step (nothing to check when reserved)
+    if not sched.reserve_output:
+        held = np.maximum(run.cached, 1.0) + lookahead if lookahead else np.maximum(run.cached, 1.0)
+        free_tokens = (capacity_blocks - float(np.ceil(held / block).sum())) * block
+    # an arrival that could be admitted (a slot and its prompt blocks are free)
+    if pos < len(order) and run.k < sched.max_num_seqs and not waiting:
+        gap = visible[order[pos]] - now
+        max_steps = max(1, int(math.ceil(gap / t0)))
+    return max_steps, free_tokens

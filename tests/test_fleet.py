@@ -1,0 +1,190 @@
+"""The fleet: one replica equals serve(); routing, admission, autoscaling and failures give
+the relations that must emerge (hit rate 1/N, bounded P99, N + k availability)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inferlab
+from inferlab.errors import SpecError
+from inferlab.estimate import deployment
+from inferlab.fleet import Admission, Autoscaler, Failures, Profile, RouterConfig, availability, replicas_for
+from inferlab.fleet.api import availability_of, build_requests
+from inferlab.fleet.autoscaler import desired_replicas
+from inferlab.fleet.simulation import OK, FleetConfig, ReplicaKind, run
+from inferlab.fleet.traffic import plain
+from inferlab.serve import engine_scheduler, kv_capacity_tokens, scheduler_for, serve
+from inferlab.serving.stepmodel import StepModel
+
+MODEL, GPU = "llama-3.1-8b", "h100-sxm"
+
+
+def _kind(engine: str, **limits) -> ReplicaKind:
+    dep = deployment(MODEL, GPU, engine=engine)
+    base = engine_scheduler(engine, None, **limits)
+    sched = scheduler_for(dep, base)
+    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    return ReplicaKind("one", model, sched, kv_capacity_tokens(dep, base))
+
+
+@pytest.mark.parametrize("engine,rate,limits", [("generic", 20.0, {}), ("vllm", 35.0, {}),
+                                                ("sglang", 30.0, {"max_num_seqs": 16})])
+def test_one_replica_fleet_equals_serve(engine, rate, limits):
+    """Zero failures, constant rate, one replica: the same engine on the same requests."""
+    ref = serve(MODEL, GPU, engine=engine, isl=1500, osl=200, rate=rate, num_requests=250, seed=5, **limits).trace
+    rec = run(_kind(engine, **limits), plain(ref.arrival, ref.isl, ref.osl), FleetConfig())
+    assert np.array_equal(rec.first_token, ref.first_token)
+    assert np.array_equal(rec.finish, ref.finish)
+    assert np.all(rec.status == OK)
+
+
+def _sessions_fleet(n: int, policy: str, sessions: int = 1600):
+    # two-turn chats at a low rate: no queueing, KV for every conversation, so the only
+    # thing between a turn and its cached prefix is where the router sends it
+    return inferlab.fleet(MODEL, GPU, replicas=n, router=policy, horizon_s=sessions / 2.0 * 2.0,
+                          traffic={"rate": 2.0, "isl": 400, "osl": 60, "prefix": "sessions:turns=2,think=1"},
+                          seed=11)
+
+
+@pytest.fixture(scope="module")
+def single_replica_hit_rate():
+    r = _sessions_fleet(1, "random")
+    # nearly every second turn finds its whole history (whole blocks of turn one's prompt+answer)
+    assert r.hit_rate > 0.9 * r.reachable_hit_rate
+    return r.hit_rate
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_cache_unaware_routing_gives_one_over_n_of_the_hits(n, single_replica_hit_rate):
+    """Turn two lands on turn one's replica with probability 1/N under random routing."""
+    ratio = _sessions_fleet(n, "random").hit_rate / single_replica_hit_rate
+    assert 0.8 / n <= ratio <= 1.2 / n
+
+
+@pytest.mark.parametrize("n", [4, 16])
+def test_cache_aware_routing_recovers_the_hits(n, single_replica_hit_rate):
+    assert _sessions_fleet(n, "cache_aware").hit_rate >= 0.8 * single_replica_hit_rate
+
+
+def test_bounded_queue_keeps_p99_ttft_under_the_timeout_while_refusing():
+    """Twice what one replica serves: unbounded, the queue (and TTFT) grows for the whole
+    run; a 2 s timeout and a queue of 32 keep every admitted request's wait under 2 s."""
+    kw = dict(replicas=1, horizon_s=120.0, traffic={"rate": 60.0, "isl": 2000, "osl": 300}, seed=3)
+    free = inferlab.fleet(MODEL, GPU, **kw)
+    bounded = inferlab.fleet(MODEL, GPU, admission={"queue_limit": 32, "timeout_s": 2.0}, **kw)
+    counts = bounded.counts()
+    assert counts["rejected"] + counts["timed out"] > 0
+    prefill_s = 0.5  # one 2000-token prompt with a batch: well under half a second on an H100
+    assert bounded.ttft_percentile(99) < 2.0 + prefill_s
+    assert free.ttft_percentile(99) > 10.0
+    assert free.counts()["ok"] == sum(free.counts().values())
+
+
+def test_router_queue_holds_requests_and_times_them_out():
+    r = inferlab.fleet(MODEL, GPU, replicas=1, horizon_s=60.0, traffic={"rate": 60.0, "isl": 2000, "osl": 300},
+                       admission={"at": "router", "queue_limit": 16, "timeout_s": 1.0, "max_outstanding": 32})
+    c = r.counts()
+    assert c["rejected"] > 0 and c["ok"] > 0
+    assert r.ttft_percentile(99) < 1.0 + 0.5
+
+
+def test_availability_of_n_replicas_by_hand():
+    # a = 0.995 per replica: two of two up a^2; two of three up a^3 + 3 a^2 (1 - a)
+    assert availability(2, 2, 0.995) == pytest.approx(0.990025)
+    assert availability(3, 2, 0.995) == pytest.approx(0.985074875 + 3 * 0.990025 * 0.005)
+    assert replicas_for(0.999, 2, 0.995) == 3
+    assert replicas_for(0.99999, 2, 0.995) == 4
+    assert availability_of([(0.0, 2), (10.0, 1), (12.0, 2)], 2, 100.0) == pytest.approx(0.98)
+
+
+def test_one_more_replica_lifts_simulated_availability_from_two_nines_to_three():
+    """MTBF 5 h, noticed after 30 s and back 60 s later: a = 5 / (5 + 0.025) = 0.995 per
+    replica, so two replicas that are both needed are up 99.0% of the time, and three of
+    which two are needed 99.993%."""
+    f = Failures(replica_mtbf_h=5.0, detection_s=30.0, restart_s=60.0)
+    assert f.replica_availability == pytest.approx(5.0 / 5.025)
+    kw = dict(horizon_s=30 * 86400.0, traffic={"rate": 0.0005, "isl": 200, "osl": 20}, failures=f, need=2, seed=2)
+    two = inferlab.fleet(MODEL, GPU, replicas=2, **kw).availability
+    three = inferlab.fleet(MODEL, GPU, replicas=3, **kw).availability
+    assert 0.985 <= two <= 0.995
+    assert three >= 0.999
+
+
+def test_autoscaler_rule_by_hand():
+    a = Autoscaler(signal="queue", target=4.0, min_replicas=1, max_replicas=10)
+    assert desired_replicas(a, 3, 8.0) == 6  # ceil(3 x 8 / 4)
+    assert desired_replicas(a, 3, 4.2) == 3  # within the 10% tolerance
+    assert desired_replicas(a, 4, 100.0) == 10
+    assert desired_replicas(a, 4, 0.0) == 1
+
+
+def test_daily_profile_integrates_to_the_mean_rate():
+    p = Profile(shape="daily", rate=2.0)
+    arrivals = p.arrivals(86400.0, np.random.default_rng(0))
+    assert len(arrivals) == pytest.approx(2.0 * 86400.0, rel=0.01)  # the cosine averages out
+    peak = np.sum((arrivals > 13 * 3600) & (arrivals < 15 * 3600))
+    night = np.sum((arrivals > 1 * 3600) & (arrivals < 3 * 3600))
+    # rate (1 +- 0.6 cos) near the peak and the trough: about 1.6 / 0.4 = 4 times as many
+    assert 3.3 < peak / night < 4.7
+
+
+def test_bad_input_is_one_line_with_a_suggestion():
+    with pytest.raises(SpecError, match="did you mean 'cache_aware'"):
+        RouterConfig(policy="cache_awre")
+    with pytest.raises(SpecError, match="did you mean 'signal'"):
+        inferlab.fleet(MODEL, GPU, traffic={"rate": 1.0}, autoscaler={"signl": "queue"})
+    with pytest.raises(SpecError, match="unknown key 'rat'"):
+        build_requests({"rat": 1.0}, 10.0, 0)
+    with pytest.raises(SpecError, match="allowed"):
+        Admission(at="gateway")
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 4), policy=st.sampled_from(["round_robin", "random", "least_outstanding", "least_kv",
+                                                    "cache_aware"]),
+       rate=st.floats(1.0, 40.0), limit=st.one_of(st.none(), st.integers(0, 8)))
+def test_every_request_has_one_fate_and_times_in_order(n, policy, rate, limit):
+    r = inferlab.fleet(MODEL, GPU, replicas=n, router=policy, horizon_s=20.0,
+                       traffic={"rate": rate, "isl": 800, "osl": 50, "prefix": "shared:tokens=256,groups=3"},
+                       admission={"queue_limit": limit})
+    ok = r.status == OK
+    assert np.all(r.first_token[ok] >= r.arrival[ok]) and np.all(r.finish[ok] >= r.first_token[ok])
+    assert np.all(np.isnan(r.first_token[~ok]))
+    assert np.all((r.replica[ok] >= 0) & (r.replica[ok] < n))
+    assert np.all(r.cached[ok] <= r.prefix[ok])
+    assert sum(r.counts().values()) == len(r.arrival)
+    assert limit != 0 or r.counts()["ok"] == 0
+
+
+def test_scaling_on_requests_in_flight_meets_the_slo_on_a_ramp_where_utilization_misses():
+    """2 -> 60 request/s over 10 minutes from one replica, new ones up in seconds. Throughput
+    cannot exceed what the replicas serve, so utilization stays under its target while the
+    queue grows; the requests in flight per replica grow with the queue and call for
+    replicas in time."""
+    kw = dict(replicas=1, horizon_s=660.0, seed=1,
+              startup={"warm_pool": True, "preloaded_image": True, "local_weights": True, "cached_engine": True},
+              traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 60.0, "start_s": 0.0, "end_s": 600.0,
+                       "isl": 1500, "osl": 200})
+    in_flight = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "concurrency", "target": 48.0}, **kw)
+    utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, **kw)
+    assert in_flight.ttft_percentile(99) < 1.0 and in_flight.samples["ready"].max() >= 3
+    assert utilization.ttft_percentile(99) > 10.0
+
+
+def test_a_shared_failure_domain_defeats_the_spare():
+    """Two replicas, one needed, unavailability u = 0.025 h / 5.025 h = 0.5% each: failing
+    alone, both are down together u^2 = 0.0025% of the time; on one node (one failure
+    domain) they go down together u = 0.5% of the time."""
+    kw = dict(replicas=2, need=1, horizon_s=30 * 86400.0, traffic={"rate": 0.0005, "isl": 200, "osl": 20}, seed=4)
+    alone = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 5.0, "detection_s": 30.0, "restart_s": 60.0},
+                           **kw).availability
+    node = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": math.inf, "node_mtbf_h": 5.0,
+                                                "replicas_per_node": 2, "detection_s": 30.0, "restart_s": 60.0},
+                          **kw).availability
+    assert alone >= 0.9995
+    assert 0.992 <= node <= 0.9975

@@ -1,0 +1,73 @@
+"""``inferlab fleet``: the example day runs (shortened), bad files are one line, traces load,
+and the reading of a run names what lost prefix hits and what dominates a cold start."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import inferlab
+from inferlab.cli.main import main
+from inferlab.errors import SpecError
+from inferlab.fleet.traffic import read_trace
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "fleet-day.yaml"
+
+
+def test_example_day_runs_shortened(capsys):
+    assert main(["fleet", str(EXAMPLE), "--hours", "0.5", "--rate-scale", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "[small model]" in out and "escalated requests" in out and "cold start" in out
+
+
+def test_example_day_json(capsys):
+    assert main(["fleet", str(EXAMPLE), "--hours", "0.25", "--rate-scale", "0.05", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["small"]["requests"]["ok"] > 0 and data["share"] == 0.15
+
+
+def test_bad_scenario_is_one_line_with_a_suggestion(tmp_path, capsys):
+    bad = tmp_path / "f.yaml"
+    bad.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {replicas: 2, routr: random}\n")
+    assert main(["fleet", str(bad)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "did you mean 'router'" in err and "\n" not in err
+    assert main(["fleet", str(EXAMPLE), "--hours", "-1"]) != 0
+    assert "--hours" in capsys.readouterr().err
+
+
+def test_trace_file_with_sessions(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,isl,osl,session\n0.0,100,20,a\n1.0,50,10,b\n5.0,300,20,a\n")
+    req = read_trace(path)
+    # the second turn of session a starts with the first turn's prompt and answer: 100 + 20
+    assert req.prefix.tolist() == [0.0, 0.0, 120.0]
+    assert req.stream[0] == req.stream[2] != req.stream[1]
+    with pytest.raises(SpecError, match="arrival_s, isl, osl"):
+        bad = tmp_path / "b.csv"
+        bad.write_text("time,isl\n0,1\n")
+        read_trace(bad)
+
+
+def test_explain_names_the_lost_prefix_hits_and_the_cold_start():
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=8, router="random", horizon_s=600.0,
+                       traffic={"rate": 2.0, "isl": 400, "osl": 60, "prefix": "sessions:turns=2,think=1"})
+    text = r.explain()
+    # half the prompt tokens are reusable (turn two's history); random routing over 8 keeps ~1/8
+    assert "lose 8" in text or "lose 9" in text
+    assert "image pull dominates scale-up" in text
+    assert np.isfinite(r.usd) and r.usd > 0
+
+
+def test_plot_has_four_panels(tmp_path):
+    pytest.importorskip("matplotlib")
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, horizon_s=300.0,
+                       traffic={"shape": "burst", "rate": 2.0, "peak_rate": 20.0, "start_s": 100.0, "end_s": 200.0,
+                                "isl": 500, "osl": 100},
+                       autoscaler={"signal": "queue", "target": 2.0, "max_replicas": 4})
+    fig = r.plot(str(tmp_path / "f.png"))
+    assert len(fig.axes) == 5  # four panels and the arrival-rate axis over the first
+    assert (tmp_path / "f.png").stat().st_size > 1000
