@@ -116,6 +116,10 @@ class Requests:
     next_turn : int array
         The conversation's next request (-1: none).
     think_s : array [s]
+    region : str array, optional
+        Where each user is ("local" when absent).
+    model : str array, optional
+        The model each asks for ("" when absent: any pool).
     """
 
     arrival: np.ndarray
@@ -126,6 +130,8 @@ class Requests:
     extends: np.ndarray
     next_turn: np.ndarray
     think_s: np.ndarray
+    region: np.ndarray | None = None
+    model: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.isl)
@@ -178,6 +184,8 @@ def concat(parts: list[Requests]) -> Requests:
     for p in parts:
         for name in fields:
             v = getattr(p, name)
+            if v is None:
+                v = np.full(len(p), "local" if name == "region" else "", object)
             out[name].append(np.where(v >= 0, v + offset, -1) if name == "next_turn" else v)
         offset += len(p)
     return Requests(**{k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()})
