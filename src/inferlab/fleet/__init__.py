@@ -18,7 +18,7 @@ module                      concept
 """
 
 from .admission import Admission
-from .api import fleet
+from .api import fleet, fleet_of
 from .autoscaler import Autoscaler
 from .failures import Failures, availability, replicas_for
 from .pricing import Pricing
@@ -28,4 +28,4 @@ from .startup import Startup
 from .traffic import Profile
 
 __all__ = ["Admission", "Autoscaler", "Failures", "FleetResult", "Pricing", "Profile", "RouterConfig", "Startup",
-           "availability", "fleet", "replicas_for"]
+           "availability", "fleet", "fleet_of", "replicas_for"]

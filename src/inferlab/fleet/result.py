@@ -53,6 +53,8 @@ class FleetResult:
     ttft_slo_s : float [s]
     notes : tuple of str
         Facts for :meth:`explain` that only the builder knows (cold start phases).
+    replica_pool : int array
+        The pool of each replica (see :func:`~.api.fleet_of`).
     """
 
     name: str
@@ -73,6 +75,7 @@ class FleetResult:
     ttft_slo_s: float = DEFAULT_TTFT_SLO_S
     events: tuple = ()
     notes: tuple[str, ...] = field(default=())
+    replica_pool: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
     # -- requests -------------------------------------------------------------------------
     @property

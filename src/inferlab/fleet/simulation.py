@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -21,6 +21,7 @@ from ..serving.engine import Engine
 from .admission import Admission
 from .autoscaler import Autoscaler, desired_replicas
 from .failures import Failures
+from .pools import Pool, Regions
 from .router import Router, RouterConfig
 from .traffic import Requests
 
@@ -70,14 +71,16 @@ class FleetConfig:
     horizon_s: float = math.inf
     sample_s: float = 10.0
     seed: int = 0
+    pools: tuple = ()  # Pool, ...: replaces the one pool of ``replicas`` and ``autoscaler``
+    regions: Regions | None = None
 
 
 class _Replica:
     __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines")
+                 "engines", "pool", "window_tokens")
 
-    def __init__(self, index: int, engine: Engine, ordered: float, up: bool) -> None:
-        self.index, self.engine, self.gids = index, engine, []
+    def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
+        self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
         self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
         self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
         self.since, self.ordered, self.stopped = ordered, ordered, math.inf
@@ -98,6 +101,7 @@ class Record:
     events: list[tuple[float, str, int]]
     intervals: list[tuple[float, float]]  # each replica's (ordered, stopped)
     healthy: list[tuple[float, int]]  # (time, replicas serving) at every change
+    pool: list[int] = field(default_factory=list)  # each replica's pool
 
 
 def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
@@ -120,11 +124,18 @@ class _Loop:
         self.central: deque[int] = deque()
         adm = cfg.admission
         self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
-        self.cap = adm.max_outstanding or kind.sched.max_num_seqs
+        self.pools: tuple[Pool, ...] = cfg.pools or (Pool(kind, cfg.replicas, cfg.autoscaler),)
+        self.regions = cfg.regions or Regions()
+        self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
         self.timeout = adm.timeout_s
         self.arrived_window = 0
-        self.wanted: deque[tuple[float, int]] = deque([(0.0, cfg.replicas)])  # no scale-down before the delay
-        self.last_scale = 0.0
+        self.pool_arrivals = [0] * len(self.pools)
+        # no scale-down before the delay has passed
+        self.wanted: list[deque[tuple[float, int]]] = [deque([(0.0, p.replicas)]) for p in self.pools]
+        self.last_scale = [0.0] * len(self.pools)
+        self.user_region = req.region.tolist() if req.region is not None else None
+        self.model = req.model.tolist() if req.model is not None else None
+        self.half_rtt = np.zeros(n)
         first = np.flatnonzero(~np.isnan(req.arrival))
         self.pending = first[np.argsort(req.arrival[first], kind="stable")].tolist()
         self.p = 0
@@ -138,8 +149,9 @@ class _Loop:
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> Record:
         cfg = self.cfg
-        for _ in range(cfg.replicas):
-            self._order(0.0, up=True)
+        for k, pool in enumerate(self.pools):
+            for _ in range(pool.replicas):
+                self._order(0.0, k, up=True)
         if math.isfinite(cfg.horizon_s):
             self._push(0.0, _CONTROL, "tick", None)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
@@ -177,6 +189,7 @@ class _Loop:
         for r in self.replicas:
             self._collect(r)
             self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
+            self.rec.pool.append(r.pool)
         return self.rec
 
     def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
@@ -196,11 +209,12 @@ class _Loop:
         if prio == _APPLY:
             for i in e.advance():
                 g = r.gids[i]
-                rec.finish[g] = e.now
+                done = e.now + self.half_rtt[g]  # the answer's last token back at the user
+                rec.finish[g] = done
                 nxt = self.next_turn[g]
                 if nxt >= 0:
-                    heapq.heappush(self.later, (e.now + self.think[nxt], nxt))
-                    self.arrival[nxt] = e.now + self.think[nxt]
+                    heapq.heappush(self.later, (done + self.think[nxt], nxt))
+                    self.arrival[nxt] = done + self.think[nxt]
             if self.central and r.state == "up":
                 self._dispatch(r, e.now)
         else:
@@ -218,13 +232,13 @@ class _Loop:
         rec.sent[g] = t
         rec.status[g] = OK
         self.arrived_window += 1
-        routable = [r for r in self.replicas if r.state in ("up", "failed")]
+        routable = self._candidates(g)
         if not routable:
             rec.status[g] = UNSERVED
             rec.finish[g] = t
             return
         if self.cfg.admission.at == "router":
-            free = [r for r in routable if r.engine.outstanding < self.cap]
+            free = [r for r in routable if r.engine.outstanding < self.caps[r.pool]]
             if not free:
                 if len(self.central) < self.limit:
                     self.central.append(g)
@@ -240,6 +254,24 @@ class _Loop:
             return
         self._send(r, g, t)
 
+    def _candidates(self, g: int) -> list[_Replica]:
+        """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
+        up = [r for r in self.replicas if r.state in ("up", "failed")]
+        if len(self.pools) == 1:
+            return up
+        want = self.model[g] if self.model is not None else ""
+        if want:
+            up = [r for r in up if self.pools[r.pool].model in ("", want)]
+        if self.user_region is None or len(up) < 2:
+            return up
+        where = self.user_region[g]
+        rtt = [self.regions.rtt(where, self.pools[r.pool].region) for r in up]
+        near = [r for r, x in zip(up, rtt) if x == min(rtt)]
+        least = min(r.engine.outstanding for r in up)
+        if min(r.engine.outstanding for r in near) <= least + self.regions.spill:
+            return near
+        return up
+
     def _send(self, r: _Replica, g: int, t: float) -> None:
         rec = self.rec
         rec.replica[g] = r.index
@@ -247,14 +279,19 @@ class _Loop:
             rec.status[g] = FAILED
             rec.finish[g] = t
             return
+        half = 0.0
+        if self.user_region is not None:
+            half = 0.5 * self.regions.rtt(self.user_region[g], self.pools[r.pool].region)
+            self.half_rtt[g] = half
         r.gids.append(g)
-        r.engine.submit(t, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
+        self.pool_arrivals[r.pool] += 1
+        r.engine.submit(t + half, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
                         extends=self.extends[g])
         self._schedule(r)
 
     def _dispatch(self, r: _Replica, t: float) -> None:
         """Router queue: hand waiting requests to ``r`` while it has room; drop the expired."""
-        while self.central and r.engine.outstanding < self.cap:
+        while self.central and r.engine.outstanding < self.caps[r.pool]:
             g = self.central.popleft()
             if t - self.rec.sent[g] > self.timeout:
                 self.rec.status[g] = TIMED_OUT
@@ -263,21 +300,30 @@ class _Loop:
             self._send(r, g, t)
 
     # -- replicas -------------------------------------------------------------------------
-    def _new_engine(self) -> Engine:
-        k = self.kind
+    def _new_engine(self, pool: int) -> Engine:
+        k = self.pools[pool].kind
         timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
                       queue_timeout_s=timeout)
 
-    def _order(self, t: float, *, up: bool) -> None:
-        r = _Replica(len(self.replicas), self._new_engine(), t, up)
+    def _order(self, t: float, pool: int, *, up: bool) -> bool:
+        """Start a replica of ``pool`` (serving now, or after its cold start); False when the
+        region's GPU quota has no room for it."""
+        p = self.pools[pool]
+        held = sum(self.pools[r.pool].gpus for r in self.replicas
+                   if r.state != "stopped" and self.pools[r.pool].region == p.region)
+        if held + p.gpus > self.regions.quota(p.region):
+            self.rec.events.append((t, "quota", -1))
+            return False
+        r = _Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
         self.replicas.append(r)
         if up:
             self._healthy(t)
             self._arm_failure(r, t)
         else:
-            self._push(t + self.kind.cold_start_s, _CONTROL, "ready", r)
+            self._push(t + p.kind.cold_start_s, _CONTROL, "ready", r)
         self.rec.events.append((t, "order", r.index))
+        return True
 
     def _ready(self, t: float, r: _Replica) -> None:
         if r.state != "starting":
@@ -335,7 +381,7 @@ class _Loop:
             return
         self._collect(r)
         r.engines.append((r.engine, r.gids))
-        r.engine, r.gids = self._new_engine(), []
+        r.engine, r.gids = self._new_engine(r.pool), []
         self._ready_again(t, r)
 
     def _ready_again(self, t: float, r: _Replica) -> None:
@@ -352,7 +398,7 @@ class _Loop:
         g = np.asarray(r.gids)
         n = len(g)
         ok = rec.status[g] == OK
-        rec.first_token[g[ok]] = e.first_tok[:n][ok]
+        rec.first_token[g[ok]] = e.first_tok[:n][ok] + self.half_rtt[g[ok]]
         rec.cached[g] = np.asarray(e.reuse.found[:n])
 
     # -- control: samples and the autoscaler -----------------------------------------------
@@ -361,10 +407,11 @@ class _Loop:
         live = [r for r in self.replicas if r.state in ("up", "draining")]
         up = [r for r in live if r.state == "up"]
         window = cfg.sample_s
-        busy = 0.0  # tokens processed in the window
+        busy = 0.0  # share of its peak each replica processed in the window, summed
         for r in live:
             b = r.engine.tokens
-            busy += max(b - r.busy_mark, 0.0)
+            r.window_tokens = max(b - r.busy_mark, 0.0) / (window * self.pools[r.pool].kind.peak_tokens_per_s)
+            busy += r.window_tokens
             r.busy_mark = b
         s = rec.samples
         s["t"].append(t)
@@ -373,35 +420,44 @@ class _Loop:
         s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
         s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
         s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
-        peak = self.kind.peak_tokens_per_s
-        s["utilization"].append(min(busy / (window * len(live) * peak), 1.0) if live and t > 0 else 0.0)
+        s["utilization"].append(min(busy / len(live), 1.0) if live and t > 0 else 0.0)
         s["in_flight"].append(sum(r.engine.outstanding for r in live))
         s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
+        s["usd_per_hour"].append(sum(float(p.pricing.usd_per_hour(np.array(
+            sum(1 for r in self.replicas if r.pool == k and r.state != "stopped")))) for k, p in enumerate(self.pools)))
         self.arrived_window = 0
         for r in self.replicas:
             if r.state == "draining" and not r.engine.busy:
                 r.state, r.stopped = "stopped", t
                 self.rec.events.append((t, "stop", r.index))
-        a = cfg.autoscaler
-        if a is not None and t - self.last_scale >= a.period_s - 1e-9:
-            self.last_scale = t
-            self._scale(t, a, up)
+        for k, p in enumerate(self.pools):
+            a = p.autoscaler
+            if a is not None and t - self.last_scale[k] >= a.period_s - 1e-9:
+                self._scale(t, k, a, t - self.last_scale[k])
+                self.last_scale[k] = t
         if t + window < cfg.horizon_s:
             self._push(t + window, _CONTROL, "tick", None)
 
-    def _scale(self, t: float, a: Autoscaler, up: list[_Replica]) -> None:
-        s = self.rec.samples
-        value = {"utilization": s["utilization"][-1], "rate": s["rate"][-1] / max(len(up), 1),
-                 "queue": s["queued"][-1] / max(len(up), 1), "kv": s["kv"][-1],
-                 "concurrency": s["in_flight"][-1] / max(len(up), 1)}[a.signal]
+    def _scale(self, t: float, k: int, a: Autoscaler, period: float) -> None:
+        mine = [r for r in self.replicas if r.pool == k]
+        up = [r for r in mine if r.state == "up"]
+        n = max(len(up), 1)
+        live = [r for r in mine if r.state in ("up", "draining")]
+        value = {"utilization": min(sum(r.window_tokens for r in live) / max(len(live), 1), 1.0),
+                 "rate": self.pool_arrivals[k] / max(period, 1e-9) / n,
+                 "queue": sum(r.engine.queued for r in live) / n, "kv": sum(r.engine.kv_used for r in up) / n,
+                 "concurrency": sum(r.engine.outstanding for r in live) / n}[a.signal]
+        self.pool_arrivals[k] = 0
         want = desired_replicas(a, len(up), value)
-        self.wanted.append((t, want))
-        while self.wanted and self.wanted[0][0] < t - a.scale_down_delay_s:
-            self.wanted.popleft()
-        active = [r for r in self.replicas if r.state in ("up", "starting", "failed", "down")]
-        target = max(w for _, w in self.wanted) if want < len(active) else want
+        wanted = self.wanted[k]
+        wanted.append((t, want))
+        while wanted and wanted[0][0] < t - a.scale_down_delay_s:
+            wanted.popleft()
+        active = [r for r in mine if r.state in ("up", "starting", "failed", "down")]
+        target = max(w for _, w in wanted) if want < len(active) else want
         for _ in range(target - len(active)):
-            self._order(t, up=False)
+            if not self._order(t, k, up=False):
+                break
         if target < len(active):
             # stop starting ones first, then the least loaded serving ones (they drain)
             victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
@@ -414,4 +470,4 @@ class _Loop:
             self._healthy(t)
 
 
-_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate")
+_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate", "usd_per_hour")
