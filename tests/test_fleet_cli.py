@@ -71,3 +71,17 @@ def test_plot_has_four_panels(tmp_path):
     fig = r.plot(str(tmp_path / "f.png"))
     assert len(fig.axes) == 5  # four panels and the arrival-rate axis over the first
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_regions_example_runs_shortened(capsys):
+    path = EXAMPLE.parent / "fleet-regions.yaml"
+    assert main(["fleet", str(path), "--hours", "0.2", "--rate-scale", "0.2"]) == 0
+    assert "fleet two regions" in capsys.readouterr().out
+
+
+def test_pools_and_a_top_level_model_are_refused(tmp_path, capsys):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {pools: [{model: llama-3.1-8b, "
+                   "hardware: h100-sxm}], traffic: {rate: 1}}\n")
+    assert main(["fleet", str(bad)]) != 0
+    assert "in each pool" in capsys.readouterr().err

@@ -152,7 +152,13 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                       horizon_s=horizon_s, sample_s=sample_s or max(horizon_s / 2000.0, 1.0), seed=seed,
                       pools=tuple(built), regions=regions)
     record = run(built[0].kind, requests, cfg, progress)
-    return result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s)
+    served = record.status == 0
+    far = record.half_rtt[served] > 0
+    notes = ()
+    if far.any():
+        notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
+                 f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
+    return result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s, notes)
 
 
 def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, price: Pricing, need: int,

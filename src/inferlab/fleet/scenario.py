@@ -22,6 +22,12 @@
         - {shape: daily, rate: 3, isl: 6000, osl: 200, prefix: "shared:tokens=4000,groups=200,zipf=1.1"}
       cascade: {model: llama-3.1-70b, tp: 4, share: 0.2, replicas: 2}   # optional
 
+Several models, GPU types or regions: ``fleet.pools`` (a list of pools, each with its
+``model``, ``hardware``, ``region``, ``replicas``, ``autoscaler``, ``pricing``; no top-level
+model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``, ``quota_gpus``,
+``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
+for (see :func:`~.api.fleet_of`).
+
 Each policy mapping takes the fields of its class (:class:`~.admission.Admission`,
 :class:`~.autoscaler.Autoscaler`, :class:`~.startup.Startup`, :class:`~.failures.Failures`,
 :class:`~.pricing.Pricing`); an unknown field is refused with the nearest known one.
@@ -38,7 +44,7 @@ from ..specs.validation import read_yaml_mapping
 
 _TOP = ("name", "model", "hardware", "engine", "tp", "precision", "fleet")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
-          "traffic", "trace", "seed", "need", "cascade", "prefix_cache")
+          "traffic", "trace", "seed", "need", "cascade", "prefix_cache", "pools", "regions")
 
 
 def _known(keys: Any, allowed: tuple[str, ...], where: str) -> None:
@@ -53,13 +59,26 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
     """The file's settings as keyword arguments of :func:`~.api.fleet` (plus ``cascade``)."""
     data = read_yaml_mapping(Path(path), f"fleet scenario {path}")
     _known(data, _TOP, f"fleet scenario {Path(path).name}")
-    for key in ("model", "hardware", "fleet"):
+    f = data.get("fleet")
+    for key in ("fleet",) if isinstance(f, dict) and "pools" in f else ("model", "hardware", "fleet"):
         if key not in data:
             raise SpecError(f"fleet scenario {Path(path).name}: missing {key!r} (see inferlab.fleet.scenario)")
     f = data["fleet"]
     if not isinstance(f, dict):
         raise SpecError(f"fleet scenario {Path(path).name}: 'fleet' must be a mapping of {', '.join(_FLEET)}")
     _known(f, _FLEET, f"fleet scenario {Path(path).name}, fleet")
+    if "pools" in f:  # several pools: inferlab.fleet.fleet_of
+        if "model" in data or "hardware" in data or "cascade" in f:
+            raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model and hardware in each "
+                            "pool (and no cascade), not at the top")
+        kwargs = {k: f[k] for k in ("pools", "regions", "router", "admission", "failures", "traffic", "seed", "need")
+                  if k in f}
+        kwargs["name"] = data.get("name", "fleet")
+        if "hours" in f:
+            kwargs["horizon_s"] = float(f["hours"]) * 3600.0
+        if "ttft_ms" in (f.get("slo") or {}):
+            kwargs["ttft_slo_s"] = float(f["slo"]["ttft_ms"]) / 1e3
+        return kwargs
     kwargs: dict[str, Any] = {"model": data["model"], "hardware": data["hardware"],
                               "engine": data.get("engine", "vllm"), "tp": data.get("tp", 1),
                               "precision": data.get("precision"), "name": data.get("name", "")}

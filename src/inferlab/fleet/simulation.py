@@ -102,6 +102,7 @@ class Record:
     intervals: list[tuple[float, float]]  # each replica's (ordered, stopped)
     healthy: list[tuple[float, int]]  # (time, replicas serving) at every change
     pool: list[int] = field(default_factory=list)  # each replica's pool
+    half_rtt: np.ndarray | None = None  # per request: half the round trip to its replica [s]
 
 
 def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
@@ -190,6 +191,7 @@ class _Loop:
             self._collect(r)
             self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
             self.rec.pool.append(r.pool)
+        self.rec.half_rtt = self.half_rtt
         return self.rec
 
     def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
