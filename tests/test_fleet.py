@@ -188,3 +188,12 @@ def test_a_shared_failure_domain_defeats_the_spare():
                           **kw).availability
     assert alone >= 0.9995
     assert 0.992 <= node <= 0.9975
+
+
+def test_queue_depth_warns_before_p99_ttft_breaks_on_a_ramp():
+    r = inferlab.fleet(MODEL, GPU, replicas=1, horizon_s=600.0,
+                       traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 40.0, "start_s": 0.0, "end_s": 600.0,
+                                "isl": 1500, "osl": 200})
+    leads = [r.queue_lead_s(q) for q in (1.0, 4.0, 8.0)]
+    assert leads[0] > 0
+    assert leads[0] >= leads[1] >= leads[2]  # a lower threshold warns no later
