@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..checks import integer, real
 from ..errors import SpecError
 from ..estimate import deployment
 from ..serve import engine_scheduler, kv_capacity_tokens, scheduler_for
@@ -19,13 +20,16 @@ from .failures import Failures
 from .pools import Pool, Regions
 from .pricing import Pricing
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
-from .router import RouterConfig
+from .router import POLICIES, RouterConfig
 from .simulation import FleetConfig, Record, ReplicaKind, run
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
 
 _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
                "name", "region", "model"}
+#: Longest simulated span [s]: a year; float64 times then still resolve 10 ns, far below a
+#: step (availability over months of failures needs more than a day).
+MAX_HORIZON_S = 366 * 86400.0
 _POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "serves", "autoscaler",
               "pricing", "startup", "prefix_cache", "limits")
 
@@ -71,10 +75,12 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     -------
     FleetResult
     """
-    if not (horizon_s > 0 and math.isfinite(horizon_s)):
-        raise SpecError(f"fleet: horizon_s must be a finite number of seconds > 0, got {horizon_s}")
-    if replicas < 0:
-        raise SpecError(f"fleet: replicas must be >= 0, got {replicas}")
+    horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
+    replicas = integer("fleet: replicas", replicas, minimum=0, maximum=100_000)
+    seed = integer("fleet: seed", seed, minimum=0, maximum=2**63 - 1)
+    ttft_slo_s = real("fleet: ttft_slo_s", ttft_slo_s, minimum=0.0, include_minimum=False, unit="s")
+    if need is not None:
+        need = integer("fleet: need", need, maximum=100_000)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
     base = engine_scheduler(engine, None, **limits)
     sched = scheduler_for(dep, base)
@@ -191,8 +197,12 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
                         "or a trace file")
     classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
     parts, streams = [], 0
+    if not classes:
+        raise SpecError("fleet: traffic needs at least one class")
     for k, c in enumerate(classes):
-        c = c.__dict__ if isinstance(c, Profile) else dict(c)
+        if not isinstance(c, (dict, Profile)):
+            raise SpecError(f"fleet: each traffic class must be a mapping (shape, rate, isl, osl, ...), got {c!r:.60}")
+        c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
         unknown = sorted(set(c) - _CLASS_KEYS)
         if unknown:
             raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_CLASS_KEYS))}")
@@ -246,4 +256,6 @@ def _router(value: str | RouterConfig | dict) -> RouterConfig:
         return value
     if isinstance(value, str):
         return RouterConfig(policy=value)
+    if not isinstance(value, dict):
+        raise SpecError(f"fleet: router must be a policy name ({', '.join(POLICIES)}) or a mapping, got {value!r:.40}")
     return _policy(RouterConfig, value)

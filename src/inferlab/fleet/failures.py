@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..checks import integer, real
 from ..errors import SpecError
 
 #: One failure per replica every this many hours. An assumption from [1] (hardware alone:
@@ -61,6 +62,15 @@ class Failures:
     restart_s: float = DEFAULT_RESTART_S
 
     def __post_init__(self) -> None:
+        for name in ("replica_mtbf_h", "node_mtbf_h"):
+            if getattr(self, name) != math.inf:
+                object.__setattr__(self, name, real(f"failures.{name}", getattr(self, name), minimum=1e-6,
+                                                    unit="h"))
+        for name in ("detection_s", "restart_s"):
+            object.__setattr__(self, name, real(f"failures.{name}", getattr(self, name), minimum=0.0, maximum=1e9,
+                                                unit="s"))
+        object.__setattr__(self, "replicas_per_node", integer("failures.replicas_per_node", self.replicas_per_node,
+                                                              maximum=1024))
         if not (self.replica_mtbf_h > 0 and self.node_mtbf_h > 0):
             raise SpecError("failures: replica_mtbf_h and node_mtbf_h must be > 0 hours (inf: never)")
         if not (self.detection_s >= 0 and self.restart_s >= 0 and self.replicas_per_node >= 1):

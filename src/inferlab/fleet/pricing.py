@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import integer, real
 from ..errors import SpecError
 
 
@@ -42,8 +43,12 @@ class Pricing:
     spot_share: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "reserved", integer("pricing.reserved", self.reserved, minimum=0, maximum=100_000))
+        object.__setattr__(self, "spot_share", real("pricing.spot_share", self.spot_share, minimum=0.0, maximum=1.0))
         for name in ("on_demand_usd_per_hour", "reserved_usd_per_hour", "spot_usd_per_hour"):
             v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise SpecError(f"pricing.{name} must be a number [USD/hour], got {v!r:.40}")
             if v < 0 or math.isinf(v):
                 raise SpecError(f"pricing.{name} must be a finite price >= 0 USD/hour, got {v}")
         if self.reserved < 0 or not 0 <= self.spot_share <= 1:

@@ -181,8 +181,10 @@ class FleetResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Summary figures, JSON-ready."""
-        return {"name": self.name, "requests": self.counts(), "p99_ttft_s": self.ttft_percentile(),
-                "goodput": self.goodput(), "hit_rate": self.hit_rate, "usd": self.usd,
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else x
+        return {"name": self.name, "requests": self.counts(), "p99_ttft_s": num(self.ttft_percentile()),
+                "goodput": num(self.goodput()), "hit_rate": self.hit_rate, "usd": num(self.usd),
                 "availability": self.availability, "horizon_s": self.horizon_s}
 
     def __str__(self) -> str:

@@ -24,8 +24,9 @@ from typing import Literal
 
 import numpy as np
 
+from ..checks import real
 from ..errors import SpecError
-from ..serving.workload import Lengths
+from ..serving.workload import MAX_RATE, Lengths
 
 #: Daily curve: peak-to-mean swing of the rate. An assumption (busy afternoon, quiet night; [2]).
 DEFAULT_DAILY_AMPLITUDE = 0.6
@@ -63,11 +64,11 @@ class Profile:
     peak_hour: float = DEFAULT_PEAK_HOUR
 
     def __post_init__(self) -> None:
-        if self.shape not in _SHAPES:
+        if not isinstance(self.shape, str) or self.shape not in _SHAPES:
             raise SpecError(f"traffic shape {self.shape!r} is unknown; allowed: {', '.join(_SHAPES)}")
-        if not (self.rate >= 0 and math.isfinite(self.rate)) or not (0 <= self.amplitude <= 1):
-            raise SpecError(f"traffic: rate must be >= 0 request/s and amplitude in [0, 1], got rate={self.rate}, "
-                            f"amplitude={self.amplitude}")
+        for name, high in (("rate", MAX_RATE), ("peak_rate", MAX_RATE), ("start_s", 1e9), ("end_s", 1e9),
+                           ("amplitude", 1.0), ("peak_hour", 24.0)):
+            object.__setattr__(self, name, real(f"traffic.{name}", getattr(self, name), minimum=0.0, maximum=high))
         if self.shape in ("ramp", "burst") and not self.end_s > self.start_s:
             raise SpecError(f"traffic {self.shape}: end_s ({self.end_s}) must be after start_s ({self.start_s})")
 
