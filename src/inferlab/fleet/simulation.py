@@ -77,10 +77,11 @@ class FleetConfig:
 
 class _Replica:
     __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines", "pool", "window_tokens")
+                 "engines", "pool", "window_tokens", "key")
 
     def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
         self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
+        self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
         self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
         self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
         self.since, self.ordered, self.stopped = ordered, ordered, math.inf
@@ -167,6 +168,7 @@ class _Loop:
                 if what == "engine":
                     r, ver = obj
                     if ver == r.ver:
+                        r.key = None
                         self._engine(r, prio)
                 elif what == "tick":
                     self._tick(t)
@@ -199,12 +201,20 @@ class _Loop:
         heapq.heappush(self.heap, (t, prio, self.seq, what, obj))
 
     def _schedule(self, r: _Replica) -> None:
+        """Queue ``r``'s next event (its pending one stays valid when it has not moved)."""
         e = r.engine
-        r.ver += 1
         if e.planned:
-            self._push(e.plan_end, _APPLY, "engine", (r, r.ver))
+            key = (e.plan_end, _APPLY)
         elif r.state in ("up", "draining", "failed") and e.busy:
-            self._push(e.ready_s + 1e-12, _PLAN, "engine", (r, r.ver))
+            key = (e.ready_s + 1e-12, _PLAN)
+        else:
+            key = None
+        if key == r.key:
+            return
+        r.ver += 1
+        r.key = key
+        if key is not None:
+            self._push(key[0], key[1], "engine", (r, r.ver))
 
     def _engine(self, r: _Replica, prio: int) -> None:
         e, rec = r.engine, self.rec
@@ -370,6 +380,7 @@ class _Loop:
             self.rec.events.append((t, "fail", x.index))
             self._push(t + f.detection_s, _CONTROL, "detected", x)
             x.ver += 1
+            x.key = None
         self._healthy(t)
 
     def _detected(self, t: float, r: _Replica) -> None:
