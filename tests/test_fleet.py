@@ -197,3 +197,17 @@ def test_queue_depth_warns_before_p99_ttft_breaks_on_a_ramp():
     leads = [r.queue_lead_s(q) for q in (1.0, 4.0, 8.0)]
     assert leads[0] > 0
     assert leads[0] >= leads[1] >= leads[2]  # a lower threshold warns no later
+
+
+def test_failures_a_liveness_probe_misses_lose_more_requests():
+    """Until a failure is noticed the router keeps sending the dead replica its share of the
+    traffic: about rate / replicas x detection time lost per failure (1/2 x 10 req/s x 30 s
+    = 150 noticed by a liveness probe, 1/2 x 10 x 180 = 900 when only an inference probe
+    sees it)."""
+    kw = dict(replicas=2, router="random", horizon_s=3600.0, traffic={"rate": 10.0, "isl": 300, "osl": 30}, seed=6)
+    loud = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 1.0}, **kw)
+    silent = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 1.0, "silent_share": 1.0}, **kw)
+    n_fail = [sum(1 for e in r.events if e[1] == "fail") for r in (loud, silent)]
+    per_failure = [r.counts()["failed"] / max(n, 1) for r, n in zip((loud, silent), n_fail)]
+    assert min(n_fail) >= 1
+    assert 75 <= per_failure[0] <= 260 and 450 <= per_failure[1] <= 1400

@@ -1,5 +1,6 @@
 """The fleet: replicas behind a router, with admission, autoscaling, cold starts, failures
-and prices, simulated request by request over a day (:func:`fleet`).
+and prices, simulated request by request over a day (:func:`fleet`; several pools, models and
+regions: :func:`fleet_of`).
 
 ==========================  ==============================================================
 module                      concept
@@ -11,9 +12,11 @@ module                      concept
 :mod:`.startup`             cold start of a new replica, and its remedies
 :mod:`.failures`            failures, detection, restarts; N + k for a target availability
 :mod:`.pricing`             reserved, on-demand and spot replicas over the day
+:mod:`.pools`               pools of one model, GPU type and region; round trips and quotas
 :mod:`.simulation`          the event loop over :class:`~inferlab.serving.engine.Engine` replicas
 :mod:`.cascade`             a small model first, a share escalated to a large one
 :mod:`.result`              what a run returns; :mod:`.plot` draws it
+:mod:`.scenario`            fleet scenario files (a ``fleet:`` section), for ``inferlab fleet``
 ==========================  ==============================================================
 """
 

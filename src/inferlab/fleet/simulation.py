@@ -378,7 +378,8 @@ class _Loop:
             x.state = "failed"
             x.fail_ver += 1
             self.rec.events.append((t, "fail", x.index))
-            self._push(t + f.detection_s, _CONTROL, "detected", x)
+            silent = f.silent_share > 0 and self.rng.random() < f.silent_share
+            self._push(t + (f.silent_detection_s if silent else f.detection_s), _CONTROL, "detected", x)
             x.ver += 1
             x.key = None
         self._healthy(t)
