@@ -211,3 +211,18 @@ def test_failures_a_liveness_probe_misses_lose_more_requests():
     per_failure = [r.counts()["failed"] / max(n, 1) for r, n in zip((loud, silent), n_fail)]
     assert min(n_fail) >= 1
     assert 75 <= per_failure[0] <= 260 and 450 <= per_failure[1] <= 1400
+
+
+def test_spot_replicas_cost_the_spot_price_and_can_be_reclaimed():
+    """Two replicas, none reserved, all on spot at 1.2 USD/h for one hour: 2 x 1.2 = 2.4 USD
+    when nothing is reclaimed; reclaimed every ~6 minutes, replicas go (after the two-minute
+    notice) and the autoscaler orders others."""
+    kw = dict(replicas=2, horizon_s=3600.0, traffic={"rate": 2.0, "isl": 300, "osl": 30}, seed=2)
+    calm = inferlab.fleet(MODEL, GPU, pricing={"spot_share": 1.0, "spot_usd_per_hour": 1.2, "on_demand_usd_per_hour": 3.0,
+                                               "spot_reclaims_per_h": 0.0}, **kw)
+    assert calm.usd == pytest.approx(2.4, rel=0.01)
+    stormy = inferlab.fleet(MODEL, GPU, pricing={"spot_share": 1.0, "spot_usd_per_hour": 1.2,
+                                                 "on_demand_usd_per_hour": 3.0, "spot_reclaims_per_h": 10.0},
+                            autoscaler={"signal": "concurrency", "target": 8.0, "min_replicas": 2}, **kw)
+    assert sum(1 for e in stormy.events if e[1] == "reclaim") >= 3
+    assert sum(1 for e in stormy.events if e[1] == "order") > 2  # replacements

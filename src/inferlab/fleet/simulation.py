@@ -22,6 +22,7 @@ from .admission import Admission
 from .autoscaler import Autoscaler, desired_replicas
 from .failures import Failures
 from .pools import Pool, Regions
+from .pricing import SPOT_NOTICE_S
 from .router import Router, RouterConfig
 from .traffic import Requests
 
@@ -77,11 +78,12 @@ class FleetConfig:
 
 class _Replica:
     __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines", "pool", "window_tokens", "key")
+                 "engines", "pool", "window_tokens", "key", "spot")
 
     def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
         self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
         self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
+        self.spot = False
         self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
         self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
         self.since, self.ordered, self.stopped = ordered, ordered, math.inf
@@ -328,6 +330,14 @@ class _Loop:
             self.rec.events.append((t, "quota", -1))
             return False
         r = _Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
+        price = p.pricing
+        if price.spot_share > 0 and sum(1 for x in self.replicas if x.pool == pool and x.state != "stopped") \
+                >= price.reserved and self.rng.random() < price.spot_share:
+            r.spot = True
+            if price.spot_reclaims_per_h > 0:
+                when = t + self.rng.exponential(3600.0 / price.spot_reclaims_per_h)
+                if when < self.cfg.horizon_s:
+                    self._push(when, _CONTROL, "reclaim", r)
         self.replicas.append(r)
         if up:
             self._healthy(t)
@@ -384,6 +394,26 @@ class _Loop:
             x.key = None
         self._healthy(t)
 
+    def _reclaim(self, t: float, r: _Replica) -> None:
+        """The provider takes a spot replica back: notice now, gone after the notice."""
+        if r.state in ("stopped",):
+            return
+        self.rec.events.append((t, "reclaim", r.index))
+        if r.state == "starting":
+            r.state, r.stopped = "stopped", t
+            return
+        r.state = "draining"
+        self._healthy(t)
+        self._push(t + SPOT_NOTICE_S, _CONTROL, "reclaimed", r)
+
+    def _reclaimed(self, t: float, r: _Replica) -> None:
+        for i in r.engine.abort():
+            self.rec.status[r.gids[i]] = FAILED
+            self.rec.finish[r.gids[i]] = t
+        r.state, r.stopped = "stopped", t
+        r.ver += 1
+        r.key = None
+
     def _detected(self, t: float, r: _Replica) -> None:
         if r.state != "failed":
             return
@@ -437,8 +467,11 @@ class _Loop:
         s["utilization"].append(min(busy / len(live), 1.0) if live and t > 0 else 0.0)
         s["in_flight"].append(sum(r.engine.outstanding for r in live))
         s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
-        s["usd_per_hour"].append(sum(float(p.pricing.usd_per_hour(np.array(
-            sum(1 for r in self.replicas if r.pool == k and r.state != "stopped")))) for k, p in enumerate(self.pools)))
+        spend = 0.0
+        for k, p in enumerate(self.pools):
+            paid = [r for r in self.replicas if r.pool == k and r.state != "stopped"]
+            spend += float(p.pricing.usd_per_hour(len(paid), sum(1 for r in paid if r.spot)))
+        s["usd_per_hour"].append(spend)
         self.arrived_window = 0
         for r in self.replicas:
             if r.state == "draining" and not r.engine.busy:
