@@ -22,7 +22,7 @@ import numpy as np
 
 from ..economics._common import fmt
 from ..errors import SpecError
-from .api import build_requests, fleet, fleet_of
+from .api import fleet, fleet_of
 from .result import FleetResult
 from .simulation import OK
 from .traffic import Requests, plain
@@ -100,4 +100,4 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
 
 
-__all__ = ["CascadeResult", "build_requests", "escalated", "run_scenario"]
+__all__ = ["CascadeResult", "escalated", "run_scenario"]
