@@ -14,6 +14,9 @@ module                      concept
 :mod:`.pricing`             reserved, on-demand and spot replicas over the day
 :mod:`.pools`               pools of one model, GPU type and region; round trips and quotas
 :mod:`.simulation`          the event loop over :class:`~inferlab.serving.engine.Engine` replicas
+:mod:`.control`             the fleet sampled over time, and each pool's autoscaler acting
+:mod:`.outages`             failures, detection, restarts and spot reclaims in the loop
+:mod:`.states`              request outcomes and event priorities
 :mod:`.cascade`             a small model first, a share escalated to a large one
 :mod:`.result`              what a run returns; :mod:`.plot` draws it
 :mod:`.scenario`            fleet scenario files (a ``fleet:`` section), for ``inferlab fleet``

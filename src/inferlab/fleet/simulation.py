@@ -19,19 +19,17 @@ import numpy as np
 
 from ..serving.engine import Engine
 from .admission import Admission
-from .autoscaler import Autoscaler, desired_replicas
+from .autoscaler import Autoscaler
+from .control import SAMPLES, Control
 from .failures import Failures
+from .outages import Outages
 from .pools import Pool, Regions
-from .pricing import SPOT_NOTICE_S
 from .router import Router, RouterConfig
+from .states import AFTER, APPLY, ARRIVE, CONTROL, FAILED, OK, PLAN, REJECTED, STATUS, TIMED_OUT, UNSERVED
 from .traffic import Requests
 
-#: Request outcomes.
-OK, REJECTED, TIMED_OUT, FAILED, UNSERVED, AFTER = 0, 1, 2, 3, 4, 5
-STATUS = ("ok", "rejected", "timed out", "failed", "no replica", "not sent")
-# event priorities at equal times: an iteration ends before a control tick, before an arrival,
-# before an engine plans its next iteration (which must see every arrival up to its clock)
-_APPLY, _CONTROL, _ARRIVE, _PLAN = 0, 1, 2, 3
+__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNSERVED", "FleetConfig", "Record",
+           "ReplicaKind", "run"]
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ class FleetConfig:
     regions: Regions | None = None
 
 
-class _Replica:
+class Replica:
     __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
                  "engines", "pool", "window_tokens", "key", "spot")
 
@@ -114,17 +112,17 @@ def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
     return _Loop(kind, requests, cfg, progress).run()
 
 
-class _Loop:
+class _Loop(Outages, Control):
     def __init__(self, kind: ReplicaKind, req: Requests, cfg: FleetConfig, progress: Any) -> None:
         self.kind, self.req, self.cfg, self.progress = kind, req, cfg, progress
         n = len(req)
         self.rec = Record(np.full(n, -1), np.full(n, np.nan), np.full(n, np.nan), req.arrival.copy(),
-                          np.where(np.isnan(req.arrival), AFTER, OK), np.zeros(n), {k: [] for k in _SAMPLES}, [], [], [])
+                          np.where(np.isnan(req.arrival), AFTER, OK), np.zeros(n), {k: [] for k in SAMPLES}, [], [], [])
         self.router = Router(cfg.router, cfg.seed)
         self.rng = np.random.default_rng([cfg.seed, 0xFA11])
         self.heap: list[tuple] = []
         self.seq = 0
-        self.replicas: list[_Replica] = []
+        self.replicas: list[Replica] = []
         self.central: deque[int] = deque()
         adm = cfg.admission
         self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
@@ -157,7 +155,7 @@ class _Loop:
             for _ in range(pool.replicas):
                 self._order(0.0, k, up=True)
         if math.isfinite(cfg.horizon_s):
-            self._push(0.0, _CONTROL, "tick", None)
+            self._push(0.0, CONTROL, "tick", None)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
         horizon = cfg.horizon_s
         last_report = 0.0
@@ -165,7 +163,7 @@ class _Loop:
             t_arr = arrival[pending[self.p]] if self.p < len(pending) else math.inf
             if later and later[0][0] < t_arr:
                 t_arr = later[0][0]
-            if heap and (heap[0][0], heap[0][1]) < (t_arr, _ARRIVE):
+            if heap and (heap[0][0], heap[0][1]) < (t_arr, ARRIVE):
                 t, prio, _, what, obj = heapq.heappop(heap)
                 if what == "engine":
                     r, ver = obj
@@ -202,13 +200,13 @@ class _Loop:
         self.seq += 1
         heapq.heappush(self.heap, (t, prio, self.seq, what, obj))
 
-    def _schedule(self, r: _Replica) -> None:
+    def _schedule(self, r: Replica) -> None:
         """Queue ``r``'s next event (its pending one stays valid when it has not moved)."""
         e = r.engine
         if e.planned:
-            key = (e.plan_end, _APPLY)
+            key = (e.plan_end, APPLY)
         elif r.state in ("up", "draining", "failed") and e.busy:
-            key = (e.ready_s + 1e-12, _PLAN)
+            key = (e.ready_s + 1e-12, PLAN)
         else:
             key = None
         if key == r.key:
@@ -218,9 +216,9 @@ class _Loop:
         if key is not None:
             self._push(key[0], key[1], "engine", (r, r.ver))
 
-    def _engine(self, r: _Replica, prio: int) -> None:
+    def _engine(self, r: Replica, prio: int) -> None:
         e, rec = r.engine, self.rec
-        if prio == _APPLY:
+        if prio == APPLY:
             for i in e.advance():
                 g = r.gids[i]
                 done = e.now + self.half_rtt[g]  # the answer's last token back at the user
@@ -268,7 +266,7 @@ class _Loop:
             return
         self._send(r, g, t)
 
-    def _candidates(self, g: int) -> list[_Replica]:
+    def _candidates(self, g: int) -> list[Replica]:
         """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
         up = [r for r in self.replicas if r.state in ("up", "failed")]
         if len(self.pools) == 1:
@@ -286,7 +284,7 @@ class _Loop:
             return near
         return up
 
-    def _send(self, r: _Replica, g: int, t: float) -> None:
+    def _send(self, r: Replica, g: int, t: float) -> None:
         rec = self.rec
         rec.replica[g] = r.index
         if r.state == "failed":  # not yet detected: the request is lost
@@ -303,7 +301,7 @@ class _Loop:
                         extends=self.extends[g])
         self._schedule(r)
 
-    def _dispatch(self, r: _Replica, t: float) -> None:
+    def _dispatch(self, r: Replica, t: float) -> None:
         """Router queue: hand waiting requests to ``r`` while it has room; drop the expired."""
         while self.central and r.engine.outstanding < self.caps[r.pool]:
             g = self.central.popleft()
@@ -329,7 +327,7 @@ class _Loop:
         if held + p.gpus > self.regions.quota(p.region):
             self.rec.events.append((t, "quota", -1))
             return False
-        r = _Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
+        r = Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
         price = p.pricing
         if price.spot_share > 0 and sum(1 for x in self.replicas if x.pool == pool and x.state != "stopped") \
                 >= price.reserved and self.rng.random() < price.spot_share:
@@ -337,17 +335,17 @@ class _Loop:
             if price.spot_reclaims_per_h > 0:
                 when = t + self.rng.exponential(3600.0 / price.spot_reclaims_per_h)
                 if when < self.cfg.horizon_s:
-                    self._push(when, _CONTROL, "reclaim", r)
+                    self._push(when, CONTROL, "reclaim", r)
         self.replicas.append(r)
         if up:
             self._healthy(t)
             self._arm_failure(r, t)
         else:
-            self._push(t + p.kind.cold_start_s, _CONTROL, "ready", r)
+            self._push(t + p.kind.cold_start_s, CONTROL, "ready", r)
         self.rec.events.append((t, "order", r.index))
         return True
 
-    def _ready(self, t: float, r: _Replica) -> None:
+    def _ready(self, t: float, r: Replica) -> None:
         if r.state != "starting":
             return
         r.state, r.since = "up", t
@@ -358,84 +356,10 @@ class _Loop:
         if self.central:
             self._dispatch(r, t)
 
-    def _arm_failure(self, r: _Replica, t: float) -> None:
-        f = self.cfg.failures
-        if f is None:
-            return
-        mtbf_h = [(f.replica_mtbf_h, False)]
-        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
-            mtbf_h.append((f.node_mtbf_h, True))
-        r.fail_ver += 1
-        for hours, node in mtbf_h:
-            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
-            if when < self.cfg.horizon_s:
-                self._push(when, _CONTROL, "fail", (r, r.fail_ver, node))
-
-    def _fail(self, t: float, obj: tuple) -> None:
-        r, ver, node = obj
-        if ver != r.fail_ver or r.state != "up":
-            return
-        f = self.cfg.failures
-        hit = [r]
-        if node:  # the node takes down its replicas
-            base = r.index
-            hit = [x for x in self.replicas[base:base + f.replicas_per_node] if x.state == "up"]
-        for x in hit:
-            lost = x.engine.abort()
-            for i in lost:
-                self.rec.status[x.gids[i]] = FAILED
-                self.rec.finish[x.gids[i]] = t
-            x.state = "failed"
-            x.fail_ver += 1
-            self.rec.events.append((t, "fail", x.index))
-            silent = f.silent_share > 0 and self.rng.random() < f.silent_share
-            self._push(t + (f.silent_detection_s if silent else f.detection_s), _CONTROL, "detected", x)
-            x.ver += 1
-            x.key = None
-        self._healthy(t)
-
-    def _reclaim(self, t: float, r: _Replica) -> None:
-        """The provider takes a spot replica back: notice now, gone after the notice."""
-        if r.state in ("stopped",):
-            return
-        self.rec.events.append((t, "reclaim", r.index))
-        if r.state == "starting":
-            r.state, r.stopped = "stopped", t
-            return
-        r.state = "draining"
-        self._healthy(t)
-        self._push(t + SPOT_NOTICE_S, _CONTROL, "reclaimed", r)
-
-    def _reclaimed(self, t: float, r: _Replica) -> None:
-        for i in r.engine.abort():
-            self.rec.status[r.gids[i]] = FAILED
-            self.rec.finish[r.gids[i]] = t
-        r.state, r.stopped = "stopped", t
-        r.ver += 1
-        r.key = None
-
-    def _detected(self, t: float, r: _Replica) -> None:
-        if r.state != "failed":
-            return
-        r.state = "down"
-        self._push(t + self.cfg.failures.restart_s, _CONTROL, "restarted", r)
-
-    def _restarted(self, t: float, r: _Replica) -> None:
-        if r.state != "down":
-            return
-        self._collect(r)
-        r.engines.append((r.engine, r.gids))
-        r.engine, r.gids = self._new_engine(r.pool), []
-        self._ready_again(t, r)
-
-    def _ready_again(self, t: float, r: _Replica) -> None:
-        r.state = "starting"
-        self._ready(t, r)
-
     def _healthy(self, t: float) -> None:
         self.rec.healthy.append((t, sum(1 for r in self.replicas if r.state in ("up", "draining"))))
 
-    def _collect(self, r: _Replica) -> None:
+    def _collect(self, r: Replica) -> None:
         e, rec = r.engine, self.rec
         if not r.gids:
             return
@@ -444,77 +368,3 @@ class _Loop:
         ok = rec.status[g] == OK
         rec.first_token[g[ok]] = e.first_tok[:n][ok] + self.half_rtt[g[ok]]
         rec.cached[g] = np.asarray(e.reuse.found[:n])
-
-    # -- control: samples and the autoscaler -----------------------------------------------
-    def _tick(self, t: float) -> None:
-        cfg, rec = self.cfg, self.rec
-        live = [r for r in self.replicas if r.state in ("up", "draining")]
-        up = [r for r in live if r.state == "up"]
-        window = cfg.sample_s
-        busy = 0.0  # share of its peak each replica processed in the window, summed
-        for r in live:
-            b = r.engine.tokens
-            r.window_tokens = max(b - r.busy_mark, 0.0) / (window * self.pools[r.pool].kind.peak_tokens_per_s)
-            busy += r.window_tokens
-            r.busy_mark = b
-        s = rec.samples
-        s["t"].append(t)
-        s["ready"].append(len(up))
-        s["starting"].append(sum(1 for r in self.replicas if r.state == "starting"))
-        s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
-        s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
-        s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
-        s["utilization"].append(min(busy / len(live), 1.0) if live and t > 0 else 0.0)
-        s["in_flight"].append(sum(r.engine.outstanding for r in live))
-        s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
-        spend = 0.0
-        for k, p in enumerate(self.pools):
-            paid = [r for r in self.replicas if r.pool == k and r.state != "stopped"]
-            spend += float(p.pricing.usd_per_hour(len(paid), sum(1 for r in paid if r.spot)))
-        s["usd_per_hour"].append(spend)
-        self.arrived_window = 0
-        for r in self.replicas:
-            if r.state == "draining" and not r.engine.busy:
-                r.state, r.stopped = "stopped", t
-                self.rec.events.append((t, "stop", r.index))
-        for k, p in enumerate(self.pools):
-            a = p.autoscaler
-            if a is not None and t - self.last_scale[k] >= a.period_s - 1e-9:
-                self._scale(t, k, a, t - self.last_scale[k])
-                self.last_scale[k] = t
-        if t + window < cfg.horizon_s:
-            self._push(t + window, _CONTROL, "tick", None)
-
-    def _scale(self, t: float, k: int, a: Autoscaler, period: float) -> None:
-        mine = [r for r in self.replicas if r.pool == k]
-        up = [r for r in mine if r.state == "up"]
-        n = max(len(up), 1)
-        live = [r for r in mine if r.state in ("up", "draining")]
-        value = {"utilization": min(sum(r.window_tokens for r in live) / max(len(live), 1), 1.0),
-                 "rate": self.pool_arrivals[k] / max(period, 1e-9) / n,
-                 "queue": sum(r.engine.queued for r in live) / n, "kv": sum(r.engine.kv_used for r in up) / n,
-                 "concurrency": sum(r.engine.outstanding for r in live) / n}[a.signal]
-        self.pool_arrivals[k] = 0
-        want = desired_replicas(a, len(up), value)
-        wanted = self.wanted[k]
-        wanted.append((t, want))
-        while wanted and wanted[0][0] < t - a.scale_down_delay_s:
-            wanted.popleft()
-        active = [r for r in mine if r.state in ("up", "starting", "failed", "down")]
-        target = max(w for _, w in wanted) if want < len(active) else want
-        for _ in range(target - len(active)):
-            if not self._order(t, k, up=False):
-                break
-        if target < len(active):
-            # stop starting ones first, then the least loaded serving ones (they drain)
-            victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
-            for r in victims[:len(active) - target]:
-                if r.state == "starting":
-                    r.state, r.stopped = "stopped", t
-                else:
-                    r.state = "draining"
-                self.rec.events.append((t, "scale down", r.index))
-            self._healthy(t)
-
-
-_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate", "usd_per_hour")
