@@ -85,3 +85,28 @@ def test_pools_and_a_top_level_model_are_refused(tmp_path, capsys):
                    "hardware: h100-sxm}], traffic: {rate: 1}}\n")
     assert main(["fleet", str(bad)]) != 0
     assert "in each pool" in capsys.readouterr().err
+
+
+PLAN_WITH_FLEET = """name: chat assistant
+models: [llama-3.1-8b]
+hardware: [h100-sxm, h200-sxm]
+engine: vllm
+traffic: {rate: 4, isl: {kind: lognormal, mean: 1500, sigma: 0.6}, osl: 300}
+slo: {ttft_ms: 1500, tpot_ms: 50}
+prices: {h100-sxm: 2.95}
+fleet: {replicas: 2, router: least_kv, hours: 0.05}
+"""
+
+
+def test_a_planning_scenario_with_a_fleet_section_runs_both_ways(tmp_path, capsys):
+    from inferlab.planning.scenario import load_scenario
+
+    path = tmp_path / "chat.yaml"
+    path.write_text(PLAN_WITH_FLEET)
+    assert load_scenario(path).fleet["replicas"] == 2  # the planner accepts and ignores it
+    assert main(["fleet", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["usd"] == pytest.approx(2 * 2.95 * 0.05, rel=0.01)  # two replicas at the scenario's price
+    path.write_text(PLAN_WITH_FLEET.replace("fleet: {replicas: 2, router: least_kv, hours: 0.05}\n", ""))
+    assert main(["fleet", str(path)]) != 0
+    assert "without a fleet: section" in capsys.readouterr().err

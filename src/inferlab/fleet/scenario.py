@@ -28,6 +28,11 @@ model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``, ``qu
 ``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
 for (see :func:`~.api.fleet_of`).
 
+A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
+section too: the fleet then runs its ``model`` and ``hardware`` (default: the scenario's
+first), at the scenario's traffic, SLO and GPU price, so the same file is planned and then
+run as a fleet.
+
 Each policy mapping takes the fields of its class (:class:`~.admission.Admission`,
 :class:`~.autoscaler.Autoscaler`, :class:`~.startup.Startup`, :class:`~.failures.Failures`,
 :class:`~.pricing.Pricing`); an unknown field is refused with the nearest known one.
@@ -58,6 +63,8 @@ def _known(keys: Any, allowed: tuple[str, ...], where: str) -> None:
 def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
     """The file's settings as keyword arguments of :func:`~.api.fleet` (plus ``cascade``)."""
     data = read_yaml_mapping(Path(path), f"fleet scenario {path}")
+    if "models" in data:
+        return _from_plan_scenario(Path(path), data)
     _known(data, _TOP, f"fleet scenario {Path(path).name}")
     f = data.get("fleet")
     for key in ("fleet",) if isinstance(f, dict) and "pools" in f else ("model", "hardware", "fleet"):
@@ -97,4 +104,41 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
     if "cascade" in f:
         kwargs["cascade"] = f["cascade"]
+    return kwargs
+
+
+def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """A planning scenario (``inferlab plan``'s format) with a ``fleet:`` section: the fleet
+    runs the section's ``model`` and ``hardware`` (default: the first of the scenario's), at
+    the scenario's traffic (a constant rate, unless the section gives ``traffic``), SLO and
+    GPU price."""
+    from ..planning.scenario import load_scenario
+
+    sc = load_scenario(path)
+    f = dict(sc.fleet or {})
+    if not f:
+        raise SpecError(f"{path.name} is a planning scenario without a fleet: section; add one (e.g. "
+                        "fleet: {replicas: 4, router: cache_aware, hours: 1}) to run it with inferlab fleet")
+    _known(f, _FLEET + ("model", "hardware", "tp", "precision"), f"{path.name}, fleet")
+    model, hardware = f.pop("model", sc.models[0]), f.pop("hardware", sc.hardware[0])
+    if sc.traffic.rate is None and "traffic" not in f:
+        raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")
+    kwargs: dict[str, Any] = {"model": model, "hardware": hardware, "engine": sc.engine, "profile": sc.profile,
+                              "tp": f.pop("tp", 1), "precision": f.pop("precision", None), "name": sc.name,
+                              "traffic": f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl,
+                                                                    "osl": sc.traffic.osl, "prefix": sc.traffic.prefix}}
+    if sc.slo.ttft_ms is not None:
+        kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
+    if hardware in sc.prices and "pricing" not in f:
+        f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
+    slo = f.pop("slo", None) or {}
+    _known(slo, ("ttft_ms",), "fleet.slo")
+    if "ttft_ms" in slo:
+        kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
+    if "hours" in f:
+        kwargs["horizon_s"] = float(f.pop("hours")) * 3600.0
+    if "pools" in f or "cascade" in f or "trace" in f:
+        raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
+                        "examples/scenarios/fleet-day.yaml), not a planning one")
+    kwargs.update(f)
     return kwargs
