@@ -188,3 +188,41 @@ def test_a_shared_failure_domain_defeats_the_spare():
                           **kw).availability
     assert alone >= 0.9995
     assert 0.992 <= node <= 0.9975
+
+
+def test_queue_depth_warns_before_p99_ttft_breaks_on_a_ramp():
+    r = inferlab.fleet(MODEL, GPU, replicas=1, horizon_s=600.0,
+                       traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 40.0, "start_s": 0.0, "end_s": 600.0,
+                                "isl": 1500, "osl": 200})
+    leads = [r.queue_lead_s(q) for q in (1.0, 4.0, 8.0)]
+    assert leads[0] > 0
+    assert leads[0] >= leads[1] >= leads[2]  # a lower threshold warns no later
+
+
+def test_failures_a_liveness_probe_misses_lose_more_requests():
+    """Until a failure is noticed the router keeps sending the dead replica its share of the
+    traffic: about rate / replicas x detection time lost per failure (1/2 x 10 req/s x 30 s
+    = 150 noticed by a liveness probe, 1/2 x 10 x 180 = 900 when only an inference probe
+    sees it)."""
+    kw = dict(replicas=2, router="random", horizon_s=3600.0, traffic={"rate": 10.0, "isl": 300, "osl": 30}, seed=6)
+    loud = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 1.0}, **kw)
+    silent = inferlab.fleet(MODEL, GPU, failures={"replica_mtbf_h": 1.0, "silent_share": 1.0}, **kw)
+    n_fail = [sum(1 for e in r.events if e[1] == "fail") for r in (loud, silent)]
+    per_failure = [r.counts()["failed"] / max(n, 1) for r, n in zip((loud, silent), n_fail)]
+    assert min(n_fail) >= 1
+    assert 75 <= per_failure[0] <= 260 and 450 <= per_failure[1] <= 1400
+
+
+def test_spot_replicas_cost_the_spot_price_and_can_be_reclaimed():
+    """Two replicas, none reserved, all on spot at 1.2 USD/h for one hour: 2 x 1.2 = 2.4 USD
+    when nothing is reclaimed; reclaimed every ~6 minutes, replicas go (after the two-minute
+    notice) and the autoscaler orders others."""
+    kw = dict(replicas=2, horizon_s=3600.0, traffic={"rate": 2.0, "isl": 300, "osl": 30}, seed=2)
+    calm = inferlab.fleet(MODEL, GPU, pricing={"spot_share": 1.0, "spot_usd_per_hour": 1.2, "on_demand_usd_per_hour": 3.0,
+                                               "spot_reclaims_per_h": 0.0}, **kw)
+    assert calm.usd == pytest.approx(2.4, rel=0.01)
+    stormy = inferlab.fleet(MODEL, GPU, pricing={"spot_share": 1.0, "spot_usd_per_hour": 1.2,
+                                                 "on_demand_usd_per_hour": 3.0, "spot_reclaims_per_h": 10.0},
+                            autoscaler={"signal": "concurrency", "target": 8.0, "min_replicas": 2}, **kw)
+    assert sum(1 for e in stormy.events if e[1] == "reclaim") >= 3
+    assert sum(1 for e in stormy.events if e[1] == "order") > 2  # replacements

@@ -71,3 +71,42 @@ def test_plot_has_four_panels(tmp_path):
     fig = r.plot(str(tmp_path / "f.png"))
     assert len(fig.axes) == 5  # four panels and the arrival-rate axis over the first
     assert (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_regions_example_runs_shortened(capsys):
+    path = EXAMPLE.parent / "fleet-regions.yaml"
+    assert main(["fleet", str(path), "--hours", "0.2", "--rate-scale", "0.2"]) == 0
+    assert "fleet two regions" in capsys.readouterr().out
+
+
+def test_pools_and_a_top_level_model_are_refused(tmp_path, capsys):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {pools: [{model: llama-3.1-8b, "
+                   "hardware: h100-sxm}], traffic: {rate: 1}}\n")
+    assert main(["fleet", str(bad)]) != 0
+    assert "in each pool" in capsys.readouterr().err
+
+
+PLAN_WITH_FLEET = """name: chat assistant
+models: [llama-3.1-8b]
+hardware: [h100-sxm, h200-sxm]
+engine: vllm
+traffic: {rate: 4, isl: {kind: lognormal, mean: 1500, sigma: 0.6}, osl: 300}
+slo: {ttft_ms: 1500, tpot_ms: 50}
+prices: {h100-sxm: 2.95}
+fleet: {replicas: 2, router: least_kv, hours: 0.05}
+"""
+
+
+def test_a_planning_scenario_with_a_fleet_section_runs_both_ways(tmp_path, capsys):
+    from inferlab.planning.scenario import load_scenario
+
+    path = tmp_path / "chat.yaml"
+    path.write_text(PLAN_WITH_FLEET)
+    assert load_scenario(path).fleet["replicas"] == 2  # the planner accepts and ignores it
+    assert main(["fleet", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["usd"] == pytest.approx(2 * 2.95 * 0.05, rel=0.01)  # two replicas at the scenario's price
+    path.write_text(PLAN_WITH_FLEET.replace("fleet: {replicas: 2, router: least_kv, hours: 0.05}\n", ""))
+    assert main(["fleet", str(path)]) != 0
+    assert "without a fleet: section" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..checks import integer, real
 from ..errors import SpecError
 
 _PLACES = ("replica", "router")
@@ -39,7 +40,14 @@ class Admission:
     max_outstanding: int | None = None
 
     def __post_init__(self) -> None:
-        if self.at not in _PLACES:
+        if self.queue_limit is not None:
+            object.__setattr__(self, "queue_limit", integer("admission.queue_limit", self.queue_limit, minimum=0))
+        if self.timeout_s != math.inf:
+            object.__setattr__(self, "timeout_s", real("admission.timeout_s", self.timeout_s, minimum=0.0,
+                                                       include_minimum=False, unit="s"))
+        if self.max_outstanding is not None:
+            object.__setattr__(self, "max_outstanding", integer("admission.max_outstanding", self.max_outstanding))
+        if not isinstance(self.at, str) or self.at not in _PLACES:
             raise SpecError(f"admission.at {self.at!r} is unknown; allowed: {', '.join(_PLACES)}")
         if self.queue_limit is not None and self.queue_limit < 0:
             raise SpecError(f"admission.queue_limit must be >= 0 requests (or omitted: unbounded), got {self.queue_limit}")

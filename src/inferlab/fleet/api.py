@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..checks import integer, real
 from ..errors import SpecError
 from ..estimate import deployment
 from ..serve import engine_scheduler, kv_capacity_tokens, scheduler_for
@@ -16,15 +17,21 @@ from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
+from .pools import Pool, Regions
 from .pricing import Pricing
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
-from .router import RouterConfig
+from .router import POLICIES, RouterConfig
 from .simulation import FleetConfig, Record, ReplicaKind, run
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
 
 _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
-               "name"}
+               "name", "region", "model"}
+#: Longest simulated span [s]: a year; float64 times then still resolve 10 ns, far below a
+#: step (availability over months of failures needs more than a day).
+MAX_HORIZON_S = 366 * 86400.0
+_POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "serves", "autoscaler",
+              "pricing", "startup", "prefix_cache", "limits")
 
 
 def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
@@ -68,10 +75,12 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     -------
     FleetResult
     """
-    if not (horizon_s > 0 and math.isfinite(horizon_s)):
-        raise SpecError(f"fleet: horizon_s must be a finite number of seconds > 0, got {horizon_s}")
-    if replicas < 0:
-        raise SpecError(f"fleet: replicas must be >= 0, got {replicas}")
+    horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
+    replicas = integer("fleet: replicas", replicas, minimum=0, maximum=100_000)
+    seed = integer("fleet: seed", seed, minimum=0, maximum=2**63 - 1)
+    ttft_slo_s = real("fleet: ttft_slo_s", ttft_slo_s, minimum=0.0, include_minimum=False, unit="s")
+    if need is not None:
+        need = integer("fleet: need", need, maximum=100_000)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
     base = engine_scheduler(engine, None, **limits)
     sched = scheduler_for(dep, base)
@@ -88,11 +97,74 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     scaler = _policy(Autoscaler, autoscaler)
     cfg = FleetConfig(replicas=replicas, router=_router(router), admission=_policy(Admission, admission) or Admission(),
                       autoscaler=scaler, failures=_policy(Failures, failures), horizon_s=horizon_s,
-                      sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed)
+                      sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed,
+                      pools=(Pool(kind, replicas, scaler, price),))
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
     return result_of(kind.name, requests, record, cfg, price, need or max(replicas, 1), ttft_slo_s, notes)
+
+
+def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regions: Regions | dict | None = None,
+             router: str | RouterConfig = "least_outstanding", admission: Admission | dict | None = None,
+             failures: Failures | dict | None = None, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
+             need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "fleet",
+             progress: Callable[[float], None] | None = None) -> FleetResult:
+    """A fleet of several pools: models, GPU types and regions (see :mod:`.pools`).
+
+    Parameters
+    ----------
+    pools : list of dict
+        Each: ``model``, ``hardware`` (and ``tp``, ``precision``, ``engine``, ``profile``,
+        ``limits``: scheduler overrides), ``replicas``, ``region``, ``serves`` (the model
+        name requests ask for; default ``model``), ``autoscaler``, ``pricing``, ``startup``.
+    traffic : list of dict
+        As :func:`fleet`, each class with the ``region`` its users are in and the ``model``
+        they ask for.
+    regions : Regions or dict
+        Round trips ``rtt_s`` (``{"a|b": seconds}`` in a mapping), ``quota_gpus``, ``spill``.
+    """
+    built = []
+    for k, spec in enumerate(pools):
+        unknown = sorted(set(spec) - set(_POOL_KEYS))
+        if unknown:
+            raise SpecError(f"pool {k}: unknown key {unknown[0]!r} (allowed: {', '.join(_POOL_KEYS)})")
+        if "model" not in spec or "hardware" not in spec:
+            raise SpecError(f"pool {k}: give its model and hardware")
+        dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),
+                         engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
+        base = engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {}))
+        sched = scheduler_for(dep, base)
+        step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+        cs = (_policy(Startup, spec.get("startup")) or Startup()).cold_start(dep)
+        serves = str(spec.get("serves", spec["model"]))
+        kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,
+                           kv_capacity_tokens(dep, base), float(cs.total_s), spec.get("prefix_cache", True),
+                           _peak_tokens_per_s(step, sched))
+        price = _policy(Pricing, spec.get("pricing")) or Pricing()
+        if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
+            price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
+        built.append(Pool(kind, int(spec.get("replicas", 1)), _policy(Autoscaler, spec.get("autoscaler")), price,
+                          str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp))
+    if not built:
+        raise SpecError("fleet: give at least one pool")
+    if isinstance(regions, dict):
+        rtt = {tuple(key.split("|")): float(v) for key, v in regions.get("rtt_s", {}).items()}
+        regions = Regions(rtt_s={**Regions().rtt_s, **rtt}, quota_gpus=dict(regions.get("quota_gpus", {})),
+                          spill=int(regions.get("spill", Regions().spill)))
+    requests = build_requests(traffic, horizon_s, seed)
+    cfg = FleetConfig(replicas=sum(p.replicas for p in built), router=_router(router),
+                      admission=_policy(Admission, admission) or Admission(), failures=_policy(Failures, failures),
+                      horizon_s=horizon_s, sample_s=sample_s or max(horizon_s / 2000.0, 1.0), seed=seed,
+                      pools=tuple(built), regions=regions)
+    record = run(built[0].kind, requests, cfg, progress)
+    served = record.status == 0
+    far = record.half_rtt[served] > 0
+    notes = ()
+    if far.any():
+        notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
+                 f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
+    return result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s, notes)
 
 
 def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, price: Pricing, need: int,
@@ -100,12 +172,11 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     """A :class:`FleetResult` from the loop's record: cost from the paid replicas over time,
     availability from the serving ones."""
     samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
-    samples["usd_per_hour"] = price.usd_per_hour(samples["running"]) if len(samples["t"]) else np.zeros(0)
     usd = float(np.sum(samples["usd_per_hour"])) * cfg.sample_s / 3600.0
     return FleetResult(name, rec.sent, rec.first_token, rec.finish, requests.isl, requests.osl, rec.cached,
                        requests.prefix, rec.status, rec.replica, samples, usd,
                        availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,
-                       tuple(rec.events), notes)
+                       tuple(rec.events), notes, np.asarray(rec.pool, int))
 
 
 def availability_of(healthy: list[tuple[float, int]], need: int, horizon_s: float) -> float:
@@ -126,8 +197,12 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
                         "or a trace file")
     classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
     parts, streams = [], 0
+    if not classes:
+        raise SpecError("fleet: traffic needs at least one class")
     for k, c in enumerate(classes):
-        c = c.__dict__ if isinstance(c, Profile) else dict(c)
+        if not isinstance(c, (dict, Profile)):
+            raise SpecError(f"fleet: each traffic class must be a mapping (shape, rate, isl, osl, ...), got {c!r:.60}")
+        c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
         unknown = sorted(set(c) - _CLASS_KEYS)
         if unknown:
             raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_CLASS_KEYS))}")
@@ -146,7 +221,9 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
             part = shared(starts, isl, osl, tokens=pre.tokens, groups=pre.groups, zipf=pre.zipf, rng=rng,
                           first_stream=streams)
         streams = int(max(streams, int(np.max(part.stream, initial=-1)) + 1))
-        parts.append(part)
+        tags = {"region": np.full(len(part), str(c.get("region", "local")), object),
+                "model": np.full(len(part), str(c.get("model", "")), object)}
+        parts.append(replace(part, **tags))
     return concat(parts)
 
 
@@ -179,4 +256,6 @@ def _router(value: str | RouterConfig | dict) -> RouterConfig:
         return value
     if isinstance(value, str):
         return RouterConfig(policy=value)
+    if not isinstance(value, dict):
+        raise SpecError(f"fleet: router must be a policy name ({', '.join(POLICIES)}) or a mapping, got {value!r:.40}")
     return _policy(RouterConfig, value)

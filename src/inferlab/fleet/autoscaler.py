@@ -35,6 +35,7 @@ import difflib
 import math
 from dataclasses import dataclass
 
+from ..checks import integer, real
 from ..errors import SpecError
 
 SIGNALS = ("utilization", "queue", "concurrency", "kv", "rate")
@@ -68,8 +69,12 @@ class Autoscaler:
     tolerance: float = DEFAULT_TOLERANCE
 
     def __post_init__(self) -> None:
-        if self.signal not in SIGNALS:
-            close = difflib.get_close_matches(self.signal, SIGNALS, n=1)
+        for name in ("target", "period_s", "scale_down_delay_s", "tolerance"):
+            object.__setattr__(self, name, real(f"autoscaler.{name}", getattr(self, name), minimum=0.0, maximum=1e9))
+        for name in ("min_replicas", "max_replicas"):
+            object.__setattr__(self, name, integer(f"autoscaler.{name}", getattr(self, name), maximum=100_000))
+        if not isinstance(self.signal, str) or self.signal not in SIGNALS:
+            close = difflib.get_close_matches(str(self.signal), SIGNALS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise SpecError(f"autoscaler signal {self.signal!r} is unknown{hint} (allowed: {', '.join(SIGNALS)})")
         if not (self.target > 0 and math.isfinite(self.target)):

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..economics._common import fmt
 from ..errors import SpecError
-from .api import build_requests, fleet
+from .api import fleet, fleet_of
 from .result import FleetResult
 from .simulation import OK
 from .traffic import Requests, plain
@@ -74,6 +74,8 @@ def escalated(small: FleetResult, share: float, seed: int) -> tuple[Requests, np
 def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | None = None) -> Any:
     """:func:`~.api.fleet` on a scenario's settings, with its cascade when it has one."""
     kwargs = dict(kwargs)
+    if "pools" in kwargs:
+        return fleet_of(progress=progress, **kwargs)
     spec = kwargs.pop("cascade", None)
     small = fleet(progress=progress, **kwargs)
     if spec is None:
@@ -98,4 +100,4 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
 
 
-__all__ = ["CascadeResult", "build_requests", "escalated", "run_scenario"]
+__all__ = ["CascadeResult", "escalated", "run_scenario"]

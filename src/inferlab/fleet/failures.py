@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..checks import integer, real
 from ..errors import SpecError
 
 #: One failure per replica every this many hours. An assumption from [1] (hardware alone:
@@ -35,6 +36,9 @@ from ..errors import SpecError
 DEFAULT_REPLICA_MTBF_H = 1000.0
 #: Probe period x failure threshold [2].
 DEFAULT_DETECTION_S = 30.0
+#: A failure only an inference probe finds: a synthetic request every minute, noticed after
+#: three misses. An assumption in the spirit of [2]'s failureThreshold.
+DEFAULT_SILENT_DETECTION_S = 180.0
 #: Engine restart after a crash, with weights cached on the node: weight load and warm-up of
 #: ``inferlab.economics.cold_start`` (an assumption: about 2 minutes).
 DEFAULT_RESTART_S = 120.0
@@ -52,6 +56,11 @@ class Failures:
         Of one node (taking down its replicas together); ``inf``: never.
     replicas_per_node : int
     detection_s, restart_s : float [s]
+    silent_share : float
+        Share of replica failures a liveness probe does not see (the engine still answers
+        ``/health`` while its CUDA context is broken); found only by a probe that runs
+        inference, after ``silent_detection_s``.
+    silent_detection_s : float [s]
     """
 
     replica_mtbf_h: float = DEFAULT_REPLICA_MTBF_H
@@ -59,8 +68,21 @@ class Failures:
     replicas_per_node: int = 1
     detection_s: float = DEFAULT_DETECTION_S
     restart_s: float = DEFAULT_RESTART_S
+    silent_share: float = 0.0
+    silent_detection_s: float = DEFAULT_SILENT_DETECTION_S
 
     def __post_init__(self) -> None:
+        for name in ("replica_mtbf_h", "node_mtbf_h"):
+            if getattr(self, name) != math.inf:
+                object.__setattr__(self, name, real(f"failures.{name}", getattr(self, name), minimum=1e-6,
+                                                    unit="h"))
+        object.__setattr__(self, "silent_share", real("failures.silent_share", self.silent_share, minimum=0.0,
+                                                      maximum=1.0))
+        for name in ("detection_s", "restart_s", "silent_detection_s"):
+            object.__setattr__(self, name, real(f"failures.{name}", getattr(self, name), minimum=0.0, maximum=1e9,
+                                                unit="s"))
+        object.__setattr__(self, "replicas_per_node", integer("failures.replicas_per_node", self.replicas_per_node,
+                                                              maximum=1024))
         if not (self.replica_mtbf_h > 0 and self.node_mtbf_h > 0):
             raise SpecError("failures: replica_mtbf_h and node_mtbf_h must be > 0 hours (inf: never)")
         if not (self.detection_s >= 0 and self.restart_s >= 0 and self.replicas_per_node >= 1):
@@ -69,7 +91,8 @@ class Failures:
     @property
     def replica_availability(self) -> float:
         """Share of time one replica serves (replica faults only) [-]."""
-        mttr_h = (self.detection_s + self.restart_s) / 3600.0
+        detect = (1.0 - self.silent_share) * self.detection_s + self.silent_share * self.silent_detection_s
+        mttr_h = (detect + self.restart_s) / 3600.0
         return self.replica_mtbf_h / (self.replica_mtbf_h + mttr_h) if math.isfinite(self.replica_mtbf_h) else 1.0
 
 

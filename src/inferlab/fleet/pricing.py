@@ -3,7 +3,16 @@ or partly on spot capacity.
 
 Reserved replicas are paid for the whole horizon whether they serve or not; replicas
 running beyond them are paid while they run (from the moment they are ordered: a starting
-replica holds its GPUs), a ``spot_share`` of them at the spot price.
+replica holds its GPUs). Each replica ordered beyond the reserved ones runs on spot capacity
+with probability ``spot_share``, at the spot price; the provider reclaims a spot replica at
+``spot_reclaims_per_h`` with a two-minute notice [1] (it stops taking requests, and those it
+has not finished by then are lost).
+
+References
+----------
+.. [1] AWS, "Spot Instance interruption notices" (EC2 User Guide): a two-minute warning
+   before an interruption. Interruption frequency per instance type: AWS Spot Instance
+   Advisor, monthly bands from <5% to >20%.
 
 The hourly prices are the deployment's: ``on_demand_usd_per_hour`` defaults to the
 catalog's GPU price times the replica's GPUs (see ``hardware_specs``, each with its source
@@ -17,7 +26,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import integer, real
 from ..errors import SpecError
+
+#: Spot interruption notice [s] ([1]).
+SPOT_NOTICE_S = 120.0
+#: Reclaims per spot replica-hour: 10% a month (the middle of the Spot Instance Advisor's
+#: bands, [1]) over 730 hours. An assumption per instance type and region.
+DEFAULT_SPOT_RECLAIMS_PER_H = 0.10 / 730.0
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,9 @@ class Pricing:
     reserved : int
         Replicas reserved for the whole horizon.
     spot_share : float
-        Share of the replicas beyond the reserved ones run on spot [-].
+        Chance that a replica beyond the reserved ones runs on spot [-].
+    spot_reclaims_per_h : float [1/h]
+        Rate at which the provider reclaims one spot replica.
     """
 
     on_demand_usd_per_hour: float = math.nan
@@ -40,10 +58,17 @@ class Pricing:
     spot_usd_per_hour: float = math.nan
     reserved: int = 0
     spot_share: float = 0.0
+    spot_reclaims_per_h: float = DEFAULT_SPOT_RECLAIMS_PER_H
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "reserved", integer("pricing.reserved", self.reserved, minimum=0, maximum=100_000))
+        object.__setattr__(self, "spot_share", real("pricing.spot_share", self.spot_share, minimum=0.0, maximum=1.0))
+        object.__setattr__(self, "spot_reclaims_per_h", real("pricing.spot_reclaims_per_h", self.spot_reclaims_per_h,
+                                                             minimum=0.0, maximum=1e6, unit="1/h"))
         for name in ("on_demand_usd_per_hour", "reserved_usd_per_hour", "spot_usd_per_hour"):
             v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise SpecError(f"pricing.{name} must be a number [USD/hour], got {v!r:.40}")
             if v < 0 or math.isinf(v):
                 raise SpecError(f"pricing.{name} must be a finite price >= 0 USD/hour, got {v}")
         if self.reserved < 0 or not 0 <= self.spot_share <= 1:
@@ -51,10 +76,12 @@ class Pricing:
         if self.spot_share > 0 and math.isnan(self.spot_usd_per_hour):
             raise SpecError("pricing: a spot_share needs spot_usd_per_hour")
 
-    def usd_per_hour(self, replicas: np.ndarray) -> np.ndarray:
-        """Spend rate with ``replicas`` running (ordered or serving) [USD/hour]."""
+    def usd_per_hour(self, replicas: np.ndarray, spot: np.ndarray | float = 0.0) -> np.ndarray:
+        """Spend rate with ``replicas`` running (ordered or serving), ``spot`` of them on spot
+        capacity [USD/hour]; the reserved ones are paid whether they run or not."""
         reserved_price = self.on_demand_usd_per_hour if math.isnan(self.reserved_usd_per_hour) \
             else self.reserved_usd_per_hour
-        over = np.maximum(np.asarray(replicas, float) - self.reserved, 0.0)
-        spot = 0.0 if self.spot_share == 0 else self.spot_share * over * self.spot_usd_per_hour
-        return self.reserved * reserved_price + (1.0 - self.spot_share) * over * self.on_demand_usd_per_hour + spot
+        spot = np.asarray(spot, float)
+        over = np.maximum(np.asarray(replicas, float) - spot - self.reserved, 0.0)
+        spot_cost = np.where(spot > 0, spot * self.spot_usd_per_hour, 0.0)
+        return self.reserved * reserved_price + over * self.on_demand_usd_per_hour + spot_cost

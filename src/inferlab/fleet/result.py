@@ -53,6 +53,8 @@ class FleetResult:
     ttft_slo_s : float [s]
     notes : tuple of str
         Facts for :meth:`explain` that only the builder knows (cold start phases).
+    replica_pool : int array
+        The pool of each replica (see :func:`~.api.fleet_of`).
     """
 
     name: str
@@ -73,6 +75,7 @@ class FleetResult:
     ttft_slo_s: float = DEFAULT_TTFT_SLO_S
     events: tuple = ()
     notes: tuple[str, ...] = field(default=())
+    replica_pool: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
     # -- requests -------------------------------------------------------------------------
     @property
@@ -178,8 +181,10 @@ class FleetResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Summary figures, JSON-ready."""
-        return {"name": self.name, "requests": self.counts(), "p99_ttft_s": self.ttft_percentile(),
-                "goodput": self.goodput(), "hit_rate": self.hit_rate, "usd": self.usd,
+        def num(x: float) -> float | None:
+            return None if math.isnan(x) else x
+        return {"name": self.name, "requests": self.counts(), "p99_ttft_s": num(self.ttft_percentile()),
+                "goodput": num(self.goodput()), "hit_rate": self.hit_rate, "usd": num(self.usd),
                 "availability": self.availability, "horizon_s": self.horizon_s}
 
     def __str__(self) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import integer
 from ..errors import SpecError
 
 POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "cache_aware")
@@ -55,8 +56,9 @@ class RouterConfig:
     balance: int = DEFAULT_BALANCE
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            close = difflib.get_close_matches(self.policy, POLICIES, n=1)
+        object.__setattr__(self, "balance", integer("router.balance", self.balance, minimum=0))
+        if not isinstance(self.policy, str) or self.policy not in POLICIES:
+            close = difflib.get_close_matches(str(self.policy), POLICIES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise SpecError(f"router policy {self.policy!r} is unknown{hint} (allowed: {', '.join(POLICIES)})")
         if self.balance < 0:

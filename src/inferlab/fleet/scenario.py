@@ -22,6 +22,17 @@
         - {shape: daily, rate: 3, isl: 6000, osl: 200, prefix: "shared:tokens=4000,groups=200,zipf=1.1"}
       cascade: {model: llama-3.1-70b, tp: 4, share: 0.2, replicas: 2}   # optional
 
+Several models, GPU types or regions: ``fleet.pools`` (a list of pools, each with its
+``model``, ``hardware``, ``region``, ``replicas``, ``autoscaler``, ``pricing``; no top-level
+model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``, ``quota_gpus``,
+``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
+for (see :func:`~.api.fleet_of`).
+
+A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
+section too: the fleet then runs its ``model`` and ``hardware`` (default: the scenario's
+first), at the scenario's traffic, SLO and GPU price, so the same file is planned and then
+run as a fleet.
+
 Each policy mapping takes the fields of its class (:class:`~.admission.Admission`,
 :class:`~.autoscaler.Autoscaler`, :class:`~.startup.Startup`, :class:`~.failures.Failures`,
 :class:`~.pricing.Pricing`); an unknown field is refused with the nearest known one.
@@ -38,7 +49,7 @@ from ..specs.validation import read_yaml_mapping
 
 _TOP = ("name", "model", "hardware", "engine", "tp", "precision", "fleet")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
-          "traffic", "trace", "seed", "need", "cascade", "prefix_cache")
+          "traffic", "trace", "seed", "need", "cascade", "prefix_cache", "pools", "regions")
 
 
 def _known(keys: Any, allowed: tuple[str, ...], where: str) -> None:
@@ -52,14 +63,29 @@ def _known(keys: Any, allowed: tuple[str, ...], where: str) -> None:
 def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
     """The file's settings as keyword arguments of :func:`~.api.fleet` (plus ``cascade``)."""
     data = read_yaml_mapping(Path(path), f"fleet scenario {path}")
+    if "models" in data:
+        return _from_plan_scenario(Path(path), data)
     _known(data, _TOP, f"fleet scenario {Path(path).name}")
-    for key in ("model", "hardware", "fleet"):
+    f = data.get("fleet")
+    for key in ("fleet",) if isinstance(f, dict) and "pools" in f else ("model", "hardware", "fleet"):
         if key not in data:
             raise SpecError(f"fleet scenario {Path(path).name}: missing {key!r} (see inferlab.fleet.scenario)")
     f = data["fleet"]
     if not isinstance(f, dict):
         raise SpecError(f"fleet scenario {Path(path).name}: 'fleet' must be a mapping of {', '.join(_FLEET)}")
     _known(f, _FLEET, f"fleet scenario {Path(path).name}, fleet")
+    if "pools" in f:  # several pools: inferlab.fleet.fleet_of
+        if "model" in data or "hardware" in data or "cascade" in f:
+            raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model and hardware in each "
+                            "pool (and no cascade), not at the top")
+        kwargs = {k: f[k] for k in ("pools", "regions", "router", "admission", "failures", "traffic", "seed", "need")
+                  if k in f}
+        kwargs["name"] = data.get("name", "fleet")
+        if "hours" in f:
+            kwargs["horizon_s"] = float(f["hours"]) * 3600.0
+        if "ttft_ms" in (f.get("slo") or {}):
+            kwargs["ttft_slo_s"] = float(f["slo"]["ttft_ms"]) / 1e3
+        return kwargs
     kwargs: dict[str, Any] = {"model": data["model"], "hardware": data["hardware"],
                               "engine": data.get("engine", "vllm"), "tp": data.get("tp", 1),
                               "precision": data.get("precision"), "name": data.get("name", "")}
@@ -78,4 +104,41 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
     if "cascade" in f:
         kwargs["cascade"] = f["cascade"]
+    return kwargs
+
+
+def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """A planning scenario (``inferlab plan``'s format) with a ``fleet:`` section: the fleet
+    runs the section's ``model`` and ``hardware`` (default: the first of the scenario's), at
+    the scenario's traffic (a constant rate, unless the section gives ``traffic``), SLO and
+    GPU price."""
+    from ..planning.scenario import load_scenario
+
+    sc = load_scenario(path)
+    f = dict(sc.fleet or {})
+    if not f:
+        raise SpecError(f"{path.name} is a planning scenario without a fleet: section; add one (e.g. "
+                        "fleet: {replicas: 4, router: cache_aware, hours: 1}) to run it with inferlab fleet")
+    _known(f, _FLEET + ("model", "hardware", "tp", "precision"), f"{path.name}, fleet")
+    model, hardware = f.pop("model", sc.models[0]), f.pop("hardware", sc.hardware[0])
+    if sc.traffic.rate is None and "traffic" not in f:
+        raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")
+    kwargs: dict[str, Any] = {"model": model, "hardware": hardware, "engine": sc.engine, "profile": sc.profile,
+                              "tp": f.pop("tp", 1), "precision": f.pop("precision", None), "name": sc.name,
+                              "traffic": f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl,
+                                                                    "osl": sc.traffic.osl, "prefix": sc.traffic.prefix}}
+    if sc.slo.ttft_ms is not None:
+        kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
+    if hardware in sc.prices and "pricing" not in f:
+        f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
+    slo = f.pop("slo", None) or {}
+    _known(slo, ("ttft_ms",), "fleet.slo")
+    if "ttft_ms" in slo:
+        kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
+    if "hours" in f:
+        kwargs["horizon_s"] = float(f.pop("hours")) * 3600.0
+    if "pools" in f or "cascade" in f or "trace" in f:
+        raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
+                        "examples/scenarios/fleet-day.yaml), not a planning one")
+    kwargs.update(f)
     return kwargs

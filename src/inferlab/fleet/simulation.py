@@ -12,24 +12,24 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
 from ..serving.engine import Engine
 from .admission import Admission
-from .autoscaler import Autoscaler, desired_replicas
+from .autoscaler import Autoscaler
+from .control import SAMPLES, Control
 from .failures import Failures
+from .outages import Outages
+from .pools import Pool, Regions
 from .router import Router, RouterConfig
+from .states import AFTER, APPLY, ARRIVE, CONTROL, FAILED, OK, PLAN, REJECTED, STATUS, TIMED_OUT, UNSERVED
 from .traffic import Requests
 
-#: Request outcomes.
-OK, REJECTED, TIMED_OUT, FAILED, UNSERVED, AFTER = 0, 1, 2, 3, 4, 5
-STATUS = ("ok", "rejected", "timed out", "failed", "no replica", "not sent")
-# event priorities at equal times: an iteration ends before a control tick, before an arrival,
-# before an engine plans its next iteration (which must see every arrival up to its clock)
-_APPLY, _CONTROL, _ARRIVE, _PLAN = 0, 1, 2, 3
+__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNSERVED", "FleetConfig", "Record",
+           "ReplicaKind", "run"]
 
 
 @dataclass(frozen=True)
@@ -70,14 +70,18 @@ class FleetConfig:
     horizon_s: float = math.inf
     sample_s: float = 10.0
     seed: int = 0
+    pools: tuple = ()  # Pool, ...: replaces the one pool of ``replicas`` and ``autoscaler``
+    regions: Regions | None = None
 
 
-class _Replica:
+class Replica:
     __slots__ = ("index", "engine", "gids", "state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines")
+                 "engines", "pool", "window_tokens", "key", "spot")
 
-    def __init__(self, index: int, engine: Engine, ordered: float, up: bool) -> None:
-        self.index, self.engine, self.gids = index, engine, []
+    def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
+        self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
+        self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
+        self.spot = False
         self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
         self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
         self.since, self.ordered, self.stopped = ordered, ordered, math.inf
@@ -98,6 +102,8 @@ class Record:
     events: list[tuple[float, str, int]]
     intervals: list[tuple[float, float]]  # each replica's (ordered, stopped)
     healthy: list[tuple[float, int]]  # (time, replicas serving) at every change
+    pool: list[int] = field(default_factory=list)  # each replica's pool
+    half_rtt: np.ndarray | None = None  # per request: half the round trip to its replica [s]
 
 
 def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
@@ -106,25 +112,32 @@ def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
     return _Loop(kind, requests, cfg, progress).run()
 
 
-class _Loop:
+class _Loop(Outages, Control):
     def __init__(self, kind: ReplicaKind, req: Requests, cfg: FleetConfig, progress: Any) -> None:
         self.kind, self.req, self.cfg, self.progress = kind, req, cfg, progress
         n = len(req)
         self.rec = Record(np.full(n, -1), np.full(n, np.nan), np.full(n, np.nan), req.arrival.copy(),
-                          np.where(np.isnan(req.arrival), AFTER, OK), np.zeros(n), {k: [] for k in _SAMPLES}, [], [], [])
+                          np.where(np.isnan(req.arrival), AFTER, OK), np.zeros(n), {k: [] for k in SAMPLES}, [], [], [])
         self.router = Router(cfg.router, cfg.seed)
         self.rng = np.random.default_rng([cfg.seed, 0xFA11])
         self.heap: list[tuple] = []
         self.seq = 0
-        self.replicas: list[_Replica] = []
+        self.replicas: list[Replica] = []
         self.central: deque[int] = deque()
         adm = cfg.admission
         self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
-        self.cap = adm.max_outstanding or kind.sched.max_num_seqs
+        self.pools: tuple[Pool, ...] = cfg.pools or (Pool(kind, cfg.replicas, cfg.autoscaler),)
+        self.regions = cfg.regions or Regions()
+        self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
         self.timeout = adm.timeout_s
         self.arrived_window = 0
-        self.wanted: deque[tuple[float, int]] = deque([(0.0, cfg.replicas)])  # no scale-down before the delay
-        self.last_scale = 0.0
+        self.pool_arrivals = [0] * len(self.pools)
+        # no scale-down before the delay has passed
+        self.wanted: list[deque[tuple[float, int]]] = [deque([(0.0, p.replicas)]) for p in self.pools]
+        self.last_scale = [0.0] * len(self.pools)
+        self.user_region = req.region.tolist() if req.region is not None else None
+        self.model = req.model.tolist() if req.model is not None else None
+        self.half_rtt = np.zeros(n)
         first = np.flatnonzero(~np.isnan(req.arrival))
         self.pending = first[np.argsort(req.arrival[first], kind="stable")].tolist()
         self.p = 0
@@ -138,10 +151,11 @@ class _Loop:
     # -- the loop -----------------------------------------------------------------------
     def run(self) -> Record:
         cfg = self.cfg
-        for _ in range(cfg.replicas):
-            self._order(0.0, up=True)
+        for k, pool in enumerate(self.pools):
+            for _ in range(pool.replicas):
+                self._order(0.0, k, up=True)
         if math.isfinite(cfg.horizon_s):
-            self._push(0.0, _CONTROL, "tick", None)
+            self._push(0.0, CONTROL, "tick", None)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
         horizon = cfg.horizon_s
         last_report = 0.0
@@ -149,11 +163,12 @@ class _Loop:
             t_arr = arrival[pending[self.p]] if self.p < len(pending) else math.inf
             if later and later[0][0] < t_arr:
                 t_arr = later[0][0]
-            if heap and (heap[0][0], heap[0][1]) < (t_arr, _ARRIVE):
+            if heap and (heap[0][0], heap[0][1]) < (t_arr, ARRIVE):
                 t, prio, _, what, obj = heapq.heappop(heap)
                 if what == "engine":
                     r, ver = obj
                     if ver == r.ver:
+                        r.key = None
                         self._engine(r, prio)
                 elif what == "tick":
                     self._tick(t)
@@ -177,30 +192,41 @@ class _Loop:
         for r in self.replicas:
             self._collect(r)
             self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
+            self.rec.pool.append(r.pool)
+        self.rec.half_rtt = self.half_rtt
         return self.rec
 
     def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, prio, self.seq, what, obj))
 
-    def _schedule(self, r: _Replica) -> None:
+    def _schedule(self, r: Replica) -> None:
+        """Queue ``r``'s next event (its pending one stays valid when it has not moved)."""
         e = r.engine
-        r.ver += 1
         if e.planned:
-            self._push(e.plan_end, _APPLY, "engine", (r, r.ver))
+            key = (e.plan_end, APPLY)
         elif r.state in ("up", "draining", "failed") and e.busy:
-            self._push(e.ready_s + 1e-12, _PLAN, "engine", (r, r.ver))
+            key = (e.ready_s + 1e-12, PLAN)
+        else:
+            key = None
+        if key == r.key:
+            return
+        r.ver += 1
+        r.key = key
+        if key is not None:
+            self._push(key[0], key[1], "engine", (r, r.ver))
 
-    def _engine(self, r: _Replica, prio: int) -> None:
+    def _engine(self, r: Replica, prio: int) -> None:
         e, rec = r.engine, self.rec
-        if prio == _APPLY:
+        if prio == APPLY:
             for i in e.advance():
                 g = r.gids[i]
-                rec.finish[g] = e.now
+                done = e.now + self.half_rtt[g]  # the answer's last token back at the user
+                rec.finish[g] = done
                 nxt = self.next_turn[g]
                 if nxt >= 0:
-                    heapq.heappush(self.later, (e.now + self.think[nxt], nxt))
-                    self.arrival[nxt] = e.now + self.think[nxt]
+                    heapq.heappush(self.later, (done + self.think[nxt], nxt))
+                    self.arrival[nxt] = done + self.think[nxt]
             if self.central and r.state == "up":
                 self._dispatch(r, e.now)
         else:
@@ -218,13 +244,13 @@ class _Loop:
         rec.sent[g] = t
         rec.status[g] = OK
         self.arrived_window += 1
-        routable = [r for r in self.replicas if r.state in ("up", "failed")]
+        routable = self._candidates(g)
         if not routable:
             rec.status[g] = UNSERVED
             rec.finish[g] = t
             return
         if self.cfg.admission.at == "router":
-            free = [r for r in routable if r.engine.outstanding < self.cap]
+            free = [r for r in routable if r.engine.outstanding < self.caps[r.pool]]
             if not free:
                 if len(self.central) < self.limit:
                     self.central.append(g)
@@ -240,21 +266,44 @@ class _Loop:
             return
         self._send(r, g, t)
 
-    def _send(self, r: _Replica, g: int, t: float) -> None:
+    def _candidates(self, g: int) -> list[Replica]:
+        """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
+        up = [r for r in self.replicas if r.state in ("up", "failed")]
+        if len(self.pools) == 1:
+            return up
+        want = self.model[g] if self.model is not None else ""
+        if want:
+            up = [r for r in up if self.pools[r.pool].model in ("", want)]
+        if self.user_region is None or len(up) < 2:
+            return up
+        where = self.user_region[g]
+        rtt = [self.regions.rtt(where, self.pools[r.pool].region) for r in up]
+        near = [r for r, x in zip(up, rtt) if x == min(rtt)]
+        least = min(r.engine.outstanding for r in up)
+        if min(r.engine.outstanding for r in near) <= least + self.regions.spill:
+            return near
+        return up
+
+    def _send(self, r: Replica, g: int, t: float) -> None:
         rec = self.rec
         rec.replica[g] = r.index
         if r.state == "failed":  # not yet detected: the request is lost
             rec.status[g] = FAILED
             rec.finish[g] = t
             return
+        half = 0.0
+        if self.user_region is not None:
+            half = 0.5 * self.regions.rtt(self.user_region[g], self.pools[r.pool].region)
+            self.half_rtt[g] = half
         r.gids.append(g)
-        r.engine.submit(t, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
+        self.pool_arrivals[r.pool] += 1
+        r.engine.submit(t + half, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
                         extends=self.extends[g])
         self._schedule(r)
 
-    def _dispatch(self, r: _Replica, t: float) -> None:
+    def _dispatch(self, r: Replica, t: float) -> None:
         """Router queue: hand waiting requests to ``r`` while it has room; drop the expired."""
-        while self.central and r.engine.outstanding < self.cap:
+        while self.central and r.engine.outstanding < self.caps[r.pool]:
             g = self.central.popleft()
             if t - self.rec.sent[g] > self.timeout:
                 self.rec.status[g] = TIMED_OUT
@@ -263,23 +312,40 @@ class _Loop:
             self._send(r, g, t)
 
     # -- replicas -------------------------------------------------------------------------
-    def _new_engine(self) -> Engine:
-        k = self.kind
+    def _new_engine(self, pool: int) -> Engine:
+        k = self.pools[pool].kind
         timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
                       queue_timeout_s=timeout)
 
-    def _order(self, t: float, *, up: bool) -> None:
-        r = _Replica(len(self.replicas), self._new_engine(), t, up)
+    def _order(self, t: float, pool: int, *, up: bool) -> bool:
+        """Start a replica of ``pool`` (serving now, or after its cold start); False when the
+        region's GPU quota has no room for it."""
+        p = self.pools[pool]
+        held = sum(self.pools[r.pool].gpus for r in self.replicas
+                   if r.state != "stopped" and self.pools[r.pool].region == p.region)
+        if held + p.gpus > self.regions.quota(p.region):
+            self.rec.events.append((t, "quota", -1))
+            return False
+        r = Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
+        price = p.pricing
+        if price.spot_share > 0 and sum(1 for x in self.replicas if x.pool == pool and x.state != "stopped") \
+                >= price.reserved and self.rng.random() < price.spot_share:
+            r.spot = True
+            if price.spot_reclaims_per_h > 0:
+                when = t + self.rng.exponential(3600.0 / price.spot_reclaims_per_h)
+                if when < self.cfg.horizon_s:
+                    self._push(when, CONTROL, "reclaim", r)
         self.replicas.append(r)
         if up:
             self._healthy(t)
             self._arm_failure(r, t)
         else:
-            self._push(t + self.kind.cold_start_s, _CONTROL, "ready", r)
+            self._push(t + p.kind.cold_start_s, CONTROL, "ready", r)
         self.rec.events.append((t, "order", r.index))
+        return True
 
-    def _ready(self, t: float, r: _Replica) -> None:
+    def _ready(self, t: float, r: Replica) -> None:
         if r.state != "starting":
             return
         r.state, r.since = "up", t
@@ -290,128 +356,15 @@ class _Loop:
         if self.central:
             self._dispatch(r, t)
 
-    def _arm_failure(self, r: _Replica, t: float) -> None:
-        f = self.cfg.failures
-        if f is None:
-            return
-        mtbf_h = [(f.replica_mtbf_h, False)]
-        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
-            mtbf_h.append((f.node_mtbf_h, True))
-        r.fail_ver += 1
-        for hours, node in mtbf_h:
-            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
-            if when < self.cfg.horizon_s:
-                self._push(when, _CONTROL, "fail", (r, r.fail_ver, node))
-
-    def _fail(self, t: float, obj: tuple) -> None:
-        r, ver, node = obj
-        if ver != r.fail_ver or r.state != "up":
-            return
-        f = self.cfg.failures
-        hit = [r]
-        if node:  # the node takes down its replicas
-            base = r.index
-            hit = [x for x in self.replicas[base:base + f.replicas_per_node] if x.state == "up"]
-        for x in hit:
-            lost = x.engine.abort()
-            for i in lost:
-                self.rec.status[x.gids[i]] = FAILED
-                self.rec.finish[x.gids[i]] = t
-            x.state = "failed"
-            x.fail_ver += 1
-            self.rec.events.append((t, "fail", x.index))
-            self._push(t + f.detection_s, _CONTROL, "detected", x)
-            x.ver += 1
-        self._healthy(t)
-
-    def _detected(self, t: float, r: _Replica) -> None:
-        if r.state != "failed":
-            return
-        r.state = "down"
-        self._push(t + self.cfg.failures.restart_s, _CONTROL, "restarted", r)
-
-    def _restarted(self, t: float, r: _Replica) -> None:
-        if r.state != "down":
-            return
-        self._collect(r)
-        r.engines.append((r.engine, r.gids))
-        r.engine, r.gids = self._new_engine(), []
-        self._ready_again(t, r)
-
-    def _ready_again(self, t: float, r: _Replica) -> None:
-        r.state = "starting"
-        self._ready(t, r)
-
     def _healthy(self, t: float) -> None:
         self.rec.healthy.append((t, sum(1 for r in self.replicas if r.state in ("up", "draining"))))
 
-    def _collect(self, r: _Replica) -> None:
+    def _collect(self, r: Replica) -> None:
         e, rec = r.engine, self.rec
         if not r.gids:
             return
         g = np.asarray(r.gids)
         n = len(g)
         ok = rec.status[g] == OK
-        rec.first_token[g[ok]] = e.first_tok[:n][ok]
+        rec.first_token[g[ok]] = e.first_tok[:n][ok] + self.half_rtt[g[ok]]
         rec.cached[g] = np.asarray(e.reuse.found[:n])
-
-    # -- control: samples and the autoscaler -----------------------------------------------
-    def _tick(self, t: float) -> None:
-        cfg, rec = self.cfg, self.rec
-        live = [r for r in self.replicas if r.state in ("up", "draining")]
-        up = [r for r in live if r.state == "up"]
-        window = cfg.sample_s
-        busy = 0.0  # tokens processed in the window
-        for r in live:
-            b = r.engine.tokens
-            busy += max(b - r.busy_mark, 0.0)
-            r.busy_mark = b
-        s = rec.samples
-        s["t"].append(t)
-        s["ready"].append(len(up))
-        s["starting"].append(sum(1 for r in self.replicas if r.state == "starting"))
-        s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
-        s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
-        s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
-        peak = self.kind.peak_tokens_per_s
-        s["utilization"].append(min(busy / (window * len(live) * peak), 1.0) if live and t > 0 else 0.0)
-        s["in_flight"].append(sum(r.engine.outstanding for r in live))
-        s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
-        self.arrived_window = 0
-        for r in self.replicas:
-            if r.state == "draining" and not r.engine.busy:
-                r.state, r.stopped = "stopped", t
-                self.rec.events.append((t, "stop", r.index))
-        a = cfg.autoscaler
-        if a is not None and t - self.last_scale >= a.period_s - 1e-9:
-            self.last_scale = t
-            self._scale(t, a, up)
-        if t + window < cfg.horizon_s:
-            self._push(t + window, _CONTROL, "tick", None)
-
-    def _scale(self, t: float, a: Autoscaler, up: list[_Replica]) -> None:
-        s = self.rec.samples
-        value = {"utilization": s["utilization"][-1], "rate": s["rate"][-1] / max(len(up), 1),
-                 "queue": s["queued"][-1] / max(len(up), 1), "kv": s["kv"][-1],
-                 "concurrency": s["in_flight"][-1] / max(len(up), 1)}[a.signal]
-        want = desired_replicas(a, len(up), value)
-        self.wanted.append((t, want))
-        while self.wanted and self.wanted[0][0] < t - a.scale_down_delay_s:
-            self.wanted.popleft()
-        active = [r for r in self.replicas if r.state in ("up", "starting", "failed", "down")]
-        target = max(w for _, w in self.wanted) if want < len(active) else want
-        for _ in range(target - len(active)):
-            self._order(t, up=False)
-        if target < len(active):
-            # stop starting ones first, then the least loaded serving ones (they drain)
-            victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
-            for r in victims[:len(active) - target]:
-                if r.state == "starting":
-                    r.state, r.stopped = "stopped", t
-                else:
-                    r.state = "draining"
-                self.rec.events.append((t, "scale down", r.index))
-            self._healthy(t)
-
-
-_SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate")

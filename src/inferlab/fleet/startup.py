@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import boolean
 from ..economics.cold_start import ColdStart, cold_start
 
 #: Engine image with the weights left out and only its runtime layers: [1]'s 5.2 GB of CUDA,
@@ -48,6 +49,10 @@ class Startup:
     slim_image: bool = False
     local_weights: bool = False
     cached_engine: bool = False
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            boolean(f"startup.{name}", getattr(self, name))
 
     def cold_start(self, deployment: Any) -> ColdStart:
         """The phases [s] of one replica of ``deployment`` with these remedies."""

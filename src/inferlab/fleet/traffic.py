@@ -17,15 +17,15 @@ References
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from ..checks import real
 from ..errors import SpecError
-from ..serving.workload import Lengths
+from ..serving.workload import MAX_RATE, Lengths
 
 #: Daily curve: peak-to-mean swing of the rate. An assumption (busy afternoon, quiet night; [2]).
 DEFAULT_DAILY_AMPLITUDE = 0.6
@@ -63,11 +63,11 @@ class Profile:
     peak_hour: float = DEFAULT_PEAK_HOUR
 
     def __post_init__(self) -> None:
-        if self.shape not in _SHAPES:
+        if not isinstance(self.shape, str) or self.shape not in _SHAPES:
             raise SpecError(f"traffic shape {self.shape!r} is unknown; allowed: {', '.join(_SHAPES)}")
-        if not (self.rate >= 0 and math.isfinite(self.rate)) or not (0 <= self.amplitude <= 1):
-            raise SpecError(f"traffic: rate must be >= 0 request/s and amplitude in [0, 1], got rate={self.rate}, "
-                            f"amplitude={self.amplitude}")
+        for name, high in (("rate", MAX_RATE), ("peak_rate", MAX_RATE), ("start_s", 1e9), ("end_s", 1e9),
+                           ("amplitude", 1.0), ("peak_hour", 24.0)):
+            object.__setattr__(self, name, real(f"traffic.{name}", getattr(self, name), minimum=0.0, maximum=high))
         if self.shape in ("ramp", "burst") and not self.end_s > self.start_s:
             raise SpecError(f"traffic {self.shape}: end_s ({self.end_s}) must be after start_s ({self.start_s})")
 
@@ -116,6 +116,10 @@ class Requests:
     next_turn : int array
         The conversation's next request (-1: none).
     think_s : array [s]
+    region : str array, optional
+        Where each user is ("local" when absent).
+    model : str array, optional
+        The model each asks for ("" when absent: any pool).
     """
 
     arrival: np.ndarray
@@ -126,6 +130,8 @@ class Requests:
     extends: np.ndarray
     next_turn: np.ndarray
     think_s: np.ndarray
+    region: np.ndarray | None = None
+    model: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.isl)
@@ -178,6 +184,8 @@ def concat(parts: list[Requests]) -> Requests:
     for p in parts:
         for name in fields:
             v = getattr(p, name)
+            if v is None:
+                v = np.full(len(p), "local" if name == "region" else "", object)
             out[name].append(np.where(v >= 0, v + offset, -1) if name == "next_turn" else v)
         offset += len(p)
     return Requests(**{k: np.concatenate(v) if v else np.zeros(0) for k, v in out.items()})

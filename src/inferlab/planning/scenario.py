@@ -253,6 +253,8 @@ class Scenario(BaseModel):
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
     verify: StrictInt = Field(default=3, ge=0, le=100)
+    fleet: dict[str, Any] | None = Field(default=None, description="Policies for `inferlab fleet` (see "
+                                         "inferlab.fleet.scenario); the planner does not read them.")
 
     @field_validator("engine")
     @classmethod

@@ -1,0 +1,99 @@
+"""The fleet's control loop: a sample of the fleet every ``sample_s`` (the time series of the
+result) and each pool's autoscaler acting on it; methods of the event loop
+(:mod:`.simulation`), apart so that each module holds one concept."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .autoscaler import Autoscaler, desired_replicas
+from .states import CONTROL
+
+if TYPE_CHECKING:
+    from .simulation import Replica
+
+
+class Control:
+    """Samples and autoscaling of :class:`~.simulation._Loop`."""
+
+    cfg: Any
+    rec: Any
+    replicas: list
+    pools: tuple
+
+    # -- control: samples and the autoscaler -----------------------------------------------
+    def _tick(self, t: float) -> None:
+        cfg, rec = self.cfg, self.rec
+        live = [r for r in self.replicas if r.state in ("up", "draining")]
+        up = [r for r in live if r.state == "up"]
+        window = cfg.sample_s
+        busy = 0.0  # share of its peak each replica processed in the window, summed
+        for r in live:
+            b = r.engine.tokens
+            r.window_tokens = max(b - r.busy_mark, 0.0) / (window * self.pools[r.pool].kind.peak_tokens_per_s)
+            busy += r.window_tokens
+            r.busy_mark = b
+        s = rec.samples
+        s["t"].append(t)
+        s["ready"].append(len(up))
+        s["starting"].append(sum(1 for r in self.replicas if r.state == "starting"))
+        s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
+        s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
+        s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
+        s["utilization"].append(min(busy / len(live), 1.0) if live and t > 0 else 0.0)
+        s["in_flight"].append(sum(r.engine.outstanding for r in live))
+        s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
+        spend = 0.0
+        for k, p in enumerate(self.pools):
+            paid = [r for r in self.replicas if r.pool == k and r.state != "stopped"]
+            spend += float(p.pricing.usd_per_hour(len(paid), sum(1 for r in paid if r.spot)))
+        s["usd_per_hour"].append(spend)
+        self.arrived_window = 0
+        for r in self.replicas:
+            if r.state == "draining" and not r.engine.busy:
+                r.state, r.stopped = "stopped", t
+                self.rec.events.append((t, "stop", r.index))
+        for k, p in enumerate(self.pools):
+            a = p.autoscaler
+            if a is not None and t - self.last_scale[k] >= a.period_s - 1e-9:
+                self._scale(t, k, a, t - self.last_scale[k])
+                self.last_scale[k] = t
+        if t + window < cfg.horizon_s:
+            self._push(t + window, CONTROL, "tick", None)
+
+    def _scale(self, t: float, k: int, a: Autoscaler, period: float) -> None:
+        mine = [r for r in self.replicas if r.pool == k]
+        up = [r for r in mine if r.state == "up"]
+        n = max(len(up), 1)
+        live = [r for r in mine if r.state in ("up", "draining")]
+        value = {"utilization": min(sum(r.window_tokens for r in live) / max(len(live), 1), 1.0),
+                 "rate": self.pool_arrivals[k] / max(period, 1e-9) / n,
+                 "queue": sum(r.engine.queued for r in live) / n, "kv": sum(r.engine.kv_used for r in up) / n,
+                 "concurrency": sum(r.engine.outstanding for r in live) / n}[a.signal]
+        self.pool_arrivals[k] = 0
+        want = desired_replicas(a, len(up), value)
+        wanted = self.wanted[k]
+        wanted.append((t, want))
+        while wanted and wanted[0][0] < t - a.scale_down_delay_s:
+            wanted.popleft()
+        active = [r for r in mine if r.state in ("up", "starting", "failed", "down")]
+        target = max(w for _, w in wanted) if want < len(active) else want
+        for _ in range(target - len(active)):
+            if not self._order(t, k, up=False):
+                break
+        if target < len(active):
+            # stop starting ones first, then the least loaded serving ones (they drain)
+            victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
+            for r in victims[:len(active) - target]:
+                if r.state == "starting":
+                    r.state, r.stopped = "stopped", t
+                else:
+                    r.state = "draining"
+                self.rec.events.append((t, "scale down", r.index))
+            self._healthy(t)
+
+
+#: The fleet over time, one value per sample (see :class:`~.result.FleetResult`).
+SAMPLES = ("t", "ready", "starting", "running", "queued", "in_flight", "kv", "utilization", "rate", "usd_per_hour")

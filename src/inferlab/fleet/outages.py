@@ -1,0 +1,97 @@
+"""The fleet's outages: replica and node failures (detected after a delay, restarted with an
+empty cache) and spot replicas reclaimed by the provider; methods of the event loop
+(:mod:`.simulation`), apart so that each module holds one concept."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from .pricing import SPOT_NOTICE_S
+from .states import CONTROL, FAILED
+
+if TYPE_CHECKING:
+    from .simulation import Replica
+
+
+class Outages:
+    """Failure, detection, restart and reclaim events of :class:`~.simulation._Loop`."""
+
+    cfg: Any
+    rng: Any
+    rec: Any
+    replicas: list
+
+    def _arm_failure(self, r: Replica, t: float) -> None:
+        f = self.cfg.failures
+        if f is None:
+            return
+        mtbf_h = [(f.replica_mtbf_h, False)]
+        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
+            mtbf_h.append((f.node_mtbf_h, True))
+        r.fail_ver += 1
+        for hours, node in mtbf_h:
+            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
+            if when < self.cfg.horizon_s:
+                self._push(when, CONTROL, "fail", (r, r.fail_ver, node))
+
+    def _fail(self, t: float, obj: tuple) -> None:
+        r, ver, node = obj
+        if ver != r.fail_ver or r.state != "up":
+            return
+        f = self.cfg.failures
+        hit = [r]
+        if node:  # the node takes down its replicas
+            base = r.index
+            hit = [x for x in self.replicas[base:base + f.replicas_per_node] if x.state == "up"]
+        for x in hit:
+            lost = x.engine.abort()
+            for i in lost:
+                self.rec.status[x.gids[i]] = FAILED
+                self.rec.finish[x.gids[i]] = t
+            x.state = "failed"
+            x.fail_ver += 1
+            self.rec.events.append((t, "fail", x.index))
+            silent = f.silent_share > 0 and self.rng.random() < f.silent_share
+            self._push(t + (f.silent_detection_s if silent else f.detection_s), CONTROL, "detected", x)
+            x.ver += 1
+            x.key = None
+        self._healthy(t)
+
+    def _reclaim(self, t: float, r: Replica) -> None:
+        """The provider takes a spot replica back: notice now, gone after the notice."""
+        if r.state in ("stopped",):
+            return
+        self.rec.events.append((t, "reclaim", r.index))
+        if r.state == "starting":
+            r.state, r.stopped = "stopped", t
+            return
+        r.state = "draining"
+        self._healthy(t)
+        self._push(t + SPOT_NOTICE_S, CONTROL, "reclaimed", r)
+
+    def _reclaimed(self, t: float, r: Replica) -> None:
+        for i in r.engine.abort():
+            self.rec.status[r.gids[i]] = FAILED
+            self.rec.finish[r.gids[i]] = t
+        r.state, r.stopped = "stopped", t
+        r.ver += 1
+        r.key = None
+
+    def _detected(self, t: float, r: Replica) -> None:
+        if r.state != "failed":
+            return
+        r.state = "down"
+        self._push(t + self.cfg.failures.restart_s, CONTROL, "restarted", r)
+
+    def _restarted(self, t: float, r: Replica) -> None:
+        if r.state != "down":
+            return
+        self._collect(r)
+        r.engines.append((r.engine, r.gids))
+        r.engine, r.gids = self._new_engine(r.pool), []
+        self._ready_again(t, r)
+
+    def _ready_again(self, t: float, r: Replica) -> None:
+        r.state = "starting"
+        self._ready(t, r)

@@ -1,0 +1,96 @@
+"""Pools of replicas: one deployment each, in a region, serving one model, with its own
+autoscaler and prices; regions with round-trip times between them and GPU quotas.
+
+A request comes from a user region and asks for a model. The router looks first at the
+pools of that model nearest to the user (smallest round trip) and spills to farther ones
+only when every nearby replica carries ``spill`` more requests than the least loaded replica
+anywhere; a request served across regions waits half a round trip to reach the replica and
+half to return (its TTFT and end-to-end latency include the full round trip). Pools of
+one region share its GPU quota: a replica the autoscaler orders beyond it is not started.
+
+References
+----------
+.. [1] AWS, "Network latency between regions" (CloudPing.co medians, 2025): ap-southeast-2
+   (Sydney) to us-east-1 about 200 ms round trip; us-east-1 to eu-west-1 about 70 ms.
+   https://www.cloudping.co/grid
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SpecError
+from .autoscaler import Autoscaler
+from .pricing import Pricing
+
+#: Round trips between regions [s], medians of [1].
+DEFAULT_RTT_S = {("ap-southeast-2", "us-east-1"): 0.200, ("us-east-1", "eu-west-1"): 0.070,
+                 ("ap-southeast-2", "eu-west-1"): 0.260}
+#: Requests a nearby replica may carry beyond the least loaded one anywhere before a request
+#: goes to a farther region. An assumption.
+DEFAULT_SPILL = 16
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Replicas of one kind in one region.
+
+    Parameters
+    ----------
+    kind : ReplicaKind
+    replicas : int
+        Serving at the start.
+    autoscaler : Autoscaler, optional
+    pricing : Pricing
+    region : str
+    model : str
+        Requests of this model go here ("" : every request).
+    gpus : int
+        GPUs of one replica (for the region's quota).
+    """
+
+    kind: Any
+    replicas: int = 1
+    autoscaler: Autoscaler | None = None
+    pricing: Pricing = field(default_factory=Pricing)
+    region: str = "local"
+    model: str = ""
+    gpus: int = 1
+
+    def __post_init__(self) -> None:
+        if self.replicas < 0 or self.gpus < 1:
+            raise SpecError(f"pool {self.region}/{self.model or 'all'}: replicas must be >= 0 and gpus >= 1")
+
+
+@dataclass(frozen=True)
+class Regions:
+    """Round trips between regions and GPU quotas.
+
+    Parameters
+    ----------
+    rtt_s : dict
+        ``(region a, region b) -> round trip [s]``, either order; the same region: 0.
+    quota_gpus : dict
+        ``region -> GPUs`` its pools may hold together (absent: no limit).
+    spill : int [request]
+    """
+
+    rtt_s: dict = field(default_factory=lambda: dict(DEFAULT_RTT_S))
+    quota_gpus: dict = field(default_factory=dict)
+    spill: int = DEFAULT_SPILL
+
+    def rtt(self, a: str, b: str) -> float:
+        """Round trip between ``a`` and ``b`` [s]."""
+        if a == b:
+            return 0.0
+        value = self.rtt_s.get((a, b), self.rtt_s.get((b, a)))
+        if value is None:
+            known = sorted({r for pair in self.rtt_s for r in pair})
+            raise SpecError(f"no round-trip time between regions {a!r} and {b!r}; give rtt_s for the pair "
+                            f"(regions with one: {', '.join(known)})")
+        return float(value)
+
+    def quota(self, region: str) -> float:
+        return float(self.quota_gpus.get(region, math.inf))

@@ -1,0 +1,62 @@
+"""Pools across regions and models: the round trip lands in TTFT, busy regions spill, a
+request only reaches its model's replicas, and a region's GPU quota caps the autoscaler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inferlab.errors import SpecError
+from inferlab.fleet import fleet_of
+from inferlab.fleet.pools import Regions
+
+SYD, USE = "ap-southeast-2", "us-east-1"
+QUIET = {"rate": 1.0, "isl": 500, "osl": 50, "region": SYD}
+
+
+def test_remote_region_adds_the_round_trip_to_ttft():
+    """Sydney users served in us-east-1 wait the 200 ms round trip (CloudPing median) on top
+    of the same replica's TTFT: arrivals shift by the one-way time, so the engine's timeline
+    shifts with them."""
+    local = fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": SYD}], traffic=QUIET,
+                     horizon_s=300.0)
+    remote = fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": USE}], traffic=QUIET,
+                      horizon_s=300.0)
+    assert np.median(remote.ttft) - np.median(local.ttft) == pytest.approx(0.200, abs=1e-3)
+
+
+def test_requests_stay_near_until_the_region_is_busy():
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": SYD, "replicas": 1},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": USE, "replicas": 4}]
+    quiet = fleet_of(pools, traffic=QUIET, horizon_s=200.0)
+    assert quiet.counts()["ok"] > 100 and np.all(quiet.replica[quiet.status == 0] == 0)  # the Sydney replica is the first
+    busy = fleet_of(pools, traffic={**QUIET, "rate": 60.0, "isl": 2000, "osl": 300}, horizon_s=120.0)
+    spilled = np.mean(busy.replica[busy.status == 0] > 0)
+    assert 0.2 < spilled < 1.0
+
+
+def test_models_sharing_a_region_reach_only_their_own_replicas_within_the_gpu_quota():
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 1, "region": USE,
+              "autoscaler": {"signal": "concurrency", "target": 4, "max_replicas": 10}},
+             {"model": "qwen3-8b", "hardware": "h100-sxm", "replicas": 1, "region": USE,
+              "autoscaler": {"signal": "concurrency", "target": 4, "max_replicas": 10}}]
+    traffic = [{"rate": 30.0, "isl": 1000, "osl": 200, "region": USE, "model": "llama-3.1-8b"},
+               {"rate": 5.0, "isl": 1000, "osl": 200, "region": USE, "model": "qwen3-8b"}]
+    r = fleet_of(pools, traffic=traffic, horizon_s=600.0, regions={"quota_gpus": {USE: 4}})
+    served = r.status == 0
+    llama = (np.arange(len(r.status)) < _first_class_size(r))[served]  # the first class's requests come first
+    pool = r.replica_pool[r.replica[served]]
+    assert np.all(pool[llama] == 0) and np.all(pool[~llama] == 1) and llama.any() and (~llama).any()
+    assert r.samples["running"].max() <= 4  # one GPU each, four in the region
+    assert any(e[1] == "quota" for e in r.events)
+    assert r.counts()["ok"] > 1000
+
+
+def test_unknown_round_trip_is_one_line():
+    with pytest.raises(SpecError, match="no round-trip time between regions 'mars' and 'us-east-1'"):
+        Regions().rtt("mars", USE)
+
+
+def _first_class_size(r) -> int:
+    """Requests of the first traffic class: they come first, until arrivals restart at 0."""
+    return int(np.flatnonzero(np.diff(np.nan_to_num(r.arrival, nan=np.inf)) < -1.0)[0] + 1)
