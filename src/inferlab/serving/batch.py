@@ -1,0 +1,124 @@
+"""The running batch of one engine and the rules of its decode stretches.
+
+:class:`PlainDecoding` (one token per running request per iteration), the running
+requests as arrays (:class:`RunningBatch`), the check that every request fits the KV pool,
+and how many decode-only iterations can run before an event (:func:`stretch_limits`),
+for :class:`~.engine.Engine`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InfeasibleError, SpecError
+from .scheduler import SchedulerConfig
+
+
+class PlainDecoding:
+    """One token per decoding request per iteration (no speculation)."""
+
+    lookahead = 0
+
+    @staticmethod
+    def tokens(remaining: np.ndarray) -> float:
+        """Tokens each decoding request emits in one iteration."""
+        return 1.0
+
+    @staticmethod
+    def stretch(t0: float, t1: float, remaining: np.ndarray, max_steps: int,
+                free_tokens: float) -> tuple[int, float, float, float]:
+        """Decode-only steps until a request finishes, the KV pool fills or ``max_steps``:
+        the steps, the tokens each request emitted, their time [s] and mean step [s]."""
+        k = min(int(max(1.0, float(remaining.min()))), max_steps)
+        if free_tokens != math.inf:
+            k = min(k, max(1, int(free_tokens // max(len(remaining), 1)) + 1))
+        if k > 1:
+            slope = t1 - t0
+            return k, k, k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
+        return k, k, t0, t0
+
+
+class RunningBatch:
+    """Running requests as arrays (one slot per admitted request), in preallocated buffers;
+    the public attributes are views of the first ``k`` slots."""
+
+    FIELDS = ("idx", "done", "gen", "base", "prompt", "osl")
+
+    def __init__(self, capacity: int) -> None:
+        self.k = 0
+        self.prefilling = 0  # slots whose prompt is not prefilled yet
+        self._buf = {f: np.zeros(max(capacity, 1), np.int64 if f == "idx" else float) for f in self.FIELDS}
+        self._views()
+
+    def _views(self) -> None:
+        k, b = self.k, self._buf
+        self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
+        self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
+
+    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0) -> None:
+        """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
+        ``done`` of them already in the cache)."""
+        b, k = self._buf, self.k
+        if k == len(b["idx"]):
+            self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
+        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, done, generated, generated
+        b["prompt"][k], b["osl"][k] = prompt, osl
+        self.k = k + 1
+        self.prefilling += 0 if done >= prompt else 1
+        self._views()
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the slots where ``mask`` is true, in order."""
+        m = int(np.count_nonzero(mask))
+        for f in self.FIELDS:
+            v = self._buf[f]
+            v[:m] = v[:self.k][mask]
+        self.k = m
+        self._views()
+
+    def drop_last(self) -> None:
+        if self.done[-1] < self.prompt[-1]:
+            self.prefilling -= 1
+        self.k -= 1
+        self._views()
+
+    @property
+    def cached(self) -> np.ndarray:
+        """KV tokens each running request holds."""
+        return self.done + self.gen - self.base
+
+
+def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int) -> None:
+    """Refuse empty requests, and any request larger than the whole KV pool (engines reject those)."""
+    n = len(isl)
+    if n and (np.min(isl) < 1 or np.min(osl) < 1):
+        raise SpecError("simulate: every request needs a prompt and an output of at least one token")
+    need_blocks = np.ceil((isl + osl + lookahead) / block)
+    if n and capacity_blocks < need_blocks.max():
+        big = int(np.argmax(need_blocks))
+        extra = f" + {lookahead} speculative slots" if lookahead else ""
+        raise InfeasibleError(f"the KV pool holds {capacity_blocks * block:.0f} tokens, less than request {big} "
+                              f"({int(isl[big])} + {int(osl[big])} tokens{extra}) needs; engines reject such a "
+                              "request: shorten the lengths or give the pool more memory (fewer weights per GPU, "
+                              "more TP)")
+
+
+def stretch_limits(sched: SchedulerConfig, run: RunningBatch, t0: float, now: float, waiting: list[int],
+                    order: list[int], pos: int, visible: list[float], capacity_blocks: float, block: int,
+                    lookahead: int) -> tuple[int, float]:
+    """Decode-only iterations (every running request decoding) that can run before an
+    arrival could be admitted (``t0`` [s]: the first one's time), and the KV tokens free
+    for the requests to grow into (unbounded when their outputs are reserved)."""
+    max_steps = 1 << 62
+    free_tokens = math.inf
+    # KV growth: each running request adds its tokens per step (nothing to check when reserved)
+    if not sched.reserve_output:
+        held = np.maximum(run.cached, 1.0) + lookahead if lookahead else np.maximum(run.cached, 1.0)
+        free_tokens = (capacity_blocks - float(np.ceil(held / block).sum())) * block
+    # an arrival that could be admitted (a slot and its prompt blocks are free)
+    if pos < len(order) and run.k < sched.max_num_seqs and not waiting:
+        gap = visible[order[pos]] - now
+        max_steps = max(1, int(math.ceil(gap / t0)))
+    return max_steps, free_tokens
