@@ -22,7 +22,8 @@ from inferlab.calibration.fit_bench import (BOUNDS, calibrated_mapping, fit_benc
 from inferlab.calibration.profile import load_profile
 from inferlab.cli.main import main
 from inferlab.validation.bench import bench_cases, given_deployment
-from inferlab.validation.cases import Case, predict_cases
+from inferlab.validation.cases import Case
+from inferlab.validation.predict import predict_cases
 
 MODEL, GPU, ENGINE_ARGS = "llama-3.1-8b", "h100-sxm", "vllm serve meta-llama/Llama-3.1-8B-Instruct"
 #: (concurrency, prompt tokens) of the synthetic runs; 128 output tokens each.

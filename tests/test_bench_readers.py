@@ -190,7 +190,7 @@ def test_guidellm_before_0_4_kept_strategy_and_model_per_benchmark(tmp_path):
 
 
 def test_engine_limits_reach_the_cases_and_their_simulation(tmp_path):
-    from inferlab.validation.cases import predict_cases
+    from inferlab.validation.predict import predict_cases
 
     given = given_deployment(engine_args=VLLM_8B + " --max-num-seqs 2 --gpu-memory-utilization 0.8", gpu="h100-sxm")
     cases, _ = bench_cases([BENCH / "sglang-bench-serving.jsonl"], given)

@@ -14,7 +14,8 @@ from inferlab.calibration.fit import calibrate, round_tree, source_for
 from inferlab.calibration.fit_ops import assemble_profile, fit_engine_gpu, fit_ops, median_fragment
 from inferlab.calibration.profile import Profile, profile_file
 from inferlab.cli.validate import add_parsers
-from inferlab.validation.cases import load_cases, predict_cases
+from inferlab.validation.cases import load_cases
+from inferlab.validation.predict import predict_cases
 from inferlab.validation.ops import OpTable, predict_ops, read_ops
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation"

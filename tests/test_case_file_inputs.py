@@ -11,7 +11,8 @@ import yaml
 
 from inferlab.cli.main import main
 from inferlab.errors import SpecError
-from inferlab.validation.cases import InvalidCase, load_case_entries, load_cases, predict_cases
+from inferlab.validation.cases import InvalidCase, load_case_entries, load_cases
+from inferlab.validation.predict import predict_cases
 
 SAMPLE = yaml.safe_load((Path(__file__).parent / "data" / "cases-sample.yaml").read_text(encoding="utf-8"))
 GOOD = SAMPLE["cases"][0]  # GPT-J 6B fp8 on one H100, batch 1024, 128/128 tokens

@@ -15,7 +15,8 @@ from inferlab.cluster import dask_client, map_units
 from inferlab.errors import InferlabError, SpecError
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
-from inferlab.validation.cases import load_case_entries, predict_cases
+from inferlab.validation.cases import load_case_entries
+from inferlab.validation.predict import predict_cases
 from inferlab.validation.units import case_units, predict_cases_on
 
 pytest.importorskip("distributed")

@@ -19,7 +19,8 @@ from inferlab.calibration.fit_error_band import residuals, without_family
 from inferlab.calibration.profile import profile_file
 from inferlab.cli.main import main
 from inferlab.errors import InferlabError, SpecError, UnknownNameError
-from inferlab.validation.cases import load_cases, predict_cases
+from inferlab.validation.cases import load_cases
+from inferlab.validation.predict import predict_cases
 
 #: Twenty residuals -0.95, -0.85, ..., 0.95 (steps of 0.1).
 TWENTY = [(k - 10.5) / 10 for k in range(1, 21)]

@@ -10,7 +10,8 @@ from inferlab.calibration.fit_serving import fit_serving_terms, with_engine_term
 from inferlab.calibration.profile import profile_file
 from inferlab.estimate import deployment
 from inferlab.serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
-from inferlab.validation.cases import Case, case_layout, load_cases, predict_cases
+from inferlab.validation.cases import Case, case_layout, load_cases
+from inferlab.validation.predict import predict_cases
 from inferlab.validation.serving import (
     MAX_REQUESTS,
     RequestTimes,

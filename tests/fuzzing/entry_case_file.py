@@ -10,7 +10,9 @@ from pathlib import Path
 import yaml
 from hypothesis import strategies as st
 
-from inferlab.validation.cases import load_case_entries, predict_cases
+from inferlab.validation.cases import load_case_entries
+
+from inferlab.validation.predict import predict_cases
 
 from . import Entry
 

@@ -23,7 +23,9 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from ..validation.cases import Case, case_engine, predict_cases
+from ..validation.cases import Case, case_engine
+
+from ..validation.predict import predict_cases
 from ..validation.ops import OpTable, predict_ops
 from ..validation.serving import serving_unsupported_reason
 from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize

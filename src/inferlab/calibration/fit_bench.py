@@ -163,7 +163,7 @@ def split_runs(cases: Sequence[Case], holdout: float) -> tuple[list[Case], list[
 
 
 def _predict(cases: Sequence[Case], mapping: Mapping[str, Any]) -> np.ndarray:
-    from ..validation.cases import predict_cases
+    from ..validation.predict import predict_cases
 
     return np.array([np.nan if p is None else p for p, _ in predict_cases(list(cases), mapping)], float)
 

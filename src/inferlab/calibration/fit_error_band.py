@@ -30,7 +30,8 @@ import numpy as np
 import yaml
 
 from ..errors import InferlabError, SpecError
-from ..validation.cases import Case, case_engine, predict_cases
+from ..validation.cases import Case, case_engine
+from ..validation.predict import predict_cases
 from .error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable, Residual, band_regime,
                          build_table, coverage)
 from .profile import hardware_family, profile_file

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cluster import check_client, map_units
-from .cases import Case, predict_cases, static_group_key, unsupported_reason
+from .cases import Case, unsupported_reason
+from .predict import predict_cases, static_group_key
 from .serving import serving_group_key, serving_unsupported_reason
 
 #: Tasks the units are packed into (consecutive units per task): enough to keep a few dozen
