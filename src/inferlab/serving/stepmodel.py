@@ -256,16 +256,22 @@ class StepModel:
             return self._with_host(self._time_busiest_rank(decode_context, prefill_context, prefill_tokens,
                                                            logits, decode_new))
         t = self._table(self._balanced_list, queries + p) + self._table(self._head_list, logits)
-        if d and decode_new == 1.0:
-            spans = self.decode_spans(decode_context)
-            t += self._attention_s("decode", spans, spans, d, d)
-        elif d:
-            pairs, reads = self.verify_spans(decode_context, float(decode_new))
-            t += self._attention_s("decode", pairs, reads, queries, d)
+        t += self._decode_attention_s(decode_context, decode_new)
         if p:
             pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
         return self._with_host(t)
+
+    def _decode_attention_s(self, decode_context: np.ndarray, decode_new: float) -> float:
+        """Attention of an iteration's decoding sequences (``decode_new`` tokens each)."""
+        d = float(len(decode_context))
+        if not d:
+            return 0.0
+        if decode_new == 1.0:
+            spans = self.decode_spans(decode_context)
+            return self._attention_s("decode", spans, spans, d, d)
+        pairs, reads = self.verify_spans(decode_context, float(decode_new))
+        return self._attention_s("decode", pairs, reads, d * decode_new, d)
 
     def _time_busiest_rank(self, decode_context: np.ndarray, prefill_context: np.ndarray,
                            prefill_tokens: np.ndarray, logits: float, decode_new: float) -> float:
@@ -285,12 +291,7 @@ class StepModel:
         queries = d * decode_new
         t = (self._table(self._linear_list, queries + p_mine * g) + self._table(self._shared_list, queries + p_all)
              + self._table(self._head_list, logits))
-        if d and decode_new == 1.0:
-            spans = self.decode_spans(decode_context)
-            t += self._attention_s("decode", spans, spans, d, d)
-        elif d:
-            pairs, reads = self.verify_spans(decode_context, float(decode_new))
-            t += self._attention_s("decode", pairs, reads, queries, d)
+        t += self._decode_attention_s(decode_context, decode_new)
         pairs, reads = self.spans(mine_context, mine_tokens)
         # _attention_s spreads its sums over the g ranks: these are one rank's alone
         t += self._attention_s("prefill", pairs * g, reads * g, p_mine * g, float(len(mine_tokens)) * g)
