@@ -226,3 +226,22 @@ def test_spot_replicas_cost_the_spot_price_and_can_be_reclaimed():
                             autoscaler={"signal": "concurrency", "target": 8.0, "min_replicas": 2}, **kw)
     assert sum(1 for e in stormy.events if e[1] == "reclaim") >= 3
     assert sum(1 for e in stormy.events if e[1] == "order") > 2  # replacements
+
+
+def test_goodput_counts_both_slos_by_hand():
+    from inferlab.fleet.result import FleetResult
+    from inferlab.fleet.simulation import REJECTED
+
+    # four requests: TTFT 0.2, 0.5, 1.5 s and one refused; outputs of 11 tokens over 1.0, 3.0
+    # and 0.5 s after the first token: TPOT 0.1, 0.3 and 0.05 s
+    n = np.array
+    r = FleetResult("x", arrival=n([0.0, 1.0, 2.0, 3.0]), first_token=n([0.2, 1.5, 3.5, np.nan]),
+                    finish=n([1.2, 4.5, 4.0, np.nan]), isl=n([100.0] * 4), osl=n([11.0] * 4), cached=np.zeros(4),
+                    prefix=np.zeros(4), status=n([OK, OK, OK, REJECTED]), replica=n([0, 0, 0, -1]), samples={},
+                    usd=0.0, availability=1.0, need=1, horizon_s=10.0, ttft_slo_s=1.0)
+    assert r.goodput() == 0.5  # TTFT only: the first two of four
+    assert r.goodput(tpot_slo_s=0.2) == 0.25  # the second's TPOT 0.3 s misses
+    assert r.goodput(ttft_slo_s=2.0, tpot_slo_s=0.2) == 0.5  # the third now meets both
+    with pytest.raises(SpecError, match="tpot_slo_s"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic={"rate": 1.0, "isl": 100, "osl": 10}, horizon_s=10.0,
+                       tpot_slo_s=-1.0)

@@ -40,7 +40,7 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
           admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
           failures: Failures | dict | None = None, startup: Startup | dict | None = None,
           pricing: Pricing | dict | None = None, prefix_cache: bool = True, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
-          need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
+          tpot_slo_s: float | None = None, need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
           progress: Callable[[float], None] | None = None, requests: Requests | None = None,
           **limits: Any) -> FleetResult:
     """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
@@ -64,8 +64,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
         round_robin, random, least_outstanding, least_kv or cache_aware.
     admission, autoscaler, failures, startup, pricing :
         Policies (objects or mappings of their fields); see each module.
-    ttft_slo_s : float [s]
-        The SLO goodput counts against.
+    ttft_slo_s, tpot_slo_s : float [s]
+        The SLOs goodput counts against (no TPOT SLO by default).
     need : int, optional
         Replicas the traffic needs without failures, for availability (default: ``replicas``).
     requests : Requests, optional
@@ -79,6 +79,7 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     replicas = integer("fleet: replicas", replicas, minimum=0, maximum=100_000)
     seed = integer("fleet: seed", seed, minimum=0, maximum=2**63 - 1)
     ttft_slo_s = real("fleet: ttft_slo_s", ttft_slo_s, minimum=0.0, include_minimum=False, unit="s")
+    tpot_slo_s = _tpot_slo(tpot_slo_s)
     if need is not None:
         need = integer("fleet: need", need, maximum=100_000)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
@@ -102,12 +103,21 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
-    return result_of(kind.name, requests, record, cfg, price, need or max(replicas, 1), ttft_slo_s, notes)
+    return replace(result_of(kind.name, requests, record, cfg, price, need or max(replicas, 1), ttft_slo_s, notes),
+                   tpot_slo_s=tpot_slo_s)
+
+
+def _tpot_slo(value: float | None) -> float:
+    """The TPOT SLO [s]; None: none (``inf``)."""
+    if value is None:
+        return math.inf
+    return real("fleet: tpot_slo_s", value, minimum=0.0, include_minimum=False, unit="s")
 
 
 def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regions: Regions | dict | None = None,
              router: str | RouterConfig = "least_outstanding", admission: Admission | dict | None = None,
              failures: Failures | dict | None = None, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
+             tpot_slo_s: float | None = None,
              need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "fleet",
              progress: Callable[[float], None] | None = None) -> FleetResult:
     """A fleet of several pools: models, GPU types and regions (see :mod:`.pools`).
@@ -164,7 +174,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if far.any():
         notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
                  f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
-    return result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s, notes)
+    return replace(result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s,
+                             notes), tpot_slo_s=_tpot_slo(tpot_slo_s))
 
 
 def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, price: Pricing, need: int,

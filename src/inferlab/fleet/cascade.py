@@ -92,7 +92,7 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
     # the large fleet shares the clock and the operations policies, not the small one's size or prices
     large_kwargs = {k: v for k, v in kwargs.items()
-                    if k in ("horizon_s", "seed", "ttft_slo_s", "router", "admission", "startup", "failures",
+                    if k in ("horizon_s", "seed", "ttft_slo_s", "tpot_slo_s", "router", "admission", "startup", "failures",
                              "hardware", "engine")}
     large_kwargs.update({k: v for k, v in spec.items() if k != "share"})
     large = fleet(requests=requests, **large_kwargs)

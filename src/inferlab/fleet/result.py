@@ -50,7 +50,8 @@ class FleetResult:
     need : int
         Replicas the traffic needs without failures (the fleet's size, or as given).
     horizon_s : float [s]
-    ttft_slo_s : float [s]
+    ttft_slo_s, tpot_slo_s : float [s]
+        The SLOs goodput counts against (``inf``: no TPOT SLO).
     notes : tuple of str
         Facts for :meth:`explain` that only the builder knows (cold start phases).
     replica_pool : int array
@@ -76,6 +77,7 @@ class FleetResult:
     events: tuple = ()
     notes: tuple[str, ...] = field(default=())
     replica_pool: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
+    tpot_slo_s: float = math.inf
 
     # -- requests -------------------------------------------------------------------------
     @property
@@ -98,13 +100,17 @@ class FleetResult:
         t = self.ttft
         return float(np.percentile(t, q)) if len(t) else math.nan
 
-    def goodput(self, ttft_slo_s: float | None = None) -> float:
-        """Share of requests served with TTFT within the SLO; refused, dropped and failed
-        requests miss it [-]."""
-        slo = self.ttft_slo_s if ttft_slo_s is None else ttft_slo_s
+    def goodput(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None) -> float:
+        """Share of requests served within both SLOs (TTFT; TPOT, the mean time per output
+        token after the first, where the output has more than one); refused, dropped and
+        failed requests miss them [-]."""
+        ttft_slo = self.ttft_slo_s if ttft_slo_s is None else ttft_slo_s
+        tpot_slo = self.tpot_slo_s if tpot_slo_s is None else tpot_slo_s
         sent = int(np.sum(self.counted))
         ok = self.status == OK
-        good = int(np.sum(self.first_token[ok] - self.arrival[ok] <= slo))
+        first, finish, osl = self.first_token[ok], self.finish[ok], self.osl[ok]
+        tpot = np.divide(finish - first, osl - 1.0, out=np.zeros(len(osl)), where=osl > 1)
+        good = int(np.sum((first - self.arrival[ok] <= ttft_slo) & (tpot <= tpot_slo)))
         return good / sent if sent else math.nan
 
     @property
@@ -165,8 +171,9 @@ class FleetResult:
             loss = 1.0 - hit / reach
             lines.append(f"prefix cache: {hit:.1%} of prompt tokens hit of {reach:.1%} reusable: the router and "
                          f"evictions lose {loss:.0%} of prefix hits")
+        tpot = f" and TPOT {fmt(self.tpot_slo_s * 1e3)} ms" if math.isfinite(self.tpot_slo_s) else ""
         lines.append(f"P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms; goodput {self.goodput():.1%} within "
-                     f"{fmt(self.ttft_slo_s * 1e3)} ms")
+                     f"TTFT {fmt(self.ttft_slo_s * 1e3)} ms{tpot}")
         s = self.samples
         if len(s.get("t", ())):
             lines.append(f"replicas: {int(np.min(s['ready']))} to {int(np.max(s['running']))} paid; mean "

@@ -83,8 +83,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["name"] = data.get("name", "fleet")
         if "hours" in f:
             kwargs["horizon_s"] = float(f["hours"]) * 3600.0
-        if "ttft_ms" in (f.get("slo") or {}):
-            kwargs["ttft_slo_s"] = float(f["slo"]["ttft_ms"]) / 1e3
+        _slo(f.get("slo") or {}, kwargs)
         return kwargs
     kwargs: dict[str, Any] = {"model": data["model"], "hardware": data["hardware"],
                               "engine": data.get("engine", "vllm"), "tp": data.get("tp", 1),
@@ -98,10 +97,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["trace"] = trace if trace.is_absolute() else Path(path).parent / trace
     if "hours" in f:
         kwargs["horizon_s"] = float(f["hours"]) * 3600.0
-    slo = f.get("slo") or {}
-    _known(slo, ("ttft_ms",), "fleet.slo")
-    if "ttft_ms" in slo:
-        kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
+    _slo(f.get("slo") or {}, kwargs)
     if "cascade" in f:
         kwargs["cascade"] = f["cascade"]
     return kwargs
@@ -129,12 +125,11 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                                                                     "osl": sc.traffic.osl, "prefix": sc.traffic.prefix}}
     if sc.slo.ttft_ms is not None:
         kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
+    if sc.slo.tpot_ms is not None:
+        kwargs["tpot_slo_s"] = float(sc.slo.tpot_ms) / 1e3
     if hardware in sc.prices and "pricing" not in f:
         f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
-    slo = f.pop("slo", None) or {}
-    _known(slo, ("ttft_ms",), "fleet.slo")
-    if "ttft_ms" in slo:
-        kwargs["ttft_slo_s"] = float(slo["ttft_ms"]) / 1e3
+    _slo(f.pop("slo", None) or {}, kwargs)
     if "hours" in f:
         kwargs["horizon_s"] = float(f.pop("hours")) * 3600.0
     if "pools" in f or "cascade" in f or "trace" in f:
@@ -142,3 +137,11 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                         "examples/scenarios/fleet-day.yaml), not a planning one")
     kwargs.update(f)
     return kwargs
+
+
+def _slo(slo: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """``fleet.slo``: ``ttft_ms`` and ``tpot_ms`` into the fleet's keyword arguments [s]."""
+    _known(slo, ("ttft_ms", "tpot_ms"), "fleet.slo")
+    for key, arg in (("ttft_ms", "ttft_slo_s"), ("tpot_ms", "tpot_slo_s")):
+        if key in slo:
+            kwargs[arg] = float(slo[key]) / 1e3
