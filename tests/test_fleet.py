@@ -82,7 +82,8 @@ def test_bounded_queue_keeps_p99_ttft_under_the_timeout_while_refusing():
     prefill_s = 0.5  # one 2000-token prompt with a batch: well under half a second on an H100
     assert bounded.ttft_percentile(99) < 2.0 + prefill_s
     assert free.ttft_percentile(99) > 10.0
-    assert free.counts()["ok"] == sum(free.counts().values())
+    # unbounded nothing is refused: what is not served by twice the horizon is still queued
+    assert free.counts()["ok"] + free.counts()["unfinished"] == sum(free.counts().values())
 
 
 def test_router_queue_holds_requests_and_times_them_out():
@@ -245,3 +246,20 @@ def test_goodput_counts_both_slos_by_hand():
     with pytest.raises(SpecError, match="tpot_slo_s"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic={"rate": 1.0, "isl": 100, "osl": 10}, horizon_s=10.0,
                        tpot_slo_s=-1.0)
+
+
+def test_an_overloaded_fleet_stops_after_draining_as_long_again_and_counts_the_rest_unfinished():
+    # one H100 prefills about 8,192 tokens per ~30 ms iteration (~500 of these prompts a
+    # second at most); 2,000 req/s for 2 s is ~4,000 requests: the backlog at 2 s gets until
+    # 4 s, the rest stays in the system
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=2.0,
+                       traffic={"rate": 2000.0, "isl": 500, "osl": 20})
+    counts = r.counts()
+    assert counts["unfinished"] > 0 and counts["ok"] > 0
+    assert np.nanmax(r.finish) <= 4.0 + 1.0  # the last iteration may end past the drain
+    assert r.goodput() < counts["ok"] / sum(counts.values()) + 1e-12  # unfinished requests miss the SLO
+
+
+def test_a_traffic_too_large_to_simulate_is_one_line():
+    with pytest.raises(SpecError, match="requests over 3600 s; at most 1e\\+08 are simulated"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=3600.0, traffic={"rate": 1e6, "isl": 100, "osl": 10})

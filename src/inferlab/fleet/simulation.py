@@ -25,11 +25,12 @@ from .failures import Failures
 from .outages import Outages
 from .pools import Pool, Regions
 from .router import Router, RouterConfig
-from .states import AFTER, APPLY, ARRIVE, CONTROL, FAILED, OK, PLAN, REJECTED, STATUS, TIMED_OUT, UNSERVED
+from .states import (AFTER, APPLY, ARRIVE, CONTROL, FAILED, OK, PLAN, REJECTED, STATUS, TIMED_OUT, UNFINISHED,
+                     UNSERVED)
 from .traffic import Requests
 
-__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNSERVED", "FleetConfig", "Record",
-           "ReplicaKind", "run"]
+__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNFINISHED", "UNSERVED", "FleetConfig",
+           "Record", "ReplicaKind", "run"]
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,16 @@ class _Loop(Outages, Control):
             self._push(0.0, CONTROL, "tick", None)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
         horizon = cfg.horizon_s
+        drain_end = 2.0 * horizon  # the backlog at the horizon gets as long again to finish
         last_report = 0.0
         while True:
             t_arr = arrival[pending[self.p]] if self.p < len(pending) else math.inf
             if later and later[0][0] < t_arr:
                 t_arr = later[0][0]
             if heap and (heap[0][0], heap[0][1]) < (t_arr, ARRIVE):
+                if heap[0][0] > drain_end:
+                    self._stop()
+                    break
                 t, prio, _, what, obj = heapq.heappop(heap)
                 if what == "engine":
                     r, ver = obj
@@ -193,8 +198,17 @@ class _Loop(Outages, Control):
             self._collect(r)
             self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
             self.rec.pool.append(r.pool)
+        self.rec.status[(self.rec.status == OK) & np.isnan(self.rec.finish)] = UNFINISHED
         self.rec.half_rtt = self.half_rtt
         return self.rec
+
+    def _stop(self) -> None:
+        """Past the drain: requests not yet sent are after the horizon; those in the system
+        stay unfinished (marked once their replicas are collected)."""
+        for g in self.pending[self.p:]:
+            self.rec.status[g] = AFTER
+        for _, g in self.later:
+            self.rec.status[g] = AFTER
 
     def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
         self.seq += 1

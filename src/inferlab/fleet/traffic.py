@@ -35,6 +35,9 @@ _SHAPES = ("constant", "daily", "ramp", "burst")
 _DAY_S = 86400.0
 
 
+#: Requests one fleet simulation takes at most (about a month at 38 requests/s).
+MAX_REQUESTS = 10**8
+
 @dataclass(frozen=True)
 class Profile:
     """Request rate over time [request/s].
@@ -92,6 +95,9 @@ class Profile:
         total = cum[-1]
         if total <= 0:
             return np.zeros(0)
+        if total > MAX_REQUESTS:
+            raise SpecError(f"fleet: the traffic sends about {total:.3g} requests over {horizon_s:g} s; at most "
+                            f"{MAX_REQUESTS:.0e} are simulated (a month at 38 requests/s): lower the rate or the horizon")
         n = rng.poisson(total)
         u = np.sort(rng.uniform(0.0, total, n))
         return np.interp(u, cum, grid)
