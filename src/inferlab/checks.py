@@ -69,6 +69,12 @@ def nonzero_price(name: str, x: float) -> float:
 
 def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT) -> np.ndarray:
     """A count or an array of counts (a sweep axis), as float64; each value whole and in range."""
+    if type(value) is int or type(value) is float:  # the common scalar, without numpy's per-call cost
+        x = float(value) if abs(value) < 1e308 else math.inf
+        if not (math.isfinite(x) and minimum <= x <= maximum and x == round(x)):
+            raise SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, "
+                            f"got {value!r:.80}")
+        return np.asarray(x)
     if isinstance(value, (str, bytes)) or value is None or isinstance(value, bool):
         raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}")
     try:

@@ -220,7 +220,16 @@ class ModelSpec(BaseModel):
     @property
     def layer_kinds(self) -> dict[str, int]:
         """Count of layers per attention kind, e.g. ``{"sliding(1024)": 52, "full": 10}``."""
-        return dict(Counter(layer.kind for layer in self.layers))
+        return dict(self._layer_kinds)
+
+    @cached_property
+    def _layer_kinds(self) -> tuple[tuple[str, int], ...]:
+        return tuple(Counter(layer.kind for layer in self.layers).items())
+
+    @cached_property
+    def _layer_windows(self) -> tuple[tuple[Any, int], ...]:
+        """Layers per attention window (None: full attention)."""
+        return tuple(Counter(layer.window for layer in self.layers).items())
 
     # --- parameters -------------------------------------------------------------------
     @cached_property
@@ -290,8 +299,7 @@ class ModelSpec(BaseModel):
             raise UnitError(f"context_len must be finite and >= 0 tokens, got {context_len!r}")
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
         total = np.zeros_like(ctx)
-        windows = Counter(layer.window for layer in self.layers)
-        for window, n in windows.items():
+        for window, n in self._layer_windows:
             span = ctx if window is None else np.minimum(ctx, window)
             total = total + n * per_layer * span
         return total
