@@ -225,3 +225,13 @@ def test_a_rate_with_a_concurrency_cap_is_said_to_be_simulated_at_the_rate(tmp_p
     cases, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
     assert {c.regime for c in cases} == {"online"}
     assert any("4 req/s with at most 8 in flight: simulated at the rate alone" in n for n in notes)
+
+
+def test_trtllm_bench_limits_reach_the_cases():
+    # the report records max_batch_size and max_num_tokens under world_info: the runtime ran
+    # at most that many sequences, so the simulation does too
+    data = json.loads((BENCH / "trtllm-bench-report.json").read_text())
+    world = data["world_info"]
+    cases, _ = bench_cases([BENCH / "trtllm-bench-report.json"], given_deployment(gpu="h100-sxm"))
+    assert {c.scheduler["max_num_seqs"] for c in cases} == {int(world["max_batch_size"])}
+    assert {c.scheduler["max_num_batched_tokens"] for c in cases} == {int(world["max_num_tokens"])}

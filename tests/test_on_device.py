@@ -82,3 +82,16 @@ def test_estimate_on_apple_decodes_at_the_memory_rate():
 
     est = inferlab.estimate("llama-3.1-8b", "m2-ultra", isl=512, osl=128, batch_size=1)
     assert 0.0201 < float(est.tpot_s) < 0.0335
+
+
+def test_the_kv_cache_of_the_context_counts_toward_fitting():
+    from inferlab.errors import SpecError
+    from inferlab.modalities.on_device import on_device
+
+    # Llama-3.1-8B: 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B (fp16 KV) = 131,072 B per
+    # token; 131,072 tokens hold 17.2 GB, beside 16.1 GB of BF16 weights: 33.3 GB, more than a
+    # 24 GB RTX 4090 gives; the weights alone would fit
+    r = on_device("llama-3.1-8b", "rtx-4090", precision="bf16", context=131072)
+    assert r.kv_bytes == 131072 * 131072 and r.weight_bytes < r.usable_bytes and not r.fits
+    with pytest.raises(SpecError, match="longer than llama-3.1-8b reads .131,072 positions"):
+        on_device("llama-3.1-8b", "m1-max", context=10**9)

@@ -45,7 +45,7 @@ from ..errors import SpecError
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
-from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, check_fits, norm, time_pass
 from .unet import unet_ops, vae_decoder_ops
 
 
@@ -237,6 +237,12 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
     guided, plain = guided_passes(steps, str(spec.config.get("guidance", "cfg")), float(cfg_off_fraction))
     tokens, lat_h, lat_w = _tokens(spec.config, height, width, frames)
+    if frames > 1 and "vae_stride" not in spec.config:
+        raise SpecError(f"{spec.id} generates images: frames must be 1, got {frames} (video models: "
+                        f"{', '.join(sorted(_video_models()))})")
+    widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
+    check_fits(f"{spec.id} at {height}x{width}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
+               hw, widest)
     guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp), hw, efficiency)
     plain_pass = time_pass(denoiser_ops(spec, batch, height, width, frames, precision, cp), hw, efficiency)
     comm = _ulysses_s(spec.config, hw, batch * tokens, cp, efficiency)
@@ -256,3 +262,9 @@ def _ulysses_s(cfg: Mapping[str, Any], hw: HardwareSpec, tokens: float, cp: int,
         raise SpecError(f"{hw.id} lists no scale-up or PCIe bandwidth; context parallelism needs a link")
     per_layer = 4.0 * (cp - 1) / cp * tokens / cp * d * 2.0
     return layers * per_layer / (link.si * efficiency.bandwidth_fraction)
+
+
+def _video_models() -> list[str]:
+    from .catalog import modality_ids
+
+    return [m for m in modality_ids("diffusion") if "vae_stride" in load_modality(m).config]

@@ -40,7 +40,7 @@ from ..errors import SpecError
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
-from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, check_fits, norm, time_pass
 
 #: Tokenizer rate of a server CPU [B/s]: 1 GB in 20 s (tokenizers README, [2]).
 TOKENIZER_BYTES_PER_S = 1e9 / 20.0
@@ -194,7 +194,9 @@ def embed(model: str | ModalitySpec, hardware: str | HardwareSpec, *, batch: int
     real = float(seq if real_tokens is None else real_tokens)
     if not 0 < real <= seq:
         raise SpecError(f"real_tokens must be in (0, seq_len={seq}], got {real_tokens!r}")
-    timed = time_pass(encoder_ops(enc, batch, seq, precision), hw, efficiency)
+    ops = encoder_ops(enc, batch, seq, precision)
+    check_fits(f"{spec.id} at batch {batch} x {seq} tokens", hw, ops)
+    timed = time_pass(ops, hw, efficiency)
     return EmbedResult(spec.id, hw.id, precision, batch, seq, real, timed)
 
 

@@ -93,11 +93,12 @@ class OnDeviceResult:
     usable_bytes: float
     decode_s: float
     prefill_tokens_per_s: float
+    kv_bytes: float = 0.0
 
     @property
     def fits(self) -> bool:
-        """Whether the weights fit the memory the GPU may use."""
-        return self.weight_bytes <= self.usable_bytes
+        """Whether the weights and the KV cache of the context fit the memory the GPU may use."""
+        return self.weight_bytes + self.kv_bytes <= self.usable_bytes
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -127,6 +128,9 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     fmt = number_format(precision)
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise SpecError(f"context must be a whole number of tokens >= 0, got {context!r:.40}")
+    longest = m.max_position_embeddings
+    if longest and context > longest:
+        raise SpecError(f"context {context:,} tokens is longer than {m.id or m.name} reads ({longest:,} positions)")
     pc = m.param_counts
     weights = m.weight_bytes(fmt.name)
     per_weight = weights / pc.total
@@ -139,4 +143,4 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
     prefill = peak / (2.0 * pc.active)
     return OnDeviceResult(m.id or m.name, hw.id, fmt.name, weights, token_bytes, hw.usable_memory_capacity.si,
-                          decode_s, prefill)
+                          decode_s, prefill, kv)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind, memoized
+from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..techniques.quantization import tensor_flops_per_s
 
@@ -168,3 +169,24 @@ def time_pass(ops: tuple[Op, ...], hw: HardwareSpec, efficiency: Efficiency = DA
 def norm(name: str, tokens: ArrayLike, width: float, *, count: int = 1, passes: float = 2.0) -> Elementwise:
     """A normalization, residual add or activation over ``tokens x width`` elements."""
     return Elementwise(name, elements_read=passes * tokens * width, elements_written=tokens * width, count=count)
+
+
+def check_fits(what: str, hw: HardwareSpec, ops: tuple[Op, ...], extra_bytes: float = 0.0,
+               extra_label: str = "") -> None:
+    """Refuse a pass that cannot fit one GPU's usable memory.
+
+    The floor counted: every weight the pass reads (once) plus the largest single op's
+    activations in and out (live together while it runs), plus ``extra_bytes`` (a cache the
+    pass keeps). A real run needs more (allocator, workspaces), so passing this check is
+    necessary, not sufficient.
+    """
+    weights = float(sum(float(np.sum(op.byte_parts()["weight_read"])) * op.count for op in ops))
+    acts = max((float(np.sum(op.byte_parts()["act_read"]) + np.sum(op.byte_parts()["act_write"])) for op in ops),
+               default=0.0)
+    need = weights + acts + extra_bytes
+    usable = hw.usable_memory_capacity.si
+    if need > usable:
+        extra = f", {extra_label} {extra_bytes / 1e9:.1f} GB" if extra_bytes else ""
+        raise InfeasibleError(f"{what} does not fit {hw.id}: it needs at least {need / 1e9:.1f} GB per GPU (weights "
+                              f"{weights / 1e9:.1f} GB, the largest op's activations {acts / 1e9:.1f} GB{extra}) of "
+                              f"{usable / 1e9:.1f} GB usable; use a smaller batch or size, or a larger GPU")

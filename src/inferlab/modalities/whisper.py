@@ -39,11 +39,11 @@ import math
 from dataclasses import dataclass
 
 from ..core.ops import Attention, Elementwise, Gemm, Op
-from ..errors import SpecError
+from ..errors import InfeasibleError, SpecError
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
-from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, check_fits, norm, time_pass
 
 WINDOW_S = 30.0
 #: Text tokens per 30-second window of English speech: 150 words/min x 0.5 min x 4/3 [2, 3].
@@ -95,7 +95,7 @@ def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, preci
         Gemm("ffn_up", m=sequences, n=f, k=d, **g),
         Gemm("ffn_down", m=sequences, n=d, k=f, **g),
         norm("norms", sequences, d, count=3 * n),
-        Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **g),
+        Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **{**g, "count": 1}),
     )
 
 
@@ -159,8 +159,8 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     gpus : int
         GPUs the windows fan out over.
     batch : int, optional
-        Windows per batch on a GPU; default all of that GPU's windows at once. ``1`` is
-        sequential long-form decoding.
+        Windows per batch on a GPU; default all of that GPU's windows at once, or the most
+        that fit its memory. ``1`` is sequential long-form decoding.
     beams : int
         Beam width (each beam a decoded sequence).
     diarize : bool
@@ -183,8 +183,27 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise SpecError(f"batch must be a whole number of windows >= 1, got {batch!r:.40}")
     size = min(size, per_gpu)
-    encoder = time_pass(encoder_ops(spec, size, number_format(precision).compute), hw, efficiency)
-    step = time_pass(decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision), hw, efficiency)
+    while True:  # by default, the most windows per batch that fit (halving from all of them)
+        enc_ops = encoder_ops(spec, size, number_format(precision).compute)
+        step_ops = decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision)
+        try:
+            check_fits(f"{spec.id} at {size} windows per batch", hw, enc_ops + step_ops,
+                       _cross_kv_bytes(spec, size * beams, precision), "cross-attention keys and values")
+            break
+        except InfeasibleError:
+            if batch is not None or size == 1:
+                raise
+            size = math.ceil(size / 2)
+    encoder = time_pass(enc_ops, hw, efficiency)
+    step = time_pass(step_ops, hw, efficiency)
     diar = DIARIZATION_RTF * audio_s if diarize else 0.0
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
                             tokens_per_window, encoder, step, diar, float(step_overhead_s))
+
+
+def _cross_kv_bytes(spec: ModalitySpec, sequences: float, precision: str) -> float:
+    """Cross-attention keys and values the decoder keeps for ``sequences`` windows (every
+    encoder frame, every decoder layer) while it writes their text [B]."""
+    c = spec.config
+    return (sequences * int(c["max_source_positions"]) * int(c["decoder_layers"]) * 2 * int(c["d_model"])
+            * number_format(precision).bytes_per_element)

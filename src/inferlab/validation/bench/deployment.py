@@ -132,7 +132,8 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
                   precision=dict(run.precision) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
-                  load=load, source=source, source_id=run.id, scheduler=dict(given.scheduler) or None)
+                  load=load, source=source, source_id=run.id,
+                  scheduler={**dict(given.scheduler), **dict(run.scheduler)} or None)
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":

@@ -53,6 +53,8 @@ class BenchRun:
         Recorded formats per tensor kind (``weights``, ``activations``, ``kv_cache``).
     notes : tuple of str
         What of the file is not used, and why.
+    scheduler : tuple of (str, int)
+        Scheduler limits the file records (``max_num_seqs``, ``max_num_batched_tokens``).
     """
 
     tool: str
@@ -69,6 +71,7 @@ class BenchRun:
     layout: tuple[tuple[str, int], ...] = ()
     precision: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    scheduler: tuple[tuple[str, int], ...] = ()
 
     def regime_and_load(self) -> tuple[str, dict[str, Any]]:
         """The case regime and ``load`` of this run (see the case schema)."""

@@ -97,6 +97,11 @@ def read(data: Any, label: str) -> list[BenchRun]:
         value = world.get(f"{key}_size")
         if value is not None and str(value) != "None":  # the printed report writes an unset size as None
             layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size"))
+    limits = {}
+    for key, field_name in (("max_batch_size", "max_num_seqs"), ("max_num_tokens", "max_num_batched_tokens")):
+        value = world.get(key)
+        if value is not None and str(value) != "None":
+            limits[field_name] = int(number(value, TOOL, label, f"world_info.{key}"))
     if str(engine.get("quantization") or "None").upper() not in {*_QUANT, "NONE", ""}:
         raise BenchFormatError(f"{TOOL}: {label}: engine.quantization {engine['quantization']!r} is not one of "
                                f"{', '.join(_QUANT)} or None")
@@ -112,4 +117,5 @@ def read(data: Any, label: str) -> list[BenchRun]:
                      metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput}),
                      num_requests=int(count) if count else None, model=engine.get("model") or engine.get("model_path"),
                      engine="trtllm", engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
-                     layout=tuple(layout.items()), precision=tuple(_precision(engine).items()), notes=tuple(notes))]
+                     layout=tuple(layout.items()), precision=tuple(_precision(engine).items()), notes=tuple(notes),
+                     scheduler=tuple(limits.items()))]
