@@ -114,3 +114,12 @@ def test_errors_are_one_line_exit_2(capsys, args, fragment):
     assert err.count("\n") == 1 and err.startswith("inferlab: error: ")
     assert fragment in err
     assert "Traceback" not in err
+
+
+def test_a_plot_file_without_an_image_suffix_is_one_line(capsys):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "5", "--plot",
+                 "figure.txt"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write a figure to figure.txt: its suffix names no image format" in err and err.count("\n") == 1

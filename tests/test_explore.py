@@ -106,8 +106,9 @@ def test_a_serving_sweep_runs_in_the_background(server):
         time.sleep(0.05)
     assert status["error"] is None and status["done"] == status["total"] == 2
     assert status["curve"]["loads"] == [1.0, 4.0] and len(status["curve"]["points"]) == 2
-    bad = json.loads(_get(server, "api/serve?loads=0,4")[2])
-    assert bad["error"].startswith("loads must be")
+    for query in ("loads=0,4", "loads=inf", "loads=4,x", "loads=4&requests=inf", "loads=4&requests=2.5"):
+        bad = json.loads(_get(server, f"api/serve?{query}")[2])
+        assert bad["error"].startswith(("loads must be", "requests must be")) and "\n" not in bad["error"], query
 
 
 def test_explore_in_a_notebook_returns_a_frame_on_a_local_server():
@@ -116,6 +117,14 @@ def test_explore_in_a_notebook_returns_a_frame_on_a_local_server():
     assert src.startswith("http://127.0.0.1:") and "model=qwen3-8b" in src and "batch=16" in src
     with pytest.raises(UnknownNameError, match="batchsize"):
         inferlab.explore(batchsize=16)
+
+
+@pytest.mark.parametrize("argv, message", [(["nope", "h100-sxm"], "unknown model 'nope'"),
+                                           (["llama-3.1-8b", "h100-sx"], "unknown hardware 'h100-sx'")])
+def test_cli_refuses_an_unknown_model_or_gpu_before_serving(capsys, argv, message):
+    assert main(["explore", *argv, "--no-browser"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"inferlab: error: {message}") and err.count("\n") == 1
 
 
 def test_cli_refuses_a_bad_port_with_one_line(capsys):

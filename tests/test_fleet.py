@@ -263,11 +263,11 @@ def test_goodput_counts_both_slos_by_hand():
                        tpot_slo_s=-1.0)
 
 
-def test_an_overloaded_fleet_stops_after_draining_as_long_again_and_counts_the_rest_unfinished():
+def test_an_overloaded_fleet_stops_after_its_drain_and_counts_the_rest_unfinished():
     # one H100 prefills about 8,192 tokens per ~30 ms iteration (~500 of these prompts a
     # second at most); 2,000 req/s for 2 s is ~4,000 requests: the backlog at 2 s gets until
     # 4 s, the rest stays in the system
-    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=2.0,
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=2.0, drain_s=2.0,
                        traffic={"rate": 2000.0, "isl": 500, "osl": 20})
     counts = r.counts()
     assert counts["unfinished"] > 0 and counts["ok"] > 0
@@ -278,3 +278,19 @@ def test_an_overloaded_fleet_stops_after_draining_as_long_again_and_counts_the_r
 def test_a_traffic_too_large_to_simulate_is_one_line():
     with pytest.raises(SpecError, match="requests over 3600 s; at most 1e\\+08 are simulated"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=3600.0, traffic={"rate": 1e6, "isl": 100, "osl": 10})
+
+
+def test_a_short_lightly_loaded_run_finishes_its_requests():
+    # a 1.8 s run's requests take longer than 1.8 s to answer; the drain is at least 600 s
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=1.8, seed=1,
+                       traffic={"rate": 20.0, "isl": 500, "osl": 300})
+    assert r.counts()["unfinished"] == 0 and r.counts()["ok"] > 10
+
+
+def test_a_traffic_class_that_draws_no_request_is_no_error():
+    # 0.001 req/s for 10 s draws no request (Poisson mean 0.01) with most seeds; lognormal
+    # lengths of nothing are nothing, and the goodput of no request is undefined, shown '-'
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=10.0, seed=0,
+                       traffic={"rate": 0.001, "isl": {"kind": "lognormal", "mean": 600, "sigma": 0.6}, "osl": 100})
+    assert sum(r.counts().values()) == 0 and math.isnan(r.goodput())
+    assert "goodput - within" in r.explain()

@@ -31,7 +31,15 @@ def output_file(text: str) -> str:
     folder = Path(text).expanduser().parent
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} does not exist (create it first)")
+    suffix = Path(text).suffix.lower().lstrip(".")
+    if suffix not in FIGURE_FORMATS:
+        raise argparse.ArgumentTypeError(f"cannot write a figure to {text}: its suffix names no image format; use "
+                                         f"one of .{', .'.join(FIGURE_FORMATS)}")
     return text
+
+
+#: Suffixes matplotlib writes figures to (its ``savefig`` formats).
+FIGURE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps", "svgz")
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser) -> None:

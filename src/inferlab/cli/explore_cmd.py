@@ -34,6 +34,13 @@ def run(args: argparse.Namespace) -> None:
 
     if args.port is not None and not 0 <= args.port <= 65535:
         raise InferlabError(f"--port must be in [0, 65535], got {args.port}")
+    if args.model or args.gpu:  # an unknown name is refused here, with the closest ones, not on the page
+        from ..estimate_inputs import resolve_hardware, resolve_model
+
+        if args.model:
+            resolve_model(args.model)
+        if args.gpu:
+            resolve_hardware(args.gpu)
     try:
         server = ExplorerServer(DEFAULT_PORT if args.port is None else args.port)
     except OSError as exc:

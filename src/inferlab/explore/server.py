@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -62,12 +63,21 @@ class _Jobs:
         mode = _one(query, "mode", "concurrency")
         if mode not in ("rate", "concurrency"):
             raise SpecError(f"mode must be 'rate' or 'concurrency', got {mode!r:.40}")
-        loads = sorted({float(x) for x in _one(query, "loads", "1,4,16,64").split(",") if x.strip()})
-        if not loads or len(loads) > MAX_LOADS or loads[0] <= 0:
-            raise SpecError(f"loads must be 1 to {MAX_LOADS} positive numbers, got {_one(query, 'loads', ''):.60}")
-        requests = int(float(_one(query, "requests", "300")))
-        if not 1 <= requests <= MAX_REQUESTS:
-            raise SpecError(f"requests must be in [1, {MAX_REQUESTS}], got {requests}")
+        raw = _one(query, "loads", "1,4,16,64")
+        try:
+            loads = sorted({float(x) for x in raw.split(",") if x.strip()})
+        except ValueError:
+            loads = []
+        if not loads or len(loads) > MAX_LOADS or loads[0] <= 0 or not math.isfinite(loads[-1]):
+            raise SpecError(f"loads must be 1 to {MAX_LOADS} positive finite numbers, got {raw:.60}")
+        try:
+            requests = float(_one(query, "requests", "300"))
+        except ValueError:
+            requests = math.nan
+        if not (1 <= requests <= MAX_REQUESTS and requests == int(requests)):
+            raise SpecError(f"requests must be a whole number in [1, {MAX_REQUESTS}], got "
+                            f"{_one(query, 'requests', ''):.20}")
+        requests = int(requests)
         slo = (_one(query, "ttft_slo_ms", ""), _one(query, "tpot_slo_ms", ""))
         slo_s = tuple(float(x) / 1e3 for x in slo) if all(slo) else (None, None)
         job_id = str(next(self._ids))
@@ -100,6 +110,8 @@ class _Jobs:
                 job["curve"] = load_curve_view(curve)
         except InferlabError as exc:
             job["error"] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - a worker thread must end its job, never leave it pending
+            job["error"] = f"internal error ({type(exc).__name__}: {exc}); please report it"
 
     def status(self, job_id: str) -> dict[str, Any]:
         from ..errors import SpecError

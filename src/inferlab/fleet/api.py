@@ -40,7 +40,7 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
           admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
           failures: Failures | dict | None = None, startup: Startup | dict | None = None,
           pricing: Pricing | dict | None = None, prefix_cache: bool = True, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
-          tpot_slo_s: float | None = None, need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
+          tpot_slo_s: float | None = None, drain_s: float | None = None, need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
           progress: Callable[[float], None] | None = None, requests: Requests | None = None,
           **limits: Any) -> FleetResult:
     """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
@@ -66,6 +66,9 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
         Policies (objects or mappings of their fields); see each module.
     ttft_slo_s, tpot_slo_s : float [s]
         The SLOs goodput counts against (no TPOT SLO by default).
+    drain_s : float [s], optional
+        How long after the horizon the requests still in the fleet may finish; the rest are
+        ``unfinished`` (default: as long as the horizon, and at least 600 s).
     need : int, optional
         Replicas the traffic needs without failures, for availability (default: ``replicas``).
     requests : Requests, optional
@@ -96,10 +99,12 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
         price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
     scaler = _policy(Autoscaler, autoscaler)
+    if drain_s is not None:
+        drain_s = real("fleet: drain_s", drain_s, minimum=0.0, maximum=MAX_HORIZON_S, unit="s")
     cfg = FleetConfig(replicas=replicas, router=_router(router), admission=_policy(Admission, admission) or Admission(),
                       autoscaler=scaler, failures=_policy(Failures, failures), horizon_s=horizon_s,
                       sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed,
-                      pools=(Pool(kind, replicas, scaler, price),))
+                      pools=(Pool(kind, replicas, scaler, price),), drain_s=drain_s)
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)

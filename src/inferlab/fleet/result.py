@@ -172,7 +172,8 @@ class FleetResult:
             lines.append(f"prefix cache: {hit:.1%} of prompt tokens hit of {reach:.1%} reusable: the router and "
                          f"evictions lose {loss:.0%} of prefix hits")
         tpot = f" and TPOT {fmt(self.tpot_slo_s * 1e3)} ms" if math.isfinite(self.tpot_slo_s) else ""
-        lines.append(f"P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms; goodput {self.goodput():.1%} within "
+        lines.append(f"P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms; goodput {share_text(self.goodput())} "
+                     "within "
                      f"TTFT {fmt(self.ttft_slo_s * 1e3)} ms{tpot}")
         s = self.samples
         if len(s.get("t", ())):
@@ -197,7 +198,8 @@ class FleetResult:
     def __str__(self) -> str:
         c = self.counts()
         return (f"fleet {self.name}: {sum(c.values())} requests over {fmt(self.horizon_s / 3600.0)} h, "
-                f"{c['ok']} served; P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms, goodput {self.goodput():.1%}, "
+                f"{c['ok']} served; P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms, "
+                f"goodput {share_text(self.goodput())}, "
                 f"prefix hits {self.hit_rate:.1%}, availability {self.availability:.5f}, {fmt(self.usd)} USD")
 
     def plot(self, path: str | None = None) -> Any:
@@ -205,3 +207,8 @@ class FleetResult:
         ``path`` when given; returns the figure."""
         from .plot import plot_fleet
         return plot_fleet(self, path)
+
+
+def share_text(x: float) -> str:
+    """A share as a percentage, ``-`` when undefined (no request sent)."""
+    return "-" if math.isnan(x) else f"{x:.1%}"

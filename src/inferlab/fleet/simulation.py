@@ -33,6 +33,10 @@ __all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNFINISH
            "Record", "ReplicaKind", "run"]
 
 
+#: Time after the horizon a fleet gets at least to finish the requests in it [s]: an 8,000-token
+#: answer at 50 ms per token takes 400 s.
+DRAIN_MIN_S = 600.0
+
 @dataclass(frozen=True)
 class ReplicaKind:
     """What one replica is: its step model, scheduler, KV pool, price and start-up time.
@@ -73,6 +77,7 @@ class FleetConfig:
     seed: int = 0
     pools: tuple = ()  # Pool, ...: replaces the one pool of ``replicas`` and ``autoscaler``
     regions: Regions | None = None
+    drain_s: float | None = None  # after the horizon; None: max(horizon, DRAIN_MIN_S)
 
 
 class Replica:
@@ -159,7 +164,9 @@ class _Loop(Outages, Control):
             self._push(0.0, CONTROL, "tick", None)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
         horizon = cfg.horizon_s
-        drain_end = 2.0 * horizon  # the backlog at the horizon gets as long again to finish
+        # the backlog at the horizon gets as long again to finish, and at least DRAIN_MIN_S
+        # (long enough for any ordinary request), unless the caller says how long
+        drain_end = horizon + (max(horizon, DRAIN_MIN_S) if cfg.drain_s is None else cfg.drain_s)
         last_report = 0.0
         while True:
             t_arr = arrival[pending[self.p]] if self.p < len(pending) else math.inf

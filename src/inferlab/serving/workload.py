@@ -97,7 +97,7 @@ class Lengths:
         elif self.kind == "lognormal":
             mu = np.log(self.mean) - self.sigma**2 / 2.0  # so that the mean is ``mean``
             out = np.rint(rng.lognormal(mu, self.sigma, size=n))
-            if out.max() > MAX_TOKENS:  # a tail this long means sigma describes no real workload
+            if out.size and out.max() > MAX_TOKENS:  # a tail this long means sigma describes no real workload
                 raise SpecError(f"lengths: lognormal(mean={self.mean:g}, sigma={self.sigma:g}) drew "
                                 f"{out.max():.3g} tokens, more than {MAX_TOKENS:,}; give a smaller sigma")
         else:
