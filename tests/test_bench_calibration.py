@@ -182,3 +182,12 @@ if __name__ == "__main__":  # the README's sweep: GEMM x0.85, request overhead +
         stale.unlink()
     print("\n".join(str(p) for p in write_runs(folder, perturbed(gemm_scale=0.85, extra_request_s=0.015), noise=0.03)),
           file=sys.stderr)
+
+
+def test_one_run_is_fitted_with_warnings(tmp_path, capsys):
+    from inferlab.cli.main import main
+
+    run = str(DATA / "sweep" / "vllm-c1-isl256.json")
+    assert main(["calibrate", "--bench", run, "--gpu", "h100-sxm", "--out", str(tmp_path / "a.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: no run held out (1 run(s) in all)" in err and "warning: one run fitted for" in err

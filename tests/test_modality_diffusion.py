@@ -85,3 +85,18 @@ def test_bad_input():
         diffuse("sdxl", "h100-sxm", cfg_off_fraction=1.5)
     with pytest.raises(SpecError, match="steps must be a whole number"):
         diffuse("sdxl", "h100-sxm", steps=0)
+
+
+def test_what_diffusion_cannot_run_is_refused():
+    from inferlab.errors import InfeasibleError, SpecError
+    from inferlab.modalities.diffusion import diffuse
+
+    with pytest.raises(SpecError, match="sdxl generates images: frames must be 1"):
+        diffuse("sdxl", "h100-sxm", frames=81)
+    with pytest.raises(SpecError, match="GGUF weight format"):
+        diffuse("sdxl", "h100-sxm", precision="q4_k_m")
+    # Wan2.1 14B: 14 B parameters x 2 B = 28 GB of BF16 weights, more than a 24 GB L4 or a
+    # 10 GB MIG slice holds
+    for gpu in ("l4", "h100-sxm:1g.10gb"):
+        with pytest.raises(InfeasibleError, match="does not fit"):
+            diffuse("wan2.1-t2v-14b", gpu, steps=2)

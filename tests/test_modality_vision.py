@@ -74,3 +74,13 @@ def test_a_four_image_request_is_its_own_serving_workload():
     # the prompt holds 256 text + 4 x 1369 image tokens; users wait for the encoder too
     assert r.workload.isl.value == 256 + 4 * 1369
     assert float(r.user.ttft_s.mean()) >= float(r.ttft_s.mean()) + float(ttft.encoder.time_s) * (1 - 1e-9)
+
+
+def test_no_image_costs_no_encoder_and_crops_are_gemma_s():
+    from inferlab.errors import SpecError
+    from inferlab.modalities.vision import vlm_ttft
+
+    r = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=0)
+    assert r.encoder_s == 0.0 and r.ttft_s == r.prefill_s
+    with pytest.raises(SpecError, match="crops .pan and scan. apply to fixed-size processors"):
+        vlm_ttft("qwen2.5-vl-7b", "h100-sxm", crops=3)

@@ -70,6 +70,12 @@ def calibrate_bench(args: argparse.Namespace) -> None:
 
     cases = bench_case_list(args)
     report = fit_bench(cases, profile=args.profile, holdout=args.holdout)
+    if report.held_out_runs == 0:
+        print(f"inferlab: warning: no run held out ({report.fit_runs} run(s) in all): nothing checks the fit; give "
+              "more runs (each file line or benchmark is a run)", file=sys.stderr)
+    if report.fit_runs < 2:
+        print(f"inferlab: warning: one run fitted for {len(TERMS)} terms: one load and one length cannot tell a "
+              "fixed cost from a per-token one; runs at several loads and lengths separate them", file=sys.stderr)
     parts = ["--bench", *args.bench, *(["--engine-args", args.engine_args] if args.engine_args else []),
              *(["--deployment", args.deployment] if args.deployment else []),
              *(["--gpu", args.gpu] if args.gpu else []), "--holdout", str(args.holdout), "--out", args.out]

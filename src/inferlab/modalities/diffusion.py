@@ -233,6 +233,9 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     frames = _whole("frames", frames, 1, 100_000)
     for name, v in (("height", height), ("width", width)):
         _whole(name, v, 64, 16_384)
+    if number_format(precision).name.startswith("q"):  # q4_0, q4_k_m, q5_k_m, q8_0
+        raise SpecError(f"precision {precision!r} is a GGUF weight format of llama.cpp's LLM runtime; diffusion "
+                        "denoisers here run bf16, fp16 or fp8 GEMMs")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
     guided, plain = guided_passes(steps, str(spec.config.get("guidance", "cfg")), float(cfg_off_fraction))

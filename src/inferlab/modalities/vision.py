@@ -102,6 +102,9 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
             raise SpecError(f"{name} must be a whole number of pixels from 1 to 100,000, got {v!r:.40}")
     vc, pc = spec.field("vision_config"), spec.field("processor")
+    if crops and pc["scheme"] != "fixed":
+        raise SpecError(f"crops (pan and scan) apply to fixed-size processors such as Gemma 3's; {spec.id} "
+                        f"sizes images by its {pc['scheme']} scheme")
     patch = int(vc["patch_size"])
     if pc["scheme"] == "dynamic":
         merge = int(vc["spatial_merge_size"])
@@ -162,9 +165,14 @@ class VisionResult:
         return self.images * self.layout.tokens
 
     @property
+    def encoder_s(self) -> float:
+        """The vision encoder's time [s]: none without images."""
+        return float(self.encoder.time_s) if self.images else 0.0
+
+    @property
     def ttft_s(self) -> float:
         """Vision encoder plus language-model prefill [s]."""
-        return float(self.encoder.time_s) + self.prefill_s
+        return self.encoder_s + self.prefill_s
 
 
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
@@ -208,4 +216,4 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
                    tp=tp, efficiency=efficiency)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
-                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=float(one.encoder.time_s)))
+                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.encoder_s))
