@@ -294,3 +294,12 @@ def test_a_traffic_class_that_draws_no_request_is_no_error():
                        traffic={"rate": 0.001, "isl": {"kind": "lognormal", "mean": 600, "sigma": 0.6}, "osl": 100})
     assert sum(r.counts().values()) == 0 and math.isnan(r.goodput())
     assert "goodput - within" in r.explain()
+
+
+def test_a_control_period_below_a_second_is_refused():
+    # a fuzzed period of 1e-38 s ticked ten million times without the clock moving
+    with pytest.raises(SpecError, match="period_s must be at least 1 s"):
+        inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10},
+                       autoscaler={"signal": "kv", "period_s": 1e-38})
+    with pytest.raises(SpecError, match="sample_s"):
+        inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10}, sample_s=1e-9)

@@ -40,7 +40,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
           admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
           failures: Failures | dict | None = None, startup: Startup | dict | None = None,
           pricing: Pricing | dict | None = None, prefix_cache: bool = True, ttft_slo_s: float = DEFAULT_TTFT_SLO_S,
-          tpot_slo_s: float | None = None, drain_s: float | None = None, need: int | None = None, sample_s: float | None = None, seed: int = 0, name: str = "",
+          tpot_slo_s: float | None = None, drain_s: float | None = None, need: int | None = None,
+          sample_s: float | None = None, seed: int = 0, name: str = "",
           progress: Callable[[float], None] | None = None, requests: Requests | None = None,
           **limits: Any) -> FleetResult:
     """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
@@ -101,6 +102,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     scaler = _policy(Autoscaler, autoscaler)
     if drain_s is not None:
         drain_s = real("fleet: drain_s", drain_s, minimum=0.0, maximum=MAX_HORIZON_S, unit="s")
+    if sample_s is not None:
+        sample_s = real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
     cfg = FleetConfig(replicas=replicas, router=_router(router), admission=_policy(Admission, admission) or Admission(),
                       autoscaler=scaler, failures=_policy(Failures, failures), horizon_s=horizon_s,
                       sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed,
@@ -168,10 +171,11 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         regions = Regions(rtt_s={**Regions().rtt_s, **rtt}, quota_gpus=dict(regions.get("quota_gpus", {})),
                           spill=int(regions.get("spill", Regions().spill)))
     requests = build_requests(traffic, horizon_s, seed)
+    sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
+                if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     cfg = FleetConfig(replicas=sum(p.replicas for p in built), router=_router(router),
                       admission=_policy(Admission, admission) or Admission(), failures=_policy(Failures, failures),
-                      horizon_s=horizon_s, sample_s=sample_s or max(horizon_s / 2000.0, 1.0), seed=seed,
-                      pools=tuple(built), regions=regions)
+                      horizon_s=horizon_s, sample_s=sample_s, seed=seed, pools=tuple(built), regions=regions)
     record = run(built[0].kind, requests, cfg, progress)
     served = record.status == 0
     far = record.half_rtt[served] > 0

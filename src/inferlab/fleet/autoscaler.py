@@ -41,6 +41,9 @@ from ..errors import SpecError
 SIGNALS = ("utilization", "queue", "concurrency", "kv", "rate")
 #: HPA defaults [1].
 DEFAULT_PERIOD_S = 15.0
+#: Shortest control period: KEDA polls its scalers every 30 s by default and accepts 1 s
+#: (pollingInterval); a shorter one would only make the simulation tick for nothing.
+MIN_PERIOD_S = 1.0
 DEFAULT_SCALE_DOWN_DELAY_S = 300.0
 DEFAULT_TOLERANCE = 0.1
 
@@ -82,8 +85,9 @@ class Autoscaler:
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise SpecError(f"autoscaler: need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, "
                             f"{self.max_replicas}")
-        if not (self.period_s > 0 and self.scale_down_delay_s >= 0 and self.tolerance >= 0):
-            raise SpecError("autoscaler: period_s must be > 0 s, scale_down_delay_s and tolerance >= 0")
+        if not (self.period_s >= MIN_PERIOD_S and self.scale_down_delay_s >= 0 and self.tolerance >= 0):
+            raise SpecError(f"autoscaler: period_s must be at least {MIN_PERIOD_S:g} s (got {self.period_s:g}); "
+                            "scale_down_delay_s and tolerance >= 0")
 
 
 def desired_replicas(policy: Autoscaler, ready: int, value: float) -> int:
