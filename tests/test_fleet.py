@@ -162,33 +162,25 @@ def test_every_request_has_one_fate_and_times_in_order(n, policy, rate, limit):
     assert limit != 0 or r.counts()["ok"] == 0
 
 
-def test_scaling_on_requests_in_flight_meets_the_slo_on_a_ramp_where_utilization_misses():
-    """2 -> 60 request/s over 10 minutes from one replica, new ones up in seconds. Throughput
-    cannot exceed what the replicas serve, so utilization stays under its target while the
-    queue grows; the requests in flight per replica grow with the queue and call for
-    replicas in time."""
-    kw = dict(replicas=1, horizon_s=660.0, seed=1,
-              startup={"warm_pool": True, "preloaded_image": True, "local_weights": True, "cached_engine": True},
-              traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 60.0, "start_s": 0.0, "end_s": 600.0,
-                       "isl": 1500, "osl": 200})
-    in_flight = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "concurrency", "target": 48.0}, **kw)
-    utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, **kw)
-    assert in_flight.ttft_percentile(99) < 1.0 and in_flight.samples["ready"].max() >= 3
-    assert utilization.ttft_percentile(99) > 10.0
+#: 2 -> 60 request/s over 10 minutes from one replica, new ones up in seconds (warm pool,
+#: preloaded image, local weights, cached engine).
+RAMP = dict(replicas=1, horizon_s=660.0,
+            startup={"warm_pool": True, "preloaded_image": True, "local_weights": True, "cached_engine": True},
+            traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 60.0, "start_s": 0.0, "end_s": 600.0,
+                     "isl": 1500, "osl": 200})
 
 
-def test_scaling_on_queue_depth_meets_the_slo_on_a_ramp_where_utilization_misses():
-    """The issue's relation as stated: the same ramp, scaling on the waiting queue (2 per
-    replica) against utilization (0.8). The queue is near zero while capacity suffices, so
-    the target must be small: at 4 per replica the scaler reacts to a backlog already formed
-    and some seeds miss (P99 1.2-2.3 s), at 2 none of five did (0.28-0.36 s)."""
-    kw = dict(replicas=1, horizon_s=660.0, seed=4,
-              startup={"warm_pool": True, "preloaded_image": True, "local_weights": True, "cached_engine": True},
-              traffic={"shape": "ramp", "rate": 2.0, "peak_rate": 60.0, "start_s": 0.0, "end_s": 600.0,
-                       "isl": 1500, "osl": 200})
-    queue = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "queue", "target": 2.0}, **kw)
-    utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, **kw)
-    assert queue.ttft_percentile(99) < 1.0 and queue.samples["ready"].max() >= 3
+@pytest.mark.parametrize("signal, target, seed", [("concurrency", 48.0, 1), ("queue", 2.0, 4)])
+def test_scaling_on_load_meets_the_slo_on_a_ramp_where_utilization_misses(signal, target, seed):
+    """Throughput cannot exceed what the replicas serve, so utilization (0.8) stays under its
+    target while the queue grows and P99 TTFT passes 10 s; the requests in flight per
+    replica, or the waiting queue (the issue's signal), grow with the load and call for
+    replicas in time. The queue is near zero while capacity suffices, so its target must be
+    small: at 4 waiting per replica the scaler reacts to a backlog already formed and two of
+    five seeds missed (P99 1.2-2.3 s); at 2 none of five did (0.28-0.36 s)."""
+    scaled = inferlab.fleet(MODEL, GPU, autoscaler={"signal": signal, "target": target}, seed=seed, **RAMP)
+    utilization = inferlab.fleet(MODEL, GPU, autoscaler={"signal": "utilization", "target": 0.8}, seed=seed, **RAMP)
+    assert scaled.ttft_percentile(99) < 1.0 and scaled.samples["ready"].max() >= 3
     assert utilization.ttft_percentile(99) > 10.0
 
 
