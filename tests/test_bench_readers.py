@@ -235,3 +235,10 @@ def test_trtllm_bench_limits_reach_the_cases():
     cases, _ = bench_cases([BENCH / "trtllm-bench-report.json"], given_deployment(gpu="h100-sxm"))
     assert {c.scheduler["max_num_seqs"] for c in cases} == {int(world["max_batch_size"])}
     assert {c.scheduler["max_num_batched_tokens"] for c in cases} == {int(world["max_num_tokens"])}
+
+
+def test_an_engine_the_file_records_wins_over_the_engine_args_and_is_said_to():
+    cases, notes = bench_cases([BENCH / "sglang-bench-serving.jsonl"], given_deployment(engine_args=VLLM_8B,
+                                                                                       gpu="h100-sxm"))
+    assert {c.engine for c in cases} == {"sglang"}
+    assert any("records the sglang engine, the --engine-args vllm: predicted as sglang" in n for n in notes)

@@ -119,6 +119,9 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             tool = FORMATS[run.tool]
             cases += run_cases(run, given, tool, f"{tool} {path}")
             notes += run.notes
+            if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:
+                notes.append(f"{run.id}: the file records the {run.engine} engine, the {given.source} "
+                             f"{given.engine}: predicted as {run.engine}")
             if run.request_rate is not None and run.concurrency is not None:
                 notes.append(f"{run.id}: {run.request_rate:g} req/s with at most {run.concurrency} in flight: "
                              "simulated at the rate alone (the concurrency cap is not modelled)")
