@@ -72,8 +72,7 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
     if type(value) is int or type(value) is float:  # the common scalar, without numpy's per-call cost
         x = float(value) if abs(value) < 1e308 else math.inf
         if not (math.isfinite(x) and minimum <= x <= maximum and x == round(x)):
-            raise SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, "
-                            f"got {value!r:.80}")
+            raise _not_whole(name, minimum, maximum, value)
         return np.asarray(x)
     if isinstance(value, (str, bytes)) or value is None or isinstance(value, bool):
         raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}")
@@ -88,9 +87,12 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(arr) | (arr < minimum) | (arr > maximum) | (arr != np.round(arr))
     if np.any(bad):
-        first = arr[bad].ravel()[0]
-        raise SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {first!r}")
+        raise _not_whole(name, minimum, maximum, arr[bad].ravel()[0])
     return arr
+
+
+def _not_whole(name: str, minimum: float, maximum: float, got: Any) -> SpecError:
+    return SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {got!r:.80}")
 
 
 def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:

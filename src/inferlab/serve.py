@@ -169,7 +169,7 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
         return sched
     # pipeline stages: the engine's sequences spread over the pp batches in flight
     return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * ranks // stages),
-                   max_num_batched_tokens=sched.max_num_batched_tokens * ranks, ranks=ranks)
+                   max_num_batched_tokens=sched.max_num_batched_tokens * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:

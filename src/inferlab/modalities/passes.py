@@ -180,9 +180,9 @@ def check_fits(what: str, hw: HardwareSpec, ops: tuple[Op, ...], extra_bytes: fl
     pass keeps). A real run needs more (allocator, workspaces), so passing this check is
     necessary, not sufficient.
     """
-    weights = float(sum(float(np.sum(op.byte_parts()["weight_read"])) * op.count for op in ops))
-    acts = max((float(np.sum(op.byte_parts()["act_read"]) + np.sum(op.byte_parts()["act_write"])) for op in ops),
-               default=0.0)
+    parts = [(op.byte_parts(), op.count) for op in ops]
+    weights = float(sum(float(np.sum(p["weight_read"])) * count for p, count in parts))
+    acts = max((float(np.sum(p["act_read"]) + np.sum(p["act_write"])) for p, _ in parts), default=0.0)
     need = weights + acts + extra_bytes
     usable = hw.usable_memory_capacity.si
     if need > usable:

@@ -91,7 +91,8 @@ class Engine:
         self._plan: tuple | None = None
         self.plan_end = math.inf
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
-        self.ranks = sched.ranks if sched.balance_timeout_iters and not prefilled else 1
+        groups = int(getattr(model, "groups", 1))  # attention-DP ranks of the deployment the model times
+        self.ranks = groups if sched.balance_timeout_iters and not prefilled else 1
         self.held_iters = 0
 
     # -- requests -------------------------------------------------------------------------

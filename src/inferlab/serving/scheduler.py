@@ -56,10 +56,7 @@ class SchedulerConfig:
         ``enable_balance`` with ``timeout_iters``): new prompts are held until every
         attention-DP rank has one to prefill, so that their prefills share one iteration
         instead of each stalling all ranks in turn, or until they have waited this many
-        iterations. 0 turns it off; it acts only with attention DP (``ranks`` > 1).
-    ranks : int
-        Attention-DP ranks the simulated stream stands for (set by
-        :func:`inferlab.serve.scheduler_for` from the deployment, not a user setting).
+        iterations. 0 turns it off; it acts only with attention DP (more than one rank).
     """
 
     max_num_seqs: int = 256
@@ -71,11 +68,10 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
     balance_timeout_iters: int = 0
-    ranks: int = 1
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
-                                 ("kv_block_size", "tokens", MAX_BLOCK), ("ranks", "ranks", MAX_SEQS)):
+                                 ("kv_block_size", "tokens", MAX_BLOCK)):
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")

@@ -157,6 +157,7 @@ class SpeculativeStepModel:
 
     def __init__(self, base: StepModel, spec: SpeculativeConfig, max_seqs: int, max_context: float):
         self.base, self.spec = base, spec
+        self.groups = base.groups
         self.k = int(spec.k)
         self.request_overhead_s = base.request_overhead_s
         self._batches = np.unique(np.round(np.geomspace(1, max(max_seqs, 2), 24))).tolist()

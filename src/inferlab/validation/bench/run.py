@@ -146,3 +146,16 @@ def concurrency_of(value: Any) -> int | None:
 def metrics_of(pairs: Mapping[str, float | None]) -> tuple[tuple[str, float], ...]:
     """The measured metrics in :data:`RUN_METRICS` order, absent ones dropped."""
     return tuple((m, float(pairs[m])) for m in RUN_METRICS if pairs.get(m) is not None)
+
+
+def serving_metrics(data: Mapping[str, Any], tool: str, label: str) -> tuple[tuple[str, float], ...]:
+    """The case metrics of a result in the layout vLLM's ``bench serve`` writes and SGLang's
+    ``bench_serving`` shares (``mean_ttft_ms``, ``mean_tpot_ms``, ``mean_itl_ms``,
+    ``median_tpot_ms``, ``output_throughput``)."""
+    return metrics_of({
+        "ttft_ms": number(data["mean_ttft_ms"], tool, label, "mean_ttft_ms"),
+        "tpot_ms": optional_number(data, tool, label, "mean_tpot_ms"),
+        "itl_ms": optional_number(data, tool, label, "mean_itl_ms"),
+        "tpot_p50_ms": optional_number(data, tool, label, "median_tpot_ms"),
+        "output_tokens_per_s": number(data["output_throughput"], tool, label, "output_throughput"),
+    })

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchRun, concurrency_of, lookup, metrics_of, number, optional_number, rate_of
+from .run import BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
 
 TOOL = "sglang bench_serving"
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
@@ -48,19 +48,12 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         for key in REQUIRED:
             lookup(data, TOOL, where, key)
         completed = number(data["completed"], TOOL, where, "completed")
-        metrics = {
-            "ttft_ms": number(data["mean_ttft_ms"], TOOL, where, "mean_ttft_ms"),
-            "tpot_ms": optional_number(data, TOOL, where, "mean_tpot_ms"),
-            "itl_ms": optional_number(data, TOOL, where, "mean_itl_ms"),
-            "tpot_p50_ms": optional_number(data, TOOL, where, "median_tpot_ms"),
-            "output_tokens_per_s": number(data["output_throughput"], TOOL, where, "output_throughput"),
-        }
         notes = []
         if (data.get("accept_length") or 0) > 1:
             notes.append(f"{where}: speculative decoding (accept_length {data['accept_length']:.3g}) is not read "
                          "from the file; give the speculation in the deployment")
         runs.append(BenchRun(
-            tool="sglang", id=where, metrics=metrics_of(metrics),
+            tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
             osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
             concurrency=concurrency_of(data.get("max_concurrency")), request_rate=rate_of(data.get("request_rate")),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchRun, concurrency_of, lookup, metrics_of, number, optional_number, rate_of
+from .run import BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
 
 TOOL = "vllm bench serve"
 #: Fields every result file has; the first missing one is named when a file is refused.
@@ -46,17 +46,10 @@ def read(data: Any, label: str) -> list[BenchRun]:
     else:
         isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
         osl = number(data["total_output_tokens"], TOOL, label, "total_output_tokens") / completed
-    metrics = {
-        "ttft_ms": number(data["mean_ttft_ms"], TOOL, label, "mean_ttft_ms"),
-        "tpot_ms": optional_number(data, TOOL, label, "mean_tpot_ms"),
-        "itl_ms": optional_number(data, TOOL, label, "mean_itl_ms"),
-        "tpot_p50_ms": optional_number(data, TOOL, label, "median_tpot_ms"),
-        "output_tokens_per_s": number(data["output_throughput"], TOOL, label, "output_throughput"),
-    }
     notes = []
     if data.get("burstiness") not in (None, 1, 1.0):
         notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
-    return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=metrics_of(metrics),
+    return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=serving_metrics(data, TOOL, label),
                      concurrency=concurrency_of(data.get("max_concurrency")),
                      request_rate=rate_of(data.get("request_rate")),
                      num_requests=int(completed), model=data.get("model_id") or data.get("tokenizer_id"),
