@@ -17,7 +17,7 @@ from inferlab.planning.fluid import OperatingPoints, admission_wait_s, slot_wait
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 from inferlab.planning.sizing import probe_requests, size_by_simulation, smallest_meeting, techniques
-from inferlab.serve import serve
+from inferlab.serving.serve import serve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 

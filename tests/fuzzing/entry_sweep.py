@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, sweep
-from inferlab.sweep import DIRECTIONS
+from inferlab.phases.sweep import DIRECTIONS
 
 from . import Entry
 from .entry_estimate import GOOD_HARDWARE, GOOD_MODELS, HARDWARE, JUNK, KWARGS as ESTIMATE_KWARGS, MODELS, VALID

@@ -169,7 +169,7 @@ def _whole_clients(values: list[float]) -> list[float]:
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
-    from ..serve import serve
+    from ..serving.serve import serve
     from ..serving.curve import load_sweep
     from ..serving.goodput import check_percentile, goodput
     from .main import _emit
@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> None:
         result = serve(args.model, args.hardware, **load, **kw)
         text, data = str(result), result.to_dict()
         if not args.explain:  # explain() shows the interval itself
-            from ..results.interval import interval_lines
+            from ..phases.interval import interval_lines
 
             text += "\n" + "\n".join(interval_lines(result))
         if slo:

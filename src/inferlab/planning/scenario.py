@@ -171,7 +171,7 @@ class Search(BaseModel):
     @field_validator("precisions")
     @classmethod
     def _precisions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from ..techniques.quantization import PrecisionConfig
+        from ..core.quantization import PrecisionConfig
 
         for name in value:
             if name == "checkpoint":
@@ -259,7 +259,7 @@ class Scenario(BaseModel):
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
-        from ..estimate import ENGINES
+        from ..phases.estimate import ENGINES
 
         if value not in ENGINES:
             raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")

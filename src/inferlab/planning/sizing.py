@@ -217,7 +217,7 @@ def simulated_headroom(probe: Callable[[float], Probe], known_miss: float | None
 
 def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Probe]:
     """``probe(n, growth)``: one simulation of ``cand`` with ``n`` replicas at ``(1 + growth)`` x the rate."""
-    from ..serve import serve
+    from ..serving.serve import serve
 
     tr, slo = sc.traffic, sc.slo
     kwargs, _ = techniques(sc, cand)

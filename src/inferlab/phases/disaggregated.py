@@ -1,6 +1,6 @@
 """``inferlab.estimate_disaggregated``: prefill and decode served by separate pools.
 
-Composes two :class:`~inferlab.core.phases.Deployment` (one per pool, each timed by the
+Composes two :class:`~inferlab.techniques.step.Deployment` (one per pool, each timed by the
 core) with the KV transfer of :mod:`inferlab.techniques.disaggregation`, and sizes the
 pools: TTFT with the transfer, TPOT free of prefill interference, the P:D ratio.
 """
@@ -14,24 +14,24 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
-from .calibration.profile import Profile
-from .core.graph import Step
-from .core.memory import MemoryPlan, plan_memory, require_weights_fit
-from .core.phases import Deployment, StepResult, decode, mean_decode_step_s, run_step
-from .errors import InfeasibleError, SpecError
-from .results.estimate import Estimate
-from .results.render import text_table
-from .specs.catalog import load_model
-from .specs.model import ModelSpec
-from .techniques.disaggregation import (
+from .. import checks
+from ..calibration.profile import Profile
+from ..core.graph import Step
+from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
+from ..techniques.step import Deployment, StepResult, decode, mean_decode_step_s, run_step
+from ..errors import InfeasibleError, SpecError
+from .result import Estimate
+from ..results.render import text_table
+from ..specs.catalog import load_model
+from ..specs.model import ModelSpec
+from ..techniques.disaggregation import (
     Disaggregation,
     KvTransfer,
     Pool,
     kv_transfer,
 )
-from .techniques.prefix_cache import PrefixCache, effective_cached_tokens
-from .units import Q, to_si_array
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
+from ..units import Q, to_si_array
 
 
 @dataclass(frozen=True)
@@ -269,7 +269,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     InfeasibleError
         A pool's weights or batch does not fit, or the link is impossible.
     """
-    from . import estimate_inputs as inputs  # estimate_inputs builds on the estimate; import at call time
+    from ..inputs import resolve as inputs  # estimate_inputs builds on the estimate; import at call time
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(

@@ -81,7 +81,7 @@ class Parallelism:
 
     def check(self, model: ModelSpec) -> None:
         """Raise :class:`InfeasibleError` for a layout the model cannot take."""
-        from .tensor_parallel import check_divisible
+        from ..techniques.tensor_parallel import check_divisible
 
         if not self.attention_dp:
             check_divisible(model, self.tp)

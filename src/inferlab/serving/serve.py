@@ -9,17 +9,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import checks
-from .calibration.profile import Profile
-from .core.memory import plan_memory
-from .errors import InfeasibleError, SpecError
-from .estimate import deployment
-from .serving.overheads import ClientOverheads
-from .serving.result import ServeResult
-from .serving.scheduler import SchedulerConfig
-from .serving.prefixes import Prefixes, prefixes
-from .serving.simulator import simulate
-from .serving.speculation import (
+from .. import checks
+from ..calibration.profile import Profile
+from ..core.memory import plan_memory
+from ..errors import InfeasibleError, SpecError
+from ..phases.estimate import deployment
+from .overheads import ClientOverheads
+from .result import ServeResult
+from ..engines.scheduler import SchedulerConfig
+from .prefixes import Prefixes, prefixes
+from .simulator import simulate
+from .speculation import (
     DrafterMemory,
     SpeculativeDecoding,
     SpeculativeStepModel,
@@ -27,11 +27,11 @@ from .serving.speculation import (
     drafter_memory,
     speculative_config,
 )
-from .serving.scheduler import ENGINE_SCHEDULERS  # noqa: F401 - importable from here as before
-from .serving.stepmodel import StepModel
-from .serving.workload import Lengths, Workload
-from .specs.hardware import HardwareSpec
-from .specs.model import ModelSpec
+from ..engines.scheduler import ENGINE_SCHEDULERS  # noqa: F401 - importable from here as before
+from .stepmodel import StepModel
+from .workload import Lengths, Workload
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
 
 
 
@@ -125,7 +125,7 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
 
 def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> ServeResult:
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
-    from .serving.disaggregated import serve_disaggregated
+    from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "concurrency": None, "max_num_seqs": None,
              "max_num_batched_tokens": None, "chunked_prefill": None, "gpu_memory_utilization": None,

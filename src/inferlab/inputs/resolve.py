@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
-from .errors import SpecError, UnknownNameError, option, option_name
-from .specs.catalog import load_hardware, load_model
-from .specs.hardware import HardwareSpec
-from .specs.model import ModelSpec
-from .techniques.parallelism import Parallelism
+from .. import checks
+from ..errors import SpecError, UnknownNameError, option, option_name
+from ..specs.catalog import load_hardware, load_model
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from ..core.parallelism import Parallelism
 
 #: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
 #: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
@@ -144,7 +144,7 @@ def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: d
                         "disaggregation")
     if hardware is None:
         return
-    from .techniques.disaggregation import resolve_hardware as pool_hardware
+    from ..techniques.disaggregation import resolve_hardware as pool_hardware
 
     if not isinstance(hardware, (str, HardwareSpec)):
         resolve_hardware(hardware)  # the type error, worded as for an aggregated deployment
