@@ -12,7 +12,7 @@ from inferlab.core.graph import Step, build_graph, experts_touched
 from inferlab.core.ops import Attention
 from inferlab.techniques.step import decode, prefill
 from inferlab.core.timing import roofline_seconds
-from inferlab.errors import DimensionError
+from inferlab.unit_registry import DimensionError
 from inferlab.phases.estimate import deployment, estimate
 from inferlab.techniques.tensor_parallel import apply_tensor_parallel
 

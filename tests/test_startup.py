@@ -44,7 +44,8 @@ def test_public_names_resolve_to_what_they_name():
     assert set(inferlab.__all__) <= set(dir(inferlab))
     for name in inferlab.__all__:
         assert getattr(inferlab, name) is not None
-    from inferlab.errors import DimensionError, UnitError
+    from inferlab.errors import UnitError
+    from inferlab.unit_registry import DimensionError
 
     assert inferlab.DimensionError is DimensionError and issubclass(DimensionError, UnitError)
 

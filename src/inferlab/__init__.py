@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
-    "evaluate": ".calc",
+    "evaluate": ".calc.evaluator",
     "estimate": ".phases.estimate",
     "explore": ".explore",
     **dict.fromkeys(("InfeasibleError", "InferlabError", "SpecError", "UnitError",
