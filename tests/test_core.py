@@ -13,7 +13,8 @@ from inferlab.core.ops import Attention
 from inferlab.techniques.step import decode, prefill
 from inferlab.core.timing import roofline_seconds
 from inferlab.unit_registry import DimensionError
-from inferlab.phases.estimate import deployment, estimate
+from inferlab import estimate
+from inferlab.inputs.resolve import deployment
 from inferlab.techniques.tensor_parallel import apply_tensor_parallel
 
 H100_BW = 3.35e12       # B/s, NVIDIA H100 SXM datasheet

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.phases.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.engines.scheduler import ENGINE_SCHEDULERS
 from inferlab.serving.stepmodel import StepModel
 

@@ -11,7 +11,8 @@ from inferlab import InfeasibleError, SpecError, load_hardware, load_model
 from inferlab.calibration.profile import ROOFLINE
 from inferlab.core.interconnect import all_reduce_s, all_to_all_s, layout
 from inferlab.techniques.step import decode, prefill
-from inferlab.phases.estimate import deployment, estimate
+from inferlab import estimate
+from inferlab.inputs.resolve import deployment
 from inferlab.core.parallelism import Parallelism, weights_per_gpu
 from inferlab.techniques.pipeline import bubble_fraction
 from inferlab.core.quantization import PrecisionConfig

@@ -12,7 +12,7 @@ from hypothesis import given, strategies as st
 from inferlab import InfeasibleError, estimate
 from inferlab.cli.main import main
 from inferlab.errors import SpecError, UnknownNameError
-from inferlab.phases.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.precision import FORMATS
 from inferlab.core.quantization import PrecisionConfig
 

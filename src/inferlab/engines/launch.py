@@ -62,7 +62,7 @@ class EngineLaunch:
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
     max_num_seqs, max_num_batched_tokens, chunked_prefill, gpu_memory_utilization, kv_block_size
         Scheduler limits (:class:`~inferlab.engines.scheduler.SchedulerConfig`); None: the
-        engine's default (:data:`~inferlab.serving.serve.ENGINE_SCHEDULERS`).
+        engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token]; kept for the round trip.
     prefix_caching : bool or None

@@ -11,51 +11,23 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..calibration.profile import Profile, hardware_family, load_profile
+from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
 from ..techniques.step import Deployment, mean_decode_step_s
 from .. import checks
 from ..inputs import resolve as inputs
+from ..inputs.resolve import deployment
 from ..errors import SpecError, option_name
-from ..inputs.resolve import ENGINES  # noqa: F401 - the engines' names, importable from here as before
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
 from ..engines.scheduler import default_scheduler
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..techniques.deployed_precision import resolve_precision
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
-
-
-def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = None,
-               engine: str = "generic", profile: str | Path | Profile = "default",
-               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
-               pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
-               micro_batches: int | None = None) -> Deployment:
-    """Resolve names into a :class:`Deployment` and check the parallel layout against the model.
-
-    Raises
-    ------
-    SpecError
-        An argument of the wrong type or out of range, or a combination that means nothing
-        (see :mod:`inferlab.inputs.resolve`).
-    InfeasibleError
-        A layout the model cannot take.
-    """
-    m = inputs.resolve_model(model)
-    hw = inputs.resolve_hardware(hardware)
-    engine = inputs.engine_name(engine)
-    attention = inputs.attention_kind(attention)  # type: ignore[assignment]
-    par = inputs.layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
-                        micro_batches=micro_batches)
-    prec = resolve_precision(precision, m, hw)
-    prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
-                      prec.notes)
 
 
 def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num_gpus: int | None = None, tp: int = 1,

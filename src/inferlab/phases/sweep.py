@@ -20,7 +20,8 @@ from .. import checks
 from ..inputs import resolve as inputs
 from ..cluster import check_client, map_units
 from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
-from .estimate import deployment, static_batch
+from ..inputs.resolve import deployment
+from .estimate import static_batch
 from ..results.render import text_table
 
 COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",

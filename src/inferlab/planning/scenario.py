@@ -259,7 +259,7 @@ class Scenario(BaseModel):
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
-        from ..phases.estimate import ENGINES
+        from ..inputs.resolve import ENGINES
 
         if value not in ENGINES:
             raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")

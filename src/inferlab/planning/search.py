@@ -23,7 +23,7 @@ from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
 from ..techniques.step import mean_decode_step_s
 from ..errors import InferlabError, SpecError
-from ..phases.estimate import deployment
+from ..inputs.resolve import deployment
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
@@ -251,7 +251,7 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
 
 def max_num_seqs(scenario: Scenario) -> int:
     """The engine's sequence limit the scenario plans with."""
-    from ..serving.serve import ENGINE_SCHEDULERS
+    from ..engines.scheduler import ENGINE_SCHEDULERS
     from ..engines.scheduler import SchedulerConfig
 
     if scenario.search.max_num_seqs is not None:

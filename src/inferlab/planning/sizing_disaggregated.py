@@ -54,7 +54,7 @@ def _pools(pd: str) -> tuple[int, int]:
 
 def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) -> Probe:
     """One simulation of both pools at ``(1 + growth)`` x the scenario's rate."""
-    from ..serving.serve import ENGINE_SCHEDULERS
+    from ..engines.scheduler import ENGINE_SCHEDULERS
     from ..serving.disaggregated import serve_disaggregated
     from ..engines.scheduler import SchedulerConfig
     from ..techniques.disaggregation import Disaggregation, Pool

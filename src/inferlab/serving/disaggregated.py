@@ -126,7 +126,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         Both pools' limits (default: the engine's).
     """
     from ..phases.disaggregated import pool_deployments
-    from .serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+    from ..engines.scheduler import ENGINE_SCHEDULERS
+    from .replica import kv_capacity_tokens, scheduler_for
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,

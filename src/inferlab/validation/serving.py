@@ -125,7 +125,7 @@ def case_scheduler(engine: str, limits: tuple = ()) -> Any:
 
 def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) -> float:
     """Requests one replica holds at once: its sequence limit or its KV pool."""
-    from ..serving.serve import kv_capacity_tokens, scheduler_for
+    from ..serving.replica import kv_capacity_tokens, scheduler_for
 
     sched = case_scheduler(engine, limits)
     per_request = isl + (osl if sched.reserve_output else osl / 2.0)
@@ -261,8 +261,8 @@ def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
 
 def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -> RequestTimes | str:
     """Simulate one group's deployment and load; the request times, or why it cannot run."""
-    from ..phases.estimate import deployment
-    from ..serving.serve import serve_deployment
+    from ..inputs.resolve import deployment
+    from ..serving.replica import serve_deployment
 
     model, hardware, layout, precision, engine, isl, osl, load, spec, hit, pools, limits = key
     if pools is not None:
