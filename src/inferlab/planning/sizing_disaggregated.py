@@ -2,7 +2,7 @@
 
 The prefill pool is sized first, against a generous decode pool (twice the fluid model's),
 then the decode pool against that prefill pool, each with the bracket-and-bisect search
-of :func:`.sizing.smallest_meeting`. The answer ``P:D`` meets the SLOs in simulation, and
+of :func:`.probes.smallest_meeting`. The answer ``P:D`` meets the SLOs in simulation, and
 so neither ``P:(D-1)`` nor ``(P-1):2D_seed`` does: fewer replicas in either pool miss.
 """
 
@@ -15,7 +15,7 @@ from ..errors import InferlabError
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import max_num_seqs
-from .sizing import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
+from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
 
 
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:

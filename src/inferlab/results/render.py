@@ -31,3 +31,8 @@ def json_ready(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def share_text(x: float) -> str:
+    """A share as a percentage, ``-`` when undefined (no request sent)."""
+    return "-" if math.isnan(x) else f"{x:.1%}"
