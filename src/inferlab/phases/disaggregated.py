@@ -23,11 +23,8 @@ from ..errors import InfeasibleError, SpecError
 from ..results.render import text_table
 from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
-from ..techniques.disaggregation import (
-    Disaggregation,
-    KvTransfer,
-    kv_transfer,
-)
+from ..techniques.disaggregation import Disaggregation
+from ..techniques.kv_transfer import KvTransfer, kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
 from ..units import Q, to_si_array
 
