@@ -52,6 +52,32 @@ def test_models_sharing_a_region_reach_only_their_own_replicas_within_the_gpu_qu
     assert r.counts()["ok"] > 1000
 
 
+def test_a_providers_quota_caps_its_pools_across_regions():
+    """Two pools of one provider in two regions, each region's quota generous, the provider's
+    3 GPUs: the autoscaler's orders past 3 replicas in total (one GPU each) are refused; a
+    pool of another provider beside them is not held by that quota."""
+    scaler = {"signal": "concurrency", "target": 2, "max_replicas": 10}
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": USE, "provider": "cloud-a",
+              "autoscaler": scaler},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": SYD, "provider": "cloud-a",
+              "autoscaler": scaler}]
+    traffic = [{"rate": 20.0, "isl": 1000, "osl": 200, "region": USE},
+               {"rate": 20.0, "isl": 1000, "osl": 200, "region": SYD}]
+    capped = fleet_of(pools, traffic=traffic, horizon_s=300.0, seed=1,
+                      regions={"quota_gpus": {USE: 8, SYD: 8}, "provider_quota_gpus": {"cloud-a": 3}})
+    assert capped.samples["running"].max() <= 3 and any(e[1] == "quota" for e in capped.events)
+    other = [pools[0], {**pools[1], "provider": "cloud-b"}]
+    free = fleet_of(other, traffic=traffic, horizon_s=300.0, seed=1,
+                    regions={"quota_gpus": {USE: 8, SYD: 8}, "provider_quota_gpus": {"cloud-a": 3}})
+    assert free.samples["running"].max() > 3
+
+
+def test_unknown_regions_key_is_one_line():
+    with pytest.raises(SpecError, match="unknown key 'quota'.*provider_quota_gpus"):
+        fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm"}], traffic=QUIET, horizon_s=10.0,
+                 regions={"quota": {USE: 1}})
+
+
 def test_unknown_round_trip_is_one_line():
     with pytest.raises(SpecError, match="no round-trip time between regions 'mars' and 'us-east-1'"):
         Regions().rtt("mars", USE)

@@ -30,8 +30,8 @@ _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "p
 #: Longest simulated span [s]: a year; float64 times then still resolve 10 ns, far below a
 #: step (availability over months of failures needs more than a day).
 MAX_HORIZON_S = 366 * 86400.0
-_POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "serves", "autoscaler",
-              "pricing", "startup", "prefix_cache", "limits")
+_POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "provider", "serves",
+              "autoscaler", "pricing", "startup", "prefix_cache", "limits")
 
 
 def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
@@ -134,13 +134,14 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     ----------
     pools : list of dict
         Each: ``model``, ``hardware`` (and ``tp``, ``precision``, ``engine``, ``profile``,
-        ``limits``: scheduler overrides), ``replicas``, ``region``, ``serves`` (the model
+        ``limits``: scheduler overrides), ``replicas``, ``region``, ``provider``, ``serves`` (the model
         name requests ask for; default ``model``), ``autoscaler``, ``pricing``, ``startup``.
     traffic : list of dict
         As :func:`fleet`, each class with the ``region`` its users are in and the ``model``
         they ask for.
     regions : Regions or dict
-        Round trips ``rtt_s`` (``{"a|b": seconds}`` in a mapping), ``quota_gpus``, ``spill``.
+        Round trips ``rtt_s`` (``{"a|b": seconds}`` in a mapping), ``quota_gpus`` (per region),
+        ``provider_quota_gpus`` (per provider, over its regions), ``spill``.
     """
     built = []
     for k, spec in enumerate(pools):
@@ -163,13 +164,19 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
             price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
         built.append(Pool(kind, int(spec.get("replicas", 1)), _policy(Autoscaler, spec.get("autoscaler")), price,
-                          str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp))
+                          str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
+                          str(spec.get("provider", ""))))
     if not built:
         raise SpecError("fleet: give at least one pool")
     if isinstance(regions, dict):
         rtt = {tuple(key.split("|")): float(v) for key, v in regions.get("rtt_s", {}).items()}
+        unknown = sorted(set(regions) - {"rtt_s", "quota_gpus", "provider_quota_gpus", "spill"})
+        if unknown:
+            raise SpecError(f"fleet regions: unknown key {unknown[0]!r} (allowed: rtt_s, quota_gpus, "
+                            "provider_quota_gpus, spill)")
         regions = Regions(rtt_s={**Regions().rtt_s, **rtt}, quota_gpus=dict(regions.get("quota_gpus", {})),
-                          spill=int(regions.get("spill", Regions().spill)))
+                          spill=int(regions.get("spill", Regions().spill)),
+                          provider_quota_gpus=dict(regions.get("provider_quota_gpus", {})))
     requests = build_requests(traffic, horizon_s, seed)
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))

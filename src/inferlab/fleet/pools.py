@@ -6,7 +6,9 @@ pools of that model nearest to the user (smallest round trip) and spills to fart
 only when every nearby replica carries ``spill`` more requests than the least loaded replica
 anywhere; a request served across regions waits half a round trip to reach the replica and
 half to return (its TTFT and end-to-end latency include the full round trip). Pools of
-one region share its GPU quota: a replica the autoscaler orders beyond it is not started.
+one region share its GPU quota, and pools of one provider (a cloud, a neocloud, on-premises)
+share the provider's quota across its regions: a replica the autoscaler orders beyond
+either is not started.
 
 References
 ----------
@@ -48,7 +50,9 @@ class Pool:
     model : str
         Requests of this model go here ("" : every request).
     gpus : int
-        GPUs of one replica (for the region's quota).
+        GPUs of one replica (for the region's and the provider's quota).
+    provider : str
+        Who rents the GPUs ("" : none named, no provider quota applies).
     """
 
     kind: Any
@@ -58,6 +62,7 @@ class Pool:
     region: str = "local"
     model: str = ""
     gpus: int = 1
+    provider: str = ""
 
     def __post_init__(self) -> None:
         if self.replicas < 0 or self.gpus < 1:
@@ -74,12 +79,15 @@ class Regions:
         ``(region a, region b) -> round trip [s]``, either order; the same region: 0.
     quota_gpus : dict
         ``region -> GPUs`` its pools may hold together (absent: no limit).
+    provider_quota_gpus : dict
+        ``provider -> GPUs`` its pools may hold together over every region (absent: no limit).
     spill : int [request]
     """
 
     rtt_s: dict = field(default_factory=lambda: dict(DEFAULT_RTT_S))
     quota_gpus: dict = field(default_factory=dict)
     spill: int = DEFAULT_SPILL
+    provider_quota_gpus: dict = field(default_factory=dict)
 
     def rtt(self, a: str, b: str) -> float:
         """Round trip between ``a`` and ``b`` [s]."""
@@ -93,4 +101,9 @@ class Regions:
         return float(value)
 
     def quota(self, region: str) -> float:
+        """GPUs the pools of ``region`` may hold together."""
         return float(self.quota_gpus.get(region, math.inf))
+
+    def provider_quota(self, provider: str) -> float:
+        """GPUs the pools of ``provider`` may hold together, over every region."""
+        return float(self.provider_quota_gpus.get(provider, math.inf)) if provider else math.inf

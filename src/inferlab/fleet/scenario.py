@@ -23,9 +23,9 @@
       cascade: {model: llama-3.1-70b, tp: 4, share: 0.2, replicas: 2}   # optional
 
 Several models, GPU types or regions: ``fleet.pools`` (a list of pools, each with its
-``model``, ``hardware``, ``region``, ``replicas``, ``autoscaler``, ``pricing``; no top-level
-model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``, ``quota_gpus``,
-``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
+``model``, ``hardware``, ``region``, ``provider``, ``replicas``, ``autoscaler``, ``pricing``; no
+top-level model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``,
+``quota_gpus`` per region, ``provider_quota_gpus`` per provider, ``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
 for (see :func:`~.api.fleet_of`).
 
 A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``

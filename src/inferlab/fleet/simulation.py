@@ -341,11 +341,13 @@ class _Loop(Outages, Control):
 
     def _order(self, t: float, pool: int, *, up: bool) -> bool:
         """Start a replica of ``pool`` (serving now, or after its cold start); False when the
-        region's GPU quota has no room for it."""
+        region's or the provider's GPU quota has no room for it."""
         p = self.pools[pool]
-        held = sum(self.pools[r.pool].gpus for r in self.replicas
-                   if r.state != "stopped" and self.pools[r.pool].region == p.region)
-        if held + p.gpus > self.regions.quota(p.region):
+        live = [self.pools[r.pool] for r in self.replicas if r.state != "stopped"]
+        in_region = sum(q.gpus for q in live if q.region == p.region)
+        with_provider = sum(q.gpus for q in live if p.provider and q.provider == p.provider)
+        if (in_region + p.gpus > self.regions.quota(p.region)
+                or with_provider + p.gpus > self.regions.provider_quota(p.provider)):
             self.rec.events.append((t, "quota", -1))
             return False
         r = Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
