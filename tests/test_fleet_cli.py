@@ -110,3 +110,23 @@ def test_a_planning_scenario_with_a_fleet_section_runs_both_ways(tmp_path, capsy
     path.write_text(PLAN_WITH_FLEET.replace("fleet: {replicas: 2, router: least_kv, hours: 0.05}\n", ""))
     assert main(["fleet", str(path)]) != 0
     assert "without a fleet: section" in capsys.readouterr().err
+
+
+def test_a_cascade_plots_both_fleets(tmp_path):
+    """The cascade's plot has a line per fleet in every panel and their spend added up."""
+    pytest.importorskip("matplotlib")
+    from inferlab.fleet.cascade import run_scenario
+
+    r = run_scenario({"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 1, "horizon_s": 300.0,
+                      "traffic": {"rate": 2.0, "isl": 500, "osl": 100},
+                      "cascade": {"model": "qwen3-8b", "share": 0.3, "replicas": 1}})
+    fig = r.plot(str(tmp_path / "c.png"))
+    replicas, queue, p99, spend = fig.axes[:4]
+    labels = [line.get_label() for line in replicas.get_lines()]
+    assert "small model: serving" in labels and "large model: serving" in labels
+    assert {"small model", "large model"} <= {line.get_label() for line in queue.get_lines()}
+    total = next(line for line in spend.get_lines() if line.get_label() == "total")
+    parts = [line for line in spend.get_lines() if line.get_label() in ("small model", "large model")]
+    # one on-demand H100 each all along: the total is the two fleets' spend together
+    assert total.get_ydata()[-1] == pytest.approx(sum(p.get_ydata()[-1] for p in parts))
+    assert (tmp_path / "c.png").stat().st_size > 1000

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..economics._common import fmt
 from ..errors import SpecError
+from ..results.render import share_text
 from .api import fleet, fleet_of
 from .result import FleetResult
 from .simulation import OK
@@ -57,8 +58,13 @@ class CascadeResult:
         return f"{self.small}\n{self.large}"
 
     def plot(self, path: str | None = None) -> Any:
-        """The small model's fleet over time (see :meth:`FleetResult.plot`)."""
-        return self.small.plot(path)
+        """Both fleets over time, one line each, and their spend added up (see
+        :meth:`FleetResult.plot`)."""
+        from .plot import plot_fleets
+
+        title = (f"{self.small.name} with a cascade ({self.share:.0%} escalated): {self.usd:,.0f} USD, "
+                 f"goodput {share_text(self.small.goodput())} (small), {share_text(self.large.goodput())} (large)")
+        return plot_fleets([("small model", self.small), ("large model", self.large)], title, path)
 
 
 def escalated(small: FleetResult, share: float, seed: int) -> tuple[Requests, np.ndarray]:
