@@ -19,7 +19,7 @@ median efficiencies, not on fits of its own, so the residuals of calibrated cell
 understate its error. Its band is the union of the pooled band above and the band of
 *left-out* residuals: the cases of each family predicted with that family's fits removed
 from the profile (``gpu_left_out``), and each engine's cases predicted as the ``generic``
-engine (``engine_left_out``); see :mod:`.fit_error_band`. A band always contains the point
+engine (``engine_left_out``); see :mod:`inferlab.fitting.error_bands`. A band always contains the point
 estimate (residual 0).
 
 Notes

@@ -1,11 +1,11 @@
 """``inferlab calibrate``: fit a calibration profile to op-level and case-level measurements.
 
 Kernel curves (GEMM per kernel, attention, kernel floor) are fitted per (engine, GPU) on
-the op table and collectives per GPU (:mod:`.fit_ops`); medians over GPUs give the
+the op table and collectives per GPU (:mod:`.ops`); medians over GPUs give the
 engine-wide and the ``generic`` (datasheet-only) values. Then each engine's per-step
 overhead is fitted on the static-batch cases of the *fit half* (a fixed split by a hash
 of the case id), and each engine's serving overheads on its serving cases of that half
-(:mod:`.fit_serving`); the other half is only scored. The same inputs give the same file.
+(:mod:`.serving`); the other half is only scored. The same inputs give the same file.
 """
 
 from __future__ import annotations

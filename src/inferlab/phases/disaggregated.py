@@ -20,6 +20,8 @@ from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
 from ..errors import InfeasibleError, SpecError
+from ..inputs import resolve as inputs
+from ..inputs.resolve import deployment
 from ..results.render import text_table
 from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
@@ -218,8 +220,6 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
                      profile: str | Path | Profile, precision: Any) -> tuple[Disaggregation, ResolvedDeployment, ResolvedDeployment]:
     """The pools (parsed if given as text) and one replica's deployment of each; pools that
     name no precision, engine or profile take the ones given here."""
-    from ..inputs.resolve import deployment
-
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     m = load_model(model) if isinstance(model, (str, Path)) else model
     dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
@@ -264,8 +264,6 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     InfeasibleError
         A pool's weights or batch does not fit, or the link is impossible.
     """
-    from ..inputs import resolve as inputs  # estimate_inputs builds on the estimate; import at call time
-
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(
         prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=inputs.MAX_BATCH),
