@@ -29,7 +29,7 @@ from .serving.speculation import (
 )
 from .serving.scheduler import ENGINE_SCHEDULERS  # noqa: F401 - importable from here as before
 from .serving.stepmodel import StepModel
-from .serving.workload import Lengths, Workload
+from .inputs.workload import Lengths, Workload
 from .specs.hardware import HardwareSpec
 from .specs.model import ModelSpec
 

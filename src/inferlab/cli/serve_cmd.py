@@ -12,7 +12,7 @@ from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 if TYPE_CHECKING:
-    from ..serving.workload import Lengths
+    from ..inputs.workload import Lengths
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -24,7 +24,7 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
     >>> parse_lengths("uniform:128-2048")
     Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
     """
-    from ..serving.workload import Lengths
+    from ..inputs.workload import Lengths
 
     allowed = "an integer, integers separated by commas, uniform:LOW-HIGH or lognormal:mean=M,sigma=S"
     kind, _, rest = text.strip().partition(":")

@@ -36,7 +36,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from ..checks import nonzero_price
 from ..errors import InferlabError, SpecError
 from ..serving.prefixes import Prefixes, prefixes
-from ..serving.workload import Lengths
+from ..inputs.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
 #: Frozen, no unknown keys, and no NaN or infinity in any number (an infinite budget or a NaN

@@ -32,7 +32,7 @@ from .result import ServeResult
 from .scheduler import SchedulerConfig
 from .simulator import Trace, simulate
 from .stepmodel import StepModel
-from .workload import Lengths, Workload
+from ..inputs.workload import Lengths, Workload
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from ..results.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
-from .workload import Workload
+from ..inputs.workload import Workload
 
 PERCENTILES = (50, 90, 99)
 
