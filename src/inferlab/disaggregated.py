@@ -20,6 +20,7 @@ from .core.graph import Step
 from .core.memory import MemoryPlan, plan_memory, require_weights_fit
 from .core.phases import Deployment, StepResult, decode, mean_decode_step_s, run_step
 from .errors import InfeasibleError, SpecError
+from .inputs.record import inputs_dict
 from .results.estimate import Estimate
 from .results.render import text_table
 from .specs.catalog import load_model
@@ -62,6 +63,8 @@ class DisaggEstimate:
     prefill_memory: MemoryPlan
     decode_memory: MemoryPlan
     request_rate: np.ndarray | None = None
+    #: The Deployment and Workload of an ``estimate(deployment, workload)`` call (None otherwise).
+    inputs: Any = None
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -172,6 +175,7 @@ class DisaggEstimate:
             "pd_ratio": val(self.pd_ratio), "bottleneck": val(self.bottleneck),
             "request_rate": None if self.request_rate is None else val(self.request_rate),
             "gpus_needed": None if need is None else {k: val(v) for k, v in need.items()},
+            **inputs_dict(self.inputs),
         }
 
     HEADERS = ["P batch", "D batch", "isl", "osl", "TTFT ms", "prefill ms", "KV ms", "TPOT ms", "tok/s",

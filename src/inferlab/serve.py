@@ -14,6 +14,8 @@ from .calibration.profile import Profile
 from .core.memory import plan_memory
 from .errors import InfeasibleError, SpecError
 from .estimate import deployment
+from .inputs.call import typed_call, with_inputs
+from .inputs.deployment import Deployment as InputDeployment
 from .serving.overheads import ClientOverheads
 from .serving.result import ServeResult
 from .serving.scheduler import SchedulerConfig
@@ -35,7 +37,7 @@ from .specs.model import ModelSpec
 
 
 
-def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def serve(model: str | ModelSpec | InputDeployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = None, engine: str = "generic",
           profile: str | Path | Profile = "default",
@@ -52,7 +54,10 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
     Parameters
     ----------
     model, hardware, tp, pp, ep, dp, attention_dp, precision, engine, profile
-        The deployment, as for :func:`inferlab.estimate`.
+        The deployment, as for :func:`inferlab.estimate`; or a
+        :class:`~inferlab.inputs.deployment.Deployment` and a traffic
+        :class:`~inferlab.inputs.workload.Workload`, which hold every other argument but
+        ``overheads`` and ``scheduler`` (``serve(deployment, workload)``).
     isl, osl : int, list of int or Lengths [token]
         Prompt and output lengths: fixed, an empirical list, or a distribution.
     rate, concurrency, trace, offline
@@ -92,6 +97,9 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
     keeps ``pp`` batches in flight (:class:`~inferlab.serving.stepmodel.StepModel`), each
     with ``1/pp`` of its requests, KV pool and sequence limit, simulated the same way.
     """
+    typed = typed_call(serve, "serve", locals())
+    if typed is not None:  # serve(Deployment, Workload): the same call, written out
+        return with_inputs(serve(**typed), model, hardware)
     if disaggregation is not None:
         return _serve_disaggregated(model, hardware, disaggregation, locals())
     if hardware is None:
