@@ -152,6 +152,7 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
         except InferlabError as exc:
             raise SpecError(f"{path}: engine_args: {exc}") from None
     for key in ("model", "hardware"):
-        if key not in data and not (key == "model" and launch is not None):
+        if key not in data and not (key == "model" and launch is not None) and not (
+                key == "hardware" and data.get("disaggregation") is not None):  # the pools name the GPUs
             raise SpecError(f"{path}: required key {key!r} is missing")
     return data, launch

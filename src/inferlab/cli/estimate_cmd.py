@@ -103,6 +103,15 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+def inputs_of(args: argparse.Namespace) -> Any:
+    """The :class:`~inferlab.inputs.deployment.Deployment` and
+    :class:`~inferlab.inputs.workload.Workload` of parsed ``inferlab estimate`` arguments
+    (flags over ``--file`` over ``--engine-args``, as :func:`run` reads them)."""
+    from ..inputs.convert import from_kwargs
+
+    return from_kwargs("estimate", **_kwargs(args))
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab estimate``."""
     import numpy as np

@@ -203,7 +203,20 @@ class Deployment(BaseModel):
         try:
             return cls.from_dict(data)
         except SpecError as exc:
-            raise type(exc)(f"{path}: {exc}") from None
+            if type(exc) is not SpecError:  # an unknown name keeps its own type and did-you-mean
+                raise
+            raise SpecError(f"{path}: {exc}") from None
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> Deployment:
+        """The Deployment of :func:`inferlab.estimate` or :func:`inferlab.serve` keyword arguments
+        (the workload's are left out: :func:`inferlab.inputs.convert.from_kwargs` gives both)."""
+        from .convert import KEYS, deployment_of
+
+        unknown = sorted(str(k) for k in set(kwargs) - set(KEYS))
+        if unknown:
+            raise SpecError(f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}")
+        return deployment_of(kwargs)
 
     # ------------------------------------------------------------------ entry points
     def _common_kwargs(self) -> dict[str, Any]:

@@ -1,0 +1,132 @@
+"""Parsers into :class:`~inferlab.inputs.deployment.Deployment` and :class:`~inferlab.inputs.workload.Workload`.
+
+Keyword arguments of :func:`inferlab.estimate` or :func:`inferlab.serve`
+(:func:`from_kwargs`) and deployment files (:func:`from_deployment_file`, ``engine_args``
+launch commands included) parse here. The parsers of higher layers call these: a
+validation case (:meth:`inferlab.validation.cases.Case.deployment`), the CLI's
+``inferlab estimate`` flags (:func:`inferlab.cli.estimate_cmd.inputs_of`) and planning
+scenario traffic (:func:`inferlab.planning.scenario.traffic_workload`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import SpecError
+from .deployment import ENGINE_LIMITS, Deployment
+from .static_batch import AXES
+from .workload import Workload
+
+#: Keyword arguments that go to the Deployment as they are.
+_DEPLOYMENT = ("model", "hardware", "num_gpus", "precision", "profile", "attention", "cuda_graphs",
+               "allow_long_context", "price_per_gpu_hour", "utilization", "speculative", "prefix_cache",
+               "disaggregation")
+_LAYOUT = ("tp", "pp", "ep", "dp", "attention_dp", "expert_imbalance", "micro_batches")
+#: Keyword arguments of the Workload: a static batch's, then traffic's.
+_STATIC = ("isl", "osl", "batch_size", "prefill_batch", "waves")
+_TRAFFIC = ("isl", "osl", "rate", "concurrency", "trace", "offline", "num_requests", "seed", "stagger", "prefix")
+KEYS = (*_DEPLOYMENT, *_LAYOUT, "engine", "engine_version", *ENGINE_LIMITS, "max_num_tokens",
+        *dict.fromkeys(_STATIC + _TRAFFIC))
+
+
+def deployment_of(kwargs: dict[str, Any]) -> Deployment:
+    """The Deployment of keyword arguments (those of :data:`KEYS` that describe it)."""
+    fields = {k: kwargs[k] for k in _DEPLOYMENT if kwargs.get(k) is not None}
+    layout = {k: kwargs[k] for k in _LAYOUT if kwargs.get(k) is not None}
+    if layout:
+        fields["layout"] = layout
+    limits = {k: kwargs[k] for k in ENGINE_LIMITS if kwargs.get(k) is not None}
+    chunk = kwargs.get("max_num_tokens")
+    if chunk is not None:
+        if limits.get("max_num_batched_tokens", chunk) != chunk:
+            raise SpecError(f"max_num_tokens={chunk} and max_num_batched_tokens={limits['max_num_batched_tokens']} "
+                            "are the same limit (tokens per step): give one")
+        limits["max_num_batched_tokens"] = chunk
+    engine = kwargs.get("engine")
+    if engine is not None or limits or kwargs.get("engine_version") is not None:
+        if engine is not None and not isinstance(engine, str):
+            fields["engine"] = engine
+        else:
+            fields["engine"] = {"name": engine or "generic", "version": kwargs.get("engine_version"), **limits}
+    return Deployment(**fields)
+
+
+def _axis(value: Any, index: int) -> tuple[Any, bool]:
+    """A grid axis as a whole number or a list, and whether it lies along its own axis of three (the CLI's grid)."""
+    if not isinstance(value, np.ndarray) or value.ndim <= 1:
+        return (value.item() if isinstance(value, np.ndarray) and value.ndim == 0 else value), False
+    shape = [1, 1, 1]
+    shape[index] = value.size
+    if value.ndim == 3 and list(value.shape) == shape:
+        return value.ravel().tolist(), True
+    raise SpecError(f"a Workload's {AXES[index]} is a whole number or a list of them, got an array of shape "
+                    f"{value.shape}; pass such arrays to estimate() as keyword arguments")
+
+
+def workload_of(kwargs: dict[str, Any], target: Literal["estimate", "serve"] = "estimate") -> Workload:
+    """The Workload of keyword arguments: traffic when a rate, trace, concurrency or offline is given
+    (or ``target="serve"``), else a static batch (``batch_size`` 1 by default, as estimate's)."""
+    traffic = target == "serve" or any(kwargs.get(k) not in (None, False) for k in ("rate", "concurrency", "trace",
+                                                                                    "offline"))
+    if traffic:
+        extra = sorted(k for k in ("batch_size", "prefill_batch", "waves") if kwargs.get(k) not in (None, False))
+        if extra:
+            raise SpecError(f"{', '.join(extra)} describe a static batch, but the arguments give traffic (a rate, "
+                            "trace, concurrency or offline): drop one of them")
+        return Workload(**{k: kwargs[k] for k in _TRAFFIC if kwargs.get(k) is not None})
+    given = sorted(k for k in _TRAFFIC if k not in _STATIC and kwargs.get(k) is not None)
+    if given:
+        raise SpecError(f"{', '.join(given)} describe traffic, but the arguments give a static batch (no rate, "
+                        "trace, concurrency or offline): drop them, or give the traffic")
+    fields = {k: kwargs[k] for k in _STATIC if kwargs.get(k) is not None}
+    fields.setdefault("batch_size", 1)
+    outer = False
+    for i, name in enumerate(AXES):
+        if name in fields:
+            fields[name], along = _axis(fields[name], i)
+            outer = outer or along
+    if isinstance(fields.get("prefill_batch"), np.ndarray):
+        fields["prefill_batch"] = fields["prefill_batch"].tolist()
+    return Workload(**fields, grid="outer" if outer else "broadcast")
+
+
+def from_kwargs(target: Literal["estimate", "serve"] = "estimate", **kwargs: Any) -> tuple[Deployment, Workload]:
+    """The Deployment and Workload of :func:`inferlab.estimate` (or :func:`inferlab.serve`) keyword arguments.
+
+    ``engine_version`` may be given too (the engines' release; estimate does not take it).
+    ``estimate(*from_kwargs(**kw))`` gives the numbers ``estimate(**kw)`` gives.
+
+    Raises
+    ------
+    SpecError
+        An unknown argument, an invalid deployment or workload (:class:`Deployment`).
+    """
+    unknown = sorted(str(k) for k in set(kwargs) - set(KEYS))
+    if unknown:
+        raise SpecError(f"unknown argument(s) {', '.join(unknown)}; a Deployment and Workload take "
+                        f"{', '.join(KEYS)}")
+    return deployment_of(kwargs), workload_of(kwargs, target)
+
+
+def from_deployment_file(path: str | Path, target: Literal["estimate", "serve"] = "estimate"
+                         ) -> tuple[Deployment, Workload]:
+    """The Deployment and Workload of a deployment file (:mod:`inferlab.deployment_file`), ``engine_args`` merged.
+
+    Raises
+    ------
+    SpecError
+        What :func:`~inferlab.deployment_file.load_deployment_file` refuses, or an invalid
+        deployment, prefixed with the file's path.
+    """
+    from ..deployment_file import load_deployment_file
+
+    kwargs = load_deployment_file(path)
+    try:
+        return from_kwargs(target, **kwargs)
+    except SpecError as exc:
+        if type(exc) is not SpecError:  # an unknown name keeps its own type and did-you-mean
+            raise
+        raise SpecError(f"{path}: {exc}") from None
