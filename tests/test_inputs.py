@@ -28,45 +28,47 @@ FP8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
 #: name -> (estimate keyword arguments, the same as a deployment file, a case, CLI arguments, expected Deployment)
 SAME = {
     "dense tp fp8": (
-        {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "precision": FP8, "engine": "vllm"},
-        "model: llama-3.1-70b\nhardware: h100-sxm\ntp: 4\nengine: vllm\n"
+        {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "precision": FP8, "engine": "vllm",
+         "allow_long_context": True},
+        "model: llama-3.1-70b\nhardware: h100-sxm\ntp: 4\nengine: vllm\nallow_long_context: true\n"
         "precision: {weights: fp8, activations: fp8, kv_cache: fp8}\n",
         {"parallelism": {"tp": 4}, "num_gpus": 4, "model": "llama-3.1-70b", "hardware": "h100-sxm",
          "precision": {"weights": "fp8", "activations": "fp8"}, "engine": "vllm"},
-        "llama-3.1-70b h100-sxm --tp 4 --weights fp8 --activations fp8 --kv-cache-dtype fp8 --engine vllm",
+        "llama-3.1-70b h100-sxm --tp 4 --weights fp8 --activations fp8 --kv-cache-dtype fp8 --engine vllm "
+        "--allow-long-context",
         Deployment.model_construct(
             model="llama-3.1-70b", hardware="h100-sxm", num_gpus=4, layout=Layout.model_construct(
                 tp=4, pp=1, ep=1, dp=1, attention_dp=False, expert_imbalance=1.0, micro_batches=None),
             precision=Precision.model_construct(weights="fp8", moe_weights=None, activations="fp8", kv_cache="fp8"),
             engine=Engine(name="vllm"), profile="default", attention="flash", cuda_graphs=True,
-            allow_long_context=False, price_per_gpu_hour=None, utilization=1.0, speculative=None, prefix_cache=None,
+            allow_long_context=True, price_per_gpu_hour=None, utilization=1.0, speculative=None, prefix_cache=None,
             disaggregation=None)),
     "moe ep attention_dp": (
         {"model": "qwen3-30b-a3b", "hardware": "h200-sxm", "tp": 4, "ep": 4, "attention_dp": True, "engine": "sglang",
-         "gpu_memory_utilization": 0.85},
+         "gpu_memory_utilization": 0.85, "allow_long_context": True},
         "model: qwen3-30b-a3b\nhardware: h200-sxm\ntp: 4\nep: 4\nattention_dp: true\nengine: sglang\n"
-        "gpu_memory_utilization: 0.85\n",
+        "gpu_memory_utilization: 0.85\nallow_long_context: true\n",
         {"parallelism": {"tp": 4, "ep": 4, "attention_dp": True}, "num_gpus": 4, "model": "qwen3-30b-a3b",
          "hardware": "h200-sxm", "precision": {}, "engine": "sglang", "scheduler": {"gpu_memory_utilization": 0.85}},
-        "qwen3-30b-a3b h200-sxm --tp 4 --ep 4 --attention-dp --engine sglang --gpu-memory-utilization 0.85",
+        "qwen3-30b-a3b h200-sxm --tp 4 --ep 4 --attention-dp --engine sglang --gpu-memory-utilization 0.85 --allow-long-context",
         Deployment.model_construct(
             model="qwen3-30b-a3b", hardware="h200-sxm", num_gpus=4, layout=Layout.model_construct(
                 tp=4, pp=1, ep=4, dp=1, attention_dp=True, expert_imbalance=1.0, micro_batches=None),
             precision=None, engine=Engine(name="sglang", gpu_memory_utilization=0.85), profile="default",
-            attention="flash", cuda_graphs=True, allow_long_context=False, price_per_gpu_hour=None, utilization=1.0,
+            attention="flash", cuda_graphs=True, allow_long_context=True, price_per_gpu_hour=None, utilization=1.0,
             speculative=None, prefix_cache=None, disaggregation=None)),
     "speculative and prefix cache": (
         {"model": "llama-3.1-8b", "hardware": "h100-sxm", "speculative": "eagle:k=4,accept=0.7", "prefix_cache": 0.5,
-         "engine": "trtllm"},
+         "engine": "trtllm", "allow_long_context": True},
         "model: llama-3.1-8b\nhardware: h100-sxm\nengine: trtllm\nspeculative: eagle:k=4,accept=0.7\n"
-        "prefix_cache: 0.5\n",
+        "prefix_cache: 0.5\nallow_long_context: true\n",
         {"model": "llama-3.1-8b", "hardware": "h100-sxm", "num_gpus": 1, "precision": {}, "engine": "trtllm",
          "speculative": {"method": "eagle", "draft_tokens": 4, "acceptance": 0.7}, "prefix_cache": {"hit_rate": 0.5}},
-        "llama-3.1-8b h100-sxm --engine trtllm --spec eagle:k=4,accept=0.7 --prefix-cache 0.5",
+        "llama-3.1-8b h100-sxm --engine trtllm --spec eagle:k=4,accept=0.7 --prefix-cache 0.5 --allow-long-context",
         Deployment.model_construct(
             model="llama-3.1-8b", hardware="h100-sxm", num_gpus=1, layout=Layout(), precision=None,
             engine=Engine(name="trtllm"), profile="default", attention="flash", cuda_graphs=True,
-            allow_long_context=False, price_per_gpu_hour=None, utilization=1.0,
+            allow_long_context=True, price_per_gpu_hour=None, utilization=1.0,
             speculative=Speculative.model_construct(method="eagle", k=4, acceptance=0.7, acceptance_length=None,
                                                     draft_model=None, draft_vocab_size=None, host_s=0.0,
                                                     source="stated by the user"),
@@ -74,16 +76,17 @@ SAME = {
                                                          replicas=1, cache_aware_routing=True),
             disaggregation=None)),
     "disaggregated": (
-        {"model": "llama-3.1-8b", "hardware": None, "disaggregation": "prefill=h200x4,decode=h200x8:tp4"},
-        "model: llama-3.1-8b\ndisaggregation:\n  prefill: {hardware: h200-sxm, num_gpus: 4}\n"
+        {"model": "llama-3.1-8b", "hardware": None, "disaggregation": "prefill=h200x4,decode=h200x8:tp4",
+         "allow_long_context": True},
+        "model: llama-3.1-8b\nallow_long_context: true\ndisaggregation:\n  prefill: {hardware: h200-sxm, num_gpus: 4}\n"
         "  decode: {hardware: h200-sxm, num_gpus: 8, tp: 4}\n",
         {"model": "llama-3.1-8b", "hardware": "h200-sxm", "num_gpus": 12, "precision": {}, "engine": "generic",
          "disaggregation": {"prefill": {"hardware": "h200-sxm", "num_gpus": 4},
                             "decode": {"hardware": "h200-sxm", "num_gpus": 8, "parallelism": {"tp": 4}}}},
-        "llama-3.1-8b --disagg prefill=h200x4,decode=h200x8:tp4",
+        "llama-3.1-8b --disagg prefill=h200x4,decode=h200x8:tp4 --allow-long-context",
         Deployment.model_construct(
             model="llama-3.1-8b", hardware=None, num_gpus=12, layout=Layout(), precision=None, engine=Engine(),
-            profile="default", attention="flash", cuda_graphs=True, allow_long_context=False,
+            profile="default", attention="flash", cuda_graphs=True, allow_long_context=True,
             price_per_gpu_hour=None, utilization=1.0, speculative=None, prefix_cache=None,
             disaggregation=Pools.model_construct(
                 prefill=PoolSpec.model_construct(hardware="h200-sxm", num_gpus=4, tp=4, precision=None, engine=None,

@@ -45,6 +45,7 @@ KEYS = {
     "kv_block_size": "tokens", "max_num_tokens": "tokens", "price_per_gpu_hour": "USD", "utilization": "number in (0, 1]",
     "waves": "true or false", "speculative": "text or mapping", "prefix_cache": "hit rate, text or mapping",
     "disaggregation": "text or mapping", "prefill_batch": "requests",
+    "allow_long_context": "true or false (contexts beyond the model's max_position_embeddings, RoPE scaling)",
     "engine_args": "an engine launch command: vllm serve ..., python -m sglang.launch_server ..., trtllm-serve ...",
 }
 

@@ -140,6 +140,8 @@ class Case(BaseModel):
         """The case's :class:`~inferlab.inputs.deployment.Deployment` (layout, precision, engine with
         its version and scheduler limits, speculation, prefix cache hit rate, disaggregated pools).
 
+        Long contexts are allowed: the engine served the measured run's context.
+
         Raises
         ------
         SpecError
@@ -152,7 +154,7 @@ class Case(BaseModel):
                                   "precision": case_precision(self) or None,
                                   "engine": {"name": case_engine(self), "version": self.engine_version,
                                              **(self.scheduler or {})},
-                                  "speculative": case_speculative(self)}
+                                  "speculative": case_speculative(self), "allow_long_context": True}
         if self.prefix_cache and self.prefix_cache.get("hit_rate") is not None:
             fields["prefix_cache"] = {"hit_rate": self.prefix_cache["hit_rate"]}
         if self.disaggregation:
@@ -173,12 +175,13 @@ class Case(BaseModel):
     def workload(self, num_requests: int = 1000) -> Any:
         """The case's :class:`~inferlab.inputs.workload.Workload`: its static batch, or its load with
         the case's request count (``num_requests`` when it states none; validation sizes its
-        simulations itself, :func:`~inferlab.validation.serving.serving_workload`)."""
+        simulations itself, :func:`~inferlab.validation.serving.serving_workload`). A static batch
+        that does not fit runs in waves, as the engines ran it."""
         from ..inputs.workload import Workload
 
         load, lengths = self.load, {"isl": self.isl, "osl": self.osl}
         if self.regime == "static_batch":
-            return Workload(batch_size=load.get("batch_size", 1), **lengths)
+            return Workload(batch_size=load.get("batch_size", 1), waves=True, **lengths)
         n = load.get("num_requests", num_requests)
         if "concurrency" in load:
             return Workload(concurrency=load["concurrency"], num_requests=n, **lengths)
