@@ -167,6 +167,20 @@ def _whole_clients(values: list[float]) -> list[float]:
     return values
 
 
+def _inputs_written(model: Any, hardware: Any, load: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """``{"deployment": ..., "workload": ...}`` of one run's arguments for ``--json``; empty when
+    they do not make a Deployment (serve then says what is wrong, in its own words)."""
+    from ..errors import InferlabError
+    from ..inputs.convert import from_kwargs
+
+    try:
+        deployment, workload = from_kwargs("serve", model=model, hardware=hardware, **load,
+                                           **{k: v for k, v in kw.items() if k != "overheads"})
+    except InferlabError:
+        return {}
+    return {"deployment": deployment.to_dict(), "workload": workload.to_dict()}
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
     from ..serve import serve
@@ -191,7 +205,7 @@ def run(args: argparse.Namespace) -> None:
         load: dict[str, Any] = ({"rate": args.rate} if args.rate is not None else {"offline": True} if args.offline
                                 else {"concurrency": int(_whole_clients(args.concurrency)[0])})
         result = serve(args.model, args.hardware, **load, **kw)
-        text, data = str(result), result.to_dict()
+        text, data = str(result), {**result.to_dict(), **_inputs_written(args.model, args.hardware, load, kw)}
         if not args.explain:  # explain() shows the interval itself
             from ..results.interval import interval_lines
 
