@@ -21,6 +21,7 @@ from inferlab.inputs.convert import from_deployment_file, from_kwargs
 from inferlab.inputs.deployment import Engine, Layout
 from inferlab.inputs.precision import Precision
 from inferlab.inputs.techniques import PoolSpec, Pools, PrefixCacheSpec, Speculative
+from inferlab.inputs.workload import Lengths
 from inferlab.validation.cases import Case
 
 FP8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
@@ -250,3 +251,29 @@ def test_typed_calls_refuse_mixed_arguments():
         estimate(d, Workload(rate=1.0, num_requests=5))
     with pytest.raises(SpecError, match="static batch"):
         Workload(batch_size=4, rate=1.0)
+
+
+def test_engine_args_in_a_file_and_on_the_command_line(tmp_path):
+    command = "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --quantization fp8 --max-num-batched-tokens 4096"
+    path = tmp_path / "launch.yaml"
+    path.write_text(f"engine_args: {command}\nhardware: h100-sxm\n")
+    # --quantization fp8 quantizes weights and activations (w:fp8 a:fp8); the KV cache stays the checkpoint's
+    expected = Deployment(model="llama-3.1-70b", hardware="h100-sxm", layout={"tp": 4},
+                          precision={"weights": "fp8", "activations": "fp8"},
+                          engine={"name": "vllm", "max_num_batched_tokens": 4096})
+    args = build_parser().parse_args(["estimate", "h100-sxm", "--engine-args", command])
+    assert from_deployment_file(path)[0] == expected
+    assert inputs_of(args)[0] == expected
+
+
+def test_workload_refusals():
+    with pytest.raises(SpecError, match="unknown key"):
+        Workload.from_dict({"batch_size": 1, "colour": "red"})
+    with pytest.raises(SpecError, match="not a uniform distribution"):
+        Workload(batch_size=1, isl=Lengths("uniform", low=1, high=4))
+    with pytest.raises(SpecError, match="applies only to a static batch"):
+        Workload(rate=1.0, waves=True)
+    with pytest.raises(SpecError, match="prefix structure is simulated with traffic"):
+        Workload(batch_size=1, prefix="shared:tokens=10")
+    with pytest.raises(SpecError, match="describe traffic"):
+        from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", seed=2)
