@@ -16,8 +16,8 @@ import tracemalloc
 
 import numpy as np
 
-from inferlab.estimate import estimate
-from inferlab.sweep import sweep
+from inferlab.phases.estimate import estimate
+from inferlab.phases.sweep import sweep
 
 
 def _best(fn, repeat):

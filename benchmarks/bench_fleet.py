@@ -22,7 +22,7 @@ import sys
 import time
 
 import inferlab
-from inferlab.serve import serve
+from inferlab.serving.serve import serve
 
 DAY_REQUESTS = 20.0 * 86400.0
 TARGET_S = 60.0

@@ -19,7 +19,7 @@ import pstats
 import sys
 import time
 
-from inferlab.serve import serve
+from inferlab.serving.serve import serve
 
 CASES = (
     ("llama-3.1-8b", "h100-sxm", 1, "bf16", {"rate": 8.0}),

@@ -13,7 +13,7 @@ import pytest
 import inferlab
 from inferlab import serve
 from inferlab.engines.render import parse_engine_args
-from inferlab.serving.scheduler import ENGINE_SCHEDULERS
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS
 from inferlab.serving.stepmodel import StepModel
 
 ADP = dict(tp=8, ep=8, attention_dp=True, precision="fp8", engine="trtllm-pytorch")

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.calibration.fit_bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
+from inferlab.fitting.bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
 from inferlab.calibration.profile import load_profile
 from inferlab.cli.main import main
 from inferlab.validation.bench import bench_cases, given_deployment

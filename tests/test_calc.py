@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.calc import evaluate
-from inferlab.calc_syntax import AmbiguousExpressionError, tokenize
+from inferlab.calc.evaluator import evaluate
+from inferlab.calc.syntax import AmbiguousExpressionError, tokenize
 from inferlab.cli.main import main
 from inferlab.errors import InferlabError, UnitError, UnknownNameError
 

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from inferlab import estimate
-from inferlab.calibration.fit import calibrate, round_tree, source_for
-from inferlab.calibration.fit_ops import assemble_profile, fit_engine_gpu, fit_ops, median_fragment
+from inferlab.fitting.fit import calibrate, round_tree, source_for
+from inferlab.fitting.ops import assemble_profile, fit_engine_gpu, fit_ops, median_fragment
 from inferlab.calibration.profile import Profile, profile_file
 from inferlab.cli.validate import add_parsers
 from inferlab.validation.cases import load_cases
@@ -137,7 +137,7 @@ def test_sm120_blackwell_runs_ada_kernels_not_the_b200s():
     (1.79 TB/s, datasheet) reads 16.1 GB of weights per token: at least 9.0 ms; borrowing the
     B200's 265-row tiles at a tenth of its peak made it 26 ms, three times that."""
     from inferlab.calibration.profile import hardware_family
-    from inferlab.estimate import estimate
+    from inferlab.phases.estimate import estimate
     from inferlab.specs.catalog import load_hardware
 
     assert hardware_family(load_hardware("rtx-5090").architecture) == "ada"

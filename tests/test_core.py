@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from inferlab import InfeasibleError, Q, load_hardware, load_model
 from inferlab.core.graph import Step, build_graph, experts_touched
 from inferlab.core.ops import Attention
-from inferlab.core.phases import decode, prefill
+from inferlab.techniques.step import decode, prefill
 from inferlab.core.timing import roofline_seconds
-from inferlab.errors import DimensionError
-from inferlab.estimate import deployment, estimate
+from inferlab.unit_registry import DimensionError
+from inferlab import estimate
+from inferlab.inputs.resolve import deployment
 from inferlab.techniques.tensor_parallel import apply_tensor_parallel
 
 H100_BW = 3.35e12       # B/s, NVIDIA H100 SXM datasheet
@@ -145,7 +146,7 @@ def test_in_step_scaled_gemm_runs_the_small_m_tactic():
     from inferlab.calibration.profile import Profile
     from inferlab.core.ops import Gemm
     from inferlab.core.timing import time_op
-    from inferlab.techniques.quantization import tensor_flops_per_s
+    from inferlab.core.quantization import tensor_flops_per_s
 
     hw = load_hardware("b200")
     bw, peak = hw.memory_bandwidth.si, tensor_flops_per_s(hw, "nvfp4")

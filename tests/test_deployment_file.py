@@ -9,7 +9,7 @@ import pytest
 
 from inferlab import SpecError
 from inferlab.cli.main import main
-from inferlab.deployment_file import load_deployment_file
+from inferlab.inputs.files import load_deployment_file
 from inferlab.techniques.speculative import SpeculativeConfig
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples" / "deployments").glob("*.yaml"))

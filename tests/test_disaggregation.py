@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError
-from inferlab.core.phases import decode, mean_decode_step_s, prefill
-from inferlab.estimate import deployment
-from inferlab.disaggregated import compare_with_aggregated, estimate_disaggregated
+from inferlab.techniques.step import decode, mean_decode_step_s, prefill
+from inferlab.inputs.resolve import deployment
+from inferlab.phases.compare import compare_with_aggregated
+from inferlab.phases.disaggregated import estimate_disaggregated
 from inferlab.techniques.disaggregation import (NETWORK_LATENCY_S, Disaggregation, Pool, exposed_transfer_s, kv_link,
                                                 kv_transfer)
 

@@ -19,7 +19,7 @@ from inferlab.economics import (
     cost_per_million_tokens, plan_capacity, replicas_needed, reserved_replicas, traffic_costs,
     utilization_for_cost, warm_headroom,
 )
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 
 prices = st.floats(0.01, 100.0)
 shares = st.floats(0.01, 1.0)

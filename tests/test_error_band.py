@@ -15,7 +15,7 @@ import inferlab
 from inferlab.calibration.error_band import (
     LEVELS, ErrorBandTable, MissingBandError, Residual, band_file, build_table, coverage, parse_table, read_table,
     table_yaml, weibull_quantiles)
-from inferlab.calibration.fit_error_band import residuals, without_family
+from inferlab.fitting.error_bands import residuals, without_family
 from inferlab.calibration.profile import profile_file
 from inferlab.cli.main import main
 from inferlab.errors import InferlabError, SpecError, UnknownNameError

@@ -9,8 +9,8 @@ import pytest
 
 from inferlab import SpecError, UnknownNameError
 from inferlab.cli.main import main
-from inferlab.estimate import estimate
-from inferlab.sweep import sweep
+from inferlab.phases.estimate import estimate
+from inferlab.phases.sweep import sweep
 
 
 def test_estimate_result_surface():

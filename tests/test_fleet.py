@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 
 import inferlab
 from inferlab.errors import SpecError
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.fleet import Admission, Autoscaler, Failures, Profile, RouterConfig, availability, replicas_for
 from inferlab.fleet.api import availability_of, build_requests
 from inferlab.fleet.autoscaler import desired_replicas
 from inferlab.fleet.simulation import OK, FleetConfig, ReplicaKind, run
 from inferlab.fleet.traffic import plain
-from inferlab.serve import engine_scheduler, kv_capacity_tokens, scheduler_for, serve
+from inferlab import serve
+from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 from inferlab.serving.stepmodel import StepModel
 
 MODEL, GPU = "llama-3.1-8b", "h100-sxm"

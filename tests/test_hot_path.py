@@ -7,8 +7,8 @@ import json
 import numpy as np
 
 import inferlab
-from inferlab.core import phases
-from inferlab.sweep import _blocks
+from inferlab.techniques import step as phases
+from inferlab.phases.sweep import _blocks
 
 
 def _dump(est) -> str:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from inferlab import Deployment, SpecError, UnknownNameError, Workload, estimate, serve
 from inferlab.cli.estimate_cmd import inputs_of
 from inferlab.cli.main import build_parser
-from inferlab.inputs.convert import from_deployment_file, from_kwargs
+from inferlab.inputs.convert import deployment_of, from_deployment_file, from_kwargs
 from inferlab.inputs.deployment import Engine, Layout
 from inferlab.inputs.precision import Precision
 from inferlab.inputs.techniques import PoolSpec, Pools, PrefixCacheSpec, Speculative
@@ -110,7 +110,7 @@ def test_one_deployment_from_kwargs_file_case_and_cli(name, tmp_path):
     path = tmp_path / "deployment.yaml"
     path.write_text(text)
     args = build_parser().parse_args(["estimate", *argv.split()])
-    written = [from_kwargs(**kwargs)[0], Deployment.from_kwargs(**kwargs), from_deployment_file(path)[0],
+    written = [from_kwargs(**kwargs)[0], deployment_of(kwargs), from_deployment_file(path)[0],
                _case(case).deployment(), inputs_of(args)[0]]
     assert all(d == expected for d in written), [d for d in written if d != expected]
 

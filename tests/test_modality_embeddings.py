@@ -94,7 +94,7 @@ def test_a_pass_is_the_roofline_on_pint_quantities():
     # The same FullAttention op timed in SI floats by time_pass and on pint quantities by the
     # core's roofline: equal, and swapping the peak and the bandwidth is a dimension error.
     from inferlab.core.timing import roofline_seconds
-    from inferlab.errors import DimensionError
+    from inferlab.unit_registry import DimensionError
     from inferlab.modalities.passes import DATASHEET, FullAttention, time_pass
     from inferlab.specs.catalog import load_hardware
     from inferlab.units import Q

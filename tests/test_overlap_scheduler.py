@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from inferlab.estimate import deployment
-from inferlab.serving.scheduler import ENGINE_SCHEDULERS
+from inferlab.inputs.resolve import deployment
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS
 from inferlab.serving.stepmodel import StepModel
 
 HOST_S, EXPOSED_S = 2e-3, 0.3e-3

@@ -10,11 +10,12 @@ from hypothesis import strategies as st
 from inferlab import InfeasibleError, SpecError, load_hardware, load_model
 from inferlab.calibration.profile import ROOFLINE
 from inferlab.core.interconnect import all_reduce_s, all_to_all_s, layout
-from inferlab.core.phases import decode, prefill
-from inferlab.estimate import deployment, estimate
-from inferlab.techniques.parallelism import Parallelism, weights_per_gpu
+from inferlab.techniques.step import decode, prefill
+from inferlab import estimate
+from inferlab.inputs.resolve import deployment
+from inferlab.core.parallelism import Parallelism, weights_per_gpu
 from inferlab.techniques.pipeline import bubble_fraction
-from inferlab.techniques.quantization import PrecisionConfig
+from inferlab.core.quantization import PrecisionConfig
 
 NVLINK4 = 450e9   # H100/H200 NVLink, per GPU per direction [B/s]
 CX7 = 50e9        # ConnectX-7 400 Gb/s [B/s]
@@ -192,7 +193,7 @@ def test_unit_layout_is_identity(batch, isl):
 def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
     """vLLM's ``--data-parallel-size 8 --enable-expert-parallel`` is TensorRT-LLM's tp=8, ep=8
     with attention DP: one stage of 8 GPUs, attention data-parallel, experts over all 8."""
-    from inferlab.techniques.parallelism import expert_layout
+    from inferlab.core.parallelism import expert_layout
 
     assert expert_layout(1, 8, 8, False) == (8, 8, 1, True)
     assert expert_layout(8, 8, 1, True) == (8, 8, 1, True)  # already in this convention
@@ -201,7 +202,7 @@ def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
 
 def test_fp4_only_datasheet_derives_wider_rates():
     """Rubin CPX states only NVFP4 (30 PFLOPS): FP8 runs at half, BF16 at a quarter of it."""
-    from inferlab.techniques.quantization import supported_precision, tensor_flops_per_s
+    from inferlab.core.quantization import supported_precision, tensor_flops_per_s
 
     hw = load_hardware("rubin-cpx")
     fp4 = hw.flops["fp4"].si
@@ -216,7 +217,7 @@ def test_vllm_data_parallel_experts_are_refused_with_the_equivalent_layout():
     # vLLM's --data-parallel-size 8 --enable-expert-parallel: 8 attention ranks, experts over all 8;
     # here that is tp=8, ep=8 with attention data parallelism (dp counts independent replicas)
     from inferlab.errors import SpecError
-    from inferlab.techniques.parallelism import Parallelism
+    from inferlab.core.parallelism import Parallelism
 
     with pytest.raises(SpecError) as info:
         Parallelism(tp=1, dp=8, ep=8)

@@ -16,8 +16,9 @@ from inferlab.planning.candidate import Probe
 from inferlab.planning.fluid import OperatingPoints, admission_wait_s, slot_wait_s
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
-from inferlab.planning.sizing import probe_requests, size_by_simulation, smallest_meeting, techniques
-from inferlab.serve import serve
+from inferlab.planning.probes import probe_requests, smallest_meeting, techniques
+from inferlab.planning.sizing import size_by_simulation
+from inferlab.serving.serve import serve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
 
@@ -199,7 +200,7 @@ def test_every_simulated_count_against_brute_force_p99(source):
 def test_a_queue_that_falls_behind_misses_even_without_a_ttft_objective():
     from types import SimpleNamespace
 
-    from inferlab.planning.sizing import queue_grows
+    from inferlab.planning.probes import queue_grows
 
     # arrivals at t = 0..999 s. Served at once: the backlog is always 0 -> stable.
     # Scheduled at 1.2 t (the server falls 20% behind): backlog(t) = #{i: t/1.2 < i <= t} ~ t/6,
@@ -259,7 +260,7 @@ def test_a_budget_with_free_gpus_bounds_nothing():
 
 
 def test_binding_names_slos_apart_from_the_deadline_and_a_growing_queue():
-    from inferlab.planning.sizing import _binding
+    from inferlab.planning.probes import _binding
 
     assert _binding("TPOT") == "TPOT SLO"
     assert _binding("TTFT+TPOT") == "TTFT+TPOT SLO"

@@ -24,9 +24,9 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from inferlab.core.graph import Step
-from inferlab.core.phases import run_step
+from inferlab.techniques.step import run_step
 from inferlab.errors import InferlabError
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b",
           "gpt-oss-120b", "llama-4-scout", "deepseek-v3")

@@ -12,9 +12,9 @@ from hypothesis import given, strategies as st
 from inferlab import InfeasibleError, estimate
 from inferlab.cli.main import main
 from inferlab.errors import SpecError, UnknownNameError
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.precision import FORMATS
-from inferlab.techniques.quantization import PrecisionConfig
+from inferlab.core.quantization import PrecisionConfig
 
 GB = 1e9
 #: MXFP4: 4-bit elements plus one 8-bit E8M0 scale per 32 elements = 4.25 bits [OCP MX v1.0].

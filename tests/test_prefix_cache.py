@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from inferlab import SpecError
 from inferlab.core.ops import Attention, Gemm
-from inferlab.core.phases import prefill
-from inferlab.estimate import deployment
+from inferlab.techniques.step import prefill
+from inferlab.inputs.resolve import deployment
 from inferlab.techniques.prefix_cache import (PrefixCache, effective_cached_tokens, kv_resident_tokens,
                                               prefill_with_cache)
 

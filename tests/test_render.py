@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from inferlab import load_hardware, load_model
-from inferlab.results.render import hardware_dict, model_dict, text_table
+from inferlab.results.render import text_table
+from inferlab.specs.render import hardware_dict, model_dict
 
 
 def test_hardware_html_lists_figures_with_sources():

@@ -15,7 +15,7 @@ import pytest
 from inferlab.cli.main import build_parser, main
 from inferlab.errors import InfeasibleError, SpecError
 from inferlab.planning.planner import plan
-from inferlab.planning.sizing import probe_requests, slo_probe
+from inferlab.planning.probes import probe_requests, slo_probe
 from inferlab.planning.scenario import load_scenario
 from inferlab.inputs.workload import Lengths
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 import inferlab
 from inferlab.errors import SpecError
-from inferlab.serving.scheduler import SchedulerConfig
+from inferlab.engines.scheduler import SchedulerConfig
 from inferlab.inputs.workload import Lengths, Workload
 
 SMALL = {"num_requests": 8}

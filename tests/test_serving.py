@@ -14,13 +14,13 @@ from hypothesis import strategies as st
 import inferlab
 from inferlab.cli.main import main
 from inferlab.errors import InfeasibleError, InferlabError, SpecError
-from inferlab.serve import serve
+from inferlab.serving.serve import serve
 from inferlab.serving.curve import LoadCurve, knee_index, load_sweep
 from inferlab.serving.goodput import goodput, max_rate_meeting_slo
 from inferlab.serving.overheads import ClientOverheads
 from inferlab.serving.progress import Progress
 from inferlab.serving.result import ServeResult
-from inferlab.serving.scheduler import SchedulerConfig
+from inferlab.engines.scheduler import SchedulerConfig
 from inferlab.serving.simulator import Trace
 
 FEW = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -92,7 +92,7 @@ def test_closed_loop_clients_split_over_pipeline_batches_and_replicas():
 
 def test_requests_the_pool_cannot_hold_and_empty_outputs_are_refused():
     from inferlab import InfeasibleError
-    from inferlab.serving.scheduler import SchedulerConfig
+    from inferlab.engines.scheduler import SchedulerConfig
     from inferlab.serving.simulator import simulate
     from inferlab.serving.stepmodel import StepModel
 
@@ -107,7 +107,7 @@ def test_requests_the_pool_cannot_hold_and_empty_outputs_are_refused():
 def test_preempted_transferred_requests_are_recomputed():
     """Decode-pool requests arrive with their KV; once preempted it is gone, and re-admission
     prefills prompt + generated tokens again, as in an aggregated engine."""
-    from inferlab.serving.scheduler import SchedulerConfig
+    from inferlab.engines.scheduler import SchedulerConfig
     from inferlab.serving.simulator import simulate
     from inferlab.serving.stepmodel import StepModel
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 import inferlab
 from inferlab.cli.main import main
 from inferlab.errors import SpecError
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.planning.scenario import load_scenario
-from inferlab.serve import serve
+from inferlab.serving.serve import serve
 from inferlab.serving.prefix_cache import PrefixCache
 from inferlab.serving.prefixes import Prefixes
 from inferlab.serving.speculation import SpeculativeDecoding, drafter_memory
@@ -93,7 +93,8 @@ def test_drafter_memory_by_hand_and_fewer_kv_blocks():
     mem = drafter_memory(dep, spec)
     assert mem.weight_bytes == pytest.approx(4.015e9, rel=0.01)
     assert mem.kv_bytes_per_token == 32768.0 and mem.lookahead_tokens == 4
-    from inferlab.serve import ENGINE_SCHEDULERS, kv_capacity_tokens
+    from inferlab.engines.scheduler import ENGINE_SCHEDULERS
+    from inferlab.serving.replica import kv_capacity_tokens
 
     sched = ENGINE_SCHEDULERS["vllm"]
     plain, with_draft = kv_capacity_tokens(dep, sched), kv_capacity_tokens(dep, sched, mem)

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import yaml
 
-from inferlab.calibration.fit_serving import fit_serving_terms, with_engine_terms
+from inferlab.fitting.serving import fit_serving_terms, with_engine_terms
 from inferlab.calibration.profile import profile_file
-from inferlab.estimate import deployment
-from inferlab.serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+from inferlab.inputs.resolve import deployment
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS
+from inferlab.serving.replica import kv_capacity_tokens, scheduler_for
 from inferlab.validation.cases import Case, case_layout, load_cases
 from inferlab.validation.predict import predict_cases
 from inferlab.validation.serving import (
@@ -177,7 +178,7 @@ def test_public_serving_errors_reach_the_stated_levels():
 def test_offline_request_cap_scales_with_replicas():
     """Offline runs hold every replica's in-flight sequences several times over: the cap on
     simulated requests is per replica (one replica is simulated with 1/dp of the requests)."""
-    from inferlab.estimate import deployment
+    from inferlab.inputs.resolve import deployment
     from inferlab.validation.serving import MAX_REQUESTS, serving_workload
 
     one = serving_workload(deployment("llama-3.1-8b", "b200", precision="fp8", engine="trtllm"), "trtllm",

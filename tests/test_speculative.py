@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab import load_model
-from inferlab.core.phases import decode, mean_decode_step_s
+from inferlab.techniques.step import decode, mean_decode_step_s
 from inferlab.errors import SpecError
-from inferlab.estimate import deployment
+from inferlab.inputs.resolve import deployment
 from inferlab.specs.model import ModelSpec
 from inferlab.techniques.speculative import (
     PRESETS,

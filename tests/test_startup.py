@@ -36,15 +36,16 @@ def test_quick_commands_load_nothing_heavy_once_the_specs_are_cached(tmp_path, a
 
 
 def test_public_names_resolve_to_what_they_name():
-    import inferlab.estimate  # noqa: F401 - the module, imported the way a user might
-    import inferlab.sweep  # noqa: F401
+    import inferlab.explore  # noqa: F401 - the package, imported the way a user might
 
-    assert callable(inferlab.estimate) and inferlab.estimate.__module__ == "inferlab.estimate"
+    assert callable(inferlab.explore) and inferlab.explore.__module__ == "inferlab.explore"
+    assert callable(inferlab.estimate) and inferlab.estimate.__module__ == "inferlab.phases.estimate"
     assert callable(inferlab.sweep) and callable(inferlab.serve)
     assert set(inferlab.__all__) <= set(dir(inferlab))
     for name in inferlab.__all__:
         assert getattr(inferlab, name) is not None
-    from inferlab.errors import DimensionError, UnitError
+    from inferlab.errors import UnitError
+    from inferlab.unit_registry import DimensionError
 
     assert inferlab.DimensionError is DimensionError and issubclass(DimensionError, UnitError)
 

@@ -24,21 +24,21 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
-    "evaluate": ".calc",
+    "evaluate": ".calc.evaluator",
     "Deployment": ".inputs.deployment",
     "Workload": ".inputs.workload",
-    "estimate": ".estimate",
+    "estimate": ".phases.estimate",
     "explore": ".explore",
     **dict.fromkeys(("InfeasibleError", "InferlabError", "SpecError", "UnitError",
                      "UnknownNameError"), ".errors"),
     **dict.fromkeys(("FORMATS", "NumberFormat", "number_format"), ".precision"),
-    "serve": ".serve",
+    "serve": ".serving.serve",
     "fleet": ".fleet",
     **dict.fromkeys(("hardware_ids", "load_hardware", "load_model", "model_ids", "parse_hardware", "parse_model"),
                     ".specs.catalog"),
     "HardwareSpec": ".specs.hardware",
     **dict.fromkeys(("LayerSpec", "MLASpec", "ModelSpec", "MoESpec"), ".specs.model"),
-    "sweep": ".sweep",
+    "sweep": ".phases.sweep",
     "DimensionError": ".unit_registry",
     **dict.fromkeys(("Q", "to_si", "ureg"), ".units"),
 }
@@ -63,8 +63,8 @@ def __dir__() -> list[str]:
 
 
 class _Package(types.ModuleType):
-    """The package module; importing ``inferlab.estimate`` (the module) must not replace
-    ``inferlab.estimate`` (the function), as it would by default once names load lazily."""
+    """The package module; importing ``inferlab.explore`` (the package) must not replace
+    ``inferlab.explore`` (the function), as it would by default once names load lazily."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _SHADOWED and isinstance(value, types.ModuleType):

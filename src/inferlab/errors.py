@@ -4,9 +4,8 @@ Every error a user can cause derives from :class:`InferlabError`, so a script ca
 one type. Messages say what is wrong, where, what is allowed and how to fix it.
 
 :class:`~inferlab.unit_registry.DimensionError` is also a :class:`pint.DimensionalityError`, so
-it is defined beside the unit registry in :mod:`inferlab.unit_registry`;
-``inferlab.errors.DimensionError`` names it too, imported on first use so that this module
-does not load pint.
+it is defined beside the unit registry in :mod:`inferlab.unit_registry` (and named
+``inferlab.DimensionError``), so that this module does not load pint.
 """
 
 from __future__ import annotations
@@ -113,11 +112,3 @@ def cli_spelling(flags: dict[str, str]) -> Iterator[None]:
         yield
     finally:
         _OPTION_SPELLING.reset(token)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "DimensionError":
-        from .unit_registry import DimensionError
-
-        return DimensionError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""``inferlab.calc.evaluate``: expressions a user types into ``inferlab calc`` (and ``--to``).
+"""``inferlab.calc.evaluator``: expressions a user types into ``inferlab calc`` (and ``--to``).
 
 Expressions are built from numbers (small, huge, long, with exponents and percent), units,
 catalog references (real and misspelled), operators, parentheses, powers and garbage, so that
@@ -7,9 +7,9 @@ well-formed, ambiguous and malformed text are all drawn.
 
 from hypothesis import strategies as st
 
-from inferlab.calc import evaluate
+from inferlab.calc.evaluator import evaluate
 
-from . import Entry
+from  import Entry
 
 _UNITS = ["GB", "GiB", "TB/s", "Gb/s", "ms", "s", "h", "min", "tok", "ktok", "tokens/s", "USD/h", "$", "W",
           "Hz", "FLOP", "TFLOPS", "FLOP/B", "percent", "billion", "B", "kW*h", "s**2", "K", "gilbert", "ref0_"]

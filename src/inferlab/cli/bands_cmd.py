@@ -31,7 +31,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab error-bands``."""
     from ..calibration.error_band import table_yaml
-    from ..calibration.fit_error_band import fit_error_bands
+    from ..fitting.error_bands import fit_error_bands
     from ..validation.cases import PUBLIC_FILES, load_cases
     from .main import _emit
 

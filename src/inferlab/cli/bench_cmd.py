@@ -66,7 +66,7 @@ def _ms_or_factor(term: str, value: float) -> str:
 
 def calibrate_bench(args: argparse.Namespace) -> None:
     """``inferlab calibrate --bench FILE... --out PATH``."""
-    from ..calibration.fit_bench import TERMS, fit_bench, profile_yaml
+    from ..fitting.bench import TERMS, fit_bench, profile_yaml
 
     cases = bench_case_list(args)
     report = fit_bench(cases, profile=args.profile, holdout=args.holdout)

@@ -66,7 +66,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from ..deployment_file import read_deployment_file
+    from ..inputs.files import read_deployment_file
     from . import engine_args
 
     kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> None:
     """Run ``inferlab estimate``."""
     import numpy as np
 
-    from ..estimate import estimate
+    from ..phases.estimate import estimate
     from .main import _emit
 
     kw = _kwargs(args)
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> None:
     text = str(est)
     data = {**est.to_dict(), **written}
     if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
-        from ..results.interval import estimate_interval_text
+        from ..phases.interval import estimate_interval_text
 
         text += "\n" + estimate_interval_text(est)
     if args.plot and hasattr(est, "op_table"):

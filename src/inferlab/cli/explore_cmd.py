@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> None:
     if args.port is not None and not 0 <= args.port <= 65535:
         raise InferlabError(f"--port must be in [0, 65535], got {args.port}")
     if args.model or args.gpu:  # an unknown name is refused here, with the closest ones, not on the page
-        from ..estimate_inputs import resolve_hardware, resolve_model
+        from ..inputs.resolve import resolve_hardware, resolve_model
 
         if args.model:
             resolve_model(args.model)

@@ -52,7 +52,7 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def _hardware_list(args: argparse.Namespace) -> None:
-    from ..results.render import hardware_dict, in_unit
+    from ..specs.render import hardware_dict, in_unit
     from ..specs.catalog import hardware_ids, load_hardware
 
     specs = [load_hardware(i) for i in hardware_ids()]
@@ -71,7 +71,8 @@ def _hardware_list(args: argparse.Namespace) -> None:
 
 
 def _hardware_show(args: argparse.Namespace) -> None:
-    from ..results.render import hardware_dict, pretty
+    from ..results.render import pretty
+    from ..specs.render import hardware_dict
     from ..specs.catalog import load_hardware
 
     h = load_hardware(args.id)
@@ -92,7 +93,7 @@ def _hardware_show(args: argparse.Namespace) -> None:
 
 
 def _models_list(args: argparse.Namespace) -> None:
-    from ..results.render import model_dict
+    from ..specs.render import model_dict
     from ..specs.catalog import load_model, model_ids
 
     specs = [load_model(i) for i in model_ids()]
@@ -109,7 +110,8 @@ def _models_list(args: argparse.Namespace) -> None:
 
 
 def _models_show(args: argparse.Namespace) -> None:
-    from ..results.render import model_dict, pretty
+    from ..results.render import pretty
+    from ..specs.render import model_dict
     from ..specs.catalog import load_model
     from ..units import Q
 
@@ -145,7 +147,7 @@ def _models_show(args: argparse.Namespace) -> None:
 
 
 def _calc(args: argparse.Namespace) -> None:
-    from ..calc import evaluate
+    from ..calc.evaluator import evaluate
     from ..results.render import pretty
 
     result = evaluate(args.expression, to=args.to)

@@ -183,7 +183,7 @@ def _inputs_written(model: Any, hardware: Any, load: dict[str, Any], kw: dict[st
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
-    from ..serve import serve
+    from ..serving.serve import serve
     from ..serving.curve import load_sweep
     from ..serving.goodput import check_percentile, goodput
     from .main import _emit
@@ -207,7 +207,7 @@ def run(args: argparse.Namespace) -> None:
         result = serve(args.model, args.hardware, **load, **kw)
         text, data = str(result), {**result.to_dict(), **_inputs_written(args.model, args.hardware, load, kw)}
         if not args.explain:  # explain() shows the interval itself
-            from ..results.interval import interval_lines
+            from ..phases.interval import interval_lines
 
             text += "\n" + "\n".join(interval_lines(result))
         if slo:

@@ -63,7 +63,7 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def _op_stats(table: Any, profile: str) -> list[ErrorStats]:
-    from ..calibration.fit import op_error_stats
+    from ..fitting.fit import op_error_stats
     from ..validation.ops import predict_ops
 
     return op_error_stats(table, predict_ops(table, profile), "op")
@@ -102,7 +102,7 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    from ..calibration.fit import calibrate, profile_yaml, source_for
+    from ..fitting.fit import calibrate, profile_yaml, source_for
     from ..validation.cases import load_cases
     from ..validation.ops import read_ops
     from ..validation.summary import stats_rows

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
-from ..techniques.quantization import PrecisionConfig
+from .quantization import PrecisionConfig
 from .ops import ArrayLike, Attention, Elementwise, Gemm, Op
 
 Phase = Literal["prefill", "decode"]

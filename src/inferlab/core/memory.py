@@ -14,8 +14,8 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..techniques.parallelism import Parallelism, weights_per_gpu
-from ..techniques.quantization import PrecisionConfig
+from .parallelism import Parallelism, weights_per_gpu
+from .quantization import PrecisionConfig
 
 #: CUDA context, library workspaces and communication buffers outside the engine's pool.
 DEFAULT_RESERVE_BYTES = 1.0 * 2**30
@@ -56,7 +56,7 @@ class MemoryPlan:
 
 def weight_bytes_per_gpu(model: ModelSpec, precision: PrecisionConfig, tp: int) -> float:
     """Stored weights per GPU of a ``tp``-way tensor-parallel replica [B] (see
-    :func:`inferlab.techniques.parallelism.weights_per_gpu` for every layout)."""
+    :func:`inferlab.core.parallelism.weights_per_gpu` for every layout)."""
     return weights_per_gpu(model, precision, Parallelism(tp=tp))
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..calibration.profile import GemmCurve, Profile
 from ..specs.hardware import HardwareSpec
-from ..techniques.quantization import tensor_flops_per_s
+from .quantization import tensor_flops_per_s
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ..techniques.parallelism import weights_per_gpu
+from ..core.parallelism import weights_per_gpu
 from ._common import jsonable, non_negative, positive, scalar_or_array, table, whole
 
 #: A new GPU machine (VM or node) from request to ready, drivers included. An assumption:
@@ -97,7 +97,7 @@ def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_
 
     Parameters
     ----------
-    deployment : inferlab.core.phases.Deployment, optional
+    deployment : inferlab.techniques.step.Deployment, optional
         Takes the weights per GPU from its model, precision and layout, and ``num_gpus``
         from one replica (``tp x pp``). Give it or ``weight_bytes_per_gpu``.
     weight_bytes_per_gpu : float or array_like or pint.Quantity, optional

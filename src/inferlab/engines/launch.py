@@ -52,7 +52,7 @@ class EngineLaunch:
     checkpoint : str or None
         The checkpoint the command launches, as written; None: the catalog card's repository.
     tp, pp, ep, dp : int
-        inferlab's layout (:class:`~inferlab.techniques.parallelism.Parallelism`): GPUs per
+        inferlab's layout (:class:`~inferlab.core.parallelism.Parallelism`): GPUs per
         stage, stages, expert groups inside a stage, independent replicas.
     attention_dp : bool
         Attention data-parallel over the stage's GPUs.
@@ -61,8 +61,8 @@ class EngineLaunch:
     dtype : str or None
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
     max_num_seqs, max_num_batched_tokens, chunked_prefill, gpu_memory_utilization, kv_block_size
-        Scheduler limits (:class:`~inferlab.serving.scheduler.SchedulerConfig`); None: the
-        engine's default (:data:`~inferlab.serve.ENGINE_SCHEDULERS`).
+        Scheduler limits (:class:`~inferlab.engines.scheduler.SchedulerConfig`); None: the
+        engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token]; kept for the round trip.
     prefix_caching : bool or None
@@ -114,7 +114,7 @@ class EngineLaunch:
         if not any(kinds.values()):
             return None
         if all(kinds.values()):
-            from ..techniques.quantization import PrecisionConfig
+            from ..core.quantization import PrecisionConfig
 
             if PrecisionConfig.derived(kinds["weights"]) == PrecisionConfig(**kinds):  # type: ignore[arg-type]
                 return kinds["weights"]
@@ -232,7 +232,7 @@ def _same(key: str, a: Any, b: Any) -> bool:
 
 def _precision_kinds(text: Any) -> dict[str, str]:
     """The kinds a precision text sets over the checkpoint (``"fp8"`` sets all three)."""
-    from ..techniques.quantization import PrecisionConfig
+    from ..core.quantization import PrecisionConfig
 
     tokens = str(text).split()
     out: dict[str, str] = {}

@@ -135,7 +135,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
 
 
 #: Attention-DP balancing as inferlab's TensorRT-LLM scheduler runs it (NVIDIA's DeepSeek-R1
-#: recipes; :data:`inferlab.serving.scheduler.ENGINE_SCHEDULERS`).
+#: recipes; :data:`inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
 BALANCE_MODELLED = {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}
 
 

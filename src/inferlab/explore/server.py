@@ -91,7 +91,7 @@ class _Jobs:
     def _run(self, job_id: str, knobs: Any, mode: str, loads: list[float], requests: int,
              slo_s: tuple[float | None, float | None]) -> None:
         from ..errors import InferlabError
-        from ..serve import serve
+        from ..serving.serve import serve
         from ..serving.curve import LoadCurve
         from .views import load_curve_view
 
@@ -210,7 +210,7 @@ def warm_up() -> None:
     with LIBRARY_LOCK:
         catalog_view()
         estimate_view(Knobs())
-        from ..serve import serve  # noqa: F401 - the serving tab's modules
+        from ..serving.serve import serve  # noqa: F401 - the serving tab's modules
         from ..serving.curve import LoadCurve  # noqa: F401
 
 

@@ -41,7 +41,7 @@ def _nums(x: Any) -> list[float | None]:
 
 def catalog_view() -> dict[str, Any]:
     """Models, GPUs, engines and number formats the menus list."""
-    from ..estimate_inputs import ENGINES
+    from ..inputs.resolve import ENGINES
     from ..precision import FORMATS
     from ..specs.catalog import hardware_ids, model_ids
 
@@ -57,7 +57,7 @@ def estimate_view(knobs: Knobs) -> dict[str, Any]:
     InferlabError
         Bad knobs, or a configuration that does not run (its message says why).
     """
-    from ..estimate import estimate
+    from ..phases.estimate import estimate
 
     batches = np.array(sorted({*CURVE_BATCHES, knobs.batch}), float)
     curve = estimate(**knobs.estimate_kwargs(batches))
@@ -111,7 +111,7 @@ def _memory(plan: Any) -> dict[str, Any]:
 
 def _disaggregated_view(knobs: Knobs, curve: Any, batches: np.ndarray) -> dict[str, Any]:
     """Prefill and decode pools: the decode pool's memory, no single step on the roofline."""
-    from ..estimate import estimate
+    from ..phases.estimate import estimate
 
     est = estimate(**knobs.estimate_kwargs())
     return {

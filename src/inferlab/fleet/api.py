@@ -10,8 +10,8 @@ import numpy as np
 
 from ..checks import integer, real
 from ..errors import SpecError
-from ..estimate import deployment
-from ..serve import engine_scheduler, kv_capacity_tokens, scheduler_for
+from ..inputs.resolve import deployment
+from ..serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 from ..serving.prefixes import prefixes as parse_prefixes
 from ..serving.stepmodel import StepModel
 from .admission import Admission

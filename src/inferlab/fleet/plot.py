@@ -37,7 +37,7 @@ def plot_fleet(result: FleetResult, path: str | None = None) -> Any:
     axes[3].step(h, s["usd_per_hour"], where="post", lw=0.9)
     axes[3].set_ylabel("spend [USD/h]")
     axes[3].set_xlabel("time [h]")
-    from .result import share_text
+    from ..results.render import share_text
 
     axes[0].set_title(f"{result.name}: {result.usd:,.0f} USD, goodput {share_text(result.goodput())}, "
                       f"availability {result.availability:.4f}", fontsize=10)

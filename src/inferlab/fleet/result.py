@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..economics._common import fmt
+from ..results.render import share_text
 from .simulation import AFTER, OK, STATUS
 
 #: SLO used by :meth:`FleetResult.goodput` when none is given. An assumption for chat:
@@ -207,8 +208,3 @@ class FleetResult:
         ``path`` when given; returns the figure."""
         from .plot import plot_fleet
         return plot_fleet(self, path)
-
-
-def share_text(x: float) -> str:
-    """A share as a percentage, ``-`` when undefined (no request sent)."""
-    return "-" if math.isnan(x) else f"{x:.1%}"

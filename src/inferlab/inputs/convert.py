@@ -113,15 +113,15 @@ def from_kwargs(target: Literal["estimate", "serve"] = "estimate", **kwargs: Any
 
 def from_deployment_file(path: str | Path, target: Literal["estimate", "serve"] = "estimate"
                          ) -> tuple[Deployment, Workload]:
-    """The Deployment and Workload of a deployment file (:mod:`inferlab.deployment_file`), ``engine_args`` merged.
+    """The Deployment and Workload of a deployment file (:mod:`inferlab.inputs.files`), ``engine_args`` merged.
 
     Raises
     ------
     SpecError
-        What :func:`~inferlab.deployment_file.load_deployment_file` refuses, or an invalid
+        What :func:`~inferlab.inputs.files.load_deployment_file` refuses, or an invalid
         deployment, prefixed with the file's path.
     """
-    from ..deployment_file import load_deployment_file
+    from .files import load_deployment_file
 
     kwargs = load_deployment_file(path)
     try:

@@ -11,7 +11,7 @@ validation cases, the CLI) parses into it (:mod:`inferlab.inputs.convert`), and
 the physics (:func:`inferlab.estimate.deployment`).
 
 Invalid combinations are refused here, with the messages of
-:mod:`inferlab.estimate_inputs`: unknown names (with did-you-mean), counts out of range, a
+:mod:`inferlab.inputs.resolve`: unknown names (with did-you-mean), counts out of range, a
 layout the model cannot take, ``num_gpus`` other than ``tp x pp x dp``, layout or
 aggregated-only options next to a disaggregation.
 """
@@ -26,13 +26,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from .. import checks
-from .. import estimate_inputs as inputs
+from . import resolve as inputs
 from ..errors import SpecError
 from ..specs.validation import format_validation_error
 from .precision import Precision
 from .techniques import FROZEN, PrefixCacheSpec, Pools, Speculative
 
-#: Scheduler limits a user sets (:data:`inferlab.serving.scheduler.USER_LIMITS`); None: the engine's.
+#: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
 ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization",
                  "kv_block_size")
 
@@ -79,7 +79,7 @@ class Engine(BaseModel):
     Parameters
     ----------
     name : str
-        One of :data:`inferlab.estimate_inputs.ENGINES`.
+        One of :data:`inferlab.inputs.resolve.ENGINES`.
     version : str, optional
         The engine release, as recorded (informational).
     max_num_seqs : int, optional [request]
@@ -206,17 +206,6 @@ class Deployment(BaseModel):
             if type(exc) is not SpecError:  # an unknown name keeps its own type and did-you-mean
                 raise
             raise SpecError(f"{path}: {exc}") from None
-
-    @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> Deployment:
-        """The Deployment of :func:`inferlab.estimate` or :func:`inferlab.serve` keyword arguments
-        (the workload's are left out: :func:`inferlab.inputs.convert.from_kwargs` gives both)."""
-        from .convert import KEYS, deployment_of
-
-        unknown = sorted(str(k) for k in set(kwargs) - set(KEYS))
-        if unknown:
-            raise SpecError(f"unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(KEYS)}")
-        return deployment_of(kwargs)
 
     # ------------------------------------------------------------------ entry points
     def _common_kwargs(self) -> dict[str, Any]:

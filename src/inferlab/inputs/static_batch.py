@@ -19,7 +19,7 @@ from ..errors import SpecError
 
 #: The static batch's axes, in the order of ``grid="outer"`` (batch, prompt, output).
 AXES = ("batch_size", "isl", "osl")
-#: Longest prompt or output [token] and largest batch [request] (as :mod:`inferlab.estimate_inputs`).
+#: Longest prompt or output [token] and largest batch [request] (as :mod:`inferlab.inputs.resolve`).
 MAX_TOKENS = 2**31 - 1
 MAX_BATCH = 10**9
 #: Most values of one axis.
@@ -28,12 +28,11 @@ MAX_AXIS_VALUES = 100_000
 
 def _axis(name: str, value: Any, maximum: int, what: str) -> int | tuple[int, ...]:
     """A whole number or a tuple of them (from a list, tuple or 1-D array)."""
-    from .workload import Lengths
-
-    if isinstance(value, Lengths):
-        if value.kind != "fixed":
+    kind = getattr(value, "kind", None)  # a Lengths distribution
+    if kind is not None:
+        if kind != "fixed":
             raise SpecError(f"workload: {name} of a static batch is a whole number or a list of them (grid points), "
-                            f"not a {value.kind} distribution; serve() takes distributions")
+                            f"not a {kind} distribution; serve() takes distributions")
         value = value.value
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value.item()

@@ -18,7 +18,7 @@ from ..errors import InferlabError, SpecError
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation, Pool
 from ..techniques.prefix_cache import PrefixCache
-from ..techniques.speculative import SpeculativeConfig
+from ..techniques.speculative_config import SpeculativeConfig
 
 FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -141,7 +141,8 @@ class Workload:
     as ``inferlab estimate --batch 1,8 --isl 128,1024``). ``prefill_batch`` is the prefill
     pool's batch of a disaggregated deployment, ``waves`` runs a batch whose KV cache does
     not fit in waves. ``prefix`` (traffic modes): prompts that share a prefix
-    (:class:`~inferlab.serving.prefixes.Prefixes`, its text or a mapping of its fields).
+    (:class:`~inferlab.serving.prefixes.Prefixes`, its text or a mapping of its fields),
+    kept as given; the serving layer that simulates it checks its fields.
     """
 
     isl: Lengths = field(default_factory=lambda: Lengths("fixed", value=1024))
@@ -173,9 +174,7 @@ class Workload:
         if unused:
             raise SpecError(f"workload: {', '.join(unused)} applies only to a static batch (batch_size); drop it")
         if self.prefix is not None:
-            from ..serving.prefixes import prefixes  # the prefix structure's own checks (a lazy, upward import)
-
-            object.__setattr__(self, "prefix", prefixes(self.prefix))
+            _check_prefix(self.prefix)
         for name in ("isl", "osl"):
             try:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
@@ -263,7 +262,8 @@ class Workload:
             out["offline"] = True
         out.update(seed=self.seed, stagger=self.stagger)
         if self.prefix is not None:
-            out["prefix"] = {f: getattr(self.prefix, f) for f in self.prefix.__dataclass_fields__}
+            p = self.prefix
+            out["prefix"] = p if isinstance(p, (str, dict)) else {f: getattr(p, f) for f in p.__dataclass_fields__}
         return out
 
     @classmethod
@@ -301,6 +301,15 @@ class Workload:
         if self.prefix is not None:
             kw["prefix"] = self.prefix
         return kw
+
+
+def _check_prefix(value: Any) -> None:
+    """A prefix structure's shape: text, a mapping of fields, or a Prefixes (a dataclass with ``kind``)."""
+    ok = (isinstance(value, str) and value.strip() or isinstance(value, dict) and all(isinstance(k, str) for k in value)
+          or hasattr(value, "__dataclass_fields__") and hasattr(value, "kind"))
+    if not ok:
+        raise SpecError(f"workload: prefix must be a Prefixes, a text such as 'shared:tokens=1000,groups=8' or a "
+                        f"mapping of its fields, got {value!r:.80}")
 
 
 def lengths_dict(lengths: Lengths) -> Any:

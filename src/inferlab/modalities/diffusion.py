@@ -223,7 +223,7 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     cp : int
         GPUs splitting one request's tokens (context parallelism, DiTs only).
     """
-    from ..estimate_inputs import resolve_hardware
+    from ..inputs.resolve import resolve_hardware
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "diffusion")
     hw = resolve_hardware(hardware)

@@ -184,7 +184,7 @@ def embed(model: str | ModalitySpec, hardware: str | HardwareSpec, *, batch: int
     real_tokens : float, optional
         Mean unpadded length [token]; default ``seq_len`` (no padding).
     """
-    from ..estimate_inputs import resolve_hardware
+    from ..inputs.resolve import resolve_hardware
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "embedding")
     enc = Encoder.from_spec(spec)

@@ -121,7 +121,7 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     context : int
         Tokens in the KV cache while decoding [token] (llama-bench's tg128 averages 64).
     """
-    from ..estimate_inputs import resolve_hardware, resolve_model
+    from ..inputs.resolve import resolve_hardware, resolve_model
 
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
@@ -138,7 +138,7 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     token_bytes = (pc.active - pc.embedding) * per_weight + kv
     bw = hw.memory_bandwidth.si * engine.bandwidth_fraction
     decode_s = token_bytes / bw + m.num_hidden_layers * engine.kernels_per_layer * engine.kernel_s
-    from ..techniques.quantization import tensor_flops_per_s
+    from ..core.quantization import tensor_flops_per_s
 
     peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
     prefill = peak / (2.0 * pc.active)

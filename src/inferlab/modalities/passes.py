@@ -28,7 +28,7 @@ import numpy as np
 from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind, memoized
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
-from ..techniques.quantization import tensor_flops_per_s
+from ..core.quantization import tensor_flops_per_s
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,8 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     concurrency : int
         Requests decoded together on each model.
     """
-    from ..estimate import estimate
-    from ..estimate_inputs import resolve_hardware
+    from ..phases.estimate import estimate
+    from ..inputs.resolve import resolve_hardware
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "tts")
     hw = resolve_hardware(hardware)

@@ -183,8 +183,8 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
     the vision encoder is this module's datasheet roofline on one GPU.
     """
-    from ..estimate import estimate
-    from ..estimate_inputs import resolve_hardware
+    from ..phases.estimate import estimate
+    from ..inputs.resolve import resolve_hardware
     from ..specs.catalog import load_model
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "vision")
@@ -208,7 +208,7 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
     Returns the serving result; its user-side latencies (``result.user``) include each
     request's vision encoder pass.
     """
-    from ..serve import serve
+    from ..serving.serve import serve
     from ..serving.overheads import ClientOverheads
     from ..specs.catalog import load_model
 

@@ -168,7 +168,7 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     step_overhead_s : float
         Host time per decode step [s] (:data:`STEP_OVERHEAD_S`).
     """
-    from ..estimate_inputs import resolve_hardware
+    from ..inputs.resolve import resolve_hardware
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "speech")
     hw = resolve_hardware(hardware)

@@ -4,7 +4,7 @@ The plan sizes one replica (``tp x pp`` GPUs) and a replica count; the command l
 one replica, run ``replicas`` times behind a load balancer. The limits written are the
 ones the plan's simulation used: the scenario's ``search.max_num_seqs`` or the engine's
 default, and the engine's token budget, chunking, memory share and KV page
-(:data:`~inferlab.serve.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
+(:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
 relies on the prefix cache, so it is switched on explicitly.
 """
 
@@ -26,8 +26,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
         When nothing is feasible, or the winner is disaggregated (two pools: no single
         engine command launches them).
     """
-    from ..serve import ENGINE_SCHEDULERS
-    from ..serving.scheduler import SchedulerConfig
+    from ..engines.scheduler import ENGINE_SCHEDULERS
+    from ..engines.scheduler import SchedulerConfig
 
     best, sc = plan.best, plan.scenario
     if best is None:

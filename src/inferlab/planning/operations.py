@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..economics import CapacityPlan, ColdStart, Headroom, cold_start, plan_capacity, warm_headroom
-from ..estimate import deployment
+from ..inputs.resolve import deployment
 from .scenario import Scenario
 
 

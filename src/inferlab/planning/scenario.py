@@ -43,7 +43,7 @@ from ..specs.validation import format_validation_error, read_yaml_mapping
 #: price would rank plans by a number that means nothing).
 _STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 #: Highest SLO percentile the verification can check: at P99.9 each probe simulates 20,000
-#: requests so that 20 of them lie beyond the percentile (``sizing.probe_requests``); a higher
+#: requests so that 20 of them lie beyond the percentile (``probes.probe_requests``); a higher
 #: one would need 200,000+.
 MAX_PERCENTILE = 99.9
 #: Highest request rate a scenario may ask for [request/s]; far past any service, and small
@@ -183,7 +183,7 @@ class Search(BaseModel):
     @field_validator("precisions")
     @classmethod
     def _precisions(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        from ..techniques.quantization import PrecisionConfig
+        from ..core.quantization import PrecisionConfig
 
         for name in value:
             if name == "checkpoint":
@@ -271,7 +271,7 @@ class Scenario(BaseModel):
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
-        from ..estimate import ENGINES
+        from ..inputs.resolve import ENGINES
 
         if value not in ENGINES:
             raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")

@@ -21,9 +21,9 @@ import numpy as np
 
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
-from ..core.phases import mean_decode_step_s
+from ..techniques.step import mean_decode_step_s
 from ..errors import InferlabError, SpecError
-from ..estimate import deployment
+from ..inputs.resolve import deployment
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
@@ -251,8 +251,8 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
 
 def max_num_seqs(scenario: Scenario) -> int:
     """The engine's sequence limit the scenario plans with."""
-    from ..serve import ENGINE_SCHEDULERS
-    from ..serving.scheduler import SchedulerConfig
+    from ..engines.scheduler import ENGINE_SCHEDULERS
+    from ..engines.scheduler import SchedulerConfig
 
     if scenario.search.max_num_seqs is not None:
         return scenario.search.max_num_seqs

@@ -2,7 +2,7 @@
 
 The prefill pool is sized first, against a generous decode pool (twice the fluid model's),
 then the decode pool against that prefill pool, each with the bracket-and-bisect search
-of :func:`.sizing.smallest_meeting`. The answer ``P:D`` meets the SLOs in simulation, and
+of :func:`.probes.smallest_meeting`. The answer ``P:D`` meets the SLOs in simulation, and
 so neither ``P:(D-1)`` nor ``(P-1):2D_seed`` does: fewer replicas in either pool miss.
 """
 
@@ -15,7 +15,7 @@ from ..errors import InferlabError
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import max_num_seqs
-from .sizing import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
+from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
 
 
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
@@ -54,9 +54,9 @@ def _pools(pd: str) -> tuple[int, int]:
 
 def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) -> Probe:
     """One simulation of both pools at ``(1 + growth)`` x the scenario's rate."""
-    from ..serve import ENGINE_SCHEDULERS
+    from ..engines.scheduler import ENGINE_SCHEDULERS
     from ..serving.disaggregated import serve_disaggregated
-    from ..serving.scheduler import SchedulerConfig
+    from ..engines.scheduler import SchedulerConfig
     from ..techniques.disaggregation import Disaggregation, Pool
 
     tr = sc.traffic

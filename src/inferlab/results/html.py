@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..planning.result import Plan
     from ..serving.curve import LoadCurve
     from ..serving.result import ServeResult
-    from ..sweep import SweepResult
+    from ..phases.sweep import SweepResult
 
 #: Inline style of every table: right-aligned numbers, a caption left-aligned as a title.
 _STYLE = "border-collapse:collapse;font-variant-numeric:tabular-nums"

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ..errors import InfeasibleError, SpecError
-from .scheduler import SchedulerConfig
+from ..engines.scheduler import SchedulerConfig
 
 
 class PlainDecoding:

@@ -250,7 +250,7 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
     >>> bool(curve.output_tokens_per_s[1] > curve.output_tokens_per_s[0])
     True
     """
-    from ..serve import serve
+    from .serve import serve
 
     reject_load_kwargs(serve_kwargs)
     if (rates is None) == (concurrencies is None):

@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 
 from ..calibration.profile import Profile
-from ..core.phases import Deployment
+from ..techniques.step import Deployment
 from ..errors import SpecError
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation, kv_transfer
 from .result import ServeResult
-from .scheduler import SchedulerConfig
+from ..engines.scheduler import SchedulerConfig
 from .simulator import Trace, simulate
 from .stepmodel import StepModel
 from ..inputs.workload import Lengths, Workload
@@ -125,8 +125,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     scheduler : SchedulerConfig, optional
         Both pools' limits (default: the engine's).
     """
-    from ..disaggregated import pool_deployments
-    from ..serve import ENGINE_SCHEDULERS, kv_capacity_tokens, scheduler_for
+    from ..phases.disaggregated import pool_deployments
+    from ..engines.scheduler import ENGINE_SCHEDULERS
+    from .replica import kv_capacity_tokens, scheduler_for
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,

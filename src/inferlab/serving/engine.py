@@ -23,7 +23,7 @@ import numpy as np
 from .batch import PlainDecoding, RunningBatch, check_fits, stretch_limits
 from .prefix_cache import PrefixReuse
 from .prefixes import PrefixPlan
-from .scheduler import SchedulerConfig
+from ..engines.scheduler import SchedulerConfig
 
 __all__ = ["Engine", "PlainDecoding"]
 

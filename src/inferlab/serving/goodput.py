@@ -176,7 +176,7 @@ def max_rate_meeting_slo(model: Any, hardware: Any, *, ttft_slo_s: float, tpot_s
     InfeasibleError
         A lone request already misses the objectives.
     """
-    from ..serve import serve
+    from .serve import serve
 
     reject_load_kwargs(serve_kwargs)
     check_slo(ttft_slo_s, tpot_slo_s, percentile)

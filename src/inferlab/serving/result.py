@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.phases import Deployment
-from ..results.interval import interval_dict, interval_lines
+from ..techniques.step import Deployment
+from ..phases.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
@@ -153,7 +153,7 @@ class ServeResult:
     def interval(self, level: float = 0.8):
         """Intervals at ``level`` (0.5, 0.8 or 0.9) of the mean TTFT, the mean TPOT and the output
         throughput, from the validation residuals of serving cases on this GPU family with this
-        engine (a :class:`~inferlab.results.interval.PredictionInterval`; wider for a GPU or engine
+        engine (a :class:`~inferlab.phases.interval.PredictionInterval`; wider for a GPU or engine
         with no calibration data). Percentiles have no interval: the cases measure means.
 
         Raises
@@ -161,7 +161,7 @@ class ServeResult:
         InferlabError
             Another level, or a profile without an error-band table (``roofline``).
         """
-        from ..results.interval import prediction_interval
+        from ..phases.interval import prediction_interval
 
         return prediction_interval(self.deployment, self.engine, "serving", level,
                                    ttft_s=_stats(self.ttft_s)["mean"], tpot_s=_stats(self.tpot_s)["mean"],

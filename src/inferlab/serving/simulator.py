@@ -12,7 +12,7 @@ import numpy as np
 
 from .engine import Engine, PlainDecoding
 from .prefixes import PrefixPlan
-from .scheduler import SchedulerConfig
+from ..engines.scheduler import SchedulerConfig
 from .stepmodel import StepModel
 
 __all__ = ["PlainDecoding", "Trace", "simulate"]

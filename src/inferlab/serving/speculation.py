@@ -29,11 +29,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.memory import kv_share
-from ..core.phases import Deployment
+from ..techniques.step import Deployment
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import ModelSpec
-from ..techniques.parallelism import Parallelism, weights_per_gpu
+from ..core.parallelism import Parallelism, weights_per_gpu
 from ..techniques.speculative import SpeculativeConfig, _one_layer_view, speculative_decode
 from .stepmodel import StepModel
 

@@ -19,7 +19,7 @@ that chunk's attention and projections on one rank while the others wait (SGLang
 attention and TensorRT-LLM's attention DP both assign each request to one rank). The
 routed experts see every rank's tokens after the dispatch: their share stays even.
 
-For a uniform decode step the result matches :func:`inferlab.core.phases.decode`.
+For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
-from ..core.phases import Deployment, run_step
+from ..techniques.step import Deployment, run_step
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from ..disk_cache import file_key, memo
 from ..errors import SpecError, UnknownNameError
 from .card import ModelCard
 from .hardware import HardwareSpec
-from .hf_config import model_from_hf_config
 from .model import ModelSpec
 from .validation import format_validation_error, read_yaml_mapping
 
@@ -75,7 +74,7 @@ def parse_model(data: dict[str, Any], what: str = "model spec") -> ModelSpec:
         card = ModelCard.model_validate({k: data[k] for k in _CARD_KEYS if k in data})
     except ValidationError as exc:
         raise SpecError(f"{what}: {format_validation_error(exc)}") from None
-    spec = model_from_hf_config(data["config"], id=str(data["id"]), name=str(data["name"]))
+    spec = ModelSpec.from_hf_config(data["config"], id=str(data["id"]), name=str(data["name"]))
     return spec.model_copy(update={"card": card})
 
 
@@ -112,10 +111,8 @@ def load_hardware(id: str) -> HardwareSpec:
         raise UnknownNameError("hardware", repr(id), _hardware_files())
     key = id.strip().lower()
     if ":" in key:  # a MIG slice, "h100-sxm:3g.40gb"
-        from .mig import load_slice
-
         base, _, profile = key.partition(":")
-        return load_slice(base, profile)
+        return _load_slice(base, profile)
     if key not in _hardware_files():
         raise UnknownNameError("hardware", id, _hardware_files())
     return _load_hardware_id(key)
@@ -185,3 +182,11 @@ def load_model(name: str | Path) -> ModelSpec:
             raise SpecError(f"no such file or folder {text!r} (and it is not a catalog id or alias)")
         return ModelSpec.from_hf_config(path)
     raise UnknownNameError("model", text, files)
+
+
+@functools.lru_cache(maxsize=128)
+def _load_slice(base: str, profile: str) -> HardwareSpec:
+    """The view of MIG ``profile`` on the catalog GPU ``base`` (cached: specs are immutable)."""
+    from .mig import mig_view
+
+    return mig_view(load_hardware(base), profile)

@@ -47,7 +47,7 @@ class CheckpointFormats(BaseModel):
     ----------
     weights : str
         Linear-layer weights outside the routed experts (embedding and LM head are
-        16-bit regardless, see :func:`inferlab.techniques.parallelism.weights_per_gpu`).
+        16-bit regardless, see :func:`inferlab.core.parallelism.weights_per_gpu`).
     moe_weights : str or None
         Routed-expert weights; None: as ``weights``.
     activations : str

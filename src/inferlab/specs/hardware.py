@@ -220,9 +220,9 @@ class HardwareSpec(BaseModel):
         return tuple(str(p) for p in self.flops)
 
     def _repr_html_(self) -> str:
-        from ..results.render import spec_html
+        from .render import hardware_html
 
-        return spec_html(self)
+        return hardware_html(self)
 
 
 def _walk_figures(obj: object, prefix: str):

@@ -12,15 +12,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from ..errors import SpecError
 from .hf_fields import check_fields
 from .checkpoint import checkpoint_formats
-from .model import LayerSpec, MLASpec, ModelSpec, MoESpec
+from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
+
+if TYPE_CHECKING:
+    from .model import ModelSpec
 
 _MISSING = object()
 
@@ -291,10 +294,10 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
     return data, str(path)
 
 
-def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | None = None,
+def model_from_hf_config(spec_type: type[ModelSpec], config: str | Path | Mapping[str, Any], *, id: str | None = None,
                          name: str | None = None,
                          quant_config: str | Path | Mapping[str, Any] | None = None) -> ModelSpec:
-    """See :meth:`ModelSpec.from_hf_config`."""
+    """See :meth:`ModelSpec.from_hf_config` (``spec_type``: the class to build)."""
     data, where = load_config(config)
     quant: dict[str, Any] | None = None
     if quant_config is not None:
@@ -321,7 +324,7 @@ def model_from_hf_config(config: str | Path | Mapping[str, Any], *, id: str | No
     try:
         fields = reader(_Config(data, model_type, where))
         checkpoint = checkpoint_formats(original, quant, where, is_moe=fields.get("moe") is not None)
-        return ModelSpec(id=id, name=label, checkpoint=checkpoint, **fields)
+        return spec_type(id=id, name=label, checkpoint=checkpoint, **fields)
     except ValidationError as exc:
         raise SpecError(f"{where}: {format_validation_error(exc)}") from None
     except SpecError:

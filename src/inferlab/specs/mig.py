@@ -23,7 +23,6 @@ References
 
 from __future__ import annotations
 
-import functools
 from fractions import Fraction
 
 from ..errors import SpecError, UnknownNameError
@@ -105,11 +104,3 @@ def mig_view(hw: HardwareSpec, profile: str) -> HardwareSpec:
             update[name] = _scaled(fig, share, f"{share} of the GPU", "MIG slice").model_copy(
                 update={"as_of": fig.as_of})
     return hw.model_copy(update=update)
-
-
-@functools.lru_cache(maxsize=128)
-def load_slice(base: str, profile: str) -> HardwareSpec:
-    """The view of ``profile`` on the catalog GPU ``base`` (cached: specs are immutable)."""
-    from .catalog import load_hardware
-
-    return mig_view(load_hardware(base), profile)

@@ -4,7 +4,7 @@
 per tensor kind (:attr:`inferlab.specs.model.ModelSpec.checkpoint`): gpt-oss runs its
 MXFP4 experts with BF16 attention, DeepSeek-V3 its block-scaled FP8 weights, a model
 without a quantization config BF16. A mapping or ``kind:format`` text sets the kinds it
-names over that base (see :mod:`inferlab.techniques.quantization`).
+names over that base (see :mod:`inferlab.core.quantization`).
 
 Then the GPU: activations in a format narrower than 16 bits that it has no tensor rate
 for (FP4 on an H100 or A100, FP8 on an A100) are kept in BF16, with a note: the GEMMs
@@ -23,7 +23,7 @@ from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from .quantization import PrecisionConfig
+from ..core.quantization import PrecisionConfig
 
 #: Where each narrow compute precision runs natively, for the note.
 _NATIVE = {"fp4": "FP4 tensor cores (Blackwell: b200, b300, gb200)", "fp6": "FP6 tensor cores (Blackwell)",

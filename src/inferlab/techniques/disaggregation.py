@@ -2,7 +2,7 @@
 
 A prompt is prefilled on a replica of the *prefill pool*; its KV cache then travels to a
 replica of the *decode pool*, which generates the output tokens. The technique wraps the
-step model: each pool is an ordinary :class:`~inferlab.core.phases.Deployment` timed by
+step model: each pool is an ordinary :class:`~inferlab.techniques.step.Deployment` timed by
 the core; this module adds the KV transfer between the pools and sizes them.
 
 - **KV transfer.** The prompt's KV cache (``model.kv_cache_bytes(isl)`` per request, in the
@@ -42,12 +42,12 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..core.interconnect import scale_up_bandwidth
 from ..core.memory import kv_share
-from ..core.phases import Deployment
+from .step import Deployment
 from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
 from ..specs.catalog import hardware_ids
 from ..specs.hardware import HardwareSpec
 from ..units import to_si
-from .quantization import PrecisionConfig
+from ..core.quantization import PrecisionConfig
 
 LinkKind = Literal["auto", "nvlink", "network"]
 FirstToken = Literal["decode", "prefill"]

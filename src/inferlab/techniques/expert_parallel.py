@@ -22,7 +22,7 @@ import numpy as np
 from ..core.graph import experts_touched
 from ..core.ops import Collective, Elementwise, Gemm, Op
 from ..specs.model import ModelSpec
-from .parallelism import Parallelism
+from ..core.parallelism import Parallelism
 
 
 def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelism,

@@ -23,7 +23,7 @@ from ..core.graph import Step
 from ..core.interconnect import node_size
 from ..core.ops import Collective, Op
 from ..specs.hardware import HardwareSpec
-from .parallelism import Parallelism
+from ..core.parallelism import Parallelism
 
 _ACTIVATION_BYTES = 2.0
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.graph import Step
-from ..core.phases import Deployment, StepResult, run_step
+from .step import Deployment, StepResult, run_step
 from ..errors import SpecError
 from ..core.ops import ArrayLike
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..core.graph import Step, StepPrecision, build_graph
 from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
-from ..core.phases import (
+from .step import (
     QUADRATURE_NODES,
     QUADRATURE_WEIGHTS,
     Deployment,

@@ -17,21 +17,8 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.ops import Attention, Collective, Elementwise, Gemm, Op
-from ..errors import InfeasibleError
-from ..specs.model import ModelSpec
 
 _RESIDUAL_BYTES = 2.0  # the residual stream is reduced in 16-bit
-
-
-def check_divisible(model: ModelSpec, tp: int) -> None:
-    """Raise :class:`InfeasibleError` when ``tp`` does not divide the attention heads."""
-    heads = model.num_attention_heads
-    if tp < 1 or heads % tp:
-        fits = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
-        raise InfeasibleError(
-            f"tp={tp} does not divide the {heads} attention heads of {model.id or model.name}; "
-            f"tensor-parallel sizes that do: {', '.join(map(str, fits))}"
-        )
 
 
 def _share(units: float, tp: int) -> float:

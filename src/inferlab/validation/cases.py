@@ -22,7 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InferlabError, SpecError
-from ..techniques.parallelism import expert_layout
+from ..core.parallelism import expert_layout
 from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 
@@ -89,7 +89,7 @@ class Case(BaseModel):
     @field_validator("scheduler")
     @classmethod
     def _limits(cls, limits: dict[str, Any] | None) -> dict[str, Any] | None:
-        from ..serving.scheduler import USER_LIMITS, SchedulerConfig
+        from ..engines.scheduler import USER_LIMITS, SchedulerConfig
 
         if limits is None:
             return None

@@ -44,7 +44,7 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
                   profile: Any = "default") -> list[tuple[float | None, str | None]]:
     """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
     grid, serving cases that share a run as one simulation; an :class:`InvalidCase` gets its reason."""
-    from ..estimate import estimate
+    from ..phases.estimate import estimate
     from .serving import predict_serving_cases
 
     cases = list(cases)

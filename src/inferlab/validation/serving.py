@@ -118,14 +118,14 @@ def _load_key(case: Case) -> tuple:
 
 def case_scheduler(engine: str, limits: tuple = ()) -> Any:
     """The engine's scheduler with the limits a case records."""
-    from ..serving.scheduler import default_scheduler
+    from ..engines.scheduler import default_scheduler
 
     return replace(default_scheduler(engine), **dict(limits))
 
 
 def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) -> float:
     """Requests one replica holds at once: its sequence limit or its KV pool."""
-    from ..serve import kv_capacity_tokens, scheduler_for
+    from ..serving.replica import kv_capacity_tokens, scheduler_for
 
     sched = case_scheduler(engine, limits)
     per_request = isl + (osl if sched.reserve_output else osl / 2.0)
@@ -261,8 +261,8 @@ def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
 
 def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -> RequestTimes | str:
     """Simulate one group's deployment and load; the request times, or why it cannot run."""
-    from ..estimate import deployment
-    from ..serve import serve_deployment
+    from ..inputs.resolve import deployment
+    from ..serving.replica import serve_deployment
 
     model, hardware, layout, precision, engine, isl, osl, load, spec, hit, pools, limits = key
     if pools is not None:

@@ -71,13 +71,13 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         notes = tuple(launch.report("serve"))
         if launch.speculation is not None:
             notes += (f"speculation in the engine args ({launch.speculation}) is not modelled for benchmark runs",)
-        from ...serving.scheduler import USER_LIMITS
+        from ...engines.scheduler import USER_LIMITS
 
         limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
                                "--engine-args", notes, limits)
     if deployment:
-        from ...deployment_file import read_deployment_file
+        from ...inputs.files import read_deployment_file
 
         kwargs, launch = read_deployment_file(deployment)
         if launch is not None:
@@ -90,7 +90,7 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
             raise SpecError(f"--gpu {gpu} contradicts the deployment file {deployment} (hardware: {hardware}); "
                             "drop one of them")
         layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp") if kwargs.get(k) is not None}
-        from ...serving.scheduler import USER_LIMITS
+        from ...engines.scheduler import USER_LIMITS
 
         limits = {k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}
         return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..calibration.error_band import Band, MissingBandError, level_probabilities, table_for_profile
 from ..calibration.profile import hardware_family
-from ..core.phases import Deployment
+from ..techniques.step import Deployment
 
 #: What each quantity's interval is of, and its unit.
 UNITS = {"ttft": "s", "tpot": "s", "throughput": "tok/s"}
@@ -143,7 +143,7 @@ def interval_lines(result: Any, point: int = 0, level: float = 0.8) -> list[str]
 
 def estimate_interval_text(est: Any, level: float = 0.8) -> str:
     """The intervals of every grid point of an estimate as a text table, with where they come from."""
-    from .render import text_table
+    from ..results.render import text_table
 
     found = interval_or_reason(est, level)
     if not isinstance(found, PredictionInterval):

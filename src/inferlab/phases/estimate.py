@@ -11,54 +11,26 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .calibration.profile import Profile, hardware_family, load_profile
-from .core.cost import cost_of
-from .core.memory import plan_memory
-from .core.phases import Deployment, mean_decode_step_s
-from . import checks
-from . import estimate_inputs as inputs
-from .errors import SpecError, option_name
-from .estimate_inputs import ENGINES  # noqa: F401 - the engines' names, importable from here as before
+from ..calibration.profile import Profile
+from ..core.cost import cost_of
+from ..core.memory import plan_memory
+from ..techniques.step import Deployment, mean_decode_step_s
+from .. import checks
+from ..inputs import resolve as inputs
+from ..inputs.call import typed_call, with_inputs
+from ..inputs.deployment import Deployment as InputDeployment
+from ..inputs.resolve import deployment
+from ..inputs.workload import Workload
+from ..errors import SpecError, option_name
 from .feasibility import require_feasible, static_batch_reasons
-from .inputs.call import typed_call, with_inputs
-from .inputs.deployment import Deployment as InputDeployment
-from .inputs.workload import Workload
-from .results.estimate import Estimate
-from .serving.scheduler import default_scheduler
-from .specs.hardware import HardwareSpec
-from .specs.model import ModelSpec
-from .techniques.deployed_precision import resolve_precision
-from .techniques.disaggregation import Disaggregation
-from .techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
-from .techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from .result import Estimate
+from ..engines.scheduler import default_scheduler
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from ..techniques.disaggregation import Disaggregation
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
+from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
-
-
-def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = None,
-               engine: str = "generic", profile: str | Path | Profile = "default",
-               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
-               pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
-               micro_batches: int | None = None) -> Deployment:
-    """Resolve names into a :class:`Deployment` and check the parallel layout against the model.
-
-    Raises
-    ------
-    SpecError
-        An argument of the wrong type or out of range, or a combination that means nothing
-        (see :mod:`inferlab.estimate_inputs`).
-    InfeasibleError
-        A layout the model cannot take.
-    """
-    m = inputs.resolve_model(model)
-    hw = inputs.resolve_hardware(hardware)
-    engine = inputs.engine_name(engine)
-    attention = inputs.attention_kind(attention)  # type: ignore[assignment]
-    par = inputs.layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
-                        micro_batches=micro_batches)
-    prec = resolve_precision(precision, m, hw)
-    prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
-                      prec.notes)
 
 
 def estimate(model: str | ModelSpec | InputDeployment, hardware: str | HardwareSpec | Workload | None, *, num_gpus: int | None = None, tp: int = 1,
@@ -119,7 +91,7 @@ def estimate(model: str | ModelSpec | InputDeployment, hardware: str | HardwareS
         A cached prompt prefix: a hit rate (``0.5``) or ``"tokens=1500"``.
     disaggregation : Disaggregation or str, optional
         Separate prefill and decode pools, e.g. ``"prefill=h200x4,decode=h200x8"``; the
-        result is then a :class:`~inferlab.disaggregated.DisaggEstimate` (``batch_size`` is
+        result is then a :class:`~inferlab.phases.disaggregated.DisaggEstimate` (``batch_size`` is
         the decode batch, ``prefill_batch`` the prefill one; only with a disaggregation).
     allow_long_context : bool
         Accept ``isl + osl`` beyond the model's ``max_position_embeddings``, as a deployment
@@ -228,7 +200,7 @@ def _paged_admission(dep: Deployment, replica: np.ndarray, i: np.ndarray, cached
     Notes
     -----
     vLLM, SGLang and LMDeploy admit a request while KV blocks for its prompt are free and
-    preempt when decoding fills the pool (:class:`~inferlab.serving.scheduler.SchedulerConfig`
+    preempt when decoding fills the pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`
     ``reserve_output``), so a batch whose prompts fit is prefilled at once even when its
     whole outputs do not: every request has its first token after one prefill of the batch,
     and the preempted ones recompute later (time that shows in throughput, not TTFT). Only
@@ -251,7 +223,7 @@ def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: 
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side. Points
-    that cannot run (:mod:`inferlab.feasibility`) are marked in ``feasible`` and ``reason``
+    that cannot run (:mod:`inferlab.phases.feasibility`) are marked in ``feasible`` and ``reason``
     and hold NaN in their times and costs; nothing is raised here.
     """
     par = dep.parallel

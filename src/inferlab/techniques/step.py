@@ -17,15 +17,15 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..techniques.quantization import PrecisionConfig, gemm_kernel, matmul_precision
-from ..techniques.expert_parallel import apply_expert_parallel
-from ..techniques.parallelism import Parallelism
-from ..techniques.pipeline import apply_pipeline, micro_batching
-from ..techniques.tensor_parallel import apply_tensor_parallel
-from .graph import Step, StepPrecision, build_graph
-from .interconnect import node_size
-from .ops import Op
-from .timing import OpTime, step_time, time_ops
+from ..core.quantization import PrecisionConfig, gemm_kernel, matmul_precision
+from .expert_parallel import apply_expert_parallel
+from ..core.parallelism import Parallelism
+from .pipeline import apply_pipeline, micro_batching
+from .tensor_parallel import apply_tensor_parallel
+from ..core.graph import Step, StepPrecision, build_graph
+from ..core.interconnect import node_size
+from ..core.ops import Op
+from ..core.timing import OpTime, step_time, time_ops
 
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
 #: time is piecewise linear in the context (kinks where an op changes bound or a window

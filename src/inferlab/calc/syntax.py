@@ -34,8 +34,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from .calc_tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
-from .errors import UnitError
+from .tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
+from ..errors import UnitError
 
 #: Longest expression read [characters]; a back-of-envelope formula is a line.
 MAX_LENGTH = 1000

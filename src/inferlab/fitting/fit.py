@@ -29,9 +29,9 @@ from ..validation.predict import predict_cases
 from ..validation.ops import OpTable, predict_ops
 from ..validation.serving import serving_unsupported_reason
 from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize
-from .fit_ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
-from .fit_serving import TERMS as SERVING_TERMS
-from .fit_serving import fit_serving_terms, with_engine_terms
+from .ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
+from .serving import TERMS as SERVING_TERMS
+from .serving import fit_serving_terms, with_engine_terms
 
 #: Significant digits kept in the written profile.
 DIGITS = 4

@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
-from . import estimate_inputs as inputs
-from .cluster import check_client, map_units
-from .errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
-from .estimate import deployment, static_batch
-from .results.render import text_table
+from .. import checks
+from ..inputs import resolve as inputs
+from ..cluster import check_client, map_units
+from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
+from ..inputs.resolve import deployment
+from .estimate import static_batch
+from ..results.render import text_table
 
 COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",
            "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "memory_per_gpu_bytes",
@@ -80,12 +81,12 @@ class SweepResult:
                              for k, v in self.columns.items()})
 
     def _repr_html_(self) -> str:
-        from .results.html import sweep_html
+        from ..results.html import sweep_html
 
         return sweep_html(self)
 
     def __repr__(self) -> str:
-        from .results.html import sweep_repr
+        from ..results.html import sweep_repr
 
         return sweep_repr(self)
 
@@ -253,7 +254,7 @@ def _mark_long_context(model: Any, grid: list[np.ndarray], out: dict[str, np.nda
     beyond = grid[1] + grid[2] > limit
     if allowed or not limit or not np.any(beyond):
         return
-    from .errors import option
+    from ..errors import option
 
     reason[beyond] = (f"isl + osl exceeds the {limit:,} positions {model.id or model.name} was trained for "
                       f"(pass {option('allow_long_context', True)} if it runs with RoPE scaling)")

@@ -32,9 +32,9 @@ import yaml
 from ..errors import InferlabError, SpecError
 from ..validation.cases import Case, case_engine
 from ..validation.predict import predict_cases
-from .error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable, Residual, band_regime,
+from ..calibration.error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable, Residual, band_regime,
                          build_table, coverage)
-from .profile import hardware_family, profile_file
+from ..calibration.profile import hardware_family, profile_file
 
 #: What a case of an engine without a profile of its own runs as (see :func:`case_engine`).
 UNCALIBRATED_ENGINE = "other"

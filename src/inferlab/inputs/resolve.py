@@ -10,16 +10,19 @@ that says what was given, what is allowed and what to do instead.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from . import checks
-from .errors import SpecError, UnknownNameError, option, option_name
-from .specs.catalog import load_hardware, load_model
-from .specs.hardware import HardwareSpec
-from .specs.model import ModelSpec
-from .techniques.parallelism import Parallelism
+from .. import checks
+from ..errors import SpecError, UnknownNameError, option, option_name
+from ..specs.catalog import load_hardware, load_model
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from ..calibration.profile import Profile, hardware_family, load_profile
+from ..core.parallelism import Parallelism
+from ..techniques.deployed_precision import resolve_precision
+from ..techniques.step import Deployment
 
 #: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
 #: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
@@ -144,7 +147,7 @@ def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: d
                         "disaggregation")
     if hardware is None:
         return
-    from .techniques.disaggregation import resolve_hardware as pool_hardware
+    from ..techniques.disaggregation import resolve_hardware as pool_hardware
 
     if not isinstance(hardware, (str, HardwareSpec)):
         resolve_hardware(hardware)  # the type error, worded as for an aggregated deployment
@@ -152,3 +155,30 @@ def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: d
     if any(hw_id != p for p in pools):
         raise SpecError(f"hardware {hw_id!r} disagrees with the pools (prefill on {pools[0]}, decode on "
                         f"{pools[1]}); the pools name their GPUs: drop the hardware argument")
+
+
+def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int = 1, precision: Any = None,
+               engine: str = "generic", profile: str | Path | Profile = "default",
+               attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
+               pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
+               micro_batches: int | None = None) -> Deployment:
+    """Resolve names into a :class:`Deployment` and check the parallel layout against the model.
+
+    Raises
+    ------
+    SpecError
+        An argument of the wrong type or out of range, or a combination that means nothing
+        (see the checks above).
+    InfeasibleError
+        A layout the model cannot take.
+    """
+    m = resolve_model(model)
+    hw = resolve_hardware(hardware)
+    engine = engine_name(engine)
+    attention = attention_kind(attention)  # type: ignore[assignment]
+    par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
+                 micro_batches=micro_batches)
+    prec = resolve_precision(precision, m, hw)
+    prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
+    return Deployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
+                      prec.notes)

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 
-from .errors import InferlabError, SpecError
-from .specs.validation import read_yaml_mapping
-from .techniques.disaggregation import Disaggregation, Pool
-from .techniques.prefix_cache import PrefixCache
-from .techniques.speculative import SpeculativeConfig
+from ..errors import InferlabError, SpecError
+from ..specs.validation import read_yaml_mapping
+from ..techniques.disaggregation import Disaggregation, Pool
+from ..techniques.prefix_cache import PrefixCache
+from ..techniques.speculative import SpeculativeConfig
 
 #: Keys a deployment file may hold, and what each is.
 KEYS = {
@@ -144,7 +144,7 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
         raise SpecError(f"{path}: {exc}") from None
     launch = None
     if "engine_args" in data:
-        from .engines import parse_engine_args
+        from ..engines import parse_engine_args
 
         if not isinstance(data["engine_args"], str):
             raise SpecError(f"{path}: engine_args must be the launch command as text")

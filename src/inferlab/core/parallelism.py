@@ -17,6 +17,17 @@ from ..specs.model import ModelSpec
 from .quantization import PrecisionConfig
 
 
+def check_divisible(model: ModelSpec, tp: int) -> None:
+    """Raise :class:`InfeasibleError` when ``tp`` does not divide the attention heads."""
+    heads = model.num_attention_heads
+    if tp < 1 or heads % tp:
+        fits = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
+        raise InfeasibleError(
+            f"tp={tp} does not divide the {heads} attention heads of {model.id or model.name}; "
+            f"tensor-parallel sizes that do: {', '.join(map(str, fits))}"
+        )
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """Parallel layout of one deployment.
@@ -81,8 +92,6 @@ class Parallelism:
 
     def check(self, model: ModelSpec) -> None:
         """Raise :class:`InfeasibleError` for a layout the model cannot take."""
-        from .tensor_parallel import check_divisible
-
         if not self.attention_dp:
             check_divisible(model, self.tp)
         if self.pp > model.num_hidden_layers:

@@ -1,6 +1,6 @@
 """``inferlab.estimate_disaggregated``: prefill and decode served by separate pools.
 
-Composes two :class:`~inferlab.core.phases.Deployment` (one per pool, each timed by the
+Composes two :class:`~inferlab.techniques.step.Deployment` (one per pool, each timed by the
 core) with the KV transfer of :mod:`inferlab.techniques.disaggregation`, and sizes the
 pools: TTFT with the transfer, TPOT free of prefill interference, the P:D ratio.
 """
@@ -14,25 +14,23 @@ from typing import Any
 
 import numpy as np
 
-from . import checks
-from .calibration.profile import Profile
-from .core.graph import Step
-from .core.memory import MemoryPlan, plan_memory, require_weights_fit
-from .core.phases import Deployment, StepResult, decode, mean_decode_step_s, run_step
-from .errors import InfeasibleError, SpecError
-from .inputs.record import inputs_dict
-from .results.estimate import Estimate
-from .results.render import text_table
-from .specs.catalog import load_model
-from .specs.model import ModelSpec
-from .techniques.disaggregation import (
+from .. import checks
+from ..calibration.profile import Profile
+from ..core.graph import Step
+from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
+from ..techniques.step import Deployment, StepResult, decode, mean_decode_step_s, run_step
+from ..errors import InfeasibleError, SpecError
+from ..inputs.record import inputs_dict
+from ..results.render import text_table
+from ..specs.catalog import load_model
+from ..specs.model import ModelSpec
+from ..techniques.disaggregation import (
     Disaggregation,
     KvTransfer,
-    Pool,
     kv_transfer,
 )
-from .techniques.prefix_cache import PrefixCache, effective_cached_tokens
-from .units import Q, to_si_array
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
+from ..units import Q, to_si_array
 
 
 @dataclass(frozen=True)
@@ -227,7 +225,7 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
                      profile: str | Path | Profile, precision: Any) -> tuple[Disaggregation, Deployment, Deployment]:
     """The pools (parsed if given as text) and one replica's deployment of each; pools that
     name no precision, engine or profile take the ones given here."""
-    from .estimate import deployment  # estimate.py builds on this module; import at call time
+    from ..inputs.resolve import deployment
 
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     m = load_model(model) if isinstance(model, (str, Path)) else model
@@ -273,7 +271,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     InfeasibleError
         A pool's weights or batch does not fit, or the link is impossible.
     """
-    from . import estimate_inputs as inputs  # estimate_inputs builds on the estimate; import at call time
+    from ..inputs import resolve as inputs  # estimate_inputs builds on the estimate; import at call time
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(
@@ -301,71 +299,3 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         raise SpecError(f"request_rate must be > 0 requests/s, got {request_rate!r}")
     return DisaggEstimate(d, dep_p, dep_d, i, o, bp, bd, pre, transfer, np.asarray(prefill_s, float),
                           np.asarray(first, float), np.asarray(tpot, float), plan_p, plan_d, rate)
-
-
-@dataclass(frozen=True)
-class DisaggComparison:
-    """A disaggregated deployment next to an aggregated one serving the same requests."""
-
-    disaggregated: DisaggEstimate
-    aggregated: Estimate
-
-    @property
-    def ttft_delta_s(self) -> np.ndarray:
-        """Disaggregated minus aggregated TTFT [s]."""
-        return self.disaggregated.ttft_s - self.aggregated.ttft_s
-
-    @property
-    def per_gpu_throughput_ratio(self) -> np.ndarray:
-        """Disaggregated over aggregated output tokens/s per GPU [1]."""
-        return self.disaggregated.output_tokens_per_s_per_gpu / self.aggregated.throughput["per_gpu"].magnitude
-
-    def __str__(self) -> str:
-        dis, agg = self.disaggregated, self.aggregated
-        at = lambda x: float(np.ravel(x)[0])
-        rows = [[f"aggregated {agg.deployment.hardware.id}x{agg.deployment.tp} (batch {at(agg.batch_size):.0f})",
-                 str(agg.deployment.tp), f"{at(agg.ttft_s) * 1e3:.1f}", f"{at(agg.tpot_s) * 1e3:.2f}",
-                 f"{at(agg.throughput['per_gpu'].magnitude):.0f}"],
-                [f"disaggregated {dis.disaggregation.prefill} + {dis.disaggregation.decode} (batch "
-                 f"{at(dis.prefill_batch):.0f}/{at(dis.decode_batch):.0f})", str(dis.num_gpus),
-                 f"{at(dis.ttft_s) * 1e3:.1f}", f"{at(dis.tpot_s) * 1e3:.2f}",
-                 f"{at(dis.output_tokens_per_s_per_gpu):.0f}"]]
-        table = text_table(["setup", "GPUs", "TTFT ms", "TPOT ms", "tok/s/GPU"], rows, right={1, 2, 3, 4})
-        return (f"isl {at(dis.isl):.0f}, osl {at(dis.osl):.0f}\n{table}\n"
-                f"disaggregation: TTFT {at(self.ttft_delta_s) * 1e3:+.1f} ms (KV transfer exposed "
-                f"{at(dis.transfer.exposed_s) * 1e3:.2f} ms, first decode step "
-                f"{at(dis.first_token_step_s) * 1e3:.2f} ms), tok/s/GPU x{at(self.per_gpu_throughput_ratio):.2f} ({dis.bottleneck.flat[0]}-bound pools, "
-                f"balanced P:D {at(dis.pd_ratio):.2f})")
-
-
-def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024,
-                            osl: Any = 128, prefill_batch: Any = 1, decode_batch: Any = 1,
-                            aggregated: Pool | str | None = None, engine: str = "generic",
-                            profile: str | Path | Profile = "default", precision: Any = None,
-                            **memory: Any) -> DisaggComparison:
-    """The disaggregated estimate and a static batch of ``decode_batch`` on one aggregated replica.
-
-    ``aggregated`` defaults to a replica like the decode pool's (same GPU, ``tp``,
-    precision). At small scale disaggregation loses: the transfer and the decode pool's
-    first step lengthen TTFT, and two pools hold GPUs that a single replica would share
-    between the phases. ``memory`` passes ``gpu_memory_utilization``, ``kv_block_size``
-    and ``max_num_tokens`` to both.
-
-    The aggregated side is :func:`inferlab.estimate`'s static batch: at ``decode_batch > 1``
-    its TTFT is the prefill of all the batch's prompts together, the disaggregated TTFT that
-    of ``prefill_batch`` prompts; compare TTFT at equal batches (or with the serving
-    simulation), throughput per GPU at any.
-    """
-    from .estimate import estimate
-
-    d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
-    pool = Pool.parse(aggregated) if isinstance(aggregated, str) else aggregated or Pool(
-        d.decode.hardware, d.decode.tp or 1, precision=d.decode.precision, engine=d.decode.engine,
-        profile=d.decode.profile)
-    dis = estimate_disaggregated(model, d, isl=isl, osl=osl, prefill_batch=prefill_batch, decode_batch=decode_batch,
-                                 engine=engine, profile=profile, precision=precision, **memory)
-    agg_precision = pool.precision if pool.precision is not None else precision
-    agg = estimate(model, pool.hardware, tp=int(pool.tp or 1), precision=agg_precision, isl=isl, osl=osl,
-                   batch_size=decode_batch, engine=pool.engine or engine,
-                   profile=profile if pool.profile is None else pool.profile, **memory)
-    return DisaggComparison(dis, agg)

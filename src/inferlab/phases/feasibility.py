@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .core.memory import MemoryPlan, require_weights_fit
-from .errors import InfeasibleError, option
+from ..core.memory import MemoryPlan, require_weights_fit
+from ..errors import InfeasibleError, option
 
 
 def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray:

@@ -10,10 +10,10 @@ import numpy as np
 from ..errors import option
 from ..units import Q
 from .interval import interval_lines
-from .render import pretty
+from ..results.render import pretty
 
 if TYPE_CHECKING:
-    from .estimate import Estimate
+    from .result import Estimate
 
 
 def _bound_shares(rows: list[dict]) -> dict[str, float]:

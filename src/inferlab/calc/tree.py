@@ -1,6 +1,6 @@
 """The calculator's expression tree: frozen nodes, each with its span in the source text.
 
-:mod:`inferlab.calc_syntax` builds the tree; :mod:`inferlab.calc` evaluates it. Sums and
+:mod:`inferlab.calc.syntax` builds the tree; :mod:`inferlab.calc` evaluates it. Sums and
 products are flat chains (``a + b - c`` is one node), so the depth of the tree grows only with
 parentheses, which the parser bounds.
 """

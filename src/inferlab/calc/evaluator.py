@@ -6,7 +6,7 @@ hardware fields as in the YAML files (``memory_bandwidth``, ``flops.fp8``,
 ``scale_up.bandwidth``, ``price``...), and for models the quantities in
 :data:`MODEL_QUANTITIES` (``llama-3.1-70b.kv_bytes_per_token.fp8``).
 
-The text is read by :mod:`inferlab.calc_syntax` (a number and its unit bind tighter than
+The text is read by :mod:`inferlab.calc.syntax` (a number and its unit bind tighter than
 ``/``; ``10%`` is 0.1; ambiguous forms are refused); this module evaluates the tree in
 float64 quantities, checking after every step that the value stays finite and representable.
 """
@@ -24,14 +24,14 @@ from typing import Any
 import pint
 from pydantic import BaseModel
 
-from . import calc_syntax as syntax
-from .calc_tree import BareId, CatalogValue, Group, Negate, Node, Number, Power, Unit, WithUnit
-from .errors import UnitError, UnknownNameError
-from .specs.catalog import hardware_ids, load_hardware, load_model, model_ids
-from .specs.figure import Figure
-from .specs.hardware import HardwareSpec
-from .specs.model import ModelSpec
-from .units import Q, Quantity, readable, ureg
+from . import syntax
+from .tree import BareId, CatalogValue, Group, Negate, Node, Number, Power, Unit, WithUnit
+from ..errors import UnitError, UnknownNameError
+from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
+from ..specs.figure import Figure
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from ..units import Q, Quantity, readable, ureg
 
 #: Model quantities a calculator expression can name: (function(model, arg), unit, takes precision).
 MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
@@ -141,7 +141,7 @@ def evaluate(expression: str, to: str | None = None) -> CalcResult:
     A number and its unit are one quantity, so ``140 GB / 3.35 TB/s`` divides by 3.35 TB/s;
     ``10%`` is the number 0.1; a unit-less dividend over a number with a unit (``1/2 h``) is
     refused as ambiguous. The grammar, its bounds and the refused forms are in
-    :mod:`inferlab.calc_syntax`.
+    :mod:`inferlab.calc.syntax`.
 
     Parameters
     ----------

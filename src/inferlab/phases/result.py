@@ -11,12 +11,12 @@ import numpy as np
 
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
-from ..core.phases import Deployment, StepResult, decode
+from ..techniques.step import Deployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
 from ..inputs.record import inputs_dict
 from .interval import interval_dict
-from .render import pretty, text_table
+from ..results.render import pretty, text_table
 
 if TYPE_CHECKING:
     import pint
@@ -148,7 +148,7 @@ class Estimate:
     def interval(self, level: float = 0.8):
         """TTFT, TPOT and throughput intervals at ``level`` (0.5, 0.8 or 0.9) from the validation
         residuals of static batches on this GPU family with this engine (a
-        :class:`~inferlab.results.interval.PredictionInterval`; wider for a GPU or engine with no
+        :class:`~inferlab.phases.interval.PredictionInterval`; wider for a GPU or engine with no
         calibration data, see :mod:`inferlab.calibration.error_band`).
 
         Raises

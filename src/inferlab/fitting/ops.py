@@ -25,7 +25,7 @@ from scipy.optimize import least_squares
 
 from ..errors import InferlabError
 from ..validation.ops import OpTable, predict_group
-from .profile import Profile, hardware_family
+from ..calibration.profile import Profile, hardware_family
 
 #: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
 LOSS_SCALE = 0.1

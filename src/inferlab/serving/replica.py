@@ -1,0 +1,149 @@
+"""One replica serving a workload: the engine's scheduler and its limits, the KV pool they
+leave, speculation's drafter, and the simulation of the replica's share of the requests
+(:func:`inferlab.serve` resolves names and dispatches here)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..core.memory import plan_memory
+from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
+from ..errors import InfeasibleError, SpecError
+from .prefixes import prefixes
+from .result import ServeResult
+from .simulator import simulate
+from .speculation import (
+    DrafterMemory,
+    SpeculativeDecoding,
+    SpeculativeStepModel,
+    check_drafter,
+    drafter_memory,
+    speculative_config,
+)
+from .stepmodel import StepModel
+from ..inputs.workload import Workload
+
+
+def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **limits: Any) -> SchedulerConfig:
+    """The scheduler of ``engine`` (or ``scheduler``) with ``limits`` overriding its fields."""
+    if scheduler is not None and not isinstance(scheduler, SchedulerConfig):
+        raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
+    base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
+                         else SchedulerConfig())
+    return replace(base, **limits)
+
+
+def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
+                     concurrency: int | None = None, trace: Any = None, offline: bool = False,
+                     num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+                     stagger: bool = True, speculative: Any = None, prefix: Any = None,
+                     **limits: Any) -> ServeResult:
+    """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
+    sched = engine_scheduler(engine, scheduler, **limits)
+    workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
+                        trace=trace, offline=offline, seed=seed,
+                        stagger=stagger)
+    return serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix)
+
+
+def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
+    """The limits of one simulated stream from the engine's per-scheduler limits.
+
+    With attention data parallelism every rank runs its own scheduler over its own
+    requests (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` are per rank), so
+    the replica holds ``attention_groups`` times the sequences and tokens of one rank.
+    With ``pp`` pipeline stages the stream is one of the ``pp`` batches in flight: it holds
+    ``1/pp`` of the sequences, and each of its iterations takes up to the token budget.
+    """
+    ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
+    if ranks == 1 and stages == 1:
+        return sched
+    # pipeline stages: the engine's sequences spread over the pp batches in flight
+    return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * ranks // stages),
+                   max_num_batched_tokens=sched.max_num_batched_tokens * ranks)
+
+
+def _replica_workload(workload: Workload, dp: int) -> Workload:
+    if dp == 1:
+        return workload
+    n = max(1, math.ceil(workload.num_requests / dp))
+    if workload.trace is not None:
+        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
+    return replace(workload, num_requests=n,
+                   rate=workload.rate / dp if workload.rate else None,
+                   concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
+
+
+def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
+    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
+    (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
+    the way the engine sizes it (see :class:`SchedulerConfig`)."""
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
+                       context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
+                       gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
+                       kv_block_size=sched.kv_block_size)
+    draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
+    budget = (float(plan.kv_budget) - draft_weights) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free
+                                                        else 1.0)
+    if budget <= 0:
+        raise SpecError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
+                        f"as {dep.parallel}")
+    return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
+
+
+def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
+                   speculative: Any = None, prefix: Any = None) -> ServeResult:
+    """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`)."""
+    streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
+    replica = _replica_workload(workload, streams)
+    # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
+    # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
+    scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
+    limits = scheduler_for(dep, sched)
+    shared = prefixes(prefix) if prefix is not None else None
+    plan = shared.plan(replica) if shared is not None else None
+    arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
+    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host)
+    spec, decoding, drafter = None, None, None
+    if speculative is not None:
+        spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),
+                                                      replica.seed)
+    turnaround = None
+    if replica.concurrency is not None:
+        turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
+    try:
+        trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
+                         kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
+                         concurrency=replica.concurrency, turnaround=turnaround, decoding=decoding, prefixes=plan)
+    except InfeasibleError as exc:
+        if dep.parallel.pp == 1:
+            raise
+        raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
+                              "holds 1/pp of the replica's KV pool)") from None
+    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared)
+
+
+def _speculation(dep: Any, model: StepModel, speculative: Any, limits: SchedulerConfig, max_context: float,
+                 seed: int) -> tuple[Any, SpeculativeStepModel, SpeculativeDecoding, DrafterMemory]:
+    """The speculative step model, token draws and drafter memory of ``speculative`` on ``dep``."""
+    spec = speculative_config(speculative)
+    if dep.parallel.pp > 1:
+        raise SpecError("serve: speculative decoding with pipeline stages is not simulated; use pp=1")
+    check_drafter(dep, spec)
+    wrapped = SpeculativeStepModel(model, spec, limits.max_num_seqs, max_context)
+    return spec, wrapped, SpeculativeDecoding(spec, seed), drafter_memory(dep, spec)
+
+
+def _request_period_s(model: StepModel, clients: int, isl: np.ndarray, osl: np.ndarray) -> float:
+    """Expected duration of one closed-loop request [s]: its prompt's prefill alone, then its
+    output decoded in a batch of ``clients`` at the mean context."""
+    p, o = float(np.mean(isl)), float(np.mean(osl))
+    none = np.zeros(0)
+    prefill = model.time(decode_context=none, prefill_context=np.zeros(1), prefill_tokens=np.array([p]), logits=1.0)
+    step = model.time(decode_context=np.full(clients, p + o / 2.0), prefill_context=none, prefill_tokens=none,
+                      logits=float(clients))
+    return prefill + o * step

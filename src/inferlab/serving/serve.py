@@ -1,0 +1,127 @@
+"""``inferlab.serve``: a workload served by an in-flight-batching engine, request by request."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import checks
+from ..calibration.profile import Profile
+from ..errors import SpecError
+from ..inputs.call import typed_call, with_inputs
+from ..inputs.deployment import Deployment as InputDeployment
+from ..inputs.resolve import deployment
+from ..engines.scheduler import SchedulerConfig
+from .overheads import ClientOverheads
+from .prefixes import Prefixes, prefixes
+from .replica import engine_scheduler, serve_workload
+from .result import ServeResult
+from ..inputs.workload import Lengths, Workload
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+
+
+
+def serve(model: str | ModelSpec | InputDeployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
+          dp: int = 1,
+          attention_dp: bool = False, precision: Any = None, engine: str = "generic",
+          profile: str | Path | Profile = "default",
+          isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
+          rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
+          num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+          max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+          chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
+          kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
+          stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
+          prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
+    """Simulate serving ``num_requests`` requests and return their latency distributions.
+
+    Parameters
+    ----------
+    model, hardware, tp, pp, ep, dp, attention_dp, precision, engine, profile
+        The deployment, as for :func:`inferlab.estimate`; or a
+        :class:`~inferlab.inputs.deployment.Deployment` and a traffic
+        :class:`~inferlab.inputs.workload.Workload`, which hold every other argument but
+        ``overheads`` and ``scheduler`` (``serve(deployment, workload)``).
+    isl, osl : int, list of int or Lengths [token]
+        Prompt and output lengths: fixed, an empirical list, or a distribution.
+    rate, concurrency, trace, offline
+        Exactly one: Poisson arrivals per second, closed-loop clients, arrival times, or
+        everything queued at once.
+    scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, ...
+        The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`).
+    overheads : ClientOverheads, optional
+        Network, tokenizer, client and streaming costs added on top of the GPU side
+        (``result.user``, and a line in ``explain()``).
+    stagger : bool
+        Closed loop: after the opening burst, spread the clients out of step (the steady
+        state long benchmarks see) rather than keep them in lockstep (:class:`Workload`).
+    disaggregation : Disaggregation or str, optional
+        Prefill and decode on separate pools (``"prefill=h200x4,decode=h200x8:tp4"``):
+        both pools are simulated (:func:`~inferlab.serving.disaggregated.serve_disaggregated`);
+        the pools replace ``hardware`` and the layout arguments.
+    speculative : SpeculativeConfig or str, optional
+        Speculative decoding, as for :func:`inferlab.estimate` (``"eagle:k=4,accept=0.7"``,
+        a preset name): every iteration drafts and verifies ``k + 1`` tokens per decoding
+        request, each emitting a drawn number of them; the drafter's weights and KV and
+        ``k`` slots per request come out of the KV pool
+        (:mod:`~inferlab.serving.speculation`).
+    prefix : Prefixes, str or mapping, optional
+        Prompts that share a prefix, kept by the engine's prefix cache
+        (``"shared:tokens=1000,groups=8"``, ``"sessions:turns=4,think=5"``; see
+        :class:`~inferlab.serving.prefixes.Prefixes`); ``result.prefix_hit_rate`` is the
+        share of prompt tokens found in the cache.
+    allow_long_context : bool
+        Accept prompts plus outputs beyond the model's ``max_position_embeddings`` (RoPE
+        scaling); refused otherwise.
+
+    Notes
+    -----
+    ``dp`` replicas each take ``1/dp`` of the requests (and of the rate or clients); the
+    simulation runs one and scales the throughput. With ``pp`` pipeline stages a replica
+    keeps ``pp`` batches in flight (:class:`~inferlab.serving.stepmodel.StepModel`), each
+    with ``1/pp`` of its requests, KV pool and sequence limit, simulated the same way.
+    """
+    typed = typed_call(serve, "serve", locals())
+    if typed is not None:  # serve(Deployment, Workload): the same call, written out
+        return with_inputs(serve(**typed), model, hardware)
+    if disaggregation is not None:
+        return _serve_disaggregated(model, hardware, disaggregation, locals())
+    if hardware is None:
+        raise SpecError("serve: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its pools")
+    # the workload and limits are checked first: a bad count is one line before any model is built
+    workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency, trace=trace,
+                        offline=offline, seed=seed, stagger=stagger)
+    overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+                 "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
+                 "kv_block_size": kv_block_size}
+    sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
+    if overheads is not None and not isinstance(overheads, ClientOverheads):
+        raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
+                     engine=engine, profile=profile)
+    shared = prefixes(prefix) if prefix is not None else None
+    turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
+    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context, turns=turns)
+    result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=shared)
+    return result if overheads is None else replace(result, overheads=overheads)
+
+
+def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> ServeResult:
+    """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
+    from .disaggregated import serve_disaggregated
+
+    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "concurrency": None, "max_num_seqs": None,
+             "max_num_batched_tokens": None, "chunked_prefill": None, "gpu_memory_utilization": None,
+             "kv_block_size": None, "speculative": None, "prefix": None}
+    given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
+    if given:
+        why = " (a closed loop is not simulated with separate pools)" if args["concurrency"] is not None else ""
+        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout and a rate, trace or "
+                        f"offline load drives them; drop {', '.join(given)}{why}")
+    result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
+                                 trace=args["trace"], offline=args["offline"], num_requests=args["num_requests"],
+                                 seed=args["seed"], engine=args["engine"], profile=args["profile"],
+                                 precision=args["precision"], scheduler=args["scheduler"])
+    return result if args["overheads"] is None else replace(result, overheads=args["overheads"])
