@@ -17,9 +17,10 @@ import yaml
 from inferlab import InferlabError, SpecError, estimate
 from inferlab.calibration.profile import load_profile, profile_file
 from inferlab.cli.validate import add_parsers
-from inferlab.validation.cases import Case, case_engine, case_precision, load_cases, unsupported_reason
+from inferlab.validation.cases import Case, case_engine, case_precision, load_cases
 from inferlab.validation.predict import predict_case, predict_cases
 from inferlab.validation.serving import serving_unsupported_reason
+from inferlab.validation.support import unsupported_reason
 from inferlab.validation.ops import read_ops, predict_ops
 from inferlab.validation.summary import error_stats, percent_errors, summarize
 

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> None:
     from ..calibration.error_band import table_yaml
     from ..fitting.error_bands import fit_error_bands
     from ..validation.cases import PUBLIC_FILES, load_cases
-    from .main import _emit
+    from .output import emit as _emit
 
     parts = [*args.files, *(["--profile", args.profile] if args.profile != "default" else []), "--out", args.out]
     command = "inferlab error-bands " + " ".join(shlex.quote(str(p)) for p in parts)

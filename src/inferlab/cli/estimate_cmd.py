@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> None:
     import numpy as np
 
     from ..phases.estimate import estimate
-    from .main import _emit
+    from .output import emit as _emit
 
     kw = _kwargs(args)
     written = _inputs_written(kw)

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> None:
     from ..fleet.cascade import run_scenario
     from ..fleet.scenario import load_fleet_scenario
     from ..serving.progress import Progress
-    from .main import _emit
+    from .output import emit as _emit
 
     kwargs = load_fleet_scenario(args.scenario)
     if args.hours is not None:

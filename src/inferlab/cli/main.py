@@ -18,7 +18,6 @@ name the command's flags (``--waves``), not the Python keywords (``waves=True``)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -26,8 +25,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InfeasibleError, InferlabError, cli_spelling
-from ..results.table import text_table
 from .bands_cmd import add_parser as add_bands_parser
+from .catalog_cmd import add_parsers as add_catalog_parsers
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
 from .fleet_cmd import add_parser as add_fleet_parser
@@ -35,126 +34,6 @@ from .modalities_cmd import add_parsers as add_modality_parsers
 from .plan_cmd import add_parser as add_plan_parser
 from .serve_cmd import add_parser as add_serve_parser
 from .validate import add_parsers as add_validate_parsers
-
-
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    """Print ``text``, or with ``--json`` the data (a callable is called only then)."""
-    if args.json:
-        from ..results.render import json_ready
-
-        print(json.dumps(json_ready(data() if callable(data) else data), indent=2, default=str, allow_nan=False))
-    else:
-        print(text)
-
-
-# Each command imports what it needs when it runs, so `--help` and the catalog listings do
-# not load the op graph, the simulator or scipy.
-
-
-def _hardware_list(args: argparse.Namespace) -> None:
-    from ..specs.render import hardware_dict, in_unit
-    from ..specs.catalog import hardware_ids, load_hardware
-
-    specs = [load_hardware(i) for i in hardware_ids()]
-    rows = []
-    for h in specs:
-        up = h.scale_up
-        link = "-" if up.bandwidth is None else f"{up.kind} {in_unit(up.bandwidth, 'GB/s', '{:.0f}')}x{int(up.domain_size.si)}"
-        rows.append([h.id, h.memory_capacity.stated, in_unit(h.memory_bandwidth, "TB/s", "{:.3g}"),
-                     in_unit(h.flops.get("bf16"), "TFLOPS", "{:.0f}"), in_unit(h.flops.get("fp8"), "TFLOPS", "{:.0f}"),
-                     in_unit(h.flops.get("fp4"), "TFLOPS", "{:.0f}"), link,
-                     in_unit(h.price, "USD/hour", "{:.2f}"), h.status])
-    headers = ["id", "memory", "TB/s", "bf16 TF", "fp8 TF", "fp4 TF", "scale-up GB/s/dir x GPUs", "$/h", "status"]
-    text = text_table(headers, rows, right={2, 3, 4, 5, 7})
-    text += "\nTensor FLOPS are dense (no 2:4 sparsity). `inferlab hardware show ID` lists every figure with its source."
-    _emit(args, lambda: [hardware_dict(h) for h in specs], text)
-
-
-def _hardware_show(args: argparse.Namespace) -> None:
-    from ..results.render import pretty
-    from ..specs.render import hardware_dict
-    from ..specs.catalog import load_hardware
-
-    h = load_hardware(args.id)
-    rows = [[path, fig.stated, fig.source] for path, fig in h.figures()]
-    lines = [f"{h.name} ({h.id}) - {h.vendor} {h.architecture}, {h.form_factor}, {h.status}",
-             f"memory: {h.memory_type}", text_table(["field", "value", "source"], rows)]
-    if "bf16" in h.flops:
-        lines.append(f"ridge point (bf16 dense / memory bandwidth): {pretty(h.ridge_point('bf16'))}")
-    if h.mig:
-        lines.append("MIG profiles: " + ", ".join(f"{p.name} x{p.max_instances}" for p in h.mig.profiles))
-    lines.append("sources:")
-    lines += [f"  {key}: {src.title} [{src.kind}{', ' + src.date if src.date else ''}]" + (f" {src.url}" if src.url else "")
-              for key, src in h.sources.items()]
-    notes = [f"  {path}: {fig.note}" for path, fig in h.figures() if fig.note] + [f"  {n}" for n in h.notes]
-    if notes:
-        lines += ["notes:", *notes]
-    _emit(args, hardware_dict(h), "\n".join(lines))
-
-
-def _models_list(args: argparse.Namespace) -> None:
-    from ..specs.render import model_dict
-    from ..specs.catalog import load_model, model_ids
-
-    specs = [load_model(i) for i in model_ids()]
-    rows = []
-    for m in specs:
-        kv = sum(m.kv_cache_bytes_per_token("bf16").values())
-        kind = m.attention_type + (f" MoE {m.moe.num_experts_per_tok}/{m.moe.num_experts}" if m.moe else "")
-        rows.append([m.id or m.name, kind, f"{m.total_params / 1e9:.1f}", f"{m.active_params / 1e9:.1f}",
-                     str(m.num_hidden_layers), f"{kv / 1024:.0f}", f"{m.max_position_embeddings:,}"])
-    headers = ["id", "attention", "params B", "active B", "layers", "KV KiB/token bf16", "max context"]
-    text = text_table(headers, rows, right={2, 3, 4, 5, 6})
-    text += "\nKV per token sums all layers; sliding-window layers stop growing at their window."
-    _emit(args, [model_dict(m) for m in specs], text)
-
-
-def _models_show(args: argparse.Namespace) -> None:
-    from ..results.render import pretty
-    from ..specs.render import model_dict
-    from ..specs.catalog import load_model
-    from ..units import Q
-
-    m = load_model(args.model)
-    d = model_dict(m)
-    pc = m.param_counts
-    lines = [f"{m.name}" + (f" ({m.id})" if m.id else "") + f" - model_type {m.model_type}, {m.attention_type}",
-             f"layers {m.num_hidden_layers}, hidden {m.hidden_size}, heads {m.num_attention_heads} "
-             f"(KV {m.num_key_value_heads}, head_dim {m.head_dim}), vocab {m.vocab_size:,}, "
-             f"max context {m.max_position_embeddings:,}",
-             "attention layers: " + ", ".join(f"{n} {k}" for k, n in m.layer_kinds.items())]
-    if m.moe:
-        e = m.moe
-        lines.append(f"MoE: {m.num_moe_layers} MoE layers + {m.num_dense_layers} dense; {e.num_experts} routed experts "
-                     f"(top-{e.num_experts_per_tok}, width {e.moe_intermediate_size}) + {e.num_shared_experts} shared")
-    if m.mla:
-        lines.append(f"MLA: kv_lora_rank {m.mla.kv_lora_rank} + rope {m.mla.qk_rope_head_dim} cached per token per layer")
-    lines.append(f"parameters: total {pc.total / 1e9:.3f} B, active {pc.active / 1e9:.3f} B"
-                 + (f", MTP module {pc.mtp / 1e9:.2f} B (not in total)" if pc.mtp else ""))
-    lines.append("  " + ", ".join(f"{k} {getattr(pc, k) / 1e9:.3f} B" for k in pc.__dataclass_fields__ if getattr(pc, k)))
-    lines.append("KV cache per token (bf16): " + ", ".join(f"{k} {v:,.0f} B" for k, v in d["kv_cache_bytes_per_token_bf16"].items()))
-    lines.append("weights: " + ", ".join(f"{p} {pretty(Q(v, 'byte'))}" for p, v in d["weight_bytes"].items()))
-    if m.checkpoint is not None:
-        lines.append(f"released checkpoint: {m.checkpoint.describe()}")
-    if m.card:
-        c = m.card
-        lines.append(f"config: {c.sources[c.config_source].title}" + ("" if c.config_verbatim else " [not verbatim]"))
-        for label, pub in (("published total", c.total_params), ("published active", c.active_params)):
-            if pub:
-                lines.append(f"{label}: {pub.stated} ({c.sources[pub.source].title})")
-        lines += [f"note: {n}" for n in c.notes]
-    _emit(args, d, "\n".join(lines))
-
-
-def _calc(args: argparse.Namespace) -> None:
-    from ..calc.evaluator import evaluate
-    from ..results.render import pretty
-
-    result = evaluate(args.expression, to=args.to)
-    text = f"{result.value.magnitude:.6g} {result.value.units:~P}".rstrip()
-    for ref in result.references:
-        text += f"\n  {ref.text} = {pretty(ref.value)}  [{ref.source}]"
-    _emit(args, result.to_dict(), text)
 
 
 #: Exit status per outcome; the first matching class wins.
@@ -229,18 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"inferlab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    hw = sub.add_parser("hardware", help="accelerator catalog").add_subparsers(dest="action", required=True)
-    hw.add_parser("list", parents=[common], help="every device with its headline figures").set_defaults(func=_hardware_list)
-    show = hw.add_parser("show", parents=[common], help="every figure of one device, with sources")
-    show.add_argument("id")
-    show.set_defaults(func=_hardware_show)
-
-    mo = sub.add_parser("models", help="model catalog").add_subparsers(dest="action", required=True)
-    mo.add_parser("list", parents=[common], help="every model with size and KV cache").set_defaults(func=_models_list)
-    mshow = mo.add_parser("show", parents=[common], help="one model by id, alias or config.json path")
-    mshow.add_argument("model", metavar="ID|PATH")
-    mshow.set_defaults(func=_models_show)
-
+    add_catalog_parsers(sub, common)
     add_estimate_parser(sub, common)
     add_serve_parser(sub, common)
     add_plan_parser(sub, common)
@@ -250,10 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_bands_parser(sub, common)
     add_modality_parsers(sub, common)
 
-    calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
-    calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')
-    calc.add_argument("--to", metavar="UNIT", help="express the result in UNIT, e.g. ms or GB/s")
-    calc.set_defaults(func=_calc)
     return parser
 
 

@@ -17,7 +17,7 @@ _ints = comma_list(int, "integer")
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    from .main import _emit as emit
+    from .output import emit
 
     emit(args, data, text)
 

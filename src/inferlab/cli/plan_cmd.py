@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> None:
     from ..cluster import dask_client
     from ..planning.planner import plan
     from ..planning.scenario import load_scenario
-    from .main import _emit
+    from .output import emit as _emit
 
     top = integer("--top", args.top, maximum=10**6, what="rows")
     scenario = load_scenario(args.scenario)

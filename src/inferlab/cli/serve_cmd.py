@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> None:
     from ..serving.serve import serve
     from ..serving.curve import load_sweep
     from ..serving.goodput import check_percentile, goodput
-    from .main import _emit
+    from .output import emit as _emit
 
     check_percentile(args.percentile)  # shown with or without SLOs: refused before any simulation
     kw, slo = _serve_kwargs(args), _slo(args)

@@ -336,12 +336,8 @@ def case_layout(case: Case) -> dict[str, Any] | str:
     return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": dp, "attention_dp": adp}
 
 
-def unsupported_reason(case: Case) -> str | None:
-    """Why the model cannot predict ``case`` yet, or None when it can."""
-    if case.regime != "static_batch":
-        from .serving import serving_unsupported_reason
-
-        return serving_unsupported_reason(case)
+def static_unsupported_reason(case: Case) -> str | None:
+    """Why :func:`inferlab.estimate` cannot predict the static-batch ``case``, or None when it can."""
     layout = case_layout(case)
     if isinstance(layout, str):
         return layout

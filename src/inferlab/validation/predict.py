@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
-from .cases import Case, InvalidCase, case_engine, case_layout, case_precision, case_speculative, unsupported_reason
+from .cases import Case, InvalidCase, case_engine, case_layout, case_precision, case_speculative
+from .support import unsupported_reason
 
 
 def metric_value(metric: str, *, ttft_s: Any, tpot_s: Any, tpot_mid_s: Any, output_tokens_per_s: Any,

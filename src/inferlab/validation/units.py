@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cluster import check_client, map_units
-from .cases import Case, unsupported_reason
+from .cases import Case
 from .predict import predict_cases, static_group_key
 from .serving import serving_group_key, serving_unsupported_reason
+from .support import unsupported_reason
 
 #: Tasks the units are packed into (consecutive units per task): enough to keep a few dozen
 #: workers busy, few enough that the scheduler's cost per task stays small.
