@@ -22,6 +22,7 @@ from inferlab.inputs.deployment import Engine, Layout
 from inferlab.inputs.precision import Precision
 from inferlab.inputs.techniques import PoolSpec, Pools, PrefixCacheSpec, Speculative
 from inferlab.inputs.workload import Lengths
+from inferlab.validation.case_inputs import case_deployment
 from inferlab.validation.cases import Case
 
 FP8 = {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
@@ -111,7 +112,7 @@ def test_one_deployment_from_kwargs_file_case_and_cli(name, tmp_path):
     path.write_text(text)
     args = build_parser().parse_args(["estimate", *argv.split()])
     written = [from_kwargs(**kwargs)[0], deployment_of(kwargs), from_deployment_file(path)[0],
-               _case(case).deployment(), inputs_of(args)[0]]
+               case_deployment(_case(case)), inputs_of(args)[0]]
     assert all(d == expected for d in written), [d for d in written if d != expected]
 
 

@@ -15,7 +15,9 @@ import pytest
 
 from inferlab import Deployment, SpecError, Workload, estimate, serve
 from inferlab.inputs.convert import from_kwargs
-from inferlab.validation.cases import load_cases, unsupported_reason
+from inferlab.validation.case_inputs import case_deployment, case_workload
+from inferlab.validation.cases import load_cases
+from inferlab.validation.support import unsupported_reason
 from inferlab.validation.predict import metric_value, predict_case
 
 
@@ -82,7 +84,7 @@ def _static_cases():
 @pytest.mark.parametrize("case", _static_cases()[:12], ids=lambda c: c.id)
 def test_public_static_cases_predict_through_their_deployment(case):
     value, reason = predict_case(case)
-    d, w = case.deployment(), case.workload()
+    d, w = case_deployment(case), case_workload(case)
     assert d.num_gpus == case.num_gpus and w.batch_size == case.load["batch_size"]
     if value is None:
         pytest.skip(reason)
@@ -94,9 +96,9 @@ def test_public_static_cases_predict_through_their_deployment(case):
 
 def test_case_workloads_by_regime():
     cases = {c.regime: c for c in load_cases(None)}
-    assert cases["static_batch"].workload().mode == "static_batch"
+    assert case_workload(cases["static_batch"]).mode == "static_batch"
     closed = cases["closed_loop"]
-    assert closed.workload().concurrency == closed.load["concurrency"]
+    assert case_workload(closed).concurrency == closed.load["concurrency"]
 
 
 def test_scenario_traffic_is_a_workload():

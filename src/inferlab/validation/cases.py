@@ -136,59 +136,6 @@ class Case(BaseModel):
                 raise ValueError(f"{key} must be a finite number, got {value!r:.60}")
         return spec or None
 
-    def deployment(self) -> Any:
-        """The case's :class:`~inferlab.inputs.deployment.Deployment` (layout, precision, engine with
-        its version and scheduler limits, speculation, prefix cache hit rate, disaggregated pools).
-
-        Long contexts are allowed: the engine served the measured run's context.
-
-        Raises
-        ------
-        SpecError
-            A case whose layout or pools cannot be mapped (the reason of :func:`case_layout`
-            or :func:`~inferlab.validation.serving.case_pools`), or an invalid deployment.
-        """
-        from ..inputs.deployment import Deployment
-
-        fields: dict[str, Any] = {"model": self.model, "hardware": self.hardware, "num_gpus": self.num_gpus,
-                                  "precision": case_precision(self) or None,
-                                  "engine": {"name": case_engine(self), "version": self.engine_version,
-                                             **(self.scheduler or {})},
-                                  "speculative": case_speculative(self), "allow_long_context": True}
-        if self.prefix_cache and self.prefix_cache.get("hit_rate") is not None:
-            fields["prefix_cache"] = {"hit_rate": self.prefix_cache["hit_rate"]}
-        if self.disaggregation:
-            from .serving import case_pools
-
-            pools = case_pools(self)
-            if isinstance(pools, str):
-                raise SpecError(f"case {self.id}: {pools}")
-            fields["disaggregation"] = {side: {"hardware": hw, "num_gpus": n, "tp": tp}
-                                        for side, (hw, n, tp) in zip(("prefill", "decode"), pools)}
-        else:
-            layout = case_layout(self)
-            if isinstance(layout, str):
-                raise SpecError(f"case {self.id}: {layout}")
-            fields["layout"] = layout
-        return Deployment(**fields)
-
-    def workload(self, num_requests: int = 1000) -> Any:
-        """The case's :class:`~inferlab.inputs.workload.Workload`: its static batch, or its load with
-        the case's request count (``num_requests`` when it states none; validation sizes its
-        simulations itself, :func:`~inferlab.validation.serving.serving_workload`). A static batch
-        that does not fit runs in waves, as the engines ran it."""
-        from ..inputs.workload import Workload
-
-        load, lengths = self.load, {"isl": self.isl, "osl": self.osl}
-        if self.regime == "static_batch":
-            return Workload(batch_size=load.get("batch_size", 1), waves=True, **lengths)
-        n = load.get("num_requests", num_requests)
-        if "concurrency" in load:
-            return Workload(concurrency=load["concurrency"], num_requests=n, **lengths)
-        if "request_rate" in load and not load.get("offline"):
-            return Workload(rate=float(load["request_rate"]), num_requests=n, **lengths)
-        return Workload(offline=True, num_requests=n, **lengths)
-
     @property
     def holdout_half(self) -> int:
         """0 or 1: a fixed split of cases by a hash of the id (fit on 0, score on 1)."""
