@@ -278,3 +278,18 @@ def test_workload_refusals():
         Workload(batch_size=1, prefix="shared:tokens=10")
     with pytest.raises(SpecError, match="describe traffic"):
         from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", seed=2)
+
+
+@pytest.mark.parametrize("name", SAME)
+def test_every_field_written_out_is_the_same_deployment(name):
+    d = SAME[name][4]
+    assert Deployment(**d.model_dump()) == d  # defaults spelt out change nothing
+
+
+def test_hardware_beside_pools_must_agree():
+    pools = "prefill=h200x4,decode=h200x8:tp4"
+    assert Deployment(model="llama-3.1-8b", hardware="h200-sxm", disaggregation=pools).hardware is None
+    with pytest.raises(SpecError, match="disagrees with the pools"):
+        Deployment(model="llama-3.1-8b", hardware="h100-sxm", disaggregation=pools)
+    with pytest.raises(SpecError, match="num_gpus=8 but the pools have 4 \\+ 8 = 12 GPUs"):
+        Deployment(model="llama-3.1-8b", num_gpus=8, disaggregation=pools)

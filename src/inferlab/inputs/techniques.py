@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import InferlabError, SpecError
+from ..errors import SpecError
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation, Pool
 from ..techniques.prefix_cache import PrefixCache
@@ -248,8 +248,3 @@ class Pools(BaseModel):
         fields.update(prefill=self.prefill.technique(), decode=self.decode.technique())
         return Disaggregation(**fields)
 
-
-def technique_error(key: str, exc: InferlabError) -> SpecError:
-    """``exc`` as a SpecError that names the deployment key it came from."""
-    text = str(exc)
-    return SpecError(text if text.startswith(key) else f"{key}: {text}")
