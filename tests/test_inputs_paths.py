@@ -12,8 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from inferlab import Deployment, SpecError, Workload, estimate, serve
+from inferlab import Deployment, InferlabError, SpecError, Workload, estimate, serve
 from inferlab.inputs.convert import from_kwargs
 from inferlab.validation.case_inputs import case_deployment, case_workload
 from inferlab.validation.cases import load_cases
@@ -108,3 +110,28 @@ def test_scenario_traffic_is_a_workload():
     assert (w.rate, w.num_requests, w.isl.value, w.osl.value, w.prefix.tokens) == (3.0, 100, 2048, 256, 512)
     job = Traffic(offline=True, requests=50, deadline_h=1.0).workload()
     assert job.offline and job.num_requests == 50  # fewer than the default 1000: the job's own count
+
+
+_ARGS = st.fixed_dictionaries(
+    {"model": st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "mixtral-8x7b"]),
+     "hardware": st.sampled_from(["h100-sxm", "h200-sxm", "b200", "a100-sxm-80gb"])},
+    optional={"tp": st.sampled_from([1, 2, 4, 8]), "ep": st.sampled_from([1, 2]), "dp": st.sampled_from([1, 2]),
+              "pp": st.sampled_from([1, 2]), "attention_dp": st.booleans(),
+              "precision": st.sampled_from(["fp8", "fp8 kv:bf16", "kv:fp8", "int4", "nvfp4", {"weights": "fp8"}]),
+              "engine": st.sampled_from(["generic", "vllm", "trtllm", "sglang"]),
+              "speculative": st.sampled_from(["eagle:k=3,accept=0.6", "ngram:k=4,accept=0.3"]),
+              "prefix_cache": st.sampled_from([0.3, "tokens=200"]),
+              "batch_size": st.sampled_from([1, [1, 16], [4, 64]]), "isl": st.sampled_from([128, [512, 2048]]),
+              "osl": st.sampled_from([64, 256]), "gpu_memory_utilization": st.sampled_from([0.8, 0.95])})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(args=_ARGS)
+def test_typed_estimate_equals_keywords_or_fails_alike(args):
+    try:
+        plain = estimate(**args).to_dict()
+    except InferlabError as exc:
+        with pytest.raises(type(exc)):
+            estimate(*from_kwargs(**args))
+        return
+    assert _without_inputs(estimate(*from_kwargs(**args)).to_dict()) == plain
