@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from inferlab import Deployment, SpecError, UnknownNameError, Workload, estimate, serve
 from inferlab.cli.estimate_cmd import inputs_of
 from inferlab.cli.main import build_parser
-from inferlab.inputs.convert import deployment_of, from_deployment_file, from_kwargs
+from inferlab.inputs.convert import from_deployment_file, from_kwargs
 from inferlab.inputs.deployment import Engine, Layout
 from inferlab.inputs.precision import Precision
 from inferlab.inputs.techniques import PoolSpec, Pools, PrefixCacheSpec, Speculative
@@ -111,7 +111,7 @@ def test_one_deployment_from_kwargs_file_case_and_cli(name, tmp_path):
     path = tmp_path / "deployment.yaml"
     path.write_text(text)
     args = build_parser().parse_args(["estimate", *argv.split()])
-    written = [from_kwargs(**kwargs)[0], deployment_of(kwargs), from_deployment_file(path)[0],
+    written = [from_kwargs(**kwargs)[0], Deployment.from_kwargs(**kwargs), from_deployment_file(path)[0],
                case_deployment(_case(case)), inputs_of(args)[0]]
     assert all(d == expected for d in written), [d for d in written if d != expected]
 
@@ -293,3 +293,13 @@ def test_hardware_beside_pools_must_agree():
         Deployment(model="llama-3.1-8b", hardware="h100-sxm", disaggregation=pools)
     with pytest.raises(SpecError, match="num_gpus=8 but the pools have 4 \\+ 8 = 12 GPUs"):
         Deployment(model="llama-3.1-8b", num_gpus=8, disaggregation=pools)
+
+
+def test_unknown_keyword_and_one_chunk_limit():
+    with pytest.raises(SpecError, match="unknown argument\\(s\\) tensor_parallel"):
+        from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", tensor_parallel=2)
+    with pytest.raises(SpecError, match="same limit"):
+        Deployment.from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", max_num_tokens=4096,
+                               max_num_batched_tokens=2048)
+    d = Deployment.from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", max_num_tokens=4096, engine_version="0.9")
+    assert (d.engine.max_num_batched_tokens, d.engine.version) == (4096, "0.9")

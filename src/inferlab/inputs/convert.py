@@ -2,10 +2,10 @@
 
 Keyword arguments of :func:`inferlab.estimate` or :func:`inferlab.serve`
 (:func:`from_kwargs`) and deployment files (:func:`from_deployment_file`, ``engine_args``
-launch commands included) parse here. The parsers of higher layers call these: a
-validation case (:meth:`inferlab.validation.cases.Case.deployment`), the CLI's
-``inferlab estimate`` flags (:func:`inferlab.cli.estimate_cmd.inputs_of`) and planning
-scenario traffic (:func:`inferlab.planning.scenario.traffic_workload`).
+launch commands included) parse here. The parsers of higher layers sit beside the types
+they read: a validation case (:func:`inferlab.validation.case_inputs.case_deployment`), the
+CLI's ``inferlab estimate`` flags (:func:`inferlab.cli.estimate_cmd.inputs_of`) and planning
+scenario traffic (:meth:`inferlab.planning.scenario.Traffic.workload`).
 """
 
 from __future__ import annotations
@@ -16,42 +16,15 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import SpecError
-from .deployment import ENGINE_LIMITS, Deployment
+from .deployment import KWARGS, Deployment
 from .static_batch import AXES
-from .workload import Workload
+from .workload import WORKLOAD_KWARGS, Workload
 
-#: Keyword arguments that go to the Deployment as they are.
-_DEPLOYMENT = ("model", "hardware", "num_gpus", "precision", "profile", "attention", "cuda_graphs",
-               "allow_long_context", "price_per_gpu_hour", "utilization", "speculative", "prefix_cache",
-               "disaggregation")
-_LAYOUT = ("tp", "pp", "ep", "dp", "attention_dp", "expert_imbalance", "micro_batches")
 #: Keyword arguments of the Workload: a static batch's, then traffic's.
 _STATIC = ("isl", "osl", "batch_size", "prefill_batch", "waves")
 _TRAFFIC = ("isl", "osl", "rate", "concurrency", "trace", "offline", "num_requests", "seed", "stagger", "prefix")
-KEYS = (*_DEPLOYMENT, *_LAYOUT, "engine", "engine_version", *ENGINE_LIMITS, "max_num_tokens",
-        *dict.fromkeys(_STATIC + _TRAFFIC))
-
-
-def deployment_of(kwargs: dict[str, Any]) -> Deployment:
-    """The Deployment of keyword arguments (those of :data:`KEYS` that describe it)."""
-    fields = {k: kwargs[k] for k in _DEPLOYMENT if kwargs.get(k) is not None}
-    layout = {k: kwargs[k] for k in _LAYOUT if kwargs.get(k) is not None}
-    if layout:
-        fields["layout"] = layout
-    limits = {k: kwargs[k] for k in ENGINE_LIMITS if kwargs.get(k) is not None}
-    chunk = kwargs.get("max_num_tokens")
-    if chunk is not None:
-        if limits.get("max_num_batched_tokens", chunk) != chunk:
-            raise SpecError(f"max_num_tokens={chunk} and max_num_batched_tokens={limits['max_num_batched_tokens']} "
-                            "are the same limit (tokens per step): give one")
-        limits["max_num_batched_tokens"] = chunk
-    engine = kwargs.get("engine")
-    if engine is not None or limits or kwargs.get("engine_version") is not None:
-        if engine is not None and not isinstance(engine, str):
-            fields["engine"] = engine
-        else:
-            fields["engine"] = {"name": engine or "generic", "version": kwargs.get("engine_version"), **limits}
-    return Deployment(**fields)
+#: Every keyword argument :func:`from_kwargs` takes.
+KEYS = (*KWARGS, *WORKLOAD_KWARGS)
 
 
 def _axis(value: Any, index: int) -> tuple[Any, bool]:
@@ -104,11 +77,7 @@ def from_kwargs(target: Literal["estimate", "serve"] = "estimate", **kwargs: Any
     SpecError
         An unknown argument, an invalid deployment or workload (:class:`Deployment`).
     """
-    unknown = sorted(str(k) for k in set(kwargs) - set(KEYS))
-    if unknown:
-        raise SpecError(f"unknown argument(s) {', '.join(unknown)}; a Deployment and Workload take "
-                        f"{', '.join(KEYS)}")
-    return deployment_of(kwargs), workload_of(kwargs, target)
+    return Deployment.from_kwargs(**kwargs), workload_of(kwargs, target)
 
 
 def from_deployment_file(path: str | Path, target: Literal["estimate", "serve"] = "estimate"

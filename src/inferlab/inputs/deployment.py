@@ -19,7 +19,6 @@ aggregated-only options next to a disaggregation.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,81 +28,16 @@ from .. import checks
 from . import resolve as inputs
 from ..errors import SpecError
 from ..specs.validation import format_validation_error
+from .parts import ENGINE_LIMITS, Engine, Layout, engine_of, layout_fields
 from .precision import Precision
 from .techniques import FROZEN, PrefixCacheSpec, Pools, Speculative
+from .workload import WORKLOAD_KWARGS
 
-#: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
-ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization",
-                 "kv_block_size")
-
-
-class Layout(BaseModel):
-    """How the GPUs split the model (:class:`~inferlab.techniques.parallelism.Parallelism`).
-
-    Parameters
-    ----------
-    tp : int [GPU]
-        Tensor-parallel GPUs per pipeline stage.
-    pp : int [stage]
-        Pipeline stages.
-    ep : int [group]
-        Expert-parallel groups within a stage (divides ``tp``).
-    dp : int [replica]
-        Data-parallel replicas.
-    attention_dp : bool
-        Attention data-parallel over a stage's GPUs.
-    expert_imbalance : float [1]
-        Load of the busiest expert group over the mean.
-    micro_batches : int, optional
-        Pipeline micro-batches (None: ``pp``).
-    """
-
-    model_config = FROZEN
-    tp: int = 1
-    pp: int = 1
-    ep: int = 1
-    dp: int = 1
-    attention_dp: bool = False
-    expert_imbalance: float = 1.0
-    micro_batches: int | None = None
-
-    @property
-    def num_gpus(self) -> int:
-        """``tp x pp x dp`` [GPU]."""
-        return self.tp * self.pp * self.dp
-
-
-class Engine(BaseModel):
-    """The serving engine and the scheduler limits set on it (None: the engine's default).
-
-    Parameters
-    ----------
-    name : str
-        One of :data:`inferlab.inputs.resolve.ENGINES`.
-    version : str, optional
-        The engine release, as recorded (informational).
-    max_num_seqs : int, optional [request]
-    max_num_batched_tokens : int, optional [token]
-        Tokens per step (a static batch's prefill chunk, ``max_num_tokens`` of estimate).
-    chunked_prefill : bool, optional
-    gpu_memory_utilization : float, optional [1]
-    kv_block_size : int, optional [token]
-    """
-
-    model_config = FROZEN
-    name: str = "generic"
-    version: str | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    chunked_prefill: bool | None = None
-    gpu_memory_utilization: float | None = None
-    kv_block_size: int | None = None
-
-    def limits(self) -> dict[str, Any]:
-        """The limits set, by :data:`ENGINE_LIMITS` name."""
-        return {k: getattr(self, k) for k in ENGINE_LIMITS if getattr(self, k) is not None}
-
-
+#: Keyword arguments of the entry points that are Deployment fields as they are.
+_PLAIN = ("model", "hardware", "num_gpus", "precision", "profile", "attention", "cuda_graphs", "allow_long_context",
+          "price_per_gpu_hour", "utilization", "speculative", "prefix_cache", "disaggregation")
+#: Keyword arguments that describe a deployment (:meth:`Deployment.from_kwargs`).
+KWARGS = (*_PLAIN, *Layout.model_fields, "engine", "engine_version", *ENGINE_LIMITS, "max_num_tokens")
 #: Options of an aggregated deployment that a disaggregation (whose pools set them) refuses, with defaults.
 _AGGREGATED_ONLY = {"attention": "flash", "cuda_graphs": True, "price_per_gpu_hour": None, "utilization": 1.0,
                     "speculative": None}
@@ -207,6 +141,42 @@ class Deployment(BaseModel):
                 raise
             raise SpecError(f"{path}: {exc}") from None
 
+    @classmethod
+    def from_kwargs(cls, **kwargs: Any) -> Deployment:
+        """The Deployment of :func:`inferlab.estimate` or :func:`inferlab.serve` keyword arguments.
+
+        The workload's arguments (:data:`~inferlab.inputs.workload.WORKLOAD_KWARGS`) are
+        left to the Workload (:func:`inferlab.inputs.convert.from_kwargs` gives both);
+        ``engine_version`` may be given too. Estimate's ``max_num_tokens`` is the engine's
+        ``max_num_batched_tokens``.
+
+        Raises
+        ------
+        SpecError
+            An unknown argument, or an invalid deployment.
+        """
+        unknown = sorted(str(k) for k in set(kwargs) - set(KWARGS) - set(WORKLOAD_KWARGS))
+        if unknown:
+            raise SpecError(f"unknown argument(s) {', '.join(unknown)}; a Deployment takes {', '.join(KWARGS)} and "
+                            f"a Workload {', '.join(WORKLOAD_KWARGS)}")
+        fields = {k: kwargs[k] for k in _PLAIN if kwargs.get(k) is not None}
+        layout = {k: kwargs[k] for k in Layout.model_fields if kwargs.get(k) is not None}
+        if layout:
+            fields["layout"] = layout
+        limits = {k: kwargs[k] for k in ENGINE_LIMITS if kwargs.get(k) is not None}
+        chunk = kwargs.get("max_num_tokens")
+        if chunk is not None:
+            if limits.get("max_num_batched_tokens", chunk) != chunk:
+                raise SpecError(f"max_num_tokens={chunk} and max_num_batched_tokens="
+                                f"{limits['max_num_batched_tokens']} are the same limit (tokens per step): give one")
+            limits["max_num_batched_tokens"] = chunk
+        engine = kwargs.get("engine")
+        if isinstance(engine, (Engine, dict)):
+            fields["engine"] = engine
+        elif engine is not None or limits or kwargs.get("engine_version") is not None:
+            fields["engine"] = {"name": engine or "generic", "version": kwargs.get("engine_version"), **limits}
+        return cls(**fields)
+
     # ------------------------------------------------------------------ entry points
     def _common_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": self.model, "hardware": self.hardware, "engine": self.engine.name,
@@ -288,41 +258,6 @@ def _hardware_id(value: Any) -> tuple[str, Any]:
     return spec.id, spec
 
 
-def _engine(value: Any) -> Engine:
-    """An :class:`Engine` from one, a name, or a mapping of its fields, each limit checked."""
-    if isinstance(value, Engine):
-        return value
-    fields = dict(value) if isinstance(value, Mapping) else {"name": value}
-    unknown = sorted(str(k) for k in set(fields) - set(Engine.model_fields))
-    if unknown:
-        raise SpecError(f"engine: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(Engine.model_fields)}")
-    fields["name"] = inputs.engine_name(fields.get("name", "generic"))
-    if fields.get("version") is not None:
-        fields["version"] = str(fields["version"])
-    for key in ENGINE_LIMITS:
-        raw = fields.get(key)
-        if raw is None:
-            continue
-        if key == "chunked_prefill":
-            fields[key] = checks.boolean(key, raw)
-        elif key == "gpu_memory_utilization":
-            fields[key] = checks.fraction(key, raw)
-        else:
-            fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
-    return Engine(**fields)
-
-
-def _layout(value: Any) -> dict[str, Any]:
-    if isinstance(value, Layout):
-        return value.model_dump()
-    if not isinstance(value, Mapping):
-        raise SpecError(f"layout must be a mapping of {', '.join(Layout.model_fields)}, got {value!r:.60}")
-    unknown = sorted(str(k) for k in set(value) - set(Layout.model_fields))
-    if unknown:
-        raise SpecError(f"layout: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(Layout.model_fields)}")
-    return {**Layout().model_dump(), **value}
-
-
 def _normalized(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` checked and put in canonical form (names resolved to ids, precision per kind)."""
     unknown = sorted(str(k) for k in set(data) - set(Deployment.model_fields))
@@ -336,8 +271,8 @@ def _normalized(data: dict[str, Any]) -> dict[str, Any]:
     out["model"] = model_text
     pools = data.get("disaggregation")
     out["disaggregation"] = pools = None if pools is None else Pools.of(pools)
-    out["engine"] = _engine(data.get("engine", "generic"))
-    par = inputs.layout(model, **_layout(data.get("layout") or {}))
+    out["engine"] = engine_of(data.get("engine", "generic"))
+    par = inputs.layout(model, **layout_fields(data.get("layout") or {}))
     out["layout"] = Layout(tp=par.tp, pp=par.pp, ep=par.ep, dp=par.dp, attention_dp=par.attention_dp,
                            expert_imbalance=par.expert_imbalance, micro_batches=par.micro_batches)
     out["attention"] = inputs.attention_kind(data.get("attention", "flash"))

@@ -39,6 +39,9 @@ MAX_REQUESTS = 10**7
 #: Longest span of arrivals [s] (11.6 days): float64 times then resolve 0.1 ns, so a
 #: microsecond step is never lost to rounding of the clock (at 1e300 s it would be).
 MAX_SPAN_S = 1e6
+#: Keyword arguments of the entry points that describe a workload (a static batch's and traffic's).
+WORKLOAD_KWARGS = ("isl", "osl", "batch_size", "prefill_batch", "waves", "rate", "concurrency", "trace", "offline",
+                   "num_requests", "seed", "stagger", "prefix")
 #: Highest arrival rate [request/s]: beyond it every request arrives within a nanosecond
 #: of the last, which is ``offline=True``.
 MAX_RATE = 1e9
