@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.calc.evaluator import evaluate
-from inferlab.calc.syntax import AmbiguousExpressionError, tokenize
+from inferlab.calc.syntax import AmbiguousExpressionError
+from inferlab.calc.tokens import tokenize
 from inferlab.cli.main import main
 from inferlab.errors import InferlabError, UnitError, UnknownNameError
 

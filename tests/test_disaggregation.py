@@ -12,8 +12,8 @@ from inferlab.techniques.step import decode, mean_decode_step_s, prefill
 from inferlab.inputs.resolve import deployment
 from inferlab.phases.compare import compare_with_aggregated
 from inferlab.phases.disaggregated import estimate_disaggregated
-from inferlab.techniques.disaggregation import (NETWORK_LATENCY_S, Disaggregation, Pool, exposed_transfer_s, kv_link,
-                                                kv_transfer)
+from inferlab.techniques.disaggregation import NETWORK_LATENCY_S, Disaggregation, Pool
+from inferlab.techniques.kv_transfer import exposed_transfer_s, kv_link, kv_transfer
 
 LLAMA_70B_KV_BF16 = 327_680  # B/token: 80 layers x 2 (K, V) x 8 KV heads x 128 x 2 B
 NIC = 50e9  # B/s: a 400 Gb/s NIC per direction

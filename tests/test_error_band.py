@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inferlab
+from inferlab.calibration.band_files import band_file, parse_table, read_table, table_yaml
 from inferlab.calibration.error_band import (
-    LEVELS, ErrorBandTable, MissingBandError, Residual, band_file, build_table, coverage, parse_table, read_table,
-    table_yaml, weibull_quantiles)
+    LEVELS, ErrorBandTable, MissingBandError, Residual, build_table, coverage, weibull_quantiles)
 from inferlab.fitting.error_bands import residuals, without_family
 from inferlab.calibration.profile import profile_file
 from inferlab.cli.main import main

@@ -23,7 +23,7 @@ divisor without a unit (``7 TB / 10%``, ``1 / s``) there is one reading and it i
 
 Also refused: juxtaposed numbers (``2 3``), a unit after a catalog value (write ``*``), ``%`` that
 does not follow a number, exponents beyond :data:`MAX_EXPONENT`, number literals longer than
-:data:`MAX_DIGITS` digits, text longer than :data:`MAX_LENGTH` characters and parentheses nested
+:data:`.tokens.MAX_DIGITS` digits, text longer than :data:`MAX_LENGTH` characters and parentheses nested
 deeper than :data:`MAX_DEPTH`; each bound is checked before any arithmetic, so every answer is
 immediate.
 """
@@ -31,28 +31,17 @@ immediate.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
 
-from .tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
 from ..errors import UnitError
+from .tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
+from .tokens import CATALOG_REF, Token, tokenize
 
 #: Longest expression read [characters]; a back-of-envelope formula is a line.
 MAX_LENGTH = 1000
-#: Most digits in one number literal; a float holds 17 significant digits.
-MAX_DIGITS = 40
 #: Largest exponent, in absolute value: enough for 10**18 or a unit squared, never a hang.
 MAX_EXPONENT = 64
 #: Deepest nesting of parentheses.
 MAX_DEPTH = 32
-
-_ID = r"[a-z][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*"
-_REF = re.compile(rf"({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.IGNORECASE)
-_BARE = re.compile(rf"({_ID})(?![\w.])", re.IGNORECASE)
-_NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_NAME = re.compile(r"[A-Za-z_\u00b5\u03bc][A-Za-z0-9_\u00b5\u03bc]*")
-_DIGITS = tuple("0123456789")
-_OPERATORS = ("**", "+", "-", "*", "/", "^", "(", ")", "%", "$")
 
 
 class AmbiguousExpressionError(UnitError):
@@ -61,66 +50,6 @@ class AmbiguousExpressionError(UnitError):
     def __init__(self, message: str, readings: tuple[str, str]):
         super().__init__(message)
         self.readings = readings
-
-
-@dataclass(frozen=True)
-class Token:
-    """One token: ``kind`` is num, name, ref, id (a bare catalog id) or op."""
-
-    kind: str
-    text: str
-    start: int
-    end: int
-
-
-def tokenize(text: str, catalog_ids: frozenset[str] = frozenset()) -> list[Token]:
-    """Split ``text`` into tokens; catalog references are single tokens.
-
-    Raises
-    ------
-    UnitError
-        On a character the grammar does not use, or a number literal over :data:`MAX_DIGITS`.
-    """
-    tokens: list[Token] = []
-    pos = 0
-    while pos < len(text):
-        char = text[pos]
-        if char.isspace():
-            pos += 1
-            continue
-        if char in _DIGITS or (char == "." and text[pos + 1: pos + 2] in _DIGITS):
-            match = _NUMBER.match(text, pos)
-            _check_digits(match.group(0), text)
-            tokens.append(Token("num", match.group(0), pos, match.end()))
-        elif _NAME.match(text, pos):
-            tokens.append(_word(text, pos, catalog_ids))
-        else:
-            op = next((o for o in _OPERATORS if text.startswith(o, pos)), None)
-            if op is None:
-                raise UnitError(f"unexpected character {char!r} at position {pos + 1} of {text!r}; "
-                                "use numbers, units, catalog values and + - * / ** ( ) %")
-            tokens.append(Token("op", "**" if op == "^" else op, pos, pos + len(op)))
-        pos = tokens[-1].end
-    return tokens
-
-
-def _check_digits(literal: str, text: str) -> None:
-    digits = sum(c.isdigit() for c in literal.split("e")[0].split("E")[0])
-    if digits > MAX_DIGITS:
-        raise UnitError(f"a number with {digits} digits in {text[:60]!r}... is longer than {MAX_DIGITS} digits; "
-                        "write it with an exponent, e.g. 1.5e40")
-
-
-def _word(text: str, pos: int, catalog_ids: frozenset[str]) -> Token:
-    """A catalog reference, a bare catalog id, or a unit name starting at ``pos``."""
-    ref = _REF.match(text, pos)
-    if ref:
-        return Token("ref", ref.group(0), pos, ref.end())
-    bare = _BARE.match(text, pos)
-    if bare and bare.group(1).lower() in catalog_ids:
-        return Token("id", bare.group(1).lower(), pos, bare.end())
-    name = _NAME.match(text, pos)
-    return Token("name", name.group(0), pos, name.end())
 
 
 def parse(text: str, catalog_ids: frozenset[str] = frozenset()) -> Node:
@@ -310,7 +239,7 @@ class _Parser:
             self.pos -= 1
             return self.group()
         if tok.kind == "ref":
-            ref = _REF.match(tok.text)
+            ref = CATALOG_REF.match(tok.text)
             return CatalogValue(tok.start, tok.end, ref.group(1).lower(), tuple(ref.group(2).split(".")), tok.text)
         if tok.kind == "id":
             return BareId(tok.start, tok.end, tok.text)

@@ -30,7 +30,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab error-bands``."""
-    from ..calibration.error_band import table_yaml
+    from ..calibration.band_files import table_yaml
     from ..fitting.error_bands import fit_error_bands
     from ..validation.cases import PUBLIC_FILES, load_cases
     from .output import emit as _emit

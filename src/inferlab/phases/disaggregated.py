@@ -24,11 +24,8 @@ from ..inputs.record import inputs_dict
 from ..results.render import text_table
 from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
-from ..techniques.disaggregation import (
-    Disaggregation,
-    KvTransfer,
-    kv_transfer,
-)
+from ..techniques.disaggregation import Disaggregation
+from ..techniques.kv_transfer import KvTransfer, kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
 from ..units import Q, to_si_array
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration.error_band import Band, MissingBandError, level_probabilities, table_for_profile
+from ..calibration.band_files import table_for_profile
+from ..calibration.error_band import Band, MissingBandError, level_probabilities
 from ..calibration.profile import hardware_family
 from ..techniques.step import Deployment
 

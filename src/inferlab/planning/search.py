@@ -287,7 +287,7 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     (over the NICs, overlapped layer by layer) and the first decode step leave of the TTFT
     budget. The pools' replica counts give the P:D ratio.
     """
-    from ..techniques.disaggregation import exposed_transfer_s
+    from ..techniques.kv_transfer import exposed_transfer_s
 
     tr, slo = sc.traffic, sc.slo
     isl, osl = tr.isl.expected, tr.osl.expected

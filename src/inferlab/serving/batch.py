@@ -122,3 +122,16 @@ def stretch_limits(sched: SchedulerConfig, run: RunningBatch, t0: float, now: fl
         gap = visible[order[pos]] - now
         max_steps = max(1, int(math.ceil(gap / t0)))
     return max_steps, free_tokens
+
+
+#: Per-request columns of an engine and the value of a request not yet there.
+_COLUMNS = {"arrivals": np.nan, "isl": 0.0, "osl": 0.0, "prompt": 0.0, "generated": 0.0, "first_sched": np.nan,
+            "first_tok": np.nan, "finish": np.nan, "recompute": False, "started": False}
+
+
+def request_columns(size: int, old: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """The engine's per-request arrays for ``size`` requests, holding ``old``'s values first."""
+    cols = {name: np.full(size, fill, bool if fill is False else float) for name, fill in _COLUMNS.items()}
+    for name, values in (old or {}).items():
+        cols[name][:len(values)] = values
+    return cols

@@ -3,7 +3,7 @@
 Requests arrive at the prefill pool (spread over its replicas in turn), each replica an
 in-flight-batching engine that only prefills: a request leaves it when its prompt's last
 chunk is done. Its KV cache then crosses the link to the decode pool (the exposed part
-of the transfer, :func:`~inferlab.techniques.disaggregation.kv_transfer`, overlapped
+of the transfer, :func:`~inferlab.techniques.kv_transfer.kv_transfer`, overlapped
 layer by layer with the prefill), and joins a decode replica (again in turn) with its
 prompt already cached: that replica's iterations are decode only. Both pools are the
 event-driven simulation of :mod:`.simulator`, so queueing in either pool, the decode
@@ -27,7 +27,8 @@ from ..calibration.profile import Profile
 from ..techniques.step import Deployment
 from ..errors import SpecError
 from ..specs.model import ModelSpec
-from ..techniques.disaggregation import Disaggregation, kv_transfer
+from ..techniques.disaggregation import Disaggregation
+from ..techniques.kv_transfer import kv_transfer
 from .result import ServeResult
 from ..engines.scheduler import SchedulerConfig
 from .simulator import Trace, simulate

@@ -20,16 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from .batch import PlainDecoding, RunningBatch, check_fits, stretch_limits
+from .batch import PlainDecoding, RunningBatch, check_fits, request_columns, stretch_limits
 from .prefix_cache import PrefixReuse
 from .prefixes import PrefixPlan
 from ..engines.scheduler import SchedulerConfig
 
 __all__ = ["Engine", "PlainDecoding"]
-
-_COLUMNS = {"arrivals": np.nan, "isl": 0.0, "osl": 0.0, "prompt": 0.0, "generated": 0.0, "first_sched": np.nan,
-            "first_tok": np.nan, "finish": np.nan, "recompute": False, "started": False}
-
 
 class Engine:
     """One replica: its waiting queue, running batch, KV pool and prefix cache, on its own clock.
@@ -72,8 +68,7 @@ class Engine:
         self.prefilled = prefilled
         self.delay = float(getattr(model, "request_overhead_s", 0.0))
         self.n = 0
-        self._cols = {name: np.full(max(capacity, 1), fill, bool if fill is False else float)
-                      for name, fill in _COLUMNS.items()}
+        self._cols = request_columns(max(capacity, 1))
         self._bind()
         self.visible: list[float] = []  # when each request reaches the scheduler
         self.isl_l: list[float] = []
@@ -103,12 +98,8 @@ class Engine:
         self.finish, self.recompute, self.started = c["finish"], c["recompute"], c["started"]
 
     def _grow(self, n: int) -> None:
-        size = len(self.isl)
-        if n > size:
-            new = max(n, 2 * size)
-            for name, fill in _COLUMNS.items():
-                old = self._cols[name]
-                self._cols[name] = np.concatenate([old, np.full(new - size, fill, old.dtype)])
+        if n > len(self.isl):
+            self._cols = request_columns(max(n, 2 * len(self.isl)), self._cols)
             self._bind()
 
     def load(self, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> None:
