@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from inferlab.calc.evaluator import evaluate
 
-from  import Entry
+from . import Entry
 
 _UNITS = ["GB", "GiB", "TB/s", "Gb/s", "ms", "s", "h", "min", "tok", "ktok", "tokens/s", "USD/h", "$", "W",
           "Hz", "FLOP", "TFLOPS", "FLOP/B", "percent", "billion", "B", "kW*h", "s**2", "K", "gilbert", "ref0_"]

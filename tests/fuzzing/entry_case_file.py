@@ -14,7 +14,7 @@ from inferlab.validation.cases import load_case_entries
 
 from inferlab.validation.predict import predict_cases
 
-from  import Entry
+from . import Entry
 
 _SAMPLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "cases-sample.yaml").read_text())
 _STATIC = [c for c in _SAMPLE["cases"] if c["regime"] == "static_batch"][:4]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from inferlab.cli.main import main
 from inferlab.specs.catalog import hardware_ids
 
-from  import Entry
+from . import Entry
 
 
 class CleanExit(Exception):

@@ -13,8 +13,8 @@ import json
 
 from hypothesis import strategies as st
 
-from  import Entry
-from entry_cli_estimate import CleanExit, run_cli
+from . import Entry
+from .entry_cli_estimate import CleanExit, run_cli
 
 VALUES = st.one_of(st.sampled_from(["1", "2", "4", "0", "-1", "1.5", "nan", "inf", "1e30", "x", "", "1,8",
                                     "99999999999999999999", "0.5"]),
@@ -64,7 +64,7 @@ def call(argv):
 def _numbers(result):
     """Every number of the JSON output but the signed and undefined ones: TPOT and ITL of
     one-token outputs are null there; a knee's slope may be any sign."""
-    from  import finite_numbers
+    from . import finite_numbers
 
     return finite_numbers(result)
 

@@ -12,9 +12,9 @@ import tempfile
 import yaml
 from hypothesis import strategies as st
 
-from  import Entry
-from entry_cli_estimate import CleanExit, run_cli
-from entry_estimate import JUNK
+from . import Entry
+from .entry_cli_estimate import CleanExit, run_cli
+from .entry_estimate import JUNK
 
 
 def _bomb(levels: int, key: str, mapping: bool) -> str:
@@ -86,7 +86,7 @@ def call(data: bytes):
 def _numbers(out: str):
     import json
 
-    from  import finite_numbers
+    from . import finite_numbers
 
     return finite_numbers(json.loads(out))
 

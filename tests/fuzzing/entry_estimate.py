@@ -8,7 +8,7 @@ from inferlab import estimate
 from inferlab.errors import InferlabError
 from inferlab.specs.catalog import hardware_ids, model_ids
 
-from  import Entry
+from . import Entry
 
 #: Junk any argument may receive: wrong types, non-finite, negative, huge, empty, complex.
 JUNK = st.one_of(

@@ -9,7 +9,7 @@ from inferlab.explore.config import Knobs
 from inferlab.explore.views import estimate_view
 from inferlab.specs.catalog import hardware_ids, model_ids
 
-from  import Entry, finite_numbers
+from . import Entry, finite_numbers
 
 _TEXT = st.one_of(st.text(max_size=8), st.sampled_from(["", " ", "nan", "inf", "-1", "1e400", "0x10", "2.5", "1e30"]))
 _FORMATS = st.sampled_from(["checkpoint", "bf16", "fp8", "nvfp4", "mxfp4", "int4", "fp4", ""])

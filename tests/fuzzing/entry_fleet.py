@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import inferlab
 
-from  import Entry, finite_numbers
+from . import Entry, finite_numbers
 
 _JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=4), st.floats(allow_nan=True, allow_infinity=True),
                   st.integers(-2**40, 2**40), st.just({}), st.lists(st.integers(-2, 2), max_size=2))

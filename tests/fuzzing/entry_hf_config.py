@@ -11,7 +11,7 @@ from inferlab.specs.catalog import load_hardware
 from inferlab.specs.model import ModelSpec
 from inferlab.techniques.deployed_precision import resolve_precision
 
-from  import Entry
+from . import Entry
 
 _ROOT = Path(__file__).resolve().parents[2]
 _FOLDERS = [_ROOT.parent / "shared" / "reference" / "hf-configs", _ROOT / "tests" / "data" / "hf-configs"]

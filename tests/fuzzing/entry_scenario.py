@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 
-from  import Entry
+from . import Entry
 
 #: Most prompt plus output tokens per request (expected) of a scenario that is also planned.
 PLANNED_TOKENS = 4096

@@ -9,7 +9,7 @@ import inferlab
 from inferlab.errors import InferlabError
 from inferlab.inputs.workload import Lengths
 
-from  import Entry, finite_numbers
+from . import Entry, finite_numbers
 
 _JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=4), st.complex_numbers(max_magnitude=10),
                   st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(-3, 3), max_size=3),

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from inferlab import InfeasibleError, sweep
 from inferlab.phases.sweep import DIRECTIONS
 
-from  import Entry
-from entry_estimate import GOOD_HARDWARE, GOOD_MODELS, HARDWARE, JUNK, KWARGS as ESTIMATE_KWARGS, MODELS, VALID
+from . import Entry
+from .entry_estimate import GOOD_HARDWARE, GOOD_MODELS, HARDWARE, JUNK, KWARGS as ESTIMATE_KWARGS, MODELS, VALID
 
 
 def _listed(strategy):
@@ -54,7 +54,7 @@ def call(value):
 
 
 def _numbers(result):
-    from  import finite_numbers
+    from . import finite_numbers
 
     return finite_numbers({k: v for k, v in result["table"].items() if k not in ("tp",)})
 

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from inferlab.units import parse, parse_unit
 
-from  import Entry
+from . import Entry
 
 _UNITS = ["GB", "GiB", "Gb/s", "TB/s", "ms", "s", "TFLOPS", "token", "tokens/s", "USD/hour", "%", "", "kelvin", "Gb"]
 

@@ -97,7 +97,7 @@ def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_
 
     Parameters
     ----------
-    deployment : inferlab.techniques.step.Deployment, optional
+    deployment : inferlab.techniques.step.ResolvedDeployment, optional
         Takes the weights per GPU from its model, precision and layout, and ``num_gpus``
         from one replica (``tp x pp``). Give it or ``weight_bytes_per_gpu``.
     weight_bytes_per_gpu : float or array_like or pint.Quantity, optional

@@ -22,7 +22,7 @@ from ..specs.model import ModelSpec
 from ..calibration.profile import Profile, hardware_family, load_profile
 from ..core.parallelism import Parallelism
 from ..techniques.deployed_precision import resolve_precision
-from ..techniques.step import Deployment
+from ..techniques.step import ResolvedDeployment
 
 #: Engines with kernel curves and scheduler defaults of their own. ``trtllm`` is TensorRT-LLM
 #: on its compiled-engine (C++) runtime, the 0.x releases; ``trtllm-pytorch`` its PyTorch
@@ -161,8 +161,8 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                engine: str = "generic", profile: str | Path | Profile = "default",
                attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
                pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
-               micro_batches: int | None = None) -> Deployment:
-    """Resolve names into a :class:`Deployment` and check the parallel layout against the model.
+               micro_batches: int | None = None) -> ResolvedDeployment:
+    """Resolve names into a :class:`ResolvedDeployment` and check the parallel layout against the model.
 
     Raises
     ------
@@ -180,5 +180,5 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                  micro_batches=micro_batches)
     prec = resolve_precision(precision, m, hw)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
-    return Deployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
+    return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
                       prec.notes)

@@ -1,6 +1,6 @@
 """``inferlab.estimate_disaggregated``: prefill and decode served by separate pools.
 
-Composes two :class:`~inferlab.techniques.step.Deployment` (one per pool, each timed by the
+Composes two :class:`~inferlab.techniques.step.ResolvedDeployment` (one per pool, each timed by the
 core) with the KV transfer of :mod:`inferlab.techniques.disaggregation`, and sizes the
 pools: TTFT with the transfer, TPOT free of prefill interference, the P:D ratio.
 """
@@ -18,7 +18,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..techniques.step import Deployment, StepResult, decode, mean_decode_step_s, run_step
+from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..results.render import text_table
@@ -44,8 +44,8 @@ class DisaggEstimate:
     """
 
     disaggregation: Disaggregation
-    prefill_deployment: Deployment
-    decode_deployment: Deployment
+    prefill_deployment: ResolvedDeployment
+    decode_deployment: ResolvedDeployment
     isl: np.ndarray
     osl: np.ndarray
     prefill_batch: np.ndarray
@@ -201,7 +201,7 @@ def _scalar(x: Any) -> Any:
     return arr.item() if arr.size == 1 else arr
 
 
-def _plan(dep: Deployment, batch: np.ndarray, context: np.ndarray, step_tokens: np.ndarray, what: str,
+def _plan(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray, step_tokens: np.ndarray, what: str,
           **kw: Any) -> MemoryPlan:
     """Memory of one pool's replica; raises when its batch does not fit."""
     plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=batch, context=context,
@@ -219,7 +219,7 @@ def _plan(dep: Deployment, batch: np.ndarray, context: np.ndarray, step_tokens: 
 
 
 def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, engine: str,
-                     profile: str | Path | Profile, precision: Any) -> tuple[Disaggregation, Deployment, Deployment]:
+                     profile: str | Path | Profile, precision: Any) -> tuple[Disaggregation, ResolvedDeployment, ResolvedDeployment]:
     """The pools (parsed if given as text) and one replica's deployment of each; pools that
     name no precision, engine or profile take the ones given here."""
     from ..inputs.resolve import deployment

@@ -14,7 +14,7 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..techniques.step import Deployment, mean_decode_step_s
+from ..techniques.step import ResolvedDeployment, mean_decode_step_s
 from .. import checks
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -193,7 +193,7 @@ def _prefix_cache(value: Any) -> PrefixCache | None:
     raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500' or a PrefixCache, got {value!r}")
 
 
-def _paged_admission(dep: Deployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
+def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
                      max_num_tokens: int, prefix_cache: PrefixCache | None) -> tuple[np.ndarray, np.ndarray]:
     """Waves and first-wave TTFT [s] of a static batch on an engine that admits on the prompt.
 
@@ -216,7 +216,7 @@ def _paged_admission(dep: Deployment, replica: np.ndarray, i: np.ndarray, cached
     return first_waves, pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
 
 
-def static_batch(dep: Deployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
+def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None) -> Estimate:

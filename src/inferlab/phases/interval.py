@@ -16,7 +16,7 @@ import numpy as np
 from ..calibration.band_files import table_for_profile
 from ..calibration.error_band import Band, MissingBandError, level_probabilities
 from ..calibration.profile import hardware_family
-from ..techniques.step import Deployment
+from ..techniques.step import ResolvedDeployment
 
 #: What each quantity's interval is of, and its unit.
 UNITS = {"ttft": "s", "tpot": "s", "throughput": "tok/s"}
@@ -100,7 +100,7 @@ class PredictionInterval:
                 "table": self.source}
 
 
-def prediction_interval(deployment: Deployment, engine: str, regime: str, level: float, *, ttft_s: Any,
+def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str, level: float, *, ttft_s: Any,
                         tpot_s: Any, output_tokens_per_s: Any) -> PredictionInterval:
     """The intervals of a prediction on ``deployment`` with ``engine`` in ``regime``.
 

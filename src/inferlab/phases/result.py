@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
-from ..techniques.step import Deployment, StepResult, decode
+from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
 from ..inputs.record import inputs_dict
@@ -49,7 +49,7 @@ class Estimate:
     Times are in seconds in the ``*_s`` fields and pint quantities in the properties.
     """
 
-    deployment: Deployment
+    deployment: ResolvedDeployment
     engine: str
     batch_size: np.ndarray
     isl: np.ndarray

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..calibration.profile import Profile
-from ..techniques.step import Deployment
+from ..techniques.step import ResolvedDeployment
 from ..errors import SpecError
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
@@ -42,7 +42,7 @@ class DisaggServeResult(ServeResult):
     ``prefill_deployment`` a prefill replica's; ``trace`` holds every request, with
     ``first_scheduled`` its admission to a prefill replica."""
 
-    prefill_deployment: Deployment | None = None
+    prefill_deployment: ResolvedDeployment | None = None
     disaggregation: Disaggregation | None = None
     prefill_done: np.ndarray | None = None      # [s] the prompt's last chunk, per request
     decode_arrival: np.ndarray | None = None    # [s] the KV cache reached the decode pool

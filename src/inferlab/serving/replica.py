@@ -42,7 +42,7 @@ def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float |
                      num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
                      stagger: bool = True, speculative: Any = None, prefix: Any = None,
                      **limits: Any) -> ServeResult:
-    """:func:`serve` on a ready :class:`Deployment`; ``limits`` override scheduler fields."""
+    """:func:`serve` on a ready :class:`ResolvedDeployment`; ``limits`` override scheduler fields."""
     sched = engine_scheduler(engine, scheduler, **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
                         trace=trace, offline=offline, seed=seed,

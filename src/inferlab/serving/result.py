@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..techniques.step import Deployment
+from ..techniques.step import ResolvedDeployment
 from ..phases.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
@@ -44,7 +44,7 @@ class ServeResult:
     simulated, if any.
     """
 
-    deployment: Deployment
+    deployment: ResolvedDeployment
     engine: str
     workload: Workload
     trace: Trace

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.memory import kv_share
-from ..techniques.step import Deployment
+from ..techniques.step import ResolvedDeployment
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import ModelSpec
@@ -48,7 +48,7 @@ def speculative_config(value: SpeculativeConfig | str) -> SpeculativeConfig:
                     f"name, got {value!r}")
 
 
-def check_drafter(dep: Deployment, spec: SpeculativeConfig) -> None:
+def check_drafter(dep: ResolvedDeployment, spec: SpeculativeConfig) -> None:
     """Refuse a draft model that cannot speed the target up, saying why.
 
     Raises
@@ -99,7 +99,7 @@ class DrafterMemory:
     lookahead_tokens: int
 
 
-def drafter_memory(dep: Deployment, spec: SpeculativeConfig) -> DrafterMemory:
+def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterMemory:
     """Weights and KV of the drafter on one GPU of the replica.
 
     Notes

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
-from ..techniques.step import Deployment, run_step
+from ..techniques.step import ResolvedDeployment, run_step
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class StepModel:
 
     Parameters
     ----------
-    dep : Deployment
+    dep : ResolvedDeployment
         The deployment.
     max_tokens : int
         Largest iteration (decode tokens + prefill chunk) to tabulate.
@@ -67,7 +67,7 @@ class StepModel:
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
     """
 
-    def __init__(self, dep: Deployment, max_tokens: int, overlap_host: bool = False):
+    def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False):
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))

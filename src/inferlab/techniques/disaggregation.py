@@ -2,7 +2,7 @@
 
 A prompt is prefilled on a replica of the *prefill pool*; its KV cache then travels to a
 replica of the *decode pool*, which generates the output tokens. The technique wraps the
-step model: each pool is an ordinary :class:`~inferlab.techniques.step.Deployment` timed by
+step model: each pool is an ordinary :class:`~inferlab.techniques.step.ResolvedDeployment` timed by
 the core; this module describes the pools (:class:`Pool`, :class:`Disaggregation`),
 :mod:`.kv_transfer` times the KV cache's trip between them, and the two faces of the
 technique compose them: :mod:`inferlab.phases.disaggregated` (a static batch per pool) and

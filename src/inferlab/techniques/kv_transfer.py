@@ -24,7 +24,7 @@ from ..core.memory import kv_share
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from .disaggregation import NETWORK_LATENCY_S, Disaggregation
-from .step import Deployment
+from .step import ResolvedDeployment
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class KvLink:
     latency_s: float
 
 
-def kv_link(disagg: Disaggregation, prefill: Deployment, decode_dep: Deployment) -> KvLink:
+def kv_link(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep: ResolvedDeployment) -> KvLink:
     """The link between the pools (see :class:`Disaggregation` ``link``).
 
     Raises
@@ -139,7 +139,7 @@ class KvTransfer:
                 "share": at(self.exposed_s) / total_s if total_s else float("nan")}
 
 
-def kv_transfer(disagg: Disaggregation, prefill: Deployment, decode_dep: Deployment, batch: Any, isl: Any,
+def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep: ResolvedDeployment, batch: Any, isl: Any,
                 prefill_s: Any) -> KvTransfer:
     """KV transfer of ``batch`` prompts of ``isl`` tokens after a ``prefill_s`` prefill.
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.graph import Step
-from .step import Deployment, StepResult, run_step
+from .step import ResolvedDeployment, StepResult, run_step
 from ..errors import SpecError
 from ..core.ops import ArrayLike
 
@@ -220,7 +220,7 @@ def effective_cached_tokens(isl: ArrayLike, cache: PrefixCache, *, block_size: i
     return np.asarray(cache.routing_hit_probability * per_hit, float)
 
 
-def prefill_with_cache(dep: Deployment, batch: ArrayLike, isl: ArrayLike, cache: PrefixCache | None, *,
+def prefill_with_cache(dep: ResolvedDeployment, batch: ArrayLike, isl: ArrayLike, cache: PrefixCache | None, *,
                        block_size: int = 1) -> StepResult:
     """The prefill of ``batch`` prompts of ``isl`` tokens, the cached prefix skipped.
 

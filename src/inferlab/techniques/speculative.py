@@ -44,7 +44,7 @@ from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
 from .step import (
     QUADRATURE_NODES,
     QUADRATURE_WEIGHTS,
-    Deployment,
+    ResolvedDeployment,
     StepResult,
     mean_decode_step_s,
     run_step,
@@ -93,7 +93,7 @@ class SpeculativeStep:
         return (*((f"draft_pass_{i + 1}", d) for i, d in enumerate(self.drafts)), ("verify", self.verify))
 
 
-def speculative_decode(dep: Deployment, batch: ArrayLike, context: ArrayLike,
+def speculative_decode(dep: ResolvedDeployment, batch: ArrayLike, context: ArrayLike,
                        spec: SpeculativeConfig) -> SpeculativeStep:
     """One speculative step of ``batch`` sequences holding ``context`` tokens [arrays broadcast].
 
@@ -113,7 +113,7 @@ def speculative_decode(dep: Deployment, batch: ArrayLike, context: ArrayLike,
     return SpeculativeStep(spec, drafts, verify, spec.tokens_per_step, np.asarray(time, float), notes)
 
 
-def mean_speculative_tpot_s(dep: Deployment, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike,
+def mean_speculative_tpot_s(dep: ResolvedDeployment, batch: ArrayLike, isl: ArrayLike, osl: ArrayLike,
                             spec: SpeculativeConfig) -> np.ndarray:
     """Mean time per output token over contexts ``isl .. isl + osl - 1`` with speculation [s].
 
@@ -133,7 +133,7 @@ def mean_speculative_tpot_s(dep: Deployment, batch: ArrayLike, isl: ArrayLike, o
     return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0 / step.tokens_per_step, float)
 
 
-def break_even_batch(dep: Deployment, isl: int, osl: int, spec: SpeculativeConfig,
+def break_even_batch(dep: ResolvedDeployment, isl: int, osl: int, spec: SpeculativeConfig,
                      max_batch: int = 4096) -> int | None:
     """Smallest batch at which speculation stops paying (its mean TPOT >= plain decoding's).
 
@@ -155,7 +155,7 @@ def break_even_batch(dep: Deployment, isl: int, osl: int, spec: SpeculativeConfi
 Drafts = tuple[tuple[StepResult, ...], tuple[str, ...]]
 
 
-def _draft_pass(dep: Deployment, step: Step, ops: tuple[Op, ...]) -> StepResult:
+def _draft_pass(dep: ResolvedDeployment, step: Step, ops: tuple[Op, ...]) -> StepResult:
     """Shard the ops of one draft pass over the tensor-parallel group and time them.
 
     A draft pass runs inside the engine step: no per-step scheduler overhead of its own.
@@ -168,7 +168,7 @@ def _draft_pass(dep: Deployment, step: Step, ops: tuple[Op, ...]) -> StepResult:
     return StepResult(step, sharded, times, step_time(times, profile, cuda_graphs=dep.cuda_graphs))
 
 
-def _draft_passes(dep: Deployment, batch, context, k: int, make_ops: Callable[[Step], tuple[Op, ...]]
+def _draft_passes(dep: ResolvedDeployment, batch, context, k: int, make_ops: Callable[[Step], tuple[Op, ...]]
                   ) -> tuple[StepResult, ...]:
     """``k`` draft passes at contexts ``context``, ``context + 1``, ...: one graph, sharded and
     timed once; each later pass re-times only its attention, the one op that sees the context
@@ -185,7 +185,7 @@ def _draft_passes(dep: Deployment, batch, context, k: int, make_ops: Callable[[S
     return tuple(passes)
 
 
-def _draft_model(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _draft_model(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     from ..specs.catalog import load_model
 
     draft = spec.draft_model if isinstance(spec.draft_model, ModelSpec) else load_model(str(spec.draft_model))
@@ -231,7 +231,7 @@ def _fusion_ops(name: str, tokens: ArrayLike, hidden: int, prec: StepPrecision) 
     ]
 
 
-def _layer_head_passes(dep: Deployment, spec: SpeculativeConfig, batch, context, layer: LayerSpec,
+def _layer_head_passes(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context, layer: LayerSpec,
                        name: str) -> tuple[StepResult, ...]:
     view = _one_layer_view(dep.model, layer, spec.draft_vocab_size)
     prec = dep.step_precision
@@ -243,13 +243,13 @@ def _layer_head_passes(dep: Deployment, spec: SpeculativeConfig, batch, context,
     return _draft_passes(dep, batch, context, spec.k, ops)
 
 
-def _eagle(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _eagle(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     notes = ("eagle head modelled as one decoder layer shaped like the target's first layer plus an LM head "
              f"over {spec.draft_vocab_size or dep.model.vocab_size} tokens",)
     return _layer_head_passes(dep, spec, batch, context, dep.model.layers[0], "eagle_fc"), notes
 
 
-def _mtp(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _mtp(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     model = dep.model
     if model.num_mtp_layers < 1:
         raise SpecError(f"{model.id or model.name} has no multi-token-prediction module (num_mtp_layers=0); "
@@ -260,7 +260,7 @@ def _mtp(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     return _layer_head_passes(dep, spec, batch, context, model.layers[-1], "mtp_eh"), notes
 
 
-def _medusa(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _medusa(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     prec, h, k = dep.step_precision, dep.model.hidden_size, spec.k
     vocab = spec.draft_vocab_size or dep.model.vocab_size
     step = Step.decode(batch, context)
@@ -274,7 +274,7 @@ def _medusa(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     return (_draft_pass(dep, step, ops),), ("medusa heads modelled as a chain (top-1 per head), no tree",)
 
 
-def _ngram(dep: Deployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _ngram(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     return (), ("n-gram prompt lookup runs on the host: no GPU work, host_s per step",)
 
 

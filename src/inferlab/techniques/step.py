@@ -34,8 +34,10 @@ QUADRATURE_NODES, QUADRATURE_WEIGHTS = np.polynomial.legendre.leggauss(4)
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """One model on GPUs of one kind: parallel layout, formats and an efficiency profile.
+class ResolvedDeployment:
+    """One model on GPUs of one kind, its names resolved into specs: parallel layout, formats
+    and an efficiency profile (what the physics reads; :class:`inferlab.Deployment` is what
+    a user writes, and :func:`inferlab.inputs.resolve.deployment` builds this from it).
 
     ``tp`` alone describes one tensor-parallel replica; ``parallel`` the full layout
     (pipeline, expert and data parallelism), its ``tp`` taking precedence.
@@ -90,7 +92,7 @@ class StepResult:
     time_s: np.ndarray
 
 
-def run_step(dep: Deployment, step: Step) -> StepResult:
+def run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     """Build one replica's step, apply the parallel techniques in a fixed order, time it.
 
     ``step.batch`` is the replica's batch. The ops and their times are those of one GPU
@@ -109,7 +111,7 @@ def run_step(dep: Deployment, step: Step) -> StepResult:
 _TIMING_MEMO: OrderedDict[tuple, tuple[tuple, tuple[OpTime, ...], np.ndarray]] = OrderedDict()
 
 
-def _timed(ops: tuple[Op, ...], dep: Deployment, phase: str) -> tuple[tuple[OpTime, ...], np.ndarray]:
+def _timed(ops: tuple[Op, ...], dep: ResolvedDeployment, phase: str) -> tuple[tuple[OpTime, ...], np.ndarray]:
     """The ops' times and the step's time on ``dep``'s hardware and profile."""
     held = (ops, dep.hardware, dep.profile)
     key = (id(ops), id(dep.hardware), id(dep.profile), phase, dep.cuda_graphs)
@@ -135,7 +137,7 @@ _GRAPH_MEMO_MAX_ELEMENTS = 4096
 _GRAPH_MEMO_KEYS: dict[int, tuple[Op, ...]] = {}
 
 
-def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
+def _sharded_graph(dep: ResolvedDeployment, local: Step) -> tuple[Op, ...]:
     """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied."""
     arrays = [np.asarray(x) for x in (local.batch, local.new_tokens, local.context)]
     key = None
@@ -165,17 +167,17 @@ def _sharded_graph(dep: Deployment, local: Step) -> tuple[Op, ...]:
     return ops
 
 
-def prefill(dep: Deployment, batch: np.ndarray, isl: np.ndarray) -> StepResult:
+def prefill(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray) -> StepResult:
     """The prefill of ``batch`` prompts of ``isl`` tokens, as one step."""
     return run_step(dep, Step.prefill(batch, isl))
 
 
-def decode(dep: Deployment, batch: np.ndarray, context: np.ndarray) -> StepResult:
+def decode(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray) -> StepResult:
     """One decode step of ``batch`` sequences at ``context`` tokens."""
     return run_step(dep, Step.decode(batch, context))
 
 
-def mean_decode_step_s(dep: Deployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
+def mean_decode_step_s(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
     """Mean decode-step time over contexts ``isl .. isl + osl - 2`` [s].
 
     Notes
