@@ -10,7 +10,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..errors import SpecError
 from ..inputs.call import typed_call, with_inputs
-from ..inputs.deployment import Deployment as InputDeployment
+from ..inputs.deployment import Deployment
 from ..inputs.resolve import deployment
 from ..engines.scheduler import SchedulerConfig
 from .overheads import ClientOverheads
@@ -23,7 +23,7 @@ from ..specs.model import ModelSpec
 
 
 
-def serve(model: str | ModelSpec | InputDeployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = None, engine: str = "generic",
           profile: str | Path | Profile = "default",
