@@ -52,7 +52,8 @@ SAME = {
         "gpu_memory_utilization: 0.85\nallow_long_context: true\n",
         {"parallelism": {"tp": 4, "ep": 4, "attention_dp": True}, "num_gpus": 4, "model": "qwen3-30b-a3b",
          "hardware": "h200-sxm", "precision": {}, "engine": "sglang", "scheduler": {"gpu_memory_utilization": 0.85}},
-        "qwen3-30b-a3b h200-sxm --tp 4 --ep 4 --attention-dp --engine sglang --gpu-memory-utilization 0.85 --allow-long-context",
+        "qwen3-30b-a3b h200-sxm --tp 4 --ep 4 --attention-dp --engine sglang --gpu-memory-utilization 0.85 "
+        "--allow-long-context",
         Deployment.model_construct(
             model="qwen3-30b-a3b", hardware="h200-sxm", num_gpus=4, layout=Layout.model_construct(
                 tp=4, pp=1, ep=4, dp=1, attention_dp=True, expert_imbalance=1.0, micro_batches=None),

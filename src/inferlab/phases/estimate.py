@@ -33,7 +33,8 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
 
 
-def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None, *, num_gpus: int | None = None, tp: int = 1,
+def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None, *,
+             num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
              micro_batches: int | None = None,
              precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,

@@ -23,7 +23,8 @@ from ..specs.model import ModelSpec
 
 
 
-def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1,
+          pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = None, engine: str = "generic",
           profile: str | Path | Profile = "default",
