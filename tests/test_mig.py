@@ -50,3 +50,26 @@ def test_3g_slice_serves_no_faster_than_three_sevenths_of_the_gpu(batch, isl):
     assert prefill_flops / float(part.ttft_s) <= 3 / 7 * gpu_peak * (1 + 1e-9)
     assert float(part.ttft_s) >= 2.0 * float(full.ttft_s) * (1 - 1e-9)
     assert float(part.tpot_s) >= 2.0 * float(full.tpot_s) * (1 - 1e-9)
+
+
+def test_a_replica_cannot_span_mig_slices_or_single_devices():
+    """MIG slices have no NVLink or peer-to-peer between them (NVIDIA MIG user guide), and an
+    M-series Mac is one device: tp or pp > 1 is refused, replicas (dp) on separate slices are not."""
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="MIG slice.*peer-to-peer.*h100-sxm:<profile>"):
+        estimate("llama-3.1-8b", "h100-sxm:3g.40gb", tp=2)
+    with pytest.raises(InfeasibleError, match="m2-ultra has no link to another device"):
+        estimate("llama-3.1-8b", "m2-ultra", pp=2)
+    assert estimate("llama-3.1-8b", "h100-sxm:3g.40gb", dp=2).deployment.parallel.dp == 2
+
+
+def test_a_model_too_big_for_a_slice_is_not_told_to_use_tensor_parallelism():
+    """Llama-3.1-70B in BF16 is 141 GB of weights; a 3g.40gb slice has 40 GB: the hint is a
+    larger slice or a narrower format, never tp=N across slices."""
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError) as info:
+        estimate("llama-3.1-70b", "h100-sxm:3g.40gb")
+    assert "tp=" not in str(info.value).split(";")[-1] and "larger slice" in str(info.value)
+    assert info.value.suggestion == {}

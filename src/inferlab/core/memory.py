@@ -114,11 +114,17 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
                       if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
     fits = next(((t, p) for t, p in layouts
                  if (plan.weights + kv) * scale / (t * p) + plan.reserve < plan.budget), None)
+    if hw.scale_up.kind == "none":  # a MIG slice or a single device: one device per replica
+        fits = None
     if fits and fits[1] == 1:
         hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
     elif fits:
         hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
         suggestion = {"tp": fits[0], "pp": fits[1]}
+    elif hw.scale_up.kind == "none":
+        hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: use a larger slice, a "
+                "narrower weight format or a device with more memory")
+        suggestion = {}
     else:
         hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
     raise InfeasibleError(

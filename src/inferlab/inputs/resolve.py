@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import checks
-from ..errors import SpecError, UnknownNameError, option, option_name
+from ..errors import InfeasibleError, SpecError, UnknownNameError, option, option_name
 from ..specs.catalog import load_hardware, load_model
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -178,7 +178,29 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     attention = attention_kind(attention)  # type: ignore[assignment]
     par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
                  micro_batches=micro_batches)
+    alone(hw, par)
     prec = resolve_precision(precision, m, hw)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
                       prec.notes)
+
+
+def alone(hw: HardwareSpec, par: Parallelism) -> None:
+    """Refuse a replica spanning devices that have no link between them: a MIG slice (no
+    NVLink or peer-to-peer between slices) or a single-device machine (Apple M-series).
+    Replicas (``dp``) each on their own device are fine.
+
+    Raises
+    ------
+    InfeasibleError
+        ``tp x pp > 1`` on such a device, saying what to use instead.
+    """
+    if hw.scale_up.kind != "none" or par.tp * par.pp == 1:
+        return
+    base, _, profile = hw.id.partition(":")
+    why = (f"{hw.id} is a MIG slice, and slices have no NVLink or peer-to-peer between them" if profile
+           else f"{hw.id} has no link to another device")
+    instead = (f"a larger slice ({base}:<profile>; `inferlab hardware show {base}` lists them) or the whole GPU"
+               if profile else "a device with more memory or a narrower weight format")
+    raise InfeasibleError(f"tp={par.tp} x pp={par.pp} cannot span devices here: {why}; use tp=1, pp=1 with "
+                          f"{instead}")
