@@ -304,3 +304,12 @@ def test_unknown_keyword_and_one_chunk_limit():
                                max_num_batched_tokens=2048)
     d = Deployment.from_kwargs(model="llama-3.1-8b", hardware="h100-sxm", max_num_tokens=4096, engine_version="0.9")
     assert (d.engine.max_num_batched_tokens, d.engine.version) == (4096, "0.9")
+
+
+def test_what_the_resolver_refuses_a_deployment_refuses():
+    from inferlab import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="MIG slice"):
+        Deployment(model="llama-3.1-8b", hardware="h100-sxm:3g.40gb", layout={"tp": 2})
+    with pytest.raises(SpecError, match="moe_weights"):
+        Deployment(model="llama-3.1-8b", hardware="h100-sxm", precision={"moe_weights": "mxfp4"})

@@ -292,8 +292,13 @@ def _normalized(data: dict[str, Any]) -> dict[str, Any]:
         raise SpecError("deployment: give the hardware (a catalog id such as h100-sxm), or a disaggregation with "
                         "its pools")
     out["hardware"], hw = _hardware_id(data["hardware"])
-    out["precision"] = Precision.of(data.get("precision"), model, hw)
+    out["precision"] = precision = Precision.of(data.get("precision"))
     lay = out["layout"]
+    # what the physics would refuse (a layout the GPU cannot span, a profile that does not load,
+    # formats the model cannot take), refused here by the same resolver
+    inputs.deployment(model, hw, precision=None if precision is None else precision.value(),
+                      engine=out["engine"].name, profile=out["profile"], attention=out["attention"],
+                      cuda_graphs=out.get("cuda_graphs", True), **lay.model_dump())
     given = data.get("num_gpus")
     if given is not None and checks.integer("num_gpus", given, maximum=inputs.MAX_GPUS_PER_AXIS, what="GPUs",
                                             whole_floats=True) != lay.num_gpus:
