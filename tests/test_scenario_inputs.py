@@ -17,7 +17,7 @@ from inferlab.errors import InfeasibleError, SpecError
 from inferlab.planning.planner import plan
 from inferlab.planning.probes import probe_requests, slo_probe
 from inferlab.planning.scenario import load_scenario
-from inferlab.serving.workload import Lengths
+from inferlab.inputs.workload import Lengths
 
 
 def _scenario(**overrides):

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import inferlab
 from inferlab.errors import SpecError
 from inferlab.engines.scheduler import SchedulerConfig
-from inferlab.serving.workload import Lengths, Workload
+from inferlab.inputs.workload import Lengths, Workload
 
 SMALL = {"num_requests": 8}
 

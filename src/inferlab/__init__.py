@@ -25,6 +25,8 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it.
 _WHERE: dict[str, str] = {
     "evaluate": ".calc.evaluator",
+    "Deployment": ".inputs.deployment",
+    "Workload": ".inputs.workload",
     "estimate": ".phases.estimate",
     "explore": ".explore",
     **dict.fromkeys(("InfeasibleError", "InferlabError", "SpecError", "UnitError",

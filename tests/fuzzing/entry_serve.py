@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import inferlab
 from inferlab.errors import InferlabError
-from inferlab.serving.workload import Lengths
+from inferlab.inputs.workload import Lengths
 
 from . import Entry, finite_numbers
 

@@ -103,6 +103,28 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+def inputs_of(args: argparse.Namespace) -> Any:
+    """The :class:`~inferlab.inputs.deployment.Deployment` and
+    :class:`~inferlab.inputs.workload.Workload` of parsed ``inferlab estimate`` arguments
+    (flags over ``--file`` over ``--engine-args``, as :func:`run` reads them)."""
+    from ..inputs.convert import from_kwargs
+
+    return from_kwargs("estimate", **_kwargs(args))
+
+
+def _inputs_written(kw: dict[str, Any]) -> dict[str, Any]:
+    """``{"deployment": ..., "workload": ...}`` of the command's arguments for ``--json``; empty
+    when they do not make a Deployment (estimate then says what is wrong, in its own words)."""
+    from ..errors import InferlabError
+    from ..inputs.convert import from_kwargs
+
+    try:
+        deployment, workload = from_kwargs("estimate", **kw)
+    except InferlabError:
+        return {}
+    return {"deployment": deployment.to_dict(), "workload": workload.to_dict()}
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab estimate``."""
     import numpy as np
@@ -111,9 +133,10 @@ def run(args: argparse.Namespace) -> None:
     from .output import emit as _emit
 
     kw = _kwargs(args)
+    written = _inputs_written(kw)
     est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
-    data = est.to_dict()
+    data = {**est.to_dict(), **written}
     if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
         from ..phases.interval import estimate_interval_text
 

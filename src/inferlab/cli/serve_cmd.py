@@ -12,7 +12,7 @@ from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
 if TYPE_CHECKING:
-    from ..serving.workload import Lengths
+    from ..inputs.workload import Lengths
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
@@ -24,7 +24,7 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
     >>> parse_lengths("uniform:128-2048")
     Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
     """
-    from ..serving.workload import Lengths
+    from ..inputs.workload import Lengths
 
     allowed = "an integer, integers separated by commas, uniform:LOW-HIGH or lognormal:mean=M,sigma=S"
     kind, _, rest = text.strip().partition(":")
@@ -167,6 +167,20 @@ def _whole_clients(values: list[float]) -> list[float]:
     return values
 
 
+def _inputs_written(model: Any, hardware: Any, load: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """``{"deployment": ..., "workload": ...}`` of one run's arguments for ``--json``; empty when
+    they do not make a Deployment (serve then says what is wrong, in its own words)."""
+    from ..errors import InferlabError
+    from ..inputs.convert import from_kwargs
+
+    try:
+        deployment, workload = from_kwargs("serve", model=model, hardware=hardware, **load,
+                                           **{k: v for k, v in kw.items() if k != "overheads"})
+    except InferlabError:
+        return {}
+    return {"deployment": deployment.to_dict(), "workload": workload.to_dict()}
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab serve``."""
     from ..serving.serve import serve
@@ -191,7 +205,7 @@ def run(args: argparse.Namespace) -> None:
         load: dict[str, Any] = ({"rate": args.rate} if args.rate is not None else {"offline": True} if args.offline
                                 else {"concurrency": int(_whole_clients(args.concurrency)[0])})
         result = serve(args.model, args.hardware, **load, **kw)
-        text, data = str(result), result.to_dict()
+        text, data = str(result), {**result.to_dict(), **_inputs_written(args.model, args.hardware, load, kw)}
         if not args.explain:  # explain() shows the interval itself
             from ..phases.interval import interval_lines
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checks import real
 from ..errors import SpecError
-from ..serving.workload import MAX_RATE, Lengths
+from ..inputs.workload import MAX_RATE, Lengths
 
 #: Daily curve: peak-to-mean swing of the rate. An assumption (busy afternoon, quiet night; [2]).
 DEFAULT_DAILY_AMPLITUDE = 0.6

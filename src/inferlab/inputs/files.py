@@ -45,6 +45,7 @@ KEYS = {
     "kv_block_size": "tokens", "max_num_tokens": "tokens", "price_per_gpu_hour": "USD", "utilization": "number in (0, 1]",
     "waves": "true or false", "speculative": "text or mapping", "prefix_cache": "hit rate, text or mapping",
     "disaggregation": "text or mapping", "prefill_batch": "requests",
+    "allow_long_context": "true or false (contexts beyond the model's max_position_embeddings, RoPE scaling)",
     "engine_args": "an engine launch command: vllm serve ..., python -m sglang.launch_server ..., trtllm-serve ...",
 }
 
@@ -152,6 +153,7 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
         except InferlabError as exc:
             raise SpecError(f"{path}: engine_args: {exc}") from None
     for key in ("model", "hardware"):
-        if key not in data and not (key == "model" and launch is not None):
+        if key not in data and not (key == "model" and launch is not None) and not (
+                key == "hardware" and data.get("disaggregation") is not None):  # the pools name the GPUs
             raise SpecError(f"{path}: required key {key!r} is missing")
     return data, launch

@@ -20,8 +20,8 @@ from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
 from ..errors import InfeasibleError, SpecError
-from ..inputs import resolve as inputs
-from ..inputs.resolve import deployment
+from ..inputs.record import inputs_dict
+from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..results.render import text_table
 from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
@@ -59,6 +59,8 @@ class DisaggEstimate:
     prefill_memory: MemoryPlan
     decode_memory: MemoryPlan
     request_rate: np.ndarray | None = None
+    #: The Deployment and Workload of an ``estimate(deployment, workload)`` call (None otherwise).
+    inputs: Any = None
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -169,6 +171,7 @@ class DisaggEstimate:
             "pd_ratio": val(self.pd_ratio), "bottleneck": val(self.bottleneck),
             "request_rate": None if self.request_rate is None else val(self.request_rate),
             "gpus_needed": None if need is None else {k: val(v) for k, v in need.items()},
+            **inputs_dict(self.inputs),
         }
 
     HEADERS = ["P batch", "D batch", "isl", "osl", "TTFT ms", "prefill ms", "KV ms", "TPOT ms", "tok/s",
@@ -266,12 +269,12 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     """
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(
-        prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=inputs.MAX_BATCH),
-        decode_batch=checks.count_array("decode_batch", decode_batch, maximum=inputs.MAX_BATCH),
-        isl=checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS),
-        osl=checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS))
+        prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=MAX_BATCH),
+        decode_batch=checks.count_array("decode_batch", decode_batch, maximum=MAX_BATCH),
+        isl=checks.count_array("isl", isl, maximum=MAX_TOKENS),
+        osl=checks.count_array("osl", osl, maximum=MAX_TOKENS))
     checks.context_within_model(dep_d.model, i, o, allow_long_context=allow_long_context)
-    mem = inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
+    mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
     plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)

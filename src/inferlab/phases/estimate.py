@@ -17,7 +17,10 @@ from ..core.memory import plan_memory
 from ..techniques.step import ResolvedDeployment, mean_decode_step_s
 from .. import checks
 from ..inputs import resolve as inputs
+from ..inputs.call import typed_call, with_inputs
+from ..inputs.deployment import Deployment
 from ..inputs.resolve import deployment
+from ..inputs.workload import Workload
 from ..errors import SpecError, option_name
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
@@ -30,7 +33,8 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 
 
 
-def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num_gpus: int | None = None, tp: int = 1,
+def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None, *,
+             num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
              micro_batches: int | None = None,
              precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
@@ -47,7 +51,10 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num
     Parameters
     ----------
     model, hardware : str or spec
-        Catalog ids (or a config.json path for the model) or loaded specs.
+        Catalog ids (or a config.json path for the model) or loaded specs; or a
+        :class:`~inferlab.inputs.deployment.Deployment` and a static-batch
+        :class:`~inferlab.inputs.workload.Workload` (``batch_size`` set), which hold every
+        other argument (``estimate(deployment, workload)``).
     num_gpus : int, optional
         GPUs of the deployment; must equal ``tp x pp x dp`` (a check on the layout).
     tp, pp, ep, dp : int
@@ -107,6 +114,9 @@ def estimate(model: str | ModelSpec, hardware: str | HardwareSpec | None, *, num
         Nothing to show: a single point that does not run, or a grid none of whose points
         runs; with the bytes needed and available per GPU and what would fit.
     """
+    typed = typed_call(estimate, "estimate", locals())
+    if typed is not None:  # estimate(Deployment, Workload): the same call, written out
+        return with_inputs(estimate(**typed), model, hardware)
     cache = _prefix_cache(prefix_cache)
     if disaggregation is not None:
         return _disaggregated(model, hardware, disaggregation, locals())

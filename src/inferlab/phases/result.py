@@ -14,6 +14,7 @@ from ..core.memory import MemoryPlan
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
 from ..units import Q
+from ..inputs.record import inputs_dict
 from .interval import interval_dict
 from ..results.render import pretty, text_table
 
@@ -68,6 +69,8 @@ class Estimate:
     reason: np.ndarray = ""  # type: ignore[assignment]
     #: ``isl + osl`` exceeds the model's trained length (accepted with ``allow_long_context``).
     long_context: bool = False
+    #: The Deployment and Workload of an ``estimate(deployment, workload)`` call (None otherwise).
+    inputs: Any = None
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""
@@ -230,6 +233,7 @@ class Estimate:
                      "usd_per_million_output": val(self.cost.usd_per_million_output),
                      "usd_per_request": val(self.cost.usd_per_request)},
             "interval": interval_dict(self),
+            **inputs_dict(self.inputs),
         }
 
     @property

@@ -36,7 +36,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from ..checks import nonzero_price
 from ..errors import InferlabError, SpecError
 from ..serving.prefixes import Prefixes, prefixes
-from ..serving.workload import Lengths
+from ..inputs.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
 #: Frozen, no unknown keys, and no NaN or infinity in any number (an infinite budget or a NaN
@@ -103,6 +103,18 @@ class Traffic(BaseModel):
     @classmethod
     def _prefix(cls, value: Any) -> Prefixes | None:
         return None if value is None else prefixes(value)
+
+    def workload(self, num_requests: int = 1000) -> Any:
+        """The traffic as a :class:`~inferlab.inputs.workload.Workload` of ``num_requests`` requests
+        (an offline job: at most its ``requests``). ``prefix_hit`` is not part of it: it is the
+        deployment's prefix cache (``Deployment.prefix_cache``)."""
+        from ..inputs.workload import Workload
+
+        if self.offline:
+            return Workload(isl=self.isl, osl=self.osl, offline=True, num_requests=min(num_requests, self.requests),
+                            prefix=self.prefix)
+        return Workload(isl=self.isl, osl=self.osl, rate=float(self.rate), num_requests=num_requests,
+                        prefix=self.prefix)
 
     @model_validator(mode="after")
     def _mode(self) -> Traffic:

@@ -33,7 +33,7 @@ from .result import ServeResult
 from ..engines.scheduler import SchedulerConfig
 from .simulator import Trace, simulate
 from .stepmodel import StepModel
-from .workload import Lengths, Workload
+from ..inputs.workload import Lengths, Workload
 
 
 @dataclass(frozen=True)

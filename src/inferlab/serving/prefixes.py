@@ -29,7 +29,7 @@ import numpy as np
 
 from ..checks import boolean
 from ..errors import SpecError
-from .workload import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS, Workload
+from ..inputs.workload import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS, Workload
 
 _KINDS = ("shared", "sessions")
 #: Most distinct shared prefixes: one per request of the largest simulation.

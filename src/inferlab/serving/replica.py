@@ -25,7 +25,7 @@ from .speculation import (
     speculative_config,
 )
 from .stepmodel import StepModel
-from .workload import Workload
+from ..inputs.workload import Workload
 
 
 def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **limits: Any) -> SchedulerConfig:

@@ -14,7 +14,8 @@ from ..phases.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
-from .workload import Workload
+from ..inputs.record import inputs_dict
+from ..inputs.workload import Workload
 
 PERCENTILES = (50, 90, 99)
 
@@ -51,6 +52,8 @@ class ServeResult:
     overheads: ClientOverheads | None = None
     speculative: Any = None
     prefix: Any = None
+    #: The Deployment and Workload of a ``serve(deployment, workload)`` call (None otherwise).
+    inputs: Any = None
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -182,6 +185,7 @@ class ServeResult:
                 "prefix_evicted_blocks": self.trace.evicted_blocks} if self.prefix is not None else {}),
             **({"user_latency_s": json_ready(_summary(self.user))} if self.overheads else {}),
             "interval": interval_dict(self),
+            **inputs_dict(self.inputs),
         }
 
     def __str__(self) -> str:

@@ -9,19 +9,22 @@ from typing import Any
 from .. import checks
 from ..calibration.profile import Profile
 from ..errors import SpecError
+from ..inputs.call import typed_call, with_inputs
+from ..inputs.deployment import Deployment
 from ..inputs.resolve import deployment
 from ..engines.scheduler import SchedulerConfig
 from .overheads import ClientOverheads
 from .prefixes import Prefixes, prefixes
 from .replica import engine_scheduler, serve_workload
 from .result import ServeResult
-from .workload import Lengths, Workload
+from ..inputs.workload import Lengths, Workload
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 
 
 
-def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *, tp: int = 1, pp: int = 1, ep: int = 1,
+def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1,
+          pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = None, engine: str = "generic",
           profile: str | Path | Profile = "default",
@@ -38,7 +41,10 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
     Parameters
     ----------
     model, hardware, tp, pp, ep, dp, attention_dp, precision, engine, profile
-        The deployment, as for :func:`inferlab.estimate`.
+        The deployment, as for :func:`inferlab.estimate`; or a
+        :class:`~inferlab.inputs.deployment.Deployment` and a traffic
+        :class:`~inferlab.inputs.workload.Workload`, which hold every other argument but
+        ``overheads`` and ``scheduler`` (``serve(deployment, workload)``).
     isl, osl : int, list of int or Lengths [token]
         Prompt and output lengths: fixed, an empirical list, or a distribution.
     rate, concurrency, trace, offline
@@ -78,6 +84,9 @@ def serve(model: str | ModelSpec, hardware: str | HardwareSpec | None = None, *,
     keeps ``pp`` batches in flight (:class:`~inferlab.serving.stepmodel.StepModel`), each
     with ``1/pp`` of its requests, KV pool and sequence limit, simulated the same way.
     """
+    typed = typed_call(serve, "serve", locals())
+    if typed is not None:  # serve(Deployment, Workload): the same call, written out
+        return with_inputs(serve(**typed), model, hardware)
     if disaggregation is not None:
         return _serve_disaggregated(model, hardware, disaggregation, locals())
     if hardware is None:

@@ -4,18 +4,28 @@ Arrivals are ``offline`` (all queued at time zero), Poisson at a ``rate``, a giv
 ``trace`` of arrival times, or a closed loop of ``concurrency`` clients that each send
 the next request when the last one finishes. Lengths are fixed or drawn from uniform,
 lognormal or empirical distributions, reproducibly from ``seed``.
+
+A static batch (``batch_size``, what :func:`inferlab.estimate` predicts) is the fifth
+mode: ``batch_size``, ``isl`` and ``osl`` are whole numbers or lists of them, axes of a
+grid (:mod:`.static_batch`). ``to_dict()`` and ``Workload.from_dict()`` give the one
+YAML/JSON form.
+
+The workload stays a frozen dataclass validated in ``__post_init__`` rather than a
+pydantic model: the serving simulator copies it per replica (``dataclasses.replace``)
+and reads its fields on every run, and the numbers it draws must not change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from ..checks import boolean, integer, real, real_array
 from ..errors import SpecError
+from . import static_batch
 
 #: Longest prompt or output a workload may ask for [token]: ten times the longest context
 #: window of any released model (10M), so a real workload is never refused.
@@ -29,6 +39,9 @@ MAX_REQUESTS = 10**7
 #: Longest span of arrivals [s] (11.6 days): float64 times then resolve 0.1 ns, so a
 #: microsecond step is never lost to rounding of the clock (at 1e300 s it would be).
 MAX_SPAN_S = 1e6
+#: Keyword arguments of the entry points that describe a workload (a static batch's and traffic's).
+WORKLOAD_KWARGS = ("isl", "osl", "batch_size", "prefill_batch", "waves", "rate", "concurrency", "trace", "offline",
+                   "num_requests", "seed", "stagger", "prefix")
 #: Highest arrival rate [request/s]: beyond it every request arrives within a nanosecond
 #: of the last, which is ``offline=True``.
 MAX_RATE = 1e9
@@ -123,6 +136,16 @@ class Workload:
     duration, so that the steady state has clients out of step. That is what benchmarks
     measure after a few rounds (output lengths, HTTP and tokenization jitter pull clients
     apart); ``False`` keeps clients that finish together in lockstep, each round a burst.
+
+    ``batch_size`` (a static batch, instead of the four): requests processed together
+    [request], a whole number or a list; ``isl`` and ``osl`` are then whole numbers or
+    lists too, axes that broadcast together (``grid="broadcast"``, as
+    :func:`inferlab.estimate` takes arrays) or span every combination (``grid="outer"``,
+    as ``inferlab estimate --batch 1,8 --isl 128,1024``). ``prefill_batch`` is the prefill
+    pool's batch of a disaggregated deployment, ``waves`` runs a batch whose KV cache does
+    not fit in waves. ``prefix`` (traffic modes): prompts that share a prefix
+    (:class:`~inferlab.serving.prefixes.Prefixes`, its text or a mapping of its fields),
+    kept as given; the serving layer that simulates it checks its fields.
     """
 
     isl: Lengths = field(default_factory=lambda: Lengths("fixed", value=1024))
@@ -134,8 +157,27 @@ class Workload:
     offline: bool = False
     seed: int = 0
     stagger: bool = True
+    batch_size: int | tuple[int, ...] | None = None
+    prefill_batch: int | tuple[int, ...] | None = None
+    grid: Literal["broadcast", "outer"] = "broadcast"
+    waves: bool = False
+    prefix: Any = None
 
     def __post_init__(self) -> None:
+        modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline is True,
+                 self.batch_size is not None]
+        if self.batch_size is not None:
+            if sum(modes) != 1:
+                raise SpecError("workload: a static batch (batch_size) has no arrivals; give batch_size or one of "
+                                "rate, trace, concurrency and offline=True")
+            static_batch.check(self)
+            return
+        unused = [name for name, given in (("prefill_batch", self.prefill_batch is not None), ("waves", self.waves),
+                                           ("grid", self.grid != "broadcast")) if given]
+        if unused:
+            raise SpecError(f"workload: {', '.join(unused)} applies only to a static batch (batch_size); drop it")
+        if self.prefix is not None:
+            _check_prefix(self.prefix)
         for name in ("isl", "osl"):
             try:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
@@ -148,7 +190,7 @@ class Workload:
         modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline]
         if sum(modes) != 1:
             raise SpecError("workload: give exactly one of rate (requests/s), trace (arrival times), "
-                            "concurrency (closed-loop clients) or offline=True")
+                            "concurrency (closed-loop clients) or offline=True (or batch_size for a static batch)")
         if self.trace is not None:
             trace = real_array("workload: trace", self.trace, minimum=0.0, maximum=MAX_SPAN_S,
                                max_size=MAX_REQUESTS, unit="s")
@@ -173,7 +215,9 @@ class Workload:
 
     @property
     def mode(self) -> str:
-        """``offline``, ``online`` (rate or trace) or ``closed_loop``."""
+        """``offline``, ``online`` (rate or trace), ``closed_loop`` or ``static_batch``."""
+        if self.batch_size is not None:
+            return "static_batch"
         if self.offline:
             return "offline"
         return "closed_loop" if self.concurrency is not None else "online"
@@ -204,3 +248,79 @@ class Workload:
             second = out[c:2 * c]
             second[:] = period_s * np.arange(len(second)) / c
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON-ready form: the mode's fields, lengths as a number, a list or a mapping."""
+        if self.batch_size is not None:
+            return static_batch.to_dict(self)
+        out: dict[str, Any] = {"isl": lengths_dict(self.isl), "osl": lengths_dict(self.osl),
+                               "num_requests": self.num_requests}
+        if self.rate is not None:
+            out["rate"] = self.rate
+        elif self.trace is not None:
+            out["trace"] = list(self.trace)
+        elif self.concurrency is not None:
+            out["concurrency"] = self.concurrency
+        else:
+            out["offline"] = True
+        out.update(seed=self.seed, stagger=self.stagger)
+        if self.prefix is not None:
+            p = self.prefix
+            out["prefix"] = p if isinstance(p, (str, dict)) else {f: getattr(p, f) for f in p.__dataclass_fields__}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Workload:
+        """A Workload from :meth:`to_dict`'s form (or any mapping of its fields)."""
+        if not isinstance(data, dict):
+            raise SpecError(f"workload: expected a mapping of fields, got {type(data).__name__}")
+        unknown = sorted(str(k) for k in set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise SpecError(f"workload: unknown key(s) {', '.join(unknown)[:200]}; allowed: "
+                            f"{', '.join(cls.__dataclass_fields__)}")
+        fields = dict(data)
+        for name in ("isl", "osl"):
+            if isinstance(fields.get(name), dict):
+                fields[name] = Lengths(**fields[name])
+        if isinstance(fields.get("trace"), list):
+            fields["trace"] = tuple(fields["trace"])
+        return cls(**fields)
+
+    def estimate_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`inferlab.estimate`: a static batch's axes (and ``waves``)."""
+        if self.batch_size is None:
+            raise SpecError(f"estimate predicts a static batch, but the workload is {self.mode}: give "
+                            "Workload(batch_size=...), or serve() the traffic")
+        return static_batch.estimate_kwargs(self)
+
+    def serve_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`inferlab.serve`: lengths, arrivals, seed and prefix structure."""
+        if self.batch_size is not None:
+            raise SpecError("serve simulates traffic, but the workload is a static batch: give a rate, a trace, "
+                            "a concurrency or offline=True, or estimate() the batch")
+        kw: dict[str, Any] = {"isl": self.isl, "osl": self.osl, "num_requests": self.num_requests, "rate": self.rate,
+                              "concurrency": self.concurrency, "trace": self.trace, "offline": self.offline,
+                              "seed": self.seed, "stagger": self.stagger}
+        if self.prefix is not None:
+            kw["prefix"] = self.prefix
+        return kw
+
+
+def _check_prefix(value: Any) -> None:
+    """A prefix structure's shape: text, a mapping of fields, or a Prefixes (a dataclass with ``kind``)."""
+    ok = (isinstance(value, str) and value.strip() or isinstance(value, dict) and all(isinstance(k, str) for k in value)
+          or hasattr(value, "__dataclass_fields__") and hasattr(value, "kind"))
+    if not ok:
+        raise SpecError(f"workload: prefix must be a Prefixes, a text such as 'shared:tokens=1000,groups=8' or a "
+                        f"mapping of its fields, got {value!r:.80}")
+
+
+def lengths_dict(lengths: Lengths) -> Any:
+    """A :class:`Lengths` as a number (fixed), a list (empirical) or a mapping of its fields."""
+    if lengths.kind == "fixed":
+        return lengths.value
+    if lengths.kind == "empirical":
+        return list(lengths.values)
+    if lengths.kind == "uniform":
+        return {"kind": "uniform", "low": lengths.low, "high": lengths.high}
+    return {"kind": "lognormal", "mean": lengths.mean, "sigma": lengths.sigma}

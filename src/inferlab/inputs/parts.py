@@ -1,0 +1,122 @@
+"""The plain settings of a :class:`~inferlab.inputs.deployment.Deployment`: its parallel layout,
+and its engine with the scheduler limits set on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from .. import checks
+from ..errors import SpecError
+from . import resolve as inputs
+from .techniques import FROZEN
+
+#: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
+ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization",
+                 "kv_block_size")
+
+
+class Layout(BaseModel):
+    """How the GPUs split the model (:class:`~inferlab.techniques.parallelism.Parallelism`).
+
+    Parameters
+    ----------
+    tp : int [GPU]
+        Tensor-parallel GPUs per pipeline stage.
+    pp : int [stage]
+        Pipeline stages.
+    ep : int [group]
+        Expert-parallel groups within a stage (divides ``tp``).
+    dp : int [replica]
+        Data-parallel replicas.
+    attention_dp : bool
+        Attention data-parallel over a stage's GPUs.
+    expert_imbalance : float [1]
+        Load of the busiest expert group over the mean.
+    micro_batches : int, optional
+        Pipeline micro-batches (None: ``pp``).
+    """
+
+    model_config = FROZEN
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    attention_dp: bool = False
+    expert_imbalance: float = 1.0
+    micro_batches: int | None = None
+
+    @property
+    def num_gpus(self) -> int:
+        """``tp x pp x dp`` [GPU]."""
+        return self.tp * self.pp * self.dp
+
+
+class Engine(BaseModel):
+    """The serving engine and the scheduler limits set on it (None: the engine's default).
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`inferlab.inputs.resolve.ENGINES`.
+    version : str, optional
+        The engine release, as recorded (informational).
+    max_num_seqs : int, optional [request]
+    max_num_batched_tokens : int, optional [token]
+        Tokens per step (a static batch's prefill chunk, ``max_num_tokens`` of estimate).
+    chunked_prefill : bool, optional
+    gpu_memory_utilization : float, optional [1]
+    kv_block_size : int, optional [token]
+    """
+
+    model_config = FROZEN
+    name: str = "generic"
+    version: str | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    chunked_prefill: bool | None = None
+    gpu_memory_utilization: float | None = None
+    kv_block_size: int | None = None
+
+    def limits(self) -> dict[str, Any]:
+        """The limits set, by :data:`ENGINE_LIMITS` name."""
+        return {k: getattr(self, k) for k in ENGINE_LIMITS if getattr(self, k) is not None}
+
+
+
+def engine_of(value: Any) -> Engine:
+    """An :class:`Engine` from one, a name, or a mapping of its fields, each limit checked."""
+    if isinstance(value, Engine):
+        return value
+    fields = dict(value) if isinstance(value, Mapping) else {"name": value}
+    unknown = sorted(str(k) for k in set(fields) - set(Engine.model_fields))
+    if unknown:
+        raise SpecError(f"engine: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(Engine.model_fields)}")
+    fields["name"] = inputs.engine_name(fields.get("name", "generic"))
+    if fields.get("version") is not None:
+        fields["version"] = str(fields["version"])
+    for key in ENGINE_LIMITS:
+        raw = fields.get(key)
+        if raw is None:
+            continue
+        if key == "chunked_prefill":
+            fields[key] = checks.boolean(key, raw)
+        elif key == "gpu_memory_utilization":
+            fields[key] = checks.fraction(key, raw)
+        else:
+            fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
+    return Engine(**fields)
+
+
+def layout_fields(value: Any) -> dict[str, Any]:
+    """The fields of a :class:`Layout` from one or a mapping (unknown fields refused), defaults filled in."""
+    if isinstance(value, Layout):
+        return value.model_dump()
+    if not isinstance(value, Mapping):
+        raise SpecError(f"layout must be a mapping of {', '.join(Layout.model_fields)}, got {value!r:.60}")
+    unknown = sorted(str(k) for k in set(value) - set(Layout.model_fields))
+    if unknown:
+        raise SpecError(f"layout: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(Layout.model_fields)}")
+    return {**Layout().model_dump(), **value}
