@@ -10,6 +10,7 @@ import numpy as np
 
 from ..checks import integer, real
 from ..errors import SpecError
+from ..inputs.deployment import Deployment
 from ..inputs.resolve import deployment
 from ..serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 from ..serving.prefixes import prefixes as parse_prefixes
@@ -31,10 +32,10 @@ _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "p
 #: step (availability over months of failures needs more than a day).
 MAX_HORIZON_S = 366 * 86400.0
 _POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "provider", "serves",
-              "autoscaler", "pricing", "startup", "prefix_cache", "limits")
+              "autoscaler", "pricing", "startup", "prefix_cache", "limits", "deployment")
 
 
-def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
+def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
           profile: Any = "default", replicas: int = 1, traffic: Any = None, trace: Any = None,
           horizon_s: float = 3600.0, router: str | RouterConfig = "least_outstanding",
           admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
@@ -50,7 +51,8 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     ----------
     model, hardware, tp, precision, engine, profile :
         One replica, as :func:`inferlab.serve`; ``limits`` override scheduler fields
-        (``max_num_seqs``, ...).
+        (``max_num_seqs``, ...). Or a :class:`~inferlab.Deployment` as ``model`` alone,
+        which sets all of them (and the on-demand price when it names one).
     replicas : int
         Replicas serving at the start.
     traffic : dict, Profile or list of dicts
@@ -86,6 +88,18 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
     tpot_slo_s = _tpot_slo(tpot_slo_s)
     if need is not None:
         need = integer("fleet: need", need, maximum=100_000)
+    if isinstance(model, Deployment):
+        given = {"hardware": hardware, "tp": tp != 1, "precision": precision, "engine": engine != "vllm",
+                 "profile": profile != "default", "limits": limits}
+        if any(v not in (None, False, {}) for v in given.values()):
+            raise SpecError(f"fleet(deployment): {', '.join(k for k, v in given.items() if v not in (None, False, {}))} "
+                            "given beside the Deployment; set them in it instead")
+        spec = replica_of(model)
+        model, hardware, tp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
+        if spec["price"] is not None and pricing is None:
+            pricing = {"on_demand_usd_per_hour": spec["price"]}
+    elif hardware is None:
+        raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
     base = engine_scheduler(engine, None, **limits)
     sched = scheduler_for(dep, base)
@@ -115,6 +129,52 @@ def fleet(model: Any, hardware: Any, *, tp: int = 1, precision: Any = None, engi
                    tpot_slo_s=tpot_slo_s)
 
 
+_REPLICA = ("model", "hardware", "tp", "precision", "engine", "profile", "limits")
+
+
+def replica_of(dep: Deployment) -> dict[str, Any]:
+    """The fleet replica a :class:`~inferlab.Deployment` describes: model, hardware, ``tp``,
+    formats, engine with its limits, profile, and the price of the replica's GPUs [USD/h]
+    when it names one.
+
+    Raises
+    ------
+    SpecError
+        What a fleet replica does not simulate: pipeline stages, data-parallel copies (each
+        is a replica: give their number as ``replicas``), expert parallelism, speculation, a
+        static prefix-cache hit rate (the fleet's replicas keep their own caches),
+        disaggregated pools.
+    """
+    lay = dep.layout
+    unused = {"pp": lay.pp != 1, "dp (each copy is a replica: give replicas)": lay.dp != 1, "ep": lay.ep != 1,
+              "attention_dp": lay.attention_dp, "speculative": dep.speculative is not None,
+              "prefix_cache (each replica keeps its own)": dep.prefix_cache is not None,
+              "disaggregation": dep.disaggregation is not None, "utilization": dep.utilization != 1.0,
+              "attention": dep.attention != "flash", "cuda_graphs": not dep.cuda_graphs}
+    given = [name for name, was_set in unused.items() if was_set]
+    if given:
+        raise SpecError(f"a fleet replica is one tensor-parallel group; the deployment's {', '.join(given)} "
+                        "are not simulated in fleets: drop them")
+    price = None if dep.price_per_gpu_hour is None else dep.price_per_gpu_hour * lay.tp
+    return {"model": dep.model, "hardware": dep.hardware, "tp": lay.tp,
+            "precision": dep.precision.value() if dep.precision is not None else None, "engine": dep.engine.name,
+            "profile": dep.profile, "limits": dep.engine.limits(), "price": price}
+
+
+def _pool_of_deployment(k: int, spec: dict[str, Any]) -> dict[str, Any]:
+    """Pool ``k``'s ``spec`` with its ``deployment`` written out as the replica's fields."""
+    clash = sorted(set(spec) & {*_REPLICA, "engine"} - {"deployment"})
+    if clash:
+        raise SpecError(f"pool {k}: {', '.join(clash)} given beside its deployment; set them in the deployment")
+    dep = spec["deployment"]
+    rep = replica_of(dep if isinstance(dep, Deployment) else Deployment.from_dict(dep))
+    out = {key: value for key, value in spec.items() if key != "deployment"}
+    out.update({key: rep[key] for key in _REPLICA if rep[key] is not None})
+    if rep["price"] is not None and "pricing" not in spec:
+        out["pricing"] = {"on_demand_usd_per_hour": rep["price"]}
+    return out
+
+
 def _tpot_slo(value: float | None) -> float:
     """The TPOT SLO [s]; None: none (``inf``)."""
     if value is None:
@@ -134,7 +194,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     ----------
     pools : list of dict
         Each: ``model``, ``hardware`` (and ``tp``, ``precision``, ``engine``, ``profile``,
-        ``limits``: scheduler overrides), ``replicas``, ``region``, ``provider``, ``serves`` (the model
+        ``limits``: scheduler overrides) or a ``deployment`` (a :class:`~inferlab.Deployment`
+        or its mapping, which sets all of them), ``replicas``, ``region``, ``provider``, ``serves`` (the model
         name requests ask for; default ``model``), ``autoscaler``, ``pricing``, ``startup``.
     traffic : list of dict
         As :func:`fleet`, each class with the ``region`` its users are in and the ``model``
@@ -148,6 +209,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         unknown = sorted(set(spec) - set(_POOL_KEYS))
         if unknown:
             raise SpecError(f"pool {k}: unknown key {unknown[0]!r} (allowed: {', '.join(_POOL_KEYS)})")
+        if "deployment" in spec:
+            spec = _pool_of_deployment(k, spec)
         if "model" not in spec or "hardware" not in spec:
             raise SpecError(f"pool {k}: give its model and hardware")
         dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),

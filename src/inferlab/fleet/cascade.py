@@ -22,6 +22,7 @@ import numpy as np
 
 from ..economics._common import fmt
 from ..errors import SpecError
+from ..inputs.deployment import Deployment
 from ..results.render import share_text
 from .api import fleet, fleet_of
 from .result import FleetResult
@@ -100,6 +101,9 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     large_kwargs = {k: v for k, v in kwargs.items()
                     if k in ("horizon_s", "seed", "ttft_slo_s", "tpot_slo_s", "router", "admission", "startup", "failures",
                              "hardware", "engine")}
+    small_dep = kwargs.get("model")
+    if isinstance(small_dep, Deployment):  # the large fleet runs on the small one's GPUs and engine unless told
+        large_kwargs.update({"hardware": small_dep.hardware, "engine": small_dep.engine.name})
     large_kwargs.update({k: v for k, v in spec.items() if k != "share"})
     large = fleet(requests=requests, **large_kwargs)
     ok = large.status == OK

@@ -25,8 +25,11 @@
 Several models, GPU types or regions: ``fleet.pools`` (a list of pools, each with its
 ``model``, ``hardware``, ``region``, ``provider``, ``replicas``, ``autoscaler``, ``pricing``; no
 top-level model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.2}``,
-``quota_gpus`` per region, ``provider_quota_gpus`` per provider, ``spill``); traffic classes then carry the ``region`` of their users and the ``model`` they ask
-for (see :func:`~.api.fleet_of`).
+``quota_gpus`` per region, ``provider_quota_gpus`` per provider, ``spill``); traffic classes
+then carry the ``region`` of their users and the ``model`` they ask for (see
+:func:`~.api.fleet_of`). A replica may be written as a ``deployment:`` mapping
+(:class:`inferlab.Deployment`'s form) instead of ``model``, ``hardware``, ``engine``, ``tp``
+and ``precision``, at the top or in a pool.
 
 A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
 section too: the fleet then runs its ``model`` and ``hardware`` (default: the scenario's
@@ -47,7 +50,7 @@ from typing import Any
 from ..errors import SpecError
 from ..specs.validation import read_yaml_mapping
 
-_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "fleet")
+_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "deployment", "fleet")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
           "traffic", "trace", "seed", "need", "cascade", "prefix_cache", "pools", "regions")
 
@@ -67,7 +70,8 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         return _from_plan_scenario(Path(path), data)
     _known(data, _TOP, f"fleet scenario {Path(path).name}")
     f = data.get("fleet")
-    for key in ("fleet",) if isinstance(f, dict) and "pools" in f else ("model", "hardware", "fleet"):
+    needed = ("fleet",) if isinstance(f, dict) and "pools" in f or "deployment" in data else ("model", "hardware", "fleet")
+    for key in needed:
         if key not in data:
             raise SpecError(f"fleet scenario {Path(path).name}: missing {key!r} (see inferlab.fleet.scenario)")
     f = data["fleet"]
@@ -85,9 +89,17 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
             kwargs["horizon_s"] = float(f["hours"]) * 3600.0
         _slo(f.get("slo") or {}, kwargs)
         return kwargs
-    kwargs: dict[str, Any] = {"model": data["model"], "hardware": data["hardware"],
-                              "engine": data.get("engine", "vllm"), "tp": data.get("tp", 1),
-                              "precision": data.get("precision"), "name": data.get("name", "")}
+    if "deployment" in data:  # the replica as a Deployment (inferlab.Deployment's mapping)
+        clash = sorted(k for k in ("model", "hardware", "engine", "tp", "precision") if k in data)
+        if clash:
+            raise SpecError(f"fleet scenario {Path(path).name}: {', '.join(clash)} given beside deployment; set them "
+                            "in the deployment")
+        from ..inputs.deployment import Deployment
+
+        kwargs: dict[str, Any] = {"model": Deployment.from_dict(data["deployment"]), "name": data.get("name", "")}
+    else:
+        kwargs = {"model": data["model"], "hardware": data["hardware"], "engine": data.get("engine", "vllm"),
+                  "tp": data.get("tp", 1), "precision": data.get("precision"), "name": data.get("name", "")}
     for key in ("replicas", "router", "admission", "autoscaler", "startup", "failures", "pricing", "traffic",
                 "seed", "need", "prefix_cache"):
         if key in f:

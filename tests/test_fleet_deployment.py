@@ -1,0 +1,75 @@
+"""A fleet's replicas take the same Deployment as estimate and serve (issue 18): written as a
+Deployment, a pool's deployment mapping or a scenario's ``deployment:``, a replica simulates
+exactly as its keyword form."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import inferlab
+from inferlab import Deployment
+from inferlab.errors import SpecError
+from inferlab.fleet import fleet_of
+from inferlab.fleet.scenario import load_fleet_scenario
+from inferlab.fleet.cascade import run_scenario
+
+TRAFFIC = {"rate": 3.0, "isl": 600, "osl": 80}
+KEYWORDS = dict(tp=2, precision="fp8", engine="sglang", max_num_seqs=64)
+DEPLOYMENT = Deployment(model="llama-3.1-8b", hardware="h100-sxm", layout={"tp": 2}, precision="fp8",
+                        engine={"name": "sglang", "max_num_seqs": 64})
+
+
+def test_a_deployment_runs_the_same_fleet_as_its_keywords():
+    by_keywords = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, horizon_s=120.0, traffic=TRAFFIC,
+                                 **KEYWORDS)
+    typed = inferlab.fleet(DEPLOYMENT, replicas=2, horizon_s=120.0, traffic=TRAFFIC)
+    assert len(typed.ttft) == len(by_keywords.ttft) > 200
+    assert np.array_equal(typed.ttft, by_keywords.ttft) and typed.usd == by_keywords.usd
+
+
+def test_a_pool_written_as_a_deployment_is_its_keyword_pool():
+    keyword_pool = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "tp": 2, "precision": "fp8",
+                    "engine": "sglang", "limits": {"max_num_seqs": 64}, "region": "us-east-1"}
+    typed_pool = {"deployment": DEPLOYMENT.to_dict(), "region": "us-east-1"}
+    traffic = {**TRAFFIC, "region": "us-east-1"}
+    a = fleet_of([keyword_pool], traffic=traffic, horizon_s=120.0)
+    b = fleet_of([typed_pool], traffic=traffic, horizon_s=120.0)
+    assert np.array_equal(a.ttft, b.ttft) and a.usd == b.usd
+    with pytest.raises(SpecError, match="pool 0: hardware given beside its deployment"):
+        fleet_of([{**typed_pool, "hardware": "h200-sxm"}], traffic=traffic, horizon_s=10.0)
+
+
+def test_a_scenario_deployment_is_its_model_and_hardware(tmp_path):
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: sglang\ntp: 2\nprecision: fp8\n"
+                     "fleet: {replicas: 1, hours: 0.03, traffic: {rate: 2, isl: 500, osl: 60}}\n")
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("deployment: {model: llama-3.1-8b, hardware: h100-sxm, layout: {tp: 2}, precision: fp8, "
+                     "engine: {name: sglang}}\n"
+                     "fleet: {replicas: 1, hours: 0.03, traffic: {rate: 2, isl: 500, osl: 60}}\n")
+    a, b = run_scenario(load_fleet_scenario(plain)), run_scenario(load_fleet_scenario(typed))
+    assert np.array_equal(a.ttft, b.ttft) and len(a.ttft) > 100
+    clash = tmp_path / "clash.yaml"
+    clash.write_text("deployment: {model: llama-3.1-8b, hardware: h100-sxm}\nhardware: h200-sxm\n"
+                     "fleet: {replicas: 1}\n")
+    with pytest.raises(SpecError, match="hardware given beside deployment"):
+        load_fleet_scenario(clash)
+
+
+def test_what_a_fleet_replica_does_not_simulate_is_refused():
+    with pytest.raises(SpecError, match="pp, dp .*not simulated in fleets"):
+        inferlab.fleet(Deployment(model="llama-3.1-8b", hardware="h100-sxm", layout={"pp": 2, "dp": 2}),
+                       traffic=TRAFFIC, horizon_s=10.0)
+    with pytest.raises(SpecError, match="hardware, tp given beside the Deployment"):
+        inferlab.fleet(DEPLOYMENT, "h100-sxm", tp=4, traffic=TRAFFIC, horizon_s=10.0)
+    with pytest.raises(SpecError, match="give the hardware"):
+        inferlab.fleet("llama-3.1-8b", traffic=TRAFFIC, horizon_s=10.0)
+
+
+def test_a_deployments_price_is_the_replicas_on_demand_price():
+    """2 GPUs at 3.00 USD/h each for 0.1 h of one replica: 0.60 USD."""
+    priced = Deployment(**{**DEPLOYMENT.to_dict(), "price_per_gpu_hour": 3.0})
+    r = inferlab.fleet(priced, replicas=1, horizon_s=360.0, traffic={"rate": 0.5, "isl": 200, "osl": 20},
+                       drain_s=0.0)
+    assert r.usd == pytest.approx(0.60, rel=1e-9)
