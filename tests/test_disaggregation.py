@@ -243,3 +243,23 @@ def test_serve_disaggregated_with_more_prefill_replicas_than_requests():
     assert np.isfinite(r.e2e_s).all() and len(r.e2e_s) == 2
     # queueing counts from reaching the prefill pool's scheduler: that pool's server overhead
     assert r.request_overhead_s == r.prefill_deployment.profile.request_overhead_s
+
+
+def test_engine_limits_reach_both_pools_of_a_served_disaggregation():
+    """serve() with pools takes the engine's limits (a Deployment's engine carries them) and sets
+    them on each pool's scheduler: the same run as serve_disaggregated given that scheduler."""
+    from dataclasses import replace as with_fields
+
+    from inferlab import Deployment, Workload, serve
+    from inferlab.engines.scheduler import ENGINE_SCHEDULERS
+    from inferlab.serving.disaggregated import serve_disaggregated
+
+    pools = "prefill=h100-sxm,decode=h100-sxmx2"
+    d = Deployment(model="llama-3.1-8b", disaggregation=pools, engine={"name": "vllm", "max_num_seqs": 1})
+    typed = serve(d, Workload(rate=4.0, num_requests=80, isl=800, osl=60))
+    sched = with_fields(ENGINE_SCHEDULERS["vllm"], max_num_seqs=1)
+    direct = serve_disaggregated("llama-3.1-8b", pools, rate=4.0, num_requests=80, isl=800, osl=60, engine="vllm",
+                                 scheduler=sched)
+    unlimited = serve("llama-3.1-8b", disaggregation=pools, rate=4.0, num_requests=80, isl=800, osl=60, engine="vllm")
+    assert list(typed.ttft_s) == list(direct.ttft_s)
+    assert list(typed.ttft_s) != list(unlimited.ttft_s)  # one sequence per replica: requests wait for the decode pool

@@ -232,3 +232,23 @@ def test_pipeline_stages_in_the_search():
     sized = size_by_simulation(sc, piped[0])
     assert sized.simulated and sized.gpus == sized.replicas * 2
     assert sized.feasible and sized.simulated_tpot_s <= 0.06
+
+
+def test_a_plans_candidates_are_deployments_that_reproduce_their_simulation():
+    """The planner's best candidate is a Deployment (issue 18): serving it at the planned
+    per-replica rate gives the simulated TTFT percentile the plan reports, and the plan's JSON
+    writes it back in the one Deployment form."""
+    from inferlab import Deployment, Workload, serve
+    from inferlab.planning.probes import probe_requests
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "chat.yaml")
+    p = plan(sc)
+    best, dep = p.best, p.deployment()
+    assert best.simulated and dep.model == best.model and dep.hardware == best.hardware
+    assert dep.engine.name == sc.engine and dep.layout.tp == best.tp
+    tr = sc.traffic
+    load = Workload(rate=tr.request_rate / best.replicas, num_requests=probe_requests(sc.slo.percentile) * best.pp,
+                    isl=tr.isl, osl=tr.osl, seed=0)
+    ttft = float(np.percentile(serve(dep, load).ttft_s, sc.slo.percentile))
+    assert ttft == best.simulated_ttft_s
+    assert Deployment.from_dict(p.to_dict()["candidates"][0]["deployment"]) == dep

@@ -117,6 +117,24 @@ class Candidate:
         text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
 
+    def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None) -> Any:
+        """This configuration as a :class:`~inferlab.Deployment`: one replica, or with a
+        disaggregated candidate's ``P:D`` both pools; ``engine``, ``profile`` and the
+        sequence limit are the scenario's (:meth:`~inferlab.planning.result.Plan.deployment`)."""
+        from ..inputs.deployment import Deployment
+
+        eng = {"name": engine, **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {})}
+        precision = None if self.precision == "checkpoint" else self.precision
+        if self.disaggregated:
+            n_p, n_d = (int(x) for x in self.pd.removeprefix("P").split(":D")) if self.pd else (1, 1)
+            pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "precision": precision}
+                     for side, n in (("prefill", n_p), ("decode", n_d))}
+            return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,
+                              profile=profile)
+        layout = {"tp": self.tp, "pp": self.pp, "ep": self.ep}
+        return Deployment(model=self.model, hardware=self.hardware, layout=layout, precision=precision, engine=eng,
+                          profile=profile, speculative=self.speculative)
+
     @property
     def simulated(self) -> bool:
         """The replica count is the simulation's."""

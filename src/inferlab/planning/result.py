@@ -42,12 +42,34 @@ class Plan:
         """The cheapest feasible candidate (sized by simulation when ``verify`` > 0)."""
         return self.feasible[0] if self.feasible else None
 
+    def deployment(self, candidate: Candidate | int = 0) -> Any:
+        """A candidate (by default the best one) as the :class:`~inferlab.Deployment` that
+        :func:`inferlab.estimate`, :func:`inferlab.serve` and :func:`inferlab.fleet` take,
+        with the scenario's engine, profile and sequence limit.
+
+        Raises
+        ------
+        SpecError
+            No feasible candidate, or an index past the feasible ones.
+        """
+        from ..errors import SpecError
+        from .search import max_num_seqs
+
+        if isinstance(candidate, int):
+            if not 0 <= candidate < len(self.feasible):
+                raise SpecError(f"the plan has {len(self.feasible)} feasible candidate(s); candidate {candidate} "
+                                "is not one of them")
+            candidate = self.feasible[candidate]
+        sc = self.scenario
+        return candidate.deployment(sc.engine, sc.profile, max_num_seqs(sc))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ranking (and the winner's day, with an ``operations`` section); the
         fields are those of :class:`~inferlab.planning.candidate.Candidate`."""
         day = day_plan(self.scenario, self.best)
         return {"scenario": self.scenario.model_dump(mode="json"),
-                "candidates": [c.to_dict() for c in self.candidates],
+                "candidates": [dict(c.to_dict(), **({"deployment": self.deployment(c).to_dict()} if c.feasible
+                                                    else {})) for c in self.candidates],
                 **({"operations": day.to_dict()} if day is not None else {})}
 
     def operating_table(self) -> dict[str, np.ndarray]:

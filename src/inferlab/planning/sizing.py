@@ -62,25 +62,27 @@ def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:
 
 
 def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Probe]:
-    """``probe(n, growth)``: one simulation of ``cand`` with ``n`` replicas at ``(1 + growth)`` x the rate."""
+    """``probe(n, growth)``: one simulation of ``cand`` (its :class:`~inferlab.Deployment`)
+    with ``n`` replicas at ``(1 + growth)`` x the rate."""
+    from ..inputs.workload import Workload
     from ..serving.serve import serve
 
     tr, slo = sc.traffic, sc.slo
     kwargs, _ = techniques(sc, cand)
-    layout = dict(tp=cand.tp, pp=cand.pp, ep=cand.ep, precision=cand.precision, engine=sc.engine,
-                  profile=sc.profile, isl=tr.isl, osl=tr.osl, max_num_seqs=max_num_seqs(sc), seed=0, **kwargs)
+    dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc))
+    lengths = {"isl": tr.isl, "osl": tr.osl, "seed": 0, **({"prefix": kwargs["prefix"]} if "prefix" in kwargs else {})}
 
     def online(n: int, growth: float) -> Probe:
         # pp batches in flight each get 1/pp of a replica's requests: N for each
-        result = serve(cand.model, cand.hardware, rate=tr.request_rate * (1.0 + growth) / n,
-                       num_requests=probe_requests(slo.percentile) * cand.pp, **layout)
-        return slo_probe(sc, result, n, growth)
+        load = Workload(rate=tr.request_rate * (1.0 + growth) / n,
+                        num_requests=probe_requests(slo.percentile) * cand.pp, **lengths)
+        return slo_probe(sc, serve(dep, load), n, growth)
 
     def offline(n: int, growth: float) -> Probe:
         share = math.ceil(tr.requests * (1.0 + growth) / n)
         slots = float(np.max(cand.curve.get("batch_size", [1.0])))
         simulated = int(min(share, max(2000, 4 * slots) * cand.pp))
-        result = serve(cand.model, cand.hardware, offline=True, num_requests=simulated, **layout)
+        result = serve(dep, Workload(offline=True, num_requests=simulated, **lengths))
         job_s = result.duration_s * share / simulated
         meets = job_s <= tr.deadline_h * 3600.0
         return Probe(n, growth, float("nan"), float("nan"), meets, "" if meets else "deadline", job_s=job_s)

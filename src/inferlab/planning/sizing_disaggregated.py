@@ -9,13 +9,12 @@ so neither ``P:(D-1)`` nor ``(P-1):2D_seed`` does: fewer replicas in either pool
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
 from .scenario import Scenario
+from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting
 from .search import max_num_seqs
-from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting, techniques
 
 
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
@@ -53,18 +52,14 @@ def _pools(pd: str) -> tuple[int, int]:
 
 
 def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) -> Probe:
-    """One simulation of both pools at ``(1 + growth)`` x the scenario's rate."""
-    from ..engines.scheduler import ENGINE_SCHEDULERS
-    from ..serving.disaggregated import serve_disaggregated
-    from ..engines.scheduler import SchedulerConfig
-    from ..techniques.disaggregation import Disaggregation, Pool
+    """One simulation of both pools (the candidate's :class:`~inferlab.Deployment` at
+    ``P<n_p>:D<n_d>``) at ``(1 + growth)`` x the scenario's rate."""
+    from ..inputs.workload import Workload
+    from ..serving.serve import serve
 
     tr = sc.traffic
-    kwargs: dict[str, Any] = techniques(sc, cand)[0]
-    pools = [Pool(cand.hardware, num_gpus=n * cand.tp, tp=cand.tp, precision=cand.precision) for n in (n_p, n_d)]
-    scheduler = replace(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()), max_num_seqs=max_num_seqs(sc))
-    result = serve_disaggregated(cand.model, Disaggregation(prefill=pools[0], decode=pools[1]), isl=tr.isl,
-                                 osl=tr.osl, rate=tr.request_rate * (1.0 + growth),
-                                 num_requests=probe_requests(sc.slo.percentile), engine=sc.engine,
-                                 profile=sc.profile, precision=cand.precision, scheduler=scheduler, seed=0, **kwargs)
-    return slo_probe(sc, result, n_p + n_d, growth, pd=f"P{n_p}:D{n_d}")
+    pd = f"P{n_p}:D{n_d}"
+    dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc))
+    load = Workload(rate=tr.request_rate * (1.0 + growth), num_requests=probe_requests(sc.slo.percentile),
+                    isl=tr.isl, osl=tr.osl, seed=0)
+    return slo_probe(sc, serve(dep, load), n_p + n_d, growth, pd=pd)

@@ -17,7 +17,7 @@ prefill's, forwarded once the prefill ends (``"prefill"``); see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                         rate: float | None = None, trace: Any = None, offline: bool = False,
                         num_requests: int = 1000, seed: int = 0, engine: str = "generic",
                         profile: str | Path | Profile = "default", precision: Any = None,
-                        scheduler: SchedulerConfig | None = None) -> DisaggServeResult:
+                        scheduler: SchedulerConfig | None = None,
+                        limits: dict[str, Any] | None = None) -> DisaggServeResult:
     """Simulate serving with prefill and decode on separate pools.
 
     Parameters
@@ -124,7 +125,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     engine, profile, precision
         Defaults for pools that name none.
     scheduler : SchedulerConfig, optional
-        Both pools' limits (default: the engine's).
+        Both pools' limits (default: each pool's engine's).
+    limits : dict, optional
+        Scheduler fields (``max_num_seqs``, ...) set over both pools' schedulers.
     """
     from ..phases.disaggregated import pool_deployments
     from ..engines.scheduler import ENGINE_SCHEDULERS
@@ -136,7 +139,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     arrivals, prompts, outputs = workload.draw()
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)
-    limits = {pool: scheduler_for(dep, scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()))
+    overrides = limits or {}
+    limits = {pool: scheduler_for(dep, replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()),
+                                               **overrides))
               for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
                                             ("decode", dep_d, d.decode.engine or engine))}
     # prefill pool: each request leaves with its prompt prefilled (one token sampled)
