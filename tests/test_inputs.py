@@ -313,3 +313,17 @@ def test_what_the_resolver_refuses_a_deployment_refuses():
         Deployment(model="llama-3.1-8b", hardware="h100-sxm:3g.40gb", layout={"tp": 2})
     with pytest.raises(SpecError, match="moe_weights"):
         Deployment(model="llama-3.1-8b", hardware="h100-sxm", precision={"moe_weights": "mxfp4"})
+
+
+def test_a_workloads_prefix_is_parsed_once_into_its_structure():
+    """Text, a mapping and the object name one prefix structure: the Workload holds the parsed
+    Prefixes, so the three forms are equal and a bad one is refused when the Workload is made."""
+    from inferlab.inputs.prefixes import Prefixes
+
+    text = Workload(rate=1.0, prefix="shared:tokens=1000,groups=8")
+    mapping = Workload(rate=1.0, prefix={"kind": "shared", "tokens": 1000, "groups": 8})
+    typed = Workload(rate=1.0, prefix=Prefixes("shared", tokens=1000, groups=8))
+    assert text == mapping == typed and isinstance(text.prefix, Prefixes)
+    assert Workload.from_dict(text.to_dict()) == text
+    with pytest.raises(SpecError, match="workload: prefix:"):
+        Workload(rate=1.0, prefix="shared:tokens=-5")

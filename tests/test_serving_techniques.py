@@ -16,7 +16,7 @@ from inferlab.inputs.resolve import deployment
 from inferlab.planning.scenario import load_scenario
 from inferlab.serving.serve import serve
 from inferlab.serving.prefix_cache import PrefixCache
-from inferlab.serving.prefixes import Prefixes
+from inferlab.inputs.prefixes import Prefixes
 from inferlab.serving.speculation import SpeculativeDecoding, drafter_memory
 from inferlab.serving.stepmodel import StepModel
 from inferlab.techniques.speculative import SpeculativeConfig

@@ -100,8 +100,8 @@ class Knobs:
     def serve_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`inferlab.serve` for this configuration, without the load:
         a prefix hit rate becomes one prefix of that share of the prompt, shared by every
-        request (:func:`~inferlab.serving.prefixes.shared_by_hit_rate`)."""
-        from ..serving.prefixes import shared_by_hit_rate
+        request (:func:`~inferlab.inputs.prefixes.shared_by_hit_rate`)."""
+        from ..inputs.prefixes import shared_by_hit_rate
 
         prefix = shared_by_hit_rate(self.prefix_hit, self.isl) if self.prefix_hit > 0 else None
         return {**self.deployment_kwargs(), "isl": self.isl, "osl": self.osl,

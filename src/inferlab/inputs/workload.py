@@ -26,19 +26,12 @@ import numpy as np
 from ..checks import boolean, integer, real, real_array
 from ..errors import SpecError
 from . import static_batch
+from .limits import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS
+from .prefixes import prefixes
 
-#: Longest prompt or output a workload may ask for [token]: ten times the longest context
-#: window of any released model (10M), so a real workload is never refused.
-MAX_TOKENS = 10**8
 #: Largest sigma of a lognormal length: at 3 a request in a million is ~e^(3 x 4.75) ~ 10^6
 #: times the median already.
 MAX_SIGMA = 3.0
-#: Most requests one simulation may serve: each is simulated, at roughly 0.1-0.2 ms a request on
-#: one core (100,000 take ~15 s, ten million most of an hour), work the caller asked for.
-MAX_REQUESTS = 10**7
-#: Longest span of arrivals [s] (11.6 days): float64 times then resolve 0.1 ns, so a
-#: microsecond step is never lost to rounding of the clock (at 1e300 s it would be).
-MAX_SPAN_S = 1e6
 #: Keyword arguments of the entry points that describe a workload (a static batch's and traffic's).
 WORKLOAD_KWARGS = ("isl", "osl", "batch_size", "prefill_batch", "waves", "rate", "concurrency", "trace", "offline",
                    "num_requests", "seed", "stagger", "prefix")
@@ -144,7 +137,7 @@ class Workload:
     as ``inferlab estimate --batch 1,8 --isl 128,1024``). ``prefill_batch`` is the prefill
     pool's batch of a disaggregated deployment, ``waves`` runs a batch whose KV cache does
     not fit in waves. ``prefix`` (traffic modes): prompts that share a prefix
-    (:class:`~inferlab.serving.prefixes.Prefixes`, its text or a mapping of its fields),
+    (:class:`~inferlab.inputs.prefixes.Prefixes`, its text or a mapping of its fields),
     kept as given; the serving layer that simulates it checks its fields.
     """
 
@@ -177,7 +170,10 @@ class Workload:
         if unused:
             raise SpecError(f"workload: {', '.join(unused)} applies only to a static batch (batch_size); drop it")
         if self.prefix is not None:
-            _check_prefix(self.prefix)
+            try:
+                object.__setattr__(self, "prefix", prefixes(self.prefix))
+            except SpecError as exc:
+                raise SpecError(f"workload: prefix: {exc}") from None
         for name in ("isl", "osl"):
             try:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
@@ -265,8 +261,7 @@ class Workload:
             out["offline"] = True
         out.update(seed=self.seed, stagger=self.stagger)
         if self.prefix is not None:
-            p = self.prefix
-            out["prefix"] = p if isinstance(p, (str, dict)) else {f: getattr(p, f) for f in p.__dataclass_fields__}
+            out["prefix"] = {f: getattr(self.prefix, f) for f in self.prefix.__dataclass_fields__}
         return out
 
     @classmethod
@@ -304,15 +299,6 @@ class Workload:
         if self.prefix is not None:
             kw["prefix"] = self.prefix
         return kw
-
-
-def _check_prefix(value: Any) -> None:
-    """A prefix structure's shape: text, a mapping of fields, or a Prefixes (a dataclass with ``kind``)."""
-    ok = (isinstance(value, str) and value.strip() or isinstance(value, dict) and all(isinstance(k, str) for k in value)
-          or hasattr(value, "__dataclass_fields__") and hasattr(value, "kind"))
-    if not ok:
-        raise SpecError(f"workload: prefix must be a Prefixes, a text such as 'shared:tokens=1000,groups=8' or a "
-                        f"mapping of its fields, got {value!r:.80}")
 
 
 def lengths_dict(lengths: Lengths) -> Any:

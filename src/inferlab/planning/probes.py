@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..serving.prefixes import shared_by_hit_rate
+from ..inputs.prefixes import shared_by_hit_rate
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import price_per_gpu_hour, with_replicas

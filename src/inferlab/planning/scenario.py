@@ -35,7 +35,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from ..checks import nonzero_price
 from ..errors import InferlabError, SpecError
-from ..serving.prefixes import Prefixes, prefixes
+from ..inputs.prefixes import Prefixes, prefixes
 from ..inputs.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
@@ -83,7 +83,7 @@ class Traffic(BaseModel):
     prefix_hit: Number = Field(default=0.0, ge=0.0, lt=1.0)
     prefix: Any = Field(default=None, description="Prompts sharing a prefix for the serving simulation: "
                                                  "'shared:tokens=1000,groups=8', 'sessions:turns=4,think=5' "
-                                                 "or a mapping of inferlab.serving.prefixes.Prefixes fields.")
+                                                 "or a mapping of inferlab.inputs.prefixes.Prefixes fields.")
     offline: StrictBool = False
     requests: StrictInt | None = Field(default=None, ge=1, le=10**15, description="Requests of an offline job.")
     deadline_h: Number | None = Field(default=None, gt=0, description="Hours an offline job may take.")

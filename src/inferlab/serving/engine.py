@@ -22,7 +22,7 @@ import numpy as np
 
 from .batch import PlainDecoding, RunningBatch, check_fits, request_columns, stretch_limits
 from .prefix_cache import PrefixReuse
-from .prefixes import PrefixPlan
+from ..inputs.prefixes import PrefixPlan
 from ..engines.scheduler import SchedulerConfig
 
 __all__ = ["Engine", "PlainDecoding"]

@@ -4,7 +4,7 @@ Engines with automatic prefix caching (vLLM's block hashes, SGLang's radix tree)
 KV blocks of earlier sequences after they finish, find the longest run of a new prompt's
 leading blocks already held, and skip their prefill. Here every cacheable token sequence
 is a *stream* (a shared system prompt, a document, a conversation: see
-:mod:`~inferlab.serving.prefixes`); block ``j`` of a stream is the same content for every
+:mod:`~inferlab.inputs.prefixes`); block ``j`` of a stream is the same content for every
 request on it, so a stream's cached part is its first ``length`` blocks (the path of a
 radix tree, or a chain of block hashes).
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .prefixes import PrefixPlan
+from ..inputs.prefixes import PrefixPlan
 
 
 class _Stream:

@@ -13,7 +13,7 @@ import numpy as np
 from ..core.memory import plan_memory
 from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
 from ..errors import InfeasibleError, SpecError
-from .prefixes import prefixes
+from ..inputs.prefixes import prefixes
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (

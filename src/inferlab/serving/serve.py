@@ -14,7 +14,7 @@ from ..inputs.deployment import Deployment
 from ..inputs.resolve import deployment
 from ..engines.scheduler import SchedulerConfig
 from .overheads import ClientOverheads
-from .prefixes import Prefixes, prefixes
+from ..inputs.prefixes import Prefixes, prefixes
 from .replica import engine_scheduler, serve_workload
 from .result import ServeResult
 from ..inputs.workload import Lengths, Workload
@@ -71,7 +71,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     prefix : Prefixes, str or mapping, optional
         Prompts that share a prefix, kept by the engine's prefix cache
         (``"shared:tokens=1000,groups=8"``, ``"sessions:turns=4,think=5"``; see
-        :class:`~inferlab.serving.prefixes.Prefixes`); ``result.prefix_hit_rate`` is the
+        :class:`~inferlab.inputs.prefixes.Prefixes`); ``result.prefix_hit_rate`` is the
         share of prompt tokens found in the cache.
     allow_long_context : bool
         Accept prompts plus outputs beyond the model's ``max_position_embeddings`` (RoPE

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .engine import Engine, PlainDecoding
-from .prefixes import PrefixPlan
+from ..inputs.prefixes import PrefixPlan
 from ..engines.scheduler import SchedulerConfig
 from .stepmodel import StepModel
 

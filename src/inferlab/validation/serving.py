@@ -247,8 +247,8 @@ def serving_group_key(case: Case) -> tuple:
 
 def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
     """``serve()`` keywords of a case's speculation and prefix hits (a stated hit rate as one
-    shared prefix, :func:`~inferlab.serving.prefixes.shared_by_hit_rate`, as the planner runs it)."""
-    from ..serving.prefixes import shared_by_hit_rate
+    shared prefix, :func:`~inferlab.inputs.prefixes.shared_by_hit_rate`, as the planner runs it)."""
+    from ..inputs.prefixes import shared_by_hit_rate
 
     out: dict[str, Any] = {}
     if spec:

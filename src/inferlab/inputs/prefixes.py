@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ..checks import boolean
 from ..errors import SpecError
-from ..inputs.workload import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS, Workload
+from .limits import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS
+
+if TYPE_CHECKING:
+    from .workload import Workload
 
 _KINDS = ("shared", "sessions")
 #: Most distinct shared prefixes: one per request of the largest simulation.
