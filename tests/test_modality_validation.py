@@ -38,3 +38,19 @@ def test_median_error_within_target(kind):
 def test_every_prediction_is_positive_and_finite():
     for r in score().records:
         assert 0 < r["predicted"] < float("inf"), r["id"]
+
+
+@pytest.mark.parametrize("hardware_kind", ["cpu", "phone-soc"])
+def test_cpu_and_phone_decode_within_target(hardware_kind):
+    # The on-device cases split by what decodes: a CPU socket (llama.cpp on an EPYC 9554) and a
+    # phone SoC (ExecuTorch on a Snapdragon 8 Gen 3), each its own kind of device with its own
+    # bandwidth share (STREAM's of peak x llama.cpp's of STREAM), at least two cases each.
+    import numpy as np
+
+    from inferlab.specs.catalog import load_hardware
+
+    by_id = {c["id"]: c for c in load_cases()}
+    errors = [abs(r["error_pct"]) for r in score().records
+              if r["kind"] == "on_device" and load_hardware(by_id[r["id"]]["hardware"]).kind == hardware_kind]
+    assert len(errors) >= 2
+    assert float(np.median(errors)) <= TARGET_PCT
