@@ -109,7 +109,7 @@ class OnDeviceResult:
     token_bytes : float
         Bytes read per generated token [B] (weights less the embedding table, plus KV).
     usable_bytes : float
-        Memory the device lets the GPU use [B].
+        Memory the device lets the GPU use [B] (a CPU's or a phone's memory).
     decode_s : float
         Time per generated token [s].
     prefill_tokens_per_s : float
@@ -125,6 +125,7 @@ class OnDeviceResult:
     decode_s: float
     prefill_tokens_per_s: float
     kv_bytes: float = 0.0
+    device_kind: str = "gpu"
 
     @property
     def fits(self) -> bool:
@@ -175,4 +176,4 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
     prefill = peak / (2.0 * pc.active)
     return OnDeviceResult(m.id or m.name, hw.id, fmt.name, weights, token_bytes, hw.usable_memory_capacity.si,
-                          decode_s, prefill, kv)
+                          decode_s, prefill, kv, hw.kind)
