@@ -99,7 +99,7 @@ def test_the_kv_cache_of_the_context_counts_toward_fitting():
 
 # --- CPU sockets and phone SoCs (issue 17, item 6) ---
 
-CPU_LIKE = ["epyc-9554", "snapdragon-8-gen-3"]
+CPU_LIKE = ["epyc-9554", "epyc-9654", "ryzen-9-7950x", "snapdragon-8-gen-3"]
 
 
 def test_cpu_and_phone_specs_load_with_sources():
@@ -107,10 +107,13 @@ def test_cpu_and_phone_specs_load_with_sources():
     # LPDDR5X at 4,800 MHz (9,600 MT/s) over 64 bits = 76.8 GB/s.
     epyc = load_hardware("epyc-9554")
     assert epyc.kind == "cpu" and epyc.memory_bandwidth.si == pytest.approx(12 * 4800e6 * 8)
+    assert load_hardware("epyc-9654").memory_bandwidth.si == epyc.memory_bandwidth.si
+    # Ryzen 9 7950X: two channels at AMD's rated DDR5-5200: 2 x 5,200 MT/s x 8 B = 83.2 GB/s.
+    assert load_hardware("ryzen-9-7950x").memory_bandwidth.si == pytest.approx(2 * 5200e6 * 8)
     sd = load_hardware("snapdragon-8-gen-3")
     assert sd.kind == "phone-soc" and sd.vendor == "Qualcomm"
     assert sd.memory_bandwidth.si == pytest.approx(9600e6 * 8)
-    for hw in (epyc, sd):
+    for hw in (epyc, sd, load_hardware("epyc-9654"), load_hardware("ryzen-9-7950x")):
         assert not hw.tiled_matrix_units
         for path, fig in hw.figures():
             assert fig.source in hw.sources, path
