@@ -19,7 +19,7 @@ def test_every_case_has_a_source_url_and_a_quote():
 
     data = yaml.safe_load((resources.files("inferlab.validation") / "data" / "modalities.yaml").read_text())
     assert all(data["sources"][c["source"]]["url"].startswith("https://") for c in cases)
-    assert {c["kind"] for c in cases} >= {"embedding", "diffusion", "on_device", "speech"}
+    assert {c["kind"] for c in cases} >= {"embedding", "diffusion", "on_device", "speech", "vision", "tts"}
 
 
 _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
@@ -30,7 +30,19 @@ _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
     "previous text as a prompt) is not modelled (issue 17)"))
 
 
-@pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL)])
+_VISION_LEVEL = pytest.mark.xfail(strict=True, reason=(
+    "level reached 71%: one case, Qwen2.5-VL-7B with one 1080p image (2,718 prompt tokens) on an H100 under vLLM "
+    "v0.19.1, TTFT 0.293 s measured, 0.085 s predicted; the trace gives the encoder 0.167 s (28 ms predicted: the "
+    "datasheet roofline of the ViT, without the processor's CPU-side resize and normalization) and the prefill "
+    "0.126 s (57 ms predicted); the host-side image pipeline is not modelled (issue 17)"))
+_TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
+    "level reached 49%: one approximate case, Orpheus 3B's first audio on an H100 (vLLM streaming, '~250ms' "
+    "reported by a user), 0.128 s predicted: 28 SNAC tokens at a 4.4 ms batch-1 step plus the prefill; the SNAC "
+    "decode of the first chunk and the streaming engine's per-token host work are not modelled (issue 17)"))
+
+
+@pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),
+                                  pytest.param("vision", marks=_VISION_LEVEL), pytest.param("tts", marks=_TTS_LEVEL)])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
 
@@ -38,3 +50,19 @@ def test_median_error_within_target(kind):
 def test_every_prediction_is_positive_and_finite():
     for r in score().records:
         assert 0 < r["predicted"] < float("inf"), r["id"]
+
+
+@pytest.mark.parametrize("hardware_kind", ["cpu", "phone-soc"])
+def test_cpu_and_phone_decode_within_target(hardware_kind):
+    # The on-device cases split by what decodes: a CPU socket (llama.cpp on an EPYC 9554) and a
+    # phone SoC (ExecuTorch on a Snapdragon 8 Gen 3), each its own kind of device with its own
+    # bandwidth share (STREAM's of peak x llama.cpp's of STREAM), at least two cases each.
+    import numpy as np
+
+    from inferlab.specs.catalog import load_hardware
+
+    by_id = {c["id"]: c for c in load_cases()}
+    errors = [abs(r["error_pct"]) for r in score().records
+              if r["kind"] == "on_device" and load_hardware(by_id[r["id"]]["hardware"]).kind == hardware_kind]
+    assert len(errors) >= 2
+    assert float(np.median(errors)) <= TARGET_PCT

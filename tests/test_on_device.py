@@ -95,3 +95,70 @@ def test_the_kv_cache_of_the_context_counts_toward_fitting():
     assert r.kv_bytes == 131072 * 131072 and r.weight_bytes < r.usable_bytes and not r.fits
     with pytest.raises(SpecError, match="longer than llama-3.1-8b reads .131,072 positions"):
         on_device("llama-3.1-8b", "m1-max", context=10**9)
+
+
+# --- CPU sockets and phone SoCs (issue 17, item 6) ---
+
+CPU_LIKE = ["epyc-9554", "epyc-9654", "ryzen-9-7950x", "snapdragon-8-gen-3"]
+
+
+def test_cpu_and_phone_specs_load_with_sources():
+    # AMD: 12 channels x 4,800 MT/s x 8 B = 460.8 GB/s per socket; Snapdragon 8 Gen 3:
+    # LPDDR5X at 4,800 MHz (9,600 MT/s) over 64 bits = 76.8 GB/s.
+    epyc = load_hardware("epyc-9554")
+    assert epyc.kind == "cpu" and epyc.memory_bandwidth.si == pytest.approx(12 * 4800e6 * 8)
+    assert load_hardware("epyc-9654").memory_bandwidth.si == epyc.memory_bandwidth.si
+    # Ryzen 9 7950X: two channels at AMD's rated DDR5-5200: 2 x 5,200 MT/s x 8 B = 83.2 GB/s.
+    assert load_hardware("ryzen-9-7950x").memory_bandwidth.si == pytest.approx(2 * 5200e6 * 8)
+    sd = load_hardware("snapdragon-8-gen-3")
+    assert sd.kind == "phone-soc" and sd.vendor == "Qualcomm"
+    assert sd.memory_bandwidth.si == pytest.approx(9600e6 * 8)
+    for hw in (epyc, sd, load_hardware("epyc-9654"), load_hardware("ryzen-9-7950x")):
+        assert not hw.tiled_matrix_units
+        for path, fig in hw.figures():
+            assert fig.source in hw.sources, path
+
+
+def test_cpu_decode_by_hand():
+    # Phi-4 Q4_K_M on one EPYC 9554, empty cache: (14.66B - 0.514B embedding) x 4.85 / 8 B
+    # read per token at 460.8 GB/s x 0.66 (STREAM read of peak) x 0.88 (llama.cpp of STREAM)
+    # = 267.6 GB/s, plus 40 layers x 14 kernels x 5 us.
+    r = on_device("phi-4", "epyc-9554", precision="q4_k_m", context=0)
+    bw = 460.8e9 * 0.66 * 0.88
+    assert r.decode_s == pytest.approx(r.token_bytes / bw + 40 * 14 * 5e-6, rel=1e-9)
+    assert r.token_bytes == pytest.approx((14_659_507_200 - 513_802_240) * 4.85 / 8, rel=1e-3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hw=st.sampled_from(CPU_LIKE), model=st.sampled_from(["llama-2-7b", "llama-3.1-8b", "phi-4", "qwen3-8b"]),
+       fmt=st.sampled_from(["q4_0", "q4_k_m", "q5_k_m", "q8_0", "int4", "bf16"]), ctx=st.integers(0, 4096))
+def test_cpu_and_phone_never_beat_their_bandwidth(hw, model, fmt, ctx):
+    # A token reads its weights (less the embedding row lookups) and KV: never faster than
+    # those bytes over the datasheet bandwidth.
+    r = on_device(model, hw, precision=fmt, context=ctx)
+    assert r.decode_s >= r.token_bytes / load_hardware(hw).memory_bandwidth.si
+
+
+@settings(max_examples=25, deadline=None)
+@given(hw=st.sampled_from(CPU_LIKE), ctx=st.integers(0, 4096),
+       pair=st.sampled_from([("q4_0", "q5_k_m"), ("q4_k_m", "q5_k_m"), ("q5_k_m", "q8_0"), ("q8_0", "bf16"),
+                             ("int4", "q4_0")]))
+def test_a_narrower_gguf_format_never_decodes_slower(hw, ctx, pair):
+    narrow, wide = pair
+    a = on_device("llama-3.1-8b", hw, precision=narrow, context=ctx)
+    b = on_device("llama-3.1-8b", hw, precision=wide, context=ctx)
+    assert a.decode_s <= b.decode_s
+
+
+def test_a_phone_needs_fewer_bits_to_hold_an_8b_model():
+    # Llama-3.1-8B: 8.03B x 2 B = 16.06 GB in BF16, more than a 16 GB phone has; Q4_K_M
+    # (4.85 bpw, 4.9 GB) plus a 4k context's FP16 KV cache (0.5 GB) fits.
+    assert not on_device("llama-3.1-8b", "snapdragon-8-gen-3", precision="bf16", context=0).fits
+    assert on_device("llama-3.1-8b", "snapdragon-8-gen-3", precision="q4_k_m", context=4096).fits
+
+
+def test_the_gpu_path_is_unchanged_by_the_cpu_terms():
+    from inferlab.modalities.on_device import LLAMA_CPP
+
+    assert LLAMA_CPP.bandwidth_share(load_hardware("m2-ultra")) == 0.72
+    assert LLAMA_CPP.bandwidth_share(load_hardware("epyc-9554")) == pytest.approx(0.66 * 0.88)

@@ -113,7 +113,8 @@ def _on_device(args: argparse.Namespace) -> None:
              f"{r.decode_tokens_per_s:,.1f}" if r.fits else "-", f"{r.prefill_tokens_per_s:,.0f}" if r.fits else "-"]
             for r in results]
     text = (f"{results[0].model} on {results[0].hardware}, batch 1, llama.cpp-like\n"
-            + text_table(["format", "weights GB", "GPU may use GB", "fits", "decode tok/s", "prompt tok/s"], rows,
+            + text_table(["format", "weights GB", "GPU may use GB" if results[0].device_kind == "gpu" else "memory GB",
+                          "fits", "decode tok/s", "prompt tok/s"], rows,
                          right={1, 2, 4, 5}))
     _emit(args, lambda: [{"precision": r.precision, "weight_bytes": r.weight_bytes, "fits": r.fits,
                           "decode_tokens_per_s": r.decode_tokens_per_s} for r in results], text)

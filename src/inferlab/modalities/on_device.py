@@ -1,4 +1,4 @@
-"""Batch-1 decode on a laptop, a workstation card or a Mac, as llama.cpp runs it.
+"""Batch-1 decode on a laptop, a workstation card, a Mac, a CPU or a phone, as llama.cpp runs it.
 
 Physics
 -------
@@ -15,14 +15,32 @@ layers, ``k`` kernels per layer and ``t_kernel`` the fixed cost of one. Quantiza
 precondition to fit: the weights must sit in the memory the GPU may use (on a Mac about 3/4
 of the unified memory by default).
 
+On a CPU (a server or desktop socket, or the CPU cores of a phone-class SoC, where llama.cpp
+and ExecuTorch run by default on Android) the same formula holds with the bandwidth the cores
+reach: ``f_bw = f_stream x f_llama``. ``f_stream`` is the share of the DRAM channels' peak a
+read-only STREAM-like kernel sustains: 66%, measured on 16 channels of DDR4-2666 (226.2 of
+341 GB/s, "the usual achieved fraction on this platform") [2], and 68% on a Raspberry Pi 5's
+LPDDR4X (11.59 GB/s read-only with 4 threads of 17.07 GB/s) [3]; 66% is taken. ``f_llama`` is
+the share of that STREAM bandwidth llama.cpp's decode reaches: 84-91% across Q2_K to Q8_0,
+88% at Q4_K_M [3]; 88% is taken. So a CPU decodes at 0.66 x 0.88 = 58% of its channels' peak.
+Neither figure is fitted to a case.
+
 Prompt processing (``pp``) is compute-bound: ``2 x active params`` FLOPs per token at the
-device's 16-bit rate.
+device's 16-bit rate (on a CPU its SIMD units' derived peak).
 
 References
 ----------
 .. [1] ggml-org/llama.cpp, "metal : Q6_K implementation" (commit message, 2023): on a
    30-core M2 Max, "~19 ms for the matrix multiplications. The model is ~5.5 GB, so we are
    getting 1000 / 19 * 5.5 = 290 GB/s" of its 400 GB/s, i.e. 72% of the bandwidth.
+.. [2] kvcache-ai/ktransformers PR #2175 (2026), comment measuring 2x EPYC 7452: read-only
+   streaming "226.2 GB/s" on both nodes; "Theoretical for 16 channels of DDR4-2666 is 341 GB/s,
+   so this is 66% of paper - the usual achieved fraction on this platform".
+   https://github.com/kvcache-ai/ktransformers/pull/2175
+.. [3] ggml-org/llama.cpp issue #26484 (2026), "Arm CPU backend: Effective decode bandwidth
+   stays near 10 GB/s across quantizations on Pi 5": STREAM v5.10 read-only 11.59 GB/s at 4
+   threads; llama.cpp decode at "about 84-91% of the measured 4-thread" read-only bandwidth
+   (Q4_K_M 88%). https://github.com/ggml-org/llama.cpp/issues/26484
 """
 
 from __future__ import annotations
@@ -55,6 +73,10 @@ class LlamaCpp:
         Share of the 16-bit peak its prompt-processing matrix multiplies reach.
     kv_precision : str
         KV-cache format (llama.cpp's default ``f16``).
+    cpu_stream_fraction : float
+        Share of a CPU's DRAM peak a read-only STREAM kernel sustains (66%, [2]).
+    cpu_share_of_stream : float
+        Share of STREAM bandwidth llama.cpp's CPU decode reaches (88%, [3]).
     """
 
     bandwidth_fraction: float = field(default=0.72, kw_only=True)
@@ -62,6 +84,15 @@ class LlamaCpp:
     kernel_s: float = field(default=5e-6, kw_only=True)
     gemm_fraction: float = field(default=0.5, kw_only=True)
     kv_precision: str = field(default="fp16", kw_only=True)
+    cpu_stream_fraction: float = field(default=0.66, kw_only=True)
+    cpu_share_of_stream: float = field(default=0.88, kw_only=True)
+
+    def bandwidth_share(self, hw: HardwareSpec) -> float:
+        """Share of ``hw``'s datasheet bandwidth a decode step reaches: the GPU kernels' share,
+        or on a CPU (``kind`` cpu or phone-soc) STREAM's share of the peak times llama.cpp's of STREAM."""
+        if hw.kind == "gpu":
+            return self.bandwidth_fraction
+        return self.cpu_stream_fraction * self.cpu_share_of_stream
 
 
 LLAMA_CPP = LlamaCpp()
@@ -78,7 +109,7 @@ class OnDeviceResult:
     token_bytes : float
         Bytes read per generated token [B] (weights less the embedding table, plus KV).
     usable_bytes : float
-        Memory the device lets the GPU use [B].
+        Memory the device lets the GPU use [B] (a CPU's or a phone's memory).
     decode_s : float
         Time per generated token [s].
     prefill_tokens_per_s : float
@@ -94,6 +125,7 @@ class OnDeviceResult:
     decode_s: float
     prefill_tokens_per_s: float
     kv_bytes: float = 0.0
+    device_kind: str = "gpu"
 
     @property
     def fits(self) -> bool:
@@ -115,7 +147,8 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     model : str or ModelSpec
         A catalog LLM (``llama-2-7b``) or a config.json path.
     hardware : str or HardwareSpec
-        A Mac (``m2-ultra``), a consumer or datacenter GPU, or a MIG slice.
+        A Mac (``m2-ultra``), a consumer or datacenter GPU, a MIG slice, a CPU socket
+        (``epyc-9554``) or a phone SoC (``snapdragon-8-gen-3``).
     precision : str
         Weight format: a GGUF type (``q4_k_m``, ``q5_k_m``, ``q8_0``, ``q4_0``) or ``bf16``...
     context : int
@@ -136,11 +169,11 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     per_weight = weights / pc.total
     kv = sum(m.kv_cache_bytes_per_token(engine.kv_precision).values()) * context
     token_bytes = (pc.active - pc.embedding) * per_weight + kv
-    bw = hw.memory_bandwidth.si * engine.bandwidth_fraction
+    bw = hw.memory_bandwidth.si * engine.bandwidth_share(hw)
     decode_s = token_bytes / bw + m.num_hidden_layers * engine.kernels_per_layer * engine.kernel_s
     from ..core.quantization import tensor_flops_per_s
 
     peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
     prefill = peak / (2.0 * pc.active)
     return OnDeviceResult(m.id or m.name, hw.id, fmt.name, weights, token_bytes, hw.usable_memory_capacity.si,
-                          decode_s, prefill, kv)
+                          decode_s, prefill, kv, hw.kind)

@@ -126,9 +126,13 @@ class HardwareSpec(BaseModel):
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*[a-z0-9]$")
     name: str
-    vendor: Literal["NVIDIA", "AMD", "Google", "Apple"]
+    vendor: Literal["NVIDIA", "AMD", "Google", "Apple", "Intel", "Qualcomm"]
     architecture: str
     form_factor: str
+    kind: Literal["gpu", "cpu", "phone-soc"] = Field(default="gpu", description=(
+        "What runs the model: an accelerator (GPU, TPU, an Apple GPU); a server or desktop CPU "
+        "(its DRAM channels and SIMD units); a phone-class SoC, whose CPU cores run llama.cpp's and "
+        "ExecuTorch's default Android backends."))
     status: Literal["shipping", "announced"]
     sources: dict[str, Source] = Field(min_length=1)
 
@@ -211,8 +215,9 @@ class HardwareSpec(BaseModel):
         """GEMMs run on matrix units that work in tiles of rows (NVIDIA tensor cores, AMD
         matrix cores, TPU systolic arrays), so a few rows cost a padded tile. Apple's GPUs have
         none (16-bit math on the FP32 ALUs; Metal's simdgroup matrices are 8 x 8), and at a
-        few rows their engines run matrix-vector kernels that compute only the rows there are."""
-        return self.vendor != "Apple"
+        few rows their engines run matrix-vector kernels that compute only the rows there are;
+        neither do CPUs (SIMD vectors)."""
+        return self.vendor != "Apple" and self.kind == "gpu"
 
     @property
     def supported_precisions(self) -> tuple[str, ...]:

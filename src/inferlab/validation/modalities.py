@@ -49,9 +49,24 @@ def _speech(case: dict[str, Any]) -> float:
     return {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor}[case["metric"]]
 
 
+def _vision(case: dict[str, Any]) -> float:
+    from ..modalities.vision import vlm_ttft
+
+    r = vlm_ttft(case["model"], case["hardware"], **case["inputs"])
+    return {"ttft_s": r.ttft_s, "encoder_s": r.encoder_s}[case["metric"]]
+
+
+def _tts(case: dict[str, Any]) -> float:
+    from ..modalities.tts import speak
+
+    r = speak(case["model"], case["hardware"], **case["inputs"])
+    return {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor}[case["metric"]]
+
+
 #: The prediction of one case, by kind.
 PREDICTORS: dict[str, Callable[[dict[str, Any]], float]] = {
     "embedding": _embedding, "diffusion": _diffusion, "on_device": _on_device, "speech": _speech,
+    "vision": _vision, "tts": _tts,
 }
 
 
