@@ -254,3 +254,16 @@ def test_host_staged_group_never_gains_bandwidth_per_gpu(p, size):
         return 2 * (q - 1) / q * size / float(all_reduce_s(size, q, rtx, ROOFLINE))
 
     assert bus(p + 1) <= bus(p) * (1 + 1e-12)
+
+
+def test_vllm_data_parallel_experts_are_accepted_as_what_they_are():
+    """``estimate(dp=8, ep=8)`` (vLLM's --data-parallel-size 8 --enable-expert-parallel, one engine
+    of 8 GPUs) is tp=8, ep=8 with attention data parallelism: the same step, the same numbers."""
+    from inferlab import Deployment
+
+    vllm = estimate("deepseek-v3", "h200-sxm", dp=8, ep=8, precision="fp8", batch_size=64)
+    here = estimate("deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=True, precision="fp8", batch_size=64)
+    assert vllm.deployment.parallel == here.deployment.parallel and vllm.to_dict() == here.to_dict()
+    assert Deployment(model="deepseek-v3", hardware="h200-sxm", layout={"dp": 8, "ep": 8}).num_gpus == 8
+    with pytest.raises(SpecError, match="ep=4 must divide tp=1"):  # 4 groups over 2 ranks: no such layout
+        estimate("deepseek-v3", "h200-sxm", dp=2, ep=4)

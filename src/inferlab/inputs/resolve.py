@@ -88,6 +88,12 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
         (micro-batches fill pipeline stages; one stage has nothing to fill).
     InfeasibleError
         A layout the model cannot take (``tp`` not dividing the heads, more stages than layers).
+
+    Notes
+    -----
+    vLLM's data-parallel expert parallelism (``dp=N, ep=N`` with ``tp=1``: attention on each
+    of N GPUs, the experts spread over the same N) is one engine of N GPUs, written here as
+    ``tp=N, ep=N, attention_dp=True``, which is what it becomes.
     """
     counts = {name: checks.integer(option_name(name), value, maximum=MAX_GPUS_PER_AXIS, what=what, whole_floats=True)
               for name, value, what in (("tp", tp, "GPUs"), ("pp", pp, "stages"), ("ep", ep, "groups"),
@@ -103,8 +109,12 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
         if counts["pp"] == 1:
             raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
                             f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
-    par = Parallelism(**counts, attention_dp=checks.boolean(option_name("attention_dp"), attention_dp),
-                      expert_imbalance=imbalance, micro_batches=micro_batches)
+    attention_dp = checks.boolean(option_name("attention_dp"), attention_dp)
+    if counts["tp"] == 1 and counts["dp"] > 1 and counts["ep"] == counts["dp"] and model.moe is not None:
+        # vLLM's --data-parallel-size N --enable-expert-parallel: attention data-parallel over the
+        # N GPUs and the experts over the same N, one engine: tp=N, ep=N with attention DP here
+        counts, attention_dp = {**counts, "tp": counts["dp"], "dp": 1}, True
+    par = Parallelism(**counts, attention_dp=attention_dp, expert_imbalance=imbalance, micro_batches=micro_batches)
     par.check(model)
     return par
 
