@@ -201,3 +201,14 @@ def real_array(name: str, value: Any, *, minimum: float = -math.inf, maximum: fl
         raise SpecError(f"{name} must hold finite numbers in [{minimum:g}, {maximum:g}]"
                         f"{' [' + unit + ']' if unit else ''}, got {got}")
     return arr
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """Whether an argument was left at ``default``: the same object, or an equal plain value
+    of the same kind (``True`` is not ``1``; an array never counts as a default)."""
+    if value is default:
+        return True
+    if isinstance(value, bool) or isinstance(default, bool):
+        return type(value) is type(default) and value == default
+    plain = (int, float, str)
+    return isinstance(value, plain) and isinstance(default, plain) and value == default

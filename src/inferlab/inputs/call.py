@@ -11,21 +11,13 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Literal
 
+from .. import checks
 from ..errors import SpecError
 from .deployment import Deployment
 from .workload import Workload
 
 #: Arguments of each entry point that neither a Deployment nor a Workload holds, taken beside them.
 EXTRAS = {"estimate": (), "serve": ("overheads", "scheduler")}
-
-
-def _is_default(value: Any, default: Any) -> bool:
-    if value is default:
-        return True
-    if isinstance(value, bool) or isinstance(default, bool):
-        return type(value) is type(default) and value == default
-    plain = (int, float, str)
-    return isinstance(value, plain) and isinstance(default, plain) and value == default
 
 
 def typed_call(fn: Callable[..., Any], target: Literal["estimate", "serve"], args: dict[str, Any]) -> dict | None:
@@ -51,7 +43,7 @@ def typed_call(fn: Callable[..., Any], target: Literal["estimate", "serve"], arg
                         f"{type(workload).__name__} {workload!r:.60}")
     params = inspect.signature(fn).parameters
     given = sorted(name for name, p in params.items() if name not in ("model", "hardware", *EXTRAS[target])
-                   and not _is_default(args[name], p.default))
+                   and not checks.is_default(args[name], p.default))
     if given:
         raise SpecError(f"{target}(deployment, workload): {', '.join(given)} given beside them; set them in the "
                         "Deployment or the Workload instead")

@@ -148,15 +148,6 @@ _AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "atten
                     "price_per_gpu_hour": None, "utilization": 1.0, "waves": False, "speculative": None}
 
 
-def _is_default(value: Any, default: Any) -> bool:
-    if value is default:
-        return True
-    if isinstance(value, bool) or isinstance(default, bool):
-        return type(value) is type(default) and value == default
-    plain = (int, float, str)
-    return isinstance(value, plain) and isinstance(default, plain) and value == default
-
-
 def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> Any:
     """:func:`estimate` with separate pools; refuses the arguments the pools would ignore."""
     from .disaggregated import estimate_disaggregated
@@ -165,7 +156,7 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
         raise SpecError(f"disaggregation must be a text like 'prefill=h200x4,decode=h200x8' or a Disaggregation, "
                         f"got {disaggregation!r:.60}")
     d = disaggregation if isinstance(disaggregation, Disaggregation) else Disaggregation.parse(disaggregation)
-    ignored = {k: not _is_default(args[k], v) for k, v in _AGGREGATED_ONLY.items()}
+    ignored = {k: not checks.is_default(args[k], v) for k, v in _AGGREGATED_ONLY.items()}
     inputs.refuse_with_disaggregation(hardware, (d.prefill.hardware_id, d.decode.hardware_id), ignored)
     memory = inputs.memory_options(args["gpu_memory_utilization"], args["kv_block_size"], args["max_num_tokens"])
     prefill_batch = 1 if args["prefill_batch"] is None else args["prefill_batch"]
