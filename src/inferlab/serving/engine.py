@@ -274,7 +274,7 @@ class Engine:
         budget = budget_max - (n_dec if chunked else 0)
         chunk = np.zeros(run.k)
         left = run.prompt - run.done
-        for j in np.flatnonzero(prefilling).tolist():
+        for j in prefilling.nonzero()[0].tolist():
             if budget <= 0:
                 break
             lj = float(left[j])
