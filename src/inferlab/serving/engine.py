@@ -183,7 +183,7 @@ class Engine:
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
             tokens = tokens + self.lookahead
-        return float(np.ceil(tokens / self.block).sum()) + self.reuse.shared_adjustment
+        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
     def check_fits(self) -> None:
         check_fits(self.isl[:self.n], self.osl[:self.n], self.capacity_blocks, self.block, self.lookahead)
@@ -203,8 +203,9 @@ class Engine:
         if self.run.prefilling:
             self._plan_prefill()
         else:
-            t0, t1 = self.model.time_decode(self.run.cached)
-            self._plan_decode(t0, t1)
+            cached = self.run.cached
+            t0, t1 = self.model.time_decode(cached)
+            self._plan_decode(t0, t1, cached)
         return True
 
     def _intake(self) -> None:
@@ -298,11 +299,11 @@ class Engine:
         self._plan = ("prefill", elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin)
         self.plan_end = self.now + elapsed
 
-    def _plan_decode(self, t0: float, t1: float) -> None:
+    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
-                                                 self.block, self.lookahead)
+                                                 self.block, self.lookahead, cached)
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):
@@ -321,10 +322,12 @@ class Engine:
             self.itl_w.append(float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
-            if n_dec:
+            if n_dec and self.decoding is PlainDecoding:  # one token each, whatever is left
+                run.gen[decoding_mask] += 1.0
+            elif n_dec:
                 run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
-            self.tokens += float(chunk.sum()) + n_dec
+            self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
                 self.started[run.idx[chunk > 0]] = True
             if n_fin:
@@ -357,7 +360,7 @@ class Engine:
     def _finish(self) -> list[int]:
         run = self.run
         finished = run.gen >= run.osl
-        if not finished.any():
+        if not np.logical_or.reduce(finished):
             return []
         done = run.idx[finished].tolist()
         for i in done:
@@ -372,7 +375,7 @@ class Engine:
         (checked exactly only when a quick upper bound on the blocks in use exceeds the pool)."""
         run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
         spare = reuse.cache.evictable_blocks
-        bound = (float(run.cached.sum()) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
+        bound = (float(np.add.reduce(run.cached)) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
             if run.k and (spare or not reserve) else 0.0
         if not reserve and run.k > 1 and bound > cap:
             while run.k > 1 and self.blocks_used() > cap:
