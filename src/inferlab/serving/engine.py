@@ -322,10 +322,9 @@ class Engine:
             self.itl_w.append(float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
-            if n_dec and self.decoding is PlainDecoding:  # one token each, whatever is left
-                run.gen[decoding_mask] += 1.0
-            elif n_dec:
-                run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
+            if n_dec:  # plain decoding: one token each, whatever is left
+                run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
+                    self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
             self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
