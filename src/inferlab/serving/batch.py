@@ -57,9 +57,10 @@ class RunningBatch:
         self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
         self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
 
-    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0) -> None:
+    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0, views: bool = True) -> None:
         """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
-        ``done`` of them already in the cache)."""
+        ``done`` of them already in the cache); ``views=False``: the caller calls :meth:`_views`
+        after admitting several."""
         b, k = self._buf, self.k
         if k == len(b["idx"]):
             self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
@@ -67,7 +68,8 @@ class RunningBatch:
         b["prompt"][k], b["osl"][k] = prompt, osl
         self.k = k + 1
         self.prefilling += 0 if done >= prompt else 1
-        self._views()
+        if views:
+            self._views()
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` is true, in order."""

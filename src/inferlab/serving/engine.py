@@ -203,8 +203,7 @@ class Engine:
         if self.run.prefilling:
             self._plan_prefill()
         else:
-            cached = self.run.cached
-            t0, t1 = self.model.time_decode(cached)
+            t0, t1 = self.model.time_decode(cached := self.run.cached)
             self._plan_decode(t0, t1, cached)
         return True
 
@@ -224,20 +223,22 @@ class Engine:
             self.held_iters = 0
             used = self.blocks_used()
             reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
-            while waiting and run.k < max_seqs:
-                i = waiting[0]
-                found, pin, counted = reuse.lookup(i, prompt[i])
-                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else prompt[i]) + lookahead)
-                                 / block) - counted
+            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            while w < len(waiting) and run.k < max_seqs:
+                i = waiting[w]
+                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
                 if used + need > self.capacity_blocks:
                     break
-                waiting.pop(0)
-                run.add(i, self.generated[i], prompt[i], self.osl_l[i],
-                        prompt[i] if self.prefilled and not self.recompute[i] else found)
+                w += 1
+                run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
+                        views=False)
                 reuse.admitted(i, found, pin)
                 used += need
-                if self.first_sched[i] != self.first_sched[i]:  # NaN: first admission
-                    self.first_sched[i] = now
+                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                    first_sched[i] = now
+            del waiting[:w]
+            run._views()
             if reuse.cache.evictable_blocks:
                 reuse.fit(self.capacity_blocks - used)
 
@@ -322,9 +323,8 @@ class Engine:
             self.itl_w.append(float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
-            if n_dec:  # plain decoding: one token each, whatever is left
-                run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
-                    self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
+            if n_dec:
+                run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
             self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
