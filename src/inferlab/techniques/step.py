@@ -102,8 +102,12 @@ def run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     length differ only in the output length) is timed on its distinct rows and spread back
     (:func:`_spread_step`).
     """
-    spread = _spread_step(dep, step)
-    return spread if spread is not None else _run_step(dep, step)
+    if (getattr(step.batch, "size", 1) >= _SPREAD_MIN_ROWS or getattr(step.new_tokens, "size", 1) >= _SPREAD_MIN_ROWS
+            or getattr(step.context, "size", 1) >= _SPREAD_MIN_ROWS):
+        spread = _spread_step(dep, step)
+        if spread is not None:
+            return spread
+    return _run_step(dep, step)
 
 
 #: Grids at least this large are searched for repeated rows (smaller ones are cheap anyway).
@@ -146,7 +150,7 @@ def _spread_step(dep: ResolvedDeployment, step: Step) -> StepResult | None:
     """
     arrays = [np.asarray(x) for x in (step.batch, step.new_tokens, step.context)]
     shaped = [a for a in arrays if a.ndim]
-    if not shaped or shaped[0].size < _SPREAD_MIN_ROWS or any(a.shape != shaped[0].shape for a in shaped):
+    if not shaped or any(a.shape != shaped[0].shape for a in shaped):
         return None
     shape = shaped[0].shape
     runs = row_runs([a.ravel() for a in shaped])
@@ -286,9 +290,9 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
     (the batch's, gathered back from the distinct ones), so the step adds them in the same order.
     """
     b, c = np.asarray(batch, float), np.asarray(context, float)
-    runs = None
-    if b.size >= _SPREAD_MIN_ROWS and b.ndim and b.shape[-1] == 1:
-        runs = row_runs([b.ravel()])
+    if b.size < _SPREAD_MIN_ROWS:  # a small grid (one estimate's): nothing to gain
+        return _run_step(dep, Step.decode(b, c)).time_s
+    runs = row_runs([b.ravel()]) if b.ndim and b.shape[-1] == 1 else None
     if runs is None:
         return decode(dep, b, c).time_s
     starts, inverse = runs
