@@ -19,8 +19,6 @@ from inferlab.fitting.error_bands import residuals, without_family
 from inferlab.calibration.profile import profile_file
 from inferlab.cli.main import main
 from inferlab.errors import InferlabError, SpecError, UnknownNameError
-from inferlab.validation.cases import load_cases
-from inferlab.validation.predict import predict_cases
 
 #: Twenty residuals -0.95, -0.85, ..., 0.95 (steps of 0.1).
 TWENTY = [(k - 10.5) / 10 for k in range(1, 21)]
@@ -209,10 +207,9 @@ def test_shipped_table_was_built_from_the_shipped_profile():
 
 
 @pytest.fixture(scope="module")
-def public_residuals() -> tuple[list[Residual], list[Residual]]:
+def public_residuals(public_predictions) -> tuple[list[Residual], list[Residual]]:
     """Residuals of the public cases under the shipped profile: (fit half, held-out half)."""
-    cases = load_cases()
-    predictions = predict_cases(cases)
+    cases, predictions = public_predictions
     halves = [([c for c in cases if c.holdout_half == h], [p for c, p in zip(cases, predictions) if c.holdout_half == h])
               for h in (0, 1)]
     return residuals(*halves[0]), residuals(*halves[1])

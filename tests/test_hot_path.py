@@ -39,3 +39,25 @@ def test_a_one_combination_sweep_is_the_table_itself():
     est = inferlab.estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=512, osl=64)
     assert list(table["model"]) == ["llama-3.1-8b", "llama-3.1-8b"]
     assert np.array_equal(table["tpot_s"], est.tpot_s)
+
+
+def test_a_grid_timed_on_its_distinct_rows_is_the_same_to_the_last_bit():
+    from inferlab.core.graph import Step
+    from inferlab.inputs.resolve import deployment
+
+    b = np.repeat([1.0, 7.0, 64.0], 3000)  # runs of equal rows, as in a sweep's order
+    i = np.tile(np.repeat(np.arange(100.0, 3100.0, 100.0), 10), 30)[: b.size]
+    o = np.tile(np.arange(2.0, 302.0), 30)[: b.size]
+    for model, hw, kw in (("llama-3.1-70b", "h100-sxm", {"tp": 4, "precision": "fp8"}),
+                          ("deepseek-v3", "b200", {"tp": 8, "ep": 8, "attention_dp": True}),
+                          ("llama-3.1-405b", "h100-sxm", {"tp": 8, "pp": 2, "precision": "fp8"})):
+        dep = deployment(model, hw, **kw)
+        step = Step.prefill(b, i)
+        spread = phases.run_step(dep, step)
+        whole = phases._run_step(dep, step)
+        assert type(spread) is not type(whole)  # the distinct rows were timed
+        assert np.array_equal(spread.time_s, whole.time_s)
+        assert [t.op.name for t in spread.times] == [t.op.name for t in whole.times]
+        contexts = i[:, None] + np.array([0.0, 5.0, 9.0, 30.0])
+        assert np.array_equal(phases.decode_time_s(dep, b[:, None], contexts),
+                              phases._run_step(dep, Step.decode(b[:, None], contexts)).time_s)

@@ -196,7 +196,11 @@ def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
 
 def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
     """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s]."""
-    total = broadcast_sum([t.total_s for t in times])
-    kernels = sum(t.op.count for t in times)
+    return step_total([t.total_s for t in times], sum(t.op.count for t in times), profile, cuda_graphs=cuda_graphs)
+
+
+def step_total(totals: list[np.ndarray], kernels: float, profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
+    """:func:`step_time` from the ops' ``total_s`` and the kernels they launch [s]."""
+    total = broadcast_sum(totals)
     launch = 0.0 if cuda_graphs else profile.launch_overhead_s * kernels
     return np.asarray(total + profile.step_overhead_s + launch, float)

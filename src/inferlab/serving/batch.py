@@ -31,7 +31,7 @@ class PlainDecoding:
                 free_tokens: float) -> tuple[int, float, float, float]:
         """Decode-only steps until a request finishes, the KV pool fills or ``max_steps``:
         the steps, the tokens each request emitted, their time [s] and mean step [s]."""
-        k = min(int(max(1.0, float(remaining.min()))), max_steps)
+        k = min(int(max(1.0, float(np.minimum.reduce(remaining)))), max_steps)
         if free_tokens != math.inf:
             k = min(k, max(1, int(free_tokens // max(len(remaining), 1)) + 1))
         if k > 1:
@@ -57,9 +57,10 @@ class RunningBatch:
         self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
         self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
 
-    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0) -> None:
+    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0, views: bool = True) -> None:
         """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
-        ``done`` of them already in the cache)."""
+        ``done`` of them already in the cache); ``views=False``: the caller calls :meth:`_views`
+        after admitting several."""
         b, k = self._buf, self.k
         if k == len(b["idx"]):
             self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
@@ -67,7 +68,8 @@ class RunningBatch:
         b["prompt"][k], b["osl"][k] = prompt, osl
         self.k = k + 1
         self.prefilling += 0 if done >= prompt else 1
-        self._views()
+        if views:
+            self._views()
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` is true, in order."""
@@ -107,16 +109,18 @@ def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: in
 
 def stretch_limits(sched: SchedulerConfig, run: RunningBatch, t0: float, now: float, waiting: list[int],
                     order: list[int], pos: int, visible: list[float], capacity_blocks: float, block: int,
-                    lookahead: int) -> tuple[int, float]:
+                    lookahead: int, cached: np.ndarray | None = None) -> tuple[int, float]:
     """Decode-only iterations (every running request decoding) that can run before an
     arrival could be admitted (``t0`` [s]: the first one's time), and the KV tokens free
-    for the requests to grow into (unbounded when their outputs are reserved)."""
+    for the requests to grow into (unbounded when their outputs are reserved); ``cached``:
+    ``run.cached`` when the caller has it."""
     max_steps = 1 << 62
     free_tokens = math.inf
     # KV growth: each running request adds its tokens per step (nothing to check when reserved)
     if not sched.reserve_output:
-        held = np.maximum(run.cached, 1.0) + lookahead if lookahead else np.maximum(run.cached, 1.0)
-        free_tokens = (capacity_blocks - float(np.ceil(held / block).sum())) * block
+        c = run.cached if cached is None else cached
+        held = np.maximum(c, 1.0) + lookahead if lookahead else np.maximum(c, 1.0)
+        free_tokens = (capacity_blocks - float(np.add.reduce(np.ceil(held / block)))) * block
     # an arrival that could be admitted (a slot and its prompt blocks are free)
     if pos < len(order) and run.k < sched.max_num_seqs and not waiting:
         gap = visible[order[pos]] - now

@@ -183,7 +183,7 @@ class Engine:
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
             tokens = tokens + self.lookahead
-        return float(np.ceil(tokens / self.block).sum()) + self.reuse.shared_adjustment
+        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
     def check_fits(self) -> None:
         check_fits(self.isl[:self.n], self.osl[:self.n], self.capacity_blocks, self.block, self.lookahead)
@@ -203,8 +203,8 @@ class Engine:
         if self.run.prefilling:
             self._plan_prefill()
         else:
-            t0, t1 = self.model.time_decode(self.run.cached)
-            self._plan_decode(t0, t1)
+            t0, t1 = self.model.time_decode(cached := self.run.cached)
+            self._plan_decode(t0, t1, cached)
         return True
 
     def _intake(self) -> None:
@@ -223,20 +223,22 @@ class Engine:
             self.held_iters = 0
             used = self.blocks_used()
             reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
-            while waiting and run.k < max_seqs:
-                i = waiting[0]
-                found, pin, counted = reuse.lookup(i, prompt[i])
-                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else prompt[i]) + lookahead)
-                                 / block) - counted
+            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            while w < len(waiting) and run.k < max_seqs:
+                i = waiting[w]
+                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
                 if used + need > self.capacity_blocks:
                     break
-                waiting.pop(0)
-                run.add(i, self.generated[i], prompt[i], self.osl_l[i],
-                        prompt[i] if self.prefilled and not self.recompute[i] else found)
+                w += 1
+                run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
+                        views=False)
                 reuse.admitted(i, found, pin)
                 used += need
-                if self.first_sched[i] != self.first_sched[i]:  # NaN: first admission
-                    self.first_sched[i] = now
+                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                    first_sched[i] = now
+            del waiting[:w]
+            run._views()
             if reuse.cache.evictable_blocks:
                 reuse.fit(self.capacity_blocks - used)
 
@@ -274,7 +276,7 @@ class Engine:
         budget = budget_max - (n_dec if chunked else 0)
         chunk = np.zeros(run.k)
         left = run.prompt - run.done
-        for j in np.flatnonzero(prefilling).tolist():
+        for j in prefilling.nonzero()[0].tolist():
             if budget <= 0:
                 break
             lj = float(left[j])
@@ -298,11 +300,11 @@ class Engine:
         self._plan = ("prefill", elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin)
         self.plan_end = self.now + elapsed
 
-    def _plan_decode(self, t0: float, t1: float) -> None:
+    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
-                                                 self.block, self.lookahead)
+                                                 self.block, self.lookahead, cached)
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):
@@ -324,7 +326,7 @@ class Engine:
             if n_dec:
                 run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
-            self.tokens += float(chunk.sum()) + n_dec
+            self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
                 self.started[run.idx[chunk > 0]] = True
             if n_fin:
@@ -357,7 +359,7 @@ class Engine:
     def _finish(self) -> list[int]:
         run = self.run
         finished = run.gen >= run.osl
-        if not finished.any():
+        if not np.logical_or.reduce(finished):
             return []
         done = run.idx[finished].tolist()
         for i in done:
@@ -372,7 +374,7 @@ class Engine:
         (checked exactly only when a quick upper bound on the blocks in use exceeds the pool)."""
         run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
         spare = reuse.cache.evictable_blocks
-        bound = (float(run.cached.sum()) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
+        bound = (float(np.add.reduce(run.cached)) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
             if run.k and (spare or not reserve) else 0.0
         if not reserve and run.k > 1 and bound > cap:
             while run.k > 1 and self.blocks_used() > cap:

@@ -103,7 +103,7 @@ def goodput(result: ServeResult, ttft_slo_s: float, tpot_slo_s: float, percentil
 
     Examples
     --------
-    >>> from inferlab.serve import serve
+    >>> from inferlab.serving.serve import serve
     >>> r = serve("llama-3.1-8b", "h100-sxm", isl=512, osl=64, rate=4, num_requests=200)
     >>> g = goodput(r, ttft_slo_s=0.5, tpot_slo_s=0.05)
     >>> g.meets, round(g.fraction, 2)

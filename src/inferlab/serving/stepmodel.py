@@ -179,6 +179,8 @@ class StepModel:
         """:meth:`spans` of a decode step (one new token per sequence): pairs equal reads,
         ``sum(min(c + 1, W))``, computed once per distinct window."""
         c = np.asarray(context, float)
+        if self._all_full:
+            return [float(np.add.reduce(c)) + len(c)] * len(self.attention)  # type: ignore[return-value]
         by_window: dict[float, float] = {}
         out = np.empty(len(self.attention))
         for j, a in enumerate(self.attention):
@@ -201,7 +203,7 @@ class StepModel:
         t = self._table(self._balanced_list, d) + self._table(self._head_list, d)
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
-        after = spans + d if self._all_full else self.decode_spans(context + 1.0)
+        after = [x + d for x in spans] if self._all_full else self.decode_spans(context + 1.0)
         return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
                 self._with_host(t + self._attention_s("decode", after, after, d, d)))
 
@@ -258,7 +260,11 @@ class StepModel:
         t = self._table(self._balanced_list, queries + p) + self._table(self._head_list, logits)
         t += self._decode_attention_s(decode_context, decode_new)
         if p:
-            pairs, reads = self.spans(prefill_context, prefill_tokens)
+            if len(prefill_tokens) == 1 and self._all_full:  # one prompt (a closed loop's usual): no arrays
+                q, c = float(prefill_tokens[0]), float(prefill_context[0])
+                pairs, reads = [q * c + q * (q + 1.0) / 2.0] * len(self.attention), [c + q] * len(self.attention)
+            else:
+                pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
         return self._with_host(t)
 

@@ -24,8 +24,8 @@ from .pipeline import apply_pipeline, micro_batching
 from .tensor_parallel import apply_tensor_parallel
 from ..core.graph import Step, StepPrecision, build_graph
 from ..core.interconnect import node_size
-from ..core.ops import Op
-from ..core.timing import OpTime, step_time, time_ops
+from ..core.ops import Attention, Op
+from ..core.timing import OpTime, step_time, step_total, time_op, time_ops
 
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
 #: time is piecewise linear in the context (kinks where an op changes bound or a window
@@ -97,7 +97,94 @@ def run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
 
     ``step.batch`` is the replica's batch. The ops and their times are those of one GPU
     in one pipeline stage for one micro-batch; ``time_s`` is the whole step's.
+
+    A large grid whose rows repeat (a sweep's prefill: the rows of one batch and prompt
+    length differ only in the output length) is timed on its distinct rows and spread back
+    (:func:`_spread_step`).
     """
+    if (getattr(step.batch, "size", 1) >= _SPREAD_MIN_ROWS or getattr(step.new_tokens, "size", 1) >= _SPREAD_MIN_ROWS
+            or getattr(step.context, "size", 1) >= _SPREAD_MIN_ROWS):
+        spread = _spread_step(dep, step)
+        if spread is not None:
+            return spread
+    return _run_step(dep, step)
+
+
+#: Grids at least this large are searched for repeated rows (smaller ones are cheap anyway).
+_SPREAD_MIN_ROWS = 4096
+#: ... and timed on their distinct rows when runs of equal rows are this long on average.
+_SPREAD_MIN_RUN = 4
+
+
+def row_runs(columns: list[np.ndarray], min_run: int = _SPREAD_MIN_RUN) -> tuple[np.ndarray, np.ndarray] | None:
+    """First row of each run of equal rows of ``columns`` (1-D, equal lengths) and each row's
+    run, or None when the runs are shorter than ``min_run`` rows on average.
+
+    At least two runs are returned (a single one is listed twice): a one-row evaluation
+    adds a step's terms in another order (:func:`~inferlab.core.timing.broadcast_sum` sorts
+    them by size), so it would not give the same last bit.
+    """
+    n = columns[0].size
+    change = np.empty(n, bool)
+    change[0] = True
+    change[1:] = False
+    for c in columns:
+        change[1:] |= c[1:] != c[:-1]
+    starts = np.flatnonzero(change)
+    if starts.size * min_run > n:
+        return None
+    inverse = np.cumsum(change) - 1
+    if starts.size == 1:
+        starts = np.zeros(2, starts.dtype)
+    return starts, inverse
+
+
+def _spread_step(dep: ResolvedDeployment, step: Step) -> StepResult | None:
+    """The step timed on the distinct rows of its grid, when its arrays share one shape
+    (or are scalars) and its rows repeat in runs; else None.
+
+    Every op's terms are elementwise in the rows and the step's arrays all have the grid's
+    shape, so each row's time is the same arithmetic on the same numbers (its last bit
+    included) whether timed with the others or with the distinct rows alone. The ops and
+    their times over the whole grid (for tables and diagnosis) are built when first asked for.
+    """
+    arrays = [np.asarray(x) for x in (step.batch, step.new_tokens, step.context)]
+    shaped = [a for a in arrays if a.ndim]
+    if not shaped or any(a.shape != shaped[0].shape for a in shaped):
+        return None
+    shape = shaped[0].shape
+    runs = row_runs([a.ravel() for a in shaped])
+    if runs is None:
+        return None
+    starts, inverse = runs
+    rows = Step(step.phase, *(a.ravel()[starts] if a.ndim else a for a in arrays))
+    time_s = _run_step(dep, rows).time_s
+    if np.shape(time_s) != starts.shape:
+        return None
+    return _SpreadStepResult(step, time_s[inverse].reshape(shape), dep)
+
+
+class _SpreadStepResult:
+    """A :class:`StepResult` whose ``time_s`` came from the grid's distinct rows; its ops and
+    their times over the whole grid are built on first use."""
+
+    def __init__(self, step: Step, time_s: np.ndarray, dep: ResolvedDeployment) -> None:
+        self.step, self.time_s, self._dep = step, time_s, dep
+
+    @cached_property
+    def _whole(self) -> StepResult:
+        return _run_step(self._dep, self.step)
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return self._whole.ops
+
+    @property
+    def times(self) -> tuple[OpTime, ...]:
+        return self._whole.times
+
+
+def _run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     par = dep.parallel
     micro, stage_times = micro_batching(step, par)
     local = Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context)
@@ -189,6 +276,47 @@ def mean_decode_step_s(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarr
     a = isl[..., None]
     b = (isl + np.maximum(osl - 1.0, 0.0))[..., None]
     contexts = a + (b - a) * (QUADRATURE_NODES + 1.0) / 2.0
-    step = decode(dep, batch[..., None], contexts)
-    times = np.broadcast_to(step.time_s, np.broadcast_shapes(step.time_s.shape, contexts.shape))
+    time_s = decode_time_s(dep, batch[..., None], contexts)
+    times = np.broadcast_to(time_s, np.broadcast_shapes(time_s.shape, contexts.shape))
     return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0, float)
+
+
+def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+    """``decode(dep, batch, context).time_s``, the same bits, with the ops that do not read the
+    context (all but attention) timed on the distinct batch sizes of a large grid.
+
+    ``batch`` has the grid's shape with a trailing axis of one, ``context`` a trailing axis of
+    quadrature nodes (as :func:`mean_decode_step_s` asks). Each op's terms keep their shape
+    (the batch's, gathered back from the distinct ones), so the step adds them in the same order.
+    """
+    b, c = np.asarray(batch, float), np.asarray(context, float)
+    if b.size < _SPREAD_MIN_ROWS:  # a small grid (one estimate's): nothing to gain
+        return _run_step(dep, Step.decode(b, c)).time_s
+    runs = row_runs([b.ravel()]) if b.ndim and b.shape[-1] == 1 else None
+    if runs is None:
+        return decode(dep, b, c).time_s
+    starts, inverse = runs
+    par = dep.parallel
+    micro, stage_times = micro_batching(Step.decode(b, c), par)
+    whole = _sharded_graph(dep, Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context))
+    distinct = Step.decode(b.ravel()[starts][:, None], np.zeros(()))
+    micro_d, _ = micro_batching(distinct, par)
+    few = _sharded_graph(dep, Step(micro_d.phase, micro_d.batch / par.attention_groups, micro_d.new_tokens,
+                                   micro_d.context))
+    few_times, _ = _timed(few, dep, "decode")
+    if len(few) != len(whole):
+        return decode(dep, b, c).time_s
+    totals = []
+    for op, t in zip(whole, few_times):
+        if isinstance(op, Attention):
+            totals.append(time_op(op, dep.hardware, dep.profile, "decode").total_s)
+            continue
+        term = t.total_s
+        if np.ndim(term) == 0:
+            totals.append(term)
+        elif np.shape(term) == (starts.size, 1):
+            totals.append(term[inverse].reshape(b.shape))
+        else:  # a term of another shape: time the whole grid
+            return decode(dep, b, c).time_s
+    stage = step_total(totals, sum(op.count for op in whole), dep.profile, cuda_graphs=dep.cuda_graphs)
+    return np.asarray(stage * stage_times, float)
