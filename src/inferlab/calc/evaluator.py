@@ -24,14 +24,14 @@ from typing import Any
 import pint
 from pydantic import BaseModel
 
-from . import syntax
-from .tree import BareId, CatalogValue, Group, Negate, Node, Number, Power, Unit, WithUnit
 from ..errors import UnitError, UnknownNameError
 from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
 from ..specs.figure import Figure
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..units import Q, Quantity, readable, ureg
+from . import syntax
+from .tree import BareId, CatalogValue, Group, Negate, Node, Number, Power, Unit, WithUnit
 
 #: Model quantities a calculator expression can name: (function(model, arg), unit, takes precision).
 MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {

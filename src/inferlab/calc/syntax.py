@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 
 from ..errors import UnitError
-from .tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
 from .tokens import CATALOG_REF, Token, tokenize
+from .tree import BareId, CatalogValue, Chain, Group, Negate, Node, Number, Power, Unit, WithUnit, has_unit
 
 #: Longest expression read [characters]; a back-of-envelope formula is a line.
 MAX_LENGTH = 1000

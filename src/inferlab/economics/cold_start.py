@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
 from ..core.parallelism import weights_per_gpu
+from ..errors import SpecError
 from ._common import jsonable, non_negative, positive, scalar_or_array, table, whole
 
 #: A new GPU machine (VM or node) from request to ready, drivers included. An assumption:

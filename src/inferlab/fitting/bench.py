@@ -51,10 +51,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..calibration.profile import Profile, _deep_merge, hardware_family, load_profile, profile_file
 from ..errors import InfeasibleError, SpecError
 from ..validation.cases import Case, case_engine
 from ..validation.summary import percent_errors
-from ..calibration.profile import Profile, _deep_merge, hardware_family, load_profile, profile_file
 
 #: Fitted terms and their (lower, upper) bounds; see the module docstring for why.
 BOUNDS: dict[str, tuple[float, float]] = {

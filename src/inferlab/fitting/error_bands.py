@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..errors import InferlabError, SpecError
-from ..validation.cases import Case, case_engine
-from ..validation.predict import predict_cases
 from ..calibration.error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable,
                                       Residual, band_regime, build_table, coverage)
 from ..calibration.profile import hardware_family, profile_file
+from ..errors import InferlabError, SpecError
+from ..validation.cases import Case, case_engine
+from ..validation.predict import predict_cases
 
 #: What a case of an engine without a profile of its own runs as (see :func:`case_engine`).
 UNCALIBRATED_ENGINE = "other"

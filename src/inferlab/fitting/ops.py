@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from ..calibration.profile import Profile, hardware_family
 from ..errors import InferlabError
 from ..validation.ops import OpTable, predict_group
-from ..calibration.profile import Profile, hardware_family
 
 #: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
 LOSS_SCALE = 0.1

@@ -11,9 +11,9 @@ import numpy as np
 from ..checks import integer, real
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
+from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
 from ..serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
-from ..inputs.prefixes import prefixes as parse_prefixes
 from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler

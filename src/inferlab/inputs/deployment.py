@@ -25,9 +25,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from .. import checks
-from . import resolve as inputs
 from ..errors import SpecError
 from ..specs.validation import format_validation_error
+from . import resolve as inputs
 from .parts import ENGINE_LIMITS, Engine, Layout, engine_of, layout_fields
 from .precision import Precision
 from .techniques import FROZEN, PrefixCacheSpec, Pools, Speculative

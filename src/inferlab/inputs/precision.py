@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..core.quantization import CHECKPOINT, KINDS, PrecisionConfig
 from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..techniques.deployed_precision import resolve_precision
-from ..core.quantization import CHECKPOINT, KINDS, PrecisionConfig
 from .techniques import FROZEN
 
 _SHORT = {"w": "weights", "moe": "moe_weights", "a": "activations", "kv": "kv_cache"}

@@ -15,12 +15,12 @@ from typing import Any, Literal
 import numpy as np
 
 from .. import checks
+from ..calibration.profile import Profile, hardware_family, load_profile
+from ..core.parallelism import Parallelism
 from ..errors import InfeasibleError, SpecError, UnknownNameError, option, option_name
 from ..specs.catalog import load_hardware, load_model
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..calibration.profile import Profile, hardware_family, load_profile
-from ..core.parallelism import Parallelism
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.step import ResolvedDeployment
 

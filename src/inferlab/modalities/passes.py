@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind, memoized
+from ..core.quantization import tensor_flops_per_s
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
-from ..core.quantization import tensor_flops_per_s
 
 
 @dataclass(frozen=True)

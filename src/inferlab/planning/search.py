@@ -21,13 +21,13 @@ import numpy as np
 
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
-from ..techniques.step import mean_decode_step_s
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import deployment
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.step import mean_decode_step_s
 from .candidate import Candidate
 from .fluid import admission_wait_s, max_utilization, operating_points, queue_wait_s
 from .scenario import Scenario

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .scenario import Scenario
 from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting
+from .scenario import Scenario
 from .search import max_num_seqs
 
 

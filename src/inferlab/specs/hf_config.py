@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..errors import SpecError
-from .hf_fields import check_fields
 from .checkpoint import checkpoint_formats
+from .hf_fields import check_fields
 from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
 

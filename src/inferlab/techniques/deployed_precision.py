@@ -19,11 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.quantization import PrecisionConfig
 from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from ..core.quantization import PrecisionConfig
 
 #: Where each narrow compute precision runs natively, for the note.
 _NATIVE = {"fp4": "FP4 tensor cores (Blackwell: b200, b300, gb200)", "fp6": "FP6 tensor cores (Blackwell)",

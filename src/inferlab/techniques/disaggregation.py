@@ -43,11 +43,11 @@ from typing import Any, Literal
 import numpy as np
 
 from ..calibration.profile import Profile
+from ..core.quantization import PrecisionConfig
 from ..errors import InferlabError, SpecError, UnknownNameError
 from ..specs.catalog import hardware_ids
 from ..specs.hardware import HardwareSpec
 from ..units import to_si
-from ..core.quantization import PrecisionConfig
 
 LinkKind = Literal["auto", "nvlink", "network"]
 FirstToken = Literal["decode", "prefill"]

@@ -21,8 +21,8 @@ import numpy as np
 
 from ..core.graph import experts_touched
 from ..core.ops import Collective, Elementwise, Gemm, Op
-from ..specs.model import ModelSpec
 from ..core.parallelism import Parallelism
+from ..specs.model import ModelSpec
 
 
 def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelism,

@@ -22,8 +22,8 @@ import numpy as np
 from ..core.graph import Step
 from ..core.interconnect import node_size
 from ..core.ops import Collective, Op
-from ..specs.hardware import HardwareSpec
 from ..core.parallelism import Parallelism
+from ..specs.hardware import HardwareSpec
 
 _ACTIVATION_BYTES = 2.0
 

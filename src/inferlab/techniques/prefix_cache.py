@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.graph import Step
-from .step import ResolvedDeployment, StepResult, run_step
-from ..errors import SpecError
 from ..core.ops import ArrayLike
+from ..errors import SpecError
+from .step import ResolvedDeployment, StepResult, run_step
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?%?$")
 _ROUTING = {"aware": True, "random": False}

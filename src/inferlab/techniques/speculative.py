@@ -41,14 +41,6 @@ import numpy as np
 
 from ..core.graph import Step, StepPrecision, build_graph
 from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
-from .step import (
-    QUADRATURE_NODES,
-    QUADRATURE_WEIGHTS,
-    ResolvedDeployment,
-    StepResult,
-    mean_decode_step_s,
-    run_step,
-)
 from ..core.timing import step_time, time_op, time_ops
 from ..errors import SpecError
 from ..precision import number_format
@@ -58,6 +50,14 @@ from .speculative_config import (  # noqa: F401  (re-exported)
     SpeculativeConfig,
     acceptance_from_length,
     tokens_per_step,
+)
+from .step import (
+    QUADRATURE_NODES,
+    QUADRATURE_WEIGHTS,
+    ResolvedDeployment,
+    StepResult,
+    mean_decode_step_s,
+    run_step,
 )
 from .tensor_parallel import apply_tensor_parallel
 
