@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_planner.py
 	$(BIN)/python benchmarks/bench_serving.py
+	$(BIN)/python benchmarks/bench_validation.py
 	$(BIN)/python benchmarks/bench_dask.py
 	$(BIN)/python benchmarks/bench_explore.py
 
