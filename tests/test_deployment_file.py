@@ -82,3 +82,24 @@ def test_a_file_name_with_a_nul_byte_is_one_line_exit_2(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds a NUL byte" in err
+
+
+def test_the_json_of_one_estimate_is_a_deployment_file_for_the_next(tmp_path, capsys):
+    """``inferlab estimate --json`` writes the Deployment and the Workload; a file holding them
+    (the Deployment's own form, ``layout:`` and ``engine:`` mappings, plus ``workload:``) gives
+    the same estimate with ``--file`` (issue 18: one form, written and read back)."""
+    import yaml
+
+    flags = ["llama-3.1-70b", "h100-sxm", "--tp", "4", "--precision", "fp8", "--batch", "1,8", "--isl", "2048",
+             "--osl", "256", "--engine", "trtllm", "--json"]
+    assert main(["estimate", *flags]) == 0
+    first = json.loads(capsys.readouterr().out)
+    path = tmp_path / "again.yaml"
+    path.write_text(yaml.safe_dump({**first["deployment"], "workload": first["workload"]}))
+    assert main(["estimate", "--file", str(path), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["ttft_s"] == first["ttft_s"] and again["tpot_s"] == first["tpot_s"]
+    assert again["deployment"] == first["deployment"] and first["deployment"]["layout"] == {"tp": 4}
+    path.write_text(yaml.safe_dump({**first["deployment"], "layout": {"tp": 4, "pq": 2}}))
+    assert main(["estimate", "--file", str(path)]) == 2
+    assert "pq" in capsys.readouterr().err

@@ -19,6 +19,11 @@ text (``speculative: "eagle:k=4,accept=0.7"``) or as mappings of their fields::
 
     engine_args: vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --quantization fp8
     hardware: h100-sxm
+
+A file may also be a :class:`~inferlab.Deployment` in its own form (``layout:``, ``engine:``
+as a mapping; what ``Deployment.to_dict()`` and ``inferlab estimate --json`` write), with an
+optional ``workload:`` (a :class:`~inferlab.Workload`'s mapping): the JSON of one estimate is
+a deployment file for the next.
 """
 
 from __future__ import annotations
@@ -131,6 +136,8 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
     not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`)."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
+    if "layout" in data or "workload" in data or isinstance(data.get("engine"), dict):
+        return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)[:200]}; allowed: {', '.join(KEYS)}")
@@ -157,3 +164,24 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
                 key == "hardware" and data.get("disaggregation") is not None):  # the pools name the GPUs
             raise SpecError(f"{path}: required key {key!r} is missing")
     return data, launch
+
+
+def _typed_form(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """:func:`inferlab.estimate` keyword arguments of a file in the :class:`~inferlab.Deployment`'s
+    own form (what ``to_dict()`` and ``--json`` write), with an optional ``workload:`` mapping
+    (:class:`~inferlab.Workload`'s form, a static batch)."""
+    from .deployment import Deployment
+    from .workload import Workload
+
+    data = dict(data)
+    load = data.pop("workload", None)
+    try:
+        kwargs = Deployment.from_dict(data).estimate_kwargs()
+        if load is not None:  # checked as a Workload; its axes as the flat form gives them (the CLI grids them)
+            axes = Workload.from_dict(load).to_dict()
+            kwargs.update({k: axes[k] for k in ("batch_size", "isl", "osl", "prefill_batch", "waves") if k in axes})
+    except SpecError as exc:
+        if type(exc) is not SpecError:  # an unknown name keeps its own type and did-you-mean
+            raise
+        raise SpecError(f"{path}: {exc}") from None
+    return kwargs
