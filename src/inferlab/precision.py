@@ -105,6 +105,9 @@ def number_format(name: str) -> NumberFormat:
     >>> number_format("nvfp4").bytes_per_element
     0.5625
     """
+    found = FORMATS.get(name) if isinstance(name, str) else None  # the usual case: a canonical name
+    if found is not None:
+        return found
     key = str(name).strip().lower()
     if key not in FORMATS:
         raise UnknownNameError("precision", str(name), FORMATS)
