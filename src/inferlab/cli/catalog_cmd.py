@@ -1,5 +1,4 @@
-"""``inferlab hardware``, ``inferlab models`` and ``inferlab calc``: the catalogs and the
-unit-checked calculator."""
+"""``inferlab hardware`` and ``inferlab models``: the catalogs."""
 
 from __future__ import annotations
 
@@ -109,19 +108,8 @@ def _models_show(args: argparse.Namespace) -> None:
     _emit(args, d, "\n".join(lines))
 
 
-def _calc(args: argparse.Namespace) -> None:
-    from ..calc.evaluator import evaluate
-    from ..results.render import pretty
-
-    result = evaluate(args.expression, to=args.to)
-    text = f"{result.value.magnitude:.6g} {result.value.units:~P}".rstrip()
-    for ref in result.references:
-        text += f"\n  {ref.text} = {pretty(ref.value)}  [{ref.source}]"
-    _emit(args, result.to_dict(), text)
-
-
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``hardware list|show``, ``models list|show`` and ``calc``."""
+    """``hardware list|show`` and ``models list|show``."""
     hw = sub.add_parser("hardware", help="accelerator catalog").add_subparsers(dest="action", required=True)
     hw.add_parser("list", parents=[common], help="every device with its headline figures").set_defaults(func=_hardware_list)
     show = hw.add_parser("show", parents=[common], help="every figure of one device, with sources")
@@ -133,8 +121,3 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     mshow = mo.add_parser("show", parents=[common], help="one model by id, alias or config.json path")
     mshow.add_argument("model", metavar="ID|PATH")
     mshow.set_defaults(func=_models_show)
-
-    calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
-    calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')
-    calc.add_argument("--to", metavar="UNIT", help="express the result in UNIT, e.g. ms or GB/s")
-    calc.set_defaults(func=_calc)

@@ -26,6 +26,7 @@ from typing import Any
 from .. import __version__
 from ..errors import InfeasibleError, InferlabError, cli_spelling
 from .bands_cmd import add_parser as add_bands_parser
+from .calc_cmd import add_parser as add_calc_parser
 from .catalog_cmd import add_parsers as add_catalog_parsers
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_validate_parsers(sub, common)
     add_bands_parser(sub, common)
     add_modality_parsers(sub, common)
+    add_calc_parser(sub, common)
 
     return parser
 

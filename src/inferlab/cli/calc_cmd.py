@@ -1,0 +1,27 @@
+"""``inferlab calc``: the unit-checked calculator, catalog values named in it."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .output import emit as _emit
+
+
+def _calc(args: argparse.Namespace) -> None:
+    from ..calc.evaluator import evaluate
+    from ..results.render import pretty
+
+    result = evaluate(args.expression, to=args.to)
+    text = f"{result.value.magnitude:.6g} {result.value.units:~P}".rstrip()
+    for ref in result.references:
+        text += f"\n  {ref.text} = {pretty(ref.value)}  [{ref.source}]"
+    _emit(args, result.to_dict(), text)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``calc EXPR [--to UNIT]``."""
+    calc = sub.add_parser("calc", parents=[common], help="unit-checked calculator; catalog values can be named")
+    calc.add_argument("expression", metavar="EXPR", help='e.g. "140 GB / (3.35 TB/s)" or "h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth"')
+    calc.add_argument("--to", metavar="UNIT", help="express the result in UNIT, e.g. ms or GB/s")
+    calc.set_defaults(func=_calc)
