@@ -191,9 +191,11 @@ class _Loop(Outages, Control):
             return e.ready_s + 1e-12, PLAN
         return None
 
-    def _schedule(self, r: Replica) -> None:
-        """Queue ``r``'s next event (its pending one stays valid when it has not moved)."""
-        key = self._key(r)
+    def _schedule(self, r: Replica, key: Any = False) -> None:
+        """Queue ``r``'s next event (its pending one stays valid when it has not moved);
+        ``key``: that event's, when the caller has it."""
+        if key is False:
+            key = self._key(r)
         if key == r.key:
             return
         r.ver += 1
@@ -206,21 +208,17 @@ class _Loop(Outages, Control):
         """Run ``r``'s event, and its next ones while they come before every other event (the
         next arrival, at ``t_next`` or a later turn's, the heap's first) and the drain's end:
         the order the heap would give them, without queueing them."""
-        heap, later = self.heap, self.later
+        heap, later, drain_end = self.heap, self.later, self.drain_end
         while True:
             self._engine_event(r, prio)
             key = self._key(r)
-            if key is None:
-                return
-            t, prio = key
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
-            if not (t < t_next and t <= self.drain_end and (not heap or t < heap[0][0])):
-                r.ver += 1
-                r.key = key
-                self.seq += 1
-                heapq.heappush(heap, (t, prio, self.seq, None, r, r.ver))
+            # (an event queued for r while this one ran is in the heap, so never earlier than its first)
+            if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
+                self._schedule(r, key)
                 return
+            prio = key[1]
 
     def _engine_event(self, r: Replica, prio: int) -> None:
         e, rec = r.engine, self.rec
