@@ -49,6 +49,9 @@ CASES = {
     "regions": lambda: fleet_of([{"model": M, "hardware": G, "region": SYD, "replicas": 1},
                                  {"model": M, "hardware": G, "region": USE, "replicas": 3}],
                                 traffic={"rate": 30.0, "isl": 2000, "osl": 300, "region": SYD}, horizon_s=300.0),
+    "overload": lambda: inferlab.fleet(M, G, replicas=2, horizon_s=300.0, seed=3,
+                                       traffic={"rate": 40.0, "isl": 3000, "osl": 300}, admission={"timeout_s": 5.0},
+                                       failures={"replica_mtbf_h": 0.05, "detection_s": 10, "restart_s": 20}),
     "day": _day,
 }
 

@@ -93,6 +93,7 @@ class _Loop(Outages, Control):
         self.central: deque[int] = deque()
         adm = cfg.admission
         self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
+        self.at = adm.at
         self.pools: tuple[Pool, ...] = cfg.pools or (Pool(kind, cfg.replicas, cfg.autoscaler),)
         self.regions = cfg.regions or Regions()
         self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
@@ -231,7 +232,7 @@ class _Loop(Outages, Control):
                 if nxt >= 0:
                     heapq.heappush(self.later, (done + self.think[nxt], nxt))
                     self.arrival[nxt] = done + self.think[nxt]
-            if self.central and r.state == "up":
+            if self.central and r._state == "up":
                 self._dispatch(r, e.now)
         else:
             e.prepare()
@@ -252,7 +253,7 @@ class _Loop(Outages, Control):
             rec.status[g] = UNSERVED
             rec.finish[g] = t
             return
-        if self.cfg.admission.at == "router":
+        if self.at == "router":
             free = [r for r in routable if r.engine.outstanding < self.caps[r.pool]]
             if not free:
                 if len(self.central) < self.limit:
@@ -264,7 +265,7 @@ class _Loop(Outages, Control):
             routable = free
         engines = self.routable[2] if routable is self.routable[1] else [x.engine for x in routable]
         r = routable[self.router.choose(engines, self.stream[g], self.prefix[g])]
-        if self.cfg.admission.at == "replica" and r.engine.queued >= self.limit:
+        if self.at == "replica" and self.limit != math.inf and r.engine.queued >= self.limit:
             rec.status[g] = REJECTED
             rec.finish[g] = t
             return
@@ -294,7 +295,7 @@ class _Loop(Outages, Control):
     def _send(self, r: Replica, g: int, t: float) -> None:
         rec = self.rec
         rec.replica[g] = r.index
-        if r.state == "failed":  # not yet detected: the request is lost
+        if r._state == "failed":  # not yet detected: the request is lost
             rec.status[g] = FAILED
             rec.finish[g] = t
             return
