@@ -53,6 +53,12 @@ CASES = {
                                        traffic={"rate": 40.0, "isl": 3000, "osl": 300}, admission={"timeout_s": 5.0},
                                        failures={"replica_mtbf_h": 0.05, "detection_s": 10, "restart_s": 20}),
     "day": _day,
+    # one replica alone (serve's engine, which the fleet's replicas run)
+    "serve_vllm": lambda: inferlab.serve(M, G, engine="vllm", isl=1500, osl=250, rate=4.0, num_requests=600),
+    "serve_preempt": lambda: inferlab.serve(M, G, engine="vllm", isl=3000, osl=800, rate=30.0, num_requests=600),
+    "serve_sglang": lambda: inferlab.serve(M, G, engine="sglang", isl=2000, osl=300, concurrency=64, num_requests=600),
+    "serve_trtllm_70b": lambda: inferlab.serve("llama-3.1-70b", G, tp=4, engine="trtllm", isl=1000, osl=200, rate=8.0,
+                                               num_requests=400),
 }
 
 
@@ -62,6 +68,10 @@ def collect() -> dict[str, np.ndarray]:
         start = time.perf_counter()
         made = make()
         print(f"{name}: {time.perf_counter() - start:.2f} s", flush=True)
+        if hasattr(made, "trace"):  # serve
+            for key, v in ((k, v) for k, v in vars(made.trace).items() if v is not None):
+                out[f"{name}.trace.{key}"] = np.asarray(v)
+            continue
         if hasattr(made, "escalated_ttft"):  # a cascade: both fleets
             out[f"{name}.escalated_ttft"] = made.escalated_ttft
             parts = {f"{name}.small": made.small, f"{name}.large": made.large}
