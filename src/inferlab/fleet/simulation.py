@@ -215,6 +215,8 @@ class _Loop(Outages, Control):
             key = self._key(r)
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
+            while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
+                heapq.heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
             if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
                 self._schedule(r, key)
