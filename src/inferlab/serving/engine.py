@@ -152,8 +152,7 @@ class Engine:
     # -- state a router or autoscaler reads -----------------------------------------------
     @property
     def queued(self) -> int:
-        """Requests sent here and not yet past their prompt (on their way, waiting, or
-        admitted with prefill to do)."""
+        """Requests sent here and not yet past their prompt (on their way, waiting, or admitted to prefill)."""
         return len(self.order) - self.pos + len(self.waiting) + self.run.prefilling
 
     @property
@@ -206,12 +205,13 @@ class Engine:
         return True
 
     def _intake(self) -> None:
-        order, visible, waiting, run, reuse = self.order, self.visible, self.waiting, self.run, self.reuse
-        now = self.now
+        order, visible, waiting, run, reuse, now = self.order, self.visible, self.waiting, self.run, self.reuse, self.now
         while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
             waiting.append(order[self.pos])
             self.pos += 1
-        if self.timeout != math.inf and waiting:
+        if not waiting:  # nothing to admit
+            return
+        if self.timeout != math.inf:
             self._expire()
         max_seqs, prompt = self.sched.max_num_seqs, self.prompt
         # admission: FIFO while a slot and the prompt's KV blocks are free
@@ -323,7 +323,8 @@ class Engine:
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
             if n_dec:
-                run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
+                run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
+                    self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
             self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
@@ -394,7 +395,6 @@ class Engine:
     def abort(self) -> list[int]:
         """The replica fails: every request sent here and not finished is lost; returns them."""
         lost = self.order[self.pos:] + self.waiting + self.run.idx.tolist()
-        self.order, self.pos, self.waiting, self.outstanding = [], 0, [], 0
-        self.run = RunningBatch(1)
+        self.order, self.pos, self.waiting, self.outstanding, self.run = [], 0, [], 0, RunningBatch(1)
         self._plan, self.plan_end = None, math.inf
         return lost
