@@ -12,7 +12,7 @@ from .autoscaler import Autoscaler, desired_replicas
 from .states import CONTROL
 
 if TYPE_CHECKING:
-    from .simulation import Replica
+    from .replicas import Replica
 
 
 class Control:

@@ -11,7 +11,7 @@ from .pricing import SPOT_NOTICE_S
 from .states import CONTROL, FAILED
 
 if TYPE_CHECKING:
-    from .simulation import Replica
+    from .replicas import Replica
 
 
 class Outages:

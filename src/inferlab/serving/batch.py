@@ -34,10 +34,23 @@ class PlainDecoding:
         k = min(int(max(1.0, float(np.minimum.reduce(remaining)))), max_steps)
         if free_tokens != math.inf:
             k = min(k, max(1, int(free_tokens // max(len(remaining), 1)) + 1))
+        return PlainDecoding.steps(k, t0, t1)
+
+    @staticmethod
+    def steps(k: int, t0: float, t1: float) -> tuple[int, float, float, float]:
+        """:meth:`stretch` of ``k`` steps."""
         if k > 1:
             slope = t1 - t0
             return k, k, k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
         return k, k, t0, t0
+
+
+def cut_stretch(plan: tuple, gap: float) -> tuple | None:
+    """A :class:`PlainDecoding` stretch ``plan`` (``("decode", t0, t1, k, ...)``) stopped for an
+    arrival that can be admitted ``gap`` [s] after its start and comes before any other,
+    counted as :func:`stretch_limits` counts it; None: the stretch ends before it anyway."""
+    steps = max(1, int(math.ceil(gap / plan[1])))
+    return ("decode", *plan[1:3], *PlainDecoding.steps(steps, *plan[1:3])) if steps < plan[3] else None
 
 
 class RunningBatch:

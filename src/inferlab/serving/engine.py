@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .batch import PlainDecoding, RunningBatch, check_fits, request_columns, stretch_limits
+from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
 from .prefix_cache import PrefixReuse
 from ..inputs.prefixes import PrefixPlan
 from ..engines.scheduler import SchedulerConfig
@@ -55,6 +55,8 @@ class Engine:
         Time spent running iterations.
     tokens : float [token]
         Tokens processed (prompt tokens prefilled and tokens decoded).
+    outstanding : int
+        Requests sent here and not finished (on their way, waiting or running).
     """
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
@@ -71,20 +73,18 @@ class Engine:
         self._cols = request_columns(max(capacity, 1))
         self._bind()
         self.visible: list[float] = []  # when each request reaches the scheduler
-        self.isl_l: list[float] = []
-        self.osl_l: list[float] = []
+        self.isl_l, self.osl_l = [], []  # lengths as floats
         self.order: list[int] = []  # requests sent, by when they reach the scheduler
         self.pos = 0  # next entry of ``order`` to arrive
+        self.outstanding = 0  # requests sent here and not finished (on their way, waiting or running)
         self.waiting: list[int] = []
         self.run = RunningBatch(min(max(capacity, 1), sched.max_num_seqs))
         self.reuse = PrefixReuse(prefixes, self.block, 0, active=prefix_cache)
         self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
         self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
         self.q_times, self.q_depth, self.itl_v, self.itl_w = [0.0], [0], [], []
-        self.timeout = float(queue_timeout_s)
-        self.timed_out: list[int] = []
-        self._plan: tuple | None = None
-        self.plan_end = math.inf
+        self.timeout, self.timed_out = float(queue_timeout_s), []
+        self._plan, self.plan_end = None, math.inf  # the planned iteration, and when it ends
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
         groups = int(getattr(model, "groups", 1))  # attention-DP ranks of the deployment the model times
         self.ranks = groups if sched.balance_timeout_iters and not prefilled else 1
@@ -112,6 +112,7 @@ class Engine:
         self.visible = (np.asarray(arrivals, float) + self.delay).tolist()
         sent = int(np.sum(~np.isnan(arrivals)))
         self.order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
+        self.outstanding = len(self.order) - self.pos + len(self.waiting) + self.run.k
         for _ in range(n):
             self.reuse.found.append(0.0)
             self.reuse._looked.append(False)
@@ -119,8 +120,7 @@ class Engine:
 
     def submit(self, arrival: float, isl: float, osl: float, *, stream: int = -1, prefix: float = 0.0,
                extends: float = 0.0) -> int:
-        """A request sent at ``arrival`` [s] (not before the last applied iteration's start);
-        returns its index here."""
+        """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index."""
         i = self.n
         self._grow(i + 1)
         self.n = i + 1
@@ -140,19 +140,19 @@ class Engine:
         self.arrivals[i] = arrival
         self.visible[i] = arrival + self.delay
         bisect.insort(self.order, i, lo=self.pos, key=self.visible.__getitem__)
-        if self._plan is not None and self._plan[0] == "decode" and self.visible[i] < self.plan_end:
-            self._plan_decode(*self._plan[1:3])  # the stretch must stop for it
+        self.outstanding += 1
+        plan = self._plan  # a decode stretch must stop for it (behind an earlier arrival: it does)
+        if plan is not None and plan[0] == "decode" and self.visible[i] < self.plan_end and self.order[self.pos] == i:
+            if self.ranks > 1 or self.decoding is not PlainDecoding:
+                self._plan_decode(*plan[1:3])
+            elif not self.waiting and self.run.k < self.sched.max_num_seqs:  # else no arrival limits it
+                if (cut := cut_stretch(plan, self.visible[i] - self.now)) is not None:
+                    self._plan, self.plan_end = cut, self.now + cut[5]
 
     # -- state a router or autoscaler reads -----------------------------------------------
     @property
-    def outstanding(self) -> int:
-        """Requests sent here and not finished (on their way, waiting or running)."""
-        return len(self.order) - self.pos + len(self.waiting) + self.run.k
-
-    @property
     def queued(self) -> int:
-        """Requests sent here and not yet past their prompt (on their way, waiting, or
-        admitted with prefill to do)."""
+        """Requests sent here and not yet past their prompt (on their way, waiting, or admitted to prefill)."""
         return len(self.order) - self.pos + len(self.waiting) + self.run.prefilling
 
     @property
@@ -163,7 +163,7 @@ class Engine:
     @property
     def busy(self) -> bool:
         """Whether any request is on its way, waiting or running."""
-        return self.pos < len(self.order) or bool(self.waiting) or self.run.k > 0
+        return self.outstanding > 0
 
     @property
     def ready_s(self) -> float:
@@ -185,9 +185,6 @@ class Engine:
             tokens = tokens + self.lookahead
         return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
-    def check_fits(self) -> None:
-        check_fits(self.isl[:self.n], self.osl[:self.n], self.capacity_blocks, self.block, self.lookahead)
-
     # -- one iteration --------------------------------------------------------------------
     def prepare(self) -> bool:
         """Take in the requests that reached the scheduler, admit what fits, and plan the next
@@ -208,12 +205,13 @@ class Engine:
         return True
 
     def _intake(self) -> None:
-        order, visible, waiting, run, reuse = self.order, self.visible, self.waiting, self.run, self.reuse
-        now = self.now
+        order, visible, waiting, run, reuse, now = self.order, self.visible, self.waiting, self.run, self.reuse, self.now
         while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
             waiting.append(order[self.pos])
             self.pos += 1
-        if self.timeout != math.inf and waiting:
+        if not waiting:  # nothing to admit
+            return
+        if self.timeout != math.inf:
             self._expire()
         max_seqs, prompt = self.sched.max_num_seqs, self.prompt
         # admission: FIFO while a slot and the prompt's KV blocks are free
@@ -253,7 +251,7 @@ class Engine:
             else:
                 keep.append(i)
         if len(keep) < len(self.waiting):
-            self.waiting[:] = keep
+            self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
         run = self.run
         if run.prefilling:
             ids = run.idx
@@ -262,6 +260,7 @@ class Engine:
                 for i in ids[late].tolist():
                     self.timed_out.append(i)
                     self.reuse.released(i, None)
+                    self.outstanding -= 1
                 run.keep(~late)
                 run.prefilling -= int(np.count_nonzero(late))
 
@@ -324,7 +323,8 @@ class Engine:
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
             if n_dec:
-                run.gen[decoding_mask] += self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
+                run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
+                    self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
             run.done += chunk
             self.tokens += float(np.add.reduce(chunk)) + n_dec
             if self.timeout != math.inf:
@@ -362,6 +362,7 @@ class Engine:
         if not np.logical_or.reduce(finished):
             return []
         done = run.idx[finished].tolist()
+        self.outstanding -= len(done)
         for i in done:
             self.finish[i] = self.now
             self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
@@ -394,7 +395,6 @@ class Engine:
     def abort(self) -> list[int]:
         """The replica fails: every request sent here and not finished is lost; returns them."""
         lost = self.order[self.pos:] + self.waiting + self.run.idx.tolist()
-        self.order, self.pos, self.waiting = [], 0, []
-        self.run = RunningBatch(1)
+        self.order, self.pos, self.waiting, self.outstanding, self.run = [], 0, [], 0, RunningBatch(1)
         self._plan, self.plan_end = None, math.inf
         return lost

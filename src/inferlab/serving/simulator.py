@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .batch import check_fits
 from .engine import Engine, PlainDecoding
 from ..inputs.prefixes import PrefixPlan
 from ..engines.scheduler import SchedulerConfig
@@ -73,7 +74,7 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     engine = Engine(model, sched, kv_capacity_tokens=kv_capacity_tokens, capacity=n, prefilled=prefilled,
                     decoding=decoding, prefixes=prefixes)
     engine.load(np.asarray(arrivals, float).copy(), isl, osl)
-    engine.check_fits()
+    check_fits(engine.isl[:engine.n], engine.osl[:engine.n], engine.capacity_blocks, engine.block, engine.lookahead)
     sent = len(engine.order)  # closed loop: next request id to hand a client
     next_turn = prefixes.next_turn.tolist() if prefixes is not None else None
     while engine.busy and engine.prepare():

@@ -98,6 +98,7 @@ class StepModel:
         # a decode-only iteration is balanced over the ranks: both tables at its tokens
         self._balanced_list = (lin + shared).tolist() if self.groups > 1 else self._linear_list
         self._all_full = all(a.window == np.inf for a in self.attention)
+        self._decode_tables: dict[float, float] = {}  # time_decode's table part by batch size
         a = prof.attention
         self.bandwidth = hw.memory_bandwidth.si
         self.floor = prof.kernel_floor_s + a.fixed_s
@@ -200,7 +201,9 @@ class StepModel:
             return self.step_overhead_s, self.step_overhead_s
         if new != 1.0:
             return self._time_verify(np.asarray(context, float), float(new))
-        t = self._table(self._balanced_list, d) + self._table(self._head_list, d)
+        t = self._decode_tables.get(d)
+        if t is None:  # the tables at a batch size, once
+            t = self._decode_tables[d] = self._table(self._balanced_list, d) + self._table(self._head_list, d)
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
         after = [x + d for x in spans] if self._all_full else self.decode_spans(context + 1.0)

@@ -1,0 +1,64 @@
+"""A replica of the fleet: what it is (:class:`ReplicaKind`) and its state in the event
+loop (:class:`Replica`, see :mod:`.simulation`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..serving.engine import Engine
+
+
+@dataclass(frozen=True)
+class ReplicaKind:
+    """What one replica is: its step model, scheduler, KV pool, price and start-up time.
+
+    Parameters
+    ----------
+    name : str
+    model : StepModel
+    sched : SchedulerConfig
+    kv_capacity_tokens : float [token]
+    cold_start_s : float [s]
+    prefix_cache : bool
+    peak_tokens_per_s : float [token/s]
+        Tokens one replica processes per second at full prefill budget (the ``utilization``
+        signal's denominator).
+    """
+
+    name: str
+    model: Any
+    sched: Any
+    kv_capacity_tokens: float
+    cold_start_s: float = 0.0
+    prefix_cache: bool = True
+    peak_tokens_per_s: float = math.nan
+
+
+
+class Replica:
+    """One replica; a change of its ``state`` bumps :attr:`changes` (the loop keeps the list
+    of routable replicas until then)."""
+
+    changes = 0  # state changes of every replica so far
+    __slots__ = ("index", "engine", "gids", "_state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
+                 "engines", "pool", "window_tokens", "key", "spot")
+
+    def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
+        self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
+        self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
+        self.spot = False
+        self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
+        self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
+        self.since, self.ordered, self.stopped = ordered, ordered, math.inf
+        self.busy_mark, self.ver, self.fail_ver = 0.0, 0, 0
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        self._state = value
+        Replica.changes += 1
