@@ -105,7 +105,8 @@ def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
                         "shapes that broadcast (e.g. a column and a row)") from None
     if math.prod(shape) > MAX_GRID_POINTS:
         raise SpecError(f"the grid has {math.prod(shape):,} points; at most {MAX_GRID_POINTS:,} per call")
-    return tuple(np.broadcast_to(np.asarray(a, float), shape) for a in axes.values())
+    arrays = [np.asarray(a, float) for a in axes.values()]
+    return tuple(a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays)
 
 
 def boolean(name: str, value: Any) -> bool:

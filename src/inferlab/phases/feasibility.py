@@ -22,7 +22,8 @@ from ..errors import InfeasibleError, option
 
 
 def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray:
-    return np.ravel(np.broadcast_to(np.asarray(x, float), shape))
+    x = np.asarray(x, float)
+    return np.ravel(x if x.shape == shape else np.broadcast_to(x, shape))
 
 
 def static_batch_reasons(plan: MemoryPlan, dp: int, replica: np.ndarray, context: np.ndarray, shape: tuple[int, ...],
