@@ -170,3 +170,21 @@ def test_no_module_past_400_lines():
     long = sorted(f"{p.relative_to(SRC)}: {n} lines" for p in PACKAGE.rglob("*.py")
                   if (n := len(p.read_text().splitlines())) > MAX_LINES)
     assert not long, "\n".join(long)
+
+
+def test_moved_modules_keep_their_old_import_paths():
+    """A module moved into its layer is still importable by its old path, as the same module
+    (scripts written against ``inferlab.estimate`` or ``inferlab.serving.workload`` run)."""
+    import importlib
+
+    import inferlab
+    from inferlab import _MOVED
+
+    for old, new in _MOVED.items():
+        assert importlib.import_module(old) is importlib.import_module(new), old
+        assert importlib.import_module(new).__spec__.name == new  # its relative imports still resolve
+    from inferlab.calc import evaluate
+    from inferlab.estimate import deployment, estimate
+
+    assert estimate is inferlab.estimate and callable(deployment) and callable(evaluate)
+    assert callable(inferlab.serve) and callable(inferlab.sweep)  # the functions, not the old modules

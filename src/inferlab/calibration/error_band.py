@@ -62,7 +62,6 @@ LEFT_OUT = {"gpu_left_out": "their GPU family's fits left out",
 GENERIC_ENGINE = "generic"
 
 
-
 class MissingBandError(InferlabError):
     """A prediction's profile has no error-band table (``roofline``, a mapping, a file without one)."""
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
-from .quantization import PrecisionConfig
 from .ops import ArrayLike, Attention, Elementwise, Gemm, Op
+from .quantization import PrecisionConfig
 
 Phase = Literal["prefill", "decode"]
 

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..calibration.profile import GemmCurve, Profile
 from ..specs.hardware import HardwareSpec
-from .quantization import tensor_flops_per_s
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
+from .quantization import tensor_flops_per_s
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 #: Rows of one MMA tile on Hopper and Blackwell tensor cores (wgmma 64 per warpgroup, 128 per

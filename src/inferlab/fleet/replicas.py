@@ -36,7 +36,6 @@ class ReplicaKind:
     peak_tokens_per_s: float = math.nan
 
 
-
 class Replica:
     """One replica; a change of its ``state`` bumps :attr:`changes` (the loop keeps the list
     of routable replicas until then)."""

@@ -85,7 +85,6 @@ class Engine(BaseModel):
         return {k: getattr(self, k) for k in ENGINE_LIMITS if getattr(self, k) is not None}
 
 
-
 def engine_of(value: Any) -> Engine:
     """An :class:`Engine` from one, a name, or a mapping of its fields, each limit checked."""
     if isinstance(value, Engine):

@@ -18,7 +18,6 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -28,6 +27,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import KvTransfer, kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
+from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
 from ..units import Q, to_si_array
 
 

@@ -11,26 +11,25 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..techniques.step import ResolvedDeployment, mean_decode_step_s
-from .. import checks
+from ..engines.scheduler import default_scheduler
+from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
 from ..inputs.deployment import Deployment
-from ..inputs.resolve import deployment
+from ..inputs.resolve import ENGINES, deployment  # noqa: F401 - ENGINES importable from here as before
 from ..inputs.workload import Workload
-from ..errors import SpecError, option_name
-from .feasibility import require_feasible, static_batch_reasons
-from .result import Estimate
-from ..engines.scheduler import default_scheduler
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
-
+from ..techniques.step import ResolvedDeployment, mean_decode_step_s
+from .feasibility import require_feasible, static_batch_reasons
+from .result import Estimate
 
 
 def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None, *,

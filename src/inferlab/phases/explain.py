@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import option
+from ..results.render import pretty
 from ..units import Q
 from .interval import interval_lines
-from ..results.render import pretty
 
 if TYPE_CHECKING:
     from .result import Estimate

@@ -11,12 +11,12 @@ import numpy as np
 
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
-from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..core.ops import BYTE_CATEGORIES
-from ..units import Q
 from ..inputs.record import inputs_dict
-from .interval import interval_dict
 from ..results.render import pretty, text_table
+from ..techniques.step import ResolvedDeployment, StepResult, decode
+from ..units import Q
+from .interval import interval_dict
 
 if TYPE_CHECKING:
     import pint

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from .. import checks
-from ..inputs import resolve as inputs
 from ..cluster import check_client, map_units
 from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
+from ..inputs import resolve as inputs
 from ..inputs.resolve import deployment
-from .estimate import static_batch
 from ..results.render import text_table
+from .estimate import static_batch
 
 COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",
            "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "memory_per_gpu_bytes",

@@ -259,7 +259,6 @@ def max_num_seqs(scenario: Scenario) -> int:
     return ENGINE_SCHEDULERS.get(scenario.engine, SchedulerConfig()).max_num_seqs
 
 
-
 def _tpot_tail(percentile: float) -> float:
     """Ratio of a percentile request TPOT to the mean under mixed prefill (a prior, ~10% at P99)."""
     return 1.0 + 0.1 * max(percentile - 50.0, 0.0) / 49.0

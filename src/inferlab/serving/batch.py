@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..errors import InfeasibleError, SpecError
 from ..engines.scheduler import SchedulerConfig
+from ..errors import InfeasibleError, SpecError
 
 
 class PlainDecoding:

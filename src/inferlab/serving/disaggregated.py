@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 
 from ..calibration.profile import Profile
-from ..techniques.step import ResolvedDeployment
+from ..engines.scheduler import SchedulerConfig
 from ..errors import SpecError
+from ..inputs.workload import Lengths, Workload
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import kv_transfer
+from ..techniques.step import ResolvedDeployment
 from .result import ServeResult
-from ..engines.scheduler import SchedulerConfig
 from .simulator import Trace, simulate
 from .stepmodel import StepModel
-from ..inputs.workload import Lengths, Workload
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.scheduler import SchedulerConfig
+from ..inputs.prefixes import PrefixPlan
 from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
 from .prefix_cache import PrefixReuse
-from ..inputs.prefixes import PrefixPlan
-from ..engines.scheduler import SchedulerConfig
 
 __all__ = ["Engine", "PlainDecoding"]
 

@@ -14,6 +14,7 @@ from ..core.memory import plan_memory
 from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
+from ..inputs.workload import Workload
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (
@@ -25,7 +26,6 @@ from .speculation import (
     speculative_config,
 )
 from .stepmodel import StepModel
-from ..inputs.workload import Workload
 
 
 def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **limits: Any) -> SchedulerConfig:

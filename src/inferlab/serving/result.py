@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ..techniques.step import ResolvedDeployment
-from ..phases.interval import interval_dict, interval_lines
-from ..results.render import json_ready, text_table
-from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
-from .simulator import Trace
 from ..inputs.record import inputs_dict
 from ..inputs.workload import Workload
+from ..phases.interval import interval_dict, interval_lines
+from ..results.render import json_ready, text_table
+from ..techniques.step import ResolvedDeployment
+from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
+from .simulator import Trace
 
 PERCENTILES = (50, 90, 99)
 

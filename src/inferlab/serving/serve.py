@@ -8,19 +8,19 @@ from typing import Any
 
 from .. import checks
 from ..calibration.profile import Profile
+from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig  # noqa: F401 - importable from here as before
 from ..errors import SpecError
 from ..inputs.call import typed_call, with_inputs
 from ..inputs.deployment import Deployment
-from ..inputs.resolve import deployment
-from ..engines.scheduler import SchedulerConfig
-from .overheads import ClientOverheads
 from ..inputs.prefixes import Prefixes, prefixes
-from .replica import engine_scheduler, serve_workload
-from .result import ServeResult
+from ..inputs.resolve import deployment
 from ..inputs.workload import Lengths, Workload
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-
+from .overheads import ClientOverheads
+from .replica import (engine_scheduler, kv_capacity_tokens, scheduler_for,  # noqa: F401 - kv_capacity_tokens, scheduler_for
+                      serve_deployment, serve_workload)  # and serve_deployment: importable here as before
+from .result import ServeResult
 
 
 def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *, tp: int = 1,

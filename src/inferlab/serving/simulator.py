@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.scheduler import SchedulerConfig
+from ..inputs.prefixes import PrefixPlan
 from .batch import check_fits
 from .engine import Engine, PlainDecoding
-from ..inputs.prefixes import PrefixPlan
-from ..engines.scheduler import SchedulerConfig
 from .stepmodel import StepModel
 
 __all__ = ["PlainDecoding", "Trace", "simulate"]

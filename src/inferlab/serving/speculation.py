@@ -29,12 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.memory import kv_share
-from ..techniques.step import ResolvedDeployment
+from ..core.parallelism import Parallelism, weights_per_gpu
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import ModelSpec
-from ..core.parallelism import Parallelism, weights_per_gpu
 from ..techniques.speculative import SpeculativeConfig, _one_layer_view, speculative_decode
+from ..techniques.step import ResolvedDeployment
 from .stepmodel import StepModel
 
 

@@ -15,17 +15,17 @@ from typing import Literal
 import numpy as np
 
 from ..calibration.profile import Profile
-from ..specs.hardware import HardwareSpec
-from ..specs.model import ModelSpec
-from ..core.quantization import PrecisionConfig, gemm_kernel, matmul_precision
-from .expert_parallel import apply_expert_parallel
-from ..core.parallelism import Parallelism
-from .pipeline import apply_pipeline, micro_batching
-from .tensor_parallel import apply_tensor_parallel
 from ..core.graph import Step, StepPrecision, build_graph
 from ..core.interconnect import node_size
 from ..core.ops import Attention, Op
+from ..core.parallelism import Parallelism
+from ..core.quantization import PrecisionConfig, gemm_kernel, matmul_precision
 from ..core.timing import OpTime, step_time, step_total, time_op, time_ops
+from ..specs.hardware import HardwareSpec
+from ..specs.model import ModelSpec
+from .expert_parallel import apply_expert_parallel
+from .pipeline import apply_pipeline, micro_batching
+from .tensor_parallel import apply_tensor_parallel
 
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
 #: time is piecewise linear in the context (kinks where an op changes bound or a window

@@ -21,8 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import InferlabError, SpecError
 from ..core.parallelism import expert_layout
+from ..errors import InferlabError, SpecError
 from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 
