@@ -107,21 +107,21 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     par = tp if isinstance(tp, Parallelism) else Parallelism(tp=tp)
     kv = float(np.max(plan.kv_per_sequence))
     need = plan.weights + plan.reserve + float(np.max(plan.workspace)) + kv
-    domain = int(hw.scale_up.domain_size.si) if hw.scale_up.kind not in ("pcie", "none") else 8
+    alone = hw.scale_up.kind == "none"  # a MIG slice or a single device: one device per replica, no tp or pp
+    domain = 1 if alone else int(hw.scale_up.domain_size.si) if hw.scale_up.kind != "pcie" else 8
     heads = model.num_attention_heads
     scale = par.tp * par.pp
-    layouts = sorted(((t, p) for t in range(1, domain + 1) if heads % t == 0 for p in (1, 2, 4, 8, 16)
+    stages = (1,) if alone else (1, 2, 4, 8, 16)
+    layouts = sorted(((t, p) for t in range(1, domain + 1) if heads % t == 0 for p in stages
                       if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
     fits = next(((t, p) for t, p in layouts
                  if (plan.weights + kv) * scale / (t * p) + plan.reserve < plan.budget), None)
-    if hw.scale_up.kind == "none":  # a MIG slice or a single device: one device per replica
-        fits = None
     if fits and fits[1] == 1:
         hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
     elif fits:
         hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
         suggestion = {"tp": fits[0], "pp": fits[1]}
-    elif hw.scale_up.kind == "none":
+    elif alone:
         hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: use a larger slice, a "
                 "narrower weight format or a device with more memory")
         suggestion = {}

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..checks import integer, real
+from ..checks import integer, is_default, real
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
@@ -89,11 +89,12 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     if need is not None:
         need = integer("fleet: need", need, maximum=100_000)
     if isinstance(model, Deployment):
-        given = {"hardware": hardware, "tp": tp != 1, "precision": precision, "engine": engine != "vllm",
-                 "profile": profile != "default", "limits": limits}
-        if any(v not in (None, False, {}) for v in given.values()):
-            raise SpecError(f"fleet(deployment): {', '.join(k for k, v in given.items() if v not in (None, False, {}))} "
-                            "given beside the Deployment; set them in it instead")
+        defaults = (("hardware", hardware, None), ("tp", tp, 1), ("precision", precision, None),
+                    ("engine", engine, "vllm"), ("profile", profile, "default"))
+        given = [name for name, value, default in defaults if not is_default(value, default)]
+        if given or limits:
+            raise SpecError(f"fleet(deployment): {', '.join(given + ['limits'] * bool(limits))} given beside the "
+                            "Deployment; set them in it instead")
         spec = replica_of(model)
         model, hardware, tp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
         if spec["price"] is not None and pricing is None:

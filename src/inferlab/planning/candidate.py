@@ -117,6 +117,12 @@ class Candidate:
         text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
 
+    @property
+    def pools(self) -> tuple[int, int]:
+        """Prefill and decode replicas of a disaggregated candidate (``pd`` = ``P<n>:D<m>``)."""
+        n_p, n_d = (int(x) for x in self.pd.removeprefix("P").split(":D"))
+        return n_p, n_d
+
     def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None) -> Any:
         """This configuration as a :class:`~inferlab.Deployment`: one replica, or with a
         disaggregated candidate's ``P:D`` both pools; ``engine``, ``profile`` and the
@@ -126,7 +132,7 @@ class Candidate:
         eng = {"name": engine, **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {})}
         precision = None if self.precision == "checkpoint" else self.precision
         if self.disaggregated:
-            n_p, n_d = (int(x) for x in self.pd.removeprefix("P").split(":D")) if self.pd else (1, 1)
+            n_p, n_d = self.pools if self.pd else (1, 1)
             pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "precision": precision}
                      for side, n in (("prefill", n_p), ("decode", n_d))}
             return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,

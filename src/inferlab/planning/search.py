@@ -169,7 +169,7 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     """The fluid model's SLO-percentile TTFT and TPOT [s] and headroom at ``cand``'s replicas."""
     r, c = sc.traffic.request_rate, cand.curve
     if cand.disaggregated:
-        n_p, n_d = (int(x) for x in cand.pd.removeprefix("P").split(":D"))
+        n_p, n_d = cand.pools
         wait = float(queue_wait_s(np.array(c["mu_p"]), r / (n_p * c["mu_p"]), sc.slo.percentile))
         tpot = float(np.interp(r / n_d, c["rate_d"], c["tpot_p_s"], right=math.inf))
         growth = min(n_p * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0

@@ -19,7 +19,7 @@ from .search import max_num_seqs
 
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
     """``cand`` with the smallest prefill and decode pools the simulation shows meeting the SLOs."""
-    seed_p, seed_d = _pools(cand.pd)
+    seed_p, seed_d = cand.pools
     total = max_replicas(sc, cand)
     seen: dict[tuple[int, int, float], Probe] = {}
 
@@ -44,11 +44,6 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
         return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
     return finish(sc, cand, n_p + n_d, seen[(n_p, n_d, 0.0)], list(seen.values()), growth, miss,
                   pd=f"P{n_p}:D{n_d}")
-
-
-def _pools(pd: str) -> tuple[int, int]:
-    n_p, n_d = (int(x) for x in pd.removeprefix("P").split(":D"))
-    return n_p, n_d
 
 
 def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) -> Probe:
