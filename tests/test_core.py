@@ -103,6 +103,33 @@ def test_tensor_parallel_inserts_two_all_reduces_per_layer():
     assert all(float(op.message_bytes) == 8 * 8192 * 2 for op in reduces)
 
 
+def test_moe_and_mla_kernels_of_their_own_by_hand():
+    """DeepSeek-V3 decode, batch 4: every MoE layer runs top-k routing over the router's FP32
+    logits (4 x 256 x 4 B read, 2 x 4 x 8 x 4 B written) and copies each token once per chosen
+    expert (4 x 8 x 7168 x 2 B each way); every layer normalizes the query and KV latents
+    (4 x (1536 + 512) elements) and rotates the rope part of 128 query heads and the key
+    (4 x 129 x 64). Each is a kernel of its own: on a profile whose fused passes pay no floor,
+    it still pays the whole kernel floor."""
+    from inferlab.calibration.profile import ROOFLINE
+    from inferlab.core.timing import time_op
+
+    dep = _roofline(model="deepseek-v3", hw="b200")
+    ops = {op.name: op for op in build_graph(dep.model, Step.decode(np.array(4.0), np.array(1000.0)),
+                                              dep.step_precision) if op.group == "full/moe"}
+    routing, permute = ops["moe_routing"], ops["moe_permute"]
+    assert float(routing.bytes) == 4 * 256 * 4 + 2 * 4 * 8 * 4
+    assert float(permute.bytes) == 2 * 4 * 8 * 7168 * 2
+    assert float(ops["latent_norms"].bytes) == 2 * 4 * (1536 + 512) * 2
+    assert float(ops["rope"].bytes) == 2 * 4 * 129 * 64 * 2
+    assert all(ops[n].own_kernel for n in ("moe_routing", "moe_permute", "latent_norms", "rope"))
+    assert not ops["input_norm"].own_kernel
+    fused = ROOFLINE.model_copy(update={"kernel_floor_s": 3e-6, "elementwise_floor_fraction": 0.0})
+    hw = load_hardware("b200")
+    assert float(time_op(routing, hw, fused, "decode").time_s) == pytest.approx(3e-6 + float(routing.bytes) / 8e12)
+    assert float(time_op(ops["input_norm"], hw, fused, "decode").time_s) == pytest.approx(
+        float(ops["input_norm"].bytes) / 8e12)
+
+
 def test_kv_heads_replicate_when_tp_exceeds_them():
     # Llama-3.1-70B has 8 KV heads: at TP=16 each rank still holds one
     model = load_model("llama-3.1-70b")

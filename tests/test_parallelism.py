@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError, load_hardware, load_model
 from inferlab.calibration.profile import ROOFLINE
-from inferlab.core.interconnect import all_reduce_s, all_to_all_s, layout
+from inferlab.core.interconnect import all_gather_s, all_reduce_s, all_to_all_s, layout
 from inferlab.techniques.step import decode, prefill
 from inferlab import estimate
 from inferlab.inputs.resolve import deployment
@@ -81,6 +81,52 @@ def test_all_reduce_across_eight_nodes_by_hand():
     intra = 2 * 10e-6 + 2 * 7 / 8 * s / nvlink
     tree = 2 * 3 * 15e-6 + 2 * (s / 8) / nic
     assert float(all_reduce_s(s, 64, hw, profile)) == pytest.approx(intra + tree)
+
+
+def test_engine_all_reduce_kernel_by_hand():
+    """8 H100s, NCCL at 10 us per step, the engine's own kernel at 5 us, links at full rate.
+
+    64 KiB (a decode step of 4 tokens of a 8192-wide model in BF16): NCCL's one-shot is
+    10 us + 7 x S / 450e9 = 11.02 us; the engine's one-shot 5 us + 7 x S / 450e9 = 6.02 us,
+    its two-shot 2 x 5 us + 2 x 7/8 x S / 450e9 = 10.25 us: 6.02 us. 16 MiB is over the
+    engine kernel's 8 MiB buffer and goes to NCCL's ring, 2 x 7 x 10 us + 2 x 7/8 x S / 450e9.
+    A PCIe card has no peer-to-peer NVLink for the kernel; an engine without one (custom
+    latency 0) runs NCCL.
+    """
+    hw = load_hardware("h100-sxm")
+    assert hw.scale_up.bandwidth.si == pytest.approx(NVLINK4)
+    nccl = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(update={"latency_s": 10e-6})})
+    engine = nccl.model_copy(update={"collective": nccl.collective.model_copy(update={"custom_latency_s": 5e-6})})
+    small, large = 2**16, 2**24
+    assert float(all_reduce_s(small, 8, hw, nccl)) == pytest.approx(10e-6 + 7 * small / NVLINK4)
+    assert float(all_reduce_s(small, 8, hw, engine)) == pytest.approx(5e-6 + 7 * small / NVLINK4)
+    ring = 2 * 7 * 10e-6 + 2 * 7 / 8 * large / NVLINK4
+    assert float(all_reduce_s(large, 8, hw, engine)) == pytest.approx(ring)
+    l40s = load_hardware("l40s")
+    assert float(all_reduce_s(small, 4, l40s, engine)) == pytest.approx(float(all_reduce_s(small, 4, l40s, nccl)))
+
+
+def test_all_gather_of_logits_by_hand():
+    """Llama-3.1-70B's logits of one token over TP8, 128,256 x 2 B = 256,512 B, 10 us per step.
+
+    On NVSwitch (H100) every GPU writes its shard to its 7 peers in one step: 10 us +
+    7/8 x S / 450e9 = 10.50 us. Eight L40S on PCIe run a ring of 7 steps: 70 us plus the same
+    bytes over PCIe.
+    """
+    s = 128256 * 2
+    profile = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(update={"latency_s": 10e-6})})
+    assert float(all_gather_s(s, 8, load_hardware("h100-sxm"), profile)) == pytest.approx(10e-6 + 7 / 8 * s / NVLINK4)
+    assert float(all_gather_s(s, 8, load_hardware("l40s"), profile)) > 70e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.floats(1.0, 2.0**30), p=st.sampled_from([2, 4, 8, 16]), gpu=st.sampled_from(["h100-sxm", "b200"]))
+def test_engine_all_reduce_never_slower_than_nccl(size, p, gpu):
+    """The engines pick their own kernel only where it is faster: never slower than NCCL."""
+    hw = load_hardware(gpu)
+    nccl = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(update={"latency_s": 8e-6})})
+    engine = nccl.model_copy(update={"collective": nccl.collective.model_copy(update={"custom_latency_s": 6e-6})})
+    assert float(all_reduce_s(size, p, hw, engine)) <= float(all_reduce_s(size, p, hw, nccl)) * (1 + 1e-12)
 
 
 def test_pipeline_bubble_by_hand():

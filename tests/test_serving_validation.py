@@ -153,6 +153,8 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     measurements (30 ms), so the 150-300 ms that one harness adds to DeepSeek-R1 TTFTs (chat
     template, reasoning preamble) is no longer absorbed by an engine constant. The TTFT assert
     is at the level reached, not at the target, until harness time is a workload field of the cases.
+    With the engines' own all-reduce kernels and MoE/MLA kernels of their own: closed-loop TPOT
+    11.0% (held-out 12.3%, target 12%), TTFT 42.9% (held-out 46.0%), offline 8.2% (8.2%).
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]
@@ -163,7 +165,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
         assert errors[("online", "output_tokens_per_s")] <= 10.0
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
-        assert errors[("closed_loop", "tpot_ms")] <= 16.0
+        assert errors[("closed_loop", "tpot_ms")] <= 13.0
         assert errors[("closed_loop", "ttft_ms")] <= 48.0
     # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
     # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)

@@ -111,6 +111,10 @@ class CollectiveEfficiency(BaseModel):
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     network_latency_s: float = Field(default=0.0, ge=0.0)
     network_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    custom_latency_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Latency of the engine's own one-shot all-reduce kernel inside an NVLink/xGMI domain "
+                    "(peer-to-peer loads after one flag barrier); 0 where the engine runs NCCL only.")
 
 
 class Profile(BaseModel):

@@ -139,6 +139,14 @@ def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]
     else:
         q = [Gemm("q_proj", m=t, n=nh * qk, k=h, shard="column", **gemm)]
     ops = q + [Gemm("kv_a_proj", m=t, n=latent, k=h, **gemm)]
+    # The compressed query and key-value latents are RMS-normalized, and the rotary part of
+    # queries and keys rotated, by kernels of their own before the up-projections and attention.
+    norms = t * (m.q_lora_rank + m.kv_lora_rank)
+    rope = t * (nh + 1) * m.qk_rope_head_dim
+    ops += [Elementwise("latent_norms", elements_read=norms, elements_written=norms, own_kernel=True,
+                        group=gemm["group"], count=gemm["count"]),
+            Elementwise("rope", elements_read=rope, elements_written=rope, own_kernel=True, shard="column",
+                        group=gemm["group"], count=gemm["count"])]
     if step.phase == "decode":
         # Absorbed: queries move into the latent space, attention runs over the 576-wide latent.
         ops += [
@@ -173,6 +181,13 @@ def _mlp_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecisi
         raise ValueError("MoE layer without MoE structure")
     touched = experts_touched(t, moe.num_experts, moe.num_experts_per_tok)
     ops.append(Gemm("router", m=t, n=moe.num_experts, k=h, precision=prec.head, **meta))
+    # Top-k selection over the router's FP32 logits, then the tokens copied into expert order
+    # (one row per token and chosen expert): two kernels of their own before the grouped GEMMs.
+    k = moe.num_experts_per_tok
+    ops.append(Elementwise("moe_routing", elements_read=t * moe.num_experts, elements_written=2 * t * k,
+                           bytes_per_element=4.0, own_kernel=True, **meta))
+    ops.append(Elementwise("moe_permute", elements_read=t * k * h, elements_written=t * k * h, own_kernel=True,
+                           role="routed_expert", **meta))
     experts = {**gemm, "weight_bytes_per_element": number_format(cfg.experts).bytes_per_element,
                "precision": prec.expert_gemm or prec.gemm, "kernel": prec.expert_kernel or prec.kernel,
                "role": "routed_expert"}

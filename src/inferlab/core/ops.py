@@ -200,13 +200,20 @@ class Attention(Op):
 
 @dataclass(frozen=True)
 class Elementwise(Op):
-    """A memory-bound pass: norms, residual adds, activation functions, embedding lookup."""
+    """A memory-bound pass: norms, residual adds, activation functions, embedding lookup.
+
+    ``own_kernel``: the pass is a kernel of its own in every engine (MoE routing, token
+    permutation, MLA's latent norms and rotary embedding), paying a whole kernel's floor;
+    otherwise engines fuse it into its neighbours and it pays the share of the floor the
+    profile's ``elementwise_floor_fraction`` says.
+    """
 
     elements_read: ArrayLike = 0.0
     elements_written: ArrayLike = 0.0
     bytes_per_element: float = 2.0
     flops_per_element: float = 0.0
     weight_bytes: ArrayLike = 0.0
+    own_kernel: bool = False
     kind: OpKind = field(init=False, default="elementwise")
 
     @memoized

@@ -141,7 +141,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, zero, zero, np.asarray(comm, float), floor)
     if isinstance(op, Elementwise):
         memory = op.bytes / (bw * profile.elementwise_bandwidth_fraction)
-        return OpTime(op, zero, np.asarray(memory, float), zero, floor * profile.elementwise_floor_fraction)
+        share = 1.0 if op.own_kernel else profile.elementwise_floor_fraction
+        return OpTime(op, zero, np.asarray(memory, float), zero, floor * share)
     raise TypeError(f"no timing rule for {type(op).__name__}")
 
 

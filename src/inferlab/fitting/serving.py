@@ -6,11 +6,11 @@ added to every iteration by :class:`~inferlab.serving.stepmodel.StepModel`); and
 server spends time on every request outside the GPU iterations: HTTP, tokenization, the
 hand-off to the scheduler, streaming the first token back (``request_overhead_s``, the
 delay before a request reaches the scheduler). Both are fitted per engine on the
-``offline``, ``online`` and ``closed_loop`` cases of the fit half, jointly over the
-engine's metrics, in log space with a near-absolute loss (soft L1 at 1%): the median
-error is what the cases are scored on, and an engine's cases are often bimodal (models,
-harness versions), where a robust loss would fit one mode only. The step overhead moves
-every latency and throughput, the request overhead only TTFT, so the two separate.
+``offline``, ``online`` and ``closed_loop`` cases of the fit half, in log space with a
+near-absolute loss (soft L1 at 1%): the median error is what the cases are scored on, and an
+engine's cases are often bimodal (models, harness versions), where a robust loss would fit
+one mode only. The step overhead is fitted on the metrics iterations set (TPOT, ITL,
+throughput), then the request overhead on TTFT (:func:`_fit_engine` says why).
 
 Notes
 -----
@@ -101,21 +101,37 @@ def fit_serving_terms(profile: dict[str, Any], cases: Sequence[Case]) -> dict[st
 
 
 def _fit_engine(rows: list[tuple[tuple[RequestTimes, RequestTimes, RequestTimes], Case]]) -> tuple[float, float]:
+    """The engine's step overhead from the metrics the iterations set (TPOT, ITL, throughput),
+    then its request overhead from TTFT with that step overhead.
+
+    TTFT does not fit the step overhead: a benchmark harness adds time before the first token
+    (a chat template, a reasoning preamble, a client's own queue) that no engine term should
+    absorb, and fitted jointly the step overhead rose to chase it once the request overhead
+    reached its bound, slowing every iteration of that engine for every model.
+    """
     measured = np.array([case.measured for _, case in rows])
     level = np.array([serving_metric(full, c.metric, c.num_gpus) / serving_metric(base, c.metric, c.num_gpus)
                       for (full, base, _), c in rows])
-
     is_ttft = np.array([c.metric == "ttft_ms" for _, c in rows])
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        # x in milliseconds, so that finite-difference steps are microseconds
-        moved = np.array([serving_metric(base.shifted([(stepped, x[0] * 1e-3 / STEP_S)]), c.metric, c.num_gpus)
+    def predicted(step_ms: float, request_ms: float) -> np.ndarray:
+        moved = np.array([serving_metric(base.shifted([(stepped, step_ms * 1e-3 / STEP_S)]), c.metric, c.num_gpus)
                           for (_, base, stepped), c in rows])
-        predicted = level * moved + np.where(is_ttft, x[1], 0.0)
-        return np.log(np.maximum(predicted, 1e-30) / measured)
+        return level * moved + np.where(is_ttft, request_ms, 0.0)
 
-    result = least_squares(residuals, np.array([0.1, 1.0]),
-                           bounds=([0.0, 0.0], [STEP_OVERHEAD_MAX_S * 1e3, REQUEST_OVERHEAD_MAX_S * 1e3]),
-                           loss="soft_l1", f_scale=0.01, diff_step=1e-3)
+    def residuals(p: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(p[keep], 1e-30) / measured[keep])
+
+    # x in milliseconds, so that finite-difference steps are microseconds
+    step = 0.0
+    if (~is_ttft).any():
+        step = float(least_squares(lambda x: residuals(predicted(x[0], 0.0), ~is_ttft), np.array([0.1]),
+                                   bounds=([0.0], [STEP_OVERHEAD_MAX_S * 1e3]), loss="soft_l1", f_scale=0.01,
+                                   diff_step=1e-3).x[0])
+    request = 0.0
+    if is_ttft.any():
+        request = float(least_squares(lambda x: residuals(predicted(step, x[0]), is_ttft), np.array([1.0]),
+                                      bounds=([0.0], [REQUEST_OVERHEAD_MAX_S * 1e3]), loss="soft_l1", f_scale=0.01,
+                                      diff_step=1e-3).x[0])
     # Resolution 1 us: what the bounds leave as rounding noise becomes exactly 0.
-    return round(float(result.x[0]), 3) * 1e-3, round(float(result.x[1]), 3) * 1e-3
+    return round(step, 3) * 1e-3, round(request, 3) * 1e-3
