@@ -210,6 +210,44 @@ class StepModel:
         return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
                 self._with_host(t + self._attention_s("decode", after, after, d, d)))
 
+    def time_decode_sum(self, n: int, total: float) -> tuple[float, float]:
+        """:meth:`time_decode` of ``n`` sequences (one new token each) holding ``total`` cached
+        tokens [token] together; only with full attention (:attr:`full_attention`), where the
+        sum is all the spans depend on: ``total + n``."""
+        if not n:
+            return self.step_overhead_s, self.step_overhead_s
+        d = float(n)
+        t = self._decode_tables.get(d)
+        if t is None:
+            t = self._decode_tables[d] = self._table(self._balanced_list, d) + self._table(self._head_list, d)
+        spans = [total + n] * len(self.attention)
+        after = [x + d for x in spans]
+        return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
+                self._with_host(t + self._attention_s("decode", after, after, d, d)))
+
+    def time_sums(self, n_decode: int, decode_total: float, prefill_tokens: float, prefill_pairs: float,
+                  prefill_reads: float, n_prefill: int, logits: float) -> float:
+        """:meth:`time` from sums over the sequences: ``n_decode`` decoding ones holding
+        ``decode_total`` cached tokens, ``n_prefill`` prompts' chunks of ``prefill_tokens``
+        tokens with ``prefill_pairs`` (query, key) pairs and ``prefill_reads`` cached tokens read.
+        Only with full attention, one decode token per sequence and no attention-DP ranks
+        (:attr:`full_attention`, ``groups == 1``), where these sums are all :meth:`time` reads."""
+        d = float(n_decode)
+        p = prefill_tokens
+        t = self._table(self._balanced_list, d + p) + self._table(self._head_list, logits)
+        if d:
+            spans = [decode_total + n_decode] * len(self.attention)
+            t += self._attention_s("decode", spans, spans, d, d)
+        if p:
+            m = len(self.attention)
+            t += self._attention_s("prefill", [prefill_pairs] * m, [prefill_reads] * m, p, float(n_prefill))
+        return self._with_host(t)
+
+    @property
+    def full_attention(self) -> bool:
+        """Whether every attention op sees the whole context (no sliding window)."""
+        return self._all_full
+
     def _with_host(self, gpu_s: float) -> float:
         """An iteration of ``gpu_s`` of GPU work plus the host's [s].
 

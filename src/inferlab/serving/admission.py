@@ -1,0 +1,125 @@
+"""Requests entering and leaving one engine's running batch: admission (first come first
+served while a slot and the prompt's KV blocks are free), queue timeouts, finishing, and
+preemption under memory pressure; methods of :class:`~.engine.Engine`, apart so that each
+module holds one concept."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+class Admission:
+    """Admission, timeouts, finishing and preemption of :class:`~.engine.Engine`."""
+
+    run: Any
+    reuse: Any
+    sched: Any
+
+    def blocks_used(self) -> float:
+        run = self.run
+        tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
+        if self.lookahead:
+            tokens = tokens + self.lookahead
+        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
+
+    def _intake(self) -> None:
+        order, visible, waiting, run, reuse, now = self.order, self.visible, self.waiting, self.run, self.reuse, self.now
+        while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
+            waiting.append(order[self.pos])
+            self.pos += 1
+        if not waiting:  # nothing to admit
+            return
+        if self.timeout != math.inf:
+            self._expire()
+        max_seqs, prompt = self.sched.max_num_seqs, self.prompt
+        # admission: FIFO while a slot and the prompt's KV blocks are free
+        balanced = (self.ranks == 1 or not run.k or self.held_iters >= self.sched.balance_timeout_iters
+                    or len(waiting) >= min(self.ranks, max_seqs - run.k))  # an idle engine spins its timeout away
+        if waiting and not self.hold and run.k < max_seqs and balanced:
+            self.held_iters = 0
+            used = self.blocks_used()
+            reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
+            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            while w < len(waiting) and run.k < max_seqs:
+                i = waiting[w]
+                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
+                if used + need > self.capacity_blocks:
+                    break
+                w += 1
+                run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
+                        views=False)
+                reuse.admitted(i, found, pin)
+                used += need
+                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                    first_sched[i] = now
+            del waiting[:w]
+            run._views()
+            if reuse.cache.evictable_blocks:
+                reuse.fit(self.capacity_blocks - used)
+
+    def _expire(self) -> None:
+        """Drop the requests whose prefill has not begun within the timeout of reaching the
+        scheduler: waiting, or admitted behind other prompts' chunks."""
+        limit = self.now - self.timeout
+        keep = []
+        for i in self.waiting:
+            if self.visible[i] <= limit and not self.started[i]:
+                self.timed_out.append(i)
+            else:
+                keep.append(i)
+        if len(keep) < len(self.waiting):
+            self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
+        run = self.run
+        if run.prefilling:
+            ids = run.idx
+            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
+            if late.any():
+                for i in ids[late].tolist():
+                    self.timed_out.append(i)
+                    self.reuse.released(i, None)
+                    self.outstanding -= 1
+                run.keep(~late)
+                run.prefilling -= int(np.count_nonzero(late))
+
+    def _finish(self) -> list[int]:
+        run = self.run
+        finished = run.gen >= run.osl
+        if not np.logical_or.reduce(finished):
+            return []
+        done = run.idx[finished].tolist()
+        self.outstanding -= len(done)
+        for i in done:
+            self.finish[i] = self.now
+            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
+        self.hold = False
+        run.keep(~finished)
+        return done
+
+    def _preempt(self, total: float | None = None) -> None:
+        """Memory pressure: preempt the newest requests (recomputed later) until the KV fits
+        (checked exactly only when a quick upper bound on the blocks in use exceeds the pool);
+        ``total``: the KV tokens the running requests hold, when the caller knows it."""
+        run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
+        spare = reuse.cache.evictable_blocks
+        bound = 0.0
+        if run.k and (spare or not reserve):
+            held = float(np.add.reduce(run.cached)) if total is None else total
+            bound = (held + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment
+        if not reserve and run.k > 1 and bound > cap:
+            while run.k > 1 and self.blocks_used() > cap:
+                i = int(run.idx[-1])
+                self.generated[i] = run.gen[-1]
+                self.prompt[i] = self.isl_l[i] + self.generated[i]
+                run.drop_last()
+                reuse.released(i, None)
+                self.recompute[i] = True
+                self.waiting.insert(0, i)
+                self.preemptions += 1
+                self.hold = True
+            spare, bound = reuse.cache.evictable_blocks, math.inf
+        if spare and bound + spare > cap:  # cached blocks nobody reads give way
+            reuse.fit(cap - self.blocks_used())
