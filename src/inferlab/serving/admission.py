@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .iteration import SMALL_BATCH
+
 
 class Admission:
     """Admission, timeouts, finishing and preemption of :class:`~.engine.Engine`."""
@@ -19,7 +21,16 @@ class Admission:
     sched: Any
 
     def blocks_used(self) -> float:
+        """KV blocks the running requests hold [block]."""
         run = self.run
+        if self.whole and run.k <= SMALL_BATCH:  # plain floats, exact (see .iteration)
+            done, gen, base, _, osl = run.rows()
+            block = self.block
+            if self.sched.reserve_output:
+                held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.idx.tolist(), osl)]
+            else:
+                held = [math.ceil(max(d + g - b, 1.0) / block) for d, g, b in zip(done, gen, base)]
+            return float(sum(held)) + self.reuse.shared_adjustment
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
             tokens = tokens + self.lookahead

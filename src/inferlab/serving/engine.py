@@ -214,8 +214,8 @@ class Engine(Admission):
     def _plan_prefill(self) -> None:
         run = self.run
         plan = plan_prefill_sums if self.sums and self.whole and run.k <= SMALL_BATCH else plan_prefill
-        elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin = plan(run, self.sched, self.model)
-        self._plan = ("prefill", elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin)
+        self._plan = ("prefill", *plan(run, self.sched, self.model))
+        elapsed = self._plan[1]
         self.plan_end = self.now + elapsed
 
     def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None,
@@ -248,11 +248,13 @@ class Engine(Admission):
         plan, self._plan, self.plan_end = self._plan, None, math.inf
         run, reuse = self.run, self.reuse
         if plan[0] == "prefill":
-            _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin = plan
+            _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
             self.itl_v.append(elapsed)
             self.itl_w.append(float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
+            if sums is not None:
+                return self._advance_sums(elapsed, chunk, n_dec, n_fin, *sums)
             if n_dec:
                 run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
                     self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
@@ -287,6 +289,34 @@ class Engine(Admission):
         else:
             done = self._finish()
             self._preempt()
+        self.q_times.append(self.now)
+        self.q_depth.append(len(self.waiting))
+        return done
+
+    def _advance_sums(self, elapsed: float, chunk: np.ndarray, n_dec: int, n_fin: int, emits: np.ndarray,
+                      prompted: list[int], prefill_tokens: float, ends: bool, held: float) -> list[int]:
+        """The rest of :meth:`advance` for a prefill iteration planned by :func:`.plan_prefill_sums`."""
+        run, reuse = self.run, self.reuse
+        run.gen += emits
+        run.done += chunk
+        self.tokens += prefill_tokens + n_dec
+        if self.timeout != math.inf:
+            self.started[run.idx[chunk > 0]] = True
+        if n_fin:
+            run.prefilling -= n_fin
+            first_tok = self.first_tok
+            for i in prompted:
+                if first_tok[i] != first_tok[i]:  # NaN: its first token
+                    first_tok[i] = self.now
+                if reuse.active:
+                    reuse.prefilled(i, self.prompt[i])
+        self.busy_s += elapsed
+        if ends:
+            done = self._finish()
+            self._preempt()
+        else:
+            done = []
+            self._preempt(held)
         self.q_times.append(self.now)
         self.q_depth.append(len(self.waiting))
         return done

@@ -31,7 +31,8 @@ SMALL_BATCH = 32
 
 def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
     """An iteration with prefill chunks: its time [s], the chunk of each slot [token], which
-    slots decode and how many, which slots finish their prompt and how many."""
+    slots decode and how many, which slots finish their prompt and how many, and None (what
+    :func:`plan_prefill_sums` knows beyond that)."""
     chunked = sched.chunked_prefill
     budget_max = sched.max_num_batched_tokens
     prefilling = run.done < run.prompt
@@ -61,14 +62,17 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     dctx = run.cached[decoding_mask] if n_dec else np.zeros(0)
     elapsed = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
                          prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
-    return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin
+    return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, None
 
 
 def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
-    """:func:`plan_prefill` of a whole-token batch with plain floats (see the module's notes)."""
+    """:func:`plan_prefill` of a whole-token batch with plain floats (see the module's notes);
+    what it knows beyond that: the tokens each slot emits (one where it decodes or finishes its
+    prompt), the requests that finish their prompt, the tokens prefilled, whether a request
+    reaches its output length, and the KV tokens held after the iteration."""
     chunked = sched.chunked_prefill
     budget_max = sched.max_num_batched_tokens
-    done, gen, base, prompt, _ = run.rows()
+    done, gen, base, prompt, osl = run.rows()
     k = run.k
     decoding = [d >= p for d, p in zip(done, prompt)]
     n_dec = decoding.count(True)
@@ -105,7 +109,13 @@ def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> 
             reads += c + q
             n_prefill += 1
     elapsed = model.time_sums(n_dec, decode_total, p, pairs, reads, n_prefill, float(n_dec + n_fin))
-    return elapsed, np.array(chunk), np.array(decoding), n_dec, np.array(finishing), n_fin
+    emits = [1.0 if x or f else 0.0 for x, f in zip(decoding, finishing)]
+    idx = run.idx.tolist()
+    prompted = [i for i, f in zip(idx, finishing) if f]
+    ends = any(g + e >= o for g, e, o in zip(gen, emits, osl))
+    held = float(sum(d + q + g + e - b for d, q, g, e, b in zip(done, chunk, gen, emits, base)))
+    return (elapsed, np.array(chunk), np.array(decoding), n_dec, np.array(finishing), n_fin,
+            (np.array(emits), prompted, p, ends, held))
 
 
 def decode_sums(run: RunningBatch, block: int) -> tuple[float, float, float]:
