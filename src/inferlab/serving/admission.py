@@ -96,19 +96,37 @@ class Admission:
                 run.keep(~late)
                 run.prefilling -= int(np.count_nonzero(late))
 
-    def _finish(self) -> list[int]:
+    def _finish(self) -> tuple[list[int], float | None]:
+        """Remove the requests that reached their output length; the removed ones, and the KV
+        tokens the others hold when it is known (a small whole-token batch, plain floats)."""
         run = self.run
+        if self.whole and run.k <= SMALL_BATCH:
+            done_, gen, base, _, osl = run.rows()
+            ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
+            if not ends:
+                return [], None
+            idx = run.idx.tolist()
+            done = [idx[j] for j in ends]
+            self._finished(done)
+            if len(ends) == 1:
+                run.drop(ends[0])
+            else:
+                run.keep(np.asarray(gen) < np.asarray(osl))
+            return done, float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))
         finished = run.gen >= run.osl
         if not np.logical_or.reduce(finished):
-            return []
+            return [], None
         done = run.idx[finished].tolist()
+        self._finished(done)
+        run.keep(~finished)
+        return done, None
+
+    def _finished(self, done: list[int]) -> None:
         self.outstanding -= len(done)
         for i in done:
             self.finish[i] = self.now
             self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
         self.hold = False
-        run.keep(~finished)
-        return done
 
     def _preempt(self, total: float | None = None) -> None:
         """Memory pressure: preempt the newest requests (recomputed later) until the KV fits

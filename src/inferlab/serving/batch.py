@@ -109,6 +109,14 @@ class RunningBatch:
         self.k = m
         self._views()
 
+    def drop(self, j: int) -> None:
+        """Remove slot ``j`` (a request that finished: not prefilling), the later ones moving up."""
+        k = self.k
+        self._idx[j:k - 1] = self._idx[j + 1:k]
+        self._rows[:, j:k - 1] = self._rows[:, j + 1:k]
+        self.k = k - 1
+        self._views()
+
     def drop_last(self) -> None:
         if self.done[-1] < self.prompt[-1]:
             self.prefilling -= 1

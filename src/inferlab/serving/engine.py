@@ -287,8 +287,8 @@ class Engine(Admission):
             done = []
             self._preempt(total + run.k * k)
         else:
-            done = self._finish()
-            self._preempt()
+            done, held = self._finish()
+            self._preempt(held)
         self.q_times.append(self.now)
         self.q_depth.append(len(self.waiting))
         return done
@@ -312,8 +312,8 @@ class Engine(Admission):
                     reuse.prefilled(i, self.prompt[i])
         self.busy_s += elapsed
         if ends:
-            done = self._finish()
-            self._preempt()
+            done, held = self._finish()
+            self._preempt(held)
         else:
             done = []
             self._preempt(held)
