@@ -67,9 +67,9 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
 
 def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
     """:func:`plan_prefill` of a whole-token batch with plain floats (see the module's notes);
-    what it knows beyond that: the tokens each slot emits (one where it decodes or finishes its
-    prompt), the requests that finish their prompt, the tokens prefilled, whether a request
-    reaches its output length, and the KV tokens held after the iteration."""
+    without the masks (None), and what it knows beyond that: the tokens each slot emits (one
+    where it decodes or finishes its prompt), the requests that finish their prompt, the tokens
+    prefilled, whether a request reaches its output length, and the KV tokens held after it."""
     chunked = sched.chunked_prefill
     budget_max = sched.max_num_batched_tokens
     done, gen, base, prompt, osl = run.rows()
@@ -95,27 +95,31 @@ def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> 
     if not chunked:
         decoding = [False] * k
         n_dec = 0
-    finishing = [q > 0 and d + q >= p for q, d, p in zip(chunk, done, prompt)]
-    n_fin = finishing.count(True)
-    decode_total = 0.0
-    if n_dec:
-        decode_total = float(sum(d + g - b for d, g, b, x in zip(done, gen, base, decoding) if x))
-    p = pairs = reads = 0.0
+    # per slot: its tokens emitted (a decode, or the first token after its prompt), its sums
+    idx = run.idx.tolist()
+    emits, prompted, ends, held = [], [], False, 0.0
+    decode_total = p = pairs = reads = 0.0
     n_prefill = 0
-    for q, c in zip(chunk, done):
+    for j in range(k):
+        d, q, g = done[j], chunk[j], gen[j]
+        e = 0.0
         if q > 0:
             p += q
-            pairs += q * c + q * (q + 1.0) / 2.0
-            reads += c + q
+            pairs += q * d + q * (q + 1.0) / 2.0
+            reads += d + q
             n_prefill += 1
+            if d + q >= prompt[j]:
+                prompted.append(idx[j])
+                e = 1.0
+        elif decoding[j]:
+            decode_total += d + g - base[j]
+            e = 1.0
+        emits.append(e)
+        ends = ends or g + e >= osl[j]
+        held += d + q + g + e - base[j]
+    n_fin = len(prompted)
     elapsed = model.time_sums(n_dec, decode_total, p, pairs, reads, n_prefill, float(n_dec + n_fin))
-    emits = [1.0 if x or f else 0.0 for x, f in zip(decoding, finishing)]
-    idx = run.idx.tolist()
-    prompted = [i for i, f in zip(idx, finishing) if f]
-    ends = any(g + e >= o for g, e, o in zip(gen, emits, osl))
-    held = float(sum(d + q + g + e - b for d, q, g, e, b in zip(done, chunk, gen, emits, base)))
-    return (elapsed, np.array(chunk), np.array(decoding), n_dec, np.array(finishing), n_fin,
-            (np.array(emits), prompted, p, ends, held))
+    return elapsed, np.array(chunk), None, n_dec, None, n_fin, (np.array(emits), prompted, p, ends, held)
 
 
 def decode_sums(run: RunningBatch, block: int) -> tuple[float, float, float]:
