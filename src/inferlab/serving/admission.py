@@ -29,7 +29,7 @@ class Admission:
             if self.sched.reserve_output:
                 held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.idx.tolist(), osl)]
             else:
-                held = [math.ceil(max(d + g - b, 1.0) / block) for d, g, b in zip(done, gen, base)]
+                held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block) for d, g, b in zip(done, gen, base)]
             return float(sum(held)) + self.reuse.shared_adjustment
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
@@ -37,7 +37,10 @@ class Admission:
         return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
     def _intake(self) -> None:
-        order, visible, waiting, run, reuse, now = self.order, self.visible, self.waiting, self.run, self.reuse, self.now
+        order, waiting, now = self.order, self.waiting, self.now
+        if not waiting and (self.pos >= len(order) or self.visible[order[self.pos]] > now + 1e-12):
+            return  # nobody to admit
+        visible, run, reuse = self.visible, self.run, self.reuse
         while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
             waiting.append(order[self.pos])
             self.pos += 1

@@ -128,4 +128,4 @@ def decode_sums(run: RunningBatch, block: int) -> tuple[float, float, float]:
     done, gen, base, _, osl = run.rows()
     cached = [d + g - b for d, g, b in zip(done, gen, base)]
     least = min([o - g for o, g in zip(osl, gen)])
-    return float(sum(cached)), least, float(sum([math.ceil(max(c, 1.0) / block) for c in cached]))
+    return float(sum(cached)), least, float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
