@@ -62,6 +62,9 @@ class Engine(Admission):
         Tokens processed (prompt tokens prefilled and tokens decoded).
     outstanding : int
         Requests sent here and not finished (on their way, waiting or running).
+    whole : bool
+        Plain decoding of whole-token lengths: every token count is a whole number, so a
+        small batch can be planned from plain-float sums exactly (:mod:`.iteration`).
     """
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
@@ -73,9 +76,7 @@ class Engine(Admission):
         self.decoding = decoding or PlainDecoding
         self.lookahead = self.decoding.lookahead
         self.prefilled = prefilled
-        # plain decoding of whole-token lengths: every token count is a whole number, so sums
-        # of them are exact in any order and a stretch's sums follow from the last ones
-        self.whole = self.decoding is PlainDecoding
+        self.whole = self.decoding is PlainDecoding  # until a length with a fraction comes
         # a step model that times an iteration from sums alone (see .iteration)
         self.sums = type(model) is StepModel and model.full_attention and model.groups == 1
         self.delay = float(getattr(model, "request_overhead_s", 0.0))
