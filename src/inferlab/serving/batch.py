@@ -31,9 +31,16 @@ class PlainDecoding:
                 free_tokens: float) -> tuple[int, float, float, float]:
         """Decode-only steps until a request finishes, the KV pool fills or ``max_steps``:
         the steps, the tokens each request emitted, their time [s] and mean step [s]."""
-        k = min(int(max(1.0, float(np.minimum.reduce(remaining)))), max_steps)
+        return PlainDecoding.stretch_least(t0, t1, float(np.minimum.reduce(remaining)), len(remaining), max_steps,
+                                           free_tokens)
+
+    @staticmethod
+    def stretch_least(t0: float, t1: float, least: float, n: int, max_steps: int,
+                      free_tokens: float) -> tuple[int, float, float, float]:
+        """:meth:`stretch` of ``n`` requests whose fewest tokens still to emit are ``least``."""
+        k = min(int(max(1.0, least)), max_steps)
         if free_tokens != math.inf:
-            k = min(k, max(1, int(free_tokens // max(len(remaining), 1)) + 1))
+            k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
         return PlainDecoding.steps(k, t0, t1)
 
     @staticmethod
@@ -48,37 +55,46 @@ class PlainDecoding:
 def cut_stretch(plan: tuple, gap: float) -> tuple | None:
     """A :class:`PlainDecoding` stretch ``plan`` (``("decode", t0, t1, k, ...)``) stopped for an
     arrival that can be admitted ``gap`` [s] after its start and comes before any other,
-    counted as :func:`stretch_limits` counts it; None: the stretch ends before it anyway."""
+    counted as :func:`stretch_limits` counts it; None: the stretch ends before it anyway. What
+    the plan carries beyond its steps (``plan[7:]``) holds for the shorter stretch too."""
     steps = max(1, int(math.ceil(gap / plan[1])))
-    return ("decode", *plan[1:3], *PlainDecoding.steps(steps, *plan[1:3])) if steps < plan[3] else None
+    return ("decode", *plan[1:3], *PlainDecoding.steps(steps, *plan[1:3]), *plan[7:]) if steps < plan[3] else None
 
 
 class RunningBatch:
     """Running requests as arrays (one slot per admitted request), in preallocated buffers;
-    the public attributes are views of the first ``k`` slots."""
+    the public attributes are views of the first ``k`` slots. The float columns share one
+    two-dimensional buffer (a row each, :data:`ROWS`), so that :meth:`keep` and
+    :meth:`rows` treat them in one call."""
 
-    FIELDS = ("idx", "done", "gen", "base", "prompt", "osl")
+    ROWS = ("done", "gen", "base", "prompt", "osl")
 
     def __init__(self, capacity: int) -> None:
         self.k = 0
         self.prefilling = 0  # slots whose prompt is not prefilled yet
-        self._buf = {f: np.zeros(max(capacity, 1), np.int64 if f == "idx" else float) for f in self.FIELDS}
+        self._idx = np.zeros(max(capacity, 1), np.int64)
+        self._rows = np.zeros((len(self.ROWS), max(capacity, 1)))
         self._views()
 
     def _views(self) -> None:
-        k, b = self.k, self._buf
-        self.idx, self.done, self.gen = b["idx"][:k], b["done"][:k], b["gen"][:k]
-        self.base, self.prompt, self.osl = b["base"][:k], b["prompt"][:k], b["osl"][:k]
+        k, r = self.k, self._rows
+        self.idx = self._idx[:k]
+        self.done, self.gen, self.base, self.prompt, self.osl = r[0, :k], r[1, :k], r[2, :k], r[3, :k], r[4, :k]
+
+    def rows(self) -> list[list[float]]:
+        """The float columns of the running slots as lists, in the order of :data:`ROWS`."""
+        return self._rows[:, :self.k].tolist()
 
     def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0, views: bool = True) -> None:
         """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
         ``done`` of them already in the cache); ``views=False``: the caller calls :meth:`_views`
         after admitting several."""
-        b, k = self._buf, self.k
-        if k == len(b["idx"]):
-            self._buf = b = {f: np.concatenate([v, np.zeros_like(v)]) for f, v in b.items()}
-        b["idx"][k], b["done"][k], b["gen"][k], b["base"][k] = i, done, generated, generated
-        b["prompt"][k], b["osl"][k] = prompt, osl
+        k = self.k
+        if k == len(self._idx):
+            self._idx = np.concatenate([self._idx, np.zeros_like(self._idx)])
+            self._rows = np.concatenate([self._rows, np.zeros_like(self._rows)], axis=1)
+        r = self._rows
+        self._idx[k], r[0, k], r[1, k], r[2, k], r[3, k], r[4, k] = i, done, generated, generated, prompt, osl
         self.k = k + 1
         self.prefilling += 0 if done >= prompt else 1
         if views:
@@ -87,10 +103,18 @@ class RunningBatch:
     def keep(self, mask: np.ndarray) -> None:
         """Keep the slots where ``mask`` is true, in order."""
         m = int(np.count_nonzero(mask))
-        for f in self.FIELDS:
-            v = self._buf[f]
-            v[:m] = v[:self.k][mask]
+        k = self.k
+        self._idx[:m] = self._idx[:k][mask]
+        self._rows[:, :m] = self._rows[:, :k][:, mask]
         self.k = m
+        self._views()
+
+    def drop(self, j: int) -> None:
+        """Remove slot ``j`` (a request that finished: not prefilling), the later ones moving up."""
+        k = self.k
+        self._idx[j:k - 1] = self._idx[j + 1:k]
+        self._rows[:, j:k - 1] = self._rows[:, j + 1:k]
+        self.k = k - 1
         self._views()
 
     def drop_last(self) -> None:
@@ -122,18 +146,21 @@ def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: in
 
 def stretch_limits(sched: SchedulerConfig, run: RunningBatch, t0: float, now: float, waiting: list[int],
                     order: list[int], pos: int, visible: list[float], capacity_blocks: float, block: int,
-                    lookahead: int, cached: np.ndarray | None = None) -> tuple[int, float]:
+                    lookahead: int, cached: np.ndarray | None = None,
+                    held_blocks: float | None = None) -> tuple[int, float]:
     """Decode-only iterations (every running request decoding) that can run before an
     arrival could be admitted (``t0`` [s]: the first one's time), and the KV tokens free
-    for the requests to grow into (unbounded when their outputs are reserved); ``cached``:
-    ``run.cached`` when the caller has it."""
+    for the requests to grow into (unbounded when their outputs are reserved); ``cached``
+    (``run.cached``) or ``held_blocks`` (the blocks counted here) when the caller has them."""
     max_steps = 1 << 62
     free_tokens = math.inf
     # KV growth: each running request adds its tokens per step (nothing to check when reserved)
     if not sched.reserve_output:
-        c = run.cached if cached is None else cached
-        held = np.maximum(c, 1.0) + lookahead if lookahead else np.maximum(c, 1.0)
-        free_tokens = (capacity_blocks - float(np.add.reduce(np.ceil(held / block)))) * block
+        if held_blocks is None:
+            c = run.cached if cached is None else cached
+            held = np.maximum(c, 1.0) + lookahead if lookahead else np.maximum(c, 1.0)
+            held_blocks = float(np.add.reduce(np.ceil(held / block)))
+        free_tokens = (capacity_blocks - held_blocks) * block
     # an arrival that could be admitted (a slot and its prompt blocks are free)
     if pos < len(order) and run.k < sched.max_num_seqs and not waiting:
         gap = visible[order[pos]] - now

@@ -4,7 +4,9 @@ Event-driven: an iteration is timed by :class:`~.stepmodel.StepModel` from the m
 runs (decode tokens, prefill chunks and their contexts). Stretches of decode-only
 iterations between events (an arrival that can be admitted, a request finishing, the KV
 pool filling up) are advanced in one go: the step time grows linearly with the contexts,
-so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python work.
+so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python work. A small
+batch of whole-token requests is planned from plain-float sums instead of arrays
+(:mod:`.iteration`), with the same numbers.
 
 :func:`~.simulator.simulate` drives one :class:`Engine` over a known set of requests; a
 fleet (:mod:`inferlab.fleet`) drives many on one clock, handing each its requests as a
@@ -22,12 +24,15 @@ import numpy as np
 
 from ..engines.scheduler import SchedulerConfig
 from ..inputs.prefixes import PrefixPlan
+from .admission import Admission
 from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
+from .iteration import SMALL_BATCH, decode_sums, plan_prefill, plan_prefill_sums
 from .prefix_cache import PrefixReuse
+from .stepmodel import StepModel
 
 __all__ = ["Engine", "PlainDecoding"]
 
-class Engine:
+class Engine(Admission):
     """One replica: its waiting queue, running batch, KV pool and prefix cache, on its own clock.
 
     Parameters
@@ -57,6 +62,9 @@ class Engine:
         Tokens processed (prompt tokens prefilled and tokens decoded).
     outstanding : int
         Requests sent here and not finished (on their way, waiting or running).
+    whole : bool
+        Plain decoding of whole-token lengths: every token count is a whole number, so a
+        small batch can be planned from plain-float sums exactly (:mod:`.iteration`).
     """
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
@@ -68,6 +76,9 @@ class Engine:
         self.decoding = decoding or PlainDecoding
         self.lookahead = self.decoding.lookahead
         self.prefilled = prefilled
+        self.whole = self.decoding is PlainDecoding  # until a length with a fraction comes
+        # a step model that times an iteration from sums alone (see .iteration)
+        self.sums = type(model) is StepModel and model.full_attention and model.groups == 1
         self.delay = float(getattr(model, "request_overhead_s", 0.0))
         self.n = 0
         self._cols = request_columns(max(capacity, 1))
@@ -109,6 +120,7 @@ class Engine:
         self.n = n
         self.arrivals[:n], self.isl[:n], self.osl[:n], self.prompt[:n] = arrivals, isl, osl, isl
         self.isl_l, self.osl_l = np.asarray(isl, float).tolist(), np.asarray(osl, float).tolist()
+        self.whole = self.whole and all(float(x).is_integer() for x in self.isl_l + self.osl_l)
         self.visible = (np.asarray(arrivals, float) + self.delay).tolist()
         sent = int(np.sum(~np.isnan(arrivals)))
         self.order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
@@ -127,6 +139,8 @@ class Engine:
         self.isl[i], self.osl[i], self.prompt[i] = isl, osl, isl
         self.isl_l.append(float(isl))
         self.osl_l.append(float(osl))
+        if self.whole and not (self.isl_l[-1].is_integer() and self.osl_l[-1].is_integer()):
+            self.whole = False
         self.visible.append(math.nan)
         if self.reuse.active:
             self.reuse.add(stream, prefix, extends)
@@ -178,13 +192,6 @@ class Engine:
     def planned(self) -> bool:
         return self._plan is not None
 
-    def blocks_used(self) -> float:
-        run = self.run
-        tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
-        if self.lookahead:
-            tokens = tokens + self.lookahead
-        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
-
     # -- one iteration --------------------------------------------------------------------
     def prepare(self) -> bool:
         """Take in the requests that reached the scheduler, admit what fits, and plan the next
@@ -199,117 +206,44 @@ class Engine:
             return False
         if self.run.prefilling:
             self._plan_prefill()
+        elif self.sums and self.whole and self.run.k <= SMALL_BATCH:
+            sums = decode_sums(self.run, self.block)
+            self._plan_decode(*self.model.time_decode_sum(self.run.k, sums[0]), sums=sums)
         else:
             t0, t1 = self.model.time_decode(cached := self.run.cached)
             self._plan_decode(t0, t1, cached)
         return True
 
-    def _intake(self) -> None:
-        order, visible, waiting, run, reuse, now = self.order, self.visible, self.waiting, self.run, self.reuse, self.now
-        while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
-            waiting.append(order[self.pos])
-            self.pos += 1
-        if not waiting:  # nothing to admit
-            return
-        if self.timeout != math.inf:
-            self._expire()
-        max_seqs, prompt = self.sched.max_num_seqs, self.prompt
-        # admission: FIFO while a slot and the prompt's KV blocks are free
-        balanced = (self.ranks == 1 or not run.k or self.held_iters >= self.sched.balance_timeout_iters
-                    or len(waiting) >= min(self.ranks, max_seqs - run.k))  # an idle engine spins its timeout away
-        if waiting and not self.hold and run.k < max_seqs and balanced:
-            self.held_iters = 0
-            used = self.blocks_used()
-            reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
-            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
-            while w < len(waiting) and run.k < max_seqs:
-                i = waiting[w]
-                found, pin, counted = reuse.lookup(i, p := prompt[i])
-                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
-                if used + need > self.capacity_blocks:
-                    break
-                w += 1
-                run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
-                        views=False)
-                reuse.admitted(i, found, pin)
-                used += need
-                if first_sched[i] != first_sched[i]:  # NaN: first admission
-                    first_sched[i] = now
-            del waiting[:w]
-            run._views()
-            if reuse.cache.evictable_blocks:
-                reuse.fit(self.capacity_blocks - used)
-
-    def _expire(self) -> None:
-        """Drop the requests whose prefill has not begun within the timeout of reaching the
-        scheduler: waiting, or admitted behind other prompts' chunks."""
-        limit = self.now - self.timeout
-        keep = []
-        for i in self.waiting:
-            if self.visible[i] <= limit and not self.started[i]:
-                self.timed_out.append(i)
-            else:
-                keep.append(i)
-        if len(keep) < len(self.waiting):
-            self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
-        run = self.run
-        if run.prefilling:
-            ids = run.idx
-            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
-            if late.any():
-                for i in ids[late].tolist():
-                    self.timed_out.append(i)
-                    self.reuse.released(i, None)
-                    self.outstanding -= 1
-                run.keep(~late)
-                run.prefilling -= int(np.count_nonzero(late))
-
     def _plan_prefill(self) -> None:
-        run, sched = self.run, self.sched
-        chunked = sched.chunked_prefill
-        budget_max = sched.max_num_batched_tokens
-        prefilling = run.done < run.prompt
-        decoding_mask = ~prefilling
-        n_dec = int(np.count_nonzero(decoding_mask))
-        # prefill chunks, first come first served, within the token budget
-        budget = budget_max - (n_dec if chunked else 0)
-        chunk = np.zeros(run.k)
-        left = run.prompt - run.done
-        for j in prefilling.nonzero()[0].tolist():
-            if budget <= 0:
-                break
-            lj = float(left[j])
-            if chunked:
-                take = min(lj, budget)
-            elif lj > budget and budget < budget_max:
-                break
-            else:
-                take = lj  # without chunking a prompt is prefilled whole
-            chunk[j] = take
-            budget -= take
-        runs_prefill = chunk > 0
-        if not chunked:
-            decoding_mask[:] = False  # a whole-prompt prefill iteration runs no decodes
-            n_dec = 0
-        finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
-        n_fin = int(np.count_nonzero(finishing_prefill))
-        dctx = run.cached[decoding_mask] if n_dec else np.zeros(0)
-        elapsed = self.model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
-                                  prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
-        self._plan = ("prefill", elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin)
+        run = self.run
+        plan = plan_prefill_sums if self.sums and self.whole and run.k <= SMALL_BATCH else plan_prefill
+        self._plan = ("prefill", *plan(run, self.sched, self.model))
+        elapsed = self._plan[1]
         self.plan_end = self.now + elapsed
 
-    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
+    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None,
+                     sums: tuple[float, float, float] | None = None) -> None:
+        """Plan a decode stretch; ``cached`` (``run.cached``) or ``sums`` (:func:`.decode_sums`)
+        when the caller has them."""
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
-                                                 self.block, self.lookahead, cached)
+                                                 self.block, self.lookahead, cached, None if sums is None else sums[2])
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):
                 max_steps = min(max_steps, max(1, int(math.ceil((self.visible[self.order[self.pos]] - self.now) / t0))))
-        k, tokens, elapsed, step = self.decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
-        self._plan = ("decode", t0, t1, k, tokens, elapsed, step)
+        least = total = math.nan  # fewest tokens a request has left to emit; the KV tokens held
+        if not self.whole:
+            k, tokens, elapsed, step = self.decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
+        else:
+            if sums is not None:
+                total, least = sums[0], sums[1]
+            else:
+                least = float(np.minimum.reduce(run.osl - run.gen))
+                total = float(np.add.reduce(run.cached if cached is None else cached))
+            k, tokens, elapsed, step = PlainDecoding.stretch_least(t0, t1, least, run.k, max_steps, free_tokens)
+        self._plan = ("decode", t0, t1, k, tokens, elapsed, step, least, total)
         self.plan_end = self.now + elapsed
 
     def advance(self) -> list[int]:
@@ -317,11 +251,13 @@ class Engine:
         plan, self._plan, self.plan_end = self._plan, None, math.inf
         run, reuse = self.run, self.reuse
         if plan[0] == "prefill":
-            _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin = plan
+            _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
             self.itl_v.append(elapsed)
             self.itl_w.append(float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
+            if sums is not None:
+                return self._advance_sums(elapsed, chunk, n_dec, n_fin, *sums)
             if n_dec:
                 run.gen[decoding_mask] += 1.0 if self.decoding is PlainDecoding else \
                     self.decoding.tokens(run.osl[decoding_mask] - run.gen[decoding_mask])
@@ -339,7 +275,7 @@ class Engine:
                     for i in ids.tolist():
                         reuse.prefilled(i, self.prompt[i])
         else:
-            _, t0, _, k, tokens, elapsed, step = plan
+            _, t0, _, k, tokens, elapsed, step, least, total = plan
             self.itl_v.append(step)
             self.itl_w.append(float(run.k) * k)
             if self.prefilled:  # a transferred request's first token is its first decode step's
@@ -350,47 +286,43 @@ class Engine:
             self.tokens += float(run.k) * k
             self.held_iters += k if self.waiting else 0
         self.busy_s += elapsed
-        done = self._finish()
-        self._preempt()
+        if plan[0] == "decode" and k < least:  # no request finishes; each holds k more tokens
+            done = []
+            self._preempt(total + run.k * k)
+        else:
+            done, held = self._finish()
+            self._preempt(held)
         self.q_times.append(self.now)
         self.q_depth.append(len(self.waiting))
         return done
 
-    def _finish(self) -> list[int]:
-        run = self.run
-        finished = run.gen >= run.osl
-        if not np.logical_or.reduce(finished):
-            return []
-        done = run.idx[finished].tolist()
-        self.outstanding -= len(done)
-        for i in done:
-            self.finish[i] = self.now
-            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
-        self.hold = False
-        run.keep(~finished)
+    def _advance_sums(self, elapsed: float, chunk: np.ndarray, n_dec: int, n_fin: int, emits: np.ndarray,
+                      prompted: list[int], prefill_tokens: float, ends: bool, held: float) -> list[int]:
+        """The rest of :meth:`advance` for a prefill iteration planned by :func:`.plan_prefill_sums`."""
+        run, reuse = self.run, self.reuse
+        run.gen += emits
+        run.done += chunk
+        self.tokens += prefill_tokens + n_dec
+        if self.timeout != math.inf:
+            self.started[run.idx[chunk > 0]] = True
+        if n_fin:
+            run.prefilling -= n_fin
+            first_tok = self.first_tok
+            for i in prompted:
+                if first_tok[i] != first_tok[i]:  # NaN: its first token
+                    first_tok[i] = self.now
+                if reuse.active:
+                    reuse.prefilled(i, self.prompt[i])
+        self.busy_s += elapsed
+        if ends:
+            done, held = self._finish()
+            self._preempt(held)
+        else:
+            done = []
+            self._preempt(held)
+        self.q_times.append(self.now)
+        self.q_depth.append(len(self.waiting))
         return done
-
-    def _preempt(self) -> None:
-        """Memory pressure: preempt the newest requests (recomputed later) until the KV fits
-        (checked exactly only when a quick upper bound on the blocks in use exceeds the pool)."""
-        run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
-        spare = reuse.cache.evictable_blocks
-        bound = (float(np.add.reduce(run.cached)) + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment \
-            if run.k and (spare or not reserve) else 0.0
-        if not reserve and run.k > 1 and bound > cap:
-            while run.k > 1 and self.blocks_used() > cap:
-                i = int(run.idx[-1])
-                self.generated[i] = run.gen[-1]
-                self.prompt[i] = self.isl_l[i] + self.generated[i]
-                run.drop_last()
-                reuse.released(i, None)
-                self.recompute[i] = True
-                self.waiting.insert(0, i)
-                self.preemptions += 1
-                self.hold = True
-            spare, bound = reuse.cache.evictable_blocks, math.inf
-        if spare and bound + spare > cap:  # cached blocks nobody reads give way
-            reuse.fit(cap - self.blocks_used())
 
     def abort(self) -> list[int]:
         """The replica fails: every request sent here and not finished is lost; returns them."""

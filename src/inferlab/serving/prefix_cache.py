@@ -199,6 +199,8 @@ class PrefixReuse:
         counted in the pool (pinned by another request)."""
         if not self.active:
             return 0.0, 0, 0
+        if self._prefix[i] == 0.0:  # no prefix: what the lookup below finds without looking
+            return min(0.0, prompt - 1.0), 0, 0
         stream = self._stream[i]
         blocks = self.cache.cached_tokens(stream, self._prefix[i]) // self.block_size
         found = min(float(blocks * self.block_size), prompt - 1.0)

@@ -27,12 +27,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
 from ..techniques.step import ResolvedDeployment, run_step
+
+#: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
+MEMO_SIZE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,9 @@ class StepModel:
         self._balanced_list = (lin + shared).tolist() if self.groups > 1 else self._linear_list
         self._all_full = all(a.window == np.inf for a in self.attention)
         self._decode_tables: dict[float, float] = {}  # time_decode's table part by batch size
+        # time_decode_sum and time_sums by their arguments: an engine meets the same mixes
+        # again and again when lengths repeat (a pure function: the same numbers come back)
+        self._by_sums: dict[tuple, Any] = {}
         a = prof.attention
         self.bandwidth = hw.memory_bandwidth.si
         self.floor = prof.kernel_floor_s + a.fixed_s
@@ -209,6 +216,58 @@ class StepModel:
         after = [x + d for x in spans] if self._all_full else self.decode_spans(context + 1.0)
         return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
                 self._with_host(t + self._attention_s("decode", after, after, d, d)))
+
+    def time_decode_sum(self, n: int, total: float) -> tuple[float, float]:
+        """:meth:`time_decode` of ``n`` sequences (one new token each) holding ``total`` cached
+        tokens [token] together; only with full attention (:attr:`full_attention`), where the
+        sum is all the spans depend on: ``total + n``."""
+        if (known := self._by_sums.get((n, total))) is not None:
+            return known
+        if not n:
+            return self.step_overhead_s, self.step_overhead_s
+        d = float(n)
+        t = self._decode_tables.get(d)
+        if t is None:
+            t = self._decode_tables[d] = self._table(self._balanced_list, d) + self._table(self._head_list, d)
+        spans = [total + n] * len(self.attention)
+        after = [x + d for x in spans]
+        times = (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
+                 self._with_host(t + self._attention_s("decode", after, after, d, d)))
+        self._remember((n, total), times)
+        return times
+
+    def _remember(self, key: tuple, value: Any) -> None:
+        if len(self._by_sums) >= MEMO_SIZE:  # lengths that seldom repeat: start afresh
+            self._by_sums.clear()
+        self._by_sums[key] = value
+
+    def time_sums(self, n_decode: int, decode_total: float, prefill_tokens: float, prefill_pairs: float,
+                  prefill_reads: float, n_prefill: int, logits: float) -> float:
+        """:meth:`time` from sums over the sequences: ``n_decode`` decoding ones holding
+        ``decode_total`` cached tokens, ``n_prefill`` prompts' chunks of ``prefill_tokens``
+        tokens with ``prefill_pairs`` (query, key) pairs and ``prefill_reads`` cached tokens read.
+        Only with full attention, one decode token per sequence and no attention-DP ranks
+        (:attr:`full_attention`, ``groups == 1``), where these sums are all :meth:`time` reads."""
+        key = (n_decode, decode_total, prefill_tokens, prefill_pairs, prefill_reads, n_prefill, logits)
+        if (known := self._by_sums.get(key)) is not None:
+            return known
+        d = float(n_decode)
+        p = prefill_tokens
+        t = self._table(self._balanced_list, d + p) + self._table(self._head_list, logits)
+        if d:
+            spans = [decode_total + n_decode] * len(self.attention)
+            t += self._attention_s("decode", spans, spans, d, d)
+        if p:
+            m = len(self.attention)
+            t += self._attention_s("prefill", [prefill_pairs] * m, [prefill_reads] * m, p, float(n_prefill))
+        elapsed = self._with_host(t)
+        self._remember(key, elapsed)
+        return elapsed
+
+    @property
+    def full_attention(self) -> bool:
+        """Whether every attention op sees the whole context (no sliding window)."""
+        return self._all_full
 
     def _with_host(self, gpu_s: float) -> float:
         """An iteration of ``gpu_s`` of GPU work plus the host's [s].

@@ -1,0 +1,157 @@
+"""Requests entering and leaving one engine's running batch: admission (first come first
+served while a slot and the prompt's KV blocks are free), queue timeouts, finishing, and
+preemption under memory pressure; methods of :class:`~.engine.Engine`, apart so that each
+module holds one concept."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .iteration import SMALL_BATCH
+
+
+class Admission:
+    """Admission, timeouts, finishing and preemption of :class:`~.engine.Engine`."""
+
+    run: Any
+    reuse: Any
+    sched: Any
+
+    def blocks_used(self) -> float:
+        """KV blocks the running requests hold [block]."""
+        run = self.run
+        if self.whole and run.k <= SMALL_BATCH:  # plain floats, exact (see .iteration)
+            done, gen, base, _, osl = run.rows()
+            block = self.block
+            if self.sched.reserve_output:
+                held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.idx.tolist(), osl)]
+            else:
+                held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block) for d, g, b in zip(done, gen, base)]
+            return float(sum(held)) + self.reuse.shared_adjustment
+        tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
+        if self.lookahead:
+            tokens = tokens + self.lookahead
+        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
+
+    def _intake(self) -> None:
+        order, waiting, now = self.order, self.waiting, self.now
+        if not waiting and (self.pos >= len(order) or self.visible[order[self.pos]] > now + 1e-12):
+            return  # nobody to admit
+        visible, run, reuse = self.visible, self.run, self.reuse
+        while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
+            waiting.append(order[self.pos])
+            self.pos += 1
+        if not waiting:  # nothing to admit
+            return
+        if self.timeout != math.inf:
+            self._expire()
+        max_seqs, prompt = self.sched.max_num_seqs, self.prompt
+        # admission: FIFO while a slot and the prompt's KV blocks are free
+        balanced = (self.ranks == 1 or not run.k or self.held_iters >= self.sched.balance_timeout_iters
+                    or len(waiting) >= min(self.ranks, max_seqs - run.k))  # an idle engine spins its timeout away
+        if waiting and not self.hold and run.k < max_seqs and balanced:
+            self.held_iters = 0
+            used = self.blocks_used()
+            reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
+            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            while w < len(waiting) and run.k < max_seqs:
+                i = waiting[w]
+                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
+                if used + need > self.capacity_blocks:
+                    break
+                w += 1
+                run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
+                        views=False)
+                reuse.admitted(i, found, pin)
+                used += need
+                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                    first_sched[i] = now
+            del waiting[:w]
+            run._views()
+            if reuse.cache.evictable_blocks:
+                reuse.fit(self.capacity_blocks - used)
+
+    def _expire(self) -> None:
+        """Drop the requests whose prefill has not begun within the timeout of reaching the
+        scheduler: waiting, or admitted behind other prompts' chunks."""
+        limit = self.now - self.timeout
+        keep = []
+        for i in self.waiting:
+            if self.visible[i] <= limit and not self.started[i]:
+                self.timed_out.append(i)
+            else:
+                keep.append(i)
+        if len(keep) < len(self.waiting):
+            self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
+        run = self.run
+        if run.prefilling:
+            ids = run.idx
+            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
+            if late.any():
+                for i in ids[late].tolist():
+                    self.timed_out.append(i)
+                    self.reuse.released(i, None)
+                    self.outstanding -= 1
+                run.keep(~late)
+                run.prefilling -= int(np.count_nonzero(late))
+
+    def _finish(self) -> tuple[list[int], float | None]:
+        """Remove the requests that reached their output length; the removed ones, and the KV
+        tokens the others hold when it is known (a small whole-token batch, plain floats)."""
+        run = self.run
+        if self.whole and run.k <= SMALL_BATCH:
+            done_, gen, base, _, osl = run.rows()
+            ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
+            if not ends:
+                return [], None
+            idx = run.idx.tolist()
+            done = [idx[j] for j in ends]
+            self._finished(done)
+            if len(ends) == 1:
+                run.drop(ends[0])
+            else:
+                run.keep(np.asarray(gen) < np.asarray(osl))
+            return done, float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))
+        finished = run.gen >= run.osl
+        if not np.logical_or.reduce(finished):
+            return [], None
+        done = run.idx[finished].tolist()
+        self._finished(done)
+        run.keep(~finished)
+        return done, None
+
+    def _finished(self, done: list[int]) -> None:
+        self.outstanding -= len(done)
+        for i in done:
+            self.finish[i] = self.now
+            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
+        self.hold = False
+
+    def _preempt(self, total: float | None = None) -> None:
+        """Memory pressure: preempt the newest requests (recomputed later) until the KV fits
+        (checked exactly only when a quick upper bound on the blocks in use exceeds the pool);
+        ``total``: the KV tokens the running requests hold, when the caller knows it."""
+        run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
+        spare = reuse.cache.evictable_blocks
+        bound = 0.0
+        if run.k and (spare or not reserve):
+            held = float(np.add.reduce(run.cached)) if total is None else total
+            bound = (held + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment
+        if not reserve and run.k > 1 and bound > cap:
+            while run.k > 1 and self.blocks_used() > cap:
+                i = int(run.idx[-1])
+                self.generated[i] = run.gen[-1]
+                self.prompt[i] = self.isl_l[i] + self.generated[i]
+                run.drop_last()
+                reuse.released(i, None)
+                self.recompute[i] = True
+                self.waiting.insert(0, i)
+                self.preemptions += 1
+                self.hold = True
+            spare, bound = reuse.cache.evictable_blocks, math.inf
+        if spare and bound + spare > cap:  # cached blocks nobody reads give way
+            reuse.fit(cap - self.blocks_used())

@@ -1,0 +1,131 @@
+"""Planning one iteration of an engine's running batch from its arrays, or from plain floats.
+
+:func:`plan_prefill` chooses the prompts that get a chunk within the token budget (first come
+first served) and times the iteration; :func:`plan_prefill_sums` and :func:`decode_sums` do
+the same work with Python floats for a small batch, where numpy's cost per call would be
+most of the time.
+
+Notes
+-----
+The plain-float forms are exact, not approximations: they apply only to whole-token batches
+(plain decoding of integer lengths, :attr:`~.engine.Engine.whole`), where every token count,
+every sum of counts and every attention span (``q c + q (q + 1) / 2``) is a whole number far
+below 2**53, so each sum is the same number in any order; and only with full attention,
+one token per decoding sequence and no attention-DP ranks, where the step model reads
+nothing but those sums (:meth:`~.stepmodel.StepModel.time_sums`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..engines.scheduler import SchedulerConfig
+from .batch import RunningBatch
+
+#: Running requests up to which the plain-float forms are used (beyond, numpy's arrays are faster).
+SMALL_BATCH = 32
+
+
+def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
+    """An iteration with prefill chunks: its time [s], the chunk of each slot [token], which
+    slots decode and how many, which slots finish their prompt and how many, and None (what
+    :func:`plan_prefill_sums` knows beyond that)."""
+    chunked = sched.chunked_prefill
+    budget_max = sched.max_num_batched_tokens
+    prefilling = run.done < run.prompt
+    decoding_mask = ~prefilling
+    n_dec = int(np.count_nonzero(decoding_mask))
+    budget = budget_max - (n_dec if chunked else 0)
+    chunk = np.zeros(run.k)
+    left = run.prompt - run.done
+    for j in prefilling.nonzero()[0].tolist():
+        if budget <= 0:
+            break
+        lj = float(left[j])
+        if chunked:
+            take = min(lj, budget)
+        elif lj > budget and budget < budget_max:
+            break
+        else:
+            take = lj  # without chunking a prompt is prefilled whole
+        chunk[j] = take
+        budget -= take
+    runs_prefill = chunk > 0
+    if not chunked:
+        decoding_mask[:] = False  # a whole-prompt prefill iteration runs no decodes
+        n_dec = 0
+    finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
+    n_fin = int(np.count_nonzero(finishing_prefill))
+    dctx = run.cached[decoding_mask] if n_dec else np.zeros(0)
+    elapsed = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
+                         prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
+    return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, None
+
+
+def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
+    """:func:`plan_prefill` of a whole-token batch with plain floats (see the module's notes);
+    without the masks (None), and what it knows beyond that: the tokens each slot emits (one
+    where it decodes or finishes its prompt), the requests that finish their prompt, the tokens
+    prefilled, whether a request reaches its output length, and the KV tokens held after it."""
+    chunked = sched.chunked_prefill
+    budget_max = sched.max_num_batched_tokens
+    done, gen, base, prompt, osl = run.rows()
+    k = run.k
+    decoding = [d >= p for d, p in zip(done, prompt)]
+    n_dec = decoding.count(True)
+    budget = budget_max - (n_dec if chunked else 0)
+    chunk = [0.0] * k
+    for j in range(k):
+        if decoding[j]:
+            continue
+        if budget <= 0:
+            break
+        lj = prompt[j] - done[j]
+        if chunked:
+            take = min(lj, budget)
+        elif lj > budget and budget < budget_max:
+            break
+        else:
+            take = lj
+        chunk[j] = float(take)
+        budget -= take
+    if not chunked:
+        decoding = [False] * k
+        n_dec = 0
+    # per slot: its tokens emitted (a decode, or the first token after its prompt), its sums
+    idx = run.idx.tolist()
+    emits, prompted, ends, held = [], [], False, 0.0
+    decode_total = p = pairs = reads = 0.0
+    n_prefill = 0
+    for j in range(k):
+        d, q, g = done[j], chunk[j], gen[j]
+        e = 0.0
+        if q > 0:
+            p += q
+            pairs += q * d + q * (q + 1.0) / 2.0
+            reads += d + q
+            n_prefill += 1
+            if d + q >= prompt[j]:
+                prompted.append(idx[j])
+                e = 1.0
+        elif decoding[j]:
+            decode_total += d + g - base[j]
+            e = 1.0
+        emits.append(e)
+        ends = ends or g + e >= osl[j]
+        held += d + q + g + e - base[j]
+    n_fin = len(prompted)
+    elapsed = model.time_sums(n_dec, decode_total, p, pairs, reads, n_prefill, float(n_dec + n_fin))
+    return elapsed, np.array(chunk), None, n_dec, None, n_fin, (np.array(emits), prompted, p, ends, held)
+
+
+def decode_sums(run: RunningBatch, block: int) -> tuple[float, float, float]:
+    """A whole-token batch's KV tokens held, fewest tokens a request has left to emit, and
+    KV blocks held as :func:`~.batch.stretch_limits` counts them (at least one each)."""
+    done, gen, base, _, osl = run.rows()
+    cached = [d + g - b for d, g, b in zip(done, gen, base)]
+    least = min([o - g for o, g in zip(osl, gen)])
+    return float(sum(cached)), least, float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
