@@ -30,11 +30,6 @@ _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
     "previous text as a prompt) is not modelled (issue 17)"))
 
 
-_VISION_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 71%: one case, Qwen2.5-VL-7B with one 1080p image (2,718 prompt tokens) on an H100 under vLLM "
-    "v0.19.1, TTFT 0.293 s measured, 0.085 s predicted; the trace gives the encoder 0.167 s (28 ms predicted: the "
-    "datasheet roofline of the ViT, without the processor's CPU-side resize and normalization) and the prefill "
-    "0.126 s (57 ms predicted); the host-side image pipeline is not modelled (issue 17)"))
 _TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
     "level reached 49%: one approximate case, Orpheus 3B's first audio on an H100 (vLLM streaming, '~250ms' "
     "reported by a user), 0.128 s predicted: 28 SNAC tokens at a 4.4 ms batch-1 step plus the prefill; the SNAC "
@@ -42,7 +37,7 @@ _TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),
-                                  pytest.param("vision", marks=_VISION_LEVEL), pytest.param("tts", marks=_TTS_LEVEL)])
+                                  "vision", pytest.param("tts", marks=_TTS_LEVEL)])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
 
