@@ -31,9 +31,11 @@ _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
 
 
 _TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 49%: one approximate case, Orpheus 3B's first audio on an H100 (vLLM streaming, '~250ms' "
-    "reported by a user), 0.128 s predicted: 28 SNAC tokens at a 4.4 ms batch-1 step plus the prefill; the SNAC "
-    "decode of the first chunk and the streaming engine's per-token host work are not modelled (issue 17)"))
+    "level reached 27%: five Orpheus 3B cases on vLLM; the SNAC decode of the first window (10 ms, issue #221) "
+    "and the codec queue of concurrent voices are modelled; the first audio on one voice is still 24-45% early "
+    "(H100 0.138 s predicted against 0.18 s and a user's '~250ms', A100 0.204 s against 0.28 s): the engine's "
+    "streaming path per token (vLLM V0's per-step host work, detokenizing each <custom_token>, the SSE stream) "
+    "is not modelled (issue 17)"))
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),

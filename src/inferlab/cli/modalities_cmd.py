@@ -96,12 +96,12 @@ def _speak(args: argparse.Namespace) -> None:
     r = speak(args.model, args.hardware, llm=args.llm, reply_tokens=args.reply_tokens, clause_tokens=args.clause_tokens,
               stream=not args.no_stream, concurrency=args.concurrency)
     rows = [[f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
-             f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.time_to_first_audio_s * 1e3:,.1f}",
-             f"{r.real_time_factor:.3f}"]]
+             f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.first_window_wait_s * 1e3:,.1f}",
+             f"{r.time_to_first_audio_s * 1e3:,.1f}", f"{r.real_time_factor:.3f}"]]
     text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
             + (", streamed from the first clause" if not args.no_stream else ", after the whole reply") + "\n"
-            + text_table(["LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "first audio ms", "RTF"], rows,
-                         right={0, 1, 2, 3, 4}))
+            + text_table(["LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms", "first audio ms",
+                          "RTF"], rows, right={0, 1, 2, 3, 4, 5}))
     _emit(args, lambda: {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor,
                          "llm_wait_s": r.llm_wait_s}, text)
 
