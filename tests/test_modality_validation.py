@@ -23,11 +23,12 @@ def test_every_case_has_a_source_url_and_a_quote():
 
 
 _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 28%: the two speech cases are +1% (whisper-large-v3-turbo, 120 s on an H100) and -56% "
-    "(faster-whisper's sequential beam-5 long form on an RTX 5090: RTF 0.018 predicted, 0.04 measured); the "
-    "20% reached before counted the decoder's LM head once per layer (32 times per step), which made every "
-    "decode step slower; the sequential long form's per-window host work (beam search, timestamp rules, the "
-    "previous text as a prompt) is not modelled (issue 17)"))
+    "level reached 52%: five cases; the batched transformers run of large-v3-turbo on an H100 is +1%, the four "
+    "faster-whisper runs (sequential long form, beam 5, FP16) are 35-56% fast: RTX 5090 large-v3 and medium, RTX "
+    "2080 Ti large-v3 and large-v3-turbo. The 2080 Ti pair (4 and 32 decoder layers) both take 2.0-2.2x the "
+    "modelled time, so the missing time scales with the decoder's work rather than being a fixed cost per step: "
+    "more decode steps per window than 100 text tokens (timestamp tokens, fallbacks) or CTranslate2's batch-5 "
+    "decode kernels well below the datasheet bandwidth; neither has a published figure (issue 17)"))
 
 
 _TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
@@ -42,6 +43,15 @@ _TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
                                   "vision", pytest.param("tts", marks=_TTS_LEVEL)])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
+
+
+#: Levels reached where the target is not yet met [%]: the median may not get worse.
+LEVEL_REACHED_PCT = {"speech": 52.5, "tts": 27.5}
+
+
+@pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))
+def test_median_error_does_not_regress_past_the_level_reached(kind):
+    assert median_abs_error_pct(kind) <= LEVEL_REACHED_PCT[kind]
 
 
 def test_every_prediction_is_positive_and_finite():

@@ -43,6 +43,16 @@ def test_more_gpus_never_slower_and_diarization_does_not_split(audio, gpus):
     assert d.latency_s - a.latency_s == pytest.approx(0.025 * audio)  # pyannote: 2.5% of the audio
 
 
+@settings(max_examples=20, deadline=None)
+@given(beams=st.integers(1, 8), audio=st.floats(10.0, 3600.0), hw=st.sampled_from(["h100-sxm", "rtx-2080-ti", "l4"]))
+def test_beam_search_is_never_faster_than_greedy(beams, audio, hw):
+    # k beams are k sequences decoded as a batch: each step reads at least what greedy reads.
+    greedy = transcribe("whisper-large-v3-turbo", hw, audio_s=audio, batch=1)
+    beam = transcribe("whisper-large-v3-turbo", hw, audio_s=audio, batch=1, beams=beams)
+    wider = transcribe("whisper-large-v3-turbo", hw, audio_s=audio, batch=1, beams=beams + 1)
+    assert greedy.latency_s <= beam.latency_s * (1 + 1e-9) <= wider.latency_s * (1 + 1e-9)
+
+
 def test_encoder_is_compute_bound_and_decode_memory_bound():
     r = transcribe("whisper-large-v3", "h100-sxm", audio_s=30, batch=1)
     assert r.encoder.bound == "compute"
