@@ -57,10 +57,11 @@ def _transcribe(args: argparse.Namespace) -> None:
     from ..modalities.whisper import transcribe
 
     r = transcribe(args.model, args.hardware, audio_s=args.audio, gpus=args.gpus, batch=args.batch, beams=args.beams,
-                   diarize=args.diarize)
+                   diarize=args.diarize, engine=args.engine)
     rows = [[f"{r.audio_s:,.0f}", str(r.windows), str(r.batch), str(r.rounds), f"{r.window_s:,.3f}",
              f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
-    text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows\n"
+    text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
+            + (f", {args.engine} decode" if args.engine != "generic" else "") + "\n"
             + text_table(["audio s", "windows", "batch", "rounds", "batch s", "diarize s", "latency s", "RTF"], rows,
                          right=set(range(8))))
     _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "windows": r.windows,
@@ -177,6 +178,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tr.add_argument("--gpus", type=int, default=1, help="GPUs the 30 s windows fan out over (default 1)")
     tr.add_argument("--batch", type=int, default=None, help="windows per batch (default all; 1 = sequential)")
     tr.add_argument("--beams", type=int, default=1, help="beam width (default 1)")
+    tr.add_argument("--engine", default="generic", choices=["generic", "ctranslate2"],
+                    help="how the decode step runs: generic, or ctranslate2 (faster-whisper)")
     tr.add_argument("--diarize", action="store_true", help="add serial speaker diarization")
     tr.set_defaults(func=_transcribe)
 
