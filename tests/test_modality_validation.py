@@ -31,22 +31,14 @@ _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
     "(issue 17)"))
 
 
-_TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 27%: five Orpheus 3B cases on vLLM; the SNAC decode of the first window (10 ms, issue #221) "
-    "and the codec queue of concurrent voices are modelled; the first audio on one voice is still 24-45% early "
-    "(H100 0.138 s predicted against 0.18 s and a user's '~250ms', A100 0.204 s against 0.28 s): the engine's "
-    "streaming path per token (vLLM V0's per-step host work, detokenizing each <custom_token>, the SSE stream) "
-    "is not modelled (issue 17)"))
-
-
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),
-                                  "vision", pytest.param("tts", marks=_TTS_LEVEL)])
+                                  "vision", "tts"])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
 
 
 #: Levels reached where the target is not yet met [%]: the median may not get worse.
-LEVEL_REACHED_PCT = {"speech": 28.5, "tts": 27.5}
+LEVEL_REACHED_PCT = {"speech": 28.5}
 
 
 @pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))

@@ -95,14 +95,14 @@ def _speak(args: argparse.Namespace) -> None:
     from ..modalities.tts import speak
 
     r = speak(args.model, args.hardware, llm=args.llm, reply_tokens=args.reply_tokens, clause_tokens=args.clause_tokens,
-              stream=not args.no_stream, concurrency=args.concurrency)
-    rows = [[f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
+              stream=not args.no_stream, concurrency=args.concurrency, engine=args.engine)
+    rows = [[f"{r.request_overhead_s * 1e3:,.1f}", f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
              f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.first_window_wait_s * 1e3:,.1f}",
              f"{r.time_to_first_audio_s * 1e3:,.1f}", f"{r.real_time_factor:.3f}"]]
     text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
             + (", streamed from the first clause" if not args.no_stream else ", after the whole reply") + "\n"
-            + text_table(["LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms", "first audio ms",
-                          "RTF"], rows, right={0, 1, 2, 3, 4, 5}))
+            + text_table(["server ms", "LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms",
+                          "first audio ms", "RTF"], rows, right={0, 1, 2, 3, 4, 5, 6}))
     _emit(args, lambda: {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor,
                          "llm_wait_s": r.llm_wait_s}, text)
 
@@ -207,6 +207,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--clause-tokens", type=int, default=12, help="tokens of the first clause (default 12)")
     sp.add_argument("--no-stream", action="store_true", help="wait for the whole reply before speaking")
     sp.add_argument("--concurrency", type=int, default=1, help="voices decoded together (default 1)")
+    sp.add_argument("--engine", default="generic", help="serving engine of the decoders: generic (no server), vllm, "
+                    "sglang, ... (its calibrated step model and server work per request)")
     sp.set_defaults(func=_speak)
 
     od = sub.add_parser("on-device", parents=[common], help="batch-1 decode on a Mac or a single GPU (llama.cpp-like)")

@@ -32,7 +32,10 @@ streaming pipeline speaks the first clause while the language model writes the s
 it waits only for ``clause_tokens`` of text, whatever the reply's length.
 
 Both decoders are timed by :func:`inferlab.estimate` at batch ``concurrency`` (the core's
-calibrated step model).
+calibrated step model) on the serving ``engine``; a served request also waits for that
+engine's server work before its prefill (the calibration profile's ``request_overhead_s``:
+HTTP, tokenizing, the hand-off to the scheduler; vLLM's is about 21 ms), as every TTFT of
+:func:`inferlab.serve` does.
 
 References
 ----------
@@ -76,6 +79,8 @@ class SpeechResult:
         Tokens between two window decodes while streaming.
     voices : int
         Voices decoded together, whose window decodes queue on one codec.
+    request_overhead_s : float
+        The serving engine's work on a request before its prefill [s].
     """
 
     model: str
@@ -88,6 +93,7 @@ class SpeechResult:
     codec_window_s: float = 0.0
     codec_hop_tokens: int = 1
     voices: int = 1
+    request_overhead_s: float = 0.0
 
     @property
     def first_window_wait_s(self) -> float:
@@ -98,8 +104,8 @@ class SpeechResult:
     @property
     def time_to_first_audio_s(self) -> float:
         """From the user's last word to the first audio out [s]."""
-        return (self.llm_wait_s + self.tts_prefill_s + self.first_chunk_tokens * self.tts_tpot_s
-                + self.first_window_wait_s)
+        return (self.request_overhead_s + self.llm_wait_s + self.tts_prefill_s
+                + self.first_chunk_tokens * self.tts_tpot_s + self.first_window_wait_s)
 
     @property
     def real_time_factor(self) -> float:
@@ -109,7 +115,7 @@ class SpeechResult:
 
 def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str | None = None,
           prompt_tokens: int = 512, reply_tokens: int = 150, clause_tokens: int = 12, stream: bool = True,
-          concurrency: int = 1) -> SpeechResult:
+          concurrency: int = 1, engine: str = "generic") -> SpeechResult:
     """Time to first audio of a reply spoken by ``model``, optionally written first by ``llm``.
 
     Parameters
@@ -124,6 +130,8 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
         Speak the first clause while the rest is written (False: wait for the whole reply).
     concurrency : int
         Requests decoded together on each model.
+    engine : str
+        Serving engine of both decoders (``generic``: the step model alone, no server).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -137,11 +145,12 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
     wait = 0.0
     if llm is not None:
-        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency)
+        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     chunk = int(spec.field("first_chunk_tokens"))
-    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency)
+    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
     codec = spec.config.get("codec_window_decode_s") or 0.0
     return SpeechResult(spec.id, hw.id, wait, float(t.ttft_s), float(t.tpot_s), chunk,
                         float(spec.field("audio_tokens_per_s")), float(codec),
-                        int(spec.config.get("codec_hop_tokens") or 1), concurrency)
+                        int(spec.config.get("codec_hop_tokens") or 1), concurrency,
+                        float(t.deployment.profile.request_overhead_s))
