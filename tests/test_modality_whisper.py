@@ -73,6 +73,31 @@ def test_ctranslate2_step_by_hand():
         transcribe("whisper-small", "h100-sxm", engine="whisper.cpp")
 
 
+def test_chunk_overlap_and_features_by_hand():
+    # transformers' chunked pipeline: 30 s chunks overlapping 5 s a side advance 20 s:
+    # 9,000 s is 1 + ceil(8,970 / 20) = 450 windows, not 300; NumPy features cost 1.5 s per
+    # 8 windows (transformers #29901): 450 x 0.1875 = 84.375 s, serial with the GPU.
+    plain = transcribe("whisper-large-v3", "a100-sxm-80gb", audio_s=9000, batch=24)
+    piped = transcribe("whisper-large-v3", "a100-sxm-80gb", audio_s=9000, batch=24, stride_s=5, features="numpy")
+    assert plain.windows == 300 and piped.windows == 450
+    assert piped.features_s == pytest.approx(84.375) and plain.features_s == 0.0
+    assert piped.latency_s == pytest.approx(84.375 + piped.rounds * piped.window_s)
+    with pytest.raises(SpecError, match="features"):
+        transcribe("whisper-small", "h100-sxm", features="librosa")
+    with pytest.raises(SpecError, match="stride_s"):
+        transcribe("whisper-small", "h100-sxm", stride_s=15)
+
+
+@settings(max_examples=25, deadline=None)
+@given(audio=st.floats(1.0, 20_000.0), stride=st.floats(0.0, 10.0))
+def test_overlapping_windows_are_never_fewer(audio, stride):
+    a = transcribe("whisper-small", "h100-sxm", audio_s=audio)
+    b = transcribe("whisper-small", "h100-sxm", audio_s=audio, stride_s=stride)
+    assert b.windows >= a.windows and b.latency_s >= a.latency_s * (1 - 1e-9)
+    # a window covers 30 s, consecutive ones start 30 - 2 stride apart: the audio is covered
+    assert 30 + (b.windows - 1) * (30 - 2 * stride) >= audio - 1e-6
+
+
 def test_encoder_is_compute_bound_and_decode_memory_bound():
     r = transcribe("whisper-large-v3", "h100-sxm", audio_s=30, batch=1)
     assert r.encoder.bound == "compute"

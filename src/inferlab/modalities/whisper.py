@@ -35,6 +35,14 @@ engine runs that step matters as much as the bytes it reads (:data:`ENGINES`):
 Speaker diarization runs after, over the whole recording; its clustering does not
 split over GPUs: pyannote's pipeline takes about 2.5% of the audio's duration [4].
 
+Pipelines cut long audio differently. Transformers' chunked pipeline overlaps its windows by
+``stride`` seconds on each side (by default a sixth of the 30 s chunk, 5 s), so a window
+advances only ``30 - 2 stride`` seconds: 1.5 times the windows at the default. Before the GPU
+sees a window, its log-mel features are computed, on the host or on the GPU: transformers'
+NumPy extractor takes about 1.5 s for a batch of 8 windows on the CPU, its batched torch
+version 0.25 s, and on the GPU 0.02 s [7] (:data:`FEATURES_S_PER_WINDOW`), serial with the
+GPU's work when the pipeline prepares chunks in its own process.
+
 The real-time factor is processing time over audio duration (below 1: faster than real time).
 
 References
@@ -51,6 +59,9 @@ References
 .. [6] OpenNMT/CTranslate2 issue #1588 (Dec 2023), profiles of faster-whisper's generate:
    Gemm 28.7% and MatMul 11.9% of the time in one, 19.8% and 12.9% in the other, the rest in
    BiasAdd, Concat, SoftMax, Gather, TopK, LayerNorm, Transpose, Split and Add.
+.. [7] huggingface/transformers issue #29901 (Mar 2024), WhisperFeatureExtractor: "cutting
+   the average time for batches of 8 from 1.5 seconds to 0.25 seconds" on the CPU, and to
+   "0.02 seconds" on the GPU.
 """
 
 from __future__ import annotations
@@ -70,6 +81,10 @@ WINDOW_S = 30.0
 TOKENS_PER_WINDOW = 100
 #: Diarization time per second of audio [s/s] (pyannote 3.1 [4]).
 DIARIZATION_RTF = 0.025
+#: Log-mel feature extraction per 30-second window [s], by implementation [7]: none (not
+#: timed, or done elsewhere), transformers' NumPy extractor on the CPU, its batched torch
+#: version on the CPU, and on the GPU.
+FEATURES_S_PER_WINDOW = {"none": 0.0, "numpy": 1.5 / 8, "torch-cpu": 0.25 / 8, "gpu": 0.02 / 8}
 #: Host time of one decode step [s]: the generate loop's logits processing, token
 #: selection and stopping checks between kernels (an assumption of 1.5 ms for a Python or
 #: CTranslate2 loop, not fitted; tiny decoders such as large-v3-turbo's 4 layers are bound
@@ -161,6 +176,8 @@ class TranscribeResult:
         An encoder pass and a mid-window decode step at that batch.
     diarization_s : float
         Serial speaker diarization [s] (0 when not asked for).
+    features_s : float
+        Log-mel features of every window, serial with the GPU's work [s].
     """
 
     model: str
@@ -175,6 +192,7 @@ class TranscribeResult:
     step: PassTime
     diarization_s: float
     step_overhead_s: float = STEP_OVERHEAD_S
+    features_s: float = 0.0
 
     @property
     def window_s(self) -> float:
@@ -184,7 +202,7 @@ class TranscribeResult:
     @property
     def latency_s(self) -> float:
         """Recording in, text out [s]."""
-        return self.rounds * self.window_s + self.diarization_s
+        return self.features_s + self.rounds * self.window_s + self.diarization_s
 
     @property
     def real_time_factor(self) -> float:
@@ -195,7 +213,8 @@ class TranscribeResult:
 def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio_s: float = 3600.0, gpus: int = 1,
                batch: int | None = None, beams: int = 1, tokens_per_window: int = TOKENS_PER_WINDOW,
                precision: str = "fp16", diarize: bool = False, step_overhead_s: float = STEP_OVERHEAD_S,
-               engine: str = "generic", efficiency: Efficiency = DATASHEET) -> TranscribeResult:
+               engine: str = "generic", stride_s: float = 0.0, features: str = "none",
+               efficiency: Efficiency = DATASHEET) -> TranscribeResult:
     """Latency and real-time factor of transcribing ``audio_s`` seconds of speech.
 
     Parameters
@@ -215,6 +234,10 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         Host time per decode step [s] (:data:`STEP_OVERHEAD_S`).
     engine : str
         How the decode step runs: ``generic`` or ``ctranslate2`` (:data:`ENGINES`).
+    stride_s : float
+        Overlap on each side of a window [s] (transformers' chunked pipeline: 5).
+    features : str
+        Where the log-mel features are computed (:data:`FEATURES_S_PER_WINDOW`).
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -228,7 +251,12 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     if engine not in ENGINES:
         raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r:.40}")
     how = ENGINES[engine]
-    windows = math.ceil(audio_s / WINDOW_S)
+    if features not in FEATURES_S_PER_WINDOW:
+        raise SpecError(f"features must be one of {', '.join(FEATURES_S_PER_WINDOW)}, got {features!r:.40}")
+    if isinstance(stride_s, bool) or not isinstance(stride_s, (int, float)) or not 0 <= stride_s < WINDOW_S / 2:
+        raise SpecError(f"stride_s must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
+    hop = WINDOW_S - 2 * stride_s
+    windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
     per_gpu = math.ceil(windows / gpus)
     size = per_gpu if batch is None else batch
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -250,7 +278,8 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     step = time_pass(step_ops, hw, efficiency)
     diar = DIARIZATION_RTF * audio_s if diarize else 0.0
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
-                            tokens_per_window, encoder, step, diar, float(step_overhead_s))
+                            tokens_per_window, encoder, step, diar, float(step_overhead_s),
+                            windows * FEATURES_S_PER_WINDOW[features])
 
 
 def _cross_kv_bytes(spec: ModalitySpec, sequences: float, precision: str) -> float:
