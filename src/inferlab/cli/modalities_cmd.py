@@ -40,13 +40,15 @@ def _diffuse(args: argparse.Namespace) -> None:
     from ..modalities.diffusion import diffuse
 
     r = diffuse(args.model, args.hardware, steps=args.steps, height=args.height, width=args.width, frames=args.frames,
-                batch=args.batch, cfg_off_fraction=args.cfg_off, precision=args.precision, cp=args.cp)
+                batch=args.batch, cfg_off_fraction=args.cfg_off, precision=args.precision, cp=args.cp,
+                execution=args.execution)
     size = f"{args.width}x{args.height}" + (f"x{args.frames} frames" if args.frames > 1 else "")
     rows = [["denoise", f"{r.guided_steps} with CFG + {r.plain_steps} without", f"{r.passes:g}",
              f"{r.denoise_s:,.2f}"],
             ["VAE decode", "-", "-", f"{float(r.decode.time_s):,.3f}" if r.decode else "not modelled"],
             ["total", "", "", f"{r.latency_s:,.2f}"]]
-    text = (f"{r.model} on {r.cp}x {r.hardware}, {args.precision}, {size}, {r.tokens:,.0f} tokens per sample, "
+    text = (f"{r.model} on {r.cp}x {r.hardware}, {args.precision}" + (", eager" if args.execution == "eager" else "")
+            + f", {size}, {r.tokens:,.0f} tokens per sample, "
             f"{args.steps} steps\n" + text_table(["phase", "steps", "passes", "seconds"], rows, right={2, 3})
             + f"\nstep {r.step_s * 1e3:,.1f} ms, {r.plain_pass.bound}-bound; weights {r.weight_bytes / 1e9:.1f} GB per GPU")
     _emit(args, lambda: {"latency_s": r.latency_s, "denoise_s": r.denoise_s, "step_s": r.step_s, "passes": r.passes,
@@ -170,6 +172,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     dif.add_argument("--cfg-off", type=float, default=0.0, help="share of the last steps without CFG (default 0)")
     dif.add_argument("--precision", default="bf16", help="denoiser GEMM format, e.g. fp8 (default bf16)")
     dif.add_argument("--cp", type=int, default=1, help="GPUs splitting one request's tokens (default 1)")
+    dif.add_argument("--execution", default="compiled", choices=["compiled", "eager"],
+                     help="compiled (elementwise work fused; default) or eager (a UNet's unfused kernels)")
     dif.set_defaults(func=_diffuse)
 
     tr = sub.add_parser("transcribe", parents=[common], help="speech recognition latency and real-time factor")

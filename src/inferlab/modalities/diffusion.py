@@ -11,6 +11,11 @@ the last fraction ``f`` of the steps leaves ``steps x (2 - f)`` passes: off for 
 20% saves 10% of the work [2]. Guidance-distilled models (FLUX.1 [dev]) take the scale as
 an input and run one pass per step.
 
+The op graphs are what a compiler leaves (``execution="compiled"``: elementwise work fused
+around the GEMMs). ``execution="eager"`` runs the UNet and its VAE as diffusers does without
+``torch.compile``, every elementwise op its own kernel and pass (:mod:`.unet`); the DiTs'
+eager kernels are not counted yet.
+
 Quantizing the denoiser to FP8 moves its GEMMs to the faster FP8 tensor path; the bytes it
 saves hardly matter, since the pass is compute-bound (attention stays in 16 bits here).
 
@@ -132,15 +137,16 @@ def video_dit_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision
 
 
 def denoiser_ops(spec: ModalitySpec, batch: float, height: int, width: int, frames: int = 1,
-                 precision: str = "bf16", cp: int = 1) -> tuple[Op, ...]:
-    """One denoiser pass over ``batch`` samples, as seen by one of ``cp`` GPUs."""
+                 precision: str = "bf16", cp: int = 1, *, eager: bool = False) -> tuple[Op, ...]:
+    """One denoiser pass over ``batch`` samples, as seen by one of ``cp`` GPUs (``eager``: a
+    UNet's unfused elementwise kernels too)."""
     cfg = spec.config
     tokens, lat_h, lat_w = _tokens(cfg, height, width, frames)
     compute = number_format(precision).compute
     if cfg.get("_class_name") == "UNet2DConditionModel":
         if cp != 1:
             raise SpecError(f"{spec.id} is a UNet: context parallelism splits a transformer's tokens; use cp=1")
-        return unet_ops(cfg, batch, lat_h, lat_w, compute)
+        return unet_ops(cfg, batch, lat_h, lat_w, compute, eager=eager)
     if cfg.get("_class_name") == "FluxTransformer2DModel":
         return flux_ops(cfg, batch, tokens, compute, cp)
     return video_dit_ops(cfg, batch, tokens, compute, cp)
@@ -209,7 +215,8 @@ def _whole(name: str, value: Any, low: int, high: int) -> int:
 
 def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: int = 50, height: int = 1024,
             width: int = 1024, frames: int = 1, batch: int = 1, cfg_off_fraction: float = 0.0,
-            precision: str = "bf16", cp: int = 1, efficiency: Efficiency = DATASHEET) -> DiffusionResult:
+            precision: str = "bf16", cp: int = 1, execution: str = "compiled",
+            efficiency: Efficiency = DATASHEET) -> DiffusionResult:
     """Latency of generating ``batch`` images (or videos of ``frames`` frames) of ``height x width``.
 
     Parameters
@@ -222,6 +229,8 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
         Denoiser GEMM format (``bf16``, ``fp8``...); attention stays 16-bit.
     cp : int
         GPUs splitting one request's tokens (context parallelism, DiTs only).
+    execution : str
+        ``compiled`` (elementwise work fused) or ``eager`` (module notes).
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -238,6 +247,9 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
                         "denoisers here run bf16, fp16 or fp8 GEMMs")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
+    if execution not in ("compiled", "eager"):
+        raise SpecError(f"execution must be 'compiled' or 'eager', got {execution!r:.40}")
+    eager = execution == "eager"
     guided, plain = guided_passes(steps, str(spec.config.get("guidance", "cfg")), float(cfg_off_fraction))
     tokens, lat_h, lat_w = _tokens(spec.config, height, width, frames)
     if frames > 1 and "vae_stride" not in spec.config:
@@ -246,11 +258,13 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
     check_fits(f"{spec.id} at {height}x{width}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
                hw, widest)
-    guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp), hw, efficiency)
-    plain_pass = time_pass(denoiser_ops(spec, batch, height, width, frames, precision, cp), hw, efficiency)
+    guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp, eager=eager), hw,
+                            efficiency)
+    plain_pass = time_pass(denoiser_ops(spec, batch, height, width, frames, precision, cp, eager=eager), hw,
+                           efficiency)
     comm = _ulysses_s(spec.config, hw, batch * tokens, cp, efficiency)
     vae = spec.config.get("vae")
-    decode = time_pass(vae_decoder_ops(vae, batch, lat_h, lat_w, "bf16"), hw, efficiency) if vae else None
+    decode = time_pass(vae_decoder_ops(vae, batch, lat_h, lat_w, "bf16", eager=eager), hw, efficiency) if vae else None
     return DiffusionResult(spec.id, hw.id, cp, batch, tokens, guided, plain, guided_pass, plain_pass, comm, decode)
 
 
