@@ -100,3 +100,41 @@ def test_what_diffusion_cannot_run_is_refused():
     for gpu in ("l4", "h100-sxm:1g.10gb"):
         with pytest.raises(InfeasibleError, match="does not fit"):
             diffuse("wan2.1-t2v-14b", gpu, steps=2)
+
+
+def test_eager_adds_the_unfused_kernels_by_hand():
+    # An eager ResNet block of 64 -> 128 channels over 100 pixels adds a SiLU over its input
+    # (100 x 64 read and written), three passes over its output (time-embedding add, SiLU,
+    # scale division: 100 x 128 each) and the residual add (two reads, one write): 5 kernels.
+    from inferlab.modalities.unet import resnet
+
+    fused = resnet("r", 100, 64, 128, "bf16")
+    eager = resnet("r", 100, 64, 128, "bf16", eager=True)
+    extra = eager[len(fused):]
+    assert sum(op.count for op in extra) == 5
+    moved = sum(float(op.bytes) * op.count for op in extra) / 2  # bf16 elements
+    assert moved == pytest.approx(2 * 100 * 64 + 3 * 2 * 100 * 128 + 3 * 100 * 128)
+    # the VAE's blocks have no time embedding: one kernel fewer
+    assert sum(op.count for op in resnet("r", 100, 64, 128, "bf16", eager=True, temb=False)[len(fused):]) == 4
+
+
+@settings(max_examples=10, deadline=None)
+@given(steps=st.integers(1, 60), side=st.sampled_from([512, 768, 1024]))
+def test_eager_is_never_faster_than_compiled(steps, side):
+    for model in ("sdxl", "flux.1-dev"):
+        c = diffuse(model, "a100-sxm-80gb", steps=steps, height=side, width=side)
+        e = diffuse(model, "a100-sxm-80gb", steps=steps, height=side, width=side, execution="eager")
+        assert e.latency_s >= c.latency_s * (1 - 1e-12)
+    with pytest.raises(SpecError, match="execution"):
+        diffuse("sdxl", "a100-sxm-80gb", execution="jit")
+
+
+def test_flux_eager_kernels_by_hand():
+    # FLUX.1-dev: 19 double blocks (74 unfused kernels each: per stream 6 modulation/gate
+    # products, 2 residual adds, a GELU, 16 RMSNorm kernels, 2 separate projections; over the
+    # joint sequence 16 rotary kernels, 3 concatenations, a head merge) and 38 single blocks
+    # (3 + 1 + 1 + 16 + 3 + 16 + 1 + 1 = 42): 19 x 74 + 38 x 42 = 3,002 kernels.
+    flux = load_modality("flux.1-dev")
+    fused = denoiser_ops(flux, 1, 512, 512)
+    eager = denoiser_ops(flux, 1, 512, 512, eager=True)
+    assert sum(op.count for op in eager) - sum(op.count for op in fused) == 19 * 74 + 38 * 42

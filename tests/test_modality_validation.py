@@ -23,28 +23,29 @@ def test_every_case_has_a_source_url_and_a_quote():
 
 
 _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 28%: the two speech cases are +1% (whisper-large-v3-turbo, 120 s on an H100) and -56% "
-    "(faster-whisper's sequential beam-5 long form on an RTX 5090: RTF 0.018 predicted, 0.04 measured); the "
-    "20% reached before counted the decoder's LM head once per layer (32 times per step), which made every "
-    "decode step slower; the sequential long form's per-window host work (beam search, timestamp rules, the "
-    "previous text as a prompt) is not modelled (issue 17)"))
-
-
-_VISION_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 71%: one case, Qwen2.5-VL-7B with one 1080p image (2,718 prompt tokens) on an H100 under vLLM "
-    "v0.19.1, TTFT 0.293 s measured, 0.085 s predicted; the trace gives the encoder 0.167 s (28 ms predicted: the "
-    "datasheet roofline of the ViT, without the processor's CPU-side resize and normalization) and the prefill "
-    "0.126 s (57 ms predicted); the host-side image pipeline is not modelled (issue 17)"))
-_TTS_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 49%: one approximate case, Orpheus 3B's first audio on an H100 (vLLM streaming, '~250ms' "
-    "reported by a user), 0.128 s predicted: 28 SNAC tokens at a 4.4 ms batch-1 step plus the prefill; the SNAC "
-    "decode of the first chunk and the streaming engine's per-token host work are not modelled (issue 17)"))
+    "level reached 35%: eight cases. Batched transformers runs are +1% (large-v3-turbo, 120 s on an H100) and +7% "
+    "(large-v3 on an A100, batch 24, Flash Attention 2, with the chunked pipeline's 5 s overlap and NumPy "
+    "features); the same run with BetterTransformer is -65% (the two attention kernels are not told apart). The "
+    "five faster-whisper runs (sequential long form, CTranslate2's decode) are +9% (RTX 5090 medium), -28% "
+    "(RTX 5090 large-v3), -42% and -52% (RTX 2080 Ti large-v3 and turbo), -55% (A100 large-v2, greedy): their "
+    "measured steps take 12-19 ms for a 32-layer decoder on GPUs from a 2080 Ti to an A100, nearly independent "
+    "of the GPU, which points at a host cost per kernel of 10-17 us in CTranslate2 rather than the 5 us launch "
+    "floor taken; no published figure gives it (issue 17)"))
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),
-                                  pytest.param("vision", marks=_VISION_LEVEL), pytest.param("tts", marks=_TTS_LEVEL)])
+                                  "vision", "tts"])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
+
+
+#: Levels reached where the target is not yet met [%]: the median may not get worse.
+LEVEL_REACHED_PCT = {"speech": 35.5}
+
+
+@pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))
+def test_median_error_does_not_regress_past_the_level_reached(kind):
+    assert median_abs_error_pct(kind) <= LEVEL_REACHED_PCT[kind]
 
 
 def test_every_prediction_is_positive_and_finite():

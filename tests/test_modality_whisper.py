@@ -43,6 +43,61 @@ def test_more_gpus_never_slower_and_diarization_does_not_split(audio, gpus):
     assert d.latency_s - a.latency_s == pytest.approx(0.025 * audio)  # pyannote: 2.5% of the audio
 
 
+@settings(max_examples=20, deadline=None)
+@given(beams=st.integers(1, 8), audio=st.floats(10.0, 3600.0), hw=st.sampled_from(["h100-sxm", "rtx-2080-ti", "l4"]),
+       engine=st.sampled_from(["generic", "ctranslate2"]))
+def test_beam_search_is_never_faster_than_greedy(beams, audio, hw, engine):
+    # k beams are k sequences decoded as a batch: each step reads at least what greedy reads.
+    kw = dict(audio_s=audio, batch=1, engine=engine)
+    greedy = transcribe("whisper-large-v3-turbo", hw, **kw)
+    beam = transcribe("whisper-large-v3-turbo", hw, beams=beams, **kw)
+    wider = transcribe("whisper-large-v3-turbo", hw, beams=beams + 1, **kw)
+    assert greedy.latency_s <= beam.latency_s * (1 + 1e-9) <= wider.latency_s * (1 + 1e-9)
+
+
+def test_ctranslate2_step_by_hand():
+    # whisper-small, 5 beams of one window: CTranslate2 keeps one copy of the window's cross
+    # keys and values: 12 layers x 2 x 1500 x 768 x 2 B = 55,296,000 B read per step instead
+    # of 5 copies; and 25 more kernels per decoder layer, 12 x 25 = 300 launch floors of 5 us.
+    from inferlab.modalities.whisper import ENGINES, decoder_step_ops
+
+    small = load_modality("whisper-small")
+    generic = {op.name: op for op in decoder_step_ops(small, 5, 50)}
+    ct2 = {op.name: op for op in decoder_step_ops(small, 5, 50, beams=5, engine=ENGINES["ctranslate2"])}
+    kv = lambda op: float(op.bytes) * op.count - 2 * 5 * 768 * 2 * 12  # less the 5 queries and outputs
+    assert kv(ct2["cross_attention"]) == pytest.approx(55_296_000)
+    assert kv(generic["cross_attention"]) == pytest.approx(5 * 55_296_000)
+    assert ct2["small_kernels"].count == 300 and "small_kernels" not in generic
+    assert float(ct2["cross_attention"].flops) == pytest.approx(float(generic["cross_attention"].flops))
+    with pytest.raises(SpecError, match="engine"):
+        transcribe("whisper-small", "h100-sxm", engine="whisper.cpp")
+
+
+def test_chunk_overlap_and_features_by_hand():
+    # transformers' chunked pipeline: 30 s chunks overlapping 5 s a side advance 20 s:
+    # 9,000 s is 1 + ceil(8,970 / 20) = 450 windows, not 300; NumPy features cost 1.5 s per
+    # 8 windows (transformers #29901): 450 x 0.1875 = 84.375 s, serial with the GPU.
+    plain = transcribe("whisper-large-v3", "a100-sxm-80gb", audio_s=9000, batch=24)
+    piped = transcribe("whisper-large-v3", "a100-sxm-80gb", audio_s=9000, batch=24, stride_s=5, features="numpy")
+    assert plain.windows == 300 and piped.windows == 450
+    assert piped.features_s == pytest.approx(84.375) and plain.features_s == 0.0
+    assert piped.latency_s == pytest.approx(84.375 + piped.rounds * piped.window_s)
+    with pytest.raises(SpecError, match="features"):
+        transcribe("whisper-small", "h100-sxm", features="librosa")
+    with pytest.raises(SpecError, match="stride_s"):
+        transcribe("whisper-small", "h100-sxm", stride_s=15)
+
+
+@settings(max_examples=25, deadline=None)
+@given(audio=st.floats(1.0, 20_000.0), stride=st.floats(0.0, 10.0))
+def test_overlapping_windows_are_never_fewer(audio, stride):
+    a = transcribe("whisper-small", "h100-sxm", audio_s=audio)
+    b = transcribe("whisper-small", "h100-sxm", audio_s=audio, stride_s=stride)
+    assert b.windows >= a.windows and b.latency_s >= a.latency_s * (1 - 1e-9)
+    # a window covers 30 s, consecutive ones start 30 - 2 stride apart: the audio is covered
+    assert 30 + (b.windows - 1) * (30 - 2 * stride) >= audio - 1e-6
+
+
 def test_encoder_is_compute_bound_and_decode_memory_bound():
     r = transcribe("whisper-large-v3", "h100-sxm", audio_s=30, batch=1)
     assert r.encoder.bound == "compute"

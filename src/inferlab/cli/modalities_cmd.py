@@ -40,13 +40,15 @@ def _diffuse(args: argparse.Namespace) -> None:
     from ..modalities.diffusion import diffuse
 
     r = diffuse(args.model, args.hardware, steps=args.steps, height=args.height, width=args.width, frames=args.frames,
-                batch=args.batch, cfg_off_fraction=args.cfg_off, precision=args.precision, cp=args.cp)
+                batch=args.batch, cfg_off_fraction=args.cfg_off, precision=args.precision, cp=args.cp,
+                execution=args.execution)
     size = f"{args.width}x{args.height}" + (f"x{args.frames} frames" if args.frames > 1 else "")
     rows = [["denoise", f"{r.guided_steps} with CFG + {r.plain_steps} without", f"{r.passes:g}",
              f"{r.denoise_s:,.2f}"],
             ["VAE decode", "-", "-", f"{float(r.decode.time_s):,.3f}" if r.decode else "not modelled"],
             ["total", "", "", f"{r.latency_s:,.2f}"]]
-    text = (f"{r.model} on {r.cp}x {r.hardware}, {args.precision}, {size}, {r.tokens:,.0f} tokens per sample, "
+    text = (f"{r.model} on {r.cp}x {r.hardware}, {args.precision}" + (", eager" if args.execution == "eager" else "")
+            + f", {size}, {r.tokens:,.0f} tokens per sample, "
             f"{args.steps} steps\n" + text_table(["phase", "steps", "passes", "seconds"], rows, right={2, 3})
             + f"\nstep {r.step_s * 1e3:,.1f} ms, {r.plain_pass.bound}-bound; weights {r.weight_bytes / 1e9:.1f} GB per GPU")
     _emit(args, lambda: {"latency_s": r.latency_s, "denoise_s": r.denoise_s, "step_s": r.step_s, "passes": r.passes,
@@ -57,14 +59,16 @@ def _transcribe(args: argparse.Namespace) -> None:
     from ..modalities.whisper import transcribe
 
     r = transcribe(args.model, args.hardware, audio_s=args.audio, gpus=args.gpus, batch=args.batch, beams=args.beams,
-                   diarize=args.diarize)
-    rows = [[f"{r.audio_s:,.0f}", str(r.windows), str(r.batch), str(r.rounds), f"{r.window_s:,.3f}",
-             f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
-    text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows\n"
-            + text_table(["audio s", "windows", "batch", "rounds", "batch s", "diarize s", "latency s", "RTF"], rows,
-                         right=set(range(8))))
+                   diarize=args.diarize, engine=args.engine, stride_s=args.stride, features=args.features)
+    rows = [[f"{r.audio_s:,.0f}", str(r.windows), f"{r.features_s:,.2f}", str(r.batch), str(r.rounds),
+             f"{r.window_s:,.3f}", f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
+    text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
+            + (f" every {30 - 2 * args.stride:g} s" if args.stride else "")
+            + (f", {args.engine} decode" if args.engine != "generic" else "") + "\n"
+            + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
+                          "RTF"], rows, right=set(range(9))))
     _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "windows": r.windows,
-                         "window_s": r.window_s, "diarization_s": r.diarization_s}, text)
+                         "window_s": r.window_s, "diarization_s": r.diarization_s, "features_s": r.features_s}, text)
 
 
 def _vlm(args: argparse.Namespace) -> None:
@@ -75,32 +79,33 @@ def _vlm(args: argparse.Namespace) -> None:
                            text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
                            num_requests=args.num_requests, tp=args.tp, crops=args.crops)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
-              f"include each request's vision encoder\n{res}")
+              f"include each request's host image processing and vision encoder\n{res}")
         return
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp)
     rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
-             f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}", f"{r.ttft_s * 1e3:,.1f}"]]
+             f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
+             f"{r.ttft_s * 1e3:,.1f}"]]
     text = (f"{r.model} on {r.hardware}, {r.text_tokens} text tokens\n"
-            + text_table(["images", "size", "tokens/image", "image tokens", "encoder ms", "prefill ms", "TTFT ms"],
-                         rows, right={0, 2, 3, 4, 5, 6}))
+            + text_table(["images", "size", "tokens/image", "image tokens", "host ms", "encoder ms", "prefill ms",
+                          "TTFT ms"], rows, right={0, 2, 3, 4, 5, 6, 7}))
     _emit(args, lambda: {"image_tokens": r.image_tokens, "tokens_per_image": r.layout.tokens, "ttft_s": r.ttft_s,
-                         "encoder_s": r.encoder_s, "prefill_s": r.prefill_s}, text)
+                         "host_s": r.host_s, "encoder_s": r.encoder_s, "prefill_s": r.prefill_s}, text)
 
 
 def _speak(args: argparse.Namespace) -> None:
     from ..modalities.tts import speak
 
     r = speak(args.model, args.hardware, llm=args.llm, reply_tokens=args.reply_tokens, clause_tokens=args.clause_tokens,
-              stream=not args.no_stream, concurrency=args.concurrency)
-    rows = [[f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
-             f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.time_to_first_audio_s * 1e3:,.1f}",
-             f"{r.real_time_factor:.3f}"]]
+              stream=not args.no_stream, concurrency=args.concurrency, engine=args.engine)
+    rows = [[f"{r.request_overhead_s * 1e3:,.1f}", f"{r.llm_wait_s * 1e3:,.1f}", f"{r.tts_prefill_s * 1e3:,.1f}",
+             f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.first_window_wait_s * 1e3:,.1f}",
+             f"{r.time_to_first_audio_s * 1e3:,.1f}", f"{r.real_time_factor:.3f}"]]
     text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
             + (", streamed from the first clause" if not args.no_stream else ", after the whole reply") + "\n"
-            + text_table(["LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "first audio ms", "RTF"], rows,
-                         right={0, 1, 2, 3, 4}))
+            + text_table(["server ms", "LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms",
+                          "first audio ms", "RTF"], rows, right={0, 1, 2, 3, 4, 5, 6}))
     _emit(args, lambda: {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor,
                          "llm_wait_s": r.llm_wait_s}, text)
 
@@ -167,6 +172,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     dif.add_argument("--cfg-off", type=float, default=0.0, help="share of the last steps without CFG (default 0)")
     dif.add_argument("--precision", default="bf16", help="denoiser GEMM format, e.g. fp8 (default bf16)")
     dif.add_argument("--cp", type=int, default=1, help="GPUs splitting one request's tokens (default 1)")
+    dif.add_argument("--execution", default="compiled", choices=["compiled", "eager"],
+                     help="compiled (elementwise work fused; default) or eager (a UNet's unfused kernels)")
     dif.set_defaults(func=_diffuse)
 
     tr = sub.add_parser("transcribe", parents=[common], help="speech recognition latency and real-time factor")
@@ -176,6 +183,12 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tr.add_argument("--gpus", type=int, default=1, help="GPUs the 30 s windows fan out over (default 1)")
     tr.add_argument("--batch", type=int, default=None, help="windows per batch (default all; 1 = sequential)")
     tr.add_argument("--beams", type=int, default=1, help="beam width (default 1)")
+    tr.add_argument("--engine", default="generic", choices=["generic", "ctranslate2"],
+                    help="how the decode step runs: generic, or ctranslate2 (faster-whisper)")
+    tr.add_argument("--stride", type=float, default=0.0,
+                    help="overlap on each side of a window, s (transformers' chunked pipeline: 5; default 0)")
+    tr.add_argument("--features", default="none", choices=["none", "numpy", "torch-cpu", "gpu"],
+                    help="where the log-mel features are computed (default none: not timed)")
     tr.add_argument("--diarize", action="store_true", help="add serial speaker diarization")
     tr.set_defaults(func=_transcribe)
 
@@ -203,6 +216,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("--clause-tokens", type=int, default=12, help="tokens of the first clause (default 12)")
     sp.add_argument("--no-stream", action="store_true", help="wait for the whole reply before speaking")
     sp.add_argument("--concurrency", type=int, default=1, help="voices decoded together (default 1)")
+    sp.add_argument("--engine", default="generic", help="serving engine of the decoders: generic (no server), vllm, "
+                    "sglang, ... (its calibrated step model and server work per request)")
     sp.set_defaults(func=_speak)
 
     od = sub.add_parser("on-device", parents=[common], help="batch-1 decode on a Mac or a single GPU (llama.cpp-like)")

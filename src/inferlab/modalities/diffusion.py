@@ -11,6 +11,11 @@ the last fraction ``f`` of the steps leaves ``steps x (2 - f)`` passes: off for 
 20% saves 10% of the work [2]. Guidance-distilled models (FLUX.1 [dev]) take the scale as
 an input and run one pass per step.
 
+The op graphs are what a compiler leaves (``execution="compiled"``: elementwise work fused
+around the GEMMs). ``execution="eager"`` runs the UNet and its VAE as diffusers does without
+``torch.compile``, every elementwise op its own kernel and pass (:mod:`.unet`), and FLUX's
+blocks likewise (:func:`flux_eager_ops`); the video DiT's are not counted yet.
+
 Quantizing the denoiser to FP8 moves its GEMMs to the faster FP8 tensor path; the bytes it
 saves hardly matter, since the pass is compute-bound (attention stays in 16 bits here).
 
@@ -31,6 +36,8 @@ References
 .. [2] Baseten, "SDXL inference in under 2 seconds": "Set classifier free guidance (CFG) to
    zero after 8 steps" (of 20), at no visible cost in quality.
 .. [3] Jacobs et al., "DeepSpeed Ulysses", 2023, Section 3.
+.. [4] diffusers ``FluxTransformerBlock``, ``FluxSingleTransformerBlock``,
+   ``FluxAttnProcessor2_0``, ``RMSNorm`` and ``apply_rotary_emb`` (``use_real=True``).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.ops import Gemm, Op
+from ..core.ops import Elementwise, Gemm, Op
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
@@ -77,8 +84,10 @@ def _tokens(cfg: Mapping[str, Any], height: int, width: int, frames: int) -> tup
     return float((height // v // p) * (width // v // p)), height // v, width // v
 
 
-def flux_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision: str, cp: int) -> tuple[Op, ...]:
-    """One pass of a FLUX-style MMDiT: double-stream blocks, then single-stream blocks."""
+def flux_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision: str, cp: int, *,
+             eager: bool = False) -> tuple[Op, ...]:
+    """One pass of a FLUX-style MMDiT: double-stream blocks, then single-stream blocks
+    (``eager``: with the unfused kernels of :func:`flux_eager_ops`)."""
     d = int(cfg["num_attention_heads"]) * int(cfg["attention_head_dim"])
     mlp = int(d * float(cfg["mlp_ratio"]))
     heads, hd = int(cfg["num_attention_heads"]), int(cfg["attention_head_dim"])
@@ -105,7 +114,40 @@ def flux_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision: str
             Gemm("single.out", m=rows, n=d, k=d + mlp, **g),
             Gemm("single.modulation", m=batch, n=3 * d, k=d, **g),
             norm("single.norms", rows, d, count=2 * n1)]
+    if eager:
+        ops += flux_eager_ops(d, mlp, n2, n1, img_rows, txt_rows, rows)
     return tuple(ops)
+
+
+def flux_eager_ops(d: int, mlp: int, n2: int, n1: int, img_rows: float, txt_rows: float,
+                   rows: float) -> list[Op]:
+    """The kernels diffusers' FLUX blocks run unfused when not compiled [4].
+
+    Per stream of a double block: the two adaLN modulations (a product and a sum each), the
+    two gated residuals (a product and a sum), the feed-forward's GELU, RMSNorm of the
+    queries and keys (8 kernels each through float32: about 34 bytes per element) and the
+    separate launches of the key and value projections; over the joint sequence, the three
+    concatenations of queries, keys and values, the rotary embedding of the queries and keys
+    (8 kernels each through float32: about 52 bytes per element) and the copy merging the
+    heads. A single block has one modulation, one gated residual, the MLP's GELU, the same
+    norms, rotary embedding and head merge, the concatenation of attention and MLP outputs
+    and three separate projection launches.
+    """
+    ops: list[Op] = []
+    for name, r, n in (("double.image", img_rows, n2), ("double.text", txt_rows, n2), ("single", rows, n1)):
+        double = name.startswith("double")
+        ops += [norm(f"{name}.eager_modulate_gate", r, d, count=n * (6 if double else 3), passes=1.0),
+                norm(f"{name}.eager_residual", r, d, count=n * (2 if double else 1)),
+                norm(f"{name}.eager_gelu", r, mlp, count=n, passes=1.0),
+                norm(f"{name}.eager_qk_rmsnorm", r, d, count=n * 16, passes=17 / 8 - 1),
+                Elementwise(f"{name}.eager_separate_projections", elements_read=0.0, elements_written=0.0,
+                            count=n * (2 if double else 3))]
+    for name, n in (("double.joint", n2), ("single", n1)):
+        ops += [norm(f"{name}.eager_qk_rope", rows, d, count=n * 16, passes=26 / 8 - 1),
+                norm(f"{name}.eager_concat_merge", rows, d, count=n * (4 if name.startswith("double") else 1),
+                     passes=1.0)]
+    ops.append(norm("single.eager_concat_attention_mlp", rows, d + mlp, count=n1, passes=1.0))
+    return ops
 
 
 def video_dit_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision: str, cp: int) -> tuple[Op, ...]:
@@ -132,17 +174,18 @@ def video_dit_ops(cfg: Mapping[str, Any], batch: float, tokens: float, precision
 
 
 def denoiser_ops(spec: ModalitySpec, batch: float, height: int, width: int, frames: int = 1,
-                 precision: str = "bf16", cp: int = 1) -> tuple[Op, ...]:
-    """One denoiser pass over ``batch`` samples, as seen by one of ``cp`` GPUs."""
+                 precision: str = "bf16", cp: int = 1, *, eager: bool = False) -> tuple[Op, ...]:
+    """One denoiser pass over ``batch`` samples, as seen by one of ``cp`` GPUs (``eager``: a
+    UNet's unfused elementwise kernels too)."""
     cfg = spec.config
     tokens, lat_h, lat_w = _tokens(cfg, height, width, frames)
     compute = number_format(precision).compute
     if cfg.get("_class_name") == "UNet2DConditionModel":
         if cp != 1:
             raise SpecError(f"{spec.id} is a UNet: context parallelism splits a transformer's tokens; use cp=1")
-        return unet_ops(cfg, batch, lat_h, lat_w, compute)
+        return unet_ops(cfg, batch, lat_h, lat_w, compute, eager=eager)
     if cfg.get("_class_name") == "FluxTransformer2DModel":
-        return flux_ops(cfg, batch, tokens, compute, cp)
+        return flux_ops(cfg, batch, tokens, compute, cp, eager=eager)
     return video_dit_ops(cfg, batch, tokens, compute, cp)
 
 
@@ -209,7 +252,8 @@ def _whole(name: str, value: Any, low: int, high: int) -> int:
 
 def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: int = 50, height: int = 1024,
             width: int = 1024, frames: int = 1, batch: int = 1, cfg_off_fraction: float = 0.0,
-            precision: str = "bf16", cp: int = 1, efficiency: Efficiency = DATASHEET) -> DiffusionResult:
+            precision: str = "bf16", cp: int = 1, execution: str = "compiled",
+            efficiency: Efficiency = DATASHEET) -> DiffusionResult:
     """Latency of generating ``batch`` images (or videos of ``frames`` frames) of ``height x width``.
 
     Parameters
@@ -222,6 +266,8 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
         Denoiser GEMM format (``bf16``, ``fp8``...); attention stays 16-bit.
     cp : int
         GPUs splitting one request's tokens (context parallelism, DiTs only).
+    execution : str
+        ``compiled`` (elementwise work fused) or ``eager`` (module notes).
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -238,6 +284,9 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
                         "denoisers here run bf16, fp16 or fp8 GEMMs")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
+    if execution not in ("compiled", "eager"):
+        raise SpecError(f"execution must be 'compiled' or 'eager', got {execution!r:.40}")
+    eager = execution == "eager"
     guided, plain = guided_passes(steps, str(spec.config.get("guidance", "cfg")), float(cfg_off_fraction))
     tokens, lat_h, lat_w = _tokens(spec.config, height, width, frames)
     if frames > 1 and "vae_stride" not in spec.config:
@@ -246,11 +295,13 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
     check_fits(f"{spec.id} at {height}x{width}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
                hw, widest)
-    guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp), hw, efficiency)
-    plain_pass = time_pass(denoiser_ops(spec, batch, height, width, frames, precision, cp), hw, efficiency)
+    guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp, eager=eager), hw,
+                            efficiency)
+    plain_pass = time_pass(denoiser_ops(spec, batch, height, width, frames, precision, cp, eager=eager), hw,
+                           efficiency)
     comm = _ulysses_s(spec.config, hw, batch * tokens, cp, efficiency)
     vae = spec.config.get("vae")
-    decode = time_pass(vae_decoder_ops(vae, batch, lat_h, lat_w, "bf16"), hw, efficiency) if vae else None
+    decode = time_pass(vae_decoder_ops(vae, batch, lat_h, lat_w, "bf16", eager=eager), hw, efficiency) if vae else None
     return DiffusionResult(spec.id, hw.id, cp, batch, tokens, guided, plain, guided_pass, plain_pass, comm, decode)
 
 

@@ -7,9 +7,24 @@ fixed rate per second of speech (SNAC 24 kHz: 7 tokens per 12 Hz frame, about 84
 second [1]; X-codec2: 50 per second [2]); a codec decoder turns each small window of tokens
 into waveform. So
 
-- real-time factor = ``audio_tokens_per_s x TPOT``: below 1 the voice outruns playback;
 - time to first audio = the TTS decoder's prefill of the text it speaks + ``first_chunk``
-  tokens at its TPOT (the codec decode of one window is negligible beside it).
+  tokens at its TPOT + the codec's decode of that first window;
+- real-time factor = ``audio_tokens_per_s x (TPOT + window decode / hop)``: below 1 the
+  voice outruns playback. A streaming decoder re-decodes a sliding window every ``hop``
+  tokens (Orpheus: the last 28 tokens every 7, one frame [3]) on the GPU that runs the
+  language model, so its decodes add to the token time.
+
+The codec decoder is a stack of small convolutions and elementwise activations run at batch
+one in eager PyTorch: its time is kernel launches, not FLOPs or bytes, so one published
+figure holds across GPUs. For SNAC 24 kHz under Orpheus it is about 10 ms a window ("SNAC:
+Decoded chunk (49 codes -> 14336 samples) in 0.010s", an RTX 3090 [4]); a codec without a
+published figure adds nothing.
+
+Concurrent voices share that decoder: the reference servers run SNAC on one GPU from one
+Python process, a window at a time (a lock around the codec in the server of [5]), so with
+``c`` voices decoded together each hop waits for ``c`` window decodes, and voices started
+together wait on average for ``(c + 1) / 2`` first windows. Issue #106 of [3]'s repository
+shows the consequence: 32 parallel requests on an A100 take 15.3 s for 2.7 s of audio.
 
 In a voice agent a language model writes the reply first. A pipeline that waits for the
 whole reply starts speaking after ``TTFT + reply_tokens x TPOT`` of the language model; a
@@ -17,13 +32,22 @@ streaming pipeline speaks the first clause while the language model writes the s
 it waits only for ``clause_tokens`` of text, whatever the reply's length.
 
 Both decoders are timed by :func:`inferlab.estimate` at batch ``concurrency`` (the core's
-calibrated step model).
+calibrated step model) on the serving ``engine``; a served request also waits for that
+engine's server work before its prefill (the calibration profile's ``request_overhead_s``:
+HTTP, tokenizing, the hand-off to the scheduler; vLLM's is about 21 ms), as every TTFT of
+:func:`inferlab.serve` does.
 
 References
 ----------
 .. [1] Siuzdak, "SNAC: multi-scale neural audio codec", 2024.
 .. [2] Ye et al., "Llasa: scaling train-time and inference-time compute for Llama-based
    speech synthesis", 2025, Section 3.1.
+.. [3] canopyai/Orpheus-TTS, ``orpheus_tts/decoder.py``: a window of the last 28 tokens is
+   converted to audio whenever the count of tokens is a multiple of 7 past 27.
+.. [4] canopyai/Orpheus-TTS issue #221 (May 2025), a FastAPI Orpheus server's log on an
+   RTX 3090.
+.. [5] canopyai/Orpheus-TTS issue #84, an OpenAI-compatible Orpheus server on vLLM
+   (``model_lock = threading.Lock()`` around the SNAC model on ``cuda``).
 """
 
 from __future__ import annotations
@@ -49,6 +73,14 @@ class SpeechResult:
         Audio tokens of the first decodable window.
     audio_tokens_per_s : float
         Audio tokens per second of speech [token/s].
+    codec_window_s : float
+        The codec's decode of one window [s] (0 without a published figure).
+    codec_hop_tokens : int
+        Tokens between two window decodes while streaming.
+    voices : int
+        Voices decoded together, whose window decodes queue on one codec.
+    request_overhead_s : float
+        The serving engine's work on a request before its prefill [s].
     """
 
     model: str
@@ -58,21 +90,32 @@ class SpeechResult:
     tts_tpot_s: float
     first_chunk_tokens: int
     audio_tokens_per_s: float
+    codec_window_s: float = 0.0
+    codec_hop_tokens: int = 1
+    voices: int = 1
+    request_overhead_s: float = 0.0
+
+    @property
+    def first_window_wait_s(self) -> float:
+        """Mean wait for the codec's decode of the first window, queued behind the other
+        voices' [s]."""
+        return self.codec_window_s * (self.voices + 1) / 2.0
 
     @property
     def time_to_first_audio_s(self) -> float:
         """From the user's last word to the first audio out [s]."""
-        return self.llm_wait_s + self.tts_prefill_s + self.first_chunk_tokens * self.tts_tpot_s
+        return (self.request_overhead_s + self.llm_wait_s + self.tts_prefill_s
+                + self.first_chunk_tokens * self.tts_tpot_s + self.first_window_wait_s)
 
     @property
     def real_time_factor(self) -> float:
-        """Generation time per second of speech [1]."""
-        return self.audio_tokens_per_s * self.tts_tpot_s
+        """Generation time per second of speech [1]: tokens and the window decodes between them."""
+        return self.audio_tokens_per_s * (self.tts_tpot_s + self.voices * self.codec_window_s / self.codec_hop_tokens)
 
 
 def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str | None = None,
           prompt_tokens: int = 512, reply_tokens: int = 150, clause_tokens: int = 12, stream: bool = True,
-          concurrency: int = 1) -> SpeechResult:
+          concurrency: int = 1, engine: str = "generic") -> SpeechResult:
     """Time to first audio of a reply spoken by ``model``, optionally written first by ``llm``.
 
     Parameters
@@ -87,6 +130,8 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
         Speak the first clause while the rest is written (False: wait for the whole reply).
     concurrency : int
         Requests decoded together on each model.
+    engine : str
+        Serving engine of both decoders (``generic``: the step model alone, no server).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -100,9 +145,12 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
     wait = 0.0
     if llm is not None:
-        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency)
+        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     chunk = int(spec.field("first_chunk_tokens"))
-    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency)
+    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
+    codec = spec.config.get("codec_window_decode_s") or 0.0
     return SpeechResult(spec.id, hw.id, wait, float(t.ttft_s), float(t.tpot_s), chunk,
-                        float(spec.field("audio_tokens_per_s")))
+                        float(spec.field("audio_tokens_per_s")), float(codec),
+                        int(spec.config.get("codec_hop_tokens") or 1), concurrency,
+                        float(t.deployment.profile.request_overhead_s))

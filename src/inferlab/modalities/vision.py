@@ -18,7 +18,18 @@ An image enters the language model as soft tokens whose count the processor deci
 The vision encoder is a ViT over the patches (full attention per image or tile; Qwen2.5-VL
 attends within 112-pixel windows, 8 x 8 patches, except in its four full-attention
 layers), then a projector into the language model's width. Time to first token is the
-encoder pass plus the language model's prefill of text and image tokens together.
+host's image processing, the encoder pass and the language model's prefill of text and
+image tokens together.
+
+Before the GPU sees an image, the processor resizes, rescales, normalizes and cuts it into
+patches on the host CPU, one image after another: a cost per megapixel of the resized image
+that depends on the processor's implementation, not on the GPU. For Qwen2-VL's processor
+the published figures are about 0.19 s per megapixel for the PIL/NumPy implementation (a
+1024 x 1024 image in about 200 ms under vLLM [4]), and transformers' torchvision
+implementations run 1.95-3.09x faster than the PIL ones on PIL input [5] (2.45x taken, the
+geometric mean: 0.078 s per megapixel); Hugging Face made the torchvision one the default
+for Qwen2-VL and Qwen2.5-VL in 2025 [6]. A catalog entry without a published figure adds
+no host time.
 
 Under load (:func:`serve_images`) a request with images is its own workload: a prompt of
 text plus image tokens in the serving simulation, the encoder pass added to each request
@@ -34,6 +45,12 @@ References
    max_patches 16, pixel_shuffle_ratio 0.5).
 .. [3] Gemma Team, "Gemma 3 technical report", 2025, Section 2.1 (896 x 896 SigLIP, 256
    tokens, pan and scan).
+.. [4] QwenLM/Qwen3-VL issue #491 (2024): "Small images like a 1k square takes around
+   200ms to process", on vLLM, the time in the image preprocessor.
+.. [5] huggingface/transformers pull request #28847, fast image processor benchmark: "1.9541
+   times faster" and "3.0876 times faster" for lists of PIL images.
+.. [6] huggingface/transformers pull request #39591 (2025): Qwen2-VL and Qwen2.5-VL load
+   the fast image processor by default.
 """
 
 from __future__ import annotations
@@ -88,6 +105,11 @@ class ImageLayout:
     sequences: int
     patches: int
     tokens: int
+
+    def megapixels(self, patch: int) -> float:
+        """Pixels the processor writes for this image (every patch of ``patch`` pixels a
+        side) [MP]."""
+        return self.sequences * self.patches * patch * patch / 1e6
 
 
 def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0) -> ImageLayout:
@@ -158,6 +180,7 @@ class VisionResult:
     text_tokens: int
     encoder: PassTime
     prefill_s: float
+    host_s: float = 0.0
 
     @property
     def image_tokens(self) -> int:
@@ -171,17 +194,19 @@ class VisionResult:
 
     @property
     def ttft_s(self) -> float:
-        """Vision encoder plus language-model prefill [s]."""
-        return self.encoder_s + self.prefill_s
+        """Host image processing, vision encoder and language-model prefill [s]."""
+        return self.host_s + self.encoder_s + self.prefill_s
 
 
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
              width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
-             efficiency: Efficiency = DATASHEET) -> VisionResult:
+             efficiency: Efficiency = DATASHEET, processor: str = "torchvision") -> VisionResult:
     """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
 
     The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
-    the vision encoder is this module's datasheet roofline on one GPU.
+    the vision encoder is this module's datasheet roofline on one GPU; the host's image
+    processing is the catalog's time per megapixel for ``processor`` (``torchvision``,
+    ``pil``, or ``none`` for images processed elsewhere).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -196,7 +221,20 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size), hw, efficiency)
     isl = text_tokens + images * layout.tokens
     prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
-    return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill)
+    host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
+        spec, processor)
+    return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill, host)
+
+
+def host_s_per_megapixel(spec: ModalitySpec, processor: str = "torchvision") -> float:
+    """Host time of ``spec``'s image processor per megapixel written [s/MP] (0 without a
+    published figure)."""
+    per = spec.field("processor").get("host_s_per_megapixel") or {}
+    if processor == "none":
+        return 0.0
+    if processor not in ("torchvision", "pil"):
+        raise SpecError(f"processor must be 'torchvision', 'pil' or 'none', got {processor!r:.40}")
+    return float(per.get(processor, 0.0))
 
 
 def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 4, height: int = 1024,
@@ -206,7 +244,7 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
     Returns the serving result; its user-side latencies (``result.user``) include each
-    request's vision encoder pass.
+    request's host image processing and vision encoder pass.
     """
     from ..serving.serve import serve
     from ..serving.overheads import ClientOverheads
@@ -216,4 +254,4 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
                    tp=tp, efficiency=efficiency)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
-                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.encoder_s))
+                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s))

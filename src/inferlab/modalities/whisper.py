@@ -17,8 +17,31 @@ out over batches and GPUs: the latency floor is one window's encoder pass and de
 loop, whatever the fan-out. Sequential long-form decoding (openai-whisper, faster-whisper's
 default) runs the windows one after another.
 
+Beam search with ``k`` beams decodes ``k`` sequences of a window as one batch. How the
+engine runs that step matters as much as the bytes it reads (:data:`ENGINES`):
+
+- ``generic``: the step is the graph's ten kernels per decoder layer, and every beam reads
+  its own copy of the window's cross-attention keys and values (transformers and
+  openai-whisper expand the encoder output by the beam count).
+- ``ctranslate2`` (faster-whisper): the projected cross-attention keys and values are kept
+  once per window and shared by its beams ("No need to replicate projected memory keys and
+  values as they are the same for each beam" [5]); a decoder layer is about 35 kernels per
+  step, not ten: besides its six GEMMs and four attention products, three layer norms, six
+  bias adds, a split, six head transposes, two cache concatenations, two softmaxes, three
+  residual adds and the two gathers that reorder each layer's cache by beam, the ops its
+  profiler lists for Whisper's generate [6], where GEMMs and attention products take only
+  33-41% of the time. Each of those small kernels costs the efficiency's ``op_floor_s``.
+
 Speaker diarization runs after, over the whole recording; its clustering does not
 split over GPUs: pyannote's pipeline takes about 2.5% of the audio's duration [4].
+
+Pipelines cut long audio differently. Transformers' chunked pipeline overlaps its windows by
+``stride`` seconds on each side (by default a sixth of the 30 s chunk, 5 s), so a window
+advances only ``30 - 2 stride`` seconds: 1.5 times the windows at the default. Before the GPU
+sees a window, its log-mel features are computed, on the host or on the GPU: transformers'
+NumPy extractor takes about 1.5 s for a batch of 8 windows on the CPU, its batched torch
+version 0.25 s, and on the GPU 0.02 s [7] (:data:`FEATURES_S_PER_WINDOW`), serial with the
+GPU's work when the pipeline prepares chunks in its own process.
 
 The real-time factor is processing time over audio duration (below 1: faster than real time).
 
@@ -31,6 +54,14 @@ References
 .. [3] OpenAI, "What are tokens and how to count them": "1 token ~= 3/4 words".
 .. [4] pyannote/speaker-diarization-3.1 model card: "Real-time factor is around 2.5% using
    one Nvidia Tesla V100 SXM2 GPU".
+.. [5] OpenNMT/CTranslate2, ``src/layers/transformer.cc``,
+   ``TransformerDecoder::replicate_state``.
+.. [6] OpenNMT/CTranslate2 issue #1588 (Dec 2023), profiles of faster-whisper's generate:
+   Gemm 28.7% and MatMul 11.9% of the time in one, 19.8% and 12.9% in the other, the rest in
+   BiasAdd, Concat, SoftMax, Gather, TopK, LayerNorm, Transpose, Split and Add.
+.. [7] huggingface/transformers issue #29901 (Mar 2024), WhisperFeatureExtractor: "cutting
+   the average time for batches of 8 from 1.5 seconds to 0.25 seconds" on the CPU, and to
+   "0.02 seconds" on the GPU.
 """
 
 from __future__ import annotations
@@ -50,6 +81,10 @@ WINDOW_S = 30.0
 TOKENS_PER_WINDOW = 100
 #: Diarization time per second of audio [s/s] (pyannote 3.1 [4]).
 DIARIZATION_RTF = 0.025
+#: Log-mel feature extraction per 30-second window [s], by implementation [7]: none (not
+#: timed, or done elsewhere), transformers' NumPy extractor on the CPU, its batched torch
+#: version on the CPU, and on the GPU.
+FEATURES_S_PER_WINDOW = {"none": 0.0, "numpy": 1.5 / 8, "torch-cpu": 0.25 / 8, "gpu": 0.02 / 8}
 #: Host time of one decode step [s]: the generate loop's logits processing, token
 #: selection and stopping checks between kernels (an assumption of 1.5 ms for a Python or
 #: CTranslate2 loop, not fitted; tiny decoders such as large-v3-turbo's 4 layers are bound
@@ -77,13 +112,36 @@ def encoder_ops(spec: ModalitySpec, windows: float, precision: str = "fp16") -> 
     )
 
 
-def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, precision: str = "fp16") -> tuple[Op, ...]:
-    """One decode step of ``sequences`` windows (times beams) with ``context`` tokens written."""
+@dataclass(frozen=True)
+class DecodeEngine:
+    """How an engine runs a Whisper decode step (see the module notes).
+
+    Attributes
+    ----------
+    extra_kernels_per_layer : int
+        Small kernels per decoder layer per step beyond the graph's ten (bias adds,
+        transposes, splits, cache concatenations and gathers), each a launch floor.
+    shares_cross_kv : bool
+        The beams of a window read one copy of its cross-attention keys and values.
+    """
+
+    extra_kernels_per_layer: int = 0
+    shares_cross_kv: bool = False
+
+
+#: Decode engines by name: the graph as drawn, and CTranslate2's (faster-whisper) [5, 6].
+ENGINES = {"generic": DecodeEngine(), "ctranslate2": DecodeEngine(extra_kernels_per_layer=25, shares_cross_kv=True)}
+
+
+def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, precision: str = "fp16", *,
+                     beams: int = 1, engine: DecodeEngine = ENGINES["generic"]) -> tuple[Op, ...]:
+    """One decode step of ``sequences`` windows (times ``beams``) with ``context`` tokens written."""
     c = spec.config
     d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
     heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
     wb = number_format(precision).bytes_per_element
     g = dict(count=n, precision=number_format(precision).compute, weight_bytes_per_element=wb)
+    shared = beams if engine.shares_cross_kv else 1
     return (
         Elementwise("embedding", elements_read=sequences * d, elements_written=sequences * d),
         Gemm("self_qkv", m=sequences, n=3 * d, k=d, **g),
@@ -91,12 +149,15 @@ def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, preci
                   qk_dim=d / heads, v_dim=d / heads, kv_elements=2 * d, count=n),
         Gemm("self_o", m=sequences, n=d, k=d, **g),
         Gemm("cross_q_o", m=sequences, n=2 * d, k=d, **g),
-        FullAttention("cross_attention", batch=sequences, seq=1, kv_seq=pos, heads=heads, head_dim=d / heads, count=n),
+        # a shared copy: each window's beams are the queries of one attention over its frames
+        FullAttention("cross_attention", batch=sequences / shared, seq=shared, kv_seq=pos, heads=heads,
+                      head_dim=d / heads, count=n),
         Gemm("ffn_up", m=sequences, n=f, k=d, **g),
         Gemm("ffn_down", m=sequences, n=d, k=f, **g),
         norm("norms", sequences, d, count=3 * n),
         Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **{**g, "count": 1}),
-    )
+    ) + ((norm("small_kernels", sequences, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
+         if engine.extra_kernels_per_layer else ())
 
 
 @dataclass(frozen=True)
@@ -115,6 +176,8 @@ class TranscribeResult:
         An encoder pass and a mid-window decode step at that batch.
     diarization_s : float
         Serial speaker diarization [s] (0 when not asked for).
+    features_s : float
+        Log-mel features of every window, serial with the GPU's work [s].
     """
 
     model: str
@@ -129,6 +192,7 @@ class TranscribeResult:
     step: PassTime
     diarization_s: float
     step_overhead_s: float = STEP_OVERHEAD_S
+    features_s: float = 0.0
 
     @property
     def window_s(self) -> float:
@@ -138,7 +202,7 @@ class TranscribeResult:
     @property
     def latency_s(self) -> float:
         """Recording in, text out [s]."""
-        return self.rounds * self.window_s + self.diarization_s
+        return self.features_s + self.rounds * self.window_s + self.diarization_s
 
     @property
     def real_time_factor(self) -> float:
@@ -149,6 +213,7 @@ class TranscribeResult:
 def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio_s: float = 3600.0, gpus: int = 1,
                batch: int | None = None, beams: int = 1, tokens_per_window: int = TOKENS_PER_WINDOW,
                precision: str = "fp16", diarize: bool = False, step_overhead_s: float = STEP_OVERHEAD_S,
+               engine: str = "generic", stride_s: float = 0.0, features: str = "none",
                efficiency: Efficiency = DATASHEET) -> TranscribeResult:
     """Latency and real-time factor of transcribing ``audio_s`` seconds of speech.
 
@@ -167,6 +232,12 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         Add serial speaker diarization.
     step_overhead_s : float
         Host time per decode step [s] (:data:`STEP_OVERHEAD_S`).
+    engine : str
+        How the decode step runs: ``generic`` or ``ctranslate2`` (:data:`ENGINES`).
+    stride_s : float
+        Overlap on each side of a window [s] (transformers' chunked pipeline: 5).
+    features : str
+        Where the log-mel features are computed (:data:`FEATURES_S_PER_WINDOW`).
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -177,7 +248,15 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     for name, v in (("gpus", gpus), ("beams", beams), ("tokens_per_window", tokens_per_window)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
             raise SpecError(f"{name} must be a whole number from 1 to 100,000, got {v!r:.40}")
-    windows = math.ceil(audio_s / WINDOW_S)
+    if engine not in ENGINES:
+        raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r:.40}")
+    how = ENGINES[engine]
+    if features not in FEATURES_S_PER_WINDOW:
+        raise SpecError(f"features must be one of {', '.join(FEATURES_S_PER_WINDOW)}, got {features!r:.40}")
+    if isinstance(stride_s, bool) or not isinstance(stride_s, (int, float)) or not 0 <= stride_s < WINDOW_S / 2:
+        raise SpecError(f"stride_s must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
+    hop = WINDOW_S - 2 * stride_s
+    windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
     per_gpu = math.ceil(windows / gpus)
     size = per_gpu if batch is None else batch
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -185,10 +264,11 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     size = min(size, per_gpu)
     while True:  # by default, the most windows per batch that fit (halving from all of them)
         enc_ops = encoder_ops(spec, size, number_format(precision).compute)
-        step_ops = decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision)
+        step_ops = decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision, beams=beams, engine=how)
+        copies = size if how.shares_cross_kv else size * beams
         try:
             check_fits(f"{spec.id} at {size} windows per batch", hw, enc_ops + step_ops,
-                       _cross_kv_bytes(spec, size * beams, precision), "cross-attention keys and values")
+                       _cross_kv_bytes(spec, copies, precision), "cross-attention keys and values")
             break
         except InfeasibleError:
             if batch is not None or size == 1:
@@ -198,7 +278,8 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     step = time_pass(step_ops, hw, efficiency)
     diar = DIARIZATION_RTF * audio_s if diarize else 0.0
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
-                            tokens_per_window, encoder, step, diar, float(step_overhead_s))
+                            tokens_per_window, encoder, step, diar, float(step_overhead_s),
+                            windows * FEATURES_S_PER_WINDOW[features])
 
 
 def _cross_kv_bytes(spec: ModalitySpec, sequences: float, precision: str) -> float:
