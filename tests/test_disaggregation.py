@@ -173,7 +173,7 @@ def test_parse_and_round_trip():
     ("prefill=h100x4,decode=h100x8", "ambiguous"),
     ("prefill=h999x4,decode=h200x8", "unknown hardware"),
     ("prefill=h200x4:tp3,decode=h200x8", "does not divide"),
-    ("prefill=h200x4:fp7,decode=h200x8", "neither tpN nor a precision"),
+    ("prefill=h200x4:fp7,decode=h200x8", "neither tpN, epN, adp nor a precision"),
     ("prefill=h200x4,decode=h200x8,bw=400", "is not a bandwidth"),
     ("prefill=h200x4,decode=h200x8,link=pcie", "link must be auto, nvlink or network"),
     ("prefill=h200x4,decode=h200x8,overlap=maybe", "overlap must be on or off"),
@@ -230,8 +230,11 @@ def test_serve_disaggregated_forwarded_first_token_and_load():
 def test_serve_disaggregated_refuses_what_does_not_apply():
     from inferlab import serve
 
-    with pytest.raises(SpecError, match="drop concurrency, hardware"):
+    with pytest.raises(SpecError, match="drop hardware"):
         serve("llama-3.1-8b", "h100-sxm", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4)
+    with pytest.raises(SpecError, match="drop speculative"):
+        serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4,
+              speculative="eagle:k=2,accept=0.7")
     with pytest.raises(SpecError, match="give the hardware"):
         serve("llama-3.1-8b", rate=1.0)
 
@@ -263,3 +266,46 @@ def test_engine_limits_reach_both_pools_of_a_served_disaggregation():
     unlimited = serve("llama-3.1-8b", disaggregation=pools, rate=4.0, num_requests=80, isl=800, osl=60, engine="vllm")
     assert list(typed.ttft_s) == list(direct.ttft_s)
     assert list(typed.ttft_s) != list(unlimited.ttft_s)  # one sequence per replica: requests wait for the decode pool
+
+
+def test_closed_loop_over_two_pools():
+    """Closed-loop clients over separate pools, both on one clock: a client's next prompt is
+    sent when the decode pool ends its last answer, so one client's requests follow each other
+    end to start, and c clients never have more than c requests in the system."""
+    from inferlab import serve
+
+    kw = dict(disaggregation="prefill=h100-sxmx1,decode=h100-sxmx2:tp1", isl=1024, osl=64, engine="vllm")
+    one = serve("llama-3.1-8b", concurrency=1, num_requests=6, **kw)
+    t = one.trace
+    assert np.array_equal(t.arrival[1:], t.finish[:-1])
+    assert (t.arrival[0], np.isfinite(t.finish).all()) == (0.0, True)
+    # each request: queued, prefilled, its KV moved, then decoded on the decode pool
+    assert (one.prefill_done < one.decode_arrival + 1e-12).all() and (one.decode_arrival < t.first_token).all()
+    many = serve("llama-3.1-8b", concurrency=8, num_requests=64, **kw)
+    t = many.trace
+    ends = np.sort(t.finish)
+    in_system = [np.sum((t.arrival <= x) & (t.finish > x)) for x in np.r_[t.arrival, ends - 1e-9]]
+    assert max(in_system) <= 8
+    # the decode pool's two replicas share the answers: TPOT is a decode-only batch's
+    assert np.isfinite(many.tpot_s).all() and many.tpot_s.max() < 0.1
+
+
+def test_pools_with_experts_and_attention_dp():
+    """A pool takes a MoE layout (TensorRT-LLM's tp8 ep8 with attention DP): the text form
+    round-trips, the decode replica's deployment has the layout, and the KV cache of a prompt
+    crosses whole to the one attention-DP rank that holds it."""
+    from inferlab.phases.disaggregated import pool_deployments
+    from inferlab.techniques.disaggregation import Disaggregation, Pool
+    from inferlab.techniques.kv_transfer import kv_transfer
+
+    d = Disaggregation.parse("prefill=b200x8:tp8:ep8,decode=b200x16:tp8:ep8:adp")
+    assert str(d.decode) == "b200x16:tp8:ep8:adp" and d.decode.replicas == 2
+    assert Pool.parse(str(d.decode)) == d.decode
+    _, dep_p, dep_d = pool_deployments("deepseek-v3", d, engine="trtllm", profile="roofline", precision="fp8")
+    assert (dep_d.parallel.tp, dep_d.parallel.ep, dep_d.parallel.attention_dp) == (8, 8, True)
+    assert (dep_p.parallel.ep, dep_p.parallel.attention_dp) == (8, False)
+    # 1024 tokens of DeepSeek-V3's 576-wide FP8 latent over 61 layers: 1024 x 576 x 61 B
+    moved = kv_transfer(d, dep_p, dep_d, 1.0, np.array([1024.0]), np.array([0.1])).bytes
+    assert float(moved[0]) == pytest.approx(1024 * 576 * 61)
+    with pytest.raises(SpecError, match="neither tpN, epN, adp"):
+        Pool.parse("b200x8:dp8")

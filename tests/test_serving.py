@@ -351,9 +351,12 @@ def test_cli_disaggregated_pools(capsys):
     data = json.loads(out)
     assert data["num_gpus"] == 12 and data["disaggregation"].startswith("prefill=h200-sxmx4,decode=h200-sxmx8:tp4")
     assert "waiting for a prefill replica" in data["explain"]
+    code, out, err = run_cli(capsys, "serve", "llama-3.1-70b", "--disagg", "prefill=h200x4,decode=h200x8:tp4",
+                             "--concurrency", "4", "--num-requests", "12", "--json")
+    assert code == 0 and json.loads(out)["workload"]["concurrency"] == 4  # closed loop over both pools
     code, _, err = run_cli(capsys, "serve", "llama-3.1-70b", "--disagg", "prefill=h200x4,decode=h200x8:tp4",
-                           "--concurrency", "4")
-    assert code == 2 and "drop concurrency" in err
+                           "--rate", "2", "--spec", "eagle:k=2,accept=0.7")
+    assert code == 2 and "drop speculative" in err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -237,8 +237,29 @@ def test_disaggregated_serving_cases_are_the_two_pool_simulation():
     assert why is None
     assert ttft == pytest.approx(float(np.mean(r.ttft_s)) * 1e3, rel=1e-9)
     assert tpot == pytest.approx(float(np.nanmean(r.tpot_s)) * 1e3, rel=1e-9)
-    closed = _serving_case(id="c", **{**online, "regime": "closed_loop", "load": {"concurrency": 8}})
-    assert "closed loop over separate prefill and decode pools" in predict_cases([closed])[0][1]
+    # a closed loop over the pools is the one-clock co-simulation: TTFT and TPOT weighted as an
+    # aggregated closed loop's (first round apart), from the same run serve() gives
+    closed = {**online, "regime": "closed_loop", "load": {"concurrency": 8}}
+    (ttft, why), (tpot, _) = predict_cases([_serving_case(id="c", metric="ttft_ms", **closed),
+                                            _serving_case(id="e", metric="tpot_ms", **closed)])
+    r = serve("llama-3.1-70b", disaggregation="prefill=h200-sxmx4:tp4,decode=h200-sxmx8:tp4", precision="fp8",
+              engine="vllm", concurrency=8, isl=2048, osl=256, num_requests=24)
+    assert why is None
+    w = np.r_[np.ones(8), np.full(16, 9 * 8 / 16)]  # the first round, then the benchmark's other nine
+    assert ttft == pytest.approx(float(np.average(r.ttft_s, weights=w)) * 1e3, rel=1e-9)
+    assert 0 < tpot < 1e3
+    # pools with experts and attention DP (a DeepSeek-R1 disaggregated closed loop) run; pipeline
+    # stages inside a pool are refused with the reason
+    moe = {"prefill": {"hardware": "b200", "num_gpus": 8, "parallelism": {"tp": 8, "ep": 8}},
+           "decode": {"hardware": "b200", "num_gpus": 8, "parallelism": {"tp": 8, "ep": 8, "attention_dp": True}}}
+    wide = {**closed, "model": "deepseek-v3", "hardware": "b200", "num_gpus": 16, "disaggregation": moe,
+            "precision": {"weights": "nvfp4", "activations": "nvfp4", "kv_cache": "fp8"}, "engine": "trtllm",
+            "engine_version": "1.1.0", "isl": 1024, "osl": 128, "load": {"concurrency": 32}}
+    (ttft, why), = predict_cases([_serving_case(id="f", metric="ttft_ms", **wide)])
+    assert why is None and 0 < ttft < 1e4
+    staged = {**moe, "decode": {"hardware": "b200", "num_gpus": 8, "parallelism": {"tp": 4, "pp": 2}}}
+    assert "pipeline parallelism inside a pool" in predict_cases([_serving_case(id="g", **{**wide,
+                                                                  "disaggregation": staged})])[0][1]
     lopsided = {**pools, "decode": {"hardware": "h200-sxm", "num_gpus": 6, "parallelism": {"tp": 4}}}
     bad = _serving_case(id="d", **{**online, "num_gpus": 10, "disaggregation": lopsided})
     assert "must be a whole number of tp=4 replicas" in predict_cases([bad])[0][1]

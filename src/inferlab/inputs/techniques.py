@@ -153,6 +153,10 @@ class PoolSpec(BaseModel):
         GPUs in the pool.
     tp : int [GPU]
         GPUs per tensor-parallel replica.
+    ep : int [GPU]
+        GPUs a replica spreads a MoE model's experts over.
+    attention_dp : bool
+        Attention data-parallel over the replica's GPUs.
     precision : str or mapping, optional
         The pool's formats; None: the deployment's.
     engine, profile : str, optional
@@ -166,6 +170,8 @@ class PoolSpec(BaseModel):
     precision: str | dict[str, str] | None = None
     engine: str | None = None
     profile: str | None = None
+    ep: int = 1
+    attention_dp: bool = False
 
     @classmethod
     def of(cls, value: Any, side: str) -> PoolSpec:
@@ -181,7 +187,8 @@ class PoolSpec(BaseModel):
         precision = value.precision if value.precision is None or isinstance(value.precision, str) \
             else dict(value.precision)
         return cls(hardware=value.hardware_id, num_gpus=value.num_gpus, tp=int(value.tp or value.num_gpus),
-                   precision=precision, engine=value.engine, profile=value.profile)
+                   precision=precision, engine=value.engine, profile=value.profile, ep=int(value.ep),
+                   attention_dp=bool(value.attention_dp))
 
     def technique(self) -> Pool:
         """The :class:`Pool` the entry points take."""

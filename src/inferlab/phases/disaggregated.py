@@ -225,7 +225,7 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
     name no precision, engine or profile take the ones given here."""
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     m = load_model(model) if isinstance(model, (str, Path)) else model
-    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1),
+    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1), ep=pool.ep, attention_dp=pool.attention_dp,
                                precision=pool.precision if pool.precision is not None else precision,
                                engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
                     for pool in (d.prefill, d.decode))

@@ -108,6 +108,7 @@ class DisaggServeResult(ServeResult):
 
 def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
                         rate: float | None = None, trace: Any = None, offline: bool = False,
+                        concurrency: int | None = None,
                         num_requests: int = 1000, seed: int = 0, engine: str = "generic",
                         profile: str | Path | Profile = "default", precision: Any = None,
                         scheduler: SchedulerConfig | None = None,
@@ -119,9 +120,10 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     model : str or ModelSpec
     disagg : Disaggregation or str
         Pools and link, e.g. ``"prefill=h200x4,decode=h200x8:tp4"``.
-    isl, osl, rate, trace, offline, num_requests, seed
-        The workload, as for :func:`inferlab.serve` (no closed loop: a client would wait
-        on the decode pool while the prefill pool idles, which a rate describes better).
+    isl, osl, rate, trace, offline, concurrency, num_requests, seed
+        The workload, as for :func:`inferlab.serve`. A closed loop of ``concurrency``
+        clients runs both pools on one clock (:mod:`.pool_loop`): a client's next prompt
+        waits for the decode pool to finish its last answer.
     engine, profile, precision
         Defaults for pools that name none.
     scheduler : SchedulerConfig, optional
@@ -135,7 +137,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
-                        trace=trace, offline=offline, seed=seed)
+                        trace=trace, offline=offline, concurrency=concurrency, seed=seed)
     arrivals, prompts, outputs = workload.draw()
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)
@@ -148,6 +150,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     model_p = StepModel(dep_p, limits["prefill"].max_num_batched_tokens + limits["prefill"].max_num_seqs,
                         limits["prefill"].overlap_host)
     kv_p = kv_capacity_tokens(dep_p, limits["prefill"])
+    if concurrency is not None:
+        return _closed_loop(d, dep_p, dep_d, engine, workload, limits, model_p, kv_p, prompts, outputs)
     ones = np.ones(n)
     first_sched, prefill_done = np.full(n, np.nan), np.full(n, np.nan)
     traces: list[Trace] = []
@@ -194,3 +198,28 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     return DisaggServeResult(dep_d, d.decode.engine or engine, workload, merged, 1,
                              prefill_deployment=dep_p, disaggregation=d, prefill_done=prefill_done,
                              decode_arrival=at_decode)
+
+
+def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,
+                 workload: Workload, limits: dict[str, SchedulerConfig], model_p: StepModel, kv_p: float,
+                 prompts: np.ndarray, outputs: np.ndarray) -> DisaggServeResult:
+    """Closed-loop clients over both pools on one clock (:func:`.pool_loop.closed_loop_pools`)."""
+    from .pool_loop import PoolSide, closed_loop_pools
+    from .replica import _request_period_s, kv_capacity_tokens
+
+    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs,
+                        limits["decode"].overlap_host)
+    model_d.request_overhead_s = 0.0  # the request entered the server at the prefill pool
+    clients = int(workload.concurrency or 1)
+    turnaround = workload.turnaround(_request_period_s(model_d, clients, prompts, outputs))
+
+    def exposed(prompt: float, prefill_s: float) -> float:
+        return float(np.asarray(kv_transfer(d, dep_p, dep_d, 1.0, np.array([prompt]),
+                                            np.array([prefill_s])).exposed_s)[0])
+
+    times = closed_loop_pools(PoolSide(model_p, limits["prefill"], kv_p, d.prefill.replicas),
+                              PoolSide(model_d, limits["decode"], kv_capacity_tokens(dep_d, limits["decode"]),
+                                       d.decode.replicas),
+                              prompts, outputs, clients, turnaround, exposed, d.first_token == "prefill")
+    return DisaggServeResult(dep_d, d.decode.engine or engine, workload, times.trace, 1, prefill_deployment=dep_p,
+                             disaggregation=d, prefill_done=times.prefill_done, decode_arrival=times.decode_arrival)

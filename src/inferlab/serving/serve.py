@@ -113,17 +113,16 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
     from .disaggregated import serve_disaggregated
 
-    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "concurrency": None, "speculative": None,
-             "prefix": None}
+    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None}
     limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
                                    "gpu_memory_utilization", "kv_block_size") if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
-        why = " (a closed loop is not simulated with separate pools)" if args["concurrency"] is not None else ""
-        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout and a rate, trace or "
-                        f"offline load drives them; drop {', '.join(given)}{why}")
+        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation and "
+                        f"prefix caching are not simulated over separate pools; drop {', '.join(given)}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
-                                 trace=args["trace"], offline=args["offline"], num_requests=args["num_requests"],
+                                 trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
+                                 num_requests=args["num_requests"],
                                  seed=args["seed"], engine=args["engine"], profile=args["profile"],
                                  precision=args["precision"], scheduler=args["scheduler"], limits=limits)
     return result if args["overheads"] is None else replace(result, overheads=args["overheads"])

@@ -83,7 +83,9 @@ class Pool:
     """GPUs of one phase: ``num_gpus`` GPUs of one kind as ``num_gpus / tp`` replicas.
 
     ``tp`` defaults to ``num_gpus`` (one replica); ``engine`` and ``profile`` default to
-    those given to :func:`estimate_disaggregated`.
+    those given to :func:`estimate_disaggregated`. ``ep`` spreads a MoE model's experts over
+    the replica's GPUs and ``attention_dp`` runs attention data-parallel over them
+    (TensorRT-LLM's ``tp=8, ep=8, enable_attention_dp``), as in :func:`inferlab.estimate`.
     """
 
     hardware: str | HardwareSpec
@@ -92,9 +94,13 @@ class Pool:
     precision: Any = None  # None: the precision given to estimate_disaggregated
     engine: str | None = None
     profile: str | Path | Profile | None = None
+    ep: int = 1
+    attention_dp: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("num_gpus", "tp"):
+        if not isinstance(self.attention_dp, (bool, np.bool_)):
+            raise SpecError(f"pool: attention_dp must be true or false, got {self.attention_dp!r}")
+        for name in ("num_gpus", "tp", "ep"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
                 raise SpecError(f"pool: {name} must be an integer >= 1, got {value!r}")
@@ -118,22 +124,25 @@ class Pool:
 
     @classmethod
     def parse(cls, text: str) -> Pool:
-        """``HARDWARE[xCOUNT][:tpN][:PRECISION]``, e.g. ``h200x8:tp4:fp8`` (see :meth:`Disaggregation.parse`)."""
+        """``HARDWARE[xCOUNT][:tpN][:epN][:adp][:PRECISION]``, e.g. ``h200x8:tp4:fp8`` or
+        ``b200x16:tp8:ep8:adp`` (see :meth:`Disaggregation.parse`)."""
         head, *attrs = [part.strip() for part in text.strip().lower().split(":")]
         match = _POOL.match(head)
         if not match:
-            raise SpecError(f"pool {text!r}: expected HARDWARE[xCOUNT][:tpN][:PRECISION], e.g. 'h200x4' or "
+            raise SpecError(f"pool {text!r}: expected HARDWARE[xCOUNT][:tpN][:epN][:adp][:PRECISION], e.g. 'h200x4' or "
                             "'h100-sxmx8:tp4:fp8'")
         kw: dict[str, Any] = {"hardware": match["hw"], "num_gpus": int(match["n"] or 1)}
         for attr in attrs:
-            if re.fullmatch(r"tp\d+", attr):
-                kw["tp"] = int(attr[2:])
+            if re.fullmatch(r"(tp|ep)\d+", attr):
+                kw[attr[:2]] = int(attr[2:])
+            elif attr == "adp":
+                kw["attention_dp"] = True
             else:
                 try:
                     PrecisionConfig.parse(attr)  # checked here; resolved for the model and GPU later
                     kw["precision"] = attr
                 except InferlabError as err:
-                    raise SpecError(f"pool {text!r}: {attr!r} is neither tpN nor a precision ({err})") from None
+                    raise SpecError(f"pool {text!r}: {attr!r} is neither tpN, epN, adp nor a precision ({err})") from None
         try:
             return cls(**kw)
         except UnknownNameError as err:
@@ -141,6 +150,7 @@ class Pool:
 
     def __str__(self) -> str:
         text = f"{self.hardware_id}x{self.num_gpus}" + (f":tp{self.tp}" if self.tp != self.num_gpus else "")
+        text += (f":ep{self.ep}" if self.ep != 1 else "") + (":adp" if self.attention_dp else "")
         return text + (f":{self.precision}" if isinstance(self.precision, str) else "")
 
 

@@ -33,8 +33,8 @@ def case_deployment(case: Case) -> Deployment:
         pools = case_pools(case)
         if isinstance(pools, str):
             raise SpecError(f"case {case.id}: {pools}")
-        fields["disaggregation"] = {side: {"hardware": hw, "num_gpus": n, "tp": tp}
-                                    for side, (hw, n, tp) in zip(("prefill", "decode"), pools)}
+        fields["disaggregation"] = {side: {"hardware": hw, "num_gpus": n, "tp": tp, "ep": ep, "attention_dp": adp}
+                                    for side, (hw, n, tp, ep, adp) in zip(("prefill", "decode"), pools)}
     else:
         layout = case_layout(case)
         if isinstance(layout, str):

@@ -47,9 +47,9 @@ PARALLEL_MIN_GROUPS = 32
 MAX_WORKERS = 8
 
 
-def case_pools(case: Case) -> tuple[tuple[str, int, int], tuple[str, int, int]] | str:
-    """A disaggregated case's pools as ``(hardware, num_gpus, tp)`` for prefill and decode
-    (tp from each pool's ``parallelism``, default: the pool's GPUs as one replica), or why not."""
+def case_pools(case: Case) -> tuple[tuple[str, int, int, int, bool], tuple[str, int, int, int, bool]] | str:
+    """A disaggregated case's pools as ``(hardware, num_gpus, tp, ep, attention_dp)`` for prefill
+    and decode (from each pool's ``parallelism``; default: the pool's GPUs as one replica), or why not."""
     pools = []
     for name in ("prefill", "decode"):
         pool = (case.disaggregation or {}).get(name)
@@ -59,9 +59,12 @@ def case_pools(case: Case) -> tuple[tuple[str, int, int], tuple[str, int, int]] 
         tp = par.get("tp", gpus) if isinstance(par, dict) else None
         if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (gpus, tp)) or gpus % tp:
             return f"disaggregation.{name}: num_gpus {gpus!r} must be a whole number of tp={tp!r} replicas"
-        if isinstance(par, dict) and any(par.get(k, 1) != 1 for k in ("pp", "ep")):
-            return f"disaggregation.{name}: pipeline or expert parallelism inside a pool is not simulated"
-        pools.append((pool["hardware"], gpus, tp))
+        if isinstance(par, dict) and par.get("pp", 1) != 1:
+            return f"disaggregation.{name}: pipeline parallelism inside a pool is not simulated"
+        ep, adp = (par.get("ep", 1), par.get("attention_dp", False)) if isinstance(par, dict) else (1, False)
+        if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1 or not isinstance(adp, bool):
+            return f"disaggregation.{name}: ep {ep!r} must be a whole number >= 1 and attention_dp true or false"
+        pools.append((pool["hardware"], gpus, tp, ep, adp))
     if case.num_gpus != pools[0][1] + pools[1][1]:
         return f"num_gpus={case.num_gpus} differs from the pools' {pools[0][1]} + {pools[1][1]} GPUs"
     return pools[0], pools[1]
@@ -71,8 +74,6 @@ def _disaggregated_reason(case: Case) -> str | None:
     pools = case_pools(case)
     if isinstance(pools, str):
         return pools
-    if case.regime == "closed_loop":
-        return "a closed loop over separate prefill and decode pools is not simulated (a rate, trace or offline load is)"
     if case.speculative or case.prefix_cache:
         return "speculation or a prefix cache with separate prefill and decode pools is not simulated"
     return None
@@ -288,18 +289,22 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
     model, _, _, precision, engine, isl, osl, load, _, _, pools, limits = key
     if load[0] == "rate":
         workload = {"rate": load[1], "num_requests": load[2]}
+    elif load[0] == "concurrency":  # both pools on one clock, rounds as an aggregated closed loop's
+        workload = {"concurrency": load[1], "num_requests": int(min(SIMULATED_ROUNDS * load[1],
+                                                                    max(max_requests, load[1])))}
     else:  # offline: every request queued; enough to fill the decode pool several times over
         workload = {"offline": True, "num_requests": int(max_requests)}
     try:
-        disagg = Disaggregation(prefill=Pool(pools[0][0], num_gpus=pools[0][1], tp=pools[0][2]),
-                                decode=Pool(pools[1][0], num_gpus=pools[1][1], tp=pools[1][2]))
+        disagg = Disaggregation(*(Pool(hw, num_gpus=gpus, tp=tp, ep=ep, attention_dp=adp)
+                                  for hw, gpus, tp, ep, adp in pools))
         result = serve_disaggregated(model, disagg, isl=isl, osl=osl, engine=engine, profile=profile,
                                      precision=dict(precision), scheduler=case_scheduler(engine, limits) if limits
                                      else None, **workload)
     except InferlabError as exc:
         return str(exc)
     t = result.trace
-    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1)
+    first_round = min(load[1], len(t.osl)) if load[0] == "concurrency" else 0
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1, first_round)
 
 
 def _simulate_star(args: tuple) -> RequestTimes | str:
