@@ -89,7 +89,7 @@ def test_engine_all_reduce_kernel_by_hand():
     64 KiB (a decode step of 4 tokens of a 8192-wide model in BF16): NCCL's one-shot is
     10 us + 7 x S / 450e9 = 11.02 us; the engine's one-shot 5 us + 7 x S / 450e9 = 6.02 us,
     its two-shot 2 x 5 us + 2 x 7/8 x S / 450e9 = 10.25 us: 6.02 us. 16 MiB is over the
-    engine kernel's 8 MiB buffer and goes to NCCL's ring, 2 x 7 x 10 us + 2 x 7/8 x S / 450e9.
+    1 MiB the engine kernel is timed to and goes to NCCL's ring, 2 x 7 x 10 us + 2 x 7/8 x S / 450e9.
     A PCIe card has no peer-to-peer NVLink for the kernel; an engine without one (custom
     latency 0) runs NCCL.
     """

@@ -26,9 +26,10 @@ from ..specs.hardware import HardwareSpec
 
 #: GPUs per server when the device has no scale-up fabric of its own (PCIe cards).
 PCIE_SERVER_GPUS = 8
-#: Largest message an engine's own all-reduce kernel takes; larger ones go to NCCL (vLLM's
-#: custom all-reduce registers an 8 MiB buffer per GPU, ``max_size`` 8192 * 1024).
-CUSTOM_ALL_REDUCE_MAX_BYTES = 8 * 2**20
+#: Largest message timed as an engine's own all-reduce kernel: the range of the published
+#: measurement (SGLang PR #2904, 512 B to 1 MiB). Above it engines switch algorithms (two-shot,
+#: NVLS multimem, NCCL) by size and GPU count, whose cost NCCL's fitted curve stands for.
+CUSTOM_ALL_REDUCE_MAX_BYTES = 2**20
 
 
 @dataclass(frozen=True)
