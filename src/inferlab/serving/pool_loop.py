@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..engines.scheduler import SchedulerConfig
+from ..errors import InfeasibleError
+from .batch import check_fits
 from .engine import Engine
 from .simulator import Trace
 
@@ -68,6 +70,9 @@ def closed_loop_pools(prefill: PoolSide, decode: PoolSide, prompts: np.ndarray, 
            for _ in range(prefill.replicas)]
     dec = [Engine(decode.model, decode.sched, kv_capacity_tokens=decode.kv_capacity_tokens, prefilled=True)
            for _ in range(decode.replicas)]
+    ones = np.ones(n)
+    for e, osl in ((pre[0], ones), (dec[0], np.maximum(to_decode, 1.0))):
+        check_fits(prompts, osl, e.capacity_blocks, e.block, e.lookahead)
     gid: dict[int, list[int]] = {id(e): [] for e in pre + dec}
     turn = {"prefill": 0, "decode": 0, "sent": 0}
 
@@ -96,7 +101,8 @@ def closed_loop_pools(prefill: PoolSide, decode: PoolSide, prompts: np.ndarray, 
         if best is None:
             break
         if key[1] == 1:
-            best.prepare()
+            if not best.prepare():  # pragma: no cover - check_fits refuses what could never run
+                raise InfeasibleError("closed loop over two pools: a replica holds requests it cannot run")
             continue
         ids = gid[id(best)]
         for i in best.advance():
