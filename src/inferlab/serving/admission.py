@@ -126,9 +126,11 @@ class Admission:
 
     def _finished(self, done: list[int]) -> None:
         self.outstanding -= len(done)
+        reuse, plain, finish, now = self.reuse, self.reuse.plain, self.finish, self.now
         for i in done:
-            self.finish[i] = self.now
-            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
+            finish[i] = now
+            if not plain[i]:
+                reuse.released(i, self.isl_l[i] + self.osl_l[i])
         self.hold = False
 
     def _preempt(self, total: float | None = None) -> None:

@@ -129,6 +129,7 @@ class Engine(Admission):
             self.reuse.found.append(0.0)
             self.reuse._looked.append(False)
             self.reuse._pinned.append(0)
+        self.reuse.plain.extend([True] * (len(self.reuse.found) - len(self.reuse.plain)))
 
     def submit(self, arrival: float, isl: float, osl: float, *, stream: int = -1, prefix: float = 0.0,
                extends: float = 0.0) -> int:
@@ -146,6 +147,7 @@ class Engine(Admission):
             self.reuse.add(stream, prefix, extends)
         else:
             self.reuse.found.append(0.0)
+            self.reuse.plain.append(True)
         self.send(i, arrival)
         return i
 
@@ -272,8 +274,10 @@ class Engine(Admission):
                 fresh = ids[np.isnan(self.first_tok[ids])]
                 self.first_tok[fresh] = self.now
                 if reuse.active:
+                    plain = reuse.plain
                     for i in ids.tolist():
-                        reuse.prefilled(i, self.prompt[i])
+                        if not plain[i]:
+                            reuse.prefilled(i, self.prompt[i])
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
             self.itl_v.append(step)
@@ -307,11 +311,11 @@ class Engine(Admission):
             self.started[run.idx[chunk > 0]] = True
         if n_fin:
             run.prefilling -= n_fin
-            first_tok = self.first_tok
+            first_tok, plain = self.first_tok, reuse.plain
             for i in prompted:
                 if first_tok[i] != first_tok[i]:  # NaN: its first token
                     first_tok[i] = self.now
-                if reuse.active:
+                if not plain[i]:
                     reuse.prefilled(i, self.prompt[i])
         self.busy_s += elapsed
         if ends:
