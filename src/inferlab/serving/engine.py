@@ -26,7 +26,7 @@ from ..engines.scheduler import SchedulerConfig
 from ..inputs.prefixes import PrefixPlan
 from .admission import Admission
 from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
-from .iteration import SMALL_BATCH, decode_sums, plan_prefill, plan_prefill_sums
+from .iteration import SMALL_BATCH, plan_decode_sums, plan_prefill, plan_prefill_sums
 from .prefix_cache import PrefixReuse
 from .stepmodel import StepModel
 
@@ -209,8 +209,8 @@ class Engine(Admission):
         if self.run.prefilling:
             self._plan_prefill()
         elif self.sums and self.whole and self.run.k <= SMALL_BATCH:
-            sums = decode_sums(self.run, self.block)
-            self._plan_decode(*self.model.time_decode_sum(self.run.k, sums[0]), sums=sums)
+            self._plan = plan = plan_decode_sums(self)
+            self.plan_end = self.now + plan[5]
         else:
             t0, t1 = self.model.time_decode(cached := self.run.cached)
             self._plan_decode(t0, t1, cached)
@@ -223,14 +223,13 @@ class Engine(Admission):
         elapsed = self._plan[1]
         self.plan_end = self.now + elapsed
 
-    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None,
-                     sums: tuple[float, float, float] | None = None) -> None:
-        """Plan a decode stretch; ``cached`` (``run.cached``) or ``sums`` (:func:`.decode_sums`)
-        when the caller has them."""
+    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
+        """Plan a decode stretch; ``cached`` (``run.cached``) when the caller has it (a small
+        whole-token batch: :func:`.plan_decode_sums`)."""
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
-                                                 self.block, self.lookahead, cached, None if sums is None else sums[2])
+                                                 self.block, self.lookahead, cached)
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):
@@ -239,11 +238,8 @@ class Engine(Admission):
         if not self.whole:
             k, tokens, elapsed, step = self.decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
         else:
-            if sums is not None:
-                total, least = sums[0], sums[1]
-            else:
-                least = float(np.minimum.reduce(run.osl - run.gen))
-                total = float(np.add.reduce(run.cached if cached is None else cached))
+            least = float(np.minimum.reduce(run.osl - run.gen))
+            total = float(np.add.reduce(run.cached if cached is None else cached))
             k, tokens, elapsed, step = PlainDecoding.stretch_least(t0, t1, least, run.k, max_steps, free_tokens)
         self._plan = ("decode", t0, t1, k, tokens, elapsed, step, least, total)
         self.plan_end = self.now + elapsed
