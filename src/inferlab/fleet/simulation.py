@@ -228,7 +228,12 @@ class _Loop(Outages, Control):
                 heapq.heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
             if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
-                self._schedule(r, key)
+                if key != r.key:  # as _schedule
+                    r.ver += 1
+                    r.key = key
+                    if key is not None:
+                        self.seq += 1
+                        heapq.heappush(heap, (key[0], key[1], self.seq, None, r, r.ver))
                 return
             prio = key[1]
 

@@ -138,11 +138,12 @@ class Admission:
         (checked exactly only when a quick upper bound on the blocks in use exceeds the pool);
         ``total``: the KV tokens the running requests hold, when the caller knows it."""
         run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
-        spare = reuse.cache.evictable_blocks
+        cache = reuse.cache
+        spare = cache.held_blocks - cache.pinned_blocks  # evictable_blocks, read often here
         bound = 0.0
         if run.k and (spare or not reserve):
             held = float(np.add.reduce(run.cached)) if total is None else total
-            bound = (held + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment
+            bound = (held + run.k * self.lookahead) / self.block + run.k + (cache.pinned_blocks - reuse._shared)
         if not reserve and run.k > 1 and bound > cap:
             while run.k > 1 and self.blocks_used() > cap:
                 i = int(run.idx[-1])

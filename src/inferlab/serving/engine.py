@@ -135,7 +135,8 @@ class Engine(Admission):
                extends: float = 0.0) -> int:
         """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index."""
         i = self.n
-        self._grow(i + 1)
+        if i >= len(self.isl):
+            self._grow(i + 1)
         self.n = i + 1
         self.isl[i], self.osl[i], self.prompt[i] = isl, osl, isl
         self.isl_l.append(float(isl))
