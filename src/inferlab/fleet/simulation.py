@@ -218,8 +218,8 @@ class _Loop(Outages, Control):
             e = r.engine
             if e._plan is not None:  # as _key
                 key = (e.plan_end, APPLY)
-            elif e.outstanding > 0 and r._state in ("up", "draining", "failed"):
-                key = (e.ready_s + 1e-12, PLAN)
+            elif e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # (ready_s, unplanned)
+                key = ((e.now if e.run.k or e.waiting else e.ready_s) + 1e-12, PLAN)
             else:
                 key = None
             if later and later[0][0] < t_next:

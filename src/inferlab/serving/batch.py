@@ -46,10 +46,10 @@ class PlainDecoding:
     @staticmethod
     def steps(k: int, t0: float, t1: float) -> tuple[int, float, float, float]:
         """:meth:`stretch` of ``k`` steps."""
-        if k > 1:
+        if k > 1:  # (the tokens as a float: numpy adds one to an array faster than an int)
             slope = t1 - t0
-            return k, k, k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
-        return k, k, t0, t0
+            return k, float(k), k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
+        return k, float(k), t0, t0
 
 
 def cut_stretch(plan: tuple, gap: float) -> tuple | None:
