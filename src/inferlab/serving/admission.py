@@ -56,17 +56,20 @@ class Admission:
             self.held_iters = 0
             used = self.blocks_used()
             reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
-            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            w, first_sched, plain = 0, self.first_sched, reuse.plain  # admitted: waiting[:w] (the views follow once, after)
             while w < len(waiting) and run.k < max_seqs:
                 i = waiting[w]
-                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                p = prompt[i]
+                # a request that never pins finds nothing (its prompt holds a token or more): no lookup
+                found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
                 need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
                 if used + need > self.capacity_blocks:
                     break
                 w += 1
                 run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
                         views=False)
-                reuse.admitted(i, found, pin)
+                if not quiet:
+                    reuse.admitted(i, found, pin)
                 used += need
                 if first_sched[i] != first_sched[i]:  # NaN: first admission
                     first_sched[i] = now
