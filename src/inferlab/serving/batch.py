@@ -77,9 +77,10 @@ class RunningBatch:
         self._views()
 
     def _views(self) -> None:
-        k, r = self.k, self._rows
+        k = self.k
         self.idx = self._idx[:k]
-        self.done, self.gen, self.base, self.prompt, self.osl = r[0, :k], r[1, :k], r[2, :k], r[3, :k], r[4, :k]
+        v = self._rows[:, :k]
+        self.done, self.gen, self.base, self.prompt, self.osl = v[0], v[1], v[2], v[3], v[4]
 
     def rows(self) -> list[list[float]]:
         """The float columns of the running slots as lists, in the order of :data:`ROWS`."""

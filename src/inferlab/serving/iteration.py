@@ -18,6 +18,7 @@ nothing but those sums (:meth:`~.stepmodel.StepModel.time_sums`).
 from __future__ import annotations
 
 import math
+from operator import add, sub
 from typing import Any
 
 import numpy as np
@@ -129,8 +130,8 @@ def plan_decode_sums(e: Any) -> tuple:
     :func:`~.batch.stretch_limits` counts them (at least one each), with its limits."""
     run, block, sched = e.run, e.block, e.sched
     done, gen, base, _, osl = run.rows()
-    cached = [d + g - b for d, g, b in zip(done, gen, base)]
-    total, least, n = float(sum(cached)), min([o - g for o, g in zip(osl, gen)]), run.k
+    cached = list(map(sub, map(add, done, gen), base))  # d + g - b each
+    total, least, n = float(sum(cached)), min(map(sub, osl, gen)), run.k
     t0, t1 = e.model.time_decode_sum(n, total)
     k = int(max(1.0, least))
     order, pos = e.order, e.pos
