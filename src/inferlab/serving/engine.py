@@ -155,8 +155,12 @@ class Engine(Admission):
     def send(self, i: int, arrival: float) -> None:
         """Request ``i`` (loaded, not yet sent) is sent at ``arrival`` [s]."""
         self.arrivals[i] = arrival
-        self.visible[i] = arrival + self.delay
-        bisect.insort(self.order, i, lo=self.pos, key=self.visible.__getitem__)
+        self.visible[i] = v = arrival + self.delay
+        order = self.order
+        if len(order) == self.pos or self.visible[order[-1]] <= v:  # where insort puts it: last
+            order.append(i)
+        else:
+            bisect.insort(order, i, lo=self.pos, key=self.visible.__getitem__)
         self.outstanding += 1
         plan = self._plan  # a decode stretch must stop for it (behind an earlier arrival: it does)
         if plan is not None and plan[0] == "decode" and self.visible[i] < self.plan_end and self.order[self.pos] == i:
