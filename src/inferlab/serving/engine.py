@@ -282,13 +282,13 @@ class Engine(Admission):
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
             self.itl_v.append(step)
-            self.itl_w.append(float(run.k) * k)
+            self.itl_w.append(emitted := float(run.k) * k)
             if self.prefilled:  # a transferred request's first token is its first decode step's
                 ids = run.idx[np.isnan(self.first_tok[run.idx])]
                 self.first_tok[ids] = self.now + t0
             self.now += elapsed
             run.gen += tokens
-            self.tokens += float(run.k) * k
+            self.tokens += emitted
             self.held_iters += k if self.waiting else 0
         self.busy_s += elapsed
         if plan[0] == "decode" and k < least:  # no request finishes; each holds k more tokens
