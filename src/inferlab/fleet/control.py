@@ -26,8 +26,8 @@ class Control:
     # -- control: samples and the autoscaler -----------------------------------------------
     def _tick(self, t: float) -> None:
         cfg, rec = self.cfg, self.rec
-        live = [r for r in self.replicas if r.state in ("up", "draining")]
-        up = [r for r in live if r.state == "up"]
+        live = [r for r in self.replicas if r._state in ("up", "draining")]  # (the state without its property)
+        up = [r for r in live if r._state == "up"]
         window = cfg.sample_s
         busy = 0.0  # share of its peak each replica processed in the window, summed
         for r in live:
@@ -38,21 +38,22 @@ class Control:
         s = rec.samples
         s["t"].append(t)
         s["ready"].append(len(up))
-        s["starting"].append(sum(1 for r in self.replicas if r.state == "starting"))
-        s["running"].append(sum(1 for r in self.replicas if r.state not in ("stopped",)))
+        s["starting"].append(sum(1 for r in self.replicas if r._state == "starting"))
+        s["running"].append(sum(1 for r in self.replicas if r._state != "stopped"))
         s["queued"].append(sum(r.engine.queued for r in live) + len(self.central))
-        s["kv"].append(float(np.mean([r.engine.kv_used for r in up])) if up else 0.0)
+        # (np.mean's own sum and division, without its wrapper)
+        s["kv"].append(float(np.add.reduce(np.asarray([r.engine.kv_used for r in up])) / len(up)) if up else 0.0)
         s["utilization"].append(min(busy / len(live), 1.0) if live and t > 0 else 0.0)
         s["in_flight"].append(sum(r.engine.outstanding for r in live))
         s["rate"].append(self.arrived_window / window if t > 0 else 0.0)
         spend = 0.0
         for k, p in enumerate(self.pools):
-            paid = [r for r in self.replicas if r.pool == k and r.state != "stopped"]
+            paid = [r for r in self.replicas if r.pool == k and r._state != "stopped"]
             spend += float(p.pricing.usd_per_hour(len(paid), sum(1 for r in paid if r.spot)))
         s["usd_per_hour"].append(spend)
         self.arrived_window = 0
         for r in self.replicas:
-            if r.state == "draining" and not r.engine.busy:
+            if r._state == "draining" and not r.engine.busy:
                 r.state, r.stopped = "stopped", t
                 self.rec.events.append((t, "stop", r.index))
         for k, p in enumerate(self.pools):

@@ -186,11 +186,12 @@ class _Loop(Outages, Control):
         self.seq += 1
         heapq.heappush(self.heap, (t, prio, self.seq, what, obj, 0))
 
-    def _key(self, r: Replica) -> tuple[float, int] | None:
+    @staticmethod
+    def _key(r: Replica) -> tuple[float, int] | None:
         e = r.engine
-        if e.planned:
+        if e._plan is not None:  # planned
             return e.plan_end, APPLY
-        if e.busy and r._state in ("up", "draining", "failed"):
+        if e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # busy
             return e.ready_s + 1e-12, PLAN
         return None
 
@@ -214,14 +215,25 @@ class _Loop(Outages, Control):
         heap, later, drain_end = self.heap, self.later, self.drain_end
         while True:
             self._engine_event(r, prio)
-            key = self._key(r)
+            e = r.engine
+            if e._plan is not None:  # as _key
+                key = (e.plan_end, APPLY)
+            elif e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # (ready_s, unplanned)
+                key = ((e.now if e.run.k or e.waiting else e.ready_s) + 1e-12, PLAN)
+            else:
+                key = None
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
             while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
                 heapq.heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
             if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
-                self._schedule(r, key)
+                if key != r.key:  # as _schedule
+                    r.ver += 1
+                    r.key = key
+                    if key is not None:
+                        self.seq += 1
+                        heapq.heappush(heap, (key[0], key[1], self.seq, None, r, r.ver))
                 return
             prio = key[1]
 

@@ -56,17 +56,20 @@ class Admission:
             self.held_iters = 0
             used = self.blocks_used()
             reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
-            w, first_sched = 0, self.first_sched  # admitted: waiting[:w] (the views follow once, after)
+            w, first_sched, plain = 0, self.first_sched, reuse.plain  # admitted: waiting[:w] (the views follow once, after)
             while w < len(waiting) and run.k < max_seqs:
                 i = waiting[w]
-                found, pin, counted = reuse.lookup(i, p := prompt[i])
+                p = prompt[i]
+                # a request that never pins finds nothing (its prompt holds a token or more): no lookup
+                found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
                 need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
                 if used + need > self.capacity_blocks:
                     break
                 w += 1
                 run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
                         views=False)
-                reuse.admitted(i, found, pin)
+                if not quiet:
+                    reuse.admitted(i, found, pin)
                 used += need
                 if first_sched[i] != first_sched[i]:  # NaN: first admission
                     first_sched[i] = now
@@ -126,9 +129,11 @@ class Admission:
 
     def _finished(self, done: list[int]) -> None:
         self.outstanding -= len(done)
+        reuse, plain, finish, now = self.reuse, self.reuse.plain, self.finish, self.now
         for i in done:
-            self.finish[i] = self.now
-            self.reuse.released(i, self.isl_l[i] + self.osl_l[i])
+            finish[i] = now
+            if not plain[i]:
+                reuse.released(i, self.isl_l[i] + self.osl_l[i])
         self.hold = False
 
     def _preempt(self, total: float | None = None) -> None:
@@ -136,11 +141,12 @@ class Admission:
         (checked exactly only when a quick upper bound on the blocks in use exceeds the pool);
         ``total``: the KV tokens the running requests hold, when the caller knows it."""
         run, reuse, cap, reserve = self.run, self.reuse, self.capacity_blocks, self.sched.reserve_output
-        spare = reuse.cache.evictable_blocks
+        cache = reuse.cache
+        spare = cache.held_blocks - cache.pinned_blocks  # evictable_blocks, read often here
         bound = 0.0
         if run.k and (spare or not reserve):
             held = float(np.add.reduce(run.cached)) if total is None else total
-            bound = (held + run.k * self.lookahead) / self.block + run.k + reuse.shared_adjustment
+            bound = (held + run.k * self.lookahead) / self.block + run.k + (cache.pinned_blocks - reuse._shared)
         if not reserve and run.k > 1 and bound > cap:
             while run.k > 1 and self.blocks_used() > cap:
                 i = int(run.idx[-1])

@@ -46,10 +46,10 @@ class PlainDecoding:
     @staticmethod
     def steps(k: int, t0: float, t1: float) -> tuple[int, float, float, float]:
         """:meth:`stretch` of ``k`` steps."""
-        if k > 1:
+        if k > 1:  # (the tokens as a float: numpy adds one to an array faster than an int)
             slope = t1 - t0
-            return k, k, k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
-        return k, k, t0, t0
+            return k, float(k), k * t0 + slope * k * (k - 1) / 2.0, t0 + slope * (k - 1) / 2.0
+        return k, float(k), t0, t0
 
 
 def cut_stretch(plan: tuple, gap: float) -> tuple | None:
@@ -77,9 +77,10 @@ class RunningBatch:
         self._views()
 
     def _views(self) -> None:
-        k, r = self.k, self._rows
+        k = self.k
         self.idx = self._idx[:k]
-        self.done, self.gen, self.base, self.prompt, self.osl = r[0, :k], r[1, :k], r[2, :k], r[3, :k], r[4, :k]
+        v = self._rows[:, :k]
+        self.done, self.gen, self.base, self.prompt, self.osl = v[0], v[1], v[2], v[3], v[4]
 
     def rows(self) -> list[list[float]]:
         """The float columns of the running slots as lists, in the order of :data:`ROWS`."""

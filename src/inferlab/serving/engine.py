@@ -26,7 +26,7 @@ from ..engines.scheduler import SchedulerConfig
 from ..inputs.prefixes import PrefixPlan
 from .admission import Admission
 from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
-from .iteration import SMALL_BATCH, decode_sums, plan_prefill, plan_prefill_sums
+from .iteration import SMALL_BATCH, plan_decode_sums, plan_prefill, plan_prefill_sums
 from .prefix_cache import PrefixReuse
 from .stepmodel import StepModel
 
@@ -129,12 +129,14 @@ class Engine(Admission):
             self.reuse.found.append(0.0)
             self.reuse._looked.append(False)
             self.reuse._pinned.append(0)
+        self.reuse.plain.extend([True] * (len(self.reuse.found) - len(self.reuse.plain)))
 
     def submit(self, arrival: float, isl: float, osl: float, *, stream: int = -1, prefix: float = 0.0,
                extends: float = 0.0) -> int:
         """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index."""
         i = self.n
-        self._grow(i + 1)
+        if i >= len(self.isl):
+            self._grow(i + 1)
         self.n = i + 1
         self.isl[i], self.osl[i], self.prompt[i] = isl, osl, isl
         self.isl_l.append(float(isl))
@@ -146,14 +148,19 @@ class Engine(Admission):
             self.reuse.add(stream, prefix, extends)
         else:
             self.reuse.found.append(0.0)
+            self.reuse.plain.append(True)
         self.send(i, arrival)
         return i
 
     def send(self, i: int, arrival: float) -> None:
         """Request ``i`` (loaded, not yet sent) is sent at ``arrival`` [s]."""
         self.arrivals[i] = arrival
-        self.visible[i] = arrival + self.delay
-        bisect.insort(self.order, i, lo=self.pos, key=self.visible.__getitem__)
+        self.visible[i] = v = arrival + self.delay
+        order = self.order
+        if len(order) == self.pos or self.visible[order[-1]] <= v:  # where insort puts it: last
+            order.append(i)
+        else:
+            bisect.insort(order, i, lo=self.pos, key=self.visible.__getitem__)
         self.outstanding += 1
         plan = self._plan  # a decode stretch must stop for it (behind an earlier arrival: it does)
         if plan is not None and plan[0] == "decode" and self.visible[i] < self.plan_end and self.order[self.pos] == i:
@@ -207,8 +214,8 @@ class Engine(Admission):
         if self.run.prefilling:
             self._plan_prefill()
         elif self.sums and self.whole and self.run.k <= SMALL_BATCH:
-            sums = decode_sums(self.run, self.block)
-            self._plan_decode(*self.model.time_decode_sum(self.run.k, sums[0]), sums=sums)
+            self._plan = plan = plan_decode_sums(self)
+            self.plan_end = self.now + plan[5]
         else:
             t0, t1 = self.model.time_decode(cached := self.run.cached)
             self._plan_decode(t0, t1, cached)
@@ -221,14 +228,13 @@ class Engine(Admission):
         elapsed = self._plan[1]
         self.plan_end = self.now + elapsed
 
-    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None,
-                     sums: tuple[float, float, float] | None = None) -> None:
-        """Plan a decode stretch; ``cached`` (``run.cached``) or ``sums`` (:func:`.decode_sums`)
-        when the caller has them."""
+    def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
+        """Plan a decode stretch; ``cached`` (``run.cached``) when the caller has it (a small
+        whole-token batch: :func:`.plan_decode_sums`)."""
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
-                                                 self.block, self.lookahead, cached, None if sums is None else sums[2])
+                                                 self.block, self.lookahead, cached)
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):
@@ -237,11 +243,8 @@ class Engine(Admission):
         if not self.whole:
             k, tokens, elapsed, step = self.decoding.stretch(t0, t1, run.osl - run.gen, max_steps, free_tokens)
         else:
-            if sums is not None:
-                total, least = sums[0], sums[1]
-            else:
-                least = float(np.minimum.reduce(run.osl - run.gen))
-                total = float(np.add.reduce(run.cached if cached is None else cached))
+            least = float(np.minimum.reduce(run.osl - run.gen))
+            total = float(np.add.reduce(run.cached if cached is None else cached))
             k, tokens, elapsed, step = PlainDecoding.stretch_least(t0, t1, least, run.k, max_steps, free_tokens)
         self._plan = ("decode", t0, t1, k, tokens, elapsed, step, least, total)
         self.plan_end = self.now + elapsed
@@ -272,18 +275,20 @@ class Engine(Admission):
                 fresh = ids[np.isnan(self.first_tok[ids])]
                 self.first_tok[fresh] = self.now
                 if reuse.active:
+                    plain = reuse.plain
                     for i in ids.tolist():
-                        reuse.prefilled(i, self.prompt[i])
+                        if not plain[i]:
+                            reuse.prefilled(i, self.prompt[i])
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
             self.itl_v.append(step)
-            self.itl_w.append(float(run.k) * k)
+            self.itl_w.append(emitted := float(run.k) * k)
             if self.prefilled:  # a transferred request's first token is its first decode step's
                 ids = run.idx[np.isnan(self.first_tok[run.idx])]
                 self.first_tok[ids] = self.now + t0
             self.now += elapsed
             run.gen += tokens
-            self.tokens += float(run.k) * k
+            self.tokens += emitted
             self.held_iters += k if self.waiting else 0
         self.busy_s += elapsed
         if plan[0] == "decode" and k < least:  # no request finishes; each holds k more tokens
@@ -307,11 +312,11 @@ class Engine(Admission):
             self.started[run.idx[chunk > 0]] = True
         if n_fin:
             run.prefilling -= n_fin
-            first_tok = self.first_tok
+            first_tok, plain = self.first_tok, reuse.plain
             for i in prompted:
                 if first_tok[i] != first_tok[i]:  # NaN: its first token
                     first_tok[i] = self.now
-                if reuse.active:
+                if not plain[i]:
                     reuse.prefilled(i, self.prompt[i])
         self.busy_s += elapsed
         if ends:

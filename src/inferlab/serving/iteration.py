@@ -1,7 +1,7 @@
 """Planning one iteration of an engine's running batch from its arrays, or from plain floats.
 
 :func:`plan_prefill` chooses the prompts that get a chunk within the token budget (first come
-first served) and times the iteration; :func:`plan_prefill_sums` and :func:`decode_sums` do
+first served) and times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
 the same work with Python floats for a small batch, where numpy's cost per call would be
 most of the time.
 
@@ -18,12 +18,13 @@ nothing but those sums (:meth:`~.stepmodel.StepModel.time_sums`).
 from __future__ import annotations
 
 import math
+from operator import add, sub
 from typing import Any
 
 import numpy as np
 
 from ..engines.scheduler import SchedulerConfig
-from .batch import RunningBatch
+from .batch import PlainDecoding, RunningBatch
 
 #: Running requests up to which the plain-float forms are used (beyond, numpy's arrays are faster).
 SMALL_BATCH = 32
@@ -122,10 +123,22 @@ def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> 
     return elapsed, np.array(chunk), None, n_dec, None, n_fin, (np.array(emits), prompted, p, ends, held)
 
 
-def decode_sums(run: RunningBatch, block: int) -> tuple[float, float, float]:
-    """A whole-token batch's KV tokens held, fewest tokens a request has left to emit, and
-    KV blocks held as :func:`~.batch.stretch_limits` counts them (at least one each)."""
+def plan_decode_sums(e: Any) -> tuple:
+    """The decode stretch :meth:`~.engine.Engine._plan_decode` plans for engine ``e``'s small
+    whole-token batch (full attention, no attention-DP ranks) from plain-float sums: the KV
+    tokens held, the fewest tokens a request has left to emit, and the KV blocks held as
+    :func:`~.batch.stretch_limits` counts them (at least one each), with its limits."""
+    run, block, sched = e.run, e.block, e.sched
     done, gen, base, _, osl = run.rows()
-    cached = [d + g - b for d, g, b in zip(done, gen, base)]
-    least = min([o - g for o, g in zip(osl, gen)])
-    return float(sum(cached)), least, float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
+    cached = list(map(sub, map(add, done, gen), base))  # d + g - b each
+    total, least, n = float(sum(cached)), min(map(sub, osl, gen)), run.k
+    t0, t1 = e.model.time_decode_sum(n, total)
+    k = int(max(1.0, least))
+    order, pos = e.order, e.pos
+    if pos < len(order) and n < sched.max_num_seqs and not e.waiting:  # an arrival that could be admitted
+        k = min(k, max(1, int(math.ceil((e.visible[order[pos]] - e.now) / t0))))
+    if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
+        held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
+        free_tokens = (e.capacity_blocks - e.reuse.shared_adjustment - held) * block
+        k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
+    return ("decode", t0, t1, *PlainDecoding.steps(k, t0, t1), least, total)

@@ -177,6 +177,10 @@ class PrefixReuse:
         self._stream: list[int] = plan.stream.tolist() if planned else []
         self._prefix: list[float] = plan.prefix.tolist() if planned else []
         self._extends: list[float] = plan.extends.tolist() if planned else []
+        # per request: whether it never pins a block (no cache, or no prefix and nothing it
+        # leaves on its stream), so that :meth:`prefilled` and :meth:`released` do nothing
+        self.plain: list[bool] = [not (p or e) for p, e in zip(self._prefix, self._extends)] if planned \
+            else [True] * num_requests
 
     def add(self, stream: int, prefix: float, extends: float) -> None:
         """One more request (the next index) on ``stream``: ``prefix`` leading tokens a cache
@@ -187,6 +191,7 @@ class PrefixReuse:
         self._stream.append(int(stream))
         self._prefix.append(float(prefix))
         self._extends.append(float(extends))
+        self.plain.append(not (self.active and (self._prefix[-1] or self._extends[-1])))
 
     @property
     def shared_adjustment(self) -> int:
