@@ -309,3 +309,17 @@ def test_pools_with_experts_and_attention_dp():
     assert float(moved[0]) == pytest.approx(1024 * 576 * 61)
     with pytest.raises(SpecError, match="neither tpN, epN, adp"):
         Pool.parse("b200x8:dp8")
+
+
+@settings(max_examples=8, deadline=None)
+@given(clients=st.integers(1, 12), isl=st.integers(16, 2048), osl=st.integers(1, 64),
+       decode=st.sampled_from(["h100-sxmx1", "h100-sxmx2:tp1"]))
+def test_closed_loop_over_pools_never_holds_more_than_its_clients(clients, isl, osl, decode):
+    from inferlab import serve
+
+    r = serve("llama-3.1-8b", disaggregation=f"prefill=h100-sxmx1,decode={decode}", concurrency=clients,
+              isl=isl, osl=osl, num_requests=3 * clients, engine="vllm")
+    t = r.trace
+    assert np.isfinite(t.finish).all() and (t.first_token <= t.finish).all() and (t.arrival <= t.first_token).all()
+    probes = np.r_[t.arrival, t.finish - 1e-9]
+    assert max(int(np.sum((t.arrival <= x) & (t.finish > x))) for x in probes) <= clients
