@@ -1,7 +1,8 @@
 """The running batch of one engine and the rules of its decode stretches.
 
 :class:`PlainDecoding` (one token per running request per iteration), the running
-requests as arrays (:class:`RunningBatch`), the check that every request fits the KV pool,
+requests as arrays (:class:`RunningBatch`) or, a small whole-token batch, as plain lists
+(:class:`SmallBatch`), the check that every request fits the KV pool,
 and how many decode-only iterations can run before an event (:func:`stretch_limits`),
 for :class:`~.engine.Engine`.
 """

@@ -5,8 +5,8 @@ runs (decode tokens, prefill chunks and their contexts). Stretches of decode-onl
 iterations between events (an arrival that can be admitted, a request finishing, the KV
 pool filling up) are advanced in one go: the step time grows linearly with the contexts,
 so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python work. A small
-batch of whole-token requests is planned from plain-float sums instead of arrays
-(:mod:`.iteration`), with the same numbers.
+batch of whole-token requests is kept as plain lists (:class:`~.batch.SmallBatch`) and
+planned from plain-float sums instead of arrays (:mod:`.iteration`), with the same numbers.
 
 :func:`~.simulator.simulate` drives one :class:`Engine` over a known set of requests; a
 fleet (:mod:`inferlab.fleet`) drives many on one clock, handing each its requests as a
