@@ -23,11 +23,11 @@ class Admission:
     def blocks_used(self) -> float:
         """KV blocks the running requests hold [block]."""
         run = self.run
-        if self.whole and run.k <= SMALL_BATCH:  # plain floats, exact (see .iteration)
+        if run.lists or (self.whole and run.k <= SMALL_BATCH):  # plain floats, exact (see .iteration)
             done, gen, base, _, osl = run.rows()
             block = self.block
             if self.sched.reserve_output:
-                held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.idx.tolist(), osl)]
+                held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.ids(), osl)]
             else:
                 held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block) for d, g, b in zip(done, gen, base)]
             return float(sum(held)) + self.reuse.shared_adjustment
@@ -91,7 +91,17 @@ class Admission:
         if len(keep) < len(self.waiting):
             self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
         run = self.run
-        if run.prefilling:
+        if run.prefilling and run.lists:
+            late = [not self.started[i] and self.arrivals[i] + self.delay <= limit for i in run.idx]
+            if any(late):
+                for i, gone in zip(run.idx, late):
+                    if gone:
+                        self.timed_out.append(i)
+                        self.reuse.released(i, None)
+                        self.outstanding -= 1
+                run.keep([not gone for gone in late])
+                run.prefilling -= late.count(True)
+        elif run.prefilling:
             ids = run.idx
             late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
             if late.any():
@@ -106,19 +116,20 @@ class Admission:
         """Remove the requests that reached their output length; the removed ones, and the KV
         tokens the others hold when it is known (a small whole-token batch, plain floats)."""
         run = self.run
-        if self.whole and run.k <= SMALL_BATCH:
+        if run.lists or (self.whole and run.k <= SMALL_BATCH):
             done_, gen, base, _, osl = run.rows()
             ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
             if not ends:
                 return [], None
-            idx = run.idx.tolist()
+            idx = run.ids()
             done = [idx[j] for j in ends]
+            held = float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))
             self._finished(done)
             if len(ends) == 1:
                 run.drop(ends[0])
             else:
-                run.keep(np.asarray(gen) < np.asarray(osl))
-            return done, float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))
+                run.keep([g < o for g, o in zip(gen, osl)] if run.lists else np.asarray(gen) < np.asarray(osl))
+            return done, held
         finished = run.gen >= run.osl
         if not np.logical_or.reduce(finished):
             return [], None

@@ -1,7 +1,8 @@
 """The running batch of one engine and the rules of its decode stretches.
 
 :class:`PlainDecoding` (one token per running request per iteration), the running
-requests as arrays (:class:`RunningBatch`), the check that every request fits the KV pool,
+requests as arrays (:class:`RunningBatch`) or, a small whole-token batch, as plain lists
+(:class:`SmallBatch`), the check that every request fits the KV pool,
 and how many decode-only iterations can run before an event (:func:`stretch_limits`),
 for :class:`~.engine.Engine`.
 """
@@ -68,6 +69,7 @@ class RunningBatch:
     :meth:`rows` treat them in one call."""
 
     ROWS = ("done", "gen", "base", "prompt", "osl")
+    lists = False  # (:class:`SmallBatch`: plain lists)
 
     def __init__(self, capacity: int) -> None:
         self.k = 0
@@ -85,6 +87,10 @@ class RunningBatch:
     def rows(self) -> list[list[float]]:
         """The float columns of the running slots as lists, in the order of :data:`ROWS`."""
         return self._rows[:, :self.k].tolist()
+
+    def ids(self) -> list[int]:
+        """The running requests, in slot order."""
+        return self._idx[:self.k].tolist()
 
     def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0, views: bool = True) -> None:
         """Admit request ``i`` (``generated`` tokens already produced, ``prompt`` to prefill,
@@ -128,6 +134,75 @@ class RunningBatch:
     def cached(self) -> np.ndarray:
         """KV tokens each running request holds."""
         return self.done + self.gen - self.base
+
+
+class SmallBatch:
+    """A :class:`RunningBatch` of a small whole-token batch as plain lists (the same float
+    values; see :mod:`.iteration`): one list per column, ``idx`` too. :meth:`rows` gives
+    the lists themselves (to read, not to change)."""
+
+    lists = True
+
+    def __init__(self, run: RunningBatch | None = None) -> None:
+        if run is None:
+            self.k = self.prefilling = 0
+            self.idx: list[int] = []
+            self.done, self.gen, self.base, self.prompt, self.osl = [], [], [], [], []
+        else:
+            self.k, self.prefilling, self.idx = run.k, run.prefilling, run.ids()
+            self.done, self.gen, self.base, self.prompt, self.osl = run.rows()
+
+    def rows(self) -> list[list[float]]:
+        return [self.done, self.gen, self.base, self.prompt, self.osl]
+
+    def ids(self) -> list[int]:
+        return list(self.idx)
+
+    def arrays(self) -> RunningBatch:
+        """The same batch as a :class:`RunningBatch`."""
+        run = RunningBatch(max(2 * self.k, 64))
+        k = run.k = self.k
+        run._idx[:k] = self.idx
+        run._rows[:, :k] = self.rows()
+        run.prefilling = self.prefilling
+        run._views()
+        return run
+
+    def add(self, i: int, generated: float, prompt: float, osl: float, done: float = 0.0, views: bool = True) -> None:
+        """:meth:`RunningBatch.add`."""
+        self.idx.append(int(i))
+        self.done.append(float(done))
+        self.gen.append(float(generated))
+        self.base.append(float(generated))
+        self.prompt.append(float(prompt))
+        self.osl.append(float(osl))
+        self.k += 1
+        self.prefilling += 0 if done >= prompt else 1
+
+    def _views(self) -> None:
+        pass
+
+    def keep(self, mask: list[bool]) -> None:
+        """Keep the slots where ``mask`` is true, in order."""
+        self.idx = [x for x, m in zip(self.idx, mask) if m]
+        self.done, self.gen, self.base, self.prompt, self.osl = (
+            [x for x, m in zip(col, mask) if m] for col in self.rows())
+        self.k = len(self.idx)
+
+    def drop(self, j: int) -> None:
+        for col in (self.idx, self.done, self.gen, self.base, self.prompt, self.osl):
+            del col[j]
+        self.k -= 1
+
+    def drop_last(self) -> None:
+        if self.done[-1] < self.prompt[-1]:
+            self.prefilling -= 1
+        self.drop(self.k - 1)
+
+    @property
+    def cached(self) -> list[float]:
+        """KV tokens each running request holds."""
+        return [d + g - b for d, g, b in zip(self.done, self.gen, self.base)]
 
 
 def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int) -> None:

@@ -5,8 +5,8 @@ runs (decode tokens, prefill chunks and their contexts). Stretches of decode-onl
 iterations between events (an arrival that can be admitted, a request finishing, the KV
 pool filling up) are advanced in one go: the step time grows linearly with the contexts,
 so ``k`` steps take ``k t0 + s k (k - 1) / 2``. There is no per-token Python work. A small
-batch of whole-token requests is planned from plain-float sums instead of arrays
-(:mod:`.iteration`), with the same numbers.
+batch of whole-token requests is kept as plain lists (:class:`~.batch.SmallBatch`) and
+planned from plain-float sums instead of arrays (:mod:`.iteration`), with the same numbers.
 
 :func:`~.simulator.simulate` drives one :class:`Engine` over a known set of requests; a
 fleet (:mod:`inferlab.fleet`) drives many on one clock, handing each its requests as a
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import numpy as np
 from ..engines.scheduler import SchedulerConfig
 from ..inputs.prefixes import PrefixPlan
 from .admission import Admission
-from .batch import PlainDecoding, RunningBatch, cut_stretch, request_columns, stretch_limits
+from .batch import PlainDecoding, RunningBatch, SmallBatch, cut_stretch, request_columns, stretch_limits
 from .iteration import SMALL_BATCH, plan_decode_sums, plan_prefill, plan_prefill_sums
 from .prefix_cache import PrefixReuse
 from .stepmodel import StepModel
@@ -89,7 +90,7 @@ class Engine(Admission):
         self.pos = 0  # next entry of ``order`` to arrive
         self.outstanding = 0  # requests sent here and not finished (on their way, waiting or running)
         self.waiting: list[int] = []
-        self.run = RunningBatch(min(max(capacity, 1), sched.max_num_seqs))
+        self.run: Any = SmallBatch() if self.sums and self.whole else RunningBatch(min(max(capacity, 1), sched.max_num_seqs))
         self.reuse = PrefixReuse(prefixes, self.block, 0, active=prefix_cache)
         self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
         self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
@@ -211,9 +212,12 @@ class Engine(Admission):
                 self.now = max(self.now, self.visible[self.order[self.pos]])
                 continue
             return False
-        if self.run.prefilling:
+        run = self.run  # a small whole-token batch as lists, else as arrays (see .iteration)
+        if (self.sums and self.whole and run.k <= SMALL_BATCH) is not run.lists:
+            self.run = run = run.arrays() if run.lists else SmallBatch(run)
+        if run.prefilling:
             self._plan_prefill()
-        elif self.sums and self.whole and self.run.k <= SMALL_BATCH:
+        elif run.lists:
             self._plan = plan = plan_decode_sums(self)
             self.plan_end = self.now + plan[5]
         else:
@@ -223,7 +227,7 @@ class Engine(Admission):
 
     def _plan_prefill(self) -> None:
         run = self.run
-        plan = plan_prefill_sums if self.sums and self.whole and run.k <= SMALL_BATCH else plan_prefill
+        plan = plan_prefill_sums if run.lists else plan_prefill
         self._plan = ("prefill", *plan(run, self.sched, self.model))
         elapsed = self._plan[1]
         self.plan_end = self.now + elapsed
@@ -284,10 +288,19 @@ class Engine(Admission):
             self.itl_v.append(step)
             self.itl_w.append(emitted := float(run.k) * k)
             if self.prefilled:  # a transferred request's first token is its first decode step's
-                ids = run.idx[np.isnan(self.first_tok[run.idx])]
-                self.first_tok[ids] = self.now + t0
+                if run.lists:
+                    first_tok, t = self.first_tok, self.now + t0
+                    for i in run.idx:
+                        if first_tok[i] != first_tok[i]:  # NaN
+                            first_tok[i] = t
+                else:
+                    ids = run.idx[np.isnan(self.first_tok[run.idx])]
+                    self.first_tok[ids] = self.now + t0
             self.now += elapsed
-            run.gen += tokens
+            if run.lists:
+                run.gen = [g + tokens for g in run.gen]
+            else:
+                run.gen += tokens
             self.tokens += emitted
             self.held_iters += k if self.waiting else 0
         self.busy_s += elapsed
@@ -301,15 +314,18 @@ class Engine(Admission):
         self.q_depth.append(len(self.waiting))
         return done
 
-    def _advance_sums(self, elapsed: float, chunk: np.ndarray, n_dec: int, n_fin: int, emits: np.ndarray,
+    def _advance_sums(self, elapsed: float, chunk: list[float], n_dec: int, n_fin: int, emits: list[float],
                       prompted: list[int], prefill_tokens: float, ends: bool, held: float) -> list[int]:
-        """The rest of :meth:`advance` for a prefill iteration planned by :func:`.plan_prefill_sums`."""
+        """The rest of :meth:`advance` for a prefill iteration planned by :func:`.plan_prefill_sums`
+        (a :class:`.SmallBatch`)."""
         run, reuse = self.run, self.reuse
-        run.gen += emits
-        run.done += chunk
+        run.gen = list(map(add, run.gen, emits))
+        run.done = list(map(add, run.done, chunk))
         self.tokens += prefill_tokens + n_dec
         if self.timeout != math.inf:
-            self.started[run.idx[chunk > 0]] = True
+            for i, q in zip(run.idx, chunk):
+                if q > 0:
+                    self.started[i] = True
         if n_fin:
             run.prefilling -= n_fin
             first_tok, plain = self.first_tok, reuse.plain
@@ -331,7 +347,7 @@ class Engine(Admission):
 
     def abort(self) -> list[int]:
         """The replica fails: every request sent here and not finished is lost; returns them."""
-        lost = self.order[self.pos:] + self.waiting + self.run.idx.tolist()
+        lost = self.order[self.pos:] + self.waiting + self.run.ids()
         self.order, self.pos, self.waiting, self.outstanding, self.run = [], 0, [], 0, RunningBatch(1)
         self._plan, self.plan_end = None, math.inf
         return lost

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..engines.scheduler import SchedulerConfig
-from .batch import PlainDecoding, RunningBatch
+from .batch import PlainDecoding, RunningBatch, SmallBatch
 
 #: Running requests up to which the plain-float forms are used (beyond, numpy's arrays are faster).
 SMALL_BATCH = 32
@@ -66,7 +66,7 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, None
 
 
-def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
+def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tuple:
     """:func:`plan_prefill` of a whole-token batch with plain floats (see the module's notes);
     without the masks (None), and what it knows beyond that: the tokens each slot emits (one
     where it decodes or finishes its prompt), the requests that finish their prompt, the tokens
@@ -97,7 +97,7 @@ def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> 
         decoding = [False] * k
         n_dec = 0
     # per slot: its tokens emitted (a decode, or the first token after its prompt), its sums
-    idx = run.idx.tolist()
+    idx = run.idx
     emits, prompted, ends, held = [], [], False, 0.0
     decode_total = p = pairs = reads = 0.0
     n_prefill = 0
@@ -120,7 +120,7 @@ def plan_prefill_sums(run: RunningBatch, sched: SchedulerConfig, model: Any) -> 
         held += d + q + g + e - base[j]
     n_fin = len(prompted)
     elapsed = model.time_sums(n_dec, decode_total, p, pairs, reads, n_prefill, float(n_dec + n_fin))
-    return elapsed, np.array(chunk), None, n_dec, None, n_fin, (np.array(emits), prompted, p, ends, held)
+    return elapsed, chunk, None, n_dec, None, n_fin, (emits, prompted, p, ends, held)
 
 
 def plan_decode_sums(e: Any) -> tuple:
