@@ -313,3 +313,17 @@ def test_vllm_data_parallel_experts_are_accepted_as_what_they_are():
     assert Deployment(model="deepseek-v3", hardware="h200-sxm", layout={"dp": 8, "ep": 8}).num_gpus == 8
     with pytest.raises(SpecError, match="ep=4 must divide tp=1"):  # 4 groups over 2 ranks: no such layout
         estimate("deepseek-v3", "h200-sxm", dp=2, ep=4)
+
+
+def test_token_permutation_shrinks_with_expert_groups_not_with_their_width():
+    """moe_permute copies whole hidden rows: with tp=8 attention, ep=2 groups of moe_tp=4
+    GPUs each permute half the routed rows (not an eighth, as the experts' width split)."""
+    from inferlab.core.graph import Step
+    from inferlab.techniques.step import _sharded_graph
+
+    def permuted(ep: int) -> float:
+        dep = deployment("qwen3-30b-a3b", "h100-sxm", tp=8, ep=ep)
+        ops = _sharded_graph(dep, Step.prefill(1.0, 4096.0))
+        return sum(float(op.elements_read) for op in ops if op.name == "moe_permute")
+
+    assert [permuted(1) / permuted(ep) for ep in (1, 2, 4, 8)] == pytest.approx([1, 2, 4, 8])
