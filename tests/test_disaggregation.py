@@ -311,6 +311,22 @@ def test_pools_with_experts_and_attention_dp():
         Pool.parse("b200x8:dp8")
 
 
+def test_attention_dp_ranks_send_their_own_prompts_kv_in_parallel():
+    """A batch of 8 prompts over tp8 attention-DP pools: each rank prefills (and each decode
+    rank keeps) one prompt, so the 8 KV caches cross in the time one does, not 8 times it."""
+    from inferlab.phases.disaggregated import pool_deployments
+    from inferlab.techniques.disaggregation import Disaggregation
+    from inferlab.techniques.kv_transfer import kv_transfer
+
+    d = Disaggregation.parse("prefill=b200x8:tp8:ep8:adp,decode=b200x16:tp8:ep8:adp")
+    _, dep_p, dep_d = pool_deployments("deepseek-v3", d, engine="trtllm", profile="roofline", precision="fp8")
+    one, eight = (kv_transfer(d, dep_p, dep_d, b, np.array([8192.0]), np.array([1.0])) for b in (1.0, 8.0))
+    assert float(eight.bytes[0]) == pytest.approx(8 * float(one.bytes[0]))
+    assert float(eight.time_s[0]) == pytest.approx(float(one.time_s[0]))
+    sixteen = kv_transfer(d, dep_p, dep_d, 16.0, np.array([8192.0]), np.array([1.0]))
+    assert float(sixteen.time_s[0] - one.link.latency_s) == pytest.approx(2 * float(one.time_s[0] - one.link.latency_s))
+
+
 @settings(max_examples=8, deadline=None)
 @given(clients=st.integers(1, 12), isl=st.integers(16, 2048), osl=st.integers(1, 64),
        decode=st.sampled_from(["h100-sxmx1", "h100-sxmx2:tp1"]))
