@@ -290,6 +290,18 @@ def test_closed_loop_over_two_pools():
     assert np.isfinite(many.tpot_s).all() and many.tpot_s.max() < 0.1
 
 
+def test_closed_loop_over_two_pools_keeps_clients_in_step_when_asked():
+    """serve(stagger=False) over separate pools sends each client's second request the moment
+    its first ends, as over one pool; by default the second round is spread over a period."""
+    from inferlab import serve
+
+    kw = dict(disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=512, osl=32, concurrency=4,
+              num_requests=8)
+    lockstep, spread = (serve("llama-3.1-8b", stagger=s, **kw).trace for s in (False, True))
+    assert np.isin(lockstep.arrival[4:], lockstep.finish[:4]).all()
+    assert not np.isin(spread.arrival[5:], spread.finish[:4]).all()
+
+
 def test_pools_with_experts_and_attention_dp():
     """A pool takes a MoE layout (TensorRT-LLM's tp8 ep8 with attention DP): the text form
     round-trips, the decode replica's deployment has the layout, and the KV cache of a prompt
