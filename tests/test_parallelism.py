@@ -327,3 +327,16 @@ def test_token_permutation_shrinks_with_expert_groups_not_with_their_width():
         return sum(float(op.elements_read) for op in ops if op.name == "moe_permute")
 
     assert [permuted(1) / permuted(ep) for ep in (1, 2, 4, 8)] == pytest.approx([1, 2, 4, 8])
+
+
+def test_engine_all_reduce_kernels_only_over_nvlink_class_fabrics():
+    """The engines' one-shot/two-shot kernels load peers' buffers over NVLink or Infinity
+    Fabric; a TPU's ICI (XLA collectives) and PCIe keep NCCL's fitted curve."""
+    from inferlab.calibration.profile import load_profile
+
+    base = load_profile("default", "generic", "h100-sxm")
+    custom = base.model_copy(update={"collective": base.collective.model_copy(update={"custom_latency_s": 1e-6})})
+    for hw, faster in (("h100-sxm", True), ("mi300x", True), ("tpu-v6e", False), ("l40s", False)):
+        h = load_hardware(hw)
+        nccl, engine = (float(all_reduce_s(4096.0, 4, h, p)) for p in (base, custom))
+        assert (engine < nccl) is faster, hw
