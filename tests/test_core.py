@@ -314,3 +314,16 @@ def test_decode_step_grows_with_context(ctx, extra):
     a = float(decode(dep, np.array(4.0), np.array(float(ctx))).time_s)
     b = float(decode(dep, np.array(4.0), np.array(float(ctx + extra))).time_s)
     assert b >= a
+
+
+def test_mla_without_a_query_latent_builds_its_graph():
+    """DeepSeek-V2-Lite's MLA has no q_lora_rank (None): only the KV latent is normalized."""
+    from inferlab.inputs.resolve import deployment
+
+    m = load_model("deepseek-v3")
+    lite = m.model_copy(update={"mla": m.mla.model_copy(update={"q_lora_rank": None})})
+    dep = deployment(lite, "h200-sxm", tp=8, precision="fp8")
+    ops = build_graph(lite, Step.prefill(1.0, 128.0), dep.step_precision)
+    norms = next(op for op in ops if op.name == "latent_norms")
+    assert float(norms.elements_read) == 128 * m.mla.kv_lora_rank
+    assert not any(op.name == "q_a_proj" for op in ops)

@@ -290,6 +290,18 @@ def test_closed_loop_over_two_pools():
     assert np.isfinite(many.tpot_s).all() and many.tpot_s.max() < 0.1
 
 
+def test_closed_loop_over_two_pools_keeps_clients_in_step_when_asked():
+    """serve(stagger=False) over separate pools sends each client's second request the moment
+    its first ends, as over one pool; by default the second round is spread over a period."""
+    from inferlab import serve
+
+    kw = dict(disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=512, osl=32, concurrency=4,
+              num_requests=8)
+    lockstep, spread = (serve("llama-3.1-8b", stagger=s, **kw).trace for s in (False, True))
+    assert np.isin(lockstep.arrival[4:], lockstep.finish[:4]).all()
+    assert not np.isin(spread.arrival[5:], spread.finish[:4]).all()
+
+
 def test_pools_with_experts_and_attention_dp():
     """A pool takes a MoE layout (TensorRT-LLM's tp8 ep8 with attention DP): the text form
     round-trips, the decode replica's deployment has the layout, and the KV cache of a prompt
@@ -309,6 +321,22 @@ def test_pools_with_experts_and_attention_dp():
     assert float(moved[0]) == pytest.approx(1024 * 576 * 61)
     with pytest.raises(SpecError, match="neither tpN, epN, adp"):
         Pool.parse("b200x8:dp8")
+
+
+def test_attention_dp_ranks_send_their_own_prompts_kv_in_parallel():
+    """A batch of 8 prompts over tp8 attention-DP pools: each rank prefills (and each decode
+    rank keeps) one prompt, so the 8 KV caches cross in the time one does, not 8 times it."""
+    from inferlab.phases.disaggregated import pool_deployments
+    from inferlab.techniques.disaggregation import Disaggregation
+    from inferlab.techniques.kv_transfer import kv_transfer
+
+    d = Disaggregation.parse("prefill=b200x8:tp8:ep8:adp,decode=b200x16:tp8:ep8:adp")
+    _, dep_p, dep_d = pool_deployments("deepseek-v3", d, engine="trtllm", profile="roofline", precision="fp8")
+    one, eight = (kv_transfer(d, dep_p, dep_d, b, np.array([8192.0]), np.array([1.0])) for b in (1.0, 8.0))
+    assert float(eight.bytes[0]) == pytest.approx(8 * float(one.bytes[0]))
+    assert float(eight.time_s[0]) == pytest.approx(float(one.time_s[0]))
+    sixteen = kv_transfer(d, dep_p, dep_d, 16.0, np.array([8192.0]), np.array([1.0]))
+    assert float(sixteen.time_s[0] - one.link.latency_s) == pytest.approx(2 * float(one.time_s[0] - one.link.latency_s))
 
 
 @settings(max_examples=8, deadline=None)

@@ -313,3 +313,30 @@ def test_vllm_data_parallel_experts_are_accepted_as_what_they_are():
     assert Deployment(model="deepseek-v3", hardware="h200-sxm", layout={"dp": 8, "ep": 8}).num_gpus == 8
     with pytest.raises(SpecError, match="ep=4 must divide tp=1"):  # 4 groups over 2 ranks: no such layout
         estimate("deepseek-v3", "h200-sxm", dp=2, ep=4)
+
+
+def test_token_permutation_shrinks_with_expert_groups_not_with_their_width():
+    """moe_permute copies whole hidden rows: with tp=8 attention, ep=2 groups of moe_tp=4
+    GPUs each permute half the routed rows (not an eighth, as the experts' width split)."""
+    from inferlab.core.graph import Step
+    from inferlab.techniques.step import _sharded_graph
+
+    def permuted(ep: int) -> float:
+        dep = deployment("qwen3-30b-a3b", "h100-sxm", tp=8, ep=ep)
+        ops = _sharded_graph(dep, Step.prefill(1.0, 4096.0))
+        return sum(float(op.elements_read) for op in ops if op.name == "moe_permute")
+
+    assert [permuted(1) / permuted(ep) for ep in (1, 2, 4, 8)] == pytest.approx([1, 2, 4, 8])
+
+
+def test_engine_all_reduce_kernels_only_over_nvlink_class_fabrics():
+    """The engines' one-shot/two-shot kernels load peers' buffers over NVLink or Infinity
+    Fabric; a TPU's ICI (XLA collectives) and PCIe keep NCCL's fitted curve."""
+    from inferlab.calibration.profile import load_profile
+
+    base = load_profile("default", "generic", "h100-sxm")
+    custom = base.model_copy(update={"collective": base.collective.model_copy(update={"custom_latency_s": 1e-6})})
+    for hw, faster in (("h100-sxm", True), ("mi300x", True), ("tpu-v6e", False), ("l40s", False)):
+        h = load_hardware(hw)
+        nccl, engine = (float(all_reduce_s(4096.0, 4, h, p)) for p in (base, custom))
+        assert (engine < nccl) is faster, hw

@@ -263,3 +263,27 @@ def test_disaggregated_serving_cases_are_the_two_pool_simulation():
     lopsided = {**pools, "decode": {"hardware": "h200-sxm", "num_gpus": 6, "parallelism": {"tp": 4}}}
     bad = _serving_case(id="d", **{**online, "num_gpus": 10, "disaggregation": lopsided})
     assert "must be a whole number of tp=4 replicas" in predict_cases([bad])[0][1]
+
+
+def test_pool_layouts_in_the_engines_spellings_map_or_are_refused():
+    """A pool's attention_dp_size, vLLM's dp=N with ep=N, dp replicas and moe_tp map as an
+    aggregated case's layout does; keys nothing reads are refused, not silently dropped."""
+    from inferlab.validation.serving import case_pools
+
+    def pools(decode_par: dict, gpus: int = 8) -> object:
+        d = {"prefill": {"hardware": "b200", "num_gpus": 8, "parallelism": {"tp": 8, "ep": 8}},
+             "decode": {"hardware": "b200", "num_gpus": gpus, "parallelism": decode_par}}
+        got = case_pools(_serving_case(id="p", regime="closed_loop", model="deepseek-v3", hardware="b200",
+                                       num_gpus=8 + gpus, load={"concurrency": 8}, disaggregation=d))
+        return got if isinstance(got, str) else got[1]
+
+    assert pools({"tp": 8, "ep": 8, "attention_dp_size": 8}) == ("b200", 8, 8, 8, True)
+    assert pools({"tp": 1, "ep": 8, "attention_dp_size": 8}) == ("b200", 8, 8, 8, True)
+    assert pools({"dp": 8, "ep": 8}) == ("b200", 8, 8, 8, True)
+    assert pools({"tp": 1, "dp": 8, "ep": 8, "attention_dp": True}) == ("b200", 8, 8, 8, True)
+    assert pools({"tp": 4, "dp": 2}) == ("b200", 8, 4, 1, False)
+    assert pools({"dp": 2}) == ("b200", 8, 4, 1, False)
+    assert "dp=4 with tp=4 differs" in pools({"tp": 4, "dp": 4})
+    assert "attention TP inside DP ranks" in pools({"tp": 2, "attention_dp_size": 4, "ep": 8})
+    assert "moe_tp=2 x ep=8 differs from tp=8" in pools({"tp": 8, "ep": 8, "moe_tp": 2})
+    assert "unknown parallelism key(s) cp" in pools({"tp": 8, "cp": 2})

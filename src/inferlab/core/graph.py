@@ -141,7 +141,7 @@ def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]
     ops = q + [Gemm("kv_a_proj", m=t, n=latent, k=h, **gemm)]
     # The compressed query and key-value latents are RMS-normalized, and the rotary part of
     # queries and keys rotated, by kernels of their own before the up-projections and attention.
-    norms = t * (m.q_lora_rank + m.kv_lora_rank)
+    norms = t * ((m.q_lora_rank or 0) + m.kv_lora_rank)  # no query latent without q_lora_rank (V2-Lite)
     rope = t * (nh + 1) * m.qk_rope_head_dim
     ops += [Elementwise("latent_norms", elements_read=norms, elements_written=norms, own_kernel=True,
                         group=gemm["group"], count=gemm["count"]),

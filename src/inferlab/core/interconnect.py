@@ -30,6 +30,9 @@ PCIE_SERVER_GPUS = 8
 #: measurement (SGLang PR #2904, 512 B to 1 MiB). Above it engines switch algorithms (two-shot,
 #: NVLS multimem, NCCL) by size and GPU count, whose cost NCCL's fitted curve stands for.
 CUSTOM_ALL_REDUCE_MAX_BYTES = 2**20
+#: Fabrics the engines' own all-reduce kernels run over (peer-to-peer loads over NVLink or
+#: AMD's Infinity Fabric); over PCIe, or a TPU's ICI (XLA's collectives), NCCL's curve stands.
+CUSTOM_ALL_REDUCE_FABRICS = ("nvlink", "nvlink-bridge", "infinity-fabric")
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,7 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         one_shot = lat + (q - 1) * s / bw
         nccl = np.minimum(ring, one_shot)
         custom = profile.collective.custom_latency_s
-        if custom <= 0.0 or hw.scale_up.kind in ("pcie", "none"):
+        if custom <= 0.0 or hw.scale_up.kind not in CUSTOM_ALL_REDUCE_FABRICS:
             return nccl
         engine_one_shot = custom + (q - 1) * s / bw
         engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / bw

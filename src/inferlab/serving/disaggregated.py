@@ -108,7 +108,7 @@ class DisaggServeResult(ServeResult):
 
 def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
                         rate: float | None = None, trace: Any = None, offline: bool = False,
-                        concurrency: int | None = None,
+                        concurrency: int | None = None, stagger: bool = True,
                         num_requests: int = 1000, seed: int = 0, engine: str = "generic",
                         profile: str | Path | Profile = "default", precision: Any = None,
                         scheduler: SchedulerConfig | None = None,
@@ -120,7 +120,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     model : str or ModelSpec
     disagg : Disaggregation or str
         Pools and link, e.g. ``"prefill=h200x4,decode=h200x8:tp4"``.
-    isl, osl, rate, trace, offline, concurrency, num_requests, seed
+    isl, osl, rate, trace, offline, concurrency, stagger, num_requests, seed
         The workload, as for :func:`inferlab.serve`. A closed loop of ``concurrency``
         clients runs both pools on one clock (:mod:`.pool_loop`): a client's next prompt
         waits for the decode pool to finish its last answer.
@@ -137,7 +137,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
-                        trace=trace, offline=offline, concurrency=concurrency, seed=seed)
+                        trace=trace, offline=offline, concurrency=concurrency, seed=seed, stagger=stagger)
     arrivals, prompts, outputs = workload.draw()
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)

@@ -122,6 +122,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
                         f"prefix caching are not simulated over separate pools; drop {', '.join(given)}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
+                                 stagger=args["stagger"],
                                  num_requests=args["num_requests"],
                                  seed=args["seed"], engine=args["engine"], profile=args["profile"],
                                  precision=args["precision"], scheduler=args["scheduler"], limits=limits)

@@ -56,7 +56,9 @@ def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelis
             if par.attention_dp and op.shard == "row":
                 out.append(_all_to_all("moe_combine", op, 2.0, par))
         elif isinstance(op, Elementwise):
-            scale = gather * share / par.moe_tp
+            # a column-sharded pass (the experts' activation) is split moe_tp ways along the
+            # expert width; a replicated one (the token permutation, whole hidden rows) is not
+            scale = gather * share / (par.moe_tp if op.shard == "column" else 1)
             out.append(replace(op, elements_read=op.elements_read * scale, elements_written=op.elements_written * scale,
                                shard="replicated"))
         else:

@@ -154,17 +154,25 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
 
     which is ``K / (min(tp_p, tp_d) B)`` when nothing is replicated. With attention data
     parallelism a prompt is prefilled on one rank and its KV cache kept whole by one decode
-    rank: one GPU sends (``tp_p`` = 1 above) and one receives all of it (``tp_d s_d`` = 1).
+    rank: one GPU sends (``tp_p`` = 1 above) and one receives all of it (``tp_d s_d`` = 1);
+    a batch of prompts is spread over ``min(batch, tp)`` ranks, which send (or receive)
+    their own prompts in parallel.
     """
     model, link = prefill.model, kv_link(disagg, prefill, decode_dep)
-    unique = np.asarray(batch, float) * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
+    b = np.asarray(batch, float)
+    unique = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
     # with attention DP a request's KV cache lives whole on the one rank that holds it
     receivers = 1 if decode_dep.parallel.attention_dp else decode_dep.tp
     senders = 1 if prefill.parallel.attention_dp else prefill.tp
-    received = unique * (1.0 if decode_dep.parallel.attention_dp else kv_share(model, decode_dep.tp))
-    moved = received * receivers
-    wire = np.maximum(moved / (senders * link.send_bandwidth), received / link.receive_bandwidth)
+    if decode_dep.parallel.attention_dp:
+        moved = unique
+        received = unique / np.clip(b, 1.0, decode_dep.tp)  # the busiest rank's prompts
+    else:
+        received = unique * kv_share(model, decode_dep.tp)
+        moved = received * receivers
+    sending = np.clip(b, 1.0, prefill.tp) if prefill.parallel.attention_dp else senders
+    wire = np.maximum(moved / (sending * link.send_bandwidth), received / link.receive_bandwidth)
     exposed = exposed_transfer_s(wire, prefill_s, model.num_hidden_layers, overlap=disagg.overlap,
                                  latency_s=link.latency_s)
-    bandwidth = min(senders * link.send_bandwidth, receivers * link.receive_bandwidth)  # = moved / wire
+    bandwidth = min(senders * link.send_bandwidth, receivers * link.receive_bandwidth)  # = moved / wire for one prompt
     return KvTransfer(link, np.asarray(moved, float), bandwidth, link.latency_s + wire, np.asarray(exposed, float))
