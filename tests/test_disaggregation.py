@@ -351,3 +351,10 @@ def test_closed_loop_over_pools_never_holds_more_than_its_clients(clients, isl, 
     assert np.isfinite(t.finish).all() and (t.first_token <= t.finish).all() and (t.arrival <= t.first_token).all()
     probes = np.r_[t.arrival, t.finish - 1e-9]
     assert max(int(np.sum((t.arrival <= x) & (t.finish > x))) for x in probes) <= clients
+
+
+def test_a_pool_layout_error_names_the_pool():
+    from inferlab import serve
+
+    with pytest.raises(InfeasibleError, match=r"^decode pool h100-sxmx2:ep2: .*no experts"):
+        serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx2:tp2:ep2", rate=1.0, num_requests=4)

@@ -104,6 +104,10 @@ def test_engine_all_reduce_kernel_by_hand():
     assert float(all_reduce_s(large, 8, hw, engine)) == pytest.approx(ring)
     l40s = load_hardware("l40s")
     assert float(all_reduce_s(small, 4, l40s, engine)) == pytest.approx(float(all_reduce_s(small, 4, l40s, nccl)))
+    # more than the 8 GPUs the engines' kernels span (a 72-GPU NVL72 group): NCCL's curve
+    gb200 = load_hardware("gb200")
+    assert float(all_reduce_s(small, 72, gb200, engine)) == pytest.approx(float(all_reduce_s(small, 72, gb200, nccl)))
+    assert float(all_reduce_s(small, 8, gb200, engine)) < float(all_reduce_s(small, 8, gb200, nccl))
 
 
 def test_all_gather_of_logits_by_hand():

@@ -154,7 +154,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     template, reasoning preamble) is no longer absorbed by an engine constant. The TTFT assert
     is at the level reached, not at the target, until harness time is a workload field of the cases.
     With the engines' own all-reduce kernels and MoE/MLA kernels of their own: closed-loop TPOT
-    11.2% (held-out 12.3%, target 12%), TTFT 42.8% (held-out 45.5%), offline 8.0% (8.0%).
+    11.3% (held-out 12.3%, target 12%), TTFT 42.9% (held-out 45.8%), offline 8.0% (8.0%).
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]

@@ -33,6 +33,9 @@ CUSTOM_ALL_REDUCE_MAX_BYTES = 2**20
 #: Fabrics the engines' own all-reduce kernels run over (peer-to-peer loads over NVLink or
 #: AMD's Infinity Fabric); over PCIe, or a TPU's ICI (XLA's collectives), NCCL's curve stands.
 CUSTOM_ALL_REDUCE_FABRICS = ("nvlink", "nvlink-bridge", "infinity-fabric")
+#: Most GPUs an engine's own all-reduce kernel spans: vLLM's and SGLang's take 2, 4, 6 or 8
+#: and the measurement is of 8; a larger NVLink domain (an NVL72 rack) runs NCCL's curve.
+CUSTOM_ALL_REDUCE_MAX_GPUS = 8
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         one_shot = lat + (q - 1) * s / bw
         nccl = np.minimum(ring, one_shot)
         custom = profile.collective.custom_latency_s
-        if custom <= 0.0 or hw.scale_up.kind not in CUSTOM_ALL_REDUCE_FABRICS:
+        if custom <= 0.0 or hw.scale_up.kind not in CUSTOM_ALL_REDUCE_FABRICS or q > CUSTOM_ALL_REDUCE_MAX_GPUS:
             return nccl
         engine_one_shot = custom + (q - 1) * s / bw
         engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / bw

@@ -225,11 +225,21 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
     name no precision, engine or profile take the ones given here."""
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     m = load_model(model) if isinstance(model, (str, Path)) else model
-    dep_p, dep_d = (deployment(m, pool.hardware, tp=int(pool.tp or 1), ep=pool.ep, attention_dp=pool.attention_dp,
-                               precision=pool.precision if pool.precision is not None else precision,
-                               engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
-                    for pool in (d.prefill, d.decode))
-    return d, dep_p, dep_d
+
+    def one(side: str, pool: Any) -> ResolvedDeployment:
+        try:
+            return deployment(m, pool.hardware, tp=int(pool.tp or 1), ep=pool.ep, attention_dp=pool.attention_dp,
+                              precision=pool.precision if pool.precision is not None else precision,
+                              engine=pool.engine or engine, profile=profile if pool.profile is None else pool.profile)
+        except (SpecError, InfeasibleError) as exc:  # say which pool (other errors name their own subject)
+            if type(exc) is SpecError:
+                raise SpecError(f"{side} pool {pool}: {exc}") from None
+            if type(exc) is InfeasibleError:
+                raise InfeasibleError(f"{side} pool {pool}: {exc}", needed_bytes=exc.needed_bytes,
+                                      available_bytes=exc.available_bytes, suggestion=exc.suggestion) from None
+            raise
+
+    return d, one("prefill", d.prefill), one("decode", d.decode)
 
 
 def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
