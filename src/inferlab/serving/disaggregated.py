@@ -31,6 +31,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import kv_transfer
 from ..techniques.step import ResolvedDeployment
+from .pool_loop import PoolSide, closed_loop_pools
 from .result import ServeResult
 from .simulator import Trace, simulate
 from .stepmodel import StepModel
@@ -133,7 +134,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     """
     from ..phases.disaggregated import pool_deployments
     from ..engines.scheduler import ENGINE_SCHEDULERS
-    from .replica import kv_capacity_tokens, scheduler_for
+    from .replica import scheduler_for
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
@@ -146,12 +147,13 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                                                **overrides))
               for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
                                             ("decode", dep_d, d.decode.engine or engine))}
-    # prefill pool: each request leaves with its prompt prefilled (one token sampled)
-    model_p = StepModel(dep_p, limits["prefill"].max_num_batched_tokens + limits["prefill"].max_num_seqs,
-                        limits["prefill"].overlap_host)
-    kv_p = kv_capacity_tokens(dep_p, limits["prefill"])
+    side_p = _side(dep_p, limits["prefill"], d.prefill.replicas)
+    side_d = _side(dep_d, limits["decode"], d.decode.replicas)
+    side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
-        return _closed_loop(d, dep_p, dep_d, engine, workload, limits, model_p, kv_p, prompts, outputs)
+        return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)
+    # prefill pool: each request leaves with its prompt prefilled (one token sampled)
+    model_p, kv_p = side_p.model, side_p.kv_capacity_tokens
     ones = np.ones(n)
     first_sched, prefill_done = np.full(n, np.nan), np.full(n, np.nan)
     traces: list[Trace] = []
@@ -169,10 +171,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     # decode pool: requests join in the order they arrive there, each replica in turn
     forwarded = d.first_token == "prefill"
     to_decode = outputs - 1.0 if forwarded else outputs
-    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs,
-                        limits["decode"].overlap_host)
-    model_d.request_overhead_s = 0.0  # the request entered the server at the prefill pool
-    kv_d = kv_capacity_tokens(dep_d, limits["decode"])
+    model_d, kv_d = side_d.model, side_d.kv_capacity_tokens
     order = np.argsort(at_decode, kind="stable")
     first_tok, finish = np.full(n, np.nan), np.full(n, np.nan)
     decode_traces: list[Trace] = []
@@ -200,26 +199,28 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                              decode_arrival=at_decode)
 
 
-def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,
-                 workload: Workload, limits: dict[str, SchedulerConfig], model_p: StepModel, kv_p: float,
-                 prompts: np.ndarray, outputs: np.ndarray) -> DisaggServeResult:
-    """Closed-loop clients over both pools on one clock (:func:`.pool_loop.closed_loop_pools`)."""
-    from .pool_loop import PoolSide, closed_loop_pools
-    from .replica import _request_period_s, kv_capacity_tokens
+def _side(dep: ResolvedDeployment, sched: SchedulerConfig, replicas: int) -> PoolSide:
+    """One pool's step model, limits and KV pool."""
+    from .replica import kv_capacity_tokens
 
-    model_d = StepModel(dep_d, limits["decode"].max_num_batched_tokens + limits["decode"].max_num_seqs,
-                        limits["decode"].overlap_host)
-    model_d.request_overhead_s = 0.0  # the request entered the server at the prefill pool
+    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    return PoolSide(model, sched, kv_capacity_tokens(dep, sched), replicas)
+
+
+def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,
+                 workload: Workload, side_p: PoolSide, side_d: PoolSide, prompts: np.ndarray,
+                 outputs: np.ndarray) -> DisaggServeResult:
+    """Closed-loop clients over both pools on one clock (:func:`.pool_loop.closed_loop_pools`)."""
+    from .replica import _request_period_s
+
     clients = int(workload.concurrency or 1)
-    turnaround = workload.turnaround(_request_period_s(model_d, clients, prompts, outputs))
+    turnaround = workload.turnaround(_request_period_s(side_d.model, clients, prompts, outputs))
 
     def exposed(prompt: float, prefill_s: float) -> float:
         return float(np.asarray(kv_transfer(d, dep_p, dep_d, 1.0, np.array([prompt]),
                                             np.array([prefill_s])).exposed_s)[0])
 
-    times = closed_loop_pools(PoolSide(model_p, limits["prefill"], kv_p, d.prefill.replicas),
-                              PoolSide(model_d, limits["decode"], kv_capacity_tokens(dep_d, limits["decode"]),
-                                       d.decode.replicas),
-                              prompts, outputs, clients, turnaround, exposed, d.first_token == "prefill")
+    times = closed_loop_pools(side_p, side_d, prompts, outputs, clients, turnaround, exposed,
+                              d.first_token == "prefill")
     return DisaggServeResult(dep_d, d.decode.engine or engine, workload, times.trace, 1, prefill_deployment=dep_p,
                              disaggregation=d, prefill_done=times.prefill_done, decode_arrival=times.decode_arrival)

@@ -161,17 +161,15 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     model, link = prefill.model, kv_link(disagg, prefill, decode_dep)
     b = np.asarray(batch, float)
     unique = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
-    # with attention DP a request's KV cache lives whole on the one rank that holds it
-    receivers = 1 if decode_dep.parallel.attention_dp else decode_dep.tp
-    senders = 1 if prefill.parallel.attention_dp else prefill.tp
-    if decode_dep.parallel.attention_dp:
-        moved = unique
-        received = unique / np.clip(b, 1.0, decode_dep.tp)  # the busiest rank's prompts
+    adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
+    if adp_d:  # a request's KV cache lives whole on the one rank that holds it
+        moved, received = unique, unique / np.clip(b, 1.0, decode_dep.tp)  # the busiest rank's prompts
     else:
         received = unique * kv_share(model, decode_dep.tp)
-        moved = received * receivers
-    sending = np.clip(b, 1.0, prefill.tp) if prefill.parallel.attention_dp else senders
+        moved = received * decode_dep.tp
+    sending = np.clip(b, 1.0, prefill.tp) if adp_p else prefill.tp
     wire = np.maximum(moved / (sending * link.send_bandwidth), received / link.receive_bandwidth)
+    senders, receivers = (1 if adp_p else prefill.tp), (1 if adp_d else decode_dep.tp)
     exposed = exposed_transfer_s(wire, prefill_s, model.num_hidden_layers, overlap=disagg.overlap,
                                  latency_s=link.latency_s)
     bandwidth = min(senders * link.send_bandwidth, receivers * link.receive_bandwidth)  # = moved / wire for one prompt

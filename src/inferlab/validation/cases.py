@@ -257,13 +257,26 @@ def _has_experts(model: str) -> bool:
 
 def case_layout(case: Case) -> dict[str, Any] | str:
     """The case's layout as keyword arguments of :func:`inferlab.estimate` (``tp``, ``pp``,
-    ``ep``, ``dp``, ``attention_dp``), or why it cannot be mapped.
+    ``ep``, ``dp``, ``attention_dp``), or why it cannot be mapped (:func:`layout_of`)."""
+    layout = layout_of(case.model, case.parallelism)
+    if isinstance(layout, str):
+        return layout
+    tp, pp, dp = layout["tp"], layout["pp"], layout["dp"]
+    if case.num_gpus != tp * pp * dp:
+        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {tp * pp * dp}"
+    return layout
+
+
+def layout_of(model: str, par: Parallelism) -> dict[str, Any] | str:
+    """A layout in the engines' spellings as keyword arguments of :func:`inferlab.estimate`,
+    or why it cannot be mapped; the GPU count is the caller's to check.
 
     With attention data parallelism a case may give the attention TP per rank as ``tp``
     (1) and the ranks as ``attention_dp_size``: the stage then has ``attention_dp_size``
-    GPUs, all running attention data-parallel. ``moe_tp`` is checked only for MoE models.
+    GPUs, all running attention data-parallel. vLLM's ``dp=N`` with ``ep=N`` is one stage of
+    ``N`` GPUs (:func:`~inferlab.core.parallelism.expert_layout`). ``moe_tp`` is checked
+    only for MoE models.
     """
-    par = case.parallelism
     adp = par.attention_dp or (par.attention_dp_size or 1) > 1
     tp = par.tp
     if adp and par.attention_dp_size is not None and par.attention_dp_size != par.tp:
@@ -272,14 +285,12 @@ def case_layout(case: Case) -> dict[str, Any] | str:
                    "is not modelled"
         tp = par.attention_dp_size
     dp = par.dp
-    if _has_experts(case.model):
+    if _has_experts(model):
         tp, _, dp, adp = expert_layout(tp, par.ep, par.dp, adp)
     if tp % par.ep:
         return f"ep={par.ep} does not divide tp={tp}: expert groups outside the stage's GPUs are not modelled"
-    if par.moe_tp is not None and par.moe_tp * par.ep != tp and _has_experts(case.model):
+    if par.moe_tp is not None and par.moe_tp * par.ep != tp and _has_experts(model):
         return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={tp}"
-    if case.num_gpus != tp * par.pp * dp:
-        return f"num_gpus={case.num_gpus} differs from tp x pp x dp = {tp * par.pp * dp}"
     return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": dp, "attention_dp": adp}
 
 

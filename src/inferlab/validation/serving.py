@@ -30,9 +30,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from ..errors import InferlabError
-from .cases import Case, case_engine, case_layout, case_precision, case_speculative, speculative_from
+from ..specs.validation import format_validation_error
+from .cases import (Case, Parallelism, case_engine, case_layout, case_precision, case_speculative, layout_of,
+                    speculative_from)
 
 #: Offline: requests per sequence the engine holds at once.
 OFFLINE_WAVES = 4
@@ -49,45 +52,36 @@ MAX_WORKERS = 8
 
 def case_pools(case: Case) -> tuple[tuple[str, int, int, int, bool], tuple[str, int, int, int, bool]] | str:
     """A disaggregated case's pools as ``(hardware, num_gpus, tp, ep, attention_dp)`` for prefill
-    and decode (from each pool's ``parallelism``; default: the pool's GPUs as one replica), or why not."""
+    and decode, or why not. Each pool's ``parallelism`` maps as an aggregated case's layout
+    does (:func:`~.cases.layout_of`); without a ``tp`` the pool is one replica, or ``dp`` of them."""
     pools = []
     for name in ("prefill", "decode"):
         pool = (case.disaggregation or {}).get(name)
         if not isinstance(pool, dict) or not isinstance(pool.get("hardware"), str):
             return f"disaggregation.{name} needs a hardware id and num_gpus"
-        gpus, par = pool.get("num_gpus"), pool.get("parallelism") or {}
-        tp = par.get("tp", gpus) if isinstance(par, dict) else None
-        if isinstance(par, dict):
-            unknown = sorted(set(par) - {"tp", "pp", "ep", "dp", "attention_dp", "attention_dp_size", "moe_tp"})
-            if unknown:
-                return f"disaggregation.{name}: unknown parallelism key(s) {', '.join(map(str, unknown))}"
-            # the engines' own spellings of a pool's layout, as case_layout maps an aggregated one's
-            size, dp = par.get("attention_dp_size"), par.get("dp", 1)
-            if "tp" not in par and isinstance(dp, int) and isinstance(gpus, int) and dp > 1 and gpus % dp == 0:
-                tp = gpus // dp  # dp replicas of the pool's GPUs
-            wide = isinstance(size, int) and not isinstance(size, bool) and size > 1
-            if isinstance(size, int) and not isinstance(size, bool) and size > 1 and size != tp:
-                if tp != 1:
-                    return f"disaggregation.{name}: attention_dp_size={size} with tp={tp} (attention TP inside " \
-                           "DP ranks) is not modelled"
-                tp = size
-            if isinstance(dp, int) and isinstance(tp, int) and dp > 1 and tp == 1 and par.get("ep", 1) == dp:
-                tp, wide = dp, True  # vLLM's dp=N with expert parallelism: one stage of N GPUs, attention DP
-            elif dp != 1 and not (isinstance(tp, int) and tp >= 1 and gpus == dp * tp):
-                return f"disaggregation.{name}: dp={dp!r} with tp={tp!r} differs from the pool's {gpus!r} GPUs"
-        if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in (gpus, tp)) or gpus % tp:
-            return f"disaggregation.{name}: num_gpus {gpus!r} must be a whole number of tp={tp!r} replicas"
-        if isinstance(par, dict) and par.get("pp", 1) != 1:
+        gpus, raw = pool.get("num_gpus"), pool.get("parallelism") or {}
+        if not isinstance(raw, dict) or isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+            return f"disaggregation.{name}: num_gpus {gpus!r} must be a whole number of tp replicas"
+        unknown = sorted(set(raw) - set(Parallelism.model_fields))
+        if unknown:
+            return f"disaggregation.{name}: unknown parallelism key(s) {', '.join(map(str, unknown))}"
+        dp = raw.get("dp", 1)
+        tp = gpus // dp if isinstance(dp, int) and dp > 1 and gpus % dp == 0 else gpus
+        try:
+            par = Parallelism(**{"tp": tp, **raw})
+        except ValidationError as exc:
+            return f"disaggregation.{name}: {format_validation_error(exc)}"
+        layout = layout_of(case.model, par)
+        if isinstance(layout, str):
+            return f"disaggregation.{name}: {layout}"
+        tp = layout["tp"]
+        if layout["pp"] != 1:
             return f"disaggregation.{name}: pipeline parallelism inside a pool is not simulated"
-        ep, adp = (par.get("ep", 1), par.get("attention_dp", False)) if isinstance(par, dict) else (1, False)
-        if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1 or not isinstance(adp, bool):
-            return f"disaggregation.{name}: ep {ep!r} must be a whole number >= 1 and attention_dp true or false"
-        if isinstance(par, dict):
-            adp = adp or wide
-            moe_tp = par.get("moe_tp")
-            if moe_tp is not None and moe_tp * ep != tp:
-                return f"disaggregation.{name}: moe_tp={moe_tp!r} x ep={ep} differs from tp={tp}"
-        pools.append((pool["hardware"], gpus, tp, ep, adp))
+        if layout["dp"] != 1 and gpus != layout["dp"] * tp:
+            return f"disaggregation.{name}: dp={layout['dp']} with tp={tp} differs from the pool's {gpus} GPUs"
+        if gpus % tp:
+            return f"disaggregation.{name}: num_gpus {gpus} must be a whole number of tp={tp} replicas"
+        pools.append((pool["hardware"], gpus, tp, layout["ep"], layout["attention_dp"]))
     if case.num_gpus != pools[0][1] + pools[1][1]:
         return f"num_gpus={case.num_gpus} differs from the pools' {pools[0][1]} + {pools[1][1]} GPUs"
     return pools[0], pools[1]
