@@ -17,7 +17,7 @@ import yaml
 from inferlab import InferlabError, SpecError, estimate
 from inferlab.calibration.profile import load_profile, profile_file
 from inferlab.cli.validate import add_parsers
-from inferlab.validation.cases import Case, case_engine, case_precision, load_cases
+from inferlab.validation.cases import Case, case_engine, case_precision, case_version, load_cases
 from inferlab.validation.predict import predict_case, predict_cases
 from inferlab.validation.serving import serving_unsupported_reason
 from inferlab.validation.support import unsupported_reason
@@ -357,6 +357,17 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
     assert case_engine(base.model_copy(update={"engine_version": None})) == "trtllm"
     assert case_engine(base.model_copy(update={"engine_version": "0.20.0"})) == "trtllm"
     assert case_engine(base.model_copy(update={"engine_version": "1.1.0rc2.post2"})) == "trtllm-pytorch"
+    # no version stated: the one the source family names (TensorRT-LLM 1.0's performance overview
+    # ran trtllm-bench, whose default backend from 1.0 is PyTorch); none named: the C++ runtime
+    for source, version, engine in (("trtllm-perf-overview-v1.0-offline", "1.0", "trtllm-pytorch"),
+                                    ("trtllm-perf-overview-v0.17-offline", "0.17", "trtllm"),
+                                    ("trtllm-blog-falcon180b-h200-v0.7a", "0.7", "trtllm"),
+                                    ("aiconfigurator-silicon-sample", None, "trtllm"),
+                                    ("vendor-dev-blog", None, "trtllm")):
+        untagged = base.model_copy(update={"engine_version": None, "source": source})
+        assert (case_version(untagged), case_engine(untagged)) == (version, engine)
+    stated = base.model_copy(update={"engine_version": "0.20.0", "source": "trtllm-perf-overview-v1.0-offline"})
+    assert case_engine(stated) == "trtllm"   # a stated version wins over the source's
     data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))
     pytorch = load_profile("default", "trtllm-pytorch", "h100-sxm", "hopper")
     cpp = load_profile("default", "trtllm", "h100-sxm", "hopper")

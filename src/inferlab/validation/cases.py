@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -346,10 +347,27 @@ def case_precision(case: Case) -> dict[str, str]:
 
 def case_engine(case: Case) -> str:
     """The profile engine of a case: engines without a profile of their own use ``generic``;
-    TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``)."""
-    if case.engine == "trtllm" and _major_version(case.engine_version) >= 1:
+    TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``: from 1.0
+    ``trtllm-bench`` and ``trtllm-serve`` default to it), the version being the case's
+    ``engine_version`` or, without one, the version its source family names
+    (:func:`case_version`)."""
+    if case.engine == "trtllm" and _major_version(case_version(case)) >= 1:
         return "trtllm-pytorch"
     return case.engine if case.engine in PROFILE_ENGINES else "generic"
+
+
+def case_version(case: Case) -> str | None:
+    """The engine version a case ran: its ``engine_version``, else the one its source family
+    names (``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``: the page of that release), else None."""
+    if case.engine_version:
+        return case.engine_version
+    found = _SOURCE_VERSION.search(case.source)
+    return found.group(1) if found else None
+
+
+#: A version in a source family's name: ``-v0.17-``, ``-v1.0-``, ``-v0.7a`` (a ``v`` after a dash or
+#: underscore, then dotted numbers).
+_SOURCE_VERSION = re.compile(r"(?:^|[-_])v(\d+(?:\.\d+)+)")
 
 
 def _major_version(version: Any) -> int:
