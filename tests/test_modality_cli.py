@@ -15,6 +15,7 @@ from inferlab.cli.main import main
     (["diffuse", "wan2.1-t2v-14b", "h100-sxm", "--height", "720", "--width", "1280", "--frames", "81", "--cp", "8"],
      "75,600 tokens"),
     (["transcribe", "whisper-small", "h100-sxm:3g.40gb", "--audio", "600"], "RTF"),
+    (["transcribe", "whisper-small", "h100-sxm", "--batch", "1", "--previous-text"], "104-token prompt"),
     (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
     (["modalities", "list"], "whisper-large-v3-turbo"),
     (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),

@@ -23,14 +23,16 @@ def test_every_case_has_a_source_url_and_a_quote():
 
 
 _SPEECH_LEVEL = pytest.mark.xfail(strict=True, reason=(
-    "level reached 35%: eight cases. Batched transformers runs are +1% (large-v3-turbo, 120 s on an H100) and +7% "
+    "level reached 28%: eight cases. Batched transformers runs are +4% (large-v3-turbo, 120 s on an H100) and +8% "
     "(large-v3 on an A100, batch 24, Flash Attention 2, with the chunked pipeline's 5 s overlap and NumPy "
     "features); the same run with BetterTransformer is -65% (the two attention kernels are not told apart). The "
-    "five faster-whisper runs (sequential long form, CTranslate2's decode) are +9% (RTX 5090 medium), -28% "
-    "(RTX 5090 large-v3), -42% and -52% (RTX 2080 Ti large-v3 and turbo), -55% (A100 large-v2, greedy): their "
-    "measured steps take 12-19 ms for a 32-layer decoder on GPUs from a 2080 Ti to an A100, nearly independent "
-    "of the GPU, which points at a host cost per kernel of 10-17 us in CTranslate2 rather than the 5 us launch "
-    "floor taken; no published figure gives it (issue 17)"))
+    "five faster-whisper runs (sequential long form, CTranslate2's decode, the previous window's text as prompt, "
+    "the caches copied by concatenation and beam reorder) are +13% (RTX 5090 medium), -24% (RTX 5090 large-v3), "
+    "-33% and -48% (RTX 2080 Ti large-v3 and turbo, French speech), -56% (A100 large-v2, greedy): their measured "
+    "windows take about 2 s for a 32-layer decoder on GPUs from a 2080 Ti to an A100, nearly independent of the "
+    "GPU, which points at a host cost per kernel of 10-20 us in CTranslate2 rather than the 5 us launch floor "
+    "taken (published launch latencies are 4-6 us), or at more steps a window than the English 100 (French text, "
+    "timestamp tokens, temperature fallback), for none of which a figure is published (issue 17)"))
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", pytest.param("speech", marks=_SPEECH_LEVEL),
@@ -40,7 +42,7 @@ def test_median_error_within_target(kind):
 
 
 #: Levels reached where the target is not yet met [%]: the median may not get worse.
-LEVEL_REACHED_PCT = {"speech": 35.5}
+LEVEL_REACHED_PCT = {"speech": 28.5}
 
 
 @pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))

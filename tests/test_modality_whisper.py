@@ -58,7 +58,8 @@ def test_beam_search_is_never_faster_than_greedy(beams, audio, hw, engine):
 def test_ctranslate2_step_by_hand():
     # whisper-small, 5 beams of one window: CTranslate2 keeps one copy of the window's cross
     # keys and values: 12 layers x 2 x 1500 x 768 x 2 B = 55,296,000 B read per step instead
-    # of 5 copies; and 25 more kernels per decoder layer, 12 x 25 = 300 launch floors of 5 us.
+    # of 5 copies; and 21 more kernels per decoder layer beyond the graph's ten and the four
+    # cache copies (35 in all), 12 x 21 = 252 launch floors of 5 us.
     from inferlab.modalities.whisper import ENGINES, decoder_step_ops
 
     small = load_modality("whisper-small")
@@ -67,10 +68,65 @@ def test_ctranslate2_step_by_hand():
     kv = lambda op: float(op.bytes) * op.count - 2 * 5 * 768 * 2 * 12  # less the 5 queries and outputs
     assert kv(ct2["cross_attention"]) == pytest.approx(55_296_000)
     assert kv(generic["cross_attention"]) == pytest.approx(5 * 55_296_000)
-    assert ct2["small_kernels"].count == 300 and "small_kernels" not in generic
+    assert ct2["small_kernels"].count == 252 and "small_kernels" not in generic
+    # per layer: the graph's 10 as drawn (self QKV and output GEMMs, the cross query and output
+    # GEMMs as one, two attentions, two FFN GEMMs, three norms) + 2 concatenations + 2 beam
+    # reorders + 21 = 35 kernels, and once per step the embedding and the LM head: 12 x 35 + 2
+    assert sum(op.count for op in ct2.values()) == 12 * 35 + 2
     assert float(ct2["cross_attention"].flops) == pytest.approx(float(generic["cross_attention"].flops))
     with pytest.raises(SpecError, match="engine"):
         transcribe("whisper-small", "h100-sxm", engine="whisper.cpp")
+
+
+def test_cache_copies_by_hand():
+    # whisper-small (d = 768, 12 layers), 5 sequences with 50 tokens cached. The keys' and the
+    # values' caches of each layer grow by a copy: read 5 x 50 x 768 = 192,000 elements, write
+    # 5 x 51 x 768 = 195,840, at 2 B: 775,680 B, 24 times = 18,616,320 B. With beams the step
+    # then reorders each cache by beam: 195,840 read and written, 783,360 B, 24 times =
+    # 18,800,640 B; greedy has no reorder.
+    from inferlab.modalities.whisper import decoder_step_ops
+
+    small = load_modality("whisper-small")
+    beam = {op.name: op for op in decoder_step_ops(small, 5, 50, beams=5)}
+    greedy = {op.name: op for op in decoder_step_ops(small, 5, 50)}
+    total = lambda op: float(op.bytes) * op.count
+    assert total(beam["cache_concat"]) == pytest.approx(18_616_320)
+    assert total(greedy["cache_concat"]) == pytest.approx(18_616_320)
+    assert total(beam["beam_reorder"]) == pytest.approx(18_800_640) and "beam_reorder" not in greedy
+
+
+def test_prompt_by_hand():
+    # Every window opens with <|startoftranscript|>, the language and the task: 3 tokens. With
+    # the previous window's text (condition_on_previous_text), <|startofprev|> and its 100
+    # tokens come first: 104; a 300-token window's text is cut to its last 223 (448 // 2 - 1).
+    r = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1)
+    p = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True)
+    long = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True, tokens_per_window=300)
+    assert (r.prompt_tokens, p.prompt_tokens, long.prompt_tokens) == (3, 104, 227)
+    assert p.window_s == pytest.approx(float(p.encoder.time_s) + p.prompt_s
+                                       + 100 * (float(p.step.time_s) + p.step_overhead_s))
+    assert p.prompt_s > r.prompt_s > 0 and p.latency_s > r.latency_s
+    # The pass over the 103 tokens before the first step's input, one window of whisper-small
+    # (d = 768, FFN 3072, 12 heads of 64, 12 layers, 1500 frames):
+    # GEMMs 2 x 103 x (768 x 2304 + 768 x 768 + 768 x 1536 + 2 x 768 x 3072) = 2 x 103 x 8,257,536 a layer;
+    # causal self-attention 2 x 12 x (103 x 104 / 2) x 128; cross attention 2 x 12 x 103 x 1500 x 128.
+    from inferlab.modalities.whisper import prompt_ops
+
+    ops = prompt_ops(load_modality("whisper-small"), 1, 103)
+    flops = sum(float(op.flops) * op.count for op in ops)
+    per_layer = 2 * 103 * 8_257_536 + 2 * 12 * (103 * 104 / 2) * 128 + 2 * 12 * 103 * 1500 * 128
+    assert flops == pytest.approx(12 * per_layer)
+    with pytest.raises(SpecError, match="previous_text"):
+        transcribe("whisper-small", "h100-sxm", previous_text="yes")
+
+
+@settings(max_examples=20, deadline=None)
+@given(audio=st.floats(10.0, 3600.0), tokens=st.integers(1, 400), engine=st.sampled_from(["generic", "ctranslate2"]))
+def test_previous_text_is_never_faster(audio, tokens, engine):
+    kw = dict(audio_s=audio, batch=1, tokens_per_window=tokens, engine=engine)
+    a = transcribe("whisper-large-v3-turbo", "rtx-2080-ti", **kw)
+    b = transcribe("whisper-large-v3-turbo", "rtx-2080-ti", previous_text=True, **kw)
+    assert b.latency_s >= a.latency_s and b.prompt_tokens <= 3 + 1 + 223
 
 
 def test_chunk_overlap_and_features_by_hand():

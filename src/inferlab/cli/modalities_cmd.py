@@ -59,12 +59,14 @@ def _transcribe(args: argparse.Namespace) -> None:
     from ..modalities.whisper import transcribe
 
     r = transcribe(args.model, args.hardware, audio_s=args.audio, gpus=args.gpus, batch=args.batch, beams=args.beams,
-                   diarize=args.diarize, engine=args.engine, stride_s=args.stride, features=args.features)
+                   diarize=args.diarize, engine=args.engine, stride_s=args.stride, features=args.features,
+                   previous_text=args.previous_text)
     rows = [[f"{r.audio_s:,.0f}", str(r.windows), f"{r.features_s:,.2f}", str(r.batch), str(r.rounds),
              f"{r.window_s:,.3f}", f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
     text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
             + (f" every {30 - 2 * args.stride:g} s" if args.stride else "")
-            + (f", {args.engine} decode" if args.engine != "generic" else "") + "\n"
+            + (f", {args.engine} decode" if args.engine != "generic" else "")
+            + (f", {r.prompt_tokens}-token prompt" if args.previous_text else "") + "\n"
             + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
                           "RTF"], rows, right=set(range(9))))
     _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "windows": r.windows,
@@ -189,6 +191,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                     help="overlap on each side of a window, s (transformers' chunked pipeline: 5; default 0)")
     tr.add_argument("--features", default="none", choices=["none", "numpy", "torch-cpu", "gpu"],
                     help="where the log-mel features are computed (default none: not timed)")
+    tr.add_argument("--previous-text", action="store_true",
+                    help="prompt each window with the previous one's text (condition_on_previous_text, the default "
+                         "of sequential long form)")
     tr.add_argument("--diarize", action="store_true", help="add serial speaker diarization")
     tr.set_defaults(func=_transcribe)
 

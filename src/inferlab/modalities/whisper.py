@@ -32,6 +32,19 @@ engine runs that step matters as much as the bytes it reads (:data:`ENGINES`):
   profiler lists for Whisper's generate [6], where GEMMs and attention products take only
   33-41% of the time. Each of those small kernels costs the efficiency's ``op_floor_s``.
 
+In either engine the self-attention cache is not written in place: each step concatenates the
+step's keys and values onto each layer's cache, reading the old cache and writing the grown
+one (CTranslate2's attention concatenates ``cached_keys`` with the step's keys [5]; transformers'
+tuple cache and openai-whisper's cache hooks do the same with ``torch.cat``), and with beams
+each step reorders every layer's cache by the beams' origins (a gather: read and written once
+more). Both move bytes in proportion to the tokens cached, which include the window's prompt.
+The prompt opens every window with ``<|startoftranscript|>``, the language and the task [1];
+sequential long form (openai-whisper's and faster-whisper's ``transcribe``, whose
+``condition_on_previous_text`` is on by default) puts ``<|startofprev|>`` and the previous
+window's text before them, at most 223 tokens (half the decoder's 448 positions, less one)
+[8]. The decoder reads the prompt in one pass (causal self-attention over its tokens, cross
+attention to the window's frames) before its first step.
+
 Speaker diarization runs after, over the whole recording; its clustering does not
 split over GPUs: pyannote's pipeline takes about 2.5% of the audio's duration [4].
 
@@ -62,6 +75,9 @@ References
 .. [7] huggingface/transformers issue #29901 (Mar 2024), WhisperFeatureExtractor: "cutting
    the average time for batches of 8 from 1.5 seconds to 0.25 seconds" on the CPU, and to
    "0.02 seconds" on the GPU.
+.. [8] SYSTRAN/faster-whisper, ``faster_whisper/transcribe.py``, ``get_prompt``: the previous
+   tokens are cut to their last ``max_length // 2 - 1`` (448 // 2 - 1 = 223) after
+   ``<|startofprev|>``, then the SOT sequence; ``condition_on_previous_text=True`` by default.
 """
 
 from __future__ import annotations
@@ -79,6 +95,10 @@ from .passes import DATASHEET, Efficiency, FullAttention, PassTime, check_fits, 
 WINDOW_S = 30.0
 #: Text tokens per 30-second window of English speech: 150 words/min x 0.5 min x 4/3 [2, 3].
 TOKENS_PER_WINDOW = 100
+#: Prompt tokens of every window: <|startoftranscript|>, the language and the task [1].
+SOT_TOKENS = 3
+#: Most previous-text tokens a window is prompted with (448 // 2 - 1), after <|startofprev|> [8].
+PREVIOUS_TEXT_MAX = 223
 #: Diarization time per second of audio [s/s] (pyannote 3.1 [4]).
 DIARIZATION_RTF = 0.025
 #: Log-mel feature extraction per 30-second window [s], by implementation [7]: none (not
@@ -119,8 +139,8 @@ class DecodeEngine:
     Attributes
     ----------
     extra_kernels_per_layer : int
-        Small kernels per decoder layer per step beyond the graph's ten (bias adds,
-        transposes, splits, cache concatenations and gathers), each a launch floor.
+        Small kernels per decoder layer per step beyond the graph's ten and its cache copies
+        (bias adds, transposes, splits), each a launch floor.
     shares_cross_kv : bool
         The beams of a window read one copy of its cross-attention keys and values.
     """
@@ -129,13 +149,15 @@ class DecodeEngine:
     shares_cross_kv: bool = False
 
 
-#: Decode engines by name: the graph as drawn, and CTranslate2's (faster-whisper) [5, 6].
-ENGINES = {"generic": DecodeEngine(), "ctranslate2": DecodeEngine(extra_kernels_per_layer=25, shares_cross_kv=True)}
+#: Decode engines by name: the graph as drawn, and CTranslate2's (faster-whisper) [5, 6]: its 35
+#: kernels a layer less the graph's ten and the two concatenations and two beam gathers that
+#: :func:`decoder_step_ops` draws as cache copies.
+ENGINES = {"generic": DecodeEngine(), "ctranslate2": DecodeEngine(extra_kernels_per_layer=21, shares_cross_kv=True)}
 
 
 def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, precision: str = "fp16", *,
                      beams: int = 1, engine: DecodeEngine = ENGINES["generic"]) -> tuple[Op, ...]:
-    """One decode step of ``sequences`` windows (times ``beams``) with ``context`` tokens written."""
+    """One decode step of ``sequences`` windows (times ``beams``) with ``context`` tokens cached."""
     c = spec.config
     d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
     heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
@@ -156,7 +178,35 @@ def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, preci
         Gemm("ffn_down", m=sequences, n=d, k=f, **g),
         norm("norms", sequences, d, count=3 * n),
         Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **{**g, "count": 1}),
-    ) + ((norm("small_kernels", sequences, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
+        # the keys' and the values' caches of each layer grow by a copy: the old read, the grown written
+        Elementwise("cache_concat", elements_read=sequences * context * d,
+                    elements_written=sequences * (context + 1) * d, count=2 * n),
+    ) + ((Elementwise("beam_reorder", elements_read=sequences * (context + 1) * d,
+                      elements_written=sequences * (context + 1) * d, count=2 * n),) if beams > 1 else ()) + (
+        (norm("small_kernels", sequences, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
+        if engine.extra_kernels_per_layer else ())
+
+
+def prompt_ops(spec: ModalitySpec, windows: float, rows: float, precision: str = "fp16", *,
+               engine: DecodeEngine = ENGINES["generic"]) -> tuple[Op, ...]:
+    """The decoder's pass over the ``rows`` prompt tokens of ``windows`` windows before the first step."""
+    c = spec.config
+    d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
+    heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
+    wb = number_format(precision).bytes_per_element
+    g = dict(count=n, precision=number_format(precision).compute, weight_bytes_per_element=wb)
+    m = windows * rows
+    return (
+        Elementwise("embedding", elements_read=m * d, elements_written=m * d),
+        Gemm("self_qkv", m=m, n=3 * d, k=d, **g),
+        FullAttention("self_attention", batch=windows, seq=rows, heads=heads, head_dim=d / heads, causal=True, count=n),
+        Gemm("self_o", m=m, n=d, k=d, **g),
+        Gemm("cross_q_o", m=m, n=2 * d, k=d, **g),
+        FullAttention("cross_attention", batch=windows, seq=rows, kv_seq=pos, heads=heads, head_dim=d / heads, count=n),
+        Gemm("ffn_up", m=m, n=f, k=d, **g),
+        Gemm("ffn_down", m=m, n=d, k=f, **g),
+        norm("norms", m, d, count=3 * n),
+    ) + ((norm("small_kernels", m, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
          if engine.extra_kernels_per_layer else ())
 
 
@@ -178,6 +228,10 @@ class TranscribeResult:
         Serial speaker diarization [s] (0 when not asked for).
     features_s : float
         Log-mel features of every window, serial with the GPU's work [s].
+    prompt_tokens : int
+        Tokens each window's decode opens with (the SOT sequence and any previous text).
+    prompt_s : float
+        The decoder's pass over a batch's prompts, before its first step [s].
     """
 
     model: str
@@ -193,11 +247,14 @@ class TranscribeResult:
     diarization_s: float
     step_overhead_s: float = STEP_OVERHEAD_S
     features_s: float = 0.0
+    prompt_tokens: int = SOT_TOKENS
+    prompt_s: float = 0.0
 
     @property
     def window_s(self) -> float:
-        """One batch of windows: encoder pass and decode loop [s]."""
-        return float(self.encoder.time_s) + self.tokens * (float(self.step.time_s) + self.step_overhead_s)
+        """One batch of windows: encoder pass, prompt pass and decode loop [s]."""
+        return (float(self.encoder.time_s) + self.prompt_s
+                + self.tokens * (float(self.step.time_s) + self.step_overhead_s))
 
     @property
     def latency_s(self) -> float:
@@ -214,7 +271,7 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
                batch: int | None = None, beams: int = 1, tokens_per_window: int = TOKENS_PER_WINDOW,
                precision: str = "fp16", diarize: bool = False, step_overhead_s: float = STEP_OVERHEAD_S,
                engine: str = "generic", stride_s: float = 0.0, features: str = "none",
-               efficiency: Efficiency = DATASHEET) -> TranscribeResult:
+               previous_text: bool = False, efficiency: Efficiency = DATASHEET) -> TranscribeResult:
     """Latency and real-time factor of transcribing ``audio_s`` seconds of speech.
 
     Parameters
@@ -238,6 +295,10 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         Overlap on each side of a window [s] (transformers' chunked pipeline: 5).
     features : str
         Where the log-mel features are computed (:data:`FEATURES_S_PER_WINDOW`).
+    previous_text : bool
+        Prompt each window with the previous window's text (``condition_on_previous_text``,
+        the default of sequential long form): ``<|startofprev|>`` and its tokens, at most
+        :data:`PREVIOUS_TEXT_MAX`, before the SOT sequence.
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -255,6 +316,10 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         raise SpecError(f"features must be one of {', '.join(FEATURES_S_PER_WINDOW)}, got {features!r:.40}")
     if isinstance(stride_s, bool) or not isinstance(stride_s, (int, float)) or not 0 <= stride_s < WINDOW_S / 2:
         raise SpecError(f"stride_s must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
+    if not isinstance(previous_text, bool):
+        raise SpecError(f"previous_text must be true or false, got {previous_text!r:.40}")
+    prompt = SOT_TOKENS + (1 + min(tokens_per_window, PREVIOUS_TEXT_MAX) if previous_text else 0)
+    context = prompt + tokens_per_window / 2  # cached tokens at a mid-window step
     hop = WINDOW_S - 2 * stride_s
     windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
     per_gpu = math.ceil(windows / gpus)
@@ -264,7 +329,7 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     size = min(size, per_gpu)
     while True:  # by default, the most windows per batch that fit (halving from all of them)
         enc_ops = encoder_ops(spec, size, number_format(precision).compute)
-        step_ops = decoder_step_ops(spec, size * beams, tokens_per_window / 2, precision, beams=beams, engine=how)
+        step_ops = decoder_step_ops(spec, size * beams, context, precision, beams=beams, engine=how)
         copies = size if how.shares_cross_kv else size * beams
         try:
             check_fits(f"{spec.id} at {size} windows per batch", hw, enc_ops + step_ops,
@@ -276,10 +341,12 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
             size = math.ceil(size / 2)
     encoder = time_pass(enc_ops, hw, efficiency)
     step = time_pass(step_ops, hw, efficiency)
+    # the prompt's last token is the first step's input; the pass reads the ones before it
+    prompt_s = float(time_pass(prompt_ops(spec, size, prompt - 1, precision, engine=how), hw, efficiency).time_s)
     diar = DIARIZATION_RTF * audio_s if diarize else 0.0
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
                             tokens_per_window, encoder, step, diar, float(step_overhead_s),
-                            windows * FEATURES_S_PER_WINDOW[features])
+                            windows * FEATURES_S_PER_WINDOW[features], prompt, prompt_s)
 
 
 def _cross_kv_bytes(spec: ModalitySpec, sequences: float, precision: str) -> float:
