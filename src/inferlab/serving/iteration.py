@@ -127,18 +127,27 @@ def plan_decode_sums(e: Any) -> tuple:
     """The decode stretch :meth:`~.engine.Engine._plan_decode` plans for engine ``e``'s small
     whole-token batch (full attention, no attention-DP ranks) from plain-float sums: the KV
     tokens held, the fewest tokens a request has left to emit, and the KV blocks held as
-    :func:`~.batch.stretch_limits` counts them (at least one each), with its limits."""
+    :func:`~.batch.stretch_limits` counts them (at least one each), with its limits.
+
+    The blocks are counted only when the pool could stop the stretch: each request holds at
+    most ``c / block + 2`` blocks of its ``c`` tokens (at least one token), so free tokens
+    of at least ``k n`` plus a block under that bound let ``k`` steps of ``n`` requests run
+    as the exact count would."""
     run, block, sched = e.run, e.block, e.sched
     done, gen, base, _, osl = run.rows()
     cached = list(map(sub, map(add, done, gen), base))  # d + g - b each
     total, least, n = float(sum(cached)), min(map(sub, osl, gen)), run.k
     t0, t1 = e.model.time_decode_sum(n, total)
-    k = int(max(1.0, least))
+    k = int(least) if least > 1.0 else 1
     order, pos = e.order, e.pos
     if pos < len(order) and n < sched.max_num_seqs and not e.waiting:  # an arrival that could be admitted
-        k = min(k, max(1, int(math.ceil((e.visible[order[pos]] - e.now) / t0))))
+        steps = math.ceil((e.visible[order[pos]] - e.now) / t0)
+        if steps < k:
+            k = steps if steps > 1 else 1
     if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
-        held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
-        free_tokens = (e.capacity_blocks - e.reuse.shared_adjustment - held) * block
-        k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
+        room = e.capacity_blocks - e.reuse.shared_adjustment
+        if (room - total / block - 2 * n) * block < k * n + block:
+            held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
+            free_tokens = (room - held) * block
+            k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
     return ("decode", t0, t1, *PlainDecoding.steps(k, t0, t1), least, total)
