@@ -28,8 +28,8 @@ from .outages import Outages
 from .pools import Pool, Regions
 from .replicas import Replica, ReplicaKind
 from .router import Router, RouterConfig
-from .states import (AFTER, APPLY, ARRIVE, CONTROL, FAILED, OK, PLAN, REJECTED, STATUS, TIMED_OUT, UNFINISHED,
-                     UNSERVED)
+from .states import AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, STATUS, TIMED_OUT, UNFINISHED, UNSERVED
+from .stepping import Stepping
 from .traffic import Requests
 
 __all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNFINISHED", "UNSERVED", "FleetConfig",
@@ -81,7 +81,7 @@ def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
     return _Loop(kind, requests, cfg, progress).run()
 
 
-class _Loop(Outages, Control):
+class _Loop(Stepping, Outages, Control):
     def __init__(self, kind: ReplicaKind, req: Requests, cfg: FleetConfig, progress: Any) -> None:
         self.kind, self.req, self.cfg, self.progress = kind, req, cfg, progress
         n = len(req)
@@ -115,6 +115,7 @@ class _Loop(Outages, Control):
         self.isl, self.osl = req.isl.tolist(), req.osl.tolist()
         self.stream, self.prefix = req.stream.tolist(), req.prefix.tolist()
         self.extends, self.next_turn = req.extends.tolist(), req.next_turn.tolist()
+        self.turns = bool(np.any(req.next_turn >= 0))  # conversations: a finish sends the next turn
         self.think = req.think_s.tolist()
         self.arrival = req.arrival.tolist()
         self.routable: tuple[int, list[Replica], list[Engine]] = (-1, [], [])  # (Replica.changes, replicas, engines)
@@ -185,78 +186,6 @@ class _Loop(Outages, Control):
     def _push(self, t: float, prio: int, what: str, obj: Any) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (t, prio, self.seq, what, obj, 0))
-
-    @staticmethod
-    def _key(r: Replica) -> tuple[float, int] | None:
-        e = r.engine
-        if e._plan is not None:  # planned
-            return e.plan_end, APPLY
-        if e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # busy
-            return e.ready_s + 1e-12, PLAN
-        return None
-
-    def _schedule(self, r: Replica, key: Any = False) -> None:
-        """Queue ``r``'s next event (its pending one stays valid when it has not moved);
-        ``key``: that event's, when the caller has it."""
-        if key is False:
-            key = self._key(r)
-        if key == r.key:
-            return
-        r.ver += 1
-        r.key = key
-        if key is not None:
-            self.seq += 1
-            heapq.heappush(self.heap, (key[0], key[1], self.seq, None, r, r.ver))
-
-    def _engine(self, r: Replica, prio: int, t_next: float) -> None:
-        """Run ``r``'s event, and its next ones while they come before every other event (the
-        next arrival, at ``t_next`` or a later turn's, the heap's first) and the drain's end:
-        the order the heap would give them, without queueing them."""
-        heap, later, drain_end = self.heap, self.later, self.drain_end
-        while True:
-            self._engine_event(r, prio)
-            e = r.engine
-            if e._plan is not None:  # as _key
-                key = (e.plan_end, APPLY)
-            elif e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # (ready_s, unplanned)
-                key = ((e.now if e.run.k or e.waiting else e.ready_s) + 1e-12, PLAN)
-            else:
-                key = None
-            if later and later[0][0] < t_next:
-                t_next = later[0][0]
-            while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
-                heapq.heappop(heap)  # superseded: the loop would drop it
-            # (an event queued for r while this one ran is in the heap, so never earlier than its first)
-            if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
-                if key != r.key:  # as _schedule
-                    r.ver += 1
-                    r.key = key
-                    if key is not None:
-                        self.seq += 1
-                        heapq.heappush(heap, (key[0], key[1], self.seq, None, r, r.ver))
-                return
-            prio = key[1]
-
-    def _engine_event(self, r: Replica, prio: int) -> None:
-        e, rec = r.engine, self.rec
-        if prio == APPLY:
-            for i in e.advance():
-                g = r.gids[i]
-                done = e.now + self.half_rtt[g]  # the answer's last token back at the user
-                rec.finish[g] = done
-                nxt = self.next_turn[g]
-                if nxt >= 0:
-                    heapq.heappush(self.later, (done + self.think[nxt], nxt))
-                    self.arrival[nxt] = done + self.think[nxt]
-            if self.central and r._state == "up":
-                self._dispatch(r, e.now)
-        else:
-            e.prepare()
-            if e.timed_out:
-                for i in e.timed_out:
-                    rec.status[r.gids[i]] = TIMED_OUT
-                    rec.finish[r.gids[i]] = e.now
-                e.timed_out.clear()
 
     # -- requests -------------------------------------------------------------------------
     def _arrive(self, t: float, g: int) -> None:
@@ -393,4 +322,6 @@ class _Loop(Outages, Control):
         n = len(g)
         ok = rec.status[g] == OK
         rec.first_token[g[ok]] = e.first_tok[:n][ok] + self.half_rtt[g[ok]]
+        done = ~np.isnan(e.finish[:n])  # the answer's last token back at the user
+        rec.finish[g[done]] = e.finish[:n][done] + self.half_rtt[g[done]]
         rec.cached[g] = np.asarray(e.reuse.found[:n])

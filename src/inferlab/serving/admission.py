@@ -36,6 +36,22 @@ class Admission:
             tokens = tokens + self.lookahead
         return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
+    def _blocks_bound(self) -> float:
+        """An upper bound on :meth:`blocks_used` of a :class:`~.batch.SmallBatch` without
+        reserved outputs, from three sums instead of a count per request: ``c`` tokens take at
+        most ``(c + 1) / block + 1`` blocks, and one block more covers rounding [block]."""
+        run = self.run
+        k = run.k
+        return (sum(run.done) + sum(run.gen) - sum(run.base) + k) / self.block + k + 1 + self.reuse.shared_adjustment
+
+    def _blocks_counted(self, k: int, shared: int) -> float:
+        """:meth:`blocks_used` of a :class:`~.batch.SmallBatch` without reserved outputs, over
+        its first ``k`` slots, with ``shared`` for the cache's adjustment [block]."""
+        run, block = self.run, self.block
+        held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block)
+                for d, g, b in zip(run.done[:k], run.gen[:k], run.base[:k])]
+        return float(sum(held)) + shared
+
     def _intake(self) -> None:
         order, waiting, now = self.order, self.waiting, self.now
         if not waiting and (self.pos >= len(order) or self.visible[order[self.pos]] > now + 1e-12):
@@ -54,8 +70,12 @@ class Admission:
                     or len(waiting) >= min(self.ranks, max_seqs - run.k))  # an idle engine spins its timeout away
         if waiting and not self.hold and run.k < max_seqs and balanced:
             self.held_iters = 0
-            used = self.blocks_used()
             reserve, block, lookahead = self.sched.reserve_output, self.block, self.lookahead
+            # a small batch's blocks are counted only once an upper bound would stop admission
+            k0, shared = run.k, self.reuse.shared_adjustment
+            bound = run.lists and not reserve
+            used = self._blocks_bound() if bound else self.blocks_used()
+            needs = 0  # blocks of the requests admitted here
             w, first_sched, plain = 0, self.first_sched, reuse.plain  # admitted: waiting[:w] (the views follow once, after)
             while w < len(waiting) and run.k < max_seqs:
                 i = waiting[w]
@@ -64,19 +84,24 @@ class Admission:
                 found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
                 need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
                 if used + need > self.capacity_blocks:
-                    break
+                    if not bound:
+                        break
+                    bound, used = False, self._blocks_counted(k0, shared) + needs
+                    if used + need > self.capacity_blocks:
+                        break
                 w += 1
                 run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
                         views=False)
                 if not quiet:
                     reuse.admitted(i, found, pin)
                 used += need
+                needs += need
                 if first_sched[i] != first_sched[i]:  # NaN: first admission
                     first_sched[i] = now
             del waiting[:w]
             run._views()
             if reuse.cache.evictable_blocks:
-                reuse.fit(self.capacity_blocks - used)
+                reuse.fit(self.capacity_blocks - (self._blocks_counted(k0, shared) + needs if bound else used))
 
     def _expire(self) -> None:
         """Drop the requests whose prefill has not begun within the timeout of reaching the

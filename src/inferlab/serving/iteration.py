@@ -18,7 +18,7 @@ nothing but those sums (:meth:`~.stepmodel.StepModel.time_sums`).
 from __future__ import annotations
 
 import math
-from operator import add, sub
+from operator import add, ge, sub
 from typing import Any
 
 import numpy as np
@@ -74,50 +74,45 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
     chunked = sched.chunked_prefill
     budget_max = sched.max_num_batched_tokens
     done, gen, base, prompt, osl = run.rows()
-    k = run.k
-    decoding = [d >= p for d, p in zip(done, prompt)]
-    n_dec = decoding.count(True)
-    budget = budget_max - (n_dec if chunked else 0)
-    chunk = [0.0] * k
-    for j in range(k):
-        if decoding[j]:
-            continue
-        if budget <= 0:
-            break
-        lj = prompt[j] - done[j]
-        if chunked:
-            take = min(lj, budget)
-        elif lj > budget and budget < budget_max:
-            break
-        else:
-            take = lj
-        chunk[j] = float(take)
-        budget -= take
-    if not chunked:
-        decoding = [False] * k
-        n_dec = 0
-    # per slot: its tokens emitted (a decode, or the first token after its prompt), its sums
+    n_dec = sum(map(ge, done, prompt)) if chunked else 0  # (a whole-prompt prefill iteration runs no decodes)
+    budget = budget_max - n_dec
+    # per slot, in one pass: its chunk (first come first served within the budget), its tokens
+    # emitted (a decode, or the first token after its prompt), its sums
     idx = run.idx
-    emits, prompted, ends, held = [], [], False, 0.0
+    chunk, emits, prompted, ends, held = [], [], [], False, 0.0
     decode_total = p = pairs = reads = 0.0
     n_prefill = 0
-    for j in range(k):
-        d, q, g = done[j], chunk[j], gen[j]
-        e = 0.0
-        if q > 0:
-            p += q
-            pairs += q * d + q * (q + 1.0) / 2.0
-            reads += d + q
-            n_prefill += 1
-            if d + q >= prompt[j]:
-                prompted.append(idx[j])
+    open_ = True  # the budget still takes prompts
+    for d, g, b, pj, o, i in zip(done, gen, base, prompt, osl, idx):
+        q = e = 0.0
+        if d >= pj:
+            if chunked:
+                decode_total += d + g - b
                 e = 1.0
-        elif decoding[j]:
-            decode_total += d + g - base[j]
-            e = 1.0
+        elif open_:
+            if budget <= 0:
+                open_ = False
+            else:
+                lj = pj - d
+                if chunked:
+                    q = float(min(lj, budget))
+                elif lj > budget and budget < budget_max:
+                    open_ = False
+                else:
+                    q = float(lj)  # without chunking a prompt is prefilled whole
+                budget -= q
+                if q > 0:
+                    p += q
+                    pairs += q * d + q * (q + 1.0) / 2.0
+                    reads += d + q
+                    n_prefill += 1
+                    if d + q >= pj:
+                        prompted.append(i)
+                        e = 1.0
+        chunk.append(q)
         emits.append(e)
-        ends = ends or g + e >= osl[j]
-        held += d + q + g + e - base[j]
+        ends = ends or g + e >= o
+        held += d + q + g + e - b
     n_fin = len(prompted)
     elapsed = model.time_sums(n_dec, decode_total, p, pairs, reads, n_prefill, float(n_dec + n_fin))
     return elapsed, chunk, None, n_dec, None, n_fin, (emits, prompted, p, ends, held)
@@ -127,18 +122,27 @@ def plan_decode_sums(e: Any) -> tuple:
     """The decode stretch :meth:`~.engine.Engine._plan_decode` plans for engine ``e``'s small
     whole-token batch (full attention, no attention-DP ranks) from plain-float sums: the KV
     tokens held, the fewest tokens a request has left to emit, and the KV blocks held as
-    :func:`~.batch.stretch_limits` counts them (at least one each), with its limits."""
+    :func:`~.batch.stretch_limits` counts them (at least one each), with its limits.
+
+    The blocks are counted only when the pool could stop the stretch: each request holds at
+    most ``c / block + 2`` blocks of its ``c`` tokens (at least one token), so free tokens
+    of at least ``k n`` plus a block under that bound let ``k`` steps of ``n`` requests run
+    as the exact count would."""
     run, block, sched = e.run, e.block, e.sched
     done, gen, base, _, osl = run.rows()
     cached = list(map(sub, map(add, done, gen), base))  # d + g - b each
     total, least, n = float(sum(cached)), min(map(sub, osl, gen)), run.k
     t0, t1 = e.model.time_decode_sum(n, total)
-    k = int(max(1.0, least))
+    k = int(least) if least > 1.0 else 1
     order, pos = e.order, e.pos
     if pos < len(order) and n < sched.max_num_seqs and not e.waiting:  # an arrival that could be admitted
-        k = min(k, max(1, int(math.ceil((e.visible[order[pos]] - e.now) / t0))))
+        steps = math.ceil((e.visible[order[pos]] - e.now) / t0)
+        if steps < k:
+            k = steps if steps > 1 else 1
     if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
-        held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
-        free_tokens = (e.capacity_blocks - e.reuse.shared_adjustment - held) * block
-        k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
+        room = e.capacity_blocks - e.reuse.shared_adjustment
+        if (room - total / block - 2 * n) * block < k * n + block:
+            held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
+            free_tokens = (room - held) * block
+            k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
     return ("decode", t0, t1, *PlainDecoding.steps(k, t0, t1), least, total)
