@@ -21,8 +21,8 @@ def test_vllm_real_spellings():
     assert launch.modelled() == dict(
         model="llama-3.1-70b", checkpoint="meta-llama/Llama-3.1-70B-Instruct", tp=4, pp=1, ep=1, dp=1,
         attention_dp=False, weights="fp8", activations="fp8", kv_cache="fp8", dtype=None, max_num_seqs=128,
-        max_num_batched_tokens=4096, chunked_prefill=False, gpu_memory_utilization=0.85, kv_block_size=32,
-        max_model_len=16384, prefix_caching=False,
+        max_num_batched_tokens=4096, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
+        kv_block_size=32, max_model_len=16384, prefix_caching=False,
         speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
     assert launch.unknown == ("--swap-space 4", "--enforce-eager")
@@ -48,7 +48,8 @@ def test_sglang_real_spellings():
     assert launch.modelled() == dict(
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096,
-        chunked_prefill=True, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None, prefix_caching=False,
+        chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
+        prefix_caching=False,
         speculation=Speculation("mtp", 2))
     assert launch.engine == "sglang" and launch.precision == "kv:fp8"
     assert launch.unknown == ("--cuda-graph-max-bs 256",) and launch.no_effect == ("--trust-remote-code", "--port")
@@ -80,7 +81,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
     assert launch.modelled() == dict(
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072,
-        chunked_prefill=True, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
+        chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
         prefix_caching=False, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
     assert launch.unknown == ("cuda_graph_config: {'max_batch_size': 128}",)

@@ -26,6 +26,10 @@ CASES = {
                                               num_requests=200),
     "unchunked": lambda: inferlab.serve(M, G, engine="vllm", isl=LOGNORMAL_IN, osl=LOGNORMAL_OUT, rate=6.0,
                                         num_requests=200, chunked_prefill=False),
+    "unchunked_unmixed": lambda: inferlab.serve(M, G, engine="vllm", isl=LOGNORMAL_IN, osl=LOGNORMAL_OUT, rate=6.0,
+                                                num_requests=200, chunked_prefill=False, mixed_prefill=False),
+    "sglang_mixed": lambda: inferlab.serve(M, G, engine="sglang", isl=LOGNORMAL_IN, osl=LOGNORMAL_OUT, rate=6.0,
+                                           num_requests=200, mixed_prefill=True),
     "sessions": lambda: inferlab.serve(M, G, engine="vllm", isl=800, osl=120, rate=4.0, num_requests=200,
                                        prefix="sessions:turns=3,think=5"),
 }

@@ -90,7 +90,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
     p.add_argument("--max-num-batched-tokens", type=int, help="tokens per iteration at most (engine default)")
     p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
-                   help="prefill each prompt whole, in iterations without decodes")
+                   help="prefill each prompt whole (in one iteration)")
+    mixed = p.add_mutually_exclusive_group()
+    mixed.add_argument("--mixed-prefill", dest="mixed_prefill", action="store_true", default=None,
+                       help="decode the running requests in the iterations that prefill (engine default; "
+                            "SGLang: --enable-mixed-chunk)")
+    mixed.add_argument("--no-mixed-prefill", dest="mixed_prefill", action="store_false",
+                       help="prefill iterations run prompts only, the decodes wait (SGLang's default)")
     p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes (default 0.9)")
     p.add_argument("--kv-block-size", type=int, help="tokens per KV-cache page (engine default)")
     slo = p.add_argument_group("service-level objectives")
@@ -137,7 +143,8 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["speculative"] = args.spec
     if args.prefix:
         kw["prefix"] = args.prefix
-    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size"):
+    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill", "gpu_memory_utilization",
+                 "kv_block_size"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     if args.engine_args is not None:

@@ -2,11 +2,13 @@
 
 Each iteration runs one decode token for every running request plus up to a token
 budget of prefill (``max_num_batched_tokens``, like vLLM's setting and TensorRT-LLM's
-``max_num_tokens``): with chunked prefill a long prompt is split over iterations and
-mixed with decodes; without it a prompt is prefilled whole in an iteration that runs
-no decodes. Requests are admitted first come, first served while a sequence slot
-(``max_num_seqs``) and KV blocks for the prompt are free; when the growing KV cache
-no longer fits, the most recently admitted request is preempted and recomputed later.
+``max_num_tokens``): with chunked prefill a long prompt is split over iterations, without
+it a prompt is prefilled whole. The decodes run in the iterations that prefill and take
+their tokens from the budget (vLLM, TensorRT-LLM), or an iteration that prefills runs the
+prompts alone and the decodes wait for it (``mixed_prefill=False``: SGLang's default).
+Requests are admitted first come, first served while a sequence slot (``max_num_seqs``)
+and KV blocks for the prompt are free; when the growing KV cache no longer fits, the most
+recently admitted request is preempted and recomputed later.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ class SchedulerConfig:
         Tokens per iteration at most (decode tokens plus prefill chunk).
     chunked_prefill : bool
         Split prompts over iterations and mix them with decodes.
+    mixed_prefill : bool
+        With chunked prefill, the running requests decode in the iterations that prefill
+        (vLLM's and TensorRT-LLM's batches; the decodes take their tokens from the budget);
+        False: an iteration that prefills runs prompt chunks only, the decodes wait for it,
+        and the budget is the chunks' alone (SGLang's default: ``--enable-mixed-chunk`` off).
     kv_block_size : int
         Tokens per KV page.
     gpu_memory_utilization : float
@@ -62,6 +69,7 @@ class SchedulerConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
+    mixed_prefill: bool = True
     kv_block_size: int = 16
     gpu_memory_utilization: float = 0.9
     reserve_output: bool = False
@@ -75,14 +83,16 @@ class SchedulerConfig:
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        for name in ("chunked_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
+        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
 
 
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
-#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192;
+#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192, its
+#: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
+#: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
 #: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
@@ -97,7 +107,7 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, overlap_host=True),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, mixed_prefill=False, overlap_host=True),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
     "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),
@@ -106,7 +116,8 @@ ENGINE_SCHEDULERS = {
 
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
-USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization", "kv_block_size")
+USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill", "gpu_memory_utilization",
+               "kv_block_size")
 
 
 def default_scheduler(engine: str) -> SchedulerConfig:

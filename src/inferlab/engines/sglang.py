@@ -29,6 +29,7 @@ FLAGS = {
     "--speculative-eagle-topk": Spec("spec_topk", "int"), "--speculative-num-draft-tokens": Spec("spec_tokens", "int"),
     "--speculative-draft-model-path": Spec("spec_model"), "--disable-radix-cache": Spec("prefix_caching", "off"),
     "--page-size": Spec("kv_block_size", "int"), "--context-length": Spec("max_model_len", "int"),
+    "--enable-mixed-chunk": Spec("mixed_prefill", "on"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -78,6 +79,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, chunked_prefill=chunked,
+        mixed_prefill=f.get("mixed_prefill"),
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
         speculation=_speculation(f, notes) if "speculation" in f.values else None,
@@ -86,6 +88,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if chunk is not None:
         sources.update(chunked_prefill="--chunked-prefill-size", max_num_batched_tokens="--chunked-prefill-size",
                        max_num_tokens="--chunked-prefill-size")
+    if "mixed_prefill" in f.values:
+        sources["mixed_prefill"] = "--enable-mixed-chunk"
     return launch.with_sources(**sources)
 
 
@@ -148,6 +152,8 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
                         ("--page-size", launch.kv_block_size), ("--context-length", launch.max_model_len)):
         if value is not None:
             out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if launch.mixed_prefill:
+        out.append("--enable-mixed-chunk")
     if launch.prefix_caching is False:
         out.append("--disable-radix-cache")
     elif launch.prefix_caching:

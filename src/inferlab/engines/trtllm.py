@@ -211,6 +211,9 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
         out["enable_attention_dp"] = True
     if launch.chunked_prefill is not None:
         out["enable_chunked_prefill"] = launch.chunked_prefill
+    if launch.mixed_prefill is False:
+        missing.append(("mixed_prefill", "prefill iterations without the decodes: TensorRT-LLM's in-flight batching "
+                                         "always runs the context requests with the generation ones"))
     kv: dict[str, Any] = {}
     if launch.kv_cache in ("fp8", "nvfp4"):
         kv["dtype"] = launch.kv_cache

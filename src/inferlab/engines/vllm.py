@@ -139,6 +139,9 @@ def render(launch: EngineLaunch) -> Rendered:
                               f"launch this command {launch.dp} times behind a load balancer"))
     words += _precision(launch, missing)
     words += _limits(launch)
+    if launch.mixed_prefill is False:
+        missing.append(("mixed_prefill", "prefill iterations without the decodes: vLLM always decodes the running "
+                                         "requests in the iterations that prefill"))
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
     return shell_form(NAME, words, {}, missing)

@@ -14,8 +14,8 @@ from . import resolve as inputs
 from .techniques import FROZEN
 
 #: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
-ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "gpu_memory_utilization",
-                 "kv_block_size")
+ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill",
+                 "gpu_memory_utilization", "kv_block_size")
 
 
 class Layout(BaseModel):
@@ -67,6 +67,8 @@ class Engine(BaseModel):
     max_num_batched_tokens : int, optional [token]
         Tokens per step (a static batch's prefill chunk, ``max_num_tokens`` of estimate).
     chunked_prefill : bool, optional
+    mixed_prefill : bool, optional
+        The running requests decode in the iterations that prefill (False: SGLang's default).
     gpu_memory_utilization : float, optional [1]
     kv_block_size : int, optional [token]
     """
@@ -77,6 +79,7 @@ class Engine(BaseModel):
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     chunked_prefill: bool | None = None
+    mixed_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
 
@@ -100,7 +103,7 @@ def engine_of(value: Any) -> Engine:
         raw = fields.get(key)
         if raw is None:
             continue
-        if key == "chunked_prefill":
+        if key in ("chunked_prefill", "mixed_prefill"):
             fields[key] = checks.boolean(key, raw)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)

@@ -95,6 +95,9 @@ class Engine(Admission):
         self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
         self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
         self.q_times, self.q_depth, self.itl_v, self.itl_w = [0.0], [0], [], []
+        # prefill iterations the decoding requests sat out (an unmixed or whole-prompt prefill),
+        # each (its time, how many waited): added to those requests' next token gap
+        self.stalls: list[tuple[float, float]] = []
         self.timeout, self.timed_out = float(queue_timeout_s), []
         self._plan, self.plan_end = None, math.inf  # the planned iteration, and when it ends
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
@@ -253,14 +256,34 @@ class Engine(Admission):
         self._plan = ("decode", t0, t1, k, tokens, elapsed, step, least, total)
         self.plan_end = self.now + elapsed
 
+    def _gap(self, step: float, weight: float) -> None:
+        """Token gaps of an iteration [s], ``weight`` of them; the requests that waited out
+        prefill iterations without decoding (:attr:`stalls`) have every one since they began
+        waiting in their first gap (a request whose prompt ended in the first of them waited
+        the later ones only)."""
+        if self.stalls:
+            left, before = sum(e for e, _ in self.stalls), 0.0
+            for elapsed, waiting in self.stalls:
+                began = min(max(waiting - before, 0.0), weight)  # began waiting in this iteration
+                if began:
+                    self.itl_v.append(step + left)
+                    self.itl_w.append(began)
+                    weight -= began
+                before, left = max(before, waiting), left - elapsed
+            self.stalls = []
+        self.itl_v.append(step)
+        self.itl_w.append(weight)
+
     def advance(self) -> list[int]:
         """Run the planned iteration; returns the requests it finished."""
         plan, self._plan, self.plan_end = self._plan, None, math.inf
         run, reuse = self.run, self.reuse
         if plan[0] == "prefill":
             _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
-            self.itl_v.append(elapsed)
-            self.itl_w.append(float(n_dec))
+            if n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
+                self.stalls.append((elapsed, float(run.k - run.prefilling)))
+            else:
+                self._gap(elapsed, float(n_dec))
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
             if sums is not None:
@@ -285,8 +308,7 @@ class Engine(Admission):
                             reuse.prefilled(i, self.prompt[i])
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
-            self.itl_v.append(step)
-            self.itl_w.append(emitted := float(run.k) * k)
+            self._gap(step, emitted := float(run.k) * k)
             if self.prefilled:  # a transferred request's first token is its first decode step's
                 if run.lists:
                     first_tok, t = self.first_tok, self.now + t0

@@ -35,11 +35,12 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     slots decode and how many, which slots finish their prompt and how many, and None (what
     :func:`plan_prefill_sums` knows beyond that)."""
     chunked = sched.chunked_prefill
+    mixed = sched.mixed_prefill  # the running requests decode in this iteration
     budget_max = sched.max_num_batched_tokens
     prefilling = run.done < run.prompt
     decoding_mask = ~prefilling
     n_dec = int(np.count_nonzero(decoding_mask))
-    budget = budget_max - (n_dec if chunked else 0)
+    budget = budget_max - (n_dec if mixed else 0)
     chunk = np.zeros(run.k)
     left = run.prompt - run.done
     for j in prefilling.nonzero()[0].tolist():
@@ -55,8 +56,8 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
         chunk[j] = take
         budget -= take
     runs_prefill = chunk > 0
-    if not chunked:
-        decoding_mask[:] = False  # a whole-prompt prefill iteration runs no decodes
+    if not mixed:
+        decoding_mask[:] = False  # an unmixed prefill iteration runs no decodes
         n_dec = 0
     finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
     n_fin = int(np.count_nonzero(finishing_prefill))
@@ -72,9 +73,10 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
     where it decodes or finishes its prompt), the requests that finish their prompt, the tokens
     prefilled, whether a request reaches its output length, and the KV tokens held after it."""
     chunked = sched.chunked_prefill
+    mixed = sched.mixed_prefill
     budget_max = sched.max_num_batched_tokens
     done, gen, base, prompt, osl = run.rows()
-    n_dec = sum(map(ge, done, prompt)) if chunked else 0  # (a whole-prompt prefill iteration runs no decodes)
+    n_dec = sum(map(ge, done, prompt)) if mixed else 0  # (an unmixed prefill iteration runs no decodes)
     budget = budget_max - n_dec
     # per slot, in one pass: its chunk (first come first served within the budget), its tokens
     # emitted (a decode, or the first token after its prompt), its sums
@@ -86,7 +88,7 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
     for d, g, b, pj, o, i in zip(done, gen, base, prompt, osl, idx):
         q = e = 0.0
         if d >= pj:
-            if chunked:
+            if mixed:
                 decode_total += d + g - b
                 e = 1.0
         elif open_:

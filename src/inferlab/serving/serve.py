@@ -32,8 +32,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
           num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-          chunked_prefill: bool | None = None, gpu_memory_utilization: float | None = None,
-          kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
+          chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
+          gpu_memory_utilization: float | None = None, kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -50,8 +50,9 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     rate, concurrency, trace, offline
         Exactly one: Poisson arrivals per second, closed-loop clients, arrival times, or
         everything queued at once.
-    scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, ...
-        The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`).
+    scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, mixed_prefill, ...
+        The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`);
+        ``mixed_prefill=False`` runs prefill iterations without the decodes (SGLang's default).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -95,8 +96,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency, trace=trace,
                         offline=offline, seed=seed, stagger=stagger)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                 "chunked_prefill": chunked_prefill, "gpu_memory_utilization": gpu_memory_utilization,
-                 "kv_block_size": kv_block_size}
+                 "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
+                 "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
@@ -114,7 +115,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None}
-    limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
+    limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill",
                                    "gpu_memory_utilization", "kv_block_size") if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.workload import Workload
-from .cases import Case, case_engine, case_layout, case_precision, case_speculative, case_version
+from .cases import Case, case_engine, case_layout, case_limits, case_precision, case_speculative, case_version
 from .serving import case_pools
 
 
@@ -25,7 +25,7 @@ def case_deployment(case: Case) -> Deployment:
     """
     fields: dict = {"model": case.model, "hardware": case.hardware, "num_gpus": case.num_gpus,
                     "precision": case_precision(case) or None,
-                    "engine": {"name": case_engine(case), "version": case_version(case), **(case.scheduler or {})},
+                    "engine": {"name": case_engine(case), "version": case_version(case), **case_limits(case)},
                     "speculative": case_speculative(case), "allow_long_context": True}
     if case.prefix_cache and case.prefix_cache.get("hit_rate") is not None:
         fields["prefix_cache"] = {"hit_rate": case.prefix_cache["hit_rate"]}

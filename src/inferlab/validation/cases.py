@@ -356,6 +356,23 @@ def case_engine(case: Case) -> str:
     return case.engine if case.engine in PROFILE_ENGINES else "generic"
 
 
+#: Scheduler settings a source family's runs used where its cases record none, each with where
+#: the source says so: aiconfigurator deploys SGLang's aggregated servers with
+#: ``--enable-mixed-chunk`` (ai-dynamo/aiconfigurator,
+#: src/aiconfigurator/generator/rule_plugin/benchmark/sglang.rule: ``agg enable_mixed_chunk = true``),
+#: where SGLang's own default runs prefill batches without the decodes.
+SOURCE_SCHEDULERS: dict[tuple[str, str], dict[str, Any]] = {
+    ("aiconfigurator-silicon-sample", "sglang"): {"mixed_prefill": True},
+}
+
+
+def case_limits(case: Case) -> dict[str, Any]:
+    """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
+    settings (:data:`SOURCE_SCHEDULERS`, aggregated runs only)."""
+    family = {} if case.disaggregation else SOURCE_SCHEDULERS.get((case.source, case.engine), {})
+    return {**family, **(case.scheduler or {})}
+
+
 def case_version(case: Case) -> str | None:
     """The engine version a case ran: its ``engine_version``, else the one its source family
     names (``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``: the page of that release), else None."""

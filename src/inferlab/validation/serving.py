@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from ..errors import InferlabError
 from ..specs.validation import format_validation_error
-from .cases import (Case, Parallelism, case_engine, case_layout, case_precision, case_speculative, layout_of,
+from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, case_precision, case_speculative, layout_of,
                     speculative_from)
 
 #: Offline: requests per sequence the engine holds at once.
@@ -260,7 +260,7 @@ def serving_group_key(case: Case) -> tuple:
     pools = case_pools(case) if case.disaggregation else None
     return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
             case_engine(case), case.isl, case.osl, _load_key(case), spec, hit, pools,
-            tuple(sorted((case.scheduler or {}).items())))
+            tuple(sorted(case_limits(case).items())))
 
 
 def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:

@@ -1,0 +1,148 @@
+"""Prefill iterations with or without the decodes (``SchedulerConfig.mixed_prefill``).
+
+vLLM and TensorRT-LLM decode the running requests in the iterations that prefill, the decodes
+taking their tokens from the iteration's budget; SGLang by default runs a prefill batch alone
+(``--enable-mixed-chunk`` off) and the decodes wait for it, the chunk budget being the
+prompts' alone. Expected values are worked out by hand from the batch below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import inferlab
+from inferlab.engines import launch_command, parse_engine_args
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
+from inferlab.errors import SpecError
+from inferlab.inputs.parts import engine_of
+from inferlab.serving.batch import SmallBatch
+from inferlab.serving.iteration import plan_prefill, plan_prefill_sums
+from inferlab.validation.cases import Case, case_limits
+
+
+class _Clock:
+    """A step model that records what it is asked to time and takes 1 s for anything."""
+
+    def __init__(self) -> None:
+        self.asked: dict = {}
+
+    def time_sums(self, n_dec, decode_total, p, pairs, reads, n_prefill, logits):
+        self.asked = {"n_dec": n_dec, "decode_total": decode_total, "prefill": p, "n_prefill": n_prefill,
+                      "logits": logits}
+        return 1.0
+
+    def time(self, decode_context, prefill_context, prefill_tokens, logits):
+        self.asked = {"n_dec": len(decode_context), "decode_total": float(np.sum(decode_context)),
+                      "prefill": float(np.sum(prefill_tokens)), "n_prefill": len(prefill_tokens), "logits": logits}
+        return 1.0
+
+
+def _batch(prompt_left: float) -> SmallBatch:
+    """Request 0 decodes (a 100-token prompt done, 5 tokens out, 50 to go); request 1 has
+    ``prompt_left`` prompt tokens still to prefill."""
+    run = SmallBatch()
+    run.k, run.prefilling, run.idx = 2, 1, [0, 1]
+    run.done, run.gen, run.base = [100.0, 0.0], [5.0, 0.0], [0.0, 0.0]
+    run.prompt, run.osl = [100.0, prompt_left], [50.0, 10.0]
+    return run
+
+
+# budget 8192; chunked: mixed takes 8192 - 1 decode = 8191 prompt tokens and decodes request 0
+# (its context 100 + 5 = 105 tokens, one logit row); unmixed takes the whole 8192 and no decode.
+# Unchunked, a 5,000-token prompt fits 8191 whole beside the decode; an 8,192-token one does not
+# (8192 > 8191 while a decode holds a token), so that iteration only decodes. A logit row for
+# each decode and for a prompt finished in the iteration.
+@pytest.mark.parametrize("chunked, mixed, left, chunk, n_dec, decode_total, logits", [
+    (True, True, 10000.0, 8191.0, 1, 105.0, 1),
+    (True, False, 10000.0, 8192.0, 0, 0.0, 0),
+    (False, True, 5000.0, 5000.0, 1, 105.0, 2),
+    (False, True, 8192.0, 0.0, 1, 105.0, 1),
+    (False, False, 8192.0, 8192.0, 0, 0.0, 1),
+])
+def test_prefill_iteration_with_and_without_the_decodes(chunked, mixed, left, chunk, n_dec, decode_total, logits):
+    sched = SchedulerConfig(max_num_batched_tokens=8192, chunked_prefill=chunked, mixed_prefill=mixed)
+    for plan, run in ((plan_prefill_sums, _batch(left)), (plan_prefill, _batch(left).arrays())):
+        clock = _Clock()
+        out = plan(run, sched, clock)
+        assert list(out[1])[:2] == [0.0, chunk]
+        assert out[3] == n_dec
+        assert clock.asked["n_dec"] == n_dec and clock.asked["decode_total"] == decode_total
+        assert clock.asked["prefill"] == chunk
+        assert clock.asked["logits"] == logits
+
+
+def test_sglang_runs_prefill_batches_alone_by_default():
+    assert ENGINE_SCHEDULERS["sglang"].mixed_prefill is False
+    assert all(ENGINE_SCHEDULERS[e].mixed_prefill for e in ("vllm", "trtllm", "trtllm-pytorch", "generic"))
+
+
+def test_one_request_alone_is_the_same_either_way():
+    """Nothing decodes while a lone request prefills: mixing changes nothing."""
+    runs = [inferlab.serve("llama-3.1-8b", "h100-sxm", engine="sglang", isl=12000, osl=20, trace=[0.0],
+                           num_requests=1, mixed_prefill=m).trace for m in (True, False)]
+    assert runs[0].first_token[0] == runs[1].first_token[0] and runs[0].finish[0] == runs[1].finish[0]
+
+
+def test_unmixed_prefills_stall_the_decodes_and_speed_the_prompts():
+    """Long prompts arriving while others decode: without mixing the decodes wait for every
+    prefill iteration (TPOT up) and the prompts get the whole budget (TTFT not up)."""
+    kw = dict(engine="sglang", isl=6000, osl=200, rate=4.0, num_requests=120, seed=3)
+    mixed = inferlab.serve("llama-3.1-8b", "h100-sxm", mixed_prefill=True, **kw)
+    alone = inferlab.serve("llama-3.1-8b", "h100-sxm", mixed_prefill=False, **kw)
+    assert np.nanmean(alone.tpot_s) > np.nanmean(mixed.tpot_s)
+    assert np.median(alone.ttft_s) <= np.median(mixed.ttft_s) * 1.001
+    assert alone.itl_percentile(99) > mixed.itl_percentile(99)  # a gap spans a whole prefill batch
+
+
+@pytest.mark.parametrize("engine, limits", [
+    ("sglang", {}), ("sglang", {"mixed_prefill": True}), ("vllm", {}), ("vllm", {"chunked_prefill": False}),
+    ("vllm", {"chunked_prefill": False, "mixed_prefill": False}), ("trtllm", {}),
+])
+def test_token_gaps_add_up_to_the_decode_time(engine, limits):
+    """The inter-token gaps, weighted by how many tokens each stands for, average to every
+    request's decode time over its gaps: a gap that spans prefill iterations the request sat
+    out carries them (before, a prefill-only iteration's time was in no gap)."""
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", engine=engine, isl=3000, osl=150, rate=8.0, num_requests=150,
+                       seed=2, **limits)
+    t = r.trace
+    gaps_mean = float(np.sum(t.itl_values * t.itl_weights) / np.sum(t.itl_weights))
+    assert np.sum(t.itl_weights) == pytest.approx(np.sum(t.osl - 1.0), rel=1e-12)
+    assert gaps_mean == pytest.approx(float(np.sum(t.finish - t.first_token) / np.sum(t.osl - 1.0)), rel=1e-9)
+
+
+def test_sglang_flag_reads_and_writes():
+    launch = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--enable-mixed-chunk")
+    assert launch.mixed_prefill is True
+    assert launch.to_kwargs("serve")["mixed_prefill"] is True
+    assert "--enable-mixed-chunk" in launch_command(launch, "sglang").script
+    assert parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct"
+                             ).mixed_prefill is None  # the engine's default (off)
+    unmixed = replace(launch, mixed_prefill=False)
+    for engine in ("vllm", "trtllm-pytorch"):
+        assert "mixed_prefill" in dict(launch_command(unmixed, engine).unexpressed)
+    assert "--enable-mixed-chunk" not in launch_command(unmixed, "sglang").script
+
+
+def test_engine_limit_is_checked():
+    assert engine_of({"name": "sglang", "mixed_prefill": True}).mixed_prefill is True
+    with pytest.raises(SpecError, match="mixed_prefill"):
+        engine_of({"name": "sglang", "mixed_prefill": "true"})  # a string is not a boolean
+
+
+def _case(**changes) -> Case:
+    base = {"id": "t", "regime": "closed_loop", "model": "llama-3.1-8b", "hardware": "h100-sxm", "num_gpus": 1,
+            "precision": {"weights": "bf16"}, "engine": "sglang", "isl": 1024, "osl": 256,
+            "load": {"concurrency": 4}, "metric": "tpot_ms", "measured": 5.0, "unit": "ms",
+            "source": "aiconfigurator-silicon-sample", "source_id": "t"}
+    return Case(**{**base, **changes})
+
+
+def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
+    assert case_limits(_case()) == {"mixed_prefill": True}  # aiconfigurator deploys SGLang with mixed chunks
+    assert case_limits(_case(scheduler={"mixed_prefill": False})) == {"mixed_prefill": False}  # the case wins
+    assert case_limits(_case(source="sglang-blog")) == {}
+    assert case_limits(_case(engine="vllm")) == {}
