@@ -15,7 +15,7 @@ from inferlab.cli.main import main
     (["diffuse", "wan2.1-t2v-14b", "h100-sxm", "--height", "720", "--width", "1280", "--frames", "81", "--cp", "8"],
      "75,600 tokens"),
     (["transcribe", "whisper-small", "h100-sxm:3g.40gb", "--audio", "600"], "RTF"),
-    (["transcribe", "whisper-small", "h100-sxm", "--batch", "1", "--previous-text"], "104-token prompt"),
+    (["transcribe", "whisper-small", "h100-sxm", "--batch", "1", "--previous-text"], "224-token prompt"),
     (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
     (["modalities", "list"], "whisper-large-v3-turbo"),
     (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),
@@ -39,6 +39,7 @@ def test_json_output(capsys):
     (["diffuse", "flux.1-dev", "h100-sxm:3g.4gb"], "did you mean '3g.40gb'"),
     (["on-device", "llama-2-7b", "m2-ultra", "--precision", "q4km"], "unknown precision 'q4km'"),
     (["transcribe", "whisper-small", "h100-sxm", "--gpus", "0"], "gpus must be a whole number"),
+    (["transcribe", "whisper-small", "h100-sxm", "--previous-text", "--batch", "8"], "windows run one at a time"),
 ])
 def test_bad_input_is_one_line(capsys, argv, message):
     assert main(argv) == 2

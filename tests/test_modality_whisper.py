@@ -97,12 +97,13 @@ def test_cache_copies_by_hand():
 
 def test_prompt_by_hand():
     # Every window opens with <|startoftranscript|>, the language and the task: 3 tokens. With
-    # the previous window's text (condition_on_previous_text), <|startofprev|> and its 100
-    # tokens come first: 104; a 300-token window's text is cut to its last 223 (448 // 2 - 1).
+    # the previous text (condition_on_previous_text), the second of two windows puts
+    # <|startofprev|> and the first's 100 tokens first: 104, a mean of (3 + 104) / 2 = 53.5; a
+    # 300-token window's text is cut to its last 223 (448 // 2 - 1): (3 + 227) / 2 = 115.
     r = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1)
     p = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True)
     long = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True, tokens_per_window=300)
-    assert (r.prompt_tokens, p.prompt_tokens, long.prompt_tokens) == (3, 104, 227)
+    assert (r.prompt_tokens, p.prompt_tokens, long.prompt_tokens) == (3, 53.5, 115)
     assert p.window_s == pytest.approx(float(p.encoder.time_s) + p.prompt_s
                                        + 100 * (float(p.step.time_s) + p.step_overhead_s))
     assert p.prompt_s > r.prompt_s > 0 and p.latency_s > r.latency_s
@@ -167,3 +168,29 @@ def test_bad_input():
         transcribe("whisper-small", "h100-sxm", audio_s=0)
     with pytest.raises(SpecError, match="gpus"):
         transcribe("whisper-small", "h100-sxm", gpus=0)
+
+
+def test_previous_text_accumulates_from_the_second_window():
+    # faster-whisper and openai-whisper prompt a window with the last 223 tokens of all the text
+    # before it (all_tokens[prompt_reset_since:], cut in get_prompt), not only the previous
+    # window's, and the first window has none (no <|startofprev|>). At 100 tokens a window the
+    # windows open with 3, 3 + 1 + 100 = 104, 3 + 1 + 200 = 204, then 3 + 1 + 223 = 227 tokens.
+    one = transcribe("whisper-small", "h100-sxm", audio_s=30, batch=1, previous_text=True)
+    two = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True)
+    five = transcribe("whisper-small", "h100-sxm", audio_s=150, batch=1, previous_text=True)
+    long = transcribe("whisper-small", "h100-sxm", audio_s=60, batch=1, previous_text=True, tokens_per_window=300)
+    assert one.windows == 1 and one.prompt_tokens == 3                                  # nothing before it
+    assert two.prompt_tokens == pytest.approx((3 + 104) / 2)                            # 53.5
+    assert five.windows == 5 and five.prompt_tokens == pytest.approx((3 + 104 + 204 + 227 + 227) / 5)  # 153
+    assert long.prompt_tokens == pytest.approx((3 + 227) / 2)                           # 115
+    plain = transcribe("whisper-small", "h100-sxm", audio_s=30, batch=1)
+    assert one.latency_s == pytest.approx(plain.latency_s)
+
+
+def test_previous_text_runs_the_windows_one_after_another():
+    # each window waits for the text of the ones before it: no batching, no fan-out over GPUs
+    r = transcribe("whisper-small", "h100-sxm", audio_s=600, previous_text=True)
+    assert (r.batch, r.rounds) == (1, 20)
+    for kw in ({"batch": 4}, {"gpus": 2}):
+        with pytest.raises(SpecError, match="previous_text"):
+            transcribe("whisper-small", "h100-sxm", audio_s=600, previous_text=True, **kw)

@@ -352,6 +352,18 @@ def test_technique_cases_are_predicted():
     assert np.median(errors) <= 0.20
 
 
+def test_every_versioned_tensorrt_llm_source_family_is_listed():
+    # a family whose name carries a release tag (-v1.1-) and whose cases state no engine_version
+    # must be in SOURCE_VERSIONS, or its cases would silently run the C++ runtime's host terms
+    import re
+
+    from inferlab.validation.cases import SOURCE_VERSIONS
+
+    tagged = {c.source for c in load_cases() if c.engine == "trtllm" and not c.engine_version
+              and re.search(r"(?:^|[-_])v\d+\.\d+", c.source)}
+    assert tagged and tagged <= set(SOURCE_VERSIONS)
+
+
 def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels():
     base = next(c for c in load_cases() if c.engine == "trtllm")
     assert case_engine(base.model_copy(update={"engine_version": None})) == "trtllm"
@@ -366,6 +378,11 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
                                     ("vendor-dev-blog", None, "trtllm")):
         untagged = base.model_copy(update={"engine_version": None, "source": source})
         assert (case_version(untagged), case_engine(untagged)) == (version, engine)
+    # a model's version in a family's name is not the engine's (a v1.0+ tag would pick the PyTorch runtime)
+    for source in ("trtllm-blog-llama-v3.1-h100", "trtllm-deepseek-v3.1-blog", "trtllm-qwen-v2.5-72b",
+                   "trtllm-vicuna-v1.5-13b", "trtllm-blog-2024.05-v2"):
+        untagged = base.model_copy(update={"engine_version": None, "source": source})
+        assert (case_version(untagged), case_engine(untagged)) == (None, "trtllm"), source
     stated = base.model_copy(update={"engine_version": "0.20.0", "source": "trtllm-perf-overview-v1.0-offline"})
     assert case_engine(stated) == "trtllm"   # a stated version wins over the source's
     data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))

@@ -66,7 +66,7 @@ def _transcribe(args: argparse.Namespace) -> None:
     text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
             + (f" every {30 - 2 * args.stride:g} s" if args.stride else "")
             + (f", {args.engine} decode" if args.engine != "generic" else "")
-            + (f", {r.prompt_tokens}-token prompt" if args.previous_text else "") + "\n"
+            + (f", a {r.prompt_tokens:,.0f}-token prompt on average" if args.previous_text else "") + "\n"
             + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
                           "RTF"], rows, right=set(range(9))))
     _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "windows": r.windows,
@@ -192,8 +192,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tr.add_argument("--features", default="none", choices=["none", "numpy", "torch-cpu", "gpu"],
                     help="where the log-mel features are computed (default none: not timed)")
     tr.add_argument("--previous-text", action="store_true",
-                    help="prompt each window with the previous one's text (condition_on_previous_text, the default "
-                         "of sequential long form)")
+                    help="prompt each window with the text before it (condition_on_previous_text, the default "
+                         "of sequential long form; the windows then run one at a time)")
     tr.add_argument("--diarize", action="store_true", help="add serial speaker diarization")
     tr.set_defaults(func=_transcribe)
 

@@ -40,9 +40,10 @@ each step reorders every layer's cache by the beams' origins (a gather: read and
 more). Both move bytes in proportion to the tokens cached, which include the window's prompt.
 The prompt opens every window with ``<|startoftranscript|>``, the language and the task [1];
 sequential long form (openai-whisper's and faster-whisper's ``transcribe``, whose
-``condition_on_previous_text`` is on by default) puts ``<|startofprev|>`` and the previous
-window's text before them, at most 223 tokens (half the decoder's 448 positions, less one)
-[8]. The decoder reads the prompt in one pass (causal self-attention over its tokens, cross
+``condition_on_previous_text`` is on by default) puts ``<|startofprev|>`` and the text of the
+earlier windows before them: the last 223 tokens of all of it (half the decoder's 448 positions,
+less one), none on the first window [8]; each window waits for that text, so the windows run
+one after another. The decoder reads the prompt in one pass (causal self-attention over its tokens, cross
 attention to the window's frames) before its first step.
 
 Speaker diarization runs after, over the whole recording; its clustering does not
@@ -75,9 +76,10 @@ References
 .. [7] huggingface/transformers issue #29901 (Mar 2024), WhisperFeatureExtractor: "cutting
    the average time for batches of 8 from 1.5 seconds to 0.25 seconds" on the CPU, and to
    "0.02 seconds" on the GPU.
-.. [8] SYSTRAN/faster-whisper, ``faster_whisper/transcribe.py``, ``get_prompt``: the previous
-   tokens are cut to their last ``max_length // 2 - 1`` (448 // 2 - 1 = 223) after
-   ``<|startofprev|>``, then the SOT sequence; ``condition_on_previous_text=True`` by default.
+.. [8] SYSTRAN/faster-whisper, ``faster_whisper/transcribe.py``: ``generate_segments`` passes
+   ``all_tokens[prompt_reset_since:]`` (every window's tokens so far) and ``get_prompt`` cuts them
+   to their last ``max_length // 2 - 1`` (448 // 2 - 1 = 223) after ``<|startofprev|>`` (none
+   when there are none), then the SOT sequence; ``condition_on_previous_text=True`` by default.
 """
 
 from __future__ import annotations
@@ -228,8 +230,9 @@ class TranscribeResult:
         Serial speaker diarization [s] (0 when not asked for).
     features_s : float
         Log-mel features of every window, serial with the GPU's work [s].
-    prompt_tokens : int
-        Tokens each window's decode opens with (the SOT sequence and any previous text).
+    prompt_tokens : float
+        Tokens a window's decode opens with (the SOT sequence and any previous text), the
+        mean over the windows.
     prompt_s : float
         The decoder's pass over a batch's prompts, before its first step [s].
     """
@@ -247,7 +250,7 @@ class TranscribeResult:
     diarization_s: float
     step_overhead_s: float = STEP_OVERHEAD_S
     features_s: float = 0.0
-    prompt_tokens: int = SOT_TOKENS
+    prompt_tokens: float = SOT_TOKENS
     prompt_s: float = 0.0
 
     @property
@@ -296,9 +299,11 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     features : str
         Where the log-mel features are computed (:data:`FEATURES_S_PER_WINDOW`).
     previous_text : bool
-        Prompt each window with the previous window's text (``condition_on_previous_text``,
-        the default of sequential long form): ``<|startofprev|>`` and its tokens, at most
-        :data:`PREVIOUS_TEXT_MAX`, before the SOT sequence.
+        Prompt each window with the text before it (``condition_on_previous_text``,
+        the default of sequential long form): ``<|startofprev|>`` and the last tokens of the
+        windows before, at most :data:`PREVIOUS_TEXT_MAX`, before the SOT sequence (none on the
+        first window; the mean over the windows is timed). The windows then run one at a
+        time: ``batch`` 1 (its default then) on one GPU.
     """
     from ..inputs.resolve import resolve_hardware
 
@@ -318,12 +323,15 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         raise SpecError(f"stride_s must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
     if not isinstance(previous_text, bool):
         raise SpecError(f"previous_text must be true or false, got {previous_text!r:.40}")
-    prompt = SOT_TOKENS + (1 + min(tokens_per_window, PREVIOUS_TEXT_MAX) if previous_text else 0)
-    context = prompt + tokens_per_window / 2  # cached tokens at a mid-window step
+    if previous_text and (gpus != 1 or batch not in (None, 1)):
+        raise SpecError("previous_text prompts each window with the text of the ones before it, so the windows run "
+                        f"one at a time: batch 1 on 1 GPU, got batch {batch!r:.20} on {gpus!r:.20}")
     hop = WINDOW_S - 2 * stride_s
     windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
+    prompt = _mean_prompt(windows, tokens_per_window) if previous_text else float(SOT_TOKENS)
+    context = prompt + tokens_per_window / 2  # cached tokens at a mid-window step
     per_gpu = math.ceil(windows / gpus)
-    size = per_gpu if batch is None else batch
+    size = (1 if previous_text else per_gpu) if batch is None else batch
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise SpecError(f"batch must be a whole number of windows >= 1, got {batch!r:.40}")
     size = min(size, per_gpu)
@@ -347,6 +355,16 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
                             tokens_per_window, encoder, step, diar, float(step_overhead_s),
                             windows * FEATURES_S_PER_WINDOW[features], prompt, prompt_s)
+
+
+def _mean_prompt(windows: int, tokens: int) -> float:
+    """Mean prompt tokens of ``windows`` sequential windows of ``tokens`` each with the previous
+    text: the first the SOT sequence alone; the ``i``-th after it ``<|startofprev|>`` and the last
+    ``min(i x tokens, 223)`` tokens before it too [8]."""
+    after = windows - 1
+    ramp = min(after, -(-PREVIOUS_TEXT_MAX // tokens) - 1)  # windows before the text reaches the cut
+    text = tokens * ramp * (ramp + 1) / 2 + (after - ramp) * PREVIOUS_TEXT_MAX
+    return SOT_TOKENS + (after + text) / windows
 
 
 def _cross_kv_bytes(spec: ModalitySpec, sequences: float, precision: str) -> float:

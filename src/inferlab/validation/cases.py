@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -349,7 +348,7 @@ def case_engine(case: Case) -> str:
     """The profile engine of a case: engines without a profile of their own use ``generic``;
     TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``: from 1.0
     ``trtllm-bench`` and ``trtllm-serve`` default to it), the version being the case's
-    ``engine_version`` or, without one, the version its source family names
+    ``engine_version`` or, without one, the release its source family comes from
     (:func:`case_version`)."""
     if case.engine == "trtllm" and _major_version(case_version(case)) >= 1:
         return "trtllm-pytorch"
@@ -374,17 +373,22 @@ def case_limits(case: Case) -> dict[str, Any]:
 
 
 def case_version(case: Case) -> str | None:
-    """The engine version a case ran: its ``engine_version``, else the one its source family
-    names (``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``: the page of that release), else None."""
+    """The engine version a case ran: its ``engine_version``, else the release its source family
+    comes from (:data:`SOURCE_VERSIONS`: ``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``), else None."""
     if case.engine_version:
         return case.engine_version
-    found = _SOURCE_VERSION.search(case.source)
-    return found.group(1) if found else None
+    return SOURCE_VERSIONS.get(case.source)
 
 
-#: A version in a source family's name: ``-v0.17-``, ``-v1.0-``, ``-v0.7a`` (a ``v`` after a dash or
-#: underscore, then dotted numbers).
-_SOURCE_VERSION = re.compile(r"(?:^|[-_])v(\d+(?:\.\d+)+)")
+#: The engine release of each source family whose cases state no ``engine_version``: the page's or
+#: the blog's. Listed, not read from the name, where a model's version (``llama-v3.1``,
+#: ``vicuna-v1.5``) would read as the engine's and a v1.0+ tag pick the PyTorch runtime.
+SOURCE_VERSIONS = {
+    "trtllm-blog-h200-launch-v0.5": "0.5", "trtllm-blog-falcon180b-h200-v0.7a": "0.7",
+    "trtllm-perf-overview-v0.9-static": "0.9", "trtllm-perf-overview-v0.9-ttft": "0.9",
+    "trtllm-perf-overview-v0.14-online-serving": "0.14", "trtllm-perf-overview-v0.17-offline": "0.17",
+    "trtllm-perf-overview-v0.20-offline": "0.20", "trtllm-perf-overview-v1.0-offline": "1.0",
+}
 
 
 def _major_version(version: Any) -> int:
