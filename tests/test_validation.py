@@ -383,6 +383,9 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
                    "trtllm-vicuna-v1.5-13b", "trtllm-blog-2024.05-v2"):
         untagged = base.model_copy(update={"engine_version": None, "source": source})
         assert (case_version(untagged), case_engine(untagged)) == (None, "trtllm"), source
+    # a release's performance-overview page not listed yet still names the engine's release
+    later = base.model_copy(update={"engine_version": None, "source": "trtllm-perf-overview-v1.2-offline"})
+    assert (case_version(later), case_engine(later)) == ("1.2", "trtllm-pytorch")
     stated = base.model_copy(update={"engine_version": "0.20.0", "source": "trtllm-perf-overview-v1.0-offline"})
     assert case_engine(stated) == "trtllm"   # a stated version wins over the source's
     data = yaml.safe_load(profile_file("default").read_text(encoding="utf-8"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -377,7 +378,10 @@ def case_version(case: Case) -> str | None:
     comes from (:data:`SOURCE_VERSIONS`: ``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``), else None."""
     if case.engine_version:
         return case.engine_version
-    return SOURCE_VERSIONS.get(case.source)
+    if case.source in SOURCE_VERSIONS:
+        return SOURCE_VERSIONS[case.source]
+    page = _PERF_OVERVIEW.match(case.source)  # a release's performance-overview page not listed yet
+    return page.group(1) if page else None
 
 
 #: The engine release of each source family whose cases state no ``engine_version``: the page's or
@@ -389,6 +393,11 @@ SOURCE_VERSIONS = {
     "trtllm-perf-overview-v0.14-online-serving": "0.14", "trtllm-perf-overview-v0.17-offline": "0.17",
     "trtllm-perf-overview-v0.20-offline": "0.20", "trtllm-perf-overview-v1.0-offline": "1.0",
 }
+
+
+#: TensorRT-LLM's performance overview of a release, as the case files name its pages
+#: (``trtllm-perf-overview-v1.2-offline``): the version there is the engine's, never a model's.
+_PERF_OVERVIEW = re.compile(r"^trtllm-perf-overview-v(\d+(?:\.\d+)+)-")
 
 
 def _major_version(version: Any) -> int:
