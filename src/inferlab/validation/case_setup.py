@@ -1,0 +1,77 @@
+"""A case's engine as it ran: the profile engine that times it, the engine release, and the
+scheduler settings, from the case or, where it states none, from its source family.
+
+Re-exported by :mod:`.cases`, which holds the case schema.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cases import Case
+
+#: Engines with a calibration profile of their own; the others run ``generic``'s.
+PROFILE_ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
+
+
+def case_engine(case: Case) -> str:
+    """The profile engine of a case: engines without a profile of their own use ``generic``;
+    TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``: from 1.0
+    ``trtllm-bench`` and ``trtllm-serve`` default to it), the version being the case's
+    ``engine_version`` or, without one, the release its source family comes from
+    (:func:`case_version`)."""
+    if case.engine == "trtllm" and _major_version(case_version(case)) >= 1:
+        return "trtllm-pytorch"
+    return case.engine if case.engine in PROFILE_ENGINES else "generic"
+
+
+#: Scheduler settings a source family's runs used where its cases record none, each with where
+#: the source says so: aiconfigurator deploys SGLang's aggregated servers with
+#: ``--enable-mixed-chunk`` (ai-dynamo/aiconfigurator,
+#: src/aiconfigurator/generator/rule_plugin/benchmark/sglang.rule: ``agg enable_mixed_chunk = true``),
+#: where SGLang's own default runs prefill batches without the decodes.
+SOURCE_SCHEDULERS: dict[tuple[str, str], dict[str, Any]] = {
+    ("aiconfigurator-silicon-sample", "sglang"): {"mixed_prefill": True},
+}
+
+
+def case_limits(case: Case) -> dict[str, Any]:
+    """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
+    settings (:data:`SOURCE_SCHEDULERS`, aggregated runs only)."""
+    family = {} if case.disaggregation else SOURCE_SCHEDULERS.get((case.source, case.engine), {})
+    return {**family, **(case.scheduler or {})}
+
+
+def case_version(case: Case) -> str | None:
+    """The engine version a case ran: its ``engine_version``, else the release its source family
+    comes from (:data:`SOURCE_VERSIONS`: ``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``), else None."""
+    if case.engine_version:
+        return case.engine_version
+    if case.source in SOURCE_VERSIONS:
+        return SOURCE_VERSIONS[case.source]
+    page = _PERF_OVERVIEW.match(case.source)  # a release's performance-overview page not listed yet
+    return page.group(1) if page else None
+
+
+#: The engine release of each source family whose cases state no ``engine_version``: the page's or
+#: the blog's. Listed, not read from the name, where a model's version (``llama-v3.1``,
+#: ``vicuna-v1.5``) would read as the engine's and a v1.0+ tag pick the PyTorch runtime.
+SOURCE_VERSIONS = {
+    "trtllm-blog-h200-launch-v0.5": "0.5", "trtllm-blog-falcon180b-h200-v0.7a": "0.7",
+    "trtllm-perf-overview-v0.9-static": "0.9", "trtllm-perf-overview-v0.9-ttft": "0.9",
+    "trtllm-perf-overview-v0.14-online-serving": "0.14", "trtllm-perf-overview-v0.17-offline": "0.17",
+    "trtllm-perf-overview-v0.20-offline": "0.20", "trtllm-perf-overview-v1.0-offline": "1.0",
+}
+
+
+#: TensorRT-LLM's performance overview of a release, as the case files name its pages
+#: (``trtllm-perf-overview-v1.2-offline``): the version there is the engine's, never a model's.
+_PERF_OVERVIEW = re.compile(r"^trtllm-perf-overview-v(\d+(?:\.\d+)+)-")
+
+
+def _major_version(version: Any) -> int:
+    """``"1.1.0rc2.post2"`` -> 1; -1 when unknown."""
+    head = str(version or "").split(".")[0]
+    return int(head) if head.isdigit() else -1
