@@ -121,6 +121,16 @@ def test_prompt_by_hand():
         transcribe("whisper-small", "h100-sxm", previous_text="yes")
 
 
+
+def test_the_prompt_pass_runs_once_per_beam_unless_the_beams_share_the_window():
+    # transformers and openai-whisper repeat the prompt by the beam count before the first pass;
+    # CTranslate2's beams share the window's state, so its prompt pass is the same at any width
+    kw = dict(audio_s=120, batch=1, previous_text=True)
+    generic = [transcribe("whisper-small", "h100-sxm", beams=b, **kw).prompt_s for b in (1, 5)]
+    ct2 = [transcribe("whisper-small", "h100-sxm", beams=b, engine="ctranslate2", **kw).prompt_s for b in (1, 5)]
+    assert generic[1] > generic[0] and ct2[1] == ct2[0]
+
+
 @settings(max_examples=20, deadline=None)
 @given(audio=st.floats(10.0, 3600.0), tokens=st.integers(1, 400), engine=st.sampled_from(["generic", "ctranslate2"]))
 def test_previous_text_is_never_faster(audio, tokens, engine):

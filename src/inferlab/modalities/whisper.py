@@ -349,8 +349,12 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
             size = math.ceil(size / 2)
     encoder = time_pass(enc_ops, hw, efficiency)
     step = time_pass(step_ops, hw, efficiency)
-    # the prompt's last token is the first step's input; the pass reads the ones before it
-    prompt_s = float(time_pass(prompt_ops(spec, size, prompt - 1, precision, engine=how), hw, efficiency).time_s)
+    # the prompt's last token is the first step's input; the pass reads the ones before it, once
+    # per beam where the beams are copies from the start (transformers and openai-whisper repeat
+    # the tokens by the beam count before the first pass: repeat_interleave), once a window in
+    # CTranslate2, whose beams share the window's state
+    rows = size if how.shares_cross_kv else size * beams
+    prompt_s = float(time_pass(prompt_ops(spec, rows, prompt - 1, precision, engine=how), hw, efficiency).time_s)
     diar = DIARIZATION_RTF * audio_s if diarize else 0.0
     return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
                             tokens_per_window, encoder, step, diar, float(step_overhead_s),
