@@ -146,3 +146,38 @@ def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
     assert case_limits(_case(scheduler={"mixed_prefill": False})) == {"mixed_prefill": False}  # the case wins
     assert case_limits(_case(source="sglang-blog")) == {}
     assert case_limits(_case(engine="vllm")) == {}
+
+
+class _Flat:
+    """Every iteration takes 10 ms: a prefill, a mixed one, or a decode step (no growth)."""
+
+    request_overhead_s = 0.0
+
+    def time(self, decode_context, prefill_context, prefill_tokens, logits):
+        return 0.010
+
+    def time_decode(self, cached):
+        return 0.010, 0.010  # this step, and the next one (one token longer each)
+
+
+@pytest.mark.parametrize("overlap, first_token_b", [(False, 0.050), (True, 0.060)])
+def test_an_overlap_scheduler_takes_a_request_in_one_iteration_later(overlap, first_token_b):
+    """A decodes in 10 ms steps from 10 ms on ([10, 20], [20, 30], [30, 40] ms...); B arrives at
+    35 ms. Without overlap the scheduler plans the step from 40 ms at 40 ms and takes B in: its
+    prefill runs [40, 50] ms. With overlap (SGLang, TensorRT-LLM 1.x) the step from 40 ms was
+    planned as the one before it began, at 30 ms, before B came: B's prefill runs [50, 60] ms."""
+    from inferlab.serving.simulator import simulate
+
+    sched = SchedulerConfig(overlap_host=overlap)
+    trace = simulate(_Flat(), sched, np.array([0.0, 0.035]), np.array([100.0, 100.0]), np.array([50.0, 5.0]),
+                     kv_capacity_tokens=1e6)
+    assert trace.first_token[0] == pytest.approx(0.010)
+    assert trace.first_token[1] == pytest.approx(first_token_b)
+
+
+def test_an_idle_overlap_scheduler_takes_a_request_at_once():
+    from inferlab.serving.simulator import simulate
+
+    trace = simulate(_Flat(), SchedulerConfig(overlap_host=True), np.array([0.0, 1.0]), np.array([100.0, 100.0]),
+                     np.array([5.0, 5.0]), kv_capacity_tokens=1e6)
+    assert trace.first_token[1] == pytest.approx(1.010)  # A finished at 0.050: nothing runs when B comes

@@ -54,10 +54,11 @@ class Admission:
 
     def _intake(self) -> None:
         order, waiting, now = self.order, self.waiting, self.now
-        if not waiting and (self.pos >= len(order) or self.visible[order[self.pos]] > now + 1e-12):
+        seen = self.cutoff if self.overlap and self.run.k else now  # what reached the scheduler in time
+        if not waiting and (self.pos >= len(order) or self.visible[order[self.pos]] > seen + 1e-12):
             return  # nobody to admit
         visible, run, reuse = self.visible, self.run, self.reuse
-        while self.pos < len(order) and visible[order[self.pos]] <= now + 1e-12:
+        while self.pos < len(order) and visible[order[self.pos]] <= seen + 1e-12:
             waiting.append(order[self.pos])
             self.pos += 1
         if not waiting:  # nothing to admit

@@ -98,6 +98,10 @@ class Engine(Admission):
         # prefill iterations the decoding requests sat out (an unmixed or whole-prompt prefill),
         # each (its time, how many waited): added to those requests' next token gap
         self.stalls: list[tuple[float, float]] = []
+        # an overlap scheduler (SGLang, TensorRT-LLM 1.x) plans each iteration while the one
+        # before it runs: it takes in the requests that had reached it when that one began, so
+        # one arriving mid-iteration waits a whole iteration more than without overlap
+        self.overlap, self.cutoff = bool(sched.overlap_host), 0.0
         self.timeout, self.timed_out = float(queue_timeout_s), []
         self._plan, self.plan_end = None, math.inf  # the planned iteration, and when it ends
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
@@ -284,6 +288,7 @@ class Engine(Admission):
                 self.stalls.append((elapsed, float(run.k - run.prefilling)))
             else:
                 self._gap(elapsed, float(n_dec))
+            self.cutoff = self.now  # the next iteration was planned as this one began
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
             if sums is not None:
@@ -319,6 +324,7 @@ class Engine(Admission):
                     ids = run.idx[np.isnan(self.first_tok[run.idx])]
                     self.first_tok[ids] = self.now + t0
             self.now += elapsed
+            self.cutoff = self.now - step  # as the stretch's last step began
             if run.lists:
                 run.gen = [g + tokens for g in run.gen]
             else:
