@@ -181,3 +181,24 @@ def test_an_idle_overlap_scheduler_takes_a_request_at_once():
     trace = simulate(_Flat(), SchedulerConfig(overlap_host=True), np.array([0.0, 1.0]), np.array([100.0, 100.0]),
                      np.array([5.0, 5.0]), kv_capacity_tokens=1e6)
     assert trace.first_token[1] == pytest.approx(1.010)  # A finished at 0.050: nothing runs when B comes
+
+
+class _Growing(_Flat):
+    """A prefill takes 10 ms; a decode step 10 ms, 2 ms longer for each token the context grew."""
+
+    def time_decode(self, cached):
+        t0 = 0.010 + 0.002 * (float(np.sum(cached)) - 101.0)
+        return t0, t0 + 0.002
+
+
+@pytest.mark.parametrize("overlap, first_token_b", [(False, 0.072), (True, 0.090)])
+def test_an_overlap_scheduler_reads_the_cutoff_at_the_start_of_a_stretchs_last_step(overlap, first_token_b):
+    """A decodes from 10 ms in steps of 10, 12, 14, 16 ms ([46, 62] ms the fourth); B arrives at
+    48 ms, after the fourth began (the stretch's mean step, 13 ms, would put that at 49 ms). With
+    overlap the step from 62 ms was planned at 46 ms, without B: it runs [62, 80] ms and B's prefill
+    [80, 90] ms; without overlap B's prefill runs [62, 72] ms."""
+    from inferlab.serving.simulator import simulate
+
+    trace = simulate(_Growing(), SchedulerConfig(overlap_host=overlap), np.array([0.0, 0.048]),
+                     np.array([100.0, 100.0]), np.array([50.0, 5.0]), kv_capacity_tokens=1e6)
+    assert trace.first_token[1] == pytest.approx(first_token_b)

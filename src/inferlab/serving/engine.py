@@ -324,7 +324,8 @@ class Engine(Admission):
                     ids = run.idx[np.isnan(self.first_tok[run.idx])]
                     self.first_tok[ids] = self.now + t0
             self.now += elapsed
-            self.cutoff = self.now - step  # as the stretch's last step began
+            # as the stretch's last step began: it takes 2 step - t0 (the steps grow linearly; step is their mean)
+            self.cutoff = self.now - min(2.0 * step - t0, elapsed) if k > 1 else self.now - elapsed
             if run.lists:
                 run.gen = [g + tokens for g in run.gen]
             else:
