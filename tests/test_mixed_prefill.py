@@ -202,3 +202,16 @@ def test_an_overlap_scheduler_reads_the_cutoff_at_the_start_of_a_stretchs_last_s
     trace = simulate(_Growing(), SchedulerConfig(overlap_host=overlap), np.array([0.0, 0.048]),
                      np.array([100.0, 100.0]), np.array([50.0, 5.0]), kv_capacity_tokens=1e6)
     assert trace.first_token[1] == pytest.approx(first_token_b)
+
+
+def test_sglang_mixes_only_chunked_prefill():
+    """SGLang's scheduler sets ``is_mixed_chunk = chunked_prefill_size is not None and
+    enable_mixed_chunk``: with ``--chunked-prefill-size -1`` the flag does nothing, and a whole
+    prompt's prefill batch runs without the decodes."""
+    launch = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--chunked-prefill-size -1 --enable-mixed-chunk")
+    assert launch.chunked_prefill is False and launch.mixed_prefill is False
+    assert any("--enable-mixed-chunk" in n for n in launch.notes)
+    whole = replace(launch, mixed_prefill=True)  # asked of SGLang: it cannot
+    assert "mixed_prefill" in dict(launch_command(whole, "sglang").unexpressed)
+    assert "  --enable-mixed-chunk" not in launch_command(whole, "sglang").script  # (named in the comments only)

@@ -71,6 +71,11 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if "max_prefill_tokens" in f.values and chunked is not False:
         notes.append("--max-prefill-tokens read only with --chunked-prefill-size -1: with chunking the chunk size is "
                      "the prefill budget per iteration")
+    mixed = f.get("mixed_prefill")
+    if mixed and chunked is False:  # SGLang: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk
+        mixed = False
+        notes.append("--enable-mixed-chunk with --chunked-prefill-size -1: SGLang mixes the decodes into chunked "
+                     "prefill batches only, so a whole prompt's prefill batch runs without them")
     pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION) if "quantization" in f.values \
         else (None, None)
     launch = EngineLaunch(
@@ -79,7 +84,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, chunked_prefill=chunked,
-        mixed_prefill=f.get("mixed_prefill"),
+        mixed_prefill=mixed,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
         speculation=_speculation(f, notes) if "speculation" in f.values else None,
@@ -152,7 +157,10 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
                         ("--page-size", launch.kv_block_size), ("--context-length", launch.max_model_len)):
         if value is not None:
             out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
-    if launch.mixed_prefill:
+    if launch.mixed_prefill and launch.chunked_prefill is False:
+        missing.append(("mixed_prefill", "decodes in a whole prompt's prefill batch: SGLang's --enable-mixed-chunk "
+                                         "mixes them into chunked prefill batches only"))
+    elif launch.mixed_prefill:
         out.append("--enable-mixed-chunk")
     if launch.prefix_caching is False:
         out.append("--disable-radix-cache")
