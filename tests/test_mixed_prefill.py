@@ -100,14 +100,20 @@ def test_unmixed_prefills_stall_the_decodes_and_speed_the_prompts():
 @pytest.mark.parametrize("engine, limits", [
     ("sglang", {}), ("sglang", {"mixed_prefill": True}), ("vllm", {}), ("vllm", {"chunked_prefill": False}),
     ("vllm", {"chunked_prefill": False, "mixed_prefill": False}), ("trtllm", {}),
+    ("vllm", {"gpu_memory_utilization": 0.3}), ("sglang", {"gpu_memory_utilization": 0.3}),
 ])
 def test_token_gaps_add_up_to_the_decode_time(engine, limits):
     """The inter-token gaps, weighted by how many tokens each stands for, average to every
     request's decode time over its gaps: a gap that spans prefill iterations the request sat
-    out carries them (before, a prefill-only iteration's time was in no gap)."""
-    r = inferlab.serve("llama-3.1-8b", "h100-sxm", engine=engine, isl=3000, osl=150, rate=8.0, num_requests=150,
-                       seed=2, **limits)
+    out carries them (before, a prefill-only iteration's time was in no gap), and a preempted
+    request's token sampled as its recompute ends is one gap after its last token (before, in
+    none: a small KV pool makes the engines preempt here)."""
+    small = "gpu_memory_utilization" in limits
+    load = dict(isl=2000, osl=200, rate=30.0, num_requests=300) if small else \
+        dict(isl=3000, osl=150, rate=8.0, num_requests=150)
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", engine=engine, seed=2, **load, **limits)
     t = r.trace
+    assert (t.preemptions > 0) == small
     gaps_mean = float(np.sum(t.itl_values * t.itl_weights) / np.sum(t.itl_weights))
     assert np.sum(t.itl_weights) == pytest.approx(np.sum(t.osl - 1.0), rel=1e-12)
     assert gaps_mean == pytest.approx(float(np.sum(t.finish - t.first_token) / np.sum(t.osl - 1.0)), rel=1e-9)

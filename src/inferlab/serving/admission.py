@@ -188,6 +188,8 @@ class Admission:
             while run.k > 1 and self.blocks_used() > cap:
                 i = int(run.idx[-1])
                 self.generated[i] = run.gen[-1]
+                if self.generated[i] >= 1.0:  # its last token came as the iteration just run ended
+                    self.resumed[i] = self.now
                 self.prompt[i] = self.isl_l[i] + self.generated[i]
                 run.drop_last()
                 reuse.released(i, None)

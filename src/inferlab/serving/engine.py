@@ -102,6 +102,9 @@ class Engine(Admission):
         # before it runs: it takes in the requests that had reached it when that one began, so
         # one arriving mid-iteration waits a whole iteration more than without overlap
         self.overlap, self.cutoff = bool(sched.overlap_host), 0.0
+        # preempted requests that had emitted tokens, and when their last one came: the token
+        # sampled as their recompute ends is one gap after it
+        self.resumed: dict[int, float] = {}
         self.timeout, self.timed_out = float(queue_timeout_s), []
         self._plan, self.plan_end = None, math.inf  # the planned iteration, and when it ends
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
@@ -278,6 +281,15 @@ class Engine(Admission):
         self.itl_v.append(step)
         self.itl_w.append(weight)
 
+    def _resume_gaps(self, ids: list[int]) -> None:
+        """The token gap of each of ``ids`` that was preempted after emitting tokens and has just
+        been recomputed: from its last token before preemption to now."""
+        for i in ids:
+            last = self.resumed.pop(i, None)
+            if last is not None:
+                self.itl_v.append(self.now - last)
+                self.itl_w.append(1.0)
+
     def advance(self) -> list[int]:
         """Run the planned iteration; returns the requests it finished."""
         plan, self._plan, self.plan_end = self._plan, None, math.inf
@@ -306,6 +318,8 @@ class Engine(Admission):
                 ids = run.idx[finishing_prefill]
                 fresh = ids[np.isnan(self.first_tok[ids])]
                 self.first_tok[fresh] = self.now
+                if self.resumed:
+                    self._resume_gaps(ids.tolist())
                 if reuse.active:
                     plain = reuse.plain
                     for i in ids.tolist():
@@ -358,6 +372,8 @@ class Engine(Admission):
         if n_fin:
             run.prefilling -= n_fin
             first_tok, plain = self.first_tok, reuse.plain
+            if self.resumed:
+                self._resume_gaps(prompted)
             for i in prompted:
                 if first_tok[i] != first_tok[i]:  # NaN: its first token
                     first_tok[i] = self.now
