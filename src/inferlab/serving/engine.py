@@ -26,6 +26,7 @@ import numpy as np
 from ..engines.scheduler import SchedulerConfig
 from ..inputs.prefixes import PrefixPlan
 from .admission import Admission
+from .token_gaps import TokenGaps
 from .batch import PlainDecoding, RunningBatch, SmallBatch, cut_stretch, request_columns, stretch_limits
 from .iteration import SMALL_BATCH, plan_decode_sums, plan_prefill, plan_prefill_sums
 from .prefix_cache import PrefixReuse
@@ -33,7 +34,7 @@ from .stepmodel import StepModel
 
 __all__ = ["Engine", "PlainDecoding"]
 
-class Engine(Admission):
+class Engine(Admission, TokenGaps):
     """One replica: its waiting queue, running batch, KV pool and prefix cache, on its own clock.
 
     Parameters
@@ -263,33 +264,6 @@ class Engine(Admission):
         self._plan = ("decode", t0, t1, k, tokens, elapsed, step, least, total)
         self.plan_end = self.now + elapsed
 
-    def _gap(self, step: float, weight: float) -> None:
-        """Token gaps of an iteration [s], ``weight`` of them; the requests that waited out
-        prefill iterations without decoding (:attr:`stalls`) have every one since they began
-        waiting in their first gap (a request whose prompt ended in the first of them waited
-        the later ones only)."""
-        if self.stalls:
-            left, before = sum(e for e, _ in self.stalls), 0.0
-            for elapsed, waiting in self.stalls:
-                began = min(max(waiting - before, 0.0), weight)  # began waiting in this iteration
-                if began:
-                    self.itl_v.append(step + left)
-                    self.itl_w.append(began)
-                    weight -= began
-                before, left = max(before, waiting), left - elapsed
-            self.stalls = []
-        self.itl_v.append(step)
-        self.itl_w.append(weight)
-
-    def _resume_gaps(self, ids: list[int]) -> None:
-        """The token gap of each of ``ids`` that was preempted after emitting tokens and has just
-        been recomputed: from its last token before preemption to now."""
-        for i in ids:
-            last = self.resumed.pop(i, None)
-            if last is not None:
-                self.itl_v.append(self.now - last)
-                self.itl_w.append(1.0)
-
     def advance(self) -> list[int]:
         """Run the planned iteration; returns the requests it finished."""
         plan, self._plan, self.plan_end = self._plan, None, math.inf
@@ -298,8 +272,11 @@ class Engine(Admission):
             _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
             if n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
                 self.stalls.append((elapsed, float(run.k - run.prefilling)))
-            else:
+            elif self.stalls:
                 self._gap(elapsed, float(n_dec))
+            else:
+                self.itl_v.append(elapsed)
+                self.itl_w.append(float(n_dec))
             self.cutoff = self.now  # the next iteration was planned as this one began
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
@@ -327,7 +304,12 @@ class Engine(Admission):
                             reuse.prefilled(i, self.prompt[i])
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
-            self._gap(step, emitted := float(run.k) * k)
+            emitted = float(run.k) * k
+            if self.stalls:
+                self._gap(step, emitted)
+            else:  # (the common case inline: this runs once an iteration)
+                self.itl_v.append(step)
+                self.itl_w.append(emitted)
             if self.prefilled:  # a transferred request's first token is its first decode step's
                 if run.lists:
                     first_tok, t = self.first_tok, self.now + t0
