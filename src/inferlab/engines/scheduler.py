@@ -35,12 +35,12 @@ class SchedulerConfig:
     max_num_batched_tokens : int
         Tokens per iteration at most (decode tokens plus prefill chunk).
     chunked_prefill : bool
-        Split prompts over iterations and mix them with decodes.
+        Split prompts over iterations (else a prompt is prefilled whole, when it fits the budget).
     mixed_prefill : bool
-        With chunked prefill, the running requests decode in the iterations that prefill
+        The running requests decode in the iterations that prefill, chunks or whole prompts
         (vLLM's and TensorRT-LLM's batches; the decodes take their tokens from the budget);
-        False: an iteration that prefills runs prompt chunks only, the decodes wait for it,
-        and the budget is the chunks' alone (SGLang's default: ``--enable-mixed-chunk`` off).
+        False: an iteration that prefills runs prompts only, the decodes wait for it, and the
+        budget is the prompts' alone (SGLang's default: ``--enable-mixed-chunk`` off).
     kv_block_size : int
         Tokens per KV page.
     gpu_memory_utilization : float

@@ -34,8 +34,6 @@ PUBLIC_FILES = ("public.yaml", "public-closed-loop.yaml")
 REGIMES = ("static_batch", "offline", "online", "closed_loop")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
            "itl_ms", "tpot_ms", "tpot_p50_ms")
-#: Engines the efficiency profiles know; cases from any other engine use ``generic``.
-
 _CASE_CONFIG = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 #: Bounds of a case's counts, far beyond any benchmark: GPUs, tokens per request, requests
 #: or clients in a load, draft tokens per speculative step.
