@@ -157,7 +157,9 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     11.3% (held-out 12.3%, target 12%), TTFT 42.9% (held-out 45.8%), offline 8.0% (8.0%). With
     TensorRT-LLM's release from the source (the v1.0 overview on the PyTorch runtime) and overlap
     schedulers taking in a request one iteration later: TPOT 11.4% (held-out 12.1%), TTFT 40.2%
-    (held-out 43.3%), offline 7.6% (7.8%).
+    (held-out 43.3%), offline 7.6% (7.8%). With the aiconfigurator sample's untagged TensorRT-LLM
+    rows (measured October-November 2025) on the PyTorch runtime: TPOT 11.3% (held-out 11.5%: the
+    TPOT target holds, asserted), TTFT 40.3% (held-out 43.9%), offline 7.7% (7.9%).
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]
@@ -168,7 +170,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
         assert errors[("online", "output_tokens_per_s")] <= 10.0
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
-        assert errors[("closed_loop", "tpot_ms")] <= 13.0
+        assert errors[("closed_loop", "tpot_ms")] <= 12.0
         assert errors[("closed_loop", "ttft_ms")] <= 45.0
     # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
     # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)

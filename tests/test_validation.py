@@ -370,14 +370,20 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
     assert case_engine(base.model_copy(update={"engine_version": "0.20.0"})) == "trtllm"
     assert case_engine(base.model_copy(update={"engine_version": "1.1.0rc2.post2"})) == "trtllm-pytorch"
     # no version stated: the one the source family names (TensorRT-LLM 1.0's performance overview
-    # ran trtllm-bench, whose default backend from 1.0 is PyTorch); none named: the C++ runtime
+    # ran trtllm-bench, whose default backend from 1.0 is PyTorch; the aiconfigurator sample's
+    # untagged TensorRT-LLM rows were measured in October and November 2025, after 1.0); none
+    # named: the C++ runtime
     for source, version, engine in (("trtllm-perf-overview-v1.0-offline", "1.0", "trtllm-pytorch"),
                                     ("trtllm-perf-overview-v0.17-offline", "0.17", "trtllm"),
                                     ("trtllm-blog-falcon180b-h200-v0.7a", "0.7", "trtllm"),
-                                    ("aiconfigurator-silicon-sample", None, "trtllm"),
+                                    ("aiconfigurator-silicon-sample", "1.0", "trtllm-pytorch"),
                                     ("vendor-dev-blog", None, "trtllm")):
         untagged = base.model_copy(update={"engine_version": None, "source": source})
         assert (case_version(untagged), case_engine(untagged)) == (version, engine)
+    # a family's TensorRT-LLM release is not its other engines'
+    sglang = next(c for c in load_cases() if c.engine == "sglang")
+    assert case_version(sglang.model_copy(update={"engine_version": None,
+                                                   "source": "aiconfigurator-silicon-sample"})) is None
     # a model's version in a family's name is not the engine's (a v1.0+ tag would pick the PyTorch runtime)
     for source in ("trtllm-blog-llama-v3.1-h100", "trtllm-deepseek-v3.1-blog", "trtllm-qwen-v2.5-72b",
                    "trtllm-vicuna-v1.5-13b", "trtllm-blog-2024.05-v2"):

@@ -46,11 +46,14 @@ def case_limits(case: Case) -> dict[str, Any]:
 
 def case_version(case: Case) -> str | None:
     """The engine version a case ran: its ``engine_version``, else the release its source family
-    comes from (:data:`SOURCE_VERSIONS`: ``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``), else None."""
+    comes from (:data:`SOURCE_VERSIONS`: ``trtllm-perf-overview-v1.0-offline`` -> ``"1.0"``; per
+    engine, :data:`SOURCE_ENGINE_VERSIONS`), else None."""
     if case.engine_version:
         return case.engine_version
     if case.source in SOURCE_VERSIONS:
         return SOURCE_VERSIONS[case.source]
+    if (case.source, case.engine) in SOURCE_ENGINE_VERSIONS:
+        return SOURCE_ENGINE_VERSIONS[case.source, case.engine]
     page = _PERF_OVERVIEW.match(case.source)  # a release's performance-overview page not listed yet
     return page.group(1) if page else None
 
@@ -64,6 +67,14 @@ SOURCE_VERSIONS = {
     "trtllm-perf-overview-v0.14-online-serving": "0.14", "trtllm-perf-overview-v0.17-offline": "0.17",
     "trtllm-perf-overview-v0.20-offline": "0.20", "trtllm-perf-overview-v1.0-offline": "1.0",
 }
+
+
+#: The same for one engine of a source family that measured several: the aiconfigurator silicon
+#: sample's TensorRT-LLM rows without a ``backend_version`` were measured on 2025-10-29
+#: (Llama-3.1-70B) and 2025-11-02 (DeepSeek-R1), its ``silicon_data_source`` says, after
+#: TensorRT-LLM 1.0, whose ``trtllm-serve`` runs the PyTorch runtime; every tagged TensorRT-LLM
+#: row of that sample is 1.0.0rc3 or later, and DeepSeek-R1 runs only on the PyTorch runtime.
+SOURCE_ENGINE_VERSIONS = {("aiconfigurator-silicon-sample", "trtllm"): "1.0"}
 
 
 #: TensorRT-LLM's performance overview of a release, as the case files name its pages
