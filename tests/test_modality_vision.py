@@ -107,3 +107,60 @@ def test_no_image_costs_no_encoder_and_crops_are_gemma_s():
     assert r.encoder_s == 0.0 and r.ttft_s == r.prefill_s
     with pytest.raises(SpecError, match="crops .pan and scan. apply to fixed-size processors"):
         vlm_ttft("qwen2.5-vl-7b", "h100-sxm", crops=3)
+
+
+def test_layer_passes_by_hand():
+    """Bytes of one encoder layer's memory-bound passes per patch (see layer_passes' notes):
+    Qwen2.5-VL (h 1280, f 3420, RMSNorm, gated SiLU, rotary), Gemma 3's SigLIP (h 1152,
+    f 4304, LayerNorm, GELU, no rotary)."""
+    from inferlab.modalities.vision import layer_passes
+
+    def per_layer(model, implementation):
+        vc = load_modality(model).field("vision_config")
+        ops = layer_passes(vc, 1.0, implementation)
+        depth = int(vc["depth"])
+        return sum(op.bytes * op.count for op in ops) / depth, sum(op.count for op in ops) / depth
+
+    # fused: norms 2 x 4 h, residual adds 2 x 6 h, SiLU-and-mul 6 f, rotary 2 x 20 h
+    assert per_layer("qwen2.5-vl-7b", "fused") == pytest.approx((60 * 1280 + 6 * 3420, 11))
+    # transformers: float32 RMSNorm 2 x 36 h in 12 kernels, the gate apart from its product 10 f
+    assert per_layer("qwen2.5-vl-7b", "transformers") == pytest.approx((124 * 1280 + 10 * 3420, 22))
+    # LayerNorm and GELU run the same kernels either way: 8 h + 12 h + 4 f
+    for implementation in ("fused", "transformers"):
+        assert per_layer("gemma-3-27b", implementation) == pytest.approx((20 * 1152 + 4 * 4304, 5))
+    with pytest.raises(SpecError, match="implementation must be one of fused, transformers"):
+        vlm_ttft("qwen2.5-vl-7b", "h100-sxm", implementation="eager")
+
+
+def test_attention_kernels_from_published_figures():
+    from inferlab.modalities.attention_kernels import attention_fraction, kernel_head_dim
+    from inferlab.specs.catalog import load_hardware
+
+    h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-sxm-80gb")
+    # pytorch/pytorch #142132 on an H100 (989 dense BF16 TFLOPS): SDPA (FlashAttention-2) 329.5,
+    # cuDNN 631.3, FlashAttention-3 631.8 TFLOPS
+    assert attention_fraction("fa2", h100, 0.6) == pytest.approx(329.483 / 989.0, abs=0.005)
+    assert attention_fraction("fa3", h100, 0.6) == pytest.approx(631.827 / 989.0, abs=0.005)
+    assert attention_fraction("cudnn", h100, 0.6) == pytest.approx(631.338 / 989.0, abs=0.005)
+    assert attention_fraction("fa2", a100, 0.6) == 0.6          # FlashAttention-2 paper: 50-73% of A100 peak
+    assert attention_fraction("datasheet", h100, 0.55) == 0.55
+    # head dims as compiled: FlashAttention-2 in steps of 32 (64 above 128), FlashAttention-3 64/96/128/192/256
+    assert [kernel_head_dim("fa2", d) for d in (64, 72, 80, 128, 130)] == [64, 96, 96, 128, 192]
+    assert [kernel_head_dim("fa3", d) for d in (64, 72, 80, 160)] == [64, 96, 96, 192]
+    assert kernel_head_dim("cudnn", 72) == 72 and kernel_head_dim("datasheet", 72) == 72
+    with pytest.raises(SpecError, match="Hopper GPUs only"):
+        attention_fraction("fa3", a100, 0.6)
+    with pytest.raises(SpecError, match="attention kernel must be one of"):
+        vlm_ttft("gemma-3-27b", "h100-sxm", attention_kernel="flash4")
+
+
+def test_siglip_tower_on_fa2_by_hand():
+    """Gemma 3's SigLIP tower on an H100 under FlashAttention-2: 27 layers of attention over
+    4,096 patches, 16 heads computed at head dim 96 (72 padded): 4 x 4096^2 x 16 x 96 x 27 FLOPs
+    at 0.33 of 989 TFLOPS; FlashAttention-3 (0.64, head dim 96) takes about half of that."""
+    fa2 = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none", attention_kernel="fa2")
+    fa3 = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none", attention_kernel="fa3")
+    attention = 4 * 4096**2 * 16 * 96 * 27 / (0.33 * 989e12)
+    names = [op.name for op in fa2.encoder.ops]
+    assert fa2.encoder.compute_s[names.index("attention_full")] == pytest.approx(attention, rel=0.01)
+    assert fa2.encoder_s - fa3.encoder_s == pytest.approx(attention * (1 - 0.33 / 0.64), rel=0.02)

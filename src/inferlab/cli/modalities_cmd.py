@@ -79,13 +79,15 @@ def _vlm(args: argparse.Namespace) -> None:
     if args.rate is not None or args.concurrency is not None:
         res = serve_images(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                            text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
-                           num_requests=args.num_requests, tp=args.tp, crops=args.crops)
+                           num_requests=args.num_requests, tp=args.tp, crops=args.crops,
+                           implementation=args.implementation, attention_kernel=args.attention_kernel)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
               f"include each request's host image processing and vision encoder\n{res}")
         return
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
-                 text_tokens=args.text_tokens, crops=args.crops, tp=args.tp)
+                 text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
+                 attention_kernel=args.attention_kernel)
     rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
              f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
              f"{r.ttft_s * 1e3:,.1f}"]]
@@ -206,6 +208,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     vl.add_argument("--text-tokens", type=int, default=256, help="text tokens of the prompt (default 256)")
     vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
     vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
+    vl.add_argument("--implementation", choices=("fused", "transformers"), default="fused",
+                    help="the encoder's norms and activations: a serving engine's fused kernels (default) or "
+                         "transformers' reference modules")
+    vl.add_argument("--attention-kernel", choices=("datasheet", "fa2", "fa3", "cudnn"), default=None,
+                    help="the encoder's attention kernel (FlashAttention-2, -3, cuDNN); default: the datasheet share")
     load = vl.add_mutually_exclusive_group()
     load.add_argument("--rate", type=float, default=None, help="serve: Poisson requests per second")
     load.add_argument("--concurrency", type=int, default=None, help="serve: closed-loop clients")

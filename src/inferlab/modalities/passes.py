@@ -29,6 +29,7 @@ from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind
 from ..core.quantization import tensor_flops_per_s
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
+from .attention_kernels import attention_fraction, kernel_head_dim
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,17 @@ class Efficiency:
         Share of DRAM bandwidth a streaming kernel reaches (0.8, STREAM-like copies on HBM).
     op_floor_s : float
         Launch and tail cost of one kernel [s] (about 5 us on a datacenter GPU).
+    attention_kernel : str
+        The flash-attention kernel the implementation calls (``fa2``, ``fa3``, ``cudnn``): its
+        published share of peak on the GPU's family and its padded head dim replace
+        ``attention_fraction`` (:mod:`.attention_kernels`); ``datasheet``: not stated.
     """
 
     gemm_fraction: float = field(default=0.7, kw_only=True)
     attention_fraction: float = field(default=0.6, kw_only=True)
     bandwidth_fraction: float = field(default=0.8, kw_only=True)
     op_floor_s: float = field(default=5e-6, kw_only=True)
+    attention_kernel: str = field(default="datasheet", kw_only=True)
 
 
 DATASHEET = Efficiency()
@@ -152,15 +158,19 @@ def time_pass(ops: tuple[Op, ...], hw: HardwareSpec, efficiency: Efficiency = DA
         ``compute_s`` and ``memory_s`` per op, all repetitions included [s].
     """
     bw = hw.memory_bandwidth.si * efficiency.bandwidth_fraction
+    kernel = efficiency.attention_kernel
+    attention_share = attention_fraction(kernel, hw, efficiency.attention_fraction)
     compute, memory = [], []
     for op in ops:
+        flops = float(np.sum(op.flops))
         if isinstance(op, Gemm):
             rate = tensor_flops_per_s(hw, op.precision) * efficiency.gemm_fraction
-        elif isinstance(op, FullAttention):
-            rate = tensor_flops_per_s(hw, op.precision) * efficiency.attention_fraction
+        elif isinstance(op, FullAttention):  # computed at the head dim the kernel is compiled for
+            rate = tensor_flops_per_s(hw, op.precision) * attention_share
+            flops *= kernel_head_dim(kernel, op.head_dim) / op.head_dim
         else:
             rate = np.inf
-        compute.append(float(np.sum(op.flops)) / rate * op.count)
+        compute.append(flops / rate * op.count)
         memory.append(float(np.sum(op.bytes)) / bw * op.count)
     floor = efficiency.op_floor_s * sum(op.count for op in ops)
     return PassTime(tuple(ops), np.asarray(compute), np.asarray(memory), floor)

@@ -21,6 +21,13 @@ layers), then a projector into the language model's width. Time to first token i
 host's image processing, the encoder pass and the language model's prefill of text and
 image tokens together.
 
+Beside its GEMMs and attention, every encoder layer runs memory-bound passes whose cost
+depends on the implementation (:func:`layer_passes`): a serving engine's fused norm and
+SiLU-and-mul kernels, or transformers' reference modules, whose RMSNorm goes through float32
+in six kernels (36 bytes per element against 4). The attention runs at the share of peak of
+the kernel the implementation calls (:mod:`.attention_kernels`): PyTorch's SDPA on an H100
+runs FlashAttention-2 at a third of the peak, with SigLIP's head dim of 72 computed as 96.
+
 Before the GPU sees an image, the processor resizes, rescales, normalizes and cuts it into
 patches on the host CPU, one image after another: a cost per megapixel of the resized image
 that depends on the processor's implementation, not on the GPU. For Qwen2-VL's processor
@@ -56,14 +63,14 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from ..core.ops import Gemm, Op
+from ..core.ops import Elementwise, Gemm, Op
 from ..errors import SpecError
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
-from .passes import DATASHEET, Efficiency, FullAttention, PassTime, norm, time_pass
+from .passes import DATASHEET, Efficiency, FullAttention, PassTime, time_pass
 
 
 def _dynamic_size(h: int, w: int, factor: int, lo: int, hi: int) -> tuple[int, int]:
@@ -142,8 +149,52 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
     return ImageLayout(1 + crops, side * side, (1 + crops) * per_image)
 
 
-def vision_ops(spec: ModalitySpec, layout: ImageLayout, images: int, llm_hidden: int) -> tuple[Op, ...]:
-    """The vision encoder and projector for ``images`` images of ``layout``."""
+#: How an encoder layer's memory-bound passes run: ``fused`` (a serving engine's kernels: one
+#: pass per norm, the gated activation fused with its product) or ``transformers`` (the
+#: reference modules: RMSNorm in float32, the gate's activation and product apart).
+IMPLEMENTATIONS = ("fused", "transformers")
+
+
+def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fused") -> list[Elementwise]:
+    """The memory-bound passes of every encoder layer over ``rows`` patches, each a kernel
+    (``count``: layers x kernels) whose bytes are its reads and writes.
+
+    Notes
+    -----
+    Per layer, over the width ``h`` and the MLP width ``f`` (bytes per element, B):
+
+    - two norms: one kernel each, reading and writing BF16 (4); the reference RMSNorm
+      (Qwen2.5-VL's, transformers' ``Qwen2RMSNorm``) converts to float32 and back in six
+      kernels: to float32 (2 + 4), square (4 + 4), mean (4), scale (4 + 4), to BF16 (4 + 2),
+      weight (2 + 2): 36;
+    - two residual adds (2 + 2 read, 2 written): 6 each;
+    - the activation over ``f``: a gated one fused with its product reads both halves and
+      writes one (4 + 2), or apart, the activation (2 + 2) then the product (4 + 2); GELU
+      (2 + 2);
+    - with rotary position embeddings (``rope``: Qwen2.5-VL, Llama 4), queries and keys each
+      converted to float32 (2 + 4), rotated by the flash-attention rotary kernel (4 + 4) and
+      converted back (4 + 2): 20 each, as vLLM and transformers' flash-attention path do.
+    """
+    if implementation not in IMPLEMENTATIONS:
+        raise SpecError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r:.40}")
+    h, n, f = float(vc["hidden_size"]), int(vc["depth"]), float(vc["intermediate_size"])
+    reference_rms = implementation == "transformers" and vc.get("norm", "layernorm") == "rmsnorm"
+    passes = [("norms", 2 * (36.0 if reference_rms else 4.0) * h, 2 * (6 if reference_rms else 1)),
+              ("residual_adds", 2 * 6.0 * h, 2)]
+    if vc.get("hidden_act") == "silu":  # gated
+        passes.append(("activation", 10.0 * f, 2) if implementation == "transformers" else ("activation", 6.0 * f, 1))
+    else:
+        passes.append(("activation", 4.0 * f, 1))
+    if vc.get("rope"):
+        passes.append(("rotary", 2 * 20.0 * h, 6))
+    return [Elementwise(name, elements_read=rows * per_row / kernels, bytes_per_element=1.0, count=n * kernels)
+            for name, per_row, kernels in passes]
+
+
+def vision_ops(spec: ModalitySpec, layout: ImageLayout, images: int, llm_hidden: int,
+               implementation: str = "fused") -> tuple[Op, ...]:
+    """The vision encoder and projector for ``images`` images of ``layout`` (``implementation``:
+    :data:`IMPLEMENTATIONS`)."""
     vc: Mapping[str, Any] = spec.field("vision_config")
     h, n, f = int(vc["hidden_size"]), int(vc["depth"]), int(vc["intermediate_size"])
     heads, patch = int(vc["num_heads"]), int(vc["patch_size"])
@@ -160,7 +211,7 @@ def vision_ops(spec: ModalitySpec, layout: ImageLayout, images: int, llm_hidden:
         Gemm("o_proj", m=rows, n=h, k=h, count=n),
         Gemm("mlp_up", m=rows, n=(2 if gated else 1) * f, k=h, count=n),
         Gemm("mlp_down", m=rows, n=h, k=f, count=n),
-        norm("norms", rows, h, count=2 * n),
+        *layer_passes(vc, rows, implementation),
         Gemm("projector", m=images * layout.tokens, n=llm_hidden, k=h * rows // max(images * layout.tokens, 1)),
     ]
     if full < n:
@@ -200,13 +251,17 @@ class VisionResult:
 
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
              width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
-             efficiency: Efficiency = DATASHEET, processor: str = "torchvision") -> VisionResult:
+             efficiency: Efficiency = DATASHEET, processor: str = "torchvision", implementation: str = "fused",
+             attention_kernel: str | None = None) -> VisionResult:
     """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
 
     The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
-    the vision encoder is this module's datasheet roofline on one GPU; the host's image
-    processing is the catalog's time per megapixel for ``processor`` (``torchvision``,
-    ``pil``, or ``none`` for images processed elsewhere).
+    the vision encoder is this module's datasheet roofline on one GPU, its memory-bound passes
+    as ``implementation`` runs them (:data:`IMPLEMENTATIONS`) and its attention at
+    ``attention_kernel``'s share of peak (``fa2``, ``fa3``, ``cudnn``;
+    :mod:`.attention_kernels`; None: ``efficiency``'s); the host's image processing is the
+    catalog's time per megapixel for ``processor`` (``torchvision``, ``pil``, or ``none`` for
+    images processed elsewhere).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -218,7 +273,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
         raise SpecError(f"images must be a whole number from 0 to 1,000, got {images!r:.40}")
     layout = image_layout(spec, height, width, crops=crops)
     llm = load_model(str(spec.field("llm")))
-    encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size), hw, efficiency)
+    if attention_kernel is not None:
+        efficiency = replace(efficiency, attention_kernel=attention_kernel)
+    encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size, implementation), hw, efficiency)
     isl = text_tokens + images * layout.tokens
     prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
@@ -240,7 +297,7 @@ def host_s_per_megapixel(spec: ModalitySpec, processor: str = "torchvision") -> 
 def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 4, height: int = 1024,
                  width: int = 1024, text_tokens: int = 256, osl: int = 256, rate: float | None = None,
                  concurrency: int | None = None, num_requests: int = 200, tp: int = 1, crops: int = 0,
-                 efficiency: Efficiency = DATASHEET):
+                 efficiency: Efficiency = DATASHEET, implementation: str = "fused", attention_kernel: str | None = None):
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
     Returns the serving result; its user-side latencies (``result.user``) include each
@@ -251,7 +308,7 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
     from ..specs.catalog import load_model
 
     one = vlm_ttft(model, hardware, images=images, height=height, width=width, text_tokens=text_tokens, crops=crops,
-                   tp=tp, efficiency=efficiency)
+                   tp=tp, efficiency=efficiency, implementation=implementation, attention_kernel=attention_kernel)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
                  num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s))
