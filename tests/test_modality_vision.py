@@ -136,20 +136,31 @@ def test_attention_kernels_from_published_figures():
     from inferlab.modalities.attention_kernels import attention_fraction, kernel_head_dim
     from inferlab.specs.catalog import load_hardware
 
-    h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-sxm-80gb")
+    h100, a100, b200, rtx5090, l40s, turing, mi300x = (load_hardware(h) for h in (
+        "h100-sxm", "a100-sxm-80gb", "b200", "rtx-5090", "l40s", "rtx-2080-ti", "mi300x"))
     # pytorch/pytorch #142132 on an H100 (989 dense BF16 TFLOPS): SDPA (FlashAttention-2) 329.5,
     # cuDNN 631.3, FlashAttention-3 631.8 TFLOPS
-    assert attention_fraction("fa2", h100, 0.6) == pytest.approx(329.483 / 989.0, abs=0.005)
-    assert attention_fraction("fa3", h100, 0.6) == pytest.approx(631.827 / 989.0, abs=0.005)
-    assert attention_fraction("cudnn", h100, 0.6) == pytest.approx(631.338 / 989.0, abs=0.005)
-    assert attention_fraction("fa2", a100, 0.6) == 0.6          # FlashAttention-2 paper: 50-73% of A100 peak
-    assert attention_fraction("datasheet", h100, 0.55) == 0.55
-    # head dims as compiled: FlashAttention-2 in steps of 32 (64 above 128), FlashAttention-3 64/96/128/192/256
-    assert [kernel_head_dim("fa2", d) for d in (64, 72, 80, 128, 130)] == [64, 96, 96, 128, 192]
-    assert [kernel_head_dim("fa3", d) for d in (64, 72, 80, 160)] == [64, 96, 96, 192]
-    assert kernel_head_dim("cudnn", 72) == 72 and kernel_head_dim("datasheet", 72) == 72
-    with pytest.raises(SpecError, match="Hopper GPUs only"):
-        attention_fraction("fa3", a100, 0.6)
+    assert attention_fraction("fa2", h100, 0.55) == pytest.approx(329.483 / 989.0, abs=0.005)
+    assert attention_fraction("fa3", h100, 0.55) == pytest.approx(631.827 / 989.0, abs=0.005)
+    assert attention_fraction("cudnn", h100, 0.55) == pytest.approx(631.338 / 989.0, abs=0.005)
+    # FlashAttention-2 paper: 50-73% of the A100's peak, 0.6 taken, for the sm80 code on Ampere, Ada and
+    # the sm_120 Blackwell parts; the datacenter Blackwell runs it at Hopper's share
+    for gpu in (a100, l40s, rtx5090):
+        assert attention_fraction("fa2", gpu, 0.55) == 0.6
+    assert attention_fraction("fa2", b200, 0.55) == attention_fraction("fa2", h100, 0.55)
+    # no published share: the datasheet's, head dims as they are
+    for kernel, gpu in (("fa3", a100), ("cudnn", a100), ("fa2", mi300x), ("datasheet", h100)):
+        assert attention_fraction(kernel, gpu, 0.55) == 0.55
+        assert kernel_head_dim(kernel, 72, gpu) == 72
+    # head dims as compiled: FlashAttention-2 in steps of 32 up to 192, then 256; FlashAttention-3
+    # 64/96/128/192/256; cuDNN multiples of 8
+    assert [kernel_head_dim("fa2", d, h100) for d in (64, 72, 80, 128, 130, 200)] == [64, 96, 96, 128, 160, 256]
+    assert [kernel_head_dim("fa3", d, h100) for d in (64, 72, 80, 160)] == [64, 96, 96, 192]
+    assert kernel_head_dim("cudnn", 72, h100) == 72 and kernel_head_dim("cudnn", 70, h100) == 72
+    with pytest.raises(SpecError, match="head dims up to 256"):
+        kernel_head_dim("fa2", 512, h100)
+    with pytest.raises(SpecError, match="Ampere or later"):
+        attention_fraction("fa2", turing, 0.6)
     with pytest.raises(SpecError, match="attention kernel must be one of"):
         vlm_ttft("gemma-3-27b", "h100-sxm", attention_kernel="flash4")
 

@@ -6,24 +6,27 @@ A non-autoregressive pass (a vision encoder, a diffusion transformer) spends muc
 in bidirectional attention over long sequences. What that costs depends on the kernel the
 implementation calls more than on the GPU's datasheet:
 
-- ``fa2`` (FlashAttention-2: ``flash_attention_2`` in transformers, and PyTorch's
-  ``scaled_dot_product_attention``, whose flash backend it is): 50-73% of the A100's dense peak
-  [1] (0.6 taken, as for Ada, which runs the same sm80 code path); on Hopper it cannot use the
-  warpgroup tensor-core instructions and reaches 329.5 of the H100's 989 dense BF16 TFLOPS at
-  head dim 128 [2] (0.33; "only 35% utilization on the H100" [3]); Blackwell runs the same
-  sm80 path, taken at Hopper's share (no published figure). Head dims are compiled in steps of
-  32 up to 128 (then 64): a head of 72 or 80 computes as 96.
-- ``fa3`` (FlashAttention-3, Hopper only): 631.8 TFLOPS on that H100 shape [2] (0.64); head
-  dims 64, 96, 128, 192 and 256.
-- ``cudnn`` (cuDNN's fused attention, PyTorch's SDPA backend on Hopper and Blackwell when
-  selected): 631.3 TFLOPS on that H100 shape [2] (0.64 on Hopper; elsewhere the datasheet
-  share); any head dim that is a multiple of 8.
+- ``fa2`` (FlashAttention-2: ``flash_attention_2`` in transformers, and the flash backend of
+  PyTorch's ``scaled_dot_product_attention``): 50-73% of the A100's dense peak [1] (0.6 taken;
+  Ada and the sm_120 Blackwell parts, RTX 5090 and RTX PRO 6000, run the same sm80 code and are
+  taken at it too); on Hopper it cannot use the warpgroup tensor-core instructions and reaches
+  329.5 of the H100's 989 dense BF16 TFLOPS at head dim 128 [2] (0.33; "only 35% utilization on
+  the H100" [3]); the datacenter Blackwell parts run that sm80 code as well, taken at Hopper's
+  share (no published figure). Head dims are compiled in steps of 32 up to 192, then 256: a
+  head of 72 or 80 computes as 96. It needs an Ampere or later GPU.
+- ``fa3`` (FlashAttention-3): 631.8 TFLOPS on that H100 shape [2] (0.64 on Hopper; elsewhere,
+  where newer builds run it, no published share: the datasheet's); head dims 64, 96, 128, 192
+  and 256.
+- ``cudnn`` (cuDNN's fused attention, an SDPA backend): 631.3 TFLOPS on that H100 shape [2]
+  (0.64 on Hopper; elsewhere the datasheet's); any head dim that is a multiple of 8.
 - ``datasheet``: the named default share of :class:`~.passes.Efficiency` (0.6), head dims as
-  they are; what a pass assumes when its kernel is not stated.
+  they are; what a pass assumes when its kernel is not known.
 
-PyTorch's SDPA picked cuDNN first on the H100 in release 2.5, then made it opt-in (pull
-request #138522, after bugs of that release) until cuDNN 9.15.1, bundled from 2.11: SDPA on
-an H100 before that runs FlashAttention-2.
+Which kernel PyTorch's SDPA runs depends on its release and the call: cuDNN came first on the
+H100 in 2.5, was made opt-in after bugs of that release (pull request #138522) and is preferred
+again on Hopper and Blackwell once the bundled cuDNN is 9.15.1 or later (from 2.11); the flash
+backend takes no arbitrary mask. An SDPA run whose release and mask are not known is
+``datasheet``. A GPU family with no published share takes the datasheet's, head dims as they are.
 
 References
 ----------
@@ -41,16 +44,19 @@ import math
 from ..errors import SpecError
 from ..specs.hardware import HardwareSpec
 
-#: Kernels and their share of the dense tensor peak, by GPU family (``None``: the datasheet share).
-KERNELS: dict[str, dict[str, float | None]] = {
+#: Kernels and their published share of the dense tensor peak, by GPU family.
+KERNELS: dict[str, dict[str, float]] = {
     "datasheet": {},
     "fa2": {"ampere": 0.6, "ada": 0.6, "hopper": 0.33, "blackwell": 0.33},
     "fa3": {"hopper": 0.64},
     "cudnn": {"hopper": 0.64},
 }
 
-#: Head dims FlashAttention-3 is compiled for.
+#: Head dims FlashAttention-3 is compiled for; FlashAttention-2's and FlashAttention-3's largest.
 FA3_HEAD_DIMS = (64, 96, 128, 192, 256)
+MAX_FLASH_HEAD_DIM = 256
+#: GPU families older than Ampere, where the FlashAttention kernels do not run.
+PRE_AMPERE = ("turing", "volta", "pascal")
 
 
 def _family(hw: HardwareSpec) -> str:
@@ -59,26 +65,34 @@ def _family(hw: HardwareSpec) -> str:
     return hardware_family(hw.architecture)
 
 
-def attention_fraction(kernel: str, hw: HardwareSpec, datasheet: float) -> float:
-    """Share of ``hw``'s dense tensor peak ``kernel`` reaches; ``datasheet`` where it names none."""
+def _check(kernel: str, hw: HardwareSpec) -> str:
     if kernel not in KERNELS:
         raise SpecError(f"attention kernel must be one of {', '.join(KERNELS)}, got {kernel!r:.40}")
     family = _family(hw)
-    if kernel == "fa3" and family != "hopper":
-        raise SpecError(f"FlashAttention-3 runs on Hopper GPUs only; {hw.id} is {hw.architecture}: "
-                        "use fa2, cudnn or datasheet")
-    share = KERNELS[kernel].get(family)
-    return datasheet if share is None else float(share)
+    if kernel in ("fa2", "fa3") and family in PRE_AMPERE:
+        raise SpecError(f"FlashAttention needs an Ampere or later GPU; {hw.id} is {hw.architecture}: "
+                        "use datasheet or cudnn")
+    return family
 
 
-def kernel_head_dim(kernel: str, head_dim: float) -> float:
-    """The head dim ``kernel`` computes with for a head of ``head_dim`` (padded up to a size it
-    is compiled for)."""
+def attention_fraction(kernel: str, hw: HardwareSpec, datasheet: float) -> float:
+    """Share of ``hw``'s dense tensor peak ``kernel`` reaches; ``datasheet`` where none is published."""
+    family = _check(kernel, hw)
+    return float(KERNELS[kernel].get(family, datasheet))
+
+
+def kernel_head_dim(kernel: str, head_dim: float, hw: HardwareSpec) -> float:
+    """The head dim ``kernel`` computes with on ``hw`` for a head of ``head_dim`` (padded up to a
+    size it is compiled for; as it is where the kernel's share on ``hw`` is not published)."""
+    if not head_dim > 0:
+        raise SpecError(f"attention head dim must be positive, got {head_dim!r}")
+    if _check(kernel, hw) not in KERNELS[kernel]:
+        return float(head_dim)
+    if kernel in ("fa2", "fa3") and head_dim > MAX_FLASH_HEAD_DIM:
+        raise SpecError(f"FlashAttention runs head dims up to {MAX_FLASH_HEAD_DIM}, got {head_dim:g}: "
+                        "use datasheet or cudnn")
     if kernel == "fa2":
-        step = 32 if head_dim <= 128 else 64
-        return float(math.ceil(head_dim / step) * step)
+        return float(math.ceil(head_dim / 32) * 32) if head_dim <= 192 else float(MAX_FLASH_HEAD_DIM)
     if kernel == "fa3":
-        return float(next((d for d in FA3_HEAD_DIMS if d >= head_dim), head_dim))
-    if kernel == "cudnn":
-        return float(math.ceil(head_dim / 8) * 8)
-    return float(head_dim)
+        return float(next(d for d in FA3_HEAD_DIMS if d >= head_dim))
+    return float(math.ceil(head_dim / 8) * 8)  # cudnn

@@ -159,15 +159,14 @@ def time_pass(ops: tuple[Op, ...], hw: HardwareSpec, efficiency: Efficiency = DA
     """
     bw = hw.memory_bandwidth.si * efficiency.bandwidth_fraction
     kernel = efficiency.attention_kernel
-    attention_share = attention_fraction(kernel, hw, efficiency.attention_fraction)
     compute, memory = [], []
     for op in ops:
         flops = float(np.sum(op.flops))
         if isinstance(op, Gemm):
             rate = tensor_flops_per_s(hw, op.precision) * efficiency.gemm_fraction
         elif isinstance(op, FullAttention):  # computed at the head dim the kernel is compiled for
-            rate = tensor_flops_per_s(hw, op.precision) * attention_share
-            flops *= kernel_head_dim(kernel, op.head_dim) / op.head_dim
+            rate = tensor_flops_per_s(hw, op.precision) * attention_fraction(kernel, hw, efficiency.attention_fraction)
+            flops *= kernel_head_dim(kernel, op.head_dim, hw) / op.head_dim
         else:
             rate = np.inf
         compute.append(flops / rate * op.count)

@@ -25,8 +25,8 @@ Beside its GEMMs and attention, every encoder layer runs memory-bound passes who
 depends on the implementation (:func:`layer_passes`): a serving engine's fused norm and
 SiLU-and-mul kernels, or transformers' reference modules, whose RMSNorm goes through float32
 in six kernels (36 bytes per element against 4). The attention runs at the share of peak of
-the kernel the implementation calls (:mod:`.attention_kernels`): PyTorch's SDPA on an H100
-runs FlashAttention-2 at a third of the peak, with SigLIP's head dim of 72 computed as 96.
+the kernel the implementation calls, where it is known (:mod:`.attention_kernels`):
+FlashAttention-2 reaches a third of an H100's peak and computes SigLIP's head dim of 72 as 96.
 
 Before the GPU sees an image, the processor resizes, rescales, normalizes and cuts it into
 patches on the host CPU, one image after another: a cost per megapixel of the resized image
@@ -165,15 +165,17 @@ def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fuse
 
     - two norms: one kernel each, reading and writing BF16 (4); the reference RMSNorm
       (Qwen2.5-VL's, transformers' ``Qwen2RMSNorm``) converts to float32 and back in six
-      kernels: to float32 (2 + 4), square (4 + 4), mean (4), scale (4 + 4), to BF16 (4 + 2),
-      weight (2 + 2): 36;
+      kernels over the activations (two more over the per-row statistics, negligible): to
+      float32 (2 + 4), square (4 + 4), mean (4), scale (4 + 4), to BF16 (4 + 2), weight
+      (2 + 2): 36;
     - two residual adds (2 + 2 read, 2 written): 6 each;
     - the activation over ``f``: a gated one fused with its product reads both halves and
       writes one (4 + 2), or apart, the activation (2 + 2) then the product (4 + 2); GELU
       (2 + 2);
     - with rotary position embeddings (``rope``: Qwen2.5-VL, Llama 4), queries and keys each
-      converted to float32 (2 + 4), rotated by the flash-attention rotary kernel (4 + 4) and
-      converted back (4 + 2): 20 each, as vLLM and transformers' flash-attention path do.
+      converted to float32 (2 + 4), rotated in float32 (4 + 4) and converted back (4 + 2): 20
+      each (Qwen2.5-VL under vLLM and transformers' flash-attention path call flash-attention's
+      rotary kernel; Llama 4 multiplies by complex rotations, the same traffic).
     """
     if implementation not in IMPLEMENTATIONS:
         raise SpecError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r:.40}")

@@ -6,6 +6,7 @@ module holds one concept."""
 from __future__ import annotations
 
 import math
+from operator import ge
 from typing import Any
 
 import numpy as np
@@ -144,9 +145,9 @@ class Admission:
         run = self.run
         if run.lists or (self.whole and run.k <= SMALL_BATCH):
             done_, gen, base, _, osl = run.rows()
-            ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
-            if not ends:
+            if not any(map(ge, gen, osl)):  # (the common case, without a Python loop)
                 return [], None
+            ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
             idx = run.ids()
             done = [idx[j] for j in ends]
             held = float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))

@@ -323,7 +323,7 @@ class Engine(Admission, TokenGaps):
             # as the stretch's last step began: it takes 2 step - t0 (the steps grow linearly; step is their mean)
             self.cutoff = self.now - min(2.0 * step - t0, elapsed) if k > 1 else self.now - elapsed
             if run.lists:
-                run.gen = [g + tokens for g in run.gen]
+                run.gen = list(map(tokens.__add__, run.gen))  # g + tokens each (addition commutes exactly)
             else:
                 run.gen += tokens
             self.tokens += emitted
