@@ -35,8 +35,8 @@ def test_every_case_has_a_source_url_and_a_quote():
 #: transformers Qwen2.5-VL encoder on an A100 at -30% (its float32 RMSNorm, unfused SiLU gate and float32 rotary
 #: copies, FlashAttention-2 with head dim 80 computed as 96; the Conv3d patch embedding and window gather are not
 #: in the graph; -54% before), SGLang's SigLIP tower of Gemma 3 on an H100 at -43%: its attention ran PyTorch's
-#: SDPA, whose kernel (FlashAttention-2 at a third of the H100's peak: -18%; cuDNN: -44%) the source does not
-#: settle, so it runs at the datasheet share. Nothing fitted; the xfail is strict, so meeting the target fails it
+#: SDPA, whose kernel the source does not state (most likely cuDNN: -44%; FlashAttention-2, a third of the H100's
+#: peak: -18%), so it runs at the datasheet share. Nothing fitted; the xfail is strict, so meeting the target fails it
 #: and the mark has to come off (issue 17).
 _VISION_MISSES = pytest.mark.xfail(strict=True, reason="vision median |error| 30% > 25% with three cases (issue 17)")
 
