@@ -58,12 +58,13 @@ class Stepping:
         :meth:`_collect` reads their finish times at the end; only a conversation's next turn
         needs one at once. A plan (``PLAN``) drops the requests the engine timed out."""
         heap, later, drain_end, rec, e = self.heap, self.later, self.drain_end, self.rec, r.engine
+        turns, central, heappop = self.turns, self.central, heapq.heappop
         while True:
             if prio == APPLY:
                 done = e.advance()
-                if done and self.turns:
+                if done and turns:
                     self._next_turns(r, done)
-                if self.central and r._state == "up":
+                if central and r._state == "up":
                     self._dispatch(r, e.now)
             else:
                 e.prepare()
@@ -81,7 +82,7 @@ class Stepping:
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
             while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
-                heapq.heappop(heap)  # superseded: the loop would drop it
+                heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
             if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
                 if key != r.key:  # as _schedule

@@ -6,6 +6,7 @@ module holds one concept."""
 from __future__ import annotations
 
 import math
+from math import isnan
 from operator import ge
 from typing import Any
 
@@ -81,7 +82,7 @@ class Admission:
             w, first_sched, plain = 0, self.first_sched, reuse.plain  # admitted: waiting[:w] (the views follow once, after)
             while w < len(waiting) and run.k < max_seqs:
                 i = waiting[w]
-                p = prompt[i]
+                p = float(prompt[i])  # (a plain float computes faster than numpy's scalar, the same values)
                 # a request that never pins finds nothing (its prompt holds a token or more): no lookup
                 found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
                 need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
@@ -98,7 +99,7 @@ class Admission:
                     reuse.admitted(i, found, pin)
                 used += need
                 needs += need
-                if first_sched[i] != first_sched[i]:  # NaN: first admission
+                if isnan(first_sched[i]):  # first admission
                     first_sched[i] = now
             del waiting[:w]
             run._views()

@@ -58,8 +58,11 @@ def cut_stretch(plan: tuple, gap: float) -> tuple | None:
     arrival that can be admitted ``gap`` [s] after its start and comes before any other,
     counted as :func:`stretch_limits` counts it; None: the stretch ends before it anyway. What
     the plan carries beyond its steps (``plan[7:]``) holds for the shorter stretch too."""
-    steps = max(1, int(math.ceil(gap / plan[1])))
-    return ("decode", *plan[1:3], *PlainDecoding.steps(steps, *plan[1:3]), *plan[7:]) if steps < plan[3] else None
+    t0, t1 = plan[1], plan[2]
+    steps = math.ceil(gap / t0)
+    if steps < 1:
+        steps = 1
+    return ("decode", t0, t1, *PlainDecoding.steps(steps, t0, t1), *plan[7:]) if steps < plan[3] else None
 
 
 class RunningBatch:

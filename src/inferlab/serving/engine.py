@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from math import isnan
 from operator import add
 from typing import Any
 
@@ -175,11 +176,11 @@ class Engine(Admission, TokenGaps):
             bisect.insort(order, i, lo=self.pos, key=self.visible.__getitem__)
         self.outstanding += 1
         plan = self._plan  # a decode stretch must stop for it (behind an earlier arrival: it does)
-        if plan is not None and plan[0] == "decode" and self.visible[i] < self.plan_end and self.order[self.pos] == i:
+        if plan is not None and plan[0] == "decode" and v < self.plan_end and order[self.pos] == i:
             if self.ranks > 1 or self.decoding is not PlainDecoding:
                 self._plan_decode(*plan[1:3])
             elif not self.waiting and self.run.k < self.sched.max_num_seqs:  # else no arrival limits it
-                if (cut := cut_stretch(plan, self.visible[i] - self.now)) is not None:
+                if (cut := cut_stretch(plan, v - self.now)) is not None:
                     self._plan, self.plan_end = cut, self.now + cut[5]
 
     # -- state a router or autoscaler reads -----------------------------------------------
@@ -357,7 +358,7 @@ class Engine(Admission, TokenGaps):
             if self.resumed:
                 self._resume_gaps(prompted)
             for i in prompted:
-                if first_tok[i] != first_tok[i]:  # NaN: its first token
+                if isnan(first_tok[i]):  # its first token
                     first_tok[i] = self.now
                 if not plain[i]:
                     reuse.prefilled(i, self.prompt[i])

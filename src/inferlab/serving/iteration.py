@@ -131,9 +131,8 @@ def plan_decode_sums(e: Any) -> tuple:
     of at least ``k n`` plus a block under that bound let ``k`` steps of ``n`` requests run
     as the exact count would."""
     run, block, sched = e.run, e.block, e.sched
-    done, gen, base, _, osl = run.rows()
-    cached = list(map(sub, map(add, done, gen), base))  # d + g - b each
-    total, least, n = float(sum(cached)), min(map(sub, osl, gen)), run.k
+    gen = run.gen
+    total, least, n = float(sum(run.done) + sum(gen) - sum(run.base)), min(map(sub, run.osl, gen)), run.k
     t0, t1 = e.model.time_decode_sum(n, total)
     k = int(least) if least > 1.0 else 1
     order, pos = e.order, e.pos
@@ -144,6 +143,7 @@ def plan_decode_sums(e: Any) -> tuple:
     if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
         room = e.capacity_blocks - e.reuse.shared_adjustment
         if (room - total / block - 2 * n) * block < k * n + block:
+            cached = map(sub, map(add, run.done, gen), run.base)  # d + g - b each
             held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
             free_tokens = (room - held) * block
             k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
