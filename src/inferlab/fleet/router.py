@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -39,7 +38,6 @@ POLICIES = ("round_robin", "random", "least_outstanding", "least_kv", "cache_awa
 #: still be chosen for its cache. An assumption in the range of SGLang's router defaults
 #: (``balance_abs_threshold`` 64 with a relative bound); small here so that load wins early.
 DEFAULT_BALANCE = 8
-_OUTSTANDING = attrgetter("outstanding")
 
 
 @dataclass(frozen=True)
@@ -89,7 +87,7 @@ class Router:
 
     @staticmethod
     def _least_outstanding(engines: list[Any], stream: int, prefix: float) -> int:
-        loads = list(map(_OUTSTANDING, engines))
+        loads = [e.outstanding for e in engines]
         return loads.index(min(loads))
 
     @staticmethod

@@ -148,10 +148,13 @@ class Admission:
             done_, gen, base, _, osl = run.rows()
             if not any(map(ge, gen, osl)):  # (the common case, without a Python loop)
                 return [], None
-            ends = [j for j, (g, o) in enumerate(zip(gen, osl)) if g >= o]
-            idx = run.ids()
-            done = [idx[j] for j in ends]
-            held = float(sum([d + g - b for d, g, b, o in zip(done_, gen, base, osl) if g < o]))
+            idx, ends, done, held = run.ids(), [], [], 0.0  # the slots that finish, their requests; the others' KV
+            for j, (d, g, b, o) in enumerate(zip(done_, gen, base, osl)):  # (one loop: faster than three over a few)
+                if g >= o:
+                    ends.append(j)
+                    done.append(idx[j])
+                else:
+                    held += d + g - b
             self._finished(done)
             if len(ends) == 1:
                 run.drop(ends[0])
