@@ -73,26 +73,26 @@ class Stepping:
                         rec.status[r.gids[i]] = TIMED_OUT
                         rec.finish[r.gids[i]] = e.now
                     e.timed_out.clear()
-            if e._plan is not None:  # as _key
-                key = (e.plan_end, APPLY)
+            if e._plan is not None:  # the next event, at t with priority prio: as _key
+                t, prio = e.plan_end, APPLY
             elif e.outstanding > 0 and r._state in ("up", "draining", "failed"):  # (ready_s, unplanned)
-                key = ((e.now if e.run.k or e.waiting else e.ready_s) + 1e-12, PLAN)
+                t, prio = (e.now if e.run.k or e.waiting else e.ready_s) + 1e-12, PLAN
             else:
-                key = None
+                t = None
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
             while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
                 heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
-            if key is None or not (key[0] < t_next and key[0] <= drain_end and (not heap or key[0] < heap[0][0])):
+            if t is None or not (t < t_next and t <= drain_end and (not heap or t < heap[0][0])):
+                key = None if t is None else (t, prio)
                 if key != r.key:  # as _schedule
                     r.ver += 1
                     r.key = key
                     if key is not None:
                         self.seq += 1
-                        heapq.heappush(heap, (key[0], key[1], self.seq, None, r, r.ver))
+                        heapq.heappush(heap, (t, prio, self.seq, None, r, r.ver))
                 return
-            prio = key[1]
 
     def _next_turns(self, r: Replica, done: list[int]) -> None:
         """Send the next turn of each conversation whose request ``r``'s engine just finished,

@@ -193,8 +193,7 @@ class SmallBatch:
         self.k = len(self.idx)
 
     def drop(self, j: int) -> None:
-        for col in (self.idx, self.done, self.gen, self.base, self.prompt, self.osl):
-            del col[j]
+        del self.idx[j], self.done[j], self.gen[j], self.base[j], self.prompt[j], self.osl[j]
         self.k -= 1
 
     def drop_last(self) -> None:

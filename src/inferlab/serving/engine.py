@@ -152,9 +152,10 @@ class Engine(Admission, TokenGaps):
             self._grow(i + 1)
         self.n = i + 1
         self.isl[i], self.osl[i], self.prompt[i] = isl, osl, isl
-        self.isl_l.append(float(isl))
-        self.osl_l.append(float(osl))
-        if self.whole and not (self.isl_l[-1].is_integer() and self.osl_l[-1].is_integer()):
+        isl_f, osl_f = float(isl), float(osl)
+        self.isl_l.append(isl_f)
+        self.osl_l.append(osl_f)
+        if self.whole and not (isl_f.is_integer() and osl_f.is_integer()):
             self.whole = False
         self.visible.append(math.nan)
         if self.reuse.active:
@@ -328,7 +329,8 @@ class Engine(Admission, TokenGaps):
             else:
                 run.gen += tokens
             self.tokens += emitted
-            self.held_iters += k if self.waiting else 0
+            if self.waiting:
+                self.held_iters += k
         self.busy_s += elapsed
         if plan[0] == "decode" and k < least:  # no request finishes; each holds k more tokens
             done = []

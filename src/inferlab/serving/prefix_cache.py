@@ -185,13 +185,14 @@ class PrefixReuse:
     def add(self, stream: int, prefix: float, extends: float) -> None:
         """One more request (the next index) on ``stream``: ``prefix`` leading tokens a cache
         can hit, ``extends`` tokens of its sequence it leaves on the stream [token]."""
+        prefix, extends = float(prefix), float(extends)
         self.found.append(0.0)
         self._looked.append(False)
         self._pinned.append(0)
         self._stream.append(int(stream))
-        self._prefix.append(float(prefix))
-        self._extends.append(float(extends))
-        self.plain.append(not (self.active and (self._prefix[-1] or self._extends[-1])))
+        self._prefix.append(prefix)
+        self._extends.append(extends)
+        self.plain.append(not (self.active and (prefix or extends)))
 
     @property
     def shared_adjustment(self) -> int:
