@@ -321,11 +321,12 @@ class Engine(Admission, TokenGaps):
                 else:
                     ids = run.idx[np.isnan(self.first_tok[run.idx])]
                     self.first_tok[ids] = self.now + t0
-            self.now += elapsed
+            self.now = now = self.now + elapsed
             # as the stretch's last step began: it takes 2 step - t0 (the steps grow linearly; step is their mean)
-            self.cutoff = self.now - min(2.0 * step - t0, elapsed) if k > 1 else self.now - elapsed
+            last = 2.0 * step - t0 if k > 1 else elapsed
+            self.cutoff = now - (last if last < elapsed else elapsed)  # (min without the call)
             if run.lists:
-                run.gen = list(map(tokens.__add__, run.gen))  # g + tokens each (addition commutes exactly)
+                run.gen = [g + tokens for g in run.gen]
             else:
                 run.gen += tokens
             self.tokens += emitted
