@@ -85,13 +85,7 @@ class Stepping:
                 heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
             if t is None or not (t < t_next and t <= drain_end and (not heap or t < heap[0][0])):
-                key = None if t is None else (t, prio)
-                if key != r.key:  # as _schedule
-                    r.ver += 1
-                    r.key = key
-                    if key is not None:
-                        self.seq += 1
-                        heapq.heappush(heap, (t, prio, self.seq, None, r, r.ver))
+                self._schedule(r, None if t is None else (t, prio))
                 return
 
     def _next_turns(self, r: Replica, done: list[int]) -> None:

@@ -157,59 +157,67 @@ class DecodeEngine:
 ENGINES = {"generic": DecodeEngine(), "ctranslate2": DecodeEngine(extra_kernels_per_layer=21, shares_cross_kv=True)}
 
 
+def _decoder(spec: ModalitySpec, rows: float, precision: str, engine: DecodeEngine, self_attention: Op,
+             cross_attention: Op, *tail: Op) -> tuple[Op, ...]:
+    """The decoder's layers over ``rows`` token rows with the attentions given, then ``tail``
+    and the engine's small kernels."""
+    c = spec.config
+    d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
+    g = _gemm_args(spec, precision)
+    return (
+        Elementwise("embedding", elements_read=rows * d, elements_written=rows * d),
+        Gemm("self_qkv", m=rows, n=3 * d, k=d, **g),
+        self_attention,
+        Gemm("self_o", m=rows, n=d, k=d, **g),
+        Gemm("cross_q_o", m=rows, n=2 * d, k=d, **g),
+        cross_attention,
+        Gemm("ffn_up", m=rows, n=f, k=d, **g),
+        Gemm("ffn_down", m=rows, n=d, k=f, **g),
+        norm("norms", rows, d, count=3 * n),
+        *tail,
+    ) + ((norm("small_kernels", rows, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
+         if engine.extra_kernels_per_layer else ())
+
+
+def _gemm_args(spec: ModalitySpec, precision: str) -> dict:
+    """A decoder layer's GEMM keywords: one per layer, at ``precision``."""
+    return dict(count=int(spec.config["decoder_layers"]), precision=number_format(precision).compute,
+                weight_bytes_per_element=number_format(precision).bytes_per_element)
+
+
 def decoder_step_ops(spec: ModalitySpec, sequences: float, context: float, precision: str = "fp16", *,
                      beams: int = 1, engine: DecodeEngine = ENGINES["generic"]) -> tuple[Op, ...]:
     """One decode step of ``sequences`` windows (times ``beams``) with ``context`` tokens cached."""
     c = spec.config
-    d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
+    d, n = int(c["d_model"]), int(c["decoder_layers"])
     heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
-    wb = number_format(precision).bytes_per_element
-    g = dict(count=n, precision=number_format(precision).compute, weight_bytes_per_element=wb)
     shared = beams if engine.shares_cross_kv else 1
-    return (
-        Elementwise("embedding", elements_read=sequences * d, elements_written=sequences * d),
-        Gemm("self_qkv", m=sequences, n=3 * d, k=d, **g),
+    reorder = (Elementwise("beam_reorder", elements_read=sequences * (context + 1) * d,
+                           elements_written=sequences * (context + 1) * d, count=2 * n),) if beams > 1 else ()
+    return _decoder(
+        spec, sequences, precision, engine,
         Attention("self_attention", batch=sequences, new_tokens=1, context=context, heads=heads, kv_heads=heads,
                   qk_dim=d / heads, v_dim=d / heads, kv_elements=2 * d, count=n),
-        Gemm("self_o", m=sequences, n=d, k=d, **g),
-        Gemm("cross_q_o", m=sequences, n=2 * d, k=d, **g),
         # a shared copy: each window's beams are the queries of one attention over its frames
         FullAttention("cross_attention", batch=sequences / shared, seq=shared, kv_seq=pos, heads=heads,
                       head_dim=d / heads, count=n),
-        Gemm("ffn_up", m=sequences, n=f, k=d, **g),
-        Gemm("ffn_down", m=sequences, n=d, k=f, **g),
-        norm("norms", sequences, d, count=3 * n),
-        Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **{**g, "count": 1}),
+        Gemm("lm_head", m=sequences, n=int(c["vocab_size"]), k=d, **{**_gemm_args(spec, precision), "count": 1}),
         # the keys' and the values' caches of each layer grow by a copy: the old read, the grown written
         Elementwise("cache_concat", elements_read=sequences * context * d,
                     elements_written=sequences * (context + 1) * d, count=2 * n),
-    ) + ((Elementwise("beam_reorder", elements_read=sequences * (context + 1) * d,
-                      elements_written=sequences * (context + 1) * d, count=2 * n),) if beams > 1 else ()) + (
-        (norm("small_kernels", sequences, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
-        if engine.extra_kernels_per_layer else ())
+        *reorder)
 
 
 def prompt_ops(spec: ModalitySpec, windows: float, rows: float, precision: str = "fp16", *,
                engine: DecodeEngine = ENGINES["generic"]) -> tuple[Op, ...]:
     """The decoder's pass over the ``rows`` prompt tokens of ``windows`` windows before the first step."""
     c = spec.config
-    d, n, f = int(c["d_model"]), int(c["decoder_layers"]), int(c["decoder_ffn_dim"])
+    d, n = int(c["d_model"]), int(c["decoder_layers"])
     heads, pos = int(c["decoder_attention_heads"]), int(c["max_source_positions"])
-    wb = number_format(precision).bytes_per_element
-    g = dict(count=n, precision=number_format(precision).compute, weight_bytes_per_element=wb)
-    m = windows * rows
-    return (
-        Elementwise("embedding", elements_read=m * d, elements_written=m * d),
-        Gemm("self_qkv", m=m, n=3 * d, k=d, **g),
+    return _decoder(
+        spec, windows * rows, precision, engine,
         FullAttention("self_attention", batch=windows, seq=rows, heads=heads, head_dim=d / heads, causal=True, count=n),
-        Gemm("self_o", m=m, n=d, k=d, **g),
-        Gemm("cross_q_o", m=m, n=2 * d, k=d, **g),
-        FullAttention("cross_attention", batch=windows, seq=rows, kv_seq=pos, heads=heads, head_dim=d / heads, count=n),
-        Gemm("ffn_up", m=m, n=f, k=d, **g),
-        Gemm("ffn_down", m=m, n=d, k=f, **g),
-        norm("norms", m, d, count=3 * n),
-    ) + ((norm("small_kernels", m, d, count=n * engine.extra_kernels_per_layer, passes=1.0),)
-         if engine.extra_kernels_per_layer else ())
+        FullAttention("cross_attention", batch=windows, seq=rows, kv_seq=pos, heads=heads, head_dim=d / heads, count=n))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .batch import blocks_held
 from .iteration import SMALL_BATCH
 
 
@@ -29,10 +30,10 @@ class Admission:
             done, gen, base, _, osl = run.rows()
             block = self.block
             if self.sched.reserve_output:
-                held = [math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.ids(), osl)]
+                held = sum([math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.ids(), osl)])
             else:
-                held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block) for d, g, b in zip(done, gen, base)]
-            return float(sum(held)) + self.reuse.shared_adjustment
+                held = blocks_held(done, gen, base, block)
+            return float(held) + self.reuse.shared_adjustment
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
             tokens = tokens + self.lookahead
@@ -44,15 +45,13 @@ class Admission:
         most ``(c + 1) / block + 1`` blocks, and one block more covers rounding [block]."""
         run = self.run
         k = run.k
-        return (sum(run.done) + sum(run.gen) - sum(run.base) + k) / self.block + k + 1 + self.reuse.shared_adjustment
+        return (run.held_tokens() + k) / self.block + k + 1 + self.reuse.shared_adjustment
 
     def _blocks_counted(self, k: int, shared: int) -> float:
         """:meth:`blocks_used` of a :class:`~.batch.SmallBatch` without reserved outputs, over
         its first ``k`` slots, with ``shared`` for the cache's adjustment [block]."""
-        run, block = self.run, self.block
-        held = [math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block)
-                for d, g, b in zip(run.done[:k], run.gen[:k], run.base[:k])]
-        return float(sum(held)) + shared
+        run = self.run
+        return float(blocks_held(run.done[:k], run.gen[:k], run.base[:k], self.block)) + shared
 
     def _intake(self) -> None:
         order, waiting, now = self.order, self.waiting, self.now

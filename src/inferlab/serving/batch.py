@@ -65,6 +65,12 @@ def cut_stretch(plan: tuple, gap: float) -> tuple | None:
     return ("decode", t0, t1, *PlainDecoding.steps(steps, t0, t1), *plan[7:]) if steps < plan[3] else None
 
 
+def blocks_held(done: list[float], gen: list[float], base: list[float], block: int) -> int:
+    """KV blocks of slots as plain floats: each holds ``done + gen - base`` tokens, at least
+    one, in whole blocks of ``block`` [block]."""
+    return sum([math.ceil((c if (c := d + g - b) > 1.0 else 1.0) / block) for d, g, b in zip(done, gen, base)])
+
+
 class RunningBatch:
     """Running requests as arrays (one slot per admitted request), in preallocated buffers;
     the public attributes are views of the first ``k`` slots. The float columns share one
@@ -205,6 +211,10 @@ class SmallBatch:
     def cached(self) -> list[float]:
         """KV tokens each running request holds."""
         return [d + g - b for d, g, b in zip(self.done, self.gen, self.base)]
+
+    def held_tokens(self) -> float:
+        """KV tokens the running requests hold together (whole numbers: exact in any order)."""
+        return float(sum(self.done) + sum(self.gen) - sum(self.base))
 
 
 def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int) -> None:

@@ -18,13 +18,13 @@ nothing but those sums (:meth:`~.stepmodel.StepModel.time_sums`).
 from __future__ import annotations
 
 import math
-from operator import add, ge, sub
+from operator import ge, sub
 from typing import Any
 
 import numpy as np
 
 from ..engines.scheduler import SchedulerConfig
-from .batch import PlainDecoding, RunningBatch, SmallBatch
+from .batch import PlainDecoding, RunningBatch, SmallBatch, blocks_held
 
 #: Running requests up to which the plain-float forms are used (beyond, numpy's arrays are faster).
 SMALL_BATCH = 32
@@ -131,8 +131,7 @@ def plan_decode_sums(e: Any) -> tuple:
     of at least ``k n`` plus a block under that bound let ``k`` steps of ``n`` requests run
     as the exact count would."""
     run, block, sched = e.run, e.block, e.sched
-    gen = run.gen
-    total, least, n = float(sum(run.done) + sum(gen) - sum(run.base)), min(map(sub, run.osl, gen)), run.k
+    total, least, n = run.held_tokens(), min(map(sub, run.osl, run.gen)), run.k
     t0, t1 = e.model.time_decode_sum(n, total)
     k = int(least) if least > 1.0 else 1
     order, pos = e.order, e.pos
@@ -143,8 +142,7 @@ def plan_decode_sums(e: Any) -> tuple:
     if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
         room = e.capacity_blocks - e.reuse.shared_adjustment
         if (room - total / block - 2 * n) * block < k * n + block:
-            cached = map(sub, map(add, run.done, gen), run.base)  # d + g - b each
-            held = float(sum([math.ceil((c if c > 1.0 else 1.0) / block) for c in cached]))
+            held = float(blocks_held(run.done, run.gen, run.base, block))
             free_tokens = (room - held) * block
             k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
     return ("decode", t0, t1, *PlainDecoding.steps(k, t0, t1), least, total)

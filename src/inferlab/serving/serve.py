@@ -33,7 +33,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
-          gpu_memory_utilization: float | None = None, kv_block_size: int | None = None, overheads: ClientOverheads | None = None,
+          gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
+          overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
