@@ -110,6 +110,47 @@ def test_engine_all_reduce_kernel_by_hand():
     assert float(all_reduce_s(small, 8, gb200, engine)) < float(all_reduce_s(small, 8, gb200, nccl))
 
 
+def test_nvls_all_reduce_by_hand():
+    """NCCL's NVLS all-reduce on an HGX H100 (third-generation NVSwitch reduces in the fabric):
+    each GPU sends its buffer into the switch and reads the reduced one back, S each way.
+
+    128 MiB over 8 H100s, ring at 10 us per step and the full 450 GB/s: 2 x 7 x 10 us +
+    2 x 7/8 x S / 450e9 = 662.4 us; NVLS at 50 us fixed and half the link: 50 us + S / 225e9 =
+    646.5 us, so it wins. 1 MiB: ring 140 us + 4.08 us; one-shot 10 us + 7 x S / 450e9 = 26.3 us;
+    NVLS 50 us + 4.66 us: one-shot wins. An 8-bit buffer cannot be reduced in the switch (ring);
+    an A100's second-generation NVSwitch has no NVLS (ring); a measured profile without NVLS
+    (fraction 0) has no path either.
+    """
+    coll = ROOFLINE.collective.model_copy(update={"latency_s": 10e-6, "nvls_bandwidth_fraction": 0.5,
+                                                  "nvls_latency_s": 50e-6})
+    profile = ROOFLINE.model_copy(update={"collective": coll})
+    h100, a100 = load_hardware("h100-sxm"), load_hardware("a100-sxm-80gb")
+    big, small = 2**27, 2**20
+    ring = 2 * 7 * 10e-6 + 2 * 7 / 8 * big / NVLINK4
+    nvls = 50e-6 + big / (0.5 * NVLINK4)
+    assert nvls < ring
+    assert float(all_reduce_s(big, 8, h100, profile)) == pytest.approx(nvls)
+    assert float(all_reduce_s(big, 8, h100, profile, switch_reducible=False)) == pytest.approx(ring)
+    assert float(all_reduce_s(small, 8, h100, profile)) == pytest.approx(10e-6 + 7 * small / NVLINK4)
+    nvlink3 = a100.scale_up.bandwidth.si
+    assert float(all_reduce_s(big, 8, a100, profile)) == pytest.approx(2 * 7 * 10e-6 + 2 * 7 / 8 * big / nvlink3)
+    no_nvls = ROOFLINE.model_copy(update={"collective": coll.model_copy(update={"nvls_bandwidth_fraction": 0.0})})
+    assert float(all_reduce_s(big, 8, h100, no_nvls)) == pytest.approx(ring)
+
+
+def test_fitted_nvls_follows_the_16_bit_rows():
+    """The shipped profile times a 16-bit all-reduce of 128 MiB over 8 H100s near ops-public.csv's
+    fp16 row (0.579 ms; NVLS) within 10%, and an 8-bit one near its int8 row (0.722 ms; no NVLS)
+    within 20% (the ring's share of the link is one figure for the 2-, 4- and 8-GPU rows)."""
+    from inferlab.calibration.profile import load_profile
+
+    h100 = load_hardware("h100-sxm")
+    prof = load_profile("default", "generic", "h100-sxm", "hopper")
+    s = 134217728
+    assert float(all_reduce_s(s, 8, h100, prof)) == pytest.approx(0.579e-3, rel=0.10)
+    assert float(all_reduce_s(s, 8, h100, prof, switch_reducible=False)) == pytest.approx(0.722e-3, rel=0.20)
+
+
 def test_all_gather_of_logits_by_hand():
     """Llama-3.1-70B's logits of one token over TP8, 128,256 x 2 B = 256,512 B, 10 us per step.
 

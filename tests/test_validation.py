@@ -335,7 +335,7 @@ def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "level reached 32.4% (MTP k=1/2/4 +28%, +28%, +37%; the unoptimized EP8 baseline +109%): these "
+    "level reached 31.5% (MTP k=1/2/4 +27%, +27%, +36%; the unoptimized EP8 baseline +107%): these "
     "min-latency DeepSeek-R1 B200 steps are latency-bound (about 160 us per layer measured). The graph now "
     "has MLA's latent norms and rope and MoE routing and permutation as kernels of their own, but the "
     "engines' own all-reduce kernels (5.9 us, not NCCL's 15-25 us) took back more than those added: 23.5% "

@@ -115,6 +115,12 @@ class CollectiveEfficiency(BaseModel):
         default=0.0, ge=0.0,
         description="Latency of the engine's own one-shot all-reduce kernel inside an NVLink/xGMI domain "
                     "(peer-to-peer loads after one flag barrier); 0 where the engine runs NCCL only.")
+    nvls_bandwidth_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="Share of link bandwidth of NCCL's NVLink SHARP (NVLS) all-reduce, reduced in the NVSwitch "
+                    "(each GPU sends and receives the buffer once); 0 where it was not measured (no NVLS path).")
+    nvls_latency_s: float = Field(default=0.0, ge=0.0,
+                                  description="Fixed time of an NVLS all-reduce (its setup and pipeline fill).")
 
 
 class Profile(BaseModel):

@@ -132,13 +132,29 @@ def _network(layout_: GroupLayout, profile: Profile) -> tuple[float, float]:
     return layout_.network_bandwidth * c.network_bandwidth_fraction, c.network_latency_s
 
 
-def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:
+def in_switch_reduction(hw: HardwareSpec) -> bool:
+    """Whether the scale-up switch reduces data itself (NVLink SHARP, "NVLS"): the
+    third-generation NVSwitch of HGX H100/H200 boards (NVLink 4) and its successors."""
+    up = hw.scale_up
+    gen = up.generation
+    return up.kind == "nvlink" and up.topology == "switched" and gen is not None and gen.isdigit() and int(gen) >= 4
+
+
+def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Profile, *,
+                 switch_reducible: bool = True) -> np.ndarray:
     """All-reduce of ``message_bytes`` per GPU over ``group_size`` GPUs [s].
 
     Notes
     -----
     Inside a node: the faster of ring (``2(p-1)`` steps moving ``2(p-1)/p x S``) and one-shot
-    (one step, each GPU reads the ``p-1`` other buffers), both at NCCL's fitted step latency.
+    (one step, each GPU reads the ``p-1`` other buffers), both at NCCL's fitted step latency;
+    on a switch that reduces in the fabric (:func:`in_switch_reduction`), also NCCL's NVLS
+    algorithm [4]_: each GPU sends its buffer into the switch and reads the reduced one back,
+    ``S`` each way instead of the ring's ``2(p-1)/p x S``, at its own measured share of the
+    link and fixed time (``nvls_bandwidth_fraction``, ``nvls_latency_s``: its pipeline fills
+    before the switch streams, so it wins on large buffers). The switch's multimem reductions take 16-, 32- and
+    64-bit elements, not 8-bit ones [6]_ (``switch_reducible``: False for an 8-bit buffer);
+    engines all-reduce activations in 16 bits.
     Serving engines (vLLM, SGLang, TensorRT-LLM) run their own all-reduce kernels inside an
     NVLink domain instead of NCCL for the small messages of decode: one flag barrier, then
     every GPU loads its peers' buffers directly (one-shot), or reduces its ``1/p`` shard and
@@ -156,6 +172,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     ----------
     .. [3] NVIDIA, "NCCL 2.4: double binary trees", 2019 (log-depth latency between nodes).
     .. [4] NVIDIA, "NVLink SHARP / NVLS in NCCL 2.17+", 2023 (one-step in-switch reduction).
+    .. [6] NVIDIA, PTX ISA, ``multimem.ld_reduce`` (integer types .u32/.s32/.u64/.s64/.b32/.b64,
+       floating-point vectors of 32 to 128 bits: .f16x2, .bf16x2, .f32 ...). ops-public.csv shows
+       it: on 8 H100s 128 MiB all-reduces in 0.579 ms as fp16, 0.722 ms as int8.
     .. [5] SGLang PR #2904 "optimize custom allreduce kernel" (2025-01): on H100, 512 B
        all-reduced in 3.7 / 4.8 / 5.9 us over TP 2 / 4 / 8 with the custom kernel, against
        9.5 / 9.1 / 10.1 us for vLLM's earlier one; ops-public.csv has NCCL at 15.5 us (H100)
@@ -171,6 +190,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         ring = 2 * (q - 1) * lat + 2 * (q - 1) / q * s / bw
         one_shot = lat + (q - 1) * s / bw
         nccl = np.minimum(ring, one_shot)
+        c = profile.collective
+        if switch_reducible and c.nvls_bandwidth_fraction > 0.0 and in_switch_reduction(hw):
+            nccl = np.minimum(nccl, c.nvls_latency_s + s / (lay.intra_bandwidth * c.nvls_bandwidth_fraction))
         custom = profile.collective.custom_latency_s
         if custom <= 0.0 or hw.scale_up.kind not in CUSTOM_ALL_REDUCE_FABRICS or q > CUSTOM_ALL_REDUCE_MAX_GPUS:
             return nccl

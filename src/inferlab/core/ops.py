@@ -237,13 +237,16 @@ class Collective(Op):
     ``message_bytes`` is, per kind: the buffer each GPU reduces (``all_reduce``), the whole
     gathered buffer (``all_gather``), what each GPU scatters to the others (``all_to_all``),
     or what one stage sends the next (``p2p``; ``crosses_nodes`` when the stages are on
-    different nodes).
+    different nodes). ``switch_reducible``: an all-reduce whose elements an NVSwitch can
+    reduce in the fabric (16 bits or wider; activations are), see
+    :func:`~.interconnect.all_reduce_s`.
     """
 
     collective: Literal["all_reduce", "all_gather", "all_to_all", "p2p"] = "all_reduce"
     message_bytes: ArrayLike = 0.0
     group_size: int = 1
     crosses_nodes: bool = False
+    switch_reducible: bool = True
     kind: OpKind = field(init=False, default="collective")
 
     @memoized

@@ -173,7 +173,7 @@ def small_m_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
 def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:
     """Time of a collective on the links it crosses (:mod:`.interconnect`)."""
     if op.collective == "all_reduce":
-        return all_reduce_s(op.message_bytes, op.group_size, hw, profile)
+        return all_reduce_s(op.message_bytes, op.group_size, hw, profile, switch_reducible=op.switch_reducible)
     if op.collective == "all_gather":
         return all_gather_s(op.message_bytes, op.group_size, hw, profile)
     if op.collective == "all_to_all":

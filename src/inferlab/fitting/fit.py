@@ -100,6 +100,10 @@ NETWORK_BANDWIDTH_PRIOR = 0.85
 #: figures, 3.7 and 4.8 us, are lower). ``trtllm-pytorch`` runs TensorRT-LLM's kernels.
 CUSTOM_ALL_REDUCE_ENGINES = ("vllm", "sglang", "trtllm")
 CUSTOM_ALL_REDUCE_LATENCY_S = 5.9e-6
+#: Engines that turn NCCL's NVLink SHARP (NVLS) all-reduce off: SGLang sets
+#: ``NCCL_NVLS_ENABLE=0`` unless launched with ``--enable-nccl-nvls`` (sglang PR #631, 2024,
+#: "Disable NCCL_NVLS by default"), so its large all-reduces run NCCL's ring.
+NVLS_OFF_ENGINES = ("sglang",)
 
 
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +129,9 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
     for engine in CUSTOM_ALL_REDUCE_ENGINES:
         every_gpu = overrides.setdefault(engine, {}).setdefault("all", {})
         every_gpu.setdefault("collective", {}).setdefault("custom_latency_s", CUSTOM_ALL_REDUCE_LATENCY_S)
+    for engine in NVLS_OFF_ENGINES:
+        every_gpu = overrides.setdefault(engine, {}).setdefault("all", {})
+        every_gpu.setdefault("collective", {}).setdefault("nvls_bandwidth_fraction", 0.0)
     return profile
 
 

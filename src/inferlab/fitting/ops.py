@@ -66,6 +66,9 @@ ATTENTION_PARAMS = [
 FLOOR_PARAM = Param(("kernel_floor_s",), 5e-6, 1e-7, 1e-4)
 COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
                      Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
+#: Where the switch reduces in the fabric (NVLS), its share of the link too.
+NVLS_PARAMS = [Param(("collective", "nvls_bandwidth_fraction"), 0.5, 0.005, 1.0),
+               Param(("collective", "nvls_latency_s"), 5e-5, 1e-6, 1e-3)]
 
 
 def set_path(tree: dict[str, Any], path: Sequence[str], value: Any) -> None:
@@ -144,7 +147,8 @@ def fit_engine_gpu(table: OpTable, engine: str, hardware: str) -> dict[str, Any]
 
 
 def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[str, Any]:
-    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile).
+    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile),
+    and NVLS's share where the GPU's switch reduces in the fabric (its 16-bit rows measure it).
 
     On a PCIe-only GPU only the two-GPU rows are fitted: two GPUs move their data over the
     same two x16 links with or without peer-to-peer, so those rows measure the link; larger
@@ -163,7 +167,17 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
         prof = Profile(**{**base, **fragment})
         return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k]) for k, rows in groups.items()])
 
-    return fit_log(residuals, COLLECTIVE_PARAMS)
+    return fit_log(residuals, COLLECTIVE_PARAMS + (NVLS_PARAMS if _nvls(hardware) else []))
+
+
+def _nvls(hardware: str) -> bool:
+    from ..core.interconnect import in_switch_reduction
+    from ..specs.catalog import load_hardware
+
+    try:
+        return in_switch_reduction(load_hardware(hardware))
+    except InferlabError:
+        return False
 
 
 def _pcie_only(hardware: str) -> bool:

@@ -134,7 +134,8 @@ def build_op(kind: str, dtype: str, kv_dtype: str, rows: dict[str, np.ndarray]) 
     ``rows`` maps column names to arrays. A GEMM computes at its dtype's tensor precision
     and reads weights and activations in their formats (weight-only kernels read 16-bit
     activations); attention reads and writes the KV cache in ``kv_dtype``; an all-reduce
-    reduces ``message_bytes`` over ``num_gpus`` GPUs.
+    reduces ``message_bytes`` over ``num_gpus`` GPUs (in the switch only when ``dtype`` has
+    16 bits or more).
     """
     if kind == "gemm":
         precision, weights, acts = GEMM_DTYPES[dtype]
@@ -153,7 +154,7 @@ def build_op(kind: str, dtype: str, kv_dtype: str, rows: dict[str, np.ndarray]) 
                          act_bytes_per_element=number_format(dtype).bytes_per_element, precision=dtype)
     if kind == "all_reduce":
         return Collective("all_reduce", collective="all_reduce", message_bytes=rows["message_bytes"],
-                          group_size=rows["num_gpus"])
+                          group_size=rows["num_gpus"], switch_reducible=number_format(dtype).element_bits >= 16)
     raise SpecError(f"unknown op {kind!r}; allowed: {', '.join(OP_KINDS)}")
 
 
