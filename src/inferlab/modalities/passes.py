@@ -17,6 +17,9 @@ References
    peak for head dim 64-128.
 .. [3] NVIDIA, "Matrix Multiplication Background User's Guide" (GEMM performance on
    Tensor Cores): large FP16 GEMMs reach about 70-80% of the dense peak.
+.. [4] Horace He, "Making Deep Learning Go Brrrr From First Principles" (2022): "If you
+   perform the same experiment with PyTorch, we can only get 280 thousand operations per
+   second." https://horace.io/brrr_intro.html
 """
 
 from __future__ import annotations
@@ -89,6 +92,9 @@ class Efficiency:
         Share of DRAM bandwidth a streaming kernel reaches (0.8, STREAM-like copies on HBM).
     op_floor_s : float
         Launch and tail cost of one kernel [s] (about 5 us on a datacenter GPU).
+    host_op_s : float
+        Host time of one PyTorch call in eager execution [s]: 1 / 280,000 s, PyTorch's measured
+        rate on tiny tensors [4]; only passes timed as eager use it (:mod:`.eager`).
     attention_kernel : str
         The flash-attention kernel the implementation calls (``fa2``, ``fa3``, ``cudnn``): its
         published share of peak on the GPU's family and its padded head dim replace
@@ -99,6 +105,7 @@ class Efficiency:
     attention_fraction: float = field(default=0.6, kw_only=True)
     bandwidth_fraction: float = field(default=0.8, kw_only=True)
     op_floor_s: float = field(default=5e-6, kw_only=True)
+    host_op_s: float = field(default=1 / 280e3, kw_only=True)
     attention_kernel: str = field(default="datasheet", kw_only=True)
 
 

@@ -28,6 +28,11 @@ in six kernels (36 bytes per element against 4). The attention runs at the share
 the kernel the implementation calls, where it is known (:mod:`.attention_kernels`):
 FlashAttention-2 reaches a third of an H100's peak and computes SigLIP's head dim of 72 as 96.
 
+The engines and transformers run the encoder in eager PyTorch (no CUDA graphs unless asked
+for), so the host issues its ops one by one and a small image's pass waits on the host
+(:mod:`.eager`): at 256 patches a SigLIP layer's kernels take the GPU less time than the
+host takes to issue its 26 PyTorch calls.
+
 Before the GPU sees an image, the processor resizes, rescales, normalizes and cuts it into
 patches on the host CPU, one image after another: a cost per megapixel of the resized image
 that depends on the processor's implementation, not on the GPU. For Qwen2-VL's processor
@@ -70,6 +75,7 @@ from ..core.ops import Elementwise, Gemm, Op
 from ..errors import SpecError
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
+from .eager import eager_pass_s
 from .passes import DATASHEET, Efficiency, FullAttention, PassTime, time_pass
 
 
@@ -234,6 +240,7 @@ class VisionResult:
     encoder: PassTime
     prefill_s: float
     host_s: float = 0.0
+    encoder_eager_s: float | None = None
 
     @property
     def image_tokens(self) -> int:
@@ -242,8 +249,11 @@ class VisionResult:
 
     @property
     def encoder_s(self) -> float:
-        """The vision encoder's time [s]: none without images."""
-        return float(self.encoder.time_s) if self.images else 0.0
+        """The vision encoder's time [s]: its eager wall time where run eagerly, else its GPU
+        time; none without images."""
+        if not self.images:
+            return 0.0
+        return float(self.encoder.time_s) if self.encoder_eager_s is None else self.encoder_eager_s
 
     @property
     def ttft_s(self) -> float:
@@ -254,7 +264,7 @@ class VisionResult:
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
              width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
              efficiency: Efficiency = DATASHEET, processor: str = "torchvision", implementation: str = "fused",
-             attention_kernel: str | None = None) -> VisionResult:
+             attention_kernel: str | None = None, execution: str = "eager") -> VisionResult:
     """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
 
     The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
@@ -263,7 +273,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     ``attention_kernel``'s share of peak (``fa2``, ``fa3``, ``cudnn``;
     :mod:`.attention_kernels`; None: ``efficiency``'s); the host's image processing is the
     catalog's time per megapixel for ``processor`` (``torchvision``, ``pil``, or ``none`` for
-    images processed elsewhere).
+    images processed elsewhere). ``execution``: ``eager`` (the default of vLLM, SGLang and
+    transformers: the host issues every op, :mod:`.eager`) or ``graph`` (CUDA graphs: the GPU
+    time alone).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -273,16 +285,20 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     hw = resolve_hardware(hardware)
     if isinstance(images, bool) or not isinstance(images, int) or not 0 <= images <= 1000:
         raise SpecError(f"images must be a whole number from 0 to 1,000, got {images!r:.40}")
+    if execution not in ("eager", "graph"):
+        raise SpecError(f"execution must be 'eager' or 'graph', got {execution!r:.40}")
     layout = image_layout(spec, height, width, crops=crops)
     llm = load_model(str(spec.field("llm")))
     if attention_kernel is not None:
         efficiency = replace(efficiency, attention_kernel=attention_kernel)
     encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size, implementation), hw, efficiency)
+    eager_s = eager_pass_s(encoder, spec.field("vision_config"), implementation, host_op_s=efficiency.host_op_s,
+                           op_floor_s=efficiency.op_floor_s) if execution == "eager" else None
     isl = text_tokens + images * layout.tokens
     prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
         spec, processor)
-    return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill, host)
+    return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill, host, eager_s)
 
 
 def host_s_per_megapixel(spec: ModalitySpec, processor: str = "torchvision") -> float:
@@ -299,7 +315,8 @@ def host_s_per_megapixel(spec: ModalitySpec, processor: str = "torchvision") -> 
 def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 4, height: int = 1024,
                  width: int = 1024, text_tokens: int = 256, osl: int = 256, rate: float | None = None,
                  concurrency: int | None = None, num_requests: int = 200, tp: int = 1, crops: int = 0,
-                 efficiency: Efficiency = DATASHEET, implementation: str = "fused", attention_kernel: str | None = None):
+                 efficiency: Efficiency = DATASHEET, implementation: str = "fused", attention_kernel: str | None = None,
+                 execution: str = "eager"):
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
     Returns the serving result; its user-side latencies (``result.user``) include each
@@ -310,7 +327,8 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
     from ..specs.catalog import load_model
 
     one = vlm_ttft(model, hardware, images=images, height=height, width=width, text_tokens=text_tokens, crops=crops,
-                   tp=tp, efficiency=efficiency, implementation=implementation, attention_kernel=attention_kernel)
+                   tp=tp, efficiency=efficiency, implementation=implementation, attention_kernel=attention_kernel,
+                   execution=execution)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
                  num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s))

@@ -1,0 +1,199 @@
+"""Eager PyTorch: the host enqueues every op of a pass in order, the GPU runs them as they come.
+
+Physics
+-------
+Without CUDA graphs every PyTorch op a module calls costs the host (CPU) time: the Python
+call, the dispatcher, and for an op that launches a kernel the launch itself; views,
+reshapes, transposes and splits launch nothing but cost the host all the same. The GPU runs
+the kernels in order on one stream. With ``h_i`` the host time of op ``i`` and ``g_i`` its GPU
+time (its roofline time plus the per-kernel floor of :class:`~.passes.Efficiency`, 0 for an
+op without a kernel), op ``i`` is enqueued at ``H_i = h_1 + ... + h_i`` and runs from
+``max(E_{i-1}, H_i)`` to ``E_i = max(E_{i-1}, H_i) + g_i``; the pass ends at the last ``E``. An
+op that reads a GPU value on the host (``.item()``, ``.tolist()``) also makes the host wait
+for ``E_i`` before it enqueues the next one. When the kernels are long the host runs ahead
+and the pass takes its GPU time; when they are short the GPU waits for the host and the
+pass takes about the host's time. It is never shorter than either sum (:func:`eager_end`).
+
+Under CUDA graphs the host launches the captured pass once and the per-op host term is
+absent: the pass takes its GPU time (:class:`~.passes.PassTime`), which is the
+``execution="graph"`` path of :func:`~.vision.vlm_ttft`. The serving engines run their vision
+encoders eagerly unless told otherwise: vLLM captures the ViT only when
+``compile_mm_encoder`` or ``cudagraph_mm_encoder`` is set in ``--compilation-config`` [2], SGLang
+only with ``SGLANG_VIT_ENABLE_CUDA_GRAPH`` [3]; transformers never captures.
+
+The host time per op is one published measurement [1]: PyTorch runs 280 thousand tiny-tensor
+operations a second, 3.6 us each (:attr:`~.passes.Efficiency.host_op_s`). It is the
+framework's dispatch alone, so a floor: the module calls around the ops, the Python in the
+modules' ``forward`` and, if the measurement was on CPU tensors, the kernel launch come on top
+of it and are not counted.
+
+Ops per encoder layer
+---------------------
+The ops one encoder layer issues, in order, counted from the implementations' modeling code
+(:func:`layer_program`; each :class:`Step` names the graph op whose kernels it launches, how
+many, and how many PyTorch calls it makes in all):
+
+``fused`` (a serving engine; SGLang's ``SiglipEncoderLayer`` with its ``VisionAttention`` on
+the SDPA path, vLLM's ``Qwen2_5_VisionBlock``), 26 calls, 33 with rotary embeddings:
+
+===================  =======  =====  ===========================================================
+step                 kernels  calls  what
+===================  =======  =====  ===========================================================
+norm1                1        1      LayerNorm or the engine's RMSNorm
+qkv                  1        1      one fused projection
+split                0        7      split into q, k, v, three reshapes to heads, three copies to
+                                     contiguous (vLLM: chunk, three views, three rearranges)
+rotary (if any)      6        7      vLLM: cat of q and k, cos, sin, a float copy, the rotary
+                                     kernel, the cast back, chunk
+attention            1        10     SGLang's SDPA path: reshape and transpose q, k, v (6), SDPA,
+                                     the output's transpose and reshape (2), a reshape to rows
+                                     (vLLM's flash path: 6)
+o_proj, add, norm2   3        3
+mlp_up, act, down    3        3      the activation one kernel (GELU, SiLU-and-mul)
+add                  1        1
+===================  =======  =====  ===========================================================
+
+``transformers`` (the reference modules of ``modeling_qwen2_5_vl.py``: ``Qwen2RMSNorm``,
+``Qwen2_5_VLVisionAttention`` on the flash-attention-2 branch, ``Qwen2_5_VLMLP``), 71 calls:
+each RMSNorm 8 (to float32, pow, mean, add eps, rsqrt, multiply, to BF16, weight; the graph's
+six kernels over the activations among them), qkv 1, its reshape, permute and unbind 3, the
+rotary embedding on float32 copies 22 (q and k to float32, cos and sin unsqueezed and cast,
+per tensor two multiplies, two slices, a negation, a cat and an add, back to BF16), q, k, v
+transposed and unsqueezed 6, the maximum sequence length read with ``.item()`` 5 (a host
+wait every layer), the flash-attention call with its transposes and reshapes 8, the output's
+reshape and copy 2, o_proj 1, the residual adds 1 each, gate and up projections 2 (one GEMM of
+twice the width in the graph), SiLU and the product 2, down 1. With LayerNorm and GELU (SigLIP
+under transformers) a norm is 1 call and the activation 1, as the graph has them.
+
+Before the layers the patch embedding (4 calls: view, cast, projection, view) and after them
+the projector (3). Not counted: the module calls themselves, the per-pass set-up on the host
+(position ids, Qwen2.5-VL's window index and its gather and scatter), and the GPU time of the
+small kernels the graph leaves out (the contiguous copies, the RMSNorm's per-row statistics).
+
+References
+----------
+.. [1] Horace He, "Making Deep Learning Go Brrrr From First Principles" (2022), section
+   Overhead: "If you perform the same experiment with PyTorch, we can only get 280 thousand
+   operations per second." https://horace.io/brrr_intro.html
+.. [2] vLLM pull requests #33232 (piecewise CUDA graphs for the Qwen2.5-VL and Qwen3-VL ViT,
+   enabled by ``compile_mm_encoder``) and #35963 (full ViT CUDA graphs, ``cudagraph_mm_encoder``);
+   #44394: "vLLM's LLM decoder already benefits from CUDA graphs, but the vision encoder runs
+   eagerly".
+.. [3] SGLang pull request #25986 (ViT CUDA graphs behind ``--enable-vit-cuda-graph``, keeping
+   ``SGLANG_VIT_ENABLE_CUDA_GRAPH=1`` as the environment switch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .passes import PassTime
+
+
+def eager_end(gpu_s: Sequence[float], host_s: Sequence[float], sync: Sequence[bool] | None = None) -> float:
+    """End of a pass whose ops the host enqueues in order [s].
+
+    Op ``i`` is enqueued once the host has spent ``host_s[:i + 1]``; the GPU starts it when
+    both that has happened and op ``i - 1`` has ended, and runs it for ``gpu_s[i]``. After an op
+    with ``sync[i]`` the host waits for it to end. Never below ``sum(gpu_s)`` nor ``sum(host_s)``.
+    """
+    host = end = 0.0
+    for i, (g, h) in enumerate(zip(gpu_s, host_s, strict=True)):
+        host += h
+        end = max(end, host) + g
+        if sync is not None and sync[i]:
+            host = end
+    return end
+
+
+@dataclass(frozen=True)
+class Step:
+    """PyTorch calls of one encoder layer, in order.
+
+    Attributes
+    ----------
+    op : str or None
+        The graph op (:func:`~.vision.vision_ops` name) whose kernels the step launches; None:
+        none of the graph's.
+    kernels : int
+        Kernels of that op the step launches (its share of the op's per-layer count).
+    calls : int
+        PyTorch calls the step makes, its kernels included; each costs the host ``host_op_s``.
+    sync : bool
+        The last call reads a GPU value on the host, which waits for the GPU.
+    """
+
+    op: str | None
+    kernels: int = 1
+    calls: int = 1
+    sync: bool = False
+
+
+def layer_program(vc: Mapping[str, Any], implementation: str = "fused") -> tuple[Step, ...]:
+    """The calls of one encoder layer in order (module notes: the counts and their sources)."""
+    rope = bool(vc.get("rope"))
+    gated = vc.get("hidden_act") == "silu"
+    if implementation == "fused":
+        rotary = (Step("rotary", 6, 7),) if rope else ()
+        return (Step("norms"), Step("qkv"), Step(None, 0, 7), *rotary, Step("attention", 1, 10), Step("o_proj"),
+                Step("residual_adds"), Step("norms"), Step("mlp_up"), Step("activation"), Step("mlp_down"),
+                Step("residual_adds"))
+    norm = Step("norms", 6, 8) if vc.get("norm", "layernorm") == "rmsnorm" else Step("norms")
+    rotary = (Step("rotary", 6, 22),) if rope else ()
+    mlp = (Step("mlp_up", 1, 2), Step("activation", 2, 2)) if gated else (Step("mlp_up"), Step("activation"))
+    return (norm, Step("qkv"), Step(None, 0, 3), *rotary, Step(None, 0, 6), Step(None, 0, 5, sync=True),
+            Step("attention", 1, 8), Step(None, 0, 2), Step("o_proj"), Step("residual_adds"), norm, *mlp,
+            Step("mlp_down"), Step("residual_adds"))
+
+
+#: Calls before the layers (the patch embedding) and after them (the projector).
+PROLOGUE = (Step("patch_embed", 1, 4),)
+EPILOGUE = (Step("projector", 1, 3),)
+
+
+def encoder_schedule(timed: PassTime, vc: Mapping[str, Any], implementation: str, op_floor_s: float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The encoder pass as issued: GPU time [s], PyTorch calls and host waits per issued item.
+
+    Every kernel of ``timed`` appears once, at its roofline time per kernel plus ``op_floor_s``,
+    so the GPU times sum to ``timed.time_s``; the calls a step makes beyond its kernels come
+    first, as items of no GPU time.
+    """
+    names = [op.name for op in timed.ops]
+    per_kernel = {op.name: float(max(c, m)) / op.count + op_floor_s
+                  for op, c, m in zip(timed.ops, timed.compute_s, timed.memory_s)}
+    depth = int(vc["depth"])
+    full = set(vc.get("fullatt_block_indexes", ())) if "attention_window" in names else set(range(depth))
+    gpu: list[float] = []
+    calls: list[int] = []
+    sync: list[bool] = []
+
+    def issue(step: Step, layer: int = -1) -> None:
+        name = step.op
+        if name == "attention":
+            name = "attention_full" if layer in full else "attention_window"
+        extra = step.calls - step.kernels
+        if extra > 0:
+            gpu.append(0.0), calls.append(extra), sync.append(step.sync)
+        for _ in range(step.kernels):
+            gpu.append(per_kernel[name]), calls.append(1), sync.append(False)
+
+    for step in PROLOGUE:
+        issue(step)
+    program = layer_program(vc, implementation)
+    for layer in range(depth):
+        for step in program:
+            issue(step, layer)
+    for step in EPILOGUE:
+        issue(step)
+    return np.asarray(gpu), np.asarray(calls, dtype=float), np.asarray(sync)
+
+
+def eager_pass_s(timed: PassTime, vc: Mapping[str, Any], implementation: str, *, host_op_s: float,
+                 op_floor_s: float) -> float:
+    """Wall time of the encoder pass ``timed`` run eagerly under ``implementation`` [s]."""
+    gpu, calls, sync = encoder_schedule(timed, vc, implementation, op_floor_s)
+    return eager_end(gpu, calls * host_op_s, sync)

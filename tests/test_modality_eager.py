@@ -1,0 +1,73 @@
+"""Eager execution: the host issues a pass's ops in order, the GPU waits on it or runs ahead."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.errors import SpecError
+from inferlab.modalities.catalog import load_modality
+from inferlab.modalities.eager import eager_end, eager_pass_s, layer_program
+from inferlab.modalities.passes import DATASHEET
+from inferlab.modalities.vision import vlm_ttft
+
+
+def test_three_ops_by_hand():
+    # GPU 2, 10, 1 us; host 5, 1, 4 us.
+    # op 1 enqueued at 5, runs 5-7; op 2 enqueued at 6, waits for op 1, runs 7-17;
+    # op 3 enqueued at 10, waits for op 2, runs 17-18. The pass ends at 18 (GPU alone: 13, host: 10).
+    assert eager_end([2e-6, 10e-6, 1e-6], [5e-6, 1e-6, 4e-6]) == pytest.approx(18e-6)
+    # op 2 read on the host (.item()): the host waits until 17, enqueues op 3 at 21, which runs 21-22.
+    assert eager_end([2e-6, 10e-6, 1e-6], [5e-6, 1e-6, 4e-6], [False, True, False]) == pytest.approx(22e-6)
+    # short kernels: the host's 5 + 1 + 4 = 10 us, then the last kernel's 1 us
+    assert eager_end([1e-6, 1e-6, 1e-6], [5e-6, 1e-6, 4e-6]) == pytest.approx(11e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.floats(0, 1e-3), st.floats(0, 1e-4), st.booleans()), min_size=1, max_size=60))
+def test_eager_is_never_below_the_gpu_or_the_host(ops):
+    gpu, host, sync = ([op[i] for op in ops] for i in range(3))
+    end = eager_end(gpu, host, sync)
+    assert end >= sum(gpu) * (1 - 1e-12) and end >= sum(host) * (1 - 1e-12)
+    assert end <= (sum(gpu) + sum(host)) * (1 + 1e-12)  # at worst nothing overlaps
+    assert eager_end(gpu, [0.0] * len(gpu)) == pytest.approx(sum(gpu))  # no host time: the GPU's
+
+
+def test_calls_per_layer_as_counted():
+    # module notes: 26 calls per SigLIP layer in SGLang, 7 more with vLLM's rotary; 71 per
+    # Qwen2.5-VL layer under transformers (two float32 RMSNorms of 8, rotary of 22, ...)
+    siglip, qwen = (load_modality(m).field("vision_config") for m in ("paligemma-3b-224", "qwen2.5-vl-7b"))
+    assert sum(s.calls for s in layer_program(siglip, "fused")) == 26
+    assert sum(s.calls for s in layer_program(qwen, "fused")) == 33
+    assert sum(s.calls for s in layer_program(qwen, "transformers")) == 71
+    assert sum(s.sync for s in layer_program(qwen, "transformers")) == 1  # the .item() of the flash path
+
+
+@pytest.mark.parametrize("model, implementation, height", [("paligemma-3b-224", "fused", 224),
+                                                           ("qwen2.5-vl-7b", "fused", 1080),
+                                                           ("qwen2.5-vl-7b", "transformers", 1080),
+                                                           ("gemma-3-27b", "transformers", 896)])
+def test_every_kernel_issued_once(model, implementation, height):
+    # Without host time the eager pass is the GPU time of the graph: each kernel scheduled once.
+    r = vlm_ttft(model, "h100-sxm", height=height, width=height, text_tokens=0, processor="none",
+                 implementation=implementation, execution="graph")
+    vc = load_modality(model).field("vision_config")
+    no_host = eager_pass_s(r.encoder, vc, implementation, host_op_s=0.0, op_floor_s=DATASHEET.op_floor_s)
+    assert no_host == pytest.approx(float(r.encoder.time_s), rel=1e-12)
+
+
+def test_small_image_waits_on_the_host_large_one_on_the_gpu():
+    # Pi0.5's SigLIP at 224: 4 + 27 x 26 + 3 = 709 calls of 1 / 280,000 s = 2.532 ms on the host,
+    # above the GPU's 1.9 ms: the pass takes the host's time plus the last kernel.
+    small = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none")
+    host = 709 / 280e3
+    assert float(small.encoder.time_s) < host < small.encoder_s < host + 50e-6
+    # Gemma 3's at 896 (4,096 patches): the same calls hide behind 11 ms of kernels.
+    large = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none")
+    assert large.encoder_s == pytest.approx(float(large.encoder.time_s), rel=0.01)
+    graph = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none",
+                     execution="graph")
+    assert graph.encoder_s == float(graph.encoder.time_s)
+    with pytest.raises(SpecError, match="execution must be 'eager' or 'graph'"):
+        vlm_ttft("paligemma-3b-224", "h100-sxm", execution="compiled")
