@@ -21,6 +21,8 @@ from inferlab.cli.main import main
     (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4"], "5476"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4", "--rate", "1", "--num-requests", "30"], "ttft (user)"),
+    (["vlm", "paligemma-3b-224", "h100-sxm", "--height", "224", "--width", "224", "--text-tokens", "0",
+      "--execution", "graph"], "encoder ms"),
     (["modalities", "validate"], "median |error|"),
 ])
 def test_commands_print_their_tables(capsys, argv, expect):

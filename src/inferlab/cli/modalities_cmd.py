@@ -80,14 +80,15 @@ def _vlm(args: argparse.Namespace) -> None:
         res = serve_images(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                            text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
                            num_requests=args.num_requests, tp=args.tp, crops=args.crops,
-                           implementation=args.implementation, attention_kernel=args.attention_kernel)
+                           implementation=args.implementation, attention_kernel=args.attention_kernel,
+                           execution=args.execution)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
               f"include each request's host image processing and vision encoder\n{res}")
         return
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
-                 attention_kernel=args.attention_kernel)
+                 attention_kernel=args.attention_kernel, execution=args.execution)
     rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
              f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
              f"{r.ttft_s * 1e3:,.1f}"]]
@@ -213,6 +214,9 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
                          "transformers' reference modules")
     vl.add_argument("--attention-kernel", choices=("datasheet", "fa2", "fa3", "cudnn"), default=None,
                     help="the encoder's attention kernel (FlashAttention-2, -3, cuDNN); default: the datasheet share")
+    vl.add_argument("--execution", choices=("eager", "graph"), default="eager",
+                    help="the encoder in eager PyTorch, each op issued by the host (default, as vLLM, SGLang and "
+                         "transformers run it) or captured in a CUDA graph (its GPU time alone)")
     load = vl.add_mutually_exclusive_group()
     load.add_argument("--rate", type=float, default=None, help="serve: Poisson requests per second")
     load.add_argument("--concurrency", type=int, default=None, help="serve: closed-loop clients")
