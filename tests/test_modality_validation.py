@@ -31,17 +31,21 @@ def test_every_case_has_a_source_url_and_a_quote():
 #: (French, timestamp tokens, temperature fallback), none with a published figure (issue 17).
 
 
-#: Vision misses the target at 42% with six cases: the vLLM TTFT of Qwen2.5-VL-7B on an H100 at -11%, the
-#: transformers Qwen2.5-VL encoder on an A100 at -30% (its float32 RMSNorm, unfused SiLU gate and float32 rotary
-#: copies, FlashAttention-2 with head dim 80 computed as 96; the Conv3d patch embedding and window gather are not
-#: in the graph; -54% before), SGLang's SigLIP tower of Gemma 3 on an H100 at -43%: its attention ran PyTorch's
-#: SDPA, whose kernel the source does not state (most likely cuDNN: -44%; FlashAttention-2, a third of the H100's
-#: peak: -18%), so it runs at the datasheet share; a transformers forward pass of Qwen2.5-VL-7B (one 1260 x 700
-#: image, FA2, the model spread over 8 H100s) at -48% (its eager language model and host set-up not in the
-#: graph); SGLang's Pi0.5 SigLIP tower at 224 x 224 on an H100, one image at -61% and three at -41% (a few hundred
-#: small eager kernels each, their host time above the 5 us floor not in the graph). Nothing fitted; the xfail is
-#: strict, so meeting the target fails it and the mark has to come off (issue 17).
-_VISION_MISSES = pytest.mark.xfail(strict=True, reason="vision median |error| 42% > 25% with six cases (issue 17)")
+#: Vision misses the target at 41% with six cases, each encoder run in eager PyTorch (its host issuing every
+#: PyTorch call at 3.6 us, Horace He's measured rate; nothing fitted): the vLLM TTFT of Qwen2.5-VL-7B on an H100 at
+#: -11%, the transformers Qwen2.5-VL encoder on an A100 at -30% (its float32 RMSNorm, unfused SiLU gate and float32
+#: rotary copies, FlashAttention-2 with head dim 80 computed as 96, a host wait at each layer's .item(); the Conv3d
+#: patch embedding and window gather are not in the graph), SGLang's SigLIP tower of Gemma 3 on an H100 at -43%:
+#: its attention ran PyTorch's SDPA, whose kernel the source does not state (most likely cuDNN: -44%;
+#: FlashAttention-2, a third of the H100's peak: -18%), so it runs at the datasheet share; a transformers forward
+#: pass of Qwen2.5-VL-7B (one 1260 x 700 image, FA2, the model spread over 8 H100s) at -48% (its eager language
+#: model and host set-up not in the graph); SGLang's Pi0.5 SigLIP tower at 224 x 224 on an H100, one image at -47%
+#: (-61% as a CUDA graph: the host's 709 calls take 2.5 ms against the GPU's 1.9 ms, the measured 4.86 ms is 6.9 us
+#: a call) and three at -40%: the module calls, the layers' Python and perhaps the launches above the measured
+#: dispatch are not counted. The xfail is strict, so meeting the target fails it and the mark has to come off
+#: (issue 17).
+_VISION_MISSES = pytest.mark.xfail(
+    strict=True, reason="vision median |error| 41% > 25% with six cases, encoders run eagerly (issue 17)")
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", "speech",
@@ -51,7 +55,7 @@ def test_median_error_within_target(kind):
 
 
 #: Levels reached [%] where the target is not met or met narrowly (speech: 24.5%): the median may not get worse.
-LEVEL_REACHED_PCT = {"speech": 24.5, "vision": 42.3}
+LEVEL_REACHED_PCT = {"speech": 24.5, "vision": 41.6}
 
 
 @pytest.mark.parametrize("kind", sorted(LEVEL_REACHED_PCT))
