@@ -167,19 +167,16 @@ def encoder_schedule(timed: PassTime, vc: Mapping[str, Any], implementation: str
                   for op, c, m in zip(timed.ops, timed.compute_s, timed.memory_s)}
     depth = int(vc["depth"])
     full = set(vc.get("fullatt_block_indexes", ())) if "attention_window" in names else set(range(depth))
-    gpu: list[float] = []
-    calls: list[int] = []
-    sync: list[bool] = []
+    items: list[tuple[float, int, bool]] = []  # GPU time, calls, host wait
 
     def issue(step: Step, layer: int = -1) -> None:
         name = step.op
         if name == "attention":
             name = "attention_full" if layer in full else "attention_window"
-        extra = step.calls - step.kernels
-        if extra > 0:
-            gpu.append(0.0), calls.append(extra), sync.append(step.sync)
-        for _ in range(step.kernels):
-            gpu.append(per_kernel[name]), calls.append(1), sync.append(False)
+        if step.calls > step.kernels:
+            items.append((0.0, step.calls - step.kernels, step.sync))
+        if step.kernels:
+            items.extend([(per_kernel[name], 1, False)] * step.kernels)
 
     for step in PROLOGUE:
         issue(step)
@@ -189,6 +186,7 @@ def encoder_schedule(timed: PassTime, vc: Mapping[str, Any], implementation: str
             issue(step, layer)
     for step in EPILOGUE:
         issue(step)
+    gpu, calls, sync = zip(*items)
     return np.asarray(gpu), np.asarray(calls, dtype=float), np.asarray(sync)
 
 
