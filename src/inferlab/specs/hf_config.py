@@ -187,6 +187,21 @@ def _gpt_oss(c: _Config) -> dict[str, Any]:
             "attention_sinks": True, "moe": moe, "layers": layers}
 
 
+#: transformers GemmaConfig defaults for fields a Gemma (1) config.json may omit (PaliGemma's
+#: text_config states only its widths, depth, heads and vocabulary).
+_GEMMA_DEFAULTS = {"head_dim": 256, "max_position_embeddings": 8192}
+
+
+def _gemma(c: _Config) -> dict[str, Any]:
+    """Gemma (1): a llama-like decoder with a GeGLU MLP (``gelu_pytorch_tanh``), tied
+    embeddings and a 256-wide head by default."""
+    base = _common(c, _GEMMA_DEFAULTS)
+    act = c.get("hidden_activation") or c.get("hidden_act") or "gelu_pytorch_tanh"
+    return {**base, "hidden_act": str(act), "tie_word_embeddings": bool(c.get("tie_word_embeddings", True)),
+            "qkv_bias": bool(c.get("attention_bias", False)), "o_bias": bool(c.get("attention_bias", False)),
+            "layers": _uniform_layers(c, base, None)}
+
+
 #: transformers Gemma3TextConfig defaults for fields the released config.json files omit.
 _GEMMA3_DEFAULTS = {"vocab_size": 262_208, "head_dim": 256, "max_position_embeddings": 131_072, "sliding_window": 4096}
 
@@ -267,12 +282,12 @@ READERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama, "mistral": _llama, "phi3": _llama, "internlm": _llama, "internlm2": _llama,
     "mixtral": _mixtral, "qwen2": _qwen, "qwen3": _qwen, "qwen3_moe": _qwen,
     "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "gpt_oss": _gpt_oss,
-    "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
+    "gemma": _gemma, "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
     "gptj": _gptj, "falcon": _falcon,
 }
 
 #: Multimodal wrappers whose text decoder lives under ``text_config``.
-_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma"}
 
 
 def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -309,15 +324,16 @@ def model_from_hf_config(spec_type: type[ModelSpec], config: str | Path | Mappin
     original = data
     model_type = data.get("model_type")
     if model_type is None:
-        raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(sorted(READERS))}")
-    if not isinstance(model_type, str) or model_type not in READERS:
-        raise SpecError(f"{where}: unsupported model_type {model_type!r}; supported: {', '.join(sorted(READERS))}")
+        raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(sorted({*READERS, *_WRAPPED}))}")
+    supported = sorted({*READERS, *_WRAPPED})
+    if not isinstance(model_type, str) or model_type not in supported:
+        raise SpecError(f"{where}: unsupported model_type {model_type!r}; supported: {', '.join(supported)}")
     if model_type in _WRAPPED:
         text = data.get("text_config")
         if isinstance(text, Mapping):
             data = {**text, "model_type": _WRAPPED[model_type]}
             model_type = _WRAPPED[model_type]
-        elif "hidden_size" not in data:
+        elif model_type not in READERS or "hidden_size" not in data:
             raise SpecError(f"{where}: model_type {model_type!r} needs 'text_config' with the decoder's fields")
     reader = READERS[model_type]
     label = name or id or _name_from(original, where)
