@@ -202,3 +202,46 @@ def test_precision_none_is_the_default_of_serve_and_sweep():
     table = sweep(["gpt-oss-20b"], ["h100-sxm"], batch_size=[1], isl=[512], osl=[32])
     assert table.columns["precision"][0] == "w:bf16 moe:mxfp4 a:bf16 kv:bf16"
     assert np.all(table.columns["feasible"])
+
+
+# --- attention weights apart --------------------------------------------------------------
+
+#: NVFP4: 4-bit elements plus one 8-bit E4M3 scale per 16 elements = 4.5 bits.
+NVFP4_BYTES = (4 + 8 / 16) / 8
+
+
+def test_attention_weights_apart_by_hand():
+    """NVIDIA's NVFP4 DeepSeek-R1 recipe: attention projections in BF16, the MLPs in NVFP4.
+
+    Only the attention parameters change format: over TP8 each GPU holds 1/8 of them, so it
+    stores attention x (2 - 0.5625) / 8 bytes more than with everything in NVFP4; the graph's
+    attention GEMMs read 2 bytes per weight and the experts 0.5625."""
+    from inferlab import load_model
+    from inferlab.core.parallelism import Parallelism, weights_per_gpu
+
+    model = load_model("deepseek-v3")
+    fp4 = PrecisionConfig.parse("nvfp4")
+    mixed = PrecisionConfig.parse("nvfp4 attn:bf16")
+    assert (mixed.weights, mixed.attention, mixed.experts, mixed.activations) == ("nvfp4", "bf16", "nvfp4", "nvfp4")
+    par = Parallelism(tp=8, ep=8)
+    extra = weights_per_gpu(model, mixed, par) - weights_per_gpu(model, fp4, par)
+    assert extra == pytest.approx(model.param_counts.attention * (2.0 - NVFP4_BYTES) / 8)
+    est = estimate("deepseek-v3", "b200", tp=8, ep=8, precision="nvfp4 attn:bf16", isl=1024, osl=2, batch_size=1)
+    ops = {r["op"]: r for r in est.op_table("decode")}
+    assert "q_a_proj" in ops and "experts_up" in ops
+    base = estimate("deepseek-v3", "b200", tp=8, ep=8, precision="nvfp4", isl=1024, osl=2, batch_size=1)
+    assert float(est.tpot_s) > float(base.tpot_s)  # more bytes in a memory-bound step
+
+
+@given(_FMT, st.none() | _FMT, st.none() | _FMT, _FMT, _FMT)
+def test_attention_kind_round_trips(weights, moe, attn, acts, kv):
+    cfg = PrecisionConfig(weights, acts, kv, moe_weights=moe, attention_weights=attn)
+    assert PrecisionConfig.parse(str(cfg)) == cfg
+    assert PrecisionConfig.parse(cfg.to_dict()) == cfg
+    assert cfg.attention == (attn or weights)
+
+
+def test_cli_attention_weights_flag(capsys):
+    got = _formats(capsys, "deepseek-v3", "b200", "--tp", "8", "--precision", "nvfp4", "--attention-weights", "bf16")
+    assert (got["weights"], got["attention_weights"], got["moe_weights"]) == ("nvfp4", "bf16", "nvfp4")
+    assert "attention_weights" not in _formats(capsys, "llama-3.1-8b", "h100-sxm", "--precision", "fp8")

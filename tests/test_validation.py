@@ -335,12 +335,11 @@ def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "level reached 31.5% (MTP k=1/2/4 +27%, +27%, +36%; the unoptimized EP8 baseline +107%): these "
-    "min-latency DeepSeek-R1 B200 steps are latency-bound (about 160 us per layer measured). The graph now "
-    "has MLA's latent norms and rope and MoE routing and permutation as kernels of their own, but the "
-    "engines' own all-reduce kernels (5.9 us, not NCCL's 15-25 us) took back more than those added: 23.5% "
-    "before both. Missing still: the MTP module's own kernels, and the blog's recipe runs attention and MTP "
-    "weights in BF16 where the cases say NVFP4 (issue 10)"))
+    "level reached 22.7% (MTP k=1/2/4 +18%, +19%, +27%; the unoptimized EP8 baseline +92%): these "
+    "min-latency DeepSeek-R1 B200 steps are latency-bound (about 160 us per layer measured). The graph has MLA's "
+    "latent norms and rope and MoE routing and permutation as kernels of their own, the engines' own all-reduce "
+    "kernels (5.9 us, not NCCL's 15-25 us), and the blog's recipe's BF16 attention weights (its source-family "
+    "precision; 31.5% before). Missing still: the MTP module's own kernels and its BF16 weights (issue 10)"))
 def test_technique_cases_are_predicted():
     """Speculative (MTP) and expert-parallel DeepSeek-R1 rows of the public set now get numbers."""
     cases = [c for c in load_cases() if c.regime == "static_batch" and (c.speculative or c.parallelism.ep > 1)]

@@ -24,6 +24,8 @@ KIND_FLAGS: dict[str, tuple[str, str]] = {
     "--weights": ("weights", "format of the linear-layer weights (routed experts follow unless --moe-weights or "
                              "the checkpoint sets them apart)"),
     "--moe-weights": ("moe_weights", "format of the routed experts' weights (MoE models)"),
+    "--attention-weights": ("attention_weights", "format of the attention projections' weights (Q, K, V, O; NVIDIA's "
+                                                 "NVFP4 DeepSeek-R1 checkpoint keeps them BF16)"),
     "--activations": ("activations", "format the GEMM inputs are quantized to (bf16: weight-only kernels)"),
     "--kv-cache-dtype": ("kv_cache", "KV-cache format (vLLM's flag): bf16, fp8, ...; auto: as --precision or the "
                                      "checkpoint"),

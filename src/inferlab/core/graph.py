@@ -57,7 +57,8 @@ class StepPrecision:
     """Storage formats and the tensor precisions the op kinds compute at on one GPU.
 
     ``gemm``/``kernel`` are those of the linear layers, ``expert_gemm``/``expert_kernel``
-    those of the routed experts (their own weight format); empty: as the linear layers.
+    those of the routed experts and ``proj_gemm``/``proj_kernel`` those of the attention
+    projections (each in their own weight format); empty: as the linear layers.
     """
 
     config: PrecisionConfig
@@ -67,6 +68,8 @@ class StepPrecision:
     kernel: str = ""
     expert_gemm: str = ""
     expert_kernel: str = ""
+    proj_gemm: str = ""
+    proj_kernel: str = ""
 
 
 def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLike:
@@ -101,13 +104,13 @@ def build_graph(model: ModelSpec, step: Step, precision: StepPrecision,
 def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepPrecision,
                      impl: Literal["flash", "naive"], meta: dict) -> list[Op]:
     cfg = prec.config
-    w = number_format(cfg.weights).bytes_per_element
+    w = number_format(cfg.attention).bytes_per_element
     a = number_format(cfg.activations).bytes_per_element
     kv = number_format(cfg.kv_cache).bytes_per_element
     t, h, nh = step.tokens, model.hidden_size, model.num_attention_heads
     window = float(layer.window) if layer.window else np.inf
-    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.gemm, "kernel": prec.kernel,
-            **meta}
+    gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.proj_gemm or prec.gemm,
+            "kernel": prec.proj_kernel or prec.kernel, **meta}
     ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h, **meta)]
     common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
               "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,

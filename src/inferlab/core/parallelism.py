@@ -129,7 +129,8 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
 
     Notes
     -----
-    Linear layers in the weight format, routed experts in theirs (``moe_weights``),
+    Linear layers in the weight format, routed experts and attention projections in theirs
+    (``moe_weights``, ``attention_weights``),
     embedding and LM head in 16-bit (engines exclude them from quantization). Routed
     experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (or
     replicated with attention DP); everything over ``pp`` stages.
@@ -138,6 +139,7 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     w = number_format(precision.weights).bytes_per_element
     embed = (counts.embedding + counts.lm_head) * 2.0
     experts = counts.routed_experts * number_format(precision.experts).bytes_per_element
-    rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts) * w
+    attention = counts.attention * number_format(precision.attention).bytes_per_element
+    rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts - counts.attention) * w + attention
     rest_split = 1 if par.attention_dp else par.tp
     return (embed / par.tp + experts / par.tp + rest / rest_split) / par.pp

@@ -28,8 +28,8 @@ _WIDTH = {"fp4": 4, "fp6": 6, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16, "tf32
 _ORDER = ("fp4", "fp6", "fp8", "int8", "bf16", "fp16", "tf32")
 
 #: The tensor kinds a precision sets, with the short names the text form uses.
-KINDS = ("weights", "moe_weights", "activations", "kv_cache")
-_SHORT = {"w": "weights", "moe": "moe_weights", "a": "activations", "kv": "kv_cache"}
+KINDS = ("weights", "moe_weights", "attention_weights", "activations", "kv_cache")
+_SHORT = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
 _LABEL = {v: k for k, v in _SHORT.items()}
 #: The base meaning "the model's shipped checkpoint formats".
 CHECKPOINT = "checkpoint"
@@ -43,13 +43,16 @@ class PrecisionConfig:
     ``"int4"`` is weight-only (activations and KV stay BF16); a 4-bit float format keeps
     an FP8 KV cache. ``moe_weights`` is the format of the routed experts' weights; None
     means the same as ``weights`` (gpt-oss ships ``{"weights": "bf16", "moe_weights":
-    "mxfp4"}``).
+    "mxfp4"}``). ``attention_weights``, the attention projections' (Q, K, V, O and MLA's
+    low-rank ones); None: as ``weights`` (NVIDIA's NVFP4 DeepSeek-R1 checkpoint leaves
+    attention in BF16 and quantizes the MLPs).
     """
 
     weights: str = "bf16"
     activations: str = "bf16"
     kv_cache: str = "bf16"
     moe_weights: str | None = None
+    attention_weights: str | None = None
 
     def __post_init__(self) -> None:
         for name in KINDS:
@@ -58,11 +61,18 @@ class PrecisionConfig:
                 object.__setattr__(self, name, number_format(value).name)
         if self.moe_weights == self.weights:  # one spelling per configuration (equality, hashing)
             object.__setattr__(self, "moe_weights", None)
+        if self.attention_weights == self.weights:
+            object.__setattr__(self, "attention_weights", None)
 
     @property
     def experts(self) -> str:
         """Format of the routed experts' weights."""
         return self.moe_weights or self.weights
+
+    @property
+    def attention(self) -> str:
+        """Format of the attention projections' weights."""
+        return self.attention_weights or self.weights
 
     @classmethod
     def derived(cls, name: str) -> PrecisionConfig:
@@ -111,10 +121,10 @@ class PrecisionConfig:
     def with_kinds(self, kinds: Mapping[str, Any]) -> PrecisionConfig:
         """This configuration with the given kinds replaced, each only its own kind.
 
-        Expert weights that follow the weights here keep following them.
+        Expert and attention weights that follow the weights here keep following them.
         """
-        fields = {"weights": self.weights, "moe_weights": self.moe_weights, "activations": self.activations,
-                  "kv_cache": self.kv_cache}
+        fields = {"weights": self.weights, "moe_weights": self.moe_weights, "attention_weights": self.attention_weights,
+                  "activations": self.activations, "kv_cache": self.kv_cache}
         for kind, fmt in kinds.items():
             if not isinstance(fmt, str):
                 raise SpecError(f"precision: {kind} must be a format name, got {fmt!r}")
@@ -122,9 +132,13 @@ class PrecisionConfig:
         return PrecisionConfig(**fields)
 
     def to_dict(self) -> dict[str, str]:
-        """Every kind's format, expert weights resolved: ``{"weights": "bf16", "moe_weights": "mxfp4", ...}``."""
-        return {"weights": self.weights, "moe_weights": self.experts, "activations": self.activations,
-                "kv_cache": self.kv_cache}
+        """Every kind's format, expert weights resolved: ``{"weights": "bf16", "moe_weights": "mxfp4", ...}``
+        (``attention_weights`` only where it differs from the weights)."""
+        out = {"weights": self.weights, "moe_weights": self.experts, "activations": self.activations,
+               "kv_cache": self.kv_cache}
+        if self.attention_weights is not None:
+            out["attention_weights"] = self.attention_weights
+        return out
 
     def __str__(self) -> str:
         if self == PrecisionConfig.derived(self.weights):
@@ -156,7 +170,7 @@ def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
         full = _SHORT.get(kind.lower(), kind.lower())
         if not fmt or full not in KINDS:
             raise SpecError(f"precision {text!r}: {token!r} is not kind:format; kinds: w (weights), moe (routed-expert "
-                            "weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")
+                            "weights), attn (attention weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")
         kinds[full] = fmt
     return base.with_kinds(kinds)
 

@@ -74,13 +74,17 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
     """The :class:`EngineLaunch` of an inferlab deployment (the arguments of :func:`inferlab.serve`).
 
     ``precision`` is inferlab's text (None or ``checkpoint``: the checkpoint's formats);
-    the routed experts' own format has no engine flag and is named in ``notes``.
+    the routed experts' and the attention weights' own formats have no engine flag and are
+    named in ``notes``.
     """
     kinds = precision_kinds(None if precision in (None, "checkpoint") else precision)
     notes = []
     if "moe_weights" in kinds and kinds["moe_weights"] != kinds.get("weights"):
         notes.append(f"routed experts in {kinds['moe_weights']}: no engine flag sets them apart; serve a checkpoint "
                      "stored that way")
+    if "attention_weights" in kinds and kinds["attention_weights"] != kinds.get("weights"):
+        notes.append(f"attention weights in {kinds['attention_weights']}: no engine flag sets them apart; serve a "
+                     "checkpoint stored that way (NVIDIA's NVFP4 DeepSeek-R1 keeps them in BF16)")
     spec = _speculation(speculative)
     from .model_names import catalog_model
 

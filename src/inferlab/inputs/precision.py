@@ -24,7 +24,7 @@ from ..specs.model import ModelSpec
 from ..techniques.deployed_precision import resolve_precision
 from .techniques import FROZEN
 
-_SHORT = {"w": "weights", "moe": "moe_weights", "a": "activations", "kv": "kv_cache"}
+_SHORT = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
 
 
 class Precision(BaseModel):
@@ -36,6 +36,8 @@ class Precision(BaseModel):
         Linear-layer weights.
     moe_weights : str, optional
         Routed experts' weights.
+    attention_weights : str, optional
+        Attention projections' weights (Q, K, V, O; MLA's low-rank ones).
     activations : str, optional
         GEMM inputs.
     kv_cache : str, optional
@@ -45,6 +47,7 @@ class Precision(BaseModel):
     model_config = FROZEN
     weights: str | None = None
     moe_weights: str | None = None
+    attention_weights: str | None = None
     activations: str | None = None
     kv_cache: str | None = None
 

@@ -79,6 +79,7 @@ def _levers(est: Estimate, point: int) -> list[str]:
 _QUALITY = {
     "weights": "weights in {fmt}: low risk with a calibrated checkpoint (per-channel/block scales)",
     "moe_weights": "routed-expert weights in {fmt}: low risk with a calibrated checkpoint (block scales)",
+    "attention_weights": "attention weights in {fmt}: low risk with a calibrated checkpoint (per-channel/block scales)",
     "activations": "activations in {fmt}: moderate risk, outliers vary per input; needs per-token or block scales",
     "kv_cache": "KV cache in {fmt}: highest risk of the three, errors reach every later token; check long-context evals",
 }
@@ -94,15 +95,15 @@ def _quality_notes(est: Estimate) -> list[str]:
     for part, fmt in formats.items():
         if fmt in ("bf16", "fp16", "fp32") or (part == "moe_weights" and (not dep.model.is_moe or fmt == formats["weights"])):
             continue
-        if fmt == shipped[part] and part != "kv_cache":
+        if fmt == shipped.get(part) and part != "kv_cache":
             notes.append(f"{_KIND_LABEL[part]} in {fmt}: as the checkpoint ships them (no change from the released model)")
         else:
             notes.append(_QUALITY[part].format(fmt=fmt))
     return notes
 
 
-_KIND_LABEL = {"weights": "weights", "moe_weights": "routed-expert weights", "activations": "activations",
-               "kv_cache": "KV cache"}
+_KIND_LABEL = {"weights": "weights", "moe_weights": "routed-expert weights", "attention_weights": "attention weights",
+               "activations": "activations", "kv_cache": "KV cache"}
 
 
 def _technique_lines(est: Estimate, point: int) -> list[str]:

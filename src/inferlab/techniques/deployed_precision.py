@@ -28,6 +28,7 @@ from ..specs.model import ModelSpec
 #: Where each narrow compute precision runs natively, for the note.
 _NATIVE = {"fp4": "FP4 tensor cores (Blackwell: b200, b300, gb200)", "fp6": "FP6 tensor cores (Blackwell)",
            "fp8": "FP8 tensor cores (Ada, Hopper, Blackwell)"}
+#: The kinds a checkpoint sets (attention weights follow the weights unless the user sets them).
 _KIND_NAMES = {"weights": "weights", "moe_weights": "routed experts", "activations": "activations",
                "kv_cache": "KV cache"}
 
@@ -87,7 +88,7 @@ def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[Precisio
             f"the stored weights to BF16 (weight-only kernels); {fmt.compute} activations need "
             f"{_NATIVE.get(fmt.compute, 'a GPU with ' + fmt.compute + ' tensor cores')}")
     return PrecisionConfig(weights=cfg.weights, activations="bf16", kv_cache=cfg.kv_cache,
-                           moe_weights=cfg.moe_weights), (note,)
+                           moe_weights=cfg.moe_weights, attention_weights=cfg.attention_weights), (note,)
 
 
 def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> ResolvedPrecision:

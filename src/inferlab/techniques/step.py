@@ -71,6 +71,7 @@ class ResolvedDeployment:
         cfg, hw = self.precision, self.hardware
         gemm = matmul_precision(cfg.weights, cfg.activations, hw)
         expert_gemm = matmul_precision(cfg.experts, cfg.activations, hw)
+        proj_gemm = matmul_precision(cfg.attention, cfg.activations, hw)
         return StepPrecision(
             config=cfg,
             gemm=gemm,
@@ -79,6 +80,8 @@ class ResolvedDeployment:
             kernel=gemm_kernel(cfg.weights, gemm),
             expert_gemm=expert_gemm,
             expert_kernel=gemm_kernel(cfg.experts, expert_gemm),
+            proj_gemm=proj_gemm,
+            proj_kernel=gemm_kernel(cfg.attention, proj_gemm),
         )
 
 

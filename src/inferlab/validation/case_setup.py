@@ -37,6 +37,17 @@ SOURCE_SCHEDULERS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+#: Weight formats a source family's runs used where its cases state one format for all: the
+#: TensorRT-LLM min-latency DeepSeek-R1 blog's "mixed precision recipe" keeps the 64 attention
+#: modules in BF16 ("low-precision attention computation doesn't help with performance") with
+#: NVFP4 dense and MoE FFNs (NVIDIA/TensorRT-LLM tech blog 1, "Pushing Latency Boundaries:
+#: Optimizing DeepSeek-R1 Performance on NVIDIA B200 GPUs", Precision Strategy); its MTP layers
+#: and router GEMM are BF16 too (not expressible: the drafter runs the model's formats).
+SOURCE_PRECISION: dict[str, dict[str, str]] = {
+    "trtllm-deepseek-r1-min-latency": {"attention_weights": "bf16"},
+}
+
+
 def case_limits(case: Case) -> dict[str, Any]:
     """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
     settings (:data:`SOURCE_SCHEDULERS`, aggregated runs only)."""

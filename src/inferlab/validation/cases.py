@@ -22,11 +22,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..core.parallelism import expert_layout
+from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
 from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
-from .case_setup import (PROFILE_ENGINES, SOURCE_SCHEDULERS, SOURCE_VERSIONS, case_engine,  # noqa: F401
-                         case_limits, case_version)
+from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
+                         case_engine, case_limits, case_version)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -332,11 +333,13 @@ def speculative_from(spec: dict[str, Any] | None) -> Any:
 def case_precision(case: Case) -> dict[str, str]:
     """The case's ``precision`` as :meth:`PrecisionConfig.parse` takes it.
 
-    Every stated kind is passed (``moe_weights`` included: the routed experts' format); a
-    KV cache not stated is FP8 next to activations of 8 bits or fewer, else BF16, the
-    engines' usual pairing; other kinds not stated are the checkpoint's.
+    Every stated kind is passed (``moe_weights`` included: the routed experts' format), over
+    the formats its source family states (:data:`~.case_setup.SOURCE_PRECISION`); a KV cache
+    not stated is FP8 next to activations of 8 bits or fewer, else BF16, the engines' usual
+    pairing; other kinds not stated are the checkpoint's.
     """
-    out = {k: v for k, v in case.precision.items() if k in ("weights", "moe_weights", "activations", "kv_cache") and v}
+    stated = {k: v for k, v in case.precision.items() if k in KINDS and v}
+    out = {**SOURCE_PRECISION.get(case.source, {}), **stated}
     acts = out.get("activations")
     if "kv_cache" not in out and acts is not None:
         out["kv_cache"] = "fp8" if number_format(acts).bits_per_element <= 8 else "bf16"
