@@ -385,3 +385,23 @@ def test_engine_all_reduce_kernels_only_over_nvlink_class_fabrics():
         h = load_hardware(hw)
         nccl, engine = (float(all_reduce_s(4096.0, 4, h, p)) for p in (base, custom))
         assert (engine < nccl) is faster, hw
+
+
+def test_engines_hand_nccl_only_buffers_over_their_own_kernels_range():
+    """vLLM's CustomAllreduce takes buffers up to 8 MiB (``max_size=8192 * 1024``); larger ones
+    go to NCCL, and only those can run NVLS. 8 H100s, ring 10 us a step, NVLS 50 us at half the
+    link, engine kernel 5 us: 4 MiB stays on the ring/one-shot paths (one-shot 10 us +
+    7 x S / 450e9 = 75.2 us; NVLS would give 68.6 us), 16 MiB runs NVLS (50 us + S / 225e9 =
+    124.6 us against the ring's 140 us + 65.2 us). The shipped engine profiles keep NVLS off."""
+    from inferlab.calibration.profile import load_profile
+
+    coll = ROOFLINE.collective.model_copy(update={"latency_s": 10e-6, "custom_latency_s": 5e-6,
+                                                  "nvls_bandwidth_fraction": 0.5, "nvls_latency_s": 50e-6})
+    engine = ROOFLINE.model_copy(update={"collective": coll})
+    h100 = load_hardware("h100-sxm")
+    mid, big = 4 * 2**20, 16 * 2**20
+    assert float(all_reduce_s(mid, 8, h100, engine)) == pytest.approx(10e-6 + 7 * mid / NVLINK4)
+    assert float(all_reduce_s(big, 8, h100, engine)) == pytest.approx(50e-6 + big / (0.5 * NVLINK4))
+    for name in ("vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy"):
+        assert load_profile("default", name, "h100-sxm", "hopper").collective.nvls_bandwidth_fraction == 0.0
+    assert load_profile("default", "generic", "h100-sxm", "hopper").collective.nvls_bandwidth_fraction > 0.0

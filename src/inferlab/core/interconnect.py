@@ -30,6 +30,11 @@ PCIE_SERVER_GPUS = 8
 #: measurement (SGLang PR #2904, 512 B to 1 MiB). Above it engines switch algorithms (two-shot,
 #: NVLS multimem, NCCL) by size and GPU count, whose cost NCCL's fitted curve stands for.
 CUSTOM_ALL_REDUCE_MAX_BYTES = 2**20
+#: Buffers an engine's own all-reduce kernel takes (vLLM's ``CustomAllreduce(max_size=8192 *
+#: 1024)``, SGLang's copy of it; TensorRT-LLM taken alike): larger ones go to NCCL, and only
+#: those can run NCCL's NVLS. Between :data:`CUSTOM_ALL_REDUCE_MAX_BYTES` and this the engine's
+#: kernel is timed by NCCL's fitted ring and one-shot paths, as without NVLS.
+ENGINE_NCCL_MIN_BYTES = 8 * 2**20
 #: Fabrics the engines' own all-reduce kernels run over (peer-to-peer loads over NVLink or
 #: AMD's Infinity Fabric); over PCIe, or a TPU's ICI (XLA's collectives), NCCL's curve stands.
 CUSTOM_ALL_REDUCE_FABRICS = ("nvlink", "nvlink-bridge", "infinity-fabric")
@@ -154,7 +159,8 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     link and fixed time (``nvls_bandwidth_fraction``, ``nvls_latency_s``: its pipeline fills
     before the switch streams, so it wins on large buffers). The switch's multimem reductions take 16-, 32- and
     64-bit elements, not 8-bit ones [6]_ (``switch_reducible``: False for an 8-bit buffer);
-    engines all-reduce activations in 16 bits.
+    engines all-reduce activations in 16 bits. NCCL sets NVLS up for more than two GPUs (at
+    two a ring moves ``S`` as well).
     Serving engines (vLLM, SGLang, TensorRT-LLM) run their own all-reduce kernels inside an
     NVLink domain instead of NCCL for the small messages of decode: one flag barrier, then
     every GPU loads its peers' buffers directly (one-shot), or reduces its ``1/p`` shard and
@@ -191,10 +197,13 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         one_shot = lat + (q - 1) * s / bw
         nccl = np.minimum(ring, one_shot)
         c = profile.collective
-        if switch_reducible and c.nvls_bandwidth_fraction > 0.0 and in_switch_reduction(hw):
-            nccl = np.minimum(nccl, c.nvls_latency_s + s / (lay.intra_bandwidth * c.nvls_bandwidth_fraction))
-        custom = profile.collective.custom_latency_s
-        if custom <= 0.0 or hw.scale_up.kind not in CUSTOM_ALL_REDUCE_FABRICS or q > CUSTOM_ALL_REDUCE_MAX_GPUS:
+        custom = c.custom_latency_s
+        own = custom > 0.0 and hw.scale_up.kind in CUSTOM_ALL_REDUCE_FABRICS and q <= CUSTOM_ALL_REDUCE_MAX_GPUS
+        if switch_reducible and q > 2 and c.nvls_bandwidth_fraction > 0.0 and in_switch_reduction(hw):
+            nvls = c.nvls_latency_s + s / (lay.intra_bandwidth * c.nvls_bandwidth_fraction)
+            # an engine hands NCCL only what its own kernel does not take
+            nccl = np.minimum(nccl, np.where(s > ENGINE_NCCL_MIN_BYTES, nvls, np.inf) if own else nvls)
+        if not own:
             return nccl
         engine_one_shot = custom + (q - 1) * s / bw
         engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / bw

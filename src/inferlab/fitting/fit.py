@@ -100,10 +100,14 @@ NETWORK_BANDWIDTH_PRIOR = 0.85
 #: figures, 3.7 and 4.8 us, are lower). ``trtllm-pytorch`` runs TensorRT-LLM's kernels.
 CUSTOM_ALL_REDUCE_ENGINES = ("vllm", "sglang", "trtllm")
 CUSTOM_ALL_REDUCE_LATENCY_S = 5.9e-6
-#: Engines that turn NCCL's NVLink SHARP (NVLS) all-reduce off: SGLang sets
-#: ``NCCL_NVLS_ENABLE=0`` unless launched with ``--enable-nccl-nvls`` (sglang PR #631, 2024,
-#: "Disable NCCL_NVLS by default"), so its large all-reduces run NCCL's ring.
-NVLS_OFF_ENGINES = ("sglang",)
+#: Engines whose all-reduces are not timed with NCCL's NVLink SHARP (NVLS) path, which the op
+#: rows measure for plain NCCL (the ``generic`` engine): SGLang sets ``NCCL_NVLS_ENABLE=0``
+#: unless launched with ``--enable-nccl-nvls`` (sglang PR #631, "Disable NCCL_NVLS by default");
+#: vLLM set ``NCCL_CUMEM_ENABLE=0`` until vllm PR #24141 (late 2025), and NCCL's NVLS buffers are
+#: cuMem multicast objects; TensorRT-LLM all-reduces with kernels of its own (one-shot, two-shot,
+#: its NVLS/userbuffers strategies) and LMDeploy is not established. Their timing stays NCCL's
+#: ring and one-shot fit, as before NVLS was modelled; a profile override turns it on.
+NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 
 
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:

@@ -293,7 +293,7 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
         efficiency = replace(efficiency, attention_kernel=attention_kernel)
     encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size, implementation), hw, efficiency)
     eager_s = eager_pass_s(encoder, spec.field("vision_config"), implementation, host_op_s=efficiency.host_op_s,
-                           op_floor_s=efficiency.op_floor_s) if execution == "eager" else None
+                           op_floor_s=efficiency.op_floor_s) if execution == "eager" and images else None
     isl = text_tokens + images * layout.tokens
     prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
