@@ -405,3 +405,18 @@ def test_engines_hand_nccl_only_buffers_over_their_own_kernels_range():
     for name in ("vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy"):
         assert load_profile("default", name, "h100-sxm", "hopper").collective.nvls_bandwidth_fraction == 0.0
     assert load_profile("default", "generic", "h100-sxm", "hopper").collective.nvls_bandwidth_fraction > 0.0
+
+
+@pytest.mark.parametrize("gpu, nvls", [("h100-sxm", True), ("h200-sxm", True), ("b200", True), ("gb200", True),
+                                       ("a100-sxm-80gb", False), ("h100-nvl", False), ("gh200", False),
+                                       ("l40s", False), ("mi300x", False)])
+def test_switches_that_reduce_in_the_fabric(gpu, nvls):
+    """NVLink SHARP needs the third-generation NVSwitch (NVLink 4, HGX H100) or later: not an
+    A100's, not a bridged pair (H100 NVL, GH200's two), not PCIe or Infinity Fabric."""
+    from inferlab.core.interconnect import in_switch_reduction
+
+    hw = load_hardware(gpu)
+    assert in_switch_reduction(hw) is nvls
+    spelled = hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"generation": "NVLink 5"})})
+    if hw.scale_up.kind == "nvlink" and hw.scale_up.topology == "switched":
+        assert in_switch_reduction(spelled)  # the generation read from words as well as digits

@@ -16,6 +16,7 @@ References
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,8 +142,8 @@ def in_switch_reduction(hw: HardwareSpec) -> bool:
     """Whether the scale-up switch reduces data itself (NVLink SHARP, "NVLS"): the
     third-generation NVSwitch of HGX H100/H200 boards (NVLink 4) and its successors."""
     up = hw.scale_up
-    gen = up.generation
-    return up.kind == "nvlink" and up.topology == "switched" and gen is not None and gen.isdigit() and int(gen) >= 4
+    gen = re.search(r"\d+", up.generation or "")  # "4", "NVLink 5", "5th generation"
+    return up.kind == "nvlink" and up.topology == "switched" and gen is not None and int(gen.group()) >= 4
 
 
 def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Profile, *,
