@@ -7,7 +7,9 @@ hardware supports (FP8 on an A100 runs as BF16).
 
 A precision is written as a format name (``"fp8"``: every kind derived from it), a
 mapping of the kinds it sets, or text of ``kind:format`` tokens after an optional
-name (``"fp8 kv:bf16"``, ``"w:bf16 moe:mxfp4 a:bf16 kv:bf16"``). The kinds a mapping or
+name (``"fp8 kv:bf16"``, ``"w:bf16 moe:mxfp4 a:bf16 kv:bf16"``, ``"nvfp4 attn:bf16"``: kinds
+``w`` weights, ``moe`` routed experts, ``attn`` attention projections, ``a`` activations,
+``kv`` KV cache). The kinds a mapping or
 text leaves out come from its base: the named format's derivation, or the model's
 shipped checkpoint (``"checkpoint"``, the default) when no format is named.
 """
