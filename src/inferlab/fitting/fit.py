@@ -103,10 +103,12 @@ CUSTOM_ALL_REDUCE_LATENCY_S = 5.9e-6
 #: Engines whose all-reduces are not timed with NCCL's NVLink SHARP (NVLS) path, which the op
 #: rows measure for plain NCCL (the ``generic`` engine): SGLang sets ``NCCL_NVLS_ENABLE=0``
 #: unless launched with ``--enable-nccl-nvls`` (sglang PR #631, "Disable NCCL_NVLS by default");
-#: vLLM set ``NCCL_CUMEM_ENABLE=0`` until vllm PR #24141 (late 2025), and NCCL's NVLS buffers are
-#: cuMem multicast objects; TensorRT-LLM all-reduces with kernels of its own (one-shot, two-shot,
-#: its NVLS/userbuffers strategies) and LMDeploy is not established. Their timing stays NCCL's
-#: ring and one-shot fit, as before NVLS was modelled; a profile override turns it on.
+#: for vLLM (``NCCL_CUMEM_ENABLE=0`` until vllm PR #24141; whether that kept NCCL off NVLS is not
+#: established: NCCL's NVLS buffers are cuMem multicast objects, allocated through the driver API
+#: either way), TensorRT-LLM (kernels of its own, one-shot, two-shot, its NVLS/userbuffers
+#: strategies) and LMDeploy it is not established, and their closed-loop cases did not get
+#: better with it. Their timing stays NCCL's ring and one-shot fit, as before NVLS was
+#: modelled; a profile override turns it on.
 NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 
 
