@@ -31,8 +31,8 @@ _ORDER = ("fp4", "fp6", "fp8", "int8", "bf16", "fp16", "tf32")
 
 #: The tensor kinds a precision sets, with the short names the text form uses.
 KINDS = ("weights", "moe_weights", "attention_weights", "activations", "kv_cache")
-_SHORT = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
-_LABEL = {v: k for k, v in _SHORT.items()}
+SHORT_NAMES = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
+_LABEL = {v: k for k, v in SHORT_NAMES.items()}
 #: The base meaning "the model's shipped checkpoint formats".
 CHECKPOINT = "checkpoint"
 
@@ -169,7 +169,7 @@ def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
             raise UnknownNameError("precision", name, [CHECKPOINT, *FORMATS])
     for token in tokens:
         kind, _, fmt = token.partition(":")
-        full = _SHORT.get(kind.lower(), kind.lower())
+        full = SHORT_NAMES.get(kind.lower(), kind.lower())
         if not fmt or full not in KINDS:
             raise SpecError(f"precision {text!r}: {token!r} is not kind:format; kinds: w (weights), moe (routed-expert "
                             "weights), attn (attention weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")

@@ -233,7 +233,7 @@ def _same(key: str, a: Any, b: Any) -> bool:
 
 def _precision_kinds(text: Any) -> dict[str, str]:
     """The kinds a precision text sets over the checkpoint (``"fp8"`` sets all three)."""
-    from ..core.quantization import PrecisionConfig
+    from ..core.quantization import SHORT_NAMES, PrecisionConfig
     from ..precision import number_format
 
     tokens = str(text).split()
@@ -242,10 +242,7 @@ def _precision_kinds(text: Any) -> dict[str, str]:
         out = {k: v for k, v in PrecisionConfig.derived(tokens[0]).to_dict().items() if k != "moe_weights"}
     for token in tokens[1:] if tokens and ":" not in tokens[0] else tokens:
         kind, _, fmt = token.partition(":")
-        full = {"w": "weights", "a": "activations", "kv": "kv_cache", "moe": "moe_weights",
-                "attn": "attention_weights"}.get(kind, kind)
-        PrecisionConfig().with_kinds({full: fmt})  # its messages for a bad format
-        out[full] = number_format(fmt).name
+        out[SHORT_NAMES.get(kind, kind)] = number_format(fmt).name
     return out
 
 

@@ -187,24 +187,26 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
     return {"collective": {**paths["collective"], **nvls["collective"]}}
 
 
-def _nvls(hardware: str) -> bool:
-    from ..core.interconnect import in_switch_reduction
+def _hardware(hardware: str) -> Any:
+    """The catalog spec of an op table's GPU, or None for one the catalog lacks."""
     from ..specs.catalog import load_hardware
 
     try:
-        return in_switch_reduction(load_hardware(hardware))
+        return load_hardware(hardware)
     except InferlabError:
-        return False
+        return None
+
+
+def _nvls(hardware: str) -> bool:
+    from ..core.interconnect import in_switch_reduction
+
+    hw = _hardware(hardware)
+    return hw is not None and in_switch_reduction(hw)
 
 
 def _pcie_only(hardware: str) -> bool:
-    from ..specs.catalog import load_hardware
-
-    try:
-        up = load_hardware(hardware).scale_up
-    except InferlabError:
-        return False
-    return up.kind in ("pcie", "none")
+    hw = _hardware(hardware)
+    return hw is not None and hw.scale_up.kind in ("pcie", "none")
 
 
 def median_fragment(fragments: Sequence[dict[str, Any]]) -> dict[str, Any]:

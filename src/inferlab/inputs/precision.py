@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core.quantization import CHECKPOINT, KINDS, PrecisionConfig
+from ..core.quantization import CHECKPOINT, KINDS, SHORT_NAMES, PrecisionConfig
 from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
@@ -24,7 +24,6 @@ from ..specs.model import ModelSpec
 from ..techniques.deployed_precision import resolve_precision
 from .techniques import FROZEN
 
-_SHORT = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
 
 
 class Precision(BaseModel):
@@ -99,7 +98,7 @@ def precision_kinds(value: Any) -> dict[str, str]:
             kinds = PrecisionConfig.derived(name).to_dict()
     for token in tokens:
         kind, _, fmt = token.partition(":")
-        kinds[_SHORT.get(kind.lower(), kind.lower())] = number_format(fmt).name
+        kinds[SHORT_NAMES.get(kind.lower(), kind.lower())] = number_format(fmt).name
     unknown = set(kinds) - set(KINDS)
     if unknown:  # the parser refuses these first; kept as a guard
         raise SpecError(f"precision {value!r}: unknown kind(s) {sorted(unknown)}")

@@ -323,9 +323,9 @@ def model_from_hf_config(spec_type: type[ModelSpec], config: str | Path | Mappin
             quant, _ = load_config(sidecar)
     original = data
     model_type = data.get("model_type")
-    if model_type is None:
-        raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(sorted({*READERS, *_WRAPPED}))}")
     supported = sorted({*READERS, *_WRAPPED})
+    if model_type is None:
+        raise SpecError(f"{where}: no 'model_type' field; supported: {', '.join(supported)}")
     if not isinstance(model_type, str) or model_type not in supported:
         raise SpecError(f"{where}: unsupported model_type {model_type!r}; supported: {', '.join(supported)}")
     if model_type in _WRAPPED:

@@ -16,10 +16,10 @@ keep their stored format, so their bytes are unchanged.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.quantization import PrecisionConfig
+from ..core.quantization import SHORT_NAMES, PrecisionConfig
 from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
@@ -69,7 +69,7 @@ def _kinds_from_checkpoint(value: Any) -> tuple[str, ...]:
         if tokens and ":" not in tokens[0] and tokens[0].lower() in FORMATS:
             return ()
         named = {t.split(":")[0].lower() for t in tokens if ":" in t}
-        short = {"weights": "w", "moe_weights": "moe", "activations": "a", "kv_cache": "kv"}
+        short = {full: name for name, full in SHORT_NAMES.items()}
         return tuple(k for k in _KIND_NAMES if k not in named and short[k] not in named)
     return ()
 
@@ -87,8 +87,7 @@ def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[Precisio
     note = (f"activations bf16, not {fmt.name}: {hw.id} has no {fmt.compute} tensor rate, so the GEMMs dequantize "
             f"the stored weights to BF16 (weight-only kernels); {fmt.compute} activations need "
             f"{_NATIVE.get(fmt.compute, 'a GPU with ' + fmt.compute + ' tensor cores')}")
-    return PrecisionConfig(weights=cfg.weights, activations="bf16", kv_cache=cfg.kv_cache,
-                           moe_weights=cfg.moe_weights, attention_weights=cfg.attention_weights), (note,)
+    return replace(cfg, activations="bf16"), (note,)
 
 
 def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> ResolvedPrecision:
