@@ -134,13 +134,16 @@ class _Loop(Stepping, Outages, Control):
         # the backlog at the horizon gets as long again to finish, and at least DRAIN_MIN_S
         # (long enough for any ordinary request), unless the caller says how long
         self.drain_end = drain_end = horizon + (max(horizon, DRAIN_MIN_S) if cfg.drain_s is None else cfg.drain_s)
-        last_report, n_pending, heappop = 0.0, len(pending), heapq.heappop
+        last_report, n_pending, heappop, inf, rec = 0.0, len(pending), heapq.heappop, math.inf, self.rec
+        p = 0  # the next first request to send (pending[p]), sent at t_pend
+        t_pend = arrival[pending[0]] if n_pending else inf
         while True:
-            t_arr = arrival[pending[self.p]] if self.p < n_pending else math.inf
+            t_arr = t_pend
             if later and later[0][0] < t_arr:
                 t_arr = later[0][0]
-            if heap and (heap[0][0] < t_arr or (heap[0][0] == t_arr and heap[0][1] < ARRIVE)):
-                if heap[0][0] > drain_end:
+            if heap and ((first := heap[0])[0] < t_arr or (first[0] == t_arr and first[1] < ARRIVE)):
+                if first[0] > drain_end:
+                    self.p = p
                     self._stop()
                     break
                 t, prio, _, what, obj, ver = heappop(heap)
@@ -153,15 +156,19 @@ class _Loop(Stepping, Outages, Control):
                 else:
                     getattr(self, "_" + what)(t, obj)
                 continue
-            if t_arr == math.inf:
+            if t_arr == inf:
                 break
             if later and later[0][0] == t_arr:
                 g = heapq.heappop(later)[1]
+                if t_arr < horizon:  # (a first request's send time and status are set already)
+                    rec.sent[g] = t_arr
+                    rec.status[g] = OK
             else:
-                g = pending[self.p]
-                self.p += 1
+                g = pending[p]
+                p += 1
+                t_pend = arrival[pending[p]] if p < n_pending else inf
             if t_arr >= horizon:
-                self.rec.status[g] = AFTER
+                rec.status[g] = AFTER
                 continue
             self._arrive(t_arr, g)
             if self.progress is not None and t_arr - last_report > 60.0:
@@ -190,8 +197,6 @@ class _Loop(Stepping, Outages, Control):
     # -- requests -------------------------------------------------------------------------
     def _arrive(self, t: float, g: int) -> None:
         rec = self.rec
-        rec.sent[g] = t
-        rec.status[g] = OK
         self.arrived_window += 1
         routable = self._candidates(g)
         if not routable:
@@ -238,9 +243,9 @@ class _Loop(Stepping, Outages, Control):
         return up
 
     def _send(self, r: Replica, g: int, t: float) -> None:
-        rec = self.rec
-        rec.replica[g] = r.index
         if r._state == "failed":  # not yet detected: the request is lost
+            rec = self.rec
+            rec.replica[g] = r.index
             rec.status[g] = FAILED
             rec.finish[g] = t
             return
@@ -250,8 +255,7 @@ class _Loop(Stepping, Outages, Control):
             self.half_rtt[g] = half
         r.gids.append(g)
         self.pool_arrivals[r.pool] += 1
-        r.engine.submit(t + half, self.isl[g], self.osl[g], stream=self.stream[g], prefix=self.prefix[g],
-                        extends=self.extends[g])
+        r.engine.submit(t + half, self.isl[g], self.osl[g], self.stream[g], self.prefix[g], self.extends[g])
         self._schedule(r)
 
     def _dispatch(self, r: Replica, t: float) -> None:
@@ -269,7 +273,7 @@ class _Loop(Stepping, Outages, Control):
         k = self.pools[pool].kind
         timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
-                      queue_timeout_s=timeout)
+                      queue_timeout_s=timeout, record=False)
 
     def _order(self, t: float, pool: int, *, up: bool) -> bool:
         """Start a replica of ``pool`` (serving now, or after its cold start); False when the
@@ -320,6 +324,7 @@ class _Loop(Stepping, Outages, Control):
             return
         g = np.asarray(r.gids)
         n = len(g)
+        rec.replica[g] = r.index  # (set here for every request sent to it, once)
         ok = rec.status[g] == OK
         rec.first_token[g[ok]] = e.first_tok[:n][ok] + self.half_rtt[g[ok]]
         done = ~np.isnan(e.finish[:n])  # the answer's last token back at the user

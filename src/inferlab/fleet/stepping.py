@@ -58,7 +58,7 @@ class Stepping:
         :meth:`_collect` reads their finish times at the end; only a conversation's next turn
         needs one at once. A plan (``PLAN``) drops the requests the engine timed out."""
         heap, later, drain_end, rec, e = self.heap, self.later, self.drain_end, self.rec, r.engine
-        turns, central, heappop = self.turns, self.central, heapq.heappop
+        turns, central, heappop, heappush = self.turns, self.central, heapq.heappop, heapq.heappush
         while True:
             if prio == APPLY:
                 done = e.advance()
@@ -81,12 +81,23 @@ class Stepping:
                 t = None
             if later and later[0][0] < t_next:
                 t_next = later[0][0]
-            while heap and heap[0][3] is None and heap[0][5] != heap[0][4].ver:
-                heappop(heap)  # superseded: the loop would drop it
             # (an event queued for r while this one ran is in the heap, so never earlier than its first)
-            if t is None or not (t < t_next and t <= drain_end and (not heap or t < heap[0][0])):
-                self._schedule(r, None if t is None else (t, prio))
-                return
+            if t is not None and t < t_next and t <= drain_end:
+                if not heap or t < heap[0][0]:
+                    continue
+                while heap and (first := heap[0])[3] is None and first[5] != first[4].ver:
+                    heappop(heap)  # superseded: the loop would drop it
+                if not heap or t < heap[0][0]:
+                    continue
+            # (as _schedule)
+            key = None if t is None else (t, prio)
+            if key != r.key:
+                r.ver += 1
+                r.key = key
+                if key is not None:
+                    self.seq += 1
+                    heappush(heap, (t, prio, self.seq, None, r, r.ver))
+            return
 
     def _next_turns(self, r: Replica, done: list[int]) -> None:
         """Send the next turn of each conversation whose request ``r``'s engine just finished,

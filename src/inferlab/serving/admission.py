@@ -192,7 +192,7 @@ class Admission:
             while run.k > 1 and self.blocks_used() > cap:
                 i = int(run.idx[-1])
                 self.generated[i] = run.gen[-1]
-                if self.generated[i] >= 1.0:  # its last token came as the iteration just run ended
+                if self.generated[i] >= 1.0 and self.record:  # its last token came as the iteration just run ended
                     self.resumed[i] = self.now
                 self.prompt[i] = self.isl_l[i] + self.generated[i]
                 run.drop_last()

@@ -54,6 +54,9 @@ class Engine(Admission, TokenGaps):
     queue_timeout_s : float [s]
         A request still waiting this long after it reached the scheduler is dropped
         (:attr:`timed_out`); ``inf``: never.
+    record : bool
+        Keep the token gaps (``itl_v``, ``itl_w``) and the queue depth after each iteration
+        (``q_times``, ``q_depth``); a fleet, which reads neither, leaves them empty.
 
     Attributes
     ----------
@@ -72,7 +75,7 @@ class Engine(Admission, TokenGaps):
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
                  prefilled: bool = False, decoding: Any = None, prefixes: PrefixPlan | None = None,
-                 prefix_cache: bool = False, queue_timeout_s: float = math.inf) -> None:
+                 prefix_cache: bool = False, queue_timeout_s: float = math.inf, record: bool = True) -> None:
         self.model, self.sched = model, sched
         self.block = sched.kv_block_size
         self.capacity_blocks = math.floor(kv_capacity_tokens / self.block)
@@ -97,6 +100,7 @@ class Engine(Admission, TokenGaps):
         self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
         self.hold = False  # after a preemption, admit nothing until a request finishes and frees memory
         self.q_times, self.q_depth, self.itl_v, self.itl_w = [0.0], [0], [], []
+        self.record = record
         # prefill iterations the decoding requests sat out (an unmixed or whole-prompt prefill),
         # each (its time, how many waited): added to those requests' next token gap
         self.stalls: list[tuple[float, float]] = []
@@ -144,7 +148,7 @@ class Engine(Admission, TokenGaps):
             self.reuse._pinned.append(0)
         self.reuse.plain.extend([True] * (len(self.reuse.found) - len(self.reuse.plain)))
 
-    def submit(self, arrival: float, isl: float, osl: float, *, stream: int = -1, prefix: float = 0.0,
+    def submit(self, arrival: float, isl: float, osl: float, stream: int = -1, prefix: float = 0.0,
                extends: float = 0.0) -> int:
         """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index."""
         i = self.n
@@ -272,7 +276,9 @@ class Engine(Admission, TokenGaps):
         run, reuse = self.run, self.reuse
         if plan[0] == "prefill":
             _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
-            if n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
+            if not self.record:
+                pass
+            elif n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
                 self.stalls.append((elapsed, float(run.k - run.prefilling)))
             elif self.stalls:
                 self._gap(elapsed, float(n_dec))
@@ -297,7 +303,7 @@ class Engine(Admission, TokenGaps):
                 ids = run.idx[finishing_prefill]
                 fresh = ids[np.isnan(self.first_tok[ids])]
                 self.first_tok[fresh] = self.now
-                if self.resumed:
+                if self.resumed and self.record:
                     self._resume_gaps(ids.tolist())
                 if reuse.active:
                     plain = reuse.plain
@@ -307,7 +313,9 @@ class Engine(Admission, TokenGaps):
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
             emitted = float(run.k) * k
-            if self.stalls:
+            if not self.record:
+                pass
+            elif self.stalls:
                 self._gap(step, emitted)
             else:  # (the common case inline: this runs once an iteration)
                 self.itl_v.append(step)
@@ -322,9 +330,9 @@ class Engine(Admission, TokenGaps):
                     ids = run.idx[np.isnan(self.first_tok[run.idx])]
                     self.first_tok[ids] = self.now + t0
             self.now = now = self.now + elapsed
-            # as the stretch's last step began: it takes 2 step - t0 (the steps grow linearly; step is their mean)
-            last = 2.0 * step - t0 if k > 1 else elapsed
-            self.cutoff = now - (last if last < elapsed else elapsed)  # (min without the call)
+            if self.overlap:  # as the stretch's last step began: it takes 2 step - t0 (the steps grow linearly; step is their mean)
+                last = 2.0 * step - t0 if k > 1 else elapsed
+                self.cutoff = now - (last if last < elapsed else elapsed)  # (min without the call)
             if run.lists:
                 run.gen = [g + tokens for g in run.gen]
             else:
@@ -339,8 +347,9 @@ class Engine(Admission, TokenGaps):
         else:
             done, held = self._finish()
             self._preempt(held)
-        self.q_times.append(self.now)
-        self.q_depth.append(len(self.waiting))
+        if self.record:
+            self.q_times.append(self.now)
+            self.q_depth.append(len(self.waiting))
         return done
 
     def _advance_sums(self, elapsed: float, chunk: list[float], n_dec: int, n_fin: int, emits: list[float],
@@ -358,7 +367,7 @@ class Engine(Admission, TokenGaps):
         if n_fin:
             run.prefilling -= n_fin
             first_tok, plain = self.first_tok, reuse.plain
-            if self.resumed:
+            if self.resumed and self.record:
                 self._resume_gaps(prompted)
             for i in prompted:
                 if isnan(first_tok[i]):  # its first token
@@ -372,8 +381,9 @@ class Engine(Admission, TokenGaps):
         else:
             done = []
             self._preempt(held)
-        self.q_times.append(self.now)
-        self.q_depth.append(len(self.waiting))
+        if self.record:
+            self.q_times.append(self.now)
+            self.q_depth.append(len(self.waiting))
         return done
 
     def abort(self) -> list[int]:
