@@ -139,13 +139,14 @@ class Admission:
                 run.keep(~late)
                 run.prefilling -= int(np.count_nonzero(late))
 
-    def _finish(self) -> tuple[list[int], float | None]:
+    def _finish(self, sure: bool = False) -> tuple[list[int], float | None]:
         """Remove the requests that reached their output length; the removed ones, and the KV
-        tokens the others hold when it is known (a small whole-token batch, plain floats)."""
+        tokens the others hold when it is known (a small whole-token batch, plain floats);
+        ``sure``: the caller knows that one does (a stretch run to its shortest request's end)."""
         run = self.run
         if run.lists or (self.whole and run.k <= SMALL_BATCH):
             done_, gen, base, _, osl = run.rows()
-            if not any(map(ge, gen, osl)):  # (the common case, without a Python loop)
+            if not sure and not any(map(ge, gen, osl)):  # (the common case, without a Python loop)
                 return [], None
             idx, ends, done, held = run.ids(), [], [], 0.0  # the slots that finish, their requests; the others' KV
             for j, (d, g, b, o) in enumerate(zip(done_, gen, base, osl)):  # (one loop: faster than three over a few)

@@ -344,8 +344,8 @@ class Engine(Admission, TokenGaps):
         if plan[0] == "decode" and k < least:  # no request finishes; each holds k more tokens
             done = []
             self._preempt(total + run.k * k)
-        else:
-            done, held = self._finish()
+        else:  # (a small batch's stretch ends as its shortest request does)
+            done, held = self._finish(plan[0] == "decode" and run.lists)
             self._preempt(held)
         if self.record:
             self.q_times.append(self.now)
@@ -376,7 +376,7 @@ class Engine(Admission, TokenGaps):
                     reuse.prefilled(i, self.prompt[i])
         self.busy_s += elapsed
         if ends:
-            done, held = self._finish()
+            done, held = self._finish(True)
             self._preempt(held)
         else:
             done = []
