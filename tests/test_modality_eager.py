@@ -42,6 +42,24 @@ def test_calls_per_layer_as_counted():
     assert sum(s.calls for s in layer_program(qwen, "fused")) == 33
     assert sum(s.calls for s in layer_program(qwen, "transformers")) == 71
     assert sum(s.sync for s in layer_program(qwen, "transformers")) == 1  # the .item() of the flash path
+    # kernels: the engines' layer launches three q/k/v copies the transformers modules do not
+    assert sum(s.kernels for s in layer_program(siglip, "fused")) == 13
+    # transformers' Qwen2.5-VL layer: two RMSNorms of 6, qkv, rotary 6, attention, o_proj, two adds, gate and
+    # up (one GEMM), SiLU and the product, down: no copies
+    assert sum(s.kernels for s in layer_program(qwen, "transformers")) == 12 + 1 + 6 + 1 + 1 + 2 + 1 + 2 + 1
+
+
+def test_host_time_per_call_and_per_launch_by_hand():
+    # Two kernels of 1 us after a step of 3 calls without a kernel: the host spends 3 x 3.6 us,
+    # then 3.6 + 5 us per launching call (host_op_s 1 / 280,000 s, launch_s 5 us): the first
+    # kernel is enqueued at 10.71 + 8.57 = 19.29 us, the second at 27.86 us, which ends at 28.86 us.
+    import numpy as np
+
+    per_call, launch = 1 / 280e3, 5e-6
+    host = np.array([3, 1, 1]) * per_call + np.array([0, 1, 1]) * launch
+    assert eager_end([0.0, 1e-6, 1e-6], host) == pytest.approx(3 * per_call + 2 * (per_call + launch) + 1e-6)
+    assert eager_end([0.0, 1e-6, 1e-6], host) == pytest.approx(28.857e-6, rel=1e-4)
+    assert DATASHEET.launch_s == 5e-6 and DATASHEET.host_op_s == per_call
 
 
 @pytest.mark.parametrize("model, implementation, height", [("paligemma-3b-224", "fused", 224),
@@ -53,15 +71,18 @@ def test_every_kernel_issued_once(model, implementation, height):
     r = vlm_ttft(model, "h100-sxm", height=height, width=height, text_tokens=0, processor="none",
                  implementation=implementation, execution="graph")
     vc = load_modality(model).field("vision_config")
-    no_host = eager_pass_s(r.encoder, vc, implementation, host_op_s=0.0, op_floor_s=DATASHEET.op_floor_s)
+    no_host = eager_pass_s(r.encoder, vc, implementation, host_op_s=0.0, launch_s=0.0, op_floor_s=DATASHEET.op_floor_s)
     assert no_host == pytest.approx(float(r.encoder.time_s), rel=1e-12)
 
 
 def test_small_image_waits_on_the_host_large_one_on_the_gpu():
-    # Pi0.5's SigLIP at 224: 4 + 27 x 26 + 3 = 709 calls of 1 / 280,000 s = 2.532 ms on the host,
-    # above the GPU's 1.9 ms: the pass takes the host's time plus the last kernel.
+    # Pi0.5's SigLIP at 224: 4 + 27 x 26 + 3 = 709 calls of 1 / 280,000 s = 2.532 ms, and
+    # 1 + 27 x 13 + 1 = 353 kernel launches of 5 us = 1.765 ms (per layer: two norms, qkv, three
+    # q/k/v copies, attention, o_proj, two residual adds, mlp up, activation, down): 4.297 ms on
+    # the host, above the GPU's 2.3 ms: the pass takes the host's time plus the last kernel.
     small = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none")
-    host = 709 / 280e3
+    host = 709 / 280e3 + 353 * 5e-6
+    assert host == pytest.approx(4.2972e-3, rel=1e-4)
     assert float(small.encoder.time_s) < host < small.encoder_s < host + 50e-6
     # Gemma 3's at 896 (4,096 patches): the same calls hide behind 11 ms of kernels.
     large = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none")

@@ -21,11 +21,15 @@ encoders eagerly unless told otherwise: vLLM captures the ViT only when
 ``compile_mm_encoder`` or ``cudagraph_mm_encoder`` is set in ``--compilation-config`` [2], SGLang
 only with ``SGLANG_VIT_ENABLE_CUDA_GRAPH`` [3]; transformers never captures.
 
-The host time per op is one published measurement [1]: PyTorch runs 280 thousand tiny-tensor
-operations a second, 3.6 us each (:attr:`~.passes.Efficiency.host_op_s`). It is the
-framework's dispatch alone, so a floor: the module calls around the ops, the Python in the
-modules' ``forward`` and, if the measurement was on CPU tensors, the kernel launch come on top
-of it and are not counted.
+The host time of a call is two published measurements. Every call costs PyTorch's dispatch
+[1]: 280 thousand tiny-tensor operations a second, 3.6 us each
+(:attr:`~.passes.Efficiency.host_op_s`). That experiment ran on CPU tensors (its flame graph of
+one addition shows the addition itself inside the host's profile, where a CUDA kernel would not
+be), so it launched nothing; a call that launches a kernel adds the CUDA launch API's host
+time, about 5 us as Nsight Systems measured it over an eager PyTorch forward pass [4]
+(:attr:`~.passes.Efficiency.launch_s`). The host time of op ``i`` is ``calls_i x host_op_s +
+kernels_i x launch_s``. Still a floor: the module calls around the ops and the Python in the
+modules' ``forward`` come on top and are not counted.
 
 Ops per encoder layer
 ---------------------
@@ -43,8 +47,9 @@ step                 kernels  calls  what
 ===================  =======  =====  ===========================================================
 norm1                1        1      LayerNorm or the engine's RMSNorm
 qkv                  1        1      one fused projection
-split                0        7      split into q, k, v, three reshapes to heads, three copies to
-                                     contiguous (vLLM: chunk, three views, three rearranges)
+split                3        7      split into q, k, v, three reshapes to heads, three copies to
+                                     contiguous (vLLM: chunk, three rearranges each made
+                                     ``.contiguous()``); the copies are the graph's ``qkv_copies``
 rotary (if any)      6        7      vLLM: cat of q and k, cos, sin, a float copy, the rotary
                                      kernel, the cast back, chunk
 attention            1        10     SGLang's SDPA path: reshape and transpose q, k, v (6), SDPA,
@@ -70,7 +75,7 @@ under transformers) a norm is 1 call and the activation 1, as the graph has them
 Before the layers the patch embedding (4 calls: view, cast, projection, view) and after them
 the projector (3). Not counted: the module calls themselves, the per-pass set-up on the host
 (position ids, Qwen2.5-VL's window index and its gather and scatter), and the GPU time of the
-small kernels the graph leaves out (the contiguous copies, the RMSNorm's per-row statistics).
+small kernels the graph leaves out (transformers' output copy, the RMSNorm's per-row statistics).
 
 References
 ----------
@@ -83,6 +88,9 @@ References
    eagerly".
 .. [3] SGLang pull request #25986 (ViT CUDA graphs behind ``--enable-vit-cuda-graph``, keeping
    ``SGLANG_VIT_ENABLE_CUDA_GRAPH=1`` as the environment switch).
+.. [4] vllm-project/vllm-omni pull request #6516 (Nsight Systems on an L20X, an eager denoiser
+   step): "CFG-1 averages an 8.9 µs kernel, ~5 µs inside each launch API, and 31-35 µs between
+   launches"; its table: 31.8 ms of launch API over 6,372 kernels (5.0 us each).
 """
 
 from __future__ import annotations
@@ -140,7 +148,7 @@ def layer_program(vc: Mapping[str, Any], implementation: str = "fused") -> tuple
     gated = vc.get("hidden_act") == "silu"
     if implementation == "fused":
         rotary = (Step("rotary", 6, 7),) if rope else ()
-        return (Step("norms"), Step("qkv"), Step(None, 0, 7), *rotary, Step("attention", 1, 10), Step("o_proj"),
+        return (Step("norms"), Step("qkv"), Step("qkv_copies", 3, 7), *rotary, Step("attention", 1, 10), Step("o_proj"),
                 Step("residual_adds"), Step("norms"), Step("mlp_up"), Step("activation"), Step("mlp_down"),
                 Step("residual_adds"))
     norm = Step("norms", 6, 8) if vc.get("norm", "layernorm") == "rmsnorm" else Step("norms")
@@ -159,28 +167,29 @@ EPILOGUE = (Step("projector", 1, 3),)
 
 
 def encoder_schedule(timed: PassTime, vc: Mapping[str, Any], implementation: str, op_floor_s: float
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The encoder pass as issued: GPU time [s], PyTorch calls and host waits per issued item.
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The encoder pass as issued: GPU time [s], PyTorch calls, kernel launches and host waits
+    per issued item.
 
     Every kernel of ``timed`` appears once, at its roofline time per kernel plus ``op_floor_s``,
-    so the GPU times sum to ``timed.time_s``; the calls a step makes beyond its kernels come
-    first, as items of no GPU time.
+    as one call that launches it, so the GPU times sum to ``timed.time_s``; the calls a step
+    makes beyond its kernels come first, as items of no GPU time and no launch.
     """
     names = [op.name for op in timed.ops]
     per_kernel = {op.name: float(max(c, m)) / op.count + op_floor_s
                   for op, c, m in zip(timed.ops, timed.compute_s, timed.memory_s)}
     depth = int(vc["depth"])
     full = set(vc.get("fullatt_block_indexes", ())) if "attention_window" in names else set(range(depth))
-    items: list[tuple[float, int, bool]] = []  # GPU time, calls, host wait
+    items: list[tuple[float, int, int, bool]] = []  # GPU time, calls, launches, host wait
 
     def issue(step: Step, layer: int = -1) -> None:
         name = step.op
         if name == "attention":
             name = "attention_full" if layer in full else "attention_window"
         if step.calls > step.kernels:
-            items.append((0.0, step.calls - step.kernels, step.sync))
+            items.append((0.0, step.calls - step.kernels, 0, step.sync))
         if step.kernels:
-            items.extend([(per_kernel[name], 1, False)] * step.kernels)
+            items.extend([(per_kernel[name], 1, 1, False)] * step.kernels)
 
     for step in PROLOGUE:
         issue(step)
@@ -190,12 +199,13 @@ def encoder_schedule(timed: PassTime, vc: Mapping[str, Any], implementation: str
             issue(step, layer)
     for step in EPILOGUE:
         issue(step)
-    gpu, calls, sync = zip(*items)
-    return np.asarray(gpu), np.asarray(calls, dtype=float), np.asarray(sync)
+    gpu, calls, launches, sync = zip(*items)
+    return np.asarray(gpu), np.asarray(calls, dtype=float), np.asarray(launches, dtype=float), np.asarray(sync)
 
 
 def eager_pass_s(timed: PassTime, vc: Mapping[str, Any], implementation: str, *, host_op_s: float,
-                 op_floor_s: float) -> float:
-    """Wall time of the encoder pass ``timed`` run eagerly under ``implementation`` [s]."""
-    gpu, calls, sync = encoder_schedule(timed, vc, implementation, op_floor_s)
-    return eager_end(gpu, calls * host_op_s, sync)
+                 launch_s: float, op_floor_s: float) -> float:
+    """Wall time of the encoder pass ``timed`` run eagerly under ``implementation`` [s]: each
+    issued item costs the host ``calls x host_op_s + launches x launch_s``."""
+    gpu, calls, launches, sync = encoder_schedule(timed, vc, implementation, op_floor_s)
+    return eager_end(gpu, calls * host_op_s + launches * launch_s, sync)

@@ -20,6 +20,10 @@ References
 .. [4] Horace He, "Making Deep Learning Go Brrrr From First Principles" (2022): "If you
    perform the same experiment with PyTorch, we can only get 280 thousand operations per
    second." https://horace.io/brrr_intro.html
+.. [5] vllm-project/vllm-omni pull request #6516 (Nsight Systems 2026.1.3 on an L20X, one
+   eager denoiser step of SenseNova-U1.5, Aug. 2026): "CFG-1 averages an 8.9 µs kernel, ~5 µs
+   inside each launch API, and 31-35 µs between launches."
+   https://github.com/vllm-project/vllm-omni/pull/6516
 """
 
 from __future__ import annotations
@@ -95,6 +99,11 @@ class Efficiency:
     host_op_s : float
         Host time of one PyTorch call in eager execution [s]: 1 / 280,000 s, PyTorch's measured
         rate on tiny tensors [4]; only passes timed as eager use it (:mod:`.eager`).
+    launch_s : float
+        Host time of the CUDA launch API for each kernel an eager PyTorch call launches [s], on
+        top of ``host_op_s`` (whose measurement ran on CPU tensors and launched nothing): about
+        5 us, Nsight Systems' time inside the launch API over an eager PyTorch forward pass [5]
+        (31.8 ms over 6,372 kernels on an L20X: 5.0 us); only eager passes use it.
     attention_kernel : str
         The flash-attention kernel the implementation calls (``fa2``, ``fa3``, ``cudnn``): its
         published share of peak on the GPU's family and its padded head dim replace
@@ -106,6 +115,7 @@ class Efficiency:
     bandwidth_fraction: float = field(default=0.8, kw_only=True)
     op_floor_s: float = field(default=5e-6, kw_only=True)
     host_op_s: float = field(default=1 / 280e3, kw_only=True)
+    launch_s: float = field(default=5e-6, kw_only=True)
     attention_kernel: str = field(default="datasheet", kw_only=True)
 
 

@@ -181,7 +181,11 @@ def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fuse
     - with rotary position embeddings (``rope``: Qwen2.5-VL, Llama 4), queries and keys each
       converted to float32 (2 + 4), rotated in float32 (4 + 4) and converted back (4 + 2): 20
       each (Qwen2.5-VL under vLLM and transformers' flash-attention path call flash-attention's
-      rotary kernel; Llama 4 multiplies by complex rotations, the same traffic).
+      rotary kernel; Llama 4 multiplies by complex rotations, the same traffic);
+    - a serving engine's attention copies q, k and v to contiguous tensors before its kernel
+      (SGLang's ``VisionAttention`` and vLLM's Qwen2.5-VL ``VisionAttention`` each call
+      ``.contiguous()`` on all three): three kernels, each reading and writing ``h`` (4): 12.
+      transformers' modules hand the attention strided views and copy nothing there.
     """
     if implementation not in IMPLEMENTATIONS:
         raise SpecError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r:.40}")
@@ -195,6 +199,8 @@ def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fuse
         passes.append(("activation", 4.0 * f, 1))
     if vc.get("rope"):
         passes.append(("rotary", 2 * 20.0 * h, 6))
+    if implementation == "fused":
+        passes.append(("qkv_copies", 3 * 4.0 * h, 3))
     return [Elementwise(name, elements_read=rows * per_row / kernels, bytes_per_element=1.0, count=n * kernels)
             for name, per_row, kernels in passes]
 
@@ -293,7 +299,8 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
         efficiency = replace(efficiency, attention_kernel=attention_kernel)
     encoder = time_pass(vision_ops(spec, layout, images, llm.hidden_size, implementation), hw, efficiency)
     eager_s = eager_pass_s(encoder, spec.field("vision_config"), implementation, host_op_s=efficiency.host_op_s,
-                           op_floor_s=efficiency.op_floor_s) if execution == "eager" and images else None
+                           launch_s=efficiency.launch_s, op_floor_s=efficiency.op_floor_s
+                           ) if execution == "eager" and images else None
     isl = text_tokens + images * layout.tokens
     prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
