@@ -38,12 +38,17 @@ def test_calls_per_layer_as_counted():
     # module notes: 26 calls per SigLIP layer in SGLang, 7 more with vLLM's rotary; 71 per
     # Qwen2.5-VL layer under transformers (two float32 RMSNorms of 8, rotary of 22, ...)
     siglip, qwen = (load_modality(m).field("vision_config") for m in ("paligemma-3b-224", "qwen2.5-vl-7b"))
+    assert sum(s.calls for s in layer_program(siglip, "sglang")) == 26
     assert sum(s.calls for s in layer_program(siglip, "fused")) == 26
     assert sum(s.calls for s in layer_program(qwen, "fused")) == 33
     assert sum(s.calls for s in layer_program(qwen, "transformers")) == 71
     assert sum(s.sync for s in layer_program(qwen, "transformers")) == 1  # the .item() of the flash path
-    # kernels: the engines' layer launches three q/k/v copies the transformers modules do not
-    assert sum(s.kernels for s in layer_program(siglip, "fused")) == 13
+    # kernels: SGLang's layer launches three q/k/v copies that vLLM's (fused) and the transformers modules do not:
+    # two norms, qkv, the copies, attention, o_proj, two residual adds, mlp up, activation, down
+    assert sum(s.kernels for s in layer_program(siglip, "sglang")) == 13
+    assert sum(s.kernels for s in layer_program(siglip, "fused")) == 10
+    # vLLM's Qwen2.5-VL layer: the same ten and rotary's 6 (its cat of q and k the one packed copy)
+    assert sum(s.kernels for s in layer_program(qwen, "fused")) == 16
     # transformers' Qwen2.5-VL layer: two RMSNorms of 6, qkv, rotary 6, attention, o_proj, two adds, gate and
     # up (one GEMM), SiLU and the product, down: no copies
     assert sum(s.kernels for s in layer_program(qwen, "transformers")) == 12 + 1 + 6 + 1 + 1 + 2 + 1 + 2 + 1
@@ -62,7 +67,8 @@ def test_host_time_per_call_and_per_launch_by_hand():
     assert DATASHEET.launch_s == 5e-6 and DATASHEET.host_op_s == per_call
 
 
-@pytest.mark.parametrize("model, implementation, height", [("paligemma-3b-224", "fused", 224),
+@pytest.mark.parametrize("model, implementation, height", [("paligemma-3b-224", "sglang", 224),
+                                                           ("paligemma-3b-224", "fused", 224),
                                                            ("qwen2.5-vl-7b", "fused", 1080),
                                                            ("qwen2.5-vl-7b", "transformers", 1080),
                                                            ("gemma-3-27b", "transformers", 896)])
@@ -80,15 +86,16 @@ def test_small_image_waits_on_the_host_large_one_on_the_gpu():
     # 1 + 27 x 13 + 1 = 353 kernel launches of 5 us = 1.765 ms (per layer: two norms, qkv, three
     # q/k/v copies, attention, o_proj, two residual adds, mlp up, activation, down): 4.297 ms on
     # the host, above the GPU's 2.3 ms: the pass takes the host's time plus the last kernel.
-    small = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none")
+    small = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none",
+                     implementation="sglang")
     host = 709 / 280e3 + 353 * 5e-6
     assert host == pytest.approx(4.2972e-3, rel=1e-4)
     assert float(small.encoder.time_s) < host < small.encoder_s < host + 50e-6
     # Gemma 3's at 896 (4,096 patches): the same calls hide behind 11 ms of kernels.
-    large = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none")
+    large = vlm_ttft("gemma-3-27b", "h100-sxm", text_tokens=0, processor="none", implementation="sglang")
     assert large.encoder_s == pytest.approx(float(large.encoder.time_s), rel=0.01)
     graph = vlm_ttft("paligemma-3b-224", "h100-sxm", height=224, width=224, text_tokens=0, processor="none",
-                     execution="graph")
+                     implementation="sglang", execution="graph")
     assert graph.encoder_s == float(graph.encoder.time_s)
     with pytest.raises(SpecError, match="execution must be 'eager' or 'graph'"):
         vlm_ttft("paligemma-3b-224", "h100-sxm", execution="compiled")

@@ -32,15 +32,17 @@ def test_every_case_has_a_source_url_and_a_quote():
 
 
 #: Vision reached 21% with six cases, each encoder run in eager PyTorch, its host issuing every PyTorch call at
-#: 3.6 us (Horace He's measured dispatch, on CPU tensors) plus 5 us of CUDA launch API for each call that launches
-#: a kernel (Nsight Systems over an eager PyTorch pass, vllm-omni PR #6516), and the engines' three q/k/v copies to
-#: contiguous tensors in every layer (SGLang's and vLLM's VisionAttention; nothing fitted): SGLang's Pi0.5 SigLIP
-#: tower at 224 x 224 on an H100, one image -11% and three -4% (host-bound: 709 calls and 353 launches); the vLLM
-#: TTFT of Qwen2.5-VL-7B on an H100 -10%; the transformers Qwen2.5-VL encoder on an A100 -30% (the Conv3d patch
-#: embedding and window gather are not in the graph); SGLang's SigLIP tower of Gemma 3 on an H100 -38% (its SDPA
-#: kernel is not stated and runs at the datasheet share; FlashAttention-2's share would give about -13%); a
-#: transformers forward pass of Qwen2.5-VL-7B over 8 H100s -47% (its eager language model and host set-up are not
-#: in the graph). Still not counted: the module calls and the layers' Python around the PyTorch calls (issue 17).
+#: 3.6 us (Horace He's measured dispatch, read as on CPU tensors: inferred, the source names no device) plus 5 us of
+#: CUDA launch API for each kernel of the graph (the mean in an Nsight Systems trace of an eager PyTorch forward,
+#: vllm-omni PR #6516; published figures span 3-8 us), and, under SGLang, the three q/k/v copies to contiguous
+#: tensors of its VisionAttention in every layer (vLLM's Qwen2.5-VL attention makes none since vLLM PR #27106;
+#: nothing fitted): SGLang's Pi0.5 SigLIP tower at 224 x 224 on an H100, one image -11% and three -4% (host-bound:
+#: 709 calls and 353 launches); the vLLM TTFT of Qwen2.5-VL-7B on an H100 -11%; the transformers Qwen2.5-VL encoder
+#: on an A100 -30% (the Conv3d patch embedding and window gather are not in the graph); SGLang's SigLIP tower of
+#: Gemma 3 on an H100 -38% (its SDPA kernel is not stated and runs at the datasheet share; FlashAttention-2's share
+#: would give about -13%); a transformers forward pass of Qwen2.5-VL-7B over 8 H100s -47% (its eager language model
+#: and host set-up are not in the graph). Still not counted: the module calls, the layers' Python around the
+#: PyTorch calls and the launches of kernels the graph does not hold (issue 17).
 
 
 @pytest.mark.parametrize("kind", ["embedding", "diffusion", "on_device", "speech", "vision", "tts"])

@@ -121,14 +121,17 @@ def test_layer_passes_by_hand():
         depth = int(vc["depth"])
         return sum(op.bytes * op.count for op in ops) / depth, sum(op.count for op in ops) / depth
 
-    # fused: norms 2 x 4 h, residual adds 2 x 6 h, SiLU-and-mul 6 f, rotary 2 x 20 h, q/k/v copies 3 x 4 h
-    assert per_layer("qwen2.5-vl-7b", "fused") == pytest.approx((72 * 1280 + 6 * 3420, 14))
+    # fused (vLLM): norms 2 x 4 h, residual adds 2 x 6 h, SiLU-and-mul 6 f, rotary 2 x 20 h; no q/k/v copies
+    assert per_layer("qwen2.5-vl-7b", "fused") == pytest.approx((60 * 1280 + 6 * 3420, 11))
+    # sglang: the same and its q/k/v copies 3 x 4 h in 3 kernels
+    assert per_layer("qwen2.5-vl-7b", "sglang") == pytest.approx((72 * 1280 + 6 * 3420, 14))
     # transformers: float32 RMSNorm 2 x 36 h in 12 kernels, the gate apart from its product 10 f, no copies
     assert per_layer("qwen2.5-vl-7b", "transformers") == pytest.approx((124 * 1280 + 10 * 3420, 22))
-    # LayerNorm and GELU run the same kernels either way: 8 h + 12 h + 4 f; the engine adds the copies' 12 h
-    assert per_layer("gemma-3-27b", "transformers") == pytest.approx((20 * 1152 + 4 * 4304, 5))
-    assert per_layer("gemma-3-27b", "fused") == pytest.approx((32 * 1152 + 4 * 4304, 8))
-    with pytest.raises(SpecError, match="implementation must be one of fused, transformers"):
+    # LayerNorm and GELU run the same kernels every way: 8 h + 12 h + 4 f; SGLang adds the copies' 12 h
+    for implementation in ("fused", "transformers"):
+        assert per_layer("gemma-3-27b", implementation) == pytest.approx((20 * 1152 + 4 * 4304, 5))
+    assert per_layer("gemma-3-27b", "sglang") == pytest.approx((32 * 1152 + 4 * 4304, 8))
+    with pytest.raises(SpecError, match="implementation must be one of fused, sglang, transformers"):
         vlm_ttft("qwen2.5-vl-7b", "h100-sxm", implementation="eager")
 
 

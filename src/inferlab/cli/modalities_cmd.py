@@ -209,9 +209,10 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     vl.add_argument("--text-tokens", type=int, default=256, help="text tokens of the prompt (default 256)")
     vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
     vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
-    vl.add_argument("--implementation", choices=("fused", "transformers"), default="fused",
-                    help="the encoder's norms and activations: a serving engine's fused kernels (default) or "
-                         "transformers' reference modules")
+    vl.add_argument("--implementation", choices=("fused", "sglang", "transformers"), default="fused",
+                    help="the encoder's norms and activations: a serving engine's fused kernels (default, as "
+                         "vLLM runs them), the same plus SGLang's three q/k/v copies to contiguous tensors a "
+                         "layer, or transformers' reference modules")
     vl.add_argument("--attention-kernel", choices=("datasheet", "fa2", "fa3", "cudnn"), default=None,
                     help="the encoder's attention kernel (FlashAttention-2, -3, cuDNN); default: the datasheet share")
     vl.add_argument("--execution", choices=("eager", "graph"), default="eager",

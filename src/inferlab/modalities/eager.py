@@ -23,13 +23,31 @@ only with ``SGLANG_VIT_ENABLE_CUDA_GRAPH`` [3]; transformers never captures.
 
 The host time of a call is two published measurements. Every call costs PyTorch's dispatch
 [1]: 280 thousand tiny-tensor operations a second, 3.6 us each
-(:attr:`~.passes.Efficiency.host_op_s`). That experiment ran on CPU tensors (its flame graph of
-one addition shows the addition itself inside the host's profile, where a CUDA kernel would not
-be), so it launched nothing; a call that launches a kernel adds the CUDA launch API's host
-time, about 5 us as Nsight Systems measured it over an eager PyTorch forward pass [4]
-(:attr:`~.passes.Efficiency.launch_s`). The host time of op ``i`` is ``calls_i x host_op_s +
-kernels_i x launch_s``. Still a floor: the module calls around the ops and the Python in the
-modules' ``forward`` come on top and are not counted.
+(:attr:`~.passes.Efficiency.host_op_s`). He does not name the device. That the experiment ran
+on CPU tensors, and so launched nothing, is inferred here, not stated: his flame graph of one
+addition shows the addition computed on the host, and 3.6 us is below the published
+host times per kernel of eager PyTorch on a GPU (9.4 us on an H100, NVIDIA/Fuser issue #3507).
+A call that launches a kernel therefore adds the CUDA launch API's host time,
+:attr:`~.passes.Efficiency.launch_s` = 5 us: the mean time inside the launch API over one
+eager forward traced with Nsight Systems 2026.1.3 on an L20X [4], 31.8 ms over the 6,372
+kernels of the whole captured CFG-1 forward (among them its two prefix forwards' 4,204 and
+its denoise's 1,877). That source does not state the host CPU, and a tracer may lengthen the API
+times it records. Other published launch times span 3-8 us [5]: 3.0 us for a raw
+``cuLaunchKernel`` on a GB200, 4 us inside nvFuser's executor, a mean of 8.2 us over 188,492
+``cudaLaunchKernel`` calls serving Qwen3-Omni; 5 us lies inside.
+
+The host time of op ``i`` is ``calls_i x host_op_s + kernels_i x launch_s``, where
+``kernels_i`` counts the kernels of the graph the step launches (:class:`Step`), not every
+kernel the PyTorch calls launch. It is a floor on three counts. The module calls around the
+ops and the Python in the modules' ``forward`` are not counted. The calls that launch kernels
+the graph leaves out pay the dispatch but no launch: transformers' RMSNorm launches 8 kernels
+where the graph holds 6 (the per-row statistics' epsilon and rsqrt), its float32 rotary about
+16 where the graph holds 6 (the casts, products, negations, cats and sums of q and k), the
+subtraction and maximum before each layer's ``.item()`` and the copy that reads it back, the
+attention output's copy, the gate projection apart from the up projection (one GEMM of twice
+the width in the graph); under the engines, the patch embedding's cast. And a library call
+that launches more than one kernel (a cuBLAS split-K reduction, an SDPA backend's preparation)
+is charged one.
 
 Ops per encoder layer
 ---------------------
@@ -37,21 +55,23 @@ The ops one encoder layer issues, in order, counted from the implementations' mo
 (:func:`layer_program`; each :class:`Step` names the graph op whose kernels it launches, how
 many, and how many PyTorch calls it makes in all):
 
-``fused`` (a serving engine; SGLang's ``SiglipEncoderLayer`` with its ``VisionAttention`` on
-the SDPA path; the same counts stand for vLLM's ``Qwen2_5_VisionBlock``, whose rotary steps add
+``sglang`` and ``fused`` (the serving engines: SGLang's ``SiglipEncoderLayer`` with its
+``VisionAttention`` on the SDPA path, and vLLM's ``Qwen2_5_VisionBlock``, whose rotary steps add
 7 and whose flash-attention path makes about 6 attention calls where SGLang's SDPA path makes
-10, not told apart), 26 calls, 33 with rotary embeddings:
+10, not told apart), 26 calls, 33 with rotary embeddings; the two differ in the split alone:
 
 ===================  =======  =====  ===========================================================
 step                 kernels  calls  what
 ===================  =======  =====  ===========================================================
 norm1                1        1      LayerNorm or the engine's RMSNorm
 qkv                  1        1      one fused projection
-split                3        7      split into q, k, v, three reshapes to heads, three copies to
-                                     contiguous (vLLM: chunk, three rearranges each made
-                                     ``.contiguous()``); the copies are the graph's ``qkv_copies``
-rotary (if any)      6        7      vLLM: cat of q and k, cos, sin, a float copy, the rotary
-                                     kernel, the cast back, chunk
+split (``sglang``)   3        7      split into q, k, v, three reshapes to heads, three copies to
+                                     contiguous tensors (the graph's ``qkv_copies``)
+split (``fused``)    0        7      vLLM: chunk, three views, three rearranges, all views (vLLM
+                                     PR #27106 removed the copies)
+rotary (if any)      6        7      vLLM: cat of q and k (the one packed copy of q and k that
+                                     vLLM PR #51537 describes), cos, sin, a float copy, the
+                                     rotary kernel, the cast back, chunk
 attention            1        10     SGLang's SDPA path: reshape and transpose q, k, v (6), SDPA,
                                      the output's transpose and reshape (2), a reshape to rows
                                      (vLLM's flash path: about 6, counted as 10)
@@ -88,9 +108,15 @@ References
    eagerly".
 .. [3] SGLang pull request #25986 (ViT CUDA graphs behind ``--enable-vit-cuda-graph``, keeping
    ``SGLANG_VIT_ENABLE_CUDA_GRAPH=1`` as the environment switch).
-.. [4] vllm-project/vllm-omni pull request #6516 (Nsight Systems on an L20X, an eager denoiser
-   step): "CFG-1 averages an 8.9 µs kernel, ~5 µs inside each launch API, and 31-35 µs between
-   launches"; its table: 31.8 ms of launch API over 6,372 kernels (5.0 us each).
+.. [4] vllm-project/vllm-omni pull request #6516 (SenseNova-U1.5; Nsight Systems 2026.1.3 on
+   an L20X, one captured forward of a 1024 x 1024 step): "CFG-1 averages an 8.9 µs kernel, ~5 µs
+   inside each launch API, and 31-35 µs between launches"; its CFG-1 row: 6,372 kernels, 31.8 ms
+   of launch API (5.0 us each), over the two prefix forwards (4,204 kernels) and the denoise
+   (1,877) and whatever else the forward launched.
+.. [5] meta-pytorch/tritonbench pull request #1017 (GB200): cuLaunchKernel at 3.0µs,
+   "(irreducible CUDA driver cost)"; NVIDIA/Fuser issue #4927: "cuLaunchKernel takes 4us";
+   sgl-project/sglang-omni issue #379 (Qwen3-Omni on MMMU): ``cudaLaunchKernel``, 188,492
+   calls, 1.55 s, mean 8.2 µs.
 """
 
 from __future__ import annotations
@@ -146,9 +172,10 @@ def layer_program(vc: Mapping[str, Any], implementation: str = "fused") -> tuple
     """The calls of one encoder layer in order (module notes: the counts and their sources)."""
     rope = bool(vc.get("rope"))
     gated = vc.get("hidden_act") == "silu"
-    if implementation == "fused":
+    if implementation in ("fused", "sglang"):
         rotary = (Step("rotary", 6, 7),) if rope else ()
-        return (Step("norms"), Step("qkv"), Step("qkv_copies", 3, 7), *rotary, Step("attention", 1, 10), Step("o_proj"),
+        split = Step("qkv_copies", 3, 7) if implementation == "sglang" else Step(None, 0, 7)
+        return (Step("norms"), Step("qkv"), split, *rotary, Step("attention", 1, 10), Step("o_proj"),
                 Step("residual_adds"), Step("norms"), Step("mlp_up"), Step("activation"), Step("mlp_down"),
                 Step("residual_adds"))
     norm = Step("norms", 6, 8) if vc.get("norm", "layernorm") == "rmsnorm" else Step("norms")

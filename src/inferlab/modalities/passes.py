@@ -20,10 +20,20 @@ References
 .. [4] Horace He, "Making Deep Learning Go Brrrr From First Principles" (2022): "If you
    perform the same experiment with PyTorch, we can only get 280 thousand operations per
    second." https://horace.io/brrr_intro.html
-.. [5] vllm-project/vllm-omni pull request #6516 (Nsight Systems 2026.1.3 on an L20X, one
-   eager denoiser step of SenseNova-U1.5, Aug. 2026): "CFG-1 averages an 8.9 µs kernel, ~5 µs
-   inside each launch API, and 31-35 µs between launches."
+.. [5] vllm-project/vllm-omni pull request #6516 (SenseNova-U1.5, Aug. 2026): one captured
+   eager forward of a 1024 x 1024 step traced with Nsight Systems 2026.1.3 on an L20X, the
+   host CPU not stated. Its CFG-1 row: 6,372 kernels and 31.8 ms inside the launch API (the
+   whole captured forward: its two prefix forwards launch 4,204 kernels and its denoise
+   1,877); "CFG-1 averages an 8.9 µs kernel, ~5 µs inside each launch API, and 31-35 µs
+   between launches." A tracer's hooks may lengthen the API times it records.
    https://github.com/vllm-project/vllm-omni/pull/6516
+.. [6] Other published launch times: meta-pytorch/tritonbench pull request #1017 (GB200):
+   cuLaunchKernel at 3.0µs, "(irreducible CUDA driver cost)"; NVIDIA/Fuser issue #4927
+   (a steady run of nvFuser's kernel executor): "cuLaunchKernel takes 4us";
+   sgl-project/sglang-omni issue #379 (a profile of Qwen3-Omni serving MMMU): cudaLaunchKernel,
+   188,492 calls, mean 8.2 µs. The 5 us taken lies inside their 3-8 us.
+.. [7] NVIDIA/Fuser issue #3507 (DGX H100): its torch-eager row, 0.616 ms of CPU overhead
+   over 65 kernels, "Overhead / Kernel (us)" 9.4.
 """
 
 from __future__ import annotations
@@ -95,15 +105,24 @@ class Efficiency:
     bandwidth_fraction : float
         Share of DRAM bandwidth a streaming kernel reaches (0.8, STREAM-like copies on HBM).
     op_floor_s : float
-        Launch and tail cost of one kernel [s] (about 5 us on a datacenter GPU).
+        The GPU's floor per kernel [s]: the time a kernel occupies the GPU beyond its roofline
+        time, its start-up and tail on the device (about 5 us on a datacenter GPU). It is the
+        GPU side only; the host's time to issue the kernel is ``launch_s``. An eager pass takes
+        the later of the host's and the GPU's timelines (:func:`~.eager.eager_end`), not their
+        sum, so the two are not counted twice.
     host_op_s : float
         Host time of one PyTorch call in eager execution [s]: 1 / 280,000 s, PyTorch's measured
-        rate on tiny tensors [4]; only passes timed as eager use it (:mod:`.eager`).
+        rate on tiny tensors [4]. The source names no device; that the tensors were on the CPU,
+        so that no launch is in it, is inferred, not stated: the flame graph of one
+        addition shows the addition computed on the host, and 3.6 us is below the published
+        per-kernel host times of eager PyTorch on a GPU [7]. Only passes timed as eager use it
+        (:mod:`.eager`).
     launch_s : float
         Host time of the CUDA launch API for each kernel an eager PyTorch call launches [s], on
-        top of ``host_op_s`` (whose measurement ran on CPU tensors and launched nothing): about
-        5 us, Nsight Systems' time inside the launch API over an eager PyTorch forward pass [5]
-        (31.8 ms over 6,372 kernels on an L20X: 5.0 us); only eager passes use it.
+        top of ``host_op_s``: 5 us, the mean Nsight Systems measured inside the launch API over
+        one eager forward [5] (31.8 ms over 6,372 kernels on an L20X), within the 3-8 us other
+        sources publish [6]. Charged per kernel of the graph, which holds fewer kernels than an
+        eager pass launches, so a floor (:mod:`.eager`); only eager passes use it.
     attention_kernel : str
         The flash-attention kernel the implementation calls (``fa2``, ``fa3``, ``cudnn``): its
         published share of peak on the GPU's family and its padded head dim replace

@@ -156,9 +156,11 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
 
 
 #: How an encoder layer's memory-bound passes run: ``fused`` (a serving engine's kernels: one
-#: pass per norm, the gated activation fused with its product) or ``transformers`` (the
+#: pass per norm, the gated activation fused with its product, q, k and v handed to the
+#: attention as views, as vLLM's Qwen2.5-VL does), ``sglang`` (the same kernels plus the three
+#: q/k/v copies to contiguous tensors of SGLang's ``VisionAttention``) or ``transformers`` (the
 #: reference modules: RMSNorm in float32, the gate's activation and product apart).
-IMPLEMENTATIONS = ("fused", "transformers")
+IMPLEMENTATIONS = ("fused", "sglang", "transformers")
 
 
 def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fused") -> list[Elementwise]:
@@ -182,10 +184,15 @@ def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fuse
       converted to float32 (2 + 4), rotated in float32 (4 + 4) and converted back (4 + 2): 20
       each (Qwen2.5-VL under vLLM and transformers' flash-attention path call flash-attention's
       rotary kernel; Llama 4 multiplies by complex rotations, the same traffic);
-    - a serving engine's attention copies q, k and v to contiguous tensors before its kernel
-      (SGLang's ``VisionAttention`` and vLLM's Qwen2.5-VL ``VisionAttention`` each call
-      ``.contiguous()`` on all three): three kernels, each reading and writing ``h`` (4): 12.
-      transformers' modules hand the attention strided views and copy nothing there.
+    - under ``sglang``, q, k and v copied to contiguous tensors before the attention kernel
+      (SGLang's ``VisionAttention`` splits the packed projection and calls ``.contiguous()`` on
+      all three; sglang PR #35336, merged in August 2026, passes the strided views to the fa3,
+      fa4, triton_attn and amx_attn backends instead, SDPA keeps the copies): three kernels,
+      each reading and writing ``h`` (4): 12. ``fused`` copies nothing there: vLLM's Qwen2.5-VL
+      ``VisionAttention`` lost its three copies in vLLM PR #27106 (October 2025) and rearranges
+      q, k and v as views; the one copy it keeps, of q and k packed together before the rotary
+      kernel (described in vLLM PR #51537, open), is the rotary step's first kernel, the cat of
+      q and k. transformers' modules hand the attention strided views too.
     """
     if implementation not in IMPLEMENTATIONS:
         raise SpecError(f"implementation must be one of {', '.join(IMPLEMENTATIONS)}, got {implementation!r:.40}")
@@ -199,7 +206,7 @@ def layer_passes(vc: Mapping[str, Any], rows: float, implementation: str = "fuse
         passes.append(("activation", 4.0 * f, 1))
     if vc.get("rope"):
         passes.append(("rotary", 2 * 20.0 * h, 6))
-    if implementation == "fused":
+    if implementation == "sglang":
         passes.append(("qkv_copies", 3 * 4.0 * h, 3))
     return [Elementwise(name, elements_read=rows * per_row / kernels, bytes_per_element=1.0, count=n * kernels)
             for name, per_row, kernels in passes]
