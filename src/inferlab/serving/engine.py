@@ -56,7 +56,8 @@ class Engine(Admission, TokenGaps):
         (:attr:`timed_out`); ``inf``: never.
     record : bool
         Keep the token gaps (``itl_v``, ``itl_w``) and the queue depth after each iteration
-        (``q_times``, ``q_depth``); a fleet, which reads neither, leaves them empty.
+        (``q_times``, ``q_depth``); a fleet, which reads neither, records none (they keep their
+        initial entries only).
 
     Attributes
     ----------
