@@ -134,6 +134,7 @@ class _Loop(Stepping, Outages, Control):
         # the backlog at the horizon gets as long again to finish, and at least DRAIN_MIN_S
         # (long enough for any ordinary request), unless the caller says how long
         self.drain_end = drain_end = horizon + (max(horizon, DRAIN_MIN_S) if cfg.drain_s is None else cfg.drain_s)
+        self.fixed = (heap, later, drain_end, self.rec, self.turns, self.central)
         last_report, n_pending, heappop, inf, rec = 0.0, len(pending), heapq.heappop, math.inf, self.rec
         p = 0  # the next first request to send (pending[p]), sent at t_pend
         t_pend = arrival[pending[0]] if n_pending else inf

@@ -5,7 +5,7 @@ concept."""
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from typing import Any
 
 from .replicas import Replica
@@ -26,6 +26,7 @@ class Stepping:
     think: list
     arrival: list
     turns: bool
+    fixed: tuple  # (heap, later, drain_end, rec, turns, central), set as the loop starts: read by every _engine
 
     @staticmethod
     def _key(r: Replica) -> tuple[float, int] | None:
@@ -47,7 +48,7 @@ class Stepping:
         r.key = key
         if key is not None:
             self.seq += 1
-            heapq.heappush(self.heap, (key[0], key[1], self.seq, None, r, r.ver))
+            heappush(self.heap, (key[0], key[1], self.seq, None, r, r.ver))
 
     def _engine(self, r: Replica, prio: int, t_next: float) -> None:
         """Run ``r``'s event, and its next ones while they come before every other event (the
@@ -57,8 +58,8 @@ class Stepping:
         An iteration applied (``APPLY``) leaves the requests it finished in the engine, where
         :meth:`_collect` reads their finish times at the end; only a conversation's next turn
         needs one at once. A plan (``PLAN``) drops the requests the engine timed out."""
-        heap, later, drain_end, rec, e = self.heap, self.later, self.drain_end, self.rec, r.engine
-        turns, central, heappop, heappush = self.turns, self.central, heapq.heappop, heapq.heappush
+        heap, later, drain_end, rec, turns, central = self.fixed
+        e = r.engine
         while True:
             if prio == APPLY:
                 done = e.advance()
@@ -108,5 +109,5 @@ class Stepping:
             nxt = self.next_turn[g]
             if nxt >= 0:
                 when = e.now + self.half_rtt[g] + self.think[nxt]  # the answer's last token back at the user
-                heapq.heappush(self.later, (when, nxt))
+                heappush(self.later, (when, nxt))
                 self.arrival[nxt] = when
