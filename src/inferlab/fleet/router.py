@@ -74,29 +74,28 @@ class Router:
         self._rng = np.random.default_rng([seed, 0x207E])
         self._choose = self.choose = getattr(self, "_" + config.policy)  # the policy itself: one call less
 
-    def choose(self, engines: list[Any], stream: int, prefix: float) -> int:
-        """Index into ``engines`` (non-empty) for a request on ``stream`` with ``prefix`` tokens on it."""
-        return self._choose(engines, stream, prefix)
+    def choose(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
+        """Index into ``engines`` (non-empty; ``loads``: each one's outstanding requests) for a
+        request on ``stream`` with ``prefix`` tokens on it."""
+        return self._choose(engines, loads, stream, prefix)
 
-    def _round_robin(self, engines: list[Any], stream: int, prefix: float) -> int:
+    def _round_robin(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         self._turn = (self._turn + 1) % len(engines)
         return self._turn
 
-    def _random(self, engines: list[Any], stream: int, prefix: float) -> int:
+    def _random(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         return int(self._rng.integers(len(engines)))
 
     @staticmethod
-    def _least_outstanding(engines: list[Any], stream: int, prefix: float) -> int:
-        loads = [e.outstanding for e in engines]
+    def _least_outstanding(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         return loads.index(min(loads))
 
     @staticmethod
-    def _least_kv(engines: list[Any], stream: int, prefix: float) -> int:
+    def _least_kv(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         kv = [e.kv_used + 1e-9 * e.outstanding for e in engines]
         return kv.index(min(kv))
 
-    def _cache_aware(self, engines: list[Any], stream: int, prefix: float) -> int:
-        loads = [e.outstanding for e in engines]
+    def _cache_aware(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         least = min(loads)
         if stream < 0 or prefix <= 0:
             return loads.index(least)

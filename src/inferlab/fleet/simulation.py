@@ -119,6 +119,7 @@ class _Loop(Stepping, Outages, Control):
         self.think = req.think_s.tolist()
         self.arrival = req.arrival.tolist()
         self.routable: tuple[int, list[Replica], list[Engine]] = (-1, [], [])  # (Replica.changes, replicas, engines)
+        self.loads: list[int] = []  # each routable replica's outstanding requests, kept up to date (Replica.slot)
         self.drain_end = math.inf
 
     # -- the loop -----------------------------------------------------------------------
@@ -134,7 +135,7 @@ class _Loop(Stepping, Outages, Control):
         # the backlog at the horizon gets as long again to finish, and at least DRAIN_MIN_S
         # (long enough for any ordinary request), unless the caller says how long
         self.drain_end = drain_end = horizon + (max(horizon, DRAIN_MIN_S) if cfg.drain_s is None else cfg.drain_s)
-        self.fixed = (heap, later, drain_end, self.rec, self.turns, self.central)
+        self.fixed = (heap, later, drain_end, self.rec, self.turns, self.central, self.loads)
         last_report, n_pending, heappop, inf, rec = 0.0, len(pending), heapq.heappop, math.inf, self.rec
         p = 0  # the next first request to send (pending[p]), sent at t_pend
         t_pend = arrival[pending[0]] if n_pending else inf
@@ -214,8 +215,12 @@ class _Loop(Stepping, Outages, Control):
                     rec.finish[g] = t
                 return
             routable = free
-        engines = self.routable[2] if routable is self.routable[1] else [x.engine for x in routable]
-        r = routable[self.router.choose(engines, self.stream[g], self.prefix[g])]
+        if routable is self.routable[1]:
+            engines, loads = self.routable[2], self.loads
+        else:
+            engines = [x.engine for x in routable]
+            loads = [e.outstanding for e in engines]
+        r = routable[self.router.choose(engines, loads, self.stream[g], self.prefix[g])]
         if self.at == "replica" and self.limit != math.inf and r.engine.queued >= self.limit:
             rec.status[g] = REJECTED
             rec.finish[g] = t
@@ -227,6 +232,11 @@ class _Loop(Stepping, Outages, Control):
         if self.routable[0] != Replica.changes:
             up = [r for r in self.replicas if r._state in ("up", "failed")]
             self.routable = (Replica.changes, up, [r.engine for r in up])
+            for r in self.replicas:  # (a replica's engine changes its load only while it runs, or as sent one)
+                r.slot = -1
+            for j, r in enumerate(up):
+                r.slot = j
+            self.loads[:] = [r.engine.outstanding for r in up]
         up = self.routable[1]
         if len(self.pools) == 1:
             return up
@@ -256,7 +266,10 @@ class _Loop(Stepping, Outages, Control):
             self.half_rtt[g] = half
         r.gids.append(g)
         self.pool_arrivals[r.pool] += 1
-        r.engine.submit(t + half, self.isl[g], self.osl[g], self.stream[g], self.prefix[g], self.extends[g])
+        e = r.engine
+        e.submit(t + half, self.isl[g], self.osl[g], self.stream[g], self.prefix[g], self.extends[g])
+        if r.slot >= 0:
+            self.loads[r.slot] = e.outstanding
         self._schedule(r)
 
     def _dispatch(self, r: Replica, t: float) -> None:

@@ -26,7 +26,7 @@ class Stepping:
     think: list
     arrival: list
     turns: bool
-    fixed: tuple  # (heap, later, drain_end, rec, turns, central), set as the loop starts: read by every _engine
+    fixed: tuple  # (heap, later, drain_end, rec, turns, central, loads), set as the loop starts: read by every _engine
 
     @staticmethod
     def _key(r: Replica) -> tuple[float, int] | None:
@@ -58,7 +58,7 @@ class Stepping:
         An iteration applied (``APPLY``) leaves the requests it finished in the engine, where
         :meth:`_collect` reads their finish times at the end; only a conversation's next turn
         needs one at once. A plan (``PLAN``) drops the requests the engine timed out."""
-        heap, later, drain_end, rec, turns, central = self.fixed
+        heap, later, drain_end, rec, turns, central, loads = self.fixed
         e = r.engine
         while True:
             if prio == APPLY:
@@ -90,6 +90,8 @@ class Stepping:
                     heappop(heap)  # superseded: the loop would drop it
                 if not heap or t < heap[0][0]:
                     continue
+            if r.slot >= 0:  # the router's view of its load
+                loads[r.slot] = e.outstanding
             # (as _schedule)
             key = None if t is None else (t, prio)
             if key != r.key:
