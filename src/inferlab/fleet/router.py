@@ -92,7 +92,7 @@ class Router:
 
     @staticmethod
     def _least_kv(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
-        kv = [e.kv_used + 1e-9 * e.outstanding for e in engines]
+        kv = [e.kv_used + 1e-9 * n for e, n in zip(engines, loads)]
         return kv.index(min(kv))
 
     def _cache_aware(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:

@@ -110,7 +110,6 @@ class _Loop(Stepping, Outages, Control):
         self.half_rtt = np.zeros(n)
         first = np.flatnonzero(~np.isnan(req.arrival))
         self.pending = first[np.argsort(req.arrival[first], kind="stable")].tolist()
-        self.p = 0
         self.later: list[tuple[float, int]] = []  # later turns: (send time, request)
         self.isl, self.osl = req.isl.tolist(), req.osl.tolist()
         self.stream, self.prefix = req.stream.tolist(), req.prefix.tolist()
@@ -145,8 +144,7 @@ class _Loop(Stepping, Outages, Control):
                 t_arr = later[0][0]
             if heap and ((first := heap[0])[0] < t_arr or (first[0] == t_arr and first[1] < ARRIVE)):
                 if first[0] > drain_end:
-                    self.p = p
-                    self._stop()
+                    self._stop(p)
                     break
                 t, prio, _, what, obj, ver = heappop(heap)
                 if what is None:  # an engine's iteration
@@ -184,10 +182,10 @@ class _Loop(Stepping, Outages, Control):
         self.rec.half_rtt = self.half_rtt
         return self.rec
 
-    def _stop(self) -> None:
-        """Past the drain: requests not yet sent are after the horizon; those in the system
-        stay unfinished (marked once their replicas are collected)."""
-        for g in self.pending[self.p:]:
+    def _stop(self, p: int) -> None:
+        """Past the drain: requests not yet sent (the first ones from ``pending[p]``) are after
+        the horizon; those in the system stay unfinished (marked once their replicas are collected)."""
+        for g in self.pending[p:]:
             self.rec.status[g] = AFTER
         for _, g in self.later:
             self.rec.status[g] = AFTER

@@ -92,14 +92,7 @@ class Stepping:
                     continue
             if r.slot >= 0:  # the router's view of its load
                 loads[r.slot] = e.outstanding
-            # (as _schedule)
-            key = None if t is None else (t, prio)
-            if key != r.key:
-                r.ver += 1
-                r.key = key
-                if key is not None:
-                    self.seq += 1
-                    heappush(heap, (t, prio, self.seq, None, r, r.ver))
+            self._schedule(r, None if t is None else (t, prio))
             return
 
     def _next_turns(self, r: Replica, done: list[int]) -> None:

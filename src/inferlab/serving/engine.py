@@ -277,15 +277,14 @@ class Engine(Admission, TokenGaps):
         run, reuse = self.run, self.reuse
         if plan[0] == "prefill":
             _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
-            if not self.record:
-                pass
-            elif n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
-                self.stalls.append((elapsed, float(run.k - run.prefilling)))
-            elif self.stalls:
-                self._gap(elapsed, float(n_dec))
-            else:
-                self.itl_v.append(elapsed)
-                self.itl_w.append(float(n_dec))
+            if self.record:
+                if n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
+                    self.stalls.append((elapsed, float(run.k - run.prefilling)))
+                elif self.stalls:
+                    self._gap(elapsed, float(n_dec))
+                else:
+                    self.itl_v.append(elapsed)
+                    self.itl_w.append(float(n_dec))
             self.cutoff = self.now  # the next iteration was planned as this one began
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0
@@ -304,7 +303,7 @@ class Engine(Admission, TokenGaps):
                 ids = run.idx[finishing_prefill]
                 fresh = ids[np.isnan(self.first_tok[ids])]
                 self.first_tok[fresh] = self.now
-                if self.resumed and self.record:
+                if self.resumed:  # (filled only when recording)
                     self._resume_gaps(ids.tolist())
                 if reuse.active:
                     plain = reuse.plain
@@ -314,13 +313,12 @@ class Engine(Admission, TokenGaps):
         else:
             _, t0, _, k, tokens, elapsed, step, least, total = plan
             emitted = float(run.k) * k
-            if not self.record:
-                pass
-            elif self.stalls:
-                self._gap(step, emitted)
-            else:  # (the common case inline: this runs once an iteration)
-                self.itl_v.append(step)
-                self.itl_w.append(emitted)
+            if self.record:
+                if self.stalls:
+                    self._gap(step, emitted)
+                else:  # (the common case inline: this runs once an iteration)
+                    self.itl_v.append(step)
+                    self.itl_w.append(emitted)
             if self.prefilled:  # a transferred request's first token is its first decode step's
                 if run.lists:
                     first_tok, t = self.first_tok, self.now + t0
@@ -368,7 +366,7 @@ class Engine(Admission, TokenGaps):
         if n_fin:
             run.prefilling -= n_fin
             first_tok, plain = self.first_tok, reuse.plain
-            if self.resumed and self.record:
+            if self.resumed:
                 self._resume_gaps(prompted)
             for i in prompted:
                 if isnan(first_tok[i]):  # its first token
