@@ -159,7 +159,9 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     schedulers taking in a request one iteration later: TPOT 11.4% (held-out 12.1%), TTFT 40.2%
     (held-out 43.3%), offline 7.6% (7.8%). With the aiconfigurator sample's untagged TensorRT-LLM
     rows (measured October-November 2025) on the PyTorch runtime: TPOT 11.3% (held-out 11.5%: the
-    TPOT target holds, asserted), TTFT 40.3% (held-out 43.9%), offline 7.7% (7.9%).
+    TPOT target holds, asserted), TTFT 40.3% (held-out 43.9%), offline 7.7% (7.9%). With SGLang's
+    eager prefill (its iterations with prompt tokens last at least the host's issue time, sglang
+    PR #12160): TPOT 11.2% (held-out 11.4%), TTFT 39.5% (held-out 42.5%), offline 7.7% (7.9%).
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]
@@ -171,7 +173,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
         assert errors[("closed_loop", "tpot_ms")] <= 12.0
-        assert errors[("closed_loop", "ttft_ms")] <= 45.0
+        assert errors[("closed_loop", "ttft_ms")] <= 43.0
     # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
     # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)
     clusters: dict[tuple[str, str], list[float]] = {}

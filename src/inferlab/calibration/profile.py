@@ -143,6 +143,12 @@ class Profile(BaseModel):
                     "or activation that produces the GEMM's input.")
     kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
     launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
+    eager_host_per_kernel_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Host time per kernel of the op graph in an iteration the engine runs eagerly (prefill and "
+                    "mixed iterations of an engine that captures CUDA graphs for decode batches only): the "
+                    "engine's Python issues every kernel's calls, and the iteration lasts the longer of the "
+                    "host's issue time and the GPU's work. 0 where prefill runs in (piecewise) CUDA graphs.")
     step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")
     serving_step_overhead_s: float = Field(
         default=0.0, ge=0.0,
@@ -184,7 +190,8 @@ def profile_file(name: str) -> Any:
 
 
 #: Profile terms of an engine's host side (scheduler, server), not of its kernels.
-HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s"})
+HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s",
+                        "eager_host_per_kernel_s"})
 
 
 #: GPUs whose tensor cores are another family's: GeForce and RTX PRO Blackwell (sm_120) run

@@ -195,13 +195,28 @@ def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
     return total
 
 
-def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
+def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True,
+              phase: str = "decode") -> np.ndarray:
     """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s]."""
-    return step_total([t.total_s for t in times], sum(t.op.count for t in times), profile, cuda_graphs=cuda_graphs)
+    return step_total([t.total_s for t in times], sum(t.op.count for t in times), profile, cuda_graphs=cuda_graphs,
+                      phase=phase)
 
 
-def step_total(totals: list[np.ndarray], kernels: float, profile: Profile, *, cuda_graphs: bool = True) -> np.ndarray:
-    """:func:`step_time` from the ops' ``total_s`` and the kernels they launch [s]."""
+def step_total(totals: list[np.ndarray], kernels: float, profile: Profile, *, cuda_graphs: bool = True,
+               phase: str = "decode") -> np.ndarray:
+    """:func:`step_time` from the ops' ``total_s`` and the kernels they launch [s].
+
+    A prefill step of an engine that runs prefill eagerly lasts at least the host's issue time,
+    ``kernels x eager_host_per_kernel_s`` (:func:`eager_floor`)."""
     total = broadcast_sum(totals)
+    if phase == "prefill":
+        total = np.maximum(total, eager_floor(kernels, profile))
     launch = 0.0 if cuda_graphs else profile.launch_overhead_s * kernels
     return np.asarray(total + profile.step_overhead_s + launch, float)
+
+
+def eager_floor(kernels: float, profile: Profile) -> float:
+    """Shortest time an eagerly run iteration of ``kernels`` kernels takes [s]: the host issues
+    them one after another (``eager_host_per_kernel_s`` each) while the GPU runs behind, so the
+    iteration ends no sooner than the last is issued."""
+    return kernels * profile.eager_host_per_kernel_s

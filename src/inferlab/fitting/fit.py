@@ -110,6 +110,19 @@ CUSTOM_ALL_REDUCE_LATENCY_S = 5.9e-6
 #: better with it. Their timing stays NCCL's ring and one-shot fit, as before NVLS was
 #: modelled; a profile override turns it on.
 NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
+#: Host time per kernel of the op graph in an iteration an engine runs eagerly, for engines that
+#: capture CUDA graphs for decode batches only and run prefill and mixed iterations eagerly
+#: (``eager_host_per_kernel_s``). SGLang (piecewise prefill graphs are opt-in,
+#: ``--enable-piecewise-cuda-graph``): an eager DeepSeek-V3 forward of one new token took 82.6 ms
+#: where the same forward captured in a CUDA graph took 23.1 ms (sglang PR #12160, its server log's
+#: "forward cost"), so the host's issue time was the 82.6 ms; inferlab's graph of that prefill on
+#: one GPU of eight has 1,389 kernels (61 layers): 59 us each. A check it was not fitted on: at
+#: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight GPUs costs about 9 ms more than
+#: its GPU work, where SGLang's piecewise prefill graphs took 10.3 ms off the TTFT of that request
+#: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). vLLM runs prefill in piecewise CUDA
+#: graphs (its default compilation); TensorRT-LLM's PyTorch runtime and LMDeploy's run prefill
+#: eagerly too, but no measurement of their eager forward's host time was found: none is charged.
+EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389}
 
 
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
@@ -138,6 +151,8 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
     for engine in NVLS_OFF_ENGINES:
         every_gpu = overrides.setdefault(engine, {}).setdefault("all", {})
         every_gpu.setdefault("collective", {}).setdefault("nvls_bandwidth_fraction", 0.0)
+    for engine, seconds in EAGER_HOST_PER_KERNEL_S.items():
+        overrides.setdefault(engine, {}).setdefault("all", {}).setdefault("eager_host_per_kernel_s", seconds)
     return profile
 
 

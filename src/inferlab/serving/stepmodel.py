@@ -19,6 +19,11 @@ that chunk's attention and projections on one rank while the others wait (SGLang
 attention and TensorRT-LLM's attention DP both assign each request to one rank). The
 routed experts see every rank's tokens after the dispatch: their share stays even.
 
+An engine that captures CUDA graphs for decode batches only (SGLang, unless its piecewise
+prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
+kernel: such an iteration lasts at least the host's issue time of the prefill graph's kernels
+(:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph.
+
 For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
 """
 
@@ -32,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..core.graph import Step
+from ..core.timing import eager_floor
 from ..core.ops import Attention
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -116,6 +122,12 @@ class StepModel:
         self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
         self.hidden_host_s = prof.step_overhead_s if overlap_host else 0.0
         self.request_overhead_s = prof.request_overhead_s
+        # an iteration with prompt tokens runs eagerly where the engine graphs decode only: its
+        # kernels are the prefill graph's (MLA's prefill path differs from its decode path)
+        self.eager_s = 0.0
+        if prof.eager_host_per_kernel_s:
+            prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
+            self.eager_s = eager_floor(sum(t.op.count for t in prefill.times), prof) * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
@@ -260,6 +272,7 @@ class StepModel:
         if p:
             m = len(self.attention)
             t += self._attention_s("prefill", [prefill_pairs] * m, [prefill_reads] * m, p, float(n_prefill))
+            t = max(t, self.eager_s)
         elapsed = self._with_host(t)
         self._remember(key, elapsed)
         return elapsed
@@ -317,8 +330,8 @@ class StepModel:
         p = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
         queries = d * decode_new
         if p and self._shared_list is not None:
-            return self._with_host(self._time_busiest_rank(decode_context, prefill_context, prefill_tokens,
-                                                           logits, decode_new))
+            return self._with_host(max(self._time_busiest_rank(decode_context, prefill_context, prefill_tokens,
+                                                               logits, decode_new), self.eager_s))
         t = self._table(self._balanced_list, queries + p) + self._table(self._head_list, logits)
         t += self._decode_attention_s(decode_context, decode_new)
         if p:
@@ -328,6 +341,7 @@ class StepModel:
             else:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
+            t = max(t, self.eager_s)
         return self._with_host(t)
 
     def _decode_attention_s(self, decode_context: np.ndarray, decode_new: float) -> float:

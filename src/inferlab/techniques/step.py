@@ -210,7 +210,7 @@ def _timed(ops: tuple[Op, ...], dep: ResolvedDeployment, phase: str) -> tuple[tu
         _TIMING_MEMO.move_to_end(key)
         return hit[1], hit[2]
     times = time_ops(ops, dep.hardware, dep.profile, phase)
-    stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs)
+    stage = step_time(times, dep.profile, cuda_graphs=dep.cuda_graphs, phase=phase)
     if _GRAPH_MEMO_KEYS.get(id(ops)) is ops:  # a memoized graph: small, and likely to recur
         _TIMING_MEMO[key] = (held, times, stage)
         if len(_TIMING_MEMO) > _GRAPH_MEMO_SIZE:
