@@ -89,3 +89,12 @@ def test_serving_iterations_with_prompt_tokens_pay_the_host_floor(decoding, cont
     assert t_eager == pytest.approx(max(t_graphed - eager.step_overhead_s, floor) + eager.step_overhead_s, rel=1e-9)
     if decoding:
         assert eager.time_decode(ctx) == graphed.time_decode(ctx)
+
+
+def test_explain_says_when_the_host_bounds_an_eager_prefill():
+    from inferlab import estimate
+
+    kw = dict(precision="fp8", tp=8, isl=1024, osl=16, batch_size=1)
+    text = estimate("deepseek-v3", "h200-sxm", engine="sglang", **kw).explain()
+    assert "prefill: " in text and "host-bound (run eagerly" in text and "--enable-piecewise-cuda-graph" in text
+    assert "host-bound" not in estimate("deepseek-v3", "h200-sxm", engine="vllm", **kw).explain()

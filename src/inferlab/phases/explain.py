@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.timing import eager_floor
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
@@ -38,8 +39,15 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     ops_s = sum(r["time_s"] for r in rows)
     # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.
     overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
+    host = _eager_host_s(est, phase)
+    if host > ops_s and overhead > 0:
+        main_text = (f"host-bound (run eagerly: the engine issues {_kernels(step):,.0f} kernels, "
+                     f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
+        overhead = total - host
+    else:
+        main_text = f"{main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
     lines = [
-        f"{phase}: {pretty(Q(total, 's'))} per step, {main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
+        f"{phase}: {pretty(Q(total, 's'))} per step, {main_text}"
         + (f"; step overhead {pretty(Q(overhead, 's'))}" if overhead > 0 else ""),
         f"  {flops / 1e12:.3g} TFLOP and {moved / 1e9:.3g} GB per GPU: intensity {intensity:.0f} FLOP/B vs the "
         f"{prec} ridge point {ridge:.0f} FLOP/B of {hw.id}"
@@ -52,6 +60,17 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     return lines
 
 
+def _kernels(step) -> float:
+    return float(sum(t.op.count for t in step.times))
+
+
+def _eager_host_s(est: Estimate, phase: str) -> float:
+    """The host's issue time of an eagerly run prefill step (0 for decode and for engines that graph it)."""
+    if phase != "prefill":
+        return 0.0
+    return eager_floor(_kernels(est.prefill_step), est.deployment.profile)
+
+
 def _levers(est: Estimate, point: int) -> list[str]:
     decode = _bound_shares(est.op_table("decode", point))
     prefill = _bound_shares(est.op_table("prefill", point))
@@ -59,6 +78,10 @@ def _levers(est: Estimate, point: int) -> list[str]:
     if next(iter(decode)) == "memory":
         out.append("decode is memory-bound: fewer bytes per step move it (FP8/FP4 weights, FP8 KV cache), "
                    "and so does a larger batch, which reuses each weight read for more tokens")
+    prefill_ops = sum(r["time_s"] for r in est.op_table("prefill", point))
+    if _eager_host_s(est, "prefill") > prefill_ops:
+        out.append("prefill runs eagerly and the host issuing its kernels is the longer: prefill CUDA graphs "
+                   "(SGLang's --enable-piecewise-cuda-graph) or an engine that graphs prefill (vLLM) shorten it")
     if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":
         out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels or a larger batch help")
     if next(iter(prefill)) == "compute":
