@@ -51,7 +51,7 @@ def test_sglang_eager_prefill_costs_what_piecewise_graphs_took_off():
     FP8 over eight GPUs from 29.97 to 19.66 ms TTFT for a 1,024-token prompt at concurrency 1
     (sglang PR #13094; the GPU is not stated, an H100 is assumed: the GPU's share is small). The
     eager prefill step here exceeds the same step without the host floor by that 10.3 ms within a
-    factor of 1.5 (8.6 ms when written)."""
+    factor of 1.5 (9.5 ms when written)."""
     dep = deployment("llama-3.1-8b", "h100-sxm", precision="fp8", engine="sglang", tp=8)
     graphed = replace(dep, profile=dep.profile.model_copy(update={"eager_host_per_kernel_s": 0.0}))
     step = Step.prefill(np.array([1.0]), np.array([1024.0]))
@@ -98,3 +98,51 @@ def test_explain_says_when_the_host_bounds_an_eager_prefill():
     text = estimate("deepseek-v3", "h200-sxm", engine="sglang", **kw).explain()
     assert "prefill: " in text and "host-bound (run eagerly" in text and "--enable-piecewise-cuda-graph" in text
     assert "host-bound" not in estimate("deepseek-v3", "h200-sxm", engine="vllm", **kw).explain()
+
+
+def test_a_chunked_static_prefill_issues_every_chunk_eagerly():
+    """DeepSeek-V3 over eight H200s, a 4,096-token prompt in 512-token chunks: 8 eager iterations,
+    each at least the 82.6 ms the host takes to issue one forward (sglang PR #12160), so TTFT is
+    at least 8 x 82.6 = 661 ms; in one 8,192-token iteration the host's part is paid once."""
+    from inferlab import estimate
+
+    kw = dict(engine="sglang", precision="fp8", tp=8, isl=4096, osl=16, batch_size=1)
+    chunked = float(estimate("deepseek-v3", "h200-sxm", max_num_tokens=512, **kw).ttft_s)
+    whole = float(estimate("deepseek-v3", "h200-sxm", max_num_tokens=8192, **kw).ttft_s)
+    assert chunked >= 8 * 82.6e-3 * 0.95
+    assert whole < 3 * 82.6e-3 < chunked
+
+
+def test_without_cuda_graphs_the_floor_replaces_the_launch_charge():
+    """A step without CUDA graphs of an engine whose eager rate is known lasts the longer of its ops
+    and the host's issue time; the per-kernel launch charge is not added on top."""
+    prof = Profile(eager_host_per_kernel_s=50e-6, launch_overhead_s=5e-6)
+    # 120 kernels: 6 ms of issue time against 5 ms of ops, in either phase
+    for phase in ("prefill", "decode"):
+        assert float(step_total([2e-3, 3e-3], 120, prof, cuda_graphs=False, phase=phase)) == pytest.approx(6e-3)
+    # no eager rate known: the launch charge, 5 ms + 120 x 5 us
+    plain = Profile(launch_overhead_s=5e-6)
+    assert float(step_total([2e-3, 3e-3], 120, plain, cuda_graphs=False)) == pytest.approx(5.6e-3)
+
+
+def test_summed_iterations_pay_the_floor_too():
+    """time_sums (the closed loop's fast path) charges a prompt's iteration as time() does."""
+    eager, graphed, _ = _sglang_models()
+    kw = dict(n_decode=8, decode_total=8 * 1000.0, prefill_tokens=512.0, prefill_pairs=512 * 513 / 2,
+              prefill_reads=512.0, n_prefill=1, logits=9.0)
+    t_eager, t_graphed = eager.time_sums(**kw), graphed.time_sums(**kw)
+    assert t_eager == pytest.approx(max(t_graphed - eager.step_overhead_s, eager.eager_s) + eager.step_overhead_s)
+    assert t_eager == pytest.approx(eager.time(decode_context=np.full(8, 1000.0), prefill_context=np.zeros(1),
+                                               prefill_tokens=np.array([512.0]), logits=9.0))
+
+
+def test_attention_dp_iterations_with_a_prompt_pay_the_floor():
+    """With attention data parallelism the iteration lasts its busiest rank's time, and no less
+    than the host's issue time of the prefill's kernels."""
+    dep = deployment("deepseek-v3", "h200-sxm", precision="fp8", engine="sglang", tp=8, ep=8, attention_dp=True)
+    model = StepModel(dep, 8192 + 256)
+    assert model.groups == 8 and model.eager_s > 0.05
+    t = model.time(decode_context=np.full(16, 1000.0), prefill_context=np.zeros(1), prefill_tokens=np.array([64.0]),
+                   logits=17.0)
+    assert t >= model.eager_s
+    assert model.time_decode(np.full(16, 1000.0))[0] < model.eager_s

@@ -197,7 +197,8 @@ def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
 
 def step_time(times: tuple[OpTime, ...], profile: Profile, *, cuda_graphs: bool = True,
               phase: str = "decode") -> np.ndarray:
-    """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s]."""
+    """Time of a whole step: ops in sequence plus the per-step (and per-launch) overhead [s];
+    an eagerly run step lasts at least the host's issue time (:func:`step_total`)."""
     return step_total([t.total_s for t in times], sum(t.op.count for t in times), profile, cuda_graphs=cuda_graphs,
                       phase=phase)
 
@@ -206,12 +207,15 @@ def step_total(totals: list[np.ndarray], kernels: float, profile: Profile, *, cu
                phase: str = "decode") -> np.ndarray:
     """:func:`step_time` from the ops' ``total_s`` and the kernels they launch [s].
 
-    A prefill step of an engine that runs prefill eagerly lasts at least the host's issue time,
-    ``kernels x eager_host_per_kernel_s`` (:func:`eager_floor`)."""
+    A step the engine runs eagerly (a prefill step of an engine that graphs decode only, or any
+    step without CUDA graphs) lasts at least the host's issue time of its kernels
+    (:func:`eager_floor`) where the profile knows the engine's rate; without it, a step without
+    CUDA graphs pays ``launch_overhead_s`` per kernel on top of its ops."""
     total = broadcast_sum(totals)
-    if phase == "prefill":
-        total = np.maximum(total, eager_floor(kernels, profile))
-    launch = 0.0 if cuda_graphs else profile.launch_overhead_s * kernels
+    floor = eager_floor(kernels, profile) if phase == "prefill" or not cuda_graphs else 0.0
+    if floor:
+        total = np.maximum(total, floor)
+    launch = 0.0 if cuda_graphs or floor else profile.launch_overhead_s * kernels
     return np.asarray(total + profile.step_overhead_s + launch, float)
 
 

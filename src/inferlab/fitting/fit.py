@@ -117,7 +117,7 @@ NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 #: where the same forward captured in a CUDA graph took 23.1 ms (sglang PR #12160, its server log's
 #: "forward cost"), so the host's issue time was the 82.6 ms; inferlab's graph of that prefill on
 #: one GPU of eight has 1,389 kernels (61 layers): 59 us each. A check it was not fitted on: at
-#: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight GPUs costs about 9 ms more than
+#: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight H100s costs 9.5 ms more than
 #: its GPU work, where SGLang's piecewise prefill graphs took 10.3 ms off the TTFT of that request
 #: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). vLLM runs prefill in piecewise CUDA
 #: graphs (its default compilation); TensorRT-LLM's PyTorch runtime and LMDeploy's run prefill

@@ -27,7 +27,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import KvTransfer, kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
-from ..techniques.step import ResolvedDeployment, StepResult, decode, mean_decode_step_s, run_step
+from ..techniques.step import ResolvedDeployment, StepResult, chunked_prefill_s, decode, mean_decode_step_s, run_step
 from ..units import Q, to_si_array
 
 
@@ -292,7 +292,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
     chunks = np.ceil(bp * (i - cached) / max_num_tokens)
-    prefill_s = pre.time_s + (chunks - 1.0) * dep_p.profile.step_overhead_s
+    prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
     tpot = np.where(o > 1, mean_decode_step_s(dep_d, bd, i, o), 0.0)
     first = decode(dep_d, bd, i - 1.0).time_s if d.first_token == "decode" else np.zeros(np.shape(i))

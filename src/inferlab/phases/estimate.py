@@ -27,7 +27,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
-from ..techniques.step import ResolvedDeployment, mean_decode_step_s
+from ..techniques.step import ResolvedDeployment, chunked_prefill_s, mean_decode_step_s
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
 
@@ -204,7 +204,7 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     first = np.ceil(replica / first_waves)
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
     chunks = np.ceil(first * (i - cached) / max_num_tokens)
-    return first_waves, pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+    return first_waves, chunked_prefill_s(dep, pre, chunks)
 
 
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
@@ -231,7 +231,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)
-    ttft_wave = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+    ttft_wave = chunked_prefill_s(dep, pre, chunks)
     first_waves, first_ttft = n_waves, ttft_wave
     if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
         first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)

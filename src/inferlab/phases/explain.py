@@ -40,10 +40,10 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.
     overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
     host = _eager_host_s(est, phase)
-    if host > ops_s and overhead > 0:
+    if host > ops_s:
         main_text = (f"host-bound (run eagerly: the engine issues {_kernels(step):,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
-        overhead = total - host
+        overhead = total - host if overhead > 0 else 0.0
     else:
         main_text = f"{main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
     lines = [
