@@ -41,7 +41,7 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
     host = _eager_host_s(est, phase)
     if host > ops_s:
-        main_text = (f"host-bound (run eagerly: the engine issues {_kernels(step):,.0f} kernels, "
+        main_text = (f"host-bound (run eagerly: the engine issues {step.kernels:,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
         overhead = total - host if overhead > 0 else 0.0
     else:
@@ -60,15 +60,11 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     return lines
 
 
-def _kernels(step) -> float:
-    return float(sum(t.op.count for t in step.times))
-
-
 def _eager_host_s(est: Estimate, phase: str) -> float:
     """The host's issue time of an eagerly run prefill step (0 for decode and for engines that graph it)."""
     if phase != "prefill":
         return 0.0
-    return eager_floor(_kernels(est.prefill_step), est.deployment.profile)
+    return eager_floor(est.prefill_step.kernels, est.deployment.profile)
 
 
 def _levers(est: Estimate, point: int) -> list[str]:

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 
 from ..core.graph import Step
-from ..core.timing import eager_floor
 from ..core.ops import Attention
+from ..core.timing import eager_floor
 from ..techniques.step import ResolvedDeployment, run_step
 
 #: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
@@ -127,7 +127,7 @@ class StepModel:
         self.eager_s = 0.0
         if prof.eager_host_per_kernel_s:
             prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
-            self.eager_s = eager_floor(sum(t.op.count for t in prefill.times), prof) * stages
+            self.eager_s = eager_floor(prefill.kernels, prof) * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]

@@ -94,6 +94,11 @@ class StepResult:
     times: tuple[OpTime, ...]
     time_s: np.ndarray
 
+    @property
+    def kernels(self) -> float:
+        """Kernels the step launches on one GPU of one stage."""
+        return float(sum(op.count for op in self.ops))
+
 
 def run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     """Build one replica's step, apply the parallel techniques in a fixed order, time it.
@@ -332,7 +337,7 @@ def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks) -> np.nd
     (:func:`~inferlab.core.timing.eager_floor`)."""
     chunks = np.asarray(chunks, float)
     out = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
-    kernels = sum(t.op.count for t in pre.times)
+    kernels = pre.kernels
     floor = eager_floor(kernels, dep.profile)
     if not floor:
         return out
