@@ -148,10 +148,20 @@ def _case(**changes) -> Case:
 
 
 def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
-    assert case_limits(_case()) == {"mixed_prefill": True}  # aiconfigurator deploys SGLang with mixed chunks
-    assert case_limits(_case(scheduler={"mixed_prefill": False})) == {"mixed_prefill": False}  # the case wins
+    # aiconfigurator deploys SGLang with mixed chunks and max_prefill_tokens = isl + 1500:
+    # 1,024 + 1,500 = 2,524 tokens, under SGLang's 8,192-token chunk
+    assert case_limits(_case()) == {"mixed_prefill": True, "max_num_batched_tokens": 2524}
+    assert case_limits(_case(isl=8000))["max_num_batched_tokens"] == 8192  # the chunk size is the smaller
+    ours = {"mixed_prefill": False, "max_num_batched_tokens": 4096}
+    assert case_limits(_case(scheduler=ours)) == ours  # the case wins
     assert case_limits(_case(source="sglang-blog")) == {}
+    # TensorRT-LLM: max_num_tokens = max_batch_size + isl + 1500, max_batch_size the clients of
+    # a replica: 4 + 1,024 + 1,500 = 2,528; 64 clients over dp=2: 32 + 2,048 + 1,500 = 3,580
     assert case_limits(_case(engine="vllm")) == {}
+    assert case_limits(_case(engine="trtllm")) == {"max_num_batched_tokens": 2528, "chunked_prefill": False}
+    two = _case(engine="trtllm", num_gpus=2, parallelism={"dp": 2}, isl=2048, load={"concurrency": 64})
+    assert case_limits(two)["max_num_batched_tokens"] == 3580
+    assert case_limits(_case(engine="trtllm", source="trtllm-perf-overview-v1.0-offline")) == {}
 
 
 class _Flat:

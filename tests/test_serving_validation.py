@@ -162,6 +162,9 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     TPOT target holds, asserted), TTFT 40.3% (held-out 43.9%), offline 7.7% (7.9%). With SGLang's
     eager prefill (its iterations with prompt tokens last at least the host's issue time, sglang
     PR #12160): TPOT 11.2% (held-out 11.4%), TTFT 39.5% (held-out 42.5%), offline 7.7% (7.9%).
+    With the token budget aiconfigurator's benchmark rules give TensorRT-LLM and SGLang (one
+    prompt and 1,500 tokens; TensorRT-LLM without chunked prefill): TPOT 11.2% (held-out 11.2%),
+    TTFT 38.2% (held-out 41.2%), offline 7.7% (7.9%).
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]
@@ -173,7 +176,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
         assert errors[("closed_loop", "tpot_ms")] <= 12.0
-        assert errors[("closed_loop", "ttft_ms")] <= 43.0
+        assert errors[("closed_loop", "ttft_ms")] <= 42.0
     # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
     # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)
     clusters: dict[tuple[str, str], list[float]] = {}

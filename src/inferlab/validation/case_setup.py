@@ -6,8 +6,9 @@ Re-exported by :mod:`.cases`, which holds the case schema.
 
 from __future__ import annotations
 
+import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from .cases import Case
@@ -48,10 +49,53 @@ SOURCE_PRECISION: dict[str, dict[str, str]] = {
 }
 
 
+#: Tokens aiconfigurator's benchmark rules give an iteration beyond one prompt
+#: (ai-dynamo/aiconfigurator, src/aiconfigurator/generator/rule_plugin/benchmark/:
+#: ``agg max_num_tokens = max_batch_size + SlaConfig.isl + 1500`` in trtllm.rule,
+#: ``max_prefill_tokens = SlaConfig.isl + 1500`` in sglang.rule).
+AICONFIGURATOR_TOKEN_MARGIN = 1500
+
+
+def _aiconfigurator_budget(case: Case) -> dict[str, Any]:
+    """The token budget aiconfigurator's benchmark rules give an aggregated server: one prompt
+    and :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens, over a slot per sequence for TensorRT-LLM
+    (``max_batch_size``: the clients of a replica, as the sample's rows record ``batch_size`` =
+    concurrency), under its chunk size for SGLang (``max_prefill_tokens``). A second prompt of
+    1,500 tokens or more then waits for the next iteration. TensorRT-LLM runs without chunked
+    prefill (the ``extra_engine_args`` templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill``
+    defaults to false).
+
+    Not applied to vLLM, whose rule reads the same as TensorRT-LLM's: with it the sample's
+    vLLM rows (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token
+    prompts no longer chunked) and the fitted vLLM request overhead runs to its bound."""
+    from ..engines.scheduler import ENGINE_SCHEDULERS
+
+    if case.engine == "sglang":
+        chunk = ENGINE_SCHEDULERS["sglang"].max_num_batched_tokens
+        return {"max_num_batched_tokens": min(chunk, case.isl + AICONFIGURATOR_TOKEN_MARGIN)}
+    limits: dict[str, Any] = {"chunked_prefill": False}
+    clients = (case.load or {}).get("concurrency")
+    if clients:
+        per_replica = math.ceil(clients / max(case.parallelism.dp, 1))
+        limits["max_num_batched_tokens"] = per_replica + case.isl + AICONFIGURATOR_TOKEN_MARGIN
+    return limits
+
+
+#: Scheduler settings a source family's runs used that follow from each case's workload.
+SOURCE_SCHEDULER_RULES: dict[tuple[str, str], Callable[[Case], dict[str, Any]]] = {
+    ("aiconfigurator-silicon-sample", engine): _aiconfigurator_budget for engine in ("trtllm", "sglang")
+}
+
+
 def case_limits(case: Case) -> dict[str, Any]:
     """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
-    settings (:data:`SOURCE_SCHEDULERS`, aggregated runs only)."""
-    family = {} if case.disaggregation else SOURCE_SCHEDULERS.get((case.source, case.engine), {})
+    settings (:data:`SOURCE_SCHEDULERS` and :data:`SOURCE_SCHEDULER_RULES`, aggregated runs
+    only)."""
+    if case.disaggregation:
+        return dict(case.scheduler or {})
+    key = (case.source, case.engine)
+    rule = SOURCE_SCHEDULER_RULES.get(key)
+    family = {**SOURCE_SCHEDULERS.get(key, {}), **(rule(case) if rule else {})}
     return {**family, **(case.scheduler or {})}
 
 
