@@ -152,6 +152,8 @@ def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
     # 1,024 + 1,500 = 2,524 tokens, under SGLang's 8,192-token chunk
     assert case_limits(_case()) == {"mixed_prefill": True, "max_num_batched_tokens": 2524}
     assert case_limits(_case(isl=8000))["max_num_batched_tokens"] == 8192  # the chunk size is the smaller
+    # on a B200 (183,359 MiB) SGLang's chunk is 16,384 tokens: 8,000 + 1,500 is the smaller
+    assert case_limits(_case(isl=8000, hardware="b200"))["max_num_batched_tokens"] == 9500
     ours = {"mixed_prefill": False, "max_num_batched_tokens": 4096}
     assert case_limits(_case(scheduler=ours)) == ours  # the case wins
     assert case_limits(_case(source="sglang-blog")) == {}

@@ -64,6 +64,11 @@ class SchedulerConfig:
         attention-DP rank has one to prefill, so that their prefills share one iteration
         instead of each stalling all ranks in turn, or until they have waited this many
         iterations. 0 turns it off; it acts only with attention DP (more than one rank).
+    budget_by_memory : bool
+        The token budget is the one the engine sizes from the GPU's memory
+        (:func:`memory_budget`: SGLang's ``chunked_prefill_size``), set for a deployment's
+        hardware by :func:`for_hardware`; ``max_num_batched_tokens`` is then the fallback.
+        Setting a budget (:meth:`with_limits`) turns it off.
     """
 
     max_num_seqs: int = 256
@@ -76,6 +81,7 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
     balance_timeout_iters: int = 0
+    budget_by_memory: bool = False
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -83,14 +89,45 @@ class SchedulerConfig:
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
+        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
+                     "budget_by_memory"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
 
+    def with_limits(self, **limits: object) -> SchedulerConfig:
+        """These limits over this scheduler's; a token budget given replaces the one sized from
+        the GPU's memory."""
+        if "max_num_batched_tokens" in limits:
+            limits.setdefault("budget_by_memory", False)
+        return replace(self, **limits)
+
+
+#: SGLang's ``chunked_prefill_size`` by the GPU's memory when it is not set: (below this many
+#: bytes, tokens), then :data:`LARGE_MEMORY_BUDGET` (sgl-project/sglang,
+#: python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings``: 2,048 under 35 GiB (T4,
+#: A10, RTX 4090), 4,096 under 60 GiB (A100 40GB, L40), 8,192 under 160 GiB (H100, H200, H20),
+#: 16,384 above (B200, MI300)).
+MEMORY_BUDGETS = ((35 * 2**30, 2048), (60 * 2**30, 4096), (160 * 2**30, 8192))
+LARGE_MEMORY_BUDGET = 16384
+
+
+def memory_budget(memory_bytes: float) -> int:
+    """The token budget SGLang sizes for a GPU of ``memory_bytes`` [B] of visible memory."""
+    return next((tokens for below, tokens in MEMORY_BUDGETS if memory_bytes < below), LARGE_MEMORY_BUDGET)
+
+
+def for_hardware(sched: SchedulerConfig, hw: object) -> SchedulerConfig:
+    """``sched`` with its token budget sized for ``hw``'s memory where the engine sizes it so."""
+    if not sched.budget_by_memory:
+        return sched
+    visible = hw.usable_memory_capacity.si  # type: ignore[attr-defined]
+    return replace(sched, max_num_batched_tokens=memory_budget(visible), budget_by_memory=False)
+
 
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
-#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` 8192, its
+#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
+#: memory (:data:`MEMORY_BUDGETS`; 8192 where the memory is not known), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
@@ -107,7 +144,8 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, mixed_prefill=False, overlap_host=True),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, mixed_prefill=False, overlap_host=True,
+                              budget_by_memory=True),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
     "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),

@@ -41,7 +41,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
         if best.replicas > 1 else ()
     launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=best.precision,
                                     speculative=best.speculative, max_num_seqs=max_num_seqs(sc),
-                                    max_num_batched_tokens=limits.max_num_batched_tokens,
+                                    max_num_batched_tokens=None if limits.budget_by_memory else
+                                    limits.max_num_batched_tokens,
                                     chunked_prefill=limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
                                     kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory
-from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
+from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -34,7 +34,7 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
         raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
     base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
                          else SchedulerConfig())
-    return replace(base, **limits)
+    return base.with_limits(**limits)
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
@@ -59,6 +59,7 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     With ``pp`` pipeline stages the stream is one of the ``pp`` batches in flight: it holds
     ``1/pp`` of the sequences, and each of its iterations takes up to the token budget.
     """
+    sched = for_hardware(sched, dep.hardware)
     ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
     if ranks == 1 and stages == 1:
         return sched
@@ -82,6 +83,7 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
     (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
     the way the engine sizes it (see :class:`SchedulerConfig`)."""
+    sched = for_hardware(sched, dep.hardware)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                        context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
                        gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
