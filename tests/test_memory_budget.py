@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from dataclasses import replace
+
 from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, memory_budget
 from inferlab.inputs.resolve import deployment
-from inferlab.serving.replica import engine_scheduler, scheduler_for
-from inferlab.specs.catalog import load_hardware
+from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 
 MIB = 2**20
 
@@ -21,23 +22,58 @@ MIB = 2**20
     (81_559, 8192),    # H100 SXM
     (143_771, 8192),   # H200: under 160 GiB (163,840 MiB)
     (183_359, 16384),  # B200
+    (35 * 1024 - 1, 2048), (35 * 1024, 4096),     # the thresholds: below is the smaller chunk
+    (60 * 1024 - 1, 4096), (60 * 1024, 8192),
+    (160 * 1024 - 1, 8192), (160 * 1024, 16384),
 ])
 def test_sglang_chunk_follows_the_gpu_memory(mib, tokens):
     assert memory_budget(mib * MIB) == tokens
 
 
-@pytest.mark.parametrize("gpu, tokens", [("h100-sxm", 8192), ("h200-sxm", 8192), ("b200", 16384), ("l40s", 4096)])
-def test_an_sglang_deployment_gets_its_gpus_chunk(gpu, tokens):
+@pytest.mark.parametrize("gpu, mib, tokens", [("h100-sxm", 81_559, 8192), ("h200-sxm", 143_771, 8192),
+                                             ("b200", 183_359, 16384), ("l40s", 46_068, 4096)])
+def test_an_sglang_deployment_gets_its_gpus_chunk(gpu, mib, tokens):
     dep = deployment("llama-3.1-8b", gpu, engine="sglang")
+    assert dep.hardware.usable_memory_capacity.si == mib * MIB  # the nvidia-smi totals above
     assert scheduler_for(dep, engine_scheduler("sglang")).max_num_batched_tokens == tokens
-    assert load_hardware(gpu).usable_memory_capacity.si == pytest.approx(dep.hardware.usable_memory_capacity.si)
 
 
 def test_a_budget_set_by_the_user_wins_and_other_engines_keep_theirs():
     dep = deployment("llama-3.1-8b", "b200", engine="sglang")
     assert scheduler_for(dep, engine_scheduler("sglang", max_num_batched_tokens=4096)).max_num_batched_tokens == 4096
+    # however the budget is set: a scheduler built with replace() keeps it too
+    mine = replace(ENGINE_SCHEDULERS["sglang"], max_num_batched_tokens=4096)
+    assert scheduler_for(dep, mine).max_num_batched_tokens == 4096
     assert scheduler_for(dep, engine_scheduler("vllm")).max_num_batched_tokens == 8192
-    # a scheduler given whole is taken as it is
     assert for_hardware(SchedulerConfig(max_num_batched_tokens=2048), dep.hardware).max_num_batched_tokens == 2048
-    assert ENGINE_SCHEDULERS["sglang"].with_limits(max_num_seqs=8).budget_by_memory is True
-    assert ENGINE_SCHEDULERS["sglang"].with_limits(max_num_batched_tokens=8192).budget_by_memory is False
+    # without chunked prefill SGLang's budget is max_prefill_tokens (16,384), not sized by memory
+    whole = engine_scheduler("sglang", chunked_prefill=False)
+    assert scheduler_for(deployment("llama-3.1-8b", "rtx-4090", engine="sglang"), whole).max_num_batched_tokens == 16384
+
+
+def test_the_kv_pool_is_sized_with_the_chunk_the_engine_runs():
+    # the activation workspace grows with the iteration's tokens: B200's 16,384-token chunk leaves
+    # a smaller KV pool than the same engine told to run 8,192
+    dep = deployment("llama-3.1-8b", "b200", engine="sglang")
+    sized = kv_capacity_tokens(dep, engine_scheduler("sglang"))
+    eight = kv_capacity_tokens(dep, engine_scheduler("sglang", max_num_batched_tokens=8192))
+    sixteen = kv_capacity_tokens(dep, engine_scheduler("sglang", max_num_batched_tokens=16384))
+    assert sized == sixteen < eight
+
+
+def test_plan_launch_writes_the_budget_its_simulation_ran():
+    from inferlab.planning.launch import winner_launch
+    from types import SimpleNamespace
+
+    from inferlab.planning.candidate import Candidate
+
+    best = Candidate(model="llama-3.1-8b", hardware="b200", precision="bf16", tp=1, ep=1, speculative=None,
+                     feasible=True, replicas=1)
+    traffic, search = SimpleNamespace(prefix=None, prefix_hit=0.0), SimpleNamespace(max_num_seqs=None)
+    launch = winner_launch(SimpleNamespace(best=best, scenario=SimpleNamespace(engine="sglang", traffic=traffic, search=search)))
+    assert launch.max_num_batched_tokens == 16384
+    h100 = winner_launch(SimpleNamespace(best=replace(best, hardware="h100-sxm"),
+                                         scenario=SimpleNamespace(engine="sglang", traffic=traffic, search=search)))
+    assert h100.max_num_batched_tokens == 8192
+    vllm = winner_launch(SimpleNamespace(best=best, scenario=SimpleNamespace(engine="vllm", traffic=traffic, search=search)))
+    assert vllm.max_num_batched_tokens == 8192  # vLLM's own default, written as before

@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from typing import TYPE_CHECKING
+
 from ..checks import boolean, fraction, integer
+
+if TYPE_CHECKING:
+    from ..specs.hardware import HardwareSpec
 
 #: Bounds far past any engine's setting: sequences in one batch, tokens in one iteration,
 #: tokens in one KV page.
@@ -32,8 +37,10 @@ class SchedulerConfig:
     ----------
     max_num_seqs : int
         Running requests at most (vLLM default 256).
-    max_num_batched_tokens : int
-        Tokens per iteration at most (decode tokens plus prefill chunk).
+    max_num_batched_tokens : int or None
+        Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
+        it from the GPU (SGLang: :func:`memory_budget`), set for a deployment's hardware by
+        :func:`for_hardware`.
     chunked_prefill : bool
         Split prompts over iterations (else a prompt is prefilled whole, when it fits the budget).
     mixed_prefill : bool
@@ -64,15 +71,10 @@ class SchedulerConfig:
         attention-DP rank has one to prefill, so that their prefills share one iteration
         instead of each stalling all ranks in turn, or until they have waited this many
         iterations. 0 turns it off; it acts only with attention DP (more than one rank).
-    budget_by_memory : bool
-        The token budget is the one the engine sizes from the GPU's memory
-        (:func:`memory_budget`: SGLang's ``chunked_prefill_size``), set for a deployment's
-        hardware by :func:`for_hardware`; ``max_num_batched_tokens`` is then the fallback.
-        Setting a budget (:meth:`with_limits`) turns it off.
     """
 
     max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
+    max_num_batched_tokens: int | None = 8192
     chunked_prefill: bool = True
     mixed_prefill: bool = True
     kv_block_size: int = 16
@@ -81,26 +83,19 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
     balance_timeout_iters: int = 0
-    budget_by_memory: bool = False
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
                                  ("kv_block_size", "tokens", MAX_BLOCK)):
+            if name == "max_num_batched_tokens" and self.max_num_batched_tokens is None:
+                continue  # sized by the engine for the GPU (for_hardware)
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
-                     "budget_by_memory"):
+        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
-
-    def with_limits(self, **limits: object) -> SchedulerConfig:
-        """These limits over this scheduler's; a token budget given replaces the one sized from
-        the GPU's memory."""
-        if "max_num_batched_tokens" in limits:
-            limits.setdefault("budget_by_memory", False)
-        return replace(self, **limits)
 
 
 #: SGLang's ``chunked_prefill_size`` by the GPU's memory when it is not set: (below this many
@@ -110,6 +105,9 @@ class SchedulerConfig:
 #: 16,384 above (B200, MI300)).
 MEMORY_BUDGETS = ((35 * 2**30, 2048), (60 * 2**30, 4096), (160 * 2**30, 8192))
 LARGE_MEMORY_BUDGET = 16384
+#: SGLang's prefill budget without chunked prefill (``--chunked-prefill-size -1``): its
+#: ``max_prefill_tokens`` default, not sized by memory.
+UNCHUNKED_BUDGET = 16384
 
 
 def memory_budget(memory_bytes: float) -> int:
@@ -117,17 +115,19 @@ def memory_budget(memory_bytes: float) -> int:
     return next((tokens for below, tokens in MEMORY_BUDGETS if memory_bytes < below), LARGE_MEMORY_BUDGET)
 
 
-def for_hardware(sched: SchedulerConfig, hw: object) -> SchedulerConfig:
-    """``sched`` with its token budget sized for ``hw``'s memory where the engine sizes it so."""
-    if not sched.budget_by_memory:
+def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
+    """``sched`` with the token budget the engine sizes for ``hw`` where it leaves it to the
+    engine (``max_num_batched_tokens`` None): by the GPU's visible memory when it chunks
+    prompts, :data:`UNCHUNKED_BUDGET` when it does not."""
+    if sched.max_num_batched_tokens is not None:
         return sched
-    visible = hw.usable_memory_capacity.si  # type: ignore[attr-defined]
-    return replace(sched, max_num_batched_tokens=memory_budget(visible), budget_by_memory=False)
+    budget = memory_budget(hw.usable_memory_capacity.si) if sched.chunked_prefill else UNCHUNKED_BUDGET
+    return replace(sched, max_num_batched_tokens=budget)
 
 
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
 #: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
-#: memory (:data:`MEMORY_BUDGETS`; 8192 where the memory is not known), its
+#: memory (:data:`MEMORY_BUDGETS`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
@@ -144,8 +144,7 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, mixed_prefill=False, overlap_host=True,
-                              budget_by_memory=True),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
     "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),

@@ -26,8 +26,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
         When nothing is feasible, or the winner is disaggregated (two pools: no single
         engine command launches them).
     """
-    from ..engines.scheduler import ENGINE_SCHEDULERS
-    from ..engines.scheduler import SchedulerConfig
+    from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware
+    from ..inputs.resolve import resolve_hardware
 
     best, sc = plan.best, plan.scenario
     if best is None:
@@ -35,14 +35,14 @@ def winner_launch(plan: Any) -> EngineLaunch:
     if best.disaggregated:
         raise SpecError(f"the winner {best.label} runs prefill and decode on separate pools; engines launch each pool "
                         "with their own disaggregation setup, which inferlab does not write")
-    limits = ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig())
+    # the budget the plan's simulation ran: an engine that sizes it for the GPU, sized for the winner's
+    limits = for_hardware(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()), resolve_hardware(best.hardware))
     shared = sc.traffic.prefix is not None or bool(sc.traffic.prefix_hit)
     notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
         if best.replicas > 1 else ()
     launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=best.precision,
                                     speculative=best.speculative, max_num_seqs=max_num_seqs(sc),
-                                    max_num_batched_tokens=None if limits.budget_by_memory else
-                                    limits.max_num_batched_tokens,
+                                    max_num_batched_tokens=limits.max_num_batched_tokens,
                                     chunked_prefill=limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
                                     kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None)

@@ -17,7 +17,7 @@ prefill's, forwarded once the prefill ends (``"prefill"``); see
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -143,8 +143,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)
     overrides = limits or {}
-    limits = {pool: scheduler_for(dep, (scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()))
-                                  .with_limits(**overrides))
+    limits = {pool: scheduler_for(dep, replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()),
+                                               **overrides))
               for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
                                             ("decode", dep_d, d.decode.engine or engine))}
     side_p = _side(dep_p, limits["prefill"], d.prefill.replicas)

@@ -34,7 +34,7 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
         raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
     base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
                          else SchedulerConfig())
-    return base.with_limits(**limits)
+    return replace(base, **limits)
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,

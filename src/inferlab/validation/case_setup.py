@@ -66,6 +66,11 @@ def _aiconfigurator_budget(case: Case) -> dict[str, Any]:
     prefill (the ``extra_engine_args`` templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill``
     defaults to false).
 
+    SGLang stops adding prompts to a prefill batch once ``max_prefill_tokens`` is spent but
+    adds the prompt that spends it whole (``PrefillAdder.rem_input_tokens``); one token budget
+    cuts that prompt at the budget instead, a part of one prompt less in that iteration, where
+    SGLang's own chunk alone would take several more.
+
     Not applied to vLLM, whose rule reads the same as TensorRT-LLM's: with it the sample's
     vLLM rows (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token
     prompts no longer chunked) and the fitted vLLM request overhead runs to its bound."""

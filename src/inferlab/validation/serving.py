@@ -138,7 +138,7 @@ def case_scheduler(engine: str, limits: tuple = ()) -> Any:
     """The engine's scheduler with the limits a case records."""
     from ..engines.scheduler import default_scheduler
 
-    return default_scheduler(engine).with_limits(**dict(limits))
+    return replace(default_scheduler(engine), **dict(limits))
 
 
 def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) -> float:
