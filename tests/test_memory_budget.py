@@ -77,3 +77,15 @@ def test_plan_launch_writes_the_budget_its_simulation_ran():
     assert h100.max_num_batched_tokens == 8192
     vllm = winner_launch(SimpleNamespace(best=best, scenario=SimpleNamespace(engine="vllm", traffic=traffic, search=search)))
     assert vllm.max_num_batched_tokens == 8192  # vLLM's own default, written as before
+
+
+def test_sglang_limits_are_the_replicas_under_attention_dp_and_tensorrt_llms_each_ranks():
+    # SGLang with --enable-dp-attention divides chunked_prefill_size and max_running_requests by
+    # dp_size: 8 ranks of a B200 replica share 16,384 tokens and 256 sequences
+    sglang = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="sglang")
+    sched = scheduler_for(sglang, engine_scheduler("sglang"))
+    assert (sched.max_num_batched_tokens, sched.max_num_seqs) == (16384, 256)
+    # TensorRT-LLM's max_num_tokens and max_batch_size are each rank's: 8 x 8,192 and 8 x 2,048
+    trtllm = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="trtllm")
+    sched = scheduler_for(trtllm, engine_scheduler("trtllm"))
+    assert (sched.max_num_batched_tokens, sched.max_num_seqs) == (65536, 16384)

@@ -71,6 +71,12 @@ class SchedulerConfig:
         attention-DP rank has one to prefill, so that their prefills share one iteration
         instead of each stalling all ranks in turn, or until they have waited this many
         iterations. 0 turns it off; it acts only with attention DP (more than one rank).
+    limits_per_rank : bool
+        With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
+        scheduler (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
+        data-parallel engine); False: they hold for the replica, divided over the ranks (SGLang
+        with ``--enable-dp-attention`` gives each rank ``chunked_prefill_size // dp_size``,
+        server_args.py ``_handle_data_parallelism``, and ``max_running_requests // dp_size``).
     """
 
     max_num_seqs: int = 256
@@ -83,6 +89,7 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
     balance_timeout_iters: int = 0
+    limits_per_rank: bool = True
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -92,7 +99,8 @@ class SchedulerConfig:
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host"):
+        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
+                     "limits_per_rank"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
@@ -144,7 +152,8 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True),
+    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
+                              limits_per_rank=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
     "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),

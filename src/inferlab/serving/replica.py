@@ -54,18 +54,21 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """The limits of one simulated stream from the engine's per-scheduler limits.
 
     With attention data parallelism every rank runs its own scheduler over its own
-    requests (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens`` are per rank), so
-    the replica holds ``attention_groups`` times the sequences and tokens of one rank.
-    With ``pp`` pipeline stages the stream is one of the ``pp`` batches in flight: it holds
-    ``1/pp`` of the sequences, and each of its iterations takes up to the token budget.
+    requests: where the limits are a rank's (``limits_per_rank``: TensorRT-LLM's
+    ``max_batch_size`` and ``max_num_tokens``), the replica holds ``attention_groups`` times
+    the sequences and tokens of one rank; where they are the replica's (SGLang divides them
+    over its ranks), it holds them once. With ``pp`` pipeline stages the stream is one of the
+    ``pp`` batches in flight: it holds ``1/pp`` of the sequences, and each of its iterations
+    takes up to the token budget.
     """
     sched = for_hardware(sched, dep.hardware)
     ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
     if ranks == 1 and stages == 1:
         return sched
+    scale = ranks if sched.limits_per_rank else 1
     # pipeline stages: the engine's sequences spread over the pp batches in flight
-    return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * ranks // stages),
-                   max_num_batched_tokens=sched.max_num_batched_tokens * ranks)
+    return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * scale // stages),
+                   max_num_batched_tokens=sched.max_num_batched_tokens * scale)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
