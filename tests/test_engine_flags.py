@@ -21,7 +21,7 @@ def test_vllm_real_spellings():
     assert launch.modelled() == dict(
         model="llama-3.1-70b", checkpoint="meta-llama/Llama-3.1-70B-Instruct", tp=4, pp=1, ep=1, dp=1,
         attention_dp=False, weights="fp8", activations="fp8", kv_cache="fp8", dtype=None, max_num_seqs=128,
-        max_num_batched_tokens=4096, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
+        max_num_batched_tokens=4096, max_prefill_tokens=None, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
         kv_block_size=32, max_model_len=16384, prefix_caching=False,
         speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
@@ -47,7 +47,7 @@ def test_sglang_real_spellings():
         "--trust-remote-code --port 30000 --cuda-graph-max-bs 256")
     assert launch.modelled() == dict(
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
-        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096,
+        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
         prefix_caching=False,
         speculation=Speculation("mtp", 2))
@@ -80,7 +80,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
 """)
     assert launch.modelled() == dict(
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
-        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072,
+        weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
         prefix_caching=False, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
@@ -217,3 +217,17 @@ def test_launch_from_deployment_precision_kinds():
     assert launch.speculation == Speculation("eagle", 7)
     script = launch_command(launch, "vllm").script
     assert "--quantization fp8" in script and "--kv-cache-dtype bfloat16" in script and "DRAFTER_CHECKPOINT" in script
+
+
+def test_sglang_max_prefill_tokens_with_chunking_is_a_prompt_limit():
+    # with chunking, --max-prefill-tokens stops a prefill batch taking prompts (SGLang's
+    # rem_input_tokens); without it, it is the whole-prompt budget
+    launch = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--chunked-prefill-size 8192 --max-prefill-tokens 2524")
+    assert (launch.max_num_batched_tokens, launch.max_prefill_tokens, launch.chunked_prefill) == (8192, 2524, True)
+    assert launch.to_kwargs("serve")["max_prefill_tokens"] == 2524
+    written = launch_command(launch, "sglang")
+    assert "--max-prefill-tokens 2524" in written.script
+    assert parse_engine_args(written.script).modelled() == launch.modelled()
+    for engine in ("vllm", "trtllm-pytorch"):
+        assert "max_prefill_tokens" in dict(launch_command(launch, engine).unexpressed)

@@ -148,13 +148,9 @@ def _case(**changes) -> Case:
 
 
 def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
-    # aiconfigurator deploys SGLang with mixed chunks and max_prefill_tokens = isl + 1500:
-    # 1,024 + 1,500 = 2,524 tokens, under SGLang's 8,192-token chunk
-    assert case_limits(_case()) == {"mixed_prefill": True, "max_num_batched_tokens": 2524}
-    assert case_limits(_case(isl=8000))["max_num_batched_tokens"] == 8192  # the chunk size is the smaller
-    # on a B200 (183,359 MiB) SGLang's chunk is 16,384 tokens: 8,000 + 1,500 is the smaller
-    assert case_limits(_case(isl=8000, hardware="b200"))["max_num_batched_tokens"] == 9500
-    ours = {"mixed_prefill": False, "max_num_batched_tokens": 4096}
+    # aiconfigurator deploys SGLang with mixed chunks and max_prefill_tokens = isl + 1500
+    assert case_limits(_case()) == {"mixed_prefill": True, "max_prefill_tokens": 2524}
+    ours = {"mixed_prefill": False, "max_prefill_tokens": 4096}
     assert case_limits(_case(scheduler=ours)) == ours  # the case wins
     assert case_limits(_case(source="sglang-blog")) == {}
     # TensorRT-LLM: max_num_tokens = max_batch_size + isl + 1500, max_batch_size the clients of
@@ -233,3 +229,45 @@ def test_sglang_mixes_only_chunked_prefill():
     whole = replace(launch, mixed_prefill=True)  # asked of SGLang: it cannot
     assert "mixed_prefill" in dict(launch_command(whole, "sglang").unexpressed)
     assert "  --enable-mixed-chunk" not in launch_command(whole, "sglang").script  # (named in the comments only)
+
+
+class _Chunks:
+    """A step model that records nothing but returns a fixed time (the plan is what is tested)."""
+
+    def time(self, **_):
+        return 0.01
+
+    def time_sums(self, *_):
+        return 0.01
+
+
+def _three_prompts_and_three_decodes():
+    from inferlab.serving.batch import RunningBatch
+
+    run = RunningBatch(8)
+    for i in range(3):  # three requests decoding (prompts done)
+        run.add(i, generated=5.0, prompt=100.0, osl=50.0, done=100.0, views=False)
+    for i in range(3, 6):  # three 1,024-token prompts waiting for their first chunk
+        run.add(i, generated=0.0, prompt=1024.0, osl=50.0, views=False)
+    run._views()
+    return run
+
+
+@pytest.mark.parametrize("sums", [False, True])
+def test_a_prompt_token_limit_takes_the_prompt_that_spends_it_whole(sums):
+    from inferlab.serving.batch import SmallBatch
+    from inferlab.serving.iteration import plan_prefill, plan_prefill_sums
+
+    run = _three_prompts_and_three_decodes()
+    plan = (lambda r, s: plan_prefill_sums(SmallBatch(r), s, _Chunks())) if sums else \
+        (lambda r, s: plan_prefill(r, s, _Chunks()))
+    # SGLang's max_prefill_tokens 2,524 less the 3 decodes mixed in: 2,521; the first prompt
+    # leaves 1,497, the second whole leaves 473 (still positive), the third is taken whole
+    # too (-551), within the 8,192-token chunk: 1,024 each
+    soft = SchedulerConfig(max_num_batched_tokens=8192, max_prefill_tokens=2524)
+    assert list(plan(run, soft)[1])[3:] == [1024.0, 1024.0, 1024.0]
+    # the same 2,524 as a hard budget: 2,521 after the decodes, the third prompt cut to 473
+    hard = SchedulerConfig(max_num_batched_tokens=2524)
+    assert list(plan(run, hard)[1])[3:] == [1024.0, 1024.0, 473.0]
+    # a limit spent by the first prompt stops the second: 1,000 - 3 = 997 < 1,024
+    assert list(plan(run, SchedulerConfig(max_prefill_tokens=1000))[1])[3:] == [1024.0, 0.0, 0.0]

@@ -60,7 +60,7 @@ class EngineLaunch:
         Formats set by the flags; None: the checkpoint's (KV: the engine's ``auto``).
     dtype : str or None
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
-    max_num_seqs, max_num_batched_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size
+    max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size
         Scheduler limits (:class:`~inferlab.engines.scheduler.SchedulerConfig`); None: the
         engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
@@ -92,6 +92,7 @@ class EngineLaunch:
     dtype: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    max_prefill_tokens: int | None = None
     chunked_prefill: bool | None = None
     mixed_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
@@ -150,7 +151,8 @@ class EngineLaunch:
         limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size}
         if target == "serve":
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
-                          chunked_prefill=self.chunked_prefill, mixed_prefill=self.mixed_prefill)
+                          max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
+                          mixed_prefill=self.mixed_prefill)
         else:
             limits["max_num_tokens"] = self.max_num_batched_tokens
         kw.update({k: v for k, v in limits.items() if v is not None})
@@ -205,7 +207,7 @@ class EngineLaunch:
             lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
         if self.no_effect:
             lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
-        serve_only = [self.flag_of(k) for k in ("max_num_seqs", "chunked_prefill", "mixed_prefill")
+        serve_only = [self.flag_of(k) for k in ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
                       if getattr(self, k) is not None]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "

@@ -41,6 +41,11 @@ class SchedulerConfig:
         Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
         it from the GPU (SGLang: :func:`memory_budget`), set for a deployment's hardware by
         :func:`for_hardware`.
+    max_prefill_tokens : int or None
+        Prompt tokens after which an iteration takes no further prompt (SGLang's
+        ``--max-prefill-tokens``: ``PrefillAdder.rem_input_tokens``, less the decodes mixed
+        in): prompts are added while some remain, the one that spends it whole (within the
+        token budget). None: the token budget alone.
     chunked_prefill : bool
         Split prompts over iterations (else a prompt is prefilled whole, when it fits the budget).
     mixed_prefill : bool
@@ -81,6 +86,7 @@ class SchedulerConfig:
 
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = 8192
+    max_prefill_tokens: int | None = None
     chunked_prefill: bool = True
     mixed_prefill: bool = True
     kv_block_size: int = 16
@@ -97,6 +103,8 @@ class SchedulerConfig:
             if name == "max_num_batched_tokens" and self.max_num_batched_tokens is None:
                 continue  # sized by the engine for the GPU (for_hardware)
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
+        if self.max_prefill_tokens is not None:
+            integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
         for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
@@ -162,8 +170,8 @@ ENGINE_SCHEDULERS = {
 
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
-USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill", "gpu_memory_utilization",
-               "kv_block_size")
+USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
+               "gpu_memory_utilization", "kv_block_size")
 
 
 def default_scheduler(engine: str) -> SchedulerConfig:

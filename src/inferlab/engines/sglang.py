@@ -63,14 +63,12 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             notes.append(f"--dp {dp} --enable-dp-attention inside --tp {tp}: read as attention data-parallel over all "
                          f"{tp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
         dp = 1
-    chunk, chunked, budget = f.get("chunk"), None, None
+    chunk, chunked, budget, prompts = f.get("chunk"), None, None, None
     if chunk is not None and chunk <= 0:
         chunked, budget = False, f.get("max_prefill_tokens")
-    elif chunk is not None:
-        chunked, budget = True, chunk
-    if "max_prefill_tokens" in f.values and chunked is not False:
-        notes.append("--max-prefill-tokens read only with --chunked-prefill-size -1: with chunking the chunk size is "
-                     "the prefill budget per iteration")
+    else:
+        chunked, budget = (True, chunk) if chunk is not None else (None, None)
+        prompts = f.get("max_prefill_tokens")  # with chunking: the prompt tokens an iteration stops taking at
     mixed = f.get("mixed_prefill")
     if mixed and chunked is False:  # SGLang: is_mixed_chunk = chunked_prefill_size is not None and enable_mixed_chunk
         mixed = False
@@ -83,7 +81,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
-        max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, chunked_prefill=chunked,
+        max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
+        chunked_prefill=chunked,
         mixed_prefill=mixed,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
@@ -95,6 +94,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
                        max_num_tokens="--chunked-prefill-size")
     if "mixed_prefill" in f.values:
         sources["mixed_prefill"] = "--enable-mixed-chunk"
+    if prompts is not None:
+        sources["max_prefill_tokens"] = "--max-prefill-tokens"
     return launch.with_sources(**sources)
 
 
@@ -145,6 +146,9 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         out += ["--chunked-prefill-size", "-1"]
         if launch.max_num_batched_tokens is not None:
             out += ["--max-prefill-tokens", str(launch.max_num_batched_tokens)]
+        if launch.max_prefill_tokens is not None:
+            missing.append(("max_prefill_tokens", "a prompt-token limit beside a whole-prompt budget: without "
+                                                  "chunking SGLang's --max-prefill-tokens is the budget"))
     elif launch.max_num_batched_tokens is not None or launch.chunked_prefill:
         out += ["--chunked-prefill-size", str(launch.max_num_batched_tokens or DEFAULT_CHUNK)]
         if launch.chunked_prefill is None:
@@ -152,6 +156,8 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         elif launch.max_num_batched_tokens is None:
             missing.append(("max_num_batched_tokens", f"chunking without a size: SGLang's default {DEFAULT_CHUNK} "
                                                       "written"))
+    if launch.chunked_prefill is not False and launch.max_prefill_tokens is not None:
+        out += ["--max-prefill-tokens", str(launch.max_prefill_tokens)]
     for flag, value in (("--max-running-requests", launch.max_num_seqs),
                         ("--mem-fraction-static", launch.gpu_memory_utilization),
                         ("--page-size", launch.kv_block_size), ("--context-length", launch.max_model_len)):

@@ -214,6 +214,9 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     if launch.mixed_prefill is False:
         missing.append(("mixed_prefill", "prefill iterations without the decodes: TensorRT-LLM's in-flight batching "
                                          "always runs the context requests with the generation ones"))
+    if launch.max_prefill_tokens is not None:
+        missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: TensorRT-LLM has the "
+                                              "budget (max_num_tokens) alone"))
     kv: dict[str, Any] = {}
     if launch.kv_cache in ("fp8", "nvfp4"):
         kv["dtype"] = launch.kv_cache

@@ -142,6 +142,9 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.mixed_prefill is False:
         missing.append(("mixed_prefill", "prefill iterations without the decodes: vLLM always decodes the running "
                                          "requests in the iterations that prefill"))
+    if launch.max_prefill_tokens is not None:
+        missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: vLLM has the budget "
+                                              "(--max-num-batched-tokens) alone"))
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
     return shell_form(NAME, words, {}, missing)

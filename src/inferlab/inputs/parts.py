@@ -14,7 +14,7 @@ from . import resolve as inputs
 from .techniques import FROZEN
 
 #: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
-ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill",
+ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                  "gpu_memory_utilization", "kv_block_size")
 
 
@@ -66,6 +66,9 @@ class Engine(BaseModel):
     max_num_seqs : int, optional [request]
     max_num_batched_tokens : int, optional [token]
         Tokens per step (a static batch's prefill chunk, ``max_num_tokens`` of estimate).
+    max_prefill_tokens : int, optional [token]
+        Prompt tokens after which a serving iteration starts no further prompt (SGLang's
+        ``--max-prefill-tokens``; see :class:`~inferlab.engines.scheduler.SchedulerConfig`).
     chunked_prefill : bool, optional
     mixed_prefill : bool, optional
         The running requests decode in the iterations that prefill (False: SGLang's default).
@@ -78,6 +81,7 @@ class Engine(BaseModel):
     version: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    max_prefill_tokens: int | None = None
     chunked_prefill: bool | None = None
     mixed_prefill: bool | None = None
     gpu_memory_utilization: float | None = None

@@ -30,6 +30,14 @@ from .batch import PlainDecoding, RunningBatch, SmallBatch, blocks_held
 SMALL_BATCH = 32
 
 
+def prefill_allowance(sched: SchedulerConfig, mixed_decodes: int) -> float:
+    """Prompt tokens an iteration may still start prompts within [token]: the scheduler's
+    ``max_prefill_tokens`` less the decodes mixed in (SGLang's ``rem_input_tokens``), or no
+    limit. A prompt is taken while it is positive, whole if the token budget allows."""
+    limit = sched.max_prefill_tokens
+    return math.inf if limit is None else float(limit - mixed_decodes)
+
+
 def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple:
     """An iteration with prefill chunks: its time [s], the chunk of each slot [token], which
     slots decode and how many, which slots finish their prompt and how many, and None (what
@@ -41,10 +49,11 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     decoding_mask = ~prefilling
     n_dec = int(np.count_nonzero(decoding_mask))
     budget = budget_max - (n_dec if mixed else 0)
+    soft = prefill_allowance(sched, n_dec if mixed else 0)
     chunk = np.zeros(run.k)
     left = run.prompt - run.done
     for j in prefilling.nonzero()[0].tolist():
-        if budget <= 0:
+        if budget <= 0 or soft <= 0:
             break
         lj = float(left[j])
         if chunked:
@@ -55,6 +64,7 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
             take = lj  # without chunking a prompt is prefilled whole
         chunk[j] = take
         budget -= take
+        soft -= take
     runs_prefill = chunk > 0
     if not mixed:
         decoding_mask[:] = False  # an unmixed prefill iteration runs no decodes
@@ -78,6 +88,7 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
     done, gen, base, prompt, osl = run.rows()
     n_dec = sum(map(ge, done, prompt)) if mixed else 0  # (an unmixed prefill iteration runs no decodes)
     budget = budget_max - n_dec
+    soft = prefill_allowance(sched, n_dec)
     # per slot, in one pass: its chunk (first come first served within the budget), its tokens
     # emitted (a decode, or the first token after its prompt), its sums
     idx = run.idx
@@ -92,7 +103,7 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
                 decode_total += d + g - b
                 e = 1.0
         elif open_:
-            if budget <= 0:
+            if budget <= 0 or soft <= 0:
                 open_ = False
             else:
                 lj = pj - d
@@ -103,6 +114,7 @@ def plan_prefill_sums(run: SmallBatch, sched: SchedulerConfig, model: Any) -> tu
                 else:
                     q = float(lj)  # without chunking a prompt is prefilled whole
                 budget -= q
+                soft -= q
                 if q > 0:
                     p += q
                     pairs += q * d + q * (q + 1.0) / 2.0

@@ -67,8 +67,10 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
         return sched
     scale = ranks if sched.limits_per_rank else 1
     # pipeline stages: the engine's sequences spread over the pp batches in flight
+    soft = sched.max_prefill_tokens
     return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * scale // stages),
-                   max_num_batched_tokens=sched.max_num_batched_tokens * scale)
+                   max_num_batched_tokens=sched.max_num_batched_tokens * scale,
+                   max_prefill_tokens=None if soft is None else soft * scale)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:

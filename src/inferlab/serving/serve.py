@@ -32,7 +32,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
           num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
-          chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
+          max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
           overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
@@ -51,9 +51,11 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     rate, concurrency, trace, offline
         Exactly one: Poisson arrivals per second, closed-loop clients, arrival times, or
         everything queued at once.
-    scheduler, max_num_seqs, max_num_batched_tokens, chunked_prefill, mixed_prefill, ...
+    scheduler, max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, ...
         The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`);
-        ``mixed_prefill=False`` runs prefill iterations without the decodes (SGLang's default).
+        ``mixed_prefill=False`` runs prefill iterations without the decodes (SGLang's default);
+        ``max_prefill_tokens`` stops an iteration taking prompts once that many prompt tokens
+        are in it (SGLang's ``--max-prefill-tokens``).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -97,7 +99,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency, trace=trace,
                         offline=offline, seed=seed, stagger=stagger)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-                 "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
+                 "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
@@ -116,8 +118,8 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None}
-    limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill",
-                                   "gpu_memory_utilization", "kv_block_size") if args[k] is not None}
+    limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill",
+                                   "mixed_prefill", "gpu_memory_utilization", "kv_block_size") if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
         raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation and "

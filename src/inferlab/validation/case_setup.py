@@ -57,29 +57,20 @@ AICONFIGURATOR_TOKEN_MARGIN = 1500
 
 
 def _aiconfigurator_budget(case: Case) -> dict[str, Any]:
-    """The token budget aiconfigurator's benchmark rules give an aggregated server: one prompt
-    and :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens, over a slot per sequence for TensorRT-LLM
-    (``max_batch_size``: the clients of a replica, as the sample's rows record ``batch_size`` =
-    concurrency), under the chunk size it sizes from the GPU's memory for SGLang
-    (``max_prefill_tokens``; :func:`~inferlab.engines.scheduler.memory_budget`). A second prompt of
-    1,500 tokens or more then waits for the next iteration. TensorRT-LLM runs without chunked
-    prefill (the ``extra_engine_args`` templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill``
-    defaults to false).
-
-    SGLang stops adding prompts to a prefill batch once ``max_prefill_tokens`` is spent but
-    adds the prompt that spends it whole (``PrefillAdder.rem_input_tokens``); one token budget
-    cuts that prompt at the budget instead, a part of one prompt less in that iteration, where
-    SGLang's own chunk alone would take several more.
+    """The limits aiconfigurator's benchmark rules give an aggregated server. TensorRT-LLM: a
+    token budget of one prompt, :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens and a slot per
+    sequence (``max_batch_size``: the clients of a replica, as the sample's rows record
+    ``batch_size`` = concurrency), without chunked prefill (the ``extra_engine_args``
+    templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill`` defaults to false), so a second
+    prompt of 1,500 tokens or more waits for the next iteration. SGLang: prompts are taken
+    until one prompt and 1,500 tokens are in the iteration, the one that passes it whole
+    (``max_prefill_tokens``, under its chunk).
 
     Not applied to vLLM, whose rule reads the same as TensorRT-LLM's: with it the sample's
     vLLM rows (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token
     prompts no longer chunked) and the fitted vLLM request overhead runs to its bound."""
     if case.engine == "sglang":
-        from ..engines.scheduler import memory_budget
-        from ..specs.catalog import load_hardware
-
-        chunk = memory_budget(load_hardware(case.hardware).usable_memory_capacity.si)
-        return {"max_num_batched_tokens": min(chunk, case.isl + AICONFIGURATOR_TOKEN_MARGIN)}
+        return {"max_prefill_tokens": case.isl + AICONFIGURATOR_TOKEN_MARGIN}
     limits: dict[str, Any] = {"chunked_prefill": False}
     clients = (case.load or {}).get("concurrency")
     if clients:
