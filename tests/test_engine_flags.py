@@ -167,7 +167,7 @@ def deployments(draw):
                         dp=draw(st.sampled_from([1, 2])), attention_dp=attention_dp,
                         weights=w, activations=a, kv_cache=opt(st.just("fp8")), dtype=opt(st.just("bf16")),
                         max_num_seqs=opt(st.integers(1, 4096)), max_num_batched_tokens=opt(st.integers(64, 65536)),
-                        chunked_prefill=opt(st.booleans()),
+                        max_prefill_tokens=opt(st.integers(64, 65536)), chunked_prefill=opt(st.booleans()),
                         gpu_memory_utilization=opt(st.sampled_from([0.5, 0.85, 0.9])),
                         kv_block_size=opt(st.sampled_from([16, 32, 64])), max_model_len=opt(st.integers(256, 131072)),
                         prefix_caching=opt(st.booleans()), speculation=draw(_SPECS))

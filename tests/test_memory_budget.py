@@ -89,3 +89,17 @@ def test_sglang_limits_are_the_replicas_under_attention_dp_and_tensorrt_llms_eac
     trtllm = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="trtllm")
     sched = scheduler_for(trtllm, engine_scheduler("trtllm"))
     assert (sched.max_num_batched_tokens, sched.max_num_seqs) == (65536, 16384)
+
+
+def test_prompt_limits_are_each_ranks_and_the_kv_workspace_each_ranks_budget():
+    # SGLang's ranks read max_prefill_tokens undivided: 8 ranks of 2,524 take 8 x 2,524 prompt tokens
+    sglang = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="sglang")
+    sched = scheduler_for(sglang, engine_scheduler("sglang", max_prefill_tokens=2524))
+    assert sched.max_prefill_tokens == 8 * 2524
+    # TensorRT-LLM's max_num_tokens is each rank's: 1,024 per rank is the workspace of 8 x 1,024
+    # tokens shared over 8 ranks, so the KV pool is what a replica-wide budget of 8,192 leaves
+    trtllm = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="trtllm")
+    per_rank = kv_capacity_tokens(trtllm, engine_scheduler("trtllm", max_num_batched_tokens=1024))
+    shared = kv_capacity_tokens(trtllm, engine_scheduler("trtllm", max_num_batched_tokens=8192, limits_per_rank=False))
+    assert per_rank == pytest.approx(shared, rel=1e-12)
+    assert per_rank > kv_capacity_tokens(trtllm, engine_scheduler("trtllm", max_num_batched_tokens=8192))

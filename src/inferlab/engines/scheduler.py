@@ -78,7 +78,7 @@ class SchedulerConfig:
         iterations. 0 turns it off; it acts only with attention DP (more than one rank).
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
-        scheduler (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
+        scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
         data-parallel engine); False: they hold for the replica, divided over the ranks (SGLang
         with ``--enable-dp-attention`` gives each rank ``chunked_prefill_size // dp_size``,
         server_args.py ``_handle_data_parallelism``, and ``max_running_requests // dp_size``).

@@ -134,7 +134,6 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     """
     from ..phases.disaggregated import pool_deployments
     from ..engines.scheduler import ENGINE_SCHEDULERS
-    from .replica import scheduler_for
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
@@ -143,12 +142,10 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)
     overrides = limits or {}
-    limits = {pool: scheduler_for(dep, replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()),
-                                               **overrides))
-              for pool, dep, dep_engine in (("prefill", dep_p, d.prefill.engine or engine),
-                                            ("decode", dep_d, d.decode.engine or engine))}
-    side_p = _side(dep_p, limits["prefill"], d.prefill.replicas)
-    side_d = _side(dep_d, limits["decode"], d.decode.replicas)
+    raw = {pool: replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()), **overrides)
+           for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
+    side_p = _side(dep_p, raw["prefill"], d.prefill.replicas)
+    side_d = _side(dep_d, raw["decode"], d.decode.replicas)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
         return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)
@@ -161,7 +158,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         mine = np.arange(r, n, d.prefill.replicas)
         if not len(mine):  # fewer requests than prefill replicas
             continue
-        t = simulate(model_p, limits["prefill"], arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p)
+        t = simulate(model_p, side_p.sched, arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p)
         first_sched[mine], prefill_done[mine] = t.first_scheduled, t.finish
         traces.append(t)
     # the KV cache crosses to the decode pool, overlapped with the prefill layer by layer
@@ -180,7 +177,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         mine = order[decodes[r::d.decode.replicas]]
         if not len(mine):
             continue
-        t = simulate(model_d, limits["decode"], at_decode[mine], prompts[mine], to_decode[mine],
+        t = simulate(model_d, side_d.sched, at_decode[mine], prompts[mine], to_decode[mine],
                      kv_capacity_tokens=kv_d, prefilled=True)
         first_tok[mine], finish[mine] = t.first_token, t.finish
         decode_traces.append(t)
@@ -199,12 +196,13 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                              decode_arrival=at_decode)
 
 
-def _side(dep: ResolvedDeployment, sched: SchedulerConfig, replicas: int) -> PoolSide:
-    """One pool's step model, limits and KV pool."""
-    from .replica import kv_capacity_tokens
+def _side(dep: ResolvedDeployment, engine_sched: SchedulerConfig, replicas: int) -> PoolSide:
+    """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool."""
+    from .replica import kv_capacity_tokens, scheduler_for
 
+    sched = scheduler_for(dep, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
-    return PoolSide(model, sched, kv_capacity_tokens(dep, sched), replicas)
+    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas)
 
 
 def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,

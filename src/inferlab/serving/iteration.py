@@ -1,7 +1,8 @@
 """Planning one iteration of an engine's running batch from its arrays, or from plain floats.
 
 :func:`plan_prefill` chooses the prompts that get a chunk within the token budget (first come
-first served) and times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
+first served; with a prompt-token limit, :func:`prefill_allowance`, no further prompt once it
+is spent) and times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
 the same work with Python floats for a small batch, where numpy's cost per call would be
 most of the time.
 

@@ -67,10 +67,10 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
         return sched
     scale = ranks if sched.limits_per_rank else 1
     # pipeline stages: the engine's sequences spread over the pp batches in flight
-    soft = sched.max_prefill_tokens
+    soft = sched.max_prefill_tokens  # each rank's in SGLang (its scheduler reads it undivided)
     return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * scale // stages),
                    max_num_batched_tokens=sched.max_num_batched_tokens * scale,
-                   max_prefill_tokens=None if soft is None else soft * scale)
+                   max_prefill_tokens=None if soft is None else soft * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
@@ -87,10 +87,13 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
 def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
     """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
     (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
-    the way the engine sizes it (see :class:`SchedulerConfig`)."""
+    the way the engine sizes it (see :class:`SchedulerConfig`). ``sched`` is the engine's as
+    set (each rank's limits where they are a rank's), not :func:`scheduler_for`'s stream."""
     sched = for_hardware(sched, dep.hardware)
+    # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
+    step = sched.max_num_batched_tokens * (dep.parallel.attention_groups if sched.limits_per_rank else 1)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                       context=np.array(1.0), step_tokens=np.array(float(sched.max_num_batched_tokens)),
+                       context=np.array(1.0), step_tokens=np.array(float(step)),
                        gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
                        kv_block_size=sched.kv_block_size)
     draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
