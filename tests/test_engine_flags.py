@@ -231,3 +231,9 @@ def test_sglang_max_prefill_tokens_with_chunking_is_a_prompt_limit():
     assert parse_engine_args(written.script).modelled() == launch.modelled()
     for engine in ("vllm", "trtllm-pytorch"):
         assert "max_prefill_tokens" in dict(launch_command(launch, engine).unexpressed)
+
+
+def test_a_deployments_prompt_limit_is_written_for_sglang():
+    launch = launch_from_deployment("llama-3.1-8b", engine="sglang", max_num_batched_tokens=8192,
+                                    chunked_prefill=True, max_prefill_tokens=4096)
+    assert "--max-prefill-tokens 4096" in launch_command(launch, "sglang").script

@@ -67,6 +67,7 @@ def launch_command(launch: EngineLaunch, engine: str | None = None) -> Rendered:
 def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
                            attention_dp: bool = False, precision: Any = None, speculative: Any = None,
                            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+                           max_prefill_tokens: int | None = None,
                            chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
                            gpu_memory_utilization: float | None = None,
                            kv_block_size: int | None = None, max_model_len: int | None = None,
@@ -92,7 +93,8 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                         ep=ep, dp=dp, attention_dp=attention_dp, weights=kinds.get("weights"),
                         activations=kinds.get("activations"), kv_cache=kinds.get("kv_cache"),
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        chunked_prefill=chunked_prefill, mixed_prefill=mixed_prefill,
+                        max_prefill_tokens=max_prefill_tokens, chunked_prefill=chunked_prefill,
+                        mixed_prefill=mixed_prefill,
                         gpu_memory_utilization=gpu_memory_utilization,
                         kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
                         speculation=spec, notes=tuple(notes))
