@@ -242,3 +242,19 @@ def test_an_engine_the_file_records_wins_over_the_engine_args_and_is_said_to():
                                                                                        gpu="h100-sxm"))
     assert {c.engine for c in cases} == {"sglang"}
     assert any("records the sglang engine, the --engine-args vllm: predicted as sglang" in n for n in notes)
+
+
+def test_a_deployment_files_serving_limits_reach_the_cases(tmp_path):
+    # the engine args' serving limits (a flat file), the typed file's engine limits, and a flat
+    # file's max_num_tokens as the token budget: none dropped on the way to the cases
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("hardware: h100-sxm\nengine_args: vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 64 "
+                    "--max-num-batched-tokens 2048\n")
+    assert given_deployment(deployment=str(flat)).scheduler == {"max_num_seqs": 64, "max_num_batched_tokens": 2048}
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: {name: sglang, max_num_seqs: 32, "
+                     "max_prefill_tokens: 4096}\n")
+    assert given_deployment(deployment=str(typed)).scheduler == {"max_num_seqs": 32, "max_prefill_tokens": 4096}
+    budget = tmp_path / "budget.yaml"
+    budget.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nmax_num_tokens: 4096\n")
+    assert given_deployment(deployment=str(budget)).scheduler == {"max_num_batched_tokens": 4096}

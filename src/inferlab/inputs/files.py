@@ -136,7 +136,7 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
     not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`)."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
-    if "layout" in data or "workload" in data or isinstance(data.get("engine"), dict):
+    if _typed(data):
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
     if unknown:
@@ -164,6 +164,30 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
                 key == "hardware" and data.get("disaggregation") is not None):  # the pools name the GPUs
             raise SpecError(f"{path}: required key {key!r} is missing")
     return data, launch
+
+
+def _typed(data: dict[str, Any]) -> bool:
+    """Whether a deployment file is in the :class:`~inferlab.Deployment`'s own form."""
+    return "layout" in data or "workload" in data or isinstance(data.get("engine"), dict)
+
+
+def deployment_file_limits(path: str | Path) -> dict[str, Any]:
+    """The scheduler limits a deployment file in the :class:`~inferlab.Deployment`'s own form
+    sets on its engine (serving limits included, which the estimate arguments of
+    :func:`read_deployment_file` leave out); ``{}`` for the flat form."""
+    from .deployment import Deployment
+
+    path = Path(path)
+    data = read_yaml_mapping(path, f"deployment file {path}")
+    if not _typed(data):
+        return {}
+    data.pop("workload", None)
+    try:
+        return Deployment.from_dict(data).engine.limits()
+    except SpecError as exc:
+        if type(exc) is not SpecError:
+            raise
+        raise SpecError(f"{path}: {exc}") from None
 
 
 def _typed_form(path: Path, data: dict[str, Any]) -> dict[str, Any]:

@@ -77,22 +77,27 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
                                "--engine-args", notes, limits)
     if deployment:
-        from ...inputs.files import read_deployment_file
+        from ...engines.scheduler import USER_LIMITS
+        from ...inputs.files import deployment_file_limits, read_deployment_file
 
         kwargs, launch = read_deployment_file(deployment)
+        # the serving limits: the engine args' or the typed file's engine, and a flat file's
+        # max_num_tokens (the token budget as estimate names it)
+        serving = deployment_file_limits(deployment) if launch is None else \
+            {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         if launch is not None:
             try:
                 kwargs = launch.merged(kwargs, "estimate")
             except InferlabError as exc:
                 raise SpecError(f"{deployment}: {exc}") from None
+        if kwargs.get("max_num_tokens") is not None:
+            serving.setdefault("max_num_batched_tokens", kwargs["max_num_tokens"])
         hardware = kwargs.get("hardware")
         if gpu and hardware and gpu != hardware:
             raise SpecError(f"--gpu {gpu} contradicts the deployment file {deployment} (hardware: {hardware}); "
                             "drop one of them")
         layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp") if kwargs.get(k) is not None}
-        from ...engines.scheduler import USER_LIMITS
-
-        limits = {k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}
+        limits = {**{k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}, **serving}
         return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,
                                _precision_dict(kwargs.get("precision")) if kwargs.get("precision") else {},
                                f"--deployment {deployment}", (), limits)
