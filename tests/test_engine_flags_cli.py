@@ -72,3 +72,17 @@ def test_plan_exports_the_winner_as_launch_commands(capsys):
         assert (launch.model, launch.tp, launch.engine) == (best["model"], best["tp"], engine)
         assert launch.max_num_seqs == 256  # vLLM's default, which the chat scenario plans with
         assert launch.max_num_batched_tokens == 8192
+
+
+def test_serve_max_prefill_tokens_flag_equals_the_engine_args(capsys):
+    sglang = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --max-prefill-tokens 2048"
+    load = ("--concurrency", "8", "--num-requests", "40", "--isl", "1500", "--osl", "64")
+    code, pasted, _ = run(capsys, "serve", "--engine-args", sglang, "h100-sxm", *load)
+    assert code == 0
+    code, explicit, _ = run(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--engine", "sglang",
+                            "--max-prefill-tokens", "2048", *load)
+    assert code == 0 and pasted == explicit
+    code, without, _ = run(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--engine", "sglang", *load)
+    assert without != explicit  # 1,500-token prompts arriving together: the second waits an iteration
+    code, _, err = run(capsys, "serve", "--engine-args", sglang, "h100-sxm", "--max-prefill-tokens", "4096", *load)
+    assert code != 0 and "--max-prefill-tokens 4096 contradicts the engine args" in err

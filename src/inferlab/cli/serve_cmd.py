@@ -89,6 +89,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="default", help="default, roofline or a profile YAML path")
     p.add_argument("--max-num-seqs", type=int, help="running requests at most (engine default)")
     p.add_argument("--max-num-batched-tokens", type=int, help="tokens per iteration at most (engine default)")
+    p.add_argument("--max-prefill-tokens", type=int,
+                   help="prompt tokens after which an iteration takes no further prompt, the one that passes it "
+                        "whole (SGLang's --max-prefill-tokens; default none)")
     p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
                    help="prefill each prompt whole (in one iteration)")
     mixed = p.add_mutually_exclusive_group()
@@ -143,8 +146,8 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["speculative"] = args.spec
     if args.prefix:
         kw["prefix"] = args.prefix
-    for name in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "mixed_prefill", "gpu_memory_utilization",
-                 "kv_block_size"):
+    for name in ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
+                 "gpu_memory_utilization", "kv_block_size"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     if args.engine_args is not None:
