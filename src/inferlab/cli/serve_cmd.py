@@ -6,6 +6,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..engines.scheduler import USER_LIMITS
 from ..errors import SpecError
 from .args import comma_list, output_file
 from .engine_args import add_engine_args_flag
@@ -146,8 +147,7 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["speculative"] = args.spec
     if args.prefix:
         kw["prefix"] = args.prefix
-    for name in ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-                 "gpu_memory_utilization", "kv_block_size"):
+    for name in USER_LIMITS:
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     if args.engine_args is not None:

@@ -9,13 +9,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import checks
+from ..engines.scheduler import USER_LIMITS
 from ..errors import SpecError
 from . import resolve as inputs
 from .techniques import FROZEN
 
-#: Scheduler limits a user sets (:data:`inferlab.engines.scheduler.USER_LIMITS`); None: the engine's.
-ENGINE_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-                 "gpu_memory_utilization", "kv_block_size")
+#: Scheduler limits a user sets; None: the engine's.
+ENGINE_LIMITS = USER_LIMITS
 
 
 class Layout(BaseModel):

@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import checks
 from ..calibration.profile import Profile
-from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig  # noqa: F401 - importable from here as before
+from ..engines.scheduler import ENGINE_SCHEDULERS, USER_LIMITS, SchedulerConfig  # noqa: F401 - importable from here as before
 from ..errors import SpecError
 from ..inputs.call import typed_call, with_inputs
 from ..inputs.deployment import Deployment
@@ -118,8 +118,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None}
-    limits = {k: args[k] for k in ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill",
-                                   "mixed_prefill", "gpu_memory_utilization", "kv_block_size") if args[k] is not None}
+    limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
         raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation and "

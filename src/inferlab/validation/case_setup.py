@@ -56,21 +56,17 @@ SOURCE_PRECISION: dict[str, dict[str, str]] = {
 AICONFIGURATOR_TOKEN_MARGIN = 1500
 
 
-def _aiconfigurator_budget(case: Case) -> dict[str, Any]:
-    """The limits aiconfigurator's benchmark rules give an aggregated server. TensorRT-LLM: a
+def _aiconfigurator_trtllm(case: Case) -> dict[str, Any]:
+    """The limits aiconfigurator's benchmark rules give an aggregated TensorRT-LLM server: a
     token budget of one prompt, :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens and a slot per
     sequence (``max_batch_size``: the clients of a replica, as the sample's rows record
     ``batch_size`` = concurrency), without chunked prefill (the ``extra_engine_args``
     templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill`` defaults to false), so a second
-    prompt of 1,500 tokens or more waits for the next iteration. SGLang: prompts are taken
-    until one prompt and 1,500 tokens are in the iteration, the one that passes it whole
-    (``max_prefill_tokens``, under its chunk).
+    prompt of 1,500 tokens or more waits for the next iteration.
 
-    Not applied to vLLM, whose rule reads the same as TensorRT-LLM's: with it the sample's
-    vLLM rows (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token
-    prompts no longer chunked) and the fitted vLLM request overhead runs to its bound."""
-    if case.engine == "sglang":
-        return {"max_prefill_tokens": case.isl + AICONFIGURATOR_TOKEN_MARGIN}
+    Not applied to vLLM, whose rule reads the same: with it the sample's vLLM rows
+    (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token prompts no
+    longer chunked) and the fitted vLLM request overhead runs to its bound."""
     limits: dict[str, Any] = {"chunked_prefill": False}
     clients = (case.load or {}).get("concurrency")
     if clients:
@@ -79,9 +75,17 @@ def _aiconfigurator_budget(case: Case) -> dict[str, Any]:
     return limits
 
 
+def _aiconfigurator_sglang(case: Case) -> dict[str, Any]:
+    """The same for SGLang: prompts are taken until one prompt and
+    :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens are in the iteration, the one that passes it
+    whole (``max_prefill_tokens``, under its chunk)."""
+    return {"max_prefill_tokens": case.isl + AICONFIGURATOR_TOKEN_MARGIN}
+
+
 #: Scheduler settings a source family's runs used that follow from each case's workload.
 SOURCE_SCHEDULER_RULES: dict[tuple[str, str], Callable[[Case], dict[str, Any]]] = {
-    ("aiconfigurator-silicon-sample", engine): _aiconfigurator_budget for engine in ("trtllm", "sglang")
+    ("aiconfigurator-silicon-sample", "trtllm"): _aiconfigurator_trtllm,
+    ("aiconfigurator-silicon-sample", "sglang"): _aiconfigurator_sglang,
 }
 
 
