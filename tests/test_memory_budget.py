@@ -9,7 +9,8 @@ import pytest
 
 from dataclasses import replace
 
-from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, memory_budget
+from inferlab.engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, memory_budget, running_requests,
+                                        token_budget)
 from inferlab.inputs.resolve import deployment
 from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 
@@ -83,7 +84,7 @@ def test_sglang_limits_are_the_replicas_under_attention_dp_and_tensorrt_llms_eac
     # SGLang with --enable-dp-attention divides chunked_prefill_size and max_running_requests by
     # dp_size: 8 ranks of a B200 replica share 16,384 tokens and 256 sequences
     sglang = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="sglang")
-    sched = scheduler_for(sglang, engine_scheduler("sglang"))
+    sched = scheduler_for(sglang, engine_scheduler("sglang", max_num_seqs=256))
     assert (sched.max_num_batched_tokens, sched.max_num_seqs) == (16384, 256)
     # TensorRT-LLM's max_num_tokens and max_batch_size are each rank's: 8 x 8,192 and 8 x 2,048
     trtllm = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="trtllm")
@@ -103,3 +104,52 @@ def test_prompt_limits_are_each_ranks_and_the_kv_workspace_each_ranks_budget():
     shared = kv_capacity_tokens(trtllm, engine_scheduler("trtllm", max_num_batched_tokens=8192, limits_per_rank=False))
     assert per_rank == pytest.approx(shared, rel=1e-12)
     assert per_rank > kv_capacity_tokens(trtllm, engine_scheduler("trtllm", max_num_batched_tokens=8192))
+
+
+# --- SGLang's running requests, sized from its KV pool -------------------------------------
+# sgl-project/sglang model_runner: a request-to-token pool of KV tokens / context length x 512
+# requests, clamped to 2,048..4,096, per data-parallel worker; the scheduler runs at most that
+# many and half the KV tokens when --max-running-requests is not given.
+
+
+@pytest.mark.parametrize("kv_tokens, context_len, slots", [
+    (450_000, 131_072, 2048),     # 450,000 / 131,072 x 512 = 1,757: the floor
+    (900_000, 131_072, 3515),     # 900,000 / 131,072 x 512 = 3,515.6
+    (2_000_000, 131_072, 4096),   # 7,812: the ceiling
+    (3_000, 4_096, 1500),         # a pool of 3,000 tokens runs at most 1,500 requests
+])
+def test_sglang_running_requests_follow_its_kv_pool(kv_tokens, context_len, slots):
+    assert running_requests(kv_tokens, context_len) == slots
+
+
+def test_sglang_runs_the_requests_its_pool_holds_not_256():
+    # Llama-3.1-8B (131,072-token context) on one H200: a KV pool of several hundred thousand
+    # tokens, so 2,048 or more requests run at once (vLLM keeps its 256)
+    dep = deployment("llama-3.1-8b", "h200-sxm", precision="fp8", engine="sglang")
+    sched = scheduler_for(dep, engine_scheduler("sglang"))
+    kv = kv_capacity_tokens(dep, engine_scheduler("sglang"))
+    assert 2048 <= sched.max_num_seqs <= 4096
+    assert sched.max_num_seqs == max(2048, min(4096, int(kv / 131_072 * 512)))
+    assert scheduler_for(dep, engine_scheduler("vllm")).max_num_seqs == 256
+    # set by the user: the user's
+    assert scheduler_for(dep, engine_scheduler("sglang", max_num_seqs=128)).max_num_seqs == 128
+    # with attention DP each rank sizes its own pool: the replica holds every rank's
+    ds = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="sglang")
+    per_rank = kv_capacity_tokens(ds, engine_scheduler("sglang")) / 8
+    assert scheduler_for(ds, engine_scheduler("sglang")).max_num_seqs == 8 * running_requests(per_rank, 163_840)
+
+
+def test_static_estimate_and_planner_take_the_engines_budget_on_the_gpu():
+    # estimate() chunks a prompt by the engine's budget on that GPU: SGLang's 16,384 on a B200
+    # prefills a 16,000-token prompt in one chunk where vLLM's 8,192 takes two
+    from inferlab import estimate
+    from inferlab.specs.catalog import load_hardware
+
+    assert token_budget("sglang", load_hardware("b200")) == 16384
+    assert token_budget("sglang", load_hardware("h100-sxm")) == 8192
+    assert token_budget("vllm", load_hardware("b200")) == 8192
+    sg = estimate("llama-3.1-8b", "b200", engine="sglang", isl=16000, osl=2)
+    given = estimate("llama-3.1-8b", "b200", engine="sglang", isl=16000, osl=2, max_num_tokens=8192)
+    same = estimate("llama-3.1-8b", "b200", engine="sglang", isl=16000, osl=2, max_num_tokens=16384)
+    assert float(sg.ttft_s) == float(same.ttft_s)
+    assert float(given.ttft_s) > float(sg.ttft_s)  # a second chunk re-reads the weights and pays a step

@@ -31,7 +31,7 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--profile": ("profile", str, "default, roofline or a profile YAML path"),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
     "--kv-block-size": ("kv_block_size", int, "tokens per KV-cache page (default 16)"),
-    "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default 8192)"),
+    "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default: the engine's on the GPU, 8192 but SGLang's by GPU memory)"),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),
     "--spec": ("speculative", str, "speculative decoding, e.g. eagle:k=4,accept=0.7 or a preset name"),
     "--prefix-cache": ("prefix_cache", str, "cached prompt prefix: a hit rate (0.5) or tokens=1500"),

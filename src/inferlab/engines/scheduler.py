@@ -35,8 +35,10 @@ class SchedulerConfig:
 
     Attributes
     ----------
-    max_num_seqs : int
-        Running requests at most (vLLM default 256).
+    max_num_seqs : int or None
+        Running requests at most (vLLM default 256); None: the engine sizes it from its KV pool
+        (SGLang: :func:`running_requests`), set for a deployment by
+        :func:`inferlab.serving.replica.scheduler_for`.
     max_num_batched_tokens : int or None
         Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
         it from the GPU (SGLang: :func:`memory_budget`), set for a deployment's hardware by
@@ -84,7 +86,7 @@ class SchedulerConfig:
         server_args.py ``_handle_data_parallelism``, and ``max_running_requests // dp_size``).
     """
 
-    max_num_seqs: int = 256
+    max_num_seqs: int | None = 256
     max_num_batched_tokens: int | None = 8192
     max_prefill_tokens: int | None = None
     chunked_prefill: bool = True
@@ -100,8 +102,8 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
                                  ("kv_block_size", "tokens", MAX_BLOCK)):
-            if name == "max_num_batched_tokens" and self.max_num_batched_tokens is None:
-                continue  # sized by the engine for the GPU (for_hardware)
+            if name in ("max_num_seqs", "max_num_batched_tokens") and getattr(self, name) is None:
+                continue  # sized by the engine for the GPU (for_hardware) or its KV pool (running_requests)
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         if self.max_prefill_tokens is not None:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
@@ -141,9 +143,27 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
     return replace(sched, max_num_batched_tokens=budget)
 
 
+#: SGLang's request slots when ``--max-running-requests`` is not given: its request-to-token
+#: pool holds ``KV tokens / context length x 512`` requests, clamped to 2,048..4,096
+#: (sgl-project/sglang, model_runner ``init_memory_pool``, v0.4-v0.5.8), and the scheduler
+#: runs at most that many and half the KV tokens (tp_worker: ``min(max_total_num_tokens // 2,
+#: req_to_token_pool.size)``).
+RUNNING_REQUESTS_PER_CONTEXT = 512
+RUNNING_REQUESTS_RANGE = (2048, 4096)
+
+
+def running_requests(kv_tokens: float, context_len: int) -> int:
+    """The requests SGLang runs at most on one scheduler whose KV pool holds ``kv_tokens``
+    tokens, for a model of ``context_len`` tokens, when ``--max-running-requests`` is not set."""
+    low, high = RUNNING_REQUESTS_RANGE
+    slots = min(max(int(kv_tokens / context_len * RUNNING_REQUESTS_PER_CONTEXT), low), high)
+    return max(1, min(int(kv_tokens) // 2, slots))
+
+
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
 #: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
-#: memory (:data:`MEMORY_BUDGETS`), its
+#: memory (:data:`MEMORY_BUDGETS`) and its running requests by its KV pool
+#: (:func:`running_requests`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
@@ -160,7 +180,7 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
-    "sglang": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
+    "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               limits_per_rank=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
@@ -178,3 +198,9 @@ def default_scheduler(engine: str) -> SchedulerConfig:
     """The engine's default scheduling limits and admission policy (the generic ones for an
     engine without its own entry)."""
     return ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["generic"])
+
+
+def token_budget(engine: str, hw: HardwareSpec) -> int:
+    """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for vLLM
+    and TensorRT-LLM; SGLang's by the GPU's memory, :func:`for_hardware`)."""
+    return int(for_hardware(default_scheduler(engine), hw).max_num_batched_tokens)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
+from ..engines.scheduler import token_budget
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -246,7 +247,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
-                           kv_block_size: int = 16, max_num_tokens: int = 8192, precision: Any = None,
+                           kv_block_size: int = 16, max_num_tokens: int | None = None, precision: Any = None,
                            allow_long_context: bool = False) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
@@ -268,7 +269,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         Cached prefixes shorten the prefill; the whole prompt's KV is still sent (the
         decode pool is assumed not to hold the prefix).
     gpu_memory_utilization, kv_block_size, max_num_tokens
-        As in :func:`inferlab.estimate`; ``max_num_tokens`` chunks the prefill.
+        As in :func:`inferlab.estimate`; ``max_num_tokens`` chunks the prefill (default: the
+        engine's on the prefill pool's GPU).
     allow_long_context : bool
         Accept ``isl + osl`` beyond the model's ``max_position_embeddings`` (RoPE scaling).
 
@@ -286,6 +288,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     checks.context_within_model(dep_d.model, i, o, allow_long_context=allow_long_context)
     mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")
+    if max_num_tokens is None:  # the prefill pool's engine on its GPU
+        max_num_tokens = token_budget(engine, dep_p.hardware)
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
     plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)
     cache = PrefixCache.parse(prefix_cache) if isinstance(prefix_cache, str) else prefix_cache

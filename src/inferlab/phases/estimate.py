@@ -15,7 +15,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.scheduler import default_scheduler
+from ..engines.scheduler import default_scheduler, token_budget
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -39,7 +39,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
-             gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
+             gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
@@ -81,6 +81,10 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         ``naive`` writes and reads the score matrix.
     gpu_memory_utilization : float
         Share of device memory the engine may use (vLLM's default 0.9).
+    max_num_tokens : int, optional [token]
+        Tokens per iteration: prompts are prefilled in chunks of it, and the activation
+        workspace is sized for it. Default: the engine's on this GPU (8,192 for vLLM and
+        TensorRT-LLM; SGLang sizes its chunk by the GPU's memory), as :func:`inferlab.serve` runs.
     waves : bool
         When the batch's KV cache does not fit, run it in waves as engines do, instead of
         marking the point infeasible.
@@ -131,6 +135,8 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
                                                what="GPUs", whole_floats=True) != dep.num_gpus:
         raise SpecError(f"num_gpus={num_gpus} but the layout {dep.parallel} uses tp x pp x dp = {dep.num_gpus} GPUs")
     memory = inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
+    if memory["max_num_tokens"] is None:
+        memory["max_num_tokens"] = token_budget(engine, dep.hardware)
     use = checks.fraction(option_name("utilization"), utilization)
     price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
     b, i, o = inputs.workload(batch_size, isl, osl)

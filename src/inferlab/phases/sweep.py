@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import checks
 from ..cluster import check_client, map_units
+from ..engines.scheduler import token_budget
 from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
 from ..inputs import resolve as inputs
 from ..inputs.resolve import deployment
@@ -137,7 +138,7 @@ class SweepResult:
 
 def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batch_size: Any = 1,
           isl: Any = 1024, osl: Any = 128, engine: str = "generic", profile: Any = "default",
-          gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int = 8192,
+          gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
           price_per_gpu_hour: float | None = None, utilization: float = 1.0, waves: bool = False,
           allow_long_context: bool = False, chunk_size: int = 1 << 15, client: Any = None) -> SweepResult:
     """Evaluate every combination of the given values.
@@ -232,6 +233,8 @@ def _one(model: Any, hardware: Any, tp: int, precision: Any, grid: list[np.ndarr
         reason[:] = str(exc)
     else:
         unit_price = inputs.unit_price(price, dep.hardware)
+        if kw["max_num_tokens"] is None:  # the engine's on this GPU, as estimate() takes it
+            kw = {**kw, "max_num_tokens": token_budget(engine, dep.hardware)}
         labels = (dep.model.id or dep.model.name, dep.hardware.id, dep.tp, str(dep.precision))
         for start in range(0, n, chunk_size):
             for sl in _blocks(start, min(start + chunk_size, n)):

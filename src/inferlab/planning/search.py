@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
+from ..engines.scheduler import token_budget
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import deployment
 from ..specs.catalog import load_hardware, load_model
@@ -33,8 +34,8 @@ from .fluid import admission_wait_s, max_utilization, operating_points, queue_wa
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
-#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults).
-_MAX_NUM_TOKENS = 8192
+#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults; the token budget
+#: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`).
 _GPU_MEMORY = 0.9
 _KV_BLOCK = 16
 
@@ -90,15 +91,16 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
     except InferlabError as exc:
         return replace(base, reason=str(exc))
-    fits = np.minimum(est.max_sequences, max_num_seqs(sc))
+    cap = sequence_limit(sc, est.deployment)
+    fits = np.minimum(est.max_sequences, cap)
     ok = _BATCHES <= fits
     if not ok.any():
         return replace(base, reason="not even one request fits next to the weights")
-    limit = ("KV memory" if float(np.min(est.max_sequences)) < max_num_seqs(sc)
+    limit = ("KV memory" if float(np.min(est.max_sequences)) < cap
              else "engine batch limit (max_num_seqs)")
     if config.get("disaggregated"):
         return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
-    pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(_MAX_NUM_TOKENS))
+    pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(token_budget(sc.engine, est.deployment.hardware)))
     ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile)
     tpot_p = pts.tpot_s * _tpot_tail(sc.slo.percentile)
     meets = ok & _within(sc, ttft_p, tpot_p)
@@ -220,13 +222,14 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
     b, i, o = _BATCHES, float(isl), float(osl)
+    budget = token_budget(engine, dep.hardware)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
-                       step_tokens=np.minimum(b * i, _MAX_NUM_TOKENS), gpu_memory_utilization=_GPU_MEMORY,
+                       step_tokens=np.minimum(b * i, budget), gpu_memory_utilization=_GPU_MEMORY,
                        kv_block_size=_KV_BLOCK)
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
     pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
     cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
-    chunks = math.ceil((i - cached) / _MAX_NUM_TOKENS)
+    chunks = math.ceil((i - cached) / budget)
     prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
     return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1
 
@@ -249,14 +252,25 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
     return cand
 
 
-def max_num_seqs(scenario: Scenario) -> int:
-    """The engine's sequence limit the scenario plans with."""
-    from ..engines.scheduler import ENGINE_SCHEDULERS
-    from ..engines.scheduler import SchedulerConfig
+def max_num_seqs(scenario: Scenario) -> int | None:
+    """The engine's sequence limit the scenario plans with (None: the engine sizes it from its
+    KV pool, as SGLang does; :func:`sequence_limit` gives it for a deployment)."""
+    from ..engines.scheduler import default_scheduler
 
     if scenario.search.max_num_seqs is not None:
         return scenario.search.max_num_seqs
-    return ENGINE_SCHEDULERS.get(scenario.engine, SchedulerConfig()).max_num_seqs
+    return default_scheduler(scenario.engine).max_num_seqs
+
+
+def sequence_limit(scenario: Scenario, dep: Any) -> int:
+    """The sequences one replica of ``dep`` runs at most under the scenario's engine."""
+    from ..engines.scheduler import default_scheduler, for_hardware
+    from ..serving.replica import with_running_requests
+
+    given = max_num_seqs(scenario)
+    if given is not None:
+        return given
+    return int(with_running_requests(dep, for_hardware(default_scheduler(scenario.engine), dep.hardware)).max_num_seqs)
 
 
 def _tpot_tail(percentile: float) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory
-from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware
+from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, running_requests
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -61,7 +61,7 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     ``pp`` batches in flight: it holds ``1/pp`` of the sequences, and each of its iterations
     takes up to the token budget.
     """
-    sched = for_hardware(sched, dep.hardware)
+    sched = with_running_requests(dep, for_hardware(sched, dep.hardware))
     ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
     if ranks == 1 and stages == 1:
         return sched
@@ -71,6 +71,17 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     return replace(sched, max_num_seqs=max(1, sched.max_num_seqs * scale // stages),
                    max_num_batched_tokens=sched.max_num_batched_tokens * scale,
                    max_prefill_tokens=None if soft is None else soft * ranks)
+
+
+def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
+    """``sched`` with the running requests the engine sizes from its KV pool where it leaves
+    them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.scheduler.running_requests`
+    for each attention-DP rank's pool, the replica holding every rank's)."""
+    if sched.max_num_seqs is not None:
+        return sched
+    ranks = dep.parallel.attention_groups
+    per_rank = kv_capacity_tokens(dep, sched) / ranks
+    return replace(sched, max_num_seqs=running_requests(per_rank, dep.model.max_position_embeddings) * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
