@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..errors import SpecError
@@ -66,10 +67,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from ..inputs.files import read_deployment_file
+    from ..engines.scheduler import serving_only
+    from ..inputs.files import deployment_file_limits, read_deployment_file
     from . import engine_args
 
     kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
+    unused = serving_only(deployment_file_limits(args.file)) if args.file else None
+    if unused:
+        print(f"inferlab: warning: {args.file}: {unused}", file=sys.stderr)
     if args.engine_args is not None:
         if launch is not None:
             raise SpecError(f"--engine-args and engine_args in {args.file}: give the launch command once")

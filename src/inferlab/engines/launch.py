@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
+from .scheduler import SERVING_ONLY_LIMITS
 
 #: Engines whose launch commands are read and written.
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm-pytorch")
@@ -207,8 +208,7 @@ class EngineLaunch:
             lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
         if self.no_effect:
             lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
-        serve_only = [self.flag_of(k) for k in ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
-                      if getattr(self, k) is not None]
+        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
                          "batch")

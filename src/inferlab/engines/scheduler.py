@@ -192,6 +192,18 @@ ENGINE_SCHEDULERS = {
 #: Limits a launch sets (the engines' flags) and a measured case may record.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size")
+#: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
+#: prefills its prompts in chunks of the token budget and decodes them together.
+SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
+
+
+def serving_only(limits: dict) -> str | None:
+    """What of ``limits`` (by :data:`USER_LIMITS` name) a static batch leaves to serving, as a
+    sentence; None when they set none of :data:`SERVING_ONLY_LIMITS`."""
+    set_ = [f"{k}={limits[k]}" for k in SERVING_ONLY_LIMITS if limits.get(k) is not None]
+    if not set_:
+        return None
+    return f"{', '.join(set_)} limit serving (inferlab serve), not a static batch: not used here"
 
 
 def default_scheduler(engine: str) -> SchedulerConfig:
