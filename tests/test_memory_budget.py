@@ -153,3 +153,72 @@ def test_static_estimate_and_planner_take_the_engines_budget_on_the_gpu():
     same = estimate("llama-3.1-8b", "b200", engine="sglang", isl=16000, osl=2, max_num_tokens=16384)
     assert float(sg.ttft_s) == float(same.ttft_s)
     assert float(given.ttft_s) > float(sg.ttft_s)  # a second chunk re-reads the weights and pays a step
+
+
+# --- SGLang's CUDA-graph batch limit: decode batches beyond it run eagerly ------------------
+# sgl-project/sglang server_args.py _handle_gpu_memory_settings: cuda_graph_max_bs 8 under 20 GiB;
+# 24 (tp < 4) or 80 under 35 GiB; 32 or 160 under 60 GiB; 256 or 512 under 160 GiB; 512 above.
+
+
+@pytest.mark.parametrize("mib, tp, batch", [
+    (15_360, 1, 8), (15_360, 8, 8),          # T4: 8 at any TP
+    (24_564, 1, 24), (24_564, 4, 80),        # RTX 4090
+    (46_068, 2, 32), (46_068, 4, 160),       # L40S
+    (81_559, 1, 256), (81_559, 4, 512),      # H100 SXM
+    (143_771, 2, 256), (143_771, 8, 512),    # H200
+    (183_359, 1, 512), (183_359, 8, 512),    # B200
+])
+def test_sglang_graph_batch_follows_the_gpu_memory_and_tp(mib, tp, batch):
+    from inferlab.engines.scheduler import graph_batch_limit
+
+    assert graph_batch_limit(mib * MIB, tp) == batch
+
+
+def test_a_decode_batch_beyond_sglangs_graphs_runs_eagerly():
+    import numpy as np
+
+    from inferlab.core.graph import Step
+    from inferlab.serving.stepmodel import StepModel
+    from inferlab.techniques.step import run_step
+
+    dep = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
+    sched = scheduler_for(dep, engine_scheduler("sglang"))
+    assert sched.graph_max_batch == 256  # H100, TP1
+    assert scheduler_for(deployment("llama-3.1-8b", "h100-sxm", tp=4, engine="sglang"),
+                         engine_scheduler("sglang")).graph_max_batch == 512
+    assert scheduler_for(dep, engine_scheduler("vllm")).graph_max_batch >= 10**6  # every batch graphed
+    graphed = StepModel(dep, 1024, graph_max_batch=None)
+    limited = StepModel(dep, 1024, graph_max_batch=256)
+    # the host issues every kernel of the decode graph at the profile's eager rate
+    kernels = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels
+    floor = kernels * dep.profile.eager_host_per_kernel_s
+    short = np.full(257, 100.0)  # 257 short sequences: the GPU's work is a few ms
+    gpu = graphed.time(decode_context=short, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0), logits=257.0)
+    eager = limited.time(decode_context=short, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0), logits=257.0)
+    # without overlap the host's per-iteration work follows the GPU's: an eager iteration is the
+    # issue time plus that work, where the graphed one is the GPU's work plus it
+    host = dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s
+    assert gpu - host < floor
+    assert eager == pytest.approx(floor + host, rel=1e-12)
+    assert limited.time_decode(short)[0] == pytest.approx(eager, rel=1e-12)
+    # at the graphs' largest batch it replays one: the same as without a limit
+    at = np.full(256, 100.0)
+    assert limited.time_decode(at) == graphed.time_decode(at)
+
+
+def test_a_static_batch_beyond_sglangs_graphs_decodes_eagerly():
+    # 257 sequences on one H100 under SGLang: past its 256-sequence graphs every decode step lasts
+    # at least the host's issue time of the decode graph's 323 kernels; vLLM graphs it
+    import numpy as np
+
+    from inferlab import estimate
+    from inferlab.core.graph import Step
+    from inferlab.techniques.step import run_step
+
+    kw = dict(isl=256, osl=64)
+    at, past = (estimate("llama-3.1-8b", "h100-sxm", engine="sglang", batch_size=b, **kw) for b in (256, 257))
+    dep = past.deployment
+    floor = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels * dep.profile.eager_host_per_kernel_s
+    assert float(at.tpot_s) < floor <= float(past.tpot_s)
+    vllm = estimate("llama-3.1-8b", "h100-sxm", engine="vllm", batch_size=257, **kw)
+    assert float(vllm.tpot_s) < floor

@@ -148,10 +148,11 @@ def _case(**changes) -> Case:
 
 
 def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
-    # aiconfigurator deploys SGLang with mixed chunks and max_prefill_tokens = isl + 1500
-    assert case_limits(_case()) == {"mixed_prefill": True, "max_prefill_tokens": 2524}
+    # aiconfigurator deploys SGLang with mixed chunks, max_prefill_tokens = isl + 1500 and CUDA
+    # graphs for every decode batch up to the clients (4 here)
+    assert case_limits(_case()) == {"mixed_prefill": True, "max_prefill_tokens": 2524, "graph_max_batch": 4}
     ours = {"mixed_prefill": False, "max_prefill_tokens": 4096}
-    assert case_limits(_case(scheduler=ours)) == ours  # the case wins
+    assert case_limits(_case(scheduler=ours)) == {**ours, "graph_max_batch": 4}  # the case wins where it says
     assert case_limits(_case(source="sglang-blog")) == {}
     # TensorRT-LLM: max_num_tokens = max_batch_size + isl + 1500, max_batch_size the clients of
     # a replica: 4 + 1,024 + 1,500 = 2,528; 64 clients over dp=2: 32 + 2,048 + 1,500 = 3,580

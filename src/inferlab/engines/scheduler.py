@@ -78,6 +78,13 @@ class SchedulerConfig:
         attention-DP rank has one to prefill, so that their prefills share one iteration
         instead of each stalling all ranks in turn, or until they have waited this many
         iterations. 0 turns it off; it acts only with attention DP (more than one rank).
+    graph_max_batch : int or None
+        Decode iterations of more running requests than this (on one attention-DP rank) run
+        without a CUDA graph, kernel by kernel, and last at least the host's issue time of
+        their kernels (SGLang's ``--cuda-graph-max-bs``; it applies where the profile knows
+        the engine's eager rate, ``eager_host_per_kernel_s``). Default: every decode batch
+        replays a graph; None: the engine sizes it from the GPU's memory and the
+        tensor-parallel size (SGLang: :func:`graph_batch_limit`).
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -97,6 +104,7 @@ class SchedulerConfig:
     kv_fraction_of_free: bool = False
     overlap_host: bool = False
     balance_timeout_iters: int = 0
+    graph_max_batch: int | None = MAX_SEQS
     limits_per_rank: bool = True
 
     def __post_init__(self) -> None:
@@ -105,6 +113,8 @@ class SchedulerConfig:
             if name in ("max_num_seqs", "max_num_batched_tokens") and getattr(self, name) is None:
                 continue  # sized by the engine for the GPU (for_hardware) or its KV pool (running_requests)
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
+        if self.graph_max_batch is not None:
+            integer("scheduler: graph_max_batch", self.graph_max_batch, maximum=MAX_SEQS, what="requests")
         if self.max_prefill_tokens is not None:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
@@ -143,6 +153,24 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
     return replace(sched, max_num_batched_tokens=budget)
 
 
+#: SGLang's largest decode batch captured in a CUDA graph when ``--cuda-graph-max-bs`` is not
+#: given, by the GPU's memory: (below this many bytes, tensor-parallel size below 4, from 4)
+#: (sgl-project/sglang, server_args.py ``_handle_gpu_memory_settings``: T4 and RTX 4080 8;
+#: A10, RTX 4090 24 and 80; A100 40GB, L40S 32 and 160; H100, A100 80GB, H200 256 and 512),
+#: then :data:`LARGE_GRAPH_BATCH` (B200, MI300).
+GRAPH_BATCHES = ((20 * 2**30, 8, 8), (35 * 2**30, 24, 80), (60 * 2**30, 32, 160), (160 * 2**30, 256, 512))
+LARGE_GRAPH_BATCH = 512
+
+
+def graph_batch_limit(memory_bytes: float, tp: int) -> int:
+    """The largest decode batch SGLang captures in a CUDA graph on a GPU of ``memory_bytes`` [B]
+    of visible memory at tensor-parallel size ``tp``."""
+    row = next((r for r in GRAPH_BATCHES if memory_bytes < r[0]), None)
+    if row is None:
+        return LARGE_GRAPH_BATCH
+    return row[1] if tp < 4 else row[2]
+
+
 #: SGLang's request slots when ``--max-running-requests`` is not given: its request-to-token
 #: pool holds ``KV tokens / context length x 512`` requests, clamped to 2,048..4,096
 #: (sgl-project/sglang, model_runner ``init_memory_pool``, v0.4-v0.5.8), and the scheduler
@@ -162,8 +190,9 @@ def running_requests(kv_tokens: float, context_len: int) -> int:
 
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
 #: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
-#: memory (:data:`MEMORY_BUDGETS`) and its running requests by its KV pool
-#: (:func:`running_requests`), its
+#: memory (:data:`MEMORY_BUDGETS`), its running requests by its KV pool
+#: (:func:`running_requests`) and the decode batches it runs from CUDA graphs by the GPU's
+#: memory and the tensor-parallel size (:func:`graph_batch_limit`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
@@ -181,6 +210,7 @@ ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
+                              graph_max_batch=None,
                               limits_per_rank=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
@@ -216,3 +246,11 @@ def token_budget(engine: str, hw: HardwareSpec) -> int:
     """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for vLLM
     and TensorRT-LLM; SGLang's by the GPU's memory, :func:`for_hardware`)."""
     return int(for_hardware(default_scheduler(engine), hw).max_num_batched_tokens)  # type: ignore[arg-type]
+
+
+def decode_graph_limit(engine: str, hw: HardwareSpec, tp: int) -> int:
+    """The largest decode batch (on one attention-DP rank) ``engine`` runs from a CUDA graph by
+    default on ``hw`` at tensor-parallel size ``tp`` (SGLang's :func:`graph_batch_limit`; the
+    others graph every batch)."""
+    limit = default_scheduler(engine).graph_max_batch
+    return graph_batch_limit(hw.usable_memory_capacity.si, tp) if limit is None else limit

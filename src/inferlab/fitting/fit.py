@@ -119,7 +119,13 @@ NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 #: one GPU of eight has 1,389 kernels (61 layers): 59 us each. A check it was not fitted on: at
 #: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight H100s costs 9.5 ms more than
 #: its GPU work, where SGLang's piecewise prefill graphs took 10.3 ms off the TTFT of that request
-#: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). vLLM runs prefill in piecewise CUDA
+#: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). SGLang's decode batches beyond its
+#: largest CUDA graph run eagerly at the same rate: an eager DeepSeek-V2 decode over eight GPUs
+#: took 87 ms a token (MLA on Triton kernels before their graph support, sglang issue #1264),
+#: 85 ms at this rate over 60 layers of the DeepSeek-V3 decode graph's kernels; an eager
+#: Llama-3-8B decode on one GPU took 8.2 ms in SGLang 0.3 (sglang PR #1401, bench_latency,
+#: FlashInfer), where this rate gives 19 ms (its 323 kernels): that release's dense path issued
+#: faster. vLLM runs prefill in piecewise CUDA
 #: graphs (its default compilation); TensorRT-LLM's PyTorch runtime and LMDeploy's run prefill
 #: eagerly too, but no measurement of their eager forward's host time was found: none is charged.
 EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389}

@@ -106,7 +106,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     sched = scheduler_for(dep, base)
     start = _policy(Startup, startup) or Startup()
     cs = start.cold_start(dep)
-    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
+                     sched.graph_max_batch)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
                        kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
     if requests is None:
@@ -218,7 +219,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                          engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
         base = engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {}))
         sched = scheduler_for(dep, base)
-        step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+        step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
+                     sched.graph_max_batch)
         cs = (_policy(Startup, spec.get("startup")) or Startup()).cold_start(dep)
         serves = str(spec.get("serves", spec["model"]))
         kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,

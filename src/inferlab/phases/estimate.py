@@ -15,7 +15,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.scheduler import default_scheduler, token_budget
+from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -243,6 +243,10 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
     step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
               else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
+    graphed = decode_graph_limit(engine, dep.hardware, par.tp)
+    beyond = np.ceil(wave_batch / par.attention_groups) > graphed
+    if speculative is None and dep.cuda_graphs and np.any(beyond):  # decode batches the engine runs eagerly
+        step_s = np.where(beyond, mean_decode_step_s(replace(dep, cuda_graphs=False), wave_batch, i, o), step_s)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     tpot = runs(np.where(o > 1, step_s, 0.0))
     wave_s = ttft_wave + (o - 1.0) * tpot

@@ -201,7 +201,8 @@ def _side(dep: ResolvedDeployment, engine_sched: SchedulerConfig, replicas: int)
     from .replica import kv_capacity_tokens, scheduler_for
 
     sched = scheduler_for(dep, engine_sched)
-    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
+                     sched.graph_max_batch)
     return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas)
 
 

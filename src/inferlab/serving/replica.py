@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory
-from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, running_requests
+from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, graph_batch_limit, running_requests
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -62,6 +62,9 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     takes up to the token budget.
     """
     sched = with_running_requests(dep, for_hardware(sched, dep.hardware))
+    if sched.graph_max_batch is None:  # sized by the engine for the GPU and the TP size
+        sched = replace(sched, graph_max_batch=graph_batch_limit(dep.hardware.usable_memory_capacity.si,
+                                                                 dep.parallel.tp))
     ranks, stages = dep.parallel.attention_groups, dep.parallel.pp
     if ranks == 1 and stages == 1:
         return sched
@@ -128,7 +131,8 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
-    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host)
+    model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
+                           limits.graph_max_batch)
     spec, decoding, drafter = None, None, None
     if speculative is not None:
         spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),

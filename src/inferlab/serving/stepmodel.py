@@ -22,7 +22,9 @@ routed experts see every rank's tokens after the dispatch: their share stays eve
 An engine that captures CUDA graphs for decode batches only (SGLang, unless its piecewise
 prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
 kernel: such an iteration lasts at least the host's issue time of the prefill graph's kernels
-(:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph.
+(:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph up to the
+engine's largest captured batch (``graph_max_batch``, SGLang's ``--cuda-graph-max-bs``) and
+run eagerly beyond it, at least as long as the host's issue time of the decode graph's kernels.
 
 For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
 """
@@ -30,6 +32,7 @@ For a uniform decode step the result matches :func:`inferlab.techniques.step.dec
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -77,7 +80,8 @@ class StepModel:
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
     """
 
-    def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False):
+    def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False,
+                 graph_max_batch: int | None = None):
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))
@@ -125,9 +129,14 @@ class StepModel:
         # an iteration with prompt tokens runs eagerly where the engine graphs decode only: its
         # kernels are the prefill graph's (MLA's prefill path differs from its decode path)
         self.eager_s = 0.0
+        self.graph_max_batch = np.inf if graph_max_batch is None else float(graph_max_batch)
+        self.eager_decode_s = 0.0
         if prof.eager_host_per_kernel_s:
             prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
             self.eager_s = eager_floor(prefill.kernels, prof) * stages
+            if graph_max_batch is not None:
+                decode = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0)))
+                self.eager_decode_s = eager_floor(decode.kernels, prof) * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
@@ -226,8 +235,8 @@ class StepModel:
         spans = self.decode_spans(context)
         # one token later every span grows by one (a window caps it: recompute then)
         after = [x + d for x in spans] if self._all_full else self.decode_spans(context + 1.0)
-        return (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
-                self._with_host(t + self._attention_s("decode", after, after, d, d)))
+        return (self._with_host(self._graphless(d, t + self._attention_s("decode", spans, spans, d, d))),
+                self._with_host(self._graphless(d, t + self._attention_s("decode", after, after, d, d))))
 
     def time_decode_sum(self, n: int, total: float) -> tuple[float, float]:
         """:meth:`time_decode` of ``n`` sequences (one new token each) holding ``total`` cached
@@ -243,10 +252,17 @@ class StepModel:
             t = self._decode_tables[d] = self._table(self._balanced_list, d) + self._table(self._head_list, d)
         spans = [total + n] * len(self.attention)
         after = [x + d for x in spans]
-        times = (self._with_host(t + self._attention_s("decode", spans, spans, d, d)),
-                 self._with_host(t + self._attention_s("decode", after, after, d, d)))
+        times = (self._with_host(self._graphless(d, t + self._attention_s("decode", spans, spans, d, d))),
+                 self._with_host(self._graphless(d, t + self._attention_s("decode", after, after, d, d))))
         self._remember((n, total), times)
         return times
+
+    def _graphless(self, d: float, gpu_s: float) -> float:
+        """A decode-only iteration of ``d`` sequences [s]: a graph's ``gpu_s``, or beyond the largest
+        graph (on one rank) at least the host's issue time of the decode graph's kernels."""
+        if math.ceil(d / self.groups) > self.graph_max_batch:
+            return max(gpu_s, self.eager_decode_s)
+        return gpu_s
 
     def _remember(self, key: tuple, value: Any) -> None:
         if len(self._by_sums) >= MEMO_SIZE:  # lengths that seldom repeat: start afresh
@@ -273,6 +289,8 @@ class StepModel:
             m = len(self.attention)
             t += self._attention_s("prefill", [prefill_pairs] * m, [prefill_reads] * m, p, float(n_prefill))
             t = max(t, self.eager_s)
+        elif d:
+            t = self._graphless(d, t)
         elapsed = self._with_host(t)
         self._remember(key, elapsed)
         return elapsed
@@ -307,8 +325,8 @@ class StepModel:
             after = ([x + new * d for x in pairs], [x + d for x in reads])
         else:
             after = self.verify_spans(context + 1.0, new)
-        return (self._with_host(t + self._attention_s("decode", pairs, reads, queries, d)),
-                self._with_host(t + self._attention_s("decode", *after, queries, d)))
+        return (self._with_host(self._graphless(d, t + self._attention_s("decode", pairs, reads, queries, d))),
+                self._with_host(self._graphless(d, t + self._attention_s("decode", *after, queries, d))))
 
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float, decode_new: float = 1.0) -> float:
@@ -342,6 +360,8 @@ class StepModel:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
             t = max(t, self.eager_s)
+        elif d:
+            t = self._graphless(d, t)
         return self._with_host(t)
 
     def _decode_attention_s(self, decode_context: np.ndarray, decode_new: float) -> float:

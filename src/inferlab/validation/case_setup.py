@@ -78,8 +78,14 @@ def _aiconfigurator_trtllm(case: Case) -> dict[str, Any]:
 def _aiconfigurator_sglang(case: Case) -> dict[str, Any]:
     """The same for SGLang: prompts are taken until one prompt and
     :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens are in the iteration, the one that passes it
-    whole (``max_prefill_tokens``, under its chunk)."""
-    return {"max_prefill_tokens": case.isl + AICONFIGURATOR_TOKEN_MARGIN}
+    whole (``max_prefill_tokens``, under its chunk), and every decode batch up to the clients
+    runs from a CUDA graph (sglang.rule: ``cuda_graph_batch_sizes = range(1, max_batch_size +
+    1)``, the sample's rows recording ``batch_size`` = concurrency)."""
+    limits: dict[str, Any] = {"max_prefill_tokens": case.isl + AICONFIGURATOR_TOKEN_MARGIN}
+    clients = (case.load or {}).get("concurrency")
+    if clients:
+        limits["graph_max_batch"] = math.ceil(clients / max(case.parallelism.dp, 1))
+    return limits
 
 
 #: Scheduler settings a source family's runs used that follow from each case's workload.
