@@ -23,7 +23,7 @@ def test_vllm_real_spellings():
         model="llama-3.1-70b", checkpoint="meta-llama/Llama-3.1-70B-Instruct", tp=4, pp=1, ep=1, dp=1,
         attention_dp=False, weights="fp8", activations="fp8", kv_cache="fp8", dtype=None, max_num_seqs=128,
         max_num_batched_tokens=4096, max_prefill_tokens=None, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
-        kv_block_size=32, max_model_len=16384, prefix_caching=False,
+        kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None,
         speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
     assert launch.unknown == ("--swap-space 4", "--enforce-eager")
@@ -50,10 +50,10 @@ def test_sglang_real_spellings():
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
-        prefix_caching=False,
+        prefix_caching=False, graph_max_batch=256,
         speculation=Speculation("mtp", 2))
     assert launch.engine == "sglang" and launch.precision == "kv:fp8"
-    assert launch.unknown == ("--cuda-graph-max-bs 256",) and launch.no_effect == ("--trust-remote-code", "--port")
+    assert launch.unknown == () and launch.no_effect == ("--trust-remote-code", "--port")
 
 
 def test_sglang_no_chunking_and_replicas():
@@ -83,7 +83,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
-        prefix_caching=False, speculation=Speculation("mtp", 3))
+        prefix_caching=False, graph_max_batch=None, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
     assert launch.unknown == ("cuda_graph_config: {'max_batch_size': 128}",)
     assert launch.no_effect == ("--host", "--extra_llm_api_options: print_iter_log")
@@ -169,7 +169,7 @@ def deployments(draw):
                         weights=w, activations=a, kv_cache=opt(st.just("fp8")), dtype=opt(st.just("bf16")),
                         max_num_seqs=opt(st.integers(1, 4096)), max_num_batched_tokens=opt(st.integers(64, 65536)),
                         max_prefill_tokens=opt(st.integers(64, 65536)), chunked_prefill=opt(st.booleans()),
-                        mixed_prefill=opt(st.booleans()),
+                        mixed_prefill=opt(st.booleans()), graph_max_batch=opt(st.integers(0, 1024)),
                         gpu_memory_utilization=opt(st.sampled_from([0.5, 0.85, 0.9])),
                         kv_block_size=opt(st.sampled_from([16, 32, 64])), max_model_len=opt(st.integers(256, 131072)),
                         prefix_caching=opt(st.booleans()), speculation=draw(_SPECS))
@@ -243,3 +243,19 @@ def test_a_deployments_prompt_limit_is_written_for_sglang():
     launch = launch_from_deployment("llama-3.1-8b", engine="sglang", max_num_batched_tokens=8192,
                                     chunked_prefill=True, max_prefill_tokens=4096)
     assert "--max-prefill-tokens 4096" in launch_command(launch, "sglang").script
+
+
+def test_sglang_cuda_graph_flags():
+    # --cuda-graph-max-bs: the largest decode batch run from a graph; --disable-cuda-graph: none,
+    # which a static estimate reads as CUDA graphs off
+    big = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                            "--cuda-graph-max-bs 512")
+    assert big.graph_max_batch == 512 and big.to_kwargs("serve")["graph_max_batch"] == 512
+    assert "--cuda-graph-max-bs 512" in " ".join(launch_command(big, "sglang").script.split())
+    assert any("--cuda-graph-max-bs limit serving" in line for line in big.report("estimate"))
+    off = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                            "--disable-cuda-graph")
+    assert off.graph_max_batch == 0 and off.unknown == ()
+    assert off.to_kwargs("estimate")["cuda_graphs"] is False and off.report("estimate") == []
+    assert "--disable-cuda-graph" in launch_command(off, "sglang").script
+    assert "cannot express graph_max_batch" in launch_command(off, "vllm").script

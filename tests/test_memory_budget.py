@@ -181,44 +181,68 @@ def test_a_decode_batch_beyond_sglangs_graphs_runs_eagerly():
     from inferlab.serving.stepmodel import StepModel
     from inferlab.techniques.step import run_step
 
-    dep = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
-    sched = scheduler_for(dep, engine_scheduler("sglang"))
-    assert sched.graph_max_batch == 256  # H100, TP1
+    assert scheduler_for(deployment("llama-3.1-8b", "h100-sxm", engine="sglang"),
+                         engine_scheduler("sglang")).graph_max_batch == 256  # H100, TP1
     assert scheduler_for(deployment("llama-3.1-8b", "h100-sxm", tp=4, engine="sglang"),
                          engine_scheduler("sglang")).graph_max_batch == 512
-    assert scheduler_for(dep, engine_scheduler("vllm")).graph_max_batch >= 10**6  # every batch graphed
+    dep = deployment("llasa-1b", "h100-sxm", engine="sglang")  # a small model: the host issues slower than it runs
+    assert scheduler_for(dep, engine_scheduler("vllm")).graph_max_batch >= 10**6  # vLLM: every batch graphed
+    # the host issues every kernel of the decode graph at the engine's eager decode rate: 25.5 us,
+    # an eager Llama-3-8B decode of 8.23 ms over inferlab's 323 kernels of it (sglang PR #1401)
+    llama = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
+    assert run_step(llama, Step.decode(np.ones(1), np.full(1, 16.0))).kernels == 323
+    assert llama.profile.eager_decode_host_per_kernel_s == pytest.approx(8.23e-3 / 323, rel=1e-3)
+    floor = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels * dep.profile.eager_decode_host_per_kernel_s
     graphed = StepModel(dep, 1024, graph_max_batch=None)
     limited = StepModel(dep, 1024, graph_max_batch=256)
-    # the host issues every kernel of the decode graph at the profile's eager rate
-    kernels = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels
-    floor = kernels * dep.profile.eager_host_per_kernel_s
-    short = np.full(257, 100.0)  # 257 short sequences: the GPU's work is a few ms
-    gpu = graphed.time(decode_context=short, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0), logits=257.0)
-    eager = limited.time(decode_context=short, prefill_context=np.zeros(0), prefill_tokens=np.zeros(0), logits=257.0)
-    # without overlap the host's per-iteration work follows the GPU's: an eager iteration is the
-    # issue time plus that work, where the graphed one is the GPU's work plus it
+    none = np.zeros(0)
+    short = np.full(257, 64.0)
+    gpu = graphed.time(decode_context=short, prefill_context=none, prefill_tokens=none, logits=257.0)
+    eager = limited.time(decode_context=short, prefill_context=none, prefill_tokens=none, logits=257.0)
+    # without overlap the host's per-iteration work follows the GPU's: the eager iteration is the
+    # issue time plus that work, the graphed one the GPU's work plus it
     host = dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s
     assert gpu - host < floor
     assert eager == pytest.approx(floor + host, rel=1e-12)
     assert limited.time_decode(short)[0] == pytest.approx(eager, rel=1e-12)
     # at the graphs' largest batch it replays one: the same as without a limit
-    at = np.full(256, 100.0)
+    at = np.full(256, 64.0)
     assert limited.time_decode(at) == graphed.time_decode(at)
 
 
 def test_a_static_batch_beyond_sglangs_graphs_decodes_eagerly():
-    # 257 sequences on one H100 under SGLang: past its 256-sequence graphs every decode step lasts
-    # at least the host's issue time of the decode graph's 323 kernels; vLLM graphs it
+    # 257 short sequences of a 1B model on one H100 under SGLang: past its 256-sequence graphs every
+    # decode step lasts at least the host's issue time of the decode graph's kernels; vLLM graphs it
     import numpy as np
 
     from inferlab import estimate
     from inferlab.core.graph import Step
     from inferlab.techniques.step import run_step
 
-    kw = dict(isl=256, osl=64)
-    at, past = (estimate("llama-3.1-8b", "h100-sxm", engine="sglang", batch_size=b, **kw) for b in (256, 257))
+    kw = dict(isl=64, osl=16)
+    at, past = (estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=b, **kw) for b in (256, 257))
     dep = past.deployment
-    floor = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels * dep.profile.eager_host_per_kernel_s
+    floor = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels * dep.profile.eager_decode_host_per_kernel_s
     assert float(at.tpot_s) < floor <= float(past.tpot_s)
-    vllm = estimate("llama-3.1-8b", "h100-sxm", engine="vllm", batch_size=257, **kw)
+    vllm = estimate("llasa-1b", "h100-sxm", engine="vllm", batch_size=257, **kw)
     assert float(vllm.tpot_s) < floor
+
+
+def test_graph_max_batch_is_a_limit_users_set(capsys):
+    # serve(graph_max_batch=0) is SGLang with --disable-cuda-graph: every decode step eager, slower
+    # for a 1B model whose decode the host outlasts; a Deployment and the CLI take it as well
+    from inferlab import Deployment, serve
+    from inferlab.cli.main import main
+
+    kw = dict(engine="sglang", isl=64, osl=32, concurrency=4, num_requests=16)
+    graphed = serve("llasa-1b", "h100-sxm", **kw)
+    eager = serve("llasa-1b", "h100-sxm", graph_max_batch=0, **kw)
+    assert eager.tpot_s.mean() > graphed.tpot_s.mean()
+    dep = Deployment.from_dict({"model": "llasa-1b", "hardware": "h100-sxm",
+                                "engine": {"name": "sglang", "graph_max_batch": 0}})
+    assert dep.engine.limits() == {"graph_max_batch": 0}
+    assert main(["serve", "llasa-1b", "h100-sxm", "--engine", "sglang", "--graph-max-batch", "0", "--isl", "64",
+                 "--osl", "32", "--concurrency", "4", "--num-requests", "16", "--json"]) == 0
+    with pytest.raises(Exception, match="graph_max_batch"):
+        Deployment.from_dict({"model": "llasa-1b", "hardware": "h100-sxm",
+                              "engine": {"name": "sglang", "graph_max_batch": -1}})

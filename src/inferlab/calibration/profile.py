@@ -149,6 +149,11 @@ class Profile(BaseModel):
                     "mixed iterations of an engine that captures CUDA graphs for decode batches only): the "
                     "engine's Python issues every kernel's calls, and the iteration lasts the longer of the "
                     "host's issue time and the GPU's work. 0 where prefill runs in (piecewise) CUDA graphs.")
+    eager_decode_host_per_kernel_s: float = Field(
+        default=0.0, ge=0.0,
+        description="eager_host_per_kernel_s for a decode step run eagerly (a decode batch beyond the engine's "
+                    "largest CUDA graph, or CUDA graphs off), where the engine's decode path issues its kernels at "
+                    "another rate; 0: eager_host_per_kernel_s.")
     step_overhead_s: float = Field(default=0.0, ge=0.0, description="Scheduler and host work per step.")
     serving_step_overhead_s: float = Field(
         default=0.0, ge=0.0,
@@ -191,7 +196,7 @@ def profile_file(name: str) -> Any:
 
 #: Profile terms of an engine's host side (scheduler, server), not of its kernels.
 HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s",
-                        "eager_host_per_kernel_s"})
+                        "eager_host_per_kernel_s", "eager_decode_host_per_kernel_s"})
 
 
 #: GPUs whose tensor cores are another family's: GeForce and RTX PRO Blackwell (sm_120) run

@@ -212,15 +212,19 @@ def step_total(totals: list[np.ndarray], kernels: float, profile: Profile, *, cu
     (:func:`eager_floor`) where the profile knows the engine's rate; without it, a step without
     CUDA graphs pays ``launch_overhead_s`` per kernel on top of its ops."""
     total = broadcast_sum(totals)
-    floor = eager_floor(kernels, profile) if phase == "prefill" or not cuda_graphs else 0.0
+    floor = eager_floor(kernels, profile, phase) if phase == "prefill" or not cuda_graphs else 0.0
     if floor:
         total = np.maximum(total, floor)
     launch = 0.0 if cuda_graphs or floor else profile.launch_overhead_s * kernels
     return np.asarray(total + profile.step_overhead_s + launch, float)
 
 
-def eager_floor(kernels: float, profile: Profile) -> float:
+def eager_floor(kernels: float, profile: Profile, phase: str = "prefill") -> float:
     """Shortest time an eagerly run iteration of ``kernels`` kernels takes [s]: the host issues
-    them one after another (``eager_host_per_kernel_s`` each) while the GPU runs behind, so the
-    iteration ends no sooner than the last is issued."""
-    return kernels * profile.eager_host_per_kernel_s
+    them one after another (``eager_host_per_kernel_s`` each, ``eager_decode_host_per_kernel_s``
+    in a decode step where the profile has it) while the GPU runs behind, so the iteration ends
+    no sooner than the last is issued."""
+    rate = profile.eager_host_per_kernel_s
+    if phase == "decode" and profile.eager_decode_host_per_kernel_s:
+        rate = profile.eager_decode_host_per_kernel_s
+    return kernels * rate

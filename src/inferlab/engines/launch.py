@@ -61,7 +61,7 @@ class EngineLaunch:
         Formats set by the flags; None: the checkpoint's (KV: the engine's ``auto``).
     dtype : str or None
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
-    max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size
+    max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size, graph_max_batch
         Scheduler limits (:class:`~inferlab.engines.scheduler.SchedulerConfig`); None: the
         engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
@@ -96,6 +96,7 @@ class EngineLaunch:
     max_prefill_tokens: int | None = None
     chunked_prefill: bool | None = None
     mixed_prefill: bool | None = None
+    graph_max_batch: int | None = None
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
     max_model_len: int | None = None
@@ -153,9 +154,11 @@ class EngineLaunch:
         if target == "serve":
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
-                          mixed_prefill=self.mixed_prefill)
+                          mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch)
         else:
             limits["max_num_tokens"] = self.max_num_batched_tokens
+            if self.graph_max_batch == 0:  # no CUDA graphs at all: a static batch runs eagerly too
+                limits["cuda_graphs"] = False
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:
@@ -208,7 +211,8 @@ class EngineLaunch:
             lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
         if self.no_effect:
             lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
-        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None]
+        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None
+                      and not (k == "graph_max_batch" and self.graph_max_batch == 0)]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
                          "batch")

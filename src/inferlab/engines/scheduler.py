@@ -113,8 +113,8 @@ class SchedulerConfig:
             if name in ("max_num_seqs", "max_num_batched_tokens") and getattr(self, name) is None:
                 continue  # sized by the engine for the GPU (for_hardware) or its KV pool (running_requests)
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
-        if self.graph_max_batch is not None:
-            integer("scheduler: graph_max_batch", self.graph_max_batch, maximum=MAX_SEQS, what="requests")
+        if self.graph_max_batch is not None:  # 0: no decode batch runs from a graph
+            integer("scheduler: graph_max_batch", self.graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests")
         if self.max_prefill_tokens is not None:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
@@ -221,10 +221,10 @@ ENGINE_SCHEDULERS = {
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-               "gpu_memory_utilization", "kv_block_size")
+               "gpu_memory_utilization", "kv_block_size", "graph_max_batch")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together.
-SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
+SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill", "graph_max_batch")
 
 
 def serving_only(limits: dict) -> str | None:

@@ -30,6 +30,7 @@ FLAGS = {
     "--speculative-draft-model-path": Spec("spec_model"), "--disable-radix-cache": Spec("prefix_caching", "off"),
     "--page-size": Spec("kv_block_size", "int"), "--context-length": Spec("max_model_len", "int"),
     "--enable-mixed-chunk": Spec("mixed_prefill", "on"),
+    "--cuda-graph-max-bs": Spec("graph_max_batch", "int"), "--disable-cuda-graph": Spec("no_graphs", "on"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -76,6 +77,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
                      "prefill batches only, so a whole prompt's prefill batch runs without them")
     pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION) if "quantization" in f.values \
         else (None, None)
+    graphs = 0 if f.get("no_graphs") else f.get("graph_max_batch")  # --disable-cuda-graph: no decode batch graphed
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
@@ -83,7 +85,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
         chunked_prefill=chunked,
-        mixed_prefill=mixed,
+        mixed_prefill=mixed, graph_max_batch=graphs,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
         speculation=_speculation(f, notes) if "speculation" in f.values else None,
@@ -96,6 +98,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         sources["mixed_prefill"] = "--enable-mixed-chunk"
     if prompts is not None:
         sources["max_prefill_tokens"] = "--max-prefill-tokens"
+    if graphs is not None:
+        sources["graph_max_batch"] = "--disable-cuda-graph" if f.get("no_graphs") else "--cuda-graph-max-bs"
     return launch.with_sources(**sources)
 
 
@@ -163,6 +167,10 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
                         ("--page-size", launch.kv_block_size), ("--context-length", launch.max_model_len)):
         if value is not None:
             out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
+    if launch.graph_max_batch == 0:
+        out.append("--disable-cuda-graph")
+    elif launch.graph_max_batch is not None:
+        out += ["--cuda-graph-max-bs", str(launch.graph_max_batch)]
     if launch.mixed_prefill and launch.chunked_prefill is False:
         missing.append(("mixed_prefill", "decodes in a whole prompt's prefill batch: SGLang's --enable-mixed-chunk "
                                          "mixes them into chunked prefill batches only"))

@@ -217,6 +217,9 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: TensorRT-LLM has the "
                                               "budget (max_num_tokens) alone"))
+    if launch.graph_max_batch is not None:
+        missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: set cuda_graph_config.max_batch_size "
+                                           "in the extra LLM API options"))
     kv: dict[str, Any] = {}
     if launch.kv_cache in ("fp8", "nvfp4"):
         kv["dtype"] = launch.kv_cache

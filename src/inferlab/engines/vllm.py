@@ -145,6 +145,9 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: vLLM has the budget "
                                               "(--max-num-batched-tokens) alone"))
+    if launch.graph_max_batch is not None:
+        missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: vLLM sizes its captures from "
+                                           "--max-num-seqs (--enforce-eager turns them off)"))
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
     return shell_form(NAME, words, {}, missing)

@@ -119,16 +119,20 @@ NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 #: one GPU of eight has 1,389 kernels (61 layers): 59 us each. A check it was not fitted on: at
 #: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight H100s costs 9.5 ms more than
 #: its GPU work, where SGLang's piecewise prefill graphs took 10.3 ms off the TTFT of that request
-#: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). SGLang's decode batches beyond its
-#: largest CUDA graph run eagerly at the same rate: an eager DeepSeek-V2 decode over eight GPUs
-#: took 87 ms a token (MLA on Triton kernels before their graph support, sglang issue #1264),
-#: 85 ms at this rate over 60 layers of the DeepSeek-V3 decode graph's kernels; an eager
-#: Llama-3-8B decode on one GPU took 8.2 ms in SGLang 0.3 (sglang PR #1401, bench_latency,
-#: FlashInfer), where this rate gives 19 ms (its 323 kernels): that release's dense path issued
-#: faster. vLLM runs prefill in piecewise CUDA
+#: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). vLLM runs prefill in piecewise CUDA
 #: graphs (its default compilation); TensorRT-LLM's PyTorch runtime and LMDeploy's run prefill
 #: eagerly too, but no measurement of their eager forward's host time was found: none is charged.
 EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389}
+#: The same for a decode step run eagerly (``eager_decode_host_per_kernel_s``: a decode batch
+#: beyond the engine's largest CUDA graph, ``--cuda-graph-max-bs``, or ``--disable-cuda-graph``).
+#: SGLang: an eager Llama-3-8B decode of one sequence took 8.23 ms where the graphed one took
+#: 7.35 ms (sglang PR #1401, bench_latency, FlashInfer), so the host's issue time was the 8.23 ms;
+#: inferlab's decode graph of that model has 323 kernels: 25.5 us each (the prefill rate would
+#: give 19 ms). A check that disagrees: an eager DeepSeek-V2 decode over eight GPUs took 87 ms a
+#: token (MLA on Triton kernels before their graph support, sglang issue #1264), 36 ms at this
+#: rate over 60 layers of the DeepSeek-V3 decode graph's kernels (85 ms at the prefill rate): its
+#: MoE and MLA layers issue more kernels than their ops in the graph.
+EAGER_DECODE_HOST_PER_KERNEL_S = {"sglang": 8.23e-3 / 323}
 
 
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +163,8 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
         every_gpu.setdefault("collective", {}).setdefault("nvls_bandwidth_fraction", 0.0)
     for engine, seconds in EAGER_HOST_PER_KERNEL_S.items():
         overrides.setdefault(engine, {}).setdefault("all", {}).setdefault("eager_host_per_kernel_s", seconds)
+    for engine, seconds in EAGER_DECODE_HOST_PER_KERNEL_S.items():
+        overrides.setdefault(engine, {}).setdefault("all", {}).setdefault("eager_decode_host_per_kernel_s", seconds)
     return profile
 
 

@@ -74,6 +74,9 @@ class Engine(BaseModel):
         The running requests decode in the iterations that prefill (False: SGLang's default).
     gpu_memory_utilization : float, optional [1]
     kv_block_size : int, optional [token]
+    graph_max_batch : int, optional [request]
+        Largest decode batch run from a CUDA graph; larger ones run eagerly (SGLang's
+        ``--cuda-graph-max-bs``; 0: ``--disable-cuda-graph``).
     """
 
     model_config = FROZEN
@@ -86,6 +89,7 @@ class Engine(BaseModel):
     mixed_prefill: bool | None = None
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
+    graph_max_batch: int | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -111,6 +115,8 @@ def engine_of(value: Any) -> Engine:
             fields[key] = checks.boolean(key, raw)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)
+        elif key == "graph_max_batch":
+            fields[key] = checks.integer(key, raw, minimum=0, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
         else:
             fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
     return Engine(**fields)

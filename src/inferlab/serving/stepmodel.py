@@ -136,7 +136,7 @@ class StepModel:
             self.eager_s = eager_floor(prefill.kernels, prof) * stages
             if graph_max_batch is not None:
                 decode = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0)))
-                self.eager_decode_s = eager_floor(decode.kernels, prof) * stages
+                self.eager_decode_s = eager_floor(decode.kernels, prof, "decode") * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
