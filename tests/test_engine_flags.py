@@ -246,16 +246,15 @@ def test_a_deployments_prompt_limit_is_written_for_sglang():
 
 
 def test_sglang_cuda_graph_flags():
-    # --cuda-graph-max-bs: the largest decode batch run from a graph; --disable-cuda-graph: none,
-    # which a static estimate reads as CUDA graphs off
+    # --cuda-graph-max-bs: the largest decode batch run from a graph; --disable-cuda-graph: none
     big = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
                             "--cuda-graph-max-bs 512")
     assert big.graph_max_batch == 512 and big.to_kwargs("serve")["graph_max_batch"] == 512
     assert "--cuda-graph-max-bs 512" in " ".join(launch_command(big, "sglang").script.split())
-    assert any("--cuda-graph-max-bs limit serving" in line for line in big.report("estimate"))
+    assert big.to_kwargs("estimate")["graph_max_batch"] == 512 and big.report("estimate") == []  # both use it
     off = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
                             "--disable-cuda-graph")
     assert off.graph_max_batch == 0 and off.unknown == ()
-    assert off.to_kwargs("estimate")["cuda_graphs"] is False and off.report("estimate") == []
+    assert off.to_kwargs("estimate")["graph_max_batch"] == 0 and off.report("estimate") == []
     assert "--disable-cuda-graph" in launch_command(off, "sglang").script
     assert "cannot express graph_max_batch" in launch_command(off, "vllm").script

@@ -5,6 +5,7 @@ trap 2): H100 SXM 81,559 MiB, H200 143,771 MiB, B200 183,359 MiB, L40S 46,068 Mi
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from dataclasses import replace
@@ -228,10 +229,13 @@ def test_a_static_batch_beyond_sglangs_graphs_decodes_eagerly():
     assert float(vllm.tpot_s) < floor
 
 
-def test_graph_max_batch_is_a_limit_users_set(capsys):
-    # serve(graph_max_batch=0) is SGLang with --disable-cuda-graph: every decode step eager, slower
-    # for a 1B model whose decode the host outlasts; a Deployment and the CLI take it as well
-    from inferlab import Deployment, serve
+def test_graph_max_batch_is_a_limit_users_set(capsys, tmp_path):
+    # graph_max_batch=0 is SGLang with --disable-cuda-graph: every decode step eager, slower for a
+    # 1B model whose decode the host outlasts; serve(), estimate(), a Deployment, a deployment file,
+    # engine args and the CLI take it alike; an engine whose eager rate is unknown refuses it
+    import json
+
+    from inferlab import Deployment, SpecError, estimate, serve
     from inferlab.cli.main import main
 
     kw = dict(engine="sglang", isl=64, osl=32, concurrency=4, num_requests=16)
@@ -241,8 +245,95 @@ def test_graph_max_batch_is_a_limit_users_set(capsys):
     dep = Deployment.from_dict({"model": "llasa-1b", "hardware": "h100-sxm",
                                 "engine": {"name": "sglang", "graph_max_batch": 0}})
     assert dep.engine.limits() == {"graph_max_batch": 0}
-    assert main(["serve", "llasa-1b", "h100-sxm", "--engine", "sglang", "--graph-max-batch", "0", "--isl", "64",
-                 "--osl", "32", "--concurrency", "4", "--num-requests", "16", "--json"]) == 0
-    with pytest.raises(Exception, match="graph_max_batch"):
+    flags = ["--isl", "64", "--osl", "32", "--concurrency", "4", "--num-requests", "16", "--json"]
+    assert main(["serve", "llasa-1b", "h100-sxm", "--engine", "sglang", "--graph-max-batch", "0", *flags]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert main(["serve", "llasa-1b", "h100-sxm", "--engine", "sglang", *flags]) == 0
+    assert json.dumps(cli) != capsys.readouterr().out  # the flag moved the figures
+    # the static estimate: the deployment file's limit and the engine flag give the same step
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llasa-1b\nhardware: h100-sxm\nengine: {name: sglang, graph_max_batch: 0}\n")
+    assert main(["estimate", "--file", str(path), "--batch", "8", "--json"]) == 0
+    filed = capsys.readouterr()
+    assert main(["estimate", "h100-sxm", "--engine-args", "python -m sglang.launch_server --model-path "
+                 "HKUSTAudio/Llasa-1B --disable-cuda-graph", "--batch", "8", "--json"]) == 0
+    flagged = capsys.readouterr()
+    assert json.loads(filed.out)["tpot_s"] == json.loads(flagged.out)["tpot_s"]
+    assert "not used here" not in filed.err + flagged.err
+    static = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=8, graph_max_batch=0)
+    assert float(static.tpot_s) > float(estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=8).tpot_s)
+    # 300 sequences past SGLang's 256 run eagerly unless the graphs reach them
+    short = dict(batch_size=300, isl=64, osl=16)
+    big = estimate("llasa-1b", "h100-sxm", engine="sglang", graph_max_batch=4096, **short)
+    assert float(big.tpot_s) < float(estimate("llasa-1b", "h100-sxm", engine="sglang", **short).tpot_s)
+    with pytest.raises(SpecError, match="graph_max_batch"):
         Deployment.from_dict({"model": "llasa-1b", "hardware": "h100-sxm",
                               "engine": {"name": "sglang", "graph_max_batch": -1}})
+    for call in (lambda: serve("llasa-1b", "h100-sxm", engine="vllm", graph_max_batch=0, isl=64, osl=8,
+                               concurrency=1, num_requests=2),
+                 lambda: estimate("llasa-1b", "h100-sxm", engine="trtllm-pytorch", graph_max_batch=64)):
+        with pytest.raises(SpecError, match="no measured host rate"):
+            call()
+
+
+def test_graphs_hold_a_pipeline_micro_batch_and_every_path_applies_the_limit():
+    # with two pipeline stages each of the two micro-batches in flight is one graph: 400 sequences
+    # are two graphs of 200, under SGLang's 256 on an H100; the planner's curve and the
+    # disaggregated estimate run a 300-sequence decode eagerly as estimate() does
+    from inferlab import estimate
+    from inferlab.phases.disaggregated import estimate_disaggregated
+    from inferlab.planning.search import _curve
+
+    pp = estimate("llasa-1b", "h100-sxm", engine="sglang", pp=2, batch_size=400, isl=128, osl=256)
+    pp_graphed = estimate("llasa-1b", "h100-sxm", engine="sglang", pp=2, batch_size=400, isl=128, osl=256,
+                          graph_max_batch=4096)
+    assert float(pp.tpot_s) == float(pp_graphed.tpot_s)
+    eager = float(estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=300, isl=128, osl=256).tpot_s)
+    from inferlab.planning.search import _BATCHES
+
+    curve = _curve("llasa-1b", "h100-sxm", 1, 1, 1, "bf16", None, "sglang", "default", 0.0, 128, 256)
+    j = int(np.flatnonzero(_BATCHES > 256)[0])  # the curve's first batch past the graphs
+    at = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=int(_BATCHES[j]), isl=128, osl=256)
+    graphed = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=int(_BATCHES[j]), isl=128, osl=256,
+                       graph_max_batch=4096)
+    assert float(graphed.tpot_s) < float(curve.tpot_s[j]) == pytest.approx(float(at.tpot_s), rel=1e-9)
+    disagg = estimate_disaggregated("llasa-1b", "prefill=h100-sxmx1,decode=h100-sxmx1", isl=128, osl=256,
+                                    decode_batch=300, engine="sglang")
+    assert float(disagg.tpot_s) == pytest.approx(eager, rel=1e-9)
+
+
+def test_sglang_speculation_runs_48_requests_without_overlap():
+    # sglang server_args _handle_speculative_decoding: EAGLE, EAGLE3, NEXTN and a standalone draft
+    # model reset an unset --max-running-requests to 48 and turn the overlap scheduler off
+    from inferlab.engines.scheduler import for_speculation
+
+    sg = engine_scheduler("sglang")
+    for method in ("eagle", "mtp", "draft"):
+        spec = for_speculation("sglang", sg, method)
+        assert (spec.max_num_seqs, spec.overlap_host) == (48, False)
+    assert for_speculation("sglang", engine_scheduler("sglang", max_num_seqs=128), "eagle").max_num_seqs == 128
+    assert for_speculation("sglang", sg, "ngram") == sg
+    assert for_speculation("vllm", engine_scheduler("vllm"), "eagle") == engine_scheduler("vllm")
+    from inferlab import serve
+
+    kw = dict(engine="sglang", isl=256, osl=64, concurrency=100, num_requests=200, speculative="eagle:k=4,accept=0.7")
+    default = serve("llama-3.1-8b", "h100-sxm", **kw)
+    capped = serve("llama-3.1-8b", "h100-sxm", max_num_seqs=48, **kw)
+    assert default.summary()["ttft"]["mean"] == capped.summary()["ttft"]["mean"]  # 52 of 100 clients wait
+
+
+def test_the_planner_prefills_with_the_engines_budget_on_the_gpu():
+    # a 16,000-token prompt: one chunk under SGLang's 16,384 on a B200, two under vLLM's 8,192; the
+    # planner's prefill of one prompt pays a step overhead per chunk beyond the first
+    from inferlab.planning.search import _prefill_and_memory
+
+    args = ("llama-3.1-8b", "b200", 1, 1, 1, "bf16")
+    sg = _prefill_and_memory(*args, "sglang", "default", 0.0, 16000, 64)
+    vl = _prefill_and_memory(*args, "vllm", "default", 0.0, 16000, 64)
+    from inferlab.techniques.step import run_step
+    from inferlab.core.graph import Step
+
+    one = float(run_step(sg[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
+    assert sg[2] == pytest.approx(one, rel=1e-12)
+    vone = float(run_step(vl[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
+    assert vl[2] == pytest.approx(vone + vl[0].profile.step_overhead_s, rel=1e-12)

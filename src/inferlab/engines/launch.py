@@ -156,9 +156,7 @@ class EngineLaunch:
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch)
         else:
-            limits["max_num_tokens"] = self.max_num_batched_tokens
-            if self.graph_max_batch == 0:  # no CUDA graphs at all: a static batch runs eagerly too
-                limits["cuda_graphs"] = False
+            limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch)
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:
@@ -211,8 +209,7 @@ class EngineLaunch:
             lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
         if self.no_effect:
             lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
-        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None
-                      and not (k == "graph_max_batch" and self.graph_max_batch == 0)]
+        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
                          "batch")

@@ -188,6 +188,23 @@ def running_requests(kv_tokens: float, context_len: int) -> int:
     return max(1, min(int(kv_tokens) // 2, slots))
 
 
+#: SGLang with a drafter that runs on the GPU (EAGLE, EAGLE3, NEXTN/MTP, a standalone draft
+#: model) and no ``--max-running-requests``: 48 running requests, over the replica's DP ranks, and
+#: the overlap scheduler off (sgl-project/sglang server_args.py ``_handle_speculative_decoding``:
+#: "Max running requests is reset to 48 for speculative decoding", "Overlap scheduler is disabled
+#: because of using eagle3 or standalone speculative decoding", unless SGLANG_ENABLE_SPEC_V2).
+SPECULATIVE_RUNNING_REQUESTS = 48
+SPECULATIVE_RESETS = {"sglang": ("eagle", "mtp", "draft")}
+
+
+def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
+    """``sched`` as ``engine`` runs it with a speculative ``method`` (:data:`SPECULATIVE_RESETS`)."""
+    if method not in SPECULATIVE_RESETS.get(engine, ()):
+        return sched
+    seqs = SPECULATIVE_RUNNING_REQUESTS if sched.max_num_seqs is None else sched.max_num_seqs
+    return replace(sched, max_num_seqs=seqs, overlap_host=False)
+
+
 #: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
 #: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
 #: memory (:data:`MEMORY_BUDGETS`), its running requests by its KV pool
@@ -224,7 +241,7 @@ USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together.
-SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill", "graph_max_batch")
+SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
 
 
 def serving_only(limits: dict) -> str | None:

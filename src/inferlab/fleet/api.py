@@ -220,7 +220,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         base = engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {}))
         sched = scheduler_for(dep, base)
         step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
-                     sched.graph_max_batch)
+                         sched.graph_max_batch)
         cs = (_policy(Startup, spec.get("startup")) or Startup()).cold_start(dep)
         serves = str(spec.get("serves", spec["model"]))
         kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,

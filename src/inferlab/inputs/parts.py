@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import checks
-from ..engines.scheduler import USER_LIMITS
+from ..engines.scheduler import MAX_SEQS, USER_LIMITS
 from ..errors import SpecError
 from . import resolve as inputs
 from .techniques import FROZEN
@@ -116,7 +116,7 @@ def engine_of(value: Any) -> Engine:
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)
         elif key == "graph_max_batch":
-            fields[key] = checks.integer(key, raw, minimum=0, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
+            fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
         else:
             fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
     return Engine(**fields)

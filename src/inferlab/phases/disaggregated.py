@@ -18,7 +18,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.scheduler import token_budget
+from ..engines.scheduler import decode_graph_limit, token_budget
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -28,7 +28,8 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import KvTransfer, kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
-from ..techniques.step import ResolvedDeployment, StepResult, chunked_prefill_s, decode, mean_decode_step_s, run_step
+from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, decode, graph_limited_decode_s,
+                               mean_decode_step_s, run_step)
 from ..units import Q, to_si_array
 
 
@@ -288,8 +289,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     checks.context_within_model(dep_d.model, i, o, allow_long_context=allow_long_context)
     mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")
+    engine_p, engine_d = d.prefill.engine or engine, d.decode.engine or engine
     if max_num_tokens is None:  # the prefill pool's engine on its GPU
-        max_num_tokens = token_budget(engine, dep_p.hardware)
+        max_num_tokens = token_budget(engine_p, dep_p.hardware)
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
     plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)
     cache = PrefixCache.parse(prefix_cache) if isinstance(prefix_cache, str) else prefix_cache
@@ -298,7 +300,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     chunks = np.ceil(bp * (i - cached) / max_num_tokens)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
-    tpot = np.where(o > 1, mean_decode_step_s(dep_d, bd, i, o), 0.0)
+    step_d = graph_limited_decode_s(dep_d, bd, i, o, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp),
+                                    mean_decode_step_s(dep_d, bd, i, o))
+    tpot = np.where(o > 1, step_d, 0.0)
     first = decode(dep_d, bd, i - 1.0).time_s if d.first_token == "decode" else np.zeros(np.shape(i))
     rate = None if request_rate is None else (
         to_si_array(Q(request_rate) if isinstance(request_rate, str) else request_rate, "request/second",

@@ -15,7 +15,8 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
+from ..calibration.profile import require_eager_rate
+from ..engines.scheduler import MAX_SEQS, decode_graph_limit, default_scheduler, token_budget
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -27,7 +28,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
-from ..techniques.step import ResolvedDeployment, chunked_prefill_s, mean_decode_step_s
+from ..techniques.step import ResolvedDeployment, chunked_prefill_s, graph_limited_decode_s, mean_decode_step_s
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
 
@@ -40,6 +41,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
+             graph_max_batch: int | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
@@ -85,6 +87,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         Tokens per iteration: prompts are prefilled in chunks of it, and the activation
         workspace is sized for it. Default: the engine's on this GPU (8,192 for vLLM and
         TensorRT-LLM; SGLang sizes its chunk by the GPU's memory), as :func:`inferlab.serve` runs.
+    graph_max_batch : int, optional [request]
+        Largest decode batch (on one attention-DP rank, per pipeline micro-batch) run from a CUDA
+        graph; larger ones run eagerly where the engine's eager rate is known (SGLang's
+        ``--cuda-graph-max-bs``, 0 for ``--disable-cuda-graph``). Default: the engine's on this
+        GPU and TP (SGLang's by GPU memory and TP; every batch elsewhere).
     waves : bool
         When the batch's KV cache does not fit, run it in waves as engines do, instead of
         marking the point infeasible.
@@ -141,8 +148,13 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
     b, i, o = inputs.workload(batch_size, isl, osl)
     long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
+    graphs = None if graph_max_batch is None else checks.integer(
+        option_name("graph_max_batch"), graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
+    if graphs is not None:
+        require_eager_rate(dep.profile, engine)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
-                       waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache)
+                       waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
+                       graph_max_batch=graphs)
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 
@@ -216,7 +228,8 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
-                 speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None) -> Estimate:
+                 speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
+                 graph_max_batch: int | None = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side. Points
@@ -243,10 +256,9 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
     step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
               else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
-    graphed = decode_graph_limit(engine, dep.hardware, par.tp)
-    beyond = np.ceil(wave_batch / par.attention_groups) > graphed
-    if speculative is None and dep.cuda_graphs and np.any(beyond):  # decode batches the engine runs eagerly
-        step_s = np.where(beyond, mean_decode_step_s(replace(dep, cuda_graphs=False), wave_batch, i, o), step_s)
+    if speculative is None:  # decode batches beyond the engine's largest CUDA graph run eagerly
+        graphed = decode_graph_limit(engine, dep.hardware, par.tp) if graph_max_batch is None else graph_max_batch
+        step_s = graph_limited_decode_s(dep, wave_batch, i, o, graphed, step_s)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     tpot = runs(np.where(o > 1, step_s, 0.0))
     wave_s = ttft_wave + (o - 1.0) * tpot

@@ -21,14 +21,14 @@ import numpy as np
 
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
-from ..engines.scheduler import token_budget
+from ..engines.scheduler import decode_graph_limit, token_budget
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import deployment
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
-from ..techniques.step import mean_decode_step_s
+from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .candidate import Candidate
 from .fluid import admission_wait_s, max_utilization, operating_points, queue_wait_s
 from .scenario import Scenario
@@ -210,7 +210,11 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
                                                         prefix_hit, isl, osl)
     b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
-    tpot = (mean_decode_step_s(dep, b, i, o) if spec is None else mean_speculative_tpot_s(dep, b, i, o, spec))
+    if spec is None:  # decode batches beyond the engine's largest CUDA graph run eagerly
+        tpot = graph_limited_decode_s(dep, b, i, o, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
+                                      mean_decode_step_s(dep, b, i, o))
+    else:
+        tpot = mean_speculative_tpot_s(dep, b, i, o, spec)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
 
 

@@ -11,7 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory
-from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, graph_batch_limit, running_requests
+from ..calibration.profile import require_eager_rate
+from ..engines.scheduler import (MAX_SEQS, ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, for_speculation, graph_batch_limit,
+                                 running_requests)
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -127,6 +129,10 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
     # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
     scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
+    if sched.graph_max_batch is not None and sched.graph_max_batch < MAX_SEQS:
+        require_eager_rate(dep.profile, engine)
+    if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
+        sched = for_speculation(engine, sched, speculative_config(speculative).method)
     limits = scheduler_for(dep, sched)
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None

@@ -8,9 +8,9 @@ integrated with Gauss-Legendre quadrature over the context, not sampled at one p
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -270,6 +270,19 @@ def prefill(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray) -> Step
 def decode(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray) -> StepResult:
     """One decode step of ``batch`` sequences at ``context`` tokens."""
     return run_step(dep, Step.decode(batch, context))
+
+
+def graph_limited_decode_s(dep: ResolvedDeployment, batch: Any, isl: Any, osl: Any, graph_max_batch: float,
+                           graphed_s: Any) -> np.ndarray:
+    """:func:`mean_decode_step_s` ``graphed_s`` where each pipeline micro-batch of ``batch``
+    sequences on one attention-DP rank fits the engine's largest CUDA graph, and the eagerly run
+    step (at least the host's issue time of its kernels) where it does not [s]."""
+    par = dep.parallel
+    per_graph = np.ceil(np.asarray(batch, float) / par.attention_groups / (par.micro_batches or par.pp))
+    beyond = per_graph > graph_max_batch
+    if not dep.cuda_graphs or not np.any(beyond):
+        return np.asarray(graphed_s, float)
+    return np.where(beyond, mean_decode_step_s(replace(dep, cuda_graphs=False), batch, isl, osl), graphed_s)
 
 
 def mean_decode_step_s(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
