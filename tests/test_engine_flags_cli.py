@@ -86,3 +86,18 @@ def test_serve_max_prefill_tokens_flag_equals_the_engine_args(capsys):
     assert without != explicit  # 1,500-token prompts arriving together: the second waits an iteration
     code, _, err = run(capsys, "serve", "--engine-args", sglang, "h100-sxm", "--max-prefill-tokens", "4096", *load)
     assert code != 0 and "--max-prefill-tokens 4096 contradicts the engine args" in err
+
+
+def test_a_plans_launch_for_another_engine_says_whose_limits_it_carries(capsys):
+    # the chat scenario plans with vLLM: its SGLang command writes vLLM's 256 sequences and says so;
+    # its vLLM command needs no such line
+    from pathlib import Path
+
+    from inferlab.cli.main import main
+
+    scenario = str(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "chat.yaml")
+    assert main(["plan", scenario, "--launch", "sglang"]) == 0
+    out = capsys.readouterr().out
+    assert "the plan simulated vllm's scheduler" in out and "--max-running-requests 256" in out
+    assert main(["plan", scenario, "--launch", "vllm"]) == 0
+    assert "the plan simulated" not in capsys.readouterr().out

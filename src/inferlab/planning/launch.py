@@ -53,6 +53,12 @@ def winner_launch(plan: Any) -> EngineLaunch:
 
 def winner_commands(plan: Any, engine: str = "all") -> list[Rendered]:
     """The winner's launch command for ``engine`` (``all``: vLLM, SGLang and TensorRT-LLM)."""
+    from dataclasses import replace
+
     engines = LAUNCH_ENGINES if engine == "all" else (engine,)
     launch = winner_launch(plan)
-    return [launch_command(launch, e) for e in engines]
+    planned = plan.scenario.engine
+    other = (f"the plan simulated {planned}'s scheduler: this command carries the limits it ran with, not this "
+             "engine's own defaults")
+    return [launch_command(launch if e == planned else replace(launch, notes=launch.notes + (other,)), e)
+            for e in engines]
