@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dataclasses import replace
 
@@ -337,3 +339,29 @@ def test_the_planner_prefills_with_the_engines_budget_on_the_gpu():
     assert sg[2] == pytest.approx(one, rel=1e-12)
     vone = float(run_step(vl[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
     assert vl[2] == pytest.approx(vone + vl[0].profile.step_overhead_s, rel=1e-12)
+
+
+_STEPS: dict = {}
+
+
+def _step_models(model: str):
+    """One graphed and one 64-sequence-limited step model per model (built once: they tabulate)."""
+    from inferlab.serving.stepmodel import StepModel
+
+    if model not in _STEPS:
+        dep = deployment(model, "h100-sxm", engine="sglang")
+        _STEPS[model] = (StepModel(dep, 4096, graph_max_batch=None), StepModel(dep, 4096, graph_max_batch=64))
+    return _STEPS[model]
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(["llasa-1b", "llama-3.1-8b", "qwen3-30b-a3b"]), batch=st.integers(1, 512),
+       context=st.floats(1.0, 8192.0))
+def test_a_graph_limit_never_speeds_a_decode_and_changes_none_within_it(model, batch, context):
+    graphed, limited = _step_models(model)
+    ctx = np.full(batch, context)
+    free, capped = graphed.time_decode(ctx)[0], limited.time_decode(ctx)[0]
+    if batch <= 64:
+        assert capped == free
+    else:
+        assert capped >= free
