@@ -365,3 +365,28 @@ def test_a_graph_limit_never_speeds_a_decode_and_changes_none_within_it(model, b
         assert capped == free
     else:
         assert capped >= free
+
+
+def test_max_model_len_sizes_sglangs_pool_and_refuses_longer_requests(capsys):
+    # SGLang's request pool is KV tokens / context length x 512: a context of 8,192 instead of the
+    # model's 131,072 gives 16 x the slots, up to the 4,096 ceiling; a request longer than the
+    # engine's limit is refused in one line, by serve() and by the CLI
+    from inferlab import SpecError, serve
+    from inferlab.cli.main import main
+    from inferlab.engines import parse_engine_args
+
+    dep = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
+    kv = kv_capacity_tokens(dep, engine_scheduler("sglang"))
+    short = scheduler_for(dep, engine_scheduler("sglang", max_model_len=8192)).max_num_seqs
+    assert short == min(4096, int(kv) // 2, max(2048, int(kv / 8192 * 512)))
+    assert short > scheduler_for(dep, engine_scheduler("sglang")).max_num_seqs
+    launch = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--context-length 8192")
+    assert launch.to_kwargs("serve")["max_model_len"] == 8192
+    with pytest.raises(SpecError, match="longer than max_model_len=1,000"):
+        serve("llama-3.1-8b", "h100-sxm", engine="vllm", max_model_len=1000, isl=900, osl=200, concurrency=2,
+              num_requests=4)
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--max-model-len", "1000", "--isl", "900", "--osl", "200",
+                 "--concurrency", "2", "--num-requests", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "max_model_len=1,000" in err and len(err.strip().splitlines()) == 1

@@ -103,6 +103,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                        help="prefill iterations run prompts only, the decodes wait (SGLang's default)")
     p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes (default 0.9)")
     p.add_argument("--kv-block-size", type=int, help="tokens per KV-cache page (engine default)")
+    p.add_argument("--max-model-len", type=int, metavar="TOKENS",
+                   help="longest prompt plus output the engine accepts (vLLM --max-model-len, SGLang --context-length; "
+                        "default the model's)")
     p.add_argument("--graph-max-batch", type=int, metavar="N",
                    help="largest decode batch run from a CUDA graph, larger ones eagerly (SGLang's --cuda-graph-max-bs, "
                         "0: --disable-cuda-graph; default: SGLang's by GPU memory and TP, every batch elsewhere)")

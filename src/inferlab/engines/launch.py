@@ -154,7 +154,8 @@ class EngineLaunch:
         if target == "serve":
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
-                          mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch)
+                          mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
+                          max_model_len=self.max_model_len)
         else:
             limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch)
         kw.update({k: v for k, v in limits.items() if v is not None})

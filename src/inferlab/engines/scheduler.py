@@ -85,6 +85,11 @@ class SchedulerConfig:
         the engine's eager rate, ``eager_host_per_kernel_s``). Default: every decode batch
         replays a graph; None: the engine sizes it from the GPU's memory and the
         tensor-parallel size (SGLang: :func:`graph_batch_limit`).
+    max_model_len : int or None
+        Longest prompt plus output the engine accepts [token] (vLLM's ``--max-model-len``,
+        SGLang's ``--context-length``, TensorRT-LLM's ``max_seq_len``); a longer request is
+        refused. SGLang sizes its request pool from it (:func:`running_requests`). None: the
+        model's ``max_position_embeddings``.
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -105,6 +110,7 @@ class SchedulerConfig:
     overlap_host: bool = False
     balance_timeout_iters: int = 0
     graph_max_batch: int | None = MAX_SEQS
+    max_model_len: int | None = None
     limits_per_rank: bool = True
 
     def __post_init__(self) -> None:
@@ -115,6 +121,8 @@ class SchedulerConfig:
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         if self.graph_max_batch is not None:  # 0: no decode batch runs from a graph
             integer("scheduler: graph_max_batch", self.graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests")
+        if self.max_model_len is not None:
+            integer("scheduler: max_model_len", self.max_model_len, maximum=MAX_TOKENS, what="tokens")
         if self.max_prefill_tokens is not None:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
@@ -238,10 +246,10 @@ ENGINE_SCHEDULERS = {
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-               "gpu_memory_utilization", "kv_block_size", "graph_max_batch")
+               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together.
-SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill")
+SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len")
 
 
 def serving_only(limits: dict) -> str | None:

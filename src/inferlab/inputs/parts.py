@@ -77,6 +77,8 @@ class Engine(BaseModel):
     graph_max_batch : int, optional [request]
         Largest decode batch run from a CUDA graph; larger ones run eagerly (SGLang's
         ``--cuda-graph-max-bs``; 0: ``--disable-cuda-graph``).
+    max_model_len : int, optional [token]
+        Longest prompt plus output the engine accepts (``--max-model-len``, ``--context-length``).
     """
 
     model_config = FROZEN
@@ -90,6 +92,7 @@ class Engine(BaseModel):
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
     graph_max_batch: int | None = None
+    max_model_len: int | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.memory import plan_memory
 from ..calibration.profile import require_eager_rate
-from ..engines.scheduler import (MAX_SEQS, ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, for_speculation, graph_batch_limit,
-                                 running_requests)
+from ..core.memory import plan_memory
+from ..engines.scheduler import (ENGINE_SCHEDULERS, MAX_SEQS, SchedulerConfig, for_hardware, for_speculation,
+                                 graph_batch_limit, running_requests)
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -86,7 +86,8 @@ def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
         return sched
     ranks = dep.parallel.attention_groups
     per_rank = kv_capacity_tokens(dep, sched) / ranks
-    return replace(sched, max_num_seqs=running_requests(per_rank, dep.model.max_position_embeddings) * ranks)
+    context = sched.max_model_len or dep.model.max_position_embeddings
+    return replace(sched, max_num_seqs=running_requests(per_rank, context) * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
@@ -137,6 +138,10 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
+    longest = float(np.max(isl + osl)) if len(isl) else 0.0
+    if limits.max_model_len is not None and longest > limits.max_model_len:
+        raise SpecError(f"requests of up to {longest:,.0f} tokens (prompt plus output) are longer than "
+                        f"max_model_len={limits.max_model_len:,}: the engine refuses them; raise it or shorten them")
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch)
     spec, decoding, drafter = None, None, None
