@@ -390,3 +390,12 @@ def test_max_model_len_sizes_sglangs_pool_and_refuses_longer_requests(capsys):
                  "--concurrency", "2", "--num-requests", "4"]) == 2
     err = capsys.readouterr().err
     assert "max_model_len=1,000" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_fleet_refuses_a_graph_limit_it_cannot_price():
+    from inferlab import SpecError
+    from inferlab.fleet.api import fleet
+
+    with pytest.raises(SpecError, match="no measured host rate"):
+        fleet("llama-3.1-8b", "h100-sxm", engine="vllm", graph_max_batch=64, traffic={"rate": 1.0},
+              horizon_s=10.0)

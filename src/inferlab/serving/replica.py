@@ -78,6 +78,14 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
                    max_prefill_tokens=None if soft is None else soft * ranks)
 
 
+def replica_limits(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
+    """:func:`scheduler_for` of ``engine``'s limits, refusing a CUDA-graph limit its profile
+    cannot price (no measured eager host rate)."""
+    if sched.graph_max_batch is not None and sched.graph_max_batch < MAX_SEQS:
+        require_eager_rate(dep.profile, engine)
+    return scheduler_for(dep, sched)
+
+
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
     them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.scheduler.running_requests`
@@ -130,11 +138,9 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
     # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
     scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
-    if sched.graph_max_batch is not None and sched.graph_max_batch < MAX_SEQS:
-        require_eager_rate(dep.profile, engine)
     if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
         sched = for_speculation(engine, sched, speculative_config(speculative).method)
-    limits = scheduler_for(dep, sched)
+    limits = replica_limits(dep, engine, sched)
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
