@@ -399,3 +399,13 @@ def test_a_fleet_refuses_a_graph_limit_it_cannot_price():
     with pytest.raises(SpecError, match="no measured host rate"):
         fleet("llama-3.1-8b", "h100-sxm", engine="vllm", graph_max_batch=64, traffic={"rate": 1.0},
               horizon_s=10.0)
+
+
+def test_explain_says_a_decode_past_the_graphs_is_host_bound():
+    from inferlab import estimate
+
+    past = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=300, isl=64, osl=16).explain()
+    line = next(x for x in past.splitlines() if x.startswith("decode:"))
+    assert "host-bound" in line and "largest CUDA graph" in line
+    within = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=200, isl=64, osl=16).explain()
+    assert "host-bound" not in next(x for x in within.splitlines() if x.startswith("decode:"))

@@ -256,8 +256,8 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
     step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
               else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
+    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp) if graph_max_batch is None else graph_max_batch)
     if speculative is None:  # decode batches beyond the engine's largest CUDA graph run eagerly
-        graphed = decode_graph_limit(engine, dep.hardware, par.tp) if graph_max_batch is None else graph_max_batch
         step_s = graph_limited_decode_s(dep, wave_batch, i, o, graphed, step_s)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     tpot = runs(np.where(o > 1, step_s, 0.0))
@@ -268,4 +268,5 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),
                     ttft_s=runs(first_ttft + wave_s * (first_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
-                    prefix_cache=prefix_cache, feasible=feasible, reason=reason)
+                    prefix_cache=prefix_cache, feasible=feasible, reason=reason,
+                    graph_max_batch=graphed if speculative is None else float("inf"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -40,9 +41,12 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     ops_s = sum(r["time_s"] for r in rows)
     # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.
     overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
-    host = _eager_host_s(est, phase)
+    host = _eager_host_s(est, phase, point)
     if host > ops_s:
-        main_text = (f"host-bound (run eagerly: the engine issues {step.kernels:,.0f} kernels, "
+        if phase == "decode":  # the graphed step's time holds the GPU's work: the eager one lasts the issue time
+            total += host - ops_s
+        why = "beyond the engine's largest CUDA graph, " if phase == "decode" else ""
+        main_text = (f"host-bound (run eagerly, {why}the engine issues {step.kernels:,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
         overhead = total - host if overhead > 0 else 0.0
     else:
@@ -61,11 +65,17 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     return lines
 
 
-def _eager_host_s(est: Estimate, phase: str) -> float:
-    """The host's issue time of an eagerly run prefill step (0 for decode and for engines that graph it)."""
-    if phase != "prefill":
+def _eager_host_s(est: Estimate, phase: str, point: int) -> float:
+    """The host's issue time of an eagerly run step: a prefill step of an engine that graphs
+    decode only, a decode step of more sequences than its largest CUDA graph (0 otherwise)."""
+    dep = est.deployment
+    if phase == "prefill":
+        return eager_floor(est.prefill_step.kernels, dep.profile)
+    par = dep.parallel
+    batch = float(np.ravel(np.broadcast_to(est.wave_batch, np.shape(est.ttft_s)))[point])
+    if not dep.cuda_graphs or math.ceil(batch / par.attention_groups / (par.micro_batches or par.pp)) <= est.graph_max_batch:
         return 0.0
-    return eager_floor(est.prefill_step.kernels, est.deployment.profile)
+    return eager_floor(est.decode_step.kernels, dep.profile, "decode")
 
 
 def _levers(est: Estimate, point: int) -> list[str]:
@@ -76,7 +86,7 @@ def _levers(est: Estimate, point: int) -> list[str]:
         out.append("decode is memory-bound: fewer bytes per step move it (FP8/FP4 weights, FP8 KV cache), "
                    "and so does a larger batch, which reuses each weight read for more tokens")
     prefill_ops = sum(r["time_s"] for r in est.op_table("prefill", point))
-    if _eager_host_s(est, "prefill") > prefill_ops:
+    if _eager_host_s(est, "prefill", point) > prefill_ops:
         out.append("prefill runs eagerly and the host issuing its kernels is the longer: prefill CUDA graphs "
                    "(SGLang's --enable-piecewise-cuda-graph) or an engine that graphs prefill (vLLM) shorten it")
     if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":

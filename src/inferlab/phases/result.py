@@ -71,6 +71,8 @@ class Estimate:
     long_context: bool = False
     #: The Deployment and Workload of an ``estimate(deployment, workload)`` call (None otherwise).
     inputs: Any = None
+    #: Largest decode batch (one rank's, per micro-batch) run from a CUDA graph; larger run eagerly.
+    graph_max_batch: float = float("inf")
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""
