@@ -409,3 +409,29 @@ def test_explain_says_a_decode_past_the_graphs_is_host_bound():
     assert "host-bound" in line and "largest CUDA graph" in line
     within = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=200, isl=64, osl=16).explain()
     assert "host-bound" not in next(x for x in within.splitlines() if x.startswith("decode:"))
+
+
+def test_limits_reach_the_speculative_disaggregated_and_fleet_paths():
+    # a user's graph limit slows a speculative static decode and a disaggregated decode pool as it
+    # does a plain one; max_model_len is refused by the disaggregated pools and the fleet too; the
+    # planner sizes an SGLang speculative candidate at 48 sequences
+    from types import SimpleNamespace
+
+    from inferlab import SpecError, estimate, serve
+    from inferlab.fleet.api import fleet
+    from inferlab.planning.search import sequence_limit
+
+    spec = dict(engine="sglang", speculative="eagle3-llama-3.1-8b")
+    assert float(estimate("llama-3.1-8b", "h100-sxm", graph_max_batch=0, **spec).tpot_s) > \
+        float(estimate("llama-3.1-8b", "h100-sxm", **spec).tpot_s)
+    pools = dict(disaggregation="prefill=h100-sxm,decode=h100-sxm", engine="sglang")
+    assert float(estimate("llama-3.1-8b", None, graph_max_batch=0, **pools).tpot_s) > \
+        float(estimate("llama-3.1-8b", None, **pools).tpot_s)
+    with pytest.raises(SpecError, match="max_model_len=100"):
+        serve("llama-3.1-8b", max_model_len=100, isl=1024, osl=128, rate=1.0, num_requests=4, **pools)
+    with pytest.raises(SpecError, match="max_model_len=100"):
+        fleet("llama-3.1-8b", "h100-sxm", engine="sglang", max_model_len=100, horizon_s=30.0,
+              traffic={"shape": "constant", "rate": 1, "isl": 1024, "osl": 128})
+    scenario = SimpleNamespace(engine="sglang", search=SimpleNamespace(max_num_seqs=None))
+    dep = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
+    assert sequence_limit(scenario, dep, "eagle3-llama-3.1-8b") == 48 < sequence_limit(scenario, dep)

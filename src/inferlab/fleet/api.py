@@ -13,7 +13,7 @@ from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
-from ..serving.replica import engine_scheduler, kv_capacity_tokens, replica_limits
+from ..serving.replica import check_lengths, engine_scheduler, kv_capacity_tokens, replica_limits
 from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -112,6 +112,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
                        kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
+    check_lengths(sched, requests.isl, requests.osl)
     price = _policy(Pricing, pricing) or Pricing()
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
         price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
@@ -244,6 +245,10 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                           spill=int(regions.get("spill", Regions().spill)),
                           provider_quota_gpus=dict(regions.get("provider_quota_gpus", {})))
     requests = build_requests(traffic, horizon_s, seed)
+    for pool in built:  # each engine refuses the requests it would serve that are too long for it
+        mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
+            (requests.model == pool.model) | (requests.model == "")
+        check_lengths(pool.kind.sched, requests.isl[mine], requests.osl[mine])
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     cfg = FleetConfig(replicas=sum(p.replicas for p in built), router=_router(router),

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from .. import checks
 from ..engines.scheduler import MAX_SEQS, USER_LIMITS
+from ..engines.scheduler import MAX_TOKENS as SCHEDULER_MAX_TOKENS
 from ..errors import SpecError
 from . import resolve as inputs
 from .techniques import FROZEN
@@ -120,6 +121,8 @@ def engine_of(value: Any) -> Engine:
             fields[key] = checks.fraction(key, raw)
         elif key == "graph_max_batch":
             fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
+        elif key == "max_model_len":
+            fields[key] = checks.integer(key, raw, maximum=SCHEDULER_MAX_TOKENS, what="tokens", whole_floats=True)
         else:
             fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)
     return Engine(**fields)

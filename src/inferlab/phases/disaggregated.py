@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .. import checks
-from ..calibration.profile import Profile
+from ..calibration.profile import Profile, require_eager_rate
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.scheduler import decode_graph_limit, token_budget
+from ..engines.scheduler import MAX_SEQS, decode_graph_limit, token_budget
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -249,7 +249,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            engine: str = "generic", profile: str | Path | Profile = "default",
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
                            kv_block_size: int = 16, max_num_tokens: int | None = None, precision: Any = None,
-                           allow_long_context: bool = False) -> DisaggEstimate:
+                           allow_long_context: bool = False, graph_max_batch: int | None = None) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -272,6 +272,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     gpu_memory_utilization, kv_block_size, max_num_tokens
         As in :func:`inferlab.estimate`; ``max_num_tokens`` chunks the prefill (default: the
         engine's on the prefill pool's GPU).
+    graph_max_batch : int, optional
+        The decode pool's largest decode batch run from a CUDA graph (default its engine's).
     allow_long_context : bool
         Accept ``isl + osl`` beyond the model's ``max_position_embeddings`` (RoPE scaling).
 
@@ -290,6 +292,11 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")
     engine_p, engine_d = d.prefill.engine or engine, d.decode.engine or engine
+    if graph_max_batch is not None:
+        graph_max_batch = checks.integer("graph_max_batch", graph_max_batch, minimum=0, maximum=MAX_SEQS,
+                                         what="requests", whole_floats=True)
+        if graph_max_batch < MAX_SEQS:
+            require_eager_rate(dep_d.profile, engine_d)
     if max_num_tokens is None:  # the prefill pool's engine on its GPU
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
@@ -300,8 +307,10 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     chunks = np.ceil(bp * (i - cached) / max_num_tokens)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
-    step_d = graph_limited_decode_s(dep_d, bd, i, o, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp),
-                                    mean_decode_step_s(dep_d, bd, i, o))
+    graphs = decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp) if graph_max_batch is None \
+        else graph_max_batch
+    step_d = graph_limited_decode_s(dep_d, bd, graphs, mean_decode_step_s(dep_d, bd, i, o),
+                                    lambda d: mean_decode_step_s(d, bd, i, o))
     tpot = np.where(o > 1, step_d, 0.0)
     first = decode(dep_d, bd, i - 1.0).time_s if d.first_token == "decode" else np.zeros(np.shape(i))
     rate = None if request_rate is None else (

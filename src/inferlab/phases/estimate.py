@@ -150,7 +150,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
     graphs = None if graph_max_batch is None else checks.integer(
         option_name("graph_max_batch"), graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
-    if graphs is not None:
+    if graphs is not None and graphs < MAX_SEQS:
         require_eager_rate(dep.profile, engine)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
@@ -180,7 +180,8 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
     return estimate_disaggregated(model, d, isl=args["isl"], osl=args["osl"], prefill_batch=prefill_batch,
                                   decode_batch=args["batch_size"], engine=args["engine"], profile=args["profile"],
                                   prefix_cache=args["cache"], precision=args["precision"],
-                                  allow_long_context=args["allow_long_context"], **memory)
+                                  allow_long_context=args["allow_long_context"],
+                                  graph_max_batch=args["graph_max_batch"], **memory)
 
 
 def _speculative(value: Any) -> SpeculativeConfig | None:
@@ -254,11 +255,13 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     first_waves, first_ttft = n_waves, ttft_wave
     if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
         first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
-    step_s = (mean_decode_step_s(dep, wave_batch, i, o) if speculative is None
-              else mean_speculative_tpot_s(dep, wave_batch, i, o, speculative))
+    def per_token(d: ResolvedDeployment) -> np.ndarray:
+        return (mean_decode_step_s(d, wave_batch, i, o) if speculative is None
+                else mean_speculative_tpot_s(d, wave_batch, i, o, speculative))
+
     graphed = float(decode_graph_limit(engine, dep.hardware, par.tp) if graph_max_batch is None else graph_max_batch)
-    if speculative is None:  # decode batches beyond the engine's largest CUDA graph run eagerly
-        step_s = graph_limited_decode_s(dep, wave_batch, i, o, graphed, step_s)
+    # decode batches beyond the engine's largest CUDA graph run eagerly
+    step_s = graph_limited_decode_s(dep, wave_batch, graphed, per_token(dep), per_token)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     tpot = runs(np.where(o > 1, step_s, 0.0))
     wave_s = ttft_wave + (o - 1.0) * tpot
@@ -269,4 +272,4 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                     ttft_s=runs(first_ttft + wave_s * (first_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason,
-                    graph_max_batch=graphed if speculative is None else float("inf"))
+                    graph_max_batch=graphed)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.timing import eager_floor
+from ..techniques.step import beyond_graphs
 from ..engines.scheduler import serving_only
 from ..errors import option
 from ..results.render import pretty
@@ -43,9 +43,9 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     overhead = total - ops_s if est.deployment.parallel.pp == 1 else 0.0
     host = _eager_host_s(est, phase, point)
     if host > ops_s:
-        if phase == "decode":  # the graphed step's time holds the GPU's work: the eager one lasts the issue time
-            total += host - ops_s
-        why = "beyond the engine's largest CUDA graph, " if phase == "decode" else ""
+        if phase == "decode" and est.deployment.cuda_graphs and est.deployment.parallel.pp == 1:
+            total += host - ops_s  # the graphed step's time holds the GPU's work: the eager one lasts the issue time
+        why = "beyond the engine's largest CUDA graph, " if phase == "decode" and est.deployment.cuda_graphs else ""
         main_text = (f"host-bound (run eagerly, {why}the engine issues {step.kernels:,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
         overhead = total - host if overhead > 0 else 0.0
@@ -71,10 +71,9 @@ def _eager_host_s(est: Estimate, phase: str, point: int) -> float:
     dep = est.deployment
     if phase == "prefill":
         return eager_floor(est.prefill_step.kernels, dep.profile)
-    par = dep.parallel
     batch = float(np.ravel(np.broadcast_to(est.wave_batch, np.shape(est.ttft_s)))[point])
-    if not dep.cuda_graphs or math.ceil(batch / par.attention_groups / (par.micro_batches or par.pp)) <= est.graph_max_batch:
-        return 0.0
+    if dep.cuda_graphs and not bool(beyond_graphs(dep, batch, est.graph_max_batch)):
+        return 0.0  # replayed from a graph
     return eager_floor(est.decode_step.kernels, dep.profile, "decode")
 
 

@@ -91,7 +91,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
     except InferlabError as exc:
         return replace(base, reason=str(exc))
-    cap = sequence_limit(sc, est.deployment)
+    cap = sequence_limit(sc, est.deployment, config.get("speculative"))
     fits = np.minimum(est.max_sequences, cap)
     ok = _BATCHES <= fits
     if not ok.any():
@@ -210,11 +210,12 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
                                                         prefix_hit, isl, osl)
     b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
-    if spec is None:  # decode batches beyond the engine's largest CUDA graph run eagerly
-        tpot = graph_limited_decode_s(dep, b, i, o, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
-                                      mean_decode_step_s(dep, b, i, o))
-    else:
-        tpot = mean_speculative_tpot_s(dep, b, i, o, spec)
+    def per_token(d: Any) -> np.ndarray:
+        return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
+
+    # decode batches beyond the engine's largest CUDA graph run eagerly
+    tpot = graph_limited_decode_s(dep, b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp), per_token(dep),
+                                  per_token)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
 
 
@@ -266,15 +267,20 @@ def max_num_seqs(scenario: Scenario) -> int | None:
     return default_scheduler(scenario.engine).max_num_seqs
 
 
-def sequence_limit(scenario: Scenario, dep: Any) -> int:
-    """The sequences one replica of ``dep`` runs at most under the scenario's engine."""
-    from ..engines.scheduler import default_scheduler, for_hardware
+def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int:
+    """The sequences one replica of ``dep`` runs at most under the scenario's engine (with
+    ``speculative`` decoding, the engine's limit for it: SGLang's 48)."""
+    from ..engines.scheduler import default_scheduler, for_hardware, for_speculation
     from ..serving.replica import with_running_requests
 
     given = max_num_seqs(scenario)
     if given is not None:
         return given
-    return int(with_running_requests(dep, for_hardware(default_scheduler(scenario.engine), dep.hardware)).max_num_seqs)
+    sched = default_scheduler(scenario.engine)
+    if speculative is not None:
+        spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+        sched = for_speculation(scenario.engine, sched, spec.method)
+    return int(with_running_requests(dep, for_hardware(sched, dep.hardware)).max_num_seqs)
 
 
 def _tpot_tail(percentile: float) -> float:

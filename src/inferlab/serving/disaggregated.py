@@ -133,6 +133,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         Scheduler fields (``max_num_seqs``, ...) set over both pools' schedulers.
     """
     from ..phases.disaggregated import pool_deployments
+    from .replica import check_lengths
     from ..engines.scheduler import ENGINE_SCHEDULERS
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
@@ -144,8 +145,10 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     overrides = limits or {}
     raw = {pool: replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()), **overrides)
            for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
-    side_p = _side(dep_p, raw["prefill"], d.prefill.replicas)
-    side_d = _side(dep_d, raw["decode"], d.decode.replicas)
+    side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas)
+    side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas)
+    for side in (side_p, side_d):
+        check_lengths(side.sched, prompts, outputs)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
         return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)
@@ -196,11 +199,11 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                              decode_arrival=at_decode)
 
 
-def _side(dep: ResolvedDeployment, engine_sched: SchedulerConfig, replicas: int) -> PoolSide:
+def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, replicas: int) -> PoolSide:
     """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool."""
-    from .replica import kv_capacity_tokens, scheduler_for
+    from .replica import kv_capacity_tokens, replica_limits
 
-    sched = scheduler_for(dep, engine_sched)
+    sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)
     return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas)

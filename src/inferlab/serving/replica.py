@@ -86,6 +86,14 @@ def replica_limits(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerCo
     return scheduler_for(dep, sched)
 
 
+def check_lengths(sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray) -> None:
+    """Refuse requests longer (prompt plus output) than the engine's ``max_model_len``, as it does."""
+    longest = float(np.max(isl + osl)) if len(isl) else 0.0
+    if sched.max_model_len is not None and longest > sched.max_model_len:
+        raise SpecError(f"requests of up to {longest:,.0f} tokens (prompt plus output) are longer than "
+                        f"max_model_len={sched.max_model_len:,}: the engine refuses them; raise it or shorten them")
+
+
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
     them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.scheduler.running_requests`
@@ -144,10 +152,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
-    longest = float(np.max(isl + osl)) if len(isl) else 0.0
-    if limits.max_model_len is not None and longest > limits.max_model_len:
-        raise SpecError(f"requests of up to {longest:,.0f} tokens (prompt plus output) are longer than "
-                        f"max_model_len={limits.max_model_len:,}: the engine refuses them; raise it or shorten them")
+    check_lengths(limits, isl, osl)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch)
     spec, decoding, drafter = None, None, None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -272,17 +272,23 @@ def decode(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray) -> S
     return run_step(dep, Step.decode(batch, context))
 
 
-def graph_limited_decode_s(dep: ResolvedDeployment, batch: Any, isl: Any, osl: Any, graph_max_batch: float,
-                           graphed_s: Any) -> np.ndarray:
-    """:func:`mean_decode_step_s` ``graphed_s`` where each pipeline micro-batch of ``batch``
-    sequences on one attention-DP rank fits the engine's largest CUDA graph, and the eagerly run
-    step (at least the host's issue time of its kernels) where it does not [s]."""
+def beyond_graphs(dep: ResolvedDeployment, batch: Any, graph_max_batch: float) -> np.ndarray:
+    """Where a decode step of ``batch`` sequences runs without a CUDA graph: CUDA graphs on, and
+    a pipeline micro-batch on one attention-DP rank past the engine's largest graph."""
     par = dep.parallel
     per_graph = np.ceil(np.asarray(batch, float) / par.attention_groups / (par.micro_batches or par.pp))
-    beyond = per_graph > graph_max_batch
-    if not dep.cuda_graphs or not np.any(beyond):
+    return (per_graph > graph_max_batch) & dep.cuda_graphs
+
+
+def graph_limited_decode_s(dep: ResolvedDeployment, batch: Any, graph_max_batch: float, graphed_s: Any,
+                           step_s: Callable[[ResolvedDeployment], Any]) -> np.ndarray:
+    """``graphed_s`` (a decode time of ``batch`` sequences, ``step_s(dep)``) where the step replays
+    a CUDA graph, and ``step_s`` of the deployment without graphs (at least the host's issue time
+    of its kernels) where it runs past the engine's largest graph (:func:`beyond_graphs`) [s]."""
+    beyond = beyond_graphs(dep, batch, graph_max_batch)
+    if not np.any(beyond):
         return np.asarray(graphed_s, float)
-    return np.where(beyond, mean_decode_step_s(replace(dep, cuda_graphs=False), batch, isl, osl), graphed_s)
+    return np.where(beyond, step_s(replace(dep, cuda_graphs=False)), graphed_s)
 
 
 def mean_decode_step_s(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
