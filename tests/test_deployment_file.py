@@ -106,14 +106,15 @@ def test_the_json_of_one_estimate_is_a_deployment_file_for_the_next(tmp_path, ca
 
 
 def test_serving_limits_of_a_deployment_are_named_where_a_static_batch_leaves_them(tmp_path, capsys):
-    # a typed file's max_num_seqs and max_prefill_tokens limit serving: estimate says so on stderr
-    # (as --engine-args does) and gives the same numbers as without them
+    # a typed file's max_prefill_tokens limits serving: estimate says so on stderr (as --engine-args
+    # does) and gives the same numbers as without it; its max_num_seqs (64, above the batch) is used
     path = tmp_path / "d.yaml"
     path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\n"
                     "engine: {name: sglang, max_num_seqs: 64, max_prefill_tokens: 4096}\n")
     assert main(["estimate", "--file", str(path), "--batch", "8", "--json"]) == 0
     out = capsys.readouterr()
-    assert "max_num_seqs=64, max_prefill_tokens=4096 limit serving (inferlab serve), not a static batch" in out.err
+    assert "max_prefill_tokens=4096 limit serving (inferlab serve), not a static batch" in out.err
+    assert "max_num_seqs" not in out.err
     plain = tmp_path / "p.yaml"
     plain.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: {name: sglang}\n")
     assert main(["estimate", "--file", str(plain), "--batch", "8", "--json"]) == 0
@@ -123,7 +124,9 @@ def test_serving_limits_of_a_deployment_are_named_where_a_static_batch_leaves_th
     from inferlab import Deployment, Workload, estimate
 
     dep = Deployment.from_dict({"model": "llama-3.1-8b", "hardware": "h100-sxm",
-                                "engine": {"name": "sglang", "chunked_prefill": False}})
-    text = estimate(dep, Workload(batch_size=8, isl=512, osl=64)).explain()
+                                "engine": {"name": "sglang", "chunked_prefill": False, "max_num_seqs": 4}})
+    est = estimate(dep, Workload(batch_size=8, isl=512, osl=64))
+    text = est.explain()
     assert "engine limits of the deployment: chunked_prefill=False limit serving" in text
+    assert "max_num_seqs" not in text and float(est.waves) == 2  # 8 sequences, 4 at a time
     assert "engine limits" not in estimate("llama-3.1-8b", "h100-sxm", engine="sglang").explain()

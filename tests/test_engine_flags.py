@@ -136,7 +136,8 @@ def test_to_kwargs_per_target_and_contradictions():
     launch = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B -tp 2 --max-num-seqs 64 "
                                "--max-num-batched-tokens 2048 --kv-cache-dtype fp8")
     assert launch.to_kwargs("estimate") == dict(model="llama-3.1-8b", engine="vllm", tp=2, pp=1, ep=1, dp=1,
-                                                attention_dp=False, precision="kv:fp8", max_num_tokens=2048)
+                                                attention_dp=False, precision="kv:fp8", max_num_tokens=2048,
+                                                max_num_seqs=64)  # a static batch runs in waves of it
     serve = launch.to_kwargs("serve")
     assert serve["max_num_seqs"] == 64 and serve["max_num_batched_tokens"] == 2048 and "max_num_tokens" not in serve
     assert launch.merged({"tp": 2, "precision": "kv:fp8", "isl": 10})["isl"] == 10  # agreeing options pass

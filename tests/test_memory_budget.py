@@ -435,3 +435,25 @@ def test_limits_reach_the_speculative_disaggregated_and_fleet_paths():
     scenario = SimpleNamespace(engine="sglang", search=SimpleNamespace(max_num_seqs=None))
     dep = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
     assert sequence_limit(scenario, dep, "eagle3-llama-3.1-8b") == 48 < sequence_limit(scenario, dep)
+
+
+def test_a_static_batch_runs_in_waves_of_the_engines_sequence_limit():
+    # 512 requests on vLLM with --max-num-seqs 256: two waves of 256, each decoding as a batch of
+    # 256 does; the mean TTFT is the first wave's plus half a wave (the second waits one wave:
+    # its prefill and 127 decode steps); tokens per second are a batch of 256's
+    from inferlab import estimate
+
+    kw = dict(engine="vllm", isl=128, osl=128)
+    half = estimate("llama-3.1-8b", "h100-sxm", batch_size=256, **kw)
+    waves = estimate("llama-3.1-8b", "h100-sxm", batch_size=512, max_num_seqs=256, **kw)
+    together = estimate("llama-3.1-8b", "h100-sxm", batch_size=512, **kw)
+    assert float(waves.waves) == 2 and float(together.waves) == 1
+    assert float(waves.tpot_s) == float(half.tpot_s) < float(together.tpot_s)
+    wave = float(half.ttft_s) + 127 * float(half.tpot_s)
+    assert float(waves.ttft_s) == pytest.approx(float(half.ttft_s) + wave / 2, rel=1e-9)
+    assert float(waves.output_tokens_per_s) == pytest.approx(float(half.output_tokens_per_s), rel=1e-9)
+    # the limit per rank of an engine whose limits are a rank's: TensorRT-LLM with attention DP
+    ds = dict(tp=8, ep=8, attention_dp=True, precision="nvfp4", engine="trtllm", isl=1024, osl=64)
+    ranked = estimate("deepseek-v3", "b200", batch_size=64, max_num_seqs=8, **ds)
+    assert float(ranked.waves) == 1  # 8 ranks x 8
+    assert float(estimate("deepseek-v3", "b200", batch_size=64, max_num_seqs=4, **ds).waves) == 2

@@ -33,6 +33,10 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
     "--kv-block-size": ("kv_block_size", int, "tokens per KV-cache page (default 16)"),
     "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default: the engine's on the GPU, 8192 but SGLang's by GPU memory)"),
+    "--max-num-seqs": ("max_num_seqs", int, "sequences the engine runs at once; a larger batch runs in waves of it "
+                                            "(default: the whole batch at once)"),
+    "--graph-max-batch": ("graph_max_batch", int, "largest decode batch run from a CUDA graph (SGLang's "
+                                                  "--cuda-graph-max-bs, 0: none; default the engine's)"),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),
     "--spec": ("speculative", str, "speculative decoding, e.g. eagle:k=4,accept=0.7 or a preset name"),
     "--prefix-cache": ("prefix_cache", str, "cached prompt prefix: a hit rate (0.5) or tokens=1500"),

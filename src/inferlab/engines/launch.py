@@ -157,7 +157,8 @@ class EngineLaunch:
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
                           max_model_len=self.max_model_len)
         else:
-            limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch)
+            limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch,
+                          max_num_seqs=self.max_num_seqs)
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:

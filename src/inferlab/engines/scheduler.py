@@ -248,8 +248,9 @@ ENGINE_SCHEDULERS = {
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
-#: prefills its prompts in chunks of the token budget and decodes them together.
-SERVING_ONLY_LIMITS = ("max_num_seqs", "max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len")
+#: prefills its prompts in chunks of the token budget and decodes them together, in waves of
+#: ``max_num_seqs`` where that is set.
+SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len")
 
 
 def serving_only(limits: dict) -> str | None:

@@ -41,7 +41,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
-             graph_max_batch: int | None = None,
+             graph_max_batch: int | None = None, max_num_seqs: int | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
@@ -87,6 +87,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         Tokens per iteration: prompts are prefilled in chunks of it, and the activation
         workspace is sized for it. Default: the engine's on this GPU (8,192 for vLLM and
         TensorRT-LLM; SGLang sizes its chunk by the GPU's memory), as :func:`inferlab.serve` runs.
+    max_num_seqs : int, optional [request]
+        Sequences the engine runs at once (vLLM's ``--max-num-seqs``, SGLang's
+        ``--max-running-requests``, TensorRT-LLM's ``max_batch_size``): a larger batch runs in
+        waves of it, as the engine admits it. Default: the batch runs together (a static-batch
+        benchmark sets the limit to the batch), in waves only where its KV cache does not fit.
     graph_max_batch : int, optional [request]
         Largest decode batch (on one attention-DP rank, per pipeline micro-batch) run from a CUDA
         graph; larger ones run eagerly where the engine's eager rate is known (SGLang's
@@ -152,9 +157,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         option_name("graph_max_batch"), graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
     if graphs is not None and graphs < MAX_SEQS:
         require_eager_rate(dep.profile, engine)
+    seqs = None if max_num_seqs is None else checks.integer(
+        option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
-                       graph_max_batch=graphs)
+                       graph_max_batch=graphs, max_num_seqs=seqs)
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 
@@ -162,7 +169,8 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
 #: Arguments of :func:`estimate` that only an aggregated deployment uses, with their defaults.
 _AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False,
                     "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
-                    "price_per_gpu_hour": None, "utilization": 1.0, "waves": False, "speculative": None}
+                    "price_per_gpu_hour": None, "utilization": 1.0, "waves": False, "speculative": None,
+                    "max_num_seqs": None}
 
 
 def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> Any:
@@ -204,7 +212,8 @@ def _prefix_cache(value: Any) -> PrefixCache | None:
 
 
 def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
-                     max_num_tokens: int, prefix_cache: PrefixCache | None) -> tuple[np.ndarray, np.ndarray]:
+                     max_num_tokens: int, prefix_cache: PrefixCache | None,
+                     cap: float = np.inf) -> tuple[np.ndarray, np.ndarray]:
     """Waves and first-wave TTFT [s] of a static batch on an engine that admits on the prompt.
 
     Notes
@@ -219,7 +228,7 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     block = memory["kv_block_size"]
     admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
                         context=i + block, step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
-    first_waves = np.ceil(replica / np.maximum(admit.max_sequences, 1.0))
+    first_waves = np.ceil(replica / np.maximum(np.minimum(admit.max_sequences, cap), 1.0))
     first = np.ceil(replica / first_waves)
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
     chunks = np.ceil(first * (i - cached) / max_num_tokens)
@@ -230,10 +239,12 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
-                 graph_max_batch: int | None = None) -> Estimate:
+                 graph_max_batch: int | None = None, max_num_seqs: int | None = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
-    The ``b`` requests split evenly over the ``dp`` replicas, which run side by side. Points
+    The ``b`` requests split evenly over the ``dp`` replicas, which run side by side; each runs
+    at most ``max_num_seqs`` (the engine's per-rank limit times its attention-DP ranks where its
+    limits are a rank's) at once, in waves beyond. Points
     that cannot run (:mod:`inferlab.phases.feasibility`) are marked in ``feasible`` and ``reason``
     and hold NaN in their times and costs; nothing is raised here.
     """
@@ -242,10 +253,13 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
                        step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
-    feasible, reason = static_batch_reasons(plan, par.dp, replica, i + o, np.shape(b), waves)
-    n_waves = np.ceil(replica / np.maximum(plan.max_sequences, 1.0))
+    cap = np.inf if max_num_seqs is None else float(
+        max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
+    # the KV cache holds one wave of the engine's sequence limit at a time
+    feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
+    n_waves = np.ceil(replica / np.maximum(np.minimum(plan.max_sequences, cap), 1.0))
     wave_batch = np.ceil(replica / n_waves)
-    if waves and np.any(n_waves > 1):  # the memory in use is one wave's
+    if (waves or cap < np.inf) and np.any(n_waves > 1):  # the memory in use is one wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
                            step_tokens=np.minimum(wave_batch * i, max_num_tokens), **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
@@ -254,7 +268,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     ttft_wave = chunked_prefill_s(dep, pre, chunks)
     first_waves, first_ttft = n_waves, ttft_wave
     if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
-        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache)
+        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache, cap)
     def per_token(d: ResolvedDeployment) -> np.ndarray:
         return (mean_decode_step_s(d, wave_batch, i, o) if speculative is None
                 else mean_speculative_tpot_s(d, wave_batch, i, o, speculative))
