@@ -170,16 +170,6 @@ class Profile(BaseModel):
 ROOFLINE = Profile()
 
 
-def require_eager_rate(profile: Profile, engine: str) -> None:
-    """Refuse a CUDA-graph limit for an engine whose eager host rate the profile does not know:
-    inferlab could not say what running its decode batches eagerly costs."""
-    if not (profile.eager_decode_host_per_kernel_s or profile.eager_host_per_kernel_s):
-        from ..errors import SpecError
-
-        raise SpecError(f"graph_max_batch: no measured host rate for running {engine}'s decode steps without CUDA "
-                        "graphs (only sglang's is known), so a CUDA-graph limit would change nothing; drop it")
-
-
 def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():

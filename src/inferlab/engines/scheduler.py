@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..checks import boolean, fraction, integer
+from ..errors import SpecError
 
 if TYPE_CHECKING:
     from ..specs.hardware import HardwareSpec
@@ -274,9 +275,22 @@ def token_budget(engine: str, hw: HardwareSpec) -> int:
     return int(for_hardware(default_scheduler(engine), hw).max_num_batched_tokens)  # type: ignore[arg-type]
 
 
-def decode_graph_limit(engine: str, hw: HardwareSpec, tp: int) -> int:
-    """The largest decode batch (on one attention-DP rank) ``engine`` runs from a CUDA graph by
-    default on ``hw`` at tensor-parallel size ``tp`` (SGLang's :func:`graph_batch_limit`; the
-    others graph every batch)."""
-    limit = default_scheduler(engine).graph_max_batch
+def decode_graph_limit(engine: str, hw: HardwareSpec, tp: int, given: int | None = None) -> int:
+    """The largest decode batch (on one attention-DP rank) ``engine`` runs from a CUDA graph on
+    ``hw`` at tensor-parallel size ``tp``: ``given``, else its default (SGLang's
+    :func:`graph_batch_limit`; the others graph every batch)."""
+    limit = default_scheduler(engine).graph_max_batch if given is None else given
     return graph_batch_limit(hw.usable_memory_capacity.si, tp) if limit is None else limit
+
+
+def checked_graph_limit(value: Any, profile: Any, engine: str, name: str = "graph_max_batch") -> int | None:
+    """A user's CUDA-graph limit (``None``: the engine's), refused for an engine whose eager host
+    rate ``profile`` does not know: inferlab could not say what running its decode batches
+    eagerly costs. :data:`MAX_SEQS` (every batch graphed) is accepted anywhere."""
+    if value is None:
+        return None
+    limit = integer(name, value, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
+    if limit < MAX_SEQS and not (profile.eager_decode_host_per_kernel_s or profile.eager_host_per_kernel_s):
+        raise SpecError(f"graph_max_batch: no measured host rate for running {engine}'s decode steps without CUDA "
+                        "graphs (only sglang's is known), so a CUDA-graph limit would change nothing; drop it")
+    return limit

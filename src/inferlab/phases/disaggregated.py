@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from .. import checks
-from ..calibration.profile import Profile, require_eager_rate
+from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.scheduler import MAX_SEQS, decode_graph_limit, token_budget
+from ..engines.scheduler import checked_graph_limit, decode_graph_limit, token_budget
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -292,11 +292,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")
     engine_p, engine_d = d.prefill.engine or engine, d.decode.engine or engine
-    if graph_max_batch is not None:
-        graph_max_batch = checks.integer("graph_max_batch", graph_max_batch, minimum=0, maximum=MAX_SEQS,
-                                         what="requests", whole_floats=True)
-        if graph_max_batch < MAX_SEQS:
-            require_eager_rate(dep_d.profile, engine_d)
+    graph_max_batch = checked_graph_limit(graph_max_batch, dep_d.profile, engine_d)
     if max_num_tokens is None:  # the prefill pool's engine on its GPU
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
@@ -307,9 +303,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     chunks = np.ceil(bp * (i - cached) / max_num_tokens)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
-    graphs = decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp) if graph_max_batch is None \
-        else graph_max_batch
-    step_d = graph_limited_decode_s(dep_d, bd, graphs, mean_decode_step_s(dep_d, bd, i, o),
+    step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,
+                                                                  graph_max_batch),
                                     lambda d: mean_decode_step_s(d, bd, i, o))
     tpot = np.where(o > 1, step_d, 0.0)
     first = decode(dep_d, bd, i - 1.0).time_s if d.first_token == "decode" else np.zeros(np.shape(i))

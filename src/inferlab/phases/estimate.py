@@ -15,8 +15,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..calibration.profile import require_eager_rate
-from ..engines.scheduler import MAX_SEQS, decode_graph_limit, default_scheduler, token_budget
+from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -153,10 +152,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
     b, i, o = inputs.workload(batch_size, isl, osl)
     long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
-    graphs = None if graph_max_batch is None else checks.integer(
-        option_name("graph_max_batch"), graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
-    if graphs is not None and graphs < MAX_SEQS:
-        require_eager_rate(dep.profile, engine)
+    graphs = checked_graph_limit(graph_max_batch, dep.profile, engine, option_name("graph_max_batch"))
     seqs = None if max_num_seqs is None else checks.integer(
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
@@ -273,9 +269,9 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         return (mean_decode_step_s(d, wave_batch, i, o) if speculative is None
                 else mean_speculative_tpot_s(d, wave_batch, i, o, speculative))
 
-    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp) if graph_max_batch is None else graph_max_batch)
+    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
     # decode batches beyond the engine's largest CUDA graph run eagerly
-    step_s = graph_limited_decode_s(dep, wave_batch, graphed, per_token(dep), per_token)
+    step_s = graph_limited_decode_s(dep, wave_batch, graphed, per_token)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     tpot = runs(np.where(o > 1, step_s, 0.0))
     wave_s = ttft_wave + (o - 1.0) * tpot

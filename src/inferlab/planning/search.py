@@ -214,8 +214,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
         return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
 
     # decode batches beyond the engine's largest CUDA graph run eagerly
-    tpot = graph_limited_decode_s(dep, b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp), per_token(dep),
-                                  per_token)
+    tpot = graph_limited_decode_s(dep, b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp), per_token)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
 
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration.profile import require_eager_rate
 from ..core.memory import plan_memory
-from ..engines.scheduler import (ENGINE_SCHEDULERS, MAX_SEQS, SchedulerConfig, for_hardware, for_speculation,
-                                 graph_batch_limit, running_requests)
+from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
+                                 for_speculation, graph_batch_limit, running_requests)
 from ..errors import InfeasibleError, SpecError
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -81,8 +80,7 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
 def replica_limits(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
     """:func:`scheduler_for` of ``engine``'s limits, refusing a CUDA-graph limit its profile
     cannot price (no measured eager host rate)."""
-    if sched.graph_max_batch is not None and sched.graph_max_batch < MAX_SEQS:
-        require_eager_rate(dep.profile, engine)
+    checked_graph_limit(sched.graph_max_batch, dep.profile, engine)
     return scheduler_for(dep, sched)
 
 

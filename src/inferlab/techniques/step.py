@@ -280,15 +280,16 @@ def beyond_graphs(dep: ResolvedDeployment, batch: Any, graph_max_batch: float) -
     return (per_graph > graph_max_batch) & dep.cuda_graphs
 
 
-def graph_limited_decode_s(dep: ResolvedDeployment, batch: Any, graph_max_batch: float, graphed_s: Any,
+def graph_limited_decode_s(dep: ResolvedDeployment, batch: Any, graph_max_batch: float,
                            step_s: Callable[[ResolvedDeployment], Any]) -> np.ndarray:
-    """``graphed_s`` (a decode time of ``batch`` sequences, ``step_s(dep)``) where the step replays
-    a CUDA graph, and ``step_s`` of the deployment without graphs (at least the host's issue time
-    of its kernels) where it runs past the engine's largest graph (:func:`beyond_graphs`) [s]."""
+    """``step_s(dep)``, a decode time of ``batch`` sequences, where the step replays a CUDA graph,
+    and ``step_s`` of the deployment without graphs (at least the host's issue time of its
+    kernels) where it runs past the engine's largest graph (:func:`beyond_graphs`) [s]."""
+    graphed = np.asarray(step_s(dep), float)
     beyond = beyond_graphs(dep, batch, graph_max_batch)
     if not np.any(beyond):
-        return np.asarray(graphed_s, float)
-    return np.where(beyond, step_s(replace(dep, cuda_graphs=False)), graphed_s)
+        return graphed
+    return np.where(beyond, step_s(replace(dep, cuda_graphs=False)), graphed)
 
 
 def mean_decode_step_s(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray, osl: np.ndarray) -> np.ndarray:
