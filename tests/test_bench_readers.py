@@ -258,3 +258,65 @@ def test_a_deployment_files_serving_limits_reach_the_cases(tmp_path):
     budget = tmp_path / "budget.yaml"
     budget.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nmax_num_tokens: 4096\n")
     assert given_deployment(deployment=str(budget)).scheduler == {"max_num_batched_tokens": 4096}
+
+
+SGLANG_EAGLE = ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                "--speculative-algorithm EAGLE --speculative-draft-model-path yuhuili/EAGLE3-LLaMA3.1-Instruct-8B "
+                "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+
+
+def _sglang_runs(tmp_path, accept_length):
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    for data in lines:
+        data["accept_length"] = accept_length
+    path = tmp_path / "spec.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    return path
+
+
+def test_a_drafter_in_the_engine_args_takes_the_acceptance_sglang_recorded(tmp_path):
+    from inferlab.validation.predict import predict_cases
+
+    given = given_deployment(engine_args=SGLANG_EAGLE, gpu="h100-sxm")
+    cases, notes = bench_cases([_sglang_runs(tmp_path, 2.5)], given)
+    assert {tuple(sorted(c.speculative.items())) for c in cases} == {
+        (("acceptance_length", 2.5), ("draft_tokens", 3), ("method", "eagle"))}
+    assert not any("speculat" in n for n in notes)
+    # 2.5 tokens a verification step at 8 clients: TPOT well under the plain decode's (an
+    # EAGLE step costs the target's step plus a small head, so at least 1.5x faster here)
+    tpot = [c for c in cases if c.metric == "tpot_ms" and c.load.get("concurrency") == 8]
+    (spec,), (plain,) = ([p for p, _ in predict_cases(cs)] for cs in (
+        tpot, [c.model_copy(update={"speculative": None}) for c in tpot]))
+    assert spec < plain / 1.5
+
+
+def test_a_drafter_without_an_acceptance_runs_at_the_engines_limits_for_one(tmp_path):
+    cases, notes = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(engine_args=SGLANG_EAGLE,
+                                                                                 gpu="h100-sxm"))
+    # SGLang resets its running requests to 48 for an EAGLE drafter (server_args)
+    assert {c.speculative for c in cases} == {None}
+    assert {c.scheduler["max_num_seqs"] for c in cases} == {48}
+    assert any("neither it nor the file gives an acceptance: simulated without the drafter, at the limits sglang "
+               "sets for one (max_num_seqs=48)" in n for n in notes)
+    # a limit the command sets wins
+    cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(
+        engine_args=SGLANG_EAGLE + " --max-running-requests 16", gpu="h100-sxm"))
+    assert {c.scheduler["max_num_seqs"] for c in cases} == {16}
+
+
+def test_an_acceptance_without_a_drafter_is_named_not_guessed(tmp_path):
+    cases, notes = bench_cases([_sglang_runs(tmp_path, 2.5)], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    assert {c.speculative for c in cases} == {None}
+    assert any("accept_length 2.5) without a drafter named" in n for n in notes)
+
+
+def test_a_deployment_files_drafter_and_acceptance_reach_the_cases(tmp_path):
+    dep = tmp_path / "dep.yaml"
+    dep.write_text(f"engine_args: {SGLANG_EAGLE}\nhardware: h100-sxm\n")
+    cases, _ = bench_cases([_sglang_runs(tmp_path, 3.0)], given_deployment(deployment=str(dep)))
+    assert {c.speculative["acceptance_length"] for c in cases} == {3.0}
+    dep.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: sglang\n"
+                   "speculative: {method: eagle, k: 3, acceptance: 0.6}\n")
+    cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(deployment=str(dep)))
+    assert {tuple(sorted(c.speculative.items())) for c in cases} == {
+        (("acceptance", 0.6), ("draft_tokens", 3), ("method", "eagle"))}

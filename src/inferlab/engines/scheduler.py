@@ -206,6 +206,13 @@ SPECULATIVE_RUNNING_REQUESTS = 48
 SPECULATIVE_RESETS = {"sglang": ("eagle", "mtp", "draft")}
 
 
+def drafter_limits(engine: str, method: str) -> dict[str, int]:
+    """The :data:`USER_LIMITS` ``engine`` sets for itself when it runs a ``method`` drafter
+    (SGLang with EAGLE, MTP or a draft model: 48 running requests), for a run simulated
+    without the drafter; its overlap scheduling, also turned off, is not one of them."""
+    return {"max_num_seqs": SPECULATIVE_RUNNING_REQUESTS} if method in SPECULATIVE_RESETS.get(engine, ()) else {}
+
+
 def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
     """``sched`` as ``engine`` runs it with a speculative ``method`` (:data:`SPECULATIVE_RESETS`)."""
     if method not in SPECULATIVE_RESETS.get(engine, ()):

@@ -117,8 +117,9 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
     for path in paths:
         for run in read_bench(path, fmt):
             tool = FORMATS[run.tool]
-            cases += run_cases(run, given, tool, f"{tool} {path}")
-            notes += run.notes
+            run_cases_, run_notes = run_cases(run, given, tool, f"{tool} {path}")
+            cases += run_cases_
+            notes += [*run.notes, *run_notes]
             if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:
                 notes.append(f"{run.id}: the file records the {run.engine} engine, the {given.source} "
                              f"{given.engine}: predicted as {run.engine}")

@@ -9,7 +9,7 @@ from ``--gpu`` (no benchmark tool records it in a form the catalog names).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import InferlabError, SpecError
@@ -34,6 +34,10 @@ class GivenDeployment:
     source: str = ""
     notes: tuple[str, ...] = ()
     scheduler: Mapping[str, Any] = field(default_factory=dict)
+    #: The speculation the deployment runs, in a case's ``speculative`` form (method,
+    #: ``draft_tokens``, ``draft_model``, and ``acceptance`` or ``acceptance_length`` where
+    #: stated); a run's recorded acceptance completes it (:func:`run_cases`).
+    speculative: Mapping[str, Any] | None = None
 
 
 def _precision_dict(value: Any) -> dict[str, str]:
@@ -69,13 +73,11 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         layout = {"tp": launch.tp, "pp": launch.pp, "ep": launch.ep, "dp": launch.dp,
                   "attention_dp": launch.attention_dp}
         notes = tuple(launch.report("serve"))
-        if launch.speculation is not None:
-            notes += (f"speculation in the engine args ({launch.speculation}) is not modelled for benchmark runs",)
         from ...engines.scheduler import USER_LIMITS
 
         limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
-                               "--engine-args", notes, limits)
+                               "--engine-args", notes, limits, _case_speculative(launch.speculation))
     if deployment:
         from ...engines.scheduler import USER_LIMITS
         from ...inputs.files import deployment_file_limits, read_deployment_file
@@ -85,7 +87,11 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         # max_num_tokens (the token budget as estimate names it)
         serving = deployment_file_limits(deployment) if launch is None else \
             {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
+        speculative = _case_speculative(kwargs.get("speculative"))
         if launch is not None:
+            if launch.speculation is not None and speculative is None:  # the acceptance may come from the runs
+                speculative = _case_speculative(launch.speculation)
+                launch = replace(launch, speculation=None)
             try:
                 kwargs = launch.merged(kwargs, "estimate")
             except InferlabError as exc:
@@ -100,8 +106,47 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         limits = {**{k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}, **serving}
         return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,
                                _precision_dict(kwargs.get("precision")) if kwargs.get("precision") else {},
-                               f"--deployment {deployment}", (), limits)
+                               f"--deployment {deployment}", (), limits, speculative)
     return GivenDeployment(hardware=gpu)
+
+
+def _case_speculative(spec: Any) -> dict[str, Any] | None:
+    """An engine launch's :class:`~inferlab.engines.launch.Speculation` or a
+    :class:`~inferlab.techniques.speculative_config.SpeculativeConfig` in a case's
+    ``speculative`` form; None for none."""
+    if spec is None:
+        return None
+    out: dict[str, Any] = {"method": spec.method, "draft_tokens": int(spec.k)}
+    if spec.draft_model is not None:
+        out["draft_model"] = str(getattr(spec.draft_model, "name", spec.draft_model))
+    for key in ("acceptance", "acceptance_length"):
+        if getattr(spec, key, None) is not None:
+            out[key] = float(getattr(spec, key))
+    return out
+
+
+def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
+                     ) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
+    """The run's speculation (the deployment's drafter with the acceptance it states or the run
+    recorded), the scheduler limits the engine sets for a drafter it runs unmodelled, and notes."""
+    from ...engines.scheduler import drafter_limits
+
+    spec = dict(given.speculative) if given.speculative else None
+    if run.accept_length is not None:
+        if spec is None:
+            return None, {}, [f"{run.id}: speculative decoding (accept_length {run.accept_length:.3g}) without a "
+                              "drafter named: simulated without it; give the engine's speculative flags in "
+                              "--engine-args or the deployment's speculative"]
+        spec = {k: v for k, v in spec.items() if k not in ("acceptance", "acceptance_length")}
+        spec["acceptance_length"] = float(run.accept_length)
+        return spec, {}, []
+    if spec is not None and spec.get("acceptance") is None and spec.get("acceptance_length") is None:
+        limits = drafter_limits(engine, spec["method"])
+        said = ", ".join(f"{k}={v}" for k, v in limits.items())
+        return None, limits, [f"{run.id}: the deployment speculates ({spec['method']}, k={spec['draft_tokens']}) "
+                              "but neither it nor the file gives an acceptance: simulated without the drafter"
+                              + (f", at the limits {engine} sets for one ({said})" if limits else "")]
+    return spec, {}, []
 
 
 def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
@@ -120,8 +165,9 @@ def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
     return catalog_model(given.model)[0] if "/" in given.model else given.model
 
 
-def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> list[Case]:
-    """The validation cases of one run (one per measured metric).
+def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> tuple[list[Case], list[str]]:
+    """The validation cases of one run (one per measured metric), and notes on what of the run
+    and the deployment is not used.
 
     Raises
     ------
@@ -133,12 +179,14 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
     layout = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, **given.layout, **dict(run.layout)}
     regime, load = run.regime_and_load()
     engine = run.engine or given.engine or DEFAULT_ENGINES.get(run.tool, "generic")
+    speculative, drafter, notes = _run_speculation(run, given, engine)
     common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
                   precision=dict(run.precision) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
-                  scheduler={**dict(given.scheduler), **dict(run.scheduler)} or None)
+                  speculative=speculative,
+                  scheduler={**drafter, **dict(given.scheduler), **dict(run.scheduler)} or None)
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":
@@ -148,4 +196,4 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                               unit=_UNITS.get(metric, "ms"), **common))
         except ValueError as exc:
             raise SpecError(f"{tool}: {run.id}: {' '.join(str(exc).split())[:300]}") from None
-    return cases
+    return cases, notes

@@ -55,6 +55,9 @@ class BenchRun:
         What of the file is not used, and why.
     scheduler : tuple of (str, int)
         Scheduler limits the file records (``max_num_seqs``, ``max_num_batched_tokens``).
+    accept_length : float or None
+        Mean tokens each verification step emitted under speculative decoding, the verified
+        token included (SGLang's ``accept_length``) [token]; None when not recorded.
     """
 
     tool: str
@@ -72,6 +75,7 @@ class BenchRun:
     precision: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = field(default=())
     scheduler: tuple[tuple[str, int], ...] = ()
+    accept_length: float | None = None
 
     def regime_and_load(self) -> tuple[str, dict[str, Any]]:
         """The case regime and ``load`` of this run (see the case schema)."""

@@ -48,15 +48,13 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         for key in REQUIRED:
             lookup(data, TOOL, where, key)
         completed = number(data["completed"], TOOL, where, "completed")
-        notes = []
-        if (data.get("accept_length") or 0) > 1:
-            notes.append(f"{where}: speculative decoding (accept_length {data['accept_length']:.3g}) is not read "
-                         "from the file; give the speculation in the deployment")
+        accept = data.get("accept_length")
+        accept = number(accept, TOOL, where, "accept_length", positive=False) if accept is not None else None
         runs.append(BenchRun(
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
             osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
             concurrency=concurrency_of(data.get("max_concurrency")), request_rate=rate_of(data.get("request_rate")),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
-            notes=tuple(notes)))
+            accept_length=accept if accept is not None and accept > 1 else None))
     return runs
