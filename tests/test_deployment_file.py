@@ -130,3 +130,25 @@ def test_serving_limits_of_a_deployment_are_named_where_a_static_batch_leaves_th
     assert "engine limits of the deployment: chunked_prefill=False limit serving" in text
     assert "max_num_seqs" not in text and float(est.waves) == 2  # 8 sequences, 4 at a time
     assert "engine limits" not in estimate("llama-3.1-8b", "h100-sxm", engine="sglang").explain()
+
+
+def test_a_disaggregated_deployments_sequence_limit_is_named_not_dropped(tmp_path, capsys):
+    # the pools of a disaggregated estimate run the batches given: a Deployment's max_num_seqs
+    # (a serving limit there) is named on the result, in its dict and by the CLI, and the numbers
+    # are those of the same deployment without it
+    from inferlab import Deployment, Workload, estimate
+
+    pools = {"prefill": {"hardware": "h200-sxm", "num_gpus": 2}, "decode": {"hardware": "h200-sxm", "num_gpus": 4}}
+    limited = Deployment.from_dict({"model": "llama-3.1-8b", "disaggregation": pools,
+                                    "engine": {"name": "sglang", "max_num_seqs": 16}})
+    plain = Deployment.from_dict({"model": "llama-3.1-8b", "disaggregation": pools, "engine": {"name": "sglang"}})
+    work = Workload(batch_size=64, isl=1024, osl=128)
+    est, bare = estimate(limited, work), estimate(plain, work)
+    assert est.notes == ["engine limits of the deployment: max_num_seqs=16 limit serving (inferlab serve), not a "
+                         "static batch: not used here"]
+    assert est.notes[0] in str(est) and est.to_dict()["notes"] == est.notes
+    assert bare.notes == [] and float(bare.tpot_s) == float(est.tpot_s)
+    path = tmp_path / "d.yaml"
+    path.write_text(json.dumps(limited.to_dict()))
+    assert main(["estimate", "--file", str(path), "--batch", "64", "--json"]) == 0
+    assert "max_num_seqs=16 limit serving" in capsys.readouterr().err

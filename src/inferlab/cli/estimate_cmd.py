@@ -76,7 +76,8 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     from . import engine_args
 
     kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
-    unused = serving_only(deployment_file_limits(args.file)) if args.file else None
+    unused = serving_only(deployment_file_limits(args.file), disaggregated=kw.get("disaggregation") is not None) \
+        if args.file else None
     if unused:
         print(f"inferlab: warning: {args.file}: {unused}", file=sys.stderr)
     if args.engine_args is not None:

@@ -155,6 +155,15 @@ class DisaggEstimate:
         return {"prefill": np.ceil(self.request_rate * self.prefill_cycle_s / self.prefill_batch) * p.tp,
                 "decode": np.ceil(self.request_rate * self.decode_s / self.decode_batch) * d.tp}
 
+    @property
+    def notes(self) -> list[str]:
+        """What of the deployment the estimate did not use (the engine limits that only serving
+        applies, a Deployment's ``max_num_seqs`` among them: the pools run the batches given)."""
+        from ..engines.scheduler import serving_only
+
+        unused = serving_only(self.inputs[0].engine.limits(), disaggregated=True) if self.inputs is not None else None
+        return [f"engine limits of the deployment: {unused}"] if unused else []
+
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (lists for grids), seconds and tokens/s."""
         val = lambda x: (lambda s: s.tolist() if isinstance(s, np.ndarray) else s)(_scalar(x))
@@ -173,6 +182,7 @@ class DisaggEstimate:
             "pd_ratio": val(self.pd_ratio), "bottleneck": val(self.bottleneck),
             "request_rate": None if self.request_rate is None else val(self.request_rate),
             "gpus_needed": None if need is None else {k: val(v) for k, v in need.items()},
+            "notes": self.notes,
             **inputs_dict(self.inputs),
         }
 
@@ -193,7 +203,8 @@ class DisaggEstimate:
         rows = [[f"{c[0][j]:.0f}", f"{c[1][j]:.0f}", f"{c[2][j]:.0f}", f"{c[3][j]:.0f}", f"{c[4][j]:.1f}",
                  f"{c[5][j]:.1f}", f"{c[6][j]:.2f} / {c[7][j]:.2f}", f"{c[8][j]:.2f}", f"{c[9][j]:.0f}",
                  f"{c[10][j]:.0f}", f"{c[11][j]:.2f}", str(c[12][j])] for j in range(int(np.prod(shape)))]
-        return head + "\n" + text_table(self.HEADERS, rows, right=set(range(len(self.HEADERS) - 1)))
+        table = text_table(self.HEADERS, rows, right=set(range(len(self.HEADERS) - 1)))
+        return "\n".join([head, table, *self.notes])
 
     def __repr__(self) -> str:
         return f"<DisaggEstimate {str(self).splitlines()[0]}>"
