@@ -392,6 +392,27 @@ def test_max_model_len_sizes_sglangs_pool_and_refuses_longer_requests(capsys):
     assert "max_model_len=1,000" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_max_model_len_beyond_the_models_positions_is_refused_unless_allowed():
+    # llama-3.1-8b was trained for 131,072 positions; vLLM and SGLang refuse a longer
+    # --max-model-len / --context-length unless told, and so does serve, pooled or not; a prompt
+    # beyond the positions is refused by the disaggregated serve as by the aggregated one
+    from inferlab import SpecError, serve
+    from inferlab.cli.main import main
+
+    pools = "prefill=h200x1,decode=h200x1"
+    for where in ({"hardware": "h200-sxm"}, {"disaggregation": pools}):
+        with pytest.raises(SpecError, match="max_model_len=200,000 exceeds the 131,072 positions"):
+            serve("llama-3.1-8b", **where, max_model_len=200_000, isl=1000, osl=100, rate=0.5, num_requests=4)
+        assert serve("llama-3.1-8b", **where, max_model_len=200_000, isl=1000, osl=100, rate=0.5, num_requests=4,
+                     allow_long_context=True).ttft_s.mean() > 0
+        assert serve("llama-3.1-8b", **where, max_model_len=131_072, isl=1000, osl=100, rate=0.5,
+                     num_requests=4).ttft_s.mean() > 0
+    with pytest.raises(SpecError, match="isl \\+ osl = 140,100 tokens exceeds the 131,072 positions"):
+        serve("llama-3.1-8b", disaggregation=pools, isl=140_000, osl=100, rate=0.1, num_requests=2)
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--max-model-len", "200000", "--rate", "1",
+                 "--num-requests", "4"]) == 2
+
+
 def test_a_fleet_refuses_a_graph_limit_it_cannot_price():
     from inferlab import SpecError
     from inferlab.fleet.api import fleet

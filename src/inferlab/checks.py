@@ -166,6 +166,22 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
     return True
 
 
+def engine_context_within_model(model: Any, max_model_len: int | None, *, allow_long_context: bool = False) -> None:
+    """Refuse an engine ``max_model_len`` beyond the model's ``max_position_embeddings``, as
+    vLLM and SGLang do unless told (``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``,
+    ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``); ``allow_long_context`` accepts it."""
+    from .errors import option
+
+    limit = int(getattr(model, "max_position_embeddings", 0) or 0)
+    if max_model_len is None or limit <= 0 or max_model_len <= limit or boolean("allow_long_context",
+                                                                                allow_long_context):
+        return
+    name = getattr(model, "id", None) or getattr(model, "name", "the model")
+    raise SpecError(f"max_model_len={max_model_len:,} exceeds the {limit:,} positions {name} was trained for "
+                    "(max_position_embeddings): the engines refuse it unless told; lower it, or pass "
+                    f"{option('allow_long_context', True)} if the deployment uses RoPE scaling (YaRN, dynamic NTK)")
+
+
 def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "",
             whole_floats: bool = False) -> int:
     """An integer ``minimum <= value <= maximum`` (numpy integers too), as a Python ``int``.

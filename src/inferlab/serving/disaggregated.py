@@ -113,7 +113,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                         num_requests: int = 1000, seed: int = 0, engine: str = "generic",
                         profile: str | Path | Profile = "default", precision: Any = None,
                         scheduler: SchedulerConfig | None = None,
-                        limits: dict[str, Any] | None = None) -> DisaggServeResult:
+                        limits: dict[str, Any] | None = None,
+                        allow_long_context: bool = False) -> DisaggServeResult:
     """Simulate serving with prefill and decode on separate pools.
 
     Parameters
@@ -131,8 +132,12 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         Both pools' limits (default: each pool's engine's).
     limits : dict, optional
         Scheduler fields (``max_num_seqs``, ...) set over both pools' schedulers.
+    allow_long_context : bool
+        Accept prompts plus outputs (and a ``max_model_len``) beyond the model's trained
+        positions, as :func:`inferlab.serve` does.
     """
     from ..phases.disaggregated import pool_deployments
+    from ..checks import context_within_model, engine_context_within_model
     from .replica import check_lengths
     from ..engines.scheduler import ENGINE_SCHEDULERS
 
@@ -147,7 +152,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
            for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
     side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas)
     side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas)
+    context_within_model(dep_p.model, prompts, outputs, allow_long_context=allow_long_context)
     for side in (side_p, side_d):
+        engine_context_within_model(dep_p.model, side.sched.max_model_len, allow_long_context=allow_long_context)
         check_lengths(side.sched, prompts, outputs)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:

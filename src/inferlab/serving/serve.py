@@ -113,6 +113,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     shared = prefixes(prefix) if prefix is not None else None
     turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
     checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context, turns=turns)
+    checks.engine_context_within_model(dep.model, sched.max_model_len, allow_long_context=allow_long_context)
     result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=shared)
     return result if overheads is None else replace(result, overheads=overheads)
 
@@ -132,5 +133,6 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
                                  stagger=args["stagger"],
                                  num_requests=args["num_requests"],
                                  seed=args["seed"], engine=args["engine"], profile=args["profile"],
-                                 precision=args["precision"], scheduler=args["scheduler"], limits=limits)
+                                 precision=args["precision"], scheduler=args["scheduler"], limits=limits,
+                                 allow_long_context=args["allow_long_context"])
     return result if args["overheads"] is None else replace(result, overheads=args["overheads"])
