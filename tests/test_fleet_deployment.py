@@ -73,3 +73,28 @@ def test_a_deployments_price_is_the_replicas_on_demand_price():
     r = inferlab.fleet(priced, replicas=1, horizon_s=360.0, traffic={"rate": 0.5, "isl": 200, "osl": 20},
                        drain_s=0.0)
     assert r.usd == pytest.approx(0.60, rel=1e-9)
+
+
+def test_a_fleet_refuses_requests_beyond_the_models_positions_unless_allowed():
+    # llama-3.1-8b was trained for 131,072 positions: 140,000-token prompts are refused by a
+    # fleet, a pool and a Deployment's replica as by serve, and run where the deployment allows
+    # long contexts (RoPE scaling); a max_model_len past the positions likewise
+    long = {"rate": 0.1, "isl": 140_000, "osl": 100}
+    with pytest.raises(SpecError, match="isl \\+ osl = 140,100 tokens exceeds the 131,072 positions"):
+        inferlab.fleet("llama-3.1-8b", "h200-sxm", replicas=1, horizon_s=60.0, traffic=long)
+    assert len(inferlab.fleet("llama-3.1-8b", "h200-sxm", replicas=1, horizon_s=60.0, traffic=long,
+                              allow_long_context=True).ttft) > 0
+    with pytest.raises(SpecError, match="max_model_len=200,000 exceeds the 131,072 positions"):
+        inferlab.fleet("llama-3.1-8b", "h200-sxm", replicas=1, horizon_s=10.0, traffic=TRAFFIC,
+                       max_model_len=200_000)
+    allowed = Deployment(model="llama-3.1-8b", hardware="h200-sxm", allow_long_context=True)
+    inferlab.fleet(allowed, replicas=1, horizon_s=60.0, traffic=long)
+    with pytest.raises(SpecError, match="allow_long_context given beside the Deployment"):
+        inferlab.fleet(allowed, replicas=1, horizon_s=10.0, traffic=long, allow_long_context=True)
+    pool = {"model": "llama-3.1-8b", "hardware": "h200-sxm"}
+    with pytest.raises(SpecError, match="140,100 tokens exceeds"):
+        fleet_of([pool], traffic=long, horizon_s=60.0)
+    fleet_of([{**pool, "allow_long_context": True}], traffic=long, horizon_s=60.0)
+    fleet_of([{"deployment": allowed.to_dict()}], traffic=long, horizon_s=60.0)
+    with pytest.raises(SpecError, match="allow_long_context given beside its deployment"):
+        fleet_of([{"deployment": allowed.to_dict(), "allow_long_context": True}], traffic=long, horizon_s=10.0)

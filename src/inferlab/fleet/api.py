@@ -13,7 +13,7 @@ from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
-from ..serving.replica import check_lengths, engine_scheduler, kv_capacity_tokens, replica_limits
+from ..serving.replica import check_context, engine_scheduler, kv_capacity_tokens, replica_limits
 from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -32,7 +32,7 @@ _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "p
 #: step (availability over months of failures needs more than a day).
 MAX_HORIZON_S = 366 * 86400.0
 _POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "provider", "serves",
-              "autoscaler", "pricing", "startup", "prefix_cache", "limits", "deployment")
+              "autoscaler", "pricing", "startup", "prefix_cache", "limits", "deployment", "allow_long_context")
 
 
 def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
@@ -44,7 +44,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
           tpot_slo_s: float | None = None, drain_s: float | None = None, need: int | None = None,
           sample_s: float | None = None, seed: int = 0, name: str = "",
           progress: Callable[[float], None] | None = None, requests: Requests | None = None,
-          **limits: Any) -> FleetResult:
+          allow_long_context: bool = False, **limits: Any) -> FleetResult:
     """Simulate a fleet of replicas of one deployment, fed by a router, over ``horizon_s``.
 
     Parameters
@@ -76,6 +76,9 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
         Replicas the traffic needs without failures, for availability (default: ``replicas``).
     requests : Requests, optional
         The requests themselves, instead of ``traffic`` or ``trace``.
+    allow_long_context : bool
+        Accept requests (and a ``max_model_len``) beyond the model's trained positions, as
+        :func:`inferlab.serve` does (a Deployment sets its own).
 
     Returns
     -------
@@ -91,12 +94,14 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     if isinstance(model, Deployment):
         defaults = (("hardware", hardware, None), ("tp", tp, 1), ("precision", precision, None),
                     ("engine", engine, "vllm"), ("profile", profile, "default"))
+        defaults += (("allow_long_context", allow_long_context, False),)
         given = [name for name, value, default in defaults if not is_default(value, default)]
         if given or limits:
             raise SpecError(f"fleet(deployment): {', '.join(given + ['limits'] * bool(limits))} given beside the "
                             "Deployment; set them in it instead")
         spec = replica_of(model)
         model, hardware, tp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
+        allow_long_context = spec["allow_long_context"]
         if spec["price"] is not None and pricing is None:
             pricing = {"on_demand_usd_per_hour": spec["price"]}
     elif hardware is None:
@@ -112,7 +117,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
                        kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
-    check_lengths(sched, requests.isl, requests.osl)
+    check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
     price = _policy(Pricing, pricing) or Pricing()
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
         price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
@@ -161,18 +166,20 @@ def replica_of(dep: Deployment) -> dict[str, Any]:
     price = None if dep.price_per_gpu_hour is None else dep.price_per_gpu_hour * lay.tp
     return {"model": dep.model, "hardware": dep.hardware, "tp": lay.tp,
             "precision": dep.precision.value() if dep.precision is not None else None, "engine": dep.engine.name,
-            "profile": dep.profile, "limits": dep.engine.limits(), "price": price}
+            "profile": dep.profile, "limits": dep.engine.limits(), "price": price,
+            "allow_long_context": dep.allow_long_context}
 
 
 def _pool_of_deployment(k: int, spec: dict[str, Any]) -> dict[str, Any]:
     """Pool ``k``'s ``spec`` with its ``deployment`` written out as the replica's fields."""
-    clash = sorted(set(spec) & {*_REPLICA, "engine"} - {"deployment"})
+    clash = sorted(set(spec) & {*_REPLICA, "engine", "allow_long_context"} - {"deployment"})
     if clash:
         raise SpecError(f"pool {k}: {', '.join(clash)} given beside its deployment; set them in the deployment")
     dep = spec["deployment"]
     rep = replica_of(dep if isinstance(dep, Deployment) else Deployment.from_dict(dep))
     out = {key: value for key, value in spec.items() if key != "deployment"}
     out.update({key: rep[key] for key in _REPLICA if rep[key] is not None})
+    out["allow_long_context"] = rep["allow_long_context"]
     if rep["price"] is not None and "pricing" not in spec:
         out["pricing"] = {"on_demand_usd_per_hour": rep["price"]}
     return out
@@ -207,7 +214,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         Round trips ``rtt_s`` (``{"a|b": seconds}`` in a mapping), ``quota_gpus`` (per region),
         ``provider_quota_gpus`` (per provider, over its regions), ``spill``.
     """
-    built = []
+    built, models = [], []
     for k, spec in enumerate(pools):
         unknown = sorted(set(spec) - set(_POOL_KEYS))
         if unknown:
@@ -230,6 +237,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         price = _policy(Pricing, spec.get("pricing")) or Pricing()
         if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
             price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
+        models.append((dep.model, bool(spec.get("allow_long_context", False))))
         built.append(Pool(kind, int(spec.get("replicas", 1)), _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
                           str(spec.get("provider", ""))))
@@ -245,10 +253,10 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                           spill=int(regions.get("spill", Regions().spill)),
                           provider_quota_gpus=dict(regions.get("provider_quota_gpus", {})))
     requests = build_requests(traffic, horizon_s, seed)
-    for pool in built:  # each engine refuses the requests it would serve that are too long for it
+    for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
-        check_lengths(pool.kind.sched, requests.isl[mine], requests.osl[mine])
+        check_context(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok)
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     cfg = FleetConfig(replicas=sum(p.replicas for p in built), router=_router(router),

@@ -137,8 +137,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         positions, as :func:`inferlab.serve` does.
     """
     from ..phases.disaggregated import pool_deployments
-    from ..checks import context_within_model, engine_context_within_model
-    from .replica import check_lengths
+    from .replica import check_context
     from ..engines.scheduler import ENGINE_SCHEDULERS
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
@@ -152,10 +151,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
            for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
     side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas)
     side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas)
-    context_within_model(dep_p.model, prompts, outputs, allow_long_context=allow_long_context)
     for side in (side_p, side_d):
-        engine_context_within_model(dep_p.model, side.sched.max_model_len, allow_long_context=allow_long_context)
-        check_lengths(side.sched, prompts, outputs)
+        check_context(dep_p.model, side.sched, prompts, outputs, allow_long_context=allow_long_context)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
         return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)

@@ -92,6 +92,19 @@ def check_lengths(sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray) -> N
                         f"max_model_len={sched.max_model_len:,}: the engine refuses them; raise it or shorten them")
 
 
+def check_context(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, *,
+                  allow_long_context: bool = False) -> None:
+    """Refuse what no engine of ``sched`` would serve: requests longer than the model's trained
+    positions or than ``max_model_len``, and a ``max_model_len`` beyond the positions, unless
+    ``allow_long_context`` (RoPE scaling) lifts the model's bound."""
+    from ..checks import context_within_model, engine_context_within_model
+
+    if len(isl):
+        context_within_model(model, isl, osl, allow_long_context=allow_long_context)
+    engine_context_within_model(model, sched.max_model_len, allow_long_context=allow_long_context)
+    check_lengths(sched, isl, osl)
+
+
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
     them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.scheduler.running_requests`
