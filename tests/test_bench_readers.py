@@ -320,3 +320,41 @@ def test_a_deployment_files_drafter_and_acceptance_reach_the_cases(tmp_path):
     cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(deployment=str(dep)))
     assert {tuple(sorted(c.speculative.items())) for c in cases} == {
         (("acceptance", 0.6), ("draft_tokens", 3), ("method", "eagle"))}
+
+
+def test_a_flat_deployment_files_speculative_text_or_preset_reaches_the_cases(tmp_path):
+    # a flat file keeps the speculative block as text (a preset name or inferlab's spec); the
+    # preset's measured acceptance and its head's 32,000-token vocabulary reach the cases unless
+    # the run recorded an acceptance of its own
+    dep = tmp_path / "flat.yaml"
+    dep.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: sglang\nspeculative: eagle:k=3,accept=0.7\n")
+    cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(deployment=str(dep)))
+    assert {tuple(sorted(c.speculative.items())) for c in cases} == {
+        (("acceptance", 0.7), ("draft_tokens", 3), ("method", "eagle"))}
+    dep.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nengine: sglang\nspeculative: eagle3-llama-3.1-8b\n")
+    cases, _ = bench_cases([_sglang_runs(tmp_path, 2.5)], given_deployment(deployment=str(dep)))
+    assert {(c.speculative["acceptance_length"], c.speculative["draft_vocab_size"]) for c in cases} == {(2.5, 32000)}
+
+
+def test_an_acceptance_a_drafter_cannot_reach_is_named_and_the_other_runs_predicted(tmp_path):
+    from inferlab.validation.predict import predict_cases
+
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["accept_length"], lines[1]["accept_length"] = 6.0, 2.5  # k=3 emits at most 4 tokens a step
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    cases, notes = bench_cases([path], given_deployment(engine_args=SGLANG_EAGLE, gpu="h100-sxm"))
+    assert any("accept_length 6 is more than the 4 tokens a step of a drafter with k=3 can emit" in n for n in notes)
+    predicted = {c.id.split(":")[0]: p for c, (p, _) in zip(cases, predict_cases(cases))}
+    assert predicted[f"{path}#1"] is None and predicted[f"{path}#2"] is not None
+
+
+@pytest.mark.parametrize("value, message", [(-3, "must be the tokens a step emitted"), (0.5, "(>= 1)"),
+                                            ("nan", "must be a finite number, got")])
+def test_an_impossible_recorded_acceptance_is_one_line(tmp_path, value, message):
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["accept_length"] = value
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    with pytest.raises(SpecError, match=message.replace("(", "\\(").replace(")", "\\)")):
+        read_bench(path)

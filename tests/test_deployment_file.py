@@ -151,4 +151,5 @@ def test_a_disaggregated_deployments_sequence_limit_is_named_not_dropped(tmp_pat
     path = tmp_path / "d.yaml"
     path.write_text(json.dumps(limited.to_dict()))
     assert main(["estimate", "--file", str(path), "--batch", "64", "--json"]) == 0
-    assert "max_num_seqs=16 limit serving" in capsys.readouterr().err
+    out = capsys.readouterr()
+    assert "max_num_seqs=16 limit serving" in out.err and json.loads(out.out)["notes"] == est.notes

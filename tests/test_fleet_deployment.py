@@ -98,3 +98,24 @@ def test_a_fleet_refuses_requests_beyond_the_models_positions_unless_allowed():
     fleet_of([{"deployment": allowed.to_dict()}], traffic=long, horizon_s=60.0)
     with pytest.raises(SpecError, match="allow_long_context given beside its deployment"):
         fleet_of([{"deployment": allowed.to_dict(), "allow_long_context": True}], traffic=long, horizon_s=10.0)
+
+
+def test_a_fleet_scenario_allows_long_contexts_where_it_says_so(tmp_path):
+    # a scenario that says allow_long_context (at the top, or in its deployment) runs 140,000-token
+    # prompts to Llama-3.1-8B (131,072 positions), its cascade's large fleet too; without it the
+    # scenario is refused; a pool's flag must be a boolean, not text that reads as one
+    fleet_part = ("fleet: {replicas: 1, hours: 0.02, traffic: {rate: 0.1, isl: 140000, osl: 50}, "
+                  "cascade: {model: llama-3.1-8b, share: 0.5, replicas: 1}}\n")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("model: llama-3.1-8b\nhardware: h200-sxm\nallow_long_context: true\n" + fleet_part)
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("deployment: {model: llama-3.1-8b, hardware: h200-sxm, allow_long_context: true}\n" + fleet_part)
+    for path in (plain, typed):
+        result = run_scenario(load_fleet_scenario(path))
+        assert len(result.small.ttft) > 0 and len(result.large.arrival) > 0  # the escalated ones reach it
+    plain.write_text("model: llama-3.1-8b\nhardware: h200-sxm\n" + fleet_part)
+    with pytest.raises(SpecError, match="140,050 tokens exceeds the 131,072 positions"):
+        run_scenario(load_fleet_scenario(plain))
+    with pytest.raises(SpecError, match="pool 0: allow_long_context must be true or false"):
+        fleet_of([{"model": "llama-3.1-8b", "hardware": "h200-sxm", "allow_long_context": "false"}],
+                 traffic=TRAFFIC, horizon_s=10.0)

@@ -71,15 +71,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
-    from ..engines.scheduler import serving_only
-    from ..inputs.files import deployment_file_limits, read_deployment_file
+    from ..inputs.files import read_deployment_file
     from . import engine_args
 
     kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
-    unused = serving_only(deployment_file_limits(args.file), disaggregated=kw.get("disaggregation") is not None) \
-        if args.file else None
-    if unused:
-        print(f"inferlab: warning: {args.file}: {unused}", file=sys.stderr)
+    for note in _unused_limits(args, kw):
+        print(f"inferlab: warning: {args.file}: {note}", file=sys.stderr)
     if args.engine_args is not None:
         if launch is not None:
             raise SpecError(f"--engine-args and engine_args in {args.file}: give the launch command once")
@@ -111,6 +108,16 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     else:
         kw = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in kw.items()}
     return kw
+
+
+def _unused_limits(args: argparse.Namespace, file_kw: dict[str, Any]) -> list[str]:
+    """What of a ``--file`` deployment's engine limits the estimate does not use, as lines."""
+    from ..engines.scheduler import unused_limits_notes
+    from ..inputs.files import deployment_file_limits
+
+    if not args.file:
+        return []
+    return unused_limits_notes(deployment_file_limits(args.file), file_kw.get("disaggregation") is not None)
 
 
 def inputs_of(args: argparse.Namespace) -> Any:
@@ -147,6 +154,10 @@ def run(args: argparse.Namespace) -> None:
     est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
     data = {**est.to_dict(), **written}
+    if "notes" in data and not data["notes"] and "disaggregation" in kw:  # the file's, named on stderr too
+        from ..inputs.files import read_deployment_file
+
+        data["notes"] = _unused_limits(args, read_deployment_file(args.file)[0]) if args.file else []
     if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
         from ..phases.interval import estimate_interval_text
 

@@ -272,6 +272,13 @@ def serving_only(limits: dict, disaggregated: bool = False) -> str | None:
     return f"{', '.join(set_)} limit serving (inferlab serve), not a static batch: not used here"
 
 
+def unused_limits_notes(limits: dict, disaggregated: bool = False) -> list[str]:
+    """:func:`serving_only` as the line results carry (``explain()``, ``DisaggEstimate.notes``,
+    ``inferlab estimate --file --json``); empty when every limit was used."""
+    unused = serving_only(limits, disaggregated)
+    return [f"engine limits of the deployment: {unused}"] if unused else []
+
+
 def default_scheduler(engine: str) -> SchedulerConfig:
     """The engine's default scheduling limits and admission policy (the generic ones for an
     engine without its own entry)."""

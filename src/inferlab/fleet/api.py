@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..checks import integer, is_default, real
+from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
@@ -237,7 +237,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         price = _policy(Pricing, spec.get("pricing")) or Pricing()
         if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
             price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
-        models.append((dep.model, bool(spec.get("allow_long_context", False))))
+        models.append((dep.model, boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
         built.append(Pool(kind, int(spec.get("replicas", 1)), _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
                           str(spec.get("provider", ""))))

@@ -30,7 +30,7 @@ from .simulation import OK
 from .traffic import Requests, plain
 
 _CASCADE_KEYS = ("model", "hardware", "tp", "engine", "precision", "share", "replicas", "autoscaler", "router",
-                 "admission", "startup", "failures", "pricing")
+                 "admission", "startup", "failures", "pricing", "allow_long_context")
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,11 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     # the large fleet shares the clock and the operations policies, not the small one's size or prices
     large_kwargs = {k: v for k, v in kwargs.items()
                     if k in ("horizon_s", "seed", "ttft_slo_s", "tpot_slo_s", "router", "admission", "startup", "failures",
-                             "hardware", "engine")}
+                             "hardware", "engine", "allow_long_context")}
     small_dep = kwargs.get("model")
     if isinstance(small_dep, Deployment):  # the large fleet runs on the small one's GPUs and engine unless told
-        large_kwargs.update({"hardware": small_dep.hardware, "engine": small_dep.engine.name})
+        large_kwargs.update({"hardware": small_dep.hardware, "engine": small_dep.engine.name,
+                             "allow_long_context": small_dep.allow_long_context})
     large_kwargs.update({k: v for k, v in spec.items() if k != "share"})
     large = fleet(requests=requests, **large_kwargs)
     ok = large.status == OK

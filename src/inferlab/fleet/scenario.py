@@ -29,7 +29,9 @@ top-level model) and ``fleet.regions`` (``rtt_s: {"ap-southeast-2|us-east-1": 0.
 then carry the ``region`` of their users and the ``model`` they ask for (see
 :func:`~.api.fleet_of`). A replica may be written as a ``deployment:`` mapping
 (:class:`inferlab.Deployment`'s form) instead of ``model``, ``hardware``, ``engine``, ``tp``
-and ``precision``, at the top or in a pool.
+and ``precision``, at the top or in a pool. ``allow_long_context: true`` (at the top, in a
+pool, or in the deployment) accepts requests beyond the model's trained positions (RoPE
+scaling), which are refused otherwise; a cascade's large fleet takes the small one's.
 
 A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
 section too: the fleet then runs its ``model`` and ``hardware`` (default: the scenario's
@@ -50,7 +52,7 @@ from typing import Any
 from ..errors import SpecError
 from ..specs.validation import read_yaml_mapping
 
-_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "deployment", "fleet")
+_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "deployment", "fleet", "allow_long_context")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
           "traffic", "trace", "seed", "need", "cascade", "prefix_cache", "pools", "regions")
 
@@ -79,9 +81,9 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"fleet scenario {Path(path).name}: 'fleet' must be a mapping of {', '.join(_FLEET)}")
     _known(f, _FLEET, f"fleet scenario {Path(path).name}, fleet")
     if "pools" in f:  # several pools: inferlab.fleet.fleet_of
-        if "model" in data or "hardware" in data or "cascade" in f:
-            raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model and hardware in each "
-                            "pool (and no cascade), not at the top")
+        if "model" in data or "hardware" in data or "allow_long_context" in data or "cascade" in f:
+            raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model, hardware and "
+                            "allow_long_context in each pool (and no cascade), not at the top")
         kwargs = {k: f[k] for k in ("pools", "regions", "router", "admission", "failures", "traffic", "seed", "need")
                   if k in f}
         kwargs["name"] = data.get("name", "fleet")
@@ -90,7 +92,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         _slo(f.get("slo") or {}, kwargs)
         return kwargs
     if "deployment" in data:  # the replica as a Deployment (inferlab.Deployment's mapping)
-        clash = sorted(k for k in ("model", "hardware", "engine", "tp", "precision") if k in data)
+        clash = sorted(k for k in ("model", "hardware", "engine", "tp", "precision", "allow_long_context") if k in data)
         if clash:
             raise SpecError(f"fleet scenario {Path(path).name}: {', '.join(clash)} given beside deployment; set them "
                             "in the deployment")
@@ -99,7 +101,8 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": Deployment.from_dict(data["deployment"]), "name": data.get("name", "")}
     else:
         kwargs = {"model": data["model"], "hardware": data["hardware"], "engine": data.get("engine", "vllm"),
-                  "tp": data.get("tp", 1), "precision": data.get("precision"), "name": data.get("name", "")}
+                  "tp": data.get("tp", 1), "precision": data.get("precision"), "name": data.get("name", ""),
+                  "allow_long_context": data.get("allow_long_context", False)}
     for key in ("replicas", "router", "admission", "autoscaler", "startup", "failures", "pricing", "traffic",
                 "seed", "need", "prefix_cache"):
         if key in f:
@@ -127,7 +130,7 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if not f:
         raise SpecError(f"{path.name} is a planning scenario without a fleet: section; add one (e.g. "
                         "fleet: {replicas: 4, router: cache_aware, hours: 1}) to run it with inferlab fleet")
-    _known(f, _FLEET + ("model", "hardware", "tp", "precision"), f"{path.name}, fleet")
+    _known(f, _FLEET + ("model", "hardware", "tp", "precision", "allow_long_context"), f"{path.name}, fleet")
     model, hardware = f.pop("model", sc.models[0]), f.pop("hardware", sc.hardware[0])
     if sc.traffic.rate is None and "traffic" not in f:
         raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")

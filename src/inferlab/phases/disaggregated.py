@@ -159,10 +159,10 @@ class DisaggEstimate:
     def notes(self) -> list[str]:
         """What of the deployment the estimate did not use (the engine limits that only serving
         applies, a Deployment's ``max_num_seqs`` among them: the pools run the batches given)."""
-        from ..engines.scheduler import serving_only
+        from ..engines.scheduler import unused_limits_notes
 
-        unused = serving_only(self.inputs[0].engine.limits(), disaggregated=True) if self.inputs is not None else None
-        return [f"engine limits of the deployment: {unused}"] if unused else []
+        return unused_limits_notes(self.inputs[0].engine.limits(), disaggregated=True) if self.inputs is not None \
+            else []
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (lists for grids), seconds and tokens/s."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
-from ..engines.scheduler import serving_only
+from ..engines.scheduler import unused_limits_notes
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
@@ -184,9 +184,7 @@ def explain(est: Estimate, point: int = 0) -> str:
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
     lines += [f"precision: {note}" for note in dep.precision_notes]
-    unused = serving_only(est.inputs[0].engine.limits()) if est.inputs is not None else None
-    if unused:
-        lines.append(f"engine limits of the deployment: {unused}")
+    lines += unused_limits_notes(est.inputs[0].engine.limits()) if est.inputs is not None else []
     if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:
         lines.append(f"long context: isl + osl = {at(est.isl + est.osl):,.0f} tokens is beyond the "
                      f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "

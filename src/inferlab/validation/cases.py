@@ -129,6 +129,9 @@ class Case(BaseModel):
         for key in ("method", "draft_model"):
             if spec.get(key) is not None and not isinstance(spec[key], str):
                 raise ValueError(f"{key} must be a name, got {spec[key]!r:.60}")
+        vocab = spec.get("draft_vocab_size")
+        if vocab is not None and (isinstance(vocab, bool) or not isinstance(vocab, int) or vocab < 1):
+            raise ValueError(f"draft_vocab_size must be a whole number of tokens >= 1, got {vocab!r:.60}")
         for key in ("acceptance", "acceptance_length"):
             value = spec.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -327,7 +330,7 @@ def speculative_from(spec: dict[str, Any] | None) -> Any:
         return None
     return SpeculativeConfig(method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0),
                              acceptance=spec.get("acceptance"), acceptance_length=spec.get("acceptance_length"),
-                             draft_model=spec.get("draft_model"))
+                             draft_model=spec.get("draft_model"), draft_vocab_size=spec.get("draft_vocab_size"))
 
 
 def case_precision(case: Case) -> dict[str, str]:

@@ -116,12 +116,17 @@ def _case_speculative(spec: Any) -> dict[str, Any] | None:
     ``speculative`` form; None for none."""
     if spec is None:
         return None
+    if isinstance(spec, str):  # a flat deployment file's text or preset name
+        from ...techniques.speculative_config import SpeculativeConfig
+
+        spec = SpeculativeConfig.parse(spec)
     out: dict[str, Any] = {"method": spec.method, "draft_tokens": int(spec.k)}
     if spec.draft_model is not None:
-        out["draft_model"] = str(getattr(spec.draft_model, "name", spec.draft_model))
-    for key in ("acceptance", "acceptance_length"):
+        out["draft_model"] = str(getattr(spec.draft_model, "id", None) or getattr(spec.draft_model, "name",
+                                                                                   spec.draft_model))
+    for key in ("acceptance", "acceptance_length", "draft_vocab_size"):
         if getattr(spec, key, None) is not None:
-            out[key] = float(getattr(spec, key))
+            out[key] = getattr(spec, key)
     return out
 
 
@@ -137,9 +142,14 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
             return None, {}, [f"{run.id}: speculative decoding (accept_length {run.accept_length:.3g}) without a "
                               "drafter named: simulated without it; give the engine's speculative flags in "
                               "--engine-args or the deployment's speculative"]
-        spec = {k: v for k, v in spec.items() if k not in ("acceptance", "acceptance_length")}
+        k = int(spec["draft_tokens"])
+        notes = [] if run.accept_length <= k + 1 else [
+            f"{run.id}: accept_length {run.accept_length:.3g} is more than the {k + 1} tokens a step of a drafter "
+            f"with k={k} can emit (not predicted); check the draft length the deployment names "
+            "(--speculative-num-steps, --speculative-num-draft-tokens) against the run"]
+        spec = {key: v for key, v in spec.items() if key not in ("acceptance", "acceptance_length")}
         spec["acceptance_length"] = float(run.accept_length)
-        return spec, {}, []
+        return spec, {}, notes
     if spec is not None and spec.get("acceptance") is None and spec.get("acceptance_length") is None:
         limits = drafter_limits(engine, spec["method"])
         said = ", ".join(f"{k}={v}" for k, v in limits.items())

@@ -108,7 +108,8 @@ def number(value: Any, tool: str, label: str, name: str, *, positive: bool = Tru
     except (TypeError, ValueError):
         raise BenchFormatError(f"{tool}: {label}: field {name!r} is not a number ({value!r:.40})") from None
     if not math.isfinite(out) or positive and out <= 0:
-        raise BenchFormatError(f"{tool}: {label}: field {name!r} must be a finite number > 0, got {value!r:.40}")
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} must be a finite number{' > 0' if positive else ''}, "
+                               f"got {value!r:.40}")
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
+from .run import BenchFormatError, BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
 
 TOOL = "sglang bench_serving"
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
@@ -50,11 +50,14 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         completed = number(data["completed"], TOOL, where, "completed")
         accept = data.get("accept_length")
         accept = number(accept, TOOL, where, "accept_length", positive=False) if accept is not None else None
+        if accept is not None and accept != 0 and accept < 1:  # 0 or absent: no speculation
+            raise BenchFormatError(f"{TOOL}: {where}: field 'accept_length' must be the tokens a step emitted "
+                                   f"(>= 1), or 0 or absent without speculation; got {accept:.3g}")
         runs.append(BenchRun(
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
             osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
             concurrency=concurrency_of(data.get("max_concurrency")), request_rate=rate_of(data.get("request_rate")),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
-            accept_length=accept if accept is not None and accept > 1 else None))
+            accept_length=accept or None))
     return runs
