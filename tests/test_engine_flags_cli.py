@@ -101,3 +101,40 @@ def test_a_plans_launch_for_another_engine_says_whose_limits_it_carries(capsys):
     assert "the plan simulated vllm's scheduler" in out and "--max-running-requests 256" in out
     assert main(["plan", scenario, "--launch", "vllm"]) == 0
     assert "the plan simulated" not in capsys.readouterr().out
+
+
+def test_the_capacity_policy_is_a_limit_every_path_takes(capsys):
+    # TensorRT-LLM's GUARANTEED_NO_EVICT (its default) admits a request only when the KV of its
+    # whole output is free, so it never preempts; MAX_UTILIZATION admits on the prompt and
+    # preempts when the cache fills. On one L4 (about 5 GB of KV for Llama-3.1-8B in BF16),
+    # 32 clients of 1,000 + 3,000 tokens cannot all hold their whole output: the reserving
+    # policy queues them (no preemption, a longer TTFT), the other runs them all and preempts.
+    import pytest
+
+    import inferlab
+    from inferlab import Deployment, SpecError, Workload
+    from inferlab.engines import launch_command, launch_from_deployment
+
+    work = dict(isl=1000, osl=3000, concurrency=32, num_requests=96)
+    reserving = inferlab.serve("llama-3.1-8b", "l4", engine="trtllm", **work)
+    packing = inferlab.serve("llama-3.1-8b", "l4", engine="trtllm", reserve_output=False, **work)
+    assert reserving.trace.preemptions == 0 < packing.trace.preemptions
+    assert reserving.ttft_s.mean() > packing.ttft_s.mean()
+    # the same from TensorRT-LLM's options file, from a Deployment, and from the CLI flag
+    options = ("cat > o.yml <<'EOF'\nscheduler_config: {capacity_scheduler_policy: MAX_UTILIZATION}\nEOF\n"
+               "trtllm-serve meta-llama/Llama-3.1-8B-Instruct --extra_llm_api_options o.yml")
+    assert main(["serve", "--engine-args", options, "l4", "--isl", "1000", "--osl", "3000", "--concurrency", "32",
+                 "--num-requests", "96", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["preemptions"] == packing.trace.preemptions
+    dep = Deployment(model="llama-3.1-8b", hardware="l4", engine={"name": "trtllm", "reserve_output": False})
+    assert inferlab.serve(dep, Workload(**work)).trace.preemptions == packing.trace.preemptions
+    assert main(["serve", "llama-3.1-8b", "l4", "--engine", "trtllm", "--no-reserve-output", "--isl", "1000",
+                 "--osl", "3000", "--concurrency", "32", "--num-requests", "96", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["preemptions"] == packing.trace.preemptions
+    # written back: TensorRT-LLM's policy by name; vLLM cannot reserve, and says so
+    launch = launch_from_deployment("llama-3.1-8b", reserve_output=False)
+    assert "capacity_scheduler_policy: MAX_UTILIZATION" in launch_command(launch, "trtllm-pytorch").script
+    assert "cannot express reserve_output" in launch_command(
+        launch_from_deployment("llama-3.1-8b", reserve_output=True), "vllm").script
+    with pytest.raises(SpecError, match="STATIC_BATCH' is not modelled; allowed: GUARANTEED_NO_EVICT, MAX_UTILIZATION"):
+        parse_engine_args(options.replace("MAX_UTILIZATION", "STATIC_BATCH"))

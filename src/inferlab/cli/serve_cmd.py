@@ -101,6 +101,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                             "SGLang: --enable-mixed-chunk)")
     mixed.add_argument("--no-mixed-prefill", dest="mixed_prefill", action="store_false",
                        help="prefill iterations run prompts only, the decodes wait (SGLang's default)")
+    reserve = p.add_mutually_exclusive_group()
+    reserve.add_argument("--reserve-output", dest="reserve_output", action="store_true", default=None,
+                         help="admit a request only when the KV of its whole output is free (TensorRT-LLM's "
+                              "GUARANTEED_NO_EVICT, its default)")
+    reserve.add_argument("--no-reserve-output", dest="reserve_output", action="store_false",
+                         help="admit on the prompt, preempt when the cache fills (TensorRT-LLM's MAX_UTILIZATION; "
+                              "vLLM's and SGLang's default)")
     p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes (default 0.9)")
     p.add_argument("--kv-block-size", type=int, help="tokens per KV-cache page (engine default)")
     p.add_argument("--max-model-len", type=int, metavar="TOKENS",

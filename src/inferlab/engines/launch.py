@@ -66,6 +66,10 @@ class EngineLaunch:
         engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token]; kept for the round trip.
+    reserve_output : bool or None
+        The capacity policy: admit a request only when the KV for its whole output is free
+        (TensorRT-LLM's ``GUARANTEED_NO_EVICT``) or on its prompt, preempting when the cache
+        fills (``MAX_UTILIZATION``, vLLM's and SGLang's way); None: the engine's default.
     prefix_caching : bool or None
         The engine's prefix cache on or off; None: the default (on in all three).
     speculation : Speculation or None
@@ -100,6 +104,7 @@ class EngineLaunch:
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
     max_model_len: int | None = None
+    reserve_output: bool | None = None
     prefix_caching: bool | None = None
     speculation: Speculation | None = None
     unknown: tuple[str, ...] = ()
@@ -155,7 +160,7 @@ class EngineLaunch:
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
-                          max_model_len=self.max_model_len)
+                          max_model_len=self.max_model_len, reserve_output=self.reserve_output)
         else:
             limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs)

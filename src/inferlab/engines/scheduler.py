@@ -254,11 +254,11 @@ ENGINE_SCHEDULERS = {
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len")
+               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.
-SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len")
+SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len", "reserve_output")
 
 
 def serving_only(limits: dict, disaggregated: bool = False) -> str | None:

@@ -171,6 +171,9 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         out.append("--disable-cuda-graph")
     elif launch.graph_max_batch is not None:
         out += ["--cuda-graph-max-bs", str(launch.graph_max_batch)]
+    if launch.reserve_output:
+        missing.append(("reserve_output", "admission only when the KV of the whole output is free: SGLang admits on "
+                                          "an estimate of the outputs and retracts requests when the cache fills"))
     if launch.mixed_prefill and launch.chunked_prefill is False:
         missing.append(("mixed_prefill", "decodes in a whole prompt's prefill batch: SGLang's --enable-mixed-chunk "
                                          "mixes them into chunked prefill batches only"))

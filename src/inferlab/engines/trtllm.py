@@ -72,7 +72,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         kv_cache=choice(NAME, "kv_cache_config.dtype", kv, KV_DTYPES) if kv is not None else values.get("kv_quant"),
         dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
         **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
-                                      "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching")},
+                                      "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching",
+                                      "reserve_output")},
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
@@ -126,12 +127,33 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             f.no_effect.append(f"{where}: {key}")
         elif key == "attention_dp_config" and isinstance(value, dict):
             _balance(value, where, f, notes)
+        elif key == "scheduler_config" and isinstance(value, dict):
+            for sub, item in value.items():
+                if sub == "capacity_scheduler_policy":
+                    put("reserve_output", _capacity_policy(f"{label}.{sub}", item), f"{label}.{sub}")
+                else:
+                    f.unknown.append(f"{key}.{sub}: {item}")
         else:
             f.unknown.append(f"{key}: {value}")
     if "kv_cache" in values or "quant" in values:
         sources.setdefault("precision", sources.get("kv_cache") or sources.get("quant", where))
     if "max_num_batched_tokens" in sources:
         sources["max_num_tokens"] = sources["max_num_batched_tokens"]
+
+
+#: TensorRT-LLM's capacity scheduler policies as :attr:`~inferlab.engines.scheduler.SchedulerConfig.reserve_output`
+#: (``GUARANTEED_NO_EVICT``, the default, reserves the KV of a request's whole output on
+#: admission; ``MAX_UTILIZATION`` admits on what is needed now and pauses requests when the
+#: cache fills). ``STATIC_BATCH`` (no new request until the batch ends) is not modelled.
+CAPACITY_POLICIES = {"GUARANTEED_NO_EVICT": True, "MAX_UTILIZATION": False}
+
+
+def _capacity_policy(label: str, value: Any) -> bool:
+    text = str(value).upper()
+    if text not in CAPACITY_POLICIES:
+        raise SpecError(f"trtllm: {label}: {value!r:.40} is not modelled; allowed: {', '.join(CAPACITY_POLICIES)} "
+                        "(STATIC_BATCH: estimate a static batch with inferlab estimate)")
+    return CAPACITY_POLICIES[text]
 
 
 #: Attention-DP balancing as inferlab's TensorRT-LLM scheduler runs it (NVIDIA's DeepSeek-R1
@@ -220,6 +242,9 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     if launch.graph_max_batch is not None:
         missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: set cuda_graph_config.max_batch_size "
                                            "in the extra LLM API options"))
+    if launch.reserve_output is not None:
+        policy = next(name for name, reserve in CAPACITY_POLICIES.items() if reserve == launch.reserve_output)
+        out["scheduler_config"] = {"capacity_scheduler_policy": policy}
     kv: dict[str, Any] = {}
     if launch.kv_cache in ("fp8", "nvfp4"):
         kv["dtype"] = launch.kv_cache

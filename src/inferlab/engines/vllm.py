@@ -142,6 +142,9 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.mixed_prefill is False:
         missing.append(("mixed_prefill", "prefill iterations without the decodes: vLLM always decodes the running "
                                          "requests in the iterations that prefill"))
+    if launch.reserve_output:
+        missing.append(("reserve_output", "admission only when the KV of the whole output is free: vLLM admits on "
+                                          "the prompt and preempts (recomputes) a request when the cache fills"))
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: vLLM has the budget "
                                               "(--max-num-batched-tokens) alone"))

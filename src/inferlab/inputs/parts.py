@@ -80,6 +80,10 @@ class Engine(BaseModel):
         ``--cuda-graph-max-bs``; 0: ``--disable-cuda-graph``).
     max_model_len : int, optional [token]
         Longest prompt plus output the engine accepts (``--max-model-len``, ``--context-length``).
+    reserve_output : bool, optional
+        Admit a request only when the KV of its whole output is free (TensorRT-LLM's
+        ``GUARANTEED_NO_EVICT``, its default), or on its prompt, preempting when the cache
+        fills (``MAX_UTILIZATION``; vLLM's and SGLang's way).
     """
 
     model_config = FROZEN
@@ -94,6 +98,7 @@ class Engine(BaseModel):
     kv_block_size: int | None = None
     graph_max_batch: int | None = None
     max_model_len: int | None = None
+    reserve_output: bool | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -115,7 +120,7 @@ def engine_of(value: Any) -> Engine:
         raw = fields.get(key)
         if raw is None:
             continue
-        if key in ("chunked_prefill", "mixed_prefill"):
+        if key in ("chunked_prefill", "mixed_prefill", "reserve_output"):
             fields[key] = checks.boolean(key, raw)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)

@@ -34,7 +34,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
-          graph_max_batch: int | None = None, max_model_len: int | None = None, overheads: ClientOverheads | None = None,
+          graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
+          overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -58,7 +59,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         are in it (SGLang's ``--max-prefill-tokens``); decode batches larger than
         ``graph_max_batch`` run without a CUDA graph (SGLang's ``--cuda-graph-max-bs``, 0 for
         ``--disable-cuda-graph``); a request longer than ``max_model_len`` (prompt plus output)
-        is refused, and SGLang sizes its request pool from it.
+        is refused, and SGLang sizes its request pool from it; ``reserve_output`` is the
+        capacity policy: admit a request only when the KV of its whole output is free
+        (TensorRT-LLM's ``GUARANTEED_NO_EVICT``, its default) or on its prompt, preempting
+        when the cache fills (``False``: TensorRT-LLM's ``MAX_UTILIZATION``, vLLM's way).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -104,7 +108,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
-                 "graph_max_batch": graph_max_batch, "max_model_len": max_model_len}
+                 "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
