@@ -298,6 +298,15 @@ def test_a_drafter_without_an_acceptance_runs_at_the_engines_limits_for_one(tmp_
     assert {c.scheduler["max_num_seqs"] for c in cases} == {48}
     assert any("neither it nor the file gives an acceptance: simulated without the drafter, at the limits sglang "
                "sets for one (max_num_seqs=48)" in n for n in notes)
+    # at 96 clients the 48 running requests queue the others: TTFT grows well past the same run
+    # without the drafter's limit (the whole prefill of a second wave at least)
+    from inferlab.validation.predict import predict_cases
+
+    loaded = [c.model_copy(update={"load": {"concurrency": 96}}) for c in cases
+              if c.metric == "ttft_ms" and c.load.get("concurrency")]
+    (capped,), (free,) = ([p for p, _ in predict_cases(cs)] for cs in (
+        loaded, [c.model_copy(update={"scheduler": None}) for c in loaded]))
+    assert capped > 1.5 * free
     # a limit the command sets wins
     cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(
         engine_args=SGLANG_EAGLE + " --max-running-requests 16", gpu="h100-sxm"))
