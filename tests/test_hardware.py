@@ -75,6 +75,10 @@ DATASHEET = [
     # AMD Instinct MI300X: 5.3 TB/s; FP16/BF16 1,307.4 TF dense; FP8 2,614.9 TF dense; 750 W
     ("mi300x", "memory_bandwidth", "5.3 TB/s"),
     ("mi300x", "flops.bf16", "1307.4 TFLOPS"),
+    # AMD ROCm blog "Measuring Max-Achievable FLOPs - Part 2": MI300X (750 W, ROCm 6.3.0) sustains
+    # 708 TF BF16 and 1,273 TF FP8 on its best hipBLASLt GEMM shape
+    ("mi300x", "achievable_flops.bf16", "708 TFLOPS"),
+    ("mi300x", "achievable_flops.fp8", "1273 TFLOPS"),
     ("mi300x", "flops.fp8", "2614.9 TFLOPS"),
     ("mi300x", "tdp", "750 W"),
     ("mi300x", "scale_up.peer_bandwidth", "64 GB/s"),
@@ -124,3 +128,33 @@ def test_unknown_hardware_suggests():
     with pytest.raises(UnknownNameError) as info:
         load_hardware("h100")
     assert "h100-sxm" in str(info.value)
+
+
+def test_no_tensor_op_is_timed_faster_than_the_part_was_measured_to_run():
+    # AMD measured the MI300X's best FP8 GEMM at 1,273 TFLOPS (its clock under load, not the
+    # 2,100 MHz boost behind the 2,615 TFLOPS peak): a large FP8 GEMM (M = N = K = 16,384,
+    # 8.8 TFLOP) takes at least 8.8e12 / 1.273e15 = 6.9 ms, where the generic fraction of the
+    # datasheet peak alone would allow about 4.8 ms. A GPU with no such figure keeps its curve.
+    from inferlab.calibration.profile import load_profile
+    from inferlab.core.ops import Gemm
+    from inferlab.core.timing import time_op
+    from inferlab.specs.hardware import HardwareSpec
+
+    mi300x = load_hardware("mi300x")
+    gemm = Gemm("big", m=16384, n=16384, k=16384, weight_bytes_per_element=1.0, act_bytes_per_element=1.0,
+                precision="fp8")
+    flops = 2 * 16384**3
+    t = time_op(gemm, mi300x, load_profile("default", engine="generic", hardware_id="mi300x", family="cdna"),
+                "prefill")
+    assert float(t.compute_s) >= flops / 1.273e15 * (1 - 1e-9)
+    unbounded = mi300x.model_copy(update={"achievable_flops": {}})
+    t_free = time_op(gemm, unbounded, load_profile("default", engine="generic", hardware_id="mi300x",
+                                                   family="cdna"), "prefill")
+    assert float(t_free.compute_s) < flops / 1.273e15  # the bound binds here
+    import yaml
+    from pathlib import Path
+
+    data = yaml.safe_load((Path(__file__).parents[1] / "hardware_specs" / "mi300x.yaml").read_text())
+    data["achievable_flops"]["fp8"] = {"value": "3000 TFLOPS", "source": "amd_maf"}
+    with pytest.raises(ValueError, match="a measured rate cannot beat the datasheet's"):
+        HardwareSpec.model_validate(data)

@@ -16,6 +16,7 @@ shipped checkpoint (``"checkpoint"``, the default) when no format is named.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -224,6 +225,18 @@ def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
                         f"{', '.join(hw.supported_precisions)})")
     closest = narrower[0]
     return hw.flops[closest].si * _WIDTH[closest] / width
+
+
+def achievable_flops_per_s(hw: HardwareSpec, precision: str) -> float:
+    """The fastest dense tensor throughput ``hw`` was measured to sustain at ``precision``
+    (:attr:`~inferlab.specs.hardware.HardwareSpec.achievable_flops`) [FLOP/s]; ``inf`` where
+    none is published (a storage format takes its compute precision's)."""
+    fig = hw.achievable_flops.get(precision)  # type: ignore[call-overload]
+    if fig is not None:
+        return fig.si
+    if precision not in _WIDTH and precision in FORMATS:
+        return achievable_flops_per_s(hw, number_format(precision).compute)
+    return math.inf
 
 
 def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:

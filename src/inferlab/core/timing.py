@@ -15,7 +15,7 @@ from ..calibration.profile import GemmCurve, Profile
 from ..specs.hardware import HardwareSpec
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
-from .quantization import tensor_flops_per_s
+from .quantization import achievable_flops_per_s, tensor_flops_per_s
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 #: Rows of one MMA tile on Hopper and Blackwell tensor cores (wgmma 64 per warpgroup, 128 per
@@ -124,7 +124,9 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
             small_compute, small_memory = small_m_terms(op, rows, peak, curve, profile, bw)
             compute = (1.0 - w) * compute + w * small_compute
             memory = (1.0 - w) * memory + w * small_memory
-        saturated = np.asarray(op.flops / (peak * curve.peak_fraction), float)
+        reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
+        compute = np.maximum(compute, reached)
+        saturated = np.asarray(np.maximum(op.flops / (peak * curve.peak_fraction), reached), float)
         # A kernel timed on its own quantizes its input itself; inside a step an engine may
         # have fused that into the norm or activation before it.
         share = 1.0 if standalone else profile.gemm_fixed_fraction
@@ -132,7 +134,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
-        compute = op.flops / (tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase))
+        compute = np.maximum(op.flops / (tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)),
+                             op.flops / achievable_flops_per_s(hw, op.precision))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
         overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.kv_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))

@@ -120,6 +120,13 @@ class HardwareSpec(BaseModel):
         **Dense** tensor throughput per input precision; INT rates in OP/s.
     sparse_flops : dict of TensorPrecision to Figure [FLOP/s]
         The vendor's 2:4 structured-sparsity headline, for reference only.
+    achievable_flops : dict of TensorPrecision to Figure [FLOP/s]
+        The vendor's own measurement of the fastest dense GEMM the part sustains (AMD's
+        "max-achievable FLOPs": the best GEMM shape at the clock the part holds under load,
+        below the boost clock the datasheet peak assumes), where one is published. No
+        tensor-core op is timed faster (:func:`inferlab.core.timing.time_op`): the efficiency
+        fractions fitted on other GPUs' kernels would otherwise carry their vendor's share of
+        peak over to this one.
     """
 
     model_config = _STRICT
@@ -142,6 +149,7 @@ class HardwareSpec(BaseModel):
     memory_bandwidth: Bandwidth
     flops: dict[TensorPrecision, FlopRate] = Field(min_length=1)
     sparse_flops: dict[TensorPrecision, FlopRate] = Field(default_factory=dict)
+    achievable_flops: dict[TensorPrecision, FlopRate] = Field(default_factory=dict)
     scale_up: ScaleUp
     scale_out: ScaleOut | None = None
     pcie: Pcie | None = None
@@ -174,6 +182,11 @@ class HardwareSpec(BaseModel):
             )
         if self.price is not None and not self.price.as_of:
             raise ValueError("price: 'as_of' (the date of the price source) is required")
+        for prec, reached in self.achievable_flops.items():
+            dense = self.flops.get(prec)
+            if dense is None or reached.si > dense.si:
+                raise ValueError(f"achievable_flops.{prec}: {reached} needs a dense peak at or above it in flops "
+                                 f"(got {dense}); a measured rate cannot beat the datasheet's")
         for prec, sparse in self.sparse_flops.items():
             dense = self.flops.get(prec)
             if dense is not None and sparse.si <= dense.si:
