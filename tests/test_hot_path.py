@@ -58,6 +58,25 @@ def test_a_grid_timed_on_its_distinct_rows_is_the_same_to_the_last_bit():
         assert type(spread) is not type(whole)  # the distinct rows were timed
         assert np.array_equal(spread.time_s, whole.time_s)
         assert [t.op.name for t in spread.times] == [t.op.name for t in whole.times]
+        assert spread.kernels == whole.kernels  # the host's eager issue time counts them
         contexts = i[:, None] + np.array([0.0, 5.0, 9.0, 30.0])
         assert np.array_equal(phases.decode_time_s(dep, b[:, None], contexts),
                               phases._run_step(dep, Step.decode(b[:, None], contexts)).time_s)
+
+
+def test_a_large_sweep_equals_its_points_estimated_alone():
+    # 40 x 40 x 8 = 12,800 points: the prefill rows repeat over the 8 output lengths, so the
+    # steps are timed on their distinct rows (a grid of >= 4,096 rows in runs), and the prefill
+    # is chunked by the token budget (a chunked prefill counts the step's kernels for the
+    # host's issue time: an engine that runs prefill eagerly, SGLang, and one that does not)
+    grid = {"batch_size": np.arange(1, 41), "isl": np.arange(1024, 5024, 100), "osl": np.arange(64, 576, 64)}
+    for engine in ("sglang", "vllm"):
+        table = inferlab.sweep("llama-3.1-8b", "h100-sxm", engine=engine, **grid)
+        assert len(table["ttft_s"]) == 12800
+        feasible = np.flatnonzero(np.isfinite(table["ttft_s"]))
+        assert feasible.size > 6000  # the large batches of long prompts may not fit; the rest do
+        for k in (feasible[0], feasible[feasible.size // 2], feasible[-1]):
+            b, i, o = (int(table[c][k]) for c in ("batch_size", "isl", "osl"))
+            alone = inferlab.estimate("llama-3.1-8b", "h100-sxm", engine=engine, batch_size=b, isl=i, osl=o)
+            assert np.isclose(table["ttft_s"][k], float(alone.ttft_s), rtol=1e-12)
+            assert np.isclose(table["tpot_s"][k], float(alone.tpot_s), rtol=1e-12)

@@ -166,18 +166,20 @@ def _spread_step(dep: ResolvedDeployment, step: Step) -> StepResult | None:
         return None
     starts, inverse = runs
     rows = Step(step.phase, *(a.ravel()[starts] if a.ndim else a for a in arrays))
-    time_s = _run_step(dep, rows).time_s
+    distinct = _run_step(dep, rows)
+    time_s = distinct.time_s
     if np.shape(time_s) != starts.shape:
         return None
-    return _SpreadStepResult(step, time_s[inverse].reshape(shape), dep)
+    return _SpreadStepResult(step, time_s[inverse].reshape(shape), dep, distinct.kernels)
 
 
 class _SpreadStepResult:
     """A :class:`StepResult` whose ``time_s`` came from the grid's distinct rows; its ops and
     their times over the whole grid are built on first use."""
 
-    def __init__(self, step: Step, time_s: np.ndarray, dep: ResolvedDeployment) -> None:
-        self.step, self.time_s, self._dep = step, time_s, dep
+    def __init__(self, step: Step, time_s: np.ndarray, dep: ResolvedDeployment, kernels: float) -> None:
+        # the kernels a step launches are its graph's, whatever the rows (StepResult.kernels)
+        self.step, self.time_s, self._dep, self.kernels = step, time_s, dep, kernels
 
     @cached_property
     def _whole(self) -> StepResult:
