@@ -72,6 +72,10 @@ def test_plan_exports_the_winner_as_launch_commands(capsys):
         assert (launch.model, launch.tp, launch.engine) == (best["model"], best["tp"], engine)
         assert launch.max_num_seqs == 256  # vLLM's default, which the chat scenario plans with
         assert launch.max_num_batched_tokens == 8192
+    # vLLM admits on the prompt: TensorRT-LLM's command says so (its own default reserves the
+    # whole output's KV), the others by saying nothing
+    assert parse_engine_args(data["launch"]["trtllm-pytorch"]["script"]).reserve_output is False
+    assert parse_engine_args(data["launch"]["vllm"]["script"]).reserve_output is None
 
 
 def test_serve_max_prefill_tokens_flag_equals_the_engine_args(capsys):

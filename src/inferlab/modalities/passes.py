@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.ops import BYTE_CATEGORIES, ArrayLike, Elementwise, Gemm, Op, OpKind, memoized
-from ..core.quantization import tensor_flops_per_s
+from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from .attention_kernels import attention_fraction, kernel_head_dim
@@ -198,10 +198,12 @@ def time_pass(ops: tuple[Op, ...], hw: HardwareSpec, efficiency: Efficiency = DA
     compute, memory = [], []
     for op in ops:
         flops = float(np.sum(op.flops))
-        if isinstance(op, Gemm):
-            rate = tensor_flops_per_s(hw, op.precision) * efficiency.gemm_fraction
+        if isinstance(op, Gemm):  # never faster than the part was measured to run (achievable_flops)
+            rate = min(tensor_flops_per_s(hw, op.precision) * efficiency.gemm_fraction,
+                       achievable_flops_per_s(hw, op.precision))
         elif isinstance(op, FullAttention):  # computed at the head dim the kernel is compiled for
-            rate = tensor_flops_per_s(hw, op.precision) * attention_fraction(kernel, hw, efficiency.attention_fraction)
+            rate = min(tensor_flops_per_s(hw, op.precision) * attention_fraction(kernel, hw, efficiency.attention_fraction),
+                       achievable_flops_per_s(hw, op.precision))
             flops *= kernel_head_dim(kernel, op.head_dim, hw) / op.head_dim
         else:
             rate = np.inf

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.quantization import achievable_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
 from ..engines.scheduler import unused_limits_notes
@@ -36,7 +37,8 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     flops = sum(r["flops"] for r in rows)
     moved = sum(r["bytes"] for r in rows)
     prec = next((r["precision"] for r in rows if r["kind"] == "gemm"), "bf16")
-    ridge = hw.ridge_point(prec).magnitude
+    ridge = min(hw.ridge_point(prec).magnitude,  # where the part sustains less than its peak, its own ridge
+                achievable_flops_per_s(hw, prec) / hw.memory_bandwidth.si)
     intensity = flops / moved if moved else float("inf")
     ops_s = sum(r["time_s"] for r in rows)
     # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.

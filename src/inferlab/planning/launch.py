@@ -45,7 +45,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
                                     max_num_batched_tokens=limits.max_num_batched_tokens,
                                     chunked_prefill=limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
-                                    kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None)
+                                    kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None,
+                                    reserve_output=limits.reserve_output)
     from dataclasses import replace
 
     return replace(launch, notes=launch.notes + notes)

@@ -9,15 +9,14 @@ once per deployment and keeps what an iteration needs:
   the iteration's token count, and the LM head over the rows that produce logits;
 - each attention op's per-pair FLOPs and per-token bytes, so that an iteration's
   attention is timed with the core's own rule on the *sums* over its requests:
-  ``max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) + floors``.
+  ``max(FLOPs / min(peak x efficiency, achievable), bytes / (bandwidth x efficiency)) + floors``.
 
 With attention data parallelism each of the ``g`` ranks runs attention and the layers
 around it on its own requests, and the ranks meet at every MoE layer (the all-to-all), so
 an iteration lasts as long as its busiest rank. Decoding sequences spread evenly; a prompt
 is prefilled whole on the rank that holds it, so an iteration with one prefill chunk runs
-that chunk's attention and projections on one rank while the others wait (SGLang's DP
-attention and TensorRT-LLM's attention DP both assign each request to one rank). The
-routed experts see every rank's tokens after the dispatch: their share stays even.
+that chunk's attention and projections on one rank while the others wait (SGLang and
+TensorRT-LLM assign each request to one rank); the routed experts' share stays even.
 
 An engine that captures CUDA graphs for decode batches only (SGLang, unless its piecewise
 prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
@@ -25,7 +24,6 @@ kernel: such an iteration lasts at least the host's issue time of the prefill gr
 (:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph up to the
 engine's largest captured batch (``graph_max_batch``, SGLang's ``--cuda-graph-max-bs``) and
 run eagerly beyond it, at least as long as the host's issue time of the decode graph's kernels.
-
 For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
 """
 
@@ -41,6 +39,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
+from ..core.quantization import achievable_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -50,7 +49,8 @@ MEMO_SIZE = 1 << 16
 
 @dataclass(frozen=True)
 class AttentionCosts:
-    """One attention op (one layer group) on one GPU, per repetition."""
+    """One attention op (one layer group) on one GPU, per repetition; ``ceiling``: the fastest
+    the part was measured to run its precision (``inf`` where none is published)."""
 
     count: float
     window: float
@@ -59,6 +59,7 @@ class AttentionCosts:
     act_bytes_per_query: float
     peak: float
     heads_kv: float
+    ceiling: float = float("inf")
 
 
 class StepModel:
@@ -146,8 +147,7 @@ class StepModel:
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
-            peak=peak_si, heads_kv=float(op.kv_heads),
-        )
+            peak=peak_si, heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(self.dep.hardware, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
@@ -173,7 +173,7 @@ class StepModel:
         for j, a in enumerate(self.attention):
             flops = a.flops_per_pair * pairs[j] / g
             moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
-            t = max(flops / (a.peak * pf), moved / (self.bandwidth * bf))
+            t = max(flops / (a.peak * pf), flops / a.ceiling, moved / (self.bandwidth * bf))
             total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
         return total
 

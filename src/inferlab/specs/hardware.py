@@ -184,9 +184,9 @@ class HardwareSpec(BaseModel):
             raise ValueError("price: 'as_of' (the date of the price source) is required")
         for prec, reached in self.achievable_flops.items():
             dense = self.flops.get(prec)
-            if dense is None or reached.si > dense.si:
-                raise ValueError(f"achievable_flops.{prec}: {reached} needs a dense peak at or above it in flops "
-                                 f"(got {dense}); a measured rate cannot beat the datasheet's")
+            if dense is None or not 0 < reached.si <= dense.si:
+                raise ValueError(f"achievable_flops.{prec}: {reached} must be above zero with a dense peak at or "
+                                 f"above it in flops (got {dense}); a measured rate cannot beat the datasheet's")
         for prec, sparse in self.sparse_flops.items():
             dense = self.flops.get(prec)
             if dense is not None and sparse.si <= dense.si:
