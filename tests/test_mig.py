@@ -73,3 +73,14 @@ def test_a_model_too_big_for_a_slice_is_not_told_to_use_tensor_parallelism():
         estimate("llama-3.1-70b", "h100-sxm:3g.40gb")
     assert "tp=" not in str(info.value).split(";")[-1] and "larger slice" in str(info.value)
     assert info.value.suggestion == {}
+
+
+def test_a_slice_keeps_its_share_of_a_measured_achievable_rate():
+    # a 3g slice has 3/7 of the SMs: a full part measured at 700 TFLOPS BF16 sustains 300 on it
+    from inferlab.specs.figure import Figure
+    from inferlab.specs.mig import mig_view
+
+    full = load_hardware("h100-sxm")
+    measured = Figure(si=700e12, unit="flop/second", stated="700 TFLOPS", source=next(iter(full.sources)))
+    view = mig_view(full.model_copy(update={"achievable_flops": {"bf16": measured}}), "3g.40gb")
+    assert view.achievable_flops["bf16"].si == pytest.approx(300e12)

@@ -91,6 +91,7 @@ def mig_view(hw: HardwareSpec, profile: str) -> HardwareSpec:
         "memory_bandwidth": _scaled(hw.memory_bandwidth, memory, mem, "MIG slice"),
         "flops": {p: _scaled(f, compute, sm, "MIG slice") for p, f in hw.flops.items()},
         "sparse_flops": {p: _scaled(f, compute, sm, "MIG slice") for p, f in hw.sparse_flops.items()},
+        "achievable_flops": {p: _scaled(f, compute, sm, "MIG slice") for p, f in hw.achievable_flops.items()},
         "scale_up": ScaleUp(kind="none", topology="host", domain_size=one,
                             note="MIG instance: no NVLink or peer-to-peer; collectives stage through host memory"),
         "scale_out": None,
