@@ -155,9 +155,7 @@ def run(args: argparse.Namespace) -> None:
     text = str(est)
     data = {**est.to_dict(), **written}
     if "notes" in data and not data["notes"] and "disaggregation" in kw:  # the file's, named on stderr too
-        from ..inputs.files import read_deployment_file
-
-        data["notes"] = _unused_limits(args, read_deployment_file(args.file)[0]) if args.file else []
+        data["notes"] = _unused_limits(args, kw)
     if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
         from ..phases.interval import estimate_interval_text
 

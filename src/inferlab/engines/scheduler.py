@@ -214,10 +214,12 @@ def drafter_limits(engine: str, method: str) -> dict[str, int]:
 
 
 def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
-    """``sched`` as ``engine`` runs it with a speculative ``method`` (:data:`SPECULATIVE_RESETS`)."""
-    if method not in SPECULATIVE_RESETS.get(engine, ()):
+    """``sched`` as ``engine`` runs it with a speculative ``method`` (:data:`SPECULATIVE_RESETS`):
+    :func:`drafter_limits` where the user set none, and no overlap scheduling."""
+    reset = drafter_limits(engine, method)
+    if not reset:
         return sched
-    seqs = SPECULATIVE_RUNNING_REQUESTS if sched.max_num_seqs is None else sched.max_num_seqs
+    seqs = reset["max_num_seqs"] if sched.max_num_seqs is None else sched.max_num_seqs
     return replace(sched, max_num_seqs=seqs, overlap_host=False)
 
 

@@ -93,8 +93,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
         need = integer("fleet: need", need, maximum=100_000)
     if isinstance(model, Deployment):
         defaults = (("hardware", hardware, None), ("tp", tp, 1), ("precision", precision, None),
-                    ("engine", engine, "vllm"), ("profile", profile, "default"))
-        defaults += (("allow_long_context", allow_long_context, False),)
+                    ("engine", engine, "vllm"), ("profile", profile, "default"),
+                    ("allow_long_context", allow_long_context, False))
         given = [name for name, value, default in defaults if not is_default(value, default)]
         if given or limits:
             raise SpecError(f"fleet(deployment): {', '.join(given + ['limits'] * bool(limits))} given beside the "
