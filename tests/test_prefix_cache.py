@@ -130,3 +130,15 @@ def test_exactly_one_amount():
         PrefixCache(cached_tokens=10, hit_rate=0.5)
     with pytest.raises(SpecError, match="must be a number"):
         PrefixCache(cached_tokens="1500")  # type: ignore[arg-type]
+
+
+def test_a_mapping_of_fields_is_the_text_it_spells():
+    from inferlab import estimate
+    from inferlab.errors import SpecError
+
+    assert PrefixCache.of({"cached_tokens": 1500, "replicas": 4}) == PrefixCache.parse("tokens=1500,replicas=4")
+    assert PrefixCache.of({"hit_rate": 0.5}) == PrefixCache.of(0.5)
+    half = estimate("llama-3.1-8b", "h100-sxm", isl=2048, prefix_cache={"hit_rate": 0.5})
+    assert half.ttft < estimate("llama-3.1-8b", "h100-sxm", isl=2048).ttft
+    with pytest.raises(SpecError, match="unknown field.*hit; allowed: cached_tokens, hit_rate"):
+        PrefixCache.of({"hit": 0.5})

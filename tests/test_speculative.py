@@ -229,3 +229,28 @@ def test_parse_errors_say_what_where_and_what_is_allowed(text, message):
         SpeculativeConfig.parse(text)
     assert message in str(err.value)
     assert f"in speculative spec {text!r}" in str(err.value)
+
+
+def test_a_mapping_of_fields_is_the_text_it_spells():
+    # estimate() and serve() take the mapping a deployment file holds, as they take the text
+    from inferlab import estimate
+
+    mapping = {"method": "mtp", "k": 1, "acceptance_length": 1.85}
+    assert SpeculativeConfig.of(mapping) == SpeculativeConfig.parse("mtp:k=1,length=1.85")
+    by_text = estimate("deepseek-v3", "h200-sxm", tp=8, precision="fp8", speculative="mtp:k=1,length=1.85")
+    by_mapping = estimate("deepseek-v3", "h200-sxm", tp=8, precision="fp8", speculative=mapping)
+    assert by_mapping.tpot.to("ms").magnitude == pytest.approx(by_text.tpot.to("ms").magnitude)
+    # 1.85 tokens a step: TPOT is one verify step (2 tokens) and one draft pass over 1.85, below plain decoding
+    assert by_mapping.tpot < estimate("deepseek-v3", "h200-sxm", tp=8, precision="fp8").tpot
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"method": "eagle", "kk": 3, "acceptance": 0.6}, "unknown field 'kk' (did you mean 'k'?)"),
+    ({"method": "eagle", "acceptance": 0.6}, "a mapping needs 'method' and 'k'"),
+    ({"method": "eagle", "k": 3}, "exactly one of acceptance"),
+    (3, "a mapping of its fields or a SpeculativeConfig, got 3"),
+])
+def test_a_bad_mapping_says_what_is_allowed(value, message):
+    with pytest.raises(SpecError) as err:
+        SpeculativeConfig.of(value)
+    assert message in str(err.value)

@@ -73,16 +73,7 @@ class Speculative(BaseModel):
         """From a SpeculativeConfig, its text (``"eagle:k=4,accept=0.7"``, a preset) or a mapping."""
         if isinstance(value, Speculative):
             return value
-        if isinstance(value, str):
-            value = SpeculativeConfig.parse(value)
-        elif isinstance(value, Mapping):
-            try:
-                value = SpeculativeConfig(**_mapping(value, "speculative", SpeculativeConfig.__dataclass_fields__))
-            except TypeError as exc:
-                raise SpecError(f"speculative: {exc}") from None
-        if not isinstance(value, SpeculativeConfig):
-            raise SpecError(f"speculative must be a text like 'eagle:k=4,accept=0.7', a preset name, a mapping or a "
-                            f"SpeculativeConfig, got {value!r:.60}")
+        value = SpeculativeConfig.of(value)
         fields = _fields(value, cls.model_fields)
         draft = fields["draft_model"]
         if isinstance(draft, ModelSpec):
@@ -126,15 +117,7 @@ class PrefixCacheSpec(BaseModel):
         """From a PrefixCache, a hit rate, its text (``"tokens=1500"``) or a mapping."""
         if isinstance(value, PrefixCacheSpec):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = PrefixCache(hit_rate=float(value))
-        elif isinstance(value, str):
-            value = PrefixCache.parse(value)
-        elif isinstance(value, Mapping):
-            value = PrefixCache(**_mapping(value, "prefix_cache", PrefixCache.__dataclass_fields__))
-        if not isinstance(value, PrefixCache):
-            raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500' or a PrefixCache, "
-                            f"got {value!r:.60}")
+        value = PrefixCache.of(value)
         return cls(**_fields(value, cls.model_fields))
 
     def technique(self) -> PrefixCache:

@@ -308,7 +308,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
     plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)
-    cache = PrefixCache.parse(prefix_cache) if isinstance(prefix_cache, str) else prefix_cache
+    cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
     chunks = np.ceil(bp * (i - cached) / max_num_tokens)

@@ -189,22 +189,11 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
 
 
 def _speculative(value: Any) -> SpeculativeConfig | None:
-    if value is None or isinstance(value, SpeculativeConfig):
-        return value
-    if isinstance(value, str):
-        return SpeculativeConfig.parse(value)
-    raise SpecError(f"speculative must be a text like 'eagle:k=4,accept=0.7', a preset name or a SpeculativeConfig, "
-                    f"got {value!r:.60}")
+    return None if value is None else SpeculativeConfig.of(value)
 
 
 def _prefix_cache(value: Any) -> PrefixCache | None:
-    if value is None or isinstance(value, PrefixCache):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return PrefixCache(hit_rate=float(value))
-    if isinstance(value, str):
-        return PrefixCache.parse(value)
-    raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500' or a PrefixCache, got {value!r}")
+    return None if value is None else PrefixCache.of(value)
 
 
 def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],

@@ -39,13 +39,8 @@ from .stepmodel import StepModel
 
 
 def speculative_config(value: SpeculativeConfig | str) -> SpeculativeConfig:
-    """A :class:`SpeculativeConfig` from itself, its text form or a preset name."""
-    if isinstance(value, SpeculativeConfig):
-        return value
-    if isinstance(value, str):
-        return SpeculativeConfig.parse(value)
-    raise SpecError(f"speculative must be a SpeculativeConfig, a text such as 'eagle:k=4,accept=0.7' or a preset "
-                    f"name, got {value!r}")
+    """A :class:`SpeculativeConfig` from itself, its text form, a preset name or a mapping."""
+    return SpeculativeConfig.of(value)
 
 
 def check_drafter(dep: ResolvedDeployment, spec: SpeculativeConfig) -> None:

@@ -27,6 +27,7 @@ References
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,6 +103,32 @@ class PrefixCache:
         cached on every replica behaves as ``cache_aware_routing=True``.
         """
         return 1.0 if self.cache_aware_routing else 1.0 / self.replicas
+
+    @classmethod
+    def of(cls, value: object) -> PrefixCache:
+        """From itself, a hit rate, its text (``"tokens=1500,replicas=4"``) or a mapping of its
+        fields (``{"cached_tokens": 1500}``).
+
+        >>> PrefixCache.of({"hit_rate": 0.5}) == PrefixCache.of(0.5) == PrefixCache.parse("50%")
+        True
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return cls(hit_rate=float(value))
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, Mapping):
+            allowed = tuple(cls.__dataclass_fields__)
+            unknown = sorted(str(k) for k in value if k not in allowed)
+            if unknown:
+                raise SpecError(f"prefix_cache: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+            try:
+                return cls(**value)  # type: ignore[arg-type]
+            except TypeError as exc:
+                raise SpecError(f"prefix_cache: {exc}") from None
+        raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500', a mapping of its fields or a "
+                        f"PrefixCache, got {value!r:.60}")
 
     @classmethod
     def parse(cls, text: str) -> PrefixCache:

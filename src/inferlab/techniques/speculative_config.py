@@ -6,7 +6,7 @@ The physics (what a speculative step costs) is in :mod:`inferlab.techniques.spec
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -158,6 +158,33 @@ class SpeculativeConfig:
         if self.host_s:
             parts.append(f"host_us={self.host_s * 1e6:g}")
         return f"{self.method}:{','.join(parts)}"
+
+    @classmethod
+    def of(cls, value: object) -> SpeculativeConfig:
+        """From itself, its text (``"eagle:k=4,accept=0.7"``), a preset name or a mapping of
+        its fields (``{"method": "mtp", "k": 3, "acceptance_length": 2.4}``).
+
+        >>> SpeculativeConfig.of({"method": "eagle", "k": 4, "acceptance": 0.5}).tokens_per_step
+        1.9375
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, Mapping):
+            allowed = tuple(cls.__dataclass_fields__)
+            unknown = sorted(str(k) for k in value if k not in allowed)
+            if unknown:
+                raise SpecError(f"speculative: unknown field {unknown[0]!r}{_did_you_mean(unknown[0], allowed)}; "
+                                f"allowed: {', '.join(allowed)}")
+            if "method" not in value or "k" not in value:
+                raise SpecError(f"speculative: a mapping needs 'method' and 'k'; {_EXAMPLE}")
+            try:
+                return cls(**value)  # type: ignore[arg-type]
+            except TypeError as exc:
+                raise SpecError(f"speculative: {exc}") from None
+        raise SpecError(f"speculative must be a text like 'eagle:k=4,accept=0.7', a preset name, a mapping of its "
+                        f"fields or a SpeculativeConfig, got {value!r:.60}")
 
     @classmethod
     def preset(cls, name: str) -> SpeculativeConfig:
