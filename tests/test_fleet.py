@@ -135,6 +135,20 @@ def test_daily_profile_integrates_to_the_mean_rate():
     assert 3.3 < peak / night < 4.7
 
 
+@pytest.mark.parametrize("start_s, end_s", [(12.0, 18.0), (10.0, 16.0), (3.0, 4.5)])
+def test_a_burst_off_the_integration_grid_sends_its_requests_in_its_window(start_s, end_s):
+    # 1 request/s for 360 s plus (100 - 1) request/s over the burst: by hand 360 + 99 (end - start)
+    p = Profile(shape="burst", rate=1.0, peak_rate=100.0, start_s=start_s, end_s=end_s)
+    arrivals = p.arrivals(360.0, np.random.default_rng(1))
+    inside = np.sum((arrivals >= start_s) & (arrivals < end_s))
+    expected = 100.0 * (end_s - start_s)
+    assert abs(inside - expected) < 5 * np.sqrt(expected)  # Poisson: five standard deviations
+    assert abs(np.sum(arrivals < start_s) - start_s) < 5 * np.sqrt(start_s) + 1  # none sent early
+    ramp = Profile(shape="ramp", rate=0.0, peak_rate=100.0, start_s=start_s, end_s=end_s)
+    early = ramp.arrivals(360.0, np.random.default_rng(1))
+    assert np.sum(early < start_s) == 0  # a ramp from zero sends nothing before it starts
+
+
 def test_bad_input_is_one_line_with_a_suggestion():
     with pytest.raises(SpecError, match="did you mean 'cache_aware'"):
         RouterConfig(policy="cache_awre")

@@ -90,8 +90,12 @@ class Profile:
     def arrivals(self, horizon_s: float, rng: np.random.Generator, *, scale: float = 1.0) -> np.ndarray:
         """Poisson arrival times in ``[0, horizon_s)`` [s] at ``scale`` times the rate (time rescaling)."""
         grid = np.linspace(0.0, horizon_s, max(int(horizon_s / 10.0), 2) + 1)
-        lam = self.rate_at(grid) * scale
-        cum = np.concatenate([[0.0], np.cumsum((lam[1:] + lam[:-1]) * 0.5 * np.diff(grid))])
+        if self.shape in ("ramp", "burst"):  # its edges on the grid: a burst of any length, anywhere, is counted
+            edges = np.array([self.start_s, self.end_s])
+            grid = np.union1d(grid, edges[(edges > 0.0) & (edges < horizon_s)])
+        # the rate at each interval's middle: exact for a burst's steps and a ramp's lines between the edges
+        lam = self.rate_at(0.5 * (grid[1:] + grid[:-1])) * scale
+        cum = np.concatenate([[0.0], np.cumsum(lam * np.diff(grid))])
         total = cum[-1]
         if total <= 0:
             return np.zeros(0)
