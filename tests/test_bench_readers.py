@@ -367,3 +367,43 @@ def test_an_impossible_recorded_acceptance_is_one_line(tmp_path, value, message)
     path.write_text("\n".join(json.dumps(d) for d in lines))
     with pytest.raises(SpecError, match=message.replace("(", "\\(").replace(")", "\\)")):
         read_bench(path)
+
+
+@pytest.mark.parametrize("fixture, path, value, message", [
+    ("vllm-bench-serve.json", ("max_concurrency",), 0, "max_concurrency 0 is not a number of clients"),
+    ("vllm-bench-serve.json", ("max_concurrency",), 2.5, "max_concurrency 2.5 is not a number of clients"),
+    ("vllm-bench-serve.json", ("request_rate",), -2, "request_rate -2 is not a request rate"),
+    ("vllm-bench-serve.json", ("request_rate",), "fast", "request_rate 'fast' is not a request rate"),
+    ("genai-perf-profile-export.json", ("input_config", "perf_analyzer", "stimulus", "concurrency"), "x",
+     "concurrency 'x' is not a number of clients"),
+    ("genai-perf-profile-export.json", ("input_config", "request_count"), "lots", "request_count 'lots' is not a"),
+    ("genai-perf-profile-export.json", ("input_config", "model_names"), [42], "the recorded model 42 is not a name"),
+])
+def test_a_malformed_load_is_one_line_not_an_offline_run(tmp_path, fixture, path, value, message):
+    # a load field that is not a number had been read as "every request at once" (an offline run),
+    # and a request count or model of the wrong type raised a traceback
+    data = json.loads((BENCH / fixture).read_text(encoding="utf-8"))
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    bad = tmp_path / fixture
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BenchFormatError, match="^" + fixture.split("-")[0]) as err:
+        read_bench(bad)
+    assert message in str(err.value)
+    (run,) = read_bench(BENCH / "vllm-bench-serve.json")  # an infinite rate is every request at once
+    assert run.request_rate is None
+
+
+def test_a_model_the_file_records_wins_over_the_engine_args_and_is_said_to(tmp_path):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text(encoding="utf-8"))
+    data["model_id"] = "meta-llama/Llama-3.1-70B-Instruct"
+    path = tmp_path / "seventy.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    cases, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    assert {c.model for c in cases} == {"llama-3.1-70b"}
+    assert any("records the model meta-llama/Llama-3.1-70B-Instruct (llama-3.1-70b)" in n and "predicted as "
+               "llama-3.1-70b" in n for n in notes)
+    same, quiet = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    assert not any("records the model" in n for n in quiet)

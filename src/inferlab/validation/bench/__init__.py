@@ -20,7 +20,7 @@ from ...errors import SpecError
 from ...specs.validation import read_text
 from ..cases import Case
 from . import genai_perf, guidellm, sglang_bench, trtllm_bench, vllm_bench
-from .deployment import GivenDeployment, given_deployment, run_cases
+from .deployment import GivenDeployment, given_deployment, model_mismatch, run_cases
 from .run import BenchFormatError, BenchRun
 
 #: ``--format`` values and the tool each reads.
@@ -123,6 +123,9 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:
                 notes.append(f"{run.id}: the file records the {run.engine} engine, the {given.source} "
                              f"{given.engine}: predicted as {run.engine}")
+            mismatch = model_mismatch(run, given)
+            if mismatch:
+                notes.append(mismatch)
             if run.request_rate is not None and run.concurrency is not None:
                 notes.append(f"{run.id}: {run.request_rate:g} req/s with at most {run.concurrency} in flight: "
                              "simulated at the rate alone (the concurrency cap is not modelled)")

@@ -175,6 +175,22 @@ def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
     return catalog_model(given.model)[0] if "/" in given.model else given.model
 
 
+def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
+    """A note when the file records another model than the deployment given names (the file's
+    is predicted, as its engine is), else None."""
+    from ...engines.model_names import catalog_model
+
+    if not (run.model and given.model):
+        return None
+    try:
+        recorded, named = catalog_model(run.model)[0], catalog_model(given.model)[0]
+    except SpecError:
+        return None
+    if recorded == named:
+        return None
+    return f"{run.id}: the file records the model {run.model} ({recorded}), the {given.source} {named}: predicted as {recorded}"
+
+
 def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> tuple[list[Case], list[str]]:
     """The validation cases of one run (one per measured metric), and notes on what of the run
     and the deployment is not used.

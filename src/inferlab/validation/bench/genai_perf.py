@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchFormatError, BenchRun, concurrency_of, lookup, metrics_of, number, rate_of
+from .run import BenchFormatError, BenchRun, concurrency_of, count_of, lookup, metrics_of, number, rate_of
 
 TOOL = "genai-perf/aiperf"
 REQUIRED = ("time_to_first_token", "output_token_throughput", "input_sequence_length", "output_sequence_length")
@@ -78,7 +78,9 @@ def read(data: Any, label: str) -> list[BenchRun]:
     return [BenchRun(tool="genai-perf", id=label, metrics=metrics_of(metrics),
                      isl=_avg(data, label, "input_sequence_length"), osl=_avg(data, label, "output_sequence_length"),
                      concurrency=concurrency_of(_setting(config, ("perf_analyzer", "stimulus", "concurrency"),
-                                                         ("loadgen", "concurrency"), ("concurrency",))),
+                                                         ("loadgen", "concurrency"), ("concurrency",)),
+                                                f"{TOOL}: {label}: concurrency"),
                      request_rate=rate_of(_setting(config, ("perf_analyzer", "stimulus", "request_rate"),
-                                                   ("loadgen", "request_rate"), ("request_rate",))),
-                     num_requests=int(count) if count else None, model=model)]
+                                                   ("loadgen", "request_rate"), ("request_rate",)),
+                                          f"{TOOL}: {label}: request_rate"),
+                     num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model)]

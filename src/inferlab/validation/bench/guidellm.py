@@ -44,9 +44,9 @@ def _strategy(bench: dict[str, Any], label: str) -> tuple[int | None, float | No
     if kind == "synchronous":
         return 1, None
     if kind == "concurrent":
-        return concurrency_of(strategy.get("streams")), None
+        return concurrency_of(strategy.get("streams"), f"{TOOL}: {label}: strategy streams"), None
     if kind in ("constant", "poisson"):
-        return None, rate_of(strategy.get("rate"))
+        return None, rate_of(strategy.get("rate"), f"{TOOL}: {label}: strategy rate")
     if kind == "throughput":
         return None, None
     raise BenchFormatError(f"{TOOL}: {label}: strategy type_ {kind!r} is not synchronous, concurrent, constant, "

@@ -77,6 +77,12 @@ class BenchRun:
     scheduler: tuple[tuple[str, int], ...] = ()
     accept_length: float | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("model", "engine", "engine_version"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise BenchFormatError(f"{self.tool}: {self.id}: the recorded {name} {value!r:.40} is not a name")
+
     def regime_and_load(self) -> tuple[str, dict[str, Any]]:
         """The case regime and ``load`` of this run (see the case schema)."""
         if self.request_rate is not None:
@@ -126,26 +132,66 @@ def optional_number(data: Any, tool: str, label: str, *path: str) -> float | Non
     return out if math.isfinite(out) and out > 0 else None
 
 
-def rate_of(value: Any) -> float | None:
-    """A recorded request rate: None for ``inf`` (every request at once) or no rate."""
-    if value is None or isinstance(value, bool):
+def rate_of(value: Any, where: str = "request_rate") -> float | None:
+    """A recorded request rate: None for ``inf`` (every request at once) or no rate.
+
+    Raises
+    ------
+    BenchFormatError
+        For a rate that is neither a positive number nor ``inf`` (``where`` names the file,
+        run and field): it would otherwise be simulated as every request at once.
+    """
+    if value is None:
         return None
-    try:
-        rate = float(value)
-    except (TypeError, ValueError):
+    rate = math.nan
+    if not isinstance(value, bool):
+        try:
+            rate = float(value)
+        except (TypeError, ValueError):
+            pass
+    if rate == math.inf:
         return None
-    return rate if math.isfinite(rate) and rate > 0 else None
+    if not (math.isfinite(rate) and rate > 0):
+        raise BenchFormatError(f"{where} {value!r:.40} is not a request rate (a positive number, or inf for every "
+                               "request at once)")
+    return rate
 
 
-def concurrency_of(value: Any) -> int | None:
-    """A recorded concurrency limit (None when absent or not a positive integer)."""
-    if value is None or isinstance(value, bool):
+def concurrency_of(value: Any, where: str = "max_concurrency") -> int | None:
+    """A recorded concurrency limit (None when absent).
+
+    Raises
+    ------
+    BenchFormatError
+        For a limit that is not a positive whole number (``where`` names the file, run and field).
+    """
+    if value is None:
+        return None
+    out = math.nan
+    if not isinstance(value, bool):
+        try:
+            out = float(value)
+        except (TypeError, ValueError):
+            pass
+    if not (math.isfinite(out) and out >= 1 and out == int(out)):
+        raise BenchFormatError(f"{where} {value!r:.40} is not a number of clients (a whole number >= 1)")
+    return int(out)
+
+
+def count_of(value: Any, where: str) -> int | None:
+    """A recorded request count (None when absent or zero).
+
+    Raises
+    ------
+    BenchFormatError
+        For a count that is not a whole number >= 0 (``where`` names the file, run and field).
+    """
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0):
         return None
     try:
-        out = int(float(value))
-    except (TypeError, ValueError):
-        return None
-    return out if out >= 1 else None
+        return concurrency_of(value, where)
+    except BenchFormatError:
+        raise BenchFormatError(f"{where} {value!r:.40} is not a request count (a whole number >= 0)") from None
 
 
 def metrics_of(pairs: Mapping[str, float | None]) -> tuple[tuple[str, float], ...]:

@@ -57,7 +57,8 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
             osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
-            concurrency=concurrency_of(data.get("max_concurrency")), request_rate=rate_of(data.get("request_rate")),
+            concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {where}: max_concurrency"),
+            request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {where}: request_rate"),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
             accept_length=accept or None))
     return runs

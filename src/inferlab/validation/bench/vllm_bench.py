@@ -50,7 +50,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
     if data.get("burstiness") not in (None, 1, 1.0):
         notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
     return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=serving_metrics(data, TOOL, label),
-                     concurrency=concurrency_of(data.get("max_concurrency")),
-                     request_rate=rate_of(data.get("request_rate")),
+                     concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {label}: max_concurrency"),
+                     request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {label}: request_rate"),
                      num_requests=int(completed), model=data.get("model_id") or data.get("tokenizer_id"),
                      notes=tuple(notes))]
