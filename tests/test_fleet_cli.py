@@ -52,6 +52,29 @@ def test_trace_file_with_sessions(tmp_path):
         read_trace(bad)
 
 
+@pytest.mark.parametrize("text, message", [
+    ("arrival_s,isl,osl\n0,nan,10\n", "line 2, column isl: 'nan' is not a finite number"),
+    ("arrival_s,isl,osl\n0,100,10\n1,100\n", "line 3, column osl: missing (a short row)"),
+    ("arrival_s,isl,osl,prefix_id,prefix_tokens\n5,100,10,a,50\n0,100,10,a,abc\n",
+     "line 3, column prefix_tokens: 'abc'"),
+])
+def test_a_bad_trace_cell_is_one_line_naming_its_line_and_column(tmp_path, text, message):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(SpecError) as err:
+        read_trace(path)
+    assert message in str(err.value)
+
+
+def test_fleet_hours_and_slos_that_are_not_numbers_are_one_line(tmp_path, capsys):
+    for field, value, message in (("hours", "abc", "fleet.hours must be a number [h], got 'abc'"),
+                                  ("slo", "{ttft_ms: soon}", "fleet.slo.ttft_ms must be a number [ms]")):
+        path = tmp_path / "f.yaml"
+        path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {{replicas: 1, {field}: {value}}}\n")
+        assert main(["fleet", str(path)]) != 0
+        assert message in capsys.readouterr().err
+
+
 def test_explain_names_the_lost_prefix_hits_and_the_cold_start():
     r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=8, router="random", horizon_s=600.0,
                        traffic={"rate": 2.0, "isl": 400, "osl": 60, "prefix": "sessions:turns=2,think=1"})

@@ -49,6 +49,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
+from ..checks import real
 from ..errors import SpecError
 from ..specs.validation import read_yaml_mapping
 
@@ -88,7 +89,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
                   if k in f}
         kwargs["name"] = data.get("name", "fleet")
         if "hours" in f:
-            kwargs["horizon_s"] = float(f["hours"]) * 3600.0
+            kwargs["horizon_s"] = _hours(f["hours"])
         _slo(f.get("slo") or {}, kwargs)
         return kwargs
     if "deployment" in data:  # the replica as a Deployment (inferlab.Deployment's mapping)
@@ -111,7 +112,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         trace = Path(f["trace"])
         kwargs["trace"] = trace if trace.is_absolute() else Path(path).parent / trace
     if "hours" in f:
-        kwargs["horizon_s"] = float(f["hours"]) * 3600.0
+        kwargs["horizon_s"] = _hours(f["hours"])
     _slo(f.get("slo") or {}, kwargs)
     if "cascade" in f:
         kwargs["cascade"] = f["cascade"]
@@ -146,7 +147,7 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
     _slo(f.pop("slo", None) or {}, kwargs)
     if "hours" in f:
-        kwargs["horizon_s"] = float(f.pop("hours")) * 3600.0
+        kwargs["horizon_s"] = _hours(f.pop("hours"))
     if "pools" in f or "cascade" in f or "trace" in f:
         raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
                         "examples/scenarios/fleet-day.yaml), not a planning one")
@@ -154,9 +155,14 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def _hours(value: Any) -> float:
+    """``fleet.hours`` as the horizon [s]."""
+    return real("fleet.hours", value, minimum=0.0, include_minimum=False, unit="h") * 3600.0
+
+
 def _slo(slo: dict[str, Any], kwargs: dict[str, Any]) -> None:
     """``fleet.slo``: ``ttft_ms`` and ``tpot_ms`` into the fleet's keyword arguments [s]."""
     _known(slo, ("ttft_ms", "tpot_ms"), "fleet.slo")
     for key, arg in (("ttft_ms", "ttft_slo_s"), ("tpot_ms", "tpot_slo_s")):
         if key in slo:
-            kwargs[arg] = float(slo[key]) / 1e3
+            kwargs[arg] = real(f"fleet.slo.{key}", slo[key], minimum=0.0, include_minimum=False, unit="ms") / 1e3

@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -226,14 +227,10 @@ def read_trace(path: str | Path) -> Requests:
     need = {"arrival_s", "isl", "osl"}
     if not rows or not need <= set(rows[0]):
         raise SpecError(f"trace {p.name}: needs the columns arrival_s, isl, osl (got {sorted(rows[0]) if rows else []})")
-    try:
-        arrival = np.array([float(r["arrival_s"]) for r in rows])
-        isl = np.array([float(r["isl"]) for r in rows])
-        osl = np.array([float(r["osl"]) for r in rows])
-    except ValueError as exc:
-        raise SpecError(f"trace {p.name}: {exc}; arrival_s, isl and osl must be numbers") from None
-    if np.any(isl < 1) or np.any(osl < 1) or np.any(~np.isfinite(arrival)) or np.any(arrival < 0):
-        raise SpecError(f"trace {p.name}: isl and osl must be >= 1 and arrival_s finite and >= 0")
+    arrival, isl, osl = (np.array([_cell(p.name, line, r, col) for line, r in enumerate(rows, 2)])
+                         for col in ("arrival_s", "isl", "osl"))
+    if np.any(isl < 1) or np.any(osl < 1) or np.any(arrival < 0):
+        raise SpecError(f"trace {p.name}: isl and osl must be >= 1 and arrival_s >= 0")
     n = len(rows)
     order = np.argsort(arrival, kind="stable")
     arrival, isl, osl = arrival[order], isl[order], osl[order]
@@ -242,7 +239,8 @@ def read_trace(path: str | Path) -> Requests:
     if "prefix_id" in rows[0]:
         ids = {key: k for k, key in enumerate(dict.fromkeys(r["prefix_id"] for r in rows))}
         stream = np.array([ids[r["prefix_id"]] for r in rows])
-        prefix = np.minimum(np.array([float(r.get("prefix_tokens") or 0.0) for r in rows]), isl)
+        prefix = np.minimum(np.array([_cell(p.name, int(order[i]) + 2, r, "prefix_tokens") if r.get("prefix_tokens")
+                                      else 0.0 for i, r in enumerate(rows)]), isl)
     elif "session" in rows[0]:
         ids = {key: k for k, key in enumerate(dict.fromkeys(r["session"] for r in rows))}
         stream = np.array([ids[r["session"]] for r in rows])
@@ -255,3 +253,16 @@ def read_trace(path: str | Path) -> Requests:
     extends = np.where(stream >= 0, np.maximum(prefix, isl + osl if "session" in rows[0] else prefix), 0.0)
     none = np.full(n, -1)
     return Requests(arrival, isl, osl, stream, prefix, extends, none, np.zeros(n))
+
+
+def _cell(name: str, line: int, row: dict, column: str) -> float:
+    """One cell of a trace as a finite number, or a SpecError naming the file, line and column."""
+    raw = row.get(column)
+    try:
+        value = float(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value):
+        missing = "missing (a short row)" if raw is None else f"{raw!r:.30} is not a finite number"
+        raise SpecError(f"trace {name}: line {line}, column {column}: {missing}")
+    return value
