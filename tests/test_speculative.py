@@ -254,3 +254,23 @@ def test_a_bad_mapping_says_what_is_allowed(value, message):
     with pytest.raises(SpecError) as err:
         SpeculativeConfig.of(value)
     assert message in str(err.value)
+
+
+def test_estimate_sizes_the_kv_cache_next_to_the_draft_model_and_refuses_what_serve_refuses():
+    from inferlab import estimate
+
+    plain = estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", batch_size=8)
+    spec = estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", batch_size=8,
+                    speculative="draft:model=llama-3.1-8b,k=4,accept=0.7")
+    # by hand: Llama-3.1-8B's 8.03 B parameters over 4 GPUs, its embedding and LM head (128,256 x 4,096
+    # each) in BF16 (2 B) and the rest at FP8 (1 B)
+    table = 2 * 128256 * 4096
+    assert spec.memory.weights - plain.memory.weights == pytest.approx(((8.03e9 - table) + 2 * table) / 4, rel=0.01)
+    # its KV per token: 32 layers x 8 KV heads x 128 x (K and V) x 1 B (precision fp8 stores the KV cache
+    # in FP8), a quarter on each GPU
+    assert spec.memory.kv_per_token - plain.memory.kv_per_token == pytest.approx(32 * 8 * 128 * 2 * 1 / 4)
+    assert float(spec.memory.max_sequences) < float(plain.memory.max_sequences)
+    with pytest.raises(SpecError, match="is not smaller than the target"):
+        estimate("llama-3.1-8b", "h100-sxm", speculative="draft:model=llama-3.1-70b,k=4,accept=0.7")
+    with pytest.raises(SpecError, match="must share the target's tokenizer"):
+        estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", speculative="draft:model=qwen3-8b,k=4,accept=0.6")

@@ -69,25 +69,30 @@ def kv_share(model: ModelSpec, tp: int) -> float:
 def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, *, tp: int = 1,
                 batch: np.ndarray, context: np.ndarray, step_tokens: np.ndarray,
                 gpu_memory_utilization: float = 0.9, kv_block_size: int = 16,
-                reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None) -> MemoryPlan:
+                reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None,
+                extra_weight_bytes: float = 0.0, extra_kv_bytes_per_token: float = 0.0,
+                lookahead_tokens: int = 0) -> MemoryPlan:
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
     KV of its own ``1/tp`` of the sequences; otherwise every GPU holds its heads' share of
-    all of them; pipeline stages hold ``1/pp`` of the layers.
+    all of them; pipeline stages hold ``1/pp`` of the layers. A speculative drafter adds
+    ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
+    sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
+    drafts being verified).
     """
     par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
     groups = par.attention_groups
     share = (1.0 if par.attention_dp else kv_share(model, par.tp)) / par.pp
     kv_fmt = precision.kv_cache
-    pages = np.ceil(np.asarray(context, float) / kv_block_size) * kv_block_size
-    per_seq = model.kv_cache_bytes(pages, kv_fmt) * share
-    per_token = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * share
+    pages = np.ceil((np.asarray(context, float) + lookahead_tokens) / kv_block_size) * kv_block_size
+    per_seq = model.kv_cache_bytes(pages, kv_fmt) * share + extra_kv_bytes_per_token * pages
+    per_token = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * share + extra_kv_bytes_per_token
     widest = max([layer.intermediate_size for layer in model.layers] +
                  [model.moe.moe_intermediate_size * model.moe.num_experts_per_tok if model.moe else 0])
     workspace = step_tokens / groups * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / par.tp) * 2.0
-    weights = weights_per_gpu(model, precision, par)
+    weights = weights_per_gpu(model, precision, par) + extra_weight_bytes
     budget = capacity * gpu_memory_utilization
     free = budget - weights - reserve_bytes - workspace
     with np.errstate(divide="ignore"):

@@ -27,6 +27,7 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import ResolvedDeployment, chunked_prefill_s, graph_limited_decode_s, mean_decode_step_s
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
@@ -236,6 +237,11 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     par = dep.parallel
     replica = np.ceil(b / par.dp)
     memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
+    if speculative is not None:  # the drafter's weights and KV share the GPU
+        check_drafter(dep, speculative)
+        drafter = drafter_memory(dep, speculative)
+        memory.update(extra_weight_bytes=drafter.weight_bytes, extra_kv_bytes_per_token=drafter.kv_bytes_per_token,
+                      lookahead_tokens=drafter.lookahead_tokens)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
                        step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
     cap = np.inf if max_num_seqs is None else float(
