@@ -28,6 +28,7 @@ from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .candidate import Candidate
 from .fluid import admission_wait_s, max_utilization, operating_points, queue_wait_s
@@ -209,6 +210,9 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
                                                         prefix_hit, isl, osl)
+    if spec is not None:  # the drafter's weights and KV share the GPU
+        check_drafter(dep, spec)
+        max_sequences = _kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences
     b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
     def per_token(d: Any) -> np.ndarray:
         return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
@@ -225,17 +229,26 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     the prefill of one prompt [s]: what a configuration with and without speculation share."""
     cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
-    b, i, o = _BATCHES, float(isl), float(osl)
+    b, i = _BATCHES, float(isl)
     budget = token_budget(engine, dep.hardware)
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
-                       step_tokens=np.minimum(b * i, budget), gpu_memory_utilization=_GPU_MEMORY,
-                       kv_block_size=_KV_BLOCK)
+    plan = _kv_plan(dep, engine, isl, osl)
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
     pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
     cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
     chunks = math.ceil((i - cached) / budget)
     prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
     return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1
+
+
+def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
+    """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
+    ``drafter``'s weights, KV and lookahead slots beside the target's)."""
+    b, i, o = _BATCHES, float(isl), float(osl)
+    extra = {} if drafter is None else {"extra_weight_bytes": drafter.weight_bytes, "lookahead_tokens": drafter.lookahead_tokens,
+                                        "extra_kv_bytes_per_token": drafter.kv_bytes_per_token}
+    return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
+                       step_tokens=np.minimum(b * i, token_budget(engine, dep.hardware)),
+                       gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK, **extra)
 
 
 #: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
