@@ -252,3 +252,13 @@ def test_a_plans_candidates_are_deployments_that_reproduce_their_simulation():
     ttft = float(np.percentile(serve(dep, load).ttft_s, sc.slo.percentile))
     assert ttft == best.simulated_ttft_s
     assert Deployment.from_dict(p.to_dict()["candidates"][0]["deployment"]) == dep
+
+
+def test_a_traffic_longer_than_the_models_positions_rules_out_every_configuration_without_simulating():
+    # the fluid search had sized Llama-3.1-8B for 300,000-token prompts (past its 131,072 positions)
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm", "b200"], "engine": "vllm", "verify": 0,
+                        "traffic": {"rate": 0.01, "isl": 300000, "osl": 200},
+                        "slo": {"ttft_ms": 1e7, "tpot_ms": 500}, "search": {"precisions": ["fp8"], "tp": [1, 2]}})
+    with pytest.raises(InfeasibleError, match=r"\(4 ruled out\): isl \+ osl = 300,200 tokens exceeds the 131,072 "
+                                              r"positions llama-3.1-8b was trained for.*\(4x\)"):
+        plan(sc)

@@ -162,7 +162,9 @@ class Plan:
         sc = self.scenario
         p = f"P{sc.slo.percentile:g}"
         if not best.simulated:
-            return [f"sized by the fluid model only (verify: 0): {best.replicas} replica(s), each running up to "
+            why = ("verify: 0" if sc.verify == 0 else
+                   f"verify: {sc.verify}; the configurations simulated were ruled out and this one was not simulated")
+            return [f"sized by the fluid model only ({why}): {best.replicas} replica(s), each running up to "
                     f"~{best.batch:.0f} requests at once"]
         counts = ", ".join(f"{q.pd or q.replicas} {'meet' if q.meets else 'miss'}"
                            for q in sorted(best.probes, key=lambda q: q.replicas) if q.growth == 0)

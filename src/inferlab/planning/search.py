@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import context_within_model
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.scheduler import decode_graph_limit, token_budget
@@ -90,6 +91,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         return base
     try:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
+        # the longest request the traffic sends, against the model's positions (the engines' default limit)
+        context_within_model(est.deployment.model, tr.isl, tr.osl)
     except InferlabError as exc:
         return replace(base, reason=str(exc))
     cap = sequence_limit(sc, est.deployment, config.get("speculative"))

@@ -42,13 +42,14 @@ def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float |
                      concurrency: int | None = None, trace: Any = None, offline: bool = False,
                      num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
                      stagger: bool = True, speculative: Any = None, prefix: Any = None,
-                     **limits: Any) -> ServeResult:
+                     allow_long_context: bool = False, **limits: Any) -> ServeResult:
     """:func:`serve` on a ready :class:`ResolvedDeployment`; ``limits`` override scheduler fields."""
     sched = engine_scheduler(engine, scheduler, **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
                         trace=trace, offline=offline, seed=seed,
                         stagger=stagger)
-    return serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix)
+    return serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix,
+                          allow_long_context=allow_long_context)
 
 
 def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
@@ -150,8 +151,10 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
 
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
-                   speculative: Any = None, prefix: Any = None) -> ServeResult:
-    """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`)."""
+                   speculative: Any = None, prefix: Any = None, allow_long_context: bool = False) -> ServeResult:
+    """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`).
+    The drawn requests are checked as the engine checks them (:func:`check_context`): a length
+    distribution's tail beyond the model's positions is refused unless ``allow_long_context``."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
@@ -163,7 +166,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
-    check_lengths(limits, isl, osl)
+    check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch)
     spec, decoding, drafter = None, None, None
