@@ -422,3 +422,16 @@ def test_one_token_outputs_have_no_tpot_or_itl_in_the_table():
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()[3:8]}
     assert rows["tpot"] == ["-"] * 4 and rows["itl"] == ["-"] * 4
     assert "nan" not in text
+
+
+def test_a_short_closed_loop_has_its_clients_steady_state_throughput():
+    # 16 clients over 3 rounds had counted the staggered second round's waits as idle time
+    # (12.6 requests in flight on average, 1,151 tok/s against about 1,440 over 50 rounds)
+    from inferlab import serve
+
+    short, long = (serve("llama-3.1-8b", "h100-sxm", engine="vllm", concurrency=16, isl=1024, osl=256, num_requests=n)
+                   for n in (48, 800))
+    assert short.mean_in_flight == pytest.approx(16.0) and long.mean_in_flight == pytest.approx(16.0)
+    assert short.output_tokens_per_s == pytest.approx(long.output_tokens_per_s, rel=0.05)
+    # Little's law by hand: 16 clients x 256 tokens over the mean end-to-end time
+    assert short.output_tokens_per_s == pytest.approx(16 * 256 / float(np.mean(short.e2e_s)), rel=1e-9)

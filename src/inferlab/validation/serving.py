@@ -212,8 +212,11 @@ def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
 def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
     """A case metric (ms for times, tokens/s for rates) from simulated request times.
 
-    Throughput is over the whole run; latencies are weighted means over the requests
-    (:func:`latency_weights`), the mean ITL being their decode time over their token gaps.
+    Throughput is over the whole run, for a closed loop its clients' tokens over their requests'
+    end-to-end time (Little's law, with the rounds weighted as the benchmark's: a client always
+    has one request in flight; see :attr:`~inferlab.serving.result.ServeResult.duration_s`);
+    latencies are weighted means over the requests (:func:`latency_weights`), the mean ITL being
+    their decode time over their token gaps.
     """
     w = latency_weights(times)
     gaps = times.osl - 1.0
@@ -221,8 +224,12 @@ def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(gaps > 0, decode / gaps, np.nan)
     has_tpot = np.isfinite(tpot)
-    duration = float(np.max(times.finish) - np.min(times.arrival))
-    throughput = float(np.sum(times.osl)) / duration * times.replicas if duration > 0 else float("nan")
+    if times.first_round:  # a closed loop of first_round clients
+        duration = float(np.sum((times.finish - times.arrival) * w)) / times.first_round
+        tokens = float(np.sum(times.osl * w))
+    else:
+        duration, tokens = float(np.max(times.finish) - np.min(times.arrival)), float(np.sum(times.osl))
+    throughput = tokens / duration * times.replicas if duration > 0 else float("nan")
     mean_tpot = float(np.sum(np.where(has_tpot, tpot, 0.0) * w) / np.sum(w * has_tpot)) if has_tpot.any() \
         else float("nan")
     values = {
