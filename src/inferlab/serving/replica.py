@@ -35,7 +35,33 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
         raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
     base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
                          else SchedulerConfig())
-    return replace(base, **limits)
+    sched = replace(base, **limits)
+    if (engine == "vllm" and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits
+            and scheduler is None):
+        sched = replace(sched, max_num_batched_tokens=None)  # vLLM sizes it from the context: unchunked_budget
+    return sched
+
+
+#: vLLM's least token budget without chunked prefill (vllm ``SchedulerConfig``: ``max(max_model_len,
+#: 2048)`` when the budget is not set).
+VLLM_UNCHUNKED_MIN_BUDGET = 2048
+
+
+def unchunked_budget(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
+    """vLLM without chunked prefill prefills a prompt in one iteration, so its token budget
+    holds the longest context: ``max(max_model_len, 2048)`` when not set (the model's positions
+    standing for an unset ``max_model_len``), and a budget set below ``max_model_len`` is
+    refused, as vLLM refuses to start with it. Other engines' limits are returned as they are."""
+    if engine != "vllm" or sched.chunked_prefill:
+        return sched
+    context = int(sched.max_model_len or dep.model.max_position_embeddings)
+    if sched.max_num_batched_tokens is None:
+        return replace(sched, max_num_batched_tokens=max(context, VLLM_UNCHUNKED_MIN_BUDGET))
+    if sched.max_num_batched_tokens < context:
+        raise SpecError(f"max_num_batched_tokens ({sched.max_num_batched_tokens:,}) is smaller than max_model_len "
+                        f"({context:,}): vLLM without chunked prefill refuses to start with it (a prompt must fit "
+                        "one iteration); raise it, lower max_model_len, or enable chunked prefill")
+    return sched
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
@@ -162,6 +188,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
     if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
         sched = for_speculation(engine, sched, speculative_config(speculative).method)
+    sched = unchunked_budget(dep, engine, sched)
     limits = replica_limits(dep, engine, sched)
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
