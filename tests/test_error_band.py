@@ -140,16 +140,18 @@ def test_estimate_interval_contains_the_point_and_nests_by_level():
     assert est.interval().tpot.point is est.tpot_s
 
 
-@pytest.mark.parametrize("gpu", ["mi300x", "rubin"])
-def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu):
+@pytest.mark.parametrize("gpu, engine", [("mi300x", "vllm"), ("rubin", "trtllm")])  # TensorRT-LLM: NVIDIA only
+def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu, engine):
     def interval(hardware):
         return inferlab.estimate("llama-3.1-8b", hardware, precision="fp8", isl=1024, osl=128, batch_size=8,
-                                 engine="trtllm").interval(0.8)
+                                 engine=engine).interval(0.8)
 
     known, unknown = interval("h100-sxm"), interval(gpu)
-    assert unknown.tpot.band.widened == ("gpu",) and known.tpot.band.widened == ()
-    for name in ("ttft", "tpot", "throughput"):
+    assert "gpu" in unknown.tpot.band.widened and "gpu" not in known.tpot.band.widened
+    for name in ("ttft", "tpot"):
         assert _width(getattr(unknown, name)) > _width(getattr(known, name))
+    # vLLM has no static-batch fits: its H100 throughput band is already the widest of any family
+    assert _width(unknown.throughput) >= _width(known.throughput) * (1 - 1e-12)
 
 
 def test_explain_and_to_dict_show_the_interval():

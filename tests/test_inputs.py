@@ -327,3 +327,16 @@ def test_a_workloads_prefix_is_parsed_once_into_its_structure():
     assert Workload.from_dict(text.to_dict()) == text
     with pytest.raises(SpecError, match="workload: prefix:"):
         Workload(rate=1.0, prefix="shared:tokens=-5")
+
+
+def test_an_engine_on_hardware_it_does_not_run_on_is_refused_and_a_grid_keeps_the_rest():
+    import inferlab
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match=r"engine trtllm runs on NVIDIA GPUs only, not on mi300x \(AMD gpu\)"):
+        inferlab.estimate("llama-3.1-8b", "mi300x", engine="trtllm")
+    with pytest.raises(InfeasibleError, match="engine lmdeploy runs on NVIDIA GPUs only, not on m3-max"):
+        inferlab.estimate("llama-3.1-8b", "m3-max", engine="lmdeploy")
+    assert inferlab.estimate("llama-3.1-8b", "mi300x", engine="vllm").tpot > 0
+    table = inferlab.sweep(["llama-3.1-8b"], ["h100-sxm", "mi300x"], engine="trtllm-pytorch", batch_size=[1])
+    assert list(table.columns["feasible"]) == [True, False]

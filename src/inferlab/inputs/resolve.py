@@ -69,6 +69,23 @@ def engine_name(engine: Any) -> str:
     return engine
 
 
+#: Engines that run only on some vendors' GPUs: TensorRT-LLM builds on CUDA and NVIDIA's
+#: kernels (its support matrix lists NVIDIA GPUs only); LMDeploy's TurboMind engine is CUDA
+#: (its PyTorch engine adds Huawei Ascend, not in the catalog). vLLM and SGLang run on NVIDIA
+#: and AMD GPUs, TPUs and CPUs; ``generic`` stands for any.
+ENGINE_VENDORS = {"trtllm": ("NVIDIA",), "trtllm-pytorch": ("NVIDIA",), "lmdeploy": ("NVIDIA",)}
+
+
+def engine_runs_on(engine: str, hw: HardwareSpec) -> None:
+    """Refuse an engine on hardware it does not run on (TensorRT-LLM on an MI300X), saying which runs there."""
+    vendors = ENGINE_VENDORS.get(engine)
+    if vendors is None or (hw.vendor in vendors and hw.kind == "gpu"):
+        return
+    others = [e for e in ENGINES if e not in ENGINE_VENDORS]
+    raise InfeasibleError(f"engine {engine} runs on {' and '.join(vendors)} GPUs only, not on {hw.id} ({hw.vendor} "
+                    f"{hw.kind}); the other engines ({', '.join(others)}) are not limited to a vendor")
+
+
 def attention_kind(attention: Any) -> str:
     """``flash`` or ``naive``."""
     if attention not in ("flash", "naive") or not isinstance(attention, str):
@@ -186,6 +203,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
     engine = engine_name(engine)
+    engine_runs_on(engine, hw)
     attention = attention_kind(attention)  # type: ignore[assignment]
     par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
                  micro_batches=micro_batches)
