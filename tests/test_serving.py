@@ -435,3 +435,13 @@ def test_a_short_closed_loop_has_its_clients_steady_state_throughput():
     assert short.output_tokens_per_s == pytest.approx(long.output_tokens_per_s, rel=0.05)
     # Little's law by hand: 16 clients x 256 tokens over the mean end-to-end time
     assert short.output_tokens_per_s == pytest.approx(16 * 256 / float(np.mean(short.e2e_s)), rel=1e-9)
+
+
+def test_a_percentile_outside_0_to_100_is_one_line():
+    from inferlab import serve
+
+    r = serve("llama-3.1-8b", "h100-sxm", rate=2.0, num_requests=20, isl=256, osl=16)
+    assert r.itl_percentile(0) <= r.itl_percentile(50) <= r.itl_percentile(100)
+    for bad in (150, -1, float("nan"), "p99"):
+        with pytest.raises(SpecError, match="percentile must be"):
+            r.itl_percentile(bad)

@@ -97,7 +97,10 @@ class FleetResult:
         return {STATUS[k]: int(np.sum(self.status == k)) for k in range(len(STATUS)) if k != AFTER}
 
     def ttft_percentile(self, q: float = 99.0) -> float:
-        """TTFT percentile of the served requests [s]."""
+        """TTFT percentile ``q`` (0 to 100) of the served requests [s]."""
+        from ..checks import real
+
+        q = real("percentile", q, minimum=0.0, maximum=100.0)
         t = self.ttft
         return float(np.percentile(t, q)) if len(t) else math.nan
 

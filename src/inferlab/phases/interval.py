@@ -156,6 +156,9 @@ def estimate_interval_text(est: Any, level: float = 0.8) -> str:
         cells = [f"{flat(v)[j]:.0f}" for v in (est.batch_size, est.isl, est.osl)]
         for bounds, scale in ((found.ttft, 1e3), (found.tpot, 1e3), (found.throughput, 1.0)):
             low, mid, high = (v * scale for v in bounds.at(j))
+            if not np.isfinite(mid):  # a point that does not run has no interval (the table above says why)
+                cells.append("-")
+                continue
             digits = _decimals(mid, 3)
             cells.append(f"{low:,.{digits}f}-{high:,.{digits}f}")
         rows.append(cells)

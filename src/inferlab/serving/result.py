@@ -150,7 +150,10 @@ class ServeResult:
         return float(np.sum(self.trace.osl - 1.0)) / chunks if chunks else 1.0
 
     def itl_percentile(self, q: float) -> float:
-        """Inter-token latency at percentile ``q`` over every generated token [s]."""
+        """Inter-token latency at percentile ``q`` (0 to 100) over every generated token [s]."""
+        from ..checks import real
+
+        q = real("percentile", q, minimum=0.0, maximum=100.0)
         return _weighted_quantile(self.trace.itl_values, self.trace.itl_weights, q / 100.0)
 
     def summary(self) -> dict[str, dict[str, float]]:
