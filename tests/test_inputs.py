@@ -340,3 +340,13 @@ def test_an_engine_on_hardware_it_does_not_run_on_is_refused_and_a_grid_keeps_th
     assert inferlab.estimate("llama-3.1-8b", "mi300x", engine="vllm").tpot > 0
     table = inferlab.sweep(["llama-3.1-8b"], ["h100-sxm", "mi300x"], engine="trtllm-pytorch", batch_size=[1])
     assert list(table.columns["feasible"]) == [True, False]
+
+
+def test_a_hugging_face_name_reaches_its_catalog_model_as_engine_args_do():
+    import inferlab
+
+    assert inferlab.estimate("meta-llama/Llama-3.1-8B-Instruct", "h100-sxm").deployment.model.id == "llama-3.1-8b"
+    with pytest.raises(SpecError, match="is not a catalog model; did you mean .*'meta-llama/llama-3.1-8b'"):
+        inferlab.estimate("meta-llama/Llama-3.1-7B-Instruct", "h100-sxm")
+    with pytest.raises(SpecError, match="no such file or folder './nope/config.json'"):
+        inferlab.estimate("./nope/config.json", "h100-sxm")
