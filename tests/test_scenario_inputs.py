@@ -152,3 +152,16 @@ def test_prefix_structure_and_hit_rate_together_are_refused():
     with pytest.raises(SpecError) as info:
         load_scenario(_scenario(traffic={"rate": 2, "prefix_hit": 0.3, "prefix": "shared:tokens=500,groups=4"}))
     assert "give 'prefix'" in str(info.value) and "not both" in str(info.value)
+
+
+def test_a_misspelt_key_gets_the_closest_one_at_its_place():
+    from inferlab.planning.scenario import load_scenario
+
+    data = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "trafic": {"rate": 5},
+            "slo": {"ttf_ms": 500}, "search": {"precision": ["fp8"]}}
+    with pytest.raises(SpecError) as err:
+        load_scenario(data)
+    text = str(err.value)
+    for message in ("trafic: unknown key; did you mean 'traffic'?", "slo.ttf_ms: unknown key; did you mean 'ttft_ms'? "
+                    "allowed: ttft_ms, tpot_ms, percentile", "search.precision: unknown key; did you mean 'precisions'?"):
+        assert message in text

@@ -290,4 +290,4 @@ def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str,
     try:
         return Profile(**{**merged, "name": name, "source": data.get("source", label)})
     except ValidationError as exc:
-        raise SpecError(f"profile {label}: {format_validation_error(exc)}") from None
+        raise SpecError(f"profile {label}: {format_validation_error(exc, Profile)}") from None

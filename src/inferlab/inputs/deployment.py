@@ -103,7 +103,7 @@ class Deployment(BaseModel):
         try:
             super().__init__(**_normalized(data))
         except ValidationError as exc:
-            raise SpecError(f"deployment: {format_validation_error(exc)}") from None
+            raise SpecError(f"deployment: {format_validation_error(exc, type(self))}") from None
 
     # ------------------------------------------------------------------ forms
     def to_dict(self) -> dict[str, Any]:

@@ -309,6 +309,6 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     try:
         return Scenario.model_validate(source)
     except ValidationError as exc:
-        raise SpecError(f"{label}: {format_validation_error(exc)}") from None
+        raise SpecError(f"{label}: {format_validation_error(exc, Scenario)}") from None
     except SpecError as exc:
         raise SpecError(f"{label}: {exc}") from None

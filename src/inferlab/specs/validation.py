@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,9 @@ from ..errors import SpecError
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def format_validation_error(exc: ValidationError) -> str:
-    """``"memory_bandwidth: bare number 3.35 has no unit; ..."`` for each error, joined by ``; ``."""
+def format_validation_error(exc: ValidationError, model: Any = None) -> str:
+    """``"memory_bandwidth: bare number 3.35 has no unit; ..."`` for each error, joined by ``; ``.
+    With ``model`` (the pydantic model validated), an unknown key gets the closest allowed ones."""
     parts = []
     for err in exc.errors(include_url=False):
         loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
@@ -25,11 +28,44 @@ def format_validation_error(exc: ValidationError) -> str:
             if msg.startswith(prefix):
                 msg = msg[len(prefix):]
         if err["type"] == "extra_forbidden":
-            msg = "unknown key (not part of the schema; check the spelling)"
+            allowed = _keys_at(model, [p for p in err["loc"] if not str(p).startswith("function-")][:-1])
+            close = difflib.get_close_matches(str(err["loc"][-1]), allowed or (), n=1, cutoff=0.6)
+            msg = (f"unknown key; did you mean {close[0]!r}?" if close else
+                   "unknown key (not part of the schema; check the spelling)")
+            if allowed:
+                msg += f" allowed: {', '.join(allowed)}"
         elif err["type"] == "missing":
             msg = "required field is missing"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def _keys_at(model: Any, loc: list) -> tuple[str, ...] | None:
+    """The field names of the pydantic model found at ``loc`` inside ``model`` (list indices and
+    mapping keys skipped), or None where the path leaves the models."""
+    cls = model
+    for part in loc:
+        fields = getattr(cls, "model_fields", None)
+        if isinstance(part, int) or fields is None:
+            continue
+        if part not in fields:
+            continue  # a mapping's key (a pool name, a hardware id): the same model below it
+        cls = _model_in(fields[part].annotation)
+        if cls is None:
+            return None
+    fields = getattr(cls, "model_fields", None)
+    return tuple(fields) if fields else None
+
+
+def _model_in(annotation: Any) -> Any:
+    """The first pydantic model class in a type annotation (``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def read_text(path: Path | str | Any, what: str) -> str:

@@ -194,7 +194,7 @@ def _read_yaml(text: str, label: str) -> list[Case | InvalidCase]:
         try:
             cases.append(Case(**{str(k): v for k, v in item.items()}))
         except ValidationError as exc:
-            cases.append(_invalid(item, i, f"{where}: {format_validation_error(exc)}"))
+            cases.append(_invalid(item, i, f"{where}: {format_validation_error(exc, Case)}"))
     return cases
 
 
