@@ -153,3 +153,17 @@ def test_a_cascade_plots_both_fleets(tmp_path):
     # one on-demand H100 each all along: the total is the two fleets' spend together
     assert total.get_ydata()[-1] == pytest.approx(sum(p.get_ydata()[-1] for p in parts))
     assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_a_planning_scenario_runs_its_searchs_first_tp_format_and_sequence_limit(tmp_path):
+    from inferlab.fleet.scenario import load_fleet_scenario
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 1024, osl: 128}\n"
+                    "search: {precisions: [fp8, bf16], tp: [2, 4], max_num_seqs: 4}\nfleet: {replicas: 2, hours: 0.1}\n")
+    kwargs = load_fleet_scenario(path)
+    assert (kwargs["tp"], kwargs["precision"], kwargs["max_num_seqs"]) == (2, "fp8", 4)
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 1024, osl: 128}\n"
+                    "fleet: {replicas: 2, hours: 0.1, tp: 8}\n")
+    kwargs = load_fleet_scenario(path)
+    assert (kwargs["tp"], kwargs["precision"]) == (8, None) and "max_num_seqs" not in kwargs  # the section wins

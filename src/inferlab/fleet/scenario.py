@@ -121,8 +121,9 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
 
 def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """A planning scenario (``inferlab plan``'s format) with a ``fleet:`` section: the fleet
-    runs the section's ``model`` and ``hardware`` (default: the first of the scenario's), at
-    the scenario's traffic (a constant rate, unless the section gives ``traffic``), SLO and
+    runs the section's ``model``, ``hardware``, ``tp`` and ``precision`` (default: the first of
+    the scenario's models and GPUs and of its search's TP sizes and formats, at the search's
+    ``max_num_seqs``), at the scenario's traffic (a constant rate, unless the section gives ``traffic``), SLO and
     GPU price."""
     from ..planning.scenario import load_scenario
 
@@ -135,8 +136,10 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     model, hardware = f.pop("model", sc.models[0]), f.pop("hardware", sc.hardware[0])
     if sc.traffic.rate is None and "traffic" not in f:
         raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")
+    first = sc.search.precisions[0]  # the search's first TP size and format, as its first model and GPU
     kwargs: dict[str, Any] = {"model": model, "hardware": hardware, "engine": sc.engine, "profile": sc.profile,
-                              "tp": f.pop("tp", 1), "precision": f.pop("precision", None), "name": sc.name,
+                              "tp": f.pop("tp", sc.search.tp[0]),
+                              "precision": f.pop("precision", None if first == "checkpoint" else first), "name": sc.name,
                               "traffic": f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl,
                                                                     "osl": sc.traffic.osl, "prefix": sc.traffic.prefix}}
     if sc.slo.ttft_ms is not None:
@@ -146,6 +149,8 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if hardware in sc.prices and "pricing" not in f:
         f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
     _slo(f.pop("slo", None) or {}, kwargs)
+    if sc.search.max_num_seqs is not None:
+        kwargs["max_num_seqs"] = sc.search.max_num_seqs
     if "hours" in f:
         kwargs["horizon_s"] = _hours(f.pop("hours"))
     if "pools" in f or "cascade" in f or "trace" in f:
