@@ -123,3 +123,18 @@ def test_a_plot_file_without_an_image_suffix_is_one_line(capsys):
                  "figure.txt"]) == 2
     err = capsys.readouterr().err
     assert "cannot write a figure to figure.txt: its suffix names no image format" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["estimate", "llama-3.1-8b", "h100-sxm", "--prefix-cache", "0.5,replicas=4,routing=randm"], "'random'"),
+    (["estimate", "llama-3.1-8b", "h100-sxm", "--prefix-cache", "0.5,replica=4"], "'replicas'"),
+    (["estimate", "llama-3.1-8b", "--disagg", "prefill=h100-sxmx2,decod=h100-sxmx2"], "'decode'"),
+    (["estimate", "llama-3.1-8b", "--disagg", "prefill=h100-sxmx2,decode=h100-sxmx2,link=nvlnk"], "'nvlink'"),
+    (["serve", "llama-3.1-8b", "h100-sxm", "--isl", "lognorml:mean=100", "--rate", "1"], "'lognormal'"),
+    (["serve", "llama-3.1-8b", "h100-sxm", "--prefix", "shard:tokens=100", "--rate", "1"], "'shared'"),
+    (["serve", "llama-3.1-8b", "h100-sxm", "--prefix", "shared:tokns=100", "--rate", "1"], "'tokens'"),
+])
+def test_a_misspelt_option_value_gets_a_did_you_mean(capsys, argv, hint):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"(did you mean {hint}?)" in err and err.count("\n") == 1

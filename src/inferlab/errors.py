@@ -88,6 +88,12 @@ _OPTION_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.Co
                                                                                            default=None)
 
 
+def did_you_mean(name: object, allowed: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``allowed`` to ``name``, or ``""``."""
+    close = difflib.get_close_matches(str(name), list(allowed), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def option(keyword: str, value: object = True) -> str:
     """The option ``keyword=value`` as the user wrote it: ``waves=True`` from Python,
     ``--waves`` (or ``--tp 4``) from the CLI, whose commands name their flags with

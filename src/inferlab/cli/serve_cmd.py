@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..engines.scheduler import USER_LIMITS
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .args import comma_list, output_file
 from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
@@ -46,7 +46,8 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
         raise SpecError(f"--{name} {text!r}: {exc}") from None
     except (ValueError, KeyError, TypeError):
         pass
-    raise SpecError(f"--{name} {text!r} is not {allowed}")
+    hint = did_you_mean(kind, ("uniform", "lognormal")) if rest else ""
+    raise SpecError(f"--{name} {text!r}{hint} is not {allowed}")
 
 
 _floats = comma_list(float, "number")

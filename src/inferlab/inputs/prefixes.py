@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from ..checks import boolean
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .limits import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -102,15 +102,15 @@ class Prefixes:
         kind, _, rest = str(text).strip().partition(":")
         keys = {"shared": {"tokens": int, "groups": int, "zipf": float}, "sessions": {"turns": int, "think": float}}
         if kind not in keys:
-            raise SpecError(f"prefix {text!r}: start with shared: or sessions:; {_EXAMPLE}")
+            raise SpecError(f"prefix {text!r}: start with shared: or sessions:{did_you_mean(kind, keys)}; {_EXAMPLE}")
         allowed = {**keys[kind], "cache": str}
         values: dict[str, object] = {}
         for item in (part.strip() for part in rest.split(",") if part.strip()):
             key, sep, raw = item.partition("=")
             key = key.strip().lower()
             if not sep or key not in allowed:
-                raise SpecError(f"prefix {text!r}: {item!r} is not one of {', '.join(k + '=' for k in allowed)} "
-                                f"for {kind}; {_EXAMPLE}")
+                raise SpecError(f"prefix {text!r}: {item!r}{did_you_mean(key, allowed)} is not one of "
+                                f"{', '.join(k + '=' for k in allowed)} for {kind}; {_EXAMPLE}")
             if key == "cache":
                 if raw.strip().lower() not in ("on", "off"):
                     raise SpecError(f"prefix {text!r}: cache must be on or off, got {raw!r}")

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..calibration.profile import Profile
 from ..core.quantization import PrecisionConfig
-from ..errors import InferlabError, SpecError, UnknownNameError
+from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
 from ..specs.catalog import hardware_ids
 from ..specs.hardware import HardwareSpec
 from ..units import to_si
@@ -232,7 +232,8 @@ class Disaggregation:
             key, sep, value = (s.strip() for s in item.partition("="))
             field = keys.get(key.lower())
             if not sep or field is None or not value:
-                raise SpecError(f"disaggregation {text!r}: cannot read {item!r}; items are prefill=POOL, decode=POOL, "
+                hint = did_you_mean(key.lower(), keys) if sep and field is None else ""
+                raise SpecError(f"disaggregation {text!r}: cannot read {item!r}{hint}; items are prefill=POOL, decode=POOL, "
                                 "link=auto|nvlink|network, bw=RATE, latency=TIME, overlap=on|off, "
                                 "first_token=decode|prefill (POOL like h200x4:tp4:fp8)")
             if field in kw:
@@ -259,7 +260,8 @@ def _parse_value(field: str, value: str, text: str) -> Any:
         return Pool.parse(value)
     if field == "link":
         if low not in ("auto", "nvlink", "network"):
-            raise SpecError(f"disaggregation {text!r}: link must be auto, nvlink or network, got {value!r}")
+            raise SpecError(f"disaggregation {text!r}: link must be auto, nvlink or network, got {value!r}"
+                            f"{did_you_mean(value, ('auto', 'nvlink', 'network'))}")
         return low
     if field in ("link_bandwidth", "link_latency_s"):
         unit, example = ("byte/second", "400Gb/s") if field == "link_bandwidth" else ("second", "20us")

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import ArrayLike
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .step import ResolvedDeployment, StepResult, run_step
 
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?%?$")
@@ -173,7 +173,7 @@ class PrefixCache:
             elif key == "prefix" and n > 0:
                 kw["stable_prefix_first"] = _choice(value, _PREFIX, "prefix", text)
             else:
-                where = "first item" if n == 0 else f"item {item!r}"
+                where = "first item" if n == 0 else f"item {item!r}" + did_you_mean(key, ("replicas", "routing", "prefix"))
                 raise SpecError(f"prefix cache {text!r}: unexpected {where}; start with a hit rate ('0.5', '50%', "
                                 "'hit=0.5') or a prefix length ('tokens=1500'), then optional replicas=N, "
                                 "routing=aware|random, prefix=first|later")
@@ -199,7 +199,8 @@ def _rate(value: str, text: str) -> float:
 
 def _choice(value: str, allowed: dict[str, bool], what: str, text: str) -> bool:
     if value not in allowed:
-        raise SpecError(f"prefix cache {text!r}: {what} must be one of {', '.join(allowed)}, got {value!r}")
+        raise SpecError(f"prefix cache {text!r}: {what} must be one of {', '.join(allowed)}, got {value!r}"
+                        f"{did_you_mean(value, allowed)}")
     return allowed[value]
 
 
