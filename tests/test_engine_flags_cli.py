@@ -142,3 +142,20 @@ def test_the_capacity_policy_is_a_limit_every_path_takes(capsys):
         launch_from_deployment("llama-3.1-8b", reserve_output=True), "vllm").script
     with pytest.raises(SpecError, match="STATIC_BATCH' is not modelled; allowed: GUARANTEED_NO_EVICT, MAX_UTILIZATION"):
         parse_engine_args(options.replace("MAX_UTILIZATION", "STATIC_BATCH"))
+
+
+def test_vllm_takes_true_or_false_after_its_optional_boolean_switches():
+    # vLLM before 0.10 read "--enable-chunked-prefill false" (StoreBoolean); it had set chunking on
+    from inferlab.engines import parse_engine_args
+
+    assert parse_engine_args("vllm serve llama-3.1-8b --enable-chunked-prefill false").chunked_prefill is False
+    launch = parse_engine_args("vllm serve llama-3.1-8b --enable-chunked-prefill --enable-prefix-caching=False "
+                               "--max-num-seqs 8")
+    assert (launch.chunked_prefill, launch.prefix_caching, launch.max_num_seqs, launch.unknown) == (True, False, 8, ())
+
+
+def test_estimate_refuses_a_launch_whose_max_model_len_the_model_cannot_take(capsys):
+    command = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 200000"
+    assert main(["estimate", "--engine-args", command, "h100-sxm"]) == 2
+    assert "max_model_len=200,000 exceeds the 131,072 positions" in capsys.readouterr().err
+    assert main(["estimate", "--engine-args", command, "h100-sxm", "--allow-long-context"]) == 0

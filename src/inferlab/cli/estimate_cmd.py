@@ -100,6 +100,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and "disaggregation" in kw):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
+    _check_model_len(args, kw, launch)
     grid = {"batch_size": (slice(None), None, None), "isl": (None, slice(None), None), "osl": (None, None, slice(None))}
     if "disaggregation" not in kw:
         for name, index in grid.items():
@@ -108,6 +109,22 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     else:
         kw = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in kw.items()}
     return kw
+
+
+def _check_model_len(args: argparse.Namespace, kw: dict[str, Any], launch: Any) -> None:
+    """A ``max_model_len`` the launch command or file sets is a serving limit, not used by a
+    static batch; one beyond the model's positions is still refused, as the engine refuses to
+    start with it (unless --allow-long-context)."""
+    from ..checks import engine_context_within_model
+    from ..inputs.files import deployment_file_limits
+    from ..inputs.resolve import resolve_model
+
+    limit = getattr(launch, "max_model_len", None)
+    if limit is None and args.file:
+        limit = deployment_file_limits(args.file).get("max_model_len")
+    if limit is not None:
+        engine_context_within_model(resolve_model(kw["model"]), limit,
+                                    allow_long_context=bool(kw.get("allow_long_context", False)))
 
 
 def _unused_limits(args: argparse.Namespace, file_kw: dict[str, Any]) -> list[str]:

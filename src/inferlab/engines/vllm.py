@@ -26,11 +26,12 @@ FLAGS = {
     "--data-parallel-size": Spec("dp", "int"), "-dp": Spec("dp", "int"),
     "--enable-expert-parallel": Spec("expert_parallel", "on"), "--no-enable-expert-parallel": Spec("expert_parallel", "off"),
     "--max-num-seqs": Spec("max_num_seqs", "int"), "--max-num-batched-tokens": Spec("max_num_batched_tokens", "int"),
-    "--enable-chunked-prefill": Spec("chunked_prefill", "on"), "--no-enable-chunked-prefill": Spec("chunked_prefill", "off"),
+    # vLLM before 0.10 took an optional true/false after these two (StoreBoolean); later, switches
+    "--enable-chunked-prefill": Spec("chunked_prefill", "bool"), "--no-enable-chunked-prefill": Spec("chunked_prefill", "off"),
     "--kv-cache-dtype": Spec("kv_cache"), "--quantization": Spec("quantization"), "-q": Spec("quantization"),
     "--dtype": Spec("dtype"), "--speculative-config": Spec("speculation"),
     "--gpu-memory-utilization": Spec("gpu_memory_utilization", "fraction"),
-    "--enable-prefix-caching": Spec("prefix_caching", "on"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
+    "--enable-prefix-caching": Spec("prefix_caching", "bool"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
     "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
