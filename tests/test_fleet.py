@@ -312,3 +312,8 @@ def test_a_control_period_below_a_second_is_refused():
                        autoscaler={"signal": "kv", "period_s": 1e-38})
     with pytest.raises(SpecError, match="sample_s"):
         inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10}, sample_s=1e-9)
+
+
+def test_a_fleet_of_no_replicas_and_no_autoscaler_is_refused():
+    with pytest.raises(SpecError, match="replicas=0 without an autoscaler serves nothing"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=0, horizon_s=60.0, traffic={"rate": 1.0})

@@ -122,6 +122,9 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
         price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
     scaler = _policy(Autoscaler, autoscaler)
+    if replicas == 0 and scaler is None:
+        raise SpecError("fleet: replicas=0 without an autoscaler serves nothing; give replicas >= 1, or an autoscaler "
+                        "that starts some")
     if drain_s is not None:
         drain_s = real("fleet: drain_s", drain_s, minimum=0.0, maximum=MAX_HORIZON_S, unit="s")
     if sample_s is not None:
@@ -279,6 +282,10 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     availability from the serving ones."""
     samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
     usd = float(np.sum(samples["usd_per_hour"])) * cfg.sample_s / 3600.0
+    most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
+    if price.reserved > most:  # paid whether they run or not
+        notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
+                         f"{most} that ever ran")
     return FleetResult(name, rec.sent, rec.first_token, rec.finish, requests.isl, requests.osl, rec.cached,
                        requests.prefix, rec.status, rec.replica, samples, usd,
                        availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,

@@ -181,7 +181,7 @@ class FleetResult:
                      f"TTFT {fmt(self.ttft_slo_s * 1e3)} ms{tpot}")
         s = self.samples
         if len(s.get("t", ())):
-            lines.append(f"replicas: {int(np.min(s['ready']))} to {int(np.max(s['running']))} paid; mean "
+            lines.append(f"replicas: {int(np.min(s['ready']))} to {int(np.max(s['running']))} running; mean "
                          f"utilization {float(np.mean(s['utilization'])):.0%}")
             lead = self.queue_lead_s()
             if math.isfinite(lead):
