@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from inferlab import UnknownNameError, number_format
+from inferlab.errors import SpecError
+from inferlab.specs.catalog import load_hardware, load_model
+from inferlab.techniques.deployed_precision import resolve_precision
 
 
 @pytest.mark.parametrize(
@@ -34,3 +37,14 @@ def test_unknown_format_suggests():
 
 def test_case_insensitive():
     assert number_format("BF16").name == "bf16"
+
+
+def test_a_kind_given_twice_in_a_precision_text_is_refused_and_a_kind_flag_replaces_it():
+    from inferlab.cli.precision_flags import precision_value
+
+    with pytest.raises(SpecError, match=r"kv is given twice \(kv_cache:fp8 and kv_cache:bf16\)"):
+        resolve_precision("kv:fp8 kv:bf16", load_model("llama-3.1-8b"), load_hardware("h100-sxm"))
+    text = precision_value("w:fp8 kv:fp8", {"weights": "bf16"})
+    assert text == "kv:fp8 weights:bf16"
+    cfg = resolve_precision(text, load_model("llama-3.1-8b"), load_hardware("h100-sxm")).config
+    assert (cfg.weights, cfg.kv_cache) == ("bf16", "fp8")

@@ -65,4 +65,12 @@ def precision_value(base: Any, overrides: Mapping[str, str]) -> Any:
     if isinstance(base, Mapping):
         return {**base, **overrides}
     tokens = " ".join(f"{kind}:{fmt}" for kind, fmt in overrides.items())
-    return tokens if base is None else f"{base} {tokens}"
+    if base is None:
+        return tokens
+    from ..core.quantization import SHORT_NAMES
+
+    def overridden(token: str) -> bool:  # a kind:format of the text that a kind flag replaces
+        kind, sep, _ = token.partition(":")
+        return bool(sep) and SHORT_NAMES.get(kind.lower(), kind.lower()) in overrides
+    kept = [t for t in str(base).replace(",", " ").split() if not overridden(t)]
+    return " ".join([*kept, tokens])

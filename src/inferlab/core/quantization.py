@@ -174,6 +174,9 @@ def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
         if not fmt or full not in KINDS:
             raise SpecError(f"precision {text!r}: {token!r} is not kind:format; kinds: w (weights), moe (routed-expert "
                             "weights), attn (attention weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")
+        if full in kinds:
+            raise SpecError(f"precision {text!r}: {kind} is given twice ({full}:{kinds[full]} and {full}:{fmt}); "
+                            "give each kind once")
         kinds[full] = fmt
     return base.with_kinds(kinds)
 
