@@ -47,3 +47,9 @@ def test_bad_input_is_one_line(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_vlm_names_its_own_long_context_flag_and_takes_it(capsys):
+    assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "200"]) != 0
+    assert "pass --allow-long-context if" in capsys.readouterr().err
+    assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "200", "--allow-long-context"]) == 0

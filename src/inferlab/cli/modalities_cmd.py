@@ -81,14 +81,15 @@ def _vlm(args: argparse.Namespace) -> None:
                            text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
                            num_requests=args.num_requests, tp=args.tp, crops=args.crops,
                            implementation=args.implementation, attention_kernel=args.attention_kernel,
-                           execution=args.execution)
+                           execution=args.execution, allow_long_context=args.allow_long_context)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
               f"include each request's host image processing and vision encoder\n{res}")
         return
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
-                 attention_kernel=args.attention_kernel, execution=args.execution)
+                 attention_kernel=args.attention_kernel, execution=args.execution,
+                 allow_long_context=args.allow_long_context)
     rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
              f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
              f"{r.ttft_s * 1e3:,.1f}"]]
@@ -223,6 +224,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     load.add_argument("--concurrency", type=int, default=None, help="serve: closed-loop clients")
     vl.add_argument("--osl", type=int, default=256, help="serve: output tokens per request (default 256)")
     vl.add_argument("--num-requests", type=int, default=200, help="serve: requests simulated (default 200)")
+    vl.add_argument("--allow-long-context", action="store_true",
+                    help="accept text and image tokens beyond the model's max_position_embeddings (RoPE scaling)")
     vl.set_defaults(func=_vlm)
 
     sp = sub.add_parser("speak", parents=[common], help="text to speech: time to first audio and real-time factor")

@@ -272,6 +272,10 @@ def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile
     """Point-to-point send of ``message_bytes`` to the next pipeline stage [s]."""
     s = np.asarray(message_bytes, float)
     if crosses_nodes:
+        if hw.scale_out is None or hw.scale_out.bandwidth.si <= 0:
+            raise InfeasibleError(f"pipeline stages on separate nodes of {hw.id} need a scale-out NIC between them, "
+                                  "and the spec has none; keep tp x pp within one node "
+                                  f"({node_size(hw)} GPUs), or pick hardware with a network")
         lay = layout(hw, node_size(hw) + 1)
         nbw, nlat = _network(lay, profile)
         return nlat + s / nbw

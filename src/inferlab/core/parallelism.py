@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InfeasibleError, SpecError
+from ..errors import InfeasibleError, SpecError, option, option_name
 from ..precision import number_format
 from ..specs.model import ModelSpec
 from .quantization import PrecisionConfig
@@ -98,8 +98,10 @@ class Parallelism:
             raise InfeasibleError(f"pp={self.pp} exceeds the {model.num_hidden_layers} layers of {model.id or model.name}")
         if self.ep > 1 or self.attention_dp:
             if model.moe is None:
-                raise InfeasibleError(f"{model.id or model.name} has no experts: ep={self.ep} and attention_dp "
-                                      "need a mixture-of-experts model")
+                given = " and ".join(([option("ep", self.ep)] if self.ep > 1 else [])
+                                     + ([option_name("attention_dp")] if self.attention_dp else []))
+                raise InfeasibleError(f"{model.id or model.name} has no experts: {given} "
+                                      f"need{'s' if ' and ' not in given else ''} a mixture-of-experts model")
             if model.moe.num_experts % self.ep:
                 raise InfeasibleError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "
                                       f"{model.id or model.name}")

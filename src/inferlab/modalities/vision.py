@@ -277,7 +277,8 @@ class VisionResult:
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
              width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
              efficiency: Efficiency = DATASHEET, processor: str = "torchvision", implementation: str = "fused",
-             attention_kernel: str | None = None, execution: str = "eager") -> VisionResult:
+             attention_kernel: str | None = None, execution: str = "eager",
+             allow_long_context: bool = False) -> VisionResult:
     """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
 
     The language model's prefill is :func:`inferlab.estimate`'s (its calibrated profile);
@@ -309,7 +310,7 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
                            launch_s=efficiency.launch_s, op_floor_s=efficiency.op_floor_s
                            ) if execution == "eager" and images else None
     isl = text_tokens + images * layout.tokens
-    prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp).ttft_s)
+    prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp, allow_long_context=allow_long_context).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
         spec, processor)
     return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill, host, eager_s)
@@ -330,7 +331,7 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
                  width: int = 1024, text_tokens: int = 256, osl: int = 256, rate: float | None = None,
                  concurrency: int | None = None, num_requests: int = 200, tp: int = 1, crops: int = 0,
                  efficiency: Efficiency = DATASHEET, implementation: str = "fused", attention_kernel: str | None = None,
-                 execution: str = "eager"):
+                 execution: str = "eager", allow_long_context: bool = False):
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
     Returns the serving result; its user-side latencies (``result.user``) include each
@@ -342,7 +343,8 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
 
     one = vlm_ttft(model, hardware, images=images, height=height, width=width, text_tokens=text_tokens, crops=crops,
                    tp=tp, efficiency=efficiency, implementation=implementation, attention_kernel=attention_kernel,
-                   execution=execution)
+                   execution=execution, allow_long_context=allow_long_context)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
-                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s))
+                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s),
+                 allow_long_context=allow_long_context)
