@@ -407,3 +407,11 @@ def test_a_model_the_file_records_wins_over_the_engine_args_and_is_said_to(tmp_p
                "llama-3.1-70b" in n for n in notes)
     same, quiet = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
     assert not any("records the model" in n for n in quiet)
+
+
+def test_a_json_lines_file_with_a_bad_line_names_it(tmp_path):
+    first = (BENCH / "sglang-bench-serving.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    path = tmp_path / "runs.jsonl"
+    path.write_text(first + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(BenchFormatError, match=r"runs.jsonl: line 2 is not a JSON object"):
+        read_bench(path)

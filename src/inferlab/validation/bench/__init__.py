@@ -44,6 +44,20 @@ def _json_lines(text: str) -> list[Any] | None:
     return parsed if parsed and all(isinstance(p, dict) for p in parsed) else None
 
 
+def _first_json_line(text: str) -> Any:
+    """The first non-blank line of ``text`` parsed as JSON (None if it is not)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return _json(first)
+
+
+def _bad_line(text: str) -> int | None:
+    """The number of the first non-blank line that is not a JSON object (None: every one is)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip() and not isinstance(_json(line), dict):
+            return number
+    return None
+
+
 def detect_format(text: str) -> str | None:
     """The ``--format`` of a benchmark output from its content, or None for none known."""
     data = _json(text)
@@ -54,8 +68,8 @@ def detect_format(text: str) -> str | None:
             if test(data):
                 return fmt
         return None
-    lines = _json_lines(text) if data is None else None
-    if lines and sglang_bench.looks_like(lines[0]):
+    first = _first_json_line(text) if data is None else None
+    if isinstance(first, dict) and sglang_bench.looks_like(first):  # told by its first line; a bad later one is named
         return "sglang"
     if data is None and trtllm_bench.looks_like_text(text):
         return "trtllm-bench"
@@ -92,7 +106,9 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
     if fmt == "sglang":
         lines = [data] if isinstance(data, dict) else _json_lines(text)
         if lines is None:
-            raise BenchFormatError(f"{tool}: {label}: not JSON lines (one result object per line)")
+            bad = _bad_line(text)
+            where = f"line {bad} is not a JSON object" if bad else "not JSON lines"
+            raise BenchFormatError(f"{tool}: {label}: {where} (one result object per line)")
         return sglang_bench.read(lines, label)
     if fmt == "trtllm-bench":
         return trtllm_bench.read(data if isinstance(data, dict) else trtllm_bench.parse_text(text), label)
