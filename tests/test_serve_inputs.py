@@ -192,3 +192,11 @@ def test_vllm_without_chunked_prefill_sizes_its_budget_to_the_context_and_refuse
     fits = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="vllm", chunked_prefill=False, max_model_len=4096,
                           max_num_batched_tokens=4096, rate=2.0, num_requests=10, isl=1000, osl=10)
     assert len(fits.ttft_s) == 10
+
+
+def test_no_memory_for_a_kv_cache_says_where_the_memory_went_and_what_to_change():
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match=r"weights, workspace and reserve take 1\d\.\d GB of the 12\.8 GB that "
+                                              r"gpu_memory_utilization=0\.15 gives of 85\.5 GB"):
+        inferlab.serve("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.15, rate=1.0, num_requests=5)

@@ -13,7 +13,7 @@ import numpy as np
 from ..core.memory import plan_memory
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
                                  for_speculation, graph_batch_limit, running_requests)
-from ..errors import InfeasibleError, SpecError
+from ..errors import InfeasibleError, SpecError, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
 from .result import ServeResult
@@ -171,8 +171,15 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     budget = (float(plan.kv_budget) - draft_weights) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free
                                                         else 1.0)
     if budget <= 0:
-        raise SpecError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
-                        f"as {dep.parallel}")
+        gb = 1e9
+        used = plan.weights + draft_weights + plan.reserve + float(plan.workspace)
+        raise InfeasibleError(
+            f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} as {dep.parallel}: "
+            f"weights{' and drafter' if drafter and draft_weights else ''}, workspace and reserve take {used / gb:.1f} GB "
+            f"of the {plan.capacity * sched.gpu_memory_utilization / gb:.1f} GB that "
+            f"{option('gpu_memory_utilization', sched.gpu_memory_utilization)} gives of {plan.capacity / gb:.1f} GB; "
+            "raise it, or use more GPUs (tp) "
+            "or narrower weights")
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
 
 
