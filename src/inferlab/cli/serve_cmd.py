@@ -46,7 +46,7 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
         raise SpecError(f"--{name} {text!r}: {exc}") from None
     except (ValueError, KeyError, TypeError):
         pass
-    hint = did_you_mean(kind, ("uniform", "lognormal")) if rest else ""
+    hint = did_you_mean(kind, ("uniform", "lognormal")) if rest and kind not in ("uniform", "lognormal") else ""
     raise SpecError(f"--{name} {text!r}{hint} is not {allowed}")
 
 
