@@ -246,7 +246,7 @@ def test_a_mapping_of_fields_is_the_text_it_spells():
 
 @pytest.mark.parametrize("value, message", [
     ({"method": "eagle", "kk": 3, "acceptance": 0.6}, "unknown field 'kk' (did you mean 'k'?)"),
-    ({"method": "eagle", "acceptance": 0.6}, "a mapping needs 'method' and 'k'"),
+    ({"method": "eagle", "acceptance": 0.6}, "a mapping needs 'method' and 'k'; 'k' is missing"),
     ({"method": "eagle", "k": 3}, "exactly one of acceptance"),
     (3, "a mapping of its fields or a SpeculativeConfig, got 3"),
 ])

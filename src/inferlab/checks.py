@@ -229,3 +229,24 @@ def is_default(value: Any, default: Any) -> bool:
         return type(value) is type(default) and value == default
     plain = (int, float, str)
     return isinstance(value, plain) and isinstance(default, plain) and value == default
+
+
+def from_fields(cls: Any, value: Any, what: str, required: tuple[str, ...] = ()) -> Any:
+    """``cls(**value)`` for a mapping of a dataclass's fields, or one :class:`SpecError` naming
+    ``what``: an unknown field (with the closest known one), a missing ``required`` one, or a
+    field ``cls`` refuses."""
+    from .errors import did_you_mean
+
+    allowed = tuple(cls.__dataclass_fields__)
+    unknown = sorted(str(k) for k in value if k not in allowed)
+    if unknown:
+        raise SpecError(f"{what}: unknown field {unknown[0]!r}{did_you_mean(unknown[0], allowed)}; "
+                        f"allowed: {', '.join(allowed)}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise SpecError(f"{what}: a mapping needs {' and '.join(repr(k) for k in required)}; {missing[0]!r} is missing")
+    try:
+        return cls(**value)
+    except TypeError as exc:
+        raise SpecError(f"{what}: {exc}") from None
+

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import ArrayLike
+from ..checks import from_fields
 from ..errors import SpecError, did_you_mean
 from .step import ResolvedDeployment, StepResult, run_step
 
@@ -119,14 +120,7 @@ class PrefixCache:
         if isinstance(value, str):
             return cls.parse(value)
         if isinstance(value, Mapping):
-            allowed = tuple(cls.__dataclass_fields__)
-            unknown = sorted(str(k) for k in value if k not in allowed)
-            if unknown:
-                raise SpecError(f"prefix_cache: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
-            try:
-                return cls(**value)  # type: ignore[arg-type]
-            except TypeError as exc:
-                raise SpecError(f"prefix_cache: {exc}") from None
+            return from_fields(cls, value, "prefix_cache")
         raise SpecError(f"prefix_cache must be a hit rate, a text like 'tokens=1500', a mapping of its fields or a "
                         f"PrefixCache, got {value!r:.60}")
 

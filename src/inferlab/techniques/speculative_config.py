@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 
 from ..core.ops import ArrayLike
+from ..checks import from_fields
 from ..errors import SpecError
 from ..specs.model import ModelSpec
 
@@ -172,17 +173,7 @@ class SpeculativeConfig:
         if isinstance(value, str):
             return cls.parse(value)
         if isinstance(value, Mapping):
-            allowed = tuple(cls.__dataclass_fields__)
-            unknown = sorted(str(k) for k in value if k not in allowed)
-            if unknown:
-                raise SpecError(f"speculative: unknown field {unknown[0]!r}{_did_you_mean(unknown[0], allowed)}; "
-                                f"allowed: {', '.join(allowed)}")
-            if "method" not in value or "k" not in value:
-                raise SpecError(f"speculative: a mapping needs 'method' and 'k'; {_EXAMPLE}")
-            try:
-                return cls(**value)  # type: ignore[arg-type]
-            except TypeError as exc:
-                raise SpecError(f"speculative: {exc}") from None
+            return from_fields(cls, value, "speculative", required=("method", "k"))
         raise SpecError(f"speculative must be a text like 'eagle:k=4,accept=0.7', a preset name, a mapping of its "
                         f"fields or a SpeculativeConfig, got {value!r:.60}")
 

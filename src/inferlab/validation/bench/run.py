@@ -132,6 +132,16 @@ def optional_number(data: Any, tool: str, label: str, *path: str) -> float | Non
     return out if math.isfinite(out) and out > 0 else None
 
 
+def _float_or_nan(value: Any) -> float:
+    """A recorded number as a float; NaN for a boolean or what is not a number."""
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def rate_of(value: Any, where: str = "request_rate") -> float | None:
     """A recorded request rate: None for ``inf`` (every request at once) or no rate.
 
@@ -143,12 +153,7 @@ def rate_of(value: Any, where: str = "request_rate") -> float | None:
     """
     if value is None:
         return None
-    rate = math.nan
-    if not isinstance(value, bool):
-        try:
-            rate = float(value)
-        except (TypeError, ValueError):
-            pass
+    rate = _float_or_nan(value)
     if rate == math.inf:
         return None
     if not (math.isfinite(rate) and rate > 0):
@@ -167,12 +172,7 @@ def concurrency_of(value: Any, where: str = "max_concurrency") -> int | None:
     """
     if value is None:
         return None
-    out = math.nan
-    if not isinstance(value, bool):
-        try:
-            out = float(value)
-        except (TypeError, ValueError):
-            pass
+    out = _float_or_nan(value)
     if not (math.isfinite(out) and out >= 1 and out == int(out)):
         raise BenchFormatError(f"{where} {value!r:.40} is not a number of clients (a whole number >= 1)")
     return int(out)
