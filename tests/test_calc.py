@@ -240,3 +240,8 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, expr):
 def test_cli_prints_the_ambiguous_readings(capsys):
     assert main(["calc", "1/2 h"]) == 2
     assert "'1 / (2 h)' or '(1 / 2) h'" in capsys.readouterr().err
+
+
+def test_a_ridge_point_names_its_one_source_once():
+    (ref,) = evaluate("h100-sxm.ridge_point.fp8").references
+    assert ref.source.startswith("NVIDIA H100") and ref.source.count("NVIDIA H100 Tensor Core GPU product page") == 1

@@ -83,7 +83,8 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
     for i, part in enumerate(path):
         if part == "ridge_point":
             prec = path[i + 1] if i + 1 < len(path) else "bf16"
-            return hw.ridge_point(prec), f"{hw.sources[hw.flops[prec].source].title}; {hw.sources[hw.memory_bandwidth.source].title}"
+            titles = dict.fromkeys(hw.sources[q.source].title for q in (hw.flops[prec], hw.memory_bandwidth))
+            return hw.ridge_point(prec), "; ".join(titles)  # the FLOPS and the bandwidth, one source named once
         if isinstance(obj, dict):
             if part not in obj:
                 raise UnknownNameError(f"key in {text}", part, [str(k) for k in obj])
