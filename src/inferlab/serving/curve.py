@@ -183,7 +183,10 @@ class LoadCurve:
             if good:
                 cells += [f"{row['goodput_requests_per_s']:.2f}", "ok" if row["meets_slo"] else "miss"]
             table.append(cells + (["<- knee"] if row["knee"] else [""]))
-        text = text_table([*headers, ""], table, right=set(range(len(headers))))
+        if not any(row["knee"] for row in rows):  # no marker column without a knee to mark
+            table = [cells[:-1] for cells in table]
+        text = text_table([*headers, *([""] if len(table[0]) > len(headers) else [])], table,
+                          right=set(range(len(headers))))
         lines = [first, "latencies in ms", text]
         k = self.knee
         unit = "clients" if self.kind == "concurrency" else "req/s"
