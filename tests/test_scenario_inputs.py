@@ -165,3 +165,10 @@ def test_a_misspelt_key_gets_the_closest_one_at_its_place():
     for message in ("trafic: unknown key; did you mean 'traffic'?", "slo.ttf_ms: unknown key; did you mean 'ttft_ms'? "
                     "allowed: ttft_ms, tpot_ms, percentile", "search.precision: unknown key; did you mean 'precisions'?"):
         assert message in text
+
+
+def test_a_name_yaml_read_as_a_boolean_says_to_quote_it(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: off\nmodels: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 1}\n")
+    with pytest.raises(SpecError, match=r"name: read as the boolean False .*quote the name"):
+        load_scenario(str(path))

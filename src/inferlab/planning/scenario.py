@@ -268,6 +268,14 @@ class Scenario(BaseModel):
     fleet: dict[str, Any] | None = Field(default=None, description="Policies for `inferlab fleet` (see "
                                          "inferlab.fleet.scenario); the planner does not read them.")
 
+    @field_validator("name", mode="before")
+    @classmethod
+    def _name(cls, value: Any) -> Any:
+        if isinstance(value, bool):  # YAML 1.1 reads off, on, no, yes, false, true unquoted as booleans
+            raise ValueError(f"read as the boolean {value} (YAML takes off, on, no, yes unquoted as booleans); "
+                             "quote the name")
+        return value
+
     @field_validator("engine")
     @classmethod
     def _engine(cls, value: str) -> str:
