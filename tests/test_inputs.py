@@ -350,3 +350,11 @@ def test_a_hugging_face_name_reaches_its_catalog_model_as_engine_args_do():
         inferlab.estimate("meta-llama/Llama-3.1-7B-Instruct", "h100-sxm")
     with pytest.raises(SpecError, match="no such file or folder './nope/config.json'"):
         inferlab.estimate("./nope/config.json", "h100-sxm")
+
+
+def test_an_expert_imbalance_without_expert_parallelism_is_refused():
+    import inferlab
+
+    with pytest.raises(SpecError, match="with ep=1 one group holds every expert"):
+        inferlab.estimate("qwen3-30b-a3b", "h100-sxm", batch_size=64, expert_imbalance=2.0)
+    assert inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=2, ep=2, batch_size=64, expert_imbalance=2.0).tpot > 0

@@ -114,7 +114,8 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
     ------
     SpecError
         A count that is not an integer in ``[1, 2^20]``; ``expert_imbalance`` other than 1
-        on a dense model (it has no experts to route to); ``micro_batches`` without ``pp > 1``
+        on a dense model (it has no experts to route to) or without expert parallelism (one
+        group holds every expert); ``micro_batches`` without ``pp > 1``
         (micro-batches fill pipeline stages; one stage has nothing to fill).
     InfeasibleError
         A layout the model cannot take (``tp`` not dividing the heads, more stages than layers).
@@ -133,6 +134,11 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
     if model.moe is None and imbalance != 1.0:
         raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
                         "applies only to mixture-of-experts models: drop it")
+    vllm_dp_ep = counts["tp"] == 1 and counts["dp"] > 1 and counts["ep"] == counts["dp"]
+    if model.moe is not None and imbalance != 1.0 and counts["ep"] == 1 and not vllm_dp_ep:
+        raise SpecError(f"{option('expert_imbalance', imbalance)} is the busiest expert-parallel group's load over "
+                        f"the mean, but with {option('ep', 1)} one group holds every expert; give expert parallelism "
+                        f"({option('ep', 2)} or more) or drop it")
     if micro_batches is not None:
         micro_batches = checks.integer(option_name("micro_batches"), micro_batches, maximum=MAX_BATCH,
                                        what="micro-batches", whole_floats=True)
