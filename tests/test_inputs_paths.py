@@ -68,7 +68,7 @@ def test_disaggregated_serve_and_prefill_batch():
 
 
 def test_economics_and_layout_options_pass_through():
-    args = dict(model="mixtral-8x7b", hardware="h100-sxm", tp=2, pp=2, micro_batches=4, expert_imbalance=1.2,
+    args = dict(model="mixtral-8x7b", hardware="h100-sxm", tp=2, pp=2, ep=2, micro_batches=4, expert_imbalance=1.2,
                 price_per_gpu_hour=2.5, utilization=0.6, attention="naive", cuda_graphs=False, kv_block_size=32,
                 batch_size=8)
     d, w = from_kwargs(**args)
