@@ -172,3 +172,12 @@ def test_a_name_yaml_read_as_a_boolean_says_to_quote_it(tmp_path):
     path.write_text("name: off\nmodels: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 1}\n")
     with pytest.raises(SpecError, match=r"name: read as the boolean False .*quote the name"):
         load_scenario(str(path))
+
+
+@pytest.mark.parametrize("traffic, message", [
+    ({"offline": True, "requests": 1000, "deadline_h": 1, "rate": 5}, "an offline job's rate is its requests over"),
+    ({"rate": 5, "requests": 100}, "'requests' and 'deadline_h' describe an offline job"),
+])
+def test_traffic_fields_of_the_other_mode_are_refused(traffic, message):
+    with pytest.raises(SpecError, match=message):
+        load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": traffic})

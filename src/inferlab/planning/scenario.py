@@ -121,6 +121,11 @@ class Traffic(BaseModel):
         if self.offline:
             if self.requests is None or self.deadline_h is None:
                 raise ValueError("an offline job needs 'requests' and 'deadline_h'")
+            if self.rate is not None:
+                raise ValueError(f"an offline job's rate is its requests over its deadline; drop 'rate' "
+                                 f"({self.rate:g} requests/s), or drop offline for online traffic")
+        elif self.requests is not None or self.deadline_h is not None:
+            raise ValueError("'requests' and 'deadline_h' describe an offline job; set offline: true, or drop them")
         elif self.rate is None:
             raise ValueError("online traffic needs 'rate' (requests/s); or set offline: true")
         if self.request_rate > MAX_RATE:
