@@ -317,3 +317,12 @@ def test_a_control_period_below_a_second_is_refused():
 def test_a_fleet_of_no_replicas_and_no_autoscaler_is_refused():
     with pytest.raises(SpecError, match="replicas=0 without an autoscaler serves nothing"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=0, horizon_s=60.0, traffic={"rate": 1.0})
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"shape": "constant", "peak_rate": 5.0}, "peak_rate does not apply to a constant rate"),
+    ({"shape": "daily", "start_s": 3.0, "end_s": 10.0}, "start_s, end_s do not apply to a daily rate"),
+])
+def test_traffic_fields_another_shape_takes_are_refused(kw, message):
+    with pytest.raises(SpecError, match=message):
+        Profile(**kw)

@@ -72,6 +72,16 @@ class Profile:
         for name, high in (("rate", MAX_RATE), ("peak_rate", MAX_RATE), ("start_s", 1e9), ("end_s", 1e9),
                            ("amplitude", 1.0), ("peak_hour", 24.0)):
             object.__setattr__(self, name, real(f"traffic.{name}", getattr(self, name), minimum=0.0, maximum=high))
+        uses = {"constant": (), "daily": ("amplitude", "peak_hour"), "ramp": ("peak_rate", "start_s", "end_s"),
+                "burst": ("peak_rate", "start_s", "end_s")}[self.shape]
+        defaults = {"peak_rate": 0.0, "start_s": 0.0, "end_s": 0.0, "amplitude": DEFAULT_DAILY_AMPLITUDE,
+                    "peak_hour": DEFAULT_PEAK_HOUR}
+        unused = [k for k, v in defaults.items() if k not in uses and getattr(self, k) != v]
+        if unused:
+            raise SpecError(f"traffic {self.shape}: {', '.join(unused)} do{'es' if len(unused) == 1 else ''} not apply "
+                            f"to a {self.shape} rate; "
+                            + (f"it takes {', '.join(uses)}" if uses else "it takes only rate")
+                            + "; drop the others or change the shape")
         if self.shape in ("ramp", "burst") and not self.end_s > self.start_s:
             raise SpecError(f"traffic {self.shape}: end_s ({self.end_s}) must be after start_s ({self.start_s})")
 
