@@ -274,3 +274,14 @@ def test_estimate_sizes_the_kv_cache_next_to_the_draft_model_and_refuses_what_se
         estimate("llama-3.1-8b", "h100-sxm", speculative="draft:model=llama-3.1-70b,k=4,accept=0.7")
     with pytest.raises(SpecError, match="must share the target's tokenizer"):
         estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", speculative="draft:model=qwen3-8b,k=4,accept=0.6")
+
+
+def test_a_preset_measured_on_another_model_is_refused():
+    from inferlab import estimate, serve
+
+    with pytest.raises(SpecError, match="measured with llama-3.1-8b, not llama-3.1-70b"):
+        estimate("llama-3.1-70b", "h100-sxm", tp=4, speculative="eagle3-llama-3.1-8b")
+    with pytest.raises(SpecError, match="measured with llama-3.3-70b, not llama-3.1-70b"):
+        serve("llama-3.1-70b", "h100-sxm", tp=4, rate=1.0, num_requests=5, speculative="eagle3-llama-3.3-70b")
+    assert estimate("deepseek-r1", "h200-sxm", tp=8, speculative="mtp-deepseek-v3").tpot > 0  # R1 is V3's architecture
+    assert SpeculativeConfig.parse("eagle:k=7,length=2.77").target is None  # a stated acceptance is the user's

@@ -56,6 +56,8 @@ class Speculative(BaseModel):
         Host work per speculative step.
     source : str
         Where the acceptance figure comes from.
+    target : str, optional
+        Catalog id of the model the acceptance was measured with (a preset's).
     """
 
     model_config = FROZEN
@@ -67,6 +69,7 @@ class Speculative(BaseModel):
     draft_vocab_size: int | None = None
     host_s: float = 0.0
     source: str = "stated by the user"
+    target: str | None = None
 
     @classmethod
     def of(cls, value: Any) -> Speculative:

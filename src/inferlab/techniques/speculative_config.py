@@ -85,6 +85,9 @@ class SpeculativeConfig:
         overlap it with the GPU.
     source : str
         Where the acceptance figure comes from.
+    target : str, optional
+        Catalog id of the model the acceptance was measured with (a preset's); speculation on
+        another model is refused, since its drafter and acceptance are another pair's.
     """
 
     method: Method
@@ -95,6 +98,7 @@ class SpeculativeConfig:
     draft_vocab_size: int | None = None
     host_s: float = 0.0
     source: str = "stated by the user"
+    target: str | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -249,20 +253,20 @@ def _did_you_mean(name: str, allowed: Iterable[str]) -> str:
 #: Published acceptance figures, each with the page and number it comes from.
 PRESETS: dict[str, dict] = {
     "mtp-deepseek-v3": dict(
-        method="mtp", k=1, acceptance=0.85,
+        method="mtp", k=1, acceptance=0.85, target="deepseek-v3",
         source="DeepSeek-AI, DeepSeek-V3 Technical Report, arXiv:2412.19437, sec. 5.4.3: second-token acceptance "
                "85-90% across generation topics (lower end taken), 1.8x tokens/s"),
     "mtp-deepseek-v3-k7": dict(
-        method="mtp", k=7, acceptance_length=3.20,
+        method="mtp", k=7, acceptance_length=3.20, target="deepseek-v3",
         source="nebius/MTP-DeepSeek-V3-0324 model card, Hugging Face: the original DeepSeek-V3 MTP module reused "
                "autoregressively, K=7, mean acceptance length 3.20 at temperature 0 (MT-bench, HumanEval, GSM8K)"),
     "eagle3-llama-3.1-8b": dict(
-        method="eagle", k=7, acceptance_length=2.77, draft_vocab_size=32000,
+        method="eagle", k=7, acceptance_length=2.77, draft_vocab_size=32000, target="llama-3.1-8b",
         source="nebius/EAGLE3-Llama-3.3-70B-Instruct model card, Hugging Face, comparison table: "
                "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B, chain drafting K=7, temperature 1, MT-bench 2.77 "
                "(HumanEval 3.49, GSM8K 3.34); draft_vocab_size 32000 from that checkpoint's config.json"),
     "eagle3-llama-3.3-70b": dict(
-        method="eagle", k=7, acceptance_length=2.88,
+        method="eagle", k=7, acceptance_length=2.88, target="llama-3.3-70b",
         source="nebius/EAGLE3-Llama-3.3-70B-Instruct model card, Hugging Face, comparison table: "
                "RedHatAI/Llama-3.3-70B-Instruct-speculator.eagle3, K=7, temperature 1, MT-bench 2.88 "
                "(HumanEval 3.62, GSM8K 3.29)"),

@@ -29,6 +29,11 @@ def check_drafter(dep: ResolvedDeployment, spec: SpeculativeConfig) -> None:
         not the target's), or at least as many parameters as the target (each of its
         ``k`` passes costs about a target step, so a step of ``k + 1`` of them never pays).
     """
+    model_id = dep.model.id or dep.model.name
+    if spec.target is not None and model_id != spec.target:
+        raise SpecError(f"speculative: this drafter's acceptance was measured with {spec.target}, not {model_id} "
+                        f"({spec.source.split(':')[0]}); give the acceptance of a drafter for {model_id}, e.g. "
+                        f"'{spec.method}:k={spec.k},length=L'")
     if spec.method != "draft":
         return
     draft = _draft_spec(spec)
