@@ -167,3 +167,11 @@ def test_a_planning_scenario_runs_its_searchs_first_tp_format_and_sequence_limit
                     "fleet: {replicas: 2, hours: 0.1, tp: 8}\n")
     kwargs = load_fleet_scenario(path)
     assert (kwargs["tp"], kwargs["precision"]) == (8, None) and "max_num_seqs" not in kwargs  # the section wins
+
+
+def test_a_scenario_commands_long_context_message_names_the_scenario_key(tmp_path, capsys):
+    path = tmp_path / "f.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {replicas: 1, hours: 0.01, "
+                    "traffic: {rate: 1, isl: 200000, osl: 10}}\n")
+    assert main(["fleet", str(path)]) != 0
+    assert "pass allow_long_context: true (a key of the scenario file)" in capsys.readouterr().err

@@ -262,3 +262,6 @@ def test_a_traffic_longer_than_the_models_positions_rules_out_every_configuratio
     with pytest.raises(InfeasibleError, match=r"\(4 ruled out\): isl \+ osl = 300,200 tokens exceeds the 131,072 "
                                               r"positions llama-3.1-8b was trained for.*\(4x\)"):
         plan(sc)
+    # a deployment with RoPE scaling says so in the scenario, and the same traffic is planned
+    longer = load_scenario({**sc.model_dump(exclude_defaults=True), "allow_long_context": True})
+    assert plan(longer).feasible

@@ -18,6 +18,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="multiply every traffic rate by this (a quick run: 0.1)")
     p.add_argument("--plot", metavar="FILE", type=output_file, help="write replicas, queue, P99 TTFT and spend "
                                                                     "over time (PNG or SVG)")
+    p.flag_names["allow_long_context"] = "allow_long_context: true (a key of the scenario file)"
     p.set_defaults(func=run)
 
 

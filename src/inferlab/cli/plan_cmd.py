@@ -34,6 +34,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="print the winner's launch command for vllm, sglang, trtllm-pytorch, trtllm or all, with the "
                         "scheduler limits the plan assumed")
     add_cluster_flags(p)
+    p.flag_names["allow_long_context"] = "allow_long_context: true (a key of the scenario file)"
     p.set_defaults(func=run)
 
 

@@ -141,7 +141,8 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                               "tp": f.pop("tp", sc.search.tp[0]),
                               "precision": f.pop("precision", None if first == "checkpoint" else first), "name": sc.name,
                               "traffic": f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl,
-                                                                    "osl": sc.traffic.osl, "prefix": sc.traffic.prefix}}
+                                                                    "osl": sc.traffic.osl, "prefix": sc.traffic.prefix},
+                              "allow_long_context": f.pop("allow_long_context", sc.allow_long_context)}
     if sc.slo.ttft_ms is not None:
         kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
     if sc.slo.tpot_ms is not None:

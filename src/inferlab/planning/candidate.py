@@ -123,7 +123,8 @@ class Candidate:
         n_p, n_d = (int(x) for x in self.pd.removeprefix("P").split(":D"))
         return n_p, n_d
 
-    def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None) -> Any:
+    def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None,
+                   allow_long_context: bool = False) -> Any:
         """This configuration as a :class:`~inferlab.Deployment`: one replica, or with a
         disaggregated candidate's ``P:D`` both pools; ``engine``, ``profile`` and the
         sequence limit are the scenario's (:meth:`~inferlab.planning.result.Plan.deployment`)."""
@@ -136,10 +137,10 @@ class Candidate:
             pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "precision": precision}
                      for side, n in (("prefill", n_p), ("decode", n_d))}
             return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,
-                              profile=profile)
+                              profile=profile, allow_long_context=allow_long_context)
         layout = {"tp": self.tp, "pp": self.pp, "ep": self.ep}
         return Deployment(model=self.model, hardware=self.hardware, layout=layout, precision=precision, engine=eng,
-                          profile=profile, speculative=self.speculative)
+                          profile=profile, speculative=self.speculative, allow_long_context=allow_long_context)
 
     @property
     def simulated(self) -> bool:

@@ -61,7 +61,7 @@ class Plan:
                                 "is not one of them")
             candidate = self.feasible[candidate]
         sc = self.scenario
-        return candidate.deployment(sc.engine, sc.profile, max_num_seqs(sc))
+        return candidate.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ranking (and the winner's day, with an ``operations`` section); the

@@ -3,7 +3,7 @@
 A scenario is YAML::
 
     name: chat service
-    models: [llama-3.1-70b]            # candidates
+    models: [llama-3.3-70b]            # candidates
     hardware: [h100-sxm, h200-sxm, b200]
     engine: vllm
     traffic: {rate: 20, isl: 1500, osl: 300, prefix_hit: 0.3}   # prefix: shared:tokens=1000,groups=8
@@ -14,6 +14,7 @@ A scenario is YAML::
     budget_usd_per_hour: 500
     api_price: {input_per_million: 0.6, output_per_million: 2.4}   # compare with a per-token API
     verify: 3                          # best configurations re-checked by the serving simulation
+    allow_long_context: false          # true: prompts beyond the models' positions (RoPE scaling)
 
 ``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal,
 mean: 1500, sigma: 0.6}``) and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job (throughput
@@ -270,6 +271,8 @@ class Scenario(BaseModel):
     api_price: ApiPrice | None = Field(default=None, description="Compare the winner with a per-token API.")
     operations: Operations | None = Field(default=None, description="Capacity mix and cold start of the winner.")
     verify: StrictInt = Field(default=3, ge=0, le=100)
+    allow_long_context: StrictBool = Field(default=False, description="Accept prompts plus outputs beyond the "
+                                           "models' max_position_embeddings (a deployment with RoPE scaling).")
     fleet: dict[str, Any] | None = Field(default=None, description="Policies for `inferlab fleet` (see "
                                          "inferlab.fleet.scenario); the planner does not read them.")
 

@@ -92,7 +92,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     try:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
         # the longest request the traffic sends, against the model's positions (the engines' default limit)
-        context_within_model(est.deployment.model, tr.isl, tr.osl)
+        context_within_model(est.deployment.model, tr.isl, tr.osl, allow_long_context=sc.allow_long_context)
     except InferlabError as exc:
         return replace(base, reason=str(exc))
     cap = sequence_limit(sc, est.deployment, config.get("speculative"))

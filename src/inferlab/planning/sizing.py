@@ -69,7 +69,7 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
 
     tr, slo = sc.traffic, sc.slo
     kwargs, _ = techniques(sc, cand)
-    dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc))
+    dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
     lengths = {"isl": tr.isl, "osl": tr.osl, "seed": 0, **({"prefix": kwargs["prefix"]} if "prefix" in kwargs else {})}
 
     def online(n: int, growth: float) -> Probe:

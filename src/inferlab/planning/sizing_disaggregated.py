@@ -54,7 +54,7 @@ def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) 
 
     tr = sc.traffic
     pd = f"P{n_p}:D{n_d}"
-    dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc))
+    dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
     load = Workload(rate=tr.request_rate * (1.0 + growth), num_requests=probe_requests(sc.slo.percentile),
                     isl=tr.isl, osl=tr.osl, seed=0)
     return slo_probe(sc, serve(dep, load), n_p + n_d, growth, pd=pd)
