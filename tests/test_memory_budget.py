@@ -478,3 +478,16 @@ def test_a_static_batch_runs_in_waves_of_the_engines_sequence_limit():
     ranked = estimate("deepseek-v3", "b200", batch_size=64, max_num_seqs=8, **ds)
     assert float(ranked.waves) == 1  # 8 ranks x 8
     assert float(estimate("deepseek-v3", "b200", batch_size=64, max_num_seqs=4, **ds).waves) == 2
+
+
+def test_the_static_estimate_and_the_simulation_hold_the_same_kv_pool_at_every_batch():
+    # engines reserve activation memory for their whole token budget at start-up (vLLM's profile run
+    # of max_num_batched_tokens), so the sequences that fit do not depend on the batch asked about:
+    # Llama-3.1-70B on two H100s with 2,304-token requests held 13 at batch 1 and 10 at batch 10
+    import inferlab
+    from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens
+
+    est = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=2, engine="vllm", isl=2048, osl=256, batch_size=[1, 4, 10])
+    assert list(est.memory.max_sequences) == [10.0, 10.0, 10.0]
+    pool = kv_capacity_tokens(est.deployment, engine_scheduler("vllm")) * est.memory.kv_per_token
+    assert pool == pytest.approx(float(est.memory.kv_budget), rel=1e-9)

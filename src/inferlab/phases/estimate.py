@@ -213,7 +213,7 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     """
     block = memory["kv_block_size"]
     admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
-                        context=i + block, step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
+                        context=i + block, step_tokens=max_num_tokens, **memory)
     first_waves = np.ceil(replica / np.maximum(np.minimum(admit.max_sequences, cap), 1.0))
     first = np.ceil(replica / first_waves)
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
@@ -243,7 +243,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         memory.update(extra_weight_bytes=drafter.weight_bytes, extra_kv_bytes_per_token=drafter.kv_bytes_per_token,
                       lookahead_tokens=drafter.lookahead_tokens)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
-                       step_tokens=np.minimum(replica * i, max_num_tokens), **memory)
+                       step_tokens=max_num_tokens, **memory)
     cap = np.inf if max_num_seqs is None else float(
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
     # the KV cache holds one wave of the engine's sequence limit at a time
@@ -252,7 +252,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     wave_batch = np.ceil(replica / n_waves)
     if (waves or cap < np.inf) and np.any(n_waves > 1):  # the memory in use is one wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
-                           step_tokens=np.minimum(wave_batch * i, max_num_tokens), **memory)
+                           step_tokens=max_num_tokens, **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)

@@ -215,7 +215,8 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
                                                         prefix_hit, isl, osl)
     if spec is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, spec)
-        max_sequences = _kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences
+        max_sequences = np.broadcast_to(_kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences,
+                                        _BATCHES.shape)
     b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
     def per_token(d: Any) -> np.ndarray:
         return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
@@ -250,7 +251,7 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
     extra = {} if drafter is None else {"extra_weight_bytes": drafter.weight_bytes, "lookahead_tokens": drafter.lookahead_tokens,
                                         "extra_kv_bytes_per_token": drafter.kv_bytes_per_token}
     return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
-                       step_tokens=np.minimum(b * i, token_budget(engine, dep.hardware)),
+                       step_tokens=float(token_budget(engine, dep.hardware)),
                        gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK, **extra)
 
 
