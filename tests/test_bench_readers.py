@@ -415,3 +415,27 @@ def test_a_json_lines_file_with_a_bad_line_names_it(tmp_path):
     path.write_text(first + "\n{not json\n", encoding="utf-8")
     with pytest.raises(BenchFormatError, match=r"runs.jsonl: line 2 is not a JSON object"):
         read_bench(path)
+
+
+def test_a_closed_loop_over_data_parallel_replicas_predicts_the_replicas_throughput():
+    # the Little's-law throughput counts the simulated replica's own clients (8 of the 16 with dp=2);
+    # counting all 16 had doubled the prediction
+    from inferlab import serve
+    from inferlab.validation.predict import predict_cases
+
+    for dp in (1, 2):
+        cases, _ = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(engine_args=f"{VLLM_8B} -dp {dp}",
+                                                                                    gpu="h100-sxm"))
+        (case,) = [c for c in cases if c.metric == "output_tokens_per_s"]
+        (predicted, _), = predict_cases([case])
+        served = serve("llama-3.1-8b", "h100-sxm", engine="vllm", dp=dp, concurrency=16, isl=1024, osl=256,
+                       num_requests=48).output_tokens_per_s
+        assert predicted == pytest.approx(served, rel=0.1)
+
+
+def test_a_vllm_run_without_chunked_prefill_is_predicted_at_the_engines_budget():
+    from inferlab.validation.predict import predict_cases
+
+    cases, _ = bench_cases([BENCH / "vllm-bench-serve.json"],
+                           given_deployment(engine_args=f"{VLLM_8B} --no-enable-chunked-prefill", gpu="h100-sxm"))
+    assert all(p is not None for p, _ in predict_cases(cases))

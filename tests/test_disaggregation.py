@@ -358,3 +358,15 @@ def test_a_pool_layout_error_names_the_pool():
 
     with pytest.raises(InfeasibleError, match=r"^decode pool h100-sxmx2:ep2: .*no experts"):
         serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx2:tp2:ep2", rate=1.0, num_requests=4)
+
+
+def test_each_pool_holds_the_kv_pool_its_engine_holds_whatever_the_batch():
+    # each pool's engine reserves activation memory for its whole token budget at start-up, as the
+    # serving simulation's pools do: the prefill pool's sequences do not depend on its batch
+    import inferlab
+
+    e = inferlab.estimate("llama-3.1-8b", None, disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1",
+                          prefill_batch=[1, 4], batch_size=16, isl=1024, osl=128)
+    first, second = np.ravel(e.prefill_memory.max_sequences)[:2]
+    assert first == second
+    assert float(np.ravel(e.prefill_memory.workspace)[0]) == float(np.ravel(e.prefill_memory.workspace)[-1])

@@ -326,3 +326,13 @@ def test_a_fleet_of_no_replicas_and_no_autoscaler_is_refused():
 def test_traffic_fields_another_shape_takes_are_refused(kw, message):
     with pytest.raises(SpecError, match=message):
         Profile(**kw)
+
+
+def test_a_vllm_fleet_without_chunked_prefill_takes_the_budget_serve_takes():
+    # vLLM sizes an unchunked budget to the context (131,072 tokens for Llama-3.1-8B); the fleet had
+    # taken SGLang's 16,384, so 20,000-token prompts waited for an idle engine (mean TTFT ~6 s)
+    f = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="vllm", chunked_prefill=False, replicas=1, horizon_s=60.0,
+                       traffic={"rate": 1.0, "isl": 20000, "osl": 10})
+    s = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="vllm", chunked_prefill=False, rate=1.0, num_requests=60,
+                       isl=20000, osl=10)
+    assert f.ttft_percentile(50) == pytest.approx(float(np.median(s.ttft_s)), rel=0.5)

@@ -265,3 +265,10 @@ def test_a_traffic_longer_than_the_models_positions_rules_out_every_configuratio
     # a deployment with RoPE scaling says so in the scenario, and the same traffic is planned
     longer = load_scenario({**sc.model_dump(exclude_defaults=True), "allow_long_context": True})
     assert plan(longer).feasible
+
+
+def test_a_scenario_may_name_its_models_by_hugging_face_name():
+    sc = load_scenario({"models": ["meta-llama/Llama-3.1-8B-Instruct"], "hardware": ["h100-sxm"], "engine": "vllm",
+                        "traffic": {"rate": 1, "isl": 500, "osl": 100}, "verify": 0,
+                        "search": {"tp": [1], "precisions": ["fp8"]}})
+    assert plan(sc).best.label == "llama-3.1-8b h100-sxm fp8 tp1"

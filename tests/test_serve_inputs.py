@@ -168,15 +168,20 @@ def test_load_sweep_refuses_a_percentile_that_is_not_a_number():
         load_sweep("llama-3.1-8b", "h100-sxm", rates=[1, 2], percentile="p99", num_requests=8)
 
 
-def test_a_length_distributions_tail_past_the_models_positions_is_refused_as_a_fixed_length_is():
+def test_a_length_distributions_tail_past_the_models_positions_is_refused_request_by_request():
     # a lognormal of mean 60,000 tokens and sigma 1.5 draws prompts past Llama-3.1-8B's 131,072
-    # positions in 50 requests (its 99th percentile is e^(ln 60000 - 1.125 + 2.33 x 1.5) ~ 640,000)
+    # positions in 50 requests (its 99th percentile is e^(ln 60000 - 1.125 + 2.33 x 1.5) ~ 640,000):
+    # the engine answers those with an error and serves the others; they had been simulated
     tail = Lengths("lognormal", mean=60000, sigma=1.5)
-    with pytest.raises(SpecError, match="exceeds the 131,072 positions llama-3.1-8b was trained for"):
-        inferlab.serve("llama-3.1-8b", "b200", tp=8, rate=1.0, num_requests=50, isl=tail, osl=64)
+    run = inferlab.serve("llama-3.1-8b", "b200", tp=8, rate=1.0, num_requests=50, isl=tail, osl=64)
+    assert run.refused > 0 and run.refused + len(run.trace.isl) == 50
+    assert max(run.trace.isl + run.trace.osl) <= 131072
+    assert run.to_dict()["refused"] == run.refused and "refused with an error" in str(run)
     ran = inferlab.serve("llama-3.1-8b", "b200", tp=8, rate=1.0, num_requests=50, isl=tail, osl=64,
                          allow_long_context=True)
-    assert max(ran.trace.isl) > 131072
+    assert ran.refused == 0 and max(ran.trace.isl) > 131072
+    with pytest.raises(SpecError, match="exceeds the 131,072 positions llama-3.1-8b was trained for"):
+        inferlab.serve("llama-3.1-8b", "b200", tp=8, rate=1.0, num_requests=50, isl=200000, osl=64)
 
 
 def test_vllm_without_chunked_prefill_sizes_its_budget_to_the_context_and_refuses_a_smaller_one():

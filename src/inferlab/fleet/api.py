@@ -13,7 +13,7 @@ from ..errors import SpecError
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
-from ..serving.replica import check_context, engine_scheduler, kv_capacity_tokens, replica_limits
+from ..serving.replica import check_context, engine_scheduler, kv_capacity_tokens, replica_limits, unchunked_budget
 from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -107,7 +107,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     elif hardware is None:
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
-    base = engine_scheduler(engine, None, **limits)
+    base = unchunked_budget(dep, engine, engine_scheduler(engine, None, **limits))
     sched = replica_limits(dep, engine, base)
     start = _policy(Startup, startup) or Startup()
     cs = start.cold_start(dep)
@@ -228,7 +228,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
             raise SpecError(f"pool {k}: give its model and hardware")
         dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),
                          engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
-        base = engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {}))
+        base = unchunked_budget(dep, spec.get("engine", "vllm"),
+                                engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {})))
         sched = replica_limits(dep, spec.get("engine", "vllm"), base)
         step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                          sched.graph_max_batch)

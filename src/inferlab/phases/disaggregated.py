@@ -306,8 +306,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     graph_max_batch = checked_graph_limit(graph_max_batch, dep_d.profile, engine_d)
     if max_num_tokens is None:  # the prefill pool's engine on its GPU
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
-    plan_p = _plan(dep_p, bp, i, np.minimum(bp * i, max_num_tokens), "prefill", **mem)
-    plan_d = _plan(dep_d, bd, i + o, bd, "decode", **mem)
+    # each pool's engine reserves activation memory for its whole token budget at start-up, as serve()'s pools
+    plan_p = _plan(dep_p, bp, i, np.asarray(float(max_num_tokens)), "prefill", **mem)
+    plan_d = _plan(dep_d, bd, i + o, np.asarray(float(token_budget(engine_d, dep_d.hardware))), "decode", **mem)
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))

@@ -24,7 +24,7 @@ from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.scheduler import decode_graph_limit, token_budget
 from ..errors import InferlabError, SpecError
-from ..inputs.resolve import deployment
+from ..inputs.resolve import deployment, resolve_model
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
@@ -55,8 +55,9 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
     """Every configuration of the search space, as estimate() keyword sets; one that no layout
     can take carries its ``reason`` (it is ranked as ruled out, not dropped)."""
     out = []
-    for model_id, hw_id in itertools.product(scenario.models, scenario.hardware):
-        model, hw = load_model(model_id), load_hardware(hw_id)
+    for name, hw_id in itertools.product(scenario.models, scenario.hardware):
+        model, hw = resolve_model(name), load_hardware(hw_id)  # a Hugging Face name is its catalog model
+        model_id = model.id or name
         # each candidate names its formats as resolved for the model and GPU: labels say what runs;
         # formats the model cannot take (experts' formats on a dense model) rule its candidates out
         precisions: dict[str, str] = {}

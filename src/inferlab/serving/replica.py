@@ -200,6 +200,9 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
+    refused = 0
+    if plan is None:  # drawn lengths: the engine answers a request longer than it takes with an error
+        arrivals, isl, osl, refused = _within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context)
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch)
@@ -219,7 +222,28 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
             raise
         raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
                               "holds 1/pp of the replica's KV pool)") from None
-    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared)
+    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared, refused=refused)
+
+
+def _within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
+                    osl: np.ndarray, allow_long_context: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The drawn requests the engine takes (prompt plus output within ``max_model_len``, or the
+    model's positions unless ``allow_long_context``) and how many it refuses. A length
+    distribution's tail past the limit is refused request by request, as engines answer such a
+    request with an error and serve the others; when every request is too long,
+    :func:`check_context` refuses the run."""
+    limit = limits.max_model_len or (None if allow_long_context else getattr(model, "max_position_embeddings", None))
+    if not limit or not len(isl):
+        return arrivals, isl, osl, 0
+    keep = isl + osl <= limit
+    refused = int(len(keep) - np.count_nonzero(keep))
+    if refused == 0 or refused == len(keep):
+        return arrivals, isl, osl, 0
+    arrivals, isl, osl = arrivals[keep], isl[keep], osl[keep]
+    if replica.concurrency is not None:  # a closed loop: its clients start together and send on as they finish
+        arrivals = np.full(len(isl), np.nan)
+        arrivals[:min(replica.concurrency, len(isl))] = 0.0
+    return arrivals, isl, osl, refused
 
 
 def _speculation(dep: Any, model: StepModel, speculative: Any, limits: SchedulerConfig, max_context: float,

@@ -54,6 +54,9 @@ class ServeResult:
     prefix: Any = None
     #: The Deployment and Workload of a ``serve(deployment, workload)`` call (None otherwise).
     inputs: Any = None
+    #: Drawn requests longer than the engine takes (its max_model_len or the model's positions),
+    #: which it answers with an error; they are not in the trace (per stream, as the trace).
+    refused: int = 0
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -108,9 +111,10 @@ class ServeResult:
         wait a share of one request's duration (:meth:`~inferlab.inputs.workload.Workload.turnaround`),
         which sets the steady state's clients out of step; that wait is not the benchmark's and
         would count as idle time in a short run (16 clients over 3 rounds: 12.6 in flight on average).
+        A run of fewer than two requests per client is its one burst: first arrival to last finish.
         """
-        clients = min(getattr(self.workload, "concurrency", None) or 0, len(self.trace.osl))
-        if clients:
+        clients = getattr(self.workload, "concurrency", None) or 0
+        if clients and len(self.trace.osl) >= 2 * clients:  # the clients send again: their steady state
             return float(np.nansum(self.e2e_s)) / clients
         return float(np.nanmax(self.trace.finish) - np.nanmin(self.trace.arrival))
 
@@ -192,6 +196,7 @@ class ServeResult:
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
             "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
             "mode": self.workload.mode, "num_requests": round(len(self.trace.osl) * self.replicas),
+            "refused": round(self.refused * self.replicas),
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
@@ -225,6 +230,10 @@ class ServeResult:
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.trace.preemptions}")
+        if self.refused:
+            tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt "
+                     "plus output beyond its max_model_len or the model's positions) refused with an error, not "
+                     "served")
         return "\n".join([head, table, tail, *self._technique_lines()])
 
     def _technique_lines(self) -> list[str]:

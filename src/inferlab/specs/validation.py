@@ -33,7 +33,7 @@ def format_validation_error(exc: ValidationError, model: Any = None) -> str:
             msg = (f"unknown key; did you mean {close[0]!r}?" if close else
                    "unknown key (not part of the schema; check the spelling)")
             if allowed:
-                msg += f" allowed: {', '.join(allowed)}"
+                msg += f"{' ' if close else '; '}allowed: {', '.join(allowed)}"
         elif err["type"] == "missing":
             msg = "required field is missing"
         parts.append(f"{loc}: {msg}" if loc else msg)

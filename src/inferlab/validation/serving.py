@@ -135,10 +135,11 @@ def _load_key(case: Case) -> tuple:
 
 
 def case_scheduler(engine: str, limits: tuple = ()) -> Any:
-    """The engine's scheduler with the limits a case records."""
-    from ..engines.scheduler import default_scheduler
+    """The engine's scheduler with the limits a case records (as :func:`inferlab.serve` takes
+    them: vLLM without chunked prefill sizes its own budget)."""
+    from ..serving.replica import engine_scheduler
 
-    return replace(default_scheduler(engine), **dict(limits))
+    return engine_scheduler(engine, None, **dict(limits))
 
 
 def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) -> float:
@@ -224,7 +225,7 @@ def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(gaps > 0, decode / gaps, np.nan)
     has_tpot = np.isfinite(tpot)
-    if times.first_round:  # a closed loop of first_round clients
+    if times.first_round and len(times.osl) >= 2 * times.first_round:  # a closed loop of first_round clients
         duration = float(np.sum((times.finish - times.arrival) * w)) / times.first_round
         tokens = float(np.sum(times.osl * w))
     else:
@@ -301,8 +302,9 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
     except InferlabError as exc:
         return str(exc)
     t = result.trace
-    first_round = min(load[1], len(t.osl)) if load[0] == "concurrency" else 0
-    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, first_round)
+    # the simulated stream's own clients (a replica's share of them with dp or pp > 1)
+    clients = result.workload.concurrency or load[1] if load[0] == "concurrency" else 0
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, min(clients, len(t.osl)))
 
 
 def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes | str:
