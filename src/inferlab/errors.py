@@ -88,10 +88,10 @@ _OPTION_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.Co
                                                                                            default=None)
 
 
-def did_you_mean(name: object, allowed: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``allowed`` to ``name``, or ``""``."""
-    close = difflib.get_close_matches(str(name), list(allowed), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+def did_you_mean(name: object, allowed: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:
+    """``" (did you mean 'x'?)"`` for the ``n`` closest of ``allowed`` to ``name``, or ``""``."""
+    close = difflib.get_close_matches(str(name), list(allowed), n=n, cutoff=cutoff)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
 def option(keyword: str, value: object = True) -> str:

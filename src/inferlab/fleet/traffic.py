@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 
@@ -74,9 +74,8 @@ class Profile:
             object.__setattr__(self, name, real(f"traffic.{name}", getattr(self, name), minimum=0.0, maximum=high))
         uses = {"constant": (), "daily": ("amplitude", "peak_hour"), "ramp": ("peak_rate", "start_s", "end_s"),
                 "burst": ("peak_rate", "start_s", "end_s")}[self.shape]
-        defaults = {"peak_rate": 0.0, "start_s": 0.0, "end_s": 0.0, "amplitude": DEFAULT_DAILY_AMPLITUDE,
-                    "peak_hour": DEFAULT_PEAK_HOUR}
-        unused = [k for k, v in defaults.items() if k not in uses and getattr(self, k) != v]
+        unused = [f.name for f in fields(self) if f.name not in ("shape", "rate", *uses)
+                  and getattr(self, f.name) != f.default]
         if unused:
             raise SpecError(f"traffic {self.shape}: {', '.join(unused)} do{'es' if len(unused) == 1 else ''} not apply "
                             f"to a {self.shape} rate; "

@@ -239,9 +239,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
     if speculative is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, speculative)
-        drafter = drafter_memory(dep, speculative)
-        memory.update(extra_weight_bytes=drafter.weight_bytes, extra_kv_bytes_per_token=drafter.kv_bytes_per_token,
-                      lookahead_tokens=drafter.lookahead_tokens)
+        memory.update(drafter_memory(dep, speculative).plan_keywords)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
                        step_tokens=max_num_tokens, **memory)
     cap = np.inf if max_num_seqs is None else float(

@@ -27,7 +27,6 @@ most 99.9 (the one the verification can simulate enough requests for).
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,7 +34,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
                       ValidationError, field_validator, model_validator)
 
 from ..checks import nonzero_price
-from ..errors import InferlabError, SpecError
+from ..errors import InferlabError, SpecError, did_you_mean
 from ..inputs.prefixes import Prefixes, prefixes
 from ..inputs.workload import Lengths
 from ..specs.validation import format_validation_error, read_yaml_mapping
@@ -306,8 +305,7 @@ class Scenario(BaseModel):
 
 
 def _did_you_mean(name: str, allowed: Any) -> str:
-    close = difflib.get_close_matches(name, list(allowed), n=2, cutoff=0.5)
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+    return did_you_mean(name, allowed, n=2, cutoff=0.5)
 
 
 def load_scenario(source: str | Path | dict) -> Scenario:

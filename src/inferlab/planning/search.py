@@ -248,12 +248,10 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
 def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
     """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
     ``drafter``'s weights, KV and lookahead slots beside the target's)."""
-    b, i, o = _BATCHES, float(isl), float(osl)
-    extra = {} if drafter is None else {"extra_weight_bytes": drafter.weight_bytes, "lookahead_tokens": drafter.lookahead_tokens,
-                                        "extra_kv_bytes_per_token": drafter.kv_bytes_per_token}
-    return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=b, context=i + o,
-                       step_tokens=float(token_budget(engine, dep.hardware)),
-                       gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK, **extra)
+    return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
+                       context=float(isl) + float(osl), step_tokens=float(token_budget(engine, dep.hardware)),
+                       gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
+                       **({} if drafter is None else drafter.plan_keywords))
 
 
 #: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).

@@ -178,16 +178,17 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
             f"weights{' and drafter' if drafter and draft_weights else ''}, workspace and reserve take {used / gb:.1f} GB "
             f"of the {plan.capacity * sched.gpu_memory_utilization / gb:.1f} GB that "
             f"{option('gpu_memory_utilization', sched.gpu_memory_utilization)} gives of {plan.capacity / gb:.1f} GB; "
-            "raise it, or use more GPUs (tp) "
-            "or narrower weights")
+            "raise it, or use more GPUs (tp) or narrower weights")
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
 
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
                    speculative: Any = None, prefix: Any = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`).
-    The drawn requests are checked as the engine checks them (:func:`check_context`): a length
-    distribution's tail beyond the model's positions is refused unless ``allow_long_context``."""
+    The drawn requests are checked as the engine checks them: one longer than it takes (its
+    ``max_model_len``, or the model's positions unless ``allow_long_context``) is refused
+    request by request (:func:`_within_context`), a run whose every request is is refused
+    whole (:func:`check_context`)."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share

@@ -5,7 +5,6 @@ The physics (what a speculative step costs) is in :mod:`inferlab.techniques.spec
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -14,7 +13,7 @@ import numpy as np
 
 from ..core.ops import ArrayLike
 from ..checks import from_fields
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..specs.model import ModelSpec
 
 Method = Literal["draft", "eagle", "medusa", "mtp", "ngram"]
@@ -246,8 +245,7 @@ _KEYS: dict[str, tuple[str, Callable[[str], object], str]] = {
 
 
 def _did_you_mean(name: str, allowed: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(allowed), n=2, cutoff=0.6)
-    return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return did_you_mean(name, allowed, n=2)
 
 
 #: Published acceptance figures, each with the page and number it comes from.

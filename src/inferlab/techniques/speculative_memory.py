@@ -74,6 +74,12 @@ class DrafterMemory:
     kv_bytes_per_token: float
     lookahead_tokens: int
 
+    @property
+    def plan_keywords(self) -> dict[str, float]:
+        """These figures as :func:`~inferlab.core.memory.plan_memory`'s keywords."""
+        return {"extra_weight_bytes": self.weight_bytes, "extra_kv_bytes_per_token": self.kv_bytes_per_token,
+                "lookahead_tokens": self.lookahead_tokens}
+
 
 def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterMemory:
     """Weights and KV of the drafter on one GPU of the replica.
