@@ -273,7 +273,7 @@ def test_graph_max_batch_is_a_limit_users_set(capsys, tmp_path):
                               "engine": {"name": "sglang", "graph_max_batch": -1}})
     for call in (lambda: serve("llasa-1b", "h100-sxm", engine="vllm", graph_max_batch=0, isl=64, osl=8,
                                concurrency=1, num_requests=2),
-                 lambda: estimate("llasa-1b", "h100-sxm", engine="trtllm-pytorch", graph_max_batch=64)):
+                 lambda: estimate("llasa-1b", "h100-sxm", engine="lmdeploy", graph_max_batch=64)):
         with pytest.raises(SpecError, match="no measured host rate"):
             call()
 

@@ -310,5 +310,6 @@ def checked_graph_limit(value: Any, profile: Any, engine: str, name: str = "grap
     limit = integer(name, value, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
     if limit < MAX_SEQS and not (profile.eager_decode_host_per_kernel_s or profile.eager_host_per_kernel_s):
         raise SpecError(f"graph_max_batch: no measured host rate for running {engine}'s decode steps without CUDA "
-                        "graphs (only sglang's is known), so a CUDA-graph limit would change nothing; drop it")
+                        "graphs (sglang's and trtllm-pytorch's are known), so a CUDA-graph limit would change "
+                        "nothing; drop it")
     return limit

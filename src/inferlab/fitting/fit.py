@@ -120,9 +120,19 @@ NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 #: that rate a 1,024-token prefill of Llama-3.1-8B FP8 over eight H100s costs 9.5 ms more than
 #: its GPU work, where SGLang's piecewise prefill graphs took 10.3 ms off the TTFT of that request
 #: (29.97 -> 19.66 ms at concurrency 1, sglang PR #13094). vLLM runs prefill in piecewise CUDA
-#: graphs (its default compilation); TensorRT-LLM's PyTorch runtime and LMDeploy's run prefill
-#: eagerly too, but no measurement of their eager forward's host time was found: none is charged.
-EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389}
+#: graphs (its default compilation). TensorRT-LLM's PyTorch runtime runs context and mixed
+#: iterations eagerly too: its CUDA graphs hold generation-only batches, and the piecewise graphs
+#: that "reduce context-phase launch overhead" are opt-in (TensorRT-LLM docs, "Torch Compile &
+#: Piecewise CUDA Graph": piecewise graphs handle "context-only and mixed context+generation
+#: iterations", generation-only ones the generation CUDA graph; ``torch_compile_config`` is off by
+#: default). No measurement of its eager forward's host time was found, so it takes SGLang's rate:
+#: both issue a PyTorch model's kernels one by one from Python (TensorRT-LLM fuses more of them,
+#: so its own rate per op of the graph is likely lower: a bound, not a fit). With the serving terms
+#: refitted it took closed-loop TTFT from 38.3 to 35.9% (held out 42.4 to 40.5%) and TPOT from 11.1
+#: to 10.9%: DeepSeek-R1 at 4-8 clients on TensorRT-LLM 1.x with 1,024-token prompts had measured
+#: 70-130 ms above the model; Llama-3.1-70B, whose GPU work outlasts its kernels' issue, had not. The legacy TensorRT engine (``trtllm``) runs a compiled
+#: engine, not Python: none; nor LMDeploy, whose default TurboMind engine is C++.
+EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389, "trtllm-pytorch": 82.6e-3 / 1389}
 #: The same for a decode step run eagerly (``eager_decode_host_per_kernel_s``: a decode batch
 #: beyond the engine's largest CUDA graph, ``--cuda-graph-max-bs``, or ``--disable-cuda-graph``).
 #: SGLang: an eager Llama-3-8B decode of one sequence took 8.23 ms where the graphed one took
@@ -131,8 +141,10 @@ EAGER_HOST_PER_KERNEL_S = {"sglang": 82.6e-3 / 1389}
 #: give 19 ms). A check that disagrees: an eager DeepSeek-V2 decode over eight GPUs took 87 ms a
 #: token (MLA on Triton kernels before their graph support, sglang issue #1264), 36 ms at this
 #: rate over 60 layers of the DeepSeek-V3 decode graph's kernels (85 ms at the prefill rate): its
-#: MoE and MLA layers issue more kernels than their ops in the graph.
-EAGER_DECODE_HOST_PER_KERNEL_S = {"sglang": 8.23e-3 / 323}
+#: MoE and MLA layers issue more kernels than their ops in the graph. TensorRT-LLM's PyTorch runtime
+#: runs a decode batch beyond its captured sizes (``cuda_graph_config``) eagerly too; it takes
+#: SGLang's rate, as for prefill above.
+EAGER_DECODE_HOST_PER_KERNEL_S = {"sglang": 8.23e-3 / 323, "trtllm-pytorch": 8.23e-3 / 323}
 
 
 def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
