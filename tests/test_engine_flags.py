@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab.engines import EngineLaunch, Speculation, launch_command, launch_from_deployment, parse_engine_args
+from inferlab import estimate
 from inferlab.errors import SpecError
 from inferlab.engines.scheduler import default_scheduler
 
@@ -84,11 +85,37 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
-        prefix_caching=False, graph_max_batch=None, reserve_output=False, speculation=Speculation("mtp", 3))
+        prefix_caching=False, graph_max_batch=128, reserve_output=False, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
-    assert launch.unknown == ("cuda_graph_config: {'max_batch_size': 128}",)
+    assert launch.unknown == ()
     assert launch.no_effect == ("--host", "--extra_llm_api_options: print_iter_log")
     assert any("0.75" in n and "wins" in n for n in launch.notes)  # the YAML over the flag, said
+
+
+def test_trtllm_cuda_graph_config_is_the_largest_graphed_decode_batch():
+    """The largest of ``batch_sizes``, else ``max_batch_size``, else TensorRT-LLM's documented
+    default of 128 (DecodeCudaGraphConfig); ``null`` turns graphs off; the legacy TensorRT backend
+    has no such option."""
+    def limit(options: str, backend: str = "pytorch"):
+        return parse_engine_args(f"cat > o.yml <<'EOF'\n{options}\nEOF\ntrtllm-serve meta-llama/Llama-3.1-8B-Instruct "
+                                 f"--backend {backend} --extra_llm_api_options o.yml")
+    assert limit("cuda_graph_config: {enable_padding: true, batch_sizes: [1, 8, 64, 32]}").graph_max_batch == 64
+    assert limit("cuda_graph_config: {max_batch_size: 256}").graph_max_batch == 256
+    assert limit("cuda_graph_config: {}").graph_max_batch == 128
+    assert limit("cuda_graph_config: null").graph_max_batch == 0
+    sparse = limit("cuda_graph_config: {batch_sizes: [1, 2, 4]}")
+    assert sparse.graph_max_batch == 4 and any("enable_padding" in n for n in sparse.notes)
+    legacy = limit("cuda_graph_config: {max_batch_size: 64}", backend="tensorrt")
+    assert legacy.graph_max_batch is None and legacy.unknown
+    with pytest.raises(SpecError, match="batch_sizes"):
+        limit("cuda_graph_config: {batch_sizes: [0, 8]}")
+    # written back: padded graphs up to the limit, or none
+    assert "max_batch_size: 64" in launch_command(limit("cuda_graph_config: {max_batch_size: 64}")).script
+    assert "cuda_graph_config: null" in launch_command(limit("cuda_graph_config: null")).script
+    # a decode batch beyond the graphs runs eagerly: slower at a small batch, where the host's issue is the longer
+    graphed = estimate(hardware="h100-sxm", batch_size=8, **limit("cuda_graph_config: {max_batch_size: 64}").to_kwargs())
+    eager = estimate(hardware="h100-sxm", batch_size=8, **limit("cuda_graph_config: null").to_kwargs())
+    assert float(eager.tpot_s) > float(graphed.tpot_s)
 
 
 def test_trtllm_reads_the_options_file_from_disk(tmp_path):

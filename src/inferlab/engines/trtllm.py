@@ -64,6 +64,9 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         options = _read_options(f.get("options"), dict(cmd.files))
         _apply_options(options, values, sources, f, notes, where=f.flag("options"))
     engine = choice(NAME, "--backend", values.pop("backend", "pytorch"), BACKENDS)
+    if engine == "trtllm" and "graph_max_batch" in values:  # an option of the PyTorch runtime
+        f.unknown.append(f"cuda_graph_config (the pytorch backend's): {values.pop('graph_max_batch')}")
+        sources.pop("graph_max_batch", None)
     pair = values.pop("quant", (None, None))
     kv = values.pop("kv_cache", None)
     launch = EngineLaunch(
@@ -73,7 +76,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
         **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
                                       "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching",
-                                      "reserve_output")},
+                                      "reserve_output", "graph_max_batch")},
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
@@ -127,6 +130,8 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             f.no_effect.append(f"{where}: {key}")
         elif key == "attention_dp_config" and isinstance(value, dict):
             _balance(value, where, f, notes)
+        elif key == "cuda_graph_config" and (value is None or isinstance(value, dict)):
+            put("graph_max_batch", _graph_limit(value or {}, label, f, notes) if value is not None else 0, label)
         elif key == "scheduler_config" and isinstance(value, dict):
             for sub, item in value.items():
                 if sub == "capacity_scheduler_policy":
@@ -154,6 +159,31 @@ def _capacity_policy(label: str, value: Any) -> bool:
         raise SpecError(f"trtllm: {label}: {value!r:.40} is not modelled; allowed: {', '.join(CAPACITY_POLICIES)} "
                         "(STATIC_BATCH: estimate a static batch with inferlab estimate)")
     return CAPACITY_POLICIES[text]
+
+
+#: The largest decode batch TensorRT-LLM captures when ``cuda_graph_config`` names neither
+#: ``batch_sizes`` nor ``max_batch_size`` (LLM API reference, ``DecodeCudaGraphConfig``: "If
+#: neither is provided, a default max_batch_size of 128 is used").
+DEFAULT_GRAPH_BATCH = 128
+
+
+def _graph_limit(value: dict, label: str, f: Any, notes: list[str]) -> int:
+    """``cuda_graph_config`` as the largest decode batch run from a CUDA graph: the largest of
+    ``batch_sizes``, else ``max_batch_size``, else :data:`DEFAULT_GRAPH_BATCH` (``null``, graphs
+    off, is 0: the caller's)."""
+    sizes, largest = value.get("batch_sizes"), value.get("max_batch_size")
+    if sizes is not None and not (isinstance(sizes, list) and sizes
+                                  and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes)):
+        raise SpecError(f"trtllm: {label}.batch_sizes {sizes!r:.60} is not a list of whole numbers >= 1")
+    if largest is not None and largest != 0:
+        _typed(f"{label}.max_batch_size", largest, "int")
+    limit = max(sizes) if sizes else (largest or DEFAULT_GRAPH_BATCH)
+    if sizes and not value.get("enable_padding", False):
+        notes.append(f"{label}: without enable_padding only the listed batch sizes run from a CUDA graph; inferlab "
+                     f"graphs every decode batch up to {limit}")
+    for key in sorted(set(value) - {"batch_sizes", "max_batch_size", "enable_padding"}):
+        f.unknown.append(f"cuda_graph_config.{key}: {value[key]}")
+    return limit
 
 
 #: Attention-DP balancing as inferlab's TensorRT-LLM scheduler runs it (NVIDIA's DeepSeek-R1
@@ -239,9 +269,10 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: TensorRT-LLM has the "
                                               "budget (max_num_tokens) alone"))
-    if launch.graph_max_batch is not None:
-        missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: set cuda_graph_config.max_batch_size "
-                                           "in the extra LLM API options"))
+    if launch.graph_max_batch == 0:
+        out["cuda_graph_config"] = None  # CUDA graphs off
+    elif launch.graph_max_batch is not None:
+        out["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": launch.graph_max_batch}
     if launch.reserve_output is not None:
         policy = next(name for name, reserve in CAPACITY_POLICIES.items() if reserve == launch.reserve_output)
         out["scheduler_config"] = {"capacity_scheduler_policy": policy}
