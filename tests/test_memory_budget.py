@@ -491,3 +491,22 @@ def test_the_static_estimate_and_the_simulation_hold_the_same_kv_pool_at_every_b
     assert list(est.memory.max_sequences) == [10.0, 10.0, 10.0]
     pool = kv_capacity_tokens(est.deployment, engine_scheduler("vllm")) * est.memory.kv_per_token
     assert pool == pytest.approx(float(est.memory.kv_budget), rel=1e-9)
+
+
+def test_vllm_without_chunked_prefill_reserves_its_whole_context_in_the_estimate_too():
+    # vLLM without chunked prefill prefills a prompt in one iteration, so its budget (and the
+    # activation memory it profiles at start-up) is max(max_model_len, 2048): 32,768 tokens here,
+    # four times the 8,192 of chunked prefill; the estimate holds the pool the simulation holds
+    import inferlab
+    from inferlab.engines import parse_engine_args
+    from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, unchunked_budget
+
+    args = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768"
+    chunked = inferlab.estimate(hardware="h100-sxm", **parse_engine_args(args).to_kwargs())
+    whole = inferlab.estimate(hardware="h100-sxm", **parse_engine_args(args + " --no-enable-chunked-prefill").to_kwargs())
+    assert float(whole.memory.workspace) == pytest.approx(4 * float(chunked.memory.workspace), rel=0.05)
+    sched = unchunked_budget(whole.deployment, "vllm", engine_scheduler("vllm", None, chunked_prefill=False,
+                                                                        max_model_len=32768))
+    assert sched.max_num_batched_tokens == 32768
+    pool = kv_capacity_tokens(whole.deployment, sched) * whole.memory.kv_per_token
+    assert pool == pytest.approx(float(whole.memory.kv_budget), rel=1e-9)

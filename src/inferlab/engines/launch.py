@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
-from .scheduler import SERVING_ONLY_LIMITS
+from .scheduler import SERVING_ONLY_LIMITS, unchunked_token_budget
 
 #: Engines whose launch commands are read and written.
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm-pytorch")
@@ -162,13 +162,23 @@ class EngineLaunch:
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
                           max_model_len=self.max_model_len, reserve_output=self.reserve_output)
         else:
-            limits.update(max_num_tokens=self.max_num_batched_tokens, graph_max_batch=self.graph_max_batch,
+            limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs)
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:
             kw["speculative"] = spec
         return kw
+
+    def _estimate_budget(self) -> int | None:
+        """The token budget the engine reserves activation memory for (the static estimate's
+        workspace): vLLM without chunked prefill holds its longest context in one iteration."""
+        if self.engine != "vllm" or self.chunked_prefill is not False:
+            return self.max_num_batched_tokens
+        from ..inputs.resolve import resolve_model
+
+        context = self.max_model_len or resolve_model(self.model).max_position_embeddings
+        return unchunked_token_budget(self.engine, False, context, self.max_num_batched_tokens)
 
     def speculative_config(self, given: Any = None) -> Any:
         """The :class:`SpeculativeConfig` of the launch, its acceptance taken from ``given``."""

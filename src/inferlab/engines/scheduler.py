@@ -287,6 +287,28 @@ def default_scheduler(engine: str) -> SchedulerConfig:
     return ENGINE_SCHEDULERS.get(engine, ENGINE_SCHEDULERS["generic"])
 
 
+#: vLLM's least token budget without chunked prefill (vllm ``SchedulerConfig``: ``max(max_model_len,
+#: 2048)`` when the budget is not set).
+VLLM_UNCHUNKED_MIN_BUDGET = 2048
+
+
+def unchunked_token_budget(engine: str, chunked_prefill: bool, context: int, given: int | None) -> int | None:
+    """The token budget of an engine that prefills a prompt in one iteration: vLLM without
+    chunked prefill holds its longest context, ``max(context, 2048)`` when ``given`` is None
+    (``context``: ``max_model_len``, or the model's positions for an unset one), and refuses a
+    ``given`` budget below ``context``, as vLLM refuses to start with it. ``given`` for any
+    other engine, or with chunked prefill."""
+    if engine != "vllm" or chunked_prefill:
+        return given
+    if given is None:
+        return max(int(context), VLLM_UNCHUNKED_MIN_BUDGET)
+    if given < context:
+        raise SpecError(f"max_num_batched_tokens ({given:,}) is smaller than max_model_len ({int(context):,}): vLLM "
+                        "without chunked prefill refuses to start with it (a prompt must fit one iteration); raise it, "
+                        "lower max_model_len, or enable chunked prefill")
+    return given
+
+
 def token_budget(engine: str, hw: HardwareSpec) -> int:
     """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for vLLM
     and TensorRT-LLM; SGLang's by the GPU's memory, :func:`for_hardware`)."""

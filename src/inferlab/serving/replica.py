@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.memory import plan_memory
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, running_requests)
+                                 for_speculation, graph_batch_limit, running_requests, unchunked_token_budget)
 from ..errors import InfeasibleError, SpecError, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -42,26 +42,13 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     return sched
 
 
-#: vLLM's least token budget without chunked prefill (vllm ``SchedulerConfig``: ``max(max_model_len,
-#: 2048)`` when the budget is not set).
-VLLM_UNCHUNKED_MIN_BUDGET = 2048
-
-
 def unchunked_budget(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
-    """vLLM without chunked prefill prefills a prompt in one iteration, so its token budget
-    holds the longest context: ``max(max_model_len, 2048)`` when not set (the model's positions
-    standing for an unset ``max_model_len``), and a budget set below ``max_model_len`` is
-    refused, as vLLM refuses to start with it. Other engines' limits are returned as they are."""
-    if engine != "vllm" or sched.chunked_prefill:
-        return sched
+    """``sched`` with the token budget of vLLM without chunked prefill
+    (:func:`~inferlab.engines.scheduler.unchunked_token_budget`: its longest context, the model's
+    positions standing for an unset ``max_model_len``); other engines' limits as they are."""
     context = int(sched.max_model_len or dep.model.max_position_embeddings)
-    if sched.max_num_batched_tokens is None:
-        return replace(sched, max_num_batched_tokens=max(context, VLLM_UNCHUNKED_MIN_BUDGET))
-    if sched.max_num_batched_tokens < context:
-        raise SpecError(f"max_num_batched_tokens ({sched.max_num_batched_tokens:,}) is smaller than max_model_len "
-                        f"({context:,}): vLLM without chunked prefill refuses to start with it (a prompt must fit "
-                        "one iteration); raise it, lower max_model_len, or enable chunked prefill")
-    return sched
+    budget = unchunked_token_budget(engine, sched.chunked_prefill, context, sched.max_num_batched_tokens)
+    return sched if budget == sched.max_num_batched_tokens else replace(sched, max_num_batched_tokens=budget)
 
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
