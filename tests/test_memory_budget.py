@@ -510,3 +510,38 @@ def test_vllm_without_chunked_prefill_reserves_its_whole_context_in_the_estimate
     assert sched.max_num_batched_tokens == 32768
     pool = kv_capacity_tokens(whole.deployment, sched) * whole.memory.kv_per_token
     assert pool == pytest.approx(float(whole.memory.kv_budget), rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm-pytorch", "generic"])
+@pytest.mark.parametrize("layout", [dict(model="llama-3.1-70b", tp=2),
+                                    dict(model="deepseek-v3", tp=8, ep=8, precision="fp8"),
+                                    dict(model="deepseek-v3", tp=8, ep=8, attention_dp=True, precision="fp8")])
+def test_the_estimate_holds_each_engines_kv_pool_as_the_simulation_does(engine, layout):
+    # TensorRT-LLM's KV pool is free_gpu_memory_fraction (0.9) of what weights and activations
+    # leave of all memory, vLLM's and SGLang's what they leave of 0.9 of it; with attention DP
+    # each vLLM or TensorRT-LLM rank runs its own 8,192-token budget, SGLang's ranks share one
+    # (chunked_prefill_size // dp). Per GPU, the pool times the attention-DP ranks is the replica's.
+    import inferlab
+    from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens
+
+    layout = dict(layout)
+    est = inferlab.estimate(layout.pop("model"), "h200-sxm", engine=engine, isl=1024, osl=1024, batch_size=8, **layout)
+    pool = kv_capacity_tokens(est.deployment, engine_scheduler(engine)) * est.memory.kv_per_token
+    ranks = est.deployment.parallel.attention_groups
+    assert pool == pytest.approx(float(est.memory.kv_budget) * ranks, rel=1e-9)
+
+
+def test_tensorrt_llm_takes_its_share_of_the_free_memory():
+    # 0.9 x (capacity - weights - workspace - reserve) against 0.9 x capacity - the same: on a
+    # 141 GB H200 holding Llama-3.1-70B BF16 over two GPUs the difference is 0.1 x (weights +
+    # workspace + reserve) ~ 7.3 GB per GPU more for TensorRT-LLM
+    import inferlab
+
+    vllm = inferlab.estimate("llama-3.1-70b", "h200-sxm", tp=2, engine="vllm")
+    trt = inferlab.estimate("llama-3.1-70b", "h200-sxm", tp=2, engine="trtllm-pytorch")
+    m = vllm.memory
+    left = m.capacity - m.weights - float(m.workspace) - m.reserve
+    assert float(trt.memory.kv_budget) == pytest.approx(0.9 * left, rel=1e-9)
+    assert float(vllm.memory.kv_budget) == pytest.approx(0.9 * m.capacity - (m.weights + float(m.workspace) + m.reserve),
+                                                        rel=1e-9)
+    assert float(trt.memory.kv_budget) - float(vllm.memory.kv_budget) == pytest.approx(7.3e9, rel=0.02)

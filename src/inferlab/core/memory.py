@@ -37,11 +37,13 @@ class MemoryPlan:
     kv_per_sequence: np.ndarray
     kv_batch: np.ndarray
     max_sequences: np.ndarray
+    kv_fraction: float = 1.0
 
     @property
     def kv_budget(self) -> np.ndarray:
-        """Bytes left for the KV cache."""
-        return self.budget - self.weights - self.reserve - self.workspace
+        """Bytes left for the KV cache: what weights, reserve and workspace leave of the budget,
+        times ``kv_fraction`` where the engine takes a share of that (TensorRT-LLM)."""
+        return (self.budget - self.weights - self.reserve - self.workspace) * self.kv_fraction
 
     @property
     def used(self) -> np.ndarray:
@@ -71,7 +73,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                 gpu_memory_utilization: float = 0.9, kv_block_size: int = 16,
                 reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None,
                 extra_weight_bytes: float = 0.0, extra_kv_bytes_per_token: float = 0.0,
-                lookahead_tokens: int = 0) -> MemoryPlan:
+                lookahead_tokens: int = 0, kv_fraction_of_free: bool = False) -> MemoryPlan:
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
@@ -79,7 +81,9 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     all of them; pipeline stages hold ``1/pp`` of the layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
-    drafts being verified).
+    drafts being verified). ``kv_fraction_of_free``: the KV cache takes ``gpu_memory_utilization``
+    of what weights, workspace and reserve leave of all memory (TensorRT-LLM's
+    ``free_gpu_memory_fraction``) instead of what they leave of that share of it (vLLM's).
     """
     par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
@@ -93,12 +97,13 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                  [model.moe.moe_intermediate_size * model.moe.num_experts_per_tok if model.moe else 0])
     workspace = step_tokens / groups * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / par.tp) * 2.0
     weights = weights_per_gpu(model, precision, par) + extra_weight_bytes
-    budget = capacity * gpu_memory_utilization
-    free = budget - weights - reserve_bytes - workspace
+    kv_fraction = gpu_memory_utilization if kv_fraction_of_free else 1.0
+    budget = capacity * (1.0 if kv_fraction_of_free else gpu_memory_utilization)
+    free = (budget - weights - reserve_bytes - workspace) * kv_fraction
     with np.errstate(divide="ignore"):
         max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,
-                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq)
+                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq, kv_fraction)
 
 
 def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism) -> None:

@@ -175,9 +175,9 @@ class EngineLaunch:
         workspace): vLLM without chunked prefill holds its longest context in one iteration."""
         if self.engine != "vllm" or self.chunked_prefill is not False:
             return self.max_num_batched_tokens
-        from ..inputs.resolve import resolve_model
+        from ..specs.catalog import load_model
 
-        context = self.max_model_len or resolve_model(self.model).max_position_embeddings
+        context = self.max_model_len or load_model(self.model).max_position_embeddings
         return unchunked_token_budget(self.engine, False, context, self.max_num_batched_tokens)
 
     def speculative_config(self, given: Any = None) -> Any:

@@ -309,6 +309,14 @@ def unchunked_token_budget(engine: str, chunked_prefill: bool, context: int, giv
     return given
 
 
+def memory_keywords(sched: SchedulerConfig, tokens: float, groups: int) -> dict[str, Any]:
+    """:func:`~inferlab.core.memory.plan_memory` keywords of an engine that runs ``tokens`` per
+    iteration (its budget): the replica's iteration tokens (each of ``groups`` attention-DP ranks
+    runs the budget where the limits are a rank's) and how it sizes its KV pool."""
+    return {"step_tokens": tokens * (groups if sched.limits_per_rank else 1),
+            "kv_fraction_of_free": sched.kv_fraction_of_free}
+
+
 def token_budget(engine: str, hw: HardwareSpec) -> int:
     """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for vLLM
     and TensorRT-LLM; SGLang's by the GPU's memory, :func:`for_hardware`)."""

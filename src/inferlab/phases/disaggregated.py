@@ -18,7 +18,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.scheduler import checked_graph_limit, decode_graph_limit, token_budget
+from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, memory_keywords, token_budget
 from ..errors import InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -215,11 +215,11 @@ def _scalar(x: Any) -> Any:
     return arr.item() if arr.size == 1 else arr
 
 
-def _plan(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarray, step_tokens: np.ndarray, what: str,
+def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.ndarray, step_tokens: float, what: str,
           **kw: Any) -> MemoryPlan:
-    """Memory of one pool's replica; raises when its batch does not fit."""
+    """Memory of one pool's replica, held as its engine holds it; raises when its batch does not fit."""
     plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=batch, context=context,
-                       step_tokens=step_tokens, **kw)
+                       **memory_keywords(default_scheduler(engine), step_tokens, 1), **kw)
     require_weights_fit(plan, dep.model, dep.hardware, dep.tp)
     if not np.all(plan.fits):
         largest = int(np.min(plan.max_sequences))
@@ -307,8 +307,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     if max_num_tokens is None:  # the prefill pool's engine on its GPU
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     # each pool's engine reserves activation memory for its whole token budget at start-up, as serve()'s pools
-    plan_p = _plan(dep_p, bp, i, np.asarray(float(max_num_tokens)), "prefill", **mem)
-    plan_d = _plan(dep_d, bd, i + o, np.asarray(float(token_budget(engine_d, dep_d.hardware))), "decode", **mem)
+    plan_p = _plan(dep_p, engine_p, bp, i, float(max_num_tokens), "prefill", **mem)
+    plan_d = _plan(dep_d, engine_d, bd, i + o, float(token_budget(engine_d, dep_d.hardware)), "decode", **mem)
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))

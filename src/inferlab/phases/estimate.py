@@ -15,7 +15,8 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
+from ..engines.scheduler import (MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, memory_keywords,
+                                 token_budget)
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -213,7 +214,7 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     """
     block = memory["kv_block_size"]
     admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
-                        context=i + block, step_tokens=max_num_tokens, **memory)
+                        context=i + block, **memory)
     first_waves = np.ceil(replica / np.maximum(np.minimum(admit.max_sequences, cap), 1.0))
     first = np.ceil(replica / first_waves)
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
@@ -236,12 +237,12 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     """
     par = dep.parallel
     replica = np.ceil(b / par.dp)
-    memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size}
+    memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
+              **memory_keywords(default_scheduler(engine), max_num_tokens, par.attention_groups)}
     if speculative is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, speculative)
         memory.update(drafter_memory(dep, speculative).plan_keywords)
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o,
-                       step_tokens=max_num_tokens, **memory)
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o, **memory)
     cap = np.inf if max_num_seqs is None else float(
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
     # the KV cache holds one wave of the engine's sequence limit at a time
@@ -250,7 +251,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     wave_batch = np.ceil(replica / n_waves)
     if (waves or cap < np.inf) and np.any(n_waves > 1):  # the memory in use is one wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
-                           step_tokens=max_num_tokens, **memory)
+                           **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
     chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)

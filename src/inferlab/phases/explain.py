@@ -199,7 +199,10 @@ def explain(est: Estimate, point: int = 0) -> str:
     lines.append(
         f"memory per GPU: weights {mem.weights / 1e9:.1f} GB, KV cache {at(mem.kv_batch) / 1e9:.2f} GB "
         f"({mem.kv_per_token / 1e3:.1f} kB/token), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "
-        f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable; up to {at(mem.max_sequences):.0f} sequences fit")
+        f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable"
+        + (f", the KV pool {mem.kv_fraction:.0%} of what they leave ({at(mem.kv_budget) / 1e9:.1f} GB)"
+           if mem.kv_fraction < 1.0 else "")
+        + f"; up to {at(mem.max_sequences):.0f} sequences fit")
     quality = _quality_notes(est)
     if quality:
         lines.append("quality risk of the formats: " + "; ".join(quality))

@@ -22,7 +22,7 @@ import numpy as np
 from ..checks import context_within_model
 from ..core.interconnect import node_size
 from ..core.memory import plan_memory, require_weights_fit
-from ..engines.scheduler import decode_graph_limit, token_budget
+from ..engines.scheduler import decode_graph_limit, default_scheduler, memory_keywords, token_budget
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import deployment, resolve_model
 from ..specs.catalog import load_hardware, load_model
@@ -249,8 +249,9 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
     """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
     ``drafter``'s weights, KV and lookahead slots beside the target's)."""
     return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
-                       context=float(isl) + float(osl), step_tokens=float(token_budget(engine, dep.hardware)),
-                       gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
+                       context=float(isl) + float(osl), gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
+                       **memory_keywords(default_scheduler(engine), float(token_budget(engine, dep.hardware)),
+                                         dep.parallel.attention_groups),
                        **({} if drafter is None else drafter.plan_keywords))
 
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from ..core.memory import plan_memory
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, running_requests, unchunked_token_budget)
+                                 for_speculation, graph_batch_limit, memory_keywords, running_requests,
+                                 unchunked_token_budget)
 from ..errors import InfeasibleError, SpecError, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -148,18 +149,16 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     the way the engine sizes it (see :class:`SchedulerConfig`). ``sched`` is the engine's as
     set (each rank's limits where they are a rank's), not :func:`scheduler_for`'s stream."""
     sched = for_hardware(sched, dep.hardware)
-    # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
-    step = sched.max_num_batched_tokens * (dep.parallel.attention_groups if sched.limits_per_rank else 1)
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                       context=np.array(1.0), step_tokens=np.array(float(step)),
-                       gpu_memory_utilization=1.0 if sched.kv_fraction_of_free else sched.gpu_memory_utilization,
-                       kv_block_size=sched.kv_block_size)
     draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
-    budget = (float(plan.kv_budget) - draft_weights) * (sched.gpu_memory_utilization if sched.kv_fraction_of_free
-                                                        else 1.0)
+    # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
+                       context=np.array(1.0), gpu_memory_utilization=sched.gpu_memory_utilization,
+                       kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
+                       **memory_keywords(sched, float(sched.max_num_batched_tokens), dep.parallel.attention_groups))
+    budget = float(plan.kv_budget)
     if budget <= 0:
         gb = 1e9
-        used = plan.weights + draft_weights + plan.reserve + float(plan.workspace)
+        used = plan.weights + plan.reserve + float(plan.workspace)
         raise InfeasibleError(
             f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} as {dep.parallel}: "
             f"weights{' and drafter' if drafter and draft_weights else ''}, workspace and reserve take {used / gb:.1f} GB "
