@@ -51,7 +51,7 @@ def test_prices_are_finite_non_negative_and_name_a_searched_gpu(prices, message)
 @pytest.mark.parametrize("overrides, message", [
     ({"budget_usd_per_hour": float("inf")}, "budget_usd_per_hour: Input should be a finite number"),
     ({"traffic": {"rate": "2"}}, "traffic.rate: expected a number, got '2'"),
-    ({"traffic": {"rate": 2, "isl": {"kind": "fixed", "valu": 3}}}, "unknown key 'valu' in a distribution"),
+    ({"traffic": {"rate": 2, "isl": {"kind": "fixed", "valu": 3}}}, "unknown key 'valu' (did you mean 'value'?) in a distribution"),
     ({"traffic": {"rate": 2, "isl": 1.5}}, "traffic.isl: lengths must be a token count"),
     ({"traffic": {"rate": 2e12}}, "2e+12 requests/s is more than 1e+09"),
     ({"verify": True}, "verify: Input should be a valid integer"),
@@ -181,3 +181,19 @@ def test_a_name_yaml_read_as_a_boolean_says_to_quote_it(tmp_path):
 def test_traffic_fields_of_the_other_mode_are_refused(traffic, message):
     with pytest.raises(SpecError, match=message):
         load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": traffic})
+
+
+def test_lengths_take_the_same_forms_everywhere():
+    # the command line's text, a file's mapping, a count, a list: one parser (Lengths.of) for the
+    # Python API, scenario and workload files and fleet traffic
+    from inferlab.inputs.workload import Lengths, Workload
+
+    text = Lengths.of("lognormal:mean=1500,sigma=0.6")
+    assert text == Lengths.of({"kind": "lognormal", "mean": 1500, "sigma": 0.6}) == Lengths("lognormal", mean=1500, sigma=0.6)
+    assert Lengths.of("128,512") == Lengths("empirical", values=(128, 512)) and Lengths.of("2048") == Lengths.of(2048)
+    assert Workload(isl="uniform:128-256", osl=64, rate=1.0).isl == Lengths("uniform", low=128, high=256)
+    assert Workload.from_dict({"isl": "lognormal:mean=900,sigma=0.4", "osl": 64, "rate": 1.0}).isl.mean == 900
+    with pytest.raises(SpecError, match="did you mean 'lognormal'"):
+        Lengths.of("lognorm:mean=100")
+    with pytest.raises(SpecError, match="a text like"):
+        Lengths.of(1.5)

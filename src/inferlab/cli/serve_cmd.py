@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ..engines.scheduler import USER_LIMITS
-from ..errors import SpecError, did_you_mean
+from ..errors import SpecError
 from .args import comma_list, output_file
 from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
@@ -17,37 +17,18 @@ if TYPE_CHECKING:
 
 
 def parse_lengths(text: str, name: str = "lengths") -> Lengths:
-    """Token counts from the command line.
-
-    ``2048`` (fixed), ``128,512,2048`` (drawn from these), ``uniform:128-2048``,
-    ``lognormal:mean=1024,sigma=0.5``.
+    """Token counts from the command line (:meth:`~inferlab.inputs.workload.Lengths.parse`),
+    a malformed text named by its flag.
 
     >>> parse_lengths("uniform:128-2048")
     Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
     """
     from ..inputs.workload import Lengths
 
-    allowed = "an integer, integers separated by commas, uniform:LOW-HIGH or lognormal:mean=M,sigma=S"
-    kind, _, rest = text.strip().partition(":")
     try:
-        if not rest:
-            values = [int(v) for v in kind.split(",") if v.strip()]
-            if len(values) == 1:
-                return Lengths("fixed", value=values[0])
-            return Lengths("empirical", values=tuple(values))
-        if kind == "uniform":
-            low, high = (int(v) for v in rest.split("-"))
-            return Lengths("uniform", low=low, high=high)
-        if kind == "lognormal":
-            fields = dict(part.split("=", 1) for part in rest.split(","))
-            if set(fields) <= {"mean", "sigma"}:
-                return Lengths("lognormal", mean=float(fields["mean"]), sigma=float(fields.get("sigma", 0.0)))
-    except SpecError as exc:  # well formed, but not a valid distribution: its own message says why
-        raise SpecError(f"--{name} {text!r}: {exc}") from None
-    except (ValueError, KeyError, TypeError):
-        pass
-    hint = did_you_mean(kind, ("uniform", "lognormal")) if rest and kind not in ("uniform", "lognormal") else ""
-    raise SpecError(f"--{name} {text!r}{hint} is not {allowed}")
+        return Lengths.parse(text)
+    except SpecError as exc:
+        raise SpecError(f"--{name} {str(exc).removeprefix('lengths ')}") from None
 
 
 _floats = comma_list(float, "number")

@@ -213,15 +213,7 @@ def concat(parts: list[Requests]) -> Requests:
 
 def lengths(value: object, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` lengths [token] from a count, a distribution mapping or a :class:`Lengths`."""
-    if isinstance(value, dict):
-        unknown = sorted(set(map(str, value)) - set(Lengths.__dataclass_fields__))
-        if unknown:
-            raise SpecError(f"traffic lengths: unknown key {unknown[0]!r} in a distribution; allowed: "
-                            f"{', '.join(Lengths.__dataclass_fields__)}")
-        dist = Lengths(**value)
-    else:
-        dist = Lengths.of(value)  # type: ignore[arg-type]
-    return dist.sample(n, rng).astype(float)
+    return Lengths.of(value).sample(n, rng).astype(float)  # type: ignore[arg-type]
 
 
 def read_trace(path: str | Path) -> Requests:

@@ -17,14 +17,14 @@ and reads its fields on every run, and the numbers it draws must not change.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from ..checks import boolean, integer, real, real_array
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from . import static_batch
 from .limits import MAX_REQUESTS, MAX_SPAN_S, MAX_TOKENS
 from .prefixes import prefixes
@@ -84,15 +84,57 @@ class Lengths:
             object.__setattr__(self, "values", tuple(integer("lengths: values", v, **tokens) for v in values))
 
     @classmethod
-    def of(cls, value: int | Lengths | Sequence[int]) -> Lengths:
-        """A fixed count, a list (empirical) or a ready distribution."""
+    def of(cls, value: int | str | Mapping[str, Any] | Lengths | Sequence[int]) -> Lengths:
+        """A fixed count, a list (empirical), a text as the command line takes it (:meth:`parse`),
+        a mapping of the fields (``{"kind": "lognormal", "mean": 1024, "sigma": 0.5}``, as scenario
+        and workload files hold it) or a ready distribution."""
         if isinstance(value, Lengths):
             return value
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             return cls("fixed", value=int(value))
         if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1:
             return cls("empirical", values=tuple(value))
-        raise SpecError(f"lengths must be a token count, a list of counts or a Lengths, got {value!r:.80}")
+        if isinstance(value, str):
+            return cls.parse(value)
+        if isinstance(value, Mapping):
+            allowed = tuple(cls.__dataclass_fields__)
+            unknown = sorted(str(k) for k in value if k not in allowed)
+            if unknown:
+                raise SpecError(f"lengths: unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)} in a "
+                                f"distribution; allowed: {', '.join(allowed)}")
+            return cls(**value)
+        raise SpecError(f"lengths must be a token count, a list of counts, a text like "
+                        f"'lognormal:mean=1024,sigma=0.5', a mapping of its fields or a Lengths, got {value!r:.80}")
+
+    @classmethod
+    def parse(cls, text: str) -> Lengths:
+        """Token counts as text: ``2048`` (fixed), ``128,512,2048`` (drawn from these),
+        ``uniform:128-2048``, ``lognormal:mean=1024,sigma=0.5``.
+
+        >>> Lengths.parse("uniform:128-2048")
+        Lengths(kind='uniform', value=0, low=128, high=2048, mean=0.0, sigma=0.0, values=())
+        """
+        kind, _, rest = text.strip().partition(":")
+        try:
+            if not rest:
+                values = [int(v) for v in kind.split(",") if v.strip()]
+                if len(values) == 1:
+                    return cls("fixed", value=values[0])
+                return cls("empirical", values=tuple(values))
+            if kind == "uniform":
+                low, high = (int(v) for v in rest.split("-"))
+                return cls("uniform", low=low, high=high)
+            if kind == "lognormal":
+                fields = dict(part.split("=", 1) for part in rest.split(","))
+                if set(fields) <= {"mean", "sigma"}:
+                    return cls("lognormal", mean=float(fields["mean"]), sigma=float(fields.get("sigma", 0.0)))
+        except SpecError as exc:  # well formed, but not a valid distribution: its own message says why
+            raise SpecError(f"lengths {text!r}: {exc}") from None
+        except (ValueError, KeyError, TypeError):
+            pass
+        hint = did_you_mean(kind, ("uniform", "lognormal")) if rest and kind not in ("uniform", "lognormal") else ""
+        raise SpecError(f"lengths {text!r}{hint} is not an integer, integers separated by commas, uniform:LOW-HIGH or "
+                        "lognormal:mean=M,sigma=S")
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` draws as int64 (at least 1)."""
@@ -275,8 +317,8 @@ class Workload:
                             f"{', '.join(cls.__dataclass_fields__)}")
         fields = dict(data)
         for name in ("isl", "osl"):
-            if isinstance(fields.get(name), dict):
-                fields[name] = Lengths(**fields[name])
+            if isinstance(fields.get(name), (dict, str)):
+                fields[name] = Lengths.of(fields[name])
         if isinstance(fields.get("trace"), list):
             fields["trace"] = tuple(fields["trace"])
         return cls(**fields)

@@ -91,12 +91,6 @@ class Traffic(BaseModel):
     @field_validator("isl", "osl")
     @classmethod
     def _lengths(cls, value: Any) -> Lengths:
-        if isinstance(value, dict):
-            unknown = sorted(set(map(str, value)) - set(Lengths.__dataclass_fields__))
-            if unknown:
-                raise ValueError(f"unknown key {unknown[0]!r} in a distribution; allowed: "
-                                 f"{', '.join(Lengths.__dataclass_fields__)}")
-            return Lengths(**value)
         return Lengths.of(value)
 
     @field_validator("prefix")
