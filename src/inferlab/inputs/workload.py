@@ -158,6 +158,32 @@ class Lengths:
         return {"fixed": float(self.value), "uniform": (self.low + self.high) / 2.0, "lognormal": self.mean,
                 "empirical": float(np.mean(self.values) if self.values else 0.0)}[self.kind]
 
+    @property
+    def second_moment_ratio(self) -> float:
+        """``E[X^2] / E[X]^2`` of the token count (1 for a fixed one; ``exp(sigma^2)`` for a lognormal)."""
+        if self.kind == "fixed":
+            return 1.0
+        if self.kind == "uniform":
+            mean, n = (self.low + self.high) / 2.0, self.high - self.low + 1.0
+            return 1.0 + (n * n - 1.0) / 12.0 / mean**2
+        if self.kind == "lognormal":
+            return float(np.exp(self.sigma**2))
+        v = np.asarray(self.values, float)
+        return float(np.mean(v * v) / np.mean(v) ** 2)
+
+    def quantiles(self, u: np.ndarray) -> np.ndarray:
+        """Token counts at probabilities ``u`` in (0, 1) (unrounded for the continuous kinds)."""
+        from scipy.special import ndtri
+
+        u = np.asarray(u, float)
+        if self.kind == "fixed":
+            return np.full(u.shape, float(self.value))
+        if self.kind == "uniform":
+            return self.low + u * (self.high - self.low)
+        if self.kind == "lognormal":
+            return self.mean * np.exp(self.sigma * ndtri(u) - self.sigma**2 / 2.0)
+        return np.quantile(np.asarray(self.values, float), u)
+
 
 @dataclass(frozen=True)
 class Workload:

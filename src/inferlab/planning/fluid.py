@@ -6,7 +6,8 @@ the ``b`` requests. With ``a = osl x d(b) / t_pf``, the request rate ``lambda = 
 satisfies ``x = b / (1 + a / (1 - x))``, i.e. ``x^2 - (1 + a + b) x + b = 0``; under load
 a token takes ``d(b) / (1 - x)``. TTFT is the prefill stretched over the iterations it
 shares with decodes (``ceil(isl / chunk)`` of them) plus the admission wait of a batching
-engine (:func:`admission_wait_s`).
+engine (:func:`admission_wait_s`). A percentile TPOT is that of a request's decode as a busy
+period the prompts arriving meanwhile stretch (:func:`tpot_percentile_s`).
 
 The planner sizes its leading configurations with the request-level simulation
 (:mod:`.sizing`); this model only seeds that search and ranks the rest.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln, lambertw
+from scipy.special import gammaincc, gammaln, lambertw, ndtr
 
 
 @dataclass(frozen=True)
@@ -199,3 +200,53 @@ def max_utilization(rate: np.ndarray, slack_s: np.ndarray, percentile: float, ca
     u = np.real(lambertw(x)) / c
     u = np.where(c > 700.0, 1.0, u)
     return np.where(slack > 0, np.minimum(u, cap), 0.0)
+
+
+#: Output lengths the TPOT percentile averages over (equal-probability midpoints of the traffic's
+#: output-length distribution).
+OSL_POINTS = 32
+
+
+def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread: float, osl: np.ndarray,
+                      percentile: float) -> np.ndarray:
+    """The ``percentile`` of request TPOT under mixed prefill at each concurrency [s].
+
+    A request's decode is a busy period: its ``n = osl - 1`` decode steps ``d`` are work
+    ``tau = n d`` that the prompts arriving meanwhile (rate ``lambda``, prefill ``P`` each, share
+    ``x = lambda E[P]``) stretch, and those arriving during the stretch stretch it again. Its
+    length has mean ``tau / (1 - x)`` and variance ``tau lambda E[P^2] / (1 - x)^3`` (the busy
+    period of an M/G/1 queue started by work ``tau``), so its TPOT has mean ``d / (1 - x)``,
+    the fluid TPOT, and standard deviation ``sqrt(d x E[P] s / ((1 - x)^3 n))`` with ``s =
+    E[P^2] / E[P]^2`` from the prompt lengths (a prefill takes time in proportion to its
+    tokens). Short answers see the fewest prompts and spread the most: the percentile is that of
+    the mixture over ``osl`` (normal per length).
+
+    Parameters
+    ----------
+    points : OperatingPoints
+        The replica at each concurrency (its TPOT ``d / (1 - x)`` and prefill share ``x``).
+    prefill_s : float [s]
+        Prefill of a prompt of the mean length.
+    prefill_spread : float
+        ``E[isl^2] / E[isl]^2`` of the traffic's prompts.
+    osl : array [token]
+        Output lengths the requests are equally likely to have (:data:`OSL_POINTS` quantiles).
+    percentile : float
+        In (0, 100).
+    """
+    tpot, x = np.asarray(points.tpot_s, float), np.asarray(points.prefill_share, float)
+    d = tpot * (1.0 - x)
+    steps = np.maximum(np.asarray(osl, float) - 1.0, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = d * x * prefill_s * prefill_spread / (1.0 - x) ** 3
+    sd = np.sqrt(np.maximum(var, 0.0))[..., None] / np.sqrt(steps)  # (points, lengths)
+    target = 1.0 - percentile / 100.0
+    lo, hi = tpot - 8.0 * sd.max(axis=-1), tpot + 8.0 * sd.max(axis=-1)
+    for _ in range(48):  # bisection on the mixture's tail, every point at once
+        mid = (lo + hi) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tail = np.mean(np.where(sd > 0, ndtr(-(mid[..., None] - tpot[..., None]) / sd),
+                                    (mid[..., None] < tpot[..., None]).astype(float)), axis=-1)
+        above = tail > target
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    return np.where(np.isfinite(var), hi, np.inf)

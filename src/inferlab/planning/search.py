@@ -32,7 +32,7 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .candidate import Candidate
-from .fluid import admission_wait_s, max_utilization, operating_points, queue_wait_s
+from .fluid import OSL_POINTS, admission_wait_s, max_utilization, operating_points, queue_wait_s, tpot_percentile_s
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
@@ -107,7 +107,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
     pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(token_budget(sc.engine, est.deployment.hardware)))
     ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile)
-    tpot_p = pts.tpot_s * _tpot_tail(sc.slo.percentile)
+    lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
+    tpot_p = tpot_percentile_s(pts, est.prefill_1_s, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     meets = ok & _within(sc, ttft_p, tpot_p)
     if not meets.any():
         return replace(base, reason=_why_not(sc, float(ttft_p[0]), float(tpot_p[0])))
@@ -300,7 +301,8 @@ def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int
 
 
 def _tpot_tail(percentile: float) -> float:
-    """Ratio of a percentile request TPOT to the mean under mixed prefill (a prior, ~10% at P99)."""
+    """Ratio of a percentile request TPOT to the mean in a decode pool (no prefill mixed in: the
+    batch's size and contexts alone vary; a prior, ~10% at P99)."""
     return 1.0 + 0.1 * max(percentile - 50.0, 0.0) / 49.0
 
 
