@@ -39,6 +39,9 @@ def test_admission_wait_by_hand():
     # 10 requests in 256 slots never wait for one
     w = admission_wait_s(_points(10, 5.0, 0.02, 0.2), prefill_s=0.1, slots=256, percentile=99)
     assert float(w[0]) == pytest.approx(0.0198 + 0.1 * math.log(20) / 0.8, rel=1e-9)
+    # prompts of one length (E[P^2] / E[P]^2 = 1): the M/D/1-like wait, half of M/M/1's
+    w = admission_wait_s(_points(10, 5.0, 0.02, 0.2), prefill_s=0.1, slots=256, percentile=99, prefill_spread=1.0)
+    assert float(w[0]) == pytest.approx(0.0198 + 0.1 * 0.5 * math.log(20) / 0.8, rel=1e-9)
     # all slots taken: no steady state
     assert math.isinf(float(admission_wait_s(_points(256, 5.0, 0.02, 0.2), 0.1, 256, 99)[0]))
 

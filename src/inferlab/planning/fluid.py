@@ -61,7 +61,7 @@ def operating_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_s: fl
 
 
 def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarray | float,
-                     percentile: float) -> np.ndarray:
+                     percentile: float, prefill_spread: float = 2.0) -> np.ndarray:
     """Wait from arrival to the end of the prompt's turn in the token budget, at ``percentile`` [s].
 
     Parameters
@@ -75,6 +75,9 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         KV memory holds).
     percentile : float
         In (0, 100).
+    prefill_spread : float
+        ``E[P^2] / E[P]^2`` of the prompts' prefill times (``E[isl^2] / E[isl]^2``): 1 for prompts
+        of one length, 2 for exponentially distributed ones (the M/M/1 default).
 
     Returns
     -------
@@ -93,9 +96,11 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
        uniform on ``[0, tau]``: ``p x tau``.
     2. *Prompts ahead in the token budget.* Prefill is compute-bound, so prompts batched
        into one iteration take as long as one after another: prefill work is a single
-       server busy a share ``x`` of the time, whose M/M/1 wait has
-       ``P(W > t) = x exp(-(1 - x) t / t_pf)``, i.e. ``t_pf ln(x / q) / (1 - x)`` when
-       ``x > q`` and 0 otherwise. It matters only near the token-budget limit ``x -> 1``.
+       server busy a share ``x`` of the time. Its M/G/1 wait is taken with the exponential
+       tail of the same mean (Pollaczek-Khinchine: ``E[W] = x t_pf s / (2 (1 - x))`` with ``s =
+       E[P^2] / E[P]^2``): ``P(W > t) = x exp(-2 (1 - x) t / (s t_pf))``, i.e.
+       ``t_pf (s / 2) ln(x / q) / (1 - x)`` when ``x > q`` and 0 otherwise; M/M/1's at ``s = 2``,
+       half of it for prompts of one length. It matters only near the token-budget limit ``x -> 1``.
     3. *All slots taken.* With ``c`` slots each held for a request's lifetime
        ``S = b / lambda`` (Little's law) the engine is an M/M/c queue with offered load
        ``A = b``: the probability of waiting is Erlang's C formula
@@ -116,7 +121,7 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
     x = np.asarray(points.prefill_share, float)
     iteration = p * np.asarray(points.tpot_s, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        prompts = np.where(x > q, prefill_s * np.log(x / q) / (1.0 - x), 0.0)
+        prompts = np.where(x > q, prefill_s * prefill_spread / 2.0 * np.log(x / q) / (1.0 - x), 0.0)
     hold = np.asarray(points.batch, float) / np.maximum(np.asarray(points.rate, float), 1e-300)
     return iteration + prompts + slot_wait_s(np.asarray(points.batch, float), np.floor(slots), hold, q)
 

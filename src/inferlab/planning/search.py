@@ -106,7 +106,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     if config.get("disaggregated"):
         return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
     pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(token_budget(sc.engine, est.deployment.hardware)))
-    ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile)
+    ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile, tr.isl.second_moment_ratio)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, est.prefill_1_s, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     meets = ok & _within(sc, ttft_p, tpot_p)
