@@ -270,3 +270,18 @@ def test_binding_names_slos_apart_from_the_deadline_and_a_growing_queue():
     assert _binding("TTFT+throughput") == "TTFT SLO and throughput (queue grows)"
     assert _binding("throughput") == "throughput (queue grows)"
     assert _binding("deadline") == "deadline"
+
+
+def test_a_prefill_replicas_wait_by_kingman():
+    """M/M/1 at u = 0.8, mu = 1/s, P99: ln(0.8 / 0.01) / 0.2 = 21.91 s. Four prefill replicas dealt
+    Poisson arrivals round robin see Erlang-4 gaps (c_a^2 = 1/4); prompts of one length prefill in a
+    constant time (c_s^2 = 0): Kingman's (1/4 + 0) / 2 = 1/8 of it, 2.739 s."""
+    from inferlab.planning.fluid import prefill_variability, queue_wait_s
+
+    mm1 = float(queue_wait_s(np.array(1.0), 0.8, 99.0))
+    assert mm1 == pytest.approx(math.log(80.0) / 0.2, rel=1e-12)
+    assert prefill_variability(1, 2.0) == 1.0  # one replica, exponential prompts: M/M/1
+    assert prefill_variability(4, 1.0) == 0.125
+    assert float(queue_wait_s(np.array(1.0), 0.8, 99.0, prefill_variability(4, 1.0))) == pytest.approx(mm1 / 8)
+    # lognormal prompts of sigma 0.6 (E[P^2]/E[P]^2 = e^0.36): (1/4 + 0.4333) / 2
+    assert prefill_variability(4, math.exp(0.36)) == pytest.approx((0.25 + math.exp(0.36) - 1.0) / 2.0)

@@ -165,7 +165,8 @@ def slot_wait_s(load: np.ndarray, slots: np.ndarray | float, hold_s: np.ndarray,
     return np.where(a >= c, np.inf, np.where(erlang_c > tail, np.maximum(t, 0.0), 0.0))
 
 
-def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: float) -> np.ndarray:
+def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: float,
+                 variability: float = 1.0) -> np.ndarray:
     """Wait at ``percentile`` for a single server of capacity ``rate`` at ``utilization`` [s]
     (a prefill-only replica, which runs prompts one token budget after another).
 
@@ -173,14 +174,25 @@ def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: 
     -----
     M/M/1 waiting time: ``P(W > t) = u exp(-(1 - u) mu t)``, so
     ``t_p = ln(u / (1 - p)) / ((1 - u) mu)`` (zero when ``u <= 1 - p``; infinite at ``u = 0``
-    is never asked: no load, no wait).
+    is never asked: no load, no wait). Other arrivals and service times scale it by
+    ``variability = (c_a^2 + c_s^2) / 2``, their squared coefficients of variation (Kingman's
+    G/G/1 mean, the tail kept exponential): 1 for M/M/1; a router that deals Poisson arrivals
+    round robin over ``n`` replicas gives each Erlang-``n`` gaps (``c_a^2 = 1 / n``), and
+    prompts of one length a constant prefill (``c_s^2 = 0``) (:func:`prefill_variability`).
     """
     p = percentile / 100.0
     u = np.asarray(utilization, float)
     mu = np.asarray(rate, float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.log(np.maximum(u, 1e-300) / (1.0 - p)) / ((1.0 - u) * mu)
+        t = variability * np.log(np.maximum(u, 1e-300) / (1.0 - p)) / ((1.0 - u) * mu)
     return np.where(u > 1.0 - p, np.maximum(t, 0.0), 0.0)
+
+
+def prefill_variability(replicas: int, prefill_spread: float) -> float:
+    """Kingman's ``(c_a^2 + c_s^2) / 2`` of one of ``replicas`` prefill replicas that a router
+    deals Poisson arrivals round robin (``c_a^2 = 1 / replicas``), prompts whose prefill times
+    have ``E[P^2] / E[P]^2 = prefill_spread`` (``c_s^2 = prefill_spread - 1``)."""
+    return (1.0 / max(replicas, 1) + max(prefill_spread - 1.0, 0.0)) / 2.0
 
 
 def max_utilization(rate: np.ndarray, slack_s: np.ndarray, percentile: float, cap: float) -> np.ndarray:

@@ -32,7 +32,8 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .candidate import Candidate
-from .fluid import OSL_POINTS, admission_wait_s, max_utilization, operating_points, queue_wait_s, tpot_percentile_s
+from .fluid import (OSL_POINTS, admission_wait_s, max_utilization, operating_points, prefill_variability, queue_wait_s,
+                    tpot_percentile_s)
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
@@ -178,7 +179,8 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     r, c = sc.traffic.request_rate, cand.curve
     if cand.disaggregated:
         n_p, n_d = cand.pools
-        wait = float(queue_wait_s(np.array(c["mu_p"]), r / (n_p * c["mu_p"]), sc.slo.percentile))
+        wait = float(queue_wait_s(np.array(c["mu_p"]), r / (n_p * c["mu_p"]), sc.slo.percentile,
+                                  prefill_variability(n_p, c["prefill_spread"])))
         tpot = float(np.interp(r / n_d, c["rate_d"], c["tpot_p_s"], right=math.inf))
         growth = min(n_p * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0
         return {"fluid_ttft_s": c["ttft_alone"] + wait, "fluid_tpot_s": tpot, "headroom": growth,
@@ -324,7 +326,8 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     The decode pool runs plain decode steps (no prefill interleaved): at concurrency ``b`` a
     replica serves ``b / (osl x d(b))`` requests/s with TPOT ``d(b)``. A prefill replica
     runs prompts one token budget after another, a single server (``1 / t_pf`` per
-    replica) whose M/M/1 admission wait takes what the prefill, the exposed KV transfer
+    replica) whose admission wait (M/M/1's scaled by Kingman's variability of round-robin
+    arrivals and the prompts' prefill times) takes what the prefill, the exposed KV transfer
     (over the NICs, overlapped layer by layer) and the first decode step leave of the TTFT
     budget. The pools' replica counts give the P:D ratio.
     """
@@ -343,18 +346,27 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     transfer = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) / (config["tp"] * nic)
     exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
     ttft_alone = est.prefill_1_s + exposed + float(est.tpot_s[j])
-    cap, mu_p = sc.search.target_utilization, 1.0 / est.prefill_1_s
-    u_p = cap
+    cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
+    u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
     if slo.ttft_ms:
         slack = np.array([slo.ttft_ms / 1e3 - ttft_alone])
-        u_p = float(max_utilization(np.array([mu_p]), slack, slo.percentile, cap)[0])
-        if u_p <= 0:
-            return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone (disaggregated)")
-    n_p = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
+        # the wait depends on the replicas (round robin smooths each one's arrivals) and they on
+        # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point
+        n_p = 1
+        for _ in range(8):
+            u_p = float(max_utilization(np.array([mu_p]), slack / prefill_variability(n_p, spread), slo.percentile,
+                                        cap)[0])
+            if u_p <= 0:
+                return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone "
+                                            "(disaggregated)")
+            need = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
+            if need <= n_p:
+                break
+            n_p = need
     n_d = max(1, math.ceil(tr.request_rate / (cap * float(rate_d[j]))))
     binding = "TPOT SLO" if (slo.tpot_ms and j + 1 < len(_BATCHES) and ok[j + 1]) else limit
     curve = {"mu_p": mu_p, "u_p": u_p, "ttft_alone": ttft_alone, "rate_d": rate_d[ok], "tpot_p_s": d[ok],
-             "rate_d_j": float(rate_d[j])}
+             "rate_d_j": float(rate_d[j]), "prefill_spread": spread}
     cand = replace(base, feasible=True, batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]), curve=curve,
                    tokens_per_s_per_user=1.0 / float(est.tpot_s[j]), binding=binding)
     out = with_replicas(sc, cand, n_p + n_d, seed=True, pd=f"P{n_p}:D{n_d}")
