@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammaln, lambertw, ndtr
+from scipy.special import gammaincc, gammaln, lambertw
 
 
 @dataclass(frozen=True)
@@ -235,8 +235,10 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
     period of an M/G/1 queue started by work ``tau``), so its TPOT has mean ``d / (1 - x)``,
     the fluid TPOT, and standard deviation ``sqrt(d x E[P] s / ((1 - x)^3 n))`` with ``s =
     E[P^2] / E[P]^2`` from the prompt lengths (a prefill takes time in proportion to its
-    tokens). Short answers see the fewest prompts and spread the most: the percentile is that of
-    the mixture over ``osl`` (normal per length).
+    tokens). The stretch beyond ``d`` is never negative and, when few prompts arrive during an
+    answer (long prompts, short answers), far from normal: it is taken as a gamma variable of
+    that mean and variance. Short answers see the fewest prompts and spread the most: the
+    percentile is that of the mixture over ``osl``.
 
     Parameters
     ----------
@@ -253,17 +255,20 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
     """
     tpot, x = np.asarray(points.tpot_s, float), np.asarray(points.prefill_share, float)
     d = tpot * (1.0 - x)
+    stretch = (tpot - d)[..., None]  # mean of the stretch per token [s]
     steps = np.maximum(np.asarray(osl, float) - 1.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        var = d * x * prefill_s * prefill_spread / (1.0 - x) ** 3
-    sd = np.sqrt(np.maximum(var, 0.0))[..., None] / np.sqrt(steps)  # (points, lengths)
+        var = (d * x * prefill_s * prefill_spread / (1.0 - x) ** 3)[..., None] / steps  # (points, lengths)
+        shape = np.where(var > 0, stretch**2 / var, np.inf)
+        scale = np.where(stretch > 0, var / stretch, 0.0)
     target = 1.0 - percentile / 100.0
-    lo, hi = tpot - 8.0 * sd.max(axis=-1), tpot + 8.0 * sd.max(axis=-1)
+    lo, hi = d.copy(), tpot + 40.0 * np.sqrt(np.max(np.where(np.isfinite(var), var, 0.0), axis=-1))
     for _ in range(48):  # bisection on the mixture's tail, every point at once
         mid = (lo + hi) / 2.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            tail = np.mean(np.where(sd > 0, ndtr(-(mid[..., None] - tpot[..., None]) / sd),
-                                    (mid[..., None] < tpot[..., None]).astype(float)), axis=-1)
-        above = tail > target
+        over = mid[..., None] - d[..., None]  # the stretch a request must exceed to be slower
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            tail = np.where(scale > 0, gammaincc(np.minimum(shape, 1e12), np.maximum(over, 0.0) / scale),
+                            (over < stretch).astype(float))
+        above = np.mean(tail, axis=-1) > target
         lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
-    return np.where(np.isfinite(var), hi, np.inf)
+    return np.where(np.all(np.isfinite(var), axis=-1), hi, np.inf)
