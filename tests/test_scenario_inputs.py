@@ -197,3 +197,19 @@ def test_lengths_take_the_same_forms_everywhere():
         Lengths.of("lognorm:mean=100")
     with pytest.raises(SpecError, match="a text like"):
         Lengths.of(1.5)
+
+
+def test_a_drafter_may_be_named_by_its_hugging_face_repository():
+    # the draft model of a speculative configuration resolves as the target does: a repository a
+    # catalog card names (a fine-tune suffix dropped) is that catalog model
+    import inferlab
+    from inferlab.specs.catalog import load_model
+
+    assert load_model("meta-llama/Llama-3.1-8B-Instruct").id == "llama-3.1-8b"
+    by_repo = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4, engine="vllm",
+                                speculative="draft:model=meta-llama/Llama-3.1-8B-Instruct,k=4,accept=0.7")
+    by_id = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4, engine="vllm",
+                              speculative="draft:model=llama-3.1-8b,k=4,accept=0.7")
+    assert float(by_repo.tpot_s) == float(by_id.tpot_s)
+    with pytest.raises(SpecError, match="not a catalog model; did you mean"):
+        load_model("meta-llama/Llama-9B")

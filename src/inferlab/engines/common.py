@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from ..errors import SpecError
 from .launch import Rendered, Speculation
-from .model_names import catalog_model, hf_repo
+from ..specs.catalog import catalog_model, hf_repo
 
 #: Written where a drafter checkpoint is needed that inferlab does not know; read back as none.
 DRAFTER_PLACEHOLDER = "DRAFTER_CHECKPOINT"

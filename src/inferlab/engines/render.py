@@ -87,7 +87,7 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
         notes.append(f"attention weights in {kinds['attention_weights']}: no engine flag sets them apart; serve a "
                      "checkpoint stored that way (NVIDIA's NVFP4 DeepSeek-R1 keeps them in BF16)")
     spec = _speculation(speculative)
-    from .model_names import catalog_model
+    from ..specs.catalog import catalog_model
 
     return EngineLaunch(engine=engine if engine in _WRITERS else "vllm", model=catalog_model(model)[0], tp=tp, pp=pp,
                         ep=ep, dp=dp, attention_dp=attention_dp, weights=kinds.get("weights"),

@@ -9,7 +9,6 @@ that says what was given, what is allowed and what to do instead.
 
 from __future__ import annotations
 
-import re
 
 from pathlib import Path
 from typing import Any, Literal
@@ -47,18 +46,7 @@ def resolve_model(model: Any) -> ModelSpec:
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, (str, Path)):
-        try:
-            return load_model(model)
-        except SpecError:
-            if not (isinstance(model, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", model) and not model.endswith(".json")):
-                raise
-            # a Hugging Face repository name, as an engine is launched on: its catalog model
-            from ..engines.model_names import catalog_model
-            try:
-                found = catalog_model(model)[0]
-            except SpecError as exc:
-                raise SpecError(str(exc).replace("engine model", "model", 1)) from None
-            return load_model(found)
+        return load_model(model)  # a catalog id or alias, a Hugging Face repository name, a config.json
     raise SpecError(f"model must be a catalog id such as 'llama-3.1-8b', a config.json path or a ModelSpec, "
                     f"got {type(model).__name__} {model!r:.60}")
 

@@ -160,7 +160,7 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
 
 
 def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
-    from ...engines.model_names import catalog_model
+    from ...specs.catalog import catalog_model
 
     if run.model:
         try:
@@ -178,7 +178,7 @@ def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
 def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
     """A note when the file records another model than the deployment given names (the file's
     is predicted, as its engine is), else None."""
-    from ...engines.model_names import catalog_model
+    from ...specs.catalog import catalog_model
 
     if not (run.model and given.model):
         return None
