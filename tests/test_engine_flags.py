@@ -109,6 +109,12 @@ def test_trtllm_cuda_graph_config_is_the_largest_graphed_decode_batch():
     assert legacy.graph_max_batch is None and legacy.unknown
     with pytest.raises(SpecError, match="batch_sizes"):
         limit("cuda_graph_config: {batch_sizes: [0, 8]}")
+    with pytest.raises(SpecError, match="not the largest of batch_sizes"):
+        limit("cuda_graph_config: {batch_sizes: [1, 2, 4], max_batch_size: 256}")
+    assert limit("cuda_graph_config: {batch_sizes: []}").graph_max_batch == 128  # empty: unset
+    # the engine's default is the same limit: no options and an empty cuda_graph_config agree
+    from inferlab.engines.scheduler import default_scheduler
+    assert default_scheduler("trtllm-pytorch").graph_max_batch == 128
     # written back: padded graphs up to the limit, or none
     assert "max_batch_size: 64" in launch_command(limit("cuda_graph_config: {max_batch_size: 64}")).script
     assert "cuda_graph_config: null" in launch_command(limit("cuda_graph_config: null")).script

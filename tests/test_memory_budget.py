@@ -505,7 +505,7 @@ def test_vllm_without_chunked_prefill_reserves_its_whole_context_in_the_estimate
     chunked = inferlab.estimate(hardware="h100-sxm", **parse_engine_args(args).to_kwargs())
     whole = inferlab.estimate(hardware="h100-sxm", **parse_engine_args(args + " --no-enable-chunked-prefill").to_kwargs())
     assert float(whole.memory.workspace) == pytest.approx(4 * float(chunked.memory.workspace), rel=0.05)
-    sched = unchunked_budget(whole.deployment, "vllm", engine_scheduler("vllm", None, chunked_prefill=False,
+    sched = unchunked_budget(whole.deployment, engine_scheduler("vllm", None, chunked_prefill=False,
                                                                         max_model_len=32768))
     assert sched.max_num_batched_tokens == 32768
     pool = kv_capacity_tokens(whole.deployment, sched) * whole.memory.kv_per_token

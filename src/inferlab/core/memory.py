@@ -37,13 +37,12 @@ class MemoryPlan:
     kv_per_sequence: np.ndarray
     kv_batch: np.ndarray
     max_sequences: np.ndarray
-    kv_fraction: float = 1.0
+    kv_fraction: float = 1.0  # the KV pool's share of what weights, reserve and workspace leave of all memory
 
     @property
     def kv_budget(self) -> np.ndarray:
-        """Bytes left for the KV cache: what weights, reserve and workspace leave of the budget,
-        times ``kv_fraction`` where the engine takes a share of that (TensorRT-LLM)."""
-        return (self.budget - self.weights - self.reserve - self.workspace) * self.kv_fraction
+        """Bytes left for the KV cache: what weights, reserve and workspace leave of the budget."""
+        return self.budget - self.weights - self.reserve - self.workspace
 
     @property
     def used(self) -> np.ndarray:
@@ -98,8 +97,11 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     workspace = step_tokens / groups * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / par.tp) * 2.0
     weights = weights_per_gpu(model, precision, par) + extra_weight_bytes
     kv_fraction = gpu_memory_utilization if kv_fraction_of_free else 1.0
-    budget = capacity * (1.0 if kv_fraction_of_free else gpu_memory_utilization)
-    free = (budget - weights - reserve_bytes - workspace) * kv_fraction
+    budget = capacity * gpu_memory_utilization
+    if kv_fraction_of_free:  # all memory but the share of the free rest the engine leaves
+        budget = capacity - (1.0 - gpu_memory_utilization) * (capacity - weights - reserve_bytes - workspace)
+        budget = float(budget) if np.ndim(budget) == 0 else np.asarray(budget, float)
+    free = budget - weights - reserve_bytes - workspace
     with np.errstate(divide="ignore"):
         max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
-from .scheduler import SERVING_ONLY_LIMITS, unchunked_token_budget
+from .scheduler import SERVING_ONLY_LIMITS, UNCHUNKED_BUDGET, default_scheduler, unchunked_token_budget
 
 #: Engines whose launch commands are read and written.
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm-pytorch")
@@ -173,12 +173,17 @@ class EngineLaunch:
     def _estimate_budget(self) -> int | None:
         """The token budget the engine reserves activation memory for (the static estimate's
         workspace): vLLM without chunked prefill holds its longest context in one iteration."""
-        if self.engine != "vllm" or self.chunked_prefill is not False:
+        if self.chunked_prefill is not False:
             return self.max_num_batched_tokens
-        from ..specs.catalog import load_model
+        sched = replace(default_scheduler(self.engine), chunked_prefill=False)
+        if sched.context_budget:
+            from ..specs.catalog import load_model
 
-        context = self.max_model_len or load_model(self.model).max_position_embeddings
-        return unchunked_token_budget(self.engine, False, context, self.max_num_batched_tokens)
+            context = self.max_model_len or load_model(self.model).max_position_embeddings
+            return unchunked_token_budget(sched, context, self.max_num_batched_tokens)
+        if self.max_num_batched_tokens is None and sched.max_num_batched_tokens is None:
+            return UNCHUNKED_BUDGET  # SGLang's prefill budget without chunking (--chunked-prefill-size -1)
+        return self.max_num_batched_tokens
 
     def speculative_config(self, given: Any = None) -> Any:
         """The :class:`SpeculativeConfig` of the launch, its acceptance taken from ``given``."""

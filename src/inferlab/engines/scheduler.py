@@ -91,6 +91,12 @@ class SchedulerConfig:
         SGLang's ``--context-length``, TensorRT-LLM's ``max_seq_len``); a longer request is
         refused. SGLang sizes its request pool from it (:func:`running_requests`). None: the
         model's ``max_position_embeddings``.
+    context_budget : bool
+        Without chunked prefill the token budget holds the longest context: it defaults to
+        ``max(max_model_len, 2048)`` (the model's positions for an unset ``max_model_len``) and a
+        budget below ``max_model_len`` is refused (vLLM's ``SchedulerConfig``:
+        :func:`unchunked_token_budget`). False: the budget stays what is set, a longer prompt
+        waiting for a whole iteration to itself.
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -112,6 +118,7 @@ class SchedulerConfig:
     balance_timeout_iters: int = 0
     graph_max_batch: int | None = MAX_SEQS
     max_model_len: int | None = None
+    context_budget: bool = False
     limits_per_rank: bool = True
 
     def __post_init__(self) -> None:
@@ -129,7 +136,7 @@ class SchedulerConfig:
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
         for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
-                     "limits_per_rank"):
+                     "context_budget", "limits_per_rank"):
             boolean(f"scheduler: {name}", getattr(self, name))
         object.__setattr__(self, "gpu_memory_utilization",
                            fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
@@ -243,13 +250,14 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
                           kv_fraction_of_free=True, balance_timeout_iters=60)
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
-    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, context_budget=True),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               graph_max_batch=None,
                               limits_per_rank=False),
     "trtllm": _TRTLLM,
-    # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work
-    "trtllm-pytorch": replace(_TRTLLM, overlap_host=True),
+    # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work; its
+    # default cuda_graph_config captures decode batches up to 128 (trtllm.DEFAULT_GRAPH_BATCH)
+    "trtllm-pytorch": replace(_TRTLLM, overlap_host=True, graph_max_batch=128),
     "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
 }
 
@@ -292,13 +300,13 @@ def default_scheduler(engine: str) -> SchedulerConfig:
 VLLM_UNCHUNKED_MIN_BUDGET = 2048
 
 
-def unchunked_token_budget(engine: str, chunked_prefill: bool, context: int, given: int | None) -> int | None:
-    """The token budget of an engine that prefills a prompt in one iteration: vLLM without
-    chunked prefill holds its longest context, ``max(context, 2048)`` when ``given`` is None
-    (``context``: ``max_model_len``, or the model's positions for an unset one), and refuses a
-    ``given`` budget below ``context``, as vLLM refuses to start with it. ``given`` for any
-    other engine, or with chunked prefill."""
-    if engine != "vllm" or chunked_prefill:
+def unchunked_token_budget(sched: SchedulerConfig, context: int, given: int | None) -> int | None:
+    """The token budget of a scheduler whose budget holds its longest context without chunked
+    prefill (:attr:`SchedulerConfig.context_budget`, vLLM's): ``max(context, 2048)`` when
+    ``given`` is None (``context``: ``max_model_len``, or the model's positions for an unset one),
+    and a ``given`` budget below ``context`` refused, as vLLM refuses to start with it. ``given``
+    for other schedulers, or with chunked prefill."""
+    if not sched.context_budget or sched.chunked_prefill:
         return given
     if given is None:
         return max(int(context), VLLM_UNCHUNKED_MIN_BUDGET)

@@ -171,12 +171,15 @@ def _graph_limit(value: dict, label: str, f: Any, notes: list[str]) -> int:
     """``cuda_graph_config`` as the largest decode batch run from a CUDA graph: the largest of
     ``batch_sizes``, else ``max_batch_size``, else :data:`DEFAULT_GRAPH_BATCH` (``null``, graphs
     off, is 0: the caller's)."""
-    sizes, largest = value.get("batch_sizes"), value.get("max_batch_size")
-    if sizes is not None and not (isinstance(sizes, list) and sizes
+    sizes, largest = value.get("batch_sizes") or None, value.get("max_batch_size")  # [] is unset, as TensorRT-LLM reads it
+    if sizes is not None and not (isinstance(sizes, list)
                                   and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes)):
         raise SpecError(f"trtllm: {label}.batch_sizes {sizes!r:.60} is not a list of whole numbers >= 1")
     if largest is not None and largest != 0:
         _typed(f"{label}.max_batch_size", largest, "int")
+        if sizes and largest != max(sizes):  # TensorRT-LLM refuses to start with the two disagreeing
+            raise SpecError(f"trtllm: {label}: max_batch_size {largest} is not the largest of batch_sizes "
+                            f"({max(sizes)}); give one of them")
     limit = max(sizes) if sizes else (largest or DEFAULT_GRAPH_BATCH)
     if sizes and not value.get("enable_padding", False):
         notes.append(f"{label}: without enable_padding only the listed batch sizes run from a CUDA graph; inferlab "

@@ -107,7 +107,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     elif hardware is None:
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
-    base = unchunked_budget(dep, engine, engine_scheduler(engine, None, **limits))
+    base = unchunked_budget(dep, engine_scheduler(engine, None, **limits))
     sched = replica_limits(dep, engine, base)
     start = _policy(Startup, startup) or Startup()
     cs = start.cold_start(dep)
@@ -228,8 +228,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
             raise SpecError(f"pool {k}: give its model and hardware")
         dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),
                          engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
-        base = unchunked_budget(dep, spec.get("engine", "vllm"),
-                                engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {})))
+        base = unchunked_budget(dep, engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {})))
         sched = replica_limits(dep, spec.get("engine", "vllm"), base)
         step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                          sched.graph_max_batch)

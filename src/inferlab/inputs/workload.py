@@ -182,7 +182,7 @@ class Lengths:
             return self.low + u * (self.high - self.low)
         if self.kind == "lognormal":
             return self.mean * np.exp(self.sigma * ndtri(u) - self.sigma**2 / 2.0)
-        return np.quantile(np.asarray(self.values, float), u)
+        return np.quantile(np.asarray(self.values, float), u, method="inverted_cdf")  # the values drawn, not between them
 
 
 @dataclass(frozen=True)

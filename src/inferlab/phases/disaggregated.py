@@ -304,11 +304,13 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     max_num_tokens = mem.pop("max_num_tokens")
     engine_p, engine_d = d.prefill.engine or engine, d.decode.engine or engine
     graph_max_batch = checked_graph_limit(graph_max_batch, dep_d.profile, engine_d)
-    if max_num_tokens is None:  # the prefill pool's engine on its GPU
+    # a given budget holds for both pools, as serve()'s limits do; else each pool's engine's on its GPU
+    budget_d = max_num_tokens or token_budget(engine_d, dep_d.hardware)
+    if max_num_tokens is None:
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     # each pool's engine reserves activation memory for its whole token budget at start-up, as serve()'s pools
     plan_p = _plan(dep_p, engine_p, bp, i, float(max_num_tokens), "prefill", **mem)
-    plan_d = _plan(dep_d, engine_d, bd, i + o, float(token_budget(engine_d, dep_d.hardware)), "decode", **mem)
+    plan_d = _plan(dep_d, engine_d, bd, i + o, float(budget_d), "decode", **mem)
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))

@@ -218,7 +218,7 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     first_waves = np.ceil(replica / np.maximum(np.minimum(admit.max_sequences, cap), 1.0))
     first = np.ceil(replica / first_waves)
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
-    chunks = np.ceil(first * (i - cached) / max_num_tokens)
+    chunks = np.ceil(first * (i - cached) / memory["step_tokens"])  # the replica's tokens per iteration
     return first_waves, chunked_prefill_s(dep, pre, chunks)
 
 
@@ -254,7 +254,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                            **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
-    chunks = np.ceil(wave_batch * (i - cached) / max_num_tokens)
+    chunks = np.ceil(wave_batch * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
     ttft_wave = chunked_prefill_s(dep, pre, chunks)
     first_waves, first_ttft = n_waves, ttft_wave
     if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:

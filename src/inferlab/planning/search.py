@@ -37,6 +37,8 @@ from .fluid import (OSL_POINTS, admission_wait_s, max_utilization, operating_poi
 from .scenario import Scenario
 
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
+#: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
+_LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
 #: Engine settings the search assumes (the :func:`inferlab.estimate` defaults; the token budget
 #: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`).
 _GPU_MEMORY = 0.9
@@ -106,10 +108,18 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
              else "engine batch limit (max_num_seqs)")
     if config.get("disaggregated"):
         return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
-    pts = operating_points(_BATCHES, est.tpot_s, est.prefill_1_s, isl, osl, float(token_budget(sc.engine, est.deployment.hardware)))
+    # loads below one request in flight on average run the decode step of a batch of one: a
+    # workload whose prompts dwarf its answers may meet a TPOT objective only there
+    light = np.full(_LIGHT.shape, 1.0)
+    loads = np.concatenate([_LIGHT, _BATCHES])
+    ok, fits = np.concatenate([light.astype(bool) & ok[0], ok]), np.concatenate([light * fits[0], fits])
+    pts = operating_points(loads, np.concatenate([light * est.tpot_s[0], est.tpot_s]), est.prefill_1_s, isl, osl,
+                           float(token_budget(sc.engine, est.deployment.hardware)))
     ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile, tr.isl.second_moment_ratio)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, est.prefill_1_s, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
+    if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
+        tpot_p = np.zeros(loads.shape)
     meets = ok & _within(sc, ttft_p, tpot_p)
     if not meets.any():
         return replace(base, reason=_why_not(sc, float(ttft_p[0]), float(tpot_p[0])))
@@ -117,11 +127,11 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     capacity, gpr = float(pts.rate[j]), config["tp"] * config.get("pp", 1)
     price = price_per_gpu_hour(sc, config["hardware"])
     replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
-    curve = {"batch_size": _BATCHES[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
+    curve = {"batch_size": loads[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpr,
              "output_tokens_per_usd": _per_usd(pts.rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
              "rate": pts.rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
-    cand = replace(base, curve=curve, feasible=True, batch=float(_BATCHES[j]), replica_rate=capacity,
+    cand = replace(base, curve=curve, feasible=True, batch=float(loads[j]), replica_rate=capacity,
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
@@ -152,7 +162,7 @@ def _fluid_binding(sc: Scenario, j: int, ok: np.ndarray, meets: np.ndarray, ttft
                    tpot_p: np.ndarray, limit: str) -> str:
     """What the next concurrency past the chosen one runs into."""
     nxt = j + 1
-    if nxt >= len(_BATCHES) or not ok[nxt]:
+    if nxt >= len(ok) or not ok[nxt]:
         return limit
     if sc.slo.tpot_ms and tpot_p[nxt] > sc.slo.tpot_ms / 1e3:
         return "TPOT SLO"

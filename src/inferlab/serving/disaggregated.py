@@ -207,7 +207,7 @@ def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, r
     """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool."""
     from .replica import kv_capacity_tokens, replica_limits, unchunked_budget
 
-    engine_sched = unchunked_budget(dep, engine, engine_sched)
+    engine_sched = unchunked_budget(dep, engine_sched)
     sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)

@@ -37,18 +37,18 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
                          else SchedulerConfig())
     sched = replace(base, **limits)
-    if (engine == "vllm" and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits
-            and scheduler is None):
-        sched = replace(sched, max_num_batched_tokens=None)  # vLLM sizes it from the context: unchunked_budget
+    if sched.context_budget and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits \
+            and scheduler is None:
+        sched = replace(sched, max_num_batched_tokens=None)  # sized from the context: unchunked_budget
     return sched
 
 
-def unchunked_budget(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
-    """``sched`` with the token budget of vLLM without chunked prefill
-    (:func:`~inferlab.engines.scheduler.unchunked_token_budget`: its longest context, the model's
-    positions standing for an unset ``max_model_len``); other engines' limits as they are."""
+def unchunked_budget(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
+    """``sched`` with the token budget of a scheduler whose budget holds the longest context
+    without chunked prefill (vLLM's; :func:`~inferlab.engines.scheduler.unchunked_token_budget`,
+    the model's positions standing for an unset ``max_model_len``); other limits as they are."""
     context = int(sched.max_model_len or dep.model.max_position_embeddings)
-    budget = unchunked_token_budget(engine, sched.chunked_prefill, context, sched.max_num_batched_tokens)
+    budget = unchunked_token_budget(sched, context, sched.max_num_batched_tokens)
     return sched if budget == sched.max_num_batched_tokens else replace(sched, max_num_batched_tokens=budget)
 
 
@@ -182,7 +182,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
     if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
         sched = for_speculation(engine, sched, speculative_config(speculative).method)
-    sched = unchunked_budget(dep, engine, sched)
+    sched = unchunked_budget(dep, sched)
     limits = replica_limits(dep, engine, sched)
     shared = prefixes(prefix) if prefix is not None else None
     plan = shared.plan(replica) if shared is not None else None

@@ -116,7 +116,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                      engine=engine, profile=profile)
     shared = prefixes(prefix) if prefix is not None else None
     turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
-    checks.context_within_model(dep.model, isl, osl, allow_long_context=allow_long_context, turns=turns)
+    checks.context_within_model(dep.model, workload.isl, workload.osl, allow_long_context=allow_long_context, turns=turns)
     checks.engine_context_within_model(dep.model, sched.max_model_len, allow_long_context=allow_long_context)
     result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=shared,
                             allow_long_context=allow_long_context)

@@ -181,7 +181,7 @@ def load_model(name: str | Path) -> ModelSpec:
     if isinstance(name, Path) or text.endswith(".json") or text.startswith((".", "~")) or "/" in text or "\\" in text:
         path = Path(text).expanduser()
         if not path.exists():
-            if isinstance(name, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", text) and not text.endswith(".json"):
+            if isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text) and not text.endswith(".json"):
                 # a Hugging Face repository name, as engines and drafters are named: its catalog model
                 try:
                     return load_model(catalog_model(text)[0])
@@ -252,7 +252,7 @@ def catalog_model(name: str) -> tuple[str, str | None]:
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return str(path), None
     close = difflib.get_close_matches(low, list(names), n=3, cutoff=0.5)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
     raise SpecError(f"engine model {name!r} is not a catalog model{hint} Give a catalog id (inferlab models list), "
                     "a repository a model card names, or a local folder with its config.json")
 
