@@ -92,6 +92,7 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
 
 
 def _not_whole(name: str, minimum: float, maximum: float, got: Any) -> SpecError:
+    got = got.item() if isinstance(got, np.generic) else got  # 0.0, not np.float64(0.0)
     return SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {got!r:.80}")
 
 

@@ -46,7 +46,7 @@ class UnknownNameError(InferlabError, KeyError):
         self.kind = kind
         self.name = name
         self.allowed = sorted(allowed)
-        self.suggestions = difflib.get_close_matches(name, self.allowed, n=3, cutoff=0.5)
+        self.suggestions = closest(name, self.allowed, n=3, cutoff=0.5)
         super().__init__(self._message())
 
     def _message(self) -> str:
@@ -88,9 +88,24 @@ _OPTION_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.Co
                                                                                            default=None)
 
 
+def closest(name: object, allowed: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The ``n`` names of ``allowed`` closest to ``name``: those it begins (``h200`` ->
+    ``h200-sxm``), then those that begin it (``gb200-nvl72`` -> ``gb200``), then difflib's
+    closest by spelling."""
+    text, names = str(name).strip().lower(), list(allowed)
+    begun = [a for a in names if text and a.lower().startswith(text) and a.lower() != text]
+    begins = sorted((a for a in names if len(a) >= 3 and text.startswith(a.lower()) and a.lower() != text),
+                    key=len, reverse=True)
+    out: list[str] = []
+    for a in sorted(begun, key=len) + begins + difflib.get_close_matches(str(name), names, n=n, cutoff=cutoff):
+        if a not in out:
+            out.append(a)
+    return out[:n]
+
+
 def did_you_mean(name: object, allowed: Iterable[str], n: int = 1, cutoff: float = 0.6) -> str:
-    """``" (did you mean 'x'?)"`` for the ``n`` closest of ``allowed`` to ``name``, or ``""``."""
-    close = difflib.get_close_matches(str(name), list(allowed), n=n, cutoff=cutoff)
+    """``" (did you mean 'x'?)"`` for the ``n`` closest of ``allowed`` to ``name`` (:func:`closest`), or ``""``."""
+    close = closest(name, allowed, n=n, cutoff=cutoff)
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 

@@ -11,8 +11,11 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
     """An argparse type for ``1,8,64``: values of ``cast``, at least one, a clear error otherwise."""
 
     def parse(text: str) -> list:
+        items = text.split(",")
+        if len(items) > 1 and not all(v.strip() for v in items):  # '1,,2' or '1,': a value left out
+            raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r} (an empty item)")
         try:
-            values = [cast(v) for v in text.split(",") if v.strip()]
+            values = [cast(v) for v in items if v.strip()]
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}") from None
         if not values:

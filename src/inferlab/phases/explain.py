@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.quantization import achievable_flops_per_s
+from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
 from ..engines.scheduler import unused_limits_notes
@@ -37,8 +37,9 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     flops = sum(r["flops"] for r in rows)
     moved = sum(r["bytes"] for r in rows)
     prec = next((r["precision"] for r in rows if r["kind"] == "gemm"), "bf16")
-    ridge = min(hw.ridge_point(prec).magnitude,  # where the part sustains less than its peak, its own ridge
-                achievable_flops_per_s(hw, prec) / hw.memory_bandwidth.si)
+    # the rate the ops are timed at (derived from a narrower listed one where the datasheet lists
+    # only that, as on Rubin CPX), or where the part sustains less than its peak, its own ridge
+    ridge = min(tensor_flops_per_s(hw, prec), achievable_flops_per_s(hw, prec)) / hw.memory_bandwidth.si
     intensity = flops / moved if moved else float("inf")
     ops_s = sum(r["time_s"] for r in rows)
     # With pipeline stages the rows are one stage's micro-batch: no per-step remainder to show.
@@ -198,7 +199,7 @@ def explain(est: Estimate, point: int = 0) -> str:
     lines += _phase_text(est, "decode", point)
     lines.append(
         f"memory per GPU: weights {mem.weights / 1e9:.1f} GB, KV cache {at(mem.kv_batch) / 1e9:.2f} GB "
-        f"({mem.kv_per_token / 1e3:.1f} kB/token), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "
+        f"({_kv_per_token(est, point)}), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "
         f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable"
         + (f", the KV pool {mem.kv_fraction:.0%} of what they leave ({at(mem.kv_budget) / 1e9:.1f} GB)"
            if mem.kv_fraction < 1.0 else "")
@@ -211,3 +212,16 @@ def explain(est: Estimate, point: int = 0) -> str:
         lines.append("what would move the numbers:")
         lines += [f"  - {lever}" for lever in levers]
     return "\n".join(lines)
+
+
+def _kv_per_token(est: Estimate, point: int) -> str:
+    """KV bytes per token of context as the batch holds them: below the full-attention figure
+    where sliding-window or chunked-attention layers keep only their window."""
+    mem = est.memory
+    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+    context = at(est.isl + est.osl)
+    held = at(mem.kv_per_sequence) / max(context, 1.0)
+    if held < 0.95 * mem.kv_per_token:
+        return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens; {mem.kv_per_token / 1e3:.1f} if every layer held "
+                "the whole context")
+    return f"{mem.kv_per_token / 1e3:.1f} kB/token"

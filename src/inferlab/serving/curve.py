@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..results.render import text_table
 from .goodput import METRICS, Goodput, check_percentile, check_slo, goodput, reject_load_kwargs, user_latency
 from .progress import Progress
@@ -259,9 +259,13 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
     if (rates is None) == (concurrencies is None):
         raise SpecError("load_sweep: give exactly one of rates (requests/s) or concurrencies (clients)")
     kind: Literal["rate", "concurrency"] = "rate" if rates is not None else "concurrency"
-    loads = np.atleast_1d(np.asarray(rates if rates is not None else concurrencies, float))
-    if loads.size == 0 or not np.all(loads > 0) or np.any(np.diff(loads) <= 0):
-        raise SpecError(f"load_sweep: loads must be > 0 and increasing, got {loads.tolist()}")
+    given = np.atleast_1d(np.asarray(rates if rates is not None else concurrencies, float))
+    loads = np.sort(given)  # a curve runs from the lightest load up, whatever order they came in
+    name = option_name("rates" if kind == "rate" else "concurrency")
+    if loads.size == 0 or not np.all(np.isfinite(loads) & (loads > 0)):
+        raise SpecError(f"{name}: loads must be finite and above 0, got {given.tolist()}")
+    if np.any(np.diff(loads) == 0):
+        raise SpecError(f"{name}: a load is given twice ({loads[1:][np.diff(loads) == 0][0]:g}), got {given.tolist()}")
     if kind == "concurrency" and not np.all(loads == np.round(loads)):
         raise SpecError(f"load_sweep: concurrencies must be whole clients, got {loads.tolist()}")
     if knee_metric not in METRICS:
