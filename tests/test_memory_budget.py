@@ -545,3 +545,29 @@ def test_tensorrt_llm_takes_its_share_of_the_free_memory():
     assert float(vllm.memory.kv_budget) == pytest.approx(0.9 * m.capacity - (m.weights + float(m.workspace) + m.reserve),
                                                         rel=1e-9)
     assert float(trt.memory.kv_budget) - float(vllm.memory.kv_budget) == pytest.approx(7.3e9, rel=0.02)
+
+
+@pytest.mark.parametrize("model, hardware, isl", [
+    ("llama-3.1-70b", "h100-sxm", 32000),  # tp=2 had been named: it needs 78.1 GB of 77.0
+    ("deepseek-v3", "l40s", 8192),          # tp8 x pp2 had been named: 44.0 GB of 43.5
+    ("llama-3.1-405b", "h20", 1024),        # pipeline stages across nodes had been named on a part with no NIC
+    ("llama-3.1-405b", "h100-sxm", 32000),
+    ("gemma-3-27b", "l4", 32000),
+])
+def test_the_layout_a_refusal_names_runs(model, hardware, isl):
+    # the hint checks each layout as the estimate will: the workspace counted, a sequence's KV over
+    # the KV heads the TP splits (replicated past them), stages on separate nodes only with a NIC
+    import inferlab
+    from inferlab import InfeasibleError
+
+    with pytest.raises(InfeasibleError) as info:
+        inferlab.estimate(model, hardware, isl=isl)
+    suggestion = info.value.suggestion
+    if suggestion:
+        inferlab.estimate(model, hardware, isl=isl, **suggestion)  # runs
+        smaller = dict(suggestion, tp=suggestion["tp"] // 2) if suggestion["tp"] > 1 and suggestion.get("pp", 1) == 1 else None
+        if smaller:  # and it is the smallest: half the TP does not fit
+            with pytest.raises(InfeasibleError):
+                inferlab.estimate(model, hardware, isl=isl, **smaller)
+    else:
+        assert "narrower weight format" in str(info.value) or "larger slice" in str(info.value)

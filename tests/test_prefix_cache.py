@@ -140,5 +140,5 @@ def test_a_mapping_of_fields_is_the_text_it_spells():
     assert PrefixCache.of({"hit_rate": 0.5}) == PrefixCache.of(0.5)
     half = estimate("llama-3.1-8b", "h100-sxm", isl=2048, prefix_cache={"hit_rate": 0.5})
     assert half.ttft < estimate("llama-3.1-8b", "h100-sxm", isl=2048).ttft
-    with pytest.raises(SpecError, match="unknown field 'hit'; allowed: cached_tokens, hit_rate"):
+    with pytest.raises(SpecError, match="unknown field 'hit' \\(did you mean 'hit_rate'\\?\\); allowed: cached_tokens, hit_rate"):
         PrefixCache.of({"hit": 0.5})

@@ -126,8 +126,21 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     stages = (1,) if alone else (1, 2, 4, 8, 16)
     layouts = sorted(((t, p) for t in range(1, domain + 1) if heads % t == 0 for p in stages
                       if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
-    fits = next(((t, p) for t, p in layouts
-                 if (plan.weights + kv) * scale / (t * p) + plan.reserve < plan.budget), None)
+    workspace = float(np.max(plan.workspace))  # kept whole: its hidden-size part does not shard
+
+    def holds(t: int, p: int) -> bool:
+        """One sequence fits next to the weights on ``t`` x ``p`` GPUs: weights shard over both, a
+        sequence's KV over the KV heads ``t`` splits (replicated past them) and the stages."""
+        if p > 1 and t * p > domain and hw.scale_out is None:
+            return False  # stages on separate nodes need a NIC between them
+        weights = plan.weights * scale / (t * p)
+        kv_t = kv * kv_share(model, t) / kv_share(model, par.tp) * par.pp / p
+        left = plan.capacity - weights - plan.reserve - workspace
+        if plan.kv_fraction < 1.0:  # the engine's KV pool is its share of the free memory
+            return kv_t <= plan.kv_fraction * left
+        return weights + plan.reserve + workspace + kv_t <= plan.budget
+
+    fits = next(((t, p) for t, p in layouts if holds(t, p)), None)
     if fits and fits[1] == 1:
         hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
     elif fits:
@@ -141,7 +154,8 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
     raise InfeasibleError(
         f"{model.id or model.name} does not fit on {hw.id} as {par}: needs {need / 1e9:.1f} GB per GPU "
-        f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB) "
+        f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB, workspace "
+        f"{workspace / 1e9:.2f} GB, reserve {plan.reserve / 1e9:.1f} GB) "
         f"but {plan.budget / 1e9:.1f} GB is usable ({plan.capacity / 1e9:.1f} GB x utilization){hint}",
         needed_bytes=need, available_bytes=plan.budget, suggestion=suggestion,
     )
