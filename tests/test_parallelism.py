@@ -420,3 +420,20 @@ def test_switches_that_reduce_in_the_fabric(gpu, nvls):
     spelled = hw.model_copy(update={"scale_up": hw.scale_up.model_copy(update={"generation": "NVLink 5"})})
     if hw.scale_up.kind == "nvlink" and hw.scale_up.topology == "switched":
         assert in_switch_reduction(spelled)  # the generation read from words as well as digits
+
+
+def test_the_largest_pipeline_stage_holds_its_share_of_layers_and_the_larger_end():
+    # Llama-3.1-8B FP8 over 7 stages: ceil(32 / 7) = 5 layers on the largest stage (not 32/7 = 4.57),
+    # and the 16-bit embedding (or the LM head, the same size) whole: about 2.1 GB, not 9.08 / 7 = 1.3 GB
+    from inferlab.core.parallelism import Parallelism, weights_per_gpu
+    from inferlab.inputs.resolve import deployment
+
+    dep = deployment("llama-3.1-8b", "h100-sxm", precision="fp8")
+    counts = dep.model.param_counts
+    ends = counts.embedding * 2.0
+    layers = weights_per_gpu(dep.model, dep.precision, Parallelism()) - (counts.embedding + counts.lm_head) * 2.0
+    assert weights_per_gpu(dep.model, dep.precision, Parallelism(pp=7)) == pytest.approx(ends + layers * 5 / 32)
+    assert 2.0e9 < weights_per_gpu(dep.model, dep.precision, Parallelism(pp=7)) < 2.2e9
+    # more stages never hold more per GPU
+    held = [weights_per_gpu(dep.model, dep.precision, Parallelism(pp=p)) for p in range(1, 33)]
+    assert all(b <= a for a, b in zip(held, held[1:]))

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from .parallelism import Parallelism, weights_per_gpu
+from .parallelism import Parallelism, stage_layer_share, weights_per_gpu
 from .quantization import PrecisionConfig
 
 #: CUDA context, library workspaces and communication buffers outside the engine's pool.
@@ -77,7 +77,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
     KV of its own ``1/tp`` of the sequences; otherwise every GPU holds its heads' share of
-    all of them; pipeline stages hold ``1/pp`` of the layers. A speculative drafter adds
+    all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
     drafts being verified). ``kv_fraction_of_free``: the KV cache takes ``gpu_memory_utilization``
@@ -87,7 +87,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
     groups = par.attention_groups
-    share = (1.0 if par.attention_dp else kv_share(model, par.tp)) / par.pp
+    # the largest stage's layers: ceil(layers / pp) of them
+    share = (1.0 if par.attention_dp else kv_share(model, par.tp)) * stage_layer_share(model, par.pp)
     kv_fmt = precision.kv_cache
     pages = np.ceil((np.asarray(context, float) + lookahead_tokens) / kv_block_size) * kv_block_size
     per_seq = model.kv_cache_bytes(pages, kv_fmt) * share + extra_kv_bytes_per_token * pages

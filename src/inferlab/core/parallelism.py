@@ -9,6 +9,8 @@ experts through all-to-all, as large MoE deployments do.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from ..errors import InfeasibleError, SpecError, option, option_name
@@ -135,7 +137,9 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     (``moe_weights``, ``attention_weights``),
     embedding and LM head in 16-bit (engines exclude them from quantization). Routed
     experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (or
-    replicated with attention DP); everything over ``pp`` stages.
+    replicated with attention DP). With ``pp`` stages the figure is the largest stage's, the
+    one memory must hold: ``ceil(layers / pp)`` layers, and the embedding (first stage) or the
+    LM head (last; a tied head is a copy of the embedding there), whichever is larger.
     """
     counts = model.param_counts
     w = number_format(precision.weights).bytes_per_element
@@ -144,4 +148,13 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     attention = counts.attention * number_format(precision.attention).bytes_per_element
     rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts - counts.attention) * w + attention
     rest_split = 1 if par.attention_dp else par.tp
-    return (embed / par.tp + experts / par.tp + rest / rest_split) / par.pp
+    if par.pp == 1:
+        return embed / par.tp + experts / par.tp + rest / rest_split
+    ends = max(counts.embedding, counts.lm_head) * 2.0
+    return ends / par.tp + (experts / par.tp + rest / rest_split) * stage_layer_share(model, par.pp)
+
+
+def stage_layer_share(model: ModelSpec, pp: int) -> float:
+    """Share of the model's layers on its largest pipeline stage: ``ceil(layers / pp) / layers``."""
+    layers = model.num_hidden_layers
+    return math.ceil(layers / pp) / layers
