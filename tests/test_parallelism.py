@@ -437,3 +437,20 @@ def test_the_largest_pipeline_stage_holds_its_share_of_layers_and_the_larger_end
     # more stages never hold more per GPU
     held = [weights_per_gpu(dep.model, dep.precision, Parallelism(pp=p)) for p in range(1, 33)]
     assert all(b <= a for a, b in zip(held, held[1:]))
+
+
+def test_a_gguf_type_quantizes_the_embedding_and_leaves_the_kv_cache_16_bit():
+    # llama.cpp stores token_embd and output quantized and keeps an f16 KV cache by default:
+    # Llama-3.1-8B at Q4_K_M (4.85 bits per weight on average) is 8.03e9 x 4.85 / 8 = 4.87 GB, and
+    # a token of KV 32 layers x 8 heads x 128 x 2 x 2 bytes = 131,072 B
+    from inferlab.core.parallelism import Parallelism, weights_per_gpu
+    from inferlab.core.quantization import PrecisionConfig
+    from inferlab.inputs.resolve import deployment
+
+    cfg = PrecisionConfig.derived("q4_k_m")
+    assert (cfg.weights, cfg.activations, cfg.kv_cache) == ("q4_k_m", "fp16", "fp16")
+    assert PrecisionConfig.derived("int4") == PrecisionConfig("int4", "bf16", "bf16")
+    dep = deployment("llama-3.1-8b", "m4-max", precision="q4_k_m")
+    total = dep.model.param_counts.total
+    assert weights_per_gpu(dep.model, dep.precision, Parallelism()) == pytest.approx(total * 4.85 / 8)
+    assert sum(dep.model.kv_cache_bytes_per_token(dep.precision.kv_cache).values()) == 131072

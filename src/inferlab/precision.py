@@ -65,6 +65,17 @@ class NumberFormat:
         """Stored bytes per element including the block-scale share [B]."""
         return self.bits_per_element / 8.0
 
+    @property
+    def weight_only(self) -> bool:
+        """Narrower than the 16-bit GEMM it is dequantized into (INT4, the GGUF types): a weight
+        format, whose activations and KV cache stay 16-bit."""
+        return self.compute in ("bf16", "fp16") and self.element_bits < 16
+
+    @property
+    def gguf(self) -> bool:
+        """A llama.cpp GGUF type: it quantizes the token embedding and the output layer too."""
+        return self.name.startswith("q") and self.name[1:2].isdigit()
+
 
 FORMATS: dict[str, NumberFormat] = {
     f.name: f

@@ -135,22 +135,26 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     -----
     Linear layers in the weight format, routed experts and attention projections in theirs
     (``moe_weights``, ``attention_weights``),
-    embedding and LM head in 16-bit (engines exclude them from quantization). Routed
+    embedding and LM head in 16-bit (engines exclude them from quantization; a GGUF type
+    quantizes them too, as llama.cpp stores them). Routed
     experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (or
     replicated with attention DP). With ``pp`` stages the figure is the largest stage's, the
     one memory must hold: ``ceil(layers / pp)`` layers, and the embedding (first stage) or the
     LM head (last; a tied head is a copy of the embedding there), whichever is larger.
     """
     counts = model.param_counts
-    w = number_format(precision.weights).bytes_per_element
-    embed = (counts.embedding + counts.lm_head) * 2.0
+    fmt = number_format(precision.weights)
+    w = fmt.bytes_per_element
+    # engines keep the embedding and LM head 16-bit; a GGUF file stores them quantized too
+    end = w if fmt.gguf else 2.0
+    embed = (counts.embedding + counts.lm_head) * end
     experts = counts.routed_experts * number_format(precision.experts).bytes_per_element
     attention = counts.attention * number_format(precision.attention).bytes_per_element
     rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts - counts.attention) * w + attention
     rest_split = 1 if par.attention_dp else par.tp
     if par.pp == 1:
         return embed / par.tp + experts / par.tp + rest / rest_split
-    ends = max(counts.embedding, counts.lm_head) * 2.0
+    ends = max(counts.embedding, counts.lm_head) * end
     return ends / par.tp + (experts / par.tp + rest / rest_split) * stage_layer_share(model, par.pp)
 
 

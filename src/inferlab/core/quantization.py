@@ -83,13 +83,14 @@ class PrecisionConfig:
 
         Notes
         -----
-        Weight-only INT4 keeps BF16 activations and KV cache; FP4, FP6 and the FP8 family
+        Weight-only INT4 keeps BF16 activations and KV cache, the GGUF types FP16 ones (llama.cpp
+        dequantizes into FP16 and keeps an f16 cache by default); FP4, FP6 and the FP8 family
         get an FP8 KV cache (per-tensor scaled, as engines store it); other formats keep
         their own (FP32 a BF16 cache).
         """
         fmt = number_format(name)
-        if fmt.name == "int4":
-            return cls("int4", "bf16", "bf16")
+        if fmt.weight_only:  # INT4, GGUF: 16-bit activations and KV cache (llama.cpp's default f16 cache)
+            return cls(fmt.name, fmt.compute, fmt.compute)
         kv = "fp8" if fmt.compute in ("fp4", "fp6", "fp8") else ("bf16" if fmt.name == "fp32" else fmt.name)
         return cls(fmt.name, fmt.name, kv)
 
