@@ -454,3 +454,14 @@ def test_a_gguf_type_quantizes_the_embedding_and_leaves_the_kv_cache_16_bit():
     total = dep.model.param_counts.total
     assert weights_per_gpu(dep.model, dep.precision, Parallelism()) == pytest.approx(total * 4.85 / 8)
     assert sum(dep.model.kv_cache_bytes_per_token(dep.precision.kv_cache).values()) == 131072
+
+
+def test_the_compute_lever_is_the_devices_own():
+    # H100 SXM: 1,979 dense FP8 TFLOPS against 989 BF16 (2.0x) and TP over NVLink; a 96-core EPYC
+    # lists no faster narrower format and joins no other device: no GPU advice for it
+    import inferlab
+
+    gpu = inferlab.estimate("llama-3.1-8b", "h100-sxm").explain()
+    assert "FP8 at 2.0x the BF16 rate" in gpu and "more GPUs (TP)" in gpu
+    cpu = inferlab.estimate("llama-3.1-8b", "epyc-9654").explain()
+    assert "more GPUs" not in cpu and "Hopper" not in cpu and "runs no narrower tensor format faster" in cpu

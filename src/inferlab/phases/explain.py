@@ -94,8 +94,7 @@ def _levers(est: Estimate, point: int) -> list[str]:
     if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":
         out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels or a larger batch help")
     if next(iter(prefill)) == "compute":
-        out.append("prefill is compute-bound: a lower compute precision (FP8 doubles the dense peak on Hopper) "
-                   "or more GPUs (TP) shorten it")
+        out.append(_compute_lever(est, point))
     if "communication" in (next(iter(decode)), next(iter(prefill))) or decode.get("communication", 0) > 0.2:
         out.append("all-reduces take a large share: a smaller TP or a faster link (NVLink vs PCIe) helps")
     waves = float(np.ravel(est.waves)[point])
@@ -225,3 +224,22 @@ def _kv_per_token(est: Estimate, point: int) -> str:
         return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens; {mem.kv_per_token / 1e3:.1f} if every layer held "
                 "the whole context")
     return f"{mem.kv_per_token / 1e3:.1f} kB/token"
+
+
+def _compute_lever(est: Estimate, point: int) -> str:
+    """What shortens a compute-bound prefill on this device: a narrower tensor format it runs
+    faster (named with its rate), and more devices where they can be joined by TP."""
+    hw = est.deployment.hardware
+    prec = next((r["precision"] for r in est.op_table("prefill", point) if r["kind"] == "gemm"), "bf16")
+    rate = tensor_flops_per_s(hw, prec)
+    faster = sorted(((tensor_flops_per_s(hw, p) / rate, str(p)) for p in hw.flops if tensor_flops_per_s(hw, p) > 1.01 * rate),
+                    key=lambda f: (-f[0], f[1].startswith("int"), f[1]))  # the float formats first at a tie
+    levers = [f"a narrower format runs faster on {hw.id}: "
+              + ", ".join(f"{name.upper()} at {ratio:.1f}x the {prec.upper()} rate" for ratio, name in faster[:2])] \
+        if faster else []
+    if hw.kind == "gpu" and hw.scale_up.kind != "none":
+        levers.append("more GPUs (TP) share its FLOPs")
+    if not levers:
+        return (f"prefill is compute-bound: {hw.id} runs no narrower tensor format faster and joins no other device: "
+                "a shorter prompt, a prefix cache or a faster device shortens it")
+    return "prefill is compute-bound: " + "; ".join(levers)
