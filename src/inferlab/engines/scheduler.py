@@ -248,6 +248,10 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: default leaves balancing off): ``balance_timeout_iters`` 60.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
                           kv_fraction_of_free=True, balance_timeout_iters=60)
+#: The largest decode batch TensorRT-LLM's PyTorch runtime captures when ``cuda_graph_config``
+#: names neither ``batch_sizes`` nor ``max_batch_size`` (LLM API reference,
+#: ``DecodeCudaGraphConfig``: "If neither is provided, a default max_batch_size of 128 is used").
+TRTLLM_GRAPH_BATCH = 128
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, context_budget=True),
@@ -255,9 +259,9 @@ ENGINE_SCHEDULERS = {
                               graph_max_batch=None,
                               limits_per_rank=False),
     "trtllm": _TRTLLM,
-    # the 1.x PyTorch runtime keeps the limits and capacity policy and overlaps host work; its
-    # default cuda_graph_config captures decode batches up to 128 (trtllm.DEFAULT_GRAPH_BATCH)
-    "trtllm-pytorch": replace(_TRTLLM, overlap_host=True, graph_max_batch=128),
+    # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
+    # default graphs decode batches up to TRTLLM_GRAPH_BATCH
+    "trtllm-pytorch": replace(_TRTLLM, overlap_host=True, graph_max_batch=TRTLLM_GRAPH_BATCH),
     "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
 }
 

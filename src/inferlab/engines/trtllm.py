@@ -18,6 +18,7 @@ from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
 from .common import checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags, speculation
 from .launch import EngineLaunch, Rendered
+from .scheduler import TRTLLM_GRAPH_BATCH
 
 NAME = "trtllm"
 CONFIG_FILE = "extra-llm-api-config.yml"
@@ -161,15 +162,9 @@ def _capacity_policy(label: str, value: Any) -> bool:
     return CAPACITY_POLICIES[text]
 
 
-#: The largest decode batch TensorRT-LLM captures when ``cuda_graph_config`` names neither
-#: ``batch_sizes`` nor ``max_batch_size`` (LLM API reference, ``DecodeCudaGraphConfig``: "If
-#: neither is provided, a default max_batch_size of 128 is used").
-DEFAULT_GRAPH_BATCH = 128
-
-
 def _graph_limit(value: dict, label: str, f: Any, notes: list[str]) -> int:
     """``cuda_graph_config`` as the largest decode batch run from a CUDA graph: the largest of
-    ``batch_sizes``, else ``max_batch_size``, else :data:`DEFAULT_GRAPH_BATCH` (``null``, graphs
+    ``batch_sizes``, else ``max_batch_size``, else the engine's default (``null``, graphs
     off, is 0: the caller's)."""
     sizes, largest = value.get("batch_sizes") or None, value.get("max_batch_size")  # [] is unset, as TensorRT-LLM reads it
     if sizes is not None and not (isinstance(sizes, list)
@@ -180,7 +175,7 @@ def _graph_limit(value: dict, label: str, f: Any, notes: list[str]) -> int:
         if sizes and largest != max(sizes):  # TensorRT-LLM refuses to start with the two disagreeing
             raise SpecError(f"trtllm: {label}: max_batch_size {largest} is not the largest of batch_sizes "
                             f"({max(sizes)}); give one of them")
-    limit = max(sizes) if sizes else (largest or DEFAULT_GRAPH_BATCH)
+    limit = max(sizes) if sizes else (largest or TRTLLM_GRAPH_BATCH)
     if sizes and not value.get("enable_padding", False):
         notes.append(f"{label}: without enable_padding only the listed batch sizes run from a CUDA graph; inferlab "
                      f"graphs every decode batch up to {limit}")

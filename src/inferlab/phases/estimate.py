@@ -199,8 +199,7 @@ def _prefix_cache(value: Any) -> PrefixCache | None:
 
 
 def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
-                     max_num_tokens: int, prefix_cache: PrefixCache | None,
-                     cap: float = np.inf) -> tuple[np.ndarray, np.ndarray]:
+                     prefix_cache: PrefixCache | None, cap: float = np.inf) -> tuple[np.ndarray, np.ndarray]:
     """Waves and first-wave TTFT [s] of a static batch on an engine that admits on the prompt.
 
     Notes
@@ -258,7 +257,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     ttft_wave = chunked_prefill_s(dep, pre, chunks)
     first_waves, first_ttft = n_waves, ttft_wave
     if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
-        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, max_num_tokens, prefix_cache, cap)
+        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, prefix_cache, cap)
     def per_token(d: ResolvedDeployment) -> np.ndarray:
         return (mean_decode_step_s(d, wave_batch, i, o) if speculative is None
                 else mean_speculative_tpot_s(d, wave_batch, i, o, speculative))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -157,7 +157,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
         lines.append(f"data parallel: {par.dp} replicas of {par.tp * par.pp} GPUs, each with 1/{par.dp} of the requests")
     if est.speculative is not None:
         spec = est.speculative_step
-        at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])
+        at = _picker(est, point)
         lines.append(f"speculative decoding ({est.speculative}): {spec.tokens_per_step:.2f} tokens per target step; "
                      f"drafting takes {at(spec.draft_s) / at(spec.time_s):.0%} of a step; output is identical to "
                      "plain decoding, so quality is unchanged; at large batch (compute-bound) it stops paying")
@@ -173,7 +173,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
 def explain(est: Estimate, point: int = 0) -> str:
     """Diagnosis of grid point ``point`` of ``est``."""
     dep = est.deployment
-    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])
+    at = _picker(est, point)
     mem = est.memory
     sp = dep.step_precision
     experts = f", routed experts at {sp.expert_gemm} ({sp.expert_kernel})" if sp.expert_kernel != sp.kernel else ""
@@ -217,7 +217,7 @@ def _kv_per_token(est: Estimate, point: int) -> str:
     """KV bytes per token of context as the batch holds them: below the full-attention figure
     where sliding-window or chunked-attention layers keep only their window."""
     mem = est.memory
-    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])  # noqa: E731
+    at = _picker(est, point)
     context = at(est.isl + est.osl)
     held = at(mem.kv_per_sequence) / max(context, 1.0)
     if held < 0.95 * mem.kv_per_token:
@@ -243,3 +243,8 @@ def _compute_lever(est: Estimate, point: int) -> str:
         return (f"prefill is compute-bound: {hw.id} runs no narrower tensor format faster and joins no other device: "
                 "a shorter prompt, a prefix cache or a faster device shortens it")
     return "prefill is compute-bound: " + "; ".join(levers)
+
+
+def _picker(est: Estimate, point: int) -> Any:
+    """A function giving an array's value at grid ``point`` of ``est`` (broadcast to its grid)."""
+    return lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(est.ttft_s)))[point])

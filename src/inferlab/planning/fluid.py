@@ -255,7 +255,7 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
     """
     tpot, x = np.asarray(points.tpot_s, float), np.asarray(points.prefill_share, float)
     d = tpot * (1.0 - x)
-    stretch = (tpot - d)[..., None]  # mean of the stretch per token [s]
+    stretch = (tpot * x)[..., None]  # mean of the stretch per token [s]: tpot - d
     steps = np.maximum(np.asarray(osl, float) - 1.0, 1.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         var = (d * x * prefill_s * prefill_spread / (1.0 - x) ** 3)[..., None] / steps  # (points, lengths)

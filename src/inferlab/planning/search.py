@@ -110,10 +110,9 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
     # loads below one request in flight on average run the decode step of a batch of one: a
     # workload whose prompts dwarf its answers may meet a TPOT objective only there
-    light = np.full(_LIGHT.shape, 1.0)
-    loads = np.concatenate([_LIGHT, _BATCHES])
-    ok, fits = np.concatenate([light.astype(bool) & ok[0], ok]), np.concatenate([light * fits[0], fits])
-    pts = operating_points(loads, np.concatenate([light * est.tpot_s[0], est.tpot_s]), est.prefill_1_s, isl, osl,
+    first = lambda x: np.concatenate([np.full(_LIGHT.shape, x[0]), x])  # noqa: E731 - batch one's for them
+    loads, ok, fits = np.concatenate([_LIGHT, _BATCHES]), first(ok), first(fits)
+    pts = operating_points(loads, first(est.tpot_s), est.prefill_1_s, isl, osl,
                            float(token_budget(sc.engine, est.deployment.hardware)))
     ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile, tr.isl.second_moment_ratio)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)

@@ -200,8 +200,6 @@ def _load_slice(base: str, profile: str) -> HardwareSpec:
     return mig_view(load_hardware(base), profile)
 
 
-# Hugging Face repository names, mapped to catalog ids.
-#
 # Hugging Face repository names on an engine's command line, mapped to catalog ids.
 #
 # An engine is launched on a checkpoint (``meta-llama/Llama-3.1-8B-Instruct``); inferlab
