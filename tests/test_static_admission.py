@@ -28,12 +28,40 @@ def test_prompt_admission_prefills_the_whole_batch_at_once(engine):
 
 
 def test_output_reservation_makes_later_waves_wait():
-    """TensorRT-LLM reserves KV for the whole output on admission: the requests of later
-    waves wait for the first wave's outputs, so the mean TTFT grows by half a wave per extra
-    wave, far past the one-wave TTFT."""
+    """TensorRT-LLM reserves KV for the whole output on admission: the pool holds W requests of
+    2048 + 8192 tokens, so 64 run as a full wave of W, then the other 64 - W, which wait the whole
+    first wave. Mean TTFT = (W x TTFT(W) + (64 - W) x (wave(W) + TTFT(64 - W))) / 64, with each wave
+    timed as a batch of its own; TPOT the requests' mean; the total both waves."""
     long, short = _pair("trtllm", 8192), _pair("trtllm", 16)
-    n = float(np.ravel(long.waves)[0])
-    assert n > 1
-    wave_s = float(np.ravel(long.total_s)[0]) / n
-    ttft = float(np.ravel(long.ttft_s)[0])
-    assert ttft > (n - 1) / 2 * wave_s and ttft > 5 * float(np.ravel(short.ttft_s)[0])
+    assert float(np.ravel(long.waves)[0]) == 2
+    w = float(np.ravel(long.wave_batch)[0])
+    assert 16 < w < 48  # ~50 GB of pool at 1.34 GB a request (10,240 tokens x 128 kB + a block)
+    one = lambda b: inferlab.estimate("llama-3.1-8b", "h100-sxm", precision="bf16", isl=2048, osl=8192,
+                                      batch_size=int(b), engine="trtllm")
+    first, rest = one(w), one(64 - w)
+    at = lambda x: float(np.ravel(x)[0])
+    expected = (w * at(first.ttft_s) + (64 - w) * (at(first.total_s) + at(rest.ttft_s))) / 64
+    assert at(long.ttft_s) == pytest.approx(expected, rel=1e-9)
+    assert at(long.ttft_s) > 5 * at(short.ttft_s)
+    assert at(long.tpot_s) == pytest.approx((w * at(first.tpot_s) + (64 - w) * at(rest.tpot_s)) / 64, rel=1e-9)
+    assert at(long.total_s) == pytest.approx(at(first.total_s) + at(rest.total_s), rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm"])
+def test_one_more_request_never_makes_the_batch_faster(engine):
+    """Past a wave limit the extra requests form a last wave of their own: the full waves keep
+    their batch, so one more request adds time and keeps the memory in use and the others' TPOT
+    (the batch had been split evenly: 351 requests in waves of 117 decoded faster than 350 in
+    waves of 175)."""
+    kw = dict(tp=4, isl=1024, osl=1024, waves=True, engine=engine, max_num_seqs=175)
+    runs = [inferlab.estimate("llama-3.1-70b", "h100-sxm", batch_size=b, **kw) for b in (349, 350, 351, 352, 526)]
+    at = lambda x: float(np.ravel(x)[0])
+    assert [at(e.waves) for e in runs] == [2, 2, 3, 3, 4]
+    assert all(at(e.wave_batch) == 175 for e in runs)
+    for a, b in zip(runs, runs[1:]):
+        assert at(b.total_s) > at(a.total_s)
+        assert at(b.ttft_s) > at(a.ttft_s)
+        # TPOT is the requests' mean: the new ones may decode faster in a short last wave, but the
+        # others keep theirs, so it falls at most to their share (350 of 351)
+        assert at(b.tpot_s) >= at(a.tpot_s) * at(a.batch_size) / at(b.batch_size)
+        assert at(b.memory.used) >= at(a.memory.used)

@@ -29,7 +29,8 @@ from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
-from ..techniques.step import ResolvedDeployment, chunked_prefill_s, graph_limited_decode_s, mean_decode_step_s
+from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, graph_limited_decode_s,
+                               mean_decode_step_s)
 from .feasibility import require_feasible, static_batch_reasons
 from .result import Estimate
 
@@ -198,9 +199,25 @@ def _prefix_cache(value: Any) -> PrefixCache | None:
     return None if value is None else PrefixCache.of(value)
 
 
+def _in_waves(replica: np.ndarray, limit: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``replica`` requests run ``limit`` at a time, as an engine admits them: the number of
+    waves, the size of a full wave and of the last one (the rest, at most a full wave)."""
+    limit = np.maximum(np.floor(limit), 1.0)
+    n = np.ceil(replica / limit)
+    full = np.minimum(replica, limit)
+    return n, full, replica - (n - 1.0) * full
+
+
+def _mean_start(n: np.ndarray, full: np.ndarray, last: np.ndarray, period: np.ndarray) -> np.ndarray:
+    """Mean over the requests of when their wave starts [s]: ``n - 1`` full waves, one ``period``
+    apart, then the last wave of ``last`` requests."""
+    earlier = n - 1.0
+    return period * (full * earlier * (earlier - 1.0) / 2.0 + last * earlier) / (full * earlier + last)
+
+
 def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
-                     prefix_cache: PrefixCache | None, cap: float = np.inf) -> tuple[np.ndarray, np.ndarray]:
-    """Waves and first-wave TTFT [s] of a static batch on an engine that admits on the prompt.
+                     prefix_cache: PrefixCache | None, period: np.ndarray, cap: float = np.inf) -> np.ndarray:
+    """Mean TTFT [s] of a static batch on an engine that admits on the prompt.
 
     Notes
     -----
@@ -209,16 +226,16 @@ def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray
     ``reserve_output``), so a batch whose prompts fit is prefilled at once even when its
     whole outputs do not: every request has its first token after one prefill of the batch,
     and the preempted ones recompute later (time that shows in throughput, not TTFT). Only
-    requests whose prompts do not fit wait for a later wave.
+    requests whose prompts do not fit wait, a ``period`` (a decoding wave) per full admission
+    ahead of them.
     """
     block = memory["kv_block_size"]
     admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
                         context=i + block, **memory)
-    first_waves = np.ceil(replica / np.maximum(np.minimum(admit.max_sequences, cap), 1.0))
-    first = np.ceil(replica / first_waves)
+    n, first, last = _in_waves(replica, np.minimum(admit.max_sequences, cap))
     pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
     chunks = np.ceil(first * (i - cached) / memory["step_tokens"])  # the replica's tokens per iteration
-    return first_waves, chunked_prefill_s(dep, pre, chunks)
+    return chunked_prefill_s(dep, pre, chunks) + _mean_start(n, first, last, period)
 
 
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
@@ -230,7 +247,8 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side; each runs
     at most ``max_num_seqs`` (the engine's per-rank limit times its attention-DP ranks where its
-    limits are a rank's) at once, in waves beyond. Points
+    limits are a rank's) at once, and beyond it (or its KV pool) full waves of that many, then the
+    rest: TPOT is the mean over the requests, TTFT the mean wait for the waves ahead. Points
     that cannot run (:mod:`inferlab.phases.feasibility`) are marked in ``feasible`` and ``reason``
     and hold NaN in their times and costs; nothing is raised here.
     """
@@ -246,33 +264,42 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
     # the KV cache holds one wave of the engine's sequence limit at a time
     feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
-    n_waves = np.ceil(replica / np.maximum(np.minimum(plan.max_sequences, cap), 1.0))
-    wave_batch = np.ceil(replica / n_waves)
-    if (waves or cap < np.inf) and np.any(n_waves > 1):  # the memory in use is one wave's
-        plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=wave_batch, context=i + o,
+    # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
+    n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
+    split = bool(np.any(n_waves > 1))
+    if (waves or cap < np.inf) and split:  # the memory in use is a full wave's
+        plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=full, context=i + o,
                            **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
-    pre = prefill_with_cache(dep, wave_batch, i, prefix_cache, block_size=kv_block_size)
-    chunks = np.ceil(wave_batch * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
-    ttft_wave = chunked_prefill_s(dep, pre, chunks)
-    first_waves, first_ttft = n_waves, ttft_wave
-    if waves and np.any(n_waves > 1) and not default_scheduler(engine).reserve_output:
-        first_waves, first_ttft = _paged_admission(dep, replica, i, cached, memory, prefix_cache, cap)
-    def per_token(d: ResolvedDeployment) -> np.ndarray:
-        return (mean_decode_step_s(d, wave_batch, i, o) if speculative is None
-                else mean_speculative_tpot_s(d, wave_batch, i, o, speculative))
-
     graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
-    # decode batches beyond the engine's largest CUDA graph run eagerly
-    step_s = graph_limited_decode_s(dep, wave_batch, graphed, per_token)
+
+    def wave(x: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
+        """A wave of ``x`` requests: its prefill step, first-token time and decode-step time."""
+        pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
+        chunks = np.ceil(x * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
+
+        def per_token(d: ResolvedDeployment) -> np.ndarray:
+            return (mean_decode_step_s(d, x, i, o) if speculative is None
+                    else mean_speculative_tpot_s(d, x, i, o, speculative))
+
+        # decode batches beyond the engine's largest CUDA graph run eagerly
+        return pre, chunked_prefill_s(dep, pre, chunks), graph_limited_decode_s(dep, x, graphed, per_token)
+
+    pre, ttft_full, step_full = wave(full)
+    _, ttft_last, step_last = wave(last) if split else (pre, ttft_full, step_full)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
-    tpot = runs(np.where(o > 1, step_s, 0.0))
-    wave_s = ttft_wave + (o - 1.0) * tpot
-    total = runs(n_waves * wave_s)
+    wave_full = ttft_full + (o - 1.0) * step_full
+    earlier = (n_waves - 1.0) * full  # requests in the full waves before the last
+    tpot = runs(np.where(o > 1, (earlier * step_full + last * step_last) / replica, 0.0))
+    total = runs((n_waves - 1.0) * wave_full + ttft_last + (o - 1.0) * step_last)
+    if waves and split and not default_scheduler(engine).reserve_output:
+        ttft = _paged_admission(dep, replica, i, cached, memory, prefix_cache, wave_full, cap)
+    else:
+        ttft = (earlier * ttft_full + last * ttft_last) / replica + _mean_start(n_waves, full, last, wave_full)
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
-                   prefill_s=runs(n_waves * ttft_wave), total_s=total)
+                   prefill_s=runs((n_waves - 1.0) * ttft_full + ttft_last), total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),
-                    ttft_s=runs(first_ttft + wave_s * (first_waves - 1.0) / 2.0), tpot_s=tpot, total_s=total,
-                    memory=plan, cost=cost, prefill_step=pre, wave_batch=wave_batch, speculative=speculative,
+                    ttft_s=runs(ttft), tpot_s=tpot, total_s=total,
+                    memory=plan, cost=cost, prefill_step=pre, wave_batch=full, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason,
                     graph_max_batch=graphed)
