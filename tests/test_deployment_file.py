@@ -128,7 +128,8 @@ def test_serving_limits_of_a_deployment_are_named_where_a_static_batch_leaves_th
     est = estimate(dep, Workload(batch_size=8, isl=512, osl=64))
     text = est.explain()
     assert "engine limits of the deployment: chunked_prefill=False limit serving" in text
-    assert "max_num_seqs" not in text and float(est.waves) == 2  # 8 sequences, 4 at a time
+    limits = next(line for line in text.splitlines() if "engine limits of the deployment" in line)
+    assert "max_num_seqs" not in limits and float(est.waves) == 2  # 8 sequences, 4 at a time
     assert "engine limits" not in estimate("llama-3.1-8b", "h100-sxm", engine="sglang").explain()
 
 

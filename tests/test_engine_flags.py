@@ -296,3 +296,20 @@ def test_sglang_cuda_graph_flags():
     assert off.to_kwargs("estimate")["graph_max_batch"] == 0 and off.report("estimate") == []
     assert "--disable-cuda-graph" in launch_command(off, "sglang").script
     assert "cannot express graph_max_batch" in launch_command(off, "vllm").script
+
+
+def test_dtype_sets_the_weights_a_checkpoint_stores_in_16_bits():
+    # vLLM's --dtype is "the data type for model weights and activations": a BF16 checkpoint under
+    # --dtype float16 runs FP16 weights (same bytes); quantized weights keep their stored format,
+    # as gpt-oss's MXFP4 experts do under --dtype bfloat16 (13 GB of weights, not 41 GB in BF16)
+    fp16 = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --dtype float16")
+    assert fp16.precision == "w:fp16 a:fp16 kv:fp16"
+    assert str(estimate("llama-3.1-8b", "h100-sxm", precision=fp16.precision).deployment.precision) == "fp16"
+    oss = parse_engine_args("vllm serve openai/gpt-oss-20b --dtype bfloat16")
+    assert oss.precision == "w:bf16 a:bf16 kv:bf16"
+    shipped = estimate("gpt-oss-20b", "h100-sxm")
+    flagged = estimate("gpt-oss-20b", "h100-sxm", precision=oss.precision)
+    assert flagged.deployment.precision.experts == "mxfp4"
+    assert flagged.memory.weights == shipped.memory.weights < 16e9
+    quantized = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --quantization fp8 --dtype float16")
+    assert quantized.precision.startswith("w:fp8")

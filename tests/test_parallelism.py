@@ -12,6 +12,8 @@ from inferlab.calibration.profile import ROOFLINE
 from inferlab.core.interconnect import all_gather_s, all_reduce_s, all_to_all_s, layout
 from inferlab.techniques.step import decode, prefill
 from inferlab import estimate
+from inferlab.cli.main import main
+from inferlab.errors import CombinationError
 from inferlab.inputs.resolve import deployment
 from inferlab.core.parallelism import Parallelism, weights_per_gpu
 from inferlab.techniques.pipeline import bubble_fraction
@@ -238,7 +240,8 @@ def test_data_parallel_replicas():
     "kwargs, error, fragment",
     [
         ({"tp": 8, "ep": 3}, SpecError, "must divide tp"),
-        ({"tp": 2, "ep": 2}, InfeasibleError, "has no experts"),
+        ({"tp": 2, "ep": 2}, CombinationError, "has no experts"),
+        ({"tp": 2, "attention_dp": True}, CombinationError, "has no experts"),
         ({"tp": 1, "pp": 200}, InfeasibleError, "exceeds the 32 layers"),
         ({"tp": 2, "num_gpus": 3}, SpecError, "tp x pp x dp"),
     ],
@@ -246,6 +249,16 @@ def test_data_parallel_replicas():
 def test_bad_layouts(kwargs, error, fragment):
     with pytest.raises(error, match=fragment):
         estimate("llama-3.1-8b", "h100-sxm", **kwargs)
+
+
+def test_expert_parallelism_on_a_dense_model_is_bad_input():
+    """--ep or --attention-dp on a dense model is a meaningless combination: exit 2 as README says
+    (a layout a model takes but that does not fit stays exit 1); in Python still an
+    InfeasibleError too, so a grid that catches those keeps its other rows."""
+    assert issubclass(CombinationError, InfeasibleError) and issubclass(CombinationError, SpecError)
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--tp", "2", "--ep", "2"]) == 2
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--tp", "2", "--attention-dp"]) == 2
+    assert main(["estimate", "llama-3.1-405b", "h100-sxm", "--tp", "4"]) == 1
 
 
 def test_does_not_fit_suggests_pipeline_across_nodes():

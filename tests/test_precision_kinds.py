@@ -105,6 +105,21 @@ def test_fp8_activations_on_an_a100_stay_bf16():
     assert (dep.precision.activations, dep.step_precision.kernel) == ("bf16", "fp8_wo")
 
 
+def test_a_bf16_checkpoint_runs_fp16_on_a_gpu_without_bf16():
+    # Turing (RTX 2080 Ti) computes FP16 and not BF16: engines load a BF16 checkpoint as FP16
+    # there, so the checkpoint's kinds are labelled FP16 (the bytes are the same: 2 per weight)
+    turing = deployment("llama-3.1-8b", "rtx-2080-ti", tp=2)
+    assert (turing.precision.weights, turing.precision.activations, turing.precision.kv_cache) == ("fp16",) * 3
+    assert any("computes FP16 and not BF16" in n for n in turing.precision_notes)
+    assert deployment("llama-3.1-8b", "h100-sxm").precision.weights == "bf16"
+    # a kind the user sets is theirs; only the checkpoint's BF16 kinds move
+    mixed = deployment("llama-3.1-8b", "rtx-2080-ti", tp=2, precision="kv:int8")
+    assert (mixed.precision.weights, mixed.precision.kv_cache) == ("fp16", "int8")
+    same = [estimate("llama-3.1-8b", "rtx-2080-ti", tp=2, precision=p) for p in (None, "fp16")]
+    assert float(same[0].tpot_s) == float(same[1].tpot_s)
+    assert same[0].memory.weights == same[1].memory.weights
+
+
 # --- the text, mapping and dict forms -----------------------------------------------------
 
 def test_precision_forms():

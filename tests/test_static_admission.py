@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings, strategies as st
 
 import inferlab
 
@@ -65,3 +66,45 @@ def test_one_more_request_never_makes_the_batch_faster(engine):
         # others keep theirs, so it falls at most to their share (350 of 351)
         assert at(b.tpot_s) >= at(a.tpot_s) * at(a.batch_size) / at(b.batch_size)
         assert at(b.memory.used) >= at(a.memory.used)
+
+
+@settings(max_examples=40, deadline=None)
+@given(engine=st.sampled_from(["vllm", "sglang", "trtllm", "lmdeploy"]), gpu=st.sampled_from(["l40s", "h100-sxm"]),
+       batch=st.integers(1, 1500), isl=st.integers(64, 28000), osl=st.integers(2, 2048),
+       more=st.integers(1, 64), seqs=st.one_of(st.none(), st.integers(1, 512)))
+@example(engine="vllm", gpu="l40s", batch=1000, isl=27392, osl=256, more=16, seqs=None)
+@example(engine="vllm", gpu="h100-sxm", batch=1000, isl=19888, osl=512, more=8, seqs=None)
+def test_a_longer_prompt_or_one_more_request_never_answers_sooner(engine, gpu, batch, isl, osl, more, seqs):
+    """In waves, a longer prompt (or output) and one more request each add work ahead of the
+    requests that wait: mean TTFT and total time never fall (a prompt admission sized by the
+    prompt alone, spaced by a wave that holds fewer, had made a longer prompt answer sooner)."""
+    kw = dict(engine=engine, waves=True, max_num_seqs=seqs)
+    at = lambda e: (float(np.ravel(e.ttft_s)[0]), float(np.ravel(e.total_s)[0]))
+    base = at(inferlab.estimate("llama-3.1-8b", gpu, isl=isl, osl=osl, batch_size=batch, **kw))
+    for other in (dict(isl=isl + more, osl=osl, batch_size=batch), dict(isl=isl, osl=osl + more, batch_size=batch),
+                  dict(isl=isl, osl=osl, batch_size=batch + 1)):
+        grown = at(inferlab.estimate("llama-3.1-8b", gpu, **other, **kw))
+        assert grown[0] >= base[0] * (1 - 1e-9) and grown[1] >= base[1] * (1 - 1e-9), (other, base, grown)
+
+
+def test_the_waves_flag_changes_nothing_where_the_sequence_limit_splits_a_batch_that_fits():
+    """100 requests under --max-num-seqs 64 whose KV fits run 64 then 36 with or without
+    waves=True (the flag is for a batch whose KV does not fit): mean TTFT = (64 TTFT(64) +
+    36 (wave(64) + TTFT(36))) / 100, each group prefilled as a batch of its own."""
+    kw = dict(engine="vllm", isl=2048, osl=256)
+    plain, flagged = (inferlab.estimate("llama-3.1-8b", "h100-sxm", batch_size=100, max_num_seqs=64, waves=w, **kw)
+                      for w in (False, True))
+    first, rest = (inferlab.estimate("llama-3.1-8b", "h100-sxm", batch_size=n, **kw) for n in (64, 36))
+    expected = (64 * float(first.ttft_s) + 36 * (float(first.total_s) + float(rest.ttft_s))) / 100
+    assert float(plain.ttft_s) == pytest.approx(expected, rel=1e-9)
+    assert float(flagged.ttft_s) == pytest.approx(expected, rel=1e-9)
+
+
+def test_explain_names_what_splits_the_batch():
+    # the sequence limit (64 of the 194 sequences the KV cache holds) vs a KV cache that holds 9
+    limited = inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="vllm", isl=2048, osl=256, batch_size=100,
+                                max_num_seqs=64).explain()
+    assert "sequence limit (max_num_seqs) runs the batch in 2 waves of 64" in limited
+    assert "KV cache does not fit" not in limited
+    full = inferlab.estimate("llama-3.1-70b", "l40s", tp=4, batch_size=512, isl=4096, osl=4096, waves=True).explain()
+    assert "the batch's KV cache does not fit" in full and "sequence limit" not in full

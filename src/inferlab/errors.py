@@ -82,6 +82,12 @@ class InfeasibleError(InferlabError):
         self.suggestion = suggestion or {}
 
 
+class CombinationError(InfeasibleError, SpecError):
+    """Options that mean nothing together for this model (expert parallelism or attention data
+    parallelism on a dense model): bad input, exit status 2 from the CLI, where a grid over
+    several models marks the rows it concerns as a layout that does not run."""
+
+
 #: How messages spell a user option: unset in Python (``waves=True``); the CLI sets a map of
 #: keyword -> flag for the command it runs, so that its messages say ``--waves``.
 _OPTION_SPELLING: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("option_spelling",

@@ -24,7 +24,7 @@ from typing import Any
 
 
 from .. import __version__
-from ..errors import InfeasibleError, InferlabError, cli_spelling
+from ..errors import CombinationError, InfeasibleError, InferlabError, cli_spelling
 from .bands_cmd import add_parser as add_bands_parser
 from .calc_cmd import add_parser as add_calc_parser
 from .catalog_cmd import add_parsers as add_catalog_parsers
@@ -39,6 +39,7 @@ from .validate import add_parsers as add_validate_parsers
 
 #: Exit status per outcome; the first matching class wins.
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (CombinationError, 2),
     (InfeasibleError, 1),
     (InferlabError, 2),
     (UnicodeDecodeError, 2),

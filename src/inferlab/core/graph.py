@@ -59,6 +59,7 @@ class StepPrecision:
     ``gemm``/``kernel`` are those of the linear layers, ``expert_gemm``/``expert_kernel``
     those of the routed experts and ``proj_gemm``/``proj_kernel`` those of the attention
     projections (each in their own weight format); empty: as the linear layers.
+    ``decode_attention`` is the precision decode attention computes at (empty: ``attention``).
     """
 
     config: PrecisionConfig
@@ -70,6 +71,7 @@ class StepPrecision:
     expert_kernel: str = ""
     proj_gemm: str = ""
     proj_kernel: str = ""
+    decode_attention: str = ""
 
 
 def experts_touched(tokens: ArrayLike, num_experts: int, top_k: int) -> ArrayLike:
@@ -114,7 +116,8 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
     ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h, **meta)]
     common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
               "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,
-              "precision": prec.attention, "shard": "heads", **meta}
+              "precision": (prec.decode_attention or prec.attention) if step.phase == "decode" else prec.attention,
+              "shard": "heads", **meta}
     if model.mla is None:
         hd, nkv = model.head_dim, model.num_key_value_heads
         ops += [

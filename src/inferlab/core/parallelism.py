@@ -13,7 +13,7 @@ import math
 
 from dataclasses import dataclass
 
-from ..errors import InfeasibleError, SpecError, option, option_name
+from ..errors import CombinationError, InfeasibleError, SpecError, option, option_name
 from ..precision import number_format
 from ..specs.model import ModelSpec
 from .quantization import PrecisionConfig
@@ -102,7 +102,7 @@ class Parallelism:
             if model.moe is None:
                 given = " and ".join(([option("ep", self.ep)] if self.ep > 1 else [])
                                      + ([option_name("attention_dp")] if self.attention_dp else []))
-                raise InfeasibleError(f"{model.id or model.name} has no experts: {given} "
+                raise CombinationError(f"{model.id or model.name} has no experts: {given} "
                                       f"need{'s' if ' and ' not in given else ''} a mixture-of-experts model")
             if model.moe.num_experts % self.ep:
                 raise InfeasibleError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "

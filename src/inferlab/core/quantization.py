@@ -255,6 +255,21 @@ def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
     return supported_precision(wanted, hw)
 
 
+def decode_attention_precision(attention: str, kv_cache: str, hw: HardwareSpec) -> str:
+    """Tensor precision decode attention computes at, for attention at ``attention``.
+
+    A decode kernel takes its math from the KV cache it reads: over an FP8 cache it quantizes
+    the one-token query and multiplies in FP8 where the GPU has FP8 tensor cores (vLLM's
+    FlashAttention 3 FP8 path, TensorRT-LLM's XQA), whatever format the linear layers compute
+    in, so NVFP4 or INT4 weights with 16-bit activations leave decode attention as FP8
+    weights do. Prefill attention keeps ``attention`` (FP8 context attention needs FP8
+    activations too).
+    """
+    if number_format(kv_cache).compute == "fp8" and "fp8" in {str(getattr(k, "value", k)) for k in hw.flops}:
+        return "fp8"
+    return attention
+
+
 def gemm_kernel(weights: str, gemm_precision: str) -> str:
     """Kernel family of GEMMs on weights in format ``weights``, the key of their efficiency curve.
 

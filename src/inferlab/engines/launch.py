@@ -116,18 +116,36 @@ class EngineLaunch:
     def precision(self) -> str | None:
         """inferlab's precision text of the formats the flags set (None: the checkpoint's).
 
-        ``--dtype`` sets the activations and, left ``auto``, the KV cache.
+        ``--dtype`` sets the activations, left ``auto`` the KV cache, and the weights where the
+        checkpoint stores them in 16 bits (a quantized checkpoint's weights keep their format:
+        the engines' ``dtype`` is "the data type for model weights and activations" of what is
+        not quantized).
         """
-        kinds = {"weights": self.weights, "activations": self.activations or self.dtype,
+        kinds = {"weights": self.weights or self._dtype_weights(), "activations": self.activations or self.dtype,
                  "kv_cache": self.kv_cache or (self.dtype if self.dtype else None)}
         if not any(kinds.values()):
             return None
-        if all(kinds.values()):
+        if all(kinds.values()) and self.weights:  # --dtype's weights leave a quantized MoE's experts as stored
             from ..core.quantization import PrecisionConfig
 
             if PrecisionConfig.derived(kinds["weights"]) == PrecisionConfig(**kinds):  # type: ignore[arg-type]
                 return kinds["weights"]
         return " ".join(f"{label}:{kinds[kind]}" for kind, label in _KIND_LABELS if kinds[kind])
+
+    def _dtype_weights(self) -> str | None:
+        """``--dtype`` for the weights when the checkpoint's are 16-bit (None otherwise)."""
+        if not self.dtype or not self.model:
+            return None
+        from ..errors import InferlabError
+        from ..precision import number_format
+        from ..specs.catalog import load_model
+        from ..techniques.deployed_precision import checkpoint_precision
+
+        try:
+            stored = checkpoint_precision(load_model(self.model)).weights
+        except InferlabError:  # a model inferlab does not know: its formats are the user's to give
+            return None
+        return self.dtype if number_format(stored).bits_per_element >= 16 else None
 
     def modelled(self) -> dict[str, Any]:
         """The fields both inferlab and the engines know (what a round trip keeps)."""

@@ -19,7 +19,7 @@ from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, memory_keywords, token_budget
-from ..errors import InfeasibleError, SpecError
+from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.record import inputs_dict
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..results.render import text_table
@@ -247,9 +247,10 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
         except (SpecError, InfeasibleError) as exc:  # say which pool (other errors name their own subject)
             if type(exc) is SpecError:
                 raise SpecError(f"{side} pool {pool}: {exc}") from None
-            if type(exc) is InfeasibleError:
-                raise InfeasibleError(f"{side} pool {pool}: {exc}", needed_bytes=exc.needed_bytes,
-                                      available_bytes=exc.available_bytes, suggestion=exc.suggestion) from None
+            if type(exc) in (InfeasibleError, CombinationError):
+                kind: type[InfeasibleError] = type(exc)  # type: ignore[assignment]
+                raise kind(f"{side} pool {pool}: {exc}", needed_bytes=exc.needed_bytes,  # type: ignore[union-attr]
+                           available_bytes=exc.available_bytes, suggestion=exc.suggestion) from None
             raise
 
     return d, one("prefill", d.prefill), one("decode", d.decode)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -208,34 +209,45 @@ def _in_waves(replica: np.ndarray, limit: Any) -> tuple[np.ndarray, np.ndarray, 
     return n, full, replica - (n - 1.0) * full
 
 
-def _mean_start(n: np.ndarray, full: np.ndarray, last: np.ndarray, period: np.ndarray) -> np.ndarray:
-    """Mean over the requests of when their wave starts [s]: ``n - 1`` full waves, one ``period``
-    apart, then the last wave of ``last`` requests."""
-    earlier = n - 1.0
-    return period * (full * earlier * (earlier - 1.0) / 2.0 + last * earlier) / (full * earlier + last)
+def _queued_ttft(replica: np.ndarray, first: np.ndarray, full: np.ndarray, period: np.ndarray,
+                 ttft: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """Mean TTFT [s] of ``replica`` requests when the engine takes ``first`` of them at once and
+    the others ``full`` at a time, a ``period`` (a full wave's run) after the group before.
+
+    ``ttft(x)`` is the first-token time of a group of ``x`` requests prefilled together. The
+    groups after the first: ``q`` full ones, then ``r`` requests, group ``g`` waiting ``g``
+    periods: ``(first ttft(first) + q full ttft(full) + r ttft(r) + period (full q (q + 1) / 2
+    + r (q + 1))) / replica``.
+    """
+    rest = replica - first
+    q = np.floor(rest / full)
+    r = rest - q * full
+    wait = period * (full * q * (q + 1.0) / 2.0 + r * (q + 1.0))
+    own = first * ttft(first)
+    if np.any(q > 0):
+        own = own + q * full * ttft(full)
+    if np.any(r > 0):
+        own = own + r * ttft(np.maximum(r, 1.0))
+    return (own + wait) / replica
 
 
-def _paged_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, cached: Any, memory: dict[str, Any],
-                     prefix_cache: PrefixCache | None, period: np.ndarray, cap: float = np.inf) -> np.ndarray:
-    """Mean TTFT [s] of a static batch on an engine that admits on the prompt.
+def _prompt_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, memory: dict[str, Any],
+                      full: np.ndarray, cap: float) -> np.ndarray:
+    """Requests of a static batch an engine that admits on the prompt prefills at once.
 
     Notes
     -----
     vLLM, SGLang and LMDeploy admit a request while KV blocks for its prompt are free and
     preempt when decoding fills the pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`
     ``reserve_output``), so a batch whose prompts fit is prefilled at once even when its
-    whole outputs do not: every request has its first token after one prefill of the batch,
-    and the preempted ones recompute later (time that shows in throughput, not TTFT). Only
-    requests whose prompts do not fit wait, a ``period`` (a decoding wave) per full admission
-    ahead of them.
+    whole outputs do not: those requests have their first token after one prefill, and the
+    preempted ones recompute later (time that shows in throughput, not TTFT). The requests
+    whose prompts do not fit wait for the ones ahead to finish, a full wave (what the pool
+    holds with whole outputs) at a time. At least a full wave, at most the sequence limit.
     """
-    block = memory["kv_block_size"]
     admit = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=replica,
-                        context=i + block, **memory)
-    n, first, last = _in_waves(replica, np.minimum(admit.max_sequences, cap))
-    pre = prefill_with_cache(dep, first, i, prefix_cache, block_size=block)
-    chunks = np.ceil(first * (i - cached) / memory["step_tokens"])  # the replica's tokens per iteration
-    return chunked_prefill_s(dep, pre, chunks) + _mean_start(n, first, last, period)
+                        context=i + memory["kv_block_size"], **memory)
+    return np.clip(np.floor(np.minimum(admit.max_sequences, cap)), full, replica)
 
 
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
@@ -273,29 +285,39 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
     graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
 
-    def wave(x: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
-        """A wave of ``x`` requests: its prefill step, first-token time and decode-step time."""
+    def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray]:
+        """The prefill step of ``x`` requests together and their first-token time."""
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
         chunks = np.ceil(x * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
+        return pre, chunked_prefill_s(dep, pre, chunks)
 
+    def decode(x: np.ndarray) -> np.ndarray:
+        """The mean decode step of ``x`` requests; batches beyond the largest CUDA graph run eagerly."""
         def per_token(d: ResolvedDeployment) -> np.ndarray:
             return (mean_decode_step_s(d, x, i, o) if speculative is None
                     else mean_speculative_tpot_s(d, x, i, o, speculative))
 
-        # decode batches beyond the engine's largest CUDA graph run eagerly
-        return pre, chunked_prefill_s(dep, pre, chunks), graph_limited_decode_s(dep, x, graphed, per_token)
+        return graph_limited_decode_s(dep, x, graphed, per_token)
 
-    pre, ttft_full, step_full = wave(full)
-    _, ttft_last, step_last = wave(last) if split else (pre, ttft_full, step_full)
+    pre, ttft_full = prefill(full)
+    step_full = decode(full)
+    ttft_last, step_last = (prefill(last)[1], decode(last)) if split else (ttft_full, step_full)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
     wave_full = ttft_full + (o - 1.0) * step_full
     earlier = (n_waves - 1.0) * full  # requests in the full waves before the last
     tpot = runs(np.where(o > 1, (earlier * step_full + last * step_last) / replica, 0.0))
     total = runs((n_waves - 1.0) * wave_full + ttft_last + (o - 1.0) * step_last)
+    first = full
     if waves and split and not default_scheduler(engine).reserve_output:
-        ttft = _paged_admission(dep, replica, i, cached, memory, prefix_cache, wave_full, cap)
-    else:
-        ttft = (earlier * ttft_full + last * ttft_last) / replica + _mean_start(n_waves, full, last, wave_full)
+        first = _prompt_admission(dep, replica, i, memory, full, cap)
+    known = {"full": (full, ttft_full), "last": (last, ttft_last)}
+
+    def first_token(x: np.ndarray) -> np.ndarray:  # the groups' first-token times, reused where computed
+        same = next((t for size, t in known.values() if np.array_equal(np.broadcast_to(size, np.shape(x)), x)),
+                    None)
+        return same if same is not None else prefill(x)[1]
+
+    ttft = _queued_ttft(replica, first, full, wave_full, first_token)
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
                    prefill_s=runs((n_waves - 1.0) * ttft_full + ttft_last), total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),

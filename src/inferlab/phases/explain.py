@@ -99,8 +99,16 @@ def _levers(est: Estimate, point: int) -> list[str]:
         out.append("all-reduces take a large share: a smaller TP or a faster link (NVLink vs PCIe) helps")
     waves = float(np.ravel(est.waves)[point])
     if waves > 1:
-        out.append(f"the batch's KV cache does not fit: it runs in {waves:.0f} waves; FP8 KV, more GPUs or a "
-                   "smaller batch remove the waiting")
+        shape = np.shape(est.ttft_s)
+        wave = float(np.ravel(np.broadcast_to(est.wave_batch, shape))[point])
+        held = float(np.ravel(np.broadcast_to(est.memory.max_sequences, shape))[point])  # a replica's, as the wave
+        if wave < held:  # the KV pool holds more: the sequence limit splits the batch
+            out.append(f"the engine's sequence limit (max_num_seqs) runs the batch in {waves:.0f} waves of "
+                       f"{wave:.0f}{' per replica' if est.deployment.parallel.dp > 1 else ''}; a higher limit (the "
+                       f"KV cache holds {held:.0f} sequences) or a smaller batch removes the waiting")
+        else:
+            out.append(f"the batch's KV cache does not fit: it runs in {waves:.0f} waves; FP8 KV, more GPUs or a "
+                       "smaller batch remove the waiting")
     return out
 
 
@@ -179,7 +187,10 @@ def explain(est: Estimate, point: int = 0) -> str:
     experts = f", routed experts at {sp.expert_gemm} ({sp.expert_kernel})" if sp.expert_kernel != sp.kernel else ""
     lines = [
         f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}; {dep.precision}, GEMMs at "
-        f"{sp.gemm}{experts}, attention at {sp.attention}), batch {at(est.batch_size):.0f}, "
+        f"{sp.gemm}{experts}, attention at {sp.attention}"
+        + (f", decode attention at {sp.decode_attention} over the {dep.precision.kv_cache} KV cache"
+           if sp.decode_attention and sp.decode_attention != sp.attention else "")
+        + f"), batch {at(est.batch_size):.0f}, "
         f"ISL {at(est.isl):.0f}, OSL {at(est.osl):.0f}; profile {dep.profile.name}",
         f"TTFT {pretty(Q(at(est.ttft_s), 's'))}, TPOT {pretty(Q(at(est.tpot_s), 's'))} "
         f"({1 / at(est.tpot_s):.1f} tok/s per user), {at(est.output_tokens_per_s):.0f} tok/s in all"

@@ -20,10 +20,10 @@ TensorRT-LLM assign each request to one rank); the routed experts' share stays e
 
 An engine that captures CUDA graphs for decode batches only (SGLang, unless its piecewise
 prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
-kernel: such an iteration lasts at least the host's issue time of the prefill graph's kernels
+kernel, lasting at least the host's issue time of the prefill graph's kernels
 (:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph up to the
-engine's largest captured batch (``graph_max_batch``, SGLang's ``--cuda-graph-max-bs``) and
-run eagerly beyond it, at least as long as the host's issue time of the decode graph's kernels.
+largest captured batch (``graph_max_batch``) and beyond it run eagerly, as long as the host's
+issue time of the decode graph's kernels at least.
 For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
 """
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.ops import Attention
-from ..core.quantization import achievable_flops_per_s
+from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -57,9 +57,11 @@ class AttentionCosts:
     flops_per_pair: float
     kv_bytes_per_token: float
     act_bytes_per_query: float
-    peak: float
+    peak: float  # decode's; prefill's apart (its precision may differ: FP8 context attention)
     heads_kv: float
     ceiling: float = float("inf")
+    prefill_peak: float = 0.0
+    prefill_ceiling: float = float("inf")
 
 
 class StepModel:
@@ -140,14 +142,14 @@ class StepModel:
                 self.eager_decode_s = eager_floor(decode.kernels, prof, "decode") * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
-        peak = self.dep.hardware.flops.get(op.precision)  # type: ignore[call-overload]
-        peak_si = peak.si if peak is not None else next(iter(self.dep.hardware.flops.values())).si
-        return AttentionCosts(
+        hw, prefill = self.dep.hardware, self.dep.step_precision.attention
+        peak, pre = (tensor_flops_per_s(hw, p) for p in (op.precision, prefill))
+        return AttentionCosts(prefill_peak=pre, prefill_ceiling=achievable_flops_per_s(hw, prefill),
             count=float(op.count) * stages, window=float(op.window),
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
-            peak=peak_si, heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(self.dep.hardware, op.precision))
+            peak=peak, heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(hw, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
@@ -167,13 +169,12 @@ class StepModel:
         """One attention kernel per layer over a set of sequences (sums already taken)."""
         if seqs <= 0:
             return 0.0
-        pf, bf = self.fractions[phase]
-        g = self.groups
-        total = 0.0
+        (pf, bf), g, total = self.fractions[phase], self.groups, 0.0
         for j, a in enumerate(self.attention):
             flops = a.flops_per_pair * pairs[j] / g
             moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
-            t = max(flops / (a.peak * pf), flops / a.ceiling, moved / (self.bandwidth * bf))
+            peak, ceiling = (a.prefill_peak, a.prefill_ceiling) if phase == "prefill" else (a.peak, a.ceiling)
+            t = max(flops / (peak * pf), flops / ceiling, moved / (self.bandwidth * bf))
             total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
         return total
 
@@ -301,11 +302,7 @@ class StepModel:
         return self._all_full
 
     def _with_host(self, gpu_s: float) -> float:
-        """An iteration of ``gpu_s`` of GPU work plus the host's [s].
-
-        Notes
-        -----
-        Without overlap the host schedules the next iteration after this one ends:
+        """An iteration of ``gpu_s`` of GPU work plus the host's [s]. Without overlap the host schedules the next iteration after this one ends:
         ``gpu + step_overhead + serving_step_overhead``. An overlap scheduler (TensorRT-LLM's
         PyTorch runtime, SGLang; both on by default) prepares iteration ``n + 1`` on the CPU
         while the GPU runs ``n``, so the host's part shows only where it is the longer:

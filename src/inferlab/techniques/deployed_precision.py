@@ -90,6 +90,26 @@ def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[Precisio
     return replace(cfg, activations="bf16"), (note,)
 
 
+def half_for_bf16(cfg: PrecisionConfig, kinds: tuple[str, ...],
+                  hw: HardwareSpec) -> tuple[PrecisionConfig, tuple[str, ...]]:
+    """``cfg`` with the BF16 ``kinds`` it took from the checkpoint in FP16 where the GPU computes
+    FP16 and not BF16 (Turing, a phone's NPU), and the note saying so: engines load such a
+    checkpoint as FP16 there (vLLM's ``dtype="auto"`` casts it, "Bfloat16 is only supported on
+    GPUs with compute capability of at least 8.0"; llama.cpp keeps F16). Same bytes, so only the
+    label and the kernels' format move."""
+    rates = {str(getattr(k, "value", k)) for k in hw.flops}
+    if "bf16" in rates or "fp16" not in rates:
+        return cfg, ()
+    values = {"weights": cfg.weights, "activations": cfg.activations, "kv_cache": cfg.kv_cache,
+              "moe_weights": cfg.moe_weights}
+    cast = [k for k in kinds if values.get(k) == "bf16"]
+    if not cast:
+        return cfg, ()
+    note = (f"{', '.join(_KIND_NAMES[k] for k in cast)} fp16, not the checkpoint's bf16: {hw.id} computes FP16 "
+            "and not BF16, so engines load the checkpoint as FP16 (same bytes)")
+    return replace(cfg, **{k: "fp16" for k in cast}), (note,)
+
+
 def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> ResolvedPrecision:
     """The formats ``model`` runs on ``hw`` for the user's ``precision`` value.
 
@@ -121,6 +141,7 @@ def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> Resolve
         notes.append(f"{'formats' if whole else 'kinds not given'} ({_describe(cfg, inherited, model.is_moe)}): "
                      f"the shipped checkpoint's defaults ({source})"
                      + ("; precision= (--precision, --weights, --kv-cache-dtype...) chooses others" if whole else ""))
+    cfg, half_notes = half_for_bf16(cfg, inherited, hw)
     cfg, hw_notes = native_activations(cfg, hw)
-    return ResolvedPrecision(cfg, tuple(notes) + hw_notes)
+    return ResolvedPrecision(cfg, tuple(notes) + half_notes + hw_notes)
 

@@ -19,7 +19,7 @@ from ..core.graph import Step, StepPrecision, build_graph
 from ..core.interconnect import node_size
 from ..core.ops import Attention, Op
 from ..core.parallelism import Parallelism
-from ..core.quantization import PrecisionConfig, gemm_kernel, matmul_precision
+from ..core.quantization import PrecisionConfig, decode_attention_precision, gemm_kernel, matmul_precision
 from ..core.timing import OpTime, broadcast_sum, eager_floor, step_time, step_total, time_op, time_ops
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -72,10 +72,12 @@ class ResolvedDeployment:
         gemm = matmul_precision(cfg.weights, cfg.activations, hw)
         expert_gemm = matmul_precision(cfg.experts, cfg.activations, hw)
         proj_gemm = matmul_precision(cfg.attention, cfg.activations, hw)
+        attention = matmul_precision(cfg.activations, cfg.kv_cache, hw)
         return StepPrecision(
             config=cfg,
             gemm=gemm,
-            attention=matmul_precision(cfg.activations, cfg.kv_cache, hw),
+            attention=attention,
+            decode_attention=decode_attention_precision(attention, cfg.kv_cache, hw),
             head=matmul_precision("bf16", "bf16", hw),
             kernel=gemm_kernel(cfg.weights, gemm),
             expert_gemm=expert_gemm,
