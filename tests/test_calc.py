@@ -52,12 +52,16 @@ from inferlab.errors import InferlabError, UnitError, UnknownNameError
         ("$2.95/hour * 2 h", None, 5.9, "USD"),
         ("2 $/h", None, 2.0, "USD/h"),
         ("128 ktok", "tok", 128_000.0, "tok"),
+        ("5 ms", "ms", 5.0, "ms"),  # a milli-second is still one
+        ("(4 GB**2) ** 0.5", "GB", 2.0, "GB"),
+        # 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 B = 131,072 B a token, x 128,000 tokens
+        ("llama-3.1-8b.kv_bytes_per_token.bf16 * 128 ktok", "GB", 16.777216, "GB"),
         # 989 TFLOP/s / 3.35 TB/s = 295.224 FLOP/B (H100 SXM datasheet)
         ("h100-sxm.flops.bf16 / h100-sxm.memory_bandwidth", None, 295.224, "FLOP/B"),
         # 80 layers x 8 KV heads x 128 dims x 2 (K and V) x 1 B = 163,840 B
-        ("llama-3.1-70b.kv_bytes_per_token.fp8", "B", 163_840.0, "B"),
+        ("llama-3.1-70b.kv_bytes_per_token.fp8", "B/tok", 163_840.0, "B/tok"),
         # 163,840 B x 32,768 tokens x 16 sequences = 85,899,345,920 B = 80 x 2**30 B
-        ("llama-3.1-70b.kv_bytes_per_token.fp8 * 32768 * 16", "GiB", 80.0, "GiB"),
+        ("llama-3.1-70b.kv_bytes_per_token.fp8 * 32768 tok * 16", "GiB", 80.0, "GiB"),
         ("h100-sxm.tdp-h100-sxm.tdp", "W", 0.0, "W"),
         # a catalog value is a named quantity: 70,553,706,496 params / (2 s) = 3.5277e10 /s
         ("llama-3.1-70b.total_params / 2 s", "1/s", 3.5276853248e10, "1/s"),
@@ -136,6 +140,16 @@ def test_offered_readings_have_the_hand_values():
         ("", "empty"),
         ("1 GB + 1 s", "cannot combine gigabyte ([information]) with second ([time])"),
         ("h100-sxm * 2", "names a catalog entry"),
+        # a fraction of a bit or a token is a lower-case mega-, not a quantity
+        ("100 mb", "reads as millibits, a fraction of a bit; did you mean 'Mb' or 'MB' (megabytes)?"),
+        ("1 mtok", "did you mean 'Mtok'?"),
+        ("2 uB", "microbytes"),
+        # FLOPs is a count in one paper and a rate in the next
+        ("989 TFLOPs / 3.35 TB/s", "ambiguous: write TFLOP for a count of operations or TFLOPS (TFLOP/s)"),
+        ("400 Gb/s to GB/s", "give the target unit with --to (inferlab calc '400 Gb/s' --to GB/s)"),
+        ("(1 GB) ** 0.5", "a fractional power must leave whole powers of each dimension"),
+        # KV bytes are per token: a count of tokens makes bytes, a bare number does not
+        ("llama-3.1-8b.kv_bytes_per_token.bf16 * 8192 + 1 GB", "cannot combine"),
     ],
 )
 def test_refusals_are_clear_and_immediate(expr, fragment):

@@ -61,7 +61,7 @@ def test_models_show_config_path(capsys, data_dir):
         ("h100-sxm.ridge_point.fp8", None, 590.746, "FLOP/B"),
         # 2 bytes x 70,553,706,496 params / 3.35e12 B/s = 42.12 ms: the decode-step floor
         ("llama-3.1-70b.weight_bytes.bf16 / h100-sxm.memory_bandwidth", "ms", 42.122, "ms"),
-        ("llama-3.1-70b.kv_bytes_per_token * 8192", "GiB", 2.5, "GiB"),
+        ("llama-3.1-70b.kv_bytes_per_token * 8192 tok", "GiB", 2.5, "GiB"),
         ("mi300x.memory_capacity", "GB", 206.158, "GB"),  # 192 GiB = 192 * 2**30 B
         ("2 $/h", None, 2.0, "USD/h"),
         ("$2.95/hour * h100-sxm.tdp / h100-sxm.tdp", None, 2.95, "USD/h"),

@@ -59,6 +59,7 @@ def is_quantity(value: Any) -> bool:
 #: Canonical unit per dimensionality: the unit a float inside the core is in.
 CANONICAL: dict[str, str] = {
     "byte": "byte",
+    "byte/token": "byte/token",
     "byte/second": "byte/second",
     "flop": "flop",
     "flop/second": "flop/second",

@@ -38,7 +38,7 @@ MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
     "total_params": (lambda m: m.total_params, "dimensionless", False),
     "active_params": (lambda m: m.active_params, "dimensionless", False),
     "weight_bytes": (lambda m, p="bf16": m.weight_bytes(p), "byte", True),
-    "kv_bytes_per_token": (lambda m, p="bf16": sum(m.kv_cache_bytes_per_token(p).values()), "byte", True),
+    "kv_bytes_per_token": (lambda m, p="bf16": sum(m.kv_cache_bytes_per_token(p).values()), "byte / token", True),
     "num_hidden_layers": (lambda m: m.num_hidden_layers, "dimensionless", False),
     "hidden_size": (lambda m: m.hidden_size, "dimensionless", False),
     "num_attention_heads": (lambda m: m.num_attention_heads, "dimensionless", False),
@@ -249,6 +249,9 @@ class _Evaluator:
             result = base ** (int(e) if e.is_integer() else e)
         except OverflowError:
             raise _too_large(self.text) from None
+        if not all(float(v).is_integer() for v in result.dimensionality.values()):
+            raise UnitError(f"{base.units:~P} to the power {e:g} in {self.text!r} is no unit: a fractional power "
+                            "must leave whole powers of each dimension ((1 GB**2) ** 0.5 is 1 GB)")
         return _finite(result, self.text, base.magnitude != 0)
 
 
@@ -305,9 +308,38 @@ def _unit_named(name: str) -> pint.Unit | None:
         return None
 
 
+#: Units that count whole things: a fraction of one (a millibit, a microtoken) is a misreading of
+#: an upper-case prefix ("mb" for Mb or MB), not a quantity anyone means.
+_COUNTED = {"bit": "bit", "byte": "byte", "token": "token", "request": "request", "flop": "FLOP"}
+_SUB_UNIT = {"milli", "micro", "nano", "pico", "femto", "atto", "quecto", "centi"}
+
+
+def _check_name(name: str, text: str) -> None:
+    """Refuse unit spellings that read as something no one means (:data:`_COUNTED`, ``FLOPs``)."""
+    if name == "to":
+        before, _, after = text.partition(" to ")
+        raise UnitError(f"'to' in {text!r} is not a unit: give the target unit with --to "
+                        f"(inferlab calc {before.strip()!r} --to {after.strip() or 'UNIT'})")
+    if name.endswith(("FLOPs", "OPs")):
+        stem = name[:-1]
+        raise UnitError(f"{name!r} in {text!r} is ambiguous: write {stem} for a count of operations or "
+                        f"{stem}S ({stem}/s) for a rate")
+    parsed = ureg.parse_unit_name(name)
+    if len(parsed) == 1 and parsed[0][0] in _SUB_UNIT and parsed[0][1] in _COUNTED:
+        prefix, base, _ = parsed[0]
+        hint = "use a prefix of k, M, G, T or P"
+        if name.startswith("m"):  # mega- written lower-case
+            mega = "M" + name[1:]
+            other = {"bit": " or 'MB' (megabytes)", "byte": " or 'Mb' (megabits)"}.get(base, "")
+            hint = f"did you mean {mega!r}{other}?"
+        raise UnitError(f"{name!r} in {text!r} reads as {prefix}{_COUNTED[base]}s, a fraction of a "
+                        f"{_COUNTED[base]}; {hint}")
+
+
 def _unit_of(node: Unit, text: str) -> pint.Unit:
     unit = ureg.Unit("dimensionless")
     for name, exponent in node.factors:
+        _check_name(name, text)
         named = _unit_named(name)
         if named is None:
             raise UnitError(f"unknown unit {name!r} in {text!r}{_did_you_mean(name)}; {_UNIT_HINT}")
