@@ -207,6 +207,19 @@ def test_goodput_by_hand():
     assert goodput(fake_result([0, 0], [1, 1], [2, 2], [1, 1], replicas=3), 1.5, 1e-3).requests_per_s == 3.0
 
 
+def test_the_slo_verdict_says_when_the_run_is_mostly_filling_up():
+    # 1,000 requests at 20 req/s over four replicas: 250 a replica, arriving over 50 s while a request
+    # lasts about 12 s, so about one in seven arrives before the first finishes; its percentiles lean
+    # on an emptier system than steady traffic meets, and the verdict says so. 20,000 do not.
+    kw = dict(precision="fp8", engine="vllm", dp=4, rate=20, isl="lognormal:mean=1500,sigma=0.6",
+              osl="lognormal:mean=300,sigma=0.5")
+    short = goodput(inferlab.serve("llama-3.1-70b", "b200", **kw), 1.5, 0.05)
+    assert 0.1 < short.filling < 0.3 and "arrived while the replicas filled up" in str(short)
+    long = goodput(inferlab.serve("llama-3.1-70b", "b200", num_requests=8000, **kw), 1.5, 0.05)
+    assert long.filling < 0.05 and "filled up" not in str(long)
+    assert long.tpot_s > short.tpot_s  # the steady state's tail is the longer
+
+
 def test_goodput_rejects_bad_slos():
     r = fake_result([0], [1], [2], [2])
     with pytest.raises(SpecError, match="SLOs must be times > 0"):
