@@ -142,3 +142,19 @@ def test_a_mapping_of_fields_is_the_text_it_spells():
     assert half.ttft < estimate("llama-3.1-8b", "h100-sxm", isl=2048).ttft
     with pytest.raises(SpecError, match="unknown field 'hit' \\(did you mean 'hit_rate'\\?\\); allowed: cached_tokens, hit_rate"):
         PrefixCache.of({"hit": 0.5})
+
+
+def test_a_prefix_longer_than_the_prompt_is_refused_and_a_grid_marks_those_points():
+    # a 5,000-token prefix cannot sit in a 1,024-token prompt: it had been read as a full hit
+    # (TTFT 7.9 ms, the same as hit_rate=1); in a grid only the shorter prompts are marked
+    from inferlab import estimate, serve
+    from inferlab.cli.main import main
+    from inferlab.errors import CombinationError
+
+    with pytest.raises(CombinationError, match="cached prefix of 5,000 tokens is longer than the 1,024-token prompt"):
+        estimate("llama-3.1-8b", "h100-sxm", isl=1024, prefix_cache={"cached_tokens": 5000})
+    grid = estimate("llama-3.1-8b", "h100-sxm", isl=np.array([1024, 8192]), prefix_cache={"cached_tokens": 5000})
+    assert list(np.ravel(grid.feasible)) == [False, True] and np.isnan(np.ravel(grid.ttft_s)[0])
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--prefix-cache", "tokens=5000", "--isl", "1024"]) == 2
+    with pytest.raises(SpecError, match="shared prefix of 5,000 tokens is longer than every prompt"):
+        serve("llama-3.1-8b", "h100-sxm", prefix="shared:tokens=5000,groups=2", isl=1000, rate=2, num_requests=20)

@@ -137,6 +137,10 @@ class Prefixes:
         arrivals, isl, osl = workload.draw()
         isl, osl = isl.astype(float), osl.astype(float)
         if self.kind == "shared":
+            if len(isl) and np.all(isl < self.tokens):
+                raise SpecError(f"prefix {self}: the shared prefix of {self.tokens:,} tokens is longer than every prompt "
+                                f"(the longest has {np.max(isl):,.0f} tokens); a prompt holds its prefix: give a shorter "
+                                "prefix or longer prompts")
             rng = np.random.default_rng([workload.seed, 0x9FE])
             weights = np.arange(1.0, self.groups + 1.0) ** -float(self.zipf)
             stream = rng.choice(self.groups, size=len(isl), p=weights / weights.sum())

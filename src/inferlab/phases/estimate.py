@@ -32,7 +32,7 @@ from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, graph_limited_decode_s,
                                mean_decode_step_s)
-from .feasibility import require_feasible, static_batch_reasons
+from .feasibility import prefix_reasons, require_feasible, static_batch_reasons
 from .result import Estimate
 
 
@@ -276,6 +276,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
     # the KV cache holds one wave of the engine's sequence limit at a time
     feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
+    feasible, reason = prefix_reasons(prefix_cache, i, feasible, reason)
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
     n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
     split = bool(np.any(n_waves > 1))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import MemoryPlan, require_weights_fit
-from ..errors import InfeasibleError, option
+from ..errors import CombinationError, InfeasibleError, option
 
 
 def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -75,9 +75,31 @@ def _point_plan(plan: MemoryPlan, shape: tuple[int, ...], j: int) -> MemoryPlan:
                    kv_batch=at(plan.kv_batch), max_sequences=at(plan.max_sequences))
 
 
+def prefix_reasons(cache: Any, isl: np.ndarray, feasible: np.ndarray, reason: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """``feasible`` and ``reason`` with the points whose prompt is shorter than a cached prefix
+    given in tokens marked: a prompt cannot hold a longer prefix (the prefill would skip all of
+    it, a meaningless point, not a free one)."""
+    tokens = getattr(cache, "cached_tokens", None)
+    if tokens is None:
+        return feasible, reason
+    shape = np.shape(feasible)
+    short = (_flat(isl, shape) < tokens) & np.ravel(feasible)
+    if not np.any(short):
+        return feasible, reason
+    reason = np.ravel(reason).copy()
+    reason[short] = [f"the cached prefix of {tokens:,.0f} tokens is longer than the {i:,.0f}-token prompt; a prompt "
+                     "holds its prefix (give a shorter prefix or a longer prompt)" for i in _flat(isl, shape)[short]]
+    return (np.ravel(feasible) & ~short).reshape(shape), reason.reshape(shape)
+
+
 def point_error(est: Any, j: int) -> InfeasibleError:
     """The full :class:`InfeasibleError` of grid point ``j`` of an estimate: bytes needed and
-    available per GPU and what would fit (a layout, or the largest batch)."""
+    available per GPU and what would fit (a layout, or the largest batch); a
+    :class:`CombinationError` for a prompt shorter than its cached prefix."""
+    why = str(np.ravel(est.reason)[j]) if np.size(est.reason) > j else ""
+    if why.startswith("the cached prefix"):
+        return CombinationError(why)
     dep, shape = est.deployment, np.shape(est.ttft_s)
     plan = _point_plan(est.memory, shape, j)
     try:
