@@ -463,3 +463,14 @@ def test_a_percentile_outside_0_to_100_is_one_line():
     for bad in (150, -1, float("nan"), "p99"):
         with pytest.raises(SpecError, match="percentile must be"):
             r.itl_percentile(bad)
+
+
+def test_fewer_clients_than_replicas_serve_every_request():
+    # 4 clients over 8 replicas: four replicas hold one client each, and the 400 requests are theirs
+    # (it had simulated 50 a replica, a quarter of them lost: "200 requests")
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=8, concurrency=4, num_requests=400, isl=512, osl=64)
+    lone = inferlab.serve("llama-3.1-8b", "h100-sxm", concurrency=1, num_requests=100, isl=512, osl=64)
+    d = r.to_dict()
+    assert d["num_requests"] == 400
+    # each client runs alone on its replica: four times one client's request rate
+    assert d["requests_per_s"] == pytest.approx(4 * lone.to_dict()["requests_per_s"], rel=1e-6)

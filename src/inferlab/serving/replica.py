@@ -135,7 +135,9 @@ def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
 def _replica_workload(workload: Workload, dp: int) -> Workload:
     if dp == 1:
         return workload
-    n = max(1, math.ceil(workload.num_requests / dp))
+    # a closed loop of fewer clients than streams runs one client on each of that many streams
+    streams = min(dp, workload.concurrency) if workload.concurrency else dp
+    n = max(1, math.ceil(workload.num_requests / streams))
     if workload.trace is not None:
         return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
     return replace(workload, num_requests=n,
