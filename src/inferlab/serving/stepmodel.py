@@ -57,11 +57,9 @@ class AttentionCosts:
     flops_per_pair: float
     kv_bytes_per_token: float
     act_bytes_per_query: float
-    peak: float  # decode's; prefill's apart (its precision may differ: FP8 context attention)
+    peak: float
     heads_kv: float
     ceiling: float = float("inf")
-    prefill_peak: float = 0.0
-    prefill_ceiling: float = float("inf")
 
 
 class StepModel:
@@ -108,6 +106,11 @@ class StepModel:
             else:
                 lin = lin + total
         self.attention = tuple(attention)
+        # prefill's attention as the prefill graph has it (MLA decompresses its latents for prompts,
+        # where decode multiplies in the 576-wide latent space), at prefill's precision
+        prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
+        pre = tuple(self._costs(t.op, stages) for t in prefill.times if isinstance(t.op, Attention))
+        self.prefill_attention = pre if len(pre) == len(attention) else self.attention
         # tables over the iteration's tokens as plain lists: numpy's per-call overhead would
         # dominate a one-point interpolation
         self._grid_list, self._linear_list, self._head_list = grid.tolist(), lin.tolist(), head.tolist()
@@ -135,21 +138,20 @@ class StepModel:
         self.graph_max_batch = np.inf if graph_max_batch is None else float(graph_max_batch)
         self.eager_decode_s = 0.0
         if prof.eager_host_per_kernel_s:
-            prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
             self.eager_s = eager_floor(prefill.kernels, prof) * stages
             if graph_max_batch is not None:
                 decode = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0)))
                 self.eager_decode_s = eager_floor(decode.kernels, prof, "decode") * stages
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
-        hw, prefill = self.dep.hardware, self.dep.step_precision.attention
-        peak, pre = (tensor_flops_per_s(hw, p) for p in (op.precision, prefill))
-        return AttentionCosts(prefill_peak=pre, prefill_ceiling=achievable_flops_per_s(hw, prefill),
+        hw = self.dep.hardware
+        return AttentionCosts(
             count=float(op.count) * stages, window=float(op.window),
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
-            peak=peak, heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(hw, op.precision))
+            peak=tensor_flops_per_s(hw, op.precision), heads_kv=float(op.kv_heads),
+            ceiling=achievable_flops_per_s(hw, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
@@ -170,11 +172,10 @@ class StepModel:
         if seqs <= 0:
             return 0.0
         (pf, bf), g, total = self.fractions[phase], self.groups, 0.0
-        for j, a in enumerate(self.attention):
+        for j, a in enumerate(self.prefill_attention if phase == "prefill" else self.attention):
             flops = a.flops_per_pair * pairs[j] / g
             moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
-            peak, ceiling = (a.prefill_peak, a.prefill_ceiling) if phase == "prefill" else (a.peak, a.ceiling)
-            t = max(flops / (peak * pf), flops / ceiling, moved / (self.bandwidth * bf))
+            t = max(flops / (a.peak * pf), flops / a.ceiling, moved / (self.bandwidth * bf))
             total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
         return total
 
