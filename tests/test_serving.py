@@ -480,3 +480,21 @@ def test_fewer_clients_than_replicas_serve_every_request():
     assert d["num_requests"] == 400
     # each client runs alone on its replica: four times one client's request rate
     assert d["requests_per_s"] == pytest.approx(4 * lone.to_dict()["requests_per_s"], rel=1e-6)
+
+
+def test_a_lone_prompt_under_attention_dp_is_one_ranks_in_estimate_and_serve():
+    # with attention DP a prompt is prefilled whole on the rank that holds it: the static estimate
+    # had spread one sequence over the eight ranks (an eighth each: 54 ms, faster than TP8's 89)
+    # where the simulation ran it on one (and read its tables past their end); both now agree, and
+    # eight prompts (one a rank) keep each rank's attention and projections as one prompt's
+    kw = dict(tp=8, attention_dp=True, engine="vllm", isl=2048, osl=256)
+    one = inferlab.estimate("deepseek-v3", "h200-sxm", batch_size=1, **kw)
+    r = serve("deepseek-v3", "h200-sxm", offline=True, num_requests=1, **kw)
+    server = r.request_overhead_s + r.deployment.profile.serving_step_overhead_s
+    assert r.ttft_s == pytest.approx(float(one.ttft_s) + server, rel=0.05)
+    tp8 = inferlab.estimate("deepseek-v3", "h200-sxm", tp=8, engine="vllm", isl=2048, osl=256, batch_size=1)
+    assert float(one.ttft_s) > float(tp8.ttft_s)
+    eight = inferlab.estimate("deepseek-v3", "h200-sxm", batch_size=8, **kw)
+    per_rank = lambda e, name: sum(float(np.ravel(t.total_s)[0]) for t in e.prefill_step.times if t.op.name == name)
+    for name in ("attention", "o_proj", "q_b_proj"):
+        assert per_rank(eight, name) == pytest.approx(per_rank(one, name), rel=1e-9)

@@ -85,7 +85,8 @@ class StepModel:
                  graph_max_batch: int | None = None):
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
-        grid = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 48)))
+        # a busy attention-DP rank reads the tables at g times its tokens (replica tokens, as built)
+        grid = np.unique(np.round(np.geomspace(1, max(max_tokens * self.groups, 2), 48)))
         stages = dep.parallel.pp
         if stages > 1:  # one batch per stage: no splitting into micro-batches
             dep = replace(dep, parallel=replace(dep.parallel, micro_batches=1))

@@ -16,6 +16,7 @@ References
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -26,18 +27,20 @@ from ..specs.model import ModelSpec
 
 
 def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelism,
-                          dispatch_bytes_per_element: float = 2.0) -> tuple[Op, ...]:
+                          dispatch_bytes_per_element: float = 2.0, gather: Any = None) -> tuple[Op, ...]:
     """Place the routed-expert ops of a stage's graph on one GPU of an expert group.
 
     The graph was built for the tokens one GPU holds (all of the stage's with TP attention,
     a ``1/tp`` share with attention DP); routed-expert ops become the busiest group's share
     of all the stage's routed tokens, split ``moe_tp`` ways, and are no longer touched by
-    tensor parallelism (their combine is marked ``reduced``).
+    tensor parallelism (their combine is marked ``reduced``). ``gather``: the stage's tokens per
+    token of the graph (the attention-DP ranks by default; fewer when the busiest rank holds more
+    than an even share).
     """
     moe = model.moe
     if moe is None or (par.ep == 1 and not par.attention_dp):
         return ops
-    gather = par.attention_groups  # stage tokens per GPU-held token
+    gather = par.attention_groups if gather is None else gather  # stage tokens per GPU-held token
     share = par.expert_imbalance / par.ep
     out: list[Op] = []
     for op in ops:

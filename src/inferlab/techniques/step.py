@@ -199,8 +199,8 @@ class _SpreadStepResult:
 def _run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     par = dep.parallel
     micro, stage_times = micro_batching(step, par)
-    local = Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context)
-    ops = _sharded_graph(dep, local)
+    local, gather = _busiest_rank(micro, par)
+    ops = _sharded_graph(dep, local, gather)
     times, stage = _timed(ops, dep, step.phase)
     return StepResult(step, ops, times, np.asarray(stage * stage_times, float))
 
@@ -236,9 +236,26 @@ _GRAPH_MEMO_MAX_ELEMENTS = 4096
 _GRAPH_MEMO_KEYS: dict[int, tuple[Op, ...]] = {}
 
 
-def _sharded_graph(dep: ResolvedDeployment, local: Step) -> tuple[Op, ...]:
-    """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied."""
-    arrays = [np.asarray(x) for x in (local.batch, local.new_tokens, local.context)]
+def _busiest_rank(micro: Step, par: Any) -> tuple[Step, Any]:
+    """The step of the GPU that sets the time, and the stage's tokens per token it holds.
+
+    With attention DP the ``g`` ranks share the sequences, whole ones each: the busiest holds
+    ``ceil(B / g)`` (a lone prompt is one rank's alone, not an eighth of it on each of eight, as
+    the serving simulation has it), while the routed experts see the stage's ``B`` (``gather =
+    B / ceil(B / g)``: ``g`` when the sequences divide evenly)."""
+    g = par.attention_groups
+    if g == 1:
+        return micro, 1.0
+    batch = np.asarray(micro.batch, float)
+    rank = np.maximum(np.ceil(batch / g - 1e-9), 1.0)
+    return Step(micro.phase, rank, micro.new_tokens, micro.context), batch / rank
+
+
+def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> tuple[Op, ...]:
+    """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied
+    (``gather``: the stage's tokens per token the GPU holds, :func:`_busiest_rank`)."""
+    gather = float(dep.parallel.attention_groups) if gather is None else gather
+    arrays = [np.asarray(x) for x in (local.batch, local.new_tokens, local.context, gather)]
     key = None
     if sum(a.size for a in arrays) <= _GRAPH_MEMO_MAX_ELEMENTS:
         par = dep.parallel
@@ -250,7 +267,7 @@ def _sharded_graph(dep: ResolvedDeployment, local: Step) -> tuple[Op, ...]:
             _GRAPH_MEMO.move_to_end(key)
             return hit[1]
     ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
-    ops = apply_expert_parallel(ops, dep.model, dep.parallel)
+    ops = apply_expert_parallel(ops, dep.model, dep.parallel, gather=gather)
     if not dep.parallel.attention_dp:
         ops = apply_tensor_parallel(ops, dep.parallel.tp)
     ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
@@ -330,11 +347,10 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
     starts, inverse = runs
     par = dep.parallel
     micro, stage_times = micro_batching(Step.decode(b, c), par)
-    whole = _sharded_graph(dep, Step(micro.phase, micro.batch / par.attention_groups, micro.new_tokens, micro.context))
+    whole = _sharded_graph(dep, *_busiest_rank(micro, par))
     distinct = Step.decode(b.ravel()[starts][:, None], np.zeros(()))
     micro_d, _ = micro_batching(distinct, par)
-    few = _sharded_graph(dep, Step(micro_d.phase, micro_d.batch / par.attention_groups, micro_d.new_tokens,
-                                   micro_d.context))
+    few = _sharded_graph(dep, *_busiest_rank(micro_d, par))
     few_times, _ = _timed(few, dep, "decode")
     if len(few) != len(whole):
         return decode(dep, b, c).time_s
