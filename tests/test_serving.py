@@ -375,7 +375,7 @@ def test_cli_disaggregated_pools(capsys):
     assert code == 0 and json.loads(out)["workload"]["concurrency"] == 4  # closed loop over both pools
     code, _, err = run_cli(capsys, "serve", "llama-3.1-70b", "--disagg", "prefill=h200x4,decode=h200x8:tp4",
                            "--rate", "2", "--spec", "eagle:k=2,accept=0.7")
-    assert code == 2 and "drop speculative" in err
+    assert code == 2 and "drop --spec" in err
 
 
 @pytest.mark.parametrize("args, message", [
@@ -498,3 +498,16 @@ def test_a_lone_prompt_under_attention_dp_is_one_ranks_in_estimate_and_serve():
     per_rank = lambda e, name: sum(float(np.ravel(t.total_s)[0]) for t in e.prefill_step.times if t.op.name == name)
     for name in ("attention", "o_proj", "q_b_proj"):
         assert per_rank(eight, name) == pytest.approx(per_rank(one, name), rel=1e-9)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--ttft-slo", "0", "--tpot-slo", "50"], "--ttft-slo must be a time > 0 in milliseconds, got 0"),
+    (["--network-rtt", "-5"], "--network-rtt must be a time >= 0 in ms, got -5"),
+    (["--disagg", "prefill=h100-sxmx1,decode=h100-sxmx1", "--prefix", "shared:tokens=100"], "; drop --prefix"),
+    (["--disagg", "prefill=h100-sxmx1,decode=h100-sxmx1", "--spec", "eagle:k=3,accept=0.7"], "; drop --spec"),
+])
+def test_serve_flags_are_named_in_their_own_units(capsys, flags, message):
+    # the CLI's values are milliseconds and flags: its messages say so (they had said
+    # 'network_rtt_s ... got -0.005' and 'got TTFT 0.0', the Python keywords in seconds)
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", *flags]) == 2
+    assert message in capsys.readouterr().err

@@ -64,6 +64,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                                      "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
     p.add_argument("--spec", metavar="SPEC", help="speculative decoding, simulated per request: eagle:k=4,accept=0.7, "
                                                   "draft:model=llama-3.1-8b,k=4,accept=0.6 or a preset name")
+    p.flag_names["speculative"] = "--spec"  # messages name the keyword serve() takes
     p.add_argument("--prefix", metavar="PREFIX", help="prompts sharing a prefix, kept by the prefix cache: "
                                                       "shared:tokens=1000,groups=8[,zipf=1.1] or "
                                                       "sessions:turns=4,think=5 (multi-turn; cache=off to disable)")
@@ -120,6 +121,10 @@ def _overheads(args: argparse.Namespace) -> Any:
     from ..serving.overheads import ClientOverheads
 
     values = (args.network_rtt, args.client_overhead, args.tokenize_us, args.detokenize_us)
+    for flag, value, unit in zip(("--network-rtt", "--client-overhead", "--tokenize-us", "--detokenize-us"), values,
+                                 ("ms", "ms", "us", "us")):
+        if not (value >= 0 and math.isfinite(value)):  # checked here, in the flag's own unit
+            raise SpecError(f"{flag} must be a time >= 0 in {unit}, got {value:g}")
     if not any(values) and args.streaming:
         return None
     return ClientOverheads(network_rtt_s=args.network_rtt / 1e3, client_s_per_request=args.client_overhead / 1e3,
@@ -162,7 +167,12 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
     if (args.ttft_slo is None) != (args.tpot_slo is None):
         raise SpecError("give both --ttft-slo and --tpot-slo (milliseconds), or neither")
-    return None if args.ttft_slo is None else (args.ttft_slo / 1e3, args.tpot_slo / 1e3)
+    if args.ttft_slo is None:
+        return None
+    for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):
+        if not (value > 0 and math.isfinite(value)):
+            raise SpecError(f"{flag} must be a time > 0 in milliseconds, got {value:g}")
+    return args.ttft_slo / 1e3, args.tpot_slo / 1e3
 
 
 def _whole_clients(values: list[float]) -> list[float]:

@@ -9,7 +9,7 @@ from typing import Any
 from .. import checks
 from ..calibration.profile import Profile
 from ..engines.scheduler import ENGINE_SCHEDULERS, USER_LIMITS, SchedulerConfig  # noqa: F401 - importable from here as before
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..inputs.call import typed_call, with_inputs
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import Prefixes, prefixes
@@ -132,7 +132,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
         raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation and "
-                        f"prefix caching are not simulated over separate pools; drop {', '.join(given)}")
+                        f"prefix caching are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
                                  stagger=args["stagger"],
