@@ -119,3 +119,12 @@ def test_a_fleet_scenario_allows_long_contexts_where_it_says_so(tmp_path):
     with pytest.raises(SpecError, match="pool 0: allow_long_context must be true or false"):
         fleet_of([{"model": "llama-3.1-8b", "hardware": "h200-sxm", "allow_long_context": "false"}],
                  traffic=TRAFFIC, horizon_s=10.0)
+
+
+def test_a_horizon_that_ends_mid_sample_is_billed_to_its_end():
+    """One 2-GPU replica at 3.00 USD/h a GPU for 36 s, sampled every 15 s (0, 15, 30): 6 x 36 / 3600
+    = 0.06 USD; the last sample's spend had run a whole period past the horizon (45 s: 0.075)."""
+    priced = Deployment(**{**DEPLOYMENT.to_dict(), "price_per_gpu_hour": 3.0})
+    r = inferlab.fleet(priced, replicas=1, horizon_s=36.0, sample_s=15.0,
+                       traffic={"rate": 0.5, "isl": 200, "osl": 20}, drain_s=0.0)
+    assert r.usd == pytest.approx(0.06, rel=1e-9)

@@ -281,7 +281,9 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     """A :class:`FleetResult` from the loop's record: cost from the paid replicas over time,
     availability from the serving ones."""
     samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
-    usd = float(np.sum(samples["usd_per_hour"])) * cfg.sample_s / 3600.0
+    # each sample's spend holds until the next one, the last until the horizon (not a whole period past it)
+    span = np.clip(np.diff(np.append(samples["t"], cfg.horizon_s)), 0.0, None) if len(samples["t"]) else samples["t"]
+    usd = float(np.sum(samples["usd_per_hour"] * span)) / 3600.0
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     if price.reserved > most:  # paid whether they run or not
         notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
