@@ -265,7 +265,7 @@ def decode_attention_precision(attention: str, kv_cache: str, hw: HardwareSpec) 
     weights do. Prefill attention keeps ``attention`` (FP8 context attention needs FP8
     activations too).
     """
-    if number_format(kv_cache).compute == "fp8" and "fp8" in {str(getattr(k, "value", k)) for k in hw.flops}:
+    if number_format(kv_cache).compute == "fp8" and "fp8" in hw.flops:
         return "fp8"
     return attention
 

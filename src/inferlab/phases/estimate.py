@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -209,26 +208,12 @@ def _in_waves(replica: np.ndarray, limit: Any) -> tuple[np.ndarray, np.ndarray, 
     return n, full, replica - (n - 1.0) * full
 
 
-def _queued_ttft(replica: np.ndarray, first: np.ndarray, full: np.ndarray, period: np.ndarray,
-                 ttft: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """Mean TTFT [s] of ``replica`` requests when the engine takes ``first`` of them at once and
-    the others ``full`` at a time, a ``period`` (a full wave's run) after the group before.
-
-    ``ttft(x)`` is the first-token time of a group of ``x`` requests prefilled together. The
-    groups after the first: ``q`` full ones, then ``r`` requests, group ``g`` waiting ``g``
-    periods: ``(first ttft(first) + q full ttft(full) + r ttft(r) + period (full q (q + 1) / 2
-    + r (q + 1))) / replica``.
-    """
+def _groups_after(replica: np.ndarray, first: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The groups that follow a first one of ``first`` requests, ``full`` at a time: ``q`` full
+    groups, then one of ``r`` requests (0: none)."""
     rest = replica - first
     q = np.floor(rest / full)
-    r = rest - q * full
-    wait = period * (full * q * (q + 1.0) / 2.0 + r * (q + 1.0))
-    own = first * ttft(first)
-    if np.any(q > 0):
-        own = own + q * full * ttft(full)
-    if np.any(r > 0):
-        own = own + r * ttft(np.maximum(r, 1.0))
-    return (own + wait) / replica
+    return q, rest - q * full
 
 
 def _prompt_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarray, memory: dict[str, Any],
@@ -308,17 +293,17 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     earlier = (n_waves - 1.0) * full  # requests in the full waves before the last
     tpot = runs(np.where(o > 1, (earlier * step_full + last * step_last) / replica, 0.0))
     total = runs((n_waves - 1.0) * wave_full + ttft_last + (o - 1.0) * step_last)
-    first = full
+    # a first group, then full waves a wave apart: group g of the later ones waits g full waves
+    # (an output-reserving engine's first group is a full wave, its last group the last wave)
+    first, ttft_first, ttft_rest = full, ttft_full, ttft_last
     if waves and split and not default_scheduler(engine).reserve_output:
         first = _prompt_admission(dep, replica, i, memory, full, cap)
-    known = {"full": (full, ttft_full), "last": (last, ttft_last)}
-
-    def first_token(x: np.ndarray) -> np.ndarray:  # the groups' first-token times, reused where computed
-        same = next((t for size, t in known.values() if np.array_equal(np.broadcast_to(size, np.shape(x)), x)),
-                    None)
-        return same if same is not None else prefill(x)[1]
-
-    ttft = _queued_ttft(replica, first, full, wave_full, first_token)
+        ttft_first = prefill(first)[1]
+    q, r = _groups_after(replica, first, full)
+    if first is not full and np.any(r > 0):
+        ttft_rest = prefill(np.maximum(r, 1.0))[1]
+    ttft = (first * ttft_first + q * full * ttft_full + r * ttft_rest
+            + wave_full * (full * q * (q + 1.0) / 2.0 + r * (q + 1.0))) / replica
     cost = cost_of(price_per_gpu_hour, dep.num_gpus, utilization, batch=b, isl=i, osl=o,
                    prefill_s=runs((n_waves - 1.0) * ttft_full + ttft_last), total_s=total)
     return Estimate(deployment=dep, engine=engine, batch_size=b, isl=i, osl=o, waves=runs(n_waves),

@@ -97,10 +97,10 @@ def point_error(est: Any, j: int) -> InfeasibleError:
     """The full :class:`InfeasibleError` of grid point ``j`` of an estimate: bytes needed and
     available per GPU and what would fit (a layout, or the largest batch); a
     :class:`CombinationError` for a prompt shorter than its cached prefix."""
-    why = str(np.ravel(est.reason)[j]) if np.size(est.reason) > j else ""
-    if why.startswith("the cached prefix"):
-        return CombinationError(why)
     dep, shape = est.deployment, np.shape(est.ttft_s)
+    tokens = getattr(est.prefix_cache, "cached_tokens", None)
+    if tokens is not None and _flat(est.isl, shape)[j] < tokens:  # marked by prefix_reasons
+        return CombinationError(str(np.ravel(np.broadcast_to(est.reason, shape))[j]))
     plan = _point_plan(est.memory, shape, j)
     try:
         require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)

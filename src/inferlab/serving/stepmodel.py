@@ -304,9 +304,10 @@ class StepModel:
         return self._all_full
 
     def _with_host(self, gpu_s: float) -> float:
-        """An iteration of ``gpu_s`` of GPU work plus the host's [s]. Without overlap the host schedules the next iteration after this one ends:
-        ``gpu + step_overhead + serving_step_overhead``. An overlap scheduler (TensorRT-LLM's
-        PyTorch runtime, SGLang; both on by default) prepares iteration ``n + 1`` on the CPU
+        """An iteration of ``gpu_s`` of GPU work plus the host's [s]. Without overlap the host
+        schedules the next iteration after this one ends: ``gpu + step_overhead +
+        serving_step_overhead``. An overlap scheduler (TensorRT-LLM's PyTorch runtime, SGLang;
+        both on by default) prepares iteration ``n + 1`` on the CPU
         while the GPU runs ``n``, so the host's part shows only where it is the longer:
         ``max(gpu, step_overhead) + serving_step_overhead``.
         """

@@ -97,8 +97,7 @@ def half_for_bf16(cfg: PrecisionConfig, kinds: tuple[str, ...],
     checkpoint as FP16 there (vLLM's ``dtype="auto"`` casts it, "Bfloat16 is only supported on
     GPUs with compute capability of at least 8.0"; llama.cpp keeps F16). Same bytes, so only the
     label and the kernels' format move."""
-    rates = {str(getattr(k, "value", k)) for k in hw.flops}
-    if "bf16" in rates or "fp16" not in rates:
+    if "bf16" in hw.flops or "fp16" not in hw.flops:
         return cfg, ()
     values = {"weights": cfg.weights, "activations": cfg.activations, "kv_cache": cfg.kv_cache,
               "moe_weights": cfg.moe_weights}

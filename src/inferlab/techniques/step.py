@@ -236,7 +236,7 @@ _GRAPH_MEMO_MAX_ELEMENTS = 4096
 _GRAPH_MEMO_KEYS: dict[int, tuple[Op, ...]] = {}
 
 
-def _busiest_rank(micro: Step, par: Any) -> tuple[Step, Any]:
+def _busiest_rank(micro: Step, par: Parallelism) -> tuple[Step, Any]:
     """The step of the GPU that sets the time, and the stage's tokens per token it holds.
 
     With attention DP the ``g`` ranks share the sequences, whole ones each: the busiest holds
