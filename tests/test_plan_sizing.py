@@ -285,3 +285,56 @@ def test_a_prefill_replicas_wait_by_kingman():
     assert float(queue_wait_s(np.array(1.0), 0.8, 99.0, prefill_variability(4, 1.0))) == pytest.approx(mm1 / 8)
     # lognormal prompts of sigma 0.6 (E[P^2]/E[P]^2 = e^0.36): (1/4 + 0.4333) / 2
     assert prefill_variability(4, math.exp(0.36)) == pytest.approx((0.25 + math.exp(0.36) - 1.0) / 2.0)
+
+
+def test_a_probe_reads_its_requests_in_steady_state():
+    """steady_run by hand: requests arrive 10 per second and each lives 50 s (a fake simulation).
+    Run 1 aims 5% above the 1,000 requests to read: 1,050 (no prior), spanning 104.9 s; dropping
+    50 s at each end leaves 50, so the lifetime grows 10% (55 s) and run 2 simulates
+    1,050 + 2 x 10/s x 55 s = 2,150 requests (0 to 214.9 s), of which those arriving in
+    [55, 159.9] s are read: 1,050 (edges: float rounding)."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.probes import steady_run, steady_window
+
+    runs = []
+
+    def run(k):
+        runs.append(k)
+        arrival = np.arange(k) / 10.0
+        return SimpleNamespace(trace=SimpleNamespace(arrival=arrival), e2e_s=np.full(k, 50.0))
+
+    result, life = steady_run(run, 10.0, 1000)
+    assert runs == [1050, 2150] and life == pytest.approx(55.0)
+    assert 1040 <= np.count_nonzero(steady_window(result.trace.arrival, life)) <= 1050
+    # a prior lifetime of 55 s gets there in one run; a run that misses on all its requests is not rerun
+    runs.clear()
+    assert steady_run(run, 10.0, 1000, 55.0)[1] == pytest.approx(55.0) and runs == [2150]
+    runs.clear()
+    assert steady_run(run, 10.0, 1000, meets=lambda r: False)[1] == 0.0 and runs == [1050]
+
+
+def test_a_plan_that_meets_only_while_the_replicas_fill_up_is_not_sized_by_it():
+    """Long answers (lognormal, mean 1,000 tokens): a request lives 25 s on average and 100 s at
+    P99, so 1,000 requests at 6.7 per second end before the replica's KV cache fills up, and
+    six H100s had met a P95 TPOT objective of 30 ms that, read in steady state, they miss by
+    40% (the queue grows). The plan's count meets over the middle half of 12,000 requests
+    (3,000 a side: more than 100 s of arrivals at the rates here), one fewer misses."""
+    sc = load_scenario({"name": "long answers", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"],
+                        "engine": "vllm", "traffic": {"rate": 40, "isl": {"kind": "lognormal", "mean": 1000,
+                                                                          "sigma": 0.8},
+                                                      "osl": {"kind": "lognormal", "mean": 1000, "sigma": 0.8}},
+                        "slo": {"ttft_ms": 2000, "tpot_ms": 30, "percentile": 95},
+                        "search": {"precisions": ["bf16"], "tp": [1]}, "verify": 1})
+    best = plan(sc).best
+    assert best.simulated
+
+    def meets(n):
+        r = serve(best.model, best.hardware, rate=40.0 / n, num_requests=12000, isl=sc.traffic.isl,
+                  osl=sc.traffic.osl, precision="bf16", engine="vllm", seed=0)
+        lo, hi = np.quantile(r.trace.arrival, [0.25, 0.75])
+        read = (r.trace.arrival >= lo) & (r.trace.arrival <= hi)
+        return (np.percentile(r.ttft_s[read], 95) <= 2.0) and (np.nanpercentile(r.tpot_s[read], 95) <= 0.030)
+
+    assert best.replicas > 6
+    assert meets(best.replicas) and not meets(best.replicas - 1)

@@ -247,9 +247,15 @@ def test_a_plans_candidates_are_deployments_that_reproduce_their_simulation():
     assert best.simulated and dep.model == best.model and dep.hardware == best.hardware
     assert dep.engine.name == sc.engine and dep.layout.tp == best.tp
     tr = sc.traffic
-    load = Workload(rate=tr.request_rate / best.replicas, num_requests=probe_requests(sc.slo.percentile) * best.pp,
-                    isl=tr.isl, osl=tr.osl, seed=0)
-    ttft = float(np.percentile(serve(dep, load).ttft_s, sc.slo.percentile))
+    at_n = next(p for p in best.probes if p.replicas == best.replicas and p.growth == 0.0)
+    # the probe's record: how many requests it simulated, and the warm-up it left out at each end
+    assert at_n.requests >= probe_requests(sc.slo.percentile) * best.pp and at_n.lifetime_s > 0
+    load = Workload(rate=tr.request_rate / best.replicas, num_requests=at_n.requests, isl=tr.isl, osl=tr.osl, seed=0)
+    result = serve(dep, load)
+    arrival = result.trace.arrival
+    read = (arrival >= arrival.min() + at_n.lifetime_s) & (arrival <= arrival.max() - at_n.lifetime_s)
+    assert np.count_nonzero(read) >= probe_requests(sc.slo.percentile)
+    ttft = float(np.percentile(result.ttft_s[read], sc.slo.percentile))
     assert ttft == best.simulated_ttft_s
     assert Deployment.from_dict(p.to_dict()["candidates"][0]["deployment"]) == dep
 

@@ -58,6 +58,11 @@ class Probe:
         ``P<n>:D<m>`` of a disaggregated candidate.
     job_s : float [s]
         An offline job's duration on ``replicas`` (NaN online).
+    requests : int
+        Requests simulated (0 where not recorded).
+    lifetime_s : float [s]
+        The warm-up: the percentiles read the requests that arrived more than this after the
+        first arrival and before the last (0: all of them; :func:`~.probes.steady_run`).
     """
 
     replicas: int
@@ -68,6 +73,8 @@ class Probe:
     missed: str = ""
     pd: str = ""
     job_s: float = float("nan")
+    requests: int = 0
+    lifetime_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import (finish, max_replicas, missed, probe_requests, simulated_headroom, slo_probe, smallest_meeting,
-                     techniques)
+from .probes import (finish, max_replicas, missed, prior_lifetime, probe_requests, simulated_headroom, slo_probe,
+                     smallest_meeting, steady_run, techniques)
 from .scenario import Scenario
 from .search import max_num_seqs
 
@@ -70,13 +71,19 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
     tr, slo = sc.traffic, sc.slo
     kwargs, _ = techniques(sc, cand)
     dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
+    lifetime = prior_lifetime(sc, cand)
     lengths = {"isl": tr.isl, "osl": tr.osl, "seed": 0, **({"prefix": kwargs["prefix"]} if "prefix" in kwargs else {})}
 
     def online(n: int, growth: float) -> Probe:
-        # pp batches in flight each get 1/pp of a replica's requests: N for each
-        load = Workload(rate=tr.request_rate * (1.0 + growth) / n,
-                        num_requests=probe_requests(slo.percentile) * cand.pp, **lengths)
-        return slo_probe(sc, serve(dep, load), n, growth)
+        # pp batches in flight each get 1/pp of a replica's requests: k for each
+        rate = tr.request_rate * (1.0 + growth) / n
+
+        def run(k: int) -> Any:
+            return serve(dep, Workload(rate=rate, num_requests=k * cand.pp, **lengths))
+
+        result, life = steady_run(run, rate / cand.pp, probe_requests(slo.percentile), lifetime,
+                                    lambda r: slo_probe(sc, r, n, growth).meets)
+        return slo_probe(sc, result, n, growth, lifetime_s=life)
 
     def offline(n: int, growth: float) -> Probe:
         share = math.ceil(tr.requests * (1.0 + growth) / n)

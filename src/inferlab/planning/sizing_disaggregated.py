@@ -9,10 +9,12 @@ so neither ``P:(D-1)`` nor ``(P-1):2D_seed`` does: fewer replicas in either pool
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import finish, max_replicas, probe_requests, simulated_headroom, slo_probe, smallest_meeting
+from .probes import (finish, max_replicas, prior_lifetime, probe_requests, simulated_headroom, slo_probe,
+                     smallest_meeting, steady_run)
 from .scenario import Scenario
 from .search import max_num_seqs
 
@@ -55,6 +57,11 @@ def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) 
     tr = sc.traffic
     pd = f"P{n_p}:D{n_d}"
     dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
-    load = Workload(rate=tr.request_rate * (1.0 + growth), num_requests=probe_requests(sc.slo.percentile),
-                    isl=tr.isl, osl=tr.osl, seed=0)
-    return slo_probe(sc, serve(dep, load), n_p + n_d, growth, pd=pd)
+    rate, n = tr.request_rate * (1.0 + growth), n_p + n_d
+
+    def run(k: int) -> Any:
+        return serve(dep, Workload(rate=rate, num_requests=k, isl=tr.isl, osl=tr.osl, seed=0))
+
+    result, life = steady_run(run, rate, probe_requests(sc.slo.percentile), prior_lifetime(sc, cand),
+                                lambda r: slo_probe(sc, r, n, growth, pd=pd).meets)
+    return slo_probe(sc, result, n, growth, pd=pd, lifetime_s=life)
