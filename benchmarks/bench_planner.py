@@ -18,7 +18,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import time
 
 from inferlab.planning.scenario import load_scenario
-from inferlab.planning.search import _BATCHES, candidates, evaluate
+from inferlab.planning.curve import _BATCHES
+from inferlab.planning.search import candidates, evaluate
 from inferlab.planning.sizing import size_by_simulation
 
 SCENARIO = {

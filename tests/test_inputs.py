@@ -358,3 +358,19 @@ def test_an_expert_imbalance_without_expert_parallelism_is_refused():
     with pytest.raises(SpecError, match="with ep=1 one group holds every expert"):
         inferlab.estimate("qwen3-30b-a3b", "h100-sxm", batch_size=64, expert_imbalance=2.0)
     assert inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=2, ep=2, batch_size=64, expert_imbalance=2.0).tpot > 0
+
+
+@pytest.mark.parametrize("lengths", ["lognormal:mean=1000,sigma=0.8", "uniform:10-2000", [5, 9, 100, 3], 512])
+def test_more_requests_extend_a_run_rather_than_redraw_it(lengths):
+    """Prompt lengths, output lengths and arrival gaps are separate streams of the seed: the
+    first 1,000 of 3,000 requests are the 1,000 of a shorter run (the planner lengthens its
+    probes; a user who asks for more requests sees the same ones first)."""
+    from inferlab.inputs.workload import Lengths, Workload
+
+    def draw(n):
+        return Workload(isl=Lengths.of(lengths), osl=Lengths.of(lengths), rate=3.0, num_requests=n, seed=7).draw()
+
+    short, long = draw(1000), draw(3000)
+    for a, b in zip(short, long):
+        assert np.array_equal(a, b[:1000])
+    assert not np.array_equal(long[0][1000:2000], long[0][:1000] + long[0][999])  # new requests, not a copy

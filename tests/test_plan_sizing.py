@@ -338,3 +338,36 @@ def test_a_plan_that_meets_only_while_the_replicas_fill_up_is_not_sized_by_it():
 
     assert best.replicas > 6
     assert meets(best.replicas) and not meets(best.replicas - 1)
+
+
+def test_a_probe_near_its_objective_pools_more_seeds():
+    """A fake replica whose seed 0 draws a P99 TPOT of 47 ms (within 10% of a 50 ms objective) and
+    whose other seeds draw 60 ms: pooled with seed 1, half the requests read lie at 60 ms, so the
+    P99 is 60 ms, 20% past the objective: decided (a miss) without seed 2. Seed 0 at 30 ms is
+    decided alone."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.probes import steady_probe
+
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 10},
+                        "slo": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": 99}})
+
+    def replica(first):
+        seeds = []
+
+        def run(k, seed):
+            seeds.append(seed)
+            arrival = np.arange(k) / 10.0
+            tpot = first if seed == 0 else 0.060
+            return SimpleNamespace(trace=SimpleNamespace(arrival=arrival), e2e_s=np.full(k, 5.0),
+                                   ttft_s=np.full(k, 0.1), tpot_s=np.full(k, tpot),
+                                   workload=SimpleNamespace(num_requests=k))
+        return run, seeds
+
+    run, seeds = replica(0.047)
+    probe = steady_probe(sc, run, 10.0, 5.0, 4, 0.0)
+    assert seeds == [0, 1] and probe.seeds == 2 and probe.tpot_s == pytest.approx(0.060) and not probe.meets
+    assert probe.requests == 2 * 2200  # 1.05 x 2,000 + 2 x 10/s x 5 s a seed
+    run, seeds = replica(0.030)
+    probe = steady_probe(sc, run, 10.0, 5.0, 4, 0.0)
+    assert seeds == [0] and probe.seeds == 1 and probe.meets

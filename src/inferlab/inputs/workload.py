@@ -287,10 +287,16 @@ class Workload:
         return "closed_loop" if self.concurrency is not None else "online"
 
     def draw(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Arrival times (NaN: decided by the closed loop), prompt and output lengths."""
+        """Arrival times (NaN: decided by the closed loop), prompt and output lengths.
+
+        Prompt lengths, output lengths and arrival gaps are three streams of the seed, so the
+        first ``k`` requests of ``n`` are the ``k`` requests of a shorter run: more requests
+        extend a run, they do not redraw it (the planner's probes lengthen their runs).
+        """
         rng = np.random.default_rng(self.seed)
         n = self.num_requests
-        isl, osl = self.isl.sample(n, rng), self.osl.sample(n, rng)
+        isl, osl = (lengths.sample(n, np.random.default_rng([self.seed, k]))
+                    for k, lengths in ((1, self.isl), (2, self.osl)))
         if self.offline:
             arrivals = np.zeros(n)
         elif self.rate is not None:

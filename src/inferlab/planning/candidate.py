@@ -59,7 +59,9 @@ class Probe:
     job_s : float [s]
         An offline job's duration on ``replicas`` (NaN online).
     requests : int
-        Requests simulated (0 where not recorded).
+        Requests simulated, every seed's (0 where not recorded).
+    seeds : int
+        Seeds pooled (0, 1, 2, ...: each a run of ``requests / seeds``).
     lifetime_s : float [s]
         The warm-up: the percentiles read the requests that arrived more than this after the
         first arrival and before the last (0: all of them; :func:`~.probes.steady_run`).
@@ -75,6 +77,7 @@ class Probe:
     job_s: float = float("nan")
     requests: int = 0
     lifetime_s: float = 0.0
+    seeds: int = 1
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ from ..errors import InfeasibleError
 from .candidate import Candidate, Probe
 from .result import Plan
 from .scenario import Scenario
-from .search import _BATCHES, _capacity_curve, candidates, evaluate, price_per_gpu_hour
+from .curve import _BATCHES, _capacity_curve
+from .search import candidates, evaluate, price_per_gpu_hour
 from .sizing import size_by_simulation
 
 __all__ = ["Candidate", "Plan", "Probe", "_BATCHES", "_capacity_curve", "candidates", "evaluate", "plan", "verify"]

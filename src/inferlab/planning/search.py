@@ -11,38 +11,29 @@ simulated sizing (:mod:`.sizing`).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..checks import context_within_model
 from ..core.interconnect import node_size
-from ..core.memory import plan_memory, require_weights_fit
-from ..engines.scheduler import decode_graph_limit, default_scheduler, memory_keywords, token_budget
+from ..engines.scheduler import default_scheduler, token_budget
 from ..errors import InferlabError, SpecError
-from ..inputs.resolve import deployment, resolve_model
+from ..inputs.resolve import resolve_model
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
-from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
-from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
-from ..techniques.speculative_memory import check_drafter, drafter_memory
-from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
+from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
-from .fluid import (OSL_POINTS, admission_wait_s, max_utilization, operating_points, prefill_variability, queue_wait_s,
-                    tpot_percentile_s)
+from .curve import _BATCHES, _capacity_curve
+from .fluid import (OSL_POINTS, admission_wait_s, max_utilization, mixed_stall_s, operating_points,
+                    prefill_variability, queue_wait_s, tpot_percentile_s)
 from .scenario import Scenario
 
-_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
 _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
-#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults; the token budget
-#: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`).
-_GPU_MEMORY = 0.9
-_KV_BLOCK = 16
 
 
 def _tp_reason(model: Any, tp: int, hw_id: str, node: int) -> str:
@@ -112,11 +103,15 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # workload whose prompts dwarf its answers may meet a TPOT objective only there
     first = lambda x: np.concatenate([np.full(_LIGHT.shape, x[0]), x])  # noqa: E731 - batch one's for them
     loads, ok, fits = np.concatenate([_LIGHT, _BATCHES]), first(ok), first(fits)
+    # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
+    # batch-independent part (a step of one sequence) for free
+    stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
+             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s)
     pts = operating_points(loads, first(est.tpot_s), est.prefill_1_s, isl, osl,
-                           float(token_budget(sc.engine, est.deployment.hardware)))
+                           float(token_budget(sc.engine, est.deployment.hardware)), stall_s=stall)
     ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile, tr.isl.second_moment_ratio)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
-    tpot_p = tpot_percentile_s(pts, est.prefill_1_s, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
+    tpot_p = tpot_percentile_s(pts, stall, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
         tpot_p = np.zeros(loads.shape)
     meets = ok & _within(sc, ttft_p, tpot_p)
@@ -198,77 +193,6 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     return {"fluid_ttft_s": float(np.interp(load, c["rate"], c["ttft_p_s"], right=math.inf)),
             "fluid_tpot_s": float(np.interp(load, c["rate"], c["tpot_p_s"], right=math.inf)),
             "headroom": cand.replicas * cand.replica_rate / r - 1.0, "headroom_by": "fluid model"}
-
-
-@dataclass(frozen=True)
-class _Curve:
-    """What the search needs of one candidate: the decode step at each concurrency of
-    :data:`_BATCHES`, the prefill of one prompt, and how many sequences the KV memory holds."""
-
-    deployment: Any
-    max_sequences: np.ndarray
-    prefill_1_s: float
-    tpot_s: np.ndarray
-
-
-def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
-    """The core's view of a candidate, as :func:`inferlab.estimate` computes it (same memory
-    plan, prefill with the prefix cache, decode integral with or without speculation) without
-    the static-batch waves and costs the search does not use. The aggregated and the
-    disaggregated variant of a configuration share it."""
-    return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
-                         config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
-                         isl, osl)
-
-
-def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
-           profile: Any, prefix_hit: float, isl: int, osl: int) -> _Curve:
-    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
-    dep, max_sequences, prefill_1 = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile,
-                                                        prefix_hit, isl, osl)
-    if spec is not None:  # the drafter's weights and KV share the GPU
-        check_drafter(dep, spec)
-        max_sequences = np.broadcast_to(_kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences,
-                                        _BATCHES.shape)
-    b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl))
-    def per_token(d: Any) -> np.ndarray:
-        return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
-
-    # decode batches beyond the engine's largest CUDA graph run eagerly
-    tpot = graph_limited_decode_s(dep, b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp), per_token)
-    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape))
-
-
-@functools.lru_cache(maxsize=64)
-def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str,
-                        profile: Any, prefix_hit: float, isl: int, osl: int) -> tuple[Any, np.ndarray, float]:
-    """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES` and
-    the prefill of one prompt [s]: what a configuration with and without speculation share."""
-    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
-    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
-    b, i = _BATCHES, float(isl)
-    budget = token_budget(engine, dep.hardware)
-    plan = _kv_plan(dep, engine, isl, osl)
-    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
-    pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
-    cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
-    chunks = math.ceil((i - cached) / budget)
-    prefill_1 = float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
-    return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1
-
-
-def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
-    """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
-    ``drafter``'s weights, KV and lookahead slots beside the target's)."""
-    return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
-                       context=float(isl) + float(osl), gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
-                       **memory_keywords(default_scheduler(engine), float(token_budget(engine, dep.hardware)),
-                                         dep.parallel.attention_groups),
-                       **({} if drafter is None else drafter.plan_keywords))
-
-
-#: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
-_cached_curve = functools.lru_cache(maxsize=64)(_curve)
 
 
 def limits(sc: Scenario, cand: Candidate) -> Candidate:

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import (finish, max_replicas, missed, prior_lifetime, probe_requests, simulated_headroom, slo_probe,
-                     smallest_meeting, steady_run, techniques)
+from .probes import (finish, max_replicas, missed, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe,
+                     techniques)
 from .scenario import Scenario
 from .search import max_num_seqs
 
@@ -68,7 +68,7 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
     from ..inputs.workload import Workload
     from ..serving.serve import serve
 
-    tr, slo = sc.traffic, sc.slo
+    tr = sc.traffic
     kwargs, _ = techniques(sc, cand)
     dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
     lifetime = prior_lifetime(sc, cand)
@@ -78,12 +78,10 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
         # pp batches in flight each get 1/pp of a replica's requests: k for each
         rate = tr.request_rate * (1.0 + growth) / n
 
-        def run(k: int) -> Any:
-            return serve(dep, Workload(rate=rate, num_requests=k * cand.pp, **lengths))
+        def run(k: int, seed: int) -> Any:
+            return serve(dep, Workload(rate=rate, num_requests=k * cand.pp, **dict(lengths, seed=seed)))
 
-        result, life = steady_run(run, rate / cand.pp, probe_requests(slo.percentile), lifetime,
-                                    lambda r: slo_probe(sc, r, n, growth).meets)
-        return slo_probe(sc, result, n, growth, lifetime_s=life)
+        return steady_probe(sc, run, rate / cand.pp, lifetime, n, growth)
 
     def offline(n: int, growth: float) -> Probe:
         share = math.ceil(tr.requests * (1.0 + growth) / n)

@@ -13,8 +13,7 @@ from typing import Any
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import (finish, max_replicas, prior_lifetime, probe_requests, simulated_headroom, slo_probe,
-                     smallest_meeting, steady_run)
+from .probes import finish, max_replicas, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe
 from .scenario import Scenario
 from .search import max_num_seqs
 
@@ -59,9 +58,7 @@ def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) 
     dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
     rate, n = tr.request_rate * (1.0 + growth), n_p + n_d
 
-    def run(k: int) -> Any:
-        return serve(dep, Workload(rate=rate, num_requests=k, isl=tr.isl, osl=tr.osl, seed=0))
+    def run(k: int, seed: int) -> Any:
+        return serve(dep, Workload(rate=rate, num_requests=k, isl=tr.isl, osl=tr.osl, seed=seed))
 
-    result, life = steady_run(run, rate, probe_requests(sc.slo.percentile), prior_lifetime(sc, cand),
-                                lambda r: slo_probe(sc, r, n, growth, pd=pd).meets)
-    return slo_probe(sc, result, n, growth, pd=pd, lifetime_s=life)
+    return steady_probe(sc, run, rate, prior_lifetime(sc, cand), n, growth, pd)

@@ -72,8 +72,9 @@ class Goodput:
     ttft_slo_s: float
     tpot_slo_s: float
     percentile: float
-    #: Share of the requests that arrived before the first one finished, while the replicas filled
-    #: up: past :data:`FILLING_NOTE` the percentiles lean on an emptier system than steady traffic meets.
+    #: Share of the requests that arrived within one mean request lifetime (arrival to last token)
+    #: of the first arrival, while the replicas filled up: past :data:`FILLING_NOTE` the
+    #: percentiles lean on an emptier system than steady traffic meets.
     filling: float = 0.0
 
     @property
@@ -122,7 +123,9 @@ def goodput(result: ServeResult, ttft_slo_s: float, tpot_slo_s: float, percentil
     ok = (u.ttft_s <= ttft_slo_s) & tpot_ok
     tpot_p = float(np.nanpercentile(u.tpot_s, percentile)) if np.any(~np.isnan(u.tpot_s)) else 0.0
     t = result.trace
-    filling = float(np.mean(t.arrival < np.min(t.finish))) if getattr(result.workload, "mode", None) == "online" else 0.0
+    filling = 0.0
+    if getattr(result.workload, "mode", None) == "online" and len(t.arrival):
+        filling = float(np.mean(t.arrival < np.min(t.arrival) + np.mean(t.finish - t.arrival)))
     return Goodput(requests_per_s=float(np.sum(ok)) / result.duration_s * result.replicas,
                    fraction=float(np.mean(ok)), ttft_s=float(np.percentile(u.ttft_s, percentile)), tpot_s=tpot_p,
                    ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s, percentile=percentile, filling=filling)

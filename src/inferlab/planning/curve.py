@@ -1,0 +1,125 @@
+"""The core's view of one configuration for the fluid search: the decode step at each
+concurrency of :data:`_BATCHES`, the prefill of one prompt and the sequences the KV memory
+holds, as :func:`inferlab.estimate` computes them and a serving engine runs them (each
+iteration with its host work per in-flight-batching iteration), without the static-batch
+waves and costs the search does not use.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ..core.memory import plan_memory, require_weights_fit
+from ..engines.scheduler import decode_graph_limit, default_scheduler, memory_keywords, token_budget
+from ..inputs.resolve import deployment
+from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
+from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.speculative_memory import check_drafter, drafter_memory
+from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
+from .scenario import Scenario
+
+#: Concurrencies (decode batches) the search evaluates.
+_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
+#: Engine settings the search assumes (the :func:`inferlab.estimate` defaults; the token budget
+#: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`).
+_GPU_MEMORY = 0.9
+_KV_BLOCK = 16
+
+
+@dataclass(frozen=True)
+class _Curve:
+    """What the search needs of one candidate: the decode step at each concurrency of
+    :data:`_BATCHES`, the prefill of one prompt, and how many sequences the KV memory holds."""
+
+    deployment: Any
+    max_sequences: np.ndarray
+    prefill_1_s: float
+    tpot_s: np.ndarray
+    prefill_iterations: int = 1
+
+
+def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
+    """The core's view of a candidate, as :func:`inferlab.estimate` computes it (same memory
+    plan, prefill with the prefix cache, decode integral with or without speculation) without
+    the static-batch waves and costs the search does not use. The aggregated and the
+    disaggregated variant of a configuration share it.
+
+    The decode steps run over the contexts of the requests in flight, which a request holds
+    for as long as it decodes: a request of ``o`` output tokens is in flight ``o`` steps, so
+    the ones in flight are weighted by their output length and their mean context is
+    ``isl + E[o^2] / (2 E[o])``, not ``isl + E[o] / 2`` (lognormal answers of mean 1,000 and
+    sigma 0.8: 1,000 + 948 tokens, not 1,000 + 500). The steps are timed over contexts
+    ``isl .. isl + E[o^2] / E[o]``; the memory plan keeps ``isl + osl`` a sequence.
+    """
+    decode_osl = max(round(osl * sc.traffic.osl.second_moment_ratio), 2)
+    return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
+                         config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
+                         isl, osl, decode_osl)
+
+
+def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
+           profile: Any, prefix_hit: float, isl: int, osl: int, decode_osl: int | None = None) -> _Curve:
+    spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
+    dep, max_sequences, prefill_1, chunks = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine,
+                                                                profile, prefix_hit, isl, osl)
+    if spec is not None:  # the drafter's weights and KV share the GPU
+        check_drafter(dep, spec)
+        max_sequences = np.broadcast_to(_kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences,
+                                        _BATCHES.shape)
+    b, i, o = _BATCHES, np.asarray(float(isl)), np.asarray(float(osl if decode_osl is None else decode_osl))
+    def per_token(d: Any) -> np.ndarray:
+        return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
+
+    # decode batches beyond the engine's largest CUDA graph run eagerly; each iteration of an
+    # in-flight-batching engine also costs its host work beyond a static step's, as in serve()
+    tpot = graph_limited_decode_s(_serving(dep), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
+                                  per_token)
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks)
+
+
+def _serving(dep: Any) -> Any:
+    """``dep`` whose steps cost the profile's ``serving_step_overhead_s`` as well (the host's
+    work per iteration of an in-flight-batching engine beyond a static step's: building the
+    mixed batch, updating request state), as the serving simulation charges each iteration."""
+    prof = dep.profile
+    return replace(dep, profile=prof.model_copy(
+        update={"step_overhead_s": prof.step_overhead_s + prof.serving_step_overhead_s}))
+
+
+@functools.lru_cache(maxsize=64)
+def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str,
+                        profile: Any, prefix_hit: float, isl: int, osl: int) -> tuple[Any, np.ndarray, float, int]:
+    """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES`,
+    the prefill of one prompt [s] and its iterations (chunks of the token budget): what a
+    configuration with and without speculation share."""
+    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
+    b, i = _BATCHES, float(isl)
+    budget = token_budget(engine, dep.hardware)
+    plan = _kv_plan(dep, engine, isl, osl)
+    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+    pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
+    cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
+    chunks = math.ceil((i - cached) / budget)
+    prefill_1 = (float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
+                 + chunks * dep.profile.serving_step_overhead_s)
+    return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1, chunks
+
+
+def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
+    """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
+    ``drafter``'s weights, KV and lookahead slots beside the target's)."""
+    return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
+                       context=float(isl) + float(osl), gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
+                       **memory_keywords(default_scheduler(engine), float(token_budget(engine, dep.hardware)),
+                                         dep.parallel.attention_groups),
+                       **({} if drafter is None else drafter.plan_keywords))
+
+
+#: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
+_cached_curve = functools.lru_cache(maxsize=64)(_curve)
