@@ -97,18 +97,25 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES`,
     the prefill of one prompt [s] and its iterations (chunks of the token budget): what a
     configuration with and without speculation share."""
-    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
-    b, i = _BATCHES, float(isl)
-    budget = token_budget(engine, dep.hardware)
     plan = _kv_plan(dep, engine, isl, osl)
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
-    pre = prefill_with_cache(dep, np.ones(()), np.asarray(i), cache, block_size=_KV_BLOCK)
-    cached = 0.0 if cache is None else float(effective_cached_tokens(i, cache, block_size=_KV_BLOCK))
-    chunks = math.ceil((i - cached) / budget)
-    prefill_1 = (float(pre.time_s) + (chunks - 1.0) * dep.profile.step_overhead_s
-                 + chunks * dep.profile.serving_step_overhead_s)
-    return dep, np.broadcast_to(plan.max_sequences, b.shape), prefill_1, chunks
+    prefill_1, chunks = prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)))
+    return dep, np.broadcast_to(plan.max_sequences, _BATCHES.shape), float(prefill_1), int(chunks)
+
+
+def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A prompt's prefill alone at each length of ``isl`` [s], and its iterations: the prefix
+    cache's hits left out, the rest in chunks of the engine's token budget, each chunk past
+    the first a step overhead and each one the serving iteration's host work."""
+    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+    i = np.asarray(isl, float)
+    pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
+    cached = 0.0 if cache is None else np.asarray(effective_cached_tokens(i, cache, block_size=_KV_BLOCK), float)
+    chunks = np.ceil((i - cached) / token_budget(engine, dep.hardware))
+    prof = dep.profile
+    return (np.asarray(pre.time_s, float) + (chunks - 1.0) * prof.step_overhead_s
+            + chunks * prof.serving_step_overhead_s), chunks
 
 
 def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
@@ -123,3 +130,14 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
 
 #: Curves of recent configurations (a plan asks for each twice: aggregated and disaggregated).
 _cached_curve = functools.lru_cache(maxsize=64)(_curve)
+
+
+def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, budget: float) -> float:
+    """A prompt's share of the prefill of as many prompts of ``isl`` tokens as fill the token
+    ``budget`` in one iteration [s] (the prefix cache's hits left out; one prompt when one
+    fills it): what a prompt that queues behind others costs the engine."""
+    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+    cached = 0.0 if cache is None else float(effective_cached_tokens(float(isl), cache, block_size=_KV_BLOCK))
+    k = max(math.floor(budget / max(isl - cached, 1.0)), 1)
+    pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
+    return float(pre.time_s) / k + dep.profile.serving_step_overhead_s / k

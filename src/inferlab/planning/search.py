@@ -27,9 +27,9 @@ from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
-from .curve import _BATCHES, _capacity_curve
-from .fluid import (OSL_POINTS, admission_wait_s, max_utilization, mixed_stall_s, operating_points,
-                    prefill_variability, queue_wait_s, tpot_percentile_s)
+from .curve import _BATCHES, _capacity_curve, batched_prefill_s, prompt_prefill_s
+from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_utilization, mixed_stall_s, operating_points,
+                    prefill_variability, queue_wait_s, tpot_percentile_s, ttft_percentile_s)
 from .scenario import Scenario
 
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
@@ -107,9 +107,14 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # batch-independent part (a step of one sequence) for free
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
              if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s)
-    pts = operating_points(loads, first(est.tpot_s), est.prefill_1_s, isl, osl,
-                           float(token_budget(sc.engine, est.deployment.hardware)), stall_s=stall)
-    ttft_p = pts.ttft_s + admission_wait_s(pts, est.prefill_1_s, fits, sc.slo.percentile, tr.isl.second_moment_ratio)
+    budget = float(token_budget(sc.engine, est.deployment.hardware))
+    pts = operating_points(loads, first(est.tpot_s), est.prefill_1_s, isl, osl, budget, stall_s=stall)
+    # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
+    isl_q = tr.isl.quantiles(TAIL_EDGES)
+    own, _ = prompt_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl_q)
+    batched = batched_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl, budget)
+    waits = admission_wait_s(pts, est.prefill_1_s, fits, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio, batched)
+    ttft_p = ttft_percentile_s(first(est.tpot_s), loads, own, isl_q, budget, waits, sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, stall, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
