@@ -386,3 +386,12 @@ def test_results_are_frozen():
         be.usd_per_replica_hour = 1.0  # type: ignore[misc]
     assert isinstance(be, BreakEven) and isinstance(cold_start(weight_bytes_per_gpu=1e9), ColdStart)
     assert api_usd_per_request(3.0, 15.0, 1000, 200) == pytest.approx(0.006)
+
+
+def test_table_numbers_are_never_scientific_past_their_digits():
+    # four significant digits up to 9,999; whole numbers with separators from 10,000 (a P99 TTFT
+    # of 720,812 ms had printed as 7.208e+05)
+    from inferlab.economics._common import fmt
+
+    assert fmt(720812.3) == "720,812" and fmt(12345.6) == "12,346" and fmt(1234.56) == "1235"
+    assert fmt(0.5) == "0.5" and fmt(float("nan")) == "-" and fmt(float("inf")) == "never"

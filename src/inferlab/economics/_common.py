@@ -84,12 +84,13 @@ def jsonable(value: Any) -> Any:
 
 
 def fmt(value: float, digits: int = 4) -> str:
-    """A number for a text table: ``inf`` and ``nan`` spelled out, otherwise ``digits`` significant."""
+    """A number for a text table: ``inf`` and ``nan`` spelled out, otherwise ``digits`` significant
+    (a whole number with thousands separators from ``10 ** digits`` up: ``720,800``, not ``7.208e+05``)."""
     if np.isnan(value):
         return "-"
     if np.isinf(value):
         return "never" if value > 0 else "-inf"
-    return f"{value:.{digits}g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
 
 
 def _shown(arr: np.ndarray) -> str:

@@ -186,7 +186,8 @@ class FleetResult:
             lead = self.queue_lead_s()
             if math.isfinite(lead):
                 lines.append(f"queue depth warned {fmt(lead)} s before P99 TTFT broke its SLO")
-        lines.append(f"availability {self.availability:.5f} (at least {self.need} replicas serving)")
+        lines.append(f"availability {self.availability:.5f} (at least {self.need} "
+                     f"replica{'' if self.need == 1 else 's'} serving)")
         lines.append(f"cost {fmt(self.usd)} USD over {fmt(self.horizon_s / 3600.0)} h")
         lines.extend(self.notes)
         return "\n".join(lines)
