@@ -512,3 +512,11 @@ def test_serve_flags_are_named_in_their_own_units(capsys, flags, message):
     # 'network_rtt_s ... got -0.005' and 'got TTFT 0.0', the Python keywords in seconds)
     assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", *flags]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_header_says_how_many_requests_one_replica_simulated():
+    # 8,000 requests over six replicas: each stream simulates ceil(8000 / 6) = 1,334, and the
+    # header says so rather than printing 8,004 as if they had all been simulated
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=6, rate=30, num_requests=8000, isl=512, osl=128)
+    assert "8004 requests (1334 simulated on one of 6 streams), 30 req/s" in str(r)
+    assert "1000 requests, 4 req/s" in str(inferlab.serve("llama-3.1-8b", "h100-sxm", rate=4, isl=512, osl=128))

@@ -216,8 +216,11 @@ class ServeResult:
         n = self.replicas  # the workload is one stream's share (a replica's, a pipeline batch's)
         load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
                 "closed_loop": f"{round((wl.concurrency or 0) * n)} clients"}[wl.mode]
+        simulated = len(self.trace.osl)
+        requests = (f"{simulated} requests" if n == 1 else
+                    f"{round(simulated * n)} requests ({simulated} simulated on one of {n:g} streams)")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
-                f"{dep.precision}, engine {self.engine}; {round(len(self.trace.osl) * self.replicas)} requests, {load}")
+                f"{dep.precision}, engine {self.engine}; {requests}, {load}")
         s = self.summary()
         if not len(self.trace.itl_values) or not math.isfinite(s["itl"]["p50"]):  # one-token outputs: no gaps
             s = {**s, "itl": {k: float("nan") for k in s["itl"]}}
