@@ -27,6 +27,11 @@ def test_example_day_json(capsys):
     assert main(["fleet", str(EXAMPLE), "--hours", "0.25", "--rate-scale", "0.05", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["small"]["requests"]["ok"] > 0 and data["share"] == 0.15
+    # what the table says, JSON says too: the replica range, utilization, SLOs, the cold start note
+    small = data["small"]
+    assert 1 <= small["replicas_min"] <= small["replicas_max"] and 0 <= small["mean_utilization"] <= 1
+    assert small["ttft_slo_s"] == 1.0 and small["need"] >= 1 and small["reachable_hit_rate"] >= small["hit_rate"]
+    assert any(n.startswith("cold start") for n in small["notes"]) and data["escalated_p99_ttft_s"] > 0
 
 
 def test_bad_scenario_is_one_line_with_a_suggestion(tmp_path, capsys):

@@ -53,7 +53,9 @@ class CascadeResult:
                 f"cascade cost {fmt(self.usd)} USD")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"small": self.small.to_dict(), "large": self.large.to_dict(), "share": self.share, "usd": self.usd}
+        p99 = float(np.percentile(self.escalated_ttft, 99)) if len(self.escalated_ttft) else None
+        return {"small": self.small.to_dict(), "large": self.large.to_dict(), "share": self.share, "usd": self.usd,
+                "escalated_p99_ttft_s": p99}
 
     def __str__(self) -> str:
         return f"{self.small}\n{self.large}"

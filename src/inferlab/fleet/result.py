@@ -196,9 +196,19 @@ class FleetResult:
         """Summary figures, JSON-ready."""
         def num(x: float) -> float | None:
             return None if math.isnan(x) else x
+        s = self.samples
+        sampled = bool(len(s.get("t", ())))
         return {"name": self.name, "requests": self.counts(), "p99_ttft_s": num(self.ttft_percentile()),
-                "goodput": num(self.goodput()), "hit_rate": self.hit_rate, "usd": num(self.usd),
-                "availability": self.availability, "horizon_s": self.horizon_s}
+                "goodput": num(self.goodput()), "hit_rate": self.hit_rate,
+                "reachable_hit_rate": self.reachable_hit_rate, "usd": num(self.usd),
+                "availability": self.availability, "need": self.need, "horizon_s": self.horizon_s,
+                "ttft_slo_s": num(self.ttft_slo_s),
+                "tpot_slo_s": num(self.tpot_slo_s) if math.isfinite(self.tpot_slo_s) else None,
+                "replicas_min": int(np.min(s["ready"])) if sampled else None,
+                "replicas_max": int(np.max(s["running"])) if sampled else None,
+                "mean_utilization": float(np.mean(s["utilization"])) if sampled else None,
+                "queue_lead_s": num(self.queue_lead_s()) if sampled else None,
+                "notes": list(self.notes)}
 
     def __str__(self) -> str:
         c = self.counts()
