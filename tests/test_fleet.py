@@ -336,3 +336,18 @@ def test_a_vllm_fleet_without_chunked_prefill_takes_the_budget_serve_takes():
     s = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="vllm", chunked_prefill=False, rate=1.0, num_requests=60,
                        isl=20000, osl=10)
     assert f.ttft_percentile(50) == pytest.approx(float(np.median(s.ttft_s)), rel=0.5)
+
+
+def test_least_outstanding_sends_an_undetected_failure_nearly_everything():
+    """A replica whose requests fail at once always has the fewest outstanding, so until the
+    failure is noticed least_outstanding sends it nearly all the traffic (10 req/s x 30 s =
+    300 a failure, against round robin's half, 150), as real balancers do."""
+    kw = dict(replicas=2, horizon_s=3600.0, traffic={"rate": 10.0, "isl": 300, "osl": 30}, seed=6,
+              failures={"replica_mtbf_h": 1.0})
+    per_failure = []
+    for router in ("round_robin", "least_outstanding"):
+        r = inferlab.fleet(MODEL, GPU, router=router, **kw)
+        n_fail = sum(1 for e in r.events if e[1] == "fail")
+        assert n_fail >= 1
+        per_failure.append(r.counts()["failed"] / n_fail)
+    assert 75 <= per_failure[0] <= 260 and 220 <= per_failure[1] <= 330
