@@ -66,12 +66,12 @@ def test_a_replica_cannot_span_mig_slices_or_single_devices():
 
 def test_a_model_too_big_for_a_slice_is_not_told_to_use_tensor_parallelism():
     """Llama-3.1-70B in BF16 is 141 GB of weights; a 3g.40gb slice has 40 GB: the hint is a
-    larger slice or a narrower format, never tp=N across slices."""
+    narrower format (no slice holds it), never tp=N across slices."""
     from inferlab.errors import InfeasibleError
 
     with pytest.raises(InfeasibleError) as info:
         estimate("llama-3.1-70b", "h100-sxm:3g.40gb")
-    assert "tp=" not in str(info.value).split(";")[-1] and "larger slice" in str(info.value)
+    assert "tp=" not in str(info.value).split(";")[-1] and "no slice of h100-sxm holds it" in str(info.value)
     assert info.value.suggestion == {}
 
 
@@ -84,3 +84,15 @@ def test_a_slice_keeps_its_share_of_a_measured_achievable_rate():
     measured = Figure(si=700e12, unit="flop/second", stated="700 TFLOPS", source=next(iter(full.sources)))
     view = mig_view(full.model_copy(update={"achievable_flops": {"bf16": measured}}), "3g.40gb")
     assert view.achievable_flops["bf16"].si == pytest.approx(300e12)
+
+
+def test_a_slice_too_small_names_the_smallest_that_holds_the_model():
+    # Llama-3.1-8B in BF16 needs 18.3 GB (16.1 of weights): 2g.20gb leaves 0.9 x 20 = 18 GB, so
+    # the smallest H100 slice that holds it is 3g.40gb; 70B in FP8 (75.9 GB) fits no slice, not
+    # even 7g.80gb (72 GB usable)
+    from inferlab import InfeasibleError, estimate
+
+    with pytest.raises(InfeasibleError, match=r"use h100-sxm:3g\.40gb \(the smallest slice that holds it\)"):
+        estimate("llama-3.1-8b", "h100-sxm:1g.10gb", precision="bf16")
+    with pytest.raises(InfeasibleError, match=r"no slice of h100-sxm holds it \(the largest is 7g\.80gb\)"):
+        estimate("llama-3.1-70b", "h100-sxm:1g.10gb", precision="fp8")

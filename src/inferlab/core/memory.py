@@ -148,8 +148,8 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
         suggestion = {"tp": fits[0], "pp": fits[1]}
     elif alone:
-        hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: use a larger slice, a "
-                "narrower weight format or a device with more memory")
+        hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: "
+                + _larger_slice(hw, need, plan.budget / plan.capacity))
         suggestion = {}
     else:
         hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
@@ -160,3 +160,22 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         f"but {plan.budget / 1e9:.1f} GB is usable ({plan.capacity / 1e9:.1f} GB x utilization){hint}",
         needed_bytes=need, available_bytes=plan.budget, suggestion=suggestion,
     )
+
+
+def _larger_slice(hw: HardwareSpec, need: float, utilization: float) -> str:
+    """What fits instead of a device that is too small: the smallest MIG slice of the same GPU
+    that holds ``need`` bytes at ``utilization``, else a narrower format or a larger device."""
+    rest = "a narrower weight format or a device with more memory"
+    parent_id, _, profile = hw.id.partition(":")
+    if not profile:
+        return f"use {rest}"
+    from ..specs.catalog import load_hardware
+
+    parent = load_hardware(parent_id)
+    sizes = sorted((p.memory.si, p.name) for p in (parent.mig.profiles if parent.mig else ()))
+    fits = next((name for memory, name in sizes if need <= memory * utilization), None)
+    if fits is not None:
+        return f"use {parent_id}:{fits} (the smallest slice that holds it), {rest}"
+    if sizes:
+        return f"no slice of {parent_id} holds it (the largest is {sizes[-1][1]}): use {rest}"
+    return f"use a larger slice, {rest}"
