@@ -311,3 +311,10 @@ def test_a_price_below_a_nano_dollar_is_refused_and_zero_is_free():
     with pytest.raises(SpecError, match="price_per_gpu_hour must be 0 [(]free[)] or at least 1e-09 USD, got 1e-300"):
         estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e-300)
     assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=0.0).to_dict()["cost"]["usd_per_million_output"] == 0.0
+
+
+def test_a_refused_layout_is_labelled_with_the_formats_it_would_have_run():
+    # tp=3 does not divide Llama-3.1-8B's 32 heads: its rows keep the reason and the precision
+    # label the rows that run print ('bf16' from the BF16 checkpoint on an H100), not 'checkpoint'
+    df = sweep(["llama-3.1-8b"], ["h100-sxm"], tp=[1, 3], batch_size=[1], isl=[512], osl=[64]).to_frame()
+    assert list(df["precision"]) == ["bf16", "bf16"] and "does not divide" in df["reason"].iloc[1]

@@ -229,7 +229,7 @@ def _one(model: Any, hardware: Any, tp: int, precision: Any, grid: list[np.ndarr
     try:
         dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
     except InfeasibleError as exc:  # a layout the model cannot take: its rows say why
-        labels = (str(model), str(hardware), tp, "checkpoint" if precision is None else str(precision))
+        labels = (str(model), str(hardware), tp, _precision_label(model, hardware, precision))
         reason[:] = str(exc)
     else:
         unit_price = inputs.unit_price(price, dep.hardware)
@@ -277,3 +277,18 @@ def _fill(out: dict[str, np.ndarray], sl: slice, est: Any) -> None:
         out["output_tokens_per_s_per_user"][sl] = np.where(est.tpot_s > 0, 1.0 / est.tpot_s, np.nan)
     out["memory_per_gpu_bytes"][sl] = np.where(est.feasible, est.memory.used, np.nan)
     out["usd_per_million_output"][sl] = est.cost.usd_per_million_output
+
+
+def _precision_label(model: Any, hardware: Any, precision: Any) -> str:
+    """The formats a refused layout would have run, as the rows that run print them (the
+    checkpoint's on this GPU when none is given), else the value as given."""
+    try:
+        from ..specs.catalog import load_hardware, load_model
+        from ..techniques.deployed_precision import resolve_precision
+
+        m = model if not isinstance(model, str) else load_model(model)
+        hw = hardware if not isinstance(hardware, str) else load_hardware(hardware)
+        return str(resolve_precision(precision, m, hw).config)
+    except InferlabError:
+        return "checkpoint" if precision is None else str(precision)
+
