@@ -17,6 +17,7 @@ import numpy as np
 
 from ..economics import CapacityPlan, ColdStart, Headroom, cold_start, plan_capacity, warm_headroom
 from ..inputs.resolve import deployment
+from .probes import HEADROOM_MAX
 from .scenario import Scenario
 
 
@@ -79,7 +80,12 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
                      engine=scenario.engine, profile=scenario.profile)
     cs = cold_start(dep, provisioning_s=ops.provisioning_s, image_bytes=ops.image_gb * 1e9,
                     storage_bytes_per_s=ops.storage_gb_per_s * 1e9, warmup_s=ops.warmup_s)
-    headroom = warm_headroom(requests_per_s_per_replica=scenario.traffic.request_rate / best.replicas,
+    # what one replica carries within the SLOs: its planned share and the headroom it showed (the
+    # fluid model's capacity where the simulation stopped looking, at +HEADROOM_MAX, or never looked)
+    carried = scenario.traffic.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
+    if best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX:
+        carried = max(carried, best.replica_rate)
+    headroom = warm_headroom(requests_per_s_per_replica=carried,
                              cold_start_s=cs, ramp_requests_per_s2=ops.ramp_rps_per_min / 60.0,
                              reaction_s=ops.reaction_s, usd_per_replica_hour=per_replica_usd_h)
     return DayPlan(capacity, cs, headroom, ops.period_h)

@@ -92,7 +92,7 @@ class Plan:
     def _row(self, c: Candidate) -> list[str]:
         if self.scenario.traffic.offline:
             fluid_h = self.scenario.traffic.requests / (c.replicas * c.replica_rate) / 3600.0
-            lat = ["-" if math.isnan(c.simulated_job_s) else f"{c.simulated_job_s / 3600:.1f}", f"{fluid_h:.1f}"]
+            lat = ["-" if math.isnan(c.simulated_job_s) else _hours(c.simulated_job_s / 3600), _hours(fluid_h)]
         else:
             lat = [_ms(c.simulated_ttft_s, 0), _ms(c.fluid_ttft_s, 0), _ms(c.simulated_tpot_s, 1),
                    _ms(c.fluid_tpot_s, 1)]
@@ -105,7 +105,9 @@ class Plan:
         slo, tr = sc.slo, sc.traffic
         p = f"P{slo.percentile:g}"
         head = (f"plan '{sc.name}': {tr.request_rate:g} req/s, ISL ~{tr.isl.expected:.0f}, OSL ~{tr.osl.expected:.0f}"
-                + (f"; SLO {p} TTFT {slo.ttft_ms} ms, TPOT {slo.tpot_ms} ms" if slo.ttft_ms or slo.tpot_ms else ""))
+                + (f"; SLO {p} " + ", ".join(f"{name} {bound} ms" for name, bound in (("TTFT", slo.ttft_ms),
+                                                                                      ("TPOT", slo.tpot_ms)) if bound)
+                   if slo.ttft_ms or slo.tpot_ms else ""))
         lat = (["job h sim", "fluid"] if tr.offline else
                [f"{p} TTFT ms sim", "fluid", f"{p} TPOT ms sim", "fluid"])
         shown = self.feasible[:limit]
@@ -201,3 +203,9 @@ class Plan:
                 f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
                 f"{float(be.break_even_request_rate):.2f} req/s "
                 f"(each replica {float(be.break_even_utilization):.0%} busy)"]
+
+
+def _hours(h: float) -> str:
+    """Hours for the table: one decimal, two significant digits below one hour (0.0042, not 0.0)."""
+    return f"{h:.2g}" if 0 < abs(h) < 1 else f"{h:.1f}"
+
