@@ -108,13 +108,18 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
              if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s)
     budget = float(token_budget(sc.engine, est.deployment.hardware))
-    pts = operating_points(loads, first(est.tpot_s), est.prefill_1_s, isl, osl, budget, stall_s=stall)
+    # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
+    # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
+    pp = config.get("pp", 1)
+    pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s, isl, osl, budget, stall_s=stall)
+    rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     isl_q = tr.isl.quantiles(TAIL_EDGES)
     own, _ = prompt_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl_q)
     batched = batched_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl, budget)
-    waits = admission_wait_s(pts, est.prefill_1_s, fits, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio, batched)
-    ttft_p = ttft_percentile_s(first(est.tpot_s), loads, own, isl_q, budget, waits, sc.slo.percentile)
+    waits = admission_wait_s(pts, est.prefill_1_s, fits / pp, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio,
+                             batched)
+    ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, own, isl_q, budget, waits, sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, stall, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
@@ -122,14 +127,14 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     meets = ok & _within(sc, ttft_p, tpot_p)
     if not meets.any():
         return replace(base, reason=_why_not(sc, float(ttft_p[0]), float(tpot_p[0])))
-    j = int(np.flatnonzero(meets)[np.argmax(pts.rate[meets])])
-    capacity, gpr = float(pts.rate[j]), config["tp"] * config.get("pp", 1)
+    j = int(np.flatnonzero(meets)[np.argmax(rate[meets])])
+    capacity, gpr = float(rate[j]), config["tp"] * pp
     price = price_per_gpu_hour(sc, config["hardware"])
     replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
     curve = {"batch_size": loads[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
-             "output_tokens_per_s_per_gpu": pts.rate[ok] * osl / gpr,
-             "output_tokens_per_usd": _per_usd(pts.rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
-             "rate": pts.rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
+             "output_tokens_per_s_per_gpu": rate[ok] * osl / gpr,
+             "output_tokens_per_usd": _per_usd(rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
+             "rate": rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
     cand = replace(base, curve=curve, feasible=True, batch=float(loads[j]), replica_rate=capacity,
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
