@@ -67,9 +67,10 @@ HEADROOM_MAX = 15.0
 
 def probe_requests(percentile: float, traffic: Any = None) -> int:
     """Requests one probe reads for a stable ``percentile`` (see the module docstring), times
-    the heavier tail of the ``traffic``'s lengths (:func:`tail_weight`)."""
-    n = min(max(math.ceil(TAIL_REQUESTS / (1.0 - percentile / 100.0)), MIN_REQUESTS), MAX_REQUESTS)
-    return int(math.ceil(n * (tail_weight(traffic) if traffic is not None else 1.0)))
+    the heavier tail of the ``traffic``'s lengths (:func:`tail_weight`), at most
+    :data:`MAX_REQUESTS`."""
+    n = max(math.ceil(TAIL_REQUESTS / (1.0 - percentile / 100.0)), MIN_REQUESTS)
+    return int(min(math.ceil(n * (tail_weight(traffic) if traffic is not None else 1.0)), MAX_REQUESTS))
 
 
 def tail_weight(traffic: Any) -> float:
