@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError
 from inferlab.cli.main import main
-from inferlab.planning.fluid import max_utilization, mixed_stall_s, operating_points, queue_wait_s
+from inferlab.planning.fluid import mixed_stall_s, operating_points, queue_wait_s
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 
@@ -66,6 +66,12 @@ def test_fluid_little_law_and_mixing_never_slows_tokens(b, d, t_pf, osl, k):
         assert float(pts.rate[0]) >= float(full.rate[0]) * (1 - 1e-9)
 
 
+def test_queue_wait_by_hand():
+    # M/M/1 at u = 0.8, mu = 10 req/s: P99 wait = ln(0.8 / 0.01) / (0.2 x 10) = 2.191 s
+    assert float(queue_wait_s(np.array(10.0), 0.8, 99)) == pytest.approx(math.log(80) / 2)
+    assert float(queue_wait_s(np.array(10.0), 0.005, 99)) == 0.0  # P(wait > 0) = u < 1%
+
+
 def test_fluid_ttft_mixture_by_hand():
     """Prompts of one length (own time 0.1 s of prefill + one 10 ms decode step for its one
     iteration) and a wait whose quantile at u is u seconds: P99 = 0.11 + 0.99 = 1.10 s. Own
@@ -108,17 +114,6 @@ def test_the_fluid_model_matches_the_simulated_one():
         read = (a >= lo) & (a <= hi)
         assert tpot == pytest.approx(float(np.nanmean(r.tpot_s[read])), rel=0.08), (hw, tp)
         assert ttft == pytest.approx(float(np.percentile(r.ttft_s[read], 99)), rel=0.15), (hw, tp)
-
-
-def test_queue_wait_by_hand():
-    # M/M/1 at u = 0.8, mu = 10 req/s: P99 wait = ln(0.8 / 0.01) / (0.2 x 10) = 2.191 s
-    assert float(queue_wait_s(np.array(10.0), 0.8, 99)) == pytest.approx(math.log(80) / 2)
-    assert float(queue_wait_s(np.array(10.0), 0.005, 99)) == 0.0  # P(wait > 0) = u < 1%
-    u = max_utilization(np.array([10.0]), np.array([math.log(80) / 2]), 99, cap=0.95)
-    assert float(u[0]) == pytest.approx(0.8, abs=1e-12)   # closed form (Lambert W), not a bisection
-    # capped, none where the prefill leaves no slack, and ~1 for a huge slack (exp overflow guarded)
-    u = max_utilization(np.array([10.0, 10.0, 10.0, 1e6]), np.array([100.0, 0.0, -1.0, 1e3]), 99, cap=0.9)
-    assert u.tolist() == [0.9, 0.0, 0.0, 0.9]
 
 
 @pytest.mark.parametrize("spec", [None, "eagle:k=3,accept=0.7"])
@@ -399,3 +394,20 @@ def test_the_fluid_model_runs_pipeline_stages_as_batches_in_flight():
     lo, hi = np.quantile(a, [0.25, 0.75])
     sim = float(np.nanpercentile(r.tpot_s[(a >= lo) & (a <= hi)], 95))
     assert fluid == pytest.approx(sim, rel=0.20)
+
+
+def test_a_prefill_pools_ttft_by_hand():
+    """Prompts of one length alone in 0.5 s; one prefill replica of 2 prompts/s at 80% busy,
+    Kingman's variability (1 + 0) / 2 = 0.5 (Poisson arrivals, constant prefill): P99 wait
+    0.5 x ln(0.8 / 0.01) / (0.2 x 2) = 5.478 s, TTFT 5.978 s; the utilization that keeps P99
+    TTFT within 3 s solves 0.5 ln(u / 0.01) / ((1 - u) 2) = 2.5."""
+    from scipy.optimize import brentq
+
+    from inferlab.planning.fluid import TAIL_EDGES, max_prefill_utilization, prefill_pool_ttft_s
+
+    alone, isl = np.full(TAIL_EDGES.shape, 0.5), np.full(TAIL_EDGES.shape, 1000.0)
+    assert prefill_pool_ttft_s(alone, isl, 2.0, 0.0, 1, 1.0, 99.0) == pytest.approx(0.5)
+    assert prefill_pool_ttft_s(alone, isl, 2.0, 0.8, 1, 1.0, 99.0) == pytest.approx(0.5 + 0.5 * math.log(80) / 0.4)
+    u = brentq(lambda v: 0.5 * math.log(v / 0.01) / ((1 - v) * 2.0) - 2.5, 0.02, 0.99)
+    assert max_prefill_utilization(alone, isl, 2.0, 1, 1.0, 99.0, 3.0, cap=0.95) == pytest.approx(u, rel=1e-6)
+    assert max_prefill_utilization(alone, isl, 2.0, 1, 1.0, 99.0, 0.4, cap=0.95) == 0.0  # alone misses

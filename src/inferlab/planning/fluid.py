@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaincc, gammainccinv, gammaln, lambertw
+from scipy.special import gammaincc, gammainccinv, gammaln
 
 
 @dataclass(frozen=True)
@@ -251,28 +251,35 @@ def prefill_variability(replicas: int, prefill_spread: float) -> float:
     return (1.0 / max(replicas, 1) + max(prefill_spread - 1.0, 0.0)) / 2.0
 
 
-def max_utilization(rate: np.ndarray, slack_s: np.ndarray, percentile: float, cap: float) -> np.ndarray:
-    """Highest utilization (at most ``cap``) of a single server whose ``percentile`` queue
-    wait (:func:`queue_wait_s`) fits in ``slack_s``; 0 where the service alone already uses
-    up the budget.
+def prefill_pool_ttft_s(alone_s: np.ndarray, isl: np.ndarray, rate: float, utilization: float, replicas: int,
+                        prefill_spread: float, percentile: float) -> float:
+    """The ``percentile`` TTFT of a disaggregated prefill pool [s]: each prompt length's time
+    alone (``alone_s`` at the lengths ``isl``, the traffic's quantiles at :data:`TAIL_EDGES`:
+    its prefill, the exposed KV transfer, a decode step) mixed with the G/G/1 wait of one of
+    ``replicas`` prefill replicas at ``utilization`` (:func:`queue_wait_s` at every level)."""
+    waits = queue_wait_s(np.array(rate), utilization, 100.0 * TAIL_EDGES,
+                         prefill_variability(replicas, prefill_spread))
+    return float(ttft_percentile_s(np.zeros(1), np.ones(1), alone_s, isl, np.inf, np.asarray(waits)[None, :],
+                                   percentile)[0])
 
-    Notes
-    -----
-    With ``q = 1 - p`` and ``c = slack x mu``, the wait of :func:`queue_wait_s` equals the
-    slack where ``ln(u / q) = c (1 - u)``, i.e. ``c u exp(c u) = c q exp(c)``: ``u = W(c q e^c) / c``
-    with ``W`` the principal branch of Lambert's function (one root: the wait is 0 up to
-    ``u = q`` and grows after it, while the right side falls).
-    """
-    rate = np.asarray(rate, float)
-    slack = np.asarray(slack_s, float)
-    q = 1.0 - percentile / 100.0
-    c = np.maximum(slack * rate, 1e-12)
-    # W(x) for x = c q e^c; past c ~ 700 e^c overflows, and u is within 1e-300 of 1 anyway
-    with np.errstate(over="ignore"):
-        x = c * q * np.exp(np.minimum(c, 700.0))
-    u = np.real(lambertw(x)) / c
-    u = np.where(c > 700.0, 1.0, u)
-    return np.where(slack > 0, np.minimum(u, cap), 0.0)
+
+def max_prefill_utilization(alone_s: np.ndarray, isl: np.ndarray, rate: float, replicas: int,
+                            prefill_spread: float, percentile: float, ttft_slo_s: float, cap: float) -> float:
+    """Highest utilization (at most ``cap``) of a prefill replica whose :func:`prefill_pool_ttft_s`
+    stays within ``ttft_slo_s``; 0 where the prompts alone already miss it (bisection: the
+    percentile grows with the utilization)."""
+    def ttft(u: float) -> float:
+        return prefill_pool_ttft_s(alone_s, isl, rate, u, replicas, prefill_spread, percentile)
+
+    if ttft(0.0) > ttft_slo_s:
+        return 0.0
+    if ttft(cap) <= ttft_slo_s:
+        return cap
+    lo, hi = 0.0, cap
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if ttft(mid) <= ttft_slo_s else (lo, mid)
+    return lo
 
 
 #: Probability levels of the TTFT mixture (right ends of their intervals, so that a percentile at an

@@ -28,8 +28,8 @@ from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, batched_prefill_s, prompt_prefill_s
-from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_utilization, mixed_stall_s, operating_points,
-                    prefill_variability, queue_wait_s, tpot_percentile_s, ttft_percentile_s)
+from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_prefill_utilization, mixed_stall_s,
+                    operating_points, prefill_pool_ttft_s, tpot_percentile_s, ttft_percentile_s)
 from .scenario import Scenario
 
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
@@ -193,11 +193,12 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     r, c = sc.traffic.request_rate, cand.curve
     if cand.disaggregated:
         n_p, n_d = cand.pools
-        wait = float(queue_wait_s(np.array(c["mu_p"]), r / (n_p * c["mu_p"]), sc.slo.percentile,
-                                  prefill_variability(n_p, c["prefill_spread"])))
+        u = r / (n_p * c["mu_p"])
+        ttft = (prefill_pool_ttft_s(c["alone_q"], c["isl_q"], c["mu_p"], u, n_p, c["prefill_spread"],
+                                    sc.slo.percentile) if u < 1.0 else math.inf)
         tpot = float(np.interp(r / n_d, c["rate_d"], c["tpot_p_s"], right=math.inf))
         growth = min(n_p * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0
-        return {"fluid_ttft_s": c["ttft_alone"] + wait, "fluid_tpot_s": tpot, "headroom": growth,
+        return {"fluid_ttft_s": ttft, "fluid_tpot_s": tpot, "headroom": growth,
                 "headroom_by": "fluid model"}
     load = r / cand.replicas
     return {"fluid_ttft_s": float(np.interp(load, c["rate"], c["ttft_p_s"], right=math.inf)),
@@ -270,9 +271,11 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     replica serves ``b / (osl x d(b))`` requests/s with TPOT ``d(b)``. A prefill replica
     runs prompts one token budget after another, a single server (``1 / t_pf`` per
     replica) whose admission wait (M/M/1's scaled by Kingman's variability of round-robin
-    arrivals and the prompts' prefill times) takes what the prefill, the exposed KV transfer
-    (over the NICs, overlapped layer by layer) and the first decode step leave of the TTFT
-    budget. The pools' replica counts give the P:D ratio.
+    arrivals and the prompts' prefill times), mixed with each prompt length's own prefill,
+    exposed KV transfer (over the NICs, overlapped layer by layer) and first decode step,
+    keeps the TTFT percentile within its objective (:func:`~.fluid.max_prefill_utilization`;
+    a chat of 3,000-token lognormal prompts: 854 ms against 795 simulated, 626 before the
+    lengths were mixed). The pools' replica counts give the P:D ratio.
     """
     from ..techniques.kv_transfer import exposed_transfer_s
 
@@ -288,19 +291,21 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
     transfer = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) / (config["tp"] * nic)
     exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
-    ttft_alone = est.prefill_1_s + exposed + float(est.tpot_s[j])
+    # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
+    isl_q = tr.isl.quantiles(TAIL_EDGES)
+    own, _ = prompt_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl_q)
+    alone_q = own + exposed + float(est.tpot_s[j])
     cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
     if slo.ttft_ms:
-        slack = np.array([slo.ttft_ms / 1e3 - ttft_alone])
         # the wait depends on the replicas (round robin smooths each one's arrivals) and they on
         # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point
         n_p = 1
         for _ in range(8):
-            u_p = float(max_utilization(np.array([mu_p]), slack / prefill_variability(n_p, spread), slo.percentile,
-                                        cap)[0])
+            u_p = max_prefill_utilization(alone_q, isl_q, mu_p, n_p, spread, slo.percentile, slo.ttft_ms / 1e3, cap)
             if u_p <= 0:
-                return replace(base, reason=f"TTFT {ttft_alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone "
+                alone = prefill_pool_ttft_s(alone_q, isl_q, mu_p, 0.0, n_p, spread, slo.percentile)
+                return replace(base, reason=f"TTFT {alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone "
                                             "(disaggregated)")
             need = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
             if need <= n_p:
@@ -308,7 +313,7 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
             n_p = need
     n_d = max(1, math.ceil(tr.request_rate / (cap * float(rate_d[j]))))
     binding = "TPOT SLO" if (slo.tpot_ms and j + 1 < len(_BATCHES) and ok[j + 1]) else limit
-    curve = {"mu_p": mu_p, "u_p": u_p, "ttft_alone": ttft_alone, "rate_d": rate_d[ok], "tpot_p_s": d[ok],
+    curve = {"mu_p": mu_p, "u_p": u_p, "alone_q": alone_q, "isl_q": isl_q, "rate_d": rate_d[ok], "tpot_p_s": d[ok],
              "rate_d_j": float(rate_d[j]), "prefill_spread": spread}
     cand = replace(base, feasible=True, batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]), curve=curve,
                    tokens_per_s_per_user=1.0 / float(est.tpot_s[j]), binding=binding)
