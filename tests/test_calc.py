@@ -79,6 +79,15 @@ def test_catalog_values_are_listed_with_sources():
     assert all(r.source.startswith("NVIDIA H100") for r in result.references)
 
 
+def test_narrow_weight_bytes_say_what_deploys():
+    # Llama-3.1-8B: 8.03e9 weights; in FP8 every one is a byte (8.03 GB), but engines keep the
+    # embedding and LM head (2 x 128,256 x 4,096 = 1.05e9 weights) 16-bit: 8.03 + 1.05 = 9.08 GB,
+    # what estimate() holds
+    ref = evaluate("llama-3.1-8b.weight_bytes.fp8").references[0]
+    assert "9.08 GB as deployed" in ref.source
+    assert "as deployed" not in evaluate("llama-3.1-8b.weight_bytes.bf16").references[0].source
+
+
 @pytest.mark.parametrize(
     "expr, tight, loose",
     [

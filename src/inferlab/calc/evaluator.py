@@ -122,7 +122,25 @@ def _model_ref(model: ModelSpec, path: list[str], text: str) -> tuple[pint.Quant
     source = "derived from config.json"
     if model.card is not None:
         source = f"derived from {model.card.sources[model.card.config_source].title}"
+    if name == "weight_bytes" and len(path) == 2:
+        source += _deployed_weights(model, path[1])
     return Q(float(value), unit), source
+
+
+def _deployed_weights(model: ModelSpec, precision: str) -> str:
+    """What a narrower format's weight bytes leave out: engines keep the embedding and the LM
+    head 16-bit (as estimate() does), so the model deploys larger than every weight in it."""
+    from ..precision import number_format
+
+    width = number_format(precision).bytes_per_element
+    if width >= 2.0:
+        return ""
+    counts = model.param_counts
+    ends = counts.embedding + counts.lm_head
+    per_weight = model.weight_bytes(precision) / counts.total  # the format's bytes and its block scales
+    deployed = (counts.total - ends) * per_weight + ends * 2.0
+    return (f"; every weight in {precision}: engines keep the embedding and LM head 16-bit, "
+            f"{deployed / 1e9:.2f} GB as deployed")
 
 
 def _resolve(node: CatalogValue) -> Reference:
