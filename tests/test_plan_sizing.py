@@ -356,21 +356,23 @@ def test_a_probe_near_its_objective_pools_more_seeds():
         seeds = []
 
         def run(k, seed):
-            seeds.append(seed)
+            seeds.append((seed, k))
             arrival = np.arange(k) / 10.0
             tpot = first if seed == 0 else 0.065
+            # two pipeline stages: the replica's workload holds twice the stream's requests
             return SimpleNamespace(trace=SimpleNamespace(arrival=arrival), e2e_s=np.full(k, 5.0),
                                    ttft_s=np.full(k, 0.1), tpot_s=np.full(k, tpot),
-                                   workload=SimpleNamespace(num_requests=k))
+                                   workload=SimpleNamespace(num_requests=2 * k))
         return run, seeds
 
     run, seeds = replica(0.047)
     probe = steady_probe(sc, run, 10.0, 5.0, 4, 0.0)
-    assert seeds == [0, 1] and probe.seeds == 2 and probe.tpot_s == pytest.approx(0.065) and not probe.meets
-    assert probe.requests == 2 * 2200  # 1.05 x 2,000 + 2 x 10/s x 5 s a seed
+    # each seed the same run: 1.05 x 2,000 + 2 x 10/s x 5 s = 2,200 a stream, 4,400 a replica
+    assert seeds == [(0, 2200), (1, 2200)] and probe.seeds == 2 and probe.tpot_s == pytest.approx(0.065)
+    assert not probe.meets and probe.requests == 2 * 4400
     run, seeds = replica(0.030)
     probe = steady_probe(sc, run, 10.0, 5.0, 4, 0.0)
-    assert seeds == [0] and probe.seeds == 1 and probe.meets
+    assert seeds == [(0, 2200)] and probe.seeds == 1 and probe.meets
 
 
 def test_a_trickle_of_traffic_is_simulated_over_what_a_simulation_can_hold():

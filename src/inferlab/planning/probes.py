@@ -292,15 +292,18 @@ def steady_probe(sc: Scenario, run: Callable[[int, int], Any], per_s: float, lif
     """A probe in steady state (:func:`steady_run` of ``run(k, seed)``, ``k`` requests of a seed);
     where its percentile lies within :data:`NOISE_BAND` of an objective, pooled with the same
     number of requests of further seeds, up to :data:`REPLICATIONS` (see the module docstring)."""
-    n_tail = probe_requests(sc.slo.percentile, sc.traffic)
-    result, life = steady_run(lambda k: run(k, 0), per_s, n_tail, lifetime_s,
-                              lambda r: slo_probe(sc, r, n, growth, pd).meets)
+    n_tail, asked = probe_requests(sc.slo.percentile, sc.traffic), []
+
+    def first(k: int) -> Any:
+        asked.append(k)  # the run's own count (a replica's workload may hold pp times it)
+        return run(k, 0)
+
+    result, life = steady_run(first, per_s, n_tail, lifetime_s, lambda r: slo_probe(sc, r, n, growth, pd).meets)
     probe, more = slo_probe(sc, result, n, growth, pd, life), []
-    k = int(getattr(getattr(result, "workload", None), "num_requests", 0))
     for seed in range(1, REPLICATIONS):
-        if not (life > 0 and k and _near(sc, probe)):
+        if not (life > 0 and _near(sc, probe)):
             break
-        more.append((run(k, seed), life))
+        more.append((run(asked[-1], seed), life))
         probe = slo_probe(sc, result, n, growth, pd, life, more)
     return probe
 
