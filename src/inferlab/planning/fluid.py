@@ -6,10 +6,12 @@ the ``b`` requests. With ``a = osl x d(b) / t_pf``, the request rate ``lambda = 
 satisfies ``x = b / (1 + a / (1 - x))``, i.e. ``x^2 - (1 + a + b) x + b = 0``; under load
 a token takes ``d(b) / (1 - x)``. Where the engine mixes decodes into the prompts'
 iterations (vLLM, TensorRT-LLM), those iterations advance the decodes too, and a prompt
-stalls them only by what its iterations add to a decode step (:func:`mixed_stall_s`). TTFT is the prefill stretched over the iterations it
-shares with decodes (``ceil(isl / chunk)`` of them) plus the admission wait of a batching
-engine (:func:`admission_wait_s`). A percentile TPOT is that of a request's decode as a busy
-period the prompts arriving meanwhile stretch (:func:`tpot_percentile_s`).
+stalls them only by what its iterations add to a decode step (:func:`mixed_stall_s`). A
+prompt's TTFT is its prefill stretched over the iterations it shares with decodes
+(``ceil(isl / chunk)`` of them) plus the admission wait of a batching engine
+(:func:`admission_wait_s`); its percentile mixes the prompts' lengths with the wait's
+quantiles (:func:`ttft_percentile_s`). A percentile TPOT is that of a request's decode as a
+busy period the prompts arriving meanwhile stretch (:func:`tpot_percentile_s`).
 
 The planner sizes its leading configurations with the request-level simulation
 (:mod:`.sizing`); this model only seeds that search and ranks the rest.
@@ -284,7 +286,8 @@ def max_prefill_utilization(alone_s: np.ndarray, isl: np.ndarray, rate: float, r
 
 #: Probability levels of the TTFT mixture (right ends of their intervals, so that a percentile at an
 #: edge is exact for prompts of one length): a coarse body and a fine tail.
-TAIL_EDGES = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995])
+TAIL_EDGES = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999,
+                       0.9995])
 TAIL_WEIGHTS = np.diff(np.concatenate([[0.0], TAIL_EDGES[:-1], [1.0]]))
 
 
