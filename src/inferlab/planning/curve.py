@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,7 @@ from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, pref
 from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
+from .fluid import TAIL_EDGES
 from .scenario import Scenario
 
 #: Concurrencies (decode batches) the search evaluates.
@@ -34,13 +35,19 @@ _KV_BLOCK = 16
 @dataclass(frozen=True)
 class _Curve:
     """What the search needs of one candidate: the decode step at each concurrency of
-    :data:`_BATCHES`, the prefill of one prompt, and how many sequences the KV memory holds."""
+    :data:`_BATCHES`, the prefill of one prompt (its iterations; alone at each of the traffic's
+    prompt lengths ``prompt_lengths``, the quantiles at :data:`~.fluid.TAIL_EDGES`; its share
+    of a budget-filling batch, :func:`batched_prefill_s`), and how many sequences the KV
+    memory holds."""
 
     deployment: Any
     max_sequences: np.ndarray
     prefill_1_s: float
     tpot_s: np.ndarray
     prefill_iterations: int = 1
+    prompt_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prompt_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    batched_prefill_s: float = float("nan")
 
 
 def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
@@ -57,13 +64,15 @@ def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) ->
     ``isl .. isl + E[o^2] / E[o]``; the memory plan keeps ``isl + osl`` a sequence.
     """
     decode_osl = max(round(osl * sc.traffic.osl.second_moment_ratio), 2)
+    lengths = tuple(float(x) for x in sc.traffic.isl.quantiles(TAIL_EDGES))
     return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
                          config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
-                         isl, osl, decode_osl)
+                         isl, osl, decode_osl, lengths)
 
 
 def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
-           profile: Any, prefix_hit: float, isl: int, osl: int, decode_osl: int | None = None) -> _Curve:
+           profile: Any, prefix_hit: float, isl: int, osl: int, decode_osl: int | None = None,
+           prompt_lengths: tuple[float, ...] | None = None) -> _Curve:
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     dep, max_sequences, prefill_1, chunks = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine,
                                                                 profile, prefix_hit, isl, osl)
@@ -79,7 +88,10 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     # in-flight-batching engine also costs its host work beyond a static step's, as in serve()
     tpot = graph_limited_decode_s(_serving(dep), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
                                   per_token)
-    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks)
+    lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
+    times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times,
+                  batched_prefill_s(dep, engine, prefix_hit, isl))
 
 
 def _serving(dep: Any) -> Any:
@@ -108,11 +120,9 @@ def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) 
     """A prompt's prefill alone at each length of ``isl`` [s], and its iterations: the prefix
     cache's hits left out, the rest in chunks of the engine's token budget, each chunk past
     the first a step overhead and each one the serving iteration's host work."""
-    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
-    i = np.asarray(isl, float)
+    cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
-    cached = 0.0 if cache is None else np.asarray(effective_cached_tokens(i, cache, block_size=_KV_BLOCK), float)
-    chunks = np.ceil((i - cached) / token_budget(engine, dep.hardware))
+    chunks = np.ceil(_uncached(i, cache) / token_budget(engine, dep.hardware))
     prof = dep.profile
     return (np.asarray(pre.time_s, float) + (chunks - 1.0) * prof.step_overhead_s
             + chunks * prof.serving_step_overhead_s), chunks
@@ -132,12 +142,22 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
 _cached_curve = functools.lru_cache(maxsize=64)(_curve)
 
 
-def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, budget: float) -> float:
-    """A prompt's share of the prefill of as many prompts of ``isl`` tokens as fill the token
-    ``budget`` in one iteration [s] (the prefix cache's hits left out; one prompt when one
+def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float) -> float:
+    """A prompt's share of the prefill of as many prompts of ``isl`` tokens as fill the engine's
+    token budget in one iteration [s] (the prefix cache's hits left out; one prompt when one
     fills it): what a prompt that queues behind others costs the engine."""
-    cache = PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
-    cached = 0.0 if cache is None else float(effective_cached_tokens(float(isl), cache, block_size=_KV_BLOCK))
-    k = max(math.floor(budget / max(isl - cached, 1.0)), 1)
+    cache = _cache(prefix_hit)
+    uncached = float(_uncached(np.asarray(float(isl)), cache))
+    k = max(math.floor(token_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
     return float(pre.time_s) / k + dep.profile.serving_step_overhead_s / k
+
+
+def _cache(prefix_hit: float) -> PrefixCache | None:
+    """The scenario's prefix cache (None without hits)."""
+    return PrefixCache(hit_rate=prefix_hit) if prefix_hit else None
+
+
+def _uncached(isl: np.ndarray, cache: PrefixCache | None) -> np.ndarray:
+    """Prompt tokens left to prefill after the cache's hits [token]."""
+    return isl if cache is None else isl - np.asarray(effective_cached_tokens(isl, cache, block_size=_KV_BLOCK), float)

@@ -27,7 +27,7 @@ from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
-from .curve import _BATCHES, _capacity_curve, batched_prefill_s, prompt_prefill_s
+from .curve import _BATCHES, _capacity_curve
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_prefill_utilization, mixed_stall_s,
                     operating_points, prefill_pool_ttft_s, tpot_percentile_s, ttft_percentile_s)
 from .scenario import Scenario
@@ -114,12 +114,10 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s, isl, osl, budget, stall_s=stall)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
-    isl_q = tr.isl.quantiles(TAIL_EDGES)
-    own, _ = prompt_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl_q)
-    batched = batched_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl, budget)
     waits = admission_wait_s(pts, est.prefill_1_s, fits / pp, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio,
-                             batched)
-    ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, own, isl_q, budget, waits, sc.slo.percentile)
+                             est.batched_prefill_s)
+    ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
+                               sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, stall, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
@@ -292,9 +290,8 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     transfer = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) / (config["tp"] * nic)
     exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
     # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
-    isl_q = tr.isl.quantiles(TAIL_EDGES)
-    own, _ = prompt_prefill_s(est.deployment, sc.engine, tr.prefix_hit, isl_q)
-    alone_q = own + exposed + float(est.tpot_s[j])
+    isl_q = est.prompt_lengths
+    alone_q = est.prompt_times_s + exposed + float(est.tpot_s[j])
     cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
     if slo.ttft_ms:
