@@ -439,3 +439,28 @@ def test_a_vllm_run_without_chunked_prefill_is_predicted_at_the_engines_budget()
     cases, _ = bench_cases([BENCH / "vllm-bench-serve.json"],
                            given_deployment(engine_args=f"{VLLM_8B} --no-enable-chunked-prefill", gpu="h100-sxm"))
     assert all(p is not None for p, _ in predict_cases(cases))
+
+
+def test_a_synthetic_prompt_pool_is_read_and_reaches_the_cases(tmp_path):
+    # genai-perf and AIPerf reuse --num-dataset-entries synthetic prompts (100 by default); the
+    # genai-perf fixture records its 100, the AIPerf fixture records no pool
+    (gp,) = read_bench(BENCH / "genai-perf-profile-export.json")
+    (ap,) = read_bench(BENCH / "aiperf-profile-export.json")
+    assert (gp.prompts, ap.prompts) == (100, None)
+    cases, notes = bench_cases([BENCH / "genai-perf-profile-export.json"], given_deployment(gpu="h100-sxm"))
+    assert {tuple(c.prefix_cache.items()) for c in cases} == {(("prompts", 100),)}
+    assert any("100 distinct" in n for n in notes)
+    # a dataset file, or a pool as large as the run, repeats no prompt
+    data = json.loads((BENCH / "genai-perf-profile-export.json").read_text())
+    data["input_config"]["input"]["prompt_source"] = "file"
+    path = tmp_path / "file.json"
+    path.write_text(json.dumps(data))
+    assert read_bench(path)[0].prompts is None
+    data = json.loads((BENCH / "aiperf-profile-export.json").read_text())
+    data["input_config"]["input"]["conversation"] = {"num_dataset_entries": 500}  # AIPerf's key, 240 requests
+    path = tmp_path / "aiperf.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert run.prompts == 500
+    cases, _ = bench_cases([path], given_deployment(gpu="h100-sxm"))
+    assert all(c.prefix_cache is None for c in cases)

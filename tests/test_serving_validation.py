@@ -231,9 +231,9 @@ def test_speculative_and_prefix_cases_are_simulated():
     (t_spec, why), (t_plain, _), (ttft_hit, _), (ttft_full, _) = predict_cases([spec, plain, cached, uncached])
     assert why is None and t_plain / 2.5 <= t_spec < t_plain
     assert ttft_hit < 0.6 * ttft_full
-    # a hit rate without its number is still refused with the reason
+    # a prefix cache without a hit rate or a prompt pool is still refused, naming what it takes
     _, reason = predict_cases([_serving_case(id="x", prefix_cache={"enabled": True}, **online)])[0]
-    assert reason == "prefix_cache without a hit_rate"
+    assert reason == "prefix_cache: unknown key(s) enabled (hit_rate or prompts)"
 
 
 def test_disaggregated_serving_cases_are_the_two_pool_simulation():
@@ -303,3 +303,48 @@ def test_pool_layouts_in_the_engines_spellings_map_or_are_refused():
     assert "attention TP inside DP ranks" in pools({"tp": 2, "attention_dp_size": 4, "ep": 8})
     assert "moe_tp=2 x ep=8 differs from tp=8" in pools({"tp": 8, "ep": 8, "moe_tp": 2})
     assert "unknown parallelism key(s) cp" in pools({"tp": 8, "cp": 2})
+
+
+def _pool_case(**update):
+    from inferlab.validation.cases import Case
+
+    base = dict(id="pool", regime="closed_loop", model="llama-3.1-8b", hardware="h100-sxm", num_gpus=1,
+                precision={"weights": "bf16"}, engine="vllm", isl=8000, osl=32, load={"concurrency": 4},
+                metric="ttft_ms", measured=100.0)
+    return Case(**{**base, **update})
+
+
+def test_a_clients_prompt_pool_is_found_in_the_prefix_cache():
+    from inferlab.validation.predict import predict_cases
+
+    # One prompt of 8,000 tokens sent again and again: after the first, each request finds it
+    # cached and computes only its last partial block. Uncached, Llama-3.1-8B's prefill is about
+    # 2 x 8e9 x 8,000 = 128 TFLOP plus attention, over 130 ms on an H100 (989 TFLOPS dense BF16);
+    # cached, the first token is one iteration after the request reaches the scheduler.
+    (cold, _), (pooled, _) = predict_cases([_pool_case(), _pool_case(prefix_cache={"prompts": 1})])
+    assert cold > 130.0
+    assert pooled < 0.5 * cold
+    # a pool larger than the run repeats (almost) nothing: within a few percent of no pool
+    (wide, _), = predict_cases([_pool_case(prefix_cache={"prompts": 4096})])
+    assert wide == pytest.approx(cold, rel=0.1)
+
+
+@pytest.mark.parametrize("prefix, message", [
+    ({"prompts": 10, "hit_rate": 0.5}, "both a hit_rate and prompts"),
+    ({"prompts": 0}, "whole number of distinct prompts"),
+    ({"hit_rate": 1.5}, "share from 0 to 1"),
+    ({"pool": 3}, "unknown key"),
+])
+def test_a_prefix_cache_the_simulation_cannot_run_is_named(prefix, message):
+    from inferlab.validation.predict import predict_cases
+
+    ((value, reason),) = predict_cases([_pool_case(prefix_cache=prefix)])
+    assert value is None and message in reason
+
+
+def test_a_prompt_pool_in_a_static_batch_is_refused():
+    from inferlab.validation.predict import predict_cases
+
+    ((value, reason),) = predict_cases([_pool_case(regime="static_batch", load={"batch_size": 4},
+                                                   prefix_cache={"prompts": 2})])
+    assert value is None and "each prompt is sent once" in reason

@@ -80,7 +80,7 @@ def test_case_file_errors_name_the_problem(tmp_path):
 
 @pytest.mark.parametrize("changes, reason", [
     ({"regime": "offline", "load": {"offline": True}, "prefix_cache": {"cached_tokens": 100}},
-     "prefix_cache without a hit_rate"),
+     "prefix_cache: unknown key(s) cached_tokens (hit_rate or prompts)"),
     ({"regime": "closed_loop", "load": {"concurrency": 4},
       "speculative": {"method": "draft", "draft_tokens": 3, "acceptance_length": 2.5}},
      "speculative decoding as given cannot be modelled"),
@@ -93,7 +93,7 @@ def test_case_file_errors_name_the_problem(tmp_path):
     ({"num_gpus": 2}, "differs from tp x pp x dp = 1"),
     ({"speculative": {"method": "draft", "draft_tokens": 3, "acceptance_length": 2.5}},
      "speculative decoding as given cannot be modelled"),  # a draft model must be named
-    ({"prefix_cache": {"cached_tokens": 100}}, "prefix_cache without a hit_rate"),
+    ({"prefix_cache": {"cached_tokens": 100}}, "prefix_cache: unknown key(s) cached_tokens (hit_rate or prompts)"),
     ({"disaggregation": {"prefill": {}, "decode": {}}}, "disaggregated prefill and decode"),
 ])
 def test_unsupported_cases_carry_a_reason(changes, reason):

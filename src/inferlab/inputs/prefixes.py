@@ -216,6 +216,16 @@ def shared_by_hit_rate(hit_rate: float, isl: float) -> Prefixes | None:
     return Prefixes(kind="shared", tokens=tokens, groups=1) if tokens >= 1 else None
 
 
+def prompt_pool(prompts: int, isl: float) -> Prefixes:
+    """A client that draws each prompt from ``prompts`` distinct ones (a synthetic benchmark
+    dataset: AIPerf and genai-perf generate 100 by default and reuse them) as a structure the
+    simulation can run: each distinct prompt is a prefix of ``isl`` tokens, so a repeat finds its
+    whole prompt in the engine's prefix cache while the cache still holds it."""
+    if isinstance(prompts, bool) or not isinstance(prompts, int) or prompts < 1:
+        raise SpecError(f"prompts {prompts!r}: the distinct prompts a client draws from must be a whole number >= 1")
+    return Prefixes(kind="shared", tokens=max(1, round(isl)), groups=min(prompts, MAX_GROUPS))
+
+
 def prefixes(value: Prefixes | str | dict) -> Prefixes:
     """A :class:`Prefixes` from itself, its text form or a mapping of its fields."""
     if isinstance(value, Prefixes):

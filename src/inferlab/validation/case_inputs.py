@@ -1,15 +1,18 @@
 """A validation case as a :class:`~inferlab.inputs.deployment.Deployment` and a
 :class:`~inferlab.inputs.workload.Workload`: the schema's deployment (layout, precision,
 engine with its version and scheduler limits, speculation, prefix cache hit rate,
-disaggregated pools) in the one form every entry point parses into.
+disaggregated pools) and its workload (load, lengths, a client's pool of distinct prompts) in
+the one form every entry point parses into.
 """
 
 from __future__ import annotations
 
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
+from ..inputs.prefixes import prompt_pool
 from ..inputs.workload import Workload
-from .cases import Case, case_engine, case_layout, case_limits, case_precision, case_speculative, case_version
+from .cases import (Case, case_engine, case_layout, case_limits, case_precision, case_prefix, case_speculative,
+                    case_version)
 from .serving import case_pools
 
 
@@ -51,6 +54,9 @@ def case_workload(case: Case, num_requests: int = 1000) -> Workload:
     load, lengths = case.load, {"isl": case.isl, "osl": case.osl}
     if case.regime == "static_batch":
         return Workload(batch_size=load.get("batch_size", 1), waves=True, **lengths)
+    pool = case_prefix(case)
+    if pool is not None and pool[0] == "prompts":  # the client's distinct prompts, repeats found cached
+        lengths["prefix"] = prompt_pool(int(pool[1]), case.isl)
     n = load.get("num_requests", num_requests)
     if "concurrency" in load:
         return Workload(concurrency=load["concurrency"], num_requests=n, **lengths)

@@ -310,11 +310,45 @@ def static_unsupported_reason(case: Case) -> str | None:
     if case.disaggregation:
         return ("disaggregated prefill and decode in a static batch: not mapped (online and offline cases over "
                 "separate pools are simulated)")
-    if case.prefix_cache and "hit_rate" not in case.prefix_cache:
-        return "prefix_cache without a hit_rate"
+    reason = prefix_cache_reason(case)
+    if reason is not None:
+        return reason
+    if case.prefix_cache and "prompts" in case.prefix_cache:
+        return "prefix_cache.prompts in a static batch: each prompt is sent once, so none repeats"
     if set(case.load) != {"batch_size"}:
         return f"static_batch with load {sorted(case.load)} (expected batch_size)"
     return None
+
+
+def prefix_cache_reason(case: Case) -> str | None:
+    """Why the case's ``prefix_cache`` cannot be simulated, or None: it gives either a
+    ``hit_rate`` (share of prompt tokens found cached, 0-1) or ``prompts`` (the distinct prompts
+    the client drew its requests from, a whole number >= 1), not both."""
+    given = case.prefix_cache or {}
+    if not given:
+        return None
+    unknown = sorted(set(given) - {"hit_rate", "prompts"})
+    if unknown:
+        return f"prefix_cache: unknown key(s) {', '.join(map(str, unknown))} (hit_rate or prompts)"
+    if len(given) != 1:
+        return "prefix_cache gives both a hit_rate and prompts; give one"
+    if "hit_rate" in given:
+        hit = given["hit_rate"]
+        ok = isinstance(hit, (int, float)) and not isinstance(hit, bool) and 0.0 <= hit <= 1.0
+        return None if ok else f"prefix_cache.hit_rate {hit!r} must be a share from 0 to 1"
+    n = given["prompts"]
+    ok = isinstance(n, int) and not isinstance(n, bool) and n >= 1
+    return None if ok else f"prefix_cache.prompts {n!r} must be a whole number of distinct prompts >= 1"
+
+
+def case_prefix(case: Case) -> tuple[str, float] | None:
+    """The case's prefix cache as ``("hit_rate", h)`` or ``("prompts", n)``; None without one
+    (or with a hit rate of 0)."""
+    given = case.prefix_cache or {}
+    if given.get("prompts") is not None:
+        return ("prompts", int(given["prompts"]))
+    hit = float(given.get("hit_rate") or 0.0)
+    return ("hit_rate", hit) if hit > 0 else None
 
 
 def case_speculative(case: Case) -> Any:

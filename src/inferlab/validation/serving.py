@@ -34,8 +34,8 @@ from pydantic import ValidationError
 
 from ..errors import InferlabError
 from ..specs.validation import format_validation_error
-from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, case_precision, case_speculative, layout_of,
-                    speculative_from)
+from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, case_precision, case_prefix,
+                    case_speculative, layout_of, prefix_cache_reason, speculative_from)
 
 #: Offline: requests per sequence the engine holds at once.
 OFFLINE_WAVES = 4
@@ -110,8 +110,9 @@ def serving_unsupported_reason(case: Case) -> str | None:
             case_speculative(case)
         except InferlabError as exc:
             return f"speculative decoding as given cannot be modelled: {exc}"
-    if case.prefix_cache and "hit_rate" not in case.prefix_cache:
-        return "prefix_cache without a hit_rate"
+    reason = prefix_cache_reason(case)
+    if reason is not None:
+        return reason
     load = case.load
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
         return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"
@@ -261,25 +262,28 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
 
 def serving_group_key(case: Case) -> tuple:
     """The simulation a supported serving case is predicted by (deployment, lengths, load,
-    speculation, prefix hit rate, pools, scheduler limits)."""
+    speculation, prefix cache, pools, scheduler limits)."""
     layout = case_layout(case) if not case.disaggregation else {}
     spec = tuple(sorted((case.speculative or {}).items()))
-    hit = float((case.prefix_cache or {}).get("hit_rate") or 0.0)
+    hit = case_prefix(case)
     pools = case_pools(case) if case.disaggregation else None
     return (case.model, case.hardware, tuple(sorted(layout.items())), tuple(sorted(case_precision(case).items())),
             case_engine(case), case.isl, case.osl, _load_key(case), spec, hit, pools,
             tuple(sorted(case_limits(case).items())))
 
 
-def _techniques(spec: tuple, hit: float, isl: int) -> dict[str, Any]:
-    """``serve()`` keywords of a case's speculation and prefix hits (a stated hit rate as one
-    shared prefix, :func:`~inferlab.inputs.prefixes.shared_by_hit_rate`, as the planner runs it)."""
-    from ..inputs.prefixes import shared_by_hit_rate
+def _techniques(spec: tuple, hit: tuple[str, float] | None, isl: int) -> dict[str, Any]:
+    """``serve()`` keywords of a case's speculation and prefix cache: a stated hit rate as one
+    shared prefix (:func:`~inferlab.inputs.prefixes.shared_by_hit_rate`, as the planner runs it),
+    a client's pool of distinct prompts as one prefix per prompt
+    (:func:`~inferlab.inputs.prefixes.prompt_pool`)."""
+    from ..inputs.prefixes import prompt_pool, shared_by_hit_rate
 
     out: dict[str, Any] = {}
     if spec:
         out["speculative"] = speculative_from(dict(spec))
-    prefix = shared_by_hit_rate(hit, isl)
+    prefix = None if hit is None else prompt_pool(int(hit[1]), isl) if hit[0] == "prompts" \
+        else shared_by_hit_rate(hit[1], isl)
     if prefix is not None:
         out["prefix"] = prefix
     return out

@@ -191,6 +191,17 @@ def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
     return f"{run.id}: the file records the model {run.model} ({recorded}), the {given.source} {named}: predicted as {recorded}"
 
 
+def _prompt_pool(run: BenchRun, notes: list[str]) -> dict[str, int] | None:
+    """The case's ``prefix_cache`` when the client reused a pool of prompts over more requests
+    than it holds (each repeat finds its prompt in the engine's prefix cache while it is kept);
+    None when every prompt was sent once at most."""
+    if run.prompts is None or (run.num_requests is not None and run.num_requests <= run.prompts):
+        return None
+    notes.append(f"{run.id}: the client drew its prompts from {run.prompts} distinct ones, so repeats are simulated "
+                 "as found in the engine's prefix cache (an engine run without prefix caching computes them again)")
+    return {"prompts": int(run.prompts)}
+
+
 def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> tuple[list[Case], list[str]]:
     """The validation cases of one run (one per measured metric), and notes on what of the run
     and the deployment is not used.
@@ -211,7 +222,7 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   precision=dict(run.precision) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
-                  speculative=speculative,
+                  speculative=speculative, prefix_cache=_prompt_pool(run, notes),
                   scheduler={**drafter, **dict(given.scheduler), **dict(run.scheduler)} or None)
     cases = []
     for metric, value in run.metrics:

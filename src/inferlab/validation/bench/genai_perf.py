@@ -11,6 +11,13 @@ settings under ``input_config``: genai-perf 0.0.10 on as ``model_names`` and
 ``concurrency``, ``request_rate``; AIPerf as ``endpoint.model_names``,
 ``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count``. AIPerf states
 ``input_config`` is not a stable format, so each setting is optional here.
+
+A synthetic dataset is a pool of distinct prompts the client reuses (``--num-dataset-entries``,
+100 by default in both tools): a run of more requests than that repeats prompts, which an
+engine's prefix cache finds. The pool is read from ``input.num_dataset_entries`` or
+``num_dataset_entries`` (genai-perf) and ``input.conversation.num_dataset_entries`` (AIPerf),
+and not where the export names a dataset file, a public dataset or a prompt source other than
+``synthetic``.
 """
 
 from __future__ import annotations
@@ -55,6 +62,16 @@ def _setting(config: Any, *paths: tuple[str, ...]) -> Any:
     return None
 
 
+def _prompt_pool(config: Any, label: str) -> int | None:
+    """Distinct prompts of a synthetic dataset the run reused (None: not recorded, or a file's)."""
+    if _setting(config, ("input", "file"), ("input", "public_dataset"), ("input_file",), ("input", "input_file")) \
+            or _setting(config, ("input", "prompt_source"), ("prompt_source",)) not in (None, "synthetic"):
+        return None
+    pool = _setting(config, ("input", "conversation", "num_dataset_entries"), ("input", "num_dataset_entries"),
+                    ("num_dataset_entries",))
+    return count_of(pool, f"{TOOL}: {label}: num_dataset_entries")
+
+
 def read(data: Any, label: str) -> list[BenchRun]:
     """The run of one profile export.
 
@@ -83,4 +100,5 @@ def read(data: Any, label: str) -> list[BenchRun]:
                      request_rate=rate_of(_setting(config, ("perf_analyzer", "stimulus", "request_rate"),
                                                    ("loadgen", "request_rate"), ("request_rate",)),
                                           f"{TOOL}: {label}: request_rate"),
-                     num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model)]
+                     num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model,
+                     prompts=_prompt_pool(config, label))]

@@ -58,6 +58,10 @@ class BenchRun:
     accept_length : float or None
         Mean tokens each verification step emitted under speculative decoding, the verified
         token included (SGLang's ``accept_length``) [token]; None when not recorded.
+    prompts : int or None
+        Distinct prompts the client drew its requests from (a synthetic dataset it reuses,
+        genai-perf's and AIPerf's ``num_dataset_entries``) [prompt]; None when each request's
+        prompt is its own or the file does not say.
     """
 
     tool: str
@@ -76,6 +80,7 @@ class BenchRun:
     notes: tuple[str, ...] = field(default=())
     scheduler: tuple[tuple[str, int], ...] = ()
     accept_length: float | None = None
+    prompts: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("model", "engine", "engine_version"):
