@@ -171,8 +171,14 @@ def test_columns_say_planned_and_simulated():
     best = result.best
     row = result.to_dict()["candidates"][0]
     assert row["label"] == best.label and row["sized_by"] == "simulation"
-    for key in ("simulated_ttft_s", "simulated_tpot_s", "fluid_ttft_s", "fluid_tpot_s", "seed_replicas", "headroom"):
+    for key in ("simulated_ttft_s", "simulated_tpot_s", "fluid_ttft_s", "fluid_tpot_s", "seed_replicas", "headroom",
+                "simulated_ttft_se_s", "simulated_tpot_se_s"):
         assert key in row
+    # how sure: the percentiles' standard errors over some thousands of requests read are a few
+    # percent of them (a P90 over n requests: sqrt(0.09 / n) / density at the P90), and printed
+    assert 0 < best.simulated_tpot_se_s < 0.1 * best.simulated_tpot_s
+    assert 0 < best.simulated_ttft_se_s < 0.1 * best.simulated_ttft_s
+    assert f"{best.simulated_tpot_s * 1e3:.1f} \u00b1 {best.simulated_tpot_se_s * 1e3:.1f} ms" in result.explain()
     # the simulation at the plan's count is among the probes, and it met
     assert any(p["replicas"] == best.replicas and p["growth"] == 0 and p["meets"] for p in row["probes"])
     # headroom: the growth found meeting; the probe just above it missed (or none up to 1500%)
@@ -386,3 +392,31 @@ def test_a_trickle_of_traffic_is_simulated_over_what_a_simulation_can_hold():
     best = plan(sc).best
     assert best.simulated and best.replicas == 1
     assert 0 < best.probes[0].requests <= 0.002 * 1e6
+
+
+def test_a_percentiles_standard_error_by_hand():
+    """Batch means against the sample quantile's asymptotic standard error: the P99 of n draws of
+    an exponential of mean 1 (density 0.01 at its P99, ln 100) has sqrt(0.99 x 0.01 / n) / 0.01;
+    four seeds of 20,000 requests, n = 80,000: 0.0352."""
+    from inferlab.planning.probes import percentile_se
+
+    rng = np.random.default_rng(7)
+    windows = [rng.exponential(1.0, 20000) for _ in range(4)]
+    assert 0.6 * 0.0352 < percentile_se(windows, 99.0) < 1.6 * 0.0352
+    # a quarter of the requests: twice the error, within the estimate's own spread
+    quarter = [w[:5000] for w in windows]
+    assert 1.3 < percentile_se(quarter, 99.0) / percentile_se(windows, 99.0) < 3.0
+    # fewer than two sections of 200 requests (two beyond a P99 each): no error to give
+    assert math.isnan(percentile_se([windows[0][:399]], 99.0))
+    assert percentile_se([np.full(2000, 0.05)], 99.0) == 0.0  # a constant reads exactly
+
+
+def test_a_probe_within_two_standard_errors_of_an_objective_is_near():
+    from inferlab.planning.probes import _near
+
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 10},
+                        "slo": {"ttft_ms": 1000, "tpot_ms": 50, "percentile": 99}})
+    # 35 ms is 30% under 50 ms, outside the 20% band: near only when 2 x SE covers the 15 ms
+    assert _near(sc, Probe(2, 0.0, 0.2, 0.035, True, tpot_se_s=0.008))
+    assert not _near(sc, Probe(2, 0.0, 0.2, 0.035, True, tpot_se_s=0.005))
+    assert not _near(sc, Probe(2, 0.0, 0.2, 0.035, True))  # no error known: the band alone

@@ -12,6 +12,9 @@ and ``explain()`` use these names):
 ``simulated_ttft_s``, ``simulated_tpot_s`` [s]
     The SLO percentile of TTFT and TPOT in the simulation at ``replicas`` (NaN when not
     simulated).
+``simulated_ttft_se_s``, ``simulated_tpot_se_s`` [s]
+    Their standard errors over the simulated requests (how sure the simulation is of them;
+    NaN when not simulated or too few requests were read).
 ``simulated_job_s`` [s]
     An offline job's simulated duration on ``replicas``.
 ``fluid_ttft_s``, ``fluid_tpot_s`` [s]
@@ -65,6 +68,9 @@ class Probe:
     lifetime_s : float [s]
         The warm-up: the percentiles read the requests that arrived more than this after the
         first arrival and before the last (0: all of them; :func:`~.probes.steady_run`).
+    ttft_se_s, tpot_se_s : float [s]
+        Standard errors of ``ttft_s`` and ``tpot_s`` over the sections of the seeds' read
+        windows (:func:`~.probes.percentile_se`); NaN where too few requests were read.
     """
 
     replicas: int
@@ -78,6 +84,8 @@ class Probe:
     requests: int = 0
     lifetime_s: float = 0.0
     seeds: int = 1
+    ttft_se_s: float = float("nan")
+    tpot_se_s: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,8 @@ class Candidate:
     fluid_tpot_s: float = float("nan")
     simulated_ttft_s: float = float("nan")
     simulated_tpot_s: float = float("nan")
+    simulated_ttft_se_s: float = float("nan")
+    simulated_tpot_se_s: float = float("nan")
     simulated_job_s: float = float("nan")
     tokens_per_s_per_user: float = float("nan")
     tokens_per_s_per_gpu: float = float("nan")

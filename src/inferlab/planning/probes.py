@@ -60,6 +60,8 @@ STEADY_RUNS = 3
 NOISE_BAND = 0.20
 #: Seeds a probe pools at most.
 REPLICATIONS = 3
+#: Consecutive sections each seed's read window is cut into for a percentile's standard error.
+SECTIONS = 5
 #: Bisection steps on the traffic growth for the simulated headroom, and the largest growth tried.
 HEADROOM_STEPS = 2
 HEADROOM_MAX = 15.0
@@ -113,7 +115,8 @@ def finish(sc: Scenario, cand: Candidate, n: int, at_n: Probe, probes: Any, grow
     else:
         binding = _binding(miss.missed) if miss is not None else f"none up to +{growth:.0%} traffic"
     return replace(with_replicas(sc, cand, n, **changes), sized_by="simulation", simulated_ttft_s=at_n.ttft_s,
-                   simulated_tpot_s=at_n.tpot_s, headroom=growth, headroom_by="simulation", binding=binding,
+                   simulated_tpot_s=at_n.tpot_s, simulated_ttft_se_s=at_n.ttft_se_s,
+                   simulated_tpot_se_s=at_n.tpot_se_s, headroom=growth, headroom_by="simulation", binding=binding,
                    probes=tuple(sorted(probes, key=lambda p: (p.growth, p.replicas))),
                    simulated_without=techniques(sc, cand)[1])
 
@@ -272,19 +275,41 @@ def slo_probe(sc: Scenario, result: Any, n: int, growth: float, pd: str = "", li
     runs = [(result, lifetime_s), *more]
     ttfts, tpots = [], []
     for r, life in runs:
-        keep = steady_window(r.trace.arrival, life) if life > 0 else slice(None)
-        ttfts.append(np.asarray(r.ttft_s)[keep])
-        tpots.append(np.asarray(r.tpot_s)[keep])
+        trace = getattr(r, "trace", None)  # (a result without one is read in its own order)
+        arrival = np.asarray(trace.arrival if trace is not None else np.arange(len(r.ttft_s)), float)
+        keep = steady_window(arrival, life) if life > 0 else np.ones(arrival.shape, bool)
+        order = np.argsort(arrival[keep], kind="stable")  # arrival order, for the sections
+        ttfts.append(np.asarray(r.ttft_s, float)[keep][order])
+        tpots.append(np.asarray(r.tpot_s, float)[keep][order])
     ttft = float(np.percentile(np.concatenate(ttfts), slo.percentile))
-    tpots = np.concatenate(tpots)
-    tpot = float(np.nanpercentile(tpots, slo.percentile)) if np.any(~np.isnan(tpots)) else 0.0
+    every_tpot = np.concatenate(tpots)
+    tpot = float(np.nanpercentile(every_tpot, slo.percentile)) if np.any(~np.isnan(every_tpot)) else 0.0
     missed = [name for name, value, bound in (("TTFT", ttft, slo.ttft_ms), ("TPOT", tpot, slo.tpot_ms))
               if bound and value > bound / 1e3]
     if any(queue_grows(getattr(r, "trace", None)) for r, _ in runs):
         missed.append("throughput")  # the queue diverges: no SLO holds over a longer run
     requests = sum(int(getattr(getattr(r, "workload", None), "num_requests", 0)) for r, _ in runs)
     return Probe(n, growth, ttft, tpot, not missed, "+".join(missed), pd, requests=requests, lifetime_s=lifetime_s,
-                 seeds=len(runs))
+                 seeds=len(runs), ttft_se_s=percentile_se(ttfts, slo.percentile),
+                 tpot_se_s=percentile_se(tpots, slo.percentile))
+
+
+def percentile_se(windows: Sequence[np.ndarray], percentile: float) -> float:
+    """Standard error of the ``percentile`` pooled over ``windows`` (each seed's read values in
+    arrival order), by batch means: each window is cut into up to :data:`SECTIONS` consecutive
+    sections of at least ``2 / (1 - p)`` values (two beyond the percentile), and the error is the
+    standard deviation of the sections' percentiles over the square root of their number.
+    Consecutive sections of one run share its queue at their edges, so this is a lower bound
+    when sections are short against a request's lifetime. NaN below two sections."""
+    need = 2.0 / (1.0 - percentile / 100.0)
+    estimates = []
+    for values in windows:
+        values = values[~np.isnan(values)]
+        k = int(min(SECTIONS, len(values) // need))
+        estimates += [float(np.percentile(part, percentile)) for part in np.array_split(values, k)] if k else []
+    if len(estimates) < 2:
+        return float("nan")
+    return float(np.std(estimates, ddof=1) / math.sqrt(len(estimates)))
 
 
 def steady_probe(sc: Scenario, run: Callable[[int, int], Any], per_s: float, lifetime_s: float, n: int,
@@ -309,12 +334,13 @@ def steady_probe(sc: Scenario, run: Callable[[int, int], Any], per_s: float, lif
 
 
 def _near(sc: Scenario, probe: Probe) -> bool:
-    """Whether a probe's percentile lies within :data:`NOISE_BAND` of an objective (and its
-    queue does not grow: that is decided)."""
+    """Whether a probe's percentile lies within :data:`NOISE_BAND` of an objective, or within
+    two of its standard errors (and its queue does not grow: that is decided)."""
     if "throughput" in probe.missed:
         return False
-    return any(bound and abs(value / (bound / 1e3) - 1.0) < NOISE_BAND
-               for value, bound in ((probe.ttft_s, sc.slo.ttft_ms), (probe.tpot_s, sc.slo.tpot_ms)))
+    return any(bound and (abs(value / (bound / 1e3) - 1.0) < NOISE_BAND or abs(value - bound / 1e3) < 2.0 * se)
+               for value, se, bound in ((probe.ttft_s, probe.ttft_se_s, sc.slo.ttft_ms),
+                                        (probe.tpot_s, probe.tpot_se_s, sc.slo.tpot_ms)))
 
 
 def queue_grows(trace: Any) -> bool:

@@ -168,7 +168,7 @@ class Plan:
                    f"verify: {sc.verify}; the configurations simulated were ruled out and this one was not simulated")
             return [f"sized by the fluid model only ({why}): {best.replicas} replica(s), each running up to "
                     f"~{best.batch:.0f} requests at once"]
-        counts = ", ".join(f"{q.pd or q.replicas} {'meet' if q.meets else 'miss'}"
+        counts = ", ".join(f"{q.pd or q.replicas} {'meet' if q.meets else 'miss' + _missed_by(sc, q)}"
                            for q in sorted(best.probes, key=lambda q: q.replicas) if q.growth == 0)
         out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
                f"simulated at the scenario's rate, {counts}"]
@@ -177,10 +177,12 @@ class Plan:
             out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
                        f"deadline (fluid model: {fluid_h:.1f} h)")
         else:
-            out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)} ms simulated "
-                       f"({_fluid_ms(best.fluid_ttft_s, 0)}), {p} TPOT {_ms(best.simulated_tpot_s, 1)} ms "
+            out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)}"
+                       f"{_se(best.simulated_ttft_se_s, 0)} ms simulated ({_fluid_ms(best.fluid_ttft_s, 0)}), "
+                       f"{p} TPOT {_ms(best.simulated_tpot_s, 1)}{_se(best.simulated_tpot_se_s, 1)} ms "
                        f"simulated ({_fluid_ms(best.fluid_tpot_s, 1)}); the SLOs hold up to "
                        f"+{best.headroom:.0%} traffic")
+            out += _unsure_lines(sc, best)
         if best.simulated_without:
             out.append(f"verified without {' and '.join(best.simulated_without)}: the two-pool (disaggregated) "
                        "simulation does not model it yet, so the count is that of plain serving")
@@ -203,6 +205,42 @@ class Plan:
                 f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
                 f"{float(be.break_even_request_rate):.2f} req/s "
                 f"(each replica {float(be.break_even_utilization):.0%} busy)"]
+
+
+def _se(se_s: float, digits: int) -> str:
+    """`` ± x`` of a standard error in ms (empty where there is none)."""
+    return f" \u00b1 {se_s * 1e3:.{digits}f}" if math.isfinite(se_s) else ""
+
+
+def _missed_by(sc: Any, probe: Any) -> str:
+    """`` (P99 TPOT 52.1 ± 1.6 ms)``: what a probe read of the objectives it missed."""
+    p = f"P{sc.slo.percentile:g}"
+    parts = [f"{p} {name} {_ms(value, digits)}{_se(se, digits)} ms"
+             for name, value, se, digits in (("TTFT", probe.ttft_s, probe.ttft_se_s, 0),
+                                             ("TPOT", probe.tpot_s, probe.tpot_se_s, 1)) if name in probe.missed]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _unsure_lines(sc: Any, best: Candidate) -> list[str]:
+    """A line for each objective the chosen count meets by less than two standard errors: a
+    longer run may read it over (and the count one short)."""
+    out = []
+    for name, value, se, bound in (("TTFT", best.simulated_ttft_s, best.simulated_ttft_se_s, sc.slo.ttft_ms),
+                                   ("TPOT", best.simulated_tpot_s, best.simulated_tpot_se_s, sc.slo.tpot_ms)):
+        if bound and math.isfinite(se) and se > 0 and bound / 1e3 - value < 2.0 * se:
+            z = (bound / 1e3 - value) / se
+            out.append(f"  {name} meets its {bound:g} ms by {z:.1f} standard errors of the simulation: a longer run "
+                       f"may read it over (one replica more: {best.replicas + 1})")
+    fewer = [q for q in best.probes if q.growth == 0 and q.replicas == best.replicas - 1 and not q.meets
+             and q.missed and "throughput" not in q.missed]
+    for q in fewer[:1]:
+        over = [(value - bound / 1e3) / se for name, value, se, bound in
+                (("TTFT", q.ttft_s, q.ttft_se_s, sc.slo.ttft_ms), ("TPOT", q.tpot_s, q.tpot_se_s, sc.slo.tpot_ms))
+                if name in q.missed and bound and math.isfinite(se) and se > 0]
+        if over and max(over) < 2.0:
+            out.append(f"  {q.replicas} replica(s) miss by {max(over):.1f} standard errors of the simulation: at the "
+                       f"objective within its noise; {best.replicas} meet with a margin")
+    return out
 
 
 def _hours(h: float) -> str:
