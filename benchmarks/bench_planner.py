@@ -1,7 +1,9 @@
 """Speed of the planner: the fluid search (issue 6 target: 10,000 configurations in under 10 s
 on one core), and apart from it the sizing of leading configurations by simulation.
 
-Run with ``make bench``. Prints figures; asserts nothing. A *configuration* is one
+Run with ``make bench``. Prints figures, each also as a multiple of a reference measured in the
+same run (one :func:`inferlab.estimate` of Llama-3.1-8B on an H100 at a batch not seen before,
+the work of one operating point); asserts nothing. A *configuration* is one
 candidate (model, GPU, precision, TP, EP, speculation, aggregated or disaggregated), each
 evaluated at every batch limit of the planner's grid; the space below has 11,856 of them.
 The three cheapest feasible ones are then sized by simulation, as ``plan()`` does with
@@ -15,6 +17,7 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # one core: no threaded BLAS
 
+import statistics
 import time
 
 from inferlab.planning.scenario import load_scenario
@@ -37,7 +40,22 @@ SCENARIO = {
 }
 
 
+def reference_s(repeat: int = 20) -> float:
+    """Median time of one estimate() at a new batch size (the caches warm, the grid point new)."""
+    from inferlab import estimate
+
+    estimate("llama-3.1-8b", "h100-sxm", batch_size=1)
+    times = []
+    for b in range(2, 2 + repeat):
+        start = time.perf_counter()
+        estimate("llama-3.1-8b", "h100-sxm", batch_size=b)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
+    ref = reference_s()
+    print(f"reference: one estimate() at a new batch {ref * 1e3:.2f} ms")
     scenario = load_scenario(SCENARIO)
     configs = candidates(scenario)
     evaluate(scenario, configs[0])  # catalog, profile and import caches
@@ -48,7 +66,8 @@ def main() -> None:
     print(f"planner search: {len(configs):,} configurations ({len(SCENARIO['models'])} models x "
           f"{len(SCENARIO['hardware'])} GPUs x precision, TP, EP, speculation, aggregated/disaggregated), "
           f"{feasible:,} feasible, {elapsed:.2f} s = {len(configs) / elapsed:,.0f} configurations/s; each one "
-          f"evaluated at {len(_BATCHES)} batch limits ({len(configs) * len(_BATCHES):,} operating points)")
+          f"evaluated at {len(_BATCHES)} batch limits ({len(configs) * len(_BATCHES):,} operating points); "
+          f"{elapsed / len(configs) * 1e3:.2f} ms a configuration = {elapsed / len(configs) / ref:.1f}x the reference")
     leaders = sorted((r for r in results if r.feasible), key=lambda c: c.usd_per_hour)[:3]
     start = time.perf_counter()
     sized = [size_by_simulation(scenario, c) for c in leaders]
@@ -57,6 +76,7 @@ def main() -> None:
     counts = ", ".join(f"{c.label} {c.seed_replicas} -> {c.replicas if c.feasible else 'none'}"
                        for c in sized)
     print(f"sizing by simulation: {len(sized)} configurations, {probes} simulations, {elapsed:.2f} s "
+          f"= {elapsed / ref:,.0f}x the reference "
           f"(fluid seed -> simulated replicas: {counts})")
 
 
