@@ -119,11 +119,14 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         memory = op.bytes / (bw * curve.bandwidth_fraction)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
             # up to one tile of rows the engine's small-M tactic runs (small_m_terms); above it
-            # the large-tile kernel the op rows measured takes over as (M_TILE / rows)^2
+            # the large-tile kernel the op rows measured takes over as (M_TILE / rows)^2. Its
+            # operands stream at no less than the 16-bit kernel's share at any M: DRAM moves the
+            # same lines whatever the element width, and a fitted share below it is the fit
+            # spending the standalone kernel's quantization and launch on the memory term (vLLM's
+            # block-scaled FP8 on the B200: 11%, which made a B200 prefill slower than an H200's)
             w = np.minimum(1.0, (M_TILE / rows) ** 2)
-            small_compute, small_memory = small_m_terms(op, rows, peak, curve, profile, bw)
+            small_compute, memory = small_m_terms(op, rows, peak, curve, profile, bw)
             compute = (1.0 - w) * compute + w * small_compute
-            memory = (1.0 - w) * memory + w * small_memory
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
         compute = np.maximum(compute, reached)
         saturated = np.asarray(np.maximum(op.flops / (peak * curve.peak_fraction), reached), float)
