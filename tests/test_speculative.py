@@ -285,3 +285,30 @@ def test_a_preset_measured_on_another_model_is_refused():
         serve("llama-3.1-70b", "h100-sxm", tp=4, rate=1.0, num_requests=5, speculative="eagle3-llama-3.3-70b")
     assert estimate("deepseek-r1", "h200-sxm", tp=8, speculative="mtp-deepseek-v3").tpot > 0  # R1 is V3's architecture
     assert SpeculativeConfig.parse("eagle:k=7,length=2.77").target is None  # a stated acceptance is the user's
+
+
+def test_the_drafters_pass_over_the_prompt_is_part_of_ttft():
+    """A draft model prefills each prompt into its own KV cache before it can draft the second
+    token: TTFT with Llama-3.1-8B drafting for Llama-3.1-70B (FP8, four H100s) grows by the 8B's
+    own prefill of that prompt on the same GPUs (estimated alone, within the step overheads an
+    estimate of its own adds). An EAGLE head is one layer of the target's 80 (under 1/20 of its
+    prefill); n-gram lookup holds no per-token state (nothing)."""
+    from inferlab import estimate, serve
+
+    kw = dict(tp=4, precision="fp8", isl=[2048, 16384], osl=64)
+    plain = np.asarray(estimate("llama-3.1-70b", "h100-sxm", **kw).ttft_s)
+    drafted = np.asarray(estimate("llama-3.1-70b", "h100-sxm", speculative="draft:model=llama-3.1-8b,k=4,accept=0.7",
+                                  **kw).ttft_s)
+    alone = np.asarray(estimate("llama-3.1-8b", "h100-sxm", **kw).ttft_s)
+    assert np.allclose(drafted - plain, alone, rtol=0.25)
+    eagle = np.asarray(estimate("llama-3.1-70b", "h100-sxm", speculative="eagle:k=3,accept=0.7", **kw).ttft_s)
+    assert np.all(eagle > plain) and np.all(eagle - plain < plain / 20)
+    ngram = np.asarray(estimate("llama-3.1-70b", "h100-sxm", speculative="ngram:k=3,accept=0.5", **kw).ttft_s)
+    assert np.allclose(ngram, plain)
+    # serving at a trickle: a 16k-token prompt found alone (the median request) takes the
+    # drafter's prefill longer to its first token
+    run = dict(tp=4, precision="fp8", isl=16384, osl=16, rate=0.05, num_requests=8)
+    t_plain = np.median(serve("llama-3.1-70b", "h100-sxm", **run).ttft_s)
+    t_draft = np.median(serve("llama-3.1-70b", "h100-sxm", speculative="draft:model=llama-3.1-8b,k=4,accept=0.7",
+                              **run).ttft_s)
+    assert t_draft - t_plain == pytest.approx(alone[1], rel=0.3)

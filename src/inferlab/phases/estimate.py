@@ -27,7 +27,7 @@ from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
-from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, graph_limited_decode_s,
                                mean_decode_step_s)
@@ -275,7 +275,10 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         """The prefill step of ``x`` requests together and their first-token time."""
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
         chunks = np.ceil(x * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
-        return pre, chunked_prefill_s(dep, pre, chunks)
+        first = chunked_prefill_s(dep, pre, chunks)
+        if speculative is not None:  # the drafter's own pass over the prompts
+            first = first + drafter_prefill_s(dep, speculative, x, i, cached)
+        return pre, first
 
     def decode(x: np.ndarray) -> np.ndarray:
         """The mean decode step of ``x`` requests; batches beyond the largest CUDA graph run eagerly."""

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..techniques.speculative import SpeculativeConfig, speculative_decode
+from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, speculative_decode
 from ..techniques.speculative_memory import DrafterMemory, check_drafter, drafter_memory  # noqa: F401  (re-exported)
 from .stepmodel import StepModel
 
@@ -68,6 +68,11 @@ class SpeculativeStepModel:
                                    spec).draft_s
         shape = (len(self._batches), len(self._contexts))
         self._draft = np.broadcast_to(np.asarray(draft, float), shape).tolist()
+        # the drafter's pass over prefill chunks: a line through 512 and 4,096 tokens (its attention's
+        # quadratic part left out: a draft model or one layer, small beside the target's)
+        low, high = (float(t) for t in drafter_prefill_s(base.dep, spec, 1.0, np.array([512.0, 4096.0])))
+        self._prefill_per_token_s = max((high - low) / 3584.0, 0.0)
+        self._prefill_fixed_s = max(low - 512.0 * self._prefill_per_token_s, 0.0)
 
     def draft_s(self, n: float, *contexts: float) -> list[float]:
         """Draft passes of one step for ``n`` sequences at each mean context [s], plus host work."""
@@ -82,11 +87,15 @@ class SpeculativeStepModel:
 
     def time(self, *, decode_context: np.ndarray, prefill_context: np.ndarray, prefill_tokens: np.ndarray,
              logits: float) -> float:
-        """One iteration [s]: decoders drafted and verified, prefill chunks as without speculation;
-        ``logits`` counts one row per decoder (a verify pass has ``k + 1``)."""
+        """One iteration [s]: decoders drafted and verified, prefill chunks as without speculation
+        and the drafter's pass over them; ``logits`` counts one row per decoder (a verify pass has
+        ``k + 1``)."""
         n = len(decode_context)
         t = self.base.time(decode_context=decode_context, prefill_context=prefill_context,
                            prefill_tokens=prefill_tokens, logits=logits + n * self.k, decode_new=self.k + 1.0)
+        tokens = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
+        if tokens > 0:
+            t += self._prefill_fixed_s + self._prefill_per_token_s * tokens
         return t + (self.draft_s(n, float(np.add.reduce(decode_context)) / n)[0] if n else 0.0)
 
     def time_decode(self, context: np.ndarray) -> tuple[float, float]:

@@ -185,7 +185,8 @@ def _draft_passes(dep: ResolvedDeployment, batch, context, k: int, make_ops: Cal
     return tuple(passes)
 
 
-def _draft_model(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+def _draft_deployment(dep: ResolvedDeployment, spec: SpeculativeConfig) -> tuple[ResolvedDeployment, list[str]]:
+    """The draft model on the target's tensor-parallel group (or one GPU of it), and notes."""
     from ..specs.catalog import load_model
 
     draft = spec.draft_model if isinstance(spec.draft_model, ModelSpec) else load_model(str(spec.draft_model))
@@ -201,10 +202,43 @@ def _draft_model(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, contex
                      "speculation needs a shared tokenizer")
     # one tensor-parallel group of the target's GPUs; a layout field, where the core has one, is reset to it
     layout = {"parallel": None} if "parallel" in {f.name for f in fields(dep)} else {}
-    ddep = replace(dep, model=draft, tp=tp, **layout)
+    return replace(dep, model=draft, tp=tp, **layout), notes
+
+
+def _draft_model(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
+    ddep, notes = _draft_deployment(dep, spec)
     passes = _draft_passes(ddep, batch, context, spec.k,
-                           lambda step: build_graph(draft, step, ddep.step_precision, ddep.attention))
+                           lambda step: build_graph(ddep.model, step, ddep.step_precision, ddep.attention))
     return passes, tuple(notes)
+
+
+def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: ArrayLike, prompt: ArrayLike,
+                      cached: ArrayLike = 0.0) -> np.ndarray:
+    """Time the drafter spends over the prompts of a prefill [s]: part of the TTFT.
+
+    Drafting from a request's first token needs the drafter's own state of its prompt: a draft
+    model prefills it as the target does (into its own KV cache), an EAGLE or MTP head runs its
+    layer over every prompt position (its KV of them, fed the target's hidden states); Medusa heads
+    and n-gram lookup keep no per-token state (0). Inside the engine's step: its kernels, no
+    scheduler overhead of its own.
+    """
+    step = Step.prefill(batch, prompt, cached)
+    if spec.method == "draft":
+        ddep = _draft_deployment(dep, spec)[0]
+        ops = build_graph(ddep.model, step, ddep.step_precision, ddep.attention)
+    elif spec.method in ("eagle", "mtp"):
+        ddep = dep
+        layer = dep.model.layers[0] if spec.method == "eagle" else dep.model.layers[-1]
+        view = _one_layer_view(dep.model, layer, spec.draft_vocab_size)
+        graph = build_graph(view, step, dep.step_precision, dep.attention)
+        ops = (graph[0], *_fusion_ops(f"{spec.method}_prefill", step.tokens, dep.model.hidden_size,
+                                      dep.step_precision), *graph[1:])
+    else:
+        return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(cached)))
+    sharded = apply_tensor_parallel(ops, ddep.tp)
+    times = time_ops(sharded, ddep.hardware, ddep.profile, "prefill")
+    profile = ddep.profile.model_copy(update={"step_overhead_s": 0.0})
+    return np.asarray(step_time(times, profile, cuda_graphs=ddep.cuda_graphs), float)
 
 
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
