@@ -18,7 +18,7 @@ from ..core.memory import plan_memory, require_weights_fit
 from ..engines.scheduler import decode_graph_limit, default_scheduler, memory_keywords, token_budget
 from ..inputs.resolve import deployment
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
-from ..techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s
+from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .fluid import TAIL_EDGES
@@ -90,8 +90,18 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
                                   per_token)
     lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
     times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
-    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times,
-                  batched_prefill_s(dep, engine, prefix_hit, isl))
+    batched = batched_prefill_s(dep, engine, prefix_hit, isl)
+    if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
+        drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
+        prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched)
+
+
+def _drafter_prefill_s(dep: Any, spec: SpeculativeConfig, prefix_hit: float, isl: np.ndarray) -> np.ndarray:
+    """The drafter's pass over one prompt at each length [s], the prefix cache's hits left out."""
+    cache = _cache(prefix_hit)
+    cached = 0.0 if cache is None else np.asarray(effective_cached_tokens(isl, cache, block_size=_KV_BLOCK), float)
+    return np.asarray(drafter_prefill_s(dep, spec, np.ones(isl.shape), isl, cached), float)
 
 
 def _serving(dep: Any) -> Any:
