@@ -188,6 +188,13 @@ def test_pipeline_one_stream_gains_nothing_full_pipeline_gains_throughput():
     base = estimate("llama-3.1-70b", "h100-sxm", tp=4, **one)
     piped = estimate("llama-3.1-70b", "h100-sxm", tp=4, pp=2, **one)
     assert float(piped.tpot_s) >= float(base.tpot_s) * 0.999  # a single stream walks every stage
+    # ... and pays the LM head and the host's step once, not once a stage: pp stages cost one
+    # stream only the activations' hand-off between them (8,192 x 2 bytes, microseconds over NVLink)
+    for p in (2, 4, 8):
+        deep = estimate("llama-3.1-8b", "h100-sxm", pp=p, **dict(one, precision="bf16", profile="default"))
+        alone = estimate("llama-3.1-8b", "h100-sxm", **dict(one, precision="bf16", profile="default"))
+        assert float(deep.tpot_s) == pytest.approx(float(alone.tpot_s), rel=0.02)
+        assert float(deep.ttft_s) == pytest.approx(float(alone.ttft_s), rel=0.02)
     many = dict(one, batch_size=64)
     base, piped = (estimate("llama-3.1-70b", "h100-sxm", tp=4, pp=p, **many) for p in (1, 2))
     assert float(piped.output_tokens_per_s) > float(base.output_tokens_per_s)

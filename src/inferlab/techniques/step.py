@@ -24,7 +24,7 @@ from ..core.timing import OpTime, broadcast_sum, eager_floor, step_time, step_to
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from .expert_parallel import apply_expert_parallel
-from .pipeline import apply_pipeline, micro_batching
+from .pipeline import apply_pipeline, micro_batching, pipeline_step_s
 from .tensor_parallel import apply_tensor_parallel
 
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
@@ -198,11 +198,17 @@ class _SpreadStepResult:
 
 def _run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     par = dep.parallel
-    micro, stage_times = micro_batching(step, par)
+    micro, m = micro_batching(step, par)
     local, gather = _busiest_rank(micro, par)
     ops = _sharded_graph(dep, local, gather)
     times, stage = _timed(ops, dep, step.phase)
-    return StepResult(step, ops, times, np.asarray(stage * stage_times, float))
+    once = _once_per_crossing([t.total_s for t in times], ops, dep.profile) if par.pp > 1 else 0.0
+    return StepResult(step, ops, times, pipeline_step_s(stage, once, m, step.phase, par))
+
+
+def _once_per_crossing(totals: list, ops: tuple[Op, ...], profile: Profile) -> np.ndarray:
+    """What a micro-batch pays once over all pipeline stages: the model-level ops and the host's step."""
+    return broadcast_sum([t for t, op in zip(totals, ops) if op.group == "model"] + [profile.step_overhead_s])
 
 
 #: Timings of memoized graphs, keyed by the identity of the graph, hardware and profile (each
@@ -346,7 +352,7 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
         return decode(dep, b, c).time_s
     starts, inverse = runs
     par = dep.parallel
-    micro, stage_times = micro_batching(Step.decode(b, c), par)
+    micro, m = micro_batching(Step.decode(b, c), par)
     whole = _sharded_graph(dep, *_busiest_rank(micro, par))
     distinct = Step.decode(b.ravel()[starts][:, None], np.zeros(()))
     micro_d, _ = micro_batching(distinct, par)
@@ -367,7 +373,8 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
         else:  # a term of another shape: time the whole grid
             return decode(dep, b, c).time_s
     stage = step_total(totals, sum(op.count for op in whole), dep.profile, cuda_graphs=dep.cuda_graphs)
-    return np.asarray(stage * stage_times, float)
+    once = _once_per_crossing(totals, whole, dep.profile) if par.pp > 1 else 0.0
+    return pipeline_step_s(stage, once, m, "decode", par)
 
 
 def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks) -> np.ndarray:
