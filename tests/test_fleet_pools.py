@@ -86,3 +86,14 @@ def test_unknown_round_trip_is_one_line():
 def _first_class_size(r) -> int:
     """Requests of the first traffic class: they come first, until arrivals restart at 0."""
     return int(np.flatnonzero(np.diff(np.nan_to_num(r.arrival, nan=np.inf)) < -1.0)[0] + 1)
+
+
+def test_traffic_for_a_model_no_pool_serves_is_refused_with_the_served_ones():
+    """A typo in a traffic class's model would lose every one of its requests ('no replica'):
+    it is one line naming the model, the closest served one and the pools' models."""
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 1},
+             {"model": "qwen3-8b", "hardware": "h100-sxm", "replicas": 1}]
+    traffic = [{"rate": 2.0, "isl": 500, "osl": 50, "model": "llama-3.1-8"}]
+    with pytest.raises(SpecError, match=r"'llama-3.1-8', which no pool serves \(did you mean 'llama-3.1-8b'\?\); "
+                                        r"pools serve: llama-3.1-8b, qwen3-8b"):
+        fleet_of(pools, traffic=traffic, horizon_s=10.0)

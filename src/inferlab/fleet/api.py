@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..checks import boolean, integer, is_default, real
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
@@ -173,6 +173,18 @@ def replica_of(dep: Deployment) -> dict[str, Any]:
             "allow_long_context": dep.allow_long_context}
 
 
+def _check_models_served(requests: Any, pools: list) -> None:
+    """Refuse traffic that asks for a model no pool serves (every such request would be lost)."""
+    if requests.model is None:
+        return
+    served = sorted({p.model for p in pools if p.model})
+    if len(served) < len(pools):  # a pool without a model takes any request
+        return
+    for name in sorted(set(requests.model.tolist()) - set(served) - {""}):
+        raise SpecError(f"fleet traffic asks for model {name!r}, which no pool serves{did_you_mean(name, served)}; "
+                        f"pools serve: {', '.join(served)}")
+
+
 def _pool_of_deployment(k: int, spec: dict[str, Any]) -> dict[str, Any]:
     """Pool ``k``'s ``spec`` with its ``deployment`` written out as the replica's fields."""
     clash = sorted(set(spec) & {*_REPLICA, "engine", "allow_long_context"} - {"deployment"})
@@ -256,6 +268,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                           spill=int(regions.get("spill", Regions().spill)),
                           provider_quota_gpus=dict(regions.get("provider_quota_gpus", {})))
     requests = build_requests(traffic, horizon_s, seed)
+    _check_models_served(requests, built)
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
