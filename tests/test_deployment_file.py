@@ -40,6 +40,8 @@ def test_mapping_forms_become_techniques(tmp_path):
         ("model: llama-3.1-8b\nhardware: h100-sxm\nspeculative: {method: eagle, k: 4}\n", "speculative"),
         ("- just\n- a list\n", "expected a mapping"),
         ("model: [unclosed\n", "not valid YAML"),
+        ("model: llama-3.1-8b\nhardwar: h100-sxm\n", "unknown key(s) hardwar (did you mean 'hardware'"),
+        ("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 2.5]\n", "whole numbers, got list holding 2.5"),
     ],
 )
 def test_bad_files_say_what_is_wrong(tmp_path, text, fragment):
@@ -154,3 +156,12 @@ def test_a_disaggregated_deployments_sequence_limit_is_named_not_dropped(tmp_pat
     assert main(["estimate", "--file", str(path), "--batch", "64", "--json"]) == 0
     out = capsys.readouterr()
     assert "max_num_seqs=16 limit serving" in out.err and json.loads(out.out)["notes"] == est.notes
+
+
+def test_numbers_with_an_exponent_are_numbers(tmp_path):
+    """YAML 1.2 and JSON read 1e2 as a number; PyYAML (YAML 1.1) as the text '1e2', which a
+    batch size or a scenario's rate then refused as 'not a number'."""
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 1e2]\nisl: 2.048e3\n")
+    kw = load_deployment_file(path)
+    assert [int(b) for b in kw["batch_size"]] == [1, 100] and int(kw["isl"]) == 2048

@@ -213,3 +213,12 @@ def test_a_drafter_may_be_named_by_its_hugging_face_repository():
     assert float(by_repo.tpot_s) == float(by_id.tpot_s)
     with pytest.raises(SpecError, match="not a catalog model; did you mean"):
         load_model("meta-llama/Llama-9B")
+
+
+def test_a_scenario_reads_numbers_with_an_exponent(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2e1, isl: 1.5e3, osl: 3e2}\n"
+                    "slo: {ttft_ms: 1.5e3, tpot_ms: 5e1}\n")
+    sc = load_scenario(path)
+    assert (sc.traffic.request_rate, sc.traffic.isl.expected, sc.traffic.osl.expected) == (20.0, 1500.0, 300.0)
+    assert (sc.slo.ttft_ms, sc.slo.tpot_ms) == (1500.0, 50.0)

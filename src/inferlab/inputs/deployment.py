@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from .. import checks
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..specs.validation import format_validation_error
 from . import resolve as inputs
 from .parts import ENGINE_LIMITS, Engine, Layout, engine_of, layout_fields
@@ -264,7 +264,8 @@ def _normalized(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` checked and put in canonical form (names resolved to ids, precision per kind)."""
     unknown = sorted(str(k) for k in set(data) - set(Deployment.model_fields))
     if unknown:
-        raise SpecError(f"deployment: unknown key(s) {', '.join(unknown)[:200]}; allowed: "
+        raise SpecError(f"deployment: unknown key(s) {', '.join(unknown)[:200]}"
+                        f"{did_you_mean(unknown[0], Deployment.model_fields)}; allowed: "
                         f"{', '.join(Deployment.model_fields)}")
     if "model" not in data or data["model"] is None:
         raise SpecError("deployment: the model is missing (a catalog id such as 'llama-3.1-8b' or a config.json path)")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 
-from ..errors import InferlabError, SpecError
+from ..errors import InferlabError, SpecError, did_you_mean
 from ..specs.validation import read_yaml_mapping
 from ..techniques.disaggregation import Disaggregation, Pool
 from ..techniques.prefix_cache import PrefixCache
@@ -87,9 +87,13 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
     for key in (k for k in _AXES if k in data):
         value = data[key]
         items = value if isinstance(value, list) else [value]
-        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in items)
+        whole = all(isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer()
+                    for v in items)  # 1e2 is a whole number written with an exponent
         if not whole or not 1 <= len(items) <= MAX_AXIS_VALUES:
-            shown = "" if isinstance(value, (list, dict)) else f" {value!r:.60}"
+            bad = next((v for v in items if not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 and float(v).is_integer())), None) if isinstance(value, list) else None
+            shown = f" holding {bad!r:.60}" if bad is not None else "" if isinstance(value, (list, dict)) \
+                else f" {value!r:.60}"
             raise SpecError(f"{path}: {key} must be a whole number or a flat list of 1 to {MAX_AXIS_VALUES:,} whole "
                             f"numbers, got {type(value).__name__}{shown}")
 
@@ -140,7 +144,8 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
     if unknown:
-        raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)[:200]}; allowed: {', '.join(KEYS)}")
+        raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)[:200]}{did_you_mean(unknown[0], KEYS)}; "
+                        f"allowed: {', '.join(KEYS)}")
     _check_shape(path, data)
     try:
         data["speculative"] = _technique(data.get("speculative"), SpeculativeConfig, "speculative")

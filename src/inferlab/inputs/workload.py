@@ -90,6 +90,8 @@ class Lengths:
         and workload files hold it) or a ready distribution."""
         if isinstance(value, Lengths):
             return value
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            value = int(value)  # 1.5e3 in a file: a whole count written as a number with an exponent
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             return cls("fixed", value=int(value))
         if isinstance(value, (list, tuple)) or isinstance(value, np.ndarray) and value.ndim == 1:
@@ -345,7 +347,8 @@ class Workload:
             raise SpecError(f"workload: expected a mapping of fields, got {type(data).__name__}")
         unknown = sorted(str(k) for k in set(data) - set(cls.__dataclass_fields__))
         if unknown:
-            raise SpecError(f"workload: unknown key(s) {', '.join(unknown)[:200]}; allowed: "
+            raise SpecError(f"workload: unknown key(s) {', '.join(unknown)[:200]}"
+                            f"{did_you_mean(unknown[0], cls.__dataclass_fields__)}; allowed: "
                             f"{', '.join(cls.__dataclass_fields__)}")
         fields = dict(data)
         for name in ("isl", "osl"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,17 @@ from ..errors import SpecError
 
 #: libyaml's safe loader when PyYAML was built with it (the same documents, about ten times
 #: faster than the pure-Python scanner, which dominated loading the catalogs).
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class SAFE_LOADER(_BASE_LOADER):  # type: ignore[misc,valid-type]  # noqa: N801  (the loader, as yaml names them)
+    """The safe loader, reading ``1e7`` and ``2.5e-3`` as numbers: YAML 1.2 and JSON do, but
+    PyYAML follows YAML 1.1, whose floats need a dot (``1.0e7``), and would hand a scenario's
+    ``rate: 1e7`` on as the text '1e7'."""
+
+
+SAFE_LOADER.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
 
 def format_validation_error(exc: ValidationError, model: Any = None) -> str:
