@@ -205,3 +205,19 @@ def test_no_memory_for_a_kv_cache_says_where_the_memory_went_and_what_to_change(
     with pytest.raises(InfeasibleError, match=r"weights, workspace and reserve take 1\d\.\d GB of the 12\.8 GB that "
                                               r"gpu_memory_utilization=0\.15 gives of 85\.5 GB"):
         inferlab.serve("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.15, rate=1.0, num_requests=5)
+
+
+@pytest.mark.parametrize("percentile", ["0.99", "0.5", "1"])
+def test_a_percentile_written_as_a_fraction_is_refused_naming_what_it_would_check(capsys, percentile):
+    """--percentile 0.99 meant P99 but checks the 0.99th percentile, near the fastest request:
+    it had printed 'P0.99 TTFT 25.8 ms ... meets the SLO'."""
+    from inferlab.cli.main import main
+    from inferlab.planning.scenario import load_scenario
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--num-requests", "8", "--rate", "2", "--ttft-slo", "100",
+                 "--percentile", percentile]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is the {float(percentile):g}th percentile; a percentile is out of 100" in err
+    with pytest.raises(SpecError, match="out of 100"):
+        load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2},
+                       "slo": {"ttft_ms": 500, "percentile": float(percentile)}})

@@ -147,6 +147,13 @@ class SLO(BaseModel):
     percentile: Number = Field(default=99.0, gt=0, le=MAX_PERCENTILE,
                                description="Percentile the SLOs hold at, up to 99.9 (verified by simulation).")
 
+    @field_validator("percentile")
+    @classmethod
+    def _out_of_100(cls, value: float) -> float:
+        if value <= 1.0:
+            raise ValueError(f"{value:g} is the {value:g}th percentile; a percentile is out of 100 (99 for P99)")
+        return value
+
 
 class Search(BaseModel):
     """The configuration space."""

@@ -47,8 +47,13 @@ def check_slo(ttft_slo_s: float, tpot_slo_s: float, percentile: float) -> None:
 
 
 def check_percentile(percentile: Any) -> float:
-    """``percentile`` as a float in (0, 100], or :class:`SpecError`."""
-    return real(option_name("percentile"), percentile, minimum=0.0, maximum=100.0, include_minimum=False)
+    """``percentile`` as a float in (1, 100], or :class:`SpecError` (0.99 is refused: a
+    fraction written for P99 would check the 0.99th percentile, near the fastest request)."""
+    value = real(option_name("percentile"), percentile, minimum=0.0, maximum=100.0, include_minimum=False)
+    if value <= 1.0:
+        raise SpecError(f"{option_name('percentile')} {value:g} is the {value:g}th percentile; a percentile is "
+                        "out of 100 (99 for P99)")
+    return value
 
 
 @dataclass(frozen=True)
