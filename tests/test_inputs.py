@@ -358,6 +358,10 @@ def test_an_expert_imbalance_without_expert_parallelism_is_refused():
     with pytest.raises(SpecError, match="with ep=1 one group holds every expert"):
         inferlab.estimate("qwen3-30b-a3b", "h100-sxm", batch_size=64, expert_imbalance=2.0)
     assert inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=2, ep=2, batch_size=64, expert_imbalance=2.0).tpot > 0
+    # the busiest of ep groups carries at most every routed token: ep times the mean load
+    with pytest.raises(SpecError, match="busiest of 4 expert-parallel groups carries at most all the routed tokens, "
+                                        "4x the mean load; give 1 to 4"):
+        inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=4, ep=4, batch_size=64, expert_imbalance=4.5)
 
 
 @pytest.mark.parametrize("lengths", ["lognormal:mean=1000,sigma=0.8", "uniform:10-2000", [5, 9, 100, 3], 512])

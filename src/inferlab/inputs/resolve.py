@@ -127,6 +127,10 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
         raise SpecError(f"{option('expert_imbalance', imbalance)} is the busiest expert-parallel group's load over "
                         f"the mean, but with {option('ep', 1)} one group holds every expert; give expert parallelism "
                         f"({option('ep', 2)} or more) or drop it")
+    groups = counts["dp"] if vllm_dp_ep else counts["ep"]
+    if model.moe is not None and imbalance > groups:
+        raise SpecError(f"{option('expert_imbalance', imbalance)}: the busiest of {groups} expert-parallel groups "
+                        f"carries at most all the routed tokens, {groups}x the mean load; give 1 to {groups}")
     if micro_batches is not None:
         micro_batches = checks.integer(option_name("micro_batches"), micro_batches, maximum=MAX_BATCH,
                                        what="micro-batches", whole_floats=True)
