@@ -36,6 +36,17 @@ def test_json_output(capsys):
     assert row["bound"] == "compute" and row["tokens_per_s"] > 0
 
 
+def test_on_device_json_has_no_speed_for_a_format_that_does_not_fit(capsys):
+    """Llama-3.1-70B in BF16 is 141 GB; an M3 Max with 128 GB lets its GPU use 96 GB: the table
+    prints '-', and the JSON null (it had carried a made-up 2.0 tok/s), with the prompt speed and
+    the memory the GPU may use as the table shows them."""
+    assert main(["on-device", "llama-3.1-70b", "m3-max", "--precision", "q4_k_m,bf16", "--json"]) == 0
+    q4, bf16 = json.loads(capsys.readouterr().out)
+    assert q4["fits"] and q4["decode_tokens_per_s"] > 0 and q4["prefill_tokens_per_s"] > 0
+    assert not bf16["fits"] and bf16["decode_tokens_per_s"] is None and bf16["prefill_tokens_per_s"] is None
+    assert bf16["weight_bytes"] > bf16["usable_bytes"] == q4["usable_bytes"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["embed", "bge-large", "h100-sxm"], "did you mean 'bge-large-en-v1.5'"),
     (["diffuse", "flux.1-dev", "h100-sxm:3g.4gb"], "did you mean '3g.40gb'"),

@@ -127,8 +127,10 @@ def _on_device(args: argparse.Namespace) -> None:
             + text_table(["format", "weights GB", "GPU may use GB" if results[0].device_kind == "gpu" else "memory GB",
                           "fits", "decode tok/s", "prompt tok/s"], rows,
                          right={1, 2, 4, 5}))
-    _emit(args, lambda: [{"precision": r.precision, "weight_bytes": r.weight_bytes, "fits": r.fits,
-                          "decode_tokens_per_s": r.decode_tokens_per_s} for r in results], text)
+    # what the table shows; a format that does not fit has no speed (null, as the table's '-')
+    _emit(args, lambda: [{"precision": r.precision, "weight_bytes": r.weight_bytes, "usable_bytes": r.usable_bytes,
+                          "fits": r.fits, "decode_tokens_per_s": r.decode_tokens_per_s if r.fits else None,
+                          "prefill_tokens_per_s": r.prefill_tokens_per_s if r.fits else None} for r in results], text)
 
 
 def _slices(args: argparse.Namespace) -> None:
