@@ -78,6 +78,21 @@ def test_context_parallelism_splits_one_video_over_gpus():
     assert one.latency_s / 8 < eight.latency_s < one.latency_s / 6
 
 
+def test_context_parallelism_takes_whole_heads_and_crosses_nodes_over_the_network():
+    """Ulysses hands each GPU whole heads: Wan2.1-14B has 40, so cp=16 cannot run (it had been
+    priced). Beyond the H100's 8-GPU NVLink domain the all-to-all goes over the NIC: at cp=10,
+    2 of each GPU's 9 peers are in the other node, and 2/9 of its bytes at 400 Gb/s (50 GB/s)
+    take longer than 7/9 at NVLink's 450 GB/s, though each GPU holds fewer tokens than at cp=8."""
+    kw = dict(steps=50, height=720, width=1280, frames=81)
+    with pytest.raises(SpecError, match="has 40; cp must divide them: 1, 2, 4, 5, 8, 10, 20, 40"):
+        diffuse("wan2.1-t2v-14b", "h100-sxm", cp=16, **kw)
+    eight = diffuse("wan2.1-t2v-14b", "h100-sxm", cp=8, **kw)
+    ten = diffuse("wan2.1-t2v-14b", "h100-sxm", cp=10, **kw)
+    # bytes per GPU per layer: 4 (cp - 1) / cp x T / cp x D x 2; cp=10: 0.36 T D x 2, cp=8: 0.4375 T D x 2
+    nvlink, nic = 450e9, 50e9
+    assert ten.comm_s / eight.comm_s == pytest.approx((0.36 * 2 / 9 / nic) / (0.4375 / nvlink), rel=1e-6)
+
+
 def test_bad_input():
     with pytest.raises(SpecError, match="UNet"):
         diffuse("sdxl", "h100-sxm", cp=2)

@@ -47,6 +47,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..core.interconnect import node_size
 from ..core.ops import Elementwise, Gemm, Op
 from ..errors import SpecError
 from ..precision import number_format
@@ -292,6 +293,7 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     if frames > 1 and "vae_stride" not in spec.config:
         raise SpecError(f"{spec.id} generates images: frames must be 1, got {frames} (video models: "
                         f"{', '.join(sorted(_video_models()))})")
+    _check_cp(spec, cp)
     widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
     check_fits(f"{spec.id} at {height}x{width}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
                hw, widest)
@@ -305,8 +307,18 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     return DiffusionResult(spec.id, hw.id, cp, batch, tokens, guided, plain, guided_pass, plain_pass, comm, decode)
 
 
+def _check_cp(spec: ModalitySpec, cp: int) -> None:
+    """Ulysses gives each of the ``cp`` GPUs whole attention heads: ``cp`` must divide them."""
+    heads = spec.config.get("num_attention_heads") or spec.config.get("num_heads")
+    if cp > 1 and heads and int(heads) % cp:
+        sizes = [str(c) for c in range(1, int(heads) + 1) if int(heads) % c == 0]
+        raise SpecError(f"cp={cp}: context parallelism (Ulysses) gives each GPU whole attention heads, and {spec.id} "
+                        f"has {heads}; cp must divide them: {', '.join(sizes)}")
+
+
 def _ulysses_s(cfg: Mapping[str, Any], hw: HardwareSpec, tokens: float, cp: int, efficiency: Efficiency) -> float:
-    """All-to-all time of one pass split over ``cp`` GPUs [s] (0 for ``cp = 1``)."""
+    """All-to-all time of one pass split over ``cp`` GPUs [s] (0 for ``cp = 1``): over the
+    scale-up link within its domain, beyond it the share of peers across nodes over the NIC."""
     if cp == 1:
         return 0.0
     d = int(cfg.get("dim") or int(cfg["num_attention_heads"]) * int(cfg["attention_head_dim"]))
@@ -315,7 +327,15 @@ def _ulysses_s(cfg: Mapping[str, Any], hw: HardwareSpec, tokens: float, cp: int,
     if link is None:
         raise SpecError(f"{hw.id} lists no scale-up or PCIe bandwidth; context parallelism needs a link")
     per_layer = 4.0 * (cp - 1) / cp * tokens / cp * d * 2.0
-    return layers * per_layer / (link.si * efficiency.bandwidth_fraction)
+    local = min(cp, node_size(hw))
+    if local == cp:
+        return layers * per_layer / (link.si * efficiency.bandwidth_fraction)
+    if hw.scale_out is None:
+        raise SpecError(f"cp={cp} spans more than the {local} GPUs of one {hw.id} node, and {hw.id} lists no "
+                        f"network interface to cross nodes; give cp of at most {local}")
+    remote = (cp - local) / (cp - 1)  # the share of each GPU's peers (and bytes) in other nodes
+    return layers * per_layer * max((1.0 - remote) / link.si, remote / hw.scale_out.bandwidth.si) \
+        / efficiency.bandwidth_fraction
 
 
 def _video_models() -> list[str]:
