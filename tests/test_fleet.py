@@ -253,6 +253,18 @@ def test_spot_replicas_cost_the_spot_price_and_can_be_reclaimed():
     assert sum(1 for e in stormy.events if e[1] == "order") > 2  # replacements
 
 
+def test_the_replicas_serving_the_backlog_past_the_horizon_are_paid():
+    """One replica at 3 USD/h flooded for 60 s serves its backlog for minutes after: it runs,
+    and is paid, until its last request ends (3 x end / 3600 USD; it had been billed for the
+    60 s alone, a tenth of that), and a note says so."""
+    r = inferlab.fleet(MODEL, GPU, replicas=1, horizon_s=60.0, traffic={"rate": 200.0, "isl": 1000, "osl": 100},
+                       pricing={"on_demand_usd_per_hour": 3.0}, seed=1)
+    end = float(np.nanmax(r.finish[r.status == 0]))
+    assert end > 300.0  # the backlog outlasts the horizon many times over
+    assert r.usd == pytest.approx(3.0 * end / 3600.0, rel=0.02)
+    assert any("paid until it ends" in n for n in r.notes)
+
+
 def test_goodput_counts_both_slos_by_hand():
     from inferlab.fleet.result import FleetResult
     from inferlab.fleet.simulation import REJECTED

@@ -294,8 +294,14 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     """A :class:`FleetResult` from the loop's record: cost from the paid replicas over time,
     availability from the serving ones."""
     samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
-    # each sample's spend holds until the next one, the last until the horizon (not a whole period past it)
-    span = np.clip(np.diff(np.append(samples["t"], cfg.horizon_s)), 0.0, None) if len(samples["t"]) else samples["t"]
+    # the replicas serving the backlog at the horizon run (and are paid) until its last request ends
+    finish = np.asarray(rec.finish, float)[np.asarray(rec.status) == 0]
+    end = max(cfg.horizon_s, float(np.nanmax(finish)) if finish.size and np.isfinite(finish).any() else 0.0)
+    if end > 1.01 * cfg.horizon_s:
+        notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
+                         " s more to serve; the replicas serving it are paid until it ends")
+    # each sample's spend holds until the next one, the last until that end (not a whole period past it)
+    span = np.clip(np.diff(np.append(samples["t"], end)), 0.0, None) if len(samples["t"]) else samples["t"]
     usd = float(np.sum(samples["usd_per_hour"] * span)) / 3600.0
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     if price.reserved > most:  # paid whether they run or not
