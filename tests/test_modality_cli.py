@@ -64,3 +64,29 @@ def test_vlm_names_its_own_long_context_flag_and_takes_it(capsys):
     assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "200"]) != 0
     assert "pass --allow-long-context if" in capsys.readouterr().err
     assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "200", "--allow-long-context"]) == 0
+
+
+@pytest.mark.parametrize("argv, keys", [
+    (["diffuse", "sdxl", "a100-sxm-80gb", "--steps", "30", "--cfg-off", "0.2"],
+     {"guided_steps": 24, "plain_steps": 6, "gpus": 1}),
+    (["transcribe", "whisper-small", "h100-sxm", "--audio", "600", "--batch", "8"], {"audio_s": 600.0, "batch": 8}),
+    (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], {"first_chunk_tokens": 28}),
+])
+def test_json_carries_what_the_table_shows(capsys, argv, keys):
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {k: data[k] for k in keys} == keys
+    more = {"diffuse": ("vae_decode_s", "weight_bytes_per_gpu", "comm_s"), "transcribe": ("rounds", "gpus"),
+            "speak": ("request_overhead_s", "tts_prefill_s", "tts_tpot_s", "codec_s")}[argv[0]]
+    assert all(data[k] is not None for k in more)
+
+
+def test_speak_says_what_it_streams_and_what_would_fit(capsys):
+    # a clause as long as the reply is the whole reply: the header says so
+    assert main(["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b", "--clause-tokens", "500",
+                 "--reply-tokens", "150"]) == 0
+    assert "after the whole reply" in capsys.readouterr().out
+    # an LLM too large for one GPU: speak has no layout flags, so the advice is another LLM or GPU
+    assert main(["speak", "orpheus-3b", "h100-sxm", "--llm", "deepseek-v3"]) != 0
+    err = capsys.readouterr().err
+    assert "speak runs the LLM on one h100-sxm" in err and "pp=" not in err

@@ -52,7 +52,10 @@ def _diffuse(args: argparse.Namespace) -> None:
             f"{args.steps} steps\n" + text_table(["phase", "steps", "passes", "seconds"], rows, right={2, 3})
             + f"\nstep {r.step_s * 1e3:,.1f} ms, {r.plain_pass.bound}-bound; weights {r.weight_bytes / 1e9:.1f} GB per GPU")
     _emit(args, lambda: {"latency_s": r.latency_s, "denoise_s": r.denoise_s, "step_s": r.step_s, "passes": r.passes,
-                         "tokens": r.tokens, "bound": r.plain_pass.bound}, text)
+                         "guided_steps": r.guided_steps, "plain_steps": r.plain_steps, "gpus": r.cp,
+                         "vae_decode_s": float(r.decode.time_s) if r.decode else None, "comm_s": r.comm_s,
+                         "weight_bytes_per_gpu": r.weight_bytes, "tokens": r.tokens, "bound": r.plain_pass.bound},
+          text)
 
 
 def _transcribe(args: argparse.Namespace) -> None:
@@ -69,7 +72,8 @@ def _transcribe(args: argparse.Namespace) -> None:
             + (f", a {r.prompt_tokens:,.0f}-token prompt on average" if args.previous_text else "") + "\n"
             + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
                           "RTF"], rows, right=set(range(9))))
-    _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "windows": r.windows,
+    _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "audio_s": r.audio_s,
+                         "gpus": r.gpus, "windows": r.windows, "batch": r.batch, "rounds": r.rounds,
                          "window_s": r.window_s, "diarization_s": r.diarization_s, "features_s": r.features_s}, text)
 
 
@@ -109,11 +113,14 @@ def _speak(args: argparse.Namespace) -> None:
              f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.first_window_wait_s * 1e3:,.1f}",
              f"{r.time_to_first_audio_s * 1e3:,.1f}", f"{r.real_time_factor:.3f}"]]
     text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
-            + (", streamed from the first clause" if not args.no_stream else ", after the whole reply") + "\n"
+            + (", streamed from the first clause" if not args.no_stream and args.clause_tokens < args.reply_tokens
+               else ", after the whole reply") + "\n"
             + text_table(["server ms", "LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms",
                           "first audio ms", "RTF"], rows, right={0, 1, 2, 3, 4, 5, 6}))
     _emit(args, lambda: {"time_to_first_audio_s": r.time_to_first_audio_s, "real_time_factor": r.real_time_factor,
-                         "llm_wait_s": r.llm_wait_s}, text)
+                         "request_overhead_s": r.request_overhead_s, "llm_wait_s": r.llm_wait_s,
+                         "tts_prefill_s": r.tts_prefill_s, "first_chunk_tokens": r.first_chunk_tokens,
+                         "tts_tpot_s": r.tts_tpot_s, "codec_s": r.first_window_wait_s}, text)
 
 
 def _on_device(args: argparse.Namespace) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import SpecError
+from ..errors import InfeasibleError, SpecError
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
 
@@ -145,7 +145,11 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
     wait = 0.0
     if llm is not None:
-        e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
+        try:
+            e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
+        except InfeasibleError as exc:  # its layout advice names flags speak does not have
+            raise InfeasibleError(f"llm {llm}: {str(exc).split('; ')[0]}; speak runs the LLM on one {hw.id}: "
+                                  "give a smaller one or a larger GPU") from None
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     chunk = int(spec.field("first_chunk_tokens"))
     t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
