@@ -464,3 +464,12 @@ def test_a_synthetic_prompt_pool_is_read_and_reaches_the_cases(tmp_path):
     assert run.prompts == 500
     cases, _ = bench_cases([path], given_deployment(gpu="h100-sxm"))
     assert all(c.prefix_cache is None for c in cases)
+
+
+@pytest.mark.parametrize("fmt", [None, "vllm"])
+def test_a_file_cut_short_is_named_as_invalid_json(tmp_path, fmt):
+    path = tmp_path / "cut.json"
+    path.write_text((BENCH / "vllm-bench-serve.json").read_text()[:300])
+    with pytest.raises(SpecError, match=r"it starts as JSON but is not valid JSON: .* \(line \d+, column \d+\); "
+                                        r"cut short\?"):
+        read_bench(path, fmt)

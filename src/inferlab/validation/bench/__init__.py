@@ -50,6 +50,20 @@ def _first_json_line(text: str) -> Any:
     return _json(first)
 
 
+def _json_error(text: str) -> str:
+    """Why ``text`` that starts as JSON is not (an empty string when it does not start so)."""
+    if not text.lstrip().startswith(("{", "[")):
+        return ""
+    try:
+        json.loads(text)
+    except ValueError as exc:
+        return (f"it starts as JSON but is not valid JSON: {getattr(exc, 'msg', exc)} (line "
+                f"{getattr(exc, 'lineno', '?')}, column {getattr(exc, 'colno', '?')}); cut short?")
+    except RecursionError:
+        return "it nests deeper than a JSON reader follows"
+    return ""
+
+
 def _bad_line(text: str) -> int | None:
     """The number of the first non-blank line that is not a JSON object (None: every one is)."""
     for number, line in enumerate(text.splitlines(), 1):
@@ -97,6 +111,9 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
     if fmt is None:
         fmt = detect_format(text)
         if fmt is None:
+            broken = _json_error(text)
+            if broken and _first_json_line(text) is None:
+                raise SpecError(f"bench file {label}: {broken}")
             raise SpecError(f"bench file {label}: not the output of a known benchmark tool "
                             f"({', '.join(dict.fromkeys(FORMATS.values()))}); give --format {{{','.join(FORMATS)}}}")
     elif fmt not in FORMATS:
@@ -113,7 +130,8 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
     if fmt == "trtllm-bench":
         return trtllm_bench.read(data if isinstance(data, dict) else trtllm_bench.parse_text(text), label)
     if not isinstance(data, dict):
-        raise BenchFormatError(f"{tool}: {label}: not a JSON object")
+        broken = _json_error(text)
+        raise BenchFormatError(f"{tool}: {label}: {broken or 'not a JSON object'}")
     module = {"vllm": vllm_bench, "genai-perf": genai_perf, "aiperf": genai_perf, "guidellm": guidellm}[fmt]
     return module.read(data, label)
 
