@@ -268,3 +268,11 @@ def test_cli_prints_the_ambiguous_readings(capsys):
 def test_a_ridge_point_names_its_one_source_once():
     (ref,) = evaluate("h100-sxm.ridge_point.fp8").references
     assert ref.source.startswith("NVIDIA H100") and ref.source.count("NVIDIA H100 Tensor Core GPU product page") == 1
+
+
+def test_a_hardware_field_that_is_no_figure_says_what_it_is():
+    with pytest.raises(InferlabError, match=r"h100-sxm.name is 'NVIDIA H100 SXM5 80GB', not a figure with a unit; "
+                                            r"figures of h100-sxm: memory_capacity, "):
+        evaluate("h100-sxm.name")
+    with pytest.raises(InferlabError, match="h100-sxm lists no achievable_flops values"):
+        evaluate("h100-sxm.achievable_flops.bf16")

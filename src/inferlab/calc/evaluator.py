@@ -86,6 +86,8 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
             titles = dict.fromkeys(hw.sources[q.source].title for q in (hw.flops[prec], hw.memory_bandwidth))
             return hw.ridge_point(prec), "; ".join(titles)  # the FLOPS and the bandwidth, one source named once
         if isinstance(obj, dict):
+            if not obj:
+                raise UnitError(f"{text}: {hw.id} lists no {'.'.join(path[:i])} values")
             if part not in obj:
                 raise UnknownNameError(f"key in {text}", part, [str(k) for k in obj])
             obj = obj[part]
@@ -100,7 +102,19 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
             raise UnitError(f"{text}: {hw.id} has no value for {'.'.join(path[: i + 1])}")
     if isinstance(obj, Figure):
         return obj.quantity, hw.sources[obj.source].title
+    if isinstance(obj, dict) and not obj:
+        raise UnitError(f"{text}: {hw.id} lists no {'.'.join(path)} values")
+    if not isinstance(obj, (dict, BaseModel)):  # a name, a note, a count without a unit
+        raise UnitError(f"{text} is {obj!r:.60}, not a figure with a unit; figures of {hw.id}: "
+                        f"{', '.join(_figures(hw))}")
     raise UnitError(f"{text} is not a number; name a figure inside it, e.g. {text}.{_first_key(obj)}")
+
+
+def _figures(hw: HardwareSpec) -> list[str]:
+    """The top-level fields of ``hw`` that hold figures (directly or inside)."""
+    return [name for name in type(hw).model_fields if name != "sources"
+            and (isinstance(getattr(hw, name), (Figure, BaseModel)) or isinstance(getattr(hw, name), dict)
+                 and getattr(hw, name))]
 
 
 def _first_key(obj: Any) -> str:
