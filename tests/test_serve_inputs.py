@@ -221,3 +221,11 @@ def test_a_percentile_written_as_a_fraction_is_refused_naming_what_it_would_chec
     with pytest.raises(SpecError, match="out of 100"):
         load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2},
                        "slo": {"ttft_ms": 500, "percentile": float(percentile)}})
+
+
+def test_a_closed_loop_with_fewer_requests_than_clients_says_so():
+    from inferlab import serve
+
+    r = serve("llama-3.1-8b", "h100-sxm", concurrency=500, num_requests=20, isl=128, osl=8)
+    assert "500 clients (only 20 send a request: fewer requests than clients)" in str(r)
+    assert "only" not in str(serve("llama-3.1-8b", "h100-sxm", concurrency=4, num_requests=20, isl=128, osl=8))

@@ -214,9 +214,12 @@ class ServeResult:
         dep = self.deployment
         wl = self.workload
         n = self.replicas  # the workload is one stream's share (a replica's, a pipeline batch's)
-        load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
-                "closed_loop": f"{round((wl.concurrency or 0) * n)} clients"}[wl.mode]
         simulated = len(self.trace.osl)
+        clients = round((wl.concurrency or 0) * n)
+        load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
+                "closed_loop": f"{clients} clients" + (f" (only {round(simulated * n)} send a request: fewer "
+                                                       "requests than clients)" if simulated * n < clients else "")
+                }[wl.mode]
         requests = (f"{simulated} requests" if n == 1 else
                     f"{round(simulated * n)} requests ({simulated} simulated on one of {n:g} streams)")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
