@@ -7,13 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, strategies as st
 
 from inferlab import InfeasibleError, estimate
 from inferlab.cli.main import main
 from inferlab.errors import SpecError, UnknownNameError
 from inferlab.inputs.resolve import deployment
-from inferlab.precision import FORMATS
+from inferlab.precision import FORMATS, number_format
 from inferlab.core.quantization import PrecisionConfig
 
 GB = 1e9
@@ -159,8 +159,21 @@ def test_cli_moe_weights_on_a_dense_model_is_one_line(capsys):
 _FMT = st.sampled_from(sorted(FORMATS))
 
 
+def _runs_at(fmt: str) -> int:
+    """Bits a GEMM or attention computes at with operands in ``fmt`` (weight-only: 16)."""
+    return {"fp4": 4, "fp6": 6, "fp8": 8, "int8": 8}.get(number_format(fmt).compute, 16)  # 16- and 32-bit alike
+
+
+def _meaningless(acts: str, *weights: str | None) -> bool:
+    """Activations in a weight-only format, or narrower than every weight format other than FP8
+    (attention's): nothing computes at their width."""
+    return number_format(acts).weight_only or (
+        _runs_at(acts) < min(_runs_at(w) for w in weights if w) and number_format(acts).compute != "fp8")
+
+
 @given(_FMT, st.none() | _FMT, _FMT, _FMT)
 def test_text_and_dict_forms_round_trip(weights, moe, acts, kv):
+    assume(not _meaningless(acts, weights, moe))
     cfg = PrecisionConfig(weights, acts, kv, moe_weights=moe)
     assert PrecisionConfig.parse(str(cfg)) == cfg
     assert PrecisionConfig.parse(cfg.to_dict()) == cfg
@@ -250,6 +263,12 @@ def test_attention_weights_apart_by_hand():
 
 @given(_FMT, st.none() | _FMT, st.none() | _FMT, _FMT, _FMT)
 def test_attention_kind_round_trips(weights, moe, attn, acts, kv):
+    # activations in a weight-only format, or narrower than every weight format other than FP8
+    # (attention's), have nothing to compute at their width: refused, naming why
+    if _meaningless(acts, weights, moe, attn):
+        with pytest.raises(SpecError, match=f"activations {number_format(acts).name}"):
+            PrecisionConfig(weights, acts, kv, moe_weights=moe, attention_weights=attn)
+        return
     cfg = PrecisionConfig(weights, acts, kv, moe_weights=moe, attention_weights=attn)
     assert PrecisionConfig.parse(str(cfg)) == cfg
     assert PrecisionConfig.parse(cfg.to_dict()) == cfg

@@ -66,6 +66,23 @@ class PrecisionConfig:
             object.__setattr__(self, "moe_weights", None)
         if self.attention_weights == self.weights:
             object.__setattr__(self, "attention_weights", None)
+        self._check_activations()
+
+    def _check_activations(self) -> None:
+        """Activations in a weight-only format, or narrower than every weight format (no GEMM
+        would compute at their width: a product runs at the wider operand's) other than FP8
+        (which attention computes at over 16-bit weights), are refused."""
+        act = number_format(self.activations)
+        if act.weight_only:
+            raise SpecError(f"activations {act.name}: a weight-only format (its GEMMs dequantize it to {act.compute}); "
+                            "activations take a compute format (bf16, fp16, fp8, int8, nvfp4, mxfp4...)")
+        weights = [w for w in (self.weights, self.moe_weights, self.attention_weights) if w]
+        narrowest = min(min(_WIDTH.get(number_format(w).compute, 16), 16) for w in weights)  # 16-bit and up alike
+        if _WIDTH.get(act.compute, 16) < narrowest and act.compute != "fp8":
+            raise SpecError(f"activations {act.name} are narrower than every weight format ({', '.join(weights)}): a "
+                            f"GEMM computes at its wider operand, so none would run at {act.name} (nor attention, which runs "
+                            f"at FP8 at the narrowest); quantize the weights too (precision {act.name}) or keep the "
+                            "activations at the weights' width")
 
     @property
     def experts(self) -> str:
