@@ -104,17 +104,11 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
         return obj.quantity, hw.sources[obj.source].title
     if isinstance(obj, dict) and not obj:
         raise UnitError(f"{text}: {hw.id} lists no {'.'.join(path)} values")
-    if not isinstance(obj, (dict, BaseModel)):  # a name, a note, a count without a unit
-        raise UnitError(f"{text} is {obj!r:.60}, not a figure with a unit; figures of {hw.id}: "
-                        f"{', '.join(_figures(hw))}")
+    if not isinstance(obj, (dict, BaseModel)):  # a name, a note, a count without a unit: list the figures
+        figures = [k for k, v in hw if k != "sources" and (isinstance(v, (Figure, BaseModel))
+                                                           or v and isinstance(v, dict))]
+        raise UnitError(f"{text} is {obj!r:.60}, not a figure with a unit; figures of {hw.id}: {', '.join(figures)}")
     raise UnitError(f"{text} is not a number; name a figure inside it, e.g. {text}.{_first_key(obj)}")
-
-
-def _figures(hw: HardwareSpec) -> list[str]:
-    """The top-level fields of ``hw`` that hold figures (directly or inside)."""
-    return [name for name in type(hw).model_fields if name != "sources"
-            and (isinstance(getattr(hw, name), (Figure, BaseModel)) or isinstance(getattr(hw, name), dict)
-                 and getattr(hw, name))]
 
 
 def _first_key(obj: Any) -> str:
