@@ -97,3 +97,12 @@ def test_traffic_for_a_model_no_pool_serves_is_refused_with_the_served_ones():
     with pytest.raises(SpecError, match=r"'llama-3.1-8', which no pool serves \(did you mean 'llama-3.1-8b'\?\); "
                                         r"pools serve: llama-3.1-8b, qwen3-8b"):
         fleet_of(pools, traffic=traffic, horizon_s=10.0)
+
+
+def test_replicas_a_quota_refuses_are_said():
+    """A pool of one replica in a region whose GPU quota is 0 runs none: every request is lost
+    ('no replica'), and a note names the quota that refused it."""
+    r = fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": USE, "replicas": 1}],
+                 traffic=QUIET, horizon_s=30.0, regions={"quota_gpus": {USE: 0}})
+    assert r.counts()["ok"] == 0
+    assert any("1 replica order(s) refused by a GPU quota" in n for n in r.notes)

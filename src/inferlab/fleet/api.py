@@ -285,6 +285,10 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if far.any():
         notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
                  f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
+    refused = sum(1 for e in record.events if e[1] == "quota")
+    if refused:  # a pool whose region or provider quota has no room runs fewer replicas than asked
+        notes = (*notes, f"{refused} replica order(s) refused by a GPU quota (fleet.regions quota_gpus or "
+                         "provider_quota_gpus)")
     return replace(result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s,
                              notes), tpot_slo_s=_tpot_slo(tpot_slo_s))
 
