@@ -107,3 +107,20 @@ def test_a_parenthesized_number_is_still_an_exponent():
     assert parse("10**(-3) s").to("ms").magnitude == pytest.approx(1.0)  # 10^-3 s = 1 ms
     assert parse_unit("s**-2") == parse_unit("1/s**2")
     assert parse("1." + "0" * 39 + " GB").magnitude == 1.0  # 40 digits: the largest literal read
+
+
+def test_counts_given_as_quantities_are_converted_or_refused():
+    """A prompt of 2 ktok is 2,000 tokens (its magnitude alone, 2, had been used); a prompt in
+    bytes or seconds, or a batch in GB, is no count of tokens or requests."""
+    from inferlab import estimate, serve
+    from inferlab.errors import UnitError
+
+    assert estimate("llama-3.1-8b", "h100-sxm", isl=Q(2, "kilotoken")).to_dict()["isl"] in (2000, [2000], [2000.0])
+    assert estimate("llama-3.1-8b", "h100-sxm", batch_size=Q(4, "request")).to_dict()["batch_size"] in (4, [4], [4.0])
+    for kw, message in ((dict(isl=Q(2048, "byte")), r"isl must be in \[token\]"),
+                        (dict(isl=Q(2, "second")), r"isl must be in \[token\]"),
+                        (dict(batch_size=Q(4, "GB")), r"batch_size must be in \[request\]")):
+        with pytest.raises(UnitError, match=message):
+            estimate("llama-3.1-8b", "h100-sxm", **kw)
+    r = serve("llama-3.1-8b", "h100-sxm", isl=Q(1, "kilotoken"), osl=Q(16, "token"), rate=1, num_requests=4)
+    assert (r.workload.isl.value, r.workload.osl.value) == (1000, 16)

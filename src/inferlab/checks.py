@@ -67,8 +67,17 @@ def nonzero_price(name: str, x: float) -> float:
     return x
 
 
-def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT) -> np.ndarray:
-    """A count or an array of counts (a sweep axis), as float64; each value whole and in range."""
+def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = MAX_COUNT,
+                unit: str = "") -> np.ndarray:
+    """A count or an array of counts (a sweep axis), as float64; each value whole and in range.
+    A pint quantity is converted to ``unit`` (``token``: 2 ktok is 2,000) and refused in any
+    other dimension; a dimensionless one is a plain count."""
+    from .units import is_quantity
+
+    if is_quantity(value):
+        from .units import to_si_array
+
+        value = value.to("").magnitude if value.dimensionless else to_si_array(value, unit or "dimensionless", name)
     if type(value) is int or type(value) is float:  # the common scalar, without numpy's per-call cost
         x = float(value) if abs(value) < 1e308 else math.inf
         if not (math.isfinite(x) and minimum <= x <= maximum and x == round(x)):

@@ -166,9 +166,9 @@ def unit_price(price_per_gpu_hour: Any, hw: HardwareSpec) -> float | None:
 
 def workload(batch_size: Any, isl: Any, osl: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Batch, prompt and output lengths as whole numbers broadcast into one grid [request, token, token]."""
-    return checks.grid(batch_size=checks.count_array(option_name("batch_size"), batch_size, maximum=MAX_BATCH),
-                       isl=checks.count_array(option_name("isl"), isl, maximum=MAX_TOKENS),
-                       osl=checks.count_array(option_name("osl"), osl, maximum=MAX_TOKENS))
+    return checks.grid(batch_size=checks.count_array(option_name("batch_size"), batch_size, maximum=MAX_BATCH, unit="request"),
+                       isl=checks.count_array(option_name("isl"), isl, maximum=MAX_TOKENS, unit="token"),
+                       osl=checks.count_array(option_name("osl"), osl, maximum=MAX_TOKENS, unit="token"))
 
 
 def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: dict[str, bool]) -> None:

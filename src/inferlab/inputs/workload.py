@@ -90,6 +90,11 @@ class Lengths:
         and workload files hold it) or a ready distribution."""
         if isinstance(value, Lengths):
             return value
+        from ..units import is_quantity, to_si_array
+
+        if is_quantity(value):  # 2 ktok is 2,000 tokens; another dimension is refused
+            value = to_si_array(value, "token", "lengths")
+            value = value.item() if value.ndim == 0 else value
         if isinstance(value, (float, np.floating)) and float(value).is_integer():
             value = int(value)  # 1.5e3 in a file: a whole count written as a number with an exponent
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):

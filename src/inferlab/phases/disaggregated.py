@@ -296,10 +296,10 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     """
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(
-        prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=MAX_BATCH),
-        decode_batch=checks.count_array("decode_batch", decode_batch, maximum=MAX_BATCH),
-        isl=checks.count_array("isl", isl, maximum=MAX_TOKENS),
-        osl=checks.count_array("osl", osl, maximum=MAX_TOKENS))
+        prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=MAX_BATCH, unit="request"),
+        decode_batch=checks.count_array("decode_batch", decode_batch, maximum=MAX_BATCH, unit="request"),
+        isl=checks.count_array("isl", isl, maximum=MAX_TOKENS, unit="token"),
+        osl=checks.count_array("osl", osl, maximum=MAX_TOKENS, unit="token"))
     checks.context_within_model(dep_d.model, i, o, allow_long_context=allow_long_context)
     mem = memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens)
     max_num_tokens = mem.pop("max_num_tokens")

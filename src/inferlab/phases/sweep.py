@@ -153,9 +153,9 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batc
     ``client``, a ``dask.distributed.Client``, spreads the configurations (and the chunks of
     a large grid) over its workers (:mod:`inferlab.cluster`); the table is the same as here.
     """
-    b, i, o = (checks.count_array("batch_size", batch_size, maximum=inputs.MAX_BATCH).ravel(),
-               checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS).ravel(),
-               checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS).ravel())
+    b, i, o = (checks.count_array("batch_size", batch_size, maximum=inputs.MAX_BATCH, unit="request").ravel(),
+               checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS, unit="token").ravel(),
+               checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS, unit="token").ravel())
     combos = list(itertools.product(_as_list(model), _as_list(hardware), _as_list(tp), _as_list(precision)))
     points = b.size * i.size * o.size * len(combos)
     if points > checks.MAX_GRID_POINTS:
