@@ -27,7 +27,8 @@ def test_vllm_real_spellings():
         kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None, reserve_output=None,
         speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
-    assert launch.unknown == ("--swap-space 4", "--enforce-eager")
+    assert launch.unknown == ("--swap-space 4",)
+    assert any(n.startswith("--enforce-eager: vLLM's host time per kernel") for n in launch.notes)  # read, not modelled
     assert launch.no_effect == ("--host", "--port", "--served-model-name")
 
 
@@ -313,3 +314,33 @@ def test_dtype_sets_the_weights_a_checkpoint_stores_in_16_bits():
     assert flagged.memory.weights == shipped.memory.weights < 16e9
     quantized = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --quantization fp8 --dtype float16")
     assert quantized.precision.startswith("w:fp8")
+
+
+def test_sglang_long_layout_names_abbreviations_and_the_a2a_backend():
+    """SGLang's server arguments take --tensor-parallel-size (and the dp/ep/pp long names) as
+    aliases, unique prefixes of a flag (argparse), and an all-to-all MoE backend (DeepEP) sets
+    the expert-parallel size to the tensor-parallel size (server_args' _handle_a2a_moe)."""
+    base = "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3"
+    long = parse_engine_args(f"{base} --tensor-parallel-size 8 --expert-parallel-size 8 --mem-fraction 0.8")
+    assert (long.tp, long.ep, long.gpu_memory_utilization, long.unknown) == (8, 8, 0.8, ())
+    deepep = parse_engine_args(f"{base} --tp 8 --dp 8 --enable-dp-attention --moe-a2a-backend deepep")
+    assert (deepep.tp, deepep.ep, deepep.attention_dp) == (8, 8, True)
+    with pytest.raises(SpecError, match="requires the tensor-parallel size to divide by the DP size"):
+        parse_engine_args(f"{base} --tp 8 --dp 3 --enable-dp-attention")
+
+
+def test_sglang_tree_drafting_is_its_depth():
+    """SGLang's EAGLE-3 example drafts a tree 5 steps deep, top 8 per step, 32 nodes verified:
+    a request gains at most 5 tokens a step (it had been read as k = 31)."""
+    launch = parse_engine_args("python3 -m sglang.launch_server --model meta-llama/Llama-3.1-8B-Instruct "
+                               "--speculative-algorithm EAGLE3 --speculative-draft-model-path "
+                               "jamesliu1/sglang-EAGLE3-Llama-3.1-Instruct-8B --speculative-num-steps 5 "
+                               "--speculative-eagle-topk 8 --speculative-num-draft-tokens 32")
+    assert launch.speculation.k == 5 and any("depth" in n for n in launch.notes)
+
+
+def test_vllm_refuses_what_vllm_refuses_and_names_eager_mode():
+    with pytest.raises(SpecError, match="--max-num-batched-tokens 64 is below --max-num-seqs 256: vLLM refuses"):
+        parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens 64 --max-num-seqs 256")
+    eager = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager")
+    assert eager.unknown == () and any("--enforce-eager" in n for n in eager.notes)

@@ -11,6 +11,7 @@ is the prefill token budget per iteration (-1: no chunking, the budget then
 
 from __future__ import annotations
 
+from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, launched_model, shell_form, source_flags,
                      precision_words, speculation)
@@ -21,6 +22,9 @@ FLAGS = {
     "--model-path": Spec("model"), "--model": Spec("model"),
     "--tp-size": Spec("tp", "int"), "--tp": Spec("tp", "int"), "--dp-size": Spec("dp", "int"), "--dp": Spec("dp", "int"),
     "--pp-size": Spec("pp", "int"), "--pp": Spec("pp", "int"), "--ep-size": Spec("ep", "int"), "--ep": Spec("ep", "int"),
+    "--tensor-parallel-size": Spec("tp", "int"), "--data-parallel-size": Spec("dp", "int"),
+    "--pipeline-parallel-size": Spec("pp", "int"), "--expert-parallel-size": Spec("ep", "int"),
+    "--moe-a2a-backend": Spec("a2a"),
     "--enable-ep-moe": Spec("ep_moe", "on"), "--enable-dp-attention": Spec("attention_dp", "on"),
     "--chunked-prefill-size": Spec("chunk", "signed"), "--max-prefill-tokens": Spec("max_prefill_tokens", "int"),
     "--max-running-requests": Spec("max_num_seqs", "int"), "--mem-fraction-static": Spec("gpu_memory_utilization", "fraction"),
@@ -54,12 +58,19 @@ DEFAULT_CHUNK = 8192
 
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``python -m sglang.launch_server``."""
-    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME)
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation)
     model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
     notes = [note] if note else []
     tp, dp, attention_dp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False)
     ep = tp if f.get("ep_moe") else f.get("ep", 1)
+    a2a = str(f.get("a2a", "none")).lower()
+    if a2a not in ("none", ""):  # SGLang's server args set ep_size = tp_size for an all-to-all MoE backend
+        ep = tp
+        notes.append(f"--moe-a2a-backend {a2a}: SGLang sets the expert-parallel size to --tp ({tp})")
     if attention_dp:
+        if tp % dp:
+            raise SpecError(f"sglang: --tp {tp} with --dp {dp} --enable-dp-attention: SGLang requires the tensor-"
+                            f"parallel size to divide by the DP size; give a --dp that divides {tp}")
         if dp != tp:
             notes.append(f"--dp {dp} --enable-dp-attention inside --tp {tp}: read as attention data-parallel over all "
                          f"{tp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
@@ -103,16 +114,29 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     return launch.with_sources(**sources)
 
 
+def _abbreviation(flag: str) -> str:
+    """The flag a unique prefix stands for (SGLang's argparse takes ``--mem-fraction`` for
+    ``--mem-fraction-static``); any other flag as written."""
+    names = (*FLAGS, *NO_EFFECT_VALUE, *NO_EFFECT_SWITCH)
+    if not flag.startswith("--") or flag in names:
+        return flag
+    longer = [n for n in names if n.startswith(flag)]
+    return longer[0] if len(longer) == 1 else flag
+
+
 def _speculation(f, notes: list[str]) -> object:
     where = f.flag("speculation")
     method = choice(NAME, where, f.get("speculation"), ALGORITHMS)
     steps, topk, tokens = f.get("spec_steps"), f.get("spec_topk", 1), f.get("spec_tokens")
-    k = tokens - 1 if tokens is not None else steps
+    # a chain drafts num_draft_tokens - 1 tokens; a tree (topk > 1) is num_steps deep, its
+    # num_draft_tokens the tree's nodes verified together, not the tokens one request can gain
+    k = steps if topk > 1 and steps is not None else tokens - 1 if tokens is not None else steps
     if k is None:
         k = 0  # refused below with the flags to give
         where = "--speculative-num-steps or --speculative-num-draft-tokens"
     if topk > 1:
-        notes.append(f"--speculative-eagle-topk {topk}: tree drafting read as a chain of {k} drafts verified together")
+        notes.append(f"--speculative-eagle-topk {topk}: tree drafting read as a chain of its depth, {k} drafts "
+                     f"(--speculative-num-steps; the tree's {tokens or '?'} nodes are verified together)")
     elif steps is not None and tokens is not None and tokens != steps + 1:
         notes.append(f"--speculative-num-draft-tokens {tokens} with --speculative-num-steps {steps}: k={k} "
                      "(the tokens verified per step, less one)")

@@ -33,6 +33,7 @@ FLAGS = {
     "--gpu-memory-utilization": Spec("gpu_memory_utilization", "fraction"),
     "--enable-prefix-caching": Spec("prefix_caching", "bool"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
     "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
+    "--enforce-eager": Spec("no_graphs", "on"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
                    "--download-dir", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--seed",
@@ -79,6 +80,14 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         layout["ep"] = tp
     elif ep_on:
         f.no_effect.append("--enable-expert-parallel")
+    seqs, budget = f.get("max_num_seqs"), f.get("max_num_batched_tokens")
+    if seqs is not None and budget is not None and budget < seqs and f.get("chunked_prefill") is not False:
+        raise SpecError(f"vllm: --max-num-batched-tokens {budget} is below --max-num-seqs {seqs}: vLLM refuses to start "
+                        "(each running sequence needs a token of the budget every step); raise the budget or "
+                        "lower the sequences")
+    if f.get("no_graphs"):
+        notes.append("--enforce-eager: vLLM's host time per kernel without CUDA graphs is not measured, so the steps "
+                     "are simulated as with them (its decode will run slower than this)")
     weights = activations = None
     if "quantization" in f.values:
         pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION)
@@ -139,7 +148,7 @@ def render(launch: EngineLaunch) -> Rendered:
         missing.append(("dp", f"{launch.dp} replicas of a mixture-of-experts model (-dp means attention DP there): "
                               f"launch this command {launch.dp} times behind a load balancer"))
     words += _precision(launch, missing)
-    words += _limits(launch)
+    words += _limits(launch, missing)
     if launch.mixed_prefill is False:
         missing.append(("mixed_prefill", "prefill iterations without the decodes: vLLM always decodes the running "
                                          "requests in the iterations that prefill"))
@@ -161,9 +170,14 @@ def _precision(launch: EngineLaunch, missing: list) -> list[str]:
     return precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8, bfloat16", " (vLLM reads its format)")
 
 
-def _limits(launch: EngineLaunch) -> list[str]:
-    out = []
-    for flag, value in (("--max-num-seqs", launch.max_num_seqs), ("--max-num-batched-tokens", launch.max_num_batched_tokens),
+def _limits(launch: EngineLaunch, missing: list) -> list[str]:
+    out, budget = [], launch.max_num_batched_tokens
+    seqs = launch.max_num_seqs
+    if budget is not None and seqs is not None and budget < seqs and launch.chunked_prefill is not False:
+        missing.append(("max_num_batched_tokens", f"a token budget of {budget} below {seqs} sequences: vLLM refuses "
+                                                  f"to start with it, so the budget is written as {seqs}"))
+        budget = seqs
+    for flag, value in (("--max-num-seqs", seqs), ("--max-num-batched-tokens", budget),
                         ("--gpu-memory-utilization", launch.gpu_memory_utilization),
                         ("--block-size", launch.kv_block_size), ("--max-model-len", launch.max_model_len)):
         if value is not None:
