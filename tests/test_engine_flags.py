@@ -222,6 +222,12 @@ def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
         unsaid |= {"activations"}
     want, got = launch.modelled(), back.modelled()
     want["checkpoint"] = got["checkpoint"]  # the catalog card's repository is written
+    # under attention DP, vLLM's limits are each rank's and SGLang's the totals over the ranks
+    source, target = default_scheduler(launch.engine).limits_per_rank, default_scheduler(engine).limits_per_rank
+    if launch.attention_dp and launch.tp > 1 and source != target:
+        for key in ("max_num_seqs", "max_num_batched_tokens"):
+            if want[key] is not None:
+                want[key] = want[key] * launch.tp if source else max(1, -(-want[key] // launch.tp))
     # the engine's own batching is written by saying nothing: vLLM and TensorRT-LLM always decode
     # in the iterations that prefill, SGLang not unless --enable-mixed-chunk
     if want["mixed_prefill"] == default_scheduler(engine).mixed_prefill:
@@ -344,3 +350,20 @@ def test_vllm_refuses_what_vllm_refuses_and_names_eager_mode():
         parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-batched-tokens 64 --max-num-seqs 256")
     eager = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --enforce-eager")
     assert eager.unknown == () and any("--enforce-eager" in n for n in eager.notes)
+
+
+def test_limits_are_converted_between_engines_that_count_them_differently():
+    """Under attention DP, vLLM's --max-num-seqs and --max-num-batched-tokens are each DP rank's,
+    SGLang's --max-running-requests and --chunked-prefill-size the totals it divides over its
+    ranks (server_args' data-parallel handling): 64 and 2,048 on each of 4 ranks are 256 and
+    8,192 in SGLang's terms (they had been copied, a quarter of the batch); back, a quarter.
+    TensorRT-LLM's memory fraction (of what the weights leave) is said, not copied silently."""
+    vllm_cmd = parse_engine_args("vllm serve Qwen/Qwen3-30B-A3B -dp 4 --enable-expert-parallel --max-num-seqs 64 "
+                                 "--max-num-batched-tokens 2048")
+    to_sglang = parse_engine_args(launch_command(vllm_cmd, "sglang").script)
+    assert (to_sglang.max_num_seqs, to_sglang.max_num_batched_tokens) == (256, 8192)
+    back = parse_engine_args(launch_command(to_sglang, "vllm").script)
+    assert (back.max_num_seqs, back.max_num_batched_tokens) == (64, 2048)
+    trt = parse_engine_args("trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 2 "
+                            "--kv_cache_free_gpu_memory_fraction 0.5")
+    assert "TensorRT-LLM's is a share of the memory the weights leave" in launch_command(trt, "vllm").script

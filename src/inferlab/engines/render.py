@@ -57,11 +57,47 @@ def launch_command(launch: EngineLaunch, engine: str | None = None) -> Rendered:
     name = engine or launch.engine
     if name not in _WRITERS:
         raise SpecError(f"launch commands are written for {', '.join(_WRITERS)}, not {name!r}")
-    target = replace(launch, engine=name if name in ("trtllm", "trtllm-pytorch") else launch.engine)
+    converted, said = _across_engines(launch, name)
+    target = replace(converted, engine=name if name in ("trtllm", "trtllm-pytorch") else launch.engine)
     out = replace(_WRITERS[name](target), engine=name)
-    if launch.notes:
-        out = replace(out, script="".join(f"# inferlab: {n}\n" for n in launch.notes) + out.script)
+    if launch.notes or said:
+        out = replace(out, script="".join(f"# inferlab: {n}\n" for n in (*launch.notes, *said)) + out.script)
     return out
+
+
+def _trtllm(engine: str) -> bool:
+    return engine in ("trtllm", "trtllm-pytorch")
+
+
+def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, list[str]]:
+    """``launch``'s limits in ``target``'s terms, and what was converted or could not be.
+
+    Under attention DP, SGLang's sequence limit and chunk are the totals over its DP ranks (it
+    divides them), vLLM's and TensorRT-LLM's each rank's: converted by the ranks. TensorRT-LLM's
+    memory fraction is a share of what the weights leave, vLLM's and SGLang's of the whole GPU:
+    not convertible without the GPU and the weights, so said."""
+    from .scheduler import default_scheduler
+
+    source, said = launch.engine, []
+    if source == target or _trtllm(source) and _trtllm(target):
+        return launch, said
+    ranks = launch.tp if launch.attention_dp else 1
+    per_rank = (default_scheduler(source).limits_per_rank, default_scheduler(target).limits_per_rank)
+    if ranks > 1 and per_rank[0] != per_rank[1]:
+        scale = (lambda v: v * ranks) if per_rank[0] else (lambda v: max(1, -(-v // ranks)))
+        changed = {k: scale(getattr(launch, k)) for k in ("max_num_seqs", "max_num_batched_tokens")
+                   if getattr(launch, k) is not None}
+        if changed:
+            launch = replace(launch, **changed)
+            said.append(f"{' and '.join(changed)} per attention-DP rank in {source if per_rank[0] else target}, over "
+                        f"all {ranks} ranks in {target if per_rank[0] else source}: written "
+                        + ("x" if per_rank[0] else "/") + f"{ranks}")
+    if launch.gpu_memory_utilization is not None and _trtllm(source) != _trtllm(target):
+        said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but "
+                    + ("TensorRT-LLM's is a share of the memory the weights leave, this engine's of the whole GPU"
+                       if _trtllm(source) else "this engine's is a share of the whole GPU, TensorRT-LLM's of the "
+                       "memory the weights leave") + ": set it for the GPU")
+    return launch, said
 
 
 def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
