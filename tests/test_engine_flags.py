@@ -367,3 +367,13 @@ def test_limits_are_converted_between_engines_that_count_them_differently():
     trt = parse_engine_args("trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 2 "
                             "--kv_cache_free_gpu_memory_fraction 0.5")
     assert "TensorRT-LLM's is a share of the memory the weights leave" in launch_command(trt, "vllm").script
+
+
+def test_the_here_document_as_trtllm_guides_write_it():
+    """TensorRT-LLM's deployment guides write the options file as `cat << EOF > ${FILE}` (it had
+    been 'cannot tell the engine of cat << EOF')."""
+    text = ("EXTRA_LLM_API_FILE=/tmp/config.yml\n\ncat << EOF > ${EXTRA_LLM_API_FILE}\nenable_attention_dp: true\n"
+            "kv_cache_config:\n  dtype: fp8\nEOF\n\ntrtllm-serve deepseek-ai/DeepSeek-R1 --backend pytorch "
+            "--tp_size 8 --ep_size 8 --extra_llm_api_options ${EXTRA_LLM_API_FILE}\n")
+    launch = parse_engine_args(text)
+    assert (launch.tp, launch.ep, launch.attention_dp, launch.kv_cache, launch.unknown) == (8, 8, True, "fp8", ())

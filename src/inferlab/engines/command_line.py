@@ -3,7 +3,8 @@
 A command is split with :mod:`shlex` (quotes as a POSIX shell reads them, ``#``
 comments dropped) after joining ``\\``-continued lines. Leading ``env`` and ``NAME=value``
 words are kept apart as the environment. Shell here-documents
-(``cat > FILE <<'EOF' ... EOF``, the plain shell form :mod:`.render` writes) become
+(``cat > FILE <<'EOF' ... EOF``, the plain shell form :mod:`.render` writes, or
+``cat << EOF > FILE`` as the engines' guides write it) become
 files the command may read, so a rendered script parses back as it is.
 """
 
@@ -19,6 +20,9 @@ from typing import Any
 from ..errors import SpecError
 
 _HEREDOC = re.compile(r"^\s*cat\s*>\s*(\S+)\s*<<\s*-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\2\s*$", re.M | re.S)
+#: The order the engines' deployment guides write it in: ``cat << EOF > ${EXTRA_LLM_API_FILE}``.
+_HEREDOC_FIRST = re.compile(r"^\s*cat\s*<<\s*-?\s*['\"]?(\w+)['\"]?\s*>\s*(\S+)\s*\n(.*?)\n\s*\1\s*$",
+                            re.M | re.S)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -41,8 +45,9 @@ def split_command(text: str) -> Command:
     """
     if not isinstance(text, str):
         raise SpecError(f"engine args must be the launch command as text, got {type(text).__name__}")
-    files = tuple((m.group(1), m.group(3)) for m in _HEREDOC.finditer(text))
-    body = _HEREDOC.sub("", text).replace("\\\r\n", " ").replace("\\\n", " ")
+    files = tuple((m.group(1), m.group(3)) for m in _HEREDOC.finditer(text)) \
+        + tuple((m.group(2), m.group(3)) for m in _HEREDOC_FIRST.finditer(text))
+    body = _HEREDOC_FIRST.sub("", _HEREDOC.sub("", text)).replace("\\\r\n", " ").replace("\\\n", " ")
     try:
         words = shlex.split(body, comments=True)
     except ValueError as exc:
