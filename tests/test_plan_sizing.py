@@ -209,7 +209,7 @@ def test_every_simulated_count_against_brute_force_p99(source):
 def test_a_queue_that_falls_behind_misses_even_without_a_ttft_objective():
     from types import SimpleNamespace
 
-    from inferlab.planning.probes import queue_grows
+    from inferlab.serving.goodput import queue_grows
 
     # arrivals at t = 0..999 s. Served at once: the backlog is always 0 -> stable.
     # Scheduled at 1.2 t (the server falls 20% behind): backlog(t) = #{i: t/1.2 < i <= t} ~ t/6,

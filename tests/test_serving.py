@@ -520,3 +520,16 @@ def test_the_header_says_how_many_requests_one_replica_simulated():
     r = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=6, rate=30, num_requests=8000, isl=512, osl=128)
     assert "8004 requests (1334 simulated on one of 6 streams), 30 req/s" in str(r)
     assert "1000 requests, 4 req/s" in str(inferlab.serve("llama-3.1-8b", "h100-sxm", rate=4, isl=512, osl=128))
+
+
+def test_the_highest_rate_meeting_an_slo_does_not_hang_on_the_runs_length():
+    """100 requests at twice what one H100 sustains arrive before the batch fills: the run had
+    met a 500 ms TTFT at 53 req/s (24 with 1,000 requests). A run whose requests mostly arrive
+    while the replica fills up is lengthened, so the answer is the same from 100 or 1,000."""
+    from inferlab.serving.goodput import FILLING_NOTE, max_rate_meeting_slo
+
+    kw = dict(engine="vllm", isl=1024, osl=128, ttft_slo_s=0.5, tpot_slo_s=0.03)
+    short = max_rate_meeting_slo("llama-3.1-8b", "h100-sxm", num_requests=100, **kw)
+    long = max_rate_meeting_slo("llama-3.1-8b", "h100-sxm", num_requests=1000, **kw)
+    assert short.rate == pytest.approx(long.rate, rel=0.1)
+    assert short.goodput.filling <= FILLING_NOTE and len(short.result.trace.arrival) > 100

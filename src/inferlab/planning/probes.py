@@ -41,6 +41,7 @@ import numpy as np
 
 from ..inputs.limits import MAX_SPAN_S
 from ..inputs.prefixes import shared_by_hit_rate
+from ..serving.goodput import queue_grows
 from .candidate import Candidate, Probe
 from .scenario import Scenario
 from .search import price_per_gpu_hour, with_replicas
@@ -341,24 +342,3 @@ def _near(sc: Scenario, probe: Probe) -> bool:
     return any(bound and (abs(value / (bound / 1e3) - 1.0) < NOISE_BAND or abs(value - bound / 1e3) < 2.0 * se)
                for value, se, bound in ((probe.ttft_s, probe.ttft_se_s, sc.slo.ttft_ms),
                                         (probe.tpot_s, probe.tpot_se_s, sc.slo.tpot_ms)))
-
-
-def queue_grows(trace: Any) -> bool:
-    """Whether the replicas fall behind the arrivals: the backlog (arrived, not yet scheduled)
-    at the last arrival exceeds 1.5x the backlog at the middle arrival, 1% of the requests and
-    10 requests. A backlog that grows linearly doubles from the middle to the end; a stable
-    one stays near its mean, which for an in-flight-batching engine is near zero until its
-    sequence or KV limit binds. Without it a scenario with no TTFT objective would accept a replica
-    count whose queue (and TTFT) grows for as long as the traffic lasts."""
-    arrival = getattr(trace, "arrival", None)
-    scheduled = getattr(trace, "first_scheduled", None)
-    if arrival is None or scheduled is None or len(arrival) < 20:
-        return False
-    arrival, scheduled = np.asarray(arrival, float), np.asarray(scheduled, float)
-    order = np.sort(arrival)
-
-    def backlog(t: float) -> int:
-        return int(np.count_nonzero((arrival <= t) & (scheduled > t)))
-
-    end, mid = backlog(float(order[-1])), backlog(float(order[len(order) // 2]))
-    return end > max(1.5 * mid, 0.01 * len(arrival), 10)
