@@ -395,3 +395,30 @@ def test_table_numbers_are_never_scientific_past_their_digits():
 
     assert fmt(720812.3) == "720,812" and fmt(12345.6) == "12,346" and fmt(1234.56) == "1235"
     assert fmt(0.5) == "0.5" and fmt(float("nan")) == "-" and fmt(float("inf")) == "never"
+
+
+def test_cold_start_takes_the_public_deployment_forms():
+    import inferlab
+    from inferlab.economics import cold_start
+
+    est = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4)
+    dep = inferlab.Deployment(model="llama-3.1-70b", hardware="h100-sxm", layout={"tp": 4})
+    assert cold_start(est).total_s == cold_start(dep).total_s == cold_start(est.deployment).total_s
+    with pytest.raises(inferlab.SpecError, match="must be an inferlab.Deployment, an estimate"):
+        cold_start("llama-3.1-70b")
+
+
+def test_a_free_api_never_breaks_even_and_says_so_in_json():
+    import json
+
+    from inferlab.economics import api_vs_dedicated
+    from inferlab.errors import SpecError
+
+    b = api_vs_dedicated(usd_per_million_input=0, usd_per_million_output=0, isl=1500, osl=300,
+                         usd_per_replica_hour=11.8, requests_per_s_per_replica=5)
+    data = json.loads(json.dumps(b.to_dict(), allow_nan=False))  # no Infinity: null
+    assert data["break_even_request_rate"] is None
+    several = api_vs_dedicated(usd_per_million_input=0.6, usd_per_million_output=[1.0, 2.4, 10], isl=1500, osl=300,
+                               usd_per_replica_hour=11.8, requests_per_s_per_replica=5)
+    with pytest.raises(SpecError, match="one set of prices"):
+        several.costs([0.5, 5])

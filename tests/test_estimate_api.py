@@ -115,3 +115,12 @@ def test_quantities_of_a_grid_are_arrays():
     est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=256, osl=32)
     assert est.ttft.to("ms").magnitude.shape == (2,)
     assert est.throughput["per_gpu"].magnitude.shape == (2,)
+
+
+def test_estimate_without_hardware_or_workload_is_one_line():
+    import inferlab
+
+    with pytest.raises(inferlab.SpecError, match="give the Workload as the second argument"):
+        inferlab.estimate(inferlab.Deployment(model="llama-3.1-8b", hardware="h100-sxm"))
+    with pytest.raises(inferlab.SpecError, match="estimate: give the hardware"):
+        inferlab.estimate("llama-3.1-8b")

@@ -411,3 +411,12 @@ def test_a_prefill_pools_ttft_by_hand():
     u = brentq(lambda v: 0.5 * math.log(v / 0.01) / ((1 - v) * 2.0) - 2.5, 0.02, 0.99)
     assert max_prefill_utilization(alone, isl, 2.0, 1, 1.0, 99.0, 3.0, cap=0.95) == pytest.approx(u, rel=1e-6)
     assert max_prefill_utilization(alone, isl, 2.0, 1, 1.0, 99.0, 0.4, cap=0.95) == 0.0  # alone misses
+
+
+def test_plan_is_public_and_takes_a_mapping_or_a_path():
+    import inferlab
+
+    mapping = {"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 2}, "verify": 0}
+    assert inferlab.plan(mapping).best.label == inferlab.plan(inferlab.load_scenario(mapping)).best.label
+    with pytest.raises(inferlab.SpecError, match="a scenario is a YAML path, a mapping of its fields or a Scenario"):
+        inferlab.load_scenario(None)

@@ -533,3 +533,9 @@ def test_the_highest_rate_meeting_an_slo_does_not_hang_on_the_runs_length():
     long = max_rate_meeting_slo("llama-3.1-8b", "h100-sxm", num_requests=1000, **kw)
     assert short.rate == pytest.approx(long.rate, rel=0.1)
     assert short.goodput.filling <= FILLING_NOTE and len(short.result.trace.arrival) > 100
+
+
+def test_one_token_answers_explain_without_a_tpot():
+    r = serve("llama-3.1-8b", "h100-sxm", isl=128, osl=1, rate=1, num_requests=5)
+    text = r.explain()
+    assert "no TPOT: every answer is one token" in text and "nan ms" not in text

@@ -41,6 +41,8 @@ _WHERE: dict[str, str] = {
     "HardwareSpec": ".specs.hardware",
     **dict.fromkeys(("LayerSpec", "MLASpec", "ModelSpec", "MoESpec"), ".specs.model"),
     "sweep": ".phases.sweep",
+    "plan": ".planning.planner",
+    "load_scenario": ".planning.scenario",
     "DimensionError": ".unit_registry",
     **dict.fromkeys(("Q", "to_si", "ureg"), ".units"),
 }

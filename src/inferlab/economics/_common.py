@@ -73,12 +73,15 @@ def scalar_or_array(arr: np.ndarray) -> np.ndarray | float:
 
 
 def jsonable(value: Any) -> Any:
-    """Arrays to floats or nested lists, for ``to_dict``."""
+    """Arrays to floats or nested lists, for ``to_dict``; NaN and infinities (never, none) to None,
+    which JSON can hold."""
     if isinstance(value, np.ndarray):
-        return jsonable(value.item()) if value.ndim == 0 else value.tolist()
+        return jsonable(value.item()) if value.ndim == 0 else [jsonable(v) for v in value.tolist()]
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, float) and np.isnan(value):
+    if isinstance(value, float) and not np.isfinite(value):
         return None
     return value
 

@@ -139,6 +139,9 @@ class BreakEven:
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, (int, np.integer)) or min_replicas < 0:
             raise SpecError(f"min_replicas must be a whole number >= 0, got {min_replicas!r}")
         cap = np.asarray(self.requests_per_s_per_replica, dtype=float)
+        if any(np.ndim(v) for v in (cap, self.api_usd_per_request, self.usd_per_replica_hour)) and np.ndim(rate):
+            raise SpecError("costs() takes a traffic axis for one set of prices: with arrays of prices or capacities, "
+                            "call it for each (or give one traffic level)")
         replicas = np.maximum(whole(rate / cap), float(min_replicas))
         return TrafficCosts(
             request_rate=rate,

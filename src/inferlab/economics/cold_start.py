@@ -88,6 +88,27 @@ class ColdStart:
             "GB/GPU": np.asarray(self.weight_bytes_per_gpu) / 1e9})
 
 
+def _resolved(deployment: Any) -> Any:
+    """The resolved deployment of a :class:`~inferlab.Deployment`, an estimate's, or itself."""
+    from ..inputs.deployment import Deployment
+
+    if isinstance(deployment, Deployment):
+        from ..inputs.resolve import deployment as resolve
+
+        kw = deployment.estimate_kwargs()
+        if "hardware" not in kw or deployment.disaggregation is not None:
+            raise SpecError("cold_start: the deployment must name one replica's hardware (not separate pools)")
+        keep = ("tp", "pp", "ep", "dp", "attention_dp", "precision", "engine", "profile")
+        return resolve(kw["model"], kw["hardware"], **{k: kw[k] for k in keep if k in kw})
+    inner = getattr(deployment, "deployment", None)  # an Estimate or a ServeResult
+    if hasattr(inner, "parallel"):
+        return inner
+    if not hasattr(deployment, "parallel"):
+        raise SpecError(f"cold_start: deployment must be an inferlab.Deployment, an estimate() result or its "
+                        f".deployment, got {type(deployment).__name__} {deployment!r:.60}")
+    return deployment
+
+
 def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_gpus: Any = None,
                gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, provisioning_s: Any = DEFAULT_PROVISIONING_S,
                image_bytes: Any = DEFAULT_IMAGE_BYTES, registry_bytes_per_s: Any = DEFAULT_REGISTRY_BYTES_PER_S,
@@ -97,7 +118,7 @@ def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_
 
     Parameters
     ----------
-    deployment : inferlab.techniques.step.ResolvedDeployment, optional
+    deployment : inferlab.Deployment, an estimate() or serve() result, or its ``.deployment``, optional
         Takes the weights per GPU from its model, precision and layout, and ``num_gpus``
         from one replica (``tp x pp``). Give it or ``weight_bytes_per_gpu``.
     weight_bytes_per_gpu : float or array_like or pint.Quantity, optional
@@ -141,6 +162,7 @@ def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_
     if deployment is not None:
         if num_gpus is not None:
             raise SpecError("num_gpus comes from the deployment (tp x pp); do not give both")
+        deployment = _resolved(deployment)
         par = deployment.parallel
         w = np.asarray(weights_per_gpu(deployment.model, deployment.precision, par), dtype=float)
         gpus = np.asarray(float(par.tp * par.pp))

@@ -35,7 +35,7 @@ from .feasibility import prefix_reasons, require_feasible, static_batch_reasons
 from .result import Estimate
 
 
-def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None, *,
+def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *,
              num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
              micro_batches: int | None = None,
@@ -141,6 +141,9 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         raise SpecError(f"{option_name('prefill_batch')}={prefill_batch!r:.40} applies only to a disaggregated deployment (the prefill "
                         f"pool's batch); an aggregated static batch prefills its {option_name('batch_size')} together: "
                         f"drop it, or give {option_name('disaggregation')}")
+    if hardware is None:
+        raise SpecError("estimate: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its "
+                        "pools; with a Deployment, give the Workload second")
     spec = _speculative(speculative)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
                      attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,

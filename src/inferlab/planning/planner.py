@@ -70,8 +70,10 @@ def _size_leaders(scenario: Scenario, results: list[Candidate]) -> list[Candidat
     return results
 
 
-def plan(scenario: Scenario, client: Any = None) -> Plan:
+def plan(scenario: Scenario | str | dict, client: Any = None) -> Plan:
     """Search, size and rank: the configurations that serve the scenario, cheapest first.
+
+    ``scenario`` is a :class:`Scenario`, a YAML path or a mapping of its fields.
 
     ``client``, a ``dask.distributed.Client``, evaluates the configurations on its workers
     (:mod:`inferlab.cluster`); sizing the leaders by simulation, one decision after another,
@@ -83,7 +85,9 @@ def plan(scenario: Scenario, client: Any = None) -> Plan:
         When no configuration meets the scenario, naming each one's reason.
     """
     from ..serving.progress import Progress
+    from .scenario import load_scenario
 
+    scenario = load_scenario(scenario)
     configs = candidates(scenario)
     if check_client(client) is not None:
         evaluated = map_units(functools.partial(evaluate, scenario), configs, client)

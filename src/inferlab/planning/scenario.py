@@ -318,6 +318,11 @@ def load_scenario(source: str | Path | dict) -> Scenario:
         Naming every wrong field and what is allowed.
     """
     label = "scenario"
+    if isinstance(source, Scenario):
+        return source
+    if not isinstance(source, (dict, str, Path)):
+        raise SpecError(f"a scenario is a YAML path, a mapping of its fields or a Scenario, got "
+                        f"{type(source).__name__} {source!r:.60}")
     if not isinstance(source, dict):
         label = str(source)
         source = read_yaml_mapping(Path(source), f"scenario {label}")

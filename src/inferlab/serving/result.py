@@ -266,9 +266,12 @@ class ServeResult:
             lines.append(f"each TTFT includes {self.request_overhead_s * 1e3:.1f} ms of server work per request "
                          f"(HTTP, tokenization, hand-off to the scheduler; the {self.engine} engine's, fitted on "
                          "serving cases)")
-        lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                     f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
-                     "the same iterations stretch them")
+        if math.isfinite(s["tpot"]["mean"]):
+            lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
+                         f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
+                         "the same iterations stretch them")
+        else:
+            lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
         if share > 0.5:
             lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                          "faster decode (a narrower format) move TTFT more than faster kernels")
