@@ -363,3 +363,14 @@ def test_least_outstanding_sends_an_undetected_failure_nearly_everything():
         assert n_fail >= 1
         per_failure.append(r.counts()["failed"] / n_fail)
     assert 75 <= per_failure[0] <= 260 and 220 <= per_failure[1] <= 330
+
+
+def test_a_fleet_result_shows_its_summary_not_its_arrays():
+    """In a notebook a fleet result is its summary line (its repr had dumped every request's
+    arrays, 44 KB for the README's example) and its explanation as HTML."""
+    r = inferlab.fleet(MODEL, GPU, replicas=2, horizon_s=60.0, traffic={"rate": 2.0, "isl": 400, "osl": 60})
+    assert repr(r).startswith("<FleetResult: fleet ") and len(repr(r)) < 400
+    assert r._repr_html_().startswith("<pre>") and "P99 TTFT" in r._repr_html_()
+    d = inferlab.serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=512, osl=32,
+                       rate=2, num_requests=20)
+    assert len(repr(d)) < 2000

@@ -23,7 +23,7 @@ from .simulation import AFTER, OK, STATUS
 DEFAULT_TTFT_SLO_S = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # the summary line, not a dump of every request's arrays
 class FleetResult:
     """A simulated fleet.
 
@@ -216,6 +216,14 @@ class FleetResult:
                 f"{c['ok']} served; P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms, "
                 f"goodput {share_text(self.goodput())}, "
                 f"prefix hits {self.hit_rate:.1%}, availability {self.availability:.5f}, {fmt(self.usd)} USD")
+
+    def __repr__(self) -> str:
+        return f"<FleetResult: {self}>"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(self.explain())}</pre>"
 
     def plot(self, path: str | None = None) -> Any:
         """Replicas, queue depth, P99 TTFT and spend over time (needs matplotlib); saved to

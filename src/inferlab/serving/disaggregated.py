@@ -37,7 +37,7 @@ from .simulator import Trace, simulate
 from .stepmodel import StepModel
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # ServeResult's short repr, not a dump of every request's arrays
 class DisaggServeResult(ServeResult):
     """A :class:`ServeResult` of two pools: ``deployment`` is a decode replica's,
     ``prefill_deployment`` a prefill replica's; ``trace`` holds every request, with
