@@ -26,7 +26,7 @@ SMALL = {"num_requests": 8}
     # 8 requests at 1e-300/s would span 8e300 s, where a 10 ms step is below one float64 ulp
     ({"rate": 1e-300}, "8 requests at 1e-300 requests/s arrive over about 8e+300 s; at most 1e+06 s"),
     ({"rate": 2, "num_requests": 10.5}, "workload: num_requests must be an integer (it counts requests), got 10.5"),
-    ({"rate": 2, "num_requests": 10.0}, "workload: num_requests must be an integer (it counts requests), got 10.0"),
+    ({"rate": 2, "num_requests": 10.5}, "workload: num_requests must be an integer (it counts requests), got 10.5"),
     ({"rate": 2, "num_requests": 0}, "workload: num_requests must be between 1 and 10,000,000, got 0"),
     ({"rate": 2, "seed": 1.5}, "workload: seed must be an integer, got 1.5"),
     ({"rate": 2, "seed": "x"}, "workload: seed must be an integer, got 'x'"),
@@ -229,3 +229,19 @@ def test_a_closed_loop_with_fewer_requests_than_clients_says_so():
     r = serve("llama-3.1-8b", "h100-sxm", concurrency=500, num_requests=20, isl=128, osl=8)
     assert "500 clients (only 20 send a request: fewer requests than clients)" in str(r)
     assert "only" not in str(serve("llama-3.1-8b", "h100-sxm", concurrency=4, num_requests=20, isl=128, osl=8))
+
+
+def test_whole_numbers_written_as_floats_are_counts_and_booleans_are_not():
+    """isl=[512.0, 1024.0], num_requests=50.0 and concurrency=4.0 are whole counts, as tp=2.0 was
+    already (a JSON or YAML number, or numpy arithmetic); a numpy boolean is no batch size (it had
+    run as batch 1)."""
+    import numpy as np
+
+    from inferlab import estimate, serve
+
+    assert len(serve("llama-3.1-8b", "h100-sxm", isl=[512.0, 1024.0], osl=32.0, rate=2, num_requests=50.0)
+               .trace.osl) == 50
+    assert serve("llama-3.1-8b", "h100-sxm", isl=512, osl=32, concurrency=4.0, num_requests=20).workload.concurrency == 4
+    for flag in (np.bool_(True), [True, False]):
+        with pytest.raises(SpecError, match="batch_size must be a number or an array of numbers"):
+            estimate("llama-3.1-8b", "h100-sxm", batch_size=flag)

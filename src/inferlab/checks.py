@@ -83,7 +83,9 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
         if not (math.isfinite(x) and minimum <= x <= maximum and x == round(x)):
             raise _not_whole(name, minimum, maximum, value)
         return np.asarray(x)
-    if isinstance(value, (str, bytes)) or value is None or isinstance(value, bool):
+    if isinstance(value, (str, bytes)) or value is None or isinstance(value, (bool, np.bool_)) \
+            or isinstance(value, np.ndarray) and value.dtype == bool \
+            or isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value):
         raise SpecError(f"{name} must be a number or an array of numbers, got {value!r}")
     try:
         arr = np.asarray(value, dtype=float)

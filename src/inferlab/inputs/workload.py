@@ -61,7 +61,7 @@ class Lengths:
         kinds = ("fixed", "uniform", "lognormal", "empirical")
         if not isinstance(self.kind, str) or self.kind not in kinds:
             raise SpecError(f"lengths: unknown kind {self.kind!r}; allowed: {', '.join(kinds)}")
-        tokens = {"minimum": 1, "maximum": MAX_TOKENS, "what": "tokens"}
+        tokens = {"minimum": 1, "maximum": MAX_TOKENS, "what": "tokens", "whole_floats": True}
         if self.kind == "fixed":
             object.__setattr__(self, "value", integer("lengths: value", self.value, **tokens))
         elif self.kind == "uniform":
@@ -267,11 +267,12 @@ class Workload:
                                max_size=MAX_REQUESTS, unit="s")
             object.__setattr__(self, "trace", tuple(trace.tolist()))
             object.__setattr__(self, "num_requests", len(trace))
-        n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests")
+        n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests",
+                    whole_floats=True)
         object.__setattr__(self, "num_requests", n)
         if self.concurrency is not None:
             object.__setattr__(self, "concurrency", integer("workload: concurrency", self.concurrency,
-                                                            maximum=MAX_REQUESTS, what="clients"))
+                                                            maximum=MAX_REQUESTS, what="clients", whole_floats=True))
         if self.rate is not None:
             self._check_rate(n)
 
