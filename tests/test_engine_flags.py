@@ -377,3 +377,20 @@ def test_the_here_document_as_trtllm_guides_write_it():
             "--tp_size 8 --ep_size 8 --extra_llm_api_options ${EXTRA_LLM_API_FILE}\n")
     launch = parse_engine_args(text)
     assert (launch.tp, launch.ep, launch.attention_dp, launch.kv_cache, launch.unknown) == (8, 8, True, "fp8", ())
+
+
+@pytest.mark.parametrize("command, model, weights, activations", [
+    ("vllm serve Qwen/Qwen3-235B-A22B-FP8 -tp 4", "qwen3-235b-a22b", "fp8", "fp8"),
+    ("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 -tp 2", "llama-3.1-70b", "int4", "bf16"),
+    ("python3 -m sglang.launch_server --model-path nvidia/DeepSeek-R1-0528-FP4 --tp 8", "deepseek-v3", "nvfp4", "nvfp4"),
+    ("vllm serve RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8-dynamic", "llama-3.1-8b", "fp8", "fp8"),
+])
+def test_a_quantized_or_dated_checkpoint_is_its_base_model_in_the_format_its_name_states(command, model, weights,
+                                                                                         activations):
+    """The engines read a quantized checkpoint's format from its config (no --quantization):
+    recipes launch Qwen/Qwen3-235B-A22B-FP8 or nvidia/DeepSeek-R1-0528-FP4 as they are (each had
+    been refused as no catalog model)."""
+    launch = parse_engine_args(command)
+    assert (launch.model, launch.weights, launch.activations) == (model, weights, activations)
+    assert launch.kv_cache is None  # the engine's default KV cache: a quantized checkpoint does not set it
+    assert any("the format its name states" in n for n in launch.notes)

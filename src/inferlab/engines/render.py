@@ -35,15 +35,30 @@ def parse_engine_args(text: str) -> EngineLaunch:
     words = list(cmd.words)
     program = os.path.basename(words[0])
     if program == "vllm" and words[1:2] == ["serve"]:
-        return vllm.parse(cmd, words[2:])
+        return _named_format(vllm.parse(cmd, words[2:]))
     if program.startswith("python") and words[1:2] == ["-m"] and len(words) > 2:
         if words[2] == "sglang.launch_server":
-            return sglang.parse(cmd, words[3:])
+            return _named_format(sglang.parse(cmd, words[3:]))
         if words[2] == "vllm.entrypoints.openai.api_server":
-            return vllm.parse(cmd, words[3:])
+            return _named_format(vllm.parse(cmd, words[3:]))
     if program == "trtllm-serve":
-        return trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:])
+        return _named_format(trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:]))
     raise SpecError(f"engine args: cannot tell the engine of {' '.join(words[:3])!r}; {_USAGE}")
+
+
+def _named_format(launch: EngineLaunch) -> EngineLaunch:
+    """``launch`` with the weight format its checkpoint's name states where no flag set one (the
+    engines read a quantized checkpoint's format from its config: ``Qwen/Qwen3-235B-A22B-FP8``
+    serves FP8 with no --quantization); the activations as the format computes, the KV cache as
+    the engine's default."""
+    from ..core.quantization import PrecisionConfig
+    from ..specs.catalog import checkpoint_format
+
+    fmt = checkpoint_format(launch.checkpoint or "")
+    if fmt is None or launch.weights is not None:
+        return launch
+    return replace(launch, weights=fmt, activations=PrecisionConfig.derived(fmt).activations).with_sources(
+        weights=f"the checkpoint's name ({launch.checkpoint})")
 
 
 def launch_command(launch: EngineLaunch, engine: str | None = None) -> Rendered:

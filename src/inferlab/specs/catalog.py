@@ -212,6 +212,14 @@ def _load_slice(base: str, profile: str) -> HardwareSpec:
 
 #: Suffixes of fine-tuned releases that keep the base model's architecture.
 _VARIANT = re.compile(r"-(instruct|it|chat|hf|base)$", re.IGNORECASE)
+#: A quantized checkpoint's name ends with its format (Qwen3-235B-A22B-FP8, ...-Instruct-AWQ-INT4,
+#: nvidia/DeepSeek-R1-0528-FP4): suffix -> inferlab's weight format.
+_QUANT_SUFFIX = re.compile(r"-(fp8(?:-dynamic|-static|-block)?|nvfp4|fp4|mxfp4|awq(?:-int4)?|gptq(?:-int4)?|int4|w4a16"
+                           r"|int8|w8a8)$", re.IGNORECASE)
+_SUFFIX_FORMAT = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "awq": "int4", "gptq": "int4",
+                  "int4": "int4", "w4a16": "int4", "int8": "int8", "w8a8": "int8"}
+#: A dated revision of one architecture (DeepSeek-R1-0528, DeepSeek-V3-0324 where no card names it).
+_REVISION = re.compile(r"-(\d{4})$")
 
 
 @functools.cache
@@ -246,6 +254,15 @@ def catalog_model(name: str) -> tuple[str, str | None]:
     base = _VARIANT.sub("", low.rsplit("/", 1)[-1])
     if base in names:
         return names[base], f"{name} taken as {names[base]} (a fine-tune keeps its base model's architecture)"
+    stem = low.rsplit("/", 1)[-1]
+    for strip in (_QUANT_SUFFIX, _REVISION, _VARIANT, re.compile(r"^meta-")):  # each form a repository adds
+        stem = strip.sub("", stem)
+        for candidate in (stem, _VARIANT.sub("", stem)):
+            if candidate in names:
+                fmt = checkpoint_format(name)
+                return names[candidate], (f"{name} taken as {names[candidate]}"
+                                          + (f" in {fmt} (the format its name states)" if fmt else "")
+                                          + " (a quantized or revised checkpoint keeps its base model's architecture)")
     path = Path(name).expanduser()
     if path.is_dir() and (path / "config.json").is_file() or path.suffix == ".json" and path.is_file():
         return str(path), None
@@ -253,6 +270,12 @@ def catalog_model(name: str) -> tuple[str, str | None]:
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else "."
     raise SpecError(f"engine model {name!r} is not a catalog model{hint} Give a catalog id (inferlab models list), "
                     "a repository a model card names, or a local folder with its config.json")
+
+
+def checkpoint_format(name: str) -> str | None:
+    """The weight format a repository's name states (``Qwen/Qwen3-235B-A22B-FP8``: fp8), or None."""
+    match = _QUANT_SUFFIX.search(str(name).strip().rstrip("/"))
+    return _SUFFIX_FORMAT[match.group(1).lower().split("-")[0]] if match else None
 
 
 def hf_repo(model: str) -> str:
