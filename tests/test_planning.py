@@ -420,3 +420,19 @@ def test_plan_is_public_and_takes_a_mapping_or_a_path():
     assert inferlab.plan(mapping).best.label == inferlab.plan(inferlab.load_scenario(mapping)).best.label
     with pytest.raises(inferlab.SpecError, match="a scenario is a YAML path, a mapping of its fields or a Scenario"):
         inferlab.load_scenario(None)
+
+
+def test_a_winner_in_its_checkpoints_own_formats_asks_no_engine_for_them():
+    """DeepSeek-V3 ships block-scaled FP8: its launch names no quantization and no KV format (it
+    had said 'cannot express weights fp8_block' and written --kv-cache-dtype bf16)."""
+    from inferlab.engines import launch_command
+    from inferlab.planning.launch import winner_launch
+
+    sc = load_scenario({"models": ["deepseek-v3"], "hardware": ["h200-sxm"], "engine": "sglang",
+                        "traffic": {"rate": 2, "isl": 1000, "osl": 200}, "search": {"precisions": ["checkpoint"],
+                                                                                    "tp": [8]}, "verify": 0})
+    launch = winner_launch(plan(sc))
+    assert (launch.weights, launch.activations, launch.kv_cache) == (None, None, None)
+    for engine in ("vllm", "sglang", "trtllm-pytorch"):
+        script = launch_command(launch, engine).script
+        assert "cannot express weights" not in script and "kv-cache-dtype" not in script

@@ -107,11 +107,10 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
             said.append(f"{' and '.join(changed)} per attention-DP rank in {source if per_rank[0] else target}, over "
                         f"all {ranks} ranks in {target if per_rank[0] else source}: written "
                         + ("x" if per_rank[0] else "/") + f"{ranks}")
-    if launch.gpu_memory_utilization is not None and _trtllm(source) != _trtllm(target):
-        said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but "
-                    + ("TensorRT-LLM's is a share of the memory the weights leave, this engine's of the whole GPU"
-                       if _trtllm(source) else "this engine's is a share of the whole GPU, TensorRT-LLM's of the "
-                       "memory the weights leave") + ": set it for the GPU")
+    if launch.gpu_memory_utilization is not None and _trtllm(source) and not _trtllm(target):
+        # (the other way, TensorRT-LLM's command says it of its own flag)
+        said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but TensorRT-LLM's is a "
+                    "share of the memory the weights leave, this engine's of the whole GPU: set it for the GPU")
     return launch, said
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..specs.catalog import checkpoint_format
 from .command_line import Command, Spec, choice, read_flags
 from .common import checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags, speculation
 from .launch import EngineLaunch, Rendered
@@ -252,6 +253,9 @@ def render(launch: EngineLaunch) -> Rendered:
     notes = ["--kv_cache_free_gpu_memory_fraction is a share of the memory left after weights and activations "
              "(vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static: of all memory)"] \
         if launch.gpu_memory_utilization is not None else []
+    if "quant_config" in options and checkpoint_format(checkpoint_of(launch)) is None:
+        notes.append(f"quant_config {options['quant_config']['quant_algo']}: TensorRT-LLM's PyTorch runtime reads the "
+                     "format from a pre-quantized (ModelOpt) checkpoint; point the command at one in that format")
     return shell_form(NAME, words, {CONFIG_FILE: text} if options else {}, missing, notes)
 
 

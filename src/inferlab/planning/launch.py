@@ -17,6 +17,22 @@ from ..errors import SpecError
 from .search import max_num_seqs
 
 
+def _asked(best: Any) -> str | None:
+    """The winner's formats, or None where they are its checkpoint's own (nothing to ask an engine
+    for: DeepSeek-V3 ships block-scaled FP8, which no flag sets)."""
+    from ..core.quantization import PrecisionConfig
+    from ..specs.catalog import load_model
+    from ..techniques.deployed_precision import checkpoint_precision
+
+    if best.precision in (None, "checkpoint"):
+        return None
+    try:
+        same = PrecisionConfig.parse(best.precision) == checkpoint_precision(load_model(best.model))
+    except Exception:  # noqa: BLE001 - a label that does not parse is passed on as it is
+        same = False
+    return None if same else best.precision
+
+
 def winner_launch(plan: Any) -> EngineLaunch:
     """The :class:`EngineLaunch` of one replica of the plan's cheapest feasible configuration.
 
@@ -40,7 +56,7 @@ def winner_launch(plan: Any) -> EngineLaunch:
     shared = sc.traffic.prefix is not None or bool(sc.traffic.prefix_hit)
     notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
         if best.replicas > 1 else ()
-    launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=best.precision,
+    launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=_asked(best),
                                     speculative=best.speculative, max_num_seqs=max_num_seqs(sc),
                                     max_num_batched_tokens=limits.max_num_batched_tokens,
                                     chunked_prefill=limits.chunked_prefill,
