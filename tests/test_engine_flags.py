@@ -394,3 +394,22 @@ def test_a_quantized_or_dated_checkpoint_is_its_base_model_in_the_format_its_nam
     assert (launch.model, launch.weights, launch.activations) == (model, weights, activations)
     assert launch.kv_cache is None  # the engine's default KV cache: a quantized checkpoint does not set it
     assert any("the format its name states" in n for n in launch.notes)
+
+
+def test_an_eagle_heads_generation_and_sglangs_nextn_recipe_are_kept():
+    """vLLM's "method": "eagle" and "eagle3" load different heads: a local head named neither way
+    keeps the method the command gave (it had come back as eagle3). SGLang's DeepSeek recipe runs
+    --speculative-algorithm EAGLE with the NextN weights: the model's own MTP module."""
+    plain = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config "
+                              "'{\"method\": \"eagle\", \"model\": \"/models/draft-head\", \"num_speculative_tokens\": 3}'")
+    assert '"method": "eagle"' in launch_command(plain, "vllm").script
+    sglang = launch_command(plain, "sglang").script
+    assert "--speculative-algorithm EAGLE " in sglang and "EAGLE3" not in sglang
+    three = parse_engine_args("python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                              "--speculative-algorithm EAGLE3 --speculative-draft-model-path /models/head "
+                              "--speculative-num-steps 3 --speculative-num-draft-tokens 4")
+    assert '"method": "eagle3"' in launch_command(three, "vllm").script
+    nextn = parse_engine_args("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+                              "--speculative-algorithm EAGLE --speculative-draft-model-path "
+                              "lmsys/DeepSeek-V3-0324-NextN --speculative-num-steps 1 --speculative-num-draft-tokens 2")
+    assert nextn.speculation.method == "mtp"

@@ -39,15 +39,27 @@ def drafter(name: str | None) -> str | None:
     return None if name in (None, "", DRAFTER_PLACEHOLDER) else name
 
 
-def speculation(engine: str, where: str, method: str, k: int, model: str | None) -> Speculation:
-    """A :class:`Speculation` from inferlab's method name, refusing a bad draft length or missing drafter."""
+def speculation(engine: str, where: str, method: str, k: int, model: str | None,
+                eagle3: bool | None = None) -> Speculation:
+    """A :class:`Speculation` from inferlab's method name, refusing a bad draft length or missing drafter
+    (``eagle3``: the EAGLE head's generation as the command named it)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SpecError(f"{engine}: {where}: the draft length must be a whole number >= 1, got {k!r}")
     if method == "draft":
         if drafter(model) is None:
             raise SpecError(f"{engine}: {where}: a draft model speculates with a model; name it")
         return Speculation("draft", k, draft_model=catalog_model(str(model))[0])
-    return Speculation(method, k, drafter=drafter(model))  # type: ignore[arg-type]
+    return Speculation(method, k, drafter=drafter(model),  # type: ignore[arg-type]
+                       eagle3=eagle3 if method == "eagle" else None)
+
+
+def eagle3_of(spec: Speculation) -> bool:
+    """Whether to write an EAGLE head as EAGLE-3: as the command named it, else from the head's name
+    (EAGLE-3 unless it says plain EAGLE)."""
+    if spec.eagle3 is not None:
+        return spec.eagle3
+    head = (spec.drafter or "").lower()
+    return not ("eagle" in head and "eagle3" not in head)
 
 
 def checkpoint_of(launch) -> str:

@@ -8,7 +8,7 @@ know are kept in ``unknown``, flags that change nothing it models in ``no_effect
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
@@ -33,6 +33,10 @@ class Speculation:
     k: int
     draft_model: str | None = None
     drafter: str | None = None
+    #: An EAGLE head's generation as the command named it (``eagle3``: True, ``eagle``: False;
+    #: None: not named, told from the head's name). The engines load the two differently;
+    #: the simulation times them alike, so it does not take part in comparisons.
+    eagle3: bool | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         model = f"model={self.draft_model}," if self.draft_model else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, launched_model, shell_form, source_flags,
+from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, launched_model, shell_form, source_flags,
                      precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
@@ -140,7 +140,14 @@ def _speculation(f, notes: list[str]) -> object:
     elif steps is not None and tokens is not None and tokens != steps + 1:
         notes.append(f"--speculative-num-draft-tokens {tokens} with --speculative-num-steps {steps}: k={k} "
                      "(the tokens verified per step, less one)")
-    return speculation(NAME, where, method, k, f.get("spec_model"))
+    named = str(f.get("speculation")).lower()
+    head = str(f.get("spec_model") or "").lower()
+    if method == "eagle" and "nextn" in head:  # SGLang's DeepSeek recipe: EAGLE with the NextN (MTP) weights
+        notes.append(f"{where} {f.get('speculation')} with the NextN head {f.get('spec_model')}: the model's own "
+                     "multi-token prediction module (read as mtp)")
+        return speculation(NAME, where, "mtp", k, f.get("spec_model"))
+    return speculation(NAME, where, method, k, f.get("spec_model"),
+                       eagle3={"eagle": False, "eagle3": True}.get(named))
 
 
 def render(launch: EngineLaunch) -> Rendered:
@@ -216,8 +223,7 @@ def _speculation_words(launch: EngineLaunch, missing: list) -> list[str]:
         missing.append(("speculation", "Medusa heads (SGLang drafts with EAGLE, NEXTN, STANDALONE or NGRAM)"))
         return []
     if spec.method == "eagle":
-        head = (spec.drafter or "").lower()
-        algorithm = "EAGLE" if "eagle" in head and "eagle3" not in head else "EAGLE3"
+        algorithm = "EAGLE3" if eagle3_of(spec) else "EAGLE"
     else:
         algorithm = {"mtp": "NEXTN", "draft": "STANDALONE", "ngram": "NGRAM"}[spec.method]
     out = ["--speculative-algorithm", algorithm]

@@ -228,7 +228,8 @@ def _speculation(value: dict, label: str, f: Any) -> object:
     for key in sorted(set(value) - {"decoding_type", "max_draft_len", "num_nextn_predict_layers",
                                     "speculative_model_dir"}):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"speculative_config.{key}")
-    return speculation(NAME, label, method, k, value.get("speculative_model_dir"))
+    return speculation(NAME, label, method, k, value.get("speculative_model_dir"),
+                       eagle3={"eagle": False, "eagle3": True}.get(str(value.get("decoding_type", "")).lower()))
 
 
 def render(launch: EngineLaunch) -> Rendered:

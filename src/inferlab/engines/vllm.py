@@ -15,7 +15,7 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, is_moe, launched_model, shell_form, source_flags,
+from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, launched_model, shell_form, source_flags,
                      precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
@@ -123,7 +123,8 @@ def _speculation(text: str, f) -> object:
     inferlab_method = choice(NAME, f"{where} method", method, METHODS)
     for key in sorted(set(data) - _SPEC_KEYS):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"{where}.{key}")
-    return speculation(NAME, where, inferlab_method, data.get("num_speculative_tokens"), data.get("model"))
+    return speculation(NAME, where, inferlab_method, data.get("num_speculative_tokens"), data.get("model"),
+                       eagle3={"eagle": False, "eagle3": True}.get(method))
 
 
 def render(launch: EngineLaunch) -> Rendered:
@@ -195,8 +196,7 @@ def _speculative_json(launch: EngineLaunch) -> str:
         return ""
     name = {"draft": "draft_model", "mtp": "mtp", "ngram": "ngram", "medusa": "medusa"}.get(spec.method)
     if spec.method == "eagle":
-        head = (spec.drafter or "").lower()
-        name = "eagle" if "eagle" in head and "eagle3" not in head else "eagle3"
+        name = "eagle3" if eagle3_of(spec) else "eagle"
     data: dict[str, object] = {"method": name}
     if spec.method in ("draft", "eagle", "medusa"):
         data["model"] = drafter_for(spec)
