@@ -124,3 +124,17 @@ def test_estimate_without_hardware_or_workload_is_one_line():
         inferlab.estimate(inferlab.Deployment(model="llama-3.1-8b", hardware="h100-sxm"))
     with pytest.raises(inferlab.SpecError, match="estimate: give the hardware"):
         inferlab.estimate("llama-3.1-8b")
+
+
+def test_a_grid_keeps_its_points_within_the_trained_length():
+    """estimate(isl=[1024, 200000]) keeps the 1,024-token point and marks the other (past
+    Llama-3.1-8B's 131,072 positions), as sweep() does; it had refused the whole grid. A grid
+    whose every point is beyond it is still one line."""
+    import inferlab
+
+    e = inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=[1024, 200000])
+    assert list(np.ravel(e.feasible)) == [True, False]
+    assert "exceeds the 131,072 positions" in str(np.ravel(e.reason)[1])
+    assert np.isfinite(np.ravel(e.ttft_s)[0]) and np.isnan(np.ravel(e.ttft_s)[1])
+    with pytest.raises(inferlab.SpecError, match="exceeds the 131,072 positions"):
+        inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=200000)

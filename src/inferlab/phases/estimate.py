@@ -31,7 +31,7 @@ from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, graph_limited_decode_s,
                                mean_decode_step_s)
-from .feasibility import prefix_reasons, require_feasible, static_batch_reasons
+from .feasibility import context_reasons, prefix_reasons, require_feasible, static_batch_reasons
 from .result import Estimate
 
 
@@ -157,13 +157,17 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     use = checks.fraction(option_name("utilization"), utilization)
     price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
     b, i, o = inputs.workload(batch_size, isl, osl)
-    long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
+    total, limit = np.asarray(i, float) + np.asarray(o, float), int(dep.model.max_position_embeddings or 0)
+    if allow_long_context or not limit or float(np.min(total)) > limit:  # every point beyond: one line
+        long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
+    else:  # some points beyond the trained length: those are marked, the grid keeps the rest
+        long_context = False
     graphs = checked_graph_limit(graph_max_batch, dep.profile, engine, option_name("graph_max_batch"))
     seqs = None if max_num_seqs is None else checks.integer(
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
-                       graph_max_batch=graphs, max_num_seqs=seqs)
+                       graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context))
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 
@@ -242,7 +246,8 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                  gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
-                 graph_max_batch: int | None = None, max_num_seqs: int | None = None) -> Estimate:
+                 graph_max_batch: int | None = None, max_num_seqs: int | None = None,
+                 allow_long_context: bool = True) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side; each runs
@@ -265,6 +270,8 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     # the KV cache holds one wave of the engine's sequence limit at a time
     feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
     feasible, reason = prefix_reasons(prefix_cache, i, feasible, reason)
+    if not allow_long_context:
+        feasible, reason = context_reasons(dep.model, i, o, feasible, reason)
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
     n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
     split = bool(np.any(n_waves > 1))

@@ -93,6 +93,23 @@ def prefix_reasons(cache: Any, isl: np.ndarray, feasible: np.ndarray, reason: np
     return (np.ravel(feasible) & ~short).reshape(shape), reason.reshape(shape)
 
 
+def context_reasons(model: Any, isl: np.ndarray, osl: np.ndarray, feasible: np.ndarray, reason: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``feasible`` and ``reason`` with the points whose prompt and output pass the model's trained
+    length marked (as :func:`inferlab.sweep` marks its rows)."""
+    from ..errors import option
+
+    limit = int(getattr(model, "max_position_embeddings", 0) or 0)
+    shape = np.shape(feasible)
+    beyond = (_flat(isl, shape) + _flat(osl, shape) > limit) & np.ravel(feasible) if limit else None
+    if beyond is None or not np.any(beyond):
+        return feasible, reason
+    reason = np.ravel(reason).copy()
+    reason[beyond] = (f"isl + osl exceeds the {limit:,} positions {model.id or model.name} was trained for "
+                      f"(pass {option('allow_long_context', True)} if it runs with RoPE scaling)")
+    return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
+
+
 def point_error(est: Any, j: int) -> InfeasibleError:
     """The full :class:`InfeasibleError` of grid point ``j`` of an estimate: bytes needed and
     available per GPU and what would fit (a layout, or the largest batch); a
