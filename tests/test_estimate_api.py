@@ -138,3 +138,13 @@ def test_a_grid_keeps_its_points_within_the_trained_length():
     assert np.isfinite(np.ravel(e.ttft_s)[0]) and np.isnan(np.ravel(e.ttft_s)[1])
     with pytest.raises(inferlab.SpecError, match="exceeds the 131,072 positions"):
         inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=200000)
+
+
+def test_a_sweep_iterates_its_columns_as_a_table_does():
+    """list(t) and 'ttft_s' in t had raised 'unknown sweep column 0' (no iteration protocol):
+    a sweep iterates its column names, as a DataFrame does, and len() counts its rows."""
+    import inferlab
+
+    t = inferlab.sweep("llama-3.1-8b", "h100-sxm", batch_size=[1, 2, 4])
+    assert list(t)[:3] == ["batch_size", "isl", "osl"] and "ttft_s" in t and "nope" not in t and len(t) == 3
+    assert {name: len(t[name]) for name in t} == dict.fromkeys(t, 3)

@@ -71,6 +71,13 @@ class SweepResult:
             raise UnknownNameError("sweep column", str(name), self.columns)
         return self.columns[name]
 
+    def __iter__(self):
+        """The column names, as a DataFrame iterates (``len()`` counts the rows, as there)."""
+        return iter(self.columns)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.columns
+
     def to_frame(self):
         """The table as a pandas DataFrame (optional ``frames`` extra); metrics of points that
         do not run are missing (``<NA>``)."""
