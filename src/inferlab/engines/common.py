@@ -40,17 +40,17 @@ def drafter(name: str | None) -> str | None:
 
 
 def speculation(engine: str, where: str, method: str, k: int, model: str | None,
-                eagle3: bool | None = None) -> Speculation:
+                named: str | None = None) -> Speculation:
     """A :class:`Speculation` from inferlab's method name, refusing a bad draft length or missing drafter
-    (``eagle3``: the EAGLE head's generation as the command named it)."""
+    (``named``: the method as the command wrote it, which tells an EAGLE head's generation)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SpecError(f"{engine}: {where}: the draft length must be a whole number >= 1, got {k!r}")
     if method == "draft":
         if drafter(model) is None:
             raise SpecError(f"{engine}: {where}: a draft model speculates with a model; name it")
         return Speculation("draft", k, draft_model=catalog_model(str(model))[0])
-    return Speculation(method, k, drafter=drafter(model),  # type: ignore[arg-type]
-                       eagle3=eagle3 if method == "eagle" else None)
+    eagle3 = {"eagle": False, "eagle3": True}.get(str(named).lower()) if method == "eagle" else None
+    return Speculation(method, k, drafter=drafter(model), eagle3=eagle3)  # type: ignore[arg-type]
 
 
 def eagle3_of(spec: Speculation) -> bool:

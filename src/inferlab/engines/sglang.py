@@ -140,14 +140,12 @@ def _speculation(f, notes: list[str]) -> object:
     elif steps is not None and tokens is not None and tokens != steps + 1:
         notes.append(f"--speculative-num-draft-tokens {tokens} with --speculative-num-steps {steps}: k={k} "
                      "(the tokens verified per step, less one)")
-    named = str(f.get("speculation")).lower()
     head = str(f.get("spec_model") or "").lower()
     if method == "eagle" and "nextn" in head:  # SGLang's DeepSeek recipe: EAGLE with the NextN (MTP) weights
         notes.append(f"{where} {f.get('speculation')} with the NextN head {f.get('spec_model')}: the model's own "
                      "multi-token prediction module (read as mtp)")
         return speculation(NAME, where, "mtp", k, f.get("spec_model"))
-    return speculation(NAME, where, method, k, f.get("spec_model"),
-                       eagle3={"eagle": False, "eagle3": True}.get(named))
+    return speculation(NAME, where, method, k, f.get("spec_model"), named=f.get("speculation"))
 
 
 def render(launch: EngineLaunch) -> Rendered:

@@ -229,7 +229,7 @@ def _speculation(value: dict, label: str, f: Any) -> object:
                                     "speculative_model_dir"}):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"speculative_config.{key}")
     return speculation(NAME, label, method, k, value.get("speculative_model_dir"),
-                       eagle3={"eagle": False, "eagle3": True}.get(str(value.get("decoding_type", "")).lower()))
+                       named=value.get("decoding_type"))
 
 
 def render(launch: EngineLaunch) -> Rendered:

@@ -124,7 +124,7 @@ def _speculation(text: str, f) -> object:
     for key in sorted(set(data) - _SPEC_KEYS):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"{where}.{key}")
     return speculation(NAME, where, inferlab_method, data.get("num_speculative_tokens"), data.get("model"),
-                       eagle3={"eagle": False, "eagle3": True}.get(method))
+                       named=method)
 
 
 def render(launch: EngineLaunch) -> Rendered:

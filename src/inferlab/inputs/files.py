@@ -78,6 +78,11 @@ def _expanded_size(data: Any, budget: int) -> int:
     return seen
 
 
+def _whole(v: Any) -> bool:
+    """A whole number, also written with an exponent (1e2 reads as a float)."""
+    return isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer()
+
+
 def _check_shape(path: Path, data: dict[str, Any]) -> None:
     """Refuse an expanded size past :data:`MAX_VALUES` and grid axes that are not a whole
     number or a flat list of them, before anything reads the values."""
@@ -87,13 +92,10 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
     for key in (k for k in _AXES if k in data):
         value = data[key]
         items = value if isinstance(value, list) else [value]
-        whole = all(isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer()
-                    for v in items)  # 1e2 is a whole number written with an exponent
-        if not whole or not 1 <= len(items) <= MAX_AXIS_VALUES:
-            bad = next((v for v in items if not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                 and float(v).is_integer())), None) if isinstance(value, list) else None
-            shown = f" holding {bad!r:.60}" if bad is not None else "" if isinstance(value, (list, dict)) \
-                else f" {value!r:.60}"
+        bad = next((v for v in items if not _whole(v)), None)
+        if bad is not None or not 1 <= len(items) <= MAX_AXIS_VALUES:
+            shown = f" holding {bad!r:.60}" if bad is not None and isinstance(value, list) \
+                else "" if isinstance(value, (list, dict)) else f" {value!r:.60}"
             raise SpecError(f"{path}: {key} must be a whole number or a flat list of 1 to {MAX_AXIS_VALUES:,} whole "
                             f"numbers, got {type(value).__name__}{shown}")
 

@@ -97,17 +97,22 @@ def context_reasons(model: Any, isl: np.ndarray, osl: np.ndarray, feasible: np.n
                     ) -> tuple[np.ndarray, np.ndarray]:
     """``feasible`` and ``reason`` with the points whose prompt and output pass the model's trained
     length marked (as :func:`inferlab.sweep` marks its rows)."""
-    from ..errors import option
-
     limit = int(getattr(model, "max_position_embeddings", 0) or 0)
     shape = np.shape(feasible)
     beyond = (_flat(isl, shape) + _flat(osl, shape) > limit) & np.ravel(feasible) if limit else None
     if beyond is None or not np.any(beyond):
         return feasible, reason
     reason = np.ravel(reason).copy()
-    reason[beyond] = (f"isl + osl exceeds the {limit:,} positions {model.id or model.name} was trained for "
-                      f"(pass {option('allow_long_context', True)} if it runs with RoPE scaling)")
+    reason[beyond] = beyond_context_reason(model)
     return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
+
+
+def beyond_context_reason(model: Any) -> str:
+    """Why a point whose prompt and output pass the model's trained length does not run."""
+    from ..errors import option
+
+    return (f"isl + osl exceeds the {model.max_position_embeddings:,} positions {model.id or model.name} was "
+            f"trained for (pass {option('allow_long_context', True)} if it runs with RoPE scaling)")
 
 
 def point_error(est: Any, j: int) -> InfeasibleError:

@@ -264,10 +264,9 @@ def _mark_long_context(model: Any, grid: list[np.ndarray], out: dict[str, np.nda
     beyond = grid[1] + grid[2] > limit
     if allowed or not limit or not np.any(beyond):
         return
-    from ..errors import option
+    from .feasibility import beyond_context_reason
 
-    reason[beyond] = (f"isl + osl exceeds the {limit:,} positions {model.id or model.name} was trained for "
-                      f"(pass {option('allow_long_context', True)} if it runs with RoPE scaling)")
+    reason[beyond] = beyond_context_reason(model)
     for c in DIRECTIONS:
         out[c][beyond] = np.nan
 

@@ -220,6 +220,8 @@ _SUFFIX_FORMAT = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp
                   "int4": "int4", "w4a16": "int4", "int8": "int8", "w8a8": "int8"}
 #: A dated revision of one architecture (DeepSeek-R1-0528, DeepSeek-V3-0324 where no card names it).
 _REVISION = re.compile(r"-(\d{4})$")
+#: An organisation's name before the model's (RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8).
+_MAKER = re.compile(r"^meta-")
 
 
 @functools.cache
@@ -255,7 +257,7 @@ def catalog_model(name: str) -> tuple[str, str | None]:
     if base in names:
         return names[base], f"{name} taken as {names[base]} (a fine-tune keeps its base model's architecture)"
     stem = low.rsplit("/", 1)[-1]
-    for strip in (_QUANT_SUFFIX, _REVISION, _VARIANT, re.compile(r"^meta-")):  # each form a repository adds
+    for strip in (_QUANT_SUFFIX, _REVISION, _VARIANT, _MAKER):  # each form a repository adds
         stem = strip.sub("", stem)
         for candidate in (stem, _VARIANT.sub("", stem)):
             if candidate in names:
