@@ -148,3 +148,22 @@ def test_a_sweep_iterates_its_columns_as_a_table_does():
     t = inferlab.sweep("llama-3.1-8b", "h100-sxm", batch_size=[1, 2, 4])
     assert list(t)[:3] == ["batch_size", "isl", "osl"] and "ttft_s" in t and "nope" not in t and len(t) == 3
     assert {name: len(t[name]) for name in t} == dict.fromkeys(t, 3)
+
+
+def test_a_price_may_be_a_quantity_of_money_per_time():
+    from inferlab import Deployment, Q
+    from inferlab.errors import UnitError
+    from inferlab.fleet.pricing import Pricing
+
+    # 0.05 USD a minute is 3 USD an hour: the cost is that of the plain number 3
+    per_minute = estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=Q(0.05, "USD/minute"))
+    assert per_minute.cost.usd_per_gpu_hour == pytest.approx(3.0)
+    assert float(per_minute.cost.usd_per_request) == pytest.approx(
+        float(estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=3.0).cost.usd_per_request))
+    assert Deployment(model="llama-3.1-8b", hardware="h100-sxm", price_per_gpu_hour=Q(2, "USD/hour")) \
+        .price_per_gpu_hour == 2.0
+    assert Pricing(on_demand_usd_per_hour=Q(240, "USD/day")).on_demand_usd_per_hour == pytest.approx(10.0)
+    with pytest.raises(UnitError, match="USD/hour"):
+        estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=Q(3, "USD"))  # a price per what?
+    with pytest.raises(SpecError, match="one price"):
+        estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=Q(np.array([1.0, 2.0]), "USD/hour"))

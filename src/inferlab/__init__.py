@@ -90,8 +90,12 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+#: What this module imports for itself, not for its users.
+_OWN_IMPORTS = frozenset({"annotations", "importlib", "sys", "types", "Any"})
+
+
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+    return sorted((set(globals()) - _OWN_IMPORTS) | set(_WHERE))
 
 
 class _Package(types.ModuleType):

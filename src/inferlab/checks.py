@@ -52,10 +52,20 @@ def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return real(name, value, minimum=0.0, maximum=1.0, include_minimum=allow_zero)
 
 
-def price(name: str, value: Any) -> float:
-    """A price: finite and >= 0 (a negative price would rank a plan as earning money), and 0 or
-    at least :data:`MIN_PRICE`."""
-    x = real(name, value, minimum=0.0, unit="USD")
+def price(name: str, value: Any, unit: str = "USD/hour") -> float:
+    """A price in ``unit``: finite and >= 0 (a negative price would rank a plan as earning
+    money), and 0 or at least :data:`MIN_PRICE`. A pint quantity is converted to ``unit``
+    (``Q(0.05, "USD/minute")`` is 3 USD/hour) and refused in another dimension."""
+    from .units import is_quantity
+
+    if is_quantity(value):
+        from .units import to_si_array
+
+        arr = to_si_array(value, unit, name)
+        if arr.ndim:
+            raise SpecError(f"{name} must be one price [{unit}], got {value!r:.80}")
+        value = float(arr)
+    x = real(name, value, minimum=0.0, unit=unit)
     return nonzero_price(name, x)
 
 

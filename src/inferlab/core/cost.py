@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..results.record import array_record
 
 
+@array_record
 @dataclass(frozen=True)
 class Cost:
     """Dollar figures of a static batch; NaN when no price is known.

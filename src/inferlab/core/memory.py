@@ -16,6 +16,7 @@ from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from .parallelism import Parallelism, stage_layer_share, weights_per_gpu
 from .quantization import PrecisionConfig
+from ..results.record import array_record
 
 #: CUDA context, library workspaces and communication buffers outside the engine's pool.
 DEFAULT_RESERVE_BYTES = 1.0 * 2**30
@@ -24,6 +25,7 @@ DEFAULT_RESERVE_BYTES = 1.0 * 2**30
 _WORKSPACE_WIDTHS = 4
 
 
+@array_record
 @dataclass(frozen=True)
 class MemoryPlan:
     """Where one GPU's memory goes [B]; arrays over the sweep grid."""

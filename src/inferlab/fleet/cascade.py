@@ -28,11 +28,13 @@ from .api import fleet, fleet_of
 from .result import FleetResult
 from .simulation import OK
 from .traffic import Requests, plain
+from ..results.record import array_record
 
 _CASCADE_KEYS = ("model", "hardware", "tp", "engine", "precision", "share", "replicas", "autoscaler", "router",
                  "admission", "startup", "failures", "pricing", "allow_long_context")
 
 
+@array_record
 @dataclass(frozen=True)
 class CascadeResult:
     """The small model's fleet, the large model's, and the escalated requests' end-to-end TTFT."""

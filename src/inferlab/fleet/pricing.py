@@ -28,6 +28,7 @@ import numpy as np
 
 from ..checks import integer, real
 from ..errors import SpecError
+from ..units import is_quantity, to_si_array
 
 #: Spot interruption notice [s] ([1]).
 SPOT_NOTICE_S = 120.0
@@ -67,6 +68,10 @@ class Pricing:
                                                              minimum=0.0, maximum=1e6, unit="1/h"))
         for name in ("on_demand_usd_per_hour", "reserved_usd_per_hour", "spot_usd_per_hour"):
             v = getattr(self, name)
+            if is_quantity(v):
+                v = to_si_array(v, "USD/hour", f"pricing.{name}")
+                v = float(v) if v.ndim == 0 else v  # an array is refused as not a number below
+                object.__setattr__(self, name, v)
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise SpecError(f"pricing.{name} must be a number [USD/hour], got {v!r:.40}")
             if v < 0 or math.isinf(v):

@@ -17,12 +17,14 @@ import numpy as np
 from ..economics._common import fmt
 from ..results.render import share_text
 from .simulation import AFTER, OK, STATUS
+from ..results.record import array_record
 
 #: SLO used by :meth:`FleetResult.goodput` when none is given. An assumption for chat:
 #: first token within 1 s at P99.
 DEFAULT_TTFT_SLO_S = 1.0
 
 
+@array_record
 @dataclass(frozen=True, repr=False)  # the summary line, not a dump of every request's arrays
 class FleetResult:
     """A simulated fleet.

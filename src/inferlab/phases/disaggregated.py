@@ -31,8 +31,10 @@ from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
 from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, decode, graph_limited_decode_s,
                                mean_decode_step_s, run_step)
 from ..units import Q, to_si_array
+from ..results.record import array_record
 
 
+@array_record
 @dataclass(frozen=True)
 class DisaggEstimate:
     """Predicted disaggregated serving; arrays when inputs were grids, times in seconds.

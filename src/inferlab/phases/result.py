@@ -17,6 +17,7 @@ from ..results.render import pretty, text_table
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..units import Q
 from .interval import interval_dict
+from ..results.record import array_record
 
 if TYPE_CHECKING:
     import pint
@@ -42,6 +43,7 @@ def _nan_to_none(x: Any) -> Any:
     return x
 
 
+@array_record
 @dataclass(frozen=True)
 class Estimate:
     """Predicted static-batch serving of one deployment; arrays when inputs were grids.

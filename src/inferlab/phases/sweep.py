@@ -24,6 +24,7 @@ from ..inputs import resolve as inputs
 from ..inputs.resolve import deployment
 from ..results.render import text_table
 from .estimate import static_batch
+from ..results.record import array_record
 
 COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_tokens_per_s",
            "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "memory_per_gpu_bytes",
@@ -51,6 +52,7 @@ def _cell(v: Any) -> Any:
     return None if isinstance(v, float) and not np.isfinite(v) else v
 
 
+@array_record
 @dataclass(frozen=True)
 class SweepResult:
     """Columns of equal length: labels (model, hardware, tp, precision), grid inputs,

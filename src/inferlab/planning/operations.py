@@ -19,8 +19,10 @@ from ..economics import CapacityPlan, ColdStart, Headroom, cold_start, plan_capa
 from ..inputs.resolve import deployment
 from .probes import HEADROOM_MAX
 from .scenario import Scenario
+from ..results.record import array_record
 
 
+@array_record
 @dataclass(frozen=True)
 class DayPlan:
     """What running the winner costs over the day, and what scaling it up takes."""

@@ -15,6 +15,7 @@ from ..results.render import text_table
 from .candidate import Candidate
 from .operations import day_plan
 from .scenario import Scenario
+from ..results.record import array_record
 
 
 def _ms(value: float, digits: int) -> str:
@@ -25,6 +26,7 @@ def _fluid_ms(value: float, digits: int) -> str:
     return "fluid model saturated" if math.isinf(value) else f"fluid model {_ms(value, digits)} ms"
 
 
+@array_record
 @dataclass(frozen=True)
 class Plan:
     """Ranked candidates (feasible first, by cost), with the scenario they answer."""

@@ -16,6 +16,7 @@ from ..results.render import json_ready, text_table
 from ..techniques.step import ResolvedDeployment
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
+from ..results.record import array_record
 
 PERCENTILES = (50, 90, 99)
 
@@ -30,6 +31,7 @@ def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> flo
     return float(v[order][np.searchsorted(cum, q * cum[-1])])
 
 
+@array_record
 @dataclass(frozen=True)
 class ServeResult:
     """Latencies of every request [s] and the load they saw.

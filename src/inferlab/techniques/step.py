@@ -26,6 +26,7 @@ from ..specs.model import ModelSpec
 from .expert_parallel import apply_expert_parallel
 from .pipeline import apply_pipeline, micro_batching, pipeline_step_s
 from .tensor_parallel import apply_tensor_parallel
+from ..results.record import array_record
 
 #: Quadrature nodes for the decode integral: exact for polynomials up to degree 7. Decode
 #: time is piecewise linear in the context (kinks where an op changes bound or a window
@@ -87,6 +88,7 @@ class ResolvedDeployment:
         )
 
 
+@array_record
 @dataclass(frozen=True)
 class StepResult:
     """Ops of one step on one GPU with their timing."""
