@@ -370,3 +370,76 @@ def test_each_pool_holds_the_kv_pool_its_engine_holds_whatever_the_batch():
     first, second = np.ravel(e.prefill_memory.max_sequences)[:2]
     assert first == second
     assert float(np.ravel(e.prefill_memory.workspace)[0]) == float(np.ravel(e.prefill_memory.workspace)[-1])
+
+
+POOLS_70B = "prefill=h100-sxmx4:tp4,decode=h100-sxmx8:tp4"
+
+
+def test_a_grid_keeps_the_points_whose_batches_fit():
+    """Decode pool: 70B BF16 at tp4 leaves ~40 GB per H100 after weights; 512 sequences of 33,280
+    tokens need 512 x 33,280 x 327,680 B / 4 GPUs = 1,396 GB per GPU: that point cannot run.
+    It had failed the whole grid; the 2,048-token point runs."""
+    est = estimate_disaggregated("llama-3.1-70b", POOLS_70B, isl=[2048, 32768], osl=512, decode_batch=[64, 512])
+    assert list(np.ravel(est.feasible)) == [True, False]
+    assert "1395.9 GB" in est.reason[1] and "largest decode batch that fits is" in est.reason[1]
+    assert np.isfinite(est.ttft_s[0]) and np.isnan(est.ttft_s[1]) and np.isnan(est.tpot_s[1])
+    data = est.to_dict()
+    assert data["ttft_s"][1] is None and data["feasible"] == [True, False] and data["bottleneck"][1] == "-"
+    assert "does not run" in str(est) and est.first_feasible() == 0
+    with pytest.raises(InfeasibleError, match="grid point 1 does not run"):
+        est.explain(point=1)
+    with pytest.raises(InfeasibleError, match="none of the 2 grid points runs"):
+        estimate_disaggregated("llama-3.1-70b", POOLS_70B, isl=[2048, 32768], osl=512, decode_batch=512)
+
+
+def test_cost_of_the_pools_by_hand():
+    """12 GPUs at 2 USD/hour: 24 USD/hour as given. In the balanced ratio each GPU-second costs
+    2/3600 USD whichever pool it is in, so USD per million output tokens is
+    2 / 3600 / (balanced tok/s per GPU) x 1e6."""
+    from inferlab import Q
+
+    est = estimate_disaggregated("llama-3.1-70b", POOLS_70B, isl=2048, osl=512, decode_batch=64,
+                                 price_per_gpu_hour=Q(2, "USD/hour"))
+    assert est.usd_per_hour == pytest.approx(24.0)
+    assert float(est.balanced_usd_per_million_output) == pytest.approx(
+        2.0 / 3600.0 / float(est.balanced_output_tokens_per_s_per_gpu) * 1e6, rel=1e-9)
+    # as given, the idle share of the faster pool is paid too: dearer than balanced
+    assert float(est.usd_per_million_output) > float(est.balanced_usd_per_million_output)
+    catalog = estimate_disaggregated("llama-3.1-70b", POOLS_70B, isl=2048, osl=512, decode_batch=64)
+    assert catalog.usd_per_gpu_hour == (2.95, 2.95)  # the h100-sxm catalog price (specs/hardware)
+    assert catalog.to_dict()["cost"]["usd_per_hour"] == pytest.approx(12 * 2.95)
+
+
+def test_explain_op_table_and_interval_of_a_disaggregated_estimate():
+    est = estimate_disaggregated("llama-3.1-70b", POOLS_70B, isl=2048, osl=512, decode_batch=64)
+    text = est.explain()
+    assert "= prefill" in text and "exposed KV transfer" in text and "first step" in text
+    assert f"the {est.bottleneck.flat[0]} pool limits" in text
+    assert "prefill step:" in text and "decode step at mid generation:" in text and "memory per decode GPU" in text
+    rows = est.op_table("prefill")
+    assert rows[-1]["op"] == "kv_transfer" and rows[-1]["comm_bytes"] == pytest.approx(LLAMA_70B_KV_BF16 * 2048 / 1)
+    assert any(r["op"] == "attention" for r in est.op_table("decode"))
+    from inferlab.calibration.error_band import MissingBandError
+
+    with pytest.raises(MissingBandError, match="no validation case"):  # as for disaggregated serving
+        est.interval(0.8)
+    assert "no validation case" in est.to_dict()["interval"]["unavailable"] and "no 80% interval" in text
+
+
+def test_disaggregated_cli_explains_and_refuses_a_plot(capsys):
+    from inferlab.cli.main import main
+
+    assert main(["estimate", "llama-3.1-70b", "--disagg", POOLS_70B, "--isl", "2048", "--batch", "64",
+                 "--explain"]) == 0
+    assert "exposed KV transfer" in capsys.readouterr().out
+    assert main(["estimate", "llama-3.1-70b", "--disagg", POOLS_70B, "--plot", "x.png"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--ops prefill" in err
+
+
+def test_a_deployment_with_pools_takes_a_price():
+    from inferlab import Deployment, Workload, estimate
+
+    dep = Deployment(model="llama-3.1-70b", disaggregation=POOLS_70B, price_per_gpu_hour=3.0)
+    est = estimate(dep, Workload(isl=2048, osl=512, batch_size=64))
+    assert est.usd_per_gpu_hour == (3.0, 3.0)

@@ -167,6 +167,11 @@ def run(args: argparse.Namespace) -> None:
     from .output import emit as _emit
 
     kw = _kwargs(args)
+    if args.plot and kw.get("disaggregation") is not None:
+        from ..errors import SpecError
+
+        raise SpecError("--plot draws one deployment's roofline; with --disagg give --ops prefill or --ops decode "
+                        "for each pool's op table, or plot one pool as an aggregated estimate")
     written = _inputs_written(kw)
     est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)

@@ -39,8 +39,7 @@ _PLAIN = ("model", "hardware", "num_gpus", "precision", "profile", "attention", 
 #: Keyword arguments that describe a deployment (:meth:`Deployment.from_kwargs`).
 KWARGS = (*_PLAIN, *Layout.model_fields, "engine", "engine_version", *ENGINE_LIMITS, "max_num_tokens")
 #: Options of an aggregated deployment that a disaggregation (whose pools set them) refuses, with defaults.
-_AGGREGATED_ONLY = {"attention": "flash", "cuda_graphs": True, "price_per_gpu_hour": None, "utilization": 1.0,
-                    "speculative": None}
+_AGGREGATED_ONLY = {"attention": "flash", "cuda_graphs": True, "utilization": 1.0, "speculative": None}
 
 
 class Deployment(BaseModel):
@@ -197,9 +196,10 @@ class Deployment(BaseModel):
     def estimate_kwargs(self) -> dict[str, Any]:
         """Keyword arguments of :func:`inferlab.estimate` (the deployment's; the workload adds the rest)."""
         kw = self._common_kwargs()
+        if self.price_per_gpu_hour is not None:  # a disaggregation's pools pay it for every GPU
+            kw["price_per_gpu_hour"] = self.price_per_gpu_hour
         if self.disaggregation is None:
-            extra = self.model_dump(include={"attention", "cuda_graphs", "price_per_gpu_hour", "utilization"},
-                                    exclude_defaults=True)
+            extra = self.model_dump(include={"attention", "cuda_graphs", "utilization"}, exclude_defaults=True)
             kw.update(extra)
             kw.update(self.layout.model_dump(include={"expert_imbalance", "micro_batches"}, exclude_defaults=True))
         limits = self.engine.limits()

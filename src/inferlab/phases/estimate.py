@@ -175,7 +175,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
 #: Arguments of :func:`estimate` that only an aggregated deployment uses, with their defaults.
 _AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False,
                     "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
-                    "price_per_gpu_hour": None, "utilization": 1.0, "waves": False, "speculative": None,
+                    "utilization": 1.0, "waves": False, "speculative": None,
                     "max_num_seqs": None}
 
 
@@ -195,7 +195,8 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
                                   decode_batch=args["batch_size"], engine=args["engine"], profile=args["profile"],
                                   prefix_cache=args["cache"], precision=args["precision"],
                                   allow_long_context=args["allow_long_context"],
-                                  graph_max_batch=args["graph_max_batch"], **memory)
+                                  graph_max_batch=args["graph_max_batch"],
+                                  price_per_gpu_hour=args["price_per_gpu_hour"], **memory)
 
 
 def _speculative(value: Any) -> SpeculativeConfig | None:

@@ -190,21 +190,7 @@ class Estimate:
         return self._rows(step, point, float(np.ravel(step.time_s)[point]))
 
     def _rows(self, step: StepResult, point: int, total: float) -> list[dict[str, Any]]:
-        rows = []
-        for t in step.times:
-            at = lambda x: float(np.ravel(np.broadcast_to(x, np.shape(step.time_s)))[point])
-            parts = t.op.byte_parts()
-            row = {
-                "op": t.op.name, "group": t.op.group, "count": t.op.count, "kind": t.op.kind,
-                "precision": t.op.precision if t.op.kind in ("gemm", "attention") else "-",
-                "flops": at(t.op.flops) * t.op.count, "bytes": at(t.op.bytes) * t.op.count,
-                **{f"{k}_bytes": at(parts[k]) * t.op.count for k in BYTE_CATEGORIES},
-                "comm_bytes": at(t.op.comm_bytes) * t.op.count,
-                "intensity": at(t.intensity), "bound": str(np.ravel(np.broadcast_to(t.bound, np.shape(step.time_s)))[point]),
-                "time_s": at(t.total_s), "share": at(t.total_s) / total,
-            }
-            rows.append(row)
-        return rows
+        return op_rows(step, point, total)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (or lists for grids), seconds and tokens/s, JSON-ready.
@@ -331,3 +317,22 @@ class Estimate:
 def quantity_text(seconds: float) -> str:
     """``12.3 ms``-style text for a time in seconds."""
     return pretty(Q(seconds, "s"))
+
+
+def op_rows(step: StepResult, point: int, total: float) -> list[dict[str, Any]]:
+    """Per-op rows of ``step`` at grid point ``point``: FLOPs, bytes by category, intensity,
+    bound, time and share of ``total`` (the keys of :meth:`Estimate.op_table`)."""
+    rows = []
+    for t in step.times:
+        at = lambda x: float(np.ravel(np.broadcast_to(x, np.shape(step.time_s)))[point])
+        parts = t.op.byte_parts()
+        rows.append({
+            "op": t.op.name, "group": t.op.group, "count": t.op.count, "kind": t.op.kind,
+            "precision": t.op.precision if t.op.kind in ("gemm", "attention") else "-",
+            "flops": at(t.op.flops) * t.op.count, "bytes": at(t.op.bytes) * t.op.count,
+            **{f"{k}_bytes": at(parts[k]) * t.op.count for k in BYTE_CATEGORIES},
+            "comm_bytes": at(t.op.comm_bytes) * t.op.count,
+            "intensity": at(t.intensity), "bound": str(np.ravel(np.broadcast_to(t.bound, np.shape(step.time_s)))[point]),
+            "time_s": at(t.total_s), "share": at(t.total_s) / total,
+        })
+    return rows
