@@ -413,3 +413,14 @@ def test_an_eagle_heads_generation_and_sglangs_nextn_recipe_are_kept():
                               "--speculative-algorithm EAGLE --speculative-draft-model-path "
                               "lmsys/DeepSeek-V3-0324-NextN --speculative-num-steps 1 --speculative-num-draft-tokens 2")
     assert nextn.speculation.method == "mtp"
+
+
+def test_an_e5m2_kv_cache_is_read_as_fp8_and_said_so():
+    """FP8 E5M2 and E4M3 hold a KV element in one byte each (same speed); inferlab keeps one FP8
+    KV format, so the E5M2 spelling is noted, not silently turned into E4M3 on the way back."""
+    for command in ("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                    "--kv-cache-dtype fp8_e5m2", "vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp8_e5m2"):
+        launch = parse_engine_args(command)
+        assert launch.kv_cache == "fp8" and any("fp8_e5m2 read as fp8" in n for n in launch.notes)
+        assert any("fp8_e5m2" in line for line in launch.report())
+    assert not parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp8").notes

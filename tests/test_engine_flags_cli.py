@@ -159,3 +159,18 @@ def test_estimate_refuses_a_launch_whose_max_model_len_the_model_cannot_take(cap
     assert main(["estimate", "--engine-args", command, "h100-sxm"]) == 2
     assert "max_model_len=200,000 exceeds the 131,072 positions" in capsys.readouterr().err
     assert main(["estimate", "--engine-args", command, "h100-sxm", "--allow-long-context"]) == 0
+
+
+def test_explain_names_the_flag_behind_each_field(capsys):
+    code, out, _ = run(capsys, "estimate", "--engine-args", VLLM, "h100-sxm", "--isl", "2048", "--explain")
+    assert code == 0
+    read = next(line for line in out.splitlines() if line.startswith("vllm engine args read:"))
+    for part in ("tp 4 (--tensor-parallel-size)", "KV cache fp8 (--kv-cache-dtype)",
+                 "gpu_memory_utilization 0.85 (--gpu-memory-utilization)", "kv_block_size 32 (--block-size)"):
+        assert part in read
+    code, out, _ = run(capsys, "serve", "--engine-args", VLLM, "h100-sxm", "--rate", "1", "--num-requests", "8",
+                       "--isl", "512", "--osl", "16", "--explain", "--json")
+    assert code == 0 and "max_num_batched_tokens 4096 (--max-num-batched-tokens)" in json.loads(out)["explain"]
+    launch = parse_engine_args("trtllm-serve nvidia/DeepSeek-R1-FP4 --tp_size 8")
+    assert launch.read_lines() == ["trtllm engine args read: tp 8 (--tp_size); weights nvfp4 from the checkpoint's "
+                                   "name (nvidia/DeepSeek-R1-FP4)"]

@@ -97,6 +97,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["precision"] = precision
     if launch is not None:
         kw = engine_args.apply(launch, kw, "estimate")
+        args.engine_read = launch.read_lines()
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and "disaggregation" in kw):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
@@ -188,8 +189,9 @@ def run(args: argparse.Namespace) -> None:
         write_estimate_plot(est, args.plot, point=est.first_feasible())
         text += f"\nroofline chart written to {args.plot}"
     if args.explain and hasattr(est, "explain"):
-        text += "\n\n" + est.explain()
-        data["explain"] = est.explain()
+        why = "\n".join([est.explain(), *getattr(args, "engine_read", [])])
+        text += "\n\n" + why
+        data["explain"] = why
     if args.ops and hasattr(est, "op_table"):
         rows = est.op_table(args.ops)
         data["ops"] = rows

@@ -157,7 +157,9 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         engine_args.positionals(args)
         if args.model is not None:
             kw["model"] = args.model
-        kw = engine_args.apply(parse_engine_args(args.engine_args), kw, "serve")
+        launch = parse_engine_args(args.engine_args)
+        kw = engine_args.apply(launch, kw, "serve")
+        args.engine_read = launch.read_lines()
         args.model = kw.pop("model")
     elif args.model is None:
         raise SpecError("serve needs MODEL (a catalog id) or --engine-args with a launch command")
@@ -232,8 +234,9 @@ def run(args: argparse.Namespace) -> None:
                                "ttft_s": g.ttft_s, "tpot_s": g.tpot_s, "percentile": g.percentile}
         explained, figure, label = result, result, ""
     if args.explain:
-        text += "\n\n" + label + explained.explain()
-        data["explain"] = explained.explain()
+        why = "\n".join([explained.explain(), *getattr(args, "engine_read", [])])
+        text += "\n\n" + label + why
+        data["explain"] = why
     if args.plot:
         figure.plot(args.plot)
         text += f"\nwrote {args.plot}"

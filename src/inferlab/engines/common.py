@@ -96,6 +96,17 @@ def shell_form(engine: str, words: Iterable[str], files: dict[str, str], unexpre
     return Rendered(engine, "\n".join(lines) + "\n", tuple(unexpressed))
 
 
+def kv_spelling_note(flags) -> str | None:
+    """A note when the KV cache is FP8 E5M2: inferlab holds one FP8 KV format (the bytes, and so
+    the speed, are those of E4M3), so a rendered command says E4M3; E5M2 keeps two mantissa bits
+    to E4M3's three, the coarser cache for the same bytes."""
+    raw = str(flags.get("kv_cache", "")).lower()
+    if raw != "fp8_e5m2":
+        return None
+    return (f"{flags.flag('kv_cache')} fp8_e5m2 read as fp8: the bytes and speed of fp8_e4m3, which a rendered "
+            "command names (e5m2 keeps 2 mantissa bits to e4m3's 3: a coarser KV cache, not modelled)")
+
+
 def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
     """Field -> the flag that set it, with ``precision`` the first flag that set a format."""
     out = {key: flag for key, (flag, _) in flags.values.items()}

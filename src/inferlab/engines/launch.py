@@ -259,6 +259,20 @@ class EngineLaunch:
                          "batch")
         return lines
 
+    def read_lines(self) -> list[str]:
+        """One line naming each field the flags set, with the flag as written: what ``--explain``
+        shows, so that every number of a pasted command traces to the flag behind it."""
+        shown = {"kv_cache": "KV cache", "weights": "weights", "activations": "activations", "dtype": "dtype"}
+        parts = []
+        for key, flag in self.sources:
+            if key == "precision" or not hasattr(self, key):  # precision is derived from the kinds below
+                continue
+            value = getattr(self, key)
+            text = "on" if value is True else "off" if value is False else str(value)
+            parts.append(f"{shown.get(key, key)} {text} " + (f"({flag})" if flag.startswith("-") else f"from {flag}"))
+        name = self.engine.split("-")[0]
+        return [f"{name} engine args read: {'; '.join(parts)}"] if parts else []
+
     def with_sources(self, **sources: str) -> EngineLaunch:
         """This launch with the flags of some fields recorded."""
         return replace(self, sources=tuple({**dict(self.sources), **sources}.items()))

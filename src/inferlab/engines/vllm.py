@@ -15,8 +15,8 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, launched_model, shell_form, source_flags,
-                     precision_words, speculation)
+from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model, shell_form,
+                     source_flags, precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
 NAME = "vllm"
@@ -95,6 +95,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             notes.append("--quantization compressed-tensors: formats from the checkpoint")
         else:
             weights, activations = pair
+    if kv_spelling_note(f):
+        notes.append(kv_spelling_note(f))
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
