@@ -161,18 +161,29 @@ def test_a_cascade_plots_both_fleets(tmp_path):
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
-def test_a_planning_scenario_runs_its_searchs_first_tp_format_and_sequence_limit(tmp_path):
+def test_a_planning_scenario_runs_the_plans_choice_where_its_fleet_section_leaves_one(tmp_path):
+    """The fleet runs what `inferlab plan` picks (it had run the search's first TP size and format,
+    whatever the plan chose): the cheapest configuration and, unless named, its replica count."""
+    from inferlab import plan
     from inferlab.fleet.scenario import load_fleet_scenario
 
     path = tmp_path / "plan.yaml"
-    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 1024, osl: 128}\n"
-                    "search: {precisions: [fp8, bf16], tp: [2, 4], max_num_seqs: 4}\nfleet: {replicas: 2, hours: 0.1}\n")
+    head = ("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 1024, osl: 128}\n"
+            "slo: {ttft_ms: 2000, tpot_ms: 60}\nsearch: {precisions: [bf16, fp8], tp: [4, 1], max_num_seqs: 4}\n")
+    path.write_text(head + "fleet: {hours: 0.1}\n")
     kwargs = load_fleet_scenario(path)
-    assert (kwargs["tp"], kwargs["precision"], kwargs["max_num_seqs"]) == (2, "fp8", 4)
+    best = plan(path).best
+    dep = kwargs["model"]
+    assert (dep.layout.tp, dep.precision.weights, kwargs["replicas"]) == (best.tp, best.precision, best.replicas)
+    assert best.tp == 1  # one GPU per replica is the cheap way to serve 5 req/s of an 8B model, not tp4 first
+    assert dep.engine.limits()["max_num_seqs"] == 4 and "from the plan's cheapest" in kwargs["notes"][0]
+    path.write_text(head + "fleet: {replicas: 3, hours: 0.1, tp: 4}\n")
+    kwargs = load_fleet_scenario(path)  # named: the plan chooses within them
+    assert (kwargs["model"].layout.tp, kwargs["replicas"]) == (4, 3)
     path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 1024, osl: 128}\n"
-                    "fleet: {replicas: 2, hours: 0.1, tp: 8}\n")
-    kwargs = load_fleet_scenario(path)
-    assert (kwargs["tp"], kwargs["precision"]) == (8, None) and "max_num_seqs" not in kwargs  # the section wins
+                    "fleet: {replicas: 2, hours: 0.1, tp: 8, precision: bf16}\n")
+    kwargs = load_fleet_scenario(path)  # all named: run as written, no search
+    assert (kwargs["tp"], kwargs["precision"]) == (8, "bf16") and "max_num_seqs" not in kwargs and "notes" not in kwargs
 
 
 def test_a_scenario_commands_long_context_message_names_the_scenario_key(tmp_path, capsys):

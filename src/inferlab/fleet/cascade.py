@@ -15,7 +15,7 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -88,7 +88,10 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     if "pools" in kwargs:
         return fleet_of(progress=progress, **kwargs)
     spec = kwargs.pop("cascade", None)
+    notes = tuple(kwargs.pop("notes", ()))  # how the scenario was read (a planning one's plan)
     small = fleet(progress=progress, **kwargs)
+    if notes:
+        small = replace(small, notes=(*notes, *small.notes))
     if spec is None:
         return small
     if not isinstance(spec, dict) or "model" not in spec or "share" not in spec:

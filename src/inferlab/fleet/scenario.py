@@ -34,9 +34,10 @@ pool, or in the deployment) accepts requests beyond the model's trained position
 scaling), which are refused otherwise; a cascade's large fleet takes the small one's.
 
 A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
-section too: the fleet then runs its ``model`` and ``hardware`` (default: the scenario's
-first), at the scenario's traffic, SLO and GPU price, so the same file is planned and then
-run as a fleet.
+section too: the fleet then runs the plan's cheapest configuration and replica count
+(:mod:`.planned`) where the section does not name ``model``, ``hardware``, ``tp``,
+``precision`` and ``replicas``, at the scenario's traffic, SLO and GPU price, so the same file
+is planned and then run as a fleet.
 
 Each policy mapping takes the fields of its class (:class:`~.admission.Admission`,
 :class:`~.autoscaler.Autoscaler`, :class:`~.startup.Startup`, :class:`~.failures.Failures`,
@@ -52,6 +53,7 @@ from typing import Any
 from ..checks import real
 from ..errors import SpecError
 from ..specs.validation import read_yaml_mapping
+from .planned import note, open_axes, planned
 
 _TOP = ("name", "model", "hardware", "engine", "tp", "precision", "deployment", "fleet", "allow_long_context")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
@@ -121,10 +123,10 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
 
 def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """A planning scenario (``inferlab plan``'s format) with a ``fleet:`` section: the fleet
-    runs the section's ``model``, ``hardware``, ``tp`` and ``precision`` (default: the first of
-    the scenario's models and GPUs and of its search's TP sizes and formats, at the search's
-    ``max_num_seqs``), at the scenario's traffic (a constant rate, unless the section gives ``traffic``), SLO and
-    GPU price."""
+    runs the section's ``model``, ``hardware``, ``tp``, ``precision`` and ``replicas`` (what it
+    leaves open with a choice to make, the plan's cheapest configuration and replica count; see
+    :mod:`.planned`), at the search's ``max_num_seqs``, the scenario's traffic (a constant rate,
+    unless the section gives ``traffic``), SLO and GPU price."""
     from ..planning.scenario import load_scenario
 
     sc = load_scenario(path)
@@ -133,30 +135,41 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         raise SpecError(f"{path.name} is a planning scenario without a fleet: section; add one (e.g. "
                         "fleet: {replicas: 4, router: cache_aware, hours: 1}) to run it with inferlab fleet")
     _known(f, _FLEET + ("model", "hardware", "tp", "precision", "allow_long_context"), f"{path.name}, fleet")
-    model, hardware = f.pop("model", sc.models[0]), f.pop("hardware", sc.hardware[0])
     if sc.traffic.rate is None and "traffic" not in f:
         raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")
-    first = sc.search.precisions[0]  # the search's first TP size and format, as its first model and GPU
-    kwargs: dict[str, Any] = {"model": model, "hardware": hardware, "engine": sc.engine, "profile": sc.profile,
-                              "tp": f.pop("tp", sc.search.tp[0]),
-                              "precision": f.pop("precision", None if first == "checkpoint" else first), "name": sc.name,
-                              "traffic": f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl,
-                                                                    "osl": sc.traffic.osl, "prefix": sc.traffic.prefix},
-                              "allow_long_context": f.pop("allow_long_context", sc.allow_long_context)}
+    if "pools" in f or "cascade" in f or "trace" in f:
+        raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
+                        "examples/scenarios/fleet-day.yaml), not a planning one")
+    traffic = f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl, "osl": sc.traffic.osl,
+                                         "prefix": sc.traffic.prefix}
+    open_ = open_axes(sc, f)
+    if open_:  # what the section leaves open is the plan's: its cheapest configuration and replica count
+        result, best = planned(sc, f, path.name)
+        for key in ("model", "hardware", "tp", "precision", "allow_long_context"):
+            f.pop(key, None)
+        hardware, gpus = best.hardware, best.gpus // max(best.replicas, 1)
+        kwargs: dict[str, Any] = {"model": result.deployment(best), "name": sc.name, "traffic": traffic,
+                                  "replicas": f.pop("replicas", best.replicas), "notes": (note(best, open_),)}
+    else:
+        only = sc.search.precisions[0]  # each axis named or with one choice
+        hardware = f.pop("hardware", sc.hardware[0])
+        kwargs = {"model": f.pop("model", sc.models[0]), "hardware": hardware, "engine": sc.engine,
+                  "profile": sc.profile, "tp": f.pop("tp", sc.search.tp[0]),
+                  "precision": f.pop("precision", None if only == "checkpoint" else only), "name": sc.name,
+                  "traffic": traffic,
+                  "allow_long_context": f.pop("allow_long_context", sc.allow_long_context)}
+        gpus = kwargs["tp"]
+        if sc.search.max_num_seqs is not None:
+            kwargs["max_num_seqs"] = sc.search.max_num_seqs
     if sc.slo.ttft_ms is not None:
         kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
     if sc.slo.tpot_ms is not None:
         kwargs["tpot_slo_s"] = float(sc.slo.tpot_ms) / 1e3
     if hardware in sc.prices and "pricing" not in f:
-        f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * kwargs["tp"]}
+        f["pricing"] = {"on_demand_usd_per_hour": float(sc.prices[hardware]) * gpus}
     _slo(f.pop("slo", None) or {}, kwargs)
-    if sc.search.max_num_seqs is not None:
-        kwargs["max_num_seqs"] = sc.search.max_num_seqs
     if "hours" in f:
         kwargs["horizon_s"] = _hours(f.pop("hours"))
-    if "pools" in f or "cascade" in f or "trace" in f:
-        raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
-                        "examples/scenarios/fleet-day.yaml), not a planning one")
     kwargs.update(f)
     return kwargs
 

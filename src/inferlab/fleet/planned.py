@@ -1,0 +1,63 @@
+"""A planning scenario's ``fleet:`` section run as the plan would deploy it.
+
+What the section does not name (model, GPU, TP size, format, replicas) is the plan's: the
+cheapest configuration that meets the scenario's SLO (:func:`inferlab.plan`, its search
+narrowed to what the section names and to one deployment per replica, as a fleet runs) and
+the replica count it sized by simulation. A section that names all of them runs as written,
+without a search.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InfeasibleError, SpecError
+
+#: Section key -> the scenario's field that lists its choices.
+AXES = (("model", "models"), ("hardware", "hardware"), ("tp", "tp"), ("precision", "precisions"))
+
+
+def open_axes(sc: Any, section: dict[str, Any]) -> list[str]:
+    """The section's keys the plan must choose: unnamed, with more than one choice, or ``replicas``."""
+    choices = {"models": sc.models, "hardware": sc.hardware, "tp": sc.search.tp, "precisions": sc.search.precisions}
+    open_ = [key for key, field in AXES if key not in section and len(choices[field]) > 1]
+    return open_ + ([] if "replicas" in section else ["replicas"])
+
+
+def planned(sc: Any, section: dict[str, Any], where: str) -> tuple[Any, Any]:
+    """The plan of ``sc`` narrowed to the section's choices, and its best one-deployment candidate.
+
+    Raises
+    ------
+    InfeasibleError
+        No configuration within the section's choices meets the scenario.
+    """
+    from ..planning.planner import plan
+    from ..planning.scenario import Scenario, Search
+
+    search = {**sc.search.model_dump(), "disaggregation": False}  # a fleet runs one deployment per replica
+    if "tp" in section:
+        search["tp"] = (section["tp"],)
+    if "precision" in section:
+        search["precisions"] = (section["precision"] if section["precision"] is not None else "checkpoint",)
+    data = {**sc.model_dump(), "search": Search.model_validate(search)}
+    if "model" in section:
+        data["models"] = (section["model"],)
+    if "hardware" in section:
+        data["hardware"] = (section["hardware"],)
+    try:
+        result = plan(Scenario.model_validate(data))
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"{where}: the fleet runs the plan's configuration, and {exc}") from None
+    if result.best is None:
+        raise SpecError(f"{where}: the plan finds no configuration; name model, hardware, tp, precision and "
+                        "replicas in the fleet section to run one as written")
+    return result, result.best
+
+
+def note(best: Any, named: list[str]) -> str:
+    """What the fleet took from the plan, for the result's notes."""
+    taken = ", ".join(named)
+    how = {"simulation": "the serving simulation", "fluid": "the fluid model"}.get(best.sized_by, best.sized_by or "the plan")
+    return (f"fleet: {taken} from the plan's cheapest configuration ({best.label}, {best.replicas} replica"
+            f"{'' if best.replicas == 1 else 's'} sized by {how}); name them in the fleet section to run others")
