@@ -58,9 +58,10 @@ AICONFIGURATOR_TOKEN_MARGIN = 1500
 
 def _aiconfigurator_trtllm(case: Case) -> dict[str, Any]:
     """The limits aiconfigurator's benchmark rules give an aggregated TensorRT-LLM server: a
-    token budget of one prompt, :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens and a slot per
-    sequence (``max_batch_size``: the clients of a replica, as the sample's rows record
-    ``batch_size`` = concurrency), without chunked prefill (the ``extra_engine_args``
+    token budget of one prompt, :data:`AICONFIGURATOR_TOKEN_MARGIN` tokens and one decode
+    token per sequence of its ``max_batch_size`` (the clients of a replica, as the sample's
+    rows record ``batch_size`` = concurrency; as a sequence limit it binds nothing in a closed
+    loop of that many clients, so it is not set), without chunked prefill (the ``extra_engine_args``
     templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill`` defaults to false), so a second
     prompt of 1,500 tokens or more waits for the next iteration.
 
