@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import MemoryPlan, require_weights_fit
-from ..errors import CombinationError, InfeasibleError, option
+from ..errors import CombinationError, InfeasibleError, SpecError, option
 
 
 def _flat(x: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -153,3 +153,28 @@ def require_feasible(est: Any) -> None:
                               f"osl {o:.0f}: {err}", needed_bytes=err.needed_bytes,
                               available_bytes=err.available_bytes, suggestion=err.suggestion)
     raise err
+
+
+def first_feasible(result: Any) -> int:
+    """Index of the first grid point of ``result`` (an estimate) that runs, in flat order."""
+    return int(np.argmax(np.ravel(np.broadcast_to(result.feasible, np.shape(result.ttft_s)))))
+
+
+def grid_point(result: Any, point: Any) -> int:
+    """``point`` checked as a grid index of ``result`` that runs (None: the first that does).
+
+    Raises
+    ------
+    SpecError
+        Not an index of the grid.
+    InfeasibleError
+        The point does not run (with its reason).
+    """
+    if point is None:
+        return first_feasible(result)
+    size = int(np.size(result.ttft_s))
+    if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < size:
+        raise SpecError(f"point must be a grid index in [0, {size - 1}], got {point!r}")
+    if not np.ravel(np.broadcast_to(result.feasible, np.shape(result.ttft_s)))[point]:
+        raise InfeasibleError(f"grid point {point} does not run: {np.ravel(result.reason)[point]}")
+    return int(point)

@@ -78,20 +78,14 @@ class Estimate:
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""
-        ok = np.ravel(np.broadcast_to(self.feasible, np.shape(self.ttft_s)))
-        return int(np.argmax(ok))
+        from .feasibility import first_feasible
+
+        return first_feasible(self)
 
     def _point(self, point: int | None) -> int:
-        from ..errors import InfeasibleError, SpecError
+        from .feasibility import grid_point
 
-        if point is None:
-            return self.first_feasible()
-        size = int(np.size(self.ttft_s))
-        if isinstance(point, bool) or not isinstance(point, (int, np.integer)) or not 0 <= point < size:
-            raise SpecError(f"point must be a grid index in [0, {size - 1}], got {point!r}")
-        if not np.ravel(np.broadcast_to(self.feasible, np.shape(self.ttft_s)))[point]:
-            raise InfeasibleError(f"grid point {point} does not run: {np.ravel(self.reason)[point]}")
-        return int(point)
+        return grid_point(self, point)
 
     @cached_property
     def decode_step(self) -> StepResult:
