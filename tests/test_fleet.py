@@ -374,3 +374,20 @@ def test_a_fleet_result_shows_its_summary_not_its_arrays():
     d = inferlab.serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=512, osl=32,
                        rate=2, num_requests=20)
     assert len(repr(d)) < 2000
+
+
+def test_availability_is_the_binomial_tail_and_checks_its_inputs():
+    """Need 4 of 5 replicas each up 99%: 0.99^5 + 5 x 0.99^4 x 0.01 = 0.99902 (>= 0.999 with one
+    spare; 4 alone is 0.99^4 = 0.96060). Big fleets had overflowed a float sum of comb() terms."""
+    from inferlab.errors import SpecError
+    from inferlab.fleet.failures import availability, replicas_for
+
+    assert availability(5, 4, 0.99) == pytest.approx(0.99**5 + 5 * 0.99**4 * 0.01, rel=1e-12)
+    assert availability(4, 4, 0.99) == pytest.approx(0.99**4, rel=1e-12)
+    assert replicas_for(0.999, 4, 0.99) == 5
+    assert availability(2000, 1000, 0.6) == pytest.approx(1.0) and availability(3, 5, 0.9) == 0.0
+    for args in ((2, 2, 1.5), (2, 2, -0.5), (2.5, 2, 0.9)):
+        with pytest.raises(SpecError):
+            availability(*args)
+    with pytest.raises(SpecError, match=r"\(0, 1\]"):
+        replicas_for(0.999, 2, 0.0)  # a replica never up: had spun, then overflowed

@@ -297,7 +297,8 @@ def test_operations_day_plan_by_hand():
     unbounded = day_plan(sc, SimpleNamespace(**{**vars(best), "headroom": 15.0}))
     assert int(unbounded.headroom.extra_replicas_whole) == math.ceil(0.1 * lead / 20.0)
     text = "\n".join(day.lines())
-    assert "2 reserved, on demand up to 2; $88 per day, 20% below all on demand ($110)" in text
+    # four 1-hour periods: $88 over those 4 h (it had said "per day")
+    assert "2 reserved, on demand up to 2; $88 over those 4 h, 20% below all on demand ($110)" in text
     assert day_plan(_small(), best) is None
 
 
@@ -436,3 +437,49 @@ def test_a_winner_in_its_checkpoints_own_formats_asks_no_engine_for_them():
     for engine in ("vllm", "sglang", "trtllm-pytorch"):
         script = launch_command(launch, engine).script
         assert "cannot express weights" not in script and "kv-cache-dtype" not in script
+
+
+def _offline(deadline_h: float) -> dict:
+    return {"name": "batch", "models": ["qwen3-30b-a3b"], "hardware": ["h100-sxm", "b200"], "engine": "trtllm",
+            "traffic": {"offline": True, "requests": 1_000_000, "deadline_h": deadline_h, "isl": 1000, "osl": 500},
+            "search": {"precisions": ["fp8"], "tp": [1]}, "verify": 2}
+
+
+def test_an_offline_job_is_ranked_by_what_the_whole_job_costs():
+    """The GPUs are let go when the job is done, so the job costs its GPU-hours: price x GPUs x
+    its duration. At a 48 h deadline one H100 (2.95 $/h) and one B200 (5.25 $/h) both make it,
+    and the B200, ~2.6x faster here, is the cheaper job; ranking by $/h had picked the H100 and
+    a looser deadline had given a dearer plan."""
+    loose = plan(_offline(48.0))
+    for c in loose.feasible:
+        hours = (c.simulated_job_s if c.simulated else 1_000_000 / (c.replicas * c.replica_rate)) / 3600.0
+        assert c.usd_per_million_output == pytest.approx(c.usd_per_hour * hours / (1_000_000 * 500) * 1e6)
+    costs = [c.usd_per_million_output for c in loose.feasible]
+    assert costs == sorted(costs) and loose.best.hardware == "b200"
+    tight = plan(_offline(4.0))
+    assert loose.best.usd_per_million_output <= tight.best.usd_per_million_output * (1 + 1e-9)
+    assert "for the job" in loose.explain() and "the job: $" in loose.explain()
+
+
+def test_limits_bound_the_simulated_count_not_the_fluid_one():
+    """The fluid model seeds 3 replicas of tp2 (6 GPUs); the simulation shows 2 (4 GPUs) meet.
+    max_gpus 5 had ruled the configuration out before it was simulated."""
+    sc = {"name": "moe", "models": ["qwen3-30b-a3b"], "hardware": ["h100-sxm"], "engine": "vllm",
+          "traffic": {"rate": 40, "isl": {"kind": "lognormal", "mean": 2000, "sigma": 0.8},
+                      "osl": {"kind": "lognormal", "mean": 400, "sigma": 0.6}},
+          "slo": {"ttft_ms": 800, "tpot_ms": 30, "percentile": 99},
+          "search": {"precisions": ["fp8"], "tp": [2], "max_gpus": 5}, "verify": 2}
+    best = plan(sc).best
+    assert best.simulated and best.gpus <= 5
+    sc["search"]["max_gpus"] = 1  # not even one replica of two GPUs: still refused, with the reason
+    with pytest.raises(InfeasibleError, match="max_gpus"):
+        plan(sc)
+
+
+def test_a_misspelt_gpu_is_named_before_its_price():
+    """With prices for the right name, the typo in the hardware list is the error (it had told
+    the user to rename the price after the typo)."""
+    sc = {"models": ["llama-3.1-8b"], "hardware": ["h100sxm", "b200"], "traffic": {"rate": 2},
+          "prices": {"h100-sxm": 2.5}}
+    with pytest.raises(SpecError, match="unknown hardware 'h100sxm'; did you mean 'h100-sxm'"):
+        load_scenario(sc)

@@ -245,3 +245,18 @@ def test_whole_numbers_written_as_floats_are_counts_and_booleans_are_not():
     for flag in (np.bool_(True), [True, False]):
         with pytest.raises(SpecError, match="batch_size must be a number or an array of numbers"):
             estimate("llama-3.1-8b", "h100-sxm", batch_size=flag)
+
+
+def test_the_context_check_adds_each_requests_own_prompt_and_output():
+    """Qwen3-30B-A3B has 40,960 positions. Two requests of 40,000 + 10 and 10 + 40,000 tokens both
+    fit; the check had added the longest prompt to the longest output (80,000) and refused them,
+    which made plans with lognormal lengths fail at random on long tails."""
+    import numpy as np
+
+    from inferlab.checks import context_within_model
+    from inferlab.specs.catalog import load_model
+
+    model = load_model("qwen3-30b-a3b")
+    assert context_within_model(model, np.array([40_000, 10]), np.array([10, 40_000])) is False
+    with pytest.raises(SpecError, match="40,961 tokens exceeds the 40,960 positions"):
+        context_within_model(model, np.array([40_000, 10]), np.array([961, 10]))

@@ -157,6 +157,22 @@ def longest_tokens(lengths: Any) -> float:
     return float(np.max(finite)) if finite.size else 0.0
 
 
+def _longest_pair(isl: Any, osl: Any) -> float:
+    """The longest prompt plus output [token]: of each request where both are per-request
+    arrays (the longest prompt and the longest output are seldom one request's), else the
+    longest of each added."""
+    if getattr(isl, "kind", None) is None and getattr(osl, "kind", None) is None:
+        try:
+            both = np.asarray(isl, float) + np.asarray(osl, float)
+        except (TypeError, ValueError, OverflowError):
+            both = None
+        if both is not None:
+            finite = both[np.isfinite(both)]
+            if finite.size:
+                return float(np.max(finite))
+    return longest_tokens(isl) + longest_tokens(osl)
+
+
 def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: bool = False,
                          turns: int = 1) -> bool:
     """Refuse a prompt plus output longer than the model's ``max_position_embeddings``.
@@ -176,7 +192,7 @@ def context_within_model(model: Any, isl: Any, osl: Any, *, allow_long_context: 
 
     boolean("allow_long_context", allow_long_context)
     limit = int(getattr(model, "max_position_embeddings", 0) or 0)
-    longest = (longest_tokens(isl) + longest_tokens(osl)) * turns
+    longest = _longest_pair(isl, osl) * turns
     if limit <= 0 or longest <= limit:
         return False
     if not allow_long_context:

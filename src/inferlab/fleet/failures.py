@@ -98,15 +98,35 @@ class Failures:
 
 def availability(replicas: int, need: int, a: float) -> float:
     """Probability that at least ``need`` of ``replicas`` independent replicas, each up a
-    share ``a`` of the time, are up [-]."""
-    return sum(math.comb(replicas, j) * a**j * (1.0 - a) ** (replicas - j) for j in range(need, replicas + 1))
+    share ``a`` of the time, are up [-] (the binomial tail, exact for any fleet size).
+
+    Raises
+    ------
+    SpecError
+        ``replicas`` or ``need`` not a whole number >= 0, or ``a`` not in [0, 1].
+    """
+    from scipy.stats import binom
+
+    replicas = integer("replicas", replicas, minimum=0, maximum=10**9)
+    need = integer("need", need, minimum=0, maximum=10**9)
+    a = real("a (the share of time one replica is up)", a, minimum=0.0, maximum=1.0)
+    if need > replicas:
+        return 0.0
+    return float(binom.sf(need - 1, replicas, a))
 
 
 def replicas_for(target: float, need: int, a: float, *, limit: int = 10_000) -> int:
-    """Fewest replicas keeping ``need`` up with probability ``target`` (N + k)."""
+    """Fewest replicas keeping ``need`` up with probability ``target`` (N + k).
+
+    Raises
+    ------
+    SpecError
+        ``target`` not in (0, 1), ``a`` not in (0, 1], or no fleet of up to ``limit`` replicas reaches it.
+    """
     if not 0 < target < 1:
         raise SpecError(f"target availability must be in (0, 1), e.g. 0.999, got {target}")
-    n = max(need, 1)
+    a = real("a (the share of time one replica is up)", a, minimum=0.0, maximum=1.0, include_minimum=False)
+    n = max(integer("need", need, minimum=0, maximum=10**9), 1)
     while availability(n, need, a) < target:
         n += 1
         if n > limit:

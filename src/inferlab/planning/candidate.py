@@ -127,6 +127,9 @@ class Candidate:
     probes: tuple[Probe, ...] = ()
     curve: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     pd: str = ""  # prefill:decode replicas of a disaggregated candidate
+    #: Ruled out by ``max_gpus`` or the budget at the fluid model's count, which the simulation
+    #: may bring within them (the planner then sizes it).
+    over_limits: bool = False
 
     @property
     def label(self) -> str:

@@ -42,9 +42,11 @@ class DayPlan:
                 if count > 0:
                     mix += f", {kind} up to {int(count)}"
             saved = 1.0 - cap.total_usd / cap.all_on_demand_usd if cap.all_on_demand_usd > 0 else 0.0
-            out.append(f"over the day ({len(cap.demand)} periods of {self.period_h:g} h, "
+            hours = len(cap.demand) * self.period_h  # the profile's span, a day only when it is 24 h
+            span = "per day" if abs(hours - 24.0) < 1e-9 else f"over those {hours:g} h"
+            out.append(f"over the profile ({len(cap.demand)} periods of {self.period_h:g} h, "
                        f"{int(np.min(cap.demand))}-{int(np.max(cap.demand))} replicas): {mix}; "
-                       f"${cap.total_usd:,.0f} per day, {saved:.0%} below all on demand (${cap.all_on_demand_usd:,.0f})")
+                       f"${cap.total_usd:,.0f} {span}, {saved:.0%} below all on demand (${cap.all_on_demand_usd:,.0f})")
         cs, hr = self.cold_start, self.headroom
         out.append(f"one more replica takes {float(cs.total_s) / 60:.1f} min to start (provisioning "
                    f"{float(cs.provisioning_s):.0f} s, image {float(cs.image_pull_s):.0f} s, weights "

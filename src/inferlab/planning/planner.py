@@ -11,7 +11,15 @@ Which configurations are simulated: in ranking order, the cheapest one not yet s
 while the leader is not a simulated one; once it is, further ones while fewer than
 ``scenario.verify`` have been simulated and the next could still beat the leader; at most
 ``3 x verify`` in all. A configuration *cannot beat* the leader when even
-``ceil(seed / SEED_OVERESTIMATE)`` of its replicas cost at least as much. Across the
+``ceil(seed / SEED_OVERESTIMATE)`` of its replicas cost at least as much (an offline job: its
+cost per token over ``SEED_OVERESTIMATE``). One that the fluid count puts over
+``search.max_gpus`` or the budget is sized too when that many replicas fit the limits and it
+could beat the leader (or none is feasible): the limits bound the simulation's count, not the
+fluid model's.
+
+Cost ranks them: online, at the scenario's rate, dollars per hour; an offline job, dollars per
+output token of the whole job (its GPU-hours: replicas are let go when it is done, so a faster,
+dearer GPU that finishes sooner may cost less). Across the
 example and test scenarios the fluid seed (at the default ``target_utilization`` 0.8) is
 0.7-1.5x the simulated count, and up to 3x for a mixture of experts at one to three
 replicas (its prefill rides along decode iterations almost for free, which the fluid
@@ -24,13 +32,16 @@ import functools
 import math
 from typing import Any
 
+from dataclasses import replace
+
 from ..cluster import check_client, map_units
 from ..errors import InfeasibleError
 from .candidate import Candidate, Probe
 from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
-from .search import candidates, evaluate, price_per_gpu_hour
+from .probes import max_replicas
+from .search import candidates, evaluate
 from .sizing import size_by_simulation
 
 __all__ = ["Candidate", "Plan", "Probe", "_BATCHES", "_capacity_curve", "candidates", "evaluate", "plan", "verify"]
@@ -43,28 +54,58 @@ verify = size_by_simulation
 
 
 def _rank(c: Candidate) -> tuple:
-    """Feasible first, cheapest first, then the shorter TTFT."""
-    return (not c.feasible, c.usd_per_hour if c.feasible else math.inf, c.ttft_for_rank())
+    """Feasible first, cheapest per output token first (online, at one rate, the cheapest per
+    hour; an offline job, the fewest GPU-hours), then the shorter TTFT."""
+    return (not c.feasible, c.usd_per_million_output if c.feasible else math.inf, c.ttft_for_rank())
+
+
+def _fewest_cost(sc: Scenario, c: Candidate) -> float:
+    """What ``c`` costs per million output tokens at best: with ``ceil(seed / SEED_OVERESTIMATE)``
+    replicas online; an offline job's cost over the seed's capacity, that much too low."""
+    if sc.traffic.offline:
+        return c.usd_per_million_output / SEED_OVERESTIMATE
+    fewest = max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
+    return c.usd_per_million_output * fewest / max(c.replicas, 1)
 
 
 def _could_beat(sc: Scenario, c: Candidate, leader: Candidate) -> bool:
-    """Whether ``c``'s fewest plausible replicas cost less than the simulated ``leader``."""
+    """Whether ``c`` at its fewest plausible replicas costs less than the simulated ``leader``."""
+    return _fewest_cost(sc, c) < leader.usd_per_million_output
+
+
+def _within_reach(sc: Scenario, c: Candidate) -> bool:
+    """Ruled out only by a limit on the fluid model's count, with its fewest plausible count
+    within the limits: the simulation decides."""
     fewest = max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
-    return fewest * c.gpus_per_replica * price_per_gpu_hour(sc, c.hardware) < leader.usd_per_hour
+    fits_one = c.gpus_per_replica <= sc.search.max_gpus and (  # max_replicas is never below 1
+        sc.budget_usd_per_hour is None or c.usd_per_hour / max(c.replicas, 1) <= sc.budget_usd_per_hour)
+    return c.over_limits and not c.simulated and fits_one and fewest <= max_replicas(sc, c)
+
+
+def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:
+    """The candidate to size next (the rule of the module docstring), or None to stop."""
+    top = next((i for i, c in enumerate(results) if c.feasible and not c.simulated), None)
+    leader = results[0]
+    settled = leader.feasible and leader.simulated
+    if top is not None and not (settled and (simulated >= sc.verify or not _could_beat(sc, results[top], leader))):
+        return top
+    # then one ruled out by a limit at its fluid count that may fit it (the only hope when none is feasible)
+    reach = [i for i, c in enumerate(results) if _within_reach(sc, c)
+             and (not settled or simulated < sc.verify and _could_beat(sc, c, leader))]
+    return min(reach, key=lambda i: _fewest_cost(sc, results[i]), default=None)
 
 
 def _size_leaders(scenario: Scenario, results: list[Candidate]) -> list[Candidate]:
     """Size leading candidates by simulation (the rule of the module docstring), re-ranking after each."""
     simulated = 0
     while simulated < 3 * scenario.verify:
-        top = next((i for i, c in enumerate(results) if c.feasible and not c.simulated), None)
+        top = _next(scenario, results, simulated)
         if top is None:
             break
-        leader = results[0]
-        if leader.feasible and leader.simulated and (simulated >= scenario.verify
-                                                     or not _could_beat(scenario, results[top], leader)):
-            break
-        results[top] = size_by_simulation(scenario, results[top])
+        cand = results[top]
+        if cand.over_limits:  # sized within the limits (probes.max_replicas), or ruled out by the simulation
+            cand = replace(cand, feasible=True, over_limits=False, reason="")
+        results[top] = size_by_simulation(scenario, cand)
         simulated += 1
         results.sort(key=_rank)
     return results

@@ -15,6 +15,7 @@ from ..results.render import text_table
 from .candidate import Candidate
 from .operations import day_plan
 from .scenario import Scenario
+from .search import job_s
 from ..results.record import array_record
 
 
@@ -155,12 +156,25 @@ class Plan:
                                                                          for c in self.candidates[:6])
         lines = [f"best: {best.label}, {best.replicas} replica(s) = {best.gpus} GPUs at ${best.usd_per_hour:,.2f}/h "
                  f"(${best.usd_per_million_output:.3f} per 1M output tokens); the binding constraint is {best.binding}"]
+        offline = self.scenario.traffic.offline
+        if offline:  # a job is paid for its GPU-hours: per job, not per hour
+            lines.append(f"  the job: ${self._job_usd(best):,.2f} over {job_s(self.scenario, best) / 3600.0:.2f} h, "
+                         "its replicas let go when it is done")
         for c in self.feasible[1:3]:
+            if offline:
+                cost = self._job_usd(c)
+                lines.append(f"  vs {c.label}: ${cost:,.2f} for the job ({cost / self._job_usd(best) - 1:+.0%}), "
+                             f"{job_s(self.scenario, c) / 3600.0:.2f} h at ${c.usd_per_hour:,.2f}/h")
+                continue
             lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
                          f"bound by {c.binding}")
         lines += self._api_lines(best) + self._sizing_lines(best)
         day = day_plan(self.scenario, best)
         return "\n".join(lines + (day.lines() if day is not None else []))
+
+    def _job_usd(self, c: Candidate) -> float:
+        """What an offline job costs on ``c``'s replicas [USD]."""
+        return c.usd_per_hour * job_s(self.scenario, c) / 3600.0
 
     def _sizing_lines(self, best: Candidate) -> list[str]:
         sc = self.scenario

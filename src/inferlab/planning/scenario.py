@@ -300,9 +300,22 @@ class Scenario(BaseModel):
                 raise ValueError(f"prices: {hardware} at {usd:g} USD/h; a price is >= 0 (a negative one would rank "
                                  "the plan as earning money)")
             if hardware not in self.hardware:
+                _known_hardware(self.hardware)  # a typo in the list is the error to show, not in the price
                 raise ValueError(f"prices: {hardware!r} is not one of the scenario's hardware"
                                  f"{_did_you_mean(hardware, self.hardware)}; allowed: {', '.join(self.hardware)}")
         return self
+
+
+def _known_hardware(names: Any) -> None:
+    """Raise the catalog's unknown-name error (with its did-you-mean) for the first GPU it does not know."""
+    from ..errors import InferlabError
+    from ..specs.catalog import load_hardware
+
+    for name in names:
+        try:
+            load_hardware(name)
+        except InferlabError as exc:
+            raise ValueError(f"hardware: {exc}") from None
 
 
 def _did_you_mean(name: str, allowed: Any) -> str:

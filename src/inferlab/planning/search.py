@@ -179,11 +179,21 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     tr = sc.traffic
     gpus = replicas * cand.gpus_per_replica
     usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
-    out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h,
-                  usd_per_million_output=usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6, **changes)
+    out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)
+    if tr.offline:  # the job's GPU-hours, whatever the deadline: replicas are let go when it is done
+        out = replace(out, usd_per_million_output=usd_h * job_s(sc, out) / 3600.0 / (tr.requests * tr.osl.expected) * 1e6)
+    else:
+        out = replace(out, usd_per_million_output=usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6)
     if seed:
         out = replace(out, seed_replicas=replicas)
     return replace(out, **fluid_at(sc, out))
+
+
+def job_s(sc: Scenario, cand: Candidate) -> float:
+    """An offline job's duration on ``cand``'s replicas [s]: simulated, else the fluid model's."""
+    if not math.isnan(cand.simulated_job_s):
+        return cand.simulated_job_s
+    return sc.traffic.requests / (cand.replicas * cand.replica_rate)
 
 
 def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
@@ -210,9 +220,11 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
         return cand
     gpus, usd_h = cand.gpus, cand.usd_per_hour
     if gpus > sc.search.max_gpus:
-        return replace(cand, feasible=False, reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
+        return replace(cand, feasible=False, over_limits=True,
+                       reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
     if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
-        return replace(cand, feasible=False, reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
+        return replace(cand, feasible=False, over_limits=True,
+                       reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
     if math.isnan(usd_h):
         return replace(cand, feasible=False, reason=f"no price for {cand.hardware}: add it under prices")
     return cand

@@ -221,7 +221,10 @@ def _within_context(model: Any, limits: SchedulerConfig, replica: Workload, arri
     distribution's tail past the limit is refused request by request, as engines answer such a
     request with an error and serve the others; when every request is too long,
     :func:`check_context` refuses the run."""
-    limit = limits.max_model_len or (None if allow_long_context else getattr(model, "max_position_embeddings", None))
+    # the tighter of the engine's max_model_len and the model's positions (unless RoPE scaling lifts them)
+    bounds = [b for b in (limits.max_model_len,
+                          None if allow_long_context else getattr(model, "max_position_embeddings", None)) if b]
+    limit = min(bounds) if bounds else None
     if not limit or not len(isl):
         return arrivals, isl, osl, 0
     keep = isl + osl <= limit
