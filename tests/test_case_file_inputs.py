@@ -11,7 +11,7 @@ import yaml
 
 from inferlab.cli.main import main
 from inferlab.errors import SpecError
-from inferlab.validation.cases import InvalidCase, load_case_entries, load_cases
+from inferlab.validation.cases import Case, InvalidCase, load_case_entries, load_cases
 from inferlab.validation.predict import predict_cases
 
 SAMPLE = yaml.safe_load((Path(__file__).parent / "data" / "cases-sample.yaml").read_text(encoding="utf-8"))
@@ -44,11 +44,11 @@ def test_one_bad_case_does_not_stop_the_others(tmp_path):
     assert kinds == ["Case", "InvalidCase", "Case", "InvalidCase", "InvalidCase"]
     preds = predict_cases(entries)
     assert preds[0][0] is not None and preds[0][0] > 0 and preds[0][1] is None
-    assert preds[1] == (None, "invalid case: case file " + str(tmp_path / "cases.yaml") + ", case 1 (bad-ep): "
+    assert preds[1] == (None, "invalid case: case file " + str(tmp_path / "cases.yaml") + ", case 2 (bad-ep): "
                               "parallelism.ep: Input should be greater than or equal to 1")
     assert preds[2][0] is None and preds[2][1].startswith("unknown model 'llama-9'")
-    assert preds[3][1].endswith("case 3 (bad-missing): measured: required field is missing")
-    assert preds[4][1].endswith("case 4: expected a mapping of fields, got str")
+    assert preds[3][1].endswith("case 4 (bad-missing): measured: required field is missing")
+    assert preds[4][1].endswith("case 5: expected a mapping of fields, got str")
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -72,7 +72,7 @@ def test_a_repeated_id_is_an_invalid_case_and_the_first_is_kept(tmp_path):
 
 
 def test_load_cases_stays_strict_for_calibration(tmp_path):
-    with pytest.raises(SpecError, match=r"case 1 \(bad-ep\): parallelism.ep"):
+    with pytest.raises(SpecError, match=r"case 2 \(bad-ep\): parallelism.ep"):
         load_cases(_file(tmp_path, [GOOD, _variant("bad-ep", parallelism={"ep": 0})]))
 
 
@@ -121,3 +121,25 @@ def test_a_file_without_cases_is_bad_input(tmp_path, capsys):
     path.write_text("schema: inferlab-cases/1\ncases: []\n")
     assert main(["validate", str(path)]) == 2
     assert f"validate: no cases in {path}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("metric, unit, measured, expected", [
+    ("ttft_ms", "s", 0.05, 50.0),  # 0.05 s is 50 ms (it had been compared as 0.05 ms)
+    ("ttft_ms", "ms", 42.0, 42.0),
+    ("output_tokens_per_s", "tokens/ms", 1.2, 1200.0),
+    ("output_tokens_per_s_per_gpu", "tokens/s/gpu", 25860.0, 25860.0),
+    ("output_tokens_per_s_per_gpu", "tok/min/GPU", 60.0, 1.0),
+])
+def test_a_case_is_compared_in_its_metrics_unit(tmp_path, metric, unit, measured, expected):
+    (entry,) = load_case_entries(_file(tmp_path, [_variant("u", metric=metric, unit=unit, measured=measured)]))
+    assert isinstance(entry, Case) and entry.measured == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("metric, unit, message", [
+    ("ttft_ms", "furlongs", "unknown unit"),
+    ("ttft_ms", "tokens/s", "the dimensions differ"),
+    ("output_tokens_per_s", "tokens/s/gpu", "per GPU, but output_tokens_per_s is of the whole system"),
+])
+def test_a_unit_of_another_kind_is_the_cases_reason(tmp_path, metric, unit, message):
+    entries = load_case_entries(_file(tmp_path, [GOOD, _variant("u", metric=metric, unit=unit)]))
+    assert isinstance(entries[0], Case) and isinstance(entries[1], InvalidCase) and message in entries[1].reason

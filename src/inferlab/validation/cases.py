@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.parallelism import expert_layout
 from ..core.quantization import KINDS
@@ -59,6 +59,47 @@ class Parallelism(BaseModel):
     moe_tp: int | None = Field(default=None, ge=1)
 
 
+#: The metrics a case may measure.
+_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
+            "itl_ms", "tpot_ms", "tpot_p50_ms")
+#: The unit each rate metric is kept in (the public files' spelling).
+_RATE_UNIT = {"output_tokens_per_s": "tokens/s", "output_tokens_per_s_per_gpu": "tokens/s/gpu",
+              "output_tokens_per_s_per_user": "tokens/s/user"}
+#: What a rate metric's unit may say after ``tokens/s``: who the rate is of.
+_RATE_OF = {"output_tokens_per_s": "", "output_tokens_per_s_per_gpu": "/gpu", "output_tokens_per_s_per_user": "/user"}
+
+
+def measured_in(metric: str, unit: str, value: float) -> float:
+    """``value`` given in ``unit`` as the metric's own unit (ms, or tokens/s of the system, per
+    GPU or per user), through the unit registry.
+
+    Raises
+    ------
+    ValueError
+        A unit the registry does not know, or of another kind than the metric.
+    """
+    from ..units import Q
+
+    text, target = unit.strip(), "ms" if metric.endswith("_ms") else "tokens/s"
+    if target == "tokens/s":
+        of = _RATE_OF[metric]
+        for tail in ("/gpu", "/user"):
+            if text.lower().endswith(tail):
+                if tail != of:
+                    raise ValueError(f"unit {unit!r} is a rate {tail[1:] == 'gpu' and 'per GPU' or 'per user'}, "
+                                     f"but {metric} is {('per ' + of[1:]) if of else 'of the whole system'}")
+                text = text[:-len(tail)]
+    try:
+        q = Q(1.0, text)
+        factor = float(q.to(target).magnitude)
+    except InferlabError as exc:
+        raise ValueError(f"unit {unit!r} of {metric}: {exc}") from None
+    except Exception:  # another dimension than the metric's (pint's DimensionalityError)
+        raise ValueError(f"unit {unit!r} is not a unit of {metric} ({target}, or one convertible to it such "
+                         f"as {'s' if target == 'ms' else 'tokens/min'})") from None
+    return value * factor
+
+
 class Case(BaseModel):
     """One measured metric of one deployment and workload."""
 
@@ -85,6 +126,20 @@ class Case(BaseModel):
     unit: str = ""
     source: str = ""
     source_id: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _in_metric_unit(cls, data: Any) -> Any:
+        """``measured`` in its metric's unit (ms for times, tokens/s for rates): a case written
+        in another unit of the same kind is converted (0.05 s is 50 ms), one in a unit of another
+        kind, or none known, refused (it had been compared as if it were in the metric's unit)."""
+        if not isinstance(data, dict) or not data.get("unit") or data.get("metric") not in _METRICS:
+            return data
+        value, unit, metric = data.get("measured"), data["unit"], data["metric"]
+        if not isinstance(unit, str) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return data  # the field checks say what is wrong
+        return {**data, "measured": measured_in(metric, unit, float(value)),
+                "unit": "ms" if metric.endswith("_ms") else _RATE_UNIT[metric]}
 
     @field_validator("scheduler")
     @classmethod
@@ -163,7 +218,7 @@ def _invalid(item: Any, i: int, reason: str) -> InvalidCase:
     measured = fields.get("measured")
     ok = isinstance(measured, (int, float)) and not isinstance(measured, bool) and math.isfinite(measured)
     text = {k: fields.get(k) if isinstance(fields.get(k), str) else "" for k in ("id", "regime", "metric")}
-    return InvalidCase(id=text["id"] or f"case {i}", reason=reason, regime=text["regime"], metric=text["metric"],
+    return InvalidCase(id=text["id"] or f"case {i + 1}", reason=reason, regime=text["regime"], metric=text["metric"],
                        measured=float(measured) if ok else None)
 
 
@@ -187,7 +242,7 @@ def _read_yaml(text: str, label: str) -> list[Case | InvalidCase]:
     cases: list[Case | InvalidCase] = []
     for i, item in enumerate(raw):
         named = isinstance(item, dict) and isinstance(item.get("id"), str) and item.get("id")
-        where = f"case file {label}, case {i}" + (f" ({item['id']})" if named else "")
+        where = f"case file {label}, case {i + 1}" + (f" ({item['id']})" if named else "")  # counted from 1
         if not isinstance(item, dict):
             cases.append(_invalid(item, i, f"{where}: expected a mapping of fields, got {type(item).__name__}"))
             continue
