@@ -157,15 +157,35 @@ def test_what_no_source_gives_is_one_line(given, message):
         bench_cases([BENCH / "sglang-bench-serving.jsonl"], given_deployment(**given))
 
 
-def test_vllm_details_give_the_exact_mean_lengths(tmp_path):
+def test_vllm_means_are_of_the_completed_requests_even_with_details(tmp_path):
+    """vLLM's totals count the completed requests; a detailed save lists every request, a failed
+    one with a 0-token output (vllm/benchmarks/serve.py, calculate_metrics), which had shortened
+    the mean output (3 completed of 60, 90, 120 and one failed: 67.5, not 90)."""
     data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
-    # saved with --save-detailed: per-request lengths (means 300 and 90), TTFTs and ITLs in seconds
-    data.update(input_lens=[100, 200, 600], output_lens=[60, 90, 120], ttfts=[0.04, 0.05, 0.06],
-                itls=[[0.007] * 59, [0.007] * 89, [0.007] * 119])
+    data.update(completed=3, failed=1, total_input_tokens=900, total_output_tokens=270,
+                input_lens=[100, 200, 600, 500], output_lens=[60, 90, 120, 0], ttfts=[0.04, 0.05, 0.06, 0.0],
+                itls=[[0.007] * 59, [0.007] * 89, [0.007] * 119, []])
     path = tmp_path / "detailed.json"
     path.write_text(json.dumps(data))
     (run,) = read_bench(path)
-    assert (run.isl, run.osl) == (300, 90)
+    assert (run.isl, run.osl) == (300, 90) and any("1 request(s) failed" in n for n in run.notes)
+
+
+def test_a_ramped_vllm_rate_is_not_read_as_one_load(tmp_path):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    data.update(request_rate="inf", max_concurrency=None, ramp_up_strategy="linear", ramp_up_start_rps=1,
+                ramp_up_end_rps=20)
+    path = tmp_path / "ramp.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError, match="a ramped rate"):  # had been read as every request at once
+        read_bench(path)
+
+
+def test_vllm_append_result_holds_a_run_a_line(tmp_path):
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    path = tmp_path / "appended.json"
+    path.write_text("\n".join(json.dumps({**data, "max_concurrency": c}) for c in (4, 16)))
+    assert [r.concurrency for r in read_bench(path)] == [4, 16]
 
 
 def test_genai_perf_before_0_0_10_kept_its_settings_flat(tmp_path):
@@ -365,6 +385,10 @@ def test_an_impossible_recorded_acceptance_is_one_line(tmp_path, value, message)
     lines[0]["accept_length"] = value
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(d) for d in lines))
+    # the bad run is skipped with its reason, the file's other runs are read (as a case file's)
+    runs = read_bench(path)
+    assert len(runs) == len(lines) - 1 and any(message in note and "run skipped" in note for note in runs[0].notes)
+    path.write_text(json.dumps(lines[0]))  # the only run: nothing to read
     with pytest.raises(SpecError, match=message.replace("(", "\\(").replace(")", "\\)")):
         read_bench(path)
 
@@ -473,3 +497,101 @@ def test_a_file_cut_short_is_named_as_invalid_json(tmp_path, fmt):
     with pytest.raises(SpecError, match=r"it starts as JSON but is not valid JSON: .* \(line \d+, column \d+\); "
                                         r"cut short\?"):
         read_bench(path, fmt)
+
+
+def _rewritten(tmp_path, fixture, name, change):
+    data = json.loads((BENCH / fixture).read_text())
+    change(data)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_trtllm_backend_names_the_runtime_and_quant_algos_of_its_recipes(tmp_path):
+    """engine.backend says which runtime ran, whatever the version; TensorRT-LLM's QuantAlgo
+    values for gpt-oss (W4A8_MXFP4_FP8: MXFP4 experts, FP8 activations) and per-channel FP8 read."""
+    def trt(d):
+        d["engine"]["backend"] = "TRT"
+    (run,) = read_bench(_rewritten(tmp_path, "trtllm-bench-report.json", "trt.json", trt))
+    (cases, _) = bench_cases([tmp_path / "trt.json"], given_deployment(gpu="h100-sxm"))
+    assert run.engine == "trtllm-cpp" and case_engine(cases[0]) == "trtllm"  # 1.0.0 but the compiled engine
+    (pyt,) = read_bench(BENCH / "trtllm-bench-report.json")
+    assert pyt.engine == "trtllm-pytorch"
+
+    def mxfp4(d):
+        d["engine"].update(model="openai/gpt-oss-120b", quantization="W4A8_MXFP4_FP8", kv_cache_dtype=None)
+    (gpt,) = read_bench(_rewritten(tmp_path, "trtllm-bench-report.json", "gptoss.json", mxfp4))
+    assert dict(gpt.precision) == {"moe_weights": "mxfp4", "activations": "fp8"}
+
+
+def test_a_trtllm_log_with_two_reports_gives_two_runs(tmp_path):
+    text = (BENCH / "trtllm-bench.log").read_text()
+    path = tmp_path / "two.log"
+    path.write_text(text + "\n" + text.replace("Number of requests:", "Number of requests:   1", 1))
+    runs = read_bench(path)
+    assert [r.id for r in runs] == [f"{path}#1", f"{path}#2"]  # the first had been overwritten by the second
+
+
+def test_a_trtllm_run_far_below_its_batch_limit_is_flagged(tmp_path):
+    """64 in flight on average of 640 requests and a batch limit of 512: a --concurrency cap the
+    report does not record; the fixture's 498.7 of 2000 and 512 is an offline run."""
+    def capped(d):
+        d["request_info"].update(num_requests=640, avg_num_concurrent_requests=63.8)
+    (run,) = read_bench(_rewritten(tmp_path, "trtllm-bench-report.json", "capped.json", capped))
+    assert any("client cap" in n for n in run.notes)
+    (offline,) = read_bench(BENCH / "trtllm-bench-report.json")
+    assert not any("client cap" in n for n in offline.notes)
+
+
+def test_guidellm_throughput_with_a_concurrency_cap_is_a_closed_loop(tmp_path):
+    def capped(d):
+        d["benchmarks"][0]["config"]["strategy"] = {"type_": "throughput", "max_concurrency": 64}
+    runs = read_bench(_rewritten(tmp_path, "guidellm-report.json", "tp.json", capped))
+    assert runs[0].regime_and_load() == ("closed_loop", {"concurrency": 64})  # had been read as offline
+
+
+def test_an_export_without_a_load_is_refused_and_aiperf_phases_are_read(tmp_path):
+    def no_load(d):
+        d["input_config"] = {"endpoint": {"model_names": ["meta-llama/Llama-3.1-8B-Instruct"]}}
+    with pytest.raises(SpecError, match="records no load"):  # had been simulated as every request at once
+        read_bench(_rewritten(tmp_path, "aiperf-profile-export.json", "none.json", no_load))
+
+    def phases(d):
+        d["input_config"] = {"models": {"items": [{"name": "meta-llama/Llama-3.1-8B-Instruct"}]},
+                             "phases": [{"type": "concurrency", "concurrency": 2, "exclude_from_results": True},
+                                        {"type": "concurrency", "concurrency": 16, "requests": 240}]}
+    (run,) = read_bench(_rewritten(tmp_path, "aiperf-profile-export.json", "phases.json", phases))
+    assert run.concurrency == 16 and run.model == "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def test_a_quantized_checkpoint_name_in_the_file_sets_its_format(tmp_path):
+    def fp8(d):
+        d["model_id"] = "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"
+    path = _rewritten(tmp_path, "vllm-bench-serve.json", "fp8.json", fp8)
+    cases, notes = bench_cases([path], given_deployment(gpu="h100-sxm"))
+    assert cases[0].precision == {"weights": "fp8", "activations": "fp8"} and any("is fp8 by its name" in n
+                                                                                   for n in notes)
+
+
+def test_sglang_server_info_is_the_deployment_and_unstreamed_runs_drop_ttft(tmp_path):
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["server_info"] = {"model_path": "meta-llama/Llama-3.1-70B-Instruct", "tp_size": 4, "dp_size": 1,
+                               "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "max_running_requests": 128,
+                               "version": "0.5.2"}
+    lines[1].update(mean_tpot_ms=0, mean_itl_ms=0)  # --disable-stream: "TTFT" is the whole latency
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    first, second = read_bench(path)[:2]
+    assert first.model == "meta-llama/Llama-3.1-70B-Instruct" and dict(first.layout) == {"tp": 4}
+    assert dict(first.precision) == {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
+    assert dict(first.scheduler) == {"max_num_seqs": 128} and first.engine_version == "0.5.2"
+    assert "ttft_ms" not in dict(second.metrics) and any("not streamed" in n for n in second.notes)
+
+
+def test_an_unreadable_file_among_several_is_named_and_the_others_read(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    cases, notes = bench_cases([BENCH / "vllm-bench-serve.json", bad], given_deployment(gpu="h100-sxm"))
+    assert cases and any(n.startswith(f"{bad}: not read:") for n in notes)
+    with pytest.raises(SpecError):
+        bench_cases([bad], given_deployment(gpu="h100-sxm"))

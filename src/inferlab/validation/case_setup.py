@@ -22,10 +22,18 @@ def case_engine(case: Case) -> str:
     TensorRT-LLM from 1.0 on runs its PyTorch runtime (``trtllm-pytorch``: from 1.0
     ``trtllm-bench`` and ``trtllm-serve`` default to it), the version being the case's
     ``engine_version`` or, without one, the release its source family comes from
-    (:func:`case_version`)."""
+    (:func:`case_version`); ``trtllm-cpp`` (a run that records the compiled-engine backend)
+    and ``trtllm-pytorch`` name their runtime whatever the version."""
     if case.engine == "trtllm" and _major_version(case_version(case)) >= 1:
         return "trtllm-pytorch"
+    if case.engine == TRTLLM_CPP:  # a run that records the compiled-engine backend, whatever the version
+        return "trtllm"
     return case.engine if case.engine in PROFILE_ENGINES else "generic"
+
+
+#: A case's engine when its run records TensorRT-LLM's compiled-engine (C++) backend, which
+#: from 1.0 is not the default (``trtllm-bench --backend tensorrt``).
+TRTLLM_CPP = "trtllm-cpp"
 
 
 #: Scheduler settings a source family's runs used where its cases record none, each with where

@@ -26,6 +26,7 @@ from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
 from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
+from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
                          case_engine, case_limits, case_version)
 
@@ -57,47 +58,6 @@ class Parallelism(BaseModel):
     attention_dp: bool = False
     attention_dp_size: int | None = Field(default=None, ge=1)
     moe_tp: int | None = Field(default=None, ge=1)
-
-
-#: The metrics a case may measure.
-_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
-            "itl_ms", "tpot_ms", "tpot_p50_ms")
-#: The unit each rate metric is kept in (the public files' spelling).
-_RATE_UNIT = {"output_tokens_per_s": "tokens/s", "output_tokens_per_s_per_gpu": "tokens/s/gpu",
-              "output_tokens_per_s_per_user": "tokens/s/user"}
-#: What a rate metric's unit may say after ``tokens/s``: who the rate is of.
-_RATE_OF = {"output_tokens_per_s": "", "output_tokens_per_s_per_gpu": "/gpu", "output_tokens_per_s_per_user": "/user"}
-
-
-def measured_in(metric: str, unit: str, value: float) -> float:
-    """``value`` given in ``unit`` as the metric's own unit (ms, or tokens/s of the system, per
-    GPU or per user), through the unit registry.
-
-    Raises
-    ------
-    ValueError
-        A unit the registry does not know, or of another kind than the metric.
-    """
-    from ..units import Q
-
-    text, target = unit.strip(), "ms" if metric.endswith("_ms") else "tokens/s"
-    if target == "tokens/s":
-        of = _RATE_OF[metric]
-        for tail in ("/gpu", "/user"):
-            if text.lower().endswith(tail):
-                if tail != of:
-                    raise ValueError(f"unit {unit!r} is a rate {tail[1:] == 'gpu' and 'per GPU' or 'per user'}, "
-                                     f"but {metric} is {('per ' + of[1:]) if of else 'of the whole system'}")
-                text = text[:-len(tail)]
-    try:
-        q = Q(1.0, text)
-        factor = float(q.to(target).magnitude)
-    except InferlabError as exc:
-        raise ValueError(f"unit {unit!r} of {metric}: {exc}") from None
-    except Exception:  # another dimension than the metric's (pint's DimensionalityError)
-        raise ValueError(f"unit {unit!r} is not a unit of {metric} ({target}, or one convertible to it such "
-                         f"as {'s' if target == 'ms' else 'tokens/min'})") from None
-    return value * factor
 
 
 class Case(BaseModel):

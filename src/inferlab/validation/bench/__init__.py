@@ -21,7 +21,7 @@ from ...specs.validation import read_text
 from ..cases import Case
 from . import genai_perf, guidellm, sglang_bench, trtllm_bench, vllm_bench
 from .deployment import GivenDeployment, given_deployment, model_mismatch, run_cases
-from .run import BenchFormatError, BenchRun
+from .run import BenchFormatError, BenchRun, each_run
 
 #: ``--format`` values and the tool each reads.
 FORMATS = {"vllm": vllm_bench.TOOL, "sglang": sglang_bench.TOOL, "genai-perf": genai_perf.TOOL,
@@ -85,6 +85,8 @@ def detect_format(text: str) -> str | None:
     first = _first_json_line(text) if data is None else None
     if isinstance(first, dict) and sglang_bench.looks_like(first):  # told by its first line; a bad later one is named
         return "sglang"
+    if isinstance(first, dict) and vllm_bench.looks_like(first):  # vllm bench serve --append-result: a run a line
+        return "vllm"
     if data is None and trtllm_bench.looks_like_text(text):
         return "trtllm-bench"
     return None
@@ -128,7 +130,16 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
             raise BenchFormatError(f"{tool}: {label}: {where} (one result object per line)")
         return sglang_bench.read(lines, label)
     if fmt == "trtllm-bench":
-        return trtllm_bench.read(data if isinstance(data, dict) else trtllm_bench.parse_text(text), label)
+        if isinstance(data, dict):
+            return trtllm_bench.read(data, label)
+        reports = trtllm_bench.split_reports(text)
+        if len(reports) == 1:
+            return trtllm_bench.read(trtllm_bench.parse_text(text), label)
+        return each_run(reports, lambda i, report: trtllm_bench.read(trtllm_bench.parse_text(report),
+                                                                      f"{label}#{i + 1}")[0], tool, label)
+    lines = _json_lines(text) if fmt == "vllm" and not isinstance(data, dict) else None
+    if lines is not None:  # --append-result writes one result object per line
+        return each_run(lines, lambda i, line: vllm_bench.read(line, f"{label}#{i + 1}")[0], tool, label)
     if not isinstance(data, dict):
         broken = _json_error(text)
         raise BenchFormatError(f"{tool}: {label}: {broken or 'not a JSON object'}")
@@ -143,13 +154,23 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
     Raises
     ------
     SpecError
-        A file that cannot be read, is not its tool's output, or lacks a model or GPU
-        that ``given`` does not supply either.
+        A file that cannot be read or is not its tool's output (when it is the only one, or
+        every one is such; among several, it is named in the notes and the others are read),
+        or one that lacks a model or GPU that ``given`` does not supply either.
     """
     cases: list[Case] = []
     notes = list(given.notes)
+    unread: list[SpecError] = []
     for path in paths:
-        for run in read_bench(path, fmt):
+        try:
+            runs = read_bench(path, fmt)
+        except SpecError as exc:  # one unreadable file among several: the others are still predicted
+            if len(paths) == 1:
+                raise
+            unread.append(exc)
+            notes.append(f"{path}: not read: {exc}")
+            continue
+        for run in runs:
             tool = FORMATS[run.tool]
             run_cases_, run_notes = run_cases(run, given, tool, f"{tool} {path}")
             cases += run_cases_
@@ -163,4 +184,6 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             if run.request_rate is not None and run.concurrency is not None:
                 notes.append(f"{run.id}: {run.request_rate:g} req/s with at most {run.concurrency} in flight: "
                              "simulated at the rate alone (the concurrency cap is not modelled)")
+    if unread and len(unread) == len(paths):
+        raise unread[0]
     return cases, notes

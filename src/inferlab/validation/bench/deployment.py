@@ -170,9 +170,26 @@ def _model(run: BenchRun, given: GivenDeployment, tool: str) -> str:
                 raise SpecError(f"{tool}: {run.id}: recorded model {run.model!r} is not a catalog model; give it "
                                 "with --engine-args or --deployment") from None
     if given.model is None:
+        command = {"sglang": "python -m sglang.launch_server --model-path MODEL ...",
+                   "trtllm-bench": "trtllm-serve MODEL ..."}.get(run.tool, "vllm serve MODEL ...")
         raise SpecError(f"{tool}: {run.id}: the file does not record the model; give --engine-args "
-                        "\"vllm serve MODEL ...\" or --deployment FILE")
+                        f"\"{command}\" or --deployment FILE")
     return catalog_model(given.model)[0] if "/" in given.model else given.model
+
+
+def _named_precision(run: BenchRun, notes: list[str]) -> dict[str, str]:
+    """The formats the recorded model's name states (``RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8``:
+    FP8 weights and activations), as the engine reads them from the checkpoint; empty when it
+    states none. The file's model is the one predicted, so its format is too."""
+    from ...core.quantization import PrecisionConfig
+    from ...specs.catalog import checkpoint_format
+
+    fmt = checkpoint_format(run.model) if run.model else None
+    if fmt is None:
+        return {}
+    derived = PrecisionConfig.derived(fmt)
+    notes.append(f"{run.id}: the recorded model {run.model} is {fmt} by its name: predicted in {fmt}")
+    return {"weights": derived.weights, "activations": derived.activations}
 
 
 def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
@@ -219,7 +236,7 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
     speculative, drafter, notes = _run_speculation(run, given, engine)
     common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
-                  precision=dict(run.precision) or dict(given.precision), engine=engine,
+                  precision=dict(run.precision) or _named_precision(run, notes) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
                   speculative=speculative, prefix_cache=_prompt_pool(run, notes),

@@ -9,8 +9,11 @@ tokens after the first: a TPOT), ``request_latency``, ``output_sequence_length``
 settings under ``input_config``: genai-perf 0.0.10 on as ``model_names`` and
 ``perf_analyzer.stimulus`` (``concurrency`` or ``request_rate``), before as flat ``model``,
 ``concurrency``, ``request_rate``; AIPerf as ``endpoint.model_names``,
-``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count``. AIPerf states
-``input_config`` is not a stable format, so each setting is optional here.
+``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count`` (newer AIPerf:
+``models.items[].name`` and ``phases``, the last one not ``exclude_from_results`` being the
+measured one). AIPerf states ``input_config`` is not a stable format, so each setting is
+optional here, but a run whose load is found nowhere is refused: neither tool sends every
+request at once, so reading it as an offline run would predict another experiment.
 
 A synthetic dataset is a pool of distinct prompts the client reuses (``--num-dataset-entries``,
 100 by default in both tools): a run of more requests than that repeats prompts, which an
@@ -72,6 +75,15 @@ def _prompt_pool(config: Any, label: str) -> int | None:
     return count_of(pool, f"{TOOL}: {label}: num_dataset_entries")
 
 
+def _measured_phase(config: Any) -> dict[str, Any]:
+    """AIPerf's newer ``input_config.phases``: the last phase whose results count (a warm-up
+    is ``exclude_from_results``), empty when there is none."""
+    phases = config.get("phases") if isinstance(config, dict) else None
+    counted = [p for p in phases if isinstance(p, dict) and not p.get("exclude_from_results")] \
+        if isinstance(phases, list) else []
+    return counted[-1] if counted else {}
+
+
 def read(data: Any, label: str) -> list[BenchRun]:
     """The run of one profile export.
 
@@ -83,7 +95,10 @@ def read(data: Any, label: str) -> list[BenchRun]:
     for key in REQUIRED:
         lookup(data, TOOL, label, key)
     config = data.get("input_config") or {}
+    phase = _measured_phase(config)
     models = _setting(config, ("model_names",), ("endpoint", "model_names"), ("model",))
+    if models is None and isinstance(_setting(config, ("models", "items")), list):  # AIPerf's newer layout
+        models = [item.get("name") for item in config["models"]["items"] if isinstance(item, dict)]
     model = models[0] if isinstance(models, list) and models else models if isinstance(models, str) else None
     count = _avg(data, label, "request_count", required=False) if isinstance(data.get("request_count"), dict) \
         else _setting(config, ("request_count",), ("loadgen", "request_count"))
@@ -92,13 +107,16 @@ def read(data: Any, label: str) -> list[BenchRun]:
         "tpot_ms": _avg(data, label, "inter_token_latency", time=True, required=False),
         "output_tokens_per_s": _avg(data, label, "output_token_throughput"),
     }
+    clients = _setting(config, ("perf_analyzer", "stimulus", "concurrency"), ("loadgen", "concurrency"),
+                       ("concurrency",)) or phase.get("concurrency")
+    rate = _setting(config, ("perf_analyzer", "stimulus", "request_rate"), ("loadgen", "request_rate"),
+                    ("request_rate",)) or phase.get("request_rate")
+    if clients is None and rate is None:  # neither tool sends everything at once: an unread load is no offline run
+        raise BenchFormatError(f"{TOOL}: {label}: the export records no load this reader knows (input_config's "
+                               "concurrency or request_rate): not predicted, as any load assumed would be a guess")
     return [BenchRun(tool="genai-perf", id=label, metrics=metrics_of(metrics),
                      isl=_avg(data, label, "input_sequence_length"), osl=_avg(data, label, "output_sequence_length"),
-                     concurrency=concurrency_of(_setting(config, ("perf_analyzer", "stimulus", "concurrency"),
-                                                         ("loadgen", "concurrency"), ("concurrency",)),
-                                                f"{TOOL}: {label}: concurrency"),
-                     request_rate=rate_of(_setting(config, ("perf_analyzer", "stimulus", "request_rate"),
-                                                   ("loadgen", "request_rate"), ("request_rate",)),
-                                          f"{TOOL}: {label}: request_rate"),
+                     concurrency=concurrency_of(clients, f"{TOOL}: {label}: concurrency"),
+                     request_rate=rate_of(rate, f"{TOOL}: {label}: request_rate"),
                      num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model,
                      prompts=_prompt_pool(config, label))]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchFormatError, BenchRun, concurrency_of, lookup, metrics_of, number, rate_of
+from .run import BenchFormatError, BenchRun, concurrency_of, each_run, lookup, metrics_of, number, rate_of
 
 TOOL = "guidellm"
 REQUIRED = ("time_to_first_token_ms", "output_tokens_per_second", "prompt_token_count", "output_token_count")
@@ -45,10 +45,12 @@ def _strategy(bench: dict[str, Any], label: str) -> tuple[int | None, float | No
         return 1, None
     if kind == "concurrent":
         return concurrency_of(strategy.get("streams"), f"{TOOL}: {label}: strategy streams"), None
-    if kind in ("constant", "poisson"):
-        return None, rate_of(strategy.get("rate"), f"{TOOL}: {label}: strategy rate")
-    if kind == "throughput":
-        return None, None
+    cap = strategy.get("max_concurrency")
+    cap = concurrency_of(cap, f"{TOOL}: {label}: strategy max_concurrency") if cap is not None else None
+    if kind in ("constant", "poisson"):  # a rate, capped at max_concurrency in flight when one is set
+        return cap, rate_of(strategy.get("rate"), f"{TOOL}: {label}: strategy rate")
+    if kind == "throughput":  # as fast as it can: every request at once, or max_concurrency clients
+        return cap, None
     raise BenchFormatError(f"{TOOL}: {label}: strategy type_ {kind!r} is not synchronous, concurrent, constant, "
                            "poisson or throughput")
 
@@ -59,13 +61,13 @@ def read(data: Any, label: str) -> list[BenchRun]:
     Raises
     ------
     BenchFormatError
-        No benchmarks, or a benchmark without its strategy or a required metric.
+        No benchmarks, or none that reads (one without its strategy or a required metric,
+        such as a benchmark whose every request errored, is skipped with a note when others read).
     """
     benches = lookup(data, TOOL, label, "benchmarks")
     if not benches:
         raise BenchFormatError(f"{TOOL}: {label}: 'benchmarks' is empty")
-    runs = []
-    for i, bench in enumerate(benches):
+    def one(i: int, bench: Any) -> BenchRun:
         where = f"{label}#{i + 1}"
         metrics = lookup(bench, TOOL, where, "metrics")
         for key in REQUIRED:
@@ -80,10 +82,11 @@ def read(data: Any, label: str) -> list[BenchRun]:
             "itl_ms": _mean(metrics, where, "inter_token_latency_ms", required=False),
             "output_tokens_per_s": _mean(metrics, where, "output_tokens_per_second"),
         }
-        runs.append(BenchRun(tool="guidellm", id=where, metrics=metrics_of(values),
+        return BenchRun(tool="guidellm", id=where, metrics=metrics_of(values),
                              isl=_mean(metrics, where, "prompt_token_count"),
                              osl=_mean(metrics, where, "output_token_count"),
                              concurrency=concurrency, request_rate=rate,
                              num_requests=int(count) if isinstance(count, (int, float)) and count > 0 else None,
-                             model=model if isinstance(model, str) else None))
-    return runs
+                             model=model if isinstance(model, str) else None)
+
+    return each_run(benches, one, TOOL, label)

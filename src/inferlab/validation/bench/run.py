@@ -10,8 +10,8 @@ count) and whatever of the deployment the tool recorded (model, engine, layout, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import SpecError
@@ -204,14 +204,52 @@ def metrics_of(pairs: Mapping[str, float | None]) -> tuple[tuple[str, float], ..
     return tuple((m, float(pairs[m])) for m in RUN_METRICS if pairs.get(m) is not None)
 
 
+def unstreamed(data: Mapping[str, Any]) -> bool:
+    """Whether a run was not streamed (``--disable-stream``): its TPOT and ITL recorded as 0 and
+    its "TTFT" the whole request's latency, no first token's time."""
+    return all(isinstance(data.get(k), (int, float)) and not isinstance(data.get(k), bool) and data.get(k) == 0
+               for k in ("mean_tpot_ms", "mean_itl_ms"))
+
+
+UNSTREAMED_NOTE = "not streamed (TPOT and ITL recorded as 0): its TTFT is the whole latency and is not used"
+
+
 def serving_metrics(data: Mapping[str, Any], tool: str, label: str) -> tuple[tuple[str, float], ...]:
     """The case metrics of a result in the layout vLLM's ``bench serve`` writes and SGLang's
     ``bench_serving`` shares (``mean_ttft_ms``, ``mean_tpot_ms``, ``mean_itl_ms``,
     ``median_tpot_ms``, ``output_throughput``)."""
     return metrics_of({
-        "ttft_ms": number(data["mean_ttft_ms"], tool, label, "mean_ttft_ms"),
+        "ttft_ms": None if unstreamed(data) else number(data["mean_ttft_ms"], tool, label, "mean_ttft_ms"),
         "tpot_ms": optional_number(data, tool, label, "mean_tpot_ms"),
         "itl_ms": optional_number(data, tool, label, "mean_itl_ms"),
         "tpot_p50_ms": optional_number(data, tool, label, "median_tpot_ms"),
         "output_tokens_per_s": number(data["output_throughput"], tool, label, "output_throughput"),
     })
+
+
+def each_run(items: Sequence[Any], read_one: Callable[[int, Any], BenchRun], tool: str, label: str) -> list[BenchRun]:
+    """``read_one(i, item)`` for every run of a file with several, keeping the runs that read:
+    one that does not (every request failed, a field missing) is skipped and named in the first
+    kept run's notes, as a case file keeps its good cases; none reading raises the first error.
+
+    Raises
+    ------
+    BenchFormatError
+        No run of the file reads.
+    """
+    runs: list[BenchRun] = []
+    skipped: list[str] = []
+    first: BenchFormatError | None = None
+    for i, item in enumerate(items):
+        try:
+            runs.append(read_one(i, item))
+        except BenchFormatError as exc:
+            first = first or exc
+            skipped.append(str(exc).removeprefix(f"{tool}: "))
+    if not runs:
+        assert first is not None
+        raise first
+    if skipped:
+        runs[0] = replace(runs[0], notes=(*runs[0].notes, *(f"{why}: run skipped, the others of {label} are read"
+                                                           for why in skipped)))
+    return runs

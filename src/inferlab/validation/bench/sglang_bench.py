@@ -7,8 +7,11 @@ and its results: ``duration`` [s], ``completed``, ``total_input_tokens``,
 ``total_output_tokens``, ``request_throughput``, ``input_throughput``,
 ``output_throughput`` [token/s], ``mean_/median_/std_/p99_`` of ``e2e_latency``,
 ``ttft``, ``tpot`` and ``itl`` in ms, ``concurrency`` (the mean requests in flight) and
-``accept_length`` under speculative decoding. The model is not recorded: it comes from
-``--engine-args`` or ``--deployment``. ``backend`` names the server API the client spoke
+``accept_length`` under speculative decoding. Newer versions add ``server_info`` (the
+server's ``/get_server_info``: its launch arguments ``model_path``, ``tp_size``, ``dp_size``,
+``ep_size``, ``enable_dp_attention``, ``quantization``, ``kv_cache_dtype``,
+``max_running_requests``, ``chunked_prefill_size``, and its ``version``), read as the
+deployment where present; without it the model comes from ``--engine-args`` or ``--deployment``. ``backend`` names the server API the client spoke
 (``sglang``, ``sglang-oai``, ``vllm``, ``lmdeploy``, ``trt``), which names the engine.
 Field names follow SGLang 0.4.10-0.5 (``python/sglang/bench_serving.py``).
 """
@@ -17,13 +20,49 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchFormatError, BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
+from .run import (UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, each_run, lookup, number, rate_of,
+                  serving_metrics, unstreamed)
 
 TOOL = "sglang bench_serving"
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
 #: Engine of each client backend.
 ENGINES = {"sglang": "sglang", "sglang-native": "sglang", "sglang-oai": "sglang", "sglang-oai-chat": "sglang",
            "vllm": "vllm", "vllm-chat": "vllm", "lmdeploy": "lmdeploy", "lmdeploy-chat": "lmdeploy", "trt": "trtllm"}
+
+
+def _server(info: Any, where: str) -> dict[str, Any]:
+    """The deployment a line's ``server_info`` records, as :class:`BenchRun` fields (empty without one)."""
+    from ...engines.command_line import choice
+    from ...engines.sglang import KV_DTYPES, QUANTIZATION
+
+    if not isinstance(info, dict):
+        return {}
+    count = lambda key: concurrency_of(info.get(key), f"{TOOL}: {where}: server_info.{key}") \
+        if info.get(key) is not None else None  # noqa: E731
+    tp, dp, ep = count("tp_size"), count("dp_size"), count("ep_size")
+    layout: dict[str, Any] = {"tp": tp} if tp else {}
+    if ep:
+        layout["ep"] = ep
+    if info.get("enable_dp_attention"):  # the DP ranks are inside the TP group: attention data-parallel
+        layout["attention_dp"] = True
+    elif dp and dp > 1:
+        layout["dp"] = dp
+    precision: dict[str, str] = {}
+    quant = info.get("quantization")
+    pair = choice("sglang", "server_info.quantization", str(quant), QUANTIZATION) if quant else None
+    if pair:
+        precision.update(weights=pair[0], activations=pair[1])
+    kv = info.get("kv_cache_dtype")
+    kv = choice("sglang", "server_info.kv_cache_dtype", str(kv), KV_DTYPES) if kv else None
+    if kv:
+        precision["kv_cache"] = kv
+    limits = {k: count(key) for k, key in (("max_num_seqs", "max_running_requests"),
+                                           ("max_num_batched_tokens", "chunked_prefill_size"))
+              if isinstance(info.get(key), int) and info.get(key) > 0}
+    model = info.get("model_path")
+    return {"model": model if isinstance(model, str) else None, "layout": tuple(layout.items()),
+            "precision": tuple(precision.items()), "scheduler": tuple(limits.items()),
+            "engine_version": str(info["version"]) if info.get("version") else None}
 
 
 def looks_like(data: Any) -> bool:
@@ -38,10 +77,10 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
     Raises
     ------
     BenchFormatError
-        A line lacks a required field or holds a malformed number.
+        No line reads (one that lacks a required field or holds a malformed number, such as a
+        run whose every request failed, is skipped with a note when others read).
     """
-    runs = []
-    for i, data in enumerate(lines):
+    def one(i: int, data: Any) -> BenchRun:
         where = f"{label}#{i + 1}"
         if not isinstance(data, dict):
             lookup({}, TOOL, where, REQUIRED[0])
@@ -53,12 +92,14 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         if accept is not None and accept != 0 and accept < 1:  # 0 or absent: no speculation
             raise BenchFormatError(f"{TOOL}: {where}: field 'accept_length' must be the tokens a step emitted "
                                    f"(>= 1), or 0 or absent without speculation; got {accept:.3g}")
-        runs.append(BenchRun(
+        return BenchRun(
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
             osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
             concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {where}: max_concurrency"),
             request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {where}: request_rate"),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
-            accept_length=accept or None))
-    return runs
+            accept_length=accept or None, notes=(f"{where}: {UNSTREAMED_NOTE}",) if unstreamed(data) else (),
+            **_server(data.get("server_info"), where))
+
+    return each_run(lines, one, TOOL, label)

@@ -33,6 +33,7 @@ _LABELS = {
     "TP Size": ("world_info", "tp_size"), "PP Size": ("world_info", "pp_size"), "EP Size": ("world_info", "ep_size"),
     "Max Runtime Batch Size": ("world_info", "max_batch_size"), "Max Runtime Tokens": ("world_info", "max_num_tokens"),
     "Number of requests": ("request_info", "num_requests"),
+    "Number of concurrent requests": ("request_info", "avg_num_concurrent_requests"),
     "Average Input Length (tokens)": ("request_info", "avg_input_length"),
     "Average Output Length (tokens)": ("request_info", "avg_output_length"),
     "Request Throughput (req/sec)": ("performance", "request_throughput_req_s"),
@@ -42,9 +43,23 @@ _LABELS = {
 }
 _LINE = re.compile(r"^\s*([A-Za-z][^:]*?):\s+(\S.*?)\s*$")
 #: Quantization algorithm -> the formats it sets.
-_QUANT = {"FP8": {"weights": "fp8", "activations": "fp8"}, "FP8_BLOCK_SCALES": {"weights": "fp8", "activations": "fp8"},
-          "NVFP4": {"weights": "nvfp4", "activations": "nvfp4"}, "W4A16_AWQ": {"weights": "int4"},
-          "W4A16": {"weights": "int4"}, "W8A16": {"weights": "int8"}}
+_QUANT = {"FP8": {"weights": "fp8", "activations": "fp8"},
+          "FP8_PER_CHANNEL_PER_TOKEN": {"weights": "fp8", "activations": "fp8"},
+          "FP8_BLOCK_SCALES": {"weights": "fp8_block", "activations": "fp8"},
+          "NVFP4": {"weights": "nvfp4", "activations": "nvfp4"}, "W4A8_NVFP4_FP8": {"weights": "nvfp4", "activations": "fp8"},
+          "W4A16_AWQ": {"weights": "int4"}, "W4A16": {"weights": "int4"}, "W4A8_AWQ": {"weights": "int4", "activations": "fp8"},
+          "W8A16": {"weights": "int8"}, "W8A8_SQ_PER_CHANNEL": {"weights": "int8", "activations": "int8"},
+          # TensorRT-LLM's MXFP4 recipes are gpt-oss's: its routed experts in MXFP4, attention as shipped
+          "W4A8_MXFP4_FP8": {"moe_weights": "mxfp4", "activations": "fp8"},
+          "W4A8_MXFP4_MXFP8": {"moe_weights": "mxfp4", "activations": "mxfp8"},
+          "W4A16_MXFP4": {"moe_weights": "mxfp4"},
+          "MIXED_PRECISION": {}}  # per layer, as the checkpoint says: its own formats
+
+
+#: ``engine.backend`` of a report -> the case's engine: the runtime it names, whatever the
+#: version (from 1.0 the PyTorch one is the default, before it the compiled engine).
+_ENGINE_OF_BACKEND = {"pytorch": "trtllm-pytorch", "tensorrt": "trtllm-cpp", "trt": "trtllm-cpp",
+                      "cpp": "trtllm-cpp"}
 
 
 def looks_like_json(data: Any) -> bool:
@@ -57,9 +72,24 @@ def looks_like_text(text: str) -> bool:
     return "PERFORMANCE OVERVIEW" in text or "Total Output Throughput (tokens/sec):" in text
 
 
+#: The banner that opens each printed report (a log may hold several, one per run).
+_REPORT_START = re.compile(r"^=\s*(PYTORCH BACKEND|ENGINE DETAILS)\s*$", re.MULTILINE)
+
+
+def split_reports(text: str) -> list[str]:
+    """The printed reports of a log, one per run (the whole text when it holds one or none)."""
+    starts = [m.start() for m in _REPORT_START.finditer(text)]
+    if len(starts) < 2:
+        return [text]
+    return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
+
+
 def parse_text(text: str) -> dict[str, Any]:
-    """The printed report as the JSON report's sections (the labels it knows)."""
+    """The printed report as the JSON report's sections (the labels it knows); the PyTorch
+    backend's banner sets ``engine.backend``."""
     out: dict[str, Any] = {}
+    if re.search(r"^=\s*PYTORCH BACKEND\s*$", text, re.MULTILINE):
+        out["engine"] = {"backend": "pytorch"}
     for line in text.splitlines():
         match = _LINE.match(line)
         if match and match.group(1).strip() in _LABELS:
@@ -111,11 +141,20 @@ def read(data: Any, label: str) -> list[BenchRun]:
     if optional_number(data, TOOL, label, "streaming_metrics", "avg_ttft_ms") is not None:
         notes.append(f"{label}: every request queued at once: the mean TTFT depends on the request count and is "
                      "not used")
+    in_flight = optional_number(data, TOOL, label, "request_info", "avg_num_concurrent_requests")
+    batch = optional_number(data, TOOL, label, "world_info", "max_batch_size")
+    bound = min(x for x in (count, batch) if x) if (count or batch) else None
+    if in_flight is not None and bound and in_flight < 0.5 * bound:
+        shown = lambda x: f"{x:g}" if x else "?"  # noqa: E731
+        notes.append(f"{label}: {in_flight:.3g} requests in flight on average, of {shown(count)} requests and a "
+                     f"batch limit of {shown(batch)}: a client cap (trtllm-bench --concurrency), which the report "
+                     "does not record, looks likely; read as every request queued at once, so compare with care")
     version = engine.get("version")
     backend = str(engine.get("backend") or "").lower()
     return [BenchRun(tool="trtllm-bench", id=label, isl=isl, osl=osl,
                      metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput}),
                      num_requests=int(count) if count else None, model=engine.get("model") or engine.get("model_path"),
-                     engine="trtllm", engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
+                     engine=_ENGINE_OF_BACKEND.get(backend, "trtllm"),
+                     engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
                      layout=tuple(layout.items()), precision=tuple(_precision(engine).items()), notes=tuple(notes),
                      scheduler=tuple(limits.items()))]

@@ -6,7 +6,10 @@ The file holds the run's arguments (``model_id``, ``tokenizer_id``, ``backend``,
 ``total_input_tokens``, ``total_output_tokens``, ``request_throughput`` [1/s],
 ``output_throughput`` [token/s], and ``mean_/median_/std_/p99_`` of ``ttft``, ``tpot``,
 ``itl`` and ``e2el`` in ms. Saved with details it also has per-request ``input_lens``,
-``output_lens``, ``ttfts`` [s] and ``itls`` [s]. The ``backend`` is the client's endpoint
+``output_lens``, ``ttfts`` [s] and ``itls`` [s] (a failed request's output counted as 0
+tokens: the means here are the totals' over the completed requests). A ramped rate
+(``--ramp-up-strategy``) is no one load and is not predicted; ``--append-result`` files hold
+a run a line. The ``backend`` is the client's endpoint
 type, not the server, which is taken as vLLM unless ``--engine-args`` says otherwise.
 Field names follow vLLM 0.10-0.11 (``vllm/benchmarks/serve.py``).
 """
@@ -15,7 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import BenchRun, concurrency_of, lookup, number, rate_of, serving_metrics
+from .run import (UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, lookup, number, rate_of,
+                  serving_metrics, unstreamed)
 
 TOOL = "vllm bench serve"
 #: Fields every result file has; the first missing one is named when a file is refused.
@@ -39,14 +43,21 @@ def read(data: Any, label: str) -> list[BenchRun]:
         lookup({}, TOOL, label, REQUIRED[0])
     for key in REQUIRED:
         lookup(data, TOOL, label, key)
+    if data.get("ramp_up_strategy"):  # --ramp-up-strategy: the rate climbs over the run
+        raise BenchFormatError(f"{TOOL}: {label}: a ramped rate (ramp_up_strategy {data['ramp_up_strategy']}, "
+                               f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} req/s) is no one "
+                               "load: not predicted")
     completed = number(data["completed"], TOOL, label, "completed")
-    lens = data.get("input_lens"), data.get("output_lens")
-    if all(isinstance(v, list) and v for v in lens):  # saved with details: the exact means
-        isl, osl = (sum(map(float, v)) / len(v) for v in lens)
-    else:
-        isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
-        osl = number(data["total_output_tokens"], TOOL, label, "total_output_tokens") / completed
+    # the totals count the completed requests only (the per-request lists of a detailed save hold a
+    # 0-token output for each failed one, which would shorten the mean)
+    isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
+    osl = number(data["total_output_tokens"], TOOL, label, "total_output_tokens") / completed
     notes = []
+    failed = data.get("failed")
+    if isinstance(failed, (int, float)) and not isinstance(failed, bool) and failed > 0:
+        notes.append(f"{label}: {failed:g} request(s) failed; the means are of the {completed:g} completed")
+    if unstreamed(data):
+        notes.append(f"{label}: {UNSTREAMED_NOTE}")
     if data.get("burstiness") not in (None, 1, 1.0):
         notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
     return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=serving_metrics(data, TOOL, label),
