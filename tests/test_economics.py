@@ -422,3 +422,12 @@ def test_a_free_api_never_breaks_even_and_says_so_in_json():
                                usd_per_replica_hour=11.8, requests_per_s_per_replica=5)
     with pytest.raises(SpecError, match="one set of prices"):
         several.costs([0.5, 5])
+
+
+def test_arrays_that_do_not_go_together_are_named():
+    from inferlab.economics import cost_per_million_tokens
+    from inferlab.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"cost_per_million_tokens: the arrays given do not go together "
+                                        r"\(usd_per_gpu_hour \(2,\), tokens_per_s \(3,\)\)"):
+        cost_per_million_tokens([1, 2], 1, [1000, 2000, 3000])  # had been numpy's bare broadcast error

@@ -124,3 +124,14 @@ def test_counts_given_as_quantities_are_converted_or_refused():
             estimate("llama-3.1-8b", "h100-sxm", **kw)
     r = serve("llama-3.1-8b", "h100-sxm", isl=Q(1, "kilotoken"), osl=Q(16, "token"), rate=1, num_requests=4)
     assert (r.workload.isl.value, r.workload.osl.value) == (1000, 16)
+
+
+def test_a_comma_only_groups_thousands():
+    """pint drops every comma, so '1,2,3' had read as 123 and a European '3,35 TB/s' as 335 TB/s."""
+    from inferlab import Q
+    from inferlab.errors import UnitError
+
+    assert Q("1,000,000 tok").magnitude == 1_000_000 and Q("12,345.5 tok").magnitude == 12345.5
+    for text in ("1,2,3", "3,35 TB/s", "1,00 GB"):
+        with pytest.raises(UnitError, match="a comma only groups thousands"):
+            Q(text)

@@ -133,6 +133,10 @@ def Q(value: Any, unit: str | None = None) -> pint.Quantity:
     return Quantity(value, parse_unit(unit if unit is not None else "dimensionless"))
 
 
+#: A number whose digits are grouped in thousands by commas (``1,000``, ``12,345.5``).
+_THOUSANDS = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3})+(?![\d,])")
+
+
 def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: str | None = None) -> pint.Quantity:
     """Parse ``"<number> <unit>"`` (or an expression of such) in inferlab's registry.
 
@@ -155,6 +159,9 @@ def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: s
         raise UnitError(f"expected a quantity such as '3.35 TB/s', got {text!r}")
     cleaned = _DOLLAR_AMOUNT.sub(r"\1 USD", text.strip()).replace("$", " USD ")
     shown = label if label is not None else text
+    if "," in _THOUSANDS.sub("", cleaned):  # pint drops every comma: "1,2,3" had read as 123
+        raise UnitError(f"{shown!r} is not a quantity: a comma only groups thousands ('1,000 tok'); give one "
+                        "value, or a list of values where a list is taken")
     _check_size(cleaned, shown, "quantity")
     _check_powers(cleaned, shown)
     registry = _registry()

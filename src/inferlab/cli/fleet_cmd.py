@@ -38,8 +38,13 @@ def run(args: argparse.Namespace) -> None:
     if not 0 < args.rate_scale <= 1e3:
         raise SpecError(f"--rate-scale must be in (0, 1000], got {args.rate_scale}")
     if args.rate_scale != 1.0 and "traffic" in kwargs:
+        from ..checks import real
+
         classes = kwargs["traffic"] if isinstance(kwargs["traffic"], list) else [kwargs["traffic"]]
-        kwargs["traffic"] = [{**c, **{k: c[k] * args.rate_scale for k in ("rate", "peak_rate") if k in c}}
+        # each rate checked as written before it is scaled (the error quotes the file's value)
+        kwargs["traffic"] = [{**c, **{k: real(f"traffic {k}", c[k], minimum=0.0, include_minimum=False,
+                                               unit="request/s") * args.rate_scale
+                                      for k in ("rate", "peak_rate") if k in c}} if isinstance(c, dict) else c
                              for c in classes]
     horizon = kwargs.get("horizon_s", 3600.0)
     with Progress(100, "simulated") as bar:

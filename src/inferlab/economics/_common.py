@@ -116,3 +116,26 @@ def table(title: str, columns: dict[str, Any], *, max_rows: int = 200) -> str:
     text = text_table(names, rows, right=set(range(len(names))))
     more = f"\n... {n - max_rows} more rows" if n > max_rows else ""
     return f"{title}\n{text}{more}"
+
+
+def shapes_agree(func: Any) -> Any:
+    """Decorator: arrays that do not broadcast together are a :class:`SpecError` naming the
+    function and each array argument's shape (numpy's own error names neither)."""
+    import functools
+    import inspect
+
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ValueError as exc:
+            if "broadcast" not in str(exc):
+                raise
+            bound = signature.bind_partial(*args, **kwargs).arguments
+            shapes = ", ".join(f"{name} {np.shape(value)}" for name, value in bound.items()
+                               if not isinstance(value, str) and np.ndim(value) > 0)
+            raise SpecError(f"{func.__name__}: the arrays given do not go together ({shapes}); give arrays of one "
+                            "length (or broadcastable shapes), or single values") from None
+    return wrapper

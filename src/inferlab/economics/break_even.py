@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ._common import CEIL_SLACK, jsonable, non_negative, positive, scalar_or_array, table, whole
+from ._common import CEIL_SLACK, jsonable, non_negative, positive, scalar_or_array, table, whole, shapes_agree
 from .cost import SECONDS_PER_HOUR
 
 
@@ -165,6 +165,7 @@ class BreakEven:
             "always pays from req/s": self.always_cheaper_request_rate})
 
 
+@shapes_agree
 def api_usd_per_request(usd_per_million_input: Any, usd_per_million_output: Any, isl: Any,
                         osl: Any) -> np.ndarray | float:
     """What a per-token API bills for one request [USD/request]: ``(isl p_in + osl p_out) / 1e6``."""
@@ -178,6 +179,7 @@ def api_usd_per_request(usd_per_million_input: Any, usd_per_million_output: Any,
     return scalar_or_array((i * p_in + o * p_out) / 1e6)
 
 
+@shapes_agree
 def api_vs_dedicated(*, usd_per_million_input: Any, usd_per_million_output: Any, isl: Any, osl: Any,
                      usd_per_replica_hour: Any, requests_per_s_per_replica: Any = None,
                      output_tokens_per_s_per_replica: Any = None) -> BreakEven:
@@ -228,6 +230,7 @@ def api_vs_dedicated(*, usd_per_million_input: Any, usd_per_million_output: Any,
     return BreakEven(scalar_or_array(cost), scalar_or_array(price), scalar_or_array(cap))
 
 
+@shapes_agree
 def traffic_costs(request_rate: Any, *, min_replicas: int = 1, **offer: Any) -> TrafficCosts:
     """Hourly cost of the API and of dedicated replicas over a range of traffic.
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpecError
-from ._common import as_si, jsonable, non_negative, positive, share, table, whole
+from ._common import as_si, jsonable, non_negative, positive, share, table, whole, shapes_agree
 from .cost import SECONDS_PER_HOUR
 
 #: Share of time a spot replica runs before it is reclaimed. An assumption, not a
@@ -113,6 +113,7 @@ class CapacityPlan:
         }) + f"\nreplica-hours: {mix}"
 
 
+@shapes_agree
 def replicas_needed(demand: Any, requests_per_s_per_replica: Any = None) -> np.ndarray:
     """Whole replicas per period for a curve in replicas, or in requests/s with a per-replica capacity.
 
@@ -142,6 +143,7 @@ def _count_at_least(levels: np.ndarray, r: np.ndarray) -> np.ndarray:
     return levels.size - np.searchsorted(np.sort(levels), r, side="left")
 
 
+@shapes_agree
 def reserved_replicas(demand: Any, *, reserved_usd_per_hour: Any, on_demand_usd_per_hour: Any,
                       requests_per_s_per_replica: Any = None) -> int:
     r"""Reserved replicas for a curve covered otherwise on demand (the classic rule).
@@ -179,6 +181,7 @@ def reserved_replicas(demand: Any, *, reserved_usd_per_hour: Any, on_demand_usd_
     return int(np.count_nonzero(_count_at_least(d, r) * p_od > d.size * p_res))
 
 
+@shapes_agree
 def plan_capacity(demand: Any, *, reserved_usd_per_hour: Any, on_demand_usd_per_hour: Any,
                   spot_usd_per_hour: Any = None, spot_availability: Any = DEFAULT_SPOT_AVAILABILITY,
                   min_non_spot_share: Any = DEFAULT_MIN_NON_SPOT_SHARE, requests_per_s_per_replica: Any = None,

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.parallelism import weights_per_gpu
 from ..errors import SpecError
-from ._common import jsonable, non_negative, positive, scalar_or_array, table, whole
+from ._common import jsonable, non_negative, positive, scalar_or_array, table, whole, shapes_agree
 
 #: A new GPU machine (VM or node) from request to ready, drivers included. An assumption:
 #: node scale-up is commonly quoted at 3 minutes or more; 0 when a node is already up.
@@ -109,6 +109,7 @@ def _resolved(deployment: Any) -> Any:
     return deployment
 
 
+@shapes_agree
 def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_gpus: Any = None,
                gpus_per_node: Any = DEFAULT_GPUS_PER_NODE, provisioning_s: Any = DEFAULT_PROVISIONING_S,
                image_bytes: Any = DEFAULT_IMAGE_BYTES, registry_bytes_per_s: Any = DEFAULT_REGISTRY_BYTES_PER_S,
@@ -234,6 +235,7 @@ class Headroom:
             "keep warm": self.extra_replicas_whole, "backlog req": self.backlog_requests, "$/h": self.usd_per_hour})
 
 
+@shapes_agree
 def warm_headroom(*, requests_per_s_per_replica: Any, cold_start_s: Any, ramp_requests_per_s2: Any = 0.0,
                   step_requests_per_s: Any = 0.0, reaction_s: Any = 0.0,
                   usd_per_replica_hour: Any = None) -> Headroom:

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from ._common import non_negative, positive, scalar_or_array, share
+from ._common import non_negative, positive, scalar_or_array, share, shapes_agree
 
 SECONDS_PER_HOUR = 3600.0
 
 
+@shapes_agree
 def cost_per_million_tokens(usd_per_gpu_hour: Any, num_gpus: Any, tokens_per_s: Any,
                             utilization: Any = 1.0) -> np.ndarray | float:
     r"""Dollars per million tokens of a deployment paid by the GPU-hour.
@@ -64,6 +65,7 @@ def cost_per_million_tokens(usd_per_gpu_hour: Any, num_gpus: Any, tokens_per_s: 
     return scalar_or_array(price * gpus / (rate * SECONDS_PER_HOUR * util) * 1e6)
 
 
+@shapes_agree
 def utilization_for_cost(usd_per_million_tokens: Any, usd_per_gpu_hour: Any, num_gpus: Any,
                          tokens_per_s: Any) -> np.ndarray | float:
     r"""Utilization at which a deployment reaches a target cost per token (the inverse of

@@ -63,9 +63,13 @@ NOISE_BAND = 0.20
 REPLICATIONS = 3
 #: Consecutive sections each seed's read window is cut into for a percentile's standard error.
 SECTIONS = 5
-#: Bisection steps on the traffic growth for the simulated headroom, and the largest growth tried.
-HEADROOM_STEPS = 2
+#: Bisection steps on the traffic growth for the simulated headroom (at most), and the largest
+#: growth tried; the bisection stops once the bracket is within :data:`HEADROOM_RESOLUTION`.
+HEADROOM_STEPS = 4
 HEADROOM_MAX = 15.0
+#: Width of the headroom's bracket the bisection settles for: 10 points of traffic growth, or a
+#: quarter of the growth found (``+0%`` had been reported for a bracket of 0-25%).
+HEADROOM_RESOLUTION = (0.10, 0.25)
 
 
 def probe_requests(percentile: float, traffic: Any = None) -> int:
@@ -196,7 +200,8 @@ def simulated_headroom(probe: Callable[[float], Probe], known_miss: float | None
 
     ``known_miss`` is a growth already seen missing (``n / (n - 1) - 1``: ``n - 1``
     replicas at the planned rate load each replica as ``n`` at that growth). Without one
-    the growth doubles (``1, 3, 7, 15``) until a miss; then :data:`HEADROOM_STEPS` bisections.
+    the growth doubles (``1, 3, 7, 15``) until a miss; then bisections until the bracket is
+    within :data:`HEADROOM_RESOLUTION` (at most :data:`HEADROOM_STEPS`).
     """
     lo, hi, miss = 0.0, known_miss, miss_probe
     if hi is None:
@@ -210,6 +215,8 @@ def simulated_headroom(probe: Callable[[float], Probe], known_miss: float | None
         if hi is None:
             return lo, None
     for _ in range(HEADROOM_STEPS):
+        if hi - lo <= max(HEADROOM_RESOLUTION[0], HEADROOM_RESOLUTION[1] * lo):
+            break
         mid = (lo + hi) / 2.0
         p = probe(mid)
         if p.meets:
@@ -301,16 +308,23 @@ def percentile_se(windows: Sequence[np.ndarray], percentile: float) -> float:
     sections of at least ``2 / (1 - p)`` values (two beyond the percentile), and the error is the
     standard deviation of the sections' percentiles over the square root of their number.
     Consecutive sections of one run share its queue at their edges, so this is a lower bound
-    when sections are short against a request's lifetime. NaN below two sections."""
+    when sections are short against a request's lifetime. With two seeds or more the spread of
+    the seeds' own percentiles bounds it too (independent runs share no queue: a heavy-tailed
+    workload's seeds differ more than one run's sections show), and the larger is taken.
+    NaN below two sections."""
     need = 2.0 / (1.0 - percentile / 100.0)
-    estimates = []
+    estimates, per_seed = [], []
     for values in windows:
         values = values[~np.isnan(values)]
         k = int(min(SECTIONS, len(values) // need))
         estimates += [float(np.percentile(part, percentile)) for part in np.array_split(values, k)] if k else []
+        if len(values) >= need:
+            per_seed.append(float(np.percentile(values, percentile)))
     if len(estimates) < 2:
         return float("nan")
-    return float(np.std(estimates, ddof=1) / math.sqrt(len(estimates)))
+    sections = float(np.std(estimates, ddof=1) / math.sqrt(len(estimates)))
+    seeds = float(np.std(per_seed, ddof=1) / math.sqrt(len(per_seed))) if len(per_seed) >= 2 else 0.0
+    return max(sections, seeds)
 
 
 def steady_probe(sc: Scenario, run: Callable[[int, int], Any], per_s: float, lifetime_s: float, n: int,
