@@ -452,6 +452,7 @@ def test_an_offline_job_is_ranked_by_what_the_whole_job_costs():
     a looser deadline had given a dearer plan."""
     loose = plan(_offline(48.0))
     for c in loose.feasible:
+        assert c.fluid_job_s == pytest.approx(1_000_000 / (c.replicas * c.replica_rate))  # in to_dict() too
         hours = (c.simulated_job_s if c.simulated else 1_000_000 / (c.replicas * c.replica_rate)) / 3600.0
         assert c.usd_per_million_output == pytest.approx(c.usd_per_hour * hours / (1_000_000 * 500) * 1e6)
     costs = [c.usd_per_million_output for c in loose.feasible]

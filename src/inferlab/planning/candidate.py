@@ -17,6 +17,8 @@ and ``explain()`` use these names):
     NaN when not simulated or too few requests were read).
 ``simulated_job_s`` [s]
     An offline job's simulated duration on ``replicas``.
+``fluid_job_s`` [s]
+    The same by the fluid model: the job's requests over ``replicas x replica_rate`` (NaN online).
 ``fluid_ttft_s``, ``fluid_tpot_s`` [s]
     The fluid model's estimate of the same percentiles at the same load (each replica
     carrying ``rate / replicas``); infinite (``inf`` in the table, null in JSON) where that
@@ -117,6 +119,7 @@ class Candidate:
     simulated_ttft_se_s: float = float("nan")
     simulated_tpot_se_s: float = float("nan")
     simulated_job_s: float = float("nan")
+    fluid_job_s: float = float("nan")
     tokens_per_s_per_user: float = float("nan")
     tokens_per_s_per_gpu: float = float("nan")
     headroom: float = float("nan")

@@ -94,8 +94,7 @@ class Plan:
 
     def _row(self, c: Candidate) -> list[str]:
         if self.scenario.traffic.offline:
-            fluid_h = self.scenario.traffic.requests / (c.replicas * c.replica_rate) / 3600.0
-            lat = ["-" if math.isnan(c.simulated_job_s) else _hours(c.simulated_job_s / 3600), _hours(fluid_h)]
+            lat = ["-" if math.isnan(c.simulated_job_s) else _hours(c.simulated_job_s / 3600), _hours(c.fluid_job_s / 3600)]
         else:
             lat = [_ms(c.simulated_ttft_s, 0), _ms(c.fluid_ttft_s, 0), _ms(c.simulated_tpot_s, 1),
                    _ms(c.fluid_tpot_s, 1)]
@@ -189,9 +188,8 @@ class Plan:
         out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
                f"simulated at the scenario's rate, {counts}"]
         if sc.traffic.offline:
-            fluid_h = sc.traffic.requests / (best.replicas * best.replica_rate) / 3600
             out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
-                       f"deadline (fluid model: {fluid_h:.1f} h)")
+                       f"deadline (fluid model: {best.fluid_job_s / 3600:.1f} h)")
         else:
             out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)}"
                        f"{_se(best.simulated_ttft_se_s, 0)} ms simulated ({_fluid_ms(best.fluid_ttft_s, 0)}), "

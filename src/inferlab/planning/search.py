@@ -181,6 +181,7 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
     out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)
     if tr.offline:  # the job's GPU-hours, whatever the deadline: replicas are let go when it is done
+        out = replace(out, fluid_job_s=tr.requests / (replicas * cand.replica_rate))
         out = replace(out, usd_per_million_output=usd_h * job_s(sc, out) / 3600.0 / (tr.requests * tr.osl.expected) * 1e6)
     else:
         out = replace(out, usd_per_million_output=usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6)
@@ -193,7 +194,7 @@ def job_s(sc: Scenario, cand: Candidate) -> float:
     """An offline job's duration on ``cand``'s replicas [s]: simulated, else the fluid model's."""
     if not math.isnan(cand.simulated_job_s):
         return cand.simulated_job_s
-    return sc.traffic.requests / (cand.replicas * cand.replica_rate)
+    return cand.fluid_job_s
 
 
 def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:

@@ -134,9 +134,8 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
             return trtllm_bench.read(data, label)
         reports = trtllm_bench.split_reports(text)
         if len(reports) == 1:
-            return trtllm_bench.read(trtllm_bench.parse_text(text), label)
-        return each_run(reports, lambda i, report: trtllm_bench.read(trtllm_bench.parse_text(report),
-                                                                      f"{label}#{i + 1}")[0], tool, label)
+            return trtllm_bench.read_text(text, label)
+        return each_run(reports, lambda i, report: trtllm_bench.read_text(report, f"{label}#{i + 1}")[0], tool, label)
     lines = _json_lines(text) if fmt == "vllm" and not isinstance(data, dict) else None
     if lines is not None:  # --append-result writes one result object per line
         return each_run(lines, lambda i, line: vllm_bench.read(line, f"{label}#{i + 1}")[0], tool, label)

@@ -84,6 +84,17 @@ def split_reports(text: str) -> list[str]:
     return [text[a:b] for a, b in zip(starts, [*starts[1:], len(text)])]
 
 
+def read_text(text: str, label: str) -> list[BenchRun]:
+    """The run of one printed report; one without the lines trtllm-bench 1.0-1.1 print (the
+    0.x reports say "Token Throughput", whose count is not stated) is one line saying so."""
+    data = parse_text(text)
+    if "system_output_throughput_tok_s" not in data.get("performance", {}):
+        raise BenchFormatError(f"{TOOL}: {label}: no 'Total Output Throughput (tokens/sec)' line: the printed "
+                               "reports of trtllm-bench 1.0-1.1 are read (older ones print another layout); "
+                               "give the JSON report (--report_json) instead")
+    return read(data, label)
+
+
 def parse_text(text: str) -> dict[str, Any]:
     """The printed report as the JSON report's sections (the labels it knows); the PyTorch
     backend's banner sets ``engine.backend``."""
