@@ -94,7 +94,7 @@ def test_trtllm_report_and_log():
     ("genai-perf", "vllm-bench-serve.json", "time_to_first_token"),
     ("guidellm", "vllm-bench-serve.json", "benchmarks"),
     ("trtllm-bench", "vllm-bench-serve.json", "performance.system_output_throughput_tok_s"),
-    ("trtllm-bench", "../cases-sample.yaml", "performance.system_output_throughput_tok_s"),
+    ("trtllm-bench", "../cases-sample.yaml", "Total Output Throughput (tokens/sec)"),
 ])
 def test_a_wrong_file_is_one_line_naming_tool_and_field(fmt, wrong, field):
     with pytest.raises(BenchFormatError) as err:
