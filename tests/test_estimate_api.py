@@ -167,3 +167,9 @@ def test_a_price_may_be_a_quantity_of_money_per_time():
         estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=Q(3, "USD"))  # a price per what?
     with pytest.raises(SpecError, match="one price"):
         estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=Q(np.array([1.0, 2.0]), "USD/hour"))
+
+
+def test_a_price_may_be_written_with_its_unit():
+    assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour="$2.50/h").cost.usd_per_gpu_hour == 2.5
+    with pytest.raises(SpecError, match="must be a number"):
+        estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour="2.5")  # a bare number as text is a typo

@@ -192,3 +192,21 @@ def test_a_scenario_commands_long_context_message_names_the_scenario_key(tmp_pat
                     "traffic: {rate: 1, isl: 200000, osl: 10}}\n")
     assert main(["fleet", str(path)]) != 0
     assert "pass allow_long_context: true (a key of the scenario file)" in capsys.readouterr().err
+
+
+def test_a_planned_fleet_runs_what_a_fleet_replica_can_and_keeps_long_context(tmp_path):
+    """The search's pipeline stages and drafters are left out of a fleet's plan (fleet() runs one
+    tensor-parallel group, and had refused a plan it was never told to run), and the section's
+    allow_long_context reaches the plan."""
+    from inferlab.fleet.scenario import load_fleet_scenario
+
+    path = tmp_path / "pp.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nengine: vllm\ntraffic: {rate: 4, isl: 1000, "
+                    "osl: 200}\nslo: {ttft_ms: 2000, tpot_ms: 50, percentile: 90}\nsearch: {precisions: [fp8], tp: [1], "
+                    "pp: [2], speculative: [null, eagle3-llama-3.1-8b]}\nverify: 1\nfleet: {hours: 0.05}\n")
+    dep = load_fleet_scenario(path)["model"]
+    assert dep.layout.pp == 1 and dep.speculative is None
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\nengine: vllm\ntraffic: {rate: 0.1, isl: 130000, "
+                    "osl: 2000}\nsearch: {precisions: [fp8], tp: [1, 2]}\nverify: 1\n"
+                    "fleet: {hours: 0.05, allow_long_context: true}\n")
+    assert load_fleet_scenario(path)["model"].allow_long_context is True

@@ -484,3 +484,28 @@ def test_a_misspelt_gpu_is_named_before_its_price():
           "prices": {"h100-sxm": 2.5}}
     with pytest.raises(SpecError, match="unknown hardware 'h100sxm'; did you mean 'h100-sxm'"):
         load_scenario(sc)
+
+
+def test_the_limits_hold_for_the_simulated_count_of_every_kind():
+    """max_gpus 1: a disaggregated pair (two replicas at least) is out after its simulation too,
+    and a GPU without a price is out before any count (it had become a best at $nan/h)."""
+    sc = {"name": "dg", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "engine": "vllm",
+          "traffic": {"rate": 20, "isl": 2000, "osl": 200}, "slo": {"ttft_ms": 1000, "tpot_ms": 30, "percentile": 90},
+          "search": {"precisions": ["fp8"], "tp": [1], "max_gpus": 1, "disaggregation": True}, "verify": 2}
+    with pytest.raises(InfeasibleError):
+        plan(sc)
+    unpriced = {**sc, "hardware": ["h20"], "search": {"precisions": ["fp8"], "tp": [1], "max_gpus": 1}}
+    with pytest.raises(InfeasibleError, match="no price for h20"):
+        plan(unpriced)
+
+
+def test_free_gpus_and_offline_pools():
+    """GPUs priced 0 (your own): the comparison lines say no percentage (it had divided by 0);
+    an offline job with separate pools is refused, its pools not being sized."""
+    sc = {"name": "free", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm", "b200"], "engine": "vllm",
+          "traffic": {"offline": True, "requests": 20000, "deadline_h": 2, "isl": 1000, "osl": 200},
+          "search": {"precisions": ["fp8"], "tp": [1]}, "prices": {"h100-sxm": 0, "b200": 0}, "verify": 2}
+    text = plan(sc).explain()
+    assert "$0.00 for the job," in text and "%" not in text.split("vs ")[1].split(",")[0]
+    with pytest.raises(SpecError, match="offline job's separate pools are not sized"):
+        load_scenario({**sc, "search": {"precisions": ["fp8"], "tp": [1], "disaggregation": True}})

@@ -64,3 +64,17 @@ def test_string_arrays_and_nested_containers():
     assert same({"a": [np.array(["x", "y"])]}, {"a": [np.array(["x", "y"])]})
     assert not same({"a": (1, 2)}, {"a": [1, 2]})  # a tuple is not a list
     assert _Toy(np.zeros(2), "p") != _Toy(np.zeros(2), "q")
+
+
+def test_results_stay_read_only_through_pickle_and_own_their_values():
+    """A Dask worker's result comes back pickled; and an array given to estimate() and changed
+    afterwards must not change the result (it had been a view of the caller's array)."""
+    import copy
+    import pickle
+
+    b = np.array([1.0, 8.0])
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=b)
+    b[0] = 64.0
+    assert est.batch_size.tolist() == [1.0, 8.0]
+    for again in (pickle.loads(pickle.dumps(est)), copy.deepcopy(est)):
+        assert again == est and not again.ttft_s.flags.writeable

@@ -135,3 +135,9 @@ def test_a_comma_only_groups_thousands():
     for text in ("1,2,3", "3,35 TB/s", "1,00 GB"):
         with pytest.raises(UnitError, match="a comma only groups thousands"):
             Q(text)
+
+
+def test_a_dollar_amount_may_group_thousands():
+    from inferlab import Q
+
+    assert Q("$1,000/h").to("USD/hour").magnitude == 1000.0  # had said a comma only groups thousands

@@ -54,10 +54,19 @@ def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:
 
 def price(name: str, value: Any, unit: str = "USD/hour") -> float:
     """A price in ``unit``: finite and >= 0 (a negative price would rank a plan as earning
-    money), and 0 or at least :data:`MIN_PRICE`. A pint quantity is converted to ``unit``
-    (``Q(0.05, "USD/minute")`` is 3 USD/hour) and refused in another dimension."""
+    money), and 0 or at least :data:`MIN_PRICE`. A pint quantity, or a text with its unit
+    (``"$2.50/h"``), is converted to ``unit`` (``Q(0.05, "USD/minute")`` is 3 USD/hour) and
+    refused in another dimension; a bare number is taken in ``unit``."""
     from .units import is_quantity
 
+    if isinstance(value, str) and any(c.isalpha() or c == "$" for c in value):  # "3 USD/hour", "$2.50/h"
+        from .errors import UnitError
+        from .units import Q
+
+        try:
+            value = Q(value)
+        except UnitError as exc:
+            raise UnitError(f"{name}: {exc}") from None
     if is_quantity(value):
         from .units import to_si_array
 

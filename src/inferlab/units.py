@@ -77,7 +77,7 @@ CANONICAL: dict[str, str] = {
     "dimensionless": "dimensionless",
 }
 
-_DOLLAR_AMOUNT = re.compile(r"\$\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
+_DOLLAR_AMOUNT = re.compile(r"\$\s*([0-9][0-9,.]*(?:[eE][+-]?[0-9]+)?)")
 _POWER = re.compile(r"(\*\*|\^)\s*\(?\s*[-+]?\s*([0-9][0-9.]*(?:[eE][+-]?[0-9]+)?)")
 _CHAINED_POWER = re.compile(r"(\*\*|\^)[^*^+/()-]*(\*\*|\^)")
 _MAX_EXPONENT = 64

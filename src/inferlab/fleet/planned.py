@@ -35,7 +35,10 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> tuple[Any, Any]:
     from ..planning.planner import plan
     from ..planning.scenario import Scenario, Search
 
-    search = {**sc.search.model_dump(), "disaggregation": False}  # a fleet runs one deployment per replica
+    # a fleet replica is one tensor-parallel group of one deployment: no separate pools, pipeline
+    # stages, expert groups or drafter (fleet() refuses them)
+    search = {**sc.search.model_dump(), "disaggregation": False, "pp": (1,), "expert_parallel": False,
+              "speculative": (None,)}
     if "tp" in section:
         search["tp"] = (section["tp"],)
     if "precision" in section:
@@ -45,6 +48,8 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> tuple[Any, Any]:
         data["models"] = (section["model"],)
     if "hardware" in section:
         data["hardware"] = (section["hardware"],)
+    if "allow_long_context" in section:
+        data["allow_long_context"] = section["allow_long_context"]
     try:
         result = plan(Scenario.model_validate(data))
     except InfeasibleError as exc:

@@ -262,11 +262,17 @@ class DisaggEstimate:
         return {name: flat(value) for name, value in (
             ("prefill_batch", self.prefill_batch), ("decode_batch", self.decode_batch), ("isl", self.isl),
             ("osl", self.osl), ("ttft_s", self.ttft_s), ("prefill_s", self.prefill_s),
-            ("kv_transfer_exposed_s", self.transfer.exposed_s), ("kv_transfer_s", self.transfer.time_s),
+            ("kv_transfer_exposed_s", self._runs(self.transfer.exposed_s)),
+            ("kv_transfer_s", self._runs(self.transfer.time_s)),
             ("tpot_s", self.tpot_s), ("output_tokens_per_s", self.output_tokens_per_s),
             ("output_tokens_per_s_per_gpu", self.output_tokens_per_s_per_gpu), ("pd_ratio", self.pd_ratio),
             ("usd_per_million_output", self.usd_per_million_output), ("bottleneck", self.bottleneck),
             ("feasible", self.feasible), ("reason", np.asarray(self.reason, dtype=object)))}
+
+    def _runs(self, x: Any) -> np.ndarray:
+        """``x`` on the grid, NaN where the point does not run (as its times are)."""
+        shape = np.shape(self.ttft_s)
+        return np.where(np.broadcast_to(self.feasible, shape), np.broadcast_to(np.asarray(x, float), shape), np.nan)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (lists for grids), seconds and tokens/s; None (null) for a number that
@@ -286,8 +292,9 @@ class DisaggEstimate:
             "feasible": _plain(np.broadcast_to(self.feasible, shape)),
             "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
             "ttft_s": val(self.ttft_s), "prefill_s": val(self.prefill_s),
-            "kv_transfer_s": val(self.transfer.time_s), "kv_transfer_exposed_s": val(self.transfer.exposed_s),
-            "kv_transfer_bytes": val(self.transfer.bytes), "kv_link": self.transfer.link.name,
+            "kv_transfer_s": val(self._runs(self.transfer.time_s)),
+            "kv_transfer_exposed_s": val(self._runs(self.transfer.exposed_s)),
+            "kv_transfer_bytes": val(self._runs(self.transfer.bytes)), "kv_link": self.transfer.link.name,
             "kv_link_bytes_per_s": self.transfer.bandwidth, "first_token_step_s": val(self.first_token_step_s),
             "tpot_s": val(self.tpot_s), "output_tokens_per_s": val(self.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s_per_gpu),

@@ -41,7 +41,7 @@ from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
 from .probes import max_replicas
-from .search import candidates, evaluate
+from .search import candidates, evaluate, limits
 from .sizing import size_by_simulation
 
 __all__ = ["Candidate", "Plan", "Probe", "_BATCHES", "_capacity_curve", "candidates", "evaluate", "plan", "verify"]
@@ -105,7 +105,8 @@ def _size_leaders(scenario: Scenario, results: list[Candidate]) -> list[Candidat
         cand = results[top]
         if cand.over_limits:  # sized within the limits (probes.max_replicas), or ruled out by the simulation
             cand = replace(cand, feasible=True, over_limits=False, reason="")
-        results[top] = size_by_simulation(scenario, cand)
+        # the limits hold for the simulated count too (a disaggregated pair has at least two replicas)
+        results[top] = limits(scenario, size_by_simulation(scenario, cand))
         simulated += 1
         results.sort(key=_rank)
     return results

@@ -162,10 +162,10 @@ class Plan:
         for c in self.feasible[1:3]:
             if offline:
                 cost = self._job_usd(c)
-                lines.append(f"  vs {c.label}: ${cost:,.2f} for the job ({cost / self._job_usd(best) - 1:+.0%}), "
+                lines.append(f"  vs {c.label}: ${cost:,.2f} for the job{_relative(cost, self._job_usd(best))}, "
                              f"{job_s(self.scenario, c) / 3600.0:.2f} h at ${c.usd_per_hour:,.2f}/h")
                 continue
-            lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h ({c.usd_per_hour / best.usd_per_hour - 1:+.0%}), "
+            lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h{_relative(c.usd_per_hour, best.usd_per_hour)}, "
                          f"bound by {c.binding}")
         lines += self._api_lines(best) + self._sizing_lines(best)
         day = day_plan(self.scenario, best)
@@ -219,6 +219,11 @@ class Plan:
                 f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
                 f"{float(be.break_even_request_rate):.2f} req/s "
                 f"(each replica {float(be.break_even_utilization):.0%} busy)"]
+
+
+def _relative(cost: float, best: float) -> str:
+    """`` (+12%)`` against the best's cost; nothing to compare against a free best."""
+    return f" ({cost / best - 1:+.0%})" if best > 0 else ""
 
 
 def _se(se_s: float, digits: int) -> str:

@@ -294,6 +294,13 @@ class Scenario(BaseModel):
         return value
 
     @model_validator(mode="after")
+    def _offline_pools(self) -> Scenario:
+        if self.traffic.offline and self.search.disaggregation:
+            raise ValueError("search.disaggregation with offline traffic: an offline job's separate pools are not "
+                             "sized (a job on aggregated replicas is); drop disaggregation, or plan online traffic")
+        return self
+
+    @model_validator(mode="after")
     def _prices(self) -> Scenario:
         for hardware, usd in self.prices.items():
             if not usd >= 0:

@@ -220,15 +220,15 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
     if not cand.feasible:
         return cand
     gpus, usd_h = cand.gpus, cand.usd_per_hour
+    if math.isnan(usd_h):  # first: a configuration without a price is out whatever its count
+        return replace(cand, feasible=False, over_limits=False, reason=f"no price for {cand.hardware}: add it under prices")
     if gpus > sc.search.max_gpus:
         return replace(cand, feasible=False, over_limits=True,
                        reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
     if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
         return replace(cand, feasible=False, over_limits=True,
                        reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
-    if math.isnan(usd_h):
-        return replace(cand, feasible=False, reason=f"no price for {cand.hardware}: add it under prices")
-    return cand
+    return replace(cand, over_limits=False)
 
 
 def max_num_seqs(scenario: Scenario) -> int | None:

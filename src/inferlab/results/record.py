@@ -46,10 +46,11 @@ def same(a: Any, b: Any) -> bool:
 
 
 def _frozen(value: Any) -> Any:
-    """A read-only view of a writable array (the caller's own array stays writable); a dict,
-    list or tuple of arrays (a sweep's columns) anew with its arrays so; anything else as is."""
+    """A read-only copy of a writable array (the result owns its values: the caller's array stays
+    writable, and writing into it later changes nothing here); a dict, list or tuple of arrays (a
+    sweep's columns) anew with its arrays so; anything else as is."""
     if isinstance(value, np.ndarray) and value.flags.writeable:
-        value = value.view()
+        value = value.copy()
         value.flags.writeable = False
     elif isinstance(value, dict) and any(isinstance(v, np.ndarray) for v in value.values()):
         value = {k: _frozen(v) for k, v in value.items()}
@@ -77,7 +78,12 @@ def array_record(cls: type[T]) -> type[T]:
             return NotImplemented
         return same(self, other)
 
+    def __setstate__(self: Any, state: Any) -> None:  # unpickled (a Dask worker's result): read-only again
+        dict_state = state[0] if isinstance(state, tuple) else state
+        self.__dict__.update({k: _frozen(v) for k, v in (dict_state or {}).items()})
+
     cls.__init__ = __init__  # type: ignore[misc]
+    cls.__setstate__ = __setstate__  # type: ignore[attr-defined]
     cls.__eq__ = __eq__  # type: ignore[assignment]
     cls.__hash__ = None  # type: ignore[assignment]
     return cls
