@@ -595,3 +595,10 @@ def test_an_unreadable_file_among_several_is_named_and_the_others_read(tmp_path)
     assert cases and any(n.startswith(f"{bad}: not read:") for n in notes)
     with pytest.raises(SpecError):
         bench_cases([bad], given_deployment(gpu="h100-sxm"))
+
+
+def test_a_metric_that_is_not_a_number_is_noted_not_dropped_silently(tmp_path):
+    def nan_tpot(d):
+        d["mean_tpot_ms"] = float("nan")
+    (run,) = read_bench(_rewritten(tmp_path, "vllm-bench-serve.json", "nan.json", nan_tpot))
+    assert "tpot_ms" not in dict(run.metrics) and any("mean_tpot_ms (nan) not a number" in n for n in run.notes)

@@ -212,6 +212,25 @@ def unstreamed(data: Mapping[str, Any]) -> bool:
 
 
 UNSTREAMED_NOTE = "not streamed (TPOT and ITL recorded as 0): its TTFT is the whole latency and is not used"
+#: The serving metrics' fields in vLLM's and SGLang's layout.
+SERVING_FIELDS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "median_tpot_ms", "output_throughput")
+
+
+def unread_fields(data: Mapping[str, Any], fields: Sequence[str]) -> list[str]:
+    """The fields present but not numbers a run can be compared on (NaN, infinite, text): they
+    are left out, and the run's notes should say so rather than drop them silently."""
+    out = []
+    for key in fields:
+        value = data.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        try:
+            ok = math.isfinite(float(value))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            out.append(f"{key} ({value!r:.20})")
+    return out
 
 
 def serving_metrics(data: Mapping[str, Any], tool: str, label: str) -> tuple[tuple[str, float], ...]:

@@ -20,14 +20,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import (UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, each_run, lookup, number, rate_of,
-                  serving_metrics, unstreamed)
+from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, each_run, lookup,
+                  number, rate_of, serving_metrics, unread_fields, unstreamed)
 
 TOOL = "sglang bench_serving"
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
 #: Engine of each client backend.
 ENGINES = {"sglang": "sglang", "sglang-native": "sglang", "sglang-oai": "sglang", "sglang-oai-chat": "sglang",
            "vllm": "vllm", "vllm-chat": "vllm", "lmdeploy": "lmdeploy", "lmdeploy-chat": "lmdeploy", "trt": "trtllm"}
+
+
+def _notes(data: dict[str, Any], where: str) -> list[str]:
+    """What of a line is not compared: an unstreamed run's TTFT, fields that are not numbers, a
+    shared-prefix dataset's prefixes."""
+    notes = [f"{where}: {UNSTREAMED_NOTE}"] if unstreamed(data) else []
+    bad = unread_fields(data, SERVING_FIELDS)
+    if bad:
+        notes.append(f"{where}: {', '.join(bad)} not a number: not compared")
+    if data.get("dataset_name") == "generated-shared-prefix":
+        notes.append(f"{where}: the generated-shared-prefix prompts share prefixes the engine's cache finds; "
+                     "simulated without them (their structure is not recorded in the line)")
+    return notes
 
 
 def _server(info: Any, where: str) -> dict[str, Any]:
@@ -99,7 +112,7 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
             concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {where}: max_concurrency"),
             request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {where}: request_rate"),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
-            accept_length=accept or None, notes=(f"{where}: {UNSTREAMED_NOTE}",) if unstreamed(data) else (),
+            accept_length=accept or None, notes=tuple(_notes(data, where)),
             **_server(data.get("server_info"), where))
 
     return each_run(lines, one, TOOL, label)

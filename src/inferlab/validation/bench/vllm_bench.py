@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import (UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, lookup, number, rate_of,
-                  serving_metrics, unstreamed)
+from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, lookup, number,
+                  rate_of, serving_metrics, unread_fields, unstreamed)
 
 TOOL = "vllm bench serve"
 #: Fields every result file has; the first missing one is named when a file is refused.
@@ -58,6 +58,9 @@ def read(data: Any, label: str) -> list[BenchRun]:
         notes.append(f"{label}: {failed:g} request(s) failed; the means are of the {completed:g} completed")
     if unstreamed(data):
         notes.append(f"{label}: {UNSTREAMED_NOTE}")
+    bad = unread_fields(data, SERVING_FIELDS)
+    if bad:
+        notes.append(f"{label}: {', '.join(bad)} not a number: not compared")
     if data.get("burstiness") not in (None, 1, 1.0):
         notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
     return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=serving_metrics(data, TOOL, label),
