@@ -340,6 +340,8 @@ def decode_graph_limit(engine: str, hw: HardwareSpec, tp: int, given: int | None
     ``hw`` at tensor-parallel size ``tp``: ``given``, else its default (SGLang's
     :func:`graph_batch_limit`; the others graph every batch)."""
     limit = default_scheduler(engine).graph_max_batch if given is None else given
+    if given is None and hw.vendor == "Google":  # XLA compiles every step: no CUDA graph, no eager fallback
+        return MAX_SEQS
     return graph_batch_limit(hw.usable_memory_capacity.si, tp) if limit is None else limit
 
 
