@@ -89,8 +89,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION) if "quantization" in f.values \
         else (None, None)
     graphs = 0 if f.get("no_graphs") else f.get("graph_max_batch")  # --disable-cuda-graph: no decode batch graphed
-    if kv_spelling_note(f):
-        notes.append(kv_spelling_note(f))
+    if spelling := kv_spelling_note(f):
+        notes.append(spelling)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],

@@ -95,8 +95,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             notes.append("--quantization compressed-tensors: formats from the checkpoint")
         else:
             weights, activations = pair
-    if kv_spelling_note(f):
-        notes.append(kv_spelling_note(f))
+    if spelling := kv_spelling_note(f):
+        notes.append(spelling)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,

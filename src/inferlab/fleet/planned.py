@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InfeasibleError, SpecError
+from ..errors import InfeasibleError
 
 #: Section key -> the scenario's field that lists its choices.
 AXES = (("model", "models"), ("hardware", "hardware"), ("tp", "tp"), ("precision", "precisions"))
@@ -24,8 +24,8 @@ def open_axes(sc: Any, section: dict[str, Any]) -> list[str]:
     return open_ + ([] if "replicas" in section else ["replicas"])
 
 
-def planned(sc: Any, section: dict[str, Any], where: str) -> tuple[Any, Any]:
-    """The plan of ``sc`` narrowed to the section's choices, and its best one-deployment candidate.
+def planned(sc: Any, section: dict[str, Any], where: str) -> Any:
+    """The plan of ``sc`` narrowed to the section's choices (its ``best`` the fleet's replica).
 
     Raises
     ------
@@ -51,13 +51,9 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> tuple[Any, Any]:
     if "allow_long_context" in section:
         data["allow_long_context"] = section["allow_long_context"]
     try:
-        result = plan(Scenario.model_validate(data))
-    except InfeasibleError as exc:
+        return plan(Scenario.model_validate(data))
+    except InfeasibleError as exc:  # plan() raises when no configuration is feasible
         raise InfeasibleError(f"{where}: the fleet runs the plan's configuration, and {exc}") from None
-    if result.best is None:
-        raise SpecError(f"{where}: the plan finds no configuration; name model, hardware, tp, precision and "
-                        "replicas in the fleet section to run one as written")
-    return result, result.best
 
 
 def note(best: Any, named: list[str]) -> str:

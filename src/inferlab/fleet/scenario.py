@@ -144,10 +144,11 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
                                          "prefix": sc.traffic.prefix}
     open_ = open_axes(sc, f)
     if open_:  # what the section leaves open is the plan's: its cheapest configuration and replica count
-        result, best = planned(sc, f, path.name)
+        result = planned(sc, f, path.name)
+        best = result.best
         for key in ("model", "hardware", "tp", "precision", "allow_long_context"):
             f.pop(key, None)
-        hardware, gpus = best.hardware, best.gpus // max(best.replicas, 1)
+        hardware, gpus = best.hardware, best.gpus_per_replica
         kwargs: dict[str, Any] = {"model": result.deployment(best), "name": sc.name, "traffic": traffic,
                                   "replicas": f.pop("replicas", best.replicas), "notes": (note(best, open_),)}
     else:

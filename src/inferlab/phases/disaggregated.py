@@ -60,7 +60,8 @@ def _feasibility(plans: tuple[MemoryPlan, MemoryPlan], deps: tuple[ResolvedDeplo
     that does not fit, or a grid none of whose points does), saying what would fit."""
     parts = [_pool_reasons(p, dep, b, c, what, shape)
              for p, dep, b, c, what in zip(plans, deps, batches, contexts, ("prefill", "decode"))]
-    reason = np.array(["; ".join(r for r in pair if r) for pair in zip(*parts)], dtype=object)
+    prefill, decode_ = parts
+    reason = np.where((prefill != "") & (decode_ != ""), prefill + "; " + decode_, prefill + decode_)
     feasible = reason == ""
     if not feasible.any():
         j = 0

@@ -3,13 +3,13 @@ each pool's step, which pool limits the pair, memory and cost, and what would mo
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..results.render import pretty
 from ..units import Q
+from .explain import _bound_shares
 from .interval import interval_lines
 from .result import op_rows
 
@@ -21,10 +21,8 @@ if TYPE_CHECKING:
 def _step_lines(what: str, step: StepResult, point: int, hw_id: str) -> list[str]:
     total = float(np.ravel(step.time_s)[point] if np.size(step.time_s) > 1 else np.ravel(step.time_s)[0])
     rows = op_rows(step, point, total)
-    shares: dict[str, float] = defaultdict(float)
-    for r in rows:
-        shares[r["bound"]] += r["share"]
-    main = max(shares, key=shares.__getitem__)
+    shares = _bound_shares(rows)
+    main = next(iter(shares))
     flops, moved = sum(r["flops"] for r in rows), sum(r["bytes"] for r in rows)
     top = sorted(rows, key=lambda r: -r["time_s"])[:3]
     return [f"{what}: {pretty(Q(total, 's'))} per step on {hw_id}, {main}-bound ({shares[main]:.0%} of op time); "

@@ -18,21 +18,12 @@ from ..techniques.kv_transfer import KvTransfer
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..units import Q
 from .interval import interval_dict
-
-
-def _scalar(x: Any) -> Any:
-    arr = np.asarray(x)
-    return arr.item() if arr.size == 1 else arr
+from .result import _nan_to_none, _plain as _listed, _scalar
 
 
 def _plain(x: Any) -> Any:
     """A float, or nested lists for a grid; a number that does not exist (NaN) as None."""
-    arr = np.asarray(x)
-    if arr.dtype.kind == "f":
-        obj = arr.astype(object)
-        obj[~np.isfinite(arr)] = None
-        return obj.item() if arr.size == 1 else obj.tolist()
-    return arr.item() if arr.size == 1 else arr.tolist()
+    return _nan_to_none(_listed(x))
 
 
 @array_record

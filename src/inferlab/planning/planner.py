@@ -40,7 +40,7 @@ from .candidate import Candidate, Probe
 from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
-from .probes import max_replicas
+from .probes import allowed_replicas
 from .search import candidates, evaluate, limits
 from .sizing import size_by_simulation
 
@@ -59,13 +59,17 @@ def _rank(c: Candidate) -> tuple:
     return (not c.feasible, c.usd_per_million_output if c.feasible else math.inf, c.ttft_for_rank())
 
 
+def _fewest(c: Candidate) -> int:
+    """The fewest replicas ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`."""
+    return max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
+
+
 def _fewest_cost(sc: Scenario, c: Candidate) -> float:
-    """What ``c`` costs per million output tokens at best: with ``ceil(seed / SEED_OVERESTIMATE)``
-    replicas online; an offline job's cost over the seed's capacity, that much too low."""
+    """What ``c`` costs per million output tokens at best: with :func:`_fewest` replicas online;
+    an offline job's cost over the seed's capacity, that much too low."""
     if sc.traffic.offline:
         return c.usd_per_million_output / SEED_OVERESTIMATE
-    fewest = max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
-    return c.usd_per_million_output * fewest / max(c.replicas, 1)
+    return c.usd_per_million_output * _fewest(c) / max(c.replicas, 1)
 
 
 def _could_beat(sc: Scenario, c: Candidate, leader: Candidate) -> bool:
@@ -76,10 +80,7 @@ def _could_beat(sc: Scenario, c: Candidate, leader: Candidate) -> bool:
 def _within_reach(sc: Scenario, c: Candidate) -> bool:
     """Ruled out only by a limit on the fluid model's count, with its fewest plausible count
     within the limits: the simulation decides."""
-    fewest = max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
-    fits_one = c.gpus_per_replica <= sc.search.max_gpus and (  # max_replicas is never below 1
-        sc.budget_usd_per_hour is None or c.usd_per_hour / max(c.replicas, 1) <= sc.budget_usd_per_hour)
-    return c.over_limits and not c.simulated and fits_one and fewest <= max_replicas(sc, c)
+    return c.over_limits and not c.simulated and _fewest(c) <= allowed_replicas(sc, c)
 
 
 def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:

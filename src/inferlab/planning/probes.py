@@ -147,15 +147,20 @@ def missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
                            f"budget limit): {measured}"))
 
 
-def max_replicas(sc: Scenario, cand: Candidate) -> int:
-    """The most replicas ``max_gpus`` and the budget allow (at least 1; a free GPU leaves the
-    budget unbounded)."""
+def allowed_replicas(sc: Scenario, cand: Candidate) -> int:
+    """The most replicas ``max_gpus`` and the budget allow (0 when not even one; a free GPU
+    leaves the budget unbounded)."""
     gpr = cand.gpus_per_replica
     n = sc.search.max_gpus // gpr
     usd_per_replica_h = gpr * price_per_gpu_hour(sc, cand.hardware)
     if sc.budget_usd_per_hour is not None and usd_per_replica_h > 0:
         n = min(n, int(sc.budget_usd_per_hour // usd_per_replica_h))
-    return max(n, 1)
+    return n
+
+
+def max_replicas(sc: Scenario, cand: Candidate) -> int:
+    """The most replicas the limits allow, at least 1 (the count a simulated search may reach)."""
+    return max(allowed_replicas(sc, cand), 1)
 
 
 def smallest_meeting(probe: Callable[[int], Probe], seed: int, n_max: int) -> tuple[int | None, dict[int, Probe]]:
