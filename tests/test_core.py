@@ -197,7 +197,7 @@ def test_in_step_scaled_gemm_runs_the_small_m_tactic():
     assert float(step.compute_s) < bytes_moved / (bw * 0.8)
     assert float(step.time_s) == pytest.approx(bytes_moved / (bw * 0.8) + 2e-6)
     # above one MMA tile of rows (128) the fitted large-tile kernel takes over as (128 / M)^2:
-    # at M = 512 the in-step compute is 15/16 of the fitted one and 1/16 of the small-M one; its
+    # at M = 512 the blend is 15/16 of the fitted compute and 1/16 of the small-M one; its
     # operands stream at the better of the format's and the 16-bit kernel's share at every M
     big = Gemm("g", m=512.0, n=n, k=k, weight_bytes_per_element=0.5625, act_bytes_per_element=0.5625,
                precision="fp4", kernel="nvfp4")
@@ -205,7 +205,22 @@ def test_in_step_scaled_gemm_runs_the_small_m_tactic():
     t_step = time_op(big, hw, profile, "prefill")
     small_compute = 2.0 * 512 * n * k / (peak * 0.9)
     small_memory = float(big.bytes) / (bw * 0.8)
-    assert float(t_step.compute_s) == pytest.approx(15 / 16 * float(t_fit.compute_s) + small_compute / 16)
+    blend = 15 / 16 * float(t_fit.compute_s) + small_compute / 16
+    # ... but the rows are independent: four launches of one tile (128 rows each at the small-M
+    # tactic, each reading the weights again) cost less than this curve's m_half of 600 rows
+    tile_memory = (n * k * 0.5625 + 128 * (k * 0.5625 + n * 2.0)) / (bw * 0.8)
+    four_tiles = 4 * max(small_compute / 4, tile_memory)
+    assert four_tiles < blend
+    assert float(t_step.compute_s) == pytest.approx(four_tiles)
+    # with a curve that fills the GPU (m_half 10 rows, n_half 50 outputs) the blend, within ~3%
+    # of the small-M compute, is cheaper than any split (two halves already read the weights
+    # twice, 3 us against ~2.2): it stands
+    lean = Profile(gemm={"kernels": {**profile.gemm.kernels, "nvfp4": profile.gemm.kernels["nvfp4"].model_copy(
+        update={"m_half": 10.0, "n_half": 50.0})}}, kernel_floor_s=2e-6, gemm_fixed_fraction=0.0)
+    lean_fit = float(time_op(big, hw, lean, "prefill", standalone=True).compute_s)
+    lean_blend = 15 / 16 * lean_fit + small_compute / 16
+    assert lean_blend < four_tiles
+    assert float(time_op(big, hw, lean, "prefill").compute_s) == pytest.approx(lean_blend)
     assert float(t_step.memory_s) == pytest.approx(small_memory)
     assert float(t_fit.memory_s) == pytest.approx(float(big.bytes) / (bw * 0.45))  # standalone: the fit's
     # a BF16 GEMM keeps its fitted curve in a step (the op rows measured cuBLAS's own small-M tactics)

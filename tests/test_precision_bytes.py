@@ -9,7 +9,7 @@ from the catalog at TP 1-8.
 
 Inside a step a scaled or weight-only GEMM at a few rows runs the engine's small-M tactic: the
 shape padded to 8 rows at the format's own peak share, its weights streamed at the better of its
-own and the 16-bit kernel's bandwidth share (:func:`inferlab.core.timing.small_m_terms`). Before
+own and the 16-bit kernel's bandwidth share (:func:`inferlab.core.timing.in_step_terms`). Before
 that rule the standalone op-level fits of NVFP4 (``m_half`` 635, ``n_half`` 6366 and 45% of DRAM
 bandwidth on the B200 for TensorRT-LLM) made NVFP4 decode up to 18.5% slower than FP8
 (DeepSeek-V3 tp8 batch 1) and FP8 up to 1.1% slower than BF16 (vLLM, H200); a first rule that

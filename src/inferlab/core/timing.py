@@ -19,11 +19,13 @@ from .quantization import achievable_flops_per_s, tensor_flops_per_s
 
 BOUNDS = ("compute", "memory", "communication", "overhead")
 #: Rows of one MMA tile on Hopper and Blackwell tensor cores (wgmma 64 per warpgroup, 128 per
-#: CTA tile; tcgen05 128): up to it engines run small-M tactics in a step (:func:`small_m_terms`).
+#: CTA tile; tcgen05 128): up to it engines run small-M tactics in a step (:func:`in_step_terms`).
 M_TILE = 128.0
 #: Row granularity of a small-M tactic: the MMA's N side (multiples of 8 on Hopper and
 #: Blackwell) where swap-AB puts the tokens.
 SMALL_M_ROWS = 8.0
+#: Widest launch, in tiles of rows, that :func:`in_step_terms` weighs splitting a GEMM into.
+SPLIT_TILES = 8.0
 #: Kernels whose fitted curves hold in a step at every M (the 16-bit library GEMMs).
 SIXTEEN_BIT = ("bf16", "fp16")
 #: The zero term of ops without compute, memory or link time (shared, never written to).
@@ -113,20 +115,12 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         # by the output tiles of every matrix together.
         rows, outputs = np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies
         peak = tensor_flops_per_s(hw, op.precision)
-        # the fitted small-M curve is the padding of tensor-core tiles; without tiles it is flat
-        fraction = curve.compute_fraction(rows, outputs) if hw.tiled_matrix_units else curve.peak_fraction
-        compute = op.flops / (peak * fraction)
-        memory = op.bytes / (bw * curve.bandwidth_fraction)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
-            # up to one tile of rows the engine's small-M tactic runs (small_m_terms); above it
-            # the large-tile kernel the op rows measured takes over as (M_TILE / rows)^2. Its
-            # operands stream at no less than the 16-bit kernel's share at any M: DRAM moves the
-            # same lines whatever the element width, and a fitted share below it is the fit
-            # spending the standalone kernel's quantization and launch on the memory term (vLLM's
-            # block-scaled FP8 on the B200: 11%, which made a B200 prefill slower than an H200's)
-            w = np.minimum(1.0, (M_TILE / rows) ** 2)
-            small_compute, memory = small_m_terms(op, rows, peak, curve, profile, bw)
-            compute = (1.0 - w) * compute + w * small_compute
+            compute, memory = in_step_terms(op, rows, peak, curve, profile, hw)
+        else:  # the op rows' kernel: its fitted curve, the padding of tensor-core tiles (flat without)
+            fraction = curve.compute_fraction(rows, outputs) if hw.tiled_matrix_units else curve.peak_fraction
+            compute = op.flops / (peak * fraction)
+            memory = op.bytes / (bw * curve.bandwidth_fraction)
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
         compute = np.maximum(compute, reached)
         saturated = np.asarray(np.maximum(op.flops / (peak * curve.peak_fraction), reached), float)
@@ -152,9 +146,9 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
     raise TypeError(f"no timing rule for {type(op).__name__}")
 
 
-def small_m_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,
-                  bw: float) -> tuple[np.ndarray, np.ndarray]:
-    """Compute and memory time [s] of a scaled or weight-only GEMM at a few rows in a step.
+def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,
+                  hw: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Compute and memory time [s] of a scaled or weight-only GEMM inside an engine's step.
 
     Standalone scaled-format and weight-only kernels in the op-level benchmarks run without
     split-K at a few rows (NVFP4 rows on the B200 reach 5-25% of the memory roofline at M <= 16,
@@ -162,17 +156,61 @@ def small_m_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     bandwidth share. Engines run other tactics there (TensorRT-LLM's autotuner, vLLM's per-M
     CUTLASS configurations and Marlin-style weight-only kernels): swap-AB puts the tokens on
     the MMA's N side, padded to :data:`SMALL_M_ROWS` rows rather than a 64-128-row tile, and
-    split-K spreads narrow outputs over every SM. So the compute is the shape padded to that
-    granularity at the format's own peak share, and the weights stream at the better of the
-    format's and the 16-bit kernel's share of bandwidth (DRAM moves the same 128-byte lines
-    whatever the element width). A memory-bound step with narrower weights then moves fewer
-    bytes at the same share and is never slower; op-level (standalone) timing keeps the fitted
-    curve, and BF16 kernels keep theirs (cuBLAS's small-M tactics are what the op rows measured).
+    split-K spreads narrow outputs over every SM. So up to one tile of rows the compute is the
+    shape padded to that granularity at the format's own peak share; above it the large-tile
+    kernel the op rows measured takes over as ``(M_TILE / rows)^2``. At any M the weights
+    stream at the better of the format's and the 16-bit kernel's share of bandwidth (DRAM moves
+    the same 128-byte lines whatever the element width; a fitted share below it is the fit
+    spending the standalone kernel's quantization and launch on the memory term: vLLM's
+    block-scaled FP8 on the B200, 11%, had made a B200 prefill slower than an H200's). A
+    memory-bound step with narrower weights then moves fewer bytes at the same share and is
+    never slower; op-level (standalone) timing keeps the fitted curve, and BF16 kernels keep
+    theirs (cuBLAS's small-M tactics are what the op rows measured).
+
+    The rows of
+    a GEMM are independent, so an engine could always run them as ``j`` launches of equal
+    shares, each reading the weights again: a launch is never slower per row than full tiles
+    of rows (``rows / M_TILE`` launches, counted as a fraction so that the time stays smooth in
+    the rows), nor than 2, 4, 8... launches of one to :data:`SPLIT_TILES` tiles each, so
+    doubling the rows never more than doubles the time. That bounds the large-tile curve where its fitted ``m_half``
+    (fitted where streaming the weights dominates, on the H100, B200, L40S and A100) outweighs
+    a tile of rows on a GPU with less compute per byte (an H20 at FP8: 256 rows had cost 3.2x
+    128; an A100 PCIe with a weight-only kernel).
     """
+    outputs = op.n * op.weight_copies
+    flops_per_row = op.flops / rows
+    parts = op.byte_parts()
     sixteen = profile.gemm.kernels.get("bf16") or profile.gemm.kernels.get("default") or curve
-    padded = np.maximum(rows, SMALL_M_ROWS) / rows
-    compute = op.flops * padded / (peak * curve.peak_fraction)
-    memory = op.bytes / (bw * max(curve.bandwidth_fraction, sixteen.bandwidth_fraction))
+    rate = hw.memory_bandwidth.si * max(curve.bandwidth_fraction, sixteen.bandwidth_fraction)
+    per_row_bytes = (parts["act_read"] + parts["act_write"]) / rows
+    small_rate = peak * curve.peak_fraction  # the small-M tactic: padded rows at the format's own share
+
+    def launch(r, widest):  # compute and memory time of one launch of r rows (at most widest)
+        small = flops_per_row * np.maximum(r, SMALL_M_ROWS) / small_rate
+        memory = (parts["weight_read"] + per_row_bytes * r) / rate
+        if widest <= M_TILE:
+            return small, memory
+        fraction = curve.compute_fraction(r, outputs) if hw.tiled_matrix_units else curve.peak_fraction
+        w = np.minimum(1.0, (M_TILE / r) ** 2)
+        return (1.0 - w) * flops_per_row * r / (peak * fraction) + w * small, memory
+
+    widest, narrowest = float(np.max(rows)), float(np.min(rows))
+    compute, memory = launch(rows, widest)
+    if widest <= M_TILE:
+        return compute, memory
+    # full tiles, and halves, quarters... into launches of 1-8 tiles each (past 8 tiles the
+    # blend is the fitted curve, whose m_half already makes it subadditive); each row's own
+    # candidates only, whatever else the grid holds
+    many = rows > M_TILE
+    split = rows / M_TILE * np.maximum(*launch(M_TILE, M_TILE))
+    compute = np.minimum(compute, split) if narrowest > M_TILE else np.where(many, np.minimum(compute, split), compute)
+    for p in range(1, int(np.ceil(np.log2(widest / M_TILE)))):
+        launches = 2.0 ** p
+        if launches * SPLIT_TILES * M_TILE < narrowest:
+            continue
+        split = launches * np.maximum(*launch(rows / launches, widest / launches))
+        fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
+        compute = np.where(fits, np.minimum(compute, split), compute)
     return compute, memory
 
 
