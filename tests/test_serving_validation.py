@@ -117,8 +117,9 @@ def _with_measured(cases: list[Case], profile: dict) -> list[Case]:
 
 
 def test_fit_recovers_a_known_serving_overhead(data_dir):
-    """Cases 'measured' with a 2 ms overhead per iteration: the fit finds it back (exactly for a
-    closed loop, whose schedule does not depend on time; to first order for Poisson arrivals)."""
+    """Cases 'measured' with a 2 ms overhead per iteration and 20 ms per request: the fit finds
+    the first back (exactly for a closed loop, whose schedule does not depend on time; to first
+    order for Poisson arrivals) and the second to within 10%."""
     cases = [c for c in load_cases(data_dir / "cases-serving-sample.yaml")
              if c.regime != "offline" and serving_unsupported_reason(c) is None and "qpsinf" not in c.id]
     profile = default_profile()
@@ -129,10 +130,11 @@ def test_fit_recovers_a_known_serving_overhead(data_dir):
     fitted = fit_serving_terms(profile, _with_measured(cases, truth))
     assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.002, abs=2e-5)
     assert fitted["trtllm"]["serving_step_overhead_s"] == pytest.approx(0.002, rel=0.1)
-    # 20 ms of server work per request: found from the TTFTs it adds to, to first order (it
-    # also delays each closed-loop client's next request, which moves the schedules a little)
-    assert fitted["vllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.15)
-    assert fitted["trtllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.15)
+    # 20 ms of server work per request: found from the TTFTs it adds to, then again from full
+    # simulations at that value (it also delays each closed-loop client's next request, which
+    # moves the schedules: 23.2 ms for vLLM from the first fit alone, 21.4 after the second)
+    assert fitted["vllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.1)
+    assert fitted["trtllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.1)
 
 
 def _median_errors(cases: list[Case], predictions: list) -> dict[tuple[str, str], float]:

@@ -86,7 +86,7 @@ class StepModel:
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         # a busy attention-DP rank reads the tables at g times its tokens (replica tokens, as built)
-        grid = np.unique(np.round(np.geomspace(1, max(max_tokens * self.groups, 2), 48)))
+        grid = np.unique(np.round(np.geomspace(1, max(max_tokens * self.groups, 2), 96)))
         stages = dep.parallel.pp
         if stages > 1:  # one batch per stage: no splitting into micro-batches
             dep = replace(dep, parallel=replace(dep.parallel, micro_batches=1))
