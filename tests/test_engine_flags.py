@@ -424,3 +424,25 @@ def test_an_e5m2_kv_cache_is_read_as_fp8_and_said_so():
         assert launch.kv_cache == "fp8" and any("fp8_e5m2 read as fp8" in n for n in launch.notes)
         assert any("fp8_e5m2" in line for line in launch.report())
     assert not parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp8").notes
+
+
+@pytest.mark.parametrize("size", [7, 24, 256])
+def test_vllm_refuses_a_block_size_its_parser_refuses(size):
+    """vLLM's ``--block-size`` has argparse choices 1, 8, 16, 32, 64, 128: a 7 never starts a server."""
+    with pytest.raises(SpecError, match=f"--block-size {size}: vLLM takes 1, 8, 16, 32, 64 or 128"):
+        parse_engine_args(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --block-size {size}")
+
+
+def test_vllm_reads_each_block_size_it_takes():
+    for size in (1, 8, 16, 32, 64, 128):
+        assert parse_engine_args(f"vllm serve meta-llama/Llama-3.1-8B-Instruct --block-size {size}").kv_block_size == size
+
+
+def test_a_block_size_vllm_refuses_is_not_written_into_its_command():
+    """SGLang takes any page size; a 7 carried over to vLLM would be a command that fails to start."""
+    sglang = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--page-size 7")
+    rendered = str(launch_command(sglang, "vllm"))
+    assert "--block-size" not in rendered and "cannot express kv_block_size: 7 tokens per KV block" in rendered
+    assert "--block-size 32" in str(launch_command(parse_engine_args(
+        "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --page-size 32"), "vllm"))

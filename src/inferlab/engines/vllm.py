@@ -60,6 +60,11 @@ _SPEC_KEYS = {"method", "model", "num_speculative_tokens"}
 _SPEC_NO_EFFECT = {"prompt_lookup_max", "prompt_lookup_min", "draft_tensor_parallel_size"}
 
 
+#: ``--block-size`` values vLLM's argument parser takes (its ``choices``; 64 and 128 since
+#: vllm PR #11259, 1 in the V1 engine): any other is refused before the server starts.
+BLOCK_SIZES = (1, 8, 16, 32, 64, 128)
+
+
 def _normalize(flag: str) -> str:
     return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
 
@@ -80,6 +85,10 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         layout["ep"] = tp
     elif ep_on:
         f.no_effect.append("--enable-expert-parallel")
+    block = f.get("kv_block_size")
+    if block is not None and block not in BLOCK_SIZES:
+        raise SpecError(f"vllm: {f.flag('kv_block_size')} {block}: vLLM takes "
+                        f"{', '.join(map(str, BLOCK_SIZES[:-1]))} or {BLOCK_SIZES[-1]} tokens per KV block")
     seqs, budget = f.get("max_num_seqs"), f.get("max_num_batched_tokens")
     if seqs is not None and budget is not None and budget < seqs and f.get("chunked_prefill") is not False:
         raise SpecError(f"vllm: --max-num-batched-tokens {budget} is below --max-num-seqs {seqs}: vLLM refuses to start "
@@ -180,9 +189,14 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         missing.append(("max_num_batched_tokens", f"a token budget of {budget} below {seqs} sequences: vLLM refuses "
                                                   f"to start with it, so the budget is written as {seqs}"))
         budget = seqs
+    block = launch.kv_block_size
+    if block is not None and block not in BLOCK_SIZES:
+        missing.append(("kv_block_size", f"{block} tokens per KV block: vLLM takes "
+                                         f"{', '.join(map(str, BLOCK_SIZES))}; left at its default"))
+        block = None
     for flag, value in (("--max-num-seqs", seqs), ("--max-num-batched-tokens", budget),
                         ("--gpu-memory-utilization", launch.gpu_memory_utilization),
-                        ("--block-size", launch.kv_block_size), ("--max-model-len", launch.max_model_len)):
+                        ("--block-size", block), ("--max-model-len", launch.max_model_len)):
         if value is not None:
             out += [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     for on, off, value in (("--enable-chunked-prefill", "--no-enable-chunked-prefill", launch.chunked_prefill),
