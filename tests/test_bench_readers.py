@@ -602,3 +602,27 @@ def test_a_metric_that_is_not_a_number_is_noted_not_dropped_silently(tmp_path):
         d["mean_tpot_ms"] = float("nan")
     (run,) = read_bench(_rewritten(tmp_path, "vllm-bench-serve.json", "nan.json", nan_tpot))
     assert "tpot_ms" not in dict(run.metrics) and any("mean_tpot_ms (nan) not a number" in n for n in run.notes)
+
+
+def test_sglang_server_info_reads_as_the_launch_flags_it_records(tmp_path):
+    """server_info holds SGLang's server arguments, read by the launch command's own parser: an
+    all-to-all MoE backend sets the expert-parallel size to the TP size, a -1 chunk prefills
+    prompts whole (the budget then max_prefill_tokens), the memory fraction is read; and a TP
+    size that the attention-DP size does not divide is that line's reason, not a wrong layout."""
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["server_info"] = {"model_path": "deepseek-ai/DeepSeek-V3", "tp_size": 8, "dp_size": 8,
+                               "enable_dp_attention": True, "moe_a2a_backend": "deepep", "ep_size": 1,
+                               "chunked_prefill_size": -1, "max_prefill_tokens": 16384,
+                               "mem_fraction_static": 0.8, "quantization": None}
+    lines[1]["server_info"] = {"model_path": "/models/local-checkpoint", "tp_size": 6, "dp_size": 4,
+                               "enable_dp_attention": True}
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    runs = read_bench(path)
+    first = runs[0]
+    assert dict(first.layout) == {"tp": 8, "ep": 8, "attention_dp": True} and dict(first.precision) == {}
+    assert dict(first.scheduler) == {"max_num_batched_tokens": 16384, "chunked_prefill": False,
+                                     "gpu_memory_utilization": 0.8}
+    assert any("--moe-a2a-backend deepep: SGLang sets the expert-parallel size to --tp (8)" in n for n in first.notes)
+    assert len(runs) == len(lines) - 1 and any(
+        "#2: server_info: --tp 6 with --dp 4 --enable-dp-attention: SGLang requires" in n for r in runs for n in r.notes)

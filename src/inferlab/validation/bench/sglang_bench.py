@@ -10,8 +10,8 @@ and its results: ``duration`` [s], ``completed``, ``total_input_tokens``,
 ``accept_length`` under speculative decoding. Newer versions add ``server_info`` (the
 server's ``/get_server_info``: its launch arguments ``model_path``, ``tp_size``, ``dp_size``,
 ``ep_size``, ``enable_dp_attention``, ``quantization``, ``kv_cache_dtype``,
-``max_running_requests``, ``chunked_prefill_size``, and its ``version``), read as the
-deployment where present; without it the model comes from ``--engine-args`` or ``--deployment``. ``backend`` names the server API the client spoke
+``max_running_requests``, ``chunked_prefill_size`` and the others of :data:`SERVER_FLAGS`,
+and its ``version``), read as the deployment where present (by SGLang's flag parser); without it the model comes from ``--engine-args`` or ``--deployment``. ``backend`` names the server API the client spoke
 (``sglang``, ``sglang-oai``, ``vllm``, ``lmdeploy``, ``trt``), which names the engine.
 Field names follow SGLang 0.4.10-0.5 (``python/sglang/bench_serving.py``).
 """
@@ -43,39 +43,66 @@ def _notes(data: dict[str, Any], where: str) -> list[str]:
     return notes
 
 
+#: ``server_info`` fields (SGLang's server arguments by name) and the launch flags they record.
+SERVER_FLAGS = {"tp_size": "--tp-size", "dp_size": "--dp-size", "ep_size": "--ep-size", "pp_size": "--pp-size",
+                "moe_a2a_backend": "--moe-a2a-backend", "quantization": "--quantization",
+                "kv_cache_dtype": "--kv-cache-dtype", "max_running_requests": "--max-running-requests",
+                "chunked_prefill_size": "--chunked-prefill-size", "max_prefill_tokens": "--max-prefill-tokens",
+                "mem_fraction_static": "--mem-fraction-static", "page_size": "--page-size",
+                "context_length": "--context-length", "cuda_graph_max_bs": "--cuda-graph-max-bs"}
+SERVER_SWITCHES = {"enable_dp_attention": "--enable-dp-attention", "enable_mixed_chunk": "--enable-mixed-chunk",
+                   "disable_cuda_graph": "--disable-cuda-graph"}
+#: A catalog model the flags are read with: the line's own ``model_path`` is kept as written
+#: (a local path or a name the catalog does not hold is resolved later, or by ``--model``).
+_FLAGS_ONLY_MODEL = "llama-3.1-8b"
+
+
 def _server(info: Any, where: str) -> dict[str, Any]:
-    """The deployment a line's ``server_info`` records, as :class:`BenchRun` fields (empty without one)."""
-    from ...engines.command_line import choice
-    from ...engines.sglang import KV_DTYPES, QUANTIZATION
+    """The deployment a line's ``server_info`` records, as :class:`BenchRun` fields (empty without one).
+
+    Its fields are SGLang's launch arguments, so they are read by the launch command's own parser
+    (:func:`inferlab.engines.sglang.parse`): attention DP inside the TP group (which must divide
+    by the DP size), an all-to-all MoE backend setting the expert-parallel size to the TP size,
+    ``chunked_prefill_size`` -1 as prompts prefilled whole, the memory fraction, page size,
+    context length and CUDA-graph limits.
+    """
+    import shlex
+
+    from ...engines import parse_engine_args
+    from ...engines.scheduler import USER_LIMITS
+    from ...errors import SpecError
 
     if not isinstance(info, dict):
-        return {}
-    count = lambda key: concurrency_of(info.get(key), f"{TOOL}: {where}: server_info.{key}") \
-        if info.get(key) is not None else None  # noqa: E731
-    tp, dp, ep = count("tp_size"), count("dp_size"), count("ep_size")
-    layout: dict[str, Any] = {"tp": tp} if tp else {}
-    if ep:
-        layout["ep"] = ep
-    if info.get("enable_dp_attention"):  # the DP ranks are inside the TP group: attention data-parallel
+        return {"notes": ()}
+    words = [flag for key, flag in SERVER_SWITCHES.items() if info.get(key) is True]
+    for key, flag in SERVER_FLAGS.items():
+        value = info.get(key)
+        if value is not None and not isinstance(value, bool) and str(value).strip() not in ("", "none", "None"):
+            words += [flag, str(value)]
+    try:
+        launch = parse_engine_args(shlex.join(["python", "-m", "sglang.launch_server", "--model-path",
+                                               _FLAGS_ONLY_MODEL, *words]))
+    except SpecError as exc:
+        raise BenchFormatError(f"{TOOL}: {where}: server_info: {str(exc).removeprefix('sglang: ')}") from None
+    layout: dict[str, Any] = {}
+    if "tp_size" in info:
+        layout["tp"] = launch.tp
+    if launch.pp > 1:
+        layout["pp"] = launch.pp
+    if "ep_size" in info or "--moe-a2a-backend" in words:
+        layout["ep"] = launch.ep
+    if launch.attention_dp:
         layout["attention_dp"] = True
-    elif dp and dp > 1:
-        layout["dp"] = dp
-    precision: dict[str, str] = {}
-    quant = info.get("quantization")
-    pair = choice("sglang", "server_info.quantization", str(quant), QUANTIZATION) if quant else None
-    if pair:
-        precision.update(weights=pair[0], activations=pair[1])
-    kv = info.get("kv_cache_dtype")
-    kv = choice("sglang", "server_info.kv_cache_dtype", str(kv), KV_DTYPES) if kv else None
-    if kv:
-        precision["kv_cache"] = kv
-    limits = {k: count(key) for k, key in (("max_num_seqs", "max_running_requests"),
-                                           ("max_num_batched_tokens", "chunked_prefill_size"))
-              if isinstance(info.get(key), int) and info.get(key) > 0}
+    elif launch.dp > 1:
+        layout["dp"] = launch.dp
+    precision = {k: v for k, v in (("weights", launch.weights), ("activations", launch.activations),
+                                   ("kv_cache", launch.kv_cache)) if v}
+    limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
     model = info.get("model_path")
     return {"model": model if isinstance(model, str) else None, "layout": tuple(layout.items()),
             "precision": tuple(precision.items()), "scheduler": tuple(limits.items()),
-            "engine_version": str(info["version"]) if info.get("version") else None}
+            "engine_version": str(info["version"]) if info.get("version") else None,
+            "notes": tuple(f"{where}: server_info: {note}" for note in launch.notes)}
 
 
 def looks_like(data: Any) -> bool:
@@ -105,6 +132,7 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         if accept is not None and accept != 0 and accept < 1:  # 0 or absent: no speculation
             raise BenchFormatError(f"{TOOL}: {where}: field 'accept_length' must be the tokens a step emitted "
                                    f"(>= 1), or 0 or absent without speculation; got {accept:.3g}")
+        server = _server(data.get("server_info"), where)
         return BenchRun(
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
             isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
@@ -112,7 +140,6 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
             concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {where}: max_concurrency"),
             request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {where}: request_rate"),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),
-            accept_length=accept or None, notes=tuple(_notes(data, where)),
-            **_server(data.get("server_info"), where))
+            accept_length=accept or None, **{**server, "notes": (*_notes(data, where), *server["notes"])})
 
     return each_run(lines, one, TOOL, label)
