@@ -7,11 +7,13 @@ vectorized over the sweep grid. The label says which term set the time.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..calibration.profile import GemmCurve, Profile
+from ..errors import InferlabError
 from ..specs.hardware import HardwareSpec
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
@@ -115,10 +117,11 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         # by the output tiles of every matrix together.
         rows, outputs = np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies
         peak = tensor_flops_per_s(hw, op.precision)
+        scale = m_half_scale(profile.gemm_fitted_on, hw, op.precision, peak)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
-            compute, memory = in_step_terms(op, rows, peak, curve, profile, hw)
+            compute, memory = in_step_terms(op, rows, peak, curve, profile, hw, scale)
         else:  # the op rows' kernel: its fitted curve, the padding of tensor-core tiles (flat without)
-            fraction = curve.compute_fraction(rows, outputs) if hw.tiled_matrix_units else curve.peak_fraction
+            fraction = curve.compute_fraction(rows, outputs, scale) if hw.tiled_matrix_units else curve.peak_fraction
             compute = op.flops / (peak * fraction)
             memory = op.bytes / (bw * curve.bandwidth_fraction)
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
@@ -147,7 +150,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
 
 
 def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,
-                  hw: HardwareSpec) -> tuple[np.ndarray, np.ndarray]:
+                  hw: HardwareSpec, m_half_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Compute and memory time [s] of a scaled or weight-only GEMM inside an engine's step.
 
     Standalone scaled-format and weight-only kernels in the op-level benchmarks run without
@@ -190,7 +193,7 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         memory = (parts["weight_read"] + per_row_bytes * r) / rate
         if widest <= M_TILE:
             return small, memory
-        fraction = curve.compute_fraction(r, outputs) if hw.tiled_matrix_units else curve.peak_fraction
+        fraction = curve.compute_fraction(r, outputs, m_half_scale) if hw.tiled_matrix_units else curve.peak_fraction
         w = np.minimum(1.0, (M_TILE / r) ** 2)
         return (1.0 - w) * flops_per_row * r / (peak * fraction) + w * small, memory
 
@@ -212,6 +215,36 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
         compute = np.where(fits, np.minimum(compute, split), compute)
     return compute, memory
+
+
+def m_half_scale(fitted_on: str, hw: HardwareSpec, precision: str, peak: float) -> float:
+    """Factor on a GEMM curve's ``m_half`` on ``hw`` when the curve was fitted on GPU ``fitted_on``.
+
+    The fitted ``m_half`` is the standalone kernel's fixed time per launch (streaming the
+    weights at small M, filling the tiles) written in rows at the fitted GPU's rate: the rows
+    its peak computes in that time. On a GPU of the same family with another balance of compute
+    and memory the same time is other rows: ``m_half`` scales with the ridge point (peak over
+    bandwidth) of the GPU modelled over that of the fitted one. An H20 (148 dense BF16 TFLOPS at
+    4.0 TB/s) carrying the H100's fits (989 at 3.35) had its small GEMMs 8x too compute-bound:
+    a batch-1 BF16 decode of Llama-3.1-8B under TensorRT-LLM's fits on an RTX 4090 took 37 ms
+    a token, twice its weights' 16 ms at its bandwidth. 1 for the GPU's own fits.
+    """
+    if not fitted_on or fitted_on == hw.id:
+        return 1.0
+    fitted_ridge = _ridge(fitted_on, precision)
+    return (peak / hw.memory_bandwidth.si) / fitted_ridge if fitted_ridge else 1.0
+
+
+@functools.lru_cache(maxsize=256)
+def _ridge(hardware_id: str, precision: str) -> float:
+    """Peak [FLOP/s] over bandwidth [B/s] of a catalog GPU at ``precision`` (0 where unknown)."""
+    from ..specs.catalog import load_hardware
+
+    try:
+        hw = load_hardware(hardware_id)
+        return tensor_flops_per_s(hw, precision) / hw.memory_bandwidth.si
+    except InferlabError:
+        return 0.0
 
 
 def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:
