@@ -181,3 +181,20 @@ def test_every_timing_path_keeps_the_achievable_bound():
     bounded = diffuse("flux.1-dev", "mi300x")
     free = diffuse("flux.1-dev", load_hardware("mi300x").model_copy(update={"achievable_flops": {}}))
     assert bounded.denoise_s > 1.2 * free.denoise_s
+
+
+def test_a_sixteen_bit_float_without_a_path_runs_at_the_other_ones_rate():
+    """The RTX 2080 Ti (Turing) has FP16 tensor cores (53.8 dense TFLOPS, FP32 accumulate) and no
+    BF16 path: a BF16 model runs as FP16 at that rate, not at its INT8 rate (215 TOPS) halved,
+    which had made BF16 embeddings 1.8x faster than FP16 on it. A phone NPU listing FP16 only and
+    a CPU listing BF16 only (AMX) run the other 16-bit float the same way."""
+    from inferlab.core.quantization import tensor_flops_per_s
+    from inferlab.modalities.embeddings import embed
+
+    turing = load_hardware("rtx-2080-ti")
+    assert tensor_flops_per_s(turing, "bf16") == tensor_flops_per_s(turing, "fp16") == pytest.approx(53.8e12, rel=0.01)
+    bf16, fp16 = (embed("bge-large-en-v1.5", "rtx-2080-ti", precision=p) for p in ("bf16", "fp16"))
+    assert float(bf16.latency_s) == pytest.approx(float(fp16.latency_s))
+    for device, listed in (("snapdragon-8-gen-3", "fp16"), ("epyc-9654", "bf16")):
+        hw = load_hardware(device)
+        assert tensor_flops_per_s(hw, "bf16") == tensor_flops_per_s(hw, "fp16") == hw.flops[listed].si

@@ -108,7 +108,7 @@ def test_what_diffusion_cannot_run_is_refused():
 
     with pytest.raises(SpecError, match="sdxl generates images: frames must be 1"):
         diffuse("sdxl", "h100-sxm", frames=81)
-    with pytest.raises(SpecError, match="GGUF weight format"):
+    with pytest.raises(SpecError, match="GGUF types are llama.cpp.s LLM formats"):
         diffuse("sdxl", "h100-sxm", precision="q4_k_m")
     # Wan2.1 14B: 14 B parameters x 2 B = 28 GB of BF16 weights, more than a 24 GB L4 or a
     # 10 GB MIG slice holds
@@ -153,3 +153,28 @@ def test_flux_eager_kernels_by_hand():
     fused = denoiser_ops(flux, 1, 512, 512)
     eager = denoiser_ops(flux, 1, 512, 512, eager=True)
     assert sum(op.count for op in eager) - sum(op.count for op in fused) == 19 * 74 + 38 * 42
+
+
+def test_fp8_weights_are_stored_in_fp8():
+    """FLUX.1-dev's denoiser holds 11.8 B weights in its GEMMs: 23.7 GB in BF16, half in FP8, so
+    an FP8 FLUX fits a 20 GB MIG slice that a BF16 one does not."""
+    bf16 = diffuse("flux.1-dev", "h100-sxm", precision="bf16")
+    fp8 = diffuse("flux.1-dev", "h100-sxm", precision="fp8")
+    assert fp8.weight_bytes == pytest.approx(bf16.weight_bytes / 2, rel=1e-6)
+    assert diffuse("flux.1-dev", "h100-sxm:2g.20gb", precision="fp8").weight_bytes < 20e9
+
+
+def test_a_guided_step_all_to_alls_twice_the_tokens():
+    """Ulysses moves each pass's tokens; a CFG pair is one pass of 2 x batch samples."""
+    r = diffuse("wan2.1-t2v-14b", "h100-sxm", frames=81, height=480, width=832, cp=2)
+    assert r.guided_comm_s == pytest.approx(2 * r.comm_s) and r.guided_steps == 50
+    assert r.denoise_s == pytest.approx(50 * (float(r.guided_pass.time_s) + r.guided_comm_s))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"model": "flux.1-dev", "precision": "int4"}, "weight-only integers have no denoiser kernels"),
+    ({"model": "flux.1-dev", "cfg_off_fraction": 0.5}, "runs no classifier-free guidance"),
+])
+def test_options_that_do_nothing_for_the_model_are_refused(kwargs, message):
+    with pytest.raises(SpecError, match=message):
+        diffuse(hardware="h100-sxm", **kwargs)

@@ -69,3 +69,28 @@ def test_bad_input():
         speak("orpheus-3", "h100-sxm")
     with pytest.raises(SpecError, match="clause_tokens"):
         speak("orpheus-3b", "h100-sxm", clause_tokens=0)
+
+
+def test_the_llm_and_the_speech_decoder_must_fit_one_gpu_together():
+    """Llama-3.1-8B (16.1 GB of BF16 weights) and Orpheus 3B (6.6 GB) each fit an L4's 21.7 GB
+    usable on their own, not together; an L40S holds both."""
+    from inferlab.errors import InfeasibleError
+    from inferlab.modalities.tts import speak
+
+    with pytest.raises(InfeasibleError, match="llama-3.1-8b and orpheus-3b together need"):
+        speak("orpheus-3b", "l4", llm="llama-3.1-8b")
+    assert speak("orpheus-3b", "l40s", llm="llama-3.1-8b").llm_wait_s > 0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"llm": "orpheus-3b"}, "own speech decoder"),
+    ({"stream": False, "clause_tokens": 5}, "only when the reply streams"),
+    ({"concurrency": 100_000}, "lower the concurrency"),
+])
+def test_meaningless_speech_options_are_refused_in_speaks_own_terms(kwargs, message):
+    from inferlab.errors import InferlabError
+    from inferlab.modalities.tts import speak
+
+    with pytest.raises(InferlabError, match=message) as err:
+        speak("orpheus-3b", "h100-sxm", **kwargs)
+    assert "waves=True" not in str(err.value) and "allow_long_context" not in str(err.value)

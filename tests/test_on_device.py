@@ -162,3 +162,38 @@ def test_the_gpu_path_is_unchanged_by_the_cpu_terms():
 
     assert LLAMA_CPP.bandwidth_share(load_hardware("m2-ultra")) == 0.72
     assert LLAMA_CPP.bandwidth_share(load_hardware("epyc-9554")) == pytest.approx(0.66 * 0.88)
+
+
+def test_sliding_window_layers_hold_only_their_window():
+    """Gemma-3-27B: 52 of its 62 layers are sliding(1024), 425,984 B of BF16 KV per token over
+    them and 81,920 B over the 10 global layers (16 KV heads x 128 x 2 x 2 B x layers): at
+    131,072 tokens 425,984 x 1,024 + 81,920 x 131,072 = 11.17 GB, not 66.6 GB as if every layer
+    held the whole context, so BF16 weights (54 GB) fit an M4 Max's 96 GB with it."""
+    from inferlab.modalities.on_device import on_device
+
+    r = on_device("gemma-3-27b", "m4-max", precision="bf16", context=131072)
+    assert r.kv_bytes == pytest.approx(425_984 * 1024 + 81_920 * 131_072)
+    assert r.fits
+
+
+def test_tied_embeddings_are_read_for_the_logits():
+    """A model that ties its output layer to the embedding table reads that table for every
+    token's logits (PaliGemma-3B: all its 5.02 GB of BF16 weights); one with its own LM head
+    reads the head and one row of the table (Llama-3.1-8B: 16.06 GB less the 1.05 GB table)."""
+    from inferlab.modalities.on_device import on_device
+
+    tied = on_device("paligemma-3b-224", "m2-ultra", precision="bf16", context=0)
+    assert tied.token_bytes == pytest.approx(tied.weight_bytes, rel=1e-3)
+    own = on_device("llama-3.1-8b", "m2-ultra", precision="bf16", context=0)
+    assert own.token_bytes == pytest.approx(own.weight_bytes - 128_256 * 4096 * 2, rel=1e-6)
+
+
+def test_nothing_fitting_is_an_error_that_says_why(capsys):
+    from inferlab.cli.main import main
+
+    assert main(["on-device", "llama-3.1-70b", "rtx-4090"]) != 0
+    err = capsys.readouterr().err
+    assert "fits rtx-4090 in none of the formats asked" in err and "q4_k_m: weights 42.8 GB" in err
+    assert main(["on-device", "llama-3.1-8b", "rtx-4090", "--precision", "q4_k_m,bf16", "--context", "131072"]) == 0
+    out = capsys.readouterr().out
+    assert "KV GB" in out and "does not fit: bf16: weights 16.1 GB + KV cache 17.2 GB > 25.8 GB" in out

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import InfeasibleError
 from ..results.table import text_table
 from .args import comma_list
 
@@ -105,7 +106,9 @@ def _vlm(args: argparse.Namespace) -> None:
 
 
 def _speak(args: argparse.Namespace) -> None:
-    from ..modalities.tts import speak
+    from ..modalities.tts import DEFAULT_CLAUSE_TOKENS, speak
+
+    clause = DEFAULT_CLAUSE_TOKENS if args.clause_tokens is None else args.clause_tokens
 
     r = speak(args.model, args.hardware, llm=args.llm, reply_tokens=args.reply_tokens, clause_tokens=args.clause_tokens,
               stream=not args.no_stream, concurrency=args.concurrency, engine=args.engine)
@@ -113,7 +116,7 @@ def _speak(args: argparse.Namespace) -> None:
              f"{r.first_chunk_tokens} x {r.tts_tpot_s * 1e3:,.2f}", f"{r.first_window_wait_s * 1e3:,.1f}",
              f"{r.time_to_first_audio_s * 1e3:,.1f}", f"{r.real_time_factor:.3f}"]]
     text = (f"{r.model} on {r.hardware}" + (f", reply written by {args.llm}" if args.llm else "")
-            + (", streamed from the first clause" if not args.no_stream and args.clause_tokens < args.reply_tokens
+            + (", streamed from the first clause" if not args.no_stream and clause < args.reply_tokens
                else ", after the whole reply") + "\n"
             + text_table(["server ms", "LLM wait ms", "TTS prefill ms", "first chunk tokens x ms", "codec ms",
                           "first audio ms", "RTF"], rows, right={0, 1, 2, 3, 4, 5, 6}))
@@ -127,16 +130,24 @@ def _on_device(args: argparse.Namespace) -> None:
     from ..modalities.on_device import on_device
 
     results = [on_device(args.model, args.hardware, precision=p, context=args.context) for p in args.precision]
-    rows = [[r.precision, f"{r.weight_bytes / 1e9:,.1f}", f"{r.usable_bytes / 1e9:,.0f}", "yes" if r.fits else "NO",
-             f"{r.decode_tokens_per_s:,.1f}" if r.fits else "-", f"{r.prefill_tokens_per_s:,.0f}" if r.fits else "-"]
-            for r in results]
-    text = (f"{results[0].model} on {results[0].hardware}, batch 1, llama.cpp-like\n"
-            + text_table(["format", "weights GB", "GPU may use GB" if results[0].device_kind == "gpu" else "memory GB",
-                          "fits", "decode tok/s", "prompt tok/s"], rows,
-                         right={1, 2, 4, 5}))
+    first = results[0]
+    if not any(r.fits for r in results):
+        raise InfeasibleError(f"{first.model} fits {first.hardware} in none of the formats asked at "
+                              f"{args.context:,} tokens of context: {'; '.join(r.reason for r in results)}; "
+                              "a narrower format, a shorter --context or a device with more memory",
+                              needed_bytes=min(r.weight_bytes + r.kv_bytes for r in results),
+                              available_bytes=first.usable_bytes)
+    rows = [[r.precision, f"{r.weight_bytes / 1e9:,.1f}", f"{r.kv_bytes / 1e9:,.1f}", f"{r.usable_bytes / 1e9:,.0f}",
+             "yes" if r.fits else "NO", f"{r.decode_tokens_per_s:,.1f}" if r.fits else "-",
+             f"{r.prefill_tokens_per_s:,.0f}" if r.fits else "-"] for r in results]
+    text = (f"{first.model} on {first.hardware}, batch 1, llama.cpp-like, {args.context:,} tokens of context\n"
+            + text_table(["format", "weights GB", "KV GB", "GPU may use GB" if first.device_kind == "gpu"
+                          else "memory GB", "fits", "decode tok/s", "prompt tok/s"], rows, right={1, 2, 3, 5, 6})
+            + "".join(f"\ndoes not fit: {r.reason}" for r in results if not r.fits))
     # what the table shows; a format that does not fit has no speed (null, as the table's '-')
-    _emit(args, lambda: [{"precision": r.precision, "weight_bytes": r.weight_bytes, "usable_bytes": r.usable_bytes,
-                          "fits": r.fits, "decode_tokens_per_s": r.decode_tokens_per_s if r.fits else None,
+    _emit(args, lambda: [{"precision": r.precision, "weight_bytes": r.weight_bytes, "kv_bytes": r.kv_bytes,
+                          "usable_bytes": r.usable_bytes, "fits": r.fits,
+                          "decode_tokens_per_s": r.decode_tokens_per_s if r.fits else None,
                           "prefill_tokens_per_s": r.prefill_tokens_per_s if r.fits else None} for r in results], text)
 
 
@@ -242,7 +253,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     sp.add_argument("hardware", metavar="HARDWARE")
     sp.add_argument("--llm", default=None, help="catalog LLM writing the reply first (default: text given)")
     sp.add_argument("--reply-tokens", type=int, default=150, help="tokens of the reply (default 150)")
-    sp.add_argument("--clause-tokens", type=int, default=12, help="tokens of the first clause (default 12)")
+    sp.add_argument("--clause-tokens", type=int, help="tokens of the first clause (default 12; streaming only)")
     sp.add_argument("--no-stream", action="store_true", help="wait for the whole reply before speaking")
     sp.add_argument("--concurrency", type=int, default=1, help="voices decoded together (default 1)")
     sp.add_argument("--engine", default="generic", help="serving engine of the decoders: generic (no server), vllm, "

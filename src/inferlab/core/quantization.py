@@ -223,12 +223,19 @@ def supported_precision(wanted: str, hw: HardwareSpec) -> str:
     )
 
 
+#: The other 16-bit float: a GPU without a BF16 tensor path (Turing, some phone NPUs) runs a
+#: BF16 model as FP16, a CPU with only BF16 matrix units (AMX) runs FP16 as BF16, at that rate.
+_SIXTEEN_BIT_TWIN = {"bf16": "fp16", "fp16": "bf16"}
+
+
 def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     """Dense tensor throughput of ``hw`` at ``precision`` [FLOP/s].
 
     Notes
     -----
-    A listed rate is used as it is. A precision the datasheet does not list is derived from
+    A listed rate is used as it is; a 16-bit float the datasheet does not list takes the other
+    16-bit float's rate (the RTX 2080 Ti has FP16 tensor cores and no BF16 path: 53.8 TFLOPS,
+    not its INT8 rate halved). Another precision the datasheet does not list is derived from
     the closest narrower listed one by the ratio of widths: NVIDIA tensor cores from Hopper
     on double their rate with each halving of the operand width (H100 SXM dense: 989 TFLOPS
     BF16, 1979 FP8; B200: 2.25 / 4.5 / 9 PFLOPS BF16 / FP8 / FP4, NVIDIA datasheets), so a
@@ -240,6 +247,9 @@ def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     if precision not in _WIDTH and precision in FORMATS:  # a storage format: its tensor-core rate
         return tensor_flops_per_s(hw, number_format(precision).compute)
     width = _WIDTH.get(precision, 16)
+    twin = _SIXTEEN_BIT_TWIN.get(precision)
+    if twin in hw.flops:  # BF16 without a BF16 path runs as FP16 (and FP16 as BF16): the same tensor rate
+        return hw.flops[twin].si  # type: ignore[index]
     narrower = sorted((p for p in hw.flops if _WIDTH.get(p, 99) < width), key=lambda p: -_WIDTH[p])
     if not narrower:
         raise SpecError(f"{hw.id} lists no tensor throughput for {precision} (it lists "

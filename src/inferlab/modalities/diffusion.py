@@ -42,7 +42,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -180,14 +180,18 @@ def denoiser_ops(spec: ModalitySpec, batch: float, height: int, width: int, fram
     UNet's unfused elementwise kernels too)."""
     cfg = spec.config
     tokens, lat_h, lat_w = _tokens(cfg, height, width, frames)
-    compute = number_format(precision).compute
+    fmt = number_format(precision)
     if cfg.get("_class_name") == "UNet2DConditionModel":
         if cp != 1:
             raise SpecError(f"{spec.id} is a UNet: context parallelism splits a transformer's tokens; use cp=1")
-        return unet_ops(cfg, batch, lat_h, lat_w, compute, eager=eager)
-    if cfg.get("_class_name") == "FluxTransformer2DModel":
-        return flux_ops(cfg, batch, tokens, compute, cp, eager=eager)
-    return video_dit_ops(cfg, batch, tokens, compute, cp)
+        ops = unet_ops(cfg, batch, lat_h, lat_w, fmt.compute, eager=eager)
+    elif cfg.get("_class_name") == "FluxTransformer2DModel":
+        ops = flux_ops(cfg, batch, tokens, fmt.compute, cp, eager=eager)
+    else:
+        ops = video_dit_ops(cfg, batch, tokens, fmt.compute, cp)
+    # the weights are stored in the format (FP8 FLUX holds 11.8 GB, not BF16's 23.7)
+    return tuple(replace(op, weight_bytes_per_element=fmt.bytes_per_element) if isinstance(op, Gemm) else op
+                 for op in ops)
 
 
 @dataclass(frozen=True)
@@ -200,8 +204,8 @@ class DiffusionResult:
         Steps run with the CFG pair and with one pass.
     guided_pass, plain_pass : PassTime
         A step's pass at ``2 batch`` and at ``batch`` samples.
-    comm_s : float
-        Context-parallel all-to-alls of one pass [s].
+    comm_s, guided_comm_s : float
+        Context-parallel all-to-alls of one pass at ``batch`` and at the CFG pair's ``2 batch`` [s].
     decode : PassTime or None
         The VAE decode (image models; video VAEs are not modelled).
     """
@@ -217,16 +221,19 @@ class DiffusionResult:
     plain_pass: PassTime
     comm_s: float
     decode: PassTime | None
+    guided_comm_s: float = 0.0
 
     @property
     def step_s(self) -> float:
         """Time of a step with guidance (the common step) [s]."""
-        return float(self.guided_pass.time_s if self.guided_steps else self.plain_pass.time_s) + self.comm_s
+        if self.guided_steps:
+            return float(self.guided_pass.time_s) + self.guided_comm_s
+        return float(self.plain_pass.time_s) + self.comm_s
 
     @property
     def denoise_s(self) -> float:
         """All denoising steps [s]."""
-        return (self.guided_steps * (float(self.guided_pass.time_s) + self.comm_s)
+        return (self.guided_steps * (float(self.guided_pass.time_s) + self.guided_comm_s)
                 + self.plain_steps * (float(self.plain_pass.time_s) + self.comm_s))
 
     @property
@@ -243,6 +250,10 @@ class DiffusionResult:
     def weight_bytes(self) -> float:
         """Weights of the denoiser on each GPU [B]."""
         return float(sum(float(np.sum(op.byte_parts()["weight_read"])) * op.count for op in self.plain_pass.ops))
+
+
+#: Formats a denoiser's GEMMs run in (their compute and storage format alike).
+DENOISER_FORMATS = ("bf16", "fp16", "fp8", "nvfp4", "mxfp4")
 
 
 def _whole(name: str, value: Any, low: int, high: int) -> int:
@@ -280,11 +291,14 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     frames = _whole("frames", frames, 1, 100_000)
     for name, v in (("height", height), ("width", width)):
         _whole(name, v, 64, 16_384)
-    if number_format(precision).name.startswith("q"):  # q4_0, q4_k_m, q5_k_m, q8_0
-        raise SpecError(f"precision {precision!r} is a GGUF weight format of llama.cpp's LLM runtime; diffusion "
-                        "denoisers here run bf16, fp16 or fp8 GEMMs")
+    if number_format(precision).name not in DENOISER_FORMATS:  # GGUF types, weight-only integers
+        raise SpecError(f"precision {precision!r}: diffusion denoisers here run {', '.join(DENOISER_FORMATS)} GEMMs "
+                        "(GGUF types are llama.cpp's LLM formats; weight-only integers have no denoiser kernels)")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
+    if float(cfg_off_fraction) and spec.config.get("guidance", "cfg") != "cfg":
+        raise SpecError(f"cfg_off_fraction: {spec.id} runs no classifier-free guidance (its guidance is "
+                        f"{spec.config.get('guidance')}: one pass a step), so there is none to turn off")
     if execution not in ("compiled", "eager"):
         raise SpecError(f"execution must be 'compiled' or 'eager', got {execution!r:.40}")
     eager = execution == "eager"
@@ -304,7 +318,8 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     comm = _ulysses_s(spec.config, hw, batch * tokens, cp, efficiency)
     vae = spec.config.get("vae")
     decode = time_pass(vae_decoder_ops(vae, batch, lat_h, lat_w, "bf16", eager=eager), hw, efficiency) if vae else None
-    return DiffusionResult(spec.id, hw.id, cp, batch, tokens, guided, plain, guided_pass, plain_pass, comm, decode)
+    return DiffusionResult(spec.id, hw.id, cp, batch, tokens, guided, plain, guided_pass, plain_pass, comm, decode,
+                           _ulysses_s(spec.config, hw, 2 * batch * tokens, cp, efficiency))
 
 
 def _check_cp(spec: ModalitySpec, cp: int) -> None:

@@ -3,7 +3,8 @@
 Physics
 -------
 At batch 1 each generated token reads every weight once (the token embedding table only
-by its one row) and the KV cache so far; the arithmetic is two FLOPs per weight, far below
+by its one row, unless the output layer is that table: tied embeddings) and the KV cache so
+far (a sliding-window layer's up to its window); the arithmetic is two FLOPs per weight, far below
 any device's ridge point, so a token takes the bytes over the bandwidth the kernels reach
 plus the fixed cost of the kernels a step launches [1]:
 
@@ -107,7 +108,8 @@ class OnDeviceResult:
     weight_bytes : float
         The model's weights in ``precision`` [B].
     token_bytes : float
-        Bytes read per generated token [B] (weights less the embedding table, plus KV).
+        Bytes read per generated token [B] (weights less the embedding table unless the output
+        layer shares it, plus KV).
     usable_bytes : float
         Memory the device lets the GPU use [B] (a CPU's or a phone's memory).
     decode_s : float
@@ -131,6 +133,15 @@ class OnDeviceResult:
     def fits(self) -> bool:
         """Whether the weights and the KV cache of the context fit the memory the GPU may use."""
         return self.weight_bytes + self.kv_bytes <= self.usable_bytes
+
+    @property
+    def reason(self) -> str:
+        """Why the format does not fit (``""`` when it does)."""
+        if self.fits:
+            return ""
+        where = "the GPU may use" if self.device_kind == "gpu" else "of memory"
+        return (f"{self.precision}: weights {self.weight_bytes / 1e9:,.1f} GB + KV cache {self.kv_bytes / 1e9:,.1f} GB "
+                f"> {self.usable_bytes / 1e9:,.1f} GB {where}")
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -167,8 +178,10 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     pc = m.param_counts
     weights = m.weight_bytes(fmt.name)
     per_weight = weights / pc.total
-    kv = sum(m.kv_cache_bytes_per_token(engine.kv_precision).values()) * context
-    token_bytes = (pc.active - pc.embedding) * per_weight + kv
+    kv = float(m.kv_cache_bytes(context, engine.kv_precision))  # sliding-window layers hold their window
+    # the embedding table is read by one row; the logits read the output matrix, which is the
+    # embedding table itself where the model ties them (lm_head counts 0 parameters then)
+    token_bytes = (pc.active - (pc.embedding if pc.lm_head else 0)) * per_weight + kv
     bw = hw.memory_bandwidth.si * engine.bandwidth_share(hw)
     decode_s = token_bytes / bw + m.num_hidden_layers * engine.kernels_per_layer * engine.kernel_s
     from ..core.quantization import tensor_flops_per_s

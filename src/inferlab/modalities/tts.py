@@ -53,8 +53,12 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..errors import InfeasibleError, SpecError
+from ..specs.catalog import load_model
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
 
@@ -113,8 +117,23 @@ class SpeechResult:
         return self.audio_tokens_per_s * (self.tts_tpot_s + self.voices * self.codec_window_s / self.codec_hop_tokens)
 
 
+#: Text tokens of the first clause a streaming pipeline speaks (about a short sentence).
+DEFAULT_CLAUSE_TOKENS = 12
+
+
+def _fit_together(llm: str, a: Any, decoder: str, b: Any, gpu: str) -> None:
+    """Refuse an LLM and a speech decoder whose weights, KV caches and workspaces do not fit one
+    GPU together (each estimate checks itself alone)."""
+    need = sum(float(m.weights) + float(np.max(m.kv_batch)) + float(np.max(m.workspace)) for m in (a, b)) + a.reserve
+    if need > a.budget:
+        raise InfeasibleError(
+            f"{llm} and {decoder} together need {need / 1e9:,.1f} GB on one {gpu} (weights {a.weights / 1e9:,.1f} + "
+            f"{b.weights / 1e9:,.1f} GB with their KV caches and workspaces) of {a.budget / 1e9:,.1f} GB usable; "
+            "give a smaller LLM, a narrower format or a larger GPU", needed_bytes=need, available_bytes=a.budget)
+
+
 def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str | None = None,
-          prompt_tokens: int = 512, reply_tokens: int = 150, clause_tokens: int = 12, stream: bool = True,
+          prompt_tokens: int = 512, reply_tokens: int = 150, clause_tokens: int | None = None, stream: bool = True,
           concurrency: int = 1, engine: str = "generic") -> SpeechResult:
     """Time to first audio of a reply spoken by ``model``, optionally written first by ``llm``.
 
@@ -124,8 +143,9 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
         Catalog LLM writing the reply on the same hardware (None: the text is given).
     prompt_tokens, reply_tokens : int
         The language model's prompt and reply [token].
-    clause_tokens : int
-        Text tokens of the first clause, what a streaming pipeline speaks first [token].
+    clause_tokens : int, optional
+        Text tokens of the first clause, what a streaming pipeline speaks first [token] (default
+        12; refused without streaming, where the whole reply is spoken at once).
     stream : bool
         Speak the first clause while the rest is written (False: wait for the whole reply).
     concurrency : int
@@ -138,21 +158,33 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "tts")
     hw = resolve_hardware(hardware)
+    if not stream and clause_tokens is not None:
+        raise SpecError("clause_tokens: the first clause is spoken ahead of the rest only when the reply streams; "
+                        "without streaming the whole reply is spoken at once")
+    clause_tokens = DEFAULT_CLAUSE_TOKENS if clause_tokens is None else clause_tokens
     for name, v in (("prompt_tokens", prompt_tokens), ("reply_tokens", reply_tokens),
                     ("clause_tokens", clause_tokens), ("concurrency", concurrency)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1_000_000:
             raise SpecError(f"{name} must be a whole number from 1 to 1,000,000, got {v!r:.40}")
+    decoder = str(spec.field("decoder"))
+    if llm is not None and load_model(llm).id == load_model(decoder).id:
+        raise SpecError(f"llm {llm} is {spec.id}'s own speech decoder; give the LLM that writes the reply")
     spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
     wait = 0.0
+    chunk = int(spec.field("first_chunk_tokens"))
+    try:  # the estimates' advice names options speak does not have (waves, allow_long_context, layouts)
+        t = estimate(decoder, hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
+    except (InfeasibleError, SpecError) as exc:
+        raise type(exc)(f"{spec.id}'s decoder: {str(exc).split('; ')[0].split(' (or pass')[0]}; lower the concurrency "
+                        "or the reply tokens, or a larger GPU") from None
     if llm is not None:
         try:
             e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
-        except InfeasibleError as exc:  # its layout advice names flags speak does not have
-            raise InfeasibleError(f"llm {llm}: {str(exc).split('; ')[0]}; speak runs the LLM on one {hw.id}: "
-                                  "give a smaller one or a larger GPU") from None
+        except (InfeasibleError, SpecError) as exc:
+            raise type(exc)(f"llm {llm}: {str(exc).split('; ')[0].split(' (or pass')[0]}; speak runs the LLM on one "
+                            f"{hw.id}: give a smaller one or a larger GPU") from None
+        _fit_together(llm, e.memory, decoder, t.memory, hw.id)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
-    chunk = int(spec.field("first_chunk_tokens"))
-    t = estimate(str(spec.field("decoder")), hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
     codec = spec.config.get("codec_window_decode_s") or 0.0
     return SpeechResult(spec.id, hw.id, wait, float(t.ttft_s), float(t.tpot_s), chunk,
                         float(spec.field("audio_tokens_per_s")), float(codec),
