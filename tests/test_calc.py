@@ -276,3 +276,17 @@ def test_a_hardware_field_that_is_no_figure_says_what_it_is():
         evaluate("h100-sxm.name")
     with pytest.raises(InferlabError, match="h100-sxm lists no achievable_flops values"):
         evaluate("h100-sxm.achievable_flops.bf16")
+
+
+def test_a_list_of_records_is_reached_by_position():
+    """The H100's MIG profiles (NVIDIA MIG user guide): 1g.10gb, 1g.20gb, ... the second holds
+    20 GB. A list names its entries instead of printing a Python repr."""
+    from inferlab.errors import UnitError
+
+    assert evaluate("h100-sxm.mig.profiles.1.memory / 2").value.to("GB").magnitude == pytest.approx(10.0)
+    with pytest.raises(UnitError, match=r"holds 6 entries \(1g.10gb, 1g.20gb.*e.g. h100-sxm.mig.profiles.0.memory"):
+        evaluate("h100-sxm.mig.profiles")
+    with pytest.raises(UnitError, match="name one by its position 0-5"):
+        evaluate("h100-sxm.mig.profiles.9.memory")
+    with pytest.raises(UnitError, match="e.g. h100-sxm.mig.profiles$"):
+        evaluate("h100-sxm.mig")

@@ -90,3 +90,23 @@ def test_speak_says_what_it_streams_and_what_would_fit(capsys):
     assert main(["speak", "orpheus-3b", "h100-sxm", "--llm", "deepseek-v3"]) != 0
     err = capsys.readouterr().err
     assert "speak runs the LLM on one h100-sxm" in err and "pp=" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--osl", "10"], "--osl: a single request's TTFT has no output"),
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--text-tokens", "-5"], "text_tokens must be a whole number"),
+    (["vlm", "gemma-3-27b", "h100-sxm", "--crops", "-1"], "crops must be a whole number"),
+    (["transcribe", "whisper-large-v3", "h100-sxm", "--previous-text", "--stride", "5"],
+     "without the chunked pipeline's overlapping stride"),
+    (["transcribe", "whisper-large-v3", "h100-sxm", "--previous-text", "--gpus", "4"], "batch 1 on 1 GPU, got 4 GPUs"),
+    (["transcribe", "whisper-large-v3", "h100-sxm", "--beams", "100000", "--batch", "1", "--audio", "30"],
+     "use fewer beams"),
+    (["models", "show", "whisper-large-v3"], "`inferlab transcribe` runs it"),
+    (["embed", "orpheus-3b", "h100-sxm"], "orpheus-3b is a text-to-speech model (inferlab speak)"),
+    (["on-device", "llama-3.1-8b", "m2-ultra", "--precision", "nvfp4"], "on-device runtimes store weights as"),
+])
+def test_meaningless_modality_input_is_one_line_in_the_commands_terms(capsys, argv, message):
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert "None" not in err and "waves=True" not in err

@@ -86,7 +86,9 @@ def test_bad_input_is_one_clear_line():
         embed("bge-large-en-v15", "h100-sxm")
     with pytest.raises(SpecError, match="seq_len must be a whole number from 1 to 512"):
         embed("bge-large-en-v1.5", "h100-sxm", seq_len=4096)
-    with pytest.raises(UnknownNameError, match="embedding model"):
+    # a catalog model of another kind names its kind and the command that runs it
+    with pytest.raises(SpecError, match=r"sdxl is an image or video diffusion model \(inferlab diffuse\), not an "
+                                        "embedding one; embedding models: bge-base-en-v1.5"):
         embed("sdxl", "h100-sxm")
 
 
@@ -108,3 +110,11 @@ def test_a_pass_is_the_roofline_on_pint_quantities():
     assert float(t.time_s) - t.floor_s == pytest.approx(expected.to("s").magnitude, rel=1e-9)
     with pytest.raises(DimensionError):
         roofline_seconds(Q(float(op.flops), "FLOP"), Q(float(op.bytes), "B"), bw, peak)
+
+
+def test_a_gguf_format_is_refused_for_embeddings():
+    from inferlab.errors import SpecError
+    from inferlab.modalities.embeddings import embed
+
+    with pytest.raises(SpecError, match="GGUF weight format"):
+        embed("bge-large-en-v1.5", "h100-sxm", precision="q4_k_m")

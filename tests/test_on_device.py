@@ -197,3 +197,12 @@ def test_nothing_fitting_is_an_error_that_says_why(capsys):
     assert main(["on-device", "llama-3.1-8b", "rtx-4090", "--precision", "q4_k_m,bf16", "--context", "131072"]) == 0
     out = capsys.readouterr().out
     assert "KV GB" in out and "does not fit: bf16: weights 16.1 GB + KV cache 17.2 GB > 25.8 GB" in out
+
+
+@pytest.mark.parametrize("hw, precision, message", [
+    ("m2-ultra", "nvfp4", "on-device runtimes store weights as"), ("m2-ultra", "fp8", "not fp8"),
+    ("tpu-v5e", "q4_k_m", "no TPU backend"),
+])
+def test_formats_and_devices_on_device_runtimes_do_not_run_are_refused(hw, precision, message):
+    with pytest.raises(SpecError, match=message):
+        on_device("llama-3.1-8b", hw, precision=precision)

@@ -96,6 +96,11 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
             if part not in type(obj).model_fields:
                 raise UnknownNameError(f"field in {text}", part, names)
             obj = getattr(obj, part)
+        elif isinstance(obj, (list, tuple)):  # a list of records (MIG profiles): by position
+            if not part.isdigit() or int(part) >= len(obj):
+                raise UnitError(f"{text}: {'.'.join(path[:i])} holds {len(obj)} entries; name one by its position "
+                                f"0-{len(obj) - 1}")
+            obj = obj[int(part)]
         else:
             raise UnitError(f"{text}: cannot look up {part!r} inside a {type(obj).__name__}")
         if obj is None:
@@ -104,6 +109,10 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
         return obj.quantity, hw.sources[obj.source].title
     if isinstance(obj, dict) and not obj:
         raise UnitError(f"{text}: {hw.id} lists no {'.'.join(path)} values")
+    if isinstance(obj, (list, tuple)) and obj:
+        names = [str(getattr(x, "name", k)) for k, x in enumerate(obj)]
+        raise UnitError(f"{text} holds {len(obj)} entries ({', '.join(names)}); name one by its position and a figure "
+                        f"inside it, e.g. {text}.0.{_first_key(obj[0])}")
     if not isinstance(obj, (dict, BaseModel)):  # a name, a note, a count without a unit: list the figures
         figures = [k for k, v in hw if k != "sources" and (isinstance(v, (Figure, BaseModel))
                                                            or v and isinstance(v, dict))]
@@ -112,9 +121,13 @@ def _hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qu
 
 
 def _first_key(obj: Any) -> str:
+    """The first key or field of ``obj`` that holds figures (a name or a note does not)."""
     if isinstance(obj, dict) and obj:
         return str(next(iter(obj)))
     if isinstance(obj, BaseModel):
+        for name in type(obj).model_fields:
+            if isinstance(getattr(obj, name), (Figure, BaseModel, dict, list, tuple)):
+                return name
         return next(iter(type(obj).model_fields))
     return "..."
 

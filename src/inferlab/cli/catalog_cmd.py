@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import SpecError, UnknownNameError
 from ..results.table import text_table
 from .output import emit as _emit
 
@@ -77,7 +78,17 @@ def _models_show(args: argparse.Namespace) -> None:
     from ..specs.catalog import load_model
     from ..units import Q
 
-    m = load_model(args.model)
+    try:
+        m = load_model(args.model)
+    except UnknownNameError:
+        from ..modalities.catalog import COMMANDS, load_modality, modality_ids
+
+        if str(args.model).strip().lower() not in modality_ids():
+            raise
+        kind = load_modality(args.model).kind
+        raise SpecError(f"{args.model} is not a language model of the LLM catalog but a {kind} model of the "
+                        f"modalities catalog: `inferlab modalities` lists it, `inferlab {COMMANDS.get(kind, 'modalities')}` "
+                        "runs it") from None
     d = model_dict(m)
     pc = m.param_counts
     lines = [f"{m.name}" + (f" ({m.id})" if m.id else "") + f" - model_type {m.model_type}, {m.attention_type}",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, SpecError
 from ..results.table import text_table
 from .args import comma_list
 
@@ -65,7 +65,8 @@ def _transcribe(args: argparse.Namespace) -> None:
     r = transcribe(args.model, args.hardware, audio_s=args.audio, gpus=args.gpus, batch=args.batch, beams=args.beams,
                    diarize=args.diarize, engine=args.engine, stride_s=args.stride, features=args.features,
                    previous_text=args.previous_text)
-    rows = [[f"{r.audio_s:,.0f}", str(r.windows), f"{r.features_s:,.2f}", str(r.batch), str(r.rounds),
+    audio = f"{r.audio_s:,.4g}" if r.audio_s < 100 else f"{r.audio_s:,.0f}"  # a half-second clip is not "0"
+    rows = [[audio, str(r.windows), f"{r.features_s:,.2f}", str(r.batch), str(r.rounds),
              f"{r.window_s:,.3f}", f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
     text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
             + (f" every {30 - 2 * args.stride:g} s" if args.stride else "")
@@ -83,13 +84,19 @@ def _vlm(args: argparse.Namespace) -> None:
 
     if args.rate is not None or args.concurrency is not None:
         res = serve_images(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
-                           text_tokens=args.text_tokens, osl=args.osl, rate=args.rate, concurrency=args.concurrency,
-                           num_requests=args.num_requests, tp=args.tp, crops=args.crops,
+                           text_tokens=args.text_tokens, osl=256 if args.osl is None else args.osl, rate=args.rate,
+                           concurrency=args.concurrency,
+                           num_requests=200 if args.num_requests is None else args.num_requests, tp=args.tp,
+                           crops=args.crops,
                            implementation=args.implementation, attention_kernel=args.attention_kernel,
                            execution=args.execution, allow_long_context=args.allow_long_context)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
               f"include each request's host image processing and vision encoder\n{res}")
         return
+    given = [flag for flag, value in (("--osl", args.osl), ("--num-requests", args.num_requests)) if value is not None]
+    if given:
+        raise SpecError(f"{' and '.join(given)}: a single request's TTFT has no output or request count; give "
+                        "--rate or --concurrency to serve requests")
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
@@ -242,8 +249,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     load = vl.add_mutually_exclusive_group()
     load.add_argument("--rate", type=float, default=None, help="serve: Poisson requests per second")
     load.add_argument("--concurrency", type=int, default=None, help="serve: closed-loop clients")
-    vl.add_argument("--osl", type=int, default=256, help="serve: output tokens per request (default 256)")
-    vl.add_argument("--num-requests", type=int, default=200, help="serve: requests simulated (default 200)")
+    vl.add_argument("--osl", type=int, help="serve: output tokens per request (default 256)")
+    vl.add_argument("--num-requests", type=int, help="serve: requests simulated (default 200)")
     vl.add_argument("--allow-long-context", action="store_true",
                     help="accept text and image tokens beyond the model's max_position_embeddings (RoPE scaling)")
     vl.set_defaults(func=_vlm)

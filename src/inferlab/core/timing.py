@@ -187,9 +187,10 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     rate = hw.memory_bandwidth.si * max(curve.bandwidth_fraction, sixteen.bandwidth_fraction)
     per_row_bytes = (parts["act_read"] + parts["act_write"]) / rows
     small_rate = peak * curve.peak_fraction  # the small-M tactic: padded rows at the format's own share
+    pad = SMALL_M_ROWS if hw.tiled_matrix_units else 0.0  # without tensor-core tiles (a CPU) no MMA to fill
 
     def launch(r, widest):  # compute and memory time of one launch of r rows (at most widest)
-        small = flops_per_row * np.maximum(r, SMALL_M_ROWS) / small_rate
+        small = flops_per_row * np.maximum(r, pad) / small_rate
         memory = (parts["weight_read"] + per_row_bytes * r) / rate
         if widest <= M_TILE:
             return small, memory

@@ -82,6 +82,12 @@ def _load(key: str) -> ModalitySpec:
                         str(data["config_source"]), tuple(data.get("notes") or ()))
 
 
+#: The command that runs each kind of model, and how a message names the kind.
+COMMANDS = {"diffusion": "diffuse", "embedding": "embed", "speech": "transcribe", "tts": "speak", "vision": "vlm"}
+_KINDS = {"diffusion": "an image or video diffusion", "embedding": "an embedding", "speech": "a speech-recognition",
+          "tts": "a text-to-speech", "vision": "a vision-language"}
+
+
 def load_modality(name: str, kind: str | None = None) -> ModalitySpec:
     """A catalog model by id (any case), checked to be of ``kind`` when given.
 
@@ -96,5 +102,7 @@ def load_modality(name: str, kind: str | None = None) -> ModalitySpec:
         raise UnknownNameError(f"{kind or 'modality'} model", str(name), allowed)
     spec = _load(key)
     if kind is not None and spec.kind != kind:
-        raise UnknownNameError(f"{kind} model", str(name), [i for i in _files() if _load(i).kind == kind])
+        raise SpecError(f"{spec.id} is {_KINDS.get(spec.kind, spec.kind)} model (inferlab "
+                        f"{COMMANDS.get(spec.kind, 'modalities')}), not {_KINDS.get(kind, kind)} one; "
+                        f"{kind} models: {', '.join(i for i in sorted(_files()) if _load(i).kind == kind)}")
     return spec

@@ -309,7 +309,7 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
                         f"{', '.join(sorted(_video_models()))})")
     _check_cp(spec, cp)
     widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
-    check_fits(f"{spec.id} at {height}x{width}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
+    check_fits(f"{spec.id} at {width}x{height}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
                hw, widest)
     guided_pass = time_pass(denoiser_ops(spec, 2 * batch, height, width, frames, precision, cp, eager=eager), hw,
                             efficiency)

@@ -149,6 +149,12 @@ class OnDeviceResult:
         return 1.0 / self.decode_s
 
 
+#: Weight formats on-device runtimes store: GGUF quantization types and plain floats (llama.cpp),
+#: group-quantized integers (ExecuTorch's XNNPACK, MLX). Not the datacenter scaled formats
+#: (FP8, NVFP4, MX), which these runtimes do not run.
+LLAMA_CPP_FORMATS = ("q4_0", "q4_k_m", "q5_k_m", "q8_0", "int4", "int8", "bf16", "fp16", "fp32")
+
+
 def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision: str = "q4_k_m",
               context: int = 128, engine: LlamaCpp = LLAMA_CPP) -> OnDeviceResult:
     """Batch-1 decode and prompt speed of ``model`` stored in ``precision`` on ``hardware``.
@@ -170,6 +176,12 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     m = resolve_model(model)
     hw = resolve_hardware(hardware)
     fmt = number_format(precision)
+    if fmt.name not in LLAMA_CPP_FORMATS:
+        raise SpecError(f"precision {precision!r}: on-device runtimes store weights as "
+                        f"{', '.join(LLAMA_CPP_FORMATS)} (GGUF types, integers, floats), not {fmt.name}")
+    if "TPU" in hw.architecture:
+        raise SpecError(f"{hw.id} is a TPU: llama.cpp-like runtimes have no TPU backend (JAX or vLLM's TPU backend "
+                        "serve it: inferlab estimate)")
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise SpecError(f"context must be a whole number of tokens >= 0, got {context!r:.40}")
     longest = m.max_position_embeddings

@@ -219,7 +219,7 @@ def norm(name: str, tokens: ArrayLike, width: float, *, count: int = 1, passes: 
 
 
 def check_fits(what: str, hw: HardwareSpec, ops: tuple[Op, ...], extra_bytes: float = 0.0,
-               extra_label: str = "") -> None:
+               extra_label: str = "", advice: str = "use a smaller batch or size, or a larger GPU") -> None:
     """Refuse a pass that cannot fit one GPU's usable memory.
 
     The floor counted: every weight the pass reads (once) plus the largest single op's
@@ -236,4 +236,4 @@ def check_fits(what: str, hw: HardwareSpec, ops: tuple[Op, ...], extra_bytes: fl
         extra = f", {extra_label} {extra_bytes / 1e9:.1f} GB" if extra_bytes else ""
         raise InfeasibleError(f"{what} does not fit {hw.id}: it needs at least {need / 1e9:.1f} GB per GPU (weights "
                               f"{weights / 1e9:.1f} GB, the largest op's activations {acts / 1e9:.1f} GB{extra}) of "
-                              f"{usable / 1e9:.1f} GB usable; use a smaller batch or size, or a larger GPU")
+                              f"{usable / 1e9:.1f} GB usable; {advice}")

@@ -332,8 +332,12 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     if not isinstance(previous_text, bool):
         raise SpecError(f"previous_text must be true or false, got {previous_text!r:.40}")
     if previous_text and (gpus != 1 or batch not in (None, 1)):
+        got = [f"batch {batch!r:.20}"] * (batch not in (None, 1)) + [f"{gpus!r:.20} GPUs"] * (gpus != 1)
         raise SpecError("previous_text prompts each window with the text of the ones before it, so the windows run "
-                        f"one at a time: batch 1 on 1 GPU, got batch {batch!r:.20} on {gpus!r:.20}")
+                        f"one at a time: batch 1 on 1 GPU, got {' on '.join(got)}")
+    if previous_text and stride_s:
+        raise SpecError("stride_s: sequential long-form transcription (previous_text) moves each window to where the "
+                        "last one's text ended, without the chunked pipeline's overlapping stride; give one of them")
     hop = WINDOW_S - 2 * stride_s
     windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
     prompt = _mean_prompt(windows, tokens_per_window) if previous_text else float(SOT_TOKENS)
@@ -348,8 +352,10 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
         step_ops = decoder_step_ops(spec, size * beams, context, precision, beams=beams, engine=how)
         copies = size if how.shares_cross_kv else size * beams
         try:
-            check_fits(f"{spec.id} at {size} windows per batch", hw, enc_ops + step_ops,
-                       _cross_kv_bytes(spec, copies, precision), "cross-attention keys and values")
+            check_fits(f"{spec.id} at {size} window(s) per batch" + (f" x {beams} beams" if beams > 1 else ""), hw,
+                       enc_ops + step_ops, _cross_kv_bytes(spec, copies, precision), "cross-attention keys and values",
+                       "use fewer beams, a smaller batch or a larger GPU" if beams > 1 and size == 1
+                       else "use a smaller batch or a larger GPU")
             break
         except InfeasibleError:
             if batch is not None or size == 1:
