@@ -172,9 +172,17 @@ def test_a_guided_step_all_to_alls_twice_the_tokens():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"model": "flux.1-dev", "precision": "int4"}, "weight-only integers have no denoiser kernels"),
+    ({"model": "flux.1-dev", "precision": "int4"}, "weight-only integers .* have no denoiser kernels"),
     ({"model": "flux.1-dev", "cfg_off_fraction": 0.5}, "runs no classifier-free guidance"),
 ])
 def test_options_that_do_nothing_for_the_model_are_refused(kwargs, message):
     with pytest.raises(SpecError, match=message):
         diffuse(hardware="h100-sxm", **kwargs)
+
+
+@pytest.mark.parametrize("precision, weight_bytes", [("int8", 1.0), ("fp32", 4.0), ("mxfp8", 1.03125)])
+def test_formats_with_denoiser_kernels_run(precision, weight_bytes):
+    """INT8 W8A8 (TensorRT's INT8 diffusion), FP32 and MXFP8 GEMMs run, their weights in their format."""
+    bf16 = diffuse("flux.1-dev", "b200", precision="bf16").weight_bytes
+    assert diffuse("flux.1-dev", "b200", precision=precision).weight_bytes == pytest.approx(bf16 * weight_bytes / 2,
+                                                                                          rel=1e-6)

@@ -51,6 +51,8 @@ def hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qua
                 raise UnknownNameError(f"field in {text}", part, names)
             obj = getattr(obj, part)
         elif isinstance(obj, (list, tuple)):  # a list of records (MIG profiles): by position
+            if not obj:
+                raise UnitError(f"{text}: {hw.id} lists no {'.'.join(path[:i])}")
             if not part.isdigit() or int(part) >= len(obj):
                 raise UnitError(f"{text}: {'.'.join(path[:i])} holds {len(obj)} entries; name one by its position "
                                 f"0-{len(obj) - 1}")

@@ -45,11 +45,17 @@ class GemmCurve(BaseModel):
     n_half: float = Field(default=0.0, ge=0.0)
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     fixed_s: float = Field(default=0.0, ge=0.0)
+    fitted_ridge: float = Field(
+        default=0.0, ge=0.0,
+        description="Ridge point (dense peak at the kernel's compute precision over memory bandwidth) [FLOP/B] "
+                    "of the GPU whose op rows fitted the curve, the median over GPUs for a curve that is their "
+                    "median; 0: unknown. On another GPU m_half is carried over as the time it stands for "
+                    "(core.timing.m_half_scale).")
 
     def compute_fraction(self, m: Any, n: Any = None, m_half_scale: float = 1.0) -> Any:
         """Share of dense peak reached at ``m`` rows per weight matrix and ``n`` output features
-        (``m_half`` times ``m_half_scale``: on a GPU the curve was not fitted on, see
-        :attr:`Profile.gemm_fitted_on`)."""
+        (``m_half`` times ``m_half_scale``: on a GPU of another ridge point than
+        :attr:`fitted_ridge`)."""
         m_half = self.m_half * m_half_scale
         eff = self.peak_fraction * m / (m + m_half) if m_half else self.peak_fraction + 0.0 * m
         if self.n_half and n is not None:
@@ -144,12 +150,6 @@ class Profile(BaseModel):
         description="Share of a GEMM curve's fixed_s (the activation quantization a standalone scaled GEMM "
                     "launches) a GEMM pays inside a step: 0 where engines fuse the quantization into the norm "
                     "or activation that produces the GEMM's input.")
-    gemm_fitted_on: str = Field(
-        default="",
-        description="Catalog id of the GPU whose op rows the GEMM curves were fitted on, where the GPU modelled "
-                    "has none of its own and takes its family's (an H20 the H100's); empty for the GPU's own fits "
-                    "or GPU-independent ones. A curve's m_half is then carried over as the time it stands for, "
-                    "not as rows (core.timing).")
     kernel_floor_s: float = Field(default=0.0, ge=0.0, description="Shortest time any kernel takes.")
     launch_overhead_s: float = Field(default=0.0, ge=0.0, description="Per kernel when CUDA graphs are off.")
     eager_host_per_kernel_s: float = Field(
@@ -260,23 +260,6 @@ def load_profile(profile: str | Path | Mapping[str, Any] | Profile, engine: str,
     return _resolve_text(text, label, engine, hardware_id, family)
 
 
-def _family_gpu(per_gpu: Mapping[str, Any], overrides: Mapping[str, Any], engine: str, hardware_id: str,
-                family: str) -> str:
-    """The measured GPU whose fits a GPU without its own takes through its ``family`` section
-    (the family section is written from that GPU's op rows), or ``""``: the GPU has fits of
-    its own, its family none, or the family's GPU is not in the catalog."""
-    from ..specs.catalog import hardware_ids, load_hardware
-
-    own = hardware_id in per_gpu or any(hardware_id in (overrides.get(name) or {})
-                                        for name in (engine.split("-")[0], engine))
-    if own or not family or family not in per_gpu:
-        return ""
-    known = set(hardware_ids())
-    measured = sorted(k for k in per_gpu if k in known and k != hardware_id
-                      and hardware_family(load_hardware(k).architecture) == family)
-    return measured[0] if measured else ""
-
-
 @functools.lru_cache(maxsize=8)
 def _shipped_text(name: str) -> str | None:
     """Text of a shipped profile (None if there is none): package files do not change while we run."""
@@ -313,8 +296,6 @@ def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str,
                 merged = _deep_merge(merged, part)
                 used = key if key != "all" else used
     name = f"{label}:{engine}/{used}"
-    if "gemm" in merged and "gemm_fitted_on" not in merged:
-        merged["gemm_fitted_on"] = _family_gpu(per_gpu, overrides, engine, hardware_id, family)
     try:
         return Profile(**{**merged, "name": name, "source": data.get("source", label)})
     except ValidationError as exc:

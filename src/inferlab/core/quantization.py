@@ -224,7 +224,7 @@ def supported_precision(wanted: str, hw: HardwareSpec) -> str:
 
 
 #: The other 16-bit float: a GPU without a BF16 tensor path (Turing, some phone NPUs) runs a
-#: BF16 model as FP16, a CPU with only BF16 matrix units (AMX) runs FP16 as BF16, at that rate.
+#: BF16 model as FP16 at that rate; a CPU listing BF16 only runs FP16 on its FP32 units.
 _SIXTEEN_BIT_TWIN = {"bf16": "fp16", "fp16": "bf16"}
 
 
@@ -249,7 +249,9 @@ def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     width = _WIDTH.get(precision, 16)
     twin = _SIXTEEN_BIT_TWIN.get(precision)
     if twin in hw.flops:  # BF16 without a BF16 path runs as FP16 (and FP16 as BF16): the same tensor rate
-        return hw.flops[twin].si  # type: ignore[index]
+        # but a CPU's BF16 rate is its BF16 dot-product instructions (AVX512-BF16, AMX), which FP16
+        # lacks on x86 before AMX-FP16: FP16 runs on its FP32 FMAs, half the BF16 pairs per cycle
+        return hw.flops[twin].si * (0.5 if precision == "fp16" and hw.kind == "cpu" else 1.0)  # type: ignore[index]
     narrower = sorted((p for p in hw.flops if _WIDTH.get(p, 99) < width), key=lambda p: -_WIDTH[p])
     if not narrower:
         raise SpecError(f"{hw.id} lists no tensor throughput for {precision} (it lists "

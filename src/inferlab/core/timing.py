@@ -7,13 +7,11 @@ vectorized over the sweep grid. The label says which term set the time.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..calibration.profile import GemmCurve, Profile
-from ..errors import InferlabError
 from ..specs.hardware import HardwareSpec
 from .interconnect import all_gather_s, all_reduce_s, all_to_all_s, p2p_s
 from .ops import Attention, Collective, Elementwise, Gemm, Op
@@ -117,7 +115,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         # by the output tiles of every matrix together.
         rows, outputs = np.maximum(op.rows_per_weight, 1e-9), op.n * op.weight_copies
         peak = tensor_flops_per_s(hw, op.precision)
-        scale = m_half_scale(profile.gemm_fitted_on, hw, op.precision, peak)
+        scale = m_half_scale(curve.fitted_ridge, hw, peak)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
             compute, memory = in_step_terms(op, rows, peak, curve, profile, hw, scale)
         else:  # the op rows' kernel: its fitted curve, the padding of tensor-core tiles (flat without)
@@ -198,9 +196,10 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         w = np.minimum(1.0, (M_TILE / r) ** 2)
         return (1.0 - w) * flops_per_row * r / (peak * fraction) + w * small, memory
 
-    widest, narrowest = float(np.max(rows)), float(np.min(rows))
+    finite = np.asarray(rows)[np.isfinite(rows)]
+    widest, narrowest = (float(np.max(finite)), float(np.min(finite))) if finite.size else (0.0, 0.0)
     compute, memory = launch(rows, widest)
-    if widest <= M_TILE:
+    if widest <= M_TILE:  # (non-finite rows come out non-finite, as the fitted curve gives them)
         return compute, memory
     # full tiles, and halves, quarters... into launches of 1-8 tiles each (past 8 tiles the
     # blend is the fitted curve, whose m_half already makes it subadditive); each row's own
@@ -218,34 +217,22 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     return compute, memory
 
 
-def m_half_scale(fitted_on: str, hw: HardwareSpec, precision: str, peak: float) -> float:
-    """Factor on a GEMM curve's ``m_half`` on ``hw`` when the curve was fitted on GPU ``fitted_on``.
+def m_half_scale(fitted_ridge: float, hw: HardwareSpec, peak: float) -> float:
+    """Factor on a GEMM curve's ``m_half`` on ``hw`` (``peak`` [FLOP/s] at the op's precision),
+    for a curve fitted on GPUs of ridge point ``fitted_ridge`` [FLOP/B] (0: unknown, 1).
 
     The fitted ``m_half`` is the standalone kernel's fixed time per launch (streaming the
     weights at small M, filling the tiles) written in rows at the fitted GPU's rate: the rows
-    its peak computes in that time. On a GPU of the same family with another balance of compute
-    and memory the same time is other rows: ``m_half`` scales with the ridge point (peak over
-    bandwidth) of the GPU modelled over that of the fitted one. An H20 (148 dense BF16 TFLOPS at
-    4.0 TB/s) carrying the H100's fits (989 at 3.35) had its small GEMMs 8x too compute-bound:
-    a batch-1 BF16 decode of Llama-3.1-8B under TensorRT-LLM's fits on an RTX 4090 took 37 ms
-    a token, twice its weights' 16 ms at its bandwidth. 1 for the GPU's own fits.
+    its peak computes in that time. On a GPU with another balance of compute and memory the
+    same time is other rows, so ``m_half`` scales with the ridge point of the GPU modelled over
+    the fitted one's: on an H20 (148 dense BF16 TFLOPS at 4.0 TB/s) the H100's (989 at 3.35)
+    BF16 ``m_half`` is 0.125 of its rows. Carried over as rows, TensorRT-LLM's L40S fits had
+    made small GEMMs on an RTX 4090 compute-bound: Llama-3.1-8B's BF16 decode at batch 1 took
+    37 ms a token, 2.3x streaming its weights. On the fitted GPU itself the factor is 1.
     """
-    if not fitted_on or fitted_on == hw.id:
+    if not fitted_ridge:
         return 1.0
-    fitted_ridge = _ridge(fitted_on, precision)
-    return (peak / hw.memory_bandwidth.si) / fitted_ridge if fitted_ridge else 1.0
-
-
-@functools.lru_cache(maxsize=256)
-def _ridge(hardware_id: str, precision: str) -> float:
-    """Peak [FLOP/s] over bandwidth [B/s] of a catalog GPU at ``precision`` (0 where unknown)."""
-    from ..specs.catalog import load_hardware
-
-    try:
-        hw = load_hardware(hardware_id)
-        return tensor_flops_per_s(hw, precision) / hw.memory_bandwidth.si
-    except InferlabError:
-        return 0.0
+    return (peak / hw.memory_bandwidth.si) / fitted_ridge
 
 
 def _collective_s(op: Collective, hw: HardwareSpec, profile: Profile) -> np.ndarray:

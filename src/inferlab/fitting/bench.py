@@ -125,8 +125,6 @@ def _scaled(prof: Profile, terms: Mapping[str, float]) -> dict[str, Any]:
                        "network_bandwidth_fraction": cap(prof.collective.network_bandwidth_fraction, c)},
         "request_overhead_s": float(terms["request_overhead_s"]),
         "serving_step_overhead_s": float(terms["serving_step_overhead_s"]),
-        # the GEMM curves stay those of the family's GPU, carried over as they were in the fit
-        **({"gemm_fitted_on": prof.gemm_fitted_on} if prof.gemm_fitted_on else {}),
     }
 
 

@@ -228,6 +228,29 @@ def median_fragment(fragments: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def with_ridges(fragment: dict[str, Any], gpu: str) -> dict[str, Any]:
+    """Record on each GEMM curve the ridge point (peak at its kernel's compute precision over
+    bandwidth) [FLOP/B] of the GPU it was fitted on: the medians of :func:`assemble_profile`
+    then carry the median ridge of the GPUs behind them, and a GPU elsewhere scales the curve's
+    ``m_half`` by its own ridge over that one (:func:`inferlab.core.timing.m_half_scale`)."""
+    from ..core.quantization import tensor_flops_per_s
+    from ..specs.catalog import load_hardware
+    from ..validation.ops import GEMM_DTYPES
+
+    kernels = get_path(fragment, ("gemm", "kernels")) or {}
+    try:
+        hw = load_hardware(gpu)
+    except InferlabError:  # a GPU the catalog lacks: its curves carry no ridge (never scaled)
+        return fragment
+    for kernel, curve in kernels.items():
+        precision = GEMM_DTYPES.get(kernel, (kernel,))[0]
+        try:
+            curve["fitted_ridge"] = tensor_flops_per_s(hw, precision) / hw.memory_bandwidth.si
+        except InferlabError:
+            continue
+    return fragment
+
+
 def with_default_curve(fragment: dict[str, Any]) -> dict[str, Any]:
     """Add the ``default`` GEMM curve (16-bit dense: the ``bf16`` one) where a ``bf16`` curve exists."""
     kernels = get_path(fragment, ("gemm", "kernels"))
@@ -253,7 +276,7 @@ def fit_ops(table: OpTable) -> OpFits:
     """Fit every (engine, GPU) pair and every GPU's collectives in ``table``."""
     engines = sorted({str(e) for e in table["engine"][table["op"] != "all_reduce"]})
     gpus = sorted({str(h) for h in table["hardware"]})
-    pairs = {(e, g): with_default_curve(fit_engine_gpu(table, e, g)) for e in engines for g in gpus}
+    pairs = {(e, g): with_default_curve(with_ridges(fit_engine_gpu(table, e, g), g)) for e in engines for g in gpus}
     pairs = {k: v for k, v in pairs.items() if v}
     collectives = {}
     for g in gpus:

@@ -252,10 +252,6 @@ class DiffusionResult:
         return float(sum(float(np.sum(op.byte_parts()["weight_read"])) * op.count for op in self.plain_pass.ops))
 
 
-#: Formats a denoiser's GEMMs run in (their compute and storage format alike).
-DENOISER_FORMATS = ("bf16", "fp16", "fp8", "nvfp4", "mxfp4")
-
-
 def _whole(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise SpecError(f"{name} must be a whole number from {low} to {high:,}, got {value!r:.40}")
@@ -291,9 +287,13 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     frames = _whole("frames", frames, 1, 100_000)
     for name, v in (("height", height), ("width", width)):
         _whole(name, v, 64, 16_384)
-    if number_format(precision).name not in DENOISER_FORMATS:  # GGUF types, weight-only integers
-        raise SpecError(f"precision {precision!r}: diffusion denoisers here run {', '.join(DENOISER_FORMATS)} GEMMs "
-                        "(GGUF types are llama.cpp's LLM formats; weight-only integers have no denoiser kernels)")
+    fmt = number_format(precision)
+    if fmt.name.startswith("q"):  # q4_0, q4_k_m, q5_k_m, q8_0
+        raise SpecError(f"precision {precision!r}: GGUF types are llama.cpp's LLM formats; diffusion denoisers run "
+                        "16-bit, FP8, FP4 or INT8 (W8A8) GEMMs")
+    if fmt.compute in ("bf16", "fp16") and fmt.bytes_per_element < 2.0:
+        raise SpecError(f"precision {precision!r}: weight-only integers (16-bit compute on narrower weights) have no "
+                        "denoiser kernels; diffusion denoisers run 16-bit, FP8, FP4 or INT8 (W8A8) GEMMs")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:
         raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
     if float(cfg_off_fraction) and spec.config.get("guidance", "cfg") != "cfg":

@@ -175,14 +175,17 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     try:  # the estimates' advice names options speak does not have (waves, allow_long_context, layouts)
         t = estimate(decoder, hw, isl=spoken, osl=chunk, batch_size=concurrency, engine=engine)
     except (InfeasibleError, SpecError) as exc:
+        capacity = getattr(exc, "needed_bytes", None) is not None or "positions" in str(exc)
+        if not capacity:  # not about size (an engine that does not run on the device): as it is
+            raise type(exc)(f"{spec.id}'s decoder: {exc}") from None
         raise type(exc)(f"{spec.id}'s decoder: {str(exc).split('; ')[0].split(' (or pass')[0]}; lower the concurrency "
                         "or the reply tokens, or a larger GPU") from None
     if llm is not None:
         try:
             e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
-        except (InfeasibleError, SpecError) as exc:
-            raise type(exc)(f"llm {llm}: {str(exc).split('; ')[0].split(' (or pass')[0]}; speak runs the LLM on one "
-                            f"{hw.id}: give a smaller one or a larger GPU") from None
+        except InfeasibleError as exc:
+            raise InfeasibleError(f"llm {llm}: {str(exc).split('; ')[0].split(' (or pass')[0]}; speak runs the LLM "
+                                  f"on one {hw.id}: give a smaller one or a larger GPU") from None
         _fit_together(llm, e.memory, decoder, t.memory, hw.id)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     codec = spec.config.get("codec_window_decode_s") or 0.0
