@@ -118,9 +118,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         scale = m_half_scale(curve.fitted_ridge, hw, peak)
         if not standalone and (op.kernel or op.precision) not in SIXTEEN_BIT:
             compute, memory = in_step_terms(op, rows, peak, curve, profile, hw, scale)
-        else:  # the op rows' kernel: its fitted curve, the padding of tensor-core tiles (flat without)
-            fraction = curve.compute_fraction(rows, outputs, scale) if hw.tiled_matrix_units else curve.peak_fraction
-            compute = op.flops / (peak * fraction)
+        else:  # the op rows' kernel: its fitted curve
+            compute = op.flops / (peak * fitted_fraction(curve, rows, outputs, hw, scale))
             memory = op.bytes / (bw * curve.bandwidth_fraction)
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
         compute = np.maximum(compute, reached)
@@ -168,15 +167,14 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     never slower; op-level (standalone) timing keeps the fitted curve, and BF16 kernels keep
     theirs (cuBLAS's small-M tactics are what the op rows measured).
 
-    The rows of
-    a GEMM are independent, so an engine could always run them as ``j`` launches of equal
-    shares, each reading the weights again: a launch is never slower per row than full tiles
-    of rows (``rows / M_TILE`` launches, counted as a fraction so that the time stays smooth in
-    the rows), nor than 2, 4, 8... launches of one to :data:`SPLIT_TILES` tiles each, so
-    doubling the rows never more than doubles the time. That bounds the large-tile curve where its fitted ``m_half``
-    (fitted where streaming the weights dominates, on the H100, B200, L40S and A100) outweighs
-    a tile of rows on a GPU with less compute per byte (an H20 at FP8: 256 rows had cost 3.2x
-    128; an A100 PCIe with a weight-only kernel).
+    The rows of a GEMM are independent, so an engine could always run them as ``j`` launches of
+    equal shares, each reading the weights again: a launch is never slower per row than full
+    tiles of rows (``rows / M_TILE`` launches, counted as a fraction so that the time stays
+    smooth in the rows), nor than 2, 4, 8... launches of one to :data:`SPLIT_TILES` tiles each,
+    so doubling the rows never more than doubles the time. That bounds the large-tile curve
+    where its fitted ``m_half`` (fitted where streaming the weights dominates, on the H100,
+    B200, L40S and A100) outweighs a tile of rows on a GPU with less compute per byte (an H20
+    at FP8: 256 rows had cost 3.2x 128; an A100 PCIe with a weight-only kernel).
     """
     outputs = op.n * op.weight_copies
     flops_per_row = op.flops / rows
@@ -192,9 +190,9 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         memory = (parts["weight_read"] + per_row_bytes * r) / rate
         if widest <= M_TILE:
             return small, memory
-        fraction = curve.compute_fraction(r, outputs, m_half_scale) if hw.tiled_matrix_units else curve.peak_fraction
         w = np.minimum(1.0, (M_TILE / r) ** 2)
-        return (1.0 - w) * flops_per_row * r / (peak * fraction) + w * small, memory
+        large = flops_per_row * r / (peak * fitted_fraction(curve, r, outputs, hw, m_half_scale))
+        return (1.0 - w) * large + w * small, memory
 
     finite = np.asarray(rows)[np.isfinite(rows)]
     widest, narrowest = (float(np.max(finite)), float(np.min(finite))) if finite.size else (0.0, 0.0)
@@ -204,9 +202,8 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     # full tiles, and halves, quarters... into launches of 1-8 tiles each (past 8 tiles the
     # blend is the fitted curve, whose m_half already makes it subadditive); each row's own
     # candidates only, whatever else the grid holds
-    many = rows > M_TILE
     split = rows / M_TILE * np.maximum(*launch(M_TILE, M_TILE))
-    compute = np.minimum(compute, split) if narrowest > M_TILE else np.where(many, np.minimum(compute, split), compute)
+    compute = np.where(rows > M_TILE, np.minimum(compute, split), compute)
     for p in range(1, int(np.ceil(np.log2(widest / M_TILE)))):
         launches = 2.0 ** p
         if launches * SPLIT_TILES * M_TILE < narrowest:
@@ -215,6 +212,13 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
         compute = np.where(fits, np.minimum(compute, split), compute)
     return compute, memory
+
+
+def fitted_fraction(curve: GemmCurve, rows: np.ndarray, outputs: np.ndarray, hw: HardwareSpec,
+                    m_half_scale: float = 1.0) -> np.ndarray:
+    """Share of peak the op rows' kernel reaches at ``rows`` per weight and ``outputs``: its
+    fitted curve, the padding of tensor-core tiles; flat without tiles (a CPU)."""
+    return curve.compute_fraction(rows, outputs, m_half_scale) if hw.tiled_matrix_units else curve.peak_fraction
 
 
 def m_half_scale(fitted_ridge: float, hw: HardwareSpec, peak: float) -> float:

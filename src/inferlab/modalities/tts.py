@@ -121,6 +121,11 @@ class SpeechResult:
 DEFAULT_CLAUSE_TOKENS = 12
 
 
+def _what(exc: Exception) -> str:
+    """What an estimate's error found, without its advice (which names options speak lacks)."""
+    return str(exc).split("; ")[0].split(" (or pass")[0]
+
+
 def _fit_together(llm: str, a: Any, decoder: str, b: Any, gpu: str) -> None:
     """Refuse an LLM and a speech decoder whose weights, KV caches and workspaces do not fit one
     GPU together (each estimate checks itself alone)."""
@@ -178,14 +183,14 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
         capacity = getattr(exc, "needed_bytes", None) is not None or "positions" in str(exc)
         if not capacity:  # not about size (an engine that does not run on the device): as it is
             raise type(exc)(f"{spec.id}'s decoder: {exc}") from None
-        raise type(exc)(f"{spec.id}'s decoder: {str(exc).split('; ')[0].split(' (or pass')[0]}; lower the concurrency "
-                        "or the reply tokens, or a larger GPU") from None
+        raise type(exc)(f"{spec.id}'s decoder: {_what(exc)}; lower the concurrency or the reply tokens, or a "
+                        "larger GPU") from None
     if llm is not None:
         try:
             e = estimate(llm, hw, isl=prompt_tokens, osl=spoken, batch_size=concurrency, engine=engine)
         except InfeasibleError as exc:
-            raise InfeasibleError(f"llm {llm}: {str(exc).split('; ')[0].split(' (or pass')[0]}; speak runs the LLM "
-                                  f"on one {hw.id}: give a smaller one or a larger GPU") from None
+            raise InfeasibleError(f"llm {llm}: {_what(exc)}; speak runs the LLM on one {hw.id}: give a smaller one "
+                                  "or a larger GPU") from None
         _fit_together(llm, e.memory, decoder, t.memory, hw.id)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     codec = spec.config.get("codec_window_decode_s") or 0.0
