@@ -237,14 +237,15 @@ def test_a_case_refuses_unknown_or_impossible_limits():
         Case(**base, scheduler={"max_num_seqs": 0})
 
 
-def test_a_rate_with_a_concurrency_cap_is_said_to_be_simulated_at_the_rate(tmp_path):
+def test_a_rate_with_a_concurrency_cap_is_simulated_with_the_cap(tmp_path):
     data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
     data.update(request_rate=4.0, max_concurrency=8)
     path = tmp_path / "capped.json"
     path.write_text(json.dumps(data))
     cases, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
     assert {c.regime for c in cases} == {"online"}
-    assert any("4 req/s with at most 8 in flight: simulated at the rate alone" in n for n in notes)
+    assert {c.load["max_concurrency"] for c in cases} == {8}
+    assert not any("rate alone" in n for n in notes)  # the cap had been dropped with a note
 
 
 def test_trtllm_bench_limits_reach_the_cases():

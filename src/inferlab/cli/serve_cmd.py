@@ -48,6 +48,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     load.add_argument("--concurrency", type=_floats, metavar="C[,C2,...]",
                       help="closed-loop clients; several values sweep them")
     load.add_argument("--offline", action="store_true", help="every request queued at once")
+    p.add_argument("--max-concurrency", type=int, metavar="N",
+                   help="with --rate/--rates: at most N requests in flight, the client holding the others until one "
+                        "finishes (vllm bench serve --max-concurrency); TTFT counts from when a request is sent")
     p.add_argument("--isl", default="1024", help="prompt tokens: 2048, 128,512,2048, uniform:128-2048 or "
                                                  "lognormal:mean=1024,sigma=0.5 (default 1024)")
     p.add_argument("--osl", default="128", help="output tokens, same forms (default 128)")
@@ -147,6 +150,8 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["speculative"] = args.spec
     if args.prefix:
         kw["prefix"] = args.prefix
+    if args.max_concurrency is not None:
+        kw["max_concurrency"] = args.max_concurrency
     for name in USER_LIMITS:
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

@@ -22,7 +22,8 @@ from .workload import WORKLOAD_KWARGS, Workload
 
 #: Keyword arguments of the Workload: a static batch's, then traffic's.
 _STATIC = ("isl", "osl", "batch_size", "prefill_batch", "waves")
-_TRAFFIC = ("isl", "osl", "rate", "concurrency", "trace", "offline", "num_requests", "seed", "stagger", "prefix")
+_TRAFFIC = ("isl", "osl", "rate", "concurrency", "trace", "offline", "max_concurrency", "num_requests", "seed", "stagger",
+            "prefix")
 #: Every keyword argument :func:`from_kwargs` takes.
 KEYS = (*KWARGS, *WORKLOAD_KWARGS)
 

@@ -161,13 +161,17 @@ class LoadCurve:
         """The curve, JSON-ready (seconds, tokens/s)."""
         first = self.results[0].to_dict()
         head = {k: first[k] for k in ("model", "hardware", "layout", "num_gpus", "precision", "engine")}
-        return {**head, "kind": self.kind, "percentile": self.percentile, "knee_metric": self.knee_metric,
+        return {**head, "kind": self.kind, "max_concurrency": self.results[0].workload.max_concurrency,
+                "percentile": self.percentile, "knee_metric": self.knee_metric,
                 "knee_elasticity": self.knee_elasticity, "knee_load": self.knee_load,
                 "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "points": self.rows()}
 
     def __str__(self) -> str:
         p = f"P{self.percentile:g}"
         first = str(self.results[0]).splitlines()[0].rsplit(";", 1)[0]
+        cap = self.results[0].workload.max_concurrency
+        if cap is not None:
+            first += f"; at most {cap} in flight" + (" a stream" if self.results[0].replicas != 1 else "")
         rows = self.rows()
         good = rows[0].get("goodput_requests_per_s") is not None
         headers = ["clients" if self.kind == "concurrency" else "req/s in", "req/s", "tok/s", "tok/s/GPU",

@@ -54,13 +54,13 @@ def unchunked_budget(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
 
 def serve_deployment(dep: Any, engine: str, *, isl: Any, osl: Any, rate: float | None = None,
                      concurrency: int | None = None, trace: Any = None, offline: bool = False,
-                     num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+                     max_concurrency: int | None = None, num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
                      stagger: bool = True, speculative: Any = None, prefix: Any = None,
                      allow_long_context: bool = False, **limits: Any) -> ServeResult:
     """:func:`serve` on a ready :class:`ResolvedDeployment`; ``limits`` override scheduler fields."""
     sched = engine_scheduler(engine, scheduler, **limits)
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency,
-                        trace=trace, offline=offline, seed=seed,
+                        trace=trace, offline=offline, max_concurrency=max_concurrency, seed=seed,
                         stagger=stagger)
     return serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=prefix,
                           allow_long_context=allow_long_context)
@@ -138,9 +138,10 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
     # a closed loop of fewer clients than streams runs one client on each of that many streams
     streams = min(dp, workload.concurrency) if workload.concurrency else dp
     n = max(1, math.ceil(workload.num_requests / streams))
+    cap = max(1, math.ceil(workload.max_concurrency / dp)) if workload.max_concurrency else None
     if workload.trace is not None:
-        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
-    return replace(workload, num_requests=n,
+        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]), max_concurrency=cap)
+    return replace(workload, num_requests=n, max_concurrency=cap,
                    rate=workload.rate / dp if workload.rate else None,
                    concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
 
@@ -187,6 +188,9 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     sched = unchunked_budget(dep, sched)
     limits = replica_limits(dep, engine, sched)
     shared = prefixes(prefix) if prefix is not None else None
+    if shared is not None and shared.kind == "sessions" and workload.max_concurrency is not None:
+        raise SpecError("serve: a conversation's turns follow each other, not a rate: max_concurrency caps a rate or "
+                        "a trace without sessions; drop one of them")
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
     refused = 0
@@ -205,7 +209,8 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                          kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
-                         concurrency=replica.concurrency, turnaround=turnaround, decoding=decoding, prefixes=plan)
+                         concurrency=replica.concurrency, turnaround=turnaround,
+                         max_in_flight=replica.max_concurrency, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:
         if dep.parallel.pp == 1:
             raise

@@ -222,6 +222,8 @@ class ServeResult:
                 "closed_loop": f"{clients} clients" + (f" (only {round(simulated * n)} send a request: fewer "
                                                        "requests than clients)" if simulated * n < clients else "")
                 }[wl.mode]
+        if wl.max_concurrency is not None:
+            load += f", at most {wl.max_concurrency} in flight" + (" a stream" if n != 1 else "")
         requests = (f"{simulated} requests" if n == 1 else
                     f"{round(simulated * n)} requests ({simulated} simulated on one of {n:g} streams)")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "

@@ -30,7 +30,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           profile: str | Path | Profile = "default",
           isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
           rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
-          num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
+          max_concurrency: int | None = None, num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
@@ -52,6 +52,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     rate, concurrency, trace, offline
         Exactly one: Poisson arrivals per second, closed-loop clients, arrival times, or
         everything queued at once.
+    max_concurrency : int, optional
+        With a rate or a trace: at most that many requests in flight, the others held by the
+        client until one finishes and timed from when they are sent (``vllm bench serve
+        --request-rate R --max-concurrency C``).
     scheduler, max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, ...
         The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`);
         ``mixed_prefill=False`` runs prefill iterations without the decodes (SGLang's default);
@@ -104,7 +108,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         raise SpecError("serve: give the hardware (a catalog id such as h100-sxm), or a disaggregation with its pools")
     # the workload and limits are checked first: a bad count is one line before any model is built
     workload = Workload(isl=isl, osl=osl, num_requests=num_requests, rate=rate, concurrency=concurrency, trace=trace,
-                        offline=offline, seed=seed, stagger=stagger)
+                        offline=offline, max_concurrency=max_concurrency, seed=seed, stagger=stagger)
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
@@ -127,12 +131,13 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
     from .disaggregated import serve_disaggregated
 
-    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None}
+    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None,
+             "max_concurrency": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
-        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation and "
-                        f"prefix caching are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
+        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation, "
+                        f"prefix caching and a client's concurrency cap are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
                                  stagger=args["stagger"],

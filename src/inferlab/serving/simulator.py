@@ -1,6 +1,6 @@
 """Request-level simulation of one replica of an in-flight-batching engine over a known
-set of requests: :class:`~.engine.Engine` driven to the end, with closed-loop clients and
-conversations sending their next request when one finishes.
+set of requests: :class:`~.engine.Engine` driven to the end, with closed-loop clients,
+conversations and a capped client sending their next request when one finishes.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class Trace:
 
 def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray,
              *, kv_capacity_tokens: float, concurrency: int | None = None,
-             turnaround: np.ndarray | None = None, prefilled: bool = False,
+             turnaround: np.ndarray | None = None, max_in_flight: int | None = None, prefilled: bool = False,
              decoding: Any = None, prefixes: PrefixPlan | None = None) -> Trace:
     """Serve every request; return their timelines.
 
@@ -56,6 +56,10 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     turnaround : array [s], optional
         Closed loop: request ``i`` is sent ``turnaround[i]`` after its client's previous
         request finished.
+    max_in_flight : int, optional
+        A client that sends ``arrivals`` as they fall due but holds at most this many requests
+        in flight (a benchmark's ``--max-concurrency`` with a rate): a request due while that
+        many are in flight is sent when one finishes, in order, and is timed from then.
     prefilled : bool
         Every request arrives with its prompt's KV cache (the decode pool of disaggregated
         serving): no prefill, its first token comes from its first decode iteration.
@@ -71,6 +75,11 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     server's HTTP, tokenization and hand-off); its times count from when it was sent.
     """
     n = len(isl)
+    due = None
+    if max_in_flight is not None and max_in_flight < n:  # the first ones go when due, the rest as slots free
+        due = np.asarray(arrivals, float).copy()
+        arrivals = due.copy()
+        arrivals[max_in_flight:] = np.nan
     engine = Engine(model, sched, kv_capacity_tokens=kv_capacity_tokens, capacity=n, prefilled=prefilled,
                     decoding=decoding, prefixes=prefixes)
     engine.load(np.asarray(arrivals, float).copy(), isl, osl)
@@ -81,6 +90,9 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         for i in engine.advance():
             if concurrency is not None and sent < n:  # the client sends its next request
                 engine.send(sent, engine.now + (turnaround[sent] if turnaround is not None else 0.0))
+                sent += 1
+            elif due is not None and sent < n:  # a slot is free: the next request goes when it is due
+                engine.send(sent, max(float(due[sent]), engine.now))
                 sent += 1
             if next_turn is not None and next_turn[i] >= 0:  # the conversation's next turn
                 j = next_turn[i]

@@ -61,5 +61,6 @@ def case_workload(case: Case, num_requests: int = 1000) -> Workload:
     if "concurrency" in load:
         return Workload(concurrency=load["concurrency"], num_requests=n, **lengths)
     if "request_rate" in load and not load.get("offline"):
-        return Workload(rate=float(load["request_rate"]), num_requests=n, **lengths)
+        return Workload(rate=float(load["request_rate"]), num_requests=n, max_concurrency=load.get("max_concurrency"),
+                        **lengths)
     return Workload(offline=True, num_requests=n, **lengths)

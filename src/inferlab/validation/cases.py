@@ -43,7 +43,7 @@ MAX_GPUS, MAX_TOKENS, MAX_LOAD, MAX_DRAFT = 10**6, 10**8, 10**6, 64
 #: The typed keys of ``load``: (kind, smallest, largest).
 _LOAD_KEYS: dict[str, tuple[str, float, float]] = {
     "batch_size": ("int", 1, MAX_LOAD), "concurrency": ("int", 1, MAX_LOAD), "num_requests": ("int", 1, MAX_LOAD),
-    "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1)}
+    "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1), "max_concurrency": ("int", 1, MAX_LOAD)}
 _LOADER = SAFE_LOADER
 
 

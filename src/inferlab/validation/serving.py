@@ -118,6 +118,9 @@ def serving_unsupported_reason(case: Case) -> str | None:
         return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"
     if case.regime == "online" and not ({"request_rate", "num_requests"} <= set(load) or load.get("offline")):
         return f"online with load {sorted(load)} (expected request_rate and num_requests)"
+    if "max_concurrency" in load and not (case.regime == "online" and "request_rate" in load):
+        return (f"{case.regime} with load {sorted(load)}: max_concurrency caps the requests in flight of an online "
+                "run at a request_rate")
     if case.regime == "closed_loop" and "concurrency" not in load:
         return f"closed_loop with load {sorted(load)} (expected concurrency)"
     if case.regime == "offline" and not (load.get("offline") or "concurrency" in load):
@@ -126,12 +129,14 @@ def serving_unsupported_reason(case: Case) -> str | None:
 
 
 def _load_key(case: Case) -> tuple:
-    """The simulated load: ``("offline",)``, ``("rate", r, n)`` or ``("concurrency", c)``."""
+    """The simulated load: ``("offline",)``, ``("rate", r, n)`` (``("rate", r, n, cap)`` with at most
+    ``cap`` in flight) or ``("concurrency", c)``."""
     load = case.load
     if "concurrency" in load:
         return ("concurrency", int(load["concurrency"]))
     if "request_rate" in load:
-        return ("rate", float(load["request_rate"]), int(load["num_requests"]))
+        cap = (int(load["max_concurrency"]),) if "max_concurrency" in load else ()
+        return ("rate", float(load["request_rate"]), int(load["num_requests"]), *cap)
     return ("offline",)
 
 
@@ -157,7 +162,7 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
                      max_requests: int = MAX_REQUESTS, limits: tuple = ()) -> dict[str, Any]:
     """Keyword arguments of :func:`inferlab.serve` for one simulated load."""
     if load[0] == "rate":
-        return {"rate": load[1], "num_requests": load[2]}
+        return {"rate": load[1], "num_requests": load[2], "max_concurrency": load[3] if len(load) > 3 else None}
     if load[0] == "concurrency":
         n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
         return {"concurrency": load[1], "num_requests": int(n)}
@@ -318,6 +323,8 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
     from ..techniques.disaggregation import Disaggregation, Pool
 
     model, _, _, precision, engine, isl, osl, load, _, _, pools, limits = key
+    if load[0] == "rate" and len(load) > 3:
+        return "a client's concurrency cap (max_concurrency) is not simulated over separate prefill and decode pools"
     if load[0] == "rate":
         workload = {"rate": load[1], "num_requests": load[2]}
     elif load[0] == "concurrency":  # both pools on one clock, rounds as an aggregated closed loop's

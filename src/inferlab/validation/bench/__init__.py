@@ -180,9 +180,6 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             mismatch = model_mismatch(run, given)
             if mismatch:
                 notes.append(mismatch)
-            if run.request_rate is not None and run.concurrency is not None:
-                notes.append(f"{run.id}: {run.request_rate:g} req/s with at most {run.concurrency} in flight: "
-                             "simulated at the rate alone (the concurrency cap is not modelled)")
     if unread and len(unread) == len(paths):
         raise unread[0]
     return cases, notes

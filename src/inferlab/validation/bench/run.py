@@ -93,6 +93,8 @@ class BenchRun:
         if self.request_rate is not None:
             load: dict[str, Any] = {"request_rate": float(self.request_rate)}
             load["num_requests"] = int(self.num_requests or 1000)
+            if self.concurrency is not None:  # at most that many in flight (--max-concurrency)
+                load["max_concurrency"] = int(self.concurrency)
             return "online", load
         if self.concurrency is not None:
             return "closed_loop", {"concurrency": int(self.concurrency)}

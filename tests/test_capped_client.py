@@ -1,0 +1,91 @@
+"""A rate capped at a number of requests in flight (``vllm bench serve --request-rate R
+--max-concurrency C``, GuideLLM's ``max_concurrency``): the client sends each request when it
+falls due, unless ``C`` are in flight; then it holds it until one finishes, and the request's
+latencies count from when it is sent. Before, such runs were simulated at the rate alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from inferlab import serve
+from inferlab.errors import SpecError
+from inferlab.inputs.workload import Workload
+
+MODEL, GPU = "llama-3.1-8b", "h100-sxm"
+
+
+def _in_flight_at_sends(arrival, finish):
+    """Requests in flight at each send, the one sent included."""
+    return np.array([np.sum((arrival <= t) & (finish > t)) for t in arrival])
+
+
+@settings(max_examples=12, deadline=None)
+@given(cap=st.integers(1, 12), rate=st.sampled_from([2.0, 20.0, 200.0]), seed=st.integers(0, 3))
+def test_never_more_in_flight_than_the_cap_and_each_request_sent_when_due_or_at_a_finish(cap, rate, seed):
+    r = serve(MODEL, GPU, engine="vllm", rate=rate, max_concurrency=cap, isl=512, osl=64, num_requests=60, seed=seed)
+    t = r.trace
+    assert _in_flight_at_sends(t.arrival, t.finish).max() <= cap
+    due = Workload(rate=rate, num_requests=60, isl=512, osl=64, seed=seed).draw()[0]
+    sent = t.arrival
+    assert np.all(sent >= due - 1e-12)  # never before it falls due
+    held = sent > due + 1e-12
+    # a held request goes at the moment a slot frees: some request's finish
+    assert all(np.isclose(s, t.finish, rtol=0, atol=1e-9).any() for s in sent[held])
+    assert np.all(np.diff(sent) >= -1e-12)  # in order
+
+
+def test_a_cap_above_the_requests_changes_nothing():
+    kw = dict(engine="vllm", rate=50.0, isl=1024, osl=128, num_requests=40)
+    free, capped = serve(MODEL, GPU, **kw), serve(MODEL, GPU, **kw, max_concurrency=40)
+    np.testing.assert_array_equal(free.trace.first_token, capped.trace.first_token)
+    np.testing.assert_array_equal(free.trace.finish, capped.trace.finish)
+
+
+def test_one_in_flight_runs_the_requests_one_by_one_each_as_if_alone():
+    """All 10 requests fall due within 1 ms (rate 10,000/s) but one goes at a time: each is
+    timed from its own send, so its TTFT and end-to-end latency are those of a request served
+    alone (the same prompt at a rate of 0.01/s, one request every ~100 s, as the reference),
+    and the run lasts ten of them back to back."""
+    kw = dict(engine="vllm", isl=1024, osl=64)
+    alone = serve(MODEL, GPU, **kw, rate=0.01, num_requests=3)
+    capped = serve(MODEL, GPU, **kw, rate=1e4, num_requests=10, max_concurrency=1)
+    e2e_alone = float(np.mean(alone.trace.finish - alone.trace.arrival))
+    ttft_alone = float(np.mean(alone.trace.first_token - alone.trace.arrival))
+    t = capped.trace
+    np.testing.assert_allclose(t.finish - t.arrival, e2e_alone, rtol=1e-6)
+    np.testing.assert_allclose(t.first_token - t.arrival, ttft_alone, rtol=1e-6)
+    # back to back: each sent as the one before finishes (10 x e2e from the first send)
+    np.testing.assert_allclose(t.arrival[1:], t.finish[:-1], rtol=0, atol=1e-9)
+    assert t.finish[-1] - t.arrival[0] == pytest.approx(10 * e2e_alone, rel=1e-6)
+    # the uncapped burst queues: its mean TTFT is far above one request's alone
+    burst = serve(MODEL, GPU, **kw, rate=1e4, num_requests=10)
+    assert np.mean(burst.trace.first_token - burst.trace.arrival) > 2 * ttft_alone
+
+
+def test_a_cap_splits_over_data_parallel_replicas_and_shows_in_the_summary():
+    r = serve(MODEL, GPU, engine="vllm", rate=40.0, max_concurrency=8, dp=2, isl=256, osl=32, num_requests=100)
+    assert r.workload.max_concurrency == 4  # each replica's client holds its share of the cap
+    assert "at most 4 in flight a stream" in str(r).splitlines()[0]
+    r1 = serve(MODEL, GPU, engine="vllm", rate=20.0, max_concurrency=8, isl=256, osl=32, num_requests=50)
+    assert str(r1).splitlines()[0].endswith("20 req/s, at most 8 in flight")
+    assert Workload.from_dict(r1.workload.to_dict()) == r1.workload
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(concurrency=8, max_concurrency=8), "caps the requests in flight of a rate or a trace"),
+    (dict(offline=True, max_concurrency=8), "caps the requests in flight of a rate or a trace"),
+    (dict(rate=5.0, max_concurrency=0), "max_concurrency must be"),
+    (dict(rate=5.0, max_concurrency=2.5), "max_concurrency"),
+    (dict(rate=5.0, max_concurrency=4, prefix="sessions:turns=3,think=1"), "turns follow each other"),
+])
+def test_meaningless_caps_are_refused(kw, match):
+    with pytest.raises(SpecError, match=match):
+        serve(MODEL, GPU, isl=256, osl=32, num_requests=20, **kw)
+
+
+def test_a_cap_with_separate_pools_is_refused():
+    with pytest.raises(SpecError, match="concurrency cap"):
+        serve(MODEL, disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", rate=5.0, max_concurrency=4,
+              num_requests=20)
