@@ -186,3 +186,24 @@ def test_formats_with_denoiser_kernels_run(precision, weight_bytes):
     bf16 = diffuse("flux.1-dev", "b200", precision="bf16").weight_bytes
     assert diffuse("flux.1-dev", "b200", precision=precision).weight_bytes == pytest.approx(bf16 * weight_bytes / 2,
                                                                                           rel=1e-6)
+
+
+@pytest.mark.parametrize("model, kw, match", [
+    # FLUX: VAE factor 8 x 2x2 packing = 16 pixels a latent token; 1000 = 62 x 16 + 8
+    ("flux.1-dev", {"height": 1000}, "height 1000: flux.1-dev works in 16-pixel steps .*: 992 or 1008"),
+    # SDXL: VAE factor 8, no packing; 1020 = 127 x 8 + 4
+    ("sdxl", {"width": 1020}, "width 1020: sdxl works in 8-pixel steps .*: 1016 or 1024"),
+    # Wan2.1: temporal stride 4: 1 + 4k frames; 80 = 1 + 4 x 19 + 3
+    ("wan2.1-t2v-14b", {"frames": 80, "height": 480, "width": 832}, "frames 80: .* 1 \\+ a multiple of 4 frames \\(77 or 81\\)"),
+    ("wan2.1-t2v-14b", {"frames": 81, "height": 480, "width": 830}, "width 830: .* 16-pixel steps .*: 816 or 832"),
+])
+def test_a_size_the_latent_grid_does_not_divide_is_refused(model, kw, match):
+    """The pipelines resize such inputs (FLUX floors to 16 pixels, Wan rounds frames - 1 to a
+    multiple of 4); the estimate had floored them silently, timing another size than asked."""
+    with pytest.raises(SpecError, match=match):
+        diffuse(model, "h100-sxm", **kw)
+
+
+def test_a_size_on_the_grid_is_estimated_at_its_own_tokens():
+    # 1008 x 1024 at 16 pixels a token: 63 x 64 = 4,032 tokens
+    assert diffuse("flux.1-dev", "h100-sxm", height=1008, width=1024).tokens == 4032

@@ -252,6 +252,28 @@ class DiffusionResult:
         return float(sum(float(np.sum(op.byte_parts()["weight_read"])) * op.count for op in self.plain_pass.ops))
 
 
+def _check_size(spec: ModalitySpec, height: int, width: int, frames: int) -> None:
+    """Refuse a size the model's latent grid does not divide: its pipeline would resize it (FLUX
+    floors to 16 pixels, Wan rounds ``frames - 1`` to a multiple of 4), so the work estimated
+    would not be for the size asked."""
+    cfg = spec.config
+    if "vae_stride" in cfg:
+        (st, sh, sw), (pt, ph, pw) = cfg["vae_stride"], cfg["patch_size"]
+        steps = {"height": sh * ph, "width": sw * pw}
+        if frames > 1 and ((frames - 1) % st or (1 + (frames - 1) // st) % pt):
+            low = 1 + (frames - 1) // (st * pt) * st * pt
+            raise SpecError(f"frames {frames}: {spec.id} encodes 1 + a multiple of {st * pt} frames ({low} or "
+                            f"{low + st * pt})")
+    else:
+        step = int(cfg["vae_scale_factor"]) * int(cfg.get("patch_size", 1))
+        steps = {"height": step, "width": step}
+    for name, value in (("height", height), ("width", width)):
+        if value % steps[name]:
+            low = value // steps[name] * steps[name]
+            raise SpecError(f"{name} {value}: {spec.id} works in {steps[name]}-pixel steps (its VAE and patch grid): "
+                            f"{low} or {low + steps[name]}")
+
+
 def _whole(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
         raise SpecError(f"{name} must be a whole number from {low} to {high:,}, got {value!r:.40}")
@@ -303,10 +325,11 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
         raise SpecError(f"execution must be 'compiled' or 'eager', got {execution!r:.40}")
     eager = execution == "eager"
     guided, plain = guided_passes(steps, str(spec.config.get("guidance", "cfg")), float(cfg_off_fraction))
-    tokens, lat_h, lat_w = _tokens(spec.config, height, width, frames)
     if frames > 1 and "vae_stride" not in spec.config:
         raise SpecError(f"{spec.id} generates images: frames must be 1, got {frames} (video models: "
                         f"{', '.join(sorted(_video_models()))})")
+    _check_size(spec, height, width, frames)
+    tokens, lat_h, lat_w = _tokens(spec.config, height, width, frames)
     _check_cp(spec, cp)
     widest = denoiser_ops(spec, 2 * batch if guided else batch, height, width, frames, precision, cp)
     check_fits(f"{spec.id} at {width}x{height}" + (f"x{frames} frames" if frames > 1 else "") + f", batch {batch}",
