@@ -32,10 +32,15 @@ from .disaggregated_result import DisaggEstimate
 
 def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.ndarray, step_tokens: float,
           **kw: Any) -> MemoryPlan:
-    """Memory of one pool's replica, held as its engine holds it; raises when its weights do not fit."""
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, tp=dep.tp, batch=batch, context=context,
-                       **memory_keywords(default_scheduler(engine), step_tokens, 1), **kw)
-    require_weights_fit(plan, dep.model, dep.hardware, dep.tp)
+    """Memory of one pool's replica, held as its engine holds it; raises when its weights do not fit.
+
+    The replica's whole layout, as :func:`inferlab.estimate` plans it: with attention DP each GPU
+    holds the attention weights whole and the full KV of its ``1/tp`` of the sequences, and each
+    rank runs its own token budget where the engine's limits are a rank's."""
+    par = dep.parallel
+    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=batch, context=context,
+                       **memory_keywords(default_scheduler(engine), step_tokens, par.attention_groups), **kw)
+    require_weights_fit(plan, dep.model, dep.hardware, par)
     return plan
 
 

@@ -1,0 +1,67 @@
+"""A disaggregated pool's memory is its replica's whole layout (attention DP, expert parallelism),
+as an aggregated deployment of that layout holds it: hand derivations and the invariant."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inferlab
+
+# Qwen3-30B-A3B: 48 layers, hidden 2048, 32 query and 4 KV heads of 128, 128 experts, BF16.
+QWEN3_30B_KV_BF16 = 98_304  # B/token: 48 layers x 2 (K, V) x 4 KV heads x 128 x 2 B
+# What a GPU holds whole under attention DP instead of 1/8 of under TP8, per layer:
+# q 2048 x 4096 + k, v 2048 x 512 each + o 4096 x 2048 = 18,874,368; q/k norms 2 x 128;
+# two RMSNorms 2 x 2048; router 2048 x 128 = 262,144 -> 19,140,864; x 48 layers + the final
+# norm 2048 = 918,763,520 parameters (the experts stay spread over EP, the vocabulary sharded).
+QWEN3_30B_REPLICATED_PARAMS = 918_763_520
+
+
+def _decode_pool(adp: bool, batch: int = 64):
+    pools = "prefill=h100-sxmx8:tp8:ep8,decode=h100-sxmx8:tp8:ep8" + (":adp" if adp else "")
+    return inferlab.estimate("qwen3-30b-a3b", isl=2048, osl=256, batch_size=batch, engine="trtllm",
+                             disaggregation=pools).memory["decode"]
+
+
+def test_an_attention_dp_decode_pool_holds_each_ranks_sequences_by_hand():
+    """64 sequences of 2048 + 256 = 2304 tokens (whole 16-token pages).
+
+    Attention DP over 8 GPUs: each holds the full KV of its 8 sequences,
+    8 x 2304 x 98,304 B = 1,811,939,328 B. TP8 without it: the 4 KV heads replicate past
+    TP 4, so each GPU holds a quarter of every sequence's KV, 64 x 2304 x 98,304 / 4 =
+    3,623,878,656 B (twice as much). The pool with attention DP holds the attention weights
+    whole: 7/8 x 918,763,520 x 2 B = 1,607,836,160 B more weights per GPU."""
+    adp, tp = _decode_pool(True), _decode_pool(False)
+    assert float(adp.kv_batch) == 8 * 2304 * QWEN3_30B_KV_BF16 == 1_811_939_328
+    assert float(tp.kv_batch) == 64 * 2304 * QWEN3_30B_KV_BF16 // 4 == 3_623_878_656
+    assert adp.weights - tp.weights == pytest.approx(7 / 8 * QWEN3_30B_REPLICATED_PARAMS * 2, abs=1.0)
+    assert adp.weights - tp.weights == pytest.approx(1_607_836_160, abs=1.0)
+
+
+def test_a_decode_batch_that_fits_an_attention_dp_pool_is_not_refused():
+    """DeepSeek-V3's MLA latent (576 x 61 layers x 2 B = 70,272 B/token) is one KV head: TP
+    replicates it on every GPU, attention DP splits the sequences. 1024 sequences of 2304
+    tokens: 1024 / 8 x 2304 x 70,272 B = 20.7 GB per GPU with attention DP (fits next to
+    ~97.5 GB of FP8 weights on an H200's 135.7 GB), 165.8 GB without (does not)."""
+    assert 1024 // 8 * 2304 * 70_272 == 20_724_056_064
+    d = inferlab.estimate("deepseek-v3", isl=2048, osl=256, batch_size=1024, engine="trtllm",
+                          disaggregation="prefill=h200-sxmx8:tp8:ep8,decode=h200-sxmx8:tp8:ep8:adp")
+    assert bool(d.feasible)
+    assert float(d.memory["decode"].kv_batch) == 20_724_056_064
+
+
+@settings(max_examples=12, deadline=None)
+@given(layout=st.sampled_from([(8, 1, False), (8, 8, False), (8, 8, True), (4, 2, True), (2, 1, False)]),
+       engine=st.sampled_from(["trtllm", "sglang", "vllm"]), batch=st.sampled_from([1, 16, 64]))
+def test_a_pool_holds_memory_as_the_same_aggregated_layout_does(layout, engine, batch):
+    """The decode pool's GPU holds what an aggregated replica of the same layout, engine and
+    batch holds: weights, KV, workspace and the sequences that fit."""
+    tp, ep, adp = layout
+    pool = f"h100-sxmx{tp}:tp{tp}:ep{ep}" + (":adp" if adp else "")
+    d = inferlab.estimate("qwen3-30b-a3b", isl=1024, osl=128, batch_size=batch, engine=engine,
+                          disaggregation=f"prefill={pool},decode={pool}").memory["decode"]
+    a = inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=tp, ep=ep, attention_dp=adp, isl=1024, osl=128,
+                          batch_size=batch, engine=engine).memory
+    assert (d.weights, float(d.kv_batch), float(d.workspace), float(d.max_sequences)) == \
+        (a.weights, float(a.kv_batch), float(a.workspace), float(a.max_sequences))
