@@ -65,3 +65,16 @@ def test_a_pool_holds_memory_as_the_same_aggregated_layout_does(layout, engine, 
                           batch_size=batch, engine=engine).memory
     assert (d.weights, float(d.kv_batch), float(d.workspace), float(d.max_sequences)) == \
         (a.weights, float(a.kv_batch), float(a.workspace), float(a.max_sequences))
+
+
+def test_the_aggregated_replica_compared_has_the_decode_pools_layout():
+    """compare_with_aggregated's default replica is like the decode pool's: tp8, ep8 and
+    attention DP, so its 64 sequences of 2304 tokens hold 8 per GPU, 8 x 2304 x 98,304 B =
+    1,811,939,328 B of KV (a plain TP8 replica would hold twice that, see above)."""
+    from inferlab.phases.compare import compare_with_aggregated
+
+    c = compare_with_aggregated("qwen3-30b-a3b", "prefill=h100-sxmx8:tp8:ep8,decode=h100-sxmx8:tp8:ep8:adp",
+                                isl=2048, osl=256, decode_batch=64, engine="trtllm")
+    par = c.aggregated.deployment.parallel
+    assert (par.tp, par.ep, par.attention_dp) == (8, 8, True)
+    assert float(c.aggregated.memory.kv_batch) == 1_811_939_328

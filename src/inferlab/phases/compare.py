@@ -60,8 +60,8 @@ def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str
                             **memory: Any) -> DisaggComparison:
     """The disaggregated estimate and a static batch of ``decode_batch`` on one aggregated replica.
 
-    ``aggregated`` defaults to a replica like the decode pool's (same GPU, ``tp``,
-    precision). At small scale disaggregation loses: the transfer and the decode pool's
+    ``aggregated`` defaults to a replica like the decode pool's (same GPU, ``tp``, ``ep``,
+    attention DP, precision). At small scale disaggregation loses: the transfer and the decode pool's
     first step lengthen TTFT, and two pools hold GPUs that a single replica would share
     between the phases. ``memory`` passes ``gpu_memory_utilization``, ``kv_block_size``
     and ``max_num_tokens`` to both.
@@ -74,11 +74,12 @@ def compare_with_aggregated(model: str | ModelSpec, disagg: Disaggregation | str
     d = disagg if isinstance(disagg, Disaggregation) else Disaggregation.parse(disagg)
     pool = Pool.parse(aggregated) if isinstance(aggregated, str) else aggregated or Pool(
         d.decode.hardware, d.decode.tp or 1, precision=d.decode.precision, engine=d.decode.engine,
-        profile=d.decode.profile)
+        profile=d.decode.profile, ep=d.decode.ep, attention_dp=d.decode.attention_dp)
     dis = estimate_disaggregated(model, d, isl=isl, osl=osl, prefill_batch=prefill_batch, decode_batch=decode_batch,
                                  engine=engine, profile=profile, precision=precision, **memory)
     agg_precision = pool.precision if pool.precision is not None else precision
-    agg = estimate(model, pool.hardware, tp=int(pool.tp or 1), precision=agg_precision, isl=isl, osl=osl,
+    agg = estimate(model, pool.hardware, tp=int(pool.tp or 1), ep=pool.ep, attention_dp=pool.attention_dp,
+                   precision=agg_precision, isl=isl, osl=osl,
                    batch_size=decode_batch, engine=pool.engine or engine,
                    profile=profile if pool.profile is None else pool.profile, **memory)
     return DisaggComparison(dis, agg)
