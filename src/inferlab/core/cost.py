@@ -16,8 +16,10 @@ class Cost:
     Notes
     -----
     GPU time is split between the phases: prefill time is charged to input tokens,
-    decode time to output tokens. A GPU busy a share ``utilization`` of the time costs
-    ``1 / utilization`` times more per token.
+    decode time to the ``osl - 1`` output tokens the decode steps produce (none for a
+    one-token output, whose ``usd_per_million_output`` is NaN: no decode time, no tokens to
+    charge it to). A GPU busy a share ``utilization`` of the time costs ``1 / utilization``
+    times more per token.
     """
 
     usd_per_gpu_hour: float
@@ -33,10 +35,13 @@ def cost_of(usd_per_gpu_hour: float | None, num_gpus: int, utilization: float, *
     price = np.nan if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     usd_per_s = price / 3600.0 * num_gpus / utilization
     decode_s = total_s - prefill_s
+    decoded = batch * (np.asarray(osl, float) - 1.0)  # the first output token comes with the prefill
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_output = np.where(decoded > 0, usd_per_s * decode_s / np.where(decoded > 0, decoded, 1.0) * 1e6, np.nan)
     return Cost(
         usd_per_gpu_hour=price,
         utilization=utilization,
         usd_per_million_input=usd_per_s * prefill_s / (batch * isl) * 1e6,
-        usd_per_million_output=usd_per_s * decode_s / (batch * np.maximum(osl - 1.0, 1.0)) * 1e6,
+        usd_per_million_output=per_output,
         usd_per_request=usd_per_s * total_s / batch,
     )
