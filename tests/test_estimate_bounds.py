@@ -329,3 +329,18 @@ def test_a_tpu_has_no_cuda_graph_limit():
     assert est.output_tokens_per_s[0] < est.output_tokens_per_s[1] < est.output_tokens_per_s[2]
     # memory-bound decode: 16 sequences read the same weights as 8 and a little more KV cache
     assert est.tpot_s[1] < 1.1 * est.tpot_s[0] and "CUDA graph" not in est.explain(point=1)
+
+
+def test_gguf_weights_run_only_on_engines_that_load_gguf():
+    """vLLM and SGLang load a .gguf checkpoint; TensorRT-LLM and LMDeploy do not (they had
+    been estimated with llama.cpp's Q4_K_M as if they ran it); a sweep keeps its other points."""
+    import inferlab
+    from inferlab.errors import InfeasibleError
+
+    for engine in ("trtllm", "trtllm-pytorch", "lmdeploy"):
+        with pytest.raises(InfeasibleError, match=f"engine {engine} does not load GGUF files \\(q4_k_m"):
+            inferlab.estimate("llama-3.1-8b", "h100-sxm", precision="q4_k_m", engine=engine)
+    for engine in ("generic", "vllm", "sglang"):
+        assert inferlab.estimate("llama-3.1-8b", "h100-sxm", precision="q4_k_m", engine=engine).tpot.magnitude > 0
+    s = inferlab.sweep("llama-3.1-8b", "h100-sxm", precision=["bf16", "q4_k_m"], engine="trtllm", batch_size=[1])
+    assert list(s["feasible"]) == [True, False]

@@ -87,6 +87,26 @@ def engine_runs_on(engine: str, hw: HardwareSpec) -> None:
                     f"{hw.kind}); the other engines ({', '.join(others)}) are not limited to a vendor")
 
 
+#: Engines that load llama.cpp's GGUF files: vLLM (a single-file GGUF checkpoint, "highly
+#: experimental", docs.vllm.ai quantization/gguf) and SGLang (a ``.gguf`` path loads with
+#: ``--load-format gguf``, docs.sglang.io model loading); TensorRT-LLM and LMDeploy load Hugging
+#: Face checkpoints in their own quantizations (AWQ, GPTQ, FP8, NVFP4), not GGUF.
+GGUF_ENGINES = ("generic", "vllm", "sglang")
+
+
+def engine_takes_formats(engine: str, config: Any) -> None:
+    """Refuse GGUF weight types with an engine that does not load GGUF files (a configuration
+    that does not run, as an engine on another vendor's GPU: a grid keeps its other points)."""
+    from ..precision import number_format
+
+    gguf = sorted({w for w in (config.weights, config.moe_weights, config.attention_weights)
+                   if w is not None and number_format(w).gguf})
+    if gguf and engine not in GGUF_ENGINES:
+        raise InfeasibleError(f"engine {engine} does not load GGUF files ({', '.join(gguf)}: llama.cpp's types); "
+                        f"GGUF runs on {', '.join(e for e in GGUF_ENGINES if e != 'generic')} (or generic); with "
+                        f"{engine} use int4 (AWQ/GPTQ), fp8 or its own formats")
+
+
 def attention_kind(attention: Any) -> str:
     """``flash`` or ``naive``."""
     if attention not in ("flash", "naive") or not isinstance(attention, str):
@@ -220,6 +240,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                  micro_batches=micro_batches)
     alone(hw, par)
     prec = resolve_precision(precision, m, hw)
+    engine_takes_formats(engine, prec.config)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
                       prec.notes)
