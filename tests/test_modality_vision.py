@@ -178,3 +178,19 @@ def test_siglip_tower_on_fa2_by_hand():
     names = [op.name for op in fa2.encoder.ops]
     assert fa2.encoder.compute_s[names.index("attention_full")] == pytest.approx(attention, rel=0.01)
     assert fa2.encoder_s - fa3.encoder_s == pytest.approx(attention * (1 - 0.33 / 0.64), rel=0.02)
+
+
+def test_the_language_model_takes_a_narrower_format():
+    """The error on a slice too small for BF16 weights advises a narrower weight format; vlm
+    now takes one for its language model (an FP8 or AWQ checkpoint; the encoder stays 16-bit).
+    Qwen2.5-VL-7B's BF16 language model is 15.2 GB, more than the 9.0 GB a 1g.10gb slice gives;
+    INT4 weights (0.5 byte a parameter, the 16-bit embedding and LM head aside) fit."""
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="narrower weight format"):
+        vlm_ttft("qwen2.5-vl-7b", "h100-sxm:1g.10gb")
+    small = vlm_ttft("qwen2.5-vl-7b", "h100-sxm:1g.10gb", precision="int4")
+    assert small.prefill_s > 0
+    bf16, fp8 = (vlm_ttft("qwen2.5-vl-7b", "h100-sxm", precision=p) for p in (None, "fp8"))
+    assert fp8.encoder_s == bf16.encoder_s  # the encoder is not quantized
+    assert fp8.prefill_s < bf16.prefill_s  # FP8 GEMMs at twice the BF16 rate on an H100

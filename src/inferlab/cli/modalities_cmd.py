@@ -89,7 +89,8 @@ def _vlm(args: argparse.Namespace) -> None:
                            num_requests=200 if args.num_requests is None else args.num_requests, tp=args.tp,
                            crops=args.crops,
                            implementation=args.implementation, attention_kernel=args.attention_kernel,
-                           execution=args.execution, allow_long_context=args.allow_long_context)
+                           execution=args.execution, precision=args.precision,
+                           allow_long_context=args.allow_long_context)
         _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
               f"include each request's host image processing and vision encoder\n{res}")
         return
@@ -100,12 +101,13 @@ def _vlm(args: argparse.Namespace) -> None:
 
     r = vlm_ttft(args.model, args.hardware, images=args.images, height=args.height, width=args.width,
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
-                 attention_kernel=args.attention_kernel, execution=args.execution,
+                 attention_kernel=args.attention_kernel, execution=args.execution, precision=args.precision,
                  allow_long_context=args.allow_long_context)
     rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
              f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
              f"{r.ttft_s * 1e3:,.1f}"]]
-    text = (f"{r.model} on {r.hardware}, {r.text_tokens} text tokens\n"
+    formats = f", language model {args.precision}" if args.precision else ""
+    text = (f"{r.model} on {r.hardware}{formats}, {r.text_tokens} text tokens\n"
             + text_table(["images", "size", "tokens/image", "image tokens", "host ms", "encoder ms", "prefill ms",
                           "TTFT ms"], rows, right={0, 2, 3, 4, 5, 6, 7}))
     _emit(args, lambda: {"image_tokens": r.image_tokens, "tokens_per_image": r.layout.tokens, "ttft_s": r.ttft_s,
@@ -237,6 +239,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     vl.add_argument("--text-tokens", type=int, default=256, help="text tokens of the prompt (default 256)")
     vl.add_argument("--crops", type=int, default=0, help="pan-and-scan crops per image (Gemma 3; default 0)")
     vl.add_argument("--tp", type=int, default=1, help="tensor-parallel GPUs of the language model (default 1)")
+    vl.add_argument("--precision", default=None, help="the language model's formats, e.g. fp8 or int4 (default: its "
+                                                      "checkpoint's); the vision encoder runs 16-bit")
     vl.add_argument("--implementation", choices=("fused", "sglang", "transformers"), default="fused",
                     help="the encoder's norms and activations: a serving engine's fused kernels (default, as "
                          "vLLM runs them), the same plus SGLang's three q/k/v copies to contiguous tensors a "

@@ -279,7 +279,7 @@ class VisionResult:
 def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images: int = 1, height: int = 1024,
              width: int = 1024, text_tokens: int = 256, crops: int = 0, tp: int = 1,
              efficiency: Efficiency = DATASHEET, processor: str = "torchvision", implementation: str = "fused",
-             attention_kernel: str | None = None, execution: str = "eager",
+             attention_kernel: str | None = None, execution: str = "eager", precision: Any = None,
              allow_long_context: bool = False) -> VisionResult:
     """TTFT of one request with ``images`` images of ``height x width`` and ``text_tokens`` of text.
 
@@ -291,7 +291,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     catalog's time per megapixel for ``processor`` (``torchvision``, ``pil``, or ``none`` for
     images processed elsewhere). ``execution``: ``eager`` (the default of vLLM, SGLang and
     transformers: the host issues every op, :mod:`.eager`) or ``graph`` (CUDA graphs: the GPU
-    time alone).
+    time alone). ``precision``: the language model's formats, as :func:`inferlab.estimate` takes
+    them (``fp8``, ``int4``: an FP8 or AWQ checkpoint); the encoder stays 16-bit, as the engines
+    run it (their quantized VLM checkpoints leave the vision tower unquantized).
     """
     from ..phases.estimate import estimate
     from ..inputs.resolve import resolve_hardware
@@ -314,7 +316,8 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
                            launch_s=efficiency.launch_s, op_floor_s=efficiency.op_floor_s
                            ) if execution == "eager" and images else None
     isl = text_tokens + images * layout.tokens
-    prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp, allow_long_context=allow_long_context).ttft_s)
+    prefill = float(estimate(llm, hw, isl=isl, osl=1, tp=tp, precision=precision,
+                             allow_long_context=allow_long_context).ttft_s)
     host = images * layout.megapixels(int(spec.field("vision_config")["patch_size"])) * host_s_per_megapixel(
         spec, processor)
     return VisionResult(spec.id, hw.id, images, layout, text_tokens, encoder, prefill, host, eager_s)
@@ -335,7 +338,7 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
                  width: int = 1024, text_tokens: int = 256, osl: int = 256, rate: float | None = None,
                  concurrency: int | None = None, num_requests: int = 200, tp: int = 1, crops: int = 0,
                  efficiency: Efficiency = DATASHEET, implementation: str = "fused", attention_kernel: str | None = None,
-                 execution: str = "eager", allow_long_context: bool = False):
+                 execution: str = "eager", precision: Any = None, allow_long_context: bool = False):
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
     Returns the serving result; its user-side latencies (``result.user``) include each
@@ -347,8 +350,9 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
 
     one = vlm_ttft(model, hardware, images=images, height=height, width=width, text_tokens=text_tokens, crops=crops,
                    tp=tp, efficiency=efficiency, implementation=implementation, attention_kernel=attention_kernel,
-                   execution=execution, allow_long_context=allow_long_context)
+                   execution=execution, precision=precision, allow_long_context=allow_long_context)
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
-    return serve(llm, hardware, tp=tp, isl=text_tokens + one.image_tokens, osl=osl, rate=rate, concurrency=concurrency,
+    return serve(llm, hardware, tp=tp, precision=precision, isl=text_tokens + one.image_tokens, osl=osl, rate=rate,
+                 concurrency=concurrency,
                  num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s),
                  allow_long_context=allow_long_context)
