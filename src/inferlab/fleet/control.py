@@ -1,18 +1,16 @@
 """The fleet's control loop: a sample of the fleet every ``sample_s`` (the time series of the
-result) and each pool's autoscaler acting on it; methods of the event loop
+result), and each pool's autoscaler acting every ``period_s`` of its own on the pool's state
+then (requests waiting at the router included); methods of the event loop
 (:mod:`.simulation`), apart so that each module holds one concept."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .autoscaler import Autoscaler, desired_replicas
-from .states import CONTROL
-
-if TYPE_CHECKING:
-    from .replicas import Replica
+from .states import CONTROL, SCALE
 
 
 class Control:
@@ -20,6 +18,8 @@ class Control:
 
     cfg: Any
     rec: Any
+    central: Any
+    model: Any
     replicas: list
     pools: tuple
 
@@ -32,8 +32,7 @@ class Control:
         busy = 0.0  # share of its peak each replica processed in the window, summed
         for r in live:
             b = r.engine.tokens
-            r.window_tokens = max(b - r.busy_mark, 0.0) / (window * self.pools[r.pool].kind.peak_tokens_per_s)
-            busy += r.window_tokens
+            busy += max(b - r.busy_mark, 0.0) / (window * self.pools[r.pool].kind.peak_tokens_per_s)
             r.busy_mark = b
         s = rec.samples
         s["t"].append(t)
@@ -56,23 +55,34 @@ class Control:
             if r._state == "draining" and not r.engine.busy:
                 r.state, r.stopped = "stopped", t
                 self.rec.events.append((t, "stop", r.index))
-        for k, p in enumerate(self.pools):
-            a = p.autoscaler
-            if a is not None and t - self.last_scale[k] >= a.period_s - 1e-9:
-                self._scale(t, k, a, t - self.last_scale[k])
-                self.last_scale[k] = t
         if t + window < cfg.horizon_s:
             self._push(t + window, CONTROL, "tick", None)
+
+    def _autoscale(self, t: float, k: int) -> None:
+        """Pool ``k``'s autoscaler acting, every ``period_s`` on its own clock (not the samples')."""
+        a = self.pools[k].autoscaler
+        self._scale(t, k, a, t - self.last_scale[k])
+        self.last_scale[k] = t
+        if t + a.period_s < self.cfg.horizon_s:
+            self._push(t + a.period_s, SCALE, "autoscale", k)
 
     def _scale(self, t: float, k: int, a: Autoscaler, period: float) -> None:
         mine = [r for r in self.replicas if r.pool == k]
         up = [r for r in mine if r.state == "up"]
         n = max(len(up), 1)
         live = [r for r in mine if r.state in ("up", "draining")]
-        value = {"utilization": min(sum(r.window_tokens for r in live) / max(len(live), 1), 1.0),
+        peak = max(period, 1e-9) * self.pools[k].kind.peak_tokens_per_s
+        done = 0.0  # share of its peak each replica processed over the period, summed
+        for r in live:
+            b = r.engine.tokens
+            done += max(b - r.scale_mark, 0.0) / peak
+            r.scale_mark = b
+        waiting = self._waiting_for(k)  # at the router (admission at="router"): queued for this pool too
+        value = {"utilization": min(done / max(len(live), 1), 1.0),
                  "rate": self.pool_arrivals[k] / max(period, 1e-9) / n,
-                 "queue": sum(r.engine.queued for r in live) / n, "kv": sum(r.engine.kv_used for r in up) / n,
-                 "concurrency": sum(r.engine.outstanding for r in live) / n}[a.signal]
+                 "queue": (sum(r.engine.queued for r in live) + waiting) / n,
+                 "kv": sum(r.engine.kv_used for r in up) / n,
+                 "concurrency": (sum(r.engine.outstanding for r in live) + waiting) / n}[a.signal]
         self.pool_arrivals[k] = 0
         want = desired_replicas(a, len(up), value)
         wanted = self.wanted[k]
@@ -80,7 +90,8 @@ class Control:
         while wanted and wanted[0][0] < t - a.scale_down_delay_s:
             wanted.popleft()
         active = [r for r in mine if r.state in ("up", "starting", "failed", "down")]
-        target = max(w for _, w in wanted) if want < len(active) else want
+        # the window's highest wish, within the bounds (the start count may be above max_replicas)
+        target = min(max(w for _, w in wanted), a.max_replicas) if want < len(active) else want
         for _ in range(target - len(active)):
             if not self._order(t, k, up=False):
                 break
@@ -94,6 +105,16 @@ class Control:
                     r.state = "draining"
                 self.rec.events.append((t, "scale down", r.index))
             self._healthy(t)
+
+    def _waiting_for(self, k: int) -> int:
+        """Requests waiting at the router that pool ``k`` may serve (its model's, or any)."""
+        central = self.central
+        if not central:
+            return 0
+        mine = self.pools[k].model
+        if len(self.pools) == 1 or self.model is None or not mine:
+            return len(central)
+        return sum(1 for g in central if self.model[g] in ("", mine))
 
 
 #: The fleet over time, one value per sample (see :class:`~.result.FleetResult`).

@@ -42,10 +42,10 @@ class Replica:
 
     changes = 0  # state changes of every replica so far
     __slots__ = ("index", "engine", "gids", "_state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines", "pool", "window_tokens", "key", "spot", "slot")
+                 "engines", "pool", "scale_mark", "key", "spot", "slot")
 
     def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
-        self.index, self.engine, self.gids, self.pool, self.window_tokens = index, engine, [], pool, 0.0
+        self.index, self.engine, self.gids, self.pool, self.scale_mark = index, engine, [], pool, 0.0
         self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
         self.spot = False
         self.slot = -1  # place among the routable replicas (the loop's ``loads``), -1: none

@@ -28,7 +28,7 @@ from .outages import Outages
 from .pools import Pool, Regions
 from .replicas import Replica, ReplicaKind
 from .router import Router, RouterConfig
-from .states import AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, STATUS, TIMED_OUT, UNFINISHED, UNSERVED
+from .states import AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, SCALE, STATUS, TIMED_OUT, UNFINISHED, UNSERVED
 from .stepping import Stepping
 from .traffic import Requests
 
@@ -129,6 +129,9 @@ class _Loop(Stepping, Outages, Control):
                 self._order(0.0, k, up=True)
         if math.isfinite(cfg.horizon_s):
             self._push(0.0, CONTROL, "tick", None)
+            for k, pool in enumerate(self.pools):  # each autoscaler on its own period (after the tick at a tie)
+                if pool.autoscaler is not None and pool.autoscaler.period_s < cfg.horizon_s:
+                    self._push(pool.autoscaler.period_s, SCALE, "autoscale", k)
         heap, pending, later, arrival = self.heap, self.pending, self.later, self.arrival
         horizon = cfg.horizon_s
         # the backlog at the horizon gets as long again to finish, and at least DRAIN_MIN_S
@@ -153,6 +156,8 @@ class _Loop(Stepping, Outages, Control):
                         self._engine(obj, prio, t_arr)
                 elif what == "tick":
                     self._tick(t)
+                elif what == "autoscale":
+                    self._autoscale(t, obj)
                 else:
                     getattr(self, "_" + what)(t, obj)
                 continue
