@@ -6,11 +6,14 @@ to a pool of its model, and fleet_of's pools and regions refuse what they cannot
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inferlab
 from inferlab.fleet import fleet_of
+from inferlab.fleet.api import build_requests
+from inferlab.fleet.simulation import OK
 
 M, G = "llama-3.1-8b", "h100-sxm"
 P = {"model": M, "hardware": G}
@@ -82,3 +85,29 @@ def test_ready_replicas_stay_within_the_bounds_after_the_first_evaluation(start,
     for t, n in zip(s["t"], s["ready"] + s["starting"]):
         if t > 15.0:
             assert low <= n <= high
+
+
+def test_availability_counts_only_replicas_taking_requests():
+    """3 replicas, 3 needed; the autoscaler (period 15 s, window 60 s, min 1) wants 1 at every
+    evaluation of a near-idle fleet, but its window holds the start's 3 until the evaluation at
+    75 s (0 s < 75 - 60 s): two replicas drain at 75 s, so 3 take requests for 75 s of 1200 s:
+    availability 75 / 1200 = 0.0625. Draining replicas (and stopped ones, which were never
+    recorded) had counted as serving: 1.0."""
+    r = inferlab.fleet(M, G, replicas=3, need=3, horizon_s=1200.0, traffic={"rate": 0.05, "isl": 400, "osl": 60},
+                       autoscaler={"signal": "concurrency", "target": 8, "min_replicas": 1, "max_replicas": 3,
+                                   "scale_down_delay_s": 60.0})
+    assert [t for t, what, _ in r.events if what == "scale down"] == [75.0, 75.0]
+    assert r.availability == pytest.approx(75.0 / 1200.0, rel=1e-12)
+
+
+def test_the_router_queue_hands_a_request_only_to_a_pool_of_its_model():
+    """Two pools serving models a and b, admission at the router: a's overflow waits for a's
+    replica; b's replica, idle, had taken half of it."""
+    traffic = [{"rate": 20, "isl": 400, "osl": 100, "model": "a"}, {"rate": 0.2, "isl": 400, "osl": 100, "model": "b"}]
+    r = fleet_of([{**P, "serves": "a"}, {**P, "serves": "b"}], traffic=traffic, horizon_s=60.0,
+                 admission={"at": "router", "max_outstanding": 4})
+    req = build_requests(traffic, 60.0, 0)
+    sent = r.replica >= 0
+    served_by = np.array(["a", "b"])[r.replica_pool[r.replica[sent]]]
+    assert np.sum(r.status == OK) > 100
+    assert np.all(served_by == req.model[sent])

@@ -276,14 +276,30 @@ class _Loop(Stepping, Outages, Control):
         self._schedule(r)
 
     def _dispatch(self, r: Replica, t: float) -> None:
-        """Router queue: hand waiting requests to ``r`` while it has room; drop the expired."""
-        while self.central and r.engine.outstanding < self.caps[r.pool]:
-            g = self.central.popleft()
-            if t - self.rec.sent[g] > self.timeout:
-                self.rec.status[g] = TIMED_OUT
-                self.rec.finish[g] = self.rec.sent[g] + self.timeout
-                continue
-            self._send(r, g, t)
+        """Router queue: hand waiting requests to ``r`` while it has room, oldest first, those
+        of the model its pool serves; drop the expired."""
+        central = self.central
+        mine = self.pools[r.pool].model
+        if mine and self.model is not None and len(self.pools) > 1:  # another model's requests wait on
+            kept: deque[int] = deque()
+            while central and r.engine.outstanding < self.caps[r.pool]:
+                g = central.popleft()
+                if self.model[g] in ("", mine) or t - self.rec.sent[g] > self.timeout:
+                    self._hand(r, g, t)
+                else:
+                    kept.append(g)
+            central.extendleft(reversed(kept))
+            return
+        while central and r.engine.outstanding < self.caps[r.pool]:
+            self._hand(r, central.popleft(), t)
+
+    def _hand(self, r: Replica, g: int, t: float) -> None:
+        """Send request ``g`` from the router's queue to ``r``, or drop it if it waited too long."""
+        if t - self.rec.sent[g] > self.timeout:
+            self.rec.status[g] = TIMED_OUT
+            self.rec.finish[g] = self.rec.sent[g] + self.timeout
+            return
+        self._send(r, g, t)
 
     # -- replicas -------------------------------------------------------------------------
     def _new_engine(self, pool: int) -> Engine:
@@ -333,7 +349,9 @@ class _Loop(Stepping, Outages, Control):
             self._dispatch(r, t)
 
     def _healthy(self, t: float) -> None:
-        self.rec.healthy.append((t, sum(1 for r in self.replicas if r.state in ("up", "draining"))))
+        """Record the replicas serving now: up, taking requests (a draining one, scaled down or
+        reclaimed, only finishes its own)."""
+        self.rec.healthy.append((t, sum(1 for r in self.replicas if r.state == "up")))
 
     def _collect(self, r: Replica) -> None:
         e, rec = r.engine, self.rec
