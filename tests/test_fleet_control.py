@@ -5,12 +5,16 @@ to a pool of its model, and fleet_of's pools and regions refuse what they cannot
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inferlab
+from inferlab.errors import SpecError
 from inferlab.fleet import fleet_of
 from inferlab.fleet.api import build_requests
 from inferlab.fleet.simulation import OK
@@ -111,3 +115,41 @@ def test_the_router_queue_hands_a_request_only_to_a_pool_of_its_model():
     served_by = np.array(["a", "b"])[r.replica_pool[r.replica[sent]]]
     assert np.sum(r.status == OK) > 100
     assert np.all(served_by == req.model[sent])
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"pools": [{**P, "replicas": "two"}]}, "pool 0: replicas must be an integer"),
+    ({"pools": [{**P, "replicas": 1.5}]}, "pool 0: replicas must be an integer"),
+    ({"pools": [{**P, "prefix_cache": "no"}]}, "pool 0: prefix_cache must be true or false"),
+    ({"pools": [{**P, "limits": "x"}]}, "pool 0: limits must be a mapping"),
+    ({"pools": ["x"]}, "pool 0: must be a mapping"),
+    ({"pools": {"model": M}}, "pools must be a list"),
+    ({"horizon_s": 0}, "horizon_s must be a finite number in \\(0"),
+    ({"regions": [1]}, "regions must be a mapping"),
+    ({"regions": {"rtt_s": {"a|b": "x"}}}, "rtt_s\\['a\\|b'\\] must be a number"),
+    ({"regions": {"rtt_s": {"a|b": -1}}}, "rtt_s\\['a\\|b'\\] must be a finite number in \\[0"),
+    ({"regions": {"rtt_s": {"ab": 0.1}}}, "key 'ab' must name two regions as 'a\\|b'"),
+    ({"regions": {"spill": "x"}}, "regions.spill must be an integer"),
+    ({"regions": {"quota_gpus": {"local": -1}}}, "quota_gpus\\['local'\\] must be between 0"),
+    ({"regions": {"provider_quota_gpus": "x"}}, "provider_quota_gpus must be a mapping"),
+])
+def test_fleet_of_refuses_bad_pools_and_regions(kwargs, match):
+    args = {"pools": [P], "traffic": T, "horizon_s": 60.0, **kwargs}
+    with pytest.raises(SpecError, match=match):
+        fleet_of(**args)
+
+
+def test_fleet_refuses_a_prefix_cache_that_is_not_a_boolean():
+    with pytest.raises(SpecError, match="prefix_cache must be true or false, got 'no'"):
+        inferlab.fleet(M, G, traffic=T, horizon_s=60.0, prefix_cache="no")
+
+
+def test_cli_cascade_share_that_is_not_a_number_is_one_line(tmp_path):
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: {M}\nhardware: {G}\nfleet:\n  hours: 0.01\n  traffic: {{rate: 1, isl: 100, osl: 10}}\n"
+                    "  cascade: {model: llama-3.1-70b, tp: 4, share: abc}\n")
+    out = subprocess.run([sys.executable, "-c", "import sys; from inferlab.cli.main import main; sys.exit(main())",
+                          "fleet", str(path)], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "inferlab: error: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]

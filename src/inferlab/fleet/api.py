@@ -18,7 +18,7 @@ from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
-from .pools import Pool, Regions
+from .pools import Pool, Regions, check_pool, regions_of
 from .pricing import Pricing
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
@@ -114,7 +114,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
-                       kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched))
+                       kv_capacity_tokens(dep, base), float(cs.total_s), boolean("fleet: prefix_cache", prefix_cache),
+                       _peak_tokens_per_s(step, sched))
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
@@ -229,15 +230,15 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         Round trips ``rtt_s`` (``{"a|b": seconds}`` in a mapping), ``quota_gpus`` (per region),
         ``provider_quota_gpus`` (per provider, over its regions), ``spill``.
     """
+    horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
+    if not isinstance(pools, (list, tuple)):
+        raise SpecError(f"fleet: pools must be a list of mappings (model, hardware, replicas, ...), got {pools!r:.60}")
     built, models = [], []
     for k, spec in enumerate(pools):
-        unknown = sorted(set(spec) - set(_POOL_KEYS))
-        if unknown:
-            raise SpecError(f"pool {k}: unknown key {unknown[0]!r} (allowed: {', '.join(_POOL_KEYS)})")
+        check_pool(k, spec, _POOL_KEYS)
         if "deployment" in spec:
             spec = _pool_of_deployment(k, spec)
-        if "model" not in spec or "hardware" not in spec:
-            raise SpecError(f"pool {k}: give its model and hardware")
+        check_pool(k, spec, _POOL_KEYS, written_out=True)
         dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),
                          engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
         base = unchunked_budget(dep, engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {})))
@@ -247,26 +248,20 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         cs = (_policy(Startup, spec.get("startup")) or Startup()).cold_start(dep)
         serves = str(spec.get("serves", spec["model"]))
         kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,
-                           kv_capacity_tokens(dep, base), float(cs.total_s), spec.get("prefix_cache", True),
+                           kv_capacity_tokens(dep, base), float(cs.total_s),
+                           boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
                            _peak_tokens_per_s(step, sched))
         price = _policy(Pricing, spec.get("pricing")) or Pricing()
         if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
             price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
         models.append((dep.model, boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
-        built.append(Pool(kind, int(spec.get("replicas", 1)), _policy(Autoscaler, spec.get("autoscaler")), price,
+        built.append(Pool(kind, integer(f"pool {k}: replicas", spec.get("replicas", 1), minimum=0, maximum=100_000),
+                          _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
                           str(spec.get("provider", ""))))
     if not built:
         raise SpecError("fleet: give at least one pool")
-    if isinstance(regions, dict):
-        rtt = {tuple(key.split("|")): float(v) for key, v in regions.get("rtt_s", {}).items()}
-        unknown = sorted(set(regions) - {"rtt_s", "quota_gpus", "provider_quota_gpus", "spill"})
-        if unknown:
-            raise SpecError(f"fleet regions: unknown key {unknown[0]!r} (allowed: rtt_s, quota_gpus, "
-                            "provider_quota_gpus, spill)")
-        regions = Regions(rtt_s={**Regions().rtt_s, **rtt}, quota_gpus=dict(regions.get("quota_gpus", {})),
-                          spill=int(regions.get("spill", Regions().spill)),
-                          provider_quota_gpus=dict(regions.get("provider_quota_gpus", {})))
+    regions = regions_of(regions)
     requests = build_requests(traffic, horizon_s, seed)
     _check_models_served(requests, built)
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..checks import real
 from ..economics._common import fmt
 from ..errors import SpecError
 from ..inputs.deployment import Deployment
@@ -100,9 +101,7 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     unknown = sorted(set(spec) - set(_CASCADE_KEYS))
     if unknown:
         raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
-    share = float(spec["share"])
-    if not 0 <= share <= 1:
-        raise SpecError(f"fleet.cascade.share must be in [0, 1] (the share of answers escalated), got {share}")
+    share = real("fleet.cascade.share (the share of answers escalated)", spec["share"], minimum=0.0, maximum=1.0)
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
     # the large fleet shares the clock and the operations policies, not the small one's size or prices
     large_kwargs = {k: v for k, v in kwargs.items()

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..checks import integer, real
 from ..errors import SpecError
 from .autoscaler import Autoscaler
 from .pricing import Pricing
@@ -107,3 +108,51 @@ class Regions:
     def provider_quota(self, provider: str) -> float:
         """GPUs the pools of ``provider`` may hold together, over every region."""
         return float(self.provider_quota_gpus.get(provider, math.inf)) if provider else math.inf
+
+
+def regions_of(value: Regions | dict | None) -> Regions | None:
+    """``fleet_of``'s ``regions``: a :class:`Regions`, or its mapping (``rtt_s`` keyed
+    ``"a|b"`` [s], ``quota_gpus``, ``provider_quota_gpus`` [GPU], ``spill`` [request]) checked
+    field by field."""
+    if value is None or isinstance(value, Regions):
+        return value
+    if not isinstance(value, dict):
+        raise SpecError(f"fleet regions must be a mapping of rtt_s, quota_gpus, provider_quota_gpus and spill, "
+                        f"got {value!r:.60}")
+    unknown = sorted(set(value) - {"rtt_s", "quota_gpus", "provider_quota_gpus", "spill"})
+    if unknown:
+        raise SpecError(f"fleet regions: unknown key {unknown[0]!r} (allowed: rtt_s, quota_gpus, "
+                        "provider_quota_gpus, spill)")
+    rtt = {}
+    for key, v in _mapping(value, "rtt_s").items():
+        pair = tuple(str(key).split("|"))
+        if len(pair) != 2 or not all(pair):
+            raise SpecError(f"fleet regions.rtt_s: key {key!r} must name two regions as 'a|b' "
+                            "(e.g. 'ap-southeast-2|us-east-1')")
+        rtt[pair] = real(f"fleet regions.rtt_s[{key!r}]", v, minimum=0.0, maximum=10.0, unit="s")
+    quotas = [{str(k): integer(f"fleet regions.{name}[{k!r}]", v, minimum=0, maximum=10**7)
+               for k, v in _mapping(value, name).items()} for name in ("quota_gpus", "provider_quota_gpus")]
+    spill = integer("fleet regions.spill", value.get("spill", DEFAULT_SPILL), minimum=0, maximum=10**6)
+    return Regions(rtt_s={**DEFAULT_RTT_S, **rtt}, quota_gpus=quotas[0], spill=spill, provider_quota_gpus=quotas[1])
+
+
+def _mapping(value: dict, key: str) -> dict:
+    got = value.get(key, {})
+    if not isinstance(got, dict):
+        raise SpecError(f"fleet regions.{key} must be a mapping, got {got!r:.60}")
+    return got
+
+
+def check_pool(k: int, spec: Any, allowed: tuple[str, ...], *, written_out: bool = False) -> None:
+    """Pool ``k``'s mapping: known keys; ``written_out`` (its deployment, if any, read): a model,
+    a hardware and ``limits`` as a mapping."""
+    if not isinstance(spec, dict):
+        raise SpecError(f"pool {k}: must be a mapping (model, hardware, replicas, ...), got {spec!r:.60}")
+    unknown = sorted(set(spec) - set(allowed))
+    if unknown:
+        raise SpecError(f"pool {k}: unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})")
+    if written_out and ("model" not in spec or "hardware" not in spec):
+        raise SpecError(f"pool {k}: give its model and hardware")
+    if written_out and not isinstance(spec.get("limits", {}), dict):
+        raise SpecError(f"pool {k}: limits must be a mapping of scheduler fields (max_num_seqs, ...), "
+                        f"got {spec['limits']!r:.60}")
