@@ -104,6 +104,22 @@ def test_availability_counts_only_replicas_taking_requests():
     assert r.availability == pytest.approx(75.0 / 1200.0, rel=1e-12)
 
 
+def test_availability_defaults_to_the_autoscaler_floor():
+    """The same fleet without ``need``: an autoscaled fleet counts against its floor
+    (min_replicas 1), and 1 to 3 replicas take requests all 1200 s: availability 1. Counted
+    against its starting 3, a fleet that scales down at night had read 0.0625."""
+    r = inferlab.fleet(M, G, replicas=3, horizon_s=1200.0, traffic={"rate": 0.05, "isl": 400, "osl": 60},
+                       autoscaler={"signal": "concurrency", "target": 8, "min_replicas": 1, "max_replicas": 3,
+                                   "scale_down_delay_s": 60.0})
+    assert r.need == 1 and r.availability == 1.0
+    from inferlab.fleet.autoscaler import Autoscaler
+    from inferlab.fleet.pools import Pool, default_need
+
+    scaled = Autoscaler(min_replicas=2, max_replicas=8)
+    assert default_need((Pool(None, 4, scaled), Pool(None, 3))) == 2 + 3  # a floor, and a fixed pool's count
+    assert default_need((Pool(None, 0),)) == 1
+
+
 def test_the_router_queue_hands_a_request_only_to_a_pool_of_its_model():
     """Two pools serving models a and b, admission at the router: a's overflow waits for a's
     replica; b's replica, idle, had taken half of it."""

@@ -18,7 +18,7 @@ from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
-from .pools import Pool, Regions, check_pool, regions_of
+from .pools import Pool, Regions, check_pool, default_need, regions_of
 from .pricing import Pricing
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
@@ -73,7 +73,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
         How long after the horizon the requests still in the fleet may finish; the rest are
         ``unfinished`` (default: as long as the horizon, and at least 600 s).
     need : int, optional
-        Replicas the traffic needs without failures, for availability (default: ``replicas``).
+        Replicas the traffic needs without failures, for availability (default: the
+        autoscaler's ``min_replicas``, else ``replicas``).
     requests : Requests, optional
         The requests themselves, instead of ``traffic`` or ``trace``.
     allow_long_context : bool
@@ -137,7 +138,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
-    return replace(result_of(kind.name, requests, record, cfg, price, need or max(replicas, 1), ttft_slo_s, notes),
+    return replace(result_of(kind.name, requests, record, cfg, price, need or default_need(cfg.pools), ttft_slo_s,
+                             notes),
                    tpot_slo_s=tpot_slo_s)
 
 
@@ -284,7 +286,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if refused:  # a pool whose region or provider quota has no room runs fewer replicas than asked
         notes = (*notes, f"{refused} replica order(s) refused by a GPU quota (fleet.regions quota_gpus or "
                          "provider_quota_gpus)")
-    return replace(result_of(name, requests, record, cfg, built[0].pricing, need or max(cfg.replicas, 1), ttft_slo_s,
+    return replace(result_of(name, requests, record, cfg, built[0].pricing, need or default_need(cfg.pools), ttft_slo_s,
                              notes), tpot_slo_s=_tpot_slo(tpot_slo_s))
 
 

@@ -70,6 +70,13 @@ class Pool:
             raise SpecError(f"pool {self.region}/{self.model or 'all'}: replicas must be >= 0 and gpus >= 1")
 
 
+def default_need(pools: tuple[Pool, ...]) -> int:
+    """Replicas a fleet's availability counts against when the user gives none: each pool's
+    autoscaler floor (``min_replicas``: the count it keeps at the quietest hour; a fleet that
+    scales down to it at night is not unavailable), else its starting replicas; at least one."""
+    return max(sum(p.autoscaler.min_replicas if p.autoscaler else p.replicas for p in pools), 1)
+
+
 @dataclass(frozen=True)
 class Regions:
     """Round trips between regions and GPU quotas.
