@@ -169,3 +169,17 @@ def test_cli_cascade_share_that_is_not_a_number_is_one_line(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "inferlab: error: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]
+
+
+def test_a_reclaimed_spot_replica_without_an_autoscaler_is_replaced():
+    """Two spot replicas, each reclaimed at 6 an hour (every 10 minutes on average), no
+    autoscaler: a managed group keeps its size, so every reclaim orders a replacement at the
+    notice and two replicas are always running or starting. Without it the fleet had shrunk
+    to none within minutes and served 996 of 7,233 requests."""
+    r = inferlab.fleet(M, G, replicas=2, horizon_s=3600.0, traffic={"rate": 2, "isl": 400, "osl": 60},
+                       pricing={"on_demand_usd_per_hour": 3.0, "spot_share": 1.0, "spot_usd_per_hour": 1.0,
+                                "spot_reclaims_per_h": 6.0})
+    what = [e[1] for e in r.events]
+    assert what.count("reclaim") >= 3
+    assert what.count("order") == 2 + what.count("reclaim")
+    assert np.sum(r.status == OK) > 0.9 * len(r.status)

@@ -21,6 +21,7 @@ class Outages:
     rng: Any
     rec: Any
     replicas: list
+    pools: Any
 
     def _arm_failure(self, r: Replica, t: float) -> None:
         f = self.cfg.failures
@@ -59,10 +60,15 @@ class Outages:
         self._healthy(t)
 
     def _reclaim(self, t: float, r: Replica) -> None:
-        """The provider takes a spot replica back: notice now, gone after the notice."""
+        """The provider takes a spot replica back: notice now, gone after the notice. A pool
+        without an autoscaler orders a replacement at the notice, as a managed instance group
+        keeps its size (an autoscaler's pool leaves it to the autoscaler, which sees the
+        replica gone)."""
         if r.state in ("stopped",):
             return
         self.rec.events.append((t, "reclaim", r.index))
+        if self.pools[r.pool].autoscaler is None:
+            self._order(t, r.pool, up=False)
         if r.state == "starting":
             r.state, r.stopped = "stopped", t
             return
