@@ -446,3 +446,20 @@ def test_a_block_size_vllm_refuses_is_not_written_into_its_command():
     assert "--block-size" not in rendered and "cannot express kv_block_size: 7 tokens per KV block" in rendered
     assert "--block-size 32" in str(launch_command(parse_engine_args(
         "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --page-size 32"), "vllm"))
+
+
+def test_trtllm_eagle3_as_its_docs_write_it():
+    """TensorRT-LLM's speculative-decoding docs write ``decoding_type: Eagle3`` with the drafter as
+    ``speculative_model`` (a Hub id); 1.0-1.1 wrote ``Eagle`` and ``speculative_model_dir``. Both
+    read as EAGLE with 3 draft tokens and nothing unknown (``speculative_model`` had been an
+    unknown key)."""
+    for kind, key in (("Eagle3", "speculative_model"), ("Eagle", "speculative_model_dir")):
+        launch = parse_engine_args(f"""cat > opts.yml <<'EOF'
+speculative_config:
+  decoding_type: {kind}
+  max_draft_len: 3
+  {key}: yuhuili/EAGLE3-LLaMA3.1-Instruct-8B
+EOF
+trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend pytorch --extra_llm_api_options opts.yml""")
+        assert launch.speculation.method == "eagle" and launch.speculation.k == 3
+        assert launch.unknown == ()

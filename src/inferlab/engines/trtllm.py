@@ -51,6 +51,8 @@ _QUANT_NAME = {pair: name.upper() for name, pair in QUANT_ALGOS.items()}
 KV_DTYPES = {"auto": None, "fp8": "fp8", "nvfp4": "nvfp4"}
 DECODING = {"eagle": "eagle", "eagle3": "eagle", "mtp": "mtp", "ngram": "ngram", "drafttarget": "draft",
             "medusa": "medusa"}
+#: The names written: ``Eagle`` is the EAGLE(-3) config in 1.0 (``DecodingBaseConfig.from_dict``
+#: knows no ``Eagle3`` there) and an alias of ``Eagle3`` in later releases, whose docs spell it so.
 _DECODING_NAME = {"eagle": "Eagle", "mtp": "MTP", "ngram": "NGram", "draft": "DraftTarget", "medusa": "Medusa"}
 _SPEC_NO_EFFECT = {"max_matching_ngram_size", "is_keep_all", "is_use_oldest", "is_public_pool", "eagle3_one_model"}
 
@@ -226,10 +228,11 @@ def _speculation(value: dict, label: str, f: Any) -> object:
     method = choice(NAME, f"{label}.decoding_type", str(value.get("decoding_type", "")), DECODING)
     k = value.get("num_nextn_predict_layers") if method == "mtp" else value.get("max_draft_len")
     for key in sorted(set(value) - {"decoding_type", "max_draft_len", "num_nextn_predict_layers",
-                                    "speculative_model_dir"}):
+                                    "speculative_model_dir", "speculative_model"}):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"speculative_config.{key}")
-    return speculation(NAME, label, method, k, value.get("speculative_model_dir"),
-                       named=value.get("decoding_type"))
+    # the drafter: speculative_model (a Hub id or a path; 1.x) or speculative_model_dir (earlier)
+    drafter = value.get("speculative_model") or value.get("speculative_model_dir")
+    return speculation(NAME, label, method, k, drafter, named=value.get("decoding_type"))
 
 
 def render(launch: EngineLaunch) -> Rendered:
@@ -304,6 +307,6 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
         config: dict[str, Any] = {"decoding_type": _DECODING_NAME[spec.method]}
         config["num_nextn_predict_layers" if spec.method == "mtp" else "max_draft_len"] = spec.k
         if spec.method in ("eagle", "draft", "medusa"):
-            config["speculative_model_dir"] = drafter_for(spec)
+            config["speculative_model_dir"] = drafter_for(spec)  # 1.0-1.1's field (later: speculative_model)
         out["speculative_config"] = config
     return out
