@@ -205,7 +205,9 @@ def test_serve_disaggregated_alone_is_the_estimate():
     server = r.request_overhead_s
     iteration = load_profile("default", "vllm", "h200-sxm", "hopper").serving_step_overhead_s
     assert server > 0 and r.num_gpus == 12
-    assert r.ttft_s == pytest.approx(float(est.ttft_s) + server + 2 * iteration, rel=2e-3)
+    # rel 3e-3: the serving step table interpolates 96 geometric token counts up to the engine's
+    # budget plus its sequences (here 8,192 + 1,024), within 0.3% of the op graph at 2,048
+    assert r.ttft_s == pytest.approx(float(est.ttft_s) + server + 2 * iteration, rel=3e-3)
     assert r.tpot_s == pytest.approx(float(est.tpot_s) + iteration, rel=2e-3)
     assert np.allclose(r.queue_s, 0.0, atol=1e-9) and np.all(r.transfer_s >= 0.0)  # to rounding of arrival + overhead
     assert "disaggregated" in str(r) and "exposed KV transfer" in r.explain()

@@ -70,7 +70,7 @@ def test_plan_exports_the_winner_as_launch_commands(capsys):
     for engine, section in data["launch"].items():
         launch = parse_engine_args(section["script"])
         assert (launch.model, launch.tp, launch.engine) == (best["model"], best["tp"], engine)
-        assert launch.max_num_seqs == 256  # vLLM's default, which the chat scenario plans with
+        assert launch.max_num_seqs == 1024  # vLLM's default on a GPU of >= 70 GiB, which the chat scenario plans with
         assert launch.max_num_batched_tokens == 8192
     # vLLM admits on the prompt: TensorRT-LLM's command says so (its own default reserves the
     # whole output's KV), the others by saying nothing
@@ -93,7 +93,8 @@ def test_serve_max_prefill_tokens_flag_equals_the_engine_args(capsys):
 
 
 def test_a_plans_launch_for_another_engine_says_whose_limits_it_carries(capsys):
-    # the chat scenario plans with vLLM: its SGLang command writes vLLM's 256 sequences and says so;
+    # the chat scenario plans with vLLM: its SGLang command writes vLLM's 1,024 sequences (its default on a
+    # GPU of 70 GiB or more) and says so;
     # its vLLM command needs no such line
     from pathlib import Path
 
@@ -102,7 +103,7 @@ def test_a_plans_launch_for_another_engine_says_whose_limits_it_carries(capsys):
     scenario = str(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "chat.yaml")
     assert main(["plan", scenario, "--launch", "sglang"]) == 0
     out = capsys.readouterr().out
-    assert "the plan simulated vllm's scheduler" in out and "--max-running-requests 256" in out
+    assert "the plan simulated vllm's scheduler" in out and "--max-running-requests 1024" in out
     assert main(["plan", scenario, "--launch", "vllm"]) == 0
     assert "the plan simulated" not in capsys.readouterr().out
 

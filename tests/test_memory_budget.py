@@ -127,13 +127,13 @@ def test_sglang_running_requests_follow_its_kv_pool(kv_tokens, context_len, slot
 
 def test_sglang_runs_the_requests_its_pool_holds_not_256():
     # Llama-3.1-8B (131,072-token context) on one H200: a KV pool of several hundred thousand
-    # tokens, so 2,048 or more requests run at once (vLLM keeps its 256)
+    # tokens, so 2,048 or more requests run at once (vLLM keeps its 1,024 on a GPU of >= 70 GiB)
     dep = deployment("llama-3.1-8b", "h200-sxm", precision="fp8", engine="sglang")
     sched = scheduler_for(dep, engine_scheduler("sglang"))
     kv = kv_capacity_tokens(dep, engine_scheduler("sglang"))
     assert 2048 <= sched.max_num_seqs <= 4096
     assert sched.max_num_seqs == max(2048, min(4096, int(kv / 131_072 * 512)))
-    assert scheduler_for(dep, engine_scheduler("vllm")).max_num_seqs == 256
+    assert scheduler_for(dep, engine_scheduler("vllm")).max_num_seqs == 1024
     # set by the user: the user's
     assert scheduler_for(dep, engine_scheduler("sglang", max_num_seqs=128)).max_num_seqs == 128
     # with attention DP each rank sizes its own pool: the replica holds every rank's
@@ -576,3 +576,36 @@ def test_the_layout_a_refusal_names_runs(model, hardware, isl):
                 inferlab.estimate(model, hardware, isl=isl, **smaller)
     else:
         assert "narrower weight format" in str(info.value) or "larger slice" in str(info.value)
+
+
+@pytest.mark.parametrize("gpu, seqs, tokens", [
+    ("h100-sxm", 1024, 8192),       # 80 GB (~79 GiB visible) >= 70 GiB
+    ("b200", 1024, 8192),
+    ("h20", 1024, 8192),            # 96 GB
+    ("a100-sxm-80gb", 256, 2048),   # 80 GB, but an A100: vLLM keeps the small defaults there
+    ("l40s", 256, 2048),            # 48 GB
+    ("h100-sxm:3g.40gb", 256, 2048),  # a slice sees its own 40 GB
+])
+def test_vllm_sizes_its_unset_limits_by_the_gpu(gpu, seqs, tokens):
+    """vllm serve without --max-num-seqs/--max-num-batched-tokens: 1,024 sequences and 8,192
+    tokens on a GPU of at least 70 GiB that is not an A100, else 256 and 2,048
+    (EngineArgs.get_batch_defaults, OPENAI_API_SERVER); it had been 256 and 8,192 on every GPU."""
+    from inferlab.engines.scheduler import default_scheduler, for_hardware
+    from inferlab.specs.catalog import load_hardware
+
+    s = for_hardware(default_scheduler("vllm"), load_hardware(gpu))
+    assert (s.max_num_seqs, s.max_num_batched_tokens) == (seqs, tokens)
+    given = for_hardware(replace(default_scheduler("vllm"), max_num_seqs=64), load_hardware(gpu))
+    assert (given.max_num_seqs, given.max_num_batched_tokens) == (64, tokens)  # what is set stays
+
+
+def test_vllm_chunks_a_long_prompt_by_its_budget_on_a_smaller_gpu():
+    """One 6,000-token prompt alone, vLLM on an L40S: its first token comes after 2,048-token
+    chunks, as with --max-num-batched-tokens 2048 given, and later than in one 8,192 budget."""
+    from inferlab import serve
+
+    kw = dict(engine="vllm", isl=6000, osl=2, trace=[0.0])
+    default = serve("llama-3.1-8b", "l40s", **kw).trace.first_token
+    chunked = serve("llama-3.1-8b", "l40s", max_num_batched_tokens=2048, **kw).trace.first_token
+    whole = serve("llama-3.1-8b", "l40s", max_num_batched_tokens=8192, **kw).trace.first_token
+    assert default == pytest.approx(chunked, rel=1e-12) and default > whole

@@ -37,13 +37,17 @@ class SchedulerConfig:
     Attributes
     ----------
     max_num_seqs : int or None
-        Running requests at most (vLLM default 256); None: the engine sizes it from its KV pool
-        (SGLang: :func:`running_requests`), set for a deployment by
+        Running requests at most; None: the engine sizes it, from the GPU (``batch_defaults``)
+        or from its KV pool (SGLang: :func:`running_requests`), set for a deployment by
         :func:`inferlab.serving.replica.scheduler_for`.
     max_num_batched_tokens : int or None
         Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
-        it from the GPU (SGLang: :func:`memory_budget`), set for a deployment's hardware by
-        :func:`for_hardware`.
+        it from the GPU (``batch_defaults``, else SGLang's :func:`memory_budget`), set for a
+        deployment's hardware by :func:`for_hardware`.
+    batch_defaults : tuple of (bytes, excluded ids, seqs, tokens)
+        The engine's own sizing of unset ``max_num_seqs`` and ``max_num_batched_tokens`` by
+        the GPU: the first row whose visible memory the GPU reaches, unless its catalog id
+        starts with one of the excluded (:data:`VLLM_BATCH_DEFAULTS`); empty: SGLang's rules.
     max_prefill_tokens : int or None
         Prompt tokens after which an iteration takes no further prompt (SGLang's
         ``--max-prefill-tokens``: ``PrefillAdder.rem_input_tokens``, less the decodes mixed
@@ -120,6 +124,7 @@ class SchedulerConfig:
     max_model_len: int | None = None
     context_budget: bool = False
     limits_per_rank: bool = True
+    batch_defaults: tuple = ()
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -159,10 +164,30 @@ def memory_budget(memory_bytes: float) -> int:
     return next((tokens for below, tokens in MEMORY_BUDGETS if memory_bytes < below), LARGE_MEMORY_BUDGET)
 
 
+#: vLLM's ``vllm serve`` limits when ``--max-num-seqs`` and ``--max-num-batched-tokens`` are not
+#: given (vllm ``EngineArgs.get_batch_defaults``, v0.9 on, OPENAI_API_SERVER context): 1,024
+#: sequences and 8,192 tokens on a GPU of at least 70 GiB that is not an A100 ("setting large
+#: max_num_batched_tokens for A100 reduces throughput", vllm PR #17885), else 256 and 2,048.
+VLLM_BATCH_DEFAULTS = ((70 * 2**30, ("a100",), 1024, 8192), (0.0, (), 256, 2048))
+
+
+def batch_limits(rows: tuple, hw: HardwareSpec) -> tuple[int, int]:
+    """``(max_num_seqs, max_num_batched_tokens)`` an engine with ``batch_defaults`` ``rows``
+    sizes for ``hw``."""
+    memory = hw.usable_memory_capacity.si
+    return next((seqs, tokens) for least, excluded, seqs, tokens in rows
+                if memory >= least and not hw.id.startswith(tuple(excluded)))
+
+
 def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
-    """``sched`` with the token budget the engine sizes for ``hw`` where it leaves it to the
-    engine (``max_num_batched_tokens`` None): by the GPU's visible memory when it chunks
-    prompts, :data:`UNCHUNKED_BUDGET` when it does not."""
+    """``sched`` with the limits the engine sizes for ``hw`` where it leaves them to the engine
+    (None): its ``batch_defaults``; else (SGLang) the token budget by the GPU's visible memory
+    when it chunks prompts, :data:`UNCHUNKED_BUDGET` when it does not."""
+    if sched.batch_defaults and (sched.max_num_seqs is None or sched.max_num_batched_tokens is None):
+        seqs, tokens = batch_limits(sched.batch_defaults, hw)
+        return replace(sched, max_num_seqs=seqs if sched.max_num_seqs is None else sched.max_num_seqs,
+                       max_num_batched_tokens=tokens if sched.max_num_batched_tokens is None
+                       else sched.max_num_batched_tokens)
     if sched.max_num_batched_tokens is not None:
         return sched
     budget = memory_budget(hw.usable_memory_capacity.si) if sched.chunked_prefill else UNCHUNKED_BUDGET
@@ -230,8 +255,8 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
     return replace(sched, max_num_seqs=seqs, overlap_host=False)
 
 
-#: Scheduler defaults per engine, from their documentation: vLLM ``max_num_seqs`` 256 and
-#: chunked prefill with an 8192-token budget; SGLang ``chunked_prefill_size`` by the GPU's
+#: Scheduler defaults per engine, from their documentation: vLLM chunked prefill with its limits by
+#: the GPU (:data:`VLLM_BATCH_DEFAULTS`); SGLang ``chunked_prefill_size`` by the GPU's
 #: memory (:data:`MEMORY_BUDGETS`), its running requests by its KV pool
 #: (:func:`running_requests`) and the decode batches it runs from CUDA graphs by the GPU's
 #: memory and the tensor-parallel size (:func:`graph_batch_limit`), its
@@ -254,7 +279,8 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 TRTLLM_GRAPH_BATCH = 128
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
-    "vllm": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, context_budget=True),
+    "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
+                            batch_defaults=VLLM_BATCH_DEFAULTS),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               graph_max_batch=None,
                               limits_per_rank=False),
@@ -330,8 +356,8 @@ def memory_keywords(sched: SchedulerConfig, tokens: float, groups: int) -> dict[
 
 
 def token_budget(engine: str, hw: HardwareSpec) -> int:
-    """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for vLLM
-    and TensorRT-LLM; SGLang's by the GPU's memory, :func:`for_hardware`)."""
+    """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for
+    TensorRT-LLM; vLLM's and SGLang's by the GPU, :func:`for_hardware`)."""
     return int(for_hardware(default_scheduler(engine), hw).max_num_batched_tokens)  # type: ignore[arg-type]
 
 

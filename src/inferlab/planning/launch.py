@@ -57,7 +57,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
     notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
         if best.replicas > 1 else ()
     launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, precision=_asked(best),
-                                    speculative=best.speculative, max_num_seqs=max_num_seqs(sc),
+                                    speculative=best.speculative,
+                                    max_num_seqs=max_num_seqs(sc) or limits.max_num_seqs,
                                     max_num_batched_tokens=limits.max_num_batched_tokens,
                                     chunked_prefill=limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
