@@ -73,6 +73,34 @@ def test_a_cap_splits_over_data_parallel_replicas_and_shows_in_the_summary():
     assert Workload.from_dict(r1.workload.to_dict()) == r1.workload
 
 
+def test_a_cap_below_the_replicas_holds_that_many_in_flight_in_all():
+    """``--max-concurrency 1`` against two data-parallel replicas: one request is in flight in
+    the whole system, so the replicas serve the 10 requests one by one, each as if alone
+    (requests/s = 1 / e2e_alone, tokens/s = 64 / e2e_alone), as one replica does. Each replica
+    had been given a cap of its own (ceil(1 / 2) = 1, two in flight in all): twice the
+    throughput the client allows."""
+    kw = dict(engine="vllm", isl=1024, osl=64, rate=1e4, num_requests=10, max_concurrency=1)
+    one, two = serve(MODEL, GPU, **kw), serve(MODEL, GPU, **kw, dp=2)
+    e2e_alone = float(np.mean(serve(MODEL, GPU, engine="vllm", isl=1024, osl=64, rate=0.01, num_requests=3).e2e_s))
+    for r in (one, two):
+        assert r.requests_per_s == pytest.approx(1.0 / e2e_alone, rel=1e-6)
+        assert r.output_tokens_per_s == pytest.approx(64.0 / e2e_alone, rel=1e-6)
+        assert r.to_dict()["num_requests"] == 10
+
+
+def test_an_uneven_cap_over_replicas_counts_the_slots_it_has():
+    """A cap of 3 over 2 replicas: each stream holds ceil(3 / 2) = 2 and takes 2/3 of the
+    requests and of the rate, standing for 3 / 2 = 1.5 streams. Bound by the cap (10,000 req/s
+    due at once), that is 1.5 x a replica with 2 in flight, 3 slots' worth; it had been
+    2 streams x 2 = 4 slots, a third more throughput than the client's 3 in flight allow."""
+    capped = serve(MODEL, GPU, engine="vllm", isl=256, osl=32, rate=1e4, num_requests=90, max_concurrency=3, dp=2)
+    # the stream: 90 x 2/3 = 60 requests at 1e4 x 2/3 req/s with 2 in flight
+    stream = serve(MODEL, GPU, engine="vllm", isl=256, osl=32, rate=1e4 * 2 / 3, num_requests=60, max_concurrency=2)
+    assert capped.replicas == 1.5
+    np.testing.assert_array_equal(capped.trace.finish, stream.trace.finish)
+    assert capped.output_tokens_per_s == pytest.approx(1.5 * stream.output_tokens_per_s, rel=1e-12)
+
+
 @pytest.mark.parametrize("kw, match", [
     (dict(concurrency=8, max_concurrency=8), "caps the requests in flight of a rate or a trace"),
     (dict(offline=True, max_concurrency=8), "caps the requests in flight of a rate or a trace"),

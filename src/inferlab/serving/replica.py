@@ -138,12 +138,30 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
     # a closed loop of fewer clients than streams runs one client on each of that many streams
     streams = min(dp, workload.concurrency) if workload.concurrency else dp
     n = max(1, math.ceil(workload.num_requests / streams))
-    cap = max(1, math.ceil(workload.max_concurrency / dp)) if workload.max_concurrency else None
+    if workload.max_concurrency:
+        return _capped_share(workload, dp)
     if workload.trace is not None:
-        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]), max_concurrency=cap)
-    return replace(workload, num_requests=n, max_concurrency=cap,
+        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
+    return replace(workload, num_requests=n,
                    rate=workload.rate / dp if workload.rate else None,
                    concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
+
+
+def _capped_share(workload: Workload, dp: int) -> Workload:
+    """One stream's share of a rate or trace capped at ``C`` requests in flight over ``dp``
+    streams: the cap spreads over the ``s = min(dp, C)`` streams that can hold a request, each
+    holding ``c = ceil(C / s)``, and the stream takes ``c / C`` of the requests (of the rate, or
+    every trace arrival whose running count of ``c / C`` steps up), so that it stands for
+    ``C / c`` streams (:func:`serve_workload`): ``C`` in flight and the whole rate in all. One in
+    flight over two replicas is one replica serving every request in turn, not two."""
+    total = int(workload.max_concurrency)  # type: ignore[arg-type]
+    cap = -(-total // min(dp, total))
+    if workload.trace is not None:
+        ordered = sorted(workload.trace)  # arrival i is this stream's when ceil((i + 1) c / C) > ceil(i c / C)
+        mine = [t for i, t in enumerate(ordered) if -(-(i + 1) * cap // total) > -(-i * cap // total)]
+        return replace(workload, trace=tuple(mine), max_concurrency=cap)
+    return replace(workload, num_requests=max(1, -(-workload.num_requests * cap // total)), max_concurrency=cap,
+                   rate=workload.rate * cap / total)
 
 
 def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
@@ -181,8 +199,10 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
-    # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8)
-    scale = workload.concurrency / replica.concurrency if workload.concurrency else float(streams)
+    # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8), for a capped
+    # rate the share of the cap (:func:`_capped_share`)
+    scale = workload.concurrency / replica.concurrency if workload.concurrency else \
+        workload.max_concurrency / replica.max_concurrency if workload.max_concurrency and streams > 1 else float(streams)
     if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
         sched = for_speculation(engine, sched, speculative_config(speculative).method)
     sched = unchunked_budget(dep, sched)
