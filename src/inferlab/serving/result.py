@@ -141,6 +141,17 @@ class ServeResult:
         return float(np.nansum(self.e2e_s)) / self.duration_s
 
     @property
+    def preemptions(self) -> int:
+        """Requests preempted (their KV freed, recomputed later), all replicas: the simulated
+        stream's times the streams it stands for, as the request count and throughput."""
+        return round(self.trace.preemptions * self.replicas)
+
+    @property
+    def evicted_blocks(self) -> int:
+        """Prefix-cache blocks evicted, all replicas (as :attr:`preemptions`)."""
+        return round(self.trace.evicted_blocks * self.replicas)
+
+    @property
     def prefix_hit_rate(self) -> float:
         """Share of prompt tokens found in the prefix cache at each request's first admission [1]
         (0 without shared prefixes; vLLM reports it as ``prefix_cache_hit_rate``)."""
@@ -201,12 +212,12 @@ class ServeResult:
             "refused": round(self.refused * self.replicas),
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
-            "requests_per_s": self.requests_per_s, "preemptions": self.trace.preemptions,
+            "requests_per_s": self.requests_per_s, "preemptions": self.preemptions,
             "latency_s": json_ready(self.summary()),  # one-token outputs have no TPOT: None
             **({"speculative": str(self.speculative), "tokens_per_step": self.tokens_per_step}
                if self.speculative is not None else {}),
             **({"prefix": str(self.prefix), "prefix_hit_rate": self.prefix_hit_rate,
-                "prefix_evicted_blocks": self.trace.evicted_blocks} if self.prefix is not None else {}),
+                "prefix_evicted_blocks": self.evicted_blocks} if self.prefix is not None else {}),
             **({"user_latency_s": json_ready(_summary(self.user))} if self.overheads else {}),
             "interval": interval_dict(self),
             **inputs_dict(self.inputs),
@@ -239,7 +250,7 @@ class ServeResult:
                      for name in ("ttft", "tpot", "e2e")]
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
-                f"{self.requests_per_s:.2f} req/s; preemptions {self.trace.preemptions}")
+                f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
             tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt "
                      "plus output beyond its max_model_len or the model's positions) refused with an error, not "
@@ -253,7 +264,7 @@ class ServeResult:
                          f"(expected {self.speculative.tokens_per_step:.2f})")
         if self.prefix is not None:
             lines.append(f"prefix {self.prefix}: hit rate {self.prefix_hit_rate:.1%} of prompt tokens, "
-                         f"{self.trace.evicted_blocks:,} blocks evicted")
+                         f"{self.evicted_blocks:,} blocks evicted")
         return lines
 
     def explain(self) -> str:
@@ -279,8 +290,8 @@ class ServeResult:
         if share > 0.5:
             lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                          "faster decode (a narrower format) move TTFT more than faster kernels")
-        if self.trace.preemptions:
-            lines.append(f"{self.trace.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
+        if self.preemptions:
+            lines.append(f"{self.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
                          "memory per replica avoids the recomputation")
         return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self)
                          + interval_lines(self))
@@ -295,8 +306,8 @@ class ServeResult:
                          "compute-bound")
         if self.prefix is not None:
             lines.append(f"prefix cache: {self.prefix_hit_rate:.1%} of prompt tokens found in the cache, their prefill "
-                         f"skipped; {self.trace.evicted_blocks:,} blocks evicted")
-            if self.trace.evicted_blocks:
+                         f"skipped; {self.evicted_blocks:,} blocks evicted")
+            if self.evicted_blocks:
                 lines.append("prefixes were evicted to make room for running requests: a larger KV pool (FP8 KV "
                              "cache, more TP) or fewer distinct prefixes per replica (routing each to one replica) "
                              "keeps more of them")

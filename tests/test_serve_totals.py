@@ -1,0 +1,43 @@
+"""Counts a serving result reports are every replica's, as its request count and throughput:
+the simulation runs one stream (a data-parallel replica, a pipeline batch) and stands it for
+``replicas`` of them."""
+
+from __future__ import annotations
+
+import json
+
+from inferlab import serve
+
+MODEL = "llama-3.1-8b"
+
+
+def test_preemptions_are_every_replicas():
+    """One L4 holds about 5 GB of KV for Llama-3.1-8B in BF16: 20 prompts of 1,000 tokens each
+    growing 1,000 more do not fit together, so vLLM's scheduler preempts some. With ``dp=2``
+    and 40 requests each replica serves the same 20 (the workload splits evenly, one stream
+    simulated), so the deployment preempts twice what one replica does, as it serves twice
+    the requests and tokens; it had reported one replica's count beside every replica's
+    requests and throughput."""
+    kw = dict(engine="vllm", offline=True, isl=1000, osl=1000)
+    one = serve(MODEL, "l4", num_requests=20, **kw)
+    two = serve(MODEL, "l4", num_requests=40, dp=2, **kw)
+    per_replica = one.trace.preemptions
+    assert per_replica > 0 and two.trace.preemptions == per_replica  # the simulated stream is the same
+    assert two.to_dict()["num_requests"] == 2 * 20
+    assert two.preemptions == two.to_dict()["preemptions"] == 2 * per_replica
+    assert str(two).splitlines()[-1].endswith(f"preemptions {2 * per_replica}")
+    assert f"{2 * per_replica} preemptions: the KV pool ran out" in two.explain()
+    assert json.loads(json.dumps(one.to_dict()))["preemptions"] == per_replica
+
+
+def test_evicted_prefix_blocks_are_every_replicas():
+    """The prefix cache's evictions count the same way: ``dp=2`` at twice the rate and the
+    requests runs the dp=1 stream on each replica, so it evicts twice its blocks."""
+    kw = dict(engine="vllm", isl=[512, 2048, 4096], osl=[64, 256], gpu_memory_utilization=0.3,
+              prefix="sessions:turns=1")
+    one = serve(MODEL, "h100-sxm", rate=25, num_requests=200, **kw)
+    two = serve(MODEL, "h100-sxm", rate=50, num_requests=400, dp=2, **kw)
+    per_replica = one.trace.evicted_blocks
+    assert per_replica > 0 and two.trace.evicted_blocks == per_replica
+    assert two.evicted_blocks == two.to_dict()["prefix_evicted_blocks"] == 2 * per_replica
+    assert f"{2 * per_replica:,} blocks evicted" in str(two)
