@@ -117,3 +117,15 @@ def test_a_cap_with_separate_pools_is_refused():
     with pytest.raises(SpecError, match="concurrency cap"):
         serve(MODEL, disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", rate=5.0, max_concurrency=4,
               num_requests=20)
+
+
+def test_the_json_cap_is_the_clients_not_a_streams():
+    """``--max-concurrency 8`` over dp=2: each replica's stream holds 4, the client 8; the curve's
+    JSON had said 4 (a stream's) under the name of the client's flag."""
+    from inferlab.serving.curve import load_sweep
+
+    curve = load_sweep(MODEL, GPU, rates=[10.0, 20.0], max_concurrency=8, dp=2, engine="vllm", isl=256, osl=32,
+                       num_requests=40)
+    assert curve.results[0].workload.max_concurrency == 4
+    assert curve.to_dict()["max_concurrency"] == 8 == curve.results[0].to_dict()["max_concurrency"]
+    assert "max_concurrency" not in serve(MODEL, GPU, rate=10.0, isl=256, osl=32, num_requests=20).to_dict()

@@ -161,7 +161,7 @@ class LoadCurve:
         """The curve, JSON-ready (seconds, tokens/s)."""
         first = self.results[0].to_dict()
         head = {k: first[k] for k in ("model", "hardware", "layout", "num_gpus", "precision", "engine")}
-        return {**head, "kind": self.kind, "max_concurrency": self.results[0].workload.max_concurrency,
+        return {**head, "kind": self.kind, "max_concurrency": self.results[0].max_concurrency,
                 "percentile": self.percentile, "knee_metric": self.knee_metric,
                 "knee_elasticity": self.knee_elasticity, "knee_load": self.knee_load,
                 "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "points": self.rows()}

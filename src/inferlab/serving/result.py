@@ -141,6 +141,13 @@ class ServeResult:
         return float(np.nansum(self.e2e_s)) / self.duration_s
 
     @property
+    def max_concurrency(self) -> int | None:
+        """The client's cap on requests in flight, all replicas (None: uncapped); each simulated
+        stream holds its share (``workload.max_concurrency``)."""
+        cap = getattr(self.workload, "max_concurrency", None)
+        return None if cap is None else round(cap * self.replicas)
+
+    @property
     def preemptions(self) -> int:
         """Requests preempted (their KV freed, recomputed later), all replicas: the simulated
         stream's times the streams it stands for, as the request count and throughput."""
@@ -208,7 +215,9 @@ class ServeResult:
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
             "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
-            "mode": self.workload.mode, "num_requests": round(len(self.trace.osl) * self.replicas),
+            "mode": self.workload.mode,
+            **({"max_concurrency": self.max_concurrency} if self.max_concurrency is not None else {}),
+            "num_requests": round(len(self.trace.osl) * self.replicas),
             "refused": round(self.refused * self.replicas),
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
