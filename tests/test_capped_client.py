@@ -129,3 +129,15 @@ def test_the_json_cap_is_the_clients_not_a_streams():
     assert curve.results[0].workload.max_concurrency == 4
     assert curve.to_dict()["max_concurrency"] == 8 == curve.results[0].to_dict()["max_concurrency"]
     assert "max_concurrency" not in serve(MODEL, GPU, rate=10.0, isl=256, osl=32, num_requests=20).to_dict()
+
+
+def test_the_slo_rate_search_refuses_a_cap_in_its_own_words():
+    """Above the cap's throughput a capped client's latencies no longer grow with the rate (the
+    excess waits untimed at the client), so a search for the highest rate meeting an SLO has no
+    answer; it had failed on its lone-request probe with the closed-loop message ("a closed
+    loop's clients are its concurrency"), naming a concurrency the caller never gave."""
+    from inferlab.serving.goodput import max_rate_meeting_slo
+
+    with pytest.raises(SpecError, match="max_rate_meeting_slo: a client capped at max_concurrency"):
+        max_rate_meeting_slo(MODEL, GPU, ttft_slo_s=0.5, tpot_slo_s=0.05, isl=256, osl=32, num_requests=20,
+                             max_concurrency=2)

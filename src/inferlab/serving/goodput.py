@@ -200,6 +200,10 @@ def max_rate_meeting_slo(model: Any, hardware: Any, *, ttft_slo_s: float, tpot_s
     from .serve import serve
 
     reject_load_kwargs(serve_kwargs)
+    if serve_kwargs.get("max_concurrency") is not None:
+        raise SpecError("max_rate_meeting_slo: a client capped at max_concurrency holds the requests past its cap and "
+                        "times them from when it sends them, so every rate above the cap's throughput reads alike; "
+                        "search without max_concurrency (or sweep rates with load_sweep)")
     check_slo(ttft_slo_s, tpot_slo_s, percentile)
     lone = serve(model, hardware, concurrency=1, **{**serve_kwargs, "num_requests": 1})
     g1 = goodput(lone, ttft_slo_s, tpot_slo_s, 100.0)
