@@ -41,3 +41,16 @@ def test_evicted_prefix_blocks_are_every_replicas():
     assert per_replica > 0 and two.trace.evicted_blocks == per_replica
     assert two.evicted_blocks == two.to_dict()["prefix_evicted_blocks"] == 2 * per_replica
     assert f"{2 * per_replica:,} blocks evicted" in str(two)
+
+
+def test_explain_counts_a_pipelined_replicas_requests_over_its_batches():
+    """With ``pp=2`` the simulated stream is one of the replica's two pipeline batches: its
+    decode steps are shared with that batch's requests, and the replica holds twice as many.
+    explain() had given the batch's count as the replica's."""
+    r = serve(MODEL, "h100-sxm", engine="vllm", rate=10, num_requests=100, pp=2)
+    batch = r.mean_in_flight  # sum of (finish - arrival) over the run's duration, one batch
+    line = next(x for x in r.explain().splitlines() if x.startswith("TPOT"))
+    assert (f"shared with {batch:.1f} requests in flight in each of the replica's 2 pipeline batches "
+            f"({2 * batch:.1f} per replica)") in line
+    plain = serve(MODEL, "h100-sxm", engine="vllm", rate=5, num_requests=50)
+    assert f"shared with {plain.mean_in_flight:.1f} requests in flight per replica;" in plain.explain()

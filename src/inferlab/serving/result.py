@@ -137,7 +137,8 @@ class ServeResult:
 
     @property
     def mean_in_flight(self) -> float:
-        """Requests in the system on average (arrival to finish), per replica."""
+        """Requests in the system on average (arrival to finish), per simulated stream: a
+        replica, or with ``pp`` pipeline stages one of its ``pp`` batches in flight."""
         return float(np.nansum(self.e2e_s)) / self.duration_s
 
     @property
@@ -291,8 +292,11 @@ class ServeResult:
                          f"(HTTP, tokenization, hand-off to the scheduler; the {self.engine} engine's, fitted on "
                          "serving cases)")
         if math.isfinite(s["tpot"]["mean"]):
+            pp = self.deployment.parallel.pp if self.deployment is not None else 1
+            where = "per replica" if pp == 1 else \
+                f"in each of the replica's {pp} pipeline batches ({self.mean_in_flight * pp:.1f} per replica)"
             lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                         f"{self.mean_in_flight:.1f} requests in flight per replica; prefill chunks mixed into "
+                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill chunks mixed into "
                          "the same iterations stretch them")
         else:
             lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
