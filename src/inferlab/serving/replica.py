@@ -46,9 +46,16 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
 def unchunked_budget(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the token budget of a scheduler whose budget holds the longest context
     without chunked prefill (vLLM's; :func:`~inferlab.engines.scheduler.unchunked_token_budget`,
-    the model's positions standing for an unset ``max_model_len``); other limits as they are."""
+    the model's positions standing for an unset ``max_model_len``); other limits as they are.
+    Such a scheduler (vLLM's ``SchedulerConfig``) also refuses a budget below ``max_num_seqs``:
+    every running sequence takes a token of it each step."""
     context = int(sched.max_model_len or dep.model.max_position_embeddings)
     budget = unchunked_token_budget(sched, context, sched.max_num_batched_tokens)
+    seqs = sched.max_num_seqs
+    if sched.context_budget and budget is not None and seqs is not None and budget < seqs:
+        raise SpecError(f"max_num_batched_tokens ({budget:,}) is below max_num_seqs ({seqs:,}): vLLM refuses to start "
+                        "with it (each running sequence needs a token of the budget every step); raise the budget or "
+                        "lower the sequences")
     return sched if budget == sched.max_num_batched_tokens else replace(sched, max_num_batched_tokens=budget)
 
 
