@@ -44,7 +44,7 @@ from ..inputs.prefixes import shared_by_hit_rate
 from ..serving.goodput import queue_grows
 from .candidate import Candidate, Probe
 from .scenario import Scenario
-from .search import price_per_gpu_hour, with_replicas
+from .search import BUDGET_SLACK, price_per_gpu_hour, with_replicas
 
 TAIL_REQUESTS = 20
 MIN_REQUESTS = 1000
@@ -154,7 +154,7 @@ def allowed_replicas(sc: Scenario, cand: Candidate) -> int:
     n = sc.search.max_gpus // gpr
     usd_per_replica_h = gpr * price_per_gpu_hour(sc, cand.hardware)
     if sc.budget_usd_per_hour is not None and usd_per_replica_h > 0:
-        n = min(n, int(sc.budget_usd_per_hour // usd_per_replica_h))
+        n = min(n, math.floor(sc.budget_usd_per_hour * (1.0 + BUDGET_SLACK) / usd_per_replica_h))
     return n
 
 

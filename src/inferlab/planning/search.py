@@ -32,6 +32,8 @@ from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_prefill_utiliz
                     operating_points, prefill_pool_ttft_s, tpot_percentile_s, ttft_percentile_s)
 from .scenario import Scenario
 
+#: Relative rounding slack of a cost against the budget (:func:`over_budget`).
+BUDGET_SLACK = 1e-9
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
 _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
 
@@ -225,10 +227,17 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
     if gpus > sc.search.max_gpus:
         return replace(cand, feasible=False, over_limits=True,
                        reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
-    if sc.budget_usd_per_hour is not None and usd_h > sc.budget_usd_per_hour:
+    if over_budget(sc, usd_h):
         return replace(cand, feasible=False, over_limits=True,
-                       reason=f"${usd_h:,.0f}/h over the budget ${sc.budget_usd_per_hour:,.0f}/h")
+                       reason=f"${usd_h:,.2f}/h over the budget ${sc.budget_usd_per_hour:,.2f}/h")
     return replace(cand, over_limits=False)
+
+
+def over_budget(sc: Scenario, usd_per_hour: float) -> bool:
+    """Whether ``usd_per_hour`` breaks the scenario's budget, up to :data:`BUDGET_SLACK` (three
+    GPUs at $2.95 cost ``8.850000000000001`` in floating point, within a budget of $8.85)."""
+    budget = sc.budget_usd_per_hour
+    return budget is not None and usd_per_hour > budget * (1.0 + BUDGET_SLACK)
 
 
 def max_num_seqs(scenario: Scenario) -> int | None:

@@ -1,0 +1,50 @@
+"""The plan's GPU counts and dollars against hand arithmetic: the budget and GPU limits, what a
+configuration costs, and the figures derived from it."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab.planning.candidate import Candidate
+from inferlab.planning.probes import allowed_replicas
+from inferlab.planning.scenario import load_scenario
+from inferlab.planning.search import limits
+
+
+def _scenario(**fields):
+    return load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "traffic": {"rate": 10},
+                          "search": {"precisions": ["fp8"], "tp": [1]}, **fields})
+
+
+def _candidate(replicas: int, usd_per_gpu_hour: float, tp: int = 1) -> Candidate:
+    gpus = replicas * tp
+    return Candidate("llama-3.1-8b", "h100-sxm", "fp8", tp, 1, None, True, replicas=replicas, gpus=gpus,
+                     usd_per_hour=gpus * usd_per_gpu_hour)
+
+
+def test_a_budget_of_exactly_the_cost_allows_it():
+    # 3 replicas of one GPU at $2.95/h: 3 x 2.95 = $8.85/h (8.850000000000001 in floating point),
+    # within a budget of $8.85/h; 8.85 // 2.95 is 2.0 in floating point, the count is 3
+    sc = _scenario(prices={"h100-sxm": 2.95}, budget_usd_per_hour=8.85)
+    assert allowed_replicas(sc, _candidate(1, 2.95)) == 3
+    assert limits(sc, _candidate(3, 2.95)).feasible
+    # a cent less: 8.84 / 2.95 = 2.997 -> 2 replicas; the reason in cents, not "$9/h over the budget $9/h"
+    sc = _scenario(prices={"h100-sxm": 2.95}, budget_usd_per_hour=8.84)
+    assert allowed_replicas(sc, _candidate(1, 2.95)) == 2
+    out = limits(sc, _candidate(3, 2.95))
+    assert not out.feasible and out.over_limits
+    assert out.reason == "$8.85/h over the budget $8.84/h"
+
+
+@settings(max_examples=60, deadline=None)
+@given(cents=st.integers(1, 2000), replicas=st.integers(1, 64), tp=st.sampled_from([1, 2, 8]))
+def test_a_budget_written_as_the_cost_in_cents_allows_exactly_that_count(cents, replicas, tp):
+    # a price of c cents per GPU-hour and a budget of n x tp x c cents, written in dollars as a
+    # user writes them: n replicas fit, n + 1 (a whole replica, >= 1 cent, more) do not (max_gpus
+    # out of the way)
+    price, budget = cents / 100, replicas * tp * cents / 100
+    sc = _scenario(prices={"h100-sxm": price}, budget_usd_per_hour=budget, search={"precisions": ["fp8"], "tp": [tp], "max_gpus": 10**6})
+    assert allowed_replicas(sc, _candidate(1, price, tp)) == replicas
+    assert limits(sc, _candidate(replicas, price, tp)).feasible
+    assert not limits(sc, _candidate(replicas + 1, price, tp)).feasible
