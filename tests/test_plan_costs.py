@@ -48,3 +48,19 @@ def test_a_budget_written_as_the_cost_in_cents_allows_exactly_that_count(cents, 
     assert allowed_replicas(sc, _candidate(1, price, tp)) == replicas
     assert limits(sc, _candidate(replicas, price, tp)).feasible
     assert not limits(sc, _candidate(replicas + 1, price, tp)).feasible
+
+
+def test_a_disaggregated_candidates_tokens_per_gpu_follow_its_sized_pools():
+    # 6 req/s x 300 output tokens = 1,800 tok/s over the fluid pools' GPUs, then over the pools a
+    # simulation may size instead, of one GPU a replica: P3:D2 1,800 / 5 = 360 tok/s per GPU,
+    # P2:D1 1,800 / 3 = 600 (it had kept the seed's pools' figure)
+    from inferlab.planning.search import candidates, evaluate, with_replicas
+
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"],
+                        "traffic": {"rate": 6, "isl": 12000, "osl": 300}, "slo": {"ttft_ms": 2000, "tpot_ms": 20},
+                        "search": {"precisions": ["fp8"], "tp": [1], "disaggregation": True}})
+    seed = next(evaluate(sc, c) for c in candidates(sc) if c["disaggregated"])
+    assert seed.feasible and seed.tokens_per_s_per_gpu == 1800.0 / seed.gpus
+    for pools, gpus, per_gpu in (("P3:D2", 5, 360.0), ("P2:D1", 3, 600.0)):
+        sized = with_replicas(sc, seed, gpus, pd=pools)
+        assert (sized.gpus, sized.tokens_per_s_per_gpu) == (gpus, per_gpu)

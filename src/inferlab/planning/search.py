@@ -182,6 +182,8 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     gpus = replicas * cand.gpus_per_replica
     usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
     out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)
+    if cand.disaggregated:  # the pools' output over their GPUs, the seed's pools or the simulation's
+        out = replace(out, tokens_per_s_per_gpu=tr.request_rate * tr.osl.expected / gpus)
     if tr.offline:  # the job's GPU-hours, whatever the deadline: replicas are let go when it is done
         out = replace(out, fluid_job_s=tr.requests / (replicas * cand.replica_rate))
         out = replace(out, usd_per_million_output=usd_h * job_s(sc, out) / 3600.0 / (tr.requests * tr.osl.expected) * 1e6)
@@ -336,5 +338,4 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
              "rate_d_j": float(rate_d[j]), "prefill_spread": spread}
     cand = replace(base, feasible=True, batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]), curve=curve,
                    tokens_per_s_per_user=1.0 / float(est.tpot_s[j]), binding=binding)
-    out = with_replicas(sc, cand, n_p + n_d, seed=True, pd=f"P{n_p}:D{n_d}")
-    return replace(out, tokens_per_s_per_gpu=tr.request_rate * osl / out.gpus)
+    return with_replicas(sc, cand, n_p + n_d, seed=True, pd=f"P{n_p}:D{n_d}")
