@@ -64,3 +64,22 @@ def test_a_disaggregated_candidates_tokens_per_gpu_follow_its_sized_pools():
     for pools, gpus, per_gpu in (("P3:D2", 5, 360.0), ("P2:D1", 3, 600.0)):
         sized = with_replicas(sc, seed, gpus, pd=pools)
         assert (sized.gpus, sized.tokens_per_s_per_gpu) == (gpus, per_gpu)
+
+
+def test_an_offline_jobs_api_comparison_is_per_job():
+    # 1,000,000 requests x (1000 x $0.10 + 500 x $0.40) / 1e6 = $300.00 on the API; the job on
+    # dedicated replicas costs its GPU-hours (their $/h x the job's hours), not an hourly rate
+    # against always-on replicas ("$12.50/h for this traffic", "pay off from 4.86 req/s")
+    from inferlab.planning.planner import plan
+    from inferlab.planning.search import job_s
+
+    sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "verify": 0,
+                        "traffic": {"offline": True, "requests": 1_000_000, "deadline_h": 24, "isl": 1000, "osl": 500},
+                        "search": {"precisions": ["fp8"], "tp": [1]}, "prices": {"h100-sxm": 2.0},
+                        "api_price": {"input_per_million": 0.10, "output_per_million": 0.40}})
+    result = plan(sc)
+    best = result.best
+    job_usd = best.gpus * 2.0 * job_s(sc, best) / 3600.0
+    line = next(x for x in result.explain().splitlines() if x.startswith("vs the API"))
+    assert line == (f"vs the API at $0.1/$0.4 per 1M in/out tokens: $300.00 for the job's 1,000,000 requests, "
+                    f"against ${job_usd:,.2f} on these replicas")

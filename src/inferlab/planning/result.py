@@ -209,6 +209,14 @@ class Plan:
         from ..economics import api_vs_dedicated
 
         tr = self.scenario.traffic
+        if tr.offline:  # a job's replicas are let go when it is done: the job's cost on either side
+            from ..economics import api_usd_per_request
+
+            api_job = float(api_usd_per_request(api.input_per_million, api.output_per_million, tr.isl.expected,
+                                                tr.osl.expected)) * tr.requests
+            return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
+                    f"${api_job:,.2f} for the job's {tr.requests:,} requests, against ${self._job_usd(best):,.2f} "
+                    "on these replicas"]
         per_replica = tr.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
         be = api_vs_dedicated(usd_per_million_input=api.input_per_million,
                               usd_per_million_output=api.output_per_million, isl=tr.isl.expected,
