@@ -357,8 +357,9 @@ def test_a_prompt_pool_in_a_static_batch_is_refused():
 def test_a_vllm_budget_below_its_sequences_is_refused_as_vllm_refuses_it(capsys):
     """vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs (each running
     sequence takes a token of the budget every step). Its launch command was refused so, but the
-    same limits as flags (or API keywords; the budget alone, under the default 256 sequences)
-    were simulated; the generic engine, which is not vLLM, takes them."""
+    same limits as flags or API keywords were simulated. A budget alone is taken: vLLM then runs at
+    most the budget's sequences (min(its default, the budget)); the generic engine, which is not
+    vLLM, takes any."""
     import pytest
 
     from inferlab import serve
@@ -367,9 +368,17 @@ def test_a_vllm_budget_below_its_sequences_is_refused_as_vllm_refuses_it(capsys)
 
     kw = dict(rate=5.0, isl=256, osl=16, num_requests=5)
     with pytest.raises(SpecError, match=r"max_num_batched_tokens \(255\) is below max_num_seqs \(256\): vLLM refuses"):
-        serve("llama-3.1-8b", "h100-sxm", engine="vllm", max_num_batched_tokens=255, **kw)
+        serve("llama-3.1-8b", "h100-sxm", engine="vllm", max_num_seqs=256, max_num_batched_tokens=255, **kw)
+    from inferlab.engines.scheduler import default_scheduler, for_hardware
+    from inferlab.specs.catalog import load_hardware
+
+    from dataclasses import replace
+
+    alone = for_hardware(replace(default_scheduler("vllm"), max_num_batched_tokens=255), load_hardware("h100-sxm"))
+    assert alone.max_num_seqs == 255  # min(1,024, 255)
+    serve("llama-3.1-8b", "h100-sxm", engine="vllm", max_num_batched_tokens=255, **kw)
     assert main(["serve", "llama-3.1-8b", "h100-sxm", "--engine", "vllm", "--max-num-seqs", "300",
                  "--max-num-batched-tokens", "256", "--rate", "5", "--num-requests", "5"]) == 2
     assert "is below max_num_seqs (300): vLLM refuses to start" in capsys.readouterr().err
-    serve("llama-3.1-8b", "h100-sxm", engine="vllm", max_num_batched_tokens=256, **kw)  # equal: vLLM starts
+    serve("llama-3.1-8b", "l40s", engine="vllm", max_num_batched_tokens=256, **kw)  # equal: vLLM starts
     serve("llama-3.1-8b", "h100-sxm", engine="generic", max_num_batched_tokens=16, **kw)

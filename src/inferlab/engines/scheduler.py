@@ -167,7 +167,8 @@ def memory_budget(memory_bytes: float) -> int:
 #: vLLM's ``vllm serve`` limits when ``--max-num-seqs`` and ``--max-num-batched-tokens`` are not
 #: given (vllm ``EngineArgs.get_batch_defaults``, v0.9 on, OPENAI_API_SERVER context): 1,024
 #: sequences and 8,192 tokens on a GPU of at least 70 GiB that is not an A100 ("setting large
-#: max_num_batched_tokens for A100 reduces throughput", vllm PR #17885), else 256 and 2,048.
+#: max_num_batched_tokens for A100 reduces throughput", vllm PR #17885), else 256 and 2,048; an
+#: unset sequence limit is at most the token budget (``min(default, max_num_batched_tokens)``).
 VLLM_BATCH_DEFAULTS = ((70 * 2**30, ("a100",), 1024, 8192), (0.0, (), 256, 2048))
 
 
@@ -185,9 +186,10 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
     when it chunks prompts, :data:`UNCHUNKED_BUDGET` when it does not."""
     if sched.batch_defaults and (sched.max_num_seqs is None or sched.max_num_batched_tokens is None):
         seqs, tokens = batch_limits(sched.batch_defaults, hw)
-        return replace(sched, max_num_seqs=seqs if sched.max_num_seqs is None else sched.max_num_seqs,
-                       max_num_batched_tokens=tokens if sched.max_num_batched_tokens is None
-                       else sched.max_num_batched_tokens)
+        tokens = tokens if sched.max_num_batched_tokens is None else sched.max_num_batched_tokens
+        # an unset sequence limit is at most the budget (vLLM: min(default, max_num_batched_tokens))
+        return replace(sched, max_num_seqs=min(seqs, tokens) if sched.max_num_seqs is None else sched.max_num_seqs,
+                       max_num_batched_tokens=tokens)
     if sched.max_num_batched_tokens is not None:
         return sched
     budget = memory_budget(hw.usable_memory_capacity.si) if sched.chunked_prefill else UNCHUNKED_BUDGET

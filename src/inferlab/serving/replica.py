@@ -51,7 +51,7 @@ def unchunked_budget(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     every running sequence takes a token of it each step."""
     context = int(sched.max_model_len or dep.model.max_position_embeddings)
     budget = unchunked_token_budget(sched, context, sched.max_num_batched_tokens)
-    seqs = sched.max_num_seqs
+    seqs = sched.max_num_seqs  # as set (unset, vLLM takes the smaller of its default and the budget)
     if sched.context_budget and budget is not None and seqs is not None and budget < seqs:
         raise SpecError(f"max_num_batched_tokens ({budget:,}) is below max_num_seqs ({seqs:,}): vLLM refuses to start "
                         "with it (each running sequence needs a token of the budget every step); raise the budget or "
