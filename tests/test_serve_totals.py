@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from inferlab import serve
 
 MODEL = "llama-3.1-8b"
@@ -54,3 +56,13 @@ def test_explain_counts_a_pipelined_replicas_requests_over_its_batches():
             f"({2 * batch:.1f} per replica)") in line
     plain = serve(MODEL, "h100-sxm", engine="vllm", rate=5, num_requests=50)
     assert f"shared with {plain.mean_in_flight:.1f} requests in flight per replica;" in plain.explain()
+
+
+def test_a_stream_of_one_request_at_a_rate_lasts_its_offered_time():
+    """4 requests at 0.01/s over dp=2 x pp=2 streams: one request per stream at 0.0025/s, offered
+    over 1 / 0.0025 = 400 s; 4 streams x 128 tokens / 400 s = 1.28 tokens/s (the offered
+    0.01/s x 128). A stream's one latency (under a second) had stood for the run: ~400 tokens/s."""
+    from inferlab import serve
+
+    r = serve("llama-3.1-8b", "h100-sxm", rate=0.01, num_requests=4, isl=512, osl=128, dp=2, pp=2)
+    assert r.output_tokens_per_s == pytest.approx(1.28, rel=1e-9)
