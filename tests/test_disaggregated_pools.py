@@ -78,3 +78,32 @@ def test_the_aggregated_replica_compared_has_the_decode_pools_layout():
     par = c.aggregated.deployment.parallel
     assert (par.tp, par.ep, par.attention_dp) == (8, 8, True)
     assert float(c.aggregated.memory.kv_batch) == 1_811_939_328
+
+
+def _prefill_s(pool: str, budget: int, engine: str) -> tuple[float, float]:
+    d = inferlab.estimate("qwen3-30b-a3b", isl=2048, osl=2, batch_size=8, prefill_batch=8, engine=engine,
+                          disaggregation=f"prefill={pool},decode=h100-sxmx8:tp8:ep8", max_num_tokens=budget)
+    return float(d.prefill_s), d.prefill_deployment.profile.step_overhead_s
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "vllm"])  # engines whose token budget is each rank's
+def test_an_attention_dp_prefill_pool_chunks_each_ranks_prompts_under_its_own_budget(engine):
+    """8 prompts of 2048 tokens with a 2048-token budget. Attention DP over 8 ranks: each rank
+    takes one prompt within its own budget, one iteration, as with a budget of 16,384. Plain
+    TP8: the replica's one budget takes the 16,384 tokens in 8 iterations, 7 step overheads
+    more than at 16,384. The pool with attention DP had been chunked as plain TP (8 iterations)."""
+    adp, adp_wide = (_prefill_s("h100-sxmx8:tp8:ep8:adp", b, engine)[0] for b in (2048, 16384))
+    assert adp == adp_wide
+    (tp, overhead), (tp_wide, _) = (_prefill_s("h100-sxmx8:tp8:ep8", b, engine) for b in (2048, 16384))
+    assert tp - tp_wide == pytest.approx(7 * overhead, rel=1e-9)
+
+
+def test_an_attention_dp_prefill_pool_prefills_as_the_same_aggregated_layout_does():
+    """The prefill pool's batch of 8 is the aggregated replica's first-token time (same layout,
+    engine and budget: 1 iteration each)."""
+    d = inferlab.estimate("qwen3-30b-a3b", isl=2048, osl=2, batch_size=8, prefill_batch=8, engine="trtllm",
+                          disaggregation="prefill=h100-sxmx8:tp8:ep8:adp,decode=h100-sxmx8:tp8:ep8",
+                          max_num_tokens=2048)
+    a = inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=8, ep=8, attention_dp=True, isl=2048, osl=2, batch_size=8,
+                          engine="trtllm", max_num_tokens=2048)
+    assert float(d.prefill_s) == pytest.approx(float(a.ttft_s), rel=1e-12)

@@ -174,7 +174,11 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
-    chunks = np.ceil(bp * (i - cached) / max_num_tokens)
+    # each attention-DP rank prefills its share of the prompts under its own budget where the
+    # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
+    replica_budget = memory_keywords(default_scheduler(engine_p), float(max_num_tokens),
+                                     dep_p.parallel.attention_groups)["step_tokens"]
+    chunks = np.ceil(bp * (i - cached) / replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
     step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,
