@@ -382,3 +382,24 @@ def test_a_vllm_budget_below_its_sequences_is_refused_as_vllm_refuses_it(capsys)
     assert "is below max_num_seqs (300): vLLM refuses to start" in capsys.readouterr().err
     serve("llama-3.1-8b", "l40s", engine="vllm", max_num_batched_tokens=256, **kw)  # equal: vLLM starts
     serve("llama-3.1-8b", "h100-sxm", engine="generic", max_num_batched_tokens=16, **kw)
+
+
+def test_vllm_sequences_above_its_default_budget_on_the_gpu_are_refused_as_vllm_refuses_them():
+    """vLLM fills an unset token budget with its default for the GPU (2,048 on an L40S, 48 GB;
+    8,192 on an H100) and then refuses a budget below max_num_seqs: --max-num-seqs 4096 alone
+    does not start on an L40S (2,048 < 4,096), nor 9,000 on an H100 (8,192 < 9,000); 2,048 on
+    the L40S and 8,192 on the H100 do (equal). They had been simulated."""
+    import pytest
+
+    from inferlab import serve
+    from inferlab.errors import SpecError
+
+    kw = dict(engine="vllm", rate=5.0, isl=256, osl=16, num_requests=5)
+    with pytest.raises(SpecError, match=r"max_num_batched_tokens \(2,048, its default on this GPU\) is below "
+                                        r"max_num_seqs \(4,096\): vLLM refuses"):
+        serve("llama-3.1-8b", "l40s", max_num_seqs=4096, **kw)
+    with pytest.raises(SpecError, match=r"\(8,192, its default on this GPU\) is below max_num_seqs \(9,000\)"):
+        serve("llama-3.1-8b", "h100-sxm", max_num_seqs=9000, **kw)
+    assert serve("llama-3.1-8b", "l40s", max_num_seqs=2048, **kw).trace is not None
+    assert serve("llama-3.1-8b", "h100-sxm", max_num_seqs=8192, **kw).trace is not None
+    serve("llama-3.1-8b", "l40s", max_num_seqs=4096, max_num_batched_tokens=4096, **kw)  # a budget given: it runs

@@ -48,14 +48,20 @@ def unchunked_budget(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     without chunked prefill (vLLM's; :func:`~inferlab.engines.scheduler.unchunked_token_budget`,
     the model's positions standing for an unset ``max_model_len``); other limits as they are.
     Such a scheduler (vLLM's ``SchedulerConfig``) also refuses a budget below ``max_num_seqs``:
-    every running sequence takes a token of it each step."""
+    every running sequence takes a token of it each step. The budget compared is the one it
+    runs: as set, or its default for the GPU (a set ``max_num_seqs`` of 4,096 is refused on an
+    L40S, whose default budget is 2,048)."""
     context = int(sched.max_model_len or dep.model.max_position_embeddings)
     budget = unchunked_token_budget(sched, context, sched.max_num_batched_tokens)
     seqs = sched.max_num_seqs  # as set (unset, vLLM takes the smaller of its default and the budget)
-    if sched.context_budget and budget is not None and seqs is not None and budget < seqs:
-        raise SpecError(f"max_num_batched_tokens ({budget:,}) is below max_num_seqs ({seqs:,}): vLLM refuses to start "
-                        "with it (each running sequence needs a token of the budget every step); raise the budget or "
-                        "lower the sequences")
+    # the budget it runs: as set, else its default for the GPU (for_hardware)
+    runs = budget if budget is not None or not sched.context_budget else \
+        for_hardware(sched, dep.hardware).max_num_batched_tokens
+    if sched.context_budget and runs is not None and seqs is not None and runs < seqs:
+        said = "" if budget is not None else ", its default on this GPU"
+        raise SpecError(f"max_num_batched_tokens ({runs:,}{said}) is below max_num_seqs ({seqs:,}): vLLM refuses to "
+                        "start with it (each running sequence needs a token of the budget every step); raise the "
+                        "budget or lower the sequences")
     return sched if budget == sched.max_num_batched_tokens else replace(sched, max_num_batched_tokens=budget)
 
 
