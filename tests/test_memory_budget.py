@@ -585,6 +585,13 @@ def test_the_layout_a_refusal_names_runs(model, hardware, isl):
     ("a100-sxm-80gb", 256, 2048),   # 80 GB, but an A100: vLLM keeps the small defaults there
     ("l40s", 256, 2048),            # 48 GB
     ("h100-sxm:3g.40gb", 256, 2048),  # a slice sees its own 40 GB
+    # vLLM's CPU backend: 128 and 2,048 per CPU (its memory, 6 TB here, does not enter), not the
+    # >= 70 GiB row's 1,024 and 8,192; a TPU: 256 sequences (the small row's) and its chip's
+    # budget, v5e 512 and v6e 1,024 (OPENAI_API_SERVER), not 2,048
+    ("epyc-9554", 128, 2048),
+    ("ryzen-9-7950x", 128, 2048),
+    ("tpu-v5e", 256, 512),
+    ("tpu-v6e", 256, 1024),
 ])
 def test_vllm_sizes_its_unset_limits_by_the_gpu(gpu, seqs, tokens):
     """vllm serve without --max-num-seqs/--max-num-batched-tokens: 1,024 sequences and 8,192

@@ -44,10 +44,11 @@ class SchedulerConfig:
         Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
         it from the GPU (``batch_defaults``, else SGLang's :func:`memory_budget`), set for a
         deployment's hardware by :func:`for_hardware`.
-    batch_defaults : tuple of (bytes, excluded ids, seqs, tokens)
+    batch_defaults : tuple of (kinds or ids, bytes, excluded ids, seqs, tokens)
         The engine's own sizing of unset ``max_num_seqs`` and ``max_num_batched_tokens`` by
-        the GPU: the first row whose visible memory the GPU reaches, unless its catalog id
-        starts with one of the excluded (:data:`VLLM_BATCH_DEFAULTS`); empty: SGLang's rules.
+        the device: the first row whose kinds or id prefixes (empty: any) name it and whose
+        visible memory it reaches, unless its catalog id starts with one of the excluded
+        (:data:`VLLM_BATCH_DEFAULTS`); empty: SGLang's rules.
     max_prefill_tokens : int or None
         Prompt tokens after which an iteration takes no further prompt (SGLang's
         ``--max-prefill-tokens``: ``PrefillAdder.rem_input_tokens``, less the decodes mixed
@@ -169,15 +170,20 @@ def memory_budget(memory_bytes: float) -> int:
 #: sequences and 8,192 tokens on a GPU of at least 70 GiB that is not an A100 ("setting large
 #: max_num_batched_tokens for A100 reduces throughput", vllm PR #17885), else 256 and 2,048; an
 #: unset sequence limit is at most the token budget (``min(default, max_num_batched_tokens)``).
-VLLM_BATCH_DEFAULTS = ((70 * 2**30, ("a100",), 1024, 8192), (0.0, (), 256, 2048))
+#: Its CPU backend takes 128 and 2,048 (times the CPUs' tp x pp, here one), a TPU 256 and its
+#: chip's budget (v5e 512, v6e 1,024).
+VLLM_BATCH_DEFAULTS = ((("cpu",), 0.0, (), 128, 2048), (("tpu-v5e",), 0.0, (), 256, 512),
+                       (("tpu-v6e",), 0.0, (), 256, 1024),
+                       ((), 70 * 2**30, ("a100",), 1024, 8192), ((), 0.0, (), 256, 2048))
 
 
 def batch_limits(rows: tuple, hw: HardwareSpec) -> tuple[int, int]:
     """``(max_num_seqs, max_num_batched_tokens)`` an engine with ``batch_defaults`` ``rows``
     sizes for ``hw``."""
     memory = hw.usable_memory_capacity.si
-    return next((seqs, tokens) for least, excluded, seqs, tokens in rows
-                if memory >= least and not hw.id.startswith(tuple(excluded)))
+    return next((seqs, tokens) for names, least, excluded, seqs, tokens in rows
+                if (not names or hw.kind in names or hw.id.startswith(tuple(names)))
+                and memory >= least and not hw.id.startswith(tuple(excluded)))
 
 
 def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
