@@ -32,7 +32,8 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--profile": ("profile", str, "default, roofline or a profile YAML path"),
     "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
     "--kv-block-size": ("kv_block_size", int, "tokens per KV-cache page (default 16)"),
-    "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default: the engine's on the GPU, 8192 but SGLang's by GPU memory)"),
+    "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default: the engine's on the GPU: TensorRT-LLM 8192, vLLM 8192 on a GPU of "
+                         ">= 70 GiB that is not an A100 else 2048, SGLang's by GPU memory)"),
     "--max-num-seqs": ("max_num_seqs", int, "sequences the engine runs at once; a larger batch runs in waves of it "
                                             "(default: the whole batch at once)"),
     "--graph-max-batch": ("graph_max_batch", int, "largest decode batch run from a CUDA graph (SGLang's "

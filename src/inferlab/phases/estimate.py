@@ -87,8 +87,9 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         Share of device memory the engine may use (vLLM's default 0.9).
     max_num_tokens : int, optional [token]
         Tokens per iteration: prompts are prefilled in chunks of it, and the activation
-        workspace is sized for it. Default: the engine's on this GPU (8,192 for vLLM and
-        TensorRT-LLM; SGLang sizes its chunk by the GPU's memory), as :func:`inferlab.serve` runs.
+        workspace is sized for it. Default: the engine's on this GPU (8,192 for TensorRT-LLM;
+        vLLM 8,192 on a GPU of 70 GiB or more that is not an A100, else 2,048; SGLang sizes its
+        chunk by the GPU's memory), as :func:`inferlab.serve` runs.
     max_num_seqs : int, optional [request]
         Sequences the engine runs at once (vLLM's ``--max-num-seqs``, SGLang's
         ``--max-running-requests``, TensorRT-LLM's ``max_batch_size``): a larger batch runs in
