@@ -183,3 +183,19 @@ def test_a_reclaimed_spot_replica_without_an_autoscaler_is_replaced():
     assert what.count("reclaim") >= 3
     assert what.count("order") == 2 + what.count("reclaim")
     assert np.sum(r.status == OK) > 0.9 * len(r.status)
+
+
+def test_a_restarted_replica_reads_busy_from_its_first_sample():
+    """One replica at 5 requests/s failing every ~6 minutes (MTBF 0.1 h), restarted 40 s later:
+    the restarted engine counts its tokens from zero, and the utilization marks must too. They
+    had kept the old engine's count, so the first sample after each restart read 0 (idle) while
+    the replica served, and the autoscaler's utilization signal with it."""
+    r = inferlab.fleet(M, G, replicas=1, horizon_s=1800.0, traffic={"rate": 5, "isl": 400, "osl": 100},
+                       failures={"replica_mtbf_h": 0.1, "detection_s": 10.0, "restart_s": 30.0}, sample_s=10.0, seed=1)
+    t, u = np.array(r.samples["t"]), np.array(r.samples["utilization"])
+    ready = [when for when, what, _ in r.events if what == "ready"]
+    assert len(ready) >= 2
+    for when in ready:
+        after = u[t > when]
+        if after.size:
+            assert after[0] > 0.0

@@ -96,6 +96,7 @@ class Outages:
         self._collect(r)
         r.engines.append((r.engine, r.gids))
         r.engine, r.gids = self._new_engine(r.pool), []
+        r.busy_mark = r.scale_mark = 0.0  # the new engine counts its tokens from zero
         self._ready_again(t, r)
 
     def _ready_again(self, t: float, r: Replica) -> None:
