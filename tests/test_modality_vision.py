@@ -194,3 +194,12 @@ def test_the_language_model_takes_a_narrower_format():
     bf16, fp8 = (vlm_ttft("qwen2.5-vl-7b", "h100-sxm", precision=p) for p in (None, "fp8"))
     assert fp8.encoder_s == bf16.encoder_s  # the encoder is not quantized
     assert fp8.prefill_s < bf16.prefill_s  # FP8 GEMMs at twice the BF16 rate on an H100
+
+
+def test_vlm_json_records_the_language_models_format(capsys):
+    import json
+
+    from inferlab.cli.main import main
+
+    assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--precision", "fp8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == "fp8"

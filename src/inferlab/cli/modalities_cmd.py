@@ -111,7 +111,8 @@ def _vlm(args: argparse.Namespace) -> None:
             + text_table(["images", "size", "tokens/image", "image tokens", "host ms", "encoder ms", "prefill ms",
                           "TTFT ms"], rows, right={0, 2, 3, 4, 5, 6, 7}))
     _emit(args, lambda: {"image_tokens": r.image_tokens, "tokens_per_image": r.layout.tokens, "ttft_s": r.ttft_s,
-                         "host_s": r.host_s, "encoder_s": r.encoder_s, "prefill_s": r.prefill_s}, text)
+                         "host_s": r.host_s, "encoder_s": r.encoder_s, "prefill_s": r.prefill_s,
+                         "precision": args.precision}, text)
 
 
 def _speak(args: argparse.Namespace) -> None:
