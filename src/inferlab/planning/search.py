@@ -243,8 +243,8 @@ def over_budget(sc: Scenario, usd_per_hour: float) -> bool:
 
 
 def max_num_seqs(scenario: Scenario) -> int | None:
-    """The engine's sequence limit the scenario plans with (None: the engine sizes it from its
-    KV pool, as SGLang does; :func:`sequence_limit` gives it for a deployment)."""
+    """The engine's sequence limit the scenario plans with (None: the engine sizes it for the
+    deployment, vLLM by the GPU and SGLang from its KV pool; :func:`sequence_limit` gives it)."""
     from ..engines.scheduler import default_scheduler
 
     if scenario.search.max_num_seqs is not None:
