@@ -24,7 +24,7 @@ FLAGS = {
     "--pp-size": Spec("pp", "int"), "--pp": Spec("pp", "int"), "--ep-size": Spec("ep", "int"), "--ep": Spec("ep", "int"),
     "--tensor-parallel-size": Spec("tp", "int"), "--data-parallel-size": Spec("dp", "int"),
     "--pipeline-parallel-size": Spec("pp", "int"), "--expert-parallel-size": Spec("ep", "int"),
-    "--moe-a2a-backend": Spec("a2a"),
+    "--moe-a2a-backend": Spec("a2a"), "--enable-deepep-moe": Spec("deepep_moe", "on"),
     "--enable-ep-moe": Spec("ep_moe", "on"), "--enable-dp-attention": Spec("attention_dp", "on"),
     "--chunked-prefill-size": Spec("chunk", "signed"), "--max-prefill-tokens": Spec("max_prefill_tokens", "int"),
     "--max-running-requests": Spec("max_num_seqs", "int"), "--mem-fraction-static": Spec("gpu_memory_utilization", "fraction"),
@@ -63,10 +63,12 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     notes = [note] if note else []
     tp, dp, attention_dp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False)
     ep = tp if f.get("ep_moe") else f.get("ep", 1)
-    a2a = str(f.get("a2a", "none")).lower()
+    # --enable-deepep-moe (SGLang 0.4.x; later an alias of --moe-a2a-backend deepep) sets ep_size = tp_size too
+    a2a = "deepep" if f.get("deepep_moe") and "a2a" not in f.values else str(f.get("a2a", "none")).lower()
     if a2a not in ("none", ""):  # SGLang's server args set ep_size = tp_size for an all-to-all MoE backend
         ep = tp
-        notes.append(f"--moe-a2a-backend {a2a}: SGLang sets the expert-parallel size to --tp ({tp})")
+        how = "--enable-deepep-moe" if "a2a" not in f.values else f"--moe-a2a-backend {a2a}"
+        notes.append(f"{how}: SGLang sets the expert-parallel size to --tp ({tp})")
     if attention_dp:
         if tp % dp:
             raise SpecError(f"sglang: --tp {tp} with --dp {dp} --enable-dp-attention: SGLang requires the tensor-"
