@@ -8,6 +8,22 @@ from inferlab.engines import parse_engine_args
 SGLANG = "python3 -m sglang.launch_server --trust-remote-code"
 
 
+def test_sglang_eagle_on_deepseek_without_a_draft_path_is_its_own_mtp():
+    """SGLang's DeepSeek guide launches ``--speculative-algorithm EAGLE`` (or NEXTN) with no draft
+    path; server_args then sets ``speculative_draft_model_path = model_path`` for a
+    DeepseekV3ForCausalLM ("Auto set draft_model_path DeepSeek-V3/R1"): the drafts come from the
+    model's NextN (MTP) layer, not an EAGLE head. k: a chain's num_draft_tokens - 1 = 3."""
+    launch = parse_engine_args(f"{SGLANG} --model-path deepseek-ai/DeepSeek-V3-0324 --tp 8 --speculative-algorithm EAGLE "
+                               "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    assert (launch.speculation.method, launch.speculation.k) == ("mtp", 3)
+    assert any("multi-token prediction" in n for n in launch.notes)
+    # a dense model without MTP layers keeps its EAGLE head
+    llama = parse_engine_args(f"{SGLANG} --model-path meta-llama/Llama-3.1-8B-Instruct --speculative-algorithm EAGLE "
+                              "--speculative-draft-model-path lmsys/sglang-EAGLE-LLaMA3-Instruct-8B "
+                              "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    assert llama.speculation.method == "eagle"
+
+
 def test_sglang_enable_deepep_moe_spreads_the_experts_over_the_tp_gpus():
     """SGLang 0.4.x server_args: ``if self.enable_deepep_moe: ... self.ep_size = self.tp_size``;
     later releases map the deprecated flag to ``--moe-a2a-backend deepep``, which sets the same.

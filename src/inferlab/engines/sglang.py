@@ -12,6 +12,7 @@ is the prefill token budget per iteration (-1: no chunking, the budget then
 from __future__ import annotations
 
 from ..errors import SpecError
+from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
                      source_flags, precision_words, speculation)
@@ -103,7 +104,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         mixed_prefill=mixed, graph_max_batch=graphs,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
-        speculation=_speculation(f, notes) if "speculation" in f.values else None,
+        speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     sources = source_flags(f, ("quantization", "kv_cache", "dtype"))
     if chunk is not None:
@@ -128,7 +129,7 @@ def _abbreviation(flag: str) -> str:
     return longer[0] if len(longer) == 1 else flag
 
 
-def _speculation(f, notes: list[str]) -> object:
+def _speculation(f, notes: list[str], model: str) -> object:
     where = f.flag("speculation")
     method = choice(NAME, where, f.get("speculation"), ALGORITHMS)
     steps, topk, tokens = f.get("spec_steps"), f.get("spec_topk", 1), f.get("spec_tokens")
@@ -149,6 +150,12 @@ def _speculation(f, notes: list[str]) -> object:
         notes.append(f"{where} {f.get('speculation')} with the NextN head {f.get('spec_model')}: the model's own "
                      "multi-token prediction module (read as mtp)")
         return speculation(NAME, where, "mtp", k, f.get("spec_model"))
+    if method == "eagle" and not head and load_model(model).num_mtp_layers:
+        # SGLang's server args: EAGLE (NEXTN) on a DeepseekV3ForCausalLM with no draft path drafts
+        # with the model's own checkpoint, its NextN (MTP) layers
+        notes.append(f"{where} {f.get('speculation')} with no --speculative-draft-model-path on {model}: SGLang "
+                     "drafts with the model's own multi-token prediction layers (read as mtp)")
+        return speculation(NAME, where, "mtp", k, None)
     return speculation(NAME, where, method, k, f.get("spec_model"), named=f.get("speculation"))
 
 
