@@ -32,3 +32,18 @@ def test_sglang_enable_deepep_moe_spreads_the_experts_over_the_tp_gpus():
                                "--nnodes 2 --node-rank 0 --enable-deepep-moe --deepep-mode auto")
     assert (launch.tp, launch.ep) == (16, 16)
     assert "--enable-deepep-moe" not in " ".join(launch.unknown)
+
+
+def test_published_quantized_and_revised_checkpoint_names_resolve():
+    """Hugging Face names as published: Red Hat's ``-quantized.w8a8`` ("quantizing the weights and
+    activations ... to INT8", its model card) and ``-quantized.w4a16`` (INT4 GPTQ weights);
+    NVIDIA's ``DeepSeek-R1-0528-FP4-v2`` (an NVFP4 DeepseekV3ForCausalLM, re-quantized: "-v2");
+    Qwen's ``-Thinking-2507`` (the Instruct-2507 architecture, a reasoning fine-tune)."""
+    w8a8 = parse_engine_args("vllm serve RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8")
+    assert (w8a8.model, w8a8.weights, w8a8.activations) == ("llama-3.1-8b", "int8", "int8")
+    w4a16 = parse_engine_args("vllm serve RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16")
+    assert (w4a16.model, w4a16.weights) == ("llama-3.1-8b", "int4")
+    fp4 = parse_engine_args("trtllm-serve nvidia/DeepSeek-R1-0528-FP4-v2 --tp_size 8 --ep_size 8")
+    assert (fp4.model, fp4.weights, fp4.checkpoint) == ("deepseek-v3", "nvfp4", "nvidia/DeepSeek-R1-0528-FP4-v2")
+    thinking = parse_engine_args("vllm serve Qwen/Qwen3-235B-A22B-Thinking-2507-FP8 -tp 4 --enable-expert-parallel")
+    assert (thinking.model, thinking.weights) == ("qwen3-235b-a22b", "fp8")

@@ -206,16 +206,18 @@ def _load_slice(base: str, profile: str) -> HardwareSpec:
 # models an architecture (``llama-3.1-8b``). A name maps when the catalog's model card
 # names it (``hf_repo`` or an alias, any case), or when it does after dropping the
 # organisation and one fine-tuning suffix (``-Instruct``, ``-it``, ``-Chat``, ``-hf``,
-# ``-Base``): a fine-tune has its base model's architecture, so the same step costs.
+# ``-Base``, ``-Thinking``): a fine-tune has its base model's architecture, so the same step costs.
 # A local folder or ``config.json`` is read as it is. Anything else is refused with the
 # closest catalog names.
 
 #: Suffixes of fine-tuned releases that keep the base model's architecture.
-_VARIANT = re.compile(r"-(instruct|it|chat|hf|base)$", re.IGNORECASE)
+_VARIANT = re.compile(r"-(instruct|it|chat|hf|base|thinking)$", re.IGNORECASE)
 #: A quantized checkpoint's name ends with its format (Qwen3-235B-A22B-FP8, ...-Instruct-AWQ-INT4,
-#: nvidia/DeepSeek-R1-0528-FP4): suffix -> inferlab's weight format.
-_QUANT_SUFFIX = re.compile(r"-(fp8(?:-dynamic|-static|-block)?|nvfp4|fp4|mxfp4|awq(?:-int4)?|gptq(?:-int4)?|int4|w4a16"
-                           r"|int8|w8a8)$", re.IGNORECASE)
+#: nvidia/DeepSeek-R1-0528-FP4), Red Hat's as ``-quantized.w4a16``/``-quantized.w8a8`` (INT4 weights;
+#: INT8 weights and activations), a re-release with a version after it (nvidia/DeepSeek-R1-0528-FP4-v2):
+#: suffix -> inferlab's weight format.
+_QUANT_SUFFIX = re.compile(r"-(?:quantized\.)?(fp8(?:-dynamic|-static|-block)?|nvfp4|fp4|mxfp4|awq(?:-int4)?|gptq(?:-int4)?"
+                           r"|int4|w4a16|int8|w8a8)(?:-v\d+)?$", re.IGNORECASE)
 _SUFFIX_FORMAT = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "awq": "int4", "gptq": "int4",
                   "int4": "int4", "w4a16": "int4", "int8": "int8", "w8a8": "int8"}
 #: A dated revision of one architecture (DeepSeek-R1-0528, DeepSeek-V3-0324 where no card names it).
