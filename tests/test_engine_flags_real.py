@@ -47,3 +47,26 @@ def test_published_quantized_and_revised_checkpoint_names_resolve():
     assert (fp4.model, fp4.weights, fp4.checkpoint) == ("deepseek-v3", "nvfp4", "nvidia/DeepSeek-R1-0528-FP4-v2")
     thinking = parse_engine_args("vllm serve Qwen/Qwen3-235B-A22B-Thinking-2507-FP8 -tp 4 --enable-expert-parallel")
     assert (thinking.model, thinking.weights) == ("qwen3-235b-a22b", "fp8")
+
+
+def test_vllm_config_yaml_of_the_gpt_oss_recipe_is_read():
+    """vLLM's gpt-oss recipe launches ``vllm serve openai/gpt-oss-120b --config GPT-OSS_Hopper.yaml``
+    (the YAML below, as the recipe prints it). vLLM's docs (Server Arguments, "Configuration
+    file"): the keys are the long flags, and "command line > config file values > defaults"."""
+    launch = parse_engine_args(
+        "cat > GPT-OSS_Hopper.yaml <<'EOF'\n"
+        "compilation-config: '{\"cudagraph_mode\":\"PIECEWISE\"}'\n"
+        "async-scheduling: true\n"
+        "no-enable-prefix-caching: true\n"
+        "cuda-graph-sizes: 2048\n"
+        "max-num-batched-tokens: 8192\n"
+        "max-model-len: 10240\n"
+        "EOF\n"
+        "vllm serve openai/gpt-oss-120b --config GPT-OSS_Hopper.yaml --tensor-parallel-size 2 --max-num-seqs 512")
+    assert (launch.model, launch.tp, launch.max_num_seqs) == ("gpt-oss-120b", 2, 512)
+    assert (launch.max_num_batched_tokens, launch.max_model_len, launch.prefix_caching) == (8192, 10240, False)
+    assert "--config GPT-OSS_Hopper.yaml" not in launch.unknown
+    # the command line wins over the file, the positional model over its model:
+    override = parse_engine_args("cat > c.yaml <<'EOF'\nmodel: meta-llama/Llama-3.1-70B-Instruct\nmax-num-seqs: 64\n"
+                                 "EOF\nvllm serve meta-llama/Llama-3.1-8B-Instruct --config c.yaml --max-num-seqs 128")
+    assert (override.model, override.max_num_seqs) == ("llama-3.1-8b", 128)

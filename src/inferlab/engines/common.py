@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 from ..errors import SpecError
 from .launch import Rendered, Speculation
@@ -137,3 +139,25 @@ def precision_words(launch, missing: list, quant_names: dict, kv_names: dict, kv
     if launch.dtype is not None:
         out += ["--dtype", DTYPE_NAMES[launch.dtype]]
     return out
+
+
+def read_yaml_mapping(engine: str, where: str, path: str, files: dict[str, str], what: str) -> dict[str, Any]:
+    """The mapping a YAML file of options holds: a here-document pasted before the command
+    (``files``), else the file at ``path``; one line naming ``where`` when it cannot be read."""
+    import yaml
+
+    if path in files:
+        text = files[path]
+    else:
+        try:
+            text = Path(path).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"{engine}: {where}: cannot read it ({exc.strerror}); give its path, or paste it before the "
+                            "command as a here-document (cat > FILE <<'EOF' ... EOF)") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{engine}: {where} is not YAML: {' '.join(str(exc).split())[:200]}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{engine}: {where} must hold a mapping of {what}, got {type(data).__name__}")
+    return data

@@ -11,13 +11,13 @@ pytorch`` (the default) is inferlab's ``trtllm-pytorch``, ``tensorrt`` its ``trt
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
 from ..specs.catalog import checkpoint_format
 from .command_line import Command, Spec, choice, read_flags
-from .common import checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, shell_form, source_flags, speculation
+from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
+                     source_flags, speculation)
 from .launch import EngineLaunch, Rendered
 from .scheduler import TRTLLM_GRAPH_BATCH
 
@@ -65,7 +65,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     values = {k: v for k, (_, v) in f.values.items()}
     sources = source_flags(f, ())
     if "options" in f.values:
-        options = _read_options(f.get("options"), dict(cmd.files))
+        options = read_yaml_mapping(NAME, f"--extra_llm_api_options {f.get('options')}", f.get("options"),
+                                    dict(cmd.files), "LLM-API options")
         _apply_options(options, values, sources, f, notes, where=f.flag("options"))
     engine = choice(NAME, "--backend", values.pop("backend", "pytorch"), BACKENDS)
     if engine == "trtllm" and "graph_max_batch" in values:  # an option of the PyTorch runtime
@@ -84,27 +85,6 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
-
-
-def _read_options(path: str, files: dict[str, str]) -> dict[str, Any]:
-    import yaml
-
-    where = f"--extra_llm_api_options {path}"
-    if path in files:
-        text = files[path]
-    else:
-        try:
-            text = Path(path).expanduser().read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(f"trtllm: {where}: cannot read it ({exc.strerror}); give its path, or paste it before the "
-                            "command as a here-document (cat > FILE <<'EOF' ... EOF)") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise SpecError(f"trtllm: {where} is not YAML: {' '.join(str(exc).split())[:200]}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"trtllm: {where} must hold a mapping of LLM-API options, got {type(data).__name__}")
-    return data
 
 
 def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: list[str], where: str) -> None:

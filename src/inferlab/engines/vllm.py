@@ -15,8 +15,8 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model, shell_form,
-                     source_flags, precision_words, speculation)
+from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
+                     read_yaml_mapping, shell_form, source_flags, precision_words, speculation)
 from .launch import EngineLaunch, Rendered
 
 NAME = "vllm"
@@ -71,9 +71,10 @@ def _normalize(flag: str) -> str:
 
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``vllm serve``."""
+    words, notes = _with_config(cmd, words)
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
     model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
-    notes = [note] if note else []
+    notes = ([note] if note else []) + notes
     tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
     layout = {"tp": tp, "pp": pp, "dp": dp, "ep": 1, "attention_dp": False}
     if is_moe(model) and dp > 1:
@@ -118,6 +119,39 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "dtype")),
                                **({"ep": "--enable-expert-parallel"} if ep_on else {}))
+
+
+def _with_config(cmd: Command, words: list[str]) -> tuple[list[str], list[str]]:
+    """``words`` with the options of ``--config FILE.yaml`` put in, as vLLM's argument parser
+    does (its ``load_config_file``, 0.10-0.11): each key a long flag, ``true`` the switch alone,
+    ``false`` left out, a list its items; placed before the command line's own flags, which win
+    (the docs: "command line > config file values > defaults", a positional model over
+    ``model``)."""
+    at = next((i for i, w in enumerate(words) if w == "--config" or w.startswith("--config=")), None)
+    if at is None:
+        return words, []
+    word = words[at]
+    path = word.partition("=")[2] if "=" in word else (words[at + 1] if at + 1 < len(words) else None)
+    if not path:
+        raise SpecError("vllm: --config needs a value (a YAML file of vllm serve options)")
+    rest = words[:at] + words[at + (1 if "=" in word else 2):]
+    options = read_yaml_mapping(NAME, f"--config {path}", path, dict(cmd.files), "vllm serve options")
+    head = rest[:1] if rest and not rest[0].startswith("-") else []  # the positional model
+    added, notes = [], []
+    for key, value in options.items():
+        flag = "--" + str(key)
+        if key == "model" and head:
+            notes.append(f"--config {path}: model {value} gives way to the command line's {head[0]}")
+        elif value is False:
+            notes.append(f"--config {path}: {key}: false is passed as nothing by vLLM's config reader; "
+                         "its default holds (write the no- form, e.g. no-enable-prefix-caching: true)")
+        elif value is True:
+            added.append(flag)
+        elif isinstance(value, list):
+            added += [flag, *map(str, value)]
+        elif value is not None:
+            added += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return head + added + rest[len(head):], notes
 
 
 def _speculation(text: str, f) -> object:
