@@ -70,3 +70,14 @@ def test_vllm_config_yaml_of_the_gpt_oss_recipe_is_read():
     override = parse_engine_args("cat > c.yaml <<'EOF'\nmodel: meta-llama/Llama-3.1-70B-Instruct\nmax-num-seqs: 64\n"
                                  "EOF\nvllm serve meta-llama/Llama-3.1-8B-Instruct --config c.yaml --max-num-seqs 128")
     assert (override.model, override.max_num_seqs) == ("llama-3.1-8b", 128)
+
+
+def test_logging_and_detokenizer_workers_are_harmless_not_unknown():
+    """SGLang's ``--log-requests-level`` sets how much of each request is logged; TensorRT-LLM's
+    gpt-oss guide puts ``num_postprocess_workers: 4`` in the options YAML (the LLM-API field behind
+    ``--num_postprocess_workers``, detokenizer processes): neither changes a step's time."""
+    sglang = parse_engine_args(f"{SGLANG} --model-path meta-llama/Llama-3.1-8B-Instruct --log-requests-level 1")
+    assert sglang.unknown == () and "--log-requests-level" in sglang.no_effect
+    trt = parse_engine_args("cat > o.yml <<'EOF'\nnum_postprocess_workers: 4\nEOF\n"
+                            "trtllm-serve openai/gpt-oss-120b --tp_size 8 --ep_size 8 --extra_llm_api_options o.yml")
+    assert trt.unknown == () and any("num_postprocess_workers" in n for n in trt.no_effect)

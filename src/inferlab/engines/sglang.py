@@ -40,7 +40,7 @@ FLAGS = {
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
                    "--download-dir", "--revision", "--load-format", "--dist-init-addr", "--nnodes", "--node-rank",
-                   "--nccl-port", "--file-storage-path", "--tokenizer-mode")
+                   "--nccl-port", "--file-storage-path", "--tokenizer-mode", "--log-requests-level")
 NO_EFFECT_SWITCH = ("--trust-remote-code", "--log-requests", "--enable-metrics", "--skip-server-warmup",
                     "--enable-cache-report", "--show-time-cost", "--skip-tokenizer-init")
 QUANTIZATION = {"fp8": ("fp8", "fp8"), "w8a8_fp8": ("fp8", "fp8"), "modelopt": ("fp8", "fp8"),

@@ -43,7 +43,8 @@ TOP = {"tensor_parallel_size": ("tp", "int"), "pipeline_parallel_size": ("pp", "
        "tokens_per_block": ("kv_block_size", "int"), "dtype": ("dtype", "text")}
 KV = {"dtype": ("kv_cache", "text"), "free_gpu_memory_fraction": ("gpu_memory_utilization", "fraction"),
       "enable_block_reuse": ("prefix_caching", "bool"), "tokens_per_block": ("kv_block_size", "int")}
-NO_EFFECT_KEYS = {"print_iter_log", "backend", "return_perf_metrics", "enable_iter_perf_stats"}
+NO_EFFECT_KEYS = {"print_iter_log", "backend", "return_perf_metrics", "enable_iter_perf_stats",
+                  "num_postprocess_workers"}  # the YAML form of --num_postprocess_workers
 QUANT_ALGOS = {"fp8": ("fp8", "fp8"), "fp8_block_scales": ("fp8_block", "fp8_block"), "nvfp4": ("nvfp4", "nvfp4"),
                "w4a16_awq": ("int4", "bf16"), "w8a8_sq_per_channel": ("int8", "int8"),
                "w4a8_mxfp4_fp8": ("mxfp4", "fp8")}
