@@ -463,3 +463,15 @@ EOF
 trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend pytorch --extra_llm_api_options opts.yml""")
         assert launch.speculation.method == "eagle" and launch.speculation.k == 3
         assert launch.unknown == ()
+
+
+def test_sglang_router_launch_is_its_dp_workers():
+    """SGLang's docs launch data parallelism through its router: ``python -m
+    sglang_router.launch_server --model-path ... --dp-size 4`` starts four workers behind one
+    router (docs.sglang.io, "DP, DPA and sgl-router"). It read as an unknown engine; it is SGLang with four
+    data-parallel replicas, the router's own ``--router-*`` flags no-effect."""
+    launch = parse_engine_args("python -m sglang_router.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                               "--dp-size 4 --tp 2 --router-policy cache_aware --router-balance-abs-threshold=32")
+    assert (launch.engine, launch.model, launch.tp, launch.dp) == ("sglang", "llama-3.1-8b", 2, 4)
+    assert launch.unknown == ()
+    assert launch.no_effect == ("--router-policy", "--router-balance-abs-threshold")

@@ -19,7 +19,8 @@ from .common import speculation
 from .launch import LAUNCH_ENGINES, EngineLaunch, Rendered, Speculation, precision_kinds
 
 _WRITERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm-pytorch": trtllm.render, "trtllm": trtllm.render}
-_USAGE = "start with 'vllm serve MODEL', 'python -m sglang.launch_server --model-path MODEL' or 'trtllm-serve MODEL'"
+_USAGE = ("start with 'vllm serve MODEL', 'python -m sglang.launch_server --model-path MODEL' (or "
+          "sglang_router.launch_server) or 'trtllm-serve MODEL'")
 
 
 def parse_engine_args(text: str) -> EngineLaunch:
@@ -39,11 +40,34 @@ def parse_engine_args(text: str) -> EngineLaunch:
     if program.startswith("python") and words[1:2] == ["-m"] and len(words) > 2:
         if words[2] == "sglang.launch_server":
             return _named_format(sglang.parse(cmd, words[3:]))
+        if words[2] == "sglang_router.launch_server":  # the router and --dp-size workers behind it
+            rest, router = _router_flags(words[3:])
+            launch = sglang.parse(cmd, rest)
+            note = ("sglang_router: its --dp-size workers are data-parallel replicas, each taking an even share of "
+                    "the requests (the router's own policy is not modelled)")
+            return _named_format(replace(launch, no_effect=launch.no_effect + router, notes=launch.notes + (note,)))
         if words[2] == "vllm.entrypoints.openai.api_server":
             return _named_format(vllm.parse(cmd, words[3:]))
     if program == "trtllm-serve":
         return _named_format(trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:]))
     raise SpecError(f"engine args: cannot tell the engine of {' '.join(words[:3])!r}; {_USAGE}")
+
+
+def _router_flags(words: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """``words`` without SGLang router's own ``--router-*`` flags (and their values), and those
+    flags' names: they place requests over the workers, which the replicas' even split stands for."""
+    rest, router, i = [], [], 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--router-"):
+            name = word.split("=", 1)[0]
+            router.append(name)
+            takes = "=" not in word and i + 1 < len(words) and not words[i + 1].startswith("--")
+            i += 2 if takes else 1
+            continue
+        rest.append(word)
+        i += 1
+    return rest, tuple(router)
 
 
 def _named_format(launch: EngineLaunch) -> EngineLaunch:
