@@ -11,9 +11,13 @@ settings under ``input_config``: genai-perf 0.0.10 on as ``model_names`` and
 ``concurrency``, ``request_rate``; AIPerf as ``endpoint.model_names``,
 ``loadgen.concurrency``, ``loadgen.request_rate``, ``loadgen.request_count`` (newer AIPerf:
 ``models.items[].name`` and ``phases``, the last one not ``exclude_from_results`` being the
-measured one). AIPerf states ``input_config`` is not a stable format, so each setting is
-optional here, but a run whose load is found nowhere is refused: neither tool sends every
-request at once, so reading it as an offline run would predict another experiment.
+measured one, its ``type`` ``concurrency`` or a rate's arrivals ``poisson``, ``gamma``,
+``constant`` with ``rate``). AIPerf states ``input_config`` is not a stable format, so each
+setting is optional here, but a run whose load is found nowhere is refused: neither tool sends
+every request at once, so reading it as an offline run would predict another experiment. So is
+a trace replayed at its timestamps (``--fixed-schedule``) or users' spaced turns
+(``--user-centric-rate``), whose ``--concurrency`` is only a cap; constant or gamma arrivals
+are simulated as Poisson, with a note.
 
 A synthetic dataset is a pool of distinct prompts the client reuses (``--num-dataset-entries``,
 100 by default in both tools): a run of more requests than that repeats prompts, which an
@@ -84,6 +88,64 @@ def _measured_phase(config: Any) -> dict[str, Any]:
     return counted[-1] if counted else {}
 
 
+def _unreplayed(label: str, how: str) -> BenchFormatError:
+    return BenchFormatError(f"{TOOL}: {label}: {how}: not predicted, as the simulation replays a concurrency "
+                            "or a request rate, not that schedule")
+
+
+def _arrivals_note(label: str, pattern: Any, smoothness: Any) -> list[str]:
+    """A note when a rate's arrivals were not Poisson (the online simulation's)."""
+    if pattern == "constant" or pattern == "gamma" and smoothness not in (None, 1, 1.0):
+        shape = "constant" if pattern == "constant" else f"gamma (smoothness {smoothness})"
+        return [f"{label}: {shape} arrivals at the request rate are simulated as Poisson"]
+    return []
+
+
+def _phase_load(phase: dict[str, Any], label: str) -> tuple[Any, Any, list[str]]:
+    """(concurrency, rate, notes) of an AIPerf phase (``aiperf/config/phases.py``: ``type``
+    ``concurrency`` with ``concurrency``, 1 by default; ``poisson``, ``gamma`` (``smoothness``) or
+    ``constant`` with ``rate`` and ``concurrency`` a cap; ``user_centric``, ``fixed_schedule``)."""
+    kind = phase.get("type")
+    if kind is None:  # no type recorded: what the phase says
+        return phase.get("concurrency"), phase.get("rate", phase.get("request_rate")), []
+    if kind == "concurrency":
+        return phase.get("concurrency", 1), None, []
+    if kind in ("poisson", "gamma", "constant"):
+        if phase.get("rate") is None:
+            raise _unreplayed(label, f"its {kind} phase follows a rate_series (a rate that changes over the run)")
+        return phase.get("concurrency"), phase["rate"], _arrivals_note(label, kind, phase.get("smoothness"))
+    if kind == "user_centric":
+        raise _unreplayed(label, "its user_centric phase spaces each user's turns (--user-centric-rate)")
+    if kind == "fixed_schedule":
+        raise _unreplayed(label, "its fixed_schedule phase replays a trace's timestamps (--fixed-schedule)")
+    raise BenchFormatError(f"{TOOL}: {label}: phase type {kind!r:.40} is not concurrency, poisson, gamma, constant, "
+                           "user_centric or fixed_schedule")
+
+
+def _load(config: Any, label: str) -> tuple[Any, Any, list[str]]:
+    """(concurrency, rate, notes) of the run: genai-perf's and AIPerf's settings, else AIPerf's phase.
+
+    AIPerf (``UserConfig.validate_timing_mode``) schedules by ``--fixed-schedule`` (or a trace's
+    timestamps), then ``--user-centric-rate``, then ``--request-rate`` (``--concurrency`` a cap),
+    then ``--concurrency`` alone; the first two are refused."""
+    if _setting(config, ("input", "fixed_schedule")):
+        raise _unreplayed(label, "it replays a trace's timestamps (input.fixed_schedule)")
+    if _setting(config, ("loadgen", "user_centric_rate")) is not None:
+        raise _unreplayed(label, "it spaces each user's turns (loadgen.user_centric_rate)")
+    clients = _setting(config, ("perf_analyzer", "stimulus", "concurrency"), ("loadgen", "concurrency"),
+                       ("concurrency",))
+    rate = _setting(config, ("perf_analyzer", "stimulus", "request_rate"), ("loadgen", "request_rate"),
+                    ("request_rate",))
+    if clients is not None or rate is not None:
+        pattern = _setting(config, ("loadgen", "arrival_pattern"), ("loadgen", "request_rate_mode"))
+        smoothness = _setting(config, ("loadgen", "arrival_smoothness"))
+        if pattern is None and smoothness is not None:  # AIPerf then sets the gamma pattern
+            pattern = "gamma"
+        return clients, rate, _arrivals_note(label, pattern, smoothness) if rate is not None else []
+    phase = _measured_phase(config)
+    return _phase_load(phase, label) if phase else (None, None, [])
+
+
 def read(data: Any, label: str) -> list[BenchRun]:
     """The run of one profile export.
 
@@ -95,7 +157,6 @@ def read(data: Any, label: str) -> list[BenchRun]:
     for key in REQUIRED:
         lookup(data, TOOL, label, key)
     config = data.get("input_config") or {}
-    phase = _measured_phase(config)
     models = _setting(config, ("model_names",), ("endpoint", "model_names"), ("model",))
     if models is None and isinstance(_setting(config, ("models", "items")), list):  # AIPerf's newer layout
         models = [item.get("name") for item in config["models"]["items"] if isinstance(item, dict)]
@@ -107,10 +168,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
         "tpot_ms": _avg(data, label, "inter_token_latency", time=True, required=False),
         "output_tokens_per_s": _avg(data, label, "output_token_throughput"),
     }
-    clients = _setting(config, ("perf_analyzer", "stimulus", "concurrency"), ("loadgen", "concurrency"),
-                       ("concurrency",)) or phase.get("concurrency")
-    rate = _setting(config, ("perf_analyzer", "stimulus", "request_rate"), ("loadgen", "request_rate"),
-                    ("request_rate",)) or phase.get("request_rate")
+    clients, rate, notes = _load(config, label)
     if clients is None and rate is None:  # neither tool sends everything at once: an unread load is no offline run
         raise BenchFormatError(f"{TOOL}: {label}: the export records no load this reader knows (input_config's "
                                "concurrency or request_rate): not predicted, as any load assumed would be a guess")
@@ -119,4 +177,4 @@ def read(data: Any, label: str) -> list[BenchRun]:
                      concurrency=concurrency_of(clients, f"{TOOL}: {label}: concurrency"),
                      request_rate=rate_of(rate, f"{TOOL}: {label}: request_rate"),
                      num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model,
-                     prompts=_prompt_pool(config, label))]
+                     prompts=_prompt_pool(config, label), notes=tuple(notes))]
