@@ -93,3 +93,10 @@ def test_aiperf_trace_replay_and_user_centric_runs_are_refused(tmp_path, config,
     with pytest.raises(SpecError, match=f"{says}.*not predicted"):
         read_bench(_aiperf(tmp_path, config))
 
+
+def test_guidellm_constant_rate_is_noted_as_simulated_poisson():
+    """strategies.py: AsyncConstantStrategy spaces requests 1/rate apart (the fixture's second
+    benchmark, constant at 2/s); AsyncPoissonStrategy's are the simulation's own."""
+    concurrent, constant = read_bench(BENCH / "guidellm-report.json")
+    assert constant.request_rate == 2.0 and any("constant arrivals" in n and "Poisson" in n for n in constant.notes)
+    assert not any("arrivals" in n for n in concurrent.notes)

@@ -3,7 +3,7 @@
 A report holds ``benchmarks``, one per load the sweep ran. Each benchmark has its
 scheduling strategy (``config.strategy`` from guidellm 0.4 on, ``args.strategy`` before:
 ``type_`` ``synchronous``, ``concurrent`` with ``streams``, ``constant`` or ``poisson``
-with ``rate``, ``throughput``) and ``metrics``: distributions per request status
+with ``rate``, ``throughput``; constant arrivals are simulated as Poisson, with a note) and ``metrics``: distributions per request status
 (``successful``, ``errored``, ``incomplete``, ``total``), each with ``mean``, ``median``,
 ``percentiles``, ``count``: ``time_to_first_token_ms``, ``time_per_output_token_ms``,
 ``inter_token_latency_ms``, ``request_latency`` [s], ``requests_per_second``,
@@ -34,12 +34,17 @@ def _mean(metrics: Any, label: str, name: str, required: bool = True) -> float |
     return None if value is None else number(value, TOOL, label, f"metrics.{name}.successful.mean")
 
 
-def _strategy(bench: dict[str, Any], label: str) -> tuple[int | None, float | None]:
-    """(concurrency, rate) of a benchmark's strategy."""
+def _strategy_of(bench: dict[str, Any], label: str) -> dict[str, Any]:
     strategy = lookup(bench, TOOL, label, "config", "strategy", required=False) \
         or lookup(bench, TOOL, label, "args", "strategy", required=False)
     if not isinstance(strategy, dict):
         lookup(bench, TOOL, label, "config", "strategy")
+    return strategy
+
+
+def _strategy(bench: dict[str, Any], label: str) -> tuple[int | None, float | None]:
+    """(concurrency, rate) of a benchmark's strategy."""
+    strategy = _strategy_of(bench, label)
     kind = strategy.get("type_")
     if kind == "synchronous":
         return 1, None
@@ -87,6 +92,8 @@ def read(data: Any, label: str) -> list[BenchRun]:
                              osl=_mean(metrics, where, "output_token_count"),
                              concurrency=concurrency, request_rate=rate,
                              num_requests=int(count) if isinstance(count, (int, float)) and count > 0 else None,
-                             model=model if isinstance(model, str) else None)
+                             model=model if isinstance(model, str) else None,
+                             notes=(f"{where}: constant arrivals (strategy constant, 1/rate apart) are simulated "
+                                    "as Poisson",) if _strategy_of(bench, where).get("type_") == "constant" else ())
 
     return each_run(benches, one, TOOL, label)
