@@ -627,3 +627,21 @@ def test_sglang_server_info_reads_as_the_launch_flags_it_records(tmp_path):
     assert any("--moe-a2a-backend deepep: SGLang sets the expert-parallel size to --tp (8)" in n for n in first.notes)
     assert len(runs) == len(lines) - 1 and any(
         "#2: server_info: --tp 6 with --dp 4 --enable-dp-attention: SGLang requires" in n for r in runs for n in r.notes)
+
+
+def test_a_throughput_no_gpu_reaches_without_a_prefix_cache_is_said(tmp_path):
+    """The fixture: 160 requests of 1,024 prompt tokens at 2,071.9 output tokens/s (256 a
+    request): 8.09 requests/s x 1,024 x 2 x 8.03 B active parameters = 0.133 PFLOP/s of prefill on
+    one H100, whose highest dense tensor rate is 1.979 (FP8): no note. The same run recording
+    20,000-token prompts: 8.093 x 20,000 x 2 x 8.030e9 = 2.60 PFLOP/s, more than any H100
+    prefills: its prompts must have been cached (vLLM caches prefixes by default)."""
+    plain = BENCH / "vllm-bench-serve.json"
+    _, notes = bench_cases([plain], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    assert not any("PFLOP/s of prefill" in n for n in notes)
+    data = json.loads(plain.read_text())
+    data.update(total_input_tokens=160 * 20_000)
+    path = tmp_path / "cached.json"
+    path.write_text(json.dumps(data))
+    _, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    (note,) = [n for n in notes if "PFLOP/s of prefill" in n]
+    assert "8.09 requests/s of 20,000-token prompts imply 2.6 PFLOP/s" in note and "1.98 PFLOP/s" in note

@@ -241,6 +241,16 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   load=load, source=source, source_id=run.id,
                   speculative=speculative, prefix_cache=_prompt_pool(run, notes),
                   scheduler={**drafter, **dict(given.scheduler), **dict(run.scheduler)} or None)
+    if common["prefix_cache"] is None:  # a throughput no GPU reaches prefilling every prompt
+        from ...specs.catalog import load_hardware, load_model
+        from .roofline import beyond_peak_note
+
+        try:
+            note = beyond_peak_note(run.id, load_model(common["model"]), load_hardware(given.hardware),
+                                    common["num_gpus"], run.isl, run.osl, dict(run.metrics).get("output_tokens_per_s"))
+        except SpecError:  # an unknown model or GPU is said where the case is predicted
+            note = None
+        notes += [note] if note else []
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":
