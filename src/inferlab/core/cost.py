@@ -36,8 +36,7 @@ def cost_of(usd_per_gpu_hour: float | None, num_gpus: int, utilization: float, *
     usd_per_s = price / 3600.0 * num_gpus / utilization
     decode_s = total_s - prefill_s
     decoded = batch * (np.asarray(osl, float) - 1.0)  # the first output token comes with the prefill
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_output = np.where(decoded > 0, usd_per_s * decode_s / np.where(decoded > 0, decoded, 1.0) * 1e6, np.nan)
+    per_output = usd_per_s * decode_s / np.where(decoded > 0, decoded, np.nan) * 1e6  # none decoded: NaN
     return Cost(
         usd_per_gpu_hour=price,
         utilization=utilization,

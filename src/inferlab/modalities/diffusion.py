@@ -310,10 +310,10 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     for name, v in (("height", height), ("width", width)):
         _whole(name, v, 64, 16_384)
     fmt = number_format(precision)
-    if fmt.name.startswith("q"):  # q4_0, q4_k_m, q5_k_m, q8_0
+    if fmt.gguf:
         raise SpecError(f"precision {precision!r}: GGUF types are llama.cpp's LLM formats; diffusion denoisers run "
                         "16-bit, FP8, FP4 or INT8 (W8A8) GEMMs")
-    if fmt.compute in ("bf16", "fp16") and fmt.bytes_per_element < 2.0:
+    if fmt.weight_only:
         raise SpecError(f"precision {precision!r}: weight-only integers (16-bit compute on narrower weights) have no "
                         "denoiser kernels; diffusion denoisers run 16-bit, FP8, FP4 or INT8 (W8A8) GEMMs")
     if not 0.0 <= float(cfg_off_fraction) <= 1.0:

@@ -194,7 +194,7 @@ def embed(model: str | ModalitySpec, hardware: str | HardwareSpec, *, batch: int
     real = float(seq if real_tokens is None else real_tokens)
     if not 0 < real <= seq:
         raise SpecError(f"real_tokens must be in (0, seq_len={seq}], got {real_tokens!r}")
-    if number_format(precision).name.startswith("q"):  # q4_0, q4_k_m, q5_k_m, q8_0
+    if number_format(precision).gguf:
         raise SpecError(f"precision {precision!r} is a GGUF weight format of llama.cpp's LLM runtime; embedding "
                         "servers (TEI, vLLM, SGLang) run bf16, fp16, fp8 or integer weights")
     ops = encoder_ops(enc, batch, seq, precision)

@@ -148,11 +148,11 @@ def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
 def _replica_workload(workload: Workload, dp: int) -> Workload:
     if dp == 1:
         return workload
+    if workload.max_concurrency:
+        return _capped_share(workload, dp)
     # a closed loop of fewer clients than streams runs one client on each of that many streams
     streams = min(dp, workload.concurrency) if workload.concurrency else dp
     n = max(1, math.ceil(workload.num_requests / streams))
-    if workload.max_concurrency:
-        return _capped_share(workload, dp)
     if workload.trace is not None:
         return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
     return replace(workload, num_requests=n,
@@ -214,8 +214,12 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
     # of the clients it holds (4 clients over 8 streams: 4 streams of one, not 8), for a capped
     # rate the share of the cap (:func:`_capped_share`)
-    scale = workload.concurrency / replica.concurrency if workload.concurrency else \
-        workload.max_concurrency / replica.max_concurrency if workload.max_concurrency and streams > 1 else float(streams)
+    if workload.concurrency:
+        scale = workload.concurrency / replica.concurrency
+    elif workload.max_concurrency:
+        scale = workload.max_concurrency / replica.max_concurrency
+    else:
+        scale = float(streams)
     if speculative is not None:  # an engine may run speculation with other limits (SGLang: 48 requests)
         sched = for_speculation(engine, sched, speculative_config(speculative).method)
     sched = unchunked_budget(dep, sched)
