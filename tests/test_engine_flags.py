@@ -366,7 +366,12 @@ def test_limits_are_converted_between_engines_that_count_them_differently():
     assert (back.max_num_seqs, back.max_num_batched_tokens) == (64, 2048)
     trt = parse_engine_args("trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 2 "
                             "--kv_cache_free_gpu_memory_fraction 0.5")
-    assert "TensorRT-LLM's is a share of the memory the weights leave" in launch_command(trt, "vllm").script
+    said = launch_command(trt, "vllm").script
+    assert "trtllm-pytorch's is a share of the memory weights and activations leave, vllm's of all memory" in said
+    # SGLang's share holds weights and KV cache only: said too
+    sglang = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-32B --mem-fraction-static 0.85")
+    assert "sglang's is a share of all memory for weights and the KV pool, vllm's of all memory" in \
+        launch_command(sglang, "vllm").script
 
 
 def test_the_here_document_as_trtllm_guides_write_it():

@@ -30,7 +30,7 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--batch": ("batch_size", _int_list, "batch sizes, comma-separated (default 1)"),
     "--engine": ("engine", str, "generic, trtllm, trtllm-pytorch, vllm, sglang, lmdeploy (default generic)"),
     "--profile": ("profile", str, "default, roofline or a profile YAML path"),
-    "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses (default 0.9)"),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float, "share of memory the engine uses as the engine reads it (default the engine's: vLLM 0.92, TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)"),
     "--kv-block-size": ("kv_block_size", int, "tokens per KV-cache page (default 16)"),
     "--max-num-tokens": ("max_num_tokens", int, "tokens per prefill chunk (default: the engine's on the GPU: TensorRT-LLM 8192, vLLM 8192 on a GPU of "
                          ">= 70 GiB that is not an A100 else 2048, SGLang's by GPU memory)"),

@@ -1,8 +1,9 @@
 """Device memory of a deployment: weights, KV cache, workspace, reserve, and what fits.
 
 Per GPU, in bytes. The budget is ``usable capacity x gpu_memory_utilization`` (like
-vLLM's setting, default 0.9); the KV cache gets what weights, the activation workspace
-and the runtime reserve leave; sequences take whole pages of ``kv_block_size`` tokens.
+vLLM's setting); the KV cache gets what weights, the activation workspace and the runtime
+reserve leave; sequences take whole pages of ``kv_block_size`` tokens. Engines that read
+their share otherwise: ``sizing`` (:mod:`inferlab.engines.memory_share`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class MemoryPlan:
     kv_batch: np.ndarray
     max_sequences: np.ndarray
     kv_fraction: float = 1.0  # the KV pool's share of what weights, reserve and workspace leave of all memory
+    sizing: str = "all"  # how the engine's share reads (:mod:`inferlab.engines.memory_share`)
 
     @property
     def kv_budget(self) -> np.ndarray:
@@ -74,7 +76,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                 gpu_memory_utilization: float = 0.9, kv_block_size: int = 16,
                 reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None,
                 extra_weight_bytes: float = 0.0, extra_kv_bytes_per_token: float = 0.0,
-                lookahead_tokens: int = 0, kv_fraction_of_free: bool = False) -> MemoryPlan:
+                lookahead_tokens: int = 0, sizing: str = "all") -> MemoryPlan:
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
@@ -82,9 +84,13 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
-    drafts being verified). ``kv_fraction_of_free``: the KV cache takes ``gpu_memory_utilization``
-    of what weights, workspace and reserve leave of all memory (TensorRT-LLM's
-    ``free_gpu_memory_fraction``) instead of what they leave of that share of it (vLLM's).
+    drafts being verified). ``sizing`` (:mod:`inferlab.engines.memory_share`): ``"all"``, the KV
+    cache takes what weights, workspace and reserve leave of ``gpu_memory_utilization`` of all
+    memory (vLLM's); ``"free"``, that share of what they leave of all memory (TensorRT-LLM's
+    ``free_gpu_memory_fraction``); ``"static"``, what the weights leave of that share, the rest
+    of memory being the engine's reserve for activations and graphs (SGLang's
+    ``mem_fraction_static``: the reserve is ``1 - gpu_memory_utilization`` of all memory, the
+    workspace inside it).
     """
     par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
@@ -99,16 +105,19 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                  [model.moe.moe_intermediate_size * model.moe.num_experts_per_tok if model.moe else 0])
     workspace = step_tokens / groups * (_WORKSPACE_WIDTHS * model.hidden_size + 3 * widest / par.tp) * 2.0
     weights = weights_per_gpu(model, precision, par) + extra_weight_bytes
-    kv_fraction = gpu_memory_utilization if kv_fraction_of_free else 1.0
+    kv_fraction = gpu_memory_utilization if sizing == "free" else 1.0
     budget = capacity * gpu_memory_utilization
-    if kv_fraction_of_free:  # all memory but the share of the free rest the engine leaves
+    if sizing == "static":  # weights and KV in the share; activations, graphs and metadata in the rest
+        budget, reserve_bytes, workspace = capacity, (1.0 - gpu_memory_utilization) * capacity, 0.0 * workspace
+    if sizing == "free":  # all memory but the share of the free rest the engine leaves
         budget = capacity - (1.0 - gpu_memory_utilization) * (capacity - weights - reserve_bytes - workspace)
         budget = float(budget) if np.ndim(budget) == 0 else np.asarray(budget, float)
     free = budget - weights - reserve_bytes - workspace
     with np.errstate(divide="ignore"):
         max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,
-                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq, kv_fraction)
+                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq, kv_fraction,
+                      sizing)
 
 
 def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism) -> None:
@@ -159,9 +168,18 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         f"{model.id or model.name} does not fit on {hw.id} as {par}: needs {need / 1e9:.1f} GB per GPU "
         f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB, workspace "
         f"{workspace / 1e9:.2f} GB, reserve {plan.reserve / 1e9:.1f} GB) "
-        f"but {plan.budget / 1e9:.1f} GB is usable ({plan.capacity / 1e9:.1f} GB x utilization){hint}",
+        f"but {_usable(plan)}{hint}",
         needed_bytes=need, available_bytes=plan.budget, suggestion=suggestion,
     )
+
+
+def _usable(plan: MemoryPlan) -> str:
+    """What the engine's share leaves the weights, in its own terms."""
+    if plan.sizing == "static":
+        share = plan.capacity - plan.reserve
+        return (f"{share / 1e9:.1f} GB holds weights and KV cache (the engine's share, {share / plan.capacity:.3f} of "
+                f"{plan.capacity / 1e9:.1f} GB; it reserves the rest)")
+    return f"{plan.budget / 1e9:.1f} GB is usable ({plan.capacity / 1e9:.1f} GB x utilization)"
 
 
 def _larger_slice(hw: HardwareSpec, need: float, utilization: float) -> str:

@@ -113,8 +113,10 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
 
     Under attention DP, SGLang's sequence limit and chunk are the totals over its DP ranks (it
     divides them), vLLM's and TensorRT-LLM's each rank's: converted by the ranks. TensorRT-LLM's
-    memory fraction is a share of what the weights leave, vLLM's and SGLang's of the whole GPU:
-    not convertible without the GPU and the weights, so said."""
+    memory fraction is a share of what the weights leave, vLLM's of the whole GPU, SGLang's of the
+    whole GPU for weights and KV cache (:mod:`~inferlab.engines.memory_share`): not convertible
+    without the GPU and the weights, so said."""
+    from .memory_share import share_words
     from .scheduler import default_scheduler
 
     source, said = launch.engine, []
@@ -131,10 +133,11 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
             said.append(f"{' and '.join(changed)} per attention-DP rank in {source if per_rank[0] else target}, over "
                         f"all {ranks} ranks in {target if per_rank[0] else source}: written "
                         + ("x" if per_rank[0] else "/") + f"{ranks}")
-    if launch.gpu_memory_utilization is not None and _trtllm(source) and not _trtllm(target):
-        # (the other way, TensorRT-LLM's command says it of its own flag)
-        said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but TensorRT-LLM's is a "
-                    "share of the memory the weights leave, this engine's of the whole GPU: set it for the GPU")
+    sizing = (default_scheduler(source), default_scheduler(target))
+    if launch.gpu_memory_utilization is not None and sizing[0].memory_sizing != sizing[1].memory_sizing \
+            and not _trtllm(target):  # (TensorRT-LLM's command says it of its own flag)
+        said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but {source}'s is a share "
+                    f"{share_words(sizing[0])}, {target}'s {share_words(sizing[1])}: set it for the GPU")
     return launch, said
 
 

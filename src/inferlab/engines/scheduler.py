@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 MAX_SEQS = 10**6
 MAX_TOKENS = 10**8
 MAX_BLOCK = 2**20
+#: What an engine's memory share holds (:mod:`inferlab.engines.memory_share`).
+SIZINGS = ("all", "free", "static")
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,9 @@ class SchedulerConfig:
         budget is the prompts' alone (SGLang's default: ``--enable-mixed-chunk`` off).
     kv_block_size : int
         Tokens per KV page.
-    gpu_memory_utilization : float
-        Share of device memory the engine takes (the KV pool is what weights leave).
+    gpu_memory_utilization : float or None
+        The engine's memory share, read as ``memory_sizing`` says; None: the engine sizes it
+        from the GPU and the launch (SGLang, :func:`~inferlab.engines.memory_share.sglang_static_share`).
     reserve_output : bool
         Admit a request only when the KV for its whole prompt and output is free, so that
         nothing is ever preempted (TensorRT-LLM's guaranteed-no-evict policy); otherwise
@@ -74,10 +77,12 @@ class SchedulerConfig:
         (TensorRT-LLM's PyTorch-runtime overlap scheduler and SGLang's, both on by default),
         so the host's per-iteration work shows only where it outlasts the GPU's
         (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`).
-    kv_fraction_of_free : bool
-        The KV pool is ``gpu_memory_utilization`` of the memory left after weights and
-        activations (TensorRT-LLM's ``free_gpu_memory_fraction``) instead of that share of
-        all memory minus weights and activations (vLLM's ``gpu_memory_utilization``).
+    memory_sizing : {"all", "free", "static"}
+        What the share holds (:mod:`inferlab.engines.memory_share`): weights, activations and
+        the KV pool out of all memory (vLLM's ``gpu_memory_utilization``); the KV pool alone out
+        of what weights and activations leave (TensorRT-LLM's ``free_gpu_memory_fraction``,
+        LMDeploy's ``cache_max_entry_count``); weights and the KV pool out of all memory, the
+        rest reserved (SGLang's ``mem_fraction_static``).
     balance_timeout_iters : int
         Attention-DP context balancing (TensorRT-LLM's ``attention_dp_config``:
         ``enable_balance`` with ``timeout_iters``): new prompts are held until every
@@ -116,9 +121,9 @@ class SchedulerConfig:
     chunked_prefill: bool = True
     mixed_prefill: bool = True
     kv_block_size: int = 16
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = 0.9
     reserve_output: bool = False
-    kv_fraction_of_free: bool = False
+    memory_sizing: str = "all"
     overlap_host: bool = False
     balance_timeout_iters: int = 0
     graph_max_batch: int | None = MAX_SEQS
@@ -141,11 +146,14 @@ class SchedulerConfig:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "kv_fraction_of_free", "overlap_host",
+        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
                      "context_budget", "limits_per_rank"):
             boolean(f"scheduler: {name}", getattr(self, name))
-        object.__setattr__(self, "gpu_memory_utilization",
-                           fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
+        if self.gpu_memory_utilization is not None:
+            object.__setattr__(self, "gpu_memory_utilization",
+                               fraction("scheduler: gpu_memory_utilization", self.gpu_memory_utilization))
+        if self.memory_sizing not in SIZINGS:
+            raise SpecError(f"scheduler: memory_sizing must be one of {', '.join(SIZINGS)}, got {self.memory_sizing!r}")
 
 
 #: SGLang's ``chunked_prefill_size`` by the GPU's memory when it is not set: (below this many
@@ -278,9 +286,10 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: (``disable_overlap_scheduler: false`` in the LLM API). With attention DP, TensorRT-LLM
 #: runs as NVIDIA's DeepSeek-R1 serving recipes configure it (``attention_dp_config:
 #: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
-#: default leaves balancing off): ``balance_timeout_iters`` 60.
+#: default leaves balancing off): ``balance_timeout_iters`` 60. Memory shares as each engine
+#: takes them by default: :mod:`inferlab.engines.memory_share`.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                          kv_fraction_of_free=True, balance_timeout_iters=60)
+                          memory_sizing="free", balance_timeout_iters=60)
 #: The largest decode batch TensorRT-LLM's PyTorch runtime captures when ``cuda_graph_config``
 #: names neither ``batch_sizes`` nor ``max_batch_size`` (LLM API reference,
 #: ``DecodeCudaGraphConfig``: "If neither is provided, a default max_batch_size of 128 is used").
@@ -288,15 +297,18 @@ TRTLLM_GRAPH_BATCH = 128
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
+                            gpu_memory_utilization=0.92,
                             batch_defaults=VLLM_BATCH_DEFAULTS),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
+                              gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,
                               limits_per_rank=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
     # default graphs decode batches up to TRTLLM_GRAPH_BATCH
     "trtllm-pytorch": replace(_TRTLLM, overlap_host=True, graph_max_batch=TRTLLM_GRAPH_BATCH),
-    "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192),
+    "lmdeploy": SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, gpu_memory_utilization=0.8,
+                                memory_sizing="free"),
 }
 
 
@@ -353,14 +365,6 @@ def unchunked_token_budget(sched: SchedulerConfig, context: int, given: int | No
                         "without chunked prefill refuses to start with it (a prompt must fit one iteration); raise it, "
                         "lower max_model_len, or enable chunked prefill")
     return given
-
-
-def memory_keywords(sched: SchedulerConfig, tokens: float, groups: int) -> dict[str, Any]:
-    """:func:`~inferlab.core.memory.plan_memory` keywords of an engine that runs ``tokens`` per
-    iteration (its budget): the replica's iteration tokens (each of ``groups`` attention-DP ranks
-    runs the budget where the limits are a rank's) and how it sizes its KV pool."""
-    return {"step_tokens": tokens * (groups if sched.limits_per_rank else 1),
-            "kv_fraction_of_free": sched.kv_fraction_of_free}
 
 
 def token_budget(engine: str, hw: HardwareSpec) -> int:

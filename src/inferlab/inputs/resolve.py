@@ -168,9 +168,10 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
 
 
 def memory_options(gpu_memory_utilization: Any, kv_block_size: Any, max_num_tokens: Any) -> dict[str, Any]:
-    """The engine's memory settings: a share in ``(0, 1]``, a page size and a token budget per step
-    (None: the engine's for the GPU, :func:`~inferlab.engines.scheduler.token_budget`)."""
-    return {"gpu_memory_utilization": checks.fraction(option_name("gpu_memory_utilization"), gpu_memory_utilization),
+    """The engine's memory settings: a share in ``(0, 1]`` (None: the engine's), a page size and a
+    token budget per step (None: the engine's for the GPU, :func:`~inferlab.engines.scheduler.token_budget`)."""
+    return {"gpu_memory_utilization": None if gpu_memory_utilization is None else checks.fraction(
+                option_name("gpu_memory_utilization"), gpu_memory_utilization),
             "kv_block_size": checks.integer(option_name("kv_block_size"), kv_block_size, maximum=MAX_KV_BLOCK,
                                             what="tokens", whole_floats=True),
             "max_num_tokens": None if max_num_tokens is None else checks.integer(

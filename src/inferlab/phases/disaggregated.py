@@ -16,7 +16,8 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, memory_keywords, token_budget
+from ..engines.memory_share import memory_keywords
+from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..specs.catalog import load_model
@@ -38,8 +39,9 @@ def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.n
     holds the attention weights whole and the full KV of its ``1/tp`` of the sequences, and each
     rank runs its own token budget where the engine's limits are a rank's."""
     par = dep.parallel
+    share = kw.pop("gpu_memory_utilization", None)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=batch, context=context,
-                       **memory_keywords(default_scheduler(engine), step_tokens, par.attention_groups), **kw)
+                       **memory_keywords(default_scheduler(engine), dep.hardware, par, step_tokens, share=share), **kw)
     require_weights_fit(plan, dep.model, dep.hardware, par)
     return plan
 
@@ -108,7 +110,7 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
 def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
                            prefill_batch: Any = 1, decode_batch: Any = 1, request_rate: Any = None,
                            engine: str = "generic", profile: str | Path | Profile = "default",
-                           prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float = 0.9,
+                           prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float | None = None,
                            kv_block_size: int = 16, max_num_tokens: int | None = None, precision: Any = None,
                            allow_long_context: bool = False, graph_max_batch: int | None = None,
                            price_per_gpu_hour: Any = None) -> DisaggEstimate:
@@ -176,8 +178,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
     # each attention-DP rank prefills its share of the prompts under its own budget where the
     # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
-    replica_budget = memory_keywords(default_scheduler(engine_p), float(max_num_tokens),
-                                     dep_p.parallel.attention_groups)["step_tokens"]
+    replica_budget = memory_keywords(default_scheduler(engine_p), dep_p.hardware, dep_p.parallel,
+                                     float(max_num_tokens), share=1.0)["step_tokens"]
     chunks = np.ceil(bp * (i - cached) / replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)

@@ -15,8 +15,8 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.scheduler import (MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, memory_keywords,
-                                 token_budget)
+from ..engines.memory_share import memory_keywords
+from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -42,7 +42,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
-             gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
+             gpu_memory_utilization: float | None = None, kv_block_size: int = 16, max_num_tokens: int | None = None,
              graph_max_batch: int | None = None, max_num_seqs: int | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
@@ -83,8 +83,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         ``"default"`` (shipped calibration), ``"roofline"`` (speed of light) or a profile YAML.
     attention : {"flash", "naive"}
         ``naive`` writes and reads the score matrix.
-    gpu_memory_utilization : float
-        Share of device memory the engine may use (vLLM's default 0.9).
+    gpu_memory_utilization : float, optional
+        The engine's memory share, as the engine reads it (:mod:`inferlab.engines.memory_share`:
+        vLLM's of all memory, TensorRT-LLM's and LMDeploy's of what the weights leave, SGLang's
+        for weights and KV cache). Default: the engine's (vLLM 0.92, TensorRT-LLM 0.9, LMDeploy
+        0.8, SGLang sized by the GPU and the launch, the generic engine 0.9).
     max_num_tokens : int, optional [token]
         Tokens per iteration: prompts are prefilled in chunks of it, and the activation
         workspace is sized for it. Default: the engine's on this GPU (8,192 for TensorRT-LLM;
@@ -245,7 +248,7 @@ def _prompt_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarra
 
 
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
-                 gpu_memory_utilization: float, kv_block_size: int, max_num_tokens: int,
+                 gpu_memory_utilization: float | None, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
                  graph_max_batch: int | None = None, max_num_seqs: int | None = None,
@@ -261,8 +264,11 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     """
     par = dep.parallel
     replica = np.ceil(b / par.dp)
-    memory = {"gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
-              **memory_keywords(default_scheduler(engine), max_num_tokens, par.attention_groups)}
+    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
+    memory = {"kv_block_size": kv_block_size,
+              **memory_keywords(default_scheduler(engine), dep.hardware, par, max_num_tokens,
+                                share=gpu_memory_utilization, graph_max_batch=graph_max_batch,
+                                drafter=speculative.method if speculative is not None else "")}
     if speculative is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, speculative)
         memory.update(drafter_memory(dep, speculative).plan_keywords)
@@ -281,7 +287,6 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=full, context=i + o,
                            **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
-    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
 
     def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray]:
         """The prefill step of ``x`` requests together and their first-token time."""

@@ -213,6 +213,8 @@ def explain(est: Estimate, point: int = 0) -> str:
         f"{mem.reserve / 1e9:.1f} GB of {mem.budget / 1e9:.1f} GB usable"
         + (f", the KV pool {mem.kv_fraction:.0%} of what they leave ({at(mem.kv_budget) / 1e9:.1f} GB)"
            if mem.kv_fraction < 1.0 else "")
+        + (f" (the reserve the engine keeps outside its share of {1 - mem.reserve / mem.capacity:.3f} for weights "
+           "and KV cache, activations and graphs inside it)" if mem.sizing == "static" else "")
         + f"; up to {at(mem.max_sequences):.0f} sequences fit")
     quality = _quality_notes(est)
     if quality:

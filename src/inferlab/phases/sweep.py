@@ -147,7 +147,7 @@ class SweepResult:
 
 def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batch_size: Any = 1,
           isl: Any = 1024, osl: Any = 128, engine: str = "generic", profile: Any = "default",
-          gpu_memory_utilization: float = 0.9, kv_block_size: int = 16, max_num_tokens: int | None = None,
+          gpu_memory_utilization: float | None = None, kv_block_size: int = 16, max_num_tokens: int | None = None,
           price_per_gpu_hour: float | None = None, utilization: float = 1.0, waves: bool = False,
           allow_long_context: bool = False, chunk_size: int = 1 << 15, client: Any = None) -> SweepResult:
     """Evaluate every combination of the given values.

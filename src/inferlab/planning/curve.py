@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory, require_weights_fit
-from ..engines.scheduler import decode_graph_limit, default_scheduler, memory_keywords, token_budget
+from ..engines.memory_share import memory_keywords
+from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
 from ..inputs.resolve import deployment
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
@@ -27,8 +28,8 @@ from .scenario import Scenario
 #: Concurrencies (decode batches) the search evaluates.
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 36)))
 #: Engine settings the search assumes (the :func:`inferlab.estimate` defaults; the token budget
-#: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`).
-_GPU_MEMORY = 0.9
+#: is the engine's on each GPU, :func:`~inferlab.engines.scheduler.token_budget`, and its memory
+#: share the engine's, :mod:`~inferlab.engines.memory_share`).
 _KV_BLOCK = 16
 
 
@@ -142,9 +143,10 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
     """The memory plan of one GPU at each batch of :data:`_BATCHES` (with a speculative
     ``drafter``'s weights, KV and lookahead slots beside the target's)."""
     return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
-                       context=float(isl) + float(osl), gpu_memory_utilization=_GPU_MEMORY, kv_block_size=_KV_BLOCK,
-                       **memory_keywords(default_scheduler(engine), float(token_budget(engine, dep.hardware)),
-                                         dep.parallel.attention_groups),
+                       context=float(isl) + float(osl), kv_block_size=_KV_BLOCK,
+                       **memory_keywords(default_scheduler(engine), dep.hardware, dep.parallel,
+                                         float(token_budget(engine, dep.hardware)),
+                                         drafter="" if drafter is None else drafter.method),
                        **({} if drafter is None else drafter.plan_keywords))
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory
+from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, memory_keywords, running_requests,
-                                 unchunked_token_budget)
+                                 for_speculation, graph_batch_limit, running_requests, unchunked_token_budget)
 from ..errors import InfeasibleError, SpecError, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -185,21 +185,33 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     sched = for_hardware(sched, dep.hardware)
     draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
     # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
+    memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
+                             drafter=drafter.method if drafter else "")
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                       context=np.array(1.0), gpu_memory_utilization=sched.gpu_memory_utilization,
-                       kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
-                       **memory_keywords(sched, float(sched.max_num_batched_tokens), dep.parallel.attention_groups))
+                       context=np.array(1.0), kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
+                       **memory)
     budget = float(plan.kv_budget)
     if budget <= 0:
-        gb = 1e9
-        used = plan.weights + plan.reserve + float(plan.workspace)
-        raise InfeasibleError(
-            f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} as {dep.parallel}: "
-            f"weights{' and drafter' if drafter and draft_weights else ''}, workspace and reserve take {used / gb:.1f} GB "
-            f"of the {plan.capacity * sched.gpu_memory_utilization / gb:.1f} GB that "
-            f"{option('gpu_memory_utilization', sched.gpu_memory_utilization)} gives of {plan.capacity / gb:.1f} GB; "
-            "raise it, or use more GPUs (tp) or narrower weights")
+        what = f"weights{' and drafter' if drafter and draft_weights else ''}"
+        raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
+                              f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
+                              "more GPUs (tp) or narrower weights")
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
+
+
+def _taken(plan: Any, what: str, sizing: str, memory: dict) -> str:
+    """What took the memory a KV pool would have had, in the words of the engine's sizing."""
+    gb, share = 1e9, memory["gpu_memory_utilization"]
+    given = option("gpu_memory_utilization", share)
+    if sizing == "static":
+        return (f"{what} take {plan.weights / gb:.1f} GB of the {plan.capacity * share / gb:.1f} GB its share for "
+                f"weights and KV cache, {share:.3f} of {plan.capacity / gb:.1f} GB, gives (the engine reserves the "
+                "rest; gpu_memory_utilization, SGLang's --mem-fraction-static, sets the share)")
+    used = plan.weights + plan.reserve + float(plan.workspace)
+    if sizing == "free":
+        return f"{what}, workspace and reserve take {used / gb:.1f} GB of {plan.capacity / gb:.1f} GB"
+    return (f"{what}, workspace and reserve take {used / gb:.1f} GB of the {plan.capacity * share / gb:.1f} GB that "
+            f"{given} gives of {plan.capacity / gb:.1f} GB")
 
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,

@@ -68,11 +68,14 @@ class DrafterMemory:
         The drafter's KV cache per token of every sequence, on one GPU.
     lookahead_tokens : int [token]
         KV slots each running request holds beyond its tokens (the ``k`` drafts verified).
+    method : str
+        The speculative method (an engine may reserve memory for its drafter by it: SGLang).
     """
 
     weight_bytes: float
     kv_bytes_per_token: float
     lookahead_tokens: int
+    method: str = ""
 
     @property
     def plan_keywords(self) -> dict[str, float]:
@@ -101,17 +104,18 @@ def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterM
         draft = _draft_spec(spec)
         dtp = tp if draft.num_attention_heads % tp == 0 else 1
         kv = sum(draft.kv_cache_bytes_per_token(kv_fmt).values()) * kv_share(draft, dtp)
-        return DrafterMemory(weights_per_gpu(draft, prec, Parallelism(tp=dtp)), kv, spec.k)
+        return DrafterMemory(weights_per_gpu(draft, prec, Parallelism(tp=dtp)), kv, spec.k, spec.method)
     layer_kv = model.kv_elements_per_token_per_layer() * number_format(kv_fmt).bytes_per_element * kv_share(model, tp)
     h = model.hidden_size
     if spec.method == "eagle":
         counts = _one_layer_view(model, model.layers[0], spec.draft_vocab_size).param_counts
         own_head = counts.lm_head if spec.draft_vocab_size else 0
         params = counts.total - counts.embedding - counts.lm_head + own_head + 2 * h * h
-        return DrafterMemory(params * w / tp, layer_kv, spec.k)
+        return DrafterMemory(params * w / tp, layer_kv, spec.k, spec.method)
     if spec.method == "mtp":
-        return DrafterMemory(model.param_counts.mtp * w / tp, layer_kv * min(spec.k, model.num_mtp_layers), spec.k)
+        return DrafterMemory(model.param_counts.mtp * w / tp, layer_kv * min(spec.k, model.num_mtp_layers), spec.k,
+                             spec.method)
     if spec.method == "medusa":
         vocab = spec.draft_vocab_size or model.vocab_size
-        return DrafterMemory(spec.k * (h * h * w + h * vocab * 2.0) / tp, 0.0, spec.k)
-    return DrafterMemory(0.0, 0.0, spec.k)
+        return DrafterMemory(spec.k * (h * h * w + h * vocab * 2.0) / tp, 0.0, spec.k, spec.method)
+    return DrafterMemory(0.0, 0.0, spec.k, spec.method)

@@ -104,16 +104,41 @@ SOURCE_SCHEDULER_RULES: dict[tuple[str, str], Callable[[Case], dict[str, Any]]] 
 }
 
 
+#: vLLM's memory share before 0.22, which raised it to 0.92 (vllm-project/vllm PR #38284,
+#: 2026-04; :mod:`inferlab.engines.memory_share`): a case run on an earlier release, by its
+#: ``engine_version`` or its source family's dates (:data:`EARLY_VLLM_SOURCES`), took 0.9.
+VLLM_SHARE_BEFORE = ((0, 22), 0.9)
+#: Source families whose vLLM runs predate 0.22: the aiconfigurator silicon sample's rows are dated
+#: 2025-10 to 2026-04 (``silicon_data_source``) and tagged up to vLLM 0.19.0.
+EARLY_VLLM_SOURCES = ("aiconfigurator-silicon-sample",)
+
+
+def _version(text: Any) -> tuple[int, ...] | None:
+    """``"0.12.0"`` -> (0, 12); None when it does not read as major.minor."""
+    parts = str(text or "").split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) > 1 and parts[0].isdigit() and parts[1].isdigit() else None
+
+
+def _release_defaults(case: Case) -> dict[str, Any]:
+    """Defaults of the engine release a case ran that differ from the current release's."""
+    if case.engine != "vllm":
+        return {}
+    before, share = VLLM_SHARE_BEFORE
+    version = _version(case.engine_version)
+    early = version < before if version is not None else case.source in EARLY_VLLM_SOURCES
+    return {"gpu_memory_utilization": share} if early else {}
+
+
 def case_limits(case: Case) -> dict[str, Any]:
     """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
     settings (:data:`SOURCE_SCHEDULERS` and :data:`SOURCE_SCHEDULER_RULES`, aggregated runs
-    only)."""
+    only), over its engine release's defaults (vLLM's memory share before 0.22)."""
     if case.disaggregation:
-        return dict(case.scheduler or {})
+        return {**_release_defaults(case), **(case.scheduler or {})}
     key = (case.source, case.engine)
     rule = SOURCE_SCHEDULER_RULES.get(key)
     family = {**SOURCE_SCHEDULERS.get(key, {}), **(rule(case) if rule else {})}
-    return {**family, **(case.scheduler or {})}
+    return {**_release_defaults(case), **family, **(case.scheduler or {})}
 
 
 def case_version(case: Case) -> str | None:
