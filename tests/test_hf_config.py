@@ -31,6 +31,9 @@ CATALOG_OF = {
     "meta-llama--Llama-2-70b-hf.json": "llama-2-70b",
     "tiiuae--falcon-180B.json": "falcon-180b",
     "internlm--internlm-20b.json": "internlm-20b",
+    "Qwen--Qwen2.5-7B-Instruct.json": "qwen2.5-7b",
+    "Qwen--Qwen2.5-72B-Instruct.json": "qwen2.5-72b",
+    "Qwen--QwQ-32B.json": "qwq-32b",
 }
 
 _IDENTITY = {"id", "name", "card"}

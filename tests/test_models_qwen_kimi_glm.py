@@ -1,0 +1,55 @@
+"""Qwen2.5 and QwQ in the catalog: parameter counts by hand against the
+checkpoints' tensor listings and the makers' published figures, KV bytes, and the names
+that reach them."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab import load_model
+from inferlab.specs.catalog import catalog_model
+
+
+def _qwen2_layer(h, heads, kv, inter, hd=128):
+    """q and o, k and v, the q/k/v biases (qwen2: none on o), a SwiGLU MLP, two RMSNorms."""
+    return 2 * h * heads * hd + 2 * h * kv * hd + (heads + 2 * kv) * hd + 3 * h * inter + 2 * h
+
+
+@pytest.mark.parametrize("model_id, h, layers, heads, kv, inter, expected", [
+    # Qwen2.5-72B-Instruct: its checkpoint's tensors (a third-party listing of every tensor of the
+    # Hugging Face release) add up to 72,706,203,648; the card says 72.7B
+    ("qwen2.5-72b", 8192, 80, 64, 8, 29568, 72_706_203_648),
+    # QwQ-32B's tensors add up to 32,763,876,352; Qwen2.5-32B has the same shape (cards: 32.5B)
+    ("qwq-32b", 5120, 64, 40, 8, 27648, 32_763_876_352),
+    ("qwen2.5-32b", 5120, 64, 40, 8, 27648, 32_763_876_352),
+    # card: 14.7B (13.1B non-embedding)
+    ("qwen2.5-14b", 5120, 48, 40, 8, 13824, 14_770_033_664),
+    # the Hugging Face API's safetensors count for Qwen2.5-7B-Instruct, 7,615,616,512 (card: 7.61B)
+    ("qwen2.5-7b", 3584, 28, 28, 4, 18944, 7_615_616_512),
+])
+def test_qwen25_parameters_by_hand(model_id, h, layers, heads, kv, inter, expected):
+    model = load_model(model_id)
+    vocab = 152_064  # 7B and up; embeddings untied (0.5B-3B tie theirs)
+    assert not model.tie_word_embeddings and model.qkv_bias and not model.o_bias and not model.qk_norm
+    assert layers * _qwen2_layer(h, heads, kv, inter) + 2 * vocab * h + h == model.total_params == expected
+
+
+def test_qwq_and_qwen25_32b_differ_only_in_context():
+    qwq, qwen = load_model("qwq-32b"), load_model("qwen2.5-32b")
+    # 64 layers x 2 (K, V) x 8 KV heads x 128 x 2 B = 262,144 B per token for both
+    assert qwq.kv_cache_bytes_per_token() == qwen.kv_cache_bytes_per_token() == {"full": 262_144.0}
+    assert (qwq.max_position_embeddings, qwen.max_position_embeddings) == (131_072, 32_768)
+
+
+@pytest.mark.parametrize("name, model_id", [
+    ("Qwen/QwQ-32B", "qwq-32b"),
+    ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+    ("Qwen/Qwen2.5-7B", "qwen2.5-7b"),
+])
+def test_names_reach_the_catalog(name, model_id):
+    assert load_model(name).id == model_id
+    assert catalog_model(name) == (model_id, None)
+
+
+def test_quantized_repositories_keep_the_architecture():
+    assert catalog_model("Qwen/Qwen2.5-72B-Instruct-AWQ")[0] == "qwen2.5-72b"
