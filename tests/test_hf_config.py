@@ -34,6 +34,7 @@ CATALOG_OF = {
     "Qwen--Qwen2.5-7B-Instruct.json": "qwen2.5-7b",
     "Qwen--Qwen2.5-72B-Instruct.json": "qwen2.5-72b",
     "Qwen--QwQ-32B.json": "qwq-32b",
+    "moonshotai--Kimi-K2-Instruct.json": "kimi-k2",
 }
 
 _IDENTITY = {"id", "name", "card"}

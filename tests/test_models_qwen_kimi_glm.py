@@ -1,4 +1,4 @@
-"""Qwen2.5 and QwQ in the catalog: parameter counts by hand against the
+"""Qwen2.5, QwQ and Kimi K2 in the catalog: parameter counts by hand against the
 checkpoints' tensor listings and the makers' published figures, KV bytes, and the names
 that reach them."""
 
@@ -41,7 +41,35 @@ def test_qwq_and_qwen25_32b_differ_only_in_context():
     assert (qwq.max_position_embeddings, qwen.max_position_embeddings) == (131_072, 32_768)
 
 
+def test_kimi_k2_parameters_by_hand():
+    """Kimi K2 Instruct: DeepSeek-V3's architecture at 64 heads, 384 experts and one dense layer.
+
+    A third-party listing of every tensor of moonshotai/Kimi-K2-Instruct counts 1,026,470,731,056
+    elements, of which the FP8 block scales (weight_scale_inv) and rotary buffers are not
+    parameters: per layer kv_a 5x56 + kv_b 128x4 + o 56x64 + q_a 12x56 + q_b 96x12 = 6,200
+    (x61 = 378,200); the dense layer's MLP 3 x 144x56 = 24,192; the experts 60 x 384 x 3 x 16x56
+    = 61,931,520; the shared experts 60 x 3 x 896 = 161,280; inv_freq 61 x 56 = 3,416:
+    62,498,608 in all, leaving 1,026,408,232,448. The model card says 1T total, 32B activated.
+    """
+    h, vocab = 7168, 163_840
+    attention = h * 1536 + 1536 + 1536 * 64 * 192 + h * 576 + 512 + 512 * 64 * 256 + 64 * 128 * h  # MLA
+    assert attention == 101_124_096
+    expert = 3 * h * 2048
+    moe_layer = 384 * expert + expert + 384 * h + 384  # routed, shared, router with its correction bias
+    expected = 2 * vocab * h + 61 * (attention + 2 * h) + 3 * h * 18432 + 60 * moe_layer + h
+    assert expected == 1_026_470_731_056 - 62_498_608 == 1_026_408_232_448
+    model = load_model("kimi-k2")
+    assert model.total_params == expected
+    assert model.active_params == expected - 60 * 376 * expert  # 8 of the 384 routed experts
+    assert abs(model.active_params - 32e9) <= 0.03 * 32e9
+    assert (model.num_dense_layers, model.num_moe_layers, model.num_mtp_layers) == (1, 60, 0)
+    # MLA cache: (512 + 64) x 2 B x 61 layers, as for DeepSeek-V3
+    assert model.kv_cache_bytes_per_token() == {"full": 70_272.0}
+    assert model.checkpoint.weights == "fp8_block"
+
+
 @pytest.mark.parametrize("name, model_id", [
+    ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
     ("Qwen/QwQ-32B", "qwq-32b"),
     ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
     ("Qwen/Qwen2.5-7B", "qwen2.5-7b"),
