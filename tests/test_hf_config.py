@@ -35,6 +35,7 @@ CATALOG_OF = {
     "Qwen--Qwen2.5-72B-Instruct.json": "qwen2.5-72b",
     "Qwen--QwQ-32B.json": "qwq-32b",
     "moonshotai--Kimi-K2-Instruct.json": "kimi-k2",
+    "zai-org--GLM-4.5-Air.json": "glm-4.5-air",
 }
 
 _IDENTITY = {"id", "name", "card"}
@@ -72,6 +73,23 @@ def test_kimi_k2_reads_as_deepseek_v3(data_dir):
     assert spec.attention_type == "MLA" and spec.moe.num_experts == 256
     # Kimi-K2's config.json carries DeepSeek's block-scaled FP8 recipe
     assert (spec.checkpoint.weights, spec.checkpoint.activations) == ("fp8_block", "fp8")
+
+
+def test_glm4_moe_reads_biases_qk_norm_and_the_moe_layout(data_dir):
+    """GLM-4.5-Air's config.json (zai-org), read by the glm4_moe reader: q/k/v biases but none on
+    the output projection, QK-Norm only where use_qk_norm says so, head_dim read (4096/96 is not
+    128), first_k_dense_replace dense layers, one shared expert, the router's correction bias."""
+    cfg = json.loads((data_dir / "hf-configs" / "zai-org--GLM-4.5-Air.json").read_text())
+    spec = ModelSpec.from_hf_config(cfg)
+    assert (spec.head_dim, spec.qkv_bias, spec.o_bias, spec.qk_norm) == (128, True, False, False)
+    assert (spec.num_dense_layers, spec.num_moe_layers, spec.num_mtp_layers) == (1, 45, 1)
+    assert (spec.moe.num_experts, spec.moe.num_shared_experts, spec.moe.router_bias) == (128, 1, True)
+    with_norm = ModelSpec.from_hf_config({**cfg, "use_qk_norm": True})
+    assert with_norm.total_params - spec.total_params == 46 * 2 * 128  # q_norm and k_norm per layer
+    with pytest.raises(SpecError, match="head_dim"):
+        ModelSpec.from_hf_config({k: v for k, v in cfg.items() if k != "head_dim"})
+    with pytest.raises(SpecError, match="use_qk_norm"):
+        ModelSpec.from_hf_config({**cfg, "use_qk_norm": "false"})
 
 
 def test_unknown_architecture_lists_supported():

@@ -15,7 +15,7 @@ REQUIRED_IDS = {
     "llama-3.3-70b", "llama-4-scout", "llama-4-maverick", "mistral-7b", "mixtral-8x7b", "mixtral-8x22b",
     "falcon-180b", "internlm-20b", "deepseek-v3", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
     "gpt-oss-20b", "gpt-oss-120b", "gemma-3-27b", "phi-3-mini",
-    "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "kimi-k2",
+    "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "kimi-k2", "glm-4.5", "glm-4.5-air",
 }
 
 
@@ -41,6 +41,8 @@ def _convention(model, published, derived):
         value += pc.mtp
     if "input_embedding" in published.excludes:
         value -= pc.embedding
+    if "lm_head" in published.excludes:
+        value -= pc.lm_head
     return value
 
 

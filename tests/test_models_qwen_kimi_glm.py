@@ -1,4 +1,4 @@
-"""Qwen2.5, QwQ and Kimi K2 in the catalog: parameter counts by hand against the
+"""Qwen2.5, QwQ, Kimi K2 and GLM-4.5 in the catalog: parameter counts by hand against the
 checkpoints' tensor listings and the makers' published figures, KV bytes, and the names
 that reach them."""
 
@@ -68,11 +68,42 @@ def test_kimi_k2_parameters_by_hand():
     assert model.checkpoint.weights == "fp8_block"
 
 
+def _glm_layer_attention(h, qk_norm):
+    """96 query heads and 8 KV heads of 128, q/k/v biases, no output bias, optional per-head q/k norms."""
+    return h * 12288 + 2 * h * 1024 + 12288 * h + (12288 + 2 * 1024) + (2 * 128 if qk_norm else 0)
+
+
+@pytest.mark.parametrize("model_id, h, layers, dense, inter, experts, moe_inter, qk_norm, total, published", [
+    # README of zai-org/GLM-4.5: 355B total / 32B active; GLM-4.5-Air 106B / 12B
+    ("glm-4.5", 5120, 92, 3, 12288, 160, 1536, True, 352_797_829_024, (355e9, 32e9)),
+    ("glm-4.5-air", 4096, 46, 1, 10944, 128, 1408, False, 106_852_251_264, (106e9, 12e9)),
+])
+def test_glm45_parameters_by_hand(model_id, h, layers, dense, inter, experts, moe_inter, qk_norm, total, published):
+    model = load_model(model_id)
+    vocab, expert = 151_552, 3 * h * moe_inter
+    moe_layer = experts * expert + expert + experts * h + experts  # routed, one shared, router + correction bias
+    per_layer = _glm_layer_attention(h, qk_norm) + 2 * h
+    expected = 2 * vocab * h + layers * per_layer + dense * 3 * h * inter + (layers - dense) * moe_layer + h
+    assert model.total_params == expected == total
+    active = expected - (layers - dense) * (experts - 8) * expert
+    assert model.active_params == active
+    # published active counts match with the input embedding and LM head left out (32.08B, 12.18B)
+    assert abs(active - 2 * vocab * h - published[1]) <= 0.5e9
+    assert abs(expected - published[0]) <= 0.015 * published[0]
+    # one MTP layer: an MoE decoder layer, a 2H x H projection and three norms, counted apart
+    assert model.param_counts.mtp == per_layer + moe_layer + 2 * h * h + 3 * h
+    # GQA cache: 2 x 8 KV heads x 128 x 2 B per layer
+    assert model.kv_cache_bytes_per_token() == {"full": 4096.0 * layers}
+    assert (model.num_dense_layers, model.qk_norm, model.qkv_bias, model.o_bias) == (dense, qk_norm, True, False)
+
+
 @pytest.mark.parametrize("name, model_id", [
     ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
     ("Qwen/QwQ-32B", "qwq-32b"),
     ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
     ("Qwen/Qwen2.5-7B", "qwen2.5-7b"),
+    ("zai-org/GLM-4.5", "glm-4.5"),
+    ("zai-org/GLM-4.5-Air", "glm-4.5-air"),
 ])
 def test_names_reach_the_catalog(name, model_id):
     assert load_model(name).id == model_id
@@ -80,4 +111,5 @@ def test_names_reach_the_catalog(name, model_id):
 
 
 def test_quantized_repositories_keep_the_architecture():
+    assert catalog_model("zai-org/GLM-4.5-Air-FP8")[0] == "glm-4.5-air"
     assert catalog_model("Qwen/Qwen2.5-72B-Instruct-AWQ")[0] == "qwen2.5-72b"

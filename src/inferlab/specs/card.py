@@ -13,7 +13,7 @@ _STRICT = ConfigDict(frozen=True, extra="forbid")
 _COUNT = re.compile(r"^\s*([0-9][0-9,]*(?:\.[0-9]+)?)\s*([KMBT]?)\s*$")
 _SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}
 
-Component = Literal["input_embedding", "mtp", "vision"]
+Component = Literal["input_embedding", "lm_head", "mtp", "vision"]
 
 
 class PublishedCount(BaseModel):

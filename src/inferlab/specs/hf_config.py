@@ -153,25 +153,43 @@ def _mixtral(c: _Config) -> dict[str, Any]:
     return {**base, "moe": moe, "layers": (layer,) * base["num_hidden_layers"]}
 
 
-def _deepseek_v3(c: _Config) -> dict[str, Any]:
-    base = _common(c)
-    mla = MLASpec(q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=c.int("kv_lora_rank"),
-                  qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
-                  v_head_dim=c.int("v_head_dim"))
+def _moe_stack(c: _Config, n: int, router_bias: bool) -> tuple[tuple[LayerSpec, ...], MoESpec]:
+    """DeepSeek-V3's MoE layout (also Kimi-K2's and GLM-4.5's): the first ``first_k_dense_replace``
+    layers dense, then every ``moe_layer_freq``-th layer routed experts plus ``n_shared_experts``
+    shared ones of the routed width; ``router_bias``: the router's score-correction bias."""
     first_dense, freq = c.get("first_k_dense_replace", 0), c.get("moe_layer_freq", 1)
     moe_inter = c.int("moe_intermediate_size")
     layers = tuple(
         LayerSpec(mlp="moe") if i >= first_dense and i % freq == 0
         else LayerSpec(mlp="dense", intermediate_size=c.int("intermediate_size"))
-        for i in range(base["num_hidden_layers"])
+        for i in range(n)
     )
     shared = c.get("n_shared_experts", 0)
     moe = MoESpec(num_experts=c.int("n_routed_experts"), num_experts_per_tok=c.int("num_experts_per_tok"),
                   moe_intermediate_size=moe_inter, num_shared_experts=shared,
-                  shared_expert_intermediate_size=moe_inter if shared else 0,
-                  router_bias=c.get("topk_method", "noaux_tc") == "noaux_tc")
+                  shared_expert_intermediate_size=moe_inter if shared else 0, router_bias=router_bias)
+    return layers, moe
+
+
+def _deepseek_v3(c: _Config) -> dict[str, Any]:
+    base = _common(c)
+    mla = MLASpec(q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=c.int("kv_lora_rank"),
+                  qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
+                  v_head_dim=c.int("v_head_dim"))
+    layers, moe = _moe_stack(c, base["num_hidden_layers"], c.get("topk_method", "noaux_tc") == "noaux_tc")
     return {**base, "head_dim": mla.qk_nope_head_dim + mla.qk_rope_head_dim, "mla": mla, "moe": moe,
             "layers": layers, "num_mtp_layers": c.get("num_nextn_predict_layers", 0)}
+
+
+def _glm4_moe(c: _Config) -> dict[str, Any]:
+    """GLM-4.5: grouped-query attention with q/k/v biases (``attention_bias``; the output projection
+    has none) and, where ``use_qk_norm``, a per-head RMSNorm on q and k; DeepSeek-V3's MoE layout
+    with its score-correction router bias. Partial RoPE (``partial_rotary_factor``) moves positions,
+    not cost; ``head_dim`` is required (96 heads of 128 on a 5120-wide model: not hidden/heads)."""
+    base = {**_common(c), "head_dim": c.int("head_dim")}
+    layers, moe = _moe_stack(c, base["num_hidden_layers"], router_bias=True)
+    return {**base, "qkv_bias": bool(c.get("attention_bias", False)), "qk_norm": bool(c.get("use_qk_norm", False)),
+            "moe": moe, "layers": layers, "num_mtp_layers": c.get("num_nextn_predict_layers", 0)}
 
 
 def _gpt_oss(c: _Config) -> dict[str, Any]:
@@ -281,7 +299,8 @@ def _falcon(c: _Config) -> dict[str, Any]:
 READERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama, "mistral": _llama, "phi3": _llama, "internlm": _llama, "internlm2": _llama,
     "mixtral": _mixtral, "qwen2": _qwen, "qwen3": _qwen, "qwen3_moe": _qwen,
-    "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "gpt_oss": _gpt_oss,
+    "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "glm4_moe": _glm4_moe,
+    "gpt_oss": _gpt_oss,
     "gemma": _gemma, "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
     "gptj": _gptj, "falcon": _falcon,
 }

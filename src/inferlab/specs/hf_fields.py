@@ -36,7 +36,7 @@ COUNT_BOUNDS: dict[str, tuple[int, int]] = {
 }
 #: Fields read as true/false: ``"false"`` (a string) would otherwise count as true.
 BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "use_sliding_window",
-               "new_decoder_architecture", "multi_query", "parallel_attn")
+               "new_decoder_architecture", "multi_query", "parallel_attn", "use_qk_norm")
 #: Layer-type names of ``layer_types`` lists.
 _LAYER_TYPES = ("sliding_attention", "full_attention")
 
