@@ -98,6 +98,11 @@ def test_glm45_parameters_by_hand(model_id, h, layers, dense, inter, experts, mo
 
 
 @pytest.mark.parametrize("name, model_id", [
+    ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),  # its card: "the same as DeepSeek-V3"
+    ("deepseek-v3.1", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-v3"),
+    ("deepseek-r1-0528", "deepseek-v3"),
+    ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3"),
     ("moonshotai/Kimi-K2-Instruct", "kimi-k2"),
     ("Qwen/QwQ-32B", "qwq-32b"),
     ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
