@@ -94,7 +94,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     reserve.add_argument("--no-reserve-output", dest="reserve_output", action="store_false",
                          help="admit on the prompt, preempt when the cache fills (TensorRT-LLM's MAX_UTILIZATION; "
                               "vLLM's and SGLang's default)")
-    p.add_argument("--gpu-memory-utilization", type=float, help="share of memory the engine takes as the engine reads it (default the engine's: vLLM 0.92, TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")
+    overlap = p.add_mutually_exclusive_group()
+    overlap.add_argument("--overlap-host", dest="overlap_host", action="store_true", default=None,
+                         help="plan each iteration on the host while the GPU runs the one before (SGLang's and "
+                              "TensorRT-LLM's PyTorch default; vLLM: --async-scheduling)")
+    overlap.add_argument("--no-overlap-host", dest="overlap_host", action="store_false",
+                         help="plan each iteration after the one before ends (vLLM's default; SGLang: "
+                              "--disable-overlap-schedule)")
+    p.add_argument("--gpu-memory-utilization", type=float,
+                   help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "
+                        "TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")
     p.add_argument("--kv-block-size", type=int, help="tokens per KV-cache page (engine default)")
     p.add_argument("--max-model-len", type=int, metavar="TOKENS",
                    help="longest prompt plus output the engine accepts (vLLM --max-model-len, SGLang --context-length; "

@@ -76,6 +76,11 @@ class EngineLaunch:
         fills (``MAX_UTILIZATION``, vLLM's and SGLang's way); None: the engine's default.
     prefix_caching : bool or None
         The engine's prefix cache on or off; None: the default (on in all three).
+    overlap_host : bool or None
+        The host plans the next iteration while the GPU runs this one
+        (:attr:`~inferlab.engines.scheduler.SchedulerConfig.overlap_host`: SGLang's and
+        TensorRT-LLM's PyTorch runtime's overlap scheduler, vLLM's async scheduling); None:
+        the engine's default (on in SGLang and TensorRT-LLM's PyTorch runtime, off in vLLM).
     speculation : Speculation or None
     unknown : tuple of str
         Flags inferlab does not know, as written (with their values).
@@ -110,6 +115,7 @@ class EngineLaunch:
     max_model_len: int | None = None
     reserve_output: bool | None = None
     prefix_caching: bool | None = None
+    overlap_host: bool | None = None
     speculation: Speculation | None = None
     unknown: tuple[str, ...] = ()
     no_effect: tuple[str, ...] = ()
@@ -182,7 +188,8 @@ class EngineLaunch:
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
-                          max_model_len=self.max_model_len, reserve_output=self.reserve_output)
+                          max_model_len=self.max_model_len, reserve_output=self.reserve_output,
+                          overlap_host=self.overlap_host)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs)
@@ -262,7 +269,8 @@ class EngineLaunch:
     def read_lines(self) -> list[str]:
         """One line naming each field the flags set, with the flag as written: what ``--explain``
         shows, so that every number of a pasted command traces to the flag behind it."""
-        shown = {"kv_cache": "KV cache", "weights": "weights", "activations": "activations", "dtype": "dtype"}
+        shown = {"kv_cache": "KV cache", "weights": "weights", "activations": "activations", "dtype": "dtype",
+                 "overlap_host": "overlap scheduling"}
         parts = []
         for key, flag in self.sources:
             if key == "precision" or not hasattr(self, key):  # precision is derived from the kinds below

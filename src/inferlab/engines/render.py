@@ -148,7 +148,8 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                            chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
                            gpu_memory_utilization: float | None = None,
                            kv_block_size: int | None = None, max_model_len: int | None = None,
-                           prefix_caching: bool | None = None, reserve_output: bool | None = None) -> EngineLaunch:
+                           prefix_caching: bool | None = None, reserve_output: bool | None = None,
+                           overlap_host: bool | None = None) -> EngineLaunch:
     """The :class:`EngineLaunch` of an inferlab deployment (the arguments of :func:`inferlab.serve`).
 
     ``precision`` is inferlab's text (None or ``checkpoint``: the checkpoint's formats);
@@ -174,7 +175,8 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                         mixed_prefill=mixed_prefill,
                         gpu_memory_utilization=gpu_memory_utilization,
                         kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
-                        reserve_output=reserve_output, speculation=spec, notes=tuple(notes))
+                        reserve_output=reserve_output, overlap_host=overlap_host, speculation=spec,
+                        notes=tuple(notes))
 
 
 def _speculation(value: Any) -> Speculation | None:

@@ -74,9 +74,9 @@ class SchedulerConfig:
         admit on the prompt's blocks and preempt when decoding fills the pool (vLLM).
     overlap_host : bool
         The engine prepares the next iteration on the CPU while the GPU runs this one
-        (TensorRT-LLM's PyTorch-runtime overlap scheduler and SGLang's, both on by default),
-        so the host's per-iteration work shows only where it outlasts the GPU's
-        (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`).
+        (TensorRT-LLM's PyTorch-runtime overlap scheduler and SGLang's, both on by default;
+        vLLM's ``--async-scheduling``), so the host's per-iteration work shows only where it
+        outlasts the GPU's (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`).
     memory_sizing : {"all", "free", "static"}
         What the share holds (:mod:`inferlab.engines.memory_share`): weights, activations and
         the KV pool out of all memory (vLLM's ``gpu_memory_utilization``); the KV pool alone out
@@ -257,7 +257,7 @@ SPECULATIVE_RESETS = {"sglang": ("eagle", "mtp", "draft")}
 def drafter_limits(engine: str, method: str) -> dict[str, int]:
     """The :data:`USER_LIMITS` ``engine`` sets for itself when it runs a ``method`` drafter
     (SGLang with EAGLE, MTP or a draft model: 48 running requests), for a run simulated
-    without the drafter; its overlap scheduling, also turned off, is not one of them."""
+    without the drafter; its overlap scheduling, also turned off, is left out (as before)."""
     return {"max_num_seqs": SPECULATIVE_RUNNING_REQUESTS} if method in SPECULATIVE_RESETS.get(engine, ()) else {}
 
 
@@ -283,7 +283,8 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
 #: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",
 #: LMSYS blog, 2024-12-04), TensorRT-LLM's PyTorch-runtime one since 0.17
-#: (``disable_overlap_scheduler: false`` in the LLM API). With attention DP, TensorRT-LLM
+#: (``disable_overlap_scheduler: false`` in the LLM API); vLLM's (``--async-scheduling``, v0.10 on) is
+#: off by default in the 0.10-0.11 releases whose flags inferlab reads. With attention DP, TensorRT-LLM
 #: runs as NVIDIA's DeepSeek-R1 serving recipes configure it (``attention_dp_config:
 #: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
 #: default leaves balancing off): ``balance_timeout_iters`` 60. Memory shares as each engine
@@ -314,11 +315,13 @@ ENGINE_SCHEDULERS = {
 
 #: Limits a launch sets (the engines' flags) and a measured case may record.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output")
+               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output",
+               "overlap_host")
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.
-SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len", "reserve_output")
+SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len", "reserve_output",
+                       "overlap_host")
 
 
 def serving_only(limits: dict, disaggregated: bool = False) -> str | None:

@@ -84,6 +84,10 @@ class Engine(BaseModel):
         Admit a request only when the KV of its whole output is free (TensorRT-LLM's
         ``GUARANTEED_NO_EVICT``, its default), or on its prompt, preempting when the cache
         fills (``MAX_UTILIZATION``; vLLM's and SGLang's way).
+    overlap_host : bool, optional
+        The host prepares the next iteration while the GPU runs this one (SGLang's and
+        TensorRT-LLM's PyTorch runtime's overlap scheduler, on by default; vLLM's
+        ``--async-scheduling``); see :class:`~inferlab.engines.scheduler.SchedulerConfig`.
     """
 
     model_config = FROZEN
@@ -99,6 +103,7 @@ class Engine(BaseModel):
     graph_max_batch: int | None = None
     max_model_len: int | None = None
     reserve_output: bool | None = None
+    overlap_host: bool | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -120,7 +125,7 @@ def engine_of(value: Any) -> Engine:
         raw = fields.get(key)
         if raw is None:
             continue
-        if key in ("chunked_prefill", "mixed_prefill", "reserve_output"):
+        if key in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host"):
             fields[key] = checks.boolean(key, raw)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)

@@ -35,7 +35,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
           graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
-          overheads: ClientOverheads | None = None,
+          overlap_host: bool | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -66,7 +66,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         is refused, and SGLang sizes its request pool from it; ``reserve_output`` is the
         capacity policy: admit a request only when the KV of its whole output is free
         (TensorRT-LLM's ``GUARANTEED_NO_EVICT``, its default) or on its prompt, preempting
-        when the cache fills (``False``: TensorRT-LLM's ``MAX_UTILIZATION``, vLLM's way).
+        when the cache fills (``False``: TensorRT-LLM's ``MAX_UTILIZATION``, vLLM's way);
+        ``overlap_host`` plans each iteration on the host while the GPU runs the one before, hiding
+        the host's step work and taking a request that arrives mid-iteration an iteration later
+        (SGLang's and TensorRT-LLM's PyTorch-runtime default; vLLM's ``--async-scheduling``).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -112,7 +115,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
-                 "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output}
+                 "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output,
+                 "overlap_host": overlap_host}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
