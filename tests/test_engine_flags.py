@@ -209,7 +209,8 @@ def deployments(draw):
                         mixed_prefill=opt(st.booleans()), graph_max_batch=opt(st.integers(0, 1024)),
                         gpu_memory_utilization=opt(st.sampled_from([0.5, 0.85, 0.9])),
                         kv_block_size=opt(st.sampled_from([16, 32, 64])), max_model_len=opt(st.integers(256, 131072)),
-                        prefix_caching=opt(st.booleans()), reserve_output=opt(st.booleans()), speculation=draw(_SPECS))
+                        prefix_caching=opt(st.booleans()), reserve_output=opt(st.booleans()),
+                        overlap_host=opt(st.booleans()), speculation=draw(_SPECS))
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm-pytorch"])
@@ -233,6 +234,9 @@ def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
     # in the iterations that prefill, SGLang not unless --enable-mixed-chunk
     if want["mixed_prefill"] == default_scheduler(engine).mixed_prefill:
         want["mixed_prefill"] = None
+    # so is its overlap scheduling: off in vLLM, on in SGLang and TensorRT-LLM's PyTorch runtime
+    if want["overlap_host"] == default_scheduler(engine).overlap_host:
+        want["overlap_host"] = None
     # vLLM and SGLang admit on the prompt and preempt when the cache fills: said by saying nothing
     if want["reserve_output"] is False and engine in ("vllm", "sglang"):
         want["reserve_output"] = None

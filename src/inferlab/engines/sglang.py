@@ -17,6 +17,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
                      source_flags, precision_words, speculation)
 from .launch import EngineLaunch, Rendered
+from .scheduler import SPECULATIVE_RESETS
 
 NAME = "sglang"
 FLAGS = {
@@ -36,6 +37,9 @@ FLAGS = {
     "--page-size": Spec("kv_block_size", "int"), "--context-length": Spec("max_model_len", "int"),
     "--enable-mixed-chunk": Spec("mixed_prefill", "on"),
     "--cuda-graph-max-bs": Spec("graph_max_batch", "int"), "--disable-cuda-graph": Spec("no_graphs", "on"),
+    # "Disable the overlap scheduler, which overlaps the CPU scheduler with GPU model worker" (server
+    # arguments; the overlap scheduler is on by default since v0.4)
+    "--disable-overlap-schedule": Spec("overlap_host", "off"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -104,6 +108,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         mixed_prefill=mixed, graph_max_batch=graphs,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
+        overlap_host=f.get("overlap_host"),
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     sources = source_flags(f, ("quantization", "kv_cache", "dtype"))
@@ -219,6 +224,12 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
                                          "mixes them into chunked prefill batches only"))
     elif launch.mixed_prefill:
         out.append("--enable-mixed-chunk")
+    if launch.overlap_host is False:
+        out.append("--disable-overlap-schedule")
+    elif launch.overlap_host and launch.speculation and launch.speculation.method in SPECULATIVE_RESETS[NAME]:
+        missing.append(("overlap_host", "overlap scheduling with an EAGLE, NEXTN or STANDALONE drafter: SGLang "
+                                        "turns its overlap scheduler off for one (server_args, unless "
+                                        "SGLANG_ENABLE_SPEC_V2)"))
     if launch.prefix_caching is False:
         out.append("--disable-radix-cache")
     elif launch.prefix_caching:

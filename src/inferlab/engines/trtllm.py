@@ -4,7 +4,8 @@ Flag and option names follow TensorRT-LLM 1.0-1.1 (``trtllm-serve MODEL --tp_siz
 --pp_size --ep_size --max_batch_size --max_num_tokens
 --kv_cache_free_gpu_memory_fraction --extra_llm_api_options FILE.yaml``; the YAML holds
 ``LlmArgs`` fields: ``enable_attention_dp``, ``enable_chunked_prefill``,
-``kv_cache_config``, ``speculative_config``, ``quant_config``...). Options in the YAML
+``kv_cache_config``, ``speculative_config``, ``quant_config``, ``disable_overlap_scheduler``...,
+the last with no trtllm-serve flag of its own). Options in the YAML
 win over the command-line flags, as trtllm-serve applies them last. ``--backend
 pytorch`` (the default) is inferlab's ``trtllm-pytorch``, ``tensorrt`` its ``trtllm``.
 """
@@ -73,6 +74,9 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if engine == "trtllm" and "graph_max_batch" in values:  # an option of the PyTorch runtime
         f.unknown.append(f"cuda_graph_config (the pytorch backend's): {values.pop('graph_max_batch')}")
         sources.pop("graph_max_batch", None)
+    if engine == "trtllm" and "overlap_host" in values:  # TorchLlmArgs', as cuda_graph_config
+        f.unknown.append(f"disable_overlap_scheduler (the pytorch backend's): {not values.pop('overlap_host')}")
+        sources.pop("overlap_host", None)
     pair = values.pop("quant", (None, None))
     kv = values.pop("kv_cache", None)
     launch = EngineLaunch(
@@ -82,7 +86,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
         **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
                                       "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching",
-                                      "reserve_output", "graph_max_batch")},
+                                      "reserve_output", "graph_max_batch", "overlap_host")},
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
@@ -115,6 +119,8 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             f.no_effect.append(f"{where}: {key}")
         elif key == "attention_dp_config" and isinstance(value, dict):
             _balance(value, where, f, notes)
+        elif key == "disable_overlap_scheduler":  # TorchLlmArgs: "Disable the overlap scheduler" (default false);
+            put("overlap_host", not _typed(label, value, "bool"), label)  # trtllm-serve has no flag for it
         elif key == "cuda_graph_config" and (value is None or isinstance(value, dict)):
             put("graph_max_batch", _graph_limit(value or {}, label, f, notes) if value is not None else 0, label)
         elif key == "scheduler_config" and isinstance(value, dict):
@@ -260,6 +266,11 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
         out["cuda_graph_config"] = None  # CUDA graphs off
     elif launch.graph_max_batch is not None:
         out["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": launch.graph_max_batch}
+    if launch.overlap_host is False and launch.engine != "trtllm":
+        out["disable_overlap_scheduler"] = True  # on is the PyTorch runtime's default: said by saying nothing
+    elif launch.overlap_host and launch.engine == "trtllm":
+        missing.append(("overlap_host", "overlap scheduling: disable_overlap_scheduler is the PyTorch runtime's "
+                                        "(--backend pytorch); the TensorRT engine runtime is modelled without it"))
     if launch.reserve_output is not None:
         policy = next(name for name, reserve in CAPACITY_POLICIES.items() if reserve == launch.reserve_output)
         out["scheduler_config"] = {"capacity_scheduler_policy": policy}

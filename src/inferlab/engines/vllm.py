@@ -34,6 +34,10 @@ FLAGS = {
     "--enable-prefix-caching": Spec("prefix_caching", "bool"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
     "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
     "--enforce-eager": Spec("no_graphs", "on"),
+    # the scheduler one step ahead of the GPU (vllm PR #19970, v0.10; SchedulerConfig.async_scheduling:
+    # "perform async scheduling ... avoid gaps in GPU utilization"), off by default through 0.11 (on
+    # by default from v0.14, vllm PR #27614); a bool field, so vLLM's parser also takes the --no- form
+    "--async-scheduling": Spec("overlap_host", "on"), "--no-async-scheduling": Spec("overlap_host", "off"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
                    "--download-dir", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--seed",
@@ -95,6 +99,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         raise SpecError(f"vllm: --max-num-batched-tokens {budget} is below --max-num-seqs {seqs}: vLLM refuses to start "
                         "(each running sequence needs a token of the budget every step); raise the budget or "
                         "lower the sequences")
+    if f.get("overlap_host"):
+        notes += _async_notes(pp, "speculation" in f.values)
     if f.get("no_graphs"):
         notes.append("--enforce-eager: vLLM's host time per kernel without CUDA graphs is not measured, so the steps "
                      "are simulated as with them (its decode will run slower than this)")
@@ -114,11 +120,21 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
         chunked_prefill=f.get("chunked_prefill"), gpu_memory_utilization=f.get("gpu_memory_utilization"),
         kv_block_size=f.get("kv_block_size"), max_model_len=f.get("max_model_len"),
-        prefix_caching=f.get("prefix_caching"),
+        prefix_caching=f.get("prefix_caching"), overlap_host=f.get("overlap_host"),
         speculation=_speculation(f.get("speculation"), f) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "dtype")),
                                **({"ep": "--enable-expert-parallel"} if ep_on else {}))
+
+
+def _async_notes(pp: int, speculates: bool, how: str = "read as a later release that runs it") -> list[str]:
+    """What vLLM 0.10-0.11 says of async scheduling beside pipeline stages or a drafter: its engine
+    args refuse both ("Async scheduling is not supported with pipeline-parallel-size > 1",
+    "speculative decoding is not supported with async scheduling"); later releases run them
+    (vllm PR #31998 a drafter, #32359 pipeline stages), so the command is read as one of those."""
+    said = [what for what, on in (("--pipeline-parallel-size > 1", pp > 1), ("--speculative-config", speculates)) if on]
+    return [f"--async-scheduling with {' and '.join(said)}: vLLM 0.10-0.11 refuses to start with it; {how} "
+            "(overlap scheduling on)"] if said else []
 
 
 def _with_config(cmd: Command, words: list[str]) -> tuple[list[str], list[str]]:
@@ -209,7 +225,12 @@ def render(launch: EngineLaunch) -> Rendered:
                                            "--max-num-seqs (--enforce-eager turns them off)"))
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
-    return shell_form(NAME, words, {}, missing)
+    if launch.overlap_host:  # off is vLLM 0.10-0.11's default: said by saying nothing
+        words.append("--async-scheduling")
+    read = any(n.startswith("--async-scheduling with") for n in launch.notes)  # said as read already
+    notes = _async_notes(launch.pp, launch.speculation is not None, "written for a later release that runs it") \
+        if launch.overlap_host and not read else []
+    return shell_form(NAME, words, {}, missing, notes)
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:

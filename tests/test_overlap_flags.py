@@ -1,0 +1,151 @@
+"""The engines' overlap-scheduling switches read into ``EngineLaunch.overlap_host`` and written back:
+SGLang's ``--disable-overlap-schedule`` (server arguments: "Disable the overlap scheduler, which
+overlaps the CPU scheduler with GPU model worker"), TensorRT-LLM's ``disable_overlap_scheduler``
+(an LLM-API field of the PyTorch runtime, set in the extra-options YAML; trtllm-serve has no flag
+for it), vLLM's ``--async-scheduling`` / ``--no-async-scheduling`` (vllm PR #19970: the scheduler
+runs one step ahead of the GPU)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from inferlab import serve
+from inferlab.cli.main import main
+from inferlab.engines import launch_command, launch_from_deployment, parse_engine_args
+from inferlab.engines.scheduler import SchedulerConfig, default_scheduler, for_speculation
+from inferlab.errors import SpecError
+from inferlab.inputs.resolve import deployment
+
+SGLANG = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct"
+VLLM = "vllm serve meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _trtllm(options: str, backend: str = "pytorch") -> str:
+    return (f"cat > o.yml <<'EOF'\n{options}\nEOF\n"
+            f"trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend {backend} --extra_llm_api_options o.yml")
+
+
+@pytest.mark.parametrize("command, overlap, flag", [
+    (f"{VLLM} --async-scheduling", True, "--async-scheduling"),
+    (f"{VLLM} --async_scheduling", True, "--async-scheduling"),  # vLLM takes underscores for dashes
+    (f"{VLLM} --no-async-scheduling", False, "--no-async-scheduling"),
+    (f"{SGLANG} --disable-overlap-schedule", False, "--disable-overlap-schedule"),
+    (f"{SGLANG} --disable-overlap", False, "--disable-overlap-schedule"),  # argparse's unique prefix
+    (_trtllm("disable_overlap_scheduler: true"), False, "--extra_llm_api_options: disable_overlap_scheduler"),
+    (_trtllm("disable_overlap_scheduler: false"), True, "--extra_llm_api_options: disable_overlap_scheduler"),
+])
+def test_each_switch_is_read_with_the_flag_behind_it(command, overlap, flag):
+    launch = parse_engine_args(command)
+    assert launch.overlap_host is overlap and launch.unknown == ()
+    assert launch.flag_of("overlap_host") == flag
+    assert f"overlap scheduling {'on' if overlap else 'off'}" in launch.read_lines()[0]
+    assert launch.to_kwargs("serve")["overlap_host"] is overlap
+    assert "overlap_host" not in launch.to_kwargs("estimate")  # a static batch has no next iteration to plan
+    assert any(flag in line and "limit serving" in line for line in launch.report("estimate"))
+
+
+def test_without_a_switch_the_engine_default_holds():
+    for command in (VLLM, SGLANG, "trtllm-serve meta-llama/Llama-3.1-8B-Instruct"):
+        launch = parse_engine_args(command)
+        assert launch.overlap_host is None and "overlap_host" not in launch.to_kwargs("serve")
+
+
+def test_the_gpt_oss_recipes_config_file_turns_vllms_on():
+    """vLLM's gpt-oss recipe YAML (``async-scheduling: true``) had left the flag unknown."""
+    launch = parse_engine_args("cat > c.yaml <<'EOF'\nasync-scheduling: true\nEOF\n"
+                               f"{VLLM} --config c.yaml")
+    assert launch.overlap_host is True and launch.unknown == ()
+
+
+def test_trtllm_refuses_a_non_boolean_and_keeps_the_pytorch_option_off_the_tensorrt_backend():
+    with pytest.raises(SpecError, match="disable_overlap_scheduler 'yes' is not true or false"):
+        parse_engine_args(_trtllm("disable_overlap_scheduler: 'yes'"))
+    legacy = parse_engine_args(_trtllm("disable_overlap_scheduler: true", backend="tensorrt"))
+    assert legacy.engine == "trtllm" and legacy.overlap_host is None
+    assert legacy.unknown == ("disable_overlap_scheduler (the pytorch backend's): True",)
+
+
+def test_vllm_before_0_14_refuses_it_beside_pipeline_stages_or_a_drafter_which_is_said():
+    """vLLM 0.10-0.11's engine args raise for async scheduling with pipeline-parallel-size > 1 or a
+    speculative config; later releases run both, so the command is read (and written) as theirs."""
+    launch = parse_engine_args(f"{VLLM} --async-scheduling -pp 2")
+    assert launch.overlap_host is True
+    assert any("vLLM 0.10-0.11 refuses to start" in n for n in launch.notes)
+    assert not any("refuses" in n for n in parse_engine_args(f"{VLLM} --async-scheduling").notes)
+
+
+def test_the_flag_changes_the_simulated_engine_as_the_setting_does():
+    """One client: a decode step of Llama-3.1-8B on an H100 (about 5 ms of weight reads) outlasts
+    the host's step work, so without overlap every step, and the mean TPOT, is longer by exactly
+    step_overhead_s (StepModel._with_host: gpu + host against max(gpu, host))."""
+    host = deployment("llama-3.1-8b", "h100-sxm", engine="sglang").profile.step_overhead_s
+    load = dict(concurrency=1, isl=512, osl=64, num_requests=20)
+    results = {}
+    for extra in ("", " --disable-overlap-schedule"):
+        kw = parse_engine_args(SGLANG + extra).to_kwargs("serve")
+        results[extra] = serve(kw.pop("model"), "h100-sxm", **kw, **load)
+    slower = results[" --disable-overlap-schedule"].tpot_s.mean() - results[""].tpot_s.mean()
+    assert slower == pytest.approx(host, rel=1e-6) and host > 0
+    # vLLM's switch the other way: on, each step sheds the host's part
+    kw = parse_engine_args(f"{VLLM} --async-scheduling").to_kwargs("serve")
+    on = serve(kw.pop("model"), "h100-sxm", **kw, **load)
+    off = serve("llama-3.1-8b", "h100-sxm", engine="vllm", **load)
+    assert off.tpot_s.mean() - on.tpot_s.mean() == pytest.approx(host, rel=1e-6)
+
+
+def test_a_drafter_still_turns_sglangs_overlap_off():
+    """SGLang's server args turn the overlap scheduler off with an EAGLE, NEXTN or STANDALONE
+    drafter, whatever the flags; vLLM's async scheduling has no such reset (0.14 on runs both)."""
+    assert for_speculation("sglang", default_scheduler("sglang"), "eagle").overlap_host is False
+    assert for_speculation("vllm", replace(default_scheduler("vllm"), overlap_host=True), "eagle").overlap_host
+
+
+@pytest.mark.parametrize("engine, written", [
+    ("vllm", "--async-scheduling"), ("sglang", "--disable-overlap-schedule"),
+    ("trtllm-pytorch", "disable_overlap_scheduler: true"),
+])
+def test_each_engine_writes_what_differs_from_its_default_and_reads_it_back(engine, written):
+    default = default_scheduler(engine).overlap_host
+    for overlap in (True, False):
+        launch = launch_from_deployment("llama-3.1-8b", engine=engine, overlap_host=overlap)
+        script = launch_command(launch, engine).script
+        assert (written in script) == (overlap != default)
+        back = parse_engine_args(script).overlap_host
+        assert back == (None if overlap == default else overlap)  # the default: said by saying nothing
+    # between engines: SGLang's switch off is vLLM's default, vLLM's on SGLang's
+    off = parse_engine_args(f"{SGLANG} --disable-overlap-schedule")
+    assert "async" not in launch_command(off, "vllm").script
+    assert "disable_overlap_scheduler: true" in launch_command(off, "trtllm-pytorch").script
+
+
+def test_what_an_engine_cannot_run_is_said():
+    eagle = launch_from_deployment("llama-3.1-8b", engine="sglang", overlap_host=True,
+                                   speculative="eagle3-llama-3.1-8b")
+    assert "overlap_host" in dict(launch_command(eagle, "sglang").unexpressed)
+    assert "overlap_host" not in dict(launch_command(eagle, "vllm").unexpressed)
+    legacy = launch_from_deployment("llama-3.1-8b", overlap_host=True)
+    assert "overlap_host" in dict(launch_command(legacy, "trtllm").unexpressed)
+    assert "overlap_host" not in dict(launch_command(legacy, "trtllm-pytorch").unexpressed)
+
+
+def test_the_cli_reads_it_as_the_explicit_option_and_explains_where_from(capsys):
+    load = ("h100-sxm", "--concurrency", "1", "--num-requests", "20", "--isl", "512", "--osl", "64")
+    assert main(["serve", "--engine-args", f"{SGLANG} --disable-overlap-schedule", *load, "--explain"]) == 0
+    pasted = capsys.readouterr().out
+    assert "overlap scheduling off (--disable-overlap-schedule)" in pasted
+    assert main(["serve", "llama-3.1-8b", *load, "--engine", "sglang", "--no-overlap-host", "--explain"]) == 0
+    explicit = capsys.readouterr().out
+    assert pasted.split("\n\n")[0] == explicit.split("\n\n")[0]
+    assert main(["serve", "--engine-args", f"{SGLANG} --disable-overlap-schedule", *load, "--overlap-host"]) == 2
+    assert "--overlap-host True contradicts the engine args (--disable-overlap-schedule gives False)" in \
+        capsys.readouterr().err
+
+
+def test_a_scheduler_built_from_the_launch_gets_it():
+    kw = parse_engine_args(f"{SGLANG} --disable-overlap-schedule").to_kwargs("serve")
+    from inferlab.serving.replica import engine_scheduler
+
+    sched = engine_scheduler("sglang", None, overlap_host=kw["overlap_host"])
+    assert isinstance(sched, SchedulerConfig) and sched.overlap_host is False
