@@ -109,6 +109,12 @@ def kv_spelling_note(flags) -> str | None:
             "command names (e5m2 keeps 2 mantissa bits to e4m3's 3: a coarser KV cache, not modelled)")
 
 
+def unmodelled_notes(unknown: Iterable[str], what: dict[str, str]) -> list[str]:
+    """A note for each unknown flag (as written, with its value) that ``what`` names: what it would
+    change that inferlab does not model. The flag stays unknown: a note, not an invented effect."""
+    return [f"{entry}: {what[entry.split()[0]]}" for entry in unknown if entry.split()[0] in what]
+
+
 def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
     """Field -> the flag that set it, with ``precision`` the first flag that set a format."""
     out = {key: flag for key, (flag, _) in flags.values.items()}

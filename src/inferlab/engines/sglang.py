@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
-                     source_flags, precision_words, speculation)
+                     source_flags, precision_words, speculation, unmodelled_notes)
 from .launch import EngineLaunch, Rendered
 from .scheduler import SPECULATIVE_RESETS
 
@@ -40,6 +40,7 @@ FLAGS = {
     # "Disable the overlap scheduler, which overlaps the CPU scheduler with GPU model worker" (server
     # arguments; the overlap scheduler is on by default since v0.4)
     "--disable-overlap-schedule": Spec("overlap_host", "off"),
+    "--schedule-policy": Spec("schedule_policy"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -59,6 +60,28 @@ ALGORITHMS = {"eagle": "eagle", "eagle3": "eagle", "nextn": "mtp", "standalone":
               "lookahead": "ngram"}
 #: Default chunk size written when chunked prefill is on with no budget given (SGLang's default).
 DEFAULT_CHUNK = 8192
+_KERNELS = ("attention kernels; inferlab times attention with efficiencies fitted per GPU (and engine, where "
+            "measured), not per backend: another backend's speed is not modelled")
+#: Flags that change speed in ways inferlab does not model: kept unknown, with what they would change
+#: (server arguments: --enable-torch-compile "Optimize the model with torch.compile. Experimental
+#: feature.", applied to decode batches up to --torch-compile-max-bs, 32 by default).
+UNMODELLED = {
+    "--attention-backend": f"the backend of the {_KERNELS}",
+    "--prefill-attention-backend": f"the backend of the prefill {_KERNELS}",
+    "--decode-attention-backend": f"the backend of the decode {_KERNELS}",
+    "--enable-torch-compile": "torch.compile of the decode batches up to --torch-compile-max-bs (32 by default): "
+                              "fused kernels whose speed is not measured; the steps are simulated without it",
+}
+#: ``--schedule-policy`` (SGLang's default fcfs, inferlab's order): how the others order the
+#: waiting requests (schedule_policy.py: lpm and dfs-weight are cache-aware and run as fcfs when the
+#: radix cache is off; lpm runs as fcfs too while more than 128 requests wait).
+SCHEDULE_POLICIES = {
+    "lpm": "by the longest prefix already in the radix cache (first come, first served again while more than 128 "
+           "wait)",
+    "dfs-weight": "by a depth-first walk of the radix tree, weighted by the waiting requests under each node",
+    "lof": "with the longest output first", "random": "at random", "priority": "by the priority each request carries",
+    "routing-key": "by how often their routing key is in the running batch",
+}
 
 
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
@@ -98,6 +121,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     graphs = 0 if f.get("no_graphs") else f.get("graph_max_batch")  # --disable-cuda-graph: no decode batch graphed
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
+    _schedule_policy(f, notes)
+    notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
@@ -122,6 +147,23 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if graphs is not None:
         sources["graph_max_batch"] = "--disable-cuda-graph" if f.get("no_graphs") else "--cuda-graph-max-bs"
     return launch.with_sources(**sources)
+
+
+def _schedule_policy(f, notes: list[str]) -> None:
+    """``--schedule-policy``: fcfs (or a cache-aware policy without the radix cache, which SGLang
+    runs as fcfs) changes nothing inferlab models; the others order the waiting requests otherwise,
+    which is not modelled: unknown, with how."""
+    if "schedule_policy" not in f.values:
+        return
+    policy = str(f.get("schedule_policy")).lower()
+    if policy == "fcfs" or policy in ("lpm", "dfs-weight") and f.get("prefix_caching") is False:
+        f.no_effect.append(f"--schedule-policy {policy}")
+        return
+    how = SCHEDULE_POLICIES.get(policy, "in its own order")
+    f.unknown.append(f"--schedule-policy {policy}")
+    same = " (the same order where no prompts share a prefix)" if policy == "lpm" else ""
+    notes.append(f"--schedule-policy {policy}: SGLang orders the waiting requests {how}; inferlab admits them first "
+                 f"come, first served{same}")
 
 
 def _abbreviation(flag: str) -> str:

@@ -119,6 +119,8 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             f.no_effect.append(f"{where}: {key}")
         elif key == "attention_dp_config" and isinstance(value, dict):
             _balance(value, where, f, notes)
+        elif key in UNMODELLED or key == "moe_config" and isinstance(value, dict):
+            _unmodelled(key, value, where, f, notes)
         elif key == "disable_overlap_scheduler":  # TorchLlmArgs: "Disable the overlap scheduler" (default false);
             put("overlap_host", not _typed(label, value, "bool"), label)  # trtllm-serve has no flag for it
         elif key == "cuda_graph_config" and (value is None or isinstance(value, dict)):
@@ -135,6 +137,36 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
         sources.setdefault("precision", sources.get("kv_cache") or sources.get("quant", where))
     if "max_num_batched_tokens" in sources:
         sources["max_num_tokens"] = sources["max_num_batched_tokens"]
+
+
+#: LLM-API fields (TorchLlmArgs) that change speed in ways inferlab does not model, by the value that
+#: is the default (changes nothing) and what another value would change. ``stream_interval``: "The
+#: iteration interval to create responses under the streaming mode", larger "to reduce the streaming
+#: overhead" at large batches; ``attn_backend``: "Attention backend to use" (TRTLLM by default);
+#: ``moe_config.backend``: "MoE backend to use" (CUTLASS by default in 1.0-1.1, AUTO in later
+#: releases; TRTLLM, DEEPGEMM, WIDEEP...).
+_KERNELS = "; inferlab times them with efficiencies fitted per GPU and engine, not per backend"
+UNMODELLED = {
+    "stream_interval": (1, "a streamed response every so many iterations instead of each: less host work per "
+                           "iteration and tokens reaching the client in bursts, neither measured; simulated as 1"),
+    "attn_backend": ("TRTLLM", f"the attention kernels{_KERNELS}"),
+    "moe_config.backend": ("CUTLASS", f"the kernels of the routed experts{_KERNELS} (WIDEEP's all-to-all "
+                                      "dispatch is not modelled either)"),
+}
+
+
+def _unmodelled(key: str, value: Any, where: str, f: Any, notes: list[str]) -> None:
+    """A field of :data:`UNMODELLED` (or each key of ``moe_config``): its default changes nothing
+    inferlab models; another value stays unknown, with a note of what it would change."""
+    items = {f"{key}.{sub}": item for sub, item in value.items()} if key == "moe_config" else {key: value}
+    for name, item in items.items():
+        default, what = UNMODELLED.get(name, (None, None))
+        if default is not None and str(item).upper() == str(default).upper():
+            f.no_effect.append(f"{where}: {name}")
+            continue
+        f.unknown.append(f"{name}: {item}")
+        if what is not None:
+            notes.append(f"{where}: {name}: {item}: {what}")
 
 
 #: TensorRT-LLM's capacity scheduler policies as :attr:`~inferlab.engines.scheduler.SchedulerConfig.reserve_output`

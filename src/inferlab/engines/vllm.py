@@ -18,6 +18,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
                      read_yaml_mapping, shell_form, source_flags, precision_words, speculation)
 from .launch import EngineLaunch, Rendered
+from .vllm_compile import EAGER, read_compilation, split_compilation
 
 NAME = "vllm"
 FLAGS = {
@@ -76,7 +77,9 @@ def _normalize(flag: str) -> str:
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``vllm serve``."""
     words, notes = _with_config(cmd, words)
+    words, compilation = split_compilation(words, _normalize)
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
+    read_compilation(compilation, f.unknown, f.no_effect, notes)
     model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
     notes = ([note] if note else []) + notes
     tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
@@ -102,8 +105,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if f.get("overlap_host"):
         notes += _async_notes(pp, "speculation" in f.values)
     if f.get("no_graphs"):
-        notes.append("--enforce-eager: vLLM's host time per kernel without CUDA graphs is not measured, so the steps "
-                     "are simulated as with them (its decode will run slower than this)")
+        notes.append(f"--enforce-eager: {EAGER}")
     weights = activations = None
     if "quantization" in f.values:
         pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION)

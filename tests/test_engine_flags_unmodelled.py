@@ -1,0 +1,121 @@
+"""Speed flags inferlab reads but does not model: each is either no effect on what inferlab models
+(the engine's default, or an equivalent of it) or stays unknown with a note of what it would change.
+Expectations from the engines' own docs: vLLM's engine arguments (``--compilation-config, -O``: a
+number is the compilation level, "level 3 is ... also default in V1"; ``CUDAGraphMode``), SGLang's
+server arguments and ``schedule_policy.py`` (default fcfs; lpm and dfs-weight run as fcfs without
+the radix cache), TensorRT-LLM's ``TorchLlmArgs`` (``stream_interval`` 1, ``attn_backend`` TRTLLM,
+``moe_config.backend`` CUTLASS by default)."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab.engines import launch_command, parse_engine_args
+from inferlab.errors import SpecError
+
+VLLM = "vllm serve meta-llama/Llama-3.1-8B-Instruct"
+SGLANG = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _trtllm(options: str) -> str:
+    return (f"cat > o.yml <<'EOF'\n{options}\nEOF\n"
+            "trtllm-serve Qwen/Qwen3-30B-A3B --tp_size 4 --ep_size 4 --extra_llm_api_options o.yml")
+
+
+def _same_as_plain(launch, plain: str) -> bool:
+    return launch.modelled() == parse_engine_args(plain).modelled()
+
+
+@pytest.mark.parametrize("extra, no_effect", [
+    ("-O3", "-O3"), ("-O 3", "-O 3"), ("-O=3", "-O 3"), ("--compilation-config 3", "--compilation-config 3"),
+    ("--compilation_config 3", "--compilation-config 3"),
+    ("--compilation-config '{\"level\": 3}'", "--compilation-config.level 3"),
+    ("-O.cudagraph_mode=FULL_AND_PIECEWISE", "-O.cudagraph_mode FULL_AND_PIECEWISE"),
+    ("--compilation-config '{\"cudagraph_mode\": \"PIECEWISE\"}'", "--compilation-config.cudagraph_mode PIECEWISE"),
+])
+def test_vllms_default_compilation_and_graphed_modes_change_nothing_modelled(extra, no_effect):
+    launch = parse_engine_args(f"{VLLM} {extra} --max-num-seqs 64")
+    assert launch.no_effect == (no_effect,) and launch.unknown == () and launch.notes == ()
+    assert launch.max_num_seqs == 64 and _same_as_plain(launch, f"{VLLM} --max-num-seqs 64")
+
+
+def test_vllm_without_cuda_graphs_is_read_as_enforce_eager():
+    eager = parse_engine_args(f"{VLLM} --enforce-eager").notes[0].split(": ", 1)[1]
+    for extra in ("--compilation-config '{\"cudagraph_mode\": \"NONE\"}'", "-cc.cudagraph_mode NONE",
+                  "-O.cudagraph_mode=NONE"):
+        launch = parse_engine_args(f"{VLLM} {extra}")
+        assert launch.unknown == () and launch.no_effect == ()
+        assert len(launch.notes) == 1 and launch.notes[0].endswith(f"as --enforce-eager: {eager}")
+
+
+def test_other_vllm_compilation_stays_unknown_with_what_it_changes():
+    low = parse_engine_args(f"{VLLM} -O0")
+    assert low.unknown == ("-O0",) and "compilation other than vLLM's default (level 3" in low.notes[0]
+    decode_only = parse_engine_args(f"{VLLM} --compilation-config.cudagraph_mode FULL_DECODE_ONLY")
+    assert decode_only.unknown == ("--compilation-config.cudagraph_mode FULL_DECODE_ONLY",)
+    assert "prefill and mixed iterations run without CUDA graphs" in decode_only.notes[0]
+    sizes = parse_engine_args(f"{VLLM} -O '{{\"level\": 3, \"cudagraph_capture_sizes\": [1, 2, 4]}}'")
+    assert sizes.no_effect == ("-O.level 3",) and sizes.unknown == ("-O.cudagraph_capture_sizes [1, 2, 4]",)
+    for bad, said in (("-O x", "neither a compilation level"), ("-O.cudagraph_mode=ALL", "cudagraph_mode is one of"),
+                      ("-O", "needs a value")):
+        with pytest.raises(SpecError, match=said):
+            parse_engine_args(f"{VLLM} {bad}")
+
+
+def test_the_gpt_oss_recipes_config_leaves_only_its_capture_sizes_unknown():
+    """The recipe's YAML: PIECEWISE graphs (graphed, as simulated) and async scheduling (read);
+    ``cuda-graph-sizes`` (the largest graphed batch) is not modelled for vLLM, whose eager rate
+    is not measured."""
+    launch = parse_engine_args(
+        "cat > c.yaml <<'EOF'\ncompilation-config: '{\"cudagraph_mode\":\"PIECEWISE\"}'\nasync-scheduling: true\n"
+        "cuda-graph-sizes: 2048\nEOF\nvllm serve openai/gpt-oss-120b --config c.yaml")
+    assert launch.unknown == ("--cuda-graph-sizes 2048",) and launch.overlap_host is True
+    assert launch.no_effect == ("--compilation-config.cudagraph_mode PIECEWISE",)
+
+
+@pytest.mark.parametrize("extra, unknown, no_effect, note", [
+    ("--schedule-policy fcfs", (), ("--schedule-policy fcfs",), None),
+    ("--schedule-policy FCFS", (), ("--schedule-policy fcfs",), None),
+    ("--schedule-policy lpm --disable-radix-cache", (), ("--schedule-policy lpm",), None),  # run as fcfs
+    ("--schedule-policy lpm", ("--schedule-policy lpm",), (), "longest prefix already in the radix cache"),
+    ("--schedule-policy lof", ("--schedule-policy lof",), (), "with the longest output first"),
+    ("--attention-backend fa3", ("--attention-backend fa3",), (), "not per backend"),
+    ("--decode-attention-backend flashinfer", ("--decode-attention-backend flashinfer",), (), "decode attention"),
+    ("--enable-torch-compile", ("--enable-torch-compile",), (), "--torch-compile-max-bs (32 by default)"),
+])
+def test_sglangs_policy_backends_and_torch_compile(extra, unknown, no_effect, note):
+    launch = parse_engine_args(f"{SGLANG} {extra}")
+    assert launch.unknown == unknown and launch.no_effect == no_effect
+    notes = [n for n in launch.notes if n.startswith(unknown[0])] if unknown else []
+    assert (note is None and not notes) or (len(notes) == 1 and note in notes[0])
+    if note is not None:  # the report says both what is not modelled and what it would change
+        report = "\n".join(launch.report("serve"))
+        assert f"not modelled: {unknown[0]}" in report and note in report
+
+
+@pytest.mark.parametrize("options, unknown, no_effect, note", [
+    ("stream_interval: 1", (), ("--extra_llm_api_options: stream_interval",), None),
+    ("stream_interval: 10", ("stream_interval: 10",), (), "a streamed response every so many iterations"),
+    ("attn_backend: TRTLLM", (), ("--extra_llm_api_options: attn_backend",), None),
+    ("attn_backend: FLASHINFER", ("attn_backend: FLASHINFER",), (), "the attention kernels"),
+    ("moe_config:\n  backend: CUTLASS", (), ("--extra_llm_api_options: moe_config.backend",), None),
+    ("moe_config:\n  backend: WIDEEP\n  max_num_tokens: 8192",
+     ("moe_config.backend: WIDEEP", "moe_config.max_num_tokens: 8192"), (), "WIDEEP's all-to-all"),
+])
+def test_trtllm_streaming_and_kernel_backends(options, unknown, no_effect, note):
+    launch = parse_engine_args(_trtllm(options))
+    assert launch.unknown == unknown and launch.no_effect == no_effect
+    assert (note is None and launch.notes == ()) or (len(launch.notes) == 1 and note in launch.notes[0])
+    assert _same_as_plain(launch, "trtllm-serve Qwen/Qwen3-30B-A3B --tp_size 4 --ep_size 4")
+
+
+@pytest.mark.parametrize("command", [
+    f"{VLLM} -O3 --compilation-config.cudagraph_mode FULL_AND_PIECEWISE --max-num-seqs 64",
+    f"{SGLANG} --schedule-policy fcfs --attention-backend fa3 --enable-torch-compile --max-running-requests 64",
+    _trtllm("stream_interval: 10\nattn_backend: FLASHINFER\nmax_batch_size: 64"),
+])
+def test_what_is_not_modelled_is_not_written_and_the_rest_round_trips(command):
+    first = parse_engine_args(command)
+    rendered = launch_command(first)
+    back = parse_engine_args(rendered.script)
+    assert back.modelled() == first.modelled() and back.unknown == () and back.no_effect == ()
