@@ -149,3 +149,22 @@ def test_a_scheduler_built_from_the_launch_gets_it():
 
     sched = engine_scheduler("sglang", None, overlap_host=kw["overlap_host"])
     assert isinstance(sched, SchedulerConfig) and sched.overlap_host is False
+
+
+def test_sglang_bench_server_info_records_the_switch(tmp_path):
+    """bench_serving's server_info dumps SGLang's server arguments, ``disable_overlap_schedule``
+    among them: a case measured without the overlap scheduler is simulated without it."""
+    import json
+
+    from conftest import DATA
+    from inferlab.validation.bench import read_bench
+
+    lines = [json.loads(line) for line in (DATA / "bench" / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["server_info"] = {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 1,
+                               "disable_overlap_schedule": True}
+    lines[1]["server_info"] = {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 1,
+                               "disable_overlap_schedule": False}
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(json.dumps(d) for d in lines))
+    first, second = read_bench(path)[:2]
+    assert dict(first.scheduler) == {"overlap_host": False} and dict(second.scheduler) == {}

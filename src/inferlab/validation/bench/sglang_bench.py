@@ -51,7 +51,8 @@ SERVER_FLAGS = {"tp_size": "--tp-size", "dp_size": "--dp-size", "ep_size": "--ep
                 "mem_fraction_static": "--mem-fraction-static", "page_size": "--page-size",
                 "context_length": "--context-length", "cuda_graph_max_bs": "--cuda-graph-max-bs"}
 SERVER_SWITCHES = {"enable_dp_attention": "--enable-dp-attention", "enable_mixed_chunk": "--enable-mixed-chunk",
-                   "disable_cuda_graph": "--disable-cuda-graph"}
+                   "disable_cuda_graph": "--disable-cuda-graph",
+                   "disable_overlap_schedule": "--disable-overlap-schedule"}
 #: A catalog model the flags are read with: the line's own ``model_path`` is kept as written
 #: (a local path or a name the catalog does not hold is resolved later, or by ``--model``).
 _FLAGS_ONLY_MODEL = "llama-3.1-8b"
@@ -64,7 +65,7 @@ def _server(info: Any, where: str) -> dict[str, Any]:
     (:func:`inferlab.engines.sglang.parse`): attention DP inside the TP group (which must divide
     by the DP size), an all-to-all MoE backend setting the expert-parallel size to the TP size,
     ``chunked_prefill_size`` -1 as prompts prefilled whole, the memory fraction, page size,
-    context length and CUDA-graph limits.
+    context length, CUDA-graph limits and the overlap scheduler switched off.
     """
     import shlex
 
