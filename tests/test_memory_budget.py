@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from dataclasses import replace
 
-from inferlab.engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, memory_budget, running_requests,
-                                        token_budget)
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, token_budget
+from inferlab.engines.sglang_sizing import memory_budget, running_requests
 from inferlab.inputs.resolve import deployment
 from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
 
@@ -174,7 +174,7 @@ def test_static_estimate_and_planner_take_the_engines_budget_on_the_gpu():
     (183_359, 1, 512), (183_359, 8, 512),    # B200
 ])
 def test_sglang_graph_batch_follows_the_gpu_memory_and_tp(mib, tp, batch):
-    from inferlab.engines.scheduler import graph_batch_limit
+    from inferlab.engines.sglang_sizing import graph_batch_limit
 
     assert graph_batch_limit(mib * MIB, tp) == batch
 
@@ -300,10 +300,12 @@ def test_graphs_hold_a_pipeline_micro_batch_and_every_path_applies_the_limit():
     at = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=int(_BATCHES[j]), isl=128, osl=256)
     graphed = estimate("llasa-1b", "h100-sxm", engine="sglang", batch_size=int(_BATCHES[j]), isl=128, osl=256,
                        graph_max_batch=4096)
-    # the planner's step also costs SGLang's host work per serving iteration (serve() charges it)
-    serving = curve.deployment.profile.serving_step_overhead_s
-    assert float(graphed.tpot_s) + serving < float(curve.tpot_s[j]) == pytest.approx(float(at.tpot_s) + serving,
-                                                                                       rel=1e-9)
+    # the planner's step also costs SGLang's host work per serving iteration (serve() charges it),
+    # and its overlap scheduler runs the step's own host work beside the GPU's (max(gpu, host))
+    prof = curve.deployment.profile
+    serving, host = prof.serving_step_overhead_s, prof.step_overhead_s
+    expected = max(float(at.tpot_s) - host, host) + serving
+    assert float(graphed.tpot_s) - host + serving < float(curve.tpot_s[j]) == pytest.approx(expected, rel=1e-9)
     disagg = estimate_disaggregated("llasa-1b", "prefill=h100-sxmx1,decode=h100-sxmx1", isl=128, osl=256,
                                     decode_batch=300, engine="sglang")
     assert float(disagg.tpot_s) == pytest.approx(eager, rel=1e-9)
@@ -331,7 +333,8 @@ def test_sglang_speculation_runs_48_requests_without_overlap():
 
 def test_the_planner_prefills_with_the_engines_budget_on_the_gpu():
     # a 16,000-token prompt: one chunk under SGLang's 16,384 on a B200, two under vLLM's 8,192; the
-    # planner's prefill of one prompt pays a step overhead per chunk beyond the first
+    # planner's prefill of one prompt pays a step overhead per chunk beyond the first (none under
+    # an overlap scheduler: the host plans the next chunk while the GPU runs this one)
     from inferlab.planning.curve import _prefill_and_memory
 
     args = ("llama-3.1-8b", "b200", 1, 1, 1, "bf16")
@@ -341,11 +344,14 @@ def test_the_planner_prefills_with_the_engines_budget_on_the_gpu():
     from inferlab.core.graph import Step
 
     one = float(run_step(sg[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
-    # and each chunk is a serving iteration: its host work per in-flight-batching iteration too
-    assert sg[3] == 1 and sg[2] == pytest.approx(one + sg[0].profile.serving_step_overhead_s, rel=1e-12)
+    # and each chunk is a serving iteration: its host work per in-flight-batching iteration too;
+    # both engines overlap the step's own host work (run_step charges one) with the GPU's
+    prof = sg[0].profile
+    assert sg[3] == 1 and sg[2] == pytest.approx(one - prof.step_overhead_s + prof.serving_step_overhead_s, rel=1e-12)
     vone = float(run_step(vl[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
-    assert vl[3] == 2 and vl[2] == pytest.approx(vone + vl[0].profile.step_overhead_s
-                                                 + 2 * vl[0].profile.serving_step_overhead_s, rel=1e-12)
+    prof = vl[0].profile
+    assert vl[3] == 2 and vl[2] == pytest.approx(vone - prof.step_overhead_s + 2 * prof.serving_step_overhead_s,
+                                                 rel=1e-12)
 
 
 _STEPS: dict = {}

@@ -156,10 +156,13 @@ def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
     assert case_limits(_case(source="sglang-blog")) == {}
     # TensorRT-LLM: max_num_tokens = max_batch_size + isl + 1500, max_batch_size the clients of
     # a replica: 4 + 1,024 + 1,500 = 2,528; 64 clients over dp=2: 32 + 2,048 + 1,500 = 3,580
-    # vLLM: no family settings, but the sample's runs predate vLLM 0.22's 0.92 memory share
-    assert case_limits(_case(engine="vllm")) == {"gpu_memory_utilization": 0.9}
+    # vLLM: no family settings, but the sample's runs predate vLLM 0.14's async scheduling and 0.22's
+    # 0.92 memory share
+    early = {"gpu_memory_utilization": 0.9, "overlap_host": False}
+    assert case_limits(_case(engine="vllm")) == early
     assert case_limits(_case(engine="vllm", engine_version="0.22.0")) == {}
-    assert case_limits(_case(engine="vllm", engine_version="0.12.0", source="elsewhere")) == {"gpu_memory_utilization": 0.9}
+    assert case_limits(_case(engine="vllm", engine_version="0.16.1")) == {"gpu_memory_utilization": 0.9}
+    assert case_limits(_case(engine="vllm", engine_version="0.12.0", source="elsewhere")) == early
     assert case_limits(_case(engine="vllm", source="elsewhere")) == {}
     assert case_limits(_case(engine="trtllm")) == {"max_num_batched_tokens": 2528, "chunked_prefill": False}
     two = _case(engine="trtllm", num_gpus=2, parallelism={"dp": 2}, isl=2048, load={"concurrency": 64})

@@ -88,22 +88,27 @@ def test_the_flag_changes_the_simulated_engine_as_the_setting_does():
         results[extra] = serve(kw.pop("model"), "h100-sxm", **kw, **load)
     slower = results[" --disable-overlap-schedule"].tpot_s.mean() - results[""].tpot_s.mean()
     assert slower == pytest.approx(host, rel=1e-6) and host > 0
-    # vLLM's switch the other way: on, each step sheds the host's part
-    kw = parse_engine_args(f"{VLLM} --async-scheduling").to_kwargs("serve")
-    on = serve(kw.pop("model"), "h100-sxm", **kw, **load)
-    off = serve("llama-3.1-8b", "h100-sxm", engine="vllm", **load)
+    # vLLM's switch (on by default from 0.14): off, each step pays the host's part
+    kw = parse_engine_args(f"{VLLM} --no-async-scheduling").to_kwargs("serve")
+    off = serve(kw.pop("model"), "h100-sxm", **kw, **load)
+    on = serve("llama-3.1-8b", "h100-sxm", engine="vllm", **load)
     assert off.tpot_s.mean() - on.tpot_s.mean() == pytest.approx(host, rel=1e-6)
 
 
 def test_a_drafter_still_turns_sglangs_overlap_off():
     """SGLang's server args turn the overlap scheduler off with an EAGLE, NEXTN or STANDALONE
-    drafter, whatever the flags; vLLM's async scheduling has no such reset (0.14 on runs both)."""
+    drafter, whatever the flags; vLLM keeps async scheduling beside EAGLE and MTP drafters (0.14 on)
+    and runs without it beside the others (its release notes: "excludes ... non-MTP/Eagle spec
+    decoding")."""
     assert for_speculation("sglang", default_scheduler("sglang"), "eagle").overlap_host is False
     assert for_speculation("vllm", replace(default_scheduler("vllm"), overlap_host=True), "eagle").overlap_host
+    assert for_speculation("vllm", default_scheduler("vllm"), "mtp").overlap_host
+    for method in ("draft", "ngram", "medusa"):
+        assert for_speculation("vllm", default_scheduler("vllm"), method).overlap_host is False
 
 
 @pytest.mark.parametrize("engine, written", [
-    ("vllm", "--async-scheduling"), ("sglang", "--disable-overlap-schedule"),
+    ("vllm", "--no-async-scheduling"), ("sglang", "--disable-overlap-schedule"),
     ("trtllm-pytorch", "disable_overlap_scheduler: true"),
 ])
 def test_each_engine_writes_what_differs_from_its_default_and_reads_it_back(engine, written):
@@ -114,9 +119,9 @@ def test_each_engine_writes_what_differs_from_its_default_and_reads_it_back(engi
         assert (written in script) == (overlap != default)
         back = parse_engine_args(script).overlap_host
         assert back == (None if overlap == default else overlap)  # the default: said by saying nothing
-    # between engines: SGLang's switch off is vLLM's default, vLLM's on SGLang's
+    # between engines: SGLang's switch off is vLLM's too (both overlap by default)
     off = parse_engine_args(f"{SGLANG} --disable-overlap-schedule")
-    assert "async" not in launch_command(off, "vllm").script
+    assert "--no-async-scheduling" in launch_command(off, "vllm").script
     assert "disable_overlap_scheduler: true" in launch_command(off, "trtllm-pytorch").script
 
 

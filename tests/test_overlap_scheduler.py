@@ -24,10 +24,10 @@ def _models():
 
 
 def test_engines_that_overlap_by_default():
-    """SGLang (since v0.4) and TensorRT-LLM's PyTorch runtime overlap host work; vLLM's
-    default scheduler and the C++ TensorRT-LLM runtime as modelled do not."""
+    """SGLang (since v0.4), TensorRT-LLM's PyTorch runtime and vLLM (async scheduling, on by
+    default from 0.14) overlap host work; the C++ TensorRT-LLM runtime as modelled does not."""
     assert ENGINE_SCHEDULERS["sglang"].overlap_host and ENGINE_SCHEDULERS["trtllm-pytorch"].overlap_host
-    assert not ENGINE_SCHEDULERS["vllm"].overlap_host and not ENGINE_SCHEDULERS["trtllm"].overlap_host
+    assert ENGINE_SCHEDULERS["vllm"].overlap_host and not ENGINE_SCHEDULERS["trtllm"].overlap_host
 
 
 @settings(max_examples=25, deadline=None)

@@ -96,11 +96,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                               "vLLM's and SGLang's default)")
     overlap = p.add_mutually_exclusive_group()
     overlap.add_argument("--overlap-host", dest="overlap_host", action="store_true", default=None,
-                         help="plan each iteration on the host while the GPU runs the one before (SGLang's and "
-                              "TensorRT-LLM's PyTorch default; vLLM: --async-scheduling)")
+                         help="plan each iteration on the host while the GPU runs the one before (the default "
+                              "of SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14: --async-scheduling)")
     overlap.add_argument("--no-overlap-host", dest="overlap_host", action="store_false",
-                         help="plan each iteration after the one before ends (vLLM's default; SGLang: "
-                              "--disable-overlap-schedule)")
+                         help="plan each iteration after the one before ends (vLLM before 0.14; SGLang: "
+                              "--disable-overlap-schedule, vLLM: --no-async-scheduling)")
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "
                         "TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")

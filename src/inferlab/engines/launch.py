@@ -80,7 +80,7 @@ class EngineLaunch:
         The host plans the next iteration while the GPU runs this one
         (:attr:`~inferlab.engines.scheduler.SchedulerConfig.overlap_host`: SGLang's and
         TensorRT-LLM's PyTorch runtime's overlap scheduler, vLLM's async scheduling); None:
-        the engine's default (on in SGLang and TensorRT-LLM's PyTorch runtime, off in vLLM).
+        the engine's default (on in SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14).
     speculation : Speculation or None
     unknown : tuple of str
         Flags inferlab does not know, as written (with their values).

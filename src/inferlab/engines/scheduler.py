@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import boolean, fraction, integer
 from ..errors import SpecError
+from .sglang_sizing import UNCHUNKED_BUDGET, graph_batch_limit, memory_budget
 
 if TYPE_CHECKING:
     from ..specs.hardware import HardwareSpec
@@ -40,7 +41,7 @@ class SchedulerConfig:
     ----------
     max_num_seqs : int or None
         Running requests at most; None: the engine sizes it, from the GPU (``batch_defaults``)
-        or from its KV pool (SGLang: :func:`running_requests`), set for a deployment by
+        or from its KV pool (SGLang: :func:`~inferlab.engines.sglang_sizing.running_requests`), set for a deployment by
         :func:`inferlab.serving.replica.scheduler_for`.
     max_num_batched_tokens : int or None
         Tokens per iteration at most (decode tokens plus prefill chunk); None: the engine sizes
@@ -99,7 +100,7 @@ class SchedulerConfig:
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token] (vLLM's ``--max-model-len``,
         SGLang's ``--context-length``, TensorRT-LLM's ``max_seq_len``); a longer request is
-        refused. SGLang sizes its request pool from it (:func:`running_requests`). None: the
+        refused. SGLang sizes its request pool from it (:func:`~inferlab.engines.sglang_sizing.running_requests`). None: the
         model's ``max_position_embeddings``.
     context_budget : bool
         Without chunked prefill the token budget holds the longest context: it defaults to
@@ -156,23 +157,6 @@ class SchedulerConfig:
             raise SpecError(f"scheduler: memory_sizing must be one of {', '.join(SIZINGS)}, got {self.memory_sizing!r}")
 
 
-#: SGLang's ``chunked_prefill_size`` by the GPU's memory when it is not set: (below this many
-#: bytes, tokens), then :data:`LARGE_MEMORY_BUDGET` (sgl-project/sglang,
-#: python/sglang/srt/server_args.py, ``_handle_gpu_memory_settings``: 2,048 under 35 GiB (T4,
-#: A10, RTX 4090), 4,096 under 60 GiB (A100 40GB, L40), 8,192 under 160 GiB (H100, H200, H20),
-#: 16,384 above (B200, MI300)).
-MEMORY_BUDGETS = ((35 * 2**30, 2048), (60 * 2**30, 4096), (160 * 2**30, 8192))
-LARGE_MEMORY_BUDGET = 16384
-#: SGLang's prefill budget without chunked prefill (``--chunked-prefill-size -1``): its
-#: ``max_prefill_tokens`` default, not sized by memory.
-UNCHUNKED_BUDGET = 16384
-
-
-def memory_budget(memory_bytes: float) -> int:
-    """The token budget SGLang sizes for a GPU of ``memory_bytes`` [B] of visible memory."""
-    return next((tokens for below, tokens in MEMORY_BUDGETS if memory_bytes < below), LARGE_MEMORY_BUDGET)
-
-
 #: vLLM's ``vllm serve`` limits when ``--max-num-seqs`` and ``--max-num-batched-tokens`` are not
 #: given (vllm ``EngineArgs.get_batch_defaults``, v0.9 on, OPENAI_API_SERVER context): 1,024
 #: sequences and 8,192 tokens on a GPU of at least 70 GiB that is not an A100 ("setting large
@@ -210,41 +194,6 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
     return replace(sched, max_num_batched_tokens=budget)
 
 
-#: SGLang's largest decode batch captured in a CUDA graph when ``--cuda-graph-max-bs`` is not
-#: given, by the GPU's memory: (below this many bytes, tensor-parallel size below 4, from 4)
-#: (sgl-project/sglang, server_args.py ``_handle_gpu_memory_settings``: T4 and RTX 4080 8;
-#: A10, RTX 4090 24 and 80; A100 40GB, L40S 32 and 160; H100, A100 80GB, H200 256 and 512),
-#: then :data:`LARGE_GRAPH_BATCH` (B200, MI300).
-GRAPH_BATCHES = ((20 * 2**30, 8, 8), (35 * 2**30, 24, 80), (60 * 2**30, 32, 160), (160 * 2**30, 256, 512))
-LARGE_GRAPH_BATCH = 512
-
-
-def graph_batch_limit(memory_bytes: float, tp: int) -> int:
-    """The largest decode batch SGLang captures in a CUDA graph on a GPU of ``memory_bytes`` [B]
-    of visible memory at tensor-parallel size ``tp``."""
-    row = next((r for r in GRAPH_BATCHES if memory_bytes < r[0]), None)
-    if row is None:
-        return LARGE_GRAPH_BATCH
-    return row[1] if tp < 4 else row[2]
-
-
-#: SGLang's request slots when ``--max-running-requests`` is not given: its request-to-token
-#: pool holds ``KV tokens / context length x 512`` requests, clamped to 2,048..4,096
-#: (sgl-project/sglang, model_runner ``init_memory_pool``, v0.4-v0.5.8), and the scheduler
-#: runs at most that many and half the KV tokens (tp_worker: ``min(max_total_num_tokens // 2,
-#: req_to_token_pool.size)``).
-RUNNING_REQUESTS_PER_CONTEXT = 512
-RUNNING_REQUESTS_RANGE = (2048, 4096)
-
-
-def running_requests(kv_tokens: float, context_len: int) -> int:
-    """The requests SGLang runs at most on one scheduler whose KV pool holds ``kv_tokens``
-    tokens, for a model of ``context_len`` tokens, when ``--max-running-requests`` is not set."""
-    low, high = RUNNING_REQUESTS_RANGE
-    slots = min(max(int(kv_tokens / context_len * RUNNING_REQUESTS_PER_CONTEXT), low), high)
-    return max(1, min(int(kv_tokens) // 2, slots))
-
-
 #: SGLang with a drafter that runs on the GPU (EAGLE, EAGLE3, NEXTN/MTP, a standalone draft
 #: model) and no ``--max-running-requests``: 48 running requests, over the replica's DP ranks, and
 #: the overlap scheduler off (sgl-project/sglang server_args.py ``_handle_speculative_decoding``:
@@ -261,20 +210,27 @@ def drafter_limits(engine: str, method: str) -> dict[str, int]:
     return {"max_num_seqs": SPECULATIVE_RUNNING_REQUESTS} if method in SPECULATIVE_RESETS.get(engine, ()) else {}
 
 
+#: Drafters beside which an engine schedules without overlap: SGLang's (:data:`SPECULATIVE_RESETS`),
+#: vLLM's draft model, n-gram and Medusa (v0.14 release notes: async scheduling on by default
+#: "excludes ... non-MTP/Eagle spec decoding").
+NO_OVERLAP_DRAFTERS = {**SPECULATIVE_RESETS, "vllm": ("draft", "ngram", "medusa")}
+
+
 def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
-    """``sched`` as ``engine`` runs it with a speculative ``method`` (:data:`SPECULATIVE_RESETS`):
-    :func:`drafter_limits` where the user set none, and no overlap scheduling."""
-    reset = drafter_limits(engine, method)
-    if not reset:
+    """``sched`` as ``engine`` runs it with a speculative ``method``: :func:`drafter_limits`
+    where the user set none, and no overlap scheduling beside the drafters of
+    :data:`NO_OVERLAP_DRAFTERS`."""
+    reset, off = drafter_limits(engine, method), method in NO_OVERLAP_DRAFTERS.get(engine, ())
+    if not reset and not off:
         return sched
-    seqs = reset["max_num_seqs"] if sched.max_num_seqs is None else sched.max_num_seqs
-    return replace(sched, max_num_seqs=seqs, overlap_host=False)
+    seqs = reset["max_num_seqs"] if reset and sched.max_num_seqs is None else sched.max_num_seqs
+    return replace(sched, max_num_seqs=seqs, overlap_host=sched.overlap_host and not off)
 
 
 #: Scheduler defaults per engine, from their documentation: vLLM chunked prefill with its limits by
 #: the GPU (:data:`VLLM_BATCH_DEFAULTS`); SGLang ``chunked_prefill_size`` by the GPU's
-#: memory (:data:`MEMORY_BUDGETS`), its running requests by its KV pool
-#: (:func:`running_requests`) and the decode batches it runs from CUDA graphs by the GPU's
+#: memory, its running requests by its KV pool
+#: (:mod:`~inferlab.engines.sglang_sizing`) and the decode batches it runs from CUDA graphs by the GPU's
 #: memory and the tensor-parallel size (:func:`graph_batch_limit`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
@@ -283,8 +239,9 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
 #: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",
 #: LMSYS blog, 2024-12-04), TensorRT-LLM's PyTorch-runtime one since 0.17
-#: (``disable_overlap_scheduler: false`` in the LLM API); vLLM's (``--async-scheduling``, v0.10 on) is
-#: off by default in the 0.10-0.11 releases whose flags inferlab reads. With attention DP, TensorRT-LLM
+#: (``disable_overlap_scheduler: false`` in the LLM API), vLLM's (``--async-scheduling``, v0.10)
+#: since v0.14 (release notes: "Async scheduling is now enabled by default", PR #27614; runs of
+#: earlier releases: :mod:`inferlab.validation.case_setup`). With attention DP, TensorRT-LLM
 #: runs as NVIDIA's DeepSeek-R1 serving recipes configure it (``attention_dp_config:
 #: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
 #: default leaves balancing off): ``balance_timeout_iters`` 60. Memory shares as each engine
@@ -298,7 +255,7 @@ TRTLLM_GRAPH_BATCH = 128
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
-                            gpu_memory_utilization=0.92,
+                            gpu_memory_utilization=0.92, overlap_host=True,
                             batch_defaults=VLLM_BATCH_DEFAULTS),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               gpu_memory_utilization=None, memory_sizing="static",

@@ -36,8 +36,8 @@ FLAGS = {
     "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
     "--enforce-eager": Spec("no_graphs", "on"),
     # the scheduler one step ahead of the GPU (vllm PR #19970, v0.10; SchedulerConfig.async_scheduling:
-    # "perform async scheduling ... avoid gaps in GPU utilization"), off by default through 0.11 (on
-    # by default from v0.14, vllm PR #27614); a bool field, so vLLM's parser also takes the --no- form
+    # "perform async scheduling ... avoid gaps in GPU utilization"), off by default through 0.13, on
+    # from v0.14 (vllm PR #27614, inferlab's default); a bool field, so the parser takes the --no- form
     "--async-scheduling": Spec("overlap_host", "on"), "--no-async-scheduling": Spec("overlap_host", "off"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
@@ -227,8 +227,8 @@ def render(launch: EngineLaunch) -> Rendered:
                                            "--max-num-seqs (--enforce-eager turns them off)"))
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
-    if launch.overlap_host:  # off is vLLM 0.10-0.11's default: said by saying nothing
-        words.append("--async-scheduling")
+    if launch.overlap_host is False:  # on is vLLM's default from 0.14: said by saying nothing
+        words.append("--no-async-scheduling")
     read = any(n.startswith("--async-scheduling with") for n in launch.notes)  # said as read already
     notes = _async_notes(launch.pp, launch.speculation is not None, "written for a later release that runs it") \
         if launch.overlap_host and not read else []

@@ -87,8 +87,11 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
 
     # decode batches beyond the engine's largest CUDA graph run eagerly; each iteration of an
     # in-flight-batching engine also costs its host work beyond a static step's, as in serve()
-    tpot = graph_limited_decode_s(_serving(dep), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
+    overlap = default_scheduler(engine).overlap_host
+    tpot = graph_limited_decode_s(_serving(dep, overlap), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
                                   per_token)
+    if overlap:  # the host's work hides behind the GPU's, showing where it is the longer
+        tpot = np.maximum(tpot, dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s)
     lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
     times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
     batched = batched_prefill_s(dep, engine, prefix_hit, isl)
@@ -105,13 +108,15 @@ def _drafter_prefill_s(dep: Any, spec: SpeculativeConfig, prefix_hit: float, isl
     return np.asarray(drafter_prefill_s(dep, spec, np.ones(isl.shape), isl, cached), float)
 
 
-def _serving(dep: Any) -> Any:
+def _serving(dep: Any, overlap: bool = False) -> Any:
     """``dep`` whose steps cost the profile's ``serving_step_overhead_s`` as well (the host's
     work per iteration of an in-flight-batching engine beyond a static step's: building the
-    mixed batch, updating request state), as the serving simulation charges each iteration."""
+    mixed batch, updating request state), as the serving simulation charges each iteration;
+    under an ``overlap`` scheduler the step's own host work (``step_overhead_s``) runs beside
+    the GPU's instead (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`)."""
     prof = dep.profile
-    return replace(dep, profile=prof.model_copy(
-        update={"step_overhead_s": prof.step_overhead_s + prof.serving_step_overhead_s}))
+    host = 0.0 if overlap else prof.step_overhead_s
+    return replace(dep, profile=prof.model_copy(update={"step_overhead_s": host + prof.serving_step_overhead_s}))
 
 
 @functools.lru_cache(maxsize=64)
@@ -130,13 +135,15 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
 def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A prompt's prefill alone at each length of ``isl`` [s], and its iterations: the prefix
     cache's hits left out, the rest in chunks of the engine's token budget, each chunk past
-    the first a step overhead and each one the serving iteration's host work."""
+    the first a step overhead (none under an overlap scheduler, the first's too) and each one
+    the serving iteration's host work."""
     cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
     chunks = np.ceil(_uncached(i, cache) / token_budget(engine, dep.hardware))
     prof = dep.profile
-    return (np.asarray(pre.time_s, float) + (chunks - 1.0) * prof.step_overhead_s
-            + chunks * prof.serving_step_overhead_s), chunks
+    # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
+    host = -prof.step_overhead_s if default_scheduler(engine).overlap_host else (chunks - 1.0) * prof.step_overhead_s
+    return np.asarray(pre.time_s, float) + host + chunks * prof.serving_step_overhead_s, chunks
 
 
 def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
@@ -162,7 +169,8 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float) -> f
     uncached = float(_uncached(np.asarray(float(isl)), cache))
     k = max(math.floor(token_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
-    return float(pre.time_s) / k + dep.profile.serving_step_overhead_s / k
+    hidden = dep.profile.step_overhead_s if default_scheduler(engine).overlap_host else 0.0  # beside the GPU's
+    return (float(pre.time_s) - hidden) / k + dep.profile.serving_step_overhead_s / k
 
 
 def _cache(prefix_hit: float) -> PrefixCache | None:

@@ -104,8 +104,8 @@ def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float) -> 
 
 
 def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarray | float,
-                     percentile: float, prefill_spread: float = 2.0, batched_prefill_s: float | None = None
-                     ) -> np.ndarray:
+                     percentile: float, prefill_spread: float = 2.0, batched_prefill_s: float | None = None,
+                     overlap: bool = False) -> np.ndarray:
     """Wait from arrival to the end of the prompt's turn in the token budget, at ``percentile`` [s].
 
     Parameters
@@ -127,6 +127,9 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         of prompts that queue (the engine takes all that fit into one iteration). Where prefill
         is far from compute-bound (a 70B model over eight B200s: 1,500 tokens in 63 ms, 19% of
         the FP8 peak) a batch of five costs far less than five prompts one after another.
+    overlap : bool
+        The engine plans each iteration while the one before runs (an overlap scheduler), so an
+        arrival also waits out the iteration already planned: one more token's time.
 
     Returns
     -------
@@ -142,7 +145,8 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
 
     1. *The iteration in progress.* An arrival waits for it to end; an iteration under
        load lasts one token's time ``tau = d(b) / (1 - x)``, and the residual is taken as
-       uniform on ``[0, tau]``: ``p x tau``.
+       uniform on ``[0, tau]``: ``p x tau`` (``(p + 1) tau`` under an overlap scheduler, whose
+       next iteration was planned before the arrival).
     2. *Prompts ahead in the token budget.* Prompts batched into one iteration take as long
        as one after another where prefill is compute-bound (a share of a budget-filling
        batch's time each where it is not: ``batched_prefill_s``): prefill work is a single
@@ -175,7 +179,7 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         # prompts that queue are prefilled together, a budget's worth at a time, each at its share
         # of the batch's time: the queue's server is that fast, and busy that much less
         x, prefill_s = x * batched_prefill_s / prefill_s, batched_prefill_s
-    iteration = p * per_point(points.tpot_s)
+    iteration = (p + (1.0 if overlap else 0.0)) * per_point(points.tpot_s)
     with np.errstate(divide="ignore", invalid="ignore"):
         prompts = np.where(x > q, prefill_s * prefill_spread / 2.0 * np.log(x / q) / (1.0 - x), 0.0)
     batch = per_point(points.batch)

@@ -13,7 +13,8 @@ import numpy as np
 from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, running_requests, unchunked_token_budget)
+                                 for_speculation, graph_batch_limit, unchunked_token_budget)
+from ..engines.sglang_sizing import running_requests
 from ..errors import InfeasibleError, SpecError, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -135,7 +136,7 @@ def check_context(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.n
 
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
-    them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.scheduler.running_requests`
+    them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.sglang_sizing.running_requests`
     for each attention-DP rank's pool, the replica holding every rank's)."""
     if sched.max_num_seqs is not None:
         return sched

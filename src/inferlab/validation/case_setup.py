@@ -104,12 +104,15 @@ SOURCE_SCHEDULER_RULES: dict[tuple[str, str], Callable[[Case], dict[str, Any]]] 
 }
 
 
-#: vLLM's memory share before 0.22, which raised it to 0.92 (vllm-project/vllm PR #38284,
-#: 2026-04; :mod:`inferlab.engines.memory_share`): a case run on an earlier release, by its
-#: ``engine_version`` or its source family's dates (:data:`EARLY_VLLM_SOURCES`), took 0.9.
-VLLM_SHARE_BEFORE = ((0, 22), 0.9)
-#: Source families whose vLLM runs predate 0.22: the aiconfigurator silicon sample's rows are dated
-#: 2025-10 to 2026-04 (``silicon_data_source``) and tagged up to vLLM 0.19.0.
+#: vLLM's defaults before the release that changed them, as (release, limit, earlier value): the
+#: memory share before 0.22 raised it to 0.92 (vllm-project/vllm PR #38284, 2026-04;
+#: :mod:`inferlab.engines.memory_share`), async scheduling before 0.14 turned it on (PR #27614).
+#: A case run on an earlier release, by its ``engine_version`` or its source family's dates
+#: (:data:`EARLY_VLLM_SOURCES`), takes the earlier value.
+VLLM_EARLIER_DEFAULTS = (((0, 22), "gpu_memory_utilization", 0.9), ((0, 14), "overlap_host", False))
+#: Source families whose untagged vLLM runs predate 0.14: the aiconfigurator silicon sample's
+#: untagged Llama-3.1-70B rows were measured in 2025-10 (``silicon_data_source``; vLLM 0.11), its
+#: tagged ones are 0.12.0.
 EARLY_VLLM_SOURCES = ("aiconfigurator-silicon-sample",)
 
 
@@ -123,16 +126,15 @@ def _release_defaults(case: Case) -> dict[str, Any]:
     """Defaults of the engine release a case ran that differ from the current release's."""
     if case.engine != "vllm":
         return {}
-    before, share = VLLM_SHARE_BEFORE
     version = _version(case.engine_version)
-    early = version < before if version is not None else case.source in EARLY_VLLM_SOURCES
-    return {"gpu_memory_utilization": share} if early else {}
+    return {name: value for release, name, value in VLLM_EARLIER_DEFAULTS
+            if (version < release if version is not None else case.source in EARLY_VLLM_SOURCES)}
 
 
 def case_limits(case: Case) -> dict[str, Any]:
     """The scheduler limits a case's run used: its own ``scheduler`` over its source family's
     settings (:data:`SOURCE_SCHEDULERS` and :data:`SOURCE_SCHEDULER_RULES`, aggregated runs
-    only), over its engine release's defaults (vLLM's memory share before 0.22)."""
+    only), over its engine release's defaults (vLLM's before 0.14 and 0.22)."""
     if case.disaggregation:
         return {**_release_defaults(case), **(case.scheduler or {})}
     key = (case.source, case.engine)
