@@ -358,7 +358,9 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
     tpot, x = np.asarray(points.tpot_s, float), points.stall
     d = tpot * (1.0 - x)
     stretch = (tpot * x)[..., None]  # mean of the stretch per token [s]: tpot - d
-    steps = np.maximum(np.asarray(osl, float) - 1.0, 1.0)
+    # equal output lengths (an answer length that does not vary) are one component, computed
+    # once and counted as often as it occurs in the mixture's mean
+    steps, spread = _distinct(np.maximum(np.asarray(osl, float) - 1.0, 1.0))
     with np.errstate(divide="ignore", invalid="ignore"):
         var = (d * x * prefill_s * prefill_spread / (1.0 - x) ** 3)[..., None] / steps  # (points, lengths)
         random = (var > 0) & (stretch > 0) & np.isfinite(var)  # else the stretch is its mean
@@ -372,6 +374,13 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
         mid = (lo + hi) / 2.0
         over = np.maximum(mid - d, 0.0)[..., None]  # the stretch a request must exceed to be slower
         tail = np.where(random, gammaincc(shape, over * inv_scale), over < stretch)
-        above = np.mean(tail, axis=-1) > target
+        above = np.mean(tail if spread is None else tail[..., spread], axis=-1) > target
         lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
     return np.where(np.all(np.isfinite(var), axis=-1), hi, np.inf)
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The distinct values of a 1-D array, and the indices that spread them back to it (None
+    when they are all distinct: the array itself)."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    return (values, None) if distinct.size == values.size else (distinct, inverse)
