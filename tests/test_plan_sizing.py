@@ -282,7 +282,7 @@ def test_a_prefill_replicas_wait_by_kingman():
     """M/M/1 at u = 0.8, mu = 1/s, P99: ln(0.8 / 0.01) / 0.2 = 21.91 s. Four prefill replicas dealt
     Poisson arrivals round robin see Erlang-4 gaps (c_a^2 = 1/4); prompts of one length prefill in a
     constant time (c_s^2 = 0): Kingman's (1/4 + 0) / 2 = 1/8 of it, 2.739 s."""
-    from inferlab.planning.fluid import prefill_variability, queue_wait_s
+    from inferlab.planning.prefill_pool import prefill_variability, queue_wait_s
 
     mm1 = float(queue_wait_s(np.array(1.0), 0.8, 99.0))
     assert mm1 == pytest.approx(math.log(80.0) / 0.2, rel=1e-12)

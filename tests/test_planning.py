@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError
 from inferlab.cli.main import main
-from inferlab.planning.fluid import mixed_stall_s, operating_points, queue_wait_s
+from inferlab.planning.fluid import mixed_stall_s, operating_points
+from inferlab.planning.prefill_pool import queue_wait_s
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 
@@ -407,7 +408,8 @@ def test_a_prefill_pools_ttft_by_hand():
     TTFT within 3 s solves 0.5 ln(u / 0.01) / ((1 - u) 2) = 2.5."""
     from scipy.optimize import brentq
 
-    from inferlab.planning.fluid import TAIL_EDGES, max_prefill_utilization, prefill_pool_ttft_s
+    from inferlab.planning.fluid import TAIL_EDGES
+    from inferlab.planning.prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
 
     alone, isl = np.full(TAIL_EDGES.shape, 0.5), np.full(TAIL_EDGES.shape, 1000.0)
     assert prefill_pool_ttft_s(alone, isl, 2.0, 0.0, 1, 1.0, 99.0) == pytest.approx(0.5)

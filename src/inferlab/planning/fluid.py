@@ -227,67 +227,6 @@ def slot_wait_s(load: np.ndarray, slots: np.ndarray | float, hold_s: np.ndarray,
     return np.where(a >= c, np.inf, np.where(erlang_c > tail, np.maximum(t, 0.0), 0.0))
 
 
-def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: float,
-                 variability: float = 1.0) -> np.ndarray:
-    """Wait at ``percentile`` for a single server of capacity ``rate`` at ``utilization`` [s]
-    (a prefill-only replica, which runs prompts one token budget after another).
-
-    Notes
-    -----
-    M/M/1 waiting time: ``P(W > t) = u exp(-(1 - u) mu t)``, so
-    ``t_p = ln(u / (1 - p)) / ((1 - u) mu)`` (zero when ``u <= 1 - p``; infinite at ``u = 0``
-    is never asked: no load, no wait). Other arrivals and service times scale it by
-    ``variability = (c_a^2 + c_s^2) / 2``, their squared coefficients of variation (Kingman's
-    G/G/1 mean, the tail kept exponential): 1 for M/M/1; a router that deals Poisson arrivals
-    round robin over ``n`` replicas gives each Erlang-``n`` gaps (``c_a^2 = 1 / n``), and
-    prompts of one length a constant prefill (``c_s^2 = 0``) (:func:`prefill_variability`).
-    """
-    p = percentile / 100.0
-    u = np.asarray(utilization, float)
-    mu = np.asarray(rate, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = variability * np.log(np.maximum(u, 1e-300) / (1.0 - p)) / ((1.0 - u) * mu)
-    return np.where(u > 1.0 - p, np.maximum(t, 0.0), 0.0)
-
-
-def prefill_variability(replicas: int, prefill_spread: float) -> float:
-    """Kingman's ``(c_a^2 + c_s^2) / 2`` of one of ``replicas`` prefill replicas that a router
-    deals Poisson arrivals round robin (``c_a^2 = 1 / replicas``), prompts whose prefill times
-    have ``E[P^2] / E[P]^2 = prefill_spread`` (``c_s^2 = prefill_spread - 1``)."""
-    return (1.0 / max(replicas, 1) + max(prefill_spread - 1.0, 0.0)) / 2.0
-
-
-def prefill_pool_ttft_s(alone_s: np.ndarray, isl: np.ndarray, rate: float, utilization: float, replicas: int,
-                        prefill_spread: float, percentile: float) -> float:
-    """The ``percentile`` TTFT of a disaggregated prefill pool [s]: each prompt length's time
-    alone (``alone_s`` at the lengths ``isl``, the traffic's quantiles at :data:`TAIL_EDGES`:
-    its prefill, the exposed KV transfer, a decode step) mixed with the G/G/1 wait of one of
-    ``replicas`` prefill replicas at ``utilization`` (:func:`queue_wait_s` at every level)."""
-    waits = queue_wait_s(np.array(rate), utilization, 100.0 * TAIL_EDGES,
-                         prefill_variability(replicas, prefill_spread))
-    return float(ttft_percentile_s(np.zeros(1), np.ones(1), alone_s, isl, np.inf, np.asarray(waits)[None, :],
-                                   percentile)[0])
-
-
-def max_prefill_utilization(alone_s: np.ndarray, isl: np.ndarray, rate: float, replicas: int,
-                            prefill_spread: float, percentile: float, ttft_slo_s: float, cap: float) -> float:
-    """Highest utilization (at most ``cap``) of a prefill replica whose :func:`prefill_pool_ttft_s`
-    stays within ``ttft_slo_s``; 0 where the prompts alone already miss it (bisection: the
-    percentile grows with the utilization)."""
-    def ttft(u: float) -> float:
-        return prefill_pool_ttft_s(alone_s, isl, rate, u, replicas, prefill_spread, percentile)
-
-    if ttft(0.0) > ttft_slo_s:
-        return 0.0
-    if ttft(cap) <= ttft_slo_s:
-        return cap
-    lo, hi = 0.0, cap
-    for _ in range(40):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if ttft(mid) <= ttft_slo_s else (lo, mid)
-    return lo
-
-
 #: Probability levels of the TTFT mixture (right ends of their intervals, so that a percentile at an
 #: edge is exact for prompts of one length): a coarse body and a fine tail.
 TAIL_EDGES = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999,
@@ -307,16 +246,32 @@ def ttft_percentile_s(decode_step_s: np.ndarray, batch: np.ndarray, prefill_s: n
     prompts' own prefill (the chat example's P99 prompt is 3.4x the mean); near the token
     budget's limit it is the wait.
     """
-    d, b = np.asarray(decode_step_s, float)[:, None], np.asarray(batch, float)[:, None]
-    own = np.asarray(prefill_s, float)[None, :] + np.ceil(np.asarray(isl, float)[None, :]
-                                                          / np.maximum(chunk_tokens - b, 1.0)) * d  # (points, lengths)
     waits = np.asarray(waits_s, float)  # (points, levels)
-    total = (own[:, :, None] + waits[:, None, :]).reshape(len(own), -1)
-    weight = np.broadcast_to((TAIL_WEIGHTS[:, None] * TAIL_WEIGHTS[None, :]).ravel(), total.shape)
+    own = own_time_s(decode_step_s, batch, prefill_s, isl, chunk_tokens)  # (points, lengths)
+    return mixture_quantile((own[:, :, None] + waits[:, None, :]).reshape(len(own), -1), percentile)
+
+
+def own_time_s(decode_step_s: np.ndarray, batch: np.ndarray, prefill_s: np.ndarray, isl: np.ndarray,
+               chunk_tokens: float) -> np.ndarray:
+    """A prompt's own time at each concurrency and length [s] (points, lengths): its prefill and a
+    decode step for each iteration it shares with the decodes (:func:`ttft_percentile_s`)."""
+    d, b = np.asarray(decode_step_s, float)[:, None], np.asarray(batch, float)[:, None]
+    return np.asarray(prefill_s, float)[None, :] + np.ceil(np.asarray(isl, float)[None, :]
+                                                           / np.maximum(chunk_tokens - b, 1.0)) * d
+
+
+#: Weight of each (length, wait level) pair of the TTFT mixture, in the order of its columns.
+_PAIR_WEIGHTS = (TAIL_WEIGHTS[:, None] * TAIL_WEIGHTS[None, :]).ravel()
+
+
+def mixture_quantile(total: np.ndarray, percentile: float) -> np.ndarray:
+    """The ``percentile`` of each row of ``total`` (points, lengths x levels), its columns weighted
+    by their levels' :data:`TAIL_WEIGHTS`: the smallest value whose cumulative weight reaches it."""
     order = np.argsort(total, axis=-1)
-    cum = np.cumsum(np.take_along_axis(weight, order, axis=-1), axis=-1)
+    cum = np.cumsum(_PAIR_WEIGHTS[order], axis=-1)
     at = np.minimum(np.argmax(cum >= percentile / 100.0 - 1e-12, axis=-1), total.shape[-1] - 1)
-    return np.take_along_axis(np.take_along_axis(total, order, axis=-1), at[:, None], axis=-1)[:, 0]
+    rows = np.arange(len(total))
+    return total[rows, order[rows, at]]
 
 
 #: Output lengths the TPOT percentile averages over (equal-probability midpoints of the traffic's

@@ -28,8 +28,9 @@ from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve
-from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, max_prefill_utilization, mixed_stall_s,
-                    operating_points, prefill_pool_ttft_s, tpot_percentile_s, ttft_percentile_s)
+from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, mixed_stall_s, operating_points, tpot_percentile_s,
+                    ttft_percentile_s)
+from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
 from .scenario import Scenario
 
 #: Relative rounding slack of a cost against the budget (:func:`over_budget`).
@@ -295,7 +296,7 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     replica) whose admission wait (M/M/1's scaled by Kingman's variability of round-robin
     arrivals and the prompts' prefill times), mixed with each prompt length's own prefill,
     exposed KV transfer (over the NICs, overlapped layer by layer) and first decode step,
-    keeps the TTFT percentile within its objective (:func:`~.fluid.max_prefill_utilization`;
+    keeps the TTFT percentile within its objective (:func:`~.prefill_pool.max_prefill_utilization`;
     a chat of 3,000-token lognormal prompts: 854 ms against 795 simulated, 626 before the
     lengths were mixed). The pools' replica counts give the P:D ratio.
     """
