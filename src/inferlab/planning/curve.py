@@ -92,9 +92,8 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
                                   per_token)
     if overlap:  # the host's work hides behind the GPU's, showing where it is the longer
         tpot = np.maximum(tpot, dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s)
-    lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
-    times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
-    batched = batched_prefill_s(dep, engine, prefix_hit, isl)
+    lengths, times, batched = _prompts(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl,
+                                       prompt_lengths)
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
@@ -130,6 +129,21 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
     prefill_1, chunks = prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)))
     return dep, np.broadcast_to(plan.max_sequences, _BATCHES.shape), float(prefill_1), int(chunks)
+
+
+@functools.lru_cache(maxsize=64)
+def _prompts(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str, profile: Any,
+             prefix_hit: float, isl: int, osl: int, prompt_lengths: tuple[float, ...] | None
+             ) -> tuple[np.ndarray, np.ndarray, float]:
+    """What a configuration with and without speculation also share: the prompt lengths (``isl``
+    alone when not given), each one's prefill alone (:func:`prompt_prefill_s`) and a prompt's
+    share of a budget-filling batch (:func:`batched_prefill_s`)."""
+    dep = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl)[0]
+    lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
+    times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
+    for shared in (lengths, times):  # held by every curve of the configuration
+        shared.setflags(write=False)
+    return lengths, times, batched_prefill_s(dep, engine, prefix_hit, isl)
 
 
 def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
