@@ -153,7 +153,7 @@ def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) 
     the serving iteration's host work."""
     cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
-    chunks = np.ceil(_uncached(i, cache) / token_budget(engine, dep.hardware))
+    chunks = np.ceil(_uncached(i, cache) / engine_budget(engine, dep.hardware))
     prof = dep.profile
     # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
     host = -prof.step_overhead_s if default_scheduler(engine).overlap_host else (chunks - 1.0) * prof.step_overhead_s
@@ -166,7 +166,7 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
     return plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=_BATCHES,
                        context=float(isl) + float(osl), kv_block_size=_KV_BLOCK,
                        **memory_keywords(default_scheduler(engine), dep.hardware, dep.parallel,
-                                         float(token_budget(engine, dep.hardware)),
+                                         float(engine_budget(engine, dep.hardware)),
                                          drafter="" if drafter is None else drafter.method),
                        **({} if drafter is None else drafter.plan_keywords))
 
@@ -181,10 +181,27 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float) -> f
     fills it): what a prompt that queues behind others costs the engine."""
     cache = _cache(prefix_hit)
     uncached = float(_uncached(np.asarray(float(isl)), cache))
-    k = max(math.floor(token_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
+    k = max(math.floor(engine_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
     hidden = dep.profile.step_overhead_s if default_scheduler(engine).overlap_host else 0.0  # beside the GPU's
     return (float(pre.time_s) - hidden) / k + dep.profile.serving_step_overhead_s / k
+
+
+#: Token budgets by engine and GPU, each entry holding its GPU (so that an id is not reused while
+#: it lives): every configuration on a GPU asks for the same one.
+_BUDGETS: dict[tuple[str, int], tuple[Any, int]] = {}
+
+
+def engine_budget(engine: str, hw: Any) -> int:
+    """The tokens per iteration ``engine`` runs with on ``hw``
+    (:func:`~inferlab.engines.scheduler.token_budget`), sized once for each GPU."""
+    key = (engine, id(hw))
+    hit = _BUDGETS.get(key)
+    if hit is None or hit[0] is not hw:
+        if len(_BUDGETS) >= 256:
+            _BUDGETS.clear()
+        hit = _BUDGETS[key] = (hw, token_budget(engine, hw))
+    return hit[1]
 
 
 def _cache(prefix_hit: float) -> PrefixCache | None:

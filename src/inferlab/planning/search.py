@@ -20,14 +20,14 @@ import numpy as np
 
 from ..checks import context_within_model
 from ..core.interconnect import node_size
-from ..engines.scheduler import default_scheduler, token_budget
+from ..engines.scheduler import default_scheduler
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import resolve_model
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
-from .curve import _BATCHES, _capacity_curve
+from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, mixed_stall_s, operating_points, tpot_percentile_s,
                     ttft_percentile_s)
 from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
@@ -110,7 +110,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # batch-independent part (a step of one sequence) for free
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
              if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s)
-    budget = float(token_budget(sc.engine, est.deployment.hardware))
+    budget = float(engine_budget(sc.engine, est.deployment.hardware))
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
@@ -182,16 +182,18 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     tr = sc.traffic
     gpus = replicas * cand.gpus_per_replica
     usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
-    out = replace(cand, replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)
+    new = dict(replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)  # one replace() of them all
     if cand.disaggregated:  # the pools' output over their GPUs, the seed's pools or the simulation's
-        out = replace(out, tokens_per_s_per_gpu=tr.request_rate * tr.osl.expected / gpus)
+        new["tokens_per_s_per_gpu"] = tr.request_rate * tr.osl.expected / gpus
     if tr.offline:  # the job's GPU-hours, whatever the deadline: replicas are let go when it is done
-        out = replace(out, fluid_job_s=tr.requests / (replicas * cand.replica_rate))
-        out = replace(out, usd_per_million_output=usd_h * job_s(sc, out) / 3600.0 / (tr.requests * tr.osl.expected) * 1e6)
+        new["fluid_job_s"] = tr.requests / (replicas * cand.replica_rate)
+        job = job_s(sc, replace(cand, **new))
+        new["usd_per_million_output"] = usd_h * job / 3600.0 / (tr.requests * tr.osl.expected) * 1e6
     else:
-        out = replace(out, usd_per_million_output=usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6)
+        new["usd_per_million_output"] = usd_h / (tr.request_rate * tr.osl.expected * 3600.0) * 1e6
     if seed:
-        out = replace(out, seed_replicas=replicas)
+        new["seed_replicas"] = replicas
+    out = replace(cand, **new)
     return replace(out, **fluid_at(sc, out))
 
 
@@ -262,11 +264,25 @@ def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int
     given = max_num_seqs(scenario)
     if given is not None:
         return given
+    key = (scenario.engine, id(dep), speculative) if speculative is None or isinstance(speculative, str) else None
+    hit = _LIMITS.get(key) if key is not None else None
+    if hit is not None and hit[0] is dep:  # the aggregated and disaggregated variants share a deployment
+        return hit[1]
     sched = default_scheduler(scenario.engine)
     if speculative is not None:
         spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
         sched = for_speculation(scenario.engine, sched, spec.method)
-    return int(with_running_requests(dep, for_hardware(sched, dep.hardware)).max_num_seqs)
+    limit = int(with_running_requests(dep, for_hardware(sched, dep.hardware)).max_num_seqs)
+    if key is not None:
+        if len(_LIMITS) >= 256:
+            _LIMITS.clear()
+        _LIMITS[key] = (dep, limit)
+    return limit
+
+
+#: Sequence limits of recent deployments, by engine, the deployment's identity (each entry holds
+#: it, so an id is not reused while it lives) and speculation.
+_LIMITS: dict[tuple, tuple[Any, int]] = {}
 
 
 def _tpot_tail(percentile: float) -> float:

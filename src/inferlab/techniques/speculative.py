@@ -34,6 +34,7 @@ References
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
@@ -241,12 +242,27 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
     return np.asarray(step_time(times, profile, cuda_graphs=ddep.cuda_graphs), float)
 
 
+#: One-layer views of recent models, keyed by the identity of the model and the layer (each
+#: entry holds them, so an id is not reused while it lives): a planner times the same head on
+#: every GPU, and a view built once is not dumped and validated again.
+_VIEWS: OrderedDict[tuple, tuple[ModelSpec, LayerSpec, ModelSpec]] = OrderedDict()
+_VIEWS_SIZE = 64
+
+
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
     """The model with a single decoder layer: embedding, that layer, final norm, LM head."""
+    key = (id(model), id(layer), vocab_size)
+    hit = _VIEWS.get(key)
+    if hit is not None and hit[0] is model and hit[1] is layer:
+        return hit[2]
     data = model.model_dump()
     data.update(num_hidden_layers=1, layers=[layer.model_dump()], num_mtp_layers=0,
                 vocab_size=vocab_size or model.vocab_size)
-    return ModelSpec.model_validate(data)
+    view = ModelSpec.model_validate(data)
+    _VIEWS[key] = (model, layer, view)
+    if len(_VIEWS) > _VIEWS_SIZE:
+        _VIEWS.popitem(last=False)  # the oldest
+    return view
 
 
 def _gemm_formats(prec: StepPrecision) -> dict:
