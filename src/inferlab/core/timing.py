@@ -195,7 +195,7 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         return (1.0 - w) * large + w * small, memory
 
     finite = np.asarray(rows)[np.isfinite(rows)]
-    widest, narrowest = (float(np.max(finite)), float(np.min(finite))) if finite.size else (0.0, 0.0)
+    widest, narrowest = (float(finite.max()), float(finite.min())) if finite.size else (0.0, 0.0)
     compute, memory = launch(rows, widest)
     if widest <= M_TILE:  # (non-finite rows come out non-finite, as the fitted curve gives them)
         return compute, memory
@@ -204,13 +204,19 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     # candidates only, whatever else the grid holds
     split = rows / M_TILE * np.maximum(*launch(M_TILE, M_TILE))
     compute = np.where(rows > M_TILE, np.minimum(compute, split), compute)
-    for p in range(1, int(np.ceil(np.log2(widest / M_TILE)))):
-        launches = 2.0 ** p
-        if launches * SPLIT_TILES * M_TILE < narrowest:
-            continue
-        split = launches * np.maximum(*launch(rows / launches, widest / launches))
+    counts = [2.0**p for p in range(1, int(np.ceil(np.log2(widest / M_TILE))))
+              if 2.0**p * SPLIT_TILES * M_TILE >= narrowest]  # the launch counts some row may take
+    if np.ndim(rows) == 0:  # one count after another (a scalar's arithmetic is not an array's to the last bit)
+        for launches in counts:
+            split = launches * np.maximum(*launch(rows / launches, widest / launches))
+            fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
+            compute = np.where(fits, np.minimum(compute, split), compute)
+    elif counts:  # every count at once on a leading axis: each element the same arithmetic, far fewer calls
+        ndim = max(np.ndim(compute), np.ndim(memory))  # every term's broadcast
+        launches = np.array(counts).reshape((-1,) + (1,) * ndim)
+        split = launches * np.maximum(*launch(rows / launches, widest))
         fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
-        compute = np.where(fits, np.minimum(compute, split), compute)
+        compute = np.minimum(compute, np.where(fits, split, np.inf).min(axis=0))
     return compute, memory
 
 
