@@ -5,7 +5,7 @@ Run with ``make bench``. Prints figures, each also as a multiple of a reference 
 same run (one :func:`inferlab.estimate` of Llama-3.1-8B on an H100 at a batch not seen before,
 the work of one operating point); asserts nothing. A *configuration* is one
 candidate (model, GPU, precision, TP, EP, speculation, aggregated or disaggregated), each
-evaluated at every batch limit of the planner's grid; the space below has 11,856 of them.
+evaluated at every batch limit of the planner's grid; the space below has 10,920 of them.
 The three cheapest feasible ones are then sized by simulation, as ``plan()`` does with
 ``verify: 3``.
 """
