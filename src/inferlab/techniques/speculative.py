@@ -156,25 +156,26 @@ def break_even_batch(dep: ResolvedDeployment, isl: int, osl: int, spec: Speculat
 Drafts = tuple[tuple[StepResult, ...], tuple[str, ...]]
 
 
-def _draft_pass(dep: ResolvedDeployment, step: Step, ops: tuple[Op, ...]) -> StepResult:
-    """Shard the ops of one draft pass over the tensor-parallel group and time them.
+def _draft_pass(dep: ResolvedDeployment, step: Step, ops: tuple[Op, ...], sharded: bool = False) -> StepResult:
+    """Shard the ops of one draft pass over the tensor-parallel group (``sharded``: they are
+    already, :func:`_head_ops`) and time them.
 
     A draft pass runs inside the engine step: no per-step scheduler overhead of its own.
     Only tensor parallelism applies: the drafter is replicated on every pipeline stage's
     and expert group's view of it.
     """
-    sharded = apply_tensor_parallel(ops, dep.tp)
+    sharded = ops if sharded else apply_tensor_parallel(ops, dep.tp)
     times = time_ops(sharded, dep.hardware, dep.profile, "decode")
     profile = dep.profile.model_copy(update={"step_overhead_s": 0.0})
     return StepResult(step, sharded, times, step_time(times, profile, cuda_graphs=dep.cuda_graphs))
 
 
-def _draft_passes(dep: ResolvedDeployment, batch, context, k: int, make_ops: Callable[[Step], tuple[Op, ...]]
-                  ) -> tuple[StepResult, ...]:
+def _draft_passes(dep: ResolvedDeployment, batch, context, k: int, make_ops: Callable[[Step], tuple[Op, ...]],
+                  sharded: bool = False) -> tuple[StepResult, ...]:
     """``k`` draft passes at contexts ``context``, ``context + 1``, ...: one graph, sharded and
     timed once; each later pass re-times only its attention, the one op that sees the context
     (what :func:`_draft_pass` on a fresh graph per pass gives, without rebuilding it)."""
-    first = _draft_pass(dep, Step.decode(batch, context), make_ops(Step.decode(batch, context)))
+    first = _draft_pass(dep, Step.decode(batch, context), make_ops(Step.decode(batch, context)), sharded)
     passes = [first]
     profile = dep.profile.model_copy(update={"step_overhead_s": 0.0})
     for i in range(1, k):
@@ -226,17 +227,14 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
     step = Step.prefill(batch, prompt, cached)
     if spec.method == "draft":
         ddep = _draft_deployment(dep, spec)[0]
-        ops = build_graph(ddep.model, step, ddep.step_precision, ddep.attention)
+        sharded = apply_tensor_parallel(build_graph(ddep.model, step, ddep.step_precision, ddep.attention), ddep.tp)
     elif spec.method in ("eagle", "mtp"):
         ddep = dep
         layer = dep.model.layers[0] if spec.method == "eagle" else dep.model.layers[-1]
-        view = _one_layer_view(dep.model, layer, spec.draft_vocab_size)
-        graph = build_graph(view, step, dep.step_precision, dep.attention)
-        ops = (graph[0], *_fusion_ops(f"{spec.method}_prefill", step.tokens, dep.model.hidden_size,
-                                      dep.step_precision), *graph[1:])
+        sharded = _head_ops(dep, _one_layer_view(dep.model, layer, spec.draft_vocab_size), step,
+                            f"{spec.method}_prefill")
     else:
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(cached)))
-    sharded = apply_tensor_parallel(ops, ddep.tp)
     times = time_ops(sharded, ddep.hardware, ddep.profile, "prefill")
     profile = ddep.profile.model_copy(update={"step_overhead_s": 0.0})
     return np.asarray(step_time(times, profile, cuda_graphs=ddep.cuda_graphs), float)
@@ -284,13 +282,37 @@ def _fusion_ops(name: str, tokens: ArrayLike, hidden: int, prec: StepPrecision) 
 def _layer_head_passes(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context, layer: LayerSpec,
                        name: str) -> tuple[StepResult, ...]:
     view = _one_layer_view(dep.model, layer, spec.draft_vocab_size)
+    return _draft_passes(dep, batch, context, spec.k, lambda step: _head_ops(dep, view, step, name), sharded=True)
+
+
+#: Sharded graphs of recent EAGLE or MTP heads' steps, keyed by the head (its one-layer view's
+#: identity, held by the entry), name, formats, tensor-parallel size and the step's shape: a
+#: planner times the same head on many GPUs, built and sharded once (small grids only).
+_HEAD_OPS: OrderedDict[tuple, tuple[ModelSpec, tuple[Op, ...]]] = OrderedDict()
+_HEAD_OPS_SIZE = 256
+_HEAD_OPS_MAX_ELEMENTS = 4096
+
+
+def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -> tuple[Op, ...]:
+    """A head's ops of ``step`` (embedding, the ``2H -> H`` fusion of :func:`_fusion_ops`, its
+    layer, final norm and LM head) split over ``dep``'s tensor-parallel group."""
     prec = dep.step_precision
-
-    def ops(step: Step) -> tuple[Op, ...]:
-        graph = build_graph(view, step, prec, dep.attention)  # embedding, layer, final norm, LM head
-        return (graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:])
-
-    return _draft_passes(dep, batch, context, spec.k, ops)
+    arrays = [np.asarray(x) for x in (step.batch, step.new_tokens, step.context)]
+    key = None
+    if sum(a.size for a in arrays) <= _HEAD_OPS_MAX_ELEMENTS:
+        key = (id(view), name, prec, dep.attention, dep.tp, dep.model.hidden_size, step.phase,
+               *((a.shape, a.dtype.str, a.tobytes()) for a in arrays))
+        hit = _HEAD_OPS.get(key)
+        if hit is not None and hit[0] is view:
+            return hit[1]
+    graph = build_graph(view, step, prec, dep.attention)  # embedding, layer, final norm, LM head
+    ops = apply_tensor_parallel((graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:]),
+                                dep.tp)
+    if key is not None:
+        _HEAD_OPS[key] = (view, ops)
+        if len(_HEAD_OPS) > _HEAD_OPS_SIZE:
+            _HEAD_OPS.popitem(last=False)  # the oldest
+    return ops
 
 
 def _eagle(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
