@@ -206,7 +206,9 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     compute = np.where(rows > M_TILE, np.minimum(compute, split), compute)
     counts = [2.0**p for p in range(1, int(np.ceil(np.log2(widest / M_TILE))))
               if 2.0**p * SPLIT_TILES * M_TILE >= narrowest]  # the launch counts some row may take
-    if np.ndim(rows) == 0:  # one count after another (a scalar's arithmetic is not an array's to the last bit)
+    # a scalar grid: one count after another (a numpy scalar's ``** 2`` is libm's pow, an array's is
+    # x * x, and the two differ in the last bit now and then)
+    if np.ndim(rows) == 0:
         for launches in counts:
             split = launches * np.maximum(*launch(rows / launches, widest / launches))
             fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
