@@ -199,3 +199,19 @@ def test_a_restarted_replica_reads_busy_from_its_first_sample():
         after = u[t > when]
         if after.size:
             assert after[0] > 0.0
+
+
+def test_the_start_orders_its_replicas_in_time_linear_in_their_number(monkeypatch):
+    """Each replica ordered at the start had counted every replica before it (the GPUs held
+    against a quota, and the replicas serving): quadratic, so the 100,000 replicas a fleet may
+    start with ran for hours before the first request. Without a quota the count is not needed,
+    and the replicas serving at the start are recorded once."""
+    from inferlab.fleet.replicas import Replica
+
+    reads = []
+    state = Replica.state
+    monkeypatch.setattr(Replica, "state", property(lambda r: reads.append(1) or state.fget(r), state.fset))
+    n = 400
+    r = inferlab.fleet(M, G, replicas=n, horizon_s=1.0, traffic=T)
+    assert r.availability == 1.0 and len(_orders(r, after=-1.0)) == n
+    assert len(reads) < 10 * n

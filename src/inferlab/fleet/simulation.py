@@ -126,7 +126,9 @@ class _Loop(Stepping, Outages, Control):
         cfg = self.cfg
         for k, pool in enumerate(self.pools):
             for _ in range(pool.replicas):
-                self._order(0.0, k, up=True)
+                self._order(0.0, k, up=True, record=False)
+        if self.replicas:  # one record of the replicas serving at the start, not one per replica
+            self._healthy(0.0)
         if math.isfinite(cfg.horizon_s):
             self._push(0.0, CONTROL, "tick", None)
             for k, pool in enumerate(self.pools):  # each autoscaler on its own period (after the tick at a tie)
@@ -308,17 +310,19 @@ class _Loop(Stepping, Outages, Control):
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
                       queue_timeout_s=timeout, record=False)
 
-    def _order(self, t: float, pool: int, *, up: bool) -> bool:
+    def _order(self, t: float, pool: int, *, up: bool, record: bool = True) -> bool:
         """Start a replica of ``pool`` (serving now, or after its cold start); False when the
-        region's or the provider's GPU quota has no room for it."""
+        region's or the provider's GPU quota has no room for it. ``record``: False leaves the
+        count of replicas serving to the caller (the start's replicas, recorded once)."""
         p = self.pools[pool]
-        live = [self.pools[r.pool] for r in self.replicas if r.state != "stopped"]
-        in_region = sum(q.gpus for q in live if q.region == p.region)
-        with_provider = sum(q.gpus for q in live if p.provider and q.provider == p.provider)
-        if (in_region + p.gpus > self.regions.quota(p.region)
-                or with_provider + p.gpus > self.regions.provider_quota(p.provider)):
-            self.rec.events.append((t, "quota", -1))
-            return False
+        region_quota, provider_quota = self.regions.quota(p.region), self.regions.provider_quota(p.provider)
+        if math.isfinite(region_quota) or math.isfinite(provider_quota):  # (the GPUs held: a pass over the replicas)
+            live = [self.pools[r.pool] for r in self.replicas if r.state != "stopped"]
+            in_region = sum(q.gpus for q in live if q.region == p.region)
+            with_provider = sum(q.gpus for q in live if p.provider and q.provider == p.provider)
+            if in_region + p.gpus > region_quota or with_provider + p.gpus > provider_quota:
+                self.rec.events.append((t, "quota", -1))
+                return False
         r = Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
         price = p.pricing
         if price.spot_share > 0 and sum(1 for x in self.replicas if x.pool == pool and x.state != "stopped") \
@@ -330,7 +334,8 @@ class _Loop(Stepping, Outages, Control):
                     self._push(when, CONTROL, "reclaim", r)
         self.replicas.append(r)
         if up:
-            self._healthy(t)
+            if record:
+                self._healthy(t)
             self._arm_failure(r, t)
         else:
             self._push(t + p.kind.cold_start_s, CONTROL, "ready", r)
