@@ -222,3 +222,31 @@ def test_a_scenario_reads_numbers_with_an_exponent(tmp_path):
     sc = load_scenario(path)
     assert (sc.traffic.request_rate, sc.traffic.isl.expected, sc.traffic.osl.expected) == (20.0, 1500.0, 300.0)
     assert (sc.slo.ttft_ms, sc.slo.tpot_ms) == (1500.0, 50.0)
+
+
+@pytest.mark.parametrize("argv, text, where", [
+    (["plan"], "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 5, isl: 512, osl: 64}\n"
+               "slo: {ttft_ms: 1000, tpot_ms: 50}\nverify: 0\ntraffic: {rate: 6}\n",
+     "line 6: key 'traffic' is given twice (first at line 3)"),
+    (["estimate", "--file"], "model: llama-3.1-8b\nhardware: h100-sxm\nlayout: {tp: 1, tp: 8}\n",
+     "line 3: key 'tp' is given twice (first at line 3)"),
+])
+def test_a_key_given_twice_in_a_file_is_refused(tmp_path, capsys, argv, text, where):
+    """PyYAML keeps the last of two equal keys and drops the first without a word: the plan
+    of a scenario whose second 'traffic' lost the lengths ran at the default lengths, and
+    the deployment above ran on 8 GPUs. YAML says a mapping's keys are unique: one line."""
+    path = tmp_path / "file.yaml"
+    path.write_text(text)
+    assert main([*argv, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and where in err and "keep one" in err
+
+
+def test_a_merge_key_may_still_be_overridden():
+    """``<<: *base`` then a key of base is YAML's override, not a key given twice."""
+    import yaml
+
+    from inferlab.specs.validation import SAFE_LOADER
+
+    text = "base: &b {isl: 512, osl: 64}\ntraffic:\n  <<: *b\n  osl: 128\n"
+    assert yaml.load(text, Loader=SAFE_LOADER)["traffic"] == {"isl": 512, "osl": 128}

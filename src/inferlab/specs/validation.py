@@ -21,7 +21,26 @@ _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 class SAFE_LOADER(_BASE_LOADER):  # type: ignore[misc,valid-type]  # noqa: N801  (the loader, as yaml names them)
     """The safe loader, reading ``1e7`` and ``2.5e-3`` as numbers: YAML 1.2 and JSON do, but
     PyYAML follows YAML 1.1, whose floats need a dot (``1.0e7``), and would hand a scenario's
-    ``rate: 1e7`` on as the text '1e7'."""
+    ``rate: 1e7`` on as the text '1e7'. A key given twice in one mapping is an error, as YAML
+    says it is: PyYAML would keep the last one and drop the first without a word."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # '<<: *base': its keys may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    first = seen.setdefault(key, key_node)
+                except TypeError:  # an unhashable key: the base constructor says so
+                    continue
+                if first is not key_node:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r:.60} is given twice (first at line {first.start_mark.line + 1}); a "
+                        "mapping holds each key once, and the later value would silently replace the earlier: keep "
+                        "one", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
 
 
 SAFE_LOADER.add_implicit_resolver(
