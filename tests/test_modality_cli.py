@@ -102,6 +102,15 @@ def test_speak_says_what_it_streams_and_what_would_fit(capsys):
     (["transcribe", "whisper-large-v3", "h100-sxm", "--beams", "100000", "--batch", "1", "--audio", "30"],
      "use fewer beams"),
     (["models", "show", "whisper-large-v3"], "`inferlab transcribe` runs it"),
+    # a model of the other catalog was 'unknown', with a list of the wrong catalog's names
+    (["estimate", "sdxl", "h100-sxm"], "sdxl is not a language model of the LLM catalog but an image or video "
+                                       "diffusion model of the modalities catalog"),
+    (["serve", "whisper-small", "h100-sxm", "--rate", "1"], "`inferlab transcribe` runs it"),
+    (["slices", "h100-sxm", "bge-base-en-v1.5"], "`inferlab embed` runs it"),
+    (["speak", "orpheus-3b", "h100-sxm", "--llm", "whisper-small"], "`inferlab transcribe` runs it"),
+    (["embed", "llama-3.1-8b-instruct", "h100-sxm"], "llama-3.1-8b-instruct is a language model of the LLM catalog "
+                                                     "(inferlab estimate, serve, on-device), not an embedding one"),
+    (["vlm", "llama-3.1-8b", "h100-sxm"], "not a vision-language one; vision models: gemma-3-27b"),
     (["embed", "orpheus-3b", "h100-sxm"], "orpheus-3b is a text-to-speech model (inferlab speak)"),
     (["on-device", "llama-3.1-8b", "m2-ultra", "--precision", "nvfp4"], "on-device runtimes store weights as"),
 ])

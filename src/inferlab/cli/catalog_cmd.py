@@ -72,23 +72,28 @@ def _models_list(args: argparse.Namespace) -> None:
     _emit(args, [model_dict(m) for m in specs], text)
 
 
+def modality_instead(exc: BaseException) -> BaseException:
+    """``exc``; or, where it is an unknown language model that the modalities catalog holds (an
+    image model given to ``estimate``), a :class:`SpecError` saying which command runs it."""
+    if not isinstance(exc, UnknownNameError) or exc.kind != "model":
+        return exc
+    from ..modalities.catalog import COMMANDS, KIND_PHRASES, load_modality, modality_ids
+
+    if str(exc.name).strip().lower() not in modality_ids():
+        return exc
+    kind = load_modality(exc.name).kind
+    return SpecError(f"{exc.name} is not a language model of the LLM catalog but {KIND_PHRASES.get(kind, kind)} model "
+                     f"of the modalities catalog: `inferlab modalities` lists it, "
+                     f"`inferlab {COMMANDS.get(kind, 'modalities')}` runs it")
+
+
 def _models_show(args: argparse.Namespace) -> None:
     from ..results.render import pretty
     from ..specs.render import model_dict
     from ..specs.catalog import load_model
     from ..units import Q
 
-    try:
-        m = load_model(args.model)
-    except UnknownNameError:
-        from ..modalities.catalog import COMMANDS, load_modality, modality_ids
-
-        if str(args.model).strip().lower() not in modality_ids():
-            raise
-        kind = load_modality(args.model).kind
-        raise SpecError(f"{args.model} is not a language model of the LLM catalog but a {kind} model of the "
-                        f"modalities catalog: `inferlab modalities` lists it, `inferlab {COMMANDS.get(kind, 'modalities')}` "
-                        "runs it") from None
+    m = load_model(args.model)  # (a model of the modalities catalog: main says which command runs it)
     d = model_dict(m)
     pc = m.param_counts
     lines = [f"{m.name}" + (f" ({m.id})" if m.id else "") + f" - model_type {m.model_type}, {m.attention_type}",

@@ -27,7 +27,7 @@ from .. import __version__
 from ..errors import CombinationError, InfeasibleError, InferlabError, cli_spelling
 from .bands_cmd import add_parser as add_bands_parser
 from .calc_cmd import add_parser as add_calc_parser
-from .catalog_cmd import add_parsers as add_catalog_parsers
+from .catalog_cmd import add_parsers as add_catalog_parsers, modality_instead
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
 from .fleet_cmd import add_parser as add_fleet_parser
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exit_code(exc)
         if code is None:
             raise
-        print(f"inferlab: error: {_error_line(exc)}", file=sys.stderr)
+        print(f"inferlab: error: {_error_line(modality_instead(exc))}", file=sys.stderr)
         return code
     return 0
 

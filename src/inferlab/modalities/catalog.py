@@ -13,7 +13,7 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..errors import SpecError, UnknownNameError
+from ..errors import InferlabError, SpecError, UnknownNameError
 from ..specs.validation import read_yaml_mapping
 
 KINDS = ("embedding", "diffusion", "vision", "speech", "tts")
@@ -84,7 +84,7 @@ def _load(key: str) -> ModalitySpec:
 
 #: The command that runs each kind of model, and how a message names the kind.
 COMMANDS = {"diffusion": "diffuse", "embedding": "embed", "speech": "transcribe", "tts": "speak", "vision": "vlm"}
-_KINDS = {"diffusion": "an image or video diffusion", "embedding": "an embedding", "speech": "a speech-recognition",
+KIND_PHRASES = {"diffusion": "an image or video diffusion", "embedding": "an embedding", "speech": "a speech-recognition",
           "tts": "a text-to-speech", "vision": "a vision-language"}
 
 
@@ -99,10 +99,25 @@ def load_modality(name: str, kind: str | None = None) -> ModalitySpec:
     key = str(name).strip().lower()
     if key not in _files():
         allowed = [i for i in _files() if kind is None or _load(i).kind == kind]
+        if kind is not None and _is_language_model(key):
+            raise SpecError(f"{name} is a language model of the LLM catalog (inferlab estimate, serve, on-device), "
+                            f"not {KIND_PHRASES.get(kind, kind)} one; {kind} models: {', '.join(sorted(allowed))}")
         raise UnknownNameError(f"{kind or 'modality'} model", str(name), allowed)
     spec = _load(key)
     if kind is not None and spec.kind != kind:
-        raise SpecError(f"{spec.id} is {_KINDS.get(spec.kind, spec.kind)} model (inferlab "
-                        f"{COMMANDS.get(spec.kind, 'modalities')}), not {_KINDS.get(kind, kind)} one; "
+        raise SpecError(f"{spec.id} is {KIND_PHRASES.get(spec.kind, spec.kind)} model (inferlab "
+                        f"{COMMANDS.get(spec.kind, 'modalities')}), not {KIND_PHRASES.get(kind, kind)} one; "
                         f"{kind} models: {', '.join(i for i in sorted(_files()) if _load(i).kind == kind)}")
     return spec
+
+
+def _is_language_model(key: str) -> bool:
+    """Whether ``key`` is a catalog id or alias of the LLM catalog."""
+    from ..specs.catalog import load_model, model_ids
+
+    if key in model_ids():
+        return True
+    try:  # an alias (llama-3.1-8b-instruct); a path or a repository is not looked up
+        return "/" not in key and "\\" not in key and not key.endswith(".json") and bool(load_model(key))
+    except InferlabError:
+        return False
