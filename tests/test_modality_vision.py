@@ -88,6 +88,15 @@ def test_bad_input():
         vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=-1)
 
 
+def test_an_image_qwens_processor_refuses_is_refused():
+    """Qwen2-VL's smart resize raises on an aspect ratio above 200 (transformers, qwen-vl-utils'
+    MAX_RATIO); a 1024 x 1 image had been 37 tokens. 200:1 itself is taken, whichever side is long."""
+    for h, w, ratio in ((1, 1024, "1,024"), (100_000, 100, "1,000")):
+        with pytest.raises(SpecError, match=rf"refuses an aspect ratio above 200:1 \(this one is {ratio}:1\)"):
+            image_layout(QWEN, h, w)
+    assert image_layout(QWEN, 28, 5600).tokens == image_layout(QWEN, 5600, 28).tokens > 0
+
+
 def test_a_four_image_request_is_its_own_serving_workload():
     from inferlab.modalities.vision import serve_images
 

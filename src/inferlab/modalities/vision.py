@@ -79,6 +79,12 @@ from .eager import eager_pass_s
 from .passes import DATASHEET, Efficiency, FullAttention, PassTime, time_pass
 
 
+#: Longest side over shortest that Qwen2-VL's smart resize takes (transformers
+#: ``image_processing_qwen2_vl.smart_resize`` and qwen-vl-utils' ``MAX_RATIO``: a larger one
+#: raises "absolute aspect ratio must be smaller than 200").
+MAX_ASPECT_RATIO = 200
+
+
 def _dynamic_size(h: int, w: int, factor: int, lo: int, hi: int) -> tuple[int, int]:
     """Qwen2-VL's smart resize: multiples of ``factor``, pixels within ``[lo, hi]``."""
     hh, ww = max(factor, round(h / factor) * factor), max(factor, round(w / factor) * factor)
@@ -144,6 +150,10 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
                         f"sizes images by its {pc['scheme']} scheme")
     patch = int(vc["patch_size"])
     if pc["scheme"] == "dynamic":
+        if max(height, width) > MAX_ASPECT_RATIO * min(height, width):
+            raise SpecError(f"a {width}x{height} image: {spec.id}'s processor refuses an aspect ratio above "
+                            f"{MAX_ASPECT_RATIO}:1 (this one is {max(height, width) / min(height, width):,.0f}:1); "
+                            "crop or pad it to a shape it takes")
         merge = int(vc["spatial_merge_size"])
         hh, ww = _dynamic_size(height, width, patch * merge, int(pc["min_pixels"]), int(pc["max_pixels"]))
         return ImageLayout(1, (hh // patch) * (ww // patch), (hh // patch // merge) * (ww // patch // merge))
