@@ -31,7 +31,7 @@ import yaml
 
 from ..calibration.error_band import (LEVELS, METRIC_QUANTITY, MIN_CASES, QUANTITIES, REGIMES, ErrorBandTable,
                                       Residual, band_regime, build_table, coverage)
-from ..calibration.profile import hardware_family, profile_file
+from ..calibration.profile import hardware_family, load_profile, profile_file
 from ..errors import InferlabError, SpecError
 from ..validation.cases import Case, case_engine
 from ..validation.predict import predict_cases
@@ -159,6 +159,7 @@ def fit_error_bands(cases: Sequence[Case], profile: str | Path = "default", *, c
                     case_labels: Sequence[str] = ("the shipped public cases",)) -> BandReport:
     """The error-band table of ``profile`` from the fit half of ``cases``, with its held-out coverage."""
     text = profile_text(profile)
+    load_profile(profile, "generic", "")  # a malformed file says so here, not as every case unpredicted
     fit = [c for c in cases if c.holdout_half == 0]
     held = [c for c in cases if c.holdout_half == 1]
     both = predict_cases([*fit, *held], str(profile))
