@@ -260,3 +260,24 @@ def test_the_context_check_adds_each_requests_own_prompt_and_output():
     assert context_within_model(model, np.array([40_000, 10]), np.array([10, 40_000])) is False
     with pytest.raises(SpecError, match="40,961 tokens exceeds the 40,960 positions"):
         context_within_model(model, np.array([40_000, 10]), np.array([961, 10]))
+
+
+def test_a_quantity_is_read_in_the_unit_its_number_is_read_in():
+    """Quantities are the edge: a rate of 60 requests a minute is 1 request/s and a fleet's
+    horizon of 2 minutes 120 s, where a quantity of the right dimension had been refused as
+    'not a number' (serve's rate, fleet's horizon and SLOs, every time and rate read by
+    ``checks.real``); another dimension is a UnitError naming the one it needs."""
+    from inferlab import Q, UnitError
+    from inferlab.checks import real
+    from inferlab.fleet import Failures
+
+    assert Workload(rate=Q(60, "request/minute"), num_requests=5).rate == 1.0
+    with pytest.raises(UnitError, match=r"workload: rate must be in \[request\] / \[time\] .*got 5 GB"):
+        Workload(rate=Q(5, "GB"), num_requests=5)
+    assert real("fleet: horizon_s", Q(2, "minute"), minimum=0.0, unit="s") == 120.0
+    assert Failures(replica_mtbf_h=Q(2, "day")).replica_mtbf_h == 48.0
+    assert real("a share", Q(50, "%"), minimum=0.0, maximum=1.0) == 0.5
+    with pytest.raises(UnitError, match="a share must be in"):
+        real("a share", Q(1, "s"), minimum=0.0, maximum=1.0)
+    with pytest.raises(SpecError, match=r"must be a finite number in \[0, 10\] \[s\], got 20.0"):
+        real("a wait", Q(20_000, "ms"), minimum=0.0, maximum=10.0, unit="s")

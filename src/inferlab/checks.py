@@ -33,7 +33,15 @@ def _is_real(value: Any) -> bool:
 
 def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = math.inf,
          include_minimum: bool = True, include_maximum: bool = True, unit: str = "") -> float:
-    """A finite real number in a range (open or closed at each end)."""
+    """A finite real number in a range (open or closed at each end), in ``unit`` when it has
+    one. A pint quantity is converted to ``unit`` (``Q(1, "h")`` for a time in ``s`` is 3600)
+    and refused in another dimension; without a unit only a dimensionless one is a number."""
+    if not _is_real(value) and hasattr(value, "dimensionality") and hasattr(value, "magnitude"):
+        from .units import is_quantity, to_si_array
+
+        if is_quantity(value):
+            arr = to_si_array(value, unit or "dimensionless", name)
+            value = float(arr) if arr.ndim == 0 else value  # an array is refused as not a number below
     if not _is_real(value):
         raise SpecError(f"{name} must be a number{' [' + unit + ']' if unit else ''}, got {value!r}")
     x = float(value)
