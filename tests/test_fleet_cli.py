@@ -62,10 +62,18 @@ def test_trace_file_with_sessions(tmp_path):
     ("arrival_s,isl,osl\n0,100,10\n1,100\n", "line 3, column osl: missing (a short row)"),
     ("arrival_s,isl,osl,prefix_id,prefix_tokens\n5,100,10,a,50\n0,100,10,a,abc\n",
      "line 3, column prefix_tokens: 'abc'"),
+    # a count of tokens that is no count: a fraction of a token, and a negative shared prefix (whose
+    # reachable hit rate had come out -1.0); the line is the file's, before the rows are sorted
+    ("arrival_s,isl,osl\n0,100,10\n1,100.5,10\n", "line 3, column isl: a token count is a whole number >= 1, got 100.5"),
+    ("arrival_s,isl,osl\n0,100,0\n", "line 2, column osl: a token count is a whole number >= 1, got 0"),
+    ("arrival_s,isl,osl,prefix_id,prefix_tokens\n5,100,10,a,50\n0,100,10,a,-100\n",
+     "line 3, column prefix_tokens: a token count is a whole number >= 0, got -100"),
+    ("arrival_s,isl,osl\n0,100,10\n-1,100,10\n", "line 3, column arrival_s: a time >= 0 [s], got -1"),
+    (b"arrival_s,isl,osl\n0,100,10\n\xff,1,1\n", "not UTF-8 text (byte 27)"),
 ])
 def test_a_bad_trace_cell_is_one_line_naming_its_line_and_column(tmp_path, text, message):
     path = tmp_path / "t.csv"
-    path.write_text(text)
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     with pytest.raises(SpecError) as err:
         read_trace(path)
     assert message in str(err.value)

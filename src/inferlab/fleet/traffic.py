@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 
 from ..checks import real
 from ..errors import SpecError
+from ..specs.validation import read_text
 from ..inputs.workload import MAX_RATE, Lengths
 
 #: Daily curve: peak-to-mean swing of the rate. An assumption (busy afternoon, quiet night; [2]).
@@ -223,15 +225,17 @@ def read_trace(path: str | Path) -> Requests:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"trace file {str(p)!r} not found; give a CSV with columns arrival_s,isl,osl")
-    with p.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    rows = list(csv.DictReader(io.StringIO(read_text(p, f"trace {p.name}"), newline="")))
     need = {"arrival_s", "isl", "osl"}
     if not rows or not need <= set(rows[0]):
         raise SpecError(f"trace {p.name}: needs the columns arrival_s, isl, osl (got {sorted(rows[0]) if rows else []})")
     arrival, isl, osl = (np.array([_cell(p.name, line, r, col) for line, r in enumerate(rows, 2)])
                          for col in ("arrival_s", "isl", "osl"))
-    if np.any(isl < 1) or np.any(osl < 1) or np.any(arrival < 0):
-        raise SpecError(f"trace {p.name}: isl and osl must be >= 1 and arrival_s >= 0")
+    if np.any(arrival < 0):
+        raise SpecError(f"trace {p.name}: line {int(np.argmax(arrival < 0)) + 2}, column arrival_s: a time >= 0 [s], "
+                        f"got {arrival[arrival < 0][0]:g}")
+    _tokens(p.name, "isl", isl, 1)
+    _tokens(p.name, "osl", osl, 1)
     n = len(rows)
     order = np.argsort(arrival, kind="stable")
     arrival, isl, osl = arrival[order], isl[order], osl[order]
@@ -240,8 +244,10 @@ def read_trace(path: str | Path) -> Requests:
     if "prefix_id" in rows[0]:
         ids = {key: k for k, key in enumerate(dict.fromkeys(r["prefix_id"] for r in rows))}
         stream = np.array([ids[r["prefix_id"]] for r in rows])
-        prefix = np.minimum(np.array([_cell(p.name, int(order[i]) + 2, r, "prefix_tokens") if r.get("prefix_tokens")
-                                      else 0.0 for i, r in enumerate(rows)]), isl)
+        given = np.array([_cell(p.name, int(order[i]) + 2, r, "prefix_tokens") if r.get("prefix_tokens") else 0.0
+                          for i, r in enumerate(rows)])
+        _tokens(p.name, "prefix_tokens", given, 0, lines=order)
+        prefix = np.minimum(given, isl)
     elif "session" in rows[0]:
         ids = {key: k for k, key in enumerate(dict.fromkeys(r["session"] for r in rows))}
         stream = np.array([ids[r["session"]] for r in rows])
@@ -254,6 +260,16 @@ def read_trace(path: str | Path) -> Requests:
     extends = np.where(stream >= 0, np.maximum(prefix, isl + osl if "session" in rows[0] else prefix), 0.0)
     none = np.full(n, -1)
     return Requests(arrival, isl, osl, stream, prefix, extends, none, np.zeros(n))
+
+
+def _tokens(name: str, column: str, values: np.ndarray, least: int, lines: np.ndarray | None = None) -> None:
+    """Refuse a token count that is not a whole number >= ``least``, naming its line (``lines``:
+    each value's row in the file, where the values were sorted)."""
+    bad = np.flatnonzero((values < least) | (values != np.round(values)))
+    if bad.size:
+        row = int(bad[0] if lines is None else lines[bad[0]])
+        raise SpecError(f"trace {name}: line {row + 2}, column {column}: a token count is a whole number >= {least}, "
+                        f"got {values[bad[0]]:g}")
 
 
 def _cell(name: str, line: int, row: dict, column: str) -> float:
