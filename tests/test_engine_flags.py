@@ -131,6 +131,9 @@ def test_trtllm_reads_the_options_file_from_disk(tmp_path):
     path.write_text("quant_config: {quant_algo: NVFP4}\n")
     launch = parse_engine_args(f"trtllm-serve meta-llama/Llama-3.1-8B --extra_llm_api_options {path}")
     assert (launch.weights, launch.activations, launch.precision) == ("nvfp4", "nvfp4", "w:nvfp4 a:nvfp4")
+    path.write_bytes(b"quant_config: \xff\n")  # not UTF-8: one SpecError (it had been a bare UnicodeDecodeError)
+    with pytest.raises(SpecError, match=r"--extra_llm_api_options .*o.yaml: not UTF-8 text \(byte 14\)"):
+        parse_engine_args(f"trtllm-serve meta-llama/Llama-3.1-8B --extra_llm_api_options {path}")
 
 
 @pytest.mark.parametrize("command, words", [

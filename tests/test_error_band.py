@@ -241,12 +241,13 @@ def test_cli_error_bands_bad_input_is_one_line(capsys, tmp_path, data_dir):
 @pytest.mark.parametrize("text, message", [
     ("- generic\n", "expected a mapping with 'generic'"),
     ("generic:\n  kernel_flor_s: 1.0e-6\n", "kernel_flor_s: unknown key"),
+    (b"generic: \xff\n", "is not UTF-8 text (byte 9)"),
 ])
 def test_cli_error_bands_says_what_is_wrong_with_the_profile(capsys, tmp_path, data_dir, text, message):
     """A malformed profile file had left every case unpredicted, reported as 'the fit half has
     too few predicted cases' after predicting them all; the file's own error comes first."""
     profile = tmp_path / "profile.yaml"
-    profile.write_text(text)
+    profile.write_bytes(text) if isinstance(text, bytes) else profile.write_text(text)
     assert main(["error-bands", str(data_dir / "cases-sample.yaml"), "--profile", str(profile),
                  "--out", str(tmp_path / "bands.yaml")]) == 2
     err = capsys.readouterr().err

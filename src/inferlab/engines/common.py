@@ -160,6 +160,8 @@ def read_yaml_mapping(engine: str, where: str, path: str, files: dict[str, str],
         except OSError as exc:
             raise SpecError(f"{engine}: {where}: cannot read it ({exc.strerror}); give its path, or paste it before the "
                             "command as a here-document (cat > FILE <<'EOF' ... EOF)") from None
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"{engine}: {where}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:

@@ -80,6 +80,9 @@ def profile_text(profile: str | Path) -> str:
             return Path(profile).read_text(encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"error-bands: cannot read profile {profile} ({exc.strerror or exc})") from None
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"error-bands: profile {profile} is not UTF-8 text (byte {exc.start}); save the file as "
+                            "UTF-8") from None
     shipped = profile_file(str(profile))
     if not shipped.is_file():
         raise SpecError(f"error-bands: profile {profile!r} is not a shipped profile (default) or a .yaml file")
