@@ -106,3 +106,20 @@ def test_replicas_a_quota_refuses_are_said():
                  traffic=QUIET, horizon_s=30.0, regions={"quota_gpus": {USE: 0}})
     assert r.counts()["ok"] == 0
     assert any("1 replica order(s) refused by a GPU quota" in n for n in r.notes)
+
+
+def test_an_unknown_scheduler_limit_is_named_with_the_ones_there_are(tmp_path, capsys):
+    """A pool's ``limits`` and fleet()'s keyword limits went to the scheduler dataclass as they
+    were: a misspelt one was a TypeError, from the CLI a traceback."""
+    import inferlab
+    from inferlab.cli.main import main
+
+    with pytest.raises(SpecError, match=r"unknown limit 'max_num_seq' \(did you mean 'max_num_seqs'\?\); the "
+                                        "limits an engine sets: max_num_seqs, max_num_batched_tokens"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=60.0, traffic=QUIET, max_num_seq=4)
+    path = tmp_path / "fleet.yaml"
+    path.write_text("name: x\nfleet:\n  hours: 0.01\n  pools: [{model: llama-3.1-8b, hardware: h100-sxm, "
+                    "limits: {bogus: 1}}]\n  traffic: [{rate: 1, isl: 100, osl: 10}]\n")
+    assert main(["fleet", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown limit 'bogus'" in err

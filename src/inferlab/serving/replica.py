@@ -13,9 +13,9 @@ import numpy as np
 from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, unchunked_token_budget)
+                                 for_speculation, graph_batch_limit, USER_LIMITS, unchunked_token_budget)
 from ..engines.sglang_sizing import running_requests
-from ..errors import InfeasibleError, SpecError, option
+from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
 from .result import ServeResult
@@ -37,6 +37,10 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
         raise SpecError(f"serve: scheduler must be a SchedulerConfig, got {scheduler!r:.80}")
     base = scheduler or (ENGINE_SCHEDULERS.get(engine, SchedulerConfig()) if isinstance(engine, str)
                          else SchedulerConfig())
+    unknown = sorted(str(k) for k in limits if k not in SchedulerConfig.__dataclass_fields__)
+    if unknown:  # (replace() would raise a TypeError)
+        raise SpecError(f"scheduler: unknown limit {unknown[0]!r}{did_you_mean(unknown[0], USER_LIMITS)}; the "
+                        f"limits an engine sets: {', '.join(USER_LIMITS)}")
     sched = replace(base, **limits)
     if sched.context_budget and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits \
             and scheduler is None:
