@@ -92,6 +92,17 @@ def test_bad_input_is_one_clear_line():
         embed("sdxl", "h100-sxm")
 
 
+@pytest.mark.parametrize("lengths, batch, message", [
+    ([np.nan, 10], 64, "each a whole number of at least 1"),  # had been a ValueError from int(nan)
+    ([10.5, 20], 64, "each a whole number of at least 1"),  # had been embedded as 10 tokens of 10.5
+    ([[10, 20]], 64, "non-empty list of token counts"),
+    ([10, 20], 0, "batch must be a whole number from 1"),  # had been a ValueError from range()
+])
+def test_bucketed_lengths_and_batch_are_checked(lengths, batch, message):
+    with pytest.raises(SpecError, match=message):
+        bucketed_tokens_per_s("bge-base-en-v1.5", "h100-sxm", lengths, batch=batch)
+
+
 def test_a_pass_is_the_roofline_on_pint_quantities():
     # The same FullAttention op timed in SI floats by time_pass and on pint quantities by the
     # core's roofline: equal, and swapping the peak and the bandwidth is a dimension error.

@@ -44,3 +44,13 @@ def test_packing_never_overfills_a_gpu_and_never_needs_more_gpus_than_models(mod
 def test_cli(capsys):
     assert main(["slices", "h100-sxm", "llama-3.1-8b", "qwen3-8b", "phi-3-mini", "mistral-7b"]) == 0
     assert "2 GPU(s) instead of 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("models, headroom, message", [
+    (["llama-3.1-8b"], -1.0, r"headroom \(a share of the weights\) must be a finite number in \[0, 100\], got -1"),
+    (["llama-3.1-8b"], float("nan"), "headroom .* got nan"),  # had been 'needs nan GB with nan% headroom'
+    ("llama-3.1-8b", 0.25, "pack takes a list of models"),  # had been packed letter by letter: "unknown model 'l'"
+])
+def test_pack_refuses_a_headroom_or_models_it_cannot_use(models, headroom, message):
+    with pytest.raises(SpecError, match=message):
+        pack(models, "h100-sxm", headroom=headroom)

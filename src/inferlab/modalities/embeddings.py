@@ -31,6 +31,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -211,9 +212,15 @@ def bucketed_tokens_per_s(model: str | ModalitySpec, hardware: str | HardwareSpe
     ``bucket`` sorts the inputs by length first, so each batch pads only to its own
     longest input; without it, batches keep arrival order and pad to their longest member.
     """
-    lengths = np.asarray(lengths, dtype=float)
-    if lengths.ndim != 1 or lengths.size == 0 or np.any(lengths < 1):
-        raise SpecError("lengths must be a non-empty list of token counts, each at least 1")
+    try:
+        lengths = np.asarray(lengths, dtype=float)
+    except (TypeError, ValueError):
+        lengths = np.asarray([math.nan])
+    with np.errstate(invalid="ignore"):
+        whole = np.isfinite(lengths) & (lengths >= 1) & (lengths == np.round(lengths))
+    if lengths.ndim != 1 or lengths.size == 0 or not np.all(whole):
+        raise SpecError("lengths must be a non-empty list of token counts, each a whole number of at least 1")
+    batch = _checked("batch", batch, 1, 1 << 20)
     order = np.sort(lengths) if bucket else lengths
     total_s = 0.0
     for start in range(0, order.size, batch):

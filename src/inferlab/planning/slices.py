@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+from ..checks import real
 from ..errors import InfeasibleError, SpecError
 from ..specs.catalog import load_hardware, load_model
 from ..specs.mig import slice_shares
@@ -60,6 +61,7 @@ def smallest_profile(model: str, hardware: str, *, precision: str = "bf16", head
     hw = load_hardware(hardware)
     if hw.mig is None:
         raise SpecError(f"{hw.id} has no MIG profiles; pick a GPU that lists them ('inferlab hardware show ID')")
+    headroom = real("headroom (a share of the weights)", headroom, minimum=0.0, maximum=100.0)
     need = load_model(model).weight_bytes(precision) * (1.0 + headroom)
     for prof in sorted(hw.mig.profiles, key=lambda p: (p.memory.si, p.compute_slices)):
         if prof.memory.si >= need:
@@ -79,6 +81,8 @@ def pack(models: list[str], hardware: str, *, precision: str = "bf16", headroom:
     >>> p.gpus, [x.profile for x in p.placements]
     (2, ['3g.40gb', '3g.40gb', '1g.20gb', '1g.10gb'])
     """
+    if isinstance(models, str) or not isinstance(models, (list, tuple)):  # a str would be packed letter by letter
+        raise SpecError(f"pack takes a list of models, e.g. ['llama-3.1-8b', 'qwen3-8b'], got {models!r:.60}")
     if not models:
         raise SpecError("pack needs at least one model")
     hw = load_hardware(hardware)
