@@ -204,3 +204,15 @@ def test_previous_text_runs_the_windows_one_after_another():
     for kw in ({"batch": 4}, {"gpus": 2}):
         with pytest.raises(SpecError, match="previous_text"):
             transcribe("whisper-small", "h100-sxm", audio_s=600, previous_text=True, **kw)
+
+
+def test_audio_and_stride_take_a_quantity_of_time():
+    """A pint quantity of time had been refused as 'not a duration in seconds'; another
+    dimension is a UnitError."""
+    from inferlab import Q, UnitError
+
+    r = transcribe("whisper-small", "h100-sxm", audio_s=Q(1, "h"), stride_s=Q(5000, "ms"))
+    assert r.audio_s == 3600.0
+    assert r.rounds == transcribe("whisper-small", "h100-sxm", audio_s=3600.0, stride_s=5.0).rounds
+    with pytest.raises(UnitError, match=r"audio_s must be in \[time\]"):
+        transcribe("whisper-small", "h100-sxm", audio_s=Q(1, "GB"))

@@ -36,12 +36,7 @@ def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = 
     """A finite real number in a range (open or closed at each end), in ``unit`` when it has
     one. A pint quantity is converted to ``unit`` (``Q(1, "h")`` for a time in ``s`` is 3600)
     and refused in another dimension; without a unit only a dimensionless one is a number."""
-    if not _is_real(value) and hasattr(value, "dimensionality") and hasattr(value, "magnitude"):
-        from .units import is_quantity, to_si_array
-
-        if is_quantity(value):
-            arr = to_si_array(value, unit or "dimensionless", name)
-            value = float(arr) if arr.ndim == 0 else value  # an array is refused as not a number below
+    value = in_unit(name, value, unit)
     if not _is_real(value):
         raise SpecError(f"{name} must be a number{' [' + unit + ']' if unit else ''}, got {value!r}")
     x = float(value)
@@ -53,6 +48,20 @@ def real(name: str, value: Any, *, minimum: float = -math.inf, maximum: float = 
         raise SpecError(f"{name} must be a finite number in {lo}{minimum:g}, {maximum:g}{hi}"
                         f"{' [' + unit + ']' if unit else ''}, got {value!r}")
     return x
+
+
+def in_unit(name: str, value: Any, unit: str = "") -> Any:
+    """A scalar pint quantity as its magnitude in ``unit`` (dimensionless without one), a
+    :class:`~inferlab.errors.UnitError` in another dimension; any other value as it is, for
+    the caller's own check."""
+    if _is_real(value) or not (hasattr(value, "dimensionality") and hasattr(value, "magnitude")):
+        return value
+    from .units import is_quantity, to_si_array
+
+    if not is_quantity(value):
+        return value
+    arr = to_si_array(value, unit or "dimensionless", name)
+    return float(arr) if arr.ndim == 0 else value  # an array is refused by the caller as not a number
 
 
 def fraction(name: str, value: Any, *, allow_zero: bool = False) -> float:

@@ -87,6 +87,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..checks import in_unit
 from ..core.ops import Attention, Elementwise, Gemm, Op
 from ..errors import InfeasibleError, SpecError
 from ..precision import number_format
@@ -317,6 +318,7 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "speech")
     hw = resolve_hardware(hardware)
+    audio_s, stride_s = in_unit("audio_s", audio_s, "s"), in_unit("stride_s", stride_s, "s")  # (a quantity: in s)
     if not isinstance(audio_s, (int, float)) or isinstance(audio_s, bool) or not 0 < audio_s <= 1e7:
         raise SpecError(f"audio_s must be a duration in seconds in (0, 1e7], got {audio_s!r:.40}")
     for name, v in (("gpus", gpus), ("beams", beams), ("tokens_per_window", tokens_per_window)):
