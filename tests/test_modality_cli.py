@@ -112,6 +112,9 @@ def test_speak_says_what_it_streams_and_what_would_fit(capsys):
                                                      "(inferlab estimate, serve, on-device), not an embedding one"),
     (["vlm", "llama-3.1-8b", "h100-sxm"], "not a vision-language one; vision models: gemma-3-27b"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--height", "1"], "a 1024x1 image: qwen2.5-vl-7b's processor refuses"),
+    # no prompt at all: the message had named the language model's isl, which vlm has no flag for
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "0", "--text-tokens", "0"],
+     "a request of no images and no text has no prompt to prefill: give --images >= 1 or --text-tokens >= 1"),
     (["embed", "orpheus-3b", "h100-sxm"], "orpheus-3b is a text-to-speech model (inferlab speak)"),
     (["on-device", "llama-3.1-8b", "m2-ultra", "--precision", "nvfp4"], "on-device runtimes store weights as"),
 ])

@@ -72,7 +72,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..core.ops import Elementwise, Gemm, Op
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
 from .eager import eager_pass_s
@@ -318,6 +318,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     if execution not in ("eager", "graph"):
         raise SpecError(f"execution must be 'eager' or 'graph', got {execution!r:.40}")
     layout = image_layout(spec, height, width, crops=crops)
+    if text_tokens + images * layout.tokens == 0:
+        raise SpecError(f"a request of no images and no text has no prompt to prefill: give {option_name('images')} "
+                        f">= 1 or {option_name('text_tokens')} >= 1")
     llm = load_model(str(spec.field("llm")))
     if attention_kernel is not None:
         efficiency = replace(efficiency, attention_kernel=attention_kernel)
