@@ -256,10 +256,24 @@ def test_sliding_window_caps_the_keys_read(tmp_path):
     ("gemm,h100-sxm,trtllm,bf16,1,,1,,,,,,,,,,,1.0", "gemm needs n"),
     ("gemm,h100-sxm,trtllm,bf16,1,x,1,,,,,,,,,,,1.0", "column n must be a number"),
     ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,0", "measured_ms must be > 0"),
+    # sizes an op cannot have, and a latency that is no measurement, had been timed as given
+    # (an all-reduce over one GPU predicted 0 s, whose log made `calibrate` a scipy traceback)
+    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,inf", "measured_ms must be > 0 and finite, got inf"),
+    ("gemm,h100-sxm,trtllm,bf16,0,1,1,,,,,,,,,,,1.0", "line 2: m must be a whole number >= 1, got 0"),
+    ("gemm,h100-sxm,trtllm,bf16,16.5,1,1,,,,,,,,,,,1.0", "m must be a whole number >= 1, got 16.5"),
+    ("attention_decode,h100-sxm,trtllm,bf16,,,,bf16,8,,inf,32,8,128,,,,1.0", "kv_len must be a whole number"),
+    ("all_reduce,h100-sxm,nccl,bf16,,,,,,,,,,,,1,1024,0.01", "an all_reduce over one GPU moves nothing"),
+    ("all_reduce,h100-sxm,nccl,bf16,,,,,,,,,,,,8,-5,0.01", "message_bytes must be a finite number >= 1"),
 ])
 def test_op_file_errors(tmp_path, row, message):
     with pytest.raises(SpecError, match=message):
         read_ops(write_ops(tmp_path, row))
+
+
+def test_op_file_without_rows(tmp_path):
+    """A header and no row had calibrated the step terms alone for minutes, as if no file were given."""
+    with pytest.raises(SpecError, match="no measurements below the header"):
+        read_ops(write_ops(tmp_path))
 
 
 def test_op_file_missing_column(tmp_path):

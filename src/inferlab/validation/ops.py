@@ -101,11 +101,22 @@ def _parse(reader: csv.DictReader, label: str) -> OpTable:
                  if (text[c][-1] == "" if c in text else np.isnan(numbers[c][-1]))]
         if empty:
             raise SpecError(f"op file {label}, line {line}: {op} needs {', '.join(empty)}")
-        if not numbers["measured_ms"][-1] > 0:
-            raise SpecError(f"op file {label}, line {line}: measured_ms must be > 0")
+        if not 0 < numbers["measured_ms"][-1] < np.inf:
+            raise SpecError(f"op file {label}, line {line}: measured_ms must be > 0 and finite, got "
+                            f"{numbers['measured_ms'][-1]:g}")
+        for c in REQUIRED[op]:  # sizes the op is built from: 0, a fraction or inf had been timed as given
+            v = numbers[c][-1] if c in numbers else None
+            if v is not None and not (np.isfinite(v) and v >= 1 and (c == "message_bytes" or v == round(v))):
+                what = "a finite number >= 1" if c == "message_bytes" else "a whole number >= 1"
+                raise SpecError(f"op file {label}, line {line}: {c} must be {what}, got {v:g}")
+        if op == "all_reduce" and numbers["num_gpus"][-1] < 2:
+            raise SpecError(f"op file {label}, line {line}: an all_reduce over one GPU moves nothing; num_gpus "
+                            "must be at least 2")
         if op == "gemm" and text["dtype"][-1] not in GEMM_DTYPES:
             raise SpecError(f"op file {label}, line {line}: unknown GEMM dtype {text['dtype'][-1]!r}; "
                             f"allowed: {', '.join(GEMM_DTYPES)}")
+    if not text["op"]:
+        raise SpecError(f"op file {label}: no measurements below the header; add a row per op (schema inferlab-ops/1)")
     return OpTable({c: np.asarray(v, dtype=str) for c, v in text.items()},
                    {c: np.asarray(v, dtype=float) for c, v in numbers.items()})
 
