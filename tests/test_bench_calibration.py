@@ -161,6 +161,11 @@ def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):
      "--holdout 1.0 must be in [0, 1)"),
     (("calibrate", "--bench", DATA / "vllm-bench-serve.json", DATA / "trtllm-bench.log", "--gpu", GPU, "--out",
       "x.yaml"), 2, "calibrate one engine on one GPU at a time"),
+    # a file that cannot be written is said before the fit (it had been said after it, below its warnings)
+    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--engine-args", ENGINE_ARGS, "--out",
+      "no-such-folder/x.yaml"), 2, "cannot write no-such-folder/x.yaml: the folder no-such-folder does not exist"),
+    (("calibrate", "--ops", DATA.parent / "ops-sample.csv", "--out", "."), 2, "cannot write .: it is a folder"),
+    (("error-bands", "--out", "no-such-folder/bands.yaml"), 2, "the folder no-such-folder does not exist"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, args, code, message):
     monkeypatch.chdir(tmp_path)

@@ -25,8 +25,8 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
     return parse
 
 
-def output_file(text: str) -> str:
-    """An argparse type for a file to write (``--plot``): its folder must exist.
+def output_path(text: str) -> str:
+    """An argparse type for a file to write (``--out``): its folder must exist.
 
     Checked before the command runs, so a long computation does not end in a failed write;
     the folder is not created, since a typo in it would silently scatter files.
@@ -34,6 +34,15 @@ def output_file(text: str) -> str:
     folder = Path(text).expanduser().parent
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} does not exist (create it first)")
+    if Path(text).expanduser().is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: it is a folder; name a file in it")
+    return text
+
+
+def output_file(text: str) -> str:
+    """An argparse type for a figure to write (``--plot``): its folder must exist
+    (:func:`output_path`) and its suffix name an image format."""
+    output_path(text)
     suffix = Path(text).suffix.lower().lstrip(".")
     if suffix not in FIGURE_FORMATS:
         raise argparse.ArgumentTypeError(f"cannot write a figure to {text}: its suffix names no image format; use "

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..results.table import text_table
+from .args import output_path
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="*", metavar="FILE",
                    help="case files (schema inferlab-cases/1); default: the public cases shipped with inferlab")
     p.add_argument("--profile", default="default", help="default or a profile YAML path (default: default)")
-    p.add_argument("--out", required=True, metavar="PATH",
+    p.add_argument("--out", required=True, metavar="PATH", type=output_path,
                    help="where to write the table (the shipped one: src/inferlab/calibration/profiles/"
                         "default-error-bands.yaml; for a profile X.yaml: X-error-bands.yaml)")
     p.set_defaults(func=run)

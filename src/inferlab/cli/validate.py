@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InfeasibleError, SpecError
 from ..results.table import text_table
-from .args import add_cluster_flags
+from .args import add_cluster_flags, output_path
 from .bench_cmd import add_bench_flags
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def add_parsers(subparsers: Any, common_parent: argparse.ArgumentParser) -> None
     cal.add_argument("--ops", metavar="FILE.csv", help="op-level CSV (schema inferlab-ops/1)")
     cal.add_argument("--cases", nargs="+", metavar="FILE",
                      help="case files for the step terms; default: the public cases shipped with inferlab")
-    cal.add_argument("--out", required=True, metavar="PATH", help="where to write the profile YAML")
+    cal.add_argument("--out", required=True, metavar="PATH", type=output_path, help="where to write the profile YAML")
     add_bench_flags(cal, calibrate=True)
     cal.set_defaults(func=_calibrate)
 
