@@ -138,3 +138,17 @@ def test_a_misspelt_option_value_gets_a_did_you_mean(capsys, argv, hint):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"(did you mean {hint}?)" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv, expect", [
+    (["estimate", "llama-3.1-8b", "--tp", "2", "h100-sxm", "--json"], '"tp": 2'),
+    (["serve", "llama-3.1-8b", "--rate", "2", "h100-sxm", "--num-requests", "5", "--json"], '"num_requests": 5'),
+    (["explore", "llama-3.1-8b", "--port", "99999", "h100-sxm"], "--port must be in [0, 65535]"),
+])
+def test_options_may_come_between_the_positionals(capsys, argv, expect):
+    """MODEL and HARDWARE are optional (--file, --engine-args and --disagg give them), so an
+    option after MODEL had ended the positionals: 'unrecognized arguments: h100-sxm'."""
+    code, out, err = run(capsys, *argv)
+    assert expect in out + err and "unrecognized" not in err
+    code, out, err = run(capsys, "estimate", "llama-3.1-8b", "h100-sxm", "--tp", "2", "extra")
+    assert code == 2 and "unrecognized arguments: extra" in err

@@ -84,6 +84,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """A command's options may come between its positionals (``estimate MODEL --tp 2 HARDWARE``):
+        argparse's intermixed parsing, where the parser has no subcommands. Plain parsing had taken
+        an optional HARDWARE as left out when an option came first, and refused it as unrecognized."""
+        if getattr(self, "_intermixing", False) or any(a.nargs in (argparse.PARSER, argparse.REMAINDER)
+                                                       for a in self._get_positional_actions()):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
 
 def exit_code(exc: BaseException) -> int | None:
     """The exit status of a command that raised ``exc`` (:data:`EXIT_CODES`); None when
