@@ -250,3 +250,15 @@ def test_a_merge_key_may_still_be_overridden():
 
     text = "base: &b {isl: 512, osl: 64}\ntraffic:\n  <<: *b\n  osl: 128\n"
     assert yaml.load(text, Loader=SAFE_LOADER)["traffic"] == {"isl": 512, "osl": 128}
+
+
+def test_a_fleet_scenario_given_to_plan_says_which_command_runs_it(capsys):
+    """It had been four schema errors (models missing, hardware not a list, traffic missing,
+    model unknown); `inferlab fleet` says the converse of a planning scenario already."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "fleet-day.yaml"
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"is a fleet scenario (one deployment and a fleet: section): `inferlab fleet {path}` " \
+                                   "runs it" in err

@@ -346,6 +346,9 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     if not isinstance(source, dict):
         label = str(source)
         source = read_yaml_mapping(Path(source), f"scenario {label}")
+    if "fleet" in source and "models" not in source:  # inferlab fleet's format: one deployment and its fleet
+        raise SpecError(f"{label} is a fleet scenario (one deployment and a fleet: section): `inferlab fleet {label}` "
+                        "runs it; a plan searches models: [...] on hardware: [...] for its traffic and slo")
     try:
         return Scenario.model_validate(source)
     except ValidationError as exc:
