@@ -108,7 +108,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     kv_fraction = gpu_memory_utilization if sizing == "free" else 1.0
     budget = capacity * gpu_memory_utilization
     if sizing == "static":  # weights and KV in the share; activations, graphs and metadata in the rest
-        budget, reserve_bytes, workspace = capacity, (1.0 - gpu_memory_utilization) * capacity, 0.0 * workspace
+        budget, reserve_bytes, workspace = capacity, (1.0 - gpu_memory_utilization) * capacity, np.zeros(np.shape(workspace))
     if sizing == "free":  # all memory but the share of the free rest the engine leaves
         budget = capacity - (1.0 - gpu_memory_utilization) * (capacity - weights - reserve_bytes - workspace)
         budget = float(budget) if np.ndim(budget) == 0 else np.asarray(budget, float)

@@ -216,6 +216,8 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     elif counts:  # every count at once on a leading axis: each element the same arithmetic, far fewer calls
         ndim = max(np.ndim(compute), np.ndim(memory))  # every term's broadcast
         launches = np.array(counts).reshape((-1,) + (1,) * ndim)
+        # (widest, not widest / launches: the blend's small-M weight is 1 wherever a launch holds
+        # a tile or less, so it gives the small-M term the scalar branch takes there)
         split = launches * np.maximum(*launch(rows / launches, widest))
         fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
         compute = np.minimum(compute, np.where(fits, split, np.inf).min(axis=0))

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..core.parallelism import Parallelism
     from ..specs.hardware import HardwareSpec
 
-__all__ = ["SIZINGS", "memory_keywords", "sglang_static_share", "share_words"]
+__all__ = ["SIZINGS", "iteration_tokens", "memory_keywords", "sglang_static_share", "share_words"]
 
 #: SGLang's reservation outside ``--mem-fraction-static`` when it sizes the share itself [MiB]
 #: (sgl-project/sglang python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``, PRs
@@ -90,7 +90,6 @@ def memory_keywords(sched: SchedulerConfig, hw: HardwareSpec, parallel: Parallel
     and the share of memory it takes: ``share`` when given, else the engine's
     (``sched.gpu_memory_utilization``; SGLang's :func:`sglang_static_share` where that is None,
     with ``graph_max_batch`` its CUDA-graph limit, None for its default by the GPU)."""
-    groups = parallel.attention_groups
     if share is None:
         share = sched.gpu_memory_utilization
     if share is None:
@@ -99,9 +98,15 @@ def memory_keywords(sched: SchedulerConfig, hw: HardwareSpec, parallel: Parallel
             graphs = sched.graph_max_batch if sched.graph_max_batch is not None else \
                 graph_batch_limit(hw.usable_memory_capacity.si, parallel.tp)
         share = sglang_static_share(hw.usable_memory_capacity.si, tokens, graphs, parallel.tp, parallel.pp,
-                                    groups if parallel.attention_dp else 1, drafter)
+                                    parallel.attention_groups if parallel.attention_dp else 1, drafter)
     return {"gpu_memory_utilization": float(share), "sizing": sched.memory_sizing,
-            "step_tokens": tokens * (groups if sched.limits_per_rank else 1)}
+            "step_tokens": iteration_tokens(sched, parallel, tokens)}
+
+
+def iteration_tokens(sched: SchedulerConfig, parallel: Parallelism, tokens: float) -> float:
+    """The replica's tokens in one iteration of an engine whose budget is ``tokens``: each
+    attention-DP rank runs the budget where the limits are a rank's, else the replica does."""
+    return tokens * (parallel.attention_groups if sched.limits_per_rank else 1)
 
 
 def share_words(sched: SchedulerConfig) -> str:

@@ -16,7 +16,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.memory_share import memory_keywords
+from ..engines.memory_share import iteration_tokens, memory_keywords
 from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -178,8 +178,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
     # each attention-DP rank prefills its share of the prompts under its own budget where the
     # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
-    replica_budget = memory_keywords(default_scheduler(engine_p), dep_p.hardware, dep_p.parallel,
-                                     float(max_num_tokens), share=1.0)["step_tokens"]
+    replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
     chunks = np.ceil(bp * (i - cached) / replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)

@@ -107,13 +107,8 @@ SOURCE_SCHEDULER_RULES: dict[tuple[str, str], Callable[[Case], dict[str, Any]]] 
 #: vLLM's defaults before the release that changed them, as (release, limit, earlier value): the
 #: memory share before 0.22 raised it to 0.92 (vllm-project/vllm PR #38284, 2026-04;
 #: :mod:`inferlab.engines.memory_share`), async scheduling before 0.14 turned it on (PR #27614).
-#: A case run on an earlier release, by its ``engine_version`` or its source family's dates
-#: (:data:`EARLY_VLLM_SOURCES`), takes the earlier value.
+#: A case run on an earlier release (:func:`case_version`) takes the earlier value.
 VLLM_EARLIER_DEFAULTS = (((0, 22), "gpu_memory_utilization", 0.9), ((0, 14), "overlap_host", False))
-#: Source families whose untagged vLLM runs predate 0.14: the aiconfigurator silicon sample's
-#: untagged Llama-3.1-70B rows were measured in 2025-10 (``silicon_data_source``; vLLM 0.11), its
-#: tagged ones are 0.12.0.
-EARLY_VLLM_SOURCES = ("aiconfigurator-silicon-sample",)
 
 
 def _version(text: Any) -> tuple[int, ...] | None:
@@ -126,9 +121,8 @@ def _release_defaults(case: Case) -> dict[str, Any]:
     """Defaults of the engine release a case ran that differ from the current release's."""
     if case.engine != "vllm":
         return {}
-    version = _version(case.engine_version)
-    return {name: value for release, name, value in VLLM_EARLIER_DEFAULTS
-            if (version < release if version is not None else case.source in EARLY_VLLM_SOURCES)}
+    version = _version(case_version(case))
+    return {name: value for release, name, value in VLLM_EARLIER_DEFAULTS if version is not None and version < release}
 
 
 def case_limits(case: Case) -> dict[str, Any]:
@@ -173,7 +167,10 @@ SOURCE_VERSIONS = {
 #: (Llama-3.1-70B) and 2025-11-02 (DeepSeek-R1), its ``silicon_data_source`` says, after
 #: TensorRT-LLM 1.0, whose ``trtllm-serve`` runs the PyTorch runtime; every tagged TensorRT-LLM
 #: row of that sample is 1.0.0rc3 or later, and DeepSeek-R1 runs only on the PyTorch runtime.
-SOURCE_ENGINE_VERSIONS = {("aiconfigurator-silicon-sample", "trtllm"): "1.0"}
+#: Its untagged vLLM rows (Llama-3.1-70B) were measured in 2025-10 too, on vLLM 0.11 (its tagged
+#: vLLM rows are 0.12.0): before 0.14's async scheduling and 0.22's memory share.
+SOURCE_ENGINE_VERSIONS = {("aiconfigurator-silicon-sample", "trtllm"): "1.0",
+                          ("aiconfigurator-silicon-sample", "vllm"): "0.11"}
 
 
 #: TensorRT-LLM's performance overview of a release, as the case files name its pages
