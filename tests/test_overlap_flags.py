@@ -107,6 +107,22 @@ def test_a_drafter_still_turns_sglangs_overlap_off():
         assert for_speculation("vllm", default_scheduler("vllm"), method).overlap_host is False
 
 
+def test_tensorrt_llms_pytorch_runtime_turns_its_overlap_off_beside_an_ngram_drafter():
+    """TensorRT-LLM's executor creator disables the overlap scheduler for a speculation mode that
+    does not support it; NGram is one in every release from 1.0 on. MTP and one-model EAGLE-3
+    keep it, and so do the two-model drafters from 1.1 on (draft model, two-model EAGLE-3)."""
+    pytorch = default_scheduler("trtllm-pytorch")
+    assert pytorch.overlap_host is True
+    assert for_speculation("trtllm-pytorch", pytorch, "ngram").overlap_host is False
+    for method in ("mtp", "eagle", "draft"):
+        assert for_speculation("trtllm-pytorch", pytorch, method).overlap_host is True
+    # a serve() beside the drafter pays the host's step work on every step, as one without overlap does
+    load = dict(concurrency=1, isl=512, osl=64, num_requests=20, speculative="ngram:k=3,accept=0.5")
+    ngram = serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", **load)
+    off = serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", overlap_host=False, **load)
+    assert ngram.tpot_s.mean() == off.tpot_s.mean()
+
+
 @pytest.mark.parametrize("engine, written", [
     ("vllm", "--no-async-scheduling"), ("sglang", "--disable-overlap-schedule"),
     ("trtllm-pytorch", "disable_overlap_scheduler: true"),
@@ -133,6 +149,10 @@ def test_what_an_engine_cannot_run_is_said():
     legacy = launch_from_deployment("llama-3.1-8b", overlap_host=True)
     assert "overlap_host" in dict(launch_command(legacy, "trtllm").unexpressed)
     assert "overlap_host" not in dict(launch_command(legacy, "trtllm-pytorch").unexpressed)
+    # TensorRT-LLM's PyTorch runtime turns its overlap scheduler off beside an NGram drafter
+    ngram = launch_from_deployment("llama-3.1-8b", overlap_host=True, speculative="ngram:k=3,accept=0.5")
+    assert "overlap_host" in dict(launch_command(ngram, "trtllm-pytorch").unexpressed)
+    assert "overlap_host" not in dict(launch_command(eagle, "trtllm-pytorch").unexpressed)
 
 
 def test_the_cli_reads_it_as_the_explicit_option_and_explains_where_from(capsys):

@@ -212,8 +212,14 @@ def drafter_limits(engine: str, method: str) -> dict[str, int]:
 
 #: Drafters beside which an engine schedules without overlap: SGLang's (:data:`SPECULATIVE_RESETS`),
 #: vLLM's draft model, n-gram and Medusa (v0.14 release notes: async scheduling on by default
-#: "excludes ... non-MTP/Eagle spec decoding").
-NO_OVERLAP_DRAFTERS = {**SPECULATIVE_RESETS, "vllm": ("draft", "ngram", "medusa")}
+#: "excludes ... non-MTP/Eagle spec decoding"), TensorRT-LLM's PyTorch runtime's n-gram drafter
+#: (``create_py_executor`` sets ``disable_overlap_scheduler`` where
+#: ``SpeculativeDecodingMode.support_overlap_scheduler()`` is false, which it is for NGRAM from 1.0
+#: to 2026's main branch: tensorrt_llm/_torch/pyexecutor/py_executor_creator.py and
+#: _torch/speculative/interface.py). A draft model and two-model EAGLE-3 turned it off too in 1.0;
+#: from 1.1 (PR #7651) they keep it with the default chain drafter and TRTLLM attention backend, as
+#: MTP and one-model EAGLE-3 always have.
+NO_OVERLAP_DRAFTERS = {**SPECULATIVE_RESETS, "vllm": ("draft", "ngram", "medusa"), "trtllm-pytorch": ("ngram",)}
 
 
 def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:

@@ -20,7 +20,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
-from .scheduler import TRTLLM_GRAPH_BATCH
+from .scheduler import NO_OVERLAP_DRAFTERS, TRTLLM_GRAPH_BATCH
 
 NAME = "trtllm"
 CONFIG_FILE = "extra-llm-api-config.yml"
@@ -303,6 +303,10 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     elif launch.overlap_host and launch.engine == "trtllm":
         missing.append(("overlap_host", "overlap scheduling: disable_overlap_scheduler is the PyTorch runtime's "
                                         "(--backend pytorch); the TensorRT engine runtime is modelled without it"))
+    elif launch.overlap_host and launch.speculation and \
+            launch.speculation.method in NO_OVERLAP_DRAFTERS[BACKENDS["pytorch"]]:
+        missing.append(("overlap_host", "overlap scheduling with an NGram drafter: the PyTorch runtime turns its "
+                                        "overlap scheduler off for one (create_py_executor)"))
     if launch.reserve_output is not None:
         policy = next(name for name, reserve in CAPACITY_POLICIES.items() if reserve == launch.reserve_output)
         out["scheduler_config"] = {"capacity_scheduler_policy": policy}
