@@ -314,11 +314,13 @@ def test_a_drafter_in_the_engine_args_takes_the_acceptance_sglang_recorded(tmp_p
 def test_a_drafter_without_an_acceptance_runs_at_the_engines_limits_for_one(tmp_path):
     cases, notes = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(engine_args=SGLANG_EAGLE,
                                                                                  gpu="h100-sxm"))
-    # SGLang resets its running requests to 48 for an EAGLE drafter (server_args)
+    # SGLang resets its running requests to 48 for an EAGLE drafter and turns its overlap
+    # scheduler off (server_args): the run without the drafter is simulated so
     assert {c.speculative for c in cases} == {None}
     assert {c.scheduler["max_num_seqs"] for c in cases} == {48}
+    assert {c.scheduler["overlap_host"] for c in cases} == {False}
     assert any("neither it nor the file gives an acceptance: simulated without the drafter, at the limits sglang "
-               "sets for one (max_num_seqs=48)" in n for n in notes)
+               "sets for one (max_num_seqs=48, overlap_host=False)" in n for n in notes)
     # at 96 clients the 48 running requests queue the others: TTFT grows well past the same run
     # without the drafter's limit (the whole prefill of a second wave at least)
     from inferlab.validation.predict import predict_cases
@@ -332,6 +334,11 @@ def test_a_drafter_without_an_acceptance_runs_at_the_engines_limits_for_one(tmp_
     cases, _ = bench_cases([_sglang_runs(tmp_path, None)], given_deployment(
         engine_args=SGLANG_EAGLE + " --max-running-requests 16", gpu="h100-sxm"))
     assert {c.scheduler["max_num_seqs"] for c in cases} == {16}
+    # vLLM runs an n-gram drafter without async scheduling and keeps its own sequence limit
+    ngram = VLLM_8B + """ --speculative-config '{"method": "ngram", "num_speculative_tokens": 3}'"""
+    cases, notes = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(engine_args=ngram, gpu="h100-sxm"))
+    assert {tuple(c.scheduler.items()) for c in cases} == {(("overlap_host", False),)}
+    assert any("at the limits vllm sets for one (overlap_host=False)" in n for n in notes)
 
 
 def test_an_acceptance_without_a_drafter_is_named_not_guessed(tmp_path):

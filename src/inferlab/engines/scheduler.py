@@ -203,13 +203,6 @@ SPECULATIVE_RUNNING_REQUESTS = 48
 SPECULATIVE_RESETS = {"sglang": ("eagle", "mtp", "draft")}
 
 
-def drafter_limits(engine: str, method: str) -> dict[str, int]:
-    """The :data:`USER_LIMITS` ``engine`` sets for itself when it runs a ``method`` drafter
-    (SGLang with EAGLE, MTP or a draft model: 48 running requests), for a run simulated
-    without the drafter; its overlap scheduling, also turned off, is left out (as before)."""
-    return {"max_num_seqs": SPECULATIVE_RUNNING_REQUESTS} if method in SPECULATIVE_RESETS.get(engine, ()) else {}
-
-
 #: Drafters beside which an engine schedules without overlap: SGLang's (:data:`SPECULATIVE_RESETS`),
 #: vLLM's draft model, n-gram and Medusa (v0.14 release notes: async scheduling on by default
 #: "excludes ... non-MTP/Eagle spec decoding"), TensorRT-LLM's PyTorch runtime's n-gram drafter
@@ -222,15 +215,26 @@ def drafter_limits(engine: str, method: str) -> dict[str, int]:
 NO_OVERLAP_DRAFTERS = {**SPECULATIVE_RESETS, "vllm": ("draft", "ngram", "medusa"), "trtllm-pytorch": ("ngram",)}
 
 
+def drafter_limits(engine: str, method: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The :data:`USER_LIMITS` ``engine`` sets for itself when it runs a ``method`` drafter, over
+    the ``given`` ones (by name; an unset one absent or None): SGLang's 48 running requests with
+    EAGLE, MTP or a draft model where none is given (:data:`SPECULATIVE_RESETS`), and no overlap
+    scheduling beside the drafters of :data:`NO_OVERLAP_DRAFTERS`, whatever is given (the engines
+    turn it off themselves). Only the limits it sets; for a run simulated with the drafter
+    (:func:`for_speculation`) or without it (a measured run whose acceptance is unknown)."""
+    given = given or {}
+    out: dict[str, Any] = {}
+    if method in SPECULATIVE_RESETS.get(engine, ()) and given.get("max_num_seqs") is None:
+        out["max_num_seqs"] = SPECULATIVE_RUNNING_REQUESTS
+    if method in NO_OVERLAP_DRAFTERS.get(engine, ()):
+        out["overlap_host"] = False
+    return out
+
+
 def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
-    """``sched`` as ``engine`` runs it with a speculative ``method``: :func:`drafter_limits`
-    where the user set none, and no overlap scheduling beside the drafters of
-    :data:`NO_OVERLAP_DRAFTERS`."""
-    reset, off = drafter_limits(engine, method), method in NO_OVERLAP_DRAFTERS.get(engine, ())
-    if not reset and not off:
-        return sched
-    seqs = reset["max_num_seqs"] if reset and sched.max_num_seqs is None else sched.max_num_seqs
-    return replace(sched, max_num_seqs=seqs, overlap_host=sched.overlap_host and not off)
+    """``sched`` as ``engine`` runs it with a speculative ``method``: with its :func:`drafter_limits`."""
+    limits = drafter_limits(engine, method, {"max_num_seqs": sched.max_num_seqs})
+    return replace(sched, **limits) if limits else sched
 
 
 #: Scheduler defaults per engine, from their documentation: vLLM chunked prefill with its limits by

@@ -133,7 +133,8 @@ def _case_speculative(spec: Any) -> dict[str, Any] | None:
 def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
                      ) -> tuple[dict[str, Any] | None, dict[str, Any], list[str]]:
     """The run's speculation (the deployment's drafter with the acceptance it states or the run
-    recorded), the scheduler limits the engine sets for a drafter it runs unmodelled, and notes."""
+    recorded), the scheduler limits the engine sets for a drafter it runs unmodelled (over the
+    deployment's and the run's own), and notes."""
     from ...engines.scheduler import drafter_limits
 
     spec = dict(given.speculative) if given.speculative else None
@@ -151,7 +152,7 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
         spec["acceptance_length"] = float(run.accept_length)
         return spec, {}, notes
     if spec is not None and spec.get("acceptance") is None and spec.get("acceptance_length") is None:
-        limits = drafter_limits(engine, spec["method"])
+        limits = drafter_limits(engine, spec["method"], {**dict(given.scheduler), **dict(run.scheduler)})
         said = ", ".join(f"{k}={v}" for k, v in limits.items())
         return None, limits, [f"{run.id}: the deployment speculates ({spec['method']}, k={spec['draft_tokens']}) "
                               "but neither it nor the file gives an acceptance: simulated without the drafter"
@@ -240,7 +241,7 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
                   speculative=speculative, prefix_cache=_prompt_pool(run, notes),
-                  scheduler={**drafter, **dict(given.scheduler), **dict(run.scheduler)} or None)
+                  scheduler={**dict(given.scheduler), **dict(run.scheduler), **drafter} or None)
     if common["prefix_cache"] is None:  # a throughput no GPU reaches prefilling every prompt
         from ...specs.catalog import load_hardware, load_model
         from .roofline import beyond_peak_note
