@@ -193,3 +193,47 @@ def test_sglang_bench_server_info_records_the_switch(tmp_path):
     path.write_text("\n".join(json.dumps(d) for d in lines))
     first, second = read_bench(path)[:2]
     assert dict(first.scheduler) == {"overlap_host": False} and dict(second.scheduler) == {}
+
+
+def _planned(engine: str, speculative: str | None) -> dict[str, str]:
+    """The launch scripts of a plan whose winner is one Llama-3.1-8B replica on an H100."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.candidate import Candidate
+    from inferlab.planning.launch import winner_commands
+
+    best = Candidate(model="llama-3.1-8b", hardware="h100-sxm", precision="bf16", tp=1, ep=1,
+                     speculative=speculative, feasible=True, replicas=1)
+    scenario = SimpleNamespace(engine=engine, traffic=SimpleNamespace(prefix=None, prefix_hit=0.0),
+                               search=SimpleNamespace(max_num_seqs=None))
+    planned = SimpleNamespace(best=best, scenario=scenario)
+    return {e: winner_commands(planned, e)[0].script for e in ("vllm", "sglang", "trtllm-pytorch", "trtllm")}
+
+
+OFF_WORDS = {"vllm": "--no-async-scheduling", "sglang": "--disable-overlap-schedule",
+             "trtllm-pytorch": "disable_overlap_scheduler: true"}
+
+
+@pytest.mark.parametrize("engine, speculative", [
+    ("vllm", "ngram:k=3,accept=0.5"),  # vLLM runs n-gram drafting without async scheduling
+    ("sglang", "eagle3-llama-3.1-8b"),  # SGLang turns its overlap scheduler off for EAGLE
+    ("trtllm-pytorch", "ngram:k=3,accept=0.5"),  # and TensorRT-LLM's PyTorch runtime for NGram
+])
+def test_a_plans_launch_says_its_winner_runs_without_overlap(engine, speculative):
+    """The plan simulated the winner without overlap scheduling: each engine's command says so in
+    its own words (the TensorRT engine runtime has no overlap scheduler to turn off)."""
+    scripts = _planned(engine, speculative)
+    for name, words in OFF_WORDS.items():
+        assert words in scripts[name], name
+        assert parse_engine_args(scripts[name]).overlap_host is False
+    assert "overlap" not in scripts["trtllm"]
+
+
+@pytest.mark.parametrize("engine, speculative", [
+    ("vllm", None), ("vllm", "eagle3-llama-3.1-8b"), ("sglang", None), ("trtllm-pytorch", "mtp:k=1,accept=0.5"),
+])
+def test_a_plans_launch_at_the_engines_overlap_default_writes_nothing_for_it(engine, speculative):
+    scripts = _planned(engine, speculative)
+    for name, words in OFF_WORDS.items():
+        assert words not in scripts[name], name
+        assert parse_engine_args(scripts[name]).overlap_host is None

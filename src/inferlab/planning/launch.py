@@ -5,7 +5,9 @@ one replica, run ``replicas`` times behind a load balancer. The limits written a
 ones the plan's simulation used: the scenario's ``search.max_num_seqs`` or the engine's
 default, and the engine's token budget, chunking, memory share and KV page
 (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
-relies on the prefix cache, so it is switched on explicitly.
+relies on the prefix cache, so it is switched on explicitly. A winner the plan simulated without
+the engine's overlap scheduling (its drafter's doing: :func:`~inferlab.engines.scheduler.for_speculation`)
+says so with the engine's switch; at the engine's default nothing is written for it.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def winner_launch(plan: Any) -> EngineLaunch:
         When nothing is feasible, or the winner is disaggregated (two pools: no single
         engine command launches them).
     """
-    from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware
+    from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, for_speculation
     from ..inputs.resolve import resolve_hardware
+    from ..techniques.speculative_config import SpeculativeConfig
 
     best, sc = plan.best, plan.scenario
     if best is None:
@@ -53,6 +56,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
                         "with their own disaggregation setup, which inferlab does not write")
     # the budget the plan's simulation ran: an engine that sizes it for the GPU, sized for the winner's
     limits = for_hardware(ENGINE_SCHEDULERS.get(sc.engine, SchedulerConfig()), resolve_hardware(best.hardware))
+    planned = for_speculation(sc.engine, limits, SpeculativeConfig.of(best.speculative).method) \
+        if best.speculative is not None else limits
     shared = sc.traffic.prefix is not None or bool(sc.traffic.prefix_hit)
     notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
         if best.replicas > 1 else ()
@@ -63,7 +68,9 @@ def winner_launch(plan: Any) -> EngineLaunch:
                                     chunked_prefill=limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
                                     kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None,
-                                    reserve_output=limits.reserve_output)
+                                    reserve_output=limits.reserve_output,
+                                    overlap_host=None if planned.overlap_host == limits.overlap_host
+                                    else planned.overlap_host)
     from dataclasses import replace
 
     return replace(launch, notes=launch.notes + notes)
