@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from inferlab import serve
@@ -237,3 +238,24 @@ def test_a_plans_launch_at_the_engines_overlap_default_writes_nothing_for_it(eng
     for name, words in OFF_WORDS.items():
         assert words not in scripts[name], name
         assert parse_engine_args(scripts[name]).overlap_host is None
+
+
+def test_the_planners_curve_runs_without_overlap_beside_a_drafter_the_engine_turns_it_off_for():
+    # vLLM overlaps by default (async scheduling) but not beside an n-gram drafter: the planner's
+    # fluid curve follows the simulation there, so its decode step carries the host's step work
+    # (step_overhead_s) on top of the GPU's where the overlapped curve hides it, and its prompt
+    # pays that work on each of its iterations (a 1,024-token prompt: one iteration)
+    from inferlab.planning.curve import _curve, prompt_prefill_s
+
+    args = ("llama-3.1-8b", "h100-sxm", 1, 1, 1, "bf16")
+    tail = ("vllm", "default", 0.0, 1024, 256)
+    on = _curve(*args, "eagle:k=3,accept=0.6", *tail)  # EAGLE keeps async scheduling
+    off = _curve(*args, "ngram:k=3,accept=0.6", *tail)
+    assert on.overlap is True and off.overlap is False
+    step = off.deployment.profile.step_overhead_s
+    assert step > 0
+    hidden, shown = (prompt_prefill_s(off.deployment, "vllm", 0.0, np.asarray(1024.0), overlap)
+                     for overlap in (True, False))
+    assert float(hidden[1]) == float(shown[1]) == 1.0  # one iteration
+    assert float(shown[0]) - float(hidden[0]) == pytest.approx(step, rel=1e-9)
+    assert off.prefill_1_s - _curve(*args, None, *tail).prefill_1_s == pytest.approx(step, rel=1e-6)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.memory_share import memory_keywords
-from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
+from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
 from ..inputs.resolve import deployment
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
@@ -49,6 +49,7 @@ class _Curve:
     prompt_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0))
     prompt_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     batched_prefill_s: float = float("nan")
+    overlap: bool = False
 
 
 def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
@@ -85,19 +86,32 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     def per_token(d: Any) -> np.ndarray:
         return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
 
+    # the engine's overlap scheduling, off beside the drafters it turns it off for (as serve() runs them)
+    overlap = _overlap(engine, spec)
+    if overlap != default_scheduler(engine).overlap_host:
+        prefill_1, chunks = (float(x) for x in prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)),
+                                                                  overlap))
+        chunks = int(chunks)
     # decode batches beyond the engine's largest CUDA graph run eagerly; each iteration of an
     # in-flight-batching engine also costs its host work beyond a static step's, as in serve()
-    overlap = default_scheduler(engine).overlap_host
     tpot = graph_limited_decode_s(_serving(dep, overlap), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
                                   per_token)
     if overlap:  # the host's work hides behind the GPU's, showing where it is the longer
         tpot = np.maximum(tpot, dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s)
     lengths, times, batched = _prompts(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl,
-                                       prompt_lengths)
+                                       prompt_lengths, overlap)
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
-    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched)
+    return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched,
+                  overlap)
+
+
+def _overlap(engine: str, spec: SpeculativeConfig | None) -> bool:
+    """Whether ``engine`` overlaps its host's step work with the GPU's, beside ``spec``'s drafter
+    (:func:`~inferlab.engines.scheduler.for_speculation`)."""
+    sched = default_scheduler(engine)
+    return bool((sched if spec is None else for_speculation(engine, sched, spec.method)).overlap_host)
 
 
 def _drafter_prefill_s(dep: Any, spec: SpeculativeConfig, prefix_hit: float, isl: np.ndarray) -> np.ndarray:
@@ -133,30 +147,32 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
 
 @functools.lru_cache(maxsize=64)
 def _prompts(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str, profile: Any,
-             prefix_hit: float, isl: int, osl: int, prompt_lengths: tuple[float, ...] | None
+             prefix_hit: float, isl: int, osl: int, prompt_lengths: tuple[float, ...] | None, overlap: bool
              ) -> tuple[np.ndarray, np.ndarray, float]:
     """What a configuration with and without speculation also share: the prompt lengths (``isl``
     alone when not given), each one's prefill alone (:func:`prompt_prefill_s`) and a prompt's
-    share of a budget-filling batch (:func:`batched_prefill_s`)."""
+    share of a budget-filling batch (:func:`batched_prefill_s`), under ``overlap`` scheduling or not."""
     dep = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl)[0]
     lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
-    times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths)
+    times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths, overlap)
     for shared in (lengths, times):  # held by every curve of the configuration
         shared.setflags(write=False)
-    return lengths, times, batched_prefill_s(dep, engine, prefix_hit, isl)
+    return lengths, times, batched_prefill_s(dep, engine, prefix_hit, isl, overlap)
 
 
-def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray, overlap: bool | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """A prompt's prefill alone at each length of ``isl`` [s], and its iterations: the prefix
     cache's hits left out, the rest in chunks of the engine's token budget, each chunk past
-    the first a step overhead (none under an overlap scheduler, the first's too) and each one
-    the serving iteration's host work."""
+    the first a step overhead (none under an ``overlap`` scheduler, the first's too; None: the
+    engine's default) and each one the serving iteration's host work."""
     cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
     chunks = np.ceil(_uncached(i, cache) / engine_budget(engine, dep.hardware))
     prof = dep.profile
     # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
-    host = -prof.step_overhead_s if default_scheduler(engine).overlap_host else (chunks - 1.0) * prof.step_overhead_s
+    overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
+    host = -prof.step_overhead_s if overlap else (chunks - 1.0) * prof.step_overhead_s
     return np.asarray(pre.time_s, float) + host + chunks * prof.serving_step_overhead_s, chunks
 
 
@@ -175,7 +191,7 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
 _cached_curve = functools.lru_cache(maxsize=64)(_curve)
 
 
-def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float) -> float:
+def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, overlap: bool | None = None) -> float:
     """A prompt's share of the prefill of as many prompts of ``isl`` tokens as fill the engine's
     token budget in one iteration [s] (the prefix cache's hits left out; one prompt when one
     fills it): what a prompt that queues behind others costs the engine."""
@@ -183,7 +199,8 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float) -> f
     uncached = float(_uncached(np.asarray(float(isl)), cache))
     k = max(math.floor(engine_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
-    hidden = dep.profile.step_overhead_s if default_scheduler(engine).overlap_host else 0.0  # beside the GPU's
+    overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
+    hidden = dep.profile.step_overhead_s if overlap else 0.0  # beside the GPU's
     return (float(pre.time_s) - hidden) / k + dep.profile.serving_step_overhead_s / k
 
 

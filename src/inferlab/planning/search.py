@@ -118,7 +118,7 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     waits = admission_wait_s(pts, est.prefill_1_s, fits / pp, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio,
-                             est.batched_prefill_s, default_scheduler(sc.engine).overlap_host)
+                             est.batched_prefill_s, est.overlap)
     ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
                                sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
