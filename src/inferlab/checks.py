@@ -20,9 +20,19 @@ from .errors import SpecError
 #: Largest count of anything (requests, tokens, GPUs, layers) an input may ask for; far past
 #: any real deployment, small enough that float64 arithmetic on it stays exact and finite.
 MAX_COUNT = 10**12
-#: Largest grid a single call may evaluate (points); a sweep bigger than that goes through
-#: ``inferlab.sweep`` in chunks.
-MAX_GRID_POINTS = 10**8
+#: Most memory one call's grid may take [B]: a few GB, so that a grid too big for the machine
+#: is refused in one line before it is evaluated, not killed by the OS part-way (a
+#: 10^4 x 10^4 sweep was, on a 24 GiB machine).
+MAX_GRID_BYTES = 4 * 2**30
+#: Peak memory of one point of a grid evaluated at once (``estimate``, ``estimate_disaggregated``)
+#: [B]: tracemalloc's peak over a 316 x 316 batch x ISL grid divided by its 99,856 points was
+#: 3,050 for DeepSeek-V3 on 8x B200, 1,060-1,260 for Llama-3.1-8B and Qwen3-30B-A3B on an
+#: H100, 1,060 for a disaggregated Llama-3.1-70B. ``inferlab.sweep`` evaluates in chunks and
+#: takes less (:data:`inferlab.phases.sweep.BYTES_PER_POINT`).
+GRID_BYTES_PER_POINT = 3_000
+#: Most values one array input (a sweep axis, a trace) may have: 80 MB of float64, and more
+#: than any grid within :data:`MAX_GRID_BYTES` holds.
+MAX_GRID_POINTS = 10**7
 #: Smallest price above zero [USD] (per GPU-hour or per million tokens): a nano-dollar.
 MIN_PRICE = 1e-9
 
@@ -151,10 +161,20 @@ def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
         shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in axes.items())
         raise SpecError(f"these inputs do not broadcast into one grid: {shapes}; give scalars, equal shapes, or "
                         "shapes that broadcast (e.g. a column and a row)") from None
-    if math.prod(shape) > MAX_GRID_POINTS:
-        raise SpecError(f"the grid has {math.prod(shape):,} points; at most {MAX_GRID_POINTS:,} per call")
+    within_memory("the grid", math.prod(shape), GRID_BYTES_PER_POINT,
+                  "give fewer values, or use inferlab.sweep for a batch x ISL x OSL grid (it evaluates in chunks)")
     arrays = [np.asarray(a, float) for a in axes.values()]
     return tuple(a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays)
+
+
+def within_memory(what: str, points: int, bytes_per_point: int, fix: str) -> None:
+    """Refuse a grid of ``points`` points at ``bytes_per_point`` [B] each whose memory is beyond
+    :data:`MAX_GRID_BYTES`, saying how much it would take and ``fix``, what to do instead."""
+    limit = MAX_GRID_BYTES // bytes_per_point
+    if points > limit:
+        raise SpecError(f"{what} has {points:,} points, which would take about {points * bytes_per_point / 1e9:,.1f} GB "
+                        f"of memory ({bytes_per_point:,} B a point); at most {limit:,} points "
+                        f"({MAX_GRID_BYTES / 2**30:g} GiB) per call: {fix}")
 
 
 def boolean(name: str, value: Any) -> bool:

@@ -33,6 +33,14 @@ LABELS = ("model", "hardware", "tp", "precision")
 #: Rows evaluated together: a decode grid of four quadrature nodes per row then stays within
 #: a core's L2 cache (twice this was half as fast).
 _BLOCK = 1 << 14
+#: Peak memory of one point of a sweep [B]: its row of the table, which holds it all at the end;
+#: the evaluation itself runs in blocks of :data:`_BLOCK` rows, a fixed few tens of MB.
+#: Measured on 10^6-point grids with tracemalloc's peak and the growth of
+#: ``resource.getrusage().ru_maxrss``, each divided by the points: 138-142 B where every point
+#: runs (Llama-3.1-70B on 4x H100, fp8: 11 float64 columns, 4 label and 1 reason reference,
+#: ``feasible``), 374-438 B for the README's eight configurations (batch x ISL), 544-580 B where
+#: almost no point runs (each row keeps its own reason text, ~190 B).
+BYTES_PER_POINT = 600
 #: Which way each metric is better, for :meth:`SweepResult.best`: costs and latencies
 #: down, throughputs up.
 DIRECTIONS = {"ttft_s": "min", "tpot_s": "min", "waves": "min", "memory_per_gpu_bytes": "min",
@@ -161,14 +169,18 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batc
 
     ``client``, a ``dask.distributed.Client``, spreads the configurations (and the chunks of
     a large grid) over its workers (:mod:`inferlab.cluster`); the table is the same as here.
+    A sweep whose table would take more than :data:`inferlab.checks.MAX_GRID_BYTES`
+    (:data:`BYTES_PER_POINT` a point: about 7 million points) is refused before it runs.
     """
     b, i, o = (checks.count_array("batch_size", batch_size, maximum=inputs.MAX_BATCH, unit="request").ravel(),
                checks.count_array("isl", isl, maximum=inputs.MAX_TOKENS, unit="token").ravel(),
                checks.count_array("osl", osl, maximum=inputs.MAX_TOKENS, unit="token").ravel())
     combos = list(itertools.product(_as_list(model), _as_list(hardware), _as_list(tp), _as_list(precision)))
     points = b.size * i.size * o.size * len(combos)
-    if points > checks.MAX_GRID_POINTS:
-        raise SpecError(f"the sweep has {points:,} points; at most {checks.MAX_GRID_POINTS:,} per call")
+    checks.within_memory("the sweep", points, BYTES_PER_POINT,
+                         "shorten the batch_size, isl or osl axes, or split the sweep into several calls (one per "
+                         "model or hardware, say) and keep each table; a Dask client does not help, as the table "
+                         "is gathered here")
     grid = [g.ravel() for g in np.meshgrid(b, i, o, indexing="ij")]
     kw = {**inputs.memory_options(gpu_memory_utilization, kv_block_size, max_num_tokens),
           "utilization": checks.fraction("utilization", utilization)}
@@ -179,10 +191,7 @@ def sweep(model: Any, hardware: Any, *, tp: Any = 1, precision: Any = None, batc
                "price": None if price_per_gpu_hour is None else checks.price("price_per_gpu_hour", price_per_gpu_hour)}
     if check_client(client) is not None:
         return _on_cluster(client, combos, (b, i, o), kw, options)
-    parts = [_one(m, hw, t, p, grid, kw=kw, **options) for m, hw, t, p in combos]
-    if len(parts) == 1:  # one combination: its columns are the table (no copy)
-        return SweepResult(parts[0])
-    return SweepResult({k: np.concatenate([p[k] for p in parts]) for k in parts[0]})
+    return _joined([_one(m, hw, t, p, grid, kw=kw, **options) for m, hw, t, p in combos])
 
 
 #: Most units one configuration's grid is split into on a cluster.
@@ -197,8 +206,18 @@ def _on_cluster(client: Any, combos: list[tuple], axes: tuple[np.ndarray, ...], 
     n, chunk = math.prod(a.size for a in axes), options["chunk_size"]
     rows = chunk * max(1, math.ceil(n / chunk / _UNITS_PER_CONFIGURATION))
     units = [(combo, start, min(start + rows, n)) for combo in combos for start in range(0, n, rows)]
-    pieces = map_units(functools.partial(_unit, axes=axes, kw=kw, options=options), units, client)
-    return SweepResult({k: np.concatenate([p[k] for p in pieces]) for k in pieces[0]})
+    return _joined(map_units(functools.partial(_unit, axes=axes, kw=kw, options=options), units, client))
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> SweepResult:
+    """The parts' columns as one table. Each part's column is let go once joined, and the
+    joined columns are made read-only here, so that :class:`SweepResult` need not copy them:
+    the peak is the table and one column, not two or three tables."""
+    columns = {}
+    for k in list(parts[0]):
+        columns[k] = np.concatenate([p.pop(k) for p in parts]) if len(parts) > 1 else parts[0].pop(k)
+        columns[k].flags.writeable = False
+    return SweepResult(columns)
 
 
 def _unit(unit: tuple, *, axes: tuple[np.ndarray, ...], kw: dict, options: dict) -> dict[str, np.ndarray]:
