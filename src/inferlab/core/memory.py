@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from .parallelism import Parallelism, stage_layer_share, weights_per_gpu
+from .parallelism import Parallelism, stage_layer_share, tp_split_reason, weights_per_gpu
 from .quantization import PrecisionConfig
 from ..results.record import array_record
 
@@ -133,10 +133,9 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     need = plan.weights + plan.reserve + float(np.max(plan.workspace)) + kv
     alone = hw.scale_up.kind == "none"  # a MIG slice or a single device: one device per replica, no tp or pp
     domain = 1 if alone else int(hw.scale_up.domain_size.si) if hw.scale_up.kind != "pcie" else 8
-    heads = model.num_attention_heads
     scale = par.tp * par.pp
     stages = (1,) if alone else (1, 2, 4, 8, 16)
-    layouts = sorted(((t, p) for t in range(1, domain + 1) if heads % t == 0 for p in stages
+    layouts = sorted(((t, p) for t in range(1, domain + 1) if not tp_split_reason(model, t) for p in stages
                       if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
     workspace = float(np.max(plan.workspace))  # kept whole: its hidden-size part does not shard
 

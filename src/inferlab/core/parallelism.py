@@ -19,15 +19,31 @@ from ..specs.model import ModelSpec
 from .quantization import PrecisionConfig
 
 
-def check_divisible(model: ModelSpec, tp: int) -> None:
-    """Raise :class:`InfeasibleError` when ``tp`` does not divide the attention heads."""
+def tp_split_reason(model: ModelSpec, tp: int) -> str:
+    """Why ``tp`` GPUs cannot split the model's attention over them, or ``""`` when they can.
+
+    Each GPU takes a whole share of the attention heads (``tp`` divides them) and of the KV
+    heads: ``tp`` divides them, or is a multiple of them, each KV head then held by
+    ``tp / num_key_value_heads`` GPUs (vLLM's ``QKVParallelLinear``, which SGLang and
+    TensorRT-LLM share). MLA's one latent KV is held whole by every GPU.
+    """
     heads = model.num_attention_heads
     if tp < 1 or heads % tp:
-        fits = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 64]
-        raise InfeasibleError(
-            f"tp={tp} does not divide the {heads} attention heads of {model.id or model.name}; "
-            f"tensor-parallel sizes that do: {', '.join(map(str, fits))}"
-        )
+        return f"tp={tp} does not divide the {heads} attention heads"
+    kv = 1 if model.mla is not None else model.num_key_value_heads
+    if kv % tp and tp % kv:
+        return f"tp={tp} does not split the {kv} KV heads (it neither divides them nor is a multiple of them)"
+    return ""
+
+
+def check_divisible(model: ModelSpec, tp: int) -> None:
+    """Raise :class:`InfeasibleError` when ``tp`` GPUs cannot split the attention
+    (:func:`tp_split_reason`), listing the tensor-parallel sizes up to 64 that can."""
+    why = tp_split_reason(model, tp)
+    if why:
+        fits = [d for d in range(1, 65) if not tp_split_reason(model, d)]
+        raise InfeasibleError(f"{model.id or model.name}: {why}; tensor-parallel sizes that split its heads: "
+                              f"{', '.join(map(str, fits))}")
 
 
 @dataclass(frozen=True)

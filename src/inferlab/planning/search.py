@@ -20,6 +20,7 @@ import numpy as np
 
 from ..checks import context_within_model
 from ..core.interconnect import node_size
+from ..core.parallelism import tp_split_reason
 from ..engines.scheduler import default_scheduler
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import resolve_model
@@ -41,8 +42,9 @@ _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
 
 def _tp_reason(model: Any, tp: int, hw_id: str, node: int) -> str:
     """Why a tensor-parallel size cannot serve the model in the search, or ``""``."""
-    if model.num_attention_heads % tp:
-        return f"tp={tp} does not divide the {model.num_attention_heads} attention heads"
+    why = tp_split_reason(model, tp)
+    if why:
+        return why
     if tp > node:
         return f"tp={tp} spans more than the {node} GPUs of one {hw_id} node (tensor parallelism stays in a node)"
     return ""

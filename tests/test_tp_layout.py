@@ -1,0 +1,45 @@
+"""Which tensor-parallel sizes split a model's attention, and the layouts a memory error
+suggests: only ones the model can be laid out on."""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab import InfeasibleError, estimate, load_model
+from inferlab.cli.main import main
+from inferlab.core.parallelism import tp_split_reason
+
+
+@pytest.mark.parametrize("model_id, tp, reason", [
+    # GLM-4.5-Air: 96 attention heads, 8 KV heads
+    ("glm-4.5-air", 3, "tp=3 does not split the 8 KV heads"),    # 96 / 3 = 32 heads, 8 / 3 KV heads
+    ("glm-4.5-air", 6, "tp=6 does not split the 8 KV heads"),
+    ("glm-4.5-air", 12, "tp=12 does not split the 8 KV heads"),  # 12 is no multiple of 8
+    ("glm-4.5-air", 4, ""),                                      # 2 KV heads a GPU
+    ("glm-4.5-air", 24, ""),                                     # each KV head on 3 GPUs
+    ("glm-4.5-air", 5, "tp=5 does not divide the 96 attention heads"),
+    ("llama-3.1-70b", 16, ""),                                   # 64 heads, 8 KV heads on 2 GPUs each
+    ("deepseek-v3", 32, ""),                                     # MLA: one latent KV, whole on every GPU
+])
+def test_a_tp_splits_the_attention_heads_and_the_kv_heads(model_id, tp, reason):
+    why = tp_split_reason(load_model(model_id), tp)
+    assert why.startswith(reason) if reason else why == ""
+
+
+def test_too_small_a_tp_suggests_one_the_kv_heads_split_over():
+    # GLM-4.5-Air's bf16 weights are 213.7 GB: a third (71.2 GB) would fit in the 77.0 GB usable
+    # of an H100, but 3 GPUs cannot split its 8 KV heads; the next layout that fits is tp=4
+    with pytest.raises(InfeasibleError) as info:
+        estimate("glm-4.5-air", "h100-sxm", tp=2)
+    assert info.value.suggestion == {"tp": 4}
+    assert str(info.value).endswith("; tp=4 would fit") and "tp=3" not in str(info.value)
+
+
+def test_the_cli_suggests_the_same_and_refuses_tp_3(capsys):
+    assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "2"]) == 1
+    assert capsys.readouterr().err.strip().endswith("; tp=4 would fit")
+    assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "3"]) == 1
+    err = capsys.readouterr().err.strip()
+    # divisors of 96 up to 64 that divide 8 or are multiples of it (3, 6 and 12 are neither)
+    assert err == ("inferlab: error: glm-4.5-air: tp=3 does not split the 8 KV heads (it neither divides them nor "
+                   "is a multiple of them); tensor-parallel sizes that split its heads: 1, 2, 4, 8, 16, 24, 32, 48")
