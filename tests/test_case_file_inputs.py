@@ -143,3 +143,19 @@ def test_a_case_is_compared_in_its_metrics_unit(tmp_path, metric, unit, measured
 def test_a_unit_of_another_kind_is_the_cases_reason(tmp_path, metric, unit, message):
     entries = load_case_entries(_file(tmp_path, [GOOD, _variant("u", metric=metric, unit=unit)]))
     assert isinstance(entries[0], Case) and isinstance(entries[1], InvalidCase) and message in entries[1].reason
+
+
+def test_an_unknown_engine_is_the_cases_reason_and_the_others_are_predicted(tmp_path, capsys):
+    # "vlm" had been predicted silently as the generic engine
+    path = _file(tmp_path, [_variant("typo", engine="vlm"), GOOD, _variant("mlc-run", engine="mlc")])
+    entries = load_case_entries(path)
+    assert [type(e).__name__ for e in entries] == ["InvalidCase", "Case", "Case"]
+    preds = predict_cases(entries)
+    assert preds[0] == (None, f"invalid case: case file {path}, case 1 (typo): engine: unknown engine 'vlm'; "
+                              "did you mean 'vllm'? Allowed: generic, gpt-fast, lmdeploy, mlc, other, sglang, "
+                              "trtllm, trtllm-cpp, trtllm-pytorch, vllm.")
+    assert preds[1][0] is not None and preds[1][1] is None  # the schema's engines without a profile still run
+    assert preds[2][0] is not None and preds[2][1] is None
+    assert main(["validate", str(path)]) == 0
+    typo_row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("typo"))
+    assert "unknown engine 'vlm'; did you mean 'vllm'?" in typo_row

@@ -10,11 +10,27 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import UnknownNameError
+
 if TYPE_CHECKING:
     from .cases import Case
 
 #: Engines with a calibration profile of their own; the others run ``generic``'s.
 PROFILE_ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
+#: A case's engine when its run records TensorRT-LLM's compiled-engine (C++) backend, which
+#: from 1.0 is not the default (``trtllm-bench --backend tensorrt``).
+TRTLLM_CPP = "trtllm-cpp"
+#: Every engine a case may name: those with a profile, ``trtllm-cpp``, and the ones the case
+#: schema (``validation/SCHEMA.md``) lists without a profile, which run ``generic``'s.
+CASE_ENGINES = (*PROFILE_ENGINES, TRTLLM_CPP, "gpt-fast", "mlc", "other")
+
+
+def known_engine(engine: str) -> str:
+    """``engine`` when a case may name it (:data:`CASE_ENGINES`), else a ValueError naming the
+    closest and the allowed ones, the case's reason: an unknown name had run as ``generic``."""
+    if engine not in CASE_ENGINES:
+        raise ValueError(str(UnknownNameError("engine", engine, CASE_ENGINES)))
+    return engine
 
 
 def case_engine(case: Case) -> str:
@@ -29,11 +45,6 @@ def case_engine(case: Case) -> str:
     if case.engine == TRTLLM_CPP:  # a run that records the compiled-engine backend, whatever the version
         return "trtllm"
     return case.engine if case.engine in PROFILE_ENGINES else "generic"
-
-
-#: A case's engine when its run records TensorRT-LLM's compiled-engine (C++) backend, which
-#: from 1.0 is not the default (``trtllm-bench --backend tensorrt``).
-TRTLLM_CPP = "trtllm-cpp"
 
 
 #: Scheduler settings a source family's runs used where its cases record none, each with where

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.parallelism import expert_layout
 from ..core.quantization import KINDS
@@ -28,7 +28,7 @@ from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
-                         case_engine, case_limits, case_version)
+                         case_engine, case_limits, case_version, known_engine)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -71,7 +71,7 @@ class Case(BaseModel):
     num_gpus: int = Field(ge=1, le=MAX_GPUS)
     parallelism: Parallelism = Parallelism()
     precision: dict[str, str | None]
-    engine: str
+    engine: Annotated[str, AfterValidator(known_engine)]
     engine_version: str | None = None
     isl: int = Field(ge=1, le=MAX_TOKENS)
     osl: int = Field(ge=1, le=MAX_TOKENS)
