@@ -281,3 +281,28 @@ def test_a_quantity_is_read_in_the_unit_its_number_is_read_in():
         real("a share", Q(1, "s"), minimum=0.0, maximum=1.0)
     with pytest.raises(SpecError, match=r"must be a finite number in \[0, 10\] \[s\], got 20.0"):
         real("a wait", Q(20_000, "ms"), minimum=0.0, maximum=10.0, unit="s")
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--detokenize-us", "1e9", "--detokenize-us must be at most 10,000 us (10 ms a token would hold every stream "
+                               "under 100 tokens/s on its own), got 1e+09"),
+    ("--tokenize-us", "1001", "--tokenize-us must be at most 1,000 us (1 ms a token would take a second to tokenize "
+                              "a 1,000-token prompt), got 1001"),
+    ("--network-rtt", "10001", "--network-rtt must be at most 10,000 ms (10 s is past any network's round trip), "
+                               "got 10001"),
+    ("--client-overhead", "inf", "--client-overhead must be at most 600,000 ms (a client waiting past 600 s has "
+                                 "timed out), got inf"),
+])
+def test_time_outside_the_gpu_beyond_anything_physical_is_refused_naming_the_flag(capsys, flag, value, message):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", flag, value]) == 2
+    assert capsys.readouterr().err == f"inferlab: error: {message}\n"
+
+
+def test_the_largest_times_outside_the_gpu_are_accepted(capsys):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", "--network-rtt", "10000",
+                 "--client-overhead", "600000", "--tokenize-us", "1000", "--detokenize-us", "10000"]) == 0
+    assert "ttft" in capsys.readouterr().out

@@ -129,14 +129,29 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
+#: The outside-the-GPU flags: (flag, unit, largest value, why nothing real is larger).
+_OVERHEAD_FLAGS = (
+    # light in fibre goes half round the Earth and back in ~0.2 s, a geostationary satellite hop in ~0.6 s
+    ("--network-rtt", "ms", 10_000.0, "10 s is past any network's round trip"),
+    # HTTP, JSON and the hand-off to the engine take milliseconds; the OpenAI client gives up on a
+    # request after 600 s (its default timeout)
+    ("--client-overhead", "ms", 600_000.0, "a client waiting past 600 s has timed out"),
+    # fast BPE tokenizers take 0.5-2 us a token on one core, pure-Python ones tens of us
+    ("--tokenize-us", "us", 1_000.0, "1 ms a token would take a second to tokenize a 1,000-token prompt"),
+    # a detokenizer and one streamed event are microseconds of CPU a token
+    ("--detokenize-us", "us", 10_000.0, "10 ms a token would hold every stream under 100 tokens/s on its own"),
+)
+
+
 def _overheads(args: argparse.Namespace) -> Any:
     from ..serving.overheads import ClientOverheads
 
     values = (args.network_rtt, args.client_overhead, args.tokenize_us, args.detokenize_us)
-    for flag, value, unit in zip(("--network-rtt", "--client-overhead", "--tokenize-us", "--detokenize-us"), values,
-                                 ("ms", "ms", "us", "us")):
-        if not (value >= 0 and math.isfinite(value)):  # checked here, in the flag's own unit
+    for (flag, unit, largest, why), value in zip(_OVERHEAD_FLAGS, values):
+        if not value >= 0:  # checked here, in the flag's own unit; NaN fails too
             raise SpecError(f"{flag} must be a time >= 0 in {unit}, got {value:g}")
+        if value > largest:
+            raise SpecError(f"{flag} must be at most {largest:,g} {unit} ({why}), got {value:g}")
     if not any(values) and args.streaming:
         return None
     return ClientOverheads(network_rtt_s=args.network_rtt / 1e3, client_s_per_request=args.client_overhead / 1e3,
