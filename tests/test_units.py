@@ -141,3 +141,28 @@ def test_a_dollar_amount_may_group_thousands():
     from inferlab import Q
 
     assert Q("$1,000/h").to("USD/hour").magnitude == 1000.0  # had said a comma only groups thousands
+
+
+def test_a_whole_count_may_be_a_dimensionless_quantity_and_not_one_with_a_unit():
+    """checks.integer() takes a dimensionless quantity as count_array() does (it had refused
+    Q(4) as 'not an integer'), and says that a count takes no unit where it is given one."""
+    import numpy as np
+
+    from inferlab import checks, estimate, ureg
+    from inferlab.errors import SpecError
+
+    assert checks.integer("batch_size", Q(4)) == 4 and type(checks.integer("batch_size", Q(4))) is int
+    assert checks.integer("batch_size", 4 * ureg.dimensionless) == 4
+    assert checks.integer("tp", Q(np.int64(8))) == 8
+    assert checks.integer("kv_block_size", Q(32.0), whole_floats=True) == 32
+    with pytest.raises(SpecError, match=r"^batch_size must be an integer, got 4\.0$"):
+        checks.integer("batch_size", Q(4.0))  # as the float 4.0 is
+    with pytest.raises(SpecError, match=r"^batch_size must be between 1 and 1,000,000,000,000, got 0$"):
+        checks.integer("batch_size", Q(0))
+    with pytest.raises(UnitError, match=r"^batch_size is a count: give a plain number \(or a dimensionless "
+                                        r"quantity\), got 4 GB$"):
+        checks.integer("batch_size", Q(4, "GB"))
+    with pytest.raises(UnitError, match=r"^chunk is a count: .*, got 2 s$"):
+        checks.count_array("chunk", Q(2, "s"))
+    assert estimate("llama-3.1-8b", "h100-sxm", kv_block_size=Q(32)).to_dict() == \
+        estimate("llama-3.1-8b", "h100-sxm", kv_block_size=32).to_dict()

@@ -118,12 +118,7 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
     """A count or an array of counts (a sweep axis), as float64; each value whole and in range.
     A pint quantity is converted to ``unit`` (``token``: 2 ktok is 2,000) and refused in any
     other dimension; a dimensionless one is a plain count."""
-    from .units import is_quantity
-
-    if is_quantity(value):
-        from .units import to_si_array
-
-        value = value.to("").magnitude if value.dimensionless else to_si_array(value, unit or "dimensionless", name)
+    value = _count_magnitude(name, value, unit)
     if type(value) is int or type(value) is float:  # the common scalar, without numpy's per-call cost
         x = float(value) if abs(value) < 1e308 else math.inf
         if not (math.isfinite(x) and minimum <= x <= maximum and x == round(x)):
@@ -146,6 +141,26 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
     if np.any(bad):
         raise _not_whole(name, minimum, maximum, arr[bad].ravel()[0])
     return arr
+
+
+def _count_magnitude(name: str, value: Any, unit: str = "") -> Any:
+    """A pint quantity as a count: a dimensionless one's magnitude as it is (``Q(4)`` is the int
+    4), one in ``unit``'s dimension converted to ``unit`` (``token``: 2 ktok is 2,000.0); in
+    another dimension a :class:`~inferlab.errors.UnitError` (4 GB is no batch size). Any other
+    value as it is, for the caller's own check."""
+    from .units import is_quantity
+
+    if not is_quantity(value):
+        return value
+    if value.dimensionless:
+        return value.to("").magnitude
+    if not unit:
+        from .errors import UnitError
+
+        raise UnitError(f"{name} is a count: give a plain number (or a dimensionless quantity), got {value:~P}")
+    from .units import to_si_array
+
+    return to_si_array(value, unit, name)
 
 
 def _not_whole(name: str, minimum: float, maximum: float, got: Any) -> SpecError:
@@ -272,8 +287,10 @@ def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT
 
     A float is refused even when whole (a count typed as ``10.0`` usually comes from
     arithmetic gone wrong), unless ``whole_floats``: then ``2.0`` is 2, as a JSON or YAML
-    number written with a decimal point. ``what`` names what is counted, for the message.
+    number written with a decimal point. ``what`` names what is counted, for the message. A
+    dimensionless pint quantity is its magnitude (``Q(4)`` is 4); one with a unit is refused.
     """
+    value = _count_magnitude(name, value)
     whole_float = (whole_floats and isinstance(value, (float, np.floating)) and math.isfinite(value)
                    and value == int(value))
     if not whole_float and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)):
