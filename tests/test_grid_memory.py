@@ -67,3 +67,9 @@ def test_a_sweep_peaks_at_its_table():
         tracemalloc.stop()
     assert len(t) == 1_000_000 and t["feasible"].all()
     assert peak / len(t) <= 161
+
+
+def test_one_axis_longer_than_any_grid_that_fits_is_refused_saying_why():
+    with pytest.raises(SpecError, match=r"^isl has 10,000,001 values; at most 10,000,000 per call, as a grid of more "
+                                        r"points takes more than the 4 GiB a call may use: give fewer values$"):
+        inferlab.sweep("llama-3.1-8b", "h100-sxm", isl=np.arange(1, 10_000_002))

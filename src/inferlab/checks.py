@@ -135,7 +135,8 @@ def count_array(name: str, value: Any, *, minimum: float = 1, maximum: float = M
     if arr.size == 0:
         raise SpecError(f"{name} is empty: give at least one value")
     if arr.size > MAX_GRID_POINTS:
-        raise SpecError(f"{name} has {arr.size:,} values; at most {MAX_GRID_POINTS:,} per call")
+        raise SpecError(f"{name} has {arr.size:,} values; at most {MAX_GRID_POINTS:,} per call, as a grid of more "
+                        f"points takes more than the {MAX_GRID_BYTES / 2**30:g} GiB a call may use: give fewer values")
     with np.errstate(invalid="ignore"):
         bad = ~np.isfinite(arr) | (arr < minimum) | (arr > maximum) | (arr != np.round(arr))
     if np.any(bad):
