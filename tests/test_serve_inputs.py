@@ -306,3 +306,27 @@ def test_the_largest_times_outside_the_gpu_are_accepted(capsys):
     assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", "--network-rtt", "10000",
                  "--client-overhead", "600000", "--tokenize-us", "1000", "--detokenize-us", "10000"]) == 0
     assert "ttft" in capsys.readouterr().out
+
+
+def test_cli_lockstep_keeps_closed_loop_clients_in_step(capsys):
+    # eight clients whose eight 1,024-token prompts fill one prefill iteration: in lockstep every
+    # round arrives together as the first did, so every request waits out that whole iteration
+    # (one TTFT for all, P50 = P99); out of step (the default), a client's prompt arrives alone
+    # and runs in an iteration of its own, several times sooner
+    from inferlab.cli.main import main
+    import json
+
+    base = ["serve", "llama-3.1-8b", "h100-sxm", "--concurrency", "8", "--isl", "1024", "--osl", "64",
+            "--num-requests", "80", "--json"]
+    ttft = {}
+    for flag in ((), ("--lockstep",)):
+        assert main([*base, *flag]) == 0
+        data = json.loads(capsys.readouterr().out)
+        ttft[flag] = data["latency_s"]["ttft"]
+        assert data["workload"]["stagger"] is not bool(flag)
+    locked, apart = ttft[("--lockstep",)], ttft[()]
+    assert locked["p50"] == pytest.approx(locked["p99"], rel=1e-9)
+    assert locked["p50"] > 3 * apart["p50"]
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "2", "--lockstep"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lockstep" in err and "--concurrency" in err

@@ -51,6 +51,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrency", type=int, metavar="N",
                    help="with --rate/--rates: at most N requests in flight, the client holding the others until one "
                         "finishes (vllm bench serve --max-concurrency); TTFT counts from when a request is sent")
+    p.add_argument("--lockstep", action="store_true",
+                   help="with --concurrency: clients that finish together stay in step, each round's prompts "
+                        "arriving together as fixed output lengths keep them (default: out of step after the "
+                        "first round, as long benchmarks settle)")
     p.add_argument("--isl", default="1024", help="prompt tokens: 2048, 128,512,2048, uniform:128-2048 or "
                                                  "lognormal:mean=1024,sigma=0.5 (default 1024)")
     p.add_argument("--osl", default="128", help="output tokens, same forms (default 128)")
@@ -176,6 +180,10 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["prefix"] = args.prefix
     if args.max_concurrency is not None:
         kw["max_concurrency"] = args.max_concurrency
+    if args.lockstep:
+        if not args.concurrency:
+            raise SpecError("--lockstep keeps closed-loop clients in step: it goes with --concurrency")
+        kw["stagger"] = False
     for name in USER_LIMITS:
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
