@@ -652,3 +652,23 @@ def test_a_throughput_no_gpu_reaches_without_a_prefix_cache_is_said(tmp_path):
     _, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
     (note,) = [n for n in notes if "PFLOP/s of prefill" in n]
     assert "8.09 requests/s of 20,000-token prompts imply 2.6 PFLOP/s" in note and "1.98 PFLOP/s" in note
+
+
+def test_a_tensorrt_llm_report_without_its_backend_runs_the_pytorch_runtimes_drafter_limits(tmp_path):
+    # a trtllm-bench report of 1.0 that does not name its backend is read as "trtllm" and runs as
+    # the PyTorch runtime (case_engine, from 1.0); beside an n-gram drafter that runtime turns its
+    # overlap scheduler off, so the run simulated without the drafter does too
+    report = json.loads((BENCH / "trtllm-bench-report.json").read_text())
+    report["engine"].pop("backend")
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    ngram = """cat > o.yml <<'EOF'
+speculative_config:
+  decoding_type: NGram
+  max_draft_len: 3
+EOF
+trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 4 --extra_llm_api_options o.yml"""
+    cases, notes = bench_cases([path], given_deployment(engine_args=ngram, gpu="h100-sxm"))
+    assert {(c.engine, c.engine_version) for c in cases} == {("trtllm", "1.0.0")}
+    assert {c.scheduler.get("overlap_host") for c in cases} == {False}
+    assert any("overlap_host=False" in n for n in notes)

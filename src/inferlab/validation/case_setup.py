@@ -40,11 +40,17 @@ def case_engine(case: Case) -> str:
     ``engine_version`` or, without one, the release its source family comes from
     (:func:`case_version`); ``trtllm-cpp`` (a run that records the compiled-engine backend)
     and ``trtllm-pytorch`` name their runtime whatever the version."""
-    if case.engine == "trtllm" and _major_version(case_version(case)) >= 1:
+    return runtime_engine(case.engine, case_version(case))
+
+
+def runtime_engine(engine: str, version: Any) -> str:
+    """The profile engine of ``engine`` at release ``version`` (None: unknown), as :func:`case_engine`
+    reads a case's."""
+    if engine == "trtllm" and _major_version(version) >= 1:
         return "trtllm-pytorch"
-    if case.engine == TRTLLM_CPP:  # a run that records the compiled-engine backend, whatever the version
+    if engine == TRTLLM_CPP:  # a run that records the compiled-engine backend, whatever the version
         return "trtllm"
-    return case.engine if case.engine in PROFILE_ENGINES else "generic"
+    return engine if engine in PROFILE_ENGINES else "generic"
 
 
 #: Scheduler settings a source family's runs used where its cases record none, each with where

@@ -136,6 +136,7 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
     recorded), the scheduler limits the engine sets for a drafter it runs unmodelled (over the
     deployment's and the run's own), and notes."""
     from ...engines.scheduler import drafter_limits
+    from ..case_setup import runtime_engine
 
     spec = dict(given.speculative) if given.speculative else None
     if run.accept_length is not None:
@@ -152,7 +153,9 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
         spec["acceptance_length"] = float(run.accept_length)
         return spec, {}, notes
     if spec is not None and spec.get("acceptance") is None and spec.get("acceptance_length") is None:
-        limits = drafter_limits(engine, spec["method"], {**dict(given.scheduler), **dict(run.scheduler)})
+        # the runtime the case will run as (TensorRT-LLM from 1.0: its PyTorch runtime)
+        limits = drafter_limits(runtime_engine(engine, run.engine_version), spec["method"],
+                                {**dict(given.scheduler), **dict(run.scheduler)})
         said = ", ".join(f"{k}={v}" for k, v in limits.items())
         return None, limits, [f"{run.id}: the deployment speculates ({spec['method']}, k={spec['draft_tokens']}) "
                               "but neither it nor the file gives an acceptance: simulated without the drafter"
