@@ -245,7 +245,7 @@ def test_the_planners_curve_runs_without_overlap_beside_a_drafter_the_engine_tur
     # fluid curve follows the simulation there, so its decode step carries the host's step work
     # (step_overhead_s) on top of the GPU's where the overlapped curve hides it, and its prompt
     # pays that work on each of its iterations (a 1,024-token prompt: one iteration)
-    from inferlab.planning.curve import _curve, prompt_prefill_s
+    from inferlab.planning.curve import _curve, engine_budget, prompt_prefill_s
 
     args = ("llama-3.1-8b", "h100-sxm", 1, 1, 1, "bf16")
     tail = ("vllm", "default", 0.0, 1024, 256)
@@ -258,4 +258,15 @@ def test_the_planners_curve_runs_without_overlap_beside_a_drafter_the_engine_tur
                      for overlap in (True, False))
     assert float(hidden[1]) == float(shown[1]) == 1.0  # one iteration
     assert float(shown[0]) - float(hidden[0]) == pytest.approx(step, rel=1e-9)
-    assert off.prefill_1_s - _curve(*args, None, *tail).prefill_1_s == pytest.approx(step, rel=1e-6)
+    plain = _curve(*args, None, *tail)  # built before and after the drafter's: a shared cache must not mix them
+    assert off.prefill_1_s - plain.prefill_1_s == pytest.approx(step, rel=1e-6)
+    # each prompt length pays the step work once per iteration of the token budget, and a prompt's
+    # share of a budget-filling batch (k prompts in one iteration) the step's share, step / k
+    lengths = (512.0, 4096.0, 20000.0)
+    with_lengths = (*tail[:-1], tail[-1], None, lengths)
+    off, plain = (_curve(*args, spec, *with_lengths) for spec in ("ngram:k=3,accept=0.6", None))
+    chunks = np.ceil(np.asarray(lengths) / engine_budget("vllm", off.deployment.hardware))
+    assert np.allclose(off.prompt_times_s - plain.prompt_times_s, chunks * step, rtol=1e-6)
+    k = max(engine_budget("vllm", off.deployment.hardware) // 1024, 1)
+    assert off.batched_prefill_s - plain.batched_prefill_s == pytest.approx(step / k, rel=1e-6)
+    assert plain.overlap is True and _curve(*args, None, *with_lengths).overlap is True
