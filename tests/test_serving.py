@@ -297,14 +297,19 @@ def test_overheads_by_hand():
     assert u.ttft_s[0] == pytest.approx(0.07 + 0.5 + 0.051)
     assert u.e2e_s[0] == pytest.approx(0.07 + 1.4 + 0.051)
     assert u.tpot_s[0] == pytest.approx(0.1)  # the GPU's pace, 0.9 s / 9
-    slow = fake_result([0.0], [0.5], [1.4], osl=[10], isl=[1000],
-                       overheads=ClientOverheads(detokenize_s_per_token=0.2))
-    assert slow.user.tpot_s[0] == pytest.approx(0.2)  # paced by the detokenizer
+    slow = fake_result([0.0], [0.5], [0.509], osl=[10], isl=[1000],
+                       overheads=ClientOverheads(detokenize_s_per_token=5e-3))
+    assert slow.user.tpot_s[0] == pytest.approx(5e-3)  # paced by the detokenizer, not the GPU's 1 ms
     whole = fake_result([0.0], [0.5], [1.4], osl=[10], isl=[1000], overheads=ClientOverheads(
         network_rtt_s=0.1, detokenize_s_per_token=1e-3, streaming=False))
     assert whole.user.ttft_s[0] == whole.user.e2e_s[0] == pytest.approx(0.05 + 1.4 + 0.01 + 0.05)
     with pytest.raises(SpecError, match="network_rtt_s"):
         ClientOverheads(network_rtt_s=-1.0)
+    # past anything real: a 20 s round trip, a 50 ms detokenizer a token
+    with pytest.raises(SpecError, match=r"network_rtt_s must be at most 10 s"):
+        ClientOverheads(network_rtt_s=20.0)
+    with pytest.raises(SpecError, match=r"detokenize_s_per_token must be at most 0.01 s"):
+        ClientOverheads(detokenize_s_per_token=0.05)
 
 
 def test_overheads_through_serve_and_explain():

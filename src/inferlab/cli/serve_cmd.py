@@ -133,34 +133,25 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-#: The outside-the-GPU flags: (flag, unit, largest value, why nothing real is larger).
-_OVERHEAD_FLAGS = (
-    # light in fibre goes half round the Earth and back in ~0.2 s, a geostationary satellite hop in ~0.6 s
-    ("--network-rtt", "ms", 10_000.0, "10 s is past any network's round trip"),
-    # HTTP, JSON and the hand-off to the engine take milliseconds; the OpenAI client gives up on a
-    # request after 600 s (its default timeout)
-    ("--client-overhead", "ms", 600_000.0, "a client waiting past 600 s has timed out"),
-    # fast BPE tokenizers take 0.5-2 us a token on one core, pure-Python ones tens of us
-    ("--tokenize-us", "us", 1_000.0, "1 ms a token would take a second to tokenize a 1,000-token prompt"),
-    # a detokenizer and one streamed event are microseconds of CPU a token
-    ("--detokenize-us", "us", 10_000.0, "10 ms a token would hold every stream under 100 tokens/s on its own"),
-)
+#: The outside-the-GPU flags: (flag, unit, seconds in one unit), in ClientOverheads.LIMITS' order.
+_OVERHEAD_FLAGS = (("--network-rtt", "ms", 1e-3), ("--client-overhead", "ms", 1e-3), ("--tokenize-us", "us", 1e-6),
+                   ("--detokenize-us", "us", 1e-6))
 
 
 def _overheads(args: argparse.Namespace) -> Any:
-    from ..serving.overheads import ClientOverheads
+    from ..serving.overheads import LIMITS, ClientOverheads
 
     values = (args.network_rtt, args.client_overhead, args.tokenize_us, args.detokenize_us)
-    for (flag, unit, largest, why), value in zip(_OVERHEAD_FLAGS, values):
+    seconds = {}
+    for (flag, unit, scale), (name, largest, why), value in zip(_OVERHEAD_FLAGS, LIMITS, values):
         if not value >= 0:  # checked here, in the flag's own unit; NaN fails too
             raise SpecError(f"{flag} must be a time >= 0 in {unit}, got {value:g}")
-        if value > largest:
-            raise SpecError(f"{flag} must be at most {largest:,g} {unit} ({why}), got {value:g}")
+        if value * scale > largest:  # ClientOverheads' own limit, said in the flag's unit
+            raise SpecError(f"{flag} must be at most {largest / scale:,.0f} {unit} ({why}), got {value:g}")
+        seconds[name] = value * scale
     if not any(values) and args.streaming:
         return None
-    return ClientOverheads(network_rtt_s=args.network_rtt / 1e3, client_s_per_request=args.client_overhead / 1e3,
-                           tokenize_s_per_token=args.tokenize_us / 1e6, detokenize_s_per_token=args.detokenize_us / 1e6,
-                           streaming=args.streaming)
+    return ClientOverheads(**seconds, streaming=args.streaming)
 
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:

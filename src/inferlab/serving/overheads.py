@@ -40,6 +40,20 @@ if TYPE_CHECKING:
     from .result import ServeResult
 
 
+#: The largest value of each time [s], past anything real, and why: (field, largest, why).
+LIMITS = (
+    # light in fibre goes half round the Earth and back in ~0.2 s, a geostationary satellite hop in ~0.6 s
+    ("network_rtt_s", 10.0, "10 s is past any network's round trip"),
+    # HTTP, JSON and the hand-off to the engine take milliseconds; the OpenAI client gives up on a
+    # request after 600 s (its default timeout)
+    ("client_s_per_request", 600.0, "a client waiting past 600 s has timed out"),
+    # fast BPE tokenizers take 0.5-2 us a token on one core, pure-Python ones tens of us
+    ("tokenize_s_per_token", 1e-3, "1 ms a token would take a second to tokenize a 1,000-token prompt"),
+    # a detokenizer and one streamed event are microseconds of CPU a token
+    ("detokenize_s_per_token", 1e-2, "10 ms a token would hold every stream under 100 tokens/s on its own"),
+)
+
+
 @dataclass(frozen=True)
 class ClientOverheads:
     """Per-request costs outside the GPU.
@@ -68,10 +82,12 @@ class ClientOverheads:
     streaming: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("network_rtt_s", "client_s_per_request", "tokenize_s_per_token", "detokenize_s_per_token"):
+        for name, largest, why in LIMITS:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
                 raise SpecError(f"client overheads: {name} must be a time >= 0 in seconds, got {value!r}")
+            if value > largest:
+                raise SpecError(f"client overheads: {name} must be at most {largest:g} s ({why}), got {value!r}")
 
 
 @dataclass(frozen=True)
