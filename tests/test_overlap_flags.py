@@ -154,6 +154,8 @@ def test_what_an_engine_cannot_run_is_said():
     ngram = launch_from_deployment("llama-3.1-8b", overlap_host=True, speculative="ngram:k=3,accept=0.5")
     assert "overlap_host" in dict(launch_command(ngram, "trtllm-pytorch").unexpressed)
     assert "overlap_host" not in dict(launch_command(eagle, "trtllm-pytorch").unexpressed)
+    # and vLLM runs n-gram (draft-model, Medusa) drafting without async scheduling
+    assert "overlap_host" in dict(launch_command(ngram, "vllm").unexpressed)
 
 
 def test_the_cli_reads_it_as_the_explicit_option_and_explains_where_from(capsys):

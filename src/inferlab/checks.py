@@ -169,16 +169,20 @@ def _not_whole(name: str, minimum: float, maximum: float, got: Any) -> SpecError
     return SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {got!r:.80}")
 
 
-def grid(**axes: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Broadcast sweep axes together, or say which shapes do not fit."""
+#: What to do with a grid too big for memory (:func:`grid`'s default advice).
+GRID_FIX = "give fewer values, or use inferlab.sweep for a batch x ISL x OSL grid (it evaluates in chunks)"
+
+
+def grid(fix: str = GRID_FIX, **axes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Broadcast sweep axes together, or say which shapes do not fit (and, for a grid too big
+    for memory, ``fix``: what to do instead)."""
     try:
         shape = np.broadcast_shapes(*(np.shape(a) for a in axes.values()))
     except ValueError:
         shapes = ", ".join(f"{k} {np.shape(v)}" for k, v in axes.items())
         raise SpecError(f"these inputs do not broadcast into one grid: {shapes}; give scalars, equal shapes, or "
                         "shapes that broadcast (e.g. a column and a row)") from None
-    within_memory("the grid", math.prod(shape), GRID_BYTES_PER_POINT,
-                  "give fewer values, or use inferlab.sweep for a batch x ISL x OSL grid (it evaluates in chunks)")
+    within_memory("the grid", math.prod(shape), GRID_BYTES_PER_POINT, fix)
     arrays = [np.asarray(a, float) for a in axes.values()]
     return tuple(a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays)
 
@@ -188,7 +192,7 @@ def within_memory(what: str, points: int, bytes_per_point: int, fix: str) -> Non
     :data:`MAX_GRID_BYTES`, saying how much it would take and ``fix``, what to do instead."""
     limit = MAX_GRID_BYTES // bytes_per_point
     if points > limit:
-        raise SpecError(f"{what} has {points:,} points, which would take about {points * bytes_per_point / 1e9:,.1f} GB "
+        raise SpecError(f"{what} has {points:,} points, which would take about {points * bytes_per_point / 2**30:,.1f} GiB "
                         f"of memory ({bytes_per_point:,} B a point); at most {limit:,} points "
                         f"({MAX_GRID_BYTES / 2**30:g} GiB) per call: {fix}")
 

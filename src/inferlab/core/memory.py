@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from .parallelism import Parallelism, stage_layer_share, tp_split_reason, weights_per_gpu
+from .parallelism import Parallelism, kv_units, stage_layer_share, tp_split_reason, weights_per_gpu
 from .quantization import PrecisionConfig
 from ..results.record import array_record
 
@@ -67,8 +67,7 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: PrecisionConfig, tp: int) 
 
 def kv_share(model: ModelSpec, tp: int) -> float:
     """Share of a token's KV cache one of ``tp`` ranks holds (KV heads replicate past TP)."""
-    units = 1 if model.mla is not None else model.num_key_value_heads
-    return max(1.0 / tp, 1.0 / units)
+    return max(1.0 / tp, 1.0 / kv_units(model))
 
 
 def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, *, tp: int = 1,

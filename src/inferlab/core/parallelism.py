@@ -19,6 +19,12 @@ from ..specs.model import ModelSpec
 from .quantization import PrecisionConfig
 
 
+def kv_units(model: ModelSpec) -> int:
+    """The units a token's KV cache splits into over tensor-parallel ranks: the KV heads, or one
+    for MLA's latent KV (held whole by every rank)."""
+    return 1 if model.mla is not None else model.num_key_value_heads
+
+
 def tp_split_reason(model: ModelSpec, tp: int) -> str:
     """Why ``tp`` GPUs cannot split the model's attention over them, or ``""`` when they can.
 
@@ -30,7 +36,7 @@ def tp_split_reason(model: ModelSpec, tp: int) -> str:
     heads = model.num_attention_heads
     if tp < 1 or heads % tp:
         return f"tp={tp} does not divide the {heads} attention heads"
-    kv = 1 if model.mla is not None else model.num_key_value_heads
+    kv = kv_units(model)
     if kv % tp and tp % kv:
         return f"tp={tp} does not split the {kv} KV heads (it neither divides them nor is a multiple of them)"
     return ""

@@ -18,6 +18,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
                      read_yaml_mapping, shell_form, source_flags, precision_words, speculation)
 from .launch import EngineLaunch, Rendered
+from .scheduler import NO_OVERLAP_DRAFTERS
 from .vllm_compile import EAGER, read_compilation, split_compilation
 
 NAME = "vllm"
@@ -229,6 +230,9 @@ def render(launch: EngineLaunch) -> Rendered:
         words += ["--speculative-config", _speculative_json(launch)]
     if launch.overlap_host is False:  # on is vLLM's default from 0.14: said by saying nothing
         words.append("--no-async-scheduling")
+    elif launch.overlap_host and launch.speculation and launch.speculation.method in NO_OVERLAP_DRAFTERS[NAME]:
+        missing.append(("overlap_host", f"overlap scheduling with a {launch.speculation.method} drafter: vLLM runs "
+                                        "draft-model, n-gram and Medusa drafting without async scheduling"))
     read = any(n.startswith("--async-scheduling with") for n in launch.notes)  # said as read already
     notes = _async_notes(launch.pp, launch.speculation is not None, "written for a later release that runs it") \
         if launch.overlap_host and not read else []

@@ -154,6 +154,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     """
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     bp, bd, i, o = checks.grid(
+        "give fewer values, or several calls over parts of the grid (inferlab.sweep does not take two pools)",
         prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=MAX_BATCH, unit="request"),
         decode_batch=checks.count_array("decode_batch", decode_batch, maximum=MAX_BATCH, unit="request"),
         isl=checks.count_array("isl", isl, maximum=MAX_TOKENS, unit="token"),
