@@ -85,6 +85,25 @@ def test_all_reduce_across_eight_nodes_by_hand():
     assert float(all_reduce_s(s, 64, hw, profile)) == pytest.approx(intra + tree)
 
 
+def test_small_all_reduce_across_nodes_takes_the_low_latency_protocol_by_hand():
+    """The same 64 B200s and profile, with NCCL's LL protocol between nodes at 6 us a step and a
+    quarter of the bandwidth (1/3.8). A decode step's 56 KiB (4 tokens x 7,168 x 2 B): the
+    shard is 7 KiB; the tree takes 2 x 3 x 15 us + 2 x 7,168 / 50e9 = 90.3 us, LL
+    2 x 3 x 6 us + 2 x 7,168 x 3.8 / 50e9 = 37.1 us. 64 MiB: the shard of 8 MiB moves at a
+    quarter of the rate under LL (1.28 ms against 0.34 ms), so the tree's Simple protocol stays.
+    """
+    hw = load_hardware("b200")
+    profile = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(
+        update={"latency_s": 10e-6, "network_latency_s": 15e-6, "network_ll_latency_s": 6e-6})})
+    nvlink, nic = hw.scale_up.bandwidth.si, hw.scale_out.bandwidth.si
+    small, large = 4 * 7168 * 2, 2**26
+    intra = lambda s: 2 * 10e-6 + 2 * 7 / 8 * s / nvlink  # noqa: E731
+    assert float(all_reduce_s(small, 64, hw, profile)) == pytest.approx(intra(small) + 6 * 6e-6
+                                                                       + 2 * (small / 8) * 3.8 / nic)
+    assert float(all_reduce_s(large, 64, hw, profile)) == pytest.approx(intra(large) + 6 * 15e-6
+                                                                       + 2 * (large / 8) / nic)
+
+
 def test_engine_all_reduce_kernel_by_hand():
     """8 H100s, NCCL at 10 us per step, the engine's own kernel at 5 us, links at full rate.
 

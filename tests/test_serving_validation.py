@@ -177,7 +177,9 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     TTFT 36.7% (held-out 41.04%, from 40.9%: the guard follows it to 41.1), offline 7.7% (7.8%).
     With each engine's own memory share (SGLang's sized by the GPU: the sample's DeepSeek-R1 FP8 runs
     on four B200s no longer load at it, their --mem-fraction-static unrecorded, and are skipped with
-    that reason): TTFT 36.8% (held-out 41.25%: the guard follows it to 41.3).
+    that reason): TTFT 36.8% (held-out 41.25%: the guard follows it to 41.3). With NCCL's LL protocol
+    between nodes for small messages (6 us a step, NCCL's own tuning model): TPOT 10.7% (held-out
+    11.1%), TTFT 37.3% (held-out 41.2%), offline 7.2%; SGLang's DeepSeek-R1 TP64 rows +85% -> +37% TPOT.
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]

@@ -120,6 +120,11 @@ class CollectiveEfficiency(BaseModel):
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     network_latency_s: float = Field(default=0.0, ge=0.0)
     network_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    network_ll_latency_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Step latency between nodes of NCCL's low-latency (LL) protocol, which small messages take: "
+                    "flags ride with the data, so a step waits for no separate signal, at a quarter of the "
+                    "bandwidth; 0: no LL path (every step network_latency_s).")
     custom_latency_s: float = Field(
         default=0.0, ge=0.0,
         description="Latency of the engine's own one-shot all-reduce kernel inside an NVLink/xGMI domain "

@@ -173,7 +173,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     step (every GPU reads or writes its ``1/q`` shard of each peer at once:
     ``lat + (q-1)/q S / B_node``), not a ring of ``q-1`` hops; a full mesh or PCIe runs the
     ring. Between nodes the faster of a ring (``2(n-1)`` steps) and NCCL's double binary
-    tree (``2 ceil(log2 n)`` steps moving ``2 S/q``).
+    tree (``2 ceil(log2 n)`` steps moving ``2 S/q``), and for small messages the tree in NCCL's
+    low-latency (LL) protocol: shorter steps (``network_ll_latency_s``) at
+    :data:`LL_BANDWIDTH_SHARE` of the bandwidth, which NCCL picks for a decode step's few tokens.
 
     References
     ----------
@@ -217,7 +219,17 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     shard = s / q
     ring = 2 * (n - 1) * nlat + 2 * (n - 1) / n * shard / nbw
     tree = 2 * math.ceil(math.log2(n)) * nlat + 2 * shard / nbw
-    return intra + np.minimum(ring, tree)
+    between = np.minimum(ring, tree)
+    ll = profile.collective.network_ll_latency_s
+    if ll > 0.0:  # NCCL's LL protocol: shorter steps at a fraction of the bandwidth, for small messages
+        between = np.minimum(between, 2 * math.ceil(math.log2(n)) * ll + 2 * shard / (nbw * LL_BANDWIDTH_SHARE))
+    return intra + between
+
+
+#: Share of the network bandwidth NCCL's LL protocol moves between nodes: each 8-byte word
+#: carries a 4-byte flag, and NCCL's own tuning model takes a tree's LL bandwidth as 1/3.8 of
+#: its Simple protocol's (NVIDIA/nccl src/graph/tuning.cc, ``ncclTopoTuneModel``).
+LL_BANDWIDTH_SHARE = 1.0 / 3.8
 
 
 def _switched(hw: HardwareSpec) -> bool:
@@ -230,7 +242,8 @@ def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profil
     """All-gather of a buffer of ``total_bytes`` (each GPU holds ``1/p`` of it) [s].
 
     Inside a node a ring of ``q-1`` steps, or on a switched fabric one step (every GPU
-    writes its shard to each peer at once), as the in-node halves of :func:`all_reduce_s`.
+    writes its shard to each peer at once), as the in-node halves of :func:`all_reduce_s`;
+    between nodes a ring of ``n-1`` steps, in NCCL's LL protocol where that is the faster.
     """
     s = np.asarray(total_bytes, float)
     lay = layout(hw, group_size)
@@ -242,7 +255,11 @@ def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profil
         return np.asarray(intra + 0.0 * s)
     nbw, nlat = _network(lay, profile)
     n = lay.nodes
-    return intra + (n - 1) * nlat + (n - 1) / n * s / q / nbw
+    between = (n - 1) * nlat + (n - 1) / n * s / q / nbw
+    ll = profile.collective.network_ll_latency_s
+    if ll > 0.0:  # small messages in NCCL's LL protocol, as in all_reduce_s
+        between = np.minimum(between, (n - 1) * ll + (n - 1) / n * s / q / (nbw * LL_BANDWIDTH_SHARE))
+    return intra + between
 
 
 def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Profile) -> np.ndarray:

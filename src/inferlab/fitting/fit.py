@@ -87,6 +87,12 @@ def leave_one_gpu_out(table: OpTable, fits: OpFits) -> np.ndarray:
 
 
 NETWORK_LATENCY_PRIOR_S = 15e-6
+#: Step latency between nodes of NCCL's LL protocol (``network_ll_latency_s``), which NCCL
+#: picks for small messages such as a decode step's all-reduce: NCCL's own tuning model puts a
+#: network step of its tree algorithm at 5.0 us with LL (8.5 with LL128, 14 with Simple, the
+#: protocol ``NETWORK_LATENCY_PRIOR_S`` stands for) plus a network post overhead of 1-2 us a
+#: step (NVIDIA/nccl src/graph/tuning.cc, 2.2x: ``hwLatencies[NET]``, ``getNetOverhead``): 6 us.
+NETWORK_LL_LATENCY_PRIOR_S = 6e-6
 #: Serving terms the ``generic`` engine does not take from the engines' median: the fitted
 #: per-request server overheads differ by 50x between engines (HTTP front ends, tokenizer
 #: processes, harnesses), so an engine nobody measured gets none rather than a made-up one.
@@ -165,6 +171,7 @@ def with_priors(profile: dict[str, Any]) -> dict[str, Any]:
     # NCCL over 400 Gb/s InfiniBand (bus bandwidth ~85% of line rate, ~15 us per algorithm step).
     collective = generic.setdefault("collective", {})
     collective.setdefault("network_latency_s", NETWORK_LATENCY_PRIOR_S)
+    collective.setdefault("network_ll_latency_s", NETWORK_LL_LATENCY_PRIOR_S)
     collective.setdefault("network_bandwidth_fraction", NETWORK_BANDWIDTH_PRIOR)
     overrides = profile.setdefault("overrides", {})
     for engine in CUSTOM_ALL_REDUCE_ENGINES:
