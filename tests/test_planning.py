@@ -95,7 +95,9 @@ def test_the_fluid_model_matches_the_simulated_one():
     mixed iteration carries (eight H200s at 7.34 req/s: TPOT 25.8 ms against 22.3 simulated),
     timed the P99 TTFT on a prompt of the mean length (two H100s at 0.24 req/s: 395 ms against
     655; the P99 prompt is 3.4x the mean) and queued prompts one after another where they are
-    batched (eight B200s: +140%)."""
+    batched (eight B200s: +140%). The simulated figures pool the middle halves of three seeds: one
+    seed's P99 TTFT moves by about 4% (eight B200s at 6.5 req/s: 235-255 ms over seeds 0-3), and the
+    fluid P99 there sits 13-15% below it, close to the tolerance."""
     import inferlab
     from inferlab.planning.search import candidates, evaluate
 
@@ -108,13 +110,17 @@ def test_the_fluid_model_matches_the_simulated_one():
         curve = evaluate(sc, cfg).curve
         tpot = 1.0 / float(np.interp(load, curve["rate"], curve["output_tokens_per_s_per_user"]))
         ttft = float(np.interp(load, curve["rate"], curve["ttft_p_s"]))
-        r = inferlab.serve("llama-3.1-70b", hw, tp=tp, precision=precision, engine="vllm", rate=load, isl=tr.isl,
-                           osl=tr.osl, num_requests=4000, seed=0)
-        a = r.trace.arrival
-        lo, hi = np.quantile(a, [0.25, 0.75])
-        read = (a >= lo) & (a <= hi)
-        assert tpot == pytest.approx(float(np.nanmean(r.tpot_s[read])), rel=0.08), (hw, tp)
-        assert ttft == pytest.approx(float(np.percentile(r.ttft_s[read], 99)), rel=0.15), (hw, tp)
+        tpots, ttfts = [], []
+        for seed in range(3):
+            r = inferlab.serve("llama-3.1-70b", hw, tp=tp, precision=precision, engine="vllm", rate=load, isl=tr.isl,
+                               osl=tr.osl, num_requests=4000, seed=seed)
+            a = r.trace.arrival
+            lo, hi = np.quantile(a, [0.25, 0.75])
+            read = (a >= lo) & (a <= hi)
+            tpots.append(r.tpot_s[read])
+            ttfts.append(r.ttft_s[read])
+        assert tpot == pytest.approx(float(np.nanmean(np.concatenate(tpots))), rel=0.08), (hw, tp)
+        assert ttft == pytest.approx(float(np.percentile(np.concatenate(ttfts), 99)), rel=0.15), (hw, tp)
 
 
 @pytest.mark.parametrize("spec", [None, "eagle:k=3,accept=0.7"])
