@@ -166,3 +166,21 @@ def test_a_whole_count_may_be_a_dimensionless_quantity_and_not_one_with_a_unit()
         checks.count_array("chunk", Q(2, "s"))
     assert estimate("llama-3.1-8b", "h100-sxm", kv_block_size=Q(32)).to_dict() == \
         estimate("llama-3.1-8b", "h100-sxm", kv_block_size=32).to_dict()
+
+
+def test_request_counts_take_quantities_in_requests_as_batch_sizes_do():
+    """A workload's request counts take Q(n, "request") as estimate()'s batch_size does
+    (count_array with a unit); a fraction of a request or another dimension is refused."""
+    import inferlab
+    from inferlab import checks
+    from inferlab.errors import SpecError
+
+    kw = dict(isl=256, osl=16)
+    by_unit = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=2, num_requests=Q(30, "request"), **kw)
+    plain = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=2, num_requests=30, **kw)
+    assert by_unit.to_dict() == plain.to_dict()
+    assert checks.integer("workload: concurrency", Q(4, "request"), unit="request") == 4
+    with pytest.raises(SpecError, match=r"must be an integer, got 2\.5"):
+        checks.integer("workload: concurrency", Q(2.5, "request"), unit="request")
+    with pytest.raises(UnitError):
+        checks.integer("workload: num_requests", Q(30, "GB"), unit="request")

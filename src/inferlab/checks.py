@@ -287,15 +287,23 @@ def engine_context_within_model(model: Any, max_model_len: int | None, *, allow_
 
 
 def integer(name: str, value: Any, *, minimum: int = 1, maximum: int = MAX_COUNT, what: str = "",
-            whole_floats: bool = False) -> int:
+            whole_floats: bool = False, unit: str = "") -> int:
     """An integer ``minimum <= value <= maximum`` (numpy integers too), as a Python ``int``.
 
     A float is refused even when whole (a count typed as ``10.0`` usually comes from
     arithmetic gone wrong), unless ``whole_floats``: then ``2.0`` is 2, as a JSON or YAML
     number written with a decimal point. ``what`` names what is counted, for the message. A
-    dimensionless pint quantity is its magnitude (``Q(4)`` is 4); one with a unit is refused.
+    dimensionless pint quantity is its magnitude (``Q(4)`` is 4), one in ``unit`` (``request``:
+    ``Q(100, "request")`` is 100) converted, as :func:`count_array` takes them; one with another
+    unit is refused.
     """
-    value = _count_magnitude(name, value)
+    from .units import is_quantity
+
+    quantity = is_quantity(value)
+    value = _count_magnitude(name, value, unit)
+    if quantity and unit:  # converted to a float (an array of one): whole is all it must be
+        value = float(np.asarray(value).reshape(-1)[0]) if np.size(value) == 1 else value
+        whole_floats = True
     whole_float = (whole_floats and isinstance(value, (float, np.floating)) and math.isfinite(value)
                    and value == int(value))
     if not whole_float and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral)):

@@ -120,11 +120,12 @@ class Workload:
             object.__setattr__(self, "trace", tuple(trace.tolist()))
             object.__setattr__(self, "num_requests", len(trace))
         n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests",
-                    whole_floats=True)
+                    whole_floats=True, unit="request")
         object.__setattr__(self, "num_requests", n)
         if self.concurrency is not None:
             object.__setattr__(self, "concurrency", integer("workload: concurrency", self.concurrency,
-                                                            maximum=MAX_REQUESTS, what="clients", whole_floats=True))
+                                                            maximum=MAX_REQUESTS, what="clients", whole_floats=True,
+                                                            unit="request"))
         if self.rate is not None:
             self._check_rate(n)
         if self.max_concurrency is not None:
@@ -134,7 +135,7 @@ class Workload:
                                 "max_num_seqs")
             object.__setattr__(self, "max_concurrency", integer("workload: max_concurrency", self.max_concurrency,
                                                                 maximum=MAX_REQUESTS, what="requests",
-                                                                whole_floats=True))
+                                                                whole_floats=True, unit="request"))
 
     def _check_rate(self, n: int) -> None:
         rate = real("workload: rate", self.rate, minimum=0.0, maximum=MAX_RATE, include_minimum=False,
