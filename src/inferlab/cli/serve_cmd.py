@@ -85,26 +85,17 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         "whole (SGLang's --max-prefill-tokens; default none)")
     p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
                    help="prefill each prompt whole (in one iteration)")
-    mixed = p.add_mutually_exclusive_group()
-    mixed.add_argument("--mixed-prefill", dest="mixed_prefill", action="store_true", default=None,
-                       help="decode the running requests in the iterations that prefill (engine default; "
-                            "SGLang: --enable-mixed-chunk)")
-    mixed.add_argument("--no-mixed-prefill", dest="mixed_prefill", action="store_false",
-                       help="prefill iterations run prompts only, the decodes wait (SGLang's default)")
-    reserve = p.add_mutually_exclusive_group()
-    reserve.add_argument("--reserve-output", dest="reserve_output", action="store_true", default=None,
-                         help="admit a request only when the KV of its whole output is free (TensorRT-LLM's "
-                              "GUARANTEED_NO_EVICT, its default)")
-    reserve.add_argument("--no-reserve-output", dest="reserve_output", action="store_false",
-                         help="admit on the prompt, preempt when the cache fills (TensorRT-LLM's MAX_UTILIZATION; "
-                              "vLLM's and SGLang's default)")
-    overlap = p.add_mutually_exclusive_group()
-    overlap.add_argument("--overlap-host", dest="overlap_host", action="store_true", default=None,
-                         help="plan each iteration on the host while the GPU runs the one before (the default "
-                              "of SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14: --async-scheduling)")
-    overlap.add_argument("--no-overlap-host", dest="overlap_host", action="store_false",
-                         help="plan each iteration after the one before ends (vLLM before 0.14; SGLang: "
-                              "--disable-overlap-schedule, vLLM: --no-async-scheduling)")
+    _switch(p, "mixed-prefill", "decode the running requests in the iterations that prefill (engine default; "
+                                "SGLang: --enable-mixed-chunk)",
+            "prefill iterations run prompts only, the decodes wait (SGLang's default)")
+    _switch(p, "reserve-output", "admit a request only when the KV of its whole output is free (TensorRT-LLM's "
+                                 "GUARANTEED_NO_EVICT, its default)",
+            "admit on the prompt, preempt when the cache fills (TensorRT-LLM's MAX_UTILIZATION; vLLM's and SGLang's "
+            "default)")
+    _switch(p, "overlap-host", "plan each iteration on the host while the GPU runs the one before (the default of "
+                               "SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14: --async-scheduling)",
+            "plan each iteration after the one before ends (vLLM before 0.14; SGLang: --disable-overlap-schedule, "
+            "vLLM: --no-async-scheduling)")
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "
                         "TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")
@@ -131,6 +122,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
     p.add_argument("--plot", metavar="FILE", type=output_file, help="write a figure (PNG, SVG, PDF): latency CDFs, or the curve")
     p.set_defaults(func=run)
+
+
+def _switch(p: argparse.ArgumentParser, name: str, on: str, off: str) -> None:
+    """``--NAME`` and ``--no-NAME``, exclusive, setting ``NAME`` (dashes as underscores) to True or
+    False; None (the engine's default) when neither is given."""
+    group, dest = p.add_mutually_exclusive_group(), name.replace("-", "_")
+    group.add_argument(f"--{name}", dest=dest, action="store_true", default=None, help=on)
+    group.add_argument(f"--no-{name}", dest=dest, action="store_false", help=off)
 
 
 #: The outside-the-GPU flags: (flag, unit, seconds in one unit), in ClientOverheads.LIMITS' order.
