@@ -20,6 +20,17 @@ from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, sched
 MIB = 2**20
 
 
+def _serving_iteration(dep) -> float:
+    """A serving iteration's own work [s]: the engine's per-iteration term plus its per-kernel
+    term for each kernel of a one-sequence decode step (the forward pass; one stage here)."""
+    from inferlab.core.graph import Step
+    from inferlab.techniques.step import run_step
+
+    prof = dep.profile
+    kernels = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0))).kernels
+    return prof.serving_step_overhead_s + prof.serving_kernel_overhead_s * kernels
+
+
 @pytest.mark.parametrize("mib, tokens", [
     (24_564, 2048),    # RTX 4090: under 35 GiB (35,840 MiB)
     (46_068, 4096),    # L40S: under 60 GiB (61,440 MiB)
@@ -206,7 +217,7 @@ def test_a_decode_batch_beyond_sglangs_graphs_runs_eagerly():
     eager = limited.time(decode_context=short, prefill_context=none, prefill_tokens=none, logits=257.0)
     # without overlap the host's per-iteration work follows the GPU's: the eager iteration is the
     # issue time plus that work, the graphed one the GPU's work plus it
-    host = dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s
+    host = dep.profile.step_overhead_s + _serving_iteration(dep)
     assert gpu - host < floor
     assert eager == pytest.approx(floor + host, rel=1e-12)
     assert limited.time_decode(short)[0] == pytest.approx(eager, rel=1e-12)
@@ -303,7 +314,7 @@ def test_graphs_hold_a_pipeline_micro_batch_and_every_path_applies_the_limit():
     # the planner's step also costs SGLang's host work per serving iteration (serve() charges it),
     # and its overlap scheduler runs the step's own host work beside the GPU's (max(gpu, host))
     prof = curve.deployment.profile
-    serving, host = prof.serving_step_overhead_s, prof.step_overhead_s
+    serving, host = _serving_iteration(curve.deployment), prof.step_overhead_s
     expected = max(float(at.tpot_s) - host, host) + serving
     assert float(graphed.tpot_s) - host + serving < float(curve.tpot_s[j]) == pytest.approx(expected, rel=1e-9)
     disagg = estimate_disaggregated("llasa-1b", "prefill=h100-sxmx1,decode=h100-sxmx1", isl=128, osl=256,
@@ -347,10 +358,10 @@ def test_the_planner_prefills_with_the_engines_budget_on_the_gpu():
     # and each chunk is a serving iteration: its host work per in-flight-batching iteration too;
     # both engines overlap the step's own host work (run_step charges one) with the GPU's
     prof = sg[0].profile
-    assert sg[3] == 1 and sg[2] == pytest.approx(one - prof.step_overhead_s + prof.serving_step_overhead_s, rel=1e-12)
+    assert sg[3] == 1 and sg[2] == pytest.approx(one - prof.step_overhead_s + _serving_iteration(sg[0]), rel=1e-12)
     vone = float(run_step(vl[0], Step.prefill(np.ones(()), np.asarray(16000.0))).time_s)
     prof = vl[0].profile
-    assert vl[3] == 2 and vl[2] == pytest.approx(vone - prof.step_overhead_s + 2 * prof.serving_step_overhead_s,
+    assert vl[3] == 2 and vl[2] == pytest.approx(vone - prof.step_overhead_s + 2 * _serving_iteration(vl[0]),
                                                  rel=1e-12)
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import yaml
 
+from inferlab.fitting import serving as serving_fit
 from inferlab.fitting.serving import fit_serving_terms, with_engine_terms
 from inferlab.calibration.profile import profile_file
 from inferlab.inputs.resolve import deployment
@@ -130,11 +133,49 @@ def test_fit_recovers_a_known_serving_overhead(data_dir):
     fitted = fit_serving_terms(profile, _with_measured(cases, truth))
     assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.002, abs=2e-5)
     assert fitted["trtllm"]["serving_step_overhead_s"] == pytest.approx(0.002, rel=0.1)
+    # no measured bound on their per-iteration work: nothing is left for a per-kernel term
+    assert fitted["vllm"]["serving_kernel_overhead_s"] == fitted["trtllm"]["serving_kernel_overhead_s"] == 0.0
     # 20 ms of server work per request: found from the TTFTs it adds to, then again from full
     # simulations at that value (it also delays each closed-loop client's next request, which
     # moves the schedules: 23.2 ms for vLLM from the first fit alone, 21.4 after the second)
     assert fitted["vllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.1)
     assert fitted["trtllm"]["request_overhead_s"] == pytest.approx(0.02, rel=0.1)
+
+
+def test_fit_puts_what_a_measured_step_bound_leaves_into_the_per_kernel_term(data_dir, monkeypatch):
+    """An engine whose per-iteration host work has a measured bound (0.31 ms here): cases
+    'measured' with that much plus 2 us per kernel of the forward pass give back the bound and
+    the 2 us (the closed-loop rows' schedules do not depend on time, so to a few ns)."""
+    monkeypatch.setattr(serving_fit, "STEP_OVERHEAD_MEASURED_S", {"vllm": 0.31e-3})
+    cases = [c for c in load_cases(data_dir / "cases-serving-sample.yaml")
+             if c.regime == "closed_loop" and c.engine == "vllm" and serving_unsupported_reason(c) is None]
+    assert cases
+    profile = with_engine_terms(default_profile(), "vllm", {"serving_step_overhead_s": 0.0, "request_overhead_s": 0.0})
+    truth = with_engine_terms(profile, "vllm", {"serving_step_overhead_s": 0.31e-3, "serving_kernel_overhead_s": 2e-6})
+    fitted = fit_serving_terms(profile, _with_measured(cases, truth))
+    assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.31e-3, abs=1.5e-6)
+    assert fitted["vllm"]["serving_kernel_overhead_s"] == pytest.approx(2e-6, abs=2e-8)
+
+
+def test_a_serving_iteration_pays_the_per_kernel_term_for_every_kernel_of_the_forward_pass():
+    """Llama-3.1-8B on one GPU: 32 layers; DeepSeek-V3 (61 layers, MLA, 256 experts) launches
+    several times as many kernels, so the same per-kernel term costs it several times as much,
+    where the per-iteration term is the same for both."""
+    from inferlab.techniques.serving_overhead import forward_kernels, serving_iteration_s
+
+    small = deployment("llama-3.1-8b", "h100-sxm", engine="sglang")
+    large = deployment("deepseek-v3", "h200-sxm", tp=8, precision="fp8", engine="sglang")
+    k_small, k_large = forward_kernels(small), forward_kernels(large)
+    assert k_small >= 32 * 7  # at least norm, qkv, attention, o_proj, norm, up/gate, down per layer
+    assert k_large > 3 * k_small
+    for dep, k in ((small, k_small), (large, k_large)):
+        prof = dep.profile.model_copy(update={"serving_step_overhead_s": 3e-4, "serving_kernel_overhead_s": 2e-6})
+        assert serving_iteration_s(replace(dep, profile=prof)) == pytest.approx(3e-4 + 2e-6 * k, rel=1e-12)
+        prof = prof.model_copy(update={"serving_kernel_overhead_s": 0.0})
+        assert serving_iteration_s(replace(dep, profile=prof)) == 3e-4
+    # two pipeline stages: the forward pass is both stages' kernels
+    assert forward_kernels(deployment("llama-3.1-8b", "h100-sxm", pp=2, engine="sglang")) == pytest.approx(k_small,
+                                                                                                         rel=0.05)
 
 
 def _median_errors(cases: list[Case], predictions: list) -> dict[tuple[str, str], float]:
@@ -180,6 +221,11 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
     that reason): TTFT 36.8% (held-out 41.25%: the guard follows it to 41.3). With NCCL's LL protocol
     between nodes for small messages (6 us a step, NCCL's own tuning model): TPOT 10.7% (held-out
     11.1%), TTFT 37.3% (held-out 41.2%), offline 7.2%; SGLang's DeepSeek-R1 TP64 rows +85% -> +37% TPOT.
+    With SGLang's per-iteration host work held to its measured 0.31 ms and the rest of its iteration
+    cost per kernel of the forward pass (1.7 us, so an 8B dense model's decode step no longer pays
+    the 3.1 ms its DeepSeek-R1 steps need): TPOT 11.4% (held-out 11.8%), TTFT 37.3% (held-out 41.9%:
+    the guard follows it to 42.0): SGLang's Llama-3.1-8B FP8 rows at 32-512 clients, whose TPOT sits
+    near 30 ms at every tp, go from -31% to -39%.
     """
     serving = [(c, p) for c, p in zip(*public_predictions) if c.regime in SERVING]
     cases, predictions = [c for c, _ in serving], [p for _, p in serving]
@@ -191,7 +237,7 @@ def test_public_serving_errors_reach_the_stated_levels(public_predictions):
         assert errors[("online", "itl_ms")] <= 20.0
         assert errors[("online", "ttft_ms")] <= 35.0
         assert errors[("closed_loop", "tpot_ms")] <= 12.0
-        assert errors[("closed_loop", "ttft_ms")] <= 41.3
+        assert errors[("closed_loop", "ttft_ms")] <= 42.0
     # issue 10: no engine x GPU cluster of closed-loop TPOT cases with a median signed error beyond
     # +-25% (TensorRT-LLM on B200 was +34% before the in-step small-M GEMM tactics)
     clusters: dict[tuple[str, str], list[float]] = {}

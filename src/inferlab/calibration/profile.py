@@ -173,6 +173,13 @@ class Profile(BaseModel):
         default=0.0, ge=0.0,
         description="In-flight batching only: host work per iteration beyond a static step's (scheduling, "
                     "building the mixed batch, updating request state); fitted on serving cases.")
+    serving_kernel_overhead_s: float = Field(
+        default=0.0, ge=0.0,
+        description="In-flight batching only: time per kernel of the model's forward pass (the op graph's "
+                    "kernels in a decode step, every pipeline stage's) that each iteration costs beyond the op "
+                    "graph's: an engine that fuses less runs more, smaller kernels than the graph counts, each "
+                    "with its own floor and gap, so the cost grows with the layers and the ops in them, not per "
+                    "iteration. Fitted on serving cases where serving_step_overhead_s reaches its published bound.")
     request_overhead_s: float = Field(
         default=0.0, ge=0.0,
         description="Serving only: per request, the server's time outside the GPU iterations (HTTP, "
@@ -208,9 +215,11 @@ def profile_file(name: str) -> Any:
     return resources.files("inferlab.calibration") / "profiles" / f"{name}.yaml"
 
 
-#: Profile terms of an engine's host side (scheduler, server), not of its kernels.
-HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "request_overhead_s", "launch_overhead_s",
-                        "eager_host_per_kernel_s", "eager_decode_host_per_kernel_s"})
+#: Profile terms of an engine's runtime (scheduler, server, how it launches the model's
+#: kernels), not of the kernels themselves.
+HOST_TERMS = frozenset({"step_overhead_s", "serving_step_overhead_s", "serving_kernel_overhead_s",
+                        "request_overhead_s", "launch_overhead_s", "eager_host_per_kernel_s",
+                        "eager_decode_host_per_kernel_s"})
 
 
 #: GPUs whose tensor cores are another family's: GeForce and RTX PRO Blackwell (sm_120) run

@@ -35,15 +35,28 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..validation.cases import Case, case_engine
-from ..validation.serving import RequestTimes, serving_groups, serving_metric, simulate_groups
+from ..validation.serving import serving_groups, serving_metric, simulate_groups
 
 #: The fitted terms.
-TERMS = ("serving_step_overhead_s", "request_overhead_s")
+TERMS = ("serving_step_overhead_s", "serving_kernel_overhead_s", "request_overhead_s")
 #: Step of the term for the sensitivity simulations [s].
 STEP_S = 1e-3
 #: Largest value the fit may find [s]: more host time per iteration would show as idle GPU
 #: time between kernels in any engine's trace.
 STEP_OVERHEAD_MAX_S = 0.01
+#: Per-iteration host work measured for an engine [s], its bound in the fit. SGLang: its
+#: scheduler's whole work per decode iteration beside a mock forward (a busy-wait, so that
+#: nothing overlaps), single user, about 0.31 ms (tenstorrent/tt-inference-server issue
+#: #3560, 2026-05).
+STEP_OVERHEAD_MEASURED_S = {"sglang": 0.31e-3}
+#: What an engine's iterations take beyond that bound is fitted as ``serving_kernel_overhead_s``
+#: (per kernel of the forward pass): its step, and its bound [s]. An engine fusing less than
+#: the op graph runs more kernels than it counts, each with about the kernel floor (2-5 us on
+#: the op rows); SGLang's eager DeepSeek-V2 decode took 87 ms where the op graph's kernels at
+#: the per-kernel issue rate give 36 ms (sgl-project/sglang issue #1264), about 1.4 extra
+#: kernels per graph kernel, so at most ~1.5 floors (4 us) a graph kernel.
+KERNEL_STEP_S = 1e-6
+KERNEL_OVERHEAD_MAX_S = 4e-6
 #: Largest per-request server overhead the fit may find [s] (HTTP, tokenization, hand-off to
 #: the scheduler, streaming the first token back). Bounded by single-request measurements:
 #: SGLang and vLLM answer ShareGPT-length prompts to Llama-3.1-8B in a median 43 and 30 ms
@@ -65,15 +78,18 @@ def with_engine_terms(profile: dict[str, Any], engine: str, terms: dict[str, flo
     return trial
 
 
-def _with_overhead(profile: dict[str, Any], engines: Sequence[str], seconds: float) -> dict[str, Any]:
+def _with_overhead(profile: dict[str, Any], engines: Sequence[str], seconds: float,
+                   per_kernel: float = 0.0) -> dict[str, Any]:
     for engine in engines:
-        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": seconds})
+        profile = with_engine_terms(profile, engine, {"serving_step_overhead_s": seconds,
+                                                      "serving_kernel_overhead_s": per_kernel})
     return profile
 
 
 def fit_serving_terms(profile: dict[str, Any], cases: Sequence[Case]) -> dict[str, dict[str, float]]:
-    """``{engine: {"serving_step_overhead_s": s, "request_overhead_s": s}}`` for each engine
-    (``generic`` aside) with serving cases in ``cases``."""
+    """``{engine: {"serving_step_overhead_s": s, "serving_kernel_overhead_s": s,
+    "request_overhead_s": s}}`` for each engine (``generic`` aside) with serving cases in
+    ``cases``."""
     cases = [c for c in cases if c.regime != "static_batch" and case_engine(c) != "generic"]
     groups, _ = serving_groups(cases)
     keys = list(groups)
@@ -89,16 +105,24 @@ def fit_serving_terms(profile: dict[str, Any], cases: Sequence[Case]) -> dict[st
     for j, times in zip(larger, simulate_groups([keys[j] for j in larger], _with_overhead(profile, engines, 0.0),
                                                 max_requests=SENSITIVITY_MAX_REQUESTS)):
         base[j] = times
+    # the per-kernel term's sensitivity, for engines whose per-iteration term has a measured bound
+    bounded = [j for j, key in enumerate(keys) if key[4] in STEP_OVERHEAD_MEASURED_S]
+    kernel_stepped: list[Any] = [None] * len(keys)
+    for j, times in zip(bounded, simulate_groups([keys[j] for j in bounded],
+                                                 _with_overhead(profile, engines, 0.0, KERNEL_STEP_S),
+                                                 max_requests=SENSITIVITY_MAX_REQUESTS)):
+        kernel_stepped[j] = times
     fitted: dict[str, dict[str, float]] = {}
     for engine in engines:
         rows = []
         for j, key in enumerate(keys):
-            runs = (full[j], base[j], stepped[j])
+            runs = (full[j], base[j], stepped[j], kernel_stepped[j])
             if key[4] == engine and not any(isinstance(r, str) for r in runs):
                 rows += [(runs, cases[i]) for i in groups[key]]
         if rows:
-            step, request = _fit_engine(rows)
-            fitted[engine] = {"serving_step_overhead_s": step, "request_overhead_s": request}
+            step, kernel, request = _fit_engine(rows, STEP_OVERHEAD_MEASURED_S.get(engine, STEP_OVERHEAD_MAX_S))
+            fitted[engine] = {"serving_step_overhead_s": step, "serving_kernel_overhead_s": kernel,
+                              "request_overhead_s": request}
     return _refine_requests(profile, keys, groups, cases, fitted)
 
 
@@ -135,9 +159,11 @@ def _refine_requests(profile: dict[str, Any], keys: list, groups: dict, cases: S
     return refined
 
 
-def _fit_engine(rows: list[tuple[tuple[RequestTimes, RequestTimes, RequestTimes], Case]]) -> tuple[float, float]:
-    """The engine's step overhead from the metrics the iterations set (TPOT, ITL, throughput),
-    then its request overhead from TTFT with that step overhead.
+def _fit_engine(rows: list[tuple[tuple[Any, ...], Case]], step_max_s: float) -> tuple[float, float, float]:
+    """The engine's step overhead (at most ``step_max_s``) from the metrics the iterations set
+    (TPOT, ITL, throughput), then, where that reaches a measured bound, its per-kernel overhead
+    on the same metrics (rows with a per-kernel sensitivity run), then its request overhead
+    from TTFT with those.
 
     TTFT does not fit the step overhead: a benchmark harness adds time before the first token
     (a chat template, a reasoning preamble, a client's own queue) that no engine term should
@@ -146,27 +172,33 @@ def _fit_engine(rows: list[tuple[tuple[RequestTimes, RequestTimes, RequestTimes]
     """
     measured = np.array([case.measured for _, case in rows])
     level = np.array([serving_metric(full, c.metric, c.num_gpus) / serving_metric(base, c.metric, c.num_gpus)
-                      for (full, base, _), c in rows])
+                      for (full, base, *_), c in rows])
     is_ttft = np.array([c.metric == "ttft_ms" for _, c in rows])
 
-    def predicted(step_ms: float, request_ms: float) -> np.ndarray:
-        moved = np.array([serving_metric(base.shifted([(stepped, step_ms * 1e-3 / STEP_S)]), c.metric, c.num_gpus)
-                          for (_, base, stepped), c in rows])
+    def predicted(step_ms: float, request_ms: float, kernel_us: float = 0.0) -> np.ndarray:
+        moved = np.array([serving_metric(base.shifted([(stepped, step_ms * 1e-3 / STEP_S)]
+                                                      + ([(per_kernel, kernel_us * 1e-6 / KERNEL_STEP_S)]
+                                                         if kernel_us else [])), c.metric, c.num_gpus)
+                          for (_, base, stepped, per_kernel), c in rows])
         return level * moved + np.where(is_ttft, request_ms, 0.0)
 
     def residuals(p: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.log(np.maximum(p[keep], 1e-30) / measured[keep])
 
     # x in milliseconds, so that finite-difference steps are microseconds
-    step = 0.0
+    step = kernel = 0.0
     if (~is_ttft).any():
         step = float(least_squares(lambda x: residuals(predicted(x[0], 0.0), ~is_ttft), np.array([0.1]),
-                                   bounds=([0.0], [STEP_OVERHEAD_MAX_S * 1e3]), loss="soft_l1", f_scale=0.01,
+                                   bounds=([0.0], [step_max_s * 1e3]), loss="soft_l1", f_scale=0.01,
                                    diff_step=1e-3).x[0])
+        if step >= 0.999 * step_max_s * 1e3 and all(r[3] is not None for r, _ in rows):
+            kernel = float(least_squares(lambda x: residuals(predicted(step, 0.0, x[0]), ~is_ttft), np.array([0.5]),
+                                         bounds=([0.0], [KERNEL_OVERHEAD_MAX_S * 1e6]), loss="soft_l1",
+                                         f_scale=0.01, diff_step=1e-3).x[0])
     request = 0.0
     if is_ttft.any():
-        request = float(least_squares(lambda x: residuals(predicted(step, x[0]), is_ttft), np.array([1.0]),
+        request = float(least_squares(lambda x: residuals(predicted(step, x[0], kernel), is_ttft), np.array([1.0]),
                                       bounds=([0.0], [REQUEST_OVERHEAD_MAX_S * 1e3]), loss="soft_l1", f_scale=0.01,
                                       diff_step=1e-3).x[0])
-    # Resolution 1 us: what the bounds leave as rounding noise becomes exactly 0.
-    return round(step, 3) * 1e-3, round(request, 3) * 1e-3
+    # Resolution 1 us (1 ns a kernel): what the bounds leave as rounding noise becomes exactly 0.
+    return round(step, 3) * 1e-3, round(kernel, 3) * 1e-6, round(request, 3) * 1e-3

@@ -20,6 +20,7 @@ from ..engines.scheduler import decode_graph_limit, default_scheduler, for_specu
 from ..inputs.resolve import deployment
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
+from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .fluid import TAIL_EDGES
@@ -97,7 +98,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     tpot = graph_limited_decode_s(_serving(dep, overlap), b, decode_graph_limit(engine, dep.hardware, dep.parallel.tp),
                                   per_token)
     if overlap:  # the host's work hides behind the GPU's, showing where it is the longer
-        tpot = np.maximum(tpot, dep.profile.step_overhead_s + dep.profile.serving_step_overhead_s)
+        tpot = np.maximum(tpot, dep.profile.step_overhead_s + serving_iteration_s(dep))
     lengths, times, batched = _prompts(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl,
                                        prompt_lengths, overlap)
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
@@ -122,14 +123,15 @@ def _drafter_prefill_s(dep: Any, spec: SpeculativeConfig, prefix_hit: float, isl
 
 
 def _serving(dep: Any, overlap: bool = False) -> Any:
-    """``dep`` whose steps cost the profile's ``serving_step_overhead_s`` as well (the host's
-    work per iteration of an in-flight-batching engine beyond a static step's: building the
-    mixed batch, updating request state), as the serving simulation charges each iteration;
+    """``dep`` whose steps cost a serving iteration's own work as well (an in-flight-batching
+    engine's beyond a static step's: building the mixed batch, updating request state, the
+    kernels it runs beyond the op graph's; :func:`serving_iteration_s`), as the serving
+    simulation charges each iteration;
     under an ``overlap`` scheduler the step's own host work (``step_overhead_s``) runs beside
     the GPU's instead (:meth:`~inferlab.serving.stepmodel.StepModel._with_host`)."""
     prof = dep.profile
     host = 0.0 if overlap else prof.step_overhead_s
-    return replace(dep, profile=prof.model_copy(update={"step_overhead_s": host + prof.serving_step_overhead_s}))
+    return replace(dep, profile=prof.model_copy(update={"step_overhead_s": host + serving_iteration_s(dep)}))
 
 
 @functools.lru_cache(maxsize=64)
@@ -173,7 +175,7 @@ def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray, 
     # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
     overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
     host = -prof.step_overhead_s if overlap else (chunks - 1.0) * prof.step_overhead_s
-    return np.asarray(pre.time_s, float) + host + chunks * prof.serving_step_overhead_s, chunks
+    return np.asarray(pre.time_s, float) + host + chunks * serving_iteration_s(dep), chunks
 
 
 def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> Any:
@@ -201,7 +203,7 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, over
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
     overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
     hidden = dep.profile.step_overhead_s if overlap else 0.0  # beside the GPU's
-    return (float(pre.time_s) - hidden) / k + dep.profile.serving_step_overhead_s / k
+    return (float(pre.time_s) - hidden) / k + serving_iteration_s(dep) / k
 
 
 #: Token budgets by engine and GPU, each entry holding its GPU (so that an id is not reused while

@@ -41,6 +41,7 @@ from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
+from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
 
 #: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
@@ -128,9 +129,8 @@ class StepModel:
         self.floor = prof.kernel_floor_s + a.fixed_s
         self.per_sequence_head_s = a.per_sequence_head_s
         self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
-        # the host's per-iteration work (step_overhead_s) runs beside the GPU's under an
-        # overlap scheduler; serving_step_overhead_s is what stays exposed either way
-        self.step_overhead_s = prof.step_overhead_s + prof.serving_step_overhead_s
+        # step_overhead_s runs beside the GPU's work under overlap; the serving iteration's stays exposed
+        self.step_overhead_s = prof.step_overhead_s + serving_iteration_s(self.dep)
         self.hidden_host_s = prof.step_overhead_s if overlap_host else 0.0
         self.request_overhead_s = prof.request_overhead_s
         # an iteration with prompt tokens runs eagerly where the engine graphs decode only: its
@@ -305,11 +305,11 @@ class StepModel:
 
     def _with_host(self, gpu_s: float) -> float:
         """An iteration of ``gpu_s`` of GPU work plus the host's [s]. Without overlap the host
-        schedules the next iteration after this one ends: ``gpu + step_overhead +
-        serving_step_overhead``. An overlap scheduler (TensorRT-LLM's PyTorch runtime, SGLang;
-        both on by default) prepares iteration ``n + 1`` on the CPU
-        while the GPU runs ``n``, so the host's part shows only where it is the longer:
-        ``max(gpu, step_overhead) + serving_step_overhead``.
+        schedules the next iteration after this one ends: ``gpu + step_overhead + serving`` (the
+        serving iteration's own work, :func:`~inferlab.techniques.serving_overhead.serving_iteration_s`).
+        An overlap scheduler (TensorRT-LLM's PyTorch runtime, SGLang; both on by default) prepares
+        iteration ``n + 1`` on the CPU while the GPU runs ``n``, so the host's part shows only
+        where it is the longer: ``max(gpu, step_overhead) + serving``.
         """
         if self.hidden_host_s:
             return max(gpu_s, self.hidden_host_s) + (self.step_overhead_s - self.hidden_host_s)
