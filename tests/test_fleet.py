@@ -16,10 +16,12 @@ from inferlab.inputs.resolve import deployment
 from inferlab.fleet import Admission, Autoscaler, Failures, Profile, RouterConfig, availability, replicas_for
 from inferlab.fleet.api import availability_of, build_requests
 from inferlab.fleet.autoscaler import desired_replicas
+from inferlab.fleet.router import Router
 from inferlab.fleet.simulation import OK, FleetConfig, ReplicaKind, run
 from inferlab.fleet.traffic import plain
 from inferlab import serve
 from inferlab.serving.replica import engine_scheduler, kv_capacity_tokens, scheduler_for
+from inferlab.serving.engine import Engine
 from inferlab.serving.stepmodel import StepModel
 
 MODEL, GPU = "llama-3.1-8b", "h100-sxm"
@@ -391,3 +393,45 @@ def test_availability_is_the_binomial_tail_and_checks_its_inputs():
             availability(*args)
     with pytest.raises(SpecError, match=r"\(0, 1\]"):
         replicas_for(0.999, 2, 0.0)  # a replica never up: had spun, then overflowed
+
+
+def test_kv_claimed_counts_what_the_requests_not_yet_admitted_will_hold_by_hand():
+    """An idle engine with a pool of 1,600 blocks of 16 tokens: two prompts of 1,000 and 600
+    tokens sent and not yet admitted claim (1,000 + 600) / 16 = 100 blocks, 1/16 of the pool,
+    while none is in use; an engine reserving each request's output claims it too
+    (+ 2 x 200 / 16 = 25 blocks)."""
+    dep = deployment(MODEL, GPU, engine="vllm")
+    for engine, claimed in (("vllm", 100 / 1600), ("trtllm", 125 / 1600)):
+        sched = scheduler_for(dep, engine_scheduler(engine, None))
+        assert sched.kv_block_size == 16 or engine != "vllm"
+        block = sched.kv_block_size
+        e = Engine(StepModel(dep, 8192), sched, kv_capacity_tokens=1600 * block)
+        e.submit(0.0, 1000.0, 200.0)
+        e.submit(0.0, 600.0, 200.0)
+        assert e.kv_used == 0.0
+        assert e.kv_claimed == pytest.approx(claimed * 16 / block, rel=1e-12)
+
+
+def test_least_kv_spreads_requests_sent_between_two_iterations():
+    """Two replicas, one holding 5% of its pool and one idle: requests arriving before either
+    runs an iteration go to the idle one only until their claims reach 5%, then alternate.
+    With 1,600-token prompts on a 32,000-token pool each claims 5%: the first goes to the idle
+    replica, the next two are split, and so on; by the pool in use alone all ten would go to
+    the idle one."""
+    class Fake:
+        def __init__(self, used: float) -> None:
+            self.used, self.claims = used, 0.0
+
+        @property
+        def kv_claimed(self) -> float:
+            return self.used + self.claims
+
+    engines = [Fake(0.05), Fake(0.0)]
+    router = Router(RouterConfig(policy="least_kv"))
+    chosen = []
+    for _ in range(10):
+        loads = [round(e.claims / 0.05) for e in engines]
+        j = router.choose(engines, loads, -1, 0.0)
+        engines[j].claims += 1600 / 32000
+        chosen.append(j)
+    assert chosen[0] == 1 and chosen.count(0) in (4, 5) and chosen.count(1) in (5, 6)

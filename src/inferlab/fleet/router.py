@@ -3,7 +3,10 @@
 - ``round_robin``: the next replica in turn.
 - ``random``: a uniformly random replica.
 - ``least_outstanding``: fewest requests sent and not finished (ties: the first).
-- ``least_kv``: smallest share of the KV pool in use.
+- ``least_kv``: smallest share of the KV pool in use or claimed by the requests it was sent and
+  has not yet admitted: a router that counts its own sends, as Dynamo's KV router does, so
+  that requests arriving between two iterations do not all go to the replica that was least
+  loaded at the last one.
 - ``cache_aware``: the replica whose own prefix cache holds most of the request's prefix,
   among those whose outstanding requests exceed the least loaded one's by at most
   ``balance`` (otherwise the least loaded): locality bounded by load, as SGLang's router
@@ -92,7 +95,7 @@ class Router:
 
     @staticmethod
     def _least_kv(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
-        kv = [e.kv_used + 1e-9 * n for e, n in zip(engines, loads)]
+        kv = [e.kv_claimed + 1e-9 * n for e, n in zip(engines, loads)]
         return kv.index(min(kv))
 
     def _cache_aware(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:

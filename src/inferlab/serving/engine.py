@@ -201,6 +201,13 @@ class Engine(Admission, TokenGaps):
         return self.blocks_used() / max(self.capacity_blocks, 1)
 
     @property
+    def kv_claimed(self) -> float:
+        """:attr:`kv_used` plus what the requests sent and not yet admitted will hold (prompts; outputs
+        too where the engine reserves them) [-]: what a router counting its own sends reads."""
+        sent = sum(self.isl_l[i] + self.sched.reserve_output * self.osl_l[i] for i in self.order[self.pos:] + self.waiting)
+        return (self.blocks_used() + sent / self.block) / max(self.capacity_blocks, 1)
+
+    @property
     def busy(self) -> bool:
         """Whether any request is on its way, waiting or running."""
         return self.outstanding > 0
