@@ -3,9 +3,10 @@ serving simulation on a harness and an engine release none of its terms were fit
 
 SemiAnalysisAI/InferenceX issue #870 (2026-03-05): DeepSeek-R1-0528 FP8 (the catalog's
 ``deepseek-v3``, its architecture) on eight H200s, SGLang v0.5.7, TP8 without expert
-parallelism, 1,024 prompt and 1,024 output tokens, a closed loop of 8-64 clients. Measured mean TPOT 12.8 / 17.2 / 25.6 / 34.6 ms and output throughput
-74.6 / 111.9 / 151.1 / 223.6 tok/s per GPU. inferlab gives 13.9 / 18.5 / 25.4 / 33.7 ms and
-71 / 107 / 156 / 236 tok/s per GPU (+9% to -3%, -5% to +5%).
+parallelism, 1,024 prompt and 1,024 output tokens, a closed loop of 8-64 clients. Measured mean
+TPOT 12.8 / 17.2 / 25.6 / 34.6 ms and output throughput 74.6 / 111.9 / 151.1 / 223.6 tok/s per
+GPU. inferlab gives 13.9 / 18.5 / 25.4 / 33.7 ms and 71 / 107 / 156 / 236 tok/s per GPU (+9% to
+-3%, -5% to +5%).
 
 Its mean TTFT is not checked: 331-427 ms measured against 150-275 ms predicted, with a P99 of
 1,975-2,741 ms, six times the mean at 8 clients where the TPOT's P99 is 12% over its mean: a
