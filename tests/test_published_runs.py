@@ -50,3 +50,31 @@ def test_vllm_gpt_oss_on_eight_mi300x_a_gpu_with_no_calibration_data(clients):
     r = inferlab.serve(model="gpt-oss-120b", hardware="mi300x", tp=8, engine="vllm", isl=1024, osl=1024,
                        concurrency=clients, num_requests=16 * clients)
     assert 1.0 / float(np.mean(r.tpot_s)) == pytest.approx(INFERENCEX_1092[clients], rel=0.20)
+
+
+#: (model, ISL, OSL, prompts) -> output tokens/s of eight MI300X, AMD's ROCm performance page.
+AMD_ROCM_VLLM_083 = {("llama-3.1-70b", 128, 2048, 3200): 16364.9, ("llama-3.1-70b", 128, 4096, 1500): 12171.0,
+                     ("llama-3.1-70b", 500, 2000, 2000): 13290.4, ("llama-3.1-70b", 2048, 2048, 1500): 8216.5,
+                     ("llama-3.1-405b", 128, 2048, 1500): 4331.6, ("llama-3.1-405b", 128, 4096, 1500): 3409.9,
+                     ("llama-3.1-405b", 500, 2000, 2000): 3184.0, ("llama-3.1-405b", 2048, 2048, 500): 2154.3}
+
+
+def test_offline_throughput_on_eight_mi300x_is_within_the_amd_target():
+    """AMD's ROCm performance results page ("AI Inference: Throughput Measurements", container
+    rocm/vllm:rocm6.3.1_instinct_vllm0.8.3_20250410, April 2025): Llama 3.1 70B and 405B with FP8
+    weights and KV cache (amd/...-FP8-KV), TP8 on eight MI300X (192 GB, 750 W), every prompt
+    queued at once with as many sequences allowed. Its "Throughput (tokens/s)" is output
+    tokens: read as prompt and output tokens, the 2,048/2,048 run would emit 4,108 tokens/s, a
+    third of the 128/4,096 run's rate with shorter contexts and a prefill that takes a tenth of
+    its time. The MI300X has no op-level data (datasheet peaks, the generic fits). Issue 10's
+    target for AMD offline throughput is a median |error| of 15%; reached 10.6% (70B -10, +6,
+    +2, +7%; 405B +11, +37, +41, +21%: the 405B runs hold about a thousand sequences, where likely the MI300X's
+    large FP8 GEMMs and attention reach less of its peak than the generic fits assume)."""
+    errors = []
+    for (model, isl, osl, prompts), measured in AMD_ROCM_VLLM_083.items():
+        r = inferlab.serve(model=model, hardware="mi300x", tp=8, engine="vllm", isl=isl, osl=osl, offline=True,
+                           num_requests=prompts,
+                           precision={"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"})
+        errors.append(r.output_tokens_per_s / measured - 1.0)
+    assert float(np.median(np.abs(errors))) <= 0.15
+    assert max(abs(e) for e in errors[:4]) <= 0.15  # the 70B runs each
