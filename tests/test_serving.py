@@ -546,3 +546,24 @@ def test_one_token_answers_explain_without_a_tpot():
     r = serve("llama-3.1-8b", "h100-sxm", isl=128, osl=1, rate=1, num_requests=5)
     text = r.explain()
     assert "no TPOT: every answer is one token" in text and "nan ms" not in text
+
+
+def test_explain_says_what_each_iteration_costs_beyond_its_kernels():
+    """SGLang's iteration: its per-iteration term plus its per-kernel term for every kernel of the
+    forward pass; the line's parts add up to its total, and a generic engine says its value is
+    the engines' median."""
+    import re
+
+    r = serve("deepseek-v3", "h200-sxm", tp=8, precision="fp8", engine="sglang", isl=1024, osl=64, concurrency=2,
+              num_requests=8)
+    prof = r.deployment.profile
+    line = next(x for x in r.explain().splitlines() if x.startswith("each iteration also costs"))
+    total, step, kernels_ms, kernels, each = (float(v.replace(",", "")) for v in re.search(
+        r"costs ([\d.]+) ms .*\(([\d.]+) ms of .* and ([\d.]+) ms for the ([\d,]+) kernels .* at ([\d.]+) us each",
+        line).groups())
+    assert step == pytest.approx(prof.serving_step_overhead_s * 1e3, abs=0.006)
+    assert each == pytest.approx(prof.serving_kernel_overhead_s * 1e6, abs=0.006)
+    assert kernels_ms == pytest.approx(kernels * each * 1e-3, rel=0.01)
+    assert total == pytest.approx(step + kernels_ms, abs=0.011)
+    generic = serve("llama-3.1-8b", "h100-sxm", rate=1.0, isl=256, osl=16, num_requests=8).explain()
+    assert "of the generic engine's own work" in generic and "the median of the engines' fits" in generic

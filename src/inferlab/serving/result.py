@@ -13,6 +13,7 @@ from ..inputs.record import inputs_dict
 from ..inputs.workload import Workload
 from ..phases.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
+from ..techniques.serving_overhead import forward_kernels, serving_iteration_s
 from ..techniques.step import ResolvedDeployment
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
@@ -305,6 +306,7 @@ class ServeResult:
                          "the same iterations stretch them")
         else:
             lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
+        lines += self._iteration_lines()
         if share > 0.5:
             lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                          "faster decode (a narrower format) move TTFT more than faster kernels")
@@ -313,6 +315,22 @@ class ServeResult:
                          "memory per replica avoids the recomputation")
         return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self)
                          + interval_lines(self))
+
+    def _iteration_lines(self) -> list[str]:
+        """What each iteration of the engine costs beyond a static step's, and what makes it up."""
+        dep = self.deployment
+        if dep is None or not (total := serving_iteration_s(dep)):
+            return []
+        prof = dep.profile
+        what = "scheduling, building the mixed batch, updating request state"
+        if prof.serving_kernel_overhead_s:
+            kernels = forward_kernels(dep)
+            what = (f"{prof.serving_step_overhead_s * 1e3:.2f} ms of {what}, and "
+                    f"{prof.serving_kernel_overhead_s * kernels * 1e3:.2f} ms for the {kernels:,.0f} kernels of the "
+                    f"forward pass at {prof.serving_kernel_overhead_s * 1e6:.2f} us each beyond the op graph's")
+        source = "the median of the engines' fits" if self.engine == "generic" else "fitted on serving cases"
+        return [f"each iteration also costs {total * 1e3:.2f} ms of the {self.engine} engine's own work that a "
+                f"static batch does not ({what}; {source})"]
 
     def _technique_explained(self) -> list[str]:
         lines = []
