@@ -435,3 +435,55 @@ def test_least_kv_spreads_requests_sent_between_two_iterations():
         engines[j].claims += 1600 / 32000
         chosen.append(j)
     assert chosen[0] == 1 and chosen.count(0) in (4, 5) and chosen.count(1) in (5, 6)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trtllm"])
+def test_kv_claimed_running_sum_equals_a_count_over_the_queue(engine):
+    """The running sum kv_claimed keeps (sends, admission, timeouts, preemption) is, at every
+    iteration, the sum over the requests on their way or waiting of what each will hold: a pool
+    of 600 blocks for 60 requests of 300-1,500 + 50-400 tokens at 40 req/s, so that requests
+    queue, some time out (2 s) and, without reserved outputs, some are preempted."""
+    dep = deployment(MODEL, GPU, engine=engine)
+    sched = scheduler_for(dep, engine_scheduler(engine, None))
+    e = Engine(StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host), sched,
+               kv_capacity_tokens=600 * sched.kv_block_size, capacity=60, queue_timeout_s=2.0)
+    rng = np.random.default_rng(3)
+    isl, osl = rng.integers(300, 1500, 60).astype(float), rng.integers(50, 400, 60).astype(float)
+    e.load(np.cumsum(rng.exponential(1 / 40.0, 60)), isl, osl)
+    reserve = sched.reserve_output
+
+    def counted() -> float:
+        queue = list(e.order[e.pos:]) + list(e.waiting)
+        return sum((isl[i] + osl[i] if reserve else float(e.prompt[i])) + e.lookahead for i in queue)
+
+    checks = 0
+    while e.busy and e.prepare():
+        assert e.claimed == pytest.approx(counted(), abs=1e-6)
+        e.advance()
+        checks += 1
+    assert checks > 20 and e.timed_out
+    assert reserve or e.preemptions > 0
+
+
+def test_least_kv_spreads_a_burst_over_real_engines_when_one_already_holds_kv():
+    """Two replicas, one decoding a 16,000-token prompt (16,001 tokens: 1,001 blocks of 16 in
+    use), one idle, and ten 2,000-token prompts (125 blocks each) arriving before either runs
+    again: counted by the KV in use alone all ten go to the idle one; counting what each was
+    sent, the idle one takes prompts while its claim is under the busy one's (eight claim 1,000
+    blocks, so the ninth goes there too), and the tenth goes to the busy one."""
+    dep = deployment(MODEL, GPU, engine="vllm")
+    sched = scheduler_for(dep, engine_scheduler("vllm", None))
+    model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host)
+    busy, idle = (Engine(model, sched, kv_capacity_tokens=kv_capacity_tokens(dep, sched)) for _ in range(2))
+    busy.submit(0.0, 16000.0, 100.0)
+    while busy.prepare() and busy.run.prefilling:  # its prompt's chunks, until it decodes
+        busy.advance()
+    assert busy.kv_used == pytest.approx(1001 / busy.capacity_blocks, abs=2 / busy.capacity_blocks)
+    assert busy.kv_claimed == busy.kv_used
+    router, engines = Router(RouterConfig(policy="least_kv")), [busy, idle]
+    chosen = []
+    for _ in range(10):
+        j = router.choose(engines, [e.outstanding for e in engines], -1, 0.0)
+        engines[j].submit(busy.now, 2000.0, 100.0)
+        chosen.append(j)
+    assert chosen == [1] * 9 + [0]

@@ -1,5 +1,7 @@
 """Whole serving runs published outside the validation set: out-of-sample checks of the
-serving simulation on a harness and an engine release none of its terms were fitted on.
+serving simulation on a harness and an engine release none of its terms were fitted on (the
+fit half does hold other runs of the same model, GPU and engine: the SGLang DeepSeek-R1 H200
+1,024/1,024 rows of aiconfigurator's sample, on which SGLang's serving terms were fitted).
 
 SemiAnalysisAI/InferenceX issue #870 (2026-03-05): DeepSeek-R1-0528 FP8 (the catalog's
 ``deepseek-v3``, its architecture) on eight H200s, SGLang v0.5.7, TP8 without expert
@@ -78,3 +80,4 @@ def test_offline_throughput_on_eight_mi300x_is_within_the_amd_target():
         errors.append(r.output_tokens_per_s / measured - 1.0)
     assert float(np.median(np.abs(errors))) <= 0.15
     assert max(abs(e) for e in errors[:4]) <= 0.15  # the 70B runs each
+    assert max(abs(e) for e in errors) <= 0.45  # the 405B runs at the level reached

@@ -179,7 +179,7 @@ class Profile(BaseModel):
                     "kernels in a decode step, every pipeline stage's) that each iteration costs beyond the op "
                     "graph's: an engine that fuses less runs more, smaller kernels than the graph counts, each "
                     "with its own floor and gap, so the cost grows with the layers and the ops in them, not per "
-                    "iteration. Fitted on serving cases where serving_step_overhead_s reaches its published bound.")
+                    "iteration. Fitted on serving cases where serving_step_overhead_s reaches a measured value.")
     request_overhead_s: float = Field(
         default=0.0, ge=0.0,
         description="Serving only: per request, the server's time outside the GPU iterations (HTTP, "

@@ -44,10 +44,11 @@ STEP_S = 1e-3
 #: Largest value the fit may find [s]: more host time per iteration would show as idle GPU
 #: time between kernels in any engine's trace.
 STEP_OVERHEAD_MAX_S = 0.01
-#: Per-iteration host work measured for an engine [s], its bound in the fit. SGLang: its
-#: scheduler's whole work per decode iteration beside a mock forward (a busy-wait, so that
-#: nothing overlaps), single user, about 0.31 ms (tenstorrent/tt-inference-server issue
-#: #3560, 2026-05).
+#: Per-iteration host work measured for an engine [s], the most the fit gives the term (which
+#: does not grow with the batch). SGLang: its scheduler's whole work per decode iteration beside
+#: a mock forward (a busy-wait, so that nothing overlaps), about 0.31 ms for one user
+#: (tenstorrent/tt-inference-server issue #3560, 2026-05; a batch's per-request work beyond it
+#: is not measured there and not modelled).
 STEP_OVERHEAD_MEASURED_S = {"sglang": 0.31e-3}
 #: What an engine's iterations take beyond that bound is fitted as ``serving_kernel_overhead_s``
 #: (per kernel of the forward pass): its step, and its bound [s]. An engine fusing less than

@@ -39,6 +39,22 @@ class Admission:
             tokens = tokens + self.lookahead
         return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
 
+    def _claim(self, i: int) -> float:
+        """KV tokens request ``i`` will hold once admitted: its prompt (with what it had generated,
+        if preempted), its whole output too where the engine reserves it."""
+        if self.sched.reserve_output:
+            return self.isl_l[i] + self.osl_l[i] + self.lookahead
+        return float(self.prompt[i]) + self.lookahead
+
+    @property
+    def kv_claimed(self) -> float:
+        """Share of the KV pool held by the running requests, plus what the requests sent here and
+        not yet admitted will hold [-]: what a router counting its own sends reads (a running sum,
+        kept by sending, admission, timeouts and preemption)."""
+        if self.pos >= len(self.order) and not self.waiting:
+            self.claimed = 0.0  # nothing queued: the sum starts afresh, without rounding drift
+        return (self.blocks_used() + max(self.claimed, 0.0) / self.block) / max(self.capacity_blocks, 1)
+
     def _blocks_bound(self) -> float:
         """An upper bound on :meth:`blocks_used` of a :class:`~.batch.SmallBatch` without
         reserved outputs, from three sums instead of a count per request: ``c`` tokens take at
@@ -77,7 +93,7 @@ class Admission:
             k0, shared = run.k, self.reuse.shared_adjustment
             bound = run.lists and not reserve
             used = self._blocks_bound() if bound else self.blocks_used()
-            needs = 0  # blocks of the requests admitted here
+            needs, taken = 0, 0.0  # blocks of the requests admitted here, and the KV tokens they had claimed
             w, first_sched, plain = 0, self.first_sched, reuse.plain  # admitted: waiting[:w] (the views follow once, after)
             while w < len(waiting) and run.k < max_seqs:
                 i = waiting[w]
@@ -92,6 +108,7 @@ class Admission:
                     if used + need > self.capacity_blocks:
                         break
                 w += 1
+                taken += (self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead
                 run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
                         views=False)
                 if not quiet:
@@ -101,6 +118,7 @@ class Admission:
                 if isnan(first_sched[i]):  # first admission
                     first_sched[i] = now
             del waiting[:w]
+            self.claimed -= taken
             run._views()
             if reuse.cache.evictable_blocks:
                 reuse.fit(self.capacity_blocks - (self._blocks_counted(k0, shared) + needs if bound else used))
@@ -113,6 +131,7 @@ class Admission:
         for i in self.waiting:
             if self.visible[i] <= limit and not self.started[i]:
                 self.timed_out.append(i)
+                self.claimed -= self._claim(i)
             else:
                 keep.append(i)
         if len(keep) < len(self.waiting):
@@ -200,6 +219,7 @@ class Admission:
                 reuse.released(i, None)
                 self.recompute[i] = True
                 self.waiting.insert(0, i)
+                self.claimed += self._claim(i)
                 self.preemptions += 1
                 self.hold = True
             spare, bound = reuse.cache.evictable_blocks, math.inf

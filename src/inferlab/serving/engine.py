@@ -96,6 +96,7 @@ class Engine(Admission, TokenGaps):
         self.pos = 0  # next entry of ``order`` to arrive
         self.outstanding = 0  # requests sent here and not finished (on their way, waiting or running)
         self.waiting: list[int] = []
+        self.claimed = 0.0  # KV tokens the requests on their way or waiting will hold (Admission.kv_claimed)
         self.run: Any = SmallBatch() if self.sums and self.whole else RunningBatch(min(max(capacity, 1), sched.max_num_seqs))
         self.reuse = PrefixReuse(prefixes, self.block, 0, active=prefix_cache)
         self.now, self.busy_s, self.preemptions, self.tokens = 0.0, 0.0, 0, 0.0
@@ -143,6 +144,7 @@ class Engine(Admission, TokenGaps):
         sent = int(np.sum(~np.isnan(arrivals)))
         self.order = list(np.argsort(np.where(np.isnan(arrivals), np.inf, arrivals), kind="stable")[:sent])
         self.outstanding = len(self.order) - self.pos + len(self.waiting) + self.run.k
+        self.claimed = sum(map(self._claim, self.order[self.pos:] + self.waiting))
         for _ in range(n):
             self.reuse.found.append(0.0)
             self.reuse._looked.append(False)
@@ -181,6 +183,7 @@ class Engine(Admission, TokenGaps):
         else:
             bisect.insort(order, i, lo=self.pos, key=self.visible.__getitem__)
         self.outstanding += 1
+        self.claimed += self._claim(i)
         plan = self._plan  # a decode stretch must stop for it (behind an earlier arrival: it does)
         if plan is not None and plan[0] == "decode" and v < self.plan_end and order[self.pos] == i:
             if self.ranks > 1 or self.decoding is not PlainDecoding:
@@ -199,13 +202,6 @@ class Engine(Admission, TokenGaps):
     def kv_used(self) -> float:
         """Share of the KV pool held by running requests [-]."""
         return self.blocks_used() / max(self.capacity_blocks, 1)
-
-    @property
-    def kv_claimed(self) -> float:
-        """:attr:`kv_used` plus what the requests sent and not yet admitted will hold (prompts; outputs
-        too where the engine reserves them) [-]: what a router counting its own sends reads."""
-        sent = sum(self.isl_l[i] + self.sched.reserve_output * self.osl_l[i] for i in self.order[self.pos:] + self.waiting)
-        return (self.blocks_used() + sent / self.block) / max(self.capacity_blocks, 1)
 
     @property
     def busy(self) -> bool:
@@ -396,5 +392,6 @@ class Engine(Admission, TokenGaps):
         """The replica fails: every request sent here and not finished is lost; returns them."""
         lost = self.order[self.pos:] + self.waiting + self.run.ids()
         self.order, self.pos, self.waiting, self.outstanding, self.run = [], 0, [], 0, RunningBatch(1)
+        self.claimed = 0.0
         self._plan, self.plan_end = None, math.inf
         return lost

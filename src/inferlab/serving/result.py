@@ -328,7 +328,7 @@ class ServeResult:
             what = (f"{prof.serving_step_overhead_s * 1e3:.2f} ms of {what}, and "
                     f"{prof.serving_kernel_overhead_s * kernels * 1e3:.2f} ms for the {kernels:,.0f} kernels of the "
                     f"forward pass at {prof.serving_kernel_overhead_s * 1e6:.2f} us each beyond the op graph's")
-        source = "the median of the engines' fits" if self.engine == "generic" else "fitted on serving cases"
+        source = "the median of the engines' fits" if self.engine == "generic" else "the profile's serving terms"
         return [f"each iteration also costs {total * 1e3:.2f} ms of the {self.engine} engine's own work that a "
                 f"static batch does not ({what}; {source})"]
 
