@@ -155,6 +155,11 @@ def test_fit_puts_what_a_measured_step_bound_leaves_into_the_per_kernel_term(dat
     fitted = fit_serving_terms(profile, _with_measured(cases, truth))
     assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.31e-3, abs=1.5e-6)
     assert fitted["vllm"]["serving_kernel_overhead_s"] == pytest.approx(2e-6, abs=2e-8)
+    # under the measured value the per-iteration term takes it all and nothing is left per kernel
+    truth = with_engine_terms(profile, "vllm", {"serving_step_overhead_s": 0.2e-3})
+    fitted = fit_serving_terms(profile, _with_measured(cases, truth))
+    assert fitted["vllm"]["serving_step_overhead_s"] == pytest.approx(0.2e-3, abs=1.5e-6)
+    assert fitted["vllm"]["serving_kernel_overhead_s"] == 0.0
 
 
 def test_a_serving_iteration_pays_the_per_kernel_term_for_every_kernel_of_the_forward_pass():
