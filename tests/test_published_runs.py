@@ -81,3 +81,39 @@ def test_offline_throughput_on_eight_mi300x_is_within_the_amd_target():
     assert float(np.median(np.abs(errors))) <= 0.15
     assert max(abs(e) for e in errors[:4]) <= 0.15  # the 70B runs each
     assert max(abs(e) for e in errors) <= 0.45  # the 405B runs at the level reached
+
+
+#: clients -> (mean TPOT [ms], input + output tokens/s per GPU), InferenceX issue #828.
+INFERENCEX_828 = {4: (3.72, 260.5), 8: (4.05, 475.0), 16: (4.83, 814.8), 32: (5.82, 1326.3), 64: (7.36, 2106.9)}
+
+
+@pytest.mark.parametrize("clients", sorted(INFERENCEX_828))
+def test_vllm_gpt_oss_on_eight_h100s_matches_an_independent_harness(clients):
+    """SemiAnalysisAI/InferenceX issue #828 (2026-03-01): gpt-oss-120b (MXFP4 experts, which the
+    H100 runs as 16-bit GEMMs over 4-bit weights) on eight H100s under vLLM, TP8, 1,024/1,024
+    tokens, 4-64 clients: mean TPOT 3.72-7.36 ms and 260-2,107 tokens/s per GPU in and out.
+    inferlab gives TPOT +2..+6% and throughput -3..+1%; the public validation set holds no
+    gpt-oss run. Held to 15%."""
+    tpot_ms, per_gpu = INFERENCEX_828[clients]
+    r = inferlab.serve(model="gpt-oss-120b", hardware="h100-sxm", tp=8, engine="vllm", isl=1024, osl=1024,
+                       concurrency=clients, num_requests=10 * clients)
+    assert float(np.mean(r.tpot_s)) * 1e3 == pytest.approx(tpot_ms, rel=0.15)
+    assert 2.0 * r.output_tokens_per_s_per_gpu == pytest.approx(per_gpu, rel=0.15)  # as many in as out
+
+
+@pytest.mark.xfail(strict=True, reason="MI300X runs gpt-oss's MXFP4 experts at large batches about half as "
+                                       "fast as its bandwidth allows; no AMD op-level data to fit it on")
+def test_vllm_gpt_oss_on_one_mi300x_at_large_batches():
+    """SemiAnalysisAI/InferenceX PR #1061 (2026-04-17): gpt-oss-120b on one MI300X, vLLM v0.17.0,
+    1,024/1,024 tokens: 2,008 / 2,561 / 2,990 / 4,271 output tokens/s at 64 / 96 / 128 / 256
+    clients (median TPOT 31.4 / 36.6 / 41.3 / 58.3 ms). inferlab gives 3,708 / 4,929 / 6,122 /
+    10,178 (1.8-2.4x): at 64 clients 111 of 128 experts a layer are read each step, 53 GB of
+    MXFP4 weights, 10 ms at the MI300X's 5.3 TB/s, where the measured step is 31 ms. The same
+    model on eight MI300X at 1-4 clients is 16% fast and on eight H100s within 6%, so most likely
+    it is the MI300X's MoE kernels for a 4-bit format it has no tensor cores for (CDNA3 has FP8,
+    not FP4), at large batches."""
+    measured = {64: 2008.0, 96: 2561.0, 128: 2990.0, 256: 4271.0}
+    for clients, out in measured.items():
+        r = inferlab.serve(model="gpt-oss-120b", hardware="mi300x", tp=1, engine="vllm", isl=1024, osl=1024,
+                           concurrency=clients, num_requests=5 * clients)
+        assert r.output_tokens_per_s == pytest.approx(out, rel=0.25)
