@@ -117,3 +117,19 @@ def test_vllm_gpt_oss_on_one_mi300x_at_large_batches():
         r = inferlab.serve(model="gpt-oss-120b", hardware="mi300x", tp=1, engine="vllm", isl=1024, osl=1024,
                            concurrency=clients, num_requests=5 * clients)
         assert r.output_tokens_per_s == pytest.approx(out, rel=0.25)
+
+
+#: clients -> output tokens/s per GPU, InferenceX issue #870 (the B200 sweep).
+INFERENCEX_870_B200 = {4: 59.7, 8: 104.8, 16: 169.3, 32: 282.4}
+
+
+@pytest.mark.parametrize("clients", sorted(INFERENCEX_870_B200))
+def test_sglang_deepseek_r1_fp4_on_eight_b200s_matches_an_independent_harness(clients):
+    """SemiAnalysisAI/InferenceX issue #870 (2026-03-06): DeepSeek-R1-0528 NVFP4 on eight B200s,
+    SGLang v0.5.6, TP8 with EP8, 1,024/1,024 tokens: 59.7 / 104.8 / 169.3 / 282.4 output tokens/s
+    per GPU at 4 / 8 / 16 / 32 clients; inferlab gives 58.1 / 102.1 / 167.8 / 260.0 (-3..-8%).
+    Mean TTFT 197-394 ms against inferlab's 124-159 (P99 341-942 ms: no long outliers here, so
+    this is the short-prompt floor left open in issue 10). Held to 15%."""
+    r = inferlab.serve(model="deepseek-v3", hardware="b200", tp=8, ep=8, precision="nvfp4", engine="sglang",
+                       isl=1024, osl=1024, concurrency=clients, num_requests=10 * clients)
+    assert r.output_tokens_per_s_per_gpu == pytest.approx(INFERENCEX_870_B200[clients], rel=0.15)
