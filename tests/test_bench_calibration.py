@@ -196,3 +196,16 @@ def test_one_run_is_fitted_with_warnings(tmp_path, capsys):
     assert main(["calibrate", "--bench", run, "--gpu", "h100-sxm", "--out", str(tmp_path / "a.yaml")]) == 0
     err = capsys.readouterr().err
     assert "warning: no run held out (1 run(s) in all)" in err and "warning: one run fitted for" in err
+
+
+def test_the_per_kernel_term_a_bench_fit_keeps_is_reported(tmp_path):
+    """End-to-end runs cannot tell SGLang's per-kernel term from its per-iteration one: the fit
+    keeps the start profile's and says so (the shipped 1.69 us a kernel of the forward pass);
+    vLLM has none to keep."""
+    paths = write_runs(tmp_path, perturbed(gemm_scale=0.9, extra_request_s=0.0))[:2]
+    cases, _ = bench_cases(paths, given_deployment(gpu=GPU))
+    shipped = load_profile("default", "sglang", GPU, "hopper").serving_kernel_overhead_s
+    assert shipped > 0
+    report = fit_bench([c.model_copy(update={"engine": "sglang"}) for c in cases], holdout=0.0, max_evaluations=8)
+    assert report.kept == {"serving_kernel_overhead_s": shipped} and report.to_dict()["kept"] == report.kept
+    assert fit_bench(cases, holdout=0.0, max_evaluations=8).kept == {}

@@ -95,6 +95,8 @@ def calibrate_bench(args: argparse.Namespace) -> None:
         return
     rows = [[t, _ms_or_factor(t, report.start[t]), _ms_or_factor(t, report.fitted[t]),
              "" if t in report.identified else "not identified by these runs: kept"] for t in TERMS]
+    rows += [[t, f"{v * 1e6:.2f} us", f"{v * 1e6:.2f} us", "kept: per kernel of the forward pass, beside the "
+              "per-iteration term"] for t, v in report.kept.items()]
     pct = lambda v: "-" if v != v else f"{v:.1f}%"  # noqa: E731 - NaN: no cases on that side
     err = report.errors
     lines = [f"wrote {args.out} (use it with --profile {args.out})", "",

@@ -45,7 +45,7 @@ import copy
 import hashlib
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -194,6 +194,10 @@ class BenchCalibration:
         The start profile with the fitted terms written in (what ``--out`` holds).
     fit_runs, held_out_runs : int
         Runs fitted and held out.
+    kept : dict of str to float
+        Terms of the start profile that end-to-end runs do not separate from the fitted ones and
+        that stay as they were, where not zero: ``serving_kernel_overhead_s`` (per kernel of the
+        forward pass, on top of the per-iteration ``serving_step_overhead_s``) [s].
     errors : dict of str to float
         Median |error| [%] ``before_fit``, ``after_fit``, ``before_held_out``, ``after_held_out``.
     """
@@ -205,11 +209,12 @@ class BenchCalibration:
     fit_runs: int
     held_out_runs: int
     errors: dict[str, float]
+    kept: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the profile itself is the written file); an error with no runs
         on its side is None."""
-        return {"start": self.start, "fitted": self.fitted, "identified": list(self.identified),
+        return {"start": self.start, "fitted": self.fitted, "identified": list(self.identified), "kept": self.kept,
                 "fit_runs": self.fit_runs, "held_out_runs": self.held_out_runs,
                 "median_abs_error_pct": {k: v if np.isfinite(v) else None for k, v in self.errors.items()}}
 
@@ -272,9 +277,11 @@ def fit_bench(cases: Sequence[Case], *, profile: str | Mapping[str, Any] = "defa
     out = mapping_at(x)
     errors = {"before_fit": median_abs_error(fit, start), "after_fit": median_abs_error(fit, out),
               "before_held_out": median_abs_error(held, start), "after_held_out": median_abs_error(held, out)}
+    per_kernel = load_profile(start, *targets[0], _family(targets[0][1])).serving_kernel_overhead_s
     return BenchCalibration(start=x0_terms, fitted=fitted, identified=tuple(t for t, m in zip(TERMS, moved) if m),
                             profile=out, fit_runs=len({c.source_id for c in fit}),
-                            held_out_runs=len({c.source_id for c in held}), errors=errors)
+                            held_out_runs=len({c.source_id for c in held}), errors=errors,
+                            kept={"serving_kernel_overhead_s": per_kernel} if per_kernel else {})
 
 
 def _grid_starts(residuals: Any, x0: np.ndarray, keep: int = 2) -> list[np.ndarray]:
