@@ -20,7 +20,7 @@ PACKAGE = SRC / "inferlab"
 #: foundation is the root package's small modules (errors, units, checks, number formats,
 #: the Dask helper) and the presentation toolkit every result type renders with.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("foundation", ("errors", "unit_registry", "units", "disk_cache", "checks", "precision", "cluster",
+    ("foundation", ("errors", "unit_registry", "units", "disk_cache", "memo", "checks", "precision", "cluster",
                     "results", "plots")),
     ("specs", ("specs",)),
     ("calibration", ("calibration",)),

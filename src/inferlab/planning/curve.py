@@ -18,6 +18,7 @@ from ..core.memory import plan_memory, require_weights_fit
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
 from ..inputs.resolve import deployment
+from ..memo import IdentityMemo
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
 from ..techniques.serving_overhead import serving_iteration_s
@@ -206,21 +207,15 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, over
     return (float(pre.time_s) - hidden) / k + serving_iteration_s(dep) / k
 
 
-#: Token budgets by engine and GPU, each entry holding its GPU (so that an id is not reused while
-#: it lives): every configuration on a GPU asks for the same one.
-_BUDGETS: dict[tuple[str, int], tuple[Any, int]] = {}
+#: Token budgets by GPU and engine: every configuration on a GPU asks for the same one.
+_BUDGETS = IdentityMemo(256)
 
 
 def engine_budget(engine: str, hw: Any) -> int:
     """The tokens per iteration ``engine`` runs with on ``hw``
     (:func:`~inferlab.engines.scheduler.token_budget`), sized once for each GPU."""
-    key = (engine, id(hw))
-    hit = _BUDGETS.get(key)
-    if hit is None or hit[0] is not hw:
-        if len(_BUDGETS) >= 256:
-            _BUDGETS.clear()
-        hit = _BUDGETS[key] = (hw, token_budget(engine, hw))
-    return hit[1]
+    budget = _BUDGETS.get((hw,), engine)
+    return budget if budget is not None else _BUDGETS.put((hw,), engine, token_budget(engine, hw))
 
 
 def _cache(prefix_hit: float) -> PrefixCache | None:

@@ -60,18 +60,13 @@ def prefill_pool_ttft_s(alone_s: np.ndarray, isl: np.ndarray, rate: float, utili
 def _pool_ttft(alone_s: np.ndarray, isl: np.ndarray, rate: float, replicas: int, prefill_spread: float,
                percentile: float) -> Callable[[float], float]:
     """:func:`prefill_pool_ttft_s` as a function of the utilization: the prompts' own times (one
-    point of :func:`~.fluid.own_time_s`, no decodes to share iterations with) and the levels'
-    tails computed once, each call the arithmetic of :func:`queue_wait_s` and
-    :func:`~.fluid.mixture_quantile` on them (the same bits)."""
+    point of :func:`~.fluid.own_time_s`, no decodes to share iterations with) computed once,
+    each call :func:`queue_wait_s` and :func:`~.fluid.mixture_quantile` on them."""
     own = own_time_s(np.zeros(1), np.ones(1), alone_s, isl, np.inf)  # (1, lengths)
-    variability, mu = prefill_variability(replicas, prefill_spread), np.asarray(rate, float)
-    tail = 1.0 - 100.0 * TAIL_EDGES / 100.0  # 1 - p of each level, as queue_wait_s has it
+    variability, mu, levels = prefill_variability(replicas, prefill_spread), np.asarray(rate, float), 100.0 * TAIL_EDGES
 
     def ttft(utilization: float) -> float:
-        u = np.asarray(utilization, float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t = variability * np.log(np.maximum(u, 1e-300) / tail) / ((1.0 - u) * mu)
-        waits = np.where(u > tail, np.maximum(t, 0.0), 0.0)
+        waits = queue_wait_s(mu, utilization, levels, variability)
         return float(mixture_quantile((own[:, :, None] + waits[None, None, :]).reshape(1, -1), percentile)[0])
 
     return ttft

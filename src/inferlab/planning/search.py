@@ -24,6 +24,7 @@ from ..core.parallelism import tp_split_reason
 from ..engines.scheduler import default_scheduler
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import resolve_model
+from ..memo import IdentityMemo
 from ..specs.catalog import load_hardware, load_model
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
@@ -266,25 +267,20 @@ def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int
     given = max_num_seqs(scenario)
     if given is not None:
         return given
-    key = (scenario.engine, id(dep), speculative) if speculative is None or isinstance(speculative, str) else None
-    hit = _LIMITS.get(key) if key is not None else None
-    if hit is not None and hit[0] is dep:  # the aggregated and disaggregated variants share a deployment
-        return hit[1]
+    keyed = speculative is None or isinstance(speculative, str)  # (a spec object: not memoized)
+    hit = _LIMITS.get((dep,), (scenario.engine, speculative)) if keyed else None
+    if hit is not None:  # the aggregated and disaggregated variants share a deployment
+        return hit
     sched = default_scheduler(scenario.engine)
     if speculative is not None:
         spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
         sched = for_speculation(scenario.engine, sched, spec.method)
     limit = int(with_running_requests(dep, for_hardware(sched, dep.hardware)).max_num_seqs)
-    if key is not None:
-        if len(_LIMITS) >= 256:
-            _LIMITS.clear()
-        _LIMITS[key] = (dep, limit)
-    return limit
+    return _LIMITS.put((dep,), (scenario.engine, speculative), limit) if keyed else limit
 
 
-#: Sequence limits of recent deployments, by engine, the deployment's identity (each entry holds
-#: it, so an id is not reused while it lives) and speculation.
-_LIMITS: dict[tuple, tuple[Any, int]] = {}
+#: Sequence limits of recent deployments, by deployment, engine and speculation.
+_LIMITS = IdentityMemo(256)
 
 
 def _tpot_tail(percentile: float) -> float:

@@ -34,7 +34,6 @@ References
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
@@ -44,6 +43,7 @@ from ..core.graph import Step, StepPrecision, build_graph
 from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
 from ..core.timing import step_time, time_op, time_ops
 from ..errors import SpecError
+from ..memo import IdentityMemo, array_key
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
 from .speculative_config import (  # noqa: F401  (re-exported)
@@ -240,27 +240,20 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
     return np.asarray(step_time(times, profile, cuda_graphs=ddep.cuda_graphs), float)
 
 
-#: One-layer views of recent models, keyed by the identity of the model and the layer (each
-#: entry holds them, so an id is not reused while it lives): a planner times the same head on
-#: every GPU, and a view built once is not dumped and validated again.
-_VIEWS: OrderedDict[tuple, tuple[ModelSpec, LayerSpec, ModelSpec]] = OrderedDict()
-_VIEWS_SIZE = 64
+#: One-layer views of recent models, by the model and the layer: a planner times the same head
+#: on every GPU, and a view built once is not dumped and validated again.
+_VIEWS = IdentityMemo(64)
 
 
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
     """The model with a single decoder layer: embedding, that layer, final norm, LM head."""
-    key = (id(model), id(layer), vocab_size)
-    hit = _VIEWS.get(key)
-    if hit is not None and hit[0] is model and hit[1] is layer:
-        return hit[2]
+    view = _VIEWS.get((model, layer), vocab_size)
+    if view is not None:
+        return view
     data = model.model_dump()
     data.update(num_hidden_layers=1, layers=[layer.model_dump()], num_mtp_layers=0,
                 vocab_size=vocab_size or model.vocab_size)
-    view = ModelSpec.model_validate(data)
-    _VIEWS[key] = (model, layer, view)
-    if len(_VIEWS) > _VIEWS_SIZE:
-        _VIEWS.popitem(last=False)  # the oldest
-    return view
+    return _VIEWS.put((model, layer), vocab_size, ModelSpec.model_validate(data))
 
 
 def _gemm_formats(prec: StepPrecision) -> dict:
@@ -285,11 +278,10 @@ def _layer_head_passes(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, 
     return _draft_passes(dep, batch, context, spec.k, lambda step: _head_ops(dep, view, step, name), sharded=True)
 
 
-#: Sharded graphs of recent EAGLE or MTP heads' steps, keyed by the head (its one-layer view's
-#: identity, held by the entry), name, formats, tensor-parallel size and the step's shape: a
-#: planner times the same head on many GPUs, built and sharded once (small grids only).
-_HEAD_OPS: OrderedDict[tuple, tuple[ModelSpec, tuple[Op, ...]]] = OrderedDict()
-_HEAD_OPS_SIZE = 256
+#: Sharded graphs of recent EAGLE or MTP heads' steps, by the head (its one-layer view), name,
+#: formats, tensor-parallel size and the step's shape: a planner times the same head on many
+#: GPUs, built and sharded once (small grids only).
+_HEAD_OPS = IdentityMemo(256)
 _HEAD_OPS_MAX_ELEMENTS = 4096
 
 
@@ -297,22 +289,15 @@ def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -
     """A head's ops of ``step`` (embedding, the ``2H -> H`` fusion of :func:`_fusion_ops`, its
     layer, final norm and LM head) split over ``dep``'s tensor-parallel group."""
     prec = dep.step_precision
-    arrays = [np.asarray(x) for x in (step.batch, step.new_tokens, step.context)]
-    key = None
-    if sum(a.size for a in arrays) <= _HEAD_OPS_MAX_ELEMENTS:
-        key = (id(view), name, prec, dep.attention, dep.tp, dep.model.hidden_size, step.phase,
-               *((a.shape, a.dtype.str, a.tobytes()) for a in arrays))
-        hit = _HEAD_OPS.get(key)
-        if hit is not None and hit[0] is view:
-            return hit[1]
+    shape = array_key((step.batch, step.new_tokens, step.context), _HEAD_OPS_MAX_ELEMENTS)
+    rest = (name, prec, dep.attention, dep.tp, dep.model.hidden_size, step.phase, shape)
+    ops = _HEAD_OPS.get((view,), rest) if shape is not None else None
+    if ops is not None:
+        return ops
     graph = build_graph(view, step, prec, dep.attention)  # embedding, layer, final norm, LM head
     ops = apply_tensor_parallel((graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:]),
                                 dep.tp)
-    if key is not None:
-        _HEAD_OPS[key] = (view, ops)
-        if len(_HEAD_OPS) > _HEAD_OPS_SIZE:
-            _HEAD_OPS.popitem(last=False)  # the oldest
-    return ops
+    return _HEAD_OPS.put((view,), rest, ops) if shape is not None else ops
 
 
 def _eagle(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:

@@ -20,6 +20,7 @@ from ..core.interconnect import node_size
 from ..core.ops import Attention, Op
 from ..core.parallelism import Parallelism
 from ..core.quantization import PrecisionConfig, decode_attention_precision, gemm_kernel, matmul_precision
+from ..memo import array_key
 from ..core.timing import OpTime, broadcast_sum, eager_floor, step_time, step_total, time_op, time_ops
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -263,13 +264,12 @@ def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> 
     """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied
     (``gather``: the stage's tokens per token the GPU holds, :func:`_busiest_rank`)."""
     gather = float(dep.parallel.attention_groups) if gather is None else gather
-    arrays = [np.asarray(x) for x in (local.batch, local.new_tokens, local.context, gather)]
+    shape = array_key((local.batch, local.new_tokens, local.context, gather), _GRAPH_MEMO_MAX_ELEMENTS)
     key = None
-    if sum(a.size for a in arrays) <= _GRAPH_MEMO_MAX_ELEMENTS:
+    if shape is not None:
         par = dep.parallel
         key = (id(dep.model), dep.step_precision, dep.attention, par, local.phase,
-               node_size(dep.hardware) if par.pp > 1 else 0,
-               *((a.shape, a.dtype.str, a.tobytes()) for a in arrays))
+               node_size(dep.hardware) if par.pp > 1 else 0, shape)
         hit = _GRAPH_MEMO.get(key)
         if hit is not None and hit[0] is dep.model:
             _GRAPH_MEMO.move_to_end(key)
