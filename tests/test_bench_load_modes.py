@@ -56,7 +56,7 @@ def test_aiperf_concurrency_phase_without_its_default_is_one_client(tmp_path):
     """phases.py: ConcurrencyPhase.concurrency defaults to 1, so an export written with
     exclude_unset lacks it; it had been refused as recording no load."""
     (run,) = read_bench(_aiperf(tmp_path, _phases({"name": "profiling", "type": "concurrency", "requests": 240})))
-    assert run.regime_and_load() == ("closed_loop", {"concurrency": 1})
+    assert run.regime_and_load() == ("closed_loop", {"concurrency": 1, "num_requests": 240})
 
 
 def test_aiperf_constant_and_gamma_arrivals_are_noted_as_simulated_poisson(tmp_path):

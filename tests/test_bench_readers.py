@@ -38,13 +38,14 @@ def test_vllm_result():
     assert dict(run.metrics) == pytest.approx({"ttft_ms": 48.62, "tpot_ms": 7.41, "itl_ms": 7.4, "tpot_p50_ms": 7.38,
                                                "output_tokens_per_s": 2071.8957957814864})
     assert run.model == "meta-llama/Llama-3.1-8B-Instruct" and run.regime_and_load() == ("closed_loop",
-                                                                                         {"concurrency": 16})
+                                                                                         {"concurrency": 16,
+                                                                                          "num_requests": 160})
 
 
 def test_sglang_lines_are_runs():
     first, second = read_bench(BENCH / "sglang-bench-serving.jsonl")
     # line 1: request_rate Infinity with max_concurrency 8: a closed loop; line 2: 4 requests/s, 200 completed
-    assert first.regime_and_load() == ("closed_loop", {"concurrency": 8})
+    assert first.regime_and_load() == ("closed_loop", {"concurrency": 8, "num_requests": 80})
     assert second.regime_and_load() == ("online", {"request_rate": 4.0, "num_requests": 200})
     assert (first.isl, first.osl, second.isl, second.osl) == (2048, 128, 512, 256)
     assert dict(first.metrics)["ttft_ms"] == 61.3 and first.engine == "sglang" and first.model is None
@@ -70,7 +71,7 @@ def test_genai_perf_time_units(tmp_path):
 
 def test_guidellm_benchmarks_are_runs():
     concurrent, constant = read_bench(BENCH / "guidellm-report.json")
-    assert concurrent.regime_and_load() == ("closed_loop", {"concurrency": 8})
+    assert concurrent.regime_and_load() == ("closed_loop", {"concurrency": 8, "num_requests": 120})
     assert constant.regime_and_load() == ("online", {"request_rate": 2.0, "num_requests": 120})
     assert dict(concurrent.metrics)["itl_ms"] == 7.08 and "tpot_ms" not in dict(concurrent.metrics)
     assert (concurrent.isl, concurrent.osl) == (1024, 256)
@@ -555,7 +556,8 @@ def test_guidellm_throughput_with_a_concurrency_cap_is_a_closed_loop(tmp_path):
     def capped(d):
         d["benchmarks"][0]["config"]["strategy"] = {"type_": "throughput", "max_concurrency": 64}
     runs = read_bench(_rewritten(tmp_path, "guidellm-report.json", "tp.json", capped))
-    assert runs[0].regime_and_load() == ("closed_loop", {"concurrency": 64})  # had been read as offline
+    # had been read as offline; 120 requests over 64 clients
+    assert runs[0].regime_and_load() == ("closed_loop", {"concurrency": 64, "num_requests": 120})
 
 
 def test_an_export_without_a_load_is_refused_and_aiperf_phases_are_read(tmp_path):

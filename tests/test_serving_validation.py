@@ -19,10 +19,12 @@ from inferlab.validation.predict import predict_cases
 from inferlab.validation.serving import (
     MAX_REQUESTS,
     RequestTimes,
+    serving_group_key,
     serving_groups,
     serving_metric,
     serving_unsupported_reason,
     serving_workload,
+    simulate_group,
 )
 from inferlab.validation.summary import summarize
 
@@ -100,6 +102,32 @@ def test_closed_loop_first_round_weighs_as_one_of_ten():
     assert serving_metric(times, "ttft_ms", 1) == pytest.approx(190.0)
     assert serving_metric(times, "tpot_ms", 1) == pytest.approx(10.0)  # 0.99 s over 99 gaps
     assert serving_metric(times, "itl_ms", 1) == pytest.approx(10.0)
+
+
+def test_closed_loop_request_count_sets_the_burst_weight():
+    # The same 12 simulated requests as above, for a run that stated 8 requests over 4 clients
+    # (2 rounds): the 8 later ones stand for 1 round, weight 1 x 4 / 8 = 0.5 each, so the mean
+    # TTFT is (4 x 1 + 8 x 0.5 x 0.1) / (4 + 8 x 0.5) = 4.4 / 8 = 0.55 s. One round (4 requests
+    # or fewer over 4 clients) is the burst alone: 1 s.
+    arrival = np.r_[np.zeros(4), np.arange(8.0)]
+    first = arrival + np.r_[np.ones(4), np.full(8, 0.1)]
+    two = RequestTimes(arrival, first, first + 0.99, np.full(12, 100.0), replicas=1, first_round=4, rounds=2.0)
+    assert serving_metric(two, "ttft_ms", 1) == pytest.approx(550.0)
+    assert serving_metric(replace(two, rounds=1.0), "ttft_ms", 1) == pytest.approx(1000.0)
+
+
+def test_closed_loop_case_keeps_its_request_count(data_dir):
+    """A closed-loop case's stated num_requests reaches the simulation (it had been dropped: every
+    run weighed as ten rounds) and simulates no more requests than the run had."""
+    case = Case(id="c", regime="closed_loop", model="llama-3.1-8b", hardware="h100-sxm", num_gpus=1,
+                precision={"weights": "fp8"}, engine="vllm", isl=512, osl=64,
+                load={"concurrency": 16, "num_requests": 32}, metric="ttft_ms", measured=50.0)
+    key = serving_group_key(case)
+    assert key[7] == ("concurrency", 16, 32)
+    times = simulate_group(key, "default")
+    assert len(times.osl) == 32 and times.first_round == 16 and times.rounds == 2.0
+    ten = simulate_group(serving_group_key(case.model_copy(update={"load": {"concurrency": 16}})), "default")
+    assert len(ten.osl) == 48 and ten.rounds == 10.0
 
 
 def test_offline_serves_several_times_what_the_engine_holds():

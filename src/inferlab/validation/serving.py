@@ -15,9 +15,11 @@ a load (the TTFT and TPOT rows of one run) share one simulation. What each simul
 * ``closed_loop``: ``concurrency`` clients, each sending its next request when the last
   one ends. Benchmark clients (vLLM and SGLang ``bench_serving``, genai-perf) measure from
   the first request, whose burst of ``concurrency`` simultaneous prompts lengthens the first
-  round's TTFT, over about :data:`BENCHMARK_ROUNDS` requests per client. The simulation runs
+  round's TTFT, over the run's ``num_requests`` when the case states it (``load:
+  {concurrency: 64, num_requests: 640}``: 10 a client; a benchmark file's request count),
+  else about :data:`BENCHMARK_ROUNDS` requests per client. The simulation runs
   :data:`SIMULATED_ROUNDS` rounds, the later ones periodic, and weighs them as the
-  benchmark's remaining rounds.
+  benchmark's remaining rounds: the fewer the rounds, the more the opening burst weighs.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, ca
 
 #: Offline: requests per sequence the engine holds at once.
 OFFLINE_WAVES = 4
-#: Closed loop: requests per client in the benchmark, and in the simulation.
+#: Closed loop: requests per client in the benchmark when the case does not say (InferenceMAX
+#: runs ``--num-prompts`` ten times ``--max-concurrency``, its README), and in the simulation.
 BENCHMARK_ROUNDS = 10
 SIMULATED_ROUNDS = 3
 #: Fewest and most requests a simulation serves (its run time grows with them).
@@ -130,10 +133,11 @@ def serving_unsupported_reason(case: Case) -> str | None:
 
 def _load_key(case: Case) -> tuple:
     """The simulated load: ``("offline",)``, ``("rate", r, n)`` (``("rate", r, n, cap)`` with at most
-    ``cap`` in flight) or ``("concurrency", c)``."""
+    ``cap`` in flight) or ``("concurrency", c)`` (``("concurrency", c, n)`` with the run's request count)."""
     load = case.load
     if "concurrency" in load:
-        return ("concurrency", int(load["concurrency"]))
+        count = (int(load["num_requests"]),) if "num_requests" in load else ()
+        return ("concurrency", int(load["concurrency"]), *count)
     if "request_rate" in load:
         cap = (int(load["max_concurrency"]),) if "max_concurrency" in load else ()
         return ("rate", float(load["request_rate"]), int(load["num_requests"]), *cap)
@@ -164,8 +168,7 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
     if load[0] == "rate":
         return {"rate": load[1], "num_requests": load[2], "max_concurrency": load[3] if len(load) > 3 else None}
     if load[0] == "concurrency":
-        n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
-        return {"concurrency": load[1], "num_requests": int(n)}
+        return {"concurrency": load[1], "num_requests": _closed_loop_requests(load, max_requests)}
     # The simulation runs one replica with 1/dp of the requests, so the cap is per replica:
     # every replica must fill its sequence slots or KV pool several times over (an NVL72 rack
     # of 72 replicas holds far more requests in flight than one replica's cap).
@@ -179,7 +182,7 @@ class RequestTimes:
     """What one simulation leaves for the case metrics: per-request times [s] and lengths.
 
     ``first_round`` requests (a closed loop's first burst, 0 otherwise) stand for themselves;
-    the later ones stand for the benchmark's remaining rounds (:func:`latency_weights`).
+    the later ones stand for the benchmark's remaining ``rounds - 1`` rounds (:func:`latency_weights`).
     """
 
     arrival: np.ndarray
@@ -188,6 +191,7 @@ class RequestTimes:
     osl: np.ndarray
     replicas: int
     first_round: int = 0
+    rounds: float = BENCHMARK_ROUNDS
 
     def shifted(self, steps: Sequence[tuple[RequestTimes, float]]) -> RequestTimes:
         """These times plus ``weight x (t - self)`` for each ``(t, weight)``: a first-order step."""
@@ -202,8 +206,21 @@ def latency_weights(times: RequestTimes) -> np.ndarray:
     n, first = len(times.osl), times.first_round
     w = np.ones(n)
     if 0 < first < n:
-        w[first:] = (BENCHMARK_ROUNDS - 1) * first / (n - first)
+        w[first:] = max(times.rounds - 1.0, 0.0) * first / (n - first)
     return w
+
+
+def _closed_loop_requests(load: tuple, max_requests: int) -> int:
+    """Requests a closed loop ``("concurrency", c[, n])`` simulates: :data:`SIMULATED_ROUNDS` a
+    client (at most ``max_requests``, at least one round), no more than the run's ``n``."""
+    n = min(SIMULATED_ROUNDS * load[1], max(max_requests, load[1]))
+    return int(min(n, load[2]) if len(load) > 2 else n)
+
+
+def _rounds(load: tuple) -> float:
+    """Requests per client of a closed-loop run: its stated count over its clients, else
+    :data:`BENCHMARK_ROUNDS`."""
+    return max(load[2] / load[1], 1.0) if len(load) > 2 else float(BENCHMARK_ROUNDS)
 
 
 def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -312,8 +329,11 @@ def simulate_group(key: tuple, profile: Any, max_requests: int = MAX_REQUESTS) -
         return str(exc)
     t = result.trace
     # the simulated stream's own clients (a replica's share of them with dp or pp > 1)
-    clients = result.workload.concurrency or load[1] if load[0] == "concurrency" else 0
-    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, min(clients, len(t.osl)))
+    if load[0] != "concurrency":
+        return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas)
+    clients = result.workload.concurrency or load[1]
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, result.replicas, min(clients, len(t.osl)),
+                        _rounds(load))
 
 
 def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes | str:
@@ -328,8 +348,7 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
     if load[0] == "rate":
         workload = {"rate": load[1], "num_requests": load[2]}
     elif load[0] == "concurrency":  # both pools on one clock, rounds as an aggregated closed loop's
-        workload = {"concurrency": load[1], "num_requests": int(min(SIMULATED_ROUNDS * load[1],
-                                                                    max(max_requests, load[1])))}
+        workload = {"concurrency": load[1], "num_requests": _closed_loop_requests(load, max_requests)}
     else:  # offline: every request queued; enough to fill the decode pool several times over
         workload = {"offline": True, "num_requests": int(max_requests)}
     try:
@@ -341,8 +360,9 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
     except InferlabError as exc:
         return str(exc)
     t = result.trace
-    first_round = min(load[1], len(t.osl)) if load[0] == "concurrency" else 0
-    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1, first_round)
+    if load[0] != "concurrency":
+        return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1)
+    return RequestTimes(t.arrival, t.first_token, t.finish, t.osl, 1, min(load[1], len(t.osl)), _rounds(load))
 
 
 def _simulate_star(args: tuple) -> RequestTimes | str:

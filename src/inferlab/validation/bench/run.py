@@ -96,8 +96,9 @@ class BenchRun:
             if self.concurrency is not None:  # at most that many in flight (--max-concurrency)
                 load["max_concurrency"] = int(self.concurrency)
             return "online", load
-        if self.concurrency is not None:
-            return "closed_loop", {"concurrency": int(self.concurrency)}
+        if self.concurrency is not None:  # the request count sets how much the opening burst weighs
+            count = {"num_requests": int(self.num_requests)} if self.num_requests else {}
+            return "closed_loop", {"concurrency": int(self.concurrency), **count}
         return "offline", {"offline": True}
 
 
