@@ -414,3 +414,43 @@ def test_tensorrt_llm_1x_cases_run_the_pytorch_runtime_with_the_trtllm_kernels()
     # not the C++ runtime's host side: its step overhead is the generic one, not trtllm's
     assert pytorch.step_overhead_s == data["generic"]["step_overhead_s"] != cpp.step_overhead_s
     assert pytorch.request_overhead_s == data["overrides"]["trtllm-pytorch"]["all"]["request_overhead_s"]
+
+
+def _dumped(**fields) -> dict:
+    """A closed-loop row of aiconfigurator's silicon sample as its database dump writes it."""
+    return {"id": "d", "regime": "closed_loop", "model": "deepseek-v3", "hardware": "b200", "num_gpus": 64,
+            "parallelism": {"tp": 64, "pp": 1, "ep": 8, "dp": 1, "attention_dp": False, "attention_dp_size": 1,
+                            "moe_tp": 8},
+            "precision": {"weights": "nvfp4"}, "engine": "sglang", "engine_version": "0.5.9", "isl": 1024,
+            "osl": 1024, "load": {"concurrency": 64}, "metric": "tpot_ms", "measured": 16.31,
+            "source": "aiconfigurator-silicon-sample", **fields}
+
+
+def test_an_inflated_dump_layout_reads_as_the_run():
+    """Config 201 of aiconfigurator's sample (SGLang v0.5.9, DeepSeek-R1 NVFP4, 64 clients, TPOT
+    16.31 ms) is dumped as tp 64 = moe_tp 8 x moe_ep 8 over 64 GPUs; the sample's other copy of the
+    same run says tp 8, moe_ep 8 on 8 B200s, one HGX node. Read as the run: 8 GPUs, each an
+    attention rank and an expert group (moe_tp 1); the attention-DP form (64 ranks) likewise."""
+    case = Case(**_dumped())
+    assert case.num_gpus == 8 and (case.parallelism.tp, case.parallelism.ep, case.parallelism.moe_tp) == (8, 8, 1)
+    ranks = Case(**_dumped(engine="trtllm", engine_version="1.2.0rc6.post2",
+                           parallelism={"tp": 1, "ep": 8, "attention_dp": True, "attention_dp_size": 64, "moe_tp": 8}))
+    assert ranks.num_gpus == 8
+    assert (ranks.parallelism.tp, ranks.parallelism.attention_dp_size, ranks.parallelism.moe_tp) == (1, 8, 1)
+    # the run's TPOT at its own layout: inferlab gives about 18 ms on 8 GPUs, where the 64 of the
+    # dump (eight nodes, every layer's all-reduce between them) gave 21
+    predicted, reason = predict_case(case)
+    assert reason is None and predicted == pytest.approx(16.31, rel=0.2)
+
+
+@pytest.mark.parametrize("fields", [
+    {"source": "vendor-blog"},  # another source family's 64-GPU layout is as written
+    {"hardware": "gb200", "num_gpus": 64},  # 64 GPUs in one NVL72 domain: a layout that can be one
+    {"parallelism": {"tp": 64, "ep": 64, "moe_tp": 1}},  # experts over every GPU: not the dump's pattern
+    {"parallelism": {"tp": 4, "ep": 2, "moe_tp": 2}, "num_gpus": 4}])  # within one node: could be as written
+def test_layouts_outside_the_dump_pattern_stay_as_written(fields):
+    written = _dumped(**fields)
+    case = Case(**written)
+    assert case.num_gpus == written["num_gpus"]
+    assert (case.parallelism.tp, case.parallelism.moe_tp) == (written["parallelism"]["tp"],
+                                                              written["parallelism"]["moe_tp"])

@@ -74,6 +74,41 @@ SOURCE_PRECISION: dict[str, dict[str, str]] = {
 }
 
 
+#: Source families whose database dump wrote an expert-parallel layout's GPUs as ``moe_tp x
+#: moe_ep`` with ``moe_tp`` set to the real tensor-parallel (or attention-DP) size, so that a run
+#: on ``ep`` GPUs reads as ``ep x ep`` of them. aiconfigurator's silicon sample keeps two copies
+#: of some runs: its ``db-dump/2026-04-27`` row of config 201 (workflow run 337: SGLang v0.5.9,
+#: DeepSeek-R1 NVFP4, 1,024/1,024 tokens at 64 clients, TTFT 496.38 ms, TPOT 16.31 ms) reads
+#: tp 64, moe_tp 8, moe_ep 8, its ``2026-03-25.csv`` row of the same run tp 8, moe_ep 8 on
+#: 8 B200s; the dump's TensorRT-LLM attention-DP rows carry 64 ranks and a batch of 256 clients
+#: over 64 (ai-dynamo/aiconfigurator, src/aiconfigurator/systems/silicon_sample.csv).
+INFLATED_LAYOUT_SOURCES = ("aiconfigurator-silicon-sample",)
+
+
+def source_layout(data: Any) -> Any:
+    """A case's fields with its layout as it ran where its source family's dump wrote it inflated
+    (:data:`INFLATED_LAYOUT_SOURCES`): ``moe_tp == ep > 1``, ``tp`` (or the attention-DP ranks)
+    ``= ep x ep = num_gpus``, more GPUs than one NVLink domain of the hardware holds. The run had
+    ``ep`` GPUs, each an attention (TP or DP) rank and an expert group of its own (``moe_tp`` 1).
+    Anything else, or fields that do not read, comes back as given (the schema checks them)."""
+    from ..errors import InferlabError
+    from ..specs.catalog import load_hardware
+
+    par = data.get("parallelism") if isinstance(data, dict) else None
+    if not isinstance(par, dict) or data.get("source") not in INFLATED_LAYOUT_SOURCES:
+        return data
+    try:
+        tp, ep, moe_tp = int(par.get("tp", 1)), int(par.get("ep", 1)), int(par.get("moe_tp") or 0)
+        ranks, gpus = int(par.get("attention_dp_size") or 1), int(data["num_gpus"])
+        if not (ep > 1 and moe_tp == ep and tp * ranks == ep * ep == gpus) or \
+                gpus <= load_hardware(str(data.get("hardware"))).scale_up.domain_size.si:
+            return data
+    except (InferlabError, KeyError, TypeError, ValueError):
+        return data
+    layout = {"tp": 1, "attention_dp_size": ep} if ranks > 1 else {"tp": ep}
+    return {**data, "num_gpus": ep, "parallelism": {**par, **layout, "moe_tp": 1}}
+
+
 #: Tokens aiconfigurator's benchmark rules give an iteration beyond one prompt
 #: (ai-dynamo/aiconfigurator, src/aiconfigurator/generator/rule_plugin/benchmark/:
 #: ``agg max_num_tokens = max_batch_size + SlaConfig.isl + 1500`` in trtllm.rule,

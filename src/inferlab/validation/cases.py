@@ -28,7 +28,7 @@ from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
-                         case_engine, case_limits, case_version, known_engine)
+                         case_engine, case_limits, case_version, known_engine, source_layout)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -89,10 +89,12 @@ class Case(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _in_metric_unit(cls, data: Any) -> Any:
-        """``measured`` in its metric's unit (ms for times, tokens/s for rates): a case written
+    def _as_run(cls, data: Any) -> Any:
+        """The layout as it ran where the source family's dump wrote it inflated (:func:`source_layout`);
+        ``measured`` in its metric's unit (ms for times, tokens/s for rates): a case written
         in another unit of the same kind is converted (0.05 s is 50 ms), one in a unit of another
         kind, or none known, refused (it had been compared as if it were in the metric's unit)."""
+        data = source_layout(data)
         if not isinstance(data, dict) or not data.get("unit") or data.get("metric") not in _METRICS:
             return data
         value, unit, metric = data.get("measured"), data["unit"], data["metric"]
@@ -375,11 +377,10 @@ def speculative_from(spec: dict[str, Any] | None) -> Any:
     """A case's ``speculative`` mapping as a :class:`SpeculativeConfig` (None for none)."""
     from ..techniques.speculative import SpeculativeConfig
 
-    if not spec:
-        return None
-    return SpeculativeConfig(method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0),
-                             acceptance=spec.get("acceptance"), acceptance_length=spec.get("acceptance_length"),
-                             draft_model=spec.get("draft_model"), draft_vocab_size=spec.get("draft_vocab_size"))
+    return None if not spec else SpeculativeConfig(
+        method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0), acceptance=spec.get("acceptance"),
+        acceptance_length=spec.get("acceptance_length"), draft_model=spec.get("draft_model"),
+        draft_vocab_size=spec.get("draft_vocab_size"))
 
 
 def case_precision(case: Case) -> dict[str, str]:
