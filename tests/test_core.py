@@ -362,3 +362,32 @@ def test_mla_without_a_query_latent_builds_its_graph():
     norms = next(op for op in ops if op.name == "latent_norms")
     assert float(norms.elements_read) == 128 * m.mla.kv_lora_rank
     assert not any(op.name == "q_a_proj" for op in ops)
+
+
+def test_mla_decode_attention_runs_at_its_own_kernels_rate_by_hand():
+    """DeepSeek-V3's absorbed decode attention over TP8 (16 of 128 heads a GPU), batch 256 at
+    4,096 cached tokens, on a B200: 256 x 4,097 pairs x 16 heads x 2 x (576 + 512) FLOP =
+    36.5 GFLOP a layer. MLA kernels stack a sequence's heads as the rows of 64-row tiles and
+    reach 580 of the H800's 989 dense BF16 TFLOPS with full tiles (FlashMLA): 16 heads fill a
+    quarter, 2,250e12 x 580/989 x 1/4 = 329.9 TFLOPS, so 0.1106 ms of compute, above the
+    latent's 256 x 4,097 x 576 B = 604 MB at 8 TB/s x the profile's share (0.0755 ms at 1.0).
+    With attention DP (all 128 heads a rank) the tiles are full: four times the rate."""
+    from inferlab.core.timing import mla_decode_flops_per_s, time_op
+
+    dep = deployment("deepseek-v3", "b200", tp=8, precision="fp8", engine="trtllm")
+    step = Step.decode(np.array(256.0), np.array(4096.0))
+    att = next(op for op in apply_tensor_parallel(build_graph(dep.model, step, dep.step_precision), 8)
+               if op.name == "attention" and op.group == "full/moe")
+    assert att.latent and att.heads == 16
+    flops = 256 * 4097 * 16 * 2 * (576 + 512)
+    assert float(att.flops) == pytest.approx(flops)
+    rate = 2250e12 * 580 / 989 / 4
+    assert mla_decode_flops_per_s(load_hardware("b200"), 16) == pytest.approx(rate)
+    assert mla_decode_flops_per_s(load_hardware("b200"), 128) == pytest.approx(4 * rate)
+    assert mla_decode_flops_per_s(load_hardware("b200"), 16, 4) == pytest.approx(4 * rate)  # MTP: 4 rows a head
+    t = time_op(att, load_hardware("b200"), dep.profile, "decode")
+    assert float(t.compute_s) == pytest.approx(flops / rate)
+    assert float(t.compute_s) > float(t.memory_s)
+    # a GQA decode (Llama-3.1-70B, 8 query heads per KV head) keeps the fitted share
+    gqa = next(op for op in build_graph(load_model("llama-3.1-70b"), step, dep.step_precision) if op.name == "attention")
+    assert not gqa.latent

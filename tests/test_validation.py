@@ -349,7 +349,7 @@ def test_cli_validate_bad_input_raises_an_inferlab_error(capsys, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, reason=(
-    "level reached 23.5% (MTP k=1/2/4 +18%, +19%, +28%; the unoptimized EP8 baseline +93%): these "
+    "level reached 24.2% (MTP k=1/2/4 +18%, +19%, +29%; the unoptimized EP8 baseline +92%): these "
     "min-latency DeepSeek-R1 B200 steps are latency-bound (about 160 us per layer measured). The graph has MLA's "
     "latent norms and rope and MoE routing and permutation as kernels of their own, the engines' own all-reduce "
     "kernels (5.9 us, not NCCL's 15-25 us), and the blog's recipe's BF16 attention weights (its source-family "

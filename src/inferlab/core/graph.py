@@ -157,7 +157,8 @@ def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]
         # Absorbed: queries move into the latent space, attention runs over the 576-wide latent.
         ops += [
             Gemm("q_absorb", m=t * nh, n=m.kv_lora_rank, k=m.qk_nope_head_dim, weight_copies=nh, shard="heads", **gemm),
-            Attention("attention", heads=nh, kv_heads=1, qk_dim=latent, v_dim=m.kv_lora_rank, kv_elements=latent, **common),
+            Attention("attention", heads=nh, kv_heads=1, qk_dim=latent, v_dim=m.kv_lora_rank, kv_elements=latent,
+                      latent=True, **common),
             Gemm("v_absorb", m=t * nh, n=m.v_head_dim, k=m.kv_lora_rank, weight_copies=nh, shard="heads", **gemm),
         ]
     else:

@@ -139,6 +139,8 @@ class Attention(Op):
     ``implementation`` ``naive`` materializes the full ``new_tokens x kv_span`` score matrix
     per head (masked, not skipped: written by QK^T, read and written by softmax, read by
     PV, four passes) at ``score_bytes_per_element``; 4096 x 4096 at FP16 is 33.6 MB.
+    ``latent``: MLA's absorbed decode, every head over the one cached latent (its own kernels,
+    :data:`~inferlab.core.timing.MLA_DECODE_PEAK_FRACTION`).
     """
 
     batch: ArrayLike = 1.0
@@ -154,6 +156,7 @@ class Attention(Op):
     act_bytes_per_element: float = 2.0
     implementation: Literal["flash", "naive"] = "flash"
     score_bytes_per_element: float = 2.0
+    latent: bool = False
     kind: OpKind = field(init=False, default="attention")
 
     @memoized

@@ -8,6 +8,7 @@ vectorized over the sweep grid. The label says which term set the time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -131,8 +132,9 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
-        compute = np.maximum(op.flops / (tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)),
-                             op.flops / achievable_flops_per_s(hw, op.precision))
+        rate = mla_decode_flops_per_s(hw, op.heads, op.new_tokens) if op.latent else \
+            tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)
+        compute = np.maximum(op.flops / rate, op.flops / achievable_flops_per_s(hw, op.precision))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
         overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.kv_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
@@ -144,6 +146,26 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         share = 1.0 if op.own_kernel else profile.elementwise_floor_fraction
         return OpTime(op, zero, np.asarray(memory, float), zero, floor * share)
     raise TypeError(f"no timing rule for {type(op).__name__}")
+
+
+#: MLA's absorbed decode runs kernels of its own (FlashMLA, FlashInfer's and TensorRT-LLM's MLA
+#: kernels), not a GQA decode kernel: every query head of a sequence multiplies the one cached
+#: latent, the heads stacked as the rows of 64-row tensor-core tiles. FlashMLA reaches 580
+#: TFLOPS of the H800's 989 dense BF16 when its tiles are full (deepseek-ai/FlashMLA README,
+#: compute-bound configuration, 2025-02); fewer heads per GPU (16 under TP8 of DeepSeek-V3's
+#: 128) fill a tile's rows in proportion. The GQA fits' decode peak share (a few percent, set by
+#: kernels that process each query head on its own past a small group) does not apply.
+MLA_DECODE_PEAK_FRACTION = 580.0 / 989.0
+MLA_HEAD_TILE = 64.0
+
+
+def mla_decode_flops_per_s(hw: HardwareSpec, heads: Any, new_tokens: Any = 1.0) -> Any:
+    """Rate of MLA's absorbed decode attention with ``heads`` query heads on a GPU and
+    ``new_tokens`` per sequence [FLOP/s]: BF16 tensor peak (its kernels compute in BF16 over an
+    FP8 or BF16 latent) x :data:`MLA_DECODE_PEAK_FRACTION` x the share of a 64-row tile its
+    query rows (heads x new tokens) fill."""
+    fill = np.minimum(np.multiply(heads, new_tokens) / MLA_HEAD_TILE, 1.0)
+    return tensor_flops_per_s(hw, "bf16") * MLA_DECODE_PEAK_FRACTION * fill
 
 
 def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,

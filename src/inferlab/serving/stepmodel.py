@@ -7,9 +7,8 @@ once per deployment and keeps what an iteration needs:
 
 - the non-attention ops (projections, MLP/experts, norms, collectives) as a table over
   the iteration's token count, and the LM head over the rows that produce logits;
-- each attention op's per-pair FLOPs and per-token bytes, so that an iteration's
-  attention is timed with the core's own rule on the *sums* over its requests:
-  ``max(FLOPs / min(peak x efficiency, achievable), bytes / (bandwidth x efficiency)) + floors``.
+- each attention op's per-pair FLOPs and per-token bytes, its attention timed by the core's rule
+  on the *sums* over its requests: ``max(FLOPs / min(rate, achievable), bytes / (bandwidth x efficiency)) + floors``.
 
 With attention data parallelism each of the ``g`` ranks runs attention and the layers
 around it on its own requests, and the ranks meet at every MoE layer (the all-to-all), so
@@ -22,9 +21,8 @@ An engine that captures CUDA graphs for decode batches only (SGLang, unless its 
 prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
 kernel, lasting at least the host's issue time of the prefill graph's kernels
 (:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph up to the
-largest captured batch (``graph_max_batch``) and beyond it run eagerly, as long as the host's
-issue time of the decode graph's kernels at least.
-For a uniform decode step the result matches :func:`inferlab.techniques.step.decode`.
+largest captured batch (``graph_max_batch``) and beyond it run eagerly, at least the host's issue
+time of the decode graph's kernels. A uniform decode step matches :func:`~inferlab.techniques.step.decode`.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ import numpy as np
 from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
-from ..core.timing import eager_floor
+from ..core.timing import eager_floor, mla_decode_flops_per_s
 from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -61,6 +59,7 @@ class AttentionCosts:
     peak: float
     heads_kv: float
     ceiling: float = float("inf")
+    heads: float = 0.0  # MLA's absorbed decode: its query heads, timed at its kernels' rate; else 0
 
 
 class StepModel:
@@ -152,7 +151,7 @@ class StepModel:
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
             peak=tensor_flops_per_s(hw, op.precision), heads_kv=float(op.kv_heads),
-            ceiling=achievable_flops_per_s(hw, op.precision))
+            ceiling=achievable_flops_per_s(hw, op.precision), heads=float(op.heads) if op.latent else 0.0)
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
@@ -176,7 +175,8 @@ class StepModel:
         for j, a in enumerate(self.prefill_attention if phase == "prefill" else self.attention):
             flops = a.flops_per_pair * pairs[j] / g
             moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
-            t = max(flops / (a.peak * pf), flops / a.ceiling, moved / (self.bandwidth * bf))
+            rate = mla_decode_flops_per_s(self.dep.hardware, a.heads, queries / seqs) if a.heads else a.peak * pf
+            t = max(flops / rate, flops / a.ceiling, moved / (self.bandwidth * bf))
             total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
         return total
 
