@@ -81,7 +81,9 @@ SOURCE_PRECISION: dict[str, dict[str, str]] = {
 #: DeepSeek-R1 NVFP4, 1,024/1,024 tokens at 64 clients, TTFT 496.38 ms, TPOT 16.31 ms) reads
 #: tp 64, moe_tp 8, moe_ep 8, its ``2026-03-25.csv`` row of the same run tp 8, moe_ep 8 on
 #: 8 B200s; the dump's TensorRT-LLM attention-DP rows carry 64 ranks and a batch of 256 clients
-#: over 64 (ai-dynamo/aiconfigurator, src/aiconfigurator/systems/silicon_sample.csv).
+#: over 64 (ai-dynamo/aiconfigurator, src/aiconfigurator/systems/silicon_sample.csv). Its config
+#: generator writes ``tensor_parallel_size = moe_tensor_parallel_size * moe_expert_parallel_size``
+#: (generator/rule_plugin/benchmark/trtllm.rule, "Enforce TensorRT-LLM MoE parallelism").
 INFLATED_LAYOUT_SOURCES = ("aiconfigurator-silicon-sample",)
 
 
