@@ -391,3 +391,22 @@ def test_mla_decode_attention_runs_at_its_own_kernels_rate_by_hand():
     # a GQA decode (Llama-3.1-70B, 8 query heads per KV head) keeps the fitted share
     gqa = next(op for op in build_graph(load_model("llama-3.1-70b"), step, dep.step_precision) if op.name == "attention")
     assert not gqa.latent
+
+
+def test_mla_decode_on_a_part_without_tensor_core_tiles_keeps_the_fitted_share():
+    """A CPU has no 64-row tiles for MLA's kernels to fill: its absorbed decode is timed as any
+    attention op (the profile's share of its peak), where a GPU's is not."""
+    from dataclasses import replace
+
+    from inferlab.core.timing import time_op
+
+    dep = deployment("deepseek-v3", "b200", precision="bf16", engine="trtllm")
+    att = next(op for op in build_graph(dep.model, Step.decode(np.array(64.0), np.array(4096.0)), dep.step_precision)
+               if op.name == "attention" and op.latent)
+    cpu, gpu = load_hardware("epyc-9654"), load_hardware("b200")
+    assert not cpu.tiled_matrix_units and gpu.tiled_matrix_units
+    plain = replace(att, latent=False)
+    assert float(time_op(att, cpu, dep.profile, "decode").compute_s) == float(time_op(plain, cpu, dep.profile,
+                                                                                      "decode").compute_s)
+    assert float(time_op(att, gpu, dep.profile, "decode").compute_s) != float(time_op(plain, gpu, dep.profile,
+                                                                                      "decode").compute_s)

@@ -132,7 +132,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
-        rate = mla_decode_flops_per_s(hw, op.heads, op.new_tokens) if op.latent else \
+        rate = mla_decode_flops_per_s(hw, op.heads, op.new_tokens) if op.latent and hw.tiled_matrix_units else \
             tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)
         compute = np.maximum(op.flops / rate, op.flops / achievable_flops_per_s(hw, op.precision))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
@@ -154,7 +154,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
 #: TFLOPS of the H800's 989 dense BF16 when its tiles are full (deepseek-ai/FlashMLA README,
 #: compute-bound configuration, 2025-02); fewer heads per GPU (16 under TP8 of DeepSeek-V3's
 #: 128) fill a tile's rows in proportion. The GQA fits' decode peak share (a few percent, set by
-#: kernels that process each query head on its own past a small group) does not apply.
+#: kernels that process each query head on its own past a small group) does not apply; a part
+#: without tensor-core tiles (a CPU) keeps it.
 MLA_DECODE_PEAK_FRACTION = 580.0 / 989.0
 MLA_HEAD_TILE = 64.0
 

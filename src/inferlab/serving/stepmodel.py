@@ -48,8 +48,8 @@ MEMO_SIZE = 1 << 16
 
 @dataclass(frozen=True)
 class AttentionCosts:
-    """One attention op (one layer group) on one GPU, per repetition; ``ceiling``: the fastest
-    the part was measured to run its precision (``inf`` where none is published)."""
+    """One attention op (one layer group) on one GPU, per repetition; ``ceiling``: the part's measured
+    best at its precision (``inf``: none published); ``heads``: MLA decode's on tensor-core tiles, else 0."""
 
     count: float
     window: float
@@ -59,7 +59,7 @@ class AttentionCosts:
     peak: float
     heads_kv: float
     ceiling: float = float("inf")
-    heads: float = 0.0  # MLA's absorbed decode: its query heads, timed at its kernels' rate; else 0
+    heads: float = 0.0
 
 
 class StepModel:
@@ -68,7 +68,6 @@ class StepModel:
     Parameters
     ----------
     dep : ResolvedDeployment
-        The deployment.
     max_tokens : int
         Largest iteration (decode tokens + prefill chunk) to tabulate.
 
@@ -147,11 +146,12 @@ class StepModel:
         hw = self.dep.hardware
         return AttentionCosts(
             count=float(op.count) * stages, window=float(op.window),
+            heads=float(op.heads) * (op.latent and hw.tiled_matrix_units),
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
             peak=tensor_flops_per_s(hw, op.precision), heads_kv=float(op.kv_heads),
-            ceiling=achievable_flops_per_s(hw, op.precision), heads=float(op.heads) if op.latent else 0.0)
+            ceiling=achievable_flops_per_s(hw, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
