@@ -160,13 +160,16 @@ MLA_DECODE_PEAK_FRACTION = 580.0 / 989.0
 MLA_HEAD_TILE = 64.0
 
 
+def mla_tile_fill(heads: Any, new_tokens: Any = 1.0) -> Any:
+    """Share of a 64-row tile MLA's query rows (``heads`` x ``new_tokens`` per sequence) fill."""
+    return np.minimum(np.multiply(heads, new_tokens) / MLA_HEAD_TILE, 1.0)
+
+
 def mla_decode_flops_per_s(hw: HardwareSpec, heads: Any, new_tokens: Any = 1.0) -> Any:
     """Rate of MLA's absorbed decode attention with ``heads`` query heads on a GPU and
     ``new_tokens`` per sequence [FLOP/s]: BF16 tensor peak (its kernels compute in BF16 over an
-    FP8 or BF16 latent) x :data:`MLA_DECODE_PEAK_FRACTION` x the share of a 64-row tile its
-    query rows (heads x new tokens) fill."""
-    fill = np.minimum(np.multiply(heads, new_tokens) / MLA_HEAD_TILE, 1.0)
-    return tensor_flops_per_s(hw, "bf16") * MLA_DECODE_PEAK_FRACTION * fill
+    FP8 or BF16 latent) x :data:`MLA_DECODE_PEAK_FRACTION` x :func:`mla_tile_fill`."""
+    return tensor_flops_per_s(hw, "bf16") * MLA_DECODE_PEAK_FRACTION * mla_tile_fill(heads, new_tokens)
 
 
 def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, profile: Profile,

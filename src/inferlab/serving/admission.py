@@ -100,7 +100,8 @@ class Admission:
                 p = float(prompt[i])  # (a plain float computes faster than numpy's scalar, the same values)
                 # a request that never pins finds nothing (its prompt holds a token or more): no lookup
                 found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
-                need = math.ceil(((self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead) / block) - counted
+                claim = (self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead  # as _claim(i)
+                need = math.ceil(claim / block) - counted
                 if used + need > self.capacity_blocks:
                     if not bound:
                         break
@@ -108,7 +109,7 @@ class Admission:
                     if used + need > self.capacity_blocks:
                         break
                 w += 1
-                taken += (self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead
+                taken += claim
                 run.add(i, self.generated[i], p, self.osl_l[i], p if self.prefilled and not self.recompute[i] else found,
                         views=False)
                 if not quiet:

@@ -38,7 +38,7 @@ import numpy as np
 from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
-from ..core.timing import eager_floor, mla_decode_flops_per_s
+from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill
 from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -48,8 +48,8 @@ MEMO_SIZE = 1 << 16
 
 @dataclass(frozen=True)
 class AttentionCosts:
-    """One attention op (one layer group) on one GPU, per repetition; ``ceiling``: the part's measured
-    best at its precision (``inf``: none published); ``heads``: MLA decode's on tensor-core tiles, else 0."""
+    """One attention op (one layer group) on one GPU, per repetition; ``ceiling``: the part's measured best
+    (``inf``: none published); ``heads``: MLA decode's on tiles (``peak``: its full-tile rate), else 0."""
 
     count: float
     window: float
@@ -144,14 +144,14 @@ class StepModel:
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         hw = self.dep.hardware
+        mla = op.latent and hw.tiled_matrix_units
         return AttentionCosts(
-            count=float(op.count) * stages, window=float(op.window),
-            heads=float(op.heads) * (op.latent and hw.tiled_matrix_units),
+            count=float(op.count) * stages, window=float(op.window), heads=float(op.heads) * mla,
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
             kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
             act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
-            peak=tensor_flops_per_s(hw, op.precision), heads_kv=float(op.kv_heads),
-            ceiling=achievable_flops_per_s(hw, op.precision))
+            peak=mla_decode_flops_per_s(hw, 1.0, MLA_HEAD_TILE) if mla else tensor_flops_per_s(hw, op.precision),
+            heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(hw, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""
@@ -175,8 +175,8 @@ class StepModel:
         for j, a in enumerate(self.prefill_attention if phase == "prefill" else self.attention):
             flops = a.flops_per_pair * pairs[j] / g
             moved = (a.kv_bytes_per_token * kv_tokens[j] + a.act_bytes_per_query * queries) / g
-            rate = mla_decode_flops_per_s(self.dep.hardware, a.heads, queries / seqs) if a.heads else a.peak * pf
-            t = max(flops / rate, flops / a.ceiling, moved / (self.bandwidth * bf))
+            share = float(mla_tile_fill(a.heads, queries / seqs)) if a.heads else pf
+            t = max(flops / (a.peak * share), flops / a.ceiling, moved / (self.bandwidth * bf))
             total += a.count * (t + self.floor + self.per_sequence_head_s * seqs / g * a.heads_kv)
         return total
 

@@ -10,7 +10,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import UnknownNameError
+from ..errors import InferlabError, UnknownNameError
 
 if TYPE_CHECKING:
     from .cases import Case
@@ -93,7 +93,6 @@ def source_layout(data: Any) -> Any:
     ``= ep x ep = num_gpus``, more GPUs than one NVLink domain of the hardware holds. The run had
     ``ep`` GPUs, each an attention (TP or DP) rank and an expert group of its own (``moe_tp`` 1).
     Anything else, or fields that do not read, comes back as given (the schema checks them)."""
-    from ..errors import InferlabError
     from ..specs.catalog import load_hardware
 
     par = data.get("parallelism") if isinstance(data, dict) else None
