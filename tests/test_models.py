@@ -16,6 +16,7 @@ REQUIRED_IDS = {
     "falcon-180b", "internlm-20b", "deepseek-v3", "qwen3-8b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
     "gpt-oss-20b", "gpt-oss-120b", "gemma-3-27b", "phi-3-mini",
     "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b", "qwq-32b", "kimi-k2", "glm-4.5", "glm-4.5-air",
+    "minimax-m2.5",
 }
 
 

@@ -153,6 +153,15 @@ def _mixtral(c: _Config) -> dict[str, Any]:
     return {**base, "moe": moe, "layers": (layer,) * base["num_hidden_layers"]}
 
 
+def _minimax_m2(c: _Config) -> dict[str, Any]:
+    """MiniMax-M2 (M2.1, M2.5): Mixtral's layout (every layer routed experts of
+    ``intermediate_size``, ``num_local_experts``) with a sigmoid router and its score bias,
+    and RMSNorm on q and k (``use_qk_norm``, on by default)."""
+    fields = _mixtral(c)
+    moe = fields["moe"].model_copy(update={"router_bias": True})
+    return {**fields, "moe": moe, "qk_norm": bool(c.get("use_qk_norm", True))}
+
+
 def _moe_stack(c: _Config, n: int, router_bias: bool) -> tuple[tuple[LayerSpec, ...], MoESpec]:
     """DeepSeek-V3's MoE layout (also Kimi-K2's and GLM-4.5's): the first ``first_k_dense_replace``
     layers dense, then every ``moe_layer_freq``-th layer routed experts plus ``n_shared_experts``
@@ -300,13 +309,13 @@ READERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "llama": _llama, "mistral": _llama, "phi3": _llama, "internlm": _llama, "internlm2": _llama,
     "mixtral": _mixtral, "qwen2": _qwen, "qwen3": _qwen, "qwen3_moe": _qwen,
     "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "glm4_moe": _glm4_moe,
-    "gpt_oss": _gpt_oss,
+    "gpt_oss": _gpt_oss, "minimax_m2": _minimax_m2,
     "gemma": _gemma, "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
     "gptj": _gptj, "falcon": _falcon,
 }
 
 #: Multimodal wrappers whose text decoder lives under ``text_config``.
-_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma"}
+_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma", "kimi_k25": "kimi_k2"}
 
 
 def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
