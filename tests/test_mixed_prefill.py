@@ -94,7 +94,10 @@ def test_unmixed_prefills_stall_the_decodes_and_speed_the_prompts():
     alone = inferlab.serve("llama-3.1-8b", "h100-sxm", mixed_prefill=False, **kw)
     assert np.nanmean(alone.tpot_s) > np.nanmean(mixed.tpot_s)
     assert np.median(alone.ttft_s) <= np.median(mixed.ttft_s) * 1.001
-    assert alone.itl_percentile(99) > mixed.itl_percentile(99)  # a gap spans a whole prefill batch
+    # without mixing, one gap in twenty spans a whole prefill iteration: the P95 gap holds a
+    # prompt's prefill (most of the quickest TTFT); with mixing the tail is a mixed iteration's,
+    # whose rank against it turns on which prompts share an iteration (not asserted)
+    assert alone.itl_percentile(95) > 0.8 * np.min(alone.ttft_s) > 5 * alone.itl_percentile(50)
 
 
 @pytest.mark.parametrize("engine, limits", [

@@ -324,8 +324,9 @@ def test_a_plan_that_meets_only_while_the_replicas_fill_up_is_not_sized_by_it():
     """Long answers (lognormal, mean 1,000 tokens): a request lives 25 s on average and 100 s at
     P99, so 1,000 requests at 6.7 per second end before the replica's KV cache fills up, and
     six H100s had met a P95 TPOT objective of 30 ms that, read in steady state, they miss by
-    40% (the queue grows). The plan's count meets over the middle half of 12,000 requests
-    (3,000 a side: more than 100 s of arrivals at the rates here), one fewer misses."""
+    40% (the queue grows). The plan's count meets over the middle halves of three runs of 12,000
+    requests (3,000 a side: more than 100 s of arrivals at the rates here; pooled, as one seed's
+    P95 TPOT at seven replicas wanders from 24 to 33 ms between eighths of a run), one fewer misses."""
     sc = load_scenario({"name": "long answers", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"],
                         "engine": "vllm", "traffic": {"rate": 40, "isl": {"kind": "lognormal", "mean": 1000,
                                                                           "sigma": 0.8},
@@ -336,11 +337,16 @@ def test_a_plan_that_meets_only_while_the_replicas_fill_up_is_not_sized_by_it():
     assert best.simulated
 
     def meets(n):
-        r = serve(best.model, best.hardware, rate=40.0 / n, num_requests=12000, isl=sc.traffic.isl,
-                  osl=sc.traffic.osl, precision="bf16", engine="vllm", seed=0)
-        lo, hi = np.quantile(r.trace.arrival, [0.25, 0.75])
-        read = (r.trace.arrival >= lo) & (r.trace.arrival <= hi)
-        return (np.percentile(r.ttft_s[read], 95) <= 2.0) and (np.nanpercentile(r.tpot_s[read], 95) <= 0.030)
+        ttft, tpot = [], []
+        for seed in range(3):
+            r = serve(best.model, best.hardware, rate=40.0 / n, num_requests=12000, isl=sc.traffic.isl,
+                      osl=sc.traffic.osl, precision="bf16", engine="vllm", seed=seed)
+            lo, hi = np.quantile(r.trace.arrival, [0.25, 0.75])
+            read = (r.trace.arrival >= lo) & (r.trace.arrival <= hi)
+            ttft.append(r.ttft_s[read])
+            tpot.append(r.tpot_s[read])
+        return (np.percentile(np.concatenate(ttft), 95) <= 2.0) and \
+            (np.nanpercentile(np.concatenate(tpot), 95) <= 0.030)
 
     assert best.replicas > 6
     assert meets(best.replicas) and not meets(best.replicas - 1)
