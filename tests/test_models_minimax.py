@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 
-from inferlab import load_model
+from inferlab import estimate, load_model
 from inferlab.specs.model import ModelSpec
 
 
 def test_minimax_m25_parameters_by_hand():
     """62 layers, 3,072 wide; attention 48 query heads of 128 over 8 KV heads (q and o 3,072 x
-    6,144, k and v 3,072 x 1,024), RMSNorm on q (6,144) and k (1,024); 256 experts of 3 x 3,072 x
-    1,536, a router 3,072 x 256 with its 256 score biases; two RMSNorms a layer; untied
-    embeddings of 200,064 x 3,072. transformers' MiniMax-M2 page: 230B total, 10B active."""
+    6,144, k and v 3,072 x 1,024), RMSNorm over all of q (6,144) and all of k (1,024); 256 experts
+    of 3 x 3,072 x 1,536, a router 3,072 x 256 with its 256 score biases; two RMSNorms a layer;
+    untied embeddings of 200,064 x 3,072. transformers' MiniMax-M2 page: 230B total, 10B active."""
     h, vocab, layers = 3072, 200_064, 62
     attention = 2 * h * 6144 + 2 * h * 1024 + 6144 + 1024
     experts = 256 * 3 * h * 1536
@@ -21,14 +21,36 @@ def test_minimax_m25_parameters_by_hand():
     per_layer = attention + experts + router + 2 * h
     expected = layers * per_layer + 2 * vocab * h + h
     model = load_model("minimax-m2.5")
-    # the spec counts QK norms per head (128 + 128 a layer, as Qwen3's); MiniMax's span all heads:
-    # 62 x (7,168 - 256) = 428,544 parameters fewer, 2e-6 of the total
-    assert expected - model.total_params == 62 * (6144 + 1024 - 256)
+    assert model.qk_norm and model.qk_norm_span == "layer"
+    assert model.total_params == expected
     assert abs(expected / 230e9 - 1) < 0.015
     # activated, without the input embedding: 8 of 256 experts
     active = layers * (attention + 8 * 3 * h * 1536 + router + 2 * h) + vocab * h + h
-    assert model.active_params - vocab * h == active - 62 * (6144 + 1024 - 256)
+    assert model.active_params - vocab * h == active
     assert 9.5e9 < active < 10.5e9
+
+
+def test_a_norm_over_all_heads_is_all_reduced_across_tensor_parallel_ranks():
+    """vLLM's MiniMax-M2 (MiniMaxText01RMSNormTP.forward_qk) sums each token's q and k squares
+    on every rank and all-reduces the two FP32 sums over the tensor-parallel group before it
+    normalises: one all-reduce of 8 B a token per layer. At TP 2 and 4 tokens a step: 62 of
+    them, 2 x (2 - 1) / 2 x 32 B = 32 B sent each. None on one GPU, none under attention data
+    parallelism (each rank holds whole heads), none for Qwen3's per-head norm."""
+    kw = dict(batch_size=4, isl=1024, osl=1024, precision="nvfp4", engine="vllm")
+
+    def stats(model, **layout):
+        rows = estimate(model, "b200", **layout, **kw).op_table("decode")
+        return [(r["count"], r["comm_bytes"]) for r in rows if r["op"] == "all_reduce_qk_norm"]
+
+    assert stats("minimax-m2.5", tp=2) == [(62, 62 * 32.0)]
+    assert stats("minimax-m2.5", tp=1) == []
+    assert stats("minimax-m2.5", tp=4, ep=4, attention_dp=True) == []
+    assert stats("qwen3-30b-a3b", tp=2) == []
+    # and it costs time: a decode step at TP 2 is slower than without it by at least 62 of the
+    # engine's smallest all-reduces (a few microseconds each on NVLink)
+    row = [r for r in estimate("minimax-m2.5", "b200", tp=2, **kw).op_table("decode")
+           if r["op"] == "all_reduce_qk_norm"][0]
+    assert row["time_s"] > 62 * 2e-6
 
 
 def test_minimax_m25_kv_bytes_and_checkpoint():
@@ -48,7 +70,12 @@ def test_minimax_m2_config_json_reads_like_the_catalog(tmp_path):
     path.write_text(json.dumps(fields))
     spec = ModelSpec.from_hf_config(path)
     assert spec.total_params == load_model("minimax-m2.5").total_params
-    assert spec.qk_norm and spec.moe.router_bias
+    assert spec.qk_norm and spec.qk_norm_span == "layer" and spec.moe.router_bias
+    # qk_norm_type per_head: one 128-wide weight for q and one for k, as Qwen3's
+    path.write_text(json.dumps({**fields, "qk_norm_type": "per_head"}))
+    per_head = ModelSpec.from_hf_config(path)
+    assert per_head.qk_norm_span == "head"
+    assert spec.total_params - per_head.total_params == 62 * (6144 + 1024 - 2 * 128)
 
 
 def test_kimi_k25_names_reach_kimi_k2():

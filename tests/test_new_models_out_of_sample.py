@@ -22,9 +22,10 @@ by a measured value): DeepSeek-R1 (148: the public cases' configurations at othe
 lengths, and on B300), MiniMax-M2.5 under vLLM 0.16-0.19 (216), Kimi-K2.5 NVFP4 under vLLM
 (36, read as Kimi K2's decoder), Qwen3.5-397B-A17B under SGLang (100, not predicted: its Gated
 DeltaNet layers keep a recurrent state, which the model catalog does not describe). Levels: TPOT
-DeepSeek 12.0% (bias -10%), MiniMax 21.1% (-21%), Kimi 3.4%; TTFT DeepSeek 52.8% (-52%: SGLang's
-runs on B200 and B300 answer in 0.2-55 s where prefill takes 0.1-1.1 s, as in the public cases),
-MiniMax 30.0%, Kimi 10.6%; all, TPOT 17.5%, TTFT 34.5%. 56 vLLM runs (42 MiniMax, 14 Kimi) lay
+DeepSeek 12.0% (bias -10%), MiniMax 17.8% (-18%; 21.1% before its norm over all heads was
+all-reduced across the TP ranks), Kimi 3.4%; TTFT DeepSeek 52.8% (-52%: SGLang's runs on B200
+and B300 answer in 0.2-55 s where prefill takes 0.1-1.1 s, as in the public cases), MiniMax
+29.5%, Kimi 10.6%; all, TPOT 14.7%, TTFT 33.5%. 56 vLLM runs (42 MiniMax, 14 Kimi) lay
 attention TP inside data-parallel ranks with experts over all of them (``tp 2, attention_dp 2,
 moe_ep 4``; ``tp 4, attention_dp 4, moe_ep 16``), which the layouts do not model.
 The same configuration measured in two campaigns can differ by half (DeepSeek-R1 FP8 on 8 B200s
@@ -128,6 +129,6 @@ def test_closed_loop_runs_of_the_april_dump_at_the_level_reached():
     assert [len(errors[(m, "tpot_ms")]) for m in ("deepseek-v3", "kimi-k2", "minimax-m2.5")] == [148, 22, 174]
     assert _median_abs(errors, "tpot_ms", "deepseek-v3") <= 0.125
     assert _median_abs(errors, "tpot_ms", "kimi-k2") <= 0.05
-    assert _median_abs(errors, "tpot_ms", "minimax-m2.5") <= 0.22
+    assert _median_abs(errors, "tpot_ms", "minimax-m2.5") <= 0.185
     assert _median_abs(errors, "ttft_ms", "deepseek-v3") <= 0.54
-    assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.31
+    assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.305

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
-from .ops import ArrayLike, Attention, Elementwise, Gemm, Op
+from .ops import TP_STATISTICS, ArrayLike, Attention, Collective, Elementwise, Gemm, Op
 from .quantization import PrecisionConfig
 
 Phase = Literal["prefill", "decode"]
@@ -120,9 +120,13 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
               "shard": "heads", **meta}
     if model.mla is None:
         hd, nkv = model.head_dim, model.num_key_value_heads
+        ops.append(Gemm("qkv_proj", m=t, n=(nh + 2 * nkv) * hd, k=h, kv_n=2 * nkv * hd, shard="qkv",
+                        shard_units=nkv, **gemm))
+        if model.qk_norm and model.qk_norm_span == "layer":
+            # RMS statistics of q and of k over all heads: two FP32 sums a token, summed over the
+            # tensor-parallel ranks that hold the heads (one group until tensor parallelism sizes it)
+            ops.append(Collective("all_reduce_qk_norm", message_bytes=t * 2 * 4.0, role=TP_STATISTICS, **meta))
         ops += [
-            Gemm("qkv_proj", m=t, n=(nh + 2 * nkv) * hd, k=h, kv_n=2 * nkv * hd, shard="qkv", shard_units=nkv,
-                 **gemm),
             Attention("attention", heads=nh, kv_heads=nkv, qk_dim=hd, v_dim=hd, kv_elements=2 * nkv * hd, **common),
             Gemm("o_proj", m=t, n=h, k=nh * hd, shard="row", **gemm),
         ]

@@ -55,6 +55,9 @@ OpKind = Literal["gemm", "attention", "elementwise", "collective"]
 Shard = Literal["column", "row", "heads", "kv_heads", "qkv", "vocab", "replicated", "reduced"]
 
 BYTE_CATEGORIES = ("weight_read", "act_read", "act_write", "kv_read", "kv_write")
+#: Role of a collective among the ranks tensor parallelism splits the model over: the graph builds
+#: it for one GPU (``group_size`` 1, no cost), tensor parallelism sizes it.
+TP_STATISTICS = "tensor_parallel_statistics"
 
 
 @dataclass(frozen=True)

@@ -156,10 +156,12 @@ def _mixtral(c: _Config) -> dict[str, Any]:
 def _minimax_m2(c: _Config) -> dict[str, Any]:
     """MiniMax-M2 (M2.1, M2.5): Mixtral's layout (every layer routed experts of
     ``intermediate_size``, ``num_local_experts``) with a sigmoid router and its score bias,
-    and RMSNorm on q and k (``use_qk_norm``, on by default)."""
+    and RMSNorm on q and k (``use_qk_norm``, on by default) over all heads at once
+    (``qk_norm_type`` ``per_layer``, the default; ``per_head`` as Qwen3's)."""
     fields = _mixtral(c)
     moe = fields["moe"].model_copy(update={"router_bias": True})
-    return {**fields, "moe": moe, "qk_norm": bool(c.get("use_qk_norm", True))}
+    span = "head" if c.get("qk_norm_type", "per_layer") == "per_head" else "layer"
+    return {**fields, "moe": moe, "qk_norm": bool(c.get("use_qk_norm", True)), "qk_norm_span": span}
 
 
 def _moe_stack(c: _Config, n: int, router_bias: bool) -> tuple[tuple[LayerSpec, ...], MoESpec]:

@@ -56,6 +56,9 @@ class ModelSpec(BaseModel):
     mlp_bias: bool = False
     lm_head_bias: bool = False
     qk_norm: bool = False
+    qk_norm_span: Literal["head", "layer"] = Field(
+        default="head", description="RMSNorm of q and k per head (Qwen3: one head_dim-wide weight each) or over "
+                                    "all heads at once (MiniMax-M2: its statistics need an all-reduce under TP).")
     attention_sinks: bool = False
     mla: MLASpec | None = None
     moe: MoESpec | None = None

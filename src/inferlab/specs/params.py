@@ -68,7 +68,8 @@ def attention_params(spec: ModelSpec) -> int:
     n = h * nh * hd + 2 * h * nkv * hd + nh * hd * h
     n += (nh * hd + 2 * nkv * hd) if spec.qkv_bias else 0
     n += h if spec.o_bias else 0
-    n += 2 * hd if spec.qk_norm else 0
+    if spec.qk_norm:
+        n += 2 * hd if spec.qk_norm_span == "head" else (nh + nkv) * hd
     n += nh if spec.attention_sinks else 0
     return n
 

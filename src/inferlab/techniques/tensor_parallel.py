@@ -16,7 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..core.ops import Attention, Collective, Elementwise, Gemm, Op
+from ..core.ops import TP_STATISTICS, Attention, Collective, Elementwise, Gemm, Op
 
 _RESIDUAL_BYTES = 2.0  # the residual stream is reduced in 16-bit
 
@@ -56,10 +56,12 @@ def apply_tensor_parallel(ops: tuple[Op, ...], tp: int) -> tuple[Op, ...]:
 
     After a run of row-parallel GEMMs, the residual op that consumes them waits for an
     all-reduce of its output (``tokens x hidden`` in 16-bit); the vocabulary-parallel LM
-    head is followed by an all-gather of the logits.
+    head is followed by an all-gather of the logits; a collective of statistics the graph
+    built for one GPU (:data:`~inferlab.core.ops.TP_STATISTICS`: a norm over all heads) spans
+    the ``tp`` ranks.
     """
-    if tp == 1:
-        return ops
+    if tp == 1:  # nothing to split; a statistics collective has no peers
+        return tuple(op for op in ops if op.role != TP_STATISTICS)
     out: list[Op] = []
     pending_reduce = False
     for op in ops:
@@ -68,6 +70,9 @@ def apply_tensor_parallel(ops: tuple[Op, ...], tp: int) -> tuple[Op, ...]:
             out.append(Collective(f"all_reduce_{op.name.removesuffix('_residual')}", collective="all_reduce",
                                   message_bytes=message, group_size=tp, count=op.count, group=op.group))
             pending_reduce = False
+        if isinstance(op, Collective) and op.role == TP_STATISTICS:
+            out.append(replace(op, group_size=tp))
+            continue
         sharded = shard_op(op, tp)
         out.append(sharded)
         if op.shard in ("row", "reduced"):  # "reduced": split by another technique, still summed over tp
