@@ -61,7 +61,8 @@ def apply_tensor_parallel(ops: tuple[Op, ...], tp: int) -> tuple[Op, ...]:
     the ``tp`` ranks.
     """
     if tp == 1:  # nothing to split; a statistics collective has no peers
-        return tuple(op for op in ops if op.role != TP_STATISTICS)
+        return ops if all(op.role != TP_STATISTICS for op in ops) else \
+            tuple(op for op in ops if op.role != TP_STATISTICS)
     out: list[Op] = []
     pending_reduce = False
     for op in ops:
