@@ -1,11 +1,13 @@
-"""MiniMax-M2.5 in the catalog: parameters and KV bytes by hand, the config reader, and the
-names that reach it (Kimi-K2.5's as well, read as Kimi K2's decoder)."""
+"""MiniMax-M2.5 in the catalog: parameters and KV bytes by hand, the config reader, the names
+that reach it; Kimi-K2.5's config.json read as Kimi K2's decoder, its names refused."""
 
 from __future__ import annotations
 
 import json
 
-from inferlab import estimate, load_model
+import pytest
+
+from inferlab import SpecError, UnknownNameError, estimate, load_model
 from inferlab.specs.model import ModelSpec
 
 
@@ -78,9 +80,13 @@ def test_minimax_m2_config_json_reads_like_the_catalog(tmp_path):
     assert spec.total_params - per_head.total_params == 62 * (6144 + 1024 - 2 * 128)
 
 
-def test_kimi_k25_names_reach_kimi_k2():
-    assert load_model("moonshotai/Kimi-K2.5") is load_model("kimi-k2")
-    assert load_model("nvidia/Kimi-K2.5-NVFP4").id == "kimi-k2"
+def test_kimi_k25_is_not_an_alias_of_kimi_k2():
+    """Kimi-K2.5 keeps Kimi K2's decoder but ships INT4 routed experts, not K2's block FP8: read
+    as K2 its weights would be K2's (a silent 1.7x); its names say what to use instead."""
+    with pytest.raises(SpecError, match="kimi-k2"):
+        load_model("moonshotai/Kimi-K2.5")
+    with pytest.raises(UnknownNameError, match="kimi-k2"):
+        load_model("kimi-k2.5")
 
 
 def test_kimi_k25_config_json_reads_its_text_decoder(tmp_path):
