@@ -223,7 +223,25 @@ def test_gemma3_config_without_vocab_uses_transformers_defaults():
         ({"quant_method": "awq", "bits": 8}, ("int8", "bf16")),
         ({"quant_method": "fp8"}, ("fp8", "fp8")),
         ({"quant_method": "fp8", "weight_block_size": [128, 128]}, ("fp8_block", "fp8")),
-        ({"quant_method": "compressed-tensors"}, None),  # not guessed
+        ({"quant_method": "compressed-tensors"}, None),  # no quantization group: not guessed
+        # compressed-tensors groups (vllm-project/compressed-tensors QuantizationConfig)
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32},
+            "input_activations": None}}}, ("int4", "bf16")),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]},
+            "input_activations": {"num_bits": 8, "type": "float", "dynamic": True}}}}, ("fp8_block", "fp8")),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "float", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "float"}}}}, ("fp8", "fp8")),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "int"}}}}, ("int8", "int8")),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 4, "type": "float", "group_size": 16},
+            "input_activations": {"num_bits": 4, "type": "float", "group_size": 16}}}}, ("nvfp4", "nvfp4")),
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 2, "type": "int"}}}}, None),  # a width with no format here
         ({"quant_method": "bitsandbytes"}, None),
     ],
 )
@@ -261,3 +279,17 @@ def test_paligemma_wraps_a_gemma_decoder_by_hand():
     assert m.param_counts.total == 2_508_662_784
     with pytest.raises(SpecError, match="text_config"):
         ModelSpec.from_hf_config({"model_type": "paligemma", "projection_dim": 2048})
+
+
+def test_compressed_tensors_routed_experts_only(data_dir):
+    """Kimi-K2.5's layout: INT4 groups over the linear layers, attention and the shared experts
+    in the ignore list: the routed experts are INT4, everything else BF16 (as gpt-oss's MXFP4)."""
+    cfg = json.loads((data_dir / "hf-configs" / "moonshotai--Kimi-K2-Instruct.json").read_text())
+    qc = {"quant_method": "compressed-tensors", "format": "pack-quantized",
+          "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                        "weights": {"num_bits": 4, "type": "int", "group_size": 32}}},
+          "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*"]}
+    checkpoint = ModelSpec.from_hf_config({**cfg, "quantization_config": qc}).checkpoint
+    assert (checkpoint.weights, checkpoint.moe_weights, checkpoint.activations) == ("bf16", "int4", "bf16")
+    with pytest.raises(SpecError, match="ignore"):
+        ModelSpec.from_hf_config({**cfg, "quantization_config": {**qc, "ignore": "lm_head"}})

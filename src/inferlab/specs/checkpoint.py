@@ -2,7 +2,9 @@
 
 A Hugging Face ``config.json`` may carry a ``quantization_config`` (DeepSeek-V3/R1 and
 Kimi-K2: FP8 with 128x128 block scales; gpt-oss: MXFP4 routed experts, attention,
-router, embeddings and LM head left in BF16; AWQ/GPTQ: INT4 weight-only); a ModelOpt
+router, embeddings and LM head left in BF16; AWQ/GPTQ: INT4 weight-only; compressed-tensors
+(llm-compressor's format: Kimi-K2.5's INT4 routed experts, FP8 and W8A8 checkpoints): the
+first quantization group's weight and activation widths, its ``ignore`` list); a ModelOpt
 checkpoint carries an ``hf_quant_config.json`` beside it (FP8 or NVFP4 weights and
 activations, often an FP8 KV cache). Recipes not listed here are not guessed: the
 formats stay BF16 and the source says the recipe was not read.
@@ -14,6 +16,9 @@ References
    ``GPTQConfig``: ``bits``).
 .. [2] NVIDIA TensorRT Model Optimizer, ``hf_quant_config.json``: ``quant_algo``,
    ``kv_cache_quant_algo``, ``exclude_modules``.
+.. [3] vllm-project/compressed-tensors, ``QuantizationConfig``: ``config_groups`` (each with
+   ``weights`` and ``input_activations``: ``num_bits``, ``type`` int or float, ``strategy``,
+   ``group_size``), ``ignore``, ``format``.
 """
 
 from __future__ import annotations
@@ -105,17 +110,42 @@ def _formats(recipe: tuple[str, str], experts_only: bool, source: str, kv: str |
     return CheckpointFormats(weights=weights, activations=acts, kv_cache=kv, source=source)
 
 
+def _compressed_tensors(qc: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(weight format, activation format) of a compressed-tensors config's first quantization
+    group: W4A16 integer groups as INT4, W8A8 floats as FP8 (block strategy: FP8 in blocks),
+    W8A8 integers as INT8, 4-bit floats in groups of 16 as NVFP4; None for anything else."""
+    groups = qc.get("config_groups")
+    group = next(iter(groups.values()), None) if isinstance(groups, Mapping) else None
+    weights = group.get("weights") if isinstance(group, Mapping) else None
+    if not isinstance(weights, Mapping):
+        return None
+    acts = group.get("input_activations")
+    acts = acts if isinstance(acts, Mapping) else {}
+    bits, kind, act_bits = weights.get("num_bits"), weights.get("type"), acts.get("num_bits")
+    if (kind, bits, act_bits) == ("int", 4, None):
+        return "int4", "bf16"
+    if (kind, bits, act_bits) == ("float", 8, 8):
+        return ("fp8_block" if weights.get("strategy") == "block" else "fp8"), "fp8"
+    if (kind, bits, act_bits, acts.get("type")) == ("int", 8, 8, "int"):
+        return "int8", "int8"
+    if (kind, bits, weights.get("group_size")) == ("float", 4, 16):
+        return "nvfp4", ("nvfp4" if act_bits == 4 else "bf16")
+    return None
+
+
 def _from_hf(qc: Mapping[str, Any], is_moe: bool) -> CheckpointFormats:
     method = qc.get("quant_method")
     if method is not None and not isinstance(method, str):
         raise SpecError(f"config: quantization_config.quant_method must be a name such as 'fp8' or 'mxfp4', "
                         f"got {method!r:.60}")
-    _check_module_list(qc, "modules_to_not_convert", "quantization_config")
+    left = "ignore" if method == "compressed-tensors" else "modules_to_not_convert"
+    _check_module_list(qc, left, "quantization_config")
     where = f"config.json quantization_config, quant_method {method!r}"
-    recipe = _recipe(method, qc.get("bits"), qc.get("weight_block_size"))
+    recipe = _compressed_tensors(qc) if method == "compressed-tensors" else \
+        _recipe(method, qc.get("bits"), qc.get("weight_block_size"))
     if recipe is None:
         return CheckpointFormats(source=f"{where} not read by inferlab: formats assumed bf16")
-    return _formats(recipe, is_moe and _attention_excluded(qc.get("modules_to_not_convert")), where)
+    return _formats(recipe, is_moe and _attention_excluded(qc.get(left)), where)
 
 
 def _from_modelopt(quant: Mapping[str, Any], is_moe: bool, where: str) -> CheckpointFormats | None:
