@@ -132,7 +132,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, overhead, saturated)
     if isinstance(op, Attention):
         a = profile.attention
-        rate = mla_decode_flops_per_s(hw, op.heads, op.new_tokens) if op.latent and hw.tiled_matrix_units else \
+        rate = mla_decode_flops_per_s(hw, op.heads, op.new_tokens) if on_mla_tiles(op, hw) else \
             tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)
         compute = np.maximum(op.flops / rate, op.flops / achievable_flops_per_s(hw, op.precision))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
@@ -158,6 +158,12 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
 #: without tensor-core tiles (a CPU) keeps it.
 MLA_DECODE_PEAK_FRACTION = 580.0 / 989.0
 MLA_HEAD_TILE = 64.0
+
+
+def on_mla_tiles(op: Attention, hw: HardwareSpec) -> bool:
+    """Whether ``op`` runs at MLA's absorbed-decode rate: a latent attention on a part with
+    tensor-core tiles (elsewhere it keeps the profile's attention share)."""
+    return bool(op.latent and hw.tiled_matrix_units)
 
 
 def mla_tile_fill(heads: Any, new_tokens: Any = 1.0) -> Any:

@@ -38,7 +38,7 @@ import numpy as np
 from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
-from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill
+from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill, on_mla_tiles
 from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
 
@@ -144,7 +144,7 @@ class StepModel:
 
     def _costs(self, op: Attention, stages: int = 1) -> AttentionCosts:
         hw = self.dep.hardware
-        mla = op.latent and hw.tiled_matrix_units
+        mla = on_mla_tiles(op, hw)
         return AttentionCosts(
             count=float(op.count) * stages, window=float(op.window), heads=float(op.heads) * mla,
             flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),

@@ -20,8 +20,8 @@ from ..core.interconnect import node_size
 from ..core.ops import Attention, Op
 from ..core.parallelism import Parallelism
 from ..core.quantization import PrecisionConfig, decode_attention_precision, gemm_kernel, matmul_precision
-from ..memo import array_key
 from ..core.timing import OpTime, broadcast_sum, eager_floor, step_time, step_total, time_op, time_ops
+from ..memo import array_key
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from .expert_parallel import apply_expert_parallel
