@@ -25,9 +25,16 @@ DeltaNet layers keep a recurrent state, which the model catalog does not describ
 DeepSeek 12.0% (bias -10%), MiniMax 17.8% (-18%; 21.1% before its norm over all heads was
 all-reduced across the TP ranks), Kimi 3.4%; TTFT DeepSeek 52.8% (-52%: SGLang's runs on B200
 and B300 answer in 0.2-55 s where prefill takes 0.1-1.1 s, as in the public cases), MiniMax
-29.5%, Kimi 10.6%; all, TPOT 14.7%, TTFT 33.5%. 56 vLLM runs (42 MiniMax, 14 Kimi) lay
-attention TP inside data-parallel ranks with experts over all of them (``tp 2, attention_dp 2,
-moe_ep 4``; ``tp 4, attention_dp 4, moe_ep 16``), which the layouts do not model.
+29.5%, Kimi 10.6%; all, TPOT 14.7%, TTFT 33.5%; these levels leave out 56 vLLM runs (42 MiniMax,
+14 Kimi) that lay attention TP inside data-parallel ranks with the experts over all their GPUs
+(``tp 2, attention_dp 2, moe_ep 4``: vLLM's ``-tp 2 -dp 2 --enable-expert-parallel`` on 4 GPUs;
+``tp 4, attention_dp 4, moe_ep 16`` on 16), held apart: TPOT 29.6% (bias -30%), TTFT 45.7%. Their
+measured TPOT is that of the same model at TP2 (TP4) on 2 (4) GPUs with no data parallelism, at
+the same total clients, within a few percent from 4 to 256 clients (MiniMax FP8 on B200, 2-GPU
+TP2 against 4-GPU TP2 x DP2: 9.4/9.6, 13.3/13.7, 22.2/22.4, 28.0/28.0, 37.9/38.0 ms at 4, 16, 64,
+128, 256 clients; Kimi on 16 GPUs a little slower than on 4): each client's cost is one attention
+rank's, as if the clients sat on one rank rather than spread over the ranks (a router or balancing
+effect of the harness, it seems; with the ranks balanced each would take 1/2 or 1/4 of them).
 The same configuration measured in two campaigns can differ by half (DeepSeek-R1 FP8 on 8 B200s
 under TensorRT-LLM 1.1, 1,024/8,192 tokens at 8 clients: TPOT 8.0 ms in the public cases, 15.1
 and 14.7 ms here), which bounds what any model can reach on this source.
@@ -94,6 +101,11 @@ def _rows(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _hybrid(row: dict[str, str]) -> bool:
+    """Attention TP inside data-parallel ranks (``tp`` and ``attention_dp`` both above 1)."""
+    return _count(row["tp"]) > 1 and _count(row["attention_dp"]) > 1
+
+
 def _errors(cases: list[Case]) -> dict[tuple[str, str], list[float]]:
     """Signed relative errors of the predicted cases by (model, metric)."""
     errors: dict[tuple[str, str], list[float]] = {}
@@ -124,11 +136,21 @@ def test_closed_loop_runs_of_the_april_dump_at_the_level_reached():
     known = [row for row in rows if row["model_path"] in MODELS]
     # Qwen3.5's hybrid linear attention is not in the catalog: its 100 runs are left out
     assert len(rows) - len(known) == 100
-    errors = _errors([case for row in known for case in _cases(row)])
-    # DeepSeek-R1 all predicted; Kimi-K2.5 and MiniMax-M2.5 but for their hybrid-layout runs (14, 42)
+    errors = _errors([case for row in known if not _hybrid(row) for case in _cases(row)])
     assert [len(errors[(m, "tpot_ms")]) for m in ("deepseek-v3", "kimi-k2", "minimax-m2.5")] == [148, 22, 174]
     assert _median_abs(errors, "tpot_ms", "deepseek-v3") <= 0.125
     assert _median_abs(errors, "tpot_ms", "kimi-k2") <= 0.05
     assert _median_abs(errors, "tpot_ms", "minimax-m2.5") <= 0.185
     assert _median_abs(errors, "ttft_ms", "deepseek-v3") <= 0.54
     assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.305
+
+
+def test_april_dump_runs_with_attention_tp_inside_data_parallel_ranks_are_predicted():
+    """The 56 runs with attention ranks of 2 or 4 GPUs are predicted (they were refused before
+    ``attention_tp``), at the level reached: too fast, as their clients' cost is one rank's (above)."""
+    hybrid = [row for row in _rows("sample-2026-04.csv") if row["model_path"] in MODELS and _hybrid(row)]
+    assert len(hybrid) == 56
+    errors = _errors([case for row in hybrid for case in _cases(row)])
+    assert [len(errors[(m, "tpot_ms")]) for m in ("kimi-k2", "minimax-m2.5")] == [14, 42]
+    assert _median_abs(errors, "tpot_ms") <= 0.30
+    assert _median_abs(errors, "ttft_ms") <= 0.46

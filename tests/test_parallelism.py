@@ -323,12 +323,14 @@ def test_unit_layout_is_identity(batch, isl):
 
 def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
     """vLLM's ``--data-parallel-size 8 --enable-expert-parallel`` is TensorRT-LLM's tp=8, ep=8
-    with attention DP: one stage of 8 GPUs, attention data-parallel, experts over all 8."""
+    with attention DP: one stage of 8 GPUs, attention data-parallel, experts over all 8; with
+    ``-tp 2`` next to ``-dp 4`` the ranks are of two GPUs each (SGLang's --tp 8 --dp 4)."""
     from inferlab.core.parallelism import expert_layout
 
-    assert expert_layout(1, 8, 8, False) == (8, 8, 1, True)
-    assert expert_layout(8, 8, 1, True) == (8, 8, 1, True)  # already in this convention
-    assert expert_layout(4, 4, 2, False) == (4, 4, 2, False)  # ep within tp: plain replicas
+    assert expert_layout(1, 8, 8, False) == (8, 8, 1, True, 1)
+    assert expert_layout(8, 8, 1, True) == (8, 8, 1, True, 1)  # already in this convention
+    assert expert_layout(4, 4, 2, False) == (4, 4, 2, False, 1)  # ep within tp: plain replicas
+    assert expert_layout(2, 8, 4, False) == (8, 8, 1, True, 2)  # -tp 2 -dp 4: four ranks of two GPUs
 
 
 def test_fp4_only_datasheet_derives_wider_rates():

@@ -83,7 +83,7 @@ def test_sample_serving_cases_share_runs_and_are_summarised(data_dir):
 def test_attention_dp_ranks_notation_and_per_rank_limits(data_dir):
     adp = next(c for c in load_cases(data_dir / "cases-serving-sample.yaml") if c.parallelism.attention_dp)
     assert (adp.parallelism.tp, adp.parallelism.attention_dp_size) == (1, 8)
-    assert case_layout(adp) == {"tp": 8, "pp": 1, "ep": 8, "dp": 1, "attention_dp": True}
+    assert case_layout(adp) == {"tp": 8, "pp": 1, "ep": 8, "dp": 1, "attention_dp": True, "attention_tp": 1}
     sched = ENGINE_SCHEDULERS["trtllm"]
     ranks = scheduler_for(deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4",
                                      engine="trtllm"), sched)
@@ -394,7 +394,7 @@ def test_pool_layouts_in_the_engines_spellings_map_or_are_refused():
     assert pools({"tp": 4, "dp": 2}) == ("b200", 8, 4, 1, False)
     assert pools({"dp": 2}) == ("b200", 8, 4, 1, False)
     assert "dp=4 with tp=4 differs" in pools({"tp": 4, "dp": 4})
-    assert "attention TP inside DP ranks" in pools({"tp": 2, "attention_dp_size": 4, "ep": 8})
+    assert "attention ranks of 2 GPUs in a pool are not simulated" in pools({"tp": 2, "attention_dp_size": 4, "ep": 8})
     assert "moe_tp=2 x ep=8 differs from tp=8" in pools({"tp": 8, "ep": 8, "moe_tp": 2})
     assert "unknown parallelism key(s) cp" in pools({"tp": 8, "cp": 2})
 

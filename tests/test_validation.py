@@ -89,7 +89,7 @@ def test_case_file_errors_name_the_problem(tmp_path):
     ({"model": "mixtral-8x7b", "parallelism": {"tp": 4, "moe_tp": 1}, "num_gpus": 4},
      "moe_tp=1 x ep=1 differs from tp=4"),
     ({"parallelism": {"tp": 4, "attention_dp": True, "attention_dp_size": 2}, "num_gpus": 4},
-     "attention_dp_size=2 with tp=4 (attention TP inside DP ranks) is not modelled"),
+     "num_gpus=4 differs from tp x pp x dp = 8"),  # two attention ranks of TP4 are 8 GPUs
     ({"num_gpus": 2}, "differs from tp x pp x dp = 1"),
     ({"speculative": {"method": "draft", "draft_tokens": 3, "acceptance_length": 2.5}},
      "speculative decoding as given cannot be modelled"),  # a draft model must be named

@@ -57,6 +57,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         est.add_argument(flag, dest=dest, type=kind, default=None, help=text)
     add_precision_flags(est)
     est.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
+    est.add_argument("--attention-tp", type=int, default=None,
+                     help="with --attention-dp: GPUs each attention rank splits its heads over (default 1)")
     est.add_argument("--attention", default=None, choices=["flash", "naive"])
     est.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
                      help="charge a launch overhead per kernel")
@@ -89,7 +91,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("model", "hardware"):
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
-    dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention", "cuda_graphs", "waves",
+    dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention_tp", "attention", "cuda_graphs", "waves",
                                                        "allow_long_context"]
     kw.update({d: getattr(args, d) for d in dests if getattr(args, d) is not None})
     precision = precision_value(args.precision if args.precision is not None else kw.get("precision"),

@@ -66,6 +66,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                              ("--dp", int, "data-parallel replicas (default 1)")):
         p.add_argument(flag, type=kind, default=None, help=text)
     p.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
+    p.add_argument("--attention-tp", type=int, default=None,
+                   help="with --attention-dp: GPUs each attention rank splits its heads over (default 1)")
     add_engine_args_flag(p)
     p.add_argument("--disagg", metavar="POOLS", help="separate prefill and decode pools, both simulated, e.g. "
                                                      "prefill=h200x4,decode=h200x8:tp4 (instead of HARDWARE)")
@@ -155,7 +157,7 @@ def _overheads(args: argparse.Namespace) -> Any:
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     layout = {"tp": args.tp, "pp": args.pp, "ep": args.ep, "dp": args.dp, "attention_dp": args.attention_dp,
-              "engine": args.engine, "precision": precision_value(args.precision, kind_overrides(args))}
+              "attention_tp": args.attention_tp, "engine": args.engine, "precision": precision_value(args.precision, kind_overrides(args))}
     kw: dict[str, Any] = {k: v for k, v in layout.items() if v is not None}
     kw.update({"profile": args.profile,
                           "isl": parse_lengths(args.isl, "isl"), "osl": parse_lengths(args.osl, "osl"),

@@ -79,8 +79,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
-    KV of its own ``1/tp`` of the sequences; otherwise every GPU holds its heads' share of
-    all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
+    KV of its rank's sequences (a ``1/ranks`` share), or its heads' share of it when a rank
+    spans ``attention_tp`` GPUs; otherwise every GPU holds its heads' share of all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
     drafts being verified). ``sizing`` (:mod:`inferlab.engines.memory_share`): ``"all"``, the KV
@@ -95,7 +95,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     capacity = hw.usable_memory_capacity.si
     groups = par.attention_groups
     # the largest stage's layers: ceil(layers / pp) of them
-    share = (1.0 if par.attention_dp else kv_share(model, par.tp)) * stage_layer_share(model, par.pp)
+    share = kv_share(model, par.head_split) * stage_layer_share(model, par.pp)
     kv_fmt = precision.kv_cache
     pages = np.ceil((np.asarray(context, float) + lookahead_tokens) / kv_block_size) * kv_block_size
     per_seq = model.kv_cache_bytes(pages, kv_fmt) * share + extra_kv_bytes_per_token * pages
@@ -144,7 +144,7 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         if p > 1 and t * p > domain and hw.scale_out is None:
             return False  # stages on separate nodes need a NIC between them
         weights = plan.weights * scale / (t * p)
-        kv_t = kv * kv_share(model, t) / kv_share(model, par.tp) * par.pp / p
+        kv_t = kv * kv_share(model, t) / kv_share(model, par.head_split) * par.pp / p
         left = plan.capacity - weights - plan.reserve - workspace
         if plan.kv_fraction < 1.0:  # the engine's KV pool is its share of the free memory
             return kv_t <= plan.kv_fraction * left

@@ -3,8 +3,10 @@
 ``tp`` GPUs form one pipeline stage; ``pp`` stages form a replica; ``dp`` replicas serve
 in parallel: ``num_gpus = tp x pp x dp``. Inside a stage, MoE layers run ``ep`` expert
 groups of ``moe_tp`` GPUs each (``ep x moe_tp = tp``); with ``attention_dp`` the stage's
-GPUs run attention data-parallel (each on its own sequences, all heads) and reach the
-experts through all-to-all, as large MoE deployments do.
+GPUs run attention data-parallel (each rank on its own sequences) and reach the experts
+through all-to-all, as large MoE deployments do. A rank is one GPU holding all heads, or
+``attention_tp`` GPUs splitting them (SGLang's ``--tp 8 --dp 4 --enable-dp-attention``,
+vLLM's ``-tp 2 -dp 4 --enable-expert-parallel``: four ranks of two GPUs).
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ class Parallelism:
         Independent replicas.
     attention_dp : bool
         Attention data-parallel over the stage's ``tp`` GPUs, MoE over expert parallelism.
+    attention_tp : int
+        With ``attention_dp``, the GPUs each attention rank splits its heads over (1: every
+        GPU is a rank with all heads); the stage has ``tp / attention_tp`` ranks.
     expert_imbalance : float
         Tokens on the busiest expert group over the mean (1 = balanced routing).
     micro_batches : int or None
@@ -81,9 +86,10 @@ class Parallelism:
     attention_dp: bool = False
     expert_imbalance: float = 1.0
     micro_batches: int | None = None
+    attention_tp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "ep", "dp"):
+        for name in ("tp", "pp", "ep", "dp", "attention_tp"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
@@ -94,6 +100,14 @@ class Parallelism:
             raise SpecError(f"ep={self.ep} must divide tp={self.tp}: the expert groups share the stage's GPUs "
                             f"(ep x moe_tp = tp); e.g. tp={self.ep * max(self.tp // self.ep, 1)} or ep in "
                             f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}{vllm}")
+        if self.attention_tp > 1 and not self.attention_dp:
+            raise SpecError(f"attention_tp={self.attention_tp} splits attention data-parallel ranks over GPUs, but "
+                            f"attention_dp is off (the heads then split over all tp={self.tp}): give attention_dp, "
+                            "or drop attention_tp")
+        if self.tp % self.attention_tp:
+            raise SpecError(f"attention_tp={self.attention_tp} must divide tp={self.tp}: the stage's GPUs form "
+                            f"tp / attention_tp attention ranks; e.g. attention_tp in "
+                            f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}")
         if not self.expert_imbalance >= 1.0:
             raise SpecError(f"expert_imbalance is the busiest group's load over the mean, >= 1; got {self.expert_imbalance}")
         if self.micro_batches is not None and self.micro_batches < 1:
@@ -111,13 +125,19 @@ class Parallelism:
 
     @property
     def attention_groups(self) -> int:
-        """How many ways a stage splits its sequences for attention (``tp`` with attention DP)."""
-        return self.tp if self.attention_dp else 1
+        """How many ways a stage splits its sequences for attention (``tp / attention_tp`` ranks
+        with attention DP)."""
+        return self.tp // self.attention_tp if self.attention_dp else 1
+
+    @property
+    def head_split(self) -> int:
+        """GPUs a sequence's attention heads (and the other layers outside the routed experts)
+        split over: ``tp``, or ``attention_tp`` with attention DP."""
+        return self.attention_tp if self.attention_dp else self.tp
 
     def check(self, model: ModelSpec) -> None:
         """Raise :class:`InfeasibleError` for a layout the model cannot take."""
-        if not self.attention_dp:
-            check_divisible(model, self.tp)
+        check_divisible(model, self.head_split)
         if self.pp > model.num_hidden_layers:
             raise InfeasibleError(f"pp={self.pp} exceeds the {model.num_hidden_layers} layers of {model.id or model.name}")
         if self.ep > 1 or self.attention_dp:
@@ -132,22 +152,22 @@ class Parallelism:
 
     def __str__(self) -> str:
         parts = [f"tp{self.tp}"] + [f"{k}{v}" for k, v in (("pp", self.pp), ("ep", self.ep), ("dp", self.dp)) if v > 1]
-        return "x".join(parts) + (" attention-dp" if self.attention_dp else "")
+        ranks = f" ({self.attention_groups} ranks of tp{self.attention_tp})" if self.attention_tp > 1 else ""
+        return "x".join(parts) + (f" attention-dp{ranks}" if self.attention_dp else "")
 
 
-def expert_layout(tp: int, ep: int, dp: int, attention_dp: bool) -> tuple[int, int, int, bool]:
-    """``(tp, ep, dp, attention_dp)`` in this module's convention, from either engine's.
+def expert_layout(tp: int, ep: int, dp: int, attention_dp: bool) -> tuple[int, int, int, bool, int]:
+    """``(tp, ep, dp, attention_dp, attention_tp)`` in this module's convention, from either engine's.
 
     TensorRT-LLM and SGLang write wide expert parallelism as ``tp=8, ep=8`` with attention
     DP; vLLM as ``dp=8`` ranks with ``--enable-expert-parallel`` (``ep=8``): attention runs
-    data-parallel over the ``dp x tp`` GPUs, the experts are spread over all of them. When
-    ``ep`` exceeds ``tp`` and equals ``tp x dp``, the latter is the former: one stage of
-    ``ep`` GPUs, attention data-parallel over them (attention TP inside a rank, ``tp > 1``,
-    is not modelled and is left for :meth:`Parallelism.__post_init__` to refuse).
+    data-parallel over the ``dp`` ranks of ``tp`` GPUs each, the experts are spread over all
+    ``tp x dp`` GPUs. When ``ep`` exceeds ``tp`` and equals ``tp x dp``, the latter is the
+    former: one stage of ``ep`` GPUs, ``dp`` attention ranks of ``attention_tp = tp`` GPUs.
     """
-    if ep > tp and tp == 1 and ep == tp * dp:
-        return ep, ep, 1, True
-    return tp, ep, dp, attention_dp
+    if ep > tp and dp > 1 and ep == tp * dp:
+        return ep, ep, 1, True, tp
+    return tp, ep, dp, attention_dp, 1
 
 
 def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Parallelism) -> float:
@@ -159,8 +179,8 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     (``moe_weights``, ``attention_weights``),
     embedding and LM head in 16-bit (engines exclude them from quantization; a GGUF type
     quantizes them too, as llama.cpp stores them). Routed
-    experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (or
-    replicated with attention DP). With ``pp`` stages the figure is the largest stage's, the
+    experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (with
+    attention DP, over a rank's ``attention_tp`` GPUs: each rank holds them whole). With ``pp`` stages the figure is the largest stage's, the
     one memory must hold: ``ceil(layers / pp)`` layers, and the embedding (first stage) or the
     LM head (last; a tied head is a copy of the embedding there), whichever is larger.
     """
@@ -173,7 +193,7 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     experts = counts.routed_experts * number_format(precision.experts).bytes_per_element
     attention = counts.attention * number_format(precision.attention).bytes_per_element
     rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts - counts.attention) * w + attention
-    rest_split = 1 if par.attention_dp else par.tp
+    rest_split = par.head_split
     if par.pp == 1:
         return embed / par.tp + experts / par.tp + rest / rest_split
     ends = max(counts.embedding, counts.lm_head) * end

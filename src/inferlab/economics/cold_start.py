@@ -98,7 +98,7 @@ def _resolved(deployment: Any) -> Any:
         kw = deployment.estimate_kwargs()
         if "hardware" not in kw or deployment.disaggregation is not None:
             raise SpecError("cold_start: the deployment must name one replica's hardware (not separate pools)")
-        keep = ("tp", "pp", "ep", "dp", "attention_dp", "precision", "engine", "profile")
+        keep = ("tp", "pp", "ep", "dp", "attention_dp", "attention_tp", "precision", "engine", "profile")
         return resolve(kw["model"], kw["hardware"], **{k: kw[k] for k in keep if k in kw})
     inner = getattr(deployment, "deployment", None)  # an Estimate or a ServeResult
     if hasattr(inner, "parallel"):

@@ -61,6 +61,9 @@ class EngineLaunch:
         stage, stages, expert groups inside a stage, independent replicas.
     attention_dp : bool
         Attention data-parallel over the stage's GPUs.
+    attention_tp : int
+        With ``attention_dp``, the GPUs of each attention rank (SGLang's ``--tp`` over ``--dp``,
+        vLLM's ``-tp`` next to ``-dp``); 1: a GPU a rank.
     weights, activations, kv_cache : str or None
         Formats set by the flags; None: the checkpoint's (KV: the engine's ``auto``).
     dtype : str or None
@@ -100,6 +103,7 @@ class EngineLaunch:
     ep: int = 1
     dp: int = 1
     attention_dp: bool = False
+    attention_tp: int = 1
     weights: str | None = None
     activations: str | None = None
     kv_cache: str | None = None
@@ -181,6 +185,8 @@ class EngineLaunch:
         """
         kw: dict[str, Any] = {"model": self.model, "engine": self.engine, "tp": self.tp, "pp": self.pp,
                               "ep": self.ep, "dp": self.dp, "attention_dp": self.attention_dp}
+        if self.attention_tp > 1:
+            kw["attention_tp"] = self.attention_tp
         if self.precision is not None:
             kw["precision"] = self.precision
         limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size}

@@ -122,7 +122,7 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
     source, said = launch.engine, []
     if source == target or _trtllm(source) and _trtllm(target):
         return launch, said
-    ranks = launch.tp if launch.attention_dp else 1
+    ranks = launch.tp // launch.attention_tp if launch.attention_dp else 1
     per_rank = (default_scheduler(source).limits_per_rank, default_scheduler(target).limits_per_rank)
     if ranks > 1 and per_rank[0] != per_rank[1]:
         scale = (lambda v: v * ranks) if per_rank[0] else (lambda v: max(1, -(-v // ranks)))
@@ -142,7 +142,8 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
 
 
 def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp: int = 1, ep: int = 1, dp: int = 1,
-                           attention_dp: bool = False, precision: Any = None, speculative: Any = None,
+                           attention_dp: bool = False, attention_tp: int = 1, precision: Any = None,
+                           speculative: Any = None,
                            max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                            max_prefill_tokens: int | None = None,
                            chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
@@ -168,7 +169,7 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
     from ..specs.catalog import catalog_model
 
     return EngineLaunch(engine=engine if engine in _WRITERS else "vllm", model=catalog_model(model)[0], tp=tp, pp=pp,
-                        ep=ep, dp=dp, attention_dp=attention_dp, weights=kinds.get("weights"),
+                        ep=ep, dp=dp, attention_dp=attention_dp, attention_tp=attention_tp, weights=kinds.get("weights"),
                         activations=kinds.get("activations"), kv_cache=kinds.get("kv_cache"),
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         max_prefill_tokens=max_prefill_tokens, chunked_prefill=chunked_prefill,

@@ -89,7 +89,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation)
     model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
     notes = [note] if note else []
-    tp, dp, attention_dp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False)
+    tp, dp, attention_dp, attention_tp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False), 1
     ep = tp if f.get("ep_moe") else f.get("ep", 1)
     # --enable-deepep-moe (SGLang 0.4.x; later an alias of --moe-a2a-backend deepep) sets ep_size = tp_size too
     a2a = "deepep" if f.get("deepep_moe") and "a2a" not in f.values else str(f.get("a2a", "none")).lower()
@@ -101,10 +101,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         if tp % dp:
             raise SpecError(f"sglang: --tp {tp} with --dp {dp} --enable-dp-attention: SGLang requires the tensor-"
                             f"parallel size to divide by the DP size; give a --dp that divides {tp}")
-        if dp != tp:
-            notes.append(f"--dp {dp} --enable-dp-attention inside --tp {tp}: read as attention data-parallel over all "
-                         f"{tp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
-        dp = 1
+        attention_tp, dp = tp // dp, 1  # --dp attention ranks of tp / dp GPUs each
     chunk, chunked, budget, prompts = f.get("chunk"), None, None, None
     if chunk is not None and chunk <= 0:
         chunked, budget = False, f.get("max_prefill_tokens")
@@ -125,7 +122,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
-        weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
+        attention_tp=attention_tp, weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
@@ -211,7 +208,7 @@ def render(launch: EngineLaunch) -> Rendered:
     words = ["python", "-m", "sglang.launch_server", "--model-path", checkpoint_of(launch), "--tp", str(launch.tp)]
     missing: list[tuple[str, str]] = []
     if launch.attention_dp:
-        words += ["--dp", str(launch.tp), "--enable-dp-attention"]
+        words += ["--dp", str(launch.tp // launch.attention_tp), "--enable-dp-attention"]
     if launch.dp > 1 and launch.attention_dp:
         missing.append(("dp", f"{launch.dp} replicas next to attention DP: launch this command {launch.dp} times "
                               "behind a router"))

@@ -85,11 +85,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     notes = ([note] if note else []) + notes
     tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
     layout = {"tp": tp, "pp": pp, "dp": dp, "ep": 1, "attention_dp": False}
-    if is_moe(model) and dp > 1:
-        layout.update(tp=tp * dp, dp=1, attention_dp=True, ep=tp * dp if ep_on else 1)
-        if tp > 1:
-            notes.append(f"attention TP{tp} inside each of {dp} DP ranks read as attention data-parallel over all "
-                         f"{tp * dp} GPUs (inferlab's attention DP gives each GPU its own sequences)")
+    if is_moe(model) and dp > 1:  # dp attention ranks of tp GPUs each, the experts over all of them
+        layout.update(tp=tp * dp, dp=1, attention_dp=True, attention_tp=tp, ep=tp * dp if ep_on else 1)
     elif is_moe(model) and ep_on:
         layout["ep"] = tp
     elif ep_on:
@@ -196,8 +193,12 @@ def render(launch: EngineLaunch) -> Rendered:
     words = ["vllm", "serve", checkpoint_of(launch)]
     missing: list[tuple[str, str]] = []
     moe = is_moe(launch.model)
-    if launch.attention_dp or launch.tp > 1:
-        words += ["--data-parallel-size" if launch.attention_dp else "--tensor-parallel-size", str(launch.tp)]
+    if launch.attention_dp:
+        if launch.attention_tp > 1:
+            words += ["--tensor-parallel-size", str(launch.attention_tp)]
+        words += ["--data-parallel-size", str(launch.tp // launch.attention_tp)]
+    elif launch.tp > 1:
+        words += ["--tensor-parallel-size", str(launch.tp)]
     if launch.ep == launch.tp and launch.tp > 1:
         words.append("--enable-expert-parallel")
     elif launch.ep != 1:

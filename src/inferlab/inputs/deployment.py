@@ -188,7 +188,7 @@ class Deployment(BaseModel):
             kw["disaggregation"] = self.disaggregation.technique()
             return kw
         layout = self.layout.model_dump(exclude_defaults=True)
-        kw.update({k: v for k, v in layout.items() if k in ("tp", "pp", "ep", "dp", "attention_dp")})
+        kw.update({k: v for k, v in layout.items() if k in ("tp", "pp", "ep", "dp", "attention_dp", "attention_tp")})
         if self.speculative is not None:
             kw["speculative"] = self.speculative.technique()
         return kw
@@ -277,7 +277,8 @@ def _normalized(data: dict[str, Any]) -> dict[str, Any]:
     out["engine"] = engine_of(data.get("engine", "generic"))
     par = inputs.layout(model, **layout_fields(data.get("layout") or {}))
     out["layout"] = Layout(tp=par.tp, pp=par.pp, ep=par.ep, dp=par.dp, attention_dp=par.attention_dp,
-                           expert_imbalance=par.expert_imbalance, micro_batches=par.micro_batches)
+                           expert_imbalance=par.expert_imbalance, micro_batches=par.micro_batches,
+                           attention_tp=par.attention_tp)
     out["attention"] = inputs.attention_kind(data.get("attention", "flash"))
     for key in ("cuda_graphs", "allow_long_context"):
         if key in data:

@@ -42,6 +42,7 @@ from ..techniques.speculative import SpeculativeConfig
 KEYS = {
     "model": "catalog id, alias or config.json path", "hardware": "catalog id", "num_gpus": "integer",
     "tp": "integer", "pp": "integer", "ep": "integer", "dp": "integer", "attention_dp": "true or false",
+    "attention_tp": "integer (GPUs of an attention data-parallel rank)",
     "expert_imbalance": "number >= 1", "micro_batches": "integer",
     "precision": "format name, text (fp8 kv:bf16) or mapping; default: the checkpoint's formats",
     "isl": "tokens (integer or list)", "osl": "tokens (integer or list)", "batch_size": "requests (integer or list)",

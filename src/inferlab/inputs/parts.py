@@ -34,6 +34,8 @@ class Layout(BaseModel):
         Data-parallel replicas.
     attention_dp : bool
         Attention data-parallel over a stage's GPUs.
+    attention_tp : int [GPU]
+        With ``attention_dp``, the GPUs each attention rank splits its heads over (1: one GPU a rank).
     expert_imbalance : float [1]
         Load of the busiest expert group over the mean.
     micro_batches : int, optional
@@ -48,6 +50,7 @@ class Layout(BaseModel):
     attention_dp: bool = False
     expert_imbalance: float = 1.0
     micro_batches: int | None = None
+    attention_tp: int = 1
 
     @property
     def num_gpus(self) -> int:

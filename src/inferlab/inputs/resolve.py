@@ -115,7 +115,7 @@ def attention_kind(attention: Any) -> str:
 
 
 def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp: Any, expert_imbalance: Any,
-           micro_batches: Any) -> Parallelism:
+           micro_batches: Any, attention_tp: Any = 1) -> Parallelism:
     """The parallel layout, checked for types and for what the model can take.
 
     Raises
@@ -132,22 +132,23 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
     -----
     vLLM's data-parallel expert parallelism (``dp=N, ep=N`` with ``tp=1``: attention on each
     of N GPUs, the experts spread over the same N) is one engine of N GPUs, written here as
-    ``tp=N, ep=N, attention_dp=True``, which is what it becomes.
+    ``tp=N, ep=N, attention_dp=True``, which is what it becomes; with ``tp=T`` GPUs a rank
+    (``dp=N, ep=T x N``) it is ``tp=T x N, ep=T x N, attention_dp=True, attention_tp=T``.
     """
     counts = {name: checks.integer(option_name(name), value, maximum=MAX_GPUS_PER_AXIS, what=what, whole_floats=True)
               for name, value, what in (("tp", tp, "GPUs"), ("pp", pp, "stages"), ("ep", ep, "groups"),
-                                        ("dp", dp, "replicas"))}
+                                        ("dp", dp, "replicas"), ("attention_tp", attention_tp, "GPUs"))}
     imbalance = checks.real(option_name("expert_imbalance"), expert_imbalance, minimum=1.0, maximum=1e6)
     name = model.id or model.name
     if model.moe is None and imbalance != 1.0:
         raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
                         "applies only to mixture-of-experts models: drop it")
-    vllm_dp_ep = counts["tp"] == 1 and counts["dp"] > 1 and counts["ep"] == counts["dp"]
+    vllm_dp_ep = counts["dp"] > 1 and counts["ep"] == counts["tp"] * counts["dp"] and counts["attention_tp"] == 1
     if model.moe is not None and imbalance != 1.0 and counts["ep"] == 1 and not vllm_dp_ep:
         raise SpecError(f"{option('expert_imbalance', imbalance)} is the busiest expert-parallel group's load over "
                         f"the mean, but with {option('ep', 1)} one group holds every expert; give expert parallelism "
                         f"({option('ep', 2)} or more) or drop it")
-    groups = counts["dp"] if vllm_dp_ep else counts["ep"]
+    groups = counts["ep"]
     if model.moe is not None and imbalance > groups:
         raise SpecError(f"{option('expert_imbalance', imbalance)}: the busiest of {groups} expert-parallel groups "
                         f"carries at most all the routed tokens, {groups}x the mean load; give 1 to {groups}")
@@ -158,10 +159,14 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
             raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
                             f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
     attention_dp = checks.boolean(option_name("attention_dp"), attention_dp)
-    if counts["tp"] == 1 and counts["dp"] > 1 and counts["ep"] == counts["dp"] and model.moe is not None:
-        # vLLM's --data-parallel-size N --enable-expert-parallel: attention data-parallel over the
-        # N GPUs and the experts over the same N, one engine: tp=N, ep=N with attention DP here
-        counts, attention_dp = {**counts, "tp": counts["dp"], "dp": 1}, True
+    if vllm_dp_ep and model.moe is not None and (counts["tp"] == 1 or not attention_dp):
+        # vLLM's -tp T --data-parallel-size N --enable-expert-parallel: N attention ranks of T GPUs
+        # and the experts over all T x N, one engine: tp=ep=T x N with attention DP here
+        counts = {**counts, "tp": counts["ep"], "dp": 1, "attention_tp": counts["tp"]}
+        attention_dp = True
+    if counts["attention_tp"] > 1 and not attention_dp:
+        raise SpecError(f"{option('attention_tp', counts['attention_tp'])} sets the GPUs of each attention "
+                        f"data-parallel rank, but attention DP is off: give {option_name('attention_dp')}, or drop it")
     par = Parallelism(**counts, attention_dp=attention_dp, expert_imbalance=imbalance, micro_batches=micro_batches)
     par.check(model)
     return par
@@ -221,7 +226,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                engine: str = "generic", profile: str | Path | Profile = "default",
                attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
                pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
-               micro_batches: int | None = None) -> ResolvedDeployment:
+               micro_batches: int | None = None, attention_tp: int = 1) -> ResolvedDeployment:
     """Resolve names into a :class:`ResolvedDeployment` and check the parallel layout against the model.
 
     Raises
@@ -238,7 +243,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     engine_runs_on(engine, hw)
     attention = attention_kind(attention)  # type: ignore[assignment]
     par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
-                 micro_batches=micro_batches)
+                 micro_batches=micro_batches, attention_tp=attention_tp)
     alone(hw, par)
     prec = resolve_precision(precision, m, hw)
     engine_takes_formats(engine, prec.config)

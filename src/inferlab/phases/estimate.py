@@ -38,7 +38,7 @@ from .result import Estimate
 def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Workload | None = None, *,
              num_gpus: int | None = None, tp: int = 1,
              pp: int = 1, ep: int = 1, dp: int = 1, attention_dp: bool = False, expert_imbalance: float = 1.0,
-             micro_batches: int | None = None,
+             micro_batches: int | None = None, attention_tp: int = 1,
              precision: Any = None, isl: Any = 1024, osl: Any = 128, batch_size: Any = 1,
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
@@ -65,6 +65,10 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         within a stage (``ep`` divides ``tp``), and replicas.
     attention_dp : bool
         Attention data-parallel over a stage's GPUs, experts over expert parallelism.
+    attention_tp : int
+        With ``attention_dp``, the GPUs each attention rank splits its heads over (default 1;
+        SGLang's ``--tp 8 --dp 4 --enable-dp-attention`` is ``tp=8, attention_tp=2``; vLLM's
+        ``-tp 2 -dp 4`` with expert parallelism, ``tp=2, dp=4, ep=8``, becomes the same).
     expert_imbalance : float
         Load of the busiest expert group over the mean (1: balanced).
     micro_batches : int, optional
@@ -151,7 +155,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     spec = _speculative(speculative)
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile,
                      attention=attention, cuda_graphs=cuda_graphs, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
-                     expert_imbalance=expert_imbalance, micro_batches=micro_batches)
+                     expert_imbalance=expert_imbalance, micro_batches=micro_batches, attention_tp=attention_tp)
     if num_gpus is not None and checks.integer(option_name("num_gpus"), num_gpus, maximum=inputs.MAX_GPUS_PER_AXIS,
                                                what="GPUs", whole_floats=True) != dep.num_gpus:
         raise SpecError(f"num_gpus={num_gpus} but the layout {dep.parallel} uses tp x pp x dp = {dep.num_gpus} GPUs")
@@ -177,7 +181,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
 
 
 #: Arguments of :func:`estimate` that only an aggregated deployment uses, with their defaults.
-_AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False,
+_AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1,
                     "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
                     "utilization": 1.0, "waves": False, "speculative": None,
                     "max_num_seqs": None}

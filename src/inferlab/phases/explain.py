@@ -158,7 +158,9 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
     if par.ep > 1 or par.attention_dp:
         a2a = sum(r["share"] for r in est.op_table("decode", point) if r["op"].split("/")[-1].startswith("moe_"))
         lines.append(f"experts: {par.ep} expert groups of {par.moe_tp} GPUs"
-                     + (", attention data-parallel, all-to-all dispatch/combine " + f"{a2a:.0%} of the decode step"
+                     + (", attention data-parallel" + (f" in {par.attention_groups} ranks of {par.attention_tp} GPUs"
+                                                      if par.attention_tp > 1 else "")
+                        + f", all-to-all dispatch/combine {a2a:.0%} of the decode step"
                         if par.attention_dp else ", tensor-parallel attention")
                      + (f"; busiest group carries {par.expert_imbalance:.2f}x the mean load" if par.expert_imbalance > 1 else ""))
     if par.dp > 1:

@@ -198,7 +198,8 @@ class Estimate:
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "tp": dep.tp,
             "pp": dep.parallel.pp, "ep": dep.parallel.ep, "dp": dep.parallel.dp,
-            "attention_dp": dep.parallel.attention_dp, "num_gpus": dep.num_gpus, "precision": str(dep.precision),
+            "attention_dp": dep.parallel.attention_dp, "attention_tp": dep.parallel.attention_tp,
+            "num_gpus": dep.num_gpus, "precision": str(dep.precision),
             "formats": dep.precision.to_dict(), "precision_notes": list(dep.precision_notes),
             "engine": self.engine, "profile": dep.profile.name, "long_context": self.long_context,
             "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl),

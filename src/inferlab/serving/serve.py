@@ -27,7 +27,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           pp: int = 1, ep: int = 1,
           dp: int = 1,
           attention_dp: bool = False, precision: Any = None, engine: str = "generic",
-          profile: str | Path | Profile = "default",
+          profile: str | Path | Profile = "default", attention_tp: int = 1,
           isl: int | list[int] | Lengths = 1024, osl: int | list[int] | Lengths = 128,
           rate: float | None = None, concurrency: int | None = None, trace: Any = None, offline: bool = False,
           max_concurrency: int | None = None, num_requests: int = 1000, seed: int = 0, scheduler: SchedulerConfig | None = None,
@@ -42,7 +42,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
 
     Parameters
     ----------
-    model, hardware, tp, pp, ep, dp, attention_dp, precision, engine, profile
+    model, hardware, tp, pp, ep, dp, attention_dp, attention_tp, precision, engine, profile
         The deployment, as for :func:`inferlab.estimate`; or a
         :class:`~inferlab.inputs.deployment.Deployment` and a traffic
         :class:`~inferlab.inputs.workload.Workload`, which hold every other argument but
@@ -121,7 +121,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
-                     engine=engine, profile=profile)
+                     engine=engine, profile=profile, attention_tp=attention_tp)
     shared = prefixes(prefix) if prefix is not None else None
     turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
     checks.context_within_model(dep.model, workload.isl, workload.osl, allow_long_context=allow_long_context, turns=turns)
@@ -135,7 +135,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
     from .disaggregated import serve_disaggregated
 
-    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "speculative": None, "prefix": None,
+    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1, "speculative": None, "prefix": None,
              "max_concurrency": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])

@@ -70,7 +70,11 @@ def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelis
 
 
 def _all_to_all(name: str, op: Gemm, bytes_per_element: float, par: Parallelism) -> Collective:
+    """A dispatch or combine: each GPU sends its token-expert copies. A rank of ``attention_tp``
+    GPUs holds its tokens on each of them and sends each once, a ``1/attention_tp`` share from
+    each GPU (SGLang and vLLM scatter the rank's tokens before the dispatch and gather them
+    after the combine; that scatter and gather is the rank's attention all-reduce split in two)."""
     hidden = op.k if op.shard == "column" else op.n  # the model's hidden size on either side
-    message = op.m * hidden * bytes_per_element  # token-expert copies this GPU sends
+    message = op.m * hidden * bytes_per_element / par.attention_tp  # token-expert copies this GPU sends
     return Collective(name, collective="all_to_all", message_bytes=message, group_size=par.tp,
                       count=op.count, group=op.group)

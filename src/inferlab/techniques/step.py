@@ -276,8 +276,9 @@ def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> 
             return hit[1]
     ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
     ops = apply_expert_parallel(ops, dep.model, dep.parallel, gather=gather)
-    # attention data-parallel: nothing is split over the stage's GPUs but the experts (above)
-    ops = apply_tensor_parallel(ops, 1 if dep.parallel.attention_dp else dep.parallel.tp)
+    # attention data-parallel: nothing is split over the stage's GPUs but the experts (above),
+    # the rest only over a rank's attention_tp GPUs
+    ops = apply_tensor_parallel(ops, dep.parallel.head_split)
     ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
     if key is not None:
         replaced = _GRAPH_MEMO.get(key)  # another model object under a reused id

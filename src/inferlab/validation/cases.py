@@ -277,8 +277,8 @@ def _has_experts(model: str) -> bool:
 
 def case_layout(case: Case) -> dict[str, Any] | str:
     """The case's layout as keyword arguments of :func:`inferlab.estimate` (``tp``, ``pp``,
-    ``ep``, ``dp``, ``attention_dp``), or why it cannot be mapped (:func:`layout_of`)."""
-    layout = layout_of(case.model, case.parallelism)
+    ``ep``, ``dp``, ``attention_dp``, ``attention_tp``), or why it cannot be mapped (:func:`layout_of`)."""
+    layout = layout_of(case.model, case.parallelism, case.num_gpus)
     if isinstance(layout, str):
         return layout
     tp, pp, dp = layout["tp"], layout["pp"], layout["dp"]
@@ -287,31 +287,32 @@ def case_layout(case: Case) -> dict[str, Any] | str:
     return layout
 
 
-def layout_of(model: str, par: Parallelism) -> dict[str, Any] | str:
+def layout_of(model: str, par: Parallelism, num_gpus: int | None = None) -> dict[str, Any] | str:
     """A layout in the engines' spellings as keyword arguments of :func:`inferlab.estimate`,
     or why it cannot be mapped; the GPU count is the caller's to check.
 
     With attention data parallelism a case may give the attention TP per rank as ``tp``
-    (1) and the ranks as ``attention_dp_size``: the stage then has ``attention_dp_size``
-    GPUs, all running attention data-parallel. vLLM's ``dp=N`` with ``ep=N`` is one stage of
-    ``N`` GPUs (:func:`~inferlab.core.parallelism.expert_layout`). ``moe_tp`` is checked
-    only for MoE models.
+    and the ranks as ``attention_dp_size``: the stage then has ``tp x attention_dp_size``
+    GPUs, ranks of ``tp`` (``attention_tp``). ``tp`` equal to the ranks on as many GPUs
+    (``num_gpus`` over ``pp x dp``) is TensorRT-LLM's spelling instead: ``tp`` GPUs, each a
+    rank. vLLM's ``dp=N`` with ``ep=tp x N`` is one stage of ``tp x N`` GPUs
+    (:func:`~inferlab.core.parallelism.expert_layout`). ``moe_tp`` is checked only for MoE models.
     """
     adp = par.attention_dp or (par.attention_dp_size or 1) > 1
-    tp = par.tp
-    if adp and par.attention_dp_size is not None and par.attention_dp_size != par.tp:
-        if par.tp != 1:
-            return f"attention_dp_size={par.attention_dp_size} with tp={par.tp} (attention TP inside DP ranks) " \
-                   "is not modelled"
-        tp = par.attention_dp_size
+    tp, attention_tp = par.tp, 1
+    ranks = par.attention_dp_size
+    if adp and ranks is not None and ranks != par.tp:
+        tp, attention_tp = par.tp * ranks, par.tp
+    elif adp and ranks == par.tp > 1 and num_gpus is not None and num_gpus == par.tp * ranks * par.pp * par.dp:
+        tp, attention_tp = par.tp * ranks, par.tp  # as many ranks as GPUs a rank: the GPUs say which
     dp = par.dp
-    if _has_experts(model):
-        tp, _, dp, adp = expert_layout(tp, par.ep, par.dp, adp)
+    if _has_experts(model) and attention_tp == 1:
+        tp, _, dp, adp, attention_tp = expert_layout(tp, par.ep, par.dp, adp)
     if tp % par.ep:
         return f"ep={par.ep} does not divide tp={tp}: expert groups outside the stage's GPUs are not modelled"
     if par.moe_tp is not None and par.moe_tp * par.ep != tp and _has_experts(model):
         return f"moe_tp={par.moe_tp} x ep={par.ep} differs from tp={tp}"
-    return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": dp, "attention_dp": adp}
+    return {"tp": tp, "pp": par.pp, "ep": par.ep, "dp": dp, "attention_dp": adp, "attention_tp": attention_tp}
 
 
 def static_unsupported_reason(case: Case) -> str | None:

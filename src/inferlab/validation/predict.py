@@ -68,10 +68,10 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
             out[i] = (None, reason)
             continue
         groups.setdefault(static_group_key(case), []).append(i)
-    for (model, hardware, (tp, pp, ep, dp, attention_dp), precision, engine, (spec, hit)), idx in groups.items():
+    for (model, hardware, (tp, pp, ep, dp, attention_dp, attention_tp), precision, engine, (spec, hit)), idx in groups.items():
         members = [cases[i] for i in idx]
         try:
-            est = estimate(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
+            est = estimate(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, attention_tp=attention_tp,
                            precision=dict(precision), engine=engine, profile=profile, speculative=spec,
                            prefix_cache=hit,
                            isl=[c.isl for c in members], osl=[c.osl for c in members],

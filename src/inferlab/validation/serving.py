@@ -74,9 +74,11 @@ def case_pools(case: Case) -> tuple[tuple[str, int, int, int, bool], tuple[str, 
             par = Parallelism(**{"tp": tp, **raw})
         except ValidationError as exc:
             return f"disaggregation.{name}: {format_validation_error(exc)}"
-        layout = layout_of(case.model, par)
+        layout = layout_of(case.model, par, gpus)
         if isinstance(layout, str):
             return f"disaggregation.{name}: {layout}"
+        if layout["attention_tp"] > 1:
+            return f"disaggregation.{name}: attention ranks of {layout['attention_tp']} GPUs in a pool are not simulated"
         tp = layout["tp"]
         if layout["pp"] != 1:
             return f"disaggregation.{name}: pipeline parallelism inside a pool is not simulated"

@@ -71,7 +71,7 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
 
         launch = parse_engine_args(engine_args)
         layout = {"tp": launch.tp, "pp": launch.pp, "ep": launch.ep, "dp": launch.dp,
-                  "attention_dp": launch.attention_dp}
+                  "attention_dp": launch.attention_dp, "attention_tp": launch.attention_tp}
         notes = tuple(launch.report("serve"))
         from ...engines.scheduler import USER_LIMITS
 
@@ -102,7 +102,8 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         if gpu and hardware and gpu != hardware:
             raise SpecError(f"--gpu {gpu} contradicts the deployment file {deployment} (hardware: {hardware}); "
                             "drop one of them")
-        layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp") if kwargs.get(k) is not None}
+        layout = {k: kwargs[k] for k in ("tp", "pp", "ep", "dp", "attention_dp", "attention_tp")
+                  if kwargs.get(k) is not None}
         limits = {**{k: kwargs[k] for k in USER_LIMITS if kwargs.get(k) is not None}, **serving}
         return GivenDeployment(kwargs.get("model"), gpu or hardware, kwargs.get("engine"), layout,
                                _precision_dict(kwargs.get("precision")) if kwargs.get("precision") else {},
@@ -239,7 +240,7 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
     engine = run.engine or given.engine or DEFAULT_ENGINES.get(run.tool, "generic")
     speculative, drafter, notes = _run_speculation(run, given, engine)
     common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
-                  num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=layout,
+                  num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=_case_parallelism(layout),
                   precision=dict(run.precision) or _named_precision(run, notes) or dict(given.precision), engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
@@ -265,3 +266,13 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
         except ValueError as exc:
             raise SpecError(f"{tool}: {run.id}: {' '.join(str(exc).split())[:300]}") from None
     return cases, notes
+
+
+def _case_parallelism(layout: dict[str, Any]) -> dict[str, Any]:
+    """A layout in inferlab's convention as a case writes it: attention ranks of several GPUs as
+    the GPUs of a rank (``tp``) and the ranks (``attention_dp_size``)."""
+    layout = dict(layout)
+    a = int(layout.pop("attention_tp", 1) or 1)
+    if a > 1 and layout.get("attention_dp"):
+        layout.update(tp=a, attention_dp_size=layout["tp"] // a)
+    return layout

@@ -1,0 +1,138 @@
+"""Attention data-parallel ranks of several GPUs (``attention_tp``): SGLang's ``--tp 8 --dp 4
+--enable-dp-attention``, vLLM's ``-tp 2 -dp 4 --enable-expert-parallel``. Expected values are
+derived by hand in each test."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferlab import SpecError, estimate, load_hardware, load_model
+from inferlab.cli.main import main
+from inferlab.core.memory import plan_memory
+from inferlab.core.parallelism import Parallelism, weights_per_gpu
+from inferlab.core.quantization import PrecisionConfig
+from inferlab.engines import launch_command, parse_engine_args
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS
+from inferlab.inputs.resolve import deployment
+from inferlab.serving.replica import scheduler_for
+from inferlab.techniques.step import decode
+
+
+def test_vllm_tp_inside_dp_ranks_is_one_stage_of_ranks_of_tp_gpus():
+    vllm = deployment("deepseek-v3", "b200", tp=2, dp=4, ep=8, precision="fp8").parallel
+    explicit = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, attention_tp=2, precision="fp8").parallel
+    assert vllm == explicit == Parallelism(tp=8, ep=8, attention_dp=True, attention_tp=2)
+    assert (vllm.attention_groups, vllm.head_split, vllm.num_gpus) == (4, 2, 8)
+    assert str(vllm) == "tp8xep8 attention-dp (4 ranks of tp2)"
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(tp=8, ep=8, attention_tp=2), "attention DP is off"),
+    (dict(tp=8, ep=8, attention_dp=True, attention_tp=3), "must divide tp=8"),
+    (dict(tp=8, ep=8, attention_dp=True, attention_tp=0), "attention_tp"),
+])
+def test_meaningless_attention_ranks_are_refused(kw, words):
+    with pytest.raises(SpecError, match=words):
+        deployment("deepseek-v3", "b200", precision="fp8", **kw)
+
+
+def test_ranks_of_two_gpus_split_the_weights_outside_the_experts_in_two():
+    model = load_model("deepseek-v3")
+    fp8 = PrecisionConfig.parse("fp8")
+    tp8 = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8))
+    ranks2 = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8, attention_dp=True, attention_tp=2))
+    counts = model.param_counts
+    rest = counts.total - counts.embedding - counts.lm_head - counts.routed_experts  # 1 byte each in FP8
+    # TP8: 1/8 of the rest on each GPU; ranks of two: 1/2 of it; experts and embedding alike
+    assert ranks2 - tp8 == pytest.approx(rest * (1 / 2 - 1 / 8))
+
+
+def test_kv_per_token_splits_over_a_ranks_gpus():
+    # MiniMax-M2.5: 62 layers of 8 KV heads of 128, K and V, FP8 KV: 8 x 128 x 2 x 62 = 126,976 B a
+    # token whole; a rank of a GPUs holds 1/a of the heads
+    kw = dict(precision="fp8 kv:fp8", batch_size=8, isl=1024, osl=16)
+    for a, expected in ((1, 126_976), (2, 63_488), (4, 31_744), (8, 15_872)):
+        est = estimate("minimax-m2.5", "b200", tp=8, ep=8, attention_dp=True, attention_tp=a, **kw)
+        assert est.memory.kv_per_token == pytest.approx(expected)
+    # DeepSeek's MLA latent is one KV unit: every GPU of a rank holds it whole
+    mla = [estimate("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, attention_tp=a, **kw).memory.kv_per_token
+           for a in (1, 2)]
+    assert mla[0] == pytest.approx(mla[1])
+
+
+def test_a_decode_step_all_reduces_inside_the_rank_and_dispatches_its_share():
+    dep = deployment("deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=True, attention_tp=2, precision="fp8")
+    ops = decode(dep, np.array(64.0), np.array(2048.0)).ops
+    reduces = [op for op in ops if op.name.startswith("all_reduce")]
+    assert reduces and all(op.group_size == 2 for op in reduces)  # the rank's two GPUs
+    attention = next(op for op in ops if op.name == "attention")
+    assert float(attention.heads) == pytest.approx(128 / 2)  # half of DeepSeek's 128 heads a GPU
+    # 64 sequences over 4 ranks: 16 a rank, 8 token-expert copies of 7,168 x 2 B each, sent half
+    # from each of the rank's two GPUs, to all 8 GPUs of the stage
+    dispatch = next(op for op in ops if op.name == "moe_dispatch")
+    assert float(dispatch.message_bytes) == pytest.approx(16 * 8 * 7168 * 2 / 2)
+    assert dispatch.group_size == 8
+
+
+def test_scheduler_limits_per_rank_count_the_ranks():
+    sched = ENGINE_SCHEDULERS["trtllm"]
+    dep = deployment("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, attention_tp=2, precision="nvfp4",
+                     engine="trtllm")
+    assert scheduler_for(dep, sched).max_num_seqs == 4 * sched.max_num_seqs
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([2, 4, 8]), model=st.sampled_from(["deepseek-v3", "minimax-m2.5", "qwen3-235b-a22b"]))
+def test_wider_ranks_never_hold_more_per_gpu(tp, model):
+    """More GPUs a rank never more weight or KV bytes a GPU (the rank's GPUs share what it holds)."""
+    spec, hw, fmt = load_model(model), load_hardware("b200"), PrecisionConfig.parse("fp8 kv:fp8")
+    one = np.array(1.0)
+    plans = [plan_memory(spec, hw, fmt, parallel=Parallelism(tp=tp, ep=tp, attention_dp=True, attention_tp=a),
+                         batch=one, context=one * 512, step_tokens=one * 512)
+             for a in (d for d in (1, 2, 4, 8) if tp % d == 0)]
+    for wide, narrow in zip(plans[1:], plans):
+        assert wide.weights <= narrow.weights * (1 + 1e-12)
+        assert wide.kv_per_token <= narrow.kv_per_token * (1 + 1e-12)
+
+
+def test_engine_flags_read_and_written_back():
+    sglang = parse_engine_args("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --dp 4 "
+                               "--enable-dp-attention --ep-size 8")
+    assert (sglang.tp, sglang.ep, sglang.attention_dp, sglang.attention_tp) == (8, 8, True, 2)
+    assert "--tp 8 --dp 4 --enable-dp-attention" in " ".join(launch_command(sglang).script.replace("\\", "").split())
+    vllm = parse_engine_args("vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --enable-expert-parallel")
+    assert (vllm.tp, vllm.ep, vllm.dp, vllm.attention_dp, vllm.attention_tp) == (8, 8, 1, True, 2)
+    written = " ".join(launch_command(vllm).script.replace("\\", "").split())
+    assert "--tensor-parallel-size 2 --data-parallel-size 4 --enable-expert-parallel" in written
+    trtllm = launch_command(vllm, "trtllm")  # TensorRT-LLM's attention DP is a GPU a rank
+    assert [key for key, _ in trtllm.unexpressed] == ["attention_tp"]
+
+
+def test_cli_takes_attention_tp_and_says_what_is_wrong(capsys):
+    assert main(["estimate", "deepseek-v3", "b200", "--tp", "8", "--ep", "8", "--attention-dp", "--attention-tp", "2",
+                 "--precision", "fp8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["attention_tp"], out["num_gpus"]) == (2, 8)
+    assert main(["estimate", "deepseek-v3", "b200", "--tp", "8", "--ep", "8", "--attention-tp", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--attention-tp 2" in err[0] and "--attention-dp" in err[0]
+
+
+def test_a_benchmark_file_run_with_attention_ranks_of_two_gpus_reads_as_such():
+    from conftest import DATA
+    from inferlab.validation.bench import bench_cases, given_deployment
+    from inferlab.validation.cases import case_layout
+
+    given = given_deployment(engine_args="vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --enable-expert-parallel",
+                             gpu="h200-sxm")
+    cases, _ = bench_cases([DATA / "bench" / "sglang-bench-serving.jsonl"], given)
+    case = cases[0]
+    # the case schema's spelling: the GPUs of a rank as tp, the ranks apart; 8 GPUs in all
+    assert (case.model, case.num_gpus, case.parallelism.tp, case.parallelism.attention_dp_size) == (
+        "deepseek-v3", 8, 2, 4)
+    assert case_layout(case) == {"tp": 8, "pp": 1, "ep": 8, "dp": 1, "attention_dp": True, "attention_tp": 2}
