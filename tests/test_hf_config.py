@@ -227,6 +227,9 @@ def test_gemma3_config_without_vocab_uses_transformers_defaults():
         # compressed-tensors groups (vllm-project/compressed-tensors QuantizationConfig)
         ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32},
+            "input_activations": None}}}, ("int4_g32", "bf16")),  # a BF16 scale per 32 weights: 4.5 bits
+        ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+            "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
             "input_activations": None}}}, ("int4", "bf16")),
         ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
             "weights": {"num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]},
@@ -290,6 +293,6 @@ def test_compressed_tensors_routed_experts_only(data_dir):
                                         "weights": {"num_bits": 4, "type": "int", "group_size": 32}}},
           "ignore": ["lm_head", "re:.*self_attn.*", "re:.*shared_experts.*"]}
     checkpoint = ModelSpec.from_hf_config({**cfg, "quantization_config": qc}).checkpoint
-    assert (checkpoint.weights, checkpoint.moe_weights, checkpoint.activations) == ("bf16", "int4", "bf16")
+    assert (checkpoint.weights, checkpoint.moe_weights, checkpoint.activations) == ("bf16", "int4_g32", "bf16")
     with pytest.raises(SpecError, match="ignore"):
         ModelSpec.from_hf_config({**cfg, "quantization_config": {**qc, "ignore": "lm_head"}})

@@ -48,3 +48,13 @@ def test_a_kind_given_twice_in_a_precision_text_is_refused_and_a_kind_flag_repla
     assert text == "kv:fp8 weights:bf16"
     cfg = resolve_precision(text, load_model("llama-3.1-8b"), load_hardware("h100-sxm")).config
     assert (cfg.weights, cfg.kv_cache) == ("bf16", "fp8")
+
+
+def test_int4_in_groups_of_32_stores_half_a_bit_of_scale_a_weight():
+    """Kimi-K2.5's INT4 experts: 4 bits and one BF16 scale per 32 weights, 4.5 bits (0.5625 B)
+    a weight, against 4 + 16/128 = 4.125 bits in groups of 128; one weight-only kernel family."""
+    from inferlab.core.quantization import gemm_kernel
+
+    assert number_format("int4_g32").bytes_per_element == 4.5 / 8
+    assert number_format("int4").bytes_per_element == 4.125 / 8
+    assert gemm_kernel("int4_g32", "bf16") == gemm_kernel("int4", "bf16") == "int4_wo"

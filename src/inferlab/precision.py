@@ -12,7 +12,10 @@ References
    technical blog, 2025: 16-element blocks with an FP8 (E4M3) scale, plus one FP32
    scale per tensor (negligible per element).
 .. [3] Frantar et al., "GPTQ", ICLR 2023; Lin et al., "AWQ", MLSys 2024: 4-bit weights
-   in groups of 128 with a 16-bit scale (and zero point, packed with it).
+   in groups of 128 with a 16-bit scale (and zero point, packed with it). Groups of 32
+   (4.5 bits a weight): the compressed-tensors INT4 checkpoints of Kimi K2 Thinking and
+   Kimi-K2.5 (``quantization_config.config_groups``: ``num_bits 4, type int, strategy
+   group, group_size 32``, symmetric: a BF16 scale, no zero point).
 .. [4] ggml-org/llama.cpp, ggml/src/ggml-common.h (block_q8_0, block_q4_0: 32 weights and one
    FP16 scale; K-quants in 256-weight super-blocks) and the loader's own report of a
    Mistral-7B Q5_K_M file, "model size = 4.78 GiB (5.67 BPW)" (llama.cpp issue #5619).
@@ -92,6 +95,7 @@ FORMATS: dict[str, NumberFormat] = {
         NumberFormat("mxfp4", 4, 32, 8, "fp4", "bf16", "OCP MXFP4: 32-element blocks, E8M0 scale [1]"),
         NumberFormat("nvfp4", 4, 16, 8, "fp4", "bf16", "NVFP4: 16-element blocks, FP8 E4M3 scale [2]"),
         NumberFormat("int4", 4, 128, 16, "bf16", "bf16", "weight-only INT4, groups of 128, 16-bit scale [3]"),
+        NumberFormat("int4_g32", 4, 32, 16, "bf16", "bf16", "weight-only INT4, groups of 32, 16-bit scale [3]"),
         # GGUF (llama.cpp) weight formats [4]; dequantized to 16 bits in the kernel.
         NumberFormat("q8_0", 8, 32, 16, "fp16", "fp16", "GGUF Q8_0: 32-element blocks, FP16 scale (8.5 bpw) [4]"),
         NumberFormat("q4_0", 4, 32, 16, "fp16", "fp16", "GGUF Q4_0: 32-element blocks, FP16 scale (4.5 bpw) [4]"),

@@ -309,7 +309,7 @@ def gemm_kernel(weights: str, gemm_precision: str) -> str:
     fmt = number_format(weights)
     if fmt.compute != gemm_precision and _WIDTH.get(fmt.compute, 16) < _WIDTH[gemm_precision]:
         return f"{fmt.name}_wo"
-    if fmt.name == "int4":
+    if fmt.name in ("int4", "int4_g32"):  # one kernel family (Marlin, Machete) whatever the group
         return "int4_wo"
     if fmt.name == "int8":
         return "int8_sq"

@@ -122,8 +122,8 @@ def _compressed_tensors(qc: Mapping[str, Any]) -> tuple[str, str] | None:
     acts = group.get("input_activations")
     acts = acts if isinstance(acts, Mapping) else {}
     bits, kind, act_bits = weights.get("num_bits"), weights.get("type"), acts.get("num_bits")
-    if (kind, bits, act_bits) == ("int", 4, None):
-        return "int4", "bf16"
+    if (kind, bits, act_bits) == ("int", 4, None):  # groups of 32 store a scale per 32 weights
+        return ("int4_g32" if weights.get("group_size") == 32 else "int4"), "bf16"
     if (kind, bits, act_bits) == ("float", 8, 8):
         return ("fp8_block" if weights.get("strategy") == "block" else "fp8"), "fp8"
     if (kind, bits, act_bits, acts.get("type")) == ("int", 8, 8, "int"):
