@@ -331,6 +331,7 @@ def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
     assert expert_layout(8, 8, 1, True) == (8, 8, 1, True, 1)  # already in this convention
     assert expert_layout(4, 4, 2, False) == (4, 4, 2, False, 1)  # ep within tp: plain replicas
     assert expert_layout(2, 8, 4, False) == (8, 8, 1, True, 2)  # -tp 2 -dp 4: four ranks of two GPUs
+    assert expert_layout(8, 16, 2, True) == (8, 16, 2, True, 1)  # TensorRT-LLM's spelling: not vLLM's
 
 
 def test_fp4_only_datasheet_derives_wider_rates():

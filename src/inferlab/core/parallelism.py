@@ -164,8 +164,10 @@ def expert_layout(tp: int, ep: int, dp: int, attention_dp: bool) -> tuple[int, i
     data-parallel over the ``dp`` ranks of ``tp`` GPUs each, the experts are spread over all
     ``tp x dp`` GPUs. When ``ep`` exceeds ``tp`` and equals ``tp x dp``, the latter is the
     former: one stage of ``ep`` GPUs, ``dp`` attention ranks of ``attention_tp = tp`` GPUs.
+    Attention DP already on with ``tp > 1`` is TensorRT-LLM's spelling (``tp`` ranks of one GPU):
+    not folded (its ``ep`` beyond ``tp`` is left for :class:`Parallelism` to refuse).
     """
-    if ep > tp and dp > 1 and ep == tp * dp:
+    if ep > tp and dp > 1 and ep == tp * dp and (tp == 1 or not attention_dp):
         return ep, ep, 1, True, tp
     return tp, ep, dp, attention_dp, 1
 
