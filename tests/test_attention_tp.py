@@ -47,9 +47,10 @@ def test_ranks_of_two_gpus_split_the_weights_outside_the_experts_in_two():
     tp8 = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8))
     ranks2 = weights_per_gpu(model, fp8, Parallelism(tp=8, ep=8, attention_dp=True, attention_tp=2))
     counts = model.param_counts
-    rest = counts.total - counts.embedding - counts.lm_head - counts.routed_experts  # 1 byte each in FP8
-    # TP8: 1/8 of the rest on each GPU; ranks of two: 1/2 of it; experts and embedding alike
-    assert ranks2 - tp8 == pytest.approx(rest * (1 / 2 - 1 / 8))
+    ends = counts.embedding + counts.lm_head  # 16-bit: 2 B each
+    rest = counts.total - ends - counts.routed_experts  # 1 B each in FP8
+    # TP8: 1/8 of all but the experts on each GPU; ranks of two: 1/2 of it; the experts alike
+    assert ranks2 - tp8 == pytest.approx((rest + 2 * ends) * (1 / 2 - 1 / 8))
 
 
 def test_kv_per_token_splits_over_a_ranks_gpus():
@@ -136,3 +137,37 @@ def test_a_benchmark_file_run_with_attention_ranks_of_two_gpus_reads_as_such():
     assert (case.model, case.num_gpus, case.parallelism.tp, case.parallelism.attention_dp_size) == (
         "deepseek-v3", 8, 2, 4)
     assert case_layout(case) == {"tp": 8, "pp": 1, "ep": 8, "dp": 1, "attention_dp": True, "attention_tp": 2}
+
+
+def test_the_combine_sums_the_routed_experts_without_an_all_reduce():
+    """Under attention DP the combine brings each token's summed expert outputs back; only the
+    rank's own tensor-parallel layers all-reduce: MiniMax (no shared experts) its attention and
+    its QK-norm statistics; DeepSeek also its first dense layers' MLPs and its shared expert."""
+    names = {}
+    for model in ("minimax-m2.5", "deepseek-v3"):
+        dep = deployment(model, "h200-sxm", tp=8, ep=8, attention_dp=True, attention_tp=2, precision="fp8")
+        names[model] = {op.name for op in decode(dep, np.array(64.0), np.array(2048.0)).ops
+                        if op.name.startswith("all_reduce")}
+    assert names["minimax-m2.5"] == {"all_reduce_attention", "all_reduce_qk_norm"}
+    assert names["deepseek-v3"] == {"all_reduce_attention", "all_reduce_mlp", "all_reduce_moe_combine"}
+
+
+def test_sglang_dp_attention_with_one_rank_is_tensor_parallel_attention():
+    launch = parse_engine_args("python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 "
+                               "--enable-dp-attention")
+    assert (launch.tp, launch.attention_dp, launch.attention_tp) == (8, False, 1)
+    assert any("--dp 1" in note for note in launch.notes)
+
+
+def test_an_mtp_drafters_kv_splits_as_the_targets():
+    """GLM-4.5's MTP layer keeps a layer of KV a token; under attention DP a rank's GPUs split it
+    over its KV heads as the target's layers (whole on a rank of one GPU, half on two)."""
+    from inferlab.techniques.speculative import SpeculativeConfig
+    from inferlab.techniques.speculative_memory import drafter_memory
+
+    spec = SpeculativeConfig(method="mtp", k=1, acceptance=0.7)
+    kv = {a: drafter_memory(deployment("glm-4.5", "h200-sxm", tp=8, ep=8, attention_dp=True, attention_tp=a,
+                                       precision="fp8 kv:fp8"), spec).kv_bytes_per_token for a in (1, 2)}
+    model = load_model("glm-4.5")
+    whole = model.kv_elements_per_token_per_layer() * 1.0  # FP8: 1 B an element
+    assert (kv[1], kv[2]) == pytest.approx((whole, whole / 2))

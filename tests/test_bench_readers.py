@@ -630,7 +630,8 @@ def test_sglang_server_info_reads_as_the_launch_flags_it_records(tmp_path):
     path.write_text("\n".join(json.dumps(d) for d in lines))
     runs = read_bench(path)
     first = runs[0]
-    assert dict(first.layout) == {"tp": 8, "ep": 8, "attention_dp": True} and dict(first.precision) == {}
+    assert dict(first.layout) == {"tp": 8, "ep": 8, "attention_dp": True, "attention_tp": 1} and \
+        dict(first.precision) == {}
     assert dict(first.scheduler) == {"max_num_batched_tokens": 16384, "chunked_prefill": False,
                                      "gpu_memory_utilization": 0.8}
     assert any("--moe-a2a-backend deepep: SGLang sets the expert-parallel size to --tp (8)" in n for n in first.notes)

@@ -14,8 +14,9 @@ QWEN3_30B_KV_BF16 = 98_304  # B/token: 48 layers x 2 (K, V) x 4 KV heads x 128 x
 # What a GPU holds whole under attention DP instead of 1/8 of under TP8, per layer:
 # q 2048 x 4096 + k, v 2048 x 512 each + o 4096 x 2048 = 18,874,368; q/k norms 2 x 128;
 # two RMSNorms 2 x 2048; router 2048 x 128 = 262,144 -> 19,140,864; x 48 layers + the final
-# norm 2048 = 918,763,520 parameters (the experts stay spread over EP, the vocabulary sharded).
-QWEN3_30B_REPLICATED_PARAMS = 918_763_520
+# norm 2048 = 918,763,520 parameters; the embedding and the (untied) LM head, 151,936 x 2048
+# each, 622,329,856 more: 1,541,093,376 (the experts stay spread over EP).
+QWEN3_30B_REPLICATED_PARAMS = 1_541_093_376
 
 
 def _decode_pool(adp: bool, batch: int = 64):
@@ -30,13 +31,14 @@ def test_an_attention_dp_decode_pool_holds_each_ranks_sequences_by_hand():
     Attention DP over 8 GPUs: each holds the full KV of its 8 sequences,
     8 x 2304 x 98,304 B = 1,811,939,328 B. TP8 without it: the 4 KV heads replicate past
     TP 4, so each GPU holds a quarter of every sequence's KV, 64 x 2304 x 98,304 / 4 =
-    3,623,878,656 B (twice as much). The pool with attention DP holds the attention weights
-    whole: 7/8 x 918,763,520 x 2 B = 1,607,836,160 B more weights per GPU."""
+    3,623,878,656 B (twice as much). The pool with attention DP holds the attention weights,
+    the embedding and the LM head whole (each rank runs them on its own sequences):
+    7/8 x 1,541,093,376 x 2 B = 2,696,913,408 B more weights per GPU."""
     adp, tp = _decode_pool(True), _decode_pool(False)
     assert float(adp.kv_batch) == 8 * 2304 * QWEN3_30B_KV_BF16 == 1_811_939_328
     assert float(tp.kv_batch) == 64 * 2304 * QWEN3_30B_KV_BF16 // 4 == 3_623_878_656
     assert adp.weights - tp.weights == pytest.approx(7 / 8 * QWEN3_30B_REPLICATED_PARAMS * 2, abs=1.0)
-    assert adp.weights - tp.weights == pytest.approx(1_607_836_160, abs=1.0)
+    assert adp.weights - tp.weights == pytest.approx(2_696_913_408, abs=1.0)
 
 
 def test_a_decode_batch_that_fits_an_attention_dp_pool_is_not_refused():

@@ -95,7 +95,9 @@ class Parallelism:
                 raise SpecError(f"{name} must be a positive integer, got {value!r}")
         if self.tp % self.ep:
             vllm = (f"; vLLM's dp={self.dp} with experts over the data-parallel ranks is tp={self.tp * self.dp}, "
-                    f"ep={self.ep}, attention_dp here (--tp {self.tp * self.dp} --ep {self.ep} --attention-dp)"
+                    f"ep={self.ep}, attention_dp" + (f", attention_tp={self.tp}" if self.tp > 1 else "")
+                    + f" here (--tp {self.tp * self.dp} --ep {self.ep} --attention-dp"
+                    + (f" --attention-tp {self.tp}" if self.tp > 1 else "") + ")"
                     if self.dp > 1 and self.ep == self.tp * self.dp else "")
             raise SpecError(f"ep={self.ep} must divide tp={self.tp}: the expert groups share the stage's GPUs "
                             f"(ep x moe_tp = tp); e.g. tp={self.ep * max(self.tp // self.ep, 1)} or ep in "
@@ -181,8 +183,9 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     (``moe_weights``, ``attention_weights``),
     embedding and LM head in 16-bit (engines exclude them from quantization; a GGUF type
     quantizes them too, as llama.cpp stores them). Routed
-    experts split over ``ep x moe_tp = tp`` GPUs; the other weights over ``tp`` (with
-    attention DP, over a rank's ``attention_tp`` GPUs: each rank holds them whole). With ``pp`` stages the figure is the largest stage's, the
+    experts split over ``ep x moe_tp = tp`` GPUs; the other weights, embedding and LM head
+    included, over ``tp`` (with attention DP, over a rank's ``attention_tp`` GPUs: each rank
+    holds them whole, as the step runs them; TensorRT-LLM's ``enable_lm_head_tp_in_adp`` off). With ``pp`` stages the figure is the largest stage's, the
     one memory must hold: ``ceil(layers / pp)`` layers, and the embedding (first stage) or the
     LM head (last; a tied head is a copy of the embedding there), whichever is larger.
     """
@@ -195,11 +198,11 @@ def weights_per_gpu(model: ModelSpec, precision: PrecisionConfig, par: Paralleli
     experts = counts.routed_experts * number_format(precision.experts).bytes_per_element
     attention = counts.attention * number_format(precision.attention).bytes_per_element
     rest = (counts.total - counts.embedding - counts.lm_head - counts.routed_experts - counts.attention) * w + attention
-    rest_split = par.head_split
+    split = par.head_split
     if par.pp == 1:
-        return embed / par.tp + experts / par.tp + rest / rest_split
+        return embed / split + experts / par.tp + rest / split
     ends = max(counts.embedding, counts.lm_head) * end
-    return ends / par.tp + (experts / par.tp + rest / rest_split) * stage_layer_share(model, par.pp)
+    return ends / split + (experts / par.tp + rest / split) * stage_layer_share(model, par.pp)
 
 
 def stage_layer_share(model: ModelSpec, pp: int) -> float:

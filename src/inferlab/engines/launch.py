@@ -185,7 +185,7 @@ class EngineLaunch:
         """
         kw: dict[str, Any] = {"model": self.model, "engine": self.engine, "tp": self.tp, "pp": self.pp,
                               "ep": self.ep, "dp": self.dp, "attention_dp": self.attention_dp}
-        if self.attention_tp > 1:
+        if self.attention_dp:
             kw["attention_tp"] = self.attention_tp
         if self.precision is not None:
             kw["precision"] = self.precision

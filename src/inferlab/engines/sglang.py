@@ -101,7 +101,11 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         if tp % dp:
             raise SpecError(f"sglang: --tp {tp} with --dp {dp} --enable-dp-attention: SGLang requires the tensor-"
                             f"parallel size to divide by the DP size; give a --dp that divides {tp}")
-        attention_tp, dp = tp // dp, 1  # --dp attention ranks of tp / dp GPUs each
+        attention_tp, ranks, dp = tp // dp, dp, 1  # --dp attention ranks of tp / dp GPUs each
+        if ranks == 1 and tp > 1:  # one rank of all the GPUs: the heads split over them, as without the flag
+            attention_dp, attention_tp = False, 1
+            notes.append(f"--enable-dp-attention with --dp 1: one attention rank of all {tp} GPUs, which is "
+                         "tensor-parallel attention (give --dp for several ranks)")
     chunk, chunked, budget, prompts = f.get("chunk"), None, None, None
     if chunk is not None and chunk <= 0:
         chunked, budget = False, f.get("max_prefill_tokens")

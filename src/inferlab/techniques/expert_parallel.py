@@ -54,8 +54,11 @@ def apply_expert_parallel(ops: tuple[Op, ...], model: ModelSpec, par: Parallelis
             shard = {"n": op.n / par.moe_tp} if op.shard == "column" else {"k": op.k / par.moe_tp}
             if par.attention_dp and op.shard == "column":
                 out.append(_all_to_all("moe_dispatch", op, dispatch_bytes_per_element, par))
+            # the row GEMM's partial sums are reduced by the TP all-reduce, or, under attention DP,
+            # by the combine itself (a rank's GPUs then gather their shares: half the attention's)
+            reduced = op.shard == "row" and not par.attention_dp
             out.append(replace(op, m=routed * share, weight_copies=np.maximum(touched, 1e-9), **shard,
-                               shard="reduced" if op.shard == "row" else "replicated"))
+                               shard="reduced" if reduced else "replicated"))
             if par.attention_dp and op.shard == "row":
                 out.append(_all_to_all("moe_combine", op, 2.0, par))
         elif isinstance(op, Elementwise):

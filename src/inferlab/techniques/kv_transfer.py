@@ -163,11 +163,11 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     unique = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
     adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
     if adp_d:  # a request's KV cache lives whole on the one rank that holds it
-        moved, received = unique, unique / np.clip(b, 1.0, decode_dep.tp)  # the busiest rank's prompts
+        moved, received = unique, unique / np.clip(b, 1.0, decode_dep.parallel.attention_groups)  # the busiest rank's
     else:
         received = unique * kv_share(model, decode_dep.tp)
         moved = received * decode_dep.tp
-    sending = np.clip(b, 1.0, prefill.tp) if adp_p else prefill.tp
+    sending = np.clip(b, 1.0, prefill.parallel.attention_groups) if adp_p else prefill.tp
     wire = np.maximum(moved / (sending * link.send_bandwidth), received / link.receive_bandwidth)
     senders, receivers = (1 if adp_p else prefill.tp), (1 if adp_d else decode_dep.tp)
     exposed = exposed_transfer_s(wire, prefill_s, model.num_hidden_layers, overlap=disagg.overlap,

@@ -105,7 +105,9 @@ def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterM
         dtp = tp if draft.num_attention_heads % tp == 0 else 1
         kv = sum(draft.kv_cache_bytes_per_token(kv_fmt).values()) * kv_share(draft, dtp)
         return DrafterMemory(weights_per_gpu(draft, prec, Parallelism(tp=dtp)), kv, spec.k, spec.method)
-    layer_kv = model.kv_elements_per_token_per_layer() * number_format(kv_fmt).bytes_per_element * kv_share(model, tp)
+    # a token's KV splits as the target's: over a rank's GPUs under attention DP
+    layer_kv = model.kv_elements_per_token_per_layer() * number_format(kv_fmt).bytes_per_element * \
+        kv_share(model, dep.parallel.head_split)
     h = model.hidden_size
     if spec.method == "eagle":
         counts = _one_layer_view(model, model.layers[0], spec.draft_vocab_size).param_counts

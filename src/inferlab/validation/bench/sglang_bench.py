@@ -94,8 +94,7 @@ def _server(info: Any, where: str) -> dict[str, Any]:
         layout["ep"] = launch.ep
     if launch.attention_dp:
         layout["attention_dp"] = True
-        if launch.attention_tp > 1:
-            layout["attention_tp"] = launch.attention_tp
+        layout["attention_tp"] = launch.attention_tp
     elif launch.dp > 1:
         layout["dp"] = launch.dp
     precision = {k: v for k, v in (("weights", launch.weights), ("activations", launch.activations),
