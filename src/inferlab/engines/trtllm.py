@@ -286,6 +286,7 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if launch.attention_dp:
         out["enable_attention_dp"] = True
+        out["attention_dp_config"] = dict(BALANCE_MODELLED)  # the balancing the simulation runs
         if launch.attention_tp > 1:
             missing.append(("attention_tp", f"attention ranks of {launch.attention_tp} GPUs: TensorRT-LLM's attention "
                                             "DP runs each GPU as its own rank (attention_tp=1)"))

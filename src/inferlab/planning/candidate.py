@@ -104,6 +104,7 @@ class Candidate:
     feasible: bool
     disaggregated: bool = False
     pp: int = 1
+    attention_dp: bool = False
     reason: str = ""
     batch: float = float("nan")
     replica_rate: float = float("nan")
@@ -140,6 +141,7 @@ class Candidate:
         text = f"{self.model} {self.hardware} {self.precision} tp{self.tp}"
         text += f" pp{self.pp}" if self.pp > 1 else ""
         text += f" ep{self.ep}" if self.ep > 1 else ""
+        text += " adp" if self.attention_dp else ""
         text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
 
@@ -164,7 +166,7 @@ class Candidate:
                      for side, n in (("prefill", n_p), ("decode", n_d))}
             return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,
                               profile=profile, allow_long_context=allow_long_context)
-        layout = {"tp": self.tp, "pp": self.pp, "ep": self.ep}
+        layout = {"tp": self.tp, "pp": self.pp, "ep": self.ep, "attention_dp": self.attention_dp}
         return Deployment(model=self.model, hardware=self.hardware, layout=layout, precision=precision, engine=eng,
                           profile=profile, speculative=self.speculative, allow_long_context=allow_long_context)
 

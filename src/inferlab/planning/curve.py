@@ -71,15 +71,15 @@ def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) ->
     lengths = tuple(float(x) for x in sc.traffic.isl.quantiles(TAIL_EDGES))
     return _cached_curve(config["model"], config["hardware"], config["tp"], config.get("pp", 1), config["ep"],
                          config["precision"], config["speculative"], sc.engine, sc.profile, sc.traffic.prefix_hit,
-                         isl, osl, decode_osl, lengths)
+                         isl, osl, decode_osl, lengths, bool(config.get("attention_dp", False)))
 
 
 def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, speculative: Any, engine: str,
            profile: Any, prefix_hit: float, isl: int, osl: int, decode_osl: int | None = None,
-           prompt_lengths: tuple[float, ...] | None = None) -> _Curve:
+           prompt_lengths: tuple[float, ...] | None = None, attention_dp: bool = False) -> _Curve:
     spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
     dep, max_sequences, prefill_1, chunks = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine,
-                                                                profile, prefix_hit, isl, osl)
+                                                                profile, prefix_hit, isl, osl, attention_dp)
     if spec is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, spec)
         max_sequences = np.broadcast_to(_kv_plan(dep, engine, isl, osl, drafter_memory(dep, spec)).max_sequences,
@@ -101,7 +101,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     if overlap:  # the host's work hides behind the GPU's, showing where it is the longer
         tpot = np.maximum(tpot, dep.profile.step_overhead_s + serving_iteration_s(dep))
     lengths, times, batched = _prompts(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl,
-                                       prompt_lengths, overlap)
+                                       prompt_lengths, overlap, attention_dp)
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
@@ -137,11 +137,13 @@ def _serving(dep: Any, overlap: bool = False) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str,
-                        profile: Any, prefix_hit: float, isl: int, osl: int) -> tuple[Any, np.ndarray, float, int]:
+                        profile: Any, prefix_hit: float, isl: int, osl: int, attention_dp: bool = False
+                        ) -> tuple[Any, np.ndarray, float, int]:
     """The deployment, the sequences its KV memory holds at each batch of :data:`_BATCHES`,
     the prefill of one prompt [s] and its iterations (chunks of the token budget): what a
     configuration with and without speculation share."""
-    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, precision=precision, engine=engine, profile=profile)
+    dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, precision=precision,
+                     engine=engine, profile=profile)
     plan = _kv_plan(dep, engine, isl, osl)
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
     prefill_1, chunks = prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)))
@@ -150,12 +152,13 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
 
 @functools.lru_cache(maxsize=64)
 def _prompts(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str, engine: str, profile: Any,
-             prefix_hit: float, isl: int, osl: int, prompt_lengths: tuple[float, ...] | None, overlap: bool
-             ) -> tuple[np.ndarray, np.ndarray, float]:
+             prefix_hit: float, isl: int, osl: int, prompt_lengths: tuple[float, ...] | None, overlap: bool,
+             attention_dp: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
     """What a configuration with and without speculation also share: the prompt lengths (``isl``
     alone when not given), each one's prefill alone (:func:`prompt_prefill_s`) and a prompt's
     share of a budget-filling batch (:func:`batched_prefill_s`), under ``overlap`` scheduling or not."""
-    dep = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl)[0]
+    dep = _prefill_and_memory(model, hardware, tp, pp, ep, precision, engine, profile, prefix_hit, isl, osl,
+                              attention_dp)[0]
     lengths = np.asarray(prompt_lengths if prompt_lengths is not None else (float(isl),), float)
     times, _ = prompt_prefill_s(dep, engine, prefix_hit, lengths, overlap)
     for shared in (lengths, times):  # held by every curve of the configuration

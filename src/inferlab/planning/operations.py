@@ -79,7 +79,7 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
                                  spot_usd_per_hour=None if ops.spot_discount is None
                                  else per_replica_usd_h * (1.0 - ops.spot_discount),
                                  spot_availability=ops.spot_availability, period_s=ops.period_h * 3600.0)
-    dep = deployment(best.model, best.hardware, tp=best.tp, pp=best.pp, ep=best.ep,
+    dep = deployment(best.model, best.hardware, tp=best.tp, pp=best.pp, ep=best.ep, attention_dp=best.attention_dp,
                      precision=best.precision,
                      engine=scenario.engine, profile=scenario.profile)
     cs = cold_start(dep, provisioning_s=ops.provisioning_s, image_bytes=ops.image_gb * 1e9,

@@ -165,6 +165,9 @@ class Search(BaseModel):
     tp: tuple[StrictInt, ...] = (1, 2, 4, 8)
     pp: tuple[StrictInt, ...] = Field(default=(1,), description="Pipeline stages per replica (across nodes too).")
     expert_parallel: StrictBool = True
+    attention_dp: StrictBool = Field(
+        default=True, description="With expert parallelism over a replica's GPUs, also try attention data-parallel "
+                                  "over them (each GPU its own sequences, all heads): MoE models only.")
     speculative: tuple[str | None, ...] = Field(default=(None,), min_length=1)
     disaggregation: StrictBool = False
     max_gpus: StrictInt = Field(default=256, ge=1, le=10**6)

@@ -69,7 +69,7 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
         for prec, tp, pp, spec in itertools.product(precisions, scenario.search.tp, scenario.search.pp,
                                                     scenario.search.speculative):
             config = {"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": 1,
-                      "speculative": spec, "disaggregated": False}
+                      "attention_dp": False, "speculative": spec, "disaggregated": False}
             reason = precisions[prec] or _tp_reason(model, tp, hw_id, node_size(hw))
             if reason:
                 out.append({**config, "reason": reason})
@@ -80,6 +80,8 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
                 # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
                 modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
                 out += [{**config, "ep": ep, "disaggregated": disagg} for disagg in modes]
+                if ep > 1 and scenario.search.attention_dp:  # each GPU its own sequences, the experts over all
+                    out.append({**config, "ep": ep, "attention_dp": True})
     return out
 
 
@@ -111,17 +113,20 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     loads, ok, fits = np.concatenate([_LIGHT, _BATCHES]), first(ok), first(fits)
     # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
     # batch-independent part (a step of one sequence) for free
+    # attention DP with balancing: the ranks' prompts share one prefill iteration, each a share of it
+    together = _prompts_together(sc, est.deployment)
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
-             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s)
+             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) / together
     budget = float(engine_budget(sc.engine, est.deployment.hardware))
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
-    pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s, isl, osl, budget, stall_s=stall)
+    pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s / together, isl, osl, budget, stall_s=stall)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
-    waits = admission_wait_s(pts, est.prefill_1_s, fits / pp, 100.0 * TAIL_EDGES, tr.isl.second_moment_ratio,
-                             est.batched_prefill_s, est.overlap)
+    waits = admission_wait_s(pts, est.prefill_1_s / together, fits / pp, 100.0 * TAIL_EDGES,
+                             tr.isl.second_moment_ratio, est.batched_prefill_s, est.overlap)
+    waits = waits + _balancing_hold_s(sc, together, rate, first(est.tpot_s))
     ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
                                sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
@@ -143,6 +148,27 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
+
+
+def _prompts_together(sc: Scenario, dep: Any) -> int:
+    """Prompts that share one prefill iteration under attention DP: one a rank where the engine
+    holds new prompts until every rank has one (TensorRT-LLM's attention-DP balancing,
+    ``balance_timeout_iters``), else 1 (each prompt's prefill on its rank stalls every rank's
+    decodes: the fluid model's pessimistic case; queued prompts do share iterations, which the
+    simulation sizes)."""
+    ranks = dep.parallel.attention_groups
+    return ranks if ranks > 1 and default_scheduler(sc.engine).balance_timeout_iters > 0 else 1
+
+
+def _balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_s: np.ndarray) -> np.ndarray:
+    """The hold of attention-DP balancing at :data:`TAIL_EDGES` (points x levels) [s]: a prompt
+    waits for the other ranks' prompts, uniform up to ``(ranks - 1) / rate`` (the arrivals that
+    fill the other ranks), at most the engine's ``balance_timeout_iters`` decode steps."""
+    if together == 1:
+        return np.zeros((np.size(rate), TAIL_EDGES.size))
+    gather = (together - 1) / np.maximum(np.asarray(rate, float), 1e-12)
+    longest = np.minimum(gather, default_scheduler(sc.engine).balance_timeout_iters * np.asarray(decode_step_s, float))
+    return longest[:, None] * TAIL_EDGES[None, :]
 
 
 def _per_usd(tokens_per_h: np.ndarray, usd_per_h: float) -> np.ndarray:
