@@ -171,3 +171,20 @@ def test_an_mtp_drafters_kv_splits_as_the_targets():
     model = load_model("glm-4.5")
     whole = model.kv_elements_per_token_per_layer() * 1.0  # FP8: 1 B an element
     assert (kv[1], kv[2]) == pytest.approx((whole, whole / 2))
+
+
+def test_an_mtp_draft_pass_under_attention_dp_runs_the_busiest_ranks_sequences():
+    """DeepSeek-V3's MTP module under attention DP over 8 GPUs at 256 sequences: each rank drafts
+    for its 32 (all 128 heads a GPU, no all-reduce), its MoE layer over expert parallelism with a
+    dispatch of 32 x 8 token-expert copies of 7,168 x 2 B; under TP8, all 256 over 16 heads a GPU."""
+    from inferlab.techniques.speculative import SpeculativeConfig, _mtp
+
+    spec = SpeculativeConfig(method="mtp", k=1, acceptance=0.7)
+    for adp, heads, tokens in ((True, 128, 32), (False, 16, 256)):
+        dep = deployment("deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=adp, precision="fp8")
+        (draft,), _ = _mtp(dep, spec, np.array(256.0), np.array(1024.0))
+        ops = {op.name: op for op in draft.ops}
+        assert float(ops["attention"].heads) == heads and float(ops["attention"].batch) == tokens
+        assert any(name.startswith("all_reduce") for name in ops) is not adp
+        if adp:
+            assert float(ops["moe_dispatch"].message_bytes) == pytest.approx(32 * 8 * 7168 * 2)

@@ -57,9 +57,11 @@ from .step import (
     QUADRATURE_WEIGHTS,
     ResolvedDeployment,
     StepResult,
+    busiest_rank,
     mean_decode_step_s,
     run_step,
 )
+from .expert_parallel import apply_expert_parallel
 from .tensor_parallel import apply_tensor_parallel
 
 
@@ -287,16 +289,21 @@ _HEAD_OPS_MAX_ELEMENTS = 4096
 
 def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -> tuple[Op, ...]:
     """A head's ops of ``step`` (embedding, the ``2H -> H`` fusion of :func:`_fusion_ops`, its
-    layer, final norm and LM head) split over ``dep``'s tensor-parallel group."""
-    prec = dep.step_precision
+    layer, final norm and LM head) split over ``dep``'s tensor-parallel group; under attention
+    DP as the target's layers run: the busiest rank's sequences over its GPUs, a routed-expert
+    layer (DeepSeek's MTP module) over expert parallelism with its dispatch and combine."""
+    prec, par = dep.step_precision, dep.parallel
     shape = array_key((step.batch, step.new_tokens, step.context), _HEAD_OPS_MAX_ELEMENTS)
-    rest = (name, prec, dep.attention, dep.tp, dep.model.hidden_size, step.phase, shape)
+    rest = (name, prec, dep.attention, par if par.attention_dp else dep.tp, dep.model.hidden_size, step.phase, shape)
     ops = _HEAD_OPS.get((view,), rest) if shape is not None else None
     if ops is not None:
         return ops
-    graph = build_graph(view, step, prec, dep.attention)  # embedding, layer, final norm, LM head
-    ops = apply_tensor_parallel((graph[0], *_fusion_ops(name, step.tokens, dep.model.hidden_size, prec), *graph[1:]),
-                                dep.tp)
+    local, gather = busiest_rank(step, par) if par.attention_dp else (step, None)
+    graph = build_graph(view, local, prec, dep.attention)  # embedding, layer, final norm, LM head
+    graph = (graph[0], *_fusion_ops(name, local.tokens, dep.model.hidden_size, prec), *graph[1:])
+    if par.attention_dp:
+        graph = apply_expert_parallel(graph, view, par, gather=gather)
+    ops = apply_tensor_parallel(graph, par.head_split)
     return _HEAD_OPS.put((view,), rest, ops) if shape is not None else ops
 
 

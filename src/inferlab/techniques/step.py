@@ -202,7 +202,7 @@ class _SpreadStepResult:
 def _run_step(dep: ResolvedDeployment, step: Step) -> StepResult:
     par = dep.parallel
     micro, m = micro_batching(step, par)
-    local, gather = _busiest_rank(micro, par)
+    local, gather = busiest_rank(micro, par)
     ops = _sharded_graph(dep, local, gather)
     times, stage = _timed(ops, dep, step.phase)
     once = _once_per_crossing([t.total_s for t in times], ops, dep.profile) if par.pp > 1 else 0.0
@@ -245,7 +245,7 @@ _GRAPH_MEMO_MAX_ELEMENTS = 4096
 _GRAPH_MEMO_KEYS: dict[int, tuple[Op, ...]] = {}
 
 
-def _busiest_rank(micro: Step, par: Parallelism) -> tuple[Step, Any]:
+def busiest_rank(micro: Step, par: Parallelism) -> tuple[Step, Any]:
     """The step of the GPU that sets the time, and the stage's tokens per token it holds.
 
     With attention DP the ``g`` ranks share the sequences, whole ones each: the busiest holds
@@ -262,7 +262,7 @@ def _busiest_rank(micro: Step, par: Parallelism) -> tuple[Step, Any]:
 
 def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> tuple[Op, ...]:
     """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied
-    (``gather``: the stage's tokens per token the GPU holds, :func:`_busiest_rank`)."""
+    (``gather``: the stage's tokens per token the GPU holds, :func:`busiest_rank`)."""
     gather = float(dep.parallel.attention_groups) if gather is None else gather
     shape = array_key((local.batch, local.new_tokens, local.context, gather), _GRAPH_MEMO_MAX_ELEMENTS)
     key = None
@@ -356,10 +356,10 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
     starts, inverse = runs
     par = dep.parallel
     micro, m = micro_batching(Step.decode(b, c), par)
-    whole = _sharded_graph(dep, *_busiest_rank(micro, par))
+    whole = _sharded_graph(dep, *busiest_rank(micro, par))
     distinct = Step.decode(b.ravel()[starts][:, None], np.zeros(()))
     micro_d, _ = micro_batching(distinct, par)
-    few = _sharded_graph(dep, *_busiest_rank(micro_d, par))
+    few = _sharded_graph(dep, *busiest_rank(micro_d, par))
     few_times, _ = _timed(few, dep, "decode")
     if len(few) != len(whole):
         return decode(dep, b, c).time_s
