@@ -61,7 +61,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
     shared = sc.traffic.prefix is not None or bool(sc.traffic.prefix_hit)
     notes = (f"one replica of {best.replicas}: launch it {best.replicas} times behind a load balancer",) \
         if best.replicas > 1 else ()
-    launch = launch_from_deployment(best.model, tp=best.tp, pp=best.pp, ep=best.ep, attention_dp=best.attention_dp,
+    launch = launch_from_deployment(best.model, engine=sc.engine, tp=best.tp, pp=best.pp, ep=best.ep,
+                                    attention_dp=best.attention_dp,
                                     precision=_asked(best),
                                     speculative=best.speculative,
                                     max_num_seqs=max_num_seqs(sc) or limits.max_num_seqs,

@@ -33,6 +33,7 @@ from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, mixed_stall_s, operating_points, tpot_percentile_s,
                     ttft_percentile_s)
 from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
+from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
 from .scenario import Scenario
 
 #: Relative rounding slack of a cost against the budget (:func:`over_budget`).
@@ -113,20 +114,22 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     loads, ok, fits = np.concatenate([_LIGHT, _BATCHES]), first(ok), first(fits)
     # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
     # batch-independent part (a step of one sequence) for free
-    # attention DP with balancing: the ranks' prompts share one prefill iteration, each a share of it
-    together = _prompts_together(sc, est.deployment)
+    # attention DP with balancing: the ranks' prompts share one prefill iteration, each a share of
+    # it (the routed experts see all their tokens: the iteration costs more than one prompt's)
+    together = prompts_together(sc, est.deployment)
+    share = shared_prefill(est.deployment, together, isl)
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
-             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) / together
+             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) * share
     budget = float(engine_budget(sc.engine, est.deployment.hardware))
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
-    pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s / together, isl, osl, budget, stall_s=stall)
+    pts = operating_points(loads / pp, first(est.tpot_s), est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
-    waits = admission_wait_s(pts, est.prefill_1_s / together, fits / pp, 100.0 * TAIL_EDGES,
+    waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,
                              tr.isl.second_moment_ratio, est.batched_prefill_s, est.overlap)
-    waits = waits + _balancing_hold_s(sc, together, rate, first(est.tpot_s))
+    waits = waits + balancing_hold_s(sc, together, pts.rate, first(est.tpot_s))  # each stream balances its own
     ttft_p = ttft_percentile_s(first(est.tpot_s), loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
                                sc.slo.percentile)
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
@@ -148,27 +151,6 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
-
-
-def _prompts_together(sc: Scenario, dep: Any) -> int:
-    """Prompts that share one prefill iteration under attention DP: one a rank where the engine
-    holds new prompts until every rank has one (TensorRT-LLM's attention-DP balancing,
-    ``balance_timeout_iters``), else 1 (each prompt's prefill on its rank stalls every rank's
-    decodes: the fluid model's pessimistic case; queued prompts do share iterations, which the
-    simulation sizes)."""
-    ranks = dep.parallel.attention_groups
-    return ranks if ranks > 1 and default_scheduler(sc.engine).balance_timeout_iters > 0 else 1
-
-
-def _balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_s: np.ndarray) -> np.ndarray:
-    """The hold of attention-DP balancing at :data:`TAIL_EDGES` (points x levels) [s]: a prompt
-    waits for the other ranks' prompts, uniform up to ``(ranks - 1) / rate`` (the arrivals that
-    fill the other ranks), at most the engine's ``balance_timeout_iters`` decode steps."""
-    if together == 1:
-        return np.zeros((np.size(rate), TAIL_EDGES.size))
-    gather = (together - 1) / np.maximum(np.asarray(rate, float), 1e-12)
-    longest = np.minimum(gather, default_scheduler(sc.engine).balance_timeout_iters * np.asarray(decode_step_s, float))
-    return longest[:, None] * TAIL_EDGES[None, :]
 
 
 def _per_usd(tokens_per_h: np.ndarray, usd_per_h: float) -> np.ndarray:
@@ -291,8 +273,8 @@ def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int
     from ..serving.replica import with_running_requests
 
     given = max_num_seqs(scenario)
-    if given is not None:
-        return given
+    if given is not None:  # the engine's flag: each attention-DP rank's where the engine limits ranks
+        return given * _ranks_limited(scenario, dep)
     keyed = speculative is None or isinstance(speculative, str)  # (a spec object: not memoized)
     hit = _LIMITS.get((dep,), (scenario.engine, speculative)) if keyed else None
     if hit is not None:  # the aggregated and disaggregated variants share a deployment
@@ -302,7 +284,14 @@ def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int
         spec = SpeculativeConfig.parse(speculative) if isinstance(speculative, str) else speculative
         sched = for_speculation(scenario.engine, sched, spec.method)
     limit = int(with_running_requests(dep, for_hardware(sched, dep.hardware)).max_num_seqs)
+    limit *= _ranks_limited(scenario, dep)
     return _LIMITS.put((dep,), (scenario.engine, speculative), limit) if keyed else limit
+
+
+def _ranks_limited(scenario: Scenario, dep: Any) -> int:
+    """Attention-DP ranks that each hold the engine's sequence limit (TensorRT-LLM, vLLM and SGLang
+    limit each rank's scheduler: :attr:`~inferlab.engines.scheduler.SchedulerConfig.limits_per_rank`)."""
+    return dep.parallel.attention_groups if default_scheduler(scenario.engine).limits_per_rank else 1
 
 
 #: Sequence limits of recent deployments, by deployment, engine and speculation.

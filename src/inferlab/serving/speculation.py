@@ -94,6 +94,8 @@ class SpeculativeStepModel:
         t = self.base.time(decode_context=decode_context, prefill_context=prefill_context,
                            prefill_tokens=prefill_tokens, logits=logits + n * self.k, decode_new=self.k + 1.0)
         tokens = float(np.add.reduce(prefill_tokens)) if len(prefill_tokens) else 0.0
+        if tokens > 0 and self.groups > 1:  # attention DP: the drafter's pass on the busiest rank's chunks
+            tokens = max(float(np.max(prefill_tokens)), tokens / self.groups)
         if tokens > 0:
             t += self._prefill_fixed_s + self._prefill_per_token_s * tokens
         return t + (self.draft_s(n, float(np.add.reduce(decode_context)) / n)[0] if n else 0.0)

@@ -1,0 +1,55 @@
+"""Attention data parallelism in the fluid model: how many prompts share a prefill iteration and
+how long a prompt is held for them.
+
+Under attention DP each rank prefills its own prompts, and every rank's decodes wait for the
+iteration (the routed experts' all-to-all joins them). Where the engine holds new prompts until
+every rank has one (TensorRT-LLM's ``attention_dp_config`` balancing, as NVIDIA's DeepSeek-R1
+recipes set it; :attr:`~inferlab.engines.scheduler.SchedulerConfig.balance_timeout_iters`: as many
+prompts waiting as there are ranks, or the timeout's iterations), the ranks' prompts share one
+iteration, and each stalls the decodes by its share of it, after a hold;
+elsewhere each prompt's prefill stalls every rank alone (the serving simulation runs both:
+:mod:`inferlab.serving.admission`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..engines.scheduler import default_scheduler
+from ..techniques.step import prefill
+from .fluid import TAIL_EDGES
+from .scenario import Scenario
+
+
+def prompts_together(sc: Scenario, dep: Any) -> int:
+    """Prompts that share one prefill iteration under attention DP: one a rank where the engine
+    holds new prompts until there is one for every rank (TensorRT-LLM's attention-DP balancing,
+    ``balance_timeout_iters``), else 1 (each prompt's prefill on its rank stalls every rank's
+    decodes: the fluid model's pessimistic case; queued prompts do share iterations, which the
+    simulation sizes)."""
+    ranks = dep.parallel.attention_groups
+    return ranks if ranks > 1 and default_scheduler(sc.engine).balance_timeout_iters > 0 else 1
+
+
+def shared_prefill(dep: Any, together: int, isl: float) -> float:
+    """A prompt's share of an iteration that prefills ``together`` prompts of ``isl`` tokens, over
+    one prompt's prefill alone: ``1 / together`` of their batch's prefill (one a rank, the routed
+    experts over all their tokens), 1 for one prompt."""
+    if together == 1:
+        return 1.0
+    one, many = (float(np.ravel(prefill(dep, np.array(float(n)), np.array(float(isl))).time_s)[0])
+                 for n in (1, together))
+    return many / (together * one)
+
+
+def balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_s: np.ndarray) -> np.ndarray:
+    """The hold of attention-DP balancing at :data:`TAIL_EDGES` (points x levels) [s]: a prompt
+    waits for the other ranks' prompts, uniform up to ``(ranks - 1) / rate`` (the arrivals that
+    fill the other ranks), at most the engine's ``balance_timeout_iters`` decode steps."""
+    if together == 1:
+        return np.zeros((np.size(rate), TAIL_EDGES.size))
+    gather = (together - 1) / np.maximum(np.asarray(rate, float), 1e-12)
+    timeout = default_scheduler(sc.engine).balance_timeout_iters * np.asarray(decode_step_s, float)
+    return np.minimum(gather[:, None] * TAIL_EDGES[None, :], timeout[:, None])
