@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import checks
 from ..calibration.profile import Profile, hardware_family, load_profile
-from ..core.parallelism import Parallelism
+from ..core.parallelism import Parallelism, expert_layout
 from ..errors import InfeasibleError, SpecError, UnknownNameError, option, option_name
 from ..specs.catalog import load_hardware, load_model
 from ..specs.hardware import HardwareSpec
@@ -143,8 +143,7 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
     if model.moe is None and imbalance != 1.0:
         raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
                         "applies only to mixture-of-experts models: drop it")
-    vllm_dp_ep = counts["dp"] > 1 and counts["ep"] == counts["tp"] * counts["dp"] and counts["attention_tp"] == 1
-    if model.moe is not None and imbalance != 1.0 and counts["ep"] == 1 and not vllm_dp_ep:
+    if model.moe is not None and imbalance != 1.0 and counts["ep"] == 1:
         raise SpecError(f"{option('expert_imbalance', imbalance)} is the busiest expert-parallel group's load over "
                         f"the mean, but with {option('ep', 1)} one group holds every expert; give expert parallelism "
                         f"({option('ep', 2)} or more) or drop it")
@@ -159,11 +158,12 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
             raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
                             f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
     attention_dp = checks.boolean(option_name("attention_dp"), attention_dp)
-    if vllm_dp_ep and model.moe is not None and (counts["tp"] == 1 or not attention_dp):
+    if model.moe is not None and counts["attention_tp"] == 1:
         # vLLM's -tp T --data-parallel-size N --enable-expert-parallel: N attention ranks of T GPUs
         # and the experts over all T x N, one engine: tp=ep=T x N with attention DP here
-        counts = {**counts, "tp": counts["ep"], "dp": 1, "attention_tp": counts["tp"]}
-        attention_dp = True
+        stage, _, replicas, attention_dp, ranks_tp = expert_layout(counts["tp"], counts["ep"], counts["dp"],
+                                                                   attention_dp)
+        counts = {**counts, "tp": stage, "dp": replicas, "attention_tp": ranks_tp}
     if counts["attention_tp"] > 1 and not attention_dp:
         raise SpecError(f"{option('attention_tp', counts['attention_tp'])} sets the GPUs of each attention "
                         f"data-parallel rank, but attention DP is off: give {option_name('attention_dp')}, or drop it")

@@ -112,12 +112,12 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # workload whose prompts dwarf its answers may meet a TPOT objective only there
     first = lambda x: np.concatenate([np.full(_LIGHT.shape, x[0]), x])  # noqa: E731 - batch one's for them
     loads, ok, fits = np.concatenate([_LIGHT, _BATCHES]), first(ok), first(fits)
-    # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
-    # batch-independent part (a step of one sequence) for free
     # attention DP with balancing: the ranks' prompts share one prefill iteration, each a share of
     # it (the routed experts see all their tokens: the iteration costs more than one prompt's)
     together = prompts_together(sc, est.deployment)
     share = shared_prefill(est.deployment, together, isl)
+    # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
+    # batch-independent part (a step of one sequence) for free
     stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(est.tpot_s[0]))
              if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) * share
     budget = float(engine_budget(sc.engine, est.deployment.hardware))

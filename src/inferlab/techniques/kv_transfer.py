@@ -163,7 +163,8 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     unique = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
     adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
     if adp_d:  # a request's KV cache lives whole on the one rank that holds it
-        moved, received = unique, unique / np.clip(b, 1.0, decode_dep.parallel.attention_groups)  # the busiest rank's
+        # the busiest rank's prompts
+        moved, received = unique, unique / np.clip(b, 1.0, decode_dep.parallel.attention_groups)
     else:
         received = unique * kv_share(model, decode_dep.tp)
         moved = received * decode_dep.tp

@@ -59,9 +59,9 @@ from .step import (
     StepResult,
     busiest_rank,
     mean_decode_step_s,
+    on_one_gpu,
     run_step,
 )
-from .expert_parallel import apply_expert_parallel
 from .tensor_parallel import apply_tensor_parallel
 
 
@@ -301,9 +301,8 @@ def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -
     local, gather = busiest_rank(step, par) if par.attention_dp else (step, None)
     graph = build_graph(view, local, prec, dep.attention)  # embedding, layer, final norm, LM head
     graph = (graph[0], *_fusion_ops(name, local.tokens, dep.model.hidden_size, prec), *graph[1:])
-    if par.attention_dp:
-        graph = apply_expert_parallel(graph, view, par, gather=gather)
-    ops = apply_tensor_parallel(graph, par.head_split)
+    # tensor parallelism alone without attention DP: the drafter's experts split over the TP group
+    ops = on_one_gpu(graph, view, par, gather) if par.attention_dp else apply_tensor_parallel(graph, par.head_split)
     return _HEAD_OPS.put((view,), rest, ops) if shape is not None else ops
 
 

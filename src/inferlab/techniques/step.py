@@ -261,8 +261,7 @@ def busiest_rank(micro: Step, par: Parallelism) -> tuple[Step, Any]:
 
 
 def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> tuple[Op, ...]:
-    """The step's ops on one GPU: the graph with expert, tensor and pipeline parallelism applied
-    (``gather``: the stage's tokens per token the GPU holds, :func:`busiest_rank`)."""
+    """The step's ops on one GPU: the graph :func:`on_one_gpu`, then pipeline parallelism applied."""
     gather = float(dep.parallel.attention_groups) if gather is None else gather
     shape = array_key((local.batch, local.new_tokens, local.context, gather), _GRAPH_MEMO_MAX_ELEMENTS)
     key = None
@@ -274,11 +273,7 @@ def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> 
         if hit is not None and hit[0] is dep.model:
             _GRAPH_MEMO.move_to_end(key)
             return hit[1]
-    ops = build_graph(dep.model, local, dep.step_precision, dep.attention)
-    ops = apply_expert_parallel(ops, dep.model, dep.parallel, gather=gather)
-    # attention data-parallel: nothing is split over the stage's GPUs but the experts (above),
-    # the rest only over a rank's attention_tp GPUs
-    ops = apply_tensor_parallel(ops, dep.parallel.head_split)
+    ops = on_one_gpu(build_graph(dep.model, local, dep.step_precision, dep.attention), dep.model, dep.parallel, gather)
     ops = apply_pipeline(ops, dep.parallel, dep.hardware, dep.model.hidden_size, local.tokens)
     if key is not None:
         replaced = _GRAPH_MEMO.get(key)  # another model object under a reused id
@@ -290,6 +285,12 @@ def _sharded_graph(dep: ResolvedDeployment, local: Step, gather: Any = None) -> 
             _, (_, old) = _GRAPH_MEMO.popitem(last=False)  # least recently used
             _GRAPH_MEMO_KEYS.pop(id(old), None)
     return ops
+
+
+def on_one_gpu(ops: tuple[Op, ...], model: ModelSpec, par: Parallelism, gather: Any) -> tuple[Op, ...]:
+    """A stage's ops on one GPU: experts over EP (``gather``: :func:`busiest_rank`'s), then the rest
+    over TP (under attention DP, over a rank's ``attention_tp`` GPUs: ``head_split``)."""
+    return apply_tensor_parallel(apply_expert_parallel(ops, model, par, gather=gather), par.head_split)
 
 
 def prefill(dep: ResolvedDeployment, batch: np.ndarray, isl: np.ndarray) -> StepResult:
