@@ -63,12 +63,14 @@ def _models_list(args: argparse.Namespace) -> None:
     rows = []
     for m in specs:
         kv = sum(m.kv_cache_bytes_per_token("bf16").values())
-        kind = m.attention_type + (f" MoE {m.moe.num_experts_per_tok}/{m.moe.num_experts}" if m.moe else "")
+        kind = m.attention_type + ("+linear" if m.linear_attention else "") + \
+            (f" MoE {m.moe.num_experts_per_tok}/{m.moe.num_experts}" if m.moe else "")
         rows.append([m.id or m.name, kind, f"{m.total_params / 1e9:.1f}", f"{m.active_params / 1e9:.1f}",
                      str(m.num_hidden_layers), f"{kv / 1024:.0f}", f"{m.max_position_embeddings:,}"])
     headers = ["id", "attention", "params B", "active B", "layers", "KV KiB/token bf16", "max context"]
     text = text_table(headers, rows, right={2, 3, 4, 5, 6})
-    text += "\nKV per token sums all layers; sliding-window layers stop growing at their window."
+    text += ("\nKV per token sums all layers; sliding-window layers stop growing at their window; linear-attention "
+             "layers hold a fixed state per sequence instead (models show).")
     _emit(args, [model_dict(m) for m in specs], text)
 
 
@@ -107,6 +109,12 @@ def _models_show(args: argparse.Namespace) -> None:
                      f"(top-{e.num_experts_per_tok}, width {e.moe_intermediate_size}) + {e.num_shared_experts} shared")
     if m.mla:
         lines.append(f"MLA: kv_lora_rank {m.mla.kv_lora_rank} + rope {m.mla.qk_rope_head_dim} cached per token per layer")
+    if m.linear_attention:
+        la = m.linear_attention
+        lines.append(f"linear attention (Gated DeltaNet): {la.num_key_heads} key and {la.num_value_heads} value heads of "
+                     f"{la.key_head_dim}x{la.value_head_dim}, {la.conv_kernel}-tap convolution; state per sequence "
+                     f"{pretty(Q(m.recurrent_state_bytes(), 'byte'))} ({la.state_format}) over {m.num_linear_layers} "
+                     "layers, whatever its length")
     lines.append(f"parameters: total {pc.total / 1e9:.3f} B, active {pc.active / 1e9:.3f} B"
                  + (f", MTP module {pc.mtp / 1e9:.2f} B (not in total)" if pc.mtp else ""))
     lines.append("  " + ", ".join(f"{k} {getattr(pc, k) / 1e9:.3f} B" for k in pc.__dataclass_fields__ if getattr(pc, k)))

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..precision import number_format
 from ..specs.model import LayerSpec, ModelSpec
-from .ops import TP_STATISTICS, ArrayLike, Attention, Collective, Elementwise, Gemm, Op
+from .ops import TP_STATISTICS, ArrayLike, Attention, Collective, Elementwise, Gemm, Op, RecurrentState
 from .quantization import PrecisionConfig
 
 Phase = Literal["prefill", "decode"]
@@ -114,26 +114,57 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
     gemm = {"weight_bytes_per_element": w, "act_bytes_per_element": a, "precision": prec.proj_gemm or prec.gemm,
             "kernel": prec.proj_kernel or prec.kernel, **meta}
     ops: list[Op] = [Elementwise("input_norm", elements_read=t * h, elements_written=t * h, **meta)]
+    if layer.attention == "linear":
+        return ops + _linear_attention_ops(model, step, gemm, prec, meta) + [
+            Elementwise("attention_residual", elements_read=2 * t * h, elements_written=t * h, **meta)]
     common = {"batch": step.batch, "new_tokens": step.new_tokens, "context": step.context, "window": window,
               "kv_bytes_per_element": kv, "act_bytes_per_element": a, "implementation": impl,
               "precision": (prec.decode_attention or prec.attention) if step.phase == "decode" else prec.attention,
               "shard": "heads", **meta}
     if model.mla is None:
         hd, nkv = model.head_dim, model.num_key_value_heads
-        ops.append(Gemm("qkv_proj", m=t, n=(nh + 2 * nkv) * hd, k=h, kv_n=2 * nkv * hd, shard="qkv",
+        gate = nh * hd if model.attention_output_gate else 0  # the output gate's features beside the queries'
+        ops.append(Gemm("qkv_proj", m=t, n=(nh + 2 * nkv) * hd + gate, k=h, kv_n=2 * nkv * hd, shard="qkv",
                         shard_units=nkv, **gemm))
         if model.qk_norm and model.qk_norm_span == "layer":
             # RMS statistics of q and of k over all heads: two FP32 sums a token, summed over the
             # tensor-parallel ranks that hold the heads (one group until tensor parallelism sizes it)
             ops.append(Collective("all_reduce_qk_norm", message_bytes=t * 2 * 4.0, role=TP_STATISTICS, **meta))
-        ops += [
-            Attention("attention", heads=nh, kv_heads=nkv, qk_dim=hd, v_dim=hd, kv_elements=2 * nkv * hd, **common),
-            Gemm("o_proj", m=t, n=h, k=nh * hd, shard="row", **gemm),
-        ]
+        ops.append(Attention("attention", heads=nh, kv_heads=nkv, qk_dim=hd, v_dim=hd, kv_elements=2 * nkv * hd,
+                             **common))
+        if gate:  # sigmoid(gate) x output, fused into the attention epilogue's neighbours
+            ops.append(Elementwise("output_gate", elements_read=2 * t * gate, elements_written=t * gate,
+                                   flops_per_element=4.0, shard="column", **meta))
+        ops.append(Gemm("o_proj", m=t, n=h, k=nh * hd, shard="row", **gemm))
     else:
         ops += _mla_ops(model, step, gemm, common)
     ops.append(Elementwise("attention_residual", elements_read=2 * t * h, elements_written=t * h, **meta))
     return ops
+
+
+def _linear_attention_ops(model: ModelSpec, step: Step, gemm: dict, prec: StepPrecision, meta: dict) -> list[Op]:
+    """A Gated DeltaNet layer: one projection to queries, keys, values, the output gate and the
+    two per-head gates; a causal convolution over queries, keys and values (its own kernel);
+    the delta-rule state update (:class:`~.ops.RecurrentState`); the gated norm of the output;
+    the output projection (row-parallel, followed by the residual's all-reduce)."""
+    lin = model.linear_attention
+    if lin is None:  # ModelSpec validation forbids linear layers without the structure
+        raise ValueError("linear-attention ops requested for a model without linear attention")
+    t, h, hv = step.tokens, model.hidden_size, lin.num_value_heads
+    a = number_format(prec.config.activations).bytes_per_element
+    state = lin.state_elements * number_format(lin.state_format).bytes_per_element + lin.conv_elements * 2.0
+    conv = t * lin.conv_channels
+    return [
+        Gemm("in_proj", m=t, n=2 * lin.key_dim + 2 * lin.value_dim + 2 * hv, k=h, shard="column", **gemm),
+        Elementwise("conv1d", elements_read=conv, elements_written=conv, flops_per_element=2.0 * lin.conv_kernel,
+                    own_kernel=True, shard="column", **meta),
+        RecurrentState("delta_rule", batch=step.batch, new_tokens=step.new_tokens, context=step.context, heads=hv,
+                       kv_heads=lin.num_key_heads, qk_dim=lin.key_head_dim, v_dim=lin.value_head_dim,
+                       kv_elements=state, act_bytes_per_element=a, precision=prec.attention, shard="heads", **meta),
+        Elementwise("gated_norm", elements_read=2 * t * lin.value_dim, elements_written=t * lin.value_dim,
+                    flops_per_element=4.0, shard="column", **meta),
+        Gemm("out_proj", m=t, n=h, k=lin.value_dim, shard="row", **gemm),
+    ]
 
 
 def _mla_ops(model: ModelSpec, step: Step, gemm: dict, common: dict) -> list[Op]:

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
-from .parallelism import Parallelism, kv_units, stage_layer_share, tp_split_reason, weights_per_gpu
+from .parallelism import Parallelism, kv_units, stage_layer_share, state_share, tp_split_reason, weights_per_gpu
 from .quantization import PrecisionConfig
 from ..results.record import array_record
 
@@ -59,6 +59,12 @@ class MemoryPlan:
         return self.kv_batch <= self.kv_budget
 
 
+def recurrent_state_per_gpu(model: ModelSpec, par: Parallelism) -> float:
+    """Bytes of one sequence's linear-attention state on one GPU [B]: its heads' share of the
+    largest pipeline stage's layers (0 without linear attention)."""
+    return model.recurrent_state_bytes() * state_share(model, par.head_split) * stage_layer_share(model, par.pp)
+
+
 def weight_bytes_per_gpu(model: ModelSpec, precision: PrecisionConfig, tp: int) -> float:
     """Stored weights per GPU of a ``tp``-way tensor-parallel replica [B] (see
     :func:`inferlab.core.parallelism.weights_per_gpu` for every layout)."""
@@ -83,7 +89,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     spans ``attention_tp`` GPUs; otherwise every GPU holds its heads' share of all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
-    drafts being verified). ``sizing`` (:mod:`inferlab.engines.memory_share`): ``"all"``, the KV
+    drafts being verified). A hybrid model's sequence also holds its linear-attention state
+    (:func:`recurrent_state_per_gpu`), whatever its length. ``sizing`` (:mod:`inferlab.engines.memory_share`): ``"all"``, the KV
     cache takes what weights, workspace and reserve leave of ``gpu_memory_utilization`` of all
     memory (vLLM's); ``"free"``, that share of what they leave of all memory (TensorRT-LLM's
     ``free_gpu_memory_fraction``); ``"static"``, what the weights leave of that share, the rest
@@ -98,7 +105,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     share = kv_share(model, par.head_split) * stage_layer_share(model, par.pp)
     kv_fmt = precision.kv_cache
     pages = np.ceil((np.asarray(context, float) + lookahead_tokens) / kv_block_size) * kv_block_size
-    per_seq = model.kv_cache_bytes(pages, kv_fmt) * share + extra_kv_bytes_per_token * pages
+    per_seq = model.kv_cache_bytes(pages, kv_fmt) * share + extra_kv_bytes_per_token * pages \
+        + recurrent_state_per_gpu(model, par)
     per_token = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * share + extra_kv_bytes_per_token
     widest = max([layer.intermediate_size for layer in model.layers] +
                  [model.moe.moe_intermediate_size * model.moe.num_experts_per_tok if model.moe else 0])

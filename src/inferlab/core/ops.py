@@ -184,7 +184,27 @@ class Attention(Op):
 
     @memoized
     def flops(self) -> ArrayLike:
-        return 2.0 * self.batch * self.heads * self.attended_pairs * (self.qk_dim + self.v_dim)
+        return self.batch * self.attended_pairs * self.flops_per_pair
+
+    @property
+    def flops_per_pair(self) -> ArrayLike:
+        """FLOPs of one (query, key) pair over the op's heads: ``QK^T`` and ``PV``."""
+        return 2.0 * self.heads * (self.qk_dim + self.v_dim)
+
+    @property
+    def kv_bytes_per_token(self) -> ArrayLike:
+        """Bytes read per cached token of the span [B]."""
+        return self.kv_elements * self.kv_bytes_per_element
+
+    @property
+    def act_bytes_per_query(self) -> ArrayLike:
+        """Activation bytes read and written per new token [B]: its queries in, its outputs out."""
+        return self.heads * (self.qk_dim + self.v_dim) * self.act_bytes_per_element
+
+    @property
+    def sequence_heads(self) -> ArrayLike:
+        """Heads each sequence pays a fixed cost for (the KV heads a GQA decode kernel walks)."""
+        return self.kv_heads
 
     def byte_parts(self) -> dict[str, ArrayLike]:
         tokens = self.batch * self.new_tokens
@@ -201,6 +221,75 @@ class Attention(Op):
             "act_write": act_write,
             "kv_read": self.batch * self.kv_span * kv_token_bytes,
             "kv_write": tokens * kv_token_bytes,
+        }
+
+
+#: Tokens per chunk of the chunked Gated DeltaNet kernels (flash-linear-attention's ``chunk_size``).
+DELTA_RULE_CHUNK = 64.0
+
+
+@dataclass(frozen=True)
+class RecurrentState(Attention):
+    """A linear-attention layer's state update (Gated DeltaNet), as attention over one "token".
+
+    Each sequence keeps ``kv_elements`` bytes of state (``kv_bytes_per_element`` 1: the
+    recurrent matrices at their format and the convolution's taps, split with the heads);
+    ``heads`` value heads of ``qk_dim x v_dim`` matrices, ``kv_heads`` key heads shared by them
+    (tensor parallelism splits both, the state with them). The span is one entry (``window`` 1)
+    at any length: a step reads each sequence's state once and writes it back once. A
+    decode token costs ``7 qk v`` FLOPs a head (decay, ``S^T k``, the rank-one update,
+    ``q^T S``); a prompt runs in chunks of :data:`DELTA_RULE_CHUNK` tokens at ``4 qk v + 2 C
+    (2 qk + v)`` a token and head (the chunk's state applied and updated, its own
+    triangular attention), writing each chunk's starting state (16-bit) and reading it back.
+
+    References
+    ----------
+    .. [1] Yang, Kautz, Hatamizadeh, "Gated Delta Networks", ICLR 2025, sec. 3 (chunkwise form).
+    """
+
+    window: float = 1.0
+    kv_bytes_per_element: float = 1.0
+
+    @property
+    def chunked(self) -> bool:
+        """Prompt tokens run in the chunked form (more than one new token a sequence)."""
+        return bool(np.all(np.asarray(self.new_tokens) > 1))
+
+    @property
+    def flops_per_pair(self) -> ArrayLike:
+        """FLOPs of one new token over the op's heads (the span is one entry: a pair is a token)."""
+        k, v = self.qk_dim, self.v_dim
+        per_head = 4.0 * k * v + 2.0 * DELTA_RULE_CHUNK * (2.0 * k + v) if self.chunked else 7.0 * k * v
+        return self.heads * per_head
+
+    @property
+    def kv_bytes_per_token(self) -> ArrayLike:
+        """Bytes a sequence's state moves in a step: read once, written back once."""
+        return 2.0 * self.kv_elements * self.kv_bytes_per_element
+
+    @property
+    def act_bytes_per_query(self) -> ArrayLike:
+        """Per new token: its queries and keys (``kv_heads`` key heads) and values in, its output
+        out; in chunks also the chunk-boundary states (16-bit, a matrix per head), written and
+        read again: ``1/C`` of them a token."""
+        own = 2.0 * (self.kv_heads * self.qk_dim + self.heads * self.v_dim) * self.act_bytes_per_element
+        boundary = 2.0 * self.heads * self.qk_dim * self.v_dim * 2.0 / DELTA_RULE_CHUNK
+        return own + (boundary if self.chunked else 0.0)
+
+    @property
+    def sequence_heads(self) -> ArrayLike:
+        """No per-(sequence, head) walk beyond the state's bytes."""
+        return 0.0
+
+    def byte_parts(self) -> dict[str, ArrayLike]:
+        tokens = self.batch * self.new_tokens
+        state = self.kv_elements * self.kv_bytes_per_element
+        return {
+            "weight_read": 0.0,
+            "act_read": tokens * self.act_bytes_per_query / 2.0,
+            "act_write": tokens * self.act_bytes_per_query / 2.0,
+            "kv_read": self.batch * state,
+            "kv_write": self.batch * state,
         }
 
 

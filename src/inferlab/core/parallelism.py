@@ -41,7 +41,17 @@ def tp_split_reason(model: ModelSpec, tp: int) -> str:
     kv = kv_units(model)
     if kv % tp and tp % kv:
         return f"tp={tp} does not split the {kv} KV heads (it neither divides them nor is a multiple of them)"
+    lin = model.linear_attention
+    if lin is not None and lin.num_key_heads % tp:
+        return f"tp={tp} does not divide the {lin.num_key_heads} key heads of the linear-attention layers"
     return ""
+
+
+def state_share(model: ModelSpec, tp: int) -> float:
+    """Share of a sequence's linear-attention state one of ``tp`` ranks holds (the state splits
+    with the heads)."""
+    lin = model.linear_attention
+    return 1.0 / tp if lin is None else max(1.0 / tp, 1.0 / lin.num_key_heads)
 
 
 def check_divisible(model: ModelSpec, tp: int) -> None:

@@ -136,7 +136,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
             tensor_flops_per_s(hw, op.precision) * a.peak_fraction(phase)
         compute = np.maximum(op.flops / rate, op.flops / achievable_flops_per_s(hw, op.precision))
         memory = op.bytes / (bw * a.bandwidth_fraction(phase))
-        overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.kv_heads
+        overhead = floor + a.fixed_s + a.per_sequence_head_s * op.batch * op.sequence_heads
         return OpTime(op, np.asarray(compute, float), np.asarray(memory, float), zero, np.asarray(overhead, float))
     if isinstance(op, Collective):
         comm = _collective_s(op, hw, profile)

@@ -108,6 +108,15 @@ class SchedulerConfig:
         budget below ``max_model_len`` is refused (vLLM's ``SchedulerConfig``:
         :func:`unchunked_token_budget`). False: the budget stays what is set, a longer prompt
         waiting for a whole iteration to itself.
+    state_pool_ratio : float or None
+        A hybrid model's linear-attention states (a fixed size per running request) in a pool of
+        their own, this many times the size of the KV pool, the two splitting what the weights
+        leave (SGLang's ``--mamba-full-memory-ratio``, 0.9 by default): the state pool caps the
+        running requests. None: one pool holds both, each running request taking whole pages for
+        its state beside its tokens' (vLLM's hybrid KV-cache manager).
+    hybrid_overlap : bool
+        The overlap scheduler (``overlap_host``) stays on for a hybrid model; SGLang 0.5's default
+        strategy for the states (``--mamba-scheduler-strategy auto``: ``no_buffer``) turns it off.
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -132,6 +141,8 @@ class SchedulerConfig:
     context_budget: bool = False
     limits_per_rank: bool = True
     batch_defaults: tuple = ()
+    state_pool_ratio: float | None = None
+    hybrid_overlap: bool = True
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -147,8 +158,12 @@ class SchedulerConfig:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
+        if self.state_pool_ratio is not None:
+            if isinstance(self.state_pool_ratio, bool) or not isinstance(self.state_pool_ratio, (int, float)) \
+                    or not 0.0 < self.state_pool_ratio < 1e3:
+                raise SpecError(f"scheduler: state_pool_ratio must be a number above 0, got {self.state_pool_ratio!r}")
         for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
-                     "context_budget", "limits_per_rank"):
+                     "context_budget", "limits_per_rank", "hybrid_overlap"):
             boolean(f"scheduler: {name}", getattr(self, name))
         if self.gpu_memory_utilization is not None:
             object.__setattr__(self, "gpu_memory_utilization",
@@ -254,7 +269,11 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: earlier releases: :mod:`inferlab.validation.case_setup`). With attention DP, TensorRT-LLM
 #: runs as NVIDIA's DeepSeek-R1 serving recipes configure it (``attention_dp_config:
 #: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
-#: default leaves balancing off): ``balance_timeout_iters`` 60. Memory shares as each engine
+#: default leaves balancing off): ``balance_timeout_iters`` 60. A hybrid model's states under
+#: SGLang: a pool of their own at 0.9 of the KV pool (``--mamba-full-memory-ratio``, "The default
+#: is 0.9", SGLang's Qwen3-Next usage docs), one slot a running request, and the overlap
+#: scheduler off (``no_buffer``, the 0.5 default, "will automatically close overlap schedule").
+#: Memory shares as each engine
 #: takes them by default: :mod:`inferlab.engines.memory_share`.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
                           memory_sizing="free", balance_timeout_iters=60)
@@ -270,7 +289,7 @@ ENGINE_SCHEDULERS = {
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,
-                              limits_per_rank=False),
+                              limits_per_rank=False, state_pool_ratio=0.9, hybrid_overlap=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
     # default graphs decode batches up to TRTLLM_GRAPH_BATCH

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
@@ -234,6 +235,9 @@ def _kv_per_token(est: Estimate, point: int) -> str:
     mem = est.memory
     at = _picker(est, point)
     context = at(est.isl + est.osl)
+    state = recurrent_state_per_gpu(est.deployment.model, est.deployment.parallel)
+    if state:  # a hybrid model: its linear-attention layers hold a state a sequence, not a cache a token
+        return f"{mem.kv_per_token / 1e3:.1f} kB/token and a {state / 1e6:.1f} MB linear-attention state a sequence"
     held = at(mem.kv_per_sequence) / max(context, 1.0)
     if held < 0.95 * mem.kv_per_token:
         return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens; {mem.kv_per_token / 1e3:.1f} if every layer held "

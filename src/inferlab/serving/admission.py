@@ -22,6 +22,7 @@ class Admission:
     run: Any
     reuse: Any
     sched: Any
+    state_blocks: int  # KV pages a running request's linear-attention state takes (a hybrid model)
 
     def blocks_used(self) -> float:
         """KV blocks the running requests hold [block]."""
@@ -33,11 +34,12 @@ class Admission:
                 held = sum([math.ceil((self.isl_l[i] + o) / block) for i, o in zip(run.ids(), osl)])
             else:
                 held = blocks_held(done, gen, base, block)
-            return float(held) + self.reuse.shared_adjustment
+            return float(held) + self.reuse.shared_adjustment + run.k * self.state_blocks
         tokens = self.isl[run.idx] + run.osl if self.sched.reserve_output else np.maximum(run.cached, 1.0)
         if self.lookahead:
             tokens = tokens + self.lookahead
-        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment
+        return float(np.add.reduce(np.ceil(tokens / self.block))) + self.reuse.shared_adjustment + \
+            run.k * self.state_blocks
 
     def _claim(self, i: int) -> float:
         """KV tokens request ``i`` will hold once admitted: its prompt (with what it had generated,
@@ -61,13 +63,13 @@ class Admission:
         most ``(c + 1) / block + 1`` blocks, and one block more covers rounding [block]."""
         run = self.run
         k = run.k
-        return (run.held_tokens() + k) / self.block + k + 1 + self.reuse.shared_adjustment
+        return (run.held_tokens() + k) / self.block + k * (1 + self.state_blocks) + 1 + self.reuse.shared_adjustment
 
     def _blocks_counted(self, k: int, shared: int) -> float:
         """:meth:`blocks_used` of a :class:`~.batch.SmallBatch` without reserved outputs, over
         its first ``k`` slots, with ``shared`` for the cache's adjustment [block]."""
         run = self.run
-        return float(blocks_held(run.done[:k], run.gen[:k], run.base[:k], self.block)) + shared
+        return float(blocks_held(run.done[:k], run.gen[:k], run.base[:k], self.block)) + shared + k * self.state_blocks
 
     def _intake(self) -> None:
         order, waiting, now = self.order, self.waiting, self.now
@@ -101,7 +103,7 @@ class Admission:
                 # a request that never pins finds nothing (its prompt holds a token or more): no lookup
                 found, pin, counted = (0.0, 0, 0) if (quiet := plain[i] and p >= 1.0) else reuse.lookup(i, p)
                 claim = (self.isl_l[i] + self.osl_l[i] if reserve else p) + lookahead  # as _claim(i)
-                need = math.ceil(claim / block) - counted
+                need = math.ceil(claim / block) - counted + self.state_blocks
                 if used + need > self.capacity_blocks:
                     if not bound:
                         break
@@ -208,7 +210,8 @@ class Admission:
         bound = 0.0
         if run.k and (spare or not reserve):
             held = float(np.add.reduce(run.cached)) if total is None else total
-            bound = (held + run.k * self.lookahead) / self.block + run.k + (cache.pinned_blocks - reuse._shared)
+            bound = (held + run.k * self.lookahead) / self.block + run.k * (1 + self.state_blocks) + \
+                (cache.pinned_blocks - reuse._shared)
         if not reserve and run.k > 1 and bound > cap:
             while run.k > 1 and self.blocks_used() > cap:
                 i = int(run.idx[-1])

@@ -217,15 +217,17 @@ class SmallBatch:
         return float(sum(self.done) + sum(self.gen) - sum(self.base))
 
 
-def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int) -> None:
+def check_fits(isl: np.ndarray, osl: np.ndarray, capacity_blocks: int, block: int, lookahead: int,
+               state_blocks: int = 0) -> None:
     """Refuse empty requests, and any request larger than the whole KV pool (engines reject those)."""
     n = len(isl)
     if n and (np.min(isl) < 1 or np.min(osl) < 1):
         raise SpecError("simulate: every request needs a prompt and an output of at least one token")
-    need_blocks = np.ceil((isl + osl + lookahead) / block)
+    need_blocks = np.ceil((isl + osl + lookahead) / block) + state_blocks
     if n and capacity_blocks < need_blocks.max():
         big = int(np.argmax(need_blocks))
-        extra = f" + {lookahead} speculative slots" if lookahead else ""
+        extra = (f" + {lookahead} speculative slots" if lookahead else "") + \
+            (f" + its state's {state_blocks * block} tokens" if state_blocks else "")
         raise InfeasibleError(f"the KV pool holds {capacity_blocks * block:.0f} tokens, less than request {big} "
                               f"({int(isl[big])} + {int(osl[big])} tokens{extra}) needs; engines reject such a "
                               "request: shorten the lengths or give the pool more memory (fewer weights per GPU, "

@@ -54,6 +54,8 @@ class Engine(Admission, TokenGaps):
     queue_timeout_s : float [s]
         A request still waiting this long after it reached the scheduler is dropped
         (:attr:`timed_out`); ``inf``: never.
+    state_tokens : float [token]
+        Pool tokens a running request's linear-attention state takes (in whole pages; 0: none).
     record : bool
         Keep the token gaps (``itl_v``, ``itl_w``) and the queue depth after each iteration
         (``q_times``, ``q_depth``); a fleet, which reads neither, records none (they keep their
@@ -76,10 +78,11 @@ class Engine(Admission, TokenGaps):
 
     def __init__(self, model: Any, sched: SchedulerConfig, *, kv_capacity_tokens: float, capacity: int = 0,
                  prefilled: bool = False, decoding: Any = None, prefixes: PrefixPlan | None = None,
-                 prefix_cache: bool = False, queue_timeout_s: float = math.inf, record: bool = True) -> None:
+                 prefix_cache: bool = False, queue_timeout_s: float = math.inf, record: bool = True,
+                 state_tokens: float = 0.0) -> None:
         self.model, self.sched = model, sched
-        self.block = sched.kv_block_size
-        self.capacity_blocks = math.floor(kv_capacity_tokens / self.block)
+        self.block = block = sched.kv_block_size
+        self.state_blocks, self.capacity_blocks = math.ceil(state_tokens / block), math.floor(kv_capacity_tokens / block)
         self.decoding = decoding or PlainDecoding
         self.lookahead = self.decoding.lookahead
         self.prefilled = prefilled
@@ -258,7 +261,7 @@ class Engine(Admission, TokenGaps):
         whole-token batch: :func:`.plan_decode_sums`)."""
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
-                                                 self.visible, self.capacity_blocks - self.reuse.shared_adjustment,
+                                                 self.visible, self.capacity_blocks - self.reuse.shared_adjustment - run.k * self.state_blocks,
                                                  self.block, self.lookahead, cached)
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.memory import plan_memory
+from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
                                  for_speculation, graph_batch_limit, USER_LIMITS, unchunked_token_budget)
@@ -91,11 +91,18 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     requests: where the limits are a rank's (``limits_per_rank``: TensorRT-LLM's
     ``max_batch_size`` and ``max_num_tokens``), the replica holds ``attention_groups`` times
     the sequences and tokens of one rank; where they are the replica's (SGLang divides them
-    over its ranks), it holds them once. With ``pp`` pipeline stages the stream is one of the
+    over its ranks), it holds them once. A hybrid model's states in a pool of their own cap
+    the running requests (:func:`state_slots`). With ``pp`` pipeline stages the stream is one of the
     ``pp`` batches in flight: it holds ``1/pp`` of the sequences, and each of its iterations
     takes up to the token budget.
     """
     sched = with_running_requests(dep, for_hardware(sched, dep.hardware))
+    slots = state_slots(dep, sched)
+    if slots is not None:  # the state pool holds no more running requests than its slots
+        per = slots // (dep.parallel.attention_groups if sched.limits_per_rank else 1)
+        sched = replace(sched, max_num_seqs=max(1, min(sched.max_num_seqs, per)))  # type: ignore[type-var]
+    if dep.model.linear_attention is not None and not sched.hybrid_overlap:
+        sched = replace(sched, overlap_host=False)
     if sched.graph_max_batch is None:  # sized by the engine for the GPU and the TP size
         sched = replace(sched, graph_max_batch=graph_batch_limit(dep.hardware.usable_memory_capacity.si,
                                                                  dep.parallel.tp))
@@ -201,7 +208,37 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
         raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
                               "more GPUs (tp) or narrower weights")
+    if _state_pool(dep, sched):  # the states' pool takes ratio / (1 + ratio) of it
+        budget /= 1.0 + float(sched.state_pool_ratio)  # type: ignore[arg-type]
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
+
+
+def _state_pool(dep: Any, sched: SchedulerConfig) -> bool:
+    """Whether ``dep``'s model keeps linear-attention states in a pool of their own under ``sched``."""
+    return dep.model.linear_attention is not None and sched.state_pool_ratio is not None
+
+
+def state_tokens(dep: Any, sched: SchedulerConfig) -> float:
+    """KV-pool tokens a running request's linear-attention state takes where one pool holds both
+    (0 without linear attention, or where the states have a pool of their own) [token]."""
+    if dep.model.linear_attention is None or _state_pool(dep, sched):
+        return 0.0
+    per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
+                            context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
+    return recurrent_state_per_gpu(dep.model, dep.parallel) / per_token
+
+
+def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
+    """Running requests a hybrid model's state pool holds, over the replica's attention-DP ranks
+    (the states' own pool: SGLang's); None where nothing but the KV pool limits them."""
+    if not _state_pool(dep, sched):
+        return None
+    ratio = float(sched.state_pool_ratio)  # type: ignore[arg-type]
+    tokens = kv_capacity_tokens(dep, sched) / dep.parallel.attention_groups  # the KV pool a rank's GPU holds
+    per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
+                            context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
+    states = tokens * per_token * ratio  # the state pool, ratio times the KV pool
+    return max(int(states // recurrent_state_per_gpu(dep.model, dep.parallel)), 0) * dep.parallel.attention_groups
 
 
 def _taken(plan: Any, what: str, sizing: str, memory: dict) -> str:
@@ -263,6 +300,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                          kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
+                         state_tokens=state_tokens(dep, sched),
                          concurrency=replica.concurrency, turnaround=turnaround,
                          max_in_flight=replica.max_concurrency, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:

@@ -41,7 +41,7 @@ class Trace:
 def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl: np.ndarray, osl: np.ndarray,
              *, kv_capacity_tokens: float, concurrency: int | None = None,
              turnaround: np.ndarray | None = None, max_in_flight: int | None = None, prefilled: bool = False,
-             decoding: Any = None, prefixes: PrefixPlan | None = None) -> Trace:
+             decoding: Any = None, prefixes: PrefixPlan | None = None, state_tokens: float = 0.0) -> Trace:
     """Serve every request; return their timelines.
 
     Parameters
@@ -70,6 +70,9 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
     prefixes : PrefixPlan, optional
         Streams and prefixes of the requests, for the prefix cache; its later turns are
         sent ``think_s`` after the turn before them finishes.
+    state_tokens : float
+        KV-pool tokens a running request's linear-attention state takes (a hybrid model in one
+        pool); 0 otherwise.
 
     A request reaches the scheduler ``model.request_overhead_s`` after it is sent (the
     server's HTTP, tokenization and hand-off); its times count from when it was sent.
@@ -81,9 +84,10 @@ def simulate(model: StepModel, sched: SchedulerConfig, arrivals: np.ndarray, isl
         arrivals = due.copy()
         arrivals[max_in_flight:] = np.nan
     engine = Engine(model, sched, kv_capacity_tokens=kv_capacity_tokens, capacity=n, prefilled=prefilled,
-                    decoding=decoding, prefixes=prefixes)
+                    decoding=decoding, prefixes=prefixes, state_tokens=state_tokens)
     engine.load(np.asarray(arrivals, float).copy(), isl, osl)
-    check_fits(engine.isl[:engine.n], engine.osl[:engine.n], engine.capacity_blocks, engine.block, engine.lookahead)
+    check_fits(engine.isl[:engine.n], engine.osl[:engine.n], engine.capacity_blocks, engine.block, engine.lookahead,
+               engine.state_blocks)
     sent = len(engine.order)  # closed loop: next request id to hand a client
     next_turn = prefixes.next_turn.tolist() if prefixes is not None else None
     while engine.busy and engine.prepare():

@@ -147,11 +147,10 @@ class StepModel:
         mla = on_mla_tiles(op, hw)
         return AttentionCosts(
             count=float(op.count) * stages, window=float(op.window), heads=float(op.heads) * mla,
-            flops_per_pair=float(2.0 * op.heads * (op.qk_dim + op.v_dim)),
-            kv_bytes_per_token=float(op.kv_elements * op.kv_bytes_per_element),
-            act_bytes_per_query=float(op.heads * (op.qk_dim + op.v_dim) * op.act_bytes_per_element),
+            flops_per_pair=float(op.flops_per_pair), kv_bytes_per_token=float(op.kv_bytes_per_token),
+            act_bytes_per_query=float(op.act_bytes_per_query),
             peak=mla_decode_flops_per_s(hw, 1.0, MLA_HEAD_TILE) if mla else tensor_flops_per_s(hw, op.precision),
-            heads_kv=float(op.kv_heads), ceiling=achievable_flops_per_s(hw, op.precision))
+            heads_kv=float(op.sequence_heads), ceiling=achievable_flops_per_s(hw, op.precision))
 
     def _table(self, values: list[float], tokens: float) -> float:
         """Linear interpolation in a table over :attr:`grid` (clamped at its ends)."""

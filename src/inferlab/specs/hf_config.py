@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from ..errors import SpecError
 from .checkpoint import checkpoint_formats
 from .hf_fields import check_fields
+from .hf_hybrid import qwen3_next_fields
 from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
 
@@ -312,12 +313,14 @@ READERS: dict[str, Callable[[_Config], dict[str, Any]]] = {
     "mixtral": _mixtral, "qwen2": _qwen, "qwen3": _qwen, "qwen3_moe": _qwen,
     "deepseek_v2": _deepseek_v3, "deepseek_v3": _deepseek_v3, "kimi_k2": _deepseek_v3, "glm4_moe": _glm4_moe,
     "gpt_oss": _gpt_oss, "minimax_m2": _minimax_m2,
+    **dict.fromkeys(("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"), lambda c: qwen3_next_fields(c, _common(c))),
     "gemma": _gemma, "gemma3": _gemma3, "gemma3_text": _gemma3, "llama4": _llama4, "llama4_text": _llama4,
     "gptj": _gptj, "falcon": _falcon,
 }
 
 #: Multimodal wrappers whose text decoder lives under ``text_config``.
-_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma", "kimi_k25": "kimi_k2"}
+_WRAPPED = {"gemma3": "gemma3_text", "llama4": "llama4_text", "paligemma": "gemma", "kimi_k25": "kimi_k2",
+            "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str]:

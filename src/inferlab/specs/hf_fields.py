@@ -31,14 +31,20 @@ COUNT_BOUNDS: dict[str, tuple[int, int]] = {
     "attention_chunk_size": _POSITIONS,
     **{k: _LAYERS for k in ("moe_layer_freq", "decoder_sparse_step", "interleave_moe_layer_step",
                             "no_rope_layer_interval", "sliding_window_pattern")},
-    **{k: (0, _LAYERS[1]) for k in ("first_k_dense_replace", "max_window_layers", "num_nextn_predict_layers")},
+    **{k: (0, _LAYERS[1]) for k in ("first_k_dense_replace", "max_window_layers", "num_nextn_predict_layers",
+                                    "mtp_num_hidden_layers")},
+    "linear_num_key_heads": _HEADS, "linear_num_value_heads": _HEADS, "linear_key_head_dim": _WIDTH,
+    "linear_value_head_dim": _WIDTH, "linear_conv_kernel_dim": (1, 64), "full_attention_interval": _LAYERS,
+    "shared_expert_intermediate_size": (0, _WIDTH[1]),
     "num_ln_in_parallel_attn": (1, 4),
 }
 #: Fields read as true/false: ``"false"`` (a string) would otherwise count as true.
 BOOL_FIELDS = ("tie_word_embeddings", "attention_bias", "bias", "mlp_bias", "use_sliding_window",
-               "new_decoder_architecture", "multi_query", "parallel_attn", "use_qk_norm")
+               "new_decoder_architecture", "multi_query", "parallel_attn", "use_qk_norm", "attn_output_gate")
 #: Layer-type names of ``layer_types`` lists.
 _LAYER_TYPES = ("sliding_attention", "full_attention")
+#: Architectures whose layers may also be linear attention (Gated DeltaNet).
+LINEAR_ATTENTION_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 
 
 def check_fields(data: Mapping[str, Any], where: str) -> None:
@@ -58,6 +64,7 @@ def check_fields(data: Mapping[str, Any], where: str) -> None:
         if value is not None and not isinstance(value, bool):
             raise SpecError(f"{where}: field {key!r} must be true or false, got {value!r:.60}")
     types = data.get("layer_types")
-    if isinstance(types, list) and any(t not in _LAYER_TYPES for t in types):
-        bad = next(t for t in types if t not in _LAYER_TYPES)
-        raise SpecError(f"{where}: field 'layer_types' holds {bad!r:.60}; allowed: {', '.join(_LAYER_TYPES)}")
+    allowed = _LAYER_TYPES + (("linear_attention",) if data.get("model_type") in LINEAR_ATTENTION_TYPES else ())
+    if isinstance(types, list) and any(t not in allowed for t in types):
+        bad = next(t for t in types if t not in allowed)
+        raise SpecError(f"{where}: field 'layer_types' holds {bad!r:.60}; allowed: {', '.join(allowed)}")

@@ -21,7 +21,7 @@ from ..precision import number_format
 from ..units import to_si_array
 from .card import ModelCard
 from .checkpoint import CheckpointFormats
-from .layers import AttentionWindow, LayerSpec, MLASpec, MoESpec  # noqa: F401 - a model's parts, named with it
+from .layers import AttentionWindow, LayerSpec, LinearAttentionSpec, MLASpec, MoESpec  # noqa: F401 - a model's parts
 from .params import ParamCounts, count_params
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
@@ -60,7 +60,11 @@ class ModelSpec(BaseModel):
         default="head", description="RMSNorm of q and k per head (Qwen3: one head_dim-wide weight each) or over "
                                     "all heads at once (MiniMax-M2: its statistics need an all-reduce under TP).")
     attention_sinks: bool = False
+    attention_output_gate: bool = Field(
+        default=False, description="A sigmoid gate on the attention output, its weights beside the queries' "
+                                   "(Qwen3-Next, Qwen3.5: q_proj twice as wide).")
     mla: MLASpec | None = None
+    linear_attention: LinearAttentionSpec | None = None
     moe: MoESpec | None = None
     layers: tuple[LayerSpec, ...]
     num_mtp_layers: int = Field(default=0, ge=0, description="Multi-token-prediction modules (DeepSeek).")
@@ -79,6 +83,10 @@ class ModelSpec(BaseModel):
             )
         if any(layer.mlp == "moe" for layer in self.layers) and self.moe is None:
             raise ValueError("MoE layers present but no moe structure given")
+        if any(layer.attention == "linear" for layer in self.layers) and self.linear_attention is None:
+            raise ValueError("linear-attention layers present but no linear_attention structure given")
+        if all(layer.attention == "linear" for layer in self.layers):
+            raise ValueError("every layer is linear attention: a hybrid model keeps some attention layers")
         return self
 
     # --- construction ---------------------------------------------------------------
@@ -152,8 +160,14 @@ class ModelSpec(BaseModel):
 
     @cached_property
     def _layer_windows(self) -> tuple[tuple[Any, int], ...]:
-        """Layers per attention window (None: full attention)."""
-        return tuple(Counter(layer.window for layer in self.layers).items())
+        """Layers with a KV cache per attention window (None: full attention); linear-attention
+        layers hold a state instead (:meth:`recurrent_state_bytes`)."""
+        return tuple(Counter(layer.window for layer in self.layers if layer.attention != "linear").items())
+
+    @property
+    def num_linear_layers(self) -> int:
+        """Linear-attention layers (a recurrent state each, no KV cache)."""
+        return sum(layer.attention == "linear" for layer in self.layers)
 
     # --- parameters -------------------------------------------------------------------
     @cached_property
@@ -207,7 +221,7 @@ class ModelSpec(BaseModel):
         {'full': 327680.0}
         """
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
-        return {kind: float(n * per_layer) for kind, n in self.layer_kinds.items()}
+        return {kind: float(n * per_layer) for kind, n in self.layer_kinds.items() if kind != "linear"}
 
     def kv_cache_bytes(self, context_len: Any, precision: str = "bf16") -> np.ndarray:
         """KV-cache bytes of one sequence at ``context_len`` tokens [B], vectorized.
@@ -227,6 +241,22 @@ class ModelSpec(BaseModel):
             span = ctx if window is None else np.minimum(ctx, window)
             total = total + n * per_layer * span
         return total
+
+    def recurrent_state_bytes(self) -> float:
+        """Bytes of one sequence's linear-attention state over all layers [B]: what it holds in
+        place of a KV cache in those layers, at any length (0 without linear attention).
+
+        Notes
+        -----
+        Per layer: ``value heads x key_head_dim x value_head_dim`` at the state's format, plus
+        the convolution's ``(conv_kernel - 1) x conv channels`` in 16-bit. Qwen3.5-397B-A17B:
+        45 layers x (64 x 128 x 128 x 4 B + 12,288 x 3 x 2 B) = 45 x 4,268,032 B = 192.1 MB.
+        """
+        lin = self.linear_attention
+        if lin is None:
+            return 0.0
+        per_layer = lin.state_elements * number_format(lin.state_format).bytes_per_element + lin.conv_elements * 2.0
+        return float(self.num_linear_layers * per_layer)
 
     def _repr_html_(self) -> str:
         from .render import model_html

@@ -66,12 +66,27 @@ def attention_params(spec: ModelSpec) -> int:
         kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank + m.kv_lora_rank * nh * (m.qk_nope_head_dim + m.v_head_dim)
         return q + kv + nh * m.v_head_dim * h
     n = h * nh * hd + 2 * h * nkv * hd + nh * hd * h
+    n += h * nh * hd if spec.attention_output_gate else 0  # the gate's projection beside the queries'
     n += (nh * hd + 2 * nkv * hd) if spec.qkv_bias else 0
     n += h if spec.o_bias else 0
     if spec.qk_norm:
         n += 2 * hd if spec.qk_norm_span == "head" else (nh + nkv) * hd
     n += nh if spec.attention_sinks else 0
     return n
+
+
+def linear_attention_params(spec: ModelSpec) -> int:
+    """Parameters of one linear-attention (Gated DeltaNet) block: the input projection to
+    queries, keys, values and the output gate (``z``), the per-head decay and update gates'
+    (``a``, ``b``), the causal convolution over queries, keys and values (no bias), the decay's
+    two per-head vectors (``A_log``, ``dt_bias``), the gated output norm (one value head wide)
+    and the output projection."""
+    lin = spec.linear_attention
+    if lin is None:
+        return 0
+    h, hv = spec.hidden_size, lin.num_value_heads
+    projections = h * (2 * lin.key_dim + 2 * lin.value_dim) + h * 2 * hv + lin.value_dim * h
+    return projections + lin.conv_channels * lin.conv_kernel + 2 * hv + lin.value_head_dim
 
 
 def dense_mlp_params(spec: ModelSpec, width: int) -> int:
@@ -113,10 +128,13 @@ def count_params(spec: ModelSpec) -> ParamCounts:
     Per layer: attention + MLP (dense ``3*H*I`` gated or ``2*H*I``; MoE ``E`` experts of
     ``3*H*I_e`` plus shared experts plus router ``H*E``) + norms. Embedding ``V*H``; an
     untied LM head adds ``V*H``. One MTP module (DeepSeek-V3) is a decoder layer of the
-    last layer's kind plus a ``2H x H`` projection and three norms.
+    last layer's kind (with full attention) plus a ``2H x H`` projection and three norms.
+    A linear-attention layer (Gated DeltaNet) has its own projections
+    (:func:`linear_attention_params`) in place of attention's.
     """
     h = spec.hidden_size
     attn = attention_params(spec)
+    linear = linear_attention_params(spec)
     dense = routed = active = shared = router = 0
     for layer in spec.layers:
         d, r, a, s, ro = _layer_mlp(spec, layer)
@@ -134,7 +152,7 @@ def count_params(spec: ModelSpec) -> ParamCounts:
     return ParamCounts(
         embedding=embedding,
         lm_head=lm_head,
-        attention=layers * attn,
+        attention=sum(linear if layer.attention == "linear" else attn for layer in spec.layers),
         dense_mlp=dense,
         routed_experts=routed,
         routed_experts_active=active,

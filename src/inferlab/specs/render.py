@@ -70,6 +70,9 @@ def model_dict(m: ModelSpec) -> dict[str, Any]:
         out["moe"] = {**m.moe.model_dump(), "moe_layers": m.num_moe_layers, "dense_layers": m.num_dense_layers}
     if m.mla is not None:
         out["mla"] = m.mla.model_dump()
+    if m.linear_attention is not None:
+        out["linear_attention"] = {**m.linear_attention.model_dump(), "layers": m.num_linear_layers,
+                                   "state_bytes_per_sequence": m.recurrent_state_bytes()}
     if m.card is not None:
         out["card"] = m.card.model_dump()
     return out
@@ -90,6 +93,8 @@ def model_html(spec: ModelSpec) -> str:
              ("active_params", f"{d['active_params'] / 1e9:.2f} B", "derived")]
     rows += [(f"kv bytes/token {k} (bf16)", pretty(Q(v, "byte")), "derived")
              for k, v in d["kv_cache_bytes_per_token_bf16"].items()]
+    if spec.linear_attention is not None:
+        rows.append(("linear-attention state/sequence", pretty(Q(spec.recurrent_state_bytes(), "byte")), "derived"))
     return _html(spec.name, rows)
 
 

@@ -1,0 +1,171 @@
+"""Hybrid models with linear attention (Gated DeltaNet: Qwen3-Next, Qwen3.5): a recurrent state per
+sequence in place of a KV cache in three of four layers. Expected values are derived by hand from
+the configs (``model_specs/qwen3.5-397b-a17b.yaml``, ``qwen3-next-80b-a3b.yaml``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inferlab
+from inferlab import SpecError, load_model
+from inferlab.core.graph import Step
+from inferlab.core.memory import plan_memory, recurrent_state_per_gpu
+from inferlab.core.parallelism import Parallelism, tp_split_reason
+from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
+from inferlab.inputs.resolve import deployment
+from inferlab.serving.replica import kv_capacity_tokens, scheduler_for, state_slots, state_tokens
+from inferlab.serving.simulator import simulate
+from inferlab.serving.stepmodel import StepModel
+from inferlab.specs.model import ModelSpec
+from inferlab.techniques.step import run_step
+
+QWEN35 = "qwen3.5-397b-a17b"
+FP8_BF16_KV = {"weights": "fp8", "activations": "fp8", "kv_cache": "bf16"}
+
+
+def test_qwen3_5_parameters_by_hand():
+    # embedding and the untied LM head: 248,320 x 4,096 each
+    embed = 248_320 * 4_096
+    # a full-attention layer: q with its output gate 4,096 x (32 x 256 x 2), k and v 2 x 4,096 x (2 x 256),
+    # o 8,192 x 4,096, q/k norms 2 x 256
+    full = 4_096 * 16_384 + 2 * 4_096 * 512 + 8_192 * 4_096 + 2 * 256
+    # a Gated DeltaNet layer: in_proj 4,096 x (2 x 2,048 q,k + 2 x 8,192 v,z + 2 x 64 a,b), out_proj
+    # 8,192 x 4,096, conv 12,288 channels x 4 taps, A_log and dt_bias 64 each, gated norm 128
+    linear = 4_096 * (2 * 2_048 + 2 * 8_192 + 128) + 8_192 * 4_096 + 12_288 * 4 + 2 * 64 + 128
+    expert = 3 * 4_096 * 1_024
+    per_layer_moe = 512 * expert + expert + 4_096 * 512  # routed, one shared, router
+    norms = 60 * 2 * 4_096 + 4_096
+    total = 2 * embed + 15 * full + 45 * linear + 60 * per_layer_moe + norms
+    m = load_model(QWEN35)
+    assert m.param_counts.attention == 15 * full + 45 * linear == 6_883_511_040
+    assert m.total_params == total
+    assert m.active_params == total - 60 * 502 * expert  # 10 of 512 routed experts a token
+    assert m.layer_kinds == {"linear": 45, "full": 15}
+    assert [i for i, layer in enumerate(m.layers) if layer.attention == "full"] == list(range(3, 60, 4))
+
+
+def test_qwen3_5_cache_a_token_and_state_a_sequence_by_hand():
+    m = load_model(QWEN35)
+    # only the 15 full layers cache a token: 2 (K, V) x 2 KV heads x 256 x 2 B
+    assert m.kv_cache_bytes_per_token("bf16") == {"full": 15 * 2 * 2 * 256 * 2} == {"full": 30_720}
+    assert float(m.kv_cache_bytes(8_192, "bf16")) == 30_720 * 8_192
+    # 45 layers x (64 value heads x 128 x 128 at float32 + (2 x 2,048 + 8,192) channels x 3 taps x 2 B)
+    assert m.recurrent_state_bytes() == 45 * (64 * 128 * 128 * 4 + 12_288 * 3 * 2) == 192_061_440
+    assert load_model("llama-3.1-8b").recurrent_state_bytes() == 0.0
+
+
+def test_a_sequence_on_one_of_four_gpus_holds_half_its_kv_and_a_quarter_of_its_state():
+    m, hw = load_model(QWEN35), inferlab.load_hardware("b200")
+    from inferlab.core.quantization import PrecisionConfig
+
+    prec = PrecisionConfig(weights="fp8", activations="fp8", kv_cache="bf16")
+    plan = plan_memory(m, hw, prec, parallel=Parallelism(tp=4), batch=np.array(1.0), context=np.array(1_024.0),
+                       step_tokens=np.array(0.0))
+    # two KV heads over four GPUs: each holds one (half a token's KV); the 16 key / 64 value heads split 4 ways
+    assert plan.kv_per_token == pytest.approx(30_720 / 2)
+    assert recurrent_state_per_gpu(m, Parallelism(tp=4)) == pytest.approx(192_061_440 / 4)
+    assert float(plan.kv_per_sequence) == pytest.approx(1_024 * 15_360 + 48_015_360)
+
+
+def test_decode_moves_each_state_once_each_way_whatever_the_context():
+    dep = deployment(QWEN35, "b200", tp=4, precision="fp8")
+    for context in (100.0, 50_000.0):
+        ops = {t.op.name: t.op for t in run_step(dep, Step.decode(np.array(8.0), np.array(context))).times}
+        delta = ops["delta_rule"].byte_parts()
+        # 8 sequences x one layer's state on one of 4 GPUs (4,268,032 B / 4), read and written back
+        assert float(delta["kv_read"]) == pytest.approx(8 * 4_268_032 / 4)
+        assert float(delta["kv_write"]) == pytest.approx(8 * 4_268_032 / 4)
+        assert ops["delta_rule"].count == 45 and ops["attention"].count == 15
+    # a prompt runs in chunks: 7 q v FLOPs a decode token and head; 4 k v + 2 x 64 x (2 k + v) in chunks
+    pre = {t.op.name: t.op for t in run_step(dep, Step.prefill(np.array(1.0), np.array(1_024.0))).times}
+    assert float(pre["delta_rule"].flops) == pytest.approx(1_024 * 16 * (4 * 128 * 128 + 2 * 64 * 384))
+    dec = {t.op.name: t.op for t in run_step(dep, Step.decode(np.array(1.0), np.array(10.0))).times}
+    assert float(dec["delta_rule"].flops) == pytest.approx(16 * 7 * 128 * 128)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(batch=st.integers(1, 256), context=st.integers(1, 200_000))
+def test_a_narrower_state_is_never_slower_and_the_state_costs_the_same_at_any_length(batch, context):
+    wide = deployment(QWEN35, "h200-sxm", tp=8, precision="fp8")
+    lin = wide.model.linear_attention
+    narrow_model = wide.model.model_copy(update={"linear_attention": lin.model_copy(update={"state_format": "bf16"})})
+    narrow = replace(wide, model=narrow_model)
+    step = Step.decode(np.array(float(batch)), np.array(float(context)))
+    assert float(run_step(narrow, step).time_s) <= float(run_step(wide, step).time_s)
+    short = {t.op.name: t for t in run_step(wide, Step.decode(np.array(float(batch)), np.array(1.0))).times}
+    long = {t.op.name: t for t in run_step(wide, step).times}
+    assert float(long["delta_rule"].total_s) == pytest.approx(float(short["delta_rule"].total_s))
+
+
+def test_sglang_splits_what_the_weights_leave_between_state_and_kv_pools():
+    dep = deployment(QWEN35, "b300", tp=4, precision=FP8_BF16_KV, engine="sglang")
+    sglang = ENGINE_SCHEDULERS["sglang"]
+    one_pool = replace(sglang, state_pool_ratio=None)
+    # state pool : KV pool = 0.9 (SGLang's --mamba-full-memory-ratio): the KV pool is 1/1.9 of the rest
+    assert kv_capacity_tokens(dep, sglang) == pytest.approx(kv_capacity_tokens(dep, one_pool) / 1.9)
+    slots = state_slots(dep, sglang)
+    kv_bytes = kv_capacity_tokens(dep, sglang) * 30_720 / 2  # one of two KV heads a GPU
+    assert slots == int(0.9 * kv_bytes // (192_061_440 / 4))
+    assert state_slots(dep, one_pool) is None and state_tokens(dep, sglang) == 0.0
+    # the state pool caps the running requests; SGLang's no_buffer strategy turns its overlap scheduler off
+    capped = scheduler_for(dep, replace(sglang, max_num_seqs=10**5))
+    assert capped.max_num_seqs == slots and capped.overlap_host is False
+    llama = deployment("llama-3.1-70b", "b300", tp=4, precision="fp8", engine="sglang")
+    assert scheduler_for(llama, sglang).overlap_host is True and state_slots(llama, sglang) is None
+
+
+def test_one_pool_gives_each_running_request_pages_for_its_state():
+    dep = deployment(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, engine="vllm")
+    vllm = ENGINE_SCHEDULERS["vllm"]
+    # a quarter of 192,061,440 B over half of 30,720 B a token: 3,126 tokens
+    assert state_tokens(dep, vllm) == pytest.approx(48_015_360 / 15_360)
+    # an engine of 625 pages of 16 tokens: prompts of 1,000 tokens take 63 pages, 9 at once; with a
+    # state of 1,600 tokens (100 pages) each takes 163, 3 at once
+    model = StepModel(dep, 16_384)
+    sched = SchedulerConfig(max_num_seqs=64, max_num_batched_tokens=16_384)  # whole prompts: no partial pages
+    isl, osl = np.full(12, 1_000.0), np.full(12, 4.0)
+    for state, most in ((0.0, 9), (1_600.0, 3)):
+        t = simulate(model, sched, np.zeros(12), isl, osl, kv_capacity_tokens=10_000, state_tokens=state)
+        running = max(int(np.sum((t.first_scheduled <= s) & (t.finish > s))) for s in t.first_scheduled)
+        assert running == most and t.preemptions == 0
+    with pytest.raises(inferlab.InfeasibleError, match="state's 1600 tokens"):
+        simulate(model, sched, np.zeros(1), np.array([9_000.0]), np.array([4.0]), kv_capacity_tokens=10_000,
+                 state_tokens=1_600.0)
+
+
+def test_configs_read_and_refused():
+    m = load_model("qwen3-next-80b-a3b")
+    assert m.layer_kinds == {"linear": 36, "full": 12} and m.attention_output_gate
+    assert m.linear_attention.state_elements == 32 * 128 * 128
+    assert tp_split_reason(load_model(QWEN35), 32) == "tp=32 does not divide the 16 key heads of the linear-attention layers"
+    base = {"model_type": "qwen3_next", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
+            "intermediate_size": 512, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 32, "linear_value_head_dim": 32}
+    dense = ModelSpec.from_hf_config(base)
+    assert dense.layer_kinds == {"linear": 3, "full": 1} and dense.moe is None
+    with pytest.raises(SpecError, match="linear_num_value_heads"):
+        ModelSpec.from_hf_config({k: v for k, v in base.items() if k != "linear_num_value_heads"})
+    with pytest.raises(SpecError, match="mamba_ssm_dtype"):
+        ModelSpec.from_hf_config({**base, "mamba_ssm_dtype": "int8"})
+    with pytest.raises(SpecError, match="'layer_types' holds 'linear_attention'"):
+        ModelSpec.from_hf_config({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+                                  "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64,
+                                  "intermediate_size": 512, "layer_types": ["linear_attention", "full_attention"]})
+    with pytest.raises(SpecError, match="hybrid model keeps some attention layers"):
+        ModelSpec.from_hf_config({**base, "layer_types": ["linear_attention"] * 4})
+
+
+def test_a_hybrid_model_estimates_and_serves():
+    est = inferlab.estimate(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, isl=8_192, osl=256, batch_size=32)
+    text = est.explain()
+    # one of four GPUs: 192,061,440 B / 4 = 48.0 MB of state a sequence beside 15.4 kB a token of KV
+    assert "15.4 kB/token and a 48.0 MB linear-attention state a sequence" in text
+    r = inferlab.serve(QWEN35, "b200", tp=4, precision="fp8", engine="sglang", isl=1_024, osl=64, concurrency=8,
+                       num_requests=16)
+    assert np.all(np.isfinite(r.ttft_s)) and r.tpot_s.mean() > 0
