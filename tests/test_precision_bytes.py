@@ -5,7 +5,7 @@ Pairs: NVFP4 and MXFP4 against FP8 on Blackwell (B200, B300, GB200), FP8 against
 on Hopper (H100, H200). Each format keeps its own activations rule (FP4 activations with FP4
 weights, FP8 with FP8, BF16 with BF16); the KV cache is BF16 for both sides. A step of batch
 1-64 at 1,024 tokens of context is memory-bound on all of these GPUs, for dense and MoE models
-from the catalog at TP 1-8.
+from the catalog at TP 1-8 (a hybrid with linear attention among them: its states stay BF16/FP32).
 
 Inside a step a scaled or weight-only GEMM at a few rows runs the engine's small-M tactic: the
 shape padded to 8 rows at the format's own peak share, its weights streamed at the better of its
@@ -29,7 +29,7 @@ from inferlab.errors import InferlabError
 from inferlab.inputs.resolve import deployment
 
 MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-32b", "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b",
-          "gpt-oss-120b", "llama-4-scout", "deepseek-v3")
+          "gpt-oss-120b", "llama-4-scout", "deepseek-v3", "qwen3-next-80b-a3b")
 BLACKWELL = ("b200", "b300", "gb200")
 HOPPER = ("h100-sxm", "h200-sxm")
 PAIRS = [(hw, narrow, wide) for hw in BLACKWELL for narrow, wide in (("nvfp4", "fp8"), ("mxfp4", "fp8"),
@@ -65,6 +65,7 @@ def _decode_s(engine: str, hw: str, model: str, tp: int, batch: int, precision: 
 @example(model="deepseek-v3", tp=8, batch=1)
 @example(model="qwen3-30b-a3b", tp=8, batch=1)
 @example(model="llama-3.1-8b", tp=8, batch=64)
+@example(model="qwen3-next-80b-a3b", tp=4, batch=64)
 def test_narrower_weights_are_never_slower_in_memory_bound_decode(engine, hw, narrow, wide, model, tp, batch):
     batch = min(batch, MEMORY_BOUND_BATCH.get((hw, narrow, wide), batch))
     try:
@@ -107,7 +108,8 @@ def test_weight_only_formats_over_an_fp8_cache_never_decode_slower_than_fp8(engi
 
 
 @pytest.mark.parametrize("model, tp", [("llama-3.1-8b", 1), ("llama-3.1-70b", 8), ("deepseek-v3", 8),
-                                       ("qwen3-30b-a3b", 2), ("qwen3-235b-a22b", 8), ("gpt-oss-120b", 2)])
+                                       ("qwen3-30b-a3b", 2), ("qwen3-235b-a22b", 8), ("gpt-oss-120b", 2),
+                                       ("qwen3.5-397b-a17b", 8)])
 @pytest.mark.parametrize("engine", ["generic", "vllm", "sglang", "trtllm-pytorch"])
 def test_a_b200_is_never_slower_than_an_h200(model, tp, engine):
     """The B200 has more of every resource a step uses: 8 TB/s of HBM3e against 4.8 TB/s, and

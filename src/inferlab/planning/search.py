@@ -341,7 +341,8 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     rate_d = _BATCHES / (max(osl, 1.0) * np.asarray(est.tpot_s, float))
     j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
     nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
-    transfer = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) / (config["tp"] * nic)
+    kv = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) + model.recurrent_state_bytes()
+    transfer = kv / (config["tp"] * nic)
     exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
     # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
     isl_q = est.prompt_lengths

@@ -145,7 +145,7 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
 
     Notes
     -----
-    ``K = batch x kv_cache_bytes(isl)`` unique bytes. Each of the decode replica's ``tp_d``
+    ``K = batch x (kv_cache_bytes(isl) + recurrent_state_bytes())`` unique bytes. Each of the decode replica's ``tp_d``
     GPUs receives its share ``K x s_d`` (``s_d = kv_share``: ``1 / tp_d``, or more where KV
     heads or an MLA latent are replicated), so ``tp_d K s_d`` bytes cross the link, sent by
     the ``tp_p`` prefill GPUs in parallel::
@@ -160,7 +160,8 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     """
     model, link = prefill.model, kv_link(disagg, prefill, decode_dep)
     b = np.asarray(batch, float)
-    unique = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache)
+    # a hybrid model's linear-attention state goes with its prompt's KV cache
+    unique = b * (model.kv_cache_bytes(isl, prefill.precision.kv_cache) + model.recurrent_state_bytes())
     adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
     if adp_d:  # a request's KV cache lives whole on the one rank that holds it
         # the busiest rank's prompts
