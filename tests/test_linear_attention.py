@@ -110,7 +110,8 @@ def test_sglang_splits_what_the_weights_leave_between_state_and_kv_pools():
     assert kv_capacity_tokens(dep, sglang) == pytest.approx(kv_capacity_tokens(dep, one_pool) / 1.9)
     slots = state_slots(dep, sglang)
     kv_bytes = kv_capacity_tokens(dep, sglang) * 30_720 / 2  # one of two KV heads a GPU
-    assert slots == int(0.9 * kv_bytes // (192_061_440 / 4))
+    # slots of a quarter of a state each, three a running request (the radix cache's locked and donated slots)
+    assert slots == int(0.9 * kv_bytes // (192_061_440 / 4)) // 3
     assert state_slots(dep, one_pool) is None and state_tokens(dep, sglang) == 0.0
     # the state pool caps the running requests; SGLang's no_buffer strategy turns its overlap scheduler off
     capped = scheduler_for(dep, replace(sglang, max_num_seqs=10**5))
@@ -122,8 +123,13 @@ def test_sglang_splits_what_the_weights_leave_between_state_and_kv_pools():
 def test_one_pool_gives_each_running_request_pages_for_its_state():
     dep = deployment(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, engine="vllm")
     vllm = ENGINE_SCHEDULERS["vllm"]
-    # a quarter of 192,061,440 B over half of 30,720 B a token: 3,126 tokens
-    assert state_tokens(dep, vllm) == pytest.approx(48_015_360 / 15_360)
+    # vLLM's pages hold one layer's state on one of four GPUs, 4,268,032 / 4 = 1,067,008 B, in tokens of one
+    # layer's KV there (one of two KV heads: 2 x 256 x 2 = 1,024 B): 16 x ceil(1,067,008 / 16,384) = 1,056
+    assert scheduler_for(dep, vllm).kv_block_size == 1_056
+    # a page for each of the 45 linear layers, in tokens of the 15 full layers: 3 x 1,056
+    assert state_tokens(dep, vllm) == 3 * 1_056
+    # without page alignment: a quarter of 192,061,440 B over half of 30,720 B a token
+    assert state_tokens(dep, replace(vllm, state_pages=False)) == pytest.approx(48_015_360 / 15_360)
     # an engine of 625 pages of 16 tokens: prompts of 1,000 tokens take 63 pages, 9 at once; with a
     # state of 1,600 tokens (100 pages) each takes 163, 3 at once
     model = StepModel(dep, 16_384)
@@ -142,6 +148,13 @@ def test_configs_read_and_refused():
     m = load_model("qwen3-next-80b-a3b")
     assert m.layer_kinds == {"linear": 36, "full": 12} and m.attention_output_gate
     assert m.linear_attention.state_elements == 32 * 128 * 128
+    # its config names no state format: SGLang keeps FP32, vLLM the model's BF16; the convolution's
+    # 3 taps of (2 x 2,048 + 4,096) channels in BF16 either way
+    conv = (2 * 2_048 + 4_096) * 3 * 2
+    for engine, width in (("sglang", 4), ("vllm", 2)):
+        dep = deployment("qwen3-next-80b-a3b", "h200-sxm", tp=4, precision="fp8", engine=engine)
+        assert dep.model.recurrent_state_bytes() == 36 * (32 * 128 * 128 * width + conv)
+    assert deployment(QWEN35, "b200", tp=4, precision="fp8", engine="vllm").model.linear_attention.state_format == "fp32"
     assert tp_split_reason(load_model(QWEN35), 32) == "tp=32 does not divide the 16 key heads of the linear-attention layers"
     base = {"model_type": "qwen3_next", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
             "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
@@ -157,6 +170,8 @@ def test_configs_read_and_refused():
         ModelSpec.from_hf_config({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
                                   "num_attention_heads": 4, "vocab_size": 10, "max_position_embeddings": 64,
                                   "intermediate_size": 512, "layer_types": ["linear_attention", "full_attention"]})
+    with pytest.raises(SpecError, match="'layer_types' holds 'sliding_attention'; allowed for model_type 'qwen3_next'"):
+        ModelSpec.from_hf_config({**base, "layer_types": ["linear_attention"] * 3 + ["sliding_attention"]})
     with pytest.raises(SpecError, match="hybrid model keeps some attention layers"):
         ModelSpec.from_hf_config({**base, "layer_types": ["linear_attention"] * 4})
 
@@ -169,3 +184,38 @@ def test_a_hybrid_model_estimates_and_serves():
     r = inferlab.serve(QWEN35, "b200", tp=4, precision="fp8", engine="sglang", isl=1_024, osl=64, concurrency=8,
                        num_requests=16)
     assert np.all(np.isfinite(r.ttft_s)) and r.tpot_s.mean() > 0
+
+
+def test_each_prompt_of_a_grid_runs_its_own_form_and_a_verify_pass_keeps_each_drafts_state():
+    # a one-token prompt beside an 8,192-token one does not turn the long one's chunks into steps
+    alone = inferlab.estimate(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, isl=8_192, osl=16, batch_size=1)
+    grid = inferlab.estimate(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, isl=[1, 8_192], osl=16, batch_size=1)
+    assert float(np.ravel(grid.ttft_s)[-1]) == pytest.approx(float(np.ravel(alone.ttft_s)[0]), rel=1e-9)
+    # a verify pass of 4 tokens a sequence reads each state once and keeps 4 of them (rollback)
+    dep = deployment(QWEN35, "b200", tp=4, precision=FP8_BF16_KV)
+    verify = Step("decode", np.array(8.0), np.array(4.0), np.array(1_000.0))
+    op = next(t.op for t in run_step(dep, verify).times if t.op.name == "delta_rule")
+    assert float(op.byte_parts()["kv_read"]) == pytest.approx(8 * 4_268_032 / 4)
+    assert float(op.byte_parts()["kv_write"]) == pytest.approx(4 * 8 * 4_268_032 / 4)
+    assert float(op.flops) == pytest.approx(8 * 4 * 16 * 7 * 128 * 128)  # token by token: 7 k v a head
+
+
+def test_drafters_of_a_hybrid_model_attend_fully():
+    # an EAGLE head is built from the first layer (linear in these models) and runs as full attention
+    for model, spec in (("qwen3-next-80b-a3b", "eagle:k=3,accept=0.7"), (QWEN35, "mtp:k=2,accept=0.8")):
+        est, plain = (inferlab.estimate(model, "b200", tp=4, precision="fp8", isl=1_024, osl=256, batch_size=8,
+                                        speculative=s) for s in (spec, None))
+        assert 0 < float(est.tpot_s) < float(plain.tpot_s)
+
+
+def test_a_decode_pool_receives_its_heads_share_of_kv_and_state():
+    from inferlab.techniques.disaggregation import Disaggregation, Pool
+    from inferlab.techniques.kv_transfer import kv_transfer
+
+    pre = deployment(QWEN35, "b200", tp=4, precision=FP8_BF16_KV)
+    dec = deployment(QWEN35, "b200", tp=8, precision=FP8_BF16_KV)
+    d = Disaggregation(Pool("b200", num_gpus=4, tp=4), Pool("b200", num_gpus=8, tp=8))
+    move = kv_transfer(d, pre, dec, 1.0, 1_000.0, 0.1)
+    # each of 8 decode GPUs receives half the KV (one of two KV heads) and an eighth of the state
+    per_gpu = 1_000 * 30_720 / 2 + 192_061_440 / 8
+    assert float(move.bytes) == pytest.approx(8 * per_gpu)

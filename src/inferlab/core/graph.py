@@ -145,14 +145,15 @@ def _attention_block(model: ModelSpec, layer: LayerSpec, step: Step, prec: StepP
 def _linear_attention_ops(model: ModelSpec, step: Step, gemm: dict, prec: StepPrecision, meta: dict) -> list[Op]:
     """A Gated DeltaNet layer: one projection to queries, keys, values, the output gate and the
     two per-head gates; a causal convolution over queries, keys and values (its own kernel);
-    the delta-rule state update (:class:`~.ops.RecurrentState`); the gated norm of the output;
+    the delta-rule state update (:class:`~.ops.RecurrentState`, computed in 16-bit and FP32 whatever
+    the weights' format: flash-linear-attention's kernels); the gated norm of the output;
     the output projection (row-parallel, followed by the residual's all-reduce)."""
     lin = model.linear_attention
     if lin is None:  # ModelSpec validation forbids linear layers without the structure
         raise ValueError("linear-attention ops requested for a model without linear attention")
     t, h, hv = step.tokens, model.hidden_size, lin.num_value_heads
     a = number_format(prec.config.activations).bytes_per_element
-    state = lin.state_elements * number_format(lin.state_format).bytes_per_element + lin.conv_elements * 2.0
+    state = model.recurrent_state_bytes() / model.num_linear_layers  # one layer's, at its formats
     conv = t * lin.conv_channels
     return [
         Gemm("in_proj", m=t, n=2 * lin.key_dim + 2 * lin.value_dim + 2 * hv, k=h, shard="column", **gemm),
@@ -160,7 +161,8 @@ def _linear_attention_ops(model: ModelSpec, step: Step, gemm: dict, prec: StepPr
                     own_kernel=True, shard="column", **meta),
         RecurrentState("delta_rule", batch=step.batch, new_tokens=step.new_tokens, context=step.context, heads=hv,
                        kv_heads=lin.num_key_heads, qk_dim=lin.key_head_dim, v_dim=lin.value_head_dim,
-                       kv_elements=state, act_bytes_per_element=a, precision=prec.attention, shard="heads", **meta),
+                       kv_elements=state, act_bytes_per_element=a, precision="bf16", shard="heads",
+                       stepwise=step.phase == "decode", **meta),
         Elementwise("gated_norm", elements_read=2 * t * lin.value_dim, elements_written=t * lin.value_dim,
                     flops_per_element=4.0, shard="column", **meta),
         Gemm("out_proj", m=t, n=h, k=lin.value_dim, shard="row", **gemm),

@@ -145,6 +145,7 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     layouts = sorted(((t, p) for t in range(1, domain + 1) if not tp_split_reason(model, t) for p in stages
                       if t * p > scale and p <= model.num_hidden_layers), key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
     workspace = float(np.max(plan.workspace))  # kept whole: its hidden-size part does not shard
+    state = recurrent_state_per_gpu(model, par)
 
     def holds(t: int, p: int) -> bool:
         """One sequence fits next to the weights on ``t`` x ``p`` GPUs: weights shard over both, a
@@ -152,7 +153,9 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         if p > 1 and t * p > domain and hw.scale_out is None:
             return False  # stages on separate nodes need a NIC between them
         weights = plan.weights * scale / (t * p)
-        kv_t = kv * kv_share(model, t) / kv_share(model, par.head_split) * par.pp / p
+        # the KV cache splits over the KV heads, a hybrid model's state over its own heads
+        kv_t = ((kv - state) * kv_share(model, t) / kv_share(model, par.head_split)
+                + state * state_share(model, t) / state_share(model, par.head_split)) * par.pp / p
         left = plan.capacity - weights - plan.reserve - workspace
         if plan.kv_fraction < 1.0:  # the engine's KV pool is its share of the free memory
             return kv_t <= plan.kv_fraction * left

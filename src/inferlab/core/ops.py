@@ -236,7 +236,8 @@ class RecurrentState(Attention):
     recurrent matrices at their format and the convolution's taps, split with the heads);
     ``heads`` value heads of ``qk_dim x v_dim`` matrices, ``kv_heads`` key heads shared by them
     (tensor parallelism splits both, the state with them). The span is one entry (``window`` 1)
-    at any length: a step reads each sequence's state once and writes it back once. A
+    at any length: a step reads each sequence's state once and writes it back once (``stepwise``,
+    a decode step or a speculative verify pass: once for each new token). A
     decode token costs ``7 qk v`` FLOPs a head (decay, ``S^T k``, the rank-one update,
     ``q^T S``); a prompt runs in chunks of :data:`DELTA_RULE_CHUNK` tokens at ``4 qk v + 2 C
     (2 qk + v)`` a token and head (the chunk's state applied and updated, its own
@@ -249,18 +250,19 @@ class RecurrentState(Attention):
 
     window: float = 1.0
     kv_bytes_per_element: float = 1.0
+    stepwise: bool = False
 
     @property
-    def chunked(self) -> bool:
-        """Prompt tokens run in the chunked form (more than one new token a sequence)."""
-        return bool(np.all(np.asarray(self.new_tokens) > 1))
+    def chunked(self) -> ArrayLike:
+        """Where the new tokens run in the chunked form: a prompt's (more than one new token, not
+        ``stepwise``); a decode step's, and a speculative verify pass's, run token by token."""
+        return np.logical_and(not self.stepwise, np.asarray(self.new_tokens) > 1)
 
     @property
     def flops_per_pair(self) -> ArrayLike:
         """FLOPs of one new token over the op's heads (the span is one entry: a pair is a token)."""
         k, v = self.qk_dim, self.v_dim
-        per_head = 4.0 * k * v + 2.0 * DELTA_RULE_CHUNK * (2.0 * k + v) if self.chunked else 7.0 * k * v
-        return self.heads * per_head
+        return self.heads * np.where(self.chunked, 4.0 * k * v + 2.0 * DELTA_RULE_CHUNK * (2.0 * k + v), 7.0 * k * v)
 
     @property
     def kv_bytes_per_token(self) -> ArrayLike:
@@ -274,7 +276,7 @@ class RecurrentState(Attention):
         read again: ``1/C`` of them a token."""
         own = 2.0 * (self.kv_heads * self.qk_dim + self.heads * self.v_dim) * self.act_bytes_per_element
         boundary = 2.0 * self.heads * self.qk_dim * self.v_dim * 2.0 / DELTA_RULE_CHUNK
-        return own + (boundary if self.chunked else 0.0)
+        return own + np.where(self.chunked, boundary, 0.0)
 
     @property
     def sequence_heads(self) -> ArrayLike:
@@ -284,12 +286,14 @@ class RecurrentState(Attention):
     def byte_parts(self) -> dict[str, ArrayLike]:
         tokens = self.batch * self.new_tokens
         state = self.kv_elements * self.kv_bytes_per_element
+        # token by token, each new token's state is kept (a verify pass rolls back to the accepted one)
+        writes = self.new_tokens if self.stepwise else 1.0
         return {
             "weight_read": 0.0,
             "act_read": tokens * self.act_bytes_per_query / 2.0,
             "act_write": tokens * self.act_bytes_per_query / 2.0,
             "kv_read": self.batch * state,
-            "kv_write": self.batch * state,
+            "kv_write": self.batch * state * writes,
         }
 
 

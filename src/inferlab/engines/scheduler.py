@@ -110,10 +110,18 @@ class SchedulerConfig:
         waiting for a whole iteration to itself.
     state_pool_ratio : float or None
         A hybrid model's linear-attention states (a fixed size per running request) in a pool of
-        their own, this many times the size of the KV pool, the two splitting what the weights
-        leave (SGLang's ``--mamba-full-memory-ratio``, 0.9 by default): the state pool caps the
-        running requests. None: one pool holds both, each running request taking whole pages for
-        its state beside its tokens' (vLLM's hybrid KV-cache manager).
+        their own, this many times the KV pool, the two splitting what the weights leave (SGLang's
+        ``--mamba-full-memory-ratio``, 0.9 by default), capping the running requests. None: one
+        pool holds both, each running request taking pages for its state (vLLM's).
+    state_slots : int
+        Slots of the state pool a running request takes (SGLang with its radix cache on, the
+        default: 3, ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``: its own state and the slots
+        its cached prefix locks and donates).
+    state_pages : bool
+        Where one pool holds both, a page holds one layer's state: the attention page grows to
+        ``16 x ceil(state / (16 x KV a token))`` tokens of a layer, a running request taking a
+        page per linear layer (vLLM: "Setting attention block size to N tokens to ensure that
+        attention page size is >= mamba page size").
     hybrid_overlap : bool
         The overlap scheduler (``overlap_host``) stays on for a hybrid model; SGLang 0.5's default
         strategy for the states (``--mamba-scheduler-strategy auto``: ``no_buffer``) turns it off.
@@ -142,6 +150,8 @@ class SchedulerConfig:
     limits_per_rank: bool = True
     batch_defaults: tuple = ()
     state_pool_ratio: float | None = None
+    state_slots: int = 1
+    state_pages: bool = False
     hybrid_overlap: bool = True
 
     def __post_init__(self) -> None:
@@ -161,9 +171,11 @@ class SchedulerConfig:
         if self.state_pool_ratio is not None:
             if isinstance(self.state_pool_ratio, bool) or not isinstance(self.state_pool_ratio, (int, float)) \
                     or not 0.0 < self.state_pool_ratio < 1e3:
-                raise SpecError(f"scheduler: state_pool_ratio must be a number above 0, got {self.state_pool_ratio!r}")
+                raise SpecError("scheduler: state_pool_ratio must be a number above 0 and below 1,000, got "
+                                f"{self.state_pool_ratio!r}")
+        integer("scheduler: state_slots", self.state_slots, maximum=64, what="slots")
         for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
-                     "context_budget", "limits_per_rank", "hybrid_overlap"):
+                     "context_budget", "limits_per_rank", "hybrid_overlap", "state_pages"):
             boolean(f"scheduler: {name}", getattr(self, name))
         if self.gpu_memory_utilization is not None:
             object.__setattr__(self, "gpu_memory_utilization",
@@ -271,8 +283,10 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: enable_balance: true, batching_wait_iters: 0, timeout_iters: 60``; the LLM API's own
 #: default leaves balancing off): ``balance_timeout_iters`` 60. A hybrid model's states under
 #: SGLang: a pool of their own at 0.9 of the KV pool (``--mamba-full-memory-ratio``, "The default
-#: is 0.9", SGLang's Qwen3-Next usage docs), one slot a running request, and the overlap
-#: scheduler off (``no_buffer``, the 0.5 default, "will automatically close overlap schedule").
+#: is 0.9", SGLang's Qwen3-Next usage docs), three slots a running request with the radix cache on
+#: (``max_running_requests`` capped at ``max_mamba_cache_size // 3``, SGLang's
+#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``), and the overlap scheduler off (``no_buffer``,
+#: the 0.5 default, "will automatically close overlap schedule").
 #: Memory shares as each engine
 #: takes them by default: :mod:`inferlab.engines.memory_share`.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
@@ -285,11 +299,11 @@ ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
                             gpu_memory_utilization=0.92, overlap_host=True,
-                            batch_defaults=VLLM_BATCH_DEFAULTS),
+                            batch_defaults=VLLM_BATCH_DEFAULTS, state_pages=True),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,
-                              limits_per_rank=False, state_pool_ratio=0.9, hybrid_overlap=False),
+                              limits_per_rank=False, state_pool_ratio=0.9, state_slots=3, hybrid_overlap=False),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
     # default graphs decode batches up to TRTLLM_GRAPH_BATCH

@@ -13,7 +13,8 @@ from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
 from ..inputs.resolve import deployment
-from ..serving.replica import check_context, engine_scheduler, kv_capacity_tokens, replica_limits, unchunked_budget
+from ..serving.replica import (check_context, engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens,
+                               unchunked_budget)
 from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -116,7 +117,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
                      sched.graph_max_batch)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
                        kv_capacity_tokens(dep, base), float(cs.total_s), boolean("fleet: prefix_cache", prefix_cache),
-                       _peak_tokens_per_s(step, sched))
+                       _peak_tokens_per_s(step, sched), state_tokens(dep, base))
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
@@ -252,7 +253,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,
                            kv_capacity_tokens(dep, base), float(cs.total_s),
                            boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
-                           _peak_tokens_per_s(step, sched))
+                           _peak_tokens_per_s(step, sched), state_tokens(dep, base))
         price = _policy(Pricing, spec.get("pricing")) or Pricing()
         if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
             price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)

@@ -25,6 +25,8 @@ class ReplicaKind:
     peak_tokens_per_s : float [token/s]
         Tokens one replica processes per second at full prefill budget (the ``utilization``
         signal's denominator).
+    state_tokens : float [token]
+        Pool tokens a running request's linear-attention state takes (a hybrid model; 0: none).
     """
 
     name: str
@@ -34,6 +36,7 @@ class ReplicaKind:
     cold_start_s: float = 0.0
     prefix_cache: bool = True
     peak_tokens_per_s: float = math.nan
+    state_tokens: float = 0.0
 
 
 class Replica:

@@ -308,7 +308,7 @@ class _Loop(Stepping, Outages, Control):
         k = self.pools[pool].kind
         timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
-                      queue_timeout_s=timeout, record=False)
+                      queue_timeout_s=timeout, record=False, state_tokens=k.state_tokens)
 
     def _order(self, t: float, pool: int, *, up: bool, record: bool = True) -> bool:
         """Start a replica of ``pool`` (serving now, or after its cold start); False when the

@@ -241,6 +241,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     hw = resolve_hardware(hardware)
     engine = engine_name(engine)
     engine_runs_on(engine, hw)
+    m = with_engine_state_format(m, engine)
     attention = attention_kind(attention)  # type: ignore[assignment]
     par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
                  micro_batches=micro_batches, attention_tp=attention_tp)
@@ -250,6 +251,22 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
                       prec.notes)
+
+
+#: The format an engine keeps a linear-attention state in when the model's config does not name
+#: one: SGLang FP32 (``--mamba-ssm-dtype``, "The default setting is float32", its Qwen3-Next
+#: docs); vLLM the model's dtype (``--mamba-ssm-cache-dtype auto``: BF16 for Qwen3-Next, vLLM PR
+#: #34489), as the other engines here.
+ENGINE_STATE_FORMATS = {"sglang": "fp32"}
+
+
+def with_engine_state_format(model: ModelSpec, engine: str) -> ModelSpec:
+    """``model`` with its linear-attention state in ``engine``'s format where its config names none."""
+    lin = model.linear_attention
+    if lin is None or lin.state_format is not None or engine not in ENGINE_STATE_FORMATS:
+        return model
+    return model.model_copy(update={"linear_attention": lin.model_copy(update={"state_format":
+                                                                                ENGINE_STATE_FORMATS[engine]})})
 
 
 def alone(hw: HardwareSpec, par: Parallelism) -> None:

@@ -19,6 +19,7 @@ from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
 from ..inputs.resolve import deployment
 from ..memo import IdentityMemo
+from ..serving.replica import hybrid_sequences
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
 from ..techniques.serving_overhead import serving_iteration_s
@@ -89,7 +90,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
         return mean_decode_step_s(d, b, i, o) if spec is None else mean_speculative_tpot_s(d, b, i, o, spec)
 
     # the engine's overlap scheduling, off beside the drafters it turns it off for (as serve() runs them)
-    overlap = _overlap(engine, spec)
+    overlap = _overlap(engine, spec, dep.model)
     if overlap != default_scheduler(engine).overlap_host:
         prefill_1, chunks = (float(x) for x in prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)),
                                                                   overlap))
@@ -109,11 +110,13 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
                   overlap)
 
 
-def _overlap(engine: str, spec: SpeculativeConfig | None) -> bool:
+def _overlap(engine: str, spec: SpeculativeConfig | None, model: Any = None) -> bool:
     """Whether ``engine`` overlaps its host's step work with the GPU's, beside ``spec``'s drafter
-    (:func:`~inferlab.engines.scheduler.for_speculation`)."""
+    (:func:`~inferlab.engines.scheduler.for_speculation`) and for ``model`` (a hybrid model's
+    states can turn it off: SGLang's)."""
     sched = default_scheduler(engine)
-    return bool((sched if spec is None else for_speculation(engine, sched, spec.method)).overlap_host)
+    hybrid = model is not None and model.linear_attention is not None and not sched.hybrid_overlap
+    return bool((sched if spec is None else for_speculation(engine, sched, spec.method)).overlap_host) and not hybrid
 
 
 def _drafter_prefill_s(dep: Any, spec: SpeculativeConfig, prefix_hit: float, isl: np.ndarray) -> np.ndarray:
@@ -147,7 +150,9 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     plan = _kv_plan(dep, engine, isl, osl)
     require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
     prefill_1, chunks = prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)))
-    return dep, np.broadcast_to(plan.max_sequences, _BATCHES.shape), float(prefill_1), int(chunks)
+    held = hybrid_sequences(dep, default_scheduler(engine), float(isl) + float(osl))  # a state pool of its own
+    seqs = plan.max_sequences if held is None else np.minimum(plan.max_sequences, np.floor(held))
+    return dep, np.broadcast_to(seqs, _BATCHES.shape), float(prefill_1), int(chunks)
 
 
 @functools.lru_cache(maxsize=64)

@@ -165,7 +165,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         mine = np.arange(r, n, d.prefill.replicas)
         if not len(mine):  # fewer requests than prefill replicas
             continue
-        t = simulate(model_p, side_p.sched, arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p)
+        t = simulate(model_p, side_p.sched, arrivals[mine], prompts[mine], ones[mine], kv_capacity_tokens=kv_p,
+                     state_tokens=side_p.state_tokens)
         first_sched[mine], prefill_done[mine] = t.first_scheduled, t.finish
         traces.append(t)
     # the KV cache crosses to the decode pool, overlapped with the prefill layer by layer
@@ -185,7 +186,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         if not len(mine):
             continue
         t = simulate(model_d, side_d.sched, at_decode[mine], prompts[mine], to_decode[mine],
-                     kv_capacity_tokens=kv_d, prefilled=True)
+                     kv_capacity_tokens=kv_d, prefilled=True, state_tokens=side_d.state_tokens)
         first_tok[mine], finish[mine] = t.first_token, t.finish
         decode_traces.append(t)
     if forwarded:
@@ -205,13 +206,13 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
 
 def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, replicas: int) -> PoolSide:
     """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool."""
-    from .replica import kv_capacity_tokens, replica_limits, unchunked_budget
+    from .replica import kv_capacity_tokens, replica_limits, state_tokens, unchunked_budget
 
     engine_sched = unchunked_budget(dep, engine_sched)
     sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)
-    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas)
+    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas, state_tokens(dep, engine_sched))
 
 
 def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,

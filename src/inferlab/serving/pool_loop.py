@@ -34,6 +34,7 @@ class PoolSide:
     sched: SchedulerConfig
     kv_capacity_tokens: float
     replicas: int
+    state_tokens: float = 0.0  # pool tokens a running request's linear-attention state takes
 
 
 @dataclass(frozen=True)
@@ -66,13 +67,15 @@ def closed_loop_pools(prefill: PoolSide, decode: PoolSide, prompts: np.ndarray, 
     nan = np.full(n, np.nan)
     arrival, first_sched, prefill_done, at_decode, first_tok, finish = (nan.copy() for _ in range(6))
     to_decode = outputs - 1.0 if forwarded else outputs.astype(float)
-    pre = [Engine(prefill.model, prefill.sched, kv_capacity_tokens=prefill.kv_capacity_tokens)
+    pre = [Engine(prefill.model, prefill.sched, kv_capacity_tokens=prefill.kv_capacity_tokens,
+                  state_tokens=prefill.state_tokens)
            for _ in range(prefill.replicas)]
-    dec = [Engine(decode.model, decode.sched, kv_capacity_tokens=decode.kv_capacity_tokens, prefilled=True)
+    dec = [Engine(decode.model, decode.sched, kv_capacity_tokens=decode.kv_capacity_tokens, prefilled=True,
+                  state_tokens=decode.state_tokens)
            for _ in range(decode.replicas)]
     ones = np.ones(n)
     for e, osl in ((pre[0], ones), (dec[0], np.maximum(to_decode, 1.0))):
-        check_fits(prompts, osl, e.capacity_blocks, e.block, e.lookahead)
+        check_fits(prompts, osl, e.capacity_blocks, e.block, e.lookahead, e.state_blocks)
     gid: dict[int, list[int]] = {id(e): [] for e in pre + dec}
     turn = {"prefill": 0, "decode": 0, "sent": 0}
 

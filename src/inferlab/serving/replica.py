@@ -103,6 +103,8 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
         sched = replace(sched, max_num_seqs=max(1, min(sched.max_num_seqs, per)))  # type: ignore[type-var]
     if dep.model.linear_attention is not None and not sched.hybrid_overlap:
         sched = replace(sched, overlap_host=False)
+    if dep.model.linear_attention is not None and sched.state_pages and not _state_pool(dep, sched):
+        sched = replace(sched, kv_block_size=max(sched.kv_block_size, state_page_tokens(dep)))
     if sched.graph_max_batch is None:  # sized by the engine for the GPU and the TP size
         sched = replace(sched, graph_max_batch=graph_batch_limit(dep.hardware.usable_memory_capacity.si,
                                                                  dep.parallel.tp))
@@ -218,19 +220,40 @@ def _state_pool(dep: Any, sched: SchedulerConfig) -> bool:
     return dep.model.linear_attention is not None and sched.state_pool_ratio is not None
 
 
-def state_tokens(dep: Any, sched: SchedulerConfig) -> float:
+def state_page_tokens(dep: Any) -> int:
+    """Tokens of one layer's KV that fill a page holding one layer's linear-attention state on one
+    GPU, in multiples of 16 (vLLM's alignment of its attention block to the state's page)."""
+    from ..core.memory import kv_share
+    from ..core.parallelism import state_share
+    from ..precision import number_format
+
+    model = dep.model
+    state = model.recurrent_state_bytes() / model.num_linear_layers * state_share(model, dep.parallel.head_split)
+    kv = model.kv_elements_per_token_per_layer() * number_format(dep.precision.kv_cache).bytes_per_element * \
+        kv_share(model, dep.parallel.head_split)
+    return 16 * math.ceil(state / (16.0 * kv))
+
+
+def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
     """KV-pool tokens a running request's linear-attention state takes where one pool holds both
-    (0 without linear attention, or where the states have a pool of their own) [token]."""
+    (0 without linear attention, or where the states have a pool of their own) [token]: its bytes
+    over a pool token's (the target's KV a token and a ``drafter``'s beside it); with pages sized
+    to a layer's state (``state_pages``), a page of that many tokens for each linear layer, counted
+    in tokens of all the KV layers."""
     if dep.model.linear_attention is None or _state_pool(dep, sched):
         return 0.0
+    model = dep.model
+    if sched.state_pages:
+        return model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers - model.num_linear_layers)
     per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                             context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
-    return recurrent_state_per_gpu(dep.model, dep.parallel) / per_token
+    return recurrent_state_per_gpu(dep.model, dep.parallel) / (per_token + (drafter.kv_bytes_per_token if drafter else 0.0))
 
 
 def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     """Running requests a hybrid model's state pool holds, over the replica's attention-DP ranks
-    (the states' own pool: SGLang's); None where nothing but the KV pool limits them."""
+    (the states' own pool: SGLang's), ``state_slots`` slots each; None where nothing but the KV
+    pool limits them."""
     if not _state_pool(dep, sched):
         return None
     ratio = float(sched.state_pool_ratio)  # type: ignore[arg-type]
@@ -238,7 +261,16 @@ def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                             context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
     states = tokens * per_token * ratio  # the state pool, ratio times the KV pool
-    return max(int(states // recurrent_state_per_gpu(dep.model, dep.parallel)), 0) * dep.parallel.attention_groups
+    slots = int(states // recurrent_state_per_gpu(dep.model, dep.parallel))
+    return max(slots // sched.state_slots, 0) * dep.parallel.attention_groups
+
+
+def hybrid_sequences(dep: Any, sched: SchedulerConfig, context: float) -> float | None:
+    """Sequences of ``context`` tokens a replica holds where a hybrid model's states have a pool of
+    their own: the fewer of the KV pool's and the state pool's (:func:`state_slots`); None where
+    one pool holds both (the memory plan's per-sequence bytes count the state)."""
+    slots = state_slots(dep, sched)
+    return None if slots is None else min(float(slots), kv_capacity_tokens(dep, sched) / max(context, 1.0))
 
 
 def _taken(plan: Any, what: str, sizing: str, memory: dict) -> str:
@@ -300,7 +332,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                          kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
-                         state_tokens=state_tokens(dep, sched),
+                         state_tokens=state_tokens(dep, sched, drafter),
                          concurrency=replica.concurrency, turnaround=turnaround,
                          max_in_flight=replica.max_concurrency, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:

@@ -147,8 +147,8 @@ class StepModel:
         mla = on_mla_tiles(op, hw)
         return AttentionCosts(
             count=float(op.count) * stages, window=float(op.window), heads=float(op.heads) * mla,
-            flops_per_pair=float(op.flops_per_pair), kv_bytes_per_token=float(op.kv_bytes_per_token),
-            act_bytes_per_query=float(op.act_bytes_per_query),
+            flops_per_pair=float(np.max(op.flops_per_pair)), kv_bytes_per_token=float(np.max(op.kv_bytes_per_token)),
+            act_bytes_per_query=float(np.max(op.act_bytes_per_query)),
             peak=mla_decode_flops_per_s(hw, 1.0, MLA_HEAD_TILE) if mla else tensor_flops_per_s(hw, op.precision),
             heads_kv=float(op.sequence_heads), ceiling=achievable_flops_per_s(hw, op.precision))
 

@@ -29,6 +29,10 @@ def qwen3_next_fields(c: Any, base: dict[str, Any]) -> dict[str, Any]:
                                          for i in range(n)]
     if len(types) != n:
         raise SpecError(f"{c.where}: 'layer_types' lists {len(types)} layers for num_hidden_layers={n}")
+    if any(kind not in ("linear_attention", "full_attention") for kind in types):
+        bad = next(kind for kind in types if kind not in ("linear_attention", "full_attention"))
+        raise SpecError(f"{c.where}: field 'layer_types' holds {bad!r:.60}; allowed for model_type "
+                        f"{c.model_type!r}: linear_attention, full_attention")
     is_moe = c.data.get("num_experts") is not None
     sparse_step, dense_only = c.get("decoder_sparse_step", 1), set(c.get("mlp_only_layers", []))
     layers = []
@@ -37,14 +41,15 @@ def qwen3_next_fields(c: Any, base: dict[str, Any]) -> dict[str, Any]:
         layers.append(LayerSpec(attention="linear" if kind == "linear_attention" else "full",
                                 mlp="moe" if moe_layer else "dense",
                                 intermediate_size=0 if moe_layer else c.int("intermediate_size")))
-    state = c.get("mamba_ssm_dtype", "float32")
-    if state not in _STATE_FORMATS:
+    state = c.get("mamba_ssm_dtype", "")  # absent (Qwen3-Next): the engine's choice
+    if state and state not in _STATE_FORMATS:
         raise SpecError(f"{c.where}: field 'mamba_ssm_dtype' must be one of {', '.join(_STATE_FORMATS)}, got {state!r}")
     linear = LinearAttentionSpec(num_key_heads=c.int("linear_num_key_heads"),
                                  num_value_heads=c.int("linear_num_value_heads"),
                                  key_head_dim=c.int("linear_key_head_dim"),
                                  value_head_dim=c.int("linear_value_head_dim"),
-                                 conv_kernel=c.get("linear_conv_kernel_dim", 4), state_format=_STATE_FORMATS[state])
+                                 conv_kernel=c.get("linear_conv_kernel_dim", 4),
+                                 state_format=_STATE_FORMATS[state] if state else None)
     out = {**base, "qk_norm": True, "attention_output_gate": bool(c.get("attn_output_gate", True)),
            "linear_attention": linear, "layers": tuple(layers), "num_mtp_layers": c.get("mtp_num_hidden_layers", 0)}
     if is_moe:

@@ -76,8 +76,9 @@ class LinearAttentionSpec(BaseModel):
     (``num_value_heads`` of ``value_head_dim``, the keys shared by groups of value heads) pass
     a short causal convolution (``conv_kernel`` taps) and update one ``key_head_dim x
     value_head_dim`` matrix per value head: the layer's whole memory of the sequence, whatever
-    its length. The state is kept at ``state_format`` (the config's ``mamba_ssm_dtype``), the
-    convolution's last ``conv_kernel - 1`` inputs in 16-bit.
+    its length. The state is kept at ``state_format`` (the config's ``mamba_ssm_dtype``; None
+    where the config does not say: the engine chooses, the model's 16-bit dtype until a
+    deployment names one), the convolution's last ``conv_kernel - 1`` inputs in 16-bit.
 
     References
     ----------
@@ -92,7 +93,7 @@ class LinearAttentionSpec(BaseModel):
     key_head_dim: int = Field(ge=1)
     value_head_dim: int = Field(ge=1)
     conv_kernel: int = Field(default=4, ge=1)
-    state_format: Literal["fp32", "bf16", "fp16"] = "fp32"
+    state_format: Literal["fp32", "bf16", "fp16"] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> LinearAttentionSpec:

@@ -255,7 +255,8 @@ class ModelSpec(BaseModel):
         lin = self.linear_attention
         if lin is None:
             return 0.0
-        per_layer = lin.state_elements * number_format(lin.state_format).bytes_per_element + lin.conv_elements * 2.0
+        per_layer = lin.state_elements * number_format(lin.state_format or "bf16").bytes_per_element + \
+            lin.conv_elements * 2.0
         return float(self.num_linear_layers * per_layer)
 
     def _repr_html_(self) -> str:

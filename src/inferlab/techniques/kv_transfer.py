@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.interconnect import scale_up_bandwidth
 from ..core.memory import kv_share
+from ..core.parallelism import state_share
 from ..errors import InfeasibleError
 from ..specs.hardware import HardwareSpec
 from .disaggregation import NETWORK_LATENCY_S, Disaggregation
@@ -160,14 +161,15 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     """
     model, link = prefill.model, kv_link(disagg, prefill, decode_dep)
     b = np.asarray(batch, float)
-    # a hybrid model's linear-attention state goes with its prompt's KV cache
-    unique = b * (model.kv_cache_bytes(isl, prefill.precision.kv_cache) + model.recurrent_state_bytes())
+    # a hybrid model's linear-attention state goes with its prompt's KV cache, split as its heads
+    kv, state = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache), b * model.recurrent_state_bytes()
+    unique = kv + state
     adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
     if adp_d:  # a request's KV cache lives whole on the one rank that holds it
         # the busiest rank's prompts
         moved, received = unique, unique / np.clip(b, 1.0, decode_dep.parallel.attention_groups)
     else:
-        received = unique * kv_share(model, decode_dep.tp)
+        received = kv * kv_share(model, decode_dep.tp) + state * state_share(model, decode_dep.tp)
         moved = received * decode_dep.tp
     sending = np.clip(b, 1.0, prefill.parallel.attention_groups) if adp_p else prefill.tp
     wire = np.maximum(moved / (sending * link.send_bandwidth), received / link.receive_bandwidth)

@@ -248,10 +248,14 @@ _VIEWS = IdentityMemo(64)
 
 
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
-    """The model with a single decoder layer: embedding, that layer, final norm, LM head."""
+    """The model with a single decoder layer: embedding, that layer, final norm, LM head. A
+    drafter's head attends over its whole context: a linear-attention layer of a hybrid target
+    stands as full attention (Qwen3.5's MTP layer and EAGLE heads are full attention)."""
     view = _VIEWS.get((model, layer), vocab_size)
     if view is not None:
         return view
+    if layer.attention == "linear":
+        layer = layer.model_copy(update={"attention": "full"})
     data = model.model_dump()
     data.update(num_hidden_layers=1, layers=[layer.model_dump()], num_mtp_layers=0,
                 vocab_size=vocab_size or model.vocab_size)
