@@ -219,3 +219,33 @@ def test_a_decode_pool_receives_its_heads_share_of_kv_and_state():
     # each of 8 decode GPUs receives half the KV (one of two KV heads) and an eighth of the state
     per_gpu = 1_000 * 30_720 / 2 + 192_061_440 / 8
     assert float(move.bytes) == pytest.approx(8 * per_gpu)
+
+
+def test_sglang_state_flags_read_written_and_served():
+    from inferlab.engines import launch_command, parse_engine_args
+
+    cmd = ("python -m sglang.launch_server --model-path Qwen/Qwen3.5-397B-A17B-FP8 --tp 4 "
+           "--mamba-full-memory-ratio 0.5 --mamba-scheduler-strategy extra_buffer")
+    launch = parse_engine_args(cmd)
+    # extra_buffer: three slots a request plus two ping-pong states with the overlap scheduler, which stays on
+    assert (launch.state_pool_ratio, launch.state_slots, launch.hybrid_overlap) == (0.5, 5, True)
+    assert "state_slots 5 (--mamba-scheduler-strategy)" in launch.read_lines()[0]
+    written = launch_command(launch).script
+    assert "--mamba-full-memory-ratio 0.5" in written and "--mamba-scheduler-strategy extra_buffer" in written
+    assert "not written: vllm keeps the states in its KV pool" in launch_command(launch, "vllm").script
+    no_overlap = parse_engine_args(cmd + " --disable-overlap-schedule")
+    assert no_overlap.state_slots == 4  # one ping-pong state without overlap
+    for bad, says in (("--mamba-scheduler-strategy fast", "allowed: auto, no_buffer, extra_buffer"),
+                      ("--mamba-full-memory-ratio 0", "is not a number above 0")):
+        with pytest.raises(SpecError, match=says):
+            parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3.5-397B-A17B --tp 4 " + bad)
+    dep = deployment(QWEN35, "b300", tp=4, precision=FP8_BF16_KV, engine="sglang")
+    sglang = ENGINE_SCHEDULERS["sglang"]
+    # the KV pool is 1 / (1 + r) of what the weights leave: 1 / 1.5 at r 0.5, 1 / 1.9 at 0.9
+    assert kv_capacity_tokens(dep, replace(sglang, state_pool_ratio=0.5)) == \
+        pytest.approx(kv_capacity_tokens(dep, sglang) * 1.9 / 1.5)
+    limits = scheduler_for(dep, replace(sglang, state_slots=5, hybrid_overlap=True, max_num_seqs=10**5))
+    assert limits.overlap_host is True and limits.max_num_seqs == state_slots(dep, replace(sglang, state_slots=5))
+    r = inferlab.serve(QWEN35, "b300", tp=4, precision=FP8_BF16_KV, engine="sglang", isl=512, osl=32, concurrency=4,
+                       num_requests=8, state_pool_ratio=0.5, state_slots=5, hybrid_overlap=True)
+    assert np.all(np.isfinite(r.e2e_s))

@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import TYPE_CHECKING, Any
 
-from ..engines.scheduler import USER_LIMITS
+from ..engines.scheduler import STATE_LIMITS, USER_LIMITS
 from ..errors import SpecError
 from .args import comma_list, output_file
 from .engine_args import add_engine_args_flag
@@ -98,6 +98,13 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                "SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14: --async-scheduling)",
             "plan each iteration after the one before ends (vLLM before 0.14; SGLang: --disable-overlap-schedule, "
             "vLLM: --no-async-scheduling)")
+    p.add_argument("--state-pool-ratio", type=float, metavar="R",
+                   help="a hybrid model's linear-attention states in a pool of their own, R times the KV pool "
+                        "(SGLang's --mamba-full-memory-ratio, its default 0.9; other engines: one pool)")
+    p.add_argument("--state-slots", type=int, metavar="N",
+                   help="state-pool slots a running request takes (SGLang: 3 with no_buffer, 5 with extra_buffer)")
+    _switch(p, "hybrid-overlap", "keep the overlap scheduler on for a hybrid model (SGLang's extra_buffer)",
+            "turn it off for a hybrid model (SGLang's no_buffer, its 0.5 default)")
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "
                         "TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")
@@ -176,7 +183,7 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if not args.concurrency:
             raise SpecError("--lockstep keeps closed-loop clients in step: it goes with --concurrency")
         kw["stagger"] = False
-    for name in USER_LIMITS:
+    for name in USER_LIMITS + STATE_LIMITS:
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)
     if args.engine_args is not None:

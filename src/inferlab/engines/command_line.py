@@ -129,7 +129,7 @@ def read_flags(words: Iterable[str], known: Mapping[str, Spec], no_effect_value:
 
 _BOOL_WORDS = ("true", "false")
 _WHAT = {"int": "a whole number >= 1", "count0": "a whole number >= 0", "signed": "a whole number",
-         "fraction": "a number in (0, 1]", "bool": "true or false"}
+         "fraction": "a number in (0, 1]", "positive": "a number above 0", "bool": "true or false"}
 
 
 def _convert(flag: str, raw: str | None, kind: str, engine: str) -> Any:
@@ -147,9 +147,9 @@ def _convert(flag: str, raw: str | None, kind: str, engine: str) -> Any:
     if kind == "text":
         return raw
     try:
-        if kind == "fraction":
+        if kind in ("fraction", "positive"):
             value = float(raw)
-            if math.isfinite(value) and 0.0 < value <= 1.0:
+            if math.isfinite(value) and 0.0 < value and (kind == "positive" or value <= 1.0):
                 return value
         elif kind in ("int", "count0", "signed"):
             number = int(raw)

@@ -84,6 +84,9 @@ class EngineLaunch:
         (:attr:`~inferlab.engines.scheduler.SchedulerConfig.overlap_host`: SGLang's and
         TensorRT-LLM's PyTorch runtime's overlap scheduler, vLLM's async scheduling); None:
         the engine's default (on in SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14).
+    state_pool_ratio, state_slots, hybrid_overlap : float, int, bool or None
+        A hybrid model's state pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`; SGLang's
+        ``--mamba-full-memory-ratio`` and ``--mamba-scheduler-strategy``); None: the engine's default.
     speculation : Speculation or None
     unknown : tuple of str
         Flags inferlab does not know, as written (with their values).
@@ -120,6 +123,9 @@ class EngineLaunch:
     reserve_output: bool | None = None
     prefix_caching: bool | None = None
     overlap_host: bool | None = None
+    state_pool_ratio: float | None = None
+    state_slots: int | None = None
+    hybrid_overlap: bool | None = None
     speculation: Speculation | None = None
     unknown: tuple[str, ...] = ()
     no_effect: tuple[str, ...] = ()
@@ -195,7 +201,8 @@ class EngineLaunch:
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
                           max_model_len=self.max_model_len, reserve_output=self.reserve_output,
-                          overlap_host=self.overlap_host)
+                          overlap_host=self.overlap_host, state_pool_ratio=self.state_pool_ratio,
+                          state_slots=self.state_slots, hybrid_overlap=self.hybrid_overlap)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs)

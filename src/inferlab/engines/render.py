@@ -134,6 +134,12 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
                         f"all {ranks} ranks in {target if per_rank[0] else source}: written "
                         + ("x" if per_rank[0] else "/") + f"{ranks}")
     sizing = (default_scheduler(source), default_scheduler(target))
+    states = {k: getattr(launch, k) for k in ("state_pool_ratio", "state_slots", "hybrid_overlap")
+              if getattr(launch, k) is not None}
+    if states and target != "sglang":  # a hybrid model's state pool: SGLang's flags alone
+        launch = replace(launch, **dict.fromkeys(states))
+        said.append(f"{', '.join(states)} ({source}'s hybrid state pool) not written: {target} keeps the states in "
+                    "its KV pool")
     if launch.gpu_memory_utilization is not None and sizing[0].memory_sizing != sizing[1].memory_sizing \
             and not _trtllm(target):  # (TensorRT-LLM's command says it of its own flag)
         said.append(f"memory fraction {launch.gpu_memory_utilization:g} written as it was, but {source}'s is a share "

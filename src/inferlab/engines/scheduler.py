@@ -284,8 +284,7 @@ def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> Schedul
 #: default leaves balancing off): ``balance_timeout_iters`` 60. A hybrid model's states under
 #: SGLang: a pool of their own at 0.9 of the KV pool (``--mamba-full-memory-ratio``, "The default
 #: is 0.9", SGLang's Qwen3-Next usage docs), three slots a running request with the radix cache on
-#: (``max_running_requests`` capped at ``max_mamba_cache_size // 3``, SGLang's
-#: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``), and the overlap scheduler off (``no_buffer``,
+#: (``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``), and the overlap scheduler off (``no_buffer``,
 #: the 0.5 default, "will automatically close overlap schedule").
 #: Memory shares as each engine
 #: takes them by default: :mod:`inferlab.engines.memory_share`.
@@ -317,11 +316,12 @@ ENGINE_SCHEDULERS = {
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output",
                "overlap_host")
+STATE_LIMITS = ("state_pool_ratio", "state_slots", "hybrid_overlap")  # a hybrid's state pool: SGLang's flags
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.
 SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len", "reserve_output",
-                       "overlap_host")
+                       "overlap_host", *STATE_LIMITS)
 
 
 def serving_only(limits: dict, disaggregated: bool = False) -> str | None:

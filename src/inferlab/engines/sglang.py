@@ -41,6 +41,8 @@ FLAGS = {
     # arguments; the overlap scheduler is on by default since v0.4)
     "--disable-overlap-schedule": Spec("overlap_host", "off"),
     "--schedule-policy": Spec("schedule_policy"),
+    "--mamba-full-memory-ratio": Spec("state_pool_ratio", "positive"),
+    "--mamba-scheduler-strategy": Spec("mamba_strategy"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -65,12 +67,21 @@ _KERNELS = ("attention kernels; inferlab times attention with efficiencies fitte
 #: Flags that change speed in ways inferlab does not model: kept unknown, with what they would change
 #: (server arguments: --enable-torch-compile "Optimize the model with torch.compile. Experimental
 #: feature.", applied to decode batches up to --torch-compile-max-bs, 32 by default).
+#: ``--mamba-scheduler-strategy``: state slots a running request takes with the radix cache on and
+#: whether the overlap scheduler stays on (kv_cache_configurator: the cap of 3 slots a request,
+#: ``MAMBA_CACHE_V2_ADDITIONAL_RATIO_OVERLAP`` 2 more for extra_buffer's ping-pong states with
+#: overlap, ``..._NO_OVERLAP`` 1 without; ``no_buffer`` "does not support overlap scheduler").
+MAMBA_STRATEGIES = {"auto": (3, False), "no_buffer": (3, False), "extra_buffer": (5, True)}
 UNMODELLED = {
     "--attention-backend": f"the backend of the {_KERNELS}",
     "--prefill-attention-backend": f"the backend of the prefill {_KERNELS}",
     "--decode-attention-backend": f"the backend of the decode {_KERNELS}",
     "--enable-torch-compile": "torch.compile of the decode batches up to --torch-compile-max-bs (32 by default): "
                               "fused kernels whose speed is not measured; the steps are simulated without it",
+    "--max-mamba-cache-size": "a hybrid model's state pool pinned at this many slots: the pool is sized by "
+                              "--mamba-full-memory-ratio (0.9 of the KV pool) instead",
+    "--mamba-ssm-dtype": "a hybrid model's state format: the config's mamba_ssm_dtype (else FP32, SGLang's "
+                         "default) is used instead",
 }
 #: ``--schedule-policy`` (SGLang's default fcfs, inferlab's order): how the others order the
 #: waiting requests (schedule_policy.py: lpm and dfs-weight are cache-aware and run as fcfs when the
@@ -122,6 +133,11 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     graphs = 0 if f.get("no_graphs") else f.get("graph_max_batch")  # --disable-cuda-graph: no decode batch graphed
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
+    slots, hybrid_overlap = (None, None)
+    if "mamba_strategy" in f.values:
+        slots, hybrid_overlap = choice(NAME, f.flag("mamba_strategy"), f.get("mamba_strategy"), MAMBA_STRATEGIES)
+        if hybrid_overlap and f.get("overlap_host") is False:  # extra_buffer without overlap: one ping-pong slot
+            slots = 4
     _schedule_policy(f, notes)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
@@ -134,7 +150,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         mixed_prefill=mixed, graph_max_batch=graphs,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
-        overlap_host=f.get("overlap_host"),
+        overlap_host=f.get("overlap_host"), state_pool_ratio=f.get("state_pool_ratio"), state_slots=slots,
+        hybrid_overlap=hybrid_overlap,
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     sources = source_flags(f, ("quantization", "kv_cache", "dtype"))
@@ -147,6 +164,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         sources["max_prefill_tokens"] = "--max-prefill-tokens"
     if graphs is not None:
         sources["graph_max_batch"] = "--disable-cuda-graph" if f.get("no_graphs") else "--cuda-graph-max-bs"
+    if slots is not None:
+        sources.update(state_slots="--mamba-scheduler-strategy", hybrid_overlap="--mamba-scheduler-strategy")
     return launch.with_sources(**sources)
 
 
@@ -273,6 +292,16 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         missing.append(("overlap_host", "overlap scheduling with an EAGLE, NEXTN or STANDALONE drafter: SGLang "
                                         "turns its overlap scheduler off for one (server_args, unless "
                                         "SGLANG_ENABLE_SPEC_V2)"))
+    if launch.state_pool_ratio is not None:
+        out += ["--mamba-full-memory-ratio", f"{launch.state_pool_ratio:g}"]
+    strategy = {(3, False): "no_buffer", (5, True): "extra_buffer", (4, True): "extra_buffer"}
+    if launch.state_slots is not None or launch.hybrid_overlap is not None:
+        pair = (launch.state_slots or 3, bool(launch.hybrid_overlap))
+        if pair in strategy:
+            out += ["--mamba-scheduler-strategy", strategy[pair]]
+        else:
+            missing.append(("state_slots", f"{pair[0]} state slots a request with the overlap scheduler "
+                                           f"{'on' if pair[1] else 'off'}: no --mamba-scheduler-strategy gives it"))
     if launch.prefix_caching is False:
         out.append("--disable-radix-cache")
     elif launch.prefix_caching:

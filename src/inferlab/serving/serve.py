@@ -35,7 +35,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
           graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
-          overlap_host: bool | None = None, overheads: ClientOverheads | None = None,
+          overlap_host: bool | None = None, state_pool_ratio: float | None = None, state_slots: int | None = None,
+          hybrid_overlap: bool | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -70,6 +71,9 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         ``overlap_host`` plans each iteration on the host while the GPU runs the one before, hiding
         the host's step work and taking a request that arrives mid-iteration an iteration later
         (SGLang's and TensorRT-LLM's PyTorch-runtime default; vLLM's ``--async-scheduling``).
+        A hybrid model's linear-attention states: ``state_pool_ratio`` (a pool of their own that
+        many times the KV pool, SGLang's ``--mamba-full-memory-ratio``), ``state_slots`` (slots a
+        running request takes there) and ``hybrid_overlap`` (the overlap scheduler kept on).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -116,7 +120,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                  "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
                  "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output,
-                 "overlap_host": overlap_host}
+                 "overlap_host": overlap_host, "state_pool_ratio": state_pool_ratio, "state_slots": state_slots,
+                 "hybrid_overlap": hybrid_overlap}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
