@@ -124,6 +124,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     out.add_argument("--client-overhead", type=float, default=0.0, metavar="MS", help="client and API work per request [ms]")
     out.add_argument("--tokenize-us", type=float, default=0.0, metavar="US", help="tokenizer per prompt token [us]")
     out.add_argument("--detokenize-us", type=float, default=0.0, metavar="US", help="detokenizer per output token [us]")
+    out.add_argument("--preamble-tokens", type=int, default=0, metavar="N",
+                     help="tokens generated before the first one the client counts (a reasoning model's thinking "
+                          "that a benchmark timing the first content token skips)")
     out.add_argument("--no-streaming", dest="streaming", action="store_false",
                      help="the answer is sent whole: the user's TTFT is the end-to-end latency")
     p.add_argument("--allow-long-context", action="store_true",
@@ -157,9 +160,11 @@ def _overheads(args: argparse.Namespace) -> Any:
         if value * scale > largest:  # ClientOverheads' own limit, said in the flag's unit
             raise SpecError(f"{flag} must be at most {largest / scale:,.0f} {unit} ({why}), got {value:g}")
         seconds[name] = value * scale
-    if not any(values) and args.streaming:
+    if args.preamble_tokens < 0:
+        raise SpecError(f"--preamble-tokens must be a whole number of tokens >= 0, got {args.preamble_tokens}")
+    if not any(values) and args.streaming and not args.preamble_tokens:
         return None
-    return ClientOverheads(**seconds, streaming=args.streaming)
+    return ClientOverheads(**seconds, streaming=args.streaming, preamble_tokens=args.preamble_tokens)
 
 
 def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:

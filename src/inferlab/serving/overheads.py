@@ -17,6 +17,10 @@ tokens whose GPU-side TTFT, TPOT and end-to-end latency are ``T``, ``P`` and ``E
   detokenizer works token by token beside the GPU, so the last token arrives at
   ``E_u = max(s + E + k_out + r/2, TTFT_u + (n_out - 1) k_out)`` and the user-side
   ``TPOT_u = (E_u - TTFT_u) / (n_out - 1)`` is ``max(P, k_out)`` for a steady stream;
+- a preamble of ``m`` tokens the client does not count (a reasoning model's thinking shown
+  apart, a template's opening) delays the first counted token by ``m`` decode steps of the
+  request, ``TTFT_u + m P``, and the user-side TPOT spreads over the ``n_out - 1 - m`` gaps
+  after it (a benchmark that times the first content token reports these);
 - without streaming the answer is detokenized and sent whole:
   ``E_u = s + E + k_out n_out + r/2`` and ``TTFT_u = E_u`` (nothing is seen earlier);
   ``TPOT_u`` stays the server's generation pace ``P``.
@@ -73,6 +77,10 @@ class ClientOverheads:
     streaming : bool
         Tokens are sent as they are generated; without it the user sees the whole answer at
         once, so the user-side TTFT equals the end-to-end latency.
+    preamble_tokens : int [token]
+        Tokens generated before the first one the client counts (a reasoning model's thinking
+        that a benchmark timing the first content token skips, a template's opening): a
+        property of the workload and the client, not of the engine.
     """
 
     network_rtt_s: float = 0.0
@@ -80,8 +88,13 @@ class ClientOverheads:
     tokenize_s_per_token: float = 0.0
     detokenize_s_per_token: float = 0.0
     streaming: bool = True
+    preamble_tokens: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.preamble_tokens, bool) or not isinstance(self.preamble_tokens, (int, np.integer)) \
+                or not 0 <= self.preamble_tokens <= 10**7:
+            raise SpecError(f"client overheads: preamble_tokens must be a whole number of tokens from 0 to 10,000,000, "
+                            f"got {self.preamble_tokens!r}")
         for name, largest, why in LIMITS:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
@@ -112,10 +125,12 @@ def user_latencies(result: ServeResult) -> UserLatencies:
     ttft, tpot, e2e = result.ttft_s, result.tpot_s, result.e2e_s
     if o.streaming:
         after = o.detokenize_s_per_token + o.network_rtt_s / 2.0
-        ttft_u = before + ttft + after
-        e2e_u = np.maximum(before + e2e + after, ttft_u + (osl - 1.0) * o.detokenize_s_per_token)
+        skipped = np.minimum(float(o.preamble_tokens), np.maximum(osl - 1.0, 0.0))  # the preamble's tokens
+        ttft_u = before + ttft + np.where(skipped > 0, skipped * np.nan_to_num(tpot), 0.0) + after
+        gaps = osl - 1.0 - skipped
+        e2e_u = np.maximum(before + e2e + after, ttft_u + gaps * o.detokenize_s_per_token)
         with np.errstate(invalid="ignore", divide="ignore"):
-            tpot_u = np.where(osl > 1, (e2e_u - ttft_u) / (osl - 1.0), np.nan)
+            tpot_u = np.where(gaps > 0, (e2e_u - ttft_u) / gaps, np.nan)
     else:
         after = o.detokenize_s_per_token * osl + o.network_rtt_s / 2.0
         e2e_u = before + e2e + after
@@ -130,12 +145,17 @@ def outside_gpu_lines(result: ServeResult) -> list[str]:
         return []
     u = user_latencies(result)
     ttft_u, ttft_g = float(np.mean(u.ttft_s)), float(np.mean(result.ttft_s))
+    if o.streaming:  # the preamble's tokens are the GPU's time, not outside it
+        ttft_g = float(np.mean(u.ttft_s - u.before_gpu_s - (o.detokenize_s_per_token + o.network_rtt_s / 2.0)))
     e2e_u, e2e_g = float(np.mean(u.e2e_s)), float(np.mean(result.e2e_s))
     isl = float(np.mean(result.trace.isl))
     parts = {"network": o.network_rtt_s, "tokenizer": o.tokenize_s_per_token * isl,
              "client": o.client_s_per_request,
              "detokenizer": o.detokenize_s_per_token * (1.0 if o.streaming else float(np.mean(result.trace.osl)))}
     detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in parts.items() if v > 0) or "none"
+    if o.preamble_tokens and o.streaming:
+        detail += (f"; the first token counted comes after a preamble of {o.preamble_tokens:,} tokens at the decode "
+                   f"pace (at the server {float(np.mean(result.ttft_s)) * 1e3:.1f} ms to the first token)")
     lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (at the server {ttft_g * 1e3:.1f} ms), end to end "
               f"{e2e_u * 1e3:.1f} ms (at the server {e2e_g * 1e3:.1f} ms); outside the server per request: {detail}")]
     if o.streaming:

@@ -37,13 +37,13 @@ REGIMES = ("static_batch", "offline", "online", "closed_loop")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "ttft_ms",
            "itl_ms", "tpot_ms", "tpot_p50_ms")
 _CASE_CONFIG = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
-#: Bounds of a case's counts, far beyond any benchmark: GPUs, tokens per request, requests
-#: or clients in a load, draft tokens per speculative step.
+#: Bounds of a case's counts, far beyond any benchmark: GPUs, tokens, requests or clients, drafts.
 MAX_GPUS, MAX_TOKENS, MAX_LOAD, MAX_DRAFT = 10**6, 10**8, 10**6, 64
 #: The typed keys of ``load``: (kind, smallest, largest).
 _LOAD_KEYS: dict[str, tuple[str, float, float]] = {
     "batch_size": ("int", 1, MAX_LOAD), "concurrency": ("int", 1, MAX_LOAD), "num_requests": ("int", 1, MAX_LOAD),
-    "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1), "max_concurrency": ("int", 1, MAX_LOAD)}
+    "request_rate": ("real", 0.0, 1e9), "offline": ("bool", 0, 1), "max_concurrency": ("int", 1, MAX_LOAD),
+    "preamble_tokens": ("int", 0, MAX_TOKENS)}
 _LOADER = SAFE_LOADER
 
 

@@ -235,15 +235,14 @@ def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
     return float(v[order][np.searchsorted(cum, 0.5 * cum[-1])])
 
 
-def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
+def serving_metric(times: RequestTimes, metric: str, num_gpus: int, preamble: int = 0) -> float:
     """A case metric (ms for times, tokens/s for rates) from simulated request times.
 
     Throughput is over the whole run, for a closed loop its clients' tokens over their requests'
     end-to-end time (Little's law, with the rounds weighted as the benchmark's: a client always
     has one request in flight; see :attr:`~inferlab.serving.result.ServeResult.duration_s`);
-    latencies are weighted means over the requests (:func:`latency_weights`), the mean ITL being
-    their decode time over their token gaps.
-    """
+    latencies are weighted means over the requests (:func:`latency_weights`), the ITL their decode time
+    over their gaps; a TTFT counts ``preamble`` tokens at the request's pace (``load.preamble_tokens``)."""
     w = latency_weights(times)
     gaps = times.osl - 1.0
     decode = times.finish - times.first_token
@@ -262,7 +261,8 @@ def serving_metric(times: RequestTimes, metric: str, num_gpus: int) -> float:
         "output_tokens_per_s": lambda: throughput,
         "output_tokens_per_s_per_gpu": lambda: throughput / num_gpus,
         "output_tokens_per_s_per_user": lambda: 1.0 / mean_tpot,
-        "ttft_ms": lambda: np.sum((times.first_token - times.arrival) * w) / np.sum(w) * 1e3,
+        "ttft_ms": lambda: np.sum((times.first_token - times.arrival + np.minimum(preamble, np.maximum(gaps, 0.0))
+                                   * np.nan_to_num(tpot)) * w) / np.sum(w) * 1e3,
         "tpot_ms": lambda: mean_tpot * 1e3,
         "itl_ms": lambda: np.sum(np.where(has_tpot, decode, 0.0) * w)
         / max(float(np.sum(np.maximum(gaps, 0.0) * w)), 1.0) * 1e3,
@@ -395,6 +395,6 @@ def predict_serving_cases(cases: Sequence[Case], profile: Any = "default",
             if isinstance(times, str):
                 out[i] = (None, times)
                 continue
-            value = serving_metric(times, cases[i].metric, cases[i].num_gpus)
+            value = serving_metric(times, cases[i].metric, cases[i].num_gpus, cases[i].load.get("preamble_tokens", 0))
             out[i] = (value, None) if np.isfinite(value) else (None, f"{cases[i].metric} is undefined here")
     return out
