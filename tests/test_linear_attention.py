@@ -249,3 +249,33 @@ def test_sglang_state_flags_read_written_and_served():
     r = inferlab.serve(QWEN35, "b300", tp=4, precision=FP8_BF16_KV, engine="sglang", isl=512, osl=32, concurrency=4,
                        num_requests=8, state_pool_ratio=0.5, state_slots=5, hybrid_overlap=True)
     assert np.all(np.isfinite(r.e2e_s))
+
+
+def test_fixes_from_a_hunt_of_the_hybrid_paths():
+    # a config whose every layer is full attention has no linear attention (it crashed serving)
+    base = {"model_type": "qwen3_next", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1000, "max_position_embeddings": 4096,
+            "intermediate_size": 512, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+            "linear_key_head_dim": 32, "linear_value_head_dim": 32, "full_attention_interval": 1}
+    plain = ModelSpec.from_hf_config(base)
+    assert plain.linear_attention is None and plain.layer_kinds == {"full": 4}
+    r = inferlab.serve(plain, "h100-sxm", engine="vllm", isl=128, osl=16, concurrency=2, num_requests=4)
+    assert np.all(np.isfinite(r.e2e_s))
+    # SGLang's own state pool options are refused for an engine that keeps states in its KV pool
+    with pytest.raises(SpecError, match="state pool of its own is SGLang's; vllm keeps the states in its KV pool"):
+        inferlab.serve(QWEN35, "b200", tp=4, precision="fp8", engine="vllm", isl=128, osl=16, concurrency=2,
+                       num_requests=4, state_pool_ratio=0.5)
+    # SGLang's static batch runs in waves of what its state pool holds, as its serving does
+    est = inferlab.estimate("qwen3-next-80b-a3b", "h200-sxm", precision="fp8", engine="sglang", batch_size=500,
+                            isl=128, osl=128)
+    dep = deployment("qwen3-next-80b-a3b", "h200-sxm", precision="fp8", engine="sglang")
+    held = state_slots(dep, ENGINE_SCHEDULERS["sglang"])
+    assert float(est.wave_batch) == held and float(est.waves) == np.ceil(500 / held)
+    assert "pool of linear-attention states runs the batch" in est.explain()
+    # pipeline stages: the stage with the most linear layers holds their states (Qwen3.5: 12 of 45 at pp 4)
+    assert recurrent_state_per_gpu(load_model(QWEN35), Parallelism(pp=4)) == pytest.approx(192_061_440 * 12 / 45)
+    # Qwen3-Next drafts with its MTP layer
+    mtp = inferlab.estimate("qwen3-next-80b-a3b", "h200-sxm", tp=2, precision="fp8", speculative="mtp:k=2,accept=0.8",
+                            isl=1_024, osl=256)
+    assert float(mtp.tpot_s) < float(inferlab.estimate("qwen3-next-80b-a3b", "h200-sxm", tp=2, precision="fp8",
+                                                       isl=1_024, osl=256).tpot_s)

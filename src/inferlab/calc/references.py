@@ -22,6 +22,8 @@ MODEL_QUANTITIES: dict[str, tuple[Callable[..., float], str, bool]] = {
     "active_params": (lambda m: m.active_params, "dimensionless", False),
     "weight_bytes": (lambda m, p="bf16": m.weight_bytes(p), "byte", True),
     "kv_bytes_per_token": (lambda m, p="bf16": sum(m.kv_cache_bytes_per_token(p).values()), "byte / token", True),
+    # a hybrid model's linear-attention state, a sequence's whatever its length (0 without one)
+    "state_bytes_per_sequence": (lambda m: m.recurrent_state_bytes(), "byte", False),
     "num_hidden_layers": (lambda m: m.num_hidden_layers, "dimensionless", False),
     "hidden_size": (lambda m: m.hidden_size, "dimensionless", False),
     "num_attention_heads": (lambda m: m.num_attention_heads, "dimensionless", False),

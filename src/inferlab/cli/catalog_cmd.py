@@ -113,8 +113,9 @@ def _models_show(args: argparse.Namespace) -> None:
         la = m.linear_attention
         lines.append(f"linear attention (Gated DeltaNet): {la.num_key_heads} key and {la.num_value_heads} value heads of "
                      f"{la.key_head_dim}x{la.value_head_dim}, {la.conv_kernel}-tap convolution; state per sequence "
-                     f"{pretty(Q(m.recurrent_state_bytes(), 'byte'))} ({la.state_format}) over {m.num_linear_layers} "
-                     "layers, whatever its length")
+                     f"{pretty(Q(m.recurrent_state_bytes(), 'byte'))} ("
+                     + (la.state_format or "bf16 under vLLM; SGLang keeps fp32: the config names no format")
+                     + f") over {m.num_linear_layers} layers, whatever its length")
     lines.append(f"parameters: total {pc.total / 1e9:.3f} B, active {pc.active / 1e9:.3f} B"
                  + (f", MTP module {pc.mtp / 1e9:.2f} B (not in total)" if pc.mtp else ""))
     lines.append("  " + ", ".join(f"{k} {getattr(pc, k) / 1e9:.3f} B" for k in pc.__dataclass_fields__ if getattr(pc, k)))

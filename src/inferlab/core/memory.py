@@ -60,9 +60,15 @@ class MemoryPlan:
 
 
 def recurrent_state_per_gpu(model: ModelSpec, par: Parallelism) -> float:
-    """Bytes of one sequence's linear-attention state on one GPU [B]: its heads' share of the
-    largest pipeline stage's layers (0 without linear attention)."""
-    return model.recurrent_state_bytes() * state_share(model, par.head_split) * stage_layer_share(model, par.pp)
+    """Bytes of one sequence's linear-attention state on one GPU [B]: its heads' share of the linear
+    layers of the pipeline stage that holds the most (stages of ``ceil(layers / pp)`` layers in
+    order; 0 without linear attention)."""
+    linear = [layer.attention == "linear" for layer in model.layers]
+    if not any(linear):
+        return 0.0
+    size = -(-len(linear) // par.pp)
+    most = max(sum(linear[i:i + size]) for i in range(0, len(linear), size))
+    return model.recurrent_state_bytes() * state_share(model, par.head_split) * most / sum(linear)
 
 
 def weight_bytes_per_gpu(model: ModelSpec, precision: PrecisionConfig, tp: int) -> float:

@@ -14,9 +14,10 @@ import numpy as np
 from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
-from ..core.memory import plan_memory
+from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
+from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -251,6 +252,19 @@ def _prompt_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarra
     return np.clip(np.floor(np.minimum(admit.max_sequences, cap)), full, replica)
 
 
+def _state_pool_cap(dep: ResolvedDeployment, engine: str, plan: Any, cap: Any) -> Any:
+    """``cap`` and the requests an engine that keeps a hybrid model's states in a pool of their own
+    runs at once (SGLang's: :mod:`~inferlab.engines.state_pool`): the fewer of the state pool's
+    running requests and the sequences its KV pool, ``1 / (1 + r)`` of what the weights leave, holds."""
+    sched = default_scheduler(engine)
+    if not separate_pool(dep.model, sched):
+        return cap
+    state, groups = recurrent_state_per_gpu(dep.model, dep.parallel), dep.parallel.attention_groups
+    rest = np.maximum(plan.kv_budget, 0.0)
+    kv = np.floor(rest * kv_share_of_rest(sched) / np.maximum(plan.kv_per_sequence - state, 1.0))
+    return np.minimum(cap, np.minimum(running_requests(rest - rest * kv_share_of_rest(sched), state, sched), kv) * groups)
+
+
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
                  gpu_memory_utilization: float | None, kv_block_size: int, max_num_tokens: int,
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
@@ -279,6 +293,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o, **memory)
     cap = np.inf if max_num_seqs is None else float(
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
+    cap = _state_pool_cap(dep, engine, plan, cap)
     # the KV cache holds one wave of the engine's sequence limit at a time
     feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
     feasible, reason = prefix_reasons(prefix_cache, i, feasible, reason)
@@ -287,7 +302,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
     n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
     split = bool(np.any(n_waves > 1))
-    if (waves or cap < np.inf) and split:  # the memory in use is a full wave's
+    if (waves or np.any(cap < np.inf)) and split:  # the memory in use is a full wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=full, context=i + o,
                            **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)

@@ -11,7 +11,8 @@ from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
-from ..engines.scheduler import unused_limits_notes
+from ..engines.scheduler import default_scheduler, unused_limits_notes
+from ..engines.state_pool import separate_pool
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
@@ -103,7 +104,12 @@ def _levers(est: Estimate, point: int) -> list[str]:
         shape = np.shape(est.ttft_s)
         wave = float(np.ravel(np.broadcast_to(est.wave_batch, shape))[point])
         held = float(np.ravel(np.broadcast_to(est.memory.max_sequences, shape))[point])  # a replica's, as the wave
-        if wave < held:  # the KV pool holds more: the sequence limit splits the batch
+        pool = separate_pool(est.deployment.model, default_scheduler(est.engine))
+        if wave < held and pool:  # SGLang's state pool (engines.state_pool) holds fewer running requests
+            out.append(f"the engine's pool of linear-attention states runs the batch in {waves:.0f} waves of "
+                       f"{wave:.0f}{' per replica' if est.deployment.parallel.dp > 1 else ''}; a larger state pool "
+                       "(SGLang's --mamba-full-memory-ratio) or a smaller batch removes the waiting")
+        elif wave < held:  # the KV pool holds more: the sequence limit splits the batch
             out.append(f"the engine's sequence limit (max_num_seqs) runs the batch in {waves:.0f} waves of "
                        f"{wave:.0f}{' per replica' if est.deployment.parallel.dp > 1 else ''}; a higher limit (the "
                        f"KV cache holds {held:.0f} sequences) or a smaller batch removes the waiting")

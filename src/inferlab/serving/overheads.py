@@ -154,15 +154,20 @@ def outside_gpu_lines(result: ServeResult) -> list[str]:
              "detokenizer": o.detokenize_s_per_token * (1.0 if o.streaming else float(np.mean(result.trace.osl)))}
     detail = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in parts.items() if v > 0) or "none"
     if o.preamble_tokens and o.streaming:
+        short = int(np.count_nonzero(result.trace.osl - 1 <= o.preamble_tokens))
         detail += (f"; the first token counted comes after a preamble of {o.preamble_tokens:,} tokens at the decode "
-                   f"pace (at the server {float(np.mean(result.ttft_s)) * 1e3:.1f} ms to the first token)")
+                   f"pace (at the server {float(np.mean(result.ttft_s)) * 1e3:.1f} ms to the first token)"
+                   + (f"; {short:,} of the {len(result.trace.osl):,} outputs are no longer than it, their last token "
+                      "the first counted" if short else ""))
     lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (at the server {ttft_g * 1e3:.1f} ms), end to end "
               f"{e2e_u * 1e3:.1f} ms (at the server {e2e_g * 1e3:.1f} ms); outside the server per request: {detail}")]
     if o.streaming:
         outside, wait = 1.0 - ttft_g / ttft_u if ttft_u > 0 else 0.0, "the first token"
     else:
         outside, wait = 1.0 - e2e_g / e2e_u if e2e_u > 0 else 0.0, "the answer"
-        streamed = ttft_u - e2e_g + ttft_g - (o.detokenize_s_per_token * (float(np.mean(result.trace.osl)) - 1.0))
+        skipped = np.minimum(float(o.preamble_tokens), np.maximum(result.trace.osl - 1.0, 0.0))
+        preamble = float(np.mean(skipped * np.nan_to_num(result.tpot_s)))  # a streamed answer's preamble
+        streamed = ttft_u - e2e_g + ttft_g + preamble - (o.detokenize_s_per_token * (float(np.mean(result.trace.osl)) - 1.0))
         lines.append(f"without streaming the user sees nothing for {e2e_u * 1e3:.0f} ms on average; streaming would "
                      f"show the first token after about {streamed * 1e3:.0f} ms")
     if outside > 0.5:

@@ -14,7 +14,8 @@ from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
                                  for_speculation, graph_batch_limit, USER_LIMITS, unchunked_token_budget)
-from ..engines.sglang_sizing import running_requests
+from ..engines.sglang_sizing import running_requests as sglang_running_requests
+from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool
 from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -41,6 +42,10 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     if unknown:  # (replace() would raise a TypeError)
         raise SpecError(f"scheduler: unknown limit {unknown[0]!r}{did_you_mean(unknown[0], USER_LIMITS)}; the "
                         f"limits an engine sets: {', '.join(USER_LIMITS)}")
+    states = sorted(k for k in ("state_pool_ratio", "state_slots", "hybrid_overlap") if limits.get(k) is not None)
+    if states and base.state_pool_ratio is None and scheduler is None:
+        raise SpecError(f"{', '.join(states)}: a hybrid model's state pool of its own is SGLang's; "
+                        f"{engine if isinstance(engine, str) else 'this engine'} keeps the states in its KV pool")
     sched = replace(base, **limits)
     if sched.context_budget and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits \
             and scheduler is None:
@@ -156,7 +161,7 @@ def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     ranks = dep.parallel.attention_groups
     per_rank = kv_capacity_tokens(dep, sched) / ranks
     context = sched.max_model_len or dep.model.max_position_embeddings
-    return replace(sched, max_num_seqs=running_requests(per_rank, context) * ranks)
+    return replace(sched, max_num_seqs=sglang_running_requests(per_rank, context) * ranks)
 
 
 def _replica_workload(workload: Workload, dp: int) -> Workload:
@@ -211,13 +216,12 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
                               "more GPUs (tp) or narrower weights")
     if _state_pool(dep, sched):  # the states' pool takes ratio / (1 + ratio) of it
-        budget /= 1.0 + float(sched.state_pool_ratio)  # type: ignore[arg-type]
+        budget *= kv_share_of_rest(sched)
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
 
 
 def _state_pool(dep: Any, sched: SchedulerConfig) -> bool:
-    """Whether ``dep``'s model keeps linear-attention states in a pool of their own under ``sched``."""
-    return dep.model.linear_attention is not None and sched.state_pool_ratio is not None
+    return separate_pool(dep.model, sched)
 
 
 def state_page_tokens(dep: Any) -> int:
@@ -260,9 +264,8 @@ def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     tokens = kv_capacity_tokens(dep, sched) / dep.parallel.attention_groups  # the KV pool a rank's GPU holds
     per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                             context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
-    states = tokens * per_token * ratio  # the state pool, ratio times the KV pool
-    slots = int(states // recurrent_state_per_gpu(dep.model, dep.parallel))
-    return max(slots // sched.state_slots, 0) * dep.parallel.attention_groups
+    held = running_requests(tokens * per_token * ratio, recurrent_state_per_gpu(dep.model, dep.parallel), sched)
+    return max(int(held), 0) * dep.parallel.attention_groups
 
 
 def hybrid_sequences(dep: Any, sched: SchedulerConfig, context: float) -> float | None:

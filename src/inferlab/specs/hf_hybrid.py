@@ -51,7 +51,8 @@ def qwen3_next_fields(c: Any, base: dict[str, Any]) -> dict[str, Any]:
                                  conv_kernel=c.get("linear_conv_kernel_dim", 4),
                                  state_format=_STATE_FORMATS[state] if state else None)
     out = {**base, "qk_norm": True, "attention_output_gate": bool(c.get("attn_output_gate", True)),
-           "linear_attention": linear, "layers": tuple(layers), "num_mtp_layers": c.get("mtp_num_hidden_layers", 0)}
+           "linear_attention": linear if "linear_attention" in types else None,  # every layer full: none
+           "layers": tuple(layers), "num_mtp_layers": c.get("mtp_num_hidden_layers", 0)}
     if is_moe:
         shared = c.get("shared_expert_intermediate_size", 0)
         out["moe"] = MoESpec(num_experts=c.int("num_experts"), num_experts_per_tok=c.int("num_experts_per_tok"),

@@ -87,6 +87,8 @@ class ModelSpec(BaseModel):
             raise ValueError("linear-attention layers present but no linear_attention structure given")
         if all(layer.attention == "linear" for layer in self.layers):
             raise ValueError("every layer is linear attention: a hybrid model keeps some attention layers")
+        if self.linear_attention is not None and not any(layer.attention == "linear" for layer in self.layers):
+            raise ValueError("linear_attention given but no layer is linear attention")
         return self
 
     # --- construction ---------------------------------------------------------------

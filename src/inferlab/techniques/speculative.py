@@ -258,7 +258,7 @@ def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) 
         layer = layer.model_copy(update={"attention": "full"})
     data = model.model_dump()
     data.update(num_hidden_layers=1, layers=[layer.model_dump()], num_mtp_layers=0,
-                vocab_size=vocab_size or model.vocab_size)
+                vocab_size=vocab_size or model.vocab_size, linear_attention=None)
     return _VIEWS.put((model, layer), vocab_size, ModelSpec.model_validate(data))
 
 

@@ -1,0 +1,31 @@
+"""Where an engine keeps a hybrid model's linear-attention states, as arithmetic on a GPU's bytes.
+
+A hybrid model (Gated DeltaNet layers beside attention: Qwen3-Next, Qwen3.5) holds a fixed-size
+state per running sequence. SGLang keeps the states in a pool of their own, ``state_pool_ratio``
+times its KV pool, the two splitting what the weights leave, and a running request takes
+``state_slots`` of its slots (:class:`~inferlab.engines.scheduler.SchedulerConfig`); the other
+engines hold them in their KV pool. Used by the serving simulation, the planner and the static
+batch alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def separate_pool(model: Any, sched: Any) -> bool:
+    """Whether ``model``'s linear-attention states have a pool of their own under ``sched``."""
+    return model.linear_attention is not None and sched.state_pool_ratio is not None
+
+
+def kv_share_of_rest(sched: Any) -> float:
+    """The share of what the weights leave that the KV pool takes beside a state pool: ``1 / (1 + r)``."""
+    return 1.0 / (1.0 + float(sched.state_pool_ratio))
+
+
+def running_requests(state_pool_bytes: Any, state_bytes: float, sched: Any) -> Any:
+    """Running requests a state pool of ``state_pool_bytes`` holds on one GPU, ``state_bytes`` a
+    slot and ``state_slots`` slots a request (whole slots, whole requests)."""
+    import numpy as np
+
+    return np.floor(np.floor(np.asarray(state_pool_bytes, float) / state_bytes) / sched.state_slots)
