@@ -279,3 +279,23 @@ def test_fixes_from_a_hunt_of_the_hybrid_paths():
                             isl=1_024, osl=256)
     assert float(mtp.tpot_s) < float(inferlab.estimate("qwen3-next-80b-a3b", "h200-sxm", tp=2, precision="fp8",
                                                        isl=1_024, osl=256).tpot_s)
+
+
+def test_sglangs_two_pools_in_a_static_batch_say_which_binds_and_when_none_holds_a_sequence():
+    # 30,000-token prompts on two L40S: the KV pool beside the states' holds 2, the state pool far more
+    est = inferlab.estimate("qwen3-next-80b-a3b", "l40s", tp=2, precision="fp8", engine="sglang", batch_size=50,
+                            isl=30_000, osl=128)
+    assert float(est.wave_batch) == 2 and "KV pool, beside its pool of states, runs the batch" in est.explain()
+    # 121,000 tokens: one sequence does not fit the KV pool's 1 / 1.9 share, though the whole rest would hold it
+    with pytest.raises(inferlab.InfeasibleError, match="does not fit the engine's KV pool beside its pool of"):
+        inferlab.estimate("qwen3-next-80b-a3b", "l40s", tp=2, precision="fp8", engine="sglang", batch_size=4,
+                          isl=120_000, osl=1_000, allow_long_context=True)
+    # the state options are SGLang's: refused with separate pools too; overlap kept on means extra_buffer's 5 slots
+    with pytest.raises(SpecError, match="a state pool of its own are not simulated over separate pools"):
+        inferlab.serve(QWEN35, isl=128, osl=16, rate=1.0, num_requests=4, engine="sglang", state_slots=5,
+                       disaggregation="prefill=b200x4:tp4,decode=b200x4:tp4")
+    from inferlab.serving.replica import engine_scheduler
+
+    assert engine_scheduler("sglang", hybrid_overlap=True).state_slots == 5
+    assert engine_scheduler("sglang", hybrid_overlap=True, overlap_host=False).state_slots == 4
+    assert engine_scheduler("sglang", hybrid_overlap=False).state_slots == 3

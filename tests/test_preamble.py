@@ -44,3 +44,17 @@ def test_a_case_stating_its_preamble_counts_it_in_the_ttft():
     assert ttft20 - ttft0 == pytest.approx(20 * tpot0, rel=1e-9)
     with pytest.raises(ValueError, match="preamble_tokens must be an integer"):
         Case(id="x", metric="ttft_ms", measured=1.0, load={"concurrency": 8, "preamble_tokens": -3}, **base)
+
+
+def test_a_preamble_passes_the_detokenizer_too():
+    # a detokenizer of 10 ms a token, slower than decode (~7 ms on one H100): the preamble's 100 tokens
+    # leave it at its pace, and the whole answer cannot leave before 199 of its gaps
+    o = ClientOverheads(detokenize_s_per_token=0.01, preamble_tokens=100)
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", isl=256, osl=200, concurrency=1, num_requests=2, overheads=o)
+    u = user_latencies(r)
+    first = r.ttft_s + 0.01
+    assert u.ttft_s == pytest.approx(first + 100 * np.maximum(r.tpot_s, 0.01))
+    assert u.e2e_s == pytest.approx(np.maximum(r.e2e_s + 0.01, first + 199 * 0.01))
+    plain = user_latencies(inferlab.serve("llama-3.1-8b", "h100-sxm", isl=256, osl=200, concurrency=1, num_requests=2,
+                                          overheads=ClientOverheads(detokenize_s_per_token=0.01)))
+    assert u.e2e_s == pytest.approx(plain.e2e_s)  # the preamble is part of the answer: the end does not move

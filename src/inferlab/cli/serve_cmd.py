@@ -100,10 +100,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "vLLM: --no-async-scheduling)")
     p.add_argument("--state-pool-ratio", type=float, metavar="R",
                    help="a hybrid model's linear-attention states in a pool of their own, R times the KV pool "
-                        "(SGLang's --mamba-full-memory-ratio, its default 0.9; other engines: one pool)")
+                        "(SGLang's --mamba-full-memory-ratio, its default 0.9; the other engines keep the states in "
+                        "their KV pool and refuse it)")
     p.add_argument("--state-slots", type=int, metavar="N",
                    help="state-pool slots a running request takes (SGLang: 3 with no_buffer, 5 with extra_buffer)")
-    _switch(p, "hybrid-overlap", "keep the overlap scheduler on for a hybrid model (SGLang's extra_buffer)",
+    _switch(p, "hybrid-overlap", "keep the overlap scheduler on for a hybrid model (SGLang's extra_buffer: 5 slots a "
+                                 "request unless --state-slots says otherwise)",
             "turn it off for a hybrid model (SGLang's no_buffer, its 0.5 default)")
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "

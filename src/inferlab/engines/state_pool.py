@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 def separate_pool(model: Any, sched: Any) -> bool:
     """Whether ``model``'s linear-attention states have a pool of their own under ``sched``."""
@@ -26,6 +28,21 @@ def kv_share_of_rest(sched: Any) -> float:
 def running_requests(state_pool_bytes: Any, state_bytes: float, sched: Any) -> Any:
     """Running requests a state pool of ``state_pool_bytes`` holds on one GPU, ``state_bytes`` a
     slot and ``state_slots`` slots a request (whole slots, whole requests)."""
-    import numpy as np
-
     return np.floor(np.floor(np.asarray(state_pool_bytes, float) / state_bytes) / sched.state_slots)
+
+
+def state_pool_limits(dep: Any, engine: str, plan: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """Where an engine keeps a hybrid model's states in a pool of their own (SGLang's:
+    :mod:`~inferlab.engines.state_pool`), the requests a replica runs at once by each of its two
+    pools: the state pool's running requests and the sequences its KV pool (``1 / (1 + r)`` of what
+    the weights leave) holds, at its default share; None elsewhere."""
+    from ..core.memory import recurrent_state_per_gpu
+    from .scheduler import default_scheduler
+
+    sched = default_scheduler(engine)
+    if not separate_pool(dep.model, sched):
+        return None
+    state, groups = recurrent_state_per_gpu(dep.model, dep.parallel), dep.parallel.attention_groups
+    rest = np.maximum(plan.kv_budget, 0.0)
+    kv = np.floor(rest * kv_share_of_rest(sched) / np.maximum(plan.kv_per_sequence - state, 1.0))
+    return running_requests(rest - rest * kv_share_of_rest(sched), state, sched) * groups, kv * groups

@@ -146,7 +146,8 @@ def _refine_requests(profile: dict[str, Any], keys: list, groups: dict, cases: S
     at_fit = simulate_groups(keys, trial)
     refined = {engine: dict(terms) for engine, terms in fitted.items()}
     for engine, terms in fitted.items():
-        pairs = [(serving_metric(at_fit[j], "ttft_ms", cases[i].num_gpus), cases[i].measured)
+        pairs = [(serving_metric(at_fit[j], "ttft_ms", cases[i].num_gpus, cases[i].load.get("preamble_tokens", 0)),
+                   cases[i].measured)
                  for j, key in enumerate(keys) if key[4] == engine and not isinstance(at_fit[j], str)
                  for i in groups[key] if cases[i].metric == "ttft_ms"]
         if not pairs:
@@ -179,7 +180,8 @@ def _fit_engine(rows: list[tuple[tuple[Any, ...], Case]], step_max_s: float) -> 
     def predicted(step_ms: float, request_ms: float, kernel_us: float = 0.0) -> np.ndarray:
         moved = np.array([serving_metric(base.shifted([(stepped, step_ms * 1e-3 / STEP_S)]
                                                       + ([(per_kernel, kernel_us * 1e-6 / KERNEL_STEP_S)]
-                                                         if kernel_us else [])), c.metric, c.num_gpus)
+                                                         if kernel_us else [])), c.metric, c.num_gpus,
+                                        c.load.get("preamble_tokens", 0))
                           for (_, base, stepped, per_kernel), c in rows])
         return level * moved + np.where(is_ttft, request_ms, 0.0)
 

@@ -14,10 +14,10 @@ import numpy as np
 from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
-from ..core.memory import plan_memory, recurrent_state_per_gpu
+from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
-from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool
+from ..engines.state_pool import state_pool_limits
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -252,17 +252,21 @@ def _prompt_admission(dep: ResolvedDeployment, replica: np.ndarray, i: np.ndarra
     return np.clip(np.floor(np.minimum(admit.max_sequences, cap)), full, replica)
 
 
-def _state_pool_cap(dep: ResolvedDeployment, engine: str, plan: Any, cap: Any) -> Any:
-    """``cap`` and the requests an engine that keeps a hybrid model's states in a pool of their own
-    runs at once (SGLang's: :mod:`~inferlab.engines.state_pool`): the fewer of the state pool's
-    running requests and the sequences its KV pool, ``1 / (1 + r)`` of what the weights leave, holds."""
-    sched = default_scheduler(engine)
-    if not separate_pool(dep.model, sched):
-        return cap
-    state, groups = recurrent_state_per_gpu(dep.model, dep.parallel), dep.parallel.attention_groups
-    rest = np.maximum(plan.kv_budget, 0.0)
-    kv = np.floor(rest * kv_share_of_rest(sched) / np.maximum(plan.kv_per_sequence - state, 1.0))
-    return np.minimum(cap, np.minimum(running_requests(rest - rest * kv_share_of_rest(sched), state, sched), kv) * groups)
+def _state_pool_reasons(limits: Any, feasible: np.ndarray, reason: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``feasible`` and ``reason`` with the points where one of the two pools holds no request marked."""
+    if limits is None:
+        return feasible, reason
+    shape = np.shape(feasible)
+    slots, kv = (np.ravel(np.broadcast_to(x, shape)) for x in limits)
+    empty = ((slots < 1) | (kv < 1)) & np.ravel(feasible)
+    if not np.any(empty):
+        return feasible, reason
+    reason = np.ravel(reason).copy()
+    reason[empty] = ["the engine's pool of linear-attention states holds no running request" if a < 1 else
+                     "one sequence does not fit the engine's KV pool beside its pool of linear-attention states "
+                     "(the KV pool is 1 / (1 + r) of what the weights leave, r = --mamba-full-memory-ratio)"
+                     for a in slots[empty]]
+    return (np.ravel(feasible) & ~empty).reshape(shape), reason.reshape(shape)
 
 
 def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndarray, o: np.ndarray, *,
@@ -293,10 +297,13 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o, **memory)
     cap = np.inf if max_num_seqs is None else float(
         max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
-    cap = _state_pool_cap(dep, engine, plan, cap)
+    pools = state_pool_limits(dep, engine, plan)
+    if pools is not None:  # the engine's pool of linear-attention states and its KV pool beside it
+        cap = np.minimum(cap, np.minimum(*pools))
     # the KV cache holds one wave of the engine's sequence limit at a time
     feasible, reason = static_batch_reasons(plan, par.dp, np.minimum(replica, cap), i + o, np.shape(b), waves)
     feasible, reason = prefix_reasons(prefix_cache, i, feasible, reason)
+    feasible, reason = _state_pool_reasons(pools, feasible, reason)
     if not allow_long_context:
         feasible, reason = context_reasons(dep.model, i, o, feasible, reason)
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest

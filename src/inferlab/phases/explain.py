@@ -11,8 +11,8 @@ from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
-from ..engines.scheduler import default_scheduler, unused_limits_notes
-from ..engines.state_pool import separate_pool
+from ..engines.scheduler import unused_limits_notes
+from ..engines.state_pool import state_pool_limits
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
@@ -104,11 +104,15 @@ def _levers(est: Estimate, point: int) -> list[str]:
         shape = np.shape(est.ttft_s)
         wave = float(np.ravel(np.broadcast_to(est.wave_batch, shape))[point])
         held = float(np.ravel(np.broadcast_to(est.memory.max_sequences, shape))[point])  # a replica's, as the wave
-        pool = separate_pool(est.deployment.model, default_scheduler(est.engine))
-        if wave < held and pool:  # SGLang's state pool (engines.state_pool) holds fewer running requests
-            out.append(f"the engine's pool of linear-attention states runs the batch in {waves:.0f} waves of "
-                       f"{wave:.0f}{' per replica' if est.deployment.parallel.dp > 1 else ''}; a larger state pool "
-                       "(SGLang's --mamba-full-memory-ratio) or a smaller batch removes the waiting")
+        pools = state_pool_limits(est.deployment, est.engine, est.memory)
+        slots, kv = (float(np.ravel(np.broadcast_to(x, shape))[point]) for x in pools) if pools else (np.inf, np.inf)
+        each = ' per replica' if est.deployment.parallel.dp > 1 else ''
+        if wave < held and wave >= min(slots, kv):  # SGLang's two pools (engines.state_pool) hold fewer
+            which = "pool of linear-attention states" if slots <= kv else "KV pool, beside its pool of states,"
+            more = "a larger state pool (in serving: --mamba-full-memory-ratio)" if slots <= kv else \
+                "a smaller state pool (in serving: --mamba-full-memory-ratio)"
+            out.append(f"the engine's {which} runs the batch in {waves:.0f} waves of {wave:.0f}{each}; {more} or a "
+                       "smaller batch removes the waiting")
         elif wave < held:  # the KV pool holds more: the sequence limit splits the batch
             out.append(f"the engine's sequence limit (max_num_seqs) runs the batch in {waves:.0f} waves of "
                        f"{wave:.0f}{' per replica' if est.deployment.parallel.dp > 1 else ''}; a higher limit (the "

@@ -123,6 +123,9 @@ def point_error(est: Any, j: int) -> InfeasibleError:
     tokens = getattr(est.prefix_cache, "cached_tokens", None)
     if tokens is not None and _flat(est.isl, shape)[j] < tokens:  # marked by prefix_reasons
         return CombinationError(str(np.ravel(np.broadcast_to(est.reason, shape))[j]))
+    said = str(np.ravel(np.broadcast_to(est.reason, shape))[j])
+    if "linear-attention states" in said:  # a hybrid model's pools (phases.estimate._state_pool_reasons)
+        return InfeasibleError(f"{dep.model.id or dep.model.name} on {dep.hardware.id} as {dep.parallel}: {said}")
     plan = _point_plan(est.memory, shape, j)
     try:
         require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)

@@ -126,9 +126,11 @@ def user_latencies(result: ServeResult) -> UserLatencies:
     if o.streaming:
         after = o.detokenize_s_per_token + o.network_rtt_s / 2.0
         skipped = np.minimum(float(o.preamble_tokens), np.maximum(osl - 1.0, 0.0))  # the preamble's tokens
-        ttft_u = before + ttft + np.where(skipped > 0, skipped * np.nan_to_num(tpot), 0.0) + after
+        first = before + ttft + after  # the first token out of the detokenizer
+        # the preamble's tokens pass at the decode pace, or the detokenizer's where it is the slower
+        ttft_u = first + np.where(skipped > 0, skipped * np.maximum(np.nan_to_num(tpot), o.detokenize_s_per_token), 0.0)
         gaps = osl - 1.0 - skipped
-        e2e_u = np.maximum(before + e2e + after, ttft_u + gaps * o.detokenize_s_per_token)
+        e2e_u = np.maximum(before + e2e + after, first + (osl - 1.0) * o.detokenize_s_per_token)
         with np.errstate(invalid="ignore", divide="ignore"):
             tpot_u = np.where(gaps > 0, (e2e_u - ttft_u) / gaps, np.nan)
     else:
@@ -157,8 +159,8 @@ def outside_gpu_lines(result: ServeResult) -> list[str]:
         short = int(np.count_nonzero(result.trace.osl - 1 <= o.preamble_tokens))
         detail += (f"; the first token counted comes after a preamble of {o.preamble_tokens:,} tokens at the decode "
                    f"pace (at the server {float(np.mean(result.ttft_s)) * 1e3:.1f} ms to the first token)"
-                   + (f"; {short:,} of the {len(result.trace.osl):,} outputs are no longer than it, their last token "
-                      "the first counted" if short else ""))
+                   + (f"; {short:,} of the {len(result.trace.osl):,} outputs end within it, their last token the first "
+                      "counted" if short else ""))
     lines = [(f"as the user sees it: TTFT {ttft_u * 1e3:.1f} ms (at the server {ttft_g * 1e3:.1f} ms), end to end "
               f"{e2e_u * 1e3:.1f} ms (at the server {e2e_g * 1e3:.1f} ms); outside the server per request: {detail}")]
     if o.streaming:

@@ -46,6 +46,9 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     if states and base.state_pool_ratio is None and scheduler is None:
         raise SpecError(f"{', '.join(states)}: a hybrid model's state pool of its own is SGLang's; "
                         f"{engine if isinstance(engine, str) else 'this engine'} keeps the states in its KV pool")
+    if limits.get("hybrid_overlap") is not None and limits.get("state_slots") is None:  # the strategy it names
+        limits = {**limits, "state_slots": (4 if limits.get("overlap_host") is False else 5) if limits["hybrid_overlap"]
+                  else 3}
     sched = replace(base, **limits)
     if sched.context_budget and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits \
             and scheduler is None:

@@ -141,12 +141,12 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1, "speculative": None, "prefix": None,
-             "max_concurrency": None}
+             "max_concurrency": None, "state_pool_ratio": None, "state_slots": None, "hybrid_overlap": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:
         raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation, "
-                        f"prefix caching and a client's concurrency cap are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
+                        f"prefix caching, a client's concurrency cap and a state pool of its own are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
                                  stagger=args["stagger"],
