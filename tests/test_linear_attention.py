@@ -299,3 +299,14 @@ def test_sglangs_two_pools_in_a_static_batch_say_which_binds_and_when_none_holds
     assert engine_scheduler("sglang", hybrid_overlap=True).state_slots == 5
     assert engine_scheduler("sglang", hybrid_overlap=True, overlap_host=False).state_slots == 4
     assert engine_scheduler("sglang", hybrid_overlap=False).state_slots == 3
+
+
+def test_serving_says_when_sglangs_state_pool_caps_the_running_requests():
+    r = inferlab.serve("qwen3-next-80b-a3b", "h200-sxm", precision="fp8", engine="sglang", concurrency=400,
+                       num_requests=400, isl=128, osl=16)
+    dep = deployment("qwen3-next-80b-a3b", "h200-sxm", precision="fp8", engine="sglang")
+    held = state_slots(dep, ENGINE_SCHEDULERS["sglang"])
+    assert r.limits.max_num_seqs == held < 400
+    assert f"at most {held:,} requests run at once: the engine's pool of linear-attention states" in r.explain()
+    plain = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="sglang", concurrency=4, num_requests=4, isl=128, osl=16)
+    assert "linear-attention" not in plain.explain()

@@ -346,7 +346,8 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
             raise
         raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
                               "holds 1/pp of the replica's KV pool)") from None
-    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared, refused=refused)
+    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared, refused=refused,
+                       limits=limits)
 
 
 def _within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,

@@ -60,6 +60,8 @@ class ServeResult:
     #: Drawn requests longer than the engine takes (its max_model_len or the model's positions),
     #: which it answers with an error; they are not in the trace (per stream, as the trace).
     refused: int = 0
+    #: The simulated stream's scheduler limits (None where not recorded: pools, fleets).
+    limits: Any = None
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -307,6 +309,11 @@ class ServeResult:
         else:
             lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
         lines += self._iteration_lines()
+        lim = self.limits
+        if lim is not None and self.deployment.model.linear_attention is not None and lim.state_pool_ratio is not None:
+            lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention "
+                         f"states ({lim.state_pool_ratio:g} x its KV pool, {lim.state_slots} slots a request; SGLang's "
+                         "--mamba-full-memory-ratio and --mamba-scheduler-strategy) or its sequence limit")
         if share > 0.5:
             lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                          "faster decode (a narrower format) move TTFT more than faster kernels")
