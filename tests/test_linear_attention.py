@@ -310,3 +310,13 @@ def test_serving_says_when_sglangs_state_pool_caps_the_running_requests():
     assert f"at most {held:,} requests run at once: the engine's pool of linear-attention states" in r.explain()
     plain = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="sglang", concurrency=4, num_requests=4, isl=128, osl=16)
     assert "linear-attention" not in plain.explain()
+
+
+def test_vllms_static_batch_takes_its_state_sized_pages():
+    est = inferlab.estimate(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, engine="vllm", isl=1_000, osl=100,
+                            batch_size=64)
+    # 1,100 tokens in pages of 1,056 take two, at 15,360 B a token on one of four GPUs, beside the state's 48,015,360 B
+    assert float(est.memory.kv_per_sequence) == pytest.approx(2 * 1_056 * 15_360 + 48_015_360)
+    sglang = inferlab.estimate(QWEN35, "b200", tp=4, precision=FP8_BF16_KV, engine="sglang", isl=1_000, osl=100,
+                               batch_size=64)
+    assert float(sglang.memory.kv_per_sequence) < float(est.memory.kv_per_sequence)  # SGLang's own pages

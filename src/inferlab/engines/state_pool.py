@@ -46,3 +46,17 @@ def state_pool_limits(dep: Any, engine: str, plan: Any) -> tuple[np.ndarray, np.
     rest = np.maximum(plan.kv_budget, 0.0)
     kv = np.floor(rest * kv_share_of_rest(sched) / np.maximum(plan.kv_per_sequence - state, 1.0))
     return running_requests(rest - rest * kv_share_of_rest(sched), state, sched) * groups, kv * groups
+
+
+def state_page_tokens(dep: Any) -> int:
+    """Tokens of one layer's KV that fill a page holding one layer's linear-attention state on one
+    GPU, in multiples of 16 (vLLM's alignment of its attention block to the state's page)."""
+    from ..core.memory import kv_share
+    from ..core.parallelism import state_share
+    from ..precision import number_format
+
+    model = dep.model
+    state = model.recurrent_state_bytes() / model.num_linear_layers * state_share(model, dep.parallel.head_split)
+    kv = model.kv_elements_per_token_per_layer() * number_format(dep.precision.kv_cache).bytes_per_element * \
+        kv_share(model, dep.parallel.head_split)
+    return 16 * int(np.ceil(state / (16.0 * kv)))

@@ -15,7 +15,7 @@ from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
                                  for_speculation, graph_batch_limit, USER_LIMITS, unchunked_token_budget)
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
-from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool
+from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool, state_page_tokens
 from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -225,20 +225,6 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
 
 def _state_pool(dep: Any, sched: SchedulerConfig) -> bool:
     return separate_pool(dep.model, sched)
-
-
-def state_page_tokens(dep: Any) -> int:
-    """Tokens of one layer's KV that fill a page holding one layer's linear-attention state on one
-    GPU, in multiples of 16 (vLLM's alignment of its attention block to the state's page)."""
-    from ..core.memory import kv_share
-    from ..core.parallelism import state_share
-    from ..precision import number_format
-
-    model = dep.model
-    state = model.recurrent_state_bytes() / model.num_linear_layers * state_share(model, dep.parallel.head_split)
-    kv = model.kv_elements_per_token_per_layer() * number_format(dep.precision.kv_cache).bytes_per_element * \
-        kv_share(model, dep.parallel.head_split)
-    return 16 * math.ceil(state / (16.0 * kv))
 
 
 def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
