@@ -63,9 +63,9 @@ def recurrent_state_per_gpu(model: ModelSpec, par: Parallelism) -> float:
     """Bytes of one sequence's linear-attention state on one GPU [B]: its heads' share of the linear
     layers of the pipeline stage that holds the most (stages of ``ceil(layers / pp)`` layers in
     order; 0 without linear attention)."""
-    linear = [layer.attention == "linear" for layer in model.layers]
-    if not any(linear):
+    if model.linear_attention is None:  # (every other model: no walk over its layers)
         return 0.0
+    linear = [layer.attention == "linear" for layer in model.layers]
     size = -(-len(linear) // par.pp)
     most = max(sum(linear[i:i + size]) for i in range(0, len(linear), size))
     return model.recurrent_state_bytes() * state_share(model, par.head_split) * most / sum(linear)

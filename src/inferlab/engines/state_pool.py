@@ -60,3 +60,18 @@ def state_page_tokens(dep: Any) -> int:
     kv = model.kv_elements_per_token_per_layer() * number_format(dep.precision.kv_cache).bytes_per_element * \
         kv_share(model, dep.parallel.head_split)
     return 16 * int(np.ceil(state / (16.0 * kv)))
+
+
+def overlap_off(model: Any, sched: Any) -> bool:
+    """Whether ``sched``'s engine turns its overlap scheduler off for ``model`` (a hybrid model under
+    SGLang's no_buffer strategy: ``hybrid_overlap`` False)."""
+    return model.linear_attention is not None and not sched.hybrid_overlap
+
+
+def page_tokens(dep: Any, sched: Any, block: int) -> int:
+    """The KV page of ``sched``'s engine [token]: ``block``, or where one pool holds a hybrid model's
+    states in pages sized to a layer's state (``state_pages``: vLLM's), at least
+    :func:`state_page_tokens`."""
+    if dep.model.linear_attention is None or not sched.state_pages or separate_pool(dep.model, sched):
+        return block
+    return max(block, state_page_tokens(dep))

@@ -17,7 +17,7 @@ from ..core.cost import cost_of
 from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
-from ..engines.state_pool import state_page_tokens, state_pool_limits
+from ..engines.state_pool import page_tokens, state_pool_limits
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -287,8 +287,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     par = dep.parallel
     replica = np.ceil(b / par.dp)
     graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
-    if dep.model.linear_attention is not None and default_scheduler(engine).state_pages:  # vLLM's pages hold a state
-        kv_block_size = max(kv_block_size, state_page_tokens(dep))
+    kv_block_size = page_tokens(dep, default_scheduler(engine), kv_block_size)  # vLLM's pages hold a hybrid's state
     memory = {"kv_block_size": kv_block_size,
               **memory_keywords(default_scheduler(engine), dep.hardware, par, max_num_tokens,
                                 share=gpu_memory_utilization, graph_max_batch=graph_max_batch,

@@ -17,6 +17,7 @@ import numpy as np
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
+from ..engines.state_pool import overlap_off
 from ..inputs.resolve import deployment
 from ..memo import IdentityMemo
 from ..serving.replica import hybrid_sequences
@@ -115,7 +116,7 @@ def _overlap(engine: str, spec: SpeculativeConfig | None, model: Any = None) -> 
     (:func:`~inferlab.engines.scheduler.for_speculation`) and for ``model`` (a hybrid model's
     states can turn it off: SGLang's)."""
     sched = default_scheduler(engine)
-    hybrid = model is not None and model.linear_attention is not None and not sched.hybrid_overlap
+    hybrid = model is not None and overlap_off(model, sched)
     return bool((sched if spec is None else for_speculation(engine, sched, spec.method)).overlap_host) and not hybrid
 
 

@@ -13,9 +13,10 @@ import numpy as np
 from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, USER_LIMITS, unchunked_token_budget)
+                                 for_speculation, graph_batch_limit, STATE_LIMITS, USER_LIMITS, unchunked_token_budget)
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
-from ..engines.state_pool import kv_share_of_rest, running_requests, separate_pool, state_page_tokens
+from ..engines.state_pool import (kv_share_of_rest, overlap_off, page_tokens, running_requests, separate_pool,
+                                  state_page_tokens)
 from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -42,7 +43,7 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     if unknown:  # (replace() would raise a TypeError)
         raise SpecError(f"scheduler: unknown limit {unknown[0]!r}{did_you_mean(unknown[0], USER_LIMITS)}; the "
                         f"limits an engine sets: {', '.join(USER_LIMITS)}")
-    states = sorted(k for k in ("state_pool_ratio", "state_slots", "hybrid_overlap") if limits.get(k) is not None)
+    states = sorted(k for k in STATE_LIMITS if limits.get(k) is not None)
     if states and base.state_pool_ratio is None and scheduler is None:
         raise SpecError(f"{', '.join(states)}: a hybrid model's state pool of its own is SGLang's; "
                         f"{engine if isinstance(engine, str) else 'this engine'} keeps the states in its KV pool")
@@ -109,10 +110,9 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     if slots is not None:  # the state pool holds no more running requests than its slots
         per = slots // (dep.parallel.attention_groups if sched.limits_per_rank else 1)
         sched = replace(sched, max_num_seqs=max(1, min(sched.max_num_seqs, per)))  # type: ignore[type-var]
-    if dep.model.linear_attention is not None and not sched.hybrid_overlap:
+    if overlap_off(dep.model, sched):
         sched = replace(sched, overlap_host=False)
-    if dep.model.linear_attention is not None and sched.state_pages and not _state_pool(dep, sched):
-        sched = replace(sched, kv_block_size=max(sched.kv_block_size, state_page_tokens(dep)))
+    sched = replace(sched, kv_block_size=page_tokens(dep, sched, sched.kv_block_size))
     if sched.graph_max_batch is None:  # sized by the engine for the GPU and the TP size
         sched = replace(sched, graph_max_batch=graph_batch_limit(dep.hardware.usable_memory_capacity.si,
                                                                  dep.parallel.tp))
@@ -202,10 +202,21 @@ def _capped_share(workload: Workload, dp: int) -> Workload:
 def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
     """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
     (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
-    the way the engine sizes it (see :class:`SchedulerConfig`). ``sched`` is the engine's as
-    set (each rank's limits where they are a rank's), not :func:`scheduler_for`'s stream."""
+    the way the engine sizes it (see :class:`SchedulerConfig`), less a hybrid model's pool of
+    states where it has one. ``sched`` is the engine's as set (each rank's limits where they are
+    a rank's), not :func:`scheduler_for`'s stream."""
+    budget, plan = _pools(dep, sched, drafter)
+    if separate_pool(dep.model, sched):  # the states' pool takes ratio / (1 + ratio) of it
+        budget *= kv_share_of_rest(sched)
+    draft_kv = drafter.kv_bytes_per_token if drafter else 0.0
+    return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
+
+
+def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
+    """What the weights (and a ``drafter``'s), workspace and reserve leave a GPU for its pools [B],
+    and the memory plan that says so; refused when nothing is left."""
     sched = for_hardware(sched, dep.hardware)
-    draft_weights, draft_kv = (drafter.weight_bytes, drafter.kv_bytes_per_token) if drafter else (0.0, 0.0)
+    draft_weights = drafter.weight_bytes if drafter else 0.0
     # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
     memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
                              drafter=drafter.method if drafter else "")
@@ -218,13 +229,7 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
         raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
                               "more GPUs (tp) or narrower weights")
-    if _state_pool(dep, sched):  # the states' pool takes ratio / (1 + ratio) of it
-        budget *= kv_share_of_rest(sched)
-    return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
-
-
-def _state_pool(dep: Any, sched: SchedulerConfig) -> bool:
-    return separate_pool(dep.model, sched)
+    return budget, plan
 
 
 def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
@@ -233,27 +238,24 @@ def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None
     over a pool token's (the target's KV a token and a ``drafter``'s beside it); with pages sized
     to a layer's state (``state_pages``), a page of that many tokens for each linear layer, counted
     in tokens of all the KV layers."""
-    if dep.model.linear_attention is None or _state_pool(dep, sched):
-        return 0.0
     model = dep.model
+    if model.linear_attention is None or separate_pool(model, sched):
+        return 0.0
     if sched.state_pages:
         return model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers - model.num_linear_layers)
-    per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                            context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
-    return recurrent_state_per_gpu(dep.model, dep.parallel) / (per_token + (drafter.kv_bytes_per_token if drafter else 0.0))
+    per_token = _pools(dep, sched, drafter)[1].kv_per_token + (drafter.kv_bytes_per_token if drafter else 0.0)
+    return recurrent_state_per_gpu(model, dep.parallel) / per_token
 
 
 def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     """Running requests a hybrid model's state pool holds, over the replica's attention-DP ranks
     (the states' own pool: SGLang's), ``state_slots`` slots each; None where nothing but the KV
     pool limits them."""
-    if not _state_pool(dep, sched):
+    if not separate_pool(dep.model, sched):
         return None
-    ratio = float(sched.state_pool_ratio)  # type: ignore[arg-type]
-    tokens = kv_capacity_tokens(dep, sched) / dep.parallel.attention_groups  # the KV pool a rank's GPU holds
-    per_token = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                            context=np.array(1.0), step_tokens=np.array(0.0)).kv_per_token
-    held = running_requests(tokens * per_token * ratio, recurrent_state_per_gpu(dep.model, dep.parallel), sched)
+    budget = _pools(dep, sched)[0]
+    held = running_requests(budget * (1.0 - kv_share_of_rest(sched)), recurrent_state_per_gpu(dep.model, dep.parallel),
+                            sched)
     return max(int(held), 0) * dep.parallel.attention_groups
 
 
