@@ -238,10 +238,13 @@ def test_disaggregated_candidates_size_two_pools():
     result = plan(_small(search={"precisions": ["fp8"], "tp": [1], "disaggregation": True}, verify=0))
     disagg = [c for c in result.candidates if c.disaggregated and c.feasible]
     assert disagg
-    # pools are tensor-parallel replicas: no expert-parallel or pipeline disaggregated candidates
-    moe = plan(_small(models=["qwen3-30b-a3b"], search={"precisions": ["fp8"], "tp": [2], "disaggregation": True},
-                      verify=0))
-    assert {(c.ep, c.disaggregated) for c in moe.candidates} == {(1, False), (2, False), (1, True)}
+    # pools are replicas of the candidate's kind: expert-parallel and attention-DP ones too (one
+    # pipeline stage each)
+    moe = plan(_small(models=["qwen3-30b-a3b"], search={"precisions": ["fp8"], "tp": [2], "pp": [1, 2],
+                                                         "disaggregation": True}, verify=0))
+    assert {(c.pp, c.ep, c.attention_dp, c.disaggregated) for c in moe.candidates} == \
+        {(pp, ep, adp, d) for pp in (1, 2) for ep, adp in ((1, False), (2, False), (2, True)) for d in (False, True)
+         if pp == 1 or not d}
     for c in disagg:
         n_p, n_d = (int(part[1:]) for part in c.pd.split(":"))
         assert c.replicas == n_p + n_d and c.gpus == (n_p + n_d) * c.tp

@@ -162,7 +162,8 @@ class Candidate:
         precision = None if self.precision == "checkpoint" else self.precision
         if self.disaggregated:
             n_p, n_d = self.pools if self.pd else (1, 1)
-            pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "precision": precision}
+            pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "ep": self.ep,
+                            "attention_dp": self.attention_dp, "precision": precision}
                      for side, n in (("prefill", n_p), ("decode", n_d))}
             return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,
                               profile=profile, allow_long_context=allow_long_context)

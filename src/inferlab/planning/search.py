@@ -25,7 +25,7 @@ from ..engines.scheduler import default_scheduler
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import resolve_model
 from ..memo import IdentityMemo
-from ..specs.catalog import load_hardware, load_model
+from ..specs.catalog import load_hardware
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
@@ -78,11 +78,12 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
             eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                          and model.moe.num_experts % tp == 0 else [])
             for ep in eps:
-                # disaggregated pools are tensor-parallel replicas: no pipeline or expert groups in them
-                modes = (False, True) if scenario.search.disaggregation and pp == 1 and ep == 1 else (False,)
+                # disaggregated pools are replicas of the candidate's kind (its TP, EP and attention DP),
+                # one pipeline stage each
+                modes = (False, True) if scenario.search.disaggregation and pp == 1 else (False,)
                 out += [{**config, "ep": ep, "disaggregated": disagg} for disagg in modes]
                 if ep > 1 and scenario.search.attention_dp:  # each GPU its own sequences, the experts over all
-                    out.append({**config, "ep": ep, "attention_dp": True})
+                    out += [{**config, "ep": ep, "attention_dp": True, "disaggregated": disagg} for disagg in modes]
     return out
 
 
@@ -298,6 +299,25 @@ def _ranks_limited(scenario: Scenario, dep: Any) -> int:
 _LIMITS = IdentityMemo(256)
 
 
+def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float) -> float:
+    """One prompt's KV transfer from a prefill to a decode replica of ``config``'s kind left
+    after its prefill [s] (:func:`~inferlab.techniques.kv_transfer.kv_transfer`: a TP replica's
+    GPUs each send their share of the cache, the whole of it where an MLA latent or the KV
+    heads are replicated; an attention-DP rank its prompt's whole cache), over the NICs (the
+    pools' link once they outgrow a scale-up domain; the simulation takes NVLink within one),
+    else PCIe on GPUs whose spec has no NIC."""
+    from ..techniques.disaggregation import Disaggregation, Pool
+    from ..techniques.kv_transfer import kv_transfer
+
+    dep, hw = est.deployment, load_hardware(config["hardware"])
+    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
+    pool = Pool(hw, num_gpus=config["tp"], tp=config["tp"], ep=config["ep"],
+                attention_dp=bool(config.get("attention_dp", False)))
+    move = kv_transfer(Disaggregation(pool, pool, link="network", link_bandwidth=nic), dep, dep, 1.0,
+                       np.asarray(float(isl)), est.prefill_1_s)
+    return float(np.ravel(move.exposed_s)[0])
+
+
 def _tpot_tail(percentile: float) -> float:
     """Ratio of a percentile request TPOT to the mean in a decode pool (no prefill mixed in: the
     batch's size and contexts alone vary; a prior, ~10% at P99)."""
@@ -329,25 +349,23 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     a chat of 3,000-token lognormal prompts: 854 ms against 795 simulated, 626 before the
     lengths were mixed). The pools' replica counts give the P:D ratio.
     """
-    from ..techniques.kv_transfer import exposed_transfer_s
-
     tr, slo = sc.traffic, sc.slo
     isl, osl = tr.isl.expected, tr.osl.expected
-    model, hw = load_model(config["model"]), load_hardware(config["hardware"])
     d = np.asarray(est.tpot_s, float) * _tpot_tail(slo.percentile)
     meets = ok & ((d <= slo.tpot_ms / 1e3) if slo.tpot_ms else True)
     if not meets.any():
         return replace(base, reason=f"TPOT {d[0] * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
     rate_d = _BATCHES / (max(osl, 1.0) * np.asarray(est.tpot_s, float))
     j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
-    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
-    kv = float(model.kv_cache_bytes(isl, est.deployment.precision.kv_cache)) + model.recurrent_state_bytes()
-    transfer = kv / (config["tp"] * nic)
-    exposed = float(exposed_transfer_s(transfer, est.prefill_1_s, model.num_hidden_layers, latency_s=20e-6))
+    exposed = exposed_transfer_s(config, est, isl)
     # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
     isl_q = est.prompt_lengths
     alone_q = est.prompt_times_s + exposed + float(est.tpot_s[j])
-    cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
+    # an attention-DP prefill replica prefills a prompt on each rank in one iteration (its
+    # prompts queue, so the ranks fill): its rate is theirs, each prompt a share of the iteration
+    ranks = est.deployment.parallel.attention_groups if config.get("attention_dp") else 1
+    mu_p = 1.0 / (est.prefill_1_s * shared_prefill(est.deployment, ranks, isl))
+    cap, spread = sc.search.target_utilization, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
     if slo.ttft_ms:
         # the wait depends on the replicas (round robin smooths each one's arrivals) and they on

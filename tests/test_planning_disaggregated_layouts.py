@@ -1,0 +1,68 @@
+"""Disaggregated candidates of every replica kind the planner searches: pools of expert-parallel
+and attention-DP replicas (DeepSeek's production shape), their KV transfer split as the serving
+simulation splits it, and the simulation sizing the pools it plans."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from inferlab.inputs.resolve import deployment
+from inferlab.planning.planner import plan
+from inferlab.planning.scenario import load_scenario
+from inferlab.planning.search import candidates, exposed_transfer_s
+
+DEEPSEEK = {"name": "deepseek disaggregated", "models": ["deepseek-v3"], "hardware": ["h200-sxm"],
+            "engine": "trtllm-pytorch", "traffic": {"rate": 8, "isl": 2000, "osl": 500},
+            "slo": {"ttft_ms": 3000, "tpot_ms": 60, "percentile": 90},
+            "search": {"precisions": ["fp8"], "tp": [8], "disaggregation": True}, "verify": 0}
+
+
+def test_disaggregated_candidates_take_expert_parallel_and_attention_dp_pools():
+    layouts = {(c["ep"], c["attention_dp"], c["disaggregated"]) for c in candidates(load_scenario(DEEPSEEK))}
+    assert layouts == {(ep, adp, d) for ep, adp in ((1, False), (8, False), (8, True)) for d in (False, True)}
+
+
+def _est(model, hardware, prefill_s, **layout):
+    return SimpleNamespace(deployment=deployment(model, hardware, precision="fp8 kv:bf16", **layout),
+                           prefill_1_s=prefill_s)
+
+
+def test_kv_transfer_of_a_prompt_by_hand():
+    """A 2,000-token prompt whose prefill takes 0.5 ms (so the transfer outlasts it: exposed =
+    latency + X - P (L - 1) / L), BF16 KV cache, 50 GB/s NICs (400 Gb/s), 20 us a transfer.
+
+    Llama-3.1-70B at TP8: 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B a token, 655.36 MB
+    the prompt; each GPU sends its KV head's eighth, 81.92 MB: X = 1.6384 ms;
+    exposed = 0.02 + 1.6384 - 0.5 x 79 / 80 = 1.16465 ms.
+
+    DeepSeek-V3 (MLA): 61 layers x (512 + 64) x 2 B = 70,272 B a token, 140.544 MB the prompt.
+    At TP8 every GPU keeps the whole latent, so each decode GPU receives all of it (X = 2.81088
+    ms, not an eighth: the planner's former seed); with attention DP one rank sends it to one
+    rank: the same X. exposed = 0.02 + 2.81088 - 0.5 x 60 / 61 = 2.339077 ms."""
+    llama = _est("llama-3.1-70b", "h100-sxm", 0.5e-3, tp=8)
+    assert exposed_transfer_s({"hardware": "h100-sxm", "tp": 8, "ep": 1}, llama, 2000) == \
+        pytest.approx(1.16465e-3, rel=1e-6)
+    for layout in ({"tp": 8, "ep": 8}, {"tp": 8, "ep": 8, "attention_dp": True}):
+        ds = _est("deepseek-v3", "h200-sxm", 0.5e-3, **layout)
+        assert exposed_transfer_s({"hardware": "h200-sxm", **layout}, ds, 2000) == pytest.approx(2.339077e-3, rel=1e-6)
+
+
+def test_attention_dp_pools_are_planned_and_sized_by_simulation():
+    """The DeepSeek scenario with separate pools of TP8/EP8 attention-DP replicas: feasible, and the
+    simulation of both pools (the planner's verification) sizes P:D, meeting the SLOs there."""
+    result = plan(load_scenario({**DEEPSEEK, "verify": 0}))
+    adp = [c for c in result.candidates if c.disaggregated and c.attention_dp]
+    assert len(adp) == 1 and adp[0].feasible and adp[0].label.endswith("tp8 ep8 adp disagg " + adp[0].pd)
+    dep = adp[0].deployment("trtllm-pytorch")
+    pools = dep.disaggregation
+    assert (pools.prefill.ep, pools.prefill.attention_dp, pools.decode.ep, pools.decode.attention_dp) == \
+        (8, True, 8, True)
+    from inferlab.planning.sizing import size_by_simulation
+
+    sized = size_by_simulation(load_scenario(DEEPSEEK), adp[0])
+    assert sized.feasible and sized.sized_by == "simulation"
+    n_p, n_d = sized.pools
+    assert sized.gpus == 8 * (n_p + n_d)
+    assert sized.simulated_ttft_s <= 3.0 and sized.simulated_tpot_s <= 0.060
