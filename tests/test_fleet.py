@@ -323,9 +323,18 @@ def test_a_control_period_below_a_second_is_refused():
     # a fuzzed period of 1e-38 s ticked ten million times without the clock moving
     with pytest.raises(SpecError, match="period_s must be at least 1 s"):
         inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10},
-                       autoscaler={"signal": "kv", "period_s": 1e-38})
+                       autoscaler={"signal": "kv", "target": 0.8, "period_s": 1e-38})
     with pytest.raises(SpecError, match="sample_s"):
         inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10}, sample_s=1e-9)
+
+
+def test_an_autoscaler_target_that_means_nothing_for_its_signal_is_refused():
+    # the queue's default target (4 requests waiting) would never be reached as a KV share
+    for scaler, message in (({"signal": "kv"}, "signal 'kv' needs a target"),
+                            ({"signal": "utilization", "target": 4.0}, "a share, at most 1"),
+                            ({"signal": "rate"}, "needs a target")):
+        with pytest.raises(SpecError, match=message):
+            inferlab.fleet(MODEL, GPU, horizon_s=2.0, traffic={"rate": 5.0, "isl": 100, "osl": 10}, autoscaler=scaler)
 
 
 def test_a_fleet_of_no_replicas_and_no_autoscaler_is_refused():

@@ -20,7 +20,7 @@ from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
 from .pools import Pool, Regions, check_pool, default_need, regions_of
-from .pricing import Pricing
+from .pricing import Pricing, catalog_price
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
 from .simulation import FleetConfig, Record, ReplicaKind, run
@@ -93,6 +93,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     tpot_slo_s = _tpot_slo(tpot_slo_s)
     if need is not None:
         need = integer("fleet: need", need, maximum=100_000)
+    replica_price = None  # a Deployment's price for the replica's GPUs [USD/h]
     if isinstance(model, Deployment):
         defaults = (("hardware", hardware, None), ("tp", tp, 1), ("precision", precision, None),
                     ("engine", engine, "vllm"), ("profile", profile, "default"),
@@ -104,8 +105,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
         spec = replica_of(model)
         model, hardware, tp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
         allow_long_context = spec["allow_long_context"]
-        if spec["price"] is not None and pricing is None:
-            pricing = {"on_demand_usd_per_hour": spec["price"]}
+        replica_price = spec["price"]
     elif hardware is None:
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
     dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
@@ -121,9 +121,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
-    price = _policy(Pricing, pricing) or Pricing()
-    if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
-        price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
+    # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
+    price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))
     scaler = _policy(Autoscaler, autoscaler)
     if replicas == 0 and scaler is None:
         raise SpecError("fleet: replicas=0 without an autoscaler serves nothing; give replicas >= 1, or an autoscaler "
@@ -199,8 +198,10 @@ def _pool_of_deployment(k: int, spec: dict[str, Any]) -> dict[str, Any]:
     out = {key: value for key, value in spec.items() if key != "deployment"}
     out.update({key: rep[key] for key in _REPLICA if rep[key] is not None})
     out["allow_long_context"] = rep["allow_long_context"]
-    if rep["price"] is not None and "pricing" not in spec:
-        out["pricing"] = {"on_demand_usd_per_hour": rep["price"]}
+    given = spec.get("pricing")  # the pool's on-demand price where its pricing names none
+    if rep["price"] is not None and (given is None or isinstance(given, (dict, Pricing))):
+        out["pricing"] = given.with_on_demand(rep["price"]) if isinstance(given, Pricing) else \
+            {"on_demand_usd_per_hour": rep["price"], **(given or {})}
     return out
 
 
@@ -254,9 +255,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                            kv_capacity_tokens(dep, base), float(cs.total_s),
                            boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
                            _peak_tokens_per_s(step, sched), state_tokens(dep, base))
-        price = _policy(Pricing, spec.get("pricing")) or Pricing()
-        if math.isnan(price.on_demand_usd_per_hour) and dep.hardware.price is not None:
-            price = replace(price, on_demand_usd_per_hour=dep.hardware.price.si * dep.parallel.tp * dep.parallel.pp)
+        price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
         models.append((dep.model, boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
         built.append(Pool(kind, integer(f"pool {k}: replicas", spec.get("replicas", 1), minimum=0, maximum=100_000),
                           _policy(Autoscaler, spec.get("autoscaler")), price,

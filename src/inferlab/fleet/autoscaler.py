@@ -39,6 +39,13 @@ from ..checks import integer, real
 from ..errors import SpecError
 
 SIGNALS = ("utilization", "queue", "concurrency", "kv", "rate")
+#: Signals that are a share of what a replica holds or does (a target above 1 is never reached).
+SHARES = ("utilization", "kv")
+#: What each signal's target means, for the message that asks for one.
+_TARGET_HINTS = {"utilization": "a share of the peak, e.g. 0.7", "concurrency": "requests in flight per replica, "
+                 "e.g. 16", "kv": "a share of the KV pool, e.g. 0.8", "rate": "requests/s per replica"}
+#: The queue's target when none is given: requests waiting per replica.
+DEFAULT_QUEUE_TARGET = 4.0
 #: HPA defaults [1].
 DEFAULT_PERIOD_S = 15.0
 #: Shortest control period: KEDA polls its scalers every 30 s by default and accepts 1 s
@@ -55,8 +62,10 @@ class Autoscaler:
     Parameters
     ----------
     signal : {"utilization", "queue", "concurrency", "kv", "rate"}
-    target : float
-        Signal value to hold per replica [-, request, request, -, request/s].
+    target : float, optional
+        Signal value to hold per replica [-, request, request, -, request/s]; required except
+        for ``queue`` (:data:`DEFAULT_QUEUE_TARGET`), at most 1 for the shares (``utilization``,
+        ``kv``).
     min_replicas, max_replicas : int
     period_s, scale_down_delay_s : float [s]
     tolerance : float
@@ -64,7 +73,7 @@ class Autoscaler:
     """
 
     signal: str = "queue"
-    target: float = 4.0
+    target: float | None = None
     min_replicas: int = 1
     max_replicas: int = 64
     period_s: float = DEFAULT_PERIOD_S
@@ -72,16 +81,23 @@ class Autoscaler:
     tolerance: float = DEFAULT_TOLERANCE
 
     def __post_init__(self) -> None:
-        for name in ("target", "period_s", "scale_down_delay_s", "tolerance"):
-            object.__setattr__(self, name, real(f"autoscaler.{name}", getattr(self, name), minimum=0.0, maximum=1e9))
-        for name in ("min_replicas", "max_replicas"):
-            object.__setattr__(self, name, integer(f"autoscaler.{name}", getattr(self, name), maximum=100_000))
         if not isinstance(self.signal, str) or self.signal not in SIGNALS:
             close = difflib.get_close_matches(str(self.signal), SIGNALS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise SpecError(f"autoscaler signal {self.signal!r} is unknown{hint} (allowed: {', '.join(SIGNALS)})")
+        if self.target is None:  # the queue's default would mean nothing for the other signals
+            if self.signal != "queue":
+                raise SpecError(f"autoscaler: signal {self.signal!r} needs a target ({_TARGET_HINTS[self.signal]})")
+            object.__setattr__(self, "target", DEFAULT_QUEUE_TARGET)
+        for name in ("target", "period_s", "scale_down_delay_s", "tolerance"):
+            object.__setattr__(self, name, real(f"autoscaler.{name}", getattr(self, name), minimum=0.0, maximum=1e9))
+        for name in ("min_replicas", "max_replicas"):
+            object.__setattr__(self, name, integer(f"autoscaler.{name}", getattr(self, name), maximum=100_000))
         if not (self.target > 0 and math.isfinite(self.target)):
             raise SpecError(f"autoscaler target must be a number > 0, got {self.target}")
+        if self.signal in SHARES and self.target > 1.0:
+            raise SpecError(f"autoscaler: signal {self.signal!r} is a share, at most 1; a target of {self.target:g} is "
+                            f"never reached, so it never scales up ({_TARGET_HINTS[self.signal]})")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise SpecError(f"autoscaler: need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, "
                             f"{self.max_replicas}")

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InfeasibleError
+from pydantic import ValidationError
+
+from ..errors import InfeasibleError, SpecError
+from ..specs.validation import format_validation_error
 
 #: Section key -> the scenario's field that lists its choices.
 AXES = (("model", "models"), ("hardware", "hardware"), ("tp", "tp"), ("precision", "precisions"))
@@ -46,12 +49,17 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> Any:
     data = {**sc.model_dump(), "search": Search.model_validate(search)}
     if "model" in section:
         data["models"] = (section["model"],)
-    if "hardware" in section:
+    if "hardware" in section:  # the prices of the scenario's other GPUs go with them
         data["hardware"] = (section["hardware"],)
+        data["prices"] = {hw: usd for hw, usd in sc.prices.items() if hw == section["hardware"]}
     if "allow_long_context" in section:
         data["allow_long_context"] = section["allow_long_context"]
     try:
-        return plan(Scenario.model_validate(data))
+        narrowed = Scenario.model_validate(data)
+    except ValidationError as exc:  # a section's choice the scenario cannot take (a model it does not list...)
+        raise SpecError(f"{where}: {format_validation_error(exc)}") from None
+    try:
+        return plan(narrowed)
     except InfeasibleError as exc:  # plan() raises when no configuration is feasible
         raise InfeasibleError(f"{where}: the fleet runs the plan's configuration, and {exc}") from None
 
@@ -60,5 +68,7 @@ def note(best: Any, named: list[str]) -> str:
     """What the fleet took from the plan, for the result's notes."""
     taken = ", ".join(named)
     how = {"simulation": "the serving simulation", "fluid": "the fluid model"}.get(best.sized_by, best.sized_by or "the plan")
-    return (f"fleet: {taken} from the plan's cheapest configuration ({best.label}, {best.replicas} replica"
-            f"{'' if best.replicas == 1 else 's'} sized by {how}); name them in the fleet section to run others")
+    return (f"fleet: {taken} from the plan's cheapest configuration a fleet replica can take ({best.label}, "
+            f"{best.replicas} replica{'' if best.replicas == 1 else 's'} sized by {how}; a fleet replica is one "
+            "tensor-parallel group: the plan is searched without expert parallelism, attention DP, pipeline stages, "
+            "drafters or separate pools); name them in the fleet section to run others")

@@ -22,7 +22,8 @@ and date); reserved and spot prices are given by the user (provider and term spe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -88,5 +89,20 @@ class Pricing:
             else self.reserved_usd_per_hour
         spot = np.asarray(spot, float)
         over = np.maximum(np.asarray(replicas, float) - spot - self.reserved, 0.0)
+        # a price is only needed where replicas pay it (none on demand: its price may be unknown)
         spot_cost = np.where(spot > 0, spot * self.spot_usd_per_hour, 0.0)
-        return self.reserved * reserved_price + over * self.on_demand_usd_per_hour + spot_cost
+        on_demand = np.where(over > 0, over * self.on_demand_usd_per_hour, 0.0)
+        return (self.reserved * reserved_price if self.reserved else 0.0) + on_demand + spot_cost
+
+    def with_on_demand(self, usd_per_hour: float | None) -> Pricing:
+        """This pricing with ``usd_per_hour`` as its on-demand price where it names none."""
+        if usd_per_hour is None or not math.isnan(self.on_demand_usd_per_hour):
+            return self
+        return replace(self, on_demand_usd_per_hour=float(usd_per_hour))
+
+
+def catalog_price(dep: Any) -> float | None:
+    """A replica's on-demand price from the catalog: its GPUs at the GPU's price [USD/h]; None
+    where the catalog has no price for the GPU."""
+    hw = dep.hardware
+    return None if hw.price is None else hw.price.si * dep.parallel.tp * dep.parallel.pp

@@ -87,6 +87,11 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         if "model" in data or "hardware" in data or "allow_long_context" in data or "cascade" in f:
             raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model, hardware and "
                             "allow_long_context in each pool (and no cascade), not at the top")
+        per_pool = sorted(k for k in ("replicas", "autoscaler", "startup", "pricing", "prefix_cache", "trace") if k in f)
+        top = sorted(k for k in ("engine", "tp", "precision", "deployment") if k in data)
+        if per_pool or top:  # each pool has its own: these would be dropped
+            raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, {', '.join(top + per_pool)} "
+                            "belong in each pool (trace: give traffic classes), not beside the pools")
         kwargs = {k: f[k] for k in ("pools", "regions", "router", "admission", "failures", "traffic", "seed", "need")
                   if k in f}
         kwargs["name"] = data.get("name", "fleet")

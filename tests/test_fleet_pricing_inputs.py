@@ -1,0 +1,84 @@
+"""Fleet inputs that used to be dropped or mispriced: a Deployment's price beside a partial
+pricing, reserved-only pricing on a GPU the catalog has no price for, keys given beside
+``fleet.pools``, ``--rate-scale`` with a trace, a plan scenario's fleet naming one of its GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+import inferlab
+from inferlab.cli.main import main
+from inferlab.errors import SpecError
+from inferlab.fleet import fleet_of
+
+TRAFFIC = {"rate": 2.0, "isl": 200, "osl": 20}
+DEP = {"model": "llama-3.1-8b", "hardware": "h100-sxm", "price_per_gpu_hour": 1.0}
+
+
+def test_a_deployments_price_stays_beside_a_pricing_that_names_no_on_demand_price():
+    """One replica on one GPU at 1 USD/h, reserved 0, for an hour: 1.00 USD (the catalog's H100
+    price would give more; the on-demand replica also pays the seconds it drains its last
+    requests past the hour); a pool reserving its one replica at 0.5 USD/h: 0.50 USD."""
+    dep = inferlab.Deployment.from_dict(DEP)
+    one = inferlab.fleet(dep, horizon_s=3600.0, traffic=TRAFFIC, pricing={"reserved": 0})
+    assert one.usd == pytest.approx(1.0, rel=1e-3)
+    pool = fleet_of([{"deployment": DEP, "replicas": 1, "pricing": {"reserved": 1, "reserved_usd_per_hour": 0.5}}],
+                    traffic=[TRAFFIC], horizon_s=3600.0)
+    assert pool.usd == pytest.approx(0.5, rel=1e-3)
+
+
+def test_reserved_replicas_cost_what_they_are_reserved_at_where_the_catalog_has_no_price():
+    """A GPU without a catalog price (b300): one reserved replica at 30 USD/h for half an hour is
+    15 USD; nothing runs on demand, so the unknown on-demand price does not make it unknown."""
+    r = inferlab.fleet("llama-3.1-8b", "b300", horizon_s=1800.0, traffic=TRAFFIC,
+                       pricing={"reserved": 1, "reserved_usd_per_hour": 30.0})
+    assert r.usd == pytest.approx(15.0, rel=1e-3)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_keys_beside_fleet_pools_are_refused_not_dropped(tmp_path, capsys):
+    path = _write(tmp_path, """
+fleet:
+  hours: 0.01
+  replicas: 5
+  pools: [{model: llama-3.1-8b, hardware: h100-sxm, replicas: 1}]
+  traffic: [{rate: 1, isl: 100, osl: 10}]
+""")
+    assert main(["fleet", path]) == 2
+    assert "replicas belong in each pool" in capsys.readouterr().err
+
+
+def test_rate_scale_with_a_trace_is_refused(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("arrival_s,isl,osl\n0.0,100,10\n0.5,100,10\n")
+    path = _write(tmp_path, f"""
+model: llama-3.1-8b
+hardware: h100-sxm
+fleet: {{hours: 0.01, trace: {tmp_path / 't.csv'}}}
+""")
+    assert main(["fleet", path, "--rate-scale", "0.1"]) == 2
+    assert "a trace replays its recorded arrival times" in capsys.readouterr().err
+
+
+def test_a_plan_scenarios_fleet_naming_one_gpu_keeps_only_its_price(tmp_path, capsys):
+    """The plan scenario prices two GPUs; its fleet section names one: the plan narrowed to it
+    runs (it raised a traceback on the other GPU's price)."""
+    path = _write(tmp_path, """
+name: two gpus
+models: [llama-3.1-8b]
+hardware: [h100-sxm, h200-sxm]
+engine: vllm
+traffic: {rate: 2, isl: 500, osl: 50}
+slo: {ttft_ms: 2000, tpot_ms: 60}
+search: {precisions: [fp8], tp: [1]}
+prices: {h100-sxm: 2.0, h200-sxm: 3.0}
+verify: 0
+fleet: {hours: 0.01, hardware: h200-sxm}
+""")
+    assert main(["fleet", path]) == 0
+    out = capsys.readouterr().out
+    assert "h200-sxm" in out and "a fleet replica is one tensor-parallel group" in out
