@@ -66,3 +66,30 @@ def test_attention_dp_pools_are_planned_and_sized_by_simulation():
     n_p, n_d = sized.pools
     assert sized.gpus == 8 * (n_p + n_d)
     assert sized.simulated_ttft_s <= 3.0 and sized.simulated_tpot_s <= 0.060
+
+
+def test_pools_on_a_gpu_without_a_nic_in_its_spec_are_simulated_over_the_link_the_plan_priced():
+    """MI300X's spec names no scale-out NIC: the plan prices its pools' KV transfer over PCIe
+    (64 GB/s), and the deployment it hands the simulation says so (the simulation refused the
+    pools before: no NIC to send over)."""
+    sc = load_scenario({**DEEPSEEK, "hardware": ["mi300x"], "engine": "sglang"})
+    cand = next(c for c in plan(sc).candidates if c.disaggregated and c.feasible)
+    dep = cand.deployment("sglang")
+    assert dep.disaggregation.link_bandwidth == 64e9
+    from inferlab.planning.sizing import size_by_simulation
+
+    assert size_by_simulation(sc, cand).sized_by == "simulation"
+
+
+def test_plan_launch_with_a_disaggregated_winner_prints_the_plan(tmp_path, capsys):
+    import yaml
+
+    from inferlab.cli.main import main
+
+    path = tmp_path / "ds.yaml"
+    path.write_text(yaml.safe_dump({**DEEPSEEK, "search": {**DEEPSEEK["search"], "tp": [8]},
+                                    "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90}}))
+    assert main(["plan", str(path), "--launch", "all", "--verify", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "best:" in out and "disagg" in out.split("best:")[1].splitlines()[0]
+    assert "no launch command: the winner" in out

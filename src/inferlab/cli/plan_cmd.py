@@ -60,7 +60,12 @@ def run(args: argparse.Namespace) -> None:
         write_plan_plot(result, args.plot)
         text += f"\nPareto front written to {args.plot}"
     data = result.to_dict()
-    if args.launch:
+    if args.launch and result.best is not None and result.best.disaggregated:  # the plan stands; no one command
+        why = (f"no launch command: the winner {result.best.label} runs prefill and decode on separate pools, each "
+               "launched with its engine's own disaggregation setup, which inferlab does not write")
+        text += f"\n\n{why}"
+        data["launch"] = {"unexpressed": why}
+    elif args.launch:
         from ..planning.launch import winner_commands
 
         commands = winner_commands(result, args.launch)

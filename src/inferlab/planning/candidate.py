@@ -165,6 +165,11 @@ class Candidate:
             pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "ep": self.ep,
                             "attention_dp": self.attention_dp, "precision": precision}
                      for side, n in (("prefill", n_p), ("decode", n_d))}
+            from ..specs.catalog import load_hardware
+
+            link = pool_link_bandwidth(load_hardware(self.hardware))
+            if link is not None:  # no NIC in the GPU's spec: the PCIe link the plan priced
+                pools["link_bandwidth"] = link
             return Deployment(model=self.model, disaggregation=pools, precision=precision, engine=eng,
                               profile=profile, allow_long_context=allow_long_context)
         layout = {"tp": self.tp, "pp": self.pp, "ep": self.ep, "attention_dp": self.attention_dp}
@@ -194,6 +199,15 @@ class Candidate:
         if not self.feasible:
             return math.inf
         return self.simulated_ttft_s if self.simulated else self.fluid_ttft_s
+
+
+def pool_link_bandwidth(hw: Any) -> float | None:
+    """The KV link [B/s per GPU] the plan gives separate pools on a GPU whose spec names no NIC
+    (MI300X, H20, PCIe cards): its PCIe link, as the fluid seed and the simulation both take it;
+    None where the spec names a NIC (the pools' own link, NVLink within a domain)."""
+    if hw.scale_out is not None:
+        return None
+    return hw.pcie.bandwidth.si if hw.pcie is not None else 1e9
 
 
 def _json_number(value: Any) -> Any:

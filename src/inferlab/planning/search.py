@@ -28,7 +28,7 @@ from ..memo import IdentityMemo
 from ..specs.catalog import load_hardware
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
-from .candidate import Candidate
+from .candidate import Candidate, pool_link_bandwidth
 from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, mixed_stall_s, operating_points, tpot_percentile_s,
                     ttft_percentile_s)
@@ -310,7 +310,7 @@ def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float) -> float:
     from ..techniques.kv_transfer import kv_transfer
 
     dep, hw = est.deployment, load_hardware(config["hardware"])
-    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else (hw.pcie.bandwidth.si if hw.pcie else 1e9)
+    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else pool_link_bandwidth(hw)
     pool = Pool(hw, num_gpus=config["tp"], tp=config["tp"], ep=config["ep"],
                 attention_dp=bool(config.get("attention_dp", False)))
     move = kv_transfer(Disaggregation(pool, pool, link="network", link_bandwidth=nic), dep, dep, 1.0,
@@ -361,11 +361,9 @@ def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarra
     # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
     isl_q = est.prompt_lengths
     alone_q = est.prompt_times_s + exposed + float(est.tpot_s[j])
-    # an attention-DP prefill replica prefills a prompt on each rank in one iteration (its
-    # prompts queue, so the ranks fill): its rate is theirs, each prompt a share of the iteration
-    ranks = est.deployment.parallel.attention_groups if config.get("attention_dp") else 1
-    mu_p = 1.0 / (est.prefill_1_s * shared_prefill(est.deployment, ranks, isl))
-    cap, spread = sc.search.target_utilization, tr.isl.second_moment_ratio
+    # a prefill replica as one server of its prompts, one at a time (an attention-DP replica's
+    # ranks could share iterations: the simulation that sizes the pools runs them)
+    cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
     if slo.ttft_ms:
         # the wait depends on the replicas (round robin smooths each one's arrivals) and they on
