@@ -82,3 +82,20 @@ fleet: {hours: 0.01, hardware: h200-sxm}
     assert main(["fleet", path]) == 0
     out = capsys.readouterr().out
     assert "h200-sxm" in out and "a fleet replica is one tensor-parallel group" in out
+
+
+def test_a_node_holds_one_pools_replicas():
+    """Two pools in two regions, one replica each, on nodes of two replicas: a node failure takes
+    down only its own pool's replica (they failed together, grouped by their global index)."""
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 1, "region": "us-east-1"},
+             {"model": "llama-3.1-8b", "hardware": "h200-sxm", "replicas": 1, "region": "eu-west-1"}]
+    r = fleet_of(pools, traffic=[{"rate": 0.5, "isl": 100, "osl": 10, "region": "us-east-1"}], horizon_s=3 * 3600.0,
+                 failures={"replica_mtbf_h": float("inf"), "node_mtbf_h": 0.5, "replicas_per_node": 2}, seed=1)
+    fails = [(t, i) for t, kind, i in r.events if kind == "fail"]
+    assert fails and len({t for t, _ in fails}) == len(fails)   # never two replicas at one instant
+
+
+def test_more_replicas_a_node_than_its_gpus_hold_is_refused():
+    with pytest.raises(SpecError, match="a h100-sxm node has 8: at most 1 a node"):
+        inferlab.fleet("llama-3.1-70b", "h100-sxm", tp=8, horizon_s=60.0, traffic=TRAFFIC,
+                       failures={"node_mtbf_h": 100.0, "replicas_per_node": 2})

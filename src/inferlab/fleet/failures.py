@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 from ..checks import integer, real
+from ..core.interconnect import node_size
 from ..errors import SpecError
 
 #: One failure per replica every this many hours. An assumption from [1] (hardware alone:
@@ -132,3 +133,24 @@ def replicas_for(target: float, need: int, a: float, *, limit: int = 10_000) -> 
         if n > limit:
             raise SpecError(f"no fleet of up to {limit} replicas reaches availability {target} at a={a}")
     return n
+
+
+def check_nodes(failures: Failures, deployments: list) -> None:
+    """Refuse ``replicas_per_node`` replicas that do not fit one node of a pool's GPU: a node
+    holds ``replicas_per_node x`` a replica's GPUs (eight-GPU HGX servers, a 72-GPU NVL72 rack).
+
+    Raises
+    ------
+    SpecError
+        A pool whose replicas are too wide for that many on one node.
+    """
+    if failures.replicas_per_node == 1 or not math.isfinite(failures.node_mtbf_h):
+        return
+    for dep in deployments:
+        if dep is None:
+            continue
+        gpus, node = dep.parallel.tp * dep.parallel.pp, node_size(dep.hardware)
+        if failures.replicas_per_node * gpus > node:
+            raise SpecError(f"failures: replicas_per_node {failures.replicas_per_node} replicas of {gpus} GPU(s) "
+                            f"need {failures.replicas_per_node * gpus} GPUs on one node; a {dep.hardware.id} node has "
+                            f"{node}: at most {max(node // gpus, 1)} a node")

@@ -28,7 +28,7 @@ class Outages:
         if f is None:
             return
         mtbf_h = [(f.replica_mtbf_h, False)]
-        if r.index % f.replicas_per_node == 0:  # the node's first replica carries the node's failures
+        if self._node_mates(r)[0] is r:  # the node's first replica carries the node's failures
             mtbf_h.append((f.node_mtbf_h, True))
         r.fail_ver += 1
         for hours, node in mtbf_h:
@@ -43,8 +43,7 @@ class Outages:
         f = self.cfg.failures
         hit = [r]
         if node:  # the node takes down its replicas
-            base = r.index
-            hit = [x for x in self.replicas[base:base + f.replicas_per_node] if x.state == "up"]
+            hit = [x for x in self._node_mates(r) if x.state == "up"]
         for x in hit:
             lost = x.engine.abort()
             for i in lost:
@@ -58,6 +57,13 @@ class Outages:
             x.ver += 1
             x.key = None
         self._healthy(t)
+
+    def _node_mates(self, r: Replica) -> list:
+        """The replicas on ``r``'s node: its pool's replicas in the order they were ordered,
+        ``replicas_per_node`` a node (a node holds one pool's GPUs, in one region)."""
+        mine = [x for x in self.replicas if x.pool == r.pool]
+        first = mine.index(r) // self.cfg.failures.replicas_per_node * self.cfg.failures.replicas_per_node
+        return mine[first:first + self.cfg.failures.replicas_per_node]
 
     def _reclaim(self, t: float, r: Replica) -> None:
         """The provider takes a spot replica back: notice now, gone after the notice. A pool

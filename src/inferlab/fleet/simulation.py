@@ -23,7 +23,7 @@ from ..serving.engine import Engine
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .control import SAMPLES, Control
-from .failures import Failures
+from .failures import Failures, check_nodes
 from .outages import Outages
 from .pools import Pool, Regions
 from .replicas import Replica, ReplicaKind
@@ -55,6 +55,10 @@ class FleetConfig:
     pools: tuple = ()  # Pool, ...: replaces the one pool of ``replicas`` and ``autoscaler``
     regions: Regions | None = None
     drain_s: float | None = None  # after the horizon; None: max(horizon, DRAIN_MIN_S)
+
+    def __post_init__(self) -> None:
+        if self.failures is not None:
+            check_nodes(self.failures, [getattr(p.kind.model, "dep", None) for p in self.pools])
 
 
 @dataclass
