@@ -99,3 +99,12 @@ def test_more_replicas_a_node_than_its_gpus_hold_is_refused():
     with pytest.raises(SpecError, match="a h100-sxm node has 8: at most 1 a node"):
         inferlab.fleet("llama-3.1-70b", "h100-sxm", tp=8, horizon_s=60.0, traffic=TRAFFIC,
                        failures={"node_mtbf_h": 100.0, "replicas_per_node": 2})
+
+
+def test_starting_replicas_over_a_regions_quota_are_refused():
+    """Two H200 TP8 replicas (16 GPUs) asked to start where the quota is 8 GPUs: refused up front
+    (they ran as one, with availability counted against the two asked for, and a note)."""
+    pools = [{"model": "llama-3.1-70b", "hardware": "h200-sxm", "tp": 8, "replicas": 2, "region": "us-east-1"}]
+    with pytest.raises(SpecError, match="region 'us-east-1' start 16 GPUs, over its quota of 8"):
+        fleet_of(pools, traffic=[{"rate": 0.5, "isl": 100, "osl": 10, "region": "us-east-1"}], horizon_s=60.0,
+                 regions={"quota_gpus": {"us-east-1": 8}})

@@ -19,7 +19,7 @@ from ..serving.stepmodel import StepModel
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
-from .pools import Pool, Regions, check_pool, default_need, regions_of
+from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, regions_of
 from .pricing import Pricing, catalog_price
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
@@ -272,6 +272,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         check_context(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok)
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
+    check_start_quotas(built, regions)
     cfg = FleetConfig(replicas=sum(p.replicas for p in built), router=_router(router),
                       admission=_policy(Admission, admission) or Admission(), failures=_policy(Failures, failures),
                       horizon_s=horizon_s, sample_s=sample_s, seed=seed, pools=tuple(built), regions=regions)

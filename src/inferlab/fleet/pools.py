@@ -117,6 +117,26 @@ class Regions:
         return float(self.provider_quota_gpus.get(provider, math.inf)) if provider else math.inf
 
 
+def check_start_quotas(pools: tuple[Pool, ...] | list[Pool], regions: Regions | None) -> None:
+    """Refuse pools whose starting replicas hold more GPUs than their region's or provider's
+    quota: they could never all start (the autoscaler's later orders meet the quota in the run).
+
+    Raises
+    ------
+    SpecError
+        Naming the region or provider, the GPUs asked for and the quota.
+    """
+    if regions is None:
+        return
+    for name, key, quota in (("region", "region", regions.quota), ("provider", "provider", regions.provider_quota)):
+        for where in sorted({getattr(p, key) for p in pools}):
+            gpus = sum(p.replicas * p.gpus for p in pools if getattr(p, key) == where)
+            if gpus > quota(where):
+                raise SpecError(f"fleet: the pools of {name} {where!r} start {gpus} GPUs, over its quota of "
+                                f"{quota(where):g}: start fewer replicas there (an autoscaler orders more within "
+                                "the quota), or raise the quota")
+
+
 def regions_of(value: Regions | dict | None) -> Regions | None:
     """``fleet_of``'s ``regions``: a :class:`Regions`, or its mapping (``rtt_s`` keyed
     ``"a|b"`` [s], ``quota_gpus``, ``provider_quota_gpus`` [GPU], ``spill`` [request]) checked
