@@ -290,7 +290,7 @@ def test_operations_day_plan_by_hand():
     sc = _small(operations={"daily_profile": [0.25, 0.5, 1.0, 1.0], "reserved_discount": 0.4,
                             "ramp_rps_per_min": 6, "reaction_s": 60, "storage_gb_per_s": 2.0})
     best = SimpleNamespace(model="llama-3.1-8b", hardware="h100-sxm", tp=1, pp=1, ep=1, attention_dp=False,
-                           precision="fp8", replicas=4,
+                           disaggregated=False, precision="fp8", replicas=4,
                            usd_per_hour=40.0, headroom=0.2, headroom_by="simulation", replica_rate=9.0)
     day = day_plan(sc, best)
     cap = day.capacity

@@ -93,3 +93,29 @@ def test_plan_launch_with_a_disaggregated_winner_prints_the_plan(tmp_path, capsy
     out = capsys.readouterr().out
     assert "best:" in out and "disagg" in out.split("best:")[1].splitlines()[0]
     assert "no launch command: the winner" in out
+
+
+def test_a_disaggregated_winners_day_needs_one_replica_of_each_pool_at_least():
+    """Separate pools through a day at 10% and 100% of the peak: each pool keeps its share of
+    its replicas and at least one (a prefill pool without a decode pool serves nothing), so the
+    quiet period needs 2 replicas, not 10% of the plan's."""
+    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90},
+                        "operations": {"daily_profile": [0.1, 1.0], "period_h": 12}})
+    result = plan(sc)
+    best = result.best
+    assert best.disaggregated
+    n_p, n_d = best.pools
+    from inferlab.planning.operations import day_plan
+
+    assert list(day_plan(sc, best).capacity.demand) == [2, n_p + n_d]
+
+
+def test_a_disaggregated_winner_is_compared_with_the_api():
+    """The API comparison was dropped for separate pools. 8 req/s of 2,000 in / 500 out tokens
+    at $1 / $4 per 1M tokens: (2,000 x 1 + 500 x 4) / 1e6 = $0.004 a request, x 8 x 3,600 =
+    $115.20/h."""
+    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90},
+                        "api_price": {"input_per_million": 1.0, "output_per_million": 4.0}})
+    result = plan(sc)
+    assert result.best.disaggregated
+    assert "$115.20/h for this traffic, against" in result.explain()

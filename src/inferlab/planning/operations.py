@@ -72,8 +72,11 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     per_replica_usd_h = best.usd_per_hour / best.replicas
     capacity = None
     if ops.daily_profile is not None:
-        # the plan's replicas carry the peak; each period needs its share of them
-        demand = best.replicas * np.asarray(ops.daily_profile, float)
+        # the plan's replicas carry the peak; each period needs its share of them (separate
+        # pools: each pool its share, at least one replica of each to serve at all)
+        share = np.asarray(ops.daily_profile, float)
+        demand = best.replicas * share if not best.disaggregated else \
+            sum(np.maximum(np.ceil(n * share - 1e-9), 1.0) for n in best.pools)
         capacity = plan_capacity(demand, reserved_usd_per_hour=per_replica_usd_h * (1.0 - ops.reserved_discount),
                                  on_demand_usd_per_hour=per_replica_usd_h,
                                  spot_usd_per_hour=None if ops.spot_discount is None
@@ -87,8 +90,8 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     # what one replica carries within the SLOs: its planned share and the headroom it showed (the
     # fluid model's capacity where the simulation stopped looking, at +HEADROOM_MAX, or never looked)
     carried = scenario.traffic.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
-    if best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX:
-        carried = max(carried, best.replica_rate)
+    if not best.disaggregated and (best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX):
+        carried = max(carried, best.replica_rate)  # (separate pools: a decode replica's rate is not a replica's)
     headroom = warm_headroom(requests_per_s_per_replica=carried,
                              cold_start_s=cs, ramp_requests_per_s2=ops.ramp_rps_per_min / 60.0,
                              reaction_s=ops.reaction_s, usd_per_replica_hour=per_replica_usd_h)

@@ -204,14 +204,18 @@ class Plan:
 
     def _api_lines(self, best: Candidate) -> list[str]:
         api = self.scenario.api_price
-        if api is None or best.disaggregated:
+        if api is None:
             return []
-        from ..economics import api_vs_dedicated
+        from ..economics import api_usd_per_request, api_vs_dedicated
 
         tr = self.scenario.traffic
+        if best.disaggregated and not tr.offline:  # two kinds of replica: no one replica's break-even
+            api_h = float(api_usd_per_request(api.input_per_million, api.output_per_million, tr.isl.expected,
+                                              tr.osl.expected)) * tr.request_rate * 3600.0
+            return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
+                    f"${api_h:,.2f}/h for this traffic, against ${best.usd_per_hour:,.2f}/h for these pools (no "
+                    "break-even rate: the prefill and decode replicas carry different shares of a request)"]
         if tr.offline:  # a job's replicas are let go when it is done: the job's cost on either side
-            from ..economics import api_usd_per_request
-
             api_job = float(api_usd_per_request(api.input_per_million, api.output_per_million, tr.isl.expected,
                                                 tr.osl.expected)) * tr.requests
             return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "

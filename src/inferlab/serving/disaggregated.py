@@ -97,14 +97,19 @@ class DisaggServeResult(ServeResult):
         wait_d = np.nanmean(self.trace.first_token - self.decode_arrival) if d.first_token == "decode" else 0.0
         lines = [str(self).splitlines()[0],
                  f"TTFT {s['ttft']['mean'] * 1e3:.1f} ms on average: {wait_p * 1e3:.1f} ms waiting for a prefill "
-                 f"replica ({d.prefill.replicas} of tp{d.prefill.tp}), the prefill, "
+                 f"replica ({d.prefill.replicas} of {_kind(d.prefill)}), the prefill, "
                  f"{np.nanmean(self.transfer_s) * 1e3:.2f} ms of exposed KV transfer"
                  + (f", {wait_d * 1e3:.1f} ms to the decode pool's first step" if d.first_token == "decode" else ""),
                  f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode-only iterations on "
-                 f"{d.decode.replicas} replica(s) of tp{d.decode.tp}, about "
+                 f"{d.decode.replicas} replica(s) of {_kind(d.decode)}, about "
                  f"{np.nansum(self.trace.finish - self.decode_arrival) / self.duration_s / d.decode.replicas:.1f} "
                  "requests in flight each"]
         return "\n".join(lines)
+
+
+def _kind(pool: Any) -> str:
+    """A pool's replica as its layout reads: ``tp8``, ``tp8 ep8 adp`` (eight attention-DP ranks)."""
+    return f"tp{pool.tp}" + (f" ep{pool.ep}" if pool.ep > 1 else "") + (" adp" if pool.attention_dp else "")
 
 
 def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
