@@ -108,3 +108,14 @@ def test_starting_replicas_over_a_regions_quota_are_refused():
     with pytest.raises(SpecError, match="region 'us-east-1' start 16 GPUs, over its quota of 8"):
         fleet_of(pools, traffic=[{"rate": 0.5, "isl": 100, "osl": 10, "region": "us-east-1"}], horizon_s=60.0,
                  regions={"quota_gpus": {"us-east-1": 8}})
+
+
+def test_a_utilization_target_the_signal_never_reaches_is_said():
+    """A sparse MoE replica saturated with decodes processes well under half the tokens of its
+    full-budget prefill: a utilization target of 0.6 never scales it while nearly every request
+    misses its TTFT objective; the result says why (it stayed silent at one replica)."""
+    r = inferlab.fleet("qwen3-30b-a3b", "h100-sxm", engine="vllm", replicas=1, horizon_s=300.0,
+                       traffic={"rate": 40, "isl": 2000, "osl": 300},
+                       autoscaler={"signal": "utilization", "target": 0.6, "max_replicas": 10})
+    assert r.samples["ready"].max() == 1
+    assert any("the utilization signal peaked at" in n and "scale on queue or concurrency" in n for n in r.notes)

@@ -17,7 +17,7 @@ from ..serving.replica import (check_context, engine_scheduler, kv_capacity_toke
                                unchunked_budget)
 from ..serving.stepmodel import StepModel
 from .admission import Admission
-from .autoscaler import Autoscaler
+from .autoscaler import Autoscaler, unreached_note
 from .failures import Failures
 from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, regions_of
 from .pricing import Pricing, catalog_price
@@ -306,6 +306,9 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     span = np.clip(np.diff(np.append(samples["t"], end)), 0.0, None) if len(samples["t"]) else samples["t"]
     usd = float(np.sum(samples["usd_per_hour"] * span)) / 3600.0
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
+    ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
+    notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),
+                                     float(np.mean((rec.first_token - rec.sent)[ok] > ttft_slo_s)) if ok.any() else 0.0))
     if price.reserved > most:  # paid whether they run or not
         notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
                          f"{most} that ever ran")

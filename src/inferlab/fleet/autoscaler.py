@@ -12,7 +12,10 @@ Signals, each a mean over the ready replicas:
 - ``utilization``: tokens processed over what the replica processes at full prefill
   budget (its peak, :attr:`~inferlab.fleet.simulation.ReplicaKind.peak_tokens_per_s`);
   throughput can only follow demand up to the peak, so it lags a rise and, capped at 1,
-  asks for at most ``1 / target`` times the replicas per period. (The busy share of
+  asks for at most ``1 / target`` times the replicas per period; a replica whose iterations
+  are decode steps stays far below that peak even when saturated (0.3-0.5 for a sparse MoE
+  model), so a target above that level never scales it (the result says so:
+  :func:`unreached_note`). (The busy share of
   time, what ``nvidia-smi`` reports, is near 1 at any load of an in-flight-batching engine.)
 - ``queue``: requests waiting (not yet past their prompt), which grows without bound in
   overload and leads.
@@ -34,6 +37,9 @@ from __future__ import annotations
 import difflib
 import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from ..checks import integer, real
 from ..errors import SpecError
@@ -115,3 +121,18 @@ def desired_replicas(policy: Autoscaler, ready: int, value: float) -> int:
     else:
         want = math.ceil(max(ready, 1) * ratio - 1e-9)
     return min(max(want, policy.min_replicas), policy.max_replicas)
+
+
+def unreached_note(policies: list, utilization: Any, late_share: float) -> tuple[str, ...]:
+    """A note where an autoscaler on ``utilization`` never saw its target while ``late_share`` of
+    the requests missed their TTFT objective: tokens over a replica's full-budget prefill rate
+    stay well below 1 where decode steps fill its iterations (a sparse MoE model's prefill
+    rate is high for its decode), so that autoscaler never scaled up."""
+    targets = [a.target * (1.0 - a.tolerance) for a in policies if a is not None and a.signal == "utilization"]
+    peak = float(np.max(utilization)) if np.size(utilization) else 0.0
+    if not targets or peak >= min(targets) or late_share <= 0.05:
+        return ()
+    return (f"autoscaler: the utilization signal peaked at {peak:.2f}, below its target, while {late_share:.0%} of "
+            "the requests missed the TTFT objective: a replica busy with decode steps processes far fewer tokens "
+            "than its full-budget prefill rate, so the signal never asked for more; scale on queue or concurrency, "
+            "or set a target below that peak",)
