@@ -4,6 +4,7 @@ pricing, reserved-only pricing on a GPU the catalog has no price for, keys given
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import inferlab
@@ -81,7 +82,7 @@ fleet: {hours: 0.01, hardware: h200-sxm}
 """)
     assert main(["fleet", path]) == 0
     out = capsys.readouterr().out
-    assert "h200-sxm" in out and "a fleet replica is one tensor-parallel group" in out
+    assert "h200-sxm" in out and "which a fleet replica does not run" in out
 
 
 def test_a_node_holds_one_pools_replicas():
@@ -119,3 +120,24 @@ def test_a_utilization_target_the_signal_never_reaches_is_said():
                        autoscaler={"signal": "utilization", "target": 0.6, "max_replicas": 10})
     assert r.samples["ready"].max() == 1
     assert any("the utilization signal peaked at" in n and "scale on queue or concurrency" in n for n in r.notes)
+
+
+@pytest.mark.parametrize("engine,layout", [("trtllm-pytorch", {"ep": 8, "attention_dp": True}),
+                                           ("sglang", {"ep": 8})])
+def test_one_expert_parallel_replica_fleet_equals_serve(engine, layout):
+    """A fleet of one DeepSeek-V3 replica over eight H200s with its experts spread over them (and
+    attention data-parallel: each GPU its own sequences) serves the same requests as serve() on
+    that deployment, request by request (fleets refused expert parallelism before)."""
+    from inferlab.fleet.replicas import replica_kind
+    from inferlab.fleet.simulation import FleetConfig, run
+    from inferlab.fleet.startup import Startup
+    from inferlab.fleet.traffic import plain
+
+    kw = dict(tp=8, precision="fp8", engine=engine, **layout)
+    ref = inferlab.serve("deepseek-v3", "h200-sxm", isl=1500, osl=150, rate=6.0, num_requests=150, seed=3,
+                         **kw).trace
+    kind, _ = replica_kind("one", "deepseek-v3", "h200-sxm", startup=Startup(), **kw)
+    rec = run(kind, plain(ref.arrival, ref.isl, ref.osl), FleetConfig())
+    assert np.array_equal(rec.first_token, ref.first_token) and np.array_equal(rec.finish, ref.finish)
+    r = inferlab.fleet("deepseek-v3", "h200-sxm", horizon_s=30.0, traffic={"rate": 2.0, "isl": 500, "osl": 50}, **kw)
+    assert r.counts()["ok"] > 0 and r.usd > 0

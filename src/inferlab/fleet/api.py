@@ -12,10 +12,7 @@ from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
-from ..inputs.resolve import deployment
-from ..serving.replica import (check_context, engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens,
-                               unchunked_budget)
-from ..serving.stepmodel import StepModel
+from ..serving.replica import check_context
 from .admission import Admission
 from .autoscaler import Autoscaler, unreached_note
 from .failures import Failures
@@ -23,7 +20,8 @@ from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, 
 from .pricing import Pricing, catalog_price
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
-from .simulation import FleetConfig, Record, ReplicaKind, run
+from .replicas import replica_kind
+from .simulation import FleetConfig, Record, run
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
 
@@ -32,11 +30,13 @@ _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "p
 #: Longest simulated span [s]: a year; float64 times then still resolve 10 ns, far below a
 #: step (availability over months of failures needs more than a day).
 MAX_HORIZON_S = 366 * 86400.0
-_POOL_KEYS = ("model", "hardware", "tp", "precision", "engine", "profile", "replicas", "region", "provider", "serves",
-              "autoscaler", "pricing", "startup", "prefix_cache", "limits", "deployment", "allow_long_context")
+_POOL_KEYS = ("model", "hardware", "tp", "ep", "attention_dp", "precision", "engine", "profile", "replicas", "region",
+              "provider", "serves", "autoscaler", "pricing", "startup", "prefix_cache", "limits", "deployment",
+              "allow_long_context")
 
 
-def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = None, engine: str = "vllm",
+def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attention_dp: bool = False,
+          precision: Any = None, engine: str = "vllm",
           profile: Any = "default", replicas: int = 1, traffic: Any = None, trace: Any = None,
           horizon_s: float = 3600.0, router: str | RouterConfig = "least_outstanding",
           admission: Admission | dict | None = None, autoscaler: Autoscaler | dict | None = None,
@@ -50,7 +50,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
 
     Parameters
     ----------
-    model, hardware, tp, precision, engine, profile :
+    model, hardware, tp, ep, attention_dp, precision, engine, profile :
         One replica, as :func:`inferlab.serve`; ``limits`` override scheduler fields
         (``max_num_seqs``, ...). Or a :class:`~inferlab.Deployment` as ``model`` alone,
         which sets all of them (and the on-demand price when it names one).
@@ -95,7 +95,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
         need = integer("fleet: need", need, maximum=100_000)
     replica_price = None  # a Deployment's price for the replica's GPUs [USD/h]
     if isinstance(model, Deployment):
-        defaults = (("hardware", hardware, None), ("tp", tp, 1), ("precision", precision, None),
+        defaults = (("hardware", hardware, None), ("tp", tp, 1), ("ep", ep, 1), ("attention_dp", attention_dp, False),
+                    ("precision", precision, None),
                     ("engine", engine, "vllm"), ("profile", profile, "default"),
                     ("allow_long_context", allow_long_context, False))
         given = [name for name, value, default in defaults if not is_default(value, default)]
@@ -103,21 +104,17 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
             raise SpecError(f"fleet(deployment): {', '.join(given + ['limits'] * bool(limits))} given beside the "
                             "Deployment; set them in it instead")
         spec = replica_of(model)
-        model, hardware, tp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
+        model, hardware, tp, ep, attention_dp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
         allow_long_context = spec["allow_long_context"]
         replica_price = spec["price"]
     elif hardware is None:
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
-    dep = deployment(model, hardware, tp=tp, precision=precision, engine=engine, profile=profile)
-    base = unchunked_budget(dep, engine_scheduler(engine, None, **limits))
-    sched = replica_limits(dep, engine, base)
-    start = _policy(Startup, startup) or Startup()
-    cs = start.cold_start(dep)
-    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
-                     sched.graph_max_batch)
-    kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
-                       kv_capacity_tokens(dep, base), float(cs.total_s), boolean("fleet: prefix_cache", prefix_cache),
-                       _peak_tokens_per_s(step, sched), state_tokens(dep, base))
+    kind, cs = replica_kind(name, model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision,
+                            engine=engine, profile=profile, limits=limits,
+                            startup=_policy(Startup, startup) or Startup(),
+                            prefix_cache=boolean("fleet: prefix_cache", prefix_cache))
+    dep = kind.model.dep
+    sched = kind.sched
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
@@ -143,34 +140,34 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, precision: Any = Non
                    tpot_slo_s=tpot_slo_s)
 
 
-_REPLICA = ("model", "hardware", "tp", "precision", "engine", "profile", "limits")
+_REPLICA = ("model", "hardware", "tp", "ep", "attention_dp", "precision", "engine", "profile", "limits")
 
 
 def replica_of(dep: Deployment) -> dict[str, Any]:
     """The fleet replica a :class:`~inferlab.Deployment` describes: model, hardware, ``tp``,
-    formats, engine with its limits, profile, and the price of the replica's GPUs [USD/h]
-    when it names one.
+    ``ep`` and attention DP, formats, engine with its limits, profile, and the price of the
+    replica's GPUs [USD/h] when it names one.
 
     Raises
     ------
     SpecError
         What a fleet replica does not simulate: pipeline stages, data-parallel copies (each
-        is a replica: give their number as ``replicas``), expert parallelism, speculation, a
-        static prefix-cache hit rate (the fleet's replicas keep their own caches),
-        disaggregated pools.
+        is a replica: give their number as ``replicas``), attention TP inside data-parallel
+        ranks, speculation, a static prefix-cache hit rate (the fleet's replicas keep their
+        own caches), disaggregated pools.
     """
     lay = dep.layout
-    unused = {"pp": lay.pp != 1, "dp (each copy is a replica: give replicas)": lay.dp != 1, "ep": lay.ep != 1,
-              "attention_dp": lay.attention_dp, "speculative": dep.speculative is not None,
+    unused = {"pp": lay.pp != 1, "dp (each copy is a replica: give replicas)": lay.dp != 1,
+              "attention_tp": lay.attention_tp != 1, "speculative": dep.speculative is not None,
               "prefix_cache (each replica keeps its own)": dep.prefix_cache is not None,
               "disaggregation": dep.disaggregation is not None, "utilization": dep.utilization != 1.0,
               "attention": dep.attention != "flash", "cuda_graphs": not dep.cuda_graphs}
     given = [name for name, was_set in unused.items() if was_set]
     if given:
-        raise SpecError(f"a fleet replica is one tensor-parallel group; the deployment's {', '.join(given)} "
-                        "are not simulated in fleets: drop them")
+        raise SpecError(f"a fleet replica is one group of GPUs serving its own requests; the deployment's "
+                        f"{', '.join(given)} are not simulated in fleets: drop them")
     price = None if dep.price_per_gpu_hour is None else dep.price_per_gpu_hour * lay.tp
-    return {"model": dep.model, "hardware": dep.hardware, "tp": lay.tp,
+    return {"model": dep.model, "hardware": dep.hardware, "tp": lay.tp, "ep": lay.ep, "attention_dp": lay.attention_dp,
             "precision": dep.precision.value() if dep.precision is not None else None, "engine": dep.engine.name,
             "profile": dep.profile, "limits": dep.engine.limits(), "price": price,
             "allow_long_context": dep.allow_long_context}
@@ -243,18 +240,15 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         if "deployment" in spec:
             spec = _pool_of_deployment(k, spec)
         check_pool(k, spec, _POOL_KEYS, written_out=True)
-        dep = deployment(spec["model"], spec["hardware"], tp=spec.get("tp", 1), precision=spec.get("precision"),
-                         engine=spec.get("engine", "vllm"), profile=spec.get("profile", "default"))
-        base = unchunked_budget(dep, engine_scheduler(spec.get("engine", "vllm"), None, **spec.get("limits", {})))
-        sched = replica_limits(dep, spec.get("engine", "vllm"), base)
-        step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
-                         sched.graph_max_batch)
-        cs = (_policy(Startup, spec.get("startup")) or Startup()).cold_start(dep)
         serves = str(spec.get("serves", spec["model"]))
-        kind = ReplicaKind(f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}", step, sched,
-                           kv_capacity_tokens(dep, base), float(cs.total_s),
-                           boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
-                           _peak_tokens_per_s(step, sched), state_tokens(dep, base))
+        kind, _ = replica_kind("", spec["model"], spec["hardware"], tp=spec.get("tp", 1), ep=spec.get("ep", 1),
+                               attention_dp=boolean(f"pool {k}: attention_dp", spec.get("attention_dp", False)),
+                               precision=spec.get("precision"), engine=spec.get("engine", "vllm"),
+                               profile=spec.get("profile", "default"), limits=spec.get("limits", {}),
+                               startup=_policy(Startup, spec.get("startup")) or Startup(),
+                               prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)))
+        dep = kind.model.dep
+        kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
         models.append((dep.model, boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
         built.append(Pool(kind, integer(f"pool {k}: replicas", spec.get("replicas", 1), minimum=0, maximum=100_000),
@@ -364,14 +358,6 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
                 "model": np.full(len(part), str(c.get("model", "")), object)}
         parts.append(replace(part, **tags))
     return concat(parts)
-
-
-def _peak_tokens_per_s(step: StepModel, sched: Any) -> float:
-    """Tokens per second of back-to-back full-budget prefill iterations [token/s]."""
-    budget = float(sched.max_num_batched_tokens)
-    none = np.zeros(0)
-    t = step.time(decode_context=none, prefill_context=np.zeros(1), prefill_tokens=np.array([budget]), logits=1.0)
-    return budget / t
 
 
 def _policy(cls: type, value: Any) -> Any:

@@ -38,10 +38,9 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> Any:
     from ..planning.planner import plan
     from ..planning.scenario import Scenario, Search
 
-    # a fleet replica is one tensor-parallel group of one deployment: no separate pools, pipeline
-    # stages, expert groups or drafter (fleet() refuses them)
-    search = {**sc.search.model_dump(), "disaggregation": False, "pp": (1,), "expert_parallel": False,
-              "speculative": (None,)}
+    # a fleet replica is one group of GPUs of one deployment (tensor and expert parallel, attention
+    # DP): no separate pools, pipeline stages or drafter (fleet() refuses them)
+    search = {**sc.search.model_dump(), "disaggregation": False, "pp": (1,), "speculative": (None,)}
     if "tp" in section:
         search["tp"] = (section["tp"],)
     if "precision" in section:
@@ -69,6 +68,6 @@ def note(best: Any, named: list[str]) -> str:
     taken = ", ".join(named)
     how = {"simulation": "the serving simulation", "fluid": "the fluid model"}.get(best.sized_by, best.sized_by or "the plan")
     return (f"fleet: {taken} from the plan's cheapest configuration a fleet replica can take ({best.label}, "
-            f"{best.replicas} replica{'' if best.replicas == 1 else 's'} sized by {how}; a fleet replica is one "
-            "tensor-parallel group: the plan is searched without expert parallelism, attention DP, pipeline stages, "
-            "drafters or separate pools); name them in the fleet section to run others")
+            f"{best.replicas} replica{'' if best.replicas == 1 else 's'} sized by {how}; the plan is searched "
+            "without pipeline stages, drafters or separate pools, which a fleet replica does not run); name them in "
+            "the fleet section to run others")

@@ -7,7 +7,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ..inputs.resolve import deployment
 from ..serving.engine import Engine
+from ..serving.replica import engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens, unchunked_budget
+from ..serving.stepmodel import StepModel
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,32 @@ class ReplicaKind:
     prefix_cache: bool = True
     peak_tokens_per_s: float = math.nan
     state_tokens: float = 0.0
+
+
+def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int = 1, attention_dp: bool = False,
+                 precision: Any = None, engine: str = "vllm", profile: Any = "default", limits: dict | None = None,
+                 startup: Any = None, prefix_cache: bool = True) -> tuple[ReplicaKind, Any]:
+    """One replica of a fleet pool, as :func:`inferlab.serve` runs it (its deployment, the
+    engine's limits for it, the step model), and its cold start (``startup``: a
+    :class:`~.startup.Startup`)."""
+    dep = deployment(model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision, engine=engine,
+                     profile=profile)
+    base = unchunked_budget(dep, engine_scheduler(engine, None, **(limits or {})))
+    sched = replica_limits(dep, engine, base)
+    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch)
+    cs = startup.cold_start(dep)
+    kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
+                       kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched),
+                       state_tokens(dep, base))
+    return kind, cs
+
+
+def _peak_tokens_per_s(step: StepModel, sched: Any) -> float:
+    """Tokens per second of back-to-back full-budget prefill iterations [token/s]."""
+    budget = float(sched.max_num_batched_tokens)
+    t = step.time(decode_context=np.zeros(0), prefill_context=np.zeros(1), prefill_tokens=np.array([budget]),
+                  logits=1.0)
+    return budget / t
 
 
 class Replica:
