@@ -141,3 +141,18 @@ def test_one_expert_parallel_replica_fleet_equals_serve(engine, layout):
     assert np.array_equal(rec.first_token, ref.first_token) and np.array_equal(rec.finish, ref.finish)
     r = inferlab.fleet("deepseek-v3", "h200-sxm", horizon_s=30.0, traffic={"rate": 2.0, "isl": 500, "osl": 50}, **kw)
     assert r.counts()["ok"] > 0 and r.usd > 0
+
+
+def test_a_fleet_file_names_expert_parallel_attention_dp_replicas(tmp_path, capsys):
+    path = _write(tmp_path, """
+model: deepseek-v3
+hardware: h200-sxm
+engine: sglang
+tp: 8
+ep: 8
+attention_dp: true
+precision: fp8
+fleet: {hours: 0.01, replicas: 1, traffic: {rate: 2, isl: 500, osl: 50}}
+""")
+    assert main(["fleet", path, "--json"]) == 0
+    assert '"usd"' in capsys.readouterr().out

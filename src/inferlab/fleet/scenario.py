@@ -6,7 +6,7 @@
     model: llama-3.1-8b
     hardware: h100-sxm
     engine: vllm
-    tp: 1
+    tp: 1                                 # ep: 8, attention_dp: true for a MoE model's replicas
     fleet:
       replicas: 4
       hours: 24
@@ -55,7 +55,8 @@ from ..errors import SpecError
 from ..specs.validation import read_yaml_mapping
 from .planned import note, open_axes, planned
 
-_TOP = ("name", "model", "hardware", "engine", "tp", "precision", "deployment", "fleet", "allow_long_context")
+_TOP = ("name", "model", "hardware", "engine", "tp", "ep", "attention_dp", "precision", "deployment", "fleet",
+        "allow_long_context")
 _FLEET = ("replicas", "hours", "router", "admission", "autoscaler", "startup", "failures", "pricing", "slo",
           "traffic", "trace", "seed", "need", "cascade", "prefix_cache", "pools", "regions")
 
@@ -88,7 +89,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
             raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, give model, hardware and "
                             "allow_long_context in each pool (and no cascade), not at the top")
         per_pool = sorted(k for k in ("replicas", "autoscaler", "startup", "pricing", "prefix_cache", "trace") if k in f)
-        top = sorted(k for k in ("engine", "tp", "precision", "deployment") if k in data)
+        top = sorted(k for k in ("engine", "tp", "ep", "attention_dp", "precision", "deployment") if k in data)
         if per_pool or top:  # each pool has its own: these would be dropped
             raise SpecError(f"fleet scenario {Path(path).name}: with fleet.pools, {', '.join(top + per_pool)} "
                             "belong in each pool (trace: give traffic classes), not beside the pools")
@@ -100,7 +101,8 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         _slo(f.get("slo") or {}, kwargs)
         return kwargs
     if "deployment" in data:  # the replica as a Deployment (inferlab.Deployment's mapping)
-        clash = sorted(k for k in ("model", "hardware", "engine", "tp", "precision", "allow_long_context") if k in data)
+        clash = sorted(k for k in ("model", "hardware", "engine", "tp", "ep", "attention_dp", "precision",
+                                   "allow_long_context") if k in data)
         if clash:
             raise SpecError(f"fleet scenario {Path(path).name}: {', '.join(clash)} given beside deployment; set them "
                             "in the deployment")
@@ -109,7 +111,8 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs: dict[str, Any] = {"model": Deployment.from_dict(data["deployment"]), "name": data.get("name", "")}
     else:
         kwargs = {"model": data["model"], "hardware": data["hardware"], "engine": data.get("engine", "vllm"),
-                  "tp": data.get("tp", 1), "precision": data.get("precision"), "name": data.get("name", ""),
+                  "tp": data.get("tp", 1), "ep": data.get("ep", 1), "attention_dp": data.get("attention_dp", False),
+                  "precision": data.get("precision"), "name": data.get("name", ""),
                   "allow_long_context": data.get("allow_long_context", False)}
     for key in ("replicas", "router", "admission", "autoscaler", "startup", "failures", "pricing", "traffic",
                 "seed", "need", "prefix_cache"):
