@@ -156,3 +156,25 @@ fleet: {hours: 0.01, replicas: 1, traffic: {rate: 2, isl: 500, osl: 50}}
 """)
     assert main(["fleet", path, "--json"]) == 0
     assert '"usd"' in capsys.readouterr().out
+
+
+def test_a_replica_is_paid_from_its_order_to_its_stop():
+    """A burst the autoscaler answers with more replicas, each paid at 2 USD/h from the moment it
+    is ordered (pricing.py: a starting replica holds its GPUs) until it stops; the first one from
+    0 to the end of the run. The bill is the sum over the orders and stops the run records (it
+    was sampled every period, so each order was paid a period late)."""
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=900.0, sample_s=30.0,
+                       traffic={"shape": "burst", "rate": 1.0, "peak_rate": 30.0, "start_s": 100.0, "end_s": 400.0,
+                                "isl": 1000, "osl": 200},
+                       autoscaler={"signal": "queue", "target": 4.0, "max_replicas": 6, "period_s": 15.0,
+                                   "scale_down_delay_s": 60.0},
+                       pricing={"on_demand_usd_per_hour": 2.0})
+    finish = r.finish[r.status == 0]
+    end = max(900.0, float(np.nanmax(finish)))
+    ordered = {i: t for t, kind, i in r.events if kind == "order"}
+    # a replica scaled down while still starting stops at once; a serving one drains, then stops
+    stopped = {i: t for t, kind, i in r.events if kind == "scale down"}
+    stopped.update({i: t for t, kind, i in r.events if kind == "stop"})
+    assert len(ordered) >= 2 and ordered[0] == 0.0   # the autoscaler ordered more
+    held = sum(min(stopped.get(i, end), end) - t for i, t in ordered.items())
+    assert r.usd == pytest.approx(2.0 * held / 3600.0, rel=1e-9)

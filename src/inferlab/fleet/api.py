@@ -17,7 +17,7 @@ from .admission import Admission
 from .autoscaler import Autoscaler, unreached_note
 from .failures import Failures
 from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, regions_of
-from .pricing import Pricing, catalog_price
+from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
 from .replicas import replica_kind
@@ -296,9 +296,8 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if end > 1.01 * cfg.horizon_s:
         notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
                          " s more to serve; the replicas serving it are paid until it ends")
-    # each sample's spend holds until the next one, the last until that end (not a whole period past it)
-    span = np.clip(np.diff(np.append(samples["t"], end)), 0.0, None) if len(samples["t"]) else samples["t"]
-    usd = float(np.sum(samples["usd_per_hour"] * span)) / 3600.0
+    # each replica paid from its order until it stops (the backlog's until that end)
+    usd = spend_usd([p.pricing for p in cfg.pools], rec.intervals, rec.pool, rec.spot, end)
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),

@@ -106,3 +106,24 @@ def catalog_price(dep: Any) -> float | None:
     where the catalog has no price for the GPU."""
     hw = dep.hardware
     return None if hw.price is None else hw.price.si * dep.parallel.tp * dep.parallel.pp
+
+
+def spend_usd(pricings: list[Pricing], intervals: list[tuple[float, float]], pools: list[int], spot: list[bool],
+              end_s: float) -> float:
+    """USD paid over ``[0, end_s]``: each pool's pricing at the replicas it holds at each
+    instant, a replica from its order until it stops (one still running, until ``end_s``)."""
+    total = 0.0
+    span = np.asarray(intervals, float).reshape(-1, 2)
+    which, on_spot = np.asarray(pools, int), np.asarray(spot, bool)
+    for k, price in enumerate(pricings):
+        mine = which == k
+        start, stop = span[mine, 0], np.minimum(span[mine, 1], end_s)
+        times = np.unique(np.concatenate([[0.0, end_s], start[start < end_s], stop[stop < end_s]]))
+
+        def held(sel: np.ndarray) -> np.ndarray:  # replicas ordered and not yet stopped at each time
+            return (np.searchsorted(np.sort(start[sel]), times, "right")
+                    - np.searchsorted(np.sort(stop[sel]), times, "right")).astype(float)
+
+        rate = price.usd_per_hour(held(np.ones(len(start), bool)), held(on_spot[mine]))
+        total += float(np.sum(np.asarray(rate, float)[:-1] * np.diff(times))) / 3600.0
+    return total

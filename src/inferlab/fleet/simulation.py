@@ -73,9 +73,10 @@ class Record:
     cached: np.ndarray
     samples: dict[str, list[float]]
     events: list[tuple[float, str, int]]
-    intervals: list[tuple[float, float]]  # each replica's (ordered, stopped)
+    intervals: list[tuple[float, float]]  # each replica's (ordered, stopped; inf: running at the end)
     healthy: list[tuple[float, int]]  # (time, replicas serving) at every change
     pool: list[int] = field(default_factory=list)  # each replica's pool
+    spot: list[bool] = field(default_factory=list)  # each replica on spot capacity
     half_rtt: np.ndarray | None = None  # per request: half the round trip to its replica [s]
 
 
@@ -187,8 +188,9 @@ class _Loop(Stepping, Outages, Control):
                 self.progress(t_arr)
         for r in self.replicas:
             self._collect(r)
-            self.rec.intervals.append((r.ordered, min(r.stopped, horizon)))
+            self.rec.intervals.append((r.ordered, r.stopped))
             self.rec.pool.append(r.pool)
+            self.rec.spot.append(r.spot)
         self.rec.status[(self.rec.status == OK) & np.isnan(self.rec.finish)] = UNFINISHED
         self.rec.half_rtt = self.half_rtt
         return self.rec
