@@ -53,12 +53,16 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     soft = prefill_allowance(sched, n_dec if mixed else 0)
     chunk = np.zeros(run.k)
     left = run.prompt - run.done
+    # under attention DP each rank chunks its own prompts within its share of the budget
+    # (SGLang's --enable-dp-attention: chunked_prefill_size // dp_size a rank; the others' budgets
+    # are a rank's already), so a long prompt fills one rank's share and the others take theirs
+    per_rank = budget_max / float(getattr(model, "groups", 1.0))
     for j in prefilling.nonzero()[0].tolist():
         if budget <= 0 or soft <= 0:
             break
         lj = float(left[j])
         if chunked:
-            take = min(lj, budget)
+            take = min(lj, budget, per_rank)
         elif lj > budget and budget < budget_max:
             break
         else:
