@@ -178,3 +178,8 @@ def test_a_replica_is_paid_from_its_order_to_its_stop():
     assert len(ordered) >= 2 and ordered[0] == 0.0   # the autoscaler ordered more
     held = sum(min(stopped.get(i, end), end) - t for i, t in ordered.items())
     assert r.usd == pytest.approx(2.0 * held / 3600.0, rel=1e-9)
+
+
+def test_a_pool_of_no_replicas_and_no_autoscaler_is_refused():
+    with pytest.raises(SpecError, match="pool 0: replicas 0 without an autoscaler serves nothing"):
+        fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 0}], traffic=[TRAFFIC], horizon_s=60.0)

@@ -255,6 +255,9 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                           _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
                           str(spec.get("provider", ""))))
+        if built[-1].replicas == 0 and built[-1].autoscaler is None:
+            raise SpecError(f"pool {k}: replicas 0 without an autoscaler serves nothing; give replicas >= 1, or an "
+                            "autoscaler that starts some")
     if not built:
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
