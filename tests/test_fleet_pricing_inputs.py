@@ -183,3 +183,8 @@ def test_a_replica_is_paid_from_its_order_to_its_stop():
 def test_a_pool_of_no_replicas_and_no_autoscaler_is_refused():
     with pytest.raises(SpecError, match="pool 0: replicas 0 without an autoscaler serves nothing"):
         fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 0}], traffic=[TRAFFIC], horizon_s=60.0)
+
+
+def test_an_unknown_cost_says_which_price_is_missing():
+    r = inferlab.fleet("llama-3.1-8b", "b300", horizon_s=60.0, traffic=TRAFFIC)
+    assert any("cost unknown: no on-demand price for llama-3.1-8b on b300" in n for n in r.notes)

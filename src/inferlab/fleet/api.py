@@ -301,6 +301,10 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
                          " s more to serve; the replicas serving it are paid until it ends")
     # each replica paid from its order until it stops (the backlog's until that end)
     usd = spend_usd([p.pricing for p in cfg.pools], rec.intervals, rec.pool, rec.spot, end)
+    unpriced = sorted({p.kind.name for p in cfg.pools if math.isnan(p.pricing.on_demand_usd_per_hour)})
+    if math.isnan(usd) and unpriced:
+        notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
+                         "GPU); give pricing: {on_demand_usd_per_hour: ...}")
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),
