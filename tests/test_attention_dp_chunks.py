@@ -21,7 +21,7 @@ def _chunks(groups: float) -> list[float]:
     for i in range(3):
         run.add(i, 0.0, 8000.0, 10.0)
     sched = SchedulerConfig(max_num_batched_tokens=16384, chunked_prefill=True, mixed_prefill=True)
-    model = SimpleNamespace(groups=groups, time=lambda **kw: 0.0)
+    model = SimpleNamespace(groups=int(groups), time=lambda **kw: 0.0)
     return plan_prefill(run, sched, model)[1].tolist()
 
 
@@ -30,6 +30,8 @@ def test_a_ranks_chunk_is_its_share_of_the_budget():
     assert _chunks(1.0) == [8000.0, 8000.0, 384.0]
     # eight ranks: 16,384 / 8 = 2,048 tokens a rank, each prompt on its own
     assert _chunks(8.0) == [2048.0, 2048.0, 2048.0]
+    # three ranks: a whole number of tokens, 16,384 // 3 = 5,461 (SGLang divides the chunk size so)
+    assert _chunks(3.0) == [5461.0, 5461.0, 5461.0]
 
 
 def test_sglang_attention_dp_prefills_long_prompts_no_slower_than_its_tp_replica():

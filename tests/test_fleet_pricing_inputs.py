@@ -188,3 +188,63 @@ def test_a_pool_of_no_replicas_and_no_autoscaler_is_refused():
 def test_an_unknown_cost_says_which_price_is_missing():
     r = inferlab.fleet("llama-3.1-8b", "b300", horizon_s=60.0, traffic=TRAFFIC)
     assert any("cost unknown: no on-demand price for llama-3.1-8b on b300" in n for n in r.notes)
+
+
+def test_spend_by_hand_with_reserved_and_spot_replicas():
+    """One pool: 1 reserved at 1 USD/h, on demand 2 USD/h, spot 0.5 USD/h, over 2 h. Replica 0
+    (reserved) 0-2 h; replica 1 on demand 0-1 h; replica 2 on spot 0.5-2 h; replica 3 ordered
+    after the end (not paid). Reserved 1 x 1 x 2 = 2; on demand 2 x 1 = 2; spot 0.5 x 1.5 =
+    0.75: 4.75 USD."""
+    from inferlab.fleet.pricing import Pricing, spend_usd
+
+    price = Pricing(on_demand_usd_per_hour=2.0, reserved_usd_per_hour=1.0, spot_usd_per_hour=0.5, reserved=1)
+    h = 3600.0
+    usd = spend_usd([price], [(0.0, float("inf")), (0.0, h), (0.5 * h, float("inf")), (3 * h, float("inf"))],
+                    [0, 0, 0, 0], [False, False, True, False], 2 * h)
+    assert usd == pytest.approx(4.75, rel=1e-12)
+
+
+def test_an_attention_dp_replicas_peak_is_its_ranks_prefilling_together():
+    """The utilization signal's peak of an attention-DP replica is eight prompts, one a rank, each
+    an eighth of the budget (as the engine chunks them): at least the TP8 replica's peak, not
+    one prompt on one rank (which read a light load as full and scaled up)."""
+    from inferlab.fleet.replicas import replica_kind
+    from inferlab.fleet.startup import Startup
+
+    peaks = [replica_kind("", "deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=adp, precision="fp8",
+                          engine="sglang", startup=Startup())[0].peak_tokens_per_s for adp in (False, True)]
+    assert peaks[1] >= peaks[0]
+
+
+def test_a_fleet_replica_refuses_an_expert_imbalance_it_would_drop():
+    dep = inferlab.Deployment.from_dict({"model": "deepseek-v3", "hardware": "h200-sxm", "precision": "fp8",
+                                         "layout": {"tp": 8, "ep": 8, "expert_imbalance": 1.5}})
+    with pytest.raises(SpecError, match="expert_imbalance"):
+        inferlab.fleet(dep, horizon_s=60.0, traffic=TRAFFIC)
+
+
+def test_a_start_quota_counts_the_autoscalers_floor():
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "replicas": 0, "region": "us-east-1",
+              "autoscaler": {"signal": "queue", "min_replicas": 4, "max_replicas": 8}}]
+    with pytest.raises(SpecError, match="start 4 GPUs, over its quota of 2"):
+        fleet_of(pools, traffic=[{"rate": 0.5, "isl": 100, "osl": 10, "region": "us-east-1"}], horizon_s=60.0,
+                 regions={"quota_gpus": {"us-east-1": 2}})
+
+
+def test_a_plan_scenarios_fleet_names_an_attention_dp_layout(tmp_path, capsys):
+    path = _write(tmp_path, """
+name: ds
+models: [deepseek-v3]
+hardware: [h200-sxm]
+engine: sglang
+traffic: {rate: 2, isl: 500, osl: 50}
+slo: {ttft_ms: 2000, tpot_ms: 60}
+search: {precisions: [fp8], tp: [8]}
+verify: 0
+fleet: {hours: 0.01, replicas: 1, ep: 8, attention_dp: true}
+""")
+    from inferlab.fleet.scenario import load_fleet_scenario
+
+    kwargs = load_fleet_scenario(path)
+    assert (kwargs["ep"], kwargs["attention_dp"]) == (8, True)
+    assert main(["fleet", path]) == 0

@@ -158,7 +158,8 @@ def replica_of(dep: Deployment) -> dict[str, Any]:
     """
     lay = dep.layout
     unused = {"pp": lay.pp != 1, "dp (each copy is a replica: give replicas)": lay.dp != 1,
-              "attention_tp": lay.attention_tp != 1, "speculative": dep.speculative is not None,
+              "attention_tp": lay.attention_tp != 1, "expert_imbalance": lay.expert_imbalance != 1.0,
+              "speculative": dep.speculative is not None,
               "prefix_cache (each replica keeps its own)": dep.prefix_cache is not None,
               "disaggregation": dep.disaggregation is not None, "utilization": dep.utilization != 1.0,
               "attention": dep.attention != "flash", "cuda_graphs": not dep.cuda_graphs}

@@ -130,7 +130,8 @@ def check_start_quotas(pools: tuple[Pool, ...] | list[Pool], regions: Regions | 
         return
     for name, key, quota in (("region", "region", regions.quota), ("provider", "provider", regions.provider_quota)):
         for where in sorted({getattr(p, key) for p in pools}):
-            gpus = sum(p.replicas * p.gpus for p in pools if getattr(p, key) == where)
+            gpus = sum(max(p.replicas, p.autoscaler.min_replicas if p.autoscaler else 0) * p.gpus
+                       for p in pools if getattr(p, key) == where)  # the autoscaler's floor starts too
             if gpus > quota(where):
                 raise SpecError(f"fleet: the pools of {name} {where!r} start {gpus} GPUs, over its quota of "
                                 f"{quota(where):g}: start fewer replicas there (an autoscaler orders more within "

@@ -63,10 +63,11 @@ def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int =
 
 
 def _peak_tokens_per_s(step: StepModel, sched: Any) -> float:
-    """Tokens per second of back-to-back full-budget prefill iterations [token/s]."""
-    budget = float(sched.max_num_batched_tokens)
-    t = step.time(decode_context=np.zeros(0), prefill_context=np.zeros(1), prefill_tokens=np.array([budget]),
-                  logits=1.0)
+    """Tokens per second of back-to-back full-budget prefill iterations [token/s]: under
+    attention DP a prompt on each rank, each its share of the budget (as the engine chunks them)."""
+    budget, ranks = float(sched.max_num_batched_tokens), max(int(step.groups), 1)
+    t = step.time(decode_context=np.zeros(0), prefill_context=np.zeros(ranks),
+                  prefill_tokens=np.full(ranks, budget / ranks), logits=float(ranks))
     return budget / t
 
 

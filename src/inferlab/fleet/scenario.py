@@ -142,7 +142,8 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if not f:
         raise SpecError(f"{path.name} is a planning scenario without a fleet: section; add one (e.g. "
                         "fleet: {replicas: 4, router: cache_aware, hours: 1}) to run it with inferlab fleet")
-    _known(f, _FLEET + ("model", "hardware", "tp", "precision", "allow_long_context"), f"{path.name}, fleet")
+    _known(f, _FLEET + ("model", "hardware", "tp", "ep", "attention_dp", "precision", "allow_long_context"),
+           f"{path.name}, fleet")
     if sc.traffic.rate is None and "traffic" not in f:
         raise SpecError(f"{path.name}: the fleet needs an online rate (traffic.rate) or its own fleet.traffic")
     if "pools" in f or "cascade" in f or "trace" in f:
@@ -151,6 +152,9 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     traffic = f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl, "osl": sc.traffic.osl,
                                          "prefix": sc.traffic.prefix}
     open_ = open_axes(sc, f)
+    if open_ and {"ep", "attention_dp"} & set(f):
+        raise SpecError(f"{path.name}, fleet: ep and attention_dp name a replica's layout with model, hardware, tp, "
+                        "precision and replicas all named; leave them out to take the plan's layout")
     if open_:  # what the section leaves open is the plan's: its cheapest configuration and replica count
         result = planned(sc, f, path.name)
         best = result.best
@@ -163,7 +167,8 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         only = sc.search.precisions[0]  # each axis named or with one choice
         hardware = f.pop("hardware", sc.hardware[0])
         kwargs = {"model": f.pop("model", sc.models[0]), "hardware": hardware, "engine": sc.engine,
-                  "profile": sc.profile, "tp": f.pop("tp", sc.search.tp[0]),
+                  "profile": sc.profile, "tp": f.pop("tp", sc.search.tp[0]), "ep": f.pop("ep", 1),
+                  "attention_dp": f.pop("attention_dp", False),
                   "precision": f.pop("precision", None if only == "checkpoint" else only), "name": sc.name,
                   "traffic": traffic,
                   "allow_long_context": f.pop("allow_long_context", sc.allow_long_context)}

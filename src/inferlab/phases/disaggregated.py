@@ -180,7 +180,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     # each attention-DP rank prefills its share of the prompts under its own budget where the
     # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
     replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
-    chunks = np.ceil(bp * (i - cached) / replica_budget)
+    g = dep_p.parallel.attention_groups  # each rank's prompts in chunks of its share of the budget
+    chunks = np.ceil(np.ceil(bp / g) * (i - cached) * g / replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
     step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,

@@ -318,7 +318,9 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray]:
         """The prefill step of ``x`` requests together and their first-token time."""
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
-        chunks = np.ceil(x * (i - cached) / memory["step_tokens"])  # each attention-DP rank its own budget
+        # each attention-DP rank prefills its share of the prompts in chunks of its share of the budget
+        g = par.attention_groups
+        chunks = np.ceil(np.ceil(x / g) * (i - cached) * g / memory["step_tokens"])
         first = chunked_prefill_s(dep, pre, chunks)
         if speculative is not None:  # the drafter's own pass over the prompts
             first = first + drafter_prefill_s(dep, speculative, x, i, cached)

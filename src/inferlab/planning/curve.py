@@ -180,7 +180,10 @@ def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray, 
     engine's default) and each one the serving iteration's host work."""
     cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
-    chunks = np.ceil(_uncached(i, cache) / engine_budget(engine, dep.hardware))
+    budget = engine_budget(engine, dep.hardware)  # a rank's, or (SGLang) the replica's split over its ranks
+    if not default_scheduler(engine).limits_per_rank:
+        budget = budget // dep.parallel.attention_groups
+    chunks = np.ceil(_uncached(i, cache) / budget)
     prof = dep.profile
     # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
     overlap = default_scheduler(engine).overlap_host if overlap is None else overlap

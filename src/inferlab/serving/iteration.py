@@ -56,7 +56,7 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     # under attention DP each rank chunks its own prompts within its share of the budget
     # (SGLang's --enable-dp-attention: chunked_prefill_size // dp_size a rank; the others' budgets
     # are a rank's already), so a long prompt fills one rank's share and the others take theirs
-    per_rank = budget_max / float(getattr(model, "groups", 1.0))
+    per_rank = budget_max // int(getattr(model, "groups", 1))
     for j in prefilling.nonzero()[0].tolist():
         if budget <= 0 or soft <= 0:
             break
