@@ -248,3 +248,18 @@ fleet: {hours: 0.01, replicas: 1, ep: 8, attention_dp: true}
     kwargs = load_fleet_scenario(path)
     assert (kwargs["ep"], kwargs["attention_dp"]) == (8, True)
     assert main(["fleet", path]) == 0
+
+
+def test_a_node_keeps_failing_after_its_first_replica_stops():
+    """Four replicas, two a node, scaled down to one at a quiet load: node failures (every 15 min on
+    average) keep hitting the replica left, whichever of its node's replicas came first (only
+    the node's first replica carried them, so they stopped with it)."""
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=4, horizon_s=6 * 3600.0, seed=2,
+                       traffic={"rate": 0.2, "isl": 200, "osl": 20},
+                       autoscaler={"signal": "concurrency", "target": 8.0, "min_replicas": 1, "max_replicas": 4,
+                                   "scale_down_delay_s": 60.0},
+                       failures={"replica_mtbf_h": float("inf"), "node_mtbf_h": 0.25, "replicas_per_node": 2,
+                                 "detection_s": 30.0, "restart_s": 60.0})
+    assert r.samples["ready"][-1] <= 2   # scaled down
+    late = [t for t, kind, _ in r.events if kind == "fail" and t > 3 * 3600.0]
+    assert len(late) >= 3   # about 12 expected in those 3 h

@@ -22,28 +22,45 @@ class Outages:
     rec: Any
     replicas: list
     pools: Any
+    nodes_armed: set
 
     def _arm_failure(self, r: Replica, t: float) -> None:
+        """``r``'s next failure of its own; and its node's clock, the first time a replica is on
+        that node (a node fails on its own clock, whichever of its replicas run)."""
         f = self.cfg.failures
         if f is None:
             return
-        mtbf_h = [(f.replica_mtbf_h, False)]
-        if self._node_mates(r)[0] is r:  # the node's first replica carries the node's failures
-            mtbf_h.append((f.node_mtbf_h, True))
         r.fail_ver += 1
-        for hours, node in mtbf_h:
-            when = t + self.rng.exponential(hours * 3600.0) if math.isfinite(hours) else math.inf
+        if math.isfinite(f.replica_mtbf_h):
+            when = t + self.rng.exponential(f.replica_mtbf_h * 3600.0)
             if when < self.cfg.horizon_s:
-                self._push(when, CONTROL, "fail", (r, r.fail_ver, node))
+                self._push(when, CONTROL, "fail", (r, r.fail_ver))
+        node = self._node_of(r)
+        if math.isfinite(f.node_mtbf_h) and node not in self.nodes_armed:
+            self.nodes_armed.add(node)
+            self._arm_node(node, t)
+
+    def _arm_node(self, node: tuple[int, int], t: float) -> None:
+        when = t + self.rng.exponential(self.cfg.failures.node_mtbf_h * 3600.0)
+        if when < self.cfg.horizon_s:
+            self._push(when, CONTROL, "node_fail", node)
 
     def _fail(self, t: float, obj: tuple) -> None:
-        r, ver, node = obj
-        if ver != r.fail_ver or r.state != "up":
-            return
+        r, ver = obj
+        if ver == r.fail_ver and r.state == "up":
+            self._take_down(t, [r])
+
+    def _node_fail(self, t: float, node: tuple[int, int]) -> None:
+        """The node takes down its replicas that are up; it fails again on its own clock."""
+        pool, first = node
+        mates = [x for x in self.replicas if x.pool == pool][first:first + self.cfg.failures.replicas_per_node]
+        hit = [x for x in mates if x.state == "up"]
+        if hit:
+            self._take_down(t, hit)
+        self._arm_node(node, t)
+
+    def _take_down(self, t: float, hit: list) -> None:
         f = self.cfg.failures
-        hit = [r]
-        if node:  # the node takes down its replicas
-            hit = [x for x in self._node_mates(r) if x.state == "up"]
         for x in hit:
             lost = x.engine.abort()
             for i in lost:
@@ -58,12 +75,13 @@ class Outages:
             x.key = None
         self._healthy(t)
 
-    def _node_mates(self, r: Replica) -> list:
-        """The replicas on ``r``'s node: its pool's replicas in the order they were ordered,
-        ``replicas_per_node`` a node (a node holds one pool's GPUs, in one region)."""
+    def _node_of(self, r: Replica) -> tuple[int, int]:
+        """``r``'s node: its pool, and the place of the node's first replica among the pool's
+        replicas in the order they were ordered (``replicas_per_node`` a node: a node holds one
+        pool's GPUs, in one region)."""
         mine = [x for x in self.replicas if x.pool == r.pool]
-        first = mine.index(r) // self.cfg.failures.replicas_per_node * self.cfg.failures.replicas_per_node
-        return mine[first:first + self.cfg.failures.replicas_per_node]
+        rpn = self.cfg.failures.replicas_per_node
+        return r.pool, mine.index(r) // rpn * rpn
 
     def _reclaim(self, t: float, r: Replica) -> None:
         """The provider takes a spot replica back: notice now, gone after the notice. A pool

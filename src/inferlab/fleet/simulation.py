@@ -97,6 +97,7 @@ class _Loop(Stepping, Outages, Control):
         self.heap: list[tuple] = []
         self.seq = 0
         self.replicas: list[Replica] = []
+        self.nodes_armed: set[tuple[int, int]] = set()  # nodes whose failure clock runs (Outages)
         self.central: deque[int] = deque()
         adm = cfg.admission
         self.limit = math.inf if adm.queue_limit is None else adm.queue_limit
