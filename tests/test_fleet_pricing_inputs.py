@@ -263,3 +263,8 @@ def test_a_node_keeps_failing_after_its_first_replica_stops():
     assert r.samples["ready"][-1] <= 2   # scaled down
     late = [t for t, kind, _ in r.events if kind == "fail" and t > 3 * 3600.0]
     assert len(late) >= 3   # about 12 expected in those 3 h
+
+
+def test_a_traffic_class_asking_for_another_model_is_refused_by_a_one_model_fleet():
+    with pytest.raises(SpecError, match="asks for model 'qwen3-8b', which no pool serves; pools serve: llama-3.1-8b"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=60.0, traffic=[{**TRAFFIC, "model": "qwen3-8b"}])

@@ -118,6 +118,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
+    _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
     price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))
     scaler = _policy(Autoscaler, autoscaler)
@@ -174,12 +175,13 @@ def replica_of(dep: Deployment) -> dict[str, Any]:
             "allow_long_context": dep.allow_long_context}
 
 
-def _check_models_served(requests: Any, pools: list) -> None:
-    """Refuse traffic that asks for a model no pool serves (every such request would be lost)."""
+def _check_models_served(requests: Any, models: list[str]) -> None:
+    """Refuse traffic that asks for a model no pool serves (every such request would be lost, or
+    served by another model); ``models``: each pool's, "" for a pool that takes any request."""
     if requests.model is None:
         return
-    served = sorted({p.model for p in pools if p.model})
-    if len(served) < len(pools):  # a pool without a model takes any request
+    served = sorted({m for m in models if m})
+    if len(served) < len(models):  # a pool without a model takes any request
         return
     for name in sorted(set(requests.model.tolist()) - set(served) - {""}):
         raise SpecError(f"fleet traffic asks for model {name!r}, which no pool serves{did_you_mean(name, served)}; "
@@ -263,7 +265,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
     requests = build_requests(traffic, horizon_s, seed)
-    _check_models_served(requests, built)
+    _check_models_served(requests, [p.model for p in built])
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
