@@ -24,13 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .scheduler import SIZINGS, SchedulerConfig, graph_batch_limit
 
 if TYPE_CHECKING:
     from ..core.parallelism import Parallelism
     from ..specs.hardware import HardwareSpec
 
-__all__ = ["SIZINGS", "iteration_tokens", "memory_keywords", "sglang_static_share", "share_words"]
+__all__ = ["SIZINGS", "iteration_tokens", "memory_keywords", "prefill_chunks", "sglang_static_share", "share_words"]
 
 #: SGLang's reservation outside ``--mem-fraction-static`` when it sizes the share itself [MiB]
 #: (sgl-project/sglang python/sglang/srt/server_args.py ``_handle_gpu_memory_settings``, PRs
@@ -107,6 +109,15 @@ def iteration_tokens(sched: SchedulerConfig, parallel: Parallelism, tokens: floa
     """The replica's tokens in one iteration of an engine whose budget is ``tokens``: each
     attention-DP rank runs the budget where the limits are a rank's, else the replica does."""
     return tokens * (parallel.attention_groups if sched.limits_per_rank else 1)
+
+
+def prefill_chunks(prompts: Any, tokens: Any, parallel: Parallelism, replica_tokens: float) -> np.ndarray:
+    """Iterations that prefill ``prompts`` prompts of ``tokens`` tokens each, taken together, in
+    iterations of ``replica_tokens`` (:func:`iteration_tokens`): each attention-DP rank its share
+    of the prompts, in chunks of its share of the budget (SGLang's ``--enable-dp-attention``:
+    ``chunked_prefill_size // dp_size`` a rank; the others' budgets are a rank's already)."""
+    g = parallel.attention_groups
+    return np.ceil(np.ceil(np.asarray(prompts, float) / g) * np.asarray(tokens, float) * g / replica_tokens)
 
 
 def share_words(sched: SchedulerConfig) -> str:

@@ -35,8 +35,8 @@ class Outages:
             when = t + self.rng.exponential(f.replica_mtbf_h * 3600.0)
             if when < self.cfg.horizon_s:
                 self._push(when, CONTROL, "fail", (r, r.fail_ver))
-        node = self._node_of(r)
-        if math.isfinite(f.node_mtbf_h) and node not in self.nodes_armed:
+        node = self._node_of(r) if math.isfinite(f.node_mtbf_h) else None
+        if node is not None and node not in self.nodes_armed:
             self.nodes_armed.add(node)
             self._arm_node(node, t)
 
@@ -52,9 +52,7 @@ class Outages:
 
     def _node_fail(self, t: float, node: tuple[int, int]) -> None:
         """The node takes down its replicas that are up; it fails again on its own clock."""
-        pool, first = node
-        mates = [x for x in self.replicas if x.pool == pool][first:first + self.cfg.failures.replicas_per_node]
-        hit = [x for x in mates if x.state == "up"]
+        hit = [x for x in self.replicas if x.state == "up" and x.pool == node[0] and self._node_of(x) == node]
         if hit:
             self._take_down(t, hit)
         self._arm_node(node, t)
@@ -79,9 +77,8 @@ class Outages:
         """``r``'s node: its pool, and the place of the node's first replica among the pool's
         replicas in the order they were ordered (``replicas_per_node`` a node: a node holds one
         pool's GPUs, in one region)."""
-        mine = [x for x in self.replicas if x.pool == r.pool]
         rpn = self.cfg.failures.replicas_per_node
-        return r.pool, mine.index(r) // rpn * rpn
+        return r.pool, r.place // rpn * rpn
 
     def _reclaim(self, t: float, r: Replica) -> None:
         """The provider takes a spot replica back: notice now, gone after the notice. A pool

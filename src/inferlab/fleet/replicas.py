@@ -77,13 +77,14 @@ class Replica:
 
     changes = 0  # state changes of every replica so far
     __slots__ = ("index", "engine", "gids", "_state", "since", "ordered", "stopped", "busy_mark", "ver", "fail_ver",
-                 "engines", "pool", "scale_mark", "key", "spot", "slot")
+                 "engines", "pool", "scale_mark", "key", "spot", "slot", "place")
 
     def __init__(self, index: int, engine: Engine, ordered: float, up: bool, pool: int) -> None:
         self.index, self.engine, self.gids, self.pool, self.scale_mark = index, engine, [], pool, 0.0
         self.key: tuple[float, int] | None = None  # (time, priority) of the pending engine event
         self.spot = False
         self.slot = -1  # place among the routable replicas (the loop's ``loads``), -1: none
+        self.place = 0  # place among its pool's replicas in the order they were ordered
         self.engines: list[tuple[Engine, list[int]]] = []  # replaced by restarts, kept for their results
         self.state = "up" if up else "starting"  # starting, up, failed (undetected), down, draining, stopped
         self.since, self.ordered, self.stopped = ordered, ordered, math.inf

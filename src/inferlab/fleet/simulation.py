@@ -111,6 +111,7 @@ class _Loop(Stepping, Outages, Control):
         # no scale-down before the delay has passed
         self.wanted: list[deque[tuple[float, int]]] = [deque([(0.0, p.replicas)]) for p in self.pools]
         self.last_scale = [0.0] * len(self.pools)
+        self.placed = [0] * len(self.pools)  # replicas each pool has ordered (a new one's place in it)
         self.user_region = req.region.tolist() if req.region is not None else None
         self.model = req.model.tolist() if req.model is not None else None
         self.half_rtt = np.zeros(n)
@@ -331,6 +332,7 @@ class _Loop(Stepping, Outages, Control):
                 self.rec.events.append((t, "quota", -1))
                 return False
         r = Replica(len(self.replicas), self._new_engine(pool), t, up, pool)
+        r.place, self.placed[pool] = self.placed[pool], self.placed[pool] + 1
         price = p.pricing
         if price.spot_share > 0 and sum(1 for x in self.replicas if x.pool == pool and x.state != "stopped") \
                 >= price.reserved and self.rng.random() < price.spot_share:

@@ -16,7 +16,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
-from ..engines.memory_share import iteration_tokens, memory_keywords
+from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
 from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
@@ -180,8 +180,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     # each attention-DP rank prefills its share of the prompts under its own budget where the
     # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
     replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
-    g = dep_p.parallel.attention_groups  # each rank's prompts in chunks of its share of the budget
-    chunks = np.ceil(np.ceil(bp / g) * (i - cached) * g / replica_budget)
+    chunks = prefill_chunks(bp, i - cached, dep_p.parallel, replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
     step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,

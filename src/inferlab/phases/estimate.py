@@ -15,7 +15,7 @@ from .. import checks
 from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
-from ..engines.memory_share import memory_keywords
+from ..engines.memory_share import memory_keywords, prefill_chunks
 from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..engines.state_pool import page_tokens, state_pool_limits
 from ..errors import SpecError, option_name
@@ -318,9 +318,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray]:
         """The prefill step of ``x`` requests together and their first-token time."""
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
-        # each attention-DP rank prefills its share of the prompts in chunks of its share of the budget
-        g = par.attention_groups
-        chunks = np.ceil(np.ceil(x / g) * (i - cached) * g / memory["step_tokens"])
+        chunks = prefill_chunks(x, i - cached, par, memory["step_tokens"])
         first = chunked_prefill_s(dep, pre, chunks)
         if speculative is not None:  # the drafter's own pass over the prompts
             first = first + drafter_prefill_s(dep, speculative, x, i, cached)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.memory import plan_memory, require_weights_fit
-from ..engines.memory_share import memory_keywords
+from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
 from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
 from ..engines.state_pool import overlap_off
 from ..inputs.resolve import deployment
@@ -180,10 +180,8 @@ def prompt_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: np.ndarray, 
     engine's default) and each one the serving iteration's host work."""
     cache, i = _cache(prefix_hit), np.asarray(isl, float)
     pre = prefill_with_cache(dep, np.ones(i.shape), i, cache, block_size=_KV_BLOCK)
-    budget = engine_budget(engine, dep.hardware)  # a rank's, or (SGLang) the replica's split over its ranks
-    if not default_scheduler(engine).limits_per_rank:
-        budget = budget // dep.parallel.attention_groups
-    chunks = np.ceil(_uncached(i, cache) / budget)
+    replica_tokens = iteration_tokens(default_scheduler(engine), dep.parallel, engine_budget(engine, dep.hardware))
+    chunks = prefill_chunks(1.0, _uncached(i, cache), dep.parallel, replica_tokens)
     prof = dep.profile
     # under an overlap scheduler each chunk's host work runs beside the GPU's longer prefill
     overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
