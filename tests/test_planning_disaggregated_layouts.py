@@ -11,7 +11,8 @@ import pytest
 from inferlab.inputs.resolve import deployment
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
-from inferlab.planning.search import candidates, exposed_transfer_s
+from inferlab.planning.pools_seed import exposed_transfer_s
+from inferlab.planning.search import candidates
 
 DEEPSEEK = {"name": "deepseek disaggregated", "models": ["deepseek-v3"], "hardware": ["h200-sxm"],
             "engine": "trtllm-pytorch", "traffic": {"rate": 8, "isl": 2000, "osl": 500},
@@ -22,6 +23,18 @@ DEEPSEEK = {"name": "deepseek disaggregated", "models": ["deepseek-v3"], "hardwa
 def test_disaggregated_candidates_take_expert_parallel_and_attention_dp_pools():
     layouts = {(c["ep"], c["attention_dp"], c["disaggregated"]) for c in candidates(load_scenario(DEEPSEEK))}
     assert layouts == {(ep, adp, d) for ep, adp in ((1, False), (8, False), (8, True)) for d in (False, True)}
+
+
+def test_separate_pools_pair_every_prefill_kind_with_every_decode_kind():
+    """Three replica kinds of DeepSeek-V3 on eight H200s (tp8, tp8 ep8, tp8 ep8 adp): 3 aggregated
+    candidates and 3 x 3 pairs of pools, the 3 alike without a prefill kind of their own."""
+    configs = candidates(load_scenario(DEEPSEEK))
+    kinds = {(8, 1, False), (8, 8, False), (8, 8, True)}
+    pairs = {(c["prefill_kind"] or (c["tp"], c["ep"], c["attention_dp"]), (c["tp"], c["ep"], c["attention_dp"]))
+             for c in configs if c["disaggregated"]}
+    assert len([c for c in configs if not c["disaggregated"]]) == 3
+    assert pairs == {(p, d) for p in kinds for d in kinds}
+    assert sum(c["disaggregated"] for c in configs) == 9
 
 
 def _est(model, hardware, prefill_s, **layout):
@@ -53,7 +66,7 @@ def test_attention_dp_pools_are_planned_and_sized_by_simulation():
     """The DeepSeek scenario with separate pools of TP8/EP8 attention-DP replicas: feasible, and the
     simulation of both pools (the planner's verification) sizes P:D, meeting the SLOs there."""
     result = plan(load_scenario({**DEEPSEEK, "verify": 0}))
-    adp = [c for c in result.candidates if c.disaggregated and c.attention_dp]
+    adp = [c for c in result.candidates if c.disaggregated and c.attention_dp and c.prefill_kind is None]
     assert len(adp) == 1 and adp[0].feasible and adp[0].label.endswith("tp8 ep8 adp disagg " + adp[0].pd)
     dep = adp[0].deployment("trtllm-pytorch")
     pools = dep.disaggregation

@@ -37,7 +37,7 @@ and ``explain()`` use these names):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,10 @@ class Candidate:
     replica_rate: float = float("nan")
     replicas: int = 0
     seed_replicas: int = 0
+    #: The fluid count with an attention-DP prefill replica's ranks all prefilling together (an
+    #: upper bound on its rate; the seed takes one prompt at a time, a lower bound): what the
+    #: planner's bound on the fewest replicas starts from (0: the seed).
+    optimistic_seed: int = 0
     gpus: int = 0
     usd_per_hour: float = float("nan")
     usd_per_million_output: float = float("nan")
@@ -131,6 +135,10 @@ class Candidate:
     probes: tuple[Probe, ...] = ()
     curve: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     pd: str = ""  # prefill:decode replicas of a disaggregated candidate
+    #: A disaggregated candidate's prefill replicas as ``(tp, ep, attention_dp)`` where they are
+    #: not of the candidate's own kind (``tp``, ``ep`` and ``attention_dp`` are then the decode
+    #: pool's): a narrow prefill pool beside a wide expert-parallel decode pool. None: both alike.
+    prefill_kind: tuple[int, int, bool] | None = None
     #: Ruled out by ``max_gpus`` or the budget at the fluid model's count, which the simulation
     #: may bring within them (the planner then sizes it).
     over_limits: bool = False
@@ -142,8 +150,29 @@ class Candidate:
         text += f" pp{self.pp}" if self.pp > 1 else ""
         text += f" ep{self.ep}" if self.ep > 1 else ""
         text += " adp" if self.attention_dp else ""
-        text += f" disagg {self.pd}" if self.disaggregated else ""
+        if self.disaggregated and self.prefill_kind is not None:  # two kinds: each pool's
+            n_p, n_d = self.pd.removeprefix("P").split(":D") if self.pd else ("", "")
+            text = (f"{self.model} {self.hardware} {self.precision} disagg P{n_p} {_kind(*self.prefill_kind)} "
+                    f": D{n_d} {_kind(self.tp, self.ep, self.attention_dp)}")
+        else:
+            text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
+
+    @property
+    def prefill_layout(self) -> tuple[int, int, bool]:
+        """``(tp, ep, attention_dp)`` of a prefill replica (of a disaggregated candidate)."""
+        return self.prefill_kind if self.prefill_kind is not None else (self.tp, self.ep, self.attention_dp)
+
+    @property
+    def pool_gpus_per_replica(self) -> tuple[int, int]:
+        """GPUs of one prefill and of one decode replica (a disaggregated candidate's pools)."""
+        return self.prefill_layout[0], self.tp
+
+    def pool_gpus(self, pd: str | None = None) -> int:
+        """GPUs of a disaggregated candidate's pools at ``pd`` (default its own ``P<n>:D<m>``)."""
+        n_p, n_d = replace(self, pd=pd).pools if pd else self.pools
+        g_p, g_d = self.pool_gpus_per_replica
+        return n_p * g_p + n_d * g_d
 
     @property
     def pools(self) -> tuple[int, int]:
@@ -162,8 +191,9 @@ class Candidate:
         precision = None if self.precision == "checkpoint" else self.precision
         if self.disaggregated:
             n_p, n_d = self.pools if self.pd else (1, 1)
-            pools = {side: {"hardware": self.hardware, "num_gpus": n * self.tp, "tp": self.tp, "ep": self.ep,
-                            "attention_dp": self.attention_dp, "precision": precision}
+            kinds = {"prefill": self.prefill_layout, "decode": (self.tp, self.ep, self.attention_dp)}
+            pools = {side: {"hardware": self.hardware, "num_gpus": n * kinds[side][0], "tp": kinds[side][0],
+                            "ep": kinds[side][1], "attention_dp": kinds[side][2], "precision": precision}
                      for side, n in (("prefill", n_p), ("decode", n_d))}
             from ..specs.catalog import load_hardware
 
@@ -183,7 +213,8 @@ class Candidate:
 
     @property
     def gpus_per_replica(self) -> int:
-        """GPUs of one replica (tensor x pipeline parallel)."""
+        """GPUs of one replica (tensor x pipeline parallel; of a disaggregated candidate, a
+        decode replica: :attr:`pool_gpus_per_replica` has both pools')."""
         return self.tp * self.pp
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,6 +230,11 @@ class Candidate:
         if not self.feasible:
             return math.inf
         return self.simulated_ttft_s if self.simulated else self.fluid_ttft_s
+
+
+def _kind(tp: int, ep: int, attention_dp: bool) -> str:
+    """A replica kind as labels write it: ``tp8``, ``tp8 ep8``, ``tp8 ep8 adp``."""
+    return f"tp{tp}" + (f" ep{ep}" if ep > 1 else "") + (" adp" if attention_dp else "")
 
 
 def pool_link_bandwidth(hw: Any) -> float | None:

@@ -31,6 +31,8 @@ class DayPlan:
     cold_start: ColdStart
     headroom: Headroom
     period_h: float
+    #: What the capacity plan counts: ``replicas``, or ``GPUs`` for separate pools of two kinds.
+    unit: str = "replicas"
 
     def lines(self) -> list[str]:
         """Plain-language summary lines for :meth:`Plan.explain`."""
@@ -45,7 +47,7 @@ class DayPlan:
             hours = len(cap.demand) * self.period_h  # the profile's span, a day only when it is 24 h
             span = "per day" if abs(hours - 24.0) < 1e-9 else f"over those {hours:g} h"
             out.append(f"over the profile ({len(cap.demand)} periods of {self.period_h:g} h, "
-                       f"{int(np.min(cap.demand))}-{int(np.max(cap.demand))} replicas): {mix}; "
+                       f"{int(np.min(cap.demand))}-{int(np.max(cap.demand))} {self.unit}): {mix}; "
                        f"${cap.total_usd:,.0f} {span}, {saved:.0%} below all on demand (${cap.all_on_demand_usd:,.0f})")
         cs, hr = self.cold_start, self.headroom
         out.append(f"one more replica takes {float(cs.total_s) / 60:.1f} min to start (provisioning "
@@ -70,17 +72,25 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     if ops is None or best is None:
         return None
     per_replica_usd_h = best.usd_per_hour / best.replicas
-    capacity = None
+    capacity, unit = None, "replicas"
     if ops.daily_profile is not None:
         # the plan's replicas carry the peak; each period needs its share of them (separate
-        # pools: each pool its share, at least one replica of each to serve at all)
+        # pools: each pool its share, at least one replica of each to serve at all; pools of two
+        # kinds of replica are bought by the GPU)
         share = np.asarray(ops.daily_profile, float)
-        demand = best.replicas * share if not best.disaggregated else \
-            sum(np.maximum(np.ceil(n * share - 1e-9), 1.0) for n in best.pools)
-        capacity = plan_capacity(demand, reserved_usd_per_hour=per_replica_usd_h * (1.0 - ops.reserved_discount),
-                                 on_demand_usd_per_hour=per_replica_usd_h,
+        unit_usd_h = per_replica_usd_h
+        if not best.disaggregated:
+            demand = best.replicas * share
+        else:
+            by_gpu = len(set(best.pool_gpus_per_replica)) > 1
+            sizes = best.pool_gpus_per_replica if by_gpu else (1, 1)
+            demand = sum(np.maximum(np.ceil(n * share - 1e-9), 1.0) * g for n, g in zip(best.pools, sizes))
+            if by_gpu:
+                unit, unit_usd_h = "GPUs", best.usd_per_hour / best.gpus
+        capacity = plan_capacity(demand, reserved_usd_per_hour=unit_usd_h * (1.0 - ops.reserved_discount),
+                                 on_demand_usd_per_hour=unit_usd_h,
                                  spot_usd_per_hour=None if ops.spot_discount is None
-                                 else per_replica_usd_h * (1.0 - ops.spot_discount),
+                                 else unit_usd_h * (1.0 - ops.spot_discount),
                                  spot_availability=ops.spot_availability, period_s=ops.period_h * 3600.0)
     dep = deployment(best.model, best.hardware, tp=best.tp, pp=best.pp, ep=best.ep, attention_dp=best.attention_dp,
                      precision=best.precision,
@@ -95,4 +105,4 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     headroom = warm_headroom(requests_per_s_per_replica=carried,
                              cold_start_s=cs, ramp_requests_per_s2=ops.ramp_rps_per_min / 60.0,
                              reaction_s=ops.reaction_s, usd_per_replica_hour=per_replica_usd_h)
-    return DayPlan(capacity, cs, headroom, ops.period_h)
+    return DayPlan(capacity, cs, headroom, ops.period_h, unit)

@@ -9,8 +9,8 @@
 
 Which configurations are simulated: in ranking order, the cheapest one not yet simulated,
 while the leader is not a simulated one; once it is, further ones while fewer than
-``scenario.verify`` have been simulated and the next could still beat the leader; at most
-``3 x verify`` in all. A configuration *cannot beat* the leader when even
+``scenario.verify`` have been simulated, each the one that could beat the leader by the most
+(the cheapest at its fewest plausible replicas); at most ``3 x verify`` in all. A configuration *cannot beat* the leader when even
 ``ceil(seed / SEED_OVERESTIMATE)`` of its replicas cost at least as much (an offline job: its
 cost per token over ``SEED_OVERESTIMATE``). One that the fluid count puts over
 ``search.max_gpus`` or the budget is sized too when that many replicas fit the limits and it
@@ -60,8 +60,9 @@ def _rank(c: Candidate) -> tuple:
 
 
 def _fewest(c: Candidate) -> int:
-    """The fewest replicas ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`."""
-    return max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE))
+    """The fewest replicas ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`
+    (from the optimistic seed where the fluid model brackets the rate: attention-DP prefill pools)."""
+    return max(1, math.ceil((c.optimistic_seed or c.seed_replicas) / SEED_OVERESTIMATE))
 
 
 def _fewest_cost(sc: Scenario, c: Candidate) -> float:
@@ -85,10 +86,14 @@ def _within_reach(sc: Scenario, c: Candidate) -> bool:
 
 def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:
     """The candidate to size next (the rule of the module docstring), or None to stop."""
-    top = next((i for i, c in enumerate(results) if c.feasible and not c.simulated), None)
     leader = results[0]
     settled = leader.feasible and leader.simulated
-    if top is not None and not (settled and (simulated >= sc.verify or not _could_beat(sc, results[top], leader))):
+    open_ = [i for i, c in enumerate(results) if c.feasible and not c.simulated]
+    if settled:  # the most promising challenger: the cheapest at its fewest plausible replicas
+        open_ = sorted((i for i in open_ if _could_beat(sc, results[i], leader)),
+                       key=lambda i: _fewest_cost(sc, results[i]))
+    top = open_[0] if open_ else None
+    if top is not None and not (settled and simulated >= sc.verify):
         return top
     # then one ruled out by a limit at its fluid count that may fit it (the only hope when none is feasible)
     reach = [i for i, c in enumerate(results) if _within_reach(sc, c)

@@ -150,7 +150,8 @@ def missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
 def allowed_replicas(sc: Scenario, cand: Candidate) -> int:
     """The most replicas ``max_gpus`` and the budget allow (0 when not even one; a free GPU
     leaves the budget unbounded)."""
-    gpr = cand.gpus_per_replica
+    # separate pools of two kinds: counted in the narrower replicas (the limits hold the pools' GPUs after)
+    gpr = min(cand.pool_gpus_per_replica) if cand.disaggregated else cand.gpus_per_replica
     n = sc.search.max_gpus // gpr
     usd_per_replica_h = gpr * price_per_gpu_hour(sc, cand.hardware)
     if sc.budget_usd_per_hour is not None and usd_per_replica_h > 0:

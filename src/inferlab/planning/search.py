@@ -28,11 +28,12 @@ from ..memo import IdentityMemo
 from ..specs.catalog import load_hardware
 from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
-from .candidate import Candidate, pool_link_bandwidth
+from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, mixed_stall_s, operating_points, tpot_percentile_s,
                     ttft_percentile_s)
-from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
+from .pools_seed import seed_pools
+from .prefill_pool import prefill_pool_ttft_s
 from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
 from .scenario import Scenario
 
@@ -67,23 +68,29 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
                 precisions.setdefault(str(resolve_precision(p, model, hw).config), "")
             except SpecError as exc:
                 precisions.setdefault(str(p), str(exc))
-        for prec, tp, pp, spec in itertools.product(precisions, scenario.search.tp, scenario.search.pp,
-                                                    scenario.search.speculative):
-            config = {"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": 1,
-                      "attention_dp": False, "speculative": spec, "disaggregated": False}
-            reason = precisions[prec] or _tp_reason(model, tp, hw_id, node_size(hw))
-            if reason:
-                out.append({**config, "reason": reason})
-                continue
-            eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
-                         and model.moe.num_experts % tp == 0 else [])
-            for ep in eps:
-                # disaggregated pools are replicas of the candidate's kind (its TP, EP and attention DP),
-                # one pipeline stage each
-                modes = (False, True) if scenario.search.disaggregation and pp == 1 else (False,)
-                out += [{**config, "ep": ep, "disaggregated": disagg} for disagg in modes]
-                if ep > 1 and scenario.search.attention_dp:  # each GPU its own sequences, the experts over all
-                    out += [{**config, "ep": ep, "attention_dp": True, "disaggregated": disagg} for disagg in modes]
+        for prec, spec in itertools.product(precisions, scenario.search.speculative):
+            kinds = []  # the replica kinds (tp, ep, attention_dp) that fit, for separate pools
+            for tp, pp in itertools.product(scenario.search.tp, scenario.search.pp):
+                config = {"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": pp, "ep": 1,
+                          "attention_dp": False, "speculative": spec, "disaggregated": False}
+                reason = precisions[prec] or _tp_reason(model, tp, hw_id, node_size(hw))
+                if reason:
+                    out.append({**config, "reason": reason})
+                    continue
+                eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
+                             and model.moe.num_experts % tp == 0 else [])
+                for ep in eps:
+                    adps = (False, True) if ep > 1 and scenario.search.attention_dp else (False,)
+                    # attention DP: each GPU its own sequences, the experts over all
+                    out += [{**config, "ep": ep, "attention_dp": adp} for adp in adps]
+                    kinds += [(tp, ep, adp) for adp in adps if pp == 1]
+            if scenario.search.disaggregation:
+                # separate pools, one pipeline stage each: a decode pool of each kind beside a prefill
+                # pool of each kind (a narrow prefill pool beside a wide expert-parallel decode pool)
+                for (tp, ep, adp), kind_p in itertools.product(kinds, kinds):
+                    out.append({"model": model_id, "hardware": hw_id, "precision": prec, "tp": tp, "pp": 1, "ep": ep,
+                                "attention_dp": adp, "speculative": spec, "disaggregated": True,
+                                "prefill_kind": None if kind_p == (tp, ep, adp) else kind_p})
     return out
 
 
@@ -108,7 +115,20 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     limit = ("KV memory" if float(np.min(est.max_sequences)) < cap
              else "engine batch limit (max_num_seqs)")
     if config.get("disaggregated"):
-        return limits(sc, _disaggregated(sc, config, est, ok, limit, base))
+        est_p = est
+        if config.get("prefill_kind") is not None:  # a prefill pool of another kind: its own curve
+            tp_p, ep_p, adp_p = config["prefill_kind"]
+            try:
+                est_p = _capacity_curve(sc, {**config, "tp": tp_p, "ep": ep_p, "attention_dp": adp_p},
+                                        round(isl), max(round(osl), 2))
+            except InferlabError as exc:
+                return replace(base, reason=f"prefill pool: {exc}")
+            if not (np.asarray(est_p.max_sequences) >= 1).any():
+                return replace(base, reason="prefill pool: not even one request fits next to the weights")
+        cand, sized = seed_pools(sc, config, est, ok, limit, base, est_p)
+        if not sized:
+            return cand
+        return limits(sc, with_replicas(sc, cand, sized.pop("replicas"), seed=True, **sized))
     # loads below one request in flight on average run the decode step of a batch of one: a
     # workload whose prompts dwarf its answers may meet a TPOT objective only there
     first = lambda x: np.concatenate([np.full(_LIGHT.shape, x[0]), x])  # noqa: E731 - batch one's for them
@@ -192,7 +212,8 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     """``cand`` at ``replicas`` replicas: GPUs, cost, and the fluid latencies and headroom at
     that load (``seed``: also the fluid model's own count)."""
     tr = sc.traffic
-    gpus = replicas * cand.gpus_per_replica
+    pd = changes.get("pd", cand.pd)
+    gpus = cand.pool_gpus(pd) if cand.disaggregated and pd else replicas * cand.gpus_per_replica
     usd_h = gpus * price_per_gpu_hour(sc, cand.hardware)
     new = dict(replicas=replicas, gpus=gpus, usd_per_hour=usd_h, **changes)  # one replace() of them all
     if cand.disaggregated:  # the pools' output over their GPUs, the seed's pools or the simulation's
@@ -299,31 +320,6 @@ def _ranks_limited(scenario: Scenario, dep: Any) -> int:
 _LIMITS = IdentityMemo(256)
 
 
-def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float) -> float:
-    """One prompt's KV transfer from a prefill to a decode replica of ``config``'s kind left
-    after its prefill [s] (:func:`~inferlab.techniques.kv_transfer.kv_transfer`: a TP replica's
-    GPUs each send their share of the cache, the whole of it where an MLA latent or the KV
-    heads are replicated; an attention-DP rank its prompt's whole cache), over the NICs (the
-    pools' link once they outgrow a scale-up domain; the simulation takes NVLink within one),
-    else PCIe on GPUs whose spec has no NIC."""
-    from ..techniques.disaggregation import Disaggregation, Pool
-    from ..techniques.kv_transfer import kv_transfer
-
-    dep, hw = est.deployment, load_hardware(config["hardware"])
-    nic = hw.scale_out.bandwidth.si if hw.scale_out is not None else pool_link_bandwidth(hw)
-    pool = Pool(hw, num_gpus=config["tp"], tp=config["tp"], ep=config["ep"],
-                attention_dp=bool(config.get("attention_dp", False)))
-    move = kv_transfer(Disaggregation(pool, pool, link="network", link_bandwidth=nic), dep, dep, 1.0,
-                       np.asarray(float(isl)), est.prefill_1_s)
-    return float(np.ravel(move.exposed_s)[0])
-
-
-def _tpot_tail(percentile: float) -> float:
-    """Ratio of a percentile request TPOT to the mean in a decode pool (no prefill mixed in: the
-    batch's size and contexts alone vary; a prior, ~10% at P99)."""
-    return 1.0 + 0.1 * max(percentile - 50.0, 0.0) / 49.0
-
-
 def price_per_gpu_hour(sc: Scenario, hardware: str) -> float:
     """USD per GPU-hour: the scenario's, else the catalog's (NaN when neither has one)."""
     price = sc.prices.get(hardware)
@@ -331,58 +327,3 @@ def price_per_gpu_hour(sc: Scenario, hardware: str) -> float:
         hw = load_hardware(hardware)
         price = hw.price.si if hw.price is not None else float("nan")
     return price
-
-
-def _disaggregated(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, limit: str,
-                   base: Candidate) -> Candidate:
-    """Size separate prefill and decode pools of the same replica kind.
-
-    Notes
-    -----
-    The decode pool runs plain decode steps (no prefill interleaved): at concurrency ``b`` a
-    replica serves ``b / (osl x d(b))`` requests/s with TPOT ``d(b)``. A prefill replica
-    runs prompts one token budget after another, a single server (``1 / t_pf`` per
-    replica) whose admission wait (M/M/1's scaled by Kingman's variability of round-robin
-    arrivals and the prompts' prefill times), mixed with each prompt length's own prefill,
-    exposed KV transfer (over the NICs, overlapped layer by layer) and first decode step,
-    keeps the TTFT percentile within its objective (:func:`~.prefill_pool.max_prefill_utilization`;
-    a chat of 3,000-token lognormal prompts: 854 ms against 795 simulated, 626 before the
-    lengths were mixed). The pools' replica counts give the P:D ratio.
-    """
-    tr, slo = sc.traffic, sc.slo
-    isl, osl = tr.isl.expected, tr.osl.expected
-    d = np.asarray(est.tpot_s, float) * _tpot_tail(slo.percentile)
-    meets = ok & ((d <= slo.tpot_ms / 1e3) if slo.tpot_ms else True)
-    if not meets.any():
-        return replace(base, reason=f"TPOT {d[0] * 1e3:.1f} ms > {slo.tpot_ms} ms even alone")
-    rate_d = _BATCHES / (max(osl, 1.0) * np.asarray(est.tpot_s, float))
-    j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
-    exposed = exposed_transfer_s(config, est, isl)
-    # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
-    isl_q = est.prompt_lengths
-    alone_q = est.prompt_times_s + exposed + float(est.tpot_s[j])
-    # a prefill replica as one server of its prompts, one at a time (an attention-DP replica's
-    # ranks could share iterations: the simulation that sizes the pools runs them)
-    cap, mu_p, spread = sc.search.target_utilization, 1.0 / est.prefill_1_s, tr.isl.second_moment_ratio
-    u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_p)))
-    if slo.ttft_ms:
-        # the wait depends on the replicas (round robin smooths each one's arrivals) and they on
-        # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point
-        n_p = 1
-        for _ in range(8):
-            u_p = max_prefill_utilization(alone_q, isl_q, mu_p, n_p, spread, slo.percentile, slo.ttft_ms / 1e3, cap)
-            if u_p <= 0:
-                alone = prefill_pool_ttft_s(alone_q, isl_q, mu_p, 0.0, n_p, spread, slo.percentile)
-                return replace(base, reason=f"TTFT {alone * 1e3:.0f} ms > {slo.ttft_ms} ms even alone "
-                                            "(disaggregated)")
-            need = max(1, math.ceil(tr.request_rate / (u_p * mu_p)))
-            if need <= n_p:
-                break
-            n_p = need
-    n_d = max(1, math.ceil(tr.request_rate / (cap * float(rate_d[j]))))
-    binding = "TPOT SLO" if (slo.tpot_ms and j + 1 < len(_BATCHES) and ok[j + 1]) else limit
-    curve = {"mu_p": mu_p, "u_p": u_p, "alone_q": alone_q, "isl_q": isl_q, "rate_d": rate_d[ok], "tpot_p_s": d[ok],
-             "rate_d_j": float(rate_d[j]), "prefill_spread": spread}
-    cand = replace(base, feasible=True, batch=float(_BATCHES[j]), replica_rate=float(rate_d[j]), curve=curve,
-                   tokens_per_s_per_user=1.0 / float(est.tpot_s[j]), binding=binding)
-    return with_replicas(sc, cand, n_p + n_d, seed=True, pd=f"P{n_p}:D{n_d}")
