@@ -49,17 +49,18 @@ def test_each_pool_is_timed_as_its_own_kind():
 
 def test_the_fluid_model_brackets_an_attention_dp_prefill_pool_and_the_simulation_decides():
     """An attention-DP prefill replica prefills a prompt on one rank: one prompt at a time is the
-    fluid seed's rate (a lower bound), all ranks prefilling together its upper bound, which sets
-    the fewest replicas the planner deems plausible; so with verify 3 the planner simulates the
-    attention-DP pair even though its seed is the dearest pair, and the simulation sizes it."""
-    sc = load_scenario({**DEEPSEEK, "verify": 3})
+    fluid seed's rate (a lower bound: P10:D2 here), all ranks prefilling together its upper bound
+    (P2:D2), which places it among the challengers once the leader is simulated. With verify 2
+    the planner sizes the fluid leader, then the attention-DP pair (at its optimistic count the
+    cheapest challenger), not the fluid runner-up; the simulation needs fewer than the seed."""
+    sc = load_scenario({**DEEPSEEK, "verify": 2})
     adp = evaluate(sc, _alike(sc, (8, 8, True)))
     assert 0 < adp.optimistic_seed < adp.seed_replicas
     result = plan(sc)
-    sized = next(c for c in result.candidates if c.disaggregated and c.attention_dp and c.prefill_kind is None)
-    assert sized.sized_by == "simulation" and sized.feasible
-    assert sized.replicas < adp.seed_replicas
-    assert result.best.gpus <= sized.gpus
+    simulated = [c for c in result.candidates if c.simulated]
+    assert len(simulated) == 2
+    sized = next(c for c in simulated if c.attention_dp and c.prefill_kind is None)
+    assert sized.feasible and sized.replicas < adp.seed_replicas
 
 
 def test_pools_of_two_sizes_count_and_price_their_own_gpus():
@@ -71,6 +72,8 @@ def test_pools_of_two_sizes_count_and_price_their_own_gpus():
     pools = sized.deployment("vllm").disaggregation
     assert (pools.prefill.num_gpus, pools.prefill.tp, pools.decode.num_gpus, pools.decode.tp) == (6, 2, 8, 4)
     assert sized.label == "llama-3.1-70b h100-sxm fp8 disagg P3 tp2 : D2 tp4"
+    assert sized.to_dict()["pool_gpus_per_replica"] == [2, 4]
+    assert replace(sized, pd="").label == "llama-3.1-70b h100-sxm fp8 disagg prefill tp2 : decode tp4"
 
 
 def test_the_day_of_pools_of_two_sizes_is_bought_by_the_gpu():
@@ -80,7 +83,7 @@ def test_the_day_of_pools_of_two_sizes_is_bought_by_the_gpu():
                                                                              "period_h": 12}})
     cand = with_replicas(sc, evaluate(sc, _mixed(sc, (2, 1, False), (4, 1, False))), 5, pd="P3:D2")
     day = day_plan(sc, replace(cand, headroom=0.2))
-    assert list(day.capacity.demand) == [6, 14] and day.unit == "GPUs"
+    assert list(day.capacity.demand) == [6, 14] and day.unit == "GPUs" and day.to_dict()["unit"] == "GPUs"
     assert "6-14 GPUs" in "\n".join(day.lines())
 
 
@@ -99,11 +102,50 @@ def test_the_simulation_sizes_pools_of_two_sizes():
     """The planner's verification simulates both pools as their own kinds and counts their GPUs."""
     from inferlab.planning.sizing import size_by_simulation
 
+    import inferlab.planning.sizing_disaggregated as sizing
+
+    ran = []
+
+    def steady_probe(sc_, run, *args):
+        def recorded(k, seed):
+            result = run(k, seed)
+            ran.append((result.prefill_deployment.tp, result.deployment.tp))  # deployment: a decode replica
+            return result
+        return real(sc_, recorded, *args)
+
+    real, sizing.steady_probe = sizing.steady_probe, steady_probe
     sc = load_scenario(LLAMA)
     cand = evaluate(sc, _mixed(sc, (2, 1, False), (4, 1, False)))
     assert cand.feasible
-    sized = size_by_simulation(sc, cand)
+    try:
+        sized = size_by_simulation(sc, cand)
+    finally:
+        sizing.steady_probe = real
+    assert ran and set(ran) == {(2, 4)}  # each pool simulated as its own kind
     assert sized.feasible and sized.sized_by == "simulation"
     n_p, n_d = sized.pools
     assert sized.gpus == 2 * n_p + 4 * n_d
     assert sized.simulated_ttft_s <= 2.0 and sized.simulated_tpot_s <= 0.060
+
+
+def test_pools_of_two_sizes_are_sized_within_the_gpu_limit():
+    """max_gpus 16 with TP1 prefill and TP8 decode replicas: every pair the sizing simulates fits
+    16 GPUs (counted in the narrower replicas, P2:D2 = 18 GPUs was its first probe)."""
+    import inferlab.planning.sizing_disaggregated as sizing
+    from inferlab.planning.candidate import Probe
+
+    sc = load_scenario({**LLAMA, "search": {**LLAMA["search"], "tp": [1, 8], "max_gpus": 16}})
+    cand = evaluate(sc, _mixed(sc, (1, 1, False), (8, 1, False)))
+    probed = []
+
+    def simulate(sc_, cand_, n_p, n_d, growth):
+        probed.append(n_p * 1 + n_d * 8)
+        return Probe(replicas=n_p + n_d, growth=growth, ttft_s=0.1, tpot_s=0.01, meets=n_p >= 3, pd=f"P{n_p}:D{n_d}")
+
+    real, sizing._simulate = sizing._simulate, simulate
+    try:
+        sized = sizing.size_disaggregated(sc, replace(cand, pd="P4:D1"))
+    finally:
+        sizing._simulate = real
+    assert probed and max(probed) <= 16
+    assert sized.pools == (3, 1) and sized.gpus == 11

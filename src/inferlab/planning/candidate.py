@@ -151,9 +151,9 @@ class Candidate:
         text += f" ep{self.ep}" if self.ep > 1 else ""
         text += " adp" if self.attention_dp else ""
         if self.disaggregated and self.prefill_kind is not None:  # two kinds: each pool's
-            n_p, n_d = self.pd.removeprefix("P").split(":D") if self.pd else ("", "")
-            text = (f"{self.model} {self.hardware} {self.precision} disagg P{n_p} {_kind(*self.prefill_kind)} "
-                    f": D{n_d} {_kind(self.tp, self.ep, self.attention_dp)}")
+            sides = (f"P{self.pools[0]}", f"D{self.pools[1]}") if self.pd else ("prefill", "decode")
+            text = (f"{self.model} {self.hardware} {self.precision} disagg {sides[0]} {_kind(*self.prefill_kind)} "
+                    f": {sides[1]} {_kind(self.tp, self.ep, self.attention_dp)}")
         else:
             text += f" disagg {self.pd}" if self.disaggregated else ""
         return text + (f" +{self.speculative}" if self.speculative else "")
@@ -218,11 +218,14 @@ class Candidate:
         return self.tp * self.pp
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, with the label and every probe (no operating curve); a number that is
-        not finite (a latency not simulated, a fluid queue that does not settle) is None."""
+        """JSON-ready, with the label and every probe (no operating curve), and for separate
+        pools each pool's GPUs per replica; a number that is not finite (a latency not simulated,
+        a fluid queue that does not settle) is None."""
         out = {k: _json_number(v) for k, v in self.__dict__.items() if k not in ("curve", "probes")}
         out["probes"] = [{k: _json_number(v) for k, v in p.__dict__.items()} for p in self.probes]
         out["simulated_without"] = list(self.simulated_without)
+        if self.disaggregated:  # tp, ep and attention_dp are the decode pool's; each pool's replica size
+            out["pool_gpus_per_replica"] = list(self.pool_gpus_per_replica)
         return dict(out, label=self.label)
 
     def ttft_for_rank(self) -> float:

@@ -39,7 +39,7 @@ class DayPlan:
         out = []
         cap = self.capacity
         if cap is not None:
-            mix = f"{cap.reserved} reserved"
+            mix = f"{cap.reserved} reserved" if self.unit == "replicas" else f"{cap.reserved} {self.unit} reserved"
             for kind, count in (("on demand", np.max(cap.on_demand)), ("spot", np.max(cap.spot))):
                 if count > 0:
                     mix += f", {kind} up to {int(count)}"
@@ -63,7 +63,7 @@ class DayPlan:
         """JSON-ready."""
         return {"capacity": self.capacity.to_dict() if self.capacity is not None else None,
                 "cold_start": self.cold_start.to_dict(), "headroom": self.headroom.to_dict(),
-                "period_h": self.period_h}
+                "period_h": self.period_h, "unit": self.unit}
 
 
 def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:

@@ -9,10 +9,12 @@
 
 Which configurations are simulated: in ranking order, the cheapest one not yet simulated,
 while the leader is not a simulated one; once it is, further ones while fewer than
-``scenario.verify`` have been simulated, each the one that could beat the leader by the most
-(the cheapest at its fewest plausible replicas); at most ``3 x verify`` in all. A configuration *cannot beat* the leader when even
-``ceil(seed / SEED_OVERESTIMATE)`` of its replicas cost at least as much (an offline job: its
-cost per token over ``SEED_OVERESTIMATE``). One that the fluid count puts over
+``scenario.verify`` have been simulated and the next could still beat the leader, in ranking
+order except that a candidate whose rate the fluid model brackets (an attention-DP prefill
+pool) is placed by its cost at the optimistic count; at most ``3 x verify`` in all. A
+configuration *cannot beat* the leader when even ``ceil(seed / SEED_OVERESTIMATE)`` of its
+replicas (of each pool, at least one, for separate pools) cost at least as much (an offline
+job: its cost per token over ``SEED_OVERESTIMATE``). One that the fluid count puts over
 ``search.max_gpus`` or the budget is sized too when that many replicas fit the limits and it
 could beat the leader (or none is feasible): the limits bound the simulation's count, not the
 fluid model's.
@@ -40,7 +42,7 @@ from .candidate import Candidate, Probe
 from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
-from .probes import allowed_replicas
+from .probes import allowed_gpus
 from .search import candidates, evaluate, limits
 from .sizing import size_by_simulation
 
@@ -59,29 +61,47 @@ def _rank(c: Candidate) -> tuple:
     return (not c.feasible, c.usd_per_million_output if c.feasible else math.inf, c.ttft_for_rank())
 
 
-def _fewest(c: Candidate) -> int:
-    """The fewest replicas ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`
-    (from the optimistic seed where the fluid model brackets the rate: attention-DP prefill pools)."""
-    return max(1, math.ceil((c.optimistic_seed or c.seed_replicas) / SEED_OVERESTIMATE))
+def _fewest_gpus(c: Candidate) -> int:
+    """The fewest GPUs ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`;
+    separate pools each by their own kind, at least one replica of each (an attention-DP prefill
+    pool, whose rate the fluid model brackets: at most its optimistic count)."""
+    if not c.disaggregated:
+        return max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE)) * c.gpus_per_replica
+    n_p, n_d = c.pools
+    low_p = math.ceil(n_p / SEED_OVERESTIMATE)
+    if c.optimistic_seed:
+        low_p = min(low_p, c.optimistic_seed - n_d)
+    g_p, g_d = c.pool_gpus_per_replica
+    return max(1, low_p) * g_p + max(1, math.ceil(n_d / SEED_OVERESTIMATE)) * g_d
 
 
 def _fewest_cost(sc: Scenario, c: Candidate) -> float:
-    """What ``c`` costs per million output tokens at best: with :func:`_fewest` replicas online;
-    an offline job's cost over the seed's capacity, that much too low."""
+    """What ``c`` costs per million output tokens at best: on :func:`_fewest_gpus` online; an
+    offline job's cost over the seed's capacity, that much too low."""
     if sc.traffic.offline:
         return c.usd_per_million_output / SEED_OVERESTIMATE
-    return c.usd_per_million_output * _fewest(c) / max(c.replicas, 1)
+    return c.usd_per_million_output * _fewest_gpus(c) / max(c.gpus, 1)
+
+
+def _promise(c: Candidate) -> float:
+    """The order challengers are sized in: the fluid cost, at the optimistic count where the
+    fluid model brackets the rate (the rank's cost otherwise)."""
+    if not c.optimistic_seed:
+        return c.usd_per_million_output
+    n_p, n_d = c.pools
+    g_p, g_d = c.pool_gpus_per_replica
+    return c.usd_per_million_output * ((c.optimistic_seed - n_d) * g_p + n_d * g_d) / max(c.gpus, 1)
 
 
 def _could_beat(sc: Scenario, c: Candidate, leader: Candidate) -> bool:
-    """Whether ``c`` at its fewest plausible replicas costs less than the simulated ``leader``."""
+    """Whether ``c`` at its fewest plausible GPUs costs less than the simulated ``leader``."""
     return _fewest_cost(sc, c) < leader.usd_per_million_output
 
 
 def _within_reach(sc: Scenario, c: Candidate) -> bool:
     """Ruled out only by a limit on the fluid model's count, with its fewest plausible count
     within the limits: the simulation decides."""
-    return c.over_limits and not c.simulated and _fewest(c) <= allowed_replicas(sc, c)
+    return c.over_limits and not c.simulated and _fewest_gpus(c) <= allowed_gpus(sc, c)
 
 
 def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:
@@ -89,9 +109,8 @@ def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:
     leader = results[0]
     settled = leader.feasible and leader.simulated
     open_ = [i for i, c in enumerate(results) if c.feasible and not c.simulated]
-    if settled:  # the most promising challenger: the cheapest at its fewest plausible replicas
-        open_ = sorted((i for i in open_ if _could_beat(sc, results[i], leader)),
-                       key=lambda i: _fewest_cost(sc, results[i]))
+    if settled:  # challengers that could beat it, in rank order but at their optimistic fluid counts
+        open_ = sorted((i for i in open_ if _could_beat(sc, results[i], leader)), key=lambda i: _promise(results[i]))
     top = open_[0] if open_ else None
     if top is not None and not (settled and simulated >= sc.verify):
         return top

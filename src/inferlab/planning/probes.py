@@ -147,16 +147,20 @@ def missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
                            f"budget limit): {measured}"))
 
 
-def allowed_replicas(sc: Scenario, cand: Candidate) -> int:
-    """The most replicas ``max_gpus`` and the budget allow (0 when not even one; a free GPU
+def allowed_gpus(sc: Scenario, cand: Candidate) -> int:
+    """The most GPUs of ``cand``'s type that ``max_gpus`` and the budget allow (a free GPU
     leaves the budget unbounded)."""
-    # separate pools of two kinds: counted in the narrower replicas (the limits hold the pools' GPUs after)
-    gpr = min(cand.pool_gpus_per_replica) if cand.disaggregated else cand.gpus_per_replica
-    n = sc.search.max_gpus // gpr
-    usd_per_replica_h = gpr * price_per_gpu_hour(sc, cand.hardware)
-    if sc.budget_usd_per_hour is not None and usd_per_replica_h > 0:
-        n = min(n, math.floor(sc.budget_usd_per_hour * (1.0 + BUDGET_SLACK) / usd_per_replica_h))
+    n = sc.search.max_gpus
+    price = price_per_gpu_hour(sc, cand.hardware)
+    if sc.budget_usd_per_hour is not None and price > 0:
+        n = min(n, math.floor(sc.budget_usd_per_hour * (1.0 + BUDGET_SLACK) / price))
     return n
+
+
+def allowed_replicas(sc: Scenario, cand: Candidate) -> int:
+    """The most replicas ``max_gpus`` and the budget allow (0 when not even one; separate pools
+    are bounded in GPUs, :func:`allowed_gpus`, by :mod:`.sizing_disaggregated`)."""
+    return allowed_gpus(sc, cand) // cand.gpus_per_replica
 
 
 def max_replicas(sc: Scenario, cand: Candidate) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import finish, max_replicas, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe
+from .probes import allowed_gpus, finish, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe
 from .scenario import Scenario
 from .search import max_num_seqs
 
@@ -21,7 +21,9 @@ from .search import max_num_seqs
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
     """``cand`` with the smallest prefill and decode pools the simulation shows meeting the SLOs."""
     seed_p, seed_d = cand.pools
-    total = max_replicas(sc, cand)
+    g_p, g_d = cand.pool_gpus_per_replica
+    # the limits in GPUs (pools of two kinds differ in size), at least one pair: limits() rules it out after
+    gpus = max(allowed_gpus(sc, cand), g_p + g_d)
     seen: dict[tuple[int, int, float], Probe] = {}
 
     def probe(n_p: int, n_d: int, growth: float) -> Probe:
@@ -31,10 +33,10 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
         return seen[key]
 
     try:
-        wide_d = max(1, min(2 * seed_d, total - 1))
-        n_p, _ = smallest_meeting(lambda k: probe(k, wide_d, 0.0), seed_p, max(total - wide_d, 1))
+        wide_d = max(1, min(2 * seed_d, (gpus - g_p) // g_d))
+        n_p, _ = smallest_meeting(lambda k: probe(k, wide_d, 0.0), seed_p, max((gpus - wide_d * g_d) // g_p, 1))
         n_d, _ = (None, None) if n_p is None else smallest_meeting(lambda k: probe(n_p, k, 0.0), seed_d,
-                                                                   max(total - n_p, 1))
+                                                                   max((gpus - n_p * g_p) // g_d, 1))
         if n_p is None or n_d is None:
             worst = max(seen.values(), key=lambda p: p.replicas)
             return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),
