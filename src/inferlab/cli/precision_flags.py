@@ -1,7 +1,7 @@
 """Precision flags shared by every command that takes a precision: one per tensor kind.
 
 ``--precision`` sets every kind from one format; ``--weights``, ``--moe-weights``,
-``--activations`` and ``--kv-cache-dtype`` (vLLM's name) each replace only their kind, over
+``--activations``, ``--kv-cache-dtype`` (vLLM's name) and ``--state-dtype`` each replace only their kind, over
 ``--precision`` or, without it, over the model's shipped checkpoint formats.
 """
 
@@ -29,9 +29,12 @@ KIND_FLAGS: dict[str, tuple[str, str]] = {
     "--activations": ("activations", "format the GEMM inputs are quantized to (bf16: weight-only kernels)"),
     "--kv-cache-dtype": ("kv_cache", "KV-cache format (vLLM's flag): bf16, fp8, ...; auto: as --precision or the "
                                      "checkpoint"),
+    "--state-dtype": ("state", "a hybrid model's linear-attention (SSM) state format: fp32, bf16 or fp16 (SGLang "
+                               "--mamba-ssm-dtype, vLLM --mamba-ssm-cache-dtype); auto: the config's, else the "
+                               "engine's (SGLang fp32, vLLM bf16)"),
 }
-#: vLLM's spellings of the FP8 KV cache.
-_ALIASES = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+#: vLLM's spellings of the FP8 KV cache, and the engines' of the state formats.
+_ALIASES = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
 def add_precision_flags(parser: argparse.ArgumentParser) -> None:

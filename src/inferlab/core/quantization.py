@@ -9,7 +9,7 @@ A precision is written as a format name (``"fp8"``: every kind derived from it),
 mapping of the kinds it sets, or text of ``kind:format`` tokens after an optional
 name (``"fp8 kv:bf16"``, ``"w:bf16 moe:mxfp4 a:bf16 kv:bf16"``, ``"nvfp4 attn:bf16"``: kinds
 ``w`` weights, ``moe`` routed experts, ``attn`` attention projections, ``a`` activations,
-``kv`` KV cache). The kinds a mapping or
+``kv`` KV cache, ``state`` a hybrid model's linear-attention state). The kinds a mapping or
 text leaves out come from its base: the named format's derivation, or the model's
 shipped checkpoint (``"checkpoint"``, the default) when no format is named.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import SpecError, UnknownNameError
@@ -31,8 +31,12 @@ _WIDTH = {"fp4": 4, "fp6": 6, "fp8": 8, "int8": 8, "bf16": 16, "fp16": 16, "tf32
 _ORDER = ("fp4", "fp6", "fp8", "int8", "bf16", "fp16", "tf32")
 
 #: The tensor kinds a precision sets, with the short names the text form uses.
-KINDS = ("weights", "moe_weights", "attention_weights", "activations", "kv_cache")
-SHORT_NAMES = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache"}
+KINDS = ("weights", "moe_weights", "attention_weights", "activations", "kv_cache", "state")
+SHORT_NAMES = {"w": "weights", "moe": "moe_weights", "attn": "attention_weights", "a": "activations", "kv": "kv_cache",
+               "state": "state"}
+#: The formats engines keep a linear-attention state in (SGLang ``--mamba-ssm-dtype``: float32,
+#: bfloat16, float16; vLLM ``--mamba-ssm-cache-dtype``: auto, float32, bfloat16, float16).
+STATE_FORMATS = ("fp32", "bf16", "fp16")
 _LABEL = {v: k for k, v in SHORT_NAMES.items()}
 #: The base meaning "the model's shipped checkpoint formats".
 CHECKPOINT = "checkpoint"
@@ -48,7 +52,9 @@ class PrecisionConfig:
     means the same as ``weights`` (gpt-oss ships ``{"weights": "bf16", "moe_weights":
     "mxfp4"}``). ``attention_weights``, the attention projections' (Q, K, V, O and MLA's
     low-rank ones); None: as ``weights`` (NVIDIA's NVFP4 DeepSeek-R1 checkpoint leaves
-    attention in BF16 and quantizes the MLPs).
+    attention in BF16 and quantizes the MLPs). ``state``, a hybrid model's linear-attention
+    (SSM) state; None: the config's ``mamba_ssm_dtype``, else the engine's default (SGLang FP32,
+    vLLM the model's BF16).
     """
 
     weights: str = "bf16"
@@ -56,6 +62,7 @@ class PrecisionConfig:
     kv_cache: str = "bf16"
     moe_weights: str | None = None
     attention_weights: str | None = None
+    state: str | None = None
 
     def __post_init__(self) -> None:
         for name in KINDS:
@@ -66,6 +73,9 @@ class PrecisionConfig:
             object.__setattr__(self, "moe_weights", None)
         if self.attention_weights == self.weights:
             object.__setattr__(self, "attention_weights", None)
+        if self.state is not None and self.state not in STATE_FORMATS:
+            raise SpecError(f"state {self.state}: engines keep a linear-attention state in {', '.join(STATE_FORMATS)} "
+                            "(SGLang --mamba-ssm-dtype, vLLM --mamba-ssm-cache-dtype)")
         self._check_activations()
 
     def _check_activations(self) -> None:
@@ -145,7 +155,7 @@ class PrecisionConfig:
         Expert and attention weights that follow the weights here keep following them.
         """
         fields = {"weights": self.weights, "moe_weights": self.moe_weights, "attention_weights": self.attention_weights,
-                  "activations": self.activations, "kv_cache": self.kv_cache}
+                  "activations": self.activations, "kv_cache": self.kv_cache, "state": self.state}
         for kind, fmt in kinds.items():
             if not isinstance(fmt, str):
                 raise SpecError(f"precision: {kind} must be a format name, got {fmt!r}")
@@ -154,18 +164,22 @@ class PrecisionConfig:
 
     def to_dict(self) -> dict[str, str]:
         """Every kind's format, expert weights resolved: ``{"weights": "bf16", "moe_weights": "mxfp4", ...}``
-        (``attention_weights`` only where it differs from the weights)."""
+        (``attention_weights`` only where it differs from the weights, ``state`` where one is set)."""
         out = {"weights": self.weights, "moe_weights": self.experts, "activations": self.activations,
                "kv_cache": self.kv_cache}
         if self.attention_weights is not None:
             out["attention_weights"] = self.attention_weights
+        if self.state is not None:
+            out["state"] = self.state
         return out
 
     def __str__(self) -> str:
-        if self == PrecisionConfig.derived(self.weights):
-            return self.weights
-        return " ".join(f"{_LABEL[k]}:{v}" for k, v in self.to_dict().items()
-                        if k != "moe_weights" or self.moe_weights is not None)
+        base = replace(self, state=None)
+        state = f" state:{self.state}" if self.state is not None else ""
+        if base == PrecisionConfig.derived(self.weights):
+            return self.weights + state
+        return " ".join(f"{_LABEL[k]}:{v}" for k, v in base.to_dict().items()
+                        if k != "moe_weights" or self.moe_weights is not None) + state
 
 
 _TOKEN = re.compile(r"[\s,]+")
@@ -191,7 +205,8 @@ def _parse_text(text: str, checkpoint: PrecisionConfig) -> PrecisionConfig:
         full = SHORT_NAMES.get(kind.lower(), kind.lower())
         if not fmt or full not in KINDS:
             raise SpecError(f"precision {text!r}: {token!r} is not kind:format; kinds: w (weights), moe (routed-expert "
-                            "weights), attn (attention weights), a (activations), kv (KV cache), e.g. 'fp8 kv:bf16'")
+                            "weights), attn (attention weights), a (activations), kv (KV cache), state (a hybrid "
+                            "model's linear-attention state), e.g. 'fp8 kv:bf16'")
         if full in kinds:
             raise SpecError(f"precision {text!r}: {kind} is given twice ({full}:{kinds[full]} and {full}:{fmt}); "
                             "give each kind once")

@@ -126,6 +126,17 @@ def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
+#: A linear-attention state's format as SGLang's ``--mamba-ssm-dtype`` and vLLM's
+#: ``--mamba-ssm-cache-dtype`` name it (vLLM's ``auto``: the config's, else the model's dtype).
+STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+STATE_NAMES = {fmt: name for name, fmt in STATE_DTYPES.items()}
+
+
+def state_words(launch, flag: str) -> list[str]:
+    """``flag`` with the launch's linear-attention state format (nothing where it sets none)."""
+    return [flag, STATE_NAMES[launch.state]] if launch.state is not None else []
+
+
 def precision_words(launch, missing: list, quant_names: dict, kv_names: dict, kv_allowed: str,
                     checkpoint_hint: str = "") -> list[str]:
     """``--quantization``, ``--kv-cache-dtype`` and ``--dtype`` of a launch, as vLLM and SGLang

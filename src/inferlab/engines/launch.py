@@ -66,6 +66,9 @@ class EngineLaunch:
         vLLM's ``-tp`` next to ``-dp``); 1: a GPU a rank.
     weights, activations, kv_cache : str or None
         Formats set by the flags; None: the checkpoint's (KV: the engine's ``auto``).
+    state : str or None
+        A hybrid model's linear-attention state format (SGLang ``--mamba-ssm-dtype``, vLLM
+        ``--mamba-ssm-cache-dtype``); None: the config's, else the engine's default.
     dtype : str or None
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
     max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size, graph_max_batch
@@ -110,6 +113,7 @@ class EngineLaunch:
     weights: str | None = None
     activations: str | None = None
     kv_cache: str | None = None
+    state: str | None = None
     dtype: str | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -143,14 +147,16 @@ class EngineLaunch:
         """
         kinds = {"weights": self.weights or self._dtype_weights(), "activations": self.activations or self.dtype,
                  "kv_cache": self.kv_cache or (self.dtype if self.dtype else None)}
+        state = f"state:{self.state}" if self.state is not None else ""
         if not any(kinds.values()):
-            return None
+            return state or None
         if all(kinds.values()) and self.weights:  # --dtype's weights leave a quantized MoE's experts as stored
             from ..core.quantization import PrecisionConfig
 
             if PrecisionConfig.derived(kinds["weights"]) == PrecisionConfig(**kinds):  # type: ignore[arg-type]
-                return kinds["weights"]
-        return " ".join(f"{label}:{kinds[kind]}" for kind, label in _KIND_LABELS if kinds[kind])
+                return " ".join(filter(None, (kinds["weights"], state)))
+        return " ".join([f"{label}:{kinds[kind]}" for kind, label in _KIND_LABELS if kinds[kind]]
+                        + ([state] if state else []))
 
     def _dtype_weights(self) -> str | None:
         """``--dtype`` for the weights when the checkpoint's are 16-bit (None otherwise)."""

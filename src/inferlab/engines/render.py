@@ -176,7 +176,7 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
 
     return EngineLaunch(engine=engine if engine in _WRITERS else "vllm", model=catalog_model(model)[0], tp=tp, pp=pp,
                         ep=ep, dp=dp, attention_dp=attention_dp, attention_tp=attention_tp, weights=kinds.get("weights"),
-                        activations=kinds.get("activations"), kv_cache=kinds.get("kv_cache"),
+                        activations=kinds.get("activations"), kv_cache=kinds.get("kv_cache"), state=kinds.get("state"),
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         max_prefill_tokens=max_prefill_tokens, chunked_prefill=chunked_prefill,
                         mixed_prefill=mixed_prefill,

@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
-                     source_flags, precision_words, speculation, unmodelled_notes)
+                     source_flags, precision_words, speculation, STATE_DTYPES, state_words, unmodelled_notes)
 from .launch import EngineLaunch, Rendered
 from .scheduler import SPECULATIVE_RESETS
 
@@ -43,6 +43,7 @@ FLAGS = {
     "--schedule-policy": Spec("schedule_policy"),
     "--mamba-full-memory-ratio": Spec("state_pool_ratio", "positive"),
     "--mamba-scheduler-strategy": Spec("mamba_strategy"),
+    "--mamba-ssm-dtype": Spec("state"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -80,8 +81,6 @@ UNMODELLED = {
                               "fused kernels whose speed is not measured; the steps are simulated without it",
     "--max-mamba-cache-size": "a hybrid model's state pool pinned at this many slots: the pool is sized by "
                               "--mamba-full-memory-ratio (0.9 of the KV pool) instead",
-    "--mamba-ssm-dtype": "a hybrid model's state format: the config's mamba_ssm_dtype (else FP32, SGLang's "
-                         "default) is used instead",
 }
 #: ``--schedule-policy`` (SGLang's default fcfs, inferlab's order): how the others order the
 #: waiting requests (schedule_policy.py: lpm and dfs-weight are cache-aware and run as fcfs when the
@@ -144,6 +143,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         attention_tp=attention_tp, weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
+        state=choice(NAME, f.flag("state"), f.get("state"), STATE_DTYPES) if "state" in f.values else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
         chunked_prefill=chunked,
@@ -154,7 +154,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         hybrid_overlap=hybrid_overlap,
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
-    sources = source_flags(f, ("quantization", "kv_cache", "dtype"))
+    sources = source_flags(f, ("quantization", "kv_cache", "state", "dtype"))
     if chunk is not None:
         sources.update(chunked_prefill="--chunked-prefill-size", max_num_batched_tokens="--chunked-prefill-size",
                        max_num_tokens="--chunked-prefill-size")
@@ -248,7 +248,8 @@ def render(launch: EngineLaunch) -> Rendered:
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:
-    return precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8_e4m3, bf16", "")
+    return (precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8_e4m3, bf16", "")
+            + state_words(launch, "--mamba-ssm-dtype"))
 
 
 def _limits(launch: EngineLaunch, missing: list) -> list[str]:

@@ -292,6 +292,9 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
                                             "DP runs each GPU as its own rank (attention_tp=1)"))
     if launch.chunked_prefill is not None:
         out["enable_chunked_prefill"] = launch.chunked_prefill
+    if launch.state is not None:
+        missing.append(("state", f"a {launch.state} linear-attention state: inferlab writes no TensorRT-LLM option "
+                                 "for a hybrid model's state format"))
     if launch.mixed_prefill is False:
         missing.append(("mixed_prefill", "prefill iterations without the decodes: TensorRT-LLM's in-flight batching "
                                          "always runs the context requests with the generation ones"))

@@ -16,7 +16,8 @@ import json
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
-                     read_yaml_mapping, shell_form, source_flags, precision_words, speculation)
+                     read_yaml_mapping, shell_form, source_flags, precision_words, speculation, STATE_DTYPES,
+                     state_words)
 from .launch import EngineLaunch, Rendered
 from .scheduler import NO_OVERLAP_DRAFTERS
 from .vllm_compile import EAGER, read_compilation, split_compilation
@@ -32,6 +33,8 @@ FLAGS = {
     "--enable-chunked-prefill": Spec("chunked_prefill", "bool"), "--no-enable-chunked-prefill": Spec("chunked_prefill", "off"),
     "--kv-cache-dtype": Spec("kv_cache"), "--quantization": Spec("quantization"), "-q": Spec("quantization"),
     "--dtype": Spec("dtype"), "--speculative-config": Spec("speculation"),
+    # a hybrid model's SSM state (CacheConfig.mamba_ssm_cache_dtype; auto: the config's, else the model's dtype)
+    "--mamba-ssm-cache-dtype": Spec("state"),
     "--gpu-memory-utilization": Spec("gpu_memory_utilization", "fraction"),
     "--enable-prefix-caching": Spec("prefix_caching", "bool"), "--no-enable-prefix-caching": Spec("prefix_caching", "off"),
     "--block-size": Spec("kv_block_size", "int"), "--max-model-len": Spec("max_model_len", "int"),
@@ -116,6 +119,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
+        state=choice(NAME, f.flag("state"), f.get("state"), {"auto": None, **STATE_DTYPES}) if "state" in f.values
+        else None,
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
         chunked_prefill=f.get("chunked_prefill"), gpu_memory_utilization=f.get("gpu_memory_utilization"),
@@ -123,7 +128,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         prefix_caching=f.get("prefix_caching"), overlap_host=f.get("overlap_host"),
         speculation=_speculation(f.get("speculation"), f) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
-    return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "dtype")),
+    return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "state", "dtype")),
                                **({"ep": "--enable-expert-parallel"} if ep_on else {}))
 
 
@@ -241,7 +246,8 @@ def render(launch: EngineLaunch) -> Rendered:
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:
-    return precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8, bfloat16", " (vLLM reads its format)")
+    return (precision_words(launch, missing, _QUANT_NAME, _KV_NAME, "auto, fp8, bfloat16", " (vLLM reads its format)")
+            + state_words(launch, "--mamba-ssm-cache-dtype"))
 
 
 def _limits(launch: EngineLaunch, missing: list) -> list[str]:

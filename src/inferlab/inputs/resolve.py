@@ -247,6 +247,9 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                  micro_batches=micro_batches, attention_tp=attention_tp)
     alone(hw, par)
     prec = resolve_precision(precision, m, hw)
+    if prec.config.state is not None:  # the user's state format (--mamba-ssm-dtype), over the config's and the engine's
+        m = m.model_copy(update={"linear_attention": m.linear_attention.model_copy(
+            update={"state_format": prec.config.state})})
     engine_takes_formats(engine, prec.config)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,

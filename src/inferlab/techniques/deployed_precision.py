@@ -132,6 +132,9 @@ def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> Resolve
         raise SpecError(f"precision: moe_weights {cfg.moe_weights} (--moe-weights, moe:{cfg.moe_weights}) sets the "
                         f"routed experts' format, but {model.id or model.name} is dense: it has no experts; drop it, "
                         "or set weights (--weights) for its linear layers")
+    if model.linear_attention is None and cfg.state is not None:
+        raise SpecError(f"precision: state {cfg.state} (state:{cfg.state}) sets a linear-attention state's format, but "
+                        f"{model.id or model.name} keeps none (hybrid models such as qwen3-next-80b-a3b do); drop it")
     notes: list[str] = []
     inherited = _kinds_from_checkpoint(value) if not isinstance(value, PrecisionConfig) else ()
     if inherited:

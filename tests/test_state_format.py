@@ -1,0 +1,81 @@
+"""A hybrid model's linear-attention state format as a precision kind (``state:``), as SGLang's
+``--mamba-ssm-dtype`` and vLLM's ``--mamba-ssm-cache-dtype`` set it. Expected sizes are derived by
+hand from the configs (``model_specs/qwen3.5-397b-a17b.yaml``, ``qwen3-next-80b-a3b.yaml``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inferlab
+from inferlab import SpecError
+from inferlab.cli.main import main
+from inferlab.core.quantization import PrecisionConfig
+from inferlab.engines import launch_command, parse_engine_args
+from inferlab.engines.render import launch_from_deployment
+from inferlab.inputs.resolve import deployment
+
+QWEN35 = "qwen3.5-397b-a17b"
+NEXT = "qwen3-next-80b-a3b"
+
+
+def test_the_state_kind_parses_prints_and_round_trips():
+    cfg = PrecisionConfig.parse("fp8 state:bf16")
+    assert (cfg.weights, cfg.kv_cache, cfg.state) == ("fp8", "fp8", "bf16")
+    assert str(cfg) == "fp8 state:bf16" and PrecisionConfig.parse(str(cfg)) == cfg
+    assert cfg.to_dict()["state"] == "bf16" and "state" not in PrecisionConfig.parse("fp8").to_dict()
+    assert PrecisionConfig.parse({"state": "fp32"}).state == "fp32"
+    with pytest.raises(SpecError, match="fp32, bf16, fp16"):
+        PrecisionConfig.parse("fp8 state:fp8")
+
+
+def test_qwen3_5_state_a_sequence_in_each_format_by_hand():
+    """45 linear layers, each a 64 x 128 x 128 state plus a 12,288-channel conv window of 3 (BF16):
+    FP32 45 x (4,194,304 + 73,728) = 192,061,440 B (the config's mamba_ssm_dtype); BF16
+    45 x (2,097,152 + 73,728) = 97,689,600 B, whatever the engine's default."""
+    for engine in ("sglang", "vllm"):
+        assert deployment(QWEN35, "b200", tp=8, engine=engine).model.recurrent_state_bytes() == 192_061_440
+        dep = deployment(QWEN35, "b200", tp=8, engine=engine, precision="state:bf16")
+        assert dep.model.recurrent_state_bytes() == 97_689_600
+        assert dep.precision.state == "bf16"
+
+
+def test_a_model_without_a_state_refuses_one():
+    with pytest.raises(SpecError, match="keeps none"):
+        deployment("llama-3.1-8b", "h100-sxm", precision="fp8 state:bf16")
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--state-dtype", "bf16"]) == 2
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(batch=st.integers(1, 128), isl=st.integers(128, 32_768))
+def test_a_narrower_state_never_decodes_slower_nor_fits_fewer_sequences(batch, isl):
+    """Qwen3-Next under SGLang (FP32 states by default) with BF16 states: fewer bytes a step and
+    a sequence, so never a slower decode step nor fewer sequences in memory."""
+    kw = dict(tp=4, engine="sglang", batch_size=batch, isl=isl, osl=64)
+    wide = inferlab.estimate(NEXT, "h100-sxm", **kw)
+    narrow = inferlab.estimate(NEXT, "h100-sxm", precision="state:bf16", **kw)
+    assert float(narrow.tpot_s) <= float(wide.tpot_s) * (1 + 1e-12)
+    assert float(narrow.memory.max_sequences) >= float(wide.memory.max_sequences)
+
+
+def test_engine_flags_read_and_written():
+    sglang = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 "
+                               "--mamba-ssm-dtype bfloat16")
+    assert sglang.state == "bf16" and sglang.precision == "state:bf16" and not sglang.unknown
+    assert "--mamba-ssm-dtype bfloat16" in launch_command(sglang).script
+    vllm = parse_engine_args("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4 --kv-cache-dtype fp8 "
+                             "--mamba-ssm-cache-dtype float32")
+    assert vllm.precision == "kv:fp8 state:fp32"
+    assert "--mamba-ssm-cache-dtype float32" in launch_command(vllm).script
+    assert "--mamba-ssm-dtype float32" in launch_command(vllm, "sglang").script
+    assert parse_engine_args("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --mamba-ssm-cache-dtype auto").state is None
+    trt = launch_command(launch_from_deployment(NEXT, engine="trtllm-pytorch", tp=4, precision="state:bf16"),
+                         "trtllm-pytorch")
+    assert "cannot express state" in trt.script
+    with pytest.raises(SpecError, match="float32, bfloat16, float16"):
+        parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct "
+                          "--mamba-ssm-dtype fp8")
+    served = inferlab.serve(hardware="h100-sxm", isl=512, osl=16, concurrency=2, num_requests=4,
+                            **sglang.to_kwargs("serve"))
+    assert served.deployment.model.linear_attention.state_format == "bf16"
