@@ -47,20 +47,20 @@ def test_each_pool_is_timed_as_its_own_kind():
     assert mixed.label == f"deepseek-v3 h200-sxm fp8 disagg P{mixed.pools[0]} tp8 ep8 : D{mixed.pools[1]} tp8 ep8 adp"
 
 
-def test_the_fluid_model_brackets_an_attention_dp_prefill_pool_and_the_simulation_decides():
-    """An attention-DP prefill replica prefills a prompt on one rank: one prompt at a time is the
-    fluid seed's rate (a lower bound: P10:D2 here), all ranks prefilling together its upper bound
-    (P2:D2), which places it among the challengers once the leader is simulated. With verify 2
-    the planner sizes the fluid leader, then the attention-DP pair (at its optimistic count the
-    cheapest challenger), not the fluid runner-up; the simulation needs fewer than the seed."""
+def test_an_attention_dp_prefill_replica_is_a_server_a_rank():
+    """Each rank prefills its own prompts, sharing iterations with the others: the replica's
+    prefill rate with every rank busy is never below one prompt at a time, and the planner sizes
+    the attention-DP pair by simulation, which shows it meeting the SLOs at its seed or fewer
+    replicas (one prompt a replica at a time had seeded it at five times the simulated count)."""
     sc = load_scenario({**DEEPSEEK, "verify": 2})
     adp = evaluate(sc, _alike(sc, (8, 8, True)))
-    assert 0 < adp.optimistic_seed < adp.seed_replicas
+    curve = adp.curve
+    assert curve["servers"] == 8
+    one_at_a_time = 1.0 / float(curve["alone_q"][len(curve["alone_q"]) // 2])
+    assert curve["servers"] * curve["mu_p"] >= one_at_a_time
     result = plan(sc)
-    simulated = [c for c in result.candidates if c.simulated]
-    assert len(simulated) == 2
-    sized = next(c for c in simulated if c.attention_dp and c.prefill_kind is None)
-    assert sized.feasible and sized.replicas < adp.seed_replicas
+    sized = next(c for c in result.candidates if c.disaggregated and c.attention_dp and c.prefill_kind is None)
+    assert sized.simulated and sized.feasible and sized.replicas <= adp.seed_replicas
 
 
 def test_pools_of_two_sizes_count_and_price_their_own_gpus():

@@ -110,10 +110,6 @@ class Candidate:
     replica_rate: float = float("nan")
     replicas: int = 0
     seed_replicas: int = 0
-    #: The fluid count with an attention-DP prefill replica's ranks all prefilling together (an
-    #: upper bound on its rate; the seed takes one prompt at a time, a lower bound): what the
-    #: planner's bound on the fewest replicas starts from (0: the seed).
-    optimistic_seed: int = 0
     gpus: int = 0
     usd_per_hour: float = float("nan")
     usd_per_million_output: float = float("nan")

@@ -9,9 +9,8 @@
 
 Which configurations are simulated: in ranking order, the cheapest one not yet simulated,
 while the leader is not a simulated one; once it is, further ones while fewer than
-``scenario.verify`` have been simulated and the next could still beat the leader, in ranking
-order except that a candidate whose rate the fluid model brackets (an attention-DP prefill
-pool) is placed by its cost at the optimistic count; at most ``3 x verify`` in all. A
+``scenario.verify`` have been simulated, the cheapest of those that could still beat the
+leader; at most ``3 x verify`` in all. A
 configuration *cannot beat* the leader when even ``ceil(seed / SEED_OVERESTIMATE)`` of its
 replicas (of each pool, at least one, for separate pools) cost at least as much (an offline
 job: its cost per token over ``SEED_OVERESTIMATE``). One that the fluid count puts over
@@ -63,16 +62,11 @@ def _rank(c: Candidate) -> tuple:
 
 def _fewest_gpus(c: Candidate) -> int:
     """The fewest GPUs ``c`` plausibly needs: its fluid seed over :data:`SEED_OVERESTIMATE`;
-    separate pools each by their own kind, at least one replica of each (an attention-DP prefill
-    pool, whose rate the fluid model brackets: at most its optimistic count)."""
+    separate pools each by their own kind, at least one replica of each."""
     if not c.disaggregated:
         return max(1, math.ceil(c.seed_replicas / SEED_OVERESTIMATE)) * c.gpus_per_replica
-    n_p, n_d = c.pools
-    low_p = math.ceil(n_p / SEED_OVERESTIMATE)
-    if c.optimistic_seed:
-        low_p = min(low_p, c.optimistic_seed - n_d)
     g_p, g_d = c.pool_gpus_per_replica
-    return max(1, low_p) * g_p + max(1, math.ceil(n_d / SEED_OVERESTIMATE)) * g_d
+    return sum(max(1, math.ceil(n / SEED_OVERESTIMATE)) * g for n, g in zip(c.pools, (g_p, g_d)))
 
 
 def _fewest_cost(sc: Scenario, c: Candidate) -> float:
@@ -81,16 +75,6 @@ def _fewest_cost(sc: Scenario, c: Candidate) -> float:
     if sc.traffic.offline:
         return c.usd_per_million_output / SEED_OVERESTIMATE
     return c.usd_per_million_output * _fewest_gpus(c) / max(c.gpus, 1)
-
-
-def _promise(c: Candidate) -> float:
-    """The order challengers are sized in: the fluid cost, at the optimistic count where the
-    fluid model brackets the rate (the rank's cost otherwise)."""
-    if not c.optimistic_seed:
-        return c.usd_per_million_output
-    n_p, n_d = c.pools
-    g_p, g_d = c.pool_gpus_per_replica
-    return c.usd_per_million_output * ((c.optimistic_seed - n_d) * g_p + n_d * g_d) / max(c.gpus, 1)
 
 
 def _could_beat(sc: Scenario, c: Candidate, leader: Candidate) -> bool:
@@ -109,8 +93,8 @@ def _next(sc: Scenario, results: list[Candidate], simulated: int) -> int | None:
     leader = results[0]
     settled = leader.feasible and leader.simulated
     open_ = [i for i, c in enumerate(results) if c.feasible and not c.simulated]
-    if settled:  # challengers that could beat it, in rank order but at their optimistic fluid counts
-        open_ = sorted((i for i in open_ if _could_beat(sc, results[i], leader)), key=lambda i: _promise(results[i]))
+    if settled:  # the challengers that could still beat it, in ranking order
+        open_ = [i for i in open_ if _could_beat(sc, results[i], leader)]
     top = open_[0] if open_ else None
     if top is not None and not (settled and simulated >= sc.verify):
         return top

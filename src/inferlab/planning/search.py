@@ -242,11 +242,12 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     r, c = sc.traffic.request_rate, cand.curve
     if cand.disaggregated:
         n_p, n_d = cand.pools
-        u = r / (n_p * c["mu_p"])
-        ttft = (prefill_pool_ttft_s(c["alone_q"], c["isl_q"], c["mu_p"], u, n_p, c["prefill_spread"],
+        servers = n_p * c.get("servers", 1)  # an attention-DP prefill replica: a server a rank
+        u = r / (servers * c["mu_p"])
+        ttft = (prefill_pool_ttft_s(c["alone_q"], c["isl_q"], c["mu_p"], u, servers, c["prefill_spread"],
                                     sc.slo.percentile) if u < 1.0 else math.inf)
         tpot = float(np.interp(r / n_d, c["rate_d"], c["tpot_p_s"], right=math.inf))
-        growth = min(n_p * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0
+        growth = min(servers * c["u_p"] * c["mu_p"], n_d * c["rate_d_j"]) / r - 1.0
         return {"fluid_ttft_s": ttft, "fluid_tpot_s": tpot, "headroom": growth,
                 "headroom_by": "fluid model"}
     load = r / cand.replicas
