@@ -325,7 +325,7 @@ def test_graphs_hold_a_pipeline_micro_batch_and_every_path_applies_the_limit():
 def test_sglang_speculation_runs_48_requests_without_overlap():
     # sglang server_args _handle_speculative_decoding: EAGLE, EAGLE3, NEXTN and a standalone draft
     # model reset an unset --max-running-requests to 48 and turn the overlap scheduler off
-    from inferlab.engines.scheduler import for_speculation
+    from inferlab.engines.speculation_limits import for_speculation
 
     sg = engine_scheduler("sglang")
     for method in ("eagle", "mtp", "draft"):

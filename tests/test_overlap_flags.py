@@ -15,7 +15,8 @@ import pytest
 from inferlab import serve
 from inferlab.cli.main import main
 from inferlab.engines import launch_command, launch_from_deployment, parse_engine_args
-from inferlab.engines.scheduler import SchedulerConfig, default_scheduler, for_speculation
+from inferlab.engines.scheduler import SchedulerConfig, default_scheduler
+from inferlab.engines.speculation_limits import for_speculation
 from inferlab.errors import SpecError
 from inferlab.inputs.resolve import deployment
 

@@ -1,6 +1,7 @@
 """A hybrid model's linear-attention state format as a precision kind (``state:``), as SGLang's
-``--mamba-ssm-dtype`` and vLLM's ``--mamba-ssm-cache-dtype`` set it. Expected sizes are derived by
-hand from the configs (``model_specs/qwen3.5-397b-a17b.yaml``, ``qwen3-next-80b-a3b.yaml``)."""
+``--mamba-ssm-dtype`` and vLLM's ``--mamba-ssm-cache-dtype`` set it, and SGLang's state pool pinned
+at a number of slots (``--max-mamba-cache-size``). Expected sizes are derived by hand from the
+configs (``model_specs/qwen3.5-397b-a17b.yaml``, ``qwen3-next-80b-a3b.yaml``)."""
 
 from __future__ import annotations
 
@@ -79,3 +80,37 @@ def test_engine_flags_read_and_written():
     served = inferlab.serve(hardware="h100-sxm", isl=512, osl=16, concurrency=2, num_requests=4,
                             **sglang.to_kwargs("serve"))
     assert served.deployment.model.linear_attention.state_format == "bf16"
+
+
+def test_sglangs_state_pool_pinned_at_its_slots():
+    """``--max-mamba-cache-size 300``: 300 states a replica (75 a rank over four attention-DP ranks),
+    three slots a running request (the radix cache on): 100 running requests either way; the KV
+    pool takes what the weights leave less 300 states a GPU, where the ratio's pool left it
+    1 / 1.9 of it."""
+    from dataclasses import replace
+
+    from inferlab.core.memory import recurrent_state_per_gpu
+    from inferlab.engines.scheduler import ENGINE_SCHEDULERS
+    from inferlab.serving.replica import _pools, kv_capacity_tokens, state_slots
+
+    sglang = ENGINE_SCHEDULERS["sglang"]
+    pinned = replace(sglang, state_pool_slots=300)
+    tp4 = deployment(NEXT, "h100-sxm", tp=4, engine="sglang")
+    adp = deployment(NEXT, "h100-sxm", tp=4, ep=4, attention_dp=True, engine="sglang")
+    assert state_slots(tp4, pinned) == 100
+    assert state_slots(adp, pinned) == 4 * (75 // 3)
+    rest, state = _pools(tp4, sglang)[0], recurrent_state_per_gpu(tp4.model, tp4.parallel)
+    assert kv_capacity_tokens(tp4, pinned) == pytest.approx(kv_capacity_tokens(tp4, sglang) * 1.9 * (rest - 300 * state)
+                                                            / rest)
+    launch = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 "
+                               "--max-mamba-cache-size 300")
+    assert launch.state_pool_slots == 300 and not launch.unknown
+    assert "--max-mamba-cache-size 300" in launch_command(launch).script
+    assert "not written: vllm keeps the states in its KV pool" in launch_command(launch, "vllm").script
+    served = inferlab.serve(hardware="h100-sxm", isl=512, osl=16, concurrency=2, num_requests=4,
+                            **launch.to_kwargs("serve"))
+    assert served.limits.max_num_seqs == 100
+    with pytest.raises(SpecError, match="keeps the states in its KV pool"):
+        inferlab.serve(NEXT, "h100-sxm", tp=4, engine="vllm", concurrency=2, num_requests=4, state_pool_slots=300)
+    with pytest.raises(inferlab.InfeasibleError, match="no KV pool is left"):
+        inferlab.serve(NEXT, "h100-sxm", tp=4, engine="sglang", concurrency=2, num_requests=4, state_pool_slots=10**6)

@@ -102,6 +102,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                    help="a hybrid model's linear-attention states in a pool of their own, R times the KV pool "
                         "(SGLang's --mamba-full-memory-ratio, its default 0.9; the other engines keep the states in "
                         "their KV pool and refuse it)")
+    p.add_argument("--state-pool-slots", type=int, metavar="N",
+                   help="a hybrid model's state pool pinned at N slots over the replica (SGLang's "
+                        "--max-mamba-cache-size), the KV pool taking the rest")
     p.add_argument("--state-slots", type=int, metavar="N",
                    help="state-pool slots a running request takes (SGLang: 3 with no_buffer, 5 with extra_buffer)")
     _switch(p, "hybrid-overlap", "keep the overlap scheduler on for a hybrid model (SGLang's extra_buffer: 5 slots a "

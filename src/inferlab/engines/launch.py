@@ -87,9 +87,10 @@ class EngineLaunch:
         (:attr:`~inferlab.engines.scheduler.SchedulerConfig.overlap_host`: SGLang's and
         TensorRT-LLM's PyTorch runtime's overlap scheduler, vLLM's async scheduling); None:
         the engine's default (on in SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14).
-    state_pool_ratio, state_slots, hybrid_overlap : float, int, bool or None
+    state_pool_ratio, state_pool_slots, state_slots, hybrid_overlap : float, int, int, bool or None
         A hybrid model's state pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`; SGLang's
-        ``--mamba-full-memory-ratio`` and ``--mamba-scheduler-strategy``); None: the engine's default.
+        ``--mamba-full-memory-ratio``, ``--max-mamba-cache-size`` and ``--mamba-scheduler-strategy``);
+        None: the engine's default.
     speculation : Speculation or None
     unknown : tuple of str
         Flags inferlab does not know, as written (with their values).
@@ -128,6 +129,7 @@ class EngineLaunch:
     prefix_caching: bool | None = None
     overlap_host: bool | None = None
     state_pool_ratio: float | None = None
+    state_pool_slots: int | None = None
     state_slots: int | None = None
     hybrid_overlap: bool | None = None
     speculation: Speculation | None = None
@@ -208,7 +210,8 @@ class EngineLaunch:
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
                           max_model_len=self.max_model_len, reserve_output=self.reserve_output,
                           overlap_host=self.overlap_host, state_pool_ratio=self.state_pool_ratio,
-                          state_slots=self.state_slots, hybrid_overlap=self.hybrid_overlap)
+                          state_slots=self.state_slots, hybrid_overlap=self.hybrid_overlap,
+                          state_pool_slots=self.state_pool_slots)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs)

@@ -134,7 +134,7 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
                         f"all {ranks} ranks in {target if per_rank[0] else source}: written "
                         + ("x" if per_rank[0] else "/") + f"{ranks}")
     sizing = (default_scheduler(source), default_scheduler(target))
-    states = {k: getattr(launch, k) for k in ("state_pool_ratio", "state_slots", "hybrid_overlap")
+    states = {k: getattr(launch, k) for k in ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")
               if getattr(launch, k) is not None}
     if states and target != "sglang":  # a hybrid model's state pool: SGLang's flags alone
         launch = replace(launch, **dict.fromkeys(states))

@@ -113,6 +113,10 @@ class SchedulerConfig:
         their own, this many times the KV pool, the two splitting what the weights leave (SGLang's
         ``--mamba-full-memory-ratio``, 0.9 by default), capping the running requests. None: one
         pool holds both, each running request taking pages for its state (vLLM's).
+    state_pool_slots : int or None
+        The states' pool pinned at this many states of a running request's slots (SGLang's
+        ``--max-mamba-cache-size``, over the attention-DP ranks: ``// dp_size`` a rank), the KV
+        pool taking what is left; None: sized by ``state_pool_ratio``.
     state_slots : int
         Slots of the state pool a running request takes (SGLang with its radix cache on, the
         default: 3, ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO``: its own state and the slots
@@ -150,6 +154,7 @@ class SchedulerConfig:
     limits_per_rank: bool = True
     batch_defaults: tuple = ()
     state_pool_ratio: float | None = None
+    state_pool_slots: int | None = None
     state_slots: int = 1
     state_pages: bool = False
     hybrid_overlap: bool = True
@@ -174,6 +179,8 @@ class SchedulerConfig:
                 raise SpecError("scheduler: state_pool_ratio must be a number above 0 and below 1,000, got "
                                 f"{self.state_pool_ratio!r}")
         integer("scheduler: state_slots", self.state_slots, maximum=64, what="slots")
+        if self.state_pool_slots is not None:
+            integer("scheduler: state_pool_slots", self.state_pool_slots, maximum=MAX_SEQS, what="slots")
         for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
                      "context_budget", "limits_per_rank", "hybrid_overlap", "state_pages"):
             boolean(f"scheduler: {name}", getattr(self, name))
@@ -219,49 +226,6 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
         return sched
     budget = memory_budget(hw.usable_memory_capacity.si) if sched.chunked_prefill else UNCHUNKED_BUDGET
     return replace(sched, max_num_batched_tokens=budget)
-
-
-#: SGLang with a drafter that runs on the GPU (EAGLE, EAGLE3, NEXTN/MTP, a standalone draft
-#: model) and no ``--max-running-requests``: 48 running requests, over the replica's DP ranks, and
-#: the overlap scheduler off (sgl-project/sglang server_args.py ``_handle_speculative_decoding``:
-#: "Max running requests is reset to 48 for speculative decoding", "Overlap scheduler is disabled
-#: because of using eagle3 or standalone speculative decoding", unless SGLANG_ENABLE_SPEC_V2).
-SPECULATIVE_RUNNING_REQUESTS = 48
-SPECULATIVE_RESETS = {"sglang": ("eagle", "mtp", "draft")}
-
-
-#: Drafters beside which an engine schedules without overlap: SGLang's (:data:`SPECULATIVE_RESETS`),
-#: vLLM's draft model, n-gram and Medusa (v0.14 release notes: async scheduling on by default
-#: "excludes ... non-MTP/Eagle spec decoding"), TensorRT-LLM's PyTorch runtime's n-gram drafter
-#: (``create_py_executor`` sets ``disable_overlap_scheduler`` where
-#: ``SpeculativeDecodingMode.support_overlap_scheduler()`` is false, which it is for NGRAM from 1.0
-#: to 2026's main branch: tensorrt_llm/_torch/pyexecutor/py_executor_creator.py and
-#: _torch/speculative/interface.py). A draft model and two-model EAGLE-3 turned it off too in 1.0;
-#: from 1.1 (PR #7651) they keep it with the default chain drafter and TRTLLM attention backend, as
-#: MTP and one-model EAGLE-3 always have.
-NO_OVERLAP_DRAFTERS = {**SPECULATIVE_RESETS, "vllm": ("draft", "ngram", "medusa"), "trtllm-pytorch": ("ngram",)}
-
-
-def drafter_limits(engine: str, method: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The :data:`USER_LIMITS` ``engine`` sets for itself when it runs a ``method`` drafter, over
-    the ``given`` ones (by name; an unset one absent or None): SGLang's 48 running requests with
-    EAGLE, MTP or a draft model where none is given (:data:`SPECULATIVE_RESETS`), and no overlap
-    scheduling beside the drafters of :data:`NO_OVERLAP_DRAFTERS`, whatever is given (the engines
-    turn it off themselves). Only the limits it sets; for a run simulated with the drafter
-    (:func:`for_speculation`) or without it (a measured run whose acceptance is unknown)."""
-    given = given or {}
-    out: dict[str, Any] = {}
-    if method in SPECULATIVE_RESETS.get(engine, ()) and given.get("max_num_seqs") is None:
-        out["max_num_seqs"] = SPECULATIVE_RUNNING_REQUESTS
-    if method in NO_OVERLAP_DRAFTERS.get(engine, ()):
-        out["overlap_host"] = False
-    return out
-
-
-def for_speculation(engine: str, sched: SchedulerConfig, method: str) -> SchedulerConfig:
-    """``sched`` as ``engine`` runs it with a speculative ``method``: with its :func:`drafter_limits`."""
-    limits = drafter_limits(engine, method, {"max_num_seqs": sched.max_num_seqs})
-    return replace(sched, **limits) if limits else sched
 
 
 #: Scheduler defaults per engine, from their documentation: vLLM chunked prefill with its limits by
@@ -316,7 +280,7 @@ ENGINE_SCHEDULERS = {
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output",
                "overlap_host")
-STATE_LIMITS = ("state_pool_ratio", "state_slots", "hybrid_overlap")  # a hybrid's state pool: SGLang's flags
+STATE_LIMITS = ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")  # SGLang's state pool
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.

@@ -17,7 +17,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
                      source_flags, precision_words, speculation, STATE_DTYPES, state_words, unmodelled_notes)
 from .launch import EngineLaunch, Rendered
-from .scheduler import SPECULATIVE_RESETS
+from .speculation_limits import SPECULATIVE_RESETS
 
 NAME = "sglang"
 FLAGS = {
@@ -43,7 +43,7 @@ FLAGS = {
     "--schedule-policy": Spec("schedule_policy"),
     "--mamba-full-memory-ratio": Spec("state_pool_ratio", "positive"),
     "--mamba-scheduler-strategy": Spec("mamba_strategy"),
-    "--mamba-ssm-dtype": Spec("state"),
+    "--mamba-ssm-dtype": Spec("state"), "--max-mamba-cache-size": Spec("state_pool_slots", "int"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -79,8 +79,6 @@ UNMODELLED = {
     "--decode-attention-backend": f"the backend of the decode {_KERNELS}",
     "--enable-torch-compile": "torch.compile of the decode batches up to --torch-compile-max-bs (32 by default): "
                               "fused kernels whose speed is not measured; the steps are simulated without it",
-    "--max-mamba-cache-size": "a hybrid model's state pool pinned at this many slots: the pool is sized by "
-                              "--mamba-full-memory-ratio (0.9 of the KV pool) instead",
 }
 #: ``--schedule-policy`` (SGLang's default fcfs, inferlab's order): how the others order the
 #: waiting requests (schedule_policy.py: lpm and dfs-weight are cache-aware and run as fcfs when the
@@ -150,7 +148,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         mixed_prefill=mixed, graph_max_batch=graphs,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
-        overlap_host=f.get("overlap_host"), state_pool_ratio=f.get("state_pool_ratio"), state_slots=slots,
+        overlap_host=f.get("overlap_host"), state_pool_ratio=f.get("state_pool_ratio"),
+        state_pool_slots=f.get("state_pool_slots"), state_slots=slots,
         hybrid_overlap=hybrid_overlap,
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
@@ -295,6 +294,8 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
                                         "SGLANG_ENABLE_SPEC_V2)"))
     if launch.state_pool_ratio is not None:
         out += ["--mamba-full-memory-ratio", f"{launch.state_pool_ratio:g}"]
+    if launch.state_pool_slots is not None:
+        out += ["--max-mamba-cache-size", str(launch.state_pool_slots)]
     strategy = {(3, False): "no_buffer", (5, True): "extra_buffer", (4, True): "extra_buffer"}
     if launch.state_slots is not None or launch.hybrid_overlap is not None:
         pair = (launch.state_slots or 3, bool(launch.hybrid_overlap))

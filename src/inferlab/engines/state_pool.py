@@ -25,6 +25,15 @@ def kv_share_of_rest(sched: Any) -> float:
     return 1.0 / (1.0 + float(sched.state_pool_ratio))
 
 
+def state_pool_bytes(rest: Any, state_bytes: float, sched: Any, ranks: int = 1) -> Any:
+    """What a GPU's state pool takes of the ``rest`` the weights leave [B]: ``state_pool_slots``
+    states (a rank's share of them, ``// ranks``) where the pool is pinned (SGLang's
+    ``--max-mamba-cache-size``), else ``r / (1 + r)`` of it."""
+    if sched.state_pool_slots is not None:
+        return np.full(np.shape(rest), (sched.state_pool_slots // max(ranks, 1)) * state_bytes)
+    return np.asarray(rest, float) * (1.0 - kv_share_of_rest(sched))
+
+
 def running_requests(state_pool_bytes: Any, state_bytes: float, sched: Any) -> Any:
     """Running requests a state pool of ``state_pool_bytes`` holds on one GPU, ``state_bytes`` a
     slot and ``state_slots`` slots a request (whole slots, whole requests)."""
@@ -44,8 +53,9 @@ def state_pool_limits(dep: Any, engine: str, plan: Any) -> tuple[np.ndarray, np.
         return None
     state, groups = recurrent_state_per_gpu(dep.model, dep.parallel), dep.parallel.attention_groups
     rest = np.maximum(plan.kv_budget, 0.0)
-    kv = np.floor(rest * kv_share_of_rest(sched) / np.maximum(plan.kv_per_sequence - state, 1.0))
-    return running_requests(rest - rest * kv_share_of_rest(sched), state, sched) * groups, kv * groups
+    pool = np.minimum(state_pool_bytes(rest, state, sched, groups), rest)
+    kv = np.floor((rest - pool) / np.maximum(plan.kv_per_sequence - state, 1.0))
+    return running_requests(pool, state, sched) * groups, kv * groups
 
 
 def state_page_tokens(dep: Any) -> int:

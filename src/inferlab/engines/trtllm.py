@@ -20,7 +20,8 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
-from .scheduler import NO_OVERLAP_DRAFTERS, TRTLLM_GRAPH_BATCH
+from .scheduler import TRTLLM_GRAPH_BATCH
+from .speculation_limits import NO_OVERLAP_DRAFTERS
 
 NAME = "trtllm"
 CONFIG_FILE = "extra-llm-api-config.yml"

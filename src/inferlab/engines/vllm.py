@@ -19,7 +19,7 @@ from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_s
                      read_yaml_mapping, shell_form, source_flags, precision_words, speculation, STATE_DTYPES,
                      state_words)
 from .launch import EngineLaunch, Rendered
-from .scheduler import NO_OVERLAP_DRAFTERS
+from .speculation_limits import NO_OVERLAP_DRAFTERS
 from .vllm_compile import EAGER, read_compilation, split_compilation
 
 NAME = "vllm"

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
-from ..engines.scheduler import decode_graph_limit, default_scheduler, for_speculation, token_budget
+from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
+from ..engines.speculation_limits import for_speculation
 from ..engines.state_pool import overlap_off
 from ..inputs.resolve import deployment
 from ..memo import IdentityMemo
@@ -113,7 +114,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
 
 def _overlap(engine: str, spec: SpeculativeConfig | None, model: Any = None) -> bool:
     """Whether ``engine`` overlaps its host's step work with the GPU's, beside ``spec``'s drafter
-    (:func:`~inferlab.engines.scheduler.for_speculation`) and for ``model`` (a hybrid model's
+    (:func:`~inferlab.engines.speculation_limits.for_speculation`) and for ``model`` (a hybrid model's
     states can turn it off: SGLang's)."""
     sched = default_scheduler(engine)
     hybrid = model is not None and overlap_off(model, sched)

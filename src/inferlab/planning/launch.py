@@ -6,7 +6,7 @@ ones the plan's simulation used: the scenario's ``search.max_num_seqs`` or the e
 default, and the engine's token budget, chunking, memory share and KV page
 (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
 relies on the prefix cache, so it is switched on explicitly. A winner the plan simulated without
-the engine's overlap scheduling (its drafter's doing: :func:`~inferlab.engines.scheduler.for_speculation`)
+the engine's overlap scheduling (its drafter's doing: :func:`~inferlab.engines.speculation_limits.for_speculation`)
 says so with the engine's switch; at the engine's default nothing is written for it.
 """
 
@@ -44,7 +44,8 @@ def winner_launch(plan: Any) -> EngineLaunch:
         When nothing is feasible, or the winner is disaggregated (two pools: no single
         engine command launches them).
     """
-    from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, for_speculation
+    from ..engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig, for_hardware
+    from ..engines.speculation_limits import for_speculation
     from ..inputs.resolve import resolve_hardware
     from ..techniques.speculative_config import SpeculativeConfig
 

@@ -292,7 +292,8 @@ def max_num_seqs(scenario: Scenario) -> int | None:
 def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int:
     """The sequences one replica of ``dep`` runs at most under the scenario's engine (with
     ``speculative`` decoding, the engine's limit for it: SGLang's 48)."""
-    from ..engines.scheduler import default_scheduler, for_hardware, for_speculation
+    from ..engines.scheduler import default_scheduler, for_hardware
+    from ..engines.speculation_limits import for_speculation
     from ..serving.replica import with_running_requests
 
     given = max_num_seqs(scenario)

@@ -13,9 +13,10 @@ import numpy as np
 from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 for_speculation, graph_batch_limit, STATE_LIMITS, USER_LIMITS, unchunked_token_budget)
+                                 graph_batch_limit, STATE_LIMITS, USER_LIMITS, unchunked_token_budget)
+from ..engines.speculation_limits import for_speculation
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
-from ..engines.state_pool import (kv_share_of_rest, overlap_off, page_tokens, running_requests, separate_pool,
+from ..engines.state_pool import (overlap_off, page_tokens, running_requests, separate_pool, state_pool_bytes,
                                   state_page_tokens)
 from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
@@ -206,8 +207,14 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     states where it has one. ``sched`` is the engine's as set (each rank's limits where they are
     a rank's), not :func:`scheduler_for`'s stream."""
     budget, plan = _pools(dep, sched, drafter)
-    if separate_pool(dep.model, sched):  # the states' pool takes ratio / (1 + ratio) of it
-        budget *= kv_share_of_rest(sched)
+    if separate_pool(dep.model, sched):  # the states' pool takes ratio / (1 + ratio) of it, or its pinned slots
+        states = float(state_pool_bytes(budget, recurrent_state_per_gpu(dep.model, dep.parallel), sched,
+                                        dep.parallel.attention_groups))
+        if states >= budget:
+            raise InfeasibleError(f"a state pool of {sched.state_pool_slots:,} slots takes {states / 1e9:.1f} GB a GPU "
+                                  f"of the {budget / 1e9:.1f} GB the weights leave on {dep.hardware.id}: no KV pool is "
+                                  "left; give fewer slots (--max-mamba-cache-size) or more GPUs")
+        budget -= states
     draft_kv = drafter.kv_bytes_per_token if drafter else 0.0
     return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
 
@@ -254,8 +261,8 @@ def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     if not separate_pool(dep.model, sched):
         return None
     budget = _pools(dep, sched)[0]
-    held = running_requests(budget * (1.0 - kv_share_of_rest(sched)), recurrent_state_per_gpu(dep.model, dep.parallel),
-                            sched)
+    state = recurrent_state_per_gpu(dep.model, dep.parallel)
+    held = running_requests(state_pool_bytes(budget, state, sched, dep.parallel.attention_groups), state, sched)
     return max(int(held), 0) * dep.parallel.attention_groups
 
 

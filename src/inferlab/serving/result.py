@@ -311,9 +311,10 @@ class ServeResult:
         lines += self._iteration_lines()
         lim = self.limits
         if lim is not None and self.deployment.model.linear_attention is not None and lim.state_pool_ratio is not None:
-            lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention "
-                         f"states ({lim.state_pool_ratio:g} x its KV pool, {lim.state_slots} slots a request; SGLang's "
-                         "--mamba-full-memory-ratio and --mamba-scheduler-strategy) or its sequence limit")
+            pool = f"{lim.state_pool_slots:,} slots" if lim.state_pool_slots else f"{lim.state_pool_ratio:g} x its KV pool"
+            lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention states "
+                         f"({pool}, {lim.state_slots} slots a request; SGLang's --max-mamba-cache-size or "
+                         "--mamba-full-memory-ratio, --mamba-scheduler-strategy) or its sequence limit")
         if share > 0.5:
             lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                          "faster decode (a narrower format) move TTFT more than faster kernels")

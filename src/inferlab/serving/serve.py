@@ -36,6 +36,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
           graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
           overlap_host: bool | None = None, state_pool_ratio: float | None = None, state_slots: int | None = None,
+          state_pool_slots: int | None = None,
           hybrid_overlap: bool | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
@@ -72,7 +73,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         the host's step work and taking a request that arrives mid-iteration an iteration later
         (SGLang's and TensorRT-LLM's PyTorch-runtime default; vLLM's ``--async-scheduling``).
         A hybrid model's linear-attention states: ``state_pool_ratio`` (a pool of their own that
-        many times the KV pool, SGLang's ``--mamba-full-memory-ratio``), ``state_slots`` (slots a
+        many times the KV pool, SGLang's ``--mamba-full-memory-ratio``; or pinned at
+        ``state_pool_slots`` states, its ``--max-mamba-cache-size``), ``state_slots`` (slots a
         running request takes there) and ``hybrid_overlap`` (the overlap scheduler kept on).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
@@ -121,7 +123,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
                  "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output,
                  "overlap_host": overlap_host, "state_pool_ratio": state_pool_ratio, "state_slots": state_slots,
-                 "hybrid_overlap": hybrid_overlap}
+                 "hybrid_overlap": hybrid_overlap, "state_pool_slots": state_pool_slots}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
@@ -141,7 +143,8 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     from .disaggregated import serve_disaggregated
 
     fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1, "speculative": None, "prefix": None,
-             "max_concurrency": None, "state_pool_ratio": None, "state_slots": None, "hybrid_overlap": None}
+             "max_concurrency": None, "state_pool_ratio": None, "state_slots": None, "hybrid_overlap": None,
+             "state_pool_slots": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:

@@ -136,7 +136,7 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
     """The run's speculation (the deployment's drafter with the acceptance it states or the run
     recorded), the scheduler limits the engine sets for a drafter it runs unmodelled (over the
     deployment's and the run's own), and notes."""
-    from ...engines.scheduler import drafter_limits
+    from ...engines.speculation_limits import drafter_limits
     from ..case_setup import runtime_engine
 
     spec = dict(given.speculative) if given.speculative else None
