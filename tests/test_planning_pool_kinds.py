@@ -149,3 +149,16 @@ def test_pools_of_two_sizes_are_sized_within_the_gpu_limit():
         sizing._simulate = real
     assert probed and max(probed) <= 16
     assert sized.pools == (3, 1) and sized.gpus == 11
+
+
+def test_ranks_at_their_own_depths_wait_for_the_deepest_ones_attention():
+    """Prompts dealt round robin leave an attention-DP replica's ranks at independent depths of
+    their prompts; each shared iteration waits for the deepest: of eight ranks at uniform depths
+    the deepest is at 8/9 of its prompt against the mean 1/2, so only the attention share grows,
+    at most 16/9 times. It grows with the prompt (attention's share does), and one rank is alone."""
+    from inferlab.planning.attention_dp import depth_imbalance
+
+    dep = deployment("deepseek-v3", "h200-sxm", tp=8, ep=8, attention_dp=True, precision="fp8", engine="sglang")
+    short, long = depth_imbalance(dep, 8, 4000), depth_imbalance(dep, 8, 60000)
+    assert 1.0 <= short < long <= 16 / 9
+    assert depth_imbalance(dep, 1, 60000) == 1.0

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..specs.catalog import load_hardware
-from .attention_dp import shared_prefill
+from .attention_dp import depth_imbalance, prompts_together, shared_prefill
 from .candidate import Candidate, pool_link_bandwidth
 from .curve import _BATCHES
 from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
@@ -65,11 +65,12 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     An attention-DP prefill replica is a server a rank, prompts dealt to the ranks round robin,
     each rank prefilling its own at its share of the rate of all ranks busy together (one
     iteration shared, the routed experts over all their tokens; :func:`~.attention_dp.shared_prefill`),
-    a prompt taking that pace. DeepSeek-V3 FP8 on 8 H200s under SGLang, P90 TTFT within the
-    objective: 4,000-token prompts at 20 req/s P2 (simulated P2); 60,000-token prompts at 1 req/s
-    P3 (simulated P5: ranks at different depths of their prompts wait for the deepest one's
-    attention each iteration, which this does not see); one prompt a replica at a time, as
-    before, gave P10 and P40.
+    a prompt taking that pace; unbalanced ranks sit at their own depths of their prompts and each
+    iteration waits for the deepest rank's attention (:func:`~.attention_dp.depth_imbalance`).
+    DeepSeek-V3 FP8 on 8 H200s under SGLang, P90 TTFT within the objective: 4,000-token prompts
+    at 20 req/s P2 (simulated P2); 60,000-token prompts at 1 req/s P6 (simulated P5; at P5 the
+    fluid P90 TTFT 26.2 s, simulated 26.0 s). One prompt a replica at a time, as before, gave P10
+    and P40; the shared rate without the depths P2 and P3.
 
     Returns the candidate and what :func:`~.search.with_replicas` sets (``replicas``, ``pd``),
     or a ruled-out candidate and ``{}``.
@@ -92,8 +93,10 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     # (their iterations shared, the routed experts over all their tokens), prompts dealt to ranks
     # round robin (SGLang's and TensorRT-LLM's default dispatch): a prompt waits for its rank only
     ranks = est_p.deployment.parallel.attention_groups
-    mu_all = 1.0 / (est_p.prefill_1_s * shared_prefill(est_p.deployment, ranks, isl)) if ranks > 1 \
-        else 1.0 / est_p.prefill_1_s
+    share = shared_prefill(est_p.deployment, ranks, isl) if ranks > 1 else 1.0
+    if ranks > 1 and prompts_together(sc, est_p.deployment) == 1:  # dealt round robin: ranks at their own depths
+        share *= depth_imbalance(est_p.deployment, ranks, isl)
+    mu_all = 1.0 / (est_p.prefill_1_s * share)
     cap, mu_p, spread = sc.search.target_utilization, mu_all / ranks, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_all)))
     # a rank's prompt takes the all-busy pace (its share of the shared iterations), not its pace alone
