@@ -114,3 +114,47 @@ def test_sglangs_state_pool_pinned_at_its_slots():
         inferlab.serve(NEXT, "h100-sxm", tp=4, engine="vllm", concurrency=2, num_requests=4, state_pool_slots=300)
     with pytest.raises(inferlab.InfeasibleError, match="no KV pool is left"):
         inferlab.serve(NEXT, "h100-sxm", tp=4, engine="sglang", concurrency=2, num_requests=4, state_pool_slots=10**6)
+
+
+def test_state_settings_travel_in_deployments_plans_and_commands():
+    """From a review: a Deployment carries the state format and the pinned pool (a plan searching a
+    state format writes its candidates as Deployments); a pool too small for one request is
+    refused; SGLang's flag on a model without a state is a note, as SGLang ignores it; a command
+    converted between engines keeps the states it ran (SGLang FP32 by default, vLLM BF16)."""
+    from inferlab import Deployment, InfeasibleError, Workload
+    from inferlab.planning.planner import plan
+    from inferlab.planning.scenario import load_scenario
+
+    dep = Deployment(model=NEXT, hardware="h100-sxm", layout={"tp": 4}, precision="fp8 state:bf16",
+                     engine={"name": "sglang", "state_pool_slots": 300})
+    assert Deployment.from_dict(dep.to_dict()) == dep
+    served = inferlab.serve(dep, Workload(concurrency=2, num_requests=4, isl=512, osl=16))
+    assert served.deployment.model.linear_attention.state_format == "bf16" and served.limits.max_num_seqs == 100
+    sc = load_scenario({"name": "s", "models": [NEXT], "hardware": ["h100-sxm"], "engine": "sglang",
+                        "traffic": {"rate": 2, "isl": 2000, "osl": 300}, "slo": {"ttft_ms": 3000, "tpot_ms": 60},
+                        "search": {"precisions": ["fp8 state:bf16"], "tp": [4]}, "verify": 0})
+    assert plan(sc).to_dict()["candidates"][0]["label"].startswith(f"{NEXT} h100-sxm fp8 state:bf16")
+    with pytest.raises(InfeasibleError, match="fewer than the 3 one running request takes"):
+        inferlab.serve(NEXT, "h100-sxm", tp=4, engine="sglang", concurrency=2, num_requests=4, state_pool_slots=2)
+    llama = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                              "--mamba-ssm-dtype bfloat16")
+    assert llama.state is None and "keeps no linear-attention state" in " ".join(llama.notes)
+    sglang = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4")
+    assert "--mamba-ssm-cache-dtype float32" in launch_command(sglang, "vllm").script
+    vllm = parse_engine_args("vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct -tp 4")
+    assert "--mamba-ssm-dtype bfloat16" in launch_command(vllm, "sglang").script
+    with pytest.raises(SpecError, match="fp32, bf16, fp16"):
+        launch_from_deployment(NEXT, engine="sglang", precision="state:fp8")
+
+
+def test_an_agreeing_kind_flag_keeps_the_commands_other_kinds():
+    """``--kv-cache-dtype fp8`` beside a command that sets the KV cache and the state keeps both
+    (it replaced the command's precision text: the state was dropped, and ``--quantization fp8``
+    read as BF16 weights)."""
+    launch = parse_engine_args("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 4 "
+                               "--kv-cache-dtype fp8_e4m3 --mamba-ssm-dtype bfloat16")
+    kw = launch.merged({"precision": "kv_cache:fp8"})
+    assert PrecisionConfig.parse(kw["precision"]).state == "bf16"
+    fp8 = parse_engine_args("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --quantization fp8 "
+                            "--kv-cache-dtype fp8").merged({"precision": "kv_cache:fp8"})
+    assert PrecisionConfig.parse(fp8["precision"]) == PrecisionConfig.parse("fp8")

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import InferlabError, SpecError
+from .command_line import choice
 from .launch import Rendered, Speculation
 from ..specs.catalog import catalog_model, hf_repo
 
@@ -130,6 +131,25 @@ def source_flags(flags, precision_keys: Iterable[str]) -> dict[str, str]:
 #: ``--mamba-ssm-cache-dtype`` name it (vLLM's ``auto``: the config's, else the model's dtype).
 STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 STATE_NAMES = {fmt: name for name, fmt in STATE_DTYPES.items()}
+
+
+def state_format(engine: str, flags, model: str, notes: list, names: dict) -> str | None:
+    """The linear-attention state format a command's flag sets (``names``: its values), None where
+    it sets none, or for a model that keeps no state (the engine ignores the flag: a note)."""
+    if "state" not in flags.values:
+        return None
+    fmt = choice(engine, flags.flag("state"), flags.get("state"), names)
+    from ..specs.catalog import load_model
+
+    try:
+        hybrid = load_model(model).linear_attention is not None
+    except InferlabError:  # a model inferlab does not know: the flag stands
+        hybrid = True
+    if fmt is not None and not hybrid:
+        notes.append(f"{flags.flag('state')} {flags.get('state')}: {model} keeps no linear-attention state; {engine} "
+                     "ignores it")
+        return None
+    return fmt
 
 
 def state_words(launch, flag: str) -> list[str]:

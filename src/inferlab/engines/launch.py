@@ -270,6 +270,12 @@ class EngineLaunch:
             if key in kw and not _same(key, kw[key], value):
                 raise SpecError(f"{option_name(key)} {value} contradicts the engine args ({self.flag_of(key)} gives "
                                 f"{kw[key]}); drop one of them")
+            if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
+                from ..core.quantization import SHORT_NAMES
+
+                label = {full: short for short, full in SHORT_NAMES.items()}
+                value = " ".join(f"{label[k]}:{v}" for k, v in {**_precision_kinds(kw[key]),
+                                                                **_precision_kinds(value)}.items())
             kw[key] = value
         return kw
 

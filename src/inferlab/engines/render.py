@@ -136,6 +136,10 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
     sizing = (default_scheduler(source), default_scheduler(target))
     states = {k: getattr(launch, k) for k in ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")
               if getattr(launch, k) is not None}
+    if launch.state is None and (kept := _default_state(launch.model, source, target)):
+        launch = replace(launch, state=kept)
+        said.append(f"state {kept}: {source}'s default for this model's linear-attention state, written for {target} "
+                    "(whose own default differs)")
     if states and target != "sglang":  # a hybrid model's state pool: SGLang's flags alone
         launch = replace(launch, **dict.fromkeys(states))
         said.append(f"{', '.join(states)} ({source}'s hybrid state pool) not written: {target} keeps the states in "
@@ -164,6 +168,10 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
     named in ``notes``.
     """
     kinds = precision_kinds(None if precision in (None, "checkpoint") else precision)
+    if kinds.get("state") is not None:  # a format engines keep states in, or one line saying which
+        from ..core.quantization import PrecisionConfig
+
+        PrecisionConfig.parse({"state": kinds["state"]})
     notes = []
     if "moe_weights" in kinds and kinds["moe_weights"] != kinds.get("weights"):
         notes.append(f"routed experts in {kinds['moe_weights']}: no engine flag sets them apart; serve a checkpoint "
@@ -184,6 +192,28 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                         kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
                         reserve_output=reserve_output, overlap_host=overlap_host, speculation=spec,
                         notes=tuple(notes))
+
+
+def _default_state(model: str, source: str, target: str) -> str | None:
+    """The state format ``source`` keeps ``model``'s linear-attention states in by default where
+    ``target``'s default differs (the config names none: SGLang FP32, the others the model's
+    BF16), so that a converted command runs the same states; None otherwise."""
+    from ..errors import InferlabError
+    from .state_pool import ENGINE_STATE_FORMATS
+    from ..specs.catalog import load_model
+
+    try:
+        lin = load_model(model).linear_attention
+    except InferlabError:
+        return None
+    if lin is None or lin.state_format is not None:
+        return None
+    kept, theirs = (ENGINE_STATE_FORMATS.get(e, "bf16") for e in (source, _engine_family(target)))
+    return kept if kept != theirs else None
+
+
+def _engine_family(engine: str) -> str:
+    return "trtllm-pytorch" if _trtllm(engine) else engine
 
 
 def _speculation(value: Any) -> Speculation | None:

@@ -15,7 +15,8 @@ from ..errors import SpecError
 from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
-                     source_flags, precision_words, speculation, STATE_DTYPES, state_words, unmodelled_notes)
+                     source_flags, precision_words, speculation, STATE_DTYPES, state_format, state_words,
+                     unmodelled_notes)
 from .launch import EngineLaunch, Rendered
 from .speculation_limits import SPECULATIVE_RESETS
 
@@ -141,7 +142,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         attention_tp=attention_tp, weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
-        state=choice(NAME, f.flag("state"), f.get("state"), STATE_DTYPES) if "state" in f.values else None,
+        state=state_format(NAME, f, model, notes, STATE_DTYPES),
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
         chunked_prefill=chunked,

@@ -14,6 +14,13 @@ from typing import Any
 
 import numpy as np
 
+#: The format an engine keeps a linear-attention state in when the model's config does not name
+#: one: SGLang FP32 (``--mamba-ssm-dtype``, "The default setting is float32", its Qwen3-Next
+#: docs); vLLM the model's dtype (``--mamba-ssm-cache-dtype auto``: BF16 for Qwen3-Next, vLLM PR
+#: #34489), as the other engines here.
+ENGINE_STATE_FORMATS = {"sglang": "fp32"}
+
+
 
 def separate_pool(model: Any, sched: Any) -> bool:
     """Whether ``model``'s linear-attention states have a pool of their own under ``sched``."""

@@ -17,7 +17,7 @@ from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
                      read_yaml_mapping, shell_form, source_flags, precision_words, speculation, STATE_DTYPES,
-                     state_words)
+                     state_format, state_words)
 from .launch import EngineLaunch, Rendered
 from .speculation_limits import NO_OVERLAP_DRAFTERS
 from .vllm_compile import EAGER, read_compilation, split_compilation
@@ -119,8 +119,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
-        state=choice(NAME, f.flag("state"), f.get("state"), {"auto": None, **STATE_DTYPES}) if "state" in f.values
-        else None,
+        state=state_format(NAME, f, model, notes, {"auto": None, **STATE_DTYPES}),
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
         chunked_prefill=f.get("chunked_prefill"), gpu_memory_utilization=f.get("gpu_memory_utilization"),

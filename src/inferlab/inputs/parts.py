@@ -9,14 +9,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import checks
-from ..engines.scheduler import MAX_SEQS, USER_LIMITS
+from ..engines.scheduler import MAX_SEQS, STATE_LIMITS, USER_LIMITS
 from ..engines.scheduler import MAX_TOKENS as SCHEDULER_MAX_TOKENS
 from ..errors import SpecError
 from . import resolve as inputs
 from .techniques import FROZEN
 
-#: Scheduler limits a user sets; None: the engine's.
-ENGINE_LIMITS = USER_LIMITS
+#: Scheduler limits a user sets (and a hybrid model's state pool, SGLang's); None: the engine's.
+ENGINE_LIMITS = USER_LIMITS + STATE_LIMITS
 
 
 class Layout(BaseModel):
@@ -91,6 +91,10 @@ class Engine(BaseModel):
         The host prepares the next iteration while the GPU runs this one (SGLang's and
         TensorRT-LLM's PyTorch runtime's overlap scheduler, on by default; vLLM's
         ``--async-scheduling``); see :class:`~inferlab.engines.scheduler.SchedulerConfig`.
+    state_pool_ratio, state_pool_slots, state_slots, hybrid_overlap : optional
+        A hybrid model's state pool of its own (SGLang's ``--mamba-full-memory-ratio``,
+        ``--max-mamba-cache-size``, ``--mamba-scheduler-strategy``); see
+        :class:`~inferlab.engines.scheduler.SchedulerConfig`.
     """
 
     model_config = FROZEN
@@ -107,6 +111,10 @@ class Engine(BaseModel):
     max_model_len: int | None = None
     reserve_output: bool | None = None
     overlap_host: bool | None = None
+    state_pool_ratio: float | None = None
+    state_pool_slots: int | None = None
+    state_slots: int | None = None
+    hybrid_overlap: bool | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -128,8 +136,10 @@ def engine_of(value: Any) -> Engine:
         raw = fields.get(key)
         if raw is None:
             continue
-        if key in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host"):
+        if key in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host", "hybrid_overlap"):
             fields[key] = checks.boolean(key, raw)
+        elif key == "state_pool_ratio":
+            fields[key] = checks.real(key, raw, minimum=0.0, include_minimum=False, maximum=1e3)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)
         elif key == "graph_max_batch":

@@ -41,6 +41,8 @@ class Precision(BaseModel):
         GEMM inputs.
     kv_cache : str, optional
         KV cache.
+    state : str, optional
+        A hybrid model's linear-attention state (fp32, bf16, fp16).
     """
 
     model_config = FROZEN
@@ -49,6 +51,7 @@ class Precision(BaseModel):
     attention_weights: str | None = None
     activations: str | None = None
     kv_cache: str | None = None
+    state: str | None = None
 
     @classmethod
     def of(cls, value: Any, model: ModelSpec | None = None, hw: HardwareSpec | None = None) -> Precision | None:

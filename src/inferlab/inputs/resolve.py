@@ -18,6 +18,7 @@ import numpy as np
 from .. import checks
 from ..calibration.profile import Profile, hardware_family, load_profile
 from ..core.parallelism import Parallelism, expert_layout
+from ..engines.state_pool import ENGINE_STATE_FORMATS
 from ..errors import InfeasibleError, SpecError, UnknownNameError, option, option_name
 from ..specs.catalog import load_hardware, load_model
 from ..specs.hardware import HardwareSpec
@@ -256,11 +257,6 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                       prec.notes)
 
 
-#: The format an engine keeps a linear-attention state in when the model's config does not name
-#: one: SGLang FP32 (``--mamba-ssm-dtype``, "The default setting is float32", its Qwen3-Next
-#: docs); vLLM the model's dtype (``--mamba-ssm-cache-dtype auto``: BF16 for Qwen3-Next, vLLM PR
-#: #34489), as the other engines here.
-ENGINE_STATE_FORMATS = {"sglang": "fp32"}
 
 
 def with_engine_state_format(model: ModelSpec, engine: str) -> ModelSpec:

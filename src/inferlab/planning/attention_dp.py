@@ -50,14 +50,13 @@ def depth_imbalance(dep: Any, ranks: int, isl: float) -> float:
     every iteration waits for its deepest rank's attention, and of ``n`` ranks at uniform depths
     the deepest is at ``n / (n + 1)`` of its prompt against the mean ``1 / 2``, so the attention
     share of the iteration grows ``2n / (n + 1)`` times (1.78 for eight ranks); the other ops (the
-    routed experts over all ranks' tokens, the dense layers) do not depend on depth."""
+    routed experts over all ranks' tokens, the dense layers) do not depend on depth. (Prompts of
+    one iteration each start together: the caller applies it to prompts that span chunks.)"""
     if ranks <= 1:
         return 1.0
     step = prefill(dep, np.array(float(ranks)), np.array(float(isl)))
     attention = sum(float(np.ravel(t.total_s)[0]) for t in step.times if t.op.kind == "attention")
-    total = float(np.ravel(step.time_s)[0])
-    return max(total, sum(float(np.ravel(t.total_s)[0]) for t in step.times)
-               + attention * (2.0 * ranks / (ranks + 1) - 1.0)) / total
+    return 1.0 + attention * (2.0 * ranks / (ranks + 1) - 1.0) / float(np.ravel(step.time_s)[0])
 
 
 def balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_s: np.ndarray) -> np.ndarray:

@@ -94,7 +94,8 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     # round robin (SGLang's and TensorRT-LLM's default dispatch): a prompt waits for its rank only
     ranks = est_p.deployment.parallel.attention_groups
     share = shared_prefill(est_p.deployment, ranks, isl) if ranks > 1 else 1.0
-    if ranks > 1 and prompts_together(sc, est_p.deployment) == 1:  # dealt round robin: ranks at their own depths
+    if ranks > 1 and prompts_together(sc, est_p.deployment) == 1 and est_p.prefill_iterations > 1:
+        # dealt round robin, prompts of several chunks: ranks at their own depths of their prompts
         share *= depth_imbalance(est_p.deployment, ranks, isl)
     mu_all = 1.0 / (est_p.prefill_1_s * share)
     cap, mu_p, spread = sc.search.target_utilization, mu_all / ranks, tr.isl.second_moment_ratio

@@ -210,6 +210,11 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
     if separate_pool(dep.model, sched):  # the states' pool takes ratio / (1 + ratio) of it, or its pinned slots
         states = float(state_pool_bytes(budget, recurrent_state_per_gpu(dep.model, dep.parallel), sched,
                                         dep.parallel.attention_groups))
+        per_rank = (sched.state_pool_slots or 0) // dep.parallel.attention_groups
+        if sched.state_pool_slots is not None and per_rank < sched.state_slots:
+            raise InfeasibleError(f"a state pool of {sched.state_pool_slots:,} slots holds {per_rank} a rank, fewer than "
+                                  f"the {sched.state_slots} one running request takes: no request runs; give at least "
+                                  f"{sched.state_slots * dep.parallel.attention_groups} slots (--max-mamba-cache-size)")
         if states >= budget:
             raise InfeasibleError(f"a state pool of {sched.state_pool_slots:,} slots takes {states / 1e9:.1f} GB a GPU "
                                   f"of the {budget / 1e9:.1f} GB the weights leave on {dep.hardware.id}: no KV pool is "
