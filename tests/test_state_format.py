@@ -158,3 +158,18 @@ def test_an_agreeing_kind_flag_keeps_the_commands_other_kinds():
     fp8 = parse_engine_args("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --quantization fp8 "
                             "--kv-cache-dtype fp8").merged({"precision": "kv_cache:fp8"})
     assert PrecisionConfig.parse(fp8["precision"]) == PrecisionConfig.parse("fp8")
+
+
+def test_explain_says_where_the_state_format_comes_from():
+    def note(**kw):
+        return next(n for n in deployment(**kw).precision_notes if n.startswith("linear-attention state"))
+
+    assert note(model=NEXT, hardware="h100-sxm", tp=4, engine="sglang").startswith(
+        "linear-attention state fp32: sglang's default")
+    assert note(model=NEXT, hardware="h100-sxm", tp=4, engine="vllm").startswith(
+        "linear-attention state bf16: the model's dtype")
+    assert note(model=QWEN35, hardware="b200", tp=8, engine="vllm").startswith(
+        "linear-attention state fp32: the config's mamba_ssm_dtype")
+    assert note(model=NEXT, hardware="h100-sxm", tp=4, engine="sglang", precision="state:bf16") == \
+        "linear-attention state bf16: as given (state:bf16)"
+    assert not [n for n in deployment("llama-3.1-8b", "h100-sxm").precision_notes if "linear-attention" in n]

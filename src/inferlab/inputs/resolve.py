@@ -248,13 +248,27 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
                  micro_batches=micro_batches, attention_tp=attention_tp)
     alone(hw, par)
     prec = resolve_precision(precision, m, hw)
+    notes = prec.notes
     if prec.config.state is not None:  # the user's state format (--mamba-ssm-dtype), over the config's and the engine's
         m = m.model_copy(update={"linear_attention": m.linear_attention.model_copy(
             update={"state_format": prec.config.state})})
+        notes += (f"linear-attention state {prec.config.state}: as given (state:{prec.config.state})",)
+    elif m.linear_attention is not None:  # where the state's format comes from
+        source = ("the config's mamba_ssm_dtype" if _config_state(model) else
+                  f"{engine}'s default, the config naming none" if engine in ENGINE_STATE_FORMATS else
+                  "the model's dtype, the config naming none")
+        notes += (f"linear-attention state {m.linear_attention.state_format or 'bf16'}: {source} (state: or "
+                  "--state-dtype sets it)",)
     engine_takes_formats(engine, prec.config)
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
-                      prec.notes)
+                      notes)
+
+
+def _config_state(model: str | ModelSpec) -> bool:
+    """Whether ``model``'s config names its linear-attention state's format (``mamba_ssm_dtype``)."""
+    lin = resolve_model(model).linear_attention
+    return lin is not None and lin.state_format is not None
 
 
 
