@@ -208,12 +208,8 @@ def _default_state(model: str, source: str, target: str) -> str | None:
         return None
     if lin is None or lin.state_format is not None:
         return None
-    kept, theirs = (ENGINE_STATE_FORMATS.get(e, "bf16") for e in (source, _engine_family(target)))
-    return kept if kept != theirs else None
-
-
-def _engine_family(engine: str) -> str:
-    return "trtllm-pytorch" if _trtllm(engine) else engine
+    kept = ENGINE_STATE_FORMATS.get(source, "bf16")
+    return kept if kept != ENGINE_STATE_FORMATS.get(target, "bf16") else None
 
 
 def _speculation(value: Any) -> Speculation | None:

@@ -21,7 +21,6 @@ import numpy as np
 ENGINE_STATE_FORMATS = {"sglang": "fp32"}
 
 
-
 def separate_pool(model: Any, sched: Any) -> bool:
     """Whether ``model``'s linear-attention states have a pool of their own under ``sched``."""
     return model.linear_attention is not None and sched.state_pool_ratio is not None

@@ -242,6 +242,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     hw = resolve_hardware(hardware)
     engine = engine_name(engine)
     engine_runs_on(engine, hw)
+    configured = m.linear_attention is not None and m.linear_attention.state_format is not None  # mamba_ssm_dtype
     m = with_engine_state_format(m, engine)
     attention = attention_kind(attention)  # type: ignore[assignment]
     par = layout(m, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, expert_imbalance=expert_imbalance,
@@ -254,7 +255,7 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
             update={"state_format": prec.config.state})})
         notes += (f"linear-attention state {prec.config.state}: as given (state:{prec.config.state})",)
     elif m.linear_attention is not None:  # where the state's format comes from
-        source = ("the config's mamba_ssm_dtype" if _config_state(model) else
+        source = ("the config's mamba_ssm_dtype" if configured else
                   f"{engine}'s default, the config naming none" if engine in ENGINE_STATE_FORMATS else
                   "the model's dtype, the config naming none")
         notes += (f"linear-attention state {m.linear_attention.state_format or 'bf16'}: {source} (state: or "
@@ -263,14 +264,6 @@ def deployment(model: str | ModelSpec, hardware: str | HardwareSpec, *, tp: int 
     prof = load_profile(profile, engine, hw.id, hardware_family(hw.architecture))
     return ResolvedDeployment(m, hw, par.tp, prec.config, prof, attention, checks.boolean("cuda_graphs", cuda_graphs), par,
                       notes)
-
-
-def _config_state(model: str | ModelSpec) -> bool:
-    """Whether ``model``'s config names its linear-attention state's format (``mamba_ssm_dtype``)."""
-    lin = resolve_model(model).linear_attention
-    return lin is not None and lin.state_format is not None
-
-
 
 
 def with_engine_state_format(model: ModelSpec, engine: str) -> ModelSpec:

@@ -37,7 +37,7 @@ and ``explain()`` use these names):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -166,15 +166,14 @@ class Candidate:
 
     def pool_gpus(self, pd: str | None = None) -> int:
         """GPUs of a disaggregated candidate's pools at ``pd`` (default its own ``P<n>:D<m>``)."""
-        n_p, n_d = replace(self, pd=pd).pools if pd else self.pools
+        n_p, n_d = _replicas_of(pd or self.pd)
         g_p, g_d = self.pool_gpus_per_replica
         return n_p * g_p + n_d * g_d
 
     @property
     def pools(self) -> tuple[int, int]:
         """Prefill and decode replicas of a disaggregated candidate (``pd`` = ``P<n>:D<m>``)."""
-        n_p, n_d = (int(x) for x in self.pd.removeprefix("P").split(":D"))
-        return n_p, n_d
+        return _replicas_of(self.pd)
 
     def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None,
                    allow_long_context: bool = False) -> Any:
@@ -229,6 +228,12 @@ class Candidate:
         if not self.feasible:
             return math.inf
         return self.simulated_ttft_s if self.simulated else self.fluid_ttft_s
+
+
+def _replicas_of(pd: str) -> tuple[int, int]:
+    """Prefill and decode replicas of ``P<n>:D<m>``."""
+    n_p, n_d = (int(x) for x in pd.removeprefix("P").split(":D"))
+    return n_p, n_d
 
 
 def _kind(tp: int, ep: int, attention_dp: bool) -> str:

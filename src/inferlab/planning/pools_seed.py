@@ -85,9 +85,7 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
     est_p = est if est_p is None else est_p
     exposed = exposed_transfer_s(config, est_p, isl, est)
-    # each prompt length's TTFT alone: its prefill, the exposed transfer, the first decode step
     isl_q = est_p.prompt_lengths
-    alone_q = est_p.prompt_times_s + exposed + float(est.tpot_s[j])
     # a prefill replica as one server of its prompts, one at a time; an attention-DP replica as one
     # server a rank, each prefilling its own prompts, at its share of the rate of all ranks busy
     # (their iterations shared, the routed experts over all their tokens), prompts dealt to ranks
@@ -100,8 +98,9 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     mu_all = 1.0 / (est_p.prefill_1_s * share)
     cap, mu_p, spread = sc.search.target_utilization, mu_all / ranks, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_all)))
-    # a rank's prompt takes the all-busy pace (its share of the shared iterations), not its pace alone
-    alone_q = est_p.prompt_times_s * max(ranks / (mu_all * est_p.prefill_1_s), 1.0) + exposed + float(est.tpot_s[j])
+    # each prompt length's TTFT alone: its prefill (a rank's at the all-busy pace, its share of the
+    # shared iterations, not its pace alone), the exposed transfer, the first decode step
+    alone_q = est_p.prompt_times_s * max(ranks * share, 1.0) + exposed + float(est.tpot_s[j])
     if slo.ttft_ms:
         # the wait depends on the servers (round robin smooths each one's arrivals) and they on
         # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point
