@@ -23,15 +23,17 @@ lengths, and on B300), MiniMax-M2.5 under vLLM 0.16-0.19 (216), Kimi-K2.5 NVFP4 
 (36, read as Kimi K2's decoder), Qwen3.5-397B-A17B under SGLang on B200 and B300 (100; predicted
 since its Gated DeltaNet layers are modelled: a recurrent state per sequence, SGLang's state pool
 and its overlap scheduler off for hybrid models; nothing fitted on them). Levels: TPOT DeepSeek
-12.0% (bias -10%), MiniMax 17.8% (-18%; 21.1% before its norm over all heads was all-reduced
-across the TP ranks), Kimi 3.4%, Qwen3.5 11.0% (+1%; 12.6% and -10% with the overlap scheduler
-left on); TTFT DeepSeek 52.8% (-52%: SGLang's runs on B200 and B300 answer in 0.2-55 s where
-prefill takes 0.1-1.1 s, as in the public cases), MiniMax 29.5%, Kimi 10.6%, Qwen3.5 57.5% (-58%,
+11.2% (bias -10%), MiniMax 14.9% (-15%; 17.8% while the KV cache its rows do not state was read
+as FP8: MiniMax's own FP8 checkpoint names no KV format, and vLLM keeps it in BF16; 21.1% before
+its norm over all heads was all-reduced across the TP ranks), Kimi 3.4%, Qwen3.5 10.8% (+1%;
+12.6% and -10% with the overlap scheduler left on); TTFT DeepSeek 52.8% (-52%: SGLang's runs on
+B200 and B300 answer in 0.2-55 s where prefill takes 0.1-1.1 s, as in the public cases), MiniMax
+27.0%, Kimi 10.6%, Qwen3.5 57.5% (-58%,
 SGLang's pattern again: 155-300 ms at 4 clients where the model prefills in 110-180 ms); these
 levels leave out 56 vLLM runs (42 MiniMax,
 14 Kimi) that lay attention TP inside data-parallel ranks with the experts over all their GPUs
 (``tp 2, attention_dp 2, moe_ep 4``: vLLM's ``-tp 2 -dp 2 --enable-expert-parallel`` on 4 GPUs;
-``tp 4, attention_dp 4, moe_ep 16`` on 16), held apart: TPOT 32.6% (bias -33%), TTFT 48.9%. Their
+``tp 4, attention_dp 4, moe_ep 16`` on 16), held apart: TPOT 32.1% (bias -32%), TTFT 48.9%. Their
 measured TPOT is that of the same model at TP2 (TP4) on 2 (4) GPUs with no data parallelism, at
 the same total clients, within a few percent from 4 to 256 clients (MiniMax FP8 on B200, 2-GPU
 TP2 against 4-GPU TP2 x DP2: 9.4/9.6, 13.3/13.7, 22.2/22.4, 28.0/28.0, 37.9/38.0 ms at 4, 16, 64,
@@ -140,12 +142,12 @@ def test_closed_loop_runs_of_the_april_dump_at_the_level_reached():
     errors = _errors([case for row in rows if not _hybrid(row) for case in _cases(row)])
     assert [len(errors[(m, "tpot_ms")]) for m in ("deepseek-v3", "kimi-k2", "minimax-m2.5", "qwen3.5-397b-a17b")] \
         == [148, 22, 174, 100]
-    assert _median_abs(errors, "tpot_ms", "deepseek-v3") <= 0.125
+    assert _median_abs(errors, "tpot_ms", "deepseek-v3") <= 0.115
     assert _median_abs(errors, "tpot_ms", "kimi-k2") <= 0.05
-    assert _median_abs(errors, "tpot_ms", "minimax-m2.5") <= 0.185
+    assert _median_abs(errors, "tpot_ms", "minimax-m2.5") <= 0.155
     assert _median_abs(errors, "ttft_ms", "deepseek-v3") <= 0.54
-    assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.305
-    assert _median_abs(errors, "tpot_ms", "qwen3.5-397b-a17b") <= 0.115
+    assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.28
+    assert _median_abs(errors, "tpot_ms", "qwen3.5-397b-a17b") <= 0.11
     assert _median_abs(errors, "ttft_ms", "qwen3.5-397b-a17b") <= 0.58
 
 

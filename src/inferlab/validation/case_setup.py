@@ -63,6 +63,45 @@ SOURCE_SCHEDULERS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+#: Engines whose KV cache, where a run does not set it (``--kv-cache-dtype auto``, their default),
+#: is the checkpoint's: 16-bit unless the checkpoint's quantization config names a KV format
+#: (ModelOpt's ``kv_cache_quant_algo: FP8``: SGLang's model runner, ``configure_kv_cache_dtype``;
+#: vLLM since PR #29980, December 2025). TensorRT-LLM follows the checkpoint too (its
+#: ``KvCacheConfig.dtype`` ``auto``), where the rule below reads FP8 beside FP8 and FP4 formats.
+CHECKPOINT_KV_ENGINES = ("vllm", "sglang")
+
+
+def unstated_kv_cache(case: Case, formats: dict[str, str]) -> str | None:
+    """The KV cache of a run whose case does not state it, beside its stated ``formats``; None:
+    the checkpoint's own (the catalog model's).
+
+    A run whose activations are 8 bits or narrower loaded a quantized checkpoint. On TensorRT-LLM
+    its cache is FP8 (FP8 and FP4 checkpoints carry one), as on vLLM and SGLang
+    (:data:`CHECKPOINT_KV_ENGINES`) where the checkpoint is a quantizer's (NVIDIA's ModelOpt
+    checkpoints of Llama and NVFP4 ones declare ``kv_cache_quant_algo: FP8``); where the weights
+    are in the format the model's makers release (DeepSeek-V3/R1, MiniMax-M2.5, Kimi-K2 in FP8),
+    that checkpoint names no KV format and those engines keep 16 bits. Both kinds of evidence
+    agree: Llama-3.1-70B FP8 on one B200 under vLLM at 64 clients of 1,024 + 8,192 tokens answered
+    in 382 ms, which a 16-bit cache (320 KiB a token) could not hold without queueing (the
+    simulation: 4.1 s); MiniMax-M2.5 FP8 under vLLM at 256-512 clients decoded 25-33% slower than
+    an FP8 cache allows (aiconfigurator's April 2026 dump, out of sample)."""
+    from ..precision import number_format
+
+    acts = formats.get("activations")
+    if acts is None:
+        return None
+    if number_format(acts).bits_per_element > 8:
+        return "bf16" if case.engine not in CHECKPOINT_KV_ENGINES else None
+    if case.engine not in CHECKPOINT_KV_ENGINES:
+        return "fp8"
+    from ..specs.catalog import load_model
+    from ..techniques.deployed_precision import checkpoint_precision
+
+    released = checkpoint_precision(load_model(case.model)).weights
+    weights = formats.get("weights", released)
+    return None if number_format(weights).compute == number_format(released).compute else "fp8"
+
+
 #: Weight formats a source family's runs used where its cases state one format for all: the
 #: TensorRT-LLM min-latency DeepSeek-R1 blog's "mixed precision recipe" keeps the 64 attention
 #: modules in BF16 ("low-precision attention computation doesn't help with performance") with

@@ -24,11 +24,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from ..core.parallelism import expert_layout
 from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
-from ..precision import number_format
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
-                         case_engine, case_limits, case_version, known_engine, source_layout)
+                         case_engine, case_limits, case_version, known_engine, source_layout, unstated_kv_cache)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -388,13 +387,12 @@ def case_precision(case: Case) -> dict[str, str]:
     """The case's ``precision`` as :meth:`PrecisionConfig.parse` takes it.
 
     Every stated kind is passed (``moe_weights`` included: the routed experts' format), over
-    the formats its source family states (:data:`~.case_setup.SOURCE_PRECISION`); a KV cache
-    not stated is FP8 next to activations of 8 bits or fewer, else BF16, the engines' usual
-    pairing; other kinds not stated are the checkpoint's.
+    the formats its source family states (:data:`~.case_setup.SOURCE_PRECISION`); a KV cache not
+    stated is the engine's for the checkpoint such a run loads (:func:`~.case_setup.unstated_kv_cache`);
+    other kinds not stated are the checkpoint's.
     """
     stated = {k: v for k, v in case.precision.items() if k in KINDS and v}
     out = {**SOURCE_PRECISION.get(case.source, {}), **stated}
-    acts = out.get("activations")
-    if "kv_cache" not in out and acts is not None:
-        out["kv_cache"] = "fp8" if number_format(acts).bits_per_element <= 8 else "bf16"
+    if "kv_cache" not in out and (kv := unstated_kv_cache(case, out)) is not None:
+        out["kv_cache"] = kv
     return out
