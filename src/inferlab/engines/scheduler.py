@@ -129,6 +129,12 @@ class SchedulerConfig:
     hybrid_overlap : bool
         The overlap scheduler (``overlap_host``) stays on for a hybrid model; SGLang 0.5's default
         strategy for the states (``--mamba-scheduler-strategy auto``: ``no_buffer``) turns it off.
+    window_pool_ratio : float or None
+        A model's sliding-window layers keep their KV in a pool of their own holding this many
+        tokens for each token of the full-attention layers' pool, the two splitting the budget
+        (SGLang's ``--swa-full-tokens-ratio``, 0.8 by default). None: one pool, where a sequence
+        holds at most a window's tokens of a windowed layer (vLLM's hybrid KV-cache manager,
+        TensorRT-LLM's variable sliding-window cache); :mod:`~inferlab.engines.window_pool`.
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -158,6 +164,7 @@ class SchedulerConfig:
     state_slots: int = 1
     state_pages: bool = False
     hybrid_overlap: bool = True
+    window_pool_ratio: float | None = None
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -173,6 +180,10 @@ class SchedulerConfig:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
+        if self.window_pool_ratio is not None and (isinstance(self.window_pool_ratio, bool) or not isinstance(
+                self.window_pool_ratio, (int, float)) or not 0.0 < self.window_pool_ratio <= 1.0):
+            raise SpecError(f"scheduler: window_pool_ratio must be above 0 and at most 1 (SGLang's "
+                            f"--swa-full-tokens-ratio), got {self.window_pool_ratio!r}")
         if self.state_pool_ratio is not None:
             if isinstance(self.state_pool_ratio, bool) or not isinstance(self.state_pool_ratio, (int, float)) \
                     or not 0.0 < self.state_pool_ratio < 1e3:
@@ -266,7 +277,8 @@ ENGINE_SCHEDULERS = {
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,
-                              limits_per_rank=False, state_pool_ratio=0.9, state_slots=3, hybrid_overlap=False),
+                              limits_per_rank=False, state_pool_ratio=0.9, state_slots=3, hybrid_overlap=False,
+                              window_pool_ratio=0.8),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
     # default graphs decode batches up to TRTLLM_GRAPH_BATCH

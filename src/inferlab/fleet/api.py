@@ -20,7 +20,7 @@ from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, 
 from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
-from .replicas import replica_kind
+from .replicas import mean_length, replica_kind
 from .simulation import FleetConfig, Record, run
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
@@ -109,14 +109,14 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
         replica_price = spec["price"]
     elif hardware is None:
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
+    if requests is None:
+        requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     kind, cs = replica_kind(name, model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision,
                             engine=engine, profile=profile, limits=limits,
                             startup=_policy(Startup, startup) or Startup(),
-                            prefix_cache=boolean("fleet: prefix_cache", prefix_cache))
+                            prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
     dep = kind.model.dep
     sched = kind.sched
-    if requests is None:
-        requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
     check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
@@ -238,6 +238,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if not isinstance(pools, (list, tuple)):
         raise SpecError(f"fleet: pools must be a list of mappings (model, hardware, replicas, ...), got {pools!r:.60}")
     built, models = [], []
+    requests = build_requests(traffic, horizon_s, seed)
     for k, spec in enumerate(pools):
         check_pool(k, spec, _POOL_KEYS)
         if "deployment" in spec:
@@ -249,7 +250,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                                precision=spec.get("precision"), engine=spec.get("engine", "vllm"),
                                profile=spec.get("profile", "default"), limits=spec.get("limits", {}),
                                startup=_policy(Startup, spec.get("startup")) or Startup(),
-                               prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)))
+                               prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
+                               context=mean_length(requests, str(spec.get("serves", spec["model"]))))
         dep = kind.model.dep
         kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
@@ -264,7 +266,6 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if not built:
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
-    requests = build_requests(traffic, horizon_s, seed)
     _check_models_served(requests, [p.model for p in built])
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \

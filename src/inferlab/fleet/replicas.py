@@ -46,10 +46,11 @@ class ReplicaKind:
 
 def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int = 1, attention_dp: bool = False,
                  precision: Any = None, engine: str = "vllm", profile: Any = "default", limits: dict | None = None,
-                 startup: Any = None, prefix_cache: bool = True) -> tuple[ReplicaKind, Any]:
+                 startup: Any = None, prefix_cache: bool = True, context: float | None = None) -> tuple[ReplicaKind, Any]:
     """One replica of a fleet pool, as :func:`inferlab.serve` runs it (its deployment, the
     engine's limits for it, the step model), and its cold start (``startup``: a
-    :class:`~.startup.Startup`)."""
+    :class:`~.startup.Startup`); ``context``, its requests' mean prompt and output [token]
+    (what a request holds beside its own tokens: :func:`~inferlab.serving.replica.state_tokens`)."""
     dep = deployment(model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision, engine=engine,
                      profile=profile)
     base = unchunked_budget(dep, engine_scheduler(engine, None, **(limits or {})))
@@ -58,7 +59,7 @@ def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int =
     cs = startup.cold_start(dep)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
                        kv_capacity_tokens(dep, base), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched),
-                       state_tokens(dep, base))
+                       state_tokens(dep, base, context=context))
     return kind, cs
 
 
@@ -98,3 +99,13 @@ class Replica:
     def state(self, value: str) -> None:
         self._state = value
         Replica.changes += 1
+
+
+def mean_length(requests: Any, model: str = "") -> float | None:
+    """Mean prompt plus output of the ``requests`` a pool serving ``model`` takes [token] (every
+    request where they name no model or the pool no model, else theirs and the unnamed); None
+    for none."""
+    lengths = np.asarray(requests.isl, float) + np.asarray(requests.osl, float)
+    if requests.model is not None and model:
+        lengths = lengths[(requests.model == model) | (requests.model == "")]
+    return float(np.mean(lengths)) if lengths.size else None

@@ -154,8 +154,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     overrides = limits or {}
     raw = {pool: replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()), **overrides)
            for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
-    side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas)
-    side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas)
+    context = float(np.mean(prompts + outputs)) if n else None
+    side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas, context)
+    side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas, context)
     for side in (side_p, side_d):
         check_context(dep_p.model, side.sched, prompts, outputs, allow_long_context=allow_long_context)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
@@ -209,15 +210,18 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                              decode_arrival=at_decode)
 
 
-def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, replicas: int) -> PoolSide:
-    """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool."""
+def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, replicas: int,
+          context: float | None = None) -> PoolSide:
+    """One pool's step model, limits (its stream's, from the engine's ``engine_sched``) and KV pool
+    (what a request of ``context`` tokens holds beside its own: :func:`~.replica.state_tokens`)."""
     from .replica import kv_capacity_tokens, replica_limits, state_tokens, unchunked_budget
 
     engine_sched = unchunked_budget(dep, engine_sched)
     sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)
-    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas, state_tokens(dep, engine_sched))
+    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas,
+                    state_tokens(dep, engine_sched, context=context))
 
 
 def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDeployment, engine: str,

@@ -18,6 +18,7 @@ from ..engines.speculation_limits import for_speculation
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
 from ..engines.state_pool import (overlap_off, page_tokens, running_requests, separate_pool, state_pool_bytes,
                                   state_page_tokens)
+from ..engines.window_pool import pool_token_share, window_tokens
 from ..errors import InfeasibleError, SpecError, did_you_mean, option
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -221,7 +222,8 @@ def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory 
                                   "left; give fewer slots (--max-mamba-cache-size) or more GPUs")
         budget -= states
     draft_kv = drafter.kv_bytes_per_token if drafter else 0.0
-    return budget / (plan.kv_per_token + draft_kv) * dep.parallel.attention_groups
+    token = plan.kv_per_token * pool_token_share(dep.model, sched)  # a token of the full layers (windows)
+    return budget / (token + draft_kv) * dep.parallel.attention_groups
 
 
 def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
@@ -244,19 +246,21 @@ def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = Non
     return budget, plan
 
 
-def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
-    """KV-pool tokens a running request's linear-attention state takes where one pool holds both
-    (0 without linear attention, or where the states have a pool of their own) [token]: its bytes
-    over a pool token's (the target's KV a token and a ``drafter``'s beside it); with pages sized
-    to a layer's state (``state_pages``), a page of that many tokens for each linear layer, counted
-    in tokens of all the KV layers."""
+def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None,
+                 context: float | None = None) -> float:
+    """KV-pool tokens a running request holds beside its own [token]: its windowed layers' in one
+    pool (:func:`~inferlab.engines.window_pool.window_tokens` at ``context`` tokens, None: their
+    most), and its linear-attention state where one pool holds both: its bytes over a pool token's
+    (the target's KV a token and a ``drafter``'s), or with pages sized to a layer's state
+    (``state_pages``) a page of that many tokens a linear layer, in tokens of all the KV layers."""
     model = dep.model
+    windows = window_tokens(model, sched, context)
     if model.linear_attention is None or separate_pool(model, sched):
-        return 0.0
+        return windows
     if sched.state_pages:
-        return model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers - model.num_linear_layers)
+        return windows + model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers - model.num_linear_layers)
     per_token = _pools(dep, sched, drafter)[1].kv_per_token + (drafter.kv_bytes_per_token if drafter else 0.0)
-    return recurrent_state_per_gpu(model, dep.parallel) / per_token
+    return windows + recurrent_state_per_gpu(model, dep.parallel) / per_token
 
 
 def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
@@ -338,7 +342,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                          kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
-                         state_tokens=state_tokens(dep, sched, drafter),
+                         state_tokens=state_tokens(dep, sched, drafter, float(np.mean(isl + osl))),
                          concurrency=replica.concurrency, turnaround=turnaround,
                          max_in_flight=replica.max_concurrency, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:

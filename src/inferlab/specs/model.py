@@ -225,6 +225,20 @@ class ModelSpec(BaseModel):
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
         return {kind: float(n * per_layer) for kind, n in self.layer_kinds.items() if kind != "linear"}
 
+    @property
+    def full_attention_kv_share(self) -> float:
+        """Share of a token's KV bytes (every layer with a cache holding it) in full-attention
+        layers: 1 without windowed layers, 0 where every layer is windowed.
+
+        Examples
+        --------
+        >>> from inferlab import load_model
+        >>> load_model("gpt-oss-120b").full_attention_kv_share  # 18 full, 18 sliding(128) layers
+        0.5
+        """
+        layers = [n for window, n in self._layer_windows]
+        return sum(n for window, n in self._layer_windows if window is None) / sum(layers) if layers else 1.0
+
     def kv_cache_bytes(self, context_len: Any, precision: str = "bf16") -> np.ndarray:
         """KV-cache bytes of one sequence at ``context_len`` tokens [B], vectorized.
 

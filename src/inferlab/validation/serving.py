@@ -159,7 +159,7 @@ def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) ->
     from ..serving.replica import kv_capacity_tokens, scheduler_for, state_tokens
 
     sched = case_scheduler(engine, limits)  # (a hybrid model's state pages beside its tokens)
-    per_request = isl + (osl if sched.reserve_output else osl / 2.0) + state_tokens(dep, sched)
+    per_request = isl + (osl if sched.reserve_output else osl / 2.0) + state_tokens(dep, sched, context=isl + osl)
     seqs = scheduler_for(dep, sched).max_num_seqs * dep.parallel.pp
     return min(seqs, kv_capacity_tokens(dep, sched) / per_request)
 
