@@ -62,3 +62,22 @@ def test_a_makers_fp8_release_decodes_slower_with_its_sixteen_bit_cache_than_wit
     unstated, _ = predict_case(case(**common))
     fp8, _ = predict_case(case(**common, precision={"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}))
     assert unstated > fp8
+
+
+@pytest.mark.parametrize("engine, precision, kv", [
+    # NVIDIA's FP4 experts beside DeepSeek's FP8 attention: a ModelOpt checkpoint, its FP8 cache
+    ("sglang", {"weights": "fp8", "moe_weights": "nvfp4", "activations": "fp8"}, "fp8"),
+    # an INT8 W8A8 checkpoint (llm-compressor's) names no KV format
+    ("vllm", {"weights": "int8", "activations": "int8"}, None),
+    # MXFP8 activations (8.25 bits a value) are 8-bit ones: TensorRT-LLM's FP8 cache
+    ("trtllm", {"weights": "mxfp8", "activations": "mxfp8"}, "fp8"),
+])
+def test_the_checkpoints_formats_decide(engine, precision, kv):
+    c = case(engine=engine, model="deepseek-v3", precision={**precision, "kv_cache": None})
+    assert case_precision(c).get("kv_cache") == kv
+
+
+def test_a_model_the_catalog_does_not_know_is_its_cases_reason_not_a_crash():
+    c = case(model="no-such-model")
+    predicted, reason = predict_case(c)
+    assert predicted is None and "no-such-model" in reason

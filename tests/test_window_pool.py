@@ -28,33 +28,67 @@ from inferlab.serving.replica import kv_capacity_tokens, state_tokens
 
 def test_shares_and_window_tokens_by_hand():
     oss, scout, llama = load_model("gpt-oss-120b"), load_model("llama-4-scout"), load_model("llama-3.1-8b")
-    vllm, sglang = ENGINE_SCHEDULERS["vllm"], ENGINE_SCHEDULERS["sglang"]
-    assert oss.full_attention_kv_share == 0.5 and scout.full_attention_kv_share == 0.25
-    assert llama.full_attention_kv_share == 1.0
+    vllm, sglang, trt = ENGINE_SCHEDULERS["vllm"], ENGINE_SCHEDULERS["sglang"], ENGINE_SCHEDULERS["trtllm-pytorch"]
+    assert oss.kv_share_held_whole() == 0.5 and scout.kv_share_held_whole() == 0.25
+    assert scout.kv_share_held_whole(("sliding",)) == 1.0  # chunked layers kept whole
+    assert llama.kv_share_held_whole() == 1.0
     assert oss.kv_cache_bytes(9216.0) == pytest.approx(344_457_216)
-    # one pool: the windowed layers' tokens in tokens of the full layers (18 x 128 / 18; 36 x 8,192 / 12)
+    # one pool: the windowed layers' tokens in tokens of the full layers (18 x 128 / 18)
     assert window_tokens(oss, vllm) == pytest.approx(128.0)
     assert window_tokens(oss, vllm, context=100.0) == pytest.approx(100.0)
-    assert window_tokens(scout, vllm) == pytest.approx(36 * 8192 / 12)
-    assert window_tokens(scout, vllm, context=1000.0) == pytest.approx(3000.0)
+    assert window_tokens(oss, trt) == pytest.approx(128.0)
     assert pool_token_share(oss, vllm) == 0.5
+    # vLLM and TensorRT-LLM keep Llama 4's chunked layers whole: no saving, every layer a token
+    for sched in (vllm, trt):
+        assert window_tokens(scout, sched) == 0.0 and pool_token_share(scout, sched) == 1.0
+    # an engine that frees chunks (generic): 36 x 8,192 / 12 at their most, 36 x 1,000 / 12 at 1,000 tokens
+    generic = ENGINE_SCHEDULERS["generic"]
+    assert window_tokens(scout, generic) == pytest.approx(36 * 8192 / 12)
+    assert window_tokens(scout, generic, context=1000.0) == pytest.approx(3000.0)
     # SGLang's pool of their own: 0.8 of a windowed token for each full one; nothing per sequence
     assert window_tokens(oss, sglang) == 0.0
     assert pool_token_share(oss, sglang) == pytest.approx(0.5 + 0.8 * 0.5)
+    assert pool_token_share(scout, sglang) == pytest.approx(0.25 + 0.8 * 0.75)
     assert window_tokens(llama, vllm) == 0.0 and pool_token_share(llama, vllm) == 1.0
 
 
-@pytest.mark.parametrize("engine", ["trtllm-pytorch", "vllm", "sglang"])
-def test_the_simulations_pool_holds_what_the_estimate_says(engine):
-    """Sequences of 9,216 tokens of gpt-oss-120b on one B200: the serving pool's tokens over a
-    sequence's (its own and what its windowed layers hold beside them) is the static memory
-    plan's count, to one sequence."""
-    dep = deployment("gpt-oss-120b", "b200", engine=engine)
+def test_a_model_whose_every_layer_is_windowed_counts_a_token_at_the_requests_length():
+    """Mistral-7B (v0.1): 32 layers of 4,096-token sliding windows. At 16,384 tokens a sequence
+    holds 4,096 of them in every layer: a pool token is a quarter of every layer's, so the pool
+    holds four times the tokens it would count with every layer at every token; unknown lengths
+    count every layer."""
+    mistral = load_model("mistral-7b")
+    vllm = ENGINE_SCHEDULERS["vllm"]
+    assert mistral.kv_share_held_whole() == 0.0
+    assert pool_token_share(mistral, vllm, context=16384.0) == pytest.approx(0.25)
+    assert pool_token_share(mistral, vllm, context=2048.0) == pytest.approx(1.0)
+    assert pool_token_share(mistral, vllm) == 1.0 and window_tokens(mistral, vllm) == 0.0
+    dep = deployment("mistral-7b", "h100-sxm", engine="vllm")
+    assert kv_capacity_tokens(dep, vllm, context=16384.0) == pytest.approx(4.0 * kv_capacity_tokens(dep, vllm))
+
+
+@pytest.mark.parametrize("model, engine, isl, osl, fits", [
+    ("gpt-oss-120b", "trtllm-pytorch", 1024, 8192, 327), ("gpt-oss-120b", "vllm", 1024, 8192, 318),
+    ("gpt-oss-120b", "sglang", 1024, 8192, 162), ("mistral-7b", "vllm", 4096, 12288, None),
+    ("llama-4-scout", "vllm", 1024, 1024, None),
+])
+def test_the_simulations_pool_holds_what_the_estimate_says(model, engine, isl, osl, fits):
+    """Sequences of ``isl + osl`` tokens on one GPU: the serving pool's tokens over a sequence's
+    (its own and what its windowed layers hold beside them) is the static memory plan's count,
+    to one sequence. For gpt-oss-120b on one B200 that count is the one by hand: 112.7 GB of
+    pool under TensorRT-LLM (90% of what the weights leave) over 344.5 MB a sequence is 327;
+    vLLM's 0.92 of all memory holds 318; SGLang's 611.5 MB a sequence, 162."""
+    hw = "b200" if model == "gpt-oss-120b" else "h200-sxm" if model == "llama-4-scout" else "h100-sxm"
+    tp = 4 if model == "llama-4-scout" else 1
+    dep = deployment(model, hw, engine=engine, tp=tp)
     sched = ENGINE_SCHEDULERS[engine]
-    served = kv_capacity_tokens(dep, sched) / (9216 + state_tokens(dep, sched, context=9216.0))
-    planned = float(inferlab.estimate("gpt-oss-120b", "b200", engine=engine, isl=1024, osl=8192, batch_size=1,
-                                      ).memory.max_sequences)
+    length = float(isl + osl)
+    served = kv_capacity_tokens(dep, sched, context=length) / (length + state_tokens(dep, sched, context=length))
+    planned = float(inferlab.estimate(model, hw, engine=engine, tp=tp, isl=isl, osl=osl,
+                                      batch_size=1).memory.max_sequences)
     assert served == pytest.approx(planned, abs=1.0)
+    if fits is not None:
+        assert int(served) == fits
 
 
 def test_sglangs_window_pool_holds_fewer_long_sequences_than_one_pool():

@@ -87,7 +87,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                 gpu_memory_utilization: float = 0.9, kv_block_size: int = 16,
                 reserve_bytes: float = DEFAULT_RESERVE_BYTES, parallel: Parallelism | None = None,
                 extra_weight_bytes: float = 0.0, extra_kv_bytes_per_token: float = 0.0,
-                lookahead_tokens: int = 0, sizing: str = "all", window_pool_ratio: float | None = None) -> MemoryPlan:
+                lookahead_tokens: int = 0, sizing: str = "all", window_pool_ratio: float | None = None,
+                window_kv: tuple[str, ...] = ("sliding", "chunked")) -> MemoryPlan:
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
@@ -102,10 +103,11 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     ``free_gpu_memory_fraction``); ``"static"``, what the weights leave of that share, the rest
     of memory being the engine's reserve for activations and graphs (SGLang's
     ``mem_fraction_static``: the reserve is ``1 - gpu_memory_utilization`` of all memory, the
-    workspace inside it). A windowed layer holds a sequence's last ``W`` tokens; with
-    ``window_pool_ratio`` (SGLang's ``--swa-full-tokens-ratio``) the windowed layers have a pool
-    of their own of that many tokens for each of the full layers', so a sequence takes its
-    length in both (:mod:`inferlab.engines.window_pool`).
+    workspace inside it). A windowed layer of a kind in ``window_kv`` holds a sequence's last
+    ``W`` tokens (the engine frees the rest); with ``window_pool_ratio`` (SGLang's
+    ``--swa-full-tokens-ratio``) those layers have a pool of their own of that many tokens for
+    each of the full layers', so a sequence takes its length in both
+    (:mod:`inferlab.engines.window_pool`).
     """
     par = parallel or Parallelism(tp=tp)
     capacity = hw.usable_memory_capacity.si
@@ -114,10 +116,10 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     share = kv_share(model, par.head_split) * stage_layer_share(model, par.pp)
     kv_fmt = precision.kv_cache
     pages = np.ceil((np.asarray(context, float) + lookahead_tokens) / kv_block_size) * kv_block_size
-    held = model.kv_cache_bytes(pages, kv_fmt)
-    full = model.full_attention_kv_share
-    if window_pool_ratio is not None and 0.0 < full < 1.0:  # windowed layers' pool: ratio x the full layers' tokens
-        held = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * (full + window_pool_ratio * (1.0 - full)) * pages
+    held = model.kv_cache_bytes(pages, kv_fmt, freed=window_kv)
+    whole = model.kv_share_held_whole(window_kv)
+    if window_pool_ratio is not None and 0.0 < whole < 1.0:  # windowed layers' pool: ratio x the full layers' tokens
+        held = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * (whole + window_pool_ratio * (1.0 - whole)) * pages
     per_seq = held * share + extra_kv_bytes_per_token * pages + recurrent_state_per_gpu(model, par)
     per_token = sum(model.kv_cache_bytes_per_token(kv_fmt).values()) * share + extra_kv_bytes_per_token
     widest = max([layer.intermediate_size for layer in model.layers] +

@@ -102,7 +102,8 @@ def memory_keywords(sched: SchedulerConfig, hw: HardwareSpec, parallel: Parallel
         share = sglang_static_share(hw.usable_memory_capacity.si, tokens, graphs, parallel.tp, parallel.pp,
                                     parallel.attention_groups if parallel.attention_dp else 1, drafter)
     return {"gpu_memory_utilization": float(share), "sizing": sched.memory_sizing,
-            "step_tokens": iteration_tokens(sched, parallel, tokens), "window_pool_ratio": sched.window_pool_ratio}
+            "step_tokens": iteration_tokens(sched, parallel, tokens), "window_pool_ratio": sched.window_pool_ratio,
+            "window_kv": sched.window_kv}
 
 
 def iteration_tokens(sched: SchedulerConfig, parallel: Parallelism, tokens: float) -> float:

@@ -135,6 +135,13 @@ class SchedulerConfig:
         (SGLang's ``--swa-full-tokens-ratio``, 0.8 by default). None: one pool, where a sequence
         holds at most a window's tokens of a windowed layer (vLLM's hybrid KV-cache manager,
         TensorRT-LLM's variable sliding-window cache); :mod:`~inferlab.engines.window_pool`.
+    window_kv : tuple of str
+        The windowed attention kinds (``sliding``, ``chunked``) whose KV the engine keeps to a
+        window, freeing a sequence's blocks that leave it; a layer of another kind holds every
+        token. vLLM frees sliding windows only: its hybrid KV-cache manager is off for chunked
+        local attention unless ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` is set (a
+        latency regression, its log says), and TensorRT-LLM sizes its pools by
+        ``max_attention_window``, the sliding windows.
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -165,6 +172,7 @@ class SchedulerConfig:
     state_pages: bool = False
     hybrid_overlap: bool = True
     window_pool_ratio: float | None = None
+    window_kv: tuple = ("sliding", "chunked")
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -180,6 +188,8 @@ class SchedulerConfig:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
+        if not isinstance(self.window_kv, tuple) or not set(self.window_kv) <= {"sliding", "chunked"}:
+            raise SpecError(f"scheduler: window_kv must be a tuple of sliding and chunked, got {self.window_kv!r}")
         if self.window_pool_ratio is not None and (isinstance(self.window_pool_ratio, bool) or not isinstance(
                 self.window_pool_ratio, (int, float)) or not 0.0 < self.window_pool_ratio <= 1.0):
             raise SpecError(f"scheduler: window_pool_ratio must be above 0 and at most 1 (SGLang's "
@@ -264,7 +274,7 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
 #: Memory shares as each engine
 #: takes them by default: :mod:`inferlab.engines.memory_share`.
 _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
-                          memory_sizing="free", balance_timeout_iters=60)
+                          memory_sizing="free", balance_timeout_iters=60, window_kv=("sliding",))
 #: The largest decode batch TensorRT-LLM's PyTorch runtime captures when ``cuda_graph_config``
 #: names neither ``batch_sizes`` nor ``max_batch_size`` (LLM API reference,
 #: ``DecodeCudaGraphConfig``: "If neither is provided, a default max_batch_size of 128 is used").
@@ -273,7 +283,7 @@ ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
                             gpu_memory_utilization=0.92, overlap_host=True,
-                            batch_defaults=VLLM_BATCH_DEFAULTS, state_pages=True),
+                            batch_defaults=VLLM_BATCH_DEFAULTS, state_pages=True, window_kv=("sliding",)),
     "sglang": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, mixed_prefill=False, overlap_host=True,
                               gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,

@@ -2,48 +2,60 @@
 arithmetic on a token's bytes.
 
 A windowed layer (gpt-oss's 128-token sliding layers, Gemma's local layers, Llama 4's chunked
-ones) needs a sequence's last ``W`` tokens only. vLLM's hybrid KV-cache manager frees a
-sequence's blocks that fall out of a window and TensorRT-LLM sizes a pool per window
-(``max_attention_window``, its variable sliding-window cache), so in one pool a sequence of
-``L`` tokens holds ``L`` tokens of the full-attention layers and at most ``W`` of a windowed
-one. SGLang keeps the windowed layers in a pool of their own that holds
-``window_pool_ratio`` tokens for each token of the full layers' pool (``--swa-full-tokens-ratio``,
-0.8 by default), the two splitting the budget
-(:class:`~inferlab.engines.scheduler.SchedulerConfig`).
+ones) needs a sequence's last ``W`` tokens only. An engine that frees a sequence's blocks that
+leave a window (the kinds in :attr:`~inferlab.engines.scheduler.SchedulerConfig.window_kv`:
+vLLM's hybrid KV-cache manager for sliding windows, which it leaves off for chunked attention
+by default; TensorRT-LLM's pool per window) holds, in one pool, a sequence's ``L`` tokens in the
+layers that keep every token and at most ``W`` in a freed windowed one. SGLang keeps the
+windowed layers in a pool of their own that holds ``window_pool_ratio`` tokens for each token of
+the full layers' pool (``--swa-full-tokens-ratio``, 0.8 by default), the two splitting the
+budget.
 
-The serving simulation counts a KV pool in tokens of the full-attention layers: a request holds
-its own tokens there and, in one pool, what its windowed layers hold as a fixed number of such
-tokens beside them (:func:`window_tokens`), as a hybrid model's state is counted. A model
-with no full-attention layer (every layer windowed) keeps the count of all layers a token.
+The serving simulation counts a KV pool in tokens of the layers that keep every token: a request
+holds its own tokens there and, in one pool, what its freed windowed layers hold as a fixed
+number of such tokens beside them (:func:`window_tokens`), as a hybrid model's state is counted.
+Where every layer's window is freed, a pool token is a token of every layer at the requests'
+length (:func:`pool_token_share`), as the static memory plan counts it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: Tokens well past any window: the windowed layers' holding is saturated there.
+#: Tokens past any window: the windowed layers' holding is saturated there.
 _FAR = 1.0e7
 
 
-def pool_token_share(model: Any, sched: Any) -> float:
+def _freed(sched: Any) -> tuple[str, ...]:
+    return tuple(getattr(sched, "window_kv", ("sliding", "chunked")))
+
+
+def pool_token_share(model: Any, sched: Any, context: float | None = None) -> float:
     """Bytes of one token of the pool the simulation counts, as a share of a token of every layer:
-    the full layers' share, and with a windowed layers' pool of their own (SGLang) that pool's
-    ``window_pool_ratio`` tokens of theirs for each; 1 where nothing is windowed or everything is."""
-    full = model.full_attention_kv_share
-    if full in (0.0, 1.0):
+    the share of the layers that keep every token, and with a windowed layers' pool of their own
+    (SGLang) that pool's ``window_pool_ratio`` tokens for each; where every layer's window is
+    freed, a token's share at ``context`` tokens (None: 1, every layer at every token)."""
+    whole = model.kv_share_held_whole(_freed(sched))
+    if whole == 1.0:
         return 1.0
+    if whole == 0.0:
+        if context is None:
+            return 1.0
+        length = max(float(context), 1.0)
+        return float(model.kv_cache_bytes(length, freed=_freed(sched))) / (float(model.kv_cache_bytes(1.0)) * length)
     ratio = getattr(sched, "window_pool_ratio", None)
-    return full + (float(ratio) * (1.0 - full) if ratio is not None else 0.0)
+    return whole + (float(ratio) * (1.0 - whole) if ratio is not None else 0.0)
 
 
 def window_tokens(model: Any, sched: Any, context: float | None = None) -> float:
-    """Pool tokens (of the full layers) a sequence's windowed layers hold in one pool [token]: their
-    bytes at ``context`` tokens (None: past every window, their most) over a full-layer token's;
-    0 with a pool of their own, without windowed layers, or where every layer is windowed."""
-    full = model.full_attention_kv_share
-    if full in (0.0, 1.0) or getattr(sched, "window_pool_ratio", None) is not None:
+    """Tokens of the layers that keep every token that a sequence's freed windowed layers hold in
+    one pool [token]: their bytes at ``context`` tokens (None: past every window, their most)
+    over such a token's; 0 with a pool of their own, where nothing is freed, or where every
+    layer is (:func:`pool_token_share` then counts them)."""
+    whole = model.kv_share_held_whole(_freed(sched))
+    if whole in (0.0, 1.0) or getattr(sched, "window_pool_ratio", None) is not None:
         return 0.0
     length = _FAR if context is None else max(float(context), 1.0)
     every = float(model.kv_cache_bytes(1.0))
-    windowed = float(model.kv_cache_bytes(length)) - full * every * length
-    return max(windowed, 0.0) / (full * every)
+    windowed = float(model.kv_cache_bytes(length, freed=_freed(sched))) - whole * every * length
+    return max(windowed, 0.0) / (whole * every)

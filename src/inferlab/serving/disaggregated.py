@@ -154,9 +154,11 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     overrides = limits or {}
     raw = {pool: replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()), **overrides)
            for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
-    context = float(np.mean(prompts + outputs)) if n else None
-    side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas, context)
-    side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas, context)
+    # a request holds its prompt in the prefill pool, prompt and output in the decode pool
+    side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas,
+                   float(np.mean(prompts)) + 1.0 if n else None)
+    side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas,
+                   float(np.mean(prompts + outputs)) if n else None)
     for side in (side_p, side_d):
         check_context(dep_p.model, side.sched, prompts, outputs, allow_long_context=allow_long_context)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
@@ -220,7 +222,7 @@ def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, r
     sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
                      sched.graph_max_batch)
-    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched), replicas,
+    return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched, context=context), replicas,
                     state_tokens(dep, engine_sched, context=context))
 
 

@@ -10,18 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from ..core.memory import plan_memory, recurrent_state_per_gpu
-from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
                                  graph_batch_limit, STATE_LIMITS, USER_LIMITS, unchunked_token_budget)
 from ..engines.speculation_limits import for_speculation
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
-from ..engines.state_pool import (overlap_off, page_tokens, running_requests, separate_pool, state_pool_bytes,
-                                  state_page_tokens)
-from ..engines.window_pool import pool_token_share, window_tokens
-from ..errors import InfeasibleError, SpecError, did_you_mean, option
+from ..engines.state_pool import overlap_off, page_tokens
+from ..errors import InfeasibleError, SpecError, did_you_mean
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
+from .kv_pool import _pools, hybrid_sequences, kv_capacity_tokens, state_slots, state_tokens  # noqa: F401 - theirs
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (
@@ -201,103 +198,6 @@ def _capped_share(workload: Workload, dp: int) -> Workload:
                    rate=workload.rate * cap / total)
 
 
-def kv_capacity_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> float:
-    """Tokens the replica's KV pool holds: memory left after weights, workspace and reserve
-    (and a speculative ``drafter``'s weights; its KV per token added to the target's), sized
-    the way the engine sizes it (see :class:`SchedulerConfig`), less a hybrid model's pool of
-    states where it has one. ``sched`` is the engine's as set (each rank's limits where they are
-    a rank's), not :func:`scheduler_for`'s stream."""
-    budget, plan = _pools(dep, sched, drafter)
-    if separate_pool(dep.model, sched):  # the states' pool takes ratio / (1 + ratio) of it, or its pinned slots
-        states = float(state_pool_bytes(budget, recurrent_state_per_gpu(dep.model, dep.parallel), sched,
-                                        dep.parallel.attention_groups))
-        per_rank = (sched.state_pool_slots or 0) // dep.parallel.attention_groups
-        if sched.state_pool_slots is not None and per_rank < sched.state_slots:
-            raise InfeasibleError(f"a state pool of {sched.state_pool_slots:,} slots holds {per_rank} a rank, fewer than "
-                                  f"the {sched.state_slots} one running request takes: no request runs; give at least "
-                                  f"{sched.state_slots * dep.parallel.attention_groups} slots (--max-mamba-cache-size)")
-        if states >= budget:
-            raise InfeasibleError(f"a state pool of {sched.state_pool_slots:,} slots takes {states / 1e9:.1f} GB a GPU "
-                                  f"of the {budget / 1e9:.1f} GB the weights leave on {dep.hardware.id}: no KV pool is "
-                                  "left; give fewer slots (--max-mamba-cache-size) or more GPUs")
-        budget -= states
-    draft_kv = drafter.kv_bytes_per_token if drafter else 0.0
-    token = plan.kv_per_token * pool_token_share(dep.model, sched)  # a token of the full layers (windows)
-    return budget / (token + draft_kv) * dep.parallel.attention_groups
-
-
-def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
-    """What the weights (and a ``drafter``'s), workspace and reserve leave a GPU for its pools [B],
-    and the memory plan that says so; refused when nothing is left."""
-    sched = for_hardware(sched, dep.hardware)
-    draft_weights = drafter.weight_bytes if drafter else 0.0
-    # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
-    memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
-                             drafter=drafter.method if drafter else "")
-    plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                       context=np.array(1.0), kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
-                       **memory)
-    budget = float(plan.kv_budget)
-    if budget <= 0:
-        what = f"weights{' and drafter' if drafter and draft_weights else ''}"
-        raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
-                              f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
-                              "more GPUs (tp) or narrower weights")
-    return budget, plan
-
-
-def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None,
-                 context: float | None = None) -> float:
-    """KV-pool tokens a running request holds beside its own [token]: its windowed layers' in one
-    pool (:func:`~inferlab.engines.window_pool.window_tokens` at ``context`` tokens, None: their
-    most), and its linear-attention state where one pool holds both: its bytes over a pool token's
-    (the target's KV a token and a ``drafter``'s), or with pages sized to a layer's state
-    (``state_pages``) a page of that many tokens a linear layer, in tokens of all the KV layers."""
-    model = dep.model
-    windows = window_tokens(model, sched, context)
-    if model.linear_attention is None or separate_pool(model, sched):
-        return windows
-    if sched.state_pages:
-        return windows + model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers - model.num_linear_layers)
-    per_token = _pools(dep, sched, drafter)[1].kv_per_token + (drafter.kv_bytes_per_token if drafter else 0.0)
-    return windows + recurrent_state_per_gpu(model, dep.parallel) / per_token
-
-
-def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
-    """Running requests a hybrid model's state pool holds, over the replica's attention-DP ranks
-    (the states' own pool: SGLang's), ``state_slots`` slots each; None where nothing but the KV
-    pool limits them."""
-    if not separate_pool(dep.model, sched):
-        return None
-    budget = _pools(dep, sched)[0]
-    state = recurrent_state_per_gpu(dep.model, dep.parallel)
-    held = running_requests(state_pool_bytes(budget, state, sched, dep.parallel.attention_groups), state, sched)
-    return max(int(held), 0) * dep.parallel.attention_groups
-
-
-def hybrid_sequences(dep: Any, sched: SchedulerConfig, context: float) -> float | None:
-    """Sequences of ``context`` tokens a replica holds where a hybrid model's states have a pool of
-    their own: the fewer of the KV pool's and the state pool's (:func:`state_slots`); None where
-    one pool holds both (the memory plan's per-sequence bytes count the state)."""
-    slots = state_slots(dep, sched)
-    return None if slots is None else min(float(slots), kv_capacity_tokens(dep, sched) / max(context, 1.0))
-
-
-def _taken(plan: Any, what: str, sizing: str, memory: dict) -> str:
-    """What took the memory a KV pool would have had, in the words of the engine's sizing."""
-    gb, share = 1e9, memory["gpu_memory_utilization"]
-    given = option("gpu_memory_utilization", share)
-    if sizing == "static":
-        return (f"{what} take {plan.weights / gb:.1f} GB of the {plan.capacity * share / gb:.1f} GB its share for "
-                f"weights and KV cache, {share:.3f} of {plan.capacity / gb:.1f} GB, gives (the engine reserves the "
-                "rest; gpu_memory_utilization, SGLang's --mem-fraction-static, sets the share)")
-    used = plan.weights + plan.reserve + float(plan.workspace)
-    if sizing == "free":
-        return f"{what}, workspace and reserve take {used / gb:.1f} GB of {plan.capacity / gb:.1f} GB"
-    return (f"{what}, workspace and reserve take {used / gb:.1f} GB of the {plan.capacity * share / gb:.1f} GB that "
-            f"{given} gives of {plan.capacity / gb:.1f} GB")
-
-
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
                    speculative: Any = None, prefix: Any = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`).
@@ -339,10 +239,11 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     turnaround = None
     if replica.concurrency is not None:
         turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
+    length = float(np.mean(isl + osl)) if len(isl) else None
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
-                         kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter) / dep.parallel.pp,
-                         state_tokens=state_tokens(dep, sched, drafter, float(np.mean(isl + osl))),
+                         kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter, length) / dep.parallel.pp,
+                         state_tokens=state_tokens(dep, sched, drafter, length),
                          concurrency=replica.concurrency, turnaround=turnaround,
                          max_in_flight=replica.max_concurrency, decoding=decoding, prefixes=plan)
     except InfeasibleError as exc:

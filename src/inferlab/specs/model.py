@@ -161,10 +161,12 @@ class ModelSpec(BaseModel):
         return tuple(Counter(layer.kind for layer in self.layers).items())
 
     @cached_property
-    def _layer_windows(self) -> tuple[tuple[Any, int], ...]:
-        """Layers with a KV cache per attention window (None: full attention); linear-attention
-        layers hold a state instead (:meth:`recurrent_state_bytes`)."""
-        return tuple(Counter(layer.window for layer in self.layers if layer.attention != "linear").items())
+    def _kv_layers(self) -> tuple[tuple[str, Any, int], ...]:
+        """Layers with a KV cache by attention kind and window (None: full attention), as
+        ``(attention, window, count)``; linear-attention layers hold a state instead
+        (:meth:`recurrent_state_bytes`)."""
+        counts = Counter((layer.attention, layer.window) for layer in self.layers if layer.attention != "linear")
+        return tuple((attention, window, n) for (attention, window), n in counts.items())
 
     @property
     def num_linear_layers(self) -> int:
@@ -225,24 +227,28 @@ class ModelSpec(BaseModel):
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
         return {kind: float(n * per_layer) for kind, n in self.layer_kinds.items() if kind != "linear"}
 
-    @property
-    def full_attention_kv_share(self) -> float:
-        """Share of a token's KV bytes (every layer with a cache holding it) in full-attention
-        layers: 1 without windowed layers, 0 where every layer is windowed.
+    def kv_share_held_whole(self, freed: tuple[str, ...] = ("sliding", "chunked")) -> float:
+        """Share of a token's KV bytes (every layer with a cache holding it) in layers that keep a
+        sequence's every token: the full-attention ones and the windowed kinds not in ``freed``
+        (an engine that does not free what leaves their window); 1 where nothing is freed.
 
         Examples
         --------
         >>> from inferlab import load_model
-        >>> load_model("gpt-oss-120b").full_attention_kv_share  # 18 full, 18 sliding(128) layers
+        >>> load_model("gpt-oss-120b").kv_share_held_whole()  # 18 full, 18 sliding(128) layers
         0.5
         """
-        layers = [n for window, n in self._layer_windows]
-        return sum(n for window, n in self._layer_windows if window is None) / sum(layers) if layers else 1.0
+        counts = [(window is None or attention not in freed, n) for attention, window, n in self._kv_layers]
+        total = sum(n for _, n in counts)
+        return sum(n for whole, n in counts if whole) / total if total else 1.0
 
-    def kv_cache_bytes(self, context_len: Any, precision: str = "bf16") -> np.ndarray:
+    def kv_cache_bytes(self, context_len: Any, precision: str = "bf16",
+                       freed: tuple[str, ...] = ("sliding", "chunked")) -> np.ndarray:
         """KV-cache bytes of one sequence at ``context_len`` tokens [B], vectorized.
 
-        ``context_len`` is a number or array of tokens, or a pint quantity (``Q("8 ktok")``).
+        ``context_len`` is a number or array of tokens, or a pint quantity (``Q("8 ktok")``);
+        ``freed``, the windowed kinds whose layers keep a window's tokens only (an engine that
+        frees what leaves it), the others holding every token.
 
         Notes
         -----
@@ -253,8 +259,8 @@ class ModelSpec(BaseModel):
             raise UnitError(f"context_len must be finite and >= 0 tokens, got {context_len!r}")
         per_layer = self.kv_elements_per_token_per_layer() * number_format(precision).bytes_per_element
         total = np.zeros_like(ctx)
-        for window, n in self._layer_windows:
-            span = ctx if window is None else np.minimum(ctx, window)
+        for attention, window, n in self._kv_layers:
+            span = ctx if window is None or attention not in freed else np.minimum(ctx, window)
             total = total + n * per_layer * span
         return total
 

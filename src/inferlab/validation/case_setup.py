@@ -75,31 +75,39 @@ def unstated_kv_cache(case: Case, formats: dict[str, str]) -> str | None:
     """The KV cache of a run whose case does not state it, beside its stated ``formats``; None:
     the checkpoint's own (the catalog model's).
 
-    A run whose activations are 8 bits or narrower loaded a quantized checkpoint. On TensorRT-LLM
-    its cache is FP8 (FP8 and FP4 checkpoints carry one), as on vLLM and SGLang
-    (:data:`CHECKPOINT_KV_ENGINES`) where the checkpoint is a quantizer's (NVIDIA's ModelOpt
-    checkpoints of Llama and NVFP4 ones declare ``kv_cache_quant_algo: FP8``); where the weights
-    are in the format the model's makers release (DeepSeek-V3/R1, MiniMax-M2.5, Kimi-K2 in FP8),
-    that checkpoint names no KV format and those engines keep 16 bits. Both kinds of evidence
-    agree: Llama-3.1-70B FP8 on one B200 under vLLM at 64 clients of 1,024 + 8,192 tokens answered
-    in 382 ms, which a 16-bit cache (320 KiB a token) could not hold without queueing (the
-    simulation: 4.1 s); MiniMax-M2.5 FP8 under vLLM at 256-512 clients decoded 25-33% slower than
-    an FP8 cache allows (aiconfigurator's April 2026 dump, out of sample)."""
+    A run whose activations are 8 bits or narrower (MXFP8's 8.25 a value included) loaded a
+    quantized checkpoint. On TensorRT-LLM its cache is FP8 (FP8 and FP4 checkpoints carry one),
+    as on vLLM and SGLang (:data:`CHECKPOINT_KV_ENGINES`) where an FP8 or FP4 checkpoint is a
+    quantizer's (NVIDIA's ModelOpt checkpoints of Llama and NVFP4 ones declare
+    ``kv_cache_quant_algo: FP8``); where its weights (and routed experts) are in the formats the
+    model's makers release (DeepSeek-V3/R1, MiniMax-M2.5, Kimi-K2 in FP8), or another format
+    (an INT8 W8A8 checkpoint of llm-compressor's), it names no KV format and those engines keep
+    16 bits. Both kinds of evidence agree: Llama-3.1-70B FP8 on one B200 under vLLM at 64 clients
+    of 1,024 + 8,192 tokens answered in 382 ms, which a 16-bit cache (320 KiB a token) could not
+    hold without queueing (the simulation: 4.1 s); MiniMax-M2.5 FP8 under vLLM at 256-512 clients
+    decoded 25-33% slower than an FP8 cache allows (aiconfigurator's April 2026 dump, out of
+    sample). A model the catalog does not know is left to the case's own reason."""
     from ..precision import number_format
+    from ..specs.catalog import load_model
+    from ..techniques.deployed_precision import checkpoint_precision
 
     acts = formats.get("activations")
     if acts is None:
         return None
-    if number_format(acts).bits_per_element > 8:
+    if number_format(acts).bits_per_element >= 9:
         return "bf16" if case.engine not in CHECKPOINT_KV_ENGINES else None
     if case.engine not in CHECKPOINT_KV_ENGINES:
         return "fp8"
-    from ..specs.catalog import load_model
-    from ..techniques.deployed_precision import checkpoint_precision
-
-    released = checkpoint_precision(load_model(case.model)).weights
-    weights = formats.get("weights", released)
-    return None if number_format(weights).compute == number_format(released).compute else "fp8"
+    try:
+        released = checkpoint_precision(load_model(case.model))
+    except InferlabError:
+        return None
+    kinds = [(formats.get("weights", released.weights), released.weights),
+             (formats.get("moe_weights", formats.get("weights", released.experts)), released.experts)]
+    if all(number_format(run).compute == number_format(shipped).compute for run, shipped in kinds):
+        return None
+    quantized = {number_format(run).compute for run, shipped in kinds} - {number_format(s).compute for _, s in kinds}
+    return "fp8" if quantized & {"fp8", "fp6", "fp4"} else None
 
 
 #: Weight formats a source family's runs used where its cases state one format for all: the

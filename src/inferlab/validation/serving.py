@@ -161,7 +161,7 @@ def _in_flight(dep: Any, engine: str, isl: int, osl: int, limits: tuple = ()) ->
     sched = case_scheduler(engine, limits)  # (a hybrid model's state pages beside its tokens)
     per_request = isl + (osl if sched.reserve_output else osl / 2.0) + state_tokens(dep, sched, context=isl + osl)
     seqs = scheduler_for(dep, sched).max_num_seqs * dep.parallel.pp
-    return min(seqs, kv_capacity_tokens(dep, sched) / per_request)
+    return min(seqs, kv_capacity_tokens(dep, sched, context=isl + osl) / per_request)
 
 
 def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
