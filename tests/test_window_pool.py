@@ -117,3 +117,11 @@ def test_a_window_pool_ratio_is_checked():
         SchedulerConfig(window_pool_ratio=1.5)
     with pytest.raises(SpecError, match="window_pool_ratio"):
         SchedulerConfig(window_pool_ratio=0)
+
+
+def test_explain_says_where_sglangs_windowed_layers_are_kept():
+    sglang = inferlab.estimate("gpt-oss-120b", "b200", engine="sglang", isl=1024, osl=8192, batch_size=8).explain()
+    vllm = inferlab.estimate("gpt-oss-120b", "b200", engine="vllm", isl=1024, osl=8192, batch_size=8).explain()
+    assert "--swa-full-tokens-ratio" in sglang and "--swa-full-tokens-ratio" not in vllm
+    # vLLM's sequences hold 37.4 kB a token at 9,216 tokens (344,457,216 B / 9,216), SGLang's 66.4 (73,728 B x 0.9)
+    assert "37.4 kB/token at 9,216 tokens" in vllm and "66.4 kB/token at 9,216 tokens" in sglang

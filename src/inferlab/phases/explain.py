@@ -11,7 +11,7 @@ from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
-from ..engines.scheduler import unused_limits_notes
+from ..engines.scheduler import default_scheduler, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
 from ..errors import option
 from ..results.render import pretty
@@ -249,9 +249,13 @@ def _kv_per_token(est: Estimate, point: int) -> str:
     if state:  # a hybrid model: its linear-attention layers hold a state a sequence, not a cache a token
         return f"{mem.kv_per_token / 1e3:.1f} kB/token and a {state / 1e6:.1f} MB linear-attention state a sequence"
     held = at(mem.kv_per_sequence) / max(context, 1.0)
+    sched = default_scheduler(est.engine)
+    ratio = sched.window_pool_ratio if 0.0 < est.deployment.model.kv_share_held_whole(sched.window_kv) < 1.0 else None
+    pool = (f" (the windowed layers in a pool of their own, {ratio:g} of a token for each of the full layers': "
+            "SGLang's --swa-full-tokens-ratio)") if ratio is not None else ""
     if held < 0.95 * mem.kv_per_token:
-        return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens; {mem.kv_per_token / 1e3:.1f} if every layer held "
-                "the whole context")
+        return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens{pool}; {mem.kv_per_token / 1e3:.1f} if every layer "
+                "held the whole context")
     return f"{mem.kv_per_token / 1e3:.1f} kB/token"
 
 
