@@ -26,24 +26,20 @@ from typing import Any
 _FAR = 1.0e7
 
 
-def _freed(sched: Any) -> tuple[str, ...]:
-    return tuple(getattr(sched, "window_kv", ("sliding", "chunked")))
-
-
 def pool_token_share(model: Any, sched: Any, context: float | None = None) -> float:
     """Bytes of one token of the pool the simulation counts, as a share of a token of every layer:
     the share of the layers that keep every token, and with a windowed layers' pool of their own
     (SGLang) that pool's ``window_pool_ratio`` tokens for each; where every layer's window is
     freed, a token's share at ``context`` tokens (None: 1, every layer at every token)."""
-    whole = model.kv_share_held_whole(_freed(sched))
+    whole = model.kv_share_held_whole(sched.window_kv)
     if whole == 1.0:
         return 1.0
     if whole == 0.0:
         if context is None:
             return 1.0
         length = max(float(context), 1.0)
-        return float(model.kv_cache_bytes(length, freed=_freed(sched))) / (float(model.kv_cache_bytes(1.0)) * length)
-    ratio = getattr(sched, "window_pool_ratio", None)
+        return float(model.kv_cache_bytes(length, freed=sched.window_kv)) / (float(model.kv_cache_bytes(1.0)) * length)
+    ratio = sched.window_pool_ratio
     return whole + (float(ratio) * (1.0 - whole) if ratio is not None else 0.0)
 
 
@@ -52,10 +48,10 @@ def window_tokens(model: Any, sched: Any, context: float | None = None) -> float
     one pool [token]: their bytes at ``context`` tokens (None: past every window, their most)
     over such a token's; 0 with a pool of their own, where nothing is freed, or where every
     layer is (:func:`pool_token_share` then counts them)."""
-    whole = model.kv_share_held_whole(_freed(sched))
-    if whole in (0.0, 1.0) or getattr(sched, "window_pool_ratio", None) is not None:
+    whole = model.kv_share_held_whole(sched.window_kv)
+    if whole in (0.0, 1.0) or sched.window_pool_ratio is not None:
         return 0.0
     length = _FAR if context is None else max(float(context), 1.0)
     every = float(model.kv_cache_bytes(1.0))
-    windowed = float(model.kv_cache_bytes(length, freed=_freed(sched))) - whole * every * length
+    windowed = float(model.kv_cache_bytes(length, freed=sched.window_kv)) - whole * every * length
     return max(windowed, 0.0) / (whole * every)

@@ -58,8 +58,8 @@ def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int =
     step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch)
     cs = startup.cold_start(dep)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
-                       kv_capacity_tokens(dep, base, context=context), float(cs.total_s), prefix_cache, _peak_tokens_per_s(step, sched),
-                       state_tokens(dep, base, context=context))
+                       kv_capacity_tokens(dep, base, context=context), float(cs.total_s), prefix_cache,
+                       _peak_tokens_per_s(step, sched), state_tokens(dep, base, context=context))
     return kind, cs
 
 

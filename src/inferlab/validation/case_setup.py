@@ -104,9 +104,8 @@ def unstated_kv_cache(case: Case, formats: dict[str, str]) -> str | None:
         return None
     kinds = [(formats.get("weights", released.weights), released.weights),
              (formats.get("moe_weights", formats.get("weights", released.experts)), released.experts)]
-    if all(number_format(run).compute == number_format(shipped).compute for run, shipped in kinds):
-        return None
-    quantized = {number_format(run).compute for run, shipped in kinds} - {number_format(s).compute for _, s in kinds}
+    # formats the makers do not ship (none: their own checkpoint, which names no KV format)
+    quantized = {number_format(run).compute for run, _ in kinds} - {number_format(shipped).compute for _, shipped in kinds}
     return "fp8" if quantized & {"fp8", "fp6", "fp4"} else None
 
 
