@@ -27,7 +27,7 @@ def test_vllm_real_spellings():
         max_num_batched_tokens=4096, max_prefill_tokens=None, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
         kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None, reserve_output=None,
         overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None,
-        speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
+        window_kv=None, window_pool_ratio=None, speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
     assert launch.unknown == ("--swap-space 4",)
     assert any(n.startswith("--enforce-eager: vLLM's host time per kernel") for n in launch.notes)  # read, not modelled
@@ -55,7 +55,7 @@ def test_sglang_real_spellings():
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
         prefix_caching=False, graph_max_batch=256, reserve_output=None, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
-        speculation=Speculation("mtp", 2))
+        window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 2))
     assert launch.engine == "sglang" and launch.precision == "kv:fp8"
     assert launch.unknown == () and launch.no_effect == ("--trust-remote-code", "--port")
 
@@ -89,7 +89,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
         prefix_caching=False, graph_max_batch=128, reserve_output=False, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
-        speculation=Speculation("mtp", 3))
+        window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
     assert launch.unknown == ()
     assert launch.no_effect == ("--host", "--extra_llm_api_options: print_iter_log")

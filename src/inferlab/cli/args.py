@@ -60,3 +60,18 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
                         help="spread the work over a local Dask cluster of N processes (pip install 'inferlab[dask]')")
     parser.add_argument("--scheduler", metavar="ADDRESS",
                         help="spread the work over an existing Dask cluster, e.g. tcp://10.0.0.5:8786")
+
+
+#: Help of ``--window-kv`` and ``--window-pool-ratio`` (``serve`` and ``estimate``).
+WINDOW_KV_HELP = ("windowed attention kinds whose KV the engine frees beyond the window: sliding,chunked, sliding, "
+                  "chunked, or none (every layer keeps every token: SGLang's --disable-hybrid-swa-memory, vLLM's "
+                  "--disable-hybrid-kv-cache-manager); default the engine's (vLLM, TensorRT-LLM sliding)")
+WINDOW_RATIO_HELP = ("SGLang's windowed layers' pool of their own, R tokens for each of the full layers' pool, R in "
+                     "(0, 1] (--swa-full-tokens-ratio, default 0.8); the other engines keep one pool and refuse it")
+
+
+def window_kv_value(text: str | None) -> tuple[str, ...] | None:
+    """``--window-kv`` as a ``window_kv`` tuple (None when not given); one line naming the flag otherwise."""
+    from ..engines.window_options import window_kinds
+
+    return None if text is None else window_kinds(text, "--window-kv")

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..results.table import text_table
-from .args import comma_list, output_file
+from .args import WINDOW_KV_HELP, WINDOW_RATIO_HELP, comma_list, output_file, window_kv_value
 from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
@@ -38,6 +38,8 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
                                             "(default: the whole batch at once)"),
     "--graph-max-batch": ("graph_max_batch", int, "largest decode batch run from a CUDA graph (SGLang's "
                                                   "--cuda-graph-max-bs, 0: none; default the engine's)"),
+    "--window-kv": ("window_kv", str, WINDOW_KV_HELP),
+    "--window-pool-ratio": ("window_pool_ratio", float, WINDOW_RATIO_HELP),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),
     "--spec": ("speculative", str, "speculative decoding, e.g. eagle:k=4,accept=0.7 or a preset name"),
     "--prefix-cache": ("prefix_cache", str, "cached prompt prefix: a hit rate (0.5) or tokens=1500"),
@@ -94,6 +96,8 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     dests = [dest for dest, _, _ in FLAGS.values()] + ["attention_dp", "attention_tp", "attention", "cuda_graphs", "waves",
                                                        "allow_long_context"]
     kw.update({d: getattr(args, d) for d in dests if getattr(args, d) is not None})
+    if args.window_kv is not None:
+        kw["window_kv"] = window_kv_value(args.window_kv)
     precision = precision_value(args.precision if args.precision is not None else kw.get("precision"),
                                 kind_overrides(args))
     if precision is not None:

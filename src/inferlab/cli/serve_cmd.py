@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engines.scheduler import STATE_LIMITS, USER_LIMITS
 from ..errors import SpecError
-from .args import comma_list, output_file
+from .args import WINDOW_KV_HELP, WINDOW_RATIO_HELP, comma_list, output_file, window_kv_value
 from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
@@ -110,6 +110,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     _switch(p, "hybrid-overlap", "keep the overlap scheduler on for a hybrid model (SGLang's extra_buffer: 5 slots a "
                                  "request unless --state-slots says otherwise)",
             "turn it off for a hybrid model (SGLang's no_buffer, its 0.5 default)")
+    p.add_argument("--window-kv", metavar="KINDS", help=WINDOW_KV_HELP)
+    p.add_argument("--window-pool-ratio", type=float, metavar="R", help=WINDOW_RATIO_HELP)
     p.add_argument("--gpu-memory-utilization", type=float,
                    help="share of memory the engine takes, as the engine reads it (default the engine's: vLLM 0.92, "
                         "TensorRT-LLM 0.9 and LMDeploy 0.8 of what weights leave, SGLang sized by the GPU)")
@@ -193,6 +195,7 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if not args.concurrency:
             raise SpecError("--lockstep keeps closed-loop clients in step: it goes with --concurrency")
         kw["stagger"] = False
+    args.window_kv = window_kv_value(args.window_kv)
     for name in USER_LIMITS + STATE_LIMITS:
         if getattr(args, name) is not None:
             kw[name] = getattr(args, name)

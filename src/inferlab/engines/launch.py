@@ -91,6 +91,10 @@ class EngineLaunch:
         A hybrid model's state pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`; SGLang's
         ``--mamba-full-memory-ratio``, ``--max-mamba-cache-size`` and ``--mamba-scheduler-strategy``);
         None: the engine's default.
+    window_kv, window_pool_ratio : tuple of str, float or None
+        A windowed-attention model's KV (:mod:`~inferlab.engines.window_options`): ``()`` where
+        every layer keeps every token (SGLang's ``--disable-hybrid-swa-memory``, vLLM's
+        ``--disable-hybrid-kv-cache-manager``), SGLang's ``--swa-full-tokens-ratio``; None: the engine's.
     speculation : Speculation or None
     unknown : tuple of str
         Flags inferlab does not know, as written (with their values).
@@ -132,6 +136,8 @@ class EngineLaunch:
     state_pool_slots: int | None = None
     state_slots: int | None = None
     hybrid_overlap: bool | None = None
+    window_kv: tuple[str, ...] | None = None
+    window_pool_ratio: float | None = None
     speculation: Speculation | None = None
     unknown: tuple[str, ...] = ()
     no_effect: tuple[str, ...] = ()
@@ -203,7 +209,8 @@ class EngineLaunch:
             kw["attention_tp"] = self.attention_tp
         if self.precision is not None:
             kw["precision"] = self.precision
-        limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size}
+        limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size,
+                  "window_kv": self.window_kv, "window_pool_ratio": self.window_pool_ratio}
         if target == "serve":
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
@@ -305,6 +312,8 @@ class EngineLaunch:
                 continue
             value = getattr(self, key)
             text = "on" if value is True else "off" if value is False else str(value)
+            if key == "window_kv":  # the kinds freed beyond their window
+                text = ", ".join(value) if value else "none (every layer keeps every token)"
             parts.append(f"{shown.get(key, key)} {text} " + (f"({flag})" if flag.startswith("-") else f"from {flag}"))
         name = self.engine.split("-")[0]
         return [f"{name} engine args read: {'; '.join(parts)}"] if parts else []

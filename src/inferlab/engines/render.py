@@ -160,13 +160,19 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                            gpu_memory_utilization: float | None = None,
                            kv_block_size: int | None = None, max_model_len: int | None = None,
                            prefix_caching: bool | None = None, reserve_output: bool | None = None,
-                           overlap_host: bool | None = None) -> EngineLaunch:
+                           overlap_host: bool | None = None, window_kv: Any = None,
+                           window_pool_ratio: float | None = None) -> EngineLaunch:
     """The :class:`EngineLaunch` of an inferlab deployment (the arguments of :func:`inferlab.serve`).
 
     ``precision`` is inferlab's text (None or ``checkpoint``: the checkpoint's formats);
     the routed experts' and the attention weights' own formats have no engine flag and are
-    named in ``notes``.
+    named in ``notes``; ``window_kv`` and ``window_pool_ratio`` are checked as serve checks them
+    (:mod:`~inferlab.engines.window_options`).
     """
+    from .window_options import window_kinds, window_ratio
+
+    window_kv = None if window_kv is None else window_kinds(window_kv)
+    window_pool_ratio = None if window_pool_ratio is None else window_ratio(window_pool_ratio)
     kinds = precision_kinds(None if precision in (None, "checkpoint") else precision)
     if kinds.get("state") is not None:  # a format engines keep states in, or one line saying which
         from ..core.quantization import PrecisionConfig
@@ -190,7 +196,8 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                         mixed_prefill=mixed_prefill,
                         gpu_memory_utilization=gpu_memory_utilization,
                         kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
-                        reserve_output=reserve_output, overlap_host=overlap_host, speculation=spec,
+                        reserve_output=reserve_output, overlap_host=overlap_host, window_kv=window_kv,
+                        window_pool_ratio=window_pool_ratio, speculation=spec,
                         notes=tuple(notes))
 
 

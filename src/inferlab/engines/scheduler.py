@@ -31,6 +31,8 @@ MAX_TOKENS = 10**8
 MAX_BLOCK = 2**20
 #: What an engine's memory share holds (:mod:`inferlab.engines.memory_share`).
 SIZINGS = ("all", "free", "static")
+#: Windowed attention kinds an engine may free beyond their window (:attr:`SchedulerConfig.window_kv`).
+WINDOW_KINDS = ("sliding", "chunked")
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ class SchedulerConfig:
         token. vLLM frees sliding windows only: its hybrid KV-cache manager is off for chunked
         local attention unless ``VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE`` is set (a
         latency regression, its log says), and TensorRT-LLM sizes its pools by
-        ``max_attention_window``, the sliding windows.
+        ``max_attention_window``, the sliding windows. Empty: every layer keeps every token (SGLang's
+        ``--disable-hybrid-swa-memory``, vLLM's ``--disable-hybrid-kv-cache-manager``).
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -188,7 +191,9 @@ class SchedulerConfig:
             integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
-        if not isinstance(self.window_kv, tuple) or not set(self.window_kv) <= {"sliding", "chunked"}:
+        if isinstance(self.window_kv, list):  # as a YAML file gives it
+            object.__setattr__(self, "window_kv", tuple(self.window_kv))
+        if not isinstance(self.window_kv, tuple) or not set(self.window_kv) <= set(WINDOW_KINDS):
             raise SpecError(f"scheduler: window_kv must be a tuple of sliding and chunked, got {self.window_kv!r}")
         if self.window_pool_ratio is not None and (isinstance(self.window_pool_ratio, bool) or not isinstance(
                 self.window_pool_ratio, (int, float)) or not 0.0 < self.window_pool_ratio <= 1.0):
@@ -298,10 +303,11 @@ ENGINE_SCHEDULERS = {
 }
 
 
-#: Limits a launch sets (the engines' flags) and a measured case may record.
+#: Limits a launch sets (the engines' flags) and a measured case may record; the window settings
+#: (:mod:`~inferlab.engines.window_options`) change the static memory plan too.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output",
-               "overlap_host")
+               "overlap_host", "window_kv", "window_pool_ratio")
 STATE_LIMITS = ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")  # SGLang's state pool
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of

@@ -18,6 +18,7 @@ from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_
                      source_flags, precision_words, speculation, STATE_DTYPES, state_format, state_words,
                      unmodelled_notes)
 from .launch import EngineLaunch, Rendered
+from .scheduler import WINDOW_KINDS
 from .speculation_limits import SPECULATIVE_RESETS
 
 NAME = "sglang"
@@ -45,6 +46,10 @@ FLAGS = {
     "--mamba-full-memory-ratio": Spec("state_pool_ratio", "positive"),
     "--mamba-scheduler-strategy": Spec("mamba_strategy"),
     "--mamba-ssm-dtype": Spec("state"), "--max-mamba-cache-size": Spec("state_pool_slots", "int"),
+    # a windowed model's KV (server arguments: the windowed layers' tokens for each of the full
+    # layers', "between 0 and 1", 0.8 by default; or one pool where every layer keeps every token)
+    "--swa-full-tokens-ratio": Spec("window_pool_ratio", "fraction"),
+    "--disable-hybrid-swa-memory": Spec("window_kv", "on"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -137,6 +142,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         if hybrid_overlap and f.get("overlap_host") is False:  # extra_buffer without overlap: one ping-pong slot
             slots = 4
     _schedule_policy(f, notes)
+    window_kv, window_ratio = _windows(f, notes)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
@@ -151,7 +157,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
         overlap_host=f.get("overlap_host"), state_pool_ratio=f.get("state_pool_ratio"),
         state_pool_slots=f.get("state_pool_slots"), state_slots=slots,
-        hybrid_overlap=hybrid_overlap,
+        hybrid_overlap=hybrid_overlap, window_kv=window_kv, window_pool_ratio=window_ratio,
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
     sources = source_flags(f, ("quantization", "kv_cache", "state", "dtype"))
@@ -166,7 +172,21 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         sources["graph_max_batch"] = "--disable-cuda-graph" if f.get("no_graphs") else "--cuda-graph-max-bs"
     if slots is not None:
         sources.update(state_slots="--mamba-scheduler-strategy", hybrid_overlap="--mamba-scheduler-strategy")
+    if window_kv == ():  # the ratio sizes nothing beside it (a note says so)
+        sources.pop("window_pool_ratio", None)
     return launch.with_sources(**sources)
+
+
+def _windows(f, notes: list[str]) -> tuple[tuple[str, ...] | None, float | None]:
+    """``window_kv`` and ``window_pool_ratio`` of the flags: ``()`` with ``--disable-hybrid-swa-memory``
+    (one pool, every layer keeping every token), which leaves ``--swa-full-tokens-ratio`` nothing to size."""
+    ratio = f.get("window_pool_ratio")
+    if not f.get("window_kv"):
+        return None, ratio
+    if ratio is not None:
+        notes.append(f"--swa-full-tokens-ratio {ratio:g} with --disable-hybrid-swa-memory: one pool where every layer "
+                     "keeps every token, so the ratio sizes nothing")
+    return (), None
 
 
 def _schedule_policy(f, notes: list[str]) -> None:
@@ -305,11 +325,26 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         else:
             missing.append(("state_slots", f"{pair[0]} state slots a request with the overlap scheduler "
                                            f"{'on' if pair[1] else 'off'}: no --mamba-scheduler-strategy gives it"))
+    out += _window_words(launch, missing)
     if launch.prefix_caching is False:
         out.append("--disable-radix-cache")
     elif launch.prefix_caching:
         missing.append(("prefix_caching", "prefix caching asked for explicitly: the radix cache is on by default"))
     return out
+
+
+def _window_words(launch: EngineLaunch, missing: list) -> list[str]:
+    """``--disable-hybrid-swa-memory`` for ``window_kv=()``, ``--swa-full-tokens-ratio`` for the ratio."""
+    kinds, ratio = launch.window_kv, launch.window_pool_ratio
+    if kinds == ():
+        if ratio is not None:
+            missing.append(("window_pool_ratio", "a windowed layers' pool beside one where every layer keeps every "
+                                                 "token: --disable-hybrid-swa-memory leaves the ratio nothing to size"))
+        return ["--disable-hybrid-swa-memory"]
+    if kinds is not None and kinds != WINDOW_KINDS:
+        missing.append(("window_kv", f"windows freed for {', '.join(kinds)} attention only: SGLang keeps every "
+                                     "windowed kind in its windowed layers' pool, or none (--disable-hybrid-swa-memory)"))
+    return [] if ratio is None else ["--swa-full-tokens-ratio", f"{ratio:g}"]
 
 
 def _speculation_words(launch: EngineLaunch, missing: list) -> list[str]:

@@ -20,7 +20,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
-from .scheduler import TRTLLM_GRAPH_BATCH
+from .scheduler import TRTLLM_GRAPH_BATCH, default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
 
 NAME = "trtllm"
@@ -302,6 +302,12 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: TensorRT-LLM has the "
                                               "budget (max_num_tokens) alone"))
+    if launch.window_kv is not None and launch.window_kv != default_scheduler("trtllm-pytorch").window_kv:
+        missing.append(("window_kv", "windows freed other than the sliding ones: TensorRT-LLM sizes its pools by "
+                                     "max_attention_window, which sets the windows themselves, not where they are kept"))
+    if launch.window_pool_ratio is not None:
+        missing.append(("window_pool_ratio", "a windowed layers' pool of their own (SGLang's --swa-full-tokens-ratio): "
+                                             "TensorRT-LLM keeps a pool per window size"))
     if launch.graph_max_batch == 0:
         out["cuda_graph_config"] = None  # CUDA graphs off
     elif launch.graph_max_batch is not None:

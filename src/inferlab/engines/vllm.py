@@ -19,6 +19,7 @@ from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_s
                      read_yaml_mapping, shell_form, source_flags, precision_words, speculation, STATE_DTYPES,
                      state_format, state_words)
 from .launch import EngineLaunch, Rendered
+from .scheduler import default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
 from .vllm_compile import EAGER, read_compilation, split_compilation
 
@@ -43,7 +44,15 @@ FLAGS = {
     # "perform async scheduling ... avoid gaps in GPU utilization"), off by default through 0.13, on
     # from v0.14 (vllm PR #27614, inferlab's default); a bool field, so the parser takes the --no- form
     "--async-scheduling": Spec("overlap_host", "on"), "--no-async-scheduling": Spec("overlap_host", "off"),
+    # one KV pool where every layer keeps every token (SchedulerConfig.disable_hybrid_kv_cache_manager;
+    # the --no- form keeps the hybrid manager, which frees what leaves a sliding window)
+    "--disable-hybrid-kv-cache-manager": Spec("window_kv", "on"),
+    "--no-disable-hybrid-kv-cache-manager": Spec("window_kv", "off"),
 }
+#: vLLM turns its hybrid KV-cache manager off when a KV connector is configured (``VllmConfig.__post_init__``,
+#: 0.10-0.11: "Turning off hybrid kv cache manager because `--kv-transfer-config` is set"; later releases
+#: keep it where ``--no-disable-hybrid-kv-cache-manager`` is given, for a connector that supports it).
+KV_TRANSFER = "--kv-transfer-config"
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
                    "--download-dir", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--seed",
                    "--revision", "--tokenizer-revision", "--load-format", "--root-path", "--ssl-keyfile",
@@ -116,6 +125,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             weights, activations = pair
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
+    window_kv, window_flag = _windows(f, notes)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
@@ -124,11 +134,31 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=f.get("max_num_batched_tokens"),
         chunked_prefill=f.get("chunked_prefill"), gpu_memory_utilization=f.get("gpu_memory_utilization"),
         kv_block_size=f.get("kv_block_size"), max_model_len=f.get("max_model_len"),
-        prefix_caching=f.get("prefix_caching"), overlap_host=f.get("overlap_host"),
+        prefix_caching=f.get("prefix_caching"), overlap_host=f.get("overlap_host"), window_kv=window_kv,
         speculation=_speculation(f.get("speculation"), f) if "speculation" in f.values else None,
         unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
-    return launch.with_sources(**source_flags(f, ("quantization", "kv_cache", "state", "dtype")),
-                               **({"ep": "--enable-expert-parallel"} if ep_on else {}))
+    sources = {k: v for k, v in source_flags(f, ("quantization", "kv_cache", "state", "dtype")).items()
+               if k != "window_kv"}
+    if window_flag:
+        sources["window_kv"] = window_flag
+    if ep_on:
+        sources["ep"] = "--enable-expert-parallel"
+    return launch.with_sources(**sources)
+
+
+def _windows(f, notes: list[str]) -> tuple[tuple[str, ...] | None, str | None]:
+    """``window_kv`` of the flags and the flag that set it: ``()`` (every layer keeps every token)
+    with ``--disable-hybrid-kv-cache-manager``, or with a ``--kv-transfer-config`` unless the
+    ``--no-`` form keeps the hybrid manager; None (the engine's) otherwise."""
+    off = f.get("window_kv")
+    if off:
+        return (), f.flag("window_kv")
+    transfer = next((entry for entry in f.unknown if entry.split()[0] == KV_TRANSFER), None)
+    if transfer is None or off is False:
+        return None, None
+    notes.append(f"{KV_TRANSFER}: vLLM turns its hybrid KV-cache manager off beside a KV connector, so every layer "
+                 "keeps every token (sliding windows no longer freed); the transfer itself is not modelled")
+    return (), KV_TRANSFER
 
 
 def _async_notes(pp: int, speculates: bool, how: str = "read as a later release that runs it") -> list[str]:
@@ -231,6 +261,7 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.graph_max_batch is not None:
         missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: vLLM sizes its captures from "
                                            "--max-num-seqs (--enforce-eager turns them off)"))
+    words += _window_words(launch, missing)
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]
     if launch.overlap_host is False:  # on is vLLM's default from 0.14: said by saying nothing
@@ -271,6 +302,21 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         if value is not None:
             out.append(on if value else off)
     return out
+
+
+def _window_words(launch: EngineLaunch, missing: list) -> list[str]:
+    """``--disable-hybrid-kv-cache-manager`` for ``window_kv=()``; vLLM's own (sliding windows
+    freed) said by saying nothing; what else a launch sets, named."""
+    if launch.window_pool_ratio is not None:
+        missing.append(("window_pool_ratio", "a windowed layers' pool of their own (SGLang's --swa-full-tokens-ratio): "
+                                             "vLLM keeps every layer in one pool"))
+    if launch.window_kv == ():
+        return ["--disable-hybrid-kv-cache-manager"]
+    if launch.window_kv is not None and launch.window_kv != default_scheduler(NAME).window_kv:
+        missing.append(("window_kv", f"windows freed for {', '.join(launch.window_kv)} attention: vLLM's hybrid "
+                                     "KV-cache manager frees sliding windows and keeps chunked layers whole (unless "
+                                     "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 is set)"))
+    return []
 
 
 def _speculative_json(launch: EngineLaunch) -> str:

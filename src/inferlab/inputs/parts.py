@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from .. import checks
 from ..engines.scheduler import MAX_SEQS, STATE_LIMITS, USER_LIMITS
 from ..engines.scheduler import MAX_TOKENS as SCHEDULER_MAX_TOKENS
+from ..engines.window_options import window_kinds, window_ratio
 from ..errors import SpecError
 from . import resolve as inputs
 from .techniques import FROZEN
@@ -95,6 +96,13 @@ class Engine(BaseModel):
         A hybrid model's state pool of its own (SGLang's ``--mamba-full-memory-ratio``,
         ``--max-mamba-cache-size``, ``--mamba-scheduler-strategy``); see
         :class:`~inferlab.engines.scheduler.SchedulerConfig`.
+    window_kv : list of str, optional
+        The windowed attention kinds (``sliding``, ``chunked``) whose KV the engine frees beyond
+        their window; empty: every layer keeps every token (SGLang's ``--disable-hybrid-swa-memory``,
+        vLLM's ``--disable-hybrid-kv-cache-manager``).
+    window_pool_ratio : float, optional [1]
+        The windowed layers' pool of their own, in (0, 1] tokens for each of the full layers'
+        (SGLang's ``--swa-full-tokens-ratio``); see :mod:`~inferlab.engines.window_options`.
     """
 
     model_config = FROZEN
@@ -115,6 +123,8 @@ class Engine(BaseModel):
     state_pool_slots: int | None = None
     state_slots: int | None = None
     hybrid_overlap: bool | None = None
+    window_kv: tuple[str, ...] | None = None
+    window_pool_ratio: float | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -138,6 +148,10 @@ def engine_of(value: Any) -> Engine:
             continue
         if key in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host", "hybrid_overlap"):
             fields[key] = checks.boolean(key, raw)
+        elif key == "window_kv":
+            fields[key] = window_kinds(raw, key)
+        elif key == "window_pool_ratio":
+            fields[key] = window_ratio(raw, key)
         elif key == "state_pool_ratio":
             fields[key] = checks.real(key, raw, minimum=0.0, include_minimum=False, maximum=1e3)
         elif key == "gpu_memory_utilization":

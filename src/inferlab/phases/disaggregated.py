@@ -18,6 +18,7 @@ from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
 from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
+from ..engines.window_options import window_scheduler
 from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..specs.catalog import load_model
@@ -32,16 +33,18 @@ from .disaggregated_result import DisaggEstimate
 
 
 def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.ndarray, step_tokens: float,
-          **kw: Any) -> MemoryPlan:
+          windows: tuple[Any, Any] = (None, None), **kw: Any) -> MemoryPlan:
     """Memory of one pool's replica, held as its engine holds it; raises when its weights do not fit.
 
     The replica's whole layout, as :func:`inferlab.estimate` plans it: with attention DP each GPU
     holds the attention weights whole and the full KV of its ``1/tp`` of the sequences, and each
-    rank runs its own token budget where the engine's limits are a rank's."""
+    rank runs its own token budget where the engine's limits are a rank's; ``windows``: the
+    ``window_kv`` and ``window_pool_ratio`` given (None: the engine's)."""
     par = dep.parallel
     share = kw.pop("gpu_memory_utilization", None)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=batch, context=context,
-                       **memory_keywords(default_scheduler(engine), dep.hardware, par, step_tokens, share=share), **kw)
+                       **memory_keywords(window_scheduler(engine, *windows), dep.hardware, par, step_tokens, share=share),
+                       **kw)
     require_weights_fit(plan, dep.model, dep.hardware, par)
     return plan
 
@@ -113,7 +116,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            prefix_cache: PrefixCache | str | None = None, gpu_memory_utilization: float | None = None,
                            kv_block_size: int = 16, max_num_tokens: int | None = None, precision: Any = None,
                            allow_long_context: bool = False, graph_max_batch: int | None = None,
-                           price_per_gpu_hour: Any = None) -> DisaggEstimate:
+                           price_per_gpu_hour: Any = None, window_kv: Any = None,
+                           window_pool_ratio: float | None = None) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -142,6 +146,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         Accept ``isl + osl`` beyond the model's ``max_position_embeddings`` (RoPE scaling).
     price_per_gpu_hour : float or pint quantity, optional [USD/hour]
         One price for every GPU of both pools (default: each GPU's catalog price).
+    window_kv, window_pool_ratio : optional
+        Where both pools' engines keep a windowed-attention model's KV, as in :func:`inferlab.estimate`.
 
     A grid point whose batch does not fit its pool keeps its row, marked in ``feasible`` and
     ``reason``, with NaN times.
@@ -169,8 +175,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     if max_num_tokens is None:
         max_num_tokens = token_budget(engine_p, dep_p.hardware)
     # each pool's engine reserves activation memory for its whole token budget at start-up, as serve()'s pools
-    plan_p = _plan(dep_p, engine_p, bp, i, float(max_num_tokens), **mem)
-    plan_d = _plan(dep_d, engine_d, bd, i + o, float(budget_d), **mem)
+    windows = (window_kv, window_pool_ratio)
+    plan_p = _plan(dep_p, engine_p, bp, i, float(max_num_tokens), windows, **mem)
+    plan_d = _plan(dep_d, engine_d, bd, i + o, float(budget_d), windows, **mem)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (bp, bd, i, o)))
     feasible, reason = _feasibility((plan_p, plan_d), (dep_p, dep_d), (bp, bd), (i, i + o), shape)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that does not run has no time

@@ -18,6 +18,7 @@ from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords, prefill_chunks
 from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..engines.state_pool import page_tokens, state_pool_limits
+from ..engines.window_options import window_scheduler
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -45,6 +46,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float | None = None, kv_block_size: int = 16, max_num_tokens: int | None = None,
              graph_max_batch: int | None = None, max_num_seqs: int | None = None,
+             window_kv: Any = None, window_pool_ratio: float | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
@@ -108,6 +110,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         graph; larger ones run eagerly where the engine's eager rate is known (SGLang's
         ``--cuda-graph-max-bs``, 0 for ``--disable-cuda-graph``). Default: the engine's on this
         GPU and TP (SGLang's by GPU memory and TP; every batch elsewhere).
+    window_kv, window_pool_ratio : optional
+        Where the engine keeps a windowed-attention model's KV, as :func:`inferlab.serve` takes
+        them (:mod:`~inferlab.engines.window_options`): the windowed kinds it frees beyond their
+        window (empty: every layer keeps every token), and SGLang's windowed layers' pool of
+        their own (``--swa-full-tokens-ratio``). Default: the engine's.
     waves : bool
         When the batch's KV cache does not fit, run it in waves as engines do, instead of
         marking the point infeasible.
@@ -176,7 +183,8 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
-                       graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context))
+                       graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),
+                       scheduler=window_scheduler(engine, window_kv, window_pool_ratio))
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 
@@ -204,7 +212,8 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
                                   decode_batch=args["batch_size"], engine=args["engine"], profile=args["profile"],
                                   prefix_cache=args["cache"], precision=args["precision"],
                                   allow_long_context=args["allow_long_context"],
-                                  graph_max_batch=args["graph_max_batch"],
+                                  graph_max_batch=args["graph_max_batch"], window_kv=args["window_kv"],
+                                  window_pool_ratio=args["window_pool_ratio"],
                                   price_per_gpu_hour=args["price_per_gpu_hour"], **memory)
 
 
@@ -274,7 +283,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
                  graph_max_batch: int | None = None, max_num_seqs: int | None = None,
-                 allow_long_context: bool = True) -> Estimate:
+                 allow_long_context: bool = True, scheduler: Any = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side; each runs
@@ -282,14 +291,16 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     limits are a rank's) at once, and beyond it (or its KV pool) full waves of that many, then the
     rest: TPOT is the mean over the requests, TTFT the mean wait for the waves ahead. Points
     that cannot run (:mod:`inferlab.phases.feasibility`) are marked in ``feasible`` and ``reason``
-    and hold NaN in their times and costs; nothing is raised here.
+    and hold NaN in their times and costs; nothing is raised here. ``scheduler``: the engine's
+    with its window settings (:func:`~inferlab.engines.window_options.window_scheduler`; None: its default).
     """
     par = dep.parallel
+    sched = scheduler or default_scheduler(engine)
     replica = np.ceil(b / par.dp)
     graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
-    kv_block_size = page_tokens(dep, default_scheduler(engine), kv_block_size)  # vLLM's pages hold a hybrid's state
+    kv_block_size = page_tokens(dep, sched, kv_block_size)  # vLLM's pages hold a hybrid's state
     memory = {"kv_block_size": kv_block_size,
-              **memory_keywords(default_scheduler(engine), dep.hardware, par, max_num_tokens,
+              **memory_keywords(sched, dep.hardware, par, max_num_tokens,
                                 share=gpu_memory_utilization, graph_max_batch=graph_max_batch,
                                 drafter=speculative.method if speculative is not None else "")}
     if speculative is not None:  # the drafter's weights and KV share the GPU
@@ -297,7 +308,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         memory.update(drafter_memory(dep, speculative).plan_keywords)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=replica, context=i + o, **memory)
     cap = np.inf if max_num_seqs is None else float(
-        max_num_seqs * (par.attention_groups if default_scheduler(engine).limits_per_rank else 1))
+        max_num_seqs * (par.attention_groups if sched.limits_per_rank else 1))
     pools = state_pool_limits(dep, engine, plan)
     if pools is not None:  # the engine's pool of linear-attention states and its KV pool beside it
         cap = np.minimum(cap, np.minimum(*pools))
@@ -343,7 +354,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     # a first group, then full waves a wave apart: group g of the later ones waits g full waves
     # (an output-reserving engine's first group is a full wave, its last group the last wave)
     first, ttft_first, ttft_rest = full, ttft_full, ttft_last
-    if waves and split and not default_scheduler(engine).reserve_output:
+    if waves and split and not sched.reserve_output:
         first = _prompt_admission(dep, replica, i, memory, full, cap)
         ttft_first = prefill(first)[1]
     q, r = _groups_after(replica, first, full)
@@ -357,4 +368,4 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                     ttft_s=runs(ttft), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=full, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason,
-                    graph_max_batch=graphed)
+                    graph_max_batch=graphed, scheduler=scheduler)

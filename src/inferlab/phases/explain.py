@@ -249,7 +249,7 @@ def _kv_per_token(est: Estimate, point: int) -> str:
     if state:  # a hybrid model: its linear-attention layers hold a state a sequence, not a cache a token
         return f"{mem.kv_per_token / 1e3:.1f} kB/token and a {state / 1e6:.1f} MB linear-attention state a sequence"
     held = at(mem.kv_per_sequence) / max(context, 1.0)
-    sched = default_scheduler(est.engine)
+    sched = est.scheduler or default_scheduler(est.engine)
     ratio = sched.window_pool_ratio if 0.0 < est.deployment.model.kv_share_held_whole(sched.window_kv) < 1.0 else None
     pool = (f" (the windowed layers in a pool of their own, {ratio:g} of a token for each of the full layers': "
             "SGLang's --swa-full-tokens-ratio)") if ratio is not None else ""

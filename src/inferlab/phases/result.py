@@ -75,6 +75,8 @@ class Estimate:
     inputs: Any = None
     #: Largest decode batch (one rank's, per micro-batch) run from a CUDA graph; larger run eagerly.
     graph_max_batch: float = float("inf")
+    #: The engine's scheduler the memory was planned with (its window settings); None: its default.
+    scheduler: Any = None
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""

@@ -144,6 +144,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     from ..phases.disaggregated import pool_deployments
     from .replica import check_context
     from ..engines.scheduler import ENGINE_SCHEDULERS
+    from ..engines.window_options import window_limits
 
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
     workload = Workload(isl=Lengths.of(isl), osl=Lengths.of(osl), num_requests=num_requests, rate=rate,
@@ -152,8 +153,10 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     prompts, outputs = prompts.astype(float), outputs.astype(float)
     n = len(prompts)
     overrides = limits or {}
-    raw = {pool: replace(scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig()), **overrides)
-           for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine))}
+    raw = {}
+    for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine)):
+        base = scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig())
+        raw[pool] = replace(base, **window_limits(base, overrides, dep_engine, custom=scheduler is not None))
     # a request holds its prompt in the prefill pool, prompt and output in the decode pool
     side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas,
                    float(np.mean(prompts)) + 1.0 if n else None)

@@ -15,6 +15,7 @@ from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_gra
 from ..engines.speculation_limits import for_speculation
 from ..engines.sglang_sizing import running_requests as sglang_running_requests
 from ..engines.state_pool import overlap_off, page_tokens
+from ..engines.window_options import window_limits
 from ..errors import InfeasibleError, SpecError, did_you_mean
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
@@ -49,7 +50,7 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     if limits.get("hybrid_overlap") is not None and limits.get("state_slots") is None:  # the strategy it names
         limits = {**limits, "state_slots": (4 if limits.get("overlap_host") is False else 5) if limits["hybrid_overlap"]
                   else 3}
-    sched = replace(base, **limits)
+    sched = replace(base, **window_limits(base, limits, engine, custom=scheduler is not None))
     if sched.context_budget and sched.chunked_prefill is False and "max_num_batched_tokens" not in limits \
             and scheduler is None:
         sched = replace(sched, max_num_batched_tokens=None)  # sized from the context: unchunked_budget

@@ -37,7 +37,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
           overlap_host: bool | None = None, state_pool_ratio: float | None = None, state_slots: int | None = None,
           state_pool_slots: int | None = None,
-          hybrid_overlap: bool | None = None, overheads: ClientOverheads | None = None,
+          hybrid_overlap: bool | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
+          overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -76,6 +77,12 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         many times the KV pool, SGLang's ``--mamba-full-memory-ratio``; or pinned at
         ``state_pool_slots`` states, its ``--max-mamba-cache-size``), ``state_slots`` (slots a
         running request takes there) and ``hybrid_overlap`` (the overlap scheduler kept on).
+        A windowed-attention model's KV (:mod:`~inferlab.engines.window_options`): ``window_kv``,
+        the windowed kinds (``"sliding"``, ``"chunked"``) the engine frees beyond their window (an
+        empty list: every layer keeps every token, SGLang's ``--disable-hybrid-swa-memory``, vLLM's
+        ``--disable-hybrid-kv-cache-manager``), and ``window_pool_ratio`` in (0, 1], the windowed
+        layers' pool of their own (SGLang's ``--swa-full-tokens-ratio``; the other engines refuse
+        it). Both change the KV pool as :func:`inferlab.estimate` plans it.
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -123,7 +130,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
                  "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output,
                  "overlap_host": overlap_host, "state_pool_ratio": state_pool_ratio, "state_slots": state_slots,
-                 "hybrid_overlap": hybrid_overlap, "state_pool_slots": state_pool_slots}
+                 "hybrid_overlap": hybrid_overlap, "state_pool_slots": state_pool_slots, "window_kv": window_kv,
+                 "window_pool_ratio": window_pool_ratio}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")

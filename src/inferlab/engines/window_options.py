@@ -1,0 +1,96 @@
+"""How an engine keeps a windowed-attention model's KV, as a user or an engine command sets it.
+
+Two settings of :class:`~inferlab.engines.scheduler.SchedulerConfig` (the arithmetic is
+:mod:`~inferlab.engines.window_pool`'s):
+
+* ``window_kv``: the windowed attention kinds (``sliding``, ``chunked``) whose KV the engine
+  frees beyond their window; empty: every layer keeps every token in one pool. SGLang's
+  ``--disable-hybrid-swa-memory`` and vLLM's ``--disable-hybrid-kv-cache-manager`` set it empty.
+* ``window_pool_ratio``: the windowed layers' pool of their own, this many tokens for each token
+  of the full layers' pool (SGLang's ``--swa-full-tokens-ratio``, "between 0 and 1", 0.8 by
+  default). The engines that keep one pool have no such setting and refuse it.
+
+TensorRT-LLM has neither flag: it sizes its pools by ``max_attention_window``, which sets the
+windows themselves (the attention a model computes), not where their KV is kept.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from ..errors import SpecError, option_name
+from .scheduler import WINDOW_KINDS, SchedulerConfig, default_scheduler
+
+#: The scheduler fields these settings are (:data:`~inferlab.engines.scheduler.USER_LIMITS` holds them).
+WINDOW_LIMITS = ("window_kv", "window_pool_ratio")
+#: Words for an empty ``window_kv`` in text (the CLI's ``--window-kv none``).
+_NONE = ("", "none")
+
+
+def window_kinds(value: Any, where: str = "window_kv") -> tuple[str, ...]:
+    """``value`` as a ``window_kv`` tuple in :data:`WINDOW_KINDS` order: a list or tuple of
+    kinds, or text (``"sliding,chunked"``; ``"none"``: empty). One line naming ``where`` and
+    what is allowed otherwise.
+
+    >>> window_kinds("chunked,sliding"), window_kinds(["sliding"]), window_kinds("none")
+    (('sliding', 'chunked'), ('sliding',), ())
+    """
+    if isinstance(value, str):
+        text = value.strip().lower()
+        items: list[Any] = [] if text in _NONE else [word.strip() for word in text.split(",")]
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    else:
+        raise SpecError(f"{where} must be a list of windowed attention kinds ({', '.join(WINDOW_KINDS)}), or empty "
+                        f"for every layer keeping every token; got {value!r:.60}")
+    unknown = [item for item in items if item not in WINDOW_KINDS]
+    if unknown:
+        raise SpecError(f"{where}: {unknown[0]!r} is not a windowed attention kind; allowed: "
+                        f"{', '.join(WINDOW_KINDS)} (the kinds whose KV the engine frees beyond the window), or none "
+                        "(an empty list): every layer keeps every token")
+    return tuple(kind for kind in WINDOW_KINDS if kind in items)
+
+
+def window_ratio(value: Any, where: str = "window_pool_ratio") -> float:
+    """``value`` as a ``window_pool_ratio``: a number above 0 and at most 1, else one line."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) \
+        and 0.0 < value <= 1.0
+    if not ok:
+        raise SpecError(f"{where} must be a number above 0 and at most 1 (the windowed layers' tokens for each token "
+                        f"of the full layers' pool, SGLang's --swa-full-tokens-ratio), got {value!r:.40}")
+    return float(value)
+
+
+def window_limits(base: SchedulerConfig, limits: dict[str, Any], engine: Any, custom: bool = False) -> dict[str, Any]:
+    """``limits`` with their window settings checked and in canonical form, for ``engine``'s
+    scheduler ``base``. A ``window_pool_ratio`` is refused where the engine keeps one pool (unless
+    ``custom``: a scheduler the user wrote), and beside an empty ``window_kv``, which leaves no
+    windowed layers' pool to size."""
+    out = dict(limits)
+    kinds, ratio = limits.get("window_kv"), limits.get("window_pool_ratio")
+    if kinds is not None:
+        out["window_kv"] = kinds = window_kinds(kinds, option_name("window_kv"))
+    if ratio is None:
+        return out
+    out["window_pool_ratio"] = window_ratio(ratio, option_name("window_pool_ratio"))
+    if base.window_pool_ratio is None and not custom:
+        name = engine if isinstance(engine, str) else "this engine"
+        raise SpecError(f"{option_name('window_pool_ratio')}: a pool of their own for the windowed layers is SGLang's "
+                        f"(--swa-full-tokens-ratio); {name} keeps them in its one KV pool, a sequence holding at "
+                        "most a window of each: drop it, or run SGLang")
+    if kinds == ():
+        raise SpecError(f"{option_name('window_pool_ratio')} {ratio:g} with an empty {option_name('window_kv')}: every "
+                        "layer then keeps every token in one pool, and no windowed layers' pool is left to size (SGLang "
+                        "ignores --swa-full-tokens-ratio beside --disable-hybrid-swa-memory); drop one of them")
+    return out
+
+
+def window_scheduler(engine: str, window_kv: Any = None, window_pool_ratio: Any = None) -> SchedulerConfig:
+    """``engine``'s default scheduler with the window settings given (None: the engine's),
+    checked by :func:`window_limits`: what the static estimate plans its memory with."""
+    base = default_scheduler(engine)
+    given = {k: v for k, v in window_limits(base, {"window_kv": window_kv, "window_pool_ratio": window_pool_ratio},
+                                            engine).items() if v is not None}
+    return replace(base, **given) if given else base
