@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ from ..phases.interval import interval_dict, interval_lines
 from ..results.render import json_ready, text_table
 from ..techniques.serving_overhead import forward_kernels, serving_iteration_s
 from ..techniques.step import ResolvedDeployment
+from .client_phase import closed_loop_lines
 from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
 from .simulator import Trace
 from ..results.record import array_record
@@ -321,7 +321,7 @@ class ServeResult:
         if self.preemptions:
             lines.append(f"{self.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
                          "memory per replica avoids the recomputation")
-        return "\n".join(lines + self._technique_explained() + outside_gpu_lines(self)
+        return "\n".join(lines + closed_loop_lines(self) + self._technique_explained() + outside_gpu_lines(self)
                          + interval_lines(self))
 
     def _iteration_lines(self) -> list[str]:
