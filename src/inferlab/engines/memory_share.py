@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .scheduler import SIZINGS, SchedulerConfig, graph_batch_limit
+from .window_pool import held_windows
 
 if TYPE_CHECKING:
     from ..core.parallelism import Parallelism
@@ -85,13 +86,14 @@ def sglang_static_share(memory_bytes: float, chunk_tokens: float, graph_max_batc
 
 def memory_keywords(sched: SchedulerConfig, hw: HardwareSpec, parallel: Parallelism, tokens: float, *,
                     share: float | None = None, graph_max_batch: float | None = None,
-                    drafter: str = "") -> dict[str, Any]:
+                    drafter: str = "", model: Any) -> dict[str, Any]:
     """:func:`~inferlab.core.memory.plan_memory` keywords of an engine that runs ``tokens`` per
     iteration (its budget) on ``hw`` as ``parallel``: the replica's iteration tokens (each
     attention-DP rank runs the budget where the limits are a rank's), how it sizes its KV pool
     and the share of memory it takes: ``share`` when given, else the engine's
     (``sched.gpu_memory_utilization``; SGLang's :func:`sglang_static_share` where that is None,
-    with ``graph_max_batch`` its CUDA-graph limit, None for its default by the GPU)."""
+    with ``graph_max_batch`` its CUDA-graph limit, None for its default by the GPU); the windowed
+    layers' KV as the engine keeps it for ``model`` (:func:`~.window_pool.held_windows`)."""
     if share is None:
         share = sched.gpu_memory_utilization
     if share is None:
@@ -101,9 +103,10 @@ def memory_keywords(sched: SchedulerConfig, hw: HardwareSpec, parallel: Parallel
                 graph_batch_limit(hw.usable_memory_capacity.si, parallel.tp)
         share = sglang_static_share(hw.usable_memory_capacity.si, tokens, graphs, parallel.tp, parallel.pp,
                                     parallel.attention_groups if parallel.attention_dp else 1, drafter)
+    window_kv, ratio = held_windows(model, sched)
     return {"gpu_memory_utilization": float(share), "sizing": sched.memory_sizing,
-            "step_tokens": iteration_tokens(sched, parallel, tokens), "window_pool_ratio": sched.window_pool_ratio,
-            "window_kv": sched.window_kv}
+            "step_tokens": iteration_tokens(sched, parallel, tokens), "window_pool_ratio": ratio,
+            "window_kv": window_kv}
 
 
 def iteration_tokens(sched: SchedulerConfig, parallel: Parallelism, tokens: float) -> float:

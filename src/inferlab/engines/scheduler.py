@@ -145,6 +145,10 @@ class SchedulerConfig:
         latency regression, its log says), and TensorRT-LLM sizes its pools by
         ``max_attention_window``, the sliding windows. Empty: every layer keeps every token (SGLang's
         ``--disable-hybrid-swa-memory``, vLLM's ``--disable-hybrid-kv-cache-manager``).
+    whole_window_models : tuple of str
+        Model types (``config.json``'s ``model_type``) whose windowed layers the engine keeps at
+        every token whatever ``window_kv`` says: SGLang's Gemma 2 and 3 ("Disable hybrid SWA
+        memory for Gemma3ForCausalLM as it is not yet supported", its server log).
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per
@@ -176,6 +180,7 @@ class SchedulerConfig:
     hybrid_overlap: bool = True
     window_pool_ratio: float | None = None
     window_kv: tuple = ("sliding", "chunked")
+    whole_window_models: tuple = ()
 
     def __post_init__(self) -> None:
         for name, what, most in (("max_num_seqs", "requests", MAX_SEQS), ("max_num_batched_tokens", "tokens", MAX_TOKENS),
@@ -284,6 +289,7 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserv
 #: names neither ``batch_sizes`` nor ``max_batch_size`` (LLM API reference,
 #: ``DecodeCudaGraphConfig``: "If neither is provided, a default max_batch_size of 128 is used").
 TRTLLM_GRAPH_BATCH = 128
+SGLANG_WHOLE_WINDOW_MODELS = ("gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
 ENGINE_SCHEDULERS = {
     "generic": SchedulerConfig(),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
@@ -293,7 +299,7 @@ ENGINE_SCHEDULERS = {
                               gpu_memory_utilization=None, memory_sizing="static",
                               graph_max_batch=None,
                               limits_per_rank=False, state_pool_ratio=0.9, state_slots=3, hybrid_overlap=False,
-                              window_pool_ratio=0.8),
+                              window_pool_ratio=0.8, whole_window_models=SGLANG_WHOLE_WINDOW_MODELS),
     "trtllm": _TRTLLM,
     # the 1.x PyTorch runtime keeps the limits and capacity policy, overlaps host work and by
     # default graphs decode batches up to TRTLLM_GRAPH_BATCH

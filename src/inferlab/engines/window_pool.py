@@ -26,20 +26,29 @@ from typing import Any
 _FAR = 1.0e7
 
 
+def held_windows(model: Any, sched: Any) -> tuple[tuple[str, ...], float | None]:
+    """``(window_kv, window_pool_ratio)`` the engine of ``sched`` applies to ``model``: its own,
+    or none freed and no pool of their own for a model type it keeps whole
+    (:attr:`~inferlab.engines.scheduler.SchedulerConfig.whole_window_models`: SGLang's Gemma)."""
+    if getattr(model, "model_type", None) in sched.whole_window_models:
+        return (), None
+    return sched.window_kv, sched.window_pool_ratio
+
+
 def pool_token_share(model: Any, sched: Any, context: float | None = None) -> float:
     """Bytes of one token of the pool the simulation counts, as a share of a token of every layer:
     the share of the layers that keep every token, and with a windowed layers' pool of their own
     (SGLang) that pool's ``window_pool_ratio`` tokens for each; where every layer's window is
     freed, a token's share at ``context`` tokens (None: 1, every layer at every token)."""
-    whole = model.kv_share_held_whole(sched.window_kv)
+    freed, ratio = held_windows(model, sched)
+    whole = model.kv_share_held_whole(freed)
     if whole == 1.0:
         return 1.0
     if whole == 0.0:
         if context is None:
             return 1.0
         length = max(float(context), 1.0)
-        return float(model.kv_cache_bytes(length, freed=sched.window_kv)) / (float(model.kv_cache_bytes(1.0)) * length)
-    ratio = sched.window_pool_ratio
+        return float(model.kv_cache_bytes(length, freed=freed)) / (float(model.kv_cache_bytes(1.0)) * length)
     return whole + (float(ratio) * (1.0 - whole) if ratio is not None else 0.0)
 
 
@@ -48,10 +57,11 @@ def window_tokens(model: Any, sched: Any, context: float | None = None) -> float
     one pool [token]: their bytes at ``context`` tokens (None: past every window, their most)
     over such a token's; 0 with a pool of their own, where nothing is freed, or where every
     layer is (:func:`pool_token_share` then counts them)."""
-    whole = model.kv_share_held_whole(sched.window_kv)
-    if whole in (0.0, 1.0) or sched.window_pool_ratio is not None:
+    freed, ratio = held_windows(model, sched)
+    whole = model.kv_share_held_whole(freed)
+    if whole in (0.0, 1.0) or ratio is not None:
         return 0.0
     length = _FAR if context is None else max(float(context), 1.0)
     every = float(model.kv_cache_bytes(1.0))
-    windowed = float(model.kv_cache_bytes(length, freed=sched.window_kv)) - whole * every * length
+    windowed = float(model.kv_cache_bytes(length, freed=freed)) - whole * every * length
     return max(windowed, 0.0) / (whole * every)

@@ -43,7 +43,8 @@ def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.n
     par = dep.parallel
     share = kw.pop("gpu_memory_utilization", None)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=batch, context=context,
-                       **memory_keywords(window_scheduler(engine, *windows), dep.hardware, par, step_tokens, share=share),
+                       **memory_keywords(window_scheduler(engine, *windows), dep.hardware, par, step_tokens, share=share,
+                                         model=dep.model),
                        **kw)
     require_weights_fit(plan, dep.model, dep.hardware, par)
     return plan

@@ -302,7 +302,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     memory = {"kv_block_size": kv_block_size,
               **memory_keywords(sched, dep.hardware, par, max_num_tokens,
                                 share=gpu_memory_utilization, graph_max_batch=graph_max_batch,
-                                drafter=speculative.method if speculative is not None else "")}
+                                drafter=speculative.method if speculative is not None else "", model=dep.model)}
     if speculative is not None:  # the drafter's weights and KV share the GPU
         check_drafter(dep, speculative)
         memory.update(drafter_memory(dep, speculative).plan_keywords)

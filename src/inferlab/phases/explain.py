@@ -13,6 +13,7 @@ from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
 from ..engines.scheduler import default_scheduler, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
+from ..engines.window_pool import held_windows
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
@@ -250,7 +251,8 @@ def _kv_per_token(est: Estimate, point: int) -> str:
         return f"{mem.kv_per_token / 1e3:.1f} kB/token and a {state / 1e6:.1f} MB linear-attention state a sequence"
     held = at(mem.kv_per_sequence) / max(context, 1.0)
     sched = est.scheduler or default_scheduler(est.engine)
-    ratio = sched.window_pool_ratio if 0.0 < est.deployment.model.kv_share_held_whole(sched.window_kv) < 1.0 else None
+    freed, ratio = held_windows(est.deployment.model, sched)
+    ratio = ratio if 0.0 < est.deployment.model.kv_share_held_whole(freed) < 1.0 else None
     pool = (f" (the windowed layers in a pool of their own, {ratio:g} of a token for each of the full layers': "
             "SGLang's --swa-full-tokens-ratio)") if ratio is not None else ""
     if held < 0.95 * mem.kv_per_token:

@@ -197,7 +197,7 @@ def _kv_plan(dep: Any, engine: str, isl: int, osl: int, drafter: Any = None) -> 
                        context=float(isl) + float(osl), kv_block_size=_KV_BLOCK,
                        **memory_keywords(default_scheduler(engine), dep.hardware, dep.parallel,
                                          float(engine_budget(engine, dep.hardware)),
-                                         drafter="" if drafter is None else drafter.method),
+                                         drafter="" if drafter is None else drafter.method, model=dep.model),
                        **({} if drafter is None else drafter.plan_keywords))
 
 

@@ -13,7 +13,7 @@ from ..core.memory import plan_memory, recurrent_state_per_gpu
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import SchedulerConfig, for_hardware
 from ..engines.state_pool import running_requests, separate_pool, state_page_tokens, state_pool_bytes
-from ..engines.window_pool import pool_token_share, window_tokens
+from ..engines.window_pool import held_windows, pool_token_share, window_tokens
 from ..errors import InfeasibleError, option
 from .speculation import DrafterMemory
 
@@ -57,7 +57,7 @@ def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = Non
     draft_weights = drafter.weight_bytes if drafter else 0.0
     # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
     memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
-                             drafter=drafter.method if drafter else "")
+                             drafter=drafter.method if drafter else "", model=dep.model)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                        context=np.array(1.0), kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
                        **memory)
@@ -84,7 +84,7 @@ def state_tokens(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None
         return 0.0
     plan = _pools(dep, sched, drafter)[1]
     token = _pool_token(dep, sched, plan, drafter, context)
-    held = windows * plan.kv_per_token * model.kv_share_held_whole(sched.window_kv)  # the windows' bytes
+    held = windows * plan.kv_per_token * model.kv_share_held_whole(held_windows(model, sched)[0])  # the windows' bytes
     if hybrid and sched.state_pages:  # pages in tokens of all the KV layers
         held += plan.kv_per_token * model.num_linear_layers * state_page_tokens(dep) / (model.num_hidden_layers
                                                                                         - model.num_linear_layers)
