@@ -275,8 +275,8 @@ class EngineLaunch:
             if key == "speculative" or value is None:
                 continue
             if key in kw and not _same(key, kw[key], value):
-                raise SpecError(f"{option_name(key)} {value} contradicts the engine args ({self.flag_of(key)} gives "
-                                f"{kw[key]}); drop one of them")
+                raise SpecError(f"{option_name(key)} {_shown(value)} contradicts the engine args ({self.flag_of(key)} "
+                                f"gives {_shown(kw[key])}); drop one of them")
             if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
                 from ..core.quantization import SHORT_NAMES
 
@@ -321,6 +321,11 @@ class EngineLaunch:
     def with_sources(self, **sources: str) -> EngineLaunch:
         """This launch with the flags of some fields recorded."""
         return replace(self, sources=tuple({**dict(self.sources), **sources}.items()))
+
+
+def _shown(value: Any) -> Any:
+    """A value as a message says it: a tuple of kinds as the flag writes it (empty: none)."""
+    return (",".join(map(str, value)) or "none") if isinstance(value, (tuple, list)) else value
 
 
 def _same(key: str, a: Any, b: Any) -> bool:

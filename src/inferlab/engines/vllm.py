@@ -49,10 +49,13 @@ FLAGS = {
     "--disable-hybrid-kv-cache-manager": Spec("window_kv", "on"),
     "--no-disable-hybrid-kv-cache-manager": Spec("window_kv", "off"),
 }
-#: vLLM turns its hybrid KV-cache manager off when a KV connector is configured (``VllmConfig.__post_init__``,
-#: 0.10-0.11: "Turning off hybrid kv cache manager because `--kv-transfer-config` is set"; later releases
-#: keep it where ``--no-disable-hybrid-kv-cache-manager`` is given, for a connector that supports it).
+#: vLLM turned its hybrid KV-cache manager off beside any KV connector (``VllmConfig.__post_init__``:
+#: "Turning off hybrid kv cache manager because `--kv-transfer-config` is set"), later unless
+#: ``--no-disable-hybrid-kv-cache-manager`` was given; since vllm PR #41847 (May 2026) it stays on beside
+#: a connector that declares ``SupportsHMA``, which NixlConnector does (vllm PR #35758, March 2026).
 KV_TRANSFER = "--kv-transfer-config"
+#: Connectors beside which the hybrid manager stays on (the others turn it off).
+HMA_CONNECTORS = ("NixlConnector",)
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--uvicorn-log-level", "--tokenizer",
                    "--download-dir", "--chat-template", "--tool-call-parser", "--reasoning-parser", "--seed",
                    "--revision", "--tokenizer-revision", "--load-format", "--root-path", "--ssl-keyfile",
@@ -125,7 +128,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             weights, activations = pair
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
-    window_kv, window_flag = _windows(f, notes)
+    window_kv, window_flag = _windows(f, model, notes)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, **layout, weights=weights, activations=activations,
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
@@ -146,19 +149,44 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     return launch.with_sources(**sources)
 
 
-def _windows(f, notes: list[str]) -> tuple[tuple[str, ...] | None, str | None]:
+def _windows(f, model: str | None, notes: list[str]) -> tuple[tuple[str, ...] | None, str | None]:
     """``window_kv`` of the flags and the flag that set it: ``()`` (every layer keeps every token)
-    with ``--disable-hybrid-kv-cache-manager``, or with a ``--kv-transfer-config`` unless the
+    with ``--disable-hybrid-kv-cache-manager``, or for a windowed (or unknown) model with a
+    ``--kv-transfer-config`` whose connector is not one of :data:`HMA_CONNECTORS`, unless the
     ``--no-`` form keeps the hybrid manager; None (the engine's) otherwise."""
     off = f.get("window_kv")
     if off:
         return (), f.flag("window_kv")
     transfer = next((entry for entry in f.unknown if entry.split()[0] == KV_TRANSFER), None)
-    if transfer is None or off is False:
+    if transfer is None or off is False or not _windowed(model):
         return None, None
-    notes.append(f"{KV_TRANSFER}: vLLM turns its hybrid KV-cache manager off beside a KV connector, so every layer "
-                 "keeps every token (sliding windows no longer freed); the transfer itself is not modelled")
+    connector = _connector(transfer[len(KV_TRANSFER):])
+    if connector in HMA_CONNECTORS:
+        return None, None
+    notes.append(f"{KV_TRANSFER}: vLLM keeps its hybrid KV-cache manager only beside a connector that supports it "
+                 f"({', '.join(HMA_CONNECTORS)}, from vllm PR #41847); beside {connector or 'this connector'} every "
+                 "layer keeps every token (sliding windows no longer freed); the transfer itself is not modelled")
     return (), KV_TRANSFER
+
+
+def _connector(text: str) -> str | None:
+    """The ``kv_connector`` of a ``--kv-transfer-config`` value (JSON, quotes as the shell left them)."""
+    try:
+        value = json.loads(text.strip().strip("'"))
+    except ValueError:
+        return None
+    return value.get("kv_connector") if isinstance(value, dict) else None
+
+
+def _windowed(model: str | None) -> bool:
+    """Whether ``model`` has layers whose KV a window bounds (an unknown model may)."""
+    from ..errors import InferlabError
+    from ..specs.catalog import load_model
+
+    try:
+        return load_model(model).kv_share_held_whole() < 1.0 if model else True
+    except InferlabError:
+        return True
 
 
 def _async_notes(pp: int, speculates: bool, how: str = "read as a later release that runs it") -> list[str]:

@@ -106,17 +106,18 @@ class Case(BaseModel):
     @classmethod
     def _limits(cls, limits: dict[str, Any] | None) -> dict[str, Any] | None:
         from ..engines.scheduler import USER_LIMITS, SchedulerConfig
+        from ..engines.window_options import window_limits
 
         if limits is None:
             return None
         unknown = sorted(set(limits) - set(USER_LIMITS))
         if unknown:
             raise ValueError(f"unknown scheduler limits {unknown}; allowed: {', '.join(USER_LIMITS)}")
-        try:
-            SchedulerConfig(**limits)
+        try:  # a window setting in canonical form (a YAML list as the kinds' tuple), as serve takes it
+            SchedulerConfig(**(out := window_limits(SchedulerConfig(), dict(limits), None, custom=True)))
+            return out
         except InferlabError as exc:
             raise ValueError(str(exc)) from None
-        return dict(limits)
 
     @field_validator("load")
     @classmethod

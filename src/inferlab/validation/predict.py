@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.window_options import WINDOW_LIMITS
 from ..errors import InferlabError
 from .cases import Case, InvalidCase, case_engine, case_layout, case_precision, case_speculative
 from .support import unsupported_reason
@@ -37,8 +38,9 @@ def static_group_key(case: Case) -> tuple:
     """What a static-batch case shares with the cases evaluated in one grid with it."""
     layout = tuple(case_layout(case).values())  # type: ignore[union-attr]
     techniques = (case_speculative(case), (case.prefix_cache or {}).get("hit_rate"))
+    windows = tuple(sorted((k, v) for k, v in (case.scheduler or {}).items() if k in WINDOW_LIMITS))
     return (case.model, case.hardware, layout, tuple(sorted(case_precision(case).items())), case_engine(case),
-            techniques)
+            techniques, windows)
 
 
 def predict_cases(cases: Iterable[Case | InvalidCase],
@@ -68,14 +70,15 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
             out[i] = (None, reason)
             continue
         groups.setdefault(static_group_key(case), []).append(i)
-    for (model, hardware, (tp, pp, ep, dp, attention_dp, attention_tp), precision, engine, (spec, hit)), idx in groups.items():
+    for key, idx in groups.items():
+        model, hardware, (tp, pp, ep, dp, attention_dp, attention_tp), precision, engine, (spec, hit), windows = key
         members = [cases[i] for i in idx]
         try:
             est = estimate(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, attention_tp=attention_tp,
                            precision=dict(precision), engine=engine, profile=profile, speculative=spec,
                            prefix_cache=hit,
                            isl=[c.isl for c in members], osl=[c.osl for c in members],
-                           batch_size=[c.load["batch_size"] for c in members], waves=True,
+                           batch_size=[c.load["batch_size"] for c in members], waves=True, **dict(windows),
                            allow_long_context=True)  # a measured run: the engine served this context
             mid = est.decode_step.time_s
         except InferlabError as exc:
