@@ -153,3 +153,6 @@ def test_sglang_keeps_gemmas_windowed_layers_whole():
     explained = inferlab.estimate("gemma-3-27b", "h200-sxm", engine="sglang", isl=30720, osl=2048,
                                   batch_size=1).explain()
     assert "--swa-full-tokens-ratio" not in explained
+    assert "every layer at every token: sglang keeps the windowed layers of gemma3_text models whole" in explained
+    vllm = inferlab.estimate("gpt-oss-120b", "b200", engine="vllm", isl=1024, osl=8192, batch_size=1, window_kv=[])
+    assert "every layer at every token: window_kv empty" in vllm.explain()

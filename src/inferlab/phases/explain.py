@@ -258,6 +258,11 @@ def _kv_per_token(est: Estimate, point: int) -> str:
     if held < 0.95 * mem.kv_per_token:
         return (f"{held / 1e3:.1f} kB/token at {context:,.0f} tokens{pool}; {mem.kv_per_token / 1e3:.1f} if every layer "
                 "held the whole context")
+    model = est.deployment.model
+    if freed == () and model.kv_share_held_whole() < 1.0:  # windowed layers kept at every token
+        why = (f"{est.engine} keeps the windowed layers of {model.model_type} models whole"
+               if model.model_type in sched.whole_window_models else "window_kv empty, no window freed")
+        return f"{mem.kv_per_token / 1e3:.1f} kB/token, every layer at every token: {why}"
     return f"{mem.kv_per_token / 1e3:.1f} kB/token"
 
 
