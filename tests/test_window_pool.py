@@ -156,3 +156,14 @@ def test_sglang_keeps_gemmas_windowed_layers_whole():
     assert "every layer at every token: sglang keeps the windowed layers of gemma3_text models whole" in explained
     vllm = inferlab.estimate("gpt-oss-120b", "b200", engine="vllm", isl=1024, osl=8192, batch_size=1, window_kv=[])
     assert "every layer at every token: window_kv empty" in vllm.explain()
+
+
+def test_a_disaggregated_prompt_sends_the_kv_its_decode_engine_keeps():
+    """A 30,000-token Gemma 3 27B prompt crosses to the decode pool as the decode engine keeps it:
+    62 layers x 8,192 B x 30,000 = 15,237,120,000 B under SGLang (windows kept whole), and
+    10 x 8,192 x 30,000 + 52 x 8,192 x 1,024 = 2,893,807,616 B under vLLM (the sliding layers'
+    last 1,024 tokens)."""
+    sent = {engine: float(inferlab.estimate("gemma-3-27b", disaggregation="prefill=h200x1,decode=h200x1",
+                                            engine=engine, isl=30000, osl=500, batch_size=1).transfer.bytes)
+            for engine in ("sglang", "vllm")}
+    assert sent == {"sglang": pytest.approx(15_237_120_000), "vllm": pytest.approx(2_893_807_616)}

@@ -147,8 +147,8 @@ class SchedulerConfig:
         ``--disable-hybrid-swa-memory``, vLLM's ``--disable-hybrid-kv-cache-manager``).
     whole_window_models : tuple of str
         Model types (``config.json``'s ``model_type``) whose windowed layers the engine keeps at
-        every token whatever ``window_kv`` says: SGLang's Gemma 2 and 3 ("Disable hybrid SWA
-        memory for Gemma3ForCausalLM as it is not yet supported", its server log).
+        every token whatever ``window_kv`` says: SGLang's Gemma 2 and 3 ("Disable hybrid SWA memory
+        for Gemma3ForCausalLM as it is not yet supported"; later releases still on FA3, Hopper's default).
     limits_per_rank : bool
         With attention DP, ``max_num_seqs`` and ``max_num_batched_tokens`` hold for each rank's
         scheduler (``max_prefill_tokens`` always does: SGLang's ranks read it undivided) (TensorRT-LLM's ``max_batch_size`` and ``max_num_tokens``, vLLM's per

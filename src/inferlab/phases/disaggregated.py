@@ -19,6 +19,7 @@ from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
 from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
 from ..engines.window_options import window_scheduler
+from ..engines.window_pool import held_windows
 from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..specs.catalog import load_model
@@ -190,7 +191,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
     chunks = prefill_chunks(bp, i - cached, dep_p.parallel, replica_budget)
     prefill_s = chunked_prefill_s(dep_p, pre, chunks)
-    transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s)
+    transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s,
+                           freed=held_windows(dep_d.model, window_scheduler(engine_d, *windows))[0])
     step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,
                                                                   graph_max_batch),
                                     lambda d: mean_decode_step_s(d, bd, i, o))

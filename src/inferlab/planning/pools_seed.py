@@ -17,15 +17,18 @@ from .prefill_pool import max_prefill_utilization, prefill_pool_ttft_s
 from .scenario import Scenario
 
 
-def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float, est_d: Any = None) -> float:
+def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float, est_d: Any = None,
+                       engine: str = "generic") -> float:
     """One prompt's KV transfer from a prefill replica (``est``, of ``config``'s
     ``prefill_kind`` where it has one) to a decode replica (``est_d``, default ``est``) left
     after its prefill [s] (:func:`~inferlab.techniques.kv_transfer.kv_transfer`: a TP replica's
     GPUs each send their share of the cache, the whole of it where an MLA latent or the KV
     heads are replicated; an attention-DP rank its prompt's whole cache), over the NICs (the
     pools' link once they outgrow a scale-up domain; the simulation takes NVLink within one),
-    else PCIe on GPUs whose spec has no NIC."""
+    else PCIe on GPUs whose spec has no NIC; its windowed layers as ``engine`` keeps them."""
     from ..techniques.disaggregation import Disaggregation, Pool
+    from ..engines.scheduler import default_scheduler
+    from ..engines.window_pool import held_windows
     from ..techniques.kv_transfer import kv_transfer
 
     est_d = est if est_d is None else est_d
@@ -34,8 +37,10 @@ def exposed_transfer_s(config: dict[str, Any], est: Any, isl: float, est_d: Any 
     kind_d = (config["tp"], config["ep"], bool(config.get("attention_dp", False)))
     pools = [Pool(hw, num_gpus=tp, tp=tp, ep=ep, attention_dp=adp)
              for tp, ep, adp in (config.get("prefill_kind") or kind_d, kind_d)]
+    model = est_d.deployment.model
     move = kv_transfer(Disaggregation(*pools, link="network", link_bandwidth=nic), est.deployment,
-                       est_d.deployment, 1.0, np.asarray(float(isl)), est.prefill_1_s)
+                       est_d.deployment, 1.0, np.asarray(float(isl)), est.prefill_1_s,
+                       freed=held_windows(model, default_scheduler(engine))[0])
     return float(np.ravel(move.exposed_s)[0])
 
 
@@ -84,7 +89,7 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     rate_d = _BATCHES / (max(osl, 1.0) * np.asarray(est.tpot_s, float))
     j = int(np.flatnonzero(meets)[np.argmax(rate_d[meets])])
     est_p = est if est_p is None else est_p
-    exposed = exposed_transfer_s(config, est_p, isl, est)
+    exposed = exposed_transfer_s(config, est_p, isl, est, sc.engine)
     isl_q = est_p.prompt_lengths
     # a prefill replica as one server of its prompts, one at a time; an attention-DP replica as one
     # server a rank, each prefilling its own prompts, at its share of the rate of all ranks busy

@@ -23,11 +23,12 @@ def closed_loop_lines(result: Any) -> list[str]:
     workload = result.workload
     clients = workload.concurrency
     ttft = np.asarray(result.ttft_s, float)
-    if not clients or workload.rate is not None or len(ttft) <= clients:
+    if not clients or clients < 2 or workload.rate is not None or len(ttft) <= clients:
         return []
     first, later = float(np.mean(ttft[:clients])), float(np.mean(ttft[clients:]))
     rounds = len(ttft) / clients
-    each = " per replica" if result.replicas != 1 else ""
+    # the simulated stream: one of the data-parallel replicas or pipeline batches it stands for
+    each = f" in the simulated stream (one of {result.replicas:g})" if result.replicas != 1 else ""
     lines = [f"closed loop of {clients:,} clients{each}, {rounds:.1f} requests each: the first round's prompts "
              f"arrive together (mean TTFT {first * 1e3:.1f} ms), the later {len(ttft) - clients:,} requests wait "
              f"{later * 1e3:.1f} ms on average; a benchmark's mean weighs the opening burst by its share of the run"]

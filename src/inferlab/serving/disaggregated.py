@@ -25,12 +25,14 @@ import numpy as np
 
 from ..calibration.profile import Profile
 from ..engines.scheduler import SchedulerConfig
+from ..engines.window_pool import held_windows
 from ..errors import SpecError
 from ..inputs.workload import Lengths, Workload
 from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import kv_transfer
 from ..techniques.step import ResolvedDeployment
+from .client_phase import closed_loop_lines
 from .pool_loop import PoolSide, closed_loop_pools
 from .result import ServeResult
 from .simulator import Trace, simulate
@@ -104,7 +106,7 @@ class DisaggServeResult(ServeResult):
                  f"{d.decode.replicas} replica(s) of {_kind(d.decode)}, about "
                  f"{np.nansum(self.trace.finish - self.decode_arrival) / self.duration_s / d.decode.replicas:.1f} "
                  "requests in flight each"]
-        return "\n".join(lines)
+        return "\n".join(lines + closed_loop_lines(self))
 
 
 def _kind(pool: Any) -> str:
@@ -182,7 +184,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         traces.append(t)
     # the KV cache crosses to the decode pool, overlapped with the prefill layer by layer
     prefill_s = prefill_done - first_sched
-    move = kv_transfer(d, dep_p, dep_d, 1.0, prompts, np.maximum(prefill_s, 1e-9))
+    move = kv_transfer(d, dep_p, dep_d, 1.0, prompts, np.maximum(prefill_s, 1e-9),
+                       freed=held_windows(dep_d.model, side_d.sched)[0])
     at_decode = prefill_done + move.exposed_s
     # decode pool: requests join in the order they arrive there, each replica in turn
     forwarded = d.first_token == "prefill"
@@ -239,8 +242,8 @@ def _closed_loop(d: Disaggregation, dep_p: ResolvedDeployment, dep_d: ResolvedDe
     turnaround = workload.turnaround(_request_period_s(side_d.model, clients, prompts, outputs))
 
     def exposed(prompt: float, prefill_s: float) -> float:
-        return float(np.asarray(kv_transfer(d, dep_p, dep_d, 1.0, np.array([prompt]),
-                                            np.array([prefill_s])).exposed_s)[0])
+        return float(np.asarray(kv_transfer(d, dep_p, dep_d, 1.0, np.array([prompt]), np.array([prefill_s]),
+                                            freed=held_windows(dep_d.model, side_d.sched)[0]).exposed_s)[0])
 
     times = closed_loop_pools(side_p, side_d, prompts, outputs, clients, turnaround, exposed,
                               d.first_token == "prefill")

@@ -141,7 +141,7 @@ class KvTransfer:
 
 
 def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep: ResolvedDeployment, batch: Any, isl: Any,
-                prefill_s: Any) -> KvTransfer:
+                prefill_s: Any, freed: tuple[str, ...] = ("sliding", "chunked")) -> KvTransfer:
     """KV transfer of ``batch`` prompts of ``isl`` tokens after a ``prefill_s`` prefill.
 
     Notes
@@ -153,8 +153,10 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
 
         wire = max(tp_d K s_d / (tp_p B_send), K s_d / B_receive)
 
-    which is ``K / (min(tp_p, tp_d) B)`` when nothing is replicated. With attention data
-    parallelism a prompt is prefilled on one rank and its KV cache kept whole by one decode
+    which is ``K / (min(tp_p, tp_d) B)`` when nothing is replicated. A windowed layer sends its
+    window's tokens where the engine frees the rest (``freed``: the kinds it frees for the model,
+    :func:`~inferlab.engines.window_pool.held_windows`), every token where it keeps them. With
+    attention data parallelism a prompt is prefilled on one rank and its KV cache kept whole by one decode
     rank: one GPU sends (``tp_p`` = 1 above) and one receives all of it (``tp_d s_d`` = 1);
     a batch of prompts is spread over ``min(batch, tp)`` ranks, which send (or receive)
     their own prompts in parallel.
@@ -162,7 +164,7 @@ def kv_transfer(disagg: Disaggregation, prefill: ResolvedDeployment, decode_dep:
     model, link = prefill.model, kv_link(disagg, prefill, decode_dep)
     b = np.asarray(batch, float)
     # a hybrid model's linear-attention state goes with its prompt's KV cache, split as its heads
-    kv, state = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache), b * model.recurrent_state_bytes()
+    kv, state = b * model.kv_cache_bytes(isl, prefill.precision.kv_cache, freed=freed), b * model.recurrent_state_bytes()
     unique = kv + state
     adp_p, adp_d = prefill.parallel.attention_dp, decode_dep.parallel.attention_dp
     if adp_d:  # a request's KV cache lives whole on the one rank that holds it
