@@ -185,7 +185,15 @@ def test_a_kv_connector_without_hma_support_turns_vllms_hybrid_manager_off():
     assert launch.window_kv == () and any(n.startswith("--kv-transfer-config") for n in launch.notes)
     assert launch.unknown and launch.unknown[0].startswith("--kv-transfer-config")  # the transfer: not modelled
     nixl = parse_engine_args(f"{VLLM_CMD} {_connector('NixlConnector')}")
-    assert nixl.window_kv is None and not any(n.startswith("--kv-transfer-config") for n in nixl.notes)
+    assert nixl.window_kv is None and any("earlier ones turn it off" in n for n in nixl.notes)
+    multi = ("--kv-transfer-config '{\"kv_connector\": \"MultiConnector\", \"kv_role\": \"kv_both\", "
+             "\"kv_connector_extra_config\": {\"connectors\": [{\"kv_connector\": \"NixlConnector\"}, "
+             "{\"kv_connector\": \"%s\"}]}}'")
+    assert parse_engine_args(f"{VLLM_CMD} {multi % 'NixlConnector'}").window_kv is None
+    assert parse_engine_args(f"{VLLM_CMD} {multi % 'LMCacheConnectorV1'}").window_kv == ()
+    # Llama 4's chunked layers: vLLM keeps them whole anyway, so a connector changes nothing there
+    scout = parse_engine_args(f"vllm serve meta-llama/Llama-4-Scout-17B-16E-Instruct {_connector('LMCacheConnectorV1')}")
+    assert scout.window_kv is None and not any(n.startswith("--kv-transfer-config") for n in scout.notes)
     kept = parse_engine_args(f"{VLLM_CMD} {_connector('LMCacheConnectorV1')} --no-disable-hybrid-kv-cache-manager")
     assert kept.window_kv is None
     llama = parse_engine_args(f"vllm serve meta-llama/Llama-3.1-8B-Instruct {_connector('LMCacheConnectorV1')}")

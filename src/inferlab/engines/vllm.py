@@ -160,31 +160,41 @@ def _windows(f, model: str | None, notes: list[str]) -> tuple[tuple[str, ...] | 
     transfer = next((entry for entry in f.unknown if entry.split()[0] == KV_TRANSFER), None)
     if transfer is None or off is False or not _windowed(model):
         return None, None
-    connector = _connector(transfer[len(KV_TRANSFER):])
-    if connector in HMA_CONNECTORS:
+    connectors = _connectors(transfer[len(KV_TRANSFER):])
+    if connectors and set(connectors) <= set(HMA_CONNECTORS):
+        notes.append(f"{KV_TRANSFER}: read as a release that keeps its hybrid KV-cache manager beside "
+                     f"{', '.join(connectors)} (vllm PR #41847, May 2026); earlier ones turn it off, every layer "
+                     "keeping every token (--disable-hybrid-kv-cache-manager models them)")
         return None, None
     notes.append(f"{KV_TRANSFER}: vLLM keeps its hybrid KV-cache manager only beside a connector that supports it "
-                 f"({', '.join(HMA_CONNECTORS)}, from vllm PR #41847); beside {connector or 'this connector'} every "
-                 "layer keeps every token (sliding windows no longer freed); the transfer itself is not modelled")
+                 f"({', '.join(HMA_CONNECTORS)}, from vllm PR #41847); beside {', '.join(connectors) or 'this connector'} "
+                 "every layer keeps every token (sliding windows no longer freed); the transfer itself is not modelled")
     return (), KV_TRANSFER
 
 
-def _connector(text: str) -> str | None:
-    """The ``kv_connector`` of a ``--kv-transfer-config`` value (JSON, quotes as the shell left them)."""
+def _connectors(text: str) -> list[str]:
+    """The connectors of a ``--kv-transfer-config`` value (JSON, quotes as the shell left them): its
+    ``kv_connector``, or a MultiConnector's children (``kv_connector_extra_config.connectors``)."""
     try:
         value = json.loads(text.strip().strip("'"))
     except ValueError:
-        return None
-    return value.get("kv_connector") if isinstance(value, dict) else None
+        return []
+    if not isinstance(value, dict):
+        return []
+    children = (value.get("kv_connector_extra_config") or {}).get("connectors") \
+        if value.get("kv_connector") == "MultiConnector" else None
+    if isinstance(children, list):
+        return [str(c.get("kv_connector")) for c in children if isinstance(c, dict)]
+    return [str(value["kv_connector"])] if value.get("kv_connector") else []
 
 
 def _windowed(model: str | None) -> bool:
-    """Whether ``model`` has layers whose KV a window bounds (an unknown model may)."""
+    """Whether ``model`` has layers whose windows vLLM's hybrid manager frees (an unknown model may)."""
     from ..errors import InferlabError
     from ..specs.catalog import load_model
 
     try:
-        return load_model(model).kv_share_held_whole() < 1.0 if model else True
+        return load_model(model).kv_share_held_whole(default_scheduler(NAME).window_kv) < 1.0 if model else True
     except InferlabError:
         return True
 
