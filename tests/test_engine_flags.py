@@ -25,7 +25,7 @@ def test_vllm_real_spellings():
         attention_dp=False, attention_tp=1, weights="fp8", activations="fp8", kv_cache="fp8", state=None, dtype=None,
         max_num_seqs=128,
         max_num_batched_tokens=4096, max_prefill_tokens=None, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
-        kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None, reserve_output=None,
+        kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None, prefill_graph_tokens=None, reserve_output=None,
         overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
@@ -54,7 +54,7 @@ def test_sglang_real_spellings():
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True, attention_tp=1,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
-        prefix_caching=False, graph_max_batch=256, reserve_output=None, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
+        prefix_caching=False, graph_max_batch=256, prefill_graph_tokens=None, reserve_output=None, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 2))
     assert launch.engine == "sglang" and launch.precision == "kv:fp8"
     assert launch.unknown == () and launch.no_effect == ("--trust-remote-code", "--port")
@@ -88,7 +88,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True, attention_tp=1,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
-        prefix_caching=False, graph_max_batch=128, reserve_output=False, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
+        prefix_caching=False, graph_max_batch=128, prefill_graph_tokens=None, reserve_output=False, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
     assert launch.unknown == ()
@@ -212,6 +212,7 @@ def deployments(draw):
                         max_num_seqs=opt(st.integers(1, 4096)), max_num_batched_tokens=opt(st.integers(64, 65536)),
                         max_prefill_tokens=opt(st.integers(64, 65536)), chunked_prefill=opt(st.booleans()),
                         mixed_prefill=opt(st.booleans()), graph_max_batch=opt(st.integers(0, 1024)),
+                        prefill_graph_tokens=opt(st.integers(1, 16384)),
                         gpu_memory_utilization=opt(st.sampled_from([0.5, 0.85, 0.9])),
                         kv_block_size=opt(st.sampled_from([16, 32, 64])), max_model_len=opt(st.integers(256, 131072)),
                         prefix_caching=opt(st.booleans()), reserve_output=opt(st.booleans()),

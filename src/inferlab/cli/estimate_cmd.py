@@ -38,6 +38,9 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
                                             "(default: the whole batch at once)"),
     "--graph-max-batch": ("graph_max_batch", int, "largest decode batch run from a CUDA graph (SGLang's "
                                                   "--cuda-graph-max-bs, 0: none; default the engine's)"),
+    "--prefill-graph-tokens": ("prefill_graph_tokens", int, "prefill chunks of at most N tokens run in piecewise CUDA "
+                               "graphs, without the eager host floor (SGLang's --piecewise-cuda-graph-max-tokens; "
+                               "default: eagerly where the engine graphs decode only)"),
     "--window-kv": ("window_kv", str, WINDOW_KV_HELP),
     "--window-pool-ratio": ("window_pool_ratio", float, WINDOW_RATIO_HELP),
     "--price": ("price_per_gpu_hour", float, "USD per GPU-hour (default: the catalog's)"),

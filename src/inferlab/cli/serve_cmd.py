@@ -122,6 +122,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--graph-max-batch", type=int, metavar="N",
                    help="largest decode batch run from a CUDA graph, larger ones eagerly (SGLang's --cuda-graph-max-bs, "
                         "0: --disable-cuda-graph; default: SGLang's by GPU memory and TP, every batch elsewhere)")
+    p.add_argument("--prefill-graph-tokens", type=int, metavar="N",
+                   help="prefill and mixed iterations of at most N tokens run in piecewise CUDA graphs, without the "
+                        "eager host floor (SGLang's --piecewise-cuda-graph-max-tokens; default: eagerly where the "
+                        "engine graphs decode only; SGLang and TensorRT-LLM's PyTorch runtime only)")
     slo = p.add_argument_group("service-level objectives")
     slo.add_argument("--ttft-slo", type=float, metavar="MS", help="TTFT objective [ms]")
     slo.add_argument("--tpot-slo", type=float, metavar="MS", help="TPOT objective [ms]")

@@ -71,7 +71,7 @@ class EngineLaunch:
         ``--mamba-ssm-cache-dtype``); None: the config's, else the engine's default.
     dtype : str or None
         The 16-bit activation type asked for (``--dtype``); None: the checkpoint's.
-    max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size, graph_max_batch
+    max_num_seqs, max_num_batched_tokens, max_prefill_tokens, chunked_prefill, mixed_prefill, gpu_memory_utilization, kv_block_size, graph_max_batch, prefill_graph_tokens
         Scheduler limits (:class:`~inferlab.engines.scheduler.SchedulerConfig`); None: the
         engine's default (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
     max_model_len : int or None
@@ -126,6 +126,7 @@ class EngineLaunch:
     chunked_prefill: bool | None = None
     mixed_prefill: bool | None = None
     graph_max_batch: int | None = None
+    prefill_graph_tokens: int | None = None
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
     max_model_len: int | None = None
@@ -215,13 +216,14 @@ class EngineLaunch:
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,
                           mixed_prefill=self.mixed_prefill, graph_max_batch=self.graph_max_batch,
+                          prefill_graph_tokens=self.prefill_graph_tokens,
                           max_model_len=self.max_model_len, reserve_output=self.reserve_output,
                           overlap_host=self.overlap_host, state_pool_ratio=self.state_pool_ratio,
                           state_slots=self.state_slots, hybrid_overlap=self.hybrid_overlap,
                           state_pool_slots=self.state_pool_slots)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
-                          max_num_seqs=self.max_num_seqs)
+                          max_num_seqs=self.max_num_seqs, prefill_graph_tokens=self.prefill_graph_tokens)
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:

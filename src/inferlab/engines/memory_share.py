@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .scheduler import SIZINGS, SchedulerConfig, graph_batch_limit
+from .scheduler import SIZINGS, SchedulerConfig
+from .sglang_sizing import graph_batch_limit
 from .window_pool import held_windows
 
 if TYPE_CHECKING:

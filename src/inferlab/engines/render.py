@@ -161,7 +161,8 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                            kv_block_size: int | None = None, max_model_len: int | None = None,
                            prefix_caching: bool | None = None, reserve_output: bool | None = None,
                            overlap_host: bool | None = None, window_kv: Any = None,
-                           window_pool_ratio: float | None = None) -> EngineLaunch:
+                           window_pool_ratio: float | None = None,
+                           prefill_graph_tokens: int | None = None) -> EngineLaunch:
     """The :class:`EngineLaunch` of an inferlab deployment (the arguments of :func:`inferlab.serve`).
 
     ``precision`` is inferlab's text (None or ``checkpoint``: the checkpoint's formats);
@@ -197,7 +198,7 @@ def launch_from_deployment(model: str, *, engine: str = "vllm", tp: int = 1, pp:
                         gpu_memory_utilization=gpu_memory_utilization,
                         kv_block_size=kv_block_size, max_model_len=max_model_len, prefix_caching=prefix_caching,
                         reserve_output=reserve_output, overlap_host=overlap_host, window_kv=window_kv,
-                        window_pool_ratio=window_pool_ratio, speculation=spec,
+                        window_pool_ratio=window_pool_ratio, speculation=spec, prefill_graph_tokens=prefill_graph_tokens,
                         notes=tuple(notes))
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..checks import boolean, fraction, integer
 from ..errors import SpecError
-from .sglang_sizing import UNCHUNKED_BUDGET, graph_batch_limit, memory_budget
+from .sglang_sizing import UNCHUNKED_BUDGET, memory_budget
 
 if TYPE_CHECKING:
     from ..specs.hardware import HardwareSpec
@@ -99,6 +99,12 @@ class SchedulerConfig:
         the engine's eager rate, ``eager_host_per_kernel_s``). Default: every decode batch
         replays a graph; None: the engine sizes it from the GPU's memory and the
         tensor-parallel size (SGLang: :func:`graph_batch_limit`).
+    prefill_graph_tokens : int or None
+        Iterations with prompt tokens of at most this many tokens (decodes mixed in counted) run
+        in piecewise CUDA graphs, without the host's eager floor; longer ones run eagerly (SGLang's
+        ``--piecewise-cuda-graph-max-tokens``, TensorRT-LLM's ``capture_num_tokens``:
+        :mod:`~inferlab.engines.piecewise_graphs`). None: every such iteration runs eagerly where
+        the engine graphs decode only (``eager_host_per_kernel_s``): every engine's default.
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token] (vLLM's ``--max-model-len``,
         SGLang's ``--context-length``, TensorRT-LLM's ``max_seq_len``); a longer request is
@@ -169,6 +175,7 @@ class SchedulerConfig:
     overlap_host: bool = False
     balance_timeout_iters: int = 0
     graph_max_batch: int | None = MAX_SEQS
+    prefill_graph_tokens: int | None = None
     max_model_len: int | None = None
     context_budget: bool = False
     limits_per_rank: bool = True
@@ -190,10 +197,9 @@ class SchedulerConfig:
             integer(f"scheduler: {name}", getattr(self, name), maximum=most, what=what)
         if self.graph_max_batch is not None:  # 0: no decode batch runs from a graph
             integer("scheduler: graph_max_batch", self.graph_max_batch, minimum=0, maximum=MAX_SEQS, what="requests")
-        if self.max_model_len is not None:
-            integer("scheduler: max_model_len", self.max_model_len, maximum=MAX_TOKENS, what="tokens")
-        if self.max_prefill_tokens is not None:
-            integer("scheduler: max_prefill_tokens", self.max_prefill_tokens, maximum=MAX_TOKENS, what="tokens")
+        for name in ("max_model_len", "max_prefill_tokens", "prefill_graph_tokens"):  # None: unset
+            if getattr(self, name) is not None:
+                integer(f"scheduler: {name}", getattr(self, name), maximum=MAX_TOKENS, what="tokens")
         integer("scheduler: balance_timeout_iters", self.balance_timeout_iters, minimum=0, maximum=MAX_SEQS,
                 what="iterations")
         if isinstance(self.window_kv, list):  # as a YAML file gives it
@@ -312,8 +318,8 @@ ENGINE_SCHEDULERS = {
 #: Limits a launch sets (the engines' flags) and a measured case may record; the window settings
 #: (:mod:`~inferlab.engines.window_options`) change the static memory plan too.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
-               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "max_model_len", "reserve_output",
-               "overlap_host", "window_kv", "window_pool_ratio")
+               "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "prefill_graph_tokens", "max_model_len",
+               "reserve_output", "overlap_host", "window_kv", "window_pool_ratio")
 STATE_LIMITS = ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")  # SGLang's state pool
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
@@ -372,27 +378,3 @@ def token_budget(engine: str, hw: HardwareSpec) -> int:
     """The tokens per iteration ``engine`` runs with on ``hw`` when none is set (8,192 for
     TensorRT-LLM; vLLM's and SGLang's by the GPU, :func:`for_hardware`)."""
     return int(for_hardware(default_scheduler(engine), hw).max_num_batched_tokens)  # type: ignore[arg-type]
-
-
-def decode_graph_limit(engine: str, hw: HardwareSpec, tp: int, given: int | None = None) -> int:
-    """The largest decode batch (on one attention-DP rank) ``engine`` runs from a CUDA graph on
-    ``hw`` at tensor-parallel size ``tp``: ``given``, else its default (SGLang's
-    :func:`graph_batch_limit`; the others graph every batch)."""
-    limit = default_scheduler(engine).graph_max_batch if given is None else given
-    if given is None and hw.vendor == "Google":  # XLA compiles every step: no CUDA graph, no eager fallback
-        return MAX_SEQS
-    return graph_batch_limit(hw.usable_memory_capacity.si, tp) if limit is None else limit
-
-
-def checked_graph_limit(value: Any, profile: Any, engine: str, name: str = "graph_max_batch") -> int | None:
-    """A user's CUDA-graph limit (``None``: the engine's), refused for an engine whose eager host
-    rate ``profile`` does not know: inferlab could not say what running its decode batches
-    eagerly costs. :data:`MAX_SEQS` (every batch graphed) is accepted anywhere."""
-    if value is None:
-        return None
-    limit = integer(name, value, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
-    if limit < MAX_SEQS and not (profile.eager_decode_host_per_kernel_s or profile.eager_host_per_kernel_s):
-        raise SpecError(f"graph_max_batch: no measured host rate for running {engine}'s decode steps without CUDA "
-                        "graphs (sglang's and trtllm-pytorch's are known), so a CUDA-graph limit would change "
-                        "nothing; drop it")
-    return limit

@@ -18,6 +18,7 @@ from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_
                      source_flags, precision_words, speculation, STATE_DTYPES, state_format, state_words,
                      unmodelled_notes)
 from .launch import EngineLaunch, Rendered
+from .piecewise_graphs import SGLANG_FLAGS, sglang_tokens, sglang_words
 from .scheduler import WINDOW_KINDS
 from .speculation_limits import SPECULATIVE_RESETS
 
@@ -50,6 +51,7 @@ FLAGS = {
     # layers', "between 0 and 1", 0.8 by default; or one pool where every layer keeps every token)
     "--swa-full-tokens-ratio": Spec("window_pool_ratio", "fraction"),
     "--disable-hybrid-swa-memory": Spec("window_kv", "on"),
+    **SGLANG_FLAGS,  # piecewise CUDA graphs of prefill and mixed iterations
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
@@ -143,6 +145,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             slots = 4
     _schedule_policy(f, notes)
     window_kv, window_ratio = _windows(f, notes)
+    pieces, pieces_flag = sglang_tokens(f, model, chunk, DEFAULT_CHUNK, notes)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
@@ -152,7 +155,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, f.flag("dtype"), f.get("dtype"), DTYPES) if "dtype" in f.values else None,
         max_num_seqs=f.get("max_num_seqs"), max_num_batched_tokens=budget, max_prefill_tokens=prompts,
         chunked_prefill=chunked,
-        mixed_prefill=mixed, graph_max_batch=graphs,
+        mixed_prefill=mixed, graph_max_batch=graphs, prefill_graph_tokens=pieces,
         gpu_memory_utilization=f.get("gpu_memory_utilization"), kv_block_size=f.get("kv_block_size"),
         max_model_len=f.get("max_model_len"), prefix_caching=f.get("prefix_caching"),
         overlap_host=f.get("overlap_host"), state_pool_ratio=f.get("state_pool_ratio"),
@@ -170,6 +173,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         sources["max_prefill_tokens"] = "--max-prefill-tokens"
     if graphs is not None:
         sources["graph_max_batch"] = "--disable-cuda-graph" if f.get("no_graphs") else "--cuda-graph-max-bs"
+    if pieces_flag is not None:
+        sources["prefill_graph_tokens"] = pieces_flag
     if slots is not None:
         sources.update(state_slots="--mamba-scheduler-strategy", hybrid_overlap="--mamba-scheduler-strategy")
     if window_kv == ():  # the ratio sizes nothing beside it (a note says so)
@@ -299,6 +304,7 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
         out.append("--disable-cuda-graph")
     elif launch.graph_max_batch is not None:
         out += ["--cuda-graph-max-bs", str(launch.graph_max_batch)]
+    out += sglang_words(launch)
     if launch.reserve_output:
         missing.append(("reserve_output", "admission only when the KV of the whole output is free: SGLang admits on "
                                           "an estimate of the outputs and retracts requests when the cache fills"))

@@ -20,6 +20,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
+from .piecewise_graphs import trtllm_capture_list, trtllm_options
 from .scheduler import TRTLLM_GRAPH_BATCH, default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
 
@@ -72,9 +73,10 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
                                     dict(cmd.files), "LLM-API options")
         _apply_options(options, values, sources, f, notes, where=f.flag("options"))
     engine = choice(NAME, "--backend", values.pop("backend", "pytorch"), BACKENDS)
-    if engine == "trtllm" and "graph_max_batch" in values:  # an option of the PyTorch runtime
-        f.unknown.append(f"cuda_graph_config (the pytorch backend's): {values.pop('graph_max_batch')}")
-        sources.pop("graph_max_batch", None)
+    for key, option in (("graph_max_batch", "cuda_graph_config"), ("prefill_graph_tokens", "piecewise CUDA graphs")):
+        if engine == "trtllm" and key in values:  # options of the PyTorch runtime
+            f.unknown.append(f"{option} (the pytorch backend's): {values.pop(key)}")
+            sources.pop(key, None)
     if engine == "trtllm" and "overlap_host" in values:  # TorchLlmArgs', as cuda_graph_config
         f.unknown.append(f"disable_overlap_scheduler (the pytorch backend's): {not values.pop('overlap_host')}")
         sources.pop("overlap_host", None)
@@ -87,7 +89,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
         **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
                                       "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching",
-                                      "reserve_output", "graph_max_batch", "overlap_host")},
+                                      "reserve_output", "graph_max_batch", "overlap_host", "prefill_graph_tokens")},
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
@@ -100,6 +102,9 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
             notes.append(f"{label}: {value} in {where} wins over the command line's {values[key]}")
         values[key], sources[key] = value, label
 
+    options, pieces = trtllm_options(options, where, f, notes)  # piecewise prefill graphs' keys taken out
+    if pieces is not None:
+        put("prefill_graph_tokens", *pieces)
     for key, value in options.items():
         label = f"{where}: {key}"
         if key in TOP:
@@ -312,6 +317,11 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
         out["cuda_graph_config"] = None  # CUDA graphs off
     elif launch.graph_max_batch is not None:
         out["cuda_graph_config"] = {"enable_padding": True, "max_batch_size": launch.graph_max_batch}
+    if launch.prefill_graph_tokens is not None and launch.engine == "trtllm":
+        missing.append(("prefill_graph_tokens", "piecewise CUDA graphs: the PyTorch runtime's (--backend pytorch)"))
+    elif launch.prefill_graph_tokens is not None:  # 1.x's spelling (later: prefill_cuda_graph_backend: piecewise)
+        out["torch_compile_config"] = {"enable_piecewise_cuda_graph": True,
+                                       "capture_num_tokens": trtllm_capture_list(launch.prefill_graph_tokens)}
     if launch.overlap_host is False and launch.engine != "trtllm":
         out["disable_overlap_scheduler"] = True  # on is the PyTorch runtime's default: said by saying nothing
     elif launch.overlap_host and launch.engine == "trtllm":

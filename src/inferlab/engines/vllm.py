@@ -299,6 +299,9 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.graph_max_batch is not None:
         missing.append(("graph_max_batch", "a largest CUDA-graph decode batch: vLLM sizes its captures from "
                                            "--max-num-seqs (--enforce-eager turns them off)"))
+    if launch.prefill_graph_tokens is not None:
+        missing.append(("prefill_graph_tokens", "a limit on piecewise-graphed prefill iterations: vLLM runs prefill "
+                                                "from its compiled piecewise graphs by default"))
     words += _window_words(launch, missing)
     if launch.speculation is not None:
         words += ["--speculative-config", _speculative_json(launch)]

@@ -118,8 +118,10 @@ CUSTOM_ALL_REDUCE_LATENCY_S = 5.9e-6
 NVLS_OFF_ENGINES = ("sglang", "vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 #: Host time per kernel of the op graph in an iteration an engine runs eagerly, for engines that
 #: capture CUDA graphs for decode batches only and run prefill and mixed iterations eagerly
-#: (``eager_host_per_kernel_s``). SGLang (piecewise prefill graphs are opt-in,
-#: ``--enable-piecewise-cuda-graph``): an eager DeepSeek-V3 forward of one new token took 82.6 ms
+#: (``eager_host_per_kernel_s``). SGLang (piecewise prefill graphs were opt-in,
+#: ``--enable-piecewise-cuda-graph``; later releases turn them on by default, SGLang docs
+#: advanced_features/piecewise_cuda_graph, but inferlab's default stays eager until the release
+#: that did is established: ``prefill_graph_tokens`` turns them on): an eager DeepSeek-V3 forward of one new token took 82.6 ms
 #: where the same forward captured in a CUDA graph took 23.1 ms (sglang PR #12160, its server log's
 #: "forward cost"), so the host's issue time was the 82.6 ms; inferlab's graph of that prefill on
 #: one GPU of eight has 1,389 kernels (61 layers): 59 us each. A check it was not fitted on: at

@@ -55,7 +55,8 @@ def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int =
                      profile=profile)
     base = unchunked_budget(dep, engine_scheduler(engine, None, **(limits or {})))
     sched = replica_limits(dep, engine, base)
-    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch)
+    step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch,
+                     sched.prefill_graph_tokens)
     cs = startup.cold_start(dep)
     kind = ReplicaKind(name or f"{dep.model.id or dep.model.name} on {dep.hardware.id}", step, sched,
                        kv_capacity_tokens(dep, base, context=context), float(cs.total_s), prefix_cache,

@@ -204,7 +204,7 @@ class Deployment(BaseModel):
             kw.update(self.layout.model_dump(include={"expert_imbalance", "micro_batches"}, exclude_defaults=True))
         limits = self.engine.limits()
         kw.update({k: limits[k] for k in ("gpu_memory_utilization", "kv_block_size", "graph_max_batch", "window_kv",
-                                          "window_pool_ratio") if k in limits})
+                                          "window_pool_ratio", "prefill_graph_tokens") if k in limits})
         if "max_num_seqs" in limits and self.disaggregation is None:  # a static batch's waves (not the pools')
             kw["max_num_seqs"] = limits["max_num_seqs"]
         if "max_num_batched_tokens" in limits:

@@ -82,6 +82,10 @@ class Engine(BaseModel):
     graph_max_batch : int, optional [request]
         Largest decode batch run from a CUDA graph; larger ones run eagerly (SGLang's
         ``--cuda-graph-max-bs``; 0: ``--disable-cuda-graph``).
+    prefill_graph_tokens : int, optional [token]
+        Iterations with prompt tokens of at most this many tokens run in piecewise CUDA graphs,
+        without the host's eager floor (SGLang's ``--piecewise-cuda-graph-max-tokens``); None:
+        eagerly where the engine graphs decode only.
     max_model_len : int, optional [token]
         Longest prompt plus output the engine accepts (``--max-model-len``, ``--context-length``).
     reserve_output : bool, optional
@@ -116,6 +120,7 @@ class Engine(BaseModel):
     gpu_memory_utilization: float | None = None
     kv_block_size: int | None = None
     graph_max_batch: int | None = None
+    prefill_graph_tokens: int | None = None
     max_model_len: int | None = None
     reserve_output: bool | None = None
     overlap_host: bool | None = None
@@ -158,7 +163,7 @@ def engine_of(value: Any) -> Engine:
             fields[key] = checks.fraction(key, raw)
         elif key == "graph_max_batch":
             fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
-        elif key == "max_model_len":
+        elif key in ("max_model_len", "prefill_graph_tokens"):
             fields[key] = checks.integer(key, raw, maximum=SCHEDULER_MAX_TOKENS, what="tokens", whole_floats=True)
         else:
             fields[key] = checks.integer(key, raw, maximum=inputs.MAX_TOKENS, what="", whole_floats=True)

@@ -17,7 +17,8 @@ from ..calibration.profile import Profile
 from ..core.graph import Step
 from ..core.memory import MemoryPlan, plan_memory, require_weights_fit
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
-from ..engines.scheduler import checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
+from ..engines.graph_limits import checked_graph_limit, checked_prefill_graphs, decode_graph_limit
+from ..engines.scheduler import default_scheduler, token_budget
 from ..engines.window_options import window_scheduler
 from ..engines.window_pool import held_windows
 from ..errors import CombinationError, InfeasibleError, SpecError
@@ -27,8 +28,8 @@ from ..specs.model import ModelSpec
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
-from ..techniques.step import (ResolvedDeployment, chunked_prefill_s, decode, graph_limited_decode_s,
-                               mean_decode_step_s, run_step)
+from ..techniques.prefill_graphs import chunked_prefill_s, graphed_prefill, prefill_graphed
+from ..techniques.step import ResolvedDeployment, decode, graph_limited_decode_s, mean_decode_step_s, run_step
 from ..units import Q, to_si_array
 from .disaggregated_result import DisaggEstimate
 
@@ -119,7 +120,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            kv_block_size: int = 16, max_num_tokens: int | None = None, precision: Any = None,
                            allow_long_context: bool = False, graph_max_batch: int | None = None,
                            price_per_gpu_hour: Any = None, window_kv: Any = None,
-                           window_pool_ratio: float | None = None) -> DisaggEstimate:
+                           window_pool_ratio: float | None = None,
+                           prefill_graph_tokens: int | None = None) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -144,6 +146,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         engine's on the prefill pool's GPU).
     graph_max_batch : int, optional
         The decode pool's largest decode batch run from a CUDA graph (default its engine's).
+    prefill_graph_tokens : int, optional [token]
+        The prefill pool's chunks of at most this many tokens run in piecewise CUDA graphs, as in
+        :func:`inferlab.estimate` (default: eagerly where its engine graphs decode only).
     allow_long_context : bool
         Accept ``isl + osl`` beyond the model's ``max_position_embeddings`` (RoPE scaling).
     price_per_gpu_hour : float or pint quantity, optional [USD/hour]
@@ -172,6 +177,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     max_num_tokens = mem.pop("max_num_tokens")
     engine_p, engine_d = d.prefill.engine or engine, d.decode.engine or engine
     graph_max_batch = checked_graph_limit(graph_max_batch, dep_d.profile, engine_d)
+    prefill_graph_tokens = checked_prefill_graphs(prefill_graph_tokens, dep_p.profile, engine_p)
     # a given budget holds for both pools, as serve()'s limits do; else each pool's engine's on its GPU
     budget_d = max_num_tokens or token_budget(engine_d, dep_d.hardware)
     if max_num_tokens is None:
@@ -190,7 +196,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     # engine's limits are a rank's (the replica's tokens per iteration, as estimate() chunks them)
     replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
     chunks = prefill_chunks(bp, i - cached, dep_p.parallel, replica_budget)
-    prefill_s = chunked_prefill_s(dep_p, pre, chunks)
+    graphed = prefill_graphed(dep_p, np.minimum(bp * (i - cached), replica_budget), prefill_graph_tokens)
+    prefill_s = chunked_prefill_s(dep_p, pre, chunks, graphed)
+    pre = graphed_prefill(dep_p, pre, graphed)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s,
                            freed=held_windows(dep_d.model, window_scheduler(engine_d, *windows))[0])
     step_d = graph_limited_decode_s(dep_d, bd, decode_graph_limit(engine_d, dep_d.hardware, dep_d.parallel.tp,

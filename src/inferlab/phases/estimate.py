@@ -16,7 +16,8 @@ from ..calibration.profile import Profile
 from ..core.cost import cost_of
 from ..core.memory import plan_memory
 from ..engines.memory_share import memory_keywords, prefill_chunks
-from ..engines.scheduler import MAX_SEQS, checked_graph_limit, decode_graph_limit, default_scheduler, token_budget
+from ..engines.graph_limits import checked_graph_limit, checked_prefill_graphs, decode_graph_limit
+from ..engines.scheduler import MAX_SEQS, default_scheduler, token_budget
 from ..engines.state_pool import page_tokens, state_pool_limits
 from ..engines.window_options import window_scheduler
 from ..errors import SpecError, option_name
@@ -31,8 +32,8 @@ from ..techniques.disaggregation import Disaggregation
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
-from ..techniques.step import (ResolvedDeployment, StepResult, chunked_prefill_s, graph_limited_decode_s,
-                               mean_decode_step_s)
+from ..techniques.prefill_graphs import chunked_prefill_s, graphed_prefill, prefill_graphed
+from ..techniques.step import ResolvedDeployment, StepResult, graph_limited_decode_s, mean_decode_step_s
 from .feasibility import context_reasons, prefix_reasons, require_feasible, static_batch_reasons
 from .result import Estimate
 
@@ -46,7 +47,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float | None = None, kv_block_size: int = 16, max_num_tokens: int | None = None,
              graph_max_batch: int | None = None, max_num_seqs: int | None = None,
-             window_kv: Any = None, window_pool_ratio: float | None = None,
+             prefill_graph_tokens: int | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
              prefix_cache: PrefixCache | str | float | None = None,
@@ -110,6 +111,11 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         graph; larger ones run eagerly where the engine's eager rate is known (SGLang's
         ``--cuda-graph-max-bs``, 0 for ``--disable-cuda-graph``). Default: the engine's on this
         GPU and TP (SGLang's by GPU memory and TP; every batch elsewhere).
+    prefill_graph_tokens : int, optional [token]
+        Prefill iterations (chunks) of at most this many tokens run in piecewise CUDA graphs,
+        without the host's eager floor; longer ones eagerly (SGLang's
+        ``--piecewise-cuda-graph-max-tokens``, TensorRT-LLM's ``capture_num_tokens``). Default:
+        eagerly where the engine graphs decode only; refused where its profile has no eager rate.
     window_kv, window_pool_ratio : optional
         Where the engine keeps a windowed-attention model's KV, as :func:`inferlab.serve` takes
         them (:mod:`~inferlab.engines.window_options`): the windowed kinds it frees beyond their
@@ -179,11 +185,13 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     else:  # some points beyond the trained length: those are marked, the grid keeps the rest
         long_context = False
     graphs = checked_graph_limit(graph_max_batch, dep.profile, engine, option_name("graph_max_batch"))
+    pieces = checked_prefill_graphs(prefill_graph_tokens, dep.profile, engine, option_name("prefill_graph_tokens"))
     seqs = None if max_num_seqs is None else checks.integer(
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
                        graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),
+                       prefill_graph_tokens=pieces,
                        scheduler=window_scheduler(engine, window_kv, window_pool_ratio))
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
@@ -213,6 +221,7 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
                                   prefix_cache=args["cache"], precision=args["precision"],
                                   allow_long_context=args["allow_long_context"],
                                   graph_max_batch=args["graph_max_batch"], window_kv=args["window_kv"],
+                                  prefill_graph_tokens=args["prefill_graph_tokens"],
                                   window_pool_ratio=args["window_pool_ratio"],
                                   price_per_gpu_hour=args["price_per_gpu_hour"], **memory)
 
@@ -283,7 +292,8 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                  price_per_gpu_hour: float | None, utilization: float, waves: bool,
                  speculative: SpeculativeConfig | None = None, prefix_cache: PrefixCache | None = None,
                  graph_max_batch: int | None = None, max_num_seqs: int | None = None,
-                 allow_long_context: bool = True, scheduler: Any = None) -> Estimate:
+                 allow_long_context: bool = True, scheduler: Any = None,
+                 prefill_graph_tokens: int | None = None) -> Estimate:
     """The static-batch model on already-validated arrays (shared by :func:`estimate` and sweeps).
 
     The ``b`` requests split evenly over the ``dp`` replicas, which run side by side; each runs
@@ -293,11 +303,13 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     that cannot run (:mod:`inferlab.phases.feasibility`) are marked in ``feasible`` and ``reason``
     and hold NaN in their times and costs; nothing is raised here. ``scheduler``: the engine's
     with its window settings (:func:`~inferlab.engines.window_options.window_scheduler`; None: its default).
+    A prefill chunk of at most ``prefill_graph_tokens`` tokens runs in piecewise CUDA graphs
+    (:mod:`~inferlab.techniques.prefill_graphs`).
     """
     par = dep.parallel
     sched = scheduler or default_scheduler(engine)
     replica = np.ceil(b / par.dp)
-    graphed = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
+    graph_limit = float(decode_graph_limit(engine, dep.hardware, par.tp, graph_max_batch))
     kv_block_size = page_tokens(dep, sched, kv_block_size)  # vLLM's pages hold a hybrid's state
     memory = {"kv_block_size": kv_block_size,
               **memory_keywords(sched, dep.hardware, par, max_num_tokens,
@@ -326,14 +338,16 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                            **memory)
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
 
-    def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray]:
-        """The prefill step of ``x`` requests together and their first-token time."""
+    def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:
+        """The prefill step of ``x`` requests together, their first-token time, and whether its
+        chunks (the largest: the budget, or the whole batch's prompts) run in piecewise CUDA graphs."""
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
         chunks = prefill_chunks(x, i - cached, par, memory["step_tokens"])
-        first = chunked_prefill_s(dep, pre, chunks)
+        graphed = prefill_graphed(dep, np.minimum(x * (i - cached), memory["step_tokens"]), prefill_graph_tokens)
+        first = chunked_prefill_s(dep, pre, chunks, graphed)
         if speculative is not None:  # the drafter's own pass over the prompts
             first = first + drafter_prefill_s(dep, speculative, x, i, cached)
-        return pre, first
+        return graphed_prefill(dep, pre, graphed), first, graphed
 
     def decode(x: np.ndarray) -> np.ndarray:
         """The mean decode step of ``x`` requests; batches beyond the largest CUDA graph run eagerly."""
@@ -341,9 +355,9 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
             return (mean_decode_step_s(d, x, i, o) if speculative is None
                     else mean_speculative_tpot_s(d, x, i, o, speculative))
 
-        return graph_limited_decode_s(dep, x, graphed, per_token)
+        return graph_limited_decode_s(dep, x, graph_limit, per_token)
 
-    pre, ttft_full = prefill(full)
+    pre, ttft_full, graphed = prefill(full)
     step_full = decode(full)
     ttft_last, step_last = (prefill(last)[1], decode(last)) if split else (ttft_full, step_full)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that cannot run has no time and no cost
@@ -368,4 +382,5 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                     ttft_s=runs(ttft), tpot_s=tpot, total_s=total,
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=full, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason,
-                    graph_max_batch=graphed, scheduler=scheduler)
+                    graph_max_batch=graph_limit, scheduler=scheduler, prefill_graph_tokens=prefill_graph_tokens,
+                    prefill_graphed=graphed)

@@ -52,6 +52,9 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
         if phase == "decode" and est.deployment.cuda_graphs and est.deployment.parallel.pp == 1:
             total += host - ops_s  # the graphed step's time holds the GPU's work: the eager one lasts the issue time
         why = "beyond the engine's largest CUDA graph, " if phase == "decode" and est.deployment.cuda_graphs else ""
+        pieces = getattr(est, "prefill_graph_tokens", None)
+        if phase == "prefill" and pieces is not None:
+            why = f"longer than its piecewise CUDA graphs' {pieces:,} tokens (prefill_graph_tokens), "
         main_text = (f"host-bound (run eagerly, {why}the engine issues {step.kernels:,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
         overhead = total - host if overhead > 0 else 0.0
@@ -64,6 +67,11 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
         f"{prec} ridge point {ridge:.0f} FLOP/B of {hw.id}"
         + (" (below: memory-bound territory)" if intensity < ridge else " (above: compute-bound territory)"),
     ]
+    if phase == "prefill" and _prefill_graphed(est, point):
+        skipped = eager_floor(step.kernels, est.deployment.profile)
+        lines.append(f"  runs in piecewise CUDA graphs (iterations of up to {est.prefill_graph_tokens:,} tokens, "
+                     f"prefill_graph_tokens): the host's issue time of its {step.kernels:,.0f} kernels "
+                     f"({pretty(Q(skipped, 's'))}) is not paid")
     top = sorted(rows, key=lambda r: -r["time_s"])[:3]
     lines.append("  costliest ops: " + "; ".join(
         f"{r['op']} [{r['group']}] {r['share']:.0%} ({r['bound']}"
@@ -75,12 +83,18 @@ def _eager_host_s(est: Estimate, phase: str, point: int) -> float:
     """The host's issue time of an eagerly run step: a prefill step of an engine that graphs
     decode only, a decode step of more sequences than its largest CUDA graph (0 otherwise)."""
     dep = est.deployment
-    if phase == "prefill":
-        return eager_floor(est.prefill_step.kernels, dep.profile)
+    if phase == "prefill":  # none where piecewise CUDA graphs hold its chunks
+        return 0.0 if _prefill_graphed(est, point) else eager_floor(est.prefill_step.kernels, dep.profile)
     batch = float(np.ravel(np.broadcast_to(est.wave_batch, np.shape(est.ttft_s)))[point])
     if dep.cuda_graphs and not bool(beyond_graphs(dep, batch, est.graph_max_batch)):
         return 0.0  # replayed from a graph
     return eager_floor(est.decode_step.kernels, dep.profile, "decode")
+
+
+def _prefill_graphed(est: Estimate, point: int) -> bool:
+    """Whether the prefill step's chunks run in piecewise CUDA graphs at ``point``."""
+    graphed = np.broadcast_to(getattr(est, "prefill_graphed", False), np.shape(est.ttft_s))
+    return bool(np.ravel(graphed)[point])
 
 
 def _levers(est: Estimate, point: int) -> list[str]:
@@ -92,8 +106,13 @@ def _levers(est: Estimate, point: int) -> list[str]:
                    "and so does a larger batch, which reuses each weight read for more tokens")
     prefill_ops = sum(r["time_s"] for r in est.op_table("prefill", point))
     if _eager_host_s(est, "prefill", point) > prefill_ops:
-        out.append("prefill runs eagerly and the host issuing its kernels is the longer: prefill CUDA graphs "
-                   "(SGLang's --enable-piecewise-cuda-graph) or an engine that graphs prefill (vLLM) shorten it")
+        pieces = getattr(est, "prefill_graph_tokens", None)
+        hold = (f"piecewise CUDA graphs of more than its {pieces:,} tokens (a larger prefill_graph_tokens)"
+                if pieces is not None else "piecewise CUDA graphs holding its chunks (prefill_graph_tokens, "
+                "--prefill-graph-tokens: SGLang's --enable-piecewise-cuda-graph, on by default in its later "
+                "releases; TensorRT-LLM's torch_compile_config)")
+        out.append(f"prefill runs eagerly and the host issuing its kernels is the longer: {hold} or an engine that "
+                   "graphs prefill (vLLM) shorten it")
     if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":
         out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels or a larger batch help")
     if next(iter(prefill)) == "compute":

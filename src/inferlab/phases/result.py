@@ -77,6 +77,10 @@ class Estimate:
     graph_max_batch: float = float("inf")
     #: The engine's scheduler the memory was planned with (its window settings); None: its default.
     scheduler: Any = None
+    #: Prefill iterations of at most this many tokens run in piecewise CUDA graphs (None: eagerly
+    #: where the engine graphs decode only); ``prefill_graphed``: where the prefill step's chunks do.
+    prefill_graph_tokens: int | None = None
+    prefill_graphed: Any = False
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""

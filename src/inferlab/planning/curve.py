@@ -16,7 +16,8 @@ import numpy as np
 
 from ..core.memory import plan_memory, require_weights_fit
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
-from ..engines.scheduler import decode_graph_limit, default_scheduler, token_budget
+from ..engines.graph_limits import decode_graph_limit
+from ..engines.scheduler import default_scheduler, token_budget
 from ..engines.speculation_limits import for_speculation
 from ..engines.state_pool import overlap_off
 from ..inputs.resolve import deployment

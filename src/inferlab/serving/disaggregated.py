@@ -227,7 +227,7 @@ def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, r
     engine_sched = unchunked_budget(dep, engine_sched)
     sched = replica_limits(dep, engine, engine_sched)
     model = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host,
-                     sched.graph_max_batch)
+                     sched.graph_max_batch, sched.prefill_graph_tokens)
     return PoolSide(model, sched, kv_capacity_tokens(dep, engine_sched, context=context), replicas,
                     state_tokens(dep, engine_sched, context=context))
 

@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, checked_graph_limit, for_hardware,
-                                 graph_batch_limit, STATE_LIMITS, USER_LIMITS, unchunked_token_budget)
+from ..engines.graph_limits import checked_graph_limit, checked_prefill_graphs
+from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, STATE_LIMITS, USER_LIMITS,
+                                 unchunked_token_budget)
 from ..engines.speculation_limits import for_speculation
-from ..engines.sglang_sizing import running_requests as sglang_running_requests
+from ..engines.sglang_sizing import graph_batch_limit, running_requests as sglang_running_requests
 from ..engines.state_pool import overlap_off, page_tokens
 from ..engines.window_options import window_limits
-from ..errors import InfeasibleError, SpecError, did_you_mean
+from ..errors import InfeasibleError, SpecError, did_you_mean, option_name
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
 from .kv_pool import _pools, hybrid_sequences, kv_capacity_tokens, state_slots, state_tokens  # noqa: F401 - theirs
@@ -128,9 +129,10 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
 
 
 def replica_limits(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerConfig:
-    """:func:`scheduler_for` of ``engine``'s limits, refusing a CUDA-graph limit its profile
-    cannot price (no measured eager host rate)."""
+    """:func:`scheduler_for` of ``engine``'s limits, refusing a CUDA-graph limit (decode or
+    piecewise prefill) its profile cannot price (no measured eager host rate)."""
     checked_graph_limit(sched.graph_max_batch, dep.profile, engine)
+    checked_prefill_graphs(sched.prefill_graph_tokens, dep.profile, engine, option_name("prefill_graph_tokens"))
     return scheduler_for(dep, sched)
 
 
@@ -232,7 +234,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
         arrivals, isl, osl, refused = _within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context)
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
-                           limits.graph_max_batch)
+                           limits.graph_max_batch, limits.prefill_graph_tokens)
     spec, decoding, drafter = None, None, None
     if speculative is not None:
         spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),

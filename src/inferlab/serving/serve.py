@@ -34,7 +34,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
           max_prefill_tokens: int | None = None, chunked_prefill: bool | None = None, mixed_prefill: bool | None = None,
           gpu_memory_utilization: float | None = None, kv_block_size: int | None = None,
-          graph_max_batch: int | None = None, max_model_len: int | None = None, reserve_output: bool | None = None,
+          graph_max_batch: int | None = None, prefill_graph_tokens: int | None = None,
+          max_model_len: int | None = None, reserve_output: bool | None = None,
           overlap_host: bool | None = None, state_pool_ratio: float | None = None, state_slots: int | None = None,
           state_pool_slots: int | None = None,
           hybrid_overlap: bool | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
@@ -65,7 +66,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         ``max_prefill_tokens`` stops an iteration taking prompts once that many prompt tokens
         are in it (SGLang's ``--max-prefill-tokens``); decode batches larger than
         ``graph_max_batch`` run without a CUDA graph (SGLang's ``--cuda-graph-max-bs``, 0 for
-        ``--disable-cuda-graph``); a request longer than ``max_model_len`` (prompt plus output)
+        ``--disable-cuda-graph``); iterations with prompt tokens of at most ``prefill_graph_tokens``
+        tokens run in piecewise CUDA graphs, without the host's eager floor (SGLang's
+        ``--piecewise-cuda-graph-max-tokens``; default: eagerly where the engine graphs decode only,
+        refused where its profile has no eager rate); a request longer than ``max_model_len`` (prompt plus output)
         is refused, and SGLang sizes its request pool from it; ``reserve_output`` is the
         capacity policy: admit a request only when the KV of its whole output is free
         (TensorRT-LLM's ``GUARANTEED_NO_EVICT``, its default) or on its prompt, preempting
@@ -128,7 +132,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     overrides = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
                  "max_prefill_tokens": max_prefill_tokens, "chunked_prefill": chunked_prefill, "mixed_prefill": mixed_prefill,
                  "gpu_memory_utilization": gpu_memory_utilization, "kv_block_size": kv_block_size,
-                 "graph_max_batch": graph_max_batch, "max_model_len": max_model_len, "reserve_output": reserve_output,
+                 "graph_max_batch": graph_max_batch, "prefill_graph_tokens": prefill_graph_tokens,
+                 "max_model_len": max_model_len, "reserve_output": reserve_output,
                  "overlap_host": overlap_host, "state_pool_ratio": state_pool_ratio, "state_slots": state_slots,
                  "hybrid_overlap": hybrid_overlap, "state_pool_slots": state_pool_slots, "window_kv": window_kv,
                  "window_pool_ratio": window_pool_ratio}

@@ -17,10 +17,10 @@ is prefilled whole on the rank that holds it, so an iteration with one prefill c
 that chunk's attention and projections on one rank while the others wait (SGLang and
 TensorRT-LLM assign each request to one rank); the routed experts' share stays even.
 
-An engine that captures CUDA graphs for decode batches only (SGLang, unless its piecewise
-prefill graphs are turned on) issues an iteration with prompt tokens from Python, kernel by
-kernel, lasting at least the host's issue time of the prefill graph's kernels
-(:func:`~inferlab.core.timing.eager_floor`); decode-only iterations replay a graph up to the
+An engine that captures CUDA graphs for decode batches only issues an iteration with prompt
+tokens from Python, kernel by kernel, lasting at least the host's issue time of the prefill graph's
+kernels (:func:`~inferlab.core.timing.eager_floor`), unless piecewise CUDA graphs hold it (at most
+``prefill_graph_tokens`` tokens, decodes included); decode-only iterations replay a graph up to the
 largest captured batch (``graph_max_batch``) and beyond it run eagerly, at least the host's issue
 time of the decode graph's kernels. A uniform decode step matches :func:`~inferlab.techniques.step.decode`.
 """
@@ -81,7 +81,7 @@ class StepModel:
     """
 
     def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False,
-                 graph_max_batch: int | None = None):
+                 graph_max_batch: int | None = None, prefill_graph_tokens: int | None = None):
         self.dep = dep
         self.groups = float(dep.parallel.attention_groups)
         # a busy attention-DP rank reads the tables at g times its tokens (replica tokens, as built)
@@ -129,13 +129,11 @@ class StepModel:
         self.fractions = {ph: (a.peak_fraction(ph), a.bandwidth_fraction(ph)) for ph in ("prefill", "decode")}
         # step_overhead_s runs beside the GPU's work under overlap; the serving iteration's stays exposed
         self.step_overhead_s = prof.step_overhead_s + serving_iteration_s(self.dep)
-        self.hidden_host_s = prof.step_overhead_s if overlap_host else 0.0
-        self.request_overhead_s = prof.request_overhead_s
-        # an iteration with prompt tokens runs eagerly where the engine graphs decode only: its
-        # kernels are the prefill graph's (MLA's prefill path differs from its decode path)
-        self.eager_s = 0.0
-        self.graph_max_batch = np.inf if graph_max_batch is None else float(graph_max_batch)
-        self.eager_decode_s = 0.0
+        self.hidden_host_s, self.request_overhead_s = prof.step_overhead_s if overlap_host else 0.0, prof.request_overhead_s
+        # an iteration with prompt tokens runs eagerly where the engine graphs decode only, beyond its
+        # piecewise graphs' tokens: its kernels are the prefill graph's (MLA's prefill path differs)
+        self.eager_s, self.prefill_graph_tokens = 0.0, float(prefill_graph_tokens or 0)
+        self.graph_max_batch, self.eager_decode_s = np.inf if graph_max_batch is None else float(graph_max_batch), 0.0
         if prof.eager_host_per_kernel_s:
             self.eager_s = eager_floor(prefill.kernels, prof) * stages
             if graph_max_batch is not None:
@@ -262,9 +260,11 @@ class StepModel:
     def _graphless(self, d: float, gpu_s: float) -> float:
         """A decode-only iteration of ``d`` sequences [s]: a graph's ``gpu_s``, or beyond the largest
         graph (on one rank) at least the host's issue time of the decode graph's kernels."""
-        if math.ceil(d / self.groups) > self.graph_max_batch:
-            return max(gpu_s, self.eager_decode_s)
-        return gpu_s
+        return max(gpu_s, self.eager_decode_s) if math.ceil(d / self.groups) > self.graph_max_batch else gpu_s
+
+    def _prompt_floor(self, tokens: float) -> float:
+        """Least time of an iteration of ``tokens`` with prompt tokens [s]: the eager floor, beyond piecewise graphs."""
+        return 0.0 if tokens <= self.prefill_graph_tokens else self.eager_s
 
     def _remember(self, key: tuple, value: Any) -> None:
         if len(self._by_sums) >= MEMO_SIZE:  # lengths that seldom repeat: start afresh
@@ -290,7 +290,7 @@ class StepModel:
         if p:
             m = len(self.attention)
             t += self._attention_s("prefill", [prefill_pairs] * m, [prefill_reads] * m, p, float(n_prefill))
-            t = max(t, self.eager_s)
+            t = max(t, self._prompt_floor(d + p))
         elif d:
             t = self._graphless(d, t)
         elapsed = self._with_host(t)
@@ -348,7 +348,7 @@ class StepModel:
         queries = d * decode_new
         if p and self._shared_list is not None:
             return self._with_host(max(self._time_busiest_rank(decode_context, prefill_context, prefill_tokens,
-                                                               logits, decode_new), self.eager_s))
+                                                               logits, decode_new), self._prompt_floor(queries + p)))
         t = self._table(self._balanced_list, queries + p) + self._table(self._head_list, logits)
         t += self._decode_attention_s(decode_context, decode_new)
         if p:
@@ -358,7 +358,7 @@ class StepModel:
             else:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
-            t = max(t, self.eager_s)
+            t = max(t, self._prompt_floor(queries + p))
         elif d:
             t = self._graphless(d, t)
         return self._with_host(t)

@@ -20,7 +20,7 @@ from ..core.interconnect import node_size
 from ..core.ops import Attention, Op
 from ..core.parallelism import Parallelism
 from ..core.quantization import PrecisionConfig, decode_attention_precision, gemm_kernel, matmul_precision
-from ..core.timing import OpTime, broadcast_sum, eager_floor, step_time, step_total, time_op, time_ops
+from ..core.timing import OpTime, broadcast_sum, step_time, step_total, time_op, time_ops
 from ..memo import array_key
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -379,22 +379,3 @@ def decode_time_s(dep: ResolvedDeployment, batch: np.ndarray, context: np.ndarra
     stage = step_total(totals, sum(op.count for op in whole), dep.profile, cuda_graphs=dep.cuda_graphs)
     once = _once_per_crossing(totals, whole, dep.profile) if par.pp > 1 else 0.0
     return pipeline_step_s(stage, once, m, "decode", par)
-
-
-def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks) -> np.ndarray:
-    """A batch's prefill run in ``chunks`` iterations [s]: the one prefill step's time and a step
-    overhead for each further chunk. An engine that prefills eagerly also issues every chunk's
-    kernels, so the host's issue time grows with the chunks until it outlasts the GPU's work
-    (:func:`~inferlab.core.timing.eager_floor`)."""
-    chunks = np.asarray(chunks, float)
-    out = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
-    kernels = pre.kernels
-    floor = eager_floor(kernels, dep.profile)
-    if not floor:
-        return out
-    totals = [t.total_s for t in pre.times]
-    gpu = broadcast_sum(totals)
-    # the stages and micro-batches the step passes through, as run_step counted them
-    passes = pre.time_s / step_total(totals, kernels, dep.profile, cuda_graphs=dep.cuda_graphs, phase="prefill")
-    return out + passes * np.maximum(chunks * floor - np.maximum(gpu, floor), 0.0)
-

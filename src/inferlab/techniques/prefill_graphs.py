@@ -1,0 +1,63 @@
+"""A static batch's prefill run eagerly or in piecewise CUDA graphs.
+
+An engine that captures CUDA graphs for decode batches only runs each prefill chunk eagerly: the
+host issues its kernels one by one, so a chunk lasts at least their issue time
+(:func:`~inferlab.core.timing.eager_floor`), and a prefill in ``n`` chunks issues ``n`` times the
+kernels. Piecewise CUDA graphs (SGLang's ``--piecewise-cuda-graph-max-tokens``, TensorRT-LLM's
+``capture_num_tokens``) replay the layers between the attention kernels for iterations of up to a
+number of tokens; those chunks cost their GPU work alone. The serving simulation applies the same
+rule per iteration (:class:`~inferlab.serving.stepmodel.StepModel`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.timing import broadcast_sum, eager_floor, step_total
+from .step import ResolvedDeployment, StepResult
+
+
+def prefill_graphed(dep: ResolvedDeployment, tokens: Any, limit: int | None) -> np.ndarray:
+    """Where a prefill iteration of ``tokens`` tokens [token] runs in piecewise CUDA graphs: at
+    most ``limit`` tokens (None: nowhere), on a deployment that runs CUDA graphs at all."""
+    if limit is None or not dep.cuda_graphs:
+        return np.zeros(np.shape(tokens), bool)
+    return np.asarray(tokens, float) <= limit
+
+
+def _floor_terms(dep: ResolvedDeployment, pre: StepResult) -> tuple[np.ndarray, float, np.ndarray]:
+    """The prefill step's GPU work [s], its eager floor [s], and the stages and micro-batches the
+    step passes through, as :func:`~inferlab.techniques.step.run_step` counted them."""
+    totals = [t.total_s for t in pre.times]
+    stage = step_total(totals, pre.kernels, dep.profile, cuda_graphs=dep.cuda_graphs, phase="prefill")
+    return broadcast_sum(totals), eager_floor(pre.kernels, dep.profile), pre.time_s / stage
+
+
+def graphed_prefill(dep: ResolvedDeployment, pre: StepResult, graphed: Any) -> StepResult:
+    """``pre`` with its time, where ``graphed`` (:func:`prefill_graphed`), its GPU work and step
+    overhead without the eager floor [s]."""
+    if not np.any(graphed) or not eager_floor(pre.kernels, dep.profile):
+        return pre
+    gpu, floor, passes = _floor_terms(dep, pre)
+    time_s = np.where(graphed, pre.time_s - passes * (np.maximum(gpu, floor) - gpu), pre.time_s)
+    return StepResult(pre.step, pre.ops, pre.times, time_s)
+
+
+def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks: Any, graphed: Any = False) -> np.ndarray:
+    """A batch's prefill run in ``chunks`` iterations [s]: the one prefill step's time and a step
+    overhead for each further chunk. An engine that prefills eagerly also issues every chunk's
+    kernels, so the host's issue time grows with the chunks until it outlasts the GPU's work
+    (:func:`~inferlab.core.timing.eager_floor`); where ``graphed`` (:func:`prefill_graphed`) the
+    chunks replay piecewise CUDA graphs and the GPU's work alone counts. ``pre`` is the step as
+    run eagerly."""
+    chunks = np.asarray(chunks, float)
+    out = pre.time_s + (chunks - 1.0) * dep.profile.step_overhead_s
+    if not eager_floor(pre.kernels, dep.profile):
+        return out
+    gpu, floor, passes = _floor_terms(dep, pre)
+    eager = out + passes * np.maximum(chunks * floor - np.maximum(gpu, floor), 0.0)
+    if not np.any(graphed):
+        return eager
+    return np.where(graphed, out - passes * (np.maximum(gpu, floor) - gpu), eager)
