@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from inferlab import Deployment, SpecError, estimate, serve
 from inferlab.cli.main import main
 from inferlab.engines import launch_command, parse_engine_args
+from inferlab.engines.launch import EngineLaunch
 from inferlab.engines.scheduler import ENGINE_SCHEDULERS, SchedulerConfig
 from inferlab.inputs.resolve import deployment
 from inferlab.serving.stepmodel import StepModel
@@ -73,6 +74,15 @@ def test_explain_says_when_piecewise_graphs_hold_the_prefill():
     assert "longer than its piecewise CUDA graphs' 256 tokens" in short and "a larger prefill_graph_tokens" in short
     plain = estimate("llama-3.1-8b", "h100-sxm", **LLAMA).explain()
     assert "--prefill-graph-tokens" in plain and "--enable-piecewise-cuda-graph" in plain
+    # a 256-token prompt within graphs of 512 tokens, with CUDA graphs off: eager because of that,
+    # not because the prompt is longer than the graphs, and a larger limit would not help
+    off = estimate("llama-3.1-8b", "h100-sxm", engine="sglang", isl=256, osl=2, cuda_graphs=False,
+                   prefill_graph_tokens=512).explain()
+    assert "longer than its piecewise" not in off and "a larger prefill_graph_tokens" not in off
+    assert "host-bound (run eagerly, CUDA graphs off" in off and "CUDA graphs on (prefill_graph_tokens 512" in off
+    # with them on, the same prompt fits the graphs: graphed, nothing said about a longer prompt
+    fits = estimate("llama-3.1-8b", "h100-sxm", engine="sglang", isl=256, osl=2, prefill_graph_tokens=512).explain()
+    assert "runs in piecewise CUDA graphs" in fits and "longer than its piecewise" not in fits
 
 
 def test_a_prompt_longer_than_the_graphs_still_pays_the_floor():
@@ -182,7 +192,7 @@ def test_a_deployment_carries_the_setting_to_serve_and_estimate():
     ("--enable-piecewise-cuda-graph --chunked-prefill-size 4096", 4096, "--enable-piecewise-cuda-graph"),
     ("--enable-piecewise-cuda-graph", 8192, "--enable-piecewise-cuda-graph"),  # SGLang's chunk on an H100
     ("--enforce-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 1024", 1024,
-     "--piecewise-cuda-graph-max-tokens"),
+     "--enforce-piecewise-cuda-graph"),  # kept as enforce, so that it is written back as such
     ("--disable-piecewise-cuda-graph", None, "--disable-piecewise-cuda-graph"),
     ("--piecewise-cuda-graph-max-tokens 1024", None, "prefill_graph_tokens"),  # on nowhere: eager, a note
 ])
@@ -199,6 +209,8 @@ def test_sglang_flags_read_and_written_back(flags, tokens, source):
     assert back.modelled() == launch.modelled()
     if "disable" in flags:
         assert "--disable-piecewise-cuda-graph" in script and "turns them off" in launch.notes[0]
+    if "enforce" in flags:
+        assert "--enforce-piecewise-cuda-graph" in script and "--enable-piecewise-cuda-graph" not in script
     if flags.startswith("--piecewise"):
         assert "takes effect where piecewise CUDA graphs are on" in launch.notes[0]
 
@@ -209,9 +221,69 @@ def test_sglang_mla_models_capture_2048_tokens_by_default():
     assert launch.prefill_graph_tokens == 2048
 
 
+#: SGLang's auto-disable rules (server_args.py _handle_piecewise_cuda_graph): without
+#: --enforce-piecewise-cuda-graph these configurations run prefill eagerly, whatever else is given.
+SGLANG_V3 = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8"
+
+
+@pytest.mark.parametrize("command, rule", [
+    (f"{SGLANG_V3} --ep 8 --moe-a2a-backend deepep", "all-to-all backend deepep"),  # moe_a2a_backend != "none"
+    (f"{SGLANG_V3} --enable-deepep-moe", "all-to-all backend deepep"),  # 0.4.x's alias of the same
+    (f"{SGLANG_V3} --dp 8 --enable-dp-attention", "DP attention"),
+    (f"{SGLANG} --tp 2 --pp 2", "pipeline parallelism"),
+    (f"{SGLANG} --enable-lora --lora-paths a=/adapters/a", "LoRA"),
+    (f"{SGLANG} --disaggregation-mode prefill", "PD disaggregation"),
+    ("python -m sglang.launch_server --model-path google/gemma-3-27b-it", "multimodal"),  # Gemma3ForConditionalGeneration
+    ("python -m sglang.launch_server --model-path Qwen/Qwen2.5-VL-7B-Instruct", "multimodal"),
+    ("python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct", "never graphs piecewise"),
+])
+def test_sglang_turns_piecewise_graphs_off_where_its_rules_say(command, rule):
+    launch = parse_engine_args(f"{command} --enable-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 1024")
+    assert launch.prefill_graph_tokens is None
+    note = next(n for n in launch.notes if "turns piecewise CUDA graphs off" in n)
+    assert rule in note and "--enforce-piecewise-cuda-graph skips" in note
+    assert not any("piecewise" in w for w in launch.unknown)  # read, not left unknown (LoRA's flags are)
+    # enforce skips the rules: the graphs stay on, and enforce is written back so that they do
+    forced = parse_engine_args(f"{command} --enforce-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 1024")
+    assert forced.prefill_graph_tokens == 1024 and any("skips the rules" in n for n in forced.notes)
+    script = launch_command(forced).script
+    assert "--enforce-piecewise-cuda-graph --piecewise-cuda-graph-max-tokens 1024" in " ".join(
+        script.replace("\\\n", " ").split())
+    assert parse_engine_args(script).modelled() == forced.modelled()
+
+
+def test_sglang_rules_that_do_not_apply_leave_the_graphs_on():
+    # expert parallelism without an all-to-all backend is no rule (sglang PR #14164): MLA's 2,048 tokens
+    assert parse_engine_args(f"{SGLANG_V3} --ep 8 --enable-piecewise-cuda-graph").prefill_graph_tokens == 2048
+    for extra in ("--disaggregation-mode null", "--moe-a2a-backend none"):
+        assert parse_engine_args(f"{SGLANG} {extra} --enable-piecewise-cuda-graph --chunked-prefill-size 4096"
+                                 ).prefill_graph_tokens == 4096
+    # speculative decoding turned them off before sglang PR #22128, not since: on, with a note
+    spec = parse_engine_args(f"{SGLANG} --speculative-algorithm NGRAM --speculative-num-draft-tokens 4 "
+                             "--enable-piecewise-cuda-graph --chunked-prefill-size 4096")
+    assert spec.prefill_graph_tokens == 4096 and any("#22128" in n for n in spec.notes)
+
+
+def test_graphs_asked_for_under_a_rule_are_written_enforced():
+    # a launch with graphs and attention DP (or pipeline stages) needs enforce for SGLang to keep them
+    for layout in (dict(tp=8, attention_dp=True, attention_tp=1, ep=8), dict(tp=2, pp=2)):
+        model = "deepseek-v3" if layout.get("attention_dp") else "llama-3.1-8b"
+        launch = EngineLaunch(engine="sglang", model=model, prefill_graph_tokens=512, **layout)
+        script = launch_command(launch).script
+        assert "--enforce-piecewise-cuda-graph" in script
+        assert parse_engine_args(script).prefill_graph_tokens == 512
+    plain = launch_command(EngineLaunch(engine="sglang", model="llama-3.1-8b", prefill_graph_tokens=512)).script
+    assert "--enable-piecewise-cuda-graph" in plain and "enforce" not in plain
+
+
 @pytest.mark.parametrize("options, tokens", [
     ("torch_compile_config: {enable_piecewise_cuda_graph: true, capture_num_tokens: [1, 64, 2048, 512]}", 2048),
-    ("torch_compile_config: {enable_piecewise_cuda_graph: true}", 3072),  # its default list's largest
+    # no list: TensorRT-LLM captures its decode graphs' batch sizes (model_engine.py), 128 by default
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}", 128),
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}\ncuda_graph_config: {max_batch_size: 64}", 64),
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}\ncuda_graph_config: {batch_sizes: [1, 8, 256]}", 256),
+    ("torch_compile_config: {enable_piecewise_cuda_graph: true}\ncuda_graph_config: null", None),  # no decode graphs
+    ("prefill_cuda_graph_backend: piecewise", 128),
     ("prefill_cuda_graph_backend: piecewise\nprefill_capture_num_tokens: [256, 1024]", 1024),
     ("torch_compile_config: {enable_piecewise_cuda_graph: false, capture_num_tokens: [64]}", None),
 ])
@@ -223,7 +295,8 @@ def test_trtllm_options_read_and_written_back(options, tokens):
     if tokens is not None:
         assert "enable_piecewise_cuda_graph: true" in script
     legacy = parse_engine_args(TRTLLM.format(options) + " --backend tensorrt")
-    assert legacy.prefill_graph_tokens is None and bool(legacy.unknown) == (tokens is not None)
+    assert legacy.prefill_graph_tokens is None and bool(legacy.unknown) == ("enable_piecewise_cuda_graph: true" in
+                                                                           options or "backend: piecewise" in options)
 
 
 def test_the_setting_crosses_engines_where_they_can_express_it():
@@ -259,3 +332,22 @@ def eager_ttft_drop() -> float:
     kw = dict(concurrency=1, num_requests=4, **LLAMA)
     return float(np.mean(serve("llama-3.1-8b", "h100-sxm", **kw).ttft_s
                          - serve("llama-3.1-8b", "h100-sxm", prefill_graph_tokens=512, **kw).ttft_s))
+
+
+def test_a_vllm_decode_pool_takes_no_prefill_graph_limit():
+    # the setting is the SGLang prefill pool's; the vLLM decode pool runs no prefill (as estimate() has it)
+    from inferlab.phases.disaggregated import estimate_disaggregated
+    from inferlab.techniques.disaggregation import Disaggregation, Pool
+
+    split = Disaggregation(prefill=Pool("h100-sxm", 1, engine="sglang"), decode=Pool("h100-sxm", 1, engine="vllm"))
+    kw = dict(disaggregation=split, engine="sglang", isl=512, osl=4, concurrency=1, num_requests=4)
+    eager, graphed = (serve("llama-3.1-8b", prefill_graph_tokens=n, **kw) for n in (None, 512))
+    # the prefill pool's 512-token prompt drops as SGLang's aggregated one does; the decode steps stay
+    assert float(np.mean(eager.ttft_s - graphed.ttft_s)) == pytest.approx(eager_ttft_drop(), rel=0.03)
+    assert np.array_equal(eager.tpot_s, graphed.tpot_s)
+    assert estimate_disaggregated("llama-3.1-8b", split, isl=512, osl=2, engine="sglang",
+                                  prefill_graph_tokens=512).prefill_s < \
+        estimate_disaggregated("llama-3.1-8b", split, isl=512, osl=2, engine="sglang").prefill_s
+    vllm_prefill = Disaggregation(prefill=Pool("h100-sxm", 1, engine="vllm"), decode=Pool("h100-sxm", 1, engine="sglang"))
+    with pytest.raises(SpecError, match="vllm runs no prefill eagerly"):  # a vLLM prefill pool still refuses it
+        serve("llama-3.1-8b", prefill_graph_tokens=512, **{**kw, "disaggregation": vllm_prefill})

@@ -98,13 +98,17 @@ class SchedulerConfig:
         their kernels (SGLang's ``--cuda-graph-max-bs``; it applies where the profile knows
         the engine's eager rate, ``eager_host_per_kernel_s``). Default: every decode batch
         replays a graph; None: the engine sizes it from the GPU's memory and the
-        tensor-parallel size (SGLang: :func:`graph_batch_limit`).
+        tensor-parallel size (SGLang: :func:`~inferlab.engines.sglang_sizing.graph_batch_limit`).
     prefill_graph_tokens : int or None
         Iterations with prompt tokens of at most this many tokens (decodes mixed in counted) run
         in piecewise CUDA graphs, without the host's eager floor; longer ones run eagerly (SGLang's
         ``--piecewise-cuda-graph-max-tokens``, TensorRT-LLM's ``capture_num_tokens``:
         :mod:`~inferlab.engines.piecewise_graphs`). None: every such iteration runs eagerly where
         the engine graphs decode only (``eager_host_per_kernel_s``): every engine's default.
+        Modelling limits: under attention DP N is compared with the whole replica's tokens in an
+        iteration, not one rank's (SGLang turns the graphs off under DP attention unless enforced);
+        the static estimate counts a chunked prefill as graphed only where its largest chunk fits
+        N (conservative: serve graphs each iteration that fits, :mod:`~inferlab.techniques.prefill_graphs`).
     max_model_len : int or None
         Longest prompt plus output the engine accepts [token] (vLLM's ``--max-model-len``,
         SGLang's ``--context-length``, TensorRT-LLM's ``max_seq_len``); a longer request is
@@ -269,7 +273,7 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
 #: the GPU (:data:`VLLM_BATCH_DEFAULTS`); SGLang ``chunked_prefill_size`` by the GPU's
 #: memory, its running requests by its KV pool
 #: (:mod:`~inferlab.engines.sglang_sizing`) and the decode batches it runs from CUDA graphs by the GPU's
-#: memory and the tensor-parallel size (:func:`graph_batch_limit`), its
+#: memory and the tensor-parallel size (:func:`~inferlab.engines.sglang_sizing.graph_batch_limit`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;

@@ -145,7 +145,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             slots = 4
     _schedule_policy(f, notes)
     window_kv, window_ratio = _windows(f, notes)
-    pieces, pieces_flag = sglang_tokens(f, model, chunk, DEFAULT_CHUNK, notes)
+    pieces, pieces_flag = sglang_tokens(f, model, chunk, DEFAULT_CHUNK, notes, a2a)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,

@@ -20,7 +20,7 @@ from .command_line import Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
-from .piecewise_graphs import trtllm_capture_list, trtllm_options
+from .piecewise_graphs import trtllm_capture_list, trtllm_default_tokens, trtllm_options
 from .scheduler import TRTLLM_GRAPH_BATCH, default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
 
@@ -103,7 +103,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
         values[key], sources[key] = value, label
 
     options, pieces = trtllm_options(options, where, f, notes)  # piecewise prefill graphs' keys taken out
-    if pieces is not None:
+    if pieces is not None and pieces[0] is not None:
         put("prefill_graph_tokens", *pieces)
     for key, value in options.items():
         label = f"{where}: {key}"
@@ -139,6 +139,10 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
                     f.unknown.append(f"{key}.{sub}: {item}")
         else:
             f.unknown.append(f"{key}: {value}")
+    if pieces is not None and pieces[0] is None:  # no capture list: the decode graphs' sizes, as configured above
+        tokens = trtllm_default_tokens(pieces[1], values.get("graph_max_batch"), notes)
+        if tokens is not None:
+            put("prefill_graph_tokens", tokens, pieces[1])
     if "kv_cache" in values or "quant" in values:
         sources.setdefault("precision", sources.get("kv_cache") or sources.get("quant", where))
     if "max_num_batched_tokens" in sources:

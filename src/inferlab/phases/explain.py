@@ -53,8 +53,9 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
             total += host - ops_s  # the graphed step's time holds the GPU's work: the eager one lasts the issue time
         why = "beyond the engine's largest CUDA graph, " if phase == "decode" and est.deployment.cuda_graphs else ""
         pieces = getattr(est, "prefill_graph_tokens", None)
-        if phase == "prefill" and pieces is not None:
-            why = f"longer than its piecewise CUDA graphs' {pieces:,} tokens (prefill_graph_tokens), "
+        if phase == "prefill" and pieces is not None:  # graphs on and not graphed: its chunk exceeds N
+            why = (f"longer than its piecewise CUDA graphs' {pieces:,} tokens (prefill_graph_tokens), "
+                   if est.deployment.cuda_graphs else "CUDA graphs off, piecewise ones with them, ")
         main_text = (f"host-bound (run eagerly, {why}the engine issues {step.kernels:,.0f} kernels, "
                      f"{pretty(Q(host, 's'))}, while the GPU's work takes {pretty(Q(ops_s, 's'))})")
         overhead = total - host if overhead > 0 else 0.0
@@ -107,7 +108,9 @@ def _levers(est: Estimate, point: int) -> list[str]:
     prefill_ops = sum(r["time_s"] for r in est.op_table("prefill", point))
     if _eager_host_s(est, "prefill", point) > prefill_ops:
         pieces = getattr(est, "prefill_graph_tokens", None)
-        hold = (f"piecewise CUDA graphs of more than its {pieces:,} tokens (a larger prefill_graph_tokens)"
+        hold = (f"CUDA graphs on (prefill_graph_tokens {pieces:,} acts only with them)"
+                if pieces is not None and not est.deployment.cuda_graphs
+                else f"piecewise CUDA graphs of more than its {pieces:,} tokens (a larger prefill_graph_tokens)"
                 if pieces is not None else "piecewise CUDA graphs holding its chunks (prefill_graph_tokens, "
                 "--prefill-graph-tokens: SGLang's --enable-piecewise-cuda-graph, on by default in its later "
                 "releases; TensorRT-LLM's torch_compile_config)")

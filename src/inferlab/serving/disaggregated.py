@@ -159,6 +159,8 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
     for pool, dep_engine in (("prefill", d.prefill.engine or engine), ("decode", d.decode.engine or engine)):
         base = scheduler or ENGINE_SCHEDULERS.get(dep_engine, SchedulerConfig())
         raw[pool] = replace(base, **window_limits(base, overrides, dep_engine, custom=scheduler is not None))
+    # the decode pool runs no prefill: piecewise prefill graphs are the prefill pool's alone (as in the estimate)
+    raw["decode"] = replace(raw["decode"], prefill_graph_tokens=None)
     # a request holds its prompt in the prefill pool, prompt and output in the decode pool
     side_p = _side(dep_p, d.prefill.engine or engine, raw["prefill"], d.prefill.replicas,
                    float(np.mean(prompts)) + 1.0 if n else None)

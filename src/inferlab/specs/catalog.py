@@ -289,3 +289,17 @@ def hf_repo(model: str) -> str:
         if card is not None and card.hf_repo:
             return card.hf_repo
     return model
+
+
+@functools.cache
+def architectures(model: str) -> tuple[str, ...]:
+    """The ``architectures`` of a catalog model's ``config.json`` (by id or alias), as its spec file
+    keeps them; () for a name the catalog does not hold. Engines key some behaviour on them (SGLang
+    treats ``Gemma3ForConditionalGeneration`` as multimodal, for one)."""
+    key = str(model).strip().lower()
+    key = _aliases().get(key, key)
+    path = _model_files().get(key)
+    if path is None:
+        return ()
+    config = _read_yaml(path, f"model_specs/{key}.yaml").get("config") or {}
+    return tuple(str(a) for a in config.get("architectures") or ())

@@ -7,6 +7,14 @@ kernels. Piecewise CUDA graphs (SGLang's ``--piecewise-cuda-graph-max-tokens``, 
 ``capture_num_tokens``) replay the layers between the attention kernels for iterations of up to a
 number of tokens; those chunks cost their GPU work alone. The serving simulation applies the same
 rule per iteration (:class:`~inferlab.serving.stepmodel.StepModel`).
+
+Two limits of the model, kept as they are: a static batch's prefill counts as graphed only where
+its largest chunk (the token budget, or the whole batch's prompts) fits the limit, so a prefill
+whose last, shorter chunk would fit pays the eager floor for every chunk (conservative; serve
+graphs each iteration that fits). And under attention DP the limit is compared with the whole
+replica's tokens in an iteration, not one rank's share of them, which an engine capturing per rank
+would graph sooner (SGLang turns piecewise graphs off under DP attention unless enforced:
+:mod:`~inferlab.engines.piecewise_graphs`).
 """
 
 from __future__ import annotations
