@@ -91,7 +91,7 @@ def test_sglangs_state_pool_pinned_at_its_slots():
 
     from inferlab.core.memory import recurrent_state_per_gpu
     from inferlab.engines.scheduler import ENGINE_SCHEDULERS
-    from inferlab.serving.replica import _pools, kv_capacity_tokens, state_slots
+    from inferlab.serving.kv_pool import _pools, kv_capacity_tokens, state_slots
 
     sglang = ENGINE_SCHEDULERS["sglang"]
     pinned = replace(sglang, state_pool_slots=300)

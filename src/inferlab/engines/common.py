@@ -133,19 +133,25 @@ STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 STATE_NAMES = {fmt: name for name, fmt in STATE_DTYPES.items()}
 
 
+def known_model(model: str | None) -> Any:
+    """The catalog :class:`~inferlab.specs.model.ModelSpec` a command launches, None for a model
+    inferlab does not know (each caller says what an unknown model is taken to do)."""
+    from ..specs.catalog import load_model
+
+    try:
+        return load_model(model) if model else None
+    except InferlabError:
+        return None
+
+
 def state_format(engine: str, flags, model: str, notes: list, names: dict) -> str | None:
     """The linear-attention state format a command's flag sets (``names``: its values), None where
     it sets none, or for a model that keeps no state (the engine ignores the flag: a note)."""
     if "state" not in flags.values:
         return None
     fmt = choice(engine, flags.flag("state"), flags.get("state"), names)
-    from ..specs.catalog import load_model
-
-    try:
-        hybrid = load_model(model).linear_attention is not None
-    except InferlabError:  # a model inferlab does not know: the flag stands
-        hybrid = True
-    if fmt is not None and not hybrid:
+    spec = known_model(model)  # a model inferlab does not know: the flag stands
+    if fmt is not None and spec is not None and spec.linear_attention is None:
         notes.append(f"{flags.flag('state')} {flags.get('state')}: {model} keeps no linear-attention state; {engine} "
                      "ignores it")
         return None

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InferlabError, SpecError
+from ..errors import SpecError
 from .command_line import Spec
+from .common import known_model
 from .launch import EngineLaunch
 
 #: SGLang's flags, as :func:`~inferlab.engines.command_line.read_flags` reads them.
@@ -149,12 +150,8 @@ def _model_rules(model: str) -> list[str]:
 
 def _mla(model: str) -> bool:
     """Whether ``model`` runs MLA attention (SGLang's ``use_mla_backend``)."""
-    from ..specs.catalog import load_model
-
-    try:
-        return load_model(model).mla is not None
-    except InferlabError:  # a model inferlab does not know: the chunk size stands
-        return False
+    spec = known_model(model)  # a model inferlab does not know: the chunk size stands
+    return spec is not None and spec.mla is not None
 
 
 def sglang_words(launch: EngineLaunch) -> list[str]:

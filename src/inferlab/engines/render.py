@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import SpecError
 from . import sglang, trtllm, vllm
 from .command_line import split_command
-from .common import speculation
+from .common import known_model, speculation
 from .launch import LAUNCH_ENGINES, EngineLaunch, Rendered, Speculation, precision_kinds
 
 _WRITERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm-pytorch": trtllm.render, "trtllm": trtllm.render}
@@ -206,14 +206,10 @@ def _default_state(model: str, source: str, target: str) -> str | None:
     """The state format ``source`` keeps ``model``'s linear-attention states in by default where
     ``target``'s default differs (the config names none: SGLang FP32, the others the model's
     BF16), so that a converted command runs the same states; None otherwise."""
-    from ..errors import InferlabError
     from .state_pool import ENGINE_STATE_FORMATS
-    from ..specs.catalog import load_model
 
-    try:
-        lin = load_model(model).linear_attention
-    except InferlabError:
-        return None
+    spec = known_model(model)
+    lin = spec.linear_attention if spec is not None else None
     if lin is None or lin.state_format is not None:
         return None
     kept = ENGINE_STATE_FORMATS.get(source, "bf16")

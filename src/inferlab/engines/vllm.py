@@ -15,9 +15,9 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, kv_spelling_note, launched_model,
-                     read_yaml_mapping, shell_form, source_flags, precision_words, speculation, STATE_DTYPES,
-                     state_format, state_words)
+from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, known_model, kv_spelling_note,
+                     launched_model, read_yaml_mapping, shell_form, source_flags, precision_words, speculation,
+                     STATE_DTYPES, state_format, state_words)
 from .launch import EngineLaunch, Rendered
 from .scheduler import default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
@@ -190,13 +190,8 @@ def _connectors(text: str) -> list[str]:
 
 def _windowed(model: str | None) -> bool:
     """Whether ``model`` has layers whose windows vLLM's hybrid manager frees (an unknown model may)."""
-    from ..errors import InferlabError
-    from ..specs.catalog import load_model
-
-    try:
-        return load_model(model).kv_share_held_whole(default_scheduler(NAME).window_kv) < 1.0 if model else True
-    except InferlabError:
-        return True
+    spec = known_model(model)
+    return spec is None or spec.kv_share_held_whole(default_scheduler(NAME).window_kv) < 1.0
 
 
 def _async_notes(pp: int, speculates: bool, how: str = "read as a later release that runs it") -> list[str]:

@@ -20,7 +20,7 @@ from ..engines.window_options import window_limits
 from ..errors import InfeasibleError, SpecError, did_you_mean, option_name
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
-from .kv_pool import _pools, hybrid_sequences, kv_capacity_tokens, state_slots, state_tokens  # noqa: F401 - theirs
+from .kv_pool import hybrid_sequences, kv_capacity_tokens, state_slots, state_tokens  # noqa: F401 - theirs
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (
