@@ -257,6 +257,9 @@ def test_trtllm_bench_limits_reach_the_cases():
     cases, _ = bench_cases([BENCH / "trtllm-bench-report.json"], given_deployment(gpu="h100-sxm"))
     assert {c.scheduler["max_num_seqs"] for c in cases} == {int(world["max_batch_size"])}
     assert {c.scheduler["max_num_batched_tokens"] for c in cases} == {int(world["max_num_tokens"])}
+    # trtllm-bench throughput chunks prompts (--enable_chunked_context, on by default), which
+    # the report does not record, where the LLM API it runs does not unless told
+    assert {c.scheduler["chunked_prefill"] for c in cases} == {True}
 
 
 def test_an_engine_the_file_records_wins_over_the_engine_args_and_is_said_to():

@@ -243,6 +243,11 @@ def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
     # so is its overlap scheduling: off in vLLM, on in SGLang and TensorRT-LLM's PyTorch runtime
     if want["overlap_host"] == default_scheduler(engine).overlap_host:
         want["overlap_host"] = None
+    # an unset chunking is the source engine's default, written where the target's differs (TensorRT-LLM
+    # prefills whole prompts unless enable_chunked_prefill says otherwise; the others chunk)
+    chunks = default_scheduler(launch.engine).chunked_prefill
+    if want["chunked_prefill"] is None and chunks != default_scheduler(engine).chunked_prefill:
+        want["chunked_prefill"] = chunks
     # vLLM and SGLang admit on the prompt and preempt when the cache fills: said by saying nothing
     if want["reserve_output"] is False and engine in ("vllm", "sglang"):
         want["reserve_output"] = None

@@ -170,7 +170,9 @@ def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
     assert case_limits(_case(engine="trtllm")) == {"max_num_batched_tokens": 2528, "chunked_prefill": False}
     two = _case(engine="trtllm", num_gpus=2, parallelism={"dp": 2}, isl=2048, load={"concurrency": 64})
     assert case_limits(two)["max_num_batched_tokens"] == 3580
-    assert case_limits(_case(engine="trtllm", source="trtllm-perf-overview-v1.0-offline")) == {}
+    # the performance overview's offline pages ran trtllm-bench, which chunks prompts by default
+    # (--enable_chunked_context), where the LLM API it runs does not unless told
+    assert case_limits(_case(engine="trtllm", source="trtllm-perf-overview-v1.0-offline")) == {"chunked_prefill": True}
 
 
 class _Flat:

@@ -208,7 +208,10 @@ def _planned(engine: str, speculative: str | None) -> dict[str, str]:
 
     best = Candidate(model="llama-3.1-8b", hardware="h100-sxm", precision="bf16", tp=1, ep=1,
                      speculative=speculative, feasible=True, replicas=1)
-    scenario = SimpleNamespace(engine=engine, traffic=SimpleNamespace(prefix=None, prefix_hit=0.0),
+    from inferlab.inputs.lengths import Lengths
+
+    traffic = SimpleNamespace(prefix=None, prefix_hit=0.0, isl=Lengths.of(1024))
+    scenario = SimpleNamespace(engine=engine, traffic=traffic,
                                search=SimpleNamespace(max_num_seqs=None))
     planned = SimpleNamespace(best=best, scenario=scenario)
     return {e: winner_commands(planned, e)[0].script for e in ("vllm", "sglang", "trtllm-pytorch", "trtllm")}

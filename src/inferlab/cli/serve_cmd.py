@@ -85,8 +85,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--max-prefill-tokens", type=int,
                    help="prompt tokens after which an iteration takes no further prompt, the one that passes it "
                         "whole (SGLang's --max-prefill-tokens; default none)")
-    p.add_argument("--no-chunked-prefill", dest="chunked_prefill", action="store_false", default=None,
-                   help="prefill each prompt whole (in one iteration)")
+    _switch(p, "chunked-prefill", "split prompts over iterations within the token budget (the default except "
+                                  "TensorRT-LLM's: enable_chunked_prefill)",
+            "prefill each prompt whole, in one iteration (TensorRT-LLM's default: it refuses a prompt longer than "
+            "the token budget)")
     _switch(p, "mixed-prefill", "decode the running requests in the iterations that prefill (engine default; "
                                 "SGLang: --enable-mixed-chunk)",
             "prefill iterations run prompts only, the decodes wait (SGLang's default)")

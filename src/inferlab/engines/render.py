@@ -140,6 +140,10 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
         launch = replace(launch, state=kept)
         said.append(f"state {kept}: {source}'s default for this model's linear-attention state, written for {target} "
                     "(whose own default differs)")
+    if launch.chunked_prefill is None and sizing[0].chunked_prefill != sizing[1].chunked_prefill:
+        launch = replace(launch, chunked_prefill=sizing[0].chunked_prefill)  # TensorRT-LLM prefills whole unless told
+        said.append(f"chunked prefill {'on' if sizing[0].chunked_prefill else 'off'}: {source}'s default, written for "
+                    f"{target} (whose own default differs)")
     if states and target != "sglang":  # a hybrid model's state pool: SGLang's flags alone
         launch = replace(launch, **dict.fromkeys(states))
         said.append(f"{', '.join(states)} ({source}'s hybrid state pool) not written: {target} keeps the states in "

@@ -61,6 +61,10 @@ class SchedulerConfig:
         token budget). None: the token budget alone.
     chunked_prefill : bool
         Split prompts over iterations (else a prompt is prefilled whole, when it fits the budget).
+    prompt_within_budget : bool
+        Without chunked prefill, a prompt longer than the token budget (a rank's) is refused
+        with an error (TensorRT-LLM's LLM API: "The sum of prompt length ... should not exceed
+        max_num_tokens"); False: it is prefilled whole in an iteration of its own (SGLang).
     mixed_prefill : bool
         The running requests decode in the iterations that prefill, chunks or whole prompts
         (vLLM's and TensorRT-LLM's batches; the decodes take their tokens from the budget);
@@ -171,6 +175,7 @@ class SchedulerConfig:
     max_num_batched_tokens: int | None = 8192
     max_prefill_tokens: int | None = None
     chunked_prefill: bool = True
+    prompt_within_budget: bool = False
     mixed_prefill: bool = True
     kv_block_size: int = 16
     gpu_memory_utilization: float | None = 0.9
@@ -222,7 +227,7 @@ class SchedulerConfig:
         integer("scheduler: state_slots", self.state_slots, maximum=64, what="slots")
         if self.state_pool_slots is not None:
             integer("scheduler: state_pool_slots", self.state_pool_slots, maximum=MAX_SEQS, what="slots")
-        for name in ("chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
+        for name in ("chunked_prefill", "prompt_within_budget", "mixed_prefill", "reserve_output", "overlap_host",
                      "context_budget", "limits_per_rank", "hybrid_overlap", "state_pages"):
             boolean(f"scheduler: {name}", getattr(self, name))
         if self.gpu_memory_utilization is not None:
@@ -276,7 +281,9 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
 #: memory and the tensor-parallel size (:func:`~inferlab.engines.sglang_sizing.graph_batch_limit`), its
 #: prefill batches run without the decodes (``enable_mixed_chunk`` off by default: the decodes
 #: wait while a prefill batch runs);
-#: TensorRT-LLM ``max_num_tokens`` 8192 with ``max_batch_size`` 2048 in trtllm-bench;
+#: TensorRT-LLM ``max_num_tokens`` 8192, ``max_batch_size`` 2048, prompts whole (LLM API
+#: ``enable_chunked_prefill`` false unless set, long-sequence docs) and longer ones refused
+#: (``LLM._check_arguments``; ``trtllm-bench throughput`` chunks by default: its readers say so);
 #: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
 #: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",
@@ -293,7 +300,8 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
 #: the 0.5 default, "will automatically close overlap schedule").
 #: Memory shares as each engine
 #: takes them by default: :mod:`inferlab.engines.memory_share`.
-_TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, reserve_output=True,
+_TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, chunked_prefill=False,
+                          prompt_within_budget=True, reserve_output=True,
                           memory_sizing="free", balance_timeout_iters=60, window_kv=("sliding",))
 #: The largest decode batch TensorRT-LLM's PyTorch runtime captures when ``cuda_graph_config``
 #: names neither ``batch_sizes`` nor ``max_batch_size`` (LLM API reference,
@@ -376,6 +384,14 @@ def unchunked_token_budget(sched: SchedulerConfig, context: int, given: int | No
                         "without chunked prefill refuses to start with it (a prompt must fit one iteration); raise it, "
                         "lower max_model_len, or enable chunked prefill")
     return given
+
+
+def prompt_cap(sched: SchedulerConfig, ranks: int = 1) -> int | None:
+    """The longest prompt ``sched`` takes unchunked where it refuses longer ones (``prompt_within_budget``):
+    a rank's token budget, ``ranks`` the attention-DP ranks its limits hold; None: no such bound."""
+    if sched.chunked_prefill or not sched.prompt_within_budget or sched.max_num_batched_tokens is None:
+        return None
+    return sched.max_num_batched_tokens // ranks
 
 
 def token_budget(engine: str, hw: HardwareSpec) -> int:

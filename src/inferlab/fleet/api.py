@@ -117,7 +117,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                             prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
     dep = kind.model.dep
     sched = kind.sched
-    check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context)
+    check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context,
+                  ranks=dep.parallel.attention_groups)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
     price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))
@@ -270,7 +271,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
-        check_context(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok)
+        check_context(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok,
+                      ranks=pool.kind.model.dep.parallel.attention_groups)
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     check_start_quotas(built, regions)

@@ -176,13 +176,15 @@ class Candidate:
         return _replicas_of(self.pd)
 
     def deployment(self, engine: str = "generic", profile: str = "default", max_num_seqs: int | None = None,
-                   allow_long_context: bool = False) -> Any:
+                   allow_long_context: bool = False, chunked_prefill: bool | None = None) -> Any:
         """This configuration as a :class:`~inferlab.Deployment`: one replica, or with a
-        disaggregated candidate's ``P:D`` both pools; ``engine``, ``profile`` and the
-        sequence limit are the scenario's (:meth:`~inferlab.planning.result.Plan.deployment`)."""
+        disaggregated candidate's ``P:D`` both pools; ``engine``, ``profile``, the sequence
+        limit and chunked prefill (None: the engine's default) are the scenario's
+        (:func:`~inferlab.planning.search.scenario_deployment`)."""
         from ..inputs.deployment import Deployment
 
-        eng = {"name": engine, **({"max_num_seqs": max_num_seqs} if max_num_seqs is not None else {})}
+        limits = {"max_num_seqs": max_num_seqs, "chunked_prefill": chunked_prefill}
+        eng = {"name": engine, **{k: v for k, v in limits.items() if v is not None}}
         precision = None if self.precision == "checkpoint" else self.precision
         if self.disaggregated:
             n_p, n_d = self.pools if self.pd else (1, 1)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..engines import LAUNCH_ENGINES, EngineLaunch, Rendered, launch_command, launch_from_deployment
 from ..errors import SpecError
-from .search import max_num_seqs
+from .search import chunked_prefill, max_num_seqs
 
 
 def _asked(best: Any) -> str | None:
@@ -68,7 +68,7 @@ def winner_launch(plan: Any) -> EngineLaunch:
                                     speculative=best.speculative,
                                     max_num_seqs=max_num_seqs(sc) or limits.max_num_seqs,
                                     max_num_batched_tokens=limits.max_num_batched_tokens,
-                                    chunked_prefill=limits.chunked_prefill,
+                                    chunked_prefill=chunked_prefill(sc) or limits.chunked_prefill,
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
                                     kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None,
                                     reserve_output=limits.reserve_output,

@@ -56,7 +56,7 @@ class Plan:
             No feasible candidate, or an index past the feasible ones.
         """
         from ..errors import SpecError
-        from .search import max_num_seqs
+        from .search import scenario_deployment
 
         if isinstance(candidate, int):
             if not 0 <= candidate < len(self.feasible):
@@ -64,7 +64,7 @@ class Plan:
                                 "is not one of them")
             candidate = self.feasible[candidate]
         sc = self.scenario
-        return candidate.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
+        return scenario_deployment(sc, candidate)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready ranking (and the winner's day, with an ``operations`` section); the

@@ -289,6 +289,26 @@ def max_num_seqs(scenario: Scenario) -> int | None:
     return default_scheduler(scenario.engine).max_num_seqs
 
 
+def chunked_prefill(scenario: Scenario) -> bool | None:
+    """True where the scenario's engine prefills prompts whole and refuses one longer than its
+    token budget (TensorRT-LLM, :func:`~inferlab.engines.scheduler.prompt_cap`) and the traffic's
+    prompts reach past it (its 99.99th percentile): the plan turns chunked prefill on, and its
+    launch command says so; None: the engine's default."""
+    from ..engines.scheduler import prompt_cap
+
+    cap = prompt_cap(default_scheduler(scenario.engine))
+    if cap is None:
+        return None
+    return True if float(scenario.traffic.isl.quantiles(np.array([1.0 - 1e-4]))[0]) > cap else None
+
+
+def scenario_deployment(scenario: Scenario, cand: Any) -> Any:
+    """``cand`` as the :class:`~inferlab.Deployment` the scenario runs: its engine, profile,
+    sequence limit, chunked prefill and context allowance."""
+    return cand.deployment(scenario.engine, scenario.profile, max_num_seqs(scenario), scenario.allow_long_context,
+                           chunked_prefill(scenario))
+
+
 def sequence_limit(scenario: Scenario, dep: Any, speculative: Any = None) -> int:
     """The sequences one replica of ``dep`` runs at most under the scenario's engine (with
     ``speculative`` decoding, the engine's limit for it: SGLang's 48)."""

@@ -25,7 +25,7 @@ from .candidate import Candidate, Probe
 from .probes import (finish, max_replicas, missed, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe,
                      techniques)
 from .scenario import Scenario
-from .search import max_num_seqs
+from .search import scenario_deployment
 
 
 def size_by_simulation(sc: Scenario, cand: Candidate) -> Candidate:
@@ -70,7 +70,7 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
 
     tr = sc.traffic
     kwargs, _ = techniques(sc, cand)
-    dep = cand.deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
+    dep = scenario_deployment(sc, cand)
     lifetime = prior_lifetime(sc, cand)
     lengths = {"isl": tr.isl, "osl": tr.osl, "seed": 0, **({"prefix": kwargs["prefix"]} if "prefix" in kwargs else {})}
 

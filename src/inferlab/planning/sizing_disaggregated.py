@@ -15,7 +15,7 @@ from ..errors import InferlabError
 from .candidate import Candidate, Probe
 from .probes import allowed_gpus, finish, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe
 from .scenario import Scenario
-from .search import max_num_seqs
+from .search import scenario_deployment
 
 
 def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
@@ -57,7 +57,7 @@ def _simulate(sc: Scenario, cand: Candidate, n_p: int, n_d: int, growth: float) 
 
     tr = sc.traffic
     pd = f"P{n_p}:D{n_d}"
-    dep = replace(cand, pd=pd).deployment(sc.engine, sc.profile, max_num_seqs(sc), sc.allow_long_context)
+    dep = scenario_deployment(sc, replace(cand, pd=pd))
     rate, n = tr.request_rate * (1.0 + growth), n_p + n_d
 
     def run(k: int, seed: int) -> Any:

@@ -166,8 +166,9 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                    float(np.mean(prompts)) + 1.0 if n else None)
     side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas,
                    float(np.mean(prompts + outputs)) if n else None)
-    for side in (side_p, side_d):
-        check_context(dep_p.model, side.sched, prompts, outputs, allow_long_context=allow_long_context)
+    for side, dep in ((side_p, dep_p), (side_d, dep_d)):  # the decode pool prefills nothing: no prompt cap
+        check_context(dep_p.model, side.sched if side is side_p else replace(side.sched, prompt_within_budget=False),
+                      prompts, outputs, allow_long_context=allow_long_context, ranks=dep.parallel.attention_groups)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
         return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..engines.graph_limits import checked_graph_limit, checked_prefill_graphs
 from ..engines.scheduler import (ENGINE_SCHEDULERS, SchedulerConfig, for_hardware, STATE_LIMITS, USER_LIMITS,
-                                 unchunked_token_budget)
+                                 prompt_cap, unchunked_token_budget)
 from ..engines.speculation_limits import for_speculation
 from ..engines.sglang_sizing import graph_batch_limit, running_requests as sglang_running_requests
 from ..engines.state_pool import overlap_off, page_tokens
@@ -136,25 +136,34 @@ def replica_limits(dep: Any, engine: str, sched: SchedulerConfig) -> SchedulerCo
     return scheduler_for(dep, sched)
 
 
-def check_lengths(sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray) -> None:
-    """Refuse requests longer (prompt plus output) than the engine's ``max_model_len``, as it does."""
+def check_lengths(sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, ranks: int = 1) -> None:
+    """Refuse requests longer (prompt plus output) than the engine's ``max_model_len``, and
+    prompts longer than a token budget that takes none longer (:func:`prompt_cap`, a rank's of
+    ``ranks``), as it does."""
     longest = float(np.max(isl + osl)) if len(isl) else 0.0
     if sched.max_model_len is not None and longest > sched.max_model_len:
         raise SpecError(f"requests of up to {longest:,.0f} tokens (prompt plus output) are longer than "
                         f"max_model_len={sched.max_model_len:,}: the engine refuses them; raise it or shorten them")
+    cap, prompt = prompt_cap(sched, ranks), float(np.max(isl)) if len(isl) else 0.0
+    if cap is not None and prompt > cap:
+        raise SpecError(f"prompts of up to {prompt:,.0f} tokens are longer than the token budget "
+                        f"(max_num_batched_tokens={cap:,}, TensorRT-LLM's max_num_tokens) without chunked prefill: "
+                        f"the engine refuses them; turn chunked prefill on (chunked_prefill=True, --chunked-prefill; "
+                        f"enable_chunked_prefill: true) or raise the budget to at least {prompt:,.0f}")
 
 
 def check_context(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, *,
-                  allow_long_context: bool = False) -> None:
+                  allow_long_context: bool = False, ranks: int = 1) -> None:
     """Refuse what no engine of ``sched`` would serve: requests longer than the model's trained
     positions or than ``max_model_len``, and a ``max_model_len`` beyond the positions, unless
-    ``allow_long_context`` (RoPE scaling) lifts the model's bound."""
+    ``allow_long_context`` (RoPE scaling) lifts the model's bound; prompts beyond an unchunked
+    budget that takes none longer (``ranks``: the attention-DP ranks whose budgets ``sched`` holds)."""
     from ..checks import context_within_model, engine_context_within_model
 
     if len(isl):
         context_within_model(model, isl, osl, allow_long_context=allow_long_context)
     engine_context_within_model(model, sched.max_model_len, allow_long_context=allow_long_context)
-    check_lengths(sched, isl, osl)
+    check_lengths(sched, isl, osl, ranks)
 
 
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
@@ -229,10 +238,11 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
                         "a trace without sessions; drop one of them")
     plan = shared.plan(replica) if shared is not None else None
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
-    refused = 0
+    refused, ranks = 0, dep.parallel.attention_groups
     if plan is None:  # drawn lengths: the engine answers a request longer than it takes with an error
-        arrivals, isl, osl, refused = _within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context)
-    check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context)
+        arrivals, isl, osl, refused = _within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context,
+                                                      ranks)
+    check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context, ranks=ranks)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch, limits.prefill_graph_tokens)
     spec, decoding, drafter = None, None, None
@@ -259,19 +269,21 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
 
 
 def _within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
-                    osl: np.ndarray, allow_long_context: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                    osl: np.ndarray, allow_long_context: bool,
+                    ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The drawn requests the engine takes (prompt plus output within ``max_model_len``, or the
-    model's positions unless ``allow_long_context``) and how many it refuses. A length
+    model's positions unless ``allow_long_context``; the prompt within a rank's budget where the
+    engine refuses longer ones unchunked, :func:`prompt_cap`) and how many it refuses. A length
     distribution's tail past the limit is refused request by request, as engines answer such a
     request with an error and serve the others; when every request is too long,
     :func:`check_context` refuses the run."""
     # the tighter of the engine's max_model_len and the model's positions (unless RoPE scaling lifts them)
     bounds = [b for b in (limits.max_model_len,
                           None if allow_long_context else getattr(model, "max_position_embeddings", None)) if b]
-    limit = min(bounds) if bounds else None
-    if not limit or not len(isl):
+    limit, cap = min(bounds) if bounds else None, prompt_cap(limits, ranks)
+    if not (limit or cap) or not len(isl):
         return arrivals, isl, osl, 0
-    keep = isl + osl <= limit
+    keep = (isl + osl <= (limit or np.inf)) & (isl <= (cap or np.inf))
     refused = int(len(keep) - np.count_nonzero(keep))
     if refused == 0 or refused == len(keep):
         return arrivals, isl, osl, 0

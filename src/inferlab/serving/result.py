@@ -271,8 +271,8 @@ class ServeResult:
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
             tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt "
-                     "plus output beyond its max_model_len or the model's positions) refused with an error, not "
-                     "served")
+                     "plus output beyond its max_model_len or the model's positions, or a prompt beyond an unchunked "
+                     "budget) refused with an error, not served")
         return "\n".join([head, table, tail, *self._technique_lines()])
 
     def _technique_lines(self) -> list[str]:

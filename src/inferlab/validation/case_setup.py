@@ -232,7 +232,7 @@ def case_limits(case: Case) -> dict[str, Any]:
         return {**_release_defaults(case), **(case.scheduler or {})}
     key = (case.source, case.engine)
     rule = SOURCE_SCHEDULER_RULES.get(key)
-    family = {**SOURCE_SCHEDULERS.get(key, {}), **(rule(case) if rule else {})}
+    family = {**_bench_tool(case), **SOURCE_SCHEDULERS.get(key, {}), **(rule(case) if rule else {})}
     return {**_release_defaults(case), **family, **(case.scheduler or {})}
 
 
@@ -275,6 +275,14 @@ SOURCE_ENGINE_VERSIONS = {("aiconfigurator-silicon-sample", "trtllm"): "1.0",
 #: TensorRT-LLM's performance overview of a release, as the case files name its pages
 #: (``trtllm-perf-overview-v1.2-offline``): the version there is the engine's, never a model's.
 _PERF_OVERVIEW = re.compile(r"^trtllm-perf-overview-v(\d+(?:\.\d+)+)-")
+
+
+def _bench_tool(case: Case) -> dict[str, Any]:
+    """What the benchmark tool of a source family sets where its engine's default differs: the
+    offline pages of TensorRT-LLM's performance overview run ``trtllm-bench throughput``, which
+    chunks prompts (``--enable_chunked_context``, on by default) where the LLM API does not."""
+    offline_page = _PERF_OVERVIEW.match(case.source) and case.source.endswith("-offline")
+    return {"chunked_prefill": True} if offline_page and case.engine == "trtllm" else {}
 
 
 def _major_version(version: Any) -> int:

@@ -138,7 +138,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
         value = world.get(f"{key}_size")
         if value is not None and str(value) != "None":  # the printed report writes an unset size as None
             layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size"))
-    limits = {}
+    limits: dict[str, Any] = {"chunked_prefill": True}  # the tool's --enable_chunked_context, on by default
     for key, field_name in (("max_batch_size", "max_num_seqs"), ("max_num_tokens", "max_num_batched_tokens")):
         value = world.get(key)
         if value is not None and str(value) != "None":

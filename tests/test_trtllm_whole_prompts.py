@@ -1,0 +1,152 @@
+"""TensorRT-LLM prefills prompts whole unless told otherwise, and refuses one longer than its
+token budget.
+
+Sources: the LLM API's ``enable_chunked_prefill`` is false unless set (TensorRT-LLM's
+long-sequence docs: "To enable chunked context, please set the enable_chunked_prefill in LLM API
+to True"); ``LLM._check_arguments`` answers a prompt longer than ``max_num_tokens`` without it
+with "The sum of prompt length (...), query length (0) should not exceed max_num_tokens (...)";
+``trtllm-bench throughput`` chunks by default (``--enable_chunked_context/--disable_chunked_context``,
+default true).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import inferlab
+from inferlab.engines.scheduler import default_scheduler, prompt_cap
+from inferlab.errors import SpecError
+from inferlab.inputs.lengths import Lengths
+from inferlab.techniques.disaggregation import Disaggregation, Pool
+
+TOO_LONG = r"prompts of up to 16,000 tokens are longer than the token budget \(max_num_batched_tokens=8,192"
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "trtllm-pytorch"])
+def test_tensorrt_llm_defaults_to_whole_prompts_within_its_8192_token_budget(engine):
+    sched = default_scheduler(engine)
+    assert sched.chunked_prefill is False and sched.max_num_batched_tokens == 8192
+    assert prompt_cap(sched) == 8192 and prompt_cap(sched, ranks=4) == 2048
+    # the engines that chunk by default take any prompt (a long one in chunks)
+    for other in ("vllm", "sglang", "lmdeploy", "generic"):
+        assert default_scheduler(other).chunked_prefill is True and prompt_cap(default_scheduler(other)) is None
+
+
+def test_a_prompt_longer_than_the_budget_is_refused_unless_chunked_or_the_budget_holds_it():
+    kw = dict(engine="trtllm-pytorch", rate=1.0, num_requests=6, isl=16000, osl=8)
+    with pytest.raises(SpecError, match=TOO_LONG + r".*chunked_prefill=True.*at least 16,000"):
+        inferlab.serve("llama-3.1-8b", "h100-sxm", **kw)
+    assert len(inferlab.serve("llama-3.1-8b", "h100-sxm", chunked_prefill=True, **kw).ttft_s) == 6
+    assert len(inferlab.serve("llama-3.1-8b", "h100-sxm", max_num_batched_tokens=16384, **kw).ttft_s) == 6
+
+
+def test_a_length_distributions_tail_past_the_budget_is_refused_request_by_request():
+    # lognormal(mean 4,000, sigma 0.8): P(prompt > 8,192) = P(z > (ln 8192 - ln 4000 + 0.32) / 0.8)
+    # = P(z > 1.30) ~ 10%: about 20 of 200 requests answered with an error, the rest served
+    run = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", rate=1.0, num_requests=200,
+                         isl=Lengths("lognormal", mean=4000, sigma=0.8), osl=16)
+    assert 8 <= run.refused <= 35 and run.refused + len(run.trace.isl) == 200
+    assert max(run.trace.isl) <= 8192 and "a prompt beyond an unchunked budget" in str(run)
+
+
+def test_under_attention_dp_the_cap_is_one_ranks_budget():
+    # each of the four ranks has its own 8,192-token max_num_tokens (the replica holds 32,768):
+    # a 10,000-token prompt runs on one rank, so it is refused; 8,000 tokens are not
+    kw = dict(tp=4, ep=4, attention_dp=True, engine="trtllm-pytorch", rate=1.0, num_requests=8, osl=8)
+    with pytest.raises(SpecError, match="prompts of up to 10,000 tokens"):
+        inferlab.serve("qwen3-30b-a3b", "h100-sxm", isl=10000, **kw)
+    assert len(inferlab.serve("qwen3-30b-a3b", "h100-sxm", isl=8000, **kw).ttft_s) == 8
+
+
+def test_only_the_pool_that_prefills_refuses_a_long_prompt():
+    kw = dict(rate=1.0, num_requests=6, isl=10000, osl=8)
+    vllm_prefills = Disaggregation(prefill=Pool("h100-sxm", 1, engine="vllm"),
+                                   decode=Pool("h100-sxm", 1, engine="trtllm-pytorch"))
+    assert len(inferlab.serve("llama-3.1-8b", disaggregation=vllm_prefills, engine="vllm", **kw).ttft_s) == 6
+    trtllm_prefills = Disaggregation(prefill=Pool("h100-sxm", 1, engine="trtllm-pytorch"),
+                                     decode=Pool("h100-sxm", 1, engine="vllm"))
+    with pytest.raises(SpecError, match="prompts of up to 10,000 tokens"):
+        inferlab.serve("llama-3.1-8b", disaggregation=trtllm_prefills, engine="vllm", **kw)
+
+
+def test_a_second_whole_prompt_waits_for_the_next_iteration():
+    """Two 5,000-token prompts queued together on one H100 with an 8,192-token budget. Whole:
+    the first fills an iteration alone (3,192 tokens are left, fewer than the second needs), the
+    second prefills in the next one, so its TTFT is the first's plus one more 5,000-token
+    prefill (one decode beside it). Chunked: the second's first 3,192 tokens join the first
+    iteration, which makes the first prompt's TTFT longer."""
+    kw = dict(engine="trtllm-pytorch", offline=True, num_requests=2, isl=5000, osl=2)
+    whole = np.sort(np.asarray(inferlab.serve("llama-3.1-8b", "h100-sxm", **kw).ttft_s))
+    chunked = np.sort(np.asarray(inferlab.serve("llama-3.1-8b", "h100-sxm", chunked_prefill=True, **kw).ttft_s))
+    prefill_s = inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=5000, osl=2).ttft_s
+    assert whole[1] - whole[0] == pytest.approx(prefill_s, rel=0.03)
+    assert chunked[0] > whole[0] + 0.3 * prefill_s
+
+
+def test_a_plan_turns_chunked_prefill_on_where_the_traffic_outgrows_the_budget():
+    from inferlab.planning.candidate import Candidate
+    from inferlab.planning.launch import winner_commands
+    from inferlab.planning.search import chunked_prefill
+
+    def scenario(isl):
+        return SimpleNamespace(engine="trtllm-pytorch", search=SimpleNamespace(max_num_seqs=None),
+                               traffic=SimpleNamespace(prefix=None, prefix_hit=0.0, isl=Lengths.of(isl)))
+
+    assert chunked_prefill(scenario(32000)) is True and chunked_prefill(scenario(1000)) is None
+    # a distribution whose 99.99th percentile passes 8,192 tokens (mean 2,000, sigma 0.6: ~ 2,000 x e^(3.72 x 0.6 - 0.18) ~ 15,500)
+    assert chunked_prefill(scenario("lognormal:mean=2000,sigma=0.6")) is True
+    assert chunked_prefill(SimpleNamespace(engine="vllm", traffic=None)) is None  # chunks anyway
+    best = Candidate(model="llama-3.1-8b", hardware="h100-sxm", precision="bf16", tp=1, ep=1, speculative=None,
+                     feasible=True, replicas=1)
+    long = winner_commands(SimpleNamespace(best=best, scenario=scenario(32000)), "trtllm-pytorch")[0].script
+    short = winner_commands(SimpleNamespace(best=best, scenario=scenario(1000)), "trtllm-pytorch")[0].script
+    assert "enable_chunked_prefill: true" in long and "enable_chunked_prefill: true" not in short
+
+
+def test_the_cli_reads_both_forms_and_refuses_in_one_line(capsys):
+    from inferlab.cli.main import main
+
+    base = ["serve", "llama-3.1-8b", "h100-sxm", "--engine", "trtllm-pytorch", "--isl", "16000", "--osl", "8",
+            "--rate", "1", "--num-requests", "4"]
+    code = main(base)
+    err = capsys.readouterr().err
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    assert "longer than the token budget" in err and "Traceback" not in err
+    assert main(base + ["--chunked-prefill"]) == 0
+    assert main(base + ["--no-chunked-prefill"]) != 0
+
+
+def test_validation_reads_each_source_familys_chunking():
+    from inferlab.validation.case_setup import case_limits
+    from inferlab.validation.cases import Case
+
+    def case(source, regime, load):
+        return Case(id="x", regime=regime, model="llama-3.1-8b", hardware="h100-sxm", num_gpus=1,
+                    parallelism={"tp": 1}, precision={"weights": "fp8"}, engine="trtllm", isl=1024, osl=128,
+                    load=load, metric="output_tokens_per_s", measured=1.0, unit="tokens/s", source=source)
+
+    # the performance overview's offline pages ran trtllm-bench, which chunks by default
+    assert case_limits(case("trtllm-perf-overview-v1.0-offline", "offline", {"offline": True}))["chunked_prefill"]
+    # aiconfigurator's servers ran its templates, enable_chunked_prefill false
+    silicon = case_limits(case("aiconfigurator-silicon-sample", "closed_loop", {"concurrency": 8}))
+    assert silicon["chunked_prefill"] is False
+    # the online pages name no tool setting: the engine's own default
+    assert "chunked_prefill" not in case_limits(case("trtllm-perf-overview-v0.14-online-serving", "online",
+                                                     {"request_rate": 1.0, "num_requests": 10}))
+
+
+def test_a_command_converted_between_engines_keeps_its_chunking():
+    from inferlab.engines import parse_engine_args
+    from inferlab.engines.render import launch_command
+
+    vllm = parse_engine_args("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 32768")
+    as_trtllm = launch_command(vllm, "trtllm-pytorch").script
+    assert "enable_chunked_prefill: true" in as_trtllm and "vllm's default" in as_trtllm
+    trtllm = parse_engine_args("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend pytorch")
+    assert trtllm.chunked_prefill is None  # unset: the engine's default, whole prompts
+    assert "--no-enable-chunked-prefill" in launch_command(trtllm, "vllm").script
+    # between TensorRT-LLM's runtimes nothing is said
+    assert "chunked" not in launch_command(trtllm, "trtllm").script
