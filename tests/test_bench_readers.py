@@ -257,8 +257,8 @@ def test_trtllm_bench_limits_reach_the_cases():
     cases, _ = bench_cases([BENCH / "trtllm-bench-report.json"], given_deployment(gpu="h100-sxm"))
     assert {c.scheduler["max_num_seqs"] for c in cases} == {int(world["max_batch_size"])}
     assert {c.scheduler["max_num_batched_tokens"] for c in cases} == {int(world["max_num_tokens"])}
-    # trtllm-bench throughput chunks prompts (--enable_chunked_context, on by default), which
-    # the report does not record, where the LLM API it runs does not unless told
+    # trtllm-bench never refuses a prompt for its budget (it chunks, or by release raises
+    # max_num_tokens to the longest prompt) and the report records neither: read as chunked
     assert {c.scheduler["chunked_prefill"] for c in cases} == {True}
 
 

@@ -167,11 +167,13 @@ def test_a_source_familys_scheduler_settings_apply_where_the_case_states_none():
     assert case_limits(_case(engine="vllm", engine_version="0.16.1")) == {"gpu_memory_utilization": 0.9}
     assert case_limits(_case(engine="vllm", engine_version="0.12.0", source="elsewhere")) == early
     assert case_limits(_case(engine="vllm", source="elsewhere")) == {}
-    assert case_limits(_case(engine="trtllm")) == {"max_num_batched_tokens": 2528, "chunked_prefill": False}
+    # and a CUDA graph for every decode batch up to them (cuda_graph_batch_sizes = range(1, max_batch_size + 1))
+    assert case_limits(_case(engine="trtllm")) == {"max_num_batched_tokens": 2528, "chunked_prefill": False,
+                                                   "graph_max_batch": 4}
     two = _case(engine="trtllm", num_gpus=2, parallelism={"dp": 2}, isl=2048, load={"concurrency": 64})
     assert case_limits(two)["max_num_batched_tokens"] == 3580
-    # the performance overview's offline pages ran trtllm-bench, which chunks prompts by default
-    # (--enable_chunked_context), where the LLM API it runs does not unless told
+    # the performance overview's offline pages ran trtllm-bench, which never refuses a prompt for
+    # its budget (it chunks, or by release raises max_num_tokens to the longest prompt)
     assert case_limits(_case(engine="trtllm", source="trtllm-perf-overview-v1.0-offline")) == {"chunked_prefill": True}
 
 

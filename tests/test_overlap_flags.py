@@ -210,7 +210,7 @@ def _planned(engine: str, speculative: str | None) -> dict[str, str]:
                      speculative=speculative, feasible=True, replicas=1)
     from inferlab.inputs.lengths import Lengths
 
-    traffic = SimpleNamespace(prefix=None, prefix_hit=0.0, isl=Lengths.of(1024))
+    traffic = SimpleNamespace(prefix=None, prefix_hit=0.0, isl=Lengths.of(1024), osl=Lengths.of(128))
     scenario = SimpleNamespace(engine=engine, traffic=traffic,
                                search=SimpleNamespace(max_num_seqs=None))
     planned = SimpleNamespace(best=best, scenario=scenario)

@@ -5,12 +5,14 @@ Sources: the LLM API's ``enable_chunked_prefill`` is false unless set (TensorRT-
 long-sequence docs: "To enable chunked context, please set the enable_chunked_prefill in LLM API
 to True"); ``LLM._check_arguments`` answers a prompt longer than ``max_num_tokens`` without it
 with "The sum of prompt length (...), query length (0) should not exceed max_num_tokens (...)";
-``trtllm-bench throughput`` chunks by default (``--enable_chunked_context/--disable_chunked_context``,
-default true).
+``trtllm-bench throughput`` never refuses a prompt for its budget: by release it chunks
+(``--enable_chunked_context``, on by default in some releases) or raises ``max_num_tokens`` to the
+longest prompt, and its reports record neither, so they are read as chunked.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -29,7 +31,9 @@ TOO_LONG = r"prompts of up to 16,000 tokens are longer than the token budget \(m
 def test_tensorrt_llm_defaults_to_whole_prompts_within_its_8192_token_budget(engine):
     sched = default_scheduler(engine)
     assert sched.chunked_prefill is False and sched.max_num_batched_tokens == 8192
-    assert prompt_cap(sched) == 8192 and prompt_cap(sched, ranks=4) == 2048
+    assert prompt_cap(sched) == 8192
+    # a replica's limits over four attention-DP ranks hold 4 x 8,192 tokens: one rank's is the cap
+    assert prompt_cap(replace(sched, max_num_batched_tokens=4 * 8192), ranks=4) == 8192
     # the engines that chunk by default take any prompt (a long one in chunks)
     for other in ("vllm", "sglang", "lmdeploy", "generic"):
         assert default_scheduler(other).chunked_prefill is True and prompt_cap(default_scheduler(other)) is None
@@ -91,11 +95,15 @@ def test_a_plan_turns_chunked_prefill_on_where_the_traffic_outgrows_the_budget()
     from inferlab.planning.launch import winner_commands
     from inferlab.planning.search import chunked_prefill
 
-    def scenario(isl):
+    def scenario(isl, prefix=None):
         return SimpleNamespace(engine="trtllm-pytorch", search=SimpleNamespace(max_num_seqs=None),
-                               traffic=SimpleNamespace(prefix=None, prefix_hit=0.0, isl=Lengths.of(isl)))
+                               traffic=SimpleNamespace(prefix=prefix, prefix_hit=0.0, isl=Lengths.of(isl),
+                                                       osl=Lengths.of(256)))
 
     assert chunked_prefill(scenario(32000)) is True and chunked_prefill(scenario(1000)) is None
+    # conversations: the sixth turn's prompt holds five earlier turns and answers, 6 x 2,048 + 5 x 256 = 13,568
+    assert chunked_prefill(scenario(2048, "sessions:turns=6,think=5")) is True
+    assert chunked_prefill(scenario(1000, "sessions:turns=3,think=5")) is None  # 3 x 1,000 + 2 x 256
     # a distribution whose 99.99th percentile passes 8,192 tokens (mean 2,000, sigma 0.6: ~ 2,000 x e^(3.72 x 0.6 - 0.18) ~ 15,500)
     assert chunked_prefill(scenario("lognormal:mean=2000,sigma=0.6")) is True
     assert chunked_prefill(SimpleNamespace(engine="vllm", traffic=None)) is None  # chunks anyway
@@ -103,7 +111,10 @@ def test_a_plan_turns_chunked_prefill_on_where_the_traffic_outgrows_the_budget()
                      feasible=True, replicas=1)
     long = winner_commands(SimpleNamespace(best=best, scenario=scenario(32000)), "trtllm-pytorch")[0].script
     short = winner_commands(SimpleNamespace(best=best, scenario=scenario(1000)), "trtllm-pytorch")[0].script
-    assert "enable_chunked_prefill: true" in long and "enable_chunked_prefill: true" not in short
+    assert "enable_chunked_prefill: true" in long and "enable_chunked_prefill" not in short
+    # the short plan's command for vLLM chunks as vLLM does (unchunked it needs a budget of its whole context)
+    as_vllm = winner_commands(SimpleNamespace(best=best, scenario=scenario(1000)), "vllm")[0].script
+    assert "no-enable-chunked-prefill" not in as_vllm
 
 
 def test_the_cli_reads_both_forms_and_refuses_in_one_line(capsys):
@@ -147,6 +158,21 @@ def test_a_command_converted_between_engines_keeps_its_chunking():
     assert "enable_chunked_prefill: true" in as_trtllm and "vllm's default" in as_trtllm
     trtllm = parse_engine_args("trtllm-serve meta-llama/Llama-3.1-8B-Instruct --backend pytorch")
     assert trtllm.chunked_prefill is None  # unset: the engine's default, whole prompts
-    assert "--no-enable-chunked-prefill" in launch_command(trtllm, "vllm").script
+    # vLLM unchunked would need a budget of its whole context (it refuses to start below it): it chunks
+    as_vllm = launch_command(trtllm, "vllm").script
+    assert "no-enable-chunked-prefill" not in as_vllm and "vllm chunks them" in as_vllm
+    back = parse_engine_args(as_vllm)  # and the command starts: read back, it serves
+    served = inferlab.serve(hardware="h100-sxm", rate=1.0, num_requests=4, isl=1000, osl=8, **back.to_kwargs("serve"))
+    assert back.chunked_prefill is None and len(served.ttft_s) == 4
     # between TensorRT-LLM's runtimes nothing is said
     assert "chunked" not in launch_command(trtllm, "trtllm").script
+
+
+def test_a_disaggregated_runs_tail_past_the_prefill_pools_budget_is_refused_request_by_request():
+    # as test_a_length_distributions_tail_past_the_budget_is_refused_request_by_request, over two pools
+    tail = Lengths("lognormal", mean=4000, sigma=0.8)
+    for load in ({"rate": 1.0}, {"concurrency": 8}):
+        run = inferlab.serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1",
+                             engine="trtllm-pytorch", num_requests=200, isl=tail, osl=16, **load)
+        assert 8 <= run.refused <= 35 and run.refused + len(run.trace.isl) == 200
+        assert max(run.trace.isl) <= 8192

@@ -62,9 +62,9 @@ class SchedulerConfig:
     chunked_prefill : bool
         Split prompts over iterations (else a prompt is prefilled whole, when it fits the budget).
     prompt_within_budget : bool
-        Without chunked prefill, a prompt longer than the token budget (a rank's) is refused
-        with an error (TensorRT-LLM's LLM API: "The sum of prompt length ... should not exceed
-        max_num_tokens"); False: it is prefilled whole in an iteration of its own (SGLang).
+        Without chunked prefill, a prompt longer than the token budget (a rank's) is refused (TensorRT-LLM's
+        LLM API: "The sum of prompt length ... should not exceed max_num_tokens"; its C++ runtime's
+        ``maxInputLen = min(maxSequenceLen - 1, maxNumTokens)``); False: prefilled whole alone (SGLang).
     mixed_prefill : bool
         The running requests decode in the iterations that prefill, chunks or whole prompts
         (vLLM's and TensorRT-LLM's batches; the decodes take their tokens from the budget);

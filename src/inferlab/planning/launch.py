@@ -68,7 +68,9 @@ def winner_launch(plan: Any) -> EngineLaunch:
                                     speculative=best.speculative,
                                     max_num_seqs=max_num_seqs(sc) or limits.max_num_seqs,
                                     max_num_batched_tokens=limits.max_num_batched_tokens,
-                                    chunked_prefill=chunked_prefill(sc) or limits.chunked_prefill,
+                                    # as planned: chunked where the engine chunks or the plan turned it on;
+                                    # else the engine's whole prompts, said by saying nothing
+                                    chunked_prefill=chunked_prefill(sc) or (True if limits.chunked_prefill else None),
                                     gpu_memory_utilization=limits.gpu_memory_utilization,
                                     kv_block_size=limits.kv_block_size, prefix_caching=True if shared else None,
                                     reserve_output=limits.reserve_output,

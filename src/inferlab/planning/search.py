@@ -292,14 +292,20 @@ def max_num_seqs(scenario: Scenario) -> int | None:
 def chunked_prefill(scenario: Scenario) -> bool | None:
     """True where the scenario's engine prefills prompts whole and refuses one longer than its
     token budget (TensorRT-LLM, :func:`~inferlab.engines.scheduler.prompt_cap`) and the traffic's
-    prompts reach past it (its 99.99th percentile): the plan turns chunked prefill on, and its
-    launch command says so; None: the engine's default."""
+    prompts may reach past it: the plan turns chunked prefill on, and its launch command says so;
+    None: the engine's default. A prompt's reach: its lengths' 99.99th percentile, or with
+    conversations (a ``sessions`` prefix) the last turn's, every earlier turn and answer held."""
     from ..engines.scheduler import prompt_cap
+    from ..inputs.prefixes import prefixes
 
     cap = prompt_cap(default_scheduler(scenario.engine))
     if cap is None:
         return None
-    return True if float(scenario.traffic.isl.quantiles(np.array([1.0 - 1e-4]))[0]) > cap else None
+    tr, tail = scenario.traffic, np.array([1.0 - 1e-4])
+    shared = prefixes(tr.prefix) if tr.prefix is not None else None
+    turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
+    longest = turns * float(tr.isl.quantiles(tail)[0]) + (turns - 1) * float(tr.osl.quantiles(tail)[0])
+    return True if longest > cap else None
 
 
 def scenario_deployment(scenario: Scenario, cand: Any) -> Any:

@@ -144,7 +144,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
         positions, as :func:`inferlab.serve` does.
     """
     from ..phases.disaggregated import pool_deployments
-    from .replica import check_context
+    from .replica import check_context, within_context
     from ..engines.scheduler import ENGINE_SCHEDULERS
     from ..engines.window_options import window_limits
 
@@ -166,12 +166,16 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                    float(np.mean(prompts)) + 1.0 if n else None)
     side_d = _side(dep_d, d.decode.engine or engine, raw["decode"], d.decode.replicas,
                    float(np.mean(prompts + outputs)) if n else None)
+    # a drawn request longer than the prefill pool takes is answered with an error, the others served
+    arrivals, prompts, outputs, refused = within_context(dep_p.model, side_p.sched, workload, arrivals, prompts, outputs,
+                                                         allow_long_context, dep_p.parallel.attention_groups)
+    n = len(prompts)
     for side, dep in ((side_p, dep_p), (side_d, dep_d)):  # the decode pool prefills nothing: no prompt cap
         check_context(dep_p.model, side.sched if side is side_p else replace(side.sched, prompt_within_budget=False),
                       prompts, outputs, allow_long_context=allow_long_context, ranks=dep.parallel.attention_groups)
     side_d.model.request_overhead_s = 0.0  # the request entered the server at the prefill pool
     if concurrency is not None:
-        return _closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs)
+        return replace(_closed_loop(d, dep_p, dep_d, engine, workload, side_p, side_d, prompts, outputs), refused=refused)
     # prefill pool: each request leaves with its prompt prefilled (one token sampled)
     model_p, kv_p = side_p.model, side_p.kv_capacity_tokens
     ones = np.ones(n)
@@ -218,7 +222,7 @@ def serve_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *,
                    np.concatenate([t.itl_weights for t in decode_traces] or [np.zeros(0)]))
     return DisaggServeResult(dep_d, d.decode.engine or engine, workload, merged, 1,
                              prefill_deployment=dep_p, disaggregation=d, prefill_done=prefill_done,
-                             decode_arrival=at_decode)
+                             decode_arrival=at_decode, refused=refused)
 
 
 def _side(dep: ResolvedDeployment, engine: str, engine_sched: SchedulerConfig, replicas: int,

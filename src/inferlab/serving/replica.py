@@ -215,7 +215,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`).
     The drawn requests are checked as the engine checks them: one longer than it takes (its
     ``max_model_len``, or the model's positions unless ``allow_long_context``) is refused
-    request by request (:func:`_within_context`), a run whose every request is is refused
+    request by request (:func:`within_context`), a run whose every request is is refused
     whole (:func:`check_context`)."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
@@ -240,7 +240,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     arrivals, isl, osl = (plan.arrivals, plan.isl, plan.osl) if plan is not None else replica.draw()
     refused, ranks = 0, dep.parallel.attention_groups
     if plan is None:  # drawn lengths: the engine answers a request longer than it takes with an error
-        arrivals, isl, osl, refused = _within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context,
+        arrivals, isl, osl, refused = within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context,
                                                       ranks)
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context, ranks=ranks)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
@@ -268,7 +268,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
                        limits=limits)
 
 
-def _within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
+def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
                     osl: np.ndarray, allow_long_context: bool,
                     ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The drawn requests the engine takes (prompt plus output within ``max_model_len``, or the

@@ -304,8 +304,8 @@ class ServeResult:
             where = "per replica" if pp == 1 else \
                 f"in each of the replica's {pp} pipeline batches ({self.mean_in_flight * pp:.1f} per replica)"
             lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill chunks mixed into "
-                         "the same iterations stretch them")
+                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill "
+                         f"{'chunks' if self.limits is None or self.limits.chunked_prefill else 'of whole prompts'} mixed into the same iterations stretch them")
         else:
             lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
         lines += self._iteration_lines()

@@ -170,7 +170,9 @@ def _aiconfigurator_trtllm(case: Case) -> dict[str, Any]:
     rows record ``batch_size`` = concurrency; as a sequence limit it binds nothing in a closed
     loop of that many clients, so it is not set), without chunked prefill (the ``extra_engine_args``
     templates, 1.0.0rc3 to 1.2: ``enable_chunked_prefill`` defaults to false), so a second
-    prompt of 1,500 tokens or more waits for the next iteration.
+    prompt of 1,500 tokens or more waits for the next iteration; and, on the PyTorch runtime, a
+    CUDA graph for every decode batch up to those clients (``cuda_graph_batch_sizes = range(1,
+    max_batch_size + 1)``, where TensorRT-LLM's own default stops at 128).
 
     Not applied to vLLM, whose rule reads the same: with it the sample's vLLM rows
     (Llama-3.1-70B, untagged) move away from their measured TTFTs (8,192-token prompts no
@@ -180,6 +182,8 @@ def _aiconfigurator_trtllm(case: Case) -> dict[str, Any]:
     if clients:
         per_replica = math.ceil(clients / max(case.parallelism.dp, 1))
         limits["max_num_batched_tokens"] = per_replica + case.isl + AICONFIGURATOR_TOKEN_MARGIN
+        if case_engine(case) == "trtllm-pytorch":  # (the compiled engines' runtime has no graph setting)
+            limits["graph_max_batch"] = per_replica
     return limits
 
 
@@ -280,7 +284,9 @@ _PERF_OVERVIEW = re.compile(r"^trtllm-perf-overview-v(\d+(?:\.\d+)+)-")
 def _bench_tool(case: Case) -> dict[str, Any]:
     """What the benchmark tool of a source family sets where its engine's default differs: the
     offline pages of TensorRT-LLM's performance overview run ``trtllm-bench throughput``, which
-    chunks prompts (``--enable_chunked_context``, on by default) where the LLM API does not."""
+    never refuses a prompt for its budget: by release it chunks (``--enable_chunked_context``,
+    on by default in some, for the C++ runtime only from TensorRT-LLM PR #6956) or raises
+    ``max_num_tokens`` to hold the longest prompt; the pages record neither: read as chunked."""
     offline_page = _PERF_OVERVIEW.match(case.source) and case.source.endswith("-offline")
     return {"chunked_prefill": True} if offline_page and case.engine == "trtllm" else {}
 

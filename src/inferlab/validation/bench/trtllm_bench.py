@@ -138,7 +138,9 @@ def read(data: Any, label: str) -> list[BenchRun]:
         value = world.get(f"{key}_size")
         if value is not None and str(value) != "None":  # the printed report writes an unset size as None
             layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size"))
-    limits: dict[str, Any] = {"chunked_prefill": True}  # the tool's --enable_chunked_context, on by default
+    # the tool never refuses a prompt for its budget (it chunks, --enable_chunked_context, or by release
+    # raises max_num_tokens to the longest prompt); the report records neither: read as chunked
+    limits: dict[str, Any] = {"chunked_prefill": True}
     for key, field_name in (("max_batch_size", "max_num_seqs"), ("max_num_tokens", "max_num_batched_tokens")):
         value = world.get(key)
         if value is not None and str(value) != "None":
