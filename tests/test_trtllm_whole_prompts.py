@@ -176,3 +176,31 @@ def test_a_disaggregated_runs_tail_past_the_prefill_pools_budget_is_refused_requ
                              engine="trtllm-pytorch", num_requests=200, isl=tail, osl=16, **load)
         assert 8 <= run.refused <= 35 and run.refused + len(run.trace.isl) == 200
         assert max(run.trace.isl) <= 8192
+
+
+def test_a_fleet_answers_a_too_long_prompt_alone_and_routes_it_where_an_engine_takes_it():
+    # lognormal(mean 4,000, sigma 0.8): ~10% of prompts pass 8,192 tokens (see the tail test above)
+    traffic = {"rate": 1.0, "isl": {"kind": "lognormal", "mean": 4000, "sigma": 0.8}, "osl": 64}
+    run = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=2, horizon_s=600,
+                         traffic=traffic)
+    counts, isl = run.counts(), np.asarray(run.isl)
+    assert 0.05 * len(isl) <= counts["no replica"] <= 0.16 * len(isl) and counts["ok"] > 0.8 * len(isl)
+    assert isl[np.asarray(run.status) == 0].max() <= 8192 and "had no replica: an engine without chunked" in run.explain()
+    chunked = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=2, horizon_s=600,
+                             traffic=traffic, chunked_prefill=True)
+    assert chunked.counts()["no replica"] == 0
+    with pytest.raises(SpecError, match="prompts of up to 16,000 tokens"):  # every prompt too long: said at once
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=1, horizon_s=60,
+                       traffic={"rate": 1.0, "isl": 16000, "osl": 8})
+    # beside a vLLM pool of the same model, the long prompts go there, through the router's queue too
+    from inferlab.fleet.api import fleet_of
+
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "trtllm-pytorch", "replicas": 1},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm", "replicas": 1}]
+    for admission in (None, {"at": "router", "max_outstanding": 4}):
+        both = fleet_of(pools, traffic=[traffic], horizon_s=600, admission=admission)
+        served = np.asarray(both.status) == 0
+        assert both.counts()["no replica"] == 0
+        long = served & (np.asarray(both.isl) > 8192)
+        pool_of = np.asarray(both.replica_pool)[np.asarray(both.replica)[long]]
+        assert long.any() and set(pool_of.tolist()) == {1}

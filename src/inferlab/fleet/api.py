@@ -12,7 +12,7 @@ from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
-from ..serving.replica import check_context
+from ..serving.replica import check_served
 from .admission import Admission
 from .autoscaler import Autoscaler, unreached_note
 from .failures import Failures
@@ -21,7 +21,7 @@ from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
 from .replicas import mean_length, replica_kind
-from .simulation import FleetConfig, Record, run
+from .simulation import FleetConfig, Record, run, unserved_prompts_note
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
 
@@ -117,8 +117,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                             prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
     dep = kind.model.dep
     sched = kind.sched
-    check_context(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context,
-                  ranks=dep.parallel.attention_groups)
+    check_served(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context,
+                 ranks=dep.parallel.attention_groups)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
     price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))
@@ -271,8 +271,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
         mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
-        check_context(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok,
-                      ranks=pool.kind.model.dep.parallel.attention_groups)
+        check_served(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok,
+                     ranks=pool.kind.model.dep.parallel.attention_groups)
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     check_start_quotas(built, regions)
@@ -311,6 +311,7 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if math.isnan(usd) and unpriced:
         notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
                          "GPU); give pricing: {on_demand_usd_per_hour: ...}")
+    notes = (*notes, *unserved_prompts_note(cfg, requests.isl, rec.status))
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..engines.scheduler import prompt_cap
 from ..serving.engine import Engine
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -80,6 +81,17 @@ class Record:
     half_rtt: np.ndarray | None = None  # per request: half the round trip to its replica [s]
 
 
+def unserved_prompts_note(cfg: FleetConfig, isl: np.ndarray, status: Any) -> tuple[str, ...]:
+    """Why requests found no replica where the engines serving them refuse prompts past their
+    unchunked token budget (TensorRT-LLM's :func:`~inferlab.engines.scheduler.prompt_cap`)."""
+    caps = [prompt_cap(p.kind.sched, p.kind.model.dep.parallel.attention_groups) for p in cfg.pools]
+    shortest = min((c for c in caps if c is not None), default=math.inf)
+    n = int(np.count_nonzero((np.asarray(status) == UNSERVED) & (np.asarray(isl) > shortest)))
+    return (f"{n:,} request(s) with prompts past {shortest:,} tokens had no replica: an engine without chunked prefill "
+            "(TensorRT-LLM's default) refuses a prompt longer than its token budget; give the pool chunked_prefill="
+            "True (enable_chunked_prefill: true) or a larger max_num_batched_tokens",) if n else ()
+
+
 def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
         progress: Callable[[float], None] | None = None) -> Record:
     """Simulate ``requests`` on a fleet of ``kind`` replicas under ``cfg``."""
@@ -105,6 +117,9 @@ class _Loop(Stepping, Outages, Control):
         self.pools: tuple[Pool, ...] = cfg.pools or (Pool(kind, cfg.replicas, cfg.autoscaler),)
         self.regions = cfg.regions or Regions()
         self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
+        # the longest prompt each pool's engine takes (one refusing longer ones unchunked: TensorRT-LLM's)
+        self.prompt_caps = [prompt_cap(p.kind.sched, p.kind.model.dep.parallel.attention_groups) for p in self.pools]
+        self.shortest_cap = min((c for c in self.prompt_caps if c is not None), default=math.inf)
         self.timeout = adm.timeout_s
         self.arrived_window = 0
         self.pool_arrivals = [0] * len(self.pools)
@@ -251,6 +266,8 @@ class _Loop(Stepping, Outages, Control):
                 r.slot = j
             self.loads[:] = [r.engine.outstanding for r in up]
         up = self.routable[1]
+        if self.isl[g] > self.shortest_cap:  # a pool whose engine refuses the prompt takes none of it
+            up = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
         if len(self.pools) == 1:
             return up
         want = self.model[g] if self.model is not None else ""
@@ -289,12 +306,14 @@ class _Loop(Stepping, Outages, Control):
         """Router queue: hand waiting requests to ``r`` while it has room, oldest first, those
         of the model its pool serves; drop the expired."""
         central = self.central
-        mine = self.pools[r.pool].model
-        if mine and self.model is not None and len(self.pools) > 1:  # another model's requests wait on
+        mine, cap = self.pools[r.pool].model, self.prompt_caps[r.pool]
+        picky = bool(mine and self.model is not None)
+        if len(self.pools) > 1 and (picky or cap is not None):  # another model's (or too long a) request waits on
             kept: deque[int] = deque()
             while central and r.engine.outstanding < self.caps[r.pool]:
                 g = central.popleft()
-                if self.model[g] in ("", mine) or t - self.rec.sent[g] > self.timeout:
+                if (not picky or self.model[g] in ("", mine)) and (cap is None or self.isl[g] <= cap) \
+                        or t - self.rec.sent[g] > self.timeout:
                     self._hand(r, g, t)
                 else:
                     kept.append(g)

@@ -166,6 +166,17 @@ def check_context(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.n
     check_lengths(sched, isl, osl, ranks)
 
 
+def check_served(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, *,
+                 allow_long_context: bool = False, ranks: int = 1) -> None:
+    """:func:`check_context` for requests answered one by one (a fleet's): a prompt past an
+    unchunked budget that takes none longer (:func:`prompt_cap`) gets its error alone, so the
+    run is refused for it only when every prompt is."""
+    check_context(model, replace(sched, prompt_within_budget=False), isl, osl, allow_long_context=allow_long_context)
+    cap = prompt_cap(sched, ranks)
+    if cap is not None and len(isl) and float(np.min(isl)) > cap:
+        check_lengths(sched, isl, osl, ranks)
+
+
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
     them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.sglang_sizing.running_requests`
