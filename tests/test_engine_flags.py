@@ -245,10 +245,14 @@ def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
         want["overlap_host"] = None
     # an unset chunking is the source engine's default, written where the target's differs (TensorRT-LLM
     # prefills whole prompts unless enable_chunked_prefill says otherwise; the others chunk)
-    # (vLLM, which without chunking needs a budget of its whole context, keeps its own)
+    # (vLLM, which without chunking needs a budget of its whole context, keeps its own chunking
+    # for another engine's whole prompts)
     chunks = default_scheduler(launch.engine).chunked_prefill
     if want["chunked_prefill"] is None and chunks != default_scheduler(engine).chunked_prefill and engine != "vllm":
         want["chunked_prefill"] = chunks
+    if engine == "vllm" and launch.engine != "vllm" and (want["chunked_prefill"] is False or
+                                                         want["chunked_prefill"] is None and chunks is False):
+        want["chunked_prefill"] = None
     # vLLM and SGLang admit on the prompt and preempt when the cache fills: said by saying nothing
     if want["reserve_output"] is False and engine in ("vllm", "sglang"):
         want["reserve_output"] = None

@@ -164,6 +164,8 @@ def test_a_command_converted_between_engines_keeps_its_chunking():
     back = parse_engine_args(as_vllm)  # and the command starts: read back, it serves
     served = inferlab.serve(hardware="h100-sxm", rate=1.0, num_requests=4, isl=1000, osl=8, **back.to_kwargs("serve"))
     assert back.chunked_prefill is None and len(served.ttft_s) == 4
+    # nor when the TensorRT-LLM file says it (aiconfigurator's templates write enable_chunked_prefill: false)
+    assert "no-enable-chunked-prefill" not in launch_command(replace(trtllm, chunked_prefill=False), "vllm").script
     # between TensorRT-LLM's runtimes nothing is said
     assert "chunked" not in launch_command(trtllm, "trtllm").script
 
@@ -183,24 +185,88 @@ def test_a_fleet_answers_a_too_long_prompt_alone_and_routes_it_where_an_engine_t
     traffic = {"rate": 1.0, "isl": {"kind": "lognormal", "mean": 4000, "sigma": 0.8}, "osl": 64}
     run = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=2, horizon_s=600,
                          traffic=traffic)
-    counts, isl = run.counts(), np.asarray(run.isl)
-    assert 0.05 * len(isl) <= counts["no replica"] <= 0.16 * len(isl) and counts["ok"] > 0.8 * len(isl)
-    assert isl[np.asarray(run.status) == 0].max() <= 8192 and "had no replica: an engine without chunked" in run.explain()
+    counts, isl, status = run.counts(), np.asarray(run.isl), np.asarray(run.status)
+    assert 0.05 * len(isl) <= counts["too long"] <= 0.16 * len(isl) and counts["ok"] > 0.8 * len(isl)
+    assert counts["no replica"] == 0 and isl[status == 0].max() <= 8192 and isl[status == 7].min() > 8192
+    assert "request(s) too long: the engines serving them prefill prompts whole" in run.explain()
     chunked = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=2, horizon_s=600,
                              traffic=traffic, chunked_prefill=True)
-    assert chunked.counts()["no replica"] == 0
+    assert chunked.counts()["too long"] == 0
     with pytest.raises(SpecError, match="prompts of up to 16,000 tokens"):  # every prompt too long: said at once
         inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=1, horizon_s=60,
                        traffic={"rate": 1.0, "isl": 16000, "osl": 8})
-    # beside a vLLM pool of the same model, the long prompts go there, through the router's queue too
+    # beside a vLLM pool of the same model, the long prompts go there, through the router's queue too,
+    # even when every prompt is too long for the TensorRT-LLM pool
     from inferlab.fleet.api import fleet_of
 
     pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "trtllm-pytorch", "replicas": 1},
              {"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm", "replicas": 1}]
-    for admission in (None, {"at": "router", "max_outstanding": 4}):
-        both = fleet_of(pools, traffic=[traffic], horizon_s=600, admission=admission)
+    for admission, load in ((None, traffic), ({"at": "router", "max_outstanding": 4}, traffic),
+                            (None, {"rate": 0.2, "isl": 16000, "osl": 8})):
+        both = fleet_of(pools, traffic=[load], horizon_s=600, admission=admission)
         served = np.asarray(both.status) == 0
-        assert both.counts()["no replica"] == 0
+        assert both.counts()["too long"] == 0 and both.counts()["no replica"] == 0
         long = served & (np.asarray(both.isl) > 8192)
         pool_of = np.asarray(both.replica_pool)[np.asarray(both.replica)[long]]
         assert long.any() and set(pool_of.tolist()) == {1}
+
+
+def test_the_static_estimate_says_where_it_chunks_a_prompt_the_engine_would_refuse():
+    # the static batch prices a prompt in chunks of the budget; TensorRT-LLM's own default would refuse it
+    said = "whole prompts: trtllm-pytorch prefills each prompt whole"
+    long = inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=16000, osl=8)
+    assert said in long.explain() and "max_num_tokens (8,192)" in long.explain()
+    for quiet in (inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=8000, osl=8),
+                  inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=16000, osl=8,
+                                    max_num_tokens=16384),
+                  inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="vllm", isl=16000, osl=8)):
+        assert "whole prompts" not in quiet.explain()
+
+
+def test_a_request_whose_own_pool_is_down_has_no_replica_not_too_long():
+    # the 70B pool starts cold (its first replica still loading over these 300 s): its 12,000-token
+    # requests find no replica; the 8B TensorRT-LLM pool, which would refuse them, is not theirs
+    from inferlab.fleet.api import fleet_of
+
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "trtllm-pytorch", "replicas": 1},
+             {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "engine": "vllm", "replicas": 0,
+              "autoscaler": {"min_replicas": 1, "max_replicas": 1}}]
+    traffic = [{"rate": 0.5, "isl": 1000, "osl": 16, "model": "llama-3.1-8b"},
+               {"rate": 0.5, "isl": 12000, "osl": 16, "model": "llama-3.1-70b"}]
+    run = fleet_of(pools, traffic=traffic, horizon_s=300)
+    counts = run.counts()
+    assert counts["too long"] == 0 and counts["no replica"] > 0 and "too long" not in run.explain()
+    assert set(np.asarray(run.isl)[np.asarray(run.status) == 4].tolist()) == {12000.0}
+
+
+def test_a_planning_scenarios_fleet_runs_long_prompts_as_the_plan_would(tmp_path, capsys):
+    from inferlab.cli.main import main
+
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: long prompts\nmodels: [llama-3.1-8b]\nhardware: [h100-sxm]\nengine: trtllm-pytorch\n"
+                        "traffic: {rate: 0.5, isl: 16000, osl: 64}\nslo: {ttft_ms: 8000, tpot_ms: 60}\n"
+                        "search: {precisions: [fp8], tp: [1]}\n"
+                        "fleet: {model: llama-3.1-8b, hardware: h100-sxm, tp: 1, precision: fp8, replicas: 1, "
+                        "hours: 0.05}\n")
+    assert main(["fleet", str(scenario)]) == 0  # chunked, as the plan turns it on: every request served
+    import re
+
+    sent, served = re.search(r"(\d+) requests over [\d.]+ h, (\d+) served", capsys.readouterr().out).groups()
+    assert int(sent) > 0 and sent == served
+
+
+def test_a_prefix_plans_too_long_requests_are_refused_alone_and_end_their_conversations():
+    from inferlab.inputs.prefixes import PrefixPlan
+
+    # two conversations of three turns (0-1-2, 3-4-5): dropping turn 1 ends the first after turn 0
+    nxt = np.array([1, 2, -1, 4, 5, -1])
+    ones = np.ones(6)
+    plan = PrefixPlan(np.array([0.0, np.nan, np.nan, 1.0, np.nan, np.nan]), np.arange(6.0) + 100, ones, ones, ones,
+                      ones, nxt, ones, True)
+    kept = plan.without(np.array([False, True, False, False, False, False]))
+    assert kept.isl.tolist() == [100.0, 103.0, 104.0, 105.0] and kept.next_turn.tolist() == [-1, 2, 3, -1]
+    # shared prefixes: a lognormal tail past 8,192 tokens refused request by request, as without a prefix
+    tail = Lengths("lognormal", mean=4000, sigma=0.8)
+    run = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", rate=1.0, num_requests=200, isl=tail,
+                         osl=16, prefix="shared:tokens=200")
+    assert 8 <= run.refused <= 35 and run.refused + len(run.trace.isl) == 200 and max(run.trace.isl) <= 8192

@@ -140,14 +140,15 @@ def _across_engines(launch: EngineLaunch, target: str) -> tuple[EngineLaunch, li
         launch = replace(launch, state=kept)
         said.append(f"state {kept}: {source}'s default for this model's linear-attention state, written for {target} "
                     "(whose own default differs)")
-    if launch.chunked_prefill is None and sizing[0].chunked_prefill != sizing[1].chunked_prefill:
-        if sizing[1].context_budget:  # vLLM unchunked needs a budget of its whole context: left to chunk
-            said.append(f"{source} prefills each prompt whole by default; {target} chunks them (its default: "
-                        "without chunking it needs a token budget of its whole context)")
-        else:  # TensorRT-LLM prefills whole prompts unless told
-            launch = replace(launch, chunked_prefill=sizing[0].chunked_prefill)
-            said.append(f"chunked prefill {'on' if sizing[0].chunked_prefill else 'off'}: {source}'s default, "
-                        f"written for {target} (whose own default differs)")
+    whole = sizing[0].chunked_prefill is False if launch.chunked_prefill is None else launch.chunked_prefill is False
+    if whole and sizing[1].context_budget:  # vLLM unchunked needs a budget of its whole context: left to chunk
+        launch = replace(launch, chunked_prefill=None)
+        said.append(f"{source} prefills each prompt whole here; {target} chunks them (its default: without chunking "
+                    "it needs a token budget of its whole context)")
+    elif launch.chunked_prefill is None and sizing[0].chunked_prefill != sizing[1].chunked_prefill:
+        launch = replace(launch, chunked_prefill=sizing[0].chunked_prefill)  # TensorRT-LLM prefills whole unless told
+        said.append(f"chunked prefill {'on' if sizing[0].chunked_prefill else 'off'}: {source}'s default, "
+                    f"written for {target} (whose own default differs)")
     if states and target != "sglang":  # a hybrid model's state pool: SGLang's flags alone
         launch = replace(launch, **dict.fromkeys(states))
         said.append(f"{', '.join(states)} ({source}'s hybrid state pool) not written: {target} keeps the states in "

@@ -21,7 +21,8 @@ from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
 from .replicas import mean_length, replica_kind
-from .simulation import FleetConfig, Record, run, unserved_prompts_note
+from .prompts import check_pools_take, too_long_note
+from .simulation import TOO_LONG, FleetConfig, Record, run
 from .startup import Startup, dominant_phase
 from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
 
@@ -268,11 +269,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
     _check_models_served(requests, [p.model for p in built])
-    for pool, (model, long_ok) in zip(built, models):  # each engine refuses what it would serve that is too long
-        mine = np.ones(len(requests.isl), bool) if requests.model is None or not pool.model else \
-            (requests.model == pool.model) | (requests.model == "")
-        check_served(model, pool.kind.sched, requests.isl[mine], requests.osl[mine], allow_long_context=long_ok,
-                     ranks=pool.kind.model.dep.parallel.attention_groups)
+    check_pools_take(built, models, requests)  # each engine refuses what it would serve that is too long
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     check_start_quotas(built, regions)
@@ -311,7 +308,7 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if math.isnan(usd) and unpriced:
         notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
                          "GPU); give pricing: {on_demand_usd_per_hour: ...}")
-    notes = (*notes, *unserved_prompts_note(cfg, requests.isl, rec.status))
+    notes = (*notes, *too_long_note(rec.status, TOO_LONG, bool(np.any(requests.next_turn >= 0))))
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),

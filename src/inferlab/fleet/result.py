@@ -2,8 +2,8 @@
 what it cost and how available it was, with a plain-words reading of it.
 
 Status of a request: ``ok``, ``rejected`` (a full queue), ``timed out`` (waited too long),
-``failed`` (lost with a replica), ``no replica`` (none up, or none whose engine takes its
-prompt: TensorRT-LLM's longer than its unchunked budget), ``not sent`` (a later turn
+``failed`` (lost with a replica), ``no replica`` (none up), ``too long`` (its prompt past the
+unchunked budget of every engine serving it, :mod:`.prompts`), ``not sent`` (a later turn
 past the horizon, or of a conversation whose turn before failed; left out of every figure).
 """
 

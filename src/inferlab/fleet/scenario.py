@@ -175,6 +175,10 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         gpus = kwargs["tp"]
         if sc.search.max_num_seqs is not None:
             kwargs["max_num_seqs"] = sc.search.max_num_seqs
+        from ..planning.search import chunked_prefill
+
+        if "traffic" not in (sc.fleet or {}) and chunked_prefill(sc):  # as the plan runs it (TensorRT-LLM)
+            kwargs["chunked_prefill"] = True
     if sc.slo.ttft_ms is not None:
         kwargs["ttft_slo_s"] = float(sc.slo.ttft_ms) / 1e3
     if sc.slo.tpot_ms is not None:

@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..engines.scheduler import prompt_cap
 from ..serving.engine import Engine
 from .admission import Admission
 from .autoscaler import Autoscaler
@@ -29,11 +28,13 @@ from .outages import Outages
 from .pools import Pool, Regions
 from .replicas import Replica, ReplicaKind
 from .router import Router, RouterConfig
-from .states import AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, SCALE, STATUS, TIMED_OUT, UNFINISHED, UNSERVED
+from .prompts import pool_caps
+from .states import (AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, SCALE, STATUS, TIMED_OUT, TOO_LONG, UNFINISHED,
+                     UNSERVED)
 from .stepping import Stepping
 from .traffic import Requests
 
-__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "UNFINISHED", "UNSERVED", "FleetConfig",
+__all__ = ["AFTER", "FAILED", "OK", "REJECTED", "STATUS", "TIMED_OUT", "TOO_LONG", "UNFINISHED", "UNSERVED", "FleetConfig",
            "Record", "ReplicaKind", "run"]
 
 
@@ -81,17 +82,6 @@ class Record:
     half_rtt: np.ndarray | None = None  # per request: half the round trip to its replica [s]
 
 
-def unserved_prompts_note(cfg: FleetConfig, isl: np.ndarray, status: Any) -> tuple[str, ...]:
-    """Why requests found no replica where the engines serving them refuse prompts past their
-    unchunked token budget (TensorRT-LLM's :func:`~inferlab.engines.scheduler.prompt_cap`)."""
-    caps = [prompt_cap(p.kind.sched, p.kind.model.dep.parallel.attention_groups) for p in cfg.pools]
-    shortest = min((c for c in caps if c is not None), default=math.inf)
-    n = int(np.count_nonzero((np.asarray(status) == UNSERVED) & (np.asarray(isl) > shortest)))
-    return (f"{n:,} request(s) with prompts past {shortest:,} tokens had no replica: an engine without chunked prefill "
-            "(TensorRT-LLM's default) refuses a prompt longer than its token budget; give the pool chunked_prefill="
-            "True (enable_chunked_prefill: true) or a larger max_num_batched_tokens",) if n else ()
-
-
 def run(kind: ReplicaKind, requests: Requests, cfg: FleetConfig,
         progress: Callable[[float], None] | None = None) -> Record:
     """Simulate ``requests`` on a fleet of ``kind`` replicas under ``cfg``."""
@@ -118,8 +108,9 @@ class _Loop(Stepping, Outages, Control):
         self.regions = cfg.regions or Regions()
         self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
         # the longest prompt each pool's engine takes (one refusing longer ones unchunked: TensorRT-LLM's)
-        self.prompt_caps = [prompt_cap(p.kind.sched, p.kind.model.dep.parallel.attention_groups) for p in self.pools]
+        self.prompt_caps = pool_caps(self.pools)
         self.shortest_cap = min((c for c in self.prompt_caps if c is not None), default=math.inf)
+        self.refused_prompt = False  # the last request routed: only replicas whose engine refuses its prompt were up
         self.timeout = adm.timeout_s
         self.arrived_window = 0
         self.pool_arrivals = [0] * len(self.pools)
@@ -230,7 +221,7 @@ class _Loop(Stepping, Outages, Control):
         self.arrived_window += 1
         routable = self._candidates(g)
         if not routable:
-            rec.status[g] = UNSERVED
+            rec.status[g] = TOO_LONG if self.refused_prompt else UNSERVED
             rec.finish[g] = t
             return
         if self.at == "router":
@@ -266,14 +257,14 @@ class _Loop(Stepping, Outages, Control):
                 r.slot = j
             self.loads[:] = [r.engine.outstanding for r in up]
         up = self.routable[1]
-        if self.isl[g] > self.shortest_cap:  # a pool whose engine refuses the prompt takes none of it
-            up = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
-        if len(self.pools) == 1:
-            return up
-        want = self.model[g] if self.model is not None else ""
+        want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
         if want:
             up = [r for r in up if self.pools[r.pool].model in ("", want)]
-        if self.user_region is None or len(up) < 2:
+        self.refused_prompt = False
+        if self.isl[g] > self.shortest_cap:  # a pool whose engine refuses the prompt takes none of it
+            kept = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
+            self.refused_prompt, up = bool(up) and not kept, kept
+        if len(self.pools) == 1 or self.user_region is None or len(up) < 2:
             return up
         where = self.user_region[g]
         rtt = [self.regions.rtt(where, self.pools[r.pool].region) for r in up]

@@ -206,6 +206,22 @@ class PrefixPlan:
     think_s: np.ndarray
     cache: bool = True
 
+    def without(self, dropped: np.ndarray) -> PrefixPlan:
+        """The plan less the ``dropped`` requests (a bool mask) and every later turn of their
+        conversations (a conversation ends at a turn the engine refused)."""
+        gone, nxt = np.asarray(dropped, bool).copy(), self.next_turn
+        for i in np.flatnonzero(gone):
+            j = int(nxt[i])
+            while j >= 0 and not gone[j]:
+                gone[j], j = True, int(nxt[j])
+        keep = ~gone
+        index = np.cumsum(keep) - 1
+        kept_next = nxt[keep]
+        follows = kept_next >= 0
+        kept_next[follows] = np.where(keep[kept_next[follows]], index[kept_next[follows]], -1)
+        return PrefixPlan(self.arrivals[keep], self.isl[keep], self.osl[keep], self.stream[keep], self.prefix[keep],
+                          self.extends[keep], kept_next, self.think_s[keep], self.cache)
+
 
 def shared_by_hit_rate(hit_rate: float, isl: float) -> Prefixes | None:
     """A stated prefix-cache hit rate ``h`` as a structure the simulation can run: one prefix

@@ -383,4 +383,4 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
                     memory=plan, cost=cost, prefill_step=pre, wave_batch=full, speculative=speculative,
                     prefix_cache=prefix_cache, feasible=feasible, reason=reason,
                     graph_max_batch=graph_limit, scheduler=scheduler, prefill_graph_tokens=prefill_graph_tokens,
-                    prefill_graphed=graphed)
+                    prefill_graphed=graphed, max_num_tokens=max_num_tokens)

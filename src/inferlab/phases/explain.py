@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
-from ..engines.scheduler import default_scheduler, unused_limits_notes
+from ..engines.scheduler import default_scheduler, prompt_cap, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
 from ..engines.window_pool import held_windows
 from ..errors import option
@@ -214,6 +215,20 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
     return lines
 
 
+def _whole_prompt_lines(est: Estimate, point: int) -> list[str]:
+    """Where the engine prefills prompts whole and refuses one past its budget (TensorRT-LLM,
+    :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks a longer prompt."""
+    sched = default_scheduler(est.engine)
+    cap = prompt_cap(sched if est.max_num_tokens is None else replace(sched, max_num_batched_tokens=est.max_num_tokens))
+    isl = float(np.ravel(np.broadcast_to(est.isl, np.shape(est.ttft_s)))[point])
+    if cap is None or isl <= cap:
+        return []
+    return [f"whole prompts: {est.engine} prefills each prompt whole unless chunked prefill is on "
+            f"(enable_chunked_prefill) and refuses one longer than its max_num_tokens ({cap:,}); this estimate "
+            f"prefills the {isl:,.0f}-token prompts in chunks of it, as with chunking on (serve refuses them "
+            "without chunked_prefill=True or a budget that holds them)"]
+
+
 def explain(est: Estimate, point: int = 0) -> str:
     """Diagnosis of grid point ``point`` of ``est``."""
     dep = est.deployment
@@ -234,6 +249,7 @@ def explain(est: Estimate, point: int = 0) -> str:
     ]
     lines += [f"precision: {note}" for note in dep.precision_notes]
     lines += unused_limits_notes(est.inputs[0].engine.limits()) if est.inputs is not None else []
+    lines += _whole_prompt_lines(est, point)
     if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:
         lines.append(f"long context: isl + osl = {at(est.isl + est.osl):,.0f} tokens is beyond the "
                      f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "

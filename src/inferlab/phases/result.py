@@ -81,6 +81,8 @@ class Estimate:
     #: where the engine graphs decode only); ``prefill_graphed``: where the prefill step's chunks do.
     prefill_graph_tokens: int | None = None
     prefill_graphed: Any = False
+    #: Tokens per iteration, the prompts' chunks (the engine's budget where none was given).
+    max_num_tokens: int | None = None
 
     def first_feasible(self) -> int:
         """Index of the first grid point that runs (flat order)."""

@@ -253,6 +253,14 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     if plan is None:  # drawn lengths: the engine answers a request longer than it takes with an error
         arrivals, isl, osl, refused = within_context(dep.model, limits, replica, arrivals, isl, osl, allow_long_context,
                                                       ranks)
+    else:  # a prefix plan's too: a conversation ends at a refused turn, its later turns not sent
+        keep = taken(dep.model, limits, isl, osl, allow_long_context, ranks)
+        refused = int(np.count_nonzero(~keep))
+        if 0 < refused < len(keep):
+            plan = plan.without(~keep)
+            arrivals, isl, osl = plan.arrivals, plan.isl, plan.osl
+        else:
+            refused = 0
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context, ranks=ranks)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch, limits.prefill_graph_tokens)
@@ -279,6 +287,17 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
                        limits=limits)
 
 
+def taken(model: Any, limits: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, allow_long_context: bool,
+          ranks: int) -> np.ndarray:
+    """Which requests the engine takes: prompt plus output within the tighter of its
+    ``max_model_len`` and the model's positions (unless ``allow_long_context``), and the prompt
+    within a rank's budget where it refuses longer ones unchunked (:func:`prompt_cap`)."""
+    bounds = [b for b in (limits.max_model_len,
+                          None if allow_long_context else getattr(model, "max_position_embeddings", None)) if b]
+    limit, cap = min(bounds) if bounds else np.inf, prompt_cap(limits, ranks)
+    return (np.asarray(isl) + np.asarray(osl) <= limit) & (np.asarray(isl) <= (np.inf if cap is None else cap))
+
+
 def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
                     osl: np.ndarray, allow_long_context: bool,
                     ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -288,13 +307,7 @@ def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arriv
     distribution's tail past the limit is refused request by request, as engines answer such a
     request with an error and serve the others; when every request is too long,
     :func:`check_context` refuses the run."""
-    # the tighter of the engine's max_model_len and the model's positions (unless RoPE scaling lifts them)
-    bounds = [b for b in (limits.max_model_len,
-                          None if allow_long_context else getattr(model, "max_position_embeddings", None)) if b]
-    limit, cap = min(bounds) if bounds else None, prompt_cap(limits, ranks)
-    if not (limit or cap) or not len(isl):
-        return arrivals, isl, osl, 0
-    keep = (isl + osl <= (limit or np.inf)) & (isl <= (cap or np.inf))
+    keep = taken(model, limits, isl, osl, allow_long_context, ranks)
     refused = int(len(keep) - np.count_nonzero(keep))
     if refused == 0 or refused == len(keep):
         return arrivals, isl, osl, 0

@@ -270,9 +270,8 @@ class ServeResult:
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
-            tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt "
-                     "plus output beyond its max_model_len or the model's positions, or a prompt beyond an unchunked "
-                     "budget) refused with an error, not served")
+            tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt plus "
+                     "output beyond its max_model_len or the model's positions, or a prompt beyond an unchunked budget) refused with an error, not served")
         return "\n".join([head, table, tail, *self._technique_lines()])
 
     def _technique_lines(self) -> list[str]:
@@ -300,12 +299,13 @@ class ServeResult:
                          f"(HTTP, tokenization, hand-off to the scheduler; the {self.engine} engine's, fitted on "
                          "serving cases)")
         if math.isfinite(s["tpot"]["mean"]):
-            pp = self.deployment.parallel.pp if self.deployment is not None else 1
+            pp, whole = self.deployment.parallel.pp if self.deployment is not None else 1, \
+                self.limits is not None and not self.limits.chunked_prefill
             where = "per replica" if pp == 1 else \
                 f"in each of the replica's {pp} pipeline batches ({self.mean_in_flight * pp:.1f} per replica)"
             lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill "
-                         f"{'chunks' if self.limits is None or self.limits.chunked_prefill else 'of whole prompts'} mixed into the same iterations stretch them")
+                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill"
+                         f"{'s of whole prompts' if whole else ' chunks'} mixed into the same iterations stretch them")
         else:
             lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
         lines += self._iteration_lines()
