@@ -270,3 +270,34 @@ def test_a_prefix_plans_too_long_requests_are_refused_alone_and_end_their_conver
     run = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", rate=1.0, num_requests=200, isl=tail,
                          osl=16, prefix="shared:tokens=200")
     assert 8 <= run.refused <= 35 and run.refused + len(run.trace.isl) == 200 and max(run.trace.isl) <= 8192
+
+
+def test_a_closed_loop_with_a_prefix_keeps_its_clients_when_an_early_request_is_refused():
+    # lognormal(mean 6,000, sigma 0.8): about 30% of prompts pass 8,192 tokens, some among the first
+    # four; the four clients still start together and keep four requests in flight
+    tail = Lengths("lognormal", mean=6000, sigma=0.8)
+    for seed in (1, 2):
+        run = inferlab.serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", concurrency=4, num_requests=40,
+                             isl=tail, osl=16, prefix="shared:tokens=200", seed=seed)
+        first = np.asarray(run.trace.arrival)[:4]
+        assert run.refused > 0 and np.all(first == 0.0)
+
+
+def test_too_long_is_judged_by_the_pools_serving_the_model_not_by_whats_up():
+    from inferlab.fleet.api import fleet_of
+
+    # a vLLM pool of the same model still loading: the long prompts wait for it ('no replica'), not 'too long'
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "trtllm-pytorch", "replicas": 1},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "vllm", "replicas": 0,
+              "autoscaler": {"min_replicas": 1, "max_replicas": 1}}]
+    run = fleet_of(pools, traffic=[{"rate": 0.2, "isl": 16000, "osl": 8}], horizon_s=300)
+    assert run.counts()["too long"] == 0 and run.counts()["no replica"] > 0
+    # a fleet none of whose requests any pool of their model takes is refused, whatever the pools' order
+    for order in (1, -1):
+        pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "engine": "trtllm-pytorch", "replicas": 1,
+                  "limits": {"max_num_batched_tokens": 16384}},
+                 {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "engine": "trtllm-pytorch",
+                  "replicas": 1}][::order]
+        with pytest.raises(SpecError, match="prompts of up to 12,000 tokens"):
+            fleet_of(pools, traffic=[{"rate": 0.5, "isl": 12000, "osl": 16, "model": "llama-3.1-70b"}],
+                     horizon_s=120)

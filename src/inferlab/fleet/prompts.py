@@ -28,16 +28,17 @@ def check_pools_take(pools: Any, models: Any, requests: Any) -> None:
     the model's positions, :func:`~inferlab.serving.replica.check_context`), and a fleet whose
     every prompt is past the unchunked budget of every pool serving its model."""
     isl, osl = np.asarray(requests.isl, float), np.asarray(requests.osl, float)
-    servable, capped = np.zeros(len(isl), bool), None
+    servable, capped = np.zeros(len(isl), bool), []
     for pool, (model, long_ok), cap in zip(pools, models, pool_caps(pools)):
         mine = np.ones(len(isl), bool) if requests.model is None or not pool.model else \
             (requests.model == pool.model) | (requests.model == "")
         check_context(model, replace(pool.kind.sched, prompt_within_budget=False), isl[mine], osl[mine],
                       allow_long_context=long_ok)
         servable |= mine if cap is None else mine & (isl <= cap)
-        capped = capped or (pool if cap is not None else None)
-    if len(isl) and not servable.any() and capped is not None:  # (raises: every prompt past the budget)
-        check_lengths(capped.kind.sched, isl, osl, capped.kind.model.dep.parallel.attention_groups)
+        capped += [(pool, mine)] if cap is not None and mine.any() else []
+    if len(isl) and not servable.any() and capped:  # (raises: each of that pool's prompts is past its budget)
+        pool, mine = capped[0]
+        check_lengths(pool.kind.sched, isl[mine], osl[mine], pool.kind.model.dep.parallel.attention_groups)
 
 
 def too_long_note(status: Any, too_long: int, turns: bool) -> tuple[str, ...]:

@@ -110,7 +110,6 @@ class _Loop(Stepping, Outages, Control):
         # the longest prompt each pool's engine takes (one refusing longer ones unchunked: TensorRT-LLM's)
         self.prompt_caps = pool_caps(self.pools)
         self.shortest_cap = min((c for c in self.prompt_caps if c is not None), default=math.inf)
-        self.refused_prompt = False  # the last request routed: only replicas whose engine refuses its prompt were up
         self.timeout = adm.timeout_s
         self.arrived_window = 0
         self.pool_arrivals = [0] * len(self.pools)
@@ -221,7 +220,7 @@ class _Loop(Stepping, Outages, Control):
         self.arrived_window += 1
         routable = self._candidates(g)
         if not routable:
-            rec.status[g] = TOO_LONG if self.refused_prompt else UNSERVED
+            rec.status[g] = TOO_LONG if self._too_long(g) else UNSERVED
             rec.finish[g] = t
             return
         if self.at == "router":
@@ -246,6 +245,12 @@ class _Loop(Stepping, Outages, Control):
             return
         self._send(r, g, t)
 
+    def _too_long(self, g: int) -> bool:
+        """Whether every pool that serves request ``g``'s model refuses its prompt (whatever is up)."""
+        want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
+        caps = [c for p, c in zip(self.pools, self.prompt_caps) if not want or p.model in ("", want)]
+        return bool(caps) and all(c is not None and self.isl[g] > c for c in caps)
+
     def _candidates(self, g: int) -> list[Replica]:
         """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
         if self.routable[0] != Replica.changes:
@@ -260,10 +265,8 @@ class _Loop(Stepping, Outages, Control):
         want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
         if want:
             up = [r for r in up if self.pools[r.pool].model in ("", want)]
-        self.refused_prompt = False
         if self.isl[g] > self.shortest_cap:  # a pool whose engine refuses the prompt takes none of it
-            kept = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
-            self.refused_prompt, up = bool(up) and not kept, kept
+            up = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
         if len(self.pools) == 1 or self.user_region is None or len(up) < 2:
             return up
         where = self.user_region[g]

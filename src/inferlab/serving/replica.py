@@ -258,6 +258,10 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
         refused = int(np.count_nonzero(~keep))
         if 0 < refused < len(keep):
             plan = plan.without(~keep)
+            if replica.concurrency is not None:  # a closed loop's clients start together whatever was refused
+                start = np.full(len(plan.isl), np.nan)
+                start[:min(replica.concurrency, len(start))] = 0.0
+                plan = replace(plan, arrivals=start)
             arrivals, isl, osl = plan.arrivals, plan.isl, plan.osl
         else:
             refused = 0
