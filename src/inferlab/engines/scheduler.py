@@ -283,7 +283,7 @@ def for_hardware(sched: SchedulerConfig, hw: HardwareSpec) -> SchedulerConfig:
 #: wait while a prefill batch runs);
 #: TensorRT-LLM ``max_num_tokens`` 8192, ``max_batch_size`` 2048, prompts whole (LLM API
 #: ``enable_chunked_prefill`` false unless set, long-sequence docs) and longer ones refused
-#: (``LLM._check_arguments``; ``trtllm-bench throughput`` chunks by default: its readers say so);
+#: (``LLM._check_arguments``; ``trtllm-bench`` never refuses one: its readers read it as chunked);
 #: LMDeploy ``max_batch_size`` 256 (the generic default follows vLLM). TensorRT-LLM's default
 #: capacity policy (guaranteed no evict) reserves KV for the whole output on admission.
 #: SGLang's overlap scheduler is on by default since v0.4 ("zero-overhead batch scheduler",

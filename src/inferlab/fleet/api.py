@@ -12,7 +12,6 @@ from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..inputs.prefixes import prefixes as parse_prefixes
-from ..serving.replica import check_served
 from .admission import Admission
 from .autoscaler import Autoscaler, unreached_note
 from .failures import Failures
@@ -117,9 +116,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                             startup=_policy(Startup, startup) or Startup(),
                             prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
     dep = kind.model.dep
-    sched = kind.sched
-    check_served(dep.model, sched, requests.isl, requests.osl, allow_long_context=allow_long_context,
-                 ranks=dep.parallel.attention_groups)
+    check_pools_take((Pool(kind),), [(dep.model, allow_long_context)], requests)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
     price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))

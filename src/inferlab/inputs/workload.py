@@ -173,9 +173,15 @@ class Workload:
         elif self.trace is not None:
             arrivals = np.sort(np.asarray(self.trace, float))
         else:
-            arrivals = np.full(n, np.nan)
-            arrivals[: min(self.concurrency or 0, n)] = 0.0
+            arrivals = self.client_starts(n)
         return arrivals, isl, osl
+
+    def client_starts(self, n: int) -> np.ndarray:
+        """Closed loop: send times of ``n`` requests [s], each client's first at 0 and the others
+        NaN (sent as their client's previous one ends)."""
+        arrivals = np.full(n, np.nan)
+        arrivals[: min(self.concurrency or 0, n)] = 0.0
+        return arrivals
 
     def turnaround(self, period_s: float) -> np.ndarray:
         """Closed loop: how long after its client's previous request ends each request is

@@ -218,7 +218,7 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
 def _whole_prompt_lines(est: Estimate, point: int) -> list[str]:
     """Where the engine prefills prompts whole and refuses one past its budget (TensorRT-LLM,
     :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks a longer prompt."""
-    sched = default_scheduler(est.engine)
+    sched = est.scheduler or default_scheduler(est.engine)
     cap = prompt_cap(sched if est.max_num_tokens is None else replace(sched, max_num_batched_tokens=est.max_num_tokens))
     isl = float(np.ravel(np.broadcast_to(est.isl, np.shape(est.ttft_s)))[point])
     if cap is None or isl <= cap:

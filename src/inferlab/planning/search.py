@@ -21,7 +21,7 @@ import numpy as np
 from ..checks import context_within_model
 from ..core.interconnect import node_size
 from ..core.parallelism import tp_split_reason
-from ..engines.scheduler import default_scheduler
+from ..engines.scheduler import default_scheduler, prompt_cap
 from ..errors import InferlabError, SpecError
 from ..inputs.resolve import resolve_model
 from ..memo import IdentityMemo
@@ -295,7 +295,6 @@ def chunked_prefill(scenario: Scenario) -> bool | None:
     prompts may reach past it: the plan turns chunked prefill on, and its launch command says so;
     None: the engine's default. A prompt's reach: its lengths' 99.99th percentile, or with
     conversations (a ``sessions`` prefix) the last turn's, every earlier turn and answer held."""
-    from ..engines.scheduler import prompt_cap
     from ..inputs.prefixes import prefixes
 
     cap = prompt_cap(default_scheduler(scenario.engine))

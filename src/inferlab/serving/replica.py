@@ -166,17 +166,6 @@ def check_context(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.n
     check_lengths(sched, isl, osl, ranks)
 
 
-def check_served(model: Any, sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, *,
-                 allow_long_context: bool = False, ranks: int = 1) -> None:
-    """:func:`check_context` for requests answered one by one (a fleet's): a prompt past an
-    unchunked budget that takes none longer (:func:`prompt_cap`) gets its error alone, so the
-    run is refused for it only when every prompt is."""
-    check_context(model, replace(sched, prompt_within_budget=False), isl, osl, allow_long_context=allow_long_context)
-    cap = prompt_cap(sched, ranks)
-    if cap is not None and len(isl) and float(np.min(isl)) > cap:
-        check_lengths(sched, isl, osl, ranks)
-
-
 def with_running_requests(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     """``sched`` with the running requests the engine sizes from its KV pool where it leaves
     them to the engine (``max_num_seqs`` None: SGLang's :func:`~inferlab.engines.sglang_sizing.running_requests`
@@ -259,9 +248,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
         if 0 < refused < len(keep):
             plan = plan.without(~keep)
             if replica.concurrency is not None:  # a closed loop's clients start together whatever was refused
-                start = np.full(len(plan.isl), np.nan)
-                start[:min(replica.concurrency, len(start))] = 0.0
-                plan = replace(plan, arrivals=start)
+                plan = replace(plan, arrivals=replica.client_starts(len(plan.isl)))
             arrivals, isl, osl = plan.arrivals, plan.isl, plan.osl
         else:
             refused = 0
@@ -317,8 +304,7 @@ def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arriv
         return arrivals, isl, osl, 0
     arrivals, isl, osl = arrivals[keep], isl[keep], osl[keep]
     if replica.concurrency is not None:  # a closed loop: its clients start together and send on as they finish
-        arrivals = np.full(len(isl), np.nan)
-        arrivals[:min(replica.concurrency, len(isl))] = 0.0
+        arrivals = replica.client_starts(len(isl))
     return arrivals, isl, osl, refused
 
 
