@@ -9,6 +9,7 @@ import pytest
 
 import inferlab
 from inferlab import Deployment
+from inferlab.inputs.lengths import Lengths
 from inferlab.errors import SpecError
 from inferlab.fleet import fleet_of
 from inferlab.fleet.scenario import load_fleet_scenario
@@ -128,3 +129,27 @@ def test_a_horizon_that_ends_mid_sample_is_billed_to_its_end():
     r = inferlab.fleet(priced, replicas=1, horizon_s=36.0, sample_s=15.0,
                        traffic={"rate": 0.5, "isl": 200, "osl": 20}, drain_s=0.0)
     assert r.usd == pytest.approx(0.06, rel=1e-9)
+
+
+def test_a_fleet_answers_a_request_past_max_model_len_alone_and_routes_it_where_it_fits():
+    # lognormal prompts of mean 4,000 and sigma 0.8 (mu = ln 4000 - 0.32 = 7.974) plus 64 output
+    # tokens pass max_model_len=8,192 where the prompt passes 8,128: P(Z > (ln 8128 - 7.974) / 0.8
+    # = 1.29) = 9.9% of them. The engine answers those with an error and serves the others, as
+    # serve does: the fleet ends them 'too long' and says why; beside a pool of the model's whole
+    # context they go there instead
+    traffic = {"rate": 1.0, "isl": {"kind": "lognormal", "mean": 4000, "sigma": 0.8}, "osl": 64}
+    run = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=600, traffic=traffic, max_model_len=8192)
+    counts, isl, status = run.counts(), np.asarray(run.isl), np.asarray(run.status)
+    assert 0.05 * len(isl) <= counts["too long"] <= 0.15 * len(isl) and counts["ok"] > 0.8 * len(isl)
+    assert isl[status == 0].max() <= 8128 and isl[status == 7].min() > 8128
+    said = run.explain()
+    assert "longer (prompt plus output) than a pool's max_model_len" in said and "token budget" not in said
+    served = inferlab.serve("llama-3.1-8b", "h100-sxm", rate=1.0, num_requests=600, isl=Lengths("lognormal", mean=4000,
+                            sigma=0.8), osl=64, max_model_len=8192)
+    assert 0.05 * 600 <= served.refused <= 0.15 * 600
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "limits": {"max_model_len": 8192}},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm"}]
+    both = fleet_of(pools, traffic=[traffic], horizon_s=600)
+    long = (np.asarray(both.status) == 0) & (np.asarray(both.isl) > 8128)
+    assert both.counts()["too long"] == 0 and long.any()
+    assert set(np.asarray(both.replica_pool)[np.asarray(both.replica)[long]].tolist()) == {1}

@@ -188,7 +188,8 @@ def test_a_fleet_answers_a_too_long_prompt_alone_and_routes_it_where_an_engine_t
     counts, isl, status = run.counts(), np.asarray(run.isl), np.asarray(run.status)
     assert 0.05 * len(isl) <= counts["too long"] <= 0.16 * len(isl) and counts["ok"] > 0.8 * len(isl)
     assert counts["no replica"] == 0 and isl[status == 0].max() <= 8192 and isl[status == 7].min() > 8192
-    assert "request(s) too long: the engines serving them prefill prompts whole" in run.explain()
+    assert "request(s) too long for every pool serving their model" in run.explain()
+    assert "with a prompt past an engine's token budget" in run.explain() and "max_model_len" not in run.explain()
     chunked = inferlab.fleet("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", replicas=2, horizon_s=600,
                              traffic=traffic, chunked_prefill=True)
     assert chunked.counts()["too long"] == 0

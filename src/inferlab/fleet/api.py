@@ -116,7 +116,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                             startup=_policy(Startup, startup) or Startup(),
                             prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
     dep = kind.model.dep
-    check_pools_take((Pool(kind),), [(dep.model, allow_long_context)], requests)
+    allow_long_context = boolean("fleet: allow_long_context", allow_long_context)
+    check_pools_take((Pool(kind, allow_long_context=allow_long_context),), requests)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
     price = (_policy(Pricing, pricing) or Pricing()).with_on_demand(replica_price).with_on_demand(catalog_price(dep))
@@ -131,7 +132,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     cfg = FleetConfig(replicas=replicas, router=_router(router), admission=_policy(Admission, admission) or Admission(),
                       autoscaler=scaler, failures=_policy(Failures, failures), horizon_s=horizon_s,
                       sample_s=sample_s or (scaler.period_s if scaler else max(horizon_s / 2000.0, 1.0)), seed=seed,
-                      pools=(Pool(kind, replicas, scaler, price),), drain_s=drain_s)
+                      pools=(Pool(kind, replicas, scaler, price, allow_long_context=allow_long_context),),
+                      drain_s=drain_s)
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
@@ -236,7 +238,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
     if not isinstance(pools, (list, tuple)):
         raise SpecError(f"fleet: pools must be a list of mappings (model, hardware, replicas, ...), got {pools!r:.60}")
-    built, models = [], []
+    built = []
     requests = build_requests(traffic, horizon_s, seed)
     for k, spec in enumerate(pools):
         check_pool(k, spec, _POOL_KEYS)
@@ -254,11 +256,11 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         dep = kind.model.dep
         kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
-        models.append((dep.model, boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
         built.append(Pool(kind, integer(f"pool {k}: replicas", spec.get("replicas", 1), minimum=0, maximum=100_000),
                           _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
-                          str(spec.get("provider", ""))))
+                          str(spec.get("provider", "")),
+                          boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
         if built[-1].replicas == 0 and built[-1].autoscaler is None:
             raise SpecError(f"pool {k}: replicas 0 without an autoscaler serves nothing; give replicas >= 1, or an "
                             "autoscaler that starts some")
@@ -266,7 +268,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
     _check_models_served(requests, [p.model for p in built])
-    check_pools_take(built, models, requests)  # each engine refuses what it would serve that is too long
+    check_pools_take(built, requests)  # each engine refuses what it would serve that is too long
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
                 if sample_s is not None else max(horizon_s / 2000.0, 1.0))
     check_start_quotas(built, regions)
@@ -305,7 +307,7 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if math.isnan(usd) and unpriced:
         notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
                          "GPU); give pricing: {on_demand_usd_per_hour: ...}")
-    notes = (*notes, *too_long_note(rec.status, TOO_LONG, bool(np.any(requests.next_turn >= 0))))
+    notes = (*notes, *too_long_note(cfg.pools, requests, rec.status, TOO_LONG))
     most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),

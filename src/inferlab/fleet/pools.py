@@ -54,6 +54,9 @@ class Pool:
         GPUs of one replica (for the region's and the provider's quota).
     provider : str
         Who rents the GPUs ("" : none named, no provider quota applies).
+    allow_long_context : bool
+        Its engine takes requests (and a ``max_model_len``) past the model's trained positions
+        (RoPE scaling).
     """
 
     kind: Any
@@ -64,6 +67,7 @@ class Pool:
     model: str = ""
     gpus: int = 1
     provider: str = ""
+    allow_long_context: bool = False
 
     def __post_init__(self) -> None:
         if self.replicas < 0 or self.gpus < 1:

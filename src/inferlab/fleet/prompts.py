@@ -1,10 +1,13 @@
-"""Prompts an engine refuses past its unchunked token budget, in a fleet.
+"""Requests an engine refuses as too long, in a fleet.
 
-An engine that prefills prompts whole and refuses one longer than its budget (TensorRT-LLM
-without chunked prefill: :func:`~inferlab.engines.scheduler.prompt_cap`) answers such a request
-with an error: a fleet routes it to a pool whose engine takes it, or ends it ``too long``
-(a conversation's later turns are then not sent). A fleet is refused whole only where no request
-could be served.
+An engine answers with an error a request longer (prompt plus output) than its
+``max_model_len`` or the model's trained positions (unless the pool allows long context), and
+one whose prompt is longer than its budget where it prefills prompts whole (TensorRT-LLM
+without chunked prefill: :func:`~inferlab.engines.scheduler.prompt_cap`); it serves the
+others, as :func:`~inferlab.serving.replica.taken` says for one replica. A fleet routes such a
+request to a pool whose engine takes it, or ends it ``too long`` (a conversation's later turns
+are then not sent). A fleet is refused whole only where no request could be served, or where a
+pool's ``max_model_len`` is past the model's positions (a server refuses to start).
 """
 
 from __future__ import annotations
@@ -14,38 +17,68 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import engine_context_within_model
 from ..engines.scheduler import prompt_cap
-from ..serving.replica import check_context, check_lengths
+from ..serving.replica import check_context, taken
 
 
-def pool_caps(pools: Any) -> list[int | None]:
-    """The longest prompt each pool's engine takes (None: any)."""
-    return [prompt_cap(p.kind.sched, p.kind.model.dep.parallel.attention_groups) for p in pools]
+def _model(pool: Any) -> Any:
+    return pool.kind.model.dep.model
 
 
-def check_pools_take(pools: Any, models: Any, requests: Any) -> None:
-    """Refuse what each pool's engine refuses for every request (past its ``max_model_len`` or
-    the model's positions, :func:`~inferlab.serving.replica.check_context`), and a fleet whose
-    every prompt is past the unchunked budget of every pool serving its model."""
+def _ranks(pool: Any) -> int:
+    return pool.kind.model.dep.parallel.attention_groups
+
+
+def serves(pools: Any, requests: Any) -> list[np.ndarray]:
+    """Per pool, which requests ask for its model."""
+    n = len(requests.isl)
+    return [np.ones(n, bool) if requests.model is None or not p.model else
+            (requests.model == p.model) | (requests.model == "") for p in pools]
+
+
+def pool_takes(pools: Any, isl: Any, osl: Any) -> list[np.ndarray]:
+    """Per pool, which requests its engine takes (:func:`~inferlab.serving.replica.taken`)."""
+    return [taken(_model(p), p.kind.sched, isl, osl, p.allow_long_context, _ranks(p)) for p in pools]
+
+
+def check_pools_take(pools: Any, requests: Any) -> None:
+    """Refuse a pool whose ``max_model_len`` is past its model's positions, and a fleet none of
+    whose requests a pool serving their model takes (in that pool's words: past its
+    ``max_model_len``, the model's positions or its unchunked budget)."""
     isl, osl = np.asarray(requests.isl, float), np.asarray(requests.osl, float)
-    servable, capped = np.zeros(len(isl), bool), []
-    for pool, (model, long_ok), cap in zip(pools, models, pool_caps(pools)):
-        mine = np.ones(len(isl), bool) if requests.model is None or not pool.model else \
-            (requests.model == pool.model) | (requests.model == "")
-        check_context(model, replace(pool.kind.sched, prompt_within_budget=False), isl[mine], osl[mine],
-                      allow_long_context=long_ok)
-        servable |= mine if cap is None else mine & (isl <= cap)
-        capped += [(pool, mine)] if cap is not None and mine.any() else []
-    if len(isl) and not servable.any() and capped:  # (raises: each of that pool's prompts is past its budget)
-        pool, mine = capped[0]
-        check_lengths(pool.kind.sched, isl[mine], osl[mine], pool.kind.model.dep.parallel.attention_groups)
+    for p in pools:
+        engine_context_within_model(_model(p), p.kind.sched.max_model_len, allow_long_context=p.allow_long_context)
+    mine = serves(pools, requests)
+    if not len(isl) or any((m & t).any() for m, t in zip(mine, pool_takes(pools, isl, osl))):
+        return
+    for p, m in zip(pools, mine):  # (raises: each of the pool's requests is refused)
+        if m.any():
+            check_context(_model(p), p.kind.sched, isl[m], osl[m], allow_long_context=p.allow_long_context,
+                          ranks=_ranks(p))
 
 
-def too_long_note(status: Any, too_long: int, turns: bool) -> tuple[str, ...]:
+def too_long_note(pools: Any, requests: Any, status: Any, too_long: int) -> tuple[str, ...]:
     """What the requests ended ``too long`` mean and what would take them."""
-    n = int(np.count_nonzero(np.asarray(status) == too_long))
-    later = "; a conversation's later turns are then not sent" if turns else ""
-    return (f"{n:,} request(s) too long: the engines serving them prefill prompts whole and refuse one longer than "
-            "their token budget (TensorRT-LLM without chunked prefill); give the pool chunked_prefill: true (a "
-            f"deployment's or pool's limits; enable_chunked_prefill: true) or a larger max_num_batched_tokens{later}",) \
-        if n else ()
+    ended = np.asarray(status) == too_long
+    n = int(np.count_nonzero(ended))
+    if not n:
+        return ()
+    isl, osl = np.asarray(requests.isl, float), np.asarray(requests.osl, float)
+    context, prompt = np.zeros(len(isl), bool), np.zeros(len(isl), bool)
+    for p, m in zip(pools, serves(pools, requests)):
+        fits = taken(_model(p), replace(p.kind.sched, prompt_within_budget=False), isl, osl, p.allow_long_context, 1)
+        cap = prompt_cap(p.kind.sched, _ranks(p))
+        context |= m & ~fits
+        if cap is not None:
+            prompt |= m & (isl > cap)
+    why = []
+    if (k := int(np.count_nonzero(ended & context))):
+        why.append(f"{k:,} longer (prompt plus output) than a pool's max_model_len or the model's positions (raise "
+                   "max_model_len; past the positions only with RoPE scaling: allow_long_context)")
+    if (k := int(np.count_nonzero(ended & prompt))):
+        why.append(f"{k:,} with a prompt past an engine's token budget where it prefills prompts whole and refuses "
+                   "longer ones (TensorRT-LLM without chunked prefill: give the pool chunked_prefill: true, "
+                   "enable_chunked_prefill: true, or a larger max_num_batched_tokens)")
+    later = "; a conversation's later turns are then not sent" if np.any(requests.next_turn >= 0) else ""
+    return (f"{n:,} request(s) too long for every pool serving their model: {'; '.join(why)}{later}",)

@@ -28,7 +28,7 @@ from .outages import Outages
 from .pools import Pool, Regions
 from .replicas import Replica, ReplicaKind
 from .router import Router, RouterConfig
-from .prompts import pool_caps
+from .prompts import pool_takes
 from .states import (AFTER, ARRIVE, CONTROL, FAILED, OK, REJECTED, SCALE, STATUS, TIMED_OUT, TOO_LONG, UNFINISHED,
                      UNSERVED)
 from .stepping import Stepping
@@ -107,9 +107,11 @@ class _Loop(Stepping, Outages, Control):
         self.pools: tuple[Pool, ...] = cfg.pools or (Pool(kind, cfg.replicas, cfg.autoscaler),)
         self.regions = cfg.regions or Regions()
         self.caps = [adm.max_outstanding or p.kind.sched.max_num_seqs for p in self.pools]
-        # the longest prompt each pool's engine takes (one refusing longer ones unchunked: TensorRT-LLM's)
-        self.prompt_caps = pool_caps(self.pools)
-        self.shortest_cap = min((c for c in self.prompt_caps if c is not None), default=math.inf)
+        # which requests each pool's engine takes (it refuses the too long: prompt plus output past its
+        # max_model_len or the model's positions, a prompt past its budget unchunked), None: every one
+        takes = pool_takes(self.pools, req.isl, req.osl)
+        self.takes = [None if t.all() else t.tolist() for t in takes]
+        self.taken_by_all = np.logical_and.reduce(takes).tolist()
         self.timeout = adm.timeout_s
         self.arrived_window = 0
         self.pool_arrivals = [0] * len(self.pools)
@@ -246,10 +248,9 @@ class _Loop(Stepping, Outages, Control):
         self._send(r, g, t)
 
     def _too_long(self, g: int) -> bool:
-        """Whether every pool that serves request ``g``'s model refuses its prompt (whatever is up)."""
+        """Whether every pool that serves request ``g``'s model refuses it as too long (whatever is up)."""
         want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
-        caps = [c for p, c in zip(self.pools, self.prompt_caps) if not want or p.model in ("", want)]
-        return bool(caps) and all(c is not None and self.isl[g] > c for c in caps)
+        return not any(t is None or t[g] for p, t in zip(self.pools, self.takes) if not want or p.model in ("", want))
 
     def _candidates(self, g: int) -> list[Replica]:
         """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
@@ -265,8 +266,8 @@ class _Loop(Stepping, Outages, Control):
         want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
         if want:
             up = [r for r in up if self.pools[r.pool].model in ("", want)]
-        if self.isl[g] > self.shortest_cap:  # a pool whose engine refuses the prompt takes none of it
-            up = [r for r in up if (c := self.prompt_caps[r.pool]) is None or self.isl[g] <= c]
+        if not self.taken_by_all[g]:  # a pool whose engine refuses the request takes none of it
+            up = [r for r in up if (t := self.takes[r.pool]) is None or t[g]]
         if len(self.pools) == 1 or self.user_region is None or len(up) < 2:
             return up
         where = self.user_region[g]
@@ -300,13 +301,13 @@ class _Loop(Stepping, Outages, Control):
         """Router queue: hand waiting requests to ``r`` while it has room, oldest first, those
         of the model its pool serves; drop the expired."""
         central = self.central
-        mine, cap = self.pools[r.pool].model, self.prompt_caps[r.pool]
+        mine, takes = self.pools[r.pool].model, self.takes[r.pool]
         picky = bool(mine and self.model is not None)
-        if len(self.pools) > 1 and (picky or cap is not None):  # another model's (or too long a) request waits on
+        if len(self.pools) > 1 and (picky or takes is not None):  # another model's (or too long a) request waits on
             kept: deque[int] = deque()
             while central and r.engine.outstanding < self.caps[r.pool]:
                 g = central.popleft()
-                if (not picky or self.model[g] in ("", mine)) and (cap is None or self.isl[g] <= cap) \
+                if (not picky or self.model[g] in ("", mine)) and (takes is None or takes[g]) \
                         or t - self.rec.sent[g] > self.timeout:
                     self._hand(r, g, t)
                 else:
