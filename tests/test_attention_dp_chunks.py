@@ -44,3 +44,31 @@ def test_sglang_attention_dp_prefills_long_prompts_no_slower_than_its_tp_replica
                            isl=8000, osl=2, offline=True, num_requests=64).trace
         rates.append(64 / (np.nanmax(r.finish) - np.nanmin(r.arrival)))
     assert rates[1] >= rates[0]
+
+
+def _whole(groups: int, prompts: list[float], decoding: int = 0) -> list[float]:
+    run = RunningBatch(len(prompts) + decoding)
+    for i in range(decoding):
+        run.add(i, 1.0, 100.0, 10.0, done=100.0)
+    for i, p in enumerate(prompts):
+        run.add(decoding + i, 0.0, p, 10.0)
+    per_rank = 8192
+    sched = SchedulerConfig(max_num_batched_tokens=per_rank * groups, chunked_prefill=False, mixed_prefill=True)
+    model = SimpleNamespace(groups=groups, time=lambda **kw: 0.0)
+    return plan_prefill(run, sched, model)[1].tolist()[decoding:]
+
+
+def test_without_chunking_each_rank_takes_whole_prompts_within_its_own_budget():
+    # eight ranks of 8,192 tokens (65,536 a replica): ten 6,000-token prompts fit the replica's
+    # budget (60,000) but a rank holds one (two are 12,000 > 8,192): eight go, one a rank
+    assert _whole(8, [6000.0] * 10) == [6000.0] * 8 + [0.0] * 2
+    # 4,000-token prompts: two a rank (8,000 <= 8,192), sixteen of twenty
+    assert _whole(8, [4000.0] * 20) == [4000.0] * 16 + [0.0] * 4
+    # 64 decodes take 8 tokens of each rank's budget: 8,184 left, two 4,092-token prompts a rank fit,
+    # two of 4,093 do not
+    assert _whole(8, [4092.0] * 16, decoding=64) == [4092.0] * 16
+    assert _whole(8, [4093.0] * 16, decoding=64) == [4093.0] * 8 + [0.0] * 8
+    # a prompt longer than a rank's budget (an engine that does not refuse it) goes alone
+    assert _whole(8, [9000.0, 9000.0]) == [9000.0, 0.0]
+    # one group: the replica's budget, first come first served
+    assert _whole(1, [6000.0, 2000.0, 500.0]) == [6000.0, 2000.0, 0.0]

@@ -56,7 +56,12 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     # under attention DP each rank chunks its own prompts within its share of the budget
     # (SGLang's --enable-dp-attention: chunked_prefill_size // dp_size a rank; the others' budgets
     # are a rank's already), so a long prompt fills one rank's share and the others take theirs
-    per_rank = budget_max // int(getattr(model, "groups", 1))
+    ranks = int(getattr(model, "groups", 1))
+    per_rank = budget_max // ranks
+    # without chunking, each rank takes whole prompts within its own budget (less its share of
+    # the decodes): a prompt goes to the least loaded rank, and the iteration takes no more once
+    # that rank has no room for it (TensorRT-LLM's attention-DP balancing by tokens)
+    loads = [(n_dec / ranks if mixed else 0.0)] * ranks if ranks > 1 and not chunked else None
     for j in prefilling.nonzero()[0].tolist():
         if budget <= 0 or soft <= 0:
             break
@@ -65,6 +70,12 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
             take = min(lj, budget, per_rank)
         elif lj > budget and budget < budget_max:
             break
+        elif loads is not None:
+            k = loads.index(min(loads))
+            if lj > per_rank - loads[k] and chunk.any():
+                break
+            loads[k] += lj
+            take = lj
         else:
             take = lj  # without chunking a prompt is prefilled whole
         chunk[j] = take
