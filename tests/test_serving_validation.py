@@ -65,7 +65,9 @@ def test_pipeline_stages_keep_one_batch_in_flight_per_stage():
 def test_sample_serving_cases_share_runs_and_are_summarised(data_dir):
     cases = load_cases(data_dir / "cases-serving-sample.yaml")
     groups, reasons = serving_groups(cases)
-    assert len(reasons) == 1 and len(groups) == 5  # a TTFT and a TPOT row of one run: one simulation
+    # a TTFT and a TPOT row of one run: one simulation; the infinite-rate TTFT row takes its sweep's
+    # 500 requests (the rate-4 rows state them), so it is predicted too
+    assert len(reasons) == 0 and len(groups) == 5
     predictions = predict_cases(cases)
     for c, (p, r) in zip(cases, predictions):
         assert (p is None) == (r is not None), c.id
@@ -73,7 +75,8 @@ def test_sample_serving_cases_share_runs_and_are_summarised(data_dir):
     stats = {(s.regime, s.metric): s for s in summarize(
         [{"regime": c.regime, "metric": c.metric, "measured": c.measured, "predicted": p}
          for c, (p, _) in zip(cases, predictions)])}
-    assert stats[("online", "itl_ms")].count == 1 and stats[("online", "ttft_ms")].skipped == 1
+    assert stats[("online", "itl_ms")].count == 1 and stats[("online", "ttft_ms")].skipped == 0
+    assert stats[("online", "ttft_ms")].count == 2
     assert stats[("closed_loop", "tpot_ms")].count == 2 and stats[("offline", "output_tokens_per_s")].skipped == 0
     # 4 requests/s of 256 tokens: about 1,000 tokens/s whatever the GPU, as measured (1,001)
     online = next(p for c, (p, _) in zip(cases, predictions) if c.metric == "output_tokens_per_s" and "qps4" in c.id)
@@ -500,3 +503,32 @@ def test_vllm_sequences_above_its_default_budget_on_the_gpu_are_refused_as_vllm_
     assert serve("llama-3.1-8b", "l40s", max_num_seqs=2048, **kw).trace is not None
     assert serve("llama-3.1-8b", "h100-sxm", max_num_seqs=8192, **kw).trace is not None
     serve("llama-3.1-8b", "l40s", max_num_seqs=4096, max_num_batched_tokens=4096, **kw)  # a budget given: it runs
+
+
+def test_an_infinite_rate_row_takes_its_sweeps_request_count(data_dir):
+    """A request-rate sweep sends the same prompts at every rate, the infinite one too: TensorRT-LLM
+    0.14's online table states 500 requests at rates 2-32 and none at "inf". Simulated with 500,
+    its infinite-rate rows (every request at once) come out near the published: Llama-3.1-8B on
+    one H100, 467/256 tokens, ITL 39 ms and TTFT 3,335 ms measured; with the offline run's own
+    thousands of requests the ITL had been 58 ms and the TTFT not predicted. A source whose rates
+    state different counts leaves the row unpredicted; a count the row states is simulated."""
+    from inferlab.validation.case_setup import sweep_request_counts
+
+    cases = load_cases(data_dir / "cases-serving-sample.yaml")
+    swept = sweep_request_counts(cases)
+    inf = [c for c in swept if c.regime == "online" and c.load.get("offline")]
+    assert inf and all(c.load["num_requests"] == 500 for c in inf)
+    by_metric = {c.metric: p for c, (p, _) in zip(cases, predict_cases(cases)) if c.regime == "online"
+                 and c.load.get("offline")}
+    assert by_metric["ttft_ms"] == pytest.approx(3335.0, rel=0.25)
+    ttft = next(c for c in cases if c.regime == "online" and c.load.get("offline") and c.metric == "ttft_ms")
+    itl = ttft.model_copy(update={"metric": "itl_ms", "measured": 39.0, "id": "inf-itl"})
+    assert predict_cases([itl, *cases])[0][0] == pytest.approx(39.0, rel=0.15)
+    # two counts at the finite rates: no count is taken, the TTFT is not predicted
+    rate4 = next(c for c in cases if c.regime == "online" and "request_rate" in c.load)
+    other = rate4.model_copy(update={"load": {"request_rate": 8.0, "num_requests": 1000}, "id": "qps8"})
+    mixed = predict_cases([ttft, rate4, other])
+    assert mixed[0][0] is None and "does not state" in mixed[0][1]
+    # a stated count is the run's: twice the requests queued at once wait longer for their first token
+    twice = ttft.model_copy(update={"load": {"offline": True, "num_requests": 1000}})
+    assert predict_cases([twice])[0][0] > 1.5 * by_metric["ttft_ms"]

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 
 from ..errors import InferlabError
 from ..specs.validation import format_validation_error
+from .case_setup import sweep_request_counts
 from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, case_precision, case_prefix,
                     case_speculative, layout_of, prefix_cache_reason, speculative_from)
 
@@ -134,8 +135,9 @@ def serving_unsupported_reason(case: Case) -> str | None:
 
 
 def _load_key(case: Case) -> tuple:
-    """The simulated load: ``("offline",)``, ``("rate", r, n)`` (``("rate", r, n, cap)`` with at most
-    ``cap`` in flight) or ``("concurrency", c)`` (``("concurrency", c, n)`` with the run's request count)."""
+    """The simulated load: ``("offline",)`` (``("offline", n)`` with the run's request count),
+    ``("rate", r, n)`` (``("rate", r, n, cap)`` with at most ``cap`` in flight) or ``("concurrency",
+    c)`` (``("concurrency", c, n)`` with the run's request count)."""
     load = case.load
     if "concurrency" in load:
         count = (int(load["num_requests"]),) if "num_requests" in load else ()
@@ -143,7 +145,7 @@ def _load_key(case: Case) -> tuple:
     if "request_rate" in load:
         cap = (int(load["max_concurrency"]),) if "max_concurrency" in load else ()
         return ("rate", float(load["request_rate"]), int(load["num_requests"]), *cap)
-    return ("offline",)
+    return ("offline", int(load["num_requests"])) if "num_requests" in load else ("offline",)
 
 
 def case_scheduler(engine: str, limits: tuple = ()) -> Any:
@@ -171,6 +173,8 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
         return {"rate": load[1], "num_requests": load[2], "max_concurrency": load[3] if len(load) > 3 else None}
     if load[0] == "concurrency":
         return {"concurrency": load[1], "num_requests": _closed_loop_requests(load, max_requests)}
+    if len(load) > 1:  # the run's own request count (its mean TTFT and its ramp and drain follow it)
+        return {"offline": True, "num_requests": load[1]}
     # The simulation runs one replica with 1/dp of the requests, so the cap is per replica:
     # every replica must fill its sequence slots or KV pool several times over (an NVL72 rack
     # of 72 replicas holds far more requests in flight than one replica's cap).
@@ -275,7 +279,7 @@ def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[
     """Cases grouped by simulation key (deployment, lengths, load), and why the others are not predicted."""
     groups: dict[tuple, list[int]] = {}
     reasons: dict[int, str] = {}
-    for i, case in enumerate(cases):
+    for i, case in enumerate(sweep_request_counts(cases)):  # (an infinite rate's count, its sweep's)
         reason = serving_unsupported_reason(case)
         if reason is not None:
             reasons[i] = reason
@@ -351,8 +355,8 @@ def _simulate_pools(key: tuple, profile: Any, max_requests: int) -> RequestTimes
         workload = {"rate": load[1], "num_requests": load[2]}
     elif load[0] == "concurrency":  # both pools on one clock, rounds as an aggregated closed loop's
         workload = {"concurrency": load[1], "num_requests": _closed_loop_requests(load, max_requests)}
-    else:  # offline: every request queued; enough to fill the decode pool several times over
-        workload = {"offline": True, "num_requests": int(max_requests)}
+    else:  # offline: every request queued, the run's count, else enough to fill the decode pool several times over
+        workload = {"offline": True, "num_requests": load[1] if len(load) > 1 else int(max_requests)}
     try:
         disagg = Disaggregation(*(Pool(hw, num_gpus=gpus, tp=tp, ep=ep, attention_dp=adp)
                                   for hw, gpus, tp, ep, adp in pools))

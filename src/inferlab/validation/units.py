@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cluster import check_client, map_units
+from .case_setup import sweep_request_counts
 from .cases import Case
 from .predict import predict_cases, static_group_key
 from .serving import serving_group_key, serving_unsupported_reason
@@ -44,6 +45,7 @@ def predict_cases_on(cases: Sequence[Any], profile: Any = "default",
     cases = list(cases)
     if check_client(client) is None:
         return predict_cases(cases, profile)
+    cases = sweep_request_counts(cases)  # (a unit holds an infinite-rate row without its sweep's others)
     units = case_units(cases)
     size = math.ceil(len(units) / TASKS)
     tasks = [[[cases[i] for i in idx] for idx in units[k:k + size]] for k in range(0, len(units), size)]
