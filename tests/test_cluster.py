@@ -71,6 +71,25 @@ def test_validation_on_the_cluster_equals_the_serial_validation(client):
     assert predict_cases_on(cases, client=client) == serial
 
 
+def test_an_infinite_rate_row_is_predicted_on_the_cluster_as_here(client):
+    # the infinite-rate TTFT row takes its sweep's count only where the whole set states one: a
+    # finite-rate row of 1,000 requests beside the 500 leaves it unpredicted, also when that row
+    # is itself unpredicted (its unit apart, with the 500 alone); an invalid online row keeps its reason
+    from inferlab.validation.cases import InvalidCase
+
+    cases = [c for c in load_case_entries(CASE_FILES[1:]) if getattr(c, "regime", "") == "online"]
+    inf = next(c for c in cases if c.load.get("offline") and c.metric == "ttft_ms")
+    rate = next(c for c in cases if "request_rate" in c.load)
+    other = rate.model_copy(update={"load": {"request_rate": 8.0, "num_requests": 1000}, "id": "qps8",
+                                    "prefix_cache": {"hit_rate": 2.0}})
+    bad = InvalidCase(id="bad", reason="no model", regime="online")
+    mixed = [inf, rate, other, bad]
+    serial = predict_cases(mixed)
+    assert serial[0][0] is None and serial[3] == (None, "invalid case: no model")
+    assert predict_cases_on(mixed, client=client) == serial
+    assert predict_cases_on([inf, rate], client=client) == predict_cases([inf, rate])
+
+
 def test_case_units_keep_each_grid_and_simulation_whole():
     cases = load_case_entries(CASE_FILES)
     units = case_units(cases)

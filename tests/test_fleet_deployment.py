@@ -153,3 +153,30 @@ def test_a_fleet_answers_a_request_past_max_model_len_alone_and_routes_it_where_
     long = (np.asarray(both.status) == 0) & (np.asarray(both.isl) > 8128)
     assert both.counts()["too long"] == 0 and long.any()
     assert set(np.asarray(both.replica_pool)[np.asarray(both.replica)[long]].tolist()) == {1}
+
+
+def test_a_request_past_the_positions_goes_to_the_pool_that_allows_long_context():
+    # lognormal prompts of mean 100,000 and sigma 0.3 (mu = ln 1e5 - 0.045 = 11.468) pass
+    # Llama-3.1-8B's 131,072 positions with their 64 output tokens where the prompt passes 131,008:
+    # P(Z > (ln 131008 - 11.468) / 0.3 = 1.05) = 15%; the pool that allows long context (RoPE
+    # scaling) takes them, the other none
+    traffic = {"rate": 0.05, "isl": {"kind": "lognormal", "mean": 100_000, "sigma": 0.3}, "osl": 64}
+    pools = [{"model": "llama-3.1-8b", "hardware": "h200-sxm"},
+             {"model": "llama-3.1-8b", "hardware": "h200-sxm", "allow_long_context": True}]
+    run = fleet_of(pools, traffic=[traffic], horizon_s=1200)
+    isl, status = np.asarray(run.isl), np.asarray(run.status)
+    long = isl + 64 > 131_072
+    assert long.any() and (status[long] == 0).all() and run.counts()["too long"] == 0
+    assert set(np.asarray(run.replica_pool)[np.asarray(run.replica)[long]].tolist()) == {1}
+    alone = fleet_of(pools[:1], traffic=[traffic], horizon_s=1200)
+    assert 0.05 * len(alone.isl) <= alone.counts()["too long"] <= 0.3 * len(alone.isl)
+
+
+def test_a_fleet_is_refused_where_every_request_of_one_model_is_too_long():
+    # Llama-2-7B was trained for 4,096 positions: 5,000-token prompts to it are refused as serve
+    # refuses a run none of whose requests its engine takes, whatever the other model's pool serves
+    pools = [{"model": "llama-2-7b", "hardware": "h100-sxm"}, {"model": "llama-3.1-8b", "hardware": "h100-sxm"}]
+    traffic = [{"rate": 0.5, "isl": 5000, "osl": 16, "model": "llama-2-7b"},
+               {"rate": 0.5, "isl": 1000, "osl": 16, "model": "llama-3.1-8b"}]
+    with pytest.raises(SpecError, match="4,096 positions"):
+        fleet_of(pools, traffic=traffic, horizon_s=60)

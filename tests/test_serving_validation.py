@@ -25,6 +25,7 @@ from inferlab.validation.serving import (
     serving_unsupported_reason,
     serving_workload,
     simulate_group,
+    sweep_request_counts,
 )
 from inferlab.validation.summary import summarize
 
@@ -64,7 +65,8 @@ def test_pipeline_stages_keep_one_batch_in_flight_per_stage():
 
 def test_sample_serving_cases_share_runs_and_are_summarised(data_dir):
     cases = load_cases(data_dir / "cases-serving-sample.yaml")
-    groups, reasons = serving_groups(cases)
+    assert len(serving_groups(cases)[1]) == 1  # the infinite-rate TTFT row alone states no count
+    groups, reasons = serving_groups(sweep_request_counts(cases))
     # a TTFT and a TPOT row of one run: one simulation; the infinite-rate TTFT row takes its sweep's
     # 500 requests (the rate-4 rows state them), so it is predicted too
     assert len(reasons) == 0 and len(groups) == 5
@@ -512,7 +514,6 @@ def test_an_infinite_rate_row_takes_its_sweeps_request_count(data_dir):
     one H100, 467/256 tokens, ITL 39 ms and TTFT 3,335 ms measured; with the offline run's own
     thousands of requests the ITL had been 58 ms and the TTFT not predicted. A source whose rates
     state different counts leaves the row unpredicted; a count the row states is simulated."""
-    from inferlab.validation.case_setup import sweep_request_counts
 
     cases = load_cases(data_dir / "cases-serving-sample.yaml")
     swept = sweep_request_counts(cases)
@@ -528,7 +529,7 @@ def test_an_infinite_rate_row_takes_its_sweeps_request_count(data_dir):
     rate4 = next(c for c in cases if c.regime == "online" and "request_rate" in c.load)
     other = rate4.model_copy(update={"load": {"request_rate": 8.0, "num_requests": 1000}, "id": "qps8"})
     mixed = predict_cases([ttft, rate4, other])
-    assert mixed[0][0] is None and "does not state" in mixed[0][1]
+    assert mixed[0][0] is None and "nor its source's finite-rate rows state as one" in mixed[0][1]
     # a stated count is the run's: twice the requests queued at once wait longer for their first token
     twice = ttft.model_copy(update={"load": {"offline": True, "num_requests": 1000}})
     assert predict_cases([twice])[0][0] > 1.5 * by_metric["ttft_ms"]

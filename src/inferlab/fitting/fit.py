@@ -27,7 +27,7 @@ from ..validation.cases import Case, case_engine
 
 from ..validation.predict import predict_cases
 from ..validation.ops import OpTable, predict_ops
-from ..validation.serving import serving_unsupported_reason
+from ..validation.serving import serving_unsupported_reason, sweep_request_counts
 from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize
 from .ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
 from .serving import TERMS as SERVING_TERMS
@@ -283,7 +283,7 @@ def calibrate(table: OpTable, cases: Sequence[Case], *, source: Callable[[int], 
     if terms["engines"]:
         profile["generic"]["step_overhead_s"] = float(f"{np.median(list(terms['engines'].values())):.{DIGITS}g}")
         profile["generic"]["elementwise_floor_fraction"] = terms["elementwise_floor_fraction"]
-    serving_cases = [c for c in cases if c.holdout_half == 0 and c.regime != "static_batch" and not c.speculative
+    serving_cases = [c for c in sweep_request_counts(cases) if c.holdout_half == 0 and c.regime != "static_batch" and not c.speculative
                      and case_engine(c) != "generic" and serving_unsupported_reason(c) is None]
     serving = round_tree(fit_serving_terms(profile, serving_cases))
     for engine, values in serving.items():

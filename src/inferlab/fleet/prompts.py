@@ -43,19 +43,26 @@ def pool_takes(pools: Any, isl: Any, osl: Any) -> list[np.ndarray]:
 
 
 def check_pools_take(pools: Any, requests: Any) -> None:
-    """Refuse a pool whose ``max_model_len`` is past its model's positions, and a fleet none of
-    whose requests a pool serving their model takes (in that pool's words: past its
-    ``max_model_len``, the model's positions or its unchunked budget)."""
+    """Refuse a pool whose ``max_model_len`` is past its model's positions, and a fleet where no
+    request of some model is taken by a pool serving it (in that pool's words: past its
+    ``max_model_len``, the model's positions or its unchunked budget), as ``serve`` refuses a
+    run none of whose requests its engine takes."""
     isl, osl = np.asarray(requests.isl, float), np.asarray(requests.osl, float)
     for p in pools:
         engine_context_within_model(_model(p), p.kind.sched.max_model_len, allow_long_context=p.allow_long_context)
     mine = serves(pools, requests)
-    if not len(isl) or any((m & t).any() for m, t in zip(mine, pool_takes(pools, isl, osl))):
-        return
-    for p, m in zip(pools, mine):  # (raises: each of the pool's requests is refused)
-        if m.any():
-            check_context(_model(p), p.kind.sched, isl[m], osl[m], allow_long_context=p.allow_long_context,
-                          ranks=_ranks(p))
+    taken_somewhere = np.zeros(len(isl), bool)
+    for m, t in zip(mine, pool_takes(pools, isl, osl)):
+        taken_somewhere |= m & t
+    asked = [requests.model == name for name in np.unique(requests.model)] if requests.model is not None else \
+        [np.ones(len(isl), bool)]
+    for want in asked:  # each model's requests (a request naming none goes anywhere)
+        if not want.any() or taken_somewhere[want].any():
+            continue
+        for p, m in zip(pools, mine):  # (raises: each of the pool's requests of that model is refused)
+            if (m & want).any():
+                check_context(_model(p), p.kind.sched, isl[m & want], osl[m & want],
+                              allow_long_context=p.allow_long_context, ranks=_ranks(p))
 
 
 def too_long_note(pools: Any, requests: Any, status: Any, too_long: int) -> tuple[str, ...]:
@@ -72,6 +79,7 @@ def too_long_note(pools: Any, requests: Any, status: Any, too_long: int) -> tupl
         context |= m & ~fits
         if cap is not None:
             prompt |= m & (isl > cap)
+    prompt &= ~context  # (each counted once: a request past both limits is said to be past the context)
     why = []
     if (k := int(np.count_nonzero(ended & context))):
         why.append(f"{k:,} longer (prompt plus output) than a pool's max_model_len or the model's positions (raise "

@@ -111,7 +111,7 @@ class _Loop(Stepping, Outages, Control):
         # max_model_len or the model's positions, a prompt past its budget unchunked), None: every one
         takes = pool_takes(self.pools, req.isl, req.osl)
         self.takes = [None if t.all() else t.tolist() for t in takes]
-        self.taken_by_all = np.logical_and.reduce(takes).tolist()
+        self.taken_by_all = None if all(t is None for t in self.takes) else np.logical_and.reduce(takes).tolist()
         self.timeout = adm.timeout_s
         self.arrived_window = 0
         self.pool_arrivals = [0] * len(self.pools)
@@ -250,7 +250,8 @@ class _Loop(Stepping, Outages, Control):
     def _too_long(self, g: int) -> bool:
         """Whether every pool that serves request ``g``'s model refuses it as too long (whatever is up)."""
         want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
-        return not any(t is None or t[g] for p, t in zip(self.pools, self.takes) if not want or p.model in ("", want))
+        takes = [t for p, t in zip(self.pools, self.takes) if not want or p.model in ("", want)]
+        return bool(takes) and not any(t is None or t[g] for t in takes)
 
     def _candidates(self, g: int) -> list[Replica]:
         """Replicas that may take request ``g``: its model's, nearest first (see :mod:`.pools`)."""
@@ -266,7 +267,7 @@ class _Loop(Stepping, Outages, Control):
         want = self.model[g] if self.model is not None and len(self.pools) > 1 else ""
         if want:
             up = [r for r in up if self.pools[r.pool].model in ("", want)]
-        if not self.taken_by_all[g]:  # a pool whose engine refuses the request takes none of it
+        if self.taken_by_all is not None and not self.taken_by_all[g]:  # a pool whose engine refuses it takes none of it
             up = [r for r in up if (t := self.takes[r.pool]) is None or t[g]]
         if len(self.pools) == 1 or self.user_region is None or len(up) < 2:
             return up

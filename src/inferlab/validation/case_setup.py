@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InferlabError, UnknownNameError
@@ -297,19 +296,3 @@ def _major_version(version: Any) -> int:
     head = str(version or "").split(".")[0]
     return int(head) if head.isdigit() else -1
 
-
-def sweep_request_counts(cases: Sequence[Any]) -> list[Any]:
-    """``cases`` with an infinite-rate online row that states no request count given the one its
-    source's finite-rate rows all state: a request-rate sweep (``benchmark_serving.py
-    --request-rate 2 ... inf --num-prompts N``) sends the same ``N`` prompts at every rate, the
-    infinite one too, whose mean TTFT, ITL and ramp follow that count (TensorRT-LLM 0.14's
-    online-serving table: 500 at rates 2-32 and "inf"). Rows of a source whose counts differ
-    keep theirs."""
-    online = [c for c in cases if getattr(c, "regime", None) == "online"]  # (an invalid case has none)
-    counts: dict[str, set[int]] = {}
-    for c in online:
-        if "request_rate" in c.load and "num_requests" in c.load:
-            counts.setdefault(c.source, set()).add(int(c.load["num_requests"]))
-    return [c.model_copy(update={"load": {**c.load, "num_requests": next(iter(counts[c.source]))}})
-            if getattr(c, "regime", None) == "online" and c.load.get("offline") and "num_requests" not in c.load
-            and len(counts.get(c.source, ())) == 1 else c for c in cases]

@@ -43,10 +43,12 @@ def static_group_key(case: Case) -> tuple:
             techniques, windows)
 
 
-def predict_cases(cases: Iterable[Case | InvalidCase],
-                  profile: Any = "default") -> list[tuple[float | None, str | None]]:
+def predict_cases(cases: Iterable[Case | InvalidCase], profile: Any = "default",
+                  swept: bool = False) -> list[tuple[float | None, str | None]]:
     """:func:`predict_case` for many cases; static cases that share a deployment are evaluated as one
-    grid, serving cases that share a run as one simulation; an :class:`InvalidCase` gets its reason."""
+    grid, serving cases that share a run as one simulation; an :class:`InvalidCase` gets its reason.
+    ``swept``: the infinite-rate rows already hold their sweep's request count (a part of a set
+    predicted apart, :func:`~.serving.sweep_request_counts`)."""
     from ..phases.estimate import estimate
     from .serving import predict_serving_cases
 
@@ -54,12 +56,12 @@ def predict_cases(cases: Iterable[Case | InvalidCase],
     valid = [i for i, case in enumerate(cases) if isinstance(case, Case)]
     if len(valid) < len(cases):  # invalid entries keep their reason; the others are predicted
         out = [(None, f"invalid case: {getattr(case, 'reason', '')}") for case in cases]
-        for i, pred in zip(valid, predict_cases([cases[i] for i in valid], profile)):
+        for i, pred in zip(valid, predict_cases([cases[i] for i in valid], profile, swept)):
             out[i] = pred
         return out  # type: ignore[return-value]
     out: list[tuple[float | None, str | None]] = [(None, None)] * len(cases)
     serving = [i for i, case in enumerate(cases) if case.regime != "static_batch"]
-    for i, pred in zip(serving, predict_serving_cases([cases[i] for i in serving], profile)):
+    for i, pred in zip(serving, predict_serving_cases([cases[i] for i in serving], profile, swept=swept)):
         out[i] = pred
     groups: dict[tuple, list[int]] = {}
     for i, case in enumerate(cases):

@@ -3,15 +3,17 @@
 A serving case is simulated request by request; cases that share a deployment, lengths and
 a load (the TTFT and TPOT rows of one run) share one simulation. What each simulates:
 
-* ``offline`` (every request queued at once, output tokens/s over the whole run):
+* ``offline`` (every request queued at once, output tokens/s over the whole run): the run's
+  ``num_requests`` where the case states it (at most :data:`MAX_REQUESTS` a replica), else
   :data:`OFFLINE_WAVES` times what the engine holds at once (its sequence limit or its KV
   pool, whichever binds), at least :data:`MIN_REQUESTS` and at most :data:`MAX_REQUESTS`,
   so that the ramp-up of the first wave and the drain of the last weigh as little as in
   the benchmarks (the TensorRT-LLM performance overview sizes its datasets, 1,000-30,000
   requests, "to guarantee that the system hit a steady state").
 * ``online``: the case's Poisson rate and request count. An infinite rate
-  (``load: {offline: true}``) is served as offline; its mean TTFT grows with a request
-  count the case does not state, so that metric is not predicted.
+  (``load: {offline: true}``) is served as offline with its count, or the one its source's
+  finite-rate rows all state (:func:`sweep_request_counts`); its mean TTFT grows with the
+  count, so without one that metric is not predicted.
 * ``closed_loop``: ``concurrency`` clients, each sending its next request when the last
   one ends. Benchmark clients (vLLM and SGLang ``bench_serving``, genai-perf) measure from
   the first request, whose burst of ``concurrency`` simultaneous prompts lengthens the first
@@ -35,7 +37,6 @@ from pydantic import ValidationError
 
 from ..errors import InferlabError
 from ..specs.validation import format_validation_error
-from .case_setup import sweep_request_counts
 from .cases import (Case, Parallelism, case_engine, case_layout, case_limits, case_precision, case_prefix,
                     case_speculative, layout_of, prefix_cache_reason, speculative_from)
 from .request_times import BENCHMARK_ROUNDS, RequestTimes, serving_metric
@@ -119,7 +120,8 @@ def serving_unsupported_reason(case: Case) -> str | None:
         return reason
     load = case.load
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
-        return "online at an infinite rate: the mean TTFT grows with the request count, which the case does not state"
+        return ("online at an infinite rate: the mean TTFT grows with the request count, which neither the case "
+                "states nor its source's finite-rate rows state as one")
     if case.regime == "online" and not ({"request_rate", "num_requests"} <= set(load) or load.get("offline")):
         return f"online with load {sorted(load)} (expected request_rate and num_requests)"
     if "max_concurrency" in load and not (case.regime == "online" and "request_rate" in load):
@@ -171,12 +173,12 @@ def serving_workload(dep: Any, engine: str, isl: int, osl: int, load: tuple,
         return {"rate": load[1], "num_requests": load[2], "max_concurrency": load[3] if len(load) > 3 else None}
     if load[0] == "concurrency":
         return {"concurrency": load[1], "num_requests": _closed_loop_requests(load, max_requests)}
+    streams = dep.parallel.dp
     if len(load) > 1:  # the run's own request count (its mean TTFT and its ramp and drain follow it)
-        return {"offline": True, "num_requests": load[1]}
+        return {"offline": True, "num_requests": min(load[1], max_requests * streams)}
     # The simulation runs one replica with 1/dp of the requests, so the cap is per replica:
     # every replica must fill its sequence slots or KV pool several times over (an NVL72 rack
     # of 72 replicas holds far more requests in flight than one replica's cap).
-    streams = dep.parallel.dp
     n = OFFLINE_WAVES * _in_flight(dep, engine, isl, osl, limits) * streams
     return {"offline": True, "num_requests": int(np.clip(math.ceil(n), MIN_REQUESTS, max_requests * streams))}
 
@@ -194,11 +196,28 @@ def _rounds(load: tuple) -> float:
     return max(load[2] / load[1], 1.0) if len(load) > 2 else float(BENCHMARK_ROUNDS)
 
 
+def sweep_request_counts(cases: Sequence[Any]) -> list[Any]:
+    """``cases`` with an infinite-rate online row that states no request count given the one its
+    source's finite-rate rows all state: a request-rate sweep (``benchmark_serving.py
+    --request-rate 2 ... inf --num-prompts N``) sends the same ``N`` prompts at every rate, the
+    infinite one too, whose mean TTFT, ITL and ramp follow that count (TensorRT-LLM 0.14's
+    online-serving table: 500 at rates 2-32 and "inf"). Rows of a source whose counts differ
+    keep theirs. Applied once to a whole set of cases (a subset may hold one count where the set holds
+    several), by :func:`predict_serving_cases`, the cluster's units and the fit."""
+    counts: dict[str, set[int]] = {}
+    for c in (c for c in cases if isinstance(c, Case) and c.regime == "online"):
+        if "request_rate" in c.load and "num_requests" in c.load:
+            counts.setdefault(c.source, set()).add(int(c.load["num_requests"]))
+    return [c.model_copy(update={"load": {**c.load, "num_requests": next(iter(counts[c.source]))}})
+            if isinstance(c, Case) and c.regime == "online" and c.load.get("offline") and "num_requests" not in c.load
+            and len(counts.get(c.source, ())) == 1 else c for c in cases]
+
+
 def serving_groups(cases: Sequence[Case]) -> tuple[dict[tuple, list[int]], dict[int, str]]:
     """Cases grouped by simulation key (deployment, lengths, load), and why the others are not predicted."""
     groups: dict[tuple, list[int]] = {}
     reasons: dict[int, str] = {}
-    for i, case in enumerate(sweep_request_counts(cases)):  # (an infinite rate's count, its sweep's)
+    for i, case in enumerate(cases):
         reason = serving_unsupported_reason(case)
         if reason is not None:
             reasons[i] = reason
@@ -308,10 +327,11 @@ def simulate_groups(keys: Sequence[tuple], profile: Any, workers: int | None = N
         return list(pool.map(_simulate_star, jobs, chunksize=max(1, len(jobs) // (8 * workers))))
 
 
-def predict_serving_cases(cases: Sequence[Case], profile: Any = "default",
-                          workers: int | None = None) -> list[tuple[float | None, str | None]]:
-    """Predict serving cases, one simulation per (deployment, workload, load)."""
-    groups, reasons = serving_groups(cases)
+def predict_serving_cases(cases: Sequence[Case], profile: Any = "default", workers: int | None = None,
+                          swept: bool = False) -> list[tuple[float | None, str | None]]:
+    """Predict serving cases, one simulation per (deployment, workload, load); ``swept``: their
+    infinite-rate rows already hold their sweep's count (:func:`sweep_request_counts`)."""
+    groups, reasons = serving_groups(cases if swept else sweep_request_counts(cases))
     out: list[tuple[float | None, str | None]] = [(None, reasons.get(i)) for i in range(len(cases))]
     for (key, idx), times in zip(groups.items(), simulate_groups(list(groups), profile, workers)):
         for i in idx:

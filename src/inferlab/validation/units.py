@@ -9,10 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..cluster import check_client, map_units
-from .case_setup import sweep_request_counts
 from .cases import Case
 from .predict import predict_cases, static_group_key
-from .serving import serving_group_key, serving_unsupported_reason
+from .serving import serving_group_key, serving_unsupported_reason, sweep_request_counts
 from .support import unsupported_reason
 
 #: Tasks the units are packed into (consecutive units per task): enough to keep a few dozen
@@ -58,4 +57,4 @@ def predict_cases_on(cases: Sequence[Any], profile: Any = "default",
 
 
 def _predict_units(units: list[list[Any]], profile: Any) -> list[list[tuple[float | None, str | None]]]:
-    return [predict_cases(unit, profile) for unit in units]
+    return [predict_cases(unit, profile, swept=True) for unit in units]
