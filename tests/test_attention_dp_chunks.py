@@ -72,3 +72,17 @@ def test_without_chunking_each_rank_takes_whole_prompts_within_its_own_budget():
     assert _whole(8, [9000.0, 9000.0]) == [9000.0, 0.0]
     # one group: the replica's budget, first come first served
     assert _whole(1, [6000.0, 2000.0, 500.0]) == [6000.0, 2000.0, 0.0]
+
+
+def test_the_busiest_rank_is_timed_from_prompts_balanced_by_tokens():
+    # 8 ranks, one 8,000-token prompt and fourteen of 4,000: dealt largest first to the least
+    # loaded rank, every rank holds 8,000 tokens (the 8,000 alone, or two of 4,000); dealing every
+    # eighth of the sorted prompts to one rank had put 8,000 + 4,000 = 12,000 on it, past its budget
+    from inferlab.serving.iteration import busiest_rank
+
+    tokens = np.array([4000.0] * 7 + [8000.0] + [4000.0] * 7)
+    assert float(tokens[busiest_rank(tokens, 8)].sum()) == 8000.0
+    # ten equal prompts on eight ranks: two share a rank
+    assert len(busiest_rank(np.full(10, 6000.0), 8)) == 2
+    # no more prompts than ranks: the largest alone
+    assert busiest_rank(np.array([100.0, 900.0, 300.0]), 8).tolist() == [1]

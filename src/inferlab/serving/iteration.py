@@ -2,7 +2,9 @@
 
 :func:`plan_prefill` chooses the prompts that get a chunk within the token budget (first come
 first served; with a prompt-token limit, :func:`prefill_allowance`, no further prompt once it
-is spent) and times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
+is spent; under attention DP within each rank's budget, whole prompts to the least loaded rank
+where they are not chunked, :func:`busiest_rank` the rank that sets the iteration's time) and
+times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
 the same work with Python floats for a small batch, where numpy's cost per call would be
 most of the time.
 
@@ -72,8 +74,8 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
             break
         elif loads is not None:
             k = loads.index(min(loads))
-            if lj > per_rank - loads[k] and chunk.any():
-                break
+            if lj > per_rank - loads[k] and budget < budget_max - (n_dec if mixed else 0):
+                break  # (a prompt past a rank's budget goes alone)
             loads[k] += lj
             take = lj
         else:
@@ -174,3 +176,18 @@ def plan_decode_sums(e: Any) -> tuple:
             free_tokens = (room - held) * block
             k = min(k, max(1, int(free_tokens // max(n, 1)) + 1))
     return ("decode", t0, t1, *PlainDecoding.steps(k, t0, t1), least, total)
+
+
+def busiest_rank(tokens: np.ndarray, ranks: int) -> np.ndarray:
+    """Which of an iteration's prompts the busiest of ``ranks`` attention-DP ranks prefills: the
+    prompts dealt largest first, each to the least loaded rank (the engines balance ranks by
+    tokens); indices into ``tokens``."""
+    order = np.argsort(-tokens, kind="stable")
+    if len(order) <= ranks:
+        return order[:1]
+    loads, held = [0.0] * ranks, [[] for _ in range(ranks)]
+    for j in order.tolist():
+        k = loads.index(min(loads))
+        loads[k] += float(tokens[j])
+        held[k].append(j)
+    return np.asarray(held[loads.index(max(loads))], int)

@@ -41,6 +41,7 @@ from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill, on_mla_tiles
 from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
+from .iteration import busiest_rank
 
 #: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
 MEMO_SIZE = 1 << 16
@@ -378,12 +379,12 @@ class StepModel:
                            prefill_tokens: np.ndarray, logits: float, decode_new: float) -> float:
         """GPU time of a mixed iteration under attention DP: the busiest of the ``g`` ranks.
 
-        Prompts go to ranks largest first, one per rank in turn (the ``0::g`` slice of the
-        chunks sorted by size); decoding sequences and logit rows split evenly. The rank
-        tables are indexed in replica tokens (``g`` times a rank's), as built.
+        Prompts go to ranks largest first, each to the least loaded (:func:`~.iteration.busiest_rank`);
+        decoding sequences and logit rows split evenly. The rank tables are indexed in replica
+        tokens (``g`` times a rank's), as built.
         """
         g = self.groups
-        order = np.argsort(-np.asarray(prefill_tokens, float), kind="stable")[::int(g)]
+        order = busiest_rank(np.asarray(prefill_tokens, float), int(g))
         mine_tokens = np.asarray(prefill_tokens, float)[order]
         mine_context = np.asarray(prefill_context, float)[order]
         p_all = float(np.add.reduce(prefill_tokens))
