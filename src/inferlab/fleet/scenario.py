@@ -31,7 +31,9 @@ then carry the ``region`` of their users and the ``model`` they ask for (see
 (:class:`inferlab.Deployment`'s form) instead of ``model``, ``hardware``, ``engine``, ``tp``
 and ``precision``, at the top or in a pool. ``allow_long_context: true`` (at the top, in a
 pool, or in the deployment) accepts requests beyond the model's trained positions (RoPE
-scaling), which are refused otherwise; a cascade's large fleet takes the small one's.
+scaling); otherwise such a request ends ``too long`` unless another pool of its model takes
+it (a fleet none of whose requests of a model is taken is refused); a cascade's large fleet
+takes the small one's.
 
 A planning scenario (``inferlab plan``'s format, ``models: [...]``) may carry a ``fleet:``
 section too: the fleet then runs the plan's cheapest configuration and replica count
