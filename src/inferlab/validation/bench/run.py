@@ -115,8 +115,9 @@ def lookup(data: Any, tool: str, label: str, *path: str, required: bool = True) 
     return node
 
 
-def number(value: Any, tool: str, label: str, name: str, *, positive: bool = True) -> float:
-    """``value`` as a finite float (a number or numeric text); anything else is one line."""
+def number(value: Any, tool: str, label: str, name: str, *, positive: bool = True, whole: bool = False) -> float:
+    """``value`` as a finite float (a number or numeric text; ``whole``: a count, a whole number
+    >= 1); anything else is one line."""
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -124,6 +125,8 @@ def number(value: Any, tool: str, label: str, name: str, *, positive: bool = Tru
     if not math.isfinite(out) or positive and out <= 0:
         raise BenchFormatError(f"{tool}: {label}: field {name!r} must be a finite number{' > 0' if positive else ''}, "
                                f"got {value!r:.40}")
+    if whole and (not out.is_integer() or out < 1):
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} counts requests: a whole number >= 1, got {value!r:.40}")
     return out
 
 

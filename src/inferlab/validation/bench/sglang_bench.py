@@ -128,7 +128,7 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
             lookup({}, TOOL, where, REQUIRED[0])
         for key in REQUIRED:
             lookup(data, TOOL, where, key)
-        completed = number(data["completed"], TOOL, where, "completed")
+        completed = number(data["completed"], TOOL, where, "completed", whole=True)
         accept = data.get("accept_length")
         accept = number(accept, TOOL, where, "accept_length", positive=False) if accept is not None else None
         if accept is not None and accept != 0 and accept < 1:  # 0 or absent: no speculation

@@ -47,7 +47,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
         raise BenchFormatError(f"{TOOL}: {label}: a ramped rate (ramp_up_strategy {data['ramp_up_strategy']}, "
                                f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} req/s) is no one "
                                "load: not predicted")
-    completed = number(data["completed"], TOOL, label, "completed")
+    completed = number(data["completed"], TOOL, label, "completed", whole=True)
     # the totals count the completed requests only (the per-request lists of a detailed save hold a
     # 0-token output for each failed one, which would shorten the mean)
     isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
