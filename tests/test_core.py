@@ -309,6 +309,12 @@ def test_a_one_token_output_has_no_decode_cost_per_output_token():
     single = estimate("llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=1, profile="roofline")
     assert single.to_dict()["cost"]["usd_per_million_output"] is None
     assert single.summary_rows()[0][9] == "-"
+    # and no TPOT: '-' and null, as serve says it, not 0.00 ms; explain shows no decode step
+    assert single.summary_rows()[0][4] == "-" and single.to_dict()["tpot_s"] is None
+    said = single.explain()
+    assert "TPOT - (one output token a request: no decode step)" in estimate(
+        "llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=1).explain()
+    assert "decode: none (one output token a request)" in said and "decode:" not in said.replace("decode: none", "")
 
 
 def test_static_batch_totals():

@@ -179,8 +179,6 @@ def run(args: argparse.Namespace) -> None:
 
     kw = _kwargs(args)
     if args.plot and kw.get("disaggregation") is not None:
-        from ..errors import SpecError
-
         raise SpecError("--plot draws one deployment's roofline; with --disagg give --ops prefill or --ops decode "
                         "for each pool's op table, or plot one pool as an aggregated estimate")
     written = _inputs_written(kw)
@@ -202,6 +200,9 @@ def run(args: argparse.Namespace) -> None:
         why = "\n".join([est.explain(), *getattr(args, "engine_read", [])])
         text += "\n\n" + why
         data["explain"] = why
+    if args.ops == "decode" and hasattr(est, "op_table") and float(np.ravel(np.asarray(est.osl, float))[0]) <= 1:
+        raise SpecError("--ops decode: the first grid point's OSL is 1, so it has no decode step; give --osl 2 or "
+                        "more, or --ops prefill")
     if args.ops and hasattr(est, "op_table"):
         rows = est.op_table(args.ops)
         data["ops"] = rows

@@ -100,7 +100,8 @@ def _prefill_graphed(est: Estimate, point: int) -> bool:
 
 
 def _levers(est: Estimate, point: int) -> list[str]:
-    decode = _bound_shares(est.op_table("decode", point))
+    decoding = float(np.ravel(np.broadcast_to(est.osl, np.shape(est.ttft_s)))[point]) > 1
+    decode = _bound_shares(est.op_table("decode", point)) if decoding else {"none": 1.0}
     prefill = _bound_shares(est.op_table("prefill", point))
     out = []
     if next(iter(decode)) == "memory":
@@ -258,7 +259,7 @@ def explain(est: Estimate, point: int = 0) -> str:
     lines += interval_lines(est, point)
     lines += _technique_lines(est, point)
     lines += _phase_text(est, "prefill", point)
-    lines += _phase_text(est, "decode", point)
+    lines += _phase_text(est, "decode", point) if at(est.osl) > 1 else ["decode: none (one output token a request)"]
     lines.append(
         f"memory per GPU: weights {mem.weights / 1e9:.1f} GB, KV cache {at(mem.kv_batch) / 1e9:.2f} GB "
         f"({_kv_per_token(est, point)}), workspace {at(mem.workspace) / 1e9:.2f} GB, reserve "

@@ -61,6 +61,8 @@ class Bounds:
         mid = self.at(point)[1]
         if not np.isfinite(mid):
             return "- (this point does not run)"
+        if self.quantity == "tpot" and mid <= 0:
+            return "- (one output token a request: no decode step)"
         scale, unit = (1e3, "ms") if self.unit == "s" and mid < 10.0 else (1.0, self.unit)
         low, mid, high = (v * scale for v in self.at(point))
         point_digits, bound_digits = _decimals(mid, 4), _decimals(mid, 3)

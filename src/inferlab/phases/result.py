@@ -213,7 +213,7 @@ class Estimate:
             "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl),
             "feasible": _plain(np.broadcast_to(self.feasible, shape)),
             "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
-            "waves": val(self.waves), "ttft_s": val(self.ttft_s), "tpot_s": val(self.tpot_s),
+            "waves": val(self.waves), "ttft_s": val(self.ttft_s), "tpot_s": val(self._tpot_shown),
             "total_s": val(self.total_s), "output_tokens_per_s": val(self.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s / dep.num_gpus),
             "output_tokens_per_s_per_user": val(self._per_user),
@@ -229,6 +229,11 @@ class Estimate:
             "interval": interval_dict(self),
             **inputs_dict(self.inputs),
         }
+
+    @property
+    def _tpot_shown(self) -> np.ndarray:
+        """TPOT [s], NaN where one output token leaves no decode step (0 inside, for the sums)."""
+        return np.where(self.tpot_s > 0, self.tpot_s, np.nan)
 
     @property
     def _per_user(self) -> np.ndarray:
@@ -249,7 +254,7 @@ class Estimate:
         shape = np.shape(self.ttft_s)
         flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
         data: dict[str, Any] = {c: flat(getattr(self, c)) for c in ("batch_size", "isl", "osl")}
-        metrics = {"waves": self.waves, "ttft_s": self.ttft_s, "tpot_s": self.tpot_s,
+        metrics = {"waves": self.waves, "ttft_s": self.ttft_s, "tpot_s": self._tpot_shown,
                    "output_tokens_per_s": self.output_tokens_per_s,
                    "output_tokens_per_s_per_gpu": self.output_tokens_per_s / self.deployment.num_gpus,
                    "output_tokens_per_s_per_user": self._per_user, "memory_per_gpu_bytes": self.memory.used,
@@ -275,7 +280,7 @@ class Estimate:
             if not ok[j]:
                 rows.append(head + ["-"] * (len(self.HEADERS) - 3))
                 continue
-            rows.append(head + [f"{ttft[j] * 1e3:.1f}", f"{tpot[j] * 1e3:.2f}", f"{tput[j]:.0f}",
+            rows.append(head + [f"{ttft[j] * 1e3:.1f}", f"{tpot[j] * 1e3:.2f}" if tpot[j] > 0 else "-", f"{tput[j]:.0f}",
                                 f"{tput[j] / self.deployment.num_gpus:.0f}",
                                 f"{1 / tpot[j]:.1f}" if tpot[j] > 0 else "-", f"{used[j] / 1e9:.1f}",
                                 f"{usd[j]:.3f}" if np.isfinite(usd[j]) else "-", f"{waves[j]:.0f}"])
