@@ -47,7 +47,7 @@ def _cli(capsys, *argv):
     ({"kv_block_size": 0}, "kv_block_size must be between 1 and"),
     ({"max_num_tokens": 0}, "max_num_tokens must be between 1 and"),
     ({"max_num_tokens": -8}, "max_num_tokens must be between 1 and"),
-    ({"price_per_gpu_hour": -2.0}, "price_per_gpu_hour must be a finite number in [0, inf]"),
+    ({"price_per_gpu_hour": -2.0}, "price_per_gpu_hour must be a finite number in [0, 1e+09]"),
     ({"price_per_gpu_hour": float("inf")}, "price_per_gpu_hour must be a finite number"),
     ({"expert_imbalance": 1.5}, "llama-3.1-8b is dense (no experts to route to)"),
     ({"micro_batches": 4}, "micro_batches=4 splits a batch over pipeline stages, but there is one stage"),
@@ -311,6 +311,20 @@ def test_a_price_below_a_nano_dollar_is_refused_and_zero_is_free():
     with pytest.raises(SpecError, match="price_per_gpu_hour must be 0 [(]free[)] or at least 1e-09 USD, got 1e-300"):
         estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e-300)
     assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=0.0).to_dict()["cost"]["usd_per_million_output"] == 0.0
+
+
+def test_a_price_above_a_billion_dollars_is_refused_everywhere():
+    # 1e308 USD/hour overflowed the cost into a silent '-' (and a numpy warning); 1e300 printed 300 digits
+    from inferlab.cli.main import main
+    from inferlab.fleet.pricing import Pricing
+
+    for price in (1e300, 1e308):
+        with pytest.raises(SpecError, match=r"must be a finite number in \[0, 1e\+09\]"):
+            estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=price)
+        with pytest.raises(SpecError, match="must be at most 1e\\+09 USD"):
+            Pricing(on_demand_usd_per_hour=price)
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--price", "1e300"]) == 2
+    assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e9).to_dict()["cost"]["usd_per_million_output"] > 0
 
 
 def test_a_refused_layout_is_labelled_with_the_formats_it_would_have_run():

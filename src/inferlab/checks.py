@@ -35,6 +35,9 @@ GRID_BYTES_PER_POINT = 3_000
 MAX_GRID_POINTS = 10**7
 #: Smallest price above zero [USD] (per GPU-hour or per million tokens): a nano-dollar.
 MIN_PRICE = 1e-9
+#: Largest price [USD] (per GPU-hour or per million tokens): a billion dollars, far above any real
+#: one, far below where costs multiplied by hours and tokens overflow float64.
+MAX_PRICE = 1e9
 
 
 def _is_real(value: Any) -> bool:
@@ -101,15 +104,17 @@ def price(name: str, value: Any, unit: str = "USD/hour") -> float:
         if arr.ndim:
             raise SpecError(f"{name} must be one price [{unit}], got {value!r:.80}")
         value = float(arr)
-    x = real(name, value, minimum=0.0, unit=unit)
+    x = real(name, value, minimum=0.0, maximum=MAX_PRICE, unit=unit)
     return nonzero_price(name, x)
 
 
 def nonzero_price(name: str, x: float) -> float:
     """``x``, unless it is above 0 but below :data:`MIN_PRICE` (far below any currency's
-    resolution, and tokens per dollar divided by it overflow float64)."""
+    resolution, and tokens per dollar divided by it overflow float64) or above :data:`MAX_PRICE`."""
     if 0.0 < x < MIN_PRICE:
         raise SpecError(f"{name} must be 0 (free) or at least {MIN_PRICE:g} USD, got {x!r}")
+    if x > MAX_PRICE:
+        raise SpecError(f"{name} must be at most {MAX_PRICE:g} USD, got {x!r}")
     return x
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import integer, real
+from ..checks import integer, nonzero_price, real
 from ..errors import SpecError
 from ..units import is_quantity, to_si_array
 
@@ -77,6 +77,8 @@ class Pricing:
                 raise SpecError(f"pricing.{name} must be a number [USD/hour], got {v!r:.40}")
             if v < 0 or math.isinf(v):
                 raise SpecError(f"pricing.{name} must be a finite price >= 0 USD/hour, got {v}")
+            if not math.isnan(v):
+                nonzero_price(f"pricing.{name}", v)
         if self.reserved < 0 or not 0 <= self.spot_share <= 1:
             raise SpecError("pricing: reserved must be >= 0 replicas and spot_share in [0, 1]")
         if self.spot_share > 0 and math.isnan(self.spot_usd_per_hour):
