@@ -135,6 +135,7 @@ def test_cases_take_the_recorded_deployment_first():
     assert (case.model, case.num_gpus, case.parallelism.tp, case_engine(case)) == ("llama-3.1-70b", 4, 4,
                                                                                   "trtllm-pytorch")
     assert any("TTFT" in n for n in notes)
+    assert any("the file records its deployment, of the model meta-llama/Llama-3.1-70B-Instruct" in n for n in notes)
 
 
 def test_cases_take_the_model_from_engine_args_or_a_deployment_file(tmp_path):
@@ -434,17 +435,24 @@ def test_a_malformed_load_is_one_line_not_an_offline_run(tmp_path, fixture, path
     assert run.request_rate is None
 
 
-def test_a_model_the_file_records_wins_over_the_engine_args_and_is_said_to(tmp_path):
+def test_a_file_of_another_model_than_the_engine_args_is_not_predicted_with_them(tmp_path):
+    # the 8B command's layout and flags are another run's: a 70B file read with them had been
+    # predicted as the 70B on the 8B's one GPU; alone it is refused in one line, beside a file of
+    # the command's model it is left out with the reason and the other is predicted
     data = json.loads((BENCH / "vllm-bench-serve.json").read_text(encoding="utf-8"))
     data["model_id"] = "meta-llama/Llama-3.1-70B-Instruct"
     path = tmp_path / "seventy.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    cases, notes = bench_cases([path], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
-    assert {c.model for c in cases} == {"llama-3.1-70b"}
-    assert any("records the model meta-llama/Llama-3.1-70B-Instruct (llama-3.1-70b)" in n and "predicted as "
-               "llama-3.1-70b" in n for n in notes)
-    same, quiet = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(engine_args=VLLM_8B, gpu="h100-sxm"))
+    given = given_deployment(engine_args=VLLM_8B, gpu="h100-sxm")
+    with pytest.raises(SpecError, match=r"records the model meta-llama/Llama-3.1-70B-Instruct \(llama-3.1-70b\), "
+                                        r"the --engine-args llama-3.1-8b: give the deployment that ran the file"):
+        bench_cases([path], given)
+    cases, notes = bench_cases([path, BENCH / "vllm-bench-serve.json"], given)
+    assert {c.model for c in cases} == {"llama-3.1-8b"} and any(n.endswith("; not predicted") for n in notes)
+    same, quiet = bench_cases([BENCH / "vllm-bench-serve.json"], given)
     assert not any("records the model" in n for n in quiet)
+    alone, _ = bench_cases([path], given_deployment(gpu="h100-sxm"))  # no command: the file's own model
+    assert {c.model for c in alone} == {"llama-3.1-70b"}
 
 
 def test_a_json_lines_file_with_a_bad_line_names_it(tmp_path):

@@ -160,6 +160,7 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
     cases: list[Case] = []
     notes = list(given.notes)
     unread: list[SpecError] = []
+    skipped: list[str] = []  # runs of another model than the deployment given names
     for path in paths:
         try:
             runs = read_bench(path, fmt)
@@ -171,15 +172,22 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             continue
         for run in runs:
             tool = FORMATS[run.tool]
+            mismatch = model_mismatch(run, given)
+            if mismatch and not run.layout:  # the layout and flags given are another run's: not this one's
+                skipped.append(mismatch)
+                notes.append(f"{mismatch}; not predicted")
+                continue
+            if mismatch:  # the file records its own layout too (trtllm-bench): the file's deployment is predicted
+                notes.append(f"{run.id}: the file records its deployment, of the model {run.model}, not the "
+                             f"{given.source}'s: predicted as the file records it")
             run_cases_, run_notes = run_cases(run, given, tool, f"{tool} {path}")
             cases += run_cases_
             notes += [*run.notes, *run_notes]
             if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:
                 notes.append(f"{run.id}: the file records the {run.engine} engine, the {given.source} "
                              f"{given.engine}: predicted as {run.engine}")
-            mismatch = model_mismatch(run, given)
-            if mismatch:
-                notes.append(mismatch)
     if unread and len(unread) == len(paths):
         raise unread[0]
+    if skipped and not cases:
+        raise SpecError(skipped[0])
     return cases, notes

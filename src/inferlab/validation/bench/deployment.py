@@ -198,8 +198,9 @@ def _named_precision(run: BenchRun, notes: list[str]) -> dict[str, str]:
 
 
 def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
-    """A note when the file records another model than the deployment given names (the file's
-    is predicted, as its engine is), else None."""
+    """Why a run is not predicted when the file records another model than the deployment given
+    names (its layout and flags are another run's: a 70B file read with an 8B command would run
+    the 70B on the 8B's GPUs), else None."""
     from ...specs.catalog import catalog_model
 
     if not (run.model and given.model):
@@ -210,7 +211,8 @@ def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
         return None
     if recorded == named:
         return None
-    return f"{run.id}: the file records the model {run.model} ({recorded}), the {given.source} {named}: predicted as {recorded}"
+    return (f"{run.id}: the file records the model {run.model} ({recorded}), the {given.source} {named}: give the "
+            f"deployment that ran the file (its engine command or --deployment), or --gpu alone to read its own")
 
 
 def _prompt_pool(run: BenchRun, notes: list[str]) -> dict[str, int] | None:
