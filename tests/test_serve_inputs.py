@@ -92,6 +92,17 @@ def test_lengths_refuse_what_they_cannot_draw(kwargs, message):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("text", ["128,,512", "128,", ",128"])
+def test_a_list_of_lengths_with_an_empty_item_is_refused_as_estimate_refuses_it(text):
+    # '128,,512' had been read as 128,512 while estimate's --batch 1,,2 is refused
+    from inferlab.cli.main import main
+
+    with pytest.raises(SpecError, match="an empty item between commas"):
+        Lengths.parse(text)
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--isl", text, "--rate", "1", "--num-requests", "4"]) == 2
+    assert Lengths.parse("128, 512").values == (128, 512)
+
+
 def test_scheduler_refuses_wrong_types():
     with pytest.raises(SpecError, match="scheduler: chunked_prefill must be true or false, got 'no'"):
         SchedulerConfig(chunked_prefill="no")

@@ -101,7 +101,10 @@ class Lengths:
         kind, _, rest = text.strip().partition(":")
         try:
             if not rest:
-                values = [int(v) for v in kind.split(",") if v.strip()]
+                items = kind.split(",")
+                if len(items) > 1 and not all(v.strip() for v in items):
+                    raise SpecError("an empty item between commas; give integers separated by commas")
+                values = [int(v) for v in items]
                 if len(values) == 1:
                     return cls("fixed", value=values[0])
                 return cls("empirical", values=tuple(values))
