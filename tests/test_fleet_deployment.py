@@ -180,3 +180,12 @@ def test_a_fleet_is_refused_where_every_request_of_one_model_is_too_long():
                {"rate": 0.5, "isl": 1000, "osl": 16, "model": "llama-3.1-8b"}]
     with pytest.raises(SpecError, match="4,096 positions"):
         fleet_of(pools, traffic=traffic, horizon_s=60)
+
+
+def test_a_keyword_fleet_does_not_take_is_named_with_what_it_takes():
+    # unknown keywords had fallen through to the engine limits: "scheduler: unknown limit 'slo'"
+    with pytest.raises(SpecError, match="fleet: unknown argument 'horizon' \\(did you mean 'horizon_s'\\?\\); it takes "
+                                        "model, hardware"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon=60)
+    with pytest.raises(SpecError, match="fleet: unknown argument 'slo'; .*ttft_slo_s.*and the engine limits max_num_seqs"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", slo={"ttft_ms": 500})

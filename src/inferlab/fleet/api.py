@@ -19,7 +19,7 @@ from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, 
 from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
-from .replicas import mean_length, replica_kind
+from .replicas import check_keywords, mean_length, replica_kind
 from .prompts import check_pools_take, too_long_note
 from .simulation import TOO_LONG, FleetConfig, Record, run
 from .startup import Startup, dominant_phase
@@ -86,6 +86,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     -------
     FleetResult
     """
+    check_keywords(limits, fleet)
     horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
     replicas = integer("fleet: replicas", replicas, minimum=0, maximum=100_000)
     seed = integer("fleet: seed", seed, minimum=0, maximum=2**63 - 1)

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.scheduler import USER_LIMITS, SchedulerConfig
+from ..errors import SpecError, did_you_mean
 from ..inputs.resolve import deployment
 from ..serving.engine import Engine
 from ..serving.replica import engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens, unchunked_budget
@@ -110,3 +112,15 @@ def mean_length(requests: Any, model: str = "") -> float | None:
     if requests.model is not None and model:
         lengths = lengths[(requests.model == model) | (requests.model == "")]
     return float(np.mean(lengths)) if lengths.size else None
+
+
+def check_keywords(limits: dict[str, Any], fn: Any) -> None:
+    """Refuse a keyword that ``fn`` does not take and that is no engine limit either (it reached
+    its ``**limits``): ``fleet(..., slo=...)`` said 'unknown limit' with no word of ``ttft_slo_s``."""
+    import inspect
+
+    unknown = sorted(str(k) for k in limits if k not in SchedulerConfig.__dataclass_fields__)
+    if unknown:
+        params = [p for p in inspect.signature(fn).parameters if p != "limits"]
+        raise SpecError(f"{fn.__name__}: unknown argument {unknown[0]!r}{did_you_mean(unknown[0], params + list(USER_LIMITS))}"
+                        f"; it takes {', '.join(params)}, and the engine limits {', '.join(USER_LIMITS)}")
