@@ -93,7 +93,11 @@ def test_a_tp_the_heads_cannot_split_is_ruled_out_with_its_reason():
     reasons = [c.reason for c in info.value.plan.candidates]
     assert reasons == ["tp=3 does not divide the 32 attention heads",
                        "tp=16 spans more than the 8 GPUs of one h100-sxm node (tensor parallelism stays in a node)"]
-    assert str(info.value.plan).endswith("0 feasible, 2 ruled out (see to_dict() for each one's reason)")
+    # each ruled-out configuration with its reason, in the table a CLI user reads
+    assert str(info.value.plan).endswith(
+        "0 feasible, 2 ruled out:\n  llama-3.1-8b h100-sxm bf16 tp3: tp=3 does not divide the 32 attention heads\n"
+        "  llama-3.1-8b h100-sxm bf16 tp16: tp=16 spans more than the 8 GPUs of one h100-sxm node (tensor "
+        "parallelism stays in a node)")
 
 
 def _write(tmp_path, text):
@@ -110,6 +114,21 @@ def test_plan_with_nothing_feasible_is_an_infeasible_error_with_the_reasons(tmp_
         args.func(args)
     assert str(info.value).startswith("no configuration of scenario 'scenario' meets it (2 ruled out): "
                                       "tp=3 does not divide the 32 attention heads (2x); relax the SLOs")
+
+
+def test_plan_json_with_nothing_feasible_still_gives_each_reason_on_stdout(tmp_path, capsys):
+    # it had printed nothing on stdout: a script could not read the per-configuration reasons
+    import json
+
+    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
+                            "search: {tp: [3], precisions: [bf16, fp8]}\nverify: 0\n")
+    from inferlab.cli.main import main
+
+    assert main(["plan", path, "--json"]) == 1
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert [c["reason"] for c in data["candidates"]] == ["tp=3 does not divide the 32 attention heads"] * 2
+    assert "no configuration of scenario" in out.err
 
 
 @pytest.mark.parametrize("text, message", [

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> None:
     """Run ``inferlab plan``."""
     from ..checks import integer
     from ..cluster import dask_client
+    from ..errors import InfeasibleError
     from ..planning.planner import plan
     from ..planning.scenario import load_scenario
     from .output import emit as _emit
@@ -52,7 +53,12 @@ def run(args: argparse.Namespace) -> None:
         scenario = scenario.model_copy(update={"verify": integer("--verify", args.verify, minimum=0, maximum=100,
                                                                  what="candidates")})
     with dask_client(args.workers, args.scheduler) as client:
-        result = plan(scenario, client)  # raises InfeasibleError, each configuration's reason, when nothing is feasible
+        try:
+            result = plan(scenario, client)  # raises InfeasibleError, each configuration's reason, when nothing is feasible
+        except InfeasibleError as exc:  # --json: every configuration's reason still on stdout, the one line on stderr
+            if args.json and getattr(exc, "plan", None) is not None:
+                _emit(args, exc.plan.to_dict(), "")
+            raise
     text = result.__str__(limit=top) + "\n\n" + result.explain()
     if args.plot:
         from ..planning.plot import write_plan_plot

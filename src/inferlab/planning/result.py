@@ -18,6 +18,9 @@ from .scenario import Scenario
 from .search import job_s
 from ..results.record import array_record
 
+#: Ruled-out configurations the table lists with their reason (the others: to_dict()).
+RULED_OUT_SHOWN = 10
+
 
 def _ms(value: float, digits: int) -> str:
     return "-" if math.isnan(value) else ("sat" if math.isinf(value) else f"{value * 1e3:.{digits}f}")
@@ -127,9 +130,12 @@ class Plan:
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
             legend += f"\nsim*: verified without {' / '.join(kinds)} (the two-pool simulation does not model it yet)"
-        ruled_out = len(self.candidates) - len(self.feasible)
-        return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {ruled_out} ruled out "
-                "(see to_dict() for each one's reason)")
+        out = [c for c in self.candidates if c not in self.feasible]
+        reasons = "".join(f"\n  {c.label}: {c.reason}" for c in out[:RULED_OUT_SHOWN])
+        more = f"\n  ... {len(out) - RULED_OUT_SHOWN} more (to_dict(), --json: each one's reason)" \
+            if len(out) > RULED_OUT_SHOWN else ""
+        return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {len(out)} ruled out"
+                + (":" + reasons + more if out else ""))
 
     def to_frame(self):
         """One row per candidate (feasible first, cheapest first) as a pandas DataFrame."""
