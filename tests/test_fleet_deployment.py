@@ -189,3 +189,12 @@ def test_a_keyword_fleet_does_not_take_is_named_with_what_it_takes():
         inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon=60)
     with pytest.raises(SpecError, match="fleet: unknown argument 'slo'; .*ttft_slo_s.*and the engine limits max_num_seqs"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", slo={"ttft_ms": 500})
+
+
+def test_traffic_past_what_one_simulation_holds_is_refused_before_it_is_drawn(tmp_path):
+    # about 1 kB a request while simulated: 10,000 requests/s over 3,000 s is 3e7 (30 GB), two
+    # classes of 2,000/s 1.2e7; it had run until memory ran out
+    with pytest.raises(SpecError, match="about 3e\\+07 requests; at most 1e\\+07 are simulated"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic={"rate": 10_000}, horizon_s=3000)
+    with pytest.raises(SpecError, match="first 2 class\\(es\\) send about 1.2e\\+07 requests"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic=[{"rate": 2000}, {"rate": 2000}], horizon_s=3000)

@@ -115,8 +115,8 @@ def test_an_unknown_scheduler_limit_is_named_with_the_ones_there_are(tmp_path, c
     import inferlab
     from inferlab.cli.main import main
 
-    with pytest.raises(SpecError, match=r"unknown limit 'max_num_seq' \(did you mean 'max_num_seqs'\?\); the "
-                                        "limits an engine sets: max_num_seqs, max_num_batched_tokens"):
+    with pytest.raises(SpecError, match=r"unknown argument 'max_num_seq' \(did you mean 'max_num_seqs'\?\); .* "
+                                        "and the engine limits max_num_seqs, max_num_batched_tokens"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=60.0, traffic=QUIET, max_num_seq=4)
     path = tmp_path / "fleet.yaml"
     path.write_text("name: x\nfleet:\n  hours: 0.01\n  pools: [{model: llama-3.1-8b, hardware: h100-sxm, "

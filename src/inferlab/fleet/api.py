@@ -23,7 +23,7 @@ from .replicas import check_keywords, mean_length, replica_kind
 from .prompts import check_pools_take, too_long_note
 from .simulation import TOO_LONG, FleetConfig, Record, run
 from .startup import Startup, dominant_phase
-from .traffic import Profile, Requests, concat, lengths, plain, read_trace, sessions, shared
+from .traffic import Profile, Requests, check_count, concat, lengths, plain, read_trace, sessions, shared
 
 _CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
                "name", "region", "model"}
@@ -355,6 +355,7 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         turns = pre.turns if pre is not None and pre.kind == "sessions" else 1
         starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
         n = len(starts) * turns
+        check_count(sum(map(len, parts)) + n, f"the traffic's first {k + 1} class(es) send")
         isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
         if pre is None:
             part = plain(starts, isl, osl)
