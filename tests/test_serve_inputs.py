@@ -92,6 +92,16 @@ def test_lengths_refuse_what_they_cannot_draw(kwargs, message):
     assert message in str(info.value)
 
 
+def test_a_request_count_beside_a_trace_of_another_length_is_refused():
+    # serve(trace=[0, 1, 2], num_requests=10) had served 3 requests without a word
+    import inferlab
+
+    with pytest.raises(SpecError, match="num_requests=10 beside a trace of 3 arrival times"):
+        inferlab.serve("llama-3.1-8b", "h100-sxm", trace=[0.0, 1.0, 2.0], num_requests=10)
+    assert Workload(trace=(0.0, 1.0, 2.0), num_requests=3).num_requests == 3
+    assert Workload(trace=(0.0, 1.0, 2.0)).num_requests == 3
+
+
 @pytest.mark.parametrize("text", ["128,,512", "128,", ",128"])
 def test_a_list_of_lengths_with_an_empty_item_is_refused_as_estimate_refuses_it(text):
     # '128,,512' had been read as 128,512 while estimate's --batch 1,,2 is refused

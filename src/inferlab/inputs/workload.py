@@ -118,6 +118,9 @@ class Workload:
             trace = real_array("workload: trace", self.trace, minimum=0.0, maximum=MAX_SPAN_S,
                                max_size=MAX_REQUESTS, unit="s")
             object.__setattr__(self, "trace", tuple(trace.tolist()))
+            if self.num_requests not in (len(trace), Workload.num_requests):  # (the default: the trace's count)
+                raise SpecError(f"workload: num_requests={self.num_requests!r} beside a trace of {len(trace):,} arrival "
+                                "times: a trace sends one request per time; drop num_requests")
             object.__setattr__(self, "num_requests", len(trace))
         n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests",
                     whole_floats=True, unit="request")
