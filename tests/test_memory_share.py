@@ -64,3 +64,20 @@ def test_weights_beyond_sglangs_own_share_are_refused_with_what_fits():
     est = inferlab.estimate("deepseek-v3", "b200", tp=4, precision="fp8", engine="sglang", isl=1024, osl=128,
                             gpu_memory_utilization=0.95)
     assert float(est.memory.kv_budget) == pytest.approx(0.95 * est.memory.capacity - est.memory.weights, rel=1e-9)
+
+
+def test_what_does_not_fit_names_the_setting_that_made_it_so():
+    # a 1,000,000-token budget's workspace (118.8 GB: more than the H100's 85.5 GB) and a share of
+    # 0.0001 of the GPU: no layout fits either, and the advice had been a narrower format or a
+    # larger GPU; Llama-3.1-8B BF16 needs 18.3 GB, inside 90% of 85.5 GB
+    import inferlab
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match="workspace of one iteration's token budget alone takes 118.8 GB: lower "
+                                              "max_num_batched_tokens"):
+        inferlab.estimate("llama-3.1-8b", "h100-sxm", max_num_tokens=1_000_000)
+    with pytest.raises(InfeasibleError, match="it would fit in 90% of the GPU's 85.5 GB: raise gpu_memory_utilization "
+                                              "\\(now 0.0001\\)"):
+        inferlab.estimate("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.0001)
+    with pytest.raises(InfeasibleError, match="tp=8 with pp=2 pipeline stages"):  # weights: a layout still says it
+        inferlab.estimate("llama-3.1-405b", "h100-sxm")

@@ -185,6 +185,14 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: "
                 + _larger_slice(hw, need, plan.budget / plan.capacity))
         suggestion = {}
+    elif plan.sizing != "static" and need <= 0.9 * plan.capacity:  # the engine's share is what is too small
+        hint = (f"; it would fit in 90% of the GPU's {plan.capacity / 1e9:.1f} GB: raise gpu_memory_utilization "
+                f"(now {plan.budget / plan.capacity:.3g})")
+        suggestion = {}
+    elif workspace > 0.5 * plan.capacity:  # the token budget's activations, which no layout shards
+        hint = (f"; the workspace of one iteration's token budget alone takes {workspace / 1e9:.1f} GB: lower "
+                "max_num_batched_tokens (--max-num-tokens)")
+        suggestion = {}
     else:
         hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
     raise InfeasibleError(
