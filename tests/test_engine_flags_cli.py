@@ -58,7 +58,20 @@ def test_deployment_file_engine_args(tmp_path, capsys):
     assert code == code2 == 0 and from_file == pasted
     path.write_text(f"engine_args: {VLLM}\nhardware: h100-sxm\ntp: 2\n")
     code, _, err = run(capsys, "estimate", "--file", str(path))
-    assert code == 2 and "tp 2 contradicts the engine args" in err
+    assert code == 2 and f"{path}: tp 2 contradicts the engine args" in err
+
+
+def test_a_bad_value_of_a_deployment_file_is_named_as_its_key_there(tmp_path, capsys):
+    # they had been named as flags the user never gave ('--tp must be an integer')
+    path = tmp_path / "dep.yaml"
+    path.write_text('model: llama-3.1-8b\nhardware: h100-sxm\ntp: "2"\n')
+    code, _, err = run(capsys, "estimate", "--file", str(path))
+    assert code == 2 and f"{path}: tp must be an integer (it counts GPUs), got '2'" in err
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nosl: 0\n")
+    code, _, err = run(capsys, "estimate", "--file", str(path))
+    assert code == 2 and f"{path}: osl must hold whole numbers" in err
+    code, _, err = run(capsys, "estimate", "--file", str(path), "--osl", "0")  # the flag's value: the flag
+    assert code == 2 and "--osl must hold whole numbers" in err and str(path) not in err
 
 
 def test_plan_exports_the_winner_as_launch_commands(capsys):

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, cli_spelling
 from ..results.table import text_table
 from .args import WINDOW_KV_HELP, WINDOW_RATIO_HELP, comma_list, output_file, window_kv_value
 from .engine_args import add_engine_args_flag
@@ -83,6 +83,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     from . import engine_args
 
     kw, launch = read_deployment_file(args.file) if args.file else ({}, None)
+    args.from_file = set(kw)  # (a value the file gives is named as its key there, not as a flag)
     for note in _unused_limits(args, kw):
         print(f"inferlab: warning: {args.file}: {note}", file=sys.stderr)
     if args.engine_args is not None:
@@ -106,7 +107,8 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     if precision is not None:
         kw["precision"] = precision
     if launch is not None:
-        kw = engine_args.apply(launch, kw, "estimate")
+        with cli_spelling(_spelling(args)):
+            kw = engine_args.apply(launch, kw, "estimate")
         args.engine_read = launch.read_lines()
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and "disaggregation" in kw):
@@ -120,6 +122,13 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     else:
         kw = {k: (v[0] if isinstance(v, list) and len(v) == 1 else v) for k, v in kw.items()}
     return kw
+
+
+def _spelling(args: argparse.Namespace) -> dict[str, str]:
+    """The names messages give the options: a flag's, or ``FILE: key`` for a value only the
+    deployment file gives."""
+    given = {d for d in args.from_file if getattr(args, d, None) is not None}  # a flag given overrides the file's
+    return {**args.flag_names, **{k: f"{args.file}: {k}" for k in args.from_file - given}}
 
 
 def _check_model_len(args: argparse.Namespace, kw: dict[str, Any], launch: Any) -> None:
@@ -182,7 +191,8 @@ def run(args: argparse.Namespace) -> None:
         raise SpecError("--plot draws one deployment's roofline; with --disagg give --ops prefill or --ops decode "
                         "for each pool's op table, or plot one pool as an aggregated estimate")
     written = _inputs_written(kw)
-    est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
+    with cli_spelling(_spelling(args)):
+        est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
     data = {**est.to_dict(), **written}
     if "notes" in data and not data["notes"] and "disaggregation" in kw:  # the file's, named on stderr too
