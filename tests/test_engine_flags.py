@@ -143,6 +143,9 @@ def test_trtllm_reads_the_options_file_from_disk(tmp_path):
     ("vllm serve meta-llama/Llama-3.1-8B -tp two", ["-tp", "'two'", "whole number"]),
     ("vllm serve meta-llama/Llama-3.1-8B --quantization hqq", ["--quantization", "'hqq'", "allowed: fp8"]),
     ("vllm serve meta-llama/Llama-3.1-8B --speculative-config {bad", ["--speculative-config", "not JSON"]),
+    # a config without a method had said "method '' is not one inferlab models"
+    ("vllm serve meta-llama/Llama-3.1-8B --speculative-config '{\"num_speculative_tokens\": 3}'",
+     ["--speculative-config method is missing; give one of eagle"]),
     ("python -m sglang.launch_server --model-path Qwen/Qwen3-8B --kv-cache-dtype int8", ["--kv-cache-dtype", "allowed"]),
     ("trtllm-serve meta-llama/Llama-3.1-8B --extra_llm_api_options /no/such.yml", ["cannot read", "here-document"]),
     ("vllm serve meta-llama/Llama-3.1-9B", ["not a catalog model", "did you mean"]),

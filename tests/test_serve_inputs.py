@@ -81,6 +81,7 @@ def test_integer_like_numpy_values_are_accepted():
 @pytest.mark.parametrize("kwargs, message", [
     ({"kind": "fixed", "value": 0}, "lengths: value must be between 1 and 100,000,000, got 0"),
     ({"kind": "uniform", "low": 9, "high": 3}, "lengths: uniform low 9 is above high 3"),
+    ({"kind": "uniform", "low": 5}, "lengths: uniform lengths need low and high (token counts >= 1); high missing"),
     ({"kind": "lognormal", "mean": 1000.0, "sigma": 10.0}, "lengths: sigma must be a finite number in [0, 3], got 10.0"),
     ({"kind": "lognormal", "mean": float("inf")}, "lengths: mean must be a finite number"),
     ({"kind": "zipf"}, "lengths: unknown kind 'zipf'; allowed: fixed, uniform, lognormal, empirical"),

@@ -163,6 +163,8 @@ def _convert(flag: str, raw: str | None, kind: str, engine: str) -> Any:
 def choice(engine: str, flag: str, raw: str, table: Mapping[str, Any]) -> Any:
     """``table[raw]`` (any case), or one line naming the flag and the values allowed."""
     key = str(raw).strip().lower()
+    if not key:
+        raise SpecError(f"{engine}: {flag} is missing; give one of {', '.join(table)}")
     if key not in table:
         raise SpecError(f"{engine}: {flag} {raw!r} is not one inferlab models; allowed: {', '.join(table)}")
     return table[key]

@@ -42,6 +42,10 @@ class Lengths:
         if self.kind == "fixed":
             object.__setattr__(self, "value", integer("lengths: value", self.value, **tokens))
         elif self.kind == "uniform":
+            unset = [name for name in ("low", "high") if isinstance(getattr(self, name), int) and getattr(self, name) == 0]
+            if unset:  # (0, the field's default: not given)
+                raise SpecError(f"lengths: uniform lengths need low and high (token counts >= 1); {' and '.join(unset)} "
+                                "missing (or 0)")
             low = integer("lengths: low", self.low, **tokens)
             high = integer("lengths: high", self.high, **tokens)
             if low > high:
