@@ -392,6 +392,7 @@ def test_cli_disaggregated_pools(capsys):
     (["--concurrency", "1.5"], "whole clients"),
     (["--rates", "4,2,4"], "--rates: a load is given twice (4)"),
     (["--rate", "2", "--ttft-slo", "100"], "give both --ttft-slo and --tpot-slo"),
+    (["--rate", "2", "--ttft-slo", "0"], "--ttft-slo must be a time > 0 in milliseconds, got 0"),  # not 'give both'
     (["--rate", "-1"], "rate must be a finite number in (0, 1e+09] [request/s], got -1.0"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, args, message):

@@ -222,13 +222,13 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
+    for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):  # each given one's value first
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise SpecError(f"{flag} must be a time > 0 in milliseconds, got {value:g}")
     if (args.ttft_slo is None) != (args.tpot_slo is None):
         raise SpecError("give both --ttft-slo and --tpot-slo (milliseconds), or neither")
     if args.ttft_slo is None:
         return None
-    for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):
-        if not (value > 0 and math.isfinite(value)):
-            raise SpecError(f"{flag} must be a time > 0 in milliseconds, got {value:g}")
     return args.ttft_slo / 1e3, args.tpot_slo / 1e3
 
 
