@@ -73,5 +73,9 @@ def test_plan_html_frame_and_repr():
     assert frame["label"].iloc[0] == result.best.label
     page = result._repr_html_()
     assert result.best.label in page and page.count("<tr>") == len(result.feasible) + 1
+    # the footer is the counts, not the last ruled-out configuration's reason the text lists
+    ruled = load_scenario({**sc.model_dump(mode="json"), "search": {"precisions": ["fp8"], "tp": [1, 3]}})
+    ruled_page = plan(ruled)._repr_html_()
+    assert "1 feasible, 1 ruled out" in ruled_page and "does not divide" not in ruled_page
     assert repr(result) == (f"<Plan 't': {len(result.feasible)} of {len(result.candidates)} feasible; best "
                             f"{result.best.label}, {result.best.gpus} GPUs at ${result.best.usd_per_hour:,.2f}/h>")

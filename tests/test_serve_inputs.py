@@ -101,6 +101,10 @@ def test_a_request_count_beside_a_trace_of_another_length_is_refused():
         inferlab.serve("llama-3.1-8b", "h100-sxm", trace=[0.0, 1.0, 2.0], num_requests=10)
     assert Workload(trace=(0.0, 1.0, 2.0), num_requests=3).num_requests == 3
     assert Workload(trace=(0.0, 1.0, 2.0)).num_requests == 3
+    # two data-parallel replicas share a trace of six arrivals, three each (with a cap too)
+    trace = [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    assert len(inferlab.serve("llama-3.1-8b", "h100-sxm", trace=trace, osl=16, dp=2).ttft_s) == 3
+    assert len(inferlab.serve("llama-3.1-8b", "h100-sxm", trace=trace, osl=16, dp=2, max_concurrency=2).ttft_s) == 3
 
 
 @pytest.mark.parametrize("text", ["128,,512", "128,", ",128"])

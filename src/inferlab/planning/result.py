@@ -130,12 +130,15 @@ class Plan:
         if any(c.simulated_without for c in shown):
             kinds = sorted({k for c in shown for k in c.simulated_without})
             legend += f"\nsim*: verified without {' / '.join(kinds)} (the two-pool simulation does not model it yet)"
-        out = [c for c in self.candidates if c not in self.feasible]
+        out = [c for c in self.candidates if not c.feasible]
         reasons = "".join(f"\n  {c.label}: {c.reason}" for c in out[:RULED_OUT_SHOWN])
         more = f"\n  ... {len(out) - RULED_OUT_SHOWN} more (to_dict(), --json: each one's reason)" \
             if len(out) > RULED_OUT_SHOWN else ""
-        return (f"{head}\n{table}\n{legend}\n{len(self.feasible)} feasible, {len(out)} ruled out"
-                + (":" + reasons + more if out else ""))
+        return f"{head}\n{table}\n{legend}\n{self.counts_line()}" + (":" + reasons + more if out else "")
+
+    def counts_line(self) -> str:
+        """``N feasible, M ruled out``."""
+        return f"{len(self.feasible)} feasible, {len(self.candidates) - len(self.feasible)} ruled out"
 
     def to_frame(self):
         """One row per candidate (feasible first, cheapest first) as a pandas DataFrame."""

@@ -113,7 +113,7 @@ def plan_html(plan: Plan, limit: int = 15) -> str:
     lines = text.splitlines()
     headers = _split_cells(lines[1])
     rows = [plan._row(c) for c in plan.feasible[:limit]]
-    return html_table(headers, rows, lines[0], [lines[-1]])
+    return html_table(headers, rows, lines[0], [plan.counts_line()])
 
 
 def plan_frame(plan: Plan):

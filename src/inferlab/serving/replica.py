@@ -187,7 +187,8 @@ def _replica_workload(workload: Workload, dp: int) -> Workload:
     streams = min(dp, workload.concurrency) if workload.concurrency else dp
     n = max(1, math.ceil(workload.num_requests / streams))
     if workload.trace is not None:
-        return replace(workload, trace=tuple(sorted(workload.trace)[::dp]))
+        mine = tuple(sorted(workload.trace)[::dp])
+        return replace(workload, trace=mine, num_requests=len(mine))
     return replace(workload, num_requests=n,
                    rate=workload.rate / dp if workload.rate else None,
                    concurrency=max(1, math.ceil(workload.concurrency / dp)) if workload.concurrency else None)
@@ -205,7 +206,7 @@ def _capped_share(workload: Workload, dp: int) -> Workload:
     if workload.trace is not None:
         ordered = sorted(workload.trace)  # arrival i is this stream's when ceil((i + 1) c / C) > ceil(i c / C)
         mine = [t for i, t in enumerate(ordered) if -(-(i + 1) * cap // total) > -(-i * cap // total)]
-        return replace(workload, trace=tuple(mine), max_concurrency=cap)
+        return replace(workload, trace=tuple(mine), num_requests=len(mine), max_concurrency=cap)
     return replace(workload, num_requests=max(1, -(-workload.num_requests * cap // total)), max_concurrency=cap,
                    rate=workload.rate * cap / total)
 
