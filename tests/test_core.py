@@ -312,8 +312,9 @@ def test_a_one_token_output_has_no_decode_cost_per_output_token():
     # and no TPOT: '-' and null, as serve says it, not 0.00 ms; explain shows no decode step
     assert single.summary_rows()[0][4] == "-" and single.to_dict()["tpot_s"] is None
     said = single.explain()
-    assert "TPOT - (one output token a request: no decode step)" in estimate(
-        "llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=1).explain()
+    banded = estimate("llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=1)
+    assert "TPOT - (one output token a request: no decode step)" in banded.explain()
+    assert banded.to_dict()["interval"]["tpot_s"]["point"] is None  # not a 0.00-0.00 band
     assert "decode: none (one output token a request)" in said and "decode:" not in said.replace("decode: none", "")
 
 

@@ -210,9 +210,10 @@ def run(args: argparse.Namespace) -> None:
         why = "\n".join([est.explain(), *getattr(args, "engine_read", [])])
         text += "\n\n" + why
         data["explain"] = why
-    if args.ops == "decode" and hasattr(est, "op_table") and float(np.ravel(np.asarray(est.osl, float))[0]) <= 1:
-        raise SpecError("--ops decode: the first grid point's OSL is 1, so it has no decode step; give --osl 2 or "
-                        "more, or --ops prefill")
+    if args.ops == "decode" and hasattr(est, "op_table") and float(np.ravel(np.broadcast_to(
+            np.asarray(est.osl, float), np.shape(est.ttft_s)))[est.first_feasible()]) <= 1:
+        raise SpecError("--ops decode: the first grid point that runs has an OSL of 1, so no decode step; give --osl "
+                        "2 or more, or --ops prefill")
     if args.ops and hasattr(est, "op_table"):
         rows = est.op_table(args.ops)
         data["ops"] = rows

@@ -61,8 +61,6 @@ class Bounds:
         mid = self.at(point)[1]
         if not np.isfinite(mid):
             return "- (this point does not run)"
-        if self.quantity == "tpot" and mid <= 0:
-            return "- (one output token a request: no decode step)"
         scale, unit = (1e3, "ms") if self.unit == "s" and mid < 10.0 else (1.0, self.unit)
         low, mid, high = (v * scale for v in self.at(point))
         point_digits, bound_digits = _decimals(mid, 4), _decimals(mid, 3)
@@ -91,9 +89,15 @@ class PredictionInterval:
         """Text lines for :meth:`explain`: one per quantity."""
         what = "of the mean TTFT and TPOT and the throughput " if self.regime == "serving" else ""
         return [f"{self.level:.0%} interval {what}from the validation residuals of this regime, GPU family and engine:",
-                f"  TTFT {self.ttft.text(point)}", f"  TPOT {self.tpot.text(point)}",
+                f"  TTFT {self.ttft.text(point)}", f"  TPOT {self._tpot_text(point)}",
                 f"  throughput {self.throughput.text(point)}"] + ([f"  {self.ttft.band.wider()}"]
                                                                   if self.ttft.band.widened else [])
+
+    def _tpot_text(self, point: int) -> str:
+        """The TPOT's text; none at a point that runs but decodes nothing (one output token a request)."""
+        if np.isfinite(self.ttft.at(point)[1]) and not np.isfinite(self.tpot.at(point)[1]):
+            return "- (one output token a request: no decode step)"
+        return self.tpot.text(point)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values, JSON-ready."""

@@ -165,7 +165,7 @@ class Estimate:
         from .interval import prediction_interval
 
         return prediction_interval(self.deployment, self.engine, "static_batch", level, ttft_s=self.ttft_s,
-                                   tpot_s=self.tpot_s, output_tokens_per_s=self.output_tokens_per_s)
+                                   tpot_s=self._tpot_shown, output_tokens_per_s=self.output_tokens_per_s)
 
     # --- tables ---------------------------------------------------------------------
     def op_table(self, phase: str = "decode", point: int | None = None) -> list[dict[str, Any]]:
@@ -233,7 +233,8 @@ class Estimate:
     @property
     def _tpot_shown(self) -> np.ndarray:
         """TPOT [s], NaN where one output token leaves no decode step (0 inside, for the sums)."""
-        return np.where(self.tpot_s > 0, self.tpot_s, np.nan)
+        t = self.tpot_s
+        return t if not np.any(np.asarray(t) <= 0) else np.where(t > 0, t, np.nan)
 
     @property
     def _per_user(self) -> np.ndarray:

@@ -214,7 +214,7 @@ class ServeResult:
         from ..phases.interval import prediction_interval
 
         return prediction_interval(self.deployment, self.engine, "serving", level,
-                                   ttft_s=_stats(self.ttft_s)["mean"], tpot_s=np.nan_to_num(_stats(self.tpot_s)["mean"]),
+                                   ttft_s=_stats(self.ttft_s)["mean"], tpot_s=_stats(self.tpot_s)["mean"],
                                    output_tokens_per_s=self.output_tokens_per_s)
 
     def to_dict(self) -> dict[str, Any]:
