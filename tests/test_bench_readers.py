@@ -136,6 +136,12 @@ def test_cases_take_the_recorded_deployment_first():
                                                                                   "trtllm-pytorch")
     assert any("TTFT" in n for n in notes)
     assert any("the file records its deployment, of the model meta-llama/Llama-3.1-70B-Instruct" in n for n in notes)
+    # nothing of the 8B command reaches the 70B report's cases: not its dp, formats or memory share
+    odd = given_deployment(engine_args=VLLM_8B + " -dp 2 --quantization fp8 --gpu-memory-utilization 0.5",
+                           gpu="h100-sxm")
+    (theirs, *_), _ = bench_cases([BENCH / "trtllm-bench-report.json"], odd)
+    (own, *_), _ = bench_cases([BENCH / "trtllm-bench-report.json"], given_deployment(gpu="h100-sxm"))
+    assert (theirs.num_gpus, theirs.precision, theirs.scheduler) == (own.num_gpus, own.precision, own.scheduler)
 
 
 def test_cases_take_the_model_from_engine_args_or_a_deployment_file(tmp_path):

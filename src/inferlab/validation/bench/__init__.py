@@ -177,10 +177,11 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
                 skipped.append(mismatch)
                 notes.append(f"{mismatch}; not predicted")
                 continue
-            if mismatch:  # the file records its own layout too (trtllm-bench): the file's deployment is predicted
+            if mismatch:  # the file records its own layout too (trtllm-bench): its deployment on the GPU given
                 notes.append(f"{run.id}: the file records its deployment, of the model {run.model}, not the "
-                             f"{given.source}'s: predicted as the file records it")
-            run_cases_, run_notes = run_cases(run, given, tool, f"{tool} {path}")
+                             f"{given.source}'s: predicted as the file records it, on the {given.hardware} given")
+            run_cases_, run_notes = run_cases(run, GivenDeployment(hardware=given.hardware) if mismatch else given,
+                                              tool, f"{tool} {path}")
             cases += run_cases_
             notes += [*run.notes, *run_notes]
             if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:

@@ -212,7 +212,7 @@ def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
     if recorded == named:
         return None
     return (f"{run.id}: the file records the model {run.model} ({recorded}), the {given.source} {named}: give the "
-            f"deployment that ran the file (its engine command or --deployment), or --gpu alone to read its own")
+            f"deployment that ran the file (its engine command or --deployment)")
 
 
 def _prompt_pool(run: BenchRun, notes: list[str]) -> dict[str, int] | None:
