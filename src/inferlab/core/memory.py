@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InfeasibleError
+from ..errors import InfeasibleError, option_name
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from .parallelism import Parallelism, kv_units, stage_layer_share, state_share, tp_split_reason, weights_per_gpu
@@ -176,7 +176,12 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         return weights + plan.reserve + workspace + kv_t <= plan.budget
 
     fits = next(((t, p) for t, p in layouts if holds(t, p)), None)
-    if fits and fits[1] == 1:
+    share = plan.capacity - plan.reserve if plan.sizing == "static" else plan.budget  # what the engine takes
+    if share < 0.5 * plan.capacity and plan.weights + workspace + kv <= 0.8 * plan.capacity:  # the share is too small
+        hint = (f"; weights, workspace and one sequence fit in 80% of the GPU's {plan.capacity / 1e9:.1f} GB: raise "
+                f"{option_name('gpu_memory_utilization')} (the engine's share is {share / 1e9:.1f} GB)")
+        suggestion = {}
+    elif fits and fits[1] == 1:
         hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
     elif fits:
         hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
@@ -185,13 +190,9 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: "
                 + _larger_slice(hw, need, plan.budget / plan.capacity))
         suggestion = {}
-    elif plan.sizing != "static" and need <= 0.9 * plan.capacity:  # the engine's share is what is too small
-        hint = (f"; it would fit in 90% of the GPU's {plan.capacity / 1e9:.1f} GB: raise gpu_memory_utilization "
-                f"(now {plan.budget / plan.capacity:.3g})")
-        suggestion = {}
     elif workspace > 0.5 * plan.capacity:  # the token budget's activations, which no layout shards
         hint = (f"; the workspace of one iteration's token budget alone takes {workspace / 1e9:.1f} GB: lower "
-                "max_num_batched_tokens (--max-num-tokens)")
+                f"{option_name('max_num_tokens')}")
         suggestion = {}
     else:
         hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
