@@ -321,8 +321,10 @@ def test_a_price_above_a_billion_dollars_is_refused_everywhere():
     for price in (1e300, 1e308):
         with pytest.raises(SpecError, match=r"must be a finite number in \[0, 1e\+09\]"):
             estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=price)
-        with pytest.raises(SpecError, match="must be at most 1e\\+09 USD"):
-            Pricing(on_demand_usd_per_hour=price)
+        with pytest.raises(SpecError, match="must be 0 \\(free\\) or from 1e-09 to 1e\\+12 USD/hour a replica"):
+            Pricing(on_demand_usd_per_hour=price / 1e3)
+    # a replica of four GPUs at 5e8 USD/hour each (a price estimate takes) is a 2e9 replica a fleet takes
+    assert Pricing(on_demand_usd_per_hour=2e9).on_demand_usd_per_hour == 2e9
     assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--price", "1e300"]) == 2
     assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour=1e9).to_dict()["cost"]["usd_per_million_output"] > 0
 

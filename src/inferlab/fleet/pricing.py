@@ -27,10 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from ..checks import integer, nonzero_price, real
+from ..checks import MAX_PRICE, MIN_PRICE, integer, real
 from ..errors import SpecError
 from ..units import is_quantity, to_si_array
 
+#: Most a replica's price may be [USD/hour]: a thousand GPUs at the most one may cost.
+MAX_REPLICA_PRICE = MAX_PRICE * 1000
 #: Spot interruption notice [s] ([1]).
 SPOT_NOTICE_S = 120.0
 #: Reclaims per spot replica-hour: 10% a month (the middle of the Spot Instance Advisor's
@@ -77,8 +79,9 @@ class Pricing:
                 raise SpecError(f"pricing.{name} must be a number [USD/hour], got {v!r:.40}")
             if v < 0 or math.isinf(v):
                 raise SpecError(f"pricing.{name} must be a finite price >= 0 USD/hour, got {v}")
-            if not math.isnan(v):
-                nonzero_price(f"pricing.{name}", v)
+            if not math.isnan(v) and (0.0 < v < MIN_PRICE or v > MAX_REPLICA_PRICE):  # (a replica's: its GPUs' sum)
+                raise SpecError(f"pricing.{name} must be 0 (free) or from {MIN_PRICE:g} to {MAX_REPLICA_PRICE:.0e} "
+                                f"USD/hour a replica, got {v:g}")
         if self.reserved < 0 or not 0 <= self.spot_share <= 1:
             raise SpecError("pricing: reserved must be >= 0 replicas and spot_share in [0, 1]")
         if self.spot_share > 0 and math.isnan(self.spot_usd_per_hour):
