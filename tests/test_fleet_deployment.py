@@ -198,3 +198,18 @@ def test_traffic_past_what_one_simulation_holds_is_refused_before_it_is_drawn(tm
         inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic={"rate": 10_000}, horizon_s=3000)
     with pytest.raises(SpecError, match="first 2 class\\(es\\) send about 1.2e\\+07 requests"):
         inferlab.fleet("llama-3.1-8b", "h100-sxm", traffic=[{"rate": 2000}, {"rate": 2000}], horizon_s=3000)
+
+
+def test_a_trace_past_what_one_simulation_holds_is_refused_before_its_rows_are_read(tmp_path, monkeypatch):
+    # (the cap lowered to 5 for the test: a trace of 10 requests)
+    import importlib
+
+    traffic = importlib.import_module("inferlab.fleet.traffic")
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,isl,osl\n" + "".join(f"{i},100,10\n" for i in range(10)))
+    monkeypatch.setattr(traffic, "MAX_REQUESTS", 5)
+    with pytest.raises(SpecError, match="the trace t.csv holds about 10 requests; at most 5e\\+00 are simulated"):
+        traffic.read_trace(path)
+    monkeypatch.setattr(traffic, "_cell", lambda *a: (_ for _ in ()).throw(AssertionError("a row was parsed")))
+    with pytest.raises(SpecError, match="at most 5e\\+00"):
+        traffic.read_trace(path)

@@ -232,7 +232,9 @@ def read_trace(path: str | Path) -> Requests:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"trace file {str(p)!r} not found; give a CSV with columns arrival_s,isl,osl")
-    rows = list(csv.DictReader(io.StringIO(read_text(p, f"trace {p.name}"), newline="")))
+    text = read_text(p, f"trace {p.name}")
+    check_count(text.count("\n") - 1, f"the trace {p.name} holds")  # (before its rows are parsed)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
     need = {"arrival_s", "isl", "osl"}
     if not rows or not need <= set(rows[0]):
         raise SpecError(f"trace {p.name}: needs the columns arrival_s, isl, osl (got {sorted(rows[0]) if rows else []})")
@@ -244,7 +246,6 @@ def read_trace(path: str | Path) -> Requests:
     _tokens(p.name, "isl", isl, 1)
     _tokens(p.name, "osl", osl, 1)
     n = len(rows)
-    check_count(n, f"the trace {p.name} holds")
     order = np.argsort(arrival, kind="stable")
     arrival, isl, osl = arrival[order], isl[order], osl[order]
     rows = [rows[i] for i in order]
