@@ -417,7 +417,8 @@ def test_an_impossible_recorded_acceptance_is_one_line(tmp_path, value, message)
     ("vllm-bench-serve.json", ("max_concurrency",), 2.5, "max_concurrency 2.5 is not a number of clients"),
     ("vllm-bench-serve.json", ("request_rate",), -2, "request_rate -2 is not a request rate"),
     # a fractional count had divided the token totals into 204,800-token prompts
-    ("vllm-bench-serve.json", ("completed",), 0.5, "'completed' counts requests: a whole number >= 1, got 0.5"),
+    ("vllm-bench-serve.json", ("completed",), 0.5, "'completed' is a count: a whole number >= 1, got 0.5"),
+    ("trtllm-bench-report.json", ("world_info", "tp_size"), 2.5, "'world_info.tp_size' is a count: a whole number"),
     ("vllm-bench-serve.json", ("request_rate",), "fast", "request_rate 'fast' is not a request rate"),
     ("genai-perf-profile-export.json", ("input_config", "perf_analyzer", "stimulus", "concurrency"), "x",
      "concurrency 'x' is not a number of clients"),

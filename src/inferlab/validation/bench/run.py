@@ -126,7 +126,7 @@ def number(value: Any, tool: str, label: str, name: str, *, positive: bool = Tru
         raise BenchFormatError(f"{tool}: {label}: field {name!r} must be a finite number{' > 0' if positive else ''}, "
                                f"got {value!r:.40}")
     if whole and (not out.is_integer() or out < 1):
-        raise BenchFormatError(f"{tool}: {label}: field {name!r} counts requests: a whole number >= 1, got {value!r:.40}")
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} is a count: a whole number >= 1, got {value!r:.40}")
     return out
 
 

@@ -137,14 +137,14 @@ def read(data: Any, label: str) -> list[BenchRun]:
     for key in ("tp", "pp", "ep"):
         value = world.get(f"{key}_size")
         if value is not None and str(value) != "None":  # the printed report writes an unset size as None
-            layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size"))
+            layout[key] = int(number(value, TOOL, label, f"world_info.{key}_size", whole=True))
     # the tool never refuses a prompt for its budget (it chunks, --enable_chunked_context, or by release
     # raises max_num_tokens to the longest prompt); the report records neither: read as chunked
     limits: dict[str, Any] = {"chunked_prefill": True}
     for key, field_name in (("max_batch_size", "max_num_seqs"), ("max_num_tokens", "max_num_batched_tokens")):
         value = world.get(key)
         if value is not None and str(value) != "None":
-            limits[field_name] = int(number(value, TOOL, label, f"world_info.{key}"))
+            limits[field_name] = int(number(value, TOOL, label, f"world_info.{key}", whole=True))
     if str(engine.get("quantization") or "None").upper() not in {*_QUANT, "NONE", ""}:
         raise BenchFormatError(f"{TOOL}: {label}: engine.quantization {engine['quantization']!r} is not one of "
                                f"{', '.join(_QUANT)} or None")
