@@ -190,3 +190,9 @@ def test_explain_names_the_flag_behind_each_field(capsys):
     launch = parse_engine_args("trtllm-serve nvidia/DeepSeek-R1-FP4 --tp_size 8")
     assert launch.read_lines() == ["trtllm engine args read: tp 8 (--tp_size); weights nvfp4 from the checkpoint's "
                                    "name (nvidia/DeepSeek-R1-FP4)"]
+
+
+def test_a_case_file_given_as_a_deployment_says_what_reads_it(capsys):
+    # it had suggested 'waves' for the case file's 'schema' key
+    code, _, err = run(capsys, "estimate", "--file", "tests/data/cases-sample.yaml")
+    assert code == 2 and "is a file of measured cases, not a deployment: predict them with inferlab validate" in err

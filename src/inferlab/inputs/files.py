@@ -146,6 +146,8 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
     if _typed(data):
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
+    if "cases" in unknown:  # another kind of file: say which and what reads it
+        raise SpecError(f"{path} is a file of measured cases, not a deployment: predict them with inferlab validate {path}")
     if unknown:
         raise SpecError(f"{path}: unknown key(s) {', '.join(unknown)[:200]}{did_you_mean(unknown[0], KEYS)}; "
                         f"allowed: {', '.join(KEYS)}")
