@@ -64,6 +64,7 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     # the decodes): a prompt goes to the least loaded rank, and the iteration takes no more once
     # that rank has no room for it (TensorRT-LLM's attention-DP balancing by tokens)
     loads = [(n_dec / ranks if mixed else 0.0)] * ranks if ranks > 1 and not chunked else None
+    opening = budget  # (below it once a prompt is taken)
     for j in prefilling.nonzero()[0].tolist():
         if budget <= 0 or soft <= 0:
             break
@@ -74,7 +75,7 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
             break
         elif loads is not None:
             k = loads.index(min(loads))
-            if lj > per_rank - loads[k] and budget < budget_max - (n_dec if mixed else 0):
+            if lj > per_rank - loads[k] and budget < opening:
                 break  # (a prompt past a rank's budget goes alone)
             loads[k] += lj
             take = lj

@@ -245,14 +245,12 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
                                                       ranks)
     else:  # a prefix plan's too: a conversation ends at a refused turn, its later turns not sent
         keep = taken(dep.model, limits, isl, osl, allow_long_context, ranks)
-        refused = int(np.count_nonzero(~keep))
-        if 0 < refused < len(keep):
+        refused = refused_alone(keep)
+        if refused:
             plan = plan.without(~keep)
             if replica.concurrency is not None:  # a closed loop's clients start together whatever was refused
                 plan = replace(plan, arrivals=replica.client_starts(len(plan.isl)))
             arrivals, isl, osl = plan.arrivals, plan.isl, plan.osl
-        else:
-            refused = 0
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context, ranks=ranks)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch, limits.prefill_graph_tokens)
@@ -290,6 +288,13 @@ def taken(model: Any, limits: SchedulerConfig, isl: np.ndarray, osl: np.ndarray,
     return (np.asarray(isl) + np.asarray(osl) <= limit) & (np.asarray(isl) <= (np.inf if cap is None else cap))
 
 
+def refused_alone(keep: np.ndarray) -> int:
+    """How many requests an engine refuses one by one, given which it takes: none where it takes
+    every one, or none of them (:func:`check_context` then refuses the run whole)."""
+    refused = int(len(keep) - np.count_nonzero(keep))
+    return refused if refused < len(keep) else 0
+
+
 def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arrivals: np.ndarray, isl: np.ndarray,
                     osl: np.ndarray, allow_long_context: bool,
                     ranks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -300,8 +305,8 @@ def within_context(model: Any, limits: SchedulerConfig, replica: Workload, arriv
     request with an error and serve the others; when every request is too long,
     :func:`check_context` refuses the run."""
     keep = taken(model, limits, isl, osl, allow_long_context, ranks)
-    refused = int(len(keep) - np.count_nonzero(keep))
-    if refused == 0 or refused == len(keep):
+    refused = refused_alone(keep)
+    if not refused:
         return arrivals, isl, osl, 0
     arrivals, isl, osl = arrivals[keep], isl[keep], osl[keep]
     if replica.concurrency is not None:  # a closed loop: its clients start together and send on as they finish

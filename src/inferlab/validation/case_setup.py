@@ -295,4 +295,3 @@ def _major_version(version: Any) -> int:
     """``"1.1.0rc2.post2"`` -> 1; -1 when unknown."""
     head = str(version or "").split(".")[0]
     return int(head) if head.isdigit() else -1
-
