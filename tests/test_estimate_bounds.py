@@ -51,6 +51,8 @@ def _cli(capsys, *argv):
     ({"price_per_gpu_hour": float("inf")}, "price_per_gpu_hour must be a finite number"),
     ({"expert_imbalance": 1.5}, "llama-3.1-8b is dense (no experts to route to)"),
     ({"micro_batches": 4}, "micro_batches=4 splits a batch over pipeline stages, but there is one stage"),
+    ({"micro_batches": 8, "pp": 2, "batch_size": [2, 4]},
+     "micro_batches 8: above the largest batch (4); each micro-batch holds at least one sequence"),
     ({"prefill_batch": 4}, "applies only to a disaggregated deployment"),
     ({"waves": "yes"}, "waves must be true or false"),
     ({"speculative": "eagle:k=100000,accept=0.5"}, "use k in 1..16"),

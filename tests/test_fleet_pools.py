@@ -124,3 +124,22 @@ def test_an_unknown_scheduler_limit_is_named_with_the_ones_there_are(tmp_path, c
     assert main(["fleet", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown limit 'bogus'" in err
+
+
+def test_a_pool_sizes_what_a_request_holds_from_the_requests_it_takes():
+    """Gemma 3's sliding layers hold min(1,024, context) tokens of a request: a 100,000-token
+    request past a 4,096-token max_model_len is refused and holds nothing, so it must not lift the
+    mean context (400 tokens) that sizes them; taken (a longer max_model_len), it does."""
+    from inferlab.fleet.replicas import replica_kind
+    from inferlab.fleet.startup import Startup
+
+    short = (np.array([300.0, 300.0, 300.0]), np.array([100.0, 100.0, 100.0]))
+    mixed = (np.array([300.0, 300.0, 300.0, 100_000.0]), np.array([100.0, 100.0, 100.0, 100.0]))
+
+    def held(lengths, max_model_len):
+        kind, _ = replica_kind("", "gemma-3-27b", "h100-sxm", startup=Startup(), lengths=lengths,
+                               limits={"max_model_len": max_model_len})
+        return kind.state_tokens
+
+    assert held(mixed, 4096) == held(short, 4096)
+    assert held(mixed, 131_072) > 2 * held(short, 4096)

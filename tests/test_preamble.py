@@ -24,10 +24,15 @@ def test_the_first_counted_token_comes_a_preamble_of_decode_steps_later():
     assert u.tpot_s == pytest.approx((r.e2e_s - u.ttft_s) / gaps)
     # the end to end latency does not move: the preamble is part of the output
     assert u.e2e_s == pytest.approx(r.e2e_s)
-    short = inferlab.serve("llama-3.1-8b", "h100-sxm", overheads=ClientOverheads(preamble_tokens=10**6),
-                           isl=512, osl=20, concurrency=1, num_requests=2)
-    # a preamble longer than the output: the last token is the first counted
-    assert user_latencies(short).ttft_s == pytest.approx(short.e2e_s)
+    mixed = inferlab.serve("llama-3.1-8b", "h100-sxm", overheads=ClientOverheads(preamble_tokens=30),
+                           isl=512, osl=[20, 200], concurrency=1, num_requests=2)
+    # a request whose output is shorter than the preamble: its last token is the first counted
+    short = mixed.trace.osl == 20
+    assert short.any() and user_latencies(mixed).ttft_s[short] == pytest.approx(mixed.e2e_s[short])
+    # a preamble no output outlasts leaves nothing to count: refused, as the flag names it
+    with pytest.raises(SpecError, match=r"preamble_tokens 20: no request's output is longer than 20 tokens"):
+        inferlab.serve("llama-3.1-8b", "h100-sxm", overheads=ClientOverheads(preamble_tokens=20), isl=512, osl=20,
+                       concurrency=1, num_requests=2)
     for bad in (-1, 1.5, True):
         with pytest.raises(SpecError, match="preamble_tokens"):
             ClientOverheads(preamble_tokens=bad)

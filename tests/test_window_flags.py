@@ -131,13 +131,38 @@ def test_serve_runs_with_the_pool_the_flags_leave():
     assert inferlab.serve(**run, window_kv=[]).preemptions > 0
 
 
-def test_a_model_without_windows_is_unaffected():
-    for engine, limits in (("vllm", {"window_kv": ()}), ("sglang", {"window_kv": ()}),
-                           ("sglang", {"window_pool_ratio": 0.5})):
-        plain = _estimate("llama-3.1-8b", engine=engine).memory
-        flagged = _estimate("llama-3.1-8b", engine=engine, **limits).memory
-        assert float(flagged.max_sequences) == float(plain.max_sequences)
-        assert _served(engine, "llama-3.1-8b", **limits) == pytest.approx(_served(engine, "llama-3.1-8b"))
+def test_an_engine_command_on_a_model_without_windows_is_unaffected():
+    """The engines take their window flags on any model and ignore them where no layer is windowed."""
+    for command, engine in ((VLLM_CMD + " --disable-hybrid-kv-cache-manager", "vllm"),
+                            (SGLANG_CMD + " --disable-hybrid-swa-memory", "sglang"),
+                            (SGLANG_CMD + " --swa-full-tokens-ratio 0.5", "sglang")):
+        kw = parse_engine_args(command.replace("openai/gpt-oss-120b", "meta-llama/Llama-3.1-8B-Instruct")) \
+            .to_kwargs("estimate")
+        assert "window_kv" not in kw and "window_pool_ratio" not in kw
+        flagged = inferlab.estimate(kw.pop("model"), "b200", isl=1024, osl=8192, **kw).memory
+        assert float(flagged.max_sequences) == float(_estimate("llama-3.1-8b", engine=engine).memory.max_sequences)
+
+
+@pytest.mark.parametrize("limits, message", [
+    ({"window_kv": ()}, "window_kv: llama-3.1-8b has no windowed attention layers (its layers: 32 full)"),
+    ({"window_pool_ratio": 0.5}, "window_pool_ratio: llama-3.1-8b has no windowed attention layers"),
+    ({"window_kv": ("sliding",), "window_pool_ratio": 0.5}, "window_kv and window_pool_ratio: llama-3.1-8b has no"),
+])
+def test_a_window_setting_on_a_model_without_windows_is_refused(limits, message):
+    """Given directly it would change nothing: estimate and serve say so."""
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _estimate("llama-3.1-8b", **limits)
+    with pytest.raises(SpecError, match="llama-3.1-8b has no windowed attention layers"):
+        inferlab.serve("llama-3.1-8b", "b200", engine="sglang", isl=512, osl=64, rate=1, num_requests=4, **limits)
+
+
+def test_a_window_kind_the_model_has_no_layers_of_is_refused():
+    """gpt-oss has sliding windows only (18 sliding(128), 18 full); Llama 4 Scout chunked ones."""
+    with pytest.raises(SpecError, match=r"gpt-oss-120b has no chunked attention layers .*allowed: sliding, or none"):
+        _estimate(window_kv=("chunked",))
+    with pytest.raises(SpecError, match="has no sliding attention layers"):
+        _estimate("llama-4-scout", engine="vllm", window_kv=("sliding",), tp=8)
+    assert _estimate(window_kv=("sliding",)).memory.max_sequences == _estimate().memory.max_sequences
 
 
 def test_explain_says_the_ratio_given():

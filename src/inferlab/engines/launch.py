@@ -210,8 +210,11 @@ class EngineLaunch:
             kw["attention_tp"] = self.attention_tp
         if self.precision is not None:
             kw["precision"] = self.precision
+        from .window_options import engine_windows
+
+        window_kv, window_pool_ratio = engine_windows(self.model, self.window_kv, self.window_pool_ratio)
         limits = {"gpu_memory_utilization": self.gpu_memory_utilization, "kv_block_size": self.kv_block_size,
-                  "window_kv": self.window_kv, "window_pool_ratio": self.window_pool_ratio}
+                  "window_kv": window_kv, "window_pool_ratio": window_pool_ratio}
         if target == "serve":
             limits.update(max_num_seqs=self.max_num_seqs, max_num_batched_tokens=self.max_num_batched_tokens,
                           max_prefill_tokens=self.max_prefill_tokens, chunked_prefill=self.chunked_prefill,

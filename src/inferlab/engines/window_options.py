@@ -20,7 +20,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..errors import SpecError, option_name
+from ..errors import InferlabError, SpecError, option_name
 from .scheduler import WINDOW_KINDS, SchedulerConfig, default_scheduler
 
 #: The scheduler fields these settings are (:data:`~inferlab.engines.scheduler.USER_LIMITS` holds them).
@@ -94,3 +94,52 @@ def window_scheduler(engine: str, window_kv: Any = None, window_pool_ratio: Any 
     given = {k: v for k, v in window_limits(base, {"window_kv": window_kv, "window_pool_ratio": window_pool_ratio},
                                             engine).items() if v is not None}
     return replace(base, **given) if given else base
+
+
+def windowed_kinds(model: Any) -> tuple[str, ...]:
+    """The windowed attention kinds ``model`` has layers of, in :data:`WINDOW_KINDS` order.
+
+    >>> from inferlab import load_model
+    >>> windowed_kinds(load_model("gpt-oss-120b")), windowed_kinds(load_model("llama-3.1-8b"))
+    (('sliding',), ())
+    """
+    return tuple(kind for kind in WINDOW_KINDS if model.kv_share_held_whole((kind,)) < 1.0)
+
+
+def check_model_windows(model: Any, window_kv: Any = None, window_pool_ratio: Any = None) -> None:
+    """Refuse window settings that change nothing for ``model``: any of them on a model without
+    windowed layers, or a ``window_kv`` naming a kind it has no layers of (one line saying what
+    the model's attention is). An engine command's flags are not checked here: the engines
+    accept them on any model and ignore them."""
+    has = windowed_kinds(model)
+    given = [option_name(key) for key, value in (("window_kv", window_kv), ("window_pool_ratio", window_pool_ratio))
+             if value is not None]
+    layers = ", ".join(f"{n} {kind}" for kind, n in model.layer_kinds.items())
+    name = model.id or model.name
+    if given and not has:
+        raise SpecError(f"{' and '.join(given)}: {name} has no windowed attention layers (its layers: {layers}); "
+                        "every layer keeps every token whatever the setting: drop it")
+    kinds = () if window_kv is None else window_kinds(window_kv, option_name("window_kv"))
+    missing = [kind for kind in kinds if kind not in has]
+    if missing:
+        raise SpecError(f"{option_name('window_kv')}: {name} has no {missing[0]} attention layers (its layers: "
+                        f"{layers}); allowed: {', '.join(has)}, or none")
+
+
+def engine_windows(model_id: Any, window_kv: Any, window_pool_ratio: Any) -> tuple[Any, Any]:
+    """An engine command's window settings as they act on the model it launches (as given for a
+    model inferlab does not know): none on a model without windowed layers, and only the kinds
+    it has of ``window_kv``. The engines accept their flags on any model and ignore what does
+    not apply; :func:`check_model_windows` refuses the same settings given directly."""
+    from ..specs.catalog import load_model
+
+    try:
+        model = load_model(model_id) if model_id else None
+    except InferlabError:
+        model = None
+    if model is None:
+        return window_kv, window_pool_ratio
+    has = windowed_kinds(model)
+    if not has:
+        return None, None
+    return (window_kv if window_kv is None else tuple(kind for kind in window_kv if kind in has)), window_pool_ratio

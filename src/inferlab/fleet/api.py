@@ -19,7 +19,7 @@ from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, 
 from .pricing import Pricing, catalog_price, spend_usd
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
-from .replicas import check_keywords, mean_length, replica_kind
+from .replicas import check_keywords, replica_kind, served_lengths
 from .prompts import check_pools_take, too_long_note
 from .simulation import TOO_LONG, FleetConfig, Record, run
 from .startup import Startup, dominant_phase
@@ -112,12 +112,13 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
         raise SpecError("fleet: give the hardware (a catalog id such as h100-sxm), or a Deployment")
     if requests is None:
         requests = read_trace(trace) if trace is not None else build_requests(traffic, horizon_s, seed)
+    allow_long_context = boolean("fleet: allow_long_context", allow_long_context)
     kind, cs = replica_kind(name, model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision,
                             engine=engine, profile=profile, limits=limits,
                             startup=_policy(Startup, startup) or Startup(),
-                            prefix_cache=boolean("fleet: prefix_cache", prefix_cache), context=mean_length(requests))
+                            prefix_cache=boolean("fleet: prefix_cache", prefix_cache), lengths=served_lengths(requests),
+                            allow_long_context=allow_long_context)
     dep = kind.model.dep
-    allow_long_context = boolean("fleet: allow_long_context", allow_long_context)
     check_pools_take((Pool(kind, allow_long_context=allow_long_context),), requests)
     _check_models_served(requests, [dep.model.id or dep.model.name])  # one model: a class naming another is refused
     # the on-demand price the pricing leaves out: the Deployment's, else the catalog's
@@ -247,21 +248,21 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
             spec = _pool_of_deployment(k, spec)
         check_pool(k, spec, _POOL_KEYS, written_out=True)
         serves = str(spec.get("serves", spec["model"]))
+        long_context = boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))
         kind, _ = replica_kind("", spec["model"], spec["hardware"], tp=spec.get("tp", 1), ep=spec.get("ep", 1),
                                attention_dp=boolean(f"pool {k}: attention_dp", spec.get("attention_dp", False)),
                                precision=spec.get("precision"), engine=spec.get("engine", "vllm"),
                                profile=spec.get("profile", "default"), limits=spec.get("limits", {}),
                                startup=_policy(Startup, spec.get("startup")) or Startup(),
                                prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
-                               context=mean_length(requests, str(spec.get("serves", spec["model"]))))
+                               lengths=served_lengths(requests, serves), allow_long_context=long_context)
         dep = kind.model.dep
         kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
         built.append(Pool(kind, integer(f"pool {k}: replicas", spec.get("replicas", 1), minimum=0, maximum=100_000),
                           _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
-                          str(spec.get("provider", "")),
-                          boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))))
+                          str(spec.get("provider", "")), long_context))
         if built[-1].replicas == 0 and built[-1].autoscaler is None:
             raise SpecError(f"pool {k}: replicas 0 without an autoscaler serves nothing; give replicas >= 1, or an "
                             "autoscaler that starts some")

@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 
 from ..engines.scheduler import USER_LIMITS, SchedulerConfig
+from ..engines.window_options import check_model_windows
 from ..errors import SpecError, did_you_mean
 from ..inputs.resolve import deployment
 from ..serving.engine import Engine
-from ..serving.replica import engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens, unchunked_budget
+from ..serving.replica import (engine_scheduler, kv_capacity_tokens, replica_limits, state_tokens, taken,
+                               unchunked_budget)
 from ..serving.stepmodel import StepModel
 
 
@@ -48,15 +50,20 @@ class ReplicaKind:
 
 def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int = 1, attention_dp: bool = False,
                  precision: Any = None, engine: str = "vllm", profile: Any = "default", limits: dict | None = None,
-                 startup: Any = None, prefix_cache: bool = True, context: float | None = None) -> tuple[ReplicaKind, Any]:
+                 startup: Any = None, prefix_cache: bool = True, lengths: Any = None,
+                 allow_long_context: bool = False) -> tuple[ReplicaKind, Any]:
     """One replica of a fleet pool, as :func:`inferlab.serve` runs it (its deployment, the
     engine's limits for it, the step model), and its cold start (``startup``: a
-    :class:`~.startup.Startup`); ``context``, its requests' mean prompt and output [token]
-    (what a request holds beside its own tokens: :func:`~inferlab.serving.replica.state_tokens`)."""
+    :class:`~.startup.Startup`); ``lengths``, the prompt and output lengths of the requests it
+    is sent (:func:`served_lengths`): the mean of those its engine takes sizes what a request
+    holds beside its own tokens (:func:`~inferlab.serving.replica.state_tokens`)."""
     dep = deployment(model, hardware, tp=tp, ep=ep, attention_dp=attention_dp, precision=precision, engine=engine,
                      profile=profile)
-    base = unchunked_budget(dep, engine_scheduler(engine, None, **(limits or {})))
+    limits = limits or {}
+    base = unchunked_budget(dep, engine_scheduler(engine, None, **limits))
+    check_model_windows(dep.model, limits.get("window_kv"), limits.get("window_pool_ratio"))
     sched = replica_limits(dep, engine, base)
+    context = _mean_taken(dep, sched, lengths, allow_long_context)
     step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch,
                      sched.prefill_graph_tokens)
     cs = startup.cold_start(dep)
@@ -104,14 +111,26 @@ class Replica:
         Replica.changes += 1
 
 
-def mean_length(requests: Any, model: str = "") -> float | None:
-    """Mean prompt plus output of the ``requests`` a pool serving ``model`` takes [token] (every
-    request where they name no model or the pool no model, else theirs and the unnamed); None
-    for none."""
-    lengths = np.asarray(requests.isl, float) + np.asarray(requests.osl, float)
+def served_lengths(requests: Any, model: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of the ``requests`` a pool serving ``model`` is sent [token]
+    (every request where they name no model or the pool no model, else theirs and the unnamed)."""
+    isl, osl = np.asarray(requests.isl, float), np.asarray(requests.osl, float)
     if requests.model is not None and model:
-        lengths = lengths[(requests.model == model) | (requests.model == "")]
-    return float(np.mean(lengths)) if lengths.size else None
+        mine = (requests.model == model) | (requests.model == "")
+        isl, osl = isl[mine], osl[mine]
+    return isl, osl
+
+
+def _mean_taken(dep: Any, sched: Any, lengths: Any, allow_long_context: bool) -> float | None:
+    """Mean prompt plus output of the requests of ``lengths`` the replica's engine takes
+    (:func:`~inferlab.serving.replica.taken`; those it refuses hold nothing) [token]; of all of
+    them where it takes none (the fleet is then refused whole), None for no requests."""
+    if lengths is None or not len(lengths[0]):
+        return None
+    isl, osl = lengths
+    keep = taken(dep.model, sched, isl, osl, allow_long_context, dep.parallel.attention_groups)
+    both = isl + osl
+    return float(np.mean(both[keep] if keep.any() else both))
 
 
 def check_keywords(limits: dict[str, Any], fn: Any) -> None:

@@ -19,7 +19,7 @@ from ..engines.memory_share import memory_keywords, prefill_chunks
 from ..engines.graph_limits import checked_graph_limit, checked_prefill_graphs, decode_graph_limit
 from ..engines.scheduler import MAX_SEQS, default_scheduler, token_budget
 from ..engines.state_pool import page_tokens, state_pool_limits
-from ..engines.window_options import window_scheduler
+from ..engines.window_options import check_model_windows, window_scheduler
 from ..errors import SpecError, option_name
 from ..inputs import resolve as inputs
 from ..inputs.call import typed_call, with_inputs
@@ -179,6 +179,10 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     use = checks.fraction(option_name("utilization"), utilization)
     price = inputs.unit_price(price_per_gpu_hour, dep.hardware)
     b, i, o = inputs.workload(batch_size, isl, osl)
+    split = dep.parallel.micro_batches
+    if split is not None and split > float(np.max(b)):
+        raise SpecError(f"{option_name('micro_batches')} {split}: above the largest batch ({float(np.max(b)):,.0f}); "
+                        "each micro-batch holds at least one sequence")
     total, limit = np.asarray(i, float) + np.asarray(o, float), int(dep.model.max_position_embeddings or 0)
     if allow_long_context or not limit or float(np.min(total)) > limit:  # every point beyond: one line
         long_context = checks.context_within_model(dep.model, i, o, allow_long_context=allow_long_context)
@@ -188,11 +192,13 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     pieces = checked_prefill_graphs(prefill_graph_tokens, dep.profile, engine, option_name("prefill_graph_tokens"))
     seqs = None if max_num_seqs is None else checks.integer(
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
+    windows = window_scheduler(engine, window_kv, window_pool_ratio)
+    check_model_windows(dep.model, window_kv, window_pool_ratio)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
                        graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),
                        prefill_graph_tokens=pieces,
-                       scheduler=window_scheduler(engine, window_kv, window_pool_ratio))
+                       scheduler=windows)
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 

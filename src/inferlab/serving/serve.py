@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import checks
 from ..calibration.profile import Profile
+from ..engines.window_options import check_model_windows
 from ..engines.scheduler import ENGINE_SCHEDULERS, USER_LIMITS, SchedulerConfig  # noqa: F401 - importable from here as before
 from ..errors import SpecError, option_name
 from ..inputs.call import typed_call, with_inputs
@@ -140,8 +141,15 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
+    unbounded = getattr(workload.osl, "kind", None) == "lognormal"  # (its longest_tokens is its mean)
+    if overheads is not None and not unbounded \
+            and overheads.preamble_tokens >= (longest := checks.longest_tokens(workload.osl)):
+        raise SpecError(f"{option_name('preamble_tokens')} {overheads.preamble_tokens:,}: no request's output is longer "
+                        f"than {longest:,.0f} tokens, so none would have a token after the preamble to count; a "
+                        "preamble is the tokens before the first one the client counts, shorter than the output")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile, attention_tp=attention_tp)
+    check_model_windows(dep.model, window_kv, window_pool_ratio)
     shared = prefixes(prefix) if prefix is not None else None
     turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
     checks.context_within_model(dep.model, workload.isl, workload.osl, allow_long_context=allow_long_context, turns=turns)
