@@ -98,7 +98,7 @@ def test_estimate_cli_table_json_and_errors(capsys):
     assert code == 0 and data["ops"][0]["op"] == "embedding" and "decode:" in data["explain"]
     code = main(["estimate", "llama-3.1-70b", "h100-sxm", "--tp", "3"])
     err = capsys.readouterr().err
-    assert code == 1 and err.count("\n") == 1 and "does not divide" in err  # a layout the model cannot take
+    assert code == 2 and err.count("\n") == 1 and "does not divide" in err  # a layout the model cannot take: bad input
     code = main(["estimate", "llama-3.1-405b", "h100-sxm", "--tp", "8"])
     err = capsys.readouterr().err
     assert code == 1 and "does not fit" in err and "GB" in err

@@ -281,3 +281,11 @@ def test_a_fleet_scenario_given_to_plan_says_which_command_runs_it(capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"is a fleet scenario (one deployment and a fleet: section): `inferlab fleet {path}` " \
                                    "runs it" in err
+
+
+def test_one_value_where_a_list_goes_says_so_in_plain_words():
+    """pydantic's 'Input should be a valid tuple' told a user nothing of what to write."""
+    with pytest.raises(SpecError) as info:
+        load_scenario(_scenario(hardware="h100-sxm", search={"precisions": ["bf16"], "tp": 4}))
+    assert str(info.value) == ("scenario: hardware: expected a list, e.g. [h100-sxm], got str 'h100-sxm'; "
+                               "search.tp: expected a list, e.g. [4], got int 4")

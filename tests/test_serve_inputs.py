@@ -118,6 +118,20 @@ def test_a_list_of_lengths_with_an_empty_item_is_refused_as_estimate_refuses_it(
     assert Lengths.parse("128, 512").values == (128, 512)
 
 
+@pytest.mark.parametrize("argv, flag", [
+    (["estimate", "llama-3.1-8b", "h100-sxm", "--batch", "1,8,1"], "--batch: 1 is given twice in '1,8,1'"),
+    (["serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,2,1.0"], "--rates: 1 is given twice in '1,2,1.0'"),
+])
+def test_a_sweep_listing_a_value_twice_is_refused(argv, flag, capsys):
+    """A sweep's points are a grid: a repeated one is a typo or a wasted run (a serve prompt mix
+    such as ``--isl 128,128,512`` is a distribution, where repeats weigh, and stays allowed)."""
+    from inferlab.cli.main import main
+
+    assert main(argv) == 2
+    assert flag in capsys.readouterr().err
+    assert Lengths.parse("128,128,512").values == (128, 128, 512)
+
+
 def test_scheduler_refuses_wrong_types():
     with pytest.raises(SpecError, match="scheduler: chunked_prefill must be true or false, got 'no'"):
         SchedulerConfig(chunked_prefill="no")

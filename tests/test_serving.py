@@ -390,7 +390,7 @@ def test_cli_disaggregated_pools(capsys):
     (["--rate", "2", "--isl", "lognormal:mean=1024,sigm=0.5"], "--isl 'lognormal:mean=1024,sigm=0.5' is not"),
     (["--rate", "2", "--osl", "uniform:9-3"], "--osl 'uniform:9-3': lengths: uniform low 9 is above high 3"),
     (["--concurrency", "1.5"], "whole clients"),
-    (["--rates", "4,2,4"], "--rates: a load is given twice (4)"),
+    (["--rates", "4,2,4"], "--rates: 4 is given twice in '4,2,4'; each value once"),
     (["--rate", "2", "--ttft-slo", "100"], "give both --ttft-slo and --tpot-slo"),
     (["--rate", "2", "--ttft-slo", "0"], "--ttft-slo must be a time > 0 in milliseconds, got 0"),  # not 'give both'
     (["--rate", "-1"], "rate must be a finite number in (0, 1e+09] [request/s], got -1.0"),

@@ -38,7 +38,8 @@ def test_too_small_a_tp_suggests_one_the_kv_heads_split_over():
 def test_the_cli_suggests_the_same_and_refuses_tp_3(capsys):
     assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "2"]) == 1
     assert capsys.readouterr().err.strip().endswith("; tp=4 would fit")
-    assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "3"]) == 1
+    # a layout the model's heads cannot take is a meaningless combination: bad input, exit 2
+    assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip()
     # divisors of 96 up to 64 that divide 8 or are multiples of it (3, 6 and 12 are neither)
     assert err == ("inferlab: error: glm-4.5-air: tp=3 does not split the 8 KV heads (it neither divides them nor "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]:
-    """An argparse type for ``1,8,64``: values of ``cast``, at least one, a clear error otherwise."""
+    """An argparse type for ``1,8,64``: distinct values of ``cast``, at least one, a clear error otherwise."""
 
     def parse(text: str) -> list:
         items = text.split(",")
@@ -20,6 +20,11 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
             raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError(f"expected at least one {noun}")
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:  # a sweep's points are distinct: a repeat is a typo or a wasted run
+            raise argparse.ArgumentTypeError(f"{twice:g} is given twice in {text!r}; each value once"
+                                             if isinstance(twice, (int, float)) else
+                                             f"{twice!r} is given twice in {text!r}; each value once")
         return values
 
     return parse

@@ -55,12 +55,13 @@ def state_share(model: ModelSpec, tp: int) -> float:
 
 
 def check_divisible(model: ModelSpec, tp: int) -> None:
-    """Raise :class:`InfeasibleError` when ``tp`` GPUs cannot split the attention
-    (:func:`tp_split_reason`), listing the tensor-parallel sizes up to 64 that can."""
+    """Raise :class:`CombinationError` when ``tp`` GPUs cannot split the attention
+    (:func:`tp_split_reason`; a layout that means nothing for this model, as expert parallelism
+    for a dense one), listing the tensor-parallel sizes up to 64 that can."""
     why = tp_split_reason(model, tp)
     if why:
         fits = [d for d in range(1, 65) if not tp_split_reason(model, d)]
-        raise InfeasibleError(f"{model.id or model.name}: {why}; tensor-parallel sizes that split its heads: "
+        raise CombinationError(f"{model.id or model.name}: {why}; tensor-parallel sizes that split its heads: "
                               f"{', '.join(map(str, fits))}")
 
 

@@ -24,11 +24,19 @@ from typing import Any, Literal
 import numpy as np
 
 from ..checks import boolean, integer, real, real_array
-from ..errors import SpecError, did_you_mean
+from ..errors import SpecError, did_you_mean, option_name
 from . import static_batch
 from .lengths import Lengths, lengths_dict
 from .limits import MAX_REQUESTS, MAX_SPAN_S
 from .prefixes import prefixes
+
+
+def _named(key: str) -> str:
+    """A workload field as messages name it: the flag that gave it from the CLI (``--num-requests``),
+    else ``workload: num_requests``."""
+    name = option_name(key)
+    return name if name != key else f"workload: {key}"
+
 
 #: Keyword arguments of the entry points that describe a workload (a static batch's and traffic's).
 WORKLOAD_KWARGS = ("isl", "osl", "batch_size", "prefill_batch", "waves", "rate", "concurrency", "trace", "offline",
@@ -105,28 +113,28 @@ class Workload:
             try:
                 object.__setattr__(self, name, Lengths.of(getattr(self, name)))
             except SpecError as exc:
-                raise SpecError(f"workload: {name}: {exc}") from None
-        object.__setattr__(self, "offline", boolean("workload: offline", self.offline))
-        object.__setattr__(self, "stagger", boolean("workload: stagger", self.stagger))
-        object.__setattr__(self, "seed", integer("workload: seed", self.seed, minimum=0, maximum=2**64 - 1,
+                raise SpecError(f"{_named(name)}: {exc}") from None
+        object.__setattr__(self, "offline", boolean(_named("offline"), self.offline))
+        object.__setattr__(self, "stagger", boolean(_named("stagger"), self.stagger))
+        object.__setattr__(self, "seed", integer(_named("seed"), self.seed, minimum=0, maximum=2**64 - 1,
                                                  what=""))
         modes = [self.rate is not None, self.trace is not None, self.concurrency is not None, self.offline]
         if sum(modes) != 1:
             raise SpecError("workload: give exactly one of rate (requests/s), trace (arrival times), "
                             "concurrency (closed-loop clients) or offline=True (or batch_size for a static batch)")
         if self.trace is not None:
-            trace = real_array("workload: trace", self.trace, minimum=0.0, maximum=MAX_SPAN_S,
+            trace = real_array(_named("trace"), self.trace, minimum=0.0, maximum=MAX_SPAN_S,
                                max_size=MAX_REQUESTS, unit="s")
             object.__setattr__(self, "trace", tuple(trace.tolist()))
             if self.num_requests not in (len(trace), Workload.num_requests):  # (the default: the trace's count)
                 raise SpecError(f"workload: num_requests={self.num_requests!r} beside a trace of {len(trace):,} arrival "
                                 "times: a trace sends one request per time; drop num_requests")
             object.__setattr__(self, "num_requests", len(trace))
-        n = integer("workload: num_requests", self.num_requests, maximum=MAX_REQUESTS, what="requests",
+        n = integer(_named("num_requests"), self.num_requests, maximum=MAX_REQUESTS, what="requests",
                     whole_floats=True, unit="request")
         object.__setattr__(self, "num_requests", n)
         if self.concurrency is not None:
-            object.__setattr__(self, "concurrency", integer("workload: concurrency", self.concurrency,
+            object.__setattr__(self, "concurrency", integer(_named("concurrency"), self.concurrency,
                                                             maximum=MAX_REQUESTS, what="clients", whole_floats=True,
                                                             unit="request"))
         if self.rate is not None:
@@ -136,12 +144,12 @@ class Workload:
                 raise SpecError("workload: max_concurrency caps the requests in flight of a rate or a trace; a closed "
                                 "loop's clients are its concurrency, an offline run is limited by the engine's "
                                 "max_num_seqs")
-            object.__setattr__(self, "max_concurrency", integer("workload: max_concurrency", self.max_concurrency,
+            object.__setattr__(self, "max_concurrency", integer(_named("max_concurrency"), self.max_concurrency,
                                                                 maximum=MAX_REQUESTS, what="requests",
                                                                 whole_floats=True, unit="request"))
 
     def _check_rate(self, n: int) -> None:
-        rate = real("workload: rate", self.rate, minimum=0.0, maximum=MAX_RATE, include_minimum=False,
+        rate = real(_named("rate"), self.rate, minimum=0.0, maximum=MAX_RATE, include_minimum=False,
                     unit="request/s")
         if n / rate > MAX_SPAN_S:
             raise SpecError(f"workload: {n:,} requests at {rate:g} requests/s arrive over about {n / rate:.3g} s; "

@@ -66,6 +66,10 @@ def format_validation_error(exc: ValidationError, model: Any = None) -> str:
                 msg += f"{' ' if close else '; '}allowed: {', '.join(allowed)}"
         elif err["type"] == "missing":
             msg = "required field is missing"
+        elif err["type"] in ("tuple_type", "list_type"):  # one value where a list goes
+            value = err.get("input")
+            shown = f"[{value}]" if isinstance(value, (str, int, float)) and not isinstance(value, bool) else "[...]"
+            msg = f"expected a list, e.g. {shown}, got {type(value).__name__} {value!r:.60}"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 
