@@ -14,7 +14,8 @@ import inferlab
 from inferlab.errors import SpecError
 from inferlab.inputs.resolve import deployment
 from inferlab.fleet import Admission, Autoscaler, Failures, Profile, RouterConfig, availability, replicas_for
-from inferlab.fleet.api import availability_of, build_requests
+from inferlab.fleet.classes import build_requests
+from inferlab.fleet.outcome import availability_of
 from inferlab.fleet.autoscaler import desired_replicas
 from inferlab.fleet.router import Router
 from inferlab.fleet.simulation import OK, FleetConfig, ReplicaKind, run

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import inferlab
 from inferlab.errors import SpecError
 from inferlab.fleet import fleet_of
-from inferlab.fleet.api import build_requests
+from inferlab.fleet.classes import build_requests
 from inferlab.fleet.simulation import OK
 
 M, G = "llama-3.1-8b", "h100-sxm"

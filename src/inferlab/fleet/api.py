@@ -11,22 +11,22 @@ import numpy as np
 from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
-from ..inputs.prefixes import prefixes as parse_prefixes
 from .admission import Admission
-from .autoscaler import Autoscaler, unreached_note
+from .autoscaler import Autoscaler
 from .failures import Failures
 from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, regions_of
-from .pricing import Pricing, catalog_price, spend_usd
+from .pricing import Pricing, catalog_price
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
 from .replicas import check_keywords, replica_kind, served_lengths
-from .prompts import check_pools_take, too_long_note
-from .simulation import TOO_LONG, FleetConfig, Record, run
+from .prompts import check_pools_take
+from .simulation import FleetConfig, run
 from .startup import Startup, dominant_phase
-from .traffic import Profile, Requests, check_count, concat, lengths, plain, read_trace, sessions, shared
+from .traffic import Requests, read_trace
+from .classes import build_requests
+from .deployments import REPLICA, pool_of_deployment, replica_of
+from .outcome import result_of
 
-_CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
-               "name", "region", "model"}
 #: Longest simulated span [s]: a year; float64 times then still resolve 10 ns, far below a
 #: step (availability over months of failures needs more than a day).
 MAX_HORIZON_S = 366 * 86400.0
@@ -105,7 +105,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
             raise SpecError(f"fleet(deployment): {', '.join(given + ['limits'] * bool(limits))} given beside the "
                             "Deployment; set them in it instead")
         spec = replica_of(model)
-        model, hardware, tp, ep, attention_dp, precision, engine, profile, limits = (spec[k] for k in _REPLICA)
+        model, hardware, tp, ep, attention_dp, precision, engine, profile, limits = (spec[k] for k in REPLICA)
         allow_long_context = spec["allow_long_context"]
         replica_price = spec["price"]
     elif hardware is None:
@@ -144,40 +144,6 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                    tpot_slo_s=tpot_slo_s)
 
 
-_REPLICA = ("model", "hardware", "tp", "ep", "attention_dp", "precision", "engine", "profile", "limits")
-
-
-def replica_of(dep: Deployment) -> dict[str, Any]:
-    """The fleet replica a :class:`~inferlab.Deployment` describes: model, hardware, ``tp``,
-    ``ep`` and attention DP, formats, engine with its limits, profile, and the price of the
-    replica's GPUs [USD/h] when it names one.
-
-    Raises
-    ------
-    SpecError
-        What a fleet replica does not simulate: pipeline stages, data-parallel copies (each
-        is a replica: give their number as ``replicas``), attention TP inside data-parallel
-        ranks, speculation, a static prefix-cache hit rate (the fleet's replicas keep their
-        own caches), disaggregated pools.
-    """
-    lay = dep.layout
-    unused = {"pp": lay.pp != 1, "dp (each copy is a replica: give replicas)": lay.dp != 1,
-              "attention_tp": lay.attention_tp != 1, "expert_imbalance": lay.expert_imbalance != 1.0,
-              "speculative": dep.speculative is not None,
-              "prefix_cache (each replica keeps its own)": dep.prefix_cache is not None,
-              "disaggregation": dep.disaggregation is not None, "utilization": dep.utilization != 1.0,
-              "attention": dep.attention != "flash", "cuda_graphs": not dep.cuda_graphs}
-    given = [name for name, was_set in unused.items() if was_set]
-    if given:
-        raise SpecError(f"a fleet replica is one group of GPUs serving its own requests; the deployment's "
-                        f"{', '.join(given)} are not simulated in fleets: drop them")
-    price = None if dep.price_per_gpu_hour is None else dep.price_per_gpu_hour * lay.tp
-    return {"model": dep.model, "hardware": dep.hardware, "tp": lay.tp, "ep": lay.ep, "attention_dp": lay.attention_dp,
-            "precision": dep.precision.value() if dep.precision is not None else None, "engine": dep.engine.name,
-            "profile": dep.profile, "limits": dep.engine.limits(), "price": price,
-            "allow_long_context": dep.allow_long_context}
-
-
 def _check_models_served(requests: Any, models: list[str]) -> None:
     """Refuse traffic that asks for a model no pool serves (every such request would be lost, or
     served by another model); ``models``: each pool's, "" for a pool that takes any request."""
@@ -189,23 +155,6 @@ def _check_models_served(requests: Any, models: list[str]) -> None:
     for name in sorted(set(requests.model.tolist()) - set(served) - {""}):
         raise SpecError(f"fleet traffic asks for model {name!r}, which no pool serves{did_you_mean(name, served)}; "
                         f"pools serve: {', '.join(served)}")
-
-
-def _pool_of_deployment(k: int, spec: dict[str, Any]) -> dict[str, Any]:
-    """Pool ``k``'s ``spec`` with its ``deployment`` written out as the replica's fields."""
-    clash = sorted(set(spec) & {*_REPLICA, "engine", "allow_long_context"} - {"deployment"})
-    if clash:
-        raise SpecError(f"pool {k}: {', '.join(clash)} given beside its deployment; set them in the deployment")
-    dep = spec["deployment"]
-    rep = replica_of(dep if isinstance(dep, Deployment) else Deployment.from_dict(dep))
-    out = {key: value for key, value in spec.items() if key != "deployment"}
-    out.update({key: rep[key] for key in _REPLICA if rep[key] is not None})
-    out["allow_long_context"] = rep["allow_long_context"]
-    given = spec.get("pricing")  # the pool's on-demand price where its pricing names none
-    if rep["price"] is not None and (given is None or isinstance(given, (dict, Pricing))):
-        out["pricing"] = given.with_on_demand(rep["price"]) if isinstance(given, Pricing) else \
-            {"on_demand_usd_per_hour": rep["price"], **(given or {})}
-    return out
 
 
 def _tpot_slo(value: float | None) -> float:
@@ -245,7 +194,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     for k, spec in enumerate(pools):
         check_pool(k, spec, _POOL_KEYS)
         if "deployment" in spec:
-            spec = _pool_of_deployment(k, spec)
+            spec = pool_of_deployment(k, spec)
         check_pool(k, spec, _POOL_KEYS, written_out=True)
         serves = str(spec.get("serves", spec["model"]))
         long_context = boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))
@@ -290,86 +239,6 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                          "provider_quota_gpus)")
     return replace(result_of(name, requests, record, cfg, built[0].pricing, need or default_need(cfg.pools), ttft_slo_s,
                              notes), tpot_slo_s=_tpot_slo(tpot_slo_s))
-
-
-def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, price: Pricing, need: int,
-              ttft_slo_s: float, notes: tuple[str, ...] = ()) -> FleetResult:
-    """A :class:`FleetResult` from the loop's record: cost from the paid replicas over time,
-    availability from the serving ones."""
-    samples = {k: np.asarray(v, float) for k, v in rec.samples.items()}
-    # the replicas serving the backlog at the horizon run (and are paid) until its last request ends
-    finish = np.asarray(rec.finish, float)[np.asarray(rec.status) == 0]
-    end = max(cfg.horizon_s, float(np.nanmax(finish)) if finish.size and np.isfinite(finish).any() else 0.0)
-    if end > 1.01 * cfg.horizon_s:
-        notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
-                         " s more to serve; the replicas serving it are paid until it ends")
-    # each replica paid from its order until it stops (the backlog's until that end)
-    usd = spend_usd([p.pricing for p in cfg.pools], rec.intervals, rec.pool, rec.spot, end)
-    unpriced = sorted({p.kind.name for p in cfg.pools if math.isnan(p.pricing.on_demand_usd_per_hour)})
-    if math.isnan(usd) and unpriced:
-        notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
-                         "GPU); give pricing: {on_demand_usd_per_hour: ...}")
-    notes = (*notes, *too_long_note(cfg.pools, requests, rec.status, TOO_LONG))
-    most = int(np.max(samples["running"])) if len(samples.get("running", ())) else 0
-    ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
-    notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),
-                                     float(np.mean((rec.first_token - rec.sent)[ok] > ttft_slo_s)) if ok.any() else 0.0))
-    if price.reserved > most:  # paid whether they run or not
-        notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
-                         f"{most} that ever ran")
-    return FleetResult(name, rec.sent, rec.first_token, rec.finish, requests.isl, requests.osl, rec.cached,
-                       requests.prefix, rec.status, rec.replica, samples, usd,
-                       availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,
-                       tuple(rec.events), notes, np.asarray(rec.pool, int))
-
-
-def availability_of(healthy: list[tuple[float, int]], need: int, horizon_s: float) -> float:
-    """Share of ``[0, horizon_s]`` with at least ``need`` replicas serving, from the count at
-    each change [-]."""
-    if not healthy:
-        return 0.0
-    times = np.array([t for t, _ in healthy] + [horizon_s])
-    counts = np.array([c for _, c in healthy])
-    spans = np.clip(np.diff(np.minimum(times, horizon_s)), 0.0, None)
-    return float(np.sum(spans[counts >= need]) / horizon_s)
-
-
-def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
-    """Requests of every traffic class over ``horizon_s`` (see :func:`fleet`)."""
-    if traffic is None:
-        raise SpecError("fleet: give traffic (e.g. {'shape': 'daily', 'rate': 20, 'isl': 1500, 'osl': 300}) "
-                        "or a trace file")
-    classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
-    parts, streams = [], 0
-    if not classes:
-        raise SpecError("fleet: traffic needs at least one class")
-    for k, c in enumerate(classes):
-        if not isinstance(c, (dict, Profile)):
-            raise SpecError(f"fleet: each traffic class must be a mapping (shape, rate, isl, osl, ...), got {c!r:.60}")
-        c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
-        unknown = sorted(set(c) - _CLASS_KEYS)
-        if unknown:
-            raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_CLASS_KEYS))}")
-        rng = np.random.default_rng([seed, k])
-        prof = Profile(**{f: c[f] for f in Profile.__dataclass_fields__ if f in c})
-        pre = parse_prefixes(c["prefix"]) if c.get("prefix") else None
-        turns = pre.turns if pre is not None and pre.kind == "sessions" else 1
-        starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
-        n = len(starts) * turns
-        check_count(sum(map(len, parts)) + n, f"the traffic's first {k + 1} class(es) send")
-        isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
-        if pre is None:
-            part = plain(starts, isl, osl)
-        elif pre.kind == "sessions":
-            part = sessions(starts, isl, osl, turns=turns, think_s=pre.think_s, first_stream=streams)
-        else:
-            part = shared(starts, isl, osl, tokens=pre.tokens, groups=pre.groups, zipf=pre.zipf, rng=rng,
-                          first_stream=streams)
-        streams = int(max(streams, int(np.max(part.stream, initial=-1)) + 1))
-        tags = {"region": np.full(len(part), str(c.get("region", "local")), object),
-                "model": np.full(len(part), str(c.get("model", "")), object)}
-        parts.append(replace(part, **tags))
-    return concat(parts)
 
 
 def _policy(cls: type, value: Any) -> Any:

@@ -1,0 +1,55 @@
+"""A fleet's traffic classes (a shape over the day, lengths, a prefix structure, a region and a
+model) drawn into one set of requests."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpecError
+from ..inputs.prefixes import prefixes as parse_prefixes
+from .traffic import Profile, Requests, check_count, concat, lengths, plain, sessions, shared
+
+#: The keys a traffic class takes.
+CLASS_KEYS = {"shape", "rate", "peak_rate", "start_s", "end_s", "amplitude", "peak_hour", "isl", "osl", "prefix",
+               "name", "region", "model"}
+
+
+def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
+    """Requests of every traffic class over ``horizon_s`` (see :func:`~inferlab.fleet.api.fleet`)."""
+    if traffic is None:
+        raise SpecError("fleet: give traffic (e.g. {'shape': 'daily', 'rate': 20, 'isl': 1500, 'osl': 300}) "
+                        "or a trace file")
+    classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
+    parts, streams = [], 0
+    if not classes:
+        raise SpecError("fleet: traffic needs at least one class")
+    for k, c in enumerate(classes):
+        if not isinstance(c, (dict, Profile)):
+            raise SpecError(f"fleet: each traffic class must be a mapping (shape, rate, isl, osl, ...), got {c!r:.60}")
+        c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
+        unknown = sorted(set(c) - CLASS_KEYS)
+        if unknown:
+            raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(CLASS_KEYS))}")
+        rng = np.random.default_rng([seed, k])
+        prof = Profile(**{f: c[f] for f in Profile.__dataclass_fields__ if f in c})
+        pre = parse_prefixes(c["prefix"]) if c.get("prefix") else None
+        turns = pre.turns if pre is not None and pre.kind == "sessions" else 1
+        starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
+        n = len(starts) * turns
+        check_count(sum(map(len, parts)) + n, f"the traffic's first {k + 1} class(es) send")
+        isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
+        if pre is None:
+            part = plain(starts, isl, osl)
+        elif pre.kind == "sessions":
+            part = sessions(starts, isl, osl, turns=turns, think_s=pre.think_s, first_stream=streams)
+        else:
+            part = shared(starts, isl, osl, tokens=pre.tokens, groups=pre.groups, zipf=pre.zipf, rng=rng,
+                          first_stream=streams)
+        streams = int(max(streams, int(np.max(part.stream, initial=-1)) + 1))
+        tags = {"region": np.full(len(part), str(c.get("region", "local")), object),
+                "model": np.full(len(part), str(c.get("model", "")), object)}
+        parts.append(replace(part, **tags))
+    return concat(parts)
