@@ -10,12 +10,11 @@ import numpy as np
 
 from ..inputs.record import inputs_dict
 from ..inputs.workload import Workload
-from ..phases.interval import interval_dict, interval_lines
+from ..phases.interval import interval_dict
 from ..results.render import json_ready, text_table
-from ..techniques.serving_overhead import forward_kernels, serving_iteration_s
 from ..techniques.step import ResolvedDeployment
-from .client_phase import closed_loop_lines
-from .overheads import ClientOverheads, UserLatencies, outside_gpu_lines, user_latencies
+from .explain import explain_serving
+from .overheads import ClientOverheads, UserLatencies, user_latencies
 from .simulator import Trace
 from ..results.record import array_record
 
@@ -286,76 +285,7 @@ class ServeResult:
 
     def explain(self) -> str:
         """Where the time goes: queueing vs prefill vs decode, and what sets each."""
-        s = self.summary()
-        ttft, queue = s["ttft"]["mean"], s["queue"]["mean"]
-        lines = [str(self).splitlines()[0]]
-        if self.deployment is not None:
-            lines += [f"precision: {note}" for note in self.deployment.precision_notes]
-        share = queue / ttft if ttft > 0 else 0.0
-        lines.append(f"TTFT {ttft * 1e3:.1f} ms on average, {share:.0%} of it waiting for admission "
-                     f"(P99 {s['ttft']['p99'] * 1e3:.1f} ms)")
-        if self.request_overhead_s:
-            lines.append(f"each TTFT includes {self.request_overhead_s * 1e3:.1f} ms of server work per request "
-                         f"(HTTP, tokenization, hand-off to the scheduler; the {self.engine} engine's, fitted on "
-                         "serving cases)")
-        if math.isfinite(s["tpot"]["mean"]):
-            pp, whole = self.deployment.parallel.pp if self.deployment is not None else 1, \
-                self.limits is not None and not self.limits.chunked_prefill
-            where = "per replica" if pp == 1 else \
-                f"in each of the replica's {pp} pipeline batches ({self.mean_in_flight * pp:.1f} per replica)"
-            lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                         f"{self.mean_in_flight:.1f} requests in flight {where}; prefill"
-                         f"{'s of whole prompts' if whole else ' chunks'} mixed into the same iterations stretch them")
-        else:
-            lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
-        lines += self._iteration_lines()
-        lim = self.limits
-        if lim is not None and self.deployment.model.linear_attention is not None and lim.state_pool_ratio is not None:
-            pool = f"{lim.state_pool_slots:,} slots" if lim.state_pool_slots else f"{lim.state_pool_ratio:g} x its KV pool"
-            lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention states "
-                         f"({pool}, {lim.state_slots} slots a request; SGLang's --max-mamba-cache-size or "
-                         "--mamba-full-memory-ratio, --mamba-scheduler-strategy) or its sequence limit")
-        if share > 0.5:
-            lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
-                         "faster decode (a narrower format) move TTFT more than faster kernels")
-        if self.preemptions:
-            lines.append(f"{self.preemptions} preemptions: the KV pool ran out; FP8 KV cache or more "
-                         "memory per replica avoids the recomputation")
-        return "\n".join(lines + closed_loop_lines(self) + self._technique_explained() + outside_gpu_lines(self)
-                         + interval_lines(self))
-
-    def _iteration_lines(self) -> list[str]:
-        """What each iteration of the engine costs beyond a static step's, and what makes it up."""
-        dep = self.deployment
-        if dep is None or not (total := serving_iteration_s(dep)):
-            return []
-        prof = dep.profile
-        what = "scheduling, building the mixed batch, updating request state"
-        if prof.serving_kernel_overhead_s:
-            kernels = forward_kernels(dep)
-            what = (f"{prof.serving_step_overhead_s * 1e3:.2f} ms of {what}, and "
-                    f"{prof.serving_kernel_overhead_s * kernels * 1e3:.2f} ms for the {kernels:,.0f} kernels of the "
-                    f"forward pass at {prof.serving_kernel_overhead_s * 1e6:.2f} us each beyond the op graph's")
-        source = "the median of the engines' fits" if self.engine == "generic" else "the profile's serving terms"
-        return [f"each iteration also costs {total * 1e3:.2f} ms of the {self.engine} engine's own work that a "
-                f"static batch does not ({what}; {source})"]
-
-    def _technique_explained(self) -> list[str]:
-        lines = []
-        spec = self.speculative
-        if spec is not None:
-            lines.append(f"speculative decoding ({spec}): {self.tokens_per_step:.2f} tokens per decode step; each step "
-                         f"runs {spec.k} draft passes and verifies {spec.k + 1} tokens per request, so it pays while "
-                         "decode is memory-bound (few requests, long contexts) and costs throughput once it is "
-                         "compute-bound")
-        if self.prefix is not None:
-            lines.append(f"prefix cache: {self.prefix_hit_rate:.1%} of prompt tokens found in the cache, their prefill "
-                         f"skipped; {self.evicted_blocks:,} blocks evicted")
-            if self.evicted_blocks:
-                lines.append("prefixes were evicted to make room for running requests: a larger KV pool (FP8 KV "
-                             "cache, more TP) or fewer distinct prefixes per replica (routing each to one replica) "
-                             "keeps more of them")
-        return lines
+        return explain_serving(self)
 
     def to_frame(self):
         """One row per simulated request (arrival, lengths, latencies [s]) as a pandas DataFrame."""
