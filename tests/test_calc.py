@@ -290,3 +290,15 @@ def test_a_list_of_records_is_reached_by_position():
         evaluate("h100-sxm.mig.profiles.9.memory")
     with pytest.raises(UnitError, match="e.g. h100-sxm.mig.profiles$"):
         evaluate("h100-sxm.mig")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("h100-sxm.ridge_point.fp4", "unknown precision in h100-sxm.ridge_point.fp4 (the tensor rates h100-sxm lists) 'fp4'"),
+    ("rtx-2080-ti.ridge_point", "'bf16'; did you mean 'fp16'?"),  # (the default precision, where it has none)
+    ("h100-sxm.ridge_point.fp8.x", "ridge_point takes one precision after it"),
+])
+def test_a_ridge_point_of_a_rate_the_gpu_does_not_list_is_one_line(text, message):
+    """It had been a KeyError traceback."""
+    with pytest.raises(InferlabError) as info:
+        evaluate(text)
+    assert message in str(info.value)

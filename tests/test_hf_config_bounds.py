@@ -106,3 +106,24 @@ def test_any_count_either_builds_within_its_bound_or_is_refused_with_its_name(fi
             assert f"field '{field}' must be between {low:,} and {high:,}" in str(exc)
         return
     assert low <= value <= high
+
+
+def test_a_number_past_pythons_digit_limit_is_one_line_in_json_and_yaml(tmp_path):
+    """Python refuses to read an integer of more than 4,300 digits (a ValueError, which had
+    escaped as a traceback from a config.json, a deployment file and a case file)."""
+    from inferlab.inputs.deployment import Deployment
+    from inferlab.validation.cases import load_cases
+
+    huge = "9" * 5000
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": %s}' % huge, encoding="utf-8")
+    with pytest.raises(SpecError, match="not a config: Exceeds the limit"):
+        ModelSpec.from_hf_config(config)
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nlayout: {{tp: {huge}}}\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="integer of 5,000 digits is too long to be a value"):
+        Deployment.from_file(deployment)
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(f"schema: 1\ncases:\n- id: a\n  measured: {huge}\n", encoding="utf-8")
+    with pytest.raises(SpecError, match="integer of 5,000 digits"):
+        load_cases(cases)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from inferlab.cli.main import main
+from inferlab.errors import SpecError
 
 
 @pytest.mark.parametrize("argv, expect", [
@@ -94,7 +95,14 @@ def test_speak_says_what_it_streams_and_what_would_fit(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--osl", "10"], "--osl: a single request's TTFT has no output"),
-    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--text-tokens", "-5"], "text_tokens must be a whole number"),
+    (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--text-tokens", "-5"], "--text-tokens must be a whole number"),
+    # the flags as typed, not the Python keywords behind them
+    (["diffuse", "sdxl", "h100-sxm", "--cfg-off", "1.1"], "--cfg-off must be a finite number in [0, 1], got 1.1"),
+    (["diffuse", "sdxl", "h100-sxm", "--cp", "2"], "use --cp 1"),
+    (["transcribe", "whisper-large-v3", "h100-sxm", "--audio", "0"], "--audio must be a finite number in [0.01,"),
+    (["transcribe", "whisper-large-v3", "h100-sxm", "--stride", "16"], "--stride must be an overlap in seconds"),
+    (["embed", "bge-base-en-v1.5", "h100-sxm", "--seq-len", "0"], "--seq-len must be a whole number from 1 to 512"),
+    (["on-device", "llama-3.1-8b", "m2-ultra", "--context", "-1"], "--context must be a whole number of tokens"),
     (["vlm", "gemma-3-27b", "h100-sxm", "--crops", "-1"], "crops must be a whole number"),
     (["transcribe", "whisper-large-v3", "h100-sxm", "--previous-text", "--stride", "5"],
      "without the chunked pipeline's overlapping stride"),
@@ -123,3 +131,24 @@ def test_meaningless_modality_input_is_one_line_in_the_commands_terms(capsys, ar
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert "None" not in err and "waves=True" not in err
+
+
+def test_the_modality_functions_refuse_wrong_types_in_one_line():
+    """A value of the wrong type had raised a TypeError or AttributeError, or read as another value
+    (``cfg_off_fraction=True`` as 1.0; ``step_overhead_s=-1`` making a transcription faster)."""
+    from inferlab.modalities.diffusion import diffuse
+    from inferlab.modalities.on_device import on_device
+    from inferlab.modalities.whisper import transcribe
+
+    for call, message in (
+            (lambda: diffuse("sdxl", "h100-sxm", cfg_off_fraction=None), "cfg_off_fraction must be a number"),
+            (lambda: diffuse("sdxl", "h100-sxm", cfg_off_fraction=True), "cfg_off_fraction must be a number"),
+            (lambda: on_device("llama-3.1-8b", "m2-ultra", engine=None), "engine must be a LlamaCpp"),
+            (lambda: transcribe("whisper-large-v3", "h100-sxm", step_overhead_s=-1.0), "step_overhead_s must be"),
+            (lambda: transcribe("whisper-large-v3", "h100-sxm", step_overhead_s=float("nan")),
+             "step_overhead_s must be"),
+            (lambda: transcribe("whisper-large-v3", "h100-sxm", diarize="yes"), "diarize must be true or false"),
+            # below one 10 ms mel frame a real-time factor is no rate (5e-324 s had printed inf)
+            (lambda: transcribe("whisper-large-v3", "h100-sxm", audio_s=5e-324), "audio_s must be a finite number")):
+        with pytest.raises(SpecError, match=message):
+            call()

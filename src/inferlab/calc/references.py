@@ -39,6 +39,14 @@ def hardware_ref(hw: HardwareSpec, path: list[str], text: str) -> tuple[pint.Qua
     for i, part in enumerate(path):
         if part == "ridge_point":
             prec = path[i + 1] if i + 1 < len(path) else "bf16"
+            if len(path) > i + 2:
+                raise UnitError(f"{text}: ridge_point takes one precision after it (ridge_point.fp8), got "
+                                f"{'.'.join(path[i + 1:])}")
+            if prec not in hw.flops:
+                if not hw.flops:
+                    raise UnitError(f"{text}: {hw.id} lists no tensor rates, so it has no ridge point")
+                raise UnknownNameError(f"precision in {text} (the tensor rates {hw.id} lists)", prec,
+                                       [str(getattr(k, "value", k)) for k in hw.flops])
             titles = dict.fromkeys(hw.sources[q.source].title for q in (hw.flops[prec], hw.memory_bandwidth))
             return hw.ridge_point(prec), "; ".join(titles)  # the FLOPS and the bandwidth, one source named once
         if isinstance(obj, dict):

@@ -41,7 +41,7 @@ def _diffuse(args: argparse.Namespace) -> None:
     from ..modalities.diffusion import diffuse
 
     r = diffuse(args.model, args.hardware, steps=args.steps, height=args.height, width=args.width, frames=args.frames,
-                batch=args.batch, cfg_off_fraction=args.cfg_off, precision=args.precision, cp=args.cp,
+                batch=args.batch, cfg_off_fraction=args.cfg_off_fraction, precision=args.precision, cp=args.cp,
                 execution=args.execution)
     size = f"{args.width}x{args.height}" + (f"x{args.frames} frames" if args.frames > 1 else "")
     rows = [["denoise", f"{r.guided_steps} with CFG + {r.plain_steps} without", f"{r.passes:g}",
@@ -62,14 +62,14 @@ def _diffuse(args: argparse.Namespace) -> None:
 def _transcribe(args: argparse.Namespace) -> None:
     from ..modalities.whisper import transcribe
 
-    r = transcribe(args.model, args.hardware, audio_s=args.audio, gpus=args.gpus, batch=args.batch, beams=args.beams,
-                   diarize=args.diarize, engine=args.engine, stride_s=args.stride, features=args.features,
+    r = transcribe(args.model, args.hardware, audio_s=args.audio_s, gpus=args.gpus, batch=args.batch, beams=args.beams,
+                   diarize=args.diarize, engine=args.engine, stride_s=args.stride_s, features=args.features,
                    previous_text=args.previous_text)
     audio = f"{r.audio_s:,.4g}" if r.audio_s < 100 else f"{r.audio_s:,.0f}"  # a half-second clip is not "0"
     rows = [[audio, str(r.windows), f"{r.features_s:,.2f}", str(r.batch), str(r.rounds),
              f"{r.window_s:,.3f}", f"{r.diarization_s:,.1f}", f"{r.latency_s:,.2f}", f"{r.real_time_factor:.4f}"]]
     text = (f"{r.model} on {r.gpus}x {r.hardware}, {args.beams} beam(s), 30 s windows"
-            + (f" every {30 - 2 * args.stride:g} s" if args.stride else "")
+            + (f" every {30 - 2 * args.stride_s:g} s" if args.stride_s else "")
             + (f", {args.engine} decode" if args.engine != "generic" else "")
             + (f", a {r.prompt_tokens:,.0f}-token prompt on average" if args.previous_text else "") + "\n"
             + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
@@ -205,7 +205,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     dif.add_argument("--width", type=int, default=1024)
     dif.add_argument("--frames", type=int, default=1, help="video frames (default 1: an image)")
     dif.add_argument("--batch", type=int, default=1, help="samples per request (default 1)")
-    dif.add_argument("--cfg-off", type=float, default=0.0, help="share of the last steps without CFG (default 0)")
+    dif.add_argument("--cfg-off", dest="cfg_off_fraction", type=float, default=0.0, help="share of the last steps without CFG (default 0)")
     dif.add_argument("--precision", default="bf16", help="denoiser GEMM format, e.g. fp8 (default bf16)")
     dif.add_argument("--cp", type=int, default=1, help="GPUs splitting one request's tokens (default 1)")
     dif.add_argument("--execution", default="compiled", choices=["compiled", "eager"],
@@ -215,13 +215,13 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     tr = sub.add_parser("transcribe", parents=[common], help="speech recognition latency and real-time factor")
     tr.add_argument("model", metavar="MODEL")
     tr.add_argument("hardware", metavar="HARDWARE")
-    tr.add_argument("--audio", type=float, default=3600.0, help="recording length in seconds (default 3600)")
+    tr.add_argument("--audio", dest="audio_s", type=float, default=3600.0, help="recording length in seconds (default 3600)")
     tr.add_argument("--gpus", type=int, default=1, help="GPUs the 30 s windows fan out over (default 1)")
     tr.add_argument("--batch", type=int, default=None, help="windows per batch (default all; 1 = sequential)")
     tr.add_argument("--beams", type=int, default=1, help="beam width (default 1)")
     tr.add_argument("--engine", default="generic", choices=["generic", "ctranslate2"],
                     help="how the decode step runs: generic, or ctranslate2 (faster-whisper)")
-    tr.add_argument("--stride", type=float, default=0.0,
+    tr.add_argument("--stride", dest="stride_s", type=float, default=0.0,
                     help="overlap on each side of a window, s (transformers' chunked pipeline: 5; default 0)")
     tr.add_argument("--features", default="none", choices=["none", "numpy", "torch-cpu", "gpu"],
                     help="where the log-mel features are computed (default none: not timed)")

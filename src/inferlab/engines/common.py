@@ -203,6 +203,9 @@ def read_yaml_mapping(engine: str, where: str, path: str, files: dict[str, str],
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise SpecError(f"{engine}: {where} is not YAML: {' '.join(str(exc).split())[:200]}") from None
+    except (ValueError, RecursionError):  # an integer past 4,300 digits, nesting too deep
+        raise SpecError(f"{engine}: {where} holds a value too long or nested too deep to be an engine setting") \
+            from None
     if not isinstance(data, dict):
         raise SpecError(f"{engine}: {where} must hold a mapping of {what}, got {type(data).__name__}")
     return data

@@ -131,6 +131,9 @@ class Deployment(BaseModel):
                 data = json.loads(read_text(path, f"deployment {path}"))
             except json.JSONDecodeError as exc:
                 raise SpecError(f"deployment {path}: not valid JSON: {exc}") from None
+            except (ValueError, RecursionError) as exc:  # a number past 4,300 digits, nesting too deep
+                raise SpecError(f"deployment {path}: not a deployment: {str(exc).split(':')[0] or 'nested too deeply'}") \
+                    from None
         else:
             data = read_yaml_mapping(path, f"deployment {path}")
         try:

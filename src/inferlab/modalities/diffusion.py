@@ -49,7 +49,8 @@ import numpy as np
 
 from ..core.interconnect import node_size
 from ..core.ops import Elementwise, Gemm, Op
-from ..errors import SpecError
+from ..checks import real
+from ..errors import SpecError, option, option_name
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
@@ -183,7 +184,7 @@ def denoiser_ops(spec: ModalitySpec, batch: float, height: int, width: int, fram
     fmt = number_format(precision)
     if cfg.get("_class_name") == "UNet2DConditionModel":
         if cp != 1:
-            raise SpecError(f"{spec.id} is a UNet: context parallelism splits a transformer's tokens; use cp=1")
+            raise SpecError(f"{spec.id} is a UNet: context parallelism splits a transformer's tokens; use {option('cp', 1)}")
         ops = unet_ops(cfg, batch, lat_h, lat_w, fmt.compute, eager=eager)
     elif cfg.get("_class_name") == "FluxTransformer2DModel":
         ops = flux_ops(cfg, batch, tokens, fmt.compute, cp, eager=eager)
@@ -276,7 +277,7 @@ def _check_size(spec: ModalitySpec, height: int, width: int, frames: int) -> Non
 
 def _whole(name: str, value: Any, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise SpecError(f"{name} must be a whole number from {low} to {high:,}, got {value!r:.40}")
+        raise SpecError(f"{option_name(name)} must be a whole number from {low} to {high:,}, got {value!r:.40}")
     return int(value)
 
 
@@ -316,8 +317,7 @@ def diffuse(model: str | ModalitySpec, hardware: str | HardwareSpec, *, steps: i
     if fmt.weight_only:
         raise SpecError(f"precision {precision!r}: weight-only integers (16-bit compute on narrower weights) have no "
                         "denoiser kernels; diffusion denoisers run 16-bit, FP8, FP4 or INT8 (W8A8) GEMMs")
-    if not 0.0 <= float(cfg_off_fraction) <= 1.0:
-        raise SpecError(f"cfg_off_fraction must be within [0, 1], got {cfg_off_fraction!r}")
+    cfg_off_fraction = real(option_name("cfg_off_fraction"), cfg_off_fraction, minimum=0.0, maximum=1.0)
     if float(cfg_off_fraction) and spec.config.get("guidance", "cfg") != "cfg":
         raise SpecError(f"cfg_off_fraction: {spec.id} runs no classifier-free guidance (its guidance is "
                         f"{spec.config.get('guidance')}: one pass a step), so there is none to turn off")
@@ -350,7 +350,7 @@ def _check_cp(spec: ModalitySpec, cp: int) -> None:
     heads = spec.config.get("num_attention_heads") or spec.config.get("num_heads")
     if cp > 1 and heads and int(heads) % cp:
         sizes = [str(c) for c in range(1, int(heads) + 1) if int(heads) % c == 0]
-        raise SpecError(f"cp={cp}: context parallelism (Ulysses) gives each GPU whole attention heads, and {spec.id} "
+        raise SpecError(f"{option('cp', cp)}: context parallelism (Ulysses) gives each GPU whole attention heads, and {spec.id} "
                         f"has {heads}; cp must divide them: {', '.join(sizes)}")
 
 
@@ -369,7 +369,7 @@ def _ulysses_s(cfg: Mapping[str, Any], hw: HardwareSpec, tokens: float, cp: int,
     if local == cp:
         return layers * per_layer / (link.si * efficiency.bandwidth_fraction)
     if hw.scale_out is None:
-        raise SpecError(f"cp={cp} spans more than the {local} GPUs of one {hw.id} node, and {hw.id} lists no "
+        raise SpecError(f"{option('cp', cp)} spans more than the {local} GPUs of one {hw.id} node, and {hw.id} lists no "
                         f"network interface to cross nodes; give cp of at most {local}")
     remote = (cp - local) / (cp - 1)  # the share of each GPU's peers (and bytes) in other nodes
     return layers * per_layer * max((1.0 - remote) / link.si, remote / hw.scale_out.bandwidth.si) \

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.ops import Elementwise, Gemm, Op
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
@@ -165,7 +165,7 @@ class EmbedResult:
 
 def _checked(name: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
-        raise SpecError(f"{name} must be a whole number from {low} to {high:,}, got {value!r:.40}")
+        raise SpecError(f"{option_name(name)} must be a whole number from {low} to {high:,}, got {value!r:.40}")
     return int(value)
 
 

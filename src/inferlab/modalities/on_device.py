@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import SpecError
+from ..errors import SpecError, option_name
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
@@ -182,11 +182,13 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     if "TPU" in hw.architecture:
         raise SpecError(f"{hw.id} is a TPU: llama.cpp-like runtimes have no TPU backend (JAX or vLLM's TPU backend "
                         "serve it: inferlab estimate)")
+    if not isinstance(engine, LlamaCpp):
+        raise SpecError(f"engine must be a LlamaCpp (the runtime's rates; LLAMA_CPP by default), got {engine!r:.60}")
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise SpecError(f"context must be a whole number of tokens >= 0, got {context!r:.40}")
+        raise SpecError(f"{option_name('context')} must be a whole number of tokens >= 0, got {context!r:.40}")
     longest = m.max_position_embeddings
     if longest and context > longest:
-        raise SpecError(f"context {context:,} tokens is longer than {m.id or m.name} reads ({longest:,} positions)")
+        raise SpecError(f"{option_name('context')} {context:,} tokens is longer than {m.id or m.name} reads ({longest:,} positions)")
     pc = m.param_counts
     weights = m.weight_bytes(fmt.name)
     per_weight = weights / pc.total

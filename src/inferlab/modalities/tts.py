@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InfeasibleError, SpecError
+from ..errors import InfeasibleError, SpecError, option_name
 from ..specs.catalog import load_model
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
@@ -170,7 +170,7 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     for name, v in (("prompt_tokens", prompt_tokens), ("reply_tokens", reply_tokens),
                     ("clause_tokens", clause_tokens), ("concurrency", concurrency)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1_000_000:
-            raise SpecError(f"{name} must be a whole number from 1 to 1,000,000, got {v!r:.40}")
+            raise SpecError(f"{option_name(name)} must be a whole number from 1 to 1,000,000, got {v!r:.40}")
     decoder = str(spec.field("decoder"))
     if llm is not None and load_model(llm).id == load_model(decoder).id:
         raise SpecError(f"llm {llm} is {spec.id}'s own speech decoder; give the LLM that writes the reply")

@@ -141,9 +141,9 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
     """
     for name, v in (("height", height), ("width", width)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
-            raise SpecError(f"{name} must be a whole number of pixels from 1 to 100,000, got {v!r:.40}")
+            raise SpecError(f"{option_name(name)} must be a whole number of pixels from 1 to 100,000, got {v!r:.40}")
     if isinstance(crops, bool) or not isinstance(crops, int) or not 0 <= crops <= 1000:
-        raise SpecError(f"crops must be a whole number from 0 to 1,000, got {crops!r:.40}")
+        raise SpecError(f"{option_name('crops')} must be a whole number from 0 to 1,000, got {crops!r:.40}")
     vc, pc = spec.field("vision_config"), spec.field("processor")
     if crops and pc["scheme"] != "fixed":
         raise SpecError(f"crops (pan and scan) apply to fixed-size processors such as Gemma 3's; {spec.id} "
@@ -312,9 +312,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "vision")
     hw = resolve_hardware(hardware)
     if isinstance(images, bool) or not isinstance(images, int) or not 0 <= images <= 1000:
-        raise SpecError(f"images must be a whole number from 0 to 1,000, got {images!r:.40}")
+        raise SpecError(f"{option_name('images')} must be a whole number from 0 to 1,000, got {images!r:.40}")
     if isinstance(text_tokens, bool) or not isinstance(text_tokens, int) or not 0 <= text_tokens <= 10_000_000:
-        raise SpecError(f"text_tokens must be a whole number from 0 to 10,000,000, got {text_tokens!r:.40}")
+        raise SpecError(f"{option_name('text_tokens')} must be a whole number from 0 to 10,000,000, got {text_tokens!r:.40}")
     if execution not in ("eager", "graph"):
         raise SpecError(f"execution must be 'eager' or 'graph', got {execution!r:.40}")
     layout = image_layout(spec, height, width, crops=crops)

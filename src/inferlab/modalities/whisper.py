@@ -87,9 +87,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..checks import in_unit
+from ..checks import boolean, in_unit, real
 from ..core.ops import Attention, Elementwise, Gemm, Op
-from ..errors import InfeasibleError, SpecError
+from ..errors import InfeasibleError, SpecError, option_name
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
@@ -318,21 +318,23 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "speech")
     hw = resolve_hardware(hardware)
-    audio_s, stride_s = in_unit("audio_s", audio_s, "s"), in_unit("stride_s", stride_s, "s")  # (a quantity: in s)
-    if not isinstance(audio_s, (int, float)) or isinstance(audio_s, bool) or not 0 < audio_s <= 1e7:
-        raise SpecError(f"audio_s must be a duration in seconds in (0, 1e7], got {audio_s!r:.40}")
+    # at least one 10 ms mel frame (a 160-sample hop at 16 kHz): a real-time factor over less is no rate
+    audio_s = real(option_name("audio_s"), audio_s, minimum=0.01, maximum=1e7, unit="s")
+    stride_s = in_unit("stride_s", stride_s, "s")  # (a quantity: in s)
+    step_overhead_s = real(option_name("step_overhead_s"), step_overhead_s, minimum=0.0, maximum=1.0, unit="s")
+    diarize = boolean(option_name("diarize"), diarize)
     for name, v in (("gpus", gpus), ("beams", beams), ("tokens_per_window", tokens_per_window)):
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 100_000:
-            raise SpecError(f"{name} must be a whole number from 1 to 100,000, got {v!r:.40}")
+            raise SpecError(f"{option_name(name)} must be a whole number from 1 to 100,000, got {v!r:.40}")
     if engine not in ENGINES:
         raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r:.40}")
     how = ENGINES[engine]
     if features not in FEATURES_S_PER_WINDOW:
         raise SpecError(f"features must be one of {', '.join(FEATURES_S_PER_WINDOW)}, got {features!r:.40}")
     if isinstance(stride_s, bool) or not isinstance(stride_s, (int, float)) or not 0 <= stride_s < WINDOW_S / 2:
-        raise SpecError(f"stride_s must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
+        raise SpecError(f"{option_name('stride_s')} must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
     if not isinstance(previous_text, bool):
-        raise SpecError(f"previous_text must be true or false, got {previous_text!r:.40}")
+        raise SpecError(f"{option_name('previous_text')} must be true or false, got {previous_text!r:.40}")
     if previous_text and (gpus != 1 or batch not in (None, 1)):
         got = [f"batch {batch!r:.20}"] * (batch not in (None, 1)) + [f"{gpus!r:.20} GPUs"] * (gpus != 1)
         raise SpecError("previous_text prompts each window with the text of the ones before it, so the windows run "
@@ -347,7 +349,7 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     per_gpu = math.ceil(windows / gpus)
     size = (1 if previous_text else per_gpu) if batch is None else batch
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise SpecError(f"batch must be a whole number of windows >= 1, got {batch!r:.40}")
+        raise SpecError(f"{option_name('batch')} must be a whole number of windows >= 1, got {batch!r:.40}")
     size = min(size, per_gpu)
     while True:  # by default, the most windows per batch that fit (halving from all of them)
         enc_ops = encoder_ops(spec, size, number_format(precision).compute)

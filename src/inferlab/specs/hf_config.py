@@ -337,6 +337,8 @@ def load_config(config: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any],
         raise SpecError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     except RecursionError:
         raise SpecError(f"{path}: JSON nested too deeply to be a config") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise SpecError(f"{path}: not a config: {str(exc).split(':')[0]}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data, str(path)

@@ -42,7 +42,15 @@ class SAFE_LOADER(_BASE_LOADER):  # type: ignore[misc,valid-type]  # noqa: N801 
                         "one", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: Any) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # past Python's 4,300-digit conversion limit: no count or size is that long
+            raise yaml.constructor.ConstructorError(None, None, f"integer of {len(str(node.value)):,} digits is "
+                                                    "too long to be a value", node.start_mark) from None
 
+
+SAFE_LOADER.add_constructor("tag:yaml.org,2002:int", SAFE_LOADER.construct_yaml_int)
 SAFE_LOADER.add_implicit_resolver(
     "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
 
