@@ -302,3 +302,20 @@ def test_a_ridge_point_of_a_rate_the_gpu_does_not_list_is_one_line(text, message
     with pytest.raises(InferlabError) as info:
         evaluate(text)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("argv, shown", [
+    (["calc", "-(1)"], "-1"), (["calc", "-1e3"], "-1000"), (["calc", "--", "-(1)"], "-1"),
+    (["calc", "--to", "MB", "-(1 GB)"], "-1000 MB"), (["calc", "-(2 GB)", "--to", "MB"], "-2000 MB"),
+])
+def test_an_expression_may_start_with_a_minus(argv, shown, capsys):
+    """argparse had read '-(1)' as an unknown option, and dropped '--' before it."""
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == shown
+
+
+def test_a_units_power_is_whole_and_a_quantitys_takes_parentheses():
+    assert evaluate("2 GB**2").value.magnitude == 2 and str(evaluate("2 GB**2").value.units) == "GB²"
+    assert evaluate("(2 GB)**2").value.magnitude == 4
+    with pytest.raises(UnitError, match="a unit's exponent must be a whole number"):
+        evaluate("1 GB ** 0.5")

@@ -313,6 +313,9 @@ class _Parser:
         tok = self.take()
         value = self.number(tok)
         self.check_exponent(value, tok.text)
+        if value != int(value):  # GB**0.5 is no unit; a power of a quantity takes parentheses
+            raise UnitError(f"a unit's exponent must be a whole number, as in s**2, got {tok.text} in {self.text!r}; "
+                            "a power of a quantity takes parentheses, e.g. (4 GB)**0.5")
         self.refuse_chained()
         return -value if negative else value
 

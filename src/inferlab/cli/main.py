@@ -26,7 +26,7 @@ from typing import Any
 from .. import __version__
 from ..errors import CombinationError, InfeasibleError, InferlabError, cli_spelling
 from .bands_cmd import add_parser as add_bands_parser
-from .calc_cmd import add_parser as add_calc_parser
+from .calc_cmd import add_parser as add_calc_parser, expression_first
 from .catalog_cmd import add_parsers as add_catalog_parsers, modality_instead
 from .estimate_cmd import add_parser as add_estimate_parser
 from .explore_cmd import add_parser as add_explore_parser
@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 done, 1 nothing feasible or failed, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["calc"]:  # an expression may start with '-'
+        argv = ["calc", *expression_first(argv[1:])]
     try:
         args = build_parser().parse_args(argv)
         with cli_spelling(args.flag_names):
