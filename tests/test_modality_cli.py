@@ -152,3 +152,16 @@ def test_the_modality_functions_refuse_wrong_types_in_one_line():
             (lambda: transcribe("whisper-large-v3", "h100-sxm", audio_s=5e-324), "audio_s must be a finite number")):
         with pytest.raises(SpecError, match=message):
             call()
+
+
+def test_an_embedding_grid_keeps_the_points_that_run(capsys):
+    """README's partial grids: batch 65,536 x 512 tokens needs 412 GB of activations on one H100;
+    batch 1 runs. The grid had stopped at the first point that did not fit."""
+    import json
+
+    assert main(["embed", "bge-base-en-v1.5", "h100-sxm", "--batch", "1,65536", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["batch"] for r in rows] == [1, 65536]
+    assert rows[0]["latency_s"] > 0 and rows[1]["latency_s"] is None and "does not fit" in rows[1]["reason"]
+    assert main(["embed", "bge-base-en-v1.5", "h100-sxm", "--batch", "65536,131072"]) == 1
+    assert "no point of the grid runs" in capsys.readouterr().err

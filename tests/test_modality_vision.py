@@ -161,9 +161,19 @@ def test_attention_kernels_from_published_figures():
         assert attention_fraction("fa2", gpu, 0.55) == 0.6
     assert attention_fraction("fa2", b200, 0.55) == attention_fraction("fa2", h100, 0.55)
     # no published share: the datasheet's, head dims as they are
-    for kernel, gpu in (("fa3", a100), ("cudnn", a100), ("fa2", mi300x), ("datasheet", h100)):
+    for kernel, gpu in (("cudnn", a100), ("fa2", mi300x), ("datasheet", h100)):
         assert attention_fraction(kernel, gpu, 0.55) == 0.55
         assert kernel_head_dim(kernel, 72, gpu) == 72
+    # a kernel the GPU does not run is refused: FlashAttention-3 is built for Hopper (sm_90) only,
+    # cuDNN is NVIDIA's, none of them runs on an Apple GPU
+    m2 = load_hardware("m2-ultra")
+    for kernel, gpu, message in (("fa3", a100, "FlashAttention-3 runs on Hopper GPUs only"),
+                                 ("fa3", b200, "FlashAttention-3 runs on Hopper GPUs only"),
+                                 ("cudnn", mi300x, "cudnn is NVIDIA's library"), ("fa2", m2, "does not run")):
+        with pytest.raises(SpecError, match=message):
+            attention_fraction(kernel, gpu, 0.55)
+    with pytest.raises(SpecError, match="--execution graph|execution='graph'"):
+        vlm_ttft("qwen2.5-vl-7b", "m2-ultra", execution="graph")
     # head dims as compiled: FlashAttention-2 in steps of 32 up to 192, then 256; FlashAttention-3
     # 64/96/128/192/256; cuDNN multiples of 8
     assert [kernel_head_dim("fa2", d, h100) for d in (64, 72, 80, 128, 130, 200)] == [64, 96, 96, 128, 160, 256]

@@ -26,15 +26,29 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 def _embed(args: argparse.Namespace) -> None:
     from ..modalities.embeddings import embed
 
-    results = [embed(args.model, args.hardware, batch=b, seq_len=s, precision=args.precision)
-               for b in args.batch for s in args.seq_len]
+    # a grid keeps the points that run and marks the others with their reason
+    results, refused = [], []
+    for b in args.batch:
+        for s in args.seq_len:
+            try:
+                results.append(embed(args.model, args.hardware, batch=b, seq_len=s, precision=args.precision))
+            except InfeasibleError as exc:
+                if len(args.batch) * len(args.seq_len) == 1:
+                    raise
+                refused.append((b, s, str(exc)))
+    if not results:
+        raise InfeasibleError(f"no point of the grid runs: {refused[0][2]}")
     rows = [[str(r.batch), str(r.seq), f"{r.latency_s * 1e3:,.2f}", f"{r.sequences_per_s:,.0f}",
              f"{r.tokens_per_s:,.0f}", r.bottleneck] for r in results]
+    rows += [[str(b), str(s), "-", "-", "-", "does not fit"] for b, s, _ in refused]
     head = f"{results[0].model} on {results[0].hardware}, {args.precision}, one forward pass per batch (no KV cache)"
     text = head + "\n" + text_table(["batch", "seq", "pass ms", "seqs/s", "tokens/s", "bound"], rows, right={0, 1, 2, 3, 4})
+    text += "".join(f"\nbatch {b} x {s}: {why}" for b, s, why in refused)
     text += "\nCPU tokenizer supplies ~12.5M tokens/s (tokenizers: 1 GB of text in 20 s at 4 B/token)."
     _emit(args, lambda: [{"batch": r.batch, "seq_len": r.seq, "latency_s": r.latency_s, "sequences_per_s":
-                          r.sequences_per_s, "tokens_per_s": r.tokens_per_s, "bound": r.bottleneck} for r in results], text)
+                          r.sequences_per_s, "tokens_per_s": r.tokens_per_s, "bound": r.bottleneck} for r in results]
+          + [{"batch": b, "seq_len": s, "latency_s": None, "sequences_per_s": None, "tokens_per_s": None,
+              "bound": None, "reason": why} for b, s, why in refused], text)
 
 
 def _diffuse(args: argparse.Namespace) -> None:

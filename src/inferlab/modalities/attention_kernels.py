@@ -69,9 +69,17 @@ def _check(kernel: str, hw: HardwareSpec) -> str:
     if kernel not in KERNELS:
         raise SpecError(f"attention kernel must be one of {', '.join(KERNELS)}, got {kernel!r:.40}")
     family = _family(hw)
+    if kernel != "datasheet" and (hw.kind != "gpu" or hw.vendor not in ("NVIDIA", "AMD")):
+        raise SpecError(f"attention kernel {kernel}: a CUDA (FlashAttention-2 also a ROCm) kernel, which {hw.id} "
+                        f"({hw.vendor}, {hw.kind}) does not run: use datasheet")
+    if kernel == "cudnn" and hw.vendor != "NVIDIA":
+        raise SpecError(f"attention kernel cudnn is NVIDIA's library; {hw.id} is {hw.vendor}'s: use fa2 or datasheet")
     if kernel in ("fa2", "fa3") and family in PRE_AMPERE:
         raise SpecError(f"FlashAttention needs an Ampere or later GPU; {hw.id} is {hw.architecture}: "
                         "use datasheet or cudnn")
+    if kernel == "fa3" and family != "hopper":  # its kernels are built for sm_90 (H100, H200, H800, H20)
+        raise SpecError(f"FlashAttention-3 runs on Hopper GPUs only; {hw.id} is {hw.architecture}: use "
+                        f"{'fa2, cudnn' if hw.vendor == 'NVIDIA' else 'fa2'} or datasheet")
     return family
 
 

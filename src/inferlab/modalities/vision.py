@@ -72,7 +72,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..core.ops import Elementwise, Gemm, Op
-from ..errors import SpecError, option_name
+from ..errors import SpecError, option, option_name
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
 from .eager import eager_pass_s
@@ -317,6 +317,9 @@ def vlm_ttft(model: str | ModalitySpec, hardware: str | HardwareSpec, *, images:
         raise SpecError(f"{option_name('text_tokens')} must be a whole number from 0 to 10,000,000, got {text_tokens!r:.40}")
     if execution not in ("eager", "graph"):
         raise SpecError(f"execution must be 'eager' or 'graph', got {execution!r:.40}")
+    if execution == "graph" and (hw.kind != "gpu" or hw.vendor not in ("NVIDIA", "AMD")):  # CUDA or HIP graphs
+        raise SpecError(f"{option('execution', 'graph')}: a CUDA (or HIP) graph of the encoder, which {hw.id} "
+                        f"({hw.vendor}, {hw.kind}) does not run: use eager")
     layout = image_layout(spec, height, width, crops=crops)
     if text_tokens + images * layout.tokens == 0:
         raise SpecError(f"a request of no images and no text has no prompt to prefill: give {option_name('images')} "
