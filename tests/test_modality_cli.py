@@ -138,6 +138,7 @@ def test_the_modality_functions_refuse_wrong_types_in_one_line():
     (``cfg_off_fraction=True`` as 1.0; ``step_overhead_s=-1`` making a transcription faster)."""
     from inferlab.modalities.diffusion import diffuse
     from inferlab.modalities.on_device import on_device
+    from inferlab.modalities.tts import speak
     from inferlab.modalities.whisper import transcribe
 
     for call, message in (
@@ -148,6 +149,8 @@ def test_the_modality_functions_refuse_wrong_types_in_one_line():
             (lambda: transcribe("whisper-large-v3", "h100-sxm", step_overhead_s=float("nan")),
              "step_overhead_s must be"),
             (lambda: transcribe("whisper-large-v3", "h100-sxm", diarize="yes"), "diarize must be true or false"),
+            (lambda: speak("orpheus-3b", "h100-sxm", stream="no"), "stream must be true or false"),
+            (lambda: speak("orpheus-3b", "h100-sxm", prompt_tokens=5000), "no llm writes the reply"),
             # below one 10 ms mel frame a real-time factor is no rate (5e-324 s had printed inf)
             (lambda: transcribe("whisper-large-v3", "h100-sxm", audio_s=5e-324), "audio_s must be a finite number")):
         with pytest.raises(SpecError, match=message):

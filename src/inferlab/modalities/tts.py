@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checks import boolean
 from ..errors import InfeasibleError, SpecError, option_name
 from ..specs.catalog import load_model
 from ..specs.hardware import HardwareSpec
@@ -163,6 +164,10 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
 
     spec = model if isinstance(model, ModalitySpec) else load_modality(model, "tts")
     hw = resolve_hardware(hardware)
+    stream = boolean(option_name("stream"), stream)  # 'no' had read as true
+    if llm is None and prompt_tokens != 512:
+        raise SpecError(f"{option_name('prompt_tokens')}: the prompt is the LLM's, and no llm writes the reply here "
+                        "(the reply's text is given): give llm, or drop it")
     if not stream and clause_tokens is not None:
         raise SpecError("clause_tokens: the first clause is spoken ahead of the rest only when the reply streams; "
                         "without streaming the whole reply is spoken at once")
