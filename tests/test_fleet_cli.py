@@ -12,6 +12,7 @@ import pytest
 import inferlab
 from inferlab.cli.main import main
 from inferlab.errors import SpecError
+from inferlab.fleet import fleet_of
 from inferlab.fleet.traffic import read_trace
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "fleet-day.yaml"
@@ -218,3 +219,63 @@ def test_a_planned_fleet_runs_what_a_fleet_replica_can_and_keeps_long_context(tm
                     "osl: 2000}\nsearch: {precisions: [fp8], tp: [1, 2]}\nverify: 1\n"
                     "fleet: {hours: 0.05, allow_long_context: true}\n")
     assert load_fleet_scenario(path)["model"].allow_long_context is True
+
+
+@pytest.mark.parametrize("fleet, message", [
+    ("{trace: null}", "fleet.trace: a CSV file's path (arrival_s,isl,osl), got None"),
+    ("{trace: [a.csv]}", "fleet.trace: a CSV file's path"),
+    ("{trace: a.csv, traffic: {rate: 1}}", "fleet.trace and fleet.traffic both give the requests; keep one"),
+])
+def test_a_fleet_trace_that_is_not_one_path_is_one_line(tmp_path, capsys, fleet, message):
+    """A trace of null or a list had been a TypeError traceback; beside traffic it had been ignored."""
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
+    assert main(["fleet", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("tp: 1.5", "f.yaml, fleet: tp must be an integer"), ("precision: fp7", "unknown precision 'fp7'"),
+    ("precision: 8", "f.yaml, fleet: precision: one format, got 8"),
+    ("hardware: [h100-sxm]", "f.yaml, fleet: hardware: one catalog id, got ['h100-sxm']"),
+])
+def test_a_planning_fleet_sections_bad_choice_is_one_line(tmp_path, capsys, extra, message):
+    """These had been a pydantic ValidationError traceback (tp, precision) or named keys the user
+    never wrote ('models.0')."""
+    path = tmp_path / "f.yaml"
+    path.write_text(PLAN_WITH_FLEET.replace("hours: 0.05}", f"hours: 0.05, {extra}}}"))
+    assert main(["fleet", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_pools_of_two_models_need_each_class_to_name_its_model():
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm"}, {"model": "llama-3.1-8b", "hardware": "h100-sxm"}]
+    # two pools of one model: a class asking for another is still refused (the check had been skipped)
+    with pytest.raises(SpecError, match="asks for model 'llama-3.1-70b', which no pool serves"):
+        fleet_of(pools, traffic=[{"rate": 1, "model": "llama-3.1-8b"}, {"rate": 1, "model": "llama-3.1-70b"}],
+                          horizon_s=60)
+    two = [pools[0], {"model": "qwen3-32b", "hardware": "h100-sxm"}]
+    with pytest.raises(SpecError, match="a class names no model, and the pools serve llama-3.1-8b, qwen3-32b"):
+        fleet_of(two, traffic={"rate": 1}, horizon_s=60)
+    r = fleet_of(two, traffic={"rate": 1, "model": "llama-3.1-8b", "isl": 200, "osl": 20}, horizon_s=60)
+    assert any("no traffic class names qwen3-32b" in n for n in r.notes)
+
+
+def test_a_quota_of_a_region_no_pool_is_in_is_refused():
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": "us-east-1"}]
+    with pytest.raises(SpecError, match=r"regions.quota_gpus: no pool is in region 'us-east1' \(did you mean 'us-east-1'\?\)"):
+        fleet_of(pools, traffic={"rate": 1}, horizon_s=60, regions={"quota_gpus": {"us-east1": 2}})
+
+
+def test_a_shared_prefix_longer_than_every_prompt_is_refused_as_serve_refuses_it():
+    with pytest.raises(SpecError, match="the shared prefix of 1,000 tokens is longer than every prompt"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=60,
+                       traffic={"rate": 2, "isl": 500, "osl": 100, "prefix": "shared:tokens=1000"})
+
+
+def test_a_trace_longer_than_the_horizon_says_what_it_left_out(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_s,isl,osl\n" + "".join(f"{t},500,50\n" for t in range(0, 7200, 72)))  # 100 over 2 h
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=3600, trace=path)
+    assert r.counts()["ok"] == 50
+    assert any(n.startswith("50 of the trace's requests arrive after the 1 h horizon") for n in r.notes)

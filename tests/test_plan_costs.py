@@ -83,3 +83,18 @@ def test_an_offline_jobs_api_comparison_is_per_job():
     line = next(x for x in result.explain().splitlines() if x.startswith("vs the API"))
     assert line == (f"vs the API at $0.1/$0.4 per 1M in/out tokens: $300.00 for the job's 1,000,000 requests, "
                     f"against ${job_usd:,.2f} on these replicas")
+
+
+def test_a_price_a_replica_never_beats_says_so(tmp_path, capsys):
+    """A break-even utilization above 100% had printed 'pay off from inf req/s (each replica 163%
+    busy)'. At $0.01 per million tokens the API bills 1,000 x 0.01 / 1e6 + 100 x 0.01 / 1e6 = 1.1e-5
+    USD a request; an H100 at $2.95/h would need 2.95 / 3600 / 1.1e-5 = 74.5 requests/s to match."""
+    from inferlab.cli.main import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 0.5, isl: 1000, osl: 100}\n"
+                    "slo: {ttft_ms: 2000, tpot_ms: 100}\nsearch: {precisions: [bf16], tp: [1]}\n"
+                    "prices: {h100-sxm: 2.95}\nverify: 0\napi_price: {input_per_million: 0.01, output_per_million: 0.01}\n")
+    assert main(["plan", str(path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("vs the API"))
+    assert "never pay off at this price: one would need to serve 74.49 req/s" in line and "inf" not in line

@@ -14,7 +14,7 @@ from ..inputs.deployment import Deployment
 from .admission import Admission
 from .autoscaler import Autoscaler
 from .failures import Failures
-from .pools import Pool, Regions, check_pool, check_start_quotas, default_need, regions_of
+from .pools import Pool, Regions, check_pool, check_region_names, check_start_quotas, default_need, regions_of
 from .pricing import Pricing, catalog_price
 from .result import DEFAULT_TTFT_SLO_S, FleetResult
 from .router import POLICIES, RouterConfig
@@ -139,6 +139,10 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
     notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
+    late = np.asarray(requests.arrival)[np.asarray(requests.arrival) >= horizon_s]
+    if trace is not None and late.size:  # a trace longer than the horizon: its tail is not sent
+        notes = (*notes, f"{late.size:,} of the trace's requests arrive after the {horizon_s / 3600.0:.3g} h horizon "
+                         f"and are not sent (it spans {float(late.max()) / 3600.0:.3g} h): give hours to cover it")
     return replace(result_of(kind.name, requests, record, cfg, price, need or default_need(cfg.pools), ttft_slo_s,
                              notes),
                    tpot_slo_s=tpot_slo_s)
@@ -147,12 +151,14 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
 def _check_models_served(requests: Any, models: list[str]) -> None:
     """Refuse traffic that asks for a model no pool serves (every such request would be lost, or
     served by another model); ``models``: each pool's, "" for a pool that takes any request."""
-    if requests.model is None:
+    if requests.model is None or "" in models:  # a pool without a model takes any request
         return
-    served = sorted({m for m in models if m})
-    if len(served) < len(models):  # a pool without a model takes any request
-        return
-    for name in sorted(set(requests.model.tolist()) - set(served) - {""}):
+    served = sorted(set(models))
+    asked = set(requests.model.tolist())
+    if "" in asked and len(served) > 1:
+        raise SpecError(f"fleet traffic: a class names no model, and the pools serve {', '.join(served)}: its requests "
+                        "would go to any of them; give each class its model")
+    for name in sorted(asked - set(served) - {""}):
         raise SpecError(f"fleet traffic asks for model {name!r}, which no pool serves{did_you_mean(name, served)}; "
                         f"pools serve: {', '.join(served)}")
 
@@ -218,6 +224,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if not built:
         raise SpecError("fleet: give at least one pool")
     regions = regions_of(regions)
+    check_region_names(built, regions)
     _check_models_served(requests, [p.model for p in built])
     check_pools_take(built, requests)  # each engine refuses what it would serve that is too long
     sample_s = (real("fleet: sample_s", sample_s, minimum=1.0, maximum=MAX_HORIZON_S, unit="s")
@@ -233,6 +240,11 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if far.any():
         notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
                  f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
+    asked = set(requests.model.tolist()) if requests.model is not None else {""}
+    idle = sorted({p.model for p in built} - asked) if "" not in asked else []
+    if idle:  # a pool's replicas are paid whether or not a request asks for its model
+        notes = (*notes, f"no traffic class names {', '.join(idle)}: {'its pools' if len(idle) == 1 else 'their pools'}"
+                         " serve nothing and are paid while idle")
     refused = sum(1 for e in record.events if e[1] == "quota")
     if refused:  # a pool whose region or provider quota has no room runs fewer replicas than asked
         notes = (*notes, f"{refused} replica order(s) refused by a GPU quota (fleet.regions quota_gpus or "
@@ -245,7 +257,8 @@ def _policy(cls: type, value: Any) -> Any:
     if value is None or isinstance(value, cls):
         return value
     if not isinstance(value, dict):
-        raise SpecError(f"fleet: {cls.__name__.lower()} must be a {cls.__name__} or a mapping of its fields, "
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise SpecError(f"fleet: {cls.__name__.lower()} must be {article} {cls.__name__} or a mapping of its fields, "
                         f"got {value!r:.60}")
     unknown = sorted(set(value) - set(cls.__dataclass_fields__))
     if unknown:

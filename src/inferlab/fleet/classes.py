@@ -41,6 +41,9 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         n = len(starts) * turns
         check_count(sum(map(len, parts)) + n, f"the traffic's first {k + 1} class(es) send")
         isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
+        if pre is not None and pre.kind == "shared" and len(isl) and np.all(isl < pre.tokens):  # as serve refuses it
+            raise SpecError(f"traffic class {k}: prefix {pre}: the shared prefix of {pre.tokens:,} tokens is longer "
+                            f"than every prompt (the longest has {np.max(isl):,.0f}); a prompt holds its prefix")
         if pre is None:
             part = plain(starts, isl, osl)
         elif pre.kind == "sessions":

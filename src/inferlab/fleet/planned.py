@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ..checks import integer
 from ..errors import InfeasibleError, SpecError
 from ..specs.validation import format_validation_error
 
@@ -41,11 +42,19 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> Any:
     # a fleet replica is one group of GPUs of one deployment (tensor and expert parallel, attention
     # DP): no separate pools, pipeline stages or drafter (fleet() refuses them)
     search = {**sc.search.model_dump(), "disaggregation": False, "pp": (1,), "speculative": (None,)}
+    for key in ("model", "hardware", "precision"):  # one choice each, named as the section names it
+        if key in section and not (isinstance(section[key], str) or (key == "precision" and section[key] is None)):
+            raise SpecError(f"{where}: {key}: one {'catalog id' if key != 'precision' else 'format'}, got "
+                            f"{section[key]!r:.60}")
     if "tp" in section:
+        integer(f"{where}: tp", section["tp"], maximum=1024, what="GPUs")
         search["tp"] = (section["tp"],)
     if "precision" in section:
         search["precisions"] = (section["precision"] if section["precision"] is not None else "checkpoint",)
-    data = {**sc.model_dump(), "search": Search.model_validate(search)}
+    try:
+        data = {**sc.model_dump(), "search": Search.model_validate(search)}
+    except ValidationError as exc:  # a format the search does not know
+        raise SpecError(f"{where}: {format_validation_error(exc).replace('precisions.0', 'precision').replace('precisions', 'precision')}") from None
     if "model" in section:
         data["models"] = (section["model"],)
     if "hardware" in section:  # the prices of the scenario's other GPUs go with them

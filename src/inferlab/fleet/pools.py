@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks import integer, real
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from .autoscaler import Autoscaler
 from .pricing import Pricing
 
@@ -166,6 +166,19 @@ def regions_of(value: Regions | dict | None) -> Regions | None:
                for k, v in _mapping(value, name).items()} for name in ("quota_gpus", "provider_quota_gpus")]
     spill = integer("fleet regions.spill", value.get("spill", DEFAULT_SPILL), minimum=0, maximum=10**6)
     return Regions(rtt_s={**DEFAULT_RTT_S, **rtt}, quota_gpus=quotas[0], spill=spill, provider_quota_gpus=quotas[1])
+
+
+def check_region_names(pools: Any, regions: Regions | None) -> None:
+    """Refuse a quota naming a region or provider no pool is in: a typo there had silently
+    dropped the quota."""
+    if regions is None:
+        return
+    for key, have, what in (("quota_gpus", {p.region for p in pools}, "region"),
+                            ("provider_quota_gpus", {p.provider for p in pools if p.provider}, "provider")):
+        for name in getattr(regions, key):
+            if name not in have:
+                raise SpecError(f"fleet regions.{key}: no pool is in {what} {name!r}{did_you_mean(name, sorted(have))}; "
+                                f"the pools' {what}s: {', '.join(sorted(have)) or 'none named'}")
 
 
 def _mapping(value: dict, key: str) -> dict:

@@ -121,6 +121,11 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         if key in f:
             kwargs[key] = f[key]
     if "trace" in f:
+        if not isinstance(f["trace"], str) or not f["trace"].strip():
+            raise SpecError(f"{Path(path).name}: fleet.trace: a CSV file's path (arrival_s,isl,osl), got "
+                            f"{f['trace']!r:.60}")
+        if "traffic" in f:
+            raise SpecError(f"{Path(path).name}: fleet.trace and fleet.traffic both give the requests; keep one")
         trace = Path(f["trace"])
         kwargs["trace"] = trace if trace.is_absolute() else Path(path).parent / trace
     if "hours" in f:
@@ -158,7 +163,7 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         raise SpecError(f"{path.name}, fleet: ep and attention_dp name a replica's layout with model, hardware, tp, "
                         "precision and replicas all named; leave them out to take the plan's layout")
     if open_:  # what the section leaves open is the plan's: its cheapest configuration and replica count
-        result = planned(sc, f, path.name)
+        result = planned(sc, f, f"{path.name}, fleet")
         best = result.best
         for key in ("model", "hardware", "tp", "precision", "allow_long_context"):
             f.pop(key, None)

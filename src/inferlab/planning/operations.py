@@ -66,6 +66,16 @@ class DayPlan:
                 "period_h": self.period_h, "unit": self.unit}
 
 
+def carried_per_replica(best: Any, rate: float) -> float:
+    """What one of ``best``'s replicas carries within the SLOs [request/s]: its planned share of
+    ``rate`` and the headroom it showed (the fluid model's capacity where the simulation stopped
+    looking, at +HEADROOM_MAX, or never looked)."""
+    carried = rate / best.replicas * (1.0 + max(best.headroom, 0.0))
+    if not best.disaggregated and (best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX):
+        carried = max(carried, best.replica_rate)  # (separate pools: a decode replica's rate is not a replica's)
+    return carried
+
+
 def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     """The :class:`DayPlan` of the chosen candidate, or None without an ``operations`` section."""
     ops = scenario.operations
@@ -97,12 +107,7 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
                      engine=scenario.engine, profile=scenario.profile)
     cs = cold_start(dep, provisioning_s=ops.provisioning_s, image_bytes=ops.image_gb * 1e9,
                     storage_bytes_per_s=ops.storage_gb_per_s * 1e9, warmup_s=ops.warmup_s)
-    # what one replica carries within the SLOs: its planned share and the headroom it showed (the
-    # fluid model's capacity where the simulation stopped looking, at +HEADROOM_MAX, or never looked)
-    carried = scenario.traffic.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
-    if not best.disaggregated and (best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX):
-        carried = max(carried, best.replica_rate)  # (separate pools: a decode replica's rate is not a replica's)
-    headroom = warm_headroom(requests_per_s_per_replica=carried,
+    headroom = warm_headroom(requests_per_s_per_replica=carried_per_replica(best, scenario.traffic.request_rate),
                              cold_start_s=cs, ramp_requests_per_s2=ops.ramp_rps_per_min / 60.0,
                              reaction_s=ops.reaction_s, usd_per_replica_hour=per_replica_usd_h)
     return DayPlan(capacity, cs, headroom, ops.period_h, unit)

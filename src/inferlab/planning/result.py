@@ -13,7 +13,7 @@ import numpy as np
 
 from ..results.render import text_table
 from .candidate import Candidate
-from .operations import day_plan
+from .operations import carried_per_replica, day_plan
 from .scenario import Scenario
 from .search import job_s
 from ..results.record import array_record
@@ -230,16 +230,20 @@ class Plan:
             return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
                     f"${api_job:,.2f} for the job's {tr.requests:,} requests, against ${self._job_usd(best):,.2f} "
                     "on these replicas"]
-        per_replica = tr.request_rate / best.replicas * (1.0 + max(best.headroom, 0.0))
+        per_replica = carried_per_replica(best, tr.request_rate)
         be = api_vs_dedicated(usd_per_million_input=api.input_per_million,
                               usd_per_million_output=api.output_per_million, isl=tr.isl.expected,
                               osl=tr.osl.expected, usd_per_replica_hour=best.usd_per_hour / best.replicas,
                               requests_per_s_per_replica=per_replica)
         api_h = float(be.api_usd_per_request) * tr.request_rate * 3600.0
-        return [f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
-                f"${api_h:,.2f}/h for this traffic; dedicated replicas pay off from "
-                f"{float(be.break_even_request_rate):.2f} req/s "
-                f"(each replica {float(be.break_even_utilization):.0%} busy)"]
+        head = (f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
+                f"${api_h:,.2f}/h for this traffic; ")
+        if float(be.break_even_utilization) > 1.0:  # a replica at its capacity still bills more per request
+            return [head + f"dedicated replicas never pay off at this price: one would need to serve "
+                           f"{float(be.break_even_utilization) * per_replica:.2f} req/s, "
+                           f"{float(be.break_even_utilization):.0%} of the {per_replica:.2f} it sustains"]
+        return [head + f"dedicated replicas pay off from {float(be.break_even_request_rate):.2f} req/s "
+                       f"(each replica {float(be.break_even_utilization):.0%} busy)"]
 
 
 def _relative(cost: float, best: float) -> str:

@@ -133,6 +133,22 @@ SOURCE_PRECISION: dict[str, dict[str, str]] = {
 INFLATED_LAYOUT_SOURCES = ("aiconfigurator-silicon-sample",)
 
 
+def misspelt(data: Any, fields: tuple[str, ...], layout: tuple[str, ...], kinds: tuple[str, ...]) -> None:
+    """Refuse a case key that reads as a misspelling of a known one (``precision: {weight: fp8}``,
+    ``parallelism: {tpp: 2}``, ``enigne``): it had been kept as an extra and the known key read as
+    not given (BF16 weights, tp 1). A key close to none is kept, as a schema's later field."""
+    import difflib
+
+    if not isinstance(data, dict):
+        return
+    for where, given, known in (("", data, fields), ("parallelism.", data.get("parallelism"), layout),
+                                ("precision.", data.get("precision"), kinds)):
+        for key in given if isinstance(given, dict) else ():
+            close = [] if key in known else difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+            if close:
+                raise ValueError(f"unknown key {where}{key}; did you mean {where}{close[0]}? (read as not given)")
+
+
 def source_layout(data: Any) -> Any:
     """A case's fields with its layout as it ran where its source family's dump wrote it inflated
     (:data:`INFLATED_LAYOUT_SOURCES`): ``moe_tp == ep > 1``, ``tp`` (or the attention-DP ranks)

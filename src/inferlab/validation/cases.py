@@ -27,7 +27,8 @@ from ..errors import InferlabError, SpecError
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
-                         case_engine, case_limits, case_version, known_engine, source_layout, unstated_kv_cache)
+                         case_engine, case_limits, case_version, known_engine, misspelt, source_layout,
+                         unstated_kv_cache)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
@@ -93,6 +94,7 @@ class Case(BaseModel):
         ``measured`` in its metric's unit (ms for times, tokens/s for rates): a case written
         in another unit of the same kind is converted (0.05 s is 50 ms), one in a unit of another
         kind, or none known, refused (it had been compared as if it were in the metric's unit)."""
+        misspelt(data, tuple(cls.model_fields), tuple(Parallelism.model_fields), KINDS)
         data = source_layout(data)
         if not isinstance(data, dict) or not data.get("unit") or data.get("metric") not in _METRICS:
             return data
