@@ -279,3 +279,25 @@ def test_a_trace_longer_than_the_horizon_says_what_it_left_out(tmp_path):
     r = inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=3600, trace=path)
     assert r.counts()["ok"] == 50
     assert any(n.startswith("50 of the trace's requests arrive after the 1 h horizon") for n in r.notes)
+
+
+def test_a_run_of_too_many_control_ticks_is_refused_up_front():
+    """A year at a 1 s autoscaler period (with a sample each second too) is 2 x 31,536,000 ticks:
+    minutes of loop whatever the traffic; refused before it starts, saying why."""
+    with pytest.raises(SpecError, match=r"8,760 h with autoscaler period_s 1 s is 63,072,000 control ticks"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=8760 * 3600, autoscaler={"period_s": 1, "max_replicas": 2},
+                       traffic={"rate": 0.01, "isl": 500, "osl": 100})
+
+
+@pytest.mark.parametrize("fleet, message", [
+    ("{hours: 1e6, traffic: {rate: 1}}", "fleet.hours must be a finite number in (0, 8784] [h]"),
+    ("{slo: x, traffic: {rate: 1}}", "fleet.slo must be a mapping of ttft_ms and tpot_ms, got 'x'"),
+    ("{admission: {queue_limit: 0}, traffic: {rate: 1}}", "admission.queue_limit must be between 1 and"),
+])
+def test_fleet_values_that_meant_nothing_are_one_line(tmp_path, capsys, fleet, message):
+    """hours had been named horizon_s in seconds; a string slo's characters read as its keys; a
+    queue limit of 0 rejected every request of an idle fleet."""
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
+    assert main(["fleet", str(path)]) == 2
+    assert message in capsys.readouterr().err

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from inferlab.cli.main import build_parser, main
-from inferlab.errors import InfeasibleError, SpecError
+from inferlab.errors import InfeasibleError, InferlabError, SpecError
 from inferlab.planning.planner import plan
 from inferlab.planning.probes import probe_requests, slo_probe
 from inferlab.planning.scenario import load_scenario
@@ -289,3 +289,9 @@ def test_one_value_where_a_list_goes_says_so_in_plain_words():
         load_scenario(_scenario(hardware="h100-sxm", search={"precisions": ["bf16"], "tp": 4}))
     assert str(info.value) == ("scenario: hardware: expected a list, e.g. [h100-sxm], got str 'h100-sxm'; "
                                "search.tp: expected a list, e.g. [4], got int 4")
+
+
+def test_an_unknown_profile_is_bad_input_once():
+    """It had ruled out every configuration, each with the same reason (exit 1, as infeasible)."""
+    with pytest.raises(InferlabError, match="unknown profile 'nope'"):
+        load_scenario(_scenario(profile="nope"))

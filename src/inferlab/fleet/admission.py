@@ -41,7 +41,8 @@ class Admission:
 
     def __post_init__(self) -> None:
         if self.queue_limit is not None:
-            object.__setattr__(self, "queue_limit", integer("admission.queue_limit", self.queue_limit, minimum=0))
+            # at least 1: a replica counts a request as queued until its prompt is done, so 0 refused every one
+            object.__setattr__(self, "queue_limit", integer("admission.queue_limit", self.queue_limit, minimum=1))
         if self.timeout_s != math.inf:
             object.__setattr__(self, "timeout_s", real("admission.timeout_s", self.timeout_s, minimum=0.0,
                                                        include_minimum=False, unit="s"))
@@ -49,8 +50,6 @@ class Admission:
             object.__setattr__(self, "max_outstanding", integer("admission.max_outstanding", self.max_outstanding))
         if not isinstance(self.at, str) or self.at not in _PLACES:
             raise SpecError(f"admission.at {self.at!r} is unknown; allowed: {', '.join(_PLACES)}")
-        if self.queue_limit is not None and self.queue_limit < 0:
-            raise SpecError(f"admission.queue_limit must be >= 0 requests (or omitted: unbounded), got {self.queue_limit}")
         if not self.timeout_s > 0:
             raise SpecError(f"admission.timeout_s must be > 0 s (omit it for no timeout), got {self.timeout_s}")
         if self.max_outstanding is not None and self.max_outstanding < 1:

@@ -136,3 +136,23 @@ def unreached_note(policies: list, utilization: Any, late_share: float) -> tuple
             "the requests missed the TTFT objective: a replica busy with decode steps processes far fewer tokens "
             "than its full-budget prefill rate, so the signal never asked for more; scale on queue or concurrency, "
             "or set a target below that peak",)
+
+
+#: Most control ticks (autoscaler evaluations and samples) a run takes: 17-30 us each, two to four
+#: minutes (a year at the default 15 s period is 4.2 million, about 70 s); a year at a 1 s period
+#: would be 63 million, a quarter of an hour or more whatever the traffic.
+MAX_TICKS = 8_000_000
+
+
+def check_ticks(horizon_s: float, sample_s: float, scalers: list) -> None:
+    """Refuse a run whose control ticks over ``horizon_s`` pass :data:`MAX_TICKS` (one line saying
+    what would fit)."""
+    if not math.isfinite(horizon_s):
+        return
+    scalers = list({id(a): a for a in scalers if a is not None}.values())  # (a pool's is also the fleet's)
+    periods = [("autoscaler period_s", a.period_s) for a in scalers] + [("sample_s", sample_s)]
+    ticks = sum(horizon_s / p for _, p in periods)
+    if ticks > MAX_TICKS:
+        name, shortest = min(periods, key=lambda x: x[1])
+        raise SpecError(f"fleet: {horizon_s / 3600.0:,.4g} h with {name} {shortest:g} s is {ticks:,.0f} control ticks; "
+                        f"at most {MAX_TICKS:,} (a few minutes): lengthen the period or shorten the horizon")

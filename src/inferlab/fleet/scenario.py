@@ -100,7 +100,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["name"] = data.get("name", "fleet")
         if "hours" in f:
             kwargs["horizon_s"] = _hours(f["hours"])
-        _slo(f.get("slo") or {}, kwargs)
+        _slo({} if f.get("slo") is None else f["slo"], kwargs)
         return kwargs
     if "deployment" in data:  # the replica as a Deployment (inferlab.Deployment's mapping)
         clash = sorted(k for k in ("model", "hardware", "engine", "tp", "ep", "attention_dp", "precision",
@@ -130,7 +130,7 @@ def load_fleet_scenario(path: str | Path) -> dict[str, Any]:
         kwargs["trace"] = trace if trace.is_absolute() else Path(path).parent / trace
     if "hours" in f:
         kwargs["horizon_s"] = _hours(f["hours"])
-    _slo(f.get("slo") or {}, kwargs)
+    _slo({} if f.get("slo") is None else f["slo"], kwargs)
     if "cascade" in f:
         kwargs["cascade"] = f["cascade"]
     return kwargs
@@ -201,11 +201,16 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 def _hours(value: Any) -> float:
     """``fleet.hours`` as the horizon [s]."""
-    return real("fleet.hours", value, minimum=0.0, include_minimum=False, unit="h") * 3600.0
+    from .api import MAX_HORIZON_S
+
+    return real("fleet.hours", value, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S / 3600.0, unit="h") \
+        * 3600.0
 
 
 def _slo(slo: dict[str, Any], kwargs: dict[str, Any]) -> None:
     """``fleet.slo``: ``ttft_ms`` and ``tpot_ms`` into the fleet's keyword arguments [s]."""
+    if not isinstance(slo, dict):  # (a string's characters had been read as its keys)
+        raise SpecError(f"fleet.slo must be a mapping of ttft_ms and tpot_ms, got {slo!r:.60}")
     _known(slo, ("ttft_ms", "tpot_ms"), "fleet.slo")
     for key, arg in (("ttft_ms", "ttft_slo_s"), ("tpot_ms", "tpot_slo_s")):
         if key in slo:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..serving.engine import Engine
 from .admission import Admission
-from .autoscaler import Autoscaler
+from .autoscaler import Autoscaler, check_ticks
 from .control import SAMPLES, Control
 from .failures import Failures, check_nodes
 from .outages import Outages
@@ -61,6 +61,7 @@ class FleetConfig:
     def __post_init__(self) -> None:
         if self.failures is not None:
             check_nodes(self.failures, [getattr(p.kind.model, "dep", None) for p in self.pools])
+        check_ticks(self.horizon_s, self.sample_s, [p.autoscaler for p in self.pools] + [self.autoscaler])
 
 
 @dataclass

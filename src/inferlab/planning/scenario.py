@@ -296,6 +296,15 @@ class Scenario(BaseModel):
             raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")
         return value
 
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str) -> str:
+        """An unknown profile is bad input, read once (it had ruled out every configuration: exit 1)."""
+        from ..calibration.profile import load_profile
+
+        load_profile(value, "generic", "h100-sxm")
+        return value
+
     @model_validator(mode="after")
     def _offline_pools(self) -> Scenario:
         if self.traffic.offline and self.search.disaggregation:
