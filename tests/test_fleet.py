@@ -166,7 +166,7 @@ def test_bad_input_is_one_line_with_a_suggestion():
 @settings(max_examples=12, deadline=None)
 @given(n=st.integers(1, 4), policy=st.sampled_from(["round_robin", "random", "least_outstanding", "least_kv",
                                                     "cache_aware"]),
-       rate=st.floats(1.0, 40.0), limit=st.one_of(st.none(), st.integers(0, 8)))
+       rate=st.floats(1.0, 40.0), limit=st.one_of(st.none(), st.integers(1, 8)))
 def test_every_request_has_one_fate_and_times_in_order(n, policy, rate, limit):
     r = inferlab.fleet(MODEL, GPU, replicas=n, router=policy, horizon_s=20.0,
                        traffic={"rate": rate, "isl": 800, "osl": 50, "prefix": "shared:tokens=256,groups=3"},

@@ -26,9 +26,8 @@ from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
-from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS,  # noqa: F401
-                         case_engine, case_limits, case_version, known_engine, misspelt, source_layout,
-                         unstated_kv_cache)
+from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS, case_engine,  # noqa
+                         case_limits, case_version, known_engine, misspelt, source_layout, unstated_kv_cache)
 
 SCHEMA = "inferlab-cases/1"
 #: Case files shipped with the package (copies of the public validation sets).
