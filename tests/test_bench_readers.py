@@ -695,3 +695,18 @@ trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 4 --extra_llm_api_optio
     assert {(c.engine, c.engine_version) for c in cases} == {("trtllm", "1.0.0")}
     assert {c.scheduler.get("overlap_host") for c in cases} == {False}
     assert any("overlap_host=False" in n for n in notes)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"total_input_tokens": 1.5}, "'total_input_tokens' 1.5 over 160 completed requests is 0.00937 tokens a request"),
+    ({"total_output_tokens": 100}, "'total_output_tokens' 100 over 160 completed requests is 0.625 tokens a request"),
+    ({"completed": 10**12}, "field 'completed' 1,000,000,000,000 is past 1,000,000 requests"),
+])
+def test_totals_that_leave_a_request_no_token_are_refused(tmp_path, changes, message):
+    """A mean below one token a request had been predicted as a 0.01-token prompt; a count past a
+    case's bound had surfaced as pydantic's text."""
+    data = {**json.loads((BENCH / "vllm-bench-serve.json").read_text(encoding="utf-8")), **changes}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BenchFormatError, match=message.replace("(", r"\(")):
+        read_bench(path)

@@ -295,3 +295,18 @@ def test_an_unknown_profile_is_bad_input_once():
     """It had ruled out every configuration, each with the same reason (exit 1, as infeasible)."""
     with pytest.raises(InferlabError, match="unknown profile 'nope'"):
         load_scenario(_scenario(profile="nope"))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"models": ["llama-3.1-8b", "llama-3.1-8b"]}, "models: 'llama-3.1-8b' is listed twice; each choice once"),
+    ({"hardware": ["h100-sxm", "h100-sxm"]}, "hardware: 'h100-sxm' is listed twice"),
+    ({"search": {"precisions": ["bf16"], "tp": [4, 4]}}, "search.tp: 4 is listed twice"),
+    ({"operations": {"daily_profile": [0, 0]}}, "at least one above 0 (all 0: no traffic to plan)"),
+    ({"operations": {"ramp_rps_per_min": 1e9}}, "operations.ramp_rps_per_min: Input should be less than or equal to"),
+])
+def test_repeated_choices_and_unbounded_operations_are_refused(changes, message):
+    """A repeat had doubled the plan's rows (and a repeated GPU made its price's error name it twice);
+    a day of zero traffic had planned 0-0 replicas at $0; a ramp of 1e9 requests/s a minute had
+    asked for 1.7 billion warm replicas."""
+    with pytest.raises(SpecError, match=re.escape(message)):
+        load_scenario(_scenario(**changes))

@@ -73,6 +73,14 @@ def _price(value: float) -> float:
 Price = Annotated[float, BeforeValidator(_not_text), AfterValidator(_price)]
 
 
+
+def _distinct(value: tuple) -> tuple:
+    """A list of choices to search, each once (a repeat doubled its rows)."""
+    twice = next((v for k, v in enumerate(value) if v in value[:k]), None)
+    if twice is not None:
+        raise ValueError(f"{twice!r} is listed twice; each choice once")
+    return value
+
 class Traffic(BaseModel):
     """The load to serve."""
 
@@ -187,7 +195,12 @@ class Search(BaseModel):
     def _counts(cls, value: tuple[int, ...]) -> tuple[int, ...]:
         if not value or any(not 1 <= v <= 1024 for v in value):
             raise ValueError(f"GPU counts from 1 to 1024, e.g. [1, 2, 4, 8]; got {list(value)}")
-        return value
+        return _distinct(value)
+
+    @field_validator("precisions", "speculative", mode="after")
+    @classmethod
+    def _once(cls, value: tuple) -> tuple:
+        return _distinct(value)
 
     @field_validator("precisions")
     @classmethod
@@ -239,21 +252,23 @@ class Operations(BaseModel):
 
     model_config = _STRICT
     daily_profile: tuple[Number, ...] | None = Field(default=None, min_length=1)
-    period_h: Number = Field(default=1.0, gt=0)
+    period_h: Number = Field(default=1.0, gt=0, le=24)
     reserved_discount: Number = Field(default=0.4, ge=0, lt=1)
     spot_discount: Number | None = Field(default=None, gt=0, lt=1)
     spot_availability: Number = Field(default=0.9, ge=0, le=1)
-    storage_gb_per_s: Number = Field(default=2.0, gt=0)
-    image_gb: Number = Field(default=10.0, ge=0)
-    provisioning_s: Number = Field(default=180.0, ge=0)
-    warmup_s: Number = Field(default=60.0, ge=0)
-    reaction_s: Number = Field(default=60.0, ge=0)
-    ramp_rps_per_min: Number = Field(default=0.0, ge=0)
+    storage_gb_per_s: Number = Field(default=2.0, gt=0, le=1e4)
+    image_gb: Number = Field(default=10.0, ge=0, le=1e5)
+    provisioning_s: Number = Field(default=180.0, ge=0, le=86400)
+    warmup_s: Number = Field(default=60.0, ge=0, le=86400)
+    reaction_s: Number = Field(default=60.0, ge=0, le=86400)
+    ramp_rps_per_min: Number = Field(default=0.0, ge=0, le=1e6)
 
     @model_validator(mode="after")
     def _shares(self) -> Operations:
         if self.daily_profile is not None and not all(0 <= x <= 1 for x in self.daily_profile):
             raise ValueError("daily_profile: shares of the peak rate, each in [0, 1]")
+        if self.daily_profile is not None and not any(self.daily_profile):
+            raise ValueError("daily_profile: shares of the peak rate, at least one above 0 (all 0: no traffic to plan)")
         return self
 
 
@@ -286,6 +301,11 @@ class Scenario(BaseModel):
             raise ValueError(f"read as the boolean {value} (YAML takes off, on, no, yes unquoted as booleans); "
                              "quote the name")
         return value
+
+    @field_validator("models", "hardware")
+    @classmethod
+    def _listed_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _distinct(value)
 
     @field_validator("engine")
     @classmethod

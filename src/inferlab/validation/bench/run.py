@@ -130,6 +130,28 @@ def number(value: Any, tool: str, label: str, name: str, *, positive: bool = Tru
     return out
 
 
+#: Most requests one benchmark run completes: a case's load holds at most this many.
+MAX_COMPLETED = 10**6
+
+
+def completed_and_lengths(data: Any, tool: str, label: str) -> tuple[float, float, float]:
+    """A serving benchmark's completed requests and its mean prompt and output per request
+    [token]: the totals over the completed count, each at least one token (a total of 1.5 over
+    160 requests had been read as a 0.01-token prompt)."""
+    completed = number(data["completed"], tool, label, "completed", whole=True)
+    if completed > MAX_COMPLETED:
+        raise BenchFormatError(f"{tool}: {label}: field 'completed' {completed:,.0f} is past {MAX_COMPLETED:,} "
+                               "requests, more than one benchmark run completes")
+    means = []
+    for key in ("total_input_tokens", "total_output_tokens"):
+        mean = number(data[key], tool, label, key) / completed
+        if mean < 1.0:
+            raise BenchFormatError(f"{tool}: {label}: field {key!r} {data[key]!r:.20} over {completed:,.0f} completed "
+                                   f"requests is {mean:.3g} tokens a request; each has at least one")
+        means.append(mean)
+    return completed, means[0], means[1]
+
+
 def optional_number(data: Any, tool: str, label: str, *path: str) -> float | None:
     """A numeric field that may be missing (None, or a non-positive mean such as 0 for an
     unmeasured percentile, is treated as absent)."""

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, each_run, lookup,
-                  number, rate_of, serving_metrics, unread_fields, unstreamed)
+from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, completed_and_lengths, concurrency_of,
+                  each_run, lookup, number, rate_of, serving_metrics, unread_fields, unstreamed)
 
 TOOL = "sglang bench_serving"
 REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
@@ -128,7 +128,7 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
             lookup({}, TOOL, where, REQUIRED[0])
         for key in REQUIRED:
             lookup(data, TOOL, where, key)
-        completed = number(data["completed"], TOOL, where, "completed", whole=True)
+        completed, isl, osl = completed_and_lengths(data, TOOL, where)
         accept = data.get("accept_length")
         accept = number(accept, TOOL, where, "accept_length", positive=False) if accept is not None else None
         if accept is not None and accept != 0 and accept < 1:  # 0 or absent: no speculation
@@ -137,8 +137,7 @@ def read(lines: list[Any], label: str) -> list[BenchRun]:
         server = _server(data.get("server_info"), where)
         return BenchRun(
             tool="sglang", id=where, metrics=serving_metrics(data, TOOL, where),
-            isl=number(data["total_input_tokens"], TOOL, where, "total_input_tokens") / completed,
-            osl=number(data["total_output_tokens"], TOOL, where, "total_output_tokens") / completed,
+            isl=isl, osl=osl,
             concurrency=concurrency_of(data.get("max_concurrency"), f"{TOOL}: {where}: max_concurrency"),
             request_rate=rate_of(data.get("request_rate"), f"{TOOL}: {where}: request_rate"),
             num_requests=int(completed), engine=ENGINES.get(str(data.get("backend", "sglang")), None),

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, concurrency_of, lookup, number,
-                  rate_of, serving_metrics, unread_fields, unstreamed)
+from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, completed_and_lengths, concurrency_of,
+                  lookup, rate_of, serving_metrics, unread_fields, unstreamed)
 
 TOOL = "vllm bench serve"
 #: Fields every result file has; the first missing one is named when a file is refused.
@@ -47,11 +47,9 @@ def read(data: Any, label: str) -> list[BenchRun]:
         raise BenchFormatError(f"{TOOL}: {label}: a ramped rate (ramp_up_strategy {data['ramp_up_strategy']}, "
                                f"{data.get('ramp_up_start_rps')} to {data.get('ramp_up_end_rps')} req/s) is no one "
                                "load: not predicted")
-    completed = number(data["completed"], TOOL, label, "completed", whole=True)
     # the totals count the completed requests only (the per-request lists of a detailed save hold a
     # 0-token output for each failed one, which would shorten the mean)
-    isl = number(data["total_input_tokens"], TOOL, label, "total_input_tokens") / completed
-    osl = number(data["total_output_tokens"], TOOL, label, "total_output_tokens") / completed
+    completed, isl, osl = completed_and_lengths(data, TOOL, label)
     notes = []
     failed = data.get("failed")
     if isinstance(failed, (int, float)) and not isinstance(failed, bool) and failed > 0:
