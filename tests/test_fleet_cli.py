@@ -301,3 +301,14 @@ def test_fleet_values_that_meant_nothing_are_one_line(tmp_path, capsys, fleet, m
     path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
     assert main(["fleet", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fleet, message", [
+    ("{replicas: 1.5, traffic: {rate: 1}}", "inferlab: error: f.yaml: fleet: replicas must be an integer, got 1.5"),
+    ("{traffic: [{rate: 1}, {rate: 1, osl: 0}]}", "f.yaml: traffic class 1: osl: value must be between 1 and"),
+])
+def test_a_fleet_files_errors_name_the_file_and_the_class(tmp_path, capsys, fleet, message):
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
+    assert main(["fleet", str(path)]) == 2
+    assert message in capsys.readouterr().err

@@ -168,7 +168,7 @@ def test_cli_cascade_share_that_is_not_a_number_is_one_line(tmp_path):
                           "fleet", str(path)], capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "inferlab: error: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]
+        "inferlab: error: f.yaml: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]
 
 
 def test_a_reclaimed_spot_replica_without_an_autoscaler_is_replaced():

@@ -24,6 +24,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab fleet``."""
+    from pathlib import Path
+
     from ..errors import SpecError
     from ..fleet.cascade import run_scenario
     from ..fleet.scenario import load_fleet_scenario
@@ -54,7 +56,13 @@ def run(args: argparse.Namespace) -> None:
         def tick(t: float) -> None:
             while bar.done < min(int(100 * t / horizon), 99):
                 bar.step(f"{t / 3600.0:.1f} h")
-        result = run_scenario(kwargs, tick)
+        try:
+            result = run_scenario(kwargs, tick)
+        except SpecError as exc:  # the file the values came from, where the message does not name it
+            name = Path(args.scenario).name
+            if name in str(exc):
+                raise
+            raise SpecError(f"{name}: {exc}") from None
     text = f"{result}\n\n{result.explain()}"
     if args.plot:
         result.plot(args.plot)

@@ -40,7 +40,13 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
         n = len(starts) * turns
         check_count(sum(map(len, parts)) + n, f"the traffic's first {k + 1} class(es) send")
-        isl, osl = lengths(c.get("isl", 1024), n, rng), lengths(c.get("osl", 256), n, rng)
+        drawn = []
+        for key, default in (("isl", 1024), ("osl", 256)):
+            try:
+                drawn.append(lengths(c.get(key, default), n, rng))
+            except SpecError as exc:  # which class, which of its lengths
+                raise SpecError(f"traffic class {k}: {key}: {str(exc).removeprefix('lengths: ')}") from None
+        isl, osl = drawn
         if pre is not None and pre.kind == "shared" and len(isl) and np.all(isl < pre.tokens):  # as serve refuses it
             raise SpecError(f"traffic class {k}: prefix {pre}: the shared prefix of {pre.tokens:,} tokens is longer "
                             f"than every prompt (the longest has {np.max(isl):,.0f}); a prompt holds its prefix")
