@@ -165,3 +165,22 @@ def test_numbers_with_an_exponent_are_numbers(tmp_path):
     path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 1e2]\nisl: 2.048e3\n")
     kw = load_deployment_file(path)
     assert [int(b) for b in kw["batch_size"]] == [1, 100] and int(kw["isl"]) == 2048
+
+
+def test_a_files_lists_are_gridded_as_the_flags_are(tmp_path, capsys):
+    """batch_size [1, 8] and isl [128, 512] in a file are four points, as --batch 1,8 --isl 128,512
+    (they had been paired into two: the file's keys always hold a 'disaggregation', None without
+    pools, which the CLI had read as a disaggregated estimate's); a repeated value is refused."""
+    import json
+
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 8]\nisl: [128, 512]\n")
+    assert main(["estimate", "--file", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)  # the grid's axes: batch x isl x osl
+    assert data["batch_size"] == [[[1.0], [1.0]], [[8.0], [8.0]]] and data["isl"] == [[[128.0], [512.0]]] * 2
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 1]\n")
+    assert main(["estimate", "--file", str(path)]) == 2
+    assert "batch_size lists 1 twice; each value once" in capsys.readouterr().err
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {batch_size: [1, 1]}\n")
+    assert main(["estimate", "--file", str(path)]) == 2
+    assert "workload: batch_size lists a value twice" in capsys.readouterr().err

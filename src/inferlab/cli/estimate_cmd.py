@@ -111,11 +111,11 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
             kw = engine_args.apply(launch, kw, "estimate")
         args.engine_read = launch.read_lines()
     for name in ("model", "hardware"):
-        if name not in kw and not (name == "hardware" and "disaggregation" in kw):
+        if name not in kw and not (name == "hardware" and kw.get("disaggregation") is not None):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
     _check_model_len(args, kw, launch)
     grid = {"batch_size": (slice(None), None, None), "isl": (None, slice(None), None), "osl": (None, None, slice(None))}
-    if "disaggregation" not in kw:
+    if kw.get("disaggregation") is None:  # (a flat file gives the key, None without pools)
         for name, index in grid.items():
             if name in kw:
                 kw[name] = np.atleast_1d(np.asarray(kw[name]))[index]
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace) -> None:
         est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
     data = {**est.to_dict(), **written}
-    if "notes" in data and not data["notes"] and "disaggregation" in kw:  # the file's, named on stderr too
+    if "notes" in data and not data["notes"] and kw.get("disaggregation") is not None:  # the file's, named on stderr too
         data["notes"] = _unused_limits(args, kw)
     if hasattr(est, "interval") and not args.explain:  # explain() shows the interval itself
         from ..phases.interval import estimate_interval_text

@@ -99,6 +99,9 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
                 else "" if isinstance(value, (list, dict)) else f" {value!r:.60}"
             raise SpecError(f"{path}: {key} must be a whole number or a flat list of 1 to {MAX_AXIS_VALUES:,} whole "
                             f"numbers, got {type(value).__name__}{shown}")
+        twice = next((v for k, v in enumerate(items) if v in items[:k]), None)
+        if twice is not None:  # the axes are gridded, as the CLI's flags are: a repeat is a repeated row
+            raise SpecError(f"{path}: {key} lists {twice!r} twice; each value once")
 
 
 def _technique(value: Any, cls: type, key: str, build: Any = None) -> Any:
@@ -213,6 +216,10 @@ def _typed_form(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         kwargs = Deployment.from_dict(data).estimate_kwargs()
         if load is not None:  # checked as a Workload; its axes as the flat form gives them (the CLI grids them)
             axes = Workload.from_dict(load).to_dict()
+            for key in ("batch_size", "isl", "osl"):  # gridded by the CLI: a repeat is a repeated row
+                items = axes.get(key) if isinstance(axes.get(key), list) else []
+                if len(set(items)) < len(items):
+                    raise SpecError(f"workload: {key} lists a value twice ({items}); each value once")
             kwargs.update({k: axes[k] for k in ("batch_size", "isl", "osl", "prefill_batch", "waves") if k in axes})
     except SpecError as exc:
         if type(exc) is not SpecError:  # an unknown name keeps its own type and did-you-mean
