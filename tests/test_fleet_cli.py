@@ -312,3 +312,15 @@ def test_a_fleet_files_errors_name_the_file_and_the_class(tmp_path, capsys, flee
     path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
     assert main(["fleet", str(path)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_trace_from_a_spreadsheet_reads_and_a_folder_says_so(tmp_path):
+    """A byte-order mark and spaces after the commas had refused the header ('\\ufeffarrival_s')."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\xef\xbb\xbfarrival_s, isl, osl\n0, 100, 10\n1.5, 200, 20\n")
+    r = read_trace(path)
+    assert r.arrival.tolist() == [0.0, 1.5] and r.isl.tolist() == [100.0, 200.0] and r.osl.tolist() == [10.0, 20.0]
+    with pytest.raises(SpecError, match="is a folder"):
+        read_trace(tmp_path)
+    with pytest.raises(SpecError, match=r"pool 0: unknown key 'modle' \(did you mean 'model'\?\)"):
+        fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "modle": 1}], traffic={"rate": 1}, horizon_s=60)

@@ -195,7 +195,8 @@ def check_pool(k: int, spec: Any, allowed: tuple[str, ...], *, written_out: bool
         raise SpecError(f"pool {k}: must be a mapping (model, hardware, replicas, ...), got {spec!r:.60}")
     unknown = sorted(set(spec) - set(allowed))
     if unknown:
-        raise SpecError(f"pool {k}: unknown key {unknown[0]!r} (allowed: {', '.join(allowed)})")
+        raise SpecError(f"pool {k}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)} (allowed: "
+                        f"{', '.join(allowed)})")
     if written_out and ("model" not in spec or "hardware" not in spec):
         raise SpecError(f"pool {k}: give its model and hardware")
     if written_out and not isinstance(spec.get("limits", {}), dict):
