@@ -18,6 +18,14 @@ from inferlab.fleet.traffic import read_trace
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "fleet-day.yaml"
 
 
+def _refused_in_one_line(tmp_path, capsys, fleet: str, message: str) -> None:
+    """A one-replica scenario with the ``fleet:`` section given: exit 2, ``message`` on stderr."""
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
+    assert main(["fleet", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_example_day_runs_shortened(capsys):
     assert main(["fleet", str(EXAMPLE), "--hours", "0.5", "--rate-scale", "0.1"]) == 0
     out = capsys.readouterr().out
@@ -228,10 +236,7 @@ def test_a_planned_fleet_runs_what_a_fleet_replica_can_and_keeps_long_context(tm
 ])
 def test_a_fleet_trace_that_is_not_one_path_is_one_line(tmp_path, capsys, fleet, message):
     """A trace of null or a list had been a TypeError traceback; beside traffic it had been ignored."""
-    path = tmp_path / "f.yaml"
-    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
-    assert main(["fleet", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    _refused_in_one_line(tmp_path, capsys, fleet, message)
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -297,10 +302,7 @@ def test_a_run_of_too_many_control_ticks_is_refused_up_front():
 def test_fleet_values_that_meant_nothing_are_one_line(tmp_path, capsys, fleet, message):
     """hours had been named horizon_s in seconds; a string slo's characters read as its keys; a
     queue limit of 0 rejected every request of an idle fleet."""
-    path = tmp_path / "f.yaml"
-    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
-    assert main(["fleet", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    _refused_in_one_line(tmp_path, capsys, fleet, message)
 
 
 @pytest.mark.parametrize("fleet, message", [
@@ -308,10 +310,7 @@ def test_fleet_values_that_meant_nothing_are_one_line(tmp_path, capsys, fleet, m
     ("{traffic: [{rate: 1}, {rate: 1, osl: 0}]}", "f.yaml: traffic class 1: osl: value must be between 1 and"),
 ])
 def test_a_fleet_files_errors_name_the_file_and_the_class(tmp_path, capsys, fleet, message):
-    path = tmp_path / "f.yaml"
-    path.write_text(f"model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {fleet}\n")
-    assert main(["fleet", str(path)]) == 2
-    assert message in capsys.readouterr().err
+    _refused_in_one_line(tmp_path, capsys, fleet, message)
 
 
 def test_a_trace_from_a_spreadsheet_reads_and_a_folder_says_so(tmp_path):
