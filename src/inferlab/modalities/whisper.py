@@ -89,7 +89,7 @@ from dataclasses import dataclass
 
 from ..checks import boolean, in_unit, real
 from ..core.ops import Attention, Elementwise, Gemm, Op
-from ..errors import InfeasibleError, SpecError, option_name
+from ..errors import InfeasibleError, SpecError, option, option_name
 from ..precision import number_format
 from ..specs.hardware import HardwareSpec
 from .catalog import ModalitySpec, load_modality
@@ -331,6 +331,9 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
     how = ENGINES[engine]
     if features not in FEATURES_S_PER_WINDOW:
         raise SpecError(f"features must be one of {', '.join(FEATURES_S_PER_WINDOW)}, got {features!r:.40}")
+    if hw.kind != "gpu" and (features == "gpu" or gpus != 1):  # a CPU socket or a phone runs it alone
+        raise SpecError(f"{hw.id} is a {hw.kind}, not a GPU: "
+                        f"{option('features', 'gpu') if features == 'gpu' else option('gpus', gpus)} means nothing there")
     if isinstance(stride_s, bool) or not isinstance(stride_s, (int, float)) or not 0 <= stride_s < WINDOW_S / 2:
         raise SpecError(f"{option_name('stride_s')} must be an overlap in seconds in [0, 15), got {stride_s!r:.40}")
     if not isinstance(previous_text, bool):
