@@ -103,6 +103,7 @@ def test_speak_says_what_it_streams_and_what_would_fit(capsys):
     (["transcribe", "whisper-large-v3", "h100-sxm", "--stride", "16"], "--stride must be an overlap in seconds"),
     (["embed", "bge-base-en-v1.5", "h100-sxm", "--seq-len", "0"], "--seq-len must be a whole number from 1 to 512"),
     (["on-device", "llama-3.1-8b", "m2-ultra", "--context", "-1"], "--context must be a whole number of tokens"),
+    (["vlm", "paligemma-3b-224", "h100-sxm", "--crops", "2"], "--crops (pan and scan) apply to a processor that crops"),
     (["transcribe", "whisper-large-v3", "epyc-9554", "--features", "gpu"],
      "epyc-9554 is a cpu, not a GPU: --features gpu means nothing there"),
     (["transcribe", "whisper-large-v3", "snapdragon-8-gen-3", "--gpus", "4"], "--gpus 4 means nothing there"),

@@ -114,7 +114,7 @@ def test_no_image_costs_no_encoder_and_crops_are_gemma_s():
 
     r = vlm_ttft("qwen2.5-vl-7b", "h100-sxm", images=0)
     assert r.encoder_s == 0.0 and r.ttft_s == r.prefill_s
-    with pytest.raises(SpecError, match="crops .pan and scan. apply to fixed-size processors"):
+    with pytest.raises(SpecError, match="crops .pan and scan. apply to a processor that crops"):
         vlm_ttft("qwen2.5-vl-7b", "h100-sxm", crops=3)
 
 

@@ -145,9 +145,9 @@ def image_layout(spec: ModalitySpec, height: int, width: int, *, crops: int = 0)
     if isinstance(crops, bool) or not isinstance(crops, int) or not 0 <= crops <= 1000:
         raise SpecError(f"{option_name('crops')} must be a whole number from 0 to 1,000, got {crops!r:.40}")
     vc, pc = spec.field("vision_config"), spec.field("processor")
-    if crops and pc["scheme"] != "fixed":
-        raise SpecError(f"crops (pan and scan) apply to fixed-size processors such as Gemma 3's; {spec.id} "
-                        f"sizes images by its {pc['scheme']} scheme")
+    if crops and (pc["scheme"] != "fixed" or not pc.get("pan_and_scan")):
+        raise SpecError(f"{option_name('crops')} (pan and scan) apply to a processor that crops, such as Gemma 3's; "
+                        f"{spec.id}'s {pc['scheme']}-size processor has none")
     patch = int(vc["patch_size"])
     if pc["scheme"] == "dynamic":
         if max(height, width) > MAX_ASPECT_RATIO * min(height, width):
