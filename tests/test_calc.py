@@ -312,6 +312,8 @@ def test_an_expression_may_start_with_a_minus(argv, shown, capsys):
     """argparse had read '-(1)' as an unknown option, and dropped '--' before it."""
     assert main(argv) == 0
     assert capsys.readouterr().out.splitlines()[0] == shown
+    assert main(["calc", "-x*2"]) == 2
+    assert "in '-x*2'" in capsys.readouterr().err  # as typed
 
 
 def test_a_units_power_is_whole_and_a_quantitys_takes_parentheses():

@@ -323,3 +323,12 @@ def test_a_trace_from_a_spreadsheet_reads_and_a_folder_says_so(tmp_path):
         read_trace(tmp_path)
     with pytest.raises(SpecError, match=r"pool 0: unknown key 'modle' \(did you mean 'model'\?\)"):
         fleet_of([{"model": "llama-3.1-8b", "hardware": "h100-sxm", "modle": 1}], traffic={"rate": 1}, horizon_s=60)
+
+
+def test_rate_scale_takes_a_class_of_rate_0_as_the_file_does(tmp_path, capsys):
+    """0 req/s x 2 is 0; --rate-scale had refused the class the file itself accepts."""
+    path = tmp_path / "f.yaml"
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {hours: 0.01, traffic: [{rate: 0, isl: 100, "
+                    "osl: 10}, {rate: 1, isl: 100, osl: 10}]}\n")
+    assert main(["fleet", str(path), "--rate-scale", "2"]) == 0
+    assert "served" in capsys.readouterr().out

@@ -12,7 +12,7 @@ def _calc(args: argparse.Namespace) -> None:
     from ..calc.evaluator import evaluate
     from ..results.render import pretty
 
-    result = evaluate(args.expression, to=args.to)
+    result = evaluate(args.expression.strip(), to=args.to)  # (the space expression_first put before a '-')
     text = f"{result.value.magnitude:.6g} {result.value.units:~P}".rstrip()
     for ref in result.references:
         text += f"\n  {ref.text} = {pretty(ref.value)}  [{ref.source}]"

@@ -47,8 +47,7 @@ def run(args: argparse.Namespace) -> None:
 
         classes = kwargs["traffic"] if isinstance(kwargs["traffic"], list) else [kwargs["traffic"]]
         # each rate checked as written before it is scaled (the error quotes the file's value)
-        kwargs["traffic"] = [{**c, **{k: real(f"traffic {k}", c[k], minimum=0.0, include_minimum=False,
-                                               unit="request/s") * args.rate_scale
+        kwargs["traffic"] = [{**c, **{k: real(f"traffic {k}", c[k], minimum=0.0, unit="request/s") * args.rate_scale
                                       for k in ("rate", "peak_rate") if k in c}} if isinstance(c, dict) else c
                              for c in classes]
     horizon = kwargs.get("horizon_s", 3600.0)
