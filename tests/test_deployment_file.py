@@ -184,3 +184,10 @@ def test_a_files_lists_are_gridded_as_the_flags_are(tmp_path, capsys):
     path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nworkload: {batch_size: [1, 1]}\n")
     assert main(["estimate", "--file", str(path)]) == 2
     assert "workload: batch_size lists a value twice" in capsys.readouterr().err
+
+
+def test_a_files_keys_a_disaggregation_ignores_name_the_file_once(tmp_path, capsys):
+    path = tmp_path / "d.yaml"
+    path.write_text("model: llama-3.1-8b\ndisaggregation: prefill=h200x4,decode=h200x8\ntp: 2\npp: 2\n")
+    assert main(["estimate", "--file", str(path)]) == 2
+    assert f"and {path}: tp, pp would be ignored" in capsys.readouterr().err

@@ -206,7 +206,10 @@ def refuse_with_disaggregation(hardware: Any, pools: tuple[str, str], ignored: d
     """
     given = [name for name, was_set in ignored.items() if was_set]
     if given:
-        named = ", ".join(option_name(n) for n in given)
+        names = [option_name(n).rpartition(": ") for n in given]  # ('FILE', ': ', 'key') for a file's keys
+        heads = {head for head, _, _ in names}
+        named = (f"{heads.pop()}: " if len(heads) == 1 and "" not in heads else "") + \
+            ", ".join(tail if len(heads) <= 1 else head + sep + tail for head, sep, tail in names)
         raise SpecError(f"with a disaggregation the pools set the layout and techniques and {named} would be "
                         "ignored: drop it (a pool's GPUs and tp go in the pools, e.g. "
                         "'prefill=h200x4,decode=h200x8:tp4'), or estimate one aggregated deployment without the "
