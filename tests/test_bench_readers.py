@@ -710,3 +710,12 @@ def test_totals_that_leave_a_request_no_token_are_refused(tmp_path, changes, mes
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(BenchFormatError, match=message.replace("(", r"\(")):
         read_bench(path)
+
+
+def test_a_benchmark_file_given_twice_is_refused(capsys):
+    """It had been predicted twice (and would weigh twice in a fit)."""
+    from inferlab.cli.main import main
+
+    path = str(BENCH / "vllm-bench-serve.json")
+    assert main(["validate", "--bench", path, path, "--engine-args", VLLM_8B, "--gpu", "h100-sxm"]) == 2
+    assert "is given twice; each file once" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
@@ -51,6 +52,13 @@ def bench_case_list(args: argparse.Namespace) -> list[Any]:
     """The cases of ``--bench``, after printing what of the files is not used."""
     from ..validation.bench import bench_cases, given_deployment
 
+    seen: dict[Any, str] = {}
+    for name in args.bench:  # a file given twice would be predicted (and fitted) twice
+        key = Path(name).resolve()
+        if key in seen:
+            raise SpecError(f"--bench: {name} is given twice{'' if seen[key] == name else f' (as {seen[key]})'}; "
+                            "each file once")
+        seen[key] = name
     given = given_deployment(engine_args=args.engine_args, deployment=args.deployment, gpu=args.gpu)
     cases, notes = bench_cases(args.bench, given, args.format)
     for note in dict.fromkeys(notes):
