@@ -321,3 +321,9 @@ def test_a_units_power_is_whole_and_a_quantitys_takes_parentheses():
     assert evaluate("(2 GB)**2").value.magnitude == 4
     with pytest.raises(UnitError, match="a unit's exponent must be a whole number"):
         evaluate("1 GB ** 0.5")
+
+
+def test_a_unit_in_the_wrong_case_suggests_the_same_letters_first():
+    """'1 gb' had suggested 'b'; GB (bytes) and Gb (bits) are what a user meant."""
+    with pytest.raises(UnitError, match=r"did you mean 'GB' or 'Gb'\?"):
+        evaluate("1 gb")

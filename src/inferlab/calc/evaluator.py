@@ -292,7 +292,9 @@ _COMMON_UNITS = [p + u for u in ("B", "b", "FLOP", "FLOPS", "OPS", "s", "tok", "
 
 
 def _did_you_mean(name: str) -> str:
-    close = difflib.get_close_matches(name, _COMMON_UNITS, n=3, cutoff=0.6)
+    # the same letters in another case first ('gb': GB and Gb, bytes and bits), then near spellings
+    same = [u for u in _COMMON_UNITS if u.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, _COMMON_UNITS, n=3, cutoff=0.6)
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
 
 
