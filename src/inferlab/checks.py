@@ -202,6 +202,21 @@ def within_memory(what: str, points: int, bytes_per_point: int, fix: str) -> Non
                         f"({MAX_GRID_BYTES / 2**30:g} GiB) per call: {fix}")
 
 
+def repeated(values: Any) -> Any:
+    """The first value ``values`` holds a second time, None where each is there once (a grid's
+    or a search's points: a repeat is a typo or a repeated row).
+
+    >>> repeated([1, 8, 1]), repeated(["bf16", "fp8"])
+    (1, None)
+    """
+    seen: list = []
+    for value in values:
+        if value in seen:
+            return value
+        seen.append(value)
+    return None
+
+
 def boolean(name: str, value: Any) -> bool:
     """``True`` or ``False`` (numpy booleans too); numbers, strings and None are refused
     (``"false"`` would read as true, ``1`` as a count)."""

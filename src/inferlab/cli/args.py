@@ -20,7 +20,9 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
             raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}") from None
         if not values:
             raise argparse.ArgumentTypeError(f"expected at least one {noun}")
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        from ..checks import repeated
+
+        twice = repeated(values)
         if twice is not None:  # a sweep's points are distinct: a repeat is a typo or a wasted run
             raise argparse.ArgumentTypeError(f"{twice:g} is given twice in {text!r}; each value once"
                                              if isinstance(twice, (int, float)) else

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 
+from ..checks import repeated
 from ..errors import InferlabError, SpecError, did_you_mean
 from ..specs.validation import read_yaml_mapping
 from ..techniques.disaggregation import Disaggregation, Pool
@@ -99,7 +100,7 @@ def _check_shape(path: Path, data: dict[str, Any]) -> None:
                 else "" if isinstance(value, (list, dict)) else f" {value!r:.60}"
             raise SpecError(f"{path}: {key} must be a whole number or a flat list of 1 to {MAX_AXIS_VALUES:,} whole "
                             f"numbers, got {type(value).__name__}{shown}")
-        twice = next((v for k, v in enumerate(items) if v in items[:k]), None)
+        twice = repeated(items)
         if twice is not None:  # the axes are gridded, as the CLI's flags are: a repeat is a repeated row
             raise SpecError(f"{path}: {key} lists {twice!r} twice; each value once")
 
@@ -218,7 +219,7 @@ def _typed_form(path: Path, data: dict[str, Any]) -> dict[str, Any]:
             axes = Workload.from_dict(load).to_dict()
             for key in ("batch_size", "isl", "osl"):  # gridded by the CLI: a repeat is a repeated row
                 items = axes.get(key) if isinstance(axes.get(key), list) else []
-                if len(set(items)) < len(items):
+                if repeated(items) is not None:
                     raise SpecError(f"workload: {key} lists a value twice ({items}); each value once")
             kwargs.update({k: axes[k] for k in ("batch_size", "isl", "osl", "prefill_batch", "waves") if k in axes})
     except SpecError as exc:

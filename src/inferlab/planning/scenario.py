@@ -33,7 +33,7 @@ from typing import Annotated, Any
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
                       ValidationError, field_validator, model_validator)
 
-from ..checks import nonzero_price
+from ..checks import nonzero_price, repeated
 from ..errors import InferlabError, SpecError, did_you_mean
 from ..inputs.prefixes import Prefixes, prefixes
 from ..inputs.workload import Lengths
@@ -76,7 +76,7 @@ Price = Annotated[float, BeforeValidator(_not_text), AfterValidator(_price)]
 
 def _distinct(value: tuple) -> tuple:
     """A list of choices to search, each once (a repeat doubled its rows)."""
-    twice = next((v for k, v in enumerate(value) if v in value[:k]), None)
+    twice = repeated(value)
     if twice is not None:
         raise ValueError(f"{twice!r} is listed twice; each choice once")
     return value
