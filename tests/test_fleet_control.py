@@ -145,6 +145,8 @@ def test_the_router_queue_hands_a_request_only_to_a_pool_of_its_model():
     ({"regions": {"rtt_s": {"a|b": "x"}}}, "rtt_s\\['a\\|b'\\] must be a number"),
     ({"regions": {"rtt_s": {"a|b": -1}}}, "rtt_s\\['a\\|b'\\] must be a finite number in \\[0"),
     ({"regions": {"rtt_s": {"ab": 0.1}}}, "key 'ab' must name two regions as 'a\\|b'"),
+    ({"regions": {"rtt_s": {"a|a": 0.1}}}, "key 'a\\|a' must name two regions .* within a region the round trip is 0"),
+    ({"regions": {"rtt_s": {"a|b": 0.1, "b|a": 0.2}}}, "'b\\|a' and 'a\\|b' give two round-trip times \\(0.2 and 0.1 s\\)"),
     ({"regions": {"spill": "x"}}, "regions.spill must be an integer"),
     ({"regions": {"quota_gpus": {"local": -1}}}, "quota_gpus\\['local'\\] must be between 0"),
     ({"regions": {"provider_quota_gpus": "x"}}, "provider_quota_gpus must be a mapping"),
@@ -169,6 +171,25 @@ def test_cli_cascade_share_that_is_not_a_number_is_one_line(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "inferlab: error: f.yaml: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]
+
+
+def test_a_round_trip_given_either_way_round_replaces_the_built_in_one():
+    # the built-in table holds ap-southeast-2|us-east-1 at 0.2 s; a scenario naming the pair the
+    # other way round at 0.3 s sets both directions (one had stayed 0.2 s)
+    from inferlab.fleet.pools import regions_of
+    r = regions_of({"rtt_s": {"us-east-1|ap-southeast-2": 0.3}})
+    assert r.rtt("ap-southeast-2", "us-east-1") == r.rtt("us-east-1", "ap-southeast-2") == 0.3
+    assert r.rtt("us-east-1", "eu-west-1") == 0.070  # the others as built in
+
+
+def test_a_cascade_to_the_fleets_own_model_is_refused(tmp_path):
+    # escalating an answer to the model that gave it changes nothing a cascade is for; an alias of
+    # the same model is the same model, and it is refused before either fleet runs
+    from inferlab.fleet.cascade import run_scenario
+    base = {"model": M, "hardware": G, "horizon_s": 60.0, "traffic": T}
+    for name in (M, M.upper()):
+        with pytest.raises(SpecError, match=f"fleet.cascade: model '{name}' is the fleet's own model \\({M}\\)"):
+            run_scenario({**base, "cascade": {"model": name, "share": 0.2}})
 
 
 def test_a_reclaimed_spot_replica_without_an_autoscaler_is_replaced():

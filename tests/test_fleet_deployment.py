@@ -103,10 +103,10 @@ def test_a_fleet_refuses_requests_beyond_the_models_positions_unless_allowed():
 
 def test_a_fleet_scenario_allows_long_contexts_where_it_says_so(tmp_path):
     # a scenario that says allow_long_context (at the top, or in its deployment) runs 140,000-token
-    # prompts to Llama-3.1-8B (131,072 positions), its cascade's large fleet too; without it the
+    # prompts to Llama-3.1-8B (131,072 positions), its cascade's large fleet (Llama-3.1-70B) too; without it the
     # scenario is refused; a pool's flag must be a boolean, not text that reads as one
     fleet_part = ("fleet: {replicas: 1, hours: 0.02, traffic: {rate: 0.1, isl: 140000, osl: 50}, "
-                  "cascade: {model: llama-3.1-8b, share: 0.5, replicas: 1}}\n")
+                  "cascade: {model: llama-3.1-70b, tp: 2, share: 0.5, replicas: 1}}\n")
     plain = tmp_path / "plain.yaml"
     plain.write_text("model: llama-3.1-8b\nhardware: h200-sxm\nallow_long_context: true\n" + fleet_part)
     typed = tmp_path / "typed.yaml"

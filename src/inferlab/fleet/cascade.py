@@ -22,8 +22,9 @@ import numpy as np
 
 from ..checks import real
 from ..economics._common import fmt
-from ..errors import SpecError
+from ..errors import InferlabError, SpecError
 from ..inputs.deployment import Deployment
+from ..specs.catalog import load_model
 from ..results.render import share_text
 from .api import fleet, fleet_of
 from .result import FleetResult
@@ -102,12 +103,16 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     if unknown:
         raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
     share = real("fleet.cascade.share (the share of answers escalated)", spec["share"], minimum=0.0, maximum=1.0)
+    small_dep = kwargs.get("model")
+    small_id = _model_id(small_dep.model if isinstance(small_dep, Deployment) else small_dep)
+    if small_id is not None and small_id == _model_id(spec["model"]):
+        raise SpecError(f"fleet.cascade: model {spec['model']!r} is the fleet's own model ({small_id}); a cascade "
+                        "escalates to a larger model, whose answers differ: name another model, or drop cascade")
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
     # the large fleet shares the clock and the operations policies, not the small one's size or prices
     large_kwargs = {k: v for k, v in kwargs.items()
                     if k in ("horizon_s", "seed", "ttft_slo_s", "tpot_slo_s", "router", "admission", "startup", "failures",
                              "hardware", "engine", "allow_long_context")}
-    small_dep = kwargs.get("model")
     if isinstance(small_dep, Deployment):  # the large fleet runs on the small one's GPUs and engine unless told
         large_kwargs.update({"hardware": small_dep.hardware, "engine": small_dep.engine.name,
                              "allow_long_context": small_dep.allow_long_context})
@@ -115,6 +120,15 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     large = fleet(requests=requests, **large_kwargs)
     ok = large.status == OK
     return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
+
+
+def _model_id(name: Any) -> str | None:
+    """The catalog id ``name`` reads as (an alias or a config.json path too); None where it
+    names no model (the fleet itself then says why)."""
+    try:
+        return load_model(name).id
+    except InferlabError:
+        return None
 
 
 __all__ = ["CascadeResult", "escalated", "run_scenario"]

@@ -158,14 +158,19 @@ def regions_of(value: Regions | dict | None) -> Regions | None:
     rtt = {}
     for key, v in _mapping(value, "rtt_s").items():
         pair = tuple(str(key).split("|"))
-        if len(pair) != 2 or not all(pair):
+        if len(pair) != 2 or not all(pair) or pair[0] == pair[1]:
             raise SpecError(f"fleet regions.rtt_s: key {key!r} must name two regions as 'a|b' "
-                            "(e.g. 'ap-southeast-2|us-east-1')")
+                            "(e.g. 'ap-southeast-2|us-east-1'; within a region the round trip is 0)")
         rtt[pair] = real(f"fleet regions.rtt_s[{key!r}]", v, minimum=0.0, maximum=10.0, unit="s")
+        if rtt.get(pair[::-1], rtt[pair]) != rtt[pair]:  # one round trip, both ways
+            raise SpecError(f"fleet regions.rtt_s: {key!r} and '{pair[1]}|{pair[0]}' give two round-trip times "
+                            f"({rtt[pair]:g} and {rtt[pair[::-1]]:g} s) for one pair of regions: give one")
     quotas = [{str(k): integer(f"fleet regions.{name}[{k!r}]", v, minimum=0, maximum=10**7)
                for k, v in _mapping(value, name).items()} for name in ("quota_gpus", "provider_quota_gpus")]
     spill = integer("fleet regions.spill", value.get("spill", DEFAULT_SPILL), minimum=0, maximum=10**6)
-    return Regions(rtt_s={**DEFAULT_RTT_S, **rtt}, quota_gpus=quotas[0], spill=spill, provider_quota_gpus=quotas[1])
+    # a pair given either way round replaces the built-in time of that pair
+    defaults = {k: v for k, v in DEFAULT_RTT_S.items() if k not in rtt and k[::-1] not in rtt}
+    return Regions(rtt_s={**defaults, **rtt}, quota_gpus=quotas[0], spill=spill, provider_quota_gpus=quotas[1])
 
 
 def check_region_names(pools: Any, regions: Regions | None) -> None:
