@@ -48,6 +48,16 @@ def test_on_device_json_has_no_speed_for_a_format_that_does_not_fit(capsys):
     assert bf16["weight_bytes"] > bf16["usable_bytes"] == q4["usable_bytes"]
 
 
+def test_on_device_table_shows_the_memory_the_gpu_may_use_as_its_reason_does(capsys):
+    """An RTX 2080 Ti's GPU may use 11.6 GB; the table had rounded it to 12 beside a line saying
+    16.1 GB > 11.6 GB: both say 11.6 now."""
+    assert main(["on-device", "llama-3.1-8b", "rtx-2080-ti", "--precision", "q4_k_m,bf16"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].endswith("> 11.6 GB the GPU may use")
+    q4, bf16 = (line.split() for line in out[3:5])
+    assert q4[3] == bf16[3] == "11.6" and q4[4] == "yes" and bf16[4] == "NO"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["embed", "bge-large", "h100-sxm"], "did you mean 'bge-large-en-v1.5'"),
     (["diffuse", "flux.1-dev", "h100-sxm:3g.4gb"], "did you mean '3g.40gb'"),

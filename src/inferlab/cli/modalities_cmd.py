@@ -161,7 +161,7 @@ def _on_device(args: argparse.Namespace) -> None:
                               "a narrower format, a shorter --context or a device with more memory",
                               needed_bytes=min(r.weight_bytes + r.kv_bytes for r in results),
                               available_bytes=first.usable_bytes)
-    rows = [[r.precision, f"{r.weight_bytes / 1e9:,.1f}", f"{r.kv_bytes / 1e9:,.1f}", f"{r.usable_bytes / 1e9:,.0f}",
+    rows = [[r.precision, f"{r.weight_bytes / 1e9:,.1f}", f"{r.kv_bytes / 1e9:,.1f}", f"{r.usable_bytes / 1e9:,.1f}",
              "yes" if r.fits else "NO", f"{r.decode_tokens_per_s:,.1f}" if r.fits else "-",
              f"{r.prefill_tokens_per_s:,.0f}" if r.fits else "-"] for r in results]
     text = (f"{first.model} on {first.hardware}, batch 1, llama.cpp-like, {args.context:,} tokens of context\n"
