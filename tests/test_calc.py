@@ -142,6 +142,7 @@ def test_offered_readings_have_the_hand_values():
         ("2 3", "missing operator"),
         ("2 h100-sxm.tdp", "missing operator"),
         ("10%%", "'%' must follow a number"),
+        ("5 % 3", "write * or / between them; % is percent (5% = 0.05), not a remainder"),
         ("(1", "never closed"),
         ("1)", "unmatched ')'"),
         ("2 +", "ends too early"),

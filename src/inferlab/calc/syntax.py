@@ -139,7 +139,8 @@ class _Parser:
             return UnitError(f"'%' must follow a number, as in 10%, in {self.text!r} at position {tok.start + 1}")
         if prev is not None and prev.text != "(" and (tok.kind != "op" or tok.text in ("(", "$")):
             return UnitError(f"missing operator between {prev.text!r} and {tok.text!r} at position "
-                             f"{tok.start + 1} of {self.text!r}; write * or / between them")
+                             f"{tok.start + 1} of {self.text!r}; write * or / between them"
+                             + ("; % is percent (5% = 0.05), not a remainder" if prev.text == "%" else ""))
         return UnitError(f"unexpected {tok.text!r} at position {tok.start + 1} of {self.text!r}; expected a "
                          "number, a unit, a catalog value or '('")
 
