@@ -242,6 +242,12 @@ def test_a_static_batch_beyond_sglangs_graphs_decodes_eagerly():
     assert float(at.tpot_s) < floor <= float(past.tpot_s)
     vllm = estimate("llasa-1b", "h100-sxm", engine="vllm", batch_size=257, **kw)
     assert float(vllm.tpot_s) < floor
+    # explain's levers name the graphs' size, and no longer offer a larger batch, which stays eager
+    levers = past.explain().split("what would move the numbers:")[1]
+    assert "its batch of 257 beyond the engine's largest CUDA graph (256)" in levers
+    assert "a larger batch does not" in levers and "a larger batch help" not in levers
+    assert "reuses each weight read" not in levers
+    assert "beyond the engine's largest CUDA graph" not in at.explain()
 
 
 def test_graph_max_batch_is_a_limit_users_set(capsys, tmp_path):

@@ -104,9 +104,11 @@ def _levers(est: Estimate, point: int) -> list[str]:
     decode = _bound_shares(est.op_table("decode", point)) if decoding else {"none": 1.0}
     prefill = _bound_shares(est.op_table("prefill", point))
     out = []
+    decode_ops = sum(r["time_s"] for r in est.op_table("decode", point)) if decoding else 0.0
+    beyond = decoding and est.deployment.cuda_graphs and _eager_host_s(est, "decode", point) > decode_ops
     if next(iter(decode)) == "memory":
-        out.append("decode is memory-bound: fewer bytes per step move it (FP8/FP4 weights, FP8 KV cache), "
-                   "and so does a larger batch, which reuses each weight read for more tokens")
+        out.append("decode is memory-bound: fewer bytes per step move it (FP8/FP4 weights, FP8 KV cache)"
+                   + ("" if beyond else ", and so does a larger batch, which reuses each weight read for more tokens"))
     prefill_ops = sum(r["time_s"] for r in est.op_table("prefill", point))
     if _eager_host_s(est, "prefill", point) > prefill_ops:
         pieces = getattr(est, "prefill_graph_tokens", None)
@@ -118,8 +120,16 @@ def _levers(est: Estimate, point: int) -> list[str]:
                 "releases; TensorRT-LLM's torch_compile_config)")
         out.append(f"prefill runs eagerly and the host issuing its kernels is the longer: {hold} or an engine that "
                    "graphs prefill (vLLM) shorten it")
+    if beyond:  # a larger batch stays eager: the lever is the graphs' size
+        batch = float(np.ravel(np.broadcast_to(est.wave_batch, np.shape(est.ttft_s)))[point])
+        out.append(f"decode runs eagerly, its batch of {batch:,.0f} beyond the engine's largest CUDA graph"
+                   + (f" ({est.graph_max_batch:,.0f})" if getattr(est, "graph_max_batch", None) else "")
+                   + ", and the host issuing its kernels is the longer: larger graphs (--graph-max-batch: "
+                   "TensorRT-LLM's cuda_graph_config max_batch_size, SGLang's --cuda-graph-max-bs) or a batch "
+                   "within them shorten it; a larger batch does not")
     if next(iter(decode)) == "overhead" or next(iter(prefill)) == "overhead":
-        out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels or a larger batch help")
+        out.append("kernel and step overheads dominate: CUDA graphs, fewer, fused kernels"
+                   + (" help" if beyond else " or a larger batch help"))
     if next(iter(prefill)) == "compute":
         out.append(_compute_lever(est, point))
     if "communication" in (next(iter(decode)), next(iter(prefill))) or decode.get("communication", 0) > 0.2:
