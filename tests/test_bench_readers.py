@@ -6,6 +6,8 @@ Expected values are the fixtures' own recorded numbers (tests/data/bench/)."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -67,6 +69,20 @@ def test_genai_perf_time_units(tmp_path):
     path = tmp_path / "export.json"
     path.write_text(json.dumps(data))
     assert dict(read_bench(path)[0].metrics)["ttft_ms"] == pytest.approx(29.8)
+
+
+@pytest.mark.parametrize("key, metric, message", [
+    ("output_token_throughput", {"unit": "tokens/ms", "avg": 1.2}, "output_token_throughput.unit 'tokens/ms' is not tokens a second"),
+    ("input_sequence_length", {"unit": "tokens", "avg": 0.3}, "input_sequence_length.avg 0.3 is under one token a request"),
+    ("output_sequence_length", {"unit": "tokens", "avg": 0.3}, "output_sequence_length.avg 0.3 is under one token"),
+])
+def test_genai_perf_rates_and_lengths_are_checked(tmp_path, key, metric, message):
+    # a rate per millisecond had been read as one per second, a 0.3-token output as a run
+    data = {**json.loads((BENCH / "genai-perf-profile-export.json").read_text()), key: metric}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BenchFormatError, match=re.escape(message)):
+        read_bench(path)
 
 
 def test_guidellm_benchmarks_are_runs():
@@ -631,7 +647,33 @@ def test_a_metric_that_is_not_a_number_is_noted_not_dropped_silently(tmp_path):
     def nan_tpot(d):
         d["mean_tpot_ms"] = float("nan")
     (run,) = read_bench(_rewritten(tmp_path, "vllm-bench-serve.json", "nan.json", nan_tpot))
-    assert "tpot_ms" not in dict(run.metrics) and any("mean_tpot_ms (nan) not a number" in n for n in run.notes)
+    assert "tpot_ms" not in dict(run.metrics) and any("mean_tpot_ms (nan) not a measured number" in n for n in run.notes)
+
+
+@pytest.mark.parametrize("fixture", ["vllm-bench-serve.json", "sglang-bench-serving.jsonl"])
+def test_a_zero_time_is_noted_and_a_negative_one_refused(tmp_path, fixture):
+    """A streamed run's mean TPOT of 0 is no measurement: left out and said (it had been dropped
+    silently); -7 ms is no time a run records: one line (it had been dropped silently too)."""
+    lines = (BENCH / fixture).read_text().splitlines()
+
+    def written(value):
+        first = {**json.loads(lines[0]), "mean_tpot_ms": value} if len(lines) > 1 else None
+        data = json.dumps(first) + "\n" + "\n".join(lines[1:]) if first else \
+            json.dumps({**json.loads("\n".join(lines)), "mean_tpot_ms": value})
+        path = tmp_path / f"{value}{Path(fixture).suffix}"
+        path.write_text(data)
+        return path
+
+    run = read_bench(written(0))[0]
+    assert "tpot_ms" not in dict(run.metrics) and "ttft_ms" in dict(run.metrics)
+    assert any("mean_tpot_ms (0) not a measured number: not compared" in n for n in run.notes)
+    if len(lines) == 1:
+        with pytest.raises(BenchFormatError, match="field 'mean_tpot_ms' must be >= 0, got -7"):
+            read_bench(written(-7))
+    else:  # a file of several runs keeps the others and names the one it skips
+        runs = read_bench(written(-7))
+        assert len(runs) == len(lines) - 1
+        assert any("field 'mean_tpot_ms' must be >= 0, got -7: run skipped" in n for n in runs[0].notes)
 
 
 def test_sglang_server_info_reads_as_the_launch_flags_it_records(tmp_path):
@@ -701,6 +743,7 @@ trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 4 --extra_llm_api_optio
     ({"total_input_tokens": 1.5}, "'total_input_tokens' 1.5 over 160 completed requests is 0.00937 tokens a request"),
     ({"total_output_tokens": 100}, "'total_output_tokens' 100 over 160 completed requests is 0.625 tokens a request"),
     ({"completed": 10**12}, "field 'completed' 1,000,000,000,000 is past 1,000,000 requests"),
+    ({"completed": True}, "field 'completed' is not a number (True)"),
 ])
 def test_totals_that_leave_a_request_no_token_are_refused(tmp_path, changes, message):
     """A mean below one token a request had been predicted as a 0.01-token prompt; a count past a
@@ -708,7 +751,7 @@ def test_totals_that_leave_a_request_no_token_are_refused(tmp_path, changes, mes
     data = {**json.loads((BENCH / "vllm-bench-serve.json").read_text(encoding="utf-8")), **changes}
     path = tmp_path / "r.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(BenchFormatError, match=message.replace("(", r"\(")):
+    with pytest.raises(BenchFormatError, match=re.escape(message)):
         read_bench(path)
 
 
@@ -719,3 +762,29 @@ def test_a_benchmark_file_given_twice_is_refused(capsys):
     path = str(BENCH / "vllm-bench-serve.json")
     assert main(["validate", "--bench", path, path, "--engine-args", VLLM_8B, "--gpu", "h100-sxm"]) == 2
     assert "is given twice; each file once" in capsys.readouterr().err
+
+
+def test_a_prompt_past_a_cases_bounds_is_one_plain_line(tmp_path):
+    # 6.25e12-token prompts (the totals over 160 requests) pass the reader and fail the case's
+    # bound: one line naming the field and the bound, not pydantic's text and its web link
+    data = {**json.loads((BENCH / "vllm-bench-serve.json").read_text()), "total_input_tokens": 6_250_000_000_000 * 160}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(SpecError) as info:
+        bench_cases([path], given_deployment(gpu="h100-sxm"))
+    assert "isl: Input should be less than or equal to 100000000" in str(info.value)
+    assert "pydantic" not in str(info.value) and "type=" not in str(info.value)
+
+
+def test_files_saved_with_a_byte_order_mark_read(tmp_path):
+    # an editor's or a spreadsheet's "UTF-8 with BOM" had read as no known tool's output, and an
+    # op file's first column as a column named '\ufeffop'
+    from inferlab.validation.ops import read_ops
+
+    bench = tmp_path / "bom.json"
+    bench.write_bytes(b"\xef\xbb\xbf" + (BENCH / "vllm-bench-serve.json").read_bytes())
+    (run,), (plain,) = read_bench(bench), read_bench(BENCH / "vllm-bench-serve.json")
+    assert run.metrics == plain.metrics and (run.isl, run.osl, run.concurrency) == (plain.isl, plain.osl, plain.concurrency)
+    ops = tmp_path / "ops.csv"
+    ops.write_bytes(b"\xef\xbb\xbf" + (DATA / "ops-sample.csv").read_bytes())
+    assert len(read_ops(ops).measured_s) == len(read_ops(DATA / "ops-sample.csv").measured_s) > 0

@@ -233,7 +233,7 @@ def read_trace(path: str | Path) -> Requests:
     if not p.is_file():
         raise SpecError(f"trace file {str(p)!r} {'is a folder' if p.is_dir() else 'not found'}; give a CSV with "
                         "columns arrival_s,isl,osl")
-    text = read_text(p, f"trace {p.name}").removeprefix("\ufeff")  # (a spreadsheet's byte-order mark)
+    text = read_text(p, f"trace {p.name}")  # (without a spreadsheet's byte-order mark)
     check_count(text.count("\n") - 1, f"the trace {p.name} holds")  # (before its rows are parsed)
     rows = list(csv.DictReader(io.StringIO(text, newline=""), skipinitialspace=True))  # 'arrival_s, isl, osl' too
     need = {"arrival_s", "isl", "osl"}

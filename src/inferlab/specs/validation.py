@@ -111,10 +111,11 @@ def _model_in(annotation: Any) -> Any:
 
 
 def read_text(path: Path | str | Any, what: str) -> str:
-    """The UTF-8 text of a file the user named; a file that cannot be read (missing, a folder,
-    a name with a NUL byte) or is not UTF-8 is one :class:`SpecError` naming ``what``."""
+    """The UTF-8 text of a file the user named, without the byte-order mark a spreadsheet or an
+    editor may put first ("CSV UTF-8"); a file that cannot be read (missing, a folder, a name with
+    a NUL byte) or is not UTF-8 is one :class:`SpecError` naming ``what``."""
     try:
-        return (path if hasattr(path, "read_text") else Path(path)).read_text(encoding="utf-8")
+        return (path if hasattr(path, "read_text") else Path(path)).read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise SpecError(f"{what}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:

@@ -12,7 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from ...errors import InferlabError, SpecError
+from ...specs.validation import format_validation_error
 from ..cases import Case
 from .run import BenchRun
 
@@ -265,6 +268,8 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
         try:
             cases.append(Case(id=f"{run.id}:{metric}", metric=metric, measured=value,
                               unit=_UNITS.get(metric, "ms"), **common))
+        except ValidationError as exc:  # a value past a case's bounds: pydantic's own text is no line for a user
+            raise SpecError(f"{tool}: {run.id}: {format_validation_error(exc)}") from None
         except ValueError as exc:
             raise SpecError(f"{tool}: {run.id}: {' '.join(str(exc).split())[:300]}") from None
     return cases, notes

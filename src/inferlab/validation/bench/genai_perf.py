@@ -45,7 +45,14 @@ def looks_like(data: Any) -> bool:
         and "unit" in data["time_to_first_token"]
 
 
-def _avg(data: Any, label: str, name: str, *, time: bool = False, required: bool = True) -> float | None:
+#: Spellings of a token rate per second (AIPerf and genai-perf write ``tokens/sec``).
+_RATE_UNITS = ("tokens/sec", "tokens/s", "tokens/second", "tokens per second")
+
+
+def _avg(data: Any, label: str, name: str, *, time: bool = False, rate: bool = False, length: bool = False,
+         required: bool = True) -> float | None:
+    """A metric's mean: a ``time`` in ms (from its unit), a token ``rate`` per second, a
+    ``length`` of at least one token."""
     metric = lookup(data, TOOL, label, name, required=required)
     if metric is None:
         return None
@@ -56,6 +63,11 @@ def _avg(data: Any, label: str, name: str, *, time: bool = False, required: bool
             raise BenchFormatError(f"{TOOL}: {label}: {name}.unit {unit!r} is not a time unit "
                                    f"({', '.join(_TIME_UNITS)})")
         value *= _TIME_UNITS[unit]
+    if rate and str(metric.get("unit", "tokens/sec")) not in _RATE_UNITS:
+        raise BenchFormatError(f"{TOOL}: {label}: {name}.unit {metric['unit']!r:.30} is not tokens a second "
+                               f"({', '.join(_RATE_UNITS)})")
+    if length and value < 1.0:
+        raise BenchFormatError(f"{TOOL}: {label}: {name}.avg {value:g} is under one token a request")
     return value
 
 
@@ -166,14 +178,15 @@ def read(data: Any, label: str) -> list[BenchRun]:
     metrics = {
         "ttft_ms": _avg(data, label, "time_to_first_token", time=True),
         "tpot_ms": _avg(data, label, "inter_token_latency", time=True, required=False),
-        "output_tokens_per_s": _avg(data, label, "output_token_throughput"),
+        "output_tokens_per_s": _avg(data, label, "output_token_throughput", rate=True),
     }
     clients, rate, notes = _load(config, label)
     if clients is None and rate is None:  # neither tool sends everything at once: an unread load is no offline run
         raise BenchFormatError(f"{TOOL}: {label}: the export records no load this reader knows (input_config's "
                                "concurrency or request_rate): not predicted, as any load assumed would be a guess")
     return [BenchRun(tool="genai-perf", id=label, metrics=metrics_of(metrics),
-                     isl=_avg(data, label, "input_sequence_length"), osl=_avg(data, label, "output_sequence_length"),
+                     isl=_avg(data, label, "input_sequence_length", length=True),
+                     osl=_avg(data, label, "output_sequence_length", length=True),
                      concurrency=concurrency_of(clients, f"{TOOL}: {label}: concurrency"),
                      request_rate=rate_of(rate, f"{TOOL}: {label}: request_rate"),
                      num_requests=count_of(count, f"{TOOL}: {label}: request_count"), model=model,

@@ -117,7 +117,9 @@ def lookup(data: Any, tool: str, label: str, *path: str, required: bool = True) 
 
 def number(value: Any, tool: str, label: str, name: str, *, positive: bool = True, whole: bool = False) -> float:
     """``value`` as a finite float (a number or numeric text; ``whole``: a count, a whole number
-    >= 1); anything else is one line."""
+    >= 1); anything else is one line (a boolean too: ``true`` had been read as 1 request)."""
+    if isinstance(value, bool):
+        raise BenchFormatError(f"{tool}: {label}: field {name!r} is not a number ({value!r})")
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -153,8 +155,14 @@ def completed_and_lengths(data: Any, tool: str, label: str) -> tuple[float, floa
 
 
 def optional_number(data: Any, tool: str, label: str, *path: str) -> float | None:
-    """A numeric field that may be missing (None, or a non-positive mean such as 0 for an
-    unmeasured percentile, is treated as absent)."""
+    """A numeric field that may be missing (None, or 0 for an unmeasured mean or percentile, is
+    treated as absent; :func:`unread_fields` notes a 0, NaN or text left out).
+
+    Raises
+    ------
+    BenchFormatError
+        A negative time or count: no run records one.
+    """
     value = lookup(data, tool, label, *path, required=False)
     if value is None or isinstance(value, bool):
         return None
@@ -162,6 +170,8 @@ def optional_number(data: Any, tool: str, label: str, *path: str) -> float | Non
         out = float(value)
     except (TypeError, ValueError):
         return None
+    if out < 0:
+        raise BenchFormatError(f"{tool}: {label}: field {'.'.join(path)!r} must be >= 0, got {value!r:.40}")
     return out if math.isfinite(out) and out > 0 else None
 
 
@@ -245,15 +255,16 @@ SERVING_FIELDS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "median_tpot_ms
 
 
 def unread_fields(data: Mapping[str, Any], fields: Sequence[str]) -> list[str]:
-    """The fields present but not numbers a run can be compared on (NaN, infinite, text): they
-    are left out, and the run's notes should say so rather than drop them silently."""
+    """The fields present but not numbers a run can be compared on (NaN, infinite, text, a 0
+    time of a streamed run): they are left out, and the run's notes should say so rather than
+    drop them silently."""
     out = []
     for key in fields:
         value = data.get(key)
         if value is None or isinstance(value, bool):
             continue
         try:
-            ok = math.isfinite(float(value))
+            ok = math.isfinite(float(value)) and (float(value) != 0 or unstreamed(data))
         except (TypeError, ValueError):
             ok = False
         if not ok:

@@ -36,7 +36,7 @@ def _notes(data: dict[str, Any], where: str) -> list[str]:
     notes = [f"{where}: {UNSTREAMED_NOTE}"] if unstreamed(data) else []
     bad = unread_fields(data, SERVING_FIELDS)
     if bad:
-        notes.append(f"{where}: {', '.join(bad)} not a number: not compared")
+        notes.append(f"{where}: {', '.join(bad)} not a measured number: not compared")
     if data.get("dataset_name") == "generated-shared-prefix":
         notes.append(f"{where}: the generated-shared-prefix prompts share prefixes the engine's cache finds; "
                      "simulated without them (their structure is not recorded in the line)")

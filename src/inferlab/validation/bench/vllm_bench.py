@@ -58,7 +58,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
         notes.append(f"{label}: {UNSTREAMED_NOTE}")
     bad = unread_fields(data, SERVING_FIELDS)
     if bad:
-        notes.append(f"{label}: {', '.join(bad)} not a number: not compared")
+        notes.append(f"{label}: {', '.join(bad)} not a measured number: not compared")
     if data.get("burstiness") not in (None, 1, 1.0):
         notes.append(f"{label}: burstiness {data['burstiness']} (gamma arrivals) is simulated as Poisson")
     return [BenchRun(tool="vllm", id=label, isl=isl, osl=osl, metrics=serving_metrics(data, TOOL, label),
