@@ -118,6 +118,29 @@ def test_a_list_of_lengths_with_an_empty_item_is_refused_as_estimate_refuses_it(
     assert Lengths.parse("128, 512").values == (128, 512)
 
 
+@pytest.mark.parametrize("given, message", [
+    # the last of two had won (a mean of 2 tokens), and a lognormal without its spread had drawn
+    # every length at the mean
+    ("lognormal:mean=1024,sigma=0.5,mean=2", "mean= is given twice; give it once"),
+    ("lognormal:mean=1024", "sigma= is missing (the spread of log lengths"),
+    ({"kind": "lognormal", "mean": 1024}, "a lognormal's sigma is missing"),
+])
+def test_a_lognormal_names_each_field_once_and_its_spread(given, message):
+    with pytest.raises(SpecError) as info:
+        Lengths.of(given)
+    assert message in str(info.value)
+    assert Lengths.parse("lognormal:mean=1024,sigma=0").sigma == 0.0  # a fixed length, said
+
+
+def test_a_prefix_field_given_twice_is_refused():
+    from inferlab.inputs.prefixes import Prefixes
+
+    with pytest.raises(SpecError, match="tokens= is given twice"):
+        Prefixes.parse("shared:tokens=500,groups=4,tokens=900")
+    with pytest.raises(SpecError, match="think= is given twice"):
+        Prefixes.parse("sessions:turns=4,think=5,think=9")
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["estimate", "llama-3.1-8b", "h100-sxm", "--batch", "1,8,1"], "--batch: 1 is given twice in '1,8,1'"),
     (["serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,2,1.0"], "--rates: 1 is given twice in '1,2,1.0'"),

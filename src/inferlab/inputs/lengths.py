@@ -90,6 +90,9 @@ class Lengths:
             if unknown:
                 raise SpecError(f"lengths: unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)} in a "
                                 f"distribution; allowed: {', '.join(allowed)}")
+            if value.get("kind") == "lognormal" and "sigma" not in value:
+                raise SpecError("lengths: a lognormal's sigma is missing (the spread of log lengths: 0.5 is wide, 0 a "
+                                "fixed length); e.g. {kind: lognormal, mean: 1024, sigma: 0.5}")
             return cls(**value)
         raise SpecError(f"lengths must be a token count, a list of counts, a text like "
                         f"'lognormal:mean=1024,sigma=0.5', a mapping of its fields or a Lengths, got {value!r:.80}")
@@ -116,9 +119,16 @@ class Lengths:
                 low, high = (int(v) for v in rest.split("-"))
                 return cls("uniform", low=low, high=high)
             if kind == "lognormal":
-                fields = dict(part.split("=", 1) for part in rest.split(","))
+                pairs = [part.split("=", 1) for part in rest.split(",")]
+                fields = dict(pairs)
                 if set(fields) <= {"mean", "sigma"}:
-                    return cls("lognormal", mean=float(fields["mean"]), sigma=float(fields.get("sigma", 0.0)))
+                    if len(fields) < len(pairs):
+                        raise SpecError(f"{next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))}= is "
+                                        "given twice; give it once")
+                    if "sigma" not in fields:  # it had been read as 0: every length the mean
+                        raise SpecError("sigma= is missing (the spread of log lengths: 0.5 is wide, 0 a fixed "
+                                        "length); e.g. lognormal:mean=1024,sigma=0.5")
+                    return cls("lognormal", mean=float(fields["mean"]), sigma=float(fields["sigma"]))
         except SpecError as exc:  # well formed, but not a valid distribution: its own message says why
             raise SpecError(f"lengths {text!r}: {exc}") from None
         except (ValueError, KeyError, TypeError):

@@ -111,6 +111,8 @@ class Prefixes:
             if not sep or key not in allowed:
                 raise SpecError(f"prefix {text!r}: {item!r}{did_you_mean(key, allowed)} is not one of "
                                 f"{', '.join(k + '=' for k in allowed)} for {kind}; {_EXAMPLE}")
+            if ("think_s" if key == "think" else key) in values:
+                raise SpecError(f"prefix {text!r}: {key}= is given twice; give it once")
             if key == "cache":
                 if raw.strip().lower() not in ("on", "off"):
                     raise SpecError(f"prefix {text!r}: cache must be on or off, got {raw!r}")
