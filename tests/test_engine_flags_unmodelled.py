@@ -119,3 +119,31 @@ def test_what_is_not_modelled_is_not_written_and_the_rest_round_trips(command):
     rendered = launch_command(first)
     back = parse_engine_args(rendered.script)
     assert back.modelled() == first.modelled() and back.unknown == () and back.no_effect == ()
+
+
+M = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize("command, message", [
+    # another engine's spelling of a setting this engine has: the engine refuses it, and read past
+    # it had run the default (one GPU for a tp of 2)
+    (f"trtllm-serve {M} --tensor-parallel-size 2", "--tensor-parallel-size is vllm serve's flag; trtllm-serve spells it --tp_size"),
+    (f"vllm serve {M} --tp-size 2", "--tp-size is sglang.launch_server's flag; vllm serve spells it --tensor-parallel-size"),
+    (f"{SGLANG} --max-num-seqs 4", "--max-num-seqs is vllm serve's flag; sglang.launch_server spells it --max-running-requests"),
+    (f"vllm serve {M} --mem-fraction-static 0.8", "vllm serve spells it --gpu-memory-utilization"),
+    # two models: the engine serves one and refuses or ignores the other; inferlab picks neither
+    (f"vllm serve {M} --model Qwen/Qwen3-8B", f"names two models, {M} and Qwen/Qwen3-8B (--model); give one"),
+    (f"{SGLANG} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M} (--model-path); give one"),
+    (f"vllm serve {M} Qwen/Qwen3-8B", "'Qwen/Qwen3-8B' after the model"),
+    (f"trtllm-serve {M} Qwen/Qwen3-8B", "the command takes one model"),
+])
+def test_another_engines_flag_or_a_second_model_is_refused(command, message):
+    with pytest.raises(SpecError) as info:
+        parse_engine_args(command)
+    assert message in str(info.value)
+
+
+def test_one_model_written_both_ways_and_engine_only_flags_read():
+    assert parse_engine_args(f"vllm serve {M} --model {M}").model == "llama-3.1-8b"
+    # a flag no engine knows stays unknown, a note, as before
+    assert "--no-such-flag 3" in parse_engine_args(f"{VLLM} --no-such-flag 3").unknown

@@ -20,12 +20,27 @@ DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def launched_model(engine: str, positionals: list[str], named: str | None) -> tuple[str, str, list[str], str | None]:
-    """(catalog id, name as written, leftover positionals, note) of the model a command launches."""
+def launched_model(engine: str, positionals: list[str], named: str | None,
+                   flag: str = "--model") -> tuple[str, str, list[str], str | None]:
+    """(catalog id, name as written, leftover positionals, note) of the model a command launches.
+
+    Raises
+    ------
+    SpecError
+        No model, or two (a positional beside ``--model``, or two positionals): the engine
+        serves one and refuses or ignores the other, so inferlab does not pick one.
+    """
     words = list(positionals)
+    if named is not None and words and words[0] != named:
+        raise SpecError(f"{engine}: the command names two models, {words[0]} and {named} ({flag}); give one")
     name = named if named is not None else (words.pop(0) if words else None)
     if name is None:
         raise SpecError(f"{engine}: the command names no model; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+    if named is not None and words:
+        words.pop(0)  # the same model written both ways
+    if words:
+        raise SpecError(f"{engine}: {' '.join(words)!r:.80} after the model {name} is no flag's value (a second model? "
+                        "a flag's dashes missing?); the command takes one model")
     model, note = catalog_model(name)
     return model, name, words, note
 

@@ -36,21 +36,50 @@ def parse_engine_args(text: str) -> EngineLaunch:
     words = list(cmd.words)
     program = os.path.basename(words[0])
     if program == "vllm" and words[1:2] == ["serve"]:
-        return _named_format(vllm.parse(cmd, words[2:]))
+        return _named_format(_own_flags(vllm.parse(cmd, words[2:]), "vllm"))
     if program.startswith("python") and words[1:2] == ["-m"] and len(words) > 2:
         if words[2] == "sglang.launch_server":
-            return _named_format(sglang.parse(cmd, words[3:]))
+            return _named_format(_own_flags(sglang.parse(cmd, words[3:]), "sglang"))
         if words[2] == "sglang_router.launch_server":  # the router and --dp-size workers behind it
             rest, router = _router_flags(words[3:])
-            launch = sglang.parse(cmd, rest)
+            launch = _own_flags(sglang.parse(cmd, rest), "sglang")
             note = ("sglang_router: its --dp-size workers are data-parallel replicas, each taking an even share of "
                     "the requests (the router's own policy is not modelled)")
             return _named_format(replace(launch, no_effect=launch.no_effect + router, notes=launch.notes + (note,)))
         if words[2] == "vllm.entrypoints.openai.api_server":
-            return _named_format(vllm.parse(cmd, words[3:]))
+            return _named_format(_own_flags(vllm.parse(cmd, words[3:]), "vllm"))
     if program == "trtllm-serve":
-        return _named_format(trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:]))
+        return _named_format(_own_flags(trtllm.parse(cmd, words[2:] if words[1:2] == ["serve"] else words[1:]),
+                                        "trtllm"))
     raise SpecError(f"engine args: cannot tell the engine of {' '.join(words[:3])!r}; {_USAGE}")
+
+
+#: Each engine's flags, and the command a user knows it by.
+_FLAGS = {"vllm": (vllm.FLAGS, "vllm serve"), "sglang": (sglang.FLAGS, "sglang.launch_server"),
+          "trtllm": (trtllm.FLAGS, "trtllm-serve")}
+
+
+def _own_flags(launch: EngineLaunch, engine: str) -> EngineLaunch:
+    """``launch``, checked for another engine's spelling of a setting this engine has: that flag
+    would be refused by the engine (an unrecognized argument) and, read past, would leave the
+    setting at its default (``trtllm-serve M --tensor-parallel-size 2`` on one GPU).
+
+    Raises
+    ------
+    SpecError
+        Naming the other engine and this engine's own spelling.
+    """
+    own, program = _FLAGS[engine]
+    spelled: dict[str, str] = {}
+    for flag, spec in own.items():
+        spelled.setdefault(spec.key, flag)
+    for entry in launch.unknown:
+        name = entry.split()[0].split("=")[0]
+        for other, (flags, other_program) in _FLAGS.items():
+            if other != engine and name in flags and flags[name].key in spelled:
+                raise SpecError(f"{engine}: {name} is {other_program}'s flag; {program} spells it "
+                                f"{spelled[flags[name].key]}")
+    return launch
 
 
 def _router_flags(words: list[str]) -> tuple[list[str], tuple[str, ...]]:

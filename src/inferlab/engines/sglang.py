@@ -103,7 +103,8 @@ SCHEDULE_POLICIES = {
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``python -m sglang.launch_server``."""
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation)
-    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
+    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"),
+                                                 f.flag("model") if f.get("model") is not None else "--model")
     notes = [note] if note else []
     tp, dp, attention_dp, attention_tp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False), 1
     ep = tp if f.get("ep_moe") else f.get("ep", 1)

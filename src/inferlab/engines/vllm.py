@@ -96,7 +96,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     words, compilation = split_compilation(words, _normalize)
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
     read_compilation(compilation, f.unknown, f.no_effect, notes)
-    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"))
+    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"),
+                                                 f.flag("model") if f.get("model") is not None else "--model")
     notes = ([note] if note else []) + notes
     tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
     layout = {"tp": tp, "pp": pp, "dp": dp, "ep": 1, "attention_dp": False}
