@@ -147,3 +147,42 @@ def test_one_model_written_both_ways_and_engine_only_flags_read():
     assert parse_engine_args(f"vllm serve {M} --model {M}").model == "llama-3.1-8b"
     # a flag no engine knows stays unknown, a note, as before
     assert "--no-such-flag 3" in parse_engine_args(f"{VLLM} --no-such-flag 3").unknown
+
+
+@pytest.mark.parametrize("command, message", [
+    # vLLM's and SGLang's model config raise where --quantization names another method than the
+    # checkpoint's (gpt-oss stores MXFP4 experts, DeepSeek-V3 block-scaled FP8)
+    ("vllm serve openai/gpt-oss-20b --quantization fp8", "asks for fp8 weights, but openai/gpt-oss-20b stores mxfp4"),
+    ("vllm serve deepseek-ai/DeepSeek-V3 --quantization awq -tp 8", "asks for int4 weights, but deepseek-ai/DeepSeek-V3 "
+                                                                    "stores fp8_block"),
+    ("python -m sglang.launch_server --model-path openai/gpt-oss-20b --quantization fp8", "sglang refuses a method other"),
+])
+def test_a_quantization_other_than_the_checkpoints_is_refused(command, message):
+    with pytest.raises(SpecError) as info:
+        parse_engine_args(command)
+    assert message in str(info.value)
+
+
+def test_the_checkpoints_own_quantization_reads_its_formats():
+    # naming the checkpoint's own method reads its formats, as without the flag: gpt-oss's attention
+    # in BF16 beside its MXFP4 experts, DeepSeek-V3's block scales (they had been mxfp4 / fp8 throughout)
+    gpt = parse_engine_args("vllm serve openai/gpt-oss-20b --quantization mxfp4")
+    assert (gpt.weights, gpt.activations) == (None, None)
+    assert gpt.modelled() == parse_engine_args("vllm serve openai/gpt-oss-20b").modelled()
+    ds = parse_engine_args("vllm serve deepseek-ai/DeepSeek-V3 -tp 8 --quantization fp8")
+    assert ds.modelled() == parse_engine_args("vllm serve deepseek-ai/DeepSeek-V3 -tp 8").modelled()
+    # a method that loads pre-quantized weights beside a 16-bit checkpoint is said, and read as such
+    gptq = parse_engine_args(f"vllm serve {M} --quantization gptq")
+    assert gptq.weights == "int4" and any("(16-bit) is not" in n for n in gptq.notes)
+
+
+def test_a_written_command_says_which_checkpoint_its_quantization_loads():
+    from inferlab.engines.render import launch_from_deployment
+
+    awq = launch_command(launch_from_deployment("llama-3.1-8b", precision="int4", engine="vllm")).script
+    assert "# inferlab: --quantization awq loads a checkpoint stored quantized that way: replace " \
+           "meta-llama/Llama-3.1-8B (16-bit) with one" in awq
+    fp4 = launch_command(launch_from_deployment("deepseek-v3", precision="nvfp4", tp=8, engine="sglang")).script
+    assert "replace deepseek-ai/DeepSeek-V3 (stored in fp8_block) with a checkpoint stored in nvfp4" in fp4
+    fp8 = launch_command(launch_from_deployment("llama-3.1-8b", precision="fp8", engine="vllm")).script
+    assert "# inferlab" not in fp8  # quantized at load from 16 bits: nothing to replace

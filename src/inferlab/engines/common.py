@@ -148,6 +148,76 @@ STATE_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 STATE_NAMES = {fmt: name for name, fmt in STATE_DTYPES.items()}
 
 
+#: ``--quantization`` methods that load weights stored quantized that way (AWQ's and GPTQ's packed
+#: integers, a ModelOpt checkpoint's scales) and quantize nothing at load, unlike ``fp8``.
+PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt", "modelopt_fp4")
+
+
+def stored_format(model: str, written: str) -> str | None:
+    """The format a launched checkpoint stores its (routed experts', where only they are
+    quantized) weights in: as its repository's name says (``-FP8``, ``-AWQ``), else as the
+    catalog model's released checkpoint (gpt-oss: mxfp4); None for 16-bit weights."""
+    from ..specs.catalog import checkpoint_format
+
+    named = checkpoint_format(written)
+    if named is not None:
+        return named
+    spec = known_model(model)
+    ckpt = getattr(spec, "checkpoint", None)
+    if ckpt is None:
+        return None
+    fmt = ckpt.moe_weights if ckpt.weights in DTYPE_NAMES and ckpt.moe_weights else ckpt.weights
+    return None if fmt in DTYPE_NAMES else fmt
+
+
+def check_quantization(engine: str, flag: str, method: str, weights: str | None, model: str, written: str,
+                       notes: list[str]) -> bool:
+    """A ``--quantization`` against the checkpoint it loads: another method than a quantized
+    checkpoint's own is refused (vLLM's and SGLang's model config raise on the mismatch); a
+    method that needs weights stored its way on a 16-bit checkpoint is said in ``notes``.
+    True where it names the checkpoint's own method: the checkpoint's formats are read (its
+    block scales, the tensors it leaves in 16 bits), as without the flag.
+
+    Raises
+    ------
+    SpecError
+        ``method`` quantizes to other weights than the checkpoint stores.
+    """
+    stored = stored_format(model, written)
+    if weights is None:  # compressed-tensors: the checkpoint's own
+        return False
+    if stored is not None and _family(weights) != _family(stored):
+        raise SpecError(f"{engine}: {flag} {method} asks for {weights} weights, but {written} stores {stored}: "
+                        f"{engine} refuses a method other than the checkpoint's; drop {flag} (the checkpoint's is read)")
+    if stored is None and method in PREQUANTIZED:
+        notes.append(f"{flag} {method} loads weights stored quantized that way, which {written} (16-bit) is not: "
+                     f"read as such a checkpoint of the same model; launch one")
+    return stored is not None
+
+
+def checkpoint_notes(launch, words: list[str]) -> list[str]:
+    """What a written command's ``--quantization`` needs of its checkpoint: a method that loads
+    weights stored its way (AWQ, GPTQ, ModelOpt) beside a 16-bit checkpoint is refused by the
+    engine at load, so the command says to launch such a checkpoint."""
+    if "--quantization" not in words:
+        return []
+    method = words[words.index("--quantization") + 1]
+    written = checkpoint_of(launch)
+    stored = stored_format(launch.model, written)
+    if stored is None and method in PREQUANTIZED:
+        return [f"--quantization {method} loads a checkpoint stored quantized that way: replace {written} (16-bit) "
+                "with one"]
+    if stored is not None and _family(launch.weights) != _family(stored):
+        return [f"--quantization {method}: replace {written} (stored in {stored}) with a checkpoint stored in "
+                f"{launch.weights}; the engine refuses a method other than its checkpoint's"]
+    return []
+
+
+def _family(fmt: str | None) -> str | None:
+    """A weight format's family as a quantization method names it (block-scaled FP8 is FP8)."""
+    return "fp8" if fmt and fmt.startswith("fp8") else fmt
+
+
 def known_model(model: str | None) -> Any:
     """The catalog :class:`~inferlab.specs.model.ModelSpec` a command launches, None for a model
     inferlab does not know (each caller says what an unknown model is taken to do)."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 from ..errors import SpecError
 from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note, launched_model, shell_form,
+from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note,
+                     launched_model, shell_form,
                      source_flags, precision_words, speculation, STATE_DTYPES, state_format, state_words,
                      unmodelled_notes)
 from .launch import EngineLaunch, Rendered
@@ -136,6 +137,9 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
                      "prefill batches only, so a whole prompt's prefill batch runs without them")
     pair = choice(NAME, f.flag("quantization"), f.get("quantization"), QUANTIZATION) if "quantization" in f.values \
         else (None, None)
+    if "quantization" in f.values and check_quantization(NAME, f.flag("quantization"), f.get("quantization"),
+                                                         (pair or (None, None))[0], model, written, notes):
+        pair = None  # the checkpoint's own method: its formats
     graphs = 0 if f.get("no_graphs") else f.get("graph_max_batch")  # --disable-cuda-graph: no decode batch graphed
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
@@ -270,7 +274,7 @@ def render(launch: EngineLaunch) -> Rendered:
     words += _precision(launch, missing) + _limits(launch, missing)
     if launch.speculation is not None:
         words += _speculation_words(launch, missing)
-    return shell_form(NAME, words, {}, missing)
+    return shell_form(NAME, words, {}, missing, checkpoint_notes(launch, words))
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:

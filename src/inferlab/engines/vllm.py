@@ -15,7 +15,8 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, known_model, kv_spelling_note,
+from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, known_model,
+                     kv_spelling_note,
                      launched_model, read_yaml_mapping, shell_form, source_flags, precision_words, speculation,
                      STATE_DTYPES, state_format, state_words)
 from .launch import EngineLaunch, Rendered
@@ -127,6 +128,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
             notes.append("--quantization compressed-tensors: formats from the checkpoint")
         else:
             weights, activations = pair
+        if check_quantization(NAME, f.flag("quantization"), f.get("quantization"), weights, model, written, notes):
+            weights = activations = None  # the checkpoint's own method: its formats
     if spelling := kv_spelling_note(f):
         notes.append(spelling)
     window_kv, window_flag = _windows(f, model, notes)
@@ -309,7 +312,7 @@ def render(launch: EngineLaunch) -> Rendered:
     read = any(n.startswith("--async-scheduling with") for n in launch.notes)  # said as read already
     notes = _async_notes(launch.pp, launch.speculation is not None, "written for a later release that runs it") \
         if launch.overlap_host and not read else []
-    return shell_form(NAME, words, {}, missing, notes)
+    return shell_form(NAME, words, {}, missing, notes + checkpoint_notes(launch, words))
 
 
 def _precision(launch: EngineLaunch, missing: list) -> list[str]:
