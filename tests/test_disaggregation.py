@@ -130,6 +130,21 @@ def test_link_choice():
     assert kv_link(forced, dep8, dep8).send_bandwidth == 12.5e9
 
 
+
+def test_pools_on_a_gpu_without_a_nic_in_its_spec_ask_for_the_link_as_bad_input(capsys):
+    # MI300X's spec names no scale-out NIC: the link's bandwidth is missing input (exit 2, naming
+    # the --disagg key), not a deployment that cannot run (it had exited 1 naming a Python keyword)
+    from inferlab.cli.main import main
+
+    mi = deployment("llama-3.1-8b", "mi300x")
+    with pytest.raises(SpecError, match="give the link's bandwidth"):
+        kv_link(Disaggregation(Pool("mi300x", 1), Pool("mi300x", 1), link="network"), mi, mi)
+    argv = ["serve", "llama-3.1-8b", "--rate", "5", "--num-requests", "8", "--disagg"]
+    assert main(argv + ["prefill=mi300xx1,decode=h100-sxmx1"]) == 2
+    assert "(--disagg ...,bw=400Gb/s; link_bandwidth= in Python)" in capsys.readouterr().err
+    assert main(argv + ["prefill=mi300xx1,decode=h100-sxmx1,bw=400Gb/s"]) == 0
+
+
 @settings(max_examples=15, deadline=None)
 @given(a=st.floats(1e8, 1e12), b=st.floats(1e8, 1e12), overlap=st.booleans())
 def test_a_faster_link_never_slows_ttft(a, b, overlap):

@@ -44,3 +44,14 @@ def test_the_cli_suggests_the_same_and_refuses_tp_3(capsys):
     # divisors of 96 up to 64 that divide 8 or are multiples of it (3, 6 and 12 are neither)
     assert err == ("inferlab: error: glm-4.5-air: tp=3 does not split the 8 KV heads (it neither divides them nor "
                    "is a multiple of them); tensor-parallel sizes that split its heads: 1, 2, 4, 8, 16, 24, 32, 48")
+
+
+def test_an_expert_parallel_size_that_cannot_split_the_experts_is_bad_input(capsys):
+    # Qwen3-30B-A3B has 128 routed experts: three ranks of vLLM's -dp 3 --enable-expert-parallel
+    # cannot hold a third each; bad input (exit 2) as a tp that cannot split the heads (it had
+    # been exit 1), listing the sizes that can: the divisors of 128 up to 64
+    assert main(["estimate", "--engine-args", "vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 3 "
+                 "--enable-expert-parallel", "h100-sxm"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "inferlab: error: ep=3 does not divide the 128 routed experts of qwen3-30b-a3b; expert-parallel sizes "
+        "that split them: 1, 2, 4, 8, 16, 32, 64")

@@ -159,9 +159,11 @@ class Parallelism:
                                      + ([option_name("attention_dp")] if self.attention_dp else []))
                 raise CombinationError(f"{model.id or model.name} has no experts: {given} "
                                       f"need{'s' if ' and ' not in given else ''} a mixture-of-experts model")
-            if model.moe.num_experts % self.ep:
-                raise InfeasibleError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "
-                                      f"{model.id or model.name}")
+            if model.moe.num_experts % self.ep:  # as a tp that cannot split the heads: bad input for this model
+                fits = [d for d in range(1, 65) if model.moe.num_experts % d == 0]
+                raise CombinationError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "
+                                       f"{model.id or model.name}; expert-parallel sizes that split them: "
+                                       f"{', '.join(map(str, fits))}")
 
     def __str__(self) -> str:
         parts = [f"tp{self.tp}"] + [f"{k}{v}" for k, v in (("pp", self.pp), ("ep", self.ep), ("dp", self.dp)) if v > 1]

@@ -22,7 +22,7 @@ import numpy as np
 from ..core.interconnect import scale_up_bandwidth
 from ..core.memory import kv_share
 from ..core.parallelism import state_share
-from ..errors import InfeasibleError
+from ..errors import CombinationError, InfeasibleError
 from ..specs.hardware import HardwareSpec
 from .disaggregation import NETWORK_LATENCY_S, Disaggregation
 from .step import ResolvedDeployment
@@ -73,7 +73,9 @@ def _nic(hw: HardwareSpec, override: Any) -> float:
         return hw.scale_out.bandwidth.si
     if override is not None:
         return float(override)
-    raise InfeasibleError(f"{hw.id} has no scale-out NIC in its spec; pass link_bandwidth (bw=400Gb/s)")
+    # a missing input, not a deployment that cannot run: bad input (exit 2), a grid's row still says why
+    raise CombinationError(f"{hw.id} has no scale-out NIC in its spec to send the KV cache over: give the link's "
+                           "bandwidth (--disagg ...,bw=400Gb/s; link_bandwidth= in Python)")
 
 
 def exposed_transfer_s(transfer_s: Any, prefill_s: Any, num_layers: int, *, overlap: bool = True,
