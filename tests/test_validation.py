@@ -258,7 +258,11 @@ def test_sliding_window_caps_the_keys_read(tmp_path):
     ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,0", "measured_ms must be > 0"),
     # sizes an op cannot have, and a latency that is no measurement, had been timed as given
     # (an all-reduce over one GPU predicted 0 s, whose log made `calibrate` a scipy traceback)
-    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,inf", "measured_ms must be > 0 and finite, got inf"),
+    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,inf", "measured_ms must be > 0 and at most 1e\\+06 .*, got inf"),
+    # 1e300 ms had pinned every fitted term of `calibrate --ops` at its bound, with exit 0
+    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,1e300", "a quarter of an hour for one op: a unit slip\\), got 1e\\+300"),
+    # a cell that reads 'nan' is not a missing one: it had been named as missing
+    ("gemm,h100-sxm,trtllm,bf16,1,1,1,,,,,,,,,,,nan", "column measured_ms must be a number, got 'nan'"),
     ("gemm,h100-sxm,trtllm,bf16,0,1,1,,,,,,,,,,,1.0", "line 2: m must be a whole number >= 1, got 0"),
     ("gemm,h100-sxm,trtllm,bf16,16.5,1,1,,,,,,,,,,,1.0", "m must be a whole number >= 1, got 16.5"),
     ("attention_decode,h100-sxm,trtllm,bf16,,,,bf16,8,,inf,32,8,128,,,,1.0", "kv_len must be a whole number"),

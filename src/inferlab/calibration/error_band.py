@@ -119,9 +119,11 @@ def level_probabilities(level: float) -> tuple[int, int]:
     if numeric and any(math.isclose(float(level), v, abs_tol=1e-9) for v in LEVELS):
         low = min(range(len(PROBABILITIES)), key=lambda i: abs(PROBABILITIES[i] - (1.0 - float(level)) / 2.0))
         return low, len(PROBABILITIES) - 1 - low
+    share = numeric and any(math.isclose(float(level) / 100.0, v, abs_tol=1e-9) for v in LEVELS)
     raise InferlabError(f"interval level {level!r:.40} is not in the error band table; allowed: "
                         f"{', '.join(f'{v:g}' for v in LEVELS)} (the table stores the quantiles "
-                        f"{', '.join(f'{p:g}' for p in PROBABILITIES)})")
+                        f"{', '.join(f'{p:g}' for p in PROBABILITIES)})"
+                        + (f"; a level is a share: {float(level) / 100.0:g}, not {level:g}" if share else ""))
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ name the command's flags (``--waves``), not the Python keywords (``waves=True``)
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -82,6 +83,10 @@ class _Parser(argparse.ArgumentParser):
         return group
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        # a catalog command given a name where its action goes (inferlab hardware h100): show it
+        name = re.fullmatch(r"argument action: invalid choice: '(.*)' \(choose from .*\)", message)
+        if name and self.prog.split()[-1] in ("hardware", "models"):
+            raise UsageError(f"{message}; to show one: {self.prog} show {name.group(1)}")
         raise UsageError(f"{message} (see {self.prog} --help)")
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]

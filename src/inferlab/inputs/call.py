@@ -38,12 +38,14 @@ def typed_call(fn: Callable[..., Any], target: Literal["estimate", "serve"], arg
             raise SpecError(f"{target}(deployment, workload): the first argument must be a Deployment when the second "
                             f"is a Workload, got {type(deployment).__name__}")
         return None
-    if not isinstance(workload, Workload):
-        raise SpecError(f"{target}(deployment, workload): give the Workload as the second argument, got "
-                        f"{type(workload).__name__} {workload!r:.60}")
     params = inspect.signature(fn).parameters
     given = sorted(name for name, p in params.items() if name not in ("model", "hardware", *EXTRAS[target])
                    and not checks.is_default(args[name], p.default))
+    if not isinstance(workload, Workload):
+        beside = (f"; {', '.join(given)} given beside the Deployment: keywords do not combine with one, set them "
+                  "in the Deployment or the Workload") if given else ""
+        raise SpecError(f"{target}(deployment, workload): give the Workload as the second argument, got "
+                        f"{type(workload).__name__} {workload!r:.60}{beside}")
     if given:
         raise SpecError(f"{target}(deployment, workload): {', '.join(given)} given beside them; set them in the "
                         "Deployment or the Workload instead")

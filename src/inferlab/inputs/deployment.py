@@ -118,6 +118,10 @@ class Deployment(BaseModel):
         """A Deployment from :meth:`to_dict`'s form (or any mapping of its fields)."""
         if not isinstance(data, dict):
             raise SpecError(f"deployment: expected a mapping of fields, got {type(data).__name__}")
+        if "engine_args" in data:  # a deployment file's key, not a field: say where it is read
+            raise SpecError("deployment: engine_args is a deployment file's key (inferlab estimate --file, "
+                            "inferlab.inputs.convert.from_deployment_file), not a Deployment field; read a launch "
+                            "command with inferlab.engines.parse_engine_args")
         return cls(**data)
 
     @classmethod

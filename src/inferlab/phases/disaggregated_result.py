@@ -84,8 +84,10 @@ class DisaggEstimate:
 
     @property
     def tpot(self):
-        """Time per output token after the first, on the decode pool (pint, ms)."""
-        return Q(_scalar(self.tpot_s), "s").to("ms")
+        """Time per output token after the first, on the decode pool (pint, ms); NaN where one
+        output token leaves no decode step."""
+        t = np.asarray(self.tpot_s, float)
+        return Q(_scalar(np.where(t > 0, t, np.nan)), "s").to("ms")
 
     @property
     def _per_user(self) -> np.ndarray:

@@ -123,8 +123,9 @@ class Estimate:
 
     @property
     def tpot(self) -> pint.Quantity:
-        """Mean time per output token after the first."""
-        return Q(_scalar(self.tpot_s), "s").to("ms")
+        """Mean time per output token after the first; NaN where one output token leaves no decode
+        step (``tpot_s`` holds 0 there, for the sums), as the table's '-' and the JSON's null."""
+        return Q(_scalar(self._tpot_shown), "s").to("ms")
 
     @property
     def output_tokens_per_s(self) -> np.ndarray:

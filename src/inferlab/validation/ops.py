@@ -79,6 +79,11 @@ class OpTable:
         return {tuple(str(x) for x in u): np.flatnonzero(inverse == g) for g, u in enumerate(uniq)}
 
 
+#: Longest one op's measurement may be [ms]: a quarter of an hour, beyond any kernel or collective
+#: a step runs (a 1e300 ms row had pinned a fitted profile at its bounds).
+MAX_MEASURED_MS = 1e6
+
+
 def _parse(reader: csv.DictReader, label: str) -> OpTable:
     missing = [c for c in TEXT_COLUMNS + NUMBER_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
@@ -97,13 +102,15 @@ def _parse(reader: csv.DictReader, label: str) -> OpTable:
                 numbers[c].append(float(cell) if cell else np.nan)
             except ValueError:
                 raise SpecError(f"op file {label}, line {line}: column {c} must be a number, got {cell!r}") from None
+            if cell and np.isnan(numbers[c][-1]):  # written 'nan': not a missing cell
+                raise SpecError(f"op file {label}, line {line}: column {c} must be a number, got {cell!r}")
         empty = [c for c in REQUIRED[op] + ("hardware", "engine", "measured_ms")
                  if (text[c][-1] == "" if c in text else np.isnan(numbers[c][-1]))]
         if empty:
             raise SpecError(f"op file {label}, line {line}: {op} needs {', '.join(empty)}")
-        if not 0 < numbers["measured_ms"][-1] < np.inf:
-            raise SpecError(f"op file {label}, line {line}: measured_ms must be > 0 and finite, got "
-                            f"{numbers['measured_ms'][-1]:g}")
+        if not 0 < numbers["measured_ms"][-1] <= MAX_MEASURED_MS:
+            raise SpecError(f"op file {label}, line {line}: measured_ms must be > 0 and at most {MAX_MEASURED_MS:g} "
+                            f"(a quarter of an hour for one op: a unit slip), got {numbers['measured_ms'][-1]:g}")
         for c in REQUIRED[op]:  # sizes the op is built from: 0, a fraction or inf had been timed as given
             v = numbers[c][-1] if c in numbers else None
             if v is not None and not (np.isfinite(v) and v >= 1 and (c == "message_bytes" or v == round(v))):
