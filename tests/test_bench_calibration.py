@@ -209,3 +209,15 @@ def test_the_per_kernel_term_a_bench_fit_keeps_is_reported(tmp_path):
     report = fit_bench([c.model_copy(update={"engine": "sglang"}) for c in cases], holdout=0.0, max_evaluations=8)
     assert report.kept == {"serving_kernel_overhead_s": shipped} and report.to_dict()["kept"] == report.kept
     assert fit_bench(cases, holdout=0.0, max_evaluations=8).kept == {}
+
+
+def test_a_term_fitted_on_its_bound_is_said(tmp_path, capsys):
+    # H100 runs of the README's sweep calibrated as an A100's: the A100's slower attention cannot
+    # be slowed further by a factor in [0.25, 2], and the fit stops at 2; it had written the profile
+    # with exit 0 and no word; now the table and a warning say so (the profile is still written)
+    sweep = sorted(str(p) for p in (DATA / "sweep").glob("*.json"))
+    code, out, err = run(capsys, "calibrate", "--bench", *sweep, "--gpu", "a100-sxm-80gb", "--engine-args",
+                         "vllm serve meta-llama/Llama-3.1-8B-Instruct", "--out", tmp_path / "c.yaml")
+    assert code == 0 and (tmp_path / "c.yaml").exists()
+    assert "attention_scale fitted at its upper bound (2.000)" in err and "at its upper bound" in out
+    assert BOUNDS["attention_scale"][1] == 2.0

@@ -101,7 +101,13 @@ def calibrate_bench(args: argparse.Namespace) -> None:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, default=float))
         return
+    pinned = report.pinned
+    for t, side in pinned.items():
+        print(f"inferlab: warning: {t} fitted at its {side} bound ({_ms_or_factor(t, report.fitted[t])}): the runs "
+              "ask for more than it can mean; are they of this GPU, engine and model (--gpu, --engine-args)?",
+              file=sys.stderr)
     rows = [[t, _ms_or_factor(t, report.start[t]), _ms_or_factor(t, report.fitted[t]),
+             f"at its {pinned[t]} bound" if t in pinned else
              "" if t in report.identified else "not identified by these runs: kept"] for t in TERMS]
     rows += [[t, f"{v * 1e6:.2f} us", f"{v * 1e6:.2f} us", "kept: per kernel of the forward pass, beside the "
               "per-iteration term"] for t, v in report.kept.items()]

@@ -211,10 +211,25 @@ class BenchCalibration:
     errors: dict[str, float]
     kept: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def pinned(self) -> dict[str, str]:
+        """Identified terms the fit left on a bound (``"lower"`` or ``"upper"``): the runs ask for
+        more than the term's physical range, which a fit of runs of another GPU, engine or model
+        than the profile's does. An overhead at 0 is a legitimate answer (hidden work), not listed."""
+        out = {}
+        for t in self.identified:
+            lo, hi = BOUNDS[t]
+            if np.isclose(self.fitted[t], hi, rtol=1e-3, atol=0.0):
+                out[t] = "upper"
+            elif lo > 0 and np.isclose(self.fitted[t], lo, rtol=1e-3, atol=0.0):
+                out[t] = "lower"
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the profile itself is the written file); an error with no runs
         on its side is None."""
         return {"start": self.start, "fitted": self.fitted, "identified": list(self.identified), "kept": self.kept,
+                "pinned": self.pinned,
                 "fit_runs": self.fit_runs, "held_out_runs": self.held_out_runs,
                 "median_abs_error_pct": {k: v if np.isfinite(v) else None for k, v in self.errors.items()}}
 
