@@ -209,7 +209,10 @@ def _schedule_policy(f, notes: list[str]) -> None:
     if policy == "fcfs" or policy in ("lpm", "dfs-weight") and f.get("prefix_caching") is False:
         f.no_effect.append(f"--schedule-policy {policy}")
         return
-    how = SCHEDULE_POLICIES.get(policy, "in its own order")
+    if policy not in SCHEDULE_POLICIES:  # SGLang's parser takes these choices only
+        raise SpecError(f"sglang: --schedule-policy {policy!r:.40} is not one of SGLang's: fcfs, "
+                        f"{', '.join(SCHEDULE_POLICIES)}")
+    how = SCHEDULE_POLICIES[policy]
     f.unknown.append(f"--schedule-policy {policy}")
     same = " (the same order where no prompts share a prefix)" if policy == "lpm" else ""
     notes.append(f"--schedule-policy {policy}: SGLang orders the waiting requests {how}; inferlab admits them first "
