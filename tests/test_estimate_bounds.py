@@ -240,6 +240,8 @@ def test_best_is_the_extreme_of_the_feasible_rows(batches, metric):
     (["estimate", "llama-3.1-8b", "h100-sxm", "--tp", "x"], 2, "argument --tp: invalid int value"),
     (["estimate", "llama-3.1-8b", "h100-sxm", "--plot", "/nonexistent-folder/x.png"], 2,
      "the folder /nonexistent-folder does not exist"),
+    (["estimate", "llama-3.1-8b", "h100-sxm", "--plot", ""], 2, "no file named (an empty path)"),
+    (["estimate", "llama-3.1-8b", "h100-sxm", "--plot", f"{__file__}/x.png"], 2, "test_estimate_bounds.py is a file, not a folder"),
     (["validate", "--profile", "nope"], 2, "unknown profile 'nope'"),
     (["serve", "llama-2-7b", "h100-sxm", "--rate", "1", "--isl", "8000", "--num-requests", "4"], 2,
      "4,096 positions"),

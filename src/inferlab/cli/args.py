@@ -38,9 +38,13 @@ def output_path(text: str) -> str:
     Checked before the command runs, so a long computation does not end in a failed write;
     the folder is not created, since a typo in it would silently scatter files.
     """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("no file named (an empty path); name the file to write")
     folder = Path(text).expanduser().parent
     if not folder.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: the folder {folder} does not exist (create it first)")
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {folder} is a file, not a folder" if folder.exists()
+                                         else f"cannot write {text}: the folder {folder} does not exist (create it "
+                                         "first)")
     if Path(text).expanduser().is_dir():
         raise argparse.ArgumentTypeError(f"cannot write {text}: it is a folder; name a file in it")
     return text
