@@ -744,6 +744,8 @@ trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 4 --extra_llm_api_optio
     ({"total_output_tokens": 100}, "'total_output_tokens' 100 over 160 completed requests is 0.625 tokens a request"),
     ({"completed": 10**12}, "field 'completed' 1,000,000,000,000 is past 1,000,000 requests"),
     ({"completed": True}, "field 'completed' is not a number (True)"),
+    ({"duration": -5}, "field 'duration' must be >= 0, got -5"),
+    ({"failed": -1}, "field 'failed' must be >= 0, got -1"),
 ])
 def test_totals_that_leave_a_request_no_token_are_refused(tmp_path, changes, message):
     """A mean below one token a request had been predicted as a 0.01-token prompt; a count past a

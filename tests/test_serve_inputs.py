@@ -132,6 +132,13 @@ def test_a_lognormal_names_each_field_once_and_its_spread(given, message):
     assert Lengths.parse("lognormal:mean=1024,sigma=0").sigma == 0.0  # a fixed length, said
 
 
+def test_an_empty_prefix_is_refused_not_read_as_none(capsys):
+    from inferlab.cli.main import main
+
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "4", "--prefix", ""]) == 2
+    assert "prefix '': start with shared: or sessions:" in capsys.readouterr().err
+
+
 def test_a_prefix_field_given_twice_is_refused():
     from inferlab.inputs.prefixes import Prefixes
 

@@ -193,7 +193,7 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["disaggregation"] = args.disagg
     if args.spec:
         kw["speculative"] = args.spec
-    if args.prefix:
+    if args.prefix is not None:  # '' is refused as a prefix, not read as none
         kw["prefix"] = args.prefix
     if args.max_concurrency is not None:
         kw["max_concurrency"] = args.max_concurrency

@@ -141,6 +141,8 @@ def completed_and_lengths(data: Any, tool: str, label: str) -> tuple[float, floa
     [token]: the totals over the completed count, each at least one token (a total of 1.5 over
     160 requests had been read as a 0.01-token prompt)."""
     completed = number(data["completed"], tool, label, "completed", whole=True)
+    for key in ("duration", "failed"):  # not used, but a negative one is a file no run wrote
+        optional_number(data, tool, label, key)
     if completed > MAX_COMPLETED:
         raise BenchFormatError(f"{tool}: {label}: field 'completed' {completed:,.0f} is past {MAX_COMPLETED:,} "
                                "requests, more than one benchmark run completes")
