@@ -131,11 +131,16 @@ M = "meta-llama/Llama-3.1-8B-Instruct"
     (f"vllm serve {M} --tp-size 2", "--tp-size is sglang.launch_server's flag; vllm serve spells it --tensor-parallel-size"),
     (f"{SGLANG} --max-num-seqs 4", "--max-num-seqs is vllm serve's flag; sglang.launch_server spells it --max-running-requests"),
     (f"vllm serve {M} --mem-fraction-static 0.8", "vllm serve spells it --gpu-memory-utilization"),
+    # a switch is matched to the one doing the same, not the first of its setting
+    (f"vllm serve {M} --disable-radix-cache", "vllm serve spells it --no-enable-prefix-caching"),
+    (f"vllm serve {M} --disable-overlap-schedule", "vllm serve spells it --no-async-scheduling"),
+    (f"{SGLANG} --enable-prefix-caching", "sglang.launch_server does that by default (it has a flag for the other "
+                                          "way only): drop it"),
     # two models: the engine serves one and refuses or ignores the other; inferlab picks neither
     (f"vllm serve {M} --model Qwen/Qwen3-8B", f"names two models, {M} and Qwen/Qwen3-8B (--model); give one"),
     (f"{SGLANG} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M} (--model-path); give one"),
-    (f"vllm serve {M} Qwen/Qwen3-8B", "'Qwen/Qwen3-8B' after the model"),
-    (f"trtllm-serve {M} Qwen/Qwen3-8B", "the command takes one model"),
+    (f"vllm serve {M} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M}; give one"),
+    (f"trtllm-serve {M} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M}; give one"),
     # a policy SGLang's parser does not offer (it had been listed as unknown, and run)
     (f"{SGLANG} --schedule-policy bogus", "--schedule-policy 'bogus' is not one of SGLang's: fcfs, lpm"),
 ])
@@ -145,9 +150,19 @@ def test_another_engines_flag_or_a_second_model_is_refused(command, message):
     assert message in str(info.value)
 
 
-def test_one_model_written_both_ways_and_engine_only_flags_read():
-    assert parse_engine_args(f"vllm serve {M} --model {M}").model == "llama-3.1-8b"
-    # a flag no engine knows stays unknown, a note, as before
+@pytest.mark.parametrize("command", [
+    f"vllm serve {M} --model {M}",  # one model written both ways
+    # flags of several values inferlab does not know: their first value stays with the flag, the
+    # others are listed as unknown too, as before; none names a model, so none is a second one
+    f"{VLLM} --cuda-graph-sizes 1 2 4 8",
+    f"{VLLM} --served-model-name llama llama8b",
+    f"{VLLM} --enable-lora --lora-modules a=/x b=/y",
+    f"{SGLANG} --cuda-graph-bs 1 2 4 8",
+    f"python -m sglang_router.launch_server --model-path {M} --dp-size 2 --router-worker-urls http://a http://b",
+])
+def test_one_model_and_flags_of_several_values_read(command):
+    launch = parse_engine_args(command)
+    assert launch.model == "llama-3.1-8b"
     assert "--no-such-flag 3" in parse_engine_args(f"{VLLM} --no-such-flag 3").unknown
 
 

@@ -182,14 +182,22 @@ def test_a_round_trip_given_either_way_round_replaces_the_built_in_one():
     assert r.rtt("us-east-1", "eu-west-1") == 0.070  # the others as built in
 
 
-def test_a_cascade_to_the_fleets_own_model_is_refused(tmp_path):
-    # escalating an answer to the model that gave it changes nothing a cascade is for; an alias of
-    # the same model is the same model, and it is refused before either fleet runs
-    from inferlab.fleet.cascade import run_scenario
+def test_a_cascade_to_the_fleets_own_model_is_refused(monkeypatch):
+    # escalating an answer to the model that gave it, in its own format, changes nothing a cascade
+    # is for; the model's repository name is the same model; refused before either fleet runs
+    from inferlab.fleet import cascade
+
     base = {"model": M, "hardware": G, "horizon_s": 60.0, "traffic": T}
-    for name in (M, M.upper()):
+    ran = []
+    monkeypatch.setattr(cascade, "fleet", lambda **kw: ran.append(kw))
+    for name in (M, "meta-llama/Llama-3.1-8B-Instruct"):
         with pytest.raises(SpecError, match=f"fleet.cascade: model '{name}' is the fleet's own model \\({M}\\)"):
-            run_scenario({**base, "cascade": {"model": name, "share": 0.2}})
+            cascade.run_scenario({**base, "cascade": {"model": name, "share": 0.2}})
+    assert ran == []
+    monkeypatch.undo()
+    # the same model in another format answers otherwise: escalated to
+    r = cascade.run_scenario({**base, "precision": "fp8", "cascade": {"model": M, "precision": "bf16", "share": 0.2}})
+    assert len(r.large.arrival) > 0
 
 
 def test_a_reclaimed_spot_replica_without_an_autoscaler_is_replaced():

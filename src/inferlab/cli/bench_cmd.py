@@ -104,8 +104,8 @@ def calibrate_bench(args: argparse.Namespace) -> None:
     pinned = report.pinned
     for t, side in pinned.items():
         print(f"inferlab: warning: {t} fitted at its {side} bound ({_ms_or_factor(t, report.fitted[t])}): the runs "
-              "ask for more than it can mean; are they of this GPU, engine and model (--gpu, --engine-args)?",
-              file=sys.stderr)
+              f"ask for {'more' if side == 'upper' else 'less'} than its physical range; are they of this GPU, engine "
+              "and model (--gpu, --engine-args)?", file=sys.stderr)
     rows = [[t, _ms_or_factor(t, report.start[t]), _ms_or_factor(t, report.fitted[t]),
              f"at its {pinned[t]} bound" if t in pinned else
              "" if t in report.identified else "not identified by these runs: kept"] for t in TERMS]

@@ -24,25 +24,40 @@ def launched_model(engine: str, positionals: list[str], named: str | None,
                    flag: str = "--model") -> tuple[str, str, list[str], str | None]:
     """(catalog id, name as written, leftover positionals, note) of the model a command launches.
 
+    Leftover words are the values of flags inferlab does not know (``--cuda-graph-bs 1 2 4``
+    gives an unknown flag its first value only): listed as unknown, as before, unless one names
+    a catalog model, which is a second model.
+
     Raises
     ------
     SpecError
-        No model, or two (a positional beside ``--model``, or two positionals): the engine
-        serves one and refuses or ignores the other, so inferlab does not pick one.
+        No model, or two (a positional beside ``--model`` naming another, or a second
+        positional model): the engine serves one and refuses or ignores the other, so inferlab
+        does not pick one.
     """
     words = list(positionals)
-    if named is not None and words and words[0] != named:
-        raise SpecError(f"{engine}: the command names two models, {words[0]} and {named} ({flag}); give one")
     name = named if named is not None else (words.pop(0) if words else None)
     if name is None:
         raise SpecError(f"{engine}: the command names no model; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
-    if named is not None and words:
-        words.pop(0)  # the same model written both ways
-    if words:
-        raise SpecError(f"{engine}: {' '.join(words)!r:.80} after the model {name} is no flag's value (a second model? "
-                        "a flag's dashes missing?); the command takes one model")
     model, note = catalog_model(name)
+    for word in list(words):
+        other = _catalog_id(word)
+        if other is not None and other == model and named is not None and word == words[0]:
+            words.remove(word)  # the same model written both ways
+        elif other is not None:
+            where = f" ({flag})" if named is not None else ""
+            raise SpecError(f"{engine}: the command names two models, {word} and {name}{where}; give one")
     return model, name, words, note
+
+
+def _catalog_id(word: str) -> str | None:
+    """The catalog model a word names (an id, an alias, a repository a card names), else None."""
+    if "=" in word or "://" in word or word.startswith((".", "/", "~")):
+        return None
+    try:
+        return catalog_model(word)[0]
+    except InferlabError:
+        return None
 
 
 def is_moe(model: str) -> bool:

@@ -70,16 +70,29 @@ def _own_flags(launch: EngineLaunch, engine: str) -> EngineLaunch:
         Naming the other engine and this engine's own spelling.
     """
     own, program = _FLAGS[engine]
-    spelled: dict[str, str] = {}
-    for flag, spec in own.items():
-        spelled.setdefault(spec.key, flag)
+    keys = {spec.key for spec in own.values()}
     for entry in launch.unknown:
         name = entry.split()[0].split("=")[0]
         for other, (flags, other_program) in _FLAGS.items():
-            if other != engine and name in flags and flags[name].key in spelled:
-                raise SpecError(f"{engine}: {name} is {other_program}'s flag; {program} spells it "
-                                f"{spelled[flags[name].key]}")
+            if other != engine and name in flags and flags[name].key in keys:
+                raise SpecError(f"{engine}: {name} is {other_program}'s flag; {_spelling(own, flags[name], program)}")
     return launch
+
+
+def _effect(kind: str) -> str:
+    """What a flag of ``kind`` does to its setting: turns it ``on`` (a switch or a true/false
+    flag given alone), ``off``, or sets a ``value``."""
+    return {"on": "on", "bool": "on", "off": "off"}.get(kind, "value")
+
+
+def _spelling(own: dict, spec: Any, program: str) -> str:
+    """``program``'s own flag doing what ``spec`` does; a switch to a setting it has no flag
+    that way for is its default (SGLang keeps the prefix cache and the overlap scheduler on
+    unless told)."""
+    same = next((f for f, s in own.items() if s.key == spec.key and _effect(s.kind) == _effect(spec.kind)), None)
+    if same is not None:
+        return f"{program} spells it {same}"
+    return f"{program} does that by default (it has a flag for the other way only): drop it"
 
 
 def _router_flags(words: list[str]) -> tuple[list[str], tuple[str, ...]]:

@@ -91,23 +91,13 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
         return fleet_of(progress=progress, **kwargs)
     spec = kwargs.pop("cascade", None)
     notes = tuple(kwargs.pop("notes", ()))  # how the scenario was read (a planning one's plan)
+    small_dep = kwargs.get("model")
+    share = None if spec is None else _checked(spec, small_dep)  # before either fleet runs
     small = fleet(progress=progress, **kwargs)
     if notes:
         small = replace(small, notes=(*notes, *small.notes))
     if spec is None:
         return small
-    if not isinstance(spec, dict) or "model" not in spec or "share" not in spec:
-        raise SpecError("fleet.cascade: give a mapping with model and share (e.g. {model: llama-3.1-70b, tp: 4, "
-                        "share: 0.2})")
-    unknown = sorted(set(spec) - set(_CASCADE_KEYS))
-    if unknown:
-        raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
-    share = real("fleet.cascade.share (the share of answers escalated)", spec["share"], minimum=0.0, maximum=1.0)
-    small_dep = kwargs.get("model")
-    small_id = _model_id(small_dep.model if isinstance(small_dep, Deployment) else small_dep)
-    if small_id is not None and small_id == _model_id(spec["model"]):
-        raise SpecError(f"fleet.cascade: model {spec['model']!r} is the fleet's own model ({small_id}); a cascade "
-                        "escalates to a larger model, whose answers differ: name another model, or drop cascade")
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
     # the large fleet shares the clock and the operations policies, not the small one's size or prices
     large_kwargs = {k: v for k, v in kwargs.items()
@@ -120,6 +110,24 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     large = fleet(requests=requests, **large_kwargs)
     ok = large.status == OK
     return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
+
+
+def _checked(spec: Any, small_dep: Any) -> float:
+    """The cascade mapping's share, the mapping checked: its keys, and a large model other than
+    the fleet's own (the same model in another format may be escalated to: its answers differ)."""
+    if not isinstance(spec, dict) or "model" not in spec or "share" not in spec:
+        raise SpecError("fleet.cascade: give a mapping with model and share (e.g. {model: llama-3.1-70b, tp: 4, "
+                        "share: 0.2})")
+    unknown = sorted(set(spec) - set(_CASCADE_KEYS))
+    if unknown:
+        raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
+    share = real("fleet.cascade.share (the share of answers escalated)", spec["share"], minimum=0.0, maximum=1.0)
+    small_id = _model_id(small_dep.model if isinstance(small_dep, Deployment) else small_dep)
+    if small_id is not None and small_id == _model_id(spec["model"]) and "precision" not in spec:
+        raise SpecError(f"fleet.cascade: model {spec['model']!r} is the fleet's own model ({small_id}) in its own "
+                        "format; a cascade escalates to a model whose answers differ: name another model (or "
+                        "another precision), or drop cascade")
+    return share
 
 
 def _model_id(name: Any) -> str | None:
