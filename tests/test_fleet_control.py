@@ -244,3 +244,14 @@ def test_the_start_orders_its_replicas_in_time_linear_in_their_number(monkeypatc
     r = inferlab.fleet(M, G, replicas=n, horizon_s=1.0, traffic=T)
     assert r.availability == 1.0 and len(_orders(r, after=-1.0)) == n
     assert len(reads) < 10 * n
+
+
+def test_a_spot_price_without_a_spot_share_is_said():
+    # a spot price beside spot_share 0 puts no replica on spot: said in the notes, not dropped
+    pricing = {"on_demand_usd_per_hour": 3.0, "spot_usd_per_hour": 1.0}
+    r = inferlab.fleet(M, G, horizon_s=60.0, traffic=T, pricing=pricing)
+    assert any("a spot price (1 USD/h) with spot_share 0: no replica runs on spot" in n for n in r.notes)
+    pools = fleet_of([{**P, "pricing": pricing}, {**P, "pricing": pricing}], traffic=T, horizon_s=60.0)
+    assert sum("with spot_share 0" in n for n in pools.notes) == 1  # once for two pools priced alike
+    plain = inferlab.fleet(M, G, horizon_s=60.0, traffic=T, pricing={"on_demand_usd_per_hour": 3.0})
+    assert not any("spot" in n for n in plain.notes)

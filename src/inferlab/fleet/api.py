@@ -138,7 +138,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                       drain_s=drain_s)
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
-    notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",)
+    notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",
+             *([price.unused_spot_note] if price.unused_spot_note else []))
     late = np.asarray(requests.arrival)[np.asarray(requests.arrival) >= horizon_s]
     if trace is not None and late.size:  # a trace longer than the horizon: its tail is not sent
         notes = (*notes, f"{late.size:,} of the trace's requests arrive after the {horizon_s / 3600.0:.3g} h horizon "
@@ -245,6 +246,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if idle:  # a pool's replicas are paid whether or not a request asks for its model
         notes = (*notes, f"no traffic class names {', '.join(idle)}: {'its pools' if len(idle) == 1 else 'their pools'}"
                          " serve nothing and are paid while idle")
+    notes = (*notes, *dict.fromkeys(p.pricing.unused_spot_note for p in built if p.pricing.unused_spot_note))
     refused = sum(1 for e in record.events if e[1] == "quota")
     if refused:  # a pool whose region or provider quota has no room runs fewer replicas than asked
         notes = (*notes, f"{refused} replica order(s) refused by a GPU quota (fleet.regions quota_gpus or "

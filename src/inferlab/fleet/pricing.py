@@ -87,6 +87,14 @@ class Pricing:
         if self.spot_share > 0 and math.isnan(self.spot_usd_per_hour):
             raise SpecError("pricing: a spot_share needs spot_usd_per_hour")
 
+    @property
+    def unused_spot_note(self) -> str | None:
+        """What a spot price beside a ``spot_share`` of 0 does: nothing (said, not dropped)."""
+        if self.spot_share == 0 and not math.isnan(self.spot_usd_per_hour):
+            return (f"pricing: a spot price ({self.spot_usd_per_hour:g} USD/h) with spot_share 0: no replica runs on "
+                    "spot; give spot_share (the chance a replica beyond the reserved ones does)")
+        return None
+
     def usd_per_hour(self, replicas: np.ndarray, spot: np.ndarray | float = 0.0) -> np.ndarray:
         """Spend rate with ``replicas`` running (ordered or serving), ``spot`` of them on spot
         capacity [USD/hour]; the reserved ones are paid whether they run or not."""
