@@ -790,3 +790,17 @@ def test_files_saved_with_a_byte_order_mark_read(tmp_path):
     ops = tmp_path / "ops.csv"
     ops.write_bytes(b"\xef\xbb\xbf" + (DATA / "ops-sample.csv").read_bytes())
     assert len(read_ops(ops).measured_s) == len(read_ops(DATA / "ops-sample.csv").measured_s) > 0
+
+
+def test_sglang_server_info_reads_its_quantization_against_the_runs_own_model(tmp_path):
+    # server_info of a DeepSeek-V3 run records quantization fp8, its checkpoint's own method: read
+    # as the checkpoint's block-scaled FP8 (the flags had been read beside a placeholder Llama,
+    # as per-tensor FP8); a model the catalog does not name still reads with the placeholder
+    line = json.loads((BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()[0])
+    for model, weights in (("deepseek-ai/DeepSeek-V3", None), ("someone/unknown-model", "fp8")):
+        info = {"model_path": model, "tp_size": 8, "quantization": "fp8"}
+        path = tmp_path / "run.jsonl"
+        path.write_text(json.dumps({**line, "server_info": info}) + "\n")
+        (run,) = read_bench(path)
+        assert dict(run.precision).get("weights") == weights
+        assert not any("placeholder" in n or "Llama" in n for n in run.notes)

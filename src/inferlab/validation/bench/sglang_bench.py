@@ -53,8 +53,10 @@ SERVER_FLAGS = {"tp_size": "--tp-size", "dp_size": "--dp-size", "ep_size": "--ep
 SERVER_SWITCHES = {"enable_dp_attention": "--enable-dp-attention", "enable_mixed_chunk": "--enable-mixed-chunk",
                    "disable_cuda_graph": "--disable-cuda-graph",
                    "disable_overlap_schedule": "--disable-overlap-schedule"}
-#: A catalog model the flags are read with: the line's own ``model_path`` is kept as written
-#: (a local path or a name the catalog does not hold is resolved later, or by ``--model``).
+#: A catalog model the flags are read with where the line's own ``model_path`` is not one the
+#: catalog names (a local path, another name: resolved later, or by ``--model``); a catalog
+#: model's own path reads them against its checkpoint (a ``quantization`` that is its own method
+#: reads its formats).
 _FLAGS_ONLY_MODEL = "llama-3.1-8b"
 
 
@@ -71,7 +73,7 @@ def _server(info: Any, where: str) -> dict[str, Any]:
 
     from ...engines import parse_engine_args
     from ...engines.scheduler import USER_LIMITS
-    from ...errors import SpecError
+    from ...errors import InferlabError, SpecError
 
     if not isinstance(info, dict):
         return {"notes": ()}
@@ -80,9 +82,17 @@ def _server(info: Any, where: str) -> dict[str, Any]:
         value = info.get(key)
         if value is not None and not isinstance(value, bool) and str(value).strip() not in ("", "none", "None"):
             words += [flag, str(value)]
+    recorded = info.get("model_path")
+    try:  # the flags read with the run's own model where the catalog knows it (its checkpoint's formats)
+        from ...specs.catalog import catalog_model
+
+        catalog_model(recorded) if isinstance(recorded, str) else None
+        flags_model = recorded if isinstance(recorded, str) else _FLAGS_ONLY_MODEL
+    except InferlabError:
+        flags_model = _FLAGS_ONLY_MODEL
     try:
         launch = parse_engine_args(shlex.join(["python", "-m", "sglang.launch_server", "--model-path",
-                                               _FLAGS_ONLY_MODEL, *words]))
+                                               flags_model, *words]))
     except SpecError as exc:
         raise BenchFormatError(f"{TOOL}: {where}: server_info: {str(exc).removeprefix('sglang: ')}") from None
     layout: dict[str, Any] = {}
