@@ -20,9 +20,10 @@ DTYPES = {"auto": None, "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "
 DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-def launched_model(engine: str, positionals: list[str], named: str | None,
-                   flag: str = "--model") -> tuple[str, str, list[str], str | None]:
-    """(catalog id, name as written, leftover positionals, note) of the model a command launches.
+def launched_model(engine: str, flags: Any) -> tuple[str, str, list[str], str | None]:
+    """(catalog id, name as written, leftover positionals, note) of the model a command launches:
+    its ``--model`` (``--model-path``) flag's, else its first positional word (``flags``: the
+    command's :class:`~.command_line.Flags`).
 
     Leftover words are the values of flags inferlab does not know (``--cuda-graph-bs 1 2 4``
     gives an unknown flag its first value only): listed as unknown, as before, unless one names
@@ -35,7 +36,8 @@ def launched_model(engine: str, positionals: list[str], named: str | None,
         positional model): the engine serves one and refuses or ignores the other, so inferlab
         does not pick one.
     """
-    words = list(positionals)
+    words, named = list(flags.positionals), flags.get("model")
+    flag = flags.flag("model") if named is not None else "--model"
     name = named if named is not None else (words.pop(0) if words else None)
     if name is None:
         raise SpecError(f"{engine}: the command names no model; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
@@ -198,9 +200,9 @@ def check_quantization(engine: str, flag: str, method: str, weights: str | None,
     SpecError
         ``method`` quantizes to other weights than the checkpoint stores.
     """
-    stored = stored_format(model, written)
     if weights is None:  # compressed-tensors: the checkpoint's own
         return False
+    stored = stored_format(model, written)
     if stored is not None and _family(weights) != _family(stored):
         raise SpecError(f"{engine}: {flag} {method} asks for {weights} weights, but {written} stores {stored}: "
                         f"{engine} refuses a method other than the checkpoint's; drop {flag} (the checkpoint's is read)")

@@ -14,10 +14,9 @@ from __future__ import annotations
 from ..errors import SpecError
 from ..specs.catalog import load_model
 from .command_line import Command, Spec, choice, read_flags
-from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of, kv_spelling_note,
-                     launched_model, shell_form,
-                     source_flags, precision_words, speculation, STATE_DTYPES, state_format, state_words,
-                     unmodelled_notes)
+from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of,
+                     kv_spelling_note, launched_model, shell_form, source_flags, precision_words, speculation,
+                     STATE_DTYPES, state_format, state_words, unmodelled_notes)
 from .launch import EngineLaunch, Rendered
 from .piecewise_graphs import SGLANG_FLAGS, sglang_tokens, sglang_words
 from .scheduler import WINDOW_KINDS
@@ -104,8 +103,7 @@ SCHEDULE_POLICIES = {
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``python -m sglang.launch_server``."""
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation)
-    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"),
-                                                 f.flag("model") if f.get("model") is not None else "--model")
+    model, written, extra, note = launched_model(NAME, f)
     notes = [note] if note else []
     tp, dp, attention_dp, attention_tp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False), 1
     ep = tp if f.get("ep_moe") else f.get("ep", 1)

@@ -64,7 +64,7 @@ _SPEC_NO_EFFECT = {"max_matching_ngram_size", "is_keep_all", "is_use_oldest", "i
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``trtllm-serve`` (and ``serve``)."""
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME)
-    model, written, extra, note = launched_model(NAME, f.positionals, None)
+    model, written, extra, note = launched_model(NAME, f)
     notes = [note] if note else []
     values = {k: v for k, (_, v) in f.values.items()}
     sources = source_flags(f, ())

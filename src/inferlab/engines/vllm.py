@@ -15,10 +15,9 @@ import json
 
 from ..errors import SpecError
 from .command_line import Command, Spec, choice, read_flags
-from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe, known_model,
-                     kv_spelling_note,
-                     launched_model, read_yaml_mapping, shell_form, source_flags, precision_words, speculation,
-                     STATE_DTYPES, state_format, state_words)
+from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES, drafter_for, eagle3_of, is_moe,
+                     known_model, kv_spelling_note, launched_model, read_yaml_mapping, shell_form, source_flags,
+                     precision_words, speculation, STATE_DTYPES, state_format, state_words)
 from .launch import EngineLaunch, Rendered
 from .scheduler import default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
@@ -97,8 +96,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     words, compilation = split_compilation(words, _normalize)
     f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
     read_compilation(compilation, f.unknown, f.no_effect, notes)
-    model, written, extra, note = launched_model(NAME, f.positionals, f.get("model"),
-                                                 f.flag("model") if f.get("model") is not None else "--model")
+    model, written, extra, note = launched_model(NAME, f)
     notes = ([note] if note else []) + notes
     tp, pp, dp, ep_on = f.get("tp", 1), f.get("pp", 1), f.get("dp", 1), f.get("expert_parallel", False)
     layout = {"tp": tp, "pp": pp, "dp": dp, "ep": 1, "attention_dp": False}

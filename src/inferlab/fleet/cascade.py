@@ -22,9 +22,9 @@ import numpy as np
 
 from ..checks import real
 from ..economics._common import fmt
-from ..errors import InferlabError, SpecError
+from ..engines.common import known_model
+from ..errors import SpecError
 from ..inputs.deployment import Deployment
-from ..specs.catalog import load_model
 from ..results.render import share_text
 from .api import fleet, fleet_of
 from .result import FleetResult
@@ -133,10 +133,8 @@ def _checked(spec: Any, small_dep: Any) -> float:
 def _model_id(name: Any) -> str | None:
     """The catalog id ``name`` reads as (an alias or a config.json path too); None where it
     names no model (the fleet itself then says why)."""
-    try:
-        return load_model(name).id
-    except InferlabError:
-        return None
+    spec = known_model(name)
+    return spec.id if spec is not None else None
 
 
 __all__ = ["CascadeResult", "escalated", "run_scenario"]

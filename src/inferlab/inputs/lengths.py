@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..checks import integer, real
+from ..checks import integer, real, repeated
 from ..errors import SpecError, did_you_mean
 from .limits import MAX_REQUESTS, MAX_TOKENS
 
@@ -122,9 +122,9 @@ class Lengths:
                 pairs = [part.split("=", 1) for part in rest.split(",")]
                 fields = dict(pairs)
                 if set(fields) <= {"mean", "sigma"}:
-                    if len(fields) < len(pairs):
-                        raise SpecError(f"{next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))}= is "
-                                        "given twice; give it once")
+                    twice = repeated([key for key, _ in pairs])
+                    if twice is not None:
+                        raise SpecError(f"{twice}= is given twice; give it once")
                     if "sigma" not in fields:  # it had been read as 0: every length the mean
                         raise SpecError("sigma= is missing (the spread of log lengths: 0.5 is wide, 0 a fixed "
                                         "length); e.g. lognormal:mean=1024,sigma=0.5")

@@ -73,13 +73,13 @@ def _price(value: float) -> float:
 Price = Annotated[float, BeforeValidator(_not_text), AfterValidator(_price)]
 
 
-
 def _distinct(value: tuple) -> tuple:
     """A list of choices to search, each once (a repeat doubled its rows)."""
     twice = repeated(value)
     if twice is not None:
         raise ValueError(f"{twice!r} is listed twice; each choice once")
     return value
+
 
 class Traffic(BaseModel):
     """The load to serve."""

@@ -82,14 +82,15 @@ def _server(info: Any, where: str) -> dict[str, Any]:
         value = info.get(key)
         if value is not None and not isinstance(value, bool) and str(value).strip() not in ("", "none", "None"):
             words += [flag, str(value)]
-    recorded = info.get("model_path")
-    try:  # the flags read with the run's own model where the catalog knows it (its checkpoint's formats)
+    recorded, flags_model = info.get("model_path"), _FLAGS_ONLY_MODEL
+    if isinstance(recorded, str):  # the run's own model where the catalog knows it (its checkpoint's formats)
         from ...specs.catalog import catalog_model
 
-        catalog_model(recorded) if isinstance(recorded, str) else None
-        flags_model = recorded if isinstance(recorded, str) else _FLAGS_ONLY_MODEL
-    except InferlabError:
-        flags_model = _FLAGS_ONLY_MODEL
+        try:
+            catalog_model(recorded)
+            flags_model = recorded
+        except InferlabError:
+            pass
     try:
         launch = parse_engine_args(shlex.join(["python", "-m", "sglang.launch_server", "--model-path",
                                                flags_model, *words]))
