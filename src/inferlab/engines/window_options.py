@@ -20,7 +20,7 @@ import math
 from dataclasses import replace
 from typing import Any
 
-from ..errors import SpecError, option_name
+from ..errors import InferlabError, SpecError, option_name
 from .scheduler import WINDOW_KINDS, SchedulerConfig, default_scheduler
 
 #: The scheduler fields these settings are (:data:`~inferlab.engines.scheduler.USER_LIMITS` holds them).
@@ -131,9 +131,12 @@ def engine_windows(model_id: Any, window_kv: Any, window_pool_ratio: Any) -> tup
     model inferlab does not know): none on a model without windowed layers, and only the kinds
     it has of ``window_kv``. The engines accept their flags on any model and ignore what does
     not apply; :func:`check_model_windows` refuses the same settings given directly."""
-    from .common import known_model
+    from ..specs.catalog import load_model
 
-    model = known_model(model_id)
+    try:  # (not engines.common.known_model: common imports launch, which imports this module)
+        model = load_model(model_id) if model_id else None
+    except InferlabError:
+        model = None
     if model is None:
         return window_kv, window_pool_ratio
     has = windowed_kinds(model)
