@@ -75,7 +75,6 @@ def test_the_gpt_oss_recipes_config_leaves_only_its_capture_sizes_unknown():
 
 @pytest.mark.parametrize("extra, unknown, no_effect, note", [
     ("--schedule-policy fcfs", (), ("--schedule-policy fcfs",), None),
-    ("--schedule-policy FCFS", (), ("--schedule-policy fcfs",), None),
     ("--schedule-policy lpm --disable-radix-cache", (), ("--schedule-policy lpm",), None),  # run as fcfs
     ("--schedule-policy lpm", ("--schedule-policy lpm",), (), "longest prefix already in the radix cache"),
     ("--schedule-policy lof", ("--schedule-policy lof",), (), "with the longest output first"),
@@ -143,6 +142,7 @@ M = "meta-llama/Llama-3.1-8B-Instruct"
     (f"trtllm-serve {M} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M}; give one"),
     # a policy SGLang's parser does not offer (it had been listed as unknown, and run)
     (f"{SGLANG} --schedule-policy bogus", "--schedule-policy 'bogus' is not one of SGLang's: fcfs, lpm"),
+    (f"{SGLANG} --schedule-policy FCFS", "--schedule-policy 'FCFS' is not one of SGLang's: fcfs, lpm"),  # case as argparse
 ])
 def test_another_engines_flag_or_a_second_model_is_refused(command, message):
     with pytest.raises(SpecError) as info:

@@ -203,7 +203,7 @@ def _schedule_policy(f, notes: list[str]) -> None:
     which is not modelled: unknown, with how."""
     if "schedule_policy" not in f.values:
         return
-    policy = str(f.get("schedule_policy")).lower()
+    policy = str(f.get("schedule_policy"))  # argparse choices: case as written (FCFS is refused)
     if policy == "fcfs" or policy in ("lpm", "dfs-weight") and f.get("prefix_caching") is False:
         f.no_effect.append(f"--schedule-policy {policy}")
         return
