@@ -3,8 +3,10 @@
 With ``at="replica"`` each replica refuses a request when ``queue_limit`` requests already
 wait there (sent, not running), and drops one that waited ``timeout_s`` without being
 scheduled. With ``at="router"`` the router holds the queue: it sends a request only to a
-replica with fewer than ``max_outstanding`` requests, holds at most ``queue_limit`` others,
-and drops those that waited ``timeout_s``. A refused or dropped request gets an error at
+replica with fewer than ``max_outstanding`` requests (by default its ``max_num_seqs``, and only
+while the requests running and sent there do not claim its whole KV pool, as a router that
+reads each replica's KV use does), holds at most ``queue_limit`` others, and drops those that
+waited ``timeout_s``; one handed over waits at most ``timeout_s`` more at the replica. A refused or dropped request gets an error at
 once (the client may retry elsewhere) and counts as an SLO miss in the goodput.
 """
 

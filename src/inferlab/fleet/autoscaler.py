@@ -138,6 +138,30 @@ def unreached_note(policies: list, utilization: Any, late_share: float) -> tuple
             "or set a target below that peak",)
 
 
+def flapping_note(events: list[tuple[float, str, int]], pool_of: list[int], policies: list) -> tuple[str, ...]:
+    """A note where an autoscaler ordered replicas within two of its periods of scaling others
+    of the same pool down: draining replicas are not taken back (a Kubernetes pod once
+    terminating is gone), so each such turn pays a cold start while warm GPUs drain."""
+    last_down: dict[int, float] = {}
+    turns: set[tuple[int, float]] = set()  # (pool, time): replicas ordered together are one turn
+    for t, what, i in events:
+        if i < 0 or i >= len(pool_of) or policies[pool_of[i]] is None:
+            continue
+        k = pool_of[i]
+        if what == "scale down":
+            last_down[k] = t
+        elif what == "order" and k in last_down and t - last_down[k] <= 2.0 * policies[k].period_s:
+            turns.add((k, t))
+    if not turns:
+        return ()
+    signals = sorted({a.signal for a in policies if a is not None})
+    n = len(turns)
+    return (f"autoscaler: {n} time{'s' if n > 1 else ''} it ordered replicas within two periods of scaling "
+            f"others down ({', '.join(signals)}): the signal read low while the replicas kept up (a queue reads 0 at "
+            "any surplus), then high once they were gone; draining replicas are not taken back, so each turn pays a "
+            "cold start. A longer scale_down_delay_s, or a signal that follows the load (concurrency, rate), steadies it",)
+
+
 #: Most control ticks (autoscaler evaluations and samples) a run takes: 17-30 us each, two to four
 #: minutes (a year at the default 15 s period is 4.2 million, about 70 s); a year at a 1 s period
 #: would be 63 million, a quarter of an hour or more whatever the traffic.

@@ -23,7 +23,7 @@ import numpy as np
 from ..checks import real
 from ..economics._common import fmt
 from ..engines.common import known_model
-from ..errors import SpecError
+from ..errors import InferlabError, SpecError, UnknownNameError
 from ..inputs.deployment import Deployment
 from ..results.render import share_text
 from .api import fleet, fleet_of
@@ -92,24 +92,46 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     spec = kwargs.pop("cascade", None)
     notes = tuple(kwargs.pop("notes", ()))  # how the scenario was read (a planning one's plan)
     small_dep = kwargs.get("model")
-    share = None if spec is None else _checked(spec, small_dep)  # before either fleet runs
+    share = large_kwargs = None
+    if spec is not None:  # checked, and the large replica built once without requests, before either fleet runs
+        share, large_kwargs = _checked(spec, small_dep), _large_kwargs(kwargs, spec)
+        _large(plain(np.zeros(0), np.zeros(0), np.zeros(0)), {**large_kwargs, "horizon_s": 1.0})
     small = fleet(progress=progress, **kwargs)
     if notes:
         small = replace(small, notes=(*notes, *small.notes))
     if spec is None:
         return small
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
-    # the large fleet shares the clock and the operations policies, not the small one's size or prices
+    large = _large(requests, large_kwargs)
+    late = int(np.count_nonzero(requests.arrival >= large_kwargs.get("horizon_s", 3600.0)))
+    if late:
+        large = replace(large, notes=(*large.notes, f"{late:,} escalated requests whose small-model answer ended after "
+                                      "the horizon are not sent to the large model (nor counted in its goodput)"))
+    ok = large.status == OK
+    return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
+
+
+def _large_kwargs(kwargs: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """The large fleet's settings: it shares the clock and the operations policies, not the small
+    one's size or prices; it runs on the small one's GPUs and engine unless told."""
     large_kwargs = {k: v for k, v in kwargs.items()
                     if k in ("horizon_s", "seed", "ttft_slo_s", "tpot_slo_s", "router", "admission", "startup", "failures",
                              "hardware", "engine", "allow_long_context")}
-    if isinstance(small_dep, Deployment):  # the large fleet runs on the small one's GPUs and engine unless told
+    small_dep = kwargs.get("model")
+    if isinstance(small_dep, Deployment):
         large_kwargs.update({"hardware": small_dep.hardware, "engine": small_dep.engine.name,
                              "allow_long_context": small_dep.allow_long_context})
     large_kwargs.update({k: v for k, v in spec.items() if k != "share"})
-    large = fleet(requests=requests, **large_kwargs)
-    ok = large.status == OK
-    return CascadeResult(small, large, share, large.first_token[ok] - first_sent[ok])
+    return large_kwargs
+
+
+def _large(requests: Requests, large_kwargs: dict[str, Any]) -> FleetResult:
+    """The large model's fleet on ``requests``; an error it raises says it is the cascade's."""
+    try:
+        return fleet(requests=requests, **large_kwargs)
+    except InferlabError as e:  # (an unknown name's error is a KeyError: its text is args[0])
+        kind = SpecError if isinstance(e, UnknownNameError) else type(e)
+        raise kind(f"fleet.cascade ({large_kwargs.get('model')}): {e.args[0] if e.args else e}") from None
 
 
 def _checked(spec: Any, small_dep: Any) -> float:

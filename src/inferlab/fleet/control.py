@@ -14,11 +14,12 @@ from .states import CONTROL, SCALE
 
 
 class Control:
-    """Samples and autoscaling of :class:`~.simulation._Loop`."""
+    """Samples, autoscaling and the router queue's room of :class:`~.simulation._Loop`."""
 
     cfg: Any
     rec: Any
     central: Any
+    caps: list
     model: Any
     replicas: list
     pools: tuple
@@ -115,6 +116,13 @@ class Control:
         if len(self.pools) == 1 or self.model is None or not mine:
             return len(central)
         return sum(1 for g in central if self.model[g] in ("", mine))
+
+    def _room(self, r: Any) -> bool:
+        """Whether the router may send ``r`` another request (admission at the router): fewer than
+        its cap outstanding and (no cap given) a KV pool not yet claimed whole, so that the queue
+        stays at the router, where it is timed."""
+        e = r.engine
+        return e.outstanding < self.caps[r.pool] and (self.cfg.admission.max_outstanding is not None or e.kv_claimed < 1)
 
 
 #: The fleet over time, one value per sample (see :class:`~.result.FleetResult`).

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .autoscaler import unreached_note
+from .autoscaler import flapping_note, unreached_note
 from .pricing import Pricing, spend_usd
 from .prompts import too_long_note
 from .result import FleetResult
@@ -25,9 +25,10 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     end = max(cfg.horizon_s, float(np.nanmax(finish)) if finish.size and np.isfinite(finish).any() else 0.0)
     if end > 1.01 * cfg.horizon_s:
         notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
-                         " s more to serve; the replicas serving it are paid until it ends")
-    # each replica paid from its order until it stops (the backlog's until that end)
-    usd = spend_usd([p.pricing for p in cfg.pools], rec.intervals, rec.pool, rec.spot, end)
+                         " s more to serve; the replicas serving it are paid until their last request ends, the others until the "
+                         "horizon")
+    # each replica paid from its order until it stops; one running at the horizon until its own last request ends
+    usd = spend_usd([p.pricing for p in cfg.pools], paid_intervals(rec, cfg.horizon_s), rec.pool, rec.spot, end)
     unpriced = sorted({p.kind.name for p in cfg.pools if math.isnan(p.pricing.on_demand_usd_per_hour)})
     if math.isnan(usd) and unpriced:
         notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
@@ -37,6 +38,7 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     ok = np.asarray(rec.status) == 0  # a utilization autoscaler that never asked for more while requests were late
     notes = (*notes, *unreached_note([p.autoscaler for p in cfg.pools], samples.get("utilization", ()),
                                      float(np.mean((rec.first_token - rec.sent)[ok] > ttft_slo_s)) if ok.any() else 0.0))
+    notes = (*notes, *flapping_note(rec.events, rec.pool, [p.autoscaler for p in cfg.pools]))
     if price.reserved > most:  # paid whether they run or not
         notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
                          f"{most} that ever ran")
@@ -44,6 +46,17 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
                        requests.prefix, rec.status, rec.replica, samples, usd,
                        availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,
                        tuple(rec.events), notes, np.asarray(rec.pool, int))
+
+
+def paid_intervals(rec: Record, horizon_s: float) -> list[tuple[float, float]]:
+    """Each replica's paid span [s]: from its order until it stops; one still running at the
+    horizon, until the horizon or the end of the last request it served, whichever is later
+    (the idle ones are let go at the horizon, the backlog's kept until it is served)."""
+    finish = np.asarray(rec.finish, float)
+    served = np.isfinite(finish) & (np.asarray(rec.status) == 0)
+    last = np.full(len(rec.intervals), horizon_s)
+    np.maximum.at(last, np.asarray(rec.replica)[served].astype(int), finish[served])
+    return [(a, b if math.isfinite(b) else float(t)) for (a, b), t in zip(rec.intervals, last)]
 
 
 def availability_of(healthy: list[tuple[float, int]], need: int, horizon_s: float) -> float:

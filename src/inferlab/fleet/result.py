@@ -121,6 +121,13 @@ class FleetResult:
         return good / sent if sent else math.nan
 
     @property
+    def usd_per_million_output_tokens(self) -> float:
+        """The cost over the output tokens of the requests served, per million [USD/Mtoken]
+        (NaN: none served, or no price)."""
+        out = float(np.sum(self.osl[self.status == OK]))
+        return self.usd / out * 1e6 if out else math.nan
+
+    @property
     def hit_rate(self) -> float:
         """Prompt tokens found in a prefix cache, over all prompt tokens served [-]."""
         ok = self.status == OK
@@ -191,7 +198,9 @@ class FleetResult:
                 lines.append(f"queue depth warned {fmt(lead)} s before P99 TTFT broke its SLO")
         lines.append(f"availability {self.availability:.5f} (at least {self.need} "
                      f"replica{'' if self.need == 1 else 's'} serving)")
-        lines.append(f"cost {fmt(self.usd)} USD over {fmt(self.horizon_s / 3600.0)} h")
+        per = self.usd_per_million_output_tokens
+        lines.append(f"cost {fmt(self.usd)} USD over {fmt(self.horizon_s / 3600.0)} h"
+                     + (f" ({fmt(per)} USD per million output tokens served)" if math.isfinite(per) else ""))
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -204,6 +213,7 @@ class FleetResult:
         return {"name": self.name, "requests": self.counts(), "p99_ttft_s": num(self.ttft_percentile()),
                 "goodput": num(self.goodput()), "hit_rate": self.hit_rate,
                 "reachable_hit_rate": self.reachable_hit_rate, "usd": num(self.usd),
+                "usd_per_million_output_tokens": num(self.usd_per_million_output_tokens),
                 "availability": self.availability, "need": self.need, "horizon_s": self.horizon_s,
                 "ttft_slo_s": num(self.ttft_slo_s),
                 "tpot_slo_s": num(self.tpot_slo_s) if math.isfinite(self.tpot_slo_s) else None,

@@ -2,11 +2,13 @@
 
 - ``round_robin``: the next replica in turn.
 - ``random``: a uniformly random replica.
-- ``least_outstanding``: fewest requests sent and not finished (ties: the first).
+- ``least_outstanding``: fewest requests sent and not finished; ties in turn (NGINX's
+  ``least_conn`` tries tied servers round-robin [3]_), so that an idle fleet does not send
+  everything to its first replica.
 - ``least_kv``: smallest share of the KV pool in use or claimed by the requests it was sent and
   has not yet admitted: a router that counts its own sends, as Dynamo's KV router does, so
   that requests arriving between two iterations do not all go to the replica that was least
-  loaded at the last one.
+  loaded at the last one (ties in turn).
 - ``cache_aware``: the replica whose own prefix cache holds most of the request's prefix,
   among those whose outstanding requests exceed the least loaded one's by at most
   ``balance`` (otherwise the least loaded): locality bounded by load, as SGLang's router
@@ -23,6 +25,9 @@ References
    imbalanced. https://docs.sglang.ai/advanced_features/router.html
 .. [2] llm-d, "Inference scheduler": prefix-cache-aware and load-aware scorers.
    https://llm-d.ai/docs/architecture
+.. [3] NGINX, "ngx_http_upstream_module: least_conn": the server with the fewest active
+   connections; if there are several, they are tried in turn (weighted round-robin).
+   https://nginx.org/en/docs/http/ngx_http_upstream_module.html#least_conn
 """
 
 from __future__ import annotations
@@ -89,21 +94,27 @@ class Router:
     def _random(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         return int(self._rng.integers(len(engines)))
 
-    @staticmethod
-    def _least_outstanding(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
-        return loads.index(min(loads))
+    def _least(self, values: list) -> int:
+        """The index of the smallest of ``values``; among equal ones, the first from the turn
+        after the last pick, cyclically (round-robin over ties)."""
+        least, n = min(values), len(values)
+        start = self._turn % n
+        j = next(j for j in (*range(start, n), *range(start)) if values[j] == least)
+        self._turn = j + 1
+        return j
 
-    @staticmethod
-    def _least_kv(engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
-        kv = [e.kv_claimed + 1e-9 * n for e, n in zip(engines, loads)]
-        return kv.index(min(kv))
+    def _least_outstanding(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
+        return self._least(loads)
+
+    def _least_kv(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
+        return self._least([e.kv_claimed + 1e-9 * n for e, n in zip(engines, loads)])
 
     def _cache_aware(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
-        least = min(loads)
         if stream < 0 or prefix <= 0:
-            return loads.index(least)
+            return self._least(loads)
+        least = min(loads)
         limit = least + self.config.balance
-        best, best_key = loads.index(least), (-1, 0)
+        best, best_key = self._least(loads), (-1, 0)
         for j, e in enumerate(engines):
             if loads[j] > limit:
                 continue

@@ -227,7 +227,7 @@ class _Loop(Stepping, Outages, Control):
             rec.finish[g] = t
             return
         if self.at == "router":
-            free = [r for r in routable if r.engine.outstanding < self.caps[r.pool]]
+            free = [r for r in routable if self._room(r)]
             if not free:
                 if len(self.central) < self.limit:
                     self.central.append(g)
@@ -307,7 +307,7 @@ class _Loop(Stepping, Outages, Control):
         picky = bool(mine and self.model is not None)
         if len(self.pools) > 1 and (picky or takes is not None):  # another model's (or too long a) request waits on
             kept: deque[int] = deque()
-            while central and r.engine.outstanding < self.caps[r.pool]:
+            while central and self._room(r):
                 g = central.popleft()
                 if (not picky or self.model[g] in ("", mine)) and (takes is None or takes[g]) \
                         or t - self.rec.sent[g] > self.timeout:
@@ -316,7 +316,7 @@ class _Loop(Stepping, Outages, Control):
                     kept.append(g)
             central.extendleft(reversed(kept))
             return
-        while central and r.engine.outstanding < self.caps[r.pool]:
+        while central and self._room(r):
             self._hand(r, central.popleft(), t)
 
     def _hand(self, r: Replica, g: int, t: float) -> None:
@@ -330,9 +330,8 @@ class _Loop(Stepping, Outages, Control):
     # -- replicas -------------------------------------------------------------------------
     def _new_engine(self, pool: int) -> Engine:
         k = self.pools[pool].kind
-        timeout = self.timeout if self.cfg.admission.at == "replica" else math.inf
         return Engine(k.model, k.sched, kv_capacity_tokens=k.kv_capacity_tokens, prefix_cache=k.prefix_cache,
-                      queue_timeout_s=timeout, record=False, state_tokens=k.state_tokens)
+                      queue_timeout_s=self.timeout, record=False, state_tokens=k.state_tokens)
 
     def _order(self, t: float, pool: int, *, up: bool, record: bool = True) -> bool:
         """Start a replica of ``pool`` (serving now, or after its cold start); False when the

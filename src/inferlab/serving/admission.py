@@ -52,10 +52,17 @@ class Admission:
     def kv_claimed(self) -> float:
         """Share of the KV pool held by the running requests, plus what the requests sent here and
         not yet admitted will hold [-]: what a router counting its own sends reads (a running sum,
-        kept by sending, admission, timeouts and preemption)."""
+        kept by sending, admission, timeouts and preemption). An admitted prompt still being
+        prefilled counts whole (the engine allocated its blocks at admission; the cache holds
+        only what is computed), so a replica busy prefilling does not read as empty."""
         if self.pos >= len(self.order) and not self.waiting:
             self.claimed = 0.0  # nothing queued: the sum starts afresh, without rounding drift
-        return (self.blocks_used() + max(self.claimed, 0.0) / self.block) / max(self.capacity_blocks, 1)
+        run = self.run
+        pending = 0.0
+        if run.prefilling and not self.sched.reserve_output:  # (reserved outputs: counted whole already)
+            pending = float(sum([max(p - d, 0.0) for p, d in zip(run.prompt, run.done)])) if run.lists else \
+                float(np.maximum(run.prompt - run.done, 0.0).sum())
+        return (self.blocks_used() + (max(self.claimed, 0.0) + pending) / self.block) / max(self.capacity_blocks, 1)
 
     def _blocks_bound(self) -> float:
         """An upper bound on :meth:`blocks_used` of a :class:`~.batch.SmallBatch` without
