@@ -203,3 +203,12 @@ def test_a_written_command_says_which_checkpoint_its_quantization_loads():
     assert "replace deepseek-ai/DeepSeek-V3 (stored in fp8_block) with a checkpoint stored in nvfp4" in fp4
     fp8 = launch_command(launch_from_deployment("llama-3.1-8b", precision="fp8", engine="vllm")).script
     assert "# inferlab" not in fp8  # quantized at load from 16 bits: nothing to replace
+
+
+def test_a_flag_that_sets_the_static_batch_token_budget_is_not_called_serving_only():
+    """SGLang's --chunked-prefill-size is the token budget a static batch prefills in chunks of
+    (it moves estimate's TTFT), and its serving-only settings too: no warning that estimate
+    leaves it unused (it had warned and used it)."""
+    launch = parse_engine_args(f"{SGLANG} --chunked-prefill-size 512")
+    assert launch.max_num_batched_tokens == 512
+    assert not any("not a static batch" in line for line in launch.report("estimate"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
-from .scheduler import SERVING_ONLY_LIMITS, UNCHUNKED_BUDGET, default_scheduler, unchunked_token_budget
+from .scheduler import SERVING_ONLY_LIMITS, UNCHUNKED_BUDGET, USER_LIMITS, default_scheduler, unchunked_token_budget
 
 #: Engines whose launch commands are read and written.
 LAUNCH_ENGINES = ("vllm", "sglang", "trtllm-pytorch")
@@ -300,7 +300,9 @@ class EngineLaunch:
             lines.append(f"{name} engine args: unknown to inferlab, not modelled: {'; '.join(self.unknown)}")
         if self.no_effect:
             lines.append(f"{name} engine args: change nothing inferlab models: {', '.join(self.no_effect)}")
-        serve_only = [self.flag_of(k) for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None]
+        # (a flag that also sets a limit a static batch uses, SGLang's --chunked-prefill-size its token budget, is used)
+        used = {self.flag_of(k) for k in USER_LIMITS if k not in SERVING_ONLY_LIMITS and getattr(self, k, None) is not None}
+        serve_only = [f for k in SERVING_ONLY_LIMITS if getattr(self, k) is not None and (f := self.flag_of(k)) not in used]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
                          "batch")
