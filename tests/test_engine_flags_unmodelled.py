@@ -212,3 +212,13 @@ def test_a_flag_that_sets_the_static_batch_token_budget_is_not_called_serving_on
     launch = parse_engine_args(f"{SGLANG} --chunked-prefill-size 512")
     assert launch.max_num_batched_tokens == 512
     assert not any("not a static batch" in line for line in launch.report("estimate"))
+
+
+def test_dp_beside_a_command_that_does_not_set_it_is_copies_of_the_command():
+    """A plan says "launch it 4 times behind a load balancer": --dp 4 beside that command is its
+    four copies (it had been refused as contradicting the command's default of one); a dp the
+    command sets still contradicts another."""
+    launch = parse_engine_args(f"vllm serve {M} --max-num-seqs 256")
+    assert launch.merged({"dp": 4}, "serve")["dp"] == 4
+    with pytest.raises(SpecError, match="contradicts the engine args"):
+        parse_engine_args(f"vllm serve {M} --data-parallel-size 2").merged({"dp": 4}, "serve")

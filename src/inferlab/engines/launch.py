@@ -279,7 +279,8 @@ class EngineLaunch:
         for key, value in explicit.items():
             if key == "speculative" or value is None:
                 continue
-            if key in kw and not _same(key, kw[key], value):
+            # a dp the command does not set is copies of it behind a load balancer (a plan's "launch it N times")
+            if key in kw and not _same(key, kw[key], value) and not (key == "dp" and key not in dict(self.sources)):
                 raise SpecError(f"{option_name(key)} {_shown(value)} contradicts the engine args ({self.flag_of(key)} "
                                 f"gives {_shown(kw[key])}); drop one of them")
             if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
