@@ -121,6 +121,21 @@ def test_a_plans_launch_for_another_engine_says_whose_limits_it_carries(capsys):
     assert "the plan simulated" not in capsys.readouterr().out
 
 
+def test_a_plans_launch_writes_no_tensorrt_command_for_an_amd_winner(capsys, tmp_path):
+    # TensorRT-LLM runs on NVIDIA GPUs only (estimate refuses it on an MI300X): a plan won by an
+    # MI300X says so instead of writing a trtllm-serve script
+    from inferlab.cli.main import main
+
+    scenario = tmp_path / "amd.yaml"
+    scenario.write_text("name: amd\nmodels: [llama-3.1-8b]\nhardware: [mi300x]\nengine: vllm\n"
+                        "traffic: {rate: 5, isl: 1000, osl: 200}\nslo: {ttft_ms: 1000, tpot_ms: 50}\n"
+                        "search: {precisions: [fp8], tp: [1]}\n")
+    assert main(["plan", str(scenario), "--launch", "trtllm-pytorch"]) == 0
+    out = capsys.readouterr().out
+    assert "# inferlab: engine trtllm-pytorch runs on NVIDIA GPUs only, not on mi300x" in out
+    assert "trtllm-serve" not in out
+
+
 def test_the_capacity_policy_is_a_limit_every_path_takes(capsys):
     # TensorRT-LLM's GUARANTEED_NO_EVICT (its default) admits a request only when the KV of its
     # whole output is free, so it never preempts; MAX_UTILIZATION admits on the prompt and

@@ -90,5 +90,20 @@ def winner_commands(plan: Any, engine: str = "all") -> list[Rendered]:
     planned = plan.scenario.engine
     other = (f"the plan simulated {planned}'s scheduler: this command carries the limits it ran with, not this "
              "engine's own defaults")
-    return [launch_command(launch if e == planned else replace(launch, notes=launch.notes + (other,)), e)
+    return [_on_other_gpus(e, plan.best.hardware) or
+            launch_command(launch if e == planned else replace(launch, notes=launch.notes + (other,)), e)
             for e in engines]
+
+
+def _on_other_gpus(engine: str, hardware: str) -> Rendered | None:
+    """No command, and why, where ``engine`` does not run on the winner's GPUs (TensorRT-LLM on
+    an MI300X); None where it does."""
+    from ..errors import InfeasibleError
+    from ..inputs.resolve import engine_runs_on, resolve_hardware
+
+    try:
+        engine_runs_on(engine, resolve_hardware(hardware))
+    except InfeasibleError as e:
+        why = f"{e}: no {engine} command for the winner"
+        return Rendered(engine, f"# inferlab: {why}", (("hardware", why),))
+    return None
