@@ -191,3 +191,23 @@ def test_a_files_keys_a_disaggregation_ignores_name_the_file_once(tmp_path, caps
     path.write_text("model: llama-3.1-8b\ndisaggregation: prefill=h200x4,decode=h200x8\ntp: 2\npp: 2\n")
     assert main(["estimate", "--file", str(path)]) == 2
     assert f"and {path}: tp, pp would be ignored" in capsys.readouterr().err
+
+
+def test_what_json_writes_is_a_deployment_file(capsys, tmp_path):
+    """README: the deployment and workload --json writes are a file too. The whole output read
+    back gives the same grid and numbers (it had been refused: unknown keys); a nested
+    deployment with a stray key beside it is refused, naming what is allowed."""
+    flags = ["llama-3.1-70b", "h100-sxm", "--tp", "4", "--precision", "fp8", "--batch", "1,8", "--isl", "2048",
+             "--osl", "256", "--engine", "vllm", "--spec", "eagle:k=3,accept=0.6"]
+    assert main(["estimate", *flags, "--json"]) == 0
+    first = capsys.readouterr().out
+    path = tmp_path / "run.json"
+    path.write_text(first)
+    assert main(["estimate", "--file", str(path), "--json"]) == 0
+    again, before = json.loads(capsys.readouterr().out), json.loads(first)
+    for key in ("batch_size", "isl", "osl", "ttft_s", "tpot_s", "output_tokens_per_s"):
+        assert again[key] == before[key]
+    stray = tmp_path / "stray.yaml"
+    stray.write_text("deployment: {model: llama-3.1-8b, hardware: h100-sxm}\nbatch: 4\n")
+    with pytest.raises(SpecError, match="key\\(s\\) batch beside deployment; allowed: deployment, workload"):
+        load_deployment_file(stray)

@@ -147,6 +147,8 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
     not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`)."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
+    if isinstance(data.get("deployment"), dict):  # what --json writes: its deployment and workload, the results aside
+        data = _written_by_json(path, data)
     if _typed(data):
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
@@ -180,6 +182,19 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
     return data, launch
 
 
+def _written_by_json(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The deployment (with its workload) of a file nesting them as ``--json`` writes them; the
+    results beside them are left, where the file has them (``ttft_s``), and refused otherwise."""
+    others = sorted(str(k) for k in set(data) - {"deployment", "workload"})
+    if others and "ttft_s" not in data:
+        raise SpecError(f"{path}: key(s) {', '.join(others)[:200]} beside deployment; allowed: deployment, workload "
+                        "(or the deployment's own keys at the top, without deployment:)")
+    nested = dict(data["deployment"])
+    if "workload" in data:
+        nested["workload"] = data["workload"]
+    return nested
+
+
 def _typed(data: dict[str, Any]) -> bool:
     """Whether a deployment file is in the :class:`~inferlab.Deployment`'s own form."""
     return "layout" in data or "workload" in data or isinstance(data.get("engine"), dict)
@@ -193,6 +208,8 @@ def deployment_file_limits(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
+    if isinstance(data.get("deployment"), dict):
+        data = _written_by_json(path, data)
     if not _typed(data):
         return {}
     data.pop("workload", None)
