@@ -211,3 +211,17 @@ def test_a_case_file_given_as_a_deployment_says_what_reads_it(capsys):
     # it had suggested 'waves' for the case file's 'schema' key
     code, _, err = run(capsys, "estimate", "--file", "tests/data/cases-sample.yaml")
     assert code == 2 and "is a file of measured cases, not a deployment: predict them with inferlab validate" in err
+
+
+def test_the_tensorrt_backends_command_says_how_it_gets_its_format(capsys):
+    # --backend tensorrt quantizes while it builds the engine; the PyTorch runtime's note (it reads a
+    # pre-quantized checkpoint) had been written under it too
+    from pathlib import Path
+
+    from inferlab.cli.main import main
+
+    scenario = str(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "chat.yaml")
+    assert main(["plan", scenario, "--launch", "trtllm"]) == 0
+    out = capsys.readouterr().out
+    assert "--backend tensorrt" in out and "the TensorRT backend quantizes the checkpoint while it builds" in out
+    assert "PyTorch runtime" not in out

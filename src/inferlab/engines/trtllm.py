@@ -287,8 +287,11 @@ def render(launch: EngineLaunch) -> Rendered:
              "(vLLM's --gpu-memory-utilization and SGLang's --mem-fraction-static: of all memory)"] \
         if launch.gpu_memory_utilization is not None else []
     if "quant_config" in options and checkpoint_format(checkpoint_of(launch)) is None:
-        notes.append(f"quant_config {options['quant_config']['quant_algo']}: TensorRT-LLM's PyTorch runtime reads the "
-                     "format from a pre-quantized (ModelOpt) checkpoint; point the command at one in that format")
+        algo = options['quant_config']['quant_algo']
+        notes.append(f"quant_config {algo}: TensorRT-LLM's PyTorch runtime reads the format from a pre-quantized "
+                     "(ModelOpt) checkpoint; point the command at one in that format" if backend == "pytorch" else
+                     f"quant_config {algo}: the TensorRT backend quantizes the checkpoint while it builds the engine "
+                     "(a calibration pass at start-up); a pre-quantized (ModelOpt) checkpoint skips it")
     return shell_form(NAME, words, {CONFIG_FILE: text} if options else {}, missing, notes)
 
 
