@@ -645,3 +645,15 @@ def test_vllm_chunks_a_long_prompt_by_its_budget_on_a_smaller_gpu():
     chunked = serve("llama-3.1-8b", "l40s", max_num_batched_tokens=2048, **kw).trace.first_token
     whole = serve("llama-3.1-8b", "l40s", max_num_batched_tokens=8192, **kw).trace.first_token
     assert default == pytest.approx(chunked, rel=1e-12) and default > whole
+
+
+def test_attention_dp_memory_is_the_busiest_ranks():
+    """DeepSeek-V3 over eight attention-DP ranks: one sequence lives whole on one rank, so the
+    GPU holding it carries its KV at batch 1 (it had been averaged to an eighth), eight
+    sequences one per rank, and nine put two on one rank: twice one sequence's KV."""
+    import inferlab
+
+    e = inferlab.estimate("deepseek-v3", "b200", tp=8, ep=8, attention_dp=True, precision="nvfp4",
+                          engine="trtllm-pytorch", isl=2048, osl=256, batch_size=[1, 8, 9])
+    one = float(np.ravel(e.memory.kv_per_sequence)[0])
+    assert np.ravel(e.memory.kv_batch).tolist() == pytest.approx([one, one, 2 * one])

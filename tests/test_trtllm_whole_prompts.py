@@ -252,7 +252,7 @@ def test_a_planning_scenarios_fleet_runs_long_prompts_as_the_plan_would(tmp_path
     assert main(["fleet", str(scenario)]) == 0  # chunked, as the plan turns it on: every request served
     import re
 
-    sent, served = re.search(r"(\d+) requests over [\d.]+ h, (\d+) served", capsys.readouterr().out).groups()
+    sent, served = re.search(r"(\d+) requests over [\d.]+ (?:s|min|h), (\d+) served", capsys.readouterr().out).groups()
     assert int(sent) > 0 and sent == served
 
 

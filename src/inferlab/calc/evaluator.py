@@ -23,7 +23,7 @@ from typing import Any
 import pint
 
 from ..errors import UnitError, UnknownNameError
-from ..specs.catalog import hardware_ids, load_hardware, load_model, model_ids
+from ..specs.catalog import AmbiguousNameError, hardware_id, hardware_ids, load_hardware, load_model, model_ids
 from ..units import Quantity, readable, ureg
 from . import syntax
 from .references import hardware_ref, model_ref
@@ -61,13 +61,24 @@ class CalcResult:
 
 def _resolve(node: CatalogValue) -> Reference:
     ident, path, text = node.ident, list(node.path), node.text
-    if ident in hardware_ids():
-        value, source = hardware_ref(load_hardware(ident), path, text)
-    elif ident in model_ids():
+    if ident in model_ids():
         value, source = model_ref(load_model(ident), path, text)
     else:
-        raise UnknownNameError("catalog id", ident, [*hardware_ids(), *model_ids()])
+        hw = _hardware(ident)
+        text = hw + text[len(ident):] if text.startswith(ident) else text  # shown as the id it stands for
+        value, source = hardware_ref(load_hardware(hw), path, text)
     return Reference(text, Quantity(float(value.magnitude), value.units), source)
+
+
+def _hardware(ident: str) -> str:
+    """The hardware id ``ident`` names, as elsewhere (``h200`` is ``h200-sxm``: :func:`hardware_id`);
+    an unknown name is refused among every catalog id, models included."""
+    try:
+        return hardware_id(ident)
+    except AmbiguousNameError:
+        raise
+    except UnknownNameError:
+        raise UnknownNameError("catalog id", ident, [*hardware_ids(), *model_ids()]) from None
 
 
 def evaluate(expression: str, to: str | None = None) -> CalcResult:
@@ -298,11 +309,36 @@ def _did_you_mean(name: str) -> str:
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
 
 
+#: Dimensions of things counted, and the unit a count of them takes: a plain number (a batch,
+#: ``total_params``, a token count written bare) has none, so a formula over one comes out a
+#: power of the dimension away from the unit asked for.
+_COUNT_UNITS = {"[compute]": "FLOP", "[token]": "token", "[request]": "request", "[information]": "B"}
+
+
+def _missing_count(leftover: Any, expression: str) -> str:
+    """A hint when the result is ``unit x dimension**n`` for one counted dimension: the count whose
+    unit was left out, and the expression with it put back; "" otherwise."""
+    if len(leftover) != 1:
+        return ""
+    (dimension, power), = leftover.items()
+    unit = _COUNT_UNITS.get(dimension)
+    if unit is None or not float(power).is_integer():
+        return ""
+    power = int(power)
+    counted = unit if abs(power) == 1 else f"{unit}**{abs(power)}"
+    if power < 0:
+        return (f"; it lacks a factor of {counted} (a count such as total_params, or a plain number, has no unit): "
+                f"multiply by 1 {counted}, `1 {counted} * ({expression})`")
+    return (f"; it has a factor of {counted} too many (a count it is divided by, such as total_params, or a plain "
+            f"number, has no unit): divide by 1 {counted}, `({expression}) / (1 {counted})`")
+
+
 def _convert(q: pint.Quantity, unit: str, expression: str) -> pint.Quantity:
     target = _unit_of(syntax.parse_unit_text(unit), unit)
     if q.dimensionality != target.dimensionality:
         have = str(q.dimensionality) if q.dimensionality else "dimensionless"
-        raise UnitError(f"{expression!r} is {have} ({q:~P}); it cannot be expressed in {unit}")
+        raise UnitError(f"{expression!r} is {have} ({q:~P}); it cannot be expressed in {unit}"
+                        f"{_missing_count(q.dimensionality / target.dimensionality, expression)}")
     try:
         converted = q.to(target)
     except OverflowError:

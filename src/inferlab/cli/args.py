@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,8 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
         try:
             values = [cast(v) for v in items if v.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {noun}s separated by commas, got {text!r}{suffix_hint(text)}"
+                                             ) from None
         if not values:
             raise argparse.ArgumentTypeError(f"expected at least one {noun}")
         from ..checks import repeated
@@ -30,6 +32,32 @@ def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]
         return values
 
     return parse
+
+
+#: A number written with a thousands suffix: ``128k``, ``1.5M``.
+_SUFFIXED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)([kKmM])(?!\w)")
+_SCALES = {"k": ((1e3, "1000"), (1024.0, "1024")), "m": ((1e6, "10^6"), (2.0**20, "2^20"))}
+
+
+def suffix_hint(text: str) -> str:
+    """``; write whole numbers: 128k is 128000 (k = 1000) or 131072 (k = 1024)`` for the first
+    number of ``text`` written with a k or M suffix; empty when there is none.
+
+    The suffix is refused rather than read: token counts are written both ways (a "128k
+    context" is 131072 tokens, a "128k prompt" often 128000).
+
+    >>> suffix_hint("2048,128k")
+    '; write whole numbers: 128k is 128000 (k = 1000) or 131072 (k = 1024)'
+    >>> suffix_hint("1.3k"), suffix_hint("12")
+    ('; write whole numbers: 1.3k is 1300 (k = 1000)', '')
+    """
+    found = _SUFFIXED.search(text)
+    if found is None:
+        return ""
+    number, suffix = float(found.group(1)), found.group(2)
+    readings = [f"{number * scale:.0f} ({suffix} = {name})" for scale, name in _SCALES[suffix.lower()]
+                if (number * scale).is_integer()]
+    return f"; write whole numbers: {found.group(0)} is {' or '.join(readings)}" if readings else ""
 
 
 def output_path(text: str) -> str:

@@ -50,6 +50,9 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
     "--prefill-batch": ("prefill_batch", int, "prefill batch of a disaggregated deployment (default 1)"),
 }
 
+#: Value names where the keyword reads badly as one.
+METAVARS = {"--price": "USD_PER_GPU_HOUR"}
+
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register ``estimate`` on the subcommand parser."""
@@ -59,12 +62,15 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     est.add_argument("--file", metavar="DEPLOYMENT.yaml", help="read the deployment from a YAML file; flags override it")
     add_engine_args_flag(est)
     for flag, (dest, kind, text) in FLAGS.items():
-        est.add_argument(flag, dest=dest, type=kind, default=None, help=text)
+        est.add_argument(flag, dest=dest, type=kind, default=None, help=text, metavar=METAVARS.get(flag))
     add_precision_flags(est)
     est.add_argument("--attention-dp", action="store_true", default=None, help="attention data-parallel, experts over EP")
     est.add_argument("--attention-tp", type=int, default=None,
                      help="with --attention-dp: GPUs each attention rank splits its heads over (default 1)")
-    est.add_argument("--attention", default=None, choices=["flash", "naive"])
+    est.add_argument("--attention", default=None, choices=["flash", "naive"],
+                     help="attention kernel: flash keeps the score matrix on chip (default); naive writes each head's "
+                          "new-tokens x context score matrix to GPU memory and reads it back (QK^T, softmax, PV: four "
+                          "passes), which slows long prompts")
     est.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
                      help="charge a launch overhead per kernel")
     est.add_argument("--waves", action="store_true", default=None, help="run a batch whose KV cache does not fit in waves")
@@ -72,7 +78,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                      help="accept isl + osl beyond the model's max_position_embeddings (RoPE scaling)")
     est.add_argument("--explain", action="store_true", help="add a plain-language diagnosis")
     est.add_argument("--ops", choices=["prefill", "decode"], help="add the per-op table of a step")
-    est.add_argument("--plot", metavar="FILE", type=output_file, help="write the roofline chart of the first grid point (.png or .svg)")
+    est.add_argument("--plot", metavar="FILE", type=output_file, help="write the roofline chart of the first grid point (.png, .svg or .pdf)")
     est.set_defaults(func=run)
 
 
@@ -179,6 +185,17 @@ def _inputs_written(kw: dict[str, Any]) -> dict[str, Any]:
     return {"deployment": deployment.to_dict(), "workload": workload.to_dict()}
 
 
+def _unpriced_hardware(est: Any) -> list[str]:
+    """The GPUs of ``est`` (one, or a disaggregation's two pools) that have no price."""
+    import math
+
+    if hasattr(est, "cost"):
+        pools = [(est.deployment, est.cost.usd_per_gpu_hour)]
+    else:
+        pools = list(zip((est.prefill_deployment, est.decode_deployment), est.usd_per_gpu_hour))
+    return list(dict.fromkeys(dep.hardware.id for dep, price in pools if math.isnan(price)))
+
+
 def run(args: argparse.Namespace) -> None:
     """Run ``inferlab estimate``."""
     import numpy as np
@@ -194,6 +211,10 @@ def run(args: argparse.Namespace) -> None:
     with cli_spelling(_spelling(args)):
         est = estimate(kw.pop("model"), kw.pop("hardware", None), **kw)
     text = str(est)
+    unpriced = _unpriced_hardware(est)
+    if unpriced:  # the table's $/M out shows '-'
+        text += (f"\nno catalog price for {' or '.join(unpriced)}, so no $/M out; set one with "
+                 f"{args.flag_names['price_per_gpu_hour']} USD_PER_GPU_HOUR")
     data = {**est.to_dict(), **written}
     if "notes" in data and not data["notes"] and kw.get("disaggregation") is not None:  # the file's, named on stderr too
         data["notes"] = _unused_limits(args, kw)

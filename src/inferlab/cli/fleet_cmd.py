@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> None:
     from ..errors import SpecError
     from ..fleet.cascade import run_scenario
     from ..fleet.scenario import load_fleet_scenario
+    from ..results.render import duration_text
     from ..serving.progress import Progress
     from .output import emit as _emit
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
     with Progress(100, "simulated") as bar:
         def tick(t: float) -> None:
             while bar.done < min(int(100 * t / horizon), 99):
-                bar.step(f"{t / 3600.0:.1f} h")
+                bar.step(duration_text(t))
         try:
             result = run_scenario(kwargs, tick)
         except SpecError as exc:  # the file the values came from, where the message does not name it

@@ -89,6 +89,16 @@ class _Parser(argparse.ArgumentParser):
             raise UsageError(f"{message}; to show one: {self.prog} show {name.group(1)}")
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse's, but arguments no option took are named by the command that was given
+        them, with inferlab's name for an engine's spelling or the closest options."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from .unknown_options import command_parser, unknown_options_text
+
+            raise UsageError(unknown_options_text(command_parser(self, parsed), extras))
+        return parsed
+
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
         """A command's options may come between its positionals (``estimate MODEL --tp 2 HARDWARE``):
         argparse's intermixed parsing, where the parser has no subcommands. Plain parsing had taken

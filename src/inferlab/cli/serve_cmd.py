@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..engines.scheduler import STATE_LIMITS, USER_LIMITS
 from ..errors import SpecError
-from .args import WINDOW_KV_HELP, WINDOW_RATIO_HELP, comma_list, output_file, window_kv_value
+from .args import WINDOW_KV_HELP, WINDOW_RATIO_HELP, comma_list, output_file, suffix_hint, window_kv_value
 from .engine_args import add_engine_args_flag
 from .precision_flags import add_precision_flags, kind_overrides, precision_value
 
@@ -28,10 +29,21 @@ def parse_lengths(text: str, name: str = "lengths") -> Lengths:
     try:
         return Lengths.parse(text)
     except SpecError as exc:
-        raise SpecError(f"--{name} {str(exc).removeprefix('lengths ')}") from None
+        raise SpecError(f"--{name} {str(exc).removeprefix('lengths ')}{suffix_hint(text)}") from None
 
 
 _floats = comma_list(float, "number")
+
+
+def _rate(text: str) -> float:
+    """``--rate``: one arrival rate [request/s]; a list of them is ``--rates``."""
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"one rate, got {text!r}; a sweep of rates is --rates {text}")
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected requests per second (a number), got {text!r}"
+                                         f"{suffix_hint(text)}") from None
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -43,7 +55,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                                             "--engine-args)")
     p.add_argument("hardware", metavar="HARDWARE", nargs="?", help="catalog id, e.g. h100-sxm (not with --disagg)")
     load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument("--rate", type=float, help="Poisson arrivals, requests per second")
+    load.add_argument("--rate", type=_rate, help="Poisson arrivals, requests per second")
     load.add_argument("--rates", type=_floats, metavar="R1,R2,...", help="a sweep of arrival rates")
     load.add_argument("--concurrency", type=_floats, metavar="C[,C2,...]",
                       help="closed-loop clients; several values sweep them")
@@ -221,6 +233,10 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return kw
 
 
+#: An SLO flag's value below this [ms] is warned of as seconds typed for milliseconds.
+SECONDS_TYPED_BELOW_MS = 1.0
+
+
 def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
     for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):  # each given one's value first
         if value is not None and not (value > 0 and math.isfinite(value)):
@@ -229,6 +245,10 @@ def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
         raise SpecError("give both --ttft-slo and --tpot-slo (milliseconds), or neither")
     if args.ttft_slo is None:
         return None
+    for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):
+        if value < SECONDS_TYPED_BELOW_MS:  # no TTFT or TPOT is under a millisecond: seconds typed
+            print(f"inferlab: warning: {flag} {value:g} is {value:g} ms (the SLO flags take milliseconds); for "
+                  f"{value:g} s write {flag} {value * 1e3:g}", file=sys.stderr)
     return args.ttft_slo / 1e3, args.tpot_slo / 1e3
 
 

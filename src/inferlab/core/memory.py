@@ -8,6 +8,7 @@ their share otherwise: ``sizing`` (:mod:`inferlab.engines.memory_share`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +93,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     """Memory of one GPU of a replica serving ``batch`` sequences of ``context`` tokens.
 
     ``max_sequences`` is for the whole replica. With attention DP each GPU holds the full
-    KV of its rank's sequences (a ``1/ranks`` share), or its heads' share of it when a rank
+    KV of its rank's sequences (the busiest rank's ``ceil(batch / ranks)``), or its heads' share of it when a rank
     spans ``attention_tp`` GPUs; otherwise every GPU holds its heads' share of all of them; the largest pipeline stage holds ``ceil(layers / pp)`` layers. A speculative drafter adds
     ``extra_weight_bytes`` on each GPU and ``extra_kv_bytes_per_token`` per token of every
     sequence, and each sequence holds ``lookahead_tokens`` slots beyond its context (the
@@ -137,7 +138,7 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     with np.errstate(divide="ignore"):
         max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,
-                      np.asarray(per_seq, float), np.asarray(batch / groups * per_seq, float), max_seq, kv_fraction,
+                      np.asarray(per_seq, float), np.asarray(np.ceil(batch / groups) * per_seq, float), max_seq, kv_fraction,
                       sizing)
 
 
@@ -161,12 +162,13 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
     workspace = float(np.max(plan.workspace))  # kept whole: its hidden-size part does not shard
     state = recurrent_state_per_gpu(model, par)
 
-    def holds(t: int, p: int) -> bool:
-        """One sequence fits next to the weights on ``t`` x ``p`` GPUs: weights shard over both, a
-        sequence's KV over the KV heads ``t`` splits (replicated past them) and the stages."""
+    def holds(t: int, p: int, weights_now: float = plan.weights) -> bool:
+        """One sequence fits next to the weights (``weights_now`` per GPU as deployed) on ``t`` x ``p``
+        GPUs: weights shard over both, a sequence's KV over the KV heads ``t`` splits (replicated
+        past them) and the stages."""
         if p > 1 and t * p > domain and hw.scale_out is None:
             return False  # stages on separate nodes need a NIC between them
-        weights = plan.weights * scale / (t * p)
+        weights = weights_now * scale / (t * p)
         # the KV cache splits over the KV heads, a hybrid model's state over its own heads
         kv_t = ((kv - state) * kv_share(model, t) / kv_share(model, par.head_split)
                 + state * state_share(model, t) / state_share(model, par.head_split)) * par.pp / p
@@ -195,7 +197,7 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
                 f"{option_name('max_num_tokens')}")
         suggestion = {}
     else:
-        hint, suggestion = "; no layout up to 16 pipeline stages fits: use a narrower weight format or a GPU with more memory", {}
+        hint, suggestion = _no_layout(model, hw, par, plan, domain, [(par.tp, par.pp), *layouts], holds), {}
     raise InfeasibleError(
         f"{model.id or model.name} does not fit on {hw.id} as {par}: needs {need / 1e9:.1f} GB per GPU "
         f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB, workspace "
@@ -203,6 +205,39 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         f"but {_usable(plan)}{hint}",
         needed_bytes=need, available_bytes=plan.budget, suggestion=suggestion,
     )
+
+
+#: Narrower weight formats a refusal may name, widest first: the 8- and 4-bit formats engines serve.
+_NARROWER = ("fp8", "int4")
+
+
+def _no_layout(model: ModelSpec, hw: HardwareSpec, par: Parallelism, plan: MemoryPlan, domain: int,
+               layouts: list[tuple[int, int]], holds: Callable[..., bool]) -> str:
+    """Why no layout of ``layouts`` (``(tp, pp)``, the deployed one first) holds the model, and a
+    narrower weight format only where one would fit: what limits the GPUs (one machine's
+    ``domain`` without a scale-out NIC, else 16 pipeline stages), then the format or a larger GPU.
+
+    A format's weights are the model's alone in it (a drafter's left out), on the deployed layout."""
+    if hw.scale_out is None:
+        limit = (f"; no layout fits: one {hw.id} machine holds at most {domain} GPUs (tp x pp <= {domain}), and "
+                 f"pipeline stages across machines need a scale-out NIC, which the {hw.id} spec does not have")
+        reachable = [(t, p) for t, p in layouts if t * p <= domain]
+    else:
+        limit, reachable = "; no layout up to 16 pipeline stages fits", layouts
+    narrower = [(f, w) for f in _NARROWER
+                if (w := weights_per_gpu(model, PrecisionConfig(weights=f), par)) < 0.99 * plan.weights]
+    for fmt, weights in narrower:
+        fits = next(((t, p) for t, p in reachable if holds(t, p, weights)), None)
+        if fits is not None:
+            at = f"tp={fits[0]}" + (f" with pp={fits[1]}" if fits[1] > 1 else "")
+            return f"{limit}; a narrower weight format would fit: {option_name('precision')} {fmt} as {at}"
+    if not narrower or not reachable:
+        return f"{limit}: use a GPU with more memory"
+    fmt, weights = narrower[-1]
+    most = max(t * p for t, p in reachable)
+    per_gpu = weights * par.tp * par.pp / most
+    return (f"{limit}; even {fmt} weights, {per_gpu * most / 1e9:,.0f} GB over {most} GPUs ({per_gpu / 1e9:,.1f} GB "
+            f"each), leave no room for one sequence: use a GPU with more memory")
 
 
 def _usable(plan: MemoryPlan) -> str:

@@ -65,6 +65,27 @@ def check_divisible(model: ModelSpec, tp: int) -> None:
                               f"{', '.join(map(str, fits))}")
 
 
+def check_experts(model: ModelSpec, ep: int, attention_dp: bool) -> None:
+    """Raise :class:`CombinationError` when ``ep > 1`` or attention DP is given for a dense model
+    (it has no experts), or ``ep`` does not divide its routed experts.
+
+    Depends on the model alone, so it is checked before the layout's own arithmetic
+    (:class:`Parallelism` refuses an ``ep`` that does not divide ``tp``): advice to change ``tp``
+    for an ``ep`` the model cannot take at all would lead nowhere.
+    """
+    if ep <= 1 and not attention_dp:
+        return
+    if model.moe is None:
+        given = " and ".join(([option("ep", ep)] if ep > 1 else []) + ([option_name("attention_dp")] if attention_dp else []))
+        raise CombinationError(f"{model.id or model.name} has no experts: {given} "
+                               f"need{'s' if ' and ' not in given else ''} a mixture-of-experts model")
+    if model.moe.num_experts % ep:  # as a tp that cannot split the heads: bad input for this model
+        fits = [d for d in range(1, 65) if model.moe.num_experts % d == 0]
+        raise CombinationError(f"ep={ep} does not divide the {model.moe.num_experts} routed experts of "
+                               f"{model.id or model.name}; expert-parallel sizes that split them: "
+                               f"{', '.join(map(str, fits))}")
+
+
 @dataclass(frozen=True)
 class Parallelism:
     """Parallel layout of one deployment.
@@ -150,20 +171,10 @@ class Parallelism:
 
     def check(self, model: ModelSpec) -> None:
         """Raise :class:`InfeasibleError` for a layout the model cannot take."""
+        check_experts(model, self.ep, self.attention_dp)
         check_divisible(model, self.head_split)
         if self.pp > model.num_hidden_layers:
             raise InfeasibleError(f"pp={self.pp} exceeds the {model.num_hidden_layers} layers of {model.id or model.name}")
-        if self.ep > 1 or self.attention_dp:
-            if model.moe is None:
-                given = " and ".join(([option("ep", self.ep)] if self.ep > 1 else [])
-                                     + ([option_name("attention_dp")] if self.attention_dp else []))
-                raise CombinationError(f"{model.id or model.name} has no experts: {given} "
-                                      f"need{'s' if ' and ' not in given else ''} a mixture-of-experts model")
-            if model.moe.num_experts % self.ep:  # as a tp that cannot split the heads: bad input for this model
-                fits = [d for d in range(1, 65) if model.moe.num_experts % d == 0]
-                raise CombinationError(f"ep={self.ep} does not divide the {model.moe.num_experts} routed experts of "
-                                       f"{model.id or model.name}; expert-parallel sizes that split them: "
-                                       f"{', '.join(map(str, fits))}")
 
     def __str__(self) -> str:
         parts = [f"tp{self.tp}"] + [f"{k}{v}" for k, v in (("pp", self.pp), ("ep", self.ep), ("dp", self.dp)) if v > 1]

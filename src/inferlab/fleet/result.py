@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..economics._common import fmt
-from ..results.render import share_text
+from ..results.render import duration_text, share_text
 from .simulation import AFTER, OK, STATUS
 from ..results.record import array_record
 
@@ -199,7 +199,7 @@ class FleetResult:
         lines.append(f"availability {self.availability:.5f} (at least {self.need} "
                      f"replica{'' if self.need == 1 else 's'} serving)")
         per = self.usd_per_million_output_tokens
-        lines.append(f"cost {fmt(self.usd)} USD over {fmt(self.horizon_s / 3600.0)} h"
+        lines.append(f"cost {fmt(self.usd)} USD over {duration_text(self.horizon_s)}"
                      + (f" ({fmt(per)} USD per million output tokens served)" if math.isfinite(per) else ""))
         lines.extend(self.notes)
         return "\n".join(lines)
@@ -225,7 +225,7 @@ class FleetResult:
 
     def __str__(self) -> str:
         c = self.counts()
-        return (f"fleet {self.name}: {sum(c.values())} requests over {fmt(self.horizon_s / 3600.0)} h, "
+        return (f"fleet {self.name}: {sum(c.values())} requests over {duration_text(self.horizon_s)}, "
                 f"{c['ok']} served; P99 TTFT {fmt(self.ttft_percentile() * 1e3)} ms, "
                 f"goodput {share_text(self.goodput())}, "
                 f"prefix hits {self.hit_rate:.1%}, availability {self.availability:.5f}, {fmt(self.usd)} USD")

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import checks
 from ..calibration.profile import Profile, hardware_family, load_profile
-from ..core.parallelism import Parallelism, expert_layout
+from ..core.parallelism import Parallelism, check_experts, expert_layout
 from ..engines.state_pool import ENGINE_STATE_FORMATS
 from ..errors import InfeasibleError, SpecError, UnknownNameError, option, option_name
 from ..specs.catalog import load_hardware, load_model
@@ -159,6 +159,8 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
             raise SpecError(f"{option('micro_batches', micro_batches)} splits a batch over pipeline stages, but there "
                             f"is one stage; drop it, or give pipeline stages ({option('pp', 2)} or more)")
     attention_dp = checks.boolean(option_name("attention_dp"), attention_dp)
+    if model.moe is None:  # no experts: said before any advice on the layout's arithmetic
+        check_experts(model, counts["ep"], attention_dp)
     if model.moe is not None and counts["attention_tp"] == 1:
         # vLLM's -tp T --data-parallel-size N --enable-expert-parallel: N attention ranks of T GPUs
         # and the experts over all T x N, one engine: tp=ep=T x N with attention DP here

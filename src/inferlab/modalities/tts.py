@@ -127,15 +127,20 @@ def _what(exc: Exception) -> str:
     return str(exc).split("; ")[0].split(" (or pass")[0]
 
 
-def _fit_together(llm: str, a: Any, decoder: str, b: Any, gpu: str) -> None:
+def _fit_together(llm: str, a: Any, decoder: str, b: Any, gpu: str, concurrency: int) -> None:
     """Refuse an LLM and a speech decoder whose weights, KV caches and workspaces do not fit one
-    GPU together (each estimate checks itself alone)."""
+    GPU together (each estimate checks itself alone), naming only what speak can change: the
+    LLM, the voices decoded together (when the weights alone leave room) and the GPU."""
     need = sum(float(m.weights) + float(np.max(m.kv_batch)) + float(np.max(m.workspace)) for m in (a, b)) + a.reserve
     if need > a.budget:
+        levers = [f"a smaller {option_name('llm')} (or none: the reply's text given)"]
+        if concurrency > 1 and float(a.weights) + float(b.weights) + a.reserve < a.budget:
+            levers.append(f"fewer voices at once ({option_name('concurrency')})")
+        levers.append("a GPU with more memory")
         raise InfeasibleError(
             f"{llm} and {decoder} together need {need / 1e9:,.1f} GB on one {gpu} (weights {a.weights / 1e9:,.1f} + "
             f"{b.weights / 1e9:,.1f} GB with their KV caches and workspaces) of {a.budget / 1e9:,.1f} GB usable; "
-            "give a smaller LLM, a narrower format or a larger GPU", needed_bytes=need, available_bytes=a.budget)
+            f"give {', '.join(levers[:-1])} or {levers[-1]}", needed_bytes=need, available_bytes=a.budget)
 
 
 def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str | None = None,
@@ -196,7 +201,7 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
         except InfeasibleError as exc:
             raise InfeasibleError(f"llm {llm}: {_what(exc)}; speak runs the LLM on one {hw.id}: give a smaller one "
                                   "or a larger GPU") from None
-        _fit_together(llm, e.memory, decoder, t.memory, hw.id)
+        _fit_together(llm, e.memory, decoder, t.memory, hw.id, concurrency)
         wait = float(e.ttft_s) + (spoken - 1) * float(e.tpot_s)
     codec = spec.config.get("codec_window_decode_s") or 0.0
     return SpeechResult(spec.id, hw.id, wait, float(t.ttft_s), float(t.tpot_s), chunk,

@@ -13,7 +13,7 @@ from ..core.cost import Cost
 from ..core.memory import MemoryPlan
 from ..core.ops import BYTE_CATEGORIES
 from ..inputs.record import inputs_dict
-from ..results.render import pretty, text_table
+from ..results.render import pretty, significant, text_table
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..units import Q
 from .interval import interval_dict
@@ -282,8 +282,8 @@ class Estimate:
             if not ok[j]:
                 rows.append(head + ["-"] * (len(self.HEADERS) - 3))
                 continue
-            rows.append(head + [f"{ttft[j] * 1e3:.1f}", f"{tpot[j] * 1e3:.2f}" if tpot[j] > 0 else "-", f"{tput[j]:.0f}",
-                                f"{tput[j] / self.deployment.num_gpus:.0f}",
+            rows.append(head + [f"{ttft[j] * 1e3:.1f}", f"{tpot[j] * 1e3:.2f}" if tpot[j] > 0 else "-", significant(tput[j], 2),
+                                significant(tput[j] / self.deployment.num_gpus, 2),
                                 f"{1 / tpot[j]:.1f}" if tpot[j] > 0 else "-", f"{used[j] / 1e9:.1f}",
                                 f"{usd[j]:.3f}" if np.isfinite(usd[j]) else "-", f"{waves[j]:.0f}"])
         return rows

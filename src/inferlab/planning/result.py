@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..results.render import text_table
+from ..results.render import significant, text_table
 from .candidate import Candidate
 from .operations import carried_per_replica, day_plan
 from .scenario import Scenario
@@ -109,7 +109,7 @@ class Plan:
         sc = self.scenario
         slo, tr = sc.slo, sc.traffic
         p = f"P{slo.percentile:g}"
-        head = (f"plan '{sc.name}': {tr.request_rate:g} req/s, ISL ~{tr.isl.expected:.0f}, OSL ~{tr.osl.expected:.0f}"
+        head = (f"plan '{sc.name}': {significant(tr.request_rate)} req/s, ISL ~{tr.isl.expected:.0f}, OSL ~{tr.osl.expected:.0f}"
                 + (f"; SLO {p} " + ", ".join(f"{name} {bound} ms" for name, bound in (("TTFT", slo.ttft_ms),
                                                                                       ("TPOT", slo.tpot_ms)) if bound)
                    if slo.ttft_ms or slo.tpot_ms else ""))

@@ -304,8 +304,17 @@ class Scenario(BaseModel):
 
     @field_validator("models", "hardware")
     @classmethod
-    def _listed_once(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _distinct(value)
+    def _listed_once(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
+        from ..specs.catalog import hardware_id_or_name  # (h200 -> h200-sxm; as given where unknown)
+
+        return _distinct(tuple(map(hardware_id_or_name, value)) if info.field_name == "hardware" else value)
+
+    @field_validator("prices")
+    @classmethod
+    def _priced_ids(cls, value: dict) -> dict:
+        from ..specs.catalog import hardware_id_or_name
+
+        return {hardware_id_or_name(k): v for k, v in value.items()}
 
     @field_validator("engine")
     @classmethod

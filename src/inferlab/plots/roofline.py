@@ -17,7 +17,7 @@ from ..errors import InferlabError
 #: Colour and marker of each phase.
 PHASE_STYLE = {"prefill": ("C0", "o"), "decode": ("C1", "^")}
 #: Formats :func:`write_estimate_plot` writes, by file suffix.
-PLOT_SUFFIXES = (".png", ".svg")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _TERA = 1e12
 _ROOF_STYLES = ("-", "--", "-.", ":")
 

@@ -36,3 +36,35 @@ def json_ready(value: Any) -> Any:
 def share_text(x: float) -> str:
     """A share as a percentage, ``-`` when undefined (no request sent)."""
     return "-" if math.isnan(x) else f"{x:.1%}"
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """``x`` to ``digits`` significant digits in plain notation, its whole part always kept and
+    trailing zeros dropped; ``-`` when not finite.
+
+    A small rate keeps its digits instead of rounding to ``0``; a large one prints whole, as
+    ``f"{x:.0f}"`` does.
+
+    >>> significant(0.3412, 2), significant(11.5741), significant(1564.4, 2), significant(5.0)
+    ('0.34', '11.6', '1564', '5')
+    """
+    if not math.isfinite(x):
+        return "-"
+    if x == 0:
+        return "0"
+    text = f"{x:.{max(0, digits - 1 - math.floor(math.log10(abs(x))))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def duration_text(seconds: float) -> str:
+    """A duration in the unit that reads best: seconds under a minute, minutes under an hour,
+    else hours, to three significant digits.
+
+    >>> duration_text(45), duration_text(300), duration_text(5400), duration_text(86400)
+    ('45 s', '5 min', '1.5 h', '24 h')
+    """
+    if seconds < 60.0:
+        return f"{significant(seconds)} s"
+    if seconds < 3600.0:
+        return f"{significant(seconds / 60.0)} min"
+    return f"{significant(seconds / 3600.0)} h"

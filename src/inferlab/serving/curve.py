@@ -189,7 +189,7 @@ class LoadCurve:
             table.append(cells + (["<- knee"] if row["knee"] else [""]))
         if not any(row["knee"] for row in rows):  # no marker column without a knee to mark
             table = [cells[:-1] for cells in table]
-        text = text_table([*headers, *([""] if len(table[0]) > len(headers) else [])], table,
+        text = text_table([*headers, *(["knee"] if len(table[0]) > len(headers) else [])], table,
                           right=set(range(len(headers))))
         lines = [first, "latencies in ms", text]
         k = self.knee

@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Iterable
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -100,9 +101,64 @@ def model_ids() -> list[str]:
     return sorted(_model_files())
 
 
+class AmbiguousNameError(UnknownNameError):
+    """A short name that begins more than one catalog id (``h100``: ``h100-nvl``, ``h100-pcie``,
+    ``h100-sxm``); ``suggestions`` holds every one of them."""
+
+    def __init__(self, kind: str, name: str, allowed: Iterable[str], candidates: Iterable[str]):
+        self.candidates = sorted(candidates)
+        super().__init__(kind, name, allowed)
+
+    def _message(self) -> str:
+        self.suggestions = self.candidates
+        return (f"{self.kind} {self.name!r} is ambiguous; did you mean "
+                + " or ".join(repr(c) for c in self.candidates) + "? Give the full id.")
+
+
+def hardware_id_or_name(name: Any) -> Any:
+    """:func:`hardware_id` of ``name`` (a MIG profile after ``:`` kept), or ``name`` as given
+    where the catalog reads it as no one id: for a list checked later, where the error is said."""
+    if not isinstance(name, str):
+        return name
+    base, colon, profile = name.partition(":")
+    try:
+        return hardware_id(base) + colon + profile
+    except UnknownNameError:
+        return name
+
+
+def hardware_id(name: str) -> str:
+    """The catalog id ``name`` stands for: the id itself (any case), else the one id that begins
+    with ``name`` and a dash (``h200`` -> ``h200-sxm``).
+
+    The dash keeps the short name a whole word of the id: ``h200`` is the chip and ``-sxm`` its
+    form factor, whereas ``mi300`` would take ``mi300x`` and ``rtx-409`` would take ``rtx-4090``,
+    a typo or a sibling part (MI300A, RTX 4090 D) silently read as another GPU.
+
+    Raises
+    ------
+    UnknownNameError
+        With did-you-mean suggestions when no id matches; :class:`AmbiguousNameError` (a
+        subclass) naming every candidate when several begin with ``name-`` (``h100``).
+    """
+    ids = _hardware_files()
+    if not isinstance(name, str):
+        raise UnknownNameError("hardware", repr(name), ids)
+    key = name.strip().lower()
+    if key in ids:
+        return key
+    begun = [i for i in ids if key and i.startswith(key + "-")]
+    if len(begun) == 1:
+        return begun[0]
+    if begun:
+        raise AmbiguousNameError("hardware", name, ids, begun)
+    raise UnknownNameError("hardware", name, ids)
+
+
 def load_hardware(id: str) -> HardwareSpec:
-    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``, any case), or a MIG slice
-    of one as ``"h100-sxm:3g.40gb"`` (:mod:`inferlab.specs.mig`).
+    """Load a built-in hardware spec by id (e.g. ``"h100-sxm"``, any case, or a unique short
+    name, ``"h200"``: :func:`hardware_id`), or a MIG slice of one as ``"h100-sxm:3g.40gb"``
+    (:mod:`inferlab.specs.mig`).
 
     Raises
     ------
@@ -114,10 +170,8 @@ def load_hardware(id: str) -> HardwareSpec:
     key = id.strip().lower()
     if ":" in key:  # a MIG slice, "h100-sxm:3g.40gb"
         base, _, profile = key.partition(":")
-        return _load_slice(base, profile)
-    if key not in _hardware_files():
-        raise UnknownNameError("hardware", id, _hardware_files())
-    return _load_hardware_id(key)
+        return _load_slice(hardware_id(base), profile)
+    return _load_hardware_id(hardware_id(key))
 
 
 @functools.cache
@@ -189,7 +243,30 @@ def load_model(name: str | Path) -> ModelSpec:
                     raise SpecError(str(exc).replace("engine model", "model", 1)) from None
             raise SpecError(f"no such file or folder {text!r} (and it is not a catalog id or alias)")
         return ModelSpec.from_hf_config(path)
-    raise UnknownNameError("model", text, files)
+    folder = _local_folder(text)
+    if folder is not None:  # a bare folder name, "mymodel": as "mymodel/config.json"
+        if not (folder / "config.json").is_file():
+            raise SpecError(f"model {text!r}: the folder {text} holds no config.json; give a folder with a Hugging "
+                            "Face config.json, the file itself, or a catalog id (inferlab models list)")
+        return ModelSpec.from_hf_config(folder)
+    raise UnknownModelError("model", text, files)
+
+
+def _local_folder(text: str) -> Path | None:
+    """``text`` as a folder in the working directory, or None when there is none (or it cannot name one)."""
+    try:
+        path = Path(text)
+        return path if text and path.is_dir() else None
+    except (OSError, ValueError):  # a name no file system takes (a NUL byte, too long)
+        return None
+
+
+class UnknownModelError(UnknownNameError):
+    """A model name that is neither a catalog id, an alias nor a local ``config.json`` or its folder."""
+
+    def _message(self) -> str:
+        return (super()._message().rstrip(".") + "; or give a path to a Hugging Face config.json, or to the "
+                "folder holding one (e.g. ./my-model or ./my-model/config.json).")
 
 
 @functools.lru_cache(maxsize=128)

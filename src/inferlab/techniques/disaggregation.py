@@ -45,7 +45,7 @@ import numpy as np
 from ..calibration.profile import Profile
 from ..core.quantization import PrecisionConfig
 from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
-from ..specs.catalog import hardware_ids
+from ..specs.catalog import hardware_id
 from ..specs.hardware import HardwareSpec
 from ..units import to_si
 
@@ -62,20 +62,11 @@ _ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, 
 
 
 def resolve_hardware(name: str | HardwareSpec) -> str:
-    """Catalog id for ``name``: an id, or the unique id that starts with ``name-``
-    (``h200`` -> ``h200-sxm``; ``h100`` is ambiguous)."""
+    """Catalog id for ``name``: a spec's id, or :func:`~inferlab.specs.catalog.hardware_id` (an id,
+    or the unique id that starts with ``name-``: ``h200`` -> ``h200-sxm``; ``h100`` is ambiguous)."""
     if isinstance(name, HardwareSpec):
         return name.id
-    ids = hardware_ids()
-    key = str(name).strip().lower()
-    if key in ids:
-        return key
-    matches = [h for h in ids if h.startswith(key + "-")]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise SpecError(f"hardware {name!r} is ambiguous: it could be {', '.join(matches)}; write the full id")
-    raise UnknownNameError("hardware", str(name), ids)
+    return hardware_id(name)
 
 
 @dataclass(frozen=True)
