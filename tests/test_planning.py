@@ -524,3 +524,13 @@ def test_free_gpus_and_offline_pools():
     assert "$0.00 for the job," in text and "%" not in text.split("vs ")[1].split(",")[0]
     with pytest.raises(SpecError, match="offline job's separate pools are not sized"):
         load_scenario({**sc, "search": {"precisions": ["fp8"], "tp": [1], "disaggregation": True}})
+
+
+def test_the_headroom_line_says_what_its_lead_time_holds():
+    """The chat example: a rise of 2 req/s a minute over a 60 s reaction and the 8.8 min start is
+    2 x (60 + 526) / 60 = 19.5 req/s; the line says the 9.8 min lead time and its 60 s to react
+    (it had said 'over that lead time' after the 8.8 min start, which gives 17.5)."""
+    result = plan(load_scenario(Path(__file__).resolve().parents[1] / "examples" / "scenarios" / "chat.yaml"))
+    text = result.explain()
+    assert "one more replica takes 8.8 min to start" in text
+    assert "a rise of 19.5 req/s over the 9.8 min lead time (60 s to react, then the start)" in text

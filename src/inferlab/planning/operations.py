@@ -54,7 +54,10 @@ class DayPlan:
                    f"{float(cs.provisioning_s):.0f} s, image {float(cs.image_pull_s):.0f} s, weights "
                    f"{float(cs.weight_load_s):.0f} s, warm-up {float(cs.warmup_s):.0f} s)")
         if float(hr.demand_rise) > 0:
-            out.append(f"a rise of {float(hr.demand_rise):.1f} req/s over that lead time needs "
+            react = float(hr.lead_time_s) - float(cs.total_s)  # noticing the rise and ordering, then the start
+            lead = f"the {float(hr.lead_time_s) / 60:.1f} min lead time ({react:.0f} s to react, then the start)" \
+                if react > 0.5 else "that lead time"
+            out.append(f"a rise of {float(hr.demand_rise):.1f} req/s over {lead} needs "
                        f"{int(hr.extra_replicas_whole)} warm replica(s) beyond the plan "
                        f"(${float(hr.usd_per_hour):,.2f}/h)")
         return out
