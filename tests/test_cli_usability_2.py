@@ -155,3 +155,11 @@ def test_slo_in_seconds_is_warned(capsys):
     _, _, err = run(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rate", "4", "--num-requests", "20",
                     "--ttft-slo", "500", "--tpot-slo", "50")
     assert "warning: --t" not in err
+
+
+def test_an_engine_only_flag_points_to_the_launch_command_not_a_lookalike(capsys):
+    # SGLang's --max-total-tokens sizes the KV pool: not --max-num-tokens, the token budget
+    code, _, err = run(capsys, "estimate", "llama-3.1-8b", "h100-sxm", "--max-total-tokens", "1000")
+    assert code == 2
+    assert err.strip().endswith("estimate has no option --max-total-tokens (an engine's flag? give the launch "
+                                "command whole: --engine-args); see inferlab estimate --help")

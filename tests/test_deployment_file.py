@@ -211,3 +211,12 @@ def test_what_json_writes_is_a_deployment_file(capsys, tmp_path):
     stray.write_text("deployment: {model: llama-3.1-8b, hardware: h100-sxm}\nbatch: 4\n")
     with pytest.raises(SpecError, match="key\\(s\\) batch beside deployment; allowed: deployment, workload"):
         load_deployment_file(stray)
+
+
+def test_what_serve_json_writes_is_named_as_such_by_estimate(capsys, tmp_path):
+    # its result keys had been listed as unknown keys beside the deployment
+    assert main(["serve", "llama-3.1-8b", "h100-sxm", "--rate", "1", "--num-requests", "10", "--json"]) == 0
+    path = tmp_path / "served.json"
+    path.write_text(capsys.readouterr().out)
+    with pytest.raises(SpecError, match="is what serve --json writes; estimate reads a static batch"):
+        load_deployment_file(path)

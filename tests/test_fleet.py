@@ -376,7 +376,7 @@ def test_a_vllm_fleet_without_chunked_prefill_takes_the_budget_serve_takes():
     assert f.ttft_percentile(50) == pytest.approx(float(np.median(s.ttft_s)), rel=0.5)
 
 
-def test_least_outstanding_sends_an_undetected_failure_nearly_everything():
+def test_least_outstanding_sends_an_undetected_failure_most_of_the_traffic():
     """A replica whose requests fail at once always has the fewest outstanding, so until the
     failure is noticed least_outstanding sends it most of the traffic, as real balancers do:
     the healthy replica gets a request only when it is idle too and the tie falls to it in

@@ -50,7 +50,9 @@ def test_a_router_queue_timeout_bounds_the_wait_of_served_requests():
     kw = dict(replicas=2, horizon_s=300.0, seed=3, traffic={"rate": 60.0, "isl": 1000, "osl": 200})
     router = inferlab.fleet(MODEL, GPU, admission={"at": "router", "queue_limit": 16, "timeout_s": 5.0}, **kw)
     replica = inferlab.fleet(MODEL, GPU, admission={"at": "replica", "queue_limit": 16, "timeout_s": 5.0}, **kw)
-    assert router.ttft.max() < 5.0 + 2.0  # the timeout, and an iteration or a prefill more
+    # at most the timeout at the router and the timeout again at the replica once handed over (it
+    # is timed there from the hand-over), and its prefill; these lengths wait far less at the replica
+    assert router.ttft.max() < 5.0 + 2.0
     assert router.goodput() == pytest.approx(replica.goodput(), abs=0.1)
 
 
@@ -59,8 +61,8 @@ def test_a_cascade_whose_large_model_does_not_fit_fails_first_and_says_so():
     before the small fleet runs (it had run the small fleet first, then raised without naming
     the cascade)."""
     with pytest.raises(InfeasibleError, match=r"^fleet.cascade \(llama-3.1-70b\): .*no memory for a KV cache"):
-        run_scenario(dict(model=MODEL, hardware=GPU, horizon_s=1e9, traffic={"rate": 1e6, "isl": 100, "osl": 10},
-                          cascade={"model": "llama-3.1-70b", "share": 0.2}))  # a small fleet that would run for ever
+        run_scenario(dict(model=MODEL, hardware=GPU, horizon_s=3600.0, traffic={"rate": 100.0, "isl": 100, "osl": 10},
+                          cascade={"model": "llama-3.1-70b", "share": 0.2}))  # a small fleet that would run for minutes
 
 
 def test_a_cascade_notes_the_escalations_past_the_horizon():
@@ -91,7 +93,27 @@ def test_the_cost_per_million_output_tokens_is_the_bill_over_the_tokens_served()
     r = inferlab.fleet(MODEL, GPU, replicas=2, horizon_s=120.0, seed=1, pricing={"on_demand_usd_per_hour": 3.0},
                        traffic={"rate": 2.0, "isl": 500, "osl": 100})
     served = int(np.sum(r.status == 0))
-    # every request served has 100 output tokens; the bill is 2 replicas x 3 USD/h over (about) the horizon
-    assert r.to_dict()["usd_per_million_output_tokens"] == pytest.approx(r.usd / (100.0 * served) * 1e6)
-    assert r.usd == pytest.approx(2 * 3.0 * 120.0 / 3600.0, rel=0.05)
+    # every request served has 100 output tokens; the bill is 2 replicas x 3 USD/h over the horizon
+    # (and the last answers' seconds past it): 0.2 USD, so 0.2 / (100 x served) x 1e6 USD a million
+    assert served > 200
+    assert r.to_dict()["usd_per_million_output_tokens"] == pytest.approx(0.2 / (100.0 * served) * 1e6, rel=0.05)
     assert "USD per million output tokens served" in r.explain()
+
+
+def test_cache_aware_takes_replicas_with_nothing_cached_in_turn():
+    """Prompts over 2,000 documents asked about almost uniformly miss every cache: equal keys, so
+    the replicas take them in turn (the first had taken 438 of 601)."""
+    r = inferlab.fleet(MODEL, GPU, replicas=4, horizon_s=600.0, seed=1, router="cache_aware",
+                       traffic={"rate": 1.0, "isl": 600, "osl": 50, "prefix": "shared:tokens=400,groups=2000,zipf=0.1"})
+    counts = np.bincount(r.replica[r.status == 0], minlength=4)
+    assert counts.max() - counts.min() <= 10
+
+
+def test_the_flapping_note_advises_by_the_signal_in_use():
+    """On concurrency (a signal that follows the load) the note does not blame a queue nor advise
+    concurrency; on a queue it does."""
+    events = [(100.0, "scale down", 1), (110.0, "order", 2)]
+    (conc,) = flapping_note(events, [0] * 3, [Autoscaler(signal="concurrency", target=16.0)])
+    assert "queue" not in conc and "(concurrency, rate)" not in conc and "a lower target" in conc
+    (queue,) = flapping_note(events, [0] * 3, [Autoscaler(signal="queue")])
+    assert "a queue reads 0 at any surplus" in queue and "(concurrency, rate)" in queue

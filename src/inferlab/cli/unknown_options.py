@@ -50,6 +50,11 @@ ENGINE_SPELLINGS: dict[str, tuple[str, ...]] = {
     "--output-len": ("--osl",), "--random-output-len": ("--osl",),
 }
 
+#: Engine flags with no inferlab option of their own, whose names sit close to one that means
+#: something else (SGLang's --max-total-tokens sizes the KV pool, not the token budget): no
+#: did-you-mean for them, only the launch-command route.
+ENGINE_ONLY = ("--max-total-tokens", "--max-prefill-tokens", "--max-num-partial-prefills")
+
 _NUMBER = re.compile(r"^-\.?\d")
 
 
@@ -94,7 +99,10 @@ def _advice(parser: argparse.ArgumentParser, name: str) -> str:
     positional = {a.dest: str(a.metavar or a.dest) for a in parser._get_positional_actions()}
     if bare in positional:
         return f" ({positional[bare]} goes without a flag: {parser.prog} {' '.join(positional.values())})"
+    engine = " (an engine's flag? give the launch command whole: --engine-args)" if "engine-args" in own else ""
+    if "--" + bare in ENGINE_ONLY:
+        return engine
     close = [own[c] for c in ([bare] if bare in own else difflib.get_close_matches(bare, own, n=3, cutoff=0.65))]
     if not close:
-        return ""
+        return engine
     return f" (did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?)"

@@ -156,10 +156,15 @@ def flapping_note(events: list[tuple[float, str, int]], pool_of: list[int], poli
         return ()
     signals = sorted({a.signal for a in policies if a is not None})
     n = len(turns)
+    # a queue (or a share) reads low at any surplus; concurrency and the rate follow the load itself
+    lagging = [x for x in signals if x not in ("concurrency", "rate")]
+    why = ("the signal read low while the replicas kept up (a queue reads 0 at any surplus), then high once they "
+           "were gone" if lagging else "the load fell below the target long enough to scale down, then rose again")
+    fix = ("a longer scale_down_delay_s, or a signal that follows the load (concurrency, rate), steadies it" if lagging
+           else "a longer scale_down_delay_s, or a lower target (more headroom per replica), steadies it")
     return (f"autoscaler: {n} time{'s' if n > 1 else ''} it ordered replicas within two periods of scaling "
-            f"others down ({', '.join(signals)}): the signal read low while the replicas kept up (a queue reads 0 at "
-            "any surplus), then high once they were gone; draining replicas are not taken back, so each turn pays a "
-            "cold start. A longer scale_down_delay_s, or a signal that follows the load (concurrency, rate), steadies it",)
+            f"others down ({', '.join(signals)}): {why}; draining replicas are not taken back, so each turn pays a "
+            f"cold start. A{fix[1:]}",)
 
 
 #: Most control ticks (autoscaler evaluations and samples) a run takes: 17-30 us each, two to four

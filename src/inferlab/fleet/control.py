@@ -122,7 +122,11 @@ class Control:
         its cap outstanding and (no cap given) a KV pool not yet claimed whole, so that the queue
         stays at the router, where it is timed."""
         e = r.engine
-        return e.outstanding < self.caps[r.pool] and (self.cfg.admission.max_outstanding is not None or e.kv_claimed < 1)
+        if e.outstanding >= self.caps[r.pool]:
+            return False
+        if self.cfg.admission.max_outstanding is not None:
+            return True
+        return e.kv_claimed < 1
 
 
 #: The fleet over time, one value per sample (see :class:`~.result.FleetResult`).

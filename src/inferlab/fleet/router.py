@@ -33,6 +33,7 @@ References
 from __future__ import annotations
 
 import difflib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,13 +113,9 @@ class Router:
     def _cache_aware(self, engines: list[Any], loads: list[int], stream: int, prefix: float) -> int:
         if stream < 0 or prefix <= 0:
             return self._least(loads)
-        least = min(loads)
-        limit = least + self.config.balance
-        best, best_key = self._least(loads), (-1, 0)
-        for j, e in enumerate(engines):
-            if loads[j] > limit:
-                continue
-            key = (e.reuse.cache.cached_tokens(stream, prefix), -loads[j])
-            if key > best_key:
-                best, best_key = j, key
-        return best
+        limit = min(loads) + self.config.balance
+        # most of the prefix cached, then the least loaded; ties in turn (as _least)
+        keys = [(e.reuse.cache.cached_tokens(stream, prefix), -n) if n <= limit else (-1.0, -math.inf)
+                for e, n in zip(engines, loads)]
+        best = max(keys)
+        return self._least([0 if k == best else 1 for k in keys])

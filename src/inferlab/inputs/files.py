@@ -186,6 +186,9 @@ def _written_by_json(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """The deployment (with its workload) of a file nesting them as ``--json`` writes them; the
     results beside them are left, where the file has them (``ttft_s``), and refused otherwise."""
     others = sorted(str(k) for k in set(data) - {"deployment", "workload"})
+    if others and "latency_s" in data:  # serve's: its workload is a load, not a static batch
+        raise SpecError(f"{path} is what serve --json writes; estimate reads a static batch: keep its deployment: "
+                        "alone (and give the batch with --batch, --isl, --osl)")
     if others and "ttft_s" not in data:
         raise SpecError(f"{path}: key(s) {', '.join(others)[:200]} beside deployment; allowed: deployment, workload "
                         "(or the deployment's own keys at the top, without deployment:)")

@@ -306,15 +306,17 @@ class Scenario(BaseModel):
     @classmethod
     def _listed_once(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
         from ..specs.catalog import hardware_id_or_name  # (h200 -> h200-sxm; as given where unknown)
-
         return _distinct(tuple(map(hardware_id_or_name, value)) if info.field_name == "hardware" else value)
 
     @field_validator("prices")
     @classmethod
     def _priced_ids(cls, value: dict) -> dict:
         from ..specs.catalog import hardware_id_or_name
-
-        return {hardware_id_or_name(k): v for k, v in value.items()}
+        ids = {k: hardware_id_or_name(k) for k in value}
+        if len(set(ids.values())) < len(ids):  # h200 and h200-sxm: one GPU priced twice
+            both = sorted(k for k in ids if list(ids.values()).count(ids[k]) > 1)
+            raise ValueError(f"{' and '.join(both)} are the same GPU ({ids[both[0]]}); price it once")
+        return {ids[k]: v for k, v in value.items()}
 
     @field_validator("engine")
     @classmethod

@@ -55,14 +55,20 @@ class Admission:
         kept by sending, admission, timeouts and preemption). An admitted prompt still being
         prefilled counts whole (the engine allocated its blocks at admission; the cache holds
         only what is computed), so a replica busy prefilling does not read as empty."""
+        run = self.run
+        # it changes only when a request is sent, taken in or dropped, or an iteration applied: read once per state
+        state = (self.now, len(self.order), self.pos, len(self.waiting), run.k, run.prefilling, self.claimed)
+        if getattr(self, "_kv_state", None) == state:
+            return self._kv_share
         if self.pos >= len(self.order) and not self.waiting:
             self.claimed = 0.0  # nothing queued: the sum starts afresh, without rounding drift
-        run = self.run
         pending = 0.0
         if run.prefilling and not self.sched.reserve_output:  # (reserved outputs: counted whole already)
             pending = float(sum([max(p - d, 0.0) for p, d in zip(run.prompt, run.done)])) if run.lists else \
                 float(np.maximum(run.prompt - run.done, 0.0).sum())
-        return (self.blocks_used() + (max(self.claimed, 0.0) + pending) / self.block) / max(self.capacity_blocks, 1)
+        share = (self.blocks_used() + (max(self.claimed, 0.0) + pending) / self.block) / max(self.capacity_blocks, 1)
+        self._kv_state, self._kv_share = state, share
+        return share
 
     def _blocks_bound(self) -> float:
         """An upper bound on :meth:`blocks_used` of a :class:`~.batch.SmallBatch` without

@@ -127,19 +127,25 @@ def hardware_id_or_name(name: Any) -> Any:
         return name
 
 
-def hardware_id(name: str) -> str:
-    """The catalog id ``name`` stands for: the id itself (any case), else the one id that begins
-    with ``name`` and a dash (``h200`` -> ``h200-sxm``).
+#: Suffixes that name a chip's form factor, not another part: a chip with one of them in the
+#: catalog is that part (``h200`` -> ``h200-sxm``). Others name a sibling (``rtx-3090`` vs
+#: ``rtx-3090-ti``, ``m2`` vs ``m2-ultra``, ``a100-sxm`` vs its 80 GB model), never read for it.
+FORM_FACTORS = ("sxm", "pcie", "nvl")
 
-    The dash keeps the short name a whole word of the id: ``h200`` is the chip and ``-sxm`` its
-    form factor, whereas ``mi300`` would take ``mi300x`` and ``rtx-409`` would take ``rtx-4090``,
-    a typo or a sibling part (MI300A, RTX 4090 D) silently read as another GPU.
+
+def hardware_id(name: str) -> str:
+    """The catalog id ``name`` stands for: the id itself (any case), else the one id that is
+    ``name`` with a form factor (:data:`FORM_FACTORS`: ``h200`` -> ``h200-sxm``).
+
+    Only a form factor: ``rtx-3090`` is not an ``rtx-3090-ti``, ``m2`` not an ``m2-ultra`` nor
+    ``a100-sxm`` the 80 GB part (a 40 GB one exists): a sibling part read silently as another
+    would give another GPU's numbers.
 
     Raises
     ------
     UnknownNameError
         With did-you-mean suggestions when no id matches; :class:`AmbiguousNameError` (a
-        subclass) naming every candidate when several begin with ``name-`` (``h100``).
+        subclass) naming every candidate when several form factors of ``name`` are (``h100``).
     """
     ids = _hardware_files()
     if not isinstance(name, str):
@@ -147,7 +153,7 @@ def hardware_id(name: str) -> str:
     key = name.strip().lower()
     if key in ids:
         return key
-    begun = [i for i in ids if key and i.startswith(key + "-")]
+    begun = [i for i in ids if key and i in {f"{key}-{form}" for form in FORM_FACTORS}]
     if len(begun) == 1:
         return begun[0]
     if begun:
