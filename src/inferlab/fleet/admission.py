@@ -6,8 +6,9 @@ scheduled. With ``at="router"`` the router holds the queue: it sends a request o
 replica with fewer than ``max_outstanding`` requests (by default its ``max_num_seqs``, and only
 while the requests running and sent there do not claim its whole KV pool, as a router that
 reads each replica's KV use does), holds at most ``queue_limit`` others, and drops those that
-waited ``timeout_s``; one handed over waits at most ``timeout_s`` more at the replica. A refused or dropped request gets an error at
-once (the client may retry elsewhere) and counts as an SLO miss in the goodput.
+waited ``timeout_s``; one handed over waits at most ``timeout_s`` more at the replica. A
+refused or dropped request gets an error at once (the client may retry elsewhere) and counts
+as an SLO miss in the goodput.
 """
 
 from __future__ import annotations

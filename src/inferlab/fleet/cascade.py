@@ -103,7 +103,7 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
         return small
     requests, first_sent = escalated(small, share, kwargs.get("seed", 0))
     large = _large(requests, large_kwargs)
-    late = int(np.count_nonzero(requests.arrival >= large_kwargs.get("horizon_s", 3600.0)))
+    late = int(np.count_nonzero(requests.arrival >= large.horizon_s))
     if late:
         large = replace(large, notes=(*large.notes, f"{late:,} escalated requests whose small-model answer ended after "
                                       "the horizon are not sent to the large model (nor counted in its goodput)"))

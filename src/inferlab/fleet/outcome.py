@@ -25,8 +25,8 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     end = max(cfg.horizon_s, float(np.nanmax(finish)) if finish.size and np.isfinite(finish).any() else 0.0)
     if end > 1.01 * cfg.horizon_s:
         notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
-                         " s more to serve; the replicas serving it are paid until their last request ends, the others until the "
-                         "horizon")
+                         " s more to serve; the replicas serving it are paid until their last request ends, "
+                         "the others until the horizon")
     # each replica paid from its order until it stops; one running at the horizon until its own last request ends
     usd = spend_usd([p.pricing for p in cfg.pools], paid_intervals(rec, cfg.horizon_s), rec.pool, rec.spot, end)
     unpriced = sorted({p.kind.name for p in cfg.pools if math.isnan(p.pricing.on_demand_usd_per_hour)})

@@ -98,9 +98,9 @@ class Router:
     def _least(self, values: list) -> int:
         """The index of the smallest of ``values``; among equal ones, the first from the turn
         after the last pick, cyclically (round-robin over ties)."""
-        least, n = min(values), len(values)
-        start = self._turn % n
-        j = next(j for j in (*range(start, n), *range(start)) if values[j] == least)
+        start = self._turn % len(values)
+        turned = values[start:] + values[:start]
+        j = (start + turned.index(min(turned))) % len(values)
         self._turn = j + 1
         return j
 

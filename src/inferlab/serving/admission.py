@@ -23,6 +23,8 @@ class Admission:
     reuse: Any
     sched: Any
     state_blocks: int  # KV pages a running request's linear-attention state takes (a hybrid model)
+    _kv_state: tuple | None = None  # the engine state kv_claimed last read, and its share
+    _kv_share: float = 0.0
 
     def blocks_used(self) -> float:
         """KV blocks the running requests hold [block]."""
@@ -58,7 +60,7 @@ class Admission:
         run = self.run
         # it changes only when a request is sent, taken in or dropped, or an iteration applied: read once per state
         state = (self.now, len(self.order), self.pos, len(self.waiting), run.k, run.prefilling, self.claimed)
-        if getattr(self, "_kv_state", None) == state:
+        if self._kv_state == state:
             return self._kv_share
         if self.pos >= len(self.order) and not self.waiting:
             self.claimed = 0.0  # nothing queued: the sum starts afresh, without rounding drift

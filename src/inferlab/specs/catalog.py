@@ -102,8 +102,8 @@ def model_ids() -> list[str]:
 
 
 class AmbiguousNameError(UnknownNameError):
-    """A short name that begins more than one catalog id (``h100``: ``h100-nvl``, ``h100-pcie``,
-    ``h100-sxm``); ``suggestions`` holds every one of them."""
+    """A chip's name with several form factors in the catalog (``h100``: ``h100-nvl``,
+    ``h100-pcie``, ``h100-sxm``); ``suggestions`` holds every one of them."""
 
     def __init__(self, kind: str, name: str, allowed: Iterable[str], candidates: Iterable[str]):
         self.candidates = sorted(candidates)
@@ -153,7 +153,7 @@ def hardware_id(name: str) -> str:
     key = name.strip().lower()
     if key in ids:
         return key
-    begun = [i for i in ids if key and i in {f"{key}-{form}" for form in FORM_FACTORS}]
+    begun = [f"{key}-{form}" for form in FORM_FACTORS if f"{key}-{form}" in ids]
     if len(begun) == 1:
         return begun[0]
     if begun:

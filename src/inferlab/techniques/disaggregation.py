@@ -63,7 +63,7 @@ _ON_OFF = {"on": True, "true": True, "yes": True, "off": False, "false": False, 
 
 def resolve_hardware(name: str | HardwareSpec) -> str:
     """Catalog id for ``name``: a spec's id, or :func:`~inferlab.specs.catalog.hardware_id` (an id,
-    or the unique id that starts with ``name-``: ``h200`` -> ``h200-sxm``; ``h100`` is ambiguous)."""
+    or the one form factor of a chip's name: ``h200`` -> ``h200-sxm``; ``h100`` is ambiguous)."""
     if isinstance(name, HardwareSpec):
         return name.id
     return hardware_id(name)
