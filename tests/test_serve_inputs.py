@@ -247,6 +247,10 @@ def test_a_length_distributions_tail_past_the_models_positions_is_refused_reques
     assert run.refused > 0 and run.refused + len(run.trace.isl) == 50
     assert max(run.trace.isl + run.trace.osl) <= 131072
     assert run.to_dict()["refused"] == run.refused and "refused with an error" in str(run)
+    # over three replicas each stream draws ceil(50 / 3) = 17: served and refused still sum to the 50 asked
+    three = inferlab.serve("llama-3.1-8b", "b200", tp=2, dp=3, rate=1.0, num_requests=50, isl=tail, osl=64)
+    counts = three.to_dict()
+    assert three.refused > 0 and counts["num_requests"] + counts["refused"] == 50
     ran = inferlab.serve("llama-3.1-8b", "b200", tp=8, rate=1.0, num_requests=50, isl=tail, osl=64,
                          allow_long_context=True)
     assert ran.refused == 0 and max(ran.trace.isl) > 131072

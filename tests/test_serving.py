@@ -524,9 +524,13 @@ def test_serve_flags_are_named_in_their_own_units(capsys, flags, message):
 
 def test_the_header_says_how_many_requests_one_replica_simulated():
     # 8,000 requests over six replicas: each stream simulates ceil(8000 / 6) = 1,334, and the
-    # header says so rather than printing 8,004 as if they had all been simulated
+    # header says so; the count is the one asked (it had read 6 x 1,334 = 8,004 requests)
     r = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=6, rate=30, num_requests=8000, isl=512, osl=128)
-    assert "8004 requests (1334 simulated on one of 6 streams), 30 req/s" in str(r)
+    assert "8000 requests (1334 simulated on one of 6 streams), 30 req/s" in str(r)
+    # 10 over seven streams: two simulated on one, 10 reported (it had been 14), in JSON too
+    ten = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=7, rate=1, num_requests=10, isl=512, osl=128)
+    assert "10 requests (2 simulated on one of 7 streams)" in str(ten)
+    assert (ten.to_dict()["num_requests"], ten.to_dict()["refused"]) == (10, 0)
     assert "1000 requests, 4 req/s" in str(inferlab.serve("llama-3.1-8b", "h100-sxm", rate=4, isl=512, osl=128))
 
 

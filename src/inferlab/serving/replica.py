@@ -273,7 +273,8 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
             raise
         raise InfeasibleError(f"{exc} (with pp={dep.parallel.pp} each of the {dep.parallel.pp} batches in flight "
                               "holds 1/pp of the replica's KV pool)") from None
-    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared, refused=refused,
+    asked = len(workload.trace) if workload.trace is not None else workload.num_requests
+    return ServeResult(dep, engine, replica, trace, scale, speculative=spec, prefix=shared, refused=refused, asked=asked,
                        limits=limits)
 
 

@@ -61,6 +61,9 @@ class ServeResult:
     refused: int = 0
     #: The simulated stream's scheduler limits (None where not recorded: pools, fleets).
     limits: Any = None
+    #: Requests the run was asked for, every stream together (None: the simulated stream's count
+    #: times ``replicas``, for pools and fleets).
+    asked: int | None = None
 
     # --- per request ----------------------------------------------------------------
     @property
@@ -156,6 +159,18 @@ class ServeResult:
         return None if cap is None else round(cap * self.replicas)
 
     @property
+    def served_and_refused(self) -> tuple[int, int]:
+        """Requests served and refused, all streams: the asked count split as the simulated
+        stream splits its share (10 over 7 streams are 10, not the 14 of 7 streams of 2; a
+        conversation's turns after a refused one are neither)."""
+        mine, refused, wl = len(self.trace.osl), self.refused, self.workload
+        share = len(wl.trace) if wl.trace is not None else wl.num_requests
+        if self.asked is None or not share:
+            return round(mine * self.replicas), round(refused * self.replicas)
+        served = round(self.asked * mine / share)
+        return served, (self.asked - served if mine + refused == share else round(self.asked * refused / share))
+
+    @property
     def preemptions(self) -> int:
         """Requests preempted (their KV freed, recomputed later), all replicas: the simulated
         stream's times the streams it stands for, as the request count and throughput."""
@@ -225,8 +240,7 @@ class ServeResult:
             "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
             "mode": self.workload.mode,
             **({"max_concurrency": self.max_concurrency} if self.max_concurrency is not None else {}),
-            "num_requests": round(len(self.trace.osl) * self.replicas),
-            "refused": round(self.refused * self.replicas),
+            **dict(zip(("num_requests", "refused"), self.served_and_refused)),
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "requests_per_s": self.requests_per_s, "preemptions": self.preemptions,
@@ -246,14 +260,15 @@ class ServeResult:
         n = self.replicas  # the workload is one stream's share (a replica's, a pipeline batch's)
         simulated = len(self.trace.osl)
         clients = round((wl.concurrency or 0) * n)
+        served, refused = self.served_and_refused
         load = {"offline": "offline (all queued)", "online": f"{wl.rate * n:g} req/s" if wl.rate else "trace",
-                "closed_loop": f"{clients} clients" + (f" (only {round(simulated * n)} send a request: fewer "
-                                                       "requests than clients)" if simulated * n < clients else "")
+                "closed_loop": f"{clients} clients" + (f" (only {served} send a request: fewer "
+                                                       "requests than clients)" if served < clients else "")
                 }[wl.mode]
         if wl.max_concurrency is not None:
             load += f", at most {wl.max_concurrency} in flight" + (" a stream" if n != 1 else "")
         requests = (f"{simulated} requests" if n == 1 else
-                    f"{round(simulated * n)} requests ({simulated} simulated on one of {n:g} streams)")
+                    f"{served} requests ({simulated} simulated on one of {n:g} streams)")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
                 f"{dep.precision}, engine {self.engine}; {requests}, {load}")
         s = self.summary()
@@ -269,7 +284,7 @@ class ServeResult:
         tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
-            tail += (f"\n{round(self.refused * self.replicas)} drawn request(s) longer than the engine takes (prompt plus "
+            tail += (f"\n{refused} drawn request(s) longer than the engine takes (prompt plus "
                      "output beyond its max_model_len or the model's positions, or a prompt beyond an unchunked budget) refused with an error, not served")
         return "\n".join([head, table, tail, *self._technique_lines()])
 
