@@ -150,6 +150,8 @@ def test_offered_readings_have_the_hand_values():
         ("", "empty"),
         ("1 GB + 1 s", "cannot combine gigabyte ([information]) with second ([time])"),
         ("h100-sxm * 2", "names a catalog entry"),
+        # a short GPU name is the entry it stands for, as in h200.memory_bandwidth (had read as a unit)
+        ("h200", "'h200' names a catalog entry, not a number; name one of its values, e.g. h200-sxm.memory_bandwidth"),
         # a fraction of a bit or a token is a lower-case mega-, not a quantity
         ("100 mb", "reads as millibits, a fraction of a bit; did you mean 'Mb' or 'MB' (megabytes)?"),
         ("1 mtok", "did you mean 'Mtok'?"),

@@ -23,7 +23,8 @@ from typing import Any
 import pint
 
 from ..errors import UnitError, UnknownNameError
-from ..specs.catalog import AmbiguousNameError, hardware_id, hardware_ids, load_hardware, load_model, model_ids
+from ..specs.catalog import (FORM_FACTORS, AmbiguousNameError, hardware_id, hardware_ids, load_hardware, load_model,
+                             model_ids)
 from ..units import Quantity, readable, ureg
 from . import syntax
 from .references import hardware_ref, model_ref
@@ -68,6 +69,15 @@ def _resolve(node: CatalogValue) -> Reference:
         text = hw + text[len(ident):] if text.startswith(ident) else text  # shown as the id it stands for
         value, source = hardware_ref(load_hardware(hw), path, text)
     return Reference(text, Quantity(float(value.magnitude), value.units), source)
+
+
+@functools.lru_cache(maxsize=1)
+def _catalog_names() -> frozenset[str]:
+    """Catalog ids and the short GPU names :func:`hardware_id` completes (``h200``, ``h100``), so
+    that a bare one is read as a catalog entry, not as an unknown unit."""
+    ids = [*hardware_ids(), *model_ids()]
+    short = {i.rsplit("-", 1)[0] for i in hardware_ids() if i.rsplit("-", 1)[-1] in FORM_FACTORS}
+    return frozenset({*ids, *short})
 
 
 def _hardware(ident: str) -> str:
@@ -126,7 +136,7 @@ def evaluate(expression: str, to: str | None = None) -> CalcResult:
         raise UnitError(f"to must be a unit such as 'ms' or 'GB/s', got {type(to).__name__} {to!r:.60}")
     if not expression.strip():
         raise UnitError("the expression is empty; write one such as '140 GB / 3.35 TB/s'")
-    tree = syntax.parse(expression, frozenset({*hardware_ids(), *model_ids()}))
+    tree = syntax.parse(expression, _catalog_names())
     evaluator = _Evaluator(expression)
     value = _representable(evaluator.value(tree), expression)
     value = _readable(value, expression) if to is None else _convert(value, to, expression)
@@ -149,9 +159,10 @@ class _Evaluator:
             self.references.append(_resolve(node))
             return self.references[-1].value
         if isinstance(node, BareId):
-            example = "memory_bandwidth" if node.ident in hardware_ids() else "total_params"
+            ident = node.ident if node.ident in model_ids() else _hardware(node.ident)
+            example = "total_params" if node.ident in model_ids() else "memory_bandwidth"
             raise UnitError(f"{node.ident!r} names a catalog entry, not a number; name one of its values, "
-                            f"e.g. {node.ident}.{example}")
+                            f"e.g. {ident}.{example}")
         if isinstance(node, Group):
             return self.value(node.inner)
         if isinstance(node, WithUnit):
