@@ -221,7 +221,11 @@ def test_the_static_estimate_says_where_it_chunks_a_prompt_the_engine_would_refu
                   inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=16000, osl=8,
                                     max_num_tokens=16384),
                   inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="vllm", isl=16000, osl=8)):
-        assert "whole prompts" not in quiet.explain()
+        assert "whole prompts" not in quiet.explain() and not quiet.notes and not quiet.to_dict()["notes"]
+    # the table says it too, naming the grid's longer prompts only (it had been said in --explain alone)
+    grid = inferlab.estimate("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", isl=[8000, 16000, 20000], osl=8)
+    assert "prefills the 16,000, 20,000-token prompts in chunks" in str(grid)
+    assert grid.to_dict()["notes"] == grid.notes and "whole prompts" not in grid.explain(0)
 
 
 def test_a_request_whose_own_pool_is_down_has_no_replica_not_too_long():

@@ -228,7 +228,9 @@ def run(args: argparse.Namespace) -> None:
         write_estimate_plot(est, args.plot, point=est.first_feasible())
         text += f"\nroofline chart written to {args.plot}"
     if args.explain and hasattr(est, "explain"):
-        why = "\n".join([est.explain(), *getattr(args, "engine_read", [])])
+        shown = set(getattr(est, "notes", []))  # the table's notes, not repeated
+        why = "\n".join([*(line for line in est.explain().splitlines() if line not in shown),
+                         *getattr(args, "engine_read", [])])
         text += "\n\n" + why
         data["explain"] = why
     if args.ops == "decode" and hasattr(est, "op_table") and float(np.ravel(np.broadcast_to(

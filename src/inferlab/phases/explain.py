@@ -226,18 +226,20 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
     return lines
 
 
-def _whole_prompt_lines(est: Estimate, point: int) -> list[str]:
+def whole_prompt_notes(est: Estimate, isl: Any = None) -> list[str]:
     """Where the engine prefills prompts whole and refuses one past its budget (TensorRT-LLM,
-    :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks a longer prompt."""
+    :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks the grid's longer
+    prompts (or the prompt length ``isl``, one point's): one line naming them, or none."""
     sched = est.scheduler or default_scheduler(est.engine)
     cap = prompt_cap(sched if est.max_num_tokens is None else replace(sched, max_num_batched_tokens=est.max_num_tokens))
-    isl = float(np.ravel(np.broadcast_to(est.isl, np.shape(est.ttft_s)))[point])
-    if cap is None or isl <= cap:
+    isl = np.ravel(np.asarray(est.isl if isl is None else isl, float))
+    longer = sorted({float(x) for x in isl[isl > cap]}) if cap is not None else []
+    if not longer:
         return []
     return [f"whole prompts: {est.engine} prefills each prompt whole unless chunked prefill is on "
             f"(enable_chunked_prefill) and refuses one longer than its max_num_tokens ({cap:,}); this estimate "
-            f"prefills the {isl:,.0f}-token prompts in chunks of it, as with chunking on (serve refuses them "
-            "without chunked_prefill=True or a budget that holds them)"]
+            f"prefills the {', '.join(f'{x:,.0f}' for x in longer)}-token prompts in chunks of it, as with chunking "
+            "on (serve refuses them without chunked_prefill=True or a budget that holds them)"]
 
 
 def explain(est: Estimate, point: int = 0) -> str:
@@ -259,8 +261,8 @@ def explain(est: Estimate, point: int = 0) -> str:
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
     lines += [f"precision: {note}" for note in dep.precision_notes]
+    lines += whole_prompt_notes(est, at(est.isl))
     lines += unused_limits_notes(est.inputs[0].engine.limits()) if est.inputs is not None else []
-    lines += _whole_prompt_lines(est, point)
     if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:
         lines.append(f"long context: isl + osl = {at(est.isl + est.osl):,.0f} tokens is beyond the "
                      f"{dep.model.max_position_embeddings:,} positions the model was trained for, accepted with "

@@ -210,7 +210,7 @@ class Estimate:
             "attention_dp": dep.parallel.attention_dp, "attention_tp": dep.parallel.attention_tp,
             "num_gpus": dep.num_gpus, "precision": str(dep.precision),
             "formats": dep.precision.to_dict(), "precision_notes": list(dep.precision_notes),
-            "engine": self.engine, "profile": dep.profile.name, "long_context": self.long_context,
+            "notes": self.notes, "engine": self.engine, "profile": dep.profile.name, "long_context": self.long_context,
             "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl),
             "feasible": _plain(np.broadcast_to(self.feasible, shape)),
             "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
@@ -306,7 +306,15 @@ class Estimate:
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), {dep.precision}, "
                 f"engine {self.engine}, profile {dep.profile.name}")
         table = text_table(self.HEADERS, self.summary_rows(), right=set(range(len(self.HEADERS))))
-        return "\n".join([head, table, *self.infeasible_lines()])
+        return "\n".join([head, table, *self.infeasible_lines(), *self.notes])
+
+    @property
+    def notes(self) -> list[str]:
+        """What the table's numbers assume that the engine would not do as configured (a prompt
+        past an unchunked budget, estimated in chunks)."""
+        from .explain import whole_prompt_notes
+
+        return whole_prompt_notes(self)
 
     def _repr_html_(self) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())
