@@ -12,6 +12,7 @@ from ..core.memory import recurrent_state_per_gpu
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
+from ..engines.memory_share import iteration_tokens, prefill_chunks
 from ..engines.scheduler import default_scheduler, prompt_cap, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
 from ..engines.window_pool import held_windows
@@ -29,6 +30,23 @@ def _bound_shares(rows: list[dict]) -> dict[str, float]:
     for r in rows:
         shares[r["bound"]] += r["share"]
     return dict(sorted(shares.items(), key=lambda kv: -kv[1]))
+
+
+def _per_step_words(est: Estimate, step: Any, phase: str, point: int) -> str:
+    """What a phase's time is of: one decode step, or the batch's prompts prefilled together,
+    with the iterations of the engine's token budget they take where more than one."""
+    if phase != "prefill":
+        return "per step"
+    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(step.time_s)))[point])
+    batch, tokens = at(step.step.batch), at(step.step.new_tokens)
+    words = f"for the batch's prompts together ({batch * tokens:,.0f} tokens a replica"
+    if est.max_num_tokens:
+        par = est.deployment.parallel
+        budget = iteration_tokens(est.scheduler or default_scheduler(est.engine), par, est.max_num_tokens)
+        chunks = float(prefill_chunks(batch, tokens, par, budget))
+        if chunks > 1:
+            return words + f", {chunks:.0f} iterations of the {budget:,.0f}-token budget: TTFT sums them)"
+    return words + ")"
 
 
 def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
@@ -63,7 +81,7 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     else:
         main_text = f"{main}-bound ({shares[main]:.0%} of op time in {main}-bound ops)"
     lines = [
-        f"{phase}: {pretty(Q(total, 's'))} per step, {main_text}"
+        f"{phase}: {pretty(Q(total, 's'))} {_per_step_words(est, step, phase, point)}, {main_text}"
         + (f"; step overhead {pretty(Q(overhead, 's'))}" if overhead > 0 else ""),
         f"  {flops / 1e12:.3g} TFLOP and {moved / 1e9:.3g} GB per GPU: intensity {intensity:.0f} FLOP/B vs the "
         f"{prec} ridge point {ridge:.0f} FLOP/B of {hw.id}"
