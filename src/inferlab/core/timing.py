@@ -123,6 +123,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
             compute = op.flops / (peak * fitted_fraction(curve, rows, outputs, hw, scale))
             memory = op.bytes / (bw * curve.bandwidth_fraction)
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
+        if not standalone and (op.kernel or "").endswith("_wo"):  # (the op rows' own kernel: as fitted)
+            reached = np.maximum(reached, weight_only_bound_s(op, peak, profile))
         compute = np.maximum(compute, reached)
         saturated = np.asarray(np.maximum(op.flops / (peak * curve.peak_fraction), reached), float)
         # A kernel timed on its own quantizes its input itself; inside a step an engine may
@@ -254,6 +256,18 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
         fits = (rows > launches * M_TILE) & (rows <= launches * SPLIT_TILES * M_TILE)
         compute = np.minimum(compute, np.where(fits, split, np.inf).min(axis=0))
     return compute, memory
+
+
+def weight_only_bound_s(op: Gemm, peak: float, profile: Profile) -> Any:
+    """The least compute time [s] of a weight-only GEMM (INT4/INT8/FP4 weights, 16-bit or FP8
+    activations): it widens the weights and runs the activations' own tensor-core math, so
+    where compute binds (many rows) it is no faster than that format's kernel at its large-M
+    share of peak on this GPU, for its outputs. The weight-only curves are fitted on A100 rows alone, where
+    W8A16 reaches 0.99 of the BF16 peak; carried to an L40S or an H100, whose BF16 kernels
+    reach 0.62-0.79, an INT4 or INT8 weight-only prefill had run 5-25% faster than BF16."""
+    many_rows = 1e30  # the format's curve past any m_half: its share at this many outputs
+    return op.flops / (peak * profile.gemm.curve(op.precision, op.precision).compute_fraction(
+        many_rows, op.n * op.weight_copies))
 
 
 def fitted_fraction(curve: GemmCurve, rows: np.ndarray, outputs: np.ndarray, hw: HardwareSpec,
