@@ -128,7 +128,8 @@ def run(capsys, *args):
 def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
     paths = write_runs(tmp_path, perturbed(gemm_scale=0.8, extra_request_s=0.020))
     out_file = tmp_path / "my.yaml"
-    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--out", out_file)
+    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--engine-args", ENGINE_ARGS,
+                         "--out", out_file)
     assert code == 0, err
     assert f"wrote {out_file}" in out and "held out" in out and "not identified" in out
     code, before, _ = run(capsys, "validate", "--bench", *paths, "--gpu", GPU, "--json")
@@ -140,8 +141,8 @@ def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
 
 def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):
     paths = write_runs(tmp_path, perturbed(gemm_scale=0.9, extra_request_s=0.0))[:3]
-    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--holdout", "0", "--json",
-                         "--out", tmp_path / "p.yaml")
+    code, out, err = run(capsys, "calibrate", "--bench", *paths, "--gpu", GPU, "--engine-args", ENGINE_ARGS,
+                         "--holdout", "0", "--json", "--out", tmp_path / "p.yaml")
     assert code == 0, err
     report = json.loads(out)
     assert (report["fit_runs"], report["held_out_runs"]) == (3, 0)
@@ -157,10 +158,8 @@ def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):
     (("validate", "--bench", DATA / "sglang-bench-serving.jsonl", "--gpu", GPU, "--engine-args", ENGINE_ARGS,
       "--deployment", DATA / "nope.yaml"), 2, "give one of them"),
     (("calibrate", "--out", "x.yaml"), 2, "give --ops FILE.csv"),
-    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--holdout", "1", "--out", "x.yaml"), 2,
-     "--holdout 1.0 must be in [0, 1)"),
-    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", DATA / "trtllm-bench.log", "--gpu", GPU, "--out",
-      "x.yaml"), 2, "calibrate one engine on one GPU at a time"),
+    (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--engine-args", ENGINE_ARGS, "--holdout",
+      "1", "--out", "x.yaml"), 2, "--holdout 1.0 must be in [0, 1)"),
     # a file that cannot be written is said before the fit (it had been said after it, below its warnings)
     (("calibrate", "--bench", DATA / "vllm-bench-serve.json", "--gpu", GPU, "--engine-args", ENGINE_ARGS, "--out",
       "no-such-folder/x.yaml"), 2, "cannot write no-such-folder/x.yaml: the folder no-such-folder does not exist"),
@@ -171,6 +170,16 @@ def test_cli_bad_input_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, arg
     monkeypatch.chdir(tmp_path)
     got, out, err = run(capsys, *args)
     assert got == code and message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_calibrate_refuses_two_engines_in_one_line(tmp_path, capsys):
+    # the vLLM file's layout from a deployment file (calibrate refuses an assumed one; an
+    # --engine-args vllm would add a warning on the trtllm-bench log's own engine)
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text(f"model: {MODEL}\nhardware: {GPU}\n", encoding="utf-8")
+    code, out, err = run(capsys, "calibrate", "--bench", DATA / "vllm-bench-serve.json", DATA / "trtllm-bench.log",
+                         "--deployment", deployment, "--out", tmp_path / "x.yaml")
+    assert code == 2 and "calibrate one engine on one GPU at a time" in err and err.count("\n") == 1
 
 
 def test_cli_validate_bench_fixtures(capsys):
@@ -193,7 +202,8 @@ def test_one_run_is_fitted_with_warnings(tmp_path, capsys):
     from inferlab.cli.main import main
 
     run = str(DATA / "sweep" / "vllm-c1-isl256.json")
-    assert main(["calibrate", "--bench", run, "--gpu", "h100-sxm", "--out", str(tmp_path / "a.yaml")]) == 0
+    assert main(["calibrate", "--bench", run, "--gpu", "h100-sxm", "--engine-args", ENGINE_ARGS,
+                 "--out", str(tmp_path / "a.yaml")]) == 0
     err = capsys.readouterr().err
     assert "warning: no run held out (1 run(s) in all)" in err and "warning: one run fitted for" in err
 

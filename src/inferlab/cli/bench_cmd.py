@@ -48,8 +48,9 @@ def add_bench_flags(parser: argparse.ArgumentParser, *, calibrate: bool = False)
                            help="profile the fit starts from: default, roofline or a YAML path")
 
 
-def bench_case_list(args: argparse.Namespace) -> list[Any]:
-    """The cases of ``--bench``, after printing what of the files is not used."""
+def bench_case_list(args: argparse.Namespace, calibrate: bool = False) -> list[Any]:
+    """The cases of ``--bench``, after printing what of the files is not used (``calibrate``: a
+    file whose layout nothing gives is refused, not assumed)."""
     from ..validation.bench import bench_cases, given_deployment
 
     seen: dict[Any, str] = {}
@@ -60,7 +61,7 @@ def bench_case_list(args: argparse.Namespace) -> list[Any]:
                             "each file once")
         seen[key] = name
     given = given_deployment(engine_args=args.engine_args, deployment=args.deployment, gpu=args.gpu)
-    cases, notes = bench_cases(args.bench, given, args.format)
+    cases, notes = bench_cases(args.bench, given, args.format, require_layout=calibrate)
     for note in dict.fromkeys(notes):
         print(f"inferlab: warning: {note}", file=sys.stderr)
     if not cases:
@@ -76,7 +77,7 @@ def calibrate_bench(args: argparse.Namespace) -> None:
     """``inferlab calibrate --bench FILE... --out PATH``."""
     from ..fitting.bench import TERMS, fit_bench, profile_yaml
 
-    cases = bench_case_list(args)
+    cases = bench_case_list(args, calibrate=True)
     report = fit_bench(cases, profile=args.profile, holdout=args.holdout)
     if report.held_out_runs == 0:
         print(f"inferlab: warning: no run held out ({report.fit_runs} run(s) in all): nothing checks the fit; give "

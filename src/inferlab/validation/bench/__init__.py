@@ -20,7 +20,7 @@ from ...errors import SpecError
 from ...specs.validation import read_text
 from ..cases import Case
 from . import genai_perf, guidellm, sglang_bench, trtllm_bench, vllm_bench
-from .deployment import GivenDeployment, given_deployment, model_mismatch, run_cases
+from .deployment import GivenDeployment, assumed_layout, given_deployment, layout_unknown, model_mismatch, run_cases
 from .run import BenchFormatError, BenchRun, each_run
 
 #: ``--format`` values and the tool each reads.
@@ -113,6 +113,9 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
     if fmt is None:
         fmt = detect_format(text)
         if fmt is None:
+            other = genai_perf.other_export(text, _json(text))
+            if other:
+                raise SpecError(f"bench file {label}: {other}")
             broken = _json_error(text)
             if broken and _first_json_line(text) is None:
                 raise SpecError(f"bench file {label}: {broken}")
@@ -141,26 +144,33 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
         return each_run(lines, lambda i, line: vllm_bench.read(line, f"{label}#{i + 1}")[0], tool, label)
     if not isinstance(data, dict):
         broken = _json_error(text)
-        raise BenchFormatError(f"{tool}: {label}: {broken or 'not a JSON object'}")
+        other = genai_perf.other_export(text, data) if fmt in ("genai-perf", "aiperf") else None
+        raise BenchFormatError(f"{tool}: {label}: {other or broken or 'not a JSON object'}")
     module = {"vllm": vllm_bench, "genai-perf": genai_perf, "aiperf": genai_perf, "guidellm": guidellm}[fmt]
     return module.read(data, label)
 
 
-def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | None = None
-                ) -> tuple[list[Case], list[str]]:
+def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | None = None, *,
+                require_layout: bool = False) -> tuple[list[Case], list[str]]:
     """The validation cases of benchmark files, and notes on what of them is not used.
+
+    A run whose file records no parallelism, beside no ``--engine-args`` or ``--deployment``,
+    is modelled as tp 1 in the checkpoint's formats, with a note; ``require_layout``
+    (``calibrate``: a profile fitted to an assumed layout is a wrong profile) refuses it.
 
     Raises
     ------
     SpecError
         A file that cannot be read or is not its tool's output (when it is the only one, or
         every one is such; among several, it is named in the notes and the others are read),
-        or one that lacks a model or GPU that ``given`` does not supply either.
+        or one that lacks a model or GPU that ``given`` does not supply either; with
+        ``require_layout``, a run whose layout is unknown.
     """
     cases: list[Case] = []
     notes = list(given.notes)
     unread: list[SpecError] = []
     skipped: list[str] = []  # runs of another model than the deployment given names
+    assumed: list[BenchRun] = []  # runs modelled at tp 1: neither the file nor the flags give a layout
     for path in paths:
         try:
             runs = read_bench(path, fmt)
@@ -177,6 +187,10 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
                 skipped.append(mismatch)
                 notes.append(f"{mismatch}; not predicted")
                 continue
+            if layout_unknown(run, given):
+                if require_layout:
+                    raise SpecError(assumed_layout([run], refused=True))
+                assumed.append(run)
             if mismatch:  # the file records its own layout too (trtllm-bench): its deployment on the GPU given
                 notes.append(f"{run.id}: the file records its deployment, of the model {run.model}, not the "
                              f"{given.source}'s: predicted as the file records it, on the {given.hardware} given")
@@ -187,6 +201,8 @@ def bench_cases(paths: Sequence[str | Path], given: GivenDeployment, fmt: str | 
             if run.engine and given.engine and run.engine.split("-")[0] != given.engine.split("-")[0]:
                 notes.append(f"{run.id}: the file records the {run.engine} engine, the {given.source} "
                              f"{given.engine}: predicted as {run.engine}")
+    if assumed:
+        notes.append(assumed_layout(assumed))
     if unread and len(unread) == len(paths):
         raise unread[0]
     if skipped and not cases:

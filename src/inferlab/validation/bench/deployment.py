@@ -8,6 +8,7 @@ from ``--gpu`` (no benchmark tool records it in a form the catalog names).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -218,6 +219,54 @@ def model_mismatch(run: BenchRun, given: GivenDeployment) -> str | None:
             f"deployment that ran the file (its engine command or --deployment)")
 
 
+#: A launch command with its tensor-parallel flag, per tool, for the note on an unrecorded layout.
+_TP_COMMAND = {"sglang": "python -m sglang.launch_server --model-path {model} --tp-size 4",
+               "trtllm-bench": "trtllm-serve {model} --tp_size 4"}
+
+
+def layout_unknown(run: BenchRun, given: GivenDeployment) -> bool:
+    """Whether a run's parallelism is assumed (tp 1): the file records none and neither
+    ``--engine-args`` nor ``--deployment`` is given."""
+    return not run.layout and not given.source
+
+
+def assumed_layout(runs: list[BenchRun], *, refused: bool = False) -> str:
+    """What is assumed of runs whose layout is unknown (:func:`layout_unknown`) and how to give
+    it; ``refused``: why ``calibrate`` will not fit on them."""
+    first = runs[0]
+    which = first.id if len(runs) == 1 else f"{first.id} and {len(runs) - 1} other run(s)"
+    records = "the file records" if len(runs) == 1 else "their files record"
+    what = "parallelism" if first.precision else "parallelism or precision"
+    formats = "" if first.precision else " in the checkpoint's own formats"
+    command = _TP_COMMAND.get(first.tool, "vllm serve {model} -tp 4").format(model=first.model or "MODEL")
+    how = f"give the launch command (--engine-args '{command}') or --deployment FILE"
+    if refused:
+        return (f"calibrate: {which}: {records} no {what}, and no --engine-args or --deployment is given: a "
+                f"profile fitted to an assumed layout (tp 1 on one GPU{formats}) would fold the wrong deployment "
+                f"into its efficiencies; {how}")
+    return (f"{which}: {records} no {what}, and no --engine-args or --deployment is given: modelled as tp 1 "
+            f"on one GPU{formats}; if it ran otherwise, {how}")
+
+
+def gpu_mismatch(run: BenchRun, hardware: str) -> str | None:
+    """A note when the GPU the file records (``NVIDIA H200``) is not the catalog GPU given: its
+    chip name (the id less form factor and memory) missing from the recorded name, or another
+    form factor (SXM, PCIe, NVL) named; None when they agree or nothing is recorded."""
+    from ...specs.catalog import FORM_FACTORS
+
+    if not run.gpu:
+        return None
+    words = set(re.split(r"[\s_/-]+", run.gpu.lower()))
+    parts = hardware.partition(":")[0].lower().split("-")
+    chip = [w for w in parts if w not in FORM_FACTORS and not re.fullmatch(r"\d+gb", w)]
+    form = next((w for w in parts if w in FORM_FACTORS), None)
+    named = {f for f in FORM_FACTORS for w in words if w.startswith(f)}  # sxm4, sxm5: SXM
+    if all(w in words for w in chip) and not (form and named and form not in named):
+        return None
+    return (f"{run.id}: the file records the run on {run.gpu} (machine.name), not the {hardware} given: predicted "
+            f"on {hardware}; check --gpu")
+
+
 def _prompt_pool(run: BenchRun, notes: list[str]) -> dict[str, int] | None:
     """The case's ``prefix_cache`` when the client reused a pool of prompts over more requests
     than it holds (each repeat finds its prompt in the engine's prefix cache while it is kept);
@@ -239,11 +288,14 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
         No model or no GPU to be found, or a case the schema refuses.
     """
     if not given.hardware:
-        raise SpecError(f"{tool}: {run.id}: the file does not record the GPU; give --gpu ID (inferlab hardware list)")
+        recorded = f" as a catalog id (it names {run.gpu})" if run.gpu else ""
+        raise SpecError(f"{tool}: {run.id}: the file does not record the GPU{recorded}; give --gpu ID "
+                        "(inferlab hardware list)")
     layout = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, **given.layout, **dict(run.layout)}
     regime, load = run.regime_and_load()
     engine = run.engine or given.engine or DEFAULT_ENGINES.get(run.tool, "generic")
     speculative, drafter, notes = _run_speculation(run, given, engine)
+    notes += [note for note in (gpu_mismatch(run, given.hardware),) if note]
     common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=_case_parallelism(layout),
                   precision=dict(run.precision) or _named_precision(run, notes) or dict(given.precision), engine=engine,
@@ -263,8 +315,10 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
         notes += [note] if note else []
     cases = []
     for metric, value in run.metrics:
-        if regime == "offline" and metric == "ttft_ms":
-            continue  # grows with the request count the offline simulation does not share
+        if regime == "offline" and metric == "ttft_ms":  # grows with the request count the simulation does not share
+            notes.append(f"{run.id}: every request sent at once (no request rate or concurrency limit): the mean "
+                         "TTFT depends on the request count and is not used")
+            continue
         try:
             cases.append(Case(id=f"{run.id}:{metric}", metric=metric, measured=value,
                               unit=_UNITS.get(metric, "ms"), **common))

@@ -25,24 +25,76 @@ engine's prefix cache finds. The pool is read from ``input.num_dataset_entries``
 ``num_dataset_entries`` (genai-perf) and ``input.conversation.num_dataset_entries`` (AIPerf),
 and not where the export names a dataset file, a public dataset or a prompt source other than
 ``synthetic``.
+
+A run not streamed records no ``time_to_first_token`` or ``inter_token_latency``: its
+throughput is read, its latencies not, with a note. AIPerf marks a run stopped early
+``was_cancelled`` (refused: a partial run's figures are no steady state) and counts the
+requests that failed in ``error_summary`` (a list of ``error_details`` and ``count``), noted
+as vLLM's failed requests are. Its other exports (the CSV, the per-request
+``profile_export.jsonl``, the multi-run ``profile_export_aiperf_aggregate.json``) are named
+when given, with the file to give instead.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from .run import BenchFormatError, BenchRun, concurrency_of, count_of, lookup, metrics_of, number, rate_of
 
 TOOL = "genai-perf/aiperf"
-REQUIRED = ("time_to_first_token", "output_token_throughput", "input_sequence_length", "output_sequence_length")
+REQUIRED = ("output_token_throughput", "input_sequence_length", "output_sequence_length")
+#: The latencies a streamed run records.
+STREAMED = ("time_to_first_token", "inter_token_latency")
 #: Milliseconds per unit of a time metric.
 _TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}
 
 
+def _metric(data: Any, name: str) -> bool:
+    return isinstance(data, dict) and isinstance(data.get(name), dict) and "unit" in data[name]
+
+
 def looks_like(data: Any) -> bool:
-    """Whether parsed JSON is a genai-perf or AIPerf profile export."""
-    return isinstance(data, dict) and isinstance(data.get("time_to_first_token"), dict) \
-        and "unit" in data["time_to_first_token"]
+    """Whether parsed JSON is a genai-perf or AIPerf profile export (streamed: its TTFT; not
+    streamed: its output throughput beside its request latency)."""
+    return _metric(data, "time_to_first_token") or _metric(data, "output_token_throughput") \
+        and _metric(data, "request_latency")
+
+
+def _aggregate(data: Any) -> bool:
+    """Whether parsed JSON is AIPerf's multi-run aggregate: metrics as a mean with a confidence
+    interval over runs, not one run's ``avg``."""
+    return isinstance(data, dict) and any(isinstance(v, dict) and "avg" not in v and ("ci_low" in v or "cv" in v)
+                                          for v in data.values())
+
+
+_AGGREGATE = ("AIPerf's aggregate over several runs (profile_export_aiperf_aggregate.json: means with confidence "
+              "intervals): give one run's own profile_export_aiperf.json")
+
+
+def _records(text: str) -> bool:
+    """Whether text is AIPerf's per-request ``profile_export.jsonl`` (a request a line)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and isinstance(record.get("metadata"), dict) \
+        and isinstance(record.get("metrics"), dict)
+
+
+def other_export(text: str, data: Any) -> str | None:
+    """What a genai-perf or AIPerf export other than the run's JSON summary is, and the file to
+    give instead; None for any other text."""
+    head = text.lstrip()[:2000]
+    if head.startswith("Metric,") and any(name in head for name in ("Time to First Token", "Request Latency",
+                                                                    "Output Token Throughput")):
+        return ("a genai-perf/AIPerf CSV export (profile_export_aiperf.csv, profile_export_genai_perf.csv): give "
+                "the JSON export beside it (profile_export_aiperf.json, profile_export_genai_perf.json)")
+    if not isinstance(data, dict) and _records(text):
+        return ("AIPerf's per-request records (profile_export.jsonl): give the run's summary beside it, "
+                "profile_export_aiperf.json")
+    return _AGGREGATE if _aggregate(data) else None
 
 
 #: Spellings of a token rate per second (AIPerf and genai-perf write ``tokens/sec``).
@@ -158,6 +210,29 @@ def _load(config: Any, label: str) -> tuple[Any, Any, list[str]]:
     return _phase_load(phase, label) if phase else (None, None, [])
 
 
+def _unstreamed(data: Any, label: str) -> list[str]:
+    """A note on the latencies a run does not record (not streamed: neither)."""
+    missing = [key for key in STREAMED if lookup(data, TOOL, label, key, required=False) is None]
+    if len(missing) == len(STREAMED):
+        return [f"{label}: not streamed (no time_to_first_token or inter_token_latency): TTFT and TPOT not "
+                "measured; its output throughput is compared"]
+    return [f"{label}: no {missing[0]} in the export: not compared"] if missing else []
+
+
+def _failed(data: Any, label: str, completed: Any) -> list[str]:
+    """A note on the requests that failed (AIPerf's ``error_summary``: ``count`` per error, or
+    its ``error_request_count`` metric)."""
+    summary, source = data.get("error_summary"), "error_summary"
+    counts = [e.get("count") for e in summary if isinstance(e, dict)] if isinstance(summary, list) else []
+    if not counts and isinstance(data.get("error_request_count"), dict):
+        counts, source = [data["error_request_count"].get("avg")], "error_request_count"
+    failed = sum(c for c in counts if isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0)
+    if not failed:
+        return []
+    of = f"the {completed:g} completed" if isinstance(completed, (int, float)) else "the completed ones"
+    return [f"{label}: {failed:g} request(s) failed ({source}); the means are of {of}"]
+
+
 def read(data: Any, label: str) -> list[BenchRun]:
     """The run of one profile export.
 
@@ -166,8 +241,13 @@ def read(data: Any, label: str) -> list[BenchRun]:
     BenchFormatError
         A required metric is missing or malformed.
     """
+    if _aggregate(data):
+        raise BenchFormatError(f"{TOOL}: {label}: {_AGGREGATE}")
     for key in REQUIRED:
         lookup(data, TOOL, label, key)
+    if data.get("was_cancelled") is True:
+        raise BenchFormatError(f"{TOOL}: {label}: the run was cancelled before it finished (was_cancelled: true): a "
+                               "partial run's figures are no steady state; not predicted (give a run that completed)")
     config = data.get("input_config") or {}
     models = _setting(config, ("model_names",), ("endpoint", "model_names"), ("model",))
     if models is None and isinstance(_setting(config, ("models", "items")), list):  # AIPerf's newer layout
@@ -176,11 +256,12 @@ def read(data: Any, label: str) -> list[BenchRun]:
     count = _avg(data, label, "request_count", required=False) if isinstance(data.get("request_count"), dict) \
         else _setting(config, ("request_count",), ("loadgen", "request_count"))
     metrics = {
-        "ttft_ms": _avg(data, label, "time_to_first_token", time=True),
+        "ttft_ms": _avg(data, label, "time_to_first_token", time=True, required=False),
         "tpot_ms": _avg(data, label, "inter_token_latency", time=True, required=False),
         "output_tokens_per_s": _avg(data, label, "output_token_throughput", rate=True),
     }
     clients, rate, notes = _load(config, label)
+    notes += _unstreamed(data, label) + _failed(data, label, count)
     if clients is None and rate is None:  # neither tool sends everything at once: an unread load is no offline run
         raise BenchFormatError(f"{TOOL}: {label}: the export records no load this reader knows (input_config's "
                                "concurrency or request_rate): not predicted, as any load assumed would be a guess")

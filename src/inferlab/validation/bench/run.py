@@ -62,6 +62,9 @@ class BenchRun:
         Distinct prompts the client drew its requests from (a synthetic dataset it reuses,
         genai-perf's and AIPerf's ``num_dataset_entries``) [prompt]; None when each request's
         prompt is its own or the file does not say.
+    gpu : str or None
+        The GPU as the tool recorded it (trtllm-bench's ``machine.name``, ``NVIDIA H200``), not
+        a catalog id: checked against the GPU given; None when not recorded.
     """
 
     tool: str
@@ -81,9 +84,10 @@ class BenchRun:
     scheduler: tuple[tuple[str, int], ...] = ()
     accept_length: float | None = None
     prompts: int | None = None
+    gpu: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("model", "engine", "engine_version"):
+        for name in ("model", "engine", "engine_version", "gpu"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise BenchFormatError(f"{self.tool}: {self.id}: the recorded {name} {value!r:.40} is not a name")
@@ -277,9 +281,11 @@ def unread_fields(data: Mapping[str, Any], fields: Sequence[str]) -> list[str]:
 def serving_metrics(data: Mapping[str, Any], tool: str, label: str) -> tuple[tuple[str, float], ...]:
     """The case metrics of a result in the layout vLLM's ``bench serve`` writes and SGLang's
     ``bench_serving`` shares (``mean_ttft_ms``, ``mean_tpot_ms``, ``mean_itl_ms``,
-    ``median_tpot_ms``, ``output_throughput``)."""
+    ``median_tpot_ms``, ``output_throughput``); a mean the run did not compute (vLLM's
+    ``--percentile-metrics`` without it) is left out."""
+    ttft = data.get("mean_ttft_ms")
     return metrics_of({
-        "ttft_ms": None if unstreamed(data) else number(data["mean_ttft_ms"], tool, label, "mean_ttft_ms"),
+        "ttft_ms": None if unstreamed(data) or ttft is None else number(ttft, tool, label, "mean_ttft_ms"),
         "tpot_ms": optional_number(data, tool, label, "mean_tpot_ms"),
         "itl_ms": optional_number(data, tool, label, "mean_itl_ms"),
         "tpot_p50_ms": optional_number(data, tool, label, "median_tpot_ms"),

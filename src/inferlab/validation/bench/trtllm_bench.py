@@ -11,6 +11,11 @@ The JSON report has ``engine`` (``model``, ``model_path``, ``version``, ``backen
 ``Label:  value`` lines (``TP Size:``, ``Average Input Length (tokens):``, ``Total Output
 Throughput (tokens/sec):``, ``Average time-to-first-token [TTFT] (ms):``...).
 
+Newer reports add ``machine`` (``name``, the GPU as the driver names it: ``NVIDIA H200``),
+checked against the GPU given, and under speculative decoding ``decoding_stats`` (``mode``,
+``MTP``, ``Eagle`` ..., and ``acceptance_length_percentiles``, whose ``average`` is the tokens
+a step emitted), read as the run's acceptance length.
+
 Without ``--concurrency`` the tool queues every request at once: an ``offline`` run,
 whose mean TTFT grows with the request count; that TTFT is not used. Field names follow
 TensorRT-LLM 1.0-1.1 (``tensorrt_llm/bench/dataclasses/reporting.py``).
@@ -117,6 +122,25 @@ def _precision(engine: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _accept_length(data: Any, label: str) -> tuple[float | None, list[str]]:
+    """The mean tokens a step emitted under speculative decoding (``decoding_stats``), and a
+    note where the report names a speculation mode without that length; None without one."""
+    stats = data.get("decoding_stats")
+    mode = stats.get("mode") if isinstance(stats, dict) else None
+    if not isinstance(stats, dict) or str(mode).upper() == "NONE":
+        return None, []
+    where = "decoding_stats.acceptance_length_percentiles.average"
+    value = lookup(stats, TOOL, label, "acceptance_length_percentiles", "average", required=False)
+    if value is None:
+        return None, [f"{label}: speculative decoding ({mode}) without an acceptance length ({where}): simulated "
+                      "without it"] if mode else []
+    length = number(value, TOOL, label, where)
+    if length < 1:
+        raise BenchFormatError(f"{TOOL}: {label}: field {where!r} must be the tokens a step emitted (>= 1), "
+                               f"got {value!r:.20}")
+    return length, []
+
+
 def read(data: Any, label: str) -> list[BenchRun]:
     """The run of a JSON report, or of the printed report parsed by :func:`parse_text`.
 
@@ -162,12 +186,15 @@ def read(data: Any, label: str) -> list[BenchRun]:
         notes.append(f"{label}: {in_flight:.3g} requests in flight on average, of {shown(count)} requests and a "
                      f"batch limit of {shown(batch)}: a client cap (trtllm-bench --concurrency), which the report "
                      "does not record, looks likely; read as every request queued at once, so compare with care")
+    accept_length, spec_notes = _accept_length(data, label)
     version = engine.get("version")
     backend = str(engine.get("backend") or "").lower()
+    machine = data.get("machine")
     return [BenchRun(tool="trtllm-bench", id=label, isl=isl, osl=osl,
                      metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput}),
                      num_requests=int(count) if count else None, model=engine.get("model") or engine.get("model_path"),
                      engine=_ENGINE_OF_BACKEND.get(backend, "trtllm"),
                      engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
-                     layout=tuple(layout.items()), precision=tuple(_precision(engine).items()), notes=tuple(notes),
-                     scheduler=tuple(limits.items()))]
+                     layout=tuple(layout.items()), precision=tuple(_precision(engine).items()),
+                     notes=(*notes, *spec_notes), scheduler=tuple(limits.items()), accept_length=accept_length,
+                     gpu=machine.get("name") if isinstance(machine, dict) else None)]

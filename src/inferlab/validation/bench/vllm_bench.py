@@ -11,6 +11,8 @@ tokens: the means here are the totals' over the completed requests). A ramped ra
 (``--ramp-up-strategy``) is no one load and is not predicted; ``--append-result`` files hold
 a run a line. The ``backend`` is the client's endpoint
 type, not the server, which is taken as vLLM unless ``--engine-args`` says otherwise.
+``--percentile-metrics`` (default ``ttft,tpot,itl``) names the latencies summarised: a mean
+it left out is not compared, with a note.
 Field names follow vLLM 0.10-0.11 (``vllm/benchmarks/serve.py``).
 """
 
@@ -23,12 +25,25 @@ from .run import (SERVING_FIELDS, UNSTREAMED_NOTE, BenchFormatError, BenchRun, c
 
 TOOL = "vllm bench serve"
 #: Fields every result file has; the first missing one is named when a file is refused.
-REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput", "mean_ttft_ms")
+REQUIRED = ("completed", "total_input_tokens", "total_output_tokens", "output_throughput")
+#: The compared means and the ``--percentile-metrics`` name that writes each.
+PERCENTILE_MEANS = {"mean_ttft_ms": "ttft", "mean_tpot_ms": "tpot", "mean_itl_ms": "itl"}
 
 
 def looks_like(data: Any) -> bool:
-    """Whether parsed JSON is a vLLM result (its run arguments beside the TTFT summary)."""
-    return isinstance(data, dict) and "mean_ttft_ms" in data and ("model_id" in data or "burstiness" in data)
+    """Whether parsed JSON is a vLLM result (its run arguments beside its results: the TTFT
+    summary, or the throughput where ``--percentile-metrics`` left TTFT out)."""
+    return isinstance(data, dict) and ("mean_ttft_ms" in data or "output_throughput" in data) \
+        and ("model_id" in data or "burstiness" in data)
+
+
+def _unsummarised(data: dict[str, Any], label: str) -> list[str]:
+    """A note naming the compared means the file lacks (``--percentile-metrics`` without them)."""
+    missing = [key for key in PERCENTILE_MEANS if data.get(key) is None]
+    if not missing:
+        return []
+    return [f"{label}: no {', '.join(missing)} in the file (the run's --percentile-metrics left out "
+            f"{','.join(PERCENTILE_MEANS[k] for k in missing)}): not compared"]
 
 
 def read(data: Any, label: str) -> list[BenchRun]:
@@ -50,7 +65,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
     # the totals count the completed requests only (the per-request lists of a detailed save hold a
     # 0-token output for each failed one, which would shorten the mean)
     completed, isl, osl = completed_and_lengths(data, TOOL, label)
-    notes = []
+    notes = _unsummarised(data, label)
     failed = data.get("failed")
     if isinstance(failed, (int, float)) and not isinstance(failed, bool) and failed > 0:
         notes.append(f"{label}: {failed:g} request(s) failed; the means are of the {completed:g} completed")
