@@ -52,6 +52,13 @@ class GemmCurve(BaseModel):
                     "median; 0: unknown. On another GPU m_half is carried over as the time it stands for "
                     "(core.timing.m_half_scale).")
 
+    best_fraction: float | None = Field(
+        default=None, gt=0.0, le=1.0,
+        description="The fastest the kernel was measured to run, as a share of the GPU's dense peak at its compute "
+                    "precision (the op rows' best 2MNK / time; the median over engines or GPUs for a curve that is "
+                    "their median); None: unmeasured. No GEMM of the kernel is timed faster, whatever the curve "
+                    "gives at shapes the rows did not reach.")
+
     def compute_fraction(self, m: Any, n: Any = None, m_half_scale: float = 1.0) -> Any:
         """Share of dense peak reached at ``m`` rows per weight matrix and ``n`` output features
         (``m_half`` times ``m_half_scale``: on a GPU of another ridge point than

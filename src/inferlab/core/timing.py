@@ -125,6 +125,8 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
         if not standalone and (op.kernel or "").endswith("_wo"):  # (the op rows' own kernel: as fitted)
             reached = np.maximum(reached, weight_only_bound_s(op, peak, profile))
+        if curve.best_fraction:  # no faster than the kernel's own rows at best
+            reached = np.maximum(reached, op.flops / (peak * curve.best_fraction))
         compute = np.maximum(compute, reached)
         saturated = np.asarray(np.maximum(op.flops / (peak * curve.peak_fraction), reached), float)
         # A kernel timed on its own quantizes its input itself; inside a step an engine may
