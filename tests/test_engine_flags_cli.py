@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import inferlab
 from inferlab.cli.main import main
 from inferlab.engines import parse_engine_args
 
@@ -190,6 +191,23 @@ def test_estimate_refuses_a_launch_whose_max_model_len_the_model_cannot_take(cap
     assert main(["estimate", "--engine-args", command, "h100-sxm"]) == 2
     assert "max_model_len=200,000 exceeds the 131,072 positions" in capsys.readouterr().err
     assert main(["estimate", "--engine-args", command, "h100-sxm", "--allow-long-context"]) == 0
+
+
+def test_estimate_marks_the_points_past_a_launchs_max_model_len(capsys):
+    # vLLM refuses a request whose prompt plus max_tokens passes --max-model-len, in a static batch
+    # as under load; estimate had said the flag limits serving only and priced 2,048 + 256 tokens
+    command = "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 1024"
+    code, out, err = run(capsys, "estimate", "--engine-args", command, "h100-sxm", "--isl", "512,2048", "--osl",
+                         "256")
+    assert code == 0 and "limit serving" not in err
+    assert ("batch 1, isl 2048, osl 256 does not run: isl + osl = 2,304 tokens exceeds the engine's "
+            "max_model_len=1,024") in out
+    code, _, err = run(capsys, "estimate", "--engine-args", command, "h100-sxm", "--isl", "2048", "--osl", "256")
+    assert code == 1 and "exceeds the engine's max_model_len=1,024: it refuses such a request" in err
+    # the same from the option and the API; 768 + 256 = 1,024 is within it
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--max-model-len", "1024", "--isl", "768", "--osl", "256"]) == 0
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=[768, 769], osl=256, max_model_len=1024)
+    assert est.feasible.ravel().tolist() == [True, False]
 
 
 def test_explain_names_the_flag_behind_each_field(capsys):

@@ -36,6 +36,8 @@ FLAGS: dict[str, tuple[str, Any, str]] = {
                          ">= 70 GiB that is not an A100 else 2048, SGLang's by GPU memory)"),
     "--max-num-seqs": ("max_num_seqs", int, "sequences the engine runs at once; a larger batch runs in waves of it "
                                             "(default: the whole batch at once)"),
+    "--max-model-len": ("max_model_len", int, "longest prompt plus output the engine accepts; longer points do not "
+                                              "run (vLLM --max-model-len, SGLang --context-length; default the model's)"),
     "--graph-max-batch": ("graph_max_batch", int, "largest decode batch run from a CUDA graph (SGLang's "
                                                   "--cuda-graph-max-bs, 0: none; default the engine's)"),
     "--prefill-graph-tokens": ("prefill_graph_tokens", int, "prefill chunks of at most N tokens run in piecewise CUDA "
@@ -138,19 +140,15 @@ def _spelling(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _check_model_len(args: argparse.Namespace, kw: dict[str, Any], launch: Any) -> None:
-    """A ``max_model_len`` the launch command or file sets is a serving limit, not used by a
-    static batch; one beyond the model's positions is still refused, as the engine refuses to
-    start with it (unless --allow-long-context)."""
-    from ..checks import engine_context_within_model
+    """A ``max_model_len`` the launch command or file sets bounds the grid's requests (estimate
+    marks the points past it); one beyond the model's positions is refused, as the engine
+    refuses to start with it (unless --allow-long-context)."""
     from ..inputs.files import deployment_file_limits
-    from ..inputs.resolve import resolve_model
 
-    limit = getattr(launch, "max_model_len", None)
-    if limit is None and args.file:
+    if kw.get("max_model_len") is None and args.file:
         limit = deployment_file_limits(args.file).get("max_model_len")
-    if limit is not None:
-        engine_context_within_model(resolve_model(kw["model"]), limit,
-                                    allow_long_context=bool(kw.get("allow_long_context", False)))
+        if limit is not None and kw.get("disaggregation") is None:
+            kw["max_model_len"] = limit
 
 
 def _unused_limits(args: argparse.Namespace, file_kw: dict[str, Any]) -> list[str]:

@@ -226,7 +226,8 @@ class EngineLaunch:
                           state_pool_slots=self.state_pool_slots)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
-                          max_num_seqs=self.max_num_seqs, prefill_graph_tokens=self.prefill_graph_tokens)
+                          max_num_seqs=self.max_num_seqs, prefill_graph_tokens=self.prefill_graph_tokens,
+                          max_model_len=self.max_model_len)
         kw.update({k: v for k, v in limits.items() if v is not None})
         spec = self.speculative_config(speculative)
         if spec is not None:

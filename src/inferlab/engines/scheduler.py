@@ -336,15 +336,15 @@ STATE_LIMITS = ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_o
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.
-SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "max_model_len", "reserve_output",
-                       "overlap_host", *STATE_LIMITS)
+SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
+                       *STATE_LIMITS)
 
 
 def serving_only(limits: dict, disaggregated: bool = False) -> str | None:
     """What of ``limits`` (by :data:`USER_LIMITS` name) a static batch leaves to serving, as a
     sentence; None when they set none of :data:`SERVING_ONLY_LIMITS`. A disaggregated
     estimate's pools run the batches they are given, so ``max_num_seqs`` is left too."""
-    names = SERVING_ONLY_LIMITS + (("max_num_seqs",) if disaggregated else ())
+    names = SERVING_ONLY_LIMITS + (("max_num_seqs", "max_model_len") if disaggregated else ())
     set_ = [f"{k}={limits[k]}" for k in names if limits.get(k) is not None]
     if not set_:
         return None

@@ -34,7 +34,7 @@ from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.prefill_graphs import chunked_prefill_s, graphed_prefill, prefill_graphed
 from ..techniques.step import ResolvedDeployment, StepResult, graph_limited_decode_s, mean_decode_step_s
-from .feasibility import context_reasons, prefix_reasons, require_feasible, static_batch_reasons
+from .feasibility import context_reasons, model_len_reasons, prefix_reasons, require_feasible, static_batch_reasons
 from .result import Estimate
 
 
@@ -46,7 +46,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
              engine: str = "generic", profile: str | Path | Profile = "default",
              attention: Literal["flash", "naive"] = "flash", cuda_graphs: bool = True,
              gpu_memory_utilization: float | None = None, kv_block_size: int = 16, max_num_tokens: int | None = None,
-             graph_max_batch: int | None = None, max_num_seqs: int | None = None,
+             graph_max_batch: int | None = None, max_num_seqs: int | None = None, max_model_len: int | None = None,
              prefill_graph_tokens: int | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
              price_per_gpu_hour: float | None = None, utilization: float = 1.0,
              waves: bool = False, speculative: SpeculativeConfig | str | None = None,
@@ -111,6 +111,10 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         graph; larger ones run eagerly where the engine's eager rate is known (SGLang's
         ``--cuda-graph-max-bs``, 0 for ``--disable-cuda-graph``). Default: the engine's on this
         GPU and TP (SGLang's by GPU memory and TP; every batch elsewhere).
+    max_model_len : int, optional [token]
+        The engine's longest request (vLLM's ``--max-model-len``, SGLang's ``--context-length``,
+        TensorRT-LLM's ``max_seq_len``): a point whose prompt plus output exceeds it does not run,
+        as the engine refuses such a request. Default: the model's positions bound it.
     prefill_graph_tokens : int, optional [token]
         Prefill iterations (chunks) of at most this many tokens run in piecewise CUDA graphs,
         without the host's eager floor; longer ones eagerly (SGLang's
@@ -192,13 +196,17 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     pieces = checked_prefill_graphs(prefill_graph_tokens, dep.profile, engine, option_name("prefill_graph_tokens"))
     seqs = None if max_num_seqs is None else checks.integer(
         option_name("max_num_seqs"), max_num_seqs, maximum=MAX_SEQS, what="requests", whole_floats=True)
+    if max_model_len is not None:
+        checks.integer(option_name("max_model_len"), max_model_len, what="tokens", whole_floats=True)
+        checks.engine_context_within_model(dep.model, max_model_len, allow_long_context=bool(allow_long_context))
     windows = window_scheduler(engine, window_kv, window_pool_ratio)
     check_model_windows(dep.model, window_kv, window_pool_ratio)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
                        graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),
                        prefill_graph_tokens=pieces,
-                       scheduler=windows)
+                       scheduler=windows if max_model_len is None else
+                       replace(windows or default_scheduler(engine), max_model_len=int(max_model_len)))
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
 
@@ -207,7 +215,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
 _AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1,
                     "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
                     "utilization": 1.0, "waves": False, "speculative": None,
-                    "max_num_seqs": None}
+                    "max_num_seqs": None, "max_model_len": None}
 
 
 def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> Any:
@@ -336,6 +344,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     feasible, reason = _state_pool_reasons(pools, feasible, reason)
     if not allow_long_context:
         feasible, reason = context_reasons(dep.model, i, o, feasible, reason)
+    feasible, reason = model_len_reasons(sched.max_model_len, i, o, feasible, reason)
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
     n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
     split = bool(np.any(n_waves > 1))

@@ -107,6 +107,22 @@ def context_reasons(model: Any, isl: np.ndarray, osl: np.ndarray, feasible: np.n
     return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
 
 
+def model_len_reasons(limit: int | None, isl: np.ndarray, osl: np.ndarray, feasible: np.ndarray, reason: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """``feasible`` and ``reason`` with the points whose prompt and output pass the engine's
+    ``max_model_len`` marked: the engine refuses such a request whatever the batch."""
+    shape = np.shape(feasible)
+    total = _flat(isl, shape) + _flat(osl, shape)
+    beyond = (total > limit) & np.ravel(feasible) if limit else None
+    if beyond is None or not np.any(beyond):
+        return feasible, reason
+    reason = np.ravel(reason).copy()
+    for j in np.flatnonzero(beyond):
+        reason[j] = (f"isl + osl = {total[j]:,.0f} tokens exceeds the engine's max_model_len={limit:,}: it refuses "
+                     "such a request (raise max_model_len, or shorten the prompt or output)")
+    return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
+
+
 def beyond_context_reason(model: Any) -> str:
     """Why a point whose prompt and output pass the model's trained length does not run."""
     from ..errors import option
@@ -124,7 +140,7 @@ def point_error(est: Any, j: int) -> InfeasibleError:
     if tokens is not None and _flat(est.isl, shape)[j] < tokens:  # marked by prefix_reasons
         return CombinationError(str(np.ravel(np.broadcast_to(est.reason, shape))[j]))
     said = str(np.ravel(np.broadcast_to(est.reason, shape))[j])
-    if "linear-attention states" in said:  # a hybrid model's pools (phases.estimate._state_pool_reasons)
+    if "linear-attention states" in said or "max_model_len" in said:  # a hybrid's pools; the engine's longest request
         return InfeasibleError(f"{dep.model.id or dep.model.name} on {dep.hardware.id} as {dep.parallel}: {said}")
     plan = _point_plan(est.memory, shape, j)
     try:
