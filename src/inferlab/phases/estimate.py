@@ -204,8 +204,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
                        graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),
-                       prefill_graph_tokens=pieces,
-                       scheduler=windows if max_model_len is None else
+                       prefill_graph_tokens=pieces, scheduler=windows if max_model_len is None else
                        replace(windows or default_scheduler(engine), max_model_len=int(max_model_len)))
     require_feasible(est)
     return replace(est, long_context=long_context) if long_context else est
