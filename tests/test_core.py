@@ -297,12 +297,16 @@ def test_a_one_token_output_has_no_decode_cost_per_output_token():
     """osl=1: the one output token comes with the prefill, no decode step runs, so there are no
     decode-produced tokens to charge decode time to: $/M output is NaN (null in JSON, ``-`` in
     the table), not $0, while a request still costs 2.95 / 3600 x total / 8 and the input
-    tokens carry the prefill. osl=2: one decode step for 8 tokens, 2.95 / 3600 x step / 8 x 1e6."""
+    tokens carry the prefill. osl=2: one decode step, billed as an API bills, over the 8 x 2 output
+    tokens: 2.95 / 3600 x step / 16 x 1e6, so that 1024 input and 2 output tokens cost the request
+    (over the 8 x 1 tokens the step makes it had been 2x that, the sum 10% over the request)."""
     one = estimate("llama-3.1-8b", "h100-sxm", batch_size=8, isl=1024, osl=[1, 2], profile="roofline")
     usd = one.cost.usd_per_million_output
     assert np.isnan(usd[0])
     step = float(one.total_s[1] - one.ttft_s[1])
-    assert usd[1] == pytest.approx(2.95 / 3600 * step / 8 * 1e6, rel=1e-12)
+    assert usd[1] == pytest.approx(2.95 / 3600 * step / 16 * 1e6, rel=1e-12)
+    billed = (1024 * one.cost.usd_per_million_input[1] + 2 * usd[1]) / 1e6
+    assert billed == pytest.approx(2.95 / 3600 * float(one.total_s[1]) / 8, rel=1e-12)
     assert float(one.cost.usd_per_request[0]) == pytest.approx(2.95 / 3600 * float(one.total_s[0]) / 8, rel=1e-12)
     assert float(one.cost.usd_per_million_input[0]) == pytest.approx(
         2.95 / 3600 * float(one.ttft_s[0]) / (8 * 1024) * 1e6, rel=1e-12)

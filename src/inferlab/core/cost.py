@@ -15,11 +15,13 @@ class Cost:
 
     Notes
     -----
-    GPU time is split between the phases: prefill time is charged to input tokens,
-    decode time to the ``osl - 1`` output tokens the decode steps produce (none for a
-    one-token output, whose ``usd_per_million_output`` is NaN: no decode time, no tokens to
-    charge it to). A GPU busy a share ``utilization`` of the time costs ``1 / utilization``
-    times more per token.
+    GPU time is split between the phases as an API prices tokens: prefill time is charged to
+    the input tokens, decode time to the ``osl`` output tokens a request is billed for, so
+    that ``isl x input + osl x output`` is the request's cost (the first output token comes
+    with the prefill: charging the decode time to the ``osl - 1`` tokens the decode steps make
+    had billed 10% more than the request cost at two output tokens). A one-token output runs no
+    decode step: its ``usd_per_million_output`` is NaN, the input tokens carry the request. A GPU busy a share ``utilization`` of the time costs
+    ``1 / utilization`` times more per token.
     """
 
     usd_per_gpu_hour: float
@@ -35,8 +37,8 @@ def cost_of(usd_per_gpu_hour: float | None, num_gpus: int, utilization: float, *
     price = np.nan if usd_per_gpu_hour is None else float(usd_per_gpu_hour)
     usd_per_s = price / 3600.0 * num_gpus / utilization
     decode_s = total_s - prefill_s
-    decoded = batch * (np.asarray(osl, float) - 1.0)  # the first output token comes with the prefill
-    per_output = usd_per_s * decode_s / np.where(decoded > 0, decoded, np.nan) * 1e6  # none decoded: NaN
+    osl = np.asarray(osl, float)  # every billed output token; a one-token output has no decode to price: NaN
+    per_output = usd_per_s * decode_s / (batch * np.where(osl > 1, osl, np.nan)) * 1e6
     return Cost(
         usd_per_gpu_hour=price,
         utilization=utilization,
