@@ -6,7 +6,7 @@ scheduled. With ``at="router"`` the router holds the queue: it sends a request o
 replica with fewer than ``max_outstanding`` requests (by default its ``max_num_seqs``, and only
 while the requests running and sent there do not claim its whole KV pool, as a router that
 reads each replica's KV use does), holds at most ``queue_limit`` others, and drops those that
-waited ``timeout_s``; one handed over waits at most ``timeout_s`` more at the replica. A
+waited ``timeout_s``; one handed over keeps its clock (the timeout counts its wait at both). A
 refused or dropped request gets an error at once (the client may retry elsewhere) and counts
 as an SLO miss in the goodput.
 """

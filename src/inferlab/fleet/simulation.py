@@ -294,7 +294,8 @@ class _Loop(Stepping, Outages, Control):
         r.gids.append(g)
         self.pool_arrivals[r.pool] += 1
         e = r.engine
-        e.submit(t + half, self.isl[g], self.osl[g], self.stream[g], self.prefix[g], self.extends[g])
+        e.submit(t + half, self.isl[g], self.osl[g], self.stream[g], self.prefix[g], self.extends[g],
+                 waited=t - self.rec.sent[g])  # one the router's queue held: its timeout runs on from there
         if r.slot >= 0:
             self.loads[r.slot] = e.outstanding
         self._schedule(r)

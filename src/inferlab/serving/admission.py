@@ -141,13 +141,26 @@ class Admission:
             if reuse.cache.evictable_blocks:
                 reuse.fit(self.capacity_blocks - (self._blocks_counted(k0, shared) + needs if bound else used))
 
+    def until_timeout(self, t0: float) -> int:
+        """Decode steps of at least ``t0`` [s] before a request waiting here (or on its way)
+        reaches its timeout: a decode stretch stops there, so that the drop comes when it is due
+        (it had come at the stretch's end, up to the running requests' whole decode later)."""
+        if self.timeout == math.inf:
+            return 1 << 62
+        credit, visible, started = self.credit, self.visible, self.started
+        first = min((visible[i] - credit.get(i, 0.0) for i in self.waiting if not started[i]), default=math.inf)
+        if self.pos < len(self.order):  # (on its way: the first to arrive, less the most a router held any)
+            first = min(first, visible[self.order[self.pos]] - max(credit.values(), default=0.0))
+        return max(1, math.ceil((first + self.timeout - self.now) / t0)) if first != math.inf else 1 << 62
+
     def _expire(self) -> None:
         """Drop the requests whose prefill has not begun within the timeout of reaching the
-        scheduler: waiting, or admitted behind other prompts' chunks."""
-        limit = self.now - self.timeout
+        scheduler (less what a router's queue held them: :meth:`~.engine.Engine.submit`'s
+        ``waited``): waiting, or admitted behind other prompts' chunks."""
+        limit, credit = self.now - self.timeout, self.credit  # (credit: what a router's queue already held it)
         keep = []
         for i in self.waiting:
-            if self.visible[i] <= limit and not self.started[i]:
+            if self.visible[i] - credit.get(i, 0.0) <= limit and not self.started[i]:
                 self.timed_out.append(i)
                 self.claimed -= self._claim(i)
             else:
@@ -156,7 +169,7 @@ class Admission:
             self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
         run = self.run
         if run.prefilling and run.lists:
-            late = [not self.started[i] and self.arrivals[i] + self.delay <= limit for i in run.idx]
+            late = [not self.started[i] and self.arrivals[i] + self.delay - credit.get(i, 0.0) <= limit for i in run.idx]
             if any(late):
                 for i, gone in zip(run.idx, late):
                     if gone:
@@ -167,7 +180,8 @@ class Admission:
                 run.prefilling -= late.count(True)
         elif run.prefilling:
             ids = run.idx
-            late = ~self.started[ids] & (self.arrivals[ids] + self.delay <= limit)
+            held = np.array([credit.get(i, 0.0) for i in ids.tolist()]) if credit else 0.0
+            late = ~self.started[ids] & (self.arrivals[ids] + self.delay - held <= limit)
             if late.any():
                 for i in ids[late].tolist():
                     self.timed_out.append(i)

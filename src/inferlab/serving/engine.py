@@ -109,14 +109,11 @@ class Engine(Admission, TokenGaps):
         # prefill iterations the decoding requests sat out (an unmixed or whole-prompt prefill),
         # each (its time, how many waited): added to those requests' next token gap
         self.stalls: list[tuple[float, float]] = []
-        # an overlap scheduler (SGLang, TensorRT-LLM 1.x) plans each iteration while the one
-        # before it runs: it takes in the requests that had reached it when that one began, so
-        # one arriving mid-iteration waits a whole iteration more than without overlap
+        # an overlap scheduler (SGLang, TensorRT-LLM 1.x) plans an iteration while the one before runs,
+        # taking in what had arrived when that began: one arriving mid-iteration waits an iteration more
         self.overlap, self.cutoff = bool(sched.overlap_host), 0.0
-        # preempted requests that had emitted tokens, and when their last one came: the token
-        # sampled as their recompute ends is one gap after it
-        self.resumed: dict[int, float] = {}
-        self.timeout, self.timed_out = float(queue_timeout_s), []
+        self.resumed: dict[int, float] = {}  # preempted after emitting -> its last token's time (+ a gap)
+        self.timeout, self.timed_out, self.credit = float(queue_timeout_s), [], {}
         self._plan, self.plan_end = None, math.inf  # the planned iteration, and when it ends
         # attention-DP balancing: prompts wait until every rank has one, or for the timeout
         groups = int(getattr(model, "groups", 1))  # attention-DP ranks of the deployment the model times
@@ -155,9 +152,12 @@ class Engine(Admission, TokenGaps):
         self.reuse.plain.extend([True] * (len(self.reuse.found) - len(self.reuse.plain)))
 
     def submit(self, arrival: float, isl: float, osl: float, stream: int = -1, prefix: float = 0.0,
-               extends: float = 0.0) -> int:
-        """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index."""
+               extends: float = 0.0, waited: float = 0.0) -> int:
+        """A request sent at ``arrival`` [s] (not before the last applied iteration's start); its index.
+        ``waited`` [s]: time it already spent queued (a router's), which its timeout counts."""
         i = self.n
+        if waited:  # (a router's queue: the timeout's origin moves back)
+            self.credit[i] = waited
         if i >= len(self.isl):
             self._grow(i + 1)
         self.n = i + 1
@@ -257,12 +257,12 @@ class Engine(Admission, TokenGaps):
         self.plan_end = self.now + elapsed
 
     def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:
-        """Plan a decode stretch; ``cached`` (``run.cached``) when the caller has it (a small
-        whole-token batch: :func:`.plan_decode_sums`)."""
+        """Plan a decode stretch (to an arrival, a timeout due, the KV pool's end); ``cached`` when the caller has it."""
         run = self.run
         max_steps, free_tokens = stretch_limits(self.sched, run, t0, self.now, self.waiting, self.order, self.pos,
                                                  self.visible, self.capacity_blocks - self.reuse.shared_adjustment - run.k * self.state_blocks,
                                                  self.block, self.lookahead, cached)
+        max_steps = min(max_steps, self.until_timeout(t0))
         if self.ranks > 1 and self.waiting:  # held prompts: stop at the timeout or at the next arrival
             max_steps = min(max_steps, max(1, self.sched.balance_timeout_iters - self.held_iters))
             if self.pos < len(self.order):

@@ -170,6 +170,7 @@ def plan_decode_sums(e: Any) -> tuple:
         steps = math.ceil((e.visible[order[pos]] - e.now) / t0)
         if steps < k:
             k = steps if steps > 1 else 1
+    k = min(k, e.until_timeout(t0))  # a waiting request's timeout due
     if not sched.reserve_output:  # KV growth: the tokens free for the requests to grow into
         room = e.capacity_blocks - e.reuse.shared_adjustment
         if (room - total / block - 2 * n) * block < k * n + block:
