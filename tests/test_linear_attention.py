@@ -272,6 +272,9 @@ def test_fixes_from_a_hunt_of_the_hybrid_paths():
     held = state_slots(dep, ENGINE_SCHEDULERS["sglang"])
     assert float(est.wave_batch) == held and float(est.waves) == np.ceil(500 / held)
     assert "pool of linear-attention states runs the batch" in est.explain()
+    # and the memory line says what the pools hold, not only what the memory would (it had said
+    # "up to N sequences fit" with N above the waves' size)
+    assert f"in the engine's pools (its linear-attention states hold {held:.0f}" in est.explain()
     # pipeline stages: the stage with the most linear layers holds their states (Qwen3.5: 12 of 45 at pp 4)
     assert recurrent_state_per_gpu(load_model(QWEN35), Parallelism(pp=4)) == pytest.approx(192_061_440 * 12 / 45)
     # Qwen3-Next drafts with its MTP layer

@@ -298,7 +298,7 @@ def explain(est: Estimate, point: int = 0) -> str:
            if mem.kv_fraction < 1.0 else "")
         + (f" (the reserve the engine keeps outside its share of {1 - mem.reserve / mem.capacity:.3f} for weights "
            "and KV cache, activations and graphs inside it)" if mem.sizing == "static" else "")
-        + f"; up to {at(mem.max_sequences):.0f} sequences fit")
+        + f"; up to {at(mem.max_sequences):.0f} sequences fit" + _pool_limit(est, point))
     quality = _quality_notes(est)
     if quality:
         lines.append("quality risk of the formats: " + "; ".join(quality))
@@ -307,6 +307,21 @@ def explain(est: Estimate, point: int = 0) -> str:
         lines.append("what would move the numbers:")
         lines += [f"  - {lever}" for lever in levers]
     return "\n".join(lines)
+
+
+def _pool_limit(est: Estimate, point: int) -> str:
+    """Where the engine splits its memory into a pool of linear-attention states and a KV pool
+    (SGLang's, :func:`~inferlab.engines.state_pool.state_pool_limits`) that hold fewer sequences
+    than the memory would: how many each holds."""
+    pools = state_pool_limits(est.deployment, est.engine, est.memory)
+    if not pools:
+        return ""
+    at = _picker(est, point)
+    slots, kv = at(pools[0]), at(pools[1])
+    if min(slots, kv) >= at(est.memory.max_sequences):
+        return ""
+    return (f" in memory, {min(slots, kv):.0f} in the engine's pools (its linear-attention states hold {slots:.0f}, "
+            f"its KV pool {kv:.0f})")
 
 
 def _kv_per_token(est: Estimate, point: int) -> str:
