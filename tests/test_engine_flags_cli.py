@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 import inferlab
 from inferlab.cli.main import main
+from inferlab.errors import SpecError
 from inferlab.engines import parse_engine_args
 
 VLLM = ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --quantization fp8 "
@@ -208,6 +211,13 @@ def test_estimate_marks_the_points_past_a_launchs_max_model_len(capsys):
     assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--max-model-len", "1024", "--isl", "768", "--osl", "256"]) == 0
     est = inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=[768, 769], osl=256, max_model_len=1024)
     assert est.feasible.ravel().tolist() == [True, False]
+    # separate pools refuse it as well (a first version left max_model_len, and with it the model's
+    # positions check, out of a disaggregated estimate)
+    pools = inferlab.estimate("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=[768, 769],
+                              osl=256, max_model_len=1024)
+    assert pools.feasible.ravel().tolist() == [True, False] and "max_model_len=1,024" in str(pools)
+    with pytest.raises(SpecError, match="exceeds the 131,072 positions"):
+        inferlab.estimate("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", max_model_len=200000)
 
 
 def test_explain_names_the_flag_behind_each_field(capsys):

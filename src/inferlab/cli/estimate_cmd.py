@@ -147,7 +147,7 @@ def _check_model_len(args: argparse.Namespace, kw: dict[str, Any], launch: Any) 
 
     if kw.get("max_model_len") is None and args.file:
         limit = deployment_file_limits(args.file).get("max_model_len")
-        if limit is not None and kw.get("disaggregation") is None:
+        if limit is not None:
             kw["max_model_len"] = limit
 
 

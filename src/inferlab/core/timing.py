@@ -124,7 +124,7 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
             memory = op.bytes / (bw * curve.bandwidth_fraction)
         reached = op.flops / achievable_flops_per_s(hw, op.precision)  # no faster than measured at best
         if not standalone and (op.kernel or "").endswith("_wo"):  # (the op rows' own kernel: as fitted)
-            reached = np.maximum(reached, weight_only_bound_s(op, peak, profile))
+            reached = np.maximum(reached, weight_only_bound_s(op, peak, profile, hw))
         if curve.best_fraction:  # no faster than the kernel's own rows at best
             reached = np.maximum(reached, op.flops / (peak * curve.best_fraction))
         compute = np.maximum(compute, reached)
@@ -260,16 +260,19 @@ def in_step_terms(op: Gemm, rows: np.ndarray, peak: float, curve: GemmCurve, pro
     return compute, memory
 
 
-def weight_only_bound_s(op: Gemm, peak: float, profile: Profile) -> Any:
+def weight_only_bound_s(op: Gemm, peak: float, profile: Profile, hw: HardwareSpec) -> Any:
     """The least compute time [s] of a weight-only GEMM (INT4/INT8/FP4 weights, 16-bit or FP8
     activations): it widens the weights and runs the activations' own tensor-core math, so
-    where compute binds (many rows) it is no faster than that format's kernel at its large-M
-    share of peak on this GPU, for its outputs. The weight-only curves are fitted on A100 rows alone, where
-    W8A16 reaches 0.99 of the BF16 peak; carried to an L40S or an H100, whose BF16 kernels
-    reach 0.62-0.79, an INT4 or INT8 weight-only prefill had run 5-25% faster than BF16."""
-    many_rows = 1e30  # the format's curve past any m_half: its share at this many outputs
-    return op.flops / (peak * profile.gemm.curve(op.precision, op.precision).compute_fraction(
-        many_rows, op.n * op.weight_copies))
+    where compute binds (many rows) it is no faster than that format's kernel on this GPU at
+    many rows (its plateau for these outputs, no faster than its fastest row). The weight-only
+    curves are fitted on A100 rows alone, their plateaus (W8A16 at 0.99 of the BF16 peak) past
+    what their large rows measure (264 TFLOPS, BF16's 265-290); carried to an L40S or an H100,
+    whose BF16 kernels reach 0.62-0.79, INT4 and INT8 weight-only prefills had run 5-25% faster
+    than BF16. The A100's own W8A16 prefill is bound too: ~10% slower than its curve gave."""
+    many_rows = 1e30  # the format's curve past any m_half: its share at these outputs
+    curve = profile.gemm.curve(op.precision, op.precision)
+    share = np.minimum(fitted_fraction(curve, many_rows, op.n * op.weight_copies, hw), curve.best_fraction or 1.0)
+    return op.flops / (peak * share)
 
 
 def fitted_fraction(curve: GemmCurve, rows: np.ndarray, outputs: np.ndarray, hw: HardwareSpec,

@@ -344,7 +344,7 @@ def serving_only(limits: dict, disaggregated: bool = False) -> str | None:
     """What of ``limits`` (by :data:`USER_LIMITS` name) a static batch leaves to serving, as a
     sentence; None when they set none of :data:`SERVING_ONLY_LIMITS`. A disaggregated
     estimate's pools run the batches they are given, so ``max_num_seqs`` is left too."""
-    names = SERVING_ONLY_LIMITS + (("max_num_seqs", "max_model_len") if disaggregated else ())
+    names = SERVING_ONLY_LIMITS + (("max_num_seqs",) if disaggregated else ())
     set_ = [f"{k}={limits[k]}" for k in names if limits.get(k) is not None]
     if not set_:
         return None

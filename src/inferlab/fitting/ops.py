@@ -25,6 +25,7 @@ from scipy.optimize import least_squares
 
 from ..calibration.profile import Profile, hardware_family
 from ..errors import InferlabError
+from ..specs.catalog import hardware_ids
 from ..validation.ops import OpTable, predict_group
 
 #: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
@@ -279,31 +280,31 @@ def with_best(fragment: dict[str, Any], table: OpTable, engine: str, gpu: str) -
     return fragment
 
 
-#: Kernels a GPU runs on the same tensor-core path as another where it runs both at one dense rate:
-#: INT8 x INT8 (SmoothQuant W8A8) and per-tensor FP8 share Hopper's, Ada's and the B200's 8-bit MMAs,
-#: tiles and clocks. Without rows of its own on such a GPU a kernel takes its sibling's curve there,
-#: not another GPU's: the A100's INT8 curve (0.87 of its peak) carried to an H100 had run INT8
-#: prefills 17-21% faster than FP8 at the same 1,979 TFLOPS, where no H100 row backs it.
+#: Kernels a GPU runs on one tensor-core path at one dense rate: INT8 (SmoothQuant W8A8) and per-tensor
+#: FP8 share Hopper's, Ada's and the B200's 8-bit MMAs, tiles and clocks. Without rows of its own there a
+#: kernel takes its sibling's curve, not another GPU's: the A100's INT8 curve (0.87 of its peak) carried
+#: to an H100 had run INT8 prefills 17-21% faster than FP8 at the same 1,979 TFLOPS.
 SAME_RATE_SIBLINGS = {"int8_sq": "fp8"}
 
 
-def with_siblings(fragment: dict[str, Any], gpu: str) -> dict[str, Any]:
-    """Add to an (engine, GPU) fit the curves of :data:`SAME_RATE_SIBLINGS` it lacks, where the
-    GPU runs the kernel and its measured sibling at one dense rate."""
+def with_siblings(fragment: dict[str, Any], gpus: Sequence[str]) -> dict[str, Any]:
+    """Add to a profile level for ``gpus`` (one GPU, or a family's catalog GPUs) the curves of
+    :data:`SAME_RATE_SIBLINGS` it lacks where each GPU runs kernel and sibling at one dense rate;
+    after the medians, so a copy never stands in for a kernel's own rows elsewhere (the A100's INT8)."""
     from ..core.quantization import tensor_flops_per_s
     from ..specs.catalog import load_hardware
     from ..validation.ops import GEMM_DTYPES
 
     kernels = get_path(fragment, ("gemm", "kernels")) or {}
     for kernel, sibling in SAME_RATE_SIBLINGS.items():
-        if kernel in kernels or sibling not in kernels:
+        if kernel in kernels or sibling not in kernels or not gpus:
             continue
         try:
-            hw = load_hardware(gpu)
-            rates = {tensor_flops_per_s(hw, GEMM_DTYPES[k][0]) for k in (kernel, sibling)}
+            same = all(len({tensor_flops_per_s(hw, GEMM_DTYPES[k][0]) for k in (kernel, sibling)}) == 1
+                       for hw in map(load_hardware, gpus))
         except InferlabError:  # a GPU the catalog lacks, or one without the kernel's precision
             continue
-        if len(rates) == 1:
+        if same:
             kernels[kernel] = dict(kernels[sibling])
     return fragment
 
@@ -333,8 +334,7 @@ def fit_ops(table: OpTable) -> OpFits:
     """Fit every (engine, GPU) pair and every GPU's collectives in ``table``."""
     engines = sorted({str(e) for e in table["engine"][table["op"] != "all_reduce"]})
     gpus = sorted({str(h) for h in table["hardware"]})
-    pairs = {(e, g): with_default_curve(with_siblings(with_best(with_ridges(fit_engine_gpu(table, e, g), g), table,
-                                                                 e, g), g))
+    pairs = {(e, g): with_default_curve(with_best(with_ridges(fit_engine_gpu(table, e, g), g), table, e, g))
              for e in engines for g in gpus}
     pairs = {k: v for k, v in pairs.items() if v}
     collectives = {}
@@ -384,6 +384,9 @@ def assemble_profile(fits: OpFits, exclude: str | None = None) -> dict[str, Any]
         by_family = {f: median_fragment([mine[g] for g in members if g in mine]) for f, members in families.items()}
         overrides[e] = {"all": median_fragment(list(mine.values())), **mine,
                         **{f: v for f, v in sorted(by_family.items()) if v}}
+    members = {f: [g for g in hardware_ids() if _family_of(g) == f] for f in families}
+    for level, fragment in [*hardware.items(), *((g, v) for e in overrides.values() for g, v in e.items())]:
+        with_siblings(fragment, [level] if level in gpus else members.get(level, []))
     return {"generic": generic, "hardware": hardware, "overrides": overrides}
 
 

@@ -212,8 +212,10 @@ class Deployment(BaseModel):
         limits = self.engine.limits()
         kw.update({k: limits[k] for k in ("gpu_memory_utilization", "kv_block_size", "graph_max_batch", "window_kv",
                                           "window_pool_ratio", "prefill_graph_tokens") if k in limits})
-        if self.disaggregation is None:  # a static batch's waves and longest request (not the pools')
-            kw.update({k: limits[k] for k in ("max_num_seqs", "max_model_len") if k in limits})
+        if "max_num_seqs" in limits and self.disaggregation is None:  # a static batch's waves (not the pools')
+            kw["max_num_seqs"] = limits["max_num_seqs"]
+        if "max_model_len" in limits:  # the longest request, the pools' too
+            kw["max_model_len"] = limits["max_model_len"]
         if "max_num_batched_tokens" in limits:
             kw["max_num_tokens"] = limits["max_num_batched_tokens"]
         if self.prefix_cache is not None:

@@ -32,6 +32,7 @@ from ..techniques.prefill_graphs import chunked_prefill_s, graphed_prefill, pref
 from ..techniques.step import ResolvedDeployment, decode, graph_limited_decode_s, mean_decode_step_s, run_step
 from ..units import Q, to_si_array
 from .disaggregated_result import DisaggEstimate
+from .feasibility import model_len_reasons
 
 
 def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.ndarray, step_tokens: float,
@@ -68,14 +69,20 @@ def _pool_reasons(plan: MemoryPlan, dep: ResolvedDeployment, batch: np.ndarray, 
 
 def _feasibility(plans: tuple[MemoryPlan, MemoryPlan], deps: tuple[ResolvedDeployment, ResolvedDeployment],
                  batches: tuple[np.ndarray, np.ndarray], contexts: tuple[np.ndarray, np.ndarray],
-                 shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+                 shape: tuple[int, ...], max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``feasible`` and ``reason`` of every grid point; raises when none runs (a single point
-    that does not fit, or a grid none of whose points does), saying what would fit."""
+    that does not fit, or a grid none of whose points does), saying what would fit. A point
+    past the engines' ``max_model_len`` does not run: the pools refuse the request."""
     parts = [_pool_reasons(p, dep, b, c, what, shape)
              for p, dep, b, c, what in zip(plans, deps, batches, contexts, ("prefill", "decode"))]
     prefill, decode_ = parts
     reason = np.where((prefill != "") & (decode_ != ""), prefill + "; " + decode_, prefill + decode_)
     feasible = reason == ""
+    total = np.broadcast_to(contexts[1], shape).ravel()
+    feasible, reason = model_len_reasons(max_model_len, total, np.zeros_like(total), feasible, reason)
+    if not feasible.any() and max_model_len and total[0] > max_model_len:
+        grid = f"none of the {feasible.size} grid points runs; at the first: " if feasible.size > 1 else ""
+        raise InfeasibleError(grid + str(reason[0]))
     if not feasible.any():
         j = 0
         which = 0 if parts[0][j] else 1
@@ -121,7 +128,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
                            allow_long_context: bool = False, graph_max_batch: int | None = None,
                            price_per_gpu_hour: Any = None, window_kv: Any = None,
                            window_pool_ratio: float | None = None,
-                           prefill_graph_tokens: int | None = None) -> DisaggEstimate:
+                           prefill_graph_tokens: int | None = None, max_model_len: int | None = None) -> DisaggEstimate:
     """Predict serving with prefill and decode on separate pools.
 
     Parameters
@@ -155,6 +162,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         One price for every GPU of both pools (default: each GPU's catalog price).
     window_kv, window_pool_ratio : optional
         Where both pools' engines keep a windowed-attention model's KV, as in :func:`inferlab.estimate`.
+    max_model_len : int, optional [token]
+        Both pools' engines' longest request: a point whose prompt plus output passes it does not run.
 
     A grid point whose batch does not fit its pool keeps its row, marked in ``feasible`` and
     ``reason``, with NaN times.
@@ -166,6 +175,9 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
         not, say), or the link is impossible.
     """
     d, dep_p, dep_d = pool_deployments(model, disagg, engine=engine, profile=profile, precision=precision)
+    if max_model_len is not None:
+        checks.integer("max_model_len", max_model_len, what="tokens", whole_floats=True)
+        checks.engine_context_within_model(dep_p.model, max_model_len, allow_long_context=bool(allow_long_context))
     bp, bd, i, o = checks.grid(
         "give fewer values, or several calls over parts of the grid (inferlab.sweep does not take two pools)",
         prefill_batch=checks.count_array("prefill_batch", prefill_batch, maximum=MAX_BATCH, unit="request"),
@@ -187,7 +199,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     plan_p = _plan(dep_p, engine_p, bp, i, float(max_num_tokens), windows, **mem)
     plan_d = _plan(dep_d, engine_d, bd, i + o, float(budget_d), windows, **mem)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (bp, bd, i, o)))
-    feasible, reason = _feasibility((plan_p, plan_d), (dep_p, dep_d), (bp, bd), (i, i + o), shape)
+    feasible, reason = _feasibility((plan_p, plan_d), (dep_p, dep_d), (bp, bd), (i, i + o), shape, max_model_len)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that does not run has no time
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)

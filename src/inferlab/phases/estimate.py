@@ -214,7 +214,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
 _AGGREGATED_ONLY = {"num_gpus": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1,
                     "expert_imbalance": 1.0, "micro_batches": None, "attention": "flash", "cuda_graphs": True,
                     "utilization": 1.0, "waves": False, "speculative": None,
-                    "max_num_seqs": None, "max_model_len": None}
+                    "max_num_seqs": None}
 
 
 def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> Any:
@@ -235,7 +235,7 @@ def _disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[st
                                   allow_long_context=args["allow_long_context"],
                                   graph_max_batch=args["graph_max_batch"], window_kv=args["window_kv"],
                                   prefill_graph_tokens=args["prefill_graph_tokens"],
-                                  window_pool_ratio=args["window_pool_ratio"],
+                                  window_pool_ratio=args["window_pool_ratio"], max_model_len=args["max_model_len"],
                                   price_per_gpu_hour=args["price_per_gpu_hour"], **memory)
 
 

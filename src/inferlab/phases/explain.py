@@ -250,13 +250,17 @@ def whole_prompt_notes(est: Estimate, isl: Any = None) -> list[str]:
     prompts (or the prompt length ``isl``, one point's): one line naming them, or none."""
     sched = est.scheduler or default_scheduler(est.engine)
     cap = prompt_cap(sched if est.max_num_tokens is None else replace(sched, max_num_batched_tokens=est.max_num_tokens))
-    isl = np.ravel(np.asarray(est.isl if isl is None else isl, float))
+    if isl is None:  # the grid's points that run
+        shape = np.shape(est.ttft_s)
+        isl = np.ravel(np.broadcast_to(np.asarray(est.isl, float), shape))[np.ravel(np.broadcast_to(est.feasible, shape))]
+    isl = np.ravel(np.asarray(isl, float))
     longer = sorted({float(x) for x in isl[isl > cap]}) if cap is not None else []
     if not longer:
         return []
+    named = ", ".join(f"{x:,.0f}" for x in longer) if len(longer) <= 4 else f"{longer[0]:,.0f} to {longer[-1]:,.0f}"
     return [f"whole prompts: {est.engine} prefills each prompt whole unless chunked prefill is on "
             f"(enable_chunked_prefill) and refuses one longer than its max_num_tokens ({cap:,}); this estimate "
-            f"prefills the {', '.join(f'{x:,.0f}' for x in longer)}-token prompts in chunks of it, as with chunking "
+            f"prefills the {named}-token prompts in chunks of it, as with chunking "
             "on (serve refuses them without chunked_prefill=True or a budget that holds them)"]
 
 

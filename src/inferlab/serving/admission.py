@@ -148,9 +148,12 @@ class Admission:
         if self.timeout == math.inf:
             return 1 << 62
         credit, visible, started = self.credit, self.visible, self.started
-        first = min((visible[i] - credit.get(i, 0.0) for i in self.waiting if not started[i]), default=math.inf)
-        if self.pos < len(self.order):  # (on its way: the first to arrive, less the most a router held any)
-            first = min(first, visible[self.order[self.pos]] - max(credit.values(), default=0.0))
+        if credit:  # a router's queue held some: any may be due first (few wait at a replica then)
+            first = min((visible[i] - credit.get(i, 0.0) for i in self.waiting if not started[i]), default=math.inf)
+        else:  # in arrival order behind the preempted (who had begun): the first not begun is due first
+            first = next((visible[i] for i in self.waiting if not started[i]), math.inf)
+        if self.pos < len(self.order):  # on its way: the next to arrive
+            first = min(first, visible[self.order[self.pos]] - credit.get(self.order[self.pos], 0.0))
         return max(1, math.ceil((first + self.timeout - self.now) / t0)) if first != math.inf else 1 << 62
 
     def _expire(self) -> None:
