@@ -23,8 +23,8 @@ from typing import Any
 import pint
 
 from ..errors import UnitError, UnknownNameError
-from ..specs.catalog import (FORM_FACTORS, AmbiguousNameError, hardware_id, hardware_ids, load_hardware, load_model,
-                             model_ids)
+from ..specs.catalog import (AmbiguousNameError, hardware_id, hardware_ids, load_hardware, load_model, model_ids,
+                             short_hardware_names)
 from ..units import Quantity, readable, ureg
 from . import syntax
 from .references import hardware_ref, model_ref
@@ -75,9 +75,7 @@ def _resolve(node: CatalogValue) -> Reference:
 def _catalog_names() -> frozenset[str]:
     """Catalog ids and the short GPU names :func:`hardware_id` completes (``h200``, ``h100``), so
     that a bare one is read as a catalog entry, not as an unknown unit."""
-    ids = [*hardware_ids(), *model_ids()]
-    short = {i.rsplit("-", 1)[0] for i in hardware_ids() if i.rsplit("-", 1)[-1] in FORM_FACTORS}
-    return frozenset({*ids, *short})
+    return frozenset({*hardware_ids(), *model_ids(), *short_hardware_names()})
 
 
 def _hardware(ident: str) -> str:

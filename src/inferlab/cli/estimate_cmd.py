@@ -121,7 +121,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and kw.get("disaggregation") is not None):
             raise SpecError(f"estimate needs MODEL and HARDWARE (or --file with them); missing {name}")
-    _check_model_len(args, kw, launch)
+    _file_model_len(args, kw)
     grid = {"batch_size": (slice(None), None, None), "isl": (None, slice(None), None), "osl": (None, None, slice(None))}
     if kw.get("disaggregation") is None:  # (a flat file gives the key, None without pools)
         for name, index in grid.items():
@@ -139,10 +139,10 @@ def _spelling(args: argparse.Namespace) -> dict[str, str]:
     return {**args.flag_names, **{k: f"{args.file}: {k}" for k in args.from_file - given}}
 
 
-def _check_model_len(args: argparse.Namespace, kw: dict[str, Any], launch: Any) -> None:
-    """A ``max_model_len`` the launch command or file sets bounds the grid's requests (estimate
-    marks the points past it); one beyond the model's positions is refused, as the engine
-    refuses to start with it (unless --allow-long-context)."""
+def _file_model_len(args: argparse.Namespace, kw: dict[str, Any]) -> None:
+    """A ``--file`` deployment's ``max_model_len`` (its engine limits) bounds the grid's requests,
+    as the launch command's does (estimate marks the points past it, and refuses one beyond the
+    model's positions unless --allow-long-context)."""
     from ..inputs.files import deployment_file_limits
 
     if kw.get("max_model_len") is None and args.file:

@@ -20,8 +20,8 @@ class Cost:
     that ``isl x input + osl x output`` is the request's cost (the first output token comes
     with the prefill: charging the decode time to the ``osl - 1`` tokens the decode steps make
     had billed 10% more than the request cost at two output tokens). A one-token output runs no
-    decode step: its ``usd_per_million_output`` is NaN, the input tokens carry the request. A GPU busy a share ``utilization`` of the time costs
-    ``1 / utilization`` times more per token.
+    decode step: its ``usd_per_million_output`` is NaN, the input tokens carry the request. A
+    GPU busy a share ``utilization`` of the time costs ``1 / utilization`` times more per token.
     """
 
     usd_per_gpu_hour: float

@@ -234,9 +234,7 @@ def with_ridges(fragment: dict[str, Any], gpu: str) -> dict[str, Any]:
     bandwidth) [FLOP/B] of the GPU it was fitted on: the medians of :func:`assemble_profile`
     then carry the median ridge of the GPUs behind them, and a GPU elsewhere scales the curve's
     ``m_half`` by its own ridge over that one (:func:`inferlab.core.timing.m_half_scale`)."""
-    from ..core.quantization import tensor_flops_per_s
     from ..specs.catalog import load_hardware
-    from ..validation.ops import GEMM_DTYPES
 
     kernels = get_path(fragment, ("gemm", "kernels")) or {}
     try:
@@ -244,12 +242,19 @@ def with_ridges(fragment: dict[str, Any], gpu: str) -> dict[str, Any]:
     except InferlabError:  # a GPU the catalog lacks: its curves carry no ridge (never scaled)
         return fragment
     for kernel, curve in kernels.items():
-        precision = GEMM_DTYPES.get(kernel, (kernel,))[0]
         try:
-            curve["fitted_ridge"] = tensor_flops_per_s(hw, precision) / hw.memory_bandwidth.si
+            curve["fitted_ridge"] = kernel_peak(hw, kernel) / hw.memory_bandwidth.si
         except InferlabError:
             continue
     return fragment
+
+
+def kernel_peak(hw: Any, kernel: str) -> float:
+    """Dense peak [FLOP/s] of ``hw`` at GEMM ``kernel``'s compute precision (an op file's dtype)."""
+    from ..core.quantization import tensor_flops_per_s
+    from ..validation.ops import GEMM_DTYPES
+
+    return tensor_flops_per_s(hw, GEMM_DTYPES.get(kernel, (kernel,))[0])
 
 
 def with_best(fragment: dict[str, Any], table: OpTable, engine: str, gpu: str) -> dict[str, Any]:
@@ -257,26 +262,22 @@ def with_best(fragment: dict[str, Any], table: OpTable, engine: str, gpu: str) -
     the kernel's compute precision (``best_fraction``): the curve's plateau is fitted over every
     shape, mostly small ones, and runs past what large GEMMs measure (TensorRT-LLM's NVFP4 on the
     B200 had reached 0.998 of its 9 PFLOPS where no row beats 0.55)."""
-    from ..core.quantization import tensor_flops_per_s
     from ..specs.catalog import load_hardware
-    from ..validation.ops import GEMM_DTYPES
 
     kernels = get_path(fragment, ("gemm", "kernels")) or {}
     try:
         hw = load_hardware(gpu)
     except InferlabError:  # a GPU the catalog lacks: no peak to share
         return fragment
-    groups = _rows_of(table, engine, gpu, ("gemm",))
-    for key, rows in groups.items():
-        kernel = key[3]
-        if kernel not in kernels:
+    for key, rows in _rows_of(table, engine, gpu, ("gemm",)).items():
+        if key[3] not in kernels:
             continue
         try:
-            peak = tensor_flops_per_s(hw, GEMM_DTYPES.get(kernel, (kernel,))[0])
+            peak = kernel_peak(hw, key[3])
         except InferlabError:
             continue
         rate = 2.0 * table["m"][rows] * table["n"][rows] * table["k"][rows] / table.measured_s[rows]
-        kernels[kernel]["best_fraction"] = float(min(1.0, np.max(rate) / peak))
+        kernels[key[3]]["best_fraction"] = float(min(1.0, np.max(rate) / peak))
     return fragment
 
 
@@ -291,16 +292,14 @@ def with_siblings(fragment: dict[str, Any], gpus: Sequence[str]) -> dict[str, An
     """Add to a profile level for ``gpus`` (one GPU, or a family's catalog GPUs) the curves of
     :data:`SAME_RATE_SIBLINGS` it lacks where each GPU runs kernel and sibling at one dense rate;
     after the medians, so a copy never stands in for a kernel's own rows elsewhere (the A100's INT8)."""
-    from ..core.quantization import tensor_flops_per_s
     from ..specs.catalog import load_hardware
-    from ..validation.ops import GEMM_DTYPES
 
     kernels = get_path(fragment, ("gemm", "kernels")) or {}
     for kernel, sibling in SAME_RATE_SIBLINGS.items():
         if kernel in kernels or sibling not in kernels or not gpus:
             continue
         try:
-            same = all(len({tensor_flops_per_s(hw, GEMM_DTYPES[k][0]) for k in (kernel, sibling)}) == 1
+            same = all(kernel_peak(hw, kernel) == kernel_peak(hw, sibling)
                        for hw in map(load_hardware, gpus))
         except InferlabError:  # a GPU the catalog lacks, or one without the kernel's precision
             continue

@@ -79,7 +79,7 @@ def _feasibility(plans: tuple[MemoryPlan, MemoryPlan], deps: tuple[ResolvedDeplo
     reason = np.where((prefill != "") & (decode_ != ""), prefill + "; " + decode_, prefill + decode_)
     feasible = reason == ""
     total = np.broadcast_to(contexts[1], shape).ravel()
-    feasible, reason = model_len_reasons(max_model_len, total, np.zeros_like(total), feasible, reason)
+    feasible, reason = model_len_reasons(max_model_len, total, feasible, reason)
     if not feasible.any() and max_model_len and total[0] > max_model_len:
         grid = f"none of the {feasible.size} grid points runs; at the first: " if feasible.size > 1 else ""
         raise InfeasibleError(grid + str(reason[0]))

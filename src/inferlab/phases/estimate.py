@@ -343,7 +343,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     feasible, reason = _state_pool_reasons(pools, feasible, reason)
     if not allow_long_context:
         feasible, reason = context_reasons(dep.model, i, o, feasible, reason)
-    feasible, reason = model_len_reasons(sched.max_model_len, i, o, feasible, reason)
+    feasible, reason = model_len_reasons(sched.max_model_len, i + o, feasible, reason)
     # full waves of what the engine holds at once (its sequence limit or its KV pool), then the rest
     n_waves, full, last = _in_waves(replica, np.minimum(plan.max_sequences, cap))
     split = bool(np.any(n_waves > 1))

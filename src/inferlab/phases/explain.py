@@ -37,7 +37,7 @@ def _per_step_words(est: Estimate, step: Any, phase: str, point: int) -> str:
     with the iterations of the engine's token budget they take where more than one."""
     if phase != "prefill":
         return "per step"
-    at = lambda x: float(np.ravel(np.broadcast_to(np.asarray(x, float), np.shape(step.time_s)))[point])
+    at = _picker(est, point)
     batch, tokens = at(step.step.batch), at(step.step.new_tokens)
     words = f"for the batch's prompts together ({batch * tokens:,.0f} tokens a replica"
     if est.max_num_tokens:

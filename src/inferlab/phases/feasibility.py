@@ -98,28 +98,30 @@ def context_reasons(model: Any, isl: np.ndarray, osl: np.ndarray, feasible: np.n
     """``feasible`` and ``reason`` with the points whose prompt and output pass the model's trained
     length marked (as :func:`inferlab.sweep` marks its rows)."""
     limit = int(getattr(model, "max_position_embeddings", 0) or 0)
-    shape = np.shape(feasible)
-    beyond = (_flat(isl, shape) + _flat(osl, shape) > limit) & np.ravel(feasible) if limit else None
-    if beyond is None or not np.any(beyond):
-        return feasible, reason
-    reason = np.ravel(reason).copy()
-    reason[beyond] = beyond_context_reason(model)
-    return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
+    return _beyond(limit, _flat(isl, np.shape(feasible)) + _flat(osl, np.shape(feasible)), feasible, reason,
+                   lambda _: beyond_context_reason(model))
 
 
-def model_len_reasons(limit: int | None, isl: np.ndarray, osl: np.ndarray, feasible: np.ndarray, reason: np.ndarray
+def model_len_reasons(limit: int | None, total: np.ndarray, feasible: np.ndarray, reason: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """``feasible`` and ``reason`` with the points whose prompt and output pass the engine's
-    ``max_model_len`` marked: the engine refuses such a request whatever the batch."""
+    """``feasible`` and ``reason`` with the points whose prompt plus output (``total`` tokens) pass
+    the engine's ``max_model_len`` marked: the engine refuses such a request whatever the batch."""
+    return _beyond(limit, _flat(total, np.shape(feasible)), feasible, reason,
+                   lambda t: f"isl + osl = {t:,.0f} tokens exceeds the engine's max_model_len={limit:,}: it refuses "
+                             "such a request (raise max_model_len, or shorten the prompt or output)")
+
+
+def _beyond(limit: int | None, total: np.ndarray, feasible: np.ndarray, reason: np.ndarray,
+            why: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``feasible`` and ``reason`` with the feasible points of more than ``limit`` tokens (``total``,
+    flat, as ``feasible``) marked, each with ``why(its tokens)``; unchanged without a limit."""
     shape = np.shape(feasible)
-    total = _flat(isl, shape) + _flat(osl, shape)
     beyond = (total > limit) & np.ravel(feasible) if limit else None
     if beyond is None or not np.any(beyond):
         return feasible, reason
     reason = np.ravel(reason).copy()
-    for j in np.flatnonzero(beyond):
-        reason[j] = (f"isl + osl = {total[j]:,.0f} tokens exceeds the engine's max_model_len={limit:,}: it refuses "
-                     "such a request (raise max_model_len, or shorten the prompt or output)")
+    for tokens in np.unique(total[beyond]):  # one text a distinct length (a sweep's million rows hold few)
+        reason[beyond & (total == tokens)] = why(tokens)
     return (np.ravel(feasible) & ~beyond).reshape(shape), reason.reshape(shape)
 
 

@@ -172,7 +172,8 @@ class Admission:
             self.outstanding, self.waiting[:] = self.outstanding - len(self.waiting) + len(keep), keep
         run = self.run
         if run.prefilling and run.lists:
-            late = [not self.started[i] and self.arrivals[i] + self.delay - credit.get(i, 0.0) <= limit for i in run.idx]
+            late = [not self.started[i] and self.arrivals[i] + self.delay - credit.get(i, 0.0) <= limit
+                    for i in run.idx]
             if any(late):
                 for i, gone in zip(run.idx, late):
                     if gone:

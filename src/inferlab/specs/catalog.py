@@ -133,6 +133,11 @@ def hardware_id_or_name(name: Any) -> Any:
 FORM_FACTORS = ("sxm", "pcie", "nvl")
 
 
+def short_hardware_names() -> set[str]:
+    """The short names :func:`hardware_id` completes: catalog ids less their form factor (``h200``)."""
+    return {i.rsplit("-", 1)[0] for i in _hardware_files() if i.rsplit("-", 1)[-1] in FORM_FACTORS}
+
+
 def hardware_id(name: str) -> str:
     """The catalog id ``name`` stands for: the id itself (any case), else the one id that is
     ``name`` with a form factor (:data:`FORM_FACTORS`: ``h200`` -> ``h200-sxm``).
