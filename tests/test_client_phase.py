@@ -60,3 +60,11 @@ def test_streams_and_disaggregated_pools_say_it_too():
     pools = inferlab.serve("llama-3.1-8b", disaggregation="prefill=h200x1,decode=h200x1", concurrency=8, isl=2048,
                            osl=128, num_requests=32).explain()
     assert "closed loop of 8 clients, 4.0 requests each" in pools
+
+
+def test_uneven_client_split_names_the_clients_not_a_fraction_of_streams():
+    # 20 clients over 3 replicas: the busiest holds ceil(20 / 3) = 7; the stream stands for 20 / 7 of them
+    r = inferlab.serve("llama-3.1-8b", "h100-sxm", dp=3, concurrency=20, num_requests=60)
+    assert "(20 simulated on one stream, 7 of the 20 clients), 20 clients" in str(r)
+    assert "closed loop of 7 clients in the simulated stream (of the 20 in all)" in r.explain()
+    assert "2.85714" not in str(r) + r.explain()

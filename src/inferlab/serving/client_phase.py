@@ -28,7 +28,9 @@ def closed_loop_lines(result: Any) -> list[str]:
     first, later = float(np.mean(ttft[:clients])), float(np.mean(ttft[clients:]))
     rounds = len(ttft) / clients
     # the simulated stream: one of the data-parallel replicas or pipeline batches it stands for
-    each = f" in the simulated stream (one of {result.replicas:g})" if result.replicas != 1 else ""
+    n = result.replicas
+    each = ("" if n == 1 else f" in the simulated stream (one of {n:g})" if float(n).is_integer()
+            else f" in the simulated stream (of the {round(clients * n)} in all)")
     lines = [f"closed loop of {clients:,} clients{each}, {rounds:.1f} requests each: the first round's prompts "
              f"arrive together (mean TTFT {first * 1e3:.1f} ms), the later {len(ttft) - clients:,} requests wait "
              f"{later * 1e3:.1f} ms on average; a benchmark's mean weighs the opening burst by its share of the run"]

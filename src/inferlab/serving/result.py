@@ -254,6 +254,14 @@ class ServeResult:
             **inputs_dict(self.inputs),
         }
 
+    def stream_words(self) -> str:
+        """What the simulated stream stands for: "one of 3 streams", or, where a closed loop's
+        clients do not split evenly, "one stream, 7 of the 20 clients" (its share rounded up)."""
+        n, clients = self.replicas, self.workload.concurrency
+        if float(n).is_integer() or not clients:
+            return f"one of {n:g} streams"
+        return f"one stream, {clients} of the {round(clients * n)} clients"
+
     def __str__(self) -> str:
         dep = self.deployment
         wl = self.workload
@@ -268,7 +276,7 @@ class ServeResult:
         if wl.max_concurrency is not None:
             load += f", at most {wl.max_concurrency} in flight" + (" a stream" if n != 1 else "")
         requests = (f"{simulated} requests" if n == 1 else
-                    f"{served} requests ({simulated} simulated on one of {n:g} streams)")
+                    f"{served} requests ({simulated} simulated on {self.stream_words()})")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
                 f"{dep.precision}, engine {self.engine}; {requests}, {load}")
         s = self.summary()
