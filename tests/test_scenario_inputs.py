@@ -310,3 +310,23 @@ def test_repeated_choices_and_unbounded_operations_are_refused(changes, message)
     asked for 1.7 billion warm replicas."""
     with pytest.raises(SpecError, match=re.escape(message)):
         load_scenario(_scenario(**changes))
+
+
+def test_plan_whose_layouts_all_lack_memory_names_the_layouts_that_would_hold_the_weights(tmp_path):
+    # Llama-3.1-405B in BF16 is 811.7 GB of weights; an H100 leaves 77.0 GB usable, so TP 8 alone
+    # holds 101 GB a GPU (too much) and TP 8 with 2 pipeline stages 50.7 GB: 16 GPUs, past max_gpus 8
+    path = _write(tmp_path, "models: [llama-3.1-405b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
+                            "search: {tp: [1, 2], pp: [1], precisions: [bf16], max_gpus: 8}\nverify: 0\n")
+    args = build_parser().parse_args(["plan", path])
+    with pytest.raises(InfeasibleError) as info:
+        args.func(args)
+    assert str(info.value).endswith("the weights fit none of the layouts searched; add search.tp [8] and search.pp "
+                                    "[2] with search.max_gpus >= 16 (the smallest layouts that hold them), a "
+                                    "precision with fewer bytes, or hardware with more memory")
+    # a reason other than memory (TP 3 does not divide the heads) keeps the general advice, pipeline stages named
+    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
+                            "search: {tp: [3]}\nverify: 0\n")
+    args = build_parser().parse_args(["plan", path])
+    with pytest.raises(InfeasibleError) as info:
+        args.func(args)
+    assert str(info.value).endswith("or pipeline stages (search.pp)")

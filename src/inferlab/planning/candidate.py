@@ -138,6 +138,9 @@ class Candidate:
     #: Ruled out by ``max_gpus`` or the budget at the fluid model's count, which the simulation
     #: may bring within them (the planner then sizes it).
     over_limits: bool = False
+    #: Ruled out because the weights do not fit its layout: the smallest layout that would hold
+    #: them (``{"tp": 8}``, ``{"tp": 8, "pp": 2}``), where one does; empty otherwise.
+    fits_as: dict[str, int] = field(default_factory=dict)
 
     @property
     def label(self) -> str:

@@ -165,8 +165,18 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
     said = [f"{same[0].label}: {reason}" if len(same) == 1 else f"{reason} ({len(same)}x)"
             for reason, same in groups.items()]
     shown = "; ".join(said[:4]) + (f"; and {len(said) - 4} other reasons" if len(said) > 4 else "")
+    advice = ("relax the SLOs, raise search.max_gpus or the budget, or add hardware, precisions, TP sizes "
+              "(search.tp) or pipeline stages (search.pp)")
+    wider = {tuple(sorted(c.fits_as.items())) for c in results}
+    adds = {k: sorted({dict(w).get(k, 1) for w in wider} - set(getattr(scenario.search, k))) for k in ("tp", "pp")}
+    if results and all(c.fits_as for c in results) and any(adds.values()):  # memory alone: the layouts that would
+        listed = " and ".join(f"search.{k} {v}" for k, v in adds.items() if v)
+        gpus = min(dict(w).get("tp", 1) * dict(w).get("pp", 1) for w in wider)
+        cap = scenario.search.max_gpus
+        more = f" with search.max_gpus >= {gpus}" if cap < gpus else ""
+        advice = (f"the weights fit none of the layouts searched; add {listed}{more} (the smallest layouts that "
+                  f"hold them), a precision with fewer bytes, or hardware with more memory")
     err = InfeasibleError(f"no configuration of scenario '{scenario.name}' meets it ({len(results)} ruled out): "
-                          f"{shown}; relax the SLOs, raise search.max_gpus or the budget, or add hardware, "
-                          "precisions or TP sizes")
+                          f"{shown}; {advice}")
     err.plan = Plan(scenario, tuple(results))  # every reason, for callers that want them all
     return err

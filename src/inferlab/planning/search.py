@@ -106,7 +106,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         # the longest request the traffic sends, against the model's positions (the engines' default limit)
         context_within_model(est.deployment.model, tr.isl, tr.osl, allow_long_context=sc.allow_long_context)
     except InferlabError as exc:
-        return replace(base, reason=str(exc))
+        layout = {k: v for k, v in (getattr(exc, "suggestion", None) or {}).items() if k in ("tp", "pp")}
+        return replace(base, reason=str(exc), fits_as=layout)
     cap = sequence_limit(sc, est.deployment, config.get("speculative"))
     fits = np.minimum(est.max_sequences, cap)
     ok = _BATCHES <= fits
