@@ -285,3 +285,20 @@ def test_an_offline_vllm_runs_ttft_is_dropped_with_a_note(tmp_path):
     assert {c.regime for c in cases} == {"offline"} and "ttft_ms" not in {c.metric for c in cases}
     assert (f"{path}: every request sent at once (no request rate or concurrency limit): the mean TTFT depends on "
             "the request count and is not used") in notes
+
+
+@pytest.mark.parametrize("spec", ["'mtp:k=3'", "{method: mtp, k: 3}"])
+def test_a_deployment_drafter_without_acceptance_takes_the_runs(tmp_path, spec):
+    # the file names the drafter only; trtllm-bench's decoding stats give the acceptance length (2.6)
+    stats = {"mode": "MTP", "acceptance_length_percentiles": {"average": 2.6, "p50": 2.7}}
+    path = write(tmp_path, "trt.json", trtllm_report(decoding_stats=stats))
+    deployment = write(tmp_path, "d.yaml", f"model: llama-3.1-70b\nhardware: h100-sxm\nspeculative: {spec}\n")
+    cases, _ = bench_cases([path], given_deployment(deployment=deployment))
+    assert cases[0].speculative == {"method": "mtp", "draft_tokens": 3, "acceptance_length": 2.6}
+
+
+def test_a_deployment_drafter_without_acceptance_is_still_checked(tmp_path):
+    for spec, said in [("'mtp:k=0'", "k"), ("{method: mtp, k: 3, depth: 2}", "depth"), ("'mpt:k=3'", "mpt")]:
+        deployment = write(tmp_path, "d.yaml", f"model: llama-3.1-70b\nhardware: h100-sxm\nspeculative: {spec}\n")
+        with pytest.raises(SpecError, match=said):
+            given_deployment(deployment=deployment)

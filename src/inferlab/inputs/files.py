@@ -38,6 +38,7 @@ from ..specs.validation import read_yaml_mapping
 from ..techniques.disaggregation import Disaggregation, Pool
 from ..techniques.prefix_cache import PrefixCache
 from ..techniques.speculative import SpeculativeConfig
+from ..techniques.speculative_config import PRESETS
 
 #: Keys a deployment file may hold, and what each is.
 KEYS = {
@@ -142,9 +143,11 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"{path}: {exc}") from None
 
 
-def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
+def read_deployment_file(path: str | Path, open_acceptance: bool = False) -> tuple[dict[str, Any], Any]:
     """The file's own keyword arguments and its ``engine_args`` launch (None without one),
-    not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`)."""
+    not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`). ``open_acceptance``: a
+    flat file's ``speculative`` that names no acceptance is kept as its fields (a benchmark
+    run's recorded acceptance completes it) rather than refused."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
     if isinstance(data.get("deployment"), dict):  # what --json writes: its deployment and workload, the results aside
@@ -159,7 +162,13 @@ def read_deployment_file(path: str | Path) -> tuple[dict[str, Any], Any]:
                         f"allowed: {', '.join(KEYS)}")
     _check_shape(path, data)
     try:
-        data["speculative"] = _technique(data.get("speculative"), SpeculativeConfig, "speculative")
+        spec = data.get("speculative")
+        if open_acceptance and isinstance(spec, str) and spec.strip() not in PRESETS:
+            spec = SpeculativeConfig.fields(spec)
+        if open_acceptance and isinstance(spec, dict) and not {"acceptance", "acceptance_length"} & set(spec):
+            data["speculative"] = spec  # (checked field by field where it is read)
+        else:
+            data["speculative"] = _technique(spec, SpeculativeConfig, "speculative")
         data["prefix_cache"] = _technique(data.get("prefix_cache"), PrefixCache, "prefix_cache")
         data["disaggregation"] = _technique(data.get("disaggregation"), Disaggregation, "disaggregation",
                                             _disaggregation)

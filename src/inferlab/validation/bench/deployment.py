@@ -86,12 +86,16 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         from ...engines.scheduler import USER_LIMITS
         from ...inputs.files import deployment_file_limits, read_deployment_file
 
-        kwargs, launch = read_deployment_file(deployment)
+        kwargs, launch = read_deployment_file(deployment, open_acceptance=True)
         # the serving limits: the engine args' or the typed file's engine, and a flat file's
         # max_num_tokens (the token budget as estimate names it)
         serving = deployment_file_limits(deployment) if launch is None else \
             {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
-        speculative = _case_speculative(kwargs.get("speculative"))
+        try:
+            speculative = _case_speculative(kwargs.pop("speculative", None))
+        except InferlabError as exc:
+            said = str(exc) if str(exc).startswith(("speculative", "in speculative")) else f"speculative: {exc}"
+            raise SpecError(f"{deployment}: {said}") from None
         if launch is not None:
             if launch.speculation is not None and speculative is None:  # the acceptance may come from the runs
                 speculative = _case_speculative(launch.speculation)
@@ -121,10 +125,13 @@ def _case_speculative(spec: Any) -> dict[str, Any] | None:
     ``speculative`` form; None for none."""
     if spec is None:
         return None
-    if isinstance(spec, str):  # a flat deployment file's text or preset name
-        from ...techniques.speculative_config import SpeculativeConfig
+    from ...techniques.speculative_config import SpeculativeConfig
 
+    if isinstance(spec, str):  # a flat deployment file's preset name or text
         spec = SpeculativeConfig.parse(spec)
+    elif isinstance(spec, dict):  # its fields without an acceptance (the run's completes them): checked as a whole
+        spec = SpeculativeConfig.of({**spec, "acceptance_length": 1.0})  # with a stand-in, dropped below
+        return {k: v for k, v in _case_speculative(spec).items() if k != "acceptance_length"}
     out: dict[str, Any] = {"method": spec.method, "draft_tokens": int(spec.k)}
     if spec.draft_model is not None:
         out["draft_model"] = str(getattr(spec.draft_model, "id", None) or getattr(spec.draft_model, "name",
