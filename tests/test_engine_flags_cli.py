@@ -253,3 +253,13 @@ def test_the_tensorrt_backends_command_says_how_it_gets_its_format(capsys):
     out = capsys.readouterr().out
     assert "--backend tensorrt" in out and "the TensorRT backend quantizes the checkpoint while it builds" in out
     assert "PyTorch runtime" not in out
+
+
+@pytest.mark.parametrize("nodes, said", [("0", "--nnodes '0' is not a whole number >= 1"),
+                                         ("16", "--nnodes 16 is more nodes than the 8 GPUs of --tp 8 x --pp 1")])
+def test_sglang_nodes_are_checked(nodes, said):
+    with pytest.raises(SpecError, match=said):
+        parse_engine_args(f"python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp 8 --nnodes {nodes}")
+    # two nodes of a TP-16 launch: read, and said to change nothing inferlab models (the hardware's nodes place them)
+    launch = parse_engine_args("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B --tp 16 --nnodes 2")
+    assert launch.tp == 16 and "--nnodes" in launch.no_effect

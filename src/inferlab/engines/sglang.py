@@ -52,10 +52,12 @@ FLAGS = {
     "--swa-full-tokens-ratio": Spec("window_pool_ratio", "fraction"),
     "--disable-hybrid-swa-memory": Spec("window_kv", "on"),
     **SGLANG_FLAGS,  # piecewise CUDA graphs of prefill and mixed iterations
+    # the nodes the tp x pp GPUs span: inferlab places them by the hardware's node size, so only checked
+    "--nnodes": Spec("nnodes", "int"),
 }
 NO_EFFECT_VALUE = ("--host", "--port", "--api-key", "--served-model-name", "--log-level", "--log-level-http",
                    "--tokenizer-path", "--random-seed", "--chat-template", "--tool-call-parser", "--reasoning-parser",
-                   "--download-dir", "--revision", "--load-format", "--dist-init-addr", "--nnodes", "--node-rank",
+                   "--download-dir", "--revision", "--load-format", "--dist-init-addr", "--node-rank",
                    "--nccl-port", "--file-storage-path", "--tokenizer-mode", "--log-requests-level")
 NO_EFFECT_SWITCH = ("--trust-remote-code", "--log-requests", "--enable-metrics", "--skip-server-warmup",
                     "--enable-cache-report", "--show-time-cost", "--skip-tokenizer-init")
@@ -150,6 +152,9 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     window_kv, window_ratio = _windows(f, notes)
     pieces, pieces_flag = sglang_tokens(f, model, chunk, DEFAULT_CHUNK, notes, a2a)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
+    if f.get("nnodes", 1) > tp * f.get("pp", 1):
+        raise SpecError(f"sglang: --nnodes {f.get('nnodes')} is more nodes than the {tp * f.get('pp', 1)} GPUs of --tp "
+                        f"{tp} x --pp {f.get('pp', 1)} (each node runs a share of them)")
     launch = EngineLaunch(
         engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
         attention_tp=attention_tp, weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
@@ -165,7 +170,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         state_pool_slots=f.get("state_pool_slots"), state_slots=slots,
         hybrid_overlap=hybrid_overlap, window_kv=window_kv, window_pool_ratio=window_ratio,
         speculation=_speculation(f, notes, model) if "speculation" in f.values else None,
-        unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect), notes=tuple(notes))
+        unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect) + (("--nnodes",) if "nnodes" in f.values else ()),
+        notes=tuple(notes))
     sources = source_flags(f, ("quantization", "kv_cache", "state", "dtype"))
     if chunk is not None:
         sources.update(chunked_prefill="--chunked-prefill-size", max_num_batched_tokens="--chunked-prefill-size",
