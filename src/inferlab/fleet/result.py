@@ -121,11 +121,16 @@ class FleetResult:
         return good / sent if sent else math.nan
 
     @property
-    def usd_per_million_output_tokens(self) -> float:
+    def usd_per_million_output(self) -> float:
         """The cost over the output tokens of the requests served, per million [USD/Mtoken]
-        (NaN: none served, or no price)."""
+        (NaN: none served, or no price); the name estimate, sweep and plan give it."""
         out = float(np.sum(self.osl[self.status == OK]))
         return self.usd / out * 1e6 if out else math.nan
+
+    @property
+    def usd_per_million_output_tokens(self) -> float:
+        """Former name of :attr:`usd_per_million_output` (kept for scripts that read it)."""
+        return self.usd_per_million_output
 
     @property
     def hit_rate(self) -> float:
@@ -198,7 +203,7 @@ class FleetResult:
                 lines.append(f"queue depth warned {fmt(lead)} s before P99 TTFT broke its SLO")
         lines.append(f"availability {self.availability:.5f} (at least {self.need} "
                      f"replica{'' if self.need == 1 else 's'} serving)")
-        per = self.usd_per_million_output_tokens
+        per = self.usd_per_million_output
         lines.append(f"cost {fmt(self.usd)} USD over {duration_text(self.horizon_s)}"
                      + (f" ({fmt(per)} USD per million output tokens served)" if math.isfinite(per) else ""))
         lines.extend(self.notes)
@@ -213,7 +218,7 @@ class FleetResult:
         return {"name": self.name, "requests": self.counts(), "p99_ttft_s": num(self.ttft_percentile()),
                 "goodput": num(self.goodput()), "hit_rate": self.hit_rate,
                 "reachable_hit_rate": self.reachable_hit_rate, "usd": num(self.usd),
-                "usd_per_million_output_tokens": num(self.usd_per_million_output_tokens),
+                "usd_per_million_output": num(self.usd_per_million_output),
                 "availability": self.availability, "need": self.need, "horizon_s": self.horizon_s,
                 "ttft_slo_s": num(self.ttft_slo_s),
                 "tpot_slo_s": num(self.tpot_slo_s) if math.isfinite(self.tpot_slo_s) else None,
