@@ -241,15 +241,14 @@ def _slo(args: argparse.Namespace) -> tuple[float, float] | None:
     for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):  # each given one's value first
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise SpecError(f"{flag} must be a time > 0 in milliseconds, got {value:g}")
-    if (args.ttft_slo is None) != (args.tpot_slo is None):
-        raise SpecError("give both --ttft-slo and --tpot-slo (milliseconds), or neither")
-    if args.ttft_slo is None:
+    if args.ttft_slo is None and args.tpot_slo is None:
         return None
     for flag, value in (("--ttft-slo", args.ttft_slo), ("--tpot-slo", args.tpot_slo)):
-        if value < SECONDS_TYPED_BELOW_MS:  # no TTFT or TPOT is under a millisecond: seconds typed
+        if value is not None and value < SECONDS_TYPED_BELOW_MS:  # no TTFT or TPOT is under a millisecond
             print(f"inferlab: warning: {flag} {value:g} is {value:g} ms (the SLO flags take milliseconds); for "
                   f"{value:g} s write {flag} {value * 1e3:g}", file=sys.stderr)
-    return args.ttft_slo / 1e3, args.tpot_slo / 1e3
+    # one given: the other bounds nothing
+    return tuple(math.inf if v is None else v / 1e3 for v in (args.ttft_slo, args.tpot_slo))
 
 
 def _whole_clients(values: list[float]) -> list[float]:

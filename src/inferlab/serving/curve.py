@@ -87,7 +87,7 @@ class LoadCurve:
     knee_elasticity : float
         Threshold of :func:`knee_index`.
     ttft_slo_s, tpot_slo_s : float [s], optional
-        Objectives for the goodput column.
+        Objectives for the goodput column (one alone: the other bounds nothing).
     """
 
     kind: Literal["rate", "concurrency"]
@@ -133,9 +133,10 @@ class LoadCurve:
 
     def goodput(self) -> list[Goodput] | None:
         """:func:`goodput` of each point under the curve's SLOs (None without SLOs)."""
-        if self.ttft_slo_s is None or self.tpot_slo_s is None:
+        if self.ttft_slo_s is None and self.tpot_slo_s is None:
             return None
-        return [goodput(r, self.ttft_slo_s, self.tpot_slo_s, self.percentile) for r in self.results]
+        ttft, tpot = (math.inf if v is None else v for v in (self.ttft_slo_s, self.tpot_slo_s))
+        return [goodput(r, ttft, tpot, self.percentile) for r in self.results]
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per point: load, throughput, per-user rate, latency percentiles [s], goodput, knee."""
@@ -164,7 +165,9 @@ class LoadCurve:
         return {**head, "kind": self.kind, "max_concurrency": self.results[0].max_concurrency,
                 "percentile": self.percentile, "knee_metric": self.knee_metric,
                 "knee_elasticity": self.knee_elasticity, "knee_load": self.knee_load,
-                "ttft_slo_s": self.ttft_slo_s, "tpot_slo_s": self.tpot_slo_s, "points": self.rows()}
+                **{k: None if v is None or math.isinf(v) else v  # (inf: bounds nothing, null in JSON)
+                   for k, v in (("ttft_slo_s", self.ttft_slo_s), ("tpot_slo_s", self.tpot_slo_s))},
+                "points": self.rows()}
 
     def __str__(self) -> str:
         p = f"P{self.percentile:g}"
@@ -274,11 +277,10 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
         raise SpecError(f"load_sweep: concurrencies must be whole clients, got {loads.tolist()}")
     if knee_metric not in METRICS:
         raise SpecError(f"knee_metric {knee_metric!r} is not one of {', '.join(METRICS)}")
-    if (ttft_slo_s is None) != (tpot_slo_s is None):
-        raise SpecError("give both ttft_slo_s and tpot_slo_s, or neither")
     check_percentile(percentile)
-    if ttft_slo_s is not None:
-        check_slo(ttft_slo_s, tpot_slo_s, percentile)  # type: ignore[arg-type]
+    if ttft_slo_s is not None or tpot_slo_s is not None:  # one given: the other bounds nothing
+        ttft_slo_s, tpot_slo_s = (math.inf if v is None else v for v in (ttft_slo_s, tpot_slo_s))
+        check_slo(ttft_slo_s, tpot_slo_s, percentile)
     results = []
     with Progress(len(loads), "load points", enabled=progress) as bar:
         for load in loads:

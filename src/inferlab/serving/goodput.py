@@ -41,11 +41,19 @@ def user_latency(result: ServeResult, metric: str) -> np.ndarray:
 
 
 def check_slo(ttft_slo_s: float, tpot_slo_s: float, percentile: float) -> None:
-    """Raise :class:`SpecError` unless both objectives are positive times and the percentile is in (0, 100]."""
+    """Raise :class:`SpecError` unless both objectives are times > 0 (``math.inf``: that one
+    bounds nothing), one of them finite, and the percentile is in (0, 100]."""
     times = [v for v in (ttft_slo_s, tpot_slo_s) if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if len(times) < 2 or not all(math.isfinite(v) and v > 0 for v in times):
-        raise SpecError(f"SLOs must be times > 0 in seconds, got TTFT {ttft_slo_s!r:.40} and TPOT {tpot_slo_s!r:.40}")
+    if len(times) < 2 or not all(v > 0 for v in times) or not any(math.isfinite(v) for v in times):
+        raise SpecError(f"SLOs must be times > 0 in seconds (math.inf for one that bounds nothing, the other finite), "
+                        f"got TTFT {ttft_slo_s!r:.40} and TPOT {tpot_slo_s!r:.40}")
     check_percentile(percentile)
+
+
+def slo_words(ttft_slo_s: float, tpot_slo_s: float) -> str:
+    """``"TTFT 200 ms and TPOT 10 ms"``, leaving out an objective that bounds nothing (inf)."""
+    said = [f"{name} {v * 1e3:g} ms" for name, v in (("TTFT", ttft_slo_s), ("TPOT", tpot_slo_s)) if math.isfinite(v)]
+    return " and ".join(said)
 
 
 def check_percentile(percentile: Any) -> float:
@@ -92,8 +100,8 @@ class Goodput:
     def __str__(self) -> str:
         p = f"P{self.percentile:g}"
         verdict = "meets" if self.meets else "misses"
-        return (f"goodput {self.requests_per_s:.2f} req/s ({self.fraction:.1%} of requests within TTFT "
-                f"{self.ttft_slo_s * 1e3:g} ms and TPOT {self.tpot_slo_s * 1e3:g} ms); {p} TTFT "
+        return (f"goodput {self.requests_per_s:.2f} req/s ({self.fraction:.1%} of requests within "
+                f"{slo_words(self.ttft_slo_s, self.tpot_slo_s)}); {p} TTFT "
                 f"{self.ttft_s * 1e3:.1f} ms, {p} TPOT {self.tpot_s * 1e3:.2f} ms: {verdict} the SLO"
                 + (f" (but {self.filling:.0%} of the requests arrived while the replicas filled up: more requests, "
                    f"{option_name('num_requests')}, for steady traffic)" if self.filling > FILLING_NOTE else ""))
@@ -107,7 +115,8 @@ def goodput(result: ServeResult, ttft_slo_s: float, tpot_slo_s: float, percentil
     result : ServeResult
         A simulated run (user-side latencies when it carries client overheads).
     ttft_slo_s, tpot_slo_s : float [s]
-        Objectives for time to first token and time per output token.
+        Objectives for time to first token and time per output token (``math.inf``: bounds nothing;
+        one of them finite).
     percentile : float
         Percentile at which :attr:`Goodput.meets` checks both objectives.
 
@@ -208,9 +217,9 @@ def max_rate_meeting_slo(model: Any, hardware: Any, *, ttft_slo_s: float, tpot_s
     lone = serve(model, hardware, concurrency=1, **{**serve_kwargs, "num_requests": 1})
     g1 = goodput(lone, ttft_slo_s, tpot_slo_s, 100.0)
     if not g1.meets:
-        raise InfeasibleError(f"a lone request already misses the SLO: TTFT {g1.ttft_s * 1e3:.1f} ms "
-                              f"(SLO {ttft_slo_s * 1e3:g} ms), TPOT {g1.tpot_s * 1e3:.2f} ms (SLO "
-                              f"{tpot_slo_s * 1e3:g} ms); a faster deployment (more GPUs, a narrower format) is needed")
+        raise InfeasibleError(f"a lone request already misses the SLO ({slo_words(ttft_slo_s, tpot_slo_s)}): TTFT "
+                              f"{g1.ttft_s * 1e3:.1f} ms, TPOT {g1.tpot_s * 1e3:.2f} ms; a faster deployment (more "
+                              "GPUs, a narrower format) is needed")
     tried: list[tuple[float, bool]] = []
     runs: dict[float, tuple[ServeResult, Goodput]] = {}
 
