@@ -56,6 +56,8 @@ class _Curve:
     prompt_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     batched_prefill_s: float = float("nan")
     overlap: bool = False
+    #: Prompts of the mean length one iteration's token budget holds (:func:`budget_prompts`).
+    batched_prompts: int = 1
 
 
 def _capacity_curve(sc: Scenario, config: dict[str, Any], isl: int, osl: int) -> _Curve:
@@ -110,7 +112,7 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched,
-                  overlap)
+                  overlap, budget_prompts(dep, engine, prefix_hit, isl))
 
 
 def _overlap(engine: str, spec: SpeculativeConfig | None, model: Any = None) -> bool:
@@ -211,12 +213,18 @@ def batched_prefill_s(dep: Any, engine: str, prefix_hit: float, isl: float, over
     token budget in one iteration [s] (the prefix cache's hits left out; one prompt when one
     fills it): what a prompt that queues behind others costs the engine."""
     cache = _cache(prefix_hit)
-    uncached = float(_uncached(np.asarray(float(isl)), cache))
-    k = max(math.floor(engine_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
+    k = budget_prompts(dep, engine, prefix_hit, isl)
     pre = prefill_with_cache(dep, np.asarray(float(k)), np.asarray(float(isl)), cache, block_size=_KV_BLOCK)
     overlap = default_scheduler(engine).overlap_host if overlap is None else overlap
     hidden = dep.profile.step_overhead_s if overlap else 0.0  # beside the GPU's
     return (float(pre.time_s) - hidden) / k + serving_iteration_s(dep) / k
+
+
+def budget_prompts(dep: Any, engine: str, prefix_hit: float, isl: float) -> int:
+    """How many prompts of ``isl`` tokens (less the prefix cache's hits) fill the engine's
+    token budget in one iteration (at least one)."""
+    uncached = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit)))
+    return max(math.floor(engine_budget(engine, dep.hardware) / max(uncached, 1.0)), 1)
 
 
 #: Token budgets by GPU and engine: every configuration on a GPU asks for the same one.
