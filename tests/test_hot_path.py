@@ -47,7 +47,6 @@ def test_a_grid_timed_on_its_distinct_rows_is_the_same_to_the_last_bit():
 
     b = np.repeat([1.0, 7.0, 64.0], 3000)  # runs of equal rows, as in a sweep's order
     i = np.tile(np.repeat(np.arange(100.0, 3100.0, 100.0), 10), 30)[: b.size]
-    o = np.tile(np.arange(2.0, 302.0), 30)[: b.size]
     for model, hw, kw in (("llama-3.1-70b", "h100-sxm", {"tp": 4, "precision": "fp8"}),
                           ("deepseek-v3", "b200", {"tp": 8, "ep": 8, "attention_dp": True}),
                           ("llama-3.1-405b", "h100-sxm", {"tp": 8, "pp": 2, "precision": "fp8"})):

@@ -17,7 +17,6 @@ from inferlab.planning.fluid import OperatingPoints, admission_wait_s, slot_wait
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
 from inferlab.planning.probes import probe_requests, smallest_meeting, techniques
-from inferlab.planning.sizing import size_by_simulation
 from inferlab.serving.serve import serve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "scenarios"
