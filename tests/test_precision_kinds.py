@@ -124,7 +124,7 @@ def test_a_bf16_checkpoint_runs_fp16_on_a_gpu_without_bf16():
 
 def test_precision_forms():
     assert PrecisionConfig.parse("fp8 kv:bf16") == PrecisionConfig("fp8", "fp8", "bf16")
-    assert str(PrecisionConfig("bf16", "bf16", "bf16", moe_weights="mxfp4")) == "w:bf16 moe:mxfp4 a:bf16 kv:bf16"
+    assert str(PrecisionConfig("bf16", "bf16", "bf16", moe_weights="mxfp4")) == "bf16 moe:mxfp4"
     assert str(PrecisionConfig.parse("int4")) == "int4"
     # kinds left out of a mapping are the checkpoint's (the base), each kind only its own
     shipped = PrecisionConfig("bf16", "bf16", "bf16", moe_weights="mxfp4")
@@ -215,7 +215,7 @@ def test_cli_serve_takes_the_kind_flags(capsys):
                  "--num-requests", "20", "--isl", "128", "--osl", "16", "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert json.loads(out)["precision"] == "w:fp8 a:fp8 kv:bf16"
+    assert json.loads(out)["precision"] == "fp8 kv:bf16"
 
 
 def test_cli_bad_kind_format_is_one_line(capsys):
@@ -224,11 +224,27 @@ def test_cli_bad_kind_format_is_one_line(capsys):
     assert code == 2 and err.count("\n") == 1 and "did you mean" in err
 
 
+@pytest.mark.parametrize("model, hardware, precision", [
+    ("gpt-oss-20b", "a100-sxm-80gb", "fp8"), ("gpt-oss-120b", "h100-sxm", "nvfp4"), ("gpt-oss-20b", "h100-sxm", None),
+    ("gpt-oss-20b", "h100-sxm", "w:int8 a:bf16 kv:bf16"), ("llama-3.1-8b", "a100-sxm-80gb", "fp8 kv:bf16"),
+    ("deepseek-v3", "b200", None)])
+def test_the_precision_label_runs_the_same_configuration(model, hardware, precision):
+    # FP8 weights on an A100 (no FP8 activations) had read 'w:fp8 a:bf16 kv:fp8', which parses with the kinds it
+    # leaves out from the checkpoint: gpt-oss's experts back at MXFP4 (13.1 GB of weights where the run had 22.1)
+    from inferlab import estimate
+
+    tp = 8 if model == "deepseek-v3" else 1
+    first = estimate(model, hardware, tp=tp, precision=precision, isl=256, osl=16)
+    again = estimate(model, hardware, tp=tp, precision=str(first.deployment.precision), isl=256, osl=16)
+    assert again.deployment.precision == first.deployment.precision
+    assert float(again.memory.weights) == float(first.memory.weights)
+
+
 def test_precision_none_is_the_default_of_serve_and_sweep():
     from inferlab import sweep
 
     table = sweep(["gpt-oss-20b"], ["h100-sxm"], batch_size=[1], isl=[512], osl=[32])
-    assert table.columns["precision"][0] == "w:bf16 moe:mxfp4 a:bf16 kv:bf16"
+    assert table.columns["precision"][0] == "bf16 moe:mxfp4"
     assert np.all(table.columns["feasible"])
 
 

@@ -174,12 +174,15 @@ class PrecisionConfig:
         return out
 
     def __str__(self) -> str:
+        """The weights' format, then each kind that differs from what that format implies
+        (``"fp8 kv:bf16"``, ``"bf16 moe:mxfp4"``): text that parses back to this configuration
+        whatever the model's checkpoint (a text of kinds alone, ``"w:fp8 a:bf16"``, takes the
+        kinds it leaves out from the checkpoint: gpt-oss's experts stay MXFP4)."""
         base = replace(self, state=None)
         state = f" state:{self.state}" if self.state is not None else ""
-        if base == PrecisionConfig.derived(self.weights):
-            return self.weights + state
-        return " ".join(f"{_LABEL[k]}:{v}" for k, v in base.to_dict().items()
-                        if k != "moe_weights" or self.moe_weights is not None) + state
+        implied = PrecisionConfig.derived(self.weights).to_dict()
+        kinds = [f"{_LABEL[k]}:{v}" for k, v in base.to_dict().items() if k != "weights" and implied.get(k) != v]
+        return " ".join([self.weights, *kinds]) + state
 
 
 _TOKEN = re.compile(r"[\s,]+")
