@@ -156,12 +156,17 @@ def estimate_interval_text(est: Any, level: float = 0.8) -> str:
     if not isinstance(found, PredictionInterval):
         return f"no {level:.0%} interval: {found}"
     shape = np.shape(est.ttft_s)
-    flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
+    flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))  # noqa: E731 - each array once
+    grid = [flat(v) for v in (est.batch_size, est.isl, est.osl)]
+    # each bound's (low, point, high) at every point, scaled, flattened once (not once a point: a
+    # 100,000-point grid had spent minutes re-flattening them)
+    spans = [[flat(v) * scale for v in (b.low, b.point, b.high)]
+             for b, scale in ((found.ttft, 1e3), (found.tpot, 1e3), (found.throughput, 1.0))]
     rows = []
     for j in range(int(np.prod(shape)) if shape else 1):
-        cells = [f"{flat(v)[j]:.0f}" for v in (est.batch_size, est.isl, est.osl)]
-        for bounds, scale in ((found.ttft, 1e3), (found.tpot, 1e3), (found.throughput, 1.0)):
-            low, mid, high = (v * scale for v in bounds.at(j))
+        cells = [f"{v[j]:.0f}" for v in grid]
+        for span in spans:
+            low, mid, high = (float(v[j]) for v in span)
             if not np.isfinite(mid):  # a point that does not run has no interval (the table above says why)
                 cells.append("-")
                 continue
