@@ -123,3 +123,14 @@ def test_an_unreachable_scheduler_is_one_clear_error(monkeypatch):
     with pytest.raises(InferlabError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
         with dask_client(scheduler="tcp://127.0.0.1:1"):
             pass
+
+
+@pytest.mark.parametrize("address", ["localhost", ""])
+def test_an_address_without_a_port_is_one_clear_error(capsys, address):
+    pytest.importorskip("dask.distributed")
+    with pytest.raises(SpecError, match=f"--scheduler '{address}' is not a scheduler address .*give host:port"):
+        with dask_client(scheduler=address):
+            pass
+    assert main(["validate", "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "give host:port" in err

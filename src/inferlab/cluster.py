@@ -79,6 +79,9 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
             client = Client(scheduler, timeout=CONNECT_TIMEOUT)
         except OSError as exc:
             raise InferlabError(f"cannot reach the Dask scheduler at {scheduler} ({exc})") from None
+        except (ValueError, TypeError) as exc:  # an address dask cannot read: no port, empty
+            raise SpecError(f"--scheduler {scheduler!r} is not a scheduler address ({exc}); give host:port, e.g. "
+                            "tcp://10.0.0.5:8786") from None
         with client:
             yield client
         return
