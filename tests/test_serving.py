@@ -415,6 +415,12 @@ def test_cli_disaggregated_pools(capsys):
     (["--concurrency", "1.5"], "whole clients"),
     (["--rates", "4,2,4"], "--rates: 4 is given twice in '4,2,4'; each value once"),
     (["--rate", "2", "--ttft-slo", "0"], "--ttft-slo must be a time > 0 in milliseconds, got 0"),
+    # the generic engine mixes decodes into its prompts' iterations: a prompt past the budget, unchunked, had waited
+    # until no decode ran (12 s at 5 req/s); refused as TensorRT-LLM refuses it
+    (["--rate", "2", "--max-num-batched-tokens", "64", "--no-chunked-prefill"],
+     "prompts of up to 1,024 tokens are longer than the token budget (max_num_batched_tokens=64"),
+    (["--rate", "2", "--max-num-batched-tokens", "64", "--no-chunked-prefill", "--engine", "lmdeploy"],
+     "no iteration can take them whole"),
     (["--rate", "-1"], "rate must be a finite number in (0, 1e+09] [request/s], got -1.0"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(capsys, args, message):

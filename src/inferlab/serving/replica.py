@@ -148,7 +148,7 @@ def check_lengths(sched: SchedulerConfig, isl: np.ndarray, osl: np.ndarray, rank
     if cap is not None and prompt > cap:
         raise SpecError(f"prompts of up to {prompt:,.0f} tokens are longer than the token budget "
                         f"(max_num_batched_tokens={cap:,}, TensorRT-LLM's max_num_tokens) without chunked prefill: "
-                        f"the engine refuses them; turn chunked prefill on (chunked_prefill=True, --chunked-prefill; "
+                        f"no iteration can take them whole (TensorRT-LLM refuses them); turn chunked prefill on (chunked_prefill=True, --chunked-prefill; "
                         f"enable_chunked_prefill: true) or raise the budget to at least {prompt:,.0f}")
 
 
