@@ -42,15 +42,18 @@ class UnknownNameError(InferlabError, KeyError):
         Every valid name; the closest ones are offered as suggestions.
     """
 
-    def __init__(self, kind: str, name: str, allowed: Iterable[str]):
+    def __init__(self, kind: str, name: str, allowed: Iterable[str], hint: str = ""):
         self.kind = kind
         self.name = name
         self.allowed = sorted(allowed)
-        self.suggestions = closest(name, self.allowed, n=3, cutoff=0.5)
+        self.hint = hint
+        self.suggestions = [] if hint else closest(name, self.allowed, n=3, cutoff=0.5)
         super().__init__(self._message())
 
     def _message(self) -> str:
         msg = f"unknown {self.kind} {self.name!r}"
+        if self.hint:  # what the name is instead (a GPU given as the model): the list would not help
+            return f"{msg}: {self.hint}"
         if self.suggestions:
             msg += "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
         else:

@@ -163,7 +163,9 @@ def hardware_id(name: str) -> str:
         return begun[0]
     if begun:
         raise AmbiguousNameError("hardware", name, ids, begun)
-    raise UnknownNameError("hardware", name, ids)
+    model = key in _model_files() or key in _aliases()
+    raise UnknownNameError("hardware", name, ids, f"{name!r} is a model in the catalog, not hardware: check the "
+                                                  "order of the arguments" if model else "")
 
 
 def load_hardware(id: str) -> HardwareSpec:
@@ -260,7 +262,12 @@ def load_model(name: str | Path) -> ModelSpec:
             raise SpecError(f"model {text!r}: the folder {text} holds no config.json; give a folder with a Hugging "
                             "Face config.json, the file itself, or a catalog id (inferlab models list)")
         return ModelSpec.from_hf_config(folder)
-    raise UnknownModelError("model", text, files)
+    try:
+        gpu = hardware_id(text)
+    except UnknownNameError:
+        gpu = None
+    raise UnknownModelError("model", text, files, f"{text!r} is hardware in the catalog ({gpu}), not a model: check "
+                                                  "the order of the arguments" if gpu else "")
 
 
 def _local_folder(text: str) -> Path | None:
@@ -276,6 +283,8 @@ class UnknownModelError(UnknownNameError):
     """A model name that is neither a catalog id, an alias nor a local ``config.json`` or its folder."""
 
     def _message(self) -> str:
+        if self.hint:
+            return super()._message()
         return (super()._message().rstrip(".") + "; or give a path to a Hugging Face config.json, or to the "
                 "folder holding one (e.g. ./my-model or ./my-model/config.json).")
 
