@@ -59,7 +59,8 @@ def test_a_cascade_whose_large_model_does_not_fit_fails_first_and_says_so():
     """A 70B model on one H100 at 16 bits does not fit: the cascade says so, naming itself,
     before the small fleet runs (it had run the small fleet first, then raised without naming
     the cascade)."""
-    with pytest.raises(InfeasibleError, match=r"^fleet.cascade \(llama-3.1-70b\): .*no memory for a KV cache"):
+    with pytest.raises(InfeasibleError, match=r"^fleet.cascade \(llama-3.1-70b\): llama-3.1-70b does not fit on h100-sxm "
+                                              r"as tp1: .*; tp=2 would fit"):
         run_scenario(dict(model=MODEL, hardware=GPU, horizon_s=3600.0, traffic={"rate": 100.0, "isl": 100, "osl": 10},
                           cascade={"model": "llama-3.1-70b", "share": 0.2}))  # a small fleet that would run for minutes
 

@@ -276,9 +276,13 @@ def test_vllm_without_chunked_prefill_sizes_its_budget_to_the_context_and_refuse
 def test_no_memory_for_a_kv_cache_says_where_the_memory_went_and_what_to_change():
     from inferlab.errors import InfeasibleError
 
-    with pytest.raises(InfeasibleError, match=r"weights, workspace and reserve take 1\d\.\d GB of the 12\.8 GB that "
-                                              r"gpu_memory_utilization=0\.15 gives of 85\.5 GB"):
+    # the weights alone do not fit the engine's share: said as estimate says it (the bytes, what would fit)
+    with pytest.raises(InfeasibleError, match=r"needs 1\d\.\d GB per GPU \(weights 16\.1 GB.* but 12\.8 GB is usable "
+                                              r".*raise gpu_memory_utilization \(the engine's share is 12\.8 GB\)"):
         inferlab.serve("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.15, rate=1.0, num_requests=5)
+    # a 70B model on an L4: more GPUs, not a larger share (it had said 'raise it' of a flag never given)
+    with pytest.raises(InfeasibleError, match=r"llama-3\.1-70b does not fit on l4 as tp1: .*; tp=8 would fit$"):
+        inferlab.serve("llama-3.1-70b", "l4", rate=1.0, num_requests=5)
 
 
 @pytest.mark.parametrize("percentile", ["0.99", "0.5", "1"])

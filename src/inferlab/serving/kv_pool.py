@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.memory import plan_memory, recurrent_state_per_gpu
+from ..core.memory import plan_memory, recurrent_state_per_gpu, require_weights_fit
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import SchedulerConfig, for_hardware
 from ..engines.state_pool import running_requests, separate_pool, state_page_tokens, state_pool_bytes
@@ -63,6 +63,8 @@ def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = Non
                        **memory)
     budget = float(plan.kv_budget)
     if budget <= 0:
+        # the weights alone do not fit: the bytes and the smallest layout that holds them, as estimate says
+        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
         what = f"weights{' and drafter' if drafter and draft_weights else ''}"
         raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
