@@ -156,6 +156,8 @@ _KINDS = st.fixed_dictionaries({}, optional={k: st.sampled_from(["bf16", "fp8", 
 def test_round_trip_over_layouts_and_precisions(tp, ep, dp, pp, adp, kinds):
     if tp % ep:
         ep = 1
+    if kinds.get("activations") == "fp8" and not {"fp8", "int4"} & {kinds.get("weights"), kinds.get("moe_weights")}:
+        kinds = {**kinds, "weights": "fp8"}  # FP8 activations beside 16-bit weights alone are refused: no such GEMM
     d = Deployment(model="qwen3-30b-a3b", hardware="h200-sxm", layout={"tp": tp, "ep": ep, "dp": dp, "pp": pp,
                                                                        "attention_dp": adp},
                    precision=kinds or None)

@@ -181,6 +181,18 @@ def test_text_and_dict_forms_round_trip(weights, moe, acts, kv):
 
 # --- CLI flags: each overrides only its kind ----------------------------------------------
 
+@pytest.mark.parametrize("args", [["llama-3.1-8b", "h100-sxm", "--activations", "fp8"],
+                                  ["llama-3.1-8b", "h100-sxm", "--precision", "fp8", "--weights", "bf16"],
+                                  ["qwen3-30b-a3b", "h100-sxm", "--precision", "bf16 a:fp8"]])
+def test_activations_narrower_than_every_weight_format_are_refused(capsys, args):
+    # no GEMM multiplies BF16 weights by FP8 activations: it had been priced at BF16 and labelled a:fp8
+    assert main(["estimate", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "activations fp8 (--activations, a:fp8) are narrower than the weights (bf16)" in err
+    # experts stored narrower than the activations (gpt-oss's MXFP4 beside FP8 activations: W4A8) run
+    assert main(["estimate", "gpt-oss-120b", "h100-sxm", "--activations", "fp8"]) == 0
+    capsys.readouterr()
+
 def _formats(capsys, *args):
     code = main(["estimate", *args, "--json"])
     out, err = capsys.readouterr()
@@ -192,10 +204,10 @@ def _formats(capsys, *args):
     ([], ("bf16", "bf16", "bf16")),
     (["--kv-cache-dtype", "fp8"], ("bf16", "bf16", "fp8")),
     (["--weights", "fp8"], ("fp8", "bf16", "bf16")),
-    (["--activations", "fp8"], ("bf16", "fp8", "bf16")),
+    (["--weights", "int4", "--activations", "fp8"], ("int4", "fp8", "bf16")),  # W4A8
     (["--precision", "fp8"], ("fp8", "fp8", "fp8")),
     (["--precision", "fp8", "--kv-cache-dtype", "bf16"], ("fp8", "fp8", "bf16")),
-    (["--precision", "fp8", "--weights", "bf16"], ("bf16", "fp8", "fp8")),
+    (["--precision", "fp8", "--weights", "int4"], ("int4", "fp8", "fp8")),
     (["--precision", "fp8", "--kv-cache-dtype", "auto"], ("fp8", "fp8", "fp8")),
 ])
 def test_cli_kind_flags_override_only_their_kind(capsys, flags, expected):

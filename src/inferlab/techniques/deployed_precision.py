@@ -15,6 +15,7 @@ keep their stored format, so their bytes are unchanged.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -109,6 +110,23 @@ def half_for_bf16(cfg: PrecisionConfig, kinds: tuple[str, ...],
     return replace(cfg, **{k: "fp16" for k in cast}), (note,)
 
 
+def _check_activations(cfg: PrecisionConfig, model: ModelSpec) -> None:
+    """Refuse activations narrower than every weight format the model's GEMMs read: no kernel
+    multiplies 16-bit weights by 8-bit activations (FP8 and INT8 GEMMs take both operands in
+    8 bits; weight-only kernels widen the weights to the activations, W4A8 included), so the
+    GEMMs would run at the weights' format while the label said the activations' (BF16 weights
+    with FP8 activations had been priced as BF16 and labelled a:fp8)."""
+    weights = {cfg.weights, cfg.experts if model.is_moe else cfg.weights, cfg.attention_weights or cfg.weights}
+    bits = lambda name: math.floor(number_format(name).bits_per_element)  # noqa: E731 - the element, not its scales
+    act = bits(cfg.activations)
+    if all(bits(w) > act for w in weights):
+        named = " / ".join(sorted(weights))
+        raise SpecError(f"precision: activations {cfg.activations} (--activations, a:{cfg.activations}) are narrower "
+                        f"than the weights ({named}): no GEMM kernel multiplies {named} weights by "
+                        f"{cfg.activations} activations; quantize the weights too (--precision {cfg.activations}, "
+                        f"--weights) or leave the activations at the weights' format")
+
+
 def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> ResolvedPrecision:
     """The formats ``model`` runs on ``hw`` for the user's ``precision`` value.
 
@@ -135,6 +153,7 @@ def resolve_precision(value: Any, model: ModelSpec, hw: HardwareSpec) -> Resolve
     if model.linear_attention is None and cfg.state is not None:
         raise SpecError(f"precision: state {cfg.state} (state:{cfg.state}) sets a linear-attention state's format, but "
                         f"{model.id or model.name} keeps none (hybrid models such as qwen3-next-80b-a3b do); drop it")
+    _check_activations(cfg, model)
     notes: list[str] = []
     inherited = _kinds_from_checkpoint(value) if not isinstance(value, PrecisionConfig) else ()
     if inherited:
