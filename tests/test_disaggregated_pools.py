@@ -109,3 +109,24 @@ def test_an_attention_dp_prefill_pool_prefills_as_the_same_aggregated_layout_doe
     a = inferlab.estimate("qwen3-30b-a3b", "h100-sxm", tp=8, ep=8, attention_dp=True, isl=2048, osl=2, batch_size=8,
                           engine="trtllm", max_num_tokens=2048)
     assert float(d.prefill_s) == pytest.approx(float(a.ttft_s), rel=1e-12)
+
+
+def test_pools_with_two_kv_formats_are_refused():
+    # the decode pool reads the prefill pool's KV blocks as written: an FP8 prefill pool beside a BF16 decode
+    # pool had been priced with FP8 blocks on the link and BF16 ones in decode, labelled fp8
+    from inferlab.cli.main import main
+
+    for cmd in (["estimate", "llama-3.1-8b"], ["serve", "llama-3.1-8b", "--rate", "1", "--num-requests", "4"]):
+        assert main([*cmd, "--disagg", "prefill=h100-sxm:fp8,decode=h100-sxm:bf16"]) == 2
+    from inferlab.errors import SpecError
+    from inferlab.phases.disaggregated import pool_deployments
+    from inferlab.techniques.disaggregation import Disaggregation, Pool
+
+    with pytest.raises(SpecError, match="the prefill pool keeps its KV cache in fp8 and the decode pool in bf16"):
+        pool_deployments("llama-3.1-8b", "prefill=h100-sxm:fp8,decode=h100-sxm:bf16", engine="generic",
+                         profile="default", precision=None)
+    # FP8 weights and a BF16 KV cache in the prefill pool: one KV format, so it runs
+    d, pre, dec = pool_deployments("llama-3.1-8b", Disaggregation(Pool("h100-sxm", precision="fp8 kv:bf16"),
+                                                                  Pool("h100-sxm", precision="bf16")),
+                                   engine="generic", profile="default", precision=None)
+    assert pre.precision.kv_cache == dec.precision.kv_cache == "bf16"

@@ -117,7 +117,14 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
                            available_bytes=exc.available_bytes, suggestion=exc.suggestion) from None
             raise
 
-    return d, one("prefill", d.prefill), one("decode", d.decode)
+    pre, dec = one("prefill", d.prefill), one("decode", d.decode)
+    kv_p, kv_d = pre.precision.kv_cache, dec.precision.kv_cache
+    if kv_p != kv_d:  # the decode pool reads the blocks the prefill pool wrote, as they are
+        raise SpecError(f"the prefill pool keeps its KV cache in {kv_p} and the decode pool in {kv_d}: the KV blocks "
+                        "move between the pools as written (NIXL, Mooncake), so both need one KV format; give both "
+                        f"pools precisions with one KV cache (e.g. prefill={d.prefill.hardware}:{dec.precision}; in "
+                        f"Python a Pool's precision may set it apart: 'fp8 kv:{kv_d}')")
+    return d, pre, dec
 
 
 def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str, *, isl: Any = 1024, osl: Any = 128,
