@@ -600,3 +600,16 @@ def test_explain_says_what_each_iteration_costs_beyond_its_kernels():
     assert total == pytest.approx(step + kernels_ms, abs=0.011)
     generic = serve("llama-3.1-8b", "h100-sxm", rate=1.0, isl=256, osl=16, num_requests=8).explain()
     assert "of the generic engine's own work" in generic and "the median of the engines' fits" in generic
+
+
+def test_a_percentile_the_table_leaves_out_is_shown_beside_it(capsys):
+    # --percentile 95 without an SLO had been ignored: the table shows P50, P90 and P99 only
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rate", "5", "--num-requests", "60",
+                           "--percentile", "95")
+    assert code == 0 and "\nP95 ms: queue " in out and ", e2e " in out
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rate", "5", "--num-requests", "60",
+                           "--percentile", "95", "--json")
+    ttft = json.loads(out)["latency_s"]["ttft"]
+    assert ttft["p90"] <= ttft["p95"] <= ttft["p99"]
+    r = serve("llama-3.1-8b", "h100-sxm", rate=5, num_requests=60)
+    assert r.at_percentile(99)["ttft"] == pytest.approx(r.summary()["ttft"]["p99"])

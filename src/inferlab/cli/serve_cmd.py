@@ -277,6 +277,7 @@ def run(args: argparse.Namespace) -> None:
     from ..serving.serve import serve
     from ..serving.curve import load_sweep
     from ..serving.goodput import check_percentile, goodput
+    from ..serving.result import PERCENTILES
     from .output import emit as _emit
 
     check_percentile(args.percentile)  # shown with or without SLOs: refused before any simulation
@@ -297,6 +298,11 @@ def run(args: argparse.Namespace) -> None:
                                 else {"concurrency": int(_whole_clients(args.concurrency)[0])})
         result = serve(args.model, args.hardware, **load, **kw)
         text, data = str(result), {**result.to_dict(), **_inputs_written(args.model, args.hardware, load, kw)}
+        if args.percentile not in PERCENTILES:  # the table shows P50, P90 and P99: the one asked for beside them
+            at = result.at_percentile(args.percentile)
+            text += f"\nP{args.percentile:g} ms: " + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in at.items())
+            for k, v in at.items():
+                data["latency_s"][k][f"p{args.percentile:g}"] = v if math.isfinite(v) else None
         if not args.explain:  # explain() shows the interval itself
             from ..phases.interval import interval_lines
 

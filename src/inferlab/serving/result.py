@@ -214,6 +214,18 @@ class ServeResult:
                       **{f"p{p}": self.itl_percentile(p) for p in PERCENTILES}}
         return out
 
+    def at_percentile(self, q: float) -> dict[str, float]:
+        """Queueing, TTFT, TPOT, ITL and end-to-end latency at percentile ``q`` [s] (NaN where none
+        is defined), for a percentile :meth:`summary` leaves out."""
+        out = {}
+        for name, values in (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s)):
+            defined = np.asarray(values, float)
+            defined = defined[~np.isnan(defined)]
+            out[name] = float(np.percentile(defined, q)) if defined.size else float("nan")
+        out["itl"] = self.itl_percentile(q) if len(self.trace.itl_values) else float("nan")
+        out["e2e"] = float(np.percentile(self.e2e_s, q)) if len(self.e2e_s) else float("nan")
+        return out
+
     def interval(self, level: float = 0.8):
         """Intervals at ``level`` (0.5, 0.8 or 0.9) of the mean TTFT, the mean TPOT and the output
         throughput, from the validation residuals of serving cases on this GPU family with this
