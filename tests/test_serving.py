@@ -613,3 +613,13 @@ def test_a_percentile_the_table_leaves_out_is_shown_beside_it(capsys):
     assert ttft["p90"] <= ttft["p95"] <= ttft["p99"]
     r = serve("llama-3.1-8b", "h100-sxm", rate=5, num_requests=60)
     assert r.at_percentile(99)["ttft"] == pytest.approx(r.summary()["ttft"]["p99"])
+
+
+def test_a_sweep_past_capacity_without_a_knee_says_so(capsys):
+    # 80 req/s of 100 requests on one H100 serves about 25: the run's queue grows without a knee in its P99
+    # latency, and the sweep had said 'extend the sweep'
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,5,20,80", "--num-requests",
+                           "100")
+    assert code == 0 and "no knee within the sweep, but the highest rate is past the replicas' capacity" in out
+    code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,5,20", "--num-requests", "100")
+    assert "extend the sweep" in out and "past the replicas' capacity" not in out

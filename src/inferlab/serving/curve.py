@@ -197,7 +197,13 @@ class LoadCurve:
         lines = [first, "latencies in ms", text]
         k = self.knee
         unit = "clients" if self.kind == "concurrency" else "req/s"
-        if k is None:
+        served = self.requests_per_s
+        if k is None and self.kind == "rate" and len(served) > 1 and _follows(self.loads[-2:], served[-2:]) < SATURATED:
+            # the run ends with its queue still growing: latency rises with the run's length, not as a knee
+            lines.append(f"no knee within the sweep, but the highest rate is past the replicas' capacity: "
+                         f"{served[-1]:.3g} of {self.loads[-1]:g} req/s offered are served (the queue grows as long "
+                         "as the run lasts); the capacity lies below it, where the served rate stops following")
+        elif k is None:
             lines.append(f"no knee within the sweep: {p} {self.knee_metric} latency still grows slower than "
                          "throughput at the highest load; extend the sweep")
         else:
@@ -289,6 +295,17 @@ def load_sweep(model: Any, hardware: Any, *, rates: Any = None, concurrencies: A
             bar.step(f"({kind} {load:g})")
     return LoadCurve(kind, loads, tuple(results), percentile=percentile, knee_metric=knee_metric,
                      knee_elasticity=knee_elasticity, ttft_slo_s=ttft_slo_s, tpot_slo_s=tpot_slo_s)
+
+
+#: Elasticity of the served rate to the offered one between a sweep's two highest rates below
+#: which the highest is past capacity (below capacity a run serves what is offered, elasticity
+#: one, less its ramp-up and drain: 100 requests at 20 and 80 req/s, 1.2 s each, 0.67).
+SATURATED = 0.5
+
+
+def _follows(offered: np.ndarray, served: np.ndarray) -> float:
+    """``d log served / d log offered`` between two points of a rate sweep."""
+    return float(np.log(served[1] / served[0]) / np.log(offered[1] / offered[0]))
 
 
 def _cell(value: float, spec: str) -> str:
