@@ -510,3 +510,12 @@ def test_the_compute_lever_is_the_devices_own():
     assert "FP8 at 2.0x the BF16 rate" in gpu and "more GPUs (TP)" in gpu
     cpu = inferlab.estimate("llama-3.1-8b", "epyc-9654").explain()
     assert "more GPUs" not in cpu and "Hopper" not in cpu and "runs no narrower tensor format faster" in cpu
+
+
+@pytest.mark.parametrize("tp, ep, suggested", [(4, 3, "tp=6"), (8, 16, "tp=16"), (1, 4, "tp=4")])
+def test_an_ep_that_does_not_divide_tp_suggests_a_tp_it_divides(tp, ep, suggested):
+    # ep=3 over tp=4 had suggested tp=3, which ep=3 divides but the stage does not grow to
+    from inferlab.core.parallelism import Parallelism
+
+    with pytest.raises(SpecError, match=f"ep={ep} must divide tp={tp}: .*; e.g. {suggested} or ep in"):
+        Parallelism(tp=tp, ep=ep)
