@@ -336,8 +336,17 @@ def test_an_engine_on_hardware_it_does_not_run_on_is_refused_and_a_grid_keeps_th
     import inferlab
     from inferlab.errors import InfeasibleError
 
-    with pytest.raises(InfeasibleError, match=r"engine trtllm runs on NVIDIA GPUs only, not on mi300x \(AMD gpu\)"):
+    with pytest.raises(InfeasibleError, match=r"engine trtllm runs on NVIDIA GPUs only, not on mi300x \(an AMD GPU\); "
+                                              r"the engines that do: generic, vllm, sglang$"):
         inferlab.estimate("llama-3.1-8b", "mi300x", engine="trtllm")
+    # a TPU is a TPU; the server engines do not run on a phone, nor SGLang on a Mac
+    with pytest.raises(InfeasibleError, match=r"not on tpu-v5e \(a Google TPU\)"):
+        inferlab.estimate("llama-3.1-8b", "tpu-v5e", engine="trtllm")
+    for engine, hw, others in (("sglang", "snapdragon-8-gen-3", "generic"), ("vllm", "snapdragon-8-gen-3", "generic"),
+                               ("sglang", "m4-max", "generic, vllm")):
+        with pytest.raises(InfeasibleError, match=f"engine {engine} does not run on {hw} .*; the engines that do: "
+                                                  f"{others}$"):
+            inferlab.estimate("llama-3.1-8b", hw, engine=engine, precision="int4")
     with pytest.raises(InfeasibleError, match="engine lmdeploy runs on NVIDIA GPUs only, not on m3-max"):
         inferlab.estimate("llama-3.1-8b", "m3-max", engine="lmdeploy")
     assert inferlab.estimate("llama-3.1-8b", "mi300x", engine="vllm").tpot > 0

@@ -78,14 +78,37 @@ def engine_name(engine: Any) -> str:
 ENGINE_VENDORS = {"trtllm": ("NVIDIA",), "trtllm-pytorch": ("NVIDIA",), "lmdeploy": ("NVIDIA",)}
 
 
-def engine_runs_on(engine: str, hw: HardwareSpec) -> None:
-    """Refuse an engine on hardware it does not run on (TensorRT-LLM on an MI300X), saying which runs there."""
+#: Devices the server engines do not run on: neither vLLM nor SGLang runs on a phone's SoC, and
+#: SGLang has no macOS build (its platforms: NVIDIA and AMD GPUs, TPUs, Intel XPUs, Ascend, x86
+#: CPUs); vLLM on Apple silicon runs on its CPU cores (experimental), which a Mac's catalog entry
+#: (its GPU) does not describe. By ``kind`` or ``vendor``.
+ENGINES_NOT_ON = {"vllm": ("phone-soc",), "sglang": ("phone-soc", "Apple")}
+
+
+def _device(hw: HardwareSpec) -> str:
+    """``an NVIDIA GPU``, ``a Google TPU``, ``a Qualcomm phone SoC``."""
+    kind = {"gpu": "TPU" if hw.vendor == "Google" else "GPU", "cpu": "CPU", "phone-soc": "phone SoC"}.get(hw.kind,
+                                                                                                      hw.kind)
+    return f"{'an' if hw.vendor[:1].upper() in 'AEIOU' else 'a'} {hw.vendor} {kind}"
+
+
+def _runs(engine: str, hw: HardwareSpec) -> bool:
+    """Whether ``engine`` runs on ``hw`` (:data:`ENGINE_VENDORS`, :data:`ENGINES_NOT_ON`)."""
+    barred = ENGINES_NOT_ON.get(engine, ())
     vendors = ENGINE_VENDORS.get(engine)
-    if vendors is None or (hw.vendor in vendors and hw.kind == "gpu"):
+    return not (hw.kind in barred or hw.vendor in barred) and (
+        vendors is None or (hw.vendor in vendors and hw.kind == "gpu"))
+
+
+def engine_runs_on(engine: str, hw: HardwareSpec) -> None:
+    """Refuse an engine on hardware it does not run on (TensorRT-LLM on an MI300X, SGLang on a
+    phone), saying which engines run there."""
+    if _runs(engine, hw):
         return
-    others = [e for e in ENGINES if e not in ENGINE_VENDORS]
-    raise InfeasibleError(f"engine {engine} runs on {' and '.join(vendors)} GPUs only, not on {hw.id} ({hw.vendor} "
-                    f"{hw.kind}); the other engines ({', '.join(others)}) are not limited to a vendor")
+    vendors = ENGINE_VENDORS.get(engine)
+    where = f"runs on {' and '.join(vendors)} GPUs only, not on" if vendors else "does not run on"
+    others = [e for e in ENGINES if e != engine and _runs(e, hw)]
+    raise InfeasibleError(f"engine {engine} {where} {hw.id} ({_device(hw)}); the engines that do: {', '.join(others)}")
 
 
 #: Engines that load llama.cpp's GGUF files: vLLM (a single-file GGUF checkpoint, "highly
