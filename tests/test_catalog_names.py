@@ -12,7 +12,7 @@ from inferlab.specs.catalog import load_hardware, load_model
 def test_a_gpu_given_as_the_model_is_said_so():
     with pytest.raises(UnknownNameError) as err:
         load_model("h200")
-    assert str(err.value) == ("unknown model 'h200': 'h200' is hardware in the catalog (h200-sxm), not a model: "
+    assert str(err.value) == ("unknown model 'h200': 'h200' is hardware in the catalog, not a model: "
                               "check the order of the arguments")
     with pytest.raises(UnknownNameError, match="'llama-3.1-8b' is a model in the catalog, not hardware"):
         load_hardware("llama-3.1-8b")

@@ -308,11 +308,7 @@ _TRTLLM = SchedulerConfig(max_num_seqs=2048, max_num_batched_tokens=8192, chunke
 #: ``DecodeCudaGraphConfig``: "If neither is provided, a default max_batch_size of 128 is used").
 TRTLLM_GRAPH_BATCH = 128
 SGLANG_WHOLE_WINDOW_MODELS = ("gemma2", "gemma3", "gemma3_text", "gemma3n", "gemma3n_text")
-#: Engines whose prompts share their iterations with the decodes (mixed) under a token budget:
-#: without chunking, a prompt longer than the budget is refused (``prompt_within_budget``) rather
-#: than left waiting until no decode runs beside it (a 1,024-token prompt under a 64-token budget
-#: had waited 12 s at 5 req/s); the generic engine and LMDeploy as TensorRT-LLM.
-ENGINE_SCHEDULERS = {
+ENGINE_SCHEDULERS = {  # (generic, LMDeploy: an unchunked prompt past the budget refused, not starved by decodes)
     "generic": SchedulerConfig(prompt_within_budget=True),
     "vllm": SchedulerConfig(max_num_seqs=None, max_num_batched_tokens=None, context_budget=True,
                             gpu_memory_utilization=0.92, overlap_host=True,

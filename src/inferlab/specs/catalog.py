@@ -262,12 +262,9 @@ def load_model(name: str | Path) -> ModelSpec:
             raise SpecError(f"model {text!r}: the folder {text} holds no config.json; give a folder with a Hugging "
                             "Face config.json, the file itself, or a catalog id (inferlab models list)")
         return ModelSpec.from_hf_config(folder)
-    try:
-        gpu = hardware_id(text)
-    except UnknownNameError:
-        gpu = None
-    raise UnknownModelError("model", text, files, f"{text!r} is hardware in the catalog ({gpu}), not a model: check "
-                                                  "the order of the arguments" if gpu else "")
+    gpu = text.lower() in _hardware_files() or any(f"{text.lower()}-{f}" in _hardware_files() for f in FORM_FACTORS)
+    raise UnknownModelError("model", text, files, f"{text!r} is hardware in the catalog, not a model: check the order "
+                                                  "of the arguments" if gpu else "")
 
 
 def _local_folder(text: str) -> Path | None:
