@@ -106,13 +106,18 @@ def _write(tmp_path, text):
     return str(path)
 
 
-def test_plan_with_nothing_feasible_is_an_infeasible_error_with_the_reasons(tmp_path):
-    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
-                            "search: {tp: [3], precisions: [bf16, fp8]}\nverify: 0\n")
+def _infeasible_plan(tmp_path, models: str, search: str) -> str:
+    """The error of ``inferlab plan`` on a scenario of ``models`` at 2 req/s on H100s with ``search``."""
+    path = _write(tmp_path, f"models: [{models}]\nhardware: [h100-sxm]\ntraffic: {{rate: 2}}\n"
+                            f"search: {{{search}}}\nverify: 0\n")
     args = build_parser().parse_args(["plan", path])
     with pytest.raises(InfeasibleError) as info:
         args.func(args)
-    assert str(info.value).startswith("no configuration of scenario 'scenario' meets it (2 ruled out): "
+    return str(info.value)
+
+
+def test_plan_with_nothing_feasible_is_an_infeasible_error_with_the_reasons(tmp_path):
+    assert _infeasible_plan(tmp_path, "llama-3.1-8b", "tp: [3], precisions: [bf16, fp8]").startswith("no configuration of scenario 'scenario' meets it (2 ruled out): "
                                       "tp=3 does not divide the 32 attention heads (2x); relax the SLOs")
 
 
@@ -315,18 +320,9 @@ def test_repeated_choices_and_unbounded_operations_are_refused(changes, message)
 def test_plan_whose_layouts_all_lack_memory_names_the_layouts_that_would_hold_the_weights(tmp_path):
     # Llama-3.1-405B in BF16 is 811.7 GB of weights; an H100 leaves 77.0 GB usable, so TP 8 alone
     # holds 101 GB a GPU (too much) and TP 8 with 2 pipeline stages 50.7 GB: 16 GPUs, past max_gpus 8
-    path = _write(tmp_path, "models: [llama-3.1-405b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
-                            "search: {tp: [1, 2], pp: [1], precisions: [bf16], max_gpus: 8}\nverify: 0\n")
-    args = build_parser().parse_args(["plan", path])
-    with pytest.raises(InfeasibleError) as info:
-        args.func(args)
-    assert str(info.value).endswith("the weights fit none of the layouts searched; add search.tp [8] and search.pp "
+    said = _infeasible_plan(tmp_path, "llama-3.1-405b", "tp: [1, 2], pp: [1], precisions: [bf16], max_gpus: 8")
+    assert said.endswith("the weights fit none of the layouts searched; add search.tp [8] and search.pp "
                                     "[2] with search.max_gpus >= 16 (the smallest layouts that hold them), a "
                                     "precision with fewer bytes, or hardware with more memory")
     # a reason other than memory (TP 3 does not divide the heads) keeps the general advice, pipeline stages named
-    path = _write(tmp_path, "models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\n"
-                            "search: {tp: [3]}\nverify: 0\n")
-    args = build_parser().parse_args(["plan", path])
-    with pytest.raises(InfeasibleError) as info:
-        args.func(args)
-    assert str(info.value).endswith("or pipeline stages (search.pp)")
+    assert _infeasible_plan(tmp_path, "llama-3.1-8b", "tp: [3]").endswith("or pipeline stages (search.pp)")
