@@ -28,3 +28,12 @@ def test_swapped_arguments_are_one_line(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.endswith("check the order of the arguments\n")
+
+
+def test_a_name_in_another_case_is_offered_as_itself(capsys):
+    # '--engine VLLM' had got no suggestion (difflib compares the case too)
+    from inferlab.errors import closest
+
+    assert closest("VLLM", ["generic", "sglang", "vllm"])[0] == "vllm"
+    assert main(["estimate", "llama-3.1-8b", "h100-sxm", "--engine", "VLLM"]) == 2
+    assert "unknown engine 'VLLM'; did you mean 'vllm'?" in capsys.readouterr().err

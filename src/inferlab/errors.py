@@ -105,8 +105,9 @@ def closest(name: object, allowed: Iterable[str], n: int = 3, cutoff: float = 0.
     begun = [a for a in names if text and a.lower().startswith(text) and a.lower() != text]
     begins = sorted((a for a in names if len(a) >= 3 and text.startswith(a.lower()) and a.lower() != text),
                     key=len, reverse=True)
+    same = [a for a in names if a.lower() == text]  # the name in another case ('VLLM' -> 'vllm')
     out: list[str] = []
-    for a in sorted(begun, key=len) + begins + difflib.get_close_matches(str(name), names, n=n, cutoff=cutoff):
+    for a in same + sorted(begun, key=len) + begins + difflib.get_close_matches(str(name), names, n=n, cutoff=cutoff):
         if a not in out:
             out.append(a)
     return out[:n]
