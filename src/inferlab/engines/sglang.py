@@ -152,11 +152,12 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     window_kv, window_ratio = _windows(f, notes)
     pieces, pieces_flag = sglang_tokens(f, model, chunk, DEFAULT_CHUNK, notes, a2a)
     notes += unmodelled_notes(f.unknown, UNMODELLED)
-    if f.get("nnodes", 1) > tp * f.get("pp", 1):
-        raise SpecError(f"sglang: --nnodes {f.get('nnodes')} is more nodes than the {tp * f.get('pp', 1)} GPUs of --tp "
-                        f"{tp} x --pp {f.get('pp', 1)} (each node runs a share of them)")
+    pp = f.get("pp", 1)
+    if f.get("nnodes", 1) > tp * pp:
+        raise SpecError(f"sglang: --nnodes {f.get('nnodes')} is more nodes than the {tp * pp} GPUs of --tp {tp} x "
+                        f"--pp {pp} (each node runs a share of them)")
     launch = EngineLaunch(
-        engine=NAME, model=model, checkpoint=written, tp=tp, pp=f.get("pp", 1), ep=ep, dp=dp, attention_dp=attention_dp,
+        engine=NAME, model=model, checkpoint=written, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp,
         attention_tp=attention_tp, weights=(pair or (None, None))[0], activations=(pair or (None, None))[1],
         kv_cache=choice(NAME, f.flag("kv_cache"), f.get("kv_cache"), KV_DTYPES) if "kv_cache" in f.values else None,
         state=state_format(NAME, f, model, notes, STATE_DTYPES),

@@ -206,13 +206,13 @@ def with_fit_point(batches: np.ndarray, tpot_s: np.ndarray, fits: np.ndarray
     fifth of the sequences a replica holds unused, and a configuration's capacity low by as much
     as the limit fell between points (Qwen3-30B-A3B FP8 on a B200, 1,943 sequences: the fluid
     model had run 1,583, 24% fewer than a simulation keeps in flight)."""
-    edge = math.floor(float(np.min(fits)))
+    most = float(np.min(fits))
+    edge = math.floor(most)
     if not batches[0] < edge < batches[-1] or edge in batches:
         return batches, tpot_s, fits
     j = int(np.searchsorted(batches, edge))
-    logs = np.log(batches[j - 1:j + 1])
-    step = float(np.exp(np.interp(math.log(edge), logs, np.log(tpot_s[j - 1:j + 1]))))
-    return np.insert(batches, j, edge), np.insert(tpot_s, j, step), np.insert(fits, j, float(np.min(fits)))
+    step = float(np.exp(np.interp(math.log(edge), np.log(batches[j - 1:j + 1]), np.log(tpot_s[j - 1:j + 1]))))
+    return np.insert(batches, j, edge), np.insert(tpot_s, j, step), np.insert(fits, j, most)
 
 
 def _per_usd(tokens_per_h: np.ndarray, usd_per_h: float) -> np.ndarray:

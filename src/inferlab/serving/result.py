@@ -217,14 +217,10 @@ class ServeResult:
     def at_percentile(self, q: float) -> dict[str, float]:
         """Queueing, TTFT, TPOT, ITL and end-to-end latency at percentile ``q`` [s] (NaN where none
         is defined), for a percentile :meth:`summary` leaves out."""
-        out = {}
-        for name, values in (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s)):
-            defined = np.asarray(values, float)
-            defined = defined[~np.isnan(defined)]
-            out[name] = float(np.percentile(defined, q)) if defined.size else float("nan")
+        out = {name: _stats(values, (q,))[f"p{q}"] for name, values in
+               (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s))}
         out["itl"] = self.itl_percentile(q) if len(self.trace.itl_values) else float("nan")
-        out["e2e"] = float(np.percentile(self.e2e_s, q)) if len(self.e2e_s) else float("nan")
-        return out
+        return {k: out[k] for k in ("queue", "ttft", "tpot", "itl", "e2e")}  # (summary's order)
 
     def interval(self, level: float = 0.8):
         """Intervals at ``level`` (0.5, 0.8 or 0.9) of the mean TTFT, the mean TPOT and the output
@@ -355,11 +351,11 @@ def _summary(u: UserLatencies) -> dict[str, dict[str, float]]:
     return {name: _stats(v) for name, v in (("ttft", u.ttft_s), ("tpot", u.tpot_s), ("e2e", u.e2e_s))}
 
 
-def _stats(values: np.ndarray) -> dict[str, float]:
-    """Mean and :data:`PERCENTILES` of the defined values; NaN, without numpy's empty-slice
+def _stats(values: np.ndarray, percentiles: tuple[float, ...] = PERCENTILES) -> dict[str, float]:
+    """Mean and ``percentiles`` of the defined values; NaN, without numpy's empty-slice
     warning, when none is (the TPOT of one-token outputs)."""
     defined = np.asarray(values, float)
     defined = defined[~np.isnan(defined)]
     if not defined.size:
-        return {"mean": float("nan"), **{f"p{p}": float("nan") for p in PERCENTILES}}
-    return {"mean": float(np.mean(defined)), **{f"p{p}": float(np.percentile(defined, p)) for p in PERCENTILES}}
+        return {"mean": float("nan"), **{f"p{p}": float("nan") for p in percentiles}}
+    return {"mean": float(np.mean(defined)), **{f"p{p}": float(np.percentile(defined, p)) for p in percentiles}}
