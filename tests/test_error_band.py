@@ -140,6 +140,19 @@ def test_estimate_interval_contains_the_point_and_nests_by_level():
     assert est.interval().tpot.point is est.tpot_s
 
 
+def test_the_tpot_interval_never_falls_below_the_weight_reads():
+    # Llama-3.1-8B in BF16 on an L4 (300 GB/s, datasheet), batch 1: a decode step reads every
+    # weight but the embedding table, 2 B x (8.030e9 - 128,256 x 4,096) = 15.01 GB, so no TPOT
+    # is below 15.01 GB / 300 GB/s = 50.0 ms. The band alone (the point x exp(low)) went below it.
+    est = inferlab.estimate("llama-3.1-8b", "l4", precision="bf16", isl=512, osl=256, batch_size=1)
+    iv = est.interval(0.8)
+    floor = 2.0 * (8.030e9 - 128_256 * 4_096) / 300e9
+    assert floor == pytest.approx(0.0500, abs=1e-4)
+    assert floor * 0.999 <= iv.tpot.low <= iv.tpot.point
+    assert iv.tpot.low < floor * 1.02  # held at the floor: the weights and this batch's small KV cache
+    assert iv.tpot.point * np.exp(iv.tpot.band.low) < floor  # the case the floor is for
+
+
 @pytest.mark.parametrize("gpu, engine", [("mi300x", "vllm"), ("rubin", "trtllm")])  # TensorRT-LLM: NVIDIA only
 def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu, engine):
     def interval(hardware):

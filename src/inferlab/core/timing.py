@@ -316,6 +316,14 @@ def time_ops(ops: tuple[Op, ...], hw: HardwareSpec, profile: Profile, phase: str
     return tuple(time_op(op, hw, profile, phase) for op in ops)
 
 
+def unavoidable_memory_s(ops: tuple[Op, ...], hw: HardwareSpec) -> np.ndarray:
+    """Least time the ops can take on one GPU [s]: the weights and KV cache they read, which
+    no fusion removes, at the datasheet's memory bandwidth (activations are left out: fused
+    kernels keep them on chip). A lower bound of a memory-bound step, e.g. a decode step."""
+    read = [np.asarray(op.count * (op.byte_parts()["weight_read"] + op.byte_parts()["kv_read"]), float) for op in ops]
+    return broadcast_sum(read) / hw.memory_bandwidth.si
+
+
 def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
     """Sum of arrays of different broadcast shapes, smallest first, so that small terms
     are added to each other before they meet the full grid."""

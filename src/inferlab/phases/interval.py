@@ -107,8 +107,11 @@ class PredictionInterval:
 
 
 def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str, level: float, *, ttft_s: Any,
-                        tpot_s: Any, output_tokens_per_s: Any) -> PredictionInterval:
+                        tpot_s: Any, output_tokens_per_s: Any, tpot_floor_s: Any = 0.0) -> PredictionInterval:
     """The intervals of a prediction on ``deployment`` with ``engine`` in ``regime``.
+
+    ``tpot_floor_s``: the least TPOT physics allows (the decode step's weight and KV reads at
+    the memory bandwidth); the TPOT interval's low edge is never below it (nor above the point).
 
     Raises
     ------
@@ -124,7 +127,12 @@ def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str
         p = np.asarray(point, float)
         return Bounds(quantity, point, p * np.exp(band.low), p * np.exp(band.high), band)
 
-    return PredictionInterval(float(level), regime, bounds("ttft", ttft_s), bounds("tpot", tpot_s),
+    tpot = bounds("tpot", tpot_s)
+    point = np.asarray(tpot_s, float)
+    with np.errstate(invalid="ignore"):  # NaN points (not run) stay NaN
+        low = np.where(np.isfinite(point), np.maximum(tpot.low, np.minimum(tpot_floor_s, point)), tpot.low)
+    tpot = Bounds("tpot", tpot_s, low if np.ndim(low) else float(low), tpot.high, tpot.band)
+    return PredictionInterval(float(level), regime, bounds("ttft", ttft_s), tpot,
                               bounds("throughput", output_tokens_per_s), table.source)
 
 

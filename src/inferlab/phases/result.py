@@ -166,7 +166,20 @@ class Estimate:
         from .interval import prediction_interval
 
         return prediction_interval(self.deployment, self.engine, "static_batch", level, ttft_s=self.ttft_s,
-                                   tpot_s=self._tpot_shown, output_tokens_per_s=self.output_tokens_per_s)
+                                   tpot_s=self._tpot_shown, output_tokens_per_s=self.output_tokens_per_s,
+                                   tpot_floor_s=self._tpot_floor_s)
+
+    @property
+    def _tpot_floor_s(self) -> np.ndarray:
+        """Least TPOT the decode step allows [s]: its weight and KV reads at the memory
+        bandwidth, over the most tokens a step can give (k + 1 with speculation); 0 for a
+        batch that runs in waves (its last, smaller wave reads less)."""
+        from ..core.timing import unavoidable_memory_s
+
+        step = self.decode_step
+        tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
+        floor = unavoidable_memory_s(step.ops, self.deployment.hardware) / tokens
+        return np.where(np.asarray(self.waves) > 1, 0.0, floor)
 
     # --- tables ---------------------------------------------------------------------
     def op_table(self, phase: str = "decode", point: int | None = None) -> list[dict[str, Any]]:
