@@ -153,6 +153,13 @@ def test_the_tpot_interval_never_falls_below_the_weight_reads():
     assert iv.tpot.point * np.exp(iv.tpot.band.low) < floor  # the case the floor is for
 
 
+def test_the_served_tpot_interval_never_falls_below_the_weight_reads():
+    # the same 50.0 ms floor (see above) for the mean TPOT of a lightly loaded L4
+    iv = inferlab.serve("llama-3.1-8b", "l4", precision="bf16", isl=512, osl=128, rate=0.1,
+                        num_requests=50).interval(0.8)
+    assert 0.0500 * 0.999 <= iv.tpot.low <= iv.tpot.point
+
+
 @pytest.mark.parametrize("gpu, engine", [("mi300x", "vllm"), ("rubin", "trtllm")])  # TensorRT-LLM: NVIDIA only
 def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu, engine):
     def interval(hardware):

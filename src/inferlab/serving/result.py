@@ -237,7 +237,19 @@ class ServeResult:
 
         return prediction_interval(self.deployment, self.engine, "serving", level,
                                    ttft_s=_stats(self.ttft_s)["mean"], tpot_s=_stats(self.tpot_s)["mean"],
-                                   output_tokens_per_s=self.output_tokens_per_s)
+                                   output_tokens_per_s=self.output_tokens_per_s, tpot_floor_s=self._tpot_floor_s)
+
+    @property
+    def _tpot_floor_s(self) -> float:
+        """Least mean TPOT physics allows [s]: the weight reads of a one-sequence decode step
+        (the fewest experts any step touches) at the memory bandwidth, over the most tokens a
+        step gives (k + 1 with speculation)."""
+        from ..core.timing import unavoidable_memory_s
+        from ..techniques.step import decode
+
+        tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
+        step = decode(self.deployment, np.asarray(1.0), np.asarray(1.0))
+        return float(unavoidable_memory_s(step.ops, self.deployment.hardware)) / tokens
 
     def to_dict(self) -> dict[str, Any]:
         """Summaries and throughput, JSON-ready (seconds, tokens/s; a summary that does not
