@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import inferlab
 from inferlab.fitting.bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
 from inferlab.calibration.profile import load_profile
 from inferlab.cli.main import main
@@ -137,6 +138,14 @@ def test_cli_calibrate_writes_a_profile_validate_uses(tmp_path, capsys):
     assert code == code2 == 0
     err_of = lambda text: sorted(abs(r["predicted"] / r["measured"] - 1) for r in json.loads(text))  # noqa: E731
     assert err_of(after)[len(err_of(after)) // 2] < err_of(before)[len(err_of(before)) // 2]
+    # the fit is vLLM's on the H100: another engine or GPU gets the start's terms, and is told so
+    note = f"profile {out_file} was calibrated on vllm/h100-sxm runs"
+    for engine, gpu, told in (("vllm", "h100-sxm", False), ("sglang", "h100-sxm", True), ("vllm", "h200-sxm", True)):
+        code, out, err = run(capsys, "estimate", MODEL, gpu, "--engine", engine, "--profile", out_file)
+        assert code == 0, err
+        assert (note in out) is told, out
+    served = inferlab.serve(MODEL, "h200-sxm", engine="vllm", profile=out_file, rate=1.0, num_requests=20)
+    assert note in str(served) and served.to_dict()["profile_note"].startswith(note)
 
 
 def test_cli_calibrate_json_without_a_held_out_part(tmp_path, capsys):

@@ -193,6 +193,9 @@ class Profile(BaseModel):
                     "tokenization, handing the request to the scheduler, streaming the first token back); "
                     "a request reaches the scheduler this long after it is sent. Fitted on serving cases.")
     source: str = "datasheet peaks only"
+    #: Where the file was calibrated for other deployments than this one (``fitted_for``, written
+    #: by ``calibrate --bench``): what the terms here are instead. Empty otherwise.
+    note: str = ""
 
 
 ROOFLINE = Profile()
@@ -295,6 +298,16 @@ def _resolve_text(text: str, label: str, engine: str, hardware_id: str, family: 
     return _resolve(_parse_profile_text(text, label), label, engine, hardware_id, family)
 
 
+def _unfitted_note(fitted_for: Any, label: str, engine: str, hardware_id: str) -> str:
+    """Why ``engine`` on ``hardware_id`` does not get a calibration written for other pairs
+    (``fitted_for``: the ``engine/gpu`` pairs its runs came from), or ``""``."""
+    pairs = [str(p) for p in fitted_for] if isinstance(fitted_for, (list, tuple)) else []
+    if not pairs or f"{engine}/{hardware_id}" in pairs:
+        return ""
+    return (f"profile {label} was calibrated on {', '.join(pairs)} runs; {engine} on {hardware_id} gets the terms it "
+            "started from, not that fit")
+
+
 def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str, family: str) -> Profile:
     per_gpu = data.get("hardware") or {}
     overrides = data.get("overrides") or {}
@@ -318,6 +331,7 @@ def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str,
                 used = key if key != "all" else used
     name = f"{label}:{engine}/{used}"
     try:
-        return Profile(**{**merged, "name": name, "source": data.get("source", label)})
+        return Profile(**{**merged, "name": name, "source": data.get("source", label),
+                          "note": _unfitted_note(data.get("fitted_for"), label, engine, hardware_id)})
     except ValidationError as exc:
         raise SpecError(f"profile {label}: {format_validation_error(exc, Profile)}") from None

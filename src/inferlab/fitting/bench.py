@@ -140,6 +140,8 @@ def calibrated_mapping(start: Mapping[str, Any], targets: Sequence[tuple[str, st
         per_engine = dict(overrides.get(engine) or {})
         per_engine[gpu] = _deep_merge(dict(per_engine.get(gpu) or {}), section)
         overrides[engine] = per_engine
+    # what the fit is for: another engine or GPU resolves to the start's terms, and says so
+    out["fitted_for"] = sorted({*(out.get("fitted_for") or []), *(f"{e}/{g}" for e, g in targets)})
     return out
 
 

@@ -324,10 +324,11 @@ class Estimate:
     @property
     def notes(self) -> list[str]:
         """What the table's numbers assume that the engine would not do as configured (a prompt
-        past an unchunked budget, estimated in chunks)."""
+        past an unchunked budget, estimated in chunks), and a profile calibrated for another engine or GPU."""
         from .explain import whole_prompt_notes
 
-        return whole_prompt_notes(self)
+        note = self.deployment.profile.note  # a calibration written for another engine or GPU
+        return whole_prompt_notes(self) + ([note] if note else [])
 
     def _repr_html_(self) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())

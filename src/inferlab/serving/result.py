@@ -258,6 +258,7 @@ class ServeResult:
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "layout": str(dep.parallel),
             "num_gpus": self.num_gpus, "precision": str(dep.precision), "engine": self.engine,
+            "profile": dep.profile.name, **({"profile_note": dep.profile.note} if dep.profile.note else {}),
             "mode": self.workload.mode,
             **({"max_concurrency": self.max_concurrency} if self.max_concurrency is not None else {}),
             **dict(zip(("num_requests", "refused"), self.served_and_refused)),
@@ -317,7 +318,8 @@ class ServeResult:
         return "\n".join([head, table, tail, *self._technique_lines()])
 
     def _technique_lines(self) -> list[str]:
-        lines = []
+        note = self.deployment.profile.note  # a calibration written for another engine or GPU
+        lines = [note] if note else []
         if self.speculative is not None:
             lines.append(f"speculative {self.speculative}: {self.tokens_per_step:.2f} tokens per decode step "
                          f"(expected {self.speculative.tokens_per_step:.2f})")
