@@ -296,6 +296,18 @@ def test_one_value_where_a_list_goes_says_so_in_plain_words():
                                "search.tp: expected a list, e.g. [4], got int 4")
 
 
+def test_a_list_where_one_value_goes_and_an_empty_list_say_so_in_plain_words():
+    """pydantic's 'Input should be a valid string' and 'Tuple should have at least 1 item' had
+    named neither what to write nor the engines allowed."""
+    with pytest.raises(SpecError) as info:
+        load_scenario(_scenario(engine=["vllm", "sglang"], hardware=[]))
+    assert str(info.value) == ("scenario: hardware: expected at least one item, got none; engine: expected one "
+                               "engine (a plan is for one; plan several apart), got ['vllm', 'sglang']; allowed: "
+                               "generic, trtllm, trtllm-pytorch, vllm, sglang, lmdeploy")
+    with pytest.raises(SpecError, match=r"^scenario: name: expected one name or text, got a list \['a', 'b'\]$"):
+        load_scenario(_scenario(name=["a", "b"]))
+
+
 def test_an_unknown_profile_is_bad_input_once():
     """It had ruled out every configuration, each with the same reason (exit 1, as infeasible)."""
     with pytest.raises(InferlabError, match="unknown profile 'nope'"):

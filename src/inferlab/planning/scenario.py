@@ -16,13 +16,12 @@ A scenario is YAML::
     verify: 3                          # best configurations re-checked by the serving simulation
     allow_long_context: false          # true: prompts beyond the models' positions (RoPE scaling)
 
-``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal,
-mean: 1500, sigma: 0.6}``) and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job (throughput
-per dollar, no latency SLO) with ``requests`` to process and a ``deadline_h``.
-
-Every number must be finite and given as a number (``"2.5"`` is refused), counts as
-integers, prices >= 0 and named after one of the scenario's GPUs; the SLO percentile is at
-most 99.9 (the one the verification can simulate enough requests for).
+``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal, mean: 1500,
+sigma: 0.6}``) and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job
+(throughput per dollar, no latency SLO) with ``requests`` to process and a ``deadline_h``. Every number
+must be finite and given as a number (``"2.5"`` is refused), counts as integers, prices >= 0 and named
+after one of the scenario's GPUs; the SLO percentile is at most 99.9 (the one the verification can
+simulate enough requests for).
 """
 
 from __future__ import annotations
@@ -318,13 +317,15 @@ class Scenario(BaseModel):
             raise ValueError(f"{' and '.join(both)} are the same GPU ({ids[both[0]]}); price it once")
         return {ids[k]: v for k, v in value.items()}
 
-    @field_validator("engine")
+    @field_validator("engine", mode="before")
     @classmethod
-    def _engine(cls, value: str) -> str:
+    def _engine(cls, value: Any) -> str:
         from ..inputs.resolve import ENGINES
 
-        if value not in ENGINES:
-            raise ValueError(f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}; allowed: {', '.join(ENGINES)}")
+        if not isinstance(value, str) or value not in ENGINES:  # a list: a plan is one engine's
+            what = (f"unknown engine {value!r}{_did_you_mean(value, ENGINES)}" if isinstance(value, str) else
+                    f"expected one engine (a plan is for one; plan several apart), got {value!r:.60}")
+            raise ValueError(f"{what}; allowed: {', '.join(ENGINES)}")
         return value
 
     @field_validator("profile")
@@ -380,15 +381,14 @@ def load_scenario(source: str | Path | dict) -> Scenario:
     SpecError
         Naming every wrong field and what is allowed.
     """
-    label = "scenario"
     if isinstance(source, Scenario):
         return source
+    label = "scenario"
     if not isinstance(source, (dict, str, Path)):
         raise SpecError(f"a scenario is a YAML path, a mapping of its fields or a Scenario, got "
                         f"{type(source).__name__} {source!r:.60}")
     if not isinstance(source, dict):
-        label = str(source)
-        source = read_yaml_mapping(Path(source), f"scenario {label}")
+        label, source = str(source), read_yaml_mapping(Path(source), f"scenario {source}")
     if "fleet" in source and "models" not in source:  # inferlab fleet's format: one deployment and its fleet
         raise SpecError(f"{label} is a fleet scenario (one deployment and a fleet: section): `inferlab fleet {label}` "
                         "runs it; a plan searches models: [...] on hardware: [...] for its traffic and slo")

@@ -78,6 +78,14 @@ def format_validation_error(exc: ValidationError, model: Any = None) -> str:
             value = err.get("input")
             shown = f"[{value}]" if isinstance(value, (str, int, float)) and not isinstance(value, bool) else "[...]"
             msg = f"expected a list, e.g. {shown}, got {type(value).__name__} {value!r:.60}"
+        elif err["type"] in ("string_type", "int_type", "float_type", "bool_type") and isinstance(
+                err.get("input"), (list, tuple, dict)):  # a list or mapping where one value goes
+            value = err["input"]
+            kind = {"string_type": "name or text", "int_type": "whole number", "float_type": "number",
+                    "bool_type": "true or false"}[err["type"]]
+            msg = f"expected one {kind}, got a {'mapping' if isinstance(value, dict) else 'list'} {value!r:.60}"
+        elif err["type"] == "too_short" and not err.get("input"):
+            msg = "expected at least one item, got none"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 
