@@ -42,6 +42,8 @@ def test_mapping_forms_become_techniques(tmp_path):
         ("model: [unclosed\n", "not valid YAML"),
         ("model: llama-3.1-8b\nhardwar: h100-sxm\n", "unknown key(s) hardwar (did you mean 'hardware'"),
         ("model: llama-3.1-8b\nhardware: h100-sxm\nbatch_size: [1, 2.5]\n", "whole numbers, got list holding 2.5"),
+        ("model: llama-3.1-8b\nhardware: h100-sxm\nprecision: .nan\n", "d.yaml: precision must be a format name"),
+        ("model: llama-3.1-8b\nhardware: h100-sxm\nprecision: fp9\n", "d.yaml: unknown precision 'fp9'"),
     ],
 )
 def test_bad_files_say_what_is_wrong(tmp_path, text, fragment):

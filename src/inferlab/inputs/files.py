@@ -33,6 +33,7 @@ from typing import Any
 
 
 from ..checks import repeated
+from ..core.quantization import PrecisionConfig
 from ..errors import InferlabError, SpecError, did_you_mean
 from ..specs.validation import read_yaml_mapping
 from ..techniques.disaggregation import Disaggregation, Pool
@@ -162,6 +163,8 @@ def read_deployment_file(path: str | Path, open_acceptance: bool = False) -> tup
                         f"allowed: {', '.join(KEYS)}")
     _check_shape(path, data)
     try:
+        if data.get("precision") is not None:  # a bad format is named with its file (checked again per model)
+            PrecisionConfig.parse(data["precision"])
         spec = data.get("speculative")
         if open_acceptance and isinstance(spec, str) and spec.strip() not in PRESETS:
             spec = SpeculativeConfig.fields(spec)
