@@ -248,9 +248,12 @@ def test_serve_disaggregated_forwarded_first_token_and_load():
 def test_serve_disaggregated_refuses_what_does_not_apply():
     from inferlab import serve
 
-    with pytest.raises(SpecError, match="drop hardware"):
+    # each refusal says why for what was given only
+    with pytest.raises(SpecError, match="^serve with a disaggregation: the pools set the hardware and layout; "
+                                        "drop hardware$"):
         serve("llama-3.1-8b", "h100-sxm", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4)
-    with pytest.raises(SpecError, match="drop speculative"):
+    with pytest.raises(SpecError, match="^serve with a disaggregation: speculation, .* over separate pools; "
+                                        "drop speculative$"):
         serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", concurrency=4,
               speculative="eagle:k=2,accept=0.7")
     with pytest.raises(SpecError, match="give the hardware"):

@@ -159,6 +159,15 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     return result if overheads is None else replace(result, overheads=overheads)
 
 
+#: What a disaggregated serve refuses, and why.
+_NOT_WITH_POOLS = (
+    (("hardware", "tp", "pp", "ep", "dp", "attention_dp", "attention_tp"), "the pools set the hardware and layout"),
+    (("speculative", "prefix", "max_concurrency", "state_pool_ratio", "state_slots", "hybrid_overlap",
+      "state_pool_slots"), "speculation, prefix caching, a client's concurrency cap and a state pool of its own "
+                           "are not simulated over separate pools"),
+)
+
+
 def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: dict[str, Any]) -> ServeResult:
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
     from .disaggregated import serve_disaggregated
@@ -168,9 +177,9 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
              "state_pool_slots": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
-    if given:
-        raise SpecError(f"serve with a disaggregation: the pools set the hardware and layout, and speculation, "
-                        f"prefix caching, a client's concurrency cap and a state pool of its own are not simulated over separate pools; drop {', '.join(map(option_name, given))}")
+    if given:  # say why for what was given only
+        why = [w for keys, w in _NOT_WITH_POOLS if set(keys) & set(given)]
+        raise SpecError(f"serve with a disaggregation: {'; '.join(why)}; drop {', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
                                  stagger=args["stagger"],
