@@ -281,6 +281,19 @@ def test_a_hardware_field_that_is_no_figure_says_what_it_is():
         evaluate("h100-sxm.achievable_flops.bf16")
 
 
+def test_a_mig_slice_is_named_as_estimate_names_it():
+    """MIG user guide: an H100 3g.40gb slice has 3 of 7 compute slices and 4 of 8 memory slices,
+    so 3/7 x 989 TFLOP/s BF16 and 4/8 x 3.35 TB/s; 16 GB over the latter is 9.55 ms."""
+    from inferlab.errors import UnknownNameError
+
+    result = evaluate("16 GB / h100-sxm:3g.40gb.memory_bandwidth", to="ms")
+    assert result.value.magnitude == pytest.approx(16e9 / (3.35e12 * 4 / 8) * 1e3, rel=1e-9)
+    assert result.references[0].text == "h100-sxm:3g.40gb.memory_bandwidth"
+    assert evaluate("h200:3g.71gb.flops.bf16 / h200.flops.bf16").value.magnitude == pytest.approx(3 / 7)
+    with pytest.raises(UnknownNameError, match="unknown MIG profile of h100-sxm '9g.40gb'"):
+        evaluate("h100-sxm:9g.40gb.memory_bandwidth")
+
+
 def test_a_list_of_records_is_reached_by_position():
     """The H100's MIG profiles (NVIDIA MIG user guide): 1g.10gb, 1g.20gb, ... the second holds
     20 GB. A list names its entries instead of printing a Python repr."""

@@ -81,8 +81,9 @@ def _catalog_names() -> frozenset[str]:
 def _hardware(ident: str) -> str:
     """The hardware id ``ident`` names, as elsewhere (``h200`` is ``h200-sxm``: :func:`hardware_id`);
     an unknown name is refused among every catalog id, models included."""
+    base, colon, mig = ident.partition(":")  # a MIG slice: the GPU's id completed, the slice checked on loading
     try:
-        return hardware_id(ident)
+        return hardware_id(base) + colon + mig
     except AmbiguousNameError:
         raise
     except UnknownNameError:

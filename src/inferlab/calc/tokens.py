@@ -11,7 +11,9 @@ from ..errors import UnitError
 #: Most digits in one number literal; a float holds 17 significant digits.
 MAX_DIGITS = 40
 
-_ID = r"[a-z][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*"
+#: A catalog id (dotted parts begin with a digit: llama-3.1-8b), with a MIG slice after a colon
+#: (h100-sxm:3g.40gb).
+_ID = r"[a-z][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*(?::[0-9][a-z0-9\-]*(?:\.[0-9][a-z0-9\-]*)*)?"
 CATALOG_REF = re.compile(rf"({_ID})\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)", re.IGNORECASE)
 _BARE = re.compile(rf"({_ID})(?![\w.])", re.IGNORECASE)
 _NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
