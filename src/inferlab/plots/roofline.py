@@ -16,8 +16,6 @@ from ..errors import InferlabError
 
 #: Colour and marker of each phase.
 PHASE_STYLE = {"prefill": ("C0", "o"), "decode": ("C1", "^")}
-#: Formats :func:`write_estimate_plot` writes, by file suffix.
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 _TERA = 1e12
 _ROOF_STYLES = ("-", "--", "-.", ":")
 
@@ -249,9 +247,10 @@ def write_estimate_plot(est: Any, path: str | Path, point: int = 0) -> Path:
         The file written.
     """
     path = Path(path)
-    if path.suffix.lower() not in PLOT_SUFFIXES:
-        raise InferlabError(f"cannot write a plot to {path}: the suffix picks the format; use "
-                            + " or ".join(PLOT_SUFFIXES))
     fig = roofline_chart(est, point)
+    formats = fig.canvas.get_supported_filetypes()  # matplotlib's savefig formats, as serve --plot writes
+    if path.suffix.lower().lstrip(".") not in formats:
+        raise InferlabError(f"cannot write a plot to {path}: the suffix picks the format; use one of ."
+                            + ", .".join(sorted(formats)))
     fig.savefig(path, dpi=110)
     return path

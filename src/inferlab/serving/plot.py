@@ -55,7 +55,7 @@ def plot_result(result: ServeResult, path: str | Path | None = None, *,
     result : ServeResult
         A simulated run; with client overheads the user-side curves are drawn dashed.
     path : str or Path, optional
-        Write the figure there (the suffix picks the format: .png, .svg, .pdf).
+        Write the figure there (the suffix picks the format: .png, .svg, .pdf, .jpg or another matplotlib writes).
     percentiles : tuple of float
         Percentiles marked on each panel (on the user-side curve when there is one).
 
