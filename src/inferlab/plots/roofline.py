@@ -232,7 +232,7 @@ def _title(est: Any, point: int) -> str:
 
 
 def write_estimate_plot(est: Any, path: str | Path, point: int = 0) -> Path:
-    """Write the roofline chart of ``est`` to ``path``; the suffix (.png or .svg) picks the format.
+    """Write the roofline chart of ``est`` to ``path``; the suffix picks the format (.png, .svg, .pdf, .jpg: any matplotlib writes).
 
     Parameters
     ----------
