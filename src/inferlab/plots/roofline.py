@@ -232,7 +232,8 @@ def _title(est: Any, point: int) -> str:
 
 
 def write_estimate_plot(est: Any, path: str | Path, point: int = 0) -> Path:
-    """Write the roofline chart of ``est`` to ``path``; the suffix picks the format (.png, .svg, .pdf, .jpg: any matplotlib writes).
+    """Write the roofline chart of ``est`` to ``path``; the suffix picks the format (.png, .svg,
+    .pdf, .jpg: any matplotlib writes).
 
     Parameters
     ----------
