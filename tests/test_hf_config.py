@@ -113,6 +113,18 @@ def test_bad_field_type_is_named(data_dir):
         ModelSpec.from_hf_config(cfg)
 
 
+def test_heads_that_do_not_split_the_width_need_a_head_dim(data_dir):
+    """Llama-3.1-8B is 4,096 wide: 24 heads would be 170.67 wide each, which no model is; with
+    head_dim given (Qwen3 style: 24 heads of 128 on a 4,096 model) it is read as given."""
+    cfg = json.loads((data_dir / "hf-configs" / "meta-llama--Meta-Llama-3.1-8B.json").read_text())
+    cfg["num_attention_heads"] = 24
+    with pytest.raises(SpecError, match="hidden_size 4096 is not a multiple of num_attention_heads 24, and no "
+                                        "head_dim is given"):
+        ModelSpec.from_hf_config(cfg)
+    assert ModelSpec.from_hf_config({**cfg, "head_dim": 128}).head_dim == 128
+    assert ModelSpec.from_hf_config({**cfg, "num_attention_heads": 32}).head_dim == 4096 // 32
+
+
 def test_missing_model_type_and_bad_files(tmp_path):
     with pytest.raises(SpecError, match="model_type"):
         ModelSpec.from_hf_config({"hidden_size": 1})

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..errors import SpecError
 from .checkpoint import checkpoint_formats
-from .hf_fields import check_fields
+from .hf_fields import check_fields, head_dim_or_split
 from .hf_hybrid import qwen3_next_fields
 from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
@@ -98,7 +98,7 @@ def _common(c: _Config, defaults: Mapping[str, int] | None = None) -> dict[str, 
         "num_hidden_layers": c.int("num_hidden_layers"),
         "num_attention_heads": heads,
         "num_key_value_heads": c.get("num_key_value_heads", heads),
-        "head_dim": c.get("head_dim", d.get("head_dim", h // heads)),
+        "head_dim": head_dim_or_split(c.where, h, heads, c.get("head_dim", d.get("head_dim"))),
         "vocab_size": count("vocab_size"),
         "max_position_embeddings": count("max_position_embeddings"),
         "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
@@ -281,7 +281,7 @@ def _gptj(c: _Config) -> dict[str, Any]:
     heads = c.int("n_head")
     inner = c.get("n_inner") or 4 * h
     return {"model_type": c.model_type, "hidden_size": h, "num_hidden_layers": n, "num_attention_heads": heads,
-            "num_key_value_heads": heads, "head_dim": h // heads, "vocab_size": c.int("vocab_size"),
+            "num_key_value_heads": heads, "head_dim": head_dim_or_split(c.where, h, heads, c.get("head_dim")), "vocab_size": c.int("vocab_size"),
             "max_position_embeddings": c.int("n_positions"), "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
             "gated_mlp": False, "hidden_act": str(c.get("activation_function", "gelu_new")), "norm": "layernorm",
             "norms_per_layer": 1, "mlp_bias": True, "lm_head_bias": True,
@@ -301,7 +301,7 @@ def _falcon(c: _Config) -> dict[str, Any]:
     norms = (c.get("num_ln_in_parallel_attn") or 2) if new_arch else (1 if c.get("parallel_attn", True) else 2)
     n = c.int("num_hidden_layers")
     return {"model_type": c.model_type, "hidden_size": h, "num_hidden_layers": n, "num_attention_heads": heads,
-            "num_key_value_heads": kv, "head_dim": c.get("head_dim", h // heads), "vocab_size": c.int("vocab_size"),
+            "num_key_value_heads": kv, "head_dim": head_dim_or_split(c.where, h, heads, c.get("head_dim")), "vocab_size": c.int("vocab_size"),
             "max_position_embeddings": c.get("max_position_embeddings", 2048),
             "tie_word_embeddings": bool(c.get("tie_word_embeddings", True)), "gated_mlp": False,
             "hidden_act": str(c.get("activation", "gelu")), "norm": "layernorm", "norms_per_layer": norms,

@@ -68,3 +68,14 @@ def check_fields(data: Mapping[str, Any], where: str) -> None:
     if isinstance(types, list) and any(t not in allowed for t in types):
         bad = next(t for t in types if t not in allowed)
         raise SpecError(f"{where}: field 'layer_types' holds {bad!r:.60}; allowed: {', '.join(allowed)}")
+
+
+def head_dim_or_split(where: str, hidden: int, heads: int, given: Any) -> int:
+    """``given`` (the config's ``head_dim`` or the family's default), else hidden_size / heads,
+    which must then divide (transformers refuses such a model too)."""
+    if given is not None:
+        return given
+    if hidden % heads:
+        raise SpecError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}, and no "
+                        "head_dim is given; give head_dim or check the two")
+    return hidden // heads
