@@ -97,3 +97,17 @@ def test_attention_dp_config_in_the_extra_options(tmp_path):
     assert a.attention_dp and not a.unknown and any("balancing inferlab simulates" in n for n in a.notes)
     b = parse_engine_args(cmd + str(other))
     assert any("enable_balance" in u and "timeout_iters: 60" in u for u in b.unknown)
+
+
+@pytest.mark.parametrize("kw, line", [
+    ({"model": "llama-3.1-8b", "hardware": "h100-sxm", "dp": 8},
+     "idle capacity: a batch of 3 over 8 data-parallel replicas leaves 5 of them without a sequence; the cost "
+     "counts all 8 GPUs (fewer replicas serve it for less)"),
+    ({"model": "deepseek-v3", "hardware": "h200-sxm", "tp": 8, "ep": 8, "attention_dp": True, "precision": "fp8"},
+     "idle capacity: a batch of 3 over 8 attention data-parallel ranks leaves 5 of them without a sequence; the "
+     "cost counts all 8 GPUs (fewer ranks serve it for less)"),
+])
+def test_a_batch_smaller_than_the_ranks_says_the_rest_sit_idle(kw, line):
+    est = inferlab.estimate(**kw, batch_size=[3, 16])
+    assert line in est.notes and line in str(est)
+    assert not any("idle" in n for n in inferlab.estimate(**kw, batch_size=8).notes)  # one sequence a rank

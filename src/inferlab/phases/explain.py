@@ -244,6 +244,22 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
     return lines
 
 
+def idle_notes(est: Estimate) -> list[str]:
+    """Where the grid's smallest batch that runs leaves data-parallel replicas or attention ranks
+    without a sequence (priced all the same): one line, or none."""
+    par = est.deployment.parallel
+    ranks = par.dp * (par.attention_groups if par.attention_dp else 1)
+    shape = np.shape(est.ttft_s)
+    runs = np.ravel(np.broadcast_to(est.feasible, shape))
+    batch = np.ravel(np.broadcast_to(np.asarray(est.batch_size, float), shape))[runs]
+    if ranks <= 1 or not batch.size or batch.min() >= ranks:
+        return []
+    what = "attention data-parallel ranks" if par.attention_dp else "data-parallel replicas"
+    least = float(batch.min())
+    return [f"idle capacity: a batch of {least:,.0f} over {ranks:,} {what} leaves {ranks - least:,.0f} of them without "
+            f"a sequence; the cost counts all {est.deployment.num_gpus:,} GPUs (fewer {what.split()[-1]} serve it for less)"]
+
+
 def whole_prompt_notes(est: Estimate, isl: Any = None) -> list[str]:
     """Where the engine prefills prompts whole and refuses one past its budget (TensorRT-LLM,
     :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks the grid's longer
