@@ -17,6 +17,8 @@ from inferlab.errors import SpecError
      "75,600 tokens"),
     (["transcribe", "whisper-small", "h100-sxm:3g.40gb", "--audio", "600"], "RTF"),
     (["transcribe", "whisper-small", "h100-sxm", "--batch", "1", "--previous-text"], "224-token prompt"),
+    # an hour is 120 windows of 30 s: 1,000 GPUs leave 880 without one
+    (["transcribe", "whisper-small", "h100-sxm", "--gpus", "1000"], "120 windows over 1,000 GPUs leave 880 without one"),
     (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
     (["modalities", "list"], "whisper-large-v3-turbo"),
     (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),

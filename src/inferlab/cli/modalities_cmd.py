@@ -88,8 +88,12 @@ def _transcribe(args: argparse.Namespace) -> None:
             + (f", a {r.prompt_tokens:,.0f}-token prompt on average" if args.previous_text else "") + "\n"
             + text_table(["audio s", "windows", "features s", "batch", "rounds", "batch s", "diarize s", "latency s",
                           "RTF"], rows, right=set(range(9))))
+    idle = max(r.gpus - r.windows, 0)  # GPUs left without a window: the same latency on fewer
+    if idle:
+        text += (f"\nidle capacity: {r.windows:,} windows over {r.gpus:,} GPUs leave {idle:,} without one; "
+                 f"{r.windows:,} GPUs give the same latency")
     _emit(args, lambda: {"latency_s": r.latency_s, "real_time_factor": r.real_time_factor, "audio_s": r.audio_s,
-                         "gpus": r.gpus, "windows": r.windows, "batch": r.batch, "rounds": r.rounds,
+                         "gpus": r.gpus, "idle_gpus": idle, "windows": r.windows, "batch": r.batch, "rounds": r.rounds,
                          "window_s": r.window_s, "diarization_s": r.diarization_s, "features_s": r.features_s}, text)
 
 
