@@ -97,15 +97,33 @@ class Control:
             if not self._order(t, k, up=False):
                 break
         if target < len(active):
-            # stop starting ones first, then the least loaded serving ones (they drain)
-            victims = sorted(active, key=lambda r: (r.state != "starting", r.engine.outstanding))
-            for r in victims[:len(active) - target]:
+            for r in self._victims(k, active, len(active) - target):
                 if r.state == "starting":
                     r.state, r.stopped = "stopped", t
                 else:
                     r.state = "draining"
                 self.rec.events.append((t, "scale down", r.index))
             self._healthy(t)
+
+    def _victims(self, k: int, active: list, count: int) -> list:
+        """The ``count`` replicas of pool ``k`` a scale-down stops: starting ones first, then the
+        serving one whose stop saves the most (one on demand, then one on spot; last one in a
+        reserved slot, paid whether it runs or not), the least loaded among equals (they drain)."""
+        reserved = self.pools[k].pricing.reserved
+        held = sum(1 for r in self.replicas if r.pool == k and r.state != "stopped" and not r.spot)
+        left, chosen = list(active), []
+        for _ in range(count):
+            on_demand = held > reserved  # non-spot replicas beyond the reserved ones are paid on demand
+
+            def order(r: Any) -> tuple:
+                saves = 1 if r.spot else (0 if on_demand else 2)
+                return (r.state != "starting", saves, r.engine.outstanding)
+
+            r = min(left, key=order)
+            left.remove(r)
+            chosen.append(r)
+            held -= not r.spot  # (it stops now, or once drained)
+        return chosen
 
     def _waiting_for(self, k: int) -> int:
         """Requests waiting at the router that pool ``k`` may serve (its model's, or any)."""
