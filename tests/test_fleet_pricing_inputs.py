@@ -289,3 +289,17 @@ def test_a_cheaper_spot_price_never_raises_the_bill():
                      traffic=[{"rate": 2, "isl": 1000, "osl": 200}, *bursts], autoscaler=scaler).usd
 
     assert bill(2.5) < bill(None)
+
+
+def test_a_price_given_as_nan_is_refused_not_read_as_the_catalogs():
+    """NaN inside Pricing means 'not given'; given by the user it had silently become the catalog price."""
+    with pytest.raises(SpecError, match=r"^fleet pricing.on_demand_usd_per_hour must be a number, got nan"):
+        inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=60, traffic={"rate": 1, "isl": 100, "osl": 10},
+                             pricing={"on_demand_usd_per_hour": float("nan")})
+
+
+def test_a_fleet_without_a_prefix_cache_says_so_not_that_the_router_lost_the_hits():
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, horizon_s=120, prefix_cache=False,
+                             traffic={"rate": 2, "isl": 400, "osl": 20, "prefix": "sessions:turns=2,think=1"})
+    line = r.explain().splitlines()[0]
+    assert line.startswith("prefix cache: none of the ") and "the replicas' prefix cache is off" in line

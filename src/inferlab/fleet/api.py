@@ -59,7 +59,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     traffic : dict, Profile or list of dicts
         Request classes: each a rate profile (``shape``: constant, daily, ramp, burst;
         ``rate`` [request/s] and the shape's fields, see :class:`~.traffic.Profile`) with
-        ``isl``, ``osl`` [token] and an optional ``prefix`` (``"sessions:turns=2,think=5"``,
+        ``isl``, ``osl`` [token] (default 1024 and 256) and an optional ``prefix`` (``"sessions:turns=2,think=5"``,
         ``"shared:tokens=4000,groups=50,zipf=1"``).
     trace : path, optional
         A CSV of requests instead (see :func:`~.traffic.read_trace`).
@@ -269,6 +269,10 @@ def _policy(cls: type, value: Any) -> Any:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise SpecError(f"fleet {cls.__name__.lower()}: unknown field {unknown[0]!r}{hint} "
                         f"(allowed: {', '.join(cls.__dataclass_fields__)})")
+    given_nan = [k for k, v in value.items() if isinstance(v, float) and math.isnan(v)]  # NaN inside means "not given"
+    if given_nan:
+        raise SpecError(f"fleet {cls.__name__.lower()}.{given_nan[0]} must be a number, got nan (leave it out for the "
+                        "default)")
     return cls(**value)
 
 

@@ -26,10 +26,12 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if end > 1.01 * cfg.horizon_s:
         notes = (*notes, f"the backlog at the end of the {cfg.horizon_s / 3600.0:.3g} h took {end - cfg.horizon_s:,.0f}"
                          " s more to serve; the replicas serving it are paid until their last request ends, "
-                         "the others until the horizon")
+                         "the reserved ones (paid whether they run or not) until then too, the others until the horizon")
     # each replica paid from its order until it stops; one running at the horizon until its own last request ends
     usd = spend_usd([p.pricing for p in cfg.pools], paid_intervals(rec, cfg.horizon_s), rec.pool, rec.spot, end)
-    unpriced = sorted({p.kind.name for p in cfg.pools if math.isnan(p.pricing.on_demand_usd_per_hour)})
+    gpu = lambda p: p.kind.model.dep.hardware.id  # noqa: E731 - named beside a pool's own name
+    unpriced = sorted({p.kind.name + ("" if gpu(p) in p.kind.name else f" ({gpu(p)})") for p in cfg.pools
+                       if math.isnan(p.pricing.on_demand_usd_per_hour)})
     if math.isnan(usd) and unpriced:
         notes = (*notes, f"cost unknown: no on-demand price for {', '.join(unpriced)} (the catalog has none for its "
                          "GPU); give pricing: {on_demand_usd_per_hour: ...}")

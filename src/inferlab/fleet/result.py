@@ -186,7 +186,10 @@ class FleetResult:
         if lost:
             lines.append("lost requests: " + ", ".join(f"{v} {k} ({v / sent:.1%})" for k, v in lost.items()))
         reach, hit = self.reachable_hit_rate, self.hit_rate
-        if reach > 0.01:
+        if reach > 0.01 and hit == 0:  # prefix_cache=False, or every hit lost
+            lines.append(f"prefix cache: none of the {reach:.1%} of prompt tokens that could be reused hit (the "
+                         "replicas' prefix cache is off, or the router and evictions lose every hit)")
+        elif reach > 0.01:
             loss = 1.0 - hit / reach
             lines.append(f"prefix cache: {hit:.1%} of prompt tokens hit of {reach:.1%} reusable: the router and "
                          f"evictions lose {loss:.0%} of prefix hits")
