@@ -303,3 +303,9 @@ def test_a_fleet_without_a_prefix_cache_says_so_not_that_the_router_lost_the_hit
                              traffic={"rate": 2, "isl": 400, "osl": 20, "prefix": "sessions:turns=2,think=1"})
     line = r.explain().splitlines()[0]
     assert line.startswith("prefix cache: none of the ") and "the replicas' prefix cache is off" in line
+
+
+def test_an_availability_of_zero_from_a_need_above_the_fleet_says_why():
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, need=5, horizon_s=60, traffic=TRAFFIC)
+    assert r.availability == 0.0
+    assert "availability 0: it counts the time at least 5 replicas serve, and at most 2 ran" in r.notes

@@ -44,6 +44,8 @@ def result_of(name: str, requests: Requests, rec: Record, cfg: FleetConfig, pric
     if price.reserved > most:  # paid whether they run or not
         notes = (*notes, f"pricing: {price.reserved} replicas reserved and paid for the whole horizon, more than the "
                          f"{most} that ever ran")
+    if need > most:  # availability counts the time at least ``need`` serve: never here
+        notes = (*notes, f"availability 0: it counts the time at least {need} replicas serve, and at most {most} ran")
     return FleetResult(name, rec.sent, rec.first_token, rec.finish, requests.isl, requests.osl, rec.cached,
                        requests.prefix, rec.status, rec.replica, samples, usd,
                        availability_of(rec.healthy, need, cfg.horizon_s), need, cfg.horizon_s, ttft_slo_s,
