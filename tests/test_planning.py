@@ -223,6 +223,25 @@ def test_plan_ranks_feasible_by_cost_and_checks_the_winner():
     assert "best:" in result.explain() and "binding" in result.explain()
 
 
+def test_challengers_the_verify_budget_left_unsimulated_are_named():
+    """With the H100 at 1.6 USD/h and verify 1, the simulated H100 fp8 tp2 (14 GPUs, $22.40/h)
+    won while the B200 fp8 tp1 stayed at its fluid count (5, $26.25/h): 4 simulated B200s are
+    $21.00/h. A cheaper H100 had made the plan dearer without a word; now the plan says which
+    rows could still win, and verify 2 sizes the B200."""
+    base = {"name": "t", "models": ["llama-3.1-70b"], "hardware": ["h100-sxm", "b200"], "engine": "vllm",
+            "traffic": {"rate": 20, "isl": {"kind": "lognormal", "mean": 1500, "sigma": 0.6},
+                        "osl": {"kind": "lognormal", "mean": 300, "sigma": 0.5}},
+            "slo": {"ttft_ms": 1500, "tpot_ms": 50, "percentile": 99}, "prices": {"h100-sxm": 1.6, "b200": 5.25},
+            "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
+    once = plan(load_scenario(base))
+    assert once.best.label == "llama-3.1-70b h100-sxm fp8 tp2"
+    assert "llama-3.1-70b b200 fp8 tp1" in once.unsettled
+    assert "\nnot simulated: llama-3.1-70b b200 fp8 tp1" in str(once)
+    assert once.to_dict()["unsettled"] == list(once.unsettled)
+    twice = plan(load_scenario({**base, "verify": 2}))
+    assert twice.best.label == "llama-3.1-70b b200 fp8 tp1" and twice.best.usd_per_hour == pytest.approx(4 * 5.25)
+
+
 def test_impossible_slo_raises_with_each_reason(capsys):
     with pytest.raises(InfeasibleError, match="TTFT .* ms > 1.0 ms at the lightest load") as info:
         plan(_small(slo={"ttft_ms": 1, "tpot_ms": 60}, verify=0))

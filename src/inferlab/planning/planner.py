@@ -151,7 +151,10 @@ def plan(scenario: Scenario | str | dict, client: Any = None) -> Plan:
     results = sorted(evaluated, key=_rank)
     if scenario.verify > 0:
         results = _size_leaders(scenario, results)
-    result = Plan(scenario, tuple(results))
+    best = next((c for c in results if c.feasible), None)
+    unsettled = tuple(c.label for c in results if best is not None and best.simulated and c.feasible
+                      and not c.simulated and _could_beat(scenario, c, best))
+    result = Plan(scenario, tuple(results), unsettled)
     if result.best is None:
         raise _nothing_feasible(scenario, results)
     return result

@@ -37,6 +37,9 @@ class Plan:
 
     scenario: Scenario
     candidates: tuple[Candidate, ...]
+    #: Feasible candidates sized by the fluid model alone that could still cost less than the
+    #: simulated best once simulated (the ``verify`` budget ran out first): their labels.
+    unsettled: tuple[str, ...] = ()
 
     @property
     def feasible(self) -> tuple[Candidate, ...]:
@@ -76,7 +79,8 @@ class Plan:
         return {"scenario": self.scenario.model_dump(mode="json"),
                 "candidates": [dict(c.to_dict(), **({"deployment": self.deployment(c).to_dict()} if c.feasible
                                                     else {})) for c in self.candidates],
-                **({"operations": day.to_dict()} if day is not None else {})}
+                **({"operations": day.to_dict()} if day is not None else {}),
+                **({"unsettled": list(self.unsettled)} if self.unsettled else {})}
 
     def operating_table(self) -> dict[str, np.ndarray]:
         """Every operating point of every aggregated candidate that fits (one row per
@@ -134,7 +138,12 @@ class Plan:
         reasons = "".join(f"\n  {c.label}: {c.reason}" for c in out[:RULED_OUT_SHOWN])
         more = f"\n  ... {len(out) - RULED_OUT_SHOWN} more (to_dict(), --json: each one's reason)" \
             if len(out) > RULED_OUT_SHOWN else ""
-        return f"{head}\n{table}\n{legend}\n{self.counts_line()}" + (":" + reasons + more if out else "")
+        named = ", ".join(self.unsettled[:3]) + (f" and {len(self.unsettled) - 3} more" if len(self.unsettled) > 3 else "")
+        unsettled = (f"\nnot simulated: {named} could cost less than the best once simulated (the fluid model's "
+                     f"count can be up to 3x the simulated one; verify {sc.verify} was spent): raise verify to size "
+                     "them") if self.unsettled else ""
+        return (f"{head}\n{table}\n{legend}{unsettled}\n{self.counts_line()}"
+                + (":" + reasons + more if out else ""))
 
     def counts_line(self) -> str:
         """``N feasible, M ruled out``."""
