@@ -242,6 +242,27 @@ def test_challengers_the_verify_budget_left_unsimulated_are_named():
     assert twice.best.label == "llama-3.1-70b b200 fp8 tp1" and twice.best.usd_per_hour == pytest.approx(4 * 5.25)
 
 
+def test_an_offline_job_small_against_a_batch_is_bound_by_one_requests_decode():
+    """10 requests of 500 tokens on one replica sustaining 22.46 req/s at a full batch: 0.445 s by
+    the rate, but each request decodes 500 tokens at the batch of 10 it shares, 91.82 tok/s on a
+    per-user curve of 100 tok/s at batch 1 and 10 at batch 100 (linear: 100 - 9/99 x 90): 5.445 s."""
+    from inferlab.planning.offline_job import offline_job_s
+
+    curve = {"batch_size": np.array([1.0, 100.0]), "output_tokens_per_s_per_user": np.array([100.0, 10.0])}
+    assert offline_job_s(10, 1, 22.46, curve, 685.0, 500.0) == pytest.approx(500.0 / (100.0 - 9.0 / 99.0 * 90.0))
+    assert offline_job_s(1e6, 1, 22.46, curve, 685.0, 500.0) == pytest.approx(1e6 / 22.46)  # a big job: the rate
+    # an 8B on an H100 decodes 500 tokens in about 2.6 s alone: a 0.72 s deadline is out of reach
+    tiny = {"name": "tiny", "models": ["llama-3.1-8b"], "hardware": ["h100-sxm"], "engine": "vllm",
+            "traffic": {"offline": True, "requests": 10, "deadline_h": 0.0002, "isl": 1000, "osl": 500},
+            "search": {"precisions": ["fp8"], "tp": [1]}, "verify": 0}
+    with pytest.raises(InfeasibleError, match=r"one request alone decodes 500 tokens in 2\.\d+ s, past the "
+                                              r"deadline \(0\.72 s\); relax the deadline"):
+        plan(load_scenario(tiny))
+    # at 3.6 s the fluid job (one request's decode at its batch) is the simulated one within 5%
+    fits = plan(load_scenario({**tiny, "traffic": {**tiny["traffic"], "deadline_h": 0.001}, "verify": 1})).best
+    assert fits.fluid_job_s == pytest.approx(fits.simulated_job_s, rel=0.05) and fits.fluid_job_s > 2.0
+
+
 def test_impossible_slo_raises_with_each_reason(capsys):
     with pytest.raises(InfeasibleError, match="TTFT .* ms > 1.0 ms at the lightest load") as info:
         plan(_small(slo={"ttft_ms": 1, "tpot_ms": 60}, verify=0))

@@ -168,8 +168,8 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
     said = [f"{same[0].label}: {reason}" if len(same) == 1 else f"{reason} ({len(same)}x)"
             for reason, same in groups.items()]
     shown = "; ".join(said[:4]) + (f"; and {len(said) - 4} other reasons" if len(said) > 4 else "")
-    advice = ("relax the SLOs, raise search.max_gpus or the budget, or add hardware, precisions, TP sizes "
-              "(search.tp) or pipeline stages (search.pp)")
+    advice = (f"relax the {'deadline' if scenario.traffic.offline else 'SLOs'}, raise search.max_gpus or the "
+              "budget, or add hardware, precisions, TP sizes (search.tp) or pipeline stages (search.pp)")
     wider = {tuple(sorted(c.fits_as.items())) for c in results}
     adds = {k: sorted({dict(w).get(k, 1) for w in wider} - set(getattr(scenario.search, k))) for k in ("tp", "pp")}
     if results and all(c.fits_as for c in results) and any(adds.values()):  # memory alone: the layouts that would

@@ -139,7 +139,7 @@ def missed(cand: Candidate, seen: dict[int, Probe]) -> Candidate:
     top = max(seen)
     p = seen[top]
     if p.missed == "deadline":
-        measured = f"the job takes {p.job_s / 3600.0:.2f} h"
+        measured = f"the job takes {p.job_s / 3600.0:.3g} h" + (f" ({p.job_s:.3g} s)" if p.job_s < 360.0 else "")
     else:
         measured = f"TTFT {p.ttft_s * 1e3:.0f} ms, TPOT {p.tpot_s * 1e3:.1f} ms"
     return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),

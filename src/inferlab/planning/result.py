@@ -175,7 +175,7 @@ class Plan:
                  f"(${best.usd_per_million_output:.3f} per 1M output tokens); the binding constraint is {best.binding}"]
         offline = self.scenario.traffic.offline
         if offline:  # a job is paid for its GPU-hours: per job, not per hour
-            lines.append(f"  the job: ${self._job_usd(best):,.2f} over {job_s(self.scenario, best) / 3600.0:.2f} h, "
+            lines.append(f"  the job: ${self._job_usd(best):,.2f} over {_hours(job_s(self.scenario, best) / 3600.0)} h, "
                          "its replicas let go when it is done")
         for c in self.feasible[1:3]:
             if offline:

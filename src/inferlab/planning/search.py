@@ -5,8 +5,7 @@ disaggregated decode pool) one vectorized pass over a grid of batch sizes gives 
 step and prefill times as :func:`inferlab.estimate` computes them; the fluid model
 (:mod:`.fluid`) turns them into the request rate a replica sustains at each concurrency and
 the latencies there. The largest concurrency that meets the SLOs sets the replica's
-capacity, and ``ceil(rate / (target_utilization x capacity))`` replicas seed the
-simulated sizing (:mod:`.sizing`).
+capacity, and ``ceil(rate / (target_utilization x capacity))`` replicas seed the simulated sizing (:mod:`.sizing`).
 """
 
 from __future__ import annotations
@@ -32,15 +31,14 @@ from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
                     tpot_percentile_s, ttft_percentile_s)
+from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
 from .prefill_pool import prefill_pool_ttft_s
 from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
 from .scenario import Scenario
 
-#: Relative rounding slack of a cost against the budget (:func:`over_budget`).
-BUDGET_SLACK = 1e-9
-#: Rounds of the fixed point between the prompts an iteration batches and the rate (each
-#: round's rate within a fraction of a percent of the last by the third).
+BUDGET_SLACK = 1e-9  #: Relative rounding slack of a cost against the budget (:func:`over_budget`).
+#: Rounds of the fixed point between the prompts an iteration batches and the rate (each round's within 1% by the third).
 BATCHING_ROUNDS = 3
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
 _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
@@ -171,6 +169,10 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     capacity, gpr = float(rate[j]), config["tp"] * pp
     price = price_per_gpu_hour(sc, config["hardware"])
     replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
+    if tr.offline:  # one request's decode bounds the job too (a job small against a batch)
+        replicas, why = offline_replicas(tr, replicas, capacity, loads, pts.tpot_s, float(loads[j]), osl)
+        if why:
+            return replace(base, reason=why)
     curve = {"batch_size": loads[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": rate[ok] * osl / gpr,
              "output_tokens_per_usd": _per_usd(rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
@@ -262,7 +264,7 @@ def with_replicas(sc: Scenario, cand: Candidate, replicas: int, *, seed: bool = 
     if cand.disaggregated:  # the pools' output over their GPUs, the seed's pools or the simulation's
         new["tokens_per_s_per_gpu"] = tr.request_rate * tr.osl.expected / gpus
     if tr.offline:  # the job's GPU-hours, whatever the deadline: replicas are let go when it is done
-        new["fluid_job_s"] = tr.requests / (replicas * cand.replica_rate)
+        new["fluid_job_s"] = offline_job_s(tr.requests, replicas, cand.replica_rate, cand.curve, cand.batch, tr.osl.expected)
         job = job_s(sc, replace(cand, **new))
         new["usd_per_million_output"] = usd_h * job / 3600.0 / (tr.requests * tr.osl.expected) * 1e6
     else:
@@ -318,8 +320,7 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
 def over_budget(sc: Scenario, usd_per_hour: float) -> bool:
     """Whether ``usd_per_hour`` breaks the scenario's budget, up to :data:`BUDGET_SLACK` (three
     GPUs at $2.95 cost ``8.850000000000001`` in floating point, within a budget of $8.85)."""
-    budget = sc.budget_usd_per_hour
-    return budget is not None and usd_per_hour > budget * (1.0 + BUDGET_SLACK)
+    return sc.budget_usd_per_hour is not None and usd_per_hour > sc.budget_usd_per_hour * (1.0 + BUDGET_SLACK)
 
 
 def max_num_seqs(scenario: Scenario) -> int | None:
