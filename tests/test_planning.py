@@ -272,7 +272,10 @@ def test_impossible_slo_raises_with_each_reason(capsys):
 
 
 def test_budget_and_gpu_limits_rule_out():
-    with pytest.raises(InfeasibleError, match="budget"):
+    # the cheapest is named with the budget it needs: one H100 at the scenario's default price
+    fits = plan(_small(verify=0)).best
+    with pytest.raises(InfeasibleError, match=rf"the cheapest, {fits.label}, needs a budget of "
+                                              rf"\${fits.usd_per_hour:,.2f}/h; relax the SLOs"):
         plan(_small(budget_usd_per_hour=0.5, verify=0))
 
 
@@ -549,6 +552,10 @@ def test_an_offline_job_is_ranked_by_what_the_whole_job_costs():
     tight = plan(_offline(4.0))
     assert loose.best.usd_per_million_output <= tight.best.usd_per_million_output * (1 + 1e-9)
     assert "for the job" in loose.explain() and "the job: $" in loose.explain()
+    # --json has the job's cost and every line the text explains with
+    data = loose.to_dict()
+    assert data["job_usd"] == pytest.approx(loose.best.usd_per_hour * loose.best.simulated_job_s / 3600.0)
+    assert data["explanation"] == loose.explain().splitlines()
 
 
 def test_limits_bound_the_simulated_count_not_the_fluid_one():

@@ -179,6 +179,10 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
         more = f" with search.max_gpus >= {gpus}" if cap < gpus else ""
         advice = (f"the weights fit none of the layouts searched; add {listed}{more} (the smallest layouts that "
                   f"hold them), a precision with fewer bytes, or hardware with more memory")
+    priced = [c for c in results if "over the budget" in c.reason]  # sized, and only too dear
+    if priced:
+        least = min(priced, key=lambda c: c.usd_per_hour)
+        advice = f"the cheapest, {least.label}, needs a budget of ${least.usd_per_hour:,.2f}/h; " + advice
     err = InfeasibleError(f"no configuration of scenario '{scenario.name}' meets it ({len(results)} ruled out): "
                           f"{shown}; {advice}")
     err.plan = Plan(scenario, tuple(results))  # every reason, for callers that want them all

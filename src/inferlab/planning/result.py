@@ -80,7 +80,11 @@ class Plan:
                 "candidates": [dict(c.to_dict(), **({"deployment": self.deployment(c).to_dict()} if c.feasible
                                                     else {})) for c in self.candidates],
                 **({"operations": day.to_dict()} if day is not None else {}),
-                **({"unsettled": list(self.unsettled)} if self.unsettled else {})}
+                **({"unsettled": list(self.unsettled)} if self.unsettled else {}),
+                # the offline job's cost, and every line explain() prints (the API comparison, the sizing)
+                **({"job_usd": self._job_usd(self.best)} if self.best is not None and self.scenario.traffic.offline
+                   else {}),
+                "explanation": self.explain().splitlines()}
 
     def operating_table(self) -> dict[str, np.ndarray]:
         """Every operating point of every aggregated candidate that fits (one row per
@@ -181,7 +185,7 @@ class Plan:
             if offline:
                 cost = self._job_usd(c)
                 lines.append(f"  vs {c.label}: ${cost:,.2f} for the job{_relative(cost, self._job_usd(best))}, "
-                             f"{job_s(self.scenario, c) / 3600.0:.2f} h at ${c.usd_per_hour:,.2f}/h")
+                             f"{_hours(job_s(self.scenario, c) / 3600.0)} h at ${c.usd_per_hour:,.2f}/h")
                 continue
             lines.append(f"  vs {c.label}: ${c.usd_per_hour:,.2f}/h{_relative(c.usd_per_hour, best.usd_per_hour)}, "
                          f"bound by {c.binding}")
