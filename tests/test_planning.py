@@ -615,3 +615,8 @@ def test_the_headroom_line_says_what_its_lead_time_holds():
     text = result.explain()
     assert "one more replica takes 8.8 min to start" in text
     assert "a rise of 19.5 req/s over the 9.8 min lead time (60 s to react, then the start)" in text
+
+
+def test_a_free_api_is_said_to_be_free_not_infinitely_far():
+    text = plan(_small(verify=0, api_price={"input_per_million": 0, "output_per_million": 0})).explain()
+    assert "the API costs nothing at this price: no dedicated replica pays off" in text and "inf" not in text

@@ -251,8 +251,10 @@ class Plan:
         api_h = float(be.api_usd_per_request) * tr.request_rate * 3600.0
         head = (f"vs the API at ${api.input_per_million:g}/${api.output_per_million:g} per 1M in/out tokens: "
                 f"${api_h:,.2f}/h for this traffic; ")
+        if api_h == 0.0:
+            return [head + "the API costs nothing at this price: no dedicated replica pays off"]
         if float(be.break_even_utilization) > 1.0:  # a replica at its capacity still bills more per request
-            return [head + f"dedicated replicas never pay off at this price: one would need to serve "
+            return [head + f"these replicas never pay off at this price: one would need to serve "
                            f"{float(be.break_even_utilization) * per_replica:.2f} req/s, "
                            f"{float(be.break_even_utilization):.0%} of the {per_replica:.2f} it sustains"]
         return [head + f"dedicated replicas pay off from {float(be.break_even_request_rate):.2f} req/s "
