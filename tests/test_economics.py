@@ -431,3 +431,15 @@ def test_arrays_that_do_not_go_together_are_named():
     with pytest.raises(SpecError, match=r"cost_per_million_tokens: the arrays given do not go together "
                                         r"\(usd_per_gpu_hour \(2,\), tokens_per_s \(3,\)\)"):
         cost_per_million_tokens([1, 2], 1, [1000, 2000, 3000])  # had been numpy's bare broadcast error
+
+
+def test_a_boolean_or_a_fraction_of_a_gpu_is_refused():
+    """The scenario loader refuses booleans; the functions had read True as 1.0 and taken 1.5 GPUs."""
+    from inferlab.economics import api_vs_dedicated, cold_start
+
+    with pytest.raises(SpecError, match="requests_per_s_per_replica must be a number in request/second, got True"):
+        api_vs_dedicated(usd_per_million_input=1, usd_per_million_output=1, isl=100, osl=100,
+                         usd_per_replica_hour=2, requests_per_s_per_replica=True)
+    with pytest.raises(SpecError, match="num_gpus must be a whole number of GPUs, got 1.5"):
+        cold_start(weight_bytes_per_gpu=1e9, num_gpus=1.5)
+    assert cold_start(weight_bytes_per_gpu=1e9, num_gpus=2).weight_bytes_per_gpu == 1e9

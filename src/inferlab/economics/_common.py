@@ -26,6 +26,9 @@ def as_si(value: Any, unit: str, name: str) -> np.ndarray:
     SpecError
         If it is empty, NaN or infinite.
     """
+    if isinstance(value, (bool, np.bool_)) or isinstance(value, np.ndarray) and value.dtype == bool \
+            or isinstance(value, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in value):
+        raise SpecError(f"{name} must be a number in {unit}, got {value!r:.60}")  # True is no 1.0
     arr = to_si_array(Q(value) if isinstance(value, str) else value, unit, name)
     if arr.size == 0:
         raise SpecError(f"{name} is empty; give at least one value in {unit}")

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.parallelism import weights_per_gpu
 from ..errors import SpecError
-from ._common import jsonable, non_negative, positive, scalar_or_array, table, whole, shapes_agree
+from ._common import _shown, jsonable, non_negative, positive, scalar_or_array, table, whole, shapes_agree
 
 #: A new GPU machine (VM or node) from request to ready, drivers included. An assumption:
 #: node scale-up is commonly quoted at 3 minutes or more; 0 when a node is already up.
@@ -171,6 +171,9 @@ def cold_start(deployment: Any = None, *, weight_bytes_per_gpu: Any = None, num_
         w = non_negative(weight_bytes_per_gpu, "byte", "weight_bytes_per_gpu", "weights each GPU loads")
         gpus = positive(1 if num_gpus is None else num_gpus, "dimensionless", "num_gpus", "GPUs of one replica")
     node = positive(gpus_per_node, "dimensionless", "gpus_per_node", "GPUs sharing one storage link")
+    for name, count in (("num_gpus", gpus), ("gpus_per_node", node)):
+        if np.any(count != np.round(count)):
+            raise SpecError(f"{name} must be a whole number of GPUs, got {_shown(count)}")
     sharing = np.minimum(gpus, node)
     prov = non_negative(provisioning_s, "second", "provisioning_s", "machine provisioning time")
     image = non_negative(image_bytes, "byte", "image_bytes", "container image size; 0 when cached")
