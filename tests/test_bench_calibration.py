@@ -240,3 +240,13 @@ def test_a_term_fitted_on_its_bound_is_said(tmp_path, capsys):
     assert code == 0 and (tmp_path / "c.yaml").exists()
     assert "attention_scale fitted at its upper bound (2.000)" in err and "at its upper bound" in out
     assert BOUNDS["attention_scale"][1] == 2.0
+
+
+def test_a_runtime_variant_is_told_it_gets_the_fits_kernel_terms_only():
+    fitted = {"generic": {}, "overrides": {"trtllm": {"h100-sxm": {"elementwise_bandwidth_fraction": 0.5}}},
+              "fitted_for": ["trtllm/h100-sxm"]}
+    variant = load_profile(fitted, "trtllm-pytorch", "h100-sxm", "hopper")
+    assert variant.elementwise_bandwidth_fraction == 0.5  # the base engine's kernel term
+    assert variant.note.endswith("trtllm-pytorch on h100-sxm gets the kernel terms fitted for trtllm, not its "
+                                 "host-side ones")
+    assert load_profile(fitted, "trtllm", "h100-sxm", "hopper").note == ""

@@ -123,6 +123,9 @@ def test_heads_that_do_not_split_the_width_need_a_head_dim(data_dir):
         ModelSpec.from_hf_config(cfg)
     assert ModelSpec.from_hf_config({**cfg, "head_dim": 128}).head_dim == 128
     assert ModelSpec.from_hf_config({**cfg, "num_attention_heads": 32}).head_dim == 4096 // 32
+    # MLA sets its own head width (qk_nope 128 + qk_rope 64): no split of the 7,168 to check
+    mla = json.loads((data_dir / "hf-configs" / "deepseek-ai--DeepSeek-V3.json").read_text())
+    assert ModelSpec.from_hf_config({**mla, "num_attention_heads": 96}).head_dim == 128 + 64
 
 
 def test_missing_model_type_and_bad_files(tmp_path):

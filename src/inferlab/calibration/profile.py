@@ -302,10 +302,12 @@ def _unfitted_note(fitted_for: Any, label: str, engine: str, hardware_id: str) -
     """Why ``engine`` on ``hardware_id`` does not get a calibration written for other pairs
     (``fitted_for``: the ``engine/gpu`` pairs its runs came from), or ``""``."""
     pairs = [str(p) for p in fitted_for] if isinstance(fitted_for, (list, tuple)) else []
+    base = engine.split("-")[0]  # a runtime variant takes its base engine's kernel terms (_resolve)
     if not pairs or f"{engine}/{hardware_id}" in pairs:
         return ""
-    return (f"profile {label} was calibrated on {', '.join(pairs)} runs; {engine} on {hardware_id} gets the terms it "
-            "started from, not that fit")
+    got = (f"the kernel terms fitted for {base}, not its host-side ones" if f"{base}/{hardware_id}" in pairs
+           else "the terms it started from, not that fit")
+    return f"profile {label} was calibrated on {', '.join(pairs)} runs; {engine} on {hardware_id} gets {got}"
 
 
 def _resolve(data: Mapping[str, Any], label: str, engine: str, hardware_id: str, family: str) -> Profile:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..errors import SpecError
 from .checkpoint import checkpoint_formats
-from .hf_fields import check_fields, head_dim_or_split
+from .hf_fields import OWN_HEAD_DIM, check_fields, head_dim_or_split
 from .hf_hybrid import qwen3_next_fields
 from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
@@ -184,7 +184,7 @@ def _moe_stack(c: _Config, n: int, router_bias: bool) -> tuple[tuple[LayerSpec, 
 
 
 def _deepseek_v3(c: _Config) -> dict[str, Any]:
-    base = _common(c)
+    base = _common(c, OWN_HEAD_DIM)
     mla = MLASpec(q_lora_rank=c.get("q_lora_rank"), kv_lora_rank=c.int("kv_lora_rank"),
                   qk_nope_head_dim=c.int("qk_nope_head_dim"), qk_rope_head_dim=c.int("qk_rope_head_dim"),
                   v_head_dim=c.int("v_head_dim"))
@@ -198,7 +198,7 @@ def _glm4_moe(c: _Config) -> dict[str, Any]:
     has none) and, where ``use_qk_norm``, a per-head RMSNorm on q and k; DeepSeek-V3's MoE layout
     with its score-correction router bias. Partial RoPE (``partial_rotary_factor``) moves positions,
     not cost; ``head_dim`` is required (96 heads of 128 on a 5120-wide model: not hidden/heads)."""
-    base = {**_common(c), "head_dim": c.int("head_dim")}
+    base = {**_common(c, OWN_HEAD_DIM), "head_dim": c.int("head_dim")}
     layers, moe = _moe_stack(c, base["num_hidden_layers"], router_bias=True)
     return {**base, "qkv_bias": bool(c.get("attention_bias", False)), "qk_norm": bool(c.get("use_qk_norm", False)),
             "moe": moe, "layers": layers, "num_mtp_layers": c.get("num_nextn_predict_layers", 0)}

@@ -70,6 +70,11 @@ def check_fields(data: Mapping[str, Any], where: str) -> None:
         raise SpecError(f"{where}: field 'layer_types' holds {bad!r:.60}; allowed: {', '.join(allowed)}")
 
 
+#: ``_common``'s defaults for a family that sets ``head_dim`` itself (MLA's, or a required field):
+#: no hidden_size / heads split to check.
+OWN_HEAD_DIM = {"head_dim": 0}
+
+
 def head_dim_or_split(where: str, hidden: int, heads: int, given: Any) -> int:
     """``given`` (the config's ``head_dim`` or the family's default), else hidden_size / heads,
     which must then divide (transformers refuses such a model too)."""
