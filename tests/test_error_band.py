@@ -153,6 +153,17 @@ def test_the_tpot_interval_never_falls_below_the_weight_reads():
     assert iv.tpot.point * np.exp(iv.tpot.band.low) < floor  # the case the floor is for
 
 
+def test_the_tpot_floor_counts_every_pipeline_stage():
+    # Llama-3.1-70B in BF16 over 4 pipeline stages of one H100 (3.35 TB/s): a token passes every
+    # stage, so the whole model's weights but the embedding, 2 B x (70.554e9 - 128,256 x 8,192) =
+    # 139.0 GB, are read per token: 41.5 ms, though one stage's ops read a quarter of them
+    est = inferlab.estimate("llama-3.1-70b", "h100-sxm", pp=4, precision="bf16", isl=512, osl=256, batch_size=1)
+    floor = 2.0 * (70.554e9 - 128_256 * 8_192) / 3.35e12
+    assert floor == pytest.approx(0.0415, abs=1e-4)
+    assert floor <= est.interval(0.8).tpot.low <= est.tpot_s
+    assert floor * 0.999 <= est._tpot_floor_s <= est.tpot_s  # the floor the band is held above (one stage: 10.4 ms)
+
+
 def test_the_served_tpot_interval_never_falls_below_the_weight_reads():
     # the same 50.0 ms floor (see above) for the mean TPOT of a lightly loaded L4
     iv = inferlab.serve("llama-3.1-8b", "l4", precision="bf16", isl=512, osl=128, rate=0.1,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from inferlab.planning.candidate import Candidate
 from inferlab.planning.probes import allowed_replicas
 from inferlab.planning.scenario import load_scenario
-from inferlab.planning.search import limits
+from inferlab.planning.limits import limits
 
 
 def _scenario(**fields):

@@ -107,17 +107,17 @@ class Control:
 
     def _victims(self, k: int, active: list, count: int) -> list:
         """The ``count`` replicas of pool ``k`` a scale-down stops: starting ones first, then the
-        serving one whose stop saves the most (one on demand, then one on spot; last one in a
+        serving one whose stop saves the most (its spot or on-demand price; nothing for one in a
         reserved slot, paid whether it runs or not), the least loaded among equals (they drain)."""
-        reserved = self.pools[k].pricing.reserved
+        price = self.pools[k].pricing
         held = sum(1 for r in self.replicas if r.pool == k and r.state != "stopped" and not r.spot)
         left, chosen = list(active), []
         for _ in range(count):
-            on_demand = held > reserved  # non-spot replicas beyond the reserved ones are paid on demand
+            on_demand = held > price.reserved  # non-spot replicas beyond the reserved ones are paid on demand
 
-            def order(r: Any) -> tuple:
-                saves = 1 if r.spot else (0 if on_demand else 2)
-                return (r.state != "starting", saves, r.engine.outstanding)
+            def order(r: Any) -> tuple:  # the largest saving first (an unknown price as the largest)
+                saves = price.spot_usd_per_hour if r.spot else (price.on_demand_usd_per_hour if on_demand else 0.0)
+                return (r.state != "starting", -(np.inf if np.isnan(saves) else saves), r.engine.outstanding)
 
             r = min(left, key=order)
             left.remove(r)

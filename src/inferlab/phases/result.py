@@ -178,7 +178,8 @@ class Estimate:
 
         step = self.decode_step
         tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
-        floor = unavoidable_memory_s(step.ops, self.deployment.hardware) / tokens
+        stages = self.deployment.parallel.pp  # the ops are one stage's; a token passes every stage
+        floor = stages * unavoidable_memory_s(step.ops, self.deployment.hardware) / tokens
         return np.where(np.asarray(self.waves) > 1, 0.0, floor)
 
     # --- tables ---------------------------------------------------------------------

@@ -42,7 +42,8 @@ from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
 from .probes import allowed_gpus
-from .search import candidates, evaluate, limits
+from .limits import limits
+from .search import candidates, evaluate
 from .sizing import size_by_simulation
 
 __all__ = ["Candidate", "Plan", "Probe", "_BATCHES", "_capacity_curve", "candidates", "evaluate", "plan", "verify"]

@@ -44,7 +44,8 @@ from ..inputs.prefixes import shared_by_hit_rate
 from ..serving.goodput import queue_grows
 from .candidate import Candidate, Probe
 from .scenario import Scenario
-from .search import BUDGET_SLACK, price_per_gpu_hour, with_replicas
+from .limits import BUDGET_SLACK
+from .search import price_per_gpu_hour, with_replicas
 
 TAIL_REQUESTS = 20
 MIN_REQUESTS = 1000

@@ -179,7 +179,7 @@ class Plan:
                  f"(${best.usd_per_million_output:.3f} per 1M output tokens); the binding constraint is {best.binding}"]
         offline = self.scenario.traffic.offline
         if offline:  # a job is paid for its GPU-hours: per job, not per hour
-            lines.append(f"  the job: ${self._job_usd(best):,.2f} over {_hours(job_s(self.scenario, best) / 3600.0)} h, "
+            lines.append(f"  the job: ${_usd(self._job_usd(best))} over {_hours(job_s(self.scenario, best) / 3600.0)} h, "
                          "its replicas let go when it is done")
         for c in self.feasible[1:3]:
             if offline:
@@ -210,8 +210,8 @@ class Plan:
         out = [f"sized by simulation: the fluid model's {best.seed_replicas} replica(s) seeded the search; "
                f"simulated at the scenario's rate, {counts}"]
         if sc.traffic.offline:
-            out.append(f"simulated job: {best.simulated_job_s / 3600:.1f} h of the {sc.traffic.deadline_h:g} h "
-                       f"deadline (fluid model: {best.fluid_job_s / 3600:.1f} h)")
+            out.append(f"simulated job: {_hours(best.simulated_job_s / 3600)} h of the {sc.traffic.deadline_h:g} h "
+                       f"deadline (fluid model: {_hours(best.fluid_job_s / 3600)} h)")
         else:
             out.append(f"at {best.replicas} replica(s): {p} TTFT {_ms(best.simulated_ttft_s, 0)}"
                        f"{_se(best.simulated_ttft_se_s, 0)} ms simulated ({_fluid_ms(best.fluid_ttft_s, 0)}), "
@@ -300,6 +300,11 @@ def _unsure_lines(sc: Any, best: Candidate) -> list[str]:
             out.append(f"  {q.replicas} replica(s) miss by {max(over):.1f} standard errors of the simulation: at the "
                        f"objective within its noise; {best.replicas} meet with a margin")
     return out
+
+
+def _usd(x: float) -> str:
+    """Dollars with cents, or two significant digits below a cent (0.0024, not 0.00)."""
+    return f"{x:.2g}" if 0 < abs(x) < 0.01 else f"{x:,.2f}"
 
 
 def _hours(h: float) -> str:

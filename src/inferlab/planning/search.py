@@ -31,14 +31,15 @@ from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
                     tpot_percentile_s, ttft_percentile_s)
+from .limits import limits
 from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
 from .prefill_pool import prefill_pool_ttft_s
 from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
 from .scenario import Scenario
 
-BUDGET_SLACK = 1e-9  #: Relative rounding slack of a cost against the budget (:func:`over_budget`).
-#: Rounds of the fixed point between the prompts an iteration batches and the rate (each round's within 1% by the third).
+#: Rounds of the fixed point between the prompts an iteration batches and the rate (each
+#: round's rate within a fraction of a percent of the last by the third).
 BATCHING_ROUNDS = 3
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
 _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
@@ -166,18 +167,19 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     if not meets.any():
         return replace(base, reason=_why_not(sc, float(ttft_p[0]), float(tpot_p[0])))
     j = int(np.flatnonzero(meets)[np.argmax(rate[meets])])
-    capacity, gpr = float(rate[j]), config["tp"] * pp
-    price = price_per_gpu_hour(sc, config["hardware"])
+    capacity, gpr, price = float(rate[j]), config["tp"] * pp, price_per_gpu_hour(sc, config["hardware"])
     replicas = max(1, math.ceil(tr.request_rate / (sc.search.target_utilization * capacity)))
-    if tr.offline:  # one request's decode bounds the job too (a job small against a batch)
-        replicas, why = offline_replicas(tr, replicas, capacity, loads, pts.tpot_s, float(loads[j]), osl)
+    if tr.offline:  # one request's decode bounds the job too (a job small against a batch): the deadline binds
+        least, why = offline_replicas(tr, replicas, capacity, loads, pts.tpot_s, float(loads[j]), osl)
         if why:
             return replace(base, reason=why)
+        limit, replicas = ("deadline" if least > replicas else limit), least
     curve = {"batch_size": loads[ok], "output_tokens_per_s_per_user": 1.0 / pts.tpot_s[ok],
              "output_tokens_per_s_per_gpu": rate[ok] * osl / gpr,
              "output_tokens_per_usd": _per_usd(rate[ok] * osl * 3600.0, gpr * price), "meets_slo": meets[ok],
              "rate": rate[ok], "ttft_p_s": ttft_p[ok], "tpot_p_s": tpot_p[ok]}
-    cand = replace(base, curve=curve, feasible=True, batch=float(loads[j]), replica_rate=capacity,
+    held = min(float(loads[j]), math.ceil(tr.requests / replicas)) if tr.offline else float(loads[j])  # a job's share
+    cand = replace(base, curve=curve, feasible=True, batch=held, replica_rate=capacity,
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
@@ -298,29 +300,8 @@ def fluid_at(sc: Scenario, cand: Candidate) -> dict[str, float]:
     load = r / cand.replicas
     return {"fluid_ttft_s": float(np.interp(load, c["rate"], c["ttft_p_s"], right=math.inf)),
             "fluid_tpot_s": float(np.interp(load, c["rate"], c["tpot_p_s"], right=math.inf)),
-            "headroom": cand.replicas * cand.replica_rate / r - 1.0, "headroom_by": "fluid model"}
-
-
-def limits(sc: Scenario, cand: Candidate) -> Candidate:
-    """Rule out a sized candidate that breaks the GPU count, the budget or has no price."""
-    if not cand.feasible:
-        return cand
-    gpus, usd_h = cand.gpus, cand.usd_per_hour
-    if math.isnan(usd_h):  # first: a configuration without a price is out whatever its count
-        return replace(cand, feasible=False, over_limits=False, reason=f"no price for {cand.hardware}: add it under prices")
-    if gpus > sc.search.max_gpus:
-        return replace(cand, feasible=False, over_limits=True,
-                       reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")
-    if over_budget(sc, usd_h):
-        return replace(cand, feasible=False, over_limits=True,
-                       reason=f"${usd_h:,.2f}/h over the budget ${sc.budget_usd_per_hour:,.2f}/h")
-    return replace(cand, over_limits=False)
-
-
-def over_budget(sc: Scenario, usd_per_hour: float) -> bool:
-    """Whether ``usd_per_hour`` breaks the scenario's budget, up to :data:`BUDGET_SLACK` (three
-    GPUs at $2.95 cost ``8.850000000000001`` in floating point, within a budget of $8.85)."""
-    return sc.budget_usd_per_hour is not None and usd_per_hour > sc.budget_usd_per_hour * (1.0 + BUDGET_SLACK)
+            "headroom": (sc.traffic.deadline_h * 3600.0 / cand.fluid_job_s if sc.traffic.offline  # the job's slack
+                         else cand.replicas * cand.replica_rate / r) - 1.0, "headroom_by": "fluid model"}
 
 
 def max_num_seqs(scenario: Scenario) -> int | None:

@@ -249,7 +249,8 @@ class ServeResult:
 
         tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
         step = decode(self.deployment, np.asarray(1.0), np.asarray(1.0))
-        return float(unavoidable_memory_s(step.ops, self.deployment.hardware)) / tokens
+        stages = self.deployment.parallel.pp  # the ops are one stage's; a token passes every stage
+        return stages * float(unavoidable_memory_s(step.ops, self.deployment.hardware)) / tokens
 
     def to_dict(self) -> dict[str, Any]:
         """Summaries and throughput, JSON-ready (seconds, tokens/s; a summary that does not
