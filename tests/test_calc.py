@@ -284,7 +284,7 @@ def test_a_hardware_field_that_is_no_figure_says_what_it_is():
 def test_a_mig_slice_is_named_as_estimate_names_it():
     """MIG user guide: an H100 3g.40gb slice has 3 of 7 compute slices and 4 of 8 memory slices,
     so 3/7 x 989 TFLOP/s BF16 and 4/8 x 3.35 TB/s; 16 GB over the latter is 9.55 ms."""
-    from inferlab.errors import UnknownNameError
+    from inferlab.errors import InferlabError, UnitError, UnknownNameError
 
     result = evaluate("16 GB / h100-sxm:3g.40gb.memory_bandwidth", to="ms")
     assert result.value.magnitude == pytest.approx(16e9 / (3.35e12 * 4 / 8) * 1e3, rel=1e-9)
@@ -292,6 +292,11 @@ def test_a_mig_slice_is_named_as_estimate_names_it():
     assert evaluate("h200:3g.71gb.flops.bf16 / h200.flops.bf16").value.magnitude == pytest.approx(3 / 7)
     with pytest.raises(UnknownNameError, match="unknown MIG profile of h100-sxm '9g.40gb'"):
         evaluate("h100-sxm:9g.40gb.memory_bandwidth")
+    with pytest.raises(UnitError, match="a MIG slice .* is a part of a GPU, and llama-3.1-8b is a model"):
+        evaluate("llama-3.1-8b:3g.40gb.total_params")
+    with pytest.raises(InferlabError, match="names a catalog entry, not a number; name one of its values, e.g. "
+                                            "h100-sxm:3g.40gb.memory_bandwidth"):
+        evaluate("h100-sxm:3g.40gb")
 
 
 def test_a_list_of_records_is_reached_by_position():

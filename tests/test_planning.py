@@ -272,10 +272,11 @@ def test_impossible_slo_raises_with_each_reason(capsys):
 
 
 def test_budget_and_gpu_limits_rule_out():
-    # the cheapest is named with the budget it needs: one H100 at the scenario's default price
+    # the cheapest is named with the budget it needs: one L40S at the catalog's 1.98 $/h
     fits = plan(_small(verify=0)).best
+    assert fits.hardware == "l40s" and fits.usd_per_hour == pytest.approx(fits.gpus * 1.98)
     with pytest.raises(InfeasibleError, match=rf"the cheapest, {fits.label}, needs a budget of "
-                                              rf"\${fits.usd_per_hour:,.2f}/h; relax the SLOs"):
+                                              rf"\${fits.usd_per_hour:,.2f}/h by the fluid model's count"):
         plan(_small(budget_usd_per_hour=0.5, verify=0))
 
 

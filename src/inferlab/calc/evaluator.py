@@ -82,6 +82,8 @@ def _hardware(ident: str) -> str:
     """The hardware id ``ident`` names, as elsewhere (``h200`` is ``h200-sxm``: :func:`hardware_id`);
     an unknown name is refused among every catalog id, models included."""
     base, colon, mig = ident.partition(":")  # a MIG slice: the GPU's id completed, the slice checked on loading
+    if colon and base in model_ids():
+        raise UnitError(f"{ident}: a MIG slice (after ':') is a part of a GPU, and {base} is a model")
     try:
         return hardware_id(base) + colon + mig
     except AmbiguousNameError:

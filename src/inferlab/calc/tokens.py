@@ -76,7 +76,7 @@ def _word(text: str, pos: int, catalog_ids: frozenset[str]) -> Token:
     if ref:
         return Token("ref", ref.group(0), pos, ref.end())
     bare = _BARE.match(text, pos)
-    if bare and bare.group(1).lower() in catalog_ids:
+    if bare and bare.group(1).lower().partition(":")[0] in catalog_ids:  # (a MIG slice's GPU too)
         return Token("id", bare.group(1).lower(), pos, bare.end())
     name = _NAME.match(text, pos)
     return Token("name", name.group(0), pos, name.end())

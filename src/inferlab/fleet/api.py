@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import replace
 from typing import Any, Callable
 
@@ -269,7 +270,8 @@ def _policy(cls: type, value: Any) -> Any:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise SpecError(f"fleet {cls.__name__.lower()}: unknown field {unknown[0]!r}{hint} "
                         f"(allowed: {', '.join(cls.__dataclass_fields__)})")
-    given_nan = [k for k, v in value.items() if isinstance(v, float) and math.isnan(v)]  # NaN inside means "not given"
+    given_nan = [k for k, v in value.items()  # NaN inside means "not given" (a numpy float's too)
+                 if isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isnan(v)]
     if given_nan:
         raise SpecError(f"fleet {cls.__name__.lower()}.{given_nan[0]} must be a number, got nan (leave it out for the "
                         "default)")

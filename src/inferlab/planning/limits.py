@@ -1,4 +1,5 @@
-"""The scenario's limits on a sized candidate: its GPU count, its budget, a price to rank it by."""
+"""The scenario's limits on a sized candidate (its GPU count, its budget, a price to rank it by),
+and how far a fluid count may be off (:data:`SEED_OVERESTIMATE`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from .scenario import Scenario
 
 #: Relative rounding slack of a cost against the budget (:func:`over_budget`).
 BUDGET_SLACK = 1e-9
+#: The most the fluid seed over-estimates the simulated replica count (see :mod:`.planner`): how
+#: far below its fluid cost a configuration may still come once simulated.
+SEED_OVERESTIMATE = 3.0
 
 
 def limits(sc: Scenario, cand: Candidate) -> Candidate:

@@ -42,14 +42,12 @@ from .result import Plan
 from .scenario import Scenario
 from .curve import _BATCHES, _capacity_curve
 from .probes import allowed_gpus
-from .limits import limits
+from .limits import SEED_OVERESTIMATE, limits
 from .search import candidates, evaluate
 from .sizing import size_by_simulation
 
 __all__ = ["Candidate", "Plan", "Probe", "_BATCHES", "_capacity_curve", "candidates", "evaluate", "plan", "verify"]
 
-#: The most the fluid seed over-estimates the simulated replica count (see the module docstring).
-SEED_OVERESTIMATE = 3.0
 
 #: Sizing one candidate by simulation (the name the planner's callers know).
 verify = size_by_simulation
@@ -183,7 +181,8 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
     priced = [c for c in results if "over the budget" in c.reason]  # sized, and only too dear
     if priced:
         least = min(priced, key=lambda c: c.usd_per_hour)
-        advice = f"the cheapest, {least.label}, needs a budget of ${least.usd_per_hour:,.2f}/h; " + advice
+        sized = "" if least.simulated else " by the fluid model's count (the simulation may need fewer)"
+        advice = f"the cheapest, {least.label}, needs a budget of ${least.usd_per_hour:,.2f}/h{sized}; " + advice
     err = InfeasibleError(f"no configuration of scenario '{scenario.name}' meets it ({len(results)} ruled out): "
                           f"{shown}; {advice}")
     err.plan = Plan(scenario, tuple(results))  # every reason, for callers that want them all

@@ -15,6 +15,7 @@ from ..results.render import significant, text_table
 from .candidate import Candidate
 from .operations import carried_per_replica, day_plan
 from .scenario import Scenario
+from .limits import SEED_OVERESTIMATE
 from .search import job_s
 from ..results.record import array_record
 
@@ -144,8 +145,8 @@ class Plan:
             if len(out) > RULED_OUT_SHOWN else ""
         named = ", ".join(self.unsettled[:3]) + (f" and {len(self.unsettled) - 3} more" if len(self.unsettled) > 3 else "")
         unsettled = (f"\nnot simulated: {named} could cost less than the best once simulated (the fluid model's "
-                     f"count can be up to 3x the simulated one; verify {sc.verify} was spent): raise verify to size "
-                     "them") if self.unsettled else ""
+                     f"count can be up to {SEED_OVERESTIMATE:g}x the simulated one; verify {sc.verify} was spent): "
+                     "raise verify to size them") if self.unsettled else ""
         return (f"{head}\n{table}\n{legend}{unsettled}\n{self.counts_line()}"
                 + (":" + reasons + more if out else ""))
 

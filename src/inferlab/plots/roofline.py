@@ -247,11 +247,14 @@ def write_estimate_plot(est: Any, path: str | Path, point: int = 0) -> Path:
     Path
         The file written.
     """
+    from matplotlib.backend_bases import FigureCanvasBase
+
     path = Path(path)
-    fig = roofline_chart(est, point)
-    formats = fig.canvas.get_supported_filetypes()  # matplotlib's savefig formats, as serve --plot writes
+    # matplotlib's savefig formats, as serve --plot writes (pgf needs a LaTeX install), checked before drawing
+    formats = set(FigureCanvasBase.get_supported_filetypes()) - {"pgf"}
     if path.suffix.lower().lstrip(".") not in formats:
         raise InferlabError(f"cannot write a plot to {path}: the suffix picks the format; use one of ."
                             + ", .".join(sorted(formats)))
+    fig = roofline_chart(est, point)
     fig.savefig(path, dpi=110)
     return path

@@ -178,7 +178,7 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
     given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
     if given:  # say why for what was given only
-        why = [w for keys, w in _NOT_WITH_POOLS if set(keys) & set(given)]
+        why = [w for keys, w in _NOT_WITH_POOLS if set(keys) & set(given)] or ["not simulated over separate pools"]
         raise SpecError(f"serve with a disaggregation: {'; '.join(why)}; drop {', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
