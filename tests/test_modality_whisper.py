@@ -216,3 +216,14 @@ def test_audio_and_stride_take_a_quantity_of_time():
     assert r.rounds == transcribe("whisper-small", "h100-sxm", audio_s=3600.0, stride_s=5.0).rounds
     with pytest.raises(UnitError, match=r"audio_s must be in \[time\]"):
         transcribe("whisper-small", "h100-sxm", audio_s=Q(1, "GB"))
+
+
+def test_a_clip_shorter_than_a_window_decodes_its_share_of_the_text():
+    """150 words a minute x 4/3 tokens a word: 100 tokens in 30 s, so a 1 s clip holds
+    ceil(100 / 30) = 4; it had been charged a whole window's 100 steps (7-10x its latency)."""
+    one, full = transcribe("whisper-large-v3", "h100-sxm", audio_s=1.0), transcribe("whisper-large-v3", "h100-sxm",
+                                                                                      audio_s=30.0)
+    assert (one.tokens, full.tokens) == (4, 100)
+    assert one.encoder.time_s == full.encoder.time_s  # the encoder still reads a padded 30 s window
+    assert one.latency_s < full.latency_s / 5
+    assert transcribe("whisper-large-v3", "h100-sxm", audio_s=31.0).tokens == 100  # two windows

@@ -347,8 +347,10 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
                         "last one's text ended, without the chunked pipeline's overlapping stride; give one of them")
     hop = WINDOW_S - 2 * stride_s
     windows = 1 + max(math.ceil((audio_s - WINDOW_S) / hop - 1e-9), 0)
-    prompt = _mean_prompt(windows, tokens_per_window) if previous_text else float(SOT_TOKENS)
-    context = prompt + tokens_per_window / 2  # cached tokens at a mid-window step
+    # a clip shorter than a window holds its share of a window's text (the encoder still reads 30 s, padded)
+    tokens = tokens_per_window if windows > 1 else max(1, math.ceil(tokens_per_window * min(audio_s / WINDOW_S, 1.0)))
+    prompt = _mean_prompt(windows, tokens) if previous_text else float(SOT_TOKENS)
+    context = prompt + tokens / 2  # cached tokens at a mid-window step
     per_gpu = math.ceil(windows / gpus)
     size = (1 if previous_text else per_gpu) if batch is None else batch
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
@@ -370,15 +372,13 @@ def transcribe(model: str | ModalitySpec, hardware: str | HardwareSpec, *, audio
             size = math.ceil(size / 2)
     encoder = time_pass(enc_ops, hw, efficiency)
     step = time_pass(step_ops, hw, efficiency)
-    # the prompt's last token is the first step's input; the pass reads the ones before it, once
-    # per beam where the beams are copies from the start (transformers and openai-whisper repeat
-    # the tokens by the beam count before the first pass: repeat_interleave), once a window in
-    # CTranslate2, whose beams share the window's state
+    # the prompt's last token is the first step's input; the pass reads the ones before it, once per beam where
+    # the beams are copies from the start (transformers and openai-whisper repeat the tokens by the beam count
+    # before the first pass: repeat_interleave), once a window in CTranslate2, whose beams share its state
     rows = size if how.shares_cross_kv else size * beams
     prompt_s = float(time_pass(prompt_ops(spec, rows, prompt - 1, precision, engine=how), hw, efficiency).time_s)
-    diar = DIARIZATION_RTF * audio_s if diarize else 0.0
-    return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size),
-                            tokens_per_window, encoder, step, diar, float(step_overhead_s),
+    return TranscribeResult(spec.id, hw.id, gpus, float(audio_s), windows, size, math.ceil(per_gpu / size), tokens,
+                            encoder, step, DIARIZATION_RTF * audio_s if diarize else 0.0, float(step_overhead_s),
                             windows * FEATURES_S_PER_WINDOW[features], prompt, prompt_s)
 
 
