@@ -115,7 +115,7 @@ class OnDeviceResult:
     decode_s : float
         Time per generated token [s].
     prefill_tokens_per_s : float
-        Prompt tokens per second [token/s].
+        Prompt tokens per second of a 512-token prompt after ``context`` tokens [token/s].
     """
 
     model: str
@@ -169,7 +169,9 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     precision : str
         Weight format: a GGUF type (``q4_k_m``, ``q5_k_m``, ``q8_0``, ``q4_0``) or ``bf16``...
     context : int
-        Tokens in the KV cache while decoding [token] (llama-bench's tg128 averages 64).
+        Tokens in the KV cache while decoding [token] (llama-bench's tg128 averages 64), and
+        before the prompt (llama-bench's depth, ``-d``): a 512-token prompt after them attends
+        to them all.
     """
     from ..inputs.resolve import resolve_hardware, resolve_model
 
@@ -201,6 +203,20 @@ def on_device(model: str | ModelSpec, hardware: str | HardwareSpec, *, precision
     from ..core.quantization import tensor_flops_per_s
 
     peak = tensor_flops_per_s(hw, "fp16" if "fp16" in hw.flops else "bf16") * engine.gemm_fraction
-    prefill = peak / (2.0 * pc.active)
+    prefill = peak / (2.0 * pc.active + attention_flops_per_prompt_token(m, context))
     return OnDeviceResult(m.id or m.name, hw.id, fmt.name, weights, token_bytes, hw.usable_memory_capacity.si,
                           decode_s, prefill, kv, hw.kind)
+
+
+#: Tokens of the prompt whose rate is given (llama-bench's pp512).
+PROMPT_TOKENS = 512
+
+
+def attention_flops_per_prompt_token(m: ModelSpec, context: int) -> float:
+    """Attention FLOPs of one prompt token [FLOP]: q.k and p.v over the keys before it, on
+    average ``context + PROMPT_TOKENS / 2`` of them, fewer in a layer with a window; none in a
+    linear-attention layer (its state update is in the projections)."""
+    span = context + PROMPT_TOKENS / 2.0
+    width = m.num_attention_heads * m.head_dim
+    return sum(4.0 * width * count * (min(span, layer.window) if layer.window else span)
+               for layer, count in m.layer_groups if layer.attention != "linear")
