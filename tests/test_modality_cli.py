@@ -66,9 +66,6 @@ def test_on_device_table_shows_the_memory_the_gpu_may_use_as_its_reason_does(cap
     (["on-device", "llama-2-7b", "m2-ultra", "--precision", "q4km"], "unknown precision 'q4km'"),
     (["transcribe", "whisper-small", "h100-sxm", "--gpus", "0"], "gpus must be a whole number"),
     (["transcribe", "whisper-small", "h100-sxm", "--previous-text", "--batch", "8"], "windows run one at a time"),
-    # the video DiT's unfused kernels are not modelled: refused, not priced as compiled
-    (["diffuse", "wan2.1-t2v-1.3b", "h100-sxm", "--frames", "33", "--height", "480", "--width", "832", "--execution",
-      "eager"], "execution 'eager': wan2.1-t2v-1.3b's unfused kernels are not modelled"),
 ])
 def test_bad_input_is_one_line(capsys, argv, message):
     assert main(argv) == 2

@@ -14,7 +14,7 @@ an input and run one pass per step.
 The op graphs are what a compiler leaves (``execution="compiled"``: elementwise work fused
 around the GEMMs). ``execution="eager"`` runs the UNet and its VAE as diffusers does without
 ``torch.compile``, every elementwise op its own kernel and pass (:mod:`.unet`), and FLUX's
-blocks likewise (:func:`flux_eager_ops`); the video DiT's are not counted yet, and refused.
+blocks likewise (:func:`flux_eager_ops`); the video DiT's are not counted yet.
 
 Quantizing the denoiser to FP8 moves its GEMMs to the faster FP8 tensor path; the bytes it
 saves hardly matter, since the pass is compute-bound (attention stays in 16 bits here).
@@ -188,9 +188,6 @@ def denoiser_ops(spec: ModalitySpec, batch: float, height: int, width: int, fram
         ops = unet_ops(cfg, batch, lat_h, lat_w, fmt.compute, eager=eager)
     elif cfg.get("_class_name") == "FluxTransformer2DModel":
         ops = flux_ops(cfg, batch, tokens, fmt.compute, cp, eager=eager)
-    elif eager:  # its unfused kernels are not counted: refused, not priced as compiled
-        raise SpecError(f"execution 'eager': {spec.id}'s unfused kernels are not modelled (the UNet's and FLUX's "
-                        "are); use execution 'compiled'")
     else:
         ops = video_dit_ops(cfg, batch, tokens, fmt.compute, cp)
     # the weights are stored in the format (FP8 FLUX holds 11.8 GB, not BF16's 23.7)
