@@ -21,6 +21,8 @@ from inferlab.errors import SpecError
     (["transcribe", "whisper-small", "h100-sxm", "--gpus", "1000"], "120 windows over 1,000 GPUs leave 880 without one"),
     (["on-device", "llama-3.1-8b", "m4-max", "--precision", "q4_k_m,q8_0"], "decode tok/s"),
     (["modalities", "list"], "whisper-large-v3-turbo"),
+    (["diffuse", "wan2.1-t2v-1.3b", "h100-sxm", "--frames", "33", "--height", "480", "--width", "832", "--execution",
+      "eager"], "eager: this video DiT's unfused kernels are not modelled yet; it is priced as compiled"),
     (["speak", "orpheus-3b", "h100-sxm", "--llm", "llama-3.1-8b"], "first audio ms"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4"], "5476"),
     (["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "4", "--rate", "1", "--num-requests", "30"], "ttft (user)"),

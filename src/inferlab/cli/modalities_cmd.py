@@ -51,6 +51,14 @@ def _embed(args: argparse.Namespace) -> None:
               "bound": None, "reason": why} for b, s, why in refused], text)
 
 
+def _eager_modelled(model: str) -> bool:
+    """Whether ``diffuse`` counts the model's unfused kernels (the UNet's and FLUX's; not a video DiT's)."""
+    from ..modalities.catalog import load_modality
+
+    return load_modality(model, "diffusion").config.get("_class_name") in ("UNet2DConditionModel",
+                                                                            "FluxTransformer2DModel")
+
+
 def _diffuse(args: argparse.Namespace) -> None:
     from ..modalities.diffusion import diffuse
 
@@ -66,6 +74,8 @@ def _diffuse(args: argparse.Namespace) -> None:
             + f", {size}, {r.tokens:,.0f} tokens per sample, "
             f"{args.steps} steps\n" + text_table(["phase", "steps", "passes", "seconds"], rows, right={2, 3})
             + f"\nstep {r.step_s * 1e3:,.1f} ms, {r.plain_pass.bound}-bound; weights {r.weight_bytes / 1e9:.1f} GB per GPU")
+    if args.execution == "eager" and r.tokens and not _eager_modelled(args.model):
+        text += "\neager: this video DiT's unfused kernels are not modelled yet; it is priced as compiled"
     _emit(args, lambda: {"latency_s": r.latency_s, "denoise_s": r.denoise_s, "step_s": r.step_s, "passes": r.passes,
                          "guided_steps": r.guided_steps, "plain_steps": r.plain_steps, "gpus": r.cp,
                          "vae_decode_s": float(r.decode.time_s) if r.decode else None, "comm_s": r.comm_s,
