@@ -320,7 +320,8 @@ def unavoidable_memory_s(ops: tuple[Op, ...], hw: HardwareSpec) -> np.ndarray:
     """Least time the ops can take on one GPU [s]: the weights and KV cache they read, which
     no fusion removes, at the datasheet's memory bandwidth (activations are left out: fused
     kernels keep them on chip). A lower bound of a memory-bound step, e.g. a decode step."""
-    read = [np.asarray(op.count * (op.byte_parts()["weight_read"] + op.byte_parts()["kv_read"]), float) for op in ops]
+    parts = [op.byte_parts() for op in ops]
+    read = [np.asarray(op.count * (b["weight_read"] + b["kv_read"]), float) for op, b in zip(ops, parts)]
     return broadcast_sum(read) / hw.memory_bandwidth.si
 
 

@@ -106,6 +106,16 @@ class PredictionInterval:
                 "table": self.source}
 
 
+def tpot_floor_s(deployment: ResolvedDeployment, ops: tuple, speculative: Any = None) -> Any:
+    """Least TPOT a decode step of ``ops`` allows [s]: their weight and KV reads at the memory
+    bandwidth (:func:`~inferlab.core.timing.unavoidable_memory_s`), times the pipeline stages a
+    token passes (the ops are one stage's), over the most tokens a step gives (k + 1 with speculation)."""
+    from ..core.timing import unavoidable_memory_s
+
+    tokens = 1.0 if speculative is None else speculative.k + 1.0
+    return deployment.parallel.pp * unavoidable_memory_s(ops, deployment.hardware) / tokens
+
+
 def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str, level: float, *, ttft_s: Any,
                         tpot_s: Any, output_tokens_per_s: Any, tpot_floor_s: Any = 0.0) -> PredictionInterval:
     """The intervals of a prediction on ``deployment`` with ``engine`` in ``regime``.

@@ -174,12 +174,9 @@ class Estimate:
         """Least TPOT the decode step allows [s]: its weight and KV reads at the memory
         bandwidth, over the most tokens a step can give (k + 1 with speculation); 0 for a
         batch that runs in waves (its last, smaller wave reads less)."""
-        from ..core.timing import unavoidable_memory_s
+        from .interval import tpot_floor_s
 
-        step = self.decode_step
-        tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
-        stages = self.deployment.parallel.pp  # the ops are one stage's; a token passes every stage
-        floor = stages * unavoidable_memory_s(step.ops, self.deployment.hardware) / tokens
+        floor = tpot_floor_s(self.deployment, self.decode_step.ops, self.speculative)
         return np.where(np.asarray(self.waves) > 1, 0.0, floor)
 
     # --- tables ---------------------------------------------------------------------

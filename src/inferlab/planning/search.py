@@ -5,7 +5,8 @@ disaggregated decode pool) one vectorized pass over a grid of batch sizes gives 
 step and prefill times as :func:`inferlab.estimate` computes them; the fluid model
 (:mod:`.fluid`) turns them into the request rate a replica sustains at each concurrency and
 the latencies there. The largest concurrency that meets the SLOs sets the replica's
-capacity, and ``ceil(rate / (target_utilization x capacity))`` replicas seed the simulated sizing (:mod:`.sizing`).
+capacity, and ``ceil(rate / (target_utilization x capacity))`` replicas seed the
+simulated sizing (:mod:`.sizing`).
 """
 
 from __future__ import annotations

@@ -244,13 +244,11 @@ class ServeResult:
         """Least mean TPOT physics allows [s]: the weight reads of a one-sequence decode step
         (the fewest experts any step touches) at the memory bandwidth, over the most tokens a
         step gives (k + 1 with speculation)."""
-        from ..core.timing import unavoidable_memory_s
+        from ..phases.interval import tpot_floor_s
         from ..techniques.step import decode
 
-        tokens = 1.0 if self.speculative is None else self.speculative.k + 1.0
         step = decode(self.deployment, np.asarray(1.0), np.asarray(1.0))
-        stages = self.deployment.parallel.pp  # the ops are one stage's; a token passes every stage
-        return stages * float(unavoidable_memory_s(step.ops, self.deployment.hardware)) / tokens
+        return float(tpot_floor_s(self.deployment, step.ops, self.speculative))
 
     def to_dict(self) -> dict[str, Any]:
         """Summaries and throughput, JSON-ready (seconds, tokens/s; a summary that does not

@@ -159,12 +159,14 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     return result if overheads is None else replace(result, overheads=overheads)
 
 
-#: What a disaggregated serve refuses, and why.
+#: What a disaggregated serve refuses (each argument at the value that leaves it out), and why.
 _NOT_WITH_POOLS = (
-    (("hardware", "tp", "pp", "ep", "dp", "attention_dp", "attention_tp"), "the pools set the hardware and layout"),
-    (("speculative", "prefix", "max_concurrency", "state_pool_ratio", "state_slots", "hybrid_overlap",
-      "state_pool_slots"), "speculation, prefix caching, a client's concurrency cap and a state pool of its own "
-                           "are not simulated over separate pools"),
+    ({"hardware": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1},
+     "the pools set the hardware and layout"),
+    ({"speculative": None, "prefix": None, "max_concurrency": None, "state_pool_ratio": None, "state_slots": None,
+      "hybrid_overlap": None, "state_pool_slots": None},
+     "speculation, prefix caching, a client's concurrency cap and a state pool of its own are not simulated over "
+     "separate pools"),
 )
 
 
@@ -172,14 +174,13 @@ def _serve_disaggregated(model: Any, hardware: Any, disaggregation: Any, args: d
     """:func:`serve` with separate prefill and decode pools; the arguments that cannot apply are refused."""
     from .disaggregated import serve_disaggregated
 
-    fixed = {"tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1, "speculative": None, "prefix": None,
-             "max_concurrency": None, "state_pool_ratio": None, "state_slots": None, "hybrid_overlap": None,
-             "state_pool_slots": None}
     limits = {k: args[k] for k in USER_LIMITS if args[k] is not None}
-    given = sorted(k for k, v in fixed.items() if args[k] != v) + (["hardware"] if hardware is not None else [])
+    values = {**args, "hardware": hardware}
+    refused = [(sorted(k for k, v in fixed.items() if values[k] != v), why) for fixed, why in _NOT_WITH_POOLS]
+    given = sorted((k for keys, _ in refused for k in keys), key=lambda k: (k == "hardware", k))  # (the flags first)
     if given:  # say why for what was given only
-        why = [w for keys, w in _NOT_WITH_POOLS if set(keys) & set(given)] or ["not simulated over separate pools"]
-        raise SpecError(f"serve with a disaggregation: {'; '.join(why)}; drop {', '.join(map(option_name, given))}")
+        raise SpecError(f"serve with a disaggregation: {'; '.join(why for keys, why in refused if keys)}; drop "
+                        f"{', '.join(map(option_name, given))}")
     result = serve_disaggregated(model, disaggregation, isl=args["isl"], osl=args["osl"], rate=args["rate"],
                                  trace=args["trace"], offline=args["offline"], concurrency=args["concurrency"],
                                  stagger=args["stagger"],
