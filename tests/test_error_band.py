@@ -171,6 +171,54 @@ def test_the_served_tpot_interval_never_falls_below_the_weight_reads():
     assert 0.0500 * 0.999 <= iv.tpot.low <= iv.tpot.point
 
 
+# Llama-3.1-8B (32 layers, hidden 4,096, 32 query and 8 KV heads of 128, MLP 14,336, vocabulary
+# 128,256): each layer's projections hold 2 x 4,096^2 + 2 x 4,096 x 1,024 + 3 x 4,096 x 14,336 =
+# 218.1M weights, 6.979e9 over 32 layers, so a prompt of n tokens costs 2 x 6.979e9 x n FLOPs in
+# GEMMs; causal attention 4 x 32 heads x 128 x 32 layers x n(n+1)/2; the LM head one token's
+# 2 x 4,096 x 128,256. At n = 8,192: 1.1435e14 + 1.7594e13 + 1.05e9 = 1.3195e14 FLOPs, 133.4 ms at
+# the H100 SXM's 989 dense BF16 TFLOPS (NVIDIA H100 page).
+def _llama_8b_prefill_flops(n: float) -> float:
+    return 2 * 6.979e9 * n + 4 * 32 * 128 * 32 * n * (n + 1) / 2 + 2 * 4_096 * 128_256
+
+
+def test_the_served_ttft_interval_never_falls_below_one_prompts_flops_at_peak():
+    floor = _llama_8b_prefill_flops(8_192) / 989e12
+    assert floor == pytest.approx(0.1334, abs=2e-4)
+    result = inferlab.serve("llama-3.1-8b", "h100-sxm", precision="bf16", engine="vllm", rate=0.2, isl=8_192, osl=64,
+                            num_requests=40)
+    iv = result.interval(0.8)
+    assert floor * 0.995 <= iv.ttft.low <= iv.ttft.point
+    assert iv.ttft.point * np.exp(iv.ttft.band.low) < floor * 0.95  # the band alone went below it
+    assert iv.ttft.low < floor * 1.005  # held at the floor, not above it
+
+
+def test_the_estimated_ttft_floor_is_one_prompts_share_of_the_batch():
+    # a batch of 4 such prompts prefilled together: each prompt's share is the one prompt's FLOPs
+    from inferlab.phases.interval import ttft_floor_s
+
+    est = inferlab.estimate("llama-3.1-8b", "h100-sxm", precision="bf16", isl=4_096, osl=64, batch_size=[1, 4])
+    floor = np.ravel(ttft_floor_s(est.deployment, est.prefill_step.ops, est.wave_batch))
+    assert floor == pytest.approx([_llama_8b_prefill_flops(4_096) / 989e12] * 2, rel=5e-3)  # 62.3 ms
+    assert np.all(np.ravel(est.interval(0.8).ttft.low) >= floor * 0.999)
+    assert np.all(np.ravel(est.ttft_s) >= floor)  # the model's own point is above physics' floor
+
+
+@settings(max_examples=25, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-8b", "qwen3-30b-a3b", "gpt-oss-120b"]),
+       gpu=st.sampled_from(["h100-sxm", "b200", "mi300x", "h200-sxm"]), precision=st.sampled_from([None, "fp8"]),
+       engine=st.sampled_from(["generic", "vllm", "sglang"]), batch=st.integers(1, 64),
+       isl=st.integers(16, 16_384))
+def test_no_predicted_ttft_is_below_one_prompts_prefill_at_peak(model, gpu, precision, engine, batch, isl):
+    from inferlab.phases.interval import ttft_floor_s
+
+    tp = 1 if model == "llama-3.1-8b" else 2  # gpt-oss-120b in FP8 is 118 GB
+    est = inferlab.estimate(model, gpu, tp=tp, precision=precision, engine=engine, batch_size=batch, isl=isl, osl=32)
+    floor = float(ttft_floor_s(est.deployment, est.prefill_step.ops, est.wave_batch))
+    assert floor > 0.0
+    assert float(est.ttft_s) >= floor
+    assert est.interval(0.8).ttft.low >= floor * (1 - 1e-12)
+
+
 @pytest.mark.parametrize("gpu, engine", [("mi300x", "vllm"), ("rubin", "trtllm")])  # TensorRT-LLM: NVIDIA only
 def test_a_gpu_without_calibration_data_gets_a_wider_band_than_h100(gpu, engine):
     def interval(hardware):

@@ -325,6 +325,15 @@ def unavoidable_memory_s(ops: tuple[Op, ...], hw: HardwareSpec) -> np.ndarray:
     return broadcast_sum(read) / hw.memory_bandwidth.si
 
 
+def unavoidable_compute_s(ops: tuple[Op, ...], hw: HardwareSpec) -> np.ndarray:
+    """Least time the ops' matrix work can take on one GPU [s]: the FLOPs of their GEMMs and
+    attention at the datasheet's dense tensor rate of each op's precision (elementwise work and
+    collectives left out). A lower bound of a compute-bound step, e.g. a prefill."""
+    work = [np.asarray(op.count * op.flops / tensor_flops_per_s(hw, op.precision), float)
+            for op in ops if isinstance(op, (Gemm, Attention))]
+    return broadcast_sum(work)
+
+
 def broadcast_sum(arrays: list[np.ndarray]) -> np.ndarray:
     """Sum of arrays of different broadcast shapes, smallest first, so that small terms
     are added to each other before they meet the full grid."""

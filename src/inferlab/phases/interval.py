@@ -116,12 +116,35 @@ def tpot_floor_s(deployment: ResolvedDeployment, ops: tuple, speculative: Any = 
     return deployment.parallel.pp * unavoidable_memory_s(ops, deployment.hardware) / tokens
 
 
+def ttft_floor_s(deployment: ResolvedDeployment, ops: tuple, prompts: Any = 1.0) -> Any:
+    """Least time to a first token a prefill step of ``ops`` allows [s]: one prompt's share of
+    the step's matrix FLOPs at the datasheet's dense tensor rate
+    (:func:`~inferlab.core.timing.unavoidable_compute_s`) or the step's weight and KV reads at
+    the memory bandwidth over ``prompts``, whichever is longer. One pipeline stage's (the ops
+    are one stage's): a prompt's chunks can pass the stages in a pipeline."""
+    from ..core.timing import unavoidable_compute_s, unavoidable_memory_s
+
+    hw = deployment.hardware
+    return np.maximum(unavoidable_compute_s(ops, hw), unavoidable_memory_s(ops, hw)) / np.asarray(prompts, float)
+
+
+def _floored(bounds: Bounds, floor: Any) -> Bounds:
+    """``bounds`` with its low edge raised to ``floor`` where the point is above it (never above
+    the point: a point below physics' floor keeps it as its low edge); NaN points (not run) stay."""
+    point = np.asarray(bounds.point, float)
+    with np.errstate(invalid="ignore"):
+        low = np.where(np.isfinite(point), np.maximum(bounds.low, np.minimum(floor, point)), bounds.low)
+    return Bounds(bounds.quantity, bounds.point, low if np.ndim(low) else float(low), bounds.high, bounds.band)
+
+
 def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str, level: float, *, ttft_s: Any,
-                        tpot_s: Any, output_tokens_per_s: Any, tpot_floor_s: Any = 0.0) -> PredictionInterval:
+                        tpot_s: Any, output_tokens_per_s: Any, tpot_floor_s: Any = 0.0,
+                        ttft_floor_s: Any = 0.0) -> PredictionInterval:
     """The intervals of a prediction on ``deployment`` with ``engine`` in ``regime``.
 
-    ``tpot_floor_s``: the least TPOT physics allows (the decode step's weight and KV reads at
-    the memory bandwidth); the TPOT interval's low edge is never below it (nor above the point).
+    ``tpot_floor_s``, ``ttft_floor_s``: the least TPOT and TTFT physics allows (the decode
+    step's weight and KV reads at the memory bandwidth; one prompt's prefill FLOPs at the
+    dense tensor rate); the interval's low edge is never below them (nor above the point).
 
     Raises
     ------
@@ -137,12 +160,8 @@ def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str
         p = np.asarray(point, float)
         return Bounds(quantity, point, p * np.exp(band.low), p * np.exp(band.high), band)
 
-    tpot = bounds("tpot", tpot_s)
-    point = np.asarray(tpot_s, float)
-    with np.errstate(invalid="ignore"):  # NaN points (not run) stay NaN
-        low = np.where(np.isfinite(point), np.maximum(tpot.low, np.minimum(tpot_floor_s, point)), tpot.low)
-    tpot = Bounds("tpot", tpot_s, low if np.ndim(low) else float(low), tpot.high, tpot.band)
-    return PredictionInterval(float(level), regime, bounds("ttft", ttft_s), tpot,
+    return PredictionInterval(float(level), regime, _floored(bounds("ttft", ttft_s), ttft_floor_s),
+                              _floored(bounds("tpot", tpot_s), tpot_floor_s),
                               bounds("throughput", output_tokens_per_s), table.source)
 
 

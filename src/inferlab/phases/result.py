@@ -167,7 +167,15 @@ class Estimate:
 
         return prediction_interval(self.deployment, self.engine, "static_batch", level, ttft_s=self.ttft_s,
                                    tpot_s=self._tpot_shown, output_tokens_per_s=self.output_tokens_per_s,
-                                   tpot_floor_s=self._tpot_floor_s)
+                                   tpot_floor_s=self._tpot_floor_s, ttft_floor_s=self._ttft_floor_s)
+
+    @property
+    def _ttft_floor_s(self) -> np.ndarray:
+        """Least TTFT the prefill allows [s]: one prompt's share of the prefill step's matrix
+        FLOPs at the dense tensor rate, or its share of the step's weight and KV reads."""
+        from .interval import ttft_floor_s
+
+        return ttft_floor_s(self.deployment, self.prefill_step.ops, self.wave_batch)
 
     @property
     def _tpot_floor_s(self) -> np.ndarray:

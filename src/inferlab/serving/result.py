@@ -237,7 +237,21 @@ class ServeResult:
 
         return prediction_interval(self.deployment, self.engine, "serving", level,
                                    ttft_s=_stats(self.ttft_s)["mean"], tpot_s=_stats(self.tpot_s)["mean"],
-                                   output_tokens_per_s=self.output_tokens_per_s, tpot_floor_s=self._tpot_floor_s)
+                                   output_tokens_per_s=self.output_tokens_per_s, tpot_floor_s=self._tpot_floor_s,
+                                   ttft_floor_s=self._ttft_floor_s)
+
+    @property
+    def _ttft_floor_s(self) -> float:
+        """Least mean TTFT physics allows [s]: one prompt of the mean uncached length prefilled
+        alone, its matrix FLOPs at the dense tensor rate or its weight reads at the memory
+        bandwidth (a prompt's FLOPs grow at least linearly with its length, so the mean
+        prompt's floor is below the mean of the prompts' floors)."""
+        from ..phases.interval import ttft_floor_s
+        from ..techniques.step import prefill
+
+        cached = self.prefix_hit_rate * float(np.mean(self.trace.isl))
+        tokens = max(float(np.mean(self.trace.isl)) - cached, 1.0)
+        return float(ttft_floor_s(self.deployment, prefill(self.deployment, np.asarray(1.0), np.asarray(tokens)).ops))
 
     @property
     def _tpot_floor_s(self) -> float:
