@@ -394,6 +394,24 @@ def test_operations_day_plan_by_hand():
     assert day_plan(_small(), best) is None
 
 
+def test_a_quiet_hour_needs_the_replicas_its_rate_needs_not_its_share_of_the_plan():
+    """5 req/s at the peak on 4 replicas that each absorb +20% within the SLOs: one carries
+    5 / 4 x 1.2 = 1.5 req/s. An hour at 30% (1.5 req/s) fits on one replica, where 30% of 4
+    rounds up to 2; at 60% (3 req/s) two; at the peak the plan's 4 (3.33 rounded up)."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.operations import day_plan
+
+    sc = _small(operations={"daily_profile": [0.3, 0.6, 1.0], "reserved_discount": 0.4})
+    best = SimpleNamespace(model="llama-3.1-8b", hardware="h100-sxm", tp=1, pp=1, ep=1, attention_dp=False,
+                           disaggregated=False, precision="fp8", replicas=4,
+                           usd_per_hour=40.0, headroom=0.2, headroom_by="simulation", replica_rate=9.0)
+    assert day_plan(sc, best).capacity.demand.tolist() == [1, 2, 4]
+    # no headroom: each period needs its share of the plan's replicas, 1.2, 2.4, 4 rounded up
+    flat = day_plan(sc, SimpleNamespace(**{**vars(best), "headroom": 0.0}))
+    assert flat.capacity.demand.tolist() == [2, 3, 4]
+
+
 def test_bad_operations_section():
     with pytest.raises(SpecError, match="daily_profile"):
         _small(operations={"daily_profile": [0.5, 1.5]})

@@ -87,13 +87,17 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     per_replica_usd_h = best.usd_per_hour / best.replicas
     capacity, unit = None, "replicas"
     if ops.daily_profile is not None:
-        # the plan's replicas carry the peak; each period needs its share of them (separate
-        # pools: each pool its share, at least one replica of each to serve at all; pools of two
-        # kinds of replica are bought by the GPU)
+        # the plan's replicas carry the peak; each period needs its share of them, or fewer where
+        # a replica carries more than its share of the peak within the SLOs (its headroom: 4
+        # replicas that each absorb +30% carry a 30% hour on one, not two) (separate pools: each
+        # pool its share, at least one replica of each to serve at all; pools of two kinds of
+        # replica are bought by the GPU)
         share = np.asarray(ops.daily_profile, float)
         unit_usd_h = per_replica_usd_h
         if not best.disaggregated:
-            demand = best.replicas * share
+            carried = carried_per_replica(best, scenario.traffic.request_rate)
+            demand = np.minimum(np.ceil(best.replicas * share - 1e-9),
+                                np.ceil(scenario.traffic.request_rate * share / carried - 1e-9))
         else:
             by_gpu = len(set(best.pool_gpus_per_replica)) > 1
             sizes = best.pool_gpus_per_replica if by_gpu else (1, 1)
