@@ -51,6 +51,9 @@ def test_bad_scenario_is_one_line_with_a_suggestion(tmp_path, capsys):
     assert "did you mean 'router'" in err and "\n" not in err
     assert main(["fleet", str(EXAMPLE), "--hours", "-1"]) != 0
     assert "--hours" in capsys.readouterr().err
+    # the same year as the file's fleet.hours: 366 days (a leap year) of 24 h
+    assert main(["fleet", str(EXAMPLE), "--hours", "9000"]) != 0
+    assert "--hours must be in (0, 8784], got 9000.0" in capsys.readouterr().err
 
 
 def test_trace_file_with_sessions(tmp_path):

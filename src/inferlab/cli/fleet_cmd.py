@@ -35,8 +35,10 @@ def run(args: argparse.Namespace) -> None:
 
     kwargs = load_fleet_scenario(args.scenario)
     if args.hours is not None:
-        if not 0 < args.hours <= 24 * 365:
-            raise SpecError(f"--hours must be in (0, 8760], got {args.hours}")
+        from ..fleet.api import MAX_HORIZON_S
+
+        if not 0 < args.hours <= MAX_HORIZON_S / 3600.0:  # a leap year, as the file's fleet.hours
+            raise SpecError(f"--hours must be in (0, {MAX_HORIZON_S / 3600.0:.0f}], got {args.hours}")
         kwargs["horizon_s"] = args.hours * 3600.0
     if not 0 < args.rate_scale <= 1e3:
         raise SpecError(f"--rate-scale must be in (0, 1000], got {args.rate_scale}")
