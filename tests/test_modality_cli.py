@@ -81,6 +81,13 @@ def test_vlm_names_its_own_long_context_flag_and_takes_it(capsys):
     assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "200", "--allow-long-context"]) == 0
 
 
+def test_vlm_without_images_shows_no_image_size(capsys):
+    # a text-only prompt: no image size or tokens per image to show (it had shown 1024x1024, 1369)
+    assert main(["vlm", "qwen2.5-vl-7b", "h100-sxm", "--images", "0"]) == 0
+    row = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert row[:4] == ["0", "-", "-", "0"] and row[4:6] == ["0.0", "0.0"]
+
+
 @pytest.mark.parametrize("argv, keys", [
     (["diffuse", "sdxl", "a100-sxm-80gb", "--steps", "30", "--cfg-off", "0.2"],
      {"guided_steps": 24, "plain_steps": 6, "gpus": 1}),

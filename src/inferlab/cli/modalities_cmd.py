@@ -131,7 +131,8 @@ def _vlm(args: argparse.Namespace) -> None:
                  text_tokens=args.text_tokens, crops=args.crops, tp=args.tp, implementation=args.implementation,
                  attention_kernel=args.attention_kernel, execution=args.execution, precision=args.precision,
                  allow_long_context=args.allow_long_context)
-    rows = [[str(r.images), f"{args.width}x{args.height}", str(r.layout.tokens), str(r.image_tokens),
+    size, per_image = (f"{args.width}x{args.height}", str(r.layout.tokens)) if r.images else ("-", "-")  # no image
+    rows = [[str(r.images), size, per_image, str(r.image_tokens),
              f"{r.host_s * 1e3:,.1f}", f"{r.encoder_s * 1e3:,.1f}", f"{r.prefill_s * 1e3:,.1f}",
              f"{r.ttft_s * 1e3:,.1f}"]]
     formats = f", language model {args.precision}" if args.precision else ""
