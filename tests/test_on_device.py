@@ -218,3 +218,15 @@ def test_the_prompt_rate_pays_attention_over_the_context():
     weights = 2.0 * 8.030e9
     per_key = 4.0 * 32 * 32 * 128
     assert rate(0) / rate(131_072) == pytest.approx((weights + per_key * 131_328) / (weights + per_key * 256), rel=1e-3)
+
+
+def test_an_estimate_on_a_cpu_or_phone_says_per_cpu_or_soc_not_per_gpu():
+    import inferlab
+
+    for hardware, word in (("epyc-9654", "CPU"), ("snapdragon-8-gen-3", "SoC"), ("h100-sxm", "GPU")):
+        est = inferlab.estimate("llama-3.1-8b", hardware, precision="q4_k_m" if word != "GPU" else "bf16",
+                                isl=128, osl=16)
+        header = str(est).splitlines()[1].split()
+        assert f"tok/s/{word}" in header and f"GB/{word}" in header
+        assert not any(h.endswith("/GPU") for h in header) or word == "GPU"
+        assert f"<th>tok/s/{word}</th>" in est._repr_html_()

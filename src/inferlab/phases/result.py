@@ -320,11 +320,17 @@ class Estimate:
     HEADERS = ["batch", "isl", "osl", "TTFT ms", "TPOT ms", "tok/s", "tok/s/GPU", "tok/s/user", "GB/GPU",
                "$/M out", "waves"]
 
+    @property
+    def headers(self) -> list[str]:
+        """:attr:`HEADERS`, per CPU or SoC where the hardware is one (not "per GPU")."""
+        word = self.deployment.hardware.device_word
+        return [h.replace("/GPU", f"/{word}") for h in self.HEADERS]
+
     def __str__(self) -> str:
         dep = self.deployment
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), {dep.precision}, "
                 f"engine {self.engine}, profile {dep.profile.name}")
-        table = text_table(self.HEADERS, self.summary_rows(), right=set(range(len(self.HEADERS))))
+        table = text_table(self.headers, self.summary_rows(), right=set(range(len(self.HEADERS))))
         return "\n".join([head, table, *self.infeasible_lines(), *self.notes])
 
     @property
@@ -338,7 +344,7 @@ class Estimate:
 
     def _repr_html_(self) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.HEADERS)
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
         return f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption><tr>{head}</tr>{body}</table>"
 
     def explain(self, point: int | None = None) -> str:

@@ -233,6 +233,12 @@ class HardwareSpec(BaseModel):
         return self.vendor != "Apple" and self.kind == "gpu"
 
     @property
+    def device_word(self) -> str:
+        """What one unit of this hardware is called in tables: ``GPU`` (accelerators, TPUs and
+        Apple GPUs included), ``CPU`` or ``SoC`` (a phone's)."""
+        return {"cpu": "CPU", "phone-soc": "SoC"}.get(self.kind, "GPU")
+
+    @property
     def supported_precisions(self) -> tuple[str, ...]:
         """Tensor precisions with a dense throughput figure."""
         return tuple(str(p) for p in self.flops)
