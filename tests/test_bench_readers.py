@@ -649,6 +649,12 @@ def test_a_metric_that_is_not_a_number_is_noted_not_dropped_silently(tmp_path):
     (run,) = read_bench(_rewritten(tmp_path, "vllm-bench-serve.json", "nan.json", nan_tpot))
     assert "tpot_ms" not in dict(run.metrics) and any("mean_tpot_ms (nan) not a measured number" in n for n in run.notes)
 
+    def nan_ttft(d):  # the same for the TTFT (it had refused the whole run)
+        d["mean_ttft_ms"] = float("nan")
+    (run,) = read_bench(_rewritten(tmp_path, "vllm-bench-serve.json", "nan-ttft.json", nan_ttft))
+    assert "ttft_ms" not in dict(run.metrics) and "tpot_ms" in dict(run.metrics)
+    assert any("mean_ttft_ms (nan) not a measured number" in n for n in run.notes)
+
 
 @pytest.mark.parametrize("fixture", ["vllm-bench-serve.json", "sglang-bench-serving.jsonl"])
 def test_a_zero_time_is_noted_and_a_negative_one_refused(tmp_path, fixture):

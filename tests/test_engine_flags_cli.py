@@ -230,9 +230,25 @@ def test_explain_names_the_flag_behind_each_field(capsys):
     code, out, _ = run(capsys, "serve", "--engine-args", VLLM, "h100-sxm", "--rate", "1", "--num-requests", "8",
                        "--isl", "512", "--osl", "16", "--explain", "--json")
     assert code == 0 and "max_num_batched_tokens 4096 (--max-num-batched-tokens)" in json.loads(out)["explain"]
+    # --quantization: the precision it gives, with its flag (it had been left out)
+    launch = parse_engine_args("vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --quantization fp8")
+    assert launch.read_lines() == ["vllm engine args read: tp 4 (-tp); precision w:fp8 a:fp8 (--quantization)"]
     launch = parse_engine_args("trtllm-serve nvidia/DeepSeek-R1-FP4 --tp_size 8")
     assert launch.read_lines() == ["trtllm engine args read: tp 8 (--tp_size); weights nvfp4 from the checkpoint's "
                                    "name (nvidia/DeepSeek-R1-FP4)"]
+
+
+def test_serve_refuses_a_prefix_cache_the_engine_args_turn_off(capsys):
+    # the flag switches caching off; --prefix asking for it on had been simulated with hits (49%)
+    command = "vllm serve meta-llama/Llama-3.1-8B-Instruct --no-enable-prefix-caching"
+    code, _, err = run(capsys, "serve", "--engine-args", command, "h100-sxm", "--rate", "2", "--num-requests", "10",
+                       "--isl", "2048", "--osl", "16", "--prefix", "shared:tokens=1500,groups=4,cache=on")
+    assert code == 2 and err.strip() == (
+        "inferlab: error: --prefix shared:tokens=1500,groups=4,cache=on asks for cache=on but the engine args turn "
+        "prefix caching off (--no-enable-prefix-caching); drop one of them")
+    code, out, _ = run(capsys, "serve", "--engine-args", command, "h100-sxm", "--rate", "2", "--num-requests", "10",
+                       "--isl", "2048", "--osl", "16", "--prefix", "shared:tokens=1500,groups=4", "--json")
+    assert code == 0 and json.loads(out)["prefix_hit_rate"] == 0.0
 
 
 def test_a_case_file_given_as_a_deployment_says_what_reads_it(capsys):

@@ -37,8 +37,13 @@ def apply(launch: Any, explicit: dict[str, Any], target: Literal["estimate", "se
         if target == "estimate" and kw.get("prefix_cache") is not None:
             raise SpecError(f"--prefix-cache {kw['prefix_cache']} but the engine args turn prefix caching off "
                             f"({launch.flag_of('prefix_caching')}); drop one of them")
-        if target == "serve" and isinstance(kw.get("prefix"), str) and "cache=" not in kw["prefix"]:
-            kw["prefix"] += ",cache=off"
+        if target == "serve" and isinstance(kw.get("prefix"), str):
+            items = [item.replace(" ", "").lower() for item in kw["prefix"].split(",")]
+            if "cache=on" in items:
+                raise SpecError(f"--prefix {kw['prefix']} asks for cache=on but the engine args turn prefix caching "
+                                f"off ({launch.flag_of('prefix_caching')}); drop one of them")
+            if not any(item.startswith("cache=") for item in items):
+                kw["prefix"] += ",cache=off"
     for line in launch.report(target):
         print(f"inferlab: warning: {line}", file=sys.stderr)
     return kw

@@ -319,6 +319,9 @@ class EngineLaunch:
                  "overlap_host": "overlap scheduling"}
         parts = []
         for key, flag in self.sources:
+            if key == "quantization":  # the formats it sets, as the precision they give
+                parts.append(f"precision {self.precision} ({flag})")
+                continue
             if key == "precision" or not hasattr(self, key):  # precision is derived from the kinds below
                 continue
             value = getattr(self, key)

@@ -283,9 +283,8 @@ def serving_metrics(data: Mapping[str, Any], tool: str, label: str) -> tuple[tup
     ``bench_serving`` shares (``mean_ttft_ms``, ``mean_tpot_ms``, ``mean_itl_ms``,
     ``median_tpot_ms``, ``output_throughput``); a mean the run did not compute (vLLM's
     ``--percentile-metrics`` without it) is left out."""
-    ttft = data.get("mean_ttft_ms")
-    return metrics_of({
-        "ttft_ms": None if unstreamed(data) or ttft is None else number(ttft, tool, label, "mean_ttft_ms"),
+    return metrics_of({  # (a NaN or 0 TTFT is left out and noted, as the other means are)
+        "ttft_ms": None if unstreamed(data) else optional_number(data, tool, label, "mean_ttft_ms"),
         "tpot_ms": optional_number(data, tool, label, "mean_tpot_ms"),
         "itl_ms": optional_number(data, tool, label, "mean_itl_ms"),
         "tpot_p50_ms": optional_number(data, tool, label, "median_tpot_ms"),
