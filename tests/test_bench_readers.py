@@ -634,6 +634,23 @@ def test_sglang_server_info_is_the_deployment_and_unstreamed_runs_drop_ttft(tmp_
     assert "ttft_ms" not in dict(second.metrics) and any("not streamed" in n for n in second.notes)
 
 
+def test_a_recorded_deployment_over_contradicting_engine_args_is_said_and_formats_merge(tmp_path):
+    """The file's server_info records tp 2 and an FP8 KV cache; the engine args say tp 4 and FP8
+    weights. What ran is the file's layout (said, it had been silent), and the weights the file
+    does not record come from the engine args (they had been dropped: predicted in BF16)."""
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0]["server_info"] = {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 2,
+                               "kv_cache_dtype": "fp8_e4m3"}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(lines[0]))
+    given = given_deployment(engine_args="python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+                                         "--tp 4 --quantization fp8", gpu="h100-sxm")
+    cases, notes = bench_cases([path], given)
+    assert {c.parallelism.tp for c in cases} == {2}
+    assert any("the file records tp 2, the deployment given says 4: predicted with the file's" in n for n in notes)
+    assert all(c.precision == {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"} for c in cases)
+
+
 def test_an_unreadable_file_among_several_is_named_and_the_others_read(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")

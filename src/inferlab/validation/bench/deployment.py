@@ -255,6 +255,19 @@ def assumed_layout(runs: list[BenchRun], *, refused: bool = False) -> str:
             f"on one GPU{formats}; if it ran otherwise, {how}")
 
 
+def recorded_over_given(run: BenchRun, given: GivenDeployment) -> list[str]:
+    """A note for each layout size or format the file records that the deployment given (its
+    flags or engine args) contradicts: the file's is what ran, so it is predicted with it."""
+    notes = []
+    for what, recorded, asked in (("", dict(run.layout), dict(given.layout)),
+                                  (" format", dict(run.precision), dict(given.precision))):
+        for key, value in recorded.items():
+            if key in asked and asked[key] != value:
+                notes.append(f"{run.id}: the file records {key.replace('_', ' ')}{what} {value}, the deployment "
+                             f"given says {asked[key]}: predicted with the file's")
+    return notes
+
+
 def gpu_mismatch(run: BenchRun, hardware: str) -> str | None:
     """A note when the GPU the file records (``NVIDIA H200``) is not the catalog GPU given: its
     chip name (the id less form factor and memory) missing from the recorded name, or another
@@ -302,10 +315,13 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
     regime, load = run.regime_and_load()
     engine = run.engine or given.engine or DEFAULT_ENGINES.get(run.tool, "generic")
     speculative, drafter, notes = _run_speculation(run, given, engine)
-    notes += [note for note in (gpu_mismatch(run, given.hardware),) if note]
+    notes += [note for note in (gpu_mismatch(run, given.hardware),) if note] + recorded_over_given(run, given)
+    # the formats given, those the recorded model's name states, then those the file records
+    precision = {**dict(given.precision), **({} if "weights" in dict(run.precision) else _named_precision(run, notes)),
+                 **dict(run.precision)}
     common = dict(regime=regime, model=_model(run, given, tool), hardware=given.hardware,
                   num_gpus=layout["tp"] * layout["pp"] * layout["dp"], parallelism=_case_parallelism(layout),
-                  precision=dict(run.precision) or _named_precision(run, notes) or dict(given.precision), engine=engine,
+                  precision=precision, engine=engine,
                   engine_version=run.engine_version, isl=max(1, round(run.isl)), osl=max(1, round(run.osl)),
                   load=load, source=source, source_id=run.id,
                   speculative=speculative, prefix_cache=_prompt_pool(run, notes),
