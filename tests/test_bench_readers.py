@@ -651,6 +651,27 @@ def test_a_recorded_deployment_over_contradicting_engine_args_is_said_and_format
     assert all(c.precision == {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"} for c in cases)
 
 
+def test_sglang_server_info_names_the_drafter_and_the_radix_cache(tmp_path):
+    """A run with accept_length 2.6 whose server_info records EAGLE3 with 3 steps is predicted with
+    that drafter (it had been simulated without one, "without a drafter named"); its
+    disable_radix_cache is read as prefix caching off."""
+    lines = [json.loads(line) for line in (BENCH / "sglang-bench-serving.jsonl").read_text().splitlines()]
+    lines[0].update(accept_length=2.6)
+    lines[0]["server_info"] = {"model_path": "meta-llama/Llama-3.1-8B-Instruct", "tp_size": 1,
+                               "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+                               "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+                               "speculative_draft_model_path": "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+                               "disable_radix_cache": True}
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps(lines[0]))
+    (run,) = read_bench(path)
+    assert run.prefix_caching is False and dict(run.speculative)["draft_tokens"] == 3
+    cases, notes = bench_cases([path], given_deployment(gpu="h100-sxm"))
+    assert cases and all(c.speculative is not None and c.speculative["draft_tokens"] == 3
+                         and c.speculative["acceptance_length"] == pytest.approx(2.6) for c in cases)
+    assert not any("without a drafter named" in n for n in notes)
+
+
 def test_an_unreadable_file_among_several_is_named_and_the_others_read(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")

@@ -81,7 +81,7 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
 
         limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         return GivenDeployment(launch.model, gpu, launch.engine, layout, _precision_dict(launch.precision),
-                               "--engine-args", notes, limits, _case_speculative(launch.speculation))
+                               "--engine-args", notes, limits, case_speculative(launch.speculation))
     if deployment:
         from ...engines.scheduler import USER_LIMITS
         from ...inputs.files import deployment_file_limits, read_deployment_file
@@ -92,13 +92,13 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         serving = deployment_file_limits(deployment) if launch is None else \
             {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         try:
-            speculative = _case_speculative(kwargs.pop("speculative", None))
+            speculative = case_speculative(kwargs.pop("speculative", None))
         except InferlabError as exc:
             said = str(exc) if str(exc).startswith(("speculative", "in speculative")) else f"speculative: {exc}"
             raise SpecError(f"{deployment}: {said}") from None
         if launch is not None:
             if launch.speculation is not None and speculative is None:  # the acceptance may come from the runs
-                speculative = _case_speculative(launch.speculation)
+                speculative = case_speculative(launch.speculation)
                 launch = replace(launch, speculation=None)
             try:
                 kwargs = launch.merged(kwargs, "estimate")
@@ -119,7 +119,7 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
     return GivenDeployment(hardware=gpu)
 
 
-def _case_speculative(spec: Any) -> dict[str, Any] | None:
+def case_speculative(spec: Any) -> dict[str, Any] | None:
     """An engine launch's :class:`~inferlab.engines.launch.Speculation` or a
     :class:`~inferlab.techniques.speculative_config.SpeculativeConfig` in a case's
     ``speculative`` form; None for none."""
@@ -131,7 +131,7 @@ def _case_speculative(spec: Any) -> dict[str, Any] | None:
         spec = SpeculativeConfig.parse(spec)
     elif isinstance(spec, dict):  # its fields without an acceptance (the run's completes them): checked as a whole
         spec = SpeculativeConfig.of({**spec, "acceptance_length": 1.0})  # with a stand-in, dropped below
-        return {k: v for k, v in _case_speculative(spec).items() if k != "acceptance_length"}
+        return {k: v for k, v in case_speculative(spec).items() if k != "acceptance_length"}
     out: dict[str, Any] = {"method": spec.method, "draft_tokens": int(spec.k)}
     if spec.draft_model is not None:
         out["draft_model"] = str(getattr(spec.draft_model, "id", None) or getattr(spec.draft_model, "name",
@@ -150,7 +150,8 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
     from ...engines.speculation_limits import drafter_limits
     from ..case_setup import runtime_engine
 
-    spec = dict(given.speculative) if given.speculative else None
+    # the drafter the file records the server ran, else the deployment's
+    spec = dict(run.speculative) if run.speculative else dict(given.speculative) if given.speculative else None
     if run.accept_length is not None:
         if spec is None:
             return None, {}, [f"{run.id}: speculative decoding (accept_length {run.accept_length:.3g}) without a "
@@ -292,6 +293,10 @@ def _prompt_pool(run: BenchRun, notes: list[str]) -> dict[str, int] | None:
     than it holds (each repeat finds its prompt in the engine's prefix cache while it is kept);
     None when every prompt was sent once at most."""
     if run.prompts is None or (run.num_requests is not None and run.num_requests <= run.prompts):
+        return None
+    if run.prefix_caching is False:
+        notes.append(f"{run.id}: the client drew its prompts from {run.prompts} distinct ones, but the server ran "
+                     "without a prefix cache (disable_radix_cache): every repeat is computed again")
         return None
     notes.append(f"{run.id}: the client drew its prompts from {run.prompts} distinct ones, so repeats are simulated "
                  "as found in the engine's prefix cache (an engine run without prefix caching computes them again)")

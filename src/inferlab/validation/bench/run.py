@@ -58,6 +58,12 @@ class BenchRun:
     accept_length : float or None
         Mean tokens each verification step emitted under speculative decoding, the verified
         token included (SGLang's ``accept_length``) [token]; None when not recorded.
+    speculative : tuple of (str, Any)
+        The drafter the server ran, in a case's ``speculative`` form without its acceptance
+        (SGLang's ``server_info``); empty when the file does not record one.
+    prefix_caching : bool or None
+        Whether the server kept a prefix cache (False: SGLang's ``disable_radix_cache``); None
+        when the file does not say.
     prompts : int or None
         Distinct prompts the client drew its requests from (a synthetic dataset it reuses,
         genai-perf's and AIPerf's ``num_dataset_entries``) [prompt]; None when each request's
@@ -85,6 +91,8 @@ class BenchRun:
     accept_length: float | None = None
     prompts: int | None = None
     gpu: str | None = None
+    speculative: tuple[tuple[str, Any], ...] = ()
+    prefix_caching: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("model", "engine", "engine_version", "gpu"):

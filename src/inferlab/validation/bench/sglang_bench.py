@@ -49,10 +49,14 @@ SERVER_FLAGS = {"tp_size": "--tp-size", "dp_size": "--dp-size", "ep_size": "--ep
                 "kv_cache_dtype": "--kv-cache-dtype", "max_running_requests": "--max-running-requests",
                 "chunked_prefill_size": "--chunked-prefill-size", "max_prefill_tokens": "--max-prefill-tokens",
                 "mem_fraction_static": "--mem-fraction-static", "page_size": "--page-size",
-                "context_length": "--context-length", "cuda_graph_max_bs": "--cuda-graph-max-bs"}
+                "context_length": "--context-length", "cuda_graph_max_bs": "--cuda-graph-max-bs",
+                "speculative_algorithm": "--speculative-algorithm", "speculative_num_steps": "--speculative-num-steps",
+                "speculative_eagle_topk": "--speculative-eagle-topk",
+                "speculative_num_draft_tokens": "--speculative-num-draft-tokens",
+                "speculative_draft_model_path": "--speculative-draft-model-path"}
 SERVER_SWITCHES = {"enable_dp_attention": "--enable-dp-attention", "enable_mixed_chunk": "--enable-mixed-chunk",
                    "disable_cuda_graph": "--disable-cuda-graph",
-                   "disable_overlap_schedule": "--disable-overlap-schedule"}
+                   "disable_overlap_schedule": "--disable-overlap-schedule", "disable_radix_cache": "--disable-radix-cache"}
 #: A catalog model the flags are read with where the line's own ``model_path`` is not one the
 #: catalog names (a local path, another name: resolved later, or by ``--model``); a catalog
 #: model's own path reads them against its checkpoint (a ``quantization`` that is its own method
@@ -67,7 +71,8 @@ def _server(info: Any, where: str) -> dict[str, Any]:
     (:func:`inferlab.engines.sglang.parse`): attention DP inside the TP group (which must divide
     by the DP size), an all-to-all MoE backend setting the expert-parallel size to the TP size,
     ``chunked_prefill_size`` -1 as prompts prefilled whole, the memory fraction, page size,
-    context length, CUDA-graph limits and the overlap scheduler switched off.
+    context length, CUDA-graph limits, the overlap scheduler and the radix cache switched off,
+    and the speculative drafter it ran (whose acceptance the line's ``accept_length`` gives).
     """
     import shlex
 
@@ -112,8 +117,12 @@ def _server(info: Any, where: str) -> dict[str, Any]:
                                    ("kv_cache", launch.kv_cache)) if v}
     limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
     model = info.get("model_path")
+    from .deployment import case_speculative
+
     return {"model": model if isinstance(model, str) else None, "layout": tuple(layout.items()),
             "precision": tuple(precision.items()), "scheduler": tuple(limits.items()),
+            "speculative": tuple((case_speculative(launch.speculation) or {}).items()),
+            "prefix_caching": launch.prefix_caching,
             "engine_version": str(info["version"]) if info.get("version") else None,
             "notes": tuple(f"{where}: server_info: {note}" for note in launch.notes)}
 
