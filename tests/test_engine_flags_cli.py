@@ -251,6 +251,27 @@ def test_serve_refuses_a_prefix_cache_the_engine_args_turn_off(capsys):
     assert code == 0 and json.loads(out)["prefix_hit_rate"] == 0.0
 
 
+@pytest.mark.parametrize("argv, said", [
+    # the flag the user wrote, not the keyword behind it
+    (["--engine-args", "vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp8", "h100-sxm",
+      "--kv-cache-dtype", "bf16"],
+     "--kv-cache-dtype kv:bf16 contradicts the engine args (--kv-cache-dtype gives kv:fp8); drop one of them"),
+    (["--engine-args", "trtllm-serve meta-llama/Llama-3.1-8B-Instruct --ep_size 2", "h100-sxm"],
+     "llama-3.1-8b has no experts: --ep_size 2 needs a mixture-of-experts model"),
+    # the drafter, not the engine's model, with no 70B suggestions
+    (["--engine-args", "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --speculative-config "
+      "'{\"model\": \"meta-llama/Llama-3.2-1B-Instruct\", \"num_speculative_tokens\": 4}'", "h100-sxm"],
+     "vllm: --speculative-config: the draft model 'meta-llama/Llama-3.2-1B-Instruct' is not a catalog model, so its "
+     "steps cannot be priced; give a catalog id (inferlab models list) or a local folder with its config.json"),
+    (["--engine-args", "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config '{\"method\": \"ngram\"}'",
+      "h100-sxm"],
+     "vllm: --speculative-config: the draft length (num_speculative_tokens) must be a whole number >= 1, got None"),
+])
+def test_engine_args_errors_name_what_the_user_wrote(capsys, argv, said):
+    code, _, err = run(capsys, "estimate", *argv)
+    assert code == 2 and err.strip() == f"inferlab: error: {said}"
+
+
 def test_a_case_file_given_as_a_deployment_says_what_reads_it(capsys):
     # it had suggested 'waves' for the case file's 'schema' key
     code, _, err = run(capsys, "estimate", "--file", "tests/data/cases-sample.yaml")

@@ -29,10 +29,16 @@ def positionals(args: argparse.Namespace) -> None:
         args.model, args.hardware = None, args.model
 
 
-def apply(launch: Any, explicit: dict[str, Any], target: Literal["estimate", "serve"]) -> dict[str, Any]:
+def apply(launch: Any, explicit: dict[str, Any], target: Literal["estimate", "serve"],
+          names: dict[str, str] | None = None) -> dict[str, Any]:
     """The keyword arguments of ``launch`` with ``explicit`` options, after printing what it
-    does not model to stderr; the prefix cache switched off by the flags reaches the workload."""
+    does not model to stderr; the prefix cache switched off by the flags reaches the workload.
+    ``names`` (the CLI's option names for messages) then names each option the command's flags
+    set, and no option gave, as its flag (``--ep_size 2``, not ``--ep 2``)."""
     kw = launch.merged(explicit, target)
+    if names is not None:
+        names.update({key: flag for key, flag in launch.sources
+                      if explicit.get(key) is None and key != "precision" and str(flag).startswith("-")})
     if launch.prefix_caching is False:
         if target == "estimate" and kw.get("prefix_cache") is not None:
             raise SpecError(f"--prefix-cache {kw['prefix_cache']} but the engine args turn prefix caching off "

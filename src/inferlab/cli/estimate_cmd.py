@@ -116,7 +116,7 @@ def _kwargs(args: argparse.Namespace) -> dict[str, Any]:
         kw["precision"] = precision
     if launch is not None:
         with cli_spelling(_spelling(args)):
-            kw = engine_args.apply(launch, kw, "estimate")
+            kw = engine_args.apply(launch, kw, "estimate", args.flag_names)
         args.engine_read = launch.read_lines()
     for name in ("model", "hardware"):
         if name not in kw and not (name == "hardware" and kw.get("disaggregation") is not None):

@@ -34,6 +34,7 @@ from .explore_cmd import add_parser as add_explore_parser
 from .fleet_cmd import add_parser as add_fleet_parser
 from .modalities_cmd import add_parsers as add_modality_parsers
 from .plan_cmd import add_parser as add_plan_parser
+from .precision_flags import precision_spelling
 from .serve_cmd import add_parser as add_serve_parser
 from .validate import add_parsers as add_validate_parsers
 
@@ -159,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = ["calc", *expression_first(argv[1:])]
     try:
         args = build_parser().parse_args(argv)
+        args.flag_names = precision_spelling(args)
         with cli_spelling(args.flag_names):
             args.func(args)
     except BrokenPipeError:  # output piped into head

@@ -77,3 +77,14 @@ def precision_value(base: Any, overrides: Mapping[str, str]) -> Any:
         return bool(sep) and SHORT_NAMES.get(kind.lower(), kind.lower()) in overrides
     kept = [t for t in str(base).replace(",", " ").split() if not overridden(t)]
     return " ".join([*kept, tokens])
+
+
+def precision_spelling(args: argparse.Namespace) -> dict[str, str]:
+    """``args.flag_names`` with the precision named as the one per-kind flag given when
+    ``--precision`` is not (a contradiction of ``--kv-cache-dtype bf16`` names that flag)."""
+    names = dict(getattr(args, "flag_names", {}))
+    if getattr(args, "precision", None) is None:
+        given = [flag for flag, (kind, _) in KIND_FLAGS.items() if getattr(args, f"precision_{kind}", None) is not None]
+        if len(given) == 1:
+            names["precision"] = given[0]
+    return names

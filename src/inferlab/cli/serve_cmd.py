@@ -225,7 +225,7 @@ def _serve_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         if args.model is not None:
             kw["model"] = args.model
         launch = parse_engine_args(args.engine_args)
-        kw = engine_args.apply(launch, kw, "serve")
+        kw = engine_args.apply(launch, kw, "serve", args.flag_names)
         args.engine_read = launch.read_lines()
         args.model = kw.pop("model")
     elif args.model is None:

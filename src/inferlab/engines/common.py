@@ -75,15 +75,22 @@ def drafter(name: str | None) -> str | None:
 
 
 def speculation(engine: str, where: str, method: str, k: int, model: str | None,
-                named: str | None = None) -> Speculation:
+                named: str | None = None, length: str = "") -> Speculation:
     """A :class:`Speculation` from inferlab's method name, refusing a bad draft length or missing drafter
-    (``named``: the method as the command wrote it, which tells an EAGLE head's generation)."""
+    (``named``: the method as the command wrote it, which tells an EAGLE head's generation;
+    ``length``: the field or flag that gives the draft length, named when it is missing or bad)."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise SpecError(f"{engine}: {where}: the draft length must be a whole number >= 1, got {k!r}")
+        field = f" ({length})" if length else ""
+        raise SpecError(f"{engine}: {where}: the draft length{field} must be a whole number >= 1, got {k!r}")
     if method == "draft":
         if drafter(model) is None:
             raise SpecError(f"{engine}: {where}: a draft model speculates with a model; name it")
-        return Speculation("draft", k, draft_model=catalog_model(str(model))[0])
+        try:
+            return Speculation("draft", k, draft_model=catalog_model(str(model))[0])
+        except InferlabError:  # (the catalog's message speaks of the engine's model and suggests those)
+            raise SpecError(f"{engine}: {where}: the draft model {model!r} is not a catalog model, so its steps "
+                            "cannot be priced; give a catalog id (inferlab models list) or a local folder with its "
+                            "config.json") from None
     eagle3 = {"eagle": False, "eagle3": True}.get(str(named).lower()) if method == "eagle" else None
     return Speculation(method, k, drafter=drafter(model), eagle3=eagle3)  # type: ignore[arg-type]
 

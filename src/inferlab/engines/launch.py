@@ -282,6 +282,8 @@ class EngineLaunch:
                 continue
             # a dp the command does not set is copies of it behind a load balancer (a plan's "launch it N times")
             if key in kw and not _same(key, kw[key], value) and not (key == "dp" and key not in dict(self.sources)):
+                if key == "precision" and isinstance(value, str) and ":" in (value.split() or [""])[0]:
+                    value = " ".join(f"{_short(k)}:{v}" for k, v in _precision_kinds(value).items())  # as kw's
                 raise SpecError(f"{option_name(key)} {_shown(value)} contradicts the engine args ({self.flag_of(key)} "
                                 f"gives {_shown(kw[key])}); drop one of them")
             if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
@@ -354,6 +356,13 @@ def _same(key: str, a: Any, b: Any) -> bool:
         launched = _precision_kinds(a)
         return all(launched.get(kind) == fmt for kind, fmt in _precision_kinds(b).items())
     return a == b
+
+
+def _short(kind: str) -> str:
+    """A tensor kind as a precision text abbreviates it (``kv_cache``: ``kv``)."""
+    from ..core.quantization import SHORT_NAMES
+
+    return next((short for short, full in SHORT_NAMES.items() if full == kind), kind)
 
 
 def _precision_kinds(text: Any) -> dict[str, str]:

@@ -261,7 +261,8 @@ def _speculation(value: dict, label: str, f: Any) -> object:
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"speculative_config.{key}")
     # the drafter: speculative_model (a Hub id or a path; 1.x) or speculative_model_dir (earlier)
     drafter = value.get("speculative_model") or value.get("speculative_model_dir")
-    return speculation(NAME, label, method, k, drafter, named=value.get("decoding_type"))
+    return speculation(NAME, label, method, k, drafter, named=value.get("decoding_type"),
+                       length="num_nextn_predict_layers" if method == "mtp" else "max_draft_len")
 
 
 def render(launch: EngineLaunch) -> Rendered:

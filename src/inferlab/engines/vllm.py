@@ -254,7 +254,7 @@ def _speculation(text: str, f) -> object:
     for key in sorted(set(data) - _SPEC_KEYS):
         (f.no_effect if key in _SPEC_NO_EFFECT else f.unknown).append(f"{where}.{key}")
     return speculation(NAME, where, inferlab_method, data.get("num_speculative_tokens"), data.get("model"),
-                       named=method)
+                       named=method, length="num_speculative_tokens")
 
 
 def render(launch: EngineLaunch) -> Rendered:
