@@ -121,6 +121,17 @@ def test_a_wrong_file_is_one_line_naming_tool_and_field(fmt, wrong, field):
     assert "\n" not in message and message.startswith(f"{tool}: ") and repr(field) in message
 
 
+def test_a_file_read_as_another_tool_says_whose_output_it_is():
+    # SGLang's reader takes a vLLM result's shared fields; it had gone on to "does not record the model"
+    with pytest.raises(BenchFormatError) as err:
+        read_bench(BENCH / "vllm-bench-serve.json", "sglang")
+    assert str(err.value) == (f"sglang bench_serving: {BENCH / 'vllm-bench-serve.json'}: not sglang bench_serving "
+                              "output; it reads as vllm bench serve output: give --format vllm, or leave --format out")
+    with pytest.raises(BenchFormatError, match=r"no field 'benchmarks'; not a guidellm output file\? It reads as vllm "
+                                               r"bench serve output: give --format vllm"):
+        read_bench(BENCH / "vllm-bench-serve.json", "guidellm")
+
+
 def test_the_cli_offers_every_format():
     from inferlab.cli.bench_cmd import FORMAT_NAMES
     from inferlab.validation.bench import FORMATS

@@ -123,6 +123,23 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
                             f"({', '.join(dict.fromkeys(FORMATS.values()))}); give --format {{{','.join(FORMATS)}}}")
     elif fmt not in FORMATS:
         raise SpecError(f"bench file {label}: unknown --format {fmt!r}; one of {', '.join(FORMATS)}")
+    else:  # another tool's output named: the field it lacks, and which tool's it reads as
+        told = detect_format(text)
+        if told is not None and FORMATS[told] != FORMATS[fmt]:
+            hint = f"it reads as {FORMATS[told]} output: give --format {told}, or leave --format out"
+            try:
+                _read_as(fmt, text, label)
+            except BenchFormatError as exc:
+                said = str(exc)
+                raise BenchFormatError(f"{said} {hint[0].upper()}{hint[1:]}" if said.endswith("?")
+                                       else f"{said}; {hint}") from None
+            # its fields read as this tool's (SGLang's and vLLM's share most): the file is still the other's
+            raise BenchFormatError(f"{FORMATS[fmt]}: {label}: not {FORMATS[fmt]} output; {hint}")
+    return _read_as(fmt, text, label)
+
+
+def _read_as(fmt: str, text: str, label: str) -> list[BenchRun]:
+    """The runs of ``text`` read as tool ``fmt``'s output."""
     tool = FORMATS[fmt]
     data = _json(text)
     if fmt == "sglang":
