@@ -132,6 +132,22 @@ def test_a_file_read_as_another_tool_says_whose_output_it_is():
         read_bench(BENCH / "vllm-bench-serve.json", "guidellm")
 
 
+def test_a_time_no_gpu_allows_is_said(tmp_path):
+    """Llama-3.1-8B (8.03 B parameters) on one H100 (1,979 TFLOPS dense FP8, 3.35 TB/s): a
+    1,024-token prompt is 2 x 8.03e9 x 1,024 = 1.64e13 FLOPs, 8.31 ms at the fastest rate; a
+    decode step reads at least 8.03e9 weights at 4 bits, 4.0 GB, 1.20 ms. Seconds written as
+    milliseconds (0.0486 and 0.0074) fall below both and are said."""
+    def seconds(d):
+        d.update(mean_ttft_ms=0.04862, mean_tpot_ms=0.0074)
+    path = _rewritten(tmp_path, "vllm-bench-serve.json", "s.json", seconds)
+    _, notes = bench_cases([path], given_deployment(gpu="h100-sxm"))
+    assert any("ttft_ms 0.0486 ms is below the 8.31 ms one uncached 1,024-token prompt needs on 1 h100-sxm" in n
+               for n in notes)
+    assert any("tpot_ms 0.0074 ms is below the 1.2 ms a decode step of the weights needs" in n for n in notes)
+    _, notes = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(gpu="h100-sxm"))
+    assert not any("is below the" in n for n in notes)  # the real times (48.6 and 7.41 ms) are above
+
+
 def test_the_cli_offers_every_format():
     from inferlab.cli.bench_cmd import FORMAT_NAMES
     from inferlab.validation.bench import FORMATS

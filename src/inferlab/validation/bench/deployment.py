@@ -333,14 +333,18 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
                   scheduler={**dict(given.scheduler), **dict(run.scheduler), **drafter} or None)
     if common["prefix_cache"] is None:  # a throughput no GPU reaches prefilling every prompt
         from ...specs.catalog import load_hardware, load_model
-        from .roofline import beyond_peak_note
+        from .roofline import below_floor_notes, beyond_peak_note
 
         try:
-            note = beyond_peak_note(run.id, load_model(common["model"]), load_hardware(given.hardware),
-                                    common["num_gpus"], run.isl, run.osl, dict(run.metrics).get("output_tokens_per_s"))
+            model, hardware = load_model(common["model"]), load_hardware(given.hardware)
         except SpecError:  # an unknown model or GPU is said where the case is predicted
-            note = None
-        notes += [note] if note else []
+            model = hardware = None
+        if model is not None:
+            note = beyond_peak_note(run.id, model, hardware, common["num_gpus"], run.isl, run.osl,
+                                    dict(run.metrics).get("output_tokens_per_s"))
+            notes += [note] if note else []
+            notes += below_floor_notes(run.id, model, hardware, common["num_gpus"], run.isl, dict(run.metrics),
+                                       int((speculative or {}).get("draft_tokens", 0)))
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":  # grows with the request count the simulation does not share

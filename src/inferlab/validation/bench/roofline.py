@@ -34,3 +34,33 @@ def beyond_peak_note(run_id: str, model: Any, hardware: Any, num_gpus: int, isl:
             f"{hardware.id}'s highest dense tensor rate, {peak / 1e15:.3g} PFLOP/s: its prompts must have been found "
             "in a prefix cache (a dataset that repeats them) or were not the length recorded; the simulation "
             "prefills every prompt, so expect its TTFT high and its throughput low")
+
+
+#: Fewest bytes a weight is stored in (a 4-bit format), for a decode step's least read.
+LEAST_BYTES_PER_WEIGHT = 0.5
+
+
+def below_floor_notes(run_id: str, model: Any, hardware: Any, num_gpus: int, isl: float, metrics: dict[str, float],
+                      draft_tokens: int = 0) -> list[str]:
+    """Notes for a measured mean TTFT or TPOT below what any GPU allows, else none: a prompt's
+    prefill FLOPs (2 x active parameters a token) over all the run's GPUs at their highest
+    dense tensor rate; a decode step's read of the active weights in a 4-bit format over all
+    the GPUs' memory bandwidth (per token of the k + 1 a speculative step can emit). Below
+    either, the figure is not the time it says: most often seconds written where milliseconds
+    belong."""
+    notes = []
+    peak = max(f.si for f in hardware.flops.values())
+    gpus = max(num_gpus, 1)
+    floors = {"ttft_ms": FLOPS_PER_PARAM_TOKEN * model.active_params * isl / (gpus * peak),
+              "tpot_ms": LEAST_BYTES_PER_WEIGHT * model.active_params
+              / (gpus * hardware.memory_bandwidth.si * (draft_tokens + 1))}
+    why = {"ttft_ms": f"one uncached {isl:,.0f}-token prompt needs", "tpot_ms": "a decode step of the weights needs"}
+    cause = {"ttft_ms": "seconds written as milliseconds, or prompts found in a prefix cache?",
+             "tpot_ms": "seconds written as milliseconds?"}
+    for metric, floor in floors.items():
+        value = metrics.get(metric)
+        if value is not None and value * 1e-3 < floor:
+            notes.append(f"{run_id}: {metric} {value:.3g} ms is below the {floor * 1e3:.3g} ms {why[metric]} on "
+                         f"{num_gpus} {hardware.id} ({model.active_params / 1e9:.3g} B active parameters at the "
+                         f"fastest dense rate and memory): {cause[metric]}")
+    return notes
