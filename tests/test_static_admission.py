@@ -113,3 +113,19 @@ def test_explain_names_what_splits_the_batch():
     assert "KV cache does not fit" not in limited
     full = inferlab.estimate("llama-3.1-70b", "l40s", tp=4, batch_size=512, isl=4096, osl=4096, waves=True).explain()
     assert "the batch's KV cache does not fit" in full and "sequence limit" not in full
+
+
+def test_a_batch_in_waves_says_its_ttft_and_tpot_are_means_over_the_waves():
+    """Llama-3.1-70B FP8 on four H100s holds about 1,200 sequences of 1,152 tokens: 4,096 run in 4
+    waves. Each wave decodes at most that many, so the TPOT mean is that of smaller batches than
+    4,096; the note says to compare by throughput (a batch of 1 runs in one wave: no note)."""
+    import inferlab
+
+    est = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", batch_size=[1, 4096], isl=1024,
+                            osl=128, waves=True)
+    assert [float(w) for w in np.ravel(est.waves)] == [1.0, 4.0]
+    (line,) = [n for n in est.notes if n.startswith("waves:")]
+    assert line.startswith("waves: a batch of 4,096 runs in 4 waves of up to 1,")
+    assert "compare deployments by tok/s or total time" in line
+    one = inferlab.estimate("llama-3.1-70b", "h100-sxm", tp=4, precision="fp8", batch_size=1, isl=1024, osl=128)
+    assert not any(n.startswith("waves:") for n in one.notes)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,13 +12,14 @@ from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
 from ..engines.memory_share import iteration_tokens, prefill_chunks
-from ..engines.scheduler import default_scheduler, prompt_cap, unused_limits_notes
+from ..engines.scheduler import default_scheduler, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
 from ..engines.window_pool import held_windows
 from ..errors import option
 from ..results.render import pretty
 from ..units import Q
 from .interval import interval_lines
+from .table_notes import whole_prompt_notes
 
 if TYPE_CHECKING:
     from .result import Estimate
@@ -242,42 +242,6 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
         lines.append(f"prefix cache: about {cached:.0f} of {float(np.ravel(est.isl)[point]):.0f} prompt tokens come "
                      "from the cache (prefill compute saved; their KV stays resident)")
     return lines
-
-
-def idle_notes(est: Estimate) -> list[str]:
-    """Where the grid's smallest batch that runs leaves data-parallel replicas or attention ranks
-    without a sequence (priced all the same): one line, or none."""
-    par = est.deployment.parallel
-    ranks = par.dp * (par.attention_groups if par.attention_dp else 1)
-    shape = np.shape(est.ttft_s)
-    runs = np.ravel(np.broadcast_to(est.feasible, shape))
-    batch = np.ravel(np.broadcast_to(np.asarray(est.batch_size, float), shape))[runs]
-    if ranks <= 1 or not batch.size or batch.min() >= ranks:
-        return []
-    what = "attention data-parallel ranks" if par.attention_dp else "data-parallel replicas"
-    least = float(batch.min())
-    return [f"idle capacity: a batch of {least:,.0f} over {ranks:,} {what} leaves {ranks - least:,.0f} of them without "
-            f"a sequence; the cost counts all {est.deployment.num_gpus:,} GPUs (fewer {what.split()[-1]} serve it for less)"]
-
-
-def whole_prompt_notes(est: Estimate, isl: Any = None) -> list[str]:
-    """Where the engine prefills prompts whole and refuses one past its budget (TensorRT-LLM,
-    :func:`~inferlab.engines.scheduler.prompt_cap`) while the estimate chunks the grid's longer
-    prompts (or the prompt length ``isl``, one point's): one line naming them, or none."""
-    sched = est.scheduler or default_scheduler(est.engine)
-    cap = prompt_cap(sched if est.max_num_tokens is None else replace(sched, max_num_batched_tokens=est.max_num_tokens))
-    if isl is None:  # the grid's points that run
-        shape = np.shape(est.ttft_s)
-        isl = np.ravel(np.broadcast_to(np.asarray(est.isl, float), shape))[np.ravel(np.broadcast_to(est.feasible, shape))]
-    isl = np.ravel(np.asarray(isl, float))
-    longer = sorted({float(x) for x in isl[isl > cap]}) if cap is not None else []
-    if not longer:
-        return []
-    named = ", ".join(f"{x:,.0f}" for x in longer) if len(longer) <= 4 else f"{longer[0]:,.0f} to {longer[-1]:,.0f}"
-    return [f"whole prompts: {est.engine} prefills each prompt whole unless chunked prefill is on "
-            f"(enable_chunked_prefill) and refuses one longer than its max_num_tokens ({cap:,}); this estimate "
-            f"prefills the {named}-token prompts in chunks of it, as with chunking "
-            "on (serve refuses them without chunked_prefill=True or a budget that holds them)"]
 
 
 def explain(est: Estimate, point: int = 0) -> str:

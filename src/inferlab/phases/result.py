@@ -337,10 +337,10 @@ class Estimate:
     def notes(self) -> list[str]:
         """What the table's numbers assume that the engine would not do as configured (a prompt
         past an unchunked budget, estimated in chunks), and a profile calibrated for another engine or GPU."""
-        from .explain import idle_notes, whole_prompt_notes
+        from .table_notes import idle_notes, wave_notes, whole_prompt_notes
 
         note = self.deployment.profile.note  # a calibration written for another engine or GPU
-        return whole_prompt_notes(self) + idle_notes(self) + ([note] if note else [])
+        return whole_prompt_notes(self) + idle_notes(self) + wave_notes(self) + ([note] if note else [])
 
     def _repr_html_(self) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())
