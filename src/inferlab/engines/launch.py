@@ -283,15 +283,11 @@ class EngineLaunch:
             # a dp the command does not set is copies of it behind a load balancer (a plan's "launch it N times")
             if key in kw and not _same(key, kw[key], value) and not (key == "dp" and key not in dict(self.sources)):
                 if key == "precision" and isinstance(value, str) and ":" in (value.split() or [""])[0]:
-                    value = " ".join(f"{_short(k)}:{v}" for k, v in _precision_kinds(value).items())  # as kw's
+                    value = _short_text(_precision_kinds(value))  # kinds as kw's are written
                 raise SpecError(f"{option_name(key)} {_shown(value)} contradicts the engine args ({self.flag_of(key)} "
                                 f"gives {_shown(kw[key])}); drop one of them")
             if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
-                from ..core.quantization import SHORT_NAMES
-
-                label = {full: short for short, full in SHORT_NAMES.items()}
-                value = " ".join(f"{label[k]}:{v}" for k, v in {**_precision_kinds(kw[key]),
-                                                                **_precision_kinds(value)}.items())
+                value = _short_text({**_precision_kinds(kw[key]), **_precision_kinds(value)})
             kw[key] = value
         return kw
 
@@ -358,11 +354,12 @@ def _same(key: str, a: Any, b: Any) -> bool:
     return a == b
 
 
-def _short(kind: str) -> str:
-    """A tensor kind as a precision text abbreviates it (``kv_cache``: ``kv``)."""
+def _short_text(kinds: dict[str, str]) -> str:
+    """Formats by tensor kind as a precision text abbreviates them (``kv:fp8 w:fp8``)."""
     from ..core.quantization import SHORT_NAMES
 
-    return next((short for short, full in SHORT_NAMES.items() if full == kind), kind)
+    label = {full: short for short, full in SHORT_NAMES.items()}
+    return " ".join(f"{label.get(k, k)}:{v}" for k, v in kinds.items())
 
 
 def _precision_kinds(text: Any) -> dict[str, str]:
