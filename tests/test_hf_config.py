@@ -311,3 +311,21 @@ def test_compressed_tensors_routed_experts_only(data_dir):
     assert (checkpoint.weights, checkpoint.moe_weights, checkpoint.activations) == ("bf16", "int4_g32", "bf16")
     with pytest.raises(SpecError, match="ignore"):
         ModelSpec.from_hf_config({**cfg, "quantization_config": {**qc, "ignore": "lm_head"}})
+
+
+def test_a_yarn_rope_scaling_extends_the_positions(data_dir):
+    """Qwen's model cards extend Qwen3 with YaRN by adding rope_scaling {rope_type: yarn, factor 4,
+    original_max_position_embeddings 32,768} to config.json: 4 x 32,768 = 131,072 positions,
+    although max_position_embeddings stays 40,960 (a 100,000-token prompt had been refused as
+    past the trained length). Llama 3's llama3 scaling states its long length already."""
+    cfg = json.loads((data_dir / "hf-configs" / "Qwen--Qwen3-8B.json").read_text())
+    assert ModelSpec.from_hf_config(cfg).max_position_embeddings == 40_960
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768}
+    assert ModelSpec.from_hf_config(cfg).max_position_embeddings == 131_072
+    llama = json.loads((data_dir / "hf-configs" / "meta-llama--Meta-Llama-3.1-8B.json").read_text())
+    assert ModelSpec.from_hf_config(llama).max_position_embeddings == 131_072  # factor 8 of 8,192: as stated
+    cfg["rope_scaling"] = {"type": "linear", "factor": 8.0}  # no original length: as stated (Gemma 3's)
+    assert ModelSpec.from_hf_config(cfg).max_position_embeddings == 40_960
+    cfg["rope_scaling"] = {"type": "yarn", "factor": "4", "original_max_position_embeddings": 32_768}
+    with pytest.raises(SpecError, match=r"rope_scaling.factor' must be a number in \[1, 1024\], got '4'"):
+        ModelSpec.from_hf_config(cfg)

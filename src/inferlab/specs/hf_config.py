@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from ..errors import SpecError
 from .checkpoint import checkpoint_formats
-from .hf_fields import OWN_HEAD_DIM, check_fields, head_dim_or_split
+from .hf_fields import OWN_HEAD_DIM, check_fields, head_dim_or_split, scaled_positions
 from .hf_hybrid import qwen3_next_fields
 from .layers import LayerSpec, MLASpec, MoESpec
 from .validation import format_validation_error, read_text
@@ -100,7 +100,7 @@ def _common(c: _Config, defaults: Mapping[str, int] | None = None) -> dict[str, 
         "num_key_value_heads": c.get("num_key_value_heads", heads),
         "head_dim": head_dim_or_split(c.where, h, heads, c.get("head_dim", d.get("head_dim"))),
         "vocab_size": count("vocab_size"),
-        "max_position_embeddings": count("max_position_embeddings"),
+        "max_position_embeddings": scaled_positions(c.where, count("max_position_embeddings"), c.get("rope_scaling")),
         "tie_word_embeddings": bool(c.get("tie_word_embeddings", False)),
         "hidden_act": str(c.get("hidden_act", "silu")),
     }

@@ -84,3 +84,32 @@ def head_dim_or_split(where: str, hidden: int, heads: int, given: Any) -> int:
         raise SpecError(f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}, and no "
                         "head_dim is given; give head_dim or check the two")
     return hidden // heads
+
+
+#: RoPE scalings that stretch the trained positions by their ``factor``: YaRN, linear
+#: interpolation and dynamic NTK. Llama 3's ``llama3`` and Phi's ``longrope`` leave
+#: ``max_position_embeddings`` as the long length already.
+STRETCHING_ROPE = ("yarn", "linear", "dynamic")
+
+
+def scaled_positions(where: str, positions: int, rope_scaling: Any) -> int:
+    """The positions a model takes with its ``rope_scaling``: a YaRN, linear or dynamic scaling
+    of ``factor`` over ``original_max_position_embeddings`` reaches their product, the larger of
+    it and the config's own count. Qwen's model cards extend Qwen2.5 and Qwen3 this way
+    (``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}``:
+    131,072 tokens) without raising ``max_position_embeddings``; DeepSeek-V3's and gpt-oss's
+    configs state the product there already (4,096 x 40 = 163,840; 4,096 x 32 = 131,072). A
+    scaling without the original length (Gemma 3's linear factor 8) is taken as stated in
+    ``max_position_embeddings`` (131,072 for Gemma 3, not 8 times it)."""
+    if not isinstance(rope_scaling, Mapping) or "original_max_position_embeddings" not in rope_scaling:
+        return positions
+    kind = rope_scaling.get("rope_type", rope_scaling.get("type"))
+    factor, base = rope_scaling.get("factor"), rope_scaling["original_max_position_embeddings"]
+    if kind not in STRETCHING_ROPE or factor is None:
+        return positions
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1.0 <= factor <= 1024.0:
+        raise SpecError(f"{where}: field 'rope_scaling.factor' must be a number in [1, 1024], got {factor!r:.40}")
+    if isinstance(base, bool) or not isinstance(base, int) or not _POSITIONS[0] <= base <= _POSITIONS[1]:
+        raise SpecError(f"{where}: field 'rope_scaling.original_max_position_embeddings' must be a whole number in "
+                        f"[1, {_POSITIONS[1]}], got {base!r:.40}")
+    return max(positions, min(int(base * factor), _POSITIONS[1]))
