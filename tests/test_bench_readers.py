@@ -133,17 +133,18 @@ def test_a_file_read_as_another_tool_says_whose_output_it_is():
 
 
 def test_a_time_no_gpu_allows_is_said(tmp_path):
-    """Llama-3.1-8B (8.03 B parameters) on one H100 (1,979 TFLOPS dense FP8, 3.35 TB/s): a
-    1,024-token prompt is 2 x 8.03e9 x 1,024 = 1.64e13 FLOPs, 8.31 ms at the fastest rate; a
-    decode step reads at least 8.03e9 weights at 4 bits, 4.0 GB, 1.20 ms. Seconds written as
+    """Llama-3.1-8B (8.030e9 parameters, of which the embedding and the LM head 128,256 x 4,096 =
+    5.253e8 each) on one H100 (1,979 TFLOPS dense FP8, 3.35 TB/s): a 1,024-token prompt is
+    2 x (6.980e9 x 1,024 + 5.253e8) = 1.43e13 FLOPs, 7.22 ms at the fastest rate; a decode
+    step reads at least 7.505e9 weights at 4 bits, 3.75 GB, 1.12 ms. Seconds written as
     milliseconds (0.0486 and 0.0074) fall below both and are said."""
     def seconds(d):
         d.update(mean_ttft_ms=0.04862, mean_tpot_ms=0.0074)
     path = _rewritten(tmp_path, "vllm-bench-serve.json", "s.json", seconds)
     _, notes = bench_cases([path], given_deployment(gpu="h100-sxm"))
-    assert any("ttft_ms 0.0486 ms is below the 8.31 ms one uncached 1,024-token prompt needs on 1 h100-sxm" in n
+    assert any("ttft_ms 0.0486 ms is below the 7.22 ms one uncached 1,024-token prompt needs on 1 h100-sxm" in n
                for n in notes)
-    assert any("tpot_ms 0.0074 ms is below the 1.2 ms a decode step of the weights needs" in n for n in notes)
+    assert any("tpot_ms 0.0074 ms is below the 1.12 ms a decode step of the weights needs" in n for n in notes)
     _, notes = bench_cases([BENCH / "vllm-bench-serve.json"], given_deployment(gpu="h100-sxm"))
     assert not any("is below the" in n for n in notes)  # the real times (48.6 and 7.41 ms) are above
 
@@ -697,6 +698,22 @@ def test_sglang_server_info_names_the_drafter_and_the_radix_cache(tmp_path):
     assert cases and all(c.speculative is not None and c.speculative["draft_tokens"] == 3
                          and c.speculative["acceptance_length"] == pytest.approx(2.6) for c in cases)
     assert not any("without a drafter named" in n for n in notes)
+
+
+def test_a_recorded_drafter_keeps_the_acceptance_the_deployment_gives():
+    """The file records EAGLE with k=3 and no accept_length; the deployment names the same method
+    with an acceptance length of 2.8: simulated with both (the recorded drafter had dropped the
+    deployment's acceptance, and with it the drafter)."""
+    from types import SimpleNamespace
+
+    from inferlab.validation.bench.deployment import GivenDeployment, _run_speculation
+
+    run = SimpleNamespace(id="r0", speculative=(("method", "eagle"), ("draft_tokens", 3)), accept_length=None,
+                          engine_version=None, scheduler=())
+    given = GivenDeployment(hardware="h100-sxm", speculative={"method": "eagle", "draft_tokens": 3,
+                                                              "acceptance_length": 2.8})
+    spec, _, notes = _run_speculation(run, given, "sglang")
+    assert spec == {"method": "eagle", "draft_tokens": 3, "acceptance_length": 2.8} and not notes
 
 
 def test_an_unreadable_file_among_several_is_named_and_the_others_read(tmp_path):

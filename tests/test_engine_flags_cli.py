@@ -255,7 +255,7 @@ def test_serve_refuses_a_prefix_cache_the_engine_args_turn_off(capsys):
     # the flag the user wrote, not the keyword behind it
     (["--engine-args", "vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp8", "h100-sxm",
       "--kv-cache-dtype", "bf16"],
-     "--kv-cache-dtype kv:bf16 contradicts the engine args (--kv-cache-dtype gives kv:fp8); drop one of them"),
+     "--kv-cache-dtype bf16 contradicts the engine args (--kv-cache-dtype gives kv:fp8); drop one of them"),
     (["--engine-args", "trtllm-serve meta-llama/Llama-3.1-8B-Instruct --ep_size 2", "h100-sxm"],
      "llama-3.1-8b has no experts: --ep_size 2 needs a mixture-of-experts model"),
     # the drafter, not the engine's model, with no 70B suggestions

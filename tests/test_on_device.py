@@ -230,3 +230,12 @@ def test_an_estimate_on_a_cpu_or_phone_says_per_cpu_or_soc_not_per_gpu():
         assert f"tok/s/{word}" in header and f"GB/{word}" in header
         assert not any(h.endswith("/GPU") for h in header) or word == "GPU"
         assert f"<th>tok/s/{word}</th>" in est._repr_html_()
+
+
+def test_serving_on_a_cpu_says_per_cpu_and_names_its_family_as_cpus():
+    import inferlab
+
+    r = inferlab.serve("llama-3.1-8b", "epyc-9654", precision="q4_k_m", rate=0.1, num_requests=6, isl=128, osl=8)
+    text = str(r)
+    assert " per CPU), " in text and " per GPU)" not in text
+    assert "no calibration data for zen CPUs" in r.explain()

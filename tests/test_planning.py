@@ -395,8 +395,8 @@ def test_operations_day_plan_by_hand():
 
 
 def test_a_quiet_hour_needs_the_replicas_its_rate_needs_not_its_share_of_the_plan():
-    """5 req/s at the peak on 4 replicas that each absorb +20% within the SLOs: one carries
-    5 / 4 x 1.2 = 1.5 req/s. An hour at 30% (1.5 req/s) fits on one replica, where 30% of 4
+    """5 req/s at the peak on 4 replicas that each absorb +20% within the SLOs (simulated): one
+    carries 5 / 4 x 1.2 = 1.5 req/s. An hour at 30% (1.5 req/s) fits on one replica, where 30% of 4
     rounds up to 2; at 60% (3 req/s) two; at the peak the plan's 4 (3.33 rounded up)."""
     from types import SimpleNamespace
 
@@ -410,6 +410,9 @@ def test_a_quiet_hour_needs_the_replicas_its_rate_needs_not_its_share_of_the_pla
     # no headroom: each period needs its share of the plan's replicas, 1.2, 2.4, 4 rounded up
     flat = day_plan(sc, SimpleNamespace(**{**vars(best), "headroom": 0.0}))
     assert flat.capacity.demand.tolist() == [2, 3, 4]
+    # a fluid model's headroom (its utilization margin counted in) or none (NaN): the shares
+    for other in ({"headroom_by": "fluid model", "headroom": 0.3}, {"headroom": float("nan")}):
+        assert day_plan(sc, SimpleNamespace(**{**vars(best), **other})).capacity.demand.tolist() == [2, 3, 4]
 
 
 def test_bad_operations_section():

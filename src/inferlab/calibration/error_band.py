@@ -172,6 +172,7 @@ class Band:
     widened: tuple[str, ...]
     family: str = ""
     engine: str = ""
+    device: str = "GPU"  # what the family's parts are called: GPU, CPU or SoC
 
     def describe(self) -> str:
         """Where the band comes from, in words (what had no calibration data: :meth:`wider`)."""
@@ -179,7 +180,7 @@ class Band:
 
     def wider(self) -> str:
         """``wider: no calibration data for cdna GPUs, ...`` (empty when nothing was missing)."""
-        missing = {"gpu": f"{self.family} GPUs", "engine": f"the {self.engine} engine"}
+        missing = {"gpu": f"{self.family} {self.device}s", "engine": f"the {self.engine} engine"}
         if not self.widened:
             return ""
         text = f"wider: no calibration data for {' or '.join(missing[w] for w in self.widened)}"

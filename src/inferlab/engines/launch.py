@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..errors import SpecError, option_name
+from .precision_text import precision_text_kinds, short_text
 from .scheduler import SERVING_ONLY_LIMITS, UNCHUNKED_BUDGET, USER_LIMITS, default_scheduler, unchunked_token_budget
 
 #: Engines whose launch commands are read and written.
@@ -283,11 +284,13 @@ class EngineLaunch:
             # a dp the command does not set is copies of it behind a load balancer (a plan's "launch it N times")
             if key in kw and not _same(key, kw[key], value) and not (key == "dp" and key not in dict(self.sources)):
                 if key == "precision" and isinstance(value, str) and ":" in (value.split() or [""])[0]:
-                    value = _short_text(_precision_kinds(value))  # kinds as kw's are written
+                    kinds = precision_text_kinds(value)  # one kind's own flag (--kv-cache-dtype): its format alone
+                    bare = len(kinds) == 1 and option_name(key) not in ("precision", "--precision")
+                    value = next(iter(kinds.values())) if bare else short_text(kinds)  # else as kw's is written
                 raise SpecError(f"{option_name(key)} {_shown(value)} contradicts the engine args ({self.flag_of(key)} "
                                 f"gives {_shown(kw[key])}); drop one of them")
             if key == "precision" and key in kw:  # agreeing: the command's kinds and the option's together
-                value = _short_text({**_precision_kinds(kw[key]), **_precision_kinds(value)})
+                value = short_text({**precision_text_kinds(kw[key]), **precision_text_kinds(value)})
             kw[key] = value
         return kw
 
@@ -349,37 +352,9 @@ def _same(key: str, a: Any, b: Any) -> bool:
         except Exception:  # noqa: BLE001 - an unloadable name differs from any other
             return str(a).lower() == str(b).lower()
     if key == "precision":  # every kind the option sets, the flags set alike
-        launched = _precision_kinds(a)
-        return all(launched.get(kind) == fmt for kind, fmt in _precision_kinds(b).items())
+        launched = precision_text_kinds(a)
+        return all(launched.get(kind) == fmt for kind, fmt in precision_text_kinds(b).items())
     return a == b
-
-
-def _short_text(kinds: dict[str, str]) -> str:
-    """Formats by tensor kind as a precision text abbreviates them (``kv:fp8 w:fp8``)."""
-    from ..core.quantization import SHORT_NAMES
-
-    label = {full: short for short, full in SHORT_NAMES.items()}
-    return " ".join(f"{label.get(k, k)}:{v}" for k, v in kinds.items())
-
-
-def _precision_kinds(text: Any) -> dict[str, str]:
-    """The kinds a precision text sets over the checkpoint (``"fp8"`` sets all three)."""
-    from ..core.quantization import SHORT_NAMES, PrecisionConfig
-    from ..precision import number_format
-
-    tokens = str(text).split()
-    out: dict[str, str] = {}
-    if tokens and ":" not in tokens[0] and tokens[0].lower() != "checkpoint":
-        out = {k: v for k, v in PrecisionConfig.derived(tokens[0]).to_dict().items() if k != "moe_weights"}
-    for token in tokens[1:] if tokens and ":" not in tokens[0] else tokens:
-        kind, _, fmt = token.partition(":")
-        out[SHORT_NAMES.get(kind, kind)] = number_format(fmt).name
-    return out
-
-
-def precision_kinds(text: Any) -> dict[str, str]:
-    """Public form of the kinds a precision text sets explicitly (None or ``checkpoint``: none)."""
-    return {} if text is None else _precision_kinds(text)
 
 
 @dataclass(frozen=True)

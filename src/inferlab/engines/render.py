@@ -16,7 +16,8 @@ from ..errors import SpecError
 from . import sglang, trtllm, vllm
 from .command_line import split_command
 from .common import known_model, speculation
-from .launch import LAUNCH_ENGINES, EngineLaunch, Rendered, Speculation, precision_kinds
+from .launch import LAUNCH_ENGINES, EngineLaunch, Rendered, Speculation
+from .precision_text import precision_kinds
 
 _WRITERS = {"vllm": vllm.render, "sglang": sglang.render, "trtllm-pytorch": trtllm.render, "trtllm": trtllm.render}
 _USAGE = ("start with 'vllm serve MODEL', 'python -m sglang.launch_server --model-path MODEL' (or "

@@ -8,7 +8,7 @@ in a share ``level`` of cases.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -156,7 +156,7 @@ def prediction_interval(deployment: ResolvedDeployment, engine: str, regime: str
     family = hardware_family(deployment.hardware.architecture)
 
     def bounds(quantity: str, point: Any) -> Bounds:
-        band = table.band(quantity, regime, family, engine, level)
+        band = replace(table.band(quantity, regime, family, engine, level), device=deployment.hardware.device_word)
         p = np.asarray(point, float)
         return Bounds(quantity, point, p * np.exp(band.low), p * np.exp(band.high), band)
 

@@ -59,9 +59,9 @@ def whole_prompt_notes(est: Estimate, isl: Any = None) -> list[str]:
 
 def wave_notes(est: Estimate) -> list[str]:
     """Where a batch runs in waves (the engine holds fewer sequences at once than it has): one
-    line saying how, and that TTFT and TPOT are then means over the waves' requests, which fall
-    as the engine holds fewer (smaller waves decode faster); the total time and throughput
-    count every wave."""
+    line saying how, that the TPOT is then the mean over waves of at most that many (lower as
+    the engine holds fewer: a smaller wave decodes faster) and the TTFT includes the wait for
+    the earlier waves; the total time and throughput count every wave."""
     waves, batch, held = (_running(est, v) for v in (est.waves, est.batch_size, est.wave_batch))
     many = np.flatnonzero(waves > 1)
     if not many.size:
@@ -69,6 +69,6 @@ def wave_notes(est: Estimate) -> list[str]:
     j = many[0]
     at = f"a batch of {batch[j]:,.0f} runs in {waves[j]:,.0f} waves of up to {held[j]:,.0f}" + (
         f" (and {many.size - 1} more grid point(s) in waves)" if many.size > 1 else "")
-    return [f"waves: {at}, all the engine holds at once (its KV cache, state slots or sequence limit); TTFT and TPOT "
-            "are means over every wave's requests, lower when fewer are held (a smaller wave decodes faster), so "
-            "compare deployments by tok/s or total time"]
+    return [f"waves: {at}, all the engine holds at once (its KV cache, state slots or sequence limit); the TPOT is "
+            "the mean over those waves, lower when fewer are held (a smaller wave decodes faster), and the TTFT "
+            "includes the wait for the earlier waves: compare deployments by tok/s or total time"]

@@ -10,6 +10,8 @@ daily traffic curve, bought as the cheapest reserved / on-demand / spot mix
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +75,8 @@ def carried_per_replica(best: Any, rate: float) -> float:
     """What one of ``best``'s replicas carries within the SLOs [request/s]: its planned share of
     ``rate`` and the headroom it showed (the fluid model's capacity where the simulation stopped
     looking, at +HEADROOM_MAX, or never looked)."""
-    carried = rate / best.replicas * (1.0 + max(best.headroom, 0.0))
+    headroom = best.headroom if math.isfinite(best.headroom) and best.headroom > 0.0 else 0.0  # (NaN: not measured)
+    carried = rate / best.replicas * (1.0 + headroom)
     if not best.disaggregated and (best.headroom_by != "simulation" or best.headroom >= HEADROOM_MAX):
         carried = max(carried, best.replica_rate)  # (separate pools: a decode replica's rate is not a replica's)
     return carried
@@ -88,16 +91,19 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
     capacity, unit = None, "replicas"
     if ops.daily_profile is not None:
         # the plan's replicas carry the peak; each period needs its share of them, or fewer where
-        # a replica carries more than its share of the peak within the SLOs (its headroom: 4
-        # replicas that each absorb +30% carry a 30% hour on one, not two) (separate pools: each
-        # pool its share, at least one replica of each to serve at all; pools of two kinds of
-        # replica are bought by the GPU)
+        # the simulation showed a replica carrying more than its share of the peak within the SLOs
+        # (its headroom: 4 replicas that each absorb +30% carry a 30% hour on one, not two; a
+        # bisected headroom stays below n / (n - 1) - 1, so the peak keeps all n; a fluid
+        # model's headroom counts the utilization margin it sizes with, so it is not used)
+        # (separate pools: each pool its share, at least one replica of each to serve at all;
+        # pools of two kinds of replica are bought by the GPU)
         share = np.asarray(ops.daily_profile, float)
         unit_usd_h = per_replica_usd_h
         if not best.disaggregated:
-            carried = carried_per_replica(best, scenario.traffic.request_rate)
-            demand = np.minimum(np.ceil(best.replicas * share - 1e-9),
-                                np.ceil(scenario.traffic.request_rate * share / carried - 1e-9))
+            demand = np.ceil(best.replicas * share - 1e-9)
+            if best.headroom_by == "simulation" and 0.0 < best.headroom < HEADROOM_MAX:  # (NaN: none)
+                carried = scenario.traffic.request_rate / best.replicas * (1.0 + best.headroom)
+                demand = np.minimum(demand, np.ceil(scenario.traffic.request_rate * share / carried - 1e-9))
         else:
             by_gpu = len(set(best.pool_gpus_per_replica)) > 1
             sizes = best.pool_gpus_per_replica if by_gpu else (1, 1)

@@ -323,7 +323,7 @@ class ServeResult:
             rows += [[f"{name} (user)", *(_ms_cell(u[name][k]) for k in ("mean", "p50", "p90", "p99"))]
                      for name in ("ttft", "tpot", "e2e")]
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
-        tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per GPU), "
+        tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per {self.deployment.hardware.device_word}), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
             tail += (f"\n{refused} drawn request(s) longer than the engine takes (prompt plus "

@@ -45,7 +45,7 @@ class GivenDeployment:
 
 
 def _precision_dict(value: Any) -> dict[str, str]:
-    from ...engines.launch import precision_kinds
+    from ...engines.precision_text import precision_kinds
 
     if isinstance(value, Mapping):
         return {str(k): str(v) for k, v in value.items() if v}
@@ -150,8 +150,11 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
     from ...engines.speculation_limits import drafter_limits
     from ..case_setup import runtime_engine
 
-    # the drafter the file records the server ran, else the deployment's
-    spec = dict(run.speculative) if run.speculative else dict(given.speculative) if given.speculative else None
+    # the drafter the file records the server ran (with the acceptance the deployment gives for the
+    # same method), else the deployment's
+    recorded, named = dict(run.speculative), dict(given.speculative or {})
+    spec = ({**named, **recorded} if named.get("method") == recorded.get("method") else recorded) if recorded \
+        else named or None
     if run.accept_length is not None:
         if spec is None:
             return None, {}, [f"{run.id}: speculative decoding (accept_length {run.accept_length:.3g}) without a "
@@ -343,8 +346,9 @@ def run_cases(run: BenchRun, given: GivenDeployment, tool: str, source: str) -> 
             note = beyond_peak_note(run.id, model, hardware, common["num_gpus"], run.isl, run.osl,
                                     dict(run.metrics).get("output_tokens_per_s"))
             notes += [note] if note else []
+            drafts = (speculative or dict(run.speculative) or dict(given.speculative or {})).get("draft_tokens", 0)
             notes += below_floor_notes(run.id, model, hardware, common["num_gpus"], run.isl, dict(run.metrics),
-                                       int((speculative or {}).get("draft_tokens", 0)))
+                                       int(drafts))
     cases = []
     for metric, value in run.metrics:
         if regime == "offline" and metric == "ttft_ms":  # grows with the request count the simulation does not share

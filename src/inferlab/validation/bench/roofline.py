@@ -43,16 +43,19 @@ LEAST_BYTES_PER_WEIGHT = 0.5
 def below_floor_notes(run_id: str, model: Any, hardware: Any, num_gpus: int, isl: float, metrics: dict[str, float],
                       draft_tokens: int = 0) -> list[str]:
     """Notes for a measured mean TTFT or TPOT below what any GPU allows, else none: a prompt's
-    prefill FLOPs (2 x active parameters a token) over all the run's GPUs at their highest
-    dense tensor rate; a decode step's read of the active weights in a 4-bit format over all
-    the GPUs' memory bandwidth (per token of the k + 1 a speculative step can emit). Below
+    prefill FLOPs (2 x the active parameters but the embedding a token, the LM head once) over
+    all the run's GPUs at their highest dense tensor rate; a decode step's read of the active
+    weights but the embedding table in a 4-bit format over all the GPUs' memory bandwidth (per token of the k + 1 a speculative step can emit). Below
     either, the figure is not the time it says: most often seconds written where milliseconds
     belong."""
     notes = []
     peak = max(f.si for f in hardware.flops.values())
     gpus = max(num_gpus, 1)
-    floors = {"ttft_ms": FLOPS_PER_PARAM_TOKEN * model.active_params * isl / (gpus * peak),
-              "tpot_ms": LEAST_BYTES_PER_WEIGHT * model.active_params
+    counts = model.param_counts
+    # the embedding is a lookup, not a GEMM; the LM head runs on a prompt's last token only
+    body = counts.active - counts.embedding - counts.lm_head
+    floors = {"ttft_ms": FLOPS_PER_PARAM_TOKEN * (body * isl + counts.lm_head) / (gpus * peak),
+              "tpot_ms": LEAST_BYTES_PER_WEIGHT * (body + counts.lm_head)
               / (gpus * hardware.memory_bandwidth.si * (draft_tokens + 1))}
     why = {"ttft_ms": f"one uncached {isl:,.0f}-token prompt needs", "tpot_ms": "a decode step of the weights needs"}
     cause = {"ttft_ms": "seconds written as milliseconds, or prompts found in a prefix cache?",
