@@ -642,3 +642,26 @@ def test_the_headroom_line_says_what_its_lead_time_holds():
 def test_a_free_api_is_said_to_be_free_not_infinitely_far():
     text = plan(_small(verify=0, api_price={"input_per_million": 0, "output_per_million": 0})).explain()
     assert "the API costs nothing at this price: no dedicated replica pays off" in text and "inf" not in text
+
+
+def test_a_configuration_the_fluid_slos_overcount_is_still_simulated():
+    """Qwen3-30B-A3B FP8, 200-token prompts and answers at 150 req/s, P99 TTFT 400 ms and TPOT
+    25 ms: the fluid model puts an H100 at 8 replicas ($23.60/h; its P99 TPOT 41 ms against a
+    simulated 24) and an H200 at 4. The H200 simulates at 2 ($7.00/h); a third of the H100's 8
+    rounds up to 3 ($8.85), which had ruled it out unsimulated, though 2 meet ($5.90). The
+    fewest plausible count also takes the most a replica sustains at any batch, its SLOs aside:
+    150 req/s over that is 2 H100s, so it is sized, and wins."""
+    from types import SimpleNamespace
+
+    from inferlab.planning.planner import _fewest_gpus
+
+    # by hand: seed 8 over 3 is 3; 150 req/s at most 100 a replica is 2; the fewer, 2 x 1 GPU
+    c = SimpleNamespace(disaggregated=False, seed_replicas=8, gpus_per_replica=1,
+                        curve={"rate": np.array([20.0, 60.0, 100.0])})
+    assert _fewest_gpus(c, 150.0) == 2 and _fewest_gpus(c) == 3 and _fewest_gpus(c, 20.0) == 1
+    sc = load_scenario({"name": "moe-short", "models": ["qwen3-30b-a3b"], "hardware": ["h100-sxm", "h200-sxm"],
+                        "engine": "vllm", "traffic": {"rate": 150, "isl": 200, "osl": 200},
+                        "slo": {"ttft_ms": 400, "tpot_ms": 25}, "search": {"precisions": ["fp8"], "tp": [1]},
+                        "prices": {"h100-sxm": 2.95, "h200-sxm": 3.5}, "verify": 8})
+    best = plan(sc).best
+    assert (best.hardware, best.replicas, best.sized_by) == ("h100-sxm", 2, "simulation")

@@ -145,7 +145,8 @@ class Plan:
             if len(out) > RULED_OUT_SHOWN else ""
         named = ", ".join(self.unsettled[:3]) + (f" and {len(self.unsettled) - 3} more" if len(self.unsettled) > 3 else "")
         unsettled = (f"\nnot simulated: {named} could cost less than the best once simulated (the fluid model's "
-                     f"count can be up to {SEED_OVERESTIMATE:g}x the simulated one; verify {sc.verify} was spent): "
+                     f"count can be up to {SEED_OVERESTIMATE:g}x the simulated one, or more where its SLOs bind "
+                     f"before its throughput; verify {sc.verify} was spent): "
                      "raise verify to size them") if self.unsettled else ""
         return (f"{head}\n{table}\n{legend}{unsettled}\n{self.counts_line()}"
                 + (":" + reasons + more if out else ""))
