@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
+from ..serving.goodput import steady_requests_per_s
 from .candidate import Candidate, Probe
 from .probes import (finish, max_replicas, missed, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe,
                      techniques)
@@ -77,16 +78,12 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
     saturated: list[float] = []
 
     def most_per_s() -> float:
-        """The most requests/s a replica completes: an offline run's (every request queued)
-        completions between the 20th and 80th percentile of its finish times (its ramp and drain
-        left out), once a candidate."""
+        """The most requests/s a replica completes: an offline run's (every request queued) in
+        its steady middle (:func:`~inferlab.serving.goodput.steady_requests_per_s`), once a candidate."""
         if not saturated:
             slots = float(np.max(cand.curve.get("batch_size", [1.0])))
             done = serve(dep, Workload(offline=True, num_requests=int(max(2000, 4 * slots) * cand.pp), **lengths))
-            lo, hi = np.percentile(np.asarray(done.trace.finish, float), [20.0, 80.0])
-            ends = np.asarray(done.trace.finish, float)
-            middle = np.count_nonzero((ends > lo) & (ends <= hi))
-            saturated.append(middle / (hi - lo) * done.replicas if hi > lo else math.inf)
+            saturated.append(steady_requests_per_s(done))
         return saturated[0]
 
     def online(n: int, growth: float) -> Probe:

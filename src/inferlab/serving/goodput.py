@@ -279,3 +279,23 @@ def queue_grows(trace: Any) -> bool:
 
     end, mid = backlog(float(order[-1])), backlog(float(order[len(order) // 2]))
     return end > max(1.5 * mid, 0.01 * len(arrival), 10)
+
+
+def steady_requests_per_s(result: Any, edge: float = 0.2) -> float:
+    """Requests per second a run completes in its steady middle [request/s]: the output tokens
+    its requests generate between ``edge`` and ``1 - edge`` of its span (each request's after
+    the first spread evenly from its first token to its last), over that time and the mean
+    output length, for every replica the run stands for. Counting finishes instead misreads a
+    run whose requests start together and end in bursts (Llama-3.1-70B over two pipeline stages,
+    all queued: 31 req/s by finishes between the 20th and 80th percentile, 18.5 by tokens, as a
+    Poisson stream shows: 26 req/s offered, 18.5 served, the backlog growing)."""
+    t = result.trace
+    first, finish, osl = (np.asarray(v, float) for v in (t.first_token, t.finish, t.osl))
+    start, end = float(np.min(np.asarray(t.arrival, float))), float(np.max(finish))
+    lo, hi = start + edge * (end - start), start + (1.0 - edge) * (end - start)
+    if not hi > lo or not len(osl):
+        return math.inf
+    inside = np.clip(np.minimum(finish, hi) - np.maximum(first, lo), 0.0, None)
+    share = np.where(finish > first, inside / np.maximum(finish - first, 1e-300), 0.0)
+    tokens = (osl - 1.0) * share + ((first >= lo) & (first < hi))
+    return float(np.sum(tokens)) / (hi - lo) * float(result.replicas) / float(np.mean(osl))
