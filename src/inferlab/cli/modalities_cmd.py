@@ -306,7 +306,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     od.add_argument("hardware", metavar="HARDWARE", help="e.g. m2-ultra, m4-max, rtx-4090")
     od.add_argument("--precision", type=comma_list(str, "format"), default=["q4_k_m", "q8_0", "bf16"],
                     help="weight formats, comma-separated (default q4_k_m,q8_0,bf16)")
-    od.add_argument("--context", type=int, default=128, help="tokens in the KV cache while decoding and before the 512-token prompt (default 128)")
+    od.add_argument("--context", type=int, default=128,
+                    help="tokens in the KV cache while decoding and before the 512-token prompt (default 128)")
     od.set_defaults(func=_on_device)
 
     sl = sub.add_parser("slices", parents=[common], help="pack small models onto MIG slices")

@@ -102,8 +102,8 @@ def day_plan(scenario: Scenario, best: Any) -> DayPlan | None:
         if not best.disaggregated:
             demand = np.ceil(best.replicas * share - 1e-9)
             if best.headroom_by == "simulation" and 0.0 < best.headroom < HEADROOM_MAX:  # (NaN: none)
-                carried = scenario.traffic.request_rate / best.replicas * (1.0 + best.headroom)
-                demand = np.minimum(demand, np.ceil(scenario.traffic.request_rate * share / carried - 1e-9))
+                rate = scenario.traffic.request_rate
+                demand = np.minimum(demand, np.ceil(rate * share / carried_per_replica(best, rate) - 1e-9))
         else:
             by_gpu = len(set(best.pool_gpus_per_replica)) > 1
             sizes = best.pool_gpus_per_replica if by_gpu else (1, 1)

@@ -13,6 +13,7 @@ The probes and the rules that keep their percentiles stable are in :mod:`.probes
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -75,16 +76,13 @@ def _probe_function(sc: Scenario, cand: Candidate) -> Callable[[int, float], Pro
     lifetime = prior_lifetime(sc, cand)
     lengths = {"isl": tr.isl, "osl": tr.osl, "seed": 0, **({"prefix": kwargs["prefix"]} if "prefix" in kwargs else {})}
 
-    saturated: list[float] = []
-
+    @functools.cache
     def most_per_s() -> float:
         """The most requests/s a replica completes: an offline run's (every request queued) in
         its steady middle (:func:`~inferlab.serving.goodput.steady_requests_per_s`), once a candidate."""
-        if not saturated:
-            slots = float(np.max(cand.curve.get("batch_size", [1.0])))
-            done = serve(dep, Workload(offline=True, num_requests=int(max(2000, 4 * slots) * cand.pp), **lengths))
-            saturated.append(steady_requests_per_s(done))
-        return saturated[0]
+        slots = float(np.max(cand.curve.get("batch_size", [1.0])))
+        done = serve(dep, Workload(offline=True, num_requests=int(max(2000, 4 * slots) * cand.pp), **lengths))
+        return steady_requests_per_s(done)
 
     def online(n: int, growth: float) -> Probe:
         # pp batches in flight each get 1/pp of a replica's requests: k for each

@@ -249,8 +249,7 @@ class ServeResult:
         from ..phases.interval import ttft_floor_s
         from ..techniques.step import prefill
 
-        cached = self.prefix_hit_rate * float(np.mean(self.trace.isl))
-        tokens = max(float(np.mean(self.trace.isl)) - cached, 1.0)
+        tokens = max(float(np.mean(self.trace.isl)) * (1.0 - self.prefix_hit_rate), 1.0)
         return float(ttft_floor_s(self.deployment, prefill(self.deployment, np.asarray(1.0), np.asarray(tokens)).ops))
 
     @property
@@ -323,7 +322,8 @@ class ServeResult:
             rows += [[f"{name} (user)", *(_ms_cell(u[name][k]) for k in ("mean", "p50", "p90", "p99"))]
                      for name in ("ttft", "tpot", "e2e")]
         table = text_table(["ms", "mean", "P50", "P90", "P99"], rows, right={1, 2, 3, 4})
-        tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({self.output_tokens_per_s_per_gpu:,.0f} per {self.deployment.hardware.device_word}), "
+        per = f"{self.output_tokens_per_s_per_gpu:,.0f} per {self.deployment.hardware.device_word}"
+        tail = (f"throughput {self.output_tokens_per_s:,.0f} tok/s ({per}), "
                 f"{self.requests_per_s:.2f} req/s; preemptions {self.preemptions}")
         if self.refused:
             tail += (f"\n{refused} drawn request(s) longer than the engine takes (prompt plus "

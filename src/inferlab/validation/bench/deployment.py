@@ -153,8 +153,9 @@ def _run_speculation(run: BenchRun, given: GivenDeployment, engine: str
     # the drafter the file records the server ran (with the acceptance the deployment gives for the
     # same method), else the deployment's
     recorded, named = dict(run.speculative), dict(given.speculative or {})
-    spec = ({**named, **recorded} if named.get("method") == recorded.get("method") else recorded) if recorded \
-        else named or None
+    spec = named or None
+    if recorded:
+        spec = {**named, **recorded} if named.get("method") == recorded.get("method") else recorded
     if run.accept_length is not None:
         if spec is None:
             return None, {}, [f"{run.id}: speculative decoding (accept_length {run.accept_length:.3g}) without a "

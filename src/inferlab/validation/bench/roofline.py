@@ -45,9 +45,9 @@ def below_floor_notes(run_id: str, model: Any, hardware: Any, num_gpus: int, isl
     """Notes for a measured mean TTFT or TPOT below what any GPU allows, else none: a prompt's
     prefill FLOPs (2 x the active parameters but the embedding a token, the LM head once) over
     all the run's GPUs at their highest dense tensor rate; a decode step's read of the active
-    weights but the embedding table in a 4-bit format over all the GPUs' memory bandwidth (per token of the k + 1 a speculative step can emit). Below
-    either, the figure is not the time it says: most often seconds written where milliseconds
-    belong."""
+    weights but the embedding table in a 4-bit format over all the GPUs' memory bandwidth (per
+    token of the k + 1 a speculative step can emit). Below either, the figure is not the time it
+    says: most often seconds written where milliseconds belong."""
     notes = []
     peak = max(f.si for f in hardware.flops.values())
     gpus = max(num_gpus, 1)

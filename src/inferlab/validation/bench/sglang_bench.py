@@ -56,7 +56,8 @@ SERVER_FLAGS = {"tp_size": "--tp-size", "dp_size": "--dp-size", "ep_size": "--ep
                 "speculative_draft_model_path": "--speculative-draft-model-path"}
 SERVER_SWITCHES = {"enable_dp_attention": "--enable-dp-attention", "enable_mixed_chunk": "--enable-mixed-chunk",
                    "disable_cuda_graph": "--disable-cuda-graph",
-                   "disable_overlap_schedule": "--disable-overlap-schedule", "disable_radix_cache": "--disable-radix-cache"}
+                   "disable_overlap_schedule": "--disable-overlap-schedule",
+                   "disable_radix_cache": "--disable-radix-cache"}
 #: A catalog model the flags are read with where the line's own ``model_path`` is not one the
 #: catalog names (a local path, another name: resolved later, or by ``--model``); a catalog
 #: model's own path reads them against its checkpoint (a ``quantization`` that is its own method
@@ -79,6 +80,7 @@ def _server(info: Any, where: str) -> dict[str, Any]:
     from ...engines import parse_engine_args
     from ...engines.scheduler import USER_LIMITS
     from ...errors import InferlabError, SpecError
+    from .deployment import case_speculative
 
     if not isinstance(info, dict):
         return {"notes": ()}
@@ -117,8 +119,6 @@ def _server(info: Any, where: str) -> dict[str, Any]:
                                    ("kv_cache", launch.kv_cache)) if v}
     limits = {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
     model = info.get("model_path")
-    from .deployment import case_speculative
-
     return {"model": model if isinstance(model, str) else None, "layout": tuple(layout.items()),
             "precision": tuple(precision.items()), "scheduler": tuple(limits.items()),
             "speculative": tuple((case_speculative(launch.speculation) or {}).items()),
