@@ -58,7 +58,9 @@ class Probe:
     meets : bool
         Both within their objectives (an offline job: done before the deadline).
     missed : str
-        ``"TTFT"``, ``"TPOT"``, ``"TTFT+TPOT"``, ``"deadline"`` or ``""``.
+        ``"TTFT"``, ``"TPOT"``, ``"TTFT+TPOT"``, ``"deadline"``, ``"throughput"`` (a replica
+        receives more than it completes; ``"prefill throughput"`` or ``"decode throughput"`` of
+        a disaggregated pool) or ``""``.
     pd : str
         ``P<n>:D<m>`` of a disaggregated candidate.
     job_s : float [s]

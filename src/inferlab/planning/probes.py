@@ -132,7 +132,7 @@ def _binding(missed: str) -> str:
     ``deadline``, or ``throughput (queue grows)`` (no SLO: the replicas fall behind)."""
     parts = missed.split("+")
     slos = [m for m in parts if m in ("TTFT", "TPOT")]
-    other = ["throughput (queue grows)" if m == "throughput" else m for m in parts if m not in ("TTFT", "TPOT")]
+    other = [f"{m} (queue grows)" if m.endswith("throughput") else m for m in parts if m not in ("TTFT", "TPOT")]
     return " and ".join(([f"{'+'.join(slos)} SLO"] if slos else []) + other)
 
 

@@ -279,8 +279,9 @@ def _missed_by(sc: Any, probe: Any) -> str:
     parts = [f"{p} {name} {_ms(value, digits)}{_se(se, digits)} ms"
              for name, value, se, digits in (("TTFT", probe.ttft_s, probe.ttft_se_s, 0),
                                              ("TPOT", probe.tpot_s, probe.tpot_se_s, 1)) if name in probe.missed]
-    if probe.missed == "throughput" and not math.isfinite(probe.ttft_s):  # decided before a run: the rate alone
-        parts = ["more arrives than a replica completes with every request queued"]
+    if probe.missed.endswith("throughput") and not math.isfinite(probe.ttft_s):  # decided before a run: the rate
+        pool = probe.missed.removesuffix("throughput")  # alone ("decode " of a disaggregated pool)
+        parts = [f"more arrives than a {pool}replica completes with every request queued"]
     return f" ({', '.join(parts)})" if parts else ""
 
 
