@@ -78,6 +78,22 @@ def test_an_idle_engine_does_not_hold_a_prompt():
     assert balanced.ttft_s == pytest.approx(off.ttft_s, rel=1e-12)
 
 
+def test_explain_says_a_balancing_hold_is_not_a_saturated_engine():
+    """Two clients on DeepSeek-V3 with attention DP over eight H200s: a new prompt waits for a
+    second one (every rank one) or 60 iterations, so most of the TTFT is that hold while two
+    requests run against hundreds of slots; explain names the balancing, not a saturated engine.
+    With balancing off the hold and the line are gone."""
+    kw = dict(isl=1000, osl=200, concurrency=2, num_requests=40, seed=5)
+    held = serve("deepseek-v3", "h200-sxm", **ADP, **kw)
+    text = held.explain()
+    assert "attention-DP balancing" in text and "timeout_iters 60" in text
+    assert "the engine is saturated" not in text
+    off = serve("deepseek-v3", "h200-sxm", **ADP, **kw,
+                scheduler=replace(ENGINE_SCHEDULERS["trtllm-pytorch"], balance_timeout_iters=0))
+    assert "attention-DP balancing" not in off.explain()
+    assert np.mean(held.ttft_s) > 2 * np.mean(off.ttft_s)
+
+
 def test_balancing_acts_only_with_attention_dp():
     kw = dict(isl=1024, osl=64, concurrency=16, num_requests=64, seed=4)
     on = serve("llama-3.1-8b", "h100-sxm", engine="trtllm-pytorch", **kw)

@@ -44,7 +44,14 @@ def explain_serving(self: Any) -> str:
         lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention states "
                      f"({pool}, {lim.state_slots} slots a request; SGLang's --max-mamba-cache-size or "
                      "--mamba-full-memory-ratio, --mamba-scheduler-strategy) or its sequence limit")
-    if share > 0.5:
+    balancing = lim is not None and lim.balance_timeout_iters and self.deployment.parallel.attention_groups > 1
+    if balancing:
+        n = lim.balance_timeout_iters
+        lines.append(f"attention-DP balancing (TensorRT-LLM's attention_dp_config: enable_balance, timeout_iters {n}, "
+                     "as NVIDIA's DeepSeek recipes set it): while requests run, a new prompt is held until every rank "
+                     f"has one to prefill or {n} iterations pass, so at a few clients that hold is most of the TTFT; "
+                     "the LLM API's own default leaves balancing off")
+    if share > 0.5 and not (balancing and self.mean_in_flight < 0.5 * lim.max_num_seqs):  # (held, not full)
         lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                      "faster decode (a narrower format) move TTFT more than faster kernels")
     if self.preemptions:
