@@ -101,7 +101,7 @@ def test_plan_launch_with_a_disaggregated_winner_prints_the_plan(tmp_path, capsy
 
     path = tmp_path / "ds.yaml"
     path.write_text(yaml.safe_dump({**DEEPSEEK, "search": {**DEEPSEEK["search"], "tp": [8]},
-                                    "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90}}))
+                                    "slo": {"ttft_ms": 400, "tpot_ms": 40, "percentile": 90}}))
     assert main(["plan", str(path), "--launch", "all", "--verify", "0"]) == 0
     out = capsys.readouterr().out
     assert "best:" in out and "disagg" in out.split("best:")[1].splitlines()[0]
@@ -111,13 +111,15 @@ def test_plan_launch_with_a_disaggregated_winner_prints_the_plan(tmp_path, capsy
 def test_a_disaggregated_winners_day_needs_one_replica_of_each_pool_at_least():
     """Separate pools through a day at 10% and 100% of the peak: each pool keeps its share of
     its replicas and at least one (a prefill pool without a decode pool serves nothing), so the
-    quiet period needs 2 replicas, not 10% of the plan's."""
-    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90},
+    quiet period needs 2 replicas, not 10% of the plan's (16 req/s: P1:D2, say)."""
+    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 40, "percentile": 90},
+                        "traffic": {**DEEPSEEK["traffic"], "rate": 16},
                         "operations": {"daily_profile": [0.1, 1.0], "period_h": 12}})
     result = plan(sc)
     best = result.best
     assert best.disaggregated
     n_p, n_d = best.pools
+    assert n_p + n_d > 2
     from inferlab.planning.operations import day_plan
 
     assert list(day_plan(sc, best).capacity.demand) == [2, n_p + n_d]
@@ -127,7 +129,7 @@ def test_a_disaggregated_winner_is_compared_with_the_api():
     """The API comparison was dropped for separate pools. 8 req/s of 2,000 in / 500 out tokens
     at $1 / $4 per 1M tokens: (2,000 x 1 + 500 x 4) / 1e6 = $0.004 a request, x 8 x 3,600 =
     $115.20/h."""
-    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 60, "percentile": 90},
+    sc = load_scenario({**DEEPSEEK, "slo": {"ttft_ms": 400, "tpot_ms": 40, "percentile": 90},
                         "api_price": {"input_per_million": 1.0, "output_per_million": 4.0}})
     result = plan(sc)
     assert result.best.disaggregated

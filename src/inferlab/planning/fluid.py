@@ -113,17 +113,17 @@ def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, pe
     return (prefill_s - shared) + shared / n
 
 
-def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float) -> float:
+def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float | np.ndarray) -> float | np.ndarray:
     """What a prompt adds to the decodes' time where its ``iterations`` carry the decodes [s].
 
-    A mixed iteration runs the prompt's chunk and one token of every decode together: the
-    decode step's batch-independent part (the weights it reads, the host's work per
-    iteration: ``shared_step_s``, a decode step of one sequence) is shared with the chunk's,
-    so a prompt stalls the decodes by its prefill less that part of each of its iterations
-    (at least 0). Llama-3.1-70B FP8 on eight H200s, a 1,500-token prompt in one iteration:
-    77 ms of prefill, 8.6 ms of it shared.
+    A mixed iteration runs the prompt's chunk and one token of every decode together: what
+    the two would each pay alone (the weights read, the host's work per iteration; of a
+    mixture of experts the experts both touch: ``shared_step_s``, at each concurrency, from
+    :func:`~.curve.shared_step_s`) is paid once, so a prompt stalls the decodes by its
+    prefill less that part of each of its iterations (at least 0). Llama-3.1-70B FP8 on
+    eight H200s, a 1,500-token prompt in one iteration: 77 ms of prefill, 8.6 ms of it shared.
     """
-    return max(prefill_s - iterations * shared_step_s, 0.0)
+    return np.maximum(prefill_s - iterations * np.asarray(shared_step_s, float), 0.0)
 
 
 def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarray | float,

@@ -27,8 +27,13 @@ scenarios (four models, five GPUs, three engines, 0.5-400 req/s) the fluid seed 
 default ``target_utilization`` 0.8) was 0.5-1.56x the simulated count for dense models and
 up to 3x for a mixture of experts at one to three replicas, but 4x (8 against 2) for
 Qwen3-30B-A3B's 200-token prompts at a 25 ms TPOT on an H100, where the fluid P99 TPOT (41 ms)
-is far above the simulated one (24 ms): the SLOs, not the throughput, set its count. Hence 3,
-and the throughput bound beside it, which no SLO inflates.
+was far above the simulated one (24 ms): it charged each prompt mixed into the decodes' iterations
+the experts' weights again (:func:`~.curve.shared_step_s` since; now 3 against 2). Over 65
+simulated candidates of 40 further scenarios (P99 SLOs, 20 and 150 req/s) the seed is 1-2x the
+simulated count, median 1.0 for a mixture of experts and 1.2 for dense models, the high end
+SGLang's (prefill-first iterations: 1.4-1.75x), and 0.25 once (gpt-oss-120b over eight B200s with
+attention DP under SGLang: 1 against 4). Hence 3, and the throughput bound beside it, which no
+SLO inflates.
 """
 
 from __future__ import annotations

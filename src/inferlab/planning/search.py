@@ -142,9 +142,10 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # it (the routed experts see all their tokens: the iteration costs more than one prompt's)
     together = prompts_together(sc, est.deployment)
     share = shared_prefill(est.deployment, together, isl)
-    # where the engine mixes decodes into the prompts' iterations, those carry a decode step's
-    # batch-independent part (a step of one sequence) for free
-    stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, float(tpot[0]))
+    # where the engine mixes decodes into the prompts' iterations, each of those shares with the
+    # decodes what neither adds to the other (the weights read; a mixture's experts both touch)
+    shared_s = np.interp(loads, _BATCHES, est.shared_step_s)
+    stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, shared_s)
              if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) * share
     budget = float(engine_budget(sc.engine, est.deployment.hardware))
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
