@@ -69,9 +69,12 @@ def test_fluid_little_law_and_mixing_never_slows_tokens(b, d, t_pf, osl, k):
 
 def test_batched_prompts_by_hand():
     """A prompt alone 10 ms, each of the 4 that fill the budget 4 ms: an iteration of n prompts
-    costs F + n m with F + m = 10 and F / 4 + m = 4, so F = 8 ms shared, m = 2 ms each."""
+    costs F + n m with F + m = 10 and F / 4 + m = 4, so F = 8 ms shared, m = 2 ms each. Poisson
+    arrivals of mu an iteration: a prompt pays F (1 - e^-mu) / mu, at least F / 4:
+    mu 0.3: 0.259182 / 0.3 = 0.863939 -> 2 + 6.911514 = 8.911514 ms; mu 1: 0.632121 -> 7.056964;
+    mu 2: 0.432332 -> 5.458659; mu 4: 0.245421 < 1/4 -> 4; mu 9: 4."""
     cost = batched_prompt_s(0.010, 0.004, 4, np.array([0.3, 1.0, 2.0, 4.0, 9.0]))
-    np.testing.assert_allclose(cost, [0.010, 0.010, 0.006, 0.004, 0.004])  # n between 1 and 4
+    np.testing.assert_allclose(cost, [0.008911514, 0.007056964, 0.005458659, 0.004, 0.004], rtol=1e-6)
     assert batched_prompt_s(0.010, 0.004, 1, np.array([3.0]))[0] == 0.010  # one prompt fills the budget
     assert batched_prompt_s(0.010, 0.012, 4, np.array([3.0]))[0] == 0.010  # batching that costs more: alone
 

@@ -31,7 +31,7 @@ from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
 from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
-                    tpot_percentile_s, ttft_percentile_s)
+                    shared_per_prompt, tpot_percentile_s, ttft_percentile_s)
 from .limits import limits
 from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
@@ -197,7 +197,7 @@ def _batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: Any, st
     for _ in range(BATCHING_ROUNDS):
         together = pts.rate * pts.tpot_s  # prompts arriving during one iteration (a token's time under load)
         cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together)
-        stall_n = np.maximum(cost - saved / np.maximum(together, 1.0), 0.0)
+        stall_n = np.maximum(cost - saved * shared_per_prompt(together), 0.0)  # the step, once an iteration
         pts = operating_points(loads, tpot, cost, isl, osl, budget, stall_s=stall_n)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
     return replace(pts, prefill_share=pts.rate * alone, stall_share=pts.stall), stall_n
