@@ -102,17 +102,50 @@ def test_balancing_acts_only_with_attention_dp():
     assert on.ttft_s == pytest.approx(off.ttft_s, rel=1e-12)
 
 
-def test_attention_dp_config_in_the_extra_options(tmp_path):
-    modelled = tmp_path / "a.yaml"
-    modelled.write_text("enable_attention_dp: true\nattention_dp_config:\n  enable_balance: true\n"
-                        "  batching_wait_iters: 0\n  timeout_iters: 60\n")
-    other = tmp_path / "b.yaml"
-    other.write_text("enable_attention_dp: true\nattention_dp_config:\n  enable_balance: false\n")
-    cmd = "trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 --extra_llm_api_options "
-    a = parse_engine_args(cmd + str(modelled))
-    assert a.attention_dp and not a.unknown and any("balancing inferlab simulates" in n for n in a.notes)
-    b = parse_engine_args(cmd + str(other))
-    assert any("enable_balance" in u and "timeout_iters: 60" in u for u in b.unknown)
+@pytest.mark.parametrize("config, timeout, unknown", [
+    # NVIDIA's DeepSeek recipes: what inferlab's trtllm-pytorch runs by default
+    ("attention_dp_config:\n  enable_balance: true\n  batching_wait_iters: 0\n  timeout_iters: 60\n", 60, None),
+    ("attention_dp_config:\n  enable_balance: false\n", 0, None),
+    # TensorRT-LLM's AttentionDpConfig defaults: timeout_iters 50, batching_wait_iters 10 (not modelled: said)
+    ("attention_dp_config:\n  enable_balance: true\n", 50, "batching_wait_iters: 10"),
+    ("", 0, None),  # no attention_dp_config: TensorRT-LLM balances nothing
+])
+def test_attention_dp_config_in_the_extra_options(tmp_path, config, timeout, unknown):
+    path = tmp_path / "extra.yaml"
+    path.write_text("enable_attention_dp: true\n" + config)
+    launch = parse_engine_args("trtllm-serve deepseek-ai/DeepSeek-R1 --tp_size 8 --ep_size 8 "
+                               f"--extra_llm_api_options {path}")
+    assert launch.attention_dp and launch.balance_timeout_iters == timeout
+    assert (unknown is None and not launch.unknown) or any(unknown in u for u in launch.unknown)
+    if not config:
+        assert any("without attention_dp_config" in n for n in launch.notes)
+    assert launch.to_kwargs("serve")["balance_timeout_iters"] == timeout
+
+
+def test_a_pasted_command_without_balancing_is_served_without_the_hold(tmp_path, capsys):
+    """Two clients on DeepSeek-V3 with attention DP over eight H200s: the TensorRT-LLM command
+    without attention_dp_config (balancing off, its default) serves with the TTFT of
+    balance_timeout_iters 0, a fraction of NVIDIA's recipe's (timeout_iters 60), and the
+    command inferlab writes back keeps what it read."""
+    from inferlab.cli.main import main
+    from inferlab.engines.render import launch_command
+
+    path = tmp_path / "extra.yaml"
+    path.write_text("enable_attention_dp: true\n")
+    cmd = f"trtllm-serve deepseek-ai/DeepSeek-V3 --tp_size 8 --ep_size 8 --extra_llm_api_options {path}"
+    args = ["h200-sxm", "--concurrency", "2", "--num-requests", "40", "--isl", "1000", "--osl", "200", "--json"]
+    assert main(["serve", "--engine-args", cmd, *args]) == 0
+    import json
+
+    off = json.loads(capsys.readouterr().out)["latency_s"]["ttft"]["mean"]
+    recipe = serve("deepseek-v3", "h200-sxm", **ADP, concurrency=2, num_requests=40, isl=1000, osl=200)
+    assert off < 0.5 * float(np.mean(recipe.ttft_s))
+    assert serve("deepseek-v3", "h200-sxm", **ADP, concurrency=2, num_requests=40, isl=1000, osl=200,
+                 balance_timeout_iters=0).ttft_s == pytest.approx(
+        serve("deepseek-v3", "h200-sxm", **ADP, concurrency=2, num_requests=40, isl=1000, osl=200,
+              scheduler=replace(ENGINE_SCHEDULERS["trtllm-pytorch"], balance_timeout_iters=0)).ttft_s)
+    assert "\nattention_dp_config:" not in launch_command(parse_engine_args(cmd)).script
+    assert "timeout_iters: 60" in launch_command(replace(parse_engine_args(cmd), balance_timeout_iters=None)).script
 
 
 @pytest.mark.parametrize("kw, line", [

@@ -26,7 +26,7 @@ def test_vllm_real_spellings():
         max_num_seqs=128,
         max_num_batched_tokens=4096, max_prefill_tokens=None, chunked_prefill=False, mixed_prefill=None, gpu_memory_utilization=0.85,
         kv_block_size=32, max_model_len=16384, prefix_caching=False, graph_max_batch=None, prefill_graph_tokens=None, reserve_output=None,
-        overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None,
+        overlap_host=None, balance_timeout_iters=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("eagle", 3, drafter="yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"))
     assert launch.engine == "vllm" and launch.precision == "fp8"  # FP8 weights, activations and KV: the fp8 preset
     assert launch.unknown == ("--swap-space 4",)
@@ -54,7 +54,7 @@ def test_sglang_real_spellings():
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True, attention_tp=1,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=512, max_num_batched_tokens=4096, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.8, kv_block_size=64, max_model_len=None,
-        prefix_caching=False, graph_max_batch=256, prefill_graph_tokens=None, reserve_output=None, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
+        prefix_caching=False, graph_max_batch=256, prefill_graph_tokens=None, reserve_output=None, overlap_host=None, balance_timeout_iters=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 2))
     assert launch.engine == "sglang" and launch.precision == "kv:fp8"
     assert launch.unknown == () and launch.no_effect == ("--trust-remote-code", "--port")
@@ -88,7 +88,7 @@ trtllm-serve deepseek-ai/DeepSeek-V3 --backend pytorch --tp_size 8 --ep_size 8 -
         model="deepseek-v3", checkpoint="deepseek-ai/DeepSeek-V3", tp=8, pp=1, ep=8, dp=1, attention_dp=True, attention_tp=1,
         weights=None, activations=None, kv_cache="fp8", dtype=None, max_num_seqs=128, max_num_batched_tokens=3072, max_prefill_tokens=None,
         chunked_prefill=True, mixed_prefill=None, gpu_memory_utilization=0.75, kv_block_size=None, max_model_len=None,
-        prefix_caching=False, graph_max_batch=128, prefill_graph_tokens=None, reserve_output=False, overlap_host=None, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
+        prefix_caching=False, graph_max_batch=128, prefill_graph_tokens=None, reserve_output=False, overlap_host=None, balance_timeout_iters=0, state_pool_ratio=None, state_pool_slots=None, state_slots=None, hybrid_overlap=None, state=None,
         window_kv=None, window_pool_ratio=None, speculation=Speculation("mtp", 3))
     assert launch.engine == "trtllm-pytorch"
     assert launch.unknown == ()
@@ -246,6 +246,10 @@ def test_round_trip_is_identity_on_what_the_engine_expresses(engine, launch):
     # so is its overlap scheduling: off in vLLM, on in SGLang and TensorRT-LLM's PyTorch runtime
     if want["overlap_host"] == default_scheduler(engine).overlap_host:
         want["overlap_host"] = None
+    # TensorRT-LLM's attention DP is written with the balancing the simulation runs by default (NVIDIA's
+    # recipes'); without attention DP there is nothing to balance
+    if engine == "trtllm-pytorch" and launch.attention_dp and want["balance_timeout_iters"] is None:
+        want["balance_timeout_iters"] = default_scheduler(engine).balance_timeout_iters
     # an unset chunking is the source engine's default, written where the target's differs (TensorRT-LLM
     # prefills whole prompts unless enable_chunked_prefill says otherwise; the others chunk)
     # (vLLM, which without chunking needs a budget of its whole context, keeps its own chunking

@@ -112,6 +112,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                                "SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14: --async-scheduling)",
             "plan each iteration after the one before ends (vLLM before 0.14; SGLang: --disable-overlap-schedule, "
             "vLLM: --no-async-scheduling)")
+    p.add_argument("--balance-timeout-iters", type=int, metavar="N",
+                   help="attention-DP context balancing: hold new prompts until every rank has one or N iterations "
+                        "pass; 0 off (TensorRT-LLM's attention_dp_config; the trtllm-pytorch default 60, as NVIDIA's "
+                        "DeepSeek recipes set it)")
     p.add_argument("--state-pool-ratio", type=float, metavar="R",
                    help="a hybrid model's linear-attention states in a pool of their own, R times the KV pool "
                         "(SGLang's --mamba-full-memory-ratio, its default 0.9; the other engines keep the states in "

@@ -88,6 +88,9 @@ class EngineLaunch:
         (:attr:`~inferlab.engines.scheduler.SchedulerConfig.overlap_host`: SGLang's and
         TensorRT-LLM's PyTorch runtime's overlap scheduler, vLLM's async scheduling); None:
         the engine's default (on in SGLang, TensorRT-LLM's PyTorch runtime and vLLM from 0.14).
+    balance_timeout_iters : int or None
+        Attention-DP context balancing (TensorRT-LLM's ``attention_dp_config``): new prompts
+        held until every rank has one or this many iterations pass, 0 off; None: the engine's.
     state_pool_ratio, state_pool_slots, state_slots, hybrid_overlap : float, int, int, bool or None
         A hybrid model's state pool (:class:`~inferlab.engines.scheduler.SchedulerConfig`; SGLang's
         ``--mamba-full-memory-ratio``, ``--max-mamba-cache-size`` and ``--mamba-scheduler-strategy``);
@@ -134,6 +137,7 @@ class EngineLaunch:
     reserve_output: bool | None = None
     prefix_caching: bool | None = None
     overlap_host: bool | None = None
+    balance_timeout_iters: int | None = None
     state_pool_ratio: float | None = None
     state_pool_slots: int | None = None
     state_slots: int | None = None
@@ -224,7 +228,7 @@ class EngineLaunch:
                           max_model_len=self.max_model_len, reserve_output=self.reserve_output,
                           overlap_host=self.overlap_host, state_pool_ratio=self.state_pool_ratio,
                           state_slots=self.state_slots, hybrid_overlap=self.hybrid_overlap,
-                          state_pool_slots=self.state_pool_slots)
+                          state_pool_slots=self.state_pool_slots, balance_timeout_iters=self.balance_timeout_iters)
         else:
             limits.update(max_num_tokens=self._estimate_budget(), graph_max_batch=self.graph_max_batch,
                           max_num_seqs=self.max_num_seqs, prefill_graph_tokens=self.prefill_graph_tokens,
@@ -329,6 +333,8 @@ class EngineLaunch:
             text = "on" if value is True else "off" if value is False else str(value)
             if key == "window_kv":  # the kinds freed beyond their window
                 text = ", ".join(value) if value else "none (every layer keeps every token)"
+            elif key == "balance_timeout_iters":
+                key, text = "attention-DP balancing", f"timeout_iters {value}" if value else "off"
             parts.append(f"{shown.get(key, key)} {text} " + (f"({flag})" if flag.startswith("-") else f"from {flag}"))
         name = self.engine.split("-")[0]
         return [f"{name} engine args read: {'; '.join(parts)}"] if parts else []

@@ -331,13 +331,13 @@ ENGINE_SCHEDULERS = {  # (generic, LMDeploy: an unchunked prompt past the budget
 #: (:mod:`~inferlab.engines.window_options`) change the static memory plan too.
 USER_LIMITS = ("max_num_seqs", "max_num_batched_tokens", "max_prefill_tokens", "chunked_prefill", "mixed_prefill",
                "gpu_memory_utilization", "kv_block_size", "graph_max_batch", "prefill_graph_tokens", "max_model_len",
-               "reserve_output", "overlap_host", "window_kv", "window_pool_ratio")
+               "reserve_output", "overlap_host", "window_kv", "window_pool_ratio", "balance_timeout_iters")
 STATE_LIMITS = ("state_pool_ratio", "state_pool_slots", "state_slots", "hybrid_overlap")  # SGLang's state pool
 #: Those of them only the serving simulation uses: a static batch (:func:`inferlab.estimate`)
 #: prefills its prompts in chunks of the token budget and decodes them together, in waves of
 #: ``max_num_seqs`` where that is set.
 SERVING_ONLY_LIMITS = ("max_prefill_tokens", "chunked_prefill", "mixed_prefill", "reserve_output", "overlap_host",
-                       *STATE_LIMITS)
+                       "balance_timeout_iters", *STATE_LIMITS)
 
 
 def serving_only(limits: dict, disaggregated: bool = False) -> str | None:

@@ -321,6 +321,9 @@ def _limits(launch: EngineLaunch, missing: list) -> list[str]:
     if launch.reserve_output:
         missing.append(("reserve_output", "admission only when the KV of the whole output is free: SGLang admits on "
                                           "an estimate of the outputs and retracts requests when the cache fills"))
+    if launch.balance_timeout_iters:
+        missing.append(("balance_timeout_iters", "attention-DP balancing (TensorRT-LLM's): SGLang admits each rank's "
+                                                 "prompts as they come"))
     if launch.mixed_prefill and launch.chunked_prefill is False:
         missing.append(("mixed_prefill", "decodes in a whole prompt's prefill batch: SGLang's --enable-mixed-chunk "
                                          "mixes them into chunked prefill batches only"))

@@ -80,6 +80,10 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     if engine == "trtllm" and "overlap_host" in values:  # TorchLlmArgs', as cuda_graph_config
         f.unknown.append(f"disable_overlap_scheduler (the pytorch backend's): {not values.pop('overlap_host')}")
         sources.pop("overlap_host", None)
+    if values.get("attention_dp") and "balance_timeout_iters" not in values:
+        values["balance_timeout_iters"] = 0
+        notes.append("attention DP without attention_dp_config: no context balancing (TensorRT-LLM's default; inferlab's "
+                     "trtllm-pytorch without engine args balances with timeout_iters 60, as NVIDIA's DeepSeek recipes)")
     pair = values.pop("quant", (None, None))
     kv = values.pop("kv_cache", None)
     launch = EngineLaunch(
@@ -89,7 +93,8 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         dtype=choice(NAME, "dtype", values["dtype"], DTYPES) if "dtype" in values else None,
         **{k: values.get(k) for k in ("max_num_seqs", "max_num_batched_tokens", "chunked_prefill",
                                       "gpu_memory_utilization", "kv_block_size", "max_model_len", "prefix_caching",
-                                      "reserve_output", "graph_max_batch", "overlap_host", "prefill_graph_tokens")},
+                                      "reserve_output", "graph_max_batch", "overlap_host", "prefill_graph_tokens",
+                                      "balance_timeout_iters")},
         speculation=values.get("speculation"), unknown=tuple(f.unknown + extra), no_effect=tuple(f.no_effect),
         notes=tuple(notes))
     return launch.with_sources(**sources)
@@ -124,7 +129,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
         elif key in NO_EFFECT_KEYS:
             f.no_effect.append(f"{where}: {key}")
         elif key == "attention_dp_config" and isinstance(value, dict):
-            _balance(value, where, f, notes)
+            put("balance_timeout_iters", _balance(value, label, f), label)
         elif key in UNMODELLED or key == "moe_config" and isinstance(value, dict):
             _unmodelled(key, value, where, f, notes)
         elif key == "disable_overlap_scheduler":  # TorchLlmArgs: "Disable the overlap scheduler" (default false);
@@ -216,20 +221,24 @@ def _graph_limit(value: dict, label: str, f: Any, notes: list[str]) -> int:
     return limit
 
 
-#: Attention-DP balancing as inferlab's TensorRT-LLM scheduler runs it (NVIDIA's DeepSeek-R1
-#: recipes; :data:`inferlab.engines.scheduler.ENGINE_SCHEDULERS`).
-BALANCE_MODELLED = {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": 60}
+#: TensorRT-LLM's ``AttentionDpConfig`` defaults (``tensorrt_llm/llmapi/llm_args.py``): balancing
+#: off; on, a 50-iteration timeout and 10 iterations' wait for batching.
+BALANCE_DEFAULTS = {"enable_balance": False, "timeout_iters": 50, "batching_wait_iters": 10}
 
 
-def _balance(value: dict, where: str, f: Any, notes: list[str]) -> None:
-    """``attention_dp_config``: what inferlab simulates is listed as such; other settings
-    are unknown (kept, not modelled), never silently taken for the modelled ones."""
-    other = {k: v for k, v in value.items() if BALANCE_MODELLED.get(k, object()) != v}
-    if other:
-        f.unknown.append(f"attention_dp_config: {other} (inferlab simulates "
-                         f"{', '.join(f'{k}: {v}' for k, v in BALANCE_MODELLED.items())})")
-    else:
-        notes.append(f"{where}: attention_dp_config is the context balancing inferlab simulates for attention DP")
+def _balance(value: dict, label: str, f: Any) -> int:
+    """``attention_dp_config`` as the iterations a new prompt is held for balance (0: off,
+    TensorRT-LLM's default); a wait for batching other than 0 (its default 10) is not modelled
+    and said so, as are keys inferlab does not know."""
+    f.unknown.extend(f"attention_dp_config.{k}: {v}" for k, v in value.items() if k not in BALANCE_DEFAULTS)
+    given = {**BALANCE_DEFAULTS, **{k: v for k, v in value.items() if k in BALANCE_DEFAULTS}}
+    if not _typed(f"{label}.enable_balance", given["enable_balance"], "bool"):
+        return 0
+    if given["batching_wait_iters"] != 0:
+        f.unknown.append(f"attention_dp_config.batching_wait_iters: {given['batching_wait_iters']} (a wait for batching "
+                         "is not modelled: inferlab holds prompts for balance only, as batching_wait_iters 0)")
+    timeout = given["timeout_iters"]
+    return 0 if timeout == 0 and not isinstance(timeout, bool) else _typed(f"{label}.timeout_iters", timeout, "int")
 
 
 def _quant(value: dict, values: dict, sources: dict, label: str, f: Any) -> None:
@@ -300,7 +309,11 @@ def _options(launch: EngineLaunch, missing: list) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if launch.attention_dp:
         out["enable_attention_dp"] = True
-        out["attention_dp_config"] = dict(BALANCE_MODELLED)  # the balancing the simulation runs
+        timeout = launch.balance_timeout_iters
+        if timeout is None:  # the engine's default here: NVIDIA's recipes' balancing
+            timeout = default_scheduler("trtllm-pytorch").balance_timeout_iters
+        if timeout:  # the balancing the simulation runs (none written: off, the LLM API's default)
+            out["attention_dp_config"] = {"enable_balance": True, "batching_wait_iters": 0, "timeout_iters": timeout}
         if launch.attention_tp > 1:
             missing.append(("attention_tp", f"attention ranks of {launch.attention_tp} GPUs: TensorRT-LLM's attention "
                                             "DP runs each GPU as its own rank (attention_tp=1)"))

@@ -290,6 +290,9 @@ def render(launch: EngineLaunch) -> Rendered:
     if launch.reserve_output:
         missing.append(("reserve_output", "admission only when the KV of the whole output is free: vLLM admits on "
                                           "the prompt and preempts (recomputes) a request when the cache fills"))
+    if launch.balance_timeout_iters:
+        missing.append(("balance_timeout_iters", "attention-DP balancing (TensorRT-LLM's): vLLM admits each rank's "
+                                                 "prompts as they come"))
     if launch.max_prefill_tokens is not None:
         missing.append(("max_prefill_tokens", "a prompt-token limit beside the token budget: vLLM has the budget "
                                               "(--max-num-batched-tokens) alone"))

@@ -107,6 +107,9 @@ class Engine(BaseModel):
     window_pool_ratio : float, optional [1]
         The windowed layers' pool of their own, in (0, 1] tokens for each of the full layers'
         (SGLang's ``--swa-full-tokens-ratio``); see :mod:`~inferlab.engines.window_options`.
+    balance_timeout_iters : int, optional [iteration]
+        Attention-DP context balancing (TensorRT-LLM's ``attention_dp_config``), 0 off; see
+        :class:`~inferlab.engines.scheduler.SchedulerConfig`.
     """
 
     model_config = FROZEN
@@ -130,6 +133,7 @@ class Engine(BaseModel):
     hybrid_overlap: bool | None = None
     window_kv: tuple[str, ...] | None = None
     window_pool_ratio: float | None = None
+    balance_timeout_iters: int | None = None
 
     def limits(self) -> dict[str, Any]:
         """The limits set, by :data:`ENGINE_LIMITS` name."""
@@ -161,8 +165,9 @@ def engine_of(value: Any) -> Engine:
             fields[key] = checks.real(key, raw, minimum=0.0, include_minimum=False, maximum=1e3)
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)
-        elif key == "graph_max_batch":
-            fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests", whole_floats=True)
+        elif key in ("graph_max_batch", "balance_timeout_iters"):
+            fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests" if key[0] == "g" else
+                                         "iterations", whole_floats=True)
         elif key in ("max_model_len", "prefill_graph_tokens"):
             fields[key] = checks.integer(key, raw, maximum=SCHEDULER_MAX_TOKENS, what="tokens", whole_floats=True)
         else:

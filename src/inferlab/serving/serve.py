@@ -40,7 +40,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           overlap_host: bool | None = None, state_pool_ratio: float | None = None, state_slots: int | None = None,
           state_pool_slots: int | None = None,
           hybrid_overlap: bool | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
-          overheads: ClientOverheads | None = None,
+          balance_timeout_iters: int | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
           prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
@@ -88,6 +88,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         ``--disable-hybrid-kv-cache-manager``), and ``window_pool_ratio`` in (0, 1], the windowed
         layers' pool of their own (SGLang's ``--swa-full-tokens-ratio``; the other engines refuse
         it). Both change the KV pool as :func:`inferlab.estimate` plans it.
+        ``balance_timeout_iters``: attention-DP context balancing (TensorRT-LLM's
+        ``attention_dp_config``), new prompts held until every rank has one or that many
+        iterations pass; 0 off (the LLM API's default; inferlab's ``trtllm-pytorch`` runs 60, as
+        NVIDIA's DeepSeek recipes set it).
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
@@ -137,7 +141,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                  "max_model_len": max_model_len, "reserve_output": reserve_output,
                  "overlap_host": overlap_host, "state_pool_ratio": state_pool_ratio, "state_slots": state_slots,
                  "hybrid_overlap": hybrid_overlap, "state_pool_slots": state_pool_slots, "window_kv": window_kv,
-                 "window_pool_ratio": window_pool_ratio}
+                 "window_pool_ratio": window_pool_ratio, "balance_timeout_iters": balance_timeout_iters}
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
