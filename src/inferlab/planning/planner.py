@@ -28,12 +28,13 @@ default ``target_utilization`` 0.8) was 0.5-1.56x the simulated count for dense 
 up to 3x for a mixture of experts at one to three replicas, but 4x (8 against 2) for
 Qwen3-30B-A3B's 200-token prompts at a 25 ms TPOT on an H100, where the fluid P99 TPOT (41 ms)
 was far above the simulated one (24 ms): it charged each prompt mixed into the decodes' iterations
-the experts' weights again (:func:`~.curve.shared_step_s` since; now 3 against 2). Over 65
+the experts' weights again (:func:`~.curve.shared_step_s` since; now 3 against 2). Over 67
 simulated candidates of 40 further scenarios (P99 SLOs, 20 and 150 req/s) the seed is 1-2x the
-simulated count, median 1.0 for a mixture of experts and 1.2 for dense models, the high end
-SGLang's (prefill-first iterations: 1.4-1.75x), and 0.25 once (gpt-oss-120b over eight B200s with
-attention DP under SGLang: 1 against 4). Hence 3, and the throughput bound beside it, which no
-SLO inflates.
+simulated count, median 1.0 for a mixture of experts and 1.2 for dense models, within 0.8-1.25x
+for 85% and 75% of them (60% and 66% before that and the prompts' Poisson batching,
+:func:`~.fluid.shared_per_prompt`); the high end SGLang's at short prompts (1.4-1.5x) and one-replica
+answers (2 against 1); 0.25 once (gpt-oss-120b over eight B200s with attention DP under SGLang:
+1 against 4). Hence 3, and the throughput bound beside it, which no SLO inflates.
 """
 
 from __future__ import annotations
