@@ -160,3 +160,11 @@ def test_a_batch_smaller_than_the_ranks_says_the_rest_sit_idle(kw, line):
     est = inferlab.estimate(**kw, batch_size=[3, 16])
     assert line in est.notes and line in str(est)
     assert not any("idle" in n for n in inferlab.estimate(**kw, batch_size=8).notes)  # one sequence a rank
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "generic"])
+def test_balancing_is_refused_where_the_engine_has_none(engine):
+    with pytest.raises(inferlab.SpecError, match="attention-DP balancing is TensorRT-LLM's"):
+        serve("llama-3.1-8b", "h100-sxm", engine=engine, balance_timeout_iters=60, concurrency=1, num_requests=3)
+    # off is what these engines do anyway
+    serve("llama-3.1-8b", "h100-sxm", engine=engine, balance_timeout_iters=0, concurrency=1, num_requests=3)

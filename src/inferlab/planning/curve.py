@@ -115,8 +115,12 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
     chunk = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit))) / max(chunks, 1)
+    if dep.parallel.attention_groups > 1 or dep.parallel.pp > 1:  # a chunk sits on one rank or stage's batch,
+        shared = np.full(b.shape, float(np.ravel(tpot)[0]))  # not spread as an iteration of b + c tokens: the
+    else:  # weights read of a decode step of one sequence, as before
+        shared = shared_step_s(_serving(dep, overlap), b, chunk)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched,
-                  overlap, budget_prompts(dep, engine, prefix_hit, isl), shared_step_s(_serving(dep, overlap), b, chunk))
+                  overlap, budget_prompts(dep, engine, prefix_hit, isl), shared)
 
 
 def shared_step_s(dep: Any, batch: np.ndarray, chunk: float) -> np.ndarray:
@@ -128,7 +132,11 @@ def shared_step_s(dep: Any, batch: np.ndarray, chunk: float) -> np.ndarray:
     at a large batch, so a chunk beside them reads few more: Qwen3-30B-A3B FP8 on an H100, a
     200-token prompt alone 15.6 ms (128 experts read for its 200 x 8 routings) but beside 186
     decodes 17.2 ms -> about 19 ms (the fluid model had charged 11.2 ms, the prompt less a
-    decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20)."""
+    decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20). Not under
+    attention DP or pipeline stages, where the chunk runs on one rank or in one stage's batch
+    while an iteration of ``b + c`` tokens spreads it over all (DeepSeek-V3 over eight H200s
+    with attention DP: a 1,000-token chunk nearly free beside 64 decodes); there the curve keeps
+    a decode step of one sequence."""
     b = np.asarray(batch, float)
 
     def step(tokens: np.ndarray) -> np.ndarray:

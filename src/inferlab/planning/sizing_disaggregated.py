@@ -20,7 +20,8 @@ from typing import Any
 
 from ..errors import InferlabError
 from .candidate import Candidate, Probe
-from .probes import allowed_gpus, finish, prior_lifetime, simulated_headroom, smallest_meeting, steady_probe
+from .probes import (MAX_REQUESTS, allowed_gpus, finish, prior_lifetime, simulated_headroom, smallest_meeting,
+                     steady_probe)
 from .scenario import Scenario
 from .search import scenario_deployment
 
@@ -53,9 +54,10 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
                                                                    max((gpus - n_p * g_p) // g_d, 1))
         if n_p is None or n_d is None:
             worst = max(seen.values(), key=lambda p: p.replicas)
+            what = (f"receives more than its {worst.missed.removesuffix(' throughput')} replicas complete"
+                    if worst.missed.endswith("throughput") else f"misses the {worst.missed} objective in simulation")
             return replace(cand, feasible=False, sized_by="simulation", probes=tuple(seen.values()),
-                           reason=(f"misses the {worst.missed} objective in simulation even with {worst.pd} "
-                                   f"(the max_gpus or budget limit)"))
+                           reason=f"{what} even with {worst.pd} (the max_gpus or budget limit)")
         growth, miss = simulated_headroom(lambda g: probe(n_p, n_d, g), None, None)
     except InferlabError as exc:
         return replace(cand, feasible=False, sized_by="simulation", reason=f"simulation: {exc}")
@@ -101,12 +103,13 @@ def saturated_rates(sc: Scenario, cand: Candidate) -> tuple[float, float]:
 
     tr, (seed_p, seed_d) = sc.traffic, cand.pools
     decode = deployment(cand.model, cand.hardware, precision=None if cand.precision == "checkpoint" else cand.precision,
-                        tp=cand.tp, ep=cand.ep, attention_dp=cand.attention_dp, engine=sc.engine)
-    slots = sequence_limit(sc, decode)
+                        tp=cand.tp, ep=cand.ep, attention_dp=cand.attention_dp, engine=sc.engine, profile=sc.profile)
+    slots = sequence_limit(sc, decode)  # (the engine's cap: the KV cache may hold fewer)
 
     def most(n_p: int, n_d: int) -> float:
         dep = scenario_deployment(sc, replace(cand, pd=f"P{n_p}:D{n_d}"))
-        requests = int(max(2000, 4 * slots))  # a decode replica's slots filled four times over
+        # a decode replica's slots filled four times over, at most what a probe simulates
+        requests = int(min(max(2000, 4 * slots), MAX_REQUESTS))
         return steady_requests_per_s(serve(dep, Workload(offline=True, num_requests=requests, isl=tr.isl,
                                                          osl=tr.osl, seed=0)))
 

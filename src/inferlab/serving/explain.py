@@ -47,11 +47,14 @@ def explain_serving(self: Any) -> str:
     balancing = lim is not None and lim.balance_timeout_iters and self.deployment.parallel.attention_groups > 1
     if balancing:
         n = lim.balance_timeout_iters
-        lines.append(f"attention-DP balancing (TensorRT-LLM's attention_dp_config: enable_balance, timeout_iters {n}, "
-                     "as NVIDIA's DeepSeek recipes set it): while requests run, a new prompt is held until every rank "
+        recipe = ", as NVIDIA's DeepSeek recipes set it" if n == 60 else ""
+        lines.append(f"attention-DP balancing (TensorRT-LLM's attention_dp_config: enable_balance, timeout_iters {n}"
+                     f"{recipe}): while requests run, a new prompt is held until every rank "
                      f"has one to prefill or {n} iterations pass, so at a few clients that hold is most of the TTFT; "
                      "the LLM API's own default leaves balancing off")
-    if share > 0.5 and not (balancing and self.mean_in_flight < 0.5 * lim.max_num_seqs):  # (held, not full)
+    # a wait within the balancing timeout (its iterations at the mean step) is the hold, not a full engine
+    held = balancing and math.isfinite(s["tpot"]["mean"]) and queue <= (n + 1) * s["tpot"]["mean"]
+    if share > 0.5 and not held:
         lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                      "faster decode (a narrower format) move TTFT more than faster kernels")
     if self.preemptions:

@@ -48,6 +48,11 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
     if states and base.state_pool_ratio is None and scheduler is None:
         raise SpecError(f"{', '.join(states)}: a hybrid model's state pool of its own is SGLang's; "
                         f"{engine if isinstance(engine, str) else 'this engine'} keeps the states in its KV pool")
+    if limits.get("balance_timeout_iters") and not base.balance_timeout_iters and scheduler is None:
+        raise SpecError(f"{option_name('balance_timeout_iters')} {limits['balance_timeout_iters']}: attention-DP "
+                        f"balancing is TensorRT-LLM's (attention_dp_config); "
+                        f"{engine if isinstance(engine, str) else 'this engine'} admits each rank's prompts as they "
+                        "come (0 or none)")
     if limits.get("hybrid_overlap") is not None and limits.get("state_slots") is None:  # the strategy it names
         limits = {**limits, "state_slots": (4 if limits.get("overlap_host") is False else 5) if limits["hybrid_overlap"]
                   else 3}
