@@ -105,6 +105,24 @@ def test_drafter_memory_by_hand_and_fewer_kv_blocks():
     assert drafter_memory(dep, SpeculativeConfig.parse("ngram:k=3,accept=0.3")).weight_bytes == 0.0
 
 
+def test_an_eagle_head_of_a_mixture_of_experts_is_one_dense_layer():
+    """EAGLE-3 heads are Llama layers whatever the target: gpt-oss-120b's (hidden 2,880, 64 query
+    heads and 8 KV heads of 64) gets full attention, q 2,880 x 4,096 + k, v 2,880 x 512 each + o
+    4,096 x 2,880 = 26,542,080, their biases 4,096 + 512 + 512 + 2,880 = 8,000 and 64 sinks; a
+    dense MLP as wide as the 4 experts a token runs, 3 x 2,880 x 11,520 = 99,532,800; the
+    2H -> H fusion 16,588,800; three norms 8,640: 142,680,384 parameters in BF16, 285.36 MB (it
+    had been a whole MoE layer of 128 experts: 6.46 GB). Llama-3.1-8B's head keeps its own
+    first layer (dense, 14,336 wide)."""
+    from inferlab.techniques.speculative import eagle_layer
+
+    spec = SpeculativeConfig.parse("eagle:k=3,accept=0.7")
+    mem = drafter_memory(deployment("gpt-oss-120b", "h100-sxm"), spec)
+    assert mem.weight_bytes == 2 * 142_680_384
+    llama = deployment("llama-3.1-8b", "h100-sxm").model
+    assert eagle_layer(llama) is llama.layers[0]
+    assert drafter_memory(deployment("llama-3.1-8b", "h100-sxm"), spec).weight_bytes == 503_341_056
+
+
 @pytest.mark.parametrize("spec, message", [
     ("draft:model=llama-3.1-8b,k=4,accept=0.6", "is not smaller than the target llama-3.1-8b"),
     ("draft:model=llama-3.1-70b,k=4,accept=0.6", "is not smaller than the target"),

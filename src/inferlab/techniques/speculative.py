@@ -232,7 +232,7 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
         sharded = apply_tensor_parallel(build_graph(ddep.model, step, ddep.step_precision, ddep.attention), ddep.tp)
     elif spec.method in ("eagle", "mtp"):
         ddep = dep
-        layer = dep.model.layers[0] if spec.method == "eagle" else dep.model.layers[-1]
+        layer = eagle_layer(dep.model) if spec.method == "eagle" else dep.model.layers[-1]
         sharded = _head_ops(dep, _one_layer_view(dep.model, layer, spec.draft_vocab_size), step,
                             f"{spec.method}_prefill")
     else:
@@ -245,6 +245,27 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
 #: One-layer views of recent models, by the model and the layer: a planner times the same head
 #: on every GPU, and a view built once is not dumped and validated again.
 _VIEWS = IdentityMemo(64)
+#: The EAGLE head's layer of recent models (one object a model, so that its view is memoized).
+_EAGLE_LAYERS = IdentityMemo(64)
+
+
+def eagle_layer(model: ModelSpec) -> LayerSpec:
+    """The decoder layer of an EAGLE head for ``model``: a dense, full-attention layer (EAGLE-3
+    heads are Llama layers whatever the target), its MLP the target's first layer's where that
+    is dense, else as wide as the experts a token runs (top-k routed plus shared). Published
+    heads: Llama-3.1-8B's 14,336 and Qwen3-32B's 25,600 (the targets' own); Kimi-K2 (DeepSeek-V3's
+    shape) 18,432, its dense layers' (and 8 x 2,048 + 2,048); gpt-oss-120b 17,280 (SpecForge's
+    config; this rule gives 4 x 2,880 = 11,520). The target's first layer as it is had priced a
+    gpt-oss head as a whole MoE layer of 128 experts (3.2B parameters) and windowed attention."""
+    known = _EAGLE_LAYERS.get((model,))
+    if known is not None:
+        return known
+    first = model.layers[0]
+    moe = model.moe
+    width = first.intermediate_size if first.mlp == "dense" or moe is None else \
+        moe.num_experts_per_tok * moe.moe_intermediate_size + moe.num_shared_experts * moe.shared_expert_intermediate_size
+    layer = LayerSpec(attention="full", mlp="dense", intermediate_size=width)
+    return _EAGLE_LAYERS.put((model,), (), layer if layer != first else first)
 
 
 def _one_layer_view(model: ModelSpec, layer: LayerSpec, vocab_size: int | None) -> ModelSpec:
@@ -313,7 +334,7 @@ def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -
 def _eagle(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     notes = ("eagle head modelled as one decoder layer shaped like the target's first layer plus an LM head "
              f"over {spec.draft_vocab_size or dep.model.vocab_size} tokens",)
-    return _layer_head_passes(dep, spec, batch, context, dep.model.layers[0], "eagle_fc"), notes
+    return _layer_head_passes(dep, spec, batch, context, eagle_layer(dep.model), "eagle_fc"), notes
 
 
 def _mtp(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:

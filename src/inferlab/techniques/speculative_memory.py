@@ -14,7 +14,7 @@ from ..core.parallelism import Parallelism, weights_per_gpu
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import ModelSpec
-from .speculative import _one_layer_view
+from .speculative import _one_layer_view, eagle_layer
 from .speculative_config import SpeculativeConfig
 from .step import ResolvedDeployment
 
@@ -110,7 +110,7 @@ def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterM
         kv_share(model, dep.parallel.head_split)
     h = model.hidden_size
     if spec.method == "eagle":
-        counts = _one_layer_view(model, model.layers[0], spec.draft_vocab_size).param_counts
+        counts = _one_layer_view(model, eagle_layer(model), spec.draft_vocab_size).param_counts
         own_head = counts.lm_head if spec.draft_vocab_size else 0
         params = counts.total - counts.embedding - counts.lm_head + own_head + 2 * h * h
         return DrafterMemory(params * w / tp, layer_kv, spec.k, spec.method)
