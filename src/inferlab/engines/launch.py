@@ -310,9 +310,9 @@ class EngineLaunch:
         # (a flag that also sets a limit a static batch uses, SGLang's --chunked-prefill-size its token budget, is used)
         used = {self.flag_of(k) for k in USER_LIMITS
                 if k not in SERVING_ONLY_LIMITS and getattr(self, k, None) is not None}
-        serve_only = [f for k in SERVING_ONLY_LIMITS  # (balancing off holds nothing: nothing to say)
-                      if getattr(self, k) not in (None, 0 if k == "balance_timeout_iters" else None)
-                      and (f := self.flag_of(k)) not in used]
+        off = {"balance_timeout_iters": 0}  # (balancing off holds nothing: nothing to say)
+        serve_only = [f for k in SERVING_ONLY_LIMITS
+                      if getattr(self, k) not in (None, off.get(k)) and (f := self.flag_of(k)) not in used]
         if target == "estimate" and serve_only:
             lines.append(f"{name} engine args: {', '.join(serve_only)} limit serving (inferlab serve), not a static "
                          "batch")

@@ -166,8 +166,8 @@ def engine_of(value: Any) -> Engine:
         elif key == "gpu_memory_utilization":
             fields[key] = checks.fraction(key, raw)
         elif key in ("graph_max_batch", "balance_timeout_iters"):
-            fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what="requests" if key[0] == "g" else
-                                         "iterations", whole_floats=True)
+            what = {"graph_max_batch": "requests", "balance_timeout_iters": "iterations"}[key]
+            fields[key] = checks.integer(key, raw, minimum=0, maximum=MAX_SEQS, what=what, whole_floats=True)
         elif key in ("max_model_len", "prefill_graph_tokens"):
             fields[key] = checks.integer(key, raw, maximum=SCHEDULER_MAX_TOKENS, what="tokens", whole_floats=True)
         else:

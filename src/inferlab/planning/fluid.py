@@ -114,15 +114,16 @@ def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, pe
     if k == 1 or not batched_s < prefill_s:
         return np.full(np.shape(per_iteration), float(prefill_s))
     shared = (prefill_s - batched_s) * k / (k - 1.0)  # F
-    return (prefill_s - shared) + shared * np.maximum(shared_per_prompt(per_iteration), 1.0 / k)
+    return (prefill_s - shared) + shared * shared_per_prompt(per_iteration, k)
 
 
-def shared_per_prompt(per_iteration: np.ndarray) -> np.ndarray:
+def shared_per_prompt(per_iteration: np.ndarray, most: int) -> np.ndarray:
     """The share of an iteration's shared cost a prompt pays where Poisson arrivals put
     ``per_iteration`` prompts in an iteration on average [1]: ``(1 - e^-mu) / mu`` (iterations
-    with any prompt over the prompts; 1 as ``mu -> 0``)."""
+    with any prompt over the prompts; 1 as ``mu -> 0``), at least ``1 / most`` (an iteration
+    takes at most ``most`` prompts: a token budget's worth)."""
     mu = np.maximum(np.asarray(per_iteration, float), 1e-12)
-    return -np.expm1(-mu) / mu
+    return np.maximum(-np.expm1(-mu) / mu, 1.0 / max(int(most), 1))
 
 
 def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float | np.ndarray) -> float | np.ndarray:

@@ -197,8 +197,8 @@ def _batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: Any, st
     for _ in range(BATCHING_ROUNDS):
         together = pts.rate * pts.tpot_s  # prompts arriving during one iteration (a token's time under load)
         cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together)
-        each = np.maximum(shared_per_prompt(together), 1.0 / max(est.batched_prompts, 1))  # at most k an iteration
-        stall_n = np.maximum(cost - saved * each, 0.0)  # the decode step a mixed iteration carries, once
+        # the decode step a mixed iteration carries, paid once an iteration
+        stall_n = np.maximum(cost - saved * shared_per_prompt(together, est.batched_prompts), 0.0)
         pts = operating_points(loads, tpot, cost, isl, osl, budget, stall_s=stall_n)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
     return replace(pts, prefill_share=pts.rate * alone, stall_share=pts.stall), stall_n

@@ -14,6 +14,7 @@ arrival to last token grew from 7.3 s (first tenth) to 12.8 s (last tenth).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 from typing import Any
@@ -34,14 +35,13 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
     gpus = max(allowed_gpus(sc, cand), g_p + g_d)
     seen: dict[tuple[int, int, float], Probe] = {}
 
-    most: list[tuple[float, float]] = []  # a replica of each pool's saturated rate, measured once
+    most = functools.cache(lambda: saturated_rates(sc, cand))  # a replica of each pool's, measured once
 
     def probe(n_p: int, n_d: int, growth: float) -> Probe:
         key = (n_p, n_d, growth)
         if key not in seen:
-            most[:] = most or [saturated_rates(sc, cand)]
             rate = sc.traffic.request_rate * (1.0 + growth)
-            over = [side for side, n, mu in zip(("prefill", "decode"), (n_p, n_d), most[0]) if rate / n >= mu]
+            over = [side for side, n, mu in zip(("prefill", "decode"), (n_p, n_d), most()) if rate / n >= mu]
             # more arrives than the pool completes: its queue grows however long a probe would need to show it
             seen[key] = (Probe(n_p + n_d, growth, math.nan, math.nan, False, f"{over[0]} throughput",
                                pd=f"P{n_p}:D{n_d}") if over else _simulate(sc, cand, n_p, n_d, growth))

@@ -44,16 +44,15 @@ def explain_serving(self: Any) -> str:
         lines.append(f"at most {lim.max_num_seqs:,} requests run at once: the engine's pool of linear-attention states "
                      f"({pool}, {lim.state_slots} slots a request; SGLang's --max-mamba-cache-size or "
                      "--mamba-full-memory-ratio, --mamba-scheduler-strategy) or its sequence limit")
-    balancing = lim is not None and lim.balance_timeout_iters and self.deployment.parallel.attention_groups > 1
-    if balancing:
+    held = False  # a wait within the balancing timeout (its iterations at the mean step): the hold, not a full engine
+    if lim is not None and lim.balance_timeout_iters and self.deployment.parallel.attention_groups > 1:
         n = lim.balance_timeout_iters
+        held = math.isfinite(s["tpot"]["mean"]) and queue <= (n + 1) * s["tpot"]["mean"]
         recipe = ", as NVIDIA's DeepSeek recipes set it" if n == 60 else ""
         lines.append(f"attention-DP balancing (TensorRT-LLM's attention_dp_config: enable_balance, timeout_iters {n}"
                      f"{recipe}): while requests run, a new prompt is held until every rank "
                      f"has one to prefill or {n} iterations pass, so at a few clients that hold is most of the TTFT; "
                      "the LLM API's own default leaves balancing off")
-    # a wait within the balancing timeout (its iterations at the mean step) is the hold, not a full engine
-    held = balancing and math.isfinite(s["tpot"]["mean"]) and queue <= (n + 1) * s["tpot"]["mean"]
     if share > 0.5 and not held:
         lines.append("the queue dominates: the engine is saturated; more replicas, a larger batch limit or "
                      "faster decode (a narrower format) move TTFT more than faster kernels")
