@@ -7,8 +7,10 @@ every rank has one (TensorRT-LLM's ``attention_dp_config`` balancing, as NVIDIA'
 recipes set it; :attr:`~inferlab.engines.scheduler.SchedulerConfig.balance_timeout_iters`: as many
 prompts waiting as there are ranks, or the timeout's iterations), the ranks' prompts share one
 iteration, and each stalls the decodes by its share of it, after a hold;
-elsewhere each prompt's prefill stalls every rank alone (the serving simulation runs both:
-:mod:`inferlab.serving.admission`).
+elsewhere each prompt's prefill runs in an iteration of its own: mixed with every rank's decodes
+(vLLM, TensorRT-LLM without balancing), or on its rank before that rank's decodes while the other
+ranks decode (SGLang: :mod:`.prefill_first`). The serving simulation runs them all
+(:mod:`inferlab.serving.admission`, :mod:`inferlab.serving.iteration`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,8 @@ from .scenario import Scenario
 def prompts_together(sc: Scenario, dep: Any) -> int:
     """Prompts that share one prefill iteration under attention DP: one a rank where the engine
     holds new prompts until there is one for every rank (TensorRT-LLM's attention-DP balancing,
-    ``balance_timeout_iters``), else 1 (each prompt's prefill on its rank stalls every rank's
-    decodes: the fluid model's pessimistic case; queued prompts do share iterations, which the
-    simulation sizes)."""
+    ``balance_timeout_iters``), else 1 (each prompt's prefill in an iteration of its own beside the
+    decodes; queued prompts do share iterations, which the simulation sizes)."""
     ranks = dep.parallel.attention_groups
     return ranks if ranks > 1 and default_scheduler(sc.engine).balance_timeout_iters > 0 else 1
 

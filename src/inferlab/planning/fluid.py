@@ -41,11 +41,21 @@ class OperatingPoints:
     ttft_s: np.ndarray
     prefill_share: np.ndarray
     stall_share: np.ndarray | None = None
+    #: An iteration's mean length under load [s] where it is not a token's time (an engine whose
+    #: decodes sit out some iterations: :mod:`.prefill_first`), and the variance of a token's gap [s^2]
+    #: where it is not an M/G/1 busy period's (:func:`tpot_percentile_s`).
+    iteration_s: np.ndarray | None = None
+    gap_variance_s2: np.ndarray | None = None
 
     @property
     def stall(self) -> np.ndarray:
         """The share of time the decodes wait for prompts (``stall_share``, else ``prefill_share``)."""
         return np.asarray(self.prefill_share if self.stall_share is None else self.stall_share, float)
+
+    @property
+    def iteration(self) -> np.ndarray:
+        """An iteration's mean length under load [s] (``iteration_s``, else a token's time)."""
+        return np.asarray(self.tpot_s if self.iteration_s is None else self.iteration_s, float)
 
 
 def operating_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_s: float | np.ndarray, isl: float,
@@ -215,7 +225,7 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         # prompts that queue are prefilled together, a budget's worth at a time, each at its share
         # of the batch's time: the queue's server is that fast, and busy that much less
         x, prefill_s = x * batched_prefill_s / prefill_s, batched_prefill_s
-    iteration = (p + (1.0 if overlap else 0.0)) * per_point(points.tpot_s)
+    iteration = (p + (1.0 if overlap else 0.0)) * per_point(points.iteration)
     with np.errstate(divide="ignore", invalid="ignore"):
         prompts = np.where(x > q, prefill_s * prefill_spread / 2.0 * np.log(x / q) / (1.0 - x), 0.0)
     batch = per_point(points.batch)
@@ -353,7 +363,9 @@ def tpot_percentile_s(points: OperatingPoints, prefill_s: float, prefill_spread:
     # once and counted as often as it occurs in the mixture's mean
     steps, spread = _distinct(np.maximum(np.asarray(osl, float) - 1.0, 1.0))
     with np.errstate(divide="ignore", invalid="ignore"):
-        var = (d * x * prefill_s * prefill_spread / (1.0 - x) ** 3)[..., None] / steps  # (points, lengths)
+        gap = (d * x * prefill_s * prefill_spread / (1.0 - x) ** 3 if points.gap_variance_s2 is None
+               else np.asarray(points.gap_variance_s2, float))
+        var = gap[..., None] / steps  # (points, lengths)
         random = (var > 0) & (stretch > 0) & np.isfinite(var)  # else the stretch is its mean
         shape = np.minimum(np.where(random, stretch**2 / np.where(random, var, 1.0), 1.0), 1e12)
         inv_scale = np.where(random, stretch / np.where(random, var, 1.0), 0.0)

@@ -35,6 +35,7 @@ from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, batched_prompt_s, 
 from .limits import limits
 from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
+from .prefill_first import prefill_first_points
 from .prefill_pool import prefill_pool_ttft_s
 from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
 from .scenario import Scenario
@@ -151,9 +152,16 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
-    pts = operating_points(loads / pp, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
-    if together <= 1:  # (attention DP's balanced prompts share their iteration already)
-        pts, stall = _batched_prompts(est, loads / pp, tpot, pts, stall, isl, osl, budget)
+    ranks = est.deployment.parallel.attention_groups
+    if ranks > 1 and together == 1 and not default_scheduler(sc.engine).mixed_prefill:
+        # each rank runs its prompts before its decodes, the others decoding beside them
+        pts = prefill_first_points(loads / pp, tpot, est.prefill_1_s,
+                                   est.prefill_1_s * ranks * shared_prefill(est.deployment, ranks, isl), ranks, osl)
+        stall = pts.ttft_s  # (a prefill iteration: what a token's gap is made of)
+    else:
+        pts = operating_points(loads / pp, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
+        if together <= 1:  # (attention DP's balanced prompts share their iteration already)
+            pts, stall = _batched_prompts(est, loads / pp, tpot, pts, stall, isl, osl, budget)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,

@@ -284,13 +284,7 @@ class Engine(Admission, TokenGaps):
         if plan[0] == "prefill":
             _, elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, sums = plan
             if self.record:
-                if n_dec == 0 and run.k > run.prefilling:  # the decoding requests wait for this prefill
-                    self.stalls.append((elapsed, float(run.k - run.prefilling)))
-                elif self.stalls:
-                    self._gap(elapsed, float(n_dec))
-                else:
-                    self.itl_v.append(elapsed)
-                    self.itl_w.append(float(n_dec))
+                self._prefill_gaps(elapsed, float(n_dec), float(run.k - run.prefilling))
             self.cutoff = self.now  # the next iteration was planned as this one began
             self.now += elapsed
             self.held_iters += 1 if self.waiting else 0

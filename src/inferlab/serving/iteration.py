@@ -3,8 +3,9 @@
 :func:`plan_prefill` chooses the prompts that get a chunk within the token budget (first come
 first served; with a prompt-token limit, :func:`prefill_allowance`, no further prompt once it
 is spent; under attention DP within each rank's budget, whole prompts to the least loaded rank
-where they are not chunked, :func:`busiest_rank` the rank that sets the iteration's time) and
-times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
+where they are not chunked, :func:`busiest_rank` the rank that sets the iteration's time; where
+the engine runs prompts before decodes, each rank its own, the ranks without prompts decoding
+beside them) and times the iteration; :func:`plan_prefill_sums` and :func:`plan_decode_sums` do
 the same work with Python floats for a small batch, where numpy's cost per call would be
 most of the time.
 
@@ -60,6 +61,8 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     # are a rank's already), so a long prompt fills one rank's share and the others take theirs
     ranks = int(getattr(model, "groups", 1))
     per_rank = budget_max // ranks
+    if ranks > 1 and not mixed:  # each rank its own prefill-first scheduler
+        return _plan_ranks_prefill(run, sched, model, ranks, per_rank)
     # without chunking, each rank takes whole prompts within its own budget (less its share of
     # the decodes): a prompt goes to the least loaded rank, and the iteration takes no more once
     # that rank has no room for it (TensorRT-LLM's attention-DP balancing by tokens)
@@ -92,6 +95,48 @@ def plan_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any) -> tuple
     n_fin = int(np.count_nonzero(finishing_prefill))
     dctx = run.cached[decoding_mask] if n_dec else np.zeros(0)
     elapsed = model.time(decode_context=dctx, prefill_context=run.done[runs_prefill],
+                         prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
+    return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, None
+
+
+def _plan_ranks_prefill(run: RunningBatch, sched: SchedulerConfig, model: Any, ranks: int, per_rank: int) -> tuple:
+    """:func:`plan_prefill` under attention DP where each rank schedules its own iterations and
+    runs its prompts before its decodes (SGLang's ``--enable-dp-attention``: every rank's scheduler
+    builds a prefill batch of its own waiting prompts if it has any, else a decode batch; the ranks'
+    batches then run as one forward, their token counts gathered for the experts' all-to-all,
+    sglang ``managers/scheduler_dp_attn_mixin.py``). Requests are dealt to the ranks in arrival
+    order, round robin (its data-parallel controller's default ``load_balance_method``): a
+    request's rank is its index modulo ``ranks``. Each rank takes its prompts first come first
+    served within its share of the token budget (and the whole ``max_prefill_tokens``, which its
+    scheduler reads undivided); the decodes of a rank that prefills wait, those of every other
+    rank advance a token in the same iteration (which lasts as long as its busiest rank)."""
+    chunked = sched.chunked_prefill
+    prefilling = run.done < run.prompt
+    rank = run.idx % ranks
+    room = [float(per_rank)] * ranks
+    soft = [prefill_allowance(sched, 0)] * ranks
+    chunk = np.zeros(run.k)
+    left = run.prompt - run.done
+    for j in prefilling.nonzero()[0].tolist():
+        r = int(rank[j])
+        if room[r] <= 0 or soft[r] <= 0:
+            continue
+        lj = float(left[j])
+        if chunked:
+            take = min(lj, room[r])
+        elif lj > room[r] and room[r] < per_rank:
+            continue  # (without chunking a prompt past its rank's room waits for the next iteration)
+        else:
+            take = lj  # whole, alone on its rank where it is longer than the rank's share
+        chunk[j] = take
+        room[r] -= take
+        soft[r] -= take
+    runs_prefill = chunk > 0
+    decoding_mask = ~prefilling & ~np.isin(rank, np.unique(rank[runs_prefill]))
+    n_dec = int(np.count_nonzero(decoding_mask))
+    finishing_prefill = runs_prefill & (run.done + chunk >= run.prompt)
+    n_fin = int(np.count_nonzero(finishing_prefill))
+    elapsed = model.time(decode_context=run.cached[decoding_mask], prefill_context=run.done[runs_prefill],
                          prefill_tokens=chunk[runs_prefill], logits=float(n_dec + n_fin))
     return elapsed, chunk, decoding_mask, n_dec, finishing_prefill, n_fin, None
 

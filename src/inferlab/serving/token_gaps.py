@@ -37,6 +37,21 @@ class TokenGaps:
         self.itl_v.append(step)
         self.itl_w.append(weight)
 
+    def _prefill_gaps(self, elapsed: float, decoded: float, decoding: float) -> None:
+        """Token gaps of a prefill iteration of ``elapsed`` [s] in which ``decoded`` of the
+        ``decoding`` requests past their prompts emit a token (all of them in a mixed iteration,
+        none in an unmixed one, those of the ranks without prompts under attention DP): the others
+        wait it out (:attr:`stalls`)."""
+        waited = decoding - decoded
+        if decoded or not waited:
+            if self.stalls:
+                self._gap(elapsed, decoded)
+            else:
+                self.itl_v.append(elapsed)
+                self.itl_w.append(decoded)
+        if waited > 0:
+            self.stalls.append((elapsed, waited))
+
     def _resume_gaps(self, ids: list[int]) -> None:
         """The token gap of each of ``ids`` that was preempted after emitting tokens and has just
         been recomputed: from its last token before preemption to now."""
