@@ -42,7 +42,7 @@ def test_balanced_ranks_share_a_prefill_iteration_after_a_hold():
     assert prompts_together(sc, dep) == 8
     assert prompts_together(_scenario(engine="vllm"), dep) == 1  # no balancing: each prompt stalls the ranks
     hold = balancing_hold_s(sc, 8, np.array([4.0, 1.0]), np.array([0.03, 0.03]))
-    from inferlab.planning.fluid import TAIL_EDGES
+    from inferlab.planning.ttft_mix import TAIL_EDGES
 
     median = int(np.flatnonzero(TAIL_EDGES == 0.5)[0])
     assert hold[0, median] == pytest.approx(0.875)

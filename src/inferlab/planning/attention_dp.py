@@ -21,7 +21,7 @@ import numpy as np
 
 from ..engines.scheduler import default_scheduler
 from ..techniques.step import prefill
-from .fluid import TAIL_EDGES
+from .ttft_mix import TAIL_EDGES
 from .scenario import Scenario
 
 

@@ -28,7 +28,7 @@ from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_
 from ..techniques.serving_overhead import serving_iteration_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
 from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
-from .fluid import TAIL_EDGES
+from .ttft_mix import TAIL_EDGES
 from .scenario import Scenario
 
 #: Concurrencies (decode batches) the search evaluates.
@@ -43,7 +43,7 @@ _KV_BLOCK = 16
 class _Curve:
     """What the search needs of one candidate: the decode step at each concurrency of
     :data:`_BATCHES`, the prefill of one prompt (its iterations; alone at each of the traffic's
-    prompt lengths ``prompt_lengths``, the quantiles at :data:`~.fluid.TAIL_EDGES`; its share
+    prompt lengths ``prompt_lengths``, the quantiles at :data:`~.ttft_mix.TAIL_EDGES`; its share
     of a budget-filling batch, :func:`batched_prefill_s`), and how many sequences the KV
     memory holds."""
 

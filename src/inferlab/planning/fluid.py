@@ -10,7 +10,7 @@ stalls them only by what its iterations add to a decode step (:func:`mixed_stall
 prompt's TTFT is its prefill stretched over the iterations it shares with decodes
 (``ceil(isl / chunk)`` of them) plus the admission wait of a batching engine
 (:func:`admission_wait_s`); its percentile mixes the prompts' lengths with the wait's
-quantiles (:func:`ttft_percentile_s`). A percentile TPOT is that of a request's decode as a
+quantiles (:func:`~.ttft_mix.ttft_percentile_s`). A percentile TPOT is that of a request's decode as a
 busy period the prompts arriving meanwhile stretch (:func:`tpot_percentile_s`).
 
 The planner sizes its leading configurations with the request-level simulation
@@ -192,7 +192,10 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
     1. *The iteration in progress.* An arrival waits for it to end; an iteration under
        load lasts one token's time ``tau = d(b) / (1 - x)``, and the residual is taken as
        uniform on ``[0, tau]``: ``p x tau`` (``(p + 1) tau`` under an overlap scheduler, whose
-       next iteration was planned before the arrival).
+       next iteration was planned before the arrival), where the engine is busy: with
+       probability ``B = 1 - e^-b`` (its requests in flight Poisson with mean ``b``), else an
+       arrival starts at once, so ``tau (1 - q / B)`` (``+ tau``) where ``q < B`` and 0 beyond
+       (a replica at 0.2 req/s is idle 97% of the time: its median arrival waits for nothing).
     2. *Prompts ahead in the token budget.* Prompts batched into one iteration take as long
        as one after another where prefill is compute-bound (a share of a budget-filling
        batch's time each where it is not: ``batched_prefill_s``): prefill work is a single
@@ -217,7 +220,6 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
     M/M/m waiting times, Erlang's B and C formulas).
     """
     q = 1.0 - np.asarray(percentile, float) / 100.0
-    p = 1.0 - q
     # several percentiles: a trailing axis of them after the points'
     per_point = (lambda v: np.asarray(v, float)[..., None]) if q.ndim else (lambda v: np.asarray(v, float))
     x = per_point(points.prefill_share)
@@ -225,7 +227,10 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         # prompts that queue are prefilled together, a budget's worth at a time, each at its share
         # of the batch's time: the queue's server is that fast, and busy that much less
         x, prefill_s = x * batched_prefill_s / prefill_s, batched_prefill_s
-    iteration = (p + (1.0 if overlap else 0.0)) * per_point(points.iteration)
+    # (an idle engine takes an arrival at once: busy when any of its Poisson(b) requests is in flight)
+    busy = -np.expm1(-per_point(points.batch))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iteration = np.where(q < busy, (1.0 + (1.0 if overlap else 0.0) - q / busy) * per_point(points.iteration), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         prompts = np.where(x > q, prefill_s * prefill_spread / 2.0 * np.log(x / q) / (1.0 - x), 0.0)
     batch = per_point(points.batch)
@@ -271,53 +276,6 @@ def slot_wait_s(load: np.ndarray, slots: np.ndarray | float, hold_s: np.ndarray,
         erlang_c = c * b / (c - a * (1.0 - b))
         t = hold_s * np.log(erlang_c / tail) / (c - a)
     return np.where(a >= c, np.inf, np.where(erlang_c > tail, np.maximum(t, 0.0), 0.0))
-
-
-#: Probability levels of the TTFT mixture (right ends of their intervals, so that a percentile at an
-#: edge is exact for prompts of one length): a coarse body and a fine tail.
-TAIL_EDGES = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999,
-                       0.9995])
-TAIL_WEIGHTS = np.diff(np.concatenate([[0.0], TAIL_EDGES[:-1], [1.0]]))
-
-
-def ttft_percentile_s(decode_step_s: np.ndarray, batch: np.ndarray, prefill_s: np.ndarray, isl: np.ndarray,
-                      chunk_tokens: float, waits_s: np.ndarray, percentile: float) -> np.ndarray:
-    """The ``percentile`` of TTFT at each concurrency [s]: a prompt's own time plus its wait, a
-    mixture over prompt lengths and waits.
-
-    A prompt's own time is its prefill (``prefill_s`` at the lengths ``isl``, the traffic's
-    quantiles at :data:`TAIL_EDGES`) and one decode step for each iteration it shares with the
-    decodes (``ceil(isl / (chunk - b))``); the wait is independent of its length, with the
-    quantiles ``waits_s`` at :data:`TAIL_EDGES` (points x levels: :func:`admission_wait_s`). At low load the tail is the long
-    prompts' own prefill (the chat example's P99 prompt is 3.4x the mean); near the token
-    budget's limit it is the wait.
-    """
-    waits = np.asarray(waits_s, float)  # (points, levels)
-    own = own_time_s(decode_step_s, batch, prefill_s, isl, chunk_tokens)  # (points, lengths)
-    return mixture_quantile((own[:, :, None] + waits[:, None, :]).reshape(len(own), -1), percentile)
-
-
-def own_time_s(decode_step_s: np.ndarray, batch: np.ndarray, prefill_s: np.ndarray, isl: np.ndarray,
-               chunk_tokens: float) -> np.ndarray:
-    """A prompt's own time at each concurrency and length [s] (points, lengths): its prefill and a
-    decode step for each iteration it shares with the decodes (:func:`ttft_percentile_s`)."""
-    d, b = np.asarray(decode_step_s, float)[:, None], np.asarray(batch, float)[:, None]
-    return np.asarray(prefill_s, float)[None, :] + np.ceil(np.asarray(isl, float)[None, :]
-                                                           / np.maximum(chunk_tokens - b, 1.0)) * d
-
-
-#: Weight of each (length, wait level) pair of the TTFT mixture, in the order of its columns.
-_PAIR_WEIGHTS = (TAIL_WEIGHTS[:, None] * TAIL_WEIGHTS[None, :]).ravel()
-
-
-def mixture_quantile(total: np.ndarray, percentile: float) -> np.ndarray:
-    """The ``percentile`` of each row of ``total`` (points, lengths x levels), its columns weighted
-    by their levels' :data:`TAIL_WEIGHTS`: the smallest value whose cumulative weight reaches it."""
-    order = np.argsort(total, axis=-1)
-    cum = np.cumsum(_PAIR_WEIGHTS[order], axis=-1)
-    at = np.minimum(np.argmax(cum >= percentile / 100.0 - 1e-12, axis=-1), total.shape[-1] - 1)
-    rows = np.arange(len(total))
-    return total[rows, order[rows, at]]
 
 
 #: Output lengths the TPOT percentile averages over (equal-probability midpoints of the traffic's

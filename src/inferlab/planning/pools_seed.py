@@ -103,9 +103,11 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     mu_all = 1.0 / (est_p.prefill_1_s * share)
     cap, mu_p, spread = sc.search.target_utilization, mu_all / ranks, tr.isl.second_moment_ratio
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_all)))
-    # each prompt length's TTFT alone: its prefill (a rank's at the all-busy pace, its share of the
-    # shared iterations, not its pace alone), the exposed transfer, the first decode step
-    alone_q = est_p.prompt_times_s * max(ranks * share, 1.0) + exposed + float(est.tpot_s[j])
+    # each prompt length's TTFT alone: the server's work on the request before it reaches the engine,
+    # its prefill (a rank's at the all-busy pace, its share of the shared iterations, not its pace
+    # alone), the exposed transfer, the first decode step
+    alone_q = (est_p.deployment.profile.request_overhead_s + est_p.prompt_times_s * max(ranks * share, 1.0)
+               + exposed + float(est.tpot_s[j]))
     if slo.ttft_ms:
         # the wait depends on the servers (round robin smooths each one's arrivals) and they on
         # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point

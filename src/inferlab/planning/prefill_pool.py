@@ -3,7 +3,7 @@ that keeps it within the objective.
 
 A prefill replica runs prompts one token budget after another: a single server whose
 admission wait is M/M/1's scaled by Kingman's variability (:func:`queue_wait_s`), mixed
-with each prompt length's own time as :func:`~.fluid.ttft_percentile_s` mixes them
+with each prompt length's own time as :func:`~.ttft_mix.ttft_percentile_s` mixes them
 (:func:`prefill_pool_ttft_s`). The search bisects on the utilization
 (:func:`max_prefill_utilization`); what does not depend on it is computed once for all the
 bisection's evaluations (:func:`_pool_ttft`), the same arithmetic as a call of each function.
@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .fluid import TAIL_EDGES, mixture_quantile, own_time_s
+from .ttft_mix import TAIL_EDGES, mixture_quantile, own_time_s
 
 
 def queue_wait_s(rate: np.ndarray, utilization: np.ndarray | float, percentile: float,
@@ -51,7 +51,7 @@ def prefill_variability(replicas: int, prefill_spread: float) -> float:
 def prefill_pool_ttft_s(alone_s: np.ndarray, isl: np.ndarray, rate: float, utilization: float, replicas: int,
                         prefill_spread: float, percentile: float) -> float:
     """The ``percentile`` TTFT of a disaggregated prefill pool [s]: each prompt length's time
-    alone (``alone_s`` at the lengths ``isl``, the traffic's quantiles at :data:`~.fluid.TAIL_EDGES`:
+    alone (``alone_s`` at the lengths ``isl``, the traffic's quantiles at :data:`~.ttft_mix.TAIL_EDGES`:
     its prefill, the exposed KV transfer, a decode step) mixed with the G/G/1 wait of one of
     ``replicas`` prefill replicas at ``utilization`` (:func:`queue_wait_s` at every level)."""
     return _pool_ttft(alone_s, isl, rate, replicas, prefill_spread, percentile)(utilization)
@@ -60,8 +60,8 @@ def prefill_pool_ttft_s(alone_s: np.ndarray, isl: np.ndarray, rate: float, utili
 def _pool_ttft(alone_s: np.ndarray, isl: np.ndarray, rate: float, replicas: int, prefill_spread: float,
                percentile: float) -> Callable[[float], float]:
     """:func:`prefill_pool_ttft_s` as a function of the utilization: the prompts' own times (one
-    point of :func:`~.fluid.own_time_s`, no decodes to share iterations with) computed once,
-    each call :func:`queue_wait_s` and :func:`~.fluid.mixture_quantile` on them."""
+    point of :func:`~.ttft_mix.own_time_s`, no decodes to share iterations with) computed once,
+    each call :func:`queue_wait_s` and :func:`~.ttft_mix.mixture_quantile` on them."""
     own = own_time_s(np.zeros(1), np.ones(1), alone_s, isl, np.inf)  # (1, lengths)
     variability, mu, levels = prefill_variability(replicas, prefill_spread), np.asarray(rate, float), 100.0 * TAIL_EDGES
 

@@ -30,8 +30,9 @@ from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
-from .fluid import (OSL_POINTS, TAIL_EDGES, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
-                    shared_per_prompt, tpot_percentile_s, ttft_percentile_s)
+from .fluid import (OSL_POINTS, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
+                    shared_per_prompt, tpot_percentile_s)
+from .ttft_mix import TAIL_EDGES, ttft_percentile_s
 from .limits import limits
 from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
@@ -167,8 +168,9 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,
                              tr.isl.second_moment_ratio, est.batched_prefill_s, est.overlap)
     waits = waits + balancing_hold_s(sc, together, pts.rate, tpot)  # each stream balances its own
+    # and the server's work on each request before the engine sees it (the profile's, as serve() adds it)
     ttft_p = ttft_percentile_s(tpot, loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
-                               sc.slo.percentile)
+                               sc.slo.percentile) + est.deployment.profile.request_overhead_s
     lengths = tr.osl.quantiles((np.arange(OSL_POINTS) + 0.5) / OSL_POINTS)
     tpot_p = tpot_percentile_s(pts, stall, tr.isl.second_moment_ratio, lengths, sc.slo.percentile)
     if osl <= 1.0:  # answers of one token: no time per output token to hold to an objective
