@@ -657,3 +657,33 @@ def test_attention_dp_memory_is_the_busiest_ranks():
                           engine="trtllm-pytorch", isl=2048, osl=256, batch_size=[1, 8, 9])
     one = float(np.ravel(e.memory.kv_per_sequence)[0])
     assert np.ravel(e.memory.kv_batch).tolist() == pytest.approx([one, one, 2 * one])
+
+
+def test_plan_launch_writes_the_attention_dp_balancing_its_simulation_ran():
+    """An attention-DP winner planned on SGLang ran without TensorRT-LLM's balancing: its TensorRT-LLM
+    command writes none (it had written NVIDIA's recipe, a 60-iteration hold the plan never
+    simulated); planned on TensorRT-LLM's PyTorch runtime it writes the recipe's, as simulated."""
+    from types import SimpleNamespace
+
+    from inferlab.engines import launch_command
+    from inferlab.planning.candidate import Candidate
+    from inferlab.planning.launch import winner_launch
+    from inferlab.planning.scenario import load_scenario
+
+    best = Candidate(model="deepseek-v3", hardware="h200-sxm", precision="fp8", tp=8, ep=8, attention_dp=True,
+                     speculative=None, feasible=True, replicas=1)
+
+    def scenario(engine):
+        return load_scenario({"name": "b", "models": ["deepseek-v3"], "hardware": ["h200-sxm"], "engine": engine,
+                              "traffic": {"rate": 1, "isl": 1000, "osl": 200}, "slo": {"tpot_ms": 60}})
+
+    scripts = {}
+    for engine in ("sglang", "trtllm-pytorch"):
+        launch = winner_launch(SimpleNamespace(best=best, scenario=scenario(engine)))
+        assert launch.balance_timeout_iters == (0 if engine == "sglang" else 60)
+        scripts[engine] = launch_command(launch, "trtllm-pytorch").script
+    assert "enable_attention_dp: true" in scripts["sglang"] and "attention_dp_config" not in scripts["sglang"]
+    assert "timeout_iters: 60" in scripts["trtllm-pytorch"]
+    dense = winner_launch(SimpleNamespace(best=replace(best, model="llama-3.1-70b", ep=1, attention_dp=False),
+                                          scenario=scenario("trtllm-pytorch")))
+    assert dense.balance_timeout_iters is None

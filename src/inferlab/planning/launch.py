@@ -3,7 +3,7 @@
 The plan sizes one replica (``tp x pp`` GPUs) and a replica count; the command launches
 one replica, run ``replicas`` times behind a load balancer. The limits written are the
 ones the plan's simulation used: the scenario's ``search.max_num_seqs`` or the engine's
-default, and the engine's token budget, chunking, memory share and KV page
+default, and the engine's token budget, chunking, memory share, KV page and attention-DP balancing
 (:data:`~inferlab.engines.scheduler.ENGINE_SCHEDULERS`). A scenario whose traffic shares prefixes
 relies on the prefix cache, so it is switched on explicitly. A winner the plan simulated without
 the engine's overlap scheduling (its drafter's doing: :func:`~inferlab.engines.speculation_limits.for_speculation`)
@@ -78,7 +78,10 @@ def winner_launch(plan: Any) -> EngineLaunch:
                                     else planned.overlap_host)
     from dataclasses import replace
 
-    return replace(launch, notes=launch.notes + notes)
+    # attention-DP balancing as simulated: the engine's own (TensorRT-LLM's PyTorch runtime: NVIDIA's
+    # recipe's hold; none under SGLang or vLLM, so a TensorRT-LLM command of their winner writes none)
+    held = limits.balance_timeout_iters if best.attention_dp else None
+    return replace(launch, notes=launch.notes + notes, balance_timeout_iters=held)
 
 
 def winner_commands(plan: Any, engine: str = "all") -> list[Rendered]:
