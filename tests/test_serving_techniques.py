@@ -123,6 +123,23 @@ def test_an_eagle_head_of_a_mixture_of_experts_is_one_dense_layer():
     assert drafter_memory(deployment("llama-3.1-8b", "h100-sxm"), spec).weight_bytes == 503_341_056
 
 
+def test_an_eagle_head_keeps_its_checkpoints_bf16_beside_a_low_precision_target():
+    """EAGLE heads ship in BF16 and engines load them so: Llama-3.1-8B's head is q 4,096 x 4,096, k and
+    v 4,096 x 1,024, o 4,096 x 4,096 (41,943,040), its MLP 3 x 4,096 x 14,336 (176,160,768), the 2H ->
+    H fusion 33,554,432 and three norms 12,288: 251,670,528 parameters, 503,341,056 B beside an FP8
+    target as beside a BF16 one (it had been stored at the target's FP8, half of it); its steps run
+    in BF16 over the target's FP8 KV cache."""
+    from inferlab.techniques.speculative import EAGLE_HEAD_FORMAT, eagle_deployment
+
+    spec = SpeculativeConfig.parse("eagle:k=3,accept=0.7")
+    fp8 = deployment("llama-3.1-8b", "h100-sxm", precision="fp8")
+    assert EAGLE_HEAD_FORMAT == "bf16" and drafter_memory(fp8, spec).weight_bytes == 2 * 251_670_528
+    head = eagle_deployment(fp8)
+    assert (head.precision.weights, head.precision.activations, head.precision.kv_cache) == ("bf16", "bf16", "fp8")
+    bf16 = deployment("llama-3.1-8b", "h100-sxm", precision="bf16")
+    assert eagle_deployment(bf16) is bf16
+
+
 @pytest.mark.parametrize("spec, message", [
     ("draft:model=llama-3.1-8b,k=4,accept=0.6", "is not smaller than the target llama-3.1-8b"),
     ("draft:model=llama-3.1-70b,k=4,accept=0.6", "is not smaller than the target"),

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from ..core.graph import Step, StepPrecision, build_graph
+from ..core.quantization import PrecisionConfig
 from ..core.ops import ArrayLike, Attention, Elementwise, Gemm, Op
 from ..core.timing import step_time, time_op, time_ops
 from ..errors import SpecError
@@ -231,9 +232,9 @@ def drafter_prefill_s(dep: ResolvedDeployment, spec: SpeculativeConfig, batch: A
         ddep = _draft_deployment(dep, spec)[0]
         sharded = apply_tensor_parallel(build_graph(ddep.model, step, ddep.step_precision, ddep.attention), ddep.tp)
     elif spec.method in ("eagle", "mtp"):
-        ddep = dep
+        ddep = eagle_deployment(dep) if spec.method == "eagle" else dep
         layer = eagle_layer(dep.model) if spec.method == "eagle" else dep.model.layers[-1]
-        sharded = _head_ops(dep, _one_layer_view(dep.model, layer, spec.draft_vocab_size), step,
+        sharded = _head_ops(ddep, _one_layer_view(dep.model, layer, spec.draft_vocab_size), step,
                             f"{spec.method}_prefill")
     else:
         return np.zeros(np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(cached)))
@@ -331,10 +332,25 @@ def _head_ops(dep: ResolvedDeployment, view: ModelSpec, step: Step, name: str) -
     return _HEAD_OPS.put((view,), rest, ops) if shape is not None else ops
 
 
+#: The format EAGLE heads ship in: BF16 weights and activations whatever the target's (EAGLE-3 heads
+#: are trained and published in BF16: yuhuili's EAGLE3 heads, NVIDIA's and SGLang's SpecForge ones; vLLM,
+#: SGLang and TensorRT-LLM load a draft checkpoint in its own format). The KV cache is the engine's.
+EAGLE_HEAD_FORMAT = "bf16"
+
+
+def eagle_deployment(dep: ResolvedDeployment) -> ResolvedDeployment:
+    """``dep`` as its EAGLE head runs: the head's own BF16 weights and activations, the target's KV
+    cache format (an FP8 or FP4 target's head reads twice or four times its bytes a token)."""
+    cfg = dep.precision
+    head = PrecisionConfig(weights=EAGLE_HEAD_FORMAT, activations=EAGLE_HEAD_FORMAT, kv_cache=cfg.kv_cache)
+    return dep if head == cfg else replace(dep, precision=head)
+
+
 def _eagle(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:
     notes = ("eagle head modelled as one decoder layer shaped like the target's first layer plus an LM head "
-             f"over {spec.draft_vocab_size or dep.model.vocab_size} tokens",)
-    return _layer_head_passes(dep, spec, batch, context, eagle_layer(dep.model), "eagle_fc"), notes
+             f"over {spec.draft_vocab_size or dep.model.vocab_size} tokens, in its checkpoint's "
+             f"{EAGLE_HEAD_FORMAT.upper()}",)
+    return _layer_head_passes(eagle_deployment(dep), spec, batch, context, eagle_layer(dep.model), "eagle_fc"), notes
 
 
 def _mtp(dep: ResolvedDeployment, spec: SpeculativeConfig, batch, context) -> Drafts:

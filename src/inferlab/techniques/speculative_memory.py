@@ -14,7 +14,7 @@ from ..core.parallelism import Parallelism, weights_per_gpu
 from ..errors import SpecError
 from ..precision import number_format
 from ..specs.model import ModelSpec
-from .speculative import _one_layer_view, eagle_layer
+from .speculative import EAGLE_HEAD_FORMAT, _one_layer_view, eagle_layer
 from .speculative_config import SpeculativeConfig
 from .step import ResolvedDeployment
 
@@ -92,7 +92,7 @@ def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterM
     ``draft``: the draft model's weights and KV at the target's formats, split over the
     tensor-parallel group (or whole on each GPU when its heads do not divide ``tp``);
     ``eagle``: one decoder layer shaped like the target's first, its ``2H -> H`` fusion
-    and, with a reduced vocabulary, its own LM head; ``mtp``: the model's MTP modules and
+    and, with a reduced vocabulary, its own LM head, in its checkpoint's BF16 whatever the target's; ``mtp``: the model's MTP modules and
     one layer of KV per module used; ``medusa``: ``k`` heads of ``H x H`` plus an LM head
     each; ``ngram``: nothing. The embedding and (unless reduced) the LM head are the
     target's, shared.
@@ -113,7 +113,8 @@ def drafter_memory(dep: ResolvedDeployment, spec: SpeculativeConfig) -> DrafterM
         counts = _one_layer_view(model, eagle_layer(model), spec.draft_vocab_size).param_counts
         own_head = counts.lm_head if spec.draft_vocab_size else 0
         params = counts.total - counts.embedding - counts.lm_head + own_head + 2 * h * h
-        return DrafterMemory(params * w / tp, layer_kv, spec.k, spec.method)
+        head = number_format(EAGLE_HEAD_FORMAT).bytes_per_element  # its checkpoint's, not the target's
+        return DrafterMemory(params * head / tp, layer_kv, spec.k, spec.method)
     if spec.method == "mtp":
         return DrafterMemory(model.param_counts.mtp * w / tp, layer_kv * min(spec.k, model.num_mtp_layers), spec.k,
                              spec.method)
