@@ -169,22 +169,3 @@ def test_disaggregated_pools_are_not_planned_past_what_a_pool_completes():
     e2e = np.asarray(run.trace.finish) - np.asarray(run.trace.arrival)
     fifths = [float(np.mean(part)) for part in np.array_split(e2e[np.argsort(run.trace.arrival)], 5)]
     assert fifths[4] < 1.3 * fifths[1]
-
-
-def test_a_chunk_beside_attention_dp_decodes_shares_a_decode_step_of_one_sequence():
-    """Under attention DP a prompt's chunk runs on one rank while an iteration of b + c tokens
-    would spread it over all eight: the fluid curve keeps the shared part a decode step of one
-    sequence there (the same at every concurrency), where a single-rank replica's varies."""
-    import numpy as np
-
-    from inferlab.planning.curve import _capacity_curve
-
-    sc = load_scenario(DEEPSEEK)
-    for cfg in candidates(sc):
-        if cfg["disaggregated"]:
-            continue
-        est = _capacity_curve(sc, cfg, 2000, 500)
-        if cfg["attention_dp"]:
-            assert np.all(est.shared_step_s == float(np.ravel(est.tpot_s)[0]))
-        else:
-            assert np.ptp(est.shared_step_s) > 0

@@ -115,10 +115,10 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
     chunk = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit))) / max(chunks, 1)
-    if dep.parallel.attention_groups > 1 or dep.parallel.pp > 1:  # a chunk sits on one rank or stage's batch,
-        shared = np.full(b.shape, float(np.ravel(tpot)[0]))  # not spread as an iteration of b + c tokens: the
-    else:  # weights read of a decode step of one sequence, as before
-        shared = shared_step_s(_serving(dep, overlap), b, chunk)
+    if dep.parallel.pp > 1:  # a chunk sits in one stage's batch, not spread as an iteration of b + c
+        shared = np.full(b.shape, float(np.ravel(tpot)[0]))  # tokens: the weights read of a step of one sequence
+    else:  # under attention DP on one rank: as g chunks, one a rank (:func:`shared_step_s`)
+        shared = shared_step_s(_serving(dep, overlap), b, chunk * dep.parallel.attention_groups)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched,
                   overlap, budget_prompts(dep, engine, prefix_hit, isl), shared)
 
@@ -132,11 +132,15 @@ def shared_step_s(dep: Any, batch: np.ndarray, chunk: float) -> np.ndarray:
     at a large batch, so a chunk beside them reads few more: Qwen3-30B-A3B FP8 on an H100, a
     200-token prompt alone 15.6 ms (128 experts read for its 200 x 8 routings) but beside 186
     decodes 17.2 ms -> about 19 ms (the fluid model had charged 11.2 ms, the prompt less a
-    decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20). Not under
-    attention DP or pipeline stages, where the chunk runs on one rank or in one stage's batch
-    while an iteration of ``b + c`` tokens spreads it over all (DeepSeek-V3 over eight H200s
-    with attention DP: a 1,000-token chunk nearly free beside 64 decodes); there the curve keeps
-    a decode step of one sequence."""
+    decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20). Under
+    attention DP the chunk runs on one rank, whose dense layers and attention carry it while
+    the others carry only their decodes: the caller passes ``g`` chunks, one a rank (``L`` of an
+    attention-DP deployment spreads its tokens over the ranks; the routed experts see the ``g``
+    of them, ``g - 1`` more than they run, on both sides of the difference). The fluid model had
+    kept a decode step of one sequence there: gpt-oss-120b FP8 over two B200s with attention DP
+    on vLLM, 200/200 at 150 req/s, TPOT 27.8 ms where the simulation reads 16.9 (now 16.8).
+    Not under pipeline stages, where the chunk sits in one stage's batch (the curve keeps a
+    decode step of one sequence)."""
     b = np.asarray(batch, float)
 
     def step(tokens: np.ndarray) -> np.ndarray:
