@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.special import gammaincc
 
 from ..engines.scheduler import default_scheduler
 from ..techniques.step import prefill
@@ -60,12 +61,28 @@ def depth_imbalance(dep: Any, ranks: int, isl: float) -> float:
     return 1.0 + attention * (2.0 * ranks / (ranks + 1) - 1.0) / float(np.ravel(step.time_s)[0])
 
 
+#: Bisections of the balancing hold's quantiles (2^-40 of the timeout).
+HOLD_BISECTIONS = 40
+
+
 def balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_s: np.ndarray) -> np.ndarray:
     """The hold of attention-DP balancing at :data:`TAIL_EDGES` (points x levels) [s]: a prompt
-    waits for the other ranks' prompts, uniform up to ``(ranks - 1) / rate`` (the arrivals that
-    fill the other ranks), at most the engine's ``balance_timeout_iters`` decode steps."""
+    waits for the arrivals that give every rank one, at most the engine's ``balance_timeout_iters``
+    decode steps. The ``g`` prompts of a release arrive in turn: the ``j``-th of them waits for
+    ``g - 1 - j`` more Poisson arrivals, an Erlang time, so the hold exceeds ``t`` with
+    probability ``(1 / g) sum_{n < g} Q(n, lambda t)`` (``Q`` the regularized upper incomplete
+    gamma function, 0 for ``n = 0``), whose quantiles are found by bisection. A uniform hold up to
+    ``(g - 1) / lambda`` had the right mean and half the tail: DeepSeek-V3 over eight H200s at
+    10 req/s, P99 TTFT 614 ms where the simulation reads 1.3 s."""
     if together == 1:
         return np.zeros((np.size(rate), TAIL_EDGES.size))
-    gather = (together - 1) / np.maximum(np.asarray(rate, float), 1e-12)
-    timeout = default_scheduler(sc.engine).balance_timeout_iters * np.asarray(decode_step_s, float)
-    return np.minimum(gather[:, None] * TAIL_EDGES[None, :], timeout[:, None])
+    lam = np.maximum(np.asarray(rate, float), 1e-12)[:, None]
+    timeout = (default_scheduler(sc.engine).balance_timeout_iters * np.asarray(decode_step_s, float))[:, None]
+    n = np.arange(1, together, dtype=float)
+    tail = 1.0 - TAIL_EDGES[None, :]  # (a hold beyond the timeout is cut to it: the top levels sit there)
+    lo, hi = np.zeros(np.broadcast_shapes(lam.shape, tail.shape)), np.broadcast_to(timeout, (lam.shape[0], tail.size))
+    for _ in range(HOLD_BISECTIONS):
+        mid = (lo + hi) / 2.0
+        beyond = gammaincc(n, (lam * mid)[..., None]).sum(axis=-1) / together
+        lo, hi = np.where(beyond > tail, mid, lo), np.where(beyond > tail, hi, mid)
+    return hi

@@ -102,8 +102,8 @@ def operating_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_s: fl
     return OperatingPoints(b, rate, tpot, ttft, x, stall)
 
 
-def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, per_iteration: np.ndarray
-                     ) -> np.ndarray:
+def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, per_iteration: np.ndarray,
+                     least: np.ndarray | float = 1.0) -> np.ndarray:
     """A prompt's prefill cost where ``per_iteration`` prompts share an iteration [s].
 
     An iteration of ``n`` prompts costs ``F + n m``: a part all of them share (the weights
@@ -116,7 +116,8 @@ def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, pe
     per_iteration`` of them on average, put ``n`` prompts in an iteration with probability
     ``e^-mu mu^n / n!``; each iteration that has any pays ``F`` once, so a prompt pays ``F``
     times :func:`shared_per_prompt`, ``(1 - e^-mu) / mu`` (all of it alone, ``F / mu`` at many),
-    at least ``F / k``. Taking ``n = max(mu, 1)`` had charged all of ``F`` to every prompt up to
+    at least ``F / k`` (and at most ``F / least`` where the engine holds prompts until ``least`` are
+    waiting: attention-DP balancing). Taking ``n = max(mu, 1)`` had charged all of ``F`` to every prompt up to
     one an iteration: SGLang's prefill-first iterations, Llama-3.1-8B FP8 on an H100, 200-token
     prompts at 37.5 req/s, 0.6 an iteration: fluid TPOT 27.8 ms against 15.2 simulated (now 15.9).
     """
@@ -124,16 +125,19 @@ def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, pe
     if k == 1 or not batched_s < prefill_s:
         return np.full(np.shape(per_iteration), float(prefill_s))
     shared = (prefill_s - batched_s) * k / (k - 1.0)  # F
-    return (prefill_s - shared) + shared * shared_per_prompt(per_iteration, k)
+    return (prefill_s - shared) + shared * shared_per_prompt(per_iteration, k, least)
 
 
-def shared_per_prompt(per_iteration: np.ndarray, most: int) -> np.ndarray:
+def shared_per_prompt(per_iteration: np.ndarray, most: int, least: np.ndarray | float = 1.0) -> np.ndarray:
     """The share of an iteration's shared cost a prompt pays where Poisson arrivals put
     ``per_iteration`` prompts in an iteration on average [1]: ``(1 - e^-mu) / mu`` (iterations
     with any prompt over the prompts; 1 as ``mu -> 0``), at least ``1 / most`` (an iteration
-    takes at most ``most`` prompts: a token budget's worth)."""
+    takes at most ``most`` prompts: a token budget's worth) and at most ``1 / least`` (an engine
+    that holds prompts until ``least`` are waiting runs no fewer together: one on each
+    attention-DP rank, each within its own budget, however few a budget holds)."""
     mu = np.maximum(np.asarray(per_iteration, float), 1e-12)
-    return np.maximum(-np.expm1(-mu) / mu, 1.0 / max(int(most), 1))
+    least = np.maximum(least, 1.0)
+    return np.clip(np.minimum(-np.expm1(-mu) / mu, 1.0 / least), 1.0 / np.maximum(max(int(most), 1), least), None)
 
 
 def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float | np.ndarray) -> float | np.ndarray:
@@ -233,6 +237,7 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
         iteration = np.where(q < busy, (1.0 + (1.0 if overlap else 0.0) - q / busy) * per_point(points.iteration), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         prompts = np.where(x > q, prefill_s * prefill_spread / 2.0 * np.log(x / q) / (1.0 - x), 0.0)
+        prompts = np.where(x < 1.0, prompts, np.inf)  # (more prompts than prefill keeps up with: no steady state)
     batch = per_point(points.batch)
     hold = batch / np.maximum(per_point(points.rate), 1e-300)
     slots = per_point(np.broadcast_to(np.floor(np.asarray(slots, float)), np.shape(points.batch)))

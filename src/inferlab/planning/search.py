@@ -161,8 +161,10 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         stall = pts.ttft_s  # (a prefill iteration: what a token's gap is made of)
     else:
         pts = operating_points(loads / pp, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
-        if together <= 1:  # (attention DP's balanced prompts share their iteration already)
-            pts, stall = _batched_prompts(est, loads / pp, tpot, pts, stall, isl, osl, budget)
+        # (attention-DP balancing holds prompts until every rank has one, or for its timeout's iterations)
+        hold = default_scheduler(sc.engine).balance_timeout_iters * tpot if together > 1 else 0.0
+        pts, stall = _batched_prompts(est, loads / pp, tpot, pts, stall / share, isl, osl, budget, together, hold)
+        pts = replace(pts, prefill_share=pts.prefill_share * share)  # (balanced: a rank's share of a shared iteration)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,
@@ -198,17 +200,21 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
 
 
 def _batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: Any, stall: float, isl: float,
-                     osl: float, budget: float) -> tuple[Any, np.ndarray]:
+                     osl: float, budget: float, ranks: int = 1, hold_s: np.ndarray | float = 0.0
+                     ) -> tuple[Any, np.ndarray]:
     """The operating points with the prompts that arrive during an iteration prefilled
     together in the next, each at its share (:func:`~.fluid.batched_prompt_s`), and the
     stall each adds to the decodes (the decode step a mixed iteration carries shared by its
-    prompts): prompts per iteration ``lambda tau`` and the rate settle together, in a few rounds."""
+    prompts): prompts per iteration ``lambda tau`` and the rate settle together, in a few rounds.
+    Where attention-DP balancing holds prompts until each of the ``ranks`` has one or for
+    ``hold_s``, an iteration with prompts carries no fewer than ``min(ranks, 1 + lambda hold)``."""
     alone, saved = est.prefill_1_s, est.prefill_1_s - stall  # (saved: the decode step a mixed iteration carries)
     for _ in range(BATCHING_ROUNDS):
         together = pts.rate * pts.tpot_s  # prompts arriving during one iteration (a token's time under load)
-        cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together)
+        least = np.minimum(ranks, 1.0 + pts.rate * hold_s)
+        cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together, least)
         # the decode step a mixed iteration carries, paid once an iteration
-        stall_n = np.maximum(cost - saved * shared_per_prompt(together, est.batched_prompts), 0.0)
+        stall_n = np.maximum(cost - saved * shared_per_prompt(together, est.batched_prompts, least), 0.0)
         pts = operating_points(loads, tpot, cost, isl, osl, budget, stall_s=stall_n)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
     return replace(pts, prefill_share=pts.rate * alone, stall_share=pts.stall), stall_n
