@@ -169,3 +169,21 @@ def test_disaggregated_pools_are_not_planned_past_what_a_pool_completes():
     e2e = np.asarray(run.trace.finish) - np.asarray(run.trace.arrival)
     fifths = [float(np.mean(part)) for part in np.array_split(e2e[np.argsort(run.trace.arrival)], 5)]
     assert fifths[4] < 1.3 * fifths[1]
+
+
+def test_a_probe_over_both_pools_names_both():
+    """Where neither pool keeps up, the probe says both (it had named the prefill pool alone)."""
+    import math
+
+    from inferlab.planning.candidate import Probe
+    from inferlab.planning.result import _missed_by
+
+    sc = SimpleNamespace(slo=SimpleNamespace(percentile=99.0))
+    both = Probe(6, 0.0, math.nan, math.nan, False, "prefill and decode throughput", pd="P3:D3")
+    assert _missed_by(sc, both) == (" (more arrives than a prefill replica or a decode replica completes with every "
+                                    "request queued)")
+    one = Probe(6, 0.0, math.nan, math.nan, False, "decode throughput", pd="P3:D3")
+    assert _missed_by(sc, one) == " (more arrives than a decode replica completes with every request queued)"
+    aggregated = Probe(2, 0.0, math.nan, math.nan, False, "throughput")
+    assert _missed_by(sc, aggregated) == " (more arrives than a replica completes with every request queued)"
+

@@ -59,8 +59,8 @@ class Probe:
         Both within their objectives (an offline job: done before the deadline).
     missed : str
         ``"TTFT"``, ``"TPOT"``, ``"TTFT+TPOT"``, ``"deadline"``, ``"throughput"`` (a replica
-        receives more than it completes; ``"prefill throughput"`` or ``"decode throughput"`` of
-        a disaggregated pool) or ``""``.
+        receives more than it completes; ``"prefill throughput"``, ``"decode throughput"`` or
+        ``"prefill and decode throughput"`` of a disaggregated pool) or ``""``.
     pd : str
         ``P<n>:D<m>`` of a disaggregated candidate.
     job_s : float [s]

@@ -280,8 +280,9 @@ def _missed_by(sc: Any, probe: Any) -> str:
              for name, value, se, digits in (("TTFT", probe.ttft_s, probe.ttft_se_s, 0),
                                              ("TPOT", probe.tpot_s, probe.tpot_se_s, 1)) if name in probe.missed]
     if probe.missed.endswith("throughput") and not math.isfinite(probe.ttft_s):  # decided before a run: the rate
-        pool = probe.missed.removesuffix("throughput")  # alone ("decode " of a disaggregated pool)
-        parts = [f"more arrives than a {pool}replica completes with every request queued"]
+        pools = probe.missed.removesuffix("throughput").split()  # alone (a disaggregated pool's: "decode", or both)
+        one = " or ".join(f"a {p} replica" for p in pools if p != "and") or "a replica"
+        parts = [f"more arrives than {one} completes with every request queued"]
     return f" ({', '.join(parts)})" if parts else ""
 
 

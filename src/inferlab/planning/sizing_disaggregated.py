@@ -43,7 +43,7 @@ def size_disaggregated(sc: Scenario, cand: Candidate) -> Candidate:
             rate = sc.traffic.request_rate * (1.0 + growth)
             over = [side for side, n, mu in zip(("prefill", "decode"), (n_p, n_d), most()) if rate / n >= mu]
             # more arrives than the pool completes: its queue grows however long a probe would need to show it
-            seen[key] = (Probe(n_p + n_d, growth, math.nan, math.nan, False, f"{over[0]} throughput",
+            seen[key] = (Probe(n_p + n_d, growth, math.nan, math.nan, False, f"{' and '.join(over)} throughput",
                                pd=f"P{n_p}:D{n_d}") if over else _simulate(sc, cand, n_p, n_d, growth))
         return seen[key]
 
