@@ -1,4 +1,5 @@
-"""The fluid model of attention-DP ranks that each run their prompts before their decodes.
+"""The fluid model of an engine that runs its prompts before its decodes (SGLang's default), one
+rank or each attention-DP rank on its own.
 
 Under SGLang's ``--enable-dp-attention`` every rank's scheduler builds its own batch, a prefill
 of its waiting prompts if it has any, else a decode of its running requests, and the ranks'
@@ -22,6 +23,15 @@ side grows with ``lambda``). The earlier fluid model charged every prompt's pref
 rank's decodes, batched per token's time: gpt-oss-120b over eight B200s (TP8 EP8, attention DP,
 SGLang), 200/200 at 150 req/s, simulated TPOT 88 ms, that model 41 ms, this one 85 ms
 (tests/test_prefill_first_ranks.py).
+
+With one rank (``g = 1``) it is the whole replica's chain: ``psi = e^-N``'s mean, no decode
+advances in a prefill iteration, and the prompts that arrived during one iteration share the
+next (each adds :func:`~.curve.next_prompt_s`: nothing while an eager prefill's kernels take
+longer to issue than to run). The earlier model charged each prompt one stall a token's time,
+missing the chain in which prompts arriving during a long prefill iteration make the next one a
+prefill too: gpt-oss-120b over eight B200s without attention DP, 200/200 at 50 req/s, TPOT 37 ms
+where the simulation reads 100 (now 110); Qwen3-30B-A3B FP8 on an H100 at 60 req/s 69 against
+211 (now 233).
 """
 
 from __future__ import annotations
@@ -64,7 +74,7 @@ def chain(rate: np.ndarray, decode_s: np.ndarray, prefill_s: np.ndarray, ranks: 
 
 
 def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_one_s: float,
-                         prefill_all_s: float, ranks: int, osl: float) -> OperatingPoints:
+                         extra_prompt_s: float, most: int, ranks: int, osl: float) -> OperatingPoints:
     """Fluid steady state of a replica whose ``ranks`` attention-DP ranks each run their prompts
     before their decodes, at each concurrency of ``batch`` (see the module's notes).
 
@@ -73,28 +83,31 @@ def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_o
     batch : array [request]
     decode_step_s : array [s]
         A decode iteration at each concurrency.
-    prefill_one_s, prefill_all_s : float [s]
-        A prefill iteration with one prompt, and with one on every rank; between them it grows
-        linearly with the prompts (one a rank), at the mean number a prefill iteration carries.
+    prefill_one_s, extra_prompt_s : float [s]
+        A prefill iteration with one prompt, and what each further prompt adds to it (on another
+        rank under attention DP; beside it in one rank's token budget otherwise), at the mean
+        number a prefill iteration carries, at most ``most``.
+    most : int
+        Prompts one prefill iteration takes (one a rank under attention DP; a token budget's worth).
     ranks : int
     osl : float [token]
 
     Returns
     -------
     OperatingPoints
-        Its ``prefill_share`` is a rank's, ``lambda p / g``; ``stall_share`` ``1 - d / TPOT``; its
+        Its ``prefill_share`` is a rank's prompts' prefilled one by one, ``lambda p_1 / g`` (above
+        one where batching them is what keeps up, as :func:`~.fluid.admission_wait_s` reads it); ``stall_share`` ``1 - d / TPOT``; its
         ``iteration_s`` the iteration an arrival waits in, ``E[L^2] / E[L]`` over the chain's
         lengths (an arrival is more likely to land in a long one), and the token-gap variance.
     """
     b = np.asarray(batch, float)
     d = np.asarray(decode_step_s, float)
     g = max(int(ranks), 1)
-    grow = (prefill_all_s - prefill_one_s) / max(g - 1, 1)
 
     def at(lam: np.ndarray) -> tuple[np.ndarray, ...]:
         mu = lam * prefill_one_s  # prompts a prefill iteration carries, at least one
-        prompts = np.minimum(np.where(mu > 1e-9, mu / -np.expm1(-np.maximum(mu, 1e-9)), 1.0), g)
-        p = prefill_one_s + grow * (prompts - 1.0)
+        prompts = np.minimum(np.where(mu > 1e-9, mu / -np.expm1(-np.maximum(mu, 1e-9)), 1.0), max(most, 1))
+        p = prefill_one_s + extra_prompt_s * (prompts - 1.0)
         f, mean, tokens, gap_var = chain(lam, d, p, g)
         with np.errstate(divide="ignore"):
             tpot = np.where(tokens > 0, mean / tokens, np.inf)
@@ -110,5 +123,5 @@ def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_o
     f = chain(lo, d, p, g)[0]
     # an arrival lands in an iteration as long as E[L^2] / E[L] on average (longer ones take more time)
     seen = (f * p**2 + (1.0 - f) * d**2) / mean
-    return OperatingPoints(b, lo, tpot, p, np.minimum(lo * p / g, 0.999), 1.0 - d / tpot,
+    return OperatingPoints(b, lo, tpot, p, lo * prefill_one_s / g, 1.0 - d / tpot,
                            iteration_s=seen, gap_variance_s2=gap_var)

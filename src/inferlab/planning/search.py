@@ -154,10 +154,9 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
     ranks = est.deployment.parallel.attention_groups
-    if ranks > 1 and together == 1 and not default_scheduler(sc.engine).mixed_prefill:
-        # each rank runs its prompts before its decodes, the others decoding beside them
-        pts = prefill_first_points(loads / pp, tpot, est.prefill_1_s,
-                                   est.prefill_1_s * ranks * shared_prefill(est.deployment, ranks, isl), ranks, osl)
+    if together == 1 and not default_scheduler(sc.engine).mixed_prefill:
+        # each rank runs its prompts before its decodes (under attention DP the others decode beside them)
+        pts = prefill_first_points(loads / pp, tpot, est.prefill_1_s, *_extra_prompt(est, ranks, isl), ranks, osl)
         stall = pts.ttft_s  # (a prefill iteration: what a token's gap is made of)
     else:
         pts = operating_points(loads / pp, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
@@ -197,6 +196,17 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
+
+
+def _extra_prompt(est: Any, ranks: int, isl: float) -> tuple[float, int]:
+    """What each prompt beyond the first adds to a prefill iteration [s], and how many one takes:
+    under attention DP one on each rank (their share of an iteration that prefills one a rank);
+    else a token budget's worth, each adding what a second adds (:func:`~.curve.next_prompt_s`:
+    nothing while the iteration's kernels take longer to issue than to run)."""
+    if ranks > 1:
+        one = est.prefill_1_s
+        return one * (ranks * shared_prefill(est.deployment, ranks, isl) - 1.0) / (ranks - 1), ranks
+    return est.next_prompt_s, max(int(est.batched_prompts), 1)
 
 
 def _batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: Any, stall: float, isl: float,
