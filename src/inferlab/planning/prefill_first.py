@@ -24,7 +24,7 @@ rank's decodes, batched per token's time: gpt-oss-120b over eight B200s (TP8 EP8
 SGLang), 200/200 at 150 req/s, simulated TPOT 88 ms, that model 41 ms, this one 85 ms
 (tests/test_prefill_first_ranks.py).
 
-With one rank (``g = 1``) it is the whole replica's chain: ``psi = e^-N``'s mean, no decode
+With one rank (``g = 1``) it is the whole replica's chain: ``psi = e^-mu``, no decode
 advances in a prefill iteration, and the prompts that arrived during one iteration share the
 next (each adds :func:`~.curve.next_prompt_s`: nothing while an eager prefill's kernels take
 longer to issue than to run). The earlier model charged each prompt one stall a token's time,
@@ -75,8 +75,8 @@ def chain(rate: np.ndarray, decode_s: np.ndarray, prefill_s: np.ndarray, ranks: 
 
 def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_one_s: float,
                          extra_prompt_s: float, most: int, ranks: int, osl: float) -> OperatingPoints:
-    """Fluid steady state of a replica whose ``ranks`` attention-DP ranks each run their prompts
-    before their decodes, at each concurrency of ``batch`` (see the module's notes).
+    """Fluid steady state of a replica whose ``ranks`` ranks (one, or attention DP's) each run
+    their prompts before their decodes, at each concurrency of ``batch`` (see the module's notes).
 
     Parameters
     ----------
@@ -96,8 +96,8 @@ def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_o
     -------
     OperatingPoints
         Its ``prefill_share`` is a rank's prompts' prefilled one by one, ``lambda p_1 / g`` (above
-        one where batching them is what keeps up, as :func:`~.fluid.admission_wait_s` reads it); ``stall_share`` ``1 - d / TPOT``; its
-        ``iteration_s`` the iteration an arrival waits in, ``E[L^2] / E[L]`` over the chain's
+        one where batching them is what keeps up, as :func:`~.fluid.admission_wait_s` reads it);
+        ``stall_share`` ``1 - d / TPOT``; its ``iteration_s`` the iteration an arrival waits in, ``E[L^2] / E[L]`` over the chain's
         lengths (an arrival is more likely to land in a long one), and the token-gap variance.
     """
     b = np.asarray(batch, float)
@@ -108,7 +108,7 @@ def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_o
         mu = lam * prefill_one_s  # prompts a prefill iteration carries, at least one
         prompts = np.minimum(np.where(mu > 1e-9, mu / -np.expm1(-np.maximum(mu, 1e-9)), 1.0), max(most, 1))
         p = prefill_one_s + extra_prompt_s * (prompts - 1.0)
-        f, mean, tokens, gap_var = chain(lam, d, p, g)
+        _, mean, tokens, gap_var = chain(lam, d, p, g)
         with np.errstate(divide="ignore"):
             tpot = np.where(tokens > 0, mean / tokens, np.inf)
         return p, tpot, mean, gap_var
