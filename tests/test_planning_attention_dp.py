@@ -104,49 +104,22 @@ def test_the_winners_launch_is_the_scenarios_engine_with_its_per_rank_limits():
     assert launch.max_num_seqs == 2048  # max_batch_size, each rank's (the simulation's 8 x 2,048 in all)
 
 
-def test_a_chunk_on_one_attention_dp_rank_stalls_the_decodes_as_the_simulation_runs_it():
+def test_a_chunk_on_one_attention_dp_rank_stalls_the_decodes_as_the_simulation_runs_it(fluid_over_served):
     """Under attention DP a prompt's chunk runs on one rank beside that rank's decodes while the
     routed experts see every rank's tokens: what it adds to the decodes' iteration is its own
     rank's dense and attention work (little beside hundreds of decodes), not a whole prefill less
     a decode step of one sequence, as the fluid model had charged it. gpt-oss-120b FP8 over two
     B200s, TP2 EP2 with attention DP on vLLM (mixed iterations), 200/200: the fluid TPOT is the
     simulation's within 10% at 67 and 150 req/s (it had been +51% and +64%)."""
-    from inferlab.planning.search import evaluate
-
-    sc = load_scenario({"name": "adp", "models": ["gpt-oss-120b"], "hardware": ["b200"], "engine": "vllm",
-                        "traffic": {"rate": 150, "isl": 200, "osl": 200},
-                        "slo": {"ttft_ms": 5000, "tpot_ms": 500, "percentile": 99},
-                        "search": {"precisions": ["fp8"], "tp": [2]}, "verify": 0})
-    config = next(c for c in candidates(sc) if c["attention_dp"] and not c["disaggregated"])
-    curve = evaluate(sc, config).curve
     for rate in (67.0, 150.0):
-        served = inferlab.serve("gpt-oss-120b", "b200", tp=2, ep=2, attention_dp=True, precision="fp8",
-                                engine="vllm", rate=rate, num_requests=int(rate * 60), isl=200, osl=200)
-        a = np.asarray(served.trace.arrival)
-        steady = (a > np.percentile(a, 30)) & (a < np.percentile(a, 80))
-        fluid = 1.0 / float(np.interp(rate, curve["rate"], curve["output_tokens_per_s_per_user"]))
-        assert abs(fluid / float(np.nanmean(served.tpot_s[steady])) - 1.0) < 0.1, rate
+        assert abs(fluid_over_served("gpt-oss-120b", "b200", "vllm", 2, rate, 200, 200, attention_dp=True)) < 0.1, rate
 
 
-def test_balanced_prompts_share_their_iteration_with_those_that_arrive_beside_them():
+def test_balanced_prompts_share_their_iteration_with_those_that_arrive_beside_them(fluid_over_served):
     """TensorRT-LLM's attention-DP balancing holds prompts until every rank has one; under load more
     than that arrive during an iteration and run in the next together, sharing its fixed part
     (the eager launch of its kernels: a 200-token prompt's iteration 33.6 ms, the experts' and
     dense layers' work of one a rank little beside it). The fluid model had charged each prompt
     a rank's share of one, as if exactly one a rank ever ran together: gpt-oss-120b FP8 over two
     B200s, 200/200 at 100 req/s, TPOT 239 ms where the simulation reads 30; now within 25% of it."""
-    from inferlab.planning.search import evaluate
-
-    sc = load_scenario({"name": "adp", "models": ["gpt-oss-120b"], "hardware": ["b200"], "engine": "trtllm-pytorch",
-                        "traffic": {"rate": 100, "isl": 200, "osl": 200},
-                        "slo": {"ttft_ms": 5000, "tpot_ms": 500, "percentile": 99},
-                        "search": {"precisions": ["fp8"], "tp": [2]}, "verify": 0})
-    config = next(c for c in candidates(sc) if c["attention_dp"] and not c["disaggregated"])
-    curve = evaluate(sc, config).curve
-    served = inferlab.serve("gpt-oss-120b", "b200", tp=2, ep=2, attention_dp=True, precision="fp8",
-                            engine="trtllm-pytorch", rate=100, num_requests=6000, isl=200, osl=200)
-    a = np.asarray(served.trace.arrival)
-    steady = (a > np.percentile(a, 30)) & (a < np.percentile(a, 80))
-    fluid = 1.0 / float(np.interp(100.0, curve["rate"], curve["output_tokens_per_s_per_user"]))
-    assert abs(fluid / float(np.nanmean(served.tpot_s[steady])) - 1.0) < 0.25
-
+    assert abs(fluid_over_served("gpt-oss-120b", "b200", "trtllm-pytorch", 2, 100.0, 200, 200, attention_dp=True)) < 0.25

@@ -136,7 +136,7 @@ def test_sglang_attention_dp_keeps_up_and_the_fluid_model_agrees():
         assert abs(fluid / tpot - 1.0) < 0.15, (rate, fluid, tpot)
 
 
-def test_one_rank_prefill_first_chain_against_the_simulation():
+def test_one_rank_prefill_first_chain_against_the_simulation(fluid_over_served):
     """Without attention DP SGLang is one prefill-first rank: a prompt that arrives during any
     iteration makes the next a prefill, during which the decodes wait, and the prompts arriving
     meanwhile make the one after it a prefill too. Where a prefill iteration is long against a
@@ -145,22 +145,8 @@ def test_one_rank_prefill_first_chain_against_the_simulation():
     a token, sets TPOT: at 50 req/s the simulation reads 100 ms, the fluid model had read 37;
     now within 15% of it. Llama-3.1-8B FP8 on an H100 at 40 req/s stays within 10% (17.0 ms
     simulated)."""
-    from inferlab.planning.scenario import load_scenario
-    from inferlab.planning.search import candidates, evaluate
-
-    for model, hw, tp, rate, tol in (("gpt-oss-120b", "b200", 8, 50.0, 0.15), ("llama-3.1-8b", "h100-sxm", 1, 40.0, 0.1)):
-        sc = load_scenario({"name": "pf", "models": [model], "hardware": [hw], "engine": "sglang",
-                            "traffic": {"rate": rate, "isl": 200, "osl": 200},
-                            "slo": {"ttft_ms": 20000, "tpot_ms": 900, "percentile": 99},
-                            "search": {"precisions": ["fp8"], "tp": [tp], "expert_parallel": False}, "verify": 0})
-        config = next(c for c in candidates(sc) if not c["disaggregated"] and not c["attention_dp"])
-        curve = evaluate(sc, config).curve
-        served = inferlab.serve(model, hw, tp=tp, precision="fp8", engine="sglang", rate=rate,
-                                num_requests=int(rate * 90), isl=200, osl=200)
-        a = np.asarray(served.trace.arrival)
-        steady = (a > np.percentile(a, 30)) & (a < np.percentile(a, 80))
-        fluid = 1.0 / float(np.interp(rate, curve["rate"], curve["output_tokens_per_s_per_user"]))
-        assert abs(fluid / float(np.nanmean(served.tpot_s[steady])) - 1.0) < tol, model
+    assert abs(fluid_over_served("gpt-oss-120b", "b200", "sglang", 8, 50.0, 200, 200, seconds=90)) < 0.15
+    assert abs(fluid_over_served("llama-3.1-8b", "h100-sxm", "sglang", 1, 40.0, 200, 200, seconds=90)) < 0.1
 
 
 def test_a_second_prompt_is_free_while_the_kernels_take_longer_to_issue_than_to_run():
