@@ -30,20 +30,16 @@ from ..techniques.deployed_precision import resolve_precision
 from ..techniques.speculative import SpeculativeConfig
 from .candidate import Candidate
 from .curve import _BATCHES, _capacity_curve, engine_budget
-from .fluid import (OSL_POINTS, admission_wait_s, batched_prompt_s, mixed_stall_s, operating_points,
-                    shared_per_prompt, tpot_percentile_s)
+from .fluid import OSL_POINTS, admission_wait_s, tpot_percentile_s
 from .ttft_mix import TAIL_EDGES, ttft_percentile_s
 from .limits import limits
 from .offline_job import offline_job_s, offline_replicas
 from .pools_seed import seed_pools
-from .prefill_first import prefill_first_points
 from .prefill_pool import prefill_pool_ttft_s
-from .attention_dp import balancing_hold_s, prompts_together, shared_prefill
+from .attention_dp import balancing_hold_s
+from .replica_points import replica_points
 from .scenario import Scenario
 
-#: Rounds of the fixed point between the prompts an iteration batches and the rate (each
-#: round's rate within a fraction of a percent of the last by the third).
-BATCHING_ROUNDS = 3
 #: Mean concurrencies below one the fluid search also tries (a replica idle most of the time).
 _LIGHT = np.array([0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.7])
 
@@ -140,30 +136,11 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     first = lambda x: np.concatenate([np.full(_LIGHT.shape, x[0]), x])  # noqa: E731 - batch one's for them
     batches, tpot, fits = with_fit_point(_BATCHES, np.asarray(est.tpot_s, float), np.asarray(fits, float))
     loads, ok, fits, tpot = np.concatenate([_LIGHT, batches]), first(batches <= fits), first(fits), first(tpot)
-    # attention DP with balancing: the ranks' prompts share one prefill iteration, each a share of
-    # it (the routed experts see all their tokens: the iteration costs more than one prompt's)
-    together = prompts_together(sc, est.deployment)
-    share = shared_prefill(est.deployment, together, isl)
-    # where the engine mixes decodes into the prompts' iterations, each of those shares with the
-    # decodes what neither adds to the other (the weights read; a mixture's experts both touch)
-    shared_s = np.interp(loads, _BATCHES, est.shared_step_s)
-    stall = (mixed_stall_s(est.prefill_1_s, est.prefill_iterations, shared_s)
-             if default_scheduler(sc.engine).mixed_prefill else est.prefill_1_s) * share
-    budget = float(engine_budget(sc.engine, est.deployment.hardware))
     # pp stages keep pp batches in flight, each with 1/pp of the requests, its own prompts and
     # slots (as serve() runs them): the fluid model is one of them, the replica pp times its rate
     pp = config.get("pp", 1)
-    ranks = est.deployment.parallel.attention_groups
-    if together == 1 and not default_scheduler(sc.engine).mixed_prefill:
-        # each rank runs its prompts before its decodes (under attention DP the others decode beside them)
-        pts = prefill_first_points(loads / pp, tpot, est.prefill_1_s, *_extra_prompt(est, ranks, isl), ranks, osl)
-        stall = pts.ttft_s  # (a prefill iteration: what a token's gap is made of)
-    else:
-        pts = operating_points(loads / pp, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall)
-        # (attention-DP balancing holds prompts until every rank has one, or for its timeout's iterations)
-        hold = default_scheduler(sc.engine).balance_timeout_iters * tpot if together > 1 else 0.0
-        pts, stall = _batched_prompts(est, loads / pp, tpot, pts, stall / share, isl, osl, budget, together, hold)
-        pts = replace(pts, prefill_share=pts.prefill_share * share)  # (balanced: a rank's share of a shared iteration)
+    budget = float(engine_budget(sc.engine, est.deployment.hardware))
+    pts, stall, together, share = replica_points(sc, est, loads / pp, tpot, isl, osl, budget)
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,
@@ -196,38 +173,6 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
                    tokens_per_s_per_user=1.0 / float(pts.tpot_s[j]), tokens_per_s_per_gpu=capacity * osl / gpr,
                    binding=_fluid_binding(sc, j, ok, meets, ttft_p, tpot_p, limit))
     return limits(sc, with_replicas(sc, cand, replicas, seed=True))
-
-
-def _extra_prompt(est: Any, ranks: int, isl: float) -> tuple[float, int]:
-    """What each prompt beyond the first adds to a prefill iteration [s], and how many one takes:
-    under attention DP one on each rank (their share of an iteration that prefills one a rank);
-    else a token budget's worth, each adding what a second adds (:func:`~.curve.next_prompt_s`:
-    nothing while the iteration's kernels take longer to issue than to run)."""
-    if ranks > 1:
-        one = est.prefill_1_s
-        return one * (ranks * shared_prefill(est.deployment, ranks, isl) - 1.0) / (ranks - 1), ranks
-    return est.next_prompt_s, max(int(est.batched_prompts), 1)
-
-
-def _batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: Any, stall: float, isl: float,
-                     osl: float, budget: float, ranks: int = 1, hold_s: np.ndarray | float = 0.0
-                     ) -> tuple[Any, np.ndarray]:
-    """The operating points with the prompts that arrive during an iteration prefilled
-    together in the next, each at its share (:func:`~.fluid.batched_prompt_s`), and the
-    stall each adds to the decodes (the decode step a mixed iteration carries shared by its
-    prompts): prompts per iteration ``lambda tau`` and the rate settle together, in a few rounds.
-    Where attention-DP balancing holds prompts until each of the ``ranks`` has one or for
-    ``hold_s``, an iteration with prompts carries no fewer than ``min(ranks, 1 + lambda hold)``."""
-    alone, saved = est.prefill_1_s, est.prefill_1_s - stall  # (saved: the decode step a mixed iteration carries)
-    for _ in range(BATCHING_ROUNDS):
-        together = pts.rate * pts.tpot_s  # prompts arriving during one iteration (a token's time under load)
-        least = np.minimum(ranks, 1.0 + pts.rate * hold_s)
-        cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together, least)
-        # the decode step a mixed iteration carries, paid once an iteration
-        stall_n = np.maximum(cost - saved * shared_per_prompt(together, est.batched_prompts, least), 0.0)
-        pts = operating_points(loads, tpot, cost, isl, osl, budget, stall_s=stall_n)
-    # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
-    return replace(pts, prefill_share=pts.rate * alone, stall_share=pts.stall), stall_n
 
 
 def with_fit_point(batches: np.ndarray, tpot_s: np.ndarray, fits: np.ndarray
