@@ -61,9 +61,10 @@ class _Curve:
     #: Prompts of the mean length one iteration's token budget holds (:func:`budget_prompts`).
     batched_prompts: int = 1
     #: What an iteration carrying a prompt's chunk shares with the decodes beside it, at each
-    #: concurrency of :data:`_BATCHES` [s] (:func:`shared_step_s`).
+    #: concurrency of :data:`_BATCHES` [s] (:func:`shared_step_s`; 0 where the engine does not mix them).
     shared_step_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: What a second prompt of the mean length adds to a prefill iteration [s] (:func:`next_prompt_s`).
+    #: What a second prompt of the mean length adds to a prefill iteration [s] (:func:`next_prompt_s`;
+    #: NaN where the engine mixes prompts into the decodes' iterations, which do not use it).
     next_prompt_s: float = float("nan")
 
 
@@ -118,13 +119,18 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
-    chunk = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit))) / max(chunks, 1)
-    if dep.parallel.pp > 1:  # a chunk sits in one stage's batch, not spread as an iteration of b + c
+    # what the engine's way with prompts needs: mixed into the decodes' iterations, what a chunk
+    # shares with them; run before the decodes, what a further prompt adds to a prefill iteration
+    shared, nxt = np.zeros(b.shape), float("nan")
+    if not default_scheduler(engine).mixed_prefill:
+        nxt = next_prompt_s(dep, prefix_hit, isl)
+    elif dep.parallel.pp > 1:  # a chunk sits in one stage's batch, not spread as an iteration of b + c
         shared = np.full(b.shape, float(np.ravel(tpot)[0]))  # tokens: the weights read of a step of one sequence
     else:  # under attention DP on one rank: as g chunks, one a rank (:func:`shared_step_s`)
+        chunk = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit))) / max(chunks, 1)
         shared = shared_step_s(_serving(dep, overlap), b, chunk * dep.parallel.attention_groups)
     return _Curve(dep, max_sequences, prefill_1, np.broadcast_to(tpot, b.shape), chunks, lengths, times, batched,
-                  overlap, budget_prompts(dep, engine, prefix_hit, isl), shared, next_prompt_s(dep, prefix_hit, isl))
+                  overlap, budget_prompts(dep, engine, prefix_hit, isl), shared, nxt)
 
 
 def next_prompt_s(dep: Any, prefix_hit: float, isl: float) -> float:
