@@ -15,10 +15,11 @@ ranks decode (SGLang: :mod:`.prefill_first`). The serving simulation runs them a
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaincc
+from scipy.special import gammaincc, gammaln
 
 from ..engines.scheduler import default_scheduler
 from ..techniques.step import prefill
@@ -86,3 +87,47 @@ def balancing_hold_s(sc: Scenario, together: int, rate: np.ndarray, decode_step_
         beyond = gammaincc(n, (lam * mid)[..., None]).sum(axis=-1) / together
         lo, hi = np.where(beyond > tail, mid, lo), np.where(beyond > tail, hi, mid)
     return hi
+
+
+#: Prompts arriving during an iteration, the grid :func:`release_share` is tabulated on (16 a
+#: decade, read between its points in log).
+ARRIVALS_GRID = np.logspace(-6.0, 4.0, 161)
+
+
+def release_share(mu: np.ndarray, ranks: int) -> np.ndarray:
+    """Iterations that release held prompts, over the prompts, where ``mu`` arrive during an
+    iteration on average and the engine releases them once ``ranks`` are waiting [1]: the share
+    of a prefill iteration's fixed part each prompt pays. ``(1 - e^-mu) / mu`` for one rank (any
+    prompt is released); ``1 / g`` while few arrive an iteration (every release is ``g`` of
+    them); ``1 / mu`` where many do. Between, the waiting count at each iteration's start is a
+    Markov chain on ``0 .. g - 1`` (Poisson arrivals added; ``g`` or more released, back to
+    none), whose stationary release probability ``r`` gives ``r / mu`` (:func:`_release_table`,
+    cached by ``ranks``). Taking ``min((1 - e^-mu) / mu, 1 / g)`` had released ``g`` at most:
+    gpt-oss-120b over two B200s (TensorRT-LLM's PyTorch runtime, attention DP balanced), 200/200
+    at 60 req/s, 1.5 prompts an iteration, releases of 2.6 on average where it read 2."""
+    m = np.maximum(np.asarray(mu, float), 1e-300)
+    if ranks <= 1:
+        return np.minimum(-np.expm1(-m) / m, 1.0)
+    # (read in log-log between the grid's points: monotone where the table is; below it 1 / g)
+    share = np.interp(np.log(m), np.log(ARRIVALS_GRID), np.log(_release_table(int(ranks)) / ARRIVALS_GRID))
+    return np.minimum(np.exp(share), 1.0)
+
+
+@lru_cache(maxsize=16)
+def _release_table(ranks: int) -> np.ndarray:
+    """The stationary share of iterations that release prompts at each :data:`ARRIVALS_GRID` point."""
+    mu = ARRIVALS_GRID[:, None]
+    n = np.arange(ranks, dtype=float)[None, :]
+    pmf = np.exp(n * np.log(mu) - mu - gammaln(n + 1.0))  # P(A = n), n < g
+    beyond = np.clip(1.0 - np.cumsum(pmf, axis=1), 0.0, 1.0)  # P(A > n)
+    moves = np.zeros((ARRIVALS_GRID.size, ranks, ranks))
+    for w in range(ranks):
+        moves[:, w, w:] = pmf[:, : ranks - w]
+        moves[:, w, 0] += beyond[:, ranks - 1 - w]  # g - w or more arrive: all released
+    # the stationary distribution: pi (M - I) = 0 with its entries summing to one
+    system = np.swapaxes(moves, 1, 2) - np.eye(ranks)
+    system[:, -1, :] = 1.0
+    rhs = np.zeros((ARRIVALS_GRID.size, ranks, 1))
+    rhs[:, -1, 0] = 1.0
+    pi = np.linalg.solve(system, rhs)[..., 0]
+    return np.einsum("aw,aw->a", pi, beyond[:, ::-1])  # release from w: more than g - 1 - w arrive

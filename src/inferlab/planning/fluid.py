@@ -6,7 +6,9 @@ the ``b`` requests. With ``a = osl x d(b) / t_pf``, the request rate ``lambda = 
 satisfies ``x = b / (1 + a / (1 - x))``, i.e. ``x^2 - (1 + a + b) x + b = 0``; under load
 a token takes ``d(b) / (1 - x)``. Where the engine mixes decodes into the prompts'
 iterations (vLLM, TensorRT-LLM), those iterations advance the decodes too, and a prompt
-stalls them only by what its iterations add to a decode step (:func:`mixed_stall_s`). A
+stalls them only by what its iterations add to a decode step (:func:`mixed_stall_s`); the
+prompts that arrive during an iteration share the next
+(:func:`~.replica_points.batched_prompts` solves the steady state with them). A
 prompt's TTFT is its prefill stretched over the iterations it shares with decodes
 (``ceil(isl / chunk)`` of them) plus the admission wait of a batching engine
 (:func:`admission_wait_s`); its percentile mixes the prompts' lengths with the wait's
@@ -58,88 +60,6 @@ class OperatingPoints:
         return np.asarray(self.tpot_s if self.iteration_s is None else self.iteration_s, float)
 
 
-def operating_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_s: float | np.ndarray, isl: float,
-                     osl: float, chunk_tokens: float, stall_s: float | np.ndarray | None = None) -> OperatingPoints:
-    """Fluid steady state of a replica at each concurrency in ``batch``.
-
-    Parameters
-    ----------
-    batch : array [request]
-    decode_step_s : array [s]
-        Mean decode step at each concurrency (no prefill mixed in).
-    prefill_s : float or array [s]
-        Prefill of one prompt (at each concurrency: its share of an iteration's prompts,
-        :func:`batched_prompt_s`).
-    isl, osl : float [token]
-    chunk_tokens : float [token]
-        Prefill tokens an iteration may carry (the engine's token budget).
-    stall_s : float or array [s], optional
-        What a prompt adds to the decodes' time, ``e``: its prefill where the decodes wait for
-        it (the default, ``t_pf``), less what its iterations carry of the decode steps where
-        the engine mixes decodes into them (each such iteration also advances every decode
-        by a token: :func:`mixed_stall_s`).
-
-    Notes
-    -----
-    With ``k = e / t_pf`` a token takes ``d / (1 - k x)`` and Little's law for the ``b``
-    requests in flight, ``b = lambda (t_pf + (osl - 1) d / (1 - k x))``, gives
-    ``k x^2 - (1 + a + k b) x + b = 0``, solved as ``x = 2 b / (s + sqrt(s^2 - 4 k b))``
-    (``s = 1 + a + k b``; ``k = 1`` is the quadratic above, ``k = 0`` gives ``b / (1 + a)``).
-    """
-    b = np.asarray(batch, float)
-    d = np.asarray(decode_step_s, float)
-    t_pf = np.maximum(np.asarray(prefill_s, float), 1e-12)
-    k = 1.0 if stall_s is None else np.clip(np.asarray(stall_s, float) / t_pf, 0.0, 1.0)
-    a = max(osl - 1.0, 0.0) * d / t_pf
-    s = 1.0 + a + k * b
-    x = 2.0 * b / (s + np.sqrt(np.maximum(s * s - 4.0 * k * b, 0.0)))
-    x = np.clip(x, 0.0, 0.999)
-    rate = x / t_pf
-    stall = np.minimum(k * x, 0.999)
-    tpot = d / (1.0 - stall)
-    iterations = np.ceil(isl / np.maximum(chunk_tokens - b, 1.0))
-    ttft = prefill_s + iterations * d
-    return OperatingPoints(b, rate, tpot, ttft, x, stall)
-
-
-def batched_prompt_s(prefill_s: float, batched_s: float, budget_prompts: int, per_iteration: np.ndarray,
-                     least: np.ndarray | float = 1.0) -> np.ndarray:
-    """A prompt's prefill cost where ``per_iteration`` prompts share an iteration [s].
-
-    An iteration of ``n`` prompts costs ``F + n m``: a part all of them share (the weights
-    read once, the host's work per iteration) and a part each adds. A prompt alone costs
-    ``prefill_s = F + m``, one of the ``budget_prompts`` that fill the token budget
-    ``batched_s = F / k + m``. Under load the prompts arriving during an iteration are
-    prefilled together in the next (an offline run admits a few as each iteration's requests
-    finish): a fluid model that prefilled each alone had run Qwen3-30B-A3B FP8 on a B200 at
-    56 req/s where the simulation, batching them, sustains 75. Poisson arrivals, ``mu =
-    per_iteration`` of them on average, put ``n`` prompts in an iteration with probability
-    ``e^-mu mu^n / n!``; each iteration that has any pays ``F`` once, so a prompt pays ``F``
-    times :func:`shared_per_prompt`, ``(1 - e^-mu) / mu`` (all of it alone, ``F / mu`` at many),
-    at least ``F / k`` (and at most ``F / least`` where the engine holds prompts until ``least`` are
-    waiting: attention-DP balancing). Taking ``n = max(mu, 1)`` had charged all of ``F`` to every prompt up to
-    one an iteration: SGLang's prefill-first iterations, Llama-3.1-8B FP8 on an H100, 200-token
-    prompts at 37.5 req/s, 0.6 an iteration: fluid TPOT 27.8 ms against 15.2 simulated (now 15.9).
-    """
-    k = max(int(budget_prompts), 1)
-    if k == 1 or not batched_s < prefill_s:
-        return np.full(np.shape(per_iteration), float(prefill_s))
-    shared = (prefill_s - batched_s) * k / (k - 1.0)  # F
-    return (prefill_s - shared) + shared * shared_per_prompt(per_iteration, k, least)
-
-
-def shared_per_prompt(per_iteration: np.ndarray, most: int, least: np.ndarray | float = 1.0) -> np.ndarray:
-    """The share of an iteration's shared cost a prompt pays where Poisson arrivals put
-    ``per_iteration`` prompts in an iteration on average [1]: ``(1 - e^-mu) / mu`` (iterations
-    with any prompt over the prompts; 1 as ``mu -> 0``), at least ``1 / most`` (an iteration
-    takes at most ``most`` prompts: a token budget's worth) and at most ``1 / least`` (an engine
-    that holds prompts until ``least`` are waiting runs no fewer together: one on each
-    attention-DP rank, each within its own budget, however few a budget holds)."""
-    mu = np.maximum(np.asarray(per_iteration, float), 1e-12)
-    least = np.maximum(least, 1.0)
-    return np.clip(np.minimum(-np.expm1(-mu) / mu, 1.0 / least), 1.0 / np.maximum(max(int(most), 1), least), None)
-
-
 def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float | np.ndarray) -> float | np.ndarray:
     """What a prompt adds to the decodes' time where its ``iterations`` carry the decodes [s].
 
@@ -155,7 +75,7 @@ def mixed_stall_s(prefill_s: float, iterations: float, shared_step_s: float | np
 
 def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarray | float,
                      percentile: float, prefill_spread: float = 2.0, batched_prefill_s: float | None = None,
-                     overlap: bool = False) -> np.ndarray:
+                     overlap: bool = False, held_s: np.ndarray | None = None) -> np.ndarray:
     """Wait from arrival to the end of the prompt's turn in the token budget, at ``percentile`` [s].
 
     Parameters
@@ -241,6 +161,8 @@ def admission_wait_s(points: OperatingPoints, prefill_s: float, slots: np.ndarra
     batch = per_point(points.batch)
     hold = batch / np.maximum(per_point(points.rate), 1e-300)
     slots = per_point(np.broadcast_to(np.floor(np.asarray(slots, float)), np.shape(points.batch)))
+    if held_s is not None:  # a hold for other prompts runs while the iteration does: the longer of the two
+        iteration = np.maximum(iteration, held_s)
     return iteration + prompts + slot_wait_s(batch, slots, hold, q)
 
 

@@ -32,7 +32,7 @@ the experts' weights again (:func:`~.curve.shared_step_s` since; now 3 against 2
 simulated candidates of 40 further scenarios (P99 SLOs, 20 and 150 req/s) the seed is 1-2x the
 simulated count, median 1.0 for a mixture of experts and 1.2 for dense models, within 0.8-1.25x
 for 85% and 75% of them (60% and 66% before that and the prompts' Poisson batching,
-:func:`~.fluid.shared_per_prompt`), with 0.25 once (gpt-oss-120b over eight B200s with attention DP
+:func:`~.replica_points.batched_prompts`), with 0.25 once (gpt-oss-120b over eight B200s with attention DP
 under SGLang: 1 against 4). With SGLang's prefill-first ranks (:mod:`.prefill_first`), attention
 DP's chunk on one rank and TensorRT-LLM's balancing modelled, over 62 candidates of those
 scenarios: within 0.8-1.25x for 85% (MoE) and 89% (dense), all within 0.75-2x, the extremes

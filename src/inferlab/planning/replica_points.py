@@ -3,7 +3,7 @@
 Three ways, by the engine's scheduler (:mod:`inferlab.engines.scheduler`): prompts run before
 the decodes, each rank's own (SGLang: :mod:`.prefill_first`); mixed into the decodes'
 iterations, the prompts that arrive during one iteration prefilled together in the next
-(vLLM, TensorRT-LLM: :func:`~.fluid.operating_points` with :func:`batched_prompts`); and under
+(vLLM, TensorRT-LLM: :func:`batched_prompts`); and under
 TensorRT-LLM's attention-DP balancing, held until every rank has one (:mod:`.attention_dp`).
 """
 
@@ -15,15 +15,20 @@ from typing import Any
 import numpy as np
 
 from ..engines.scheduler import default_scheduler
-from .attention_dp import prompts_together, shared_prefill
+from .attention_dp import prompts_together, release_share, shared_prefill
 from .curve import _BATCHES
-from .fluid import OperatingPoints, batched_prompt_s, mixed_stall_s, operating_points, shared_per_prompt
+from .fluid import OperatingPoints, mixed_stall_s
 from .prefill_first import prefill_first_points
 from .scenario import Scenario
 
-#: Rounds of the fixed point between the prompts an iteration batches and the rate (each
-#: round's rate within a fraction of a percent of the last by the third).
-BATCHING_ROUNDS = 3
+#: Prompts an iteration carries on average, the grid each concurrency's steady state is read
+#: off (8 a decade: neighbours 33% apart, read between them in log, then a secant step).
+PROMPTS_GRID = np.logspace(-5.0, 4.0, 73)
+
+#: Passes between the share of iterations that carry prompts and the rate they imply (the
+#: balancing timeout, the chain of decode and prefill iterations), each halfway to the next
+#: value: within 0.2% of the fixed point by the fourth (rate and TPOT over the answers of 2-300 tokens tried).
+CHAIN_PASSES = 4
 
 
 def replica_points(sc: Scenario, est: Any, loads: np.ndarray, tpot: np.ndarray, isl: float, osl: float,
@@ -47,10 +52,9 @@ def replica_points(sc: Scenario, est: Any, loads: np.ndarray, tpot: np.ndarray, 
     shared_s = np.interp(loads, _BATCHES, est.shared_step_s)
     stall = mixed_stall_s(est.prefill_1_s, est.prefill_iterations, shared_s) if sched.mixed_prefill \
         else np.full(loads.shape, est.prefill_1_s)
-    pts = operating_points(loads, tpot, est.prefill_1_s * share, isl, osl, budget, stall_s=stall * share)
     # (attention-DP balancing holds prompts until every rank has one, or for its timeout's iterations)
     hold = sched.balance_timeout_iters * tpot if together > 1 else 0.0
-    pts, stall = batched_prompts(est, loads, tpot, pts, stall, isl, osl, budget, together, hold)
+    pts, stall = batched_prompts(est, loads, tpot, stall, isl, osl, budget, together, hold)
     # (balanced: a rank's share of a shared iteration)
     return replace(pts, prefill_share=pts.prefill_share * share), stall, together, share
 
@@ -66,22 +70,121 @@ def _extra_prompt(est: Any, ranks: int, isl: float) -> tuple[float, int]:
     return est.next_prompt_s, max(int(est.batched_prompts), 1)
 
 
-def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, pts: OperatingPoints, stall: np.ndarray,
+def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.ndarray,
                     isl: float, osl: float, budget: float, ranks: int = 1, hold_s: np.ndarray | float = 0.0
                     ) -> tuple[OperatingPoints, np.ndarray]:
     """The operating points with the prompts that arrive during an iteration prefilled
-    together in the next, each at its share (:func:`~.fluid.batched_prompt_s`), and the
+    together in the next, each at its share (:func:`_prompt_cost_s`), and the
     stall each adds to the decodes (the decode step a mixed iteration carries shared by its
-    prompts): prompts per iteration ``lambda tau`` and the rate settle together, in a few rounds.
-    Where attention-DP balancing holds prompts until each of the ``ranks`` has one or for
-    ``hold_s``, an iteration with prompts carries no fewer than ``min(ranks, 1 + lambda hold)``."""
-    alone, saved = est.prefill_1_s, est.prefill_1_s - stall  # (saved: the decode step a mixed iteration carries)
-    for _ in range(BATCHING_ROUNDS):
-        together = pts.rate * pts.tpot_s  # prompts arriving during one iteration (a token's time under load)
-        least = np.minimum(ranks, 1.0 + pts.rate * hold_s)
-        cost = batched_prompt_s(alone, est.batched_prefill_s, est.batched_prompts, together, least)
-        # the decode step a mixed iteration carries, paid once an iteration
-        stall_n = np.maximum(cost - saved * shared_per_prompt(together, est.batched_prompts, least), 0.0)
-        pts = operating_points(loads, tpot, cost, isl, osl, budget, stall_s=stall_n)
+    prompts). Where attention-DP balancing holds prompts until each of the ``ranks`` has one or
+    for ``hold_s``, an iteration with prompts carries no fewer than ``min(ranks, 1 + lambda hold)``.
+
+    Solved in the prompts an iteration carries, ``mu``: a prompt then stalls the decodes by
+    ``e(mu)``, a token takes ``tau = d + mu e(mu)`` (the decode step and what its prompts add),
+    the rate is ``mu / tau`` and Little's law gives the requests in flight, ``lambda (t_pf(mu) +
+    (osl - 1) tau)`` (``t_pf`` the prompts' part of the iteration a prompt is prefilled in, not its
+    share of it), which grow with ``mu``: each concurrency's ``mu`` is read off a grid of them
+    (:data:`PROMPTS_GRID`), then one secant step. It is the steady state of :mod:`.fluid`'s
+    quadratic with the cost and the stall at their own ``mu``; iterating the two (three rounds,
+    the quadratic's share ``lambda t_pf`` below 1) stopped where every
+    iteration carries prompts and its fixed part (an eager prefill's kernel issue) is shared by
+    them all, there ``lambda t_pf`` reads 1 at every rate: gpt-oss-120b over two B200s
+    (TensorRT-LLM's PyTorch runtime, attention DP balanced), 200/200, had a capacity of 94 req/s
+    where the simulation keeps up at 200 (tests/test_planning_attention_dp.py)."""
+    alone, most = est.prefill_1_s, est.batched_prompts
+    col = lambda v: np.broadcast_to(np.asarray(v, float), np.shape(loads))[:, None]  # noqa: E731
+    d, stalls, hold = col(tpot), col(stall), col(hold_s)
+
+    def at(mu: np.ndarray) -> tuple[np.ndarray, ...]:
+        rate = mu / d
+        paid = _shared_paid(mu, rate * hold, ranks, most)
+        for _ in range(CHAIN_PASSES):  # (halfway each pass: the plain iteration can settle in a 2-cycle)
+            cost, each, spent = _prompt_cost_s(est, stalls, paid)
+            tau = d + mu * each
+            rate = mu / tau
+            paid = 0.5 * (paid + _shared_paid(mu, rate * hold, ranks, most, rate * d, rate * (d + each / paid)))
+        return cost, each, tau, rate, spent
+
+    grid = np.broadcast_to(PROMPTS_GRID, (np.size(loads), PROMPTS_GRID.size))
+    _, _, tau, rate, spent = at(grid)
+    held = rate * (spent + max(osl - 1.0, 0.0) * tau)  # requests in flight at each mu, rising with it
+    mu, lo, hi = _crossing(held, np.ravel(loads))
+    # one secant step from the point read off the grid to the grid point across the load from it
+    _, _, tau, rate, spent = (np.ravel(v) for v in at(mu))
+    here = rate * (spent + max(osl - 1.0, 0.0) * tau)
+    rows, target = np.arange(np.size(loads)), np.ravel(loads)
+    other = np.where(here > target, lo, hi)
+    there, x0, x1 = held[rows, other], np.log(np.ravel(mu)), np.log(PROMPTS_GRID[other])
+    step = np.where(np.abs(there - here) > 0, (target - here) / np.where(there != here, there - here, 1.0), 0.0)
+    mu = np.exp(x0 + np.clip(step, 0.0, 1.0) * (x1 - x0))[:, None]
+    _, each, tau, rate, spent = (np.ravel(v) for v in at(mu))
+    iterations = np.ceil(isl / np.maximum(budget - loads, 1.0))
+    pts = OperatingPoints(np.asarray(loads, float), rate, tau, spent + iterations * np.ravel(d), rate * alone, rate * each)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
-    return replace(pts, prefill_share=pts.rate * alone, stall_share=pts.stall), stall_n
+    return pts, each
+
+
+def _crossing(held: np.ndarray, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's ``mu`` at which the requests in flight ``held`` (rising along :data:`PROMPTS_GRID`)
+    reach its load, between grid points in log (a column: the grid's ends beyond them), and the
+    indices of the grid points about it."""
+    logs = np.log(PROMPTS_GRID)
+    hi = np.clip((held < loads[:, None]).sum(axis=1), 1, logs.size - 1)
+    rows = np.arange(loads.size)
+    h0, h1 = held[rows, hi - 1], held[rows, hi]
+    w = np.clip((loads - h0) / np.where(h1 > h0, h1 - h0, 1.0), 0.0, 1.0)
+    return np.exp(logs[hi - 1] + w * (logs[hi] - logs[hi - 1]))[:, None], hi - 1, hi
+
+
+def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most: int,
+                 in_decode: np.ndarray | None = None, in_prefill: np.ndarray | None = None) -> np.ndarray:
+    """The share of a prefill iteration each prompt pays (of its fixed part, of the decode step a
+    mixed one carries): the iterations that carry prompts over the prompts, ``mu`` arriving during
+    an iteration on average. With one rank any waiting prompt is prefilled in the next iteration:
+    ``(1 - e^-mu) / mu`` (an iteration with any over the prompts), or, given the prompts arriving
+    during a decode iteration and during a prefill one (``lambda d``, ``lambda p``), the two-state
+    chain's share of prefill iterations (:func:`~.prefill_first.chain`) over ``mu``: prompts
+    arrive more often during the longer ones, and ``1 - e^-mu`` of the mean iteration had put
+    prompts in 70% of Llama-3.1-8B's iterations at 60 req/s (TensorRT-LLM's PyTorch runtime on
+    an H100, 200/200) where the simulation puts them in 59%. Under attention-DP balancing
+    ``ranks`` of them or more at a time (:func:`~.attention_dp.release_share`), or the ``1 +
+    timed_out`` that arrive within its timeout (``lambda x hold``) where that releases them
+    first. At most a budget's worth an iteration on each rank."""
+    least = 1.0 / max(int(most), ranks, 1)  # (np.minimum/np.maximum: np.clip costs twice as much here)
+    if ranks <= 1:
+        if in_decode is None or in_prefill is None:
+            return np.maximum(release_share(mu, 1), least)
+        a = -np.expm1(-in_decode)
+        prefills = a / np.maximum(a + np.exp(-in_prefill), 1e-300)
+        return np.minimum(np.maximum(prefills / np.maximum(mu, 1e-300), least), 1.0)
+    return np.minimum(np.maximum(np.maximum(release_share(mu, ranks), 1.0 / (1.0 + timed_out)), least), 1.0)
+
+
+def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A prompt's share of the iterations that prefill prompts, ``1 / paid`` of them in each, of
+    what those add to the decodes' iterations, and its own prefill time (its iteration's) [s].
+
+    Alone, a prompt's iteration lasts ``p_1`` and adds ``e = stall`` to the decodes' (its
+    prefill less what it shares with them: :func:`~.fluid.mixed_stall_s`). ``c``, the slope of the
+    line through ``p_1`` and a budget-filling batch of ``k`` prompts (``k p_k``,
+    :func:`~.curve.batched_prefill_s`), is what a prompt's own work adds to an iteration; a further
+    prompt adds ``m``: ``c`` where prefill is compute-bound (an iteration of ``n`` costs ``F + n c``,
+    ``F`` shared: the weights read, the host's work; Poisson arrivals batched so had let a fluid
+    Qwen3-30B-A3B FP8 on a B200 keep up at 75 req/s where one prompt an iteration stopped at 56,
+    as the simulation, batching them, does), and nothing while the iteration's kernels take longer to issue than to run
+    (:func:`~.curve.next_prompt_s`), but ``n`` of them no less than their work: ``max(p_1 + (n - 1) m,
+    n c)`` and ``max(e + (n - 1) m, n c)``. Llama-3.1-8B FP8 on an H100 (TensorRT-LLM's PyTorch
+    runtime), 200-token prompts: 20.5 ms alone or four together beside 190 decodes (the
+    simulation's iterations at 60 req/s), beside 826 decodes their 23.2 ms and 2.9 ms a prompt
+    (at 120 req/s: the decodes' work is past the issue time, and each prompt adds its own);
+    the line alone had charged the first 2.5 ms for every prompt beyond one.
+    Where a prompt fills the token budget each further one is an iteration of its own."""
+    alone, k, batched = est.prefill_1_s, max(int(est.batched_prompts), 1), est.batched_prefill_s
+    n = 1.0 / paid
+    if k == 1 or not batched < alone:
+        alone_s = np.full(np.shape(paid), float(alone))
+        return alone_s, paid * (stall + (n - 1.0) * alone), alone_s
+    line = max((k * batched - alone) / (k - 1.0), 0.0)  # (a batch of k costs no less than one alone)
+    added = line if not np.isfinite(est.next_prompt_s) else min(float(est.next_prompt_s), line)
+    spent = np.maximum(alone + (n - 1.0) * added, n * line)
+    return paid * spent, paid * np.maximum(stall + (n - 1.0) * added, n * line), spent

@@ -144,8 +144,8 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
     rate = pts.rate * pp
     # the percentile of a prompt's own time (its length's prefill) and its wait, mixed
     waits = admission_wait_s(pts, est.prefill_1_s * share, fits / pp, 100.0 * TAIL_EDGES,
-                             tr.isl.second_moment_ratio, est.batched_prefill_s, est.overlap)
-    waits = waits + balancing_hold_s(sc, together, pts.rate, tpot)  # each stream balances its own
+                             tr.isl.second_moment_ratio, est.batched_prefill_s, est.overlap,
+                             held_s=balancing_hold_s(sc, together, pts.rate, tpot))  # each stream balances its own
     # and the server's work on each request before the engine sees it (the profile's, as serve() adds it)
     ttft_p = ttft_percentile_s(tpot, loads / pp, est.prompt_times_s, est.prompt_lengths, budget, waits,
                                sc.slo.percentile) + est.deployment.profile.request_overhead_s
