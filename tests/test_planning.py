@@ -57,7 +57,7 @@ def test_fluid_steady_state_with_mixed_prefill_by_hand():
     pts, each = _points(_replica(0.1), 10.0, 0.02, 0.05, 101)
     x = 20 / (26 + math.sqrt(676 - 20))
     assert float(pts.prefill_share[0]) == pytest.approx(x, rel=1e-3) and x == pytest.approx(0.38750, abs=1e-5)
-    assert each == 0.05 and float(pts.stall[0]) == pytest.approx(x / 2, rel=1e-3)
+    assert each == pytest.approx(0.05) and float(pts.stall[0]) == pytest.approx(x / 2, rel=1e-3)
     assert float(pts.tpot_s[0]) == pytest.approx(0.02 / (1 - x / 2), rel=1e-3)
     assert 10 == pytest.approx(float(pts.rate[0]) * (0.1 + 100 * float(pts.tpot_s[0])), rel=1e-3)
     # 77.3 ms of prefill in one iteration that carries an 8.6 ms decode step's shared part
@@ -94,13 +94,17 @@ def test_batched_prompts_by_hand():
     their own work, 2 ms each: mu 2 (n = 2.313035), max(10, 4.626070) x 0.432332 = 4.32332 ms."""
     mu = np.array([0.3, 1.0, 2.0, 4.0, 9.0])
     paid = np.clip(-np.expm1(-mu) / mu, 0.25, 1.0)
-    cost, each, _ = _prompt_cost_s(_replica(0.010, 0.004, 4), np.full(5, 0.006), paid)
+    each, spent = _prompt_cost_s(_replica(0.010, 0.004, 4), np.full(5, 0.006), paid)
+    cost = paid * spent  # (a prompt's share of its iteration)
     np.testing.assert_allclose(cost, [0.008911514, 0.007056964, 0.005458659, 0.004, 0.004], rtol=1e-6)
     assert float(each[1]) == pytest.approx(0.004528480, rel=1e-6)
-    cost, _, _ = _prompt_cost_s(_replica(0.010, 0.004, 4, added=0.0), np.full(5, 0.006), paid)
+    cost = paid * _prompt_cost_s(_replica(0.010, 0.004, 4, added=0.0), np.full(5, 0.006), paid)[1]
     assert float(cost[2]) == pytest.approx(0.00432332, rel=1e-6)
-    assert float(_prompt_cost_s(_replica(0.010, 0.004, 1), np.array([0.006]), np.array([1.0]))[0][0]) == 0.010
-    assert float(_prompt_cost_s(_replica(0.010, 0.012, 4), np.array([0.006]), np.array([0.3]))[0][0]) == 0.010
+    assert float(_prompt_cost_s(_replica(0.010, 0.004, 1), np.array([0.006]), np.array([1.0]))[1][0]) == 0.010
+    # a batch of 4 costing 48 ms (more than 4 alone): 12.667 ms a further prompt, and 1 / 0.3 of them
+    # together no less than their work, 3.3333 x 12.667 = 42.222 ms (the one alone plus 2.3333 more: 39.556)
+    assert float(_prompt_cost_s(_replica(0.010, 0.012, 4), np.array([0.006]), np.array([0.3]))[1][0]) == \
+        pytest.approx(0.042222, rel=1e-4)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
@@ -112,7 +116,7 @@ def test_more_prompts_an_iteration_never_cost_more_each(alone, frac, k, n, more,
     batched = alone * frac
     est = _replica(alone, batched, k, added * alone)
     share = lambda mu: np.clip(np.array([-np.expm1(-max(mu, 1e-12)) / max(mu, 1e-12)]), 1 / k, 1.0)  # noqa: E731
-    one, two = (float(_prompt_cost_s(est, np.array([alone]), share(x))[0][0]) for x in (n, n + more))
+    one, two = (float((share(x) * _prompt_cost_s(est, np.array([alone]), share(x))[1])[0]) for x in (n, n + more))
     line = (k * batched - alone) / (k - 1) if k > 1 else batched
     assert min(line, batched) * (1 - 1e-9) <= two <= one * (1 + 1e-9)
     assert one <= alone * (1 + 1e-9)

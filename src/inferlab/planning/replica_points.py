@@ -22,13 +22,13 @@ from .prefill_first import prefill_first_points
 from .scenario import Scenario
 
 #: Prompts an iteration carries on average, the grid each concurrency's steady state is read
-#: off (8 a decade: neighbours 33% apart, read between them in log, then a secant step).
+#: off (8 a decade: neighbours 33% apart, read between them in log).
 PROMPTS_GRID = np.logspace(-5.0, 4.0, 73)
 
 #: Passes between the share of iterations that carry prompts and the rate they imply (the
 #: balancing timeout, the chain of decode and prefill iterations), each halfway to the next
-#: value: within 0.2% of the fixed point by the fourth (rate and TPOT over the answers of 2-300 tokens tried).
-CHAIN_PASSES = 4
+#: value: within 0.5% of the fixed point by the third (rate and TPOT over the answers of 2-300 tokens tried).
+CHAIN_PASSES = 3
 
 
 def replica_points(sc: Scenario, est: Any, loads: np.ndarray, tpot: np.ndarray, isl: float, osl: float,
@@ -74,20 +74,19 @@ def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.nda
                     isl: float, osl: float, budget: float, ranks: int = 1, hold_s: np.ndarray | float = 0.0
                     ) -> tuple[OperatingPoints, np.ndarray]:
     """The operating points with the prompts that arrive during an iteration prefilled
-    together in the next, each at its share (:func:`_prompt_cost_s`), and the
-    stall each adds to the decodes (the decode step a mixed iteration carries shared by its
-    prompts). Where attention-DP balancing holds prompts until each of the ``ranks`` has one or
-    for ``hold_s``, an iteration with prompts carries no fewer than ``min(ranks, 1 + lambda hold)``.
+    together in the next, each at its share (:func:`_prompt_cost_s`), and the stall each adds
+    to the decodes (the decode step a mixed iteration carries shared by its prompts); where
+    attention-DP balancing holds prompts until each of the ``ranks`` has one or for ``hold_s``,
+    released as :func:`_shared_paid` has it.
 
     Solved in the prompts an iteration carries, ``mu``: a prompt then stalls the decodes by
     ``e(mu)``, a token takes ``tau = d + mu e(mu)`` (the decode step and what its prompts add),
     the rate is ``mu / tau`` and Little's law gives the requests in flight, ``lambda (t_pf(mu) +
     (osl - 1) tau)`` (``t_pf`` the prompts' part of the iteration a prompt is prefilled in, not its
     share of it), which grow with ``mu``: each concurrency's ``mu`` is read off a grid of them
-    (:data:`PROMPTS_GRID`), then one secant step. It is the steady state of :mod:`.fluid`'s
-    quadratic with the cost and the stall at their own ``mu``; iterating the two (three rounds,
-    the quadratic's share ``lambda t_pf`` below 1) stopped where every
-    iteration carries prompts and its fixed part (an eager prefill's kernel issue) is shared by
+    (:data:`PROMPTS_GRID`). It is the steady state of :mod:`.fluid`'s quadratic with the cost
+    and the stall at their own ``mu``; iterating the two (three rounds, the quadratic's share
+    ``lambda t_pf`` below 1) stopped where every iteration carries prompts and its fixed part (an eager prefill's kernel issue) is shared by
     them all, there ``lambda t_pf`` reads 1 at every rate: gpt-oss-120b over two B200s
     (TensorRT-LLM's PyTorch runtime, attention DP balanced), 200/200, had a capacity of 94 req/s
     where the simulation keeps up at 200 (tests/test_planning_attention_dp.py)."""
@@ -99,41 +98,39 @@ def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.nda
         rate = mu / d
         paid = _shared_paid(mu, rate * hold, ranks, most)
         for _ in range(CHAIN_PASSES):  # (halfway each pass: the plain iteration can settle in a 2-cycle)
-            cost, each, spent = _prompt_cost_s(est, stalls, paid)
+            each, spent = _prompt_cost_s(est, stalls, paid)
             tau = d + mu * each
             rate = mu / tau
             paid = 0.5 * (paid + _shared_paid(mu, rate * hold, ranks, most, rate * d, rate * (d + each / paid)))
-        return cost, each, tau, rate, spent
+        return each, tau, rate, spent
 
     grid = np.broadcast_to(PROMPTS_GRID, (np.size(loads), PROMPTS_GRID.size))
-    _, _, tau, rate, spent = at(grid)
+    each, tau, rate, spent = at(grid)
     held = rate * (spent + max(osl - 1.0, 0.0) * tau)  # requests in flight at each mu, rising with it
-    mu, lo, hi = _crossing(held, np.ravel(loads))
-    # one secant step from the point read off the grid to the grid point across the load from it
-    _, _, tau, rate, spent = (np.ravel(v) for v in at(mu))
-    here = rate * (spent + max(osl - 1.0, 0.0) * tau)
-    rows, target = np.arange(np.size(loads)), np.ravel(loads)
-    other = np.where(here > target, lo, hi)
-    there, x0, x1 = held[rows, other], np.log(np.ravel(mu)), np.log(PROMPTS_GRID[other])
-    step = np.where(np.abs(there - here) > 0, (target - here) / np.where(there != here, there - here, 1.0), 0.0)
-    mu = np.exp(x0 + np.clip(step, 0.0, 1.0) * (x1 - x0))[:, None]
-    _, each, tau, rate, spent = (np.ravel(v) for v in at(mu))
+    # each concurrency's point read off the grid between its neighbours, in log (the rates and
+    # times are near powers of mu there), as the requests in flight meet it
+    at_load = _reader(held, np.ravel(loads))
+    each, tau, rate, spent = (at_load(v) for v in (each, tau, rate, spent))
     iterations = np.ceil(isl / np.maximum(budget - loads, 1.0))
     pts = OperatingPoints(np.asarray(loads, float), rate, tau, spent + iterations * np.ravel(d), rate * alone, rate * each)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
     return pts, each
 
 
-def _crossing(held: np.ndarray, loads: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's ``mu`` at which the requests in flight ``held`` (rising along :data:`PROMPTS_GRID`)
-    reach its load, between grid points in log (a column: the grid's ends beyond them), and the
-    indices of the grid points about it."""
-    logs = np.log(PROMPTS_GRID)
-    hi = np.clip((held < loads[:, None]).sum(axis=1), 1, logs.size - 1)
+def _reader(held: np.ndarray, loads: np.ndarray) -> Any:
+    """Reads a grid of values (rows x :data:`PROMPTS_GRID`) at each row's ``mu`` where the
+    requests in flight ``held`` (rising along the grid) reach its load: between the two grid
+    points about it, linear in log of both (the grid's ends beyond them)."""
+    hi = np.clip((held < loads[:, None]).sum(axis=1), 1, PROMPTS_GRID.size - 1)
     rows = np.arange(loads.size)
-    h0, h1 = held[rows, hi - 1], held[rows, hi]
-    w = np.clip((loads - h0) / np.where(h1 > h0, h1 - h0, 1.0), 0.0, 1.0)
-    return np.exp(logs[hi - 1] + w * (logs[hi] - logs[hi - 1]))[:, None], hi - 1, hi
+    lo_h, hi_h = (np.log(np.maximum(held[rows, k], 1e-300)) for k in (hi - 1, hi))
+    w = np.clip((np.log(np.maximum(loads, 1e-300)) - lo_h) / np.where(hi_h > lo_h, hi_h - lo_h, 1.0), 0.0, 1.0)
+
+    def read(values: np.ndarray) -> np.ndarray:
+        a, b = (np.log(np.maximum(values[rows, k], 1e-300)) for k in (hi - 1, hi))
+        return np.where(values[rows, hi] > 0, np.exp(a + w * (b - a)), values[rows, hi - 1] * (1 - w))
+
+    return read
 
 
 def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most: int,
@@ -160,9 +157,9 @@ def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most
     return np.minimum(np.maximum(np.maximum(release_share(mu, ranks), 1.0 / (1.0 + timed_out)), least), 1.0)
 
 
-def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A prompt's share of the iterations that prefill prompts, ``1 / paid`` of them in each, of
-    what those add to the decodes' iterations, and its own prefill time (its iteration's) [s].
+def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A prompt's share of what the iterations that prefill prompts, ``1 / paid`` of them in
+    each, add to the decodes' iterations, and its own prefill time (its iteration's) [s].
 
     Alone, a prompt's iteration lasts ``p_1`` and adds ``e = stall`` to the decodes' (its
     prefill less what it shares with them: :func:`~.fluid.mixed_stall_s`). ``c``, the slope of the
@@ -178,13 +175,13 @@ def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.nd
     simulation's iterations at 60 req/s), beside 826 decodes their 23.2 ms and 2.9 ms a prompt
     (at 120 req/s: the decodes' work is past the issue time, and each prompt adds its own);
     the line alone had charged the first 2.5 ms for every prompt beyond one.
-    Where a prompt fills the token budget each further one is an iteration of its own."""
+    Where a prompt fills the token budget each further one is an iteration of its own (its own
+    time that iteration's)."""
     alone, k, batched = est.prefill_1_s, max(int(est.batched_prompts), 1), est.batched_prefill_s
     n = 1.0 / paid
-    if k == 1 or not batched < alone:
-        alone_s = np.full(np.shape(paid), float(alone))
-        return alone_s, paid * (stall + (n - 1.0) * alone), alone_s
-    line = max((k * batched - alone) / (k - 1.0), 0.0)  # (a batch of k costs no less than one alone)
+    if k == 1:
+        return paid * (stall + (n - 1.0) * alone), np.full(np.shape(paid), float(alone))
+    # (a batch of k costs no less than one alone; where it costs k alone, n prompts cost n alone)
+    line = max((k * batched - alone) / (k - 1.0), 0.0)
     added = line if not np.isfinite(est.next_prompt_s) else min(float(est.next_prompt_s), line)
-    spent = np.maximum(alone + (n - 1.0) * added, n * line)
-    return paid * spent, paid * np.maximum(stall + (n - 1.0) * added, n * line), spent
+    return paid * np.maximum(stall + (n - 1.0) * added, n * line), np.maximum(alone + (n - 1.0) * added, n * line)
