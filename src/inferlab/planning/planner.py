@@ -34,8 +34,8 @@ simulated count, median 1.0 for a mixture of experts and 1.2 for dense models, w
 for 85% and 75% of them (60% and 66% before that and the prompts' Poisson batching,
 :func:`~.replica_points.batched_prompts`), with 0.25 once (gpt-oss-120b over eight B200s with attention DP
 under SGLang: 1 against 4). With SGLang's prefill-first ranks (:mod:`.prefill_first`), attention
-DP's chunk on one rank and TensorRT-LLM's balancing modelled, over 62 candidates of those
-scenarios: within 0.8-1.25x for 85% (MoE) and 89% (dense), all within 0.75-2x, the extremes
+DP's chunk on one rank and TensorRT-LLM's balancing modelled, over 63 candidates of those
+scenarios: within 0.8-1.25x for 83% (MoE) and 89% (dense), all within 0.75-2x, the extremes
 one-replica answers (2 against 1). Over 29 candidates of 20 of those scenarios under
 TensorRT-LLM's PyTorch runtime (eager prefill iterations that the prompts arriving during one
 share, :func:`~.replica_points.batched_prompts`): within 0.8-1.25x for 73% (MoE) and 86%
