@@ -64,7 +64,7 @@ class _Curve:
     #: concurrency of :data:`_BATCHES` [s] (:func:`shared_step_s`; 0 where the engine does not mix them).
     shared_step_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: What a second prompt of the mean length adds to a prefill iteration [s] (:func:`next_prompt_s`;
-    #: NaN where the engine mixes prompts into the decodes' iterations, which do not use it).
+    #: NaN where the engine mixes prompts into a pipeline stage's batch, each in its own iteration).
     next_prompt_s: float = float("nan")
 
 
@@ -119,16 +119,14 @@ def _curve(model: str, hardware: str, tp: int, pp: int, ep: int, precision: str,
     if spec is not None:  # the drafter's own pass over each prompt (a draft model's prefill)
         drafted = _drafter_prefill_s(dep, spec, prefix_hit, np.concatenate([[float(isl)], lengths]))
         prefill_1, times, batched = prefill_1 + float(drafted[0]), times + drafted[1:], batched + float(drafted[0])
-    # what the engine's way with prompts needs: mixed into the decodes' iterations, what a chunk
-    # shares with them; run before the decodes, what a further prompt adds to a prefill iteration
-    shared, nxt = np.zeros(b.shape), float("nan")
-    if dep.parallel.pp == 1:  # (a prompt in one stage's batch of pp: its own iteration)
-        nxt = next_prompt_s(dep, prefix_hit, isl)
-    if not default_scheduler(engine).mixed_prefill:
-        pass
-    elif dep.parallel.pp > 1:  # a chunk sits in one stage's batch, not spread as an iteration of b + c
+    # what a further prompt adds to an iteration that prefills one (a prompt mixed into a pipeline
+    # stage's batch sits in that stage's iteration alone), and, where the engine mixes prompts into
+    # the decodes' iterations, what a chunk shares with them
+    shared, mixed = np.zeros(b.shape), default_scheduler(engine).mixed_prefill
+    nxt = next_prompt_s(dep, prefix_hit, isl) if dep.parallel.pp == 1 or not mixed else float("nan")
+    if mixed and dep.parallel.pp > 1:  # a chunk sits in one stage's batch, not spread as an iteration of b + c
         shared = np.full(b.shape, float(np.ravel(tpot)[0]))  # tokens: the weights read of a step of one sequence
-    else:  # under attention DP on one rank: as g chunks, one a rank (:func:`shared_step_s`)
+    elif mixed:  # under attention DP on one rank: as g chunks, one a rank (:func:`shared_step_s`)
         chunk = float(_uncached(np.asarray(float(isl)), _cache(prefix_hit))) / max(chunks, 1)
         shared = shared_step_s(_serving(dep, overlap), b, chunk * dep.parallel.attention_groups,
                                None if spec is not None else np.broadcast_to(tpot, b.shape))
