@@ -152,8 +152,9 @@ def shared_step_s(dep: Any, batch: np.ndarray, chunk: float, decode_s: np.ndarra
     tokens at no context, whose part that does not grow with its tokens (the weights read, the
     host's work per iteration) both would pay alone. The chunk adds the rest to the decodes'
     iteration. An iteration with prompt tokens that the engine runs eagerly lasts at least its
-    kernels' issue (:func:`prompt_floor_s`), alone and mixed. Of a mixture of experts the decodes' tokens have touched most experts already
-    at a large batch, so a chunk beside them reads few more: Qwen3-30B-A3B FP8 on an H100, a
+    kernels' issue (:func:`prompt_floor_s`), alone and mixed. Of a mixture of experts the
+    decodes' tokens have touched most experts already at a large batch, so a chunk beside them
+    reads few more: Qwen3-30B-A3B FP8 on an H100, a
     200-token prompt alone 15.6 ms (128 experts read for its 200 x 8 routings) but beside 186
     decodes 17.2 ms -> about 19 ms (the fluid model had charged 11.2 ms, the prompt less a
     decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20). Under

@@ -58,14 +58,21 @@ def free_share(mu: np.ndarray, ranks: int) -> np.ndarray:
     return (pmf * (ranks - n)).sum(axis=-1) / ranks
 
 
+def prefill_iterations(in_decode: np.ndarray, in_prefill: np.ndarray) -> np.ndarray:
+    """The chain's share of prefill iterations where ``in_decode`` and ``in_prefill`` prompts
+    arrive on average during a decode and a prefill iteration (``lambda d``, ``lambda p``) [1]:
+    ``a / (a + 1 - c)``, ``a = 1 - e^(-lambda d)``, ``c = 1 - e^(-lambda p)``."""
+    a = -np.expm1(-np.asarray(in_decode, float))
+    return a / np.maximum(a + np.exp(-np.asarray(in_prefill, float)), 1e-300)
+
+
 def chain(rate: np.ndarray, decode_s: np.ndarray, prefill_s: np.ndarray, ranks: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The iteration chain at each ``rate`` [1/s]: the share of prefill iterations, the mean
     iteration [s], the tokens a decoding request emits an iteration and the variance of the time
     between its tokens [s^2] (a geometric number of iterations, each of the chain's lengths)."""
     lam, d, p = (np.asarray(v, float) for v in (rate, decode_s, prefill_s))
-    a, stay = -np.expm1(-lam * d), np.exp(-lam * p)
-    f = a / np.maximum(a + stay, 1e-300)
+    f = prefill_iterations(lam * d, lam * p)
     mean = f * p + (1.0 - f) * d
     tokens = (1.0 - f) * free_share(lam * d, ranks) + f * free_share(lam * p, ranks)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -97,7 +104,8 @@ def prefill_first_points(batch: np.ndarray, decode_step_s: np.ndarray, prefill_o
     OperatingPoints
         Its ``prefill_share`` is a rank's prompts' prefilled one by one, ``lambda p_1 / g`` (above
         one where batching them is what keeps up, as :func:`~.fluid.admission_wait_s` reads it);
-        ``stall_share`` ``1 - d / TPOT``; its ``iteration_s`` the iteration an arrival waits in, ``E[L^2] / E[L]`` over the chain's
+        ``stall_share`` ``1 - d / TPOT``; its ``iteration_s`` the iteration an arrival waits in,
+        ``E[L^2] / E[L]`` over the chain's
         lengths (an arrival is more likely to land in a long one), and the token-gap variance.
     """
     b = np.asarray(batch, float)

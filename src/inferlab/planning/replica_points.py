@@ -18,7 +18,7 @@ from ..engines.scheduler import default_scheduler
 from .attention_dp import prompts_together, release_share, shared_prefill
 from .curve import _BATCHES
 from .fluid import OperatingPoints, mixed_stall_s
-from .prefill_first import prefill_first_points
+from .prefill_first import prefill_first_points, prefill_iterations
 from .scenario import Scenario
 
 #: Prompts an iteration carries on average, the grid each concurrency's steady state is read
@@ -86,8 +86,9 @@ def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.nda
     share of it), which grow with ``mu``: each concurrency's ``mu`` is read off a grid of them
     (:data:`PROMPTS_GRID`). It is the steady state of :mod:`.fluid`'s quadratic with the cost
     and the stall at their own ``mu``; iterating the two (three rounds, the quadratic's share
-    ``lambda t_pf`` below 1) stopped where every iteration carries prompts and its fixed part (an eager prefill's kernel issue) is shared by
-    them all, there ``lambda t_pf`` reads 1 at every rate: gpt-oss-120b over two B200s
+    ``lambda t_pf`` below 1) stopped where every iteration carries prompts and its fixed part
+    (an eager prefill's kernel issue) is shared by them all, there ``lambda t_pf`` reads 1 at
+    every rate: gpt-oss-120b over two B200s
     (TensorRT-LLM's PyTorch runtime, attention DP balanced), 200/200, had a capacity of 94 req/s
     where the simulation keeps up at 200 (tests/test_planning_attention_dp.py)."""
     alone, most = est.prefill_1_s, est.batched_prompts
@@ -112,7 +113,8 @@ def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.nda
     at_load = _reader(held, np.ravel(loads))
     each, tau, rate, spent = (at_load(v) for v in (each, tau, rate, spent))
     iterations = np.ceil(isl / np.maximum(budget - loads, 1.0))
-    pts = OperatingPoints(np.asarray(loads, float), rate, tau, spent + iterations * np.ravel(d), rate * alone, rate * each)
+    pts = OperatingPoints(np.asarray(loads, float), rate, tau, spent + iterations * np.ravel(d), rate * alone,
+                          rate * each)
     # the prompt queue's busy share as admission_wait_s reads it: theirs one by one (it takes them batched)
     return pts, each
 
@@ -140,8 +142,8 @@ def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most
     an iteration on average. With one rank any waiting prompt is prefilled in the next iteration:
     ``(1 - e^-mu) / mu`` (an iteration with any over the prompts), or, given the prompts arriving
     during a decode iteration and during a prefill one (``lambda d``, ``lambda p``), the two-state
-    chain's share of prefill iterations (:func:`~.prefill_first.chain`) over ``mu``: prompts
-    arrive more often during the longer ones, and ``1 - e^-mu`` of the mean iteration had put
+    chain's share of prefill iterations (:func:`~.prefill_first.prefill_iterations`) over ``mu``:
+    prompts arrive more often during the longer ones, and ``1 - e^-mu`` of the mean iteration had put
     prompts in 70% of Llama-3.1-8B's iterations at 60 req/s (TensorRT-LLM's PyTorch runtime on
     an H100, 200/200) where the simulation puts them in 59%. Under attention-DP balancing
     ``ranks`` of them or more at a time (:func:`~.attention_dp.release_share`), or the ``1 +
@@ -151,8 +153,7 @@ def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most
     if ranks <= 1:
         if in_decode is None or in_prefill is None:
             return np.maximum(release_share(mu, 1), least)
-        a = -np.expm1(-in_decode)
-        prefills = a / np.maximum(a + np.exp(-in_prefill), 1e-300)
+        prefills = prefill_iterations(in_decode, in_prefill)
         return np.minimum(np.maximum(prefills / np.maximum(mu, 1e-300), least), 1.0)
     return np.minimum(np.maximum(np.maximum(release_share(mu, ranks), 1.0 / (1.0 + timed_out)), least), 1.0)
 
@@ -168,15 +169,15 @@ def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.nd
     prompt adds ``m``: ``c`` where prefill is compute-bound (an iteration of ``n`` costs ``F + n c``,
     ``F`` shared: the weights read, the host's work; Poisson arrivals batched so had let a fluid
     Qwen3-30B-A3B FP8 on a B200 keep up at 75 req/s where one prompt an iteration stopped at 56,
-    as the simulation, batching them, does), and nothing while the iteration's kernels take longer to issue than to run
-    (:func:`~.curve.next_prompt_s`), but ``n`` of them no less than their work: ``max(p_1 + (n - 1) m,
-    n c)`` and ``max(e + (n - 1) m, n c)``. Llama-3.1-8B FP8 on an H100 (TensorRT-LLM's PyTorch
-    runtime), 200-token prompts: 20.5 ms alone or four together beside 190 decodes (the
-    simulation's iterations at 60 req/s), beside 826 decodes their 23.2 ms and 2.9 ms a prompt
-    (at 120 req/s: the decodes' work is past the issue time, and each prompt adds its own);
-    the line alone had charged the first 2.5 ms for every prompt beyond one.
-    Where a prompt fills the token budget each further one is an iteration of its own (its own
-    time that iteration's)."""
+    as the simulation, batching them, does), and nothing while the iteration's kernels take
+    longer to issue than to run (:func:`~.curve.next_prompt_s`), but ``n`` of them no less than
+    their work: ``max(p_1 + (n - 1) m, n c)`` and ``max(e + (n - 1) m, n c)``. Llama-3.1-8B FP8
+    on an H100 (TensorRT-LLM's PyTorch runtime), 200-token prompts: 20.5 ms alone or four
+    together beside 190 decodes (the simulation's iterations at 60 req/s), beside 826 decodes
+    their 23.2 ms and 2.9 ms a prompt (at 120 req/s: the decodes' work is past the issue time,
+    and each prompt adds its own); the line alone had charged the first 2.5 ms for every prompt
+    beyond one. Where a prompt fills the token budget each further one is an iteration of its
+    own (its own time that iteration's)."""
     alone, k, batched = est.prefill_1_s, max(int(est.batched_prompts), 1), est.batched_prefill_s
     n = 1.0 / paid
     if k == 1:
@@ -184,4 +185,5 @@ def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.nd
     # (a batch of k costs no less than one alone; where it costs k alone, n prompts cost n alone)
     line = max((k * batched - alone) / (k - 1.0), 0.0)
     added = line if not np.isfinite(est.next_prompt_s) else min(float(est.next_prompt_s), line)
-    return paid * np.maximum(stall + (n - 1.0) * added, n * line), np.maximum(alone + (n - 1.0) * added, n * line)
+    each = paid * np.maximum(stall + (n - 1.0) * added, n * line)
+    return each, np.maximum(alone + (n - 1.0) * added, n * line)
