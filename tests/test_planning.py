@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from inferlab import InfeasibleError, SpecError
 from inferlab.cli.main import main
 from inferlab.planning.fluid import mixed_stall_s
-from inferlab.planning.replica_points import _prompt_cost_s, batched_prompts
+from inferlab.planning.replica_points import _beyond, _prompt_cost_s, batched_prompts
 from inferlab.planning.prefill_pool import queue_wait_s
 from inferlab.planning.planner import plan
 from inferlab.planning.scenario import load_scenario
@@ -107,16 +107,57 @@ def test_batched_prompts_by_hand():
         pytest.approx(0.042222, rel=1e-4)
 
 
+def test_prompts_spread_about_their_mean_by_hand():
+    """The replica of test_batched_prompts_by_hand where the issue time covers a further prompt
+    (it adds nothing, each costs 2 ms of work, 10 ms alone, 6 ms of it beyond the decodes' step),
+    mu 2: n = 2.313037 prompts an iteration, one and K ~ Poisson(x = 1.313037) more. What they add
+    to the decodes: max(6, 2 (1 + K)) = 6 + 2 (K - 2)+, E[(K - 2)+] = x - 2 + 2 P(0) + P(1) =
+    0.204250 (P(0) = e^-x = 0.269002, P(1) = 0.353209): 6.408500 ms an iteration, 2.770600 ms a
+    prompt, where the mean's max(6, 4.626074) x 0.432332 had given 2.593992. A prompt's own
+    iteration: max(10, 2 N) = 10 + 2 (K - 4)+, size-biased: (E[h(1 + K)] + x E[h(2 + K)]) /
+    (1 + x), h(2 + K) = 10 + 2 (K - 3)+; E[(K - 4)+] = 0.013942, E[(K - 3)+] = 0.058350
+    (P(2) = 0.231889, P(3) = 0.101493): (10.027885 + x 10.116700) / 2.313037 = 10.078302 ms."""
+    x = 1 / 0.432332 - 1
+    pmf = [math.exp(-x) * x ** j / math.factorial(j) for j in range(5)]
+    tail = lambda a: x - a + sum((a - j) * pmf[j] for j in range(a))  # noqa: E731  (E[(K - a)+])
+    assert tail(2) == pytest.approx(0.204250, abs=1e-6)
+    each, spent = _prompt_cost_s(_replica(0.010, 0.004, 4, added=0.0), np.array([0.006]), np.array([0.432332]),
+                                 spread=True)
+    assert float(each[0]) == pytest.approx(0.432332 * (0.006 + 0.002 * tail(2)), rel=1e-6)
+    assert float(each[0]) == pytest.approx(0.002770600, rel=1e-5)
+    expected = (0.010 + 0.002 * tail(4) + x * (0.010 + 0.002 * tail(3))) / (1 + x)
+    assert float(spent[0]) == pytest.approx(expected, rel=1e-6) and expected == pytest.approx(0.010078302, rel=1e-6)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(gap=st.floats(-5.0, 40.0), slope=st.floats(0.0, 3.0), x=st.floats(0.0, 20.0))
+def test_what_the_work_past_the_kink_adds_is_its_poisson_sum(gap, slope, x):
+    """``_beyond`` (a closed form in incomplete gamma functions) against the sum over the Poisson
+    probabilities themselves, E[(slope K - gap)+] = sum_k (slope k - gap)+ x^k e^-x / k!."""
+    k = np.arange(200.0)
+    pmf = np.exp(k * math.log(max(x, 1e-300)) - x - np.array([math.lgamma(j + 1.0) for j in k])) if x > 0 \
+        else (k == 0).astype(float)
+    direct = float(np.sum(np.maximum(slope * k - gap, 0.0) * pmf))
+    got = float(_beyond(np.array([gap]), slope, np.array([x]))[0])
+    assert got == pytest.approx(direct, rel=1e-7, abs=1e-9 * (1 + abs(gap)))
+
+
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(alone=st.floats(1e-3, 2.0), frac=st.floats(0.05, 1.0), k=st.integers(1, 64), n=st.floats(0.0, 100.0),
-       more=st.floats(0.0, 50.0), added=st.floats(0.0, 1.0))
-def test_more_prompts_an_iteration_never_cost_more_each(alone, frac, k, n, more, added):
+       more=st.floats(0.0, 50.0), added=st.floats(0.0, 1.0), spread=st.booleans())
+def test_more_prompts_an_iteration_never_cost_more_each(alone, frac, k, n, more, added, spread):
     """A prompt's share of its iteration is at most its prefill alone, at least a budget-filling
-    batch's share beyond the fixed part, and never larger with more prompts to share it."""
+    batch's share beyond the fixed part, and never larger with more prompts to share it, whether
+    the prompts an iteration carries are their mean or spread about it (Jensen: spread, what they
+    add to the decodes is never less than at their mean)."""
     batched = alone * frac
     est = _replica(alone, batched, k, added * alone)
     share = lambda mu: np.clip(np.array([-np.expm1(-max(mu, 1e-12)) / max(mu, 1e-12)]), 1 / k, 1.0)  # noqa: E731
-    one, two = (float((share(x) * _prompt_cost_s(est, np.array([alone]), share(x))[1])[0]) for x in (n, n + more))
+    each = lambda mu, s: _prompt_cost_s(est, np.array([alone]), share(mu), s)  # noqa: E731
+    assert float(each(n, True)[0][0]) >= float(each(n, False)[0][0]) * (1 - 1e-9)
+    # (a prompt's share of the iteration it is prefilled in, as the decodes see it: its whole cost
+    # where it adds the prefill alone)
+    one, two = (float(each(x, spread)[0][0]) for x in (n, n + more))
     line = (k * batched - alone) / (k - 1) if k > 1 else batched
     assert min(line, batched) * (1 - 1e-9) <= two <= one * (1 + 1e-9)
     assert one <= alone * (1 + 1e-9)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from scipy.special import gammaincc
 
 from ..engines.scheduler import default_scheduler
 from .attention_dp import prompts_together, release_share, shared_prefill
@@ -98,8 +99,9 @@ def batched_prompts(est: Any, loads: np.ndarray, tpot: np.ndarray, stall: np.nda
     def at(mu: np.ndarray) -> tuple[np.ndarray, ...]:
         rate = mu / d
         paid = _shared_paid(mu, rate * hold, ranks, most)
-        for _ in range(CHAIN_PASSES):  # (halfway each pass: the plain iteration can settle in a 2-cycle)
-            each, spent = _prompt_cost_s(est, stalls, paid)
+        for i in range(CHAIN_PASSES):  # (halfway each pass: the plain iteration can settle in a 2-cycle)
+            # (the prompts' spread about their mean in the last pass: it moves the share little)
+            each, spent = _prompt_cost_s(est, stalls, paid, ranks <= 1 and i == CHAIN_PASSES - 1)
             tau = d + mu * each
             rate = mu / tau
             paid = 0.5 * (paid + _shared_paid(mu, rate * hold, ranks, most, rate * d, rate * (d + each / paid)))
@@ -158,7 +160,23 @@ def _shared_paid(mu: np.ndarray, timed_out: np.ndarray | float, ranks: int, most
     return np.minimum(np.maximum(np.maximum(release_share(mu, ranks), 1.0 / (1.0 + timed_out)), least), 1.0)
 
 
-def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _beyond(gap: np.ndarray, slope: np.ndarray | float, m: np.ndarray) -> np.ndarray:
+    """``E[(slope K - gap)+]`` for ``K`` Poisson of mean ``m``: what an iteration's work adds
+    where it outlasts the rest (``K`` prompts beyond the first, each ``slope`` more of it than
+    of the rest, ``gap`` the first's lead). With ``a = gap / slope`` and ``j = floor(a)``,
+    ``E[(K - a)+] = m - a + a P(K <= j) - m P(K <= j - 1)``, ``P(K <= j)`` the regularized upper
+    incomplete gamma function ``Q(j + 1, m)``."""
+    slope = np.broadcast_to(np.asarray(slope, float), np.shape(gap))
+    lead = (gap > 0.0) & (slope > 1e-12 * gap)  # (past 10^12 prompts: nothing)
+    a = np.where(lead, gap / np.where(lead, slope, 1.0), 0.0)
+    j = np.floor(a)
+    below = a * gammaincc(j + 1.0, m) - m * np.where(j >= 1.0, gammaincc(np.maximum(j, 1.0), m), 0.0)
+    tail = np.where(lead, slope * np.maximum(m - a + below, 0.0), 0.0)
+    return np.where(gap > 0.0, tail, slope * m - gap)
+
+
+def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray, spread: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """A prompt's share of what the iterations that prefill prompts, ``1 / paid`` of them in
     each, add to the decodes' iterations, and its own prefill time (its iteration's) [s].
 
@@ -177,7 +195,13 @@ def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.nd
     their 23.2 ms and 2.9 ms a prompt (at 120 req/s: the decodes' work is past the issue time,
     and each prompt adds its own); the line alone had charged the first 2.5 ms for every prompt
     beyond one. Where a prompt fills the token budget each further one is an iteration of its
-    own (its own time that iteration's)."""
+    own (its own time that iteration's).
+
+    With ``spread`` the prompts an iteration carries vary about ``n`` (one and a Poisson number
+    more, :func:`_beyond`): the mean of the larger of two lines is more than the larger at the
+    mean where the issue time and the work cross, and a prompt sits in a larger iteration than
+    the mean one (size-biased). The same Llama-3.1-8B at 100 and 110 req/s: fluid TPOT 6% and 11%
+    under the simulation's -> 3% and 7%."""
     alone, k, batched = est.prefill_1_s, max(int(est.batched_prompts), 1), est.batched_prefill_s
     n = 1.0 / paid
     if k == 1:
@@ -185,5 +209,14 @@ def _prompt_cost_s(est: Any, stall: np.ndarray, paid: np.ndarray) -> tuple[np.nd
     # (a batch of k costs no less than one alone; where it costs k alone, n prompts cost n alone)
     line = max((k * batched - alone) / (k - 1.0), 0.0)
     added = line if not np.isfinite(est.next_prompt_s) else min(float(est.next_prompt_s), line)
-    each = paid * np.maximum(stall + (n - 1.0) * added, n * line)
-    return each, np.maximum(alone + (n - 1.0) * added, n * line)
+    if not spread:
+        each = paid * np.maximum(stall + (n - 1.0) * added, n * line)
+        return each, np.maximum(alone + (n - 1.0) * added, n * line)
+    # 1 + K prompts, K Poisson of mean x = n - 1: an iteration costs max(a + added K, line (1 + K))
+    # = a + added K + (slope K - (a - line))+; a prompt's own iteration is the size-biased one,
+    # E[N h(N)] / E[N] = (E[h(1 + K)] + x E[h(2 + K)]) / (1 + x) (E[K f(K)] = x E[f(K + 1)])
+    x, slope = np.maximum(n - 1.0, 0.0), line - added
+    each = paid * (stall + added * x + _beyond(stall - line, slope, x))
+    first = alone + added * x + _beyond(alone - line, slope, x)
+    second = alone + added * (1.0 + x) + _beyond(alone + added - 2.0 * line, slope, x)
+    return each, (first + x * second) / (1.0 + x)
