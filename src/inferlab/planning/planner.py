@@ -38,8 +38,9 @@ DP's chunk on one rank and TensorRT-LLM's balancing modelled, over 63 candidates
 scenarios: within 0.8-1.25x for 83% (MoE) and 89% (dense), all within 0.75-2x, the extremes
 one-replica answers (2 against 1); 83% and 93% since the profile's refit of 2026-12-07
 (Llama-3.1-70B over two B200s under SGLang simulates 3 replicas, not 4, beside a seed of 3).
-Over 29 candidates of 20 of those scenarios under TensorRT-LLM's PyTorch runtime (eager prefill iterations that the prompts arriving during one
-share, :func:`~.replica_points.batched_prompts`): within 0.8-1.25x for 73% (MoE) and 86%
+Over 29 candidates of 20 of those scenarios under TensorRT-LLM's PyTorch runtime (eager prefill
+iterations that the prompts arriving during one share, :func:`~.replica_points.batched_prompts`):
+within 0.8-1.25x for 73% (MoE) and 86%
 (dense), all within 1-2x (53% and 53%, up to 4x, before). Hence 3, and the throughput bound
 beside it, which no SLO inflates.
 """
