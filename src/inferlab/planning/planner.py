@@ -40,9 +40,8 @@ one-replica answers (2 against 1); 83% and 93% since the profile's refit of 2026
 (Llama-3.1-70B over two B200s under SGLang simulates 3 replicas, not 4, beside a seed of 3).
 Over 29 candidates of 20 of those scenarios under TensorRT-LLM's PyTorch runtime (eager prefill
 iterations that the prompts arriving during one share, :func:`~.replica_points.batched_prompts`):
-within 0.8-1.25x for 73% (MoE) and 86%
-(dense), all within 1-2x (53% and 53%, up to 4x, before). Hence 3, and the throughput bound
-beside it, which no SLO inflates.
+within 0.8-1.25x for 73% (MoE) and 86% (dense), all within 1-2x (53% and 53%, up to 4x,
+before). Hence 3, and the throughput bound beside it, which no SLO inflates.
 """
 
 from __future__ import annotations
