@@ -14,9 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.graph import Step
 from ..core.memory import plan_memory, require_weights_fit
-from ..core.timing import eager_floor
 from ..engines.memory_share import iteration_tokens, memory_keywords, prefill_chunks
 from ..engines.graph_limits import decode_graph_limit
 from ..engines.scheduler import default_scheduler, token_budget
@@ -27,9 +25,9 @@ from ..memo import IdentityMemo
 from ..serving.replica import hybrid_sequences
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens, prefill_with_cache
 from ..techniques.speculative import SpeculativeConfig, drafter_prefill_s, mean_speculative_tpot_s
-from ..techniques.serving_overhead import serving_iteration_s
+from ..techniques.serving_overhead import eager_prefill_s, serving_iteration_s
 from ..techniques.speculative_memory import check_drafter, drafter_memory
-from ..techniques.step import graph_limited_decode_s, mean_decode_step_s, run_step
+from ..techniques.step import graph_limited_decode_s, mean_decode_step_s
 from .ttft_mix import TAIL_EDGES
 from .scenario import Scenario
 
@@ -152,9 +150,9 @@ def shared_step_s(dep: Any, batch: np.ndarray, chunk: float, decode_s: np.ndarra
     tokens at no context, whose part that does not grow with its tokens (the weights read, the
     host's work per iteration) both would pay alone. The chunk adds the rest to the decodes'
     iteration. An iteration with prompt tokens that the engine runs eagerly lasts at least its
-    kernels' issue (:func:`prompt_floor_s`), alone and mixed. Of a mixture of experts the
-    decodes' tokens have touched most experts already at a large batch, so a chunk beside them
-    reads few more: Qwen3-30B-A3B FP8 on an H100, a
+    kernels' issue (:func:`~inferlab.techniques.serving_overhead.eager_prefill_s`), alone and
+    mixed. Of a mixture of experts the decodes' tokens have touched most experts already at a
+    large batch, so a chunk beside them reads few more: Qwen3-30B-A3B FP8 on an H100, a
     200-token prompt alone 15.6 ms (128 experts read for its 200 x 8 routings) but beside 186
     decodes 17.2 ms -> about 19 ms (the fluid model had charged 11.2 ms, the prompt less a
     decode step of one sequence: a P99 TPOT of 31 ms where the simulation reads 20). Under
@@ -177,22 +175,12 @@ def shared_step_s(dep: Any, batch: np.ndarray, chunk: float, decode_s: np.ndarra
         return mean_decode_step_s(dep, tokens, np.ones(tokens.shape), np.full(tokens.shape, 2.0))
 
     # an iteration with prompt tokens that runs eagerly lasts at least its kernels' issue: alone and mixed
-    floor = prompt_floor_s(dep)
+    floor = eager_prefill_s(dep)
     alone = max(float(step(np.asarray([chunk]))[0]), floor)
     decodes = step(b)
     context = 0.0 if decode_s is None else np.maximum(np.asarray(decode_s, float) - decodes, 0.0)
     shared = alone + decodes + context - np.maximum(step(b + chunk) + context, floor)
     return np.clip(shared, 0.0, np.minimum(alone, decodes + context))
-
-
-def prompt_floor_s(dep: Any) -> float:
-    """Least time of an iteration with prompt tokens where the engine runs it eagerly (its host
-    issuing the prefill graph's kernels one by one: :func:`~inferlab.core.timing.eager_floor`),
-    as the serving simulation's step model has it; 0 where prefill runs in CUDA graphs."""
-    prof = dep.profile
-    if not prof.eager_host_per_kernel_s:
-        return 0.0
-    return eager_floor(run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0))).kernels, prof) * dep.parallel.pp
 
 
 def _overlap(engine: str, spec: SpeculativeConfig | None, model: Any = None) -> bool:

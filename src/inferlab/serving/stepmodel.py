@@ -39,7 +39,7 @@ from ..core.graph import Step
 from ..core.ops import Attention
 from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill, on_mla_tiles
-from ..techniques.serving_overhead import serving_iteration_s
+from ..techniques.serving_overhead import eager_prefill_s, serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
 from .iteration import busiest_rank
 
@@ -136,7 +136,7 @@ class StepModel:
         self.eager_s, self.prefill_graph_tokens = 0.0, float(prefill_graph_tokens or 0)
         self.graph_max_batch, self.eager_decode_s = np.inf if graph_max_batch is None else float(graph_max_batch), 0.0
         if prof.eager_host_per_kernel_s:
-            self.eager_s = eager_floor(prefill.kernels, prof) * stages
+            self.eager_s = eager_prefill_s(dep)
             if graph_max_batch is not None:
                 decode = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0)))
                 self.eager_decode_s = eager_floor(decode.kernels, prof, "decode") * stages
