@@ -19,10 +19,11 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from scipy.special import gammaincc, gammaln
+from scipy.special import gammaincc
 
 from ..engines.scheduler import default_scheduler
 from ..techniques.step import prefill
+from .prefill_first import poisson_below
 from .ttft_mix import TAIL_EDGES
 from .scenario import Scenario
 
@@ -116,9 +117,7 @@ def release_share(mu: np.ndarray, ranks: int) -> np.ndarray:
 @lru_cache(maxsize=16)
 def _release_table(ranks: int) -> np.ndarray:
     """The stationary share of iterations that release prompts at each :data:`ARRIVALS_GRID` point."""
-    mu = ARRIVALS_GRID[:, None]
-    n = np.arange(ranks, dtype=float)[None, :]
-    pmf = np.exp(n * np.log(mu) - mu - gammaln(n + 1.0))  # P(A = n), n < g
+    pmf = poisson_below(ARRIVALS_GRID, ranks)  # P(A = n), n < g
     beyond = np.clip(1.0 - np.cumsum(pmf, axis=1), 0.0, 1.0)  # P(A > n)
     moves = np.zeros((ARRIVALS_GRID.size, ranks, ranks))
     for w in range(ranks):

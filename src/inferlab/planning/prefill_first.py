@@ -45,6 +45,13 @@ from .fluid import OperatingPoints
 RATE_BISECTIONS = 60
 
 
+def poisson_below(mu: np.ndarray, count: int) -> np.ndarray:
+    """``P(N = n)`` for ``N`` Poisson of mean ``mu`` and ``n = 0 .. count - 1`` (a trailing axis)."""
+    n = np.arange(count, dtype=float)
+    m = np.maximum(np.asarray(mu, float)[..., None], 1e-300)
+    return np.exp(n * np.log(m) - m - gammaln(n + 1.0))
+
+
 def free_share(mu: np.ndarray, ranks: int) -> np.ndarray:
     """Share of the ranks with no prompt when ``Poisson(mu)`` prompts are dealt round robin over
     ``ranks`` of them [1]: ``E[(g - N)^+] / g``, 1 at ``mu = 0``, ``e^-mu`` for one rank.
@@ -52,10 +59,7 @@ def free_share(mu: np.ndarray, ranks: int) -> np.ndarray:
     >>> round(float(free_share(np.array(1.0), 1)), 4)  # e^-1
     0.3679
     """
-    n = np.arange(ranks, dtype=float)
-    m = np.maximum(np.asarray(mu, float)[..., None], 1e-300)
-    pmf = np.exp(n * np.log(m) - m - gammaln(n + 1.0))
-    return (pmf * (ranks - n)).sum(axis=-1) / ranks
+    return (poisson_below(mu, ranks) * (ranks - np.arange(ranks, dtype=float))).sum(axis=-1) / ranks
 
 
 def prefill_iterations(in_decode: np.ndarray, in_prefill: np.ndarray) -> np.ndarray:

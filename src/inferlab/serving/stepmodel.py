@@ -136,7 +136,7 @@ class StepModel:
         self.eager_s, self.prefill_graph_tokens = 0.0, float(prefill_graph_tokens or 0)
         self.graph_max_batch, self.eager_decode_s = np.inf if graph_max_batch is None else float(graph_max_batch), 0.0
         if prof.eager_host_per_kernel_s:
-            self.eager_s = eager_prefill_s(dep)
+            self.eager_s = eager_prefill_s(dep, prefill)
             if graph_max_batch is not None:
                 decode = run_step(dep, Step.decode(np.ones(1), np.full(1, 16.0)))
                 self.eager_decode_s = eager_floor(decode.kernels, prof, "decode") * stages

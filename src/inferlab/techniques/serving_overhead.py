@@ -15,7 +15,7 @@ import numpy as np
 
 from ..core.graph import Step
 from ..core.timing import eager_floor
-from .step import ResolvedDeployment, run_step
+from .step import ResolvedDeployment, StepResult, run_step
 
 
 def forward_kernels(dep: ResolvedDeployment) -> float:
@@ -33,12 +33,15 @@ def serving_iteration_s(dep: ResolvedDeployment) -> float:
     return prof.serving_step_overhead_s + prof.serving_kernel_overhead_s * forward_kernels(dep)
 
 
-def eager_prefill_s(dep: ResolvedDeployment) -> float:
+def eager_prefill_s(dep: ResolvedDeployment, prefill: StepResult | None = None) -> float:
     """Least time of an iteration with prompt tokens where the engine runs it eagerly, its host
     issuing the prefill graph's kernels one by one (:func:`~inferlab.core.timing.eager_floor`),
     every pipeline stage's [s]; 0 where the profile gives no eager issue time (prefill in CUDA
-    graphs). The serving simulation's step model and the planner's curves both read it here."""
+    graphs). ``prefill``: a one-sequence prefill step of ``dep`` already run (the serving
+    simulation's step model has one). The step model and the planner's curves both read it here."""
     prof = dep.profile
     if not prof.eager_host_per_kernel_s:
         return 0.0
-    return eager_floor(run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0))).kernels, prof) * dep.parallel.pp
+    if prefill is None:
+        prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
+    return eager_floor(prefill.kernels, prof) * dep.parallel.pp
