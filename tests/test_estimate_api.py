@@ -111,6 +111,15 @@ def test_tpot_at_a_context_brackets_the_mean():
     assert est.tpot_at([1024, 2047]).shape == (2,)
 
 
+def test_tpot_at_over_a_batch_grid_broadcasts_or_says_why():
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=1024, osl=64)
+    grid = est.tpot_at([[1024], [4096]]).to("ms").magnitude
+    assert grid.shape == (2, 2)
+    assert grid[1, 1] > grid[0, 1]  # more context, more KV read at batch 8
+    with pytest.raises(SpecError, match=r"shape \(3,\).*2 batch sizes"):
+        est.tpot_at([1024, 2048, 4096])
+
+
 def test_quantities_of_a_grid_are_arrays():
     est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.array([1, 8]), isl=256, osl=32)
     assert est.ttft.to("ms").magnitude.shape == (2,)

@@ -12,6 +12,7 @@ import numpy as np
 from ..core.cost import Cost
 from ..core.memory import MemoryPlan
 from ..core.ops import BYTE_CATEGORIES
+from ..errors import SpecError
 from ..inputs.record import inputs_dict
 from ..results.render import pretty, significant, text_table
 from ..techniques.step import ResolvedDeployment, StepResult, decode
@@ -143,8 +144,21 @@ class Estimate:
         }
 
     def tpot_at(self, context: Any) -> pint.Quantity:
-        """Time of one decode step of this batch at ``context`` tokens (array-like)."""
-        step = decode(self.deployment, self.wave_batch, np.asarray(context, float))
+        """Time of one decode step of this batch at ``context`` tokens (array-like, broadcast
+        against the estimate's batch sizes: a column ``[[c1], [c2]]`` gives a context x batch grid).
+
+        Raises
+        ------
+        SpecError
+            A context whose shape does not broadcast against the batch sizes'."""
+        ctx = np.asarray(context, float)
+        try:
+            np.broadcast_shapes(ctx.shape, np.shape(self.wave_batch))
+        except ValueError:
+            raise SpecError(f"tpot_at: context of shape {ctx.shape} does not match this estimate's "
+                            f"{np.size(self.wave_batch)} batch sizes (shape {np.shape(self.wave_batch)}); give one "
+                            "context, one per batch size, or a column ([[1024], [4096]]) for a context x batch grid") from None
+        step = decode(self.deployment, self.wave_batch, ctx)
         return Q(_scalar(step.time_s), "s").to("ms")
 
     @property
