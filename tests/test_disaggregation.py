@@ -178,6 +178,8 @@ def test_parse_and_round_trip():
     assert d.link_bandwidth == 50e9 and d.link_latency_s == pytest.approx(5e-6) and not d.overlap
     assert Disaggregation.parse(str(d)) == d
     assert Pool.parse("mi300xx8").hardware == "mi300x" and Pool.parse("mi300x").num_gpus == 1
+    # an id ending in x before its count, as people write it: mi300x times 8, not 'mi300' times 8
+    assert Pool.parse("mi300x8") == Pool("mi300x", 8) and Pool.parse("mi355x8:tp4").replicas == 2
 
 
 @pytest.mark.parametrize("text, fragment", [

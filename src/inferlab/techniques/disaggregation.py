@@ -122,7 +122,16 @@ class Pool:
         if not match:
             raise SpecError(f"pool {text!r}: expected HARDWARE[xCOUNT][:tpN][:epN][:adp][:PRECISION], e.g. 'h200x4' or "
                             "'h100-sxmx8:tp4:fp8'")
-        kw: dict[str, Any] = {"hardware": match["hw"], "num_gpus": int(match["n"] or 1)}
+        hw = match["hw"]
+        if match["n"]:  # an id ending in x (mi300x) before its count: 'mi300x8' is mi300x times 8
+            try:
+                hardware_id(hw)
+            except UnknownNameError:
+                try:
+                    hw = hardware_id(hw + "x")
+                except UnknownNameError:
+                    pass  # (the error names the first reading)
+        kw: dict[str, Any] = {"hardware": hw, "num_gpus": int(match["n"] or 1)}
         for attr in attrs:
             if re.fullmatch(r"(tp|ep)\d+", attr):
                 kw[attr[:2]] = int(attr[2:])
@@ -203,7 +212,8 @@ class Disaggregation:
             RATE  := a bandwidth per GPU and direction with its unit, e.g. 400Gb/s or 50GB/s
             TIME  := a duration with its unit, e.g. 20us
 
-        ``HARDWARE`` is a catalog id or the unique id it starts (``h200`` = ``h200-sxm``);
+        ``HARDWARE`` is a catalog id or the unique id it starts (``h200`` = ``h200-sxm``; an id
+        ending in x takes its count directly, ``mi300x8``, or after a second x, ``mi300xx8``);
         ``COUNT`` GPUs (default 1) form ``COUNT / N`` replicas of tensor-parallel size ``N``
         (default ``COUNT``).
 
