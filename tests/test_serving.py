@@ -388,6 +388,9 @@ def test_cli_single_point_json_explain_and_distributions(capsys, tmp_path):
     assert code == 0
     data = json.loads(out)
     assert data["mode"] == "online" and data["goodput"]["meets"] in (True, False)
+    g = data["goodput"]  # what the verdict was judged against, as the table says it
+    assert (g["ttft_slo_s"], g["tpot_slo_s"]) == (0.3, 0.02)
+    assert g["meets"] == (g["ttft_s"] <= 0.3 and g["tpot_s"] <= 0.02) and 0 <= g["filling_fraction"] <= 1
     assert "outside the server" in data["explain"] and "user_latency_s" in data
     code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--offline", "--num-requests", "50")
     assert code == 0 and "offline (all queued)" in out

@@ -170,7 +170,9 @@ def _count_magnitude(name: str, value: Any, unit: str = "") -> Any:
 
 
 def _not_whole(name: str, minimum: float, maximum: float, got: Any) -> SpecError:
-    got = got.item() if isinstance(got, np.generic) else got  # 0.0, not np.float64(0.0)
+    got = got.item() if isinstance(got, np.generic) else got  # 0, not np.float64(0.0)
+    whole = lambda v: int(v) if isinstance(v, float) and v.is_integer() else v  # noqa: E731 (0, not 0.0)
+    got = [whole(v) for v in got.ravel().tolist()] if isinstance(got, np.ndarray) else whole(got)
     return SpecError(f"{name} must hold whole numbers between {minimum:g} and {maximum:,.0f}, got {got!r:.80}")
 
 

@@ -315,7 +315,9 @@ def run(args: argparse.Namespace) -> None:
             g = goodput(result, *slo, percentile=args.percentile)
             text += "\n" + str(g)
             data["goodput"] = {"requests_per_s": g.requests_per_s, "fraction": g.fraction, "meets": g.meets,
-                               "ttft_s": g.ttft_s, "tpot_s": g.tpot_s, "percentile": g.percentile}
+                               "ttft_s": g.ttft_s, "tpot_s": g.tpot_s, "ttft_slo_s": g.ttft_slo_s,
+                               "tpot_slo_s": g.tpot_slo_s, "percentile": g.percentile,
+                               "filling_fraction": g.filling}  # (the table's caveat past FILLING_NOTE)
         explained, figure, label = result, result, ""
     if args.explain:
         why = "\n".join([explained.explain(), *getattr(args, "engine_read", [])])

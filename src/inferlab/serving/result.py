@@ -308,8 +308,8 @@ class ServeResult:
                 }[wl.mode]
         if wl.max_concurrency is not None:
             load += f", at most {wl.max_concurrency} in flight" + (" a stream" if n != 1 else "")
-        requests = (f"{simulated} requests" if n == 1 else
-                    f"{served} requests ({simulated} simulated on {self.stream_words()})")
+        requests = (f"{simulated} request{'s' * (simulated != 1)}" if n == 1 else
+                    f"{served} request{'s' * (served != 1)} ({simulated} simulated on {self.stream_words()})")
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), "
                 f"{dep.precision}, engine {self.engine}; {requests}, {load}")
         s = self.summary()
