@@ -337,16 +337,28 @@ def test_vllm_dp_ep_layout_is_tensorrt_llms_attention_dp_layout():
 
 
 def test_fp4_only_datasheet_derives_wider_rates():
-    """Rubin CPX states only NVFP4 (30 PFLOPS): FP8 runs at half, BF16 at a quarter of it."""
-    from inferlab.core.quantization import supported_precision, tensor_flops_per_s
+    """Rubin CPX states only NVFP4 (30 PFLOPS). It is a Rubin-family die, and Rubin's own figures
+    (NVIDIA via the catalog: BF16 4, FP8 17.5, NVFP4 35 PFLOPS dense) put BF16 at 4/35 of NVFP4,
+    not the quarter the operand widths give: 30 x 4/35 = 3.43 PFLOPS, FP8 30 x 17.5/35 = 15. A
+    spec that names no sibling keeps the widths' rule: FP8 at half, BF16 at a quarter."""
+    from inferlab.core.quantization import derived_rate, runs_natively, supported_precision, tensor_flops_per_s
+    from inferlab.phases.explain import explain
 
     hw = load_hardware("rubin-cpx")
-    fp4 = hw.flops["fp4"].si
+    assert hw.flops["fp4"].si == pytest.approx(30e15)
     assert supported_precision("bf16", hw) == "bf16"
-    assert tensor_flops_per_s(hw, "fp8") == pytest.approx(fp4 / 2)
-    assert tensor_flops_per_s(hw, "bf16") == pytest.approx(fp4 / 4)
-    for precision in ("bf16", "fp8", "nvfp4"):
-        assert float(estimate("llama-3.1-8b", "rubin-cpx", precision=precision).tpot_s) > 0
+    assert tensor_flops_per_s(hw, "fp8") == pytest.approx(15e15)
+    assert tensor_flops_per_s(hw, "bf16") == pytest.approx(30e15 * 4 / 35)
+    assert runs_natively(hw, "fp8") and not runs_natively(load_hardware("h100-sxm"), "fp4")
+    assert derived_rate(hw, "fp4")[1] is None and "rubin's published bf16/fp4" in derived_rate(hw, "bf16")[1]
+    alone = hw.model_copy(update={"tensor_rates_like": None})
+    assert tensor_flops_per_s(alone, "fp8") == pytest.approx(15e15)
+    assert tensor_flops_per_s(alone, "bf16") == pytest.approx(7.5e15)
+    est = {p: estimate("llama-3.1-8b", "rubin-cpx", precision=p, isl=8192, batch_size=16) for p in ("bf16", "fp8", "nvfp4")}
+    assert float(est["bf16"].ttft_s) > float(est["fp8"].ttft_s) > float(est["nvfp4"].ttft_s) > 0
+    text = explain(est["fp8"])  # fp8 runs on its own tensor cores, and says its rate is derived
+    assert "GEMMs at fp8" in text and "tensor rate: rubin-cpx publishes no fp8 tensor rate: 15 PFLOPS" in text
+    assert "tensor rate" not in explain(estimate("llama-3.1-8b", "h100-sxm"))
 
 
 def test_vllm_data_parallel_experts_are_refused_with_the_equivalent_layout():

@@ -257,25 +257,62 @@ def tensor_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     the closest narrower listed one by the ratio of widths: NVIDIA tensor cores from Hopper
     on double their rate with each halving of the operand width (H100 SXM dense: 989 TFLOPS
     BF16, 1979 FP8; B200: 2.25 / 4.5 / 9 PFLOPS BF16 / FP8 / FP4, NVIDIA datasheets), so a
-    datasheet that states only FP4 (Rubin CPX) gives FP8 at half and BF16 at a quarter of it.
+    datasheet that states only FP4 gives FP8 at half and BF16 at a quarter of it. Where the spec
+    names a sibling of its architecture (``tensor_rates_like``: Rubin CPX, Rubin), the sibling's
+    published ratio replaces the widths' (Rubin lists BF16 at 4 of its 35 NVFP4 PFLOPS, not a
+    quarter); :func:`derived_rate` says which rule gave a rate.
     """
+    return derived_rate(hw, precision)[0]
+
+
+def runs_natively(hw: HardwareSpec, precision: str) -> bool:
+    """Whether ``hw`` has tensor cores for ``precision``: its spec lists the rate, or the sibling
+    of its architecture it names (``tensor_rates_like``: Rubin CPX, whose datasheet lists NVFP4
+    only, runs what Rubin's lists)."""
+    if precision in hw.flops:
+        return True
+    if not hw.tensor_rates_like:
+        return False
+    from ..specs.catalog import load_hardware
+
+    return precision in load_hardware(hw.tensor_rates_like).flops
+
+
+def derived_rate(hw: HardwareSpec, precision: str) -> tuple[float, str | None]:
+    """:func:`tensor_flops_per_s` of ``hw`` at ``precision`` [FLOP/s] and, where ``hw`` does not
+    list it, how it was derived (words for ``explain()``; None for a listed rate, or a 16-bit
+    float's twin's, or a storage format's compute precision's where that one is listed)."""
     fig = hw.flops.get(precision)  # type: ignore[call-overload]
     if fig is not None:
-        return fig.si
+        return fig.si, None
     if precision not in _WIDTH and precision in FORMATS:  # a storage format: its tensor-core rate
-        return tensor_flops_per_s(hw, number_format(precision).compute)
+        return derived_rate(hw, number_format(precision).compute)
     width = _WIDTH.get(precision, 16)
     twin = _SIXTEEN_BIT_TWIN.get(precision)
     if twin in hw.flops:  # BF16 without a BF16 path runs as FP16 (and FP16 as BF16): the same tensor rate
         # but a CPU's BF16 rate is its BF16 dot-product instructions (AVX512-BF16, AMX), which FP16
         # lacks on x86 before AMX-FP16: FP16 runs on its FP32 FMAs, half the BF16 pairs per cycle
-        return hw.flops[twin].si * (0.5 if precision == "fp16" and hw.kind == "cpu" else 1.0)  # type: ignore[index]
+        return hw.flops[twin].si * (0.5 if precision == "fp16" and hw.kind == "cpu" else 1.0), None  # type: ignore[index]
     narrower = sorted((p for p in hw.flops if _WIDTH.get(p, 99) < width), key=lambda p: -_WIDTH[p])
     if not narrower:
         raise SpecError(f"{hw.id} lists no tensor throughput for {precision} (it lists "
                         f"{', '.join(hw.supported_precisions)})")
     closest = narrower[0]
-    return hw.flops[closest].si * _WIDTH[closest] / width
+    listed = hw.flops[closest].si
+    if hw.tensor_rates_like:
+        from ..specs.catalog import load_hardware  # (a sibling's published ratio, not the widths')
+
+        sib = load_hardware(hw.tensor_rates_like)
+        own, base = sib.flops.get(precision) or sib.flops.get(twin), sib.flops.get(closest)  # type: ignore[call-overload,arg-type]
+        if own is not None and base is not None:
+            rate = listed * own.si / base.si
+            return rate, (f"{hw.id} publishes no {precision} tensor rate: {rate / 1e15:.3g} PFLOPS, its {closest} "
+                          f"{listed / 1e15:.3g} PFLOPS at {sib.id}'s published {precision}/{closest} ratio "
+                          f"({own.si / 1e15:.3g}/{base.si / 1e15:.3g} PFLOPS)")
+    rate = listed * _WIDTH[closest] / width
+    return rate, (f"{hw.id} publishes no {precision} tensor rate: {rate / 1e15:.3g} PFLOPS, its {closest} "
+                  f"{listed / 1e15:.3g} PFLOPS x {_WIDTH[closest]}/{width} (the rate doubling as the operand "
+                  "width halves)")
 
 
 def achievable_flops_per_s(hw: HardwareSpec, precision: str) -> float:
@@ -312,7 +349,7 @@ def decode_attention_precision(attention: str, kv_cache: str, hw: HardwareSpec) 
     weights do. Prefill attention keeps ``attention`` (FP8 context attention needs FP8
     activations too).
     """
-    if number_format(kv_cache).compute == "fp8" and "fp8" in hw.flops:
+    if number_format(kv_cache).compute == "fp8" and runs_natively(hw, "fp8"):
         return "fp8"
     return attention
 

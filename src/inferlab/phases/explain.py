@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.memory import recurrent_state_per_gpu
-from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
+from ..core.quantization import achievable_flops_per_s, derived_rate, tensor_flops_per_s
 from ..core.timing import eager_floor
 from ..techniques.step import beyond_graphs
 from ..engines.memory_share import iteration_tokens, prefill_chunks
 from ..engines.scheduler import default_scheduler, unused_limits_notes
 from ..engines.state_pool import state_pool_limits
 from ..engines.window_pool import held_windows
-from ..errors import option
+from ..errors import InferlabError, option
 from ..results.render import pretty
 from ..units import Q
 from .interval import interval_lines
@@ -59,8 +59,8 @@ def _phase_text(est: Estimate, phase: str, point: int) -> list[str]:
     flops = sum(r["flops"] for r in rows)
     moved = sum(r["bytes"] for r in rows)
     prec = next((r["precision"] for r in rows if r["kind"] == "gemm"), "bf16")
-    # the rate the ops are timed at (derived from a narrower listed one where the datasheet lists
-    # only that, as on Rubin CPX), or where the part sustains less than its peak, its own ridge
+    # the rate the ops are timed at (derived where the datasheet does not list it, as on Rubin
+    # CPX: explain()'s "tensor rate" line), or where the part sustains less than its peak, its own ridge
     ridge = min(tensor_flops_per_s(hw, prec), achievable_flops_per_s(hw, prec)) / hw.memory_bandwidth.si
     intensity = flops / moved if moved else float("inf")
     ops_s = sum(r["time_s"] for r in rows)
@@ -244,6 +244,14 @@ def _technique_lines(est: Estimate, point: int) -> list[str]:
     return lines
 
 
+def _rate_words(hw: Any, precision: str) -> str | None:
+    """How ``hw``'s ``precision`` tensor rate was derived where its spec does not list it (None: listed)."""
+    try:
+        return derived_rate(hw, precision)[1]
+    except InferlabError:  # (not a tensor precision: nothing derived to say)
+        return None
+
+
 def explain(est: Estimate, point: int = 0) -> str:
     """Diagnosis of grid point ``point`` of ``est``."""
     dep = est.deployment
@@ -263,6 +271,9 @@ def explain(est: Estimate, point: int = 0) -> str:
         if at(est.tpot_s) > 0 else f"TTFT {pretty(Q(at(est.ttft_s), 's'))}",
     ]
     lines += [f"precision: {note}" for note in dep.precision_notes]
+    derived = dict.fromkeys(how for p in dict.fromkeys((sp.gemm, sp.expert_gemm, sp.attention))
+                            if p and (how := _rate_words(dep.hardware, p)))
+    lines += [f"tensor rate: {how}" for how in derived]
     lines += whole_prompt_notes(est, at(est.isl))
     lines += unused_limits_notes(est.inputs[0].engine.limits()) if est.inputs is not None else []
     if est.long_context and at(est.isl + est.osl) > dep.model.max_position_embeddings:

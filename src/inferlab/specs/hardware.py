@@ -160,6 +160,10 @@ class HardwareSpec(BaseModel):
     boost_clock: Frequency | None = None
     price: Price | None = Field(default=None, description="Default on-demand USD per GPU-hour; needs as_of.")
     mig: Mig | None = None
+    tensor_rates_like: str | None = Field(default=None, description=(
+        "Catalog id of a GPU of the same architecture whose published tensor rates, as ratios to one "
+        "this spec lists, give the rates this one does not list (Rubin CPX, which publishes only "
+        "NVFP4, takes Rubin's); None: an unlisted rate is derived from operand widths."))
     notes: tuple[str, ...] = ()
 
     @model_validator(mode="after")

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.quantization import SHORT_NAMES, PrecisionConfig
+from ..core.quantization import SHORT_NAMES, PrecisionConfig, runs_natively
 from ..errors import SpecError
 from ..precision import FORMATS, number_format
 from ..specs.hardware import HardwareSpec
@@ -83,7 +83,7 @@ def _describe(cfg: PrecisionConfig, kinds: tuple[str, ...], moe: bool) -> str:
 def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[PrecisionConfig, tuple[str, ...]]:
     """``cfg`` with activations the GPU cannot compute in kept in BF16, and the note saying so."""
     fmt = number_format(cfg.activations)
-    if fmt.bits_per_element >= 16 or fmt.compute in hw.flops:
+    if fmt.bits_per_element >= 16 or runs_natively(hw, fmt.compute):
         return cfg, ()
     note = (f"activations bf16, not {fmt.name}: {hw.id} has no {fmt.compute} tensor rate, so the GEMMs dequantize "
             f"the stored weights to BF16 (weight-only kernels); {fmt.compute} activations need "
