@@ -118,6 +118,15 @@ def test_a_bf16_checkpoint_runs_fp16_on_a_gpu_without_bf16():
     same = [estimate("llama-3.1-8b", "rtx-2080-ti", tp=2, precision=p) for p in (None, "fp16")]
     assert float(same[0].tpot_s) == float(same[1].tpot_s)
     assert same[0].memory.weights == same[1].memory.weights
+    # a bf16 the user gives runs as FP16 too, saying so (vLLM refuses bfloat16 there), and FP8 weights
+    # without FP8 tensor cores dequantize to the 16-bit format the GPU has: FP16, not BF16
+    given = deployment("llama-3.1-8b", "rtx-2080-ti", tp=2, precision="bf16")
+    assert (given.precision.weights, given.precision.activations) == ("fp16", "fp16")
+    assert any("not the bf16 given" in n for n in given.precision_notes)
+    fp8 = deployment("llama-3.1-8b", "rtx-2080-ti", tp=2, precision="fp8")
+    assert (fp8.precision.weights, fp8.precision.activations) == ("fp8", "fp16")
+    assert any("dequantize the stored weights to FP16" in n for n in fp8.precision_notes)
+    assert deployment("llama-3.1-8b", "a100-sxm-80gb", precision="fp8").precision.activations == "bf16"
 
 
 # --- the text, mapping and dict forms -----------------------------------------------------

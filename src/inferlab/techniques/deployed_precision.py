@@ -85,29 +85,36 @@ def native_activations(cfg: PrecisionConfig, hw: HardwareSpec) -> tuple[Precisio
     fmt = number_format(cfg.activations)
     if fmt.bits_per_element >= 16 or runs_natively(hw, fmt.compute):
         return cfg, ()
-    note = (f"activations bf16, not {fmt.name}: {hw.id} has no {fmt.compute} tensor rate, so the GEMMs dequantize "
-            f"the stored weights to BF16 (weight-only kernels); {fmt.compute} activations need "
+    half = "fp16" if "bf16" not in hw.flops and "fp16" in hw.flops else "bf16"  # (Turing: FP16, no BF16)
+    note = (f"activations {half}, not {fmt.name}: {hw.id} has no {fmt.compute} tensor rate, so the GEMMs dequantize "
+            f"the stored weights to {half.upper()} (weight-only kernels); {fmt.compute} activations need "
             f"{_NATIVE.get(fmt.compute, 'a GPU with ' + fmt.compute + ' tensor cores')}")
-    return replace(cfg, activations="bf16"), (note,)
+    return replace(cfg, activations=half), (note,)
 
 
 def half_for_bf16(cfg: PrecisionConfig, kinds: tuple[str, ...],
                   hw: HardwareSpec) -> tuple[PrecisionConfig, tuple[str, ...]]:
-    """``cfg`` with the BF16 ``kinds`` it took from the checkpoint in FP16 where the GPU computes
-    FP16 and not BF16 (Turing, a phone's NPU), and the note saying so: engines load such a
-    checkpoint as FP16 there (vLLM's ``dtype="auto"`` casts it, "Bfloat16 is only supported on
-    GPUs with compute capability of at least 8.0"; llama.cpp keeps F16). Same bytes, so only the
-    label and the kernels' format move."""
+    """``cfg`` with its BF16 kinds in FP16 where the GPU computes FP16 and not BF16 (Turing, a
+    phone's NPU), and the notes saying so: engines load a BF16 checkpoint as FP16 there (vLLM's
+    ``dtype="auto"`` casts it, "Bfloat16 is only supported on GPUs with compute capability of at
+    least 8.0"; llama.cpp keeps F16), the ``kinds`` taken from it; a BF16 the user gave is modelled
+    as FP16 too, with its own note (vLLM refuses it there). Same bytes, so only the label and the
+    kernels' format move."""
     if "bf16" in hw.flops or "fp16" not in hw.flops:
         return cfg, ()
     values = {"weights": cfg.weights, "activations": cfg.activations, "kv_cache": cfg.kv_cache,
               "moe_weights": cfg.moe_weights}
     cast = [k for k in kinds if values.get(k) == "bf16"]
-    if not cast:
-        return cfg, ()
-    note = (f"{', '.join(_KIND_NAMES[k] for k in cast)} fp16, not the checkpoint's bf16: {hw.id} computes FP16 "
-            "and not BF16, so engines load the checkpoint as FP16 (same bytes)")
-    return replace(cfg, **{k: "fp16" for k in cast}), (note,)
+    given = [k for k in values if k not in kinds and values[k] == "bf16"]
+    notes = []
+    if cast:
+        notes.append(f"{', '.join(_KIND_NAMES[k] for k in cast)} fp16, not the checkpoint's bf16: {hw.id} computes "
+                     "FP16 and not BF16, so engines load the checkpoint as FP16 (same bytes)")
+    if given:
+        notes.append(f"{', '.join(_KIND_NAMES[k] for k in given)} fp16, not the bf16 given: {hw.id} computes FP16 and "
+                     "not BF16 (vLLM refuses dtype bfloat16 below compute capability 8.0 and asks for float16), so "
+                     "they are modelled as FP16, the same bytes")
+    return replace(cfg, **{k: "fp16" for k in cast + given}), tuple(notes)
 
 
 def _check_activations(cfg: PrecisionConfig, model: ModelSpec) -> None:
