@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError
+from inferlab.errors import CombinationError
 from inferlab.cli.main import main
 from inferlab.planning.fluid import mixed_stall_s
 from inferlab.planning.replica_points import _beyond, _prompt_cost_s, batched_prompts
@@ -745,7 +746,8 @@ def test_the_limits_hold_for_the_simulated_count_of_every_kind():
     with pytest.raises(InfeasibleError):
         plan(sc)
     unpriced = {**sc, "hardware": ["h20"], "search": {"precisions": ["fp8"], "tp": [1], "max_gpus": 1}}
-    with pytest.raises(InfeasibleError, match="no price for h20"):
+    with pytest.raises(CombinationError, match=r"can be weighed \(1 ruled out by its own values\): .*no price for h20: "
+                                                r"add it under prices$"):
         plan(unpriced)
 
 

@@ -117,8 +117,14 @@ def _infeasible_plan(tmp_path, models: str, search: str) -> str:
 
 
 def test_plan_with_nothing_feasible_is_an_infeasible_error_with_the_reasons(tmp_path):
-    assert _infeasible_plan(tmp_path, "llama-3.1-8b", "tp: [3], precisions: [bf16, fp8]").startswith("no configuration of scenario 'scenario' meets it (2 ruled out): "
-                                      "tp=3 does not divide the 32 attention heads (2x); relax the SLOs")
+    # only the scenario's own values rule every configuration out: the fix is those values, not the SLOs
+    assert _infeasible_plan(tmp_path, "llama-3.1-8b", "tp: [3], precisions: [bf16, fp8]") == (
+        "no configuration of scenario 'scenario' can be weighed (2 ruled out by its own values): tp=3 does not "
+        "divide the 32 attention heads (2x); give search.tp, search.pp and search.precisions values the model takes")
+    # beside one the physics rules out (too big for one H100), the general advice stays
+    mixed = _infeasible_plan(tmp_path, "llama-3.1-70b", "tp: [1, 3], precisions: [bf16]")
+    assert mixed.startswith("no configuration of scenario 'scenario' meets it (2 ruled out): ") and "does not fit" in mixed
+    assert "tp=3 does not divide the 64 attention heads" in mixed and "add hardware" in mixed
 
 
 def test_plan_json_with_nothing_feasible_still_gives_each_reason_on_stdout(tmp_path, capsys):
@@ -129,7 +135,7 @@ def test_plan_json_with_nothing_feasible_still_gives_each_reason_on_stdout(tmp_p
                             "search: {tp: [3], precisions: [bf16, fp8]}\nverify: 0\n")
     from inferlab.cli.main import main
 
-    assert main(["plan", path, "--json"]) == 1
+    assert main(["plan", path, "--json"]) == 2  # (a layout the model cannot take: bad input, as in estimate)
     out = capsys.readouterr()
     data = json.loads(out.out)
     assert [c["reason"] for c in data["candidates"]] == ["tp=3 does not divide the 32 attention heads"] * 2
@@ -336,5 +342,7 @@ def test_plan_whose_layouts_all_lack_memory_names_the_layouts_that_would_hold_th
     assert said.endswith("the weights fit none of the layouts searched; add search.tp [8] and search.pp "
                                     "[2] with search.max_gpus >= 16 (the smallest layouts that hold them), a "
                                     "precision with fewer bytes, or hardware with more memory")
-    # a reason other than memory (TP 3 does not divide the heads) keeps the general advice, pipeline stages named
-    assert _infeasible_plan(tmp_path, "llama-3.1-8b", "tp: [3]").endswith("or pipeline stages (search.pp)")
+    # a reason other than memory (TP 3 does not divide the heads) beside one keeps the general advice,
+    # pipeline stages named
+    assert _infeasible_plan(tmp_path, "llama-3.1-405b", "tp: [3, 8], pp: [1], precisions: [bf16], "
+                                                        "max_gpus: 8").endswith("or pipeline stages (search.pp)")

@@ -143,6 +143,9 @@ class Candidate:
     #: Ruled out because the weights do not fit its layout: the smallest layout that would hold
     #: them (``{"tp": 8}``, ``{"tp": 8, "pp": 2}``), where one does; empty otherwise.
     fits_as: dict[str, int] = field(default_factory=dict)
+    #: Ruled out by the scenario's own values, not by the physics: a layout or precision the
+    #: model cannot take (search.tp, search.precisions), or hardware without a price.
+    ruled_by_input: bool = False
 
     @property
     def label(self) -> str:

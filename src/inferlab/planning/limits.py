@@ -22,7 +22,8 @@ def limits(sc: Scenario, cand: Candidate) -> Candidate:
         return cand
     gpus, usd_h = cand.gpus, cand.usd_per_hour
     if math.isnan(usd_h):  # first: a configuration without a price is out whatever its count
-        return replace(cand, feasible=False, over_limits=False, reason=f"no price for {cand.hardware}: add it under prices")
+        return replace(cand, feasible=False, over_limits=False, reason=f"no price for {cand.hardware}: add it under prices",
+                       ruled_by_input=True)
     if gpus > sc.search.max_gpus:
         return replace(cand, feasible=False, over_limits=True,
                        reason=f"needs {gpus} GPUs > max_gpus {sc.search.max_gpus}")

@@ -55,7 +55,7 @@ import numpy as np
 from dataclasses import replace
 
 from ..cluster import check_client, map_units
-from ..errors import InfeasibleError
+from ..errors import CombinationError, InfeasibleError
 from .candidate import Candidate, Probe
 from .result import Plan
 from .scenario import Scenario
@@ -210,6 +210,13 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
         least = min(priced, key=lambda c: c.usd_per_hour)
         sized = "" if least.simulated else " by the fluid model's count (the simulation may need fewer)"
         advice = f"the cheapest, {least.label}, needs a budget of ${least.usd_per_hour:,.2f}/h{sized}; " + advice
+    if results and all(c.ruled_by_input for c in results):  # nothing was weighed: the scenario's values rule all out
+        layout = any(not c.reason.startswith("no price for") for c in results)  # (a price's reason says its fix)
+        fix = "; give search.tp, search.pp and search.precisions values the model takes" if layout else ""
+        bad = CombinationError(f"no configuration of scenario '{scenario.name}' can be weighed ({len(results)} ruled "
+                               f"out by its own values): {shown}{fix}")
+        bad.plan = Plan(scenario, tuple(results))  # type: ignore[attr-defined]
+        return bad
     err = InfeasibleError(f"no configuration of scenario '{scenario.name}' meets it ({len(results)} ruled out): "
                           f"{shown}; {advice}")
     err.plan = Plan(scenario, tuple(results))  # every reason, for callers that want them all

@@ -76,7 +76,7 @@ def candidates(scenario: Scenario) -> list[dict[str, Any]]:
                           "attention_dp": False, "speculative": spec, "disaggregated": False}
                 reason = precisions[prec] or _tp_reason(model, tp, hw_id, node_size(hw))
                 if reason:
-                    out.append({**config, "reason": reason})
+                    out.append({**config, "reason": reason, "ruled_by_input": True})
                     continue
                 eps = [1] + ([tp] if model.is_moe and scenario.search.expert_parallel and tp > 1
                              and model.moe.num_experts % tp == 0 else [])
