@@ -335,3 +335,17 @@ def test_rate_scale_takes_a_class_of_rate_0_as_the_file_does(tmp_path, capsys):
                     "osl: 10}, {rate: 1, isl: 100, osl: 10}]}\n")
     assert main(["fleet", str(path), "--rate-scale", "2"]) == 0
     assert "served" in capsys.readouterr().out
+
+
+def test_a_planning_scenarios_prefix_hit_rate_reaches_its_fleet(tmp_path):
+    """A planning scenario states its prefix reuse as a hit rate (traffic.prefix_hit); the plan runs it
+    as one prefix of hit x ISL tokens every prompt shares, and its fleet must run the same traffic
+    (it had dropped it: no prefix hits, every prompt prefilled whole)."""
+    from inferlab.fleet.scenario import load_fleet_scenario
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\n"
+                    "traffic: {rate: 2, isl: 4000, osl: 100, prefix_hit: 0.25}\n"
+                    "fleet: {replicas: 1, hours: 0.05, tp: 1, precision: bf16}\n")
+    prefix = load_fleet_scenario(path)["traffic"]["prefix"]
+    assert (prefix.kind, prefix.tokens, prefix.groups) == ("shared", 1000, 1)  # 0.25 x 4,000 tokens

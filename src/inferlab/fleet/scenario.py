@@ -156,8 +156,11 @@ def _from_plan_scenario(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if "pools" in f or "cascade" in f or "trace" in f:
         raise SpecError(f"{path.name}: pools, cascade and trace need a fleet scenario file (see "
                         "examples/scenarios/fleet-day.yaml), not a planning one")
-    traffic = f.pop("traffic", None) or {"rate": sc.traffic.rate, "isl": sc.traffic.isl, "osl": sc.traffic.osl,
-                                         "prefix": sc.traffic.prefix}
+    from ..inputs.prefixes import shared_by_hit_rate
+
+    tr = sc.traffic  # its prefix_hit as the plan runs it: a prefix every prompt shares (planning.probes)
+    prefix = tr.prefix if tr.prefix is not None else shared_by_hit_rate(tr.prefix_hit, tr.isl.expected)
+    traffic = f.pop("traffic", None) or {"rate": tr.rate, "isl": tr.isl, "osl": tr.osl, "prefix": prefix}
     open_ = open_axes(sc, f)
     if open_ and {"ep", "attention_dp"} & set(f):
         raise SpecError(f"{path.name}, fleet: ep and attention_dp name a replica's layout with model, hardware, tp, "
