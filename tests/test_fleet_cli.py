@@ -335,6 +335,10 @@ def test_rate_scale_takes_a_class_of_rate_0_as_the_file_does(tmp_path, capsys):
                     "osl: 10}, {rate: 1, isl: 100, osl: 10}]}\n")
     assert main(["fleet", str(path), "--rate-scale", "2"]) == 0
     assert "served" in capsys.readouterr().out
+    # a file with neither traffic nor a trace: the flag is not the reason, the missing traffic is
+    path.write_text("model: llama-3.1-8b\nhardware: h100-sxm\nfleet: {hours: 0.01}\n")
+    assert main(["fleet", str(path), "--rate-scale", "2"]) == 2
+    assert "give traffic" in capsys.readouterr().err
 
 
 def test_a_planning_scenarios_prefix_hit_rate_reaches_its_fleet(tmp_path):

@@ -42,10 +42,10 @@ def run(args: argparse.Namespace) -> None:
         kwargs["horizon_s"] = args.hours * 3600.0
     if not 0 < args.rate_scale <= 1e3:
         raise SpecError(f"--rate-scale must be in (0, 1000], got {args.rate_scale}")
-    if args.rate_scale != 1.0 and "traffic" not in kwargs:  # a trace's arrivals are the recorded ones
+    if args.rate_scale != 1.0 and "traffic" not in kwargs and "trace" in kwargs:  # a trace's arrivals are the recorded ones
         raise SpecError("--rate-scale scales the scenario's traffic rates; a trace replays its recorded arrival "
                         "times (thin or cut the trace's CSV instead)")
-    if args.rate_scale != 1.0:
+    if args.rate_scale != 1.0 and "traffic" in kwargs:  # (neither: the fleet says what to give)
         from ..checks import real
 
         classes = kwargs["traffic"] if isinstance(kwargs["traffic"], list) else [kwargs["traffic"]]
