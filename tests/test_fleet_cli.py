@@ -106,8 +106,15 @@ def test_explain_names_the_lost_prefix_hits_and_the_cold_start():
     text = r.explain()
     # half the prompt tokens are reusable (turn two's history); random routing over 8 keeps ~1/8
     assert "lose 8" in text or "lose 9" in text
-    assert "image pull dominates scale-up" in text
+    assert "scale-up" not in text  # no autoscaler and no failures: no replica is ever started, no cold start to read
     assert np.isfinite(r.usd) and r.usd > 0
+    scaled = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=1, horizon_s=600.0, traffic={"rate": 2.0, "isl": 400,
+                            "osl": 60}, autoscaler={"signal": "queue", "min_replicas": 2, "max_replicas": 4})
+    assert "image pull dominates scale-up" in scaled.explain()
+    assert "fleet starts 1 replica, below the autoscaler's min_replicas 2" in scaled.explain()
+    above = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=5, horizon_s=60.0, traffic={"rate": 2.0, "isl": 400,
+                           "osl": 60}, autoscaler={"signal": "queue", "min_replicas": 2, "max_replicas": 4})
+    assert "fleet starts 5 replicas, above the autoscaler's max_replicas 4: it scales down to 4" in above.explain()
 
 
 def test_plot_has_four_panels(tmp_path):

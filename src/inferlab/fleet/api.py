@@ -13,7 +13,7 @@ from ..checks import boolean, integer, is_default, real
 from ..errors import SpecError, did_you_mean
 from ..inputs.deployment import Deployment
 from .admission import Admission
-from .autoscaler import Autoscaler
+from .autoscaler import Autoscaler, starting_count
 from .failures import Failures
 from .pools import Pool, Regions, check_pool, check_region_names, check_start_quotas, default_need, regions_of
 from .pricing import Pricing, catalog_price
@@ -139,8 +139,10 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                       drain_s=drain_s)
     record = run(kind, requests, cfg, progress)
     phase, share = dominant_phase(cs)
-    notes = (f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})",
-             *([price.unused_spot_note] if price.unused_spot_note else []))
+    below = starting_count(replicas, scaler, "fleet")
+    notes = (*([f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})"]
+               if scaler is not None or cfg.failures is not None else []),  # (no replica is ever started otherwise)
+             *([below] if below else []), *([price.unused_spot_note] if price.unused_spot_note else []))
     late = np.asarray(requests.arrival)[np.asarray(requests.arrival) >= horizon_s]
     if trace is not None and late.size:  # a trace longer than the horizon: its tail is not sent
         notes = (*notes, f"{late.size:,} of the trace's requests arrive after the {horizon_s / 3600.0:.3g} h horizon "
@@ -197,7 +199,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     horizon_s = real("fleet: horizon_s", horizon_s, minimum=0.0, include_minimum=False, maximum=MAX_HORIZON_S, unit="s")
     if not isinstance(pools, (list, tuple)):
         raise SpecError(f"fleet: pools must be a list of mappings (model, hardware, replicas, ...), got {pools!r:.60}")
-    built = []
+    built, starts = [], []
     requests = build_requests(traffic, horizon_s, seed)
     for k, spec in enumerate(pools):
         check_pool(k, spec, _POOL_KEYS)
@@ -220,6 +222,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
                           _policy(Autoscaler, spec.get("autoscaler")), price,
                           str(spec.get("region", "local")), serves, dep.parallel.tp * dep.parallel.pp,
                           str(spec.get("provider", "")), long_context))
+        if (below := starting_count(built[-1].replicas, built[-1].autoscaler, f"pool {k}")) is not None:
+            starts.append(below)
         if built[-1].replicas == 0 and built[-1].autoscaler is None:
             raise SpecError(f"pool {k}: replicas 0 without an autoscaler serves nothing; give replicas >= 1, or an "
                             "autoscaler that starts some")
@@ -238,7 +242,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     record = run(built[0].kind, requests, cfg, progress)
     served = record.status == 0
     far = record.half_rtt[served] > 0
-    notes = ()
+    notes = tuple(starts)
     if far.any():
         notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
                  f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)

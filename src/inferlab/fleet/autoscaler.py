@@ -185,3 +185,19 @@ def check_ticks(horizon_s: float, sample_s: float, scalers: list) -> None:
         name, shortest = min(periods, key=lambda x: x[1])
         raise SpecError(f"fleet: {horizon_s / 3600.0:,.4g} h with {name} {shortest:g} s is {ticks:,.0f} control ticks; "
                         f"at most {MAX_TICKS:,} (a few minutes): lengthen the period or shorten the horizon")
+
+
+def starting_count(replicas: int, policy: Autoscaler | None, where: str) -> str | None:
+    """The note on a fleet's (or a pool's) starting ``replicas`` outside its autoscaler's bounds,
+    which the autoscaler brings within them at its first evaluation, as Kubernetes' HPA does: above
+    ``max_replicas`` the extra ones are scaled down (paid until then); below ``min_replicas`` (0
+    included) the rest are ordered and serve after their cold start. None within the bounds, or
+    without an autoscaler."""
+    if policy is None or policy.min_replicas <= replicas <= policy.max_replicas:
+        return None
+    start = f"{where} starts {replicas} replica{'s' * (replicas != 1)}"
+    if replicas > policy.max_replicas:
+        return (f"{start}, above the autoscaler's max_replicas {policy.max_replicas}: it scales down to "
+                f"{policy.max_replicas} at its first evaluation ({policy.period_s:g} s)")
+    return (f"{start}, below the autoscaler's min_replicas {policy.min_replicas}: it orders the rest at its first "
+            f"evaluation ({policy.period_s:g} s), and they serve only after their cold start")
