@@ -173,6 +173,18 @@ def test_cli_cascade_share_that_is_not_a_number_is_one_line(tmp_path):
         "inferlab: error: f.yaml: fleet.cascade.share (the share of answers escalated) must be a number, got 'abc'"]
 
 
+def test_a_cascades_fleet_blames_the_settings_both_share_on_the_fleet_not_the_cascade(tmp_path, capsys):
+    # a misspelt router is the fleet's own key: its error had read "fleet.cascade (llama-3.1-70b): ..."
+    from inferlab.cli.main import main
+
+    path = tmp_path / "f.yaml"
+    path.write_text(f"model: {M}\nhardware: {G}\nfleet:\n  hours: 0.01\n  router: cache-aware\n"
+                    "  traffic: {rate: 1, isl: 100, osl: 10}\n  cascade: {model: llama-3.1-70b, tp: 4, share: 0.2}\n")
+    assert main(["fleet", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'cache_aware'" in err and "cascade" not in err
+
+
 def test_a_round_trip_given_either_way_round_replaces_the_built_in_one():
     # the built-in table holds ap-southeast-2|us-east-1 at 0.2 s; a scenario naming the pair the
     # other way round at 0.3 s sets both directions (one had stayed 0.2 s)

@@ -93,9 +93,12 @@ def run_scenario(kwargs: dict[str, Any], progress: Callable[[float], None] | Non
     notes = tuple(kwargs.pop("notes", ()))  # how the scenario was read (a planning one's plan)
     small_dep = kwargs.get("model")
     share = large_kwargs = None
-    if spec is not None:  # checked, and the large replica built once without requests, before either fleet runs
+    if spec is not None:  # checked, and both replicas built once without requests, before either fleet runs:
+        # the small fleet's first, so that an error in the settings both share is the fleet's, not the cascade's
         share, large_kwargs = _checked(spec, small_dep), _large_kwargs(kwargs, spec)
-        _large(plain(np.zeros(0), np.zeros(0), np.zeros(0)), {**large_kwargs, "horizon_s": 1.0})
+        none = plain(np.zeros(0), np.zeros(0), np.zeros(0))
+        fleet(requests=none, **{**{k: v for k, v in kwargs.items() if k not in ("traffic", "trace")}, "horizon_s": 1.0})
+        _large(none, {**large_kwargs, "horizon_s": 1.0})
     small = fleet(progress=progress, **kwargs)
     if notes:
         small = replace(small, notes=(*notes, *small.notes))
