@@ -157,8 +157,16 @@ def test_bad_input_is_one_line_with_a_suggestion():
         RouterConfig(policy="cache_awre")
     with pytest.raises(SpecError, match="did you mean 'signal'"):
         inferlab.fleet(MODEL, GPU, traffic={"rate": 1.0}, autoscaler={"signl": "queue"})
-    with pytest.raises(SpecError, match="unknown key 'rat'"):
+    with pytest.raises(SpecError, match=r"unknown key 'rat' \(did you mean 'rate'\?\)"):
         build_requests({"rat": 1.0}, 10.0, 0)
+    from inferlab.fleet.pools import regions_of
+
+    with pytest.raises(SpecError, match=r"unknown key 'quota_gpu' \(did you mean 'quota_gpus'\?\)"):
+        regions_of({"quota_gpu": {}})
+    from inferlab.fleet.cascade import _checked
+
+    with pytest.raises(SpecError, match=r"unknown key 'shares' \(did you mean 'share'\?\)"):
+        _checked({"model": "llama-3.1-70b", "share": 0.2, "shares": 0.2}, MODEL)
     with pytest.raises(SpecError, match="allowed"):
         Admission(at="gateway")
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..checks import real
 from ..economics._common import fmt
 from ..engines.common import known_model
-from ..errors import InferlabError, SpecError, UnknownNameError
+from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
 from ..inputs.deployment import Deployment
 from ..results.render import share_text
 from .api import fleet, fleet_of
@@ -145,7 +145,8 @@ def _checked(spec: Any, small_dep: Any) -> float:
                         "share: 0.2})")
     unknown = sorted(set(spec) - set(_CASCADE_KEYS))
     if unknown:
-        raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r} (allowed: {', '.join(_CASCADE_KEYS)})")
+        raise SpecError(f"fleet.cascade: unknown key {unknown[0]!r}{did_you_mean(unknown[0], _CASCADE_KEYS)} "
+                        f"(allowed: {', '.join(_CASCADE_KEYS)})")
     share = real("fleet.cascade.share (the share of answers escalated)", spec["share"], minimum=0.0, maximum=1.0)
     small_id = _model_id(small_dep.model if isinstance(small_dep, Deployment) else small_dep)
     if small_id is not None and small_id == _model_id(spec["model"]) and "precision" not in spec:

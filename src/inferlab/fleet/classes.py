@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..inputs.prefixes import prefixes as parse_prefixes
 from .traffic import Profile, Requests, check_count, concat, lengths, plain, sessions, shared
 
@@ -32,7 +32,8 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
         unknown = sorted(set(c) - CLASS_KEYS)
         if unknown:
-            raise SpecError(f"traffic: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(CLASS_KEYS))}")
+            raise SpecError(f"traffic: unknown key {unknown[0]!r}{did_you_mean(unknown[0], CLASS_KEYS)}; allowed: "
+                            f"{', '.join(sorted(CLASS_KEYS))}")
         rng = np.random.default_rng([seed, k])
         prof = Profile(**{f: c[f] for f in Profile.__dataclass_fields__ if f in c})
         pre = parse_prefixes(c["prefix"]) if c.get("prefix") else None

@@ -153,8 +153,9 @@ def regions_of(value: Regions | dict | None) -> Regions | None:
                         f"got {value!r:.60}")
     unknown = sorted(set(value) - {"rtt_s", "quota_gpus", "provider_quota_gpus", "spill"})
     if unknown:
-        raise SpecError(f"fleet regions: unknown key {unknown[0]!r} (allowed: rtt_s, quota_gpus, "
-                        "provider_quota_gpus, spill)")
+        allowed = ("rtt_s", "quota_gpus", "provider_quota_gpus", "spill")
+        raise SpecError(f"fleet regions: unknown key {unknown[0]!r}{did_you_mean(unknown[0], allowed)} (allowed: "
+                        f"{', '.join(allowed)})")
     rtt = {}
     for key, v in _mapping(value, "rtt_s").items():
         pair = tuple(str(key).split("|"))
