@@ -146,6 +146,7 @@ def test_plan_json_with_nothing_feasible_still_gives_each_reason_on_stdout(tmp_p
     (b"models: [llama-3.1-8b]\nname: \xff\xfe\n", "not UTF-8"),
     ("models: [", "not valid YAML"),
     ("- a\n- b\n", "expected a mapping of fields, got list"),
+    ("", "the file is empty; expected a mapping of fields"),
     ("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2}\nprices: {h100-sxm: -24}\n",
      "a price is >= 0"),
 ])

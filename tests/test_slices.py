@@ -43,7 +43,7 @@ def test_packing_never_overfills_a_gpu_and_never_needs_more_gpus_than_models(mod
 
 def test_cli(capsys):
     assert main(["slices", "h100-sxm", "llama-3.1-8b", "qwen3-8b", "phi-3-mini", "mistral-7b"]) == 0
-    assert "2 GPU(s) instead of 4" in capsys.readouterr().out
+    assert "2 GPUs instead of 4" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("models, headroom, message", [

@@ -195,8 +195,9 @@ def _slices(args: argparse.Namespace) -> None:
 
     p = pack(args.models, args.hardware, precision=args.precision)
     rows = [[x.model, str(x.gpu), x.profile, f"{x.need_bytes / 1e9:,.1f}"] for x in p.placements]
-    text = (f"{len(p.placements)} models on MIG slices of {p.hardware}: {p.gpus} GPU(s) instead of "
-            f"{len(p.placements)}\n" + text_table(["model", "GPU", "slice", "needs GB"], rows, right={1, 3}))
+    n = len(p.placements)
+    text = (f"{n} model{'s' * (n != 1)} on MIG slices of {p.hardware}: {p.gpus} GPU{'s' * (p.gpus != 1)} instead "
+            f"of {n}\n" + text_table(["model", "GPU", "slice", "needs GB"], rows, right={1, 3}))
     _emit(args, lambda: {"gpus": p.gpus, "placements": [x.__dict__ for x in p.placements]}, text)
 
 

@@ -142,6 +142,8 @@ def read_yaml_mapping(path: Path | Any, what: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise SpecError(f"{what}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        raise SpecError(f"{what}: the file is empty; expected a mapping of fields")
     if not isinstance(data, dict):
         raise SpecError(f"{what}: expected a mapping of fields, got {type(data).__name__}")
     return data
