@@ -626,3 +626,22 @@ def test_a_sweep_past_capacity_without_a_knee_says_so(capsys):
     assert code == 0 and "no knee within the sweep, but the highest rate is past the replicas' capacity" in out
     code, out, _ = run_cli(capsys, "serve", "llama-3.1-8b", "h100-sxm", "--rates", "1,5,20", "--num-requests", "100")
     assert "extend the sweep" in out and "past the replicas' capacity" not in out
+
+
+def test_a_prompts_own_gpu_work_runs_in_the_iteration_that_starts_its_prefill():
+    """prompt_gpu_s (a VLM's encoder pass) is GPU time in the iteration that starts the prompt's
+    prefill: one client at a time, each TTFT grows by exactly it and no TPOT moves; under load the
+    iteration it lengthens delays every request in it. Refused over separate pools, and below 0."""
+    from inferlab import serve
+
+    alone = [serve("llama-3.1-8b", "h100-sxm", concurrency=1, num_requests=10, isl=512, osl=16, prompt_gpu_s=g)
+             for g in (0.0, 0.05)]
+    np.testing.assert_allclose(alone[1].ttft_s - alone[0].ttft_s, 0.05, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(alone[1].tpot_s, alone[0].tpot_s, rtol=0, atol=1e-12)
+    busy = [serve("llama-3.1-8b", "h100-sxm", rate=20, num_requests=200, isl=512, osl=64, prompt_gpu_s=g)
+            for g in (0.0, 0.01)]
+    assert float(np.mean(busy[1].tpot_s)) > float(np.mean(busy[0].tpot_s))  # the decodes wait through the encoders
+    with pytest.raises(SpecError, match="prompt_gpu_s must be a finite number in \\[0, 3600\\]"):
+        serve("llama-3.1-8b", "h100-sxm", rate=1, prompt_gpu_s=-1)
+    with pytest.raises(SpecError, match="a prompt's encoder work are not simulated over separate pools"):
+        serve("llama-3.1-8b", rate=1, disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", prompt_gpu_s=0.05)

@@ -119,8 +119,9 @@ def _vlm(args: argparse.Namespace) -> None:
                            implementation=args.implementation, attention_kernel=args.attention_kernel,
                            execution=args.execution, precision=args.precision,
                            allow_long_context=args.allow_long_context)
-        _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the user rows "
-              f"include each request's host image processing and vision encoder\n{res}")
+        _emit(args, res.to_dict, f"{args.images} image(s) of {args.width}x{args.height} per request; the vision "
+              "encoder runs on the GPU in the iteration that starts each prompt's prefill (in every row), the user "
+              f"rows add the host's image processing\n{res}")
         return
     given = [flag for flag, value in (("--osl", args.osl), ("--num-requests", args.num_requests)) if value is not None]
     if given:

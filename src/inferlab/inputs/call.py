@@ -17,7 +17,7 @@ from .deployment import Deployment
 from .workload import Workload
 
 #: Arguments of each entry point that neither a Deployment nor a Workload holds, taken beside them.
-EXTRAS = {"estimate": (), "serve": ("overheads", "scheduler")}
+EXTRAS = {"estimate": (), "serve": ("overheads", "scheduler", "prompt_gpu_s")}
 
 
 def typed_call(fn: Callable[..., Any], target: Literal["estimate", "serve"], args: dict[str, Any]) -> dict | None:

@@ -357,8 +357,11 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
                  execution: str = "eager", precision: Any = None, allow_long_context: bool = False):
     """Serve requests of ``images`` images plus ``text_tokens`` of text (:func:`inferlab.serve`).
 
-    Returns the serving result; its user-side latencies (``result.user``) include each
-    request's host image processing and vision encoder pass.
+    Each request's vision encoder pass runs on the replica's GPUs in the iteration that starts
+    its prefill (``prompt_gpu_s``, as vLLM and SGLang schedule it), so it takes GPU time from
+    every request in that iteration and bounds the rate the replica carries; its host image
+    processing (the API server's CPU) comes before it reaches the engine. Returns the serving
+    result; its user-side latencies (``result.user``) add the host processing.
     """
     from ..serving.serve import serve
     from ..serving.overheads import ClientOverheads
@@ -370,5 +373,5 @@ def serve_images(model: str | ModalitySpec, hardware: str | HardwareSpec, *, ima
     llm = load_model(str((model if isinstance(model, ModalitySpec) else load_modality(model, "vision")).field("llm")))
     return serve(llm, hardware, tp=tp, precision=precision, isl=text_tokens + one.image_tokens, osl=osl, rate=rate,
                  concurrency=concurrency,
-                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s + one.encoder_s),
-                 allow_long_context=allow_long_context)
+                 num_requests=num_requests, overheads=ClientOverheads(client_s_per_request=one.host_s),
+                 allow_long_context=allow_long_context, prompt_gpu_s=one.encoder_s)

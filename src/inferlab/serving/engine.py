@@ -88,7 +88,7 @@ class Engine(Admission, TokenGaps):
         self.prefilled = prefilled
         self.whole = self.decoding is PlainDecoding  # until a length with a fraction comes
         # a step model that times an iteration from sums alone (see .iteration)
-        self.sums = type(model) is StepModel and model.full_attention and model.groups == 1
+        self.sums = type(model) is StepModel and model.full_attention and model.groups == 1 and not model.prompt_gpu_s
         self.delay = float(getattr(model, "request_overhead_s", 0.0))
         self.n = 0
         self._cols = request_columns(max(capacity, 1))

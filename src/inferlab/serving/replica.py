@@ -217,12 +217,14 @@ def _capped_share(workload: Workload, dp: int) -> Workload:
 
 
 def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerConfig, *,
-                   speculative: Any = None, prefix: Any = None, allow_long_context: bool = False) -> ServeResult:
+                   speculative: Any = None, prefix: Any = None, allow_long_context: bool = False,
+                   prompt_gpu_s: float = 0.0) -> ServeResult:
     """Simulate a ready deployment, workload and scheduler (with speculation and prefixes, as :func:`serve`).
     The drawn requests are checked as the engine checks them: one longer than it takes (its
     ``max_model_len``, or the model's positions unless ``allow_long_context``) is refused
     request by request (:func:`within_context`), a run whose every request is is refused
-    whole (:func:`check_context`)."""
+    whole (:func:`check_context`). ``prompt_gpu_s``: GPU work each prompt brings beside its
+    tokens, in the iteration that starts its prefill (:class:`~.stepmodel.StepModel`'s notes)."""
     streams = dep.parallel.dp * dep.parallel.pp  # replicas x batches in flight per replica
     replica = _replica_workload(workload, streams)
     # the simulated stream stands for ``scale`` of them: all, or for a closed loop the share
@@ -259,6 +261,7 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     check_context(dep.model, limits, isl, osl, allow_long_context=allow_long_context, ranks=ranks)
     model: Any = StepModel(dep, limits.max_num_batched_tokens + limits.max_num_seqs, limits.overlap_host,
                            limits.graph_max_batch, limits.prefill_graph_tokens)
+    model.prompt_gpu_s = prompt_gpu_s  # (a request's images through the vision encoder: StepModel's notes)
     spec, decoding, drafter = None, None, None
     if speculative is not None:
         spec, model, decoding, drafter = _speculation(dep, model, speculative, limits, float(np.max(isl + osl)),

@@ -42,7 +42,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
           hybrid_overlap: bool | None = None, window_kv: Any = None, window_pool_ratio: float | None = None,
           balance_timeout_iters: int | None = None, overheads: ClientOverheads | None = None,
           stagger: bool = True, disaggregation: Any = None, speculative: Any = None,
-          prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False) -> ServeResult:
+          prefix: Prefixes | str | dict | None = None, allow_long_context: bool = False,
+          prompt_gpu_s: float = 0.0) -> ServeResult:
     """Simulate serving ``num_requests`` requests and return their latency distributions.
 
     Parameters
@@ -95,6 +96,10 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     overheads : ClientOverheads, optional
         Network, tokenizer, client and streaming costs added on top of the GPU side
         (``result.user``, and a line in ``explain()``).
+    prompt_gpu_s : float [s]
+        GPU work each request brings beside its prompt tokens, run on the replica in the
+        iteration that starts its prefill: a vision-language model's encoder pass over its
+        images (:func:`inferlab.modalities.vision.serve_images` sets it). 0 for text.
     stagger : bool
         Closed loop: after the opening burst, spread the clients out of step (the steady
         state long benchmarks see) rather than keep them in lockstep (:class:`Workload`).
@@ -145,6 +150,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     sched = engine_scheduler(engine, scheduler, **{k: v for k, v in overrides.items() if v is not None})
     if overheads is not None and not isinstance(overheads, ClientOverheads):
         raise SpecError(f"serve: overheads must be a ClientOverheads, got {overheads!r:.80}")
+    gpu_s = checks.real(option_name("prompt_gpu_s"), prompt_gpu_s, minimum=0.0, maximum=3600.0, unit="s")
     unbounded = getattr(workload.osl, "kind", None) == "lognormal"  # (its longest_tokens is its mean)
     if overheads is not None and not unbounded \
             and overheads.preamble_tokens >= (longest := checks.longest_tokens(workload.osl)):
@@ -159,7 +165,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
     checks.context_within_model(dep.model, workload.isl, workload.osl, allow_long_context=allow_long_context, turns=turns)
     checks.engine_context_within_model(dep.model, sched.max_model_len, allow_long_context=allow_long_context)
     result = serve_workload(dep, engine, workload, sched, speculative=speculative, prefix=shared,
-                            allow_long_context=allow_long_context)
+                            allow_long_context=allow_long_context, prompt_gpu_s=gpu_s)
     return result if overheads is None else replace(result, overheads=overheads)
 
 
@@ -168,9 +174,9 @@ _NOT_WITH_POOLS = (
     ({"hardware": None, "tp": 1, "pp": 1, "ep": 1, "dp": 1, "attention_dp": False, "attention_tp": 1},
      "the pools set the hardware and layout"),
     ({"speculative": None, "prefix": None, "max_concurrency": None, "state_pool_ratio": None, "state_slots": None,
-      "hybrid_overlap": None, "state_pool_slots": None},
-     "speculation, prefix caching, a client's concurrency cap and a state pool of its own are not simulated over "
-     "separate pools"),
+      "hybrid_overlap": None, "state_pool_slots": None, "prompt_gpu_s": 0.0},
+     "speculation, prefix caching, a client's concurrency cap, a state pool of its own and a prompt's encoder work "
+     "are not simulated over separate pools"),
 )
 
 

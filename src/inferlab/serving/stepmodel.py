@@ -79,7 +79,14 @@ class StepModel:
     every stage in turn, so it takes ``pp`` stage times (``1/pp`` of the layers each, plus
     the hand-off to the next stage) while the stages work on the others. The model times
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
+
+    ``prompt_gpu_s`` [s] is GPU work each prompt brings beside its tokens, run in the iteration
+    that starts its prefill (a vision-language model's encoder pass over the request's images,
+    which vLLM and SGLang run on the replica's GPUs in the step that schedules the prompt; a
+    prompt resumed from a cached prefix does not pay it again); 0 for text.
     """
+
+    prompt_gpu_s: float = 0.0
 
     def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False,
                  graph_max_batch: int | None = None, prefill_graph_tokens: int | None = None):
@@ -359,10 +366,17 @@ class StepModel:
             else:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
-            t = max(t, self._prompt_floor(queries + p))
+            t = max(t, self._prompt_floor(queries + p)) + self._starting_s(prefill_context, prefill_tokens)
         elif d:
             t = self._graphless(d, t)
         return self._with_host(t)
+
+    def _starting_s(self, prefill_context: Any, prefill_tokens: Any) -> float:
+        """:attr:`prompt_gpu_s` of the prompts whose prefill starts in this iteration (nothing cached yet)."""
+        if not self.prompt_gpu_s:
+            return 0.0
+        starting = (np.asarray(prefill_context) == 0) & (np.asarray(prefill_tokens) > 0)
+        return self.prompt_gpu_s * float(np.count_nonzero(starting))
 
     def _decode_attention_s(self, decode_context: np.ndarray, decode_new: float) -> float:
         """Attention of an iteration's decoding sequences (``decode_new`` tokens each)."""
@@ -397,4 +411,4 @@ class StepModel:
         pairs, reads = self.spans(mine_context, mine_tokens)
         # _attention_s spreads its sums over the g ranks: these are one rank's alone
         t += self._attention_s("prefill", pairs * g, reads * g, p_mine * g, float(len(mine_tokens)) * g)
-        return t
+        return t + self._starting_s(mine_context, mine_tokens)  # (the busiest rank's own prompts' encoders)
