@@ -41,7 +41,7 @@ from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill, on_mla_tiles
 from ..techniques.serving_overhead import eager_prefill_s, serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
-from .iteration import busiest_rank
+from .iteration import busiest_rank, starting
 
 #: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
 MEMO_SIZE = 1 << 16
@@ -79,14 +79,9 @@ class StepModel:
     every stage in turn, so it takes ``pp`` stage times (``1/pp`` of the layers each, plus
     the hand-off to the next stage) while the stages work on the others. The model times
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
-
-    ``prompt_gpu_s`` [s] is GPU work each prompt brings beside its tokens, run in the iteration
-    that starts its prefill (a vision-language model's encoder pass over the request's images,
-    which vLLM and SGLang run on the replica's GPUs in the step that schedules the prompt; a
-    prompt resumed from a cached prefix does not pay it again); 0 for text.
     """
 
-    prompt_gpu_s: float = 0.0
+    prompt_gpu_s: float = 0.0  #: a prompt's GPU work beside its tokens [s] (:func:`.iteration.starting`)
 
     def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False,
                  graph_max_batch: int | None = None, prefill_graph_tokens: int | None = None):
@@ -119,16 +114,14 @@ class StepModel:
         prefill = run_step(dep, Step.prefill(np.ones(1), np.full(1, 16.0)))
         pre = tuple(self._costs(t.op, stages) for t in prefill.times if isinstance(t.op, Attention))
         self.prefill_attention = pre if len(pre) == len(attention) else self.attention
-        # tables over the iteration's tokens as plain lists: numpy's per-call overhead would
-        # dominate a one-point interpolation
+        # tables over the iteration's tokens as plain lists (numpy's per-call overhead would dominate)
         self._grid_list, self._linear_list, self._head_list = grid.tolist(), lin.tolist(), head.tolist()
         self._shared_list = shared.tolist() if self.groups > 1 else None
         # a decode-only iteration is balanced over the ranks: both tables at its tokens
         self._balanced_list = (lin + shared).tolist() if self.groups > 1 else self._linear_list
         self._all_full = all(a.window == np.inf for a in self.attention)
         self._decode_tables: dict[float, float] = {}  # time_decode's table part by batch size
-        # time_decode_sum and time_sums by their arguments: an engine meets the same mixes
-        # again and again when lengths repeat (a pure function: the same numbers come back)
+        # time_decode_sum and time_sums by their arguments: an engine meets the same mixes again (pure)
         self._by_sums: dict[tuple, Any] = {}
         a = prof.attention
         self.bandwidth = hw.memory_bandwidth.si
@@ -366,17 +359,10 @@ class StepModel:
             else:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
-            t = max(t, self._prompt_floor(queries + p)) + self._starting_s(prefill_context, prefill_tokens)
+            t = max(t, self._prompt_floor(queries + p)) + self.prompt_gpu_s * starting(prefill_context, prefill_tokens)
         elif d:
             t = self._graphless(d, t)
         return self._with_host(t)
-
-    def _starting_s(self, prefill_context: Any, prefill_tokens: Any) -> float:
-        """:attr:`prompt_gpu_s` of the prompts whose prefill starts in this iteration (nothing cached yet)."""
-        if not self.prompt_gpu_s:
-            return 0.0
-        starting = (np.asarray(prefill_context) == 0) & (np.asarray(prefill_tokens) > 0)
-        return self.prompt_gpu_s * float(np.count_nonzero(starting))
 
     def _decode_attention_s(self, decode_context: np.ndarray, decode_new: float) -> float:
         """Attention of an iteration's decoding sequences (``decode_new`` tokens each)."""
@@ -411,4 +397,4 @@ class StepModel:
         pairs, reads = self.spans(mine_context, mine_tokens)
         # _attention_s spreads its sums over the g ranks: these are one rank's alone
         t += self._attention_s("prefill", pairs * g, reads * g, p_mine * g, float(len(mine_tokens)) * g)
-        return t + self._starting_s(mine_context, mine_tokens)  # (the busiest rank's own prompts' encoders)
+        return t + self.prompt_gpu_s * starting(mine_context, mine_tokens)  # (the busiest rank's own prompts')
