@@ -294,7 +294,7 @@ def test_sglangs_two_pools_in_a_static_batch_say_which_binds_and_when_none_holds
         inferlab.estimate("qwen3-next-80b-a3b", "l40s", tp=2, precision="fp8", engine="sglang", batch_size=4,
                           isl=120_000, osl=1_000, allow_long_context=True)
     # the state options are SGLang's: refused with separate pools too; overlap kept on means extra_buffer's 5 slots
-    with pytest.raises(SpecError, match="a state pool of its own are not simulated over separate pools"):
+    with pytest.raises(SpecError, match="a state pool of its own and a prompt.s encoder work are not simulated over separate pools"):
         inferlab.serve(QWEN35, isl=128, osl=16, rate=1.0, num_requests=4, engine="sglang", state_slots=5,
                        disaggregation="prefill=b200x4:tp4,decode=b200x4:tp4")
     from inferlab.serving.replica import engine_scheduler
