@@ -182,3 +182,11 @@ def test_a_price_may_be_written_with_its_unit():
     assert estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour="$2.50/h").cost.usd_per_gpu_hour == 2.5
     with pytest.raises(SpecError, match="must be a number"):
         estimate("llama-3.1-8b", "h100-sxm", price_per_gpu_hour="2.5")  # a bare number as text is a typo
+
+
+def test_a_sweep_shows_no_tpot_where_one_output_token_leaves_no_decode_step():
+    # estimate says "-" (NaN) for osl 1; the sweep had said 0.0 s, and best("tpot_s") picked that row
+    table = sweep("llama-3.1-8b", "h100-sxm", batch_size=[1, 8], isl=[512], osl=[1, 64])
+    one = np.asarray(table["osl"]) == 1
+    assert np.all(np.isnan(np.asarray(table["tpot_s"])[one])) and np.all(np.asarray(table["tpot_s"])[~one] > 0)
+    assert table.best("tpot_s")["osl"] == 64

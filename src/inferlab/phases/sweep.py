@@ -297,7 +297,7 @@ def _fill(out: dict[str, np.ndarray], sl: slice, est: Any) -> None:
     tput = est.output_tokens_per_s
     out["waves"][sl] = est.waves
     out["ttft_s"][sl] = est.ttft_s
-    out["tpot_s"][sl] = est.tpot_s
+    out["tpot_s"][sl] = est._tpot_shown  # NaN where one output token leaves no decode step, as estimate shows it
     out["output_tokens_per_s"][sl] = tput
     out["output_tokens_per_s_per_gpu"][sl] = tput / tp
     with np.errstate(divide="ignore", invalid="ignore"):
