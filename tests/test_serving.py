@@ -442,6 +442,16 @@ def test_plots_are_written(tmp_path):
         path = tmp_path / name
         fig = obj.plot(path)
         assert path.stat().st_size > 10_000 and fig.axes
+    # a path no figure can be written to is refused in words, as --plot refuses it (it had been matplotlib's error)
+    for bad, why in ((tmp_path / "none" / "x.png", "does not exist"), (tmp_path / "x.txt", "names no image format"),
+                     (123, "must be a file name")):
+        with pytest.raises(SpecError, match=why):
+            r.plot(bad)
+    # one-token outputs have no TPOT: its panel says so (the log scale over no positive value had raised)
+    one = load_sweep("llama-3.1-8b", "h100-sxm", concurrencies=[1, 4], isl=512, osl=1, num_requests=50)
+    fig = one.plot(tmp_path / "one.png")
+    assert any("every output is one token" in t.get_text() for ax in fig.axes for t in ax.texts)
+    assert "knee at 1 client: past it" in str(one)  # (one client, not "1 clients")
 
 
 def test_cli_plot(capsys, tmp_path):

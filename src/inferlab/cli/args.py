@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ..results.figure_file import FIGURE_FORMATS
+
 
 def comma_list(cast: Callable[[str], float], noun: str) -> Callable[[str], list]:
     """An argparse type for ``1,8,64``: distinct values of ``cast``, at least one, a clear error otherwise."""
@@ -89,8 +91,6 @@ def output_file(text: str) -> str:
     return text
 
 
-#: Suffixes matplotlib writes figures to (its ``savefig`` formats).
-FIGURE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps", "svgz")
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser) -> None:

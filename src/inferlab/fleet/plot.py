@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..results.figure_file import figure_file
 from ..serving.plot import _figure
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def plot_fleets(fleets: Sequence[tuple[str, FleetResult]], title: str, path: str
     for ax in axes:
         ax.grid(alpha=0.3)
     if path is not None:
-        fig.savefig(path, dpi=110)
+        fig.savefig(figure_file(path, "FleetResult.plot"), dpi=110)
     return fig
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..results.figure_file import figure_file
 from .planner import Plan
 
 
@@ -26,7 +27,7 @@ def plan_pareto_plot(result: Plan, y: str = "output_tokens_per_s_per_gpu"):
 
 def write_plan_plot(result: Plan, path: str | Path) -> Path:
     """Save :func:`plan_pareto_plot` to ``path`` (PNG or SVG by suffix)."""
-    path = Path(path)
+    path = figure_file(path, "Plan.plot")
     fig = plan_pareto_plot(result)
     fig.savefig(path, dpi=100)
     return path

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InferlabError
+from ..results.figure_file import figure_file
 
 #: Colour and marker of each phase.
 PHASE_STYLE = {"prefill": ("C0", "o"), "decode": ("C1", "^")}
@@ -247,14 +248,7 @@ def write_estimate_plot(est: Any, path: str | Path, point: int = 0) -> Path:
     Path
         The file written.
     """
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    path = Path(path)
-    # matplotlib's savefig formats, as serve --plot writes (pgf needs a LaTeX install), checked before drawing
-    formats = set(FigureCanvasBase.get_supported_filetypes()) - {"pgf"}
-    if path.suffix.lower().lstrip(".") not in formats:
-        raise InferlabError(f"cannot write a plot to {path}: the suffix picks the format; use one of ."
-                            + ", .".join(sorted(formats)))
+    path = figure_file(path, "estimate plot")  # checked before drawing
     fig = roofline_chart(est, point)
     fig.savefig(path, dpi=110)
     return path

@@ -207,7 +207,8 @@ class LoadCurve:
             lines.append(f"no knee within the sweep: {p} {self.knee_metric} latency still grows slower than "
                          "throughput at the highest load; extend the sweep")
         else:
-            lines.append(f"knee at {self.loads[k]:g} {unit}: past it {p} {self.knee_metric} latency grows faster than "
+            at = "1 client" if unit == "clients" and self.loads[k] == 1 else f"{self.loads[k]:g} {unit}"
+            lines.append(f"knee at {at}: past it {p} {self.knee_metric} latency grows faster than "
                          f"throughput (elasticity > {self.knee_elasticity:g})")
         return "\n".join(lines)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InferlabError
+from ..results.figure_file import figure_file
 
 if TYPE_CHECKING:
     from .curve import LoadCurve
@@ -40,9 +41,9 @@ def _plain_log_ticks(ax: Any) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _save(fig: Any, path: str | Path | None) -> Any:
+def _save(fig: Any, path: str | Path | None, caller: str = "plot") -> Any:
     if path is not None:
-        fig.savefig(path, dpi=100)
+        fig.savefig(figure_file(path, caller), dpi=100)
     return fig
 
 
@@ -90,7 +91,7 @@ def plot_result(result: ServeResult, path: str | Path | None = None, *,
     if user is not None:
         axes[0].legend(loc="lower right", fontsize=8)
     fig.suptitle(str(result).splitlines()[0], fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, "ServeResult.plot")
 
 
 def plot_curve(curve: LoadCurve, path: str | Path | None = None) -> Any:
@@ -127,12 +128,16 @@ def plot_curve(curve: LoadCurve, path: str | Path | None = None) -> Any:
                     label=f"knee ({curve.loads[knee]:g} {unit})")
         if slos[name] is not None:
             ax.axhline(slos[name] * 1e3, color="tab:green", lw=1, ls=":", label="SLO")
-        ax.set_yscale("log")
-        _plain_log_ticks(ax)
+        if np.any(np.isfinite(top) & (top > 0)):
+            ax.set_yscale("log")
+            _plain_log_ticks(ax)
+        else:  # one-token outputs: no decode step, so no TPOT to draw
+            ax.text(0.5, 0.5, f"no {name.upper()}: every output is one token", transform=ax.transAxes,
+                    ha="center", va="center", color="0.4")
         ax.set_xlabel("output tokens/s")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8, loc="upper left")
     first = str(curve.results[0]).splitlines()[0].rsplit(";", 1)[0]
     fig.suptitle(f"{first}; labels: {unit}", fontsize=10)
-    return _save(fig, path)
+    return _save(fig, path, "LoadCurve.plot")
