@@ -572,6 +572,16 @@ def test_a_file_cut_short_is_named_as_invalid_json(tmp_path, fmt):
         read_bench(path, fmt)
 
 
+def test_a_tensorrt_llm_log_without_its_report_says_so_not_that_it_is_broken_json(tmp_path):
+    # its lines open with "[12/01/2026-...]", which reads as the start of a JSON array
+    path = tmp_path / "oom.log"
+    path.write_text("[12/01/2026-16:20:05] [TRT-LLM] [I] Preparing to run throughput benchmark...\n"
+                    "[12/01/2026-16:20:41] [TRT-LLM] [E] CUDA out of memory\n")
+    with pytest.raises(SpecError, match=r"a TensorRT-LLM log without trtllm-bench's report .* did the run stop before "
+                                        r"it finished\? Its last error line: .*CUDA out of memory"):
+        read_bench(path)
+
+
 def _rewritten(tmp_path, fixture, name, change):
     data = json.loads((BENCH / fixture).read_text())
     change(data)

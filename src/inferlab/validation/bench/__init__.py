@@ -116,6 +116,12 @@ def read_bench(path: str | Path, fmt: str | None = None) -> list[BenchRun]:
             other = genai_perf.other_export(text, _json(text))
             if other:
                 raise SpecError(f"bench file {label}: {other}")
+            if "[TRT-LLM]" in text:  # a TensorRT-LLM log (its lines open with a [date] that reads as JSON)
+                errors = [line.strip() for line in text.splitlines() if "[E]" in line]
+                last = f" Its last error line: {errors[-1][:160]}" if errors else ""
+                raise SpecError(f"bench file {label}: a TensorRT-LLM log without trtllm-bench's report (no 'PERFORMANCE "
+                                f"OVERVIEW' or 'Total Output Throughput (tokens/sec):' line): did the run stop before it "
+                                f"finished?{last}")
             broken = _json_error(text)
             if broken and _first_json_line(text) is None:
                 raise SpecError(f"bench file {label}: {broken}")
