@@ -135,6 +135,16 @@ M = "meta-llama/Llama-3.1-8B-Instruct"
     (f"vllm serve {M} --disable-overlap-schedule", "vllm serve spells it --no-async-scheduling"),
     (f"{SGLANG} --enable-prefix-caching", "sglang.launch_server does that by default (it has a flag for the other "
                                           "way only): drop it"),
+    # another engine's flag for a setting this engine sets another way (its YAML, its checkpoint): read
+    # past, the setting had stayed at its default (a BF16 KV cache for --kv-cache-dtype fp8)
+    (f"trtllm-serve {M} --kv-cache-dtype fp8", "--kv-cache-dtype is vllm serve's flag, which trtllm-serve would "
+                                               "refuse; trtllm-serve sets the KV cache's format in the "
+                                               "--extra_llm_api_options YAML (kv_cache_config: {dtype: fp8})"),
+    (f"trtllm-serve {M} --dp 2", "trtllm-serve has no data-parallel flag"),
+    (f"vllm serve {M} --chunked-prefill-size 2048", "vllm serve spells the iteration's token budget "
+                                                    "--max-num-batched-tokens"),
+    (f"{SGLANG} --max-num-batched-tokens 2048", "sglang.launch_server spells the iteration's token budget "
+                                                "--chunked-prefill-size"),
     # two models: the engine serves one and refuses or ignores the other; inferlab picks neither
     (f"vllm serve {M} --model Qwen/Qwen3-8B", f"names two models, {M} and Qwen/Qwen3-8B (--model); give one"),
     (f"{SGLANG} Qwen/Qwen3-8B", f"names two models, Qwen/Qwen3-8B and {M} (--model-path); give one"),
@@ -222,3 +232,14 @@ def test_dp_beside_a_command_that_does_not_set_it_is_copies_of_the_command():
     assert launch.merged({"dp": 4}, "serve")["dp"] == 4
     with pytest.raises(SpecError, match="contradicts the engine args"):
         parse_engine_args(f"vllm serve {M} --data-parallel-size 2").merged({"dp": 4}, "serve")
+
+
+def test_a_misspelt_flag_or_option_key_is_named_beside_what_it_likely_meant(tmp_path):
+    # kept as unknown (the engine would refuse it; a flag of a newer release may be new), but named
+    launch = parse_engine_args(f"vllm serve {M} --tensor-paralel-size 2 --some-new-flag 3")
+    assert launch.unknown == ("--tensor-paralel-size 2 (did you mean '--tensor-parallel-size'?)", "--some-new-flag 3")
+    options = tmp_path / "o.yaml"
+    options.write_text("kv_cache_config:\n  dtyp: fp8\nenable_attention_dpp: true\n")
+    launch = parse_engine_args(f"trtllm-serve {M} --extra_llm_api_options {options}")
+    assert "kv_cache_config.dtyp: fp8 (did you mean 'dtype'?)" in launch.unknown
+    assert "enable_attention_dpp: True (did you mean 'enable_attention_dp'?)" in launch.unknown

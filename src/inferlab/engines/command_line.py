@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 
 _HEREDOC = re.compile(r"^\s*cat\s*>\s*(\S+)\s*<<\s*-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\2\s*$", re.M | re.S)
 #: The order the engines' deployment guides write it in: ``cat << EOF > ${EXTRA_LLM_API_FILE}``.
@@ -122,9 +122,14 @@ def read_flags(words: Iterable[str], known: Mapping[str, Spec], no_effect_value:
             out.values[known[name].key] = (name, _convert(name, value, known[name].kind, engine))
         elif name in value_noop or name in switch_noop:
             out.no_effect.append(name)
-        else:
-            out.unknown.append(name if value is None else f"{name} {value}")
+        else:  # kept, with the flag it likely misspells (the engine itself would refuse the typo)
+            near = did_you_mean(name, [*known, *value_noop, *switch_noop], cutoff=TYPO_CUTOFF)
+            out.unknown.append((name if value is None else f"{name} {value}") + near)
     return out
+
+
+#: How alike an unknown flag or key must be to a known one to be named as its likely misspelling.
+TYPO_CUTOFF = 0.85
 
 
 _BOOL_WORDS = ("true", "false")

@@ -77,7 +77,33 @@ def _own_flags(launch: EngineLaunch, engine: str) -> EngineLaunch:
         for other, (flags, other_program) in _FLAGS.items():
             if other != engine and name in flags and flags[name].key in keys:
                 raise SpecError(f"{engine}: {name} is {other_program}'s flag; {_spelling(own, flags[name], program)}")
+            if other != engine and name in flags and flags[name].key in _ELSEWHERE[engine]:
+                raise SpecError(f"{engine}: {name} is {other_program}'s flag, which {program} would refuse; {program} "
+                                f"{_ELSEWHERE[engine][flags[name].key]}")
     return launch
+
+
+#: Settings another engine's flag sets that this engine sets another way (not a flag of the same
+#: setting, which :func:`_own_flags` names itself): read past, the setting would stay at its default.
+_ELSEWHERE = {
+    "trtllm": {"kv_cache": "sets the KV cache's format in the --extra_llm_api_options YAML (kv_cache_config: {dtype: fp8})",
+               "prefix_caching": "keeps its prefix cache on unless the --extra_llm_api_options YAML turns it off "
+                                 "(kv_cache_config: {enable_block_reuse: false})",
+               "quantization": "reads the weights' format from the checkpoint (serve a quantized one, e.g. "
+                               "nvidia/Llama-3.1-8B-Instruct-FP8)",
+               "dp": "has no data-parallel flag: run one server per replica, or attention data parallelism with "
+                     "enable_attention_dp: true in the --extra_llm_api_options YAML",
+               "attention_dp": "sets it in the --extra_llm_api_options YAML (enable_attention_dp: true)",
+               "chunked_prefill": "sets it in the --extra_llm_api_options YAML (enable_chunked_prefill: true)",
+               "chunk": "spells the iteration's token budget --max_num_tokens",
+               "expert_parallel": "spreads the experts with --ep_size"},
+    "vllm": {"chunk": "spells the iteration's token budget --max-num-batched-tokens",
+             "ep": "spreads the experts over its tensor- and data-parallel ranks with --enable-expert-parallel",
+             "attention_dp": "runs attention data-parallel with --data-parallel-size beside --enable-expert-parallel"},
+    "sglang": {"max_num_batched_tokens": "spells the iteration's token budget --chunked-prefill-size",
+               "expert_parallel": "spells it --ep-size",
+               "chunked_prefill": "chunks prompts by default (--chunked-prefill-size N; -1 turns it off)"},
+}
 
 
 def _effect(kind: str) -> str:

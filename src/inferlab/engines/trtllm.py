@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..specs.catalog import checkpoint_format
-from .command_line import Command, Spec, choice, read_flags
+from .command_line import TYPO_CUTOFF, Command, Spec, choice, read_flags
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
@@ -121,7 +121,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
                     field, kind = KV[sub]
                     put(field, _typed(f"{label}.{sub}", item, kind), f"{label}.{sub}")
                 else:
-                    f.unknown.append(f"{key}.{sub}: {item}")
+                    f.unknown.append(f"{key}.{sub}: {item}{did_you_mean(sub, KV, cutoff=TYPO_CUTOFF)}")
         elif key == "quant_config" and isinstance(value, dict):
             _quant(value, values, sources, label, f)
         elif key == "speculative_config" and isinstance(value, dict):
@@ -143,7 +143,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
                 else:
                     f.unknown.append(f"{key}.{sub}: {item}")
         else:
-            f.unknown.append(f"{key}: {value}")
+            f.unknown.append(f"{key}: {value}{did_you_mean(key, _TOP_KEYS, cutoff=TYPO_CUTOFF)}")
     if pieces is not None and pieces[0] is None:  # no capture list: the decode graphs' sizes, as configured above
         tokens = trtllm_default_tokens(pieces[1], values.get("graph_max_batch"), notes)
         if tokens is not None:
@@ -168,6 +168,9 @@ UNMODELLED = {
     "moe_config.backend": ("CUTLASS", f"the kernels of the routed experts{_KERNELS} (WIDEEP's all-to-all "
                                       "dispatch is not modelled either)"),
 }
+#: The LLM-API options' top-level keys read (a misspelt one is named beside what it likely meant).
+_TOP_KEYS = (*TOP, *NO_EFFECT_KEYS, *UNMODELLED, "kv_cache_config", "quant_config", "speculative_config",
+             "attention_dp_config", "moe_config", "disable_overlap_scheduler", "cuda_graph_config", "scheduler_config")
 
 
 def _unmodelled(key: str, value: Any, where: str, f: Any, notes: list[str]) -> None:
