@@ -27,7 +27,7 @@ def test_estimate_result_surface():
     assert {r["op"] for r in rows} >= {"qkv_proj", "attention", "mlp_up", "all_reduce_attention", "lm_head"}
     assert sum(r["share"] for r in rows) <= 1.0 + 1e-9
     html = est._repr_html_()
-    assert "<table>" in html and "TTFT ms" in html
+    assert "<table" in html and "TTFT ms" in html
     text = est.explain()
     for fragment in ("prefill:", "decode:", "ridge point", "costliest ops", "memory per GPU", "what would move"):
         assert fragment in text
@@ -190,3 +190,21 @@ def test_a_sweep_shows_no_tpot_where_one_output_token_leaves_no_decode_step():
     one = np.asarray(table["osl"]) == 1
     assert np.all(np.isnan(np.asarray(table["tpot_s"])[one])) and np.all(np.asarray(table["tpot_s"])[~one] > 0)
     assert table.best("tpot_s")["osl"] == 64
+
+
+def test_a_large_grid_shows_its_first_rows_and_says_how_many_more():
+    """A 100,000-point grid had printed 100,003 lines and 15 MB of HTML (a notebook hangs): the
+    table shows SHOWN_ROWS (200) points and counts the rest; the frame keeps them all. Points that do
+    not run give their reason in the notebook too, as in the text."""
+    import html.parser
+
+    from inferlab.phases.table_notes import SHOWN_ROWS
+
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=np.arange(1, 501)[:, None],
+                   isl=np.arange(128, 25_601, 128)[None, :], osl=128, waves=True)
+    text, page = str(est), est._repr_html_()
+    assert SHOWN_ROWS == 200 and len(text.splitlines()) < 260 and len(page) < 200_000
+    assert "... 99,800 more points (to_frame() and to_dict() hold them all)" in text and "99,800 more points" in page
+    html.parser.HTMLParser().feed(page)
+    small = estimate("llama-3.1-70b", "h100-sxm", tp=2, batch_size=[1, 512], isl=8192, osl=256)
+    assert "does not run" in small._repr_html_() and "does not run" in str(small)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import html
+import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from ..results.render import pretty, significant, text_table
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..units import Q
 from .interval import interval_dict
+from .table_notes import SHOWN_ROWS, estimate_tail
 from ..results.record import array_record
 
 if TYPE_CHECKING:
@@ -301,8 +302,8 @@ class Estimate:
         return pd.DataFrame(data)
 
     # --- presentation -----------------------------------------------------------------
-    def summary_rows(self) -> list[list[str]]:
-        """Key metrics as text rows, one per grid point; ``-`` where a point does not run."""
+    def summary_rows(self, limit: int | None = None) -> list[list[str]]:
+        """Key metrics as text rows, one per grid point (the first ``limit``); ``-`` where a point does not run."""
         rows = []
         shape = np.shape(self.ttft_s)
         flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
@@ -310,7 +311,7 @@ class Estimate:
         cols = [flat(x) for x in (self.batch_size, self.isl, self.osl, self.ttft_s, self.tpot_s, self.memory.used,
                                   self.cost.usd_per_million_output, self.waves)]
         b, i, o, ttft, tpot, used, usd, waves = cols
-        for j in range(int(np.prod(shape)) if shape else 1):
+        for j in range(min(int(np.prod(shape)) if shape else 1, limit or math.inf)):
             head = [f"{b[j]:.0f}", f"{i[j]:.0f}", f"{o[j]:.0f}"]
             if not ok[j]:
                 rows.append(head + ["-"] * (len(self.HEADERS) - 3))
@@ -321,15 +322,16 @@ class Estimate:
                                 f"{usd[j]:.3f}" if np.isfinite(usd[j]) else "-", f"{waves[j]:.0f}"])
         return rows
 
-    def infeasible_lines(self) -> list[str]:
-        """One line per grid point that does not run: its inputs and the reason."""
+    def infeasible_lines(self, limit: int | None = None) -> list[str]:
+        """One line per grid point that does not run (the first ``limit``, then their count): its inputs and the reason."""
         shape = np.shape(self.ttft_s)
         flat = lambda x: np.ravel(np.broadcast_to(np.asarray(x, float), shape))
         ok = np.ravel(np.broadcast_to(self.feasible, shape))
         reason = np.ravel(np.broadcast_to(np.asarray(self.reason, dtype=object), shape))
         b, i, o = flat(self.batch_size), flat(self.isl), flat(self.osl)
-        return [f"batch {b[j]:.0f}, isl {i[j]:.0f}, osl {o[j]:.0f} does not run: {reason[j]}"
-                for j in np.flatnonzero(~ok)]
+        out = np.flatnonzero(~ok)
+        more = [f"... and {len(out) - limit:,} more points that do not run"] if limit and len(out) > limit else []
+        return [f"batch {b[j]:.0f}, isl {i[j]:.0f}, osl {o[j]:.0f} does not run: {reason[j]}" for j in out[:limit]] + more
 
     HEADERS = ["batch", "isl", "osl", "TTFT ms", "TPOT ms", "tok/s", "tok/s/GPU", "tok/s/user", "GB/GPU",
                "$/M out", "waves"]
@@ -344,8 +346,8 @@ class Estimate:
         dep = self.deployment
         head = (f"{dep.model.id or dep.model.name} on {dep.num_gpus}x {dep.hardware.id} ({dep.parallel}), {dep.precision}, "
                 f"engine {self.engine}, profile {dep.profile.name}")
-        table = text_table(self.headers, self.summary_rows(), right=set(range(len(self.HEADERS))))
-        return "\n".join([head, table, *self.infeasible_lines(), *self.notes])
+        table = text_table(self.headers, self.summary_rows(SHOWN_ROWS), right=set(range(len(self.HEADERS))))
+        return "\n".join([head, table, *estimate_tail(self)])
 
     @property
     def notes(self) -> list[str]:
@@ -356,10 +358,10 @@ class Estimate:
         note = self.deployment.profile.note  # a calibration written for another engine or GPU
         return whole_prompt_notes(self) + idle_notes(self) + wave_notes(self) + ([note] if note else [])
 
-    def _repr_html_(self) -> str:
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in self.summary_rows())
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
-        return f"<table><caption>{html.escape(str(self).splitlines()[0])}</caption><tr>{head}</tr>{body}</table>"
+    def _repr_html_(self) -> str:  # the text's table, its rows capped as the text's, its reasons and notes below
+        from ..results.html import html_table
+
+        return html_table(self.headers, self.summary_rows(SHOWN_ROWS), str(self).splitlines()[0], estimate_tail(self))
 
     def explain(self, point: int | None = None) -> str:
         """A plain-language diagnosis of one grid point (by default the first that runs):

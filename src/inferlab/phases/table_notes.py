@@ -72,3 +72,14 @@ def wave_notes(est: Estimate) -> list[str]:
     return [f"waves: {at}, all the engine holds at once (its KV cache, state slots or sequence limit); the TPOT is "
             "the mean over those waves, lower when fewer are held (a smaller wave decodes faster), and the TTFT "
             "includes the wait for the earlier waves: compare deployments by tok/s or total time"]
+
+
+#: Grid points an estimate's table shows (in the text and in Jupyter); to_frame() and to_dict() hold them all.
+SHOWN_ROWS = 200
+
+
+def estimate_tail(est: Any) -> list[str]:
+    """The lines under an estimate's table: the points past :data:`SHOWN_ROWS`, those that do not run, notes."""
+    n = int(np.size(est.ttft_s))
+    more = [f"... {n - SHOWN_ROWS:,} more points (to_frame() and to_dict() hold them all)"] if n > SHOWN_ROWS else []
+    return more + est.infeasible_lines(SHOWN_ROWS) + est.notes
