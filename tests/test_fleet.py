@@ -407,7 +407,7 @@ def test_a_fleet_result_shows_its_summary_not_its_arrays():
     arrays, 44 KB for the README's example) and its explanation as HTML."""
     r = inferlab.fleet(MODEL, GPU, replicas=2, horizon_s=60.0, traffic={"rate": 2.0, "isl": 400, "osl": 60})
     assert repr(r).startswith("<FleetResult: fleet ") and len(repr(r)) < 400
-    assert r._repr_html_().startswith("<pre>") and "P99 TTFT" in r._repr_html_()
+    assert r._repr_html_().startswith("<pre><b>fleet ") and "P99 TTFT" in r._repr_html_()  # the headline first
     d = inferlab.serve("llama-3.1-8b", disaggregation="prefill=h100-sxmx1,decode=h100-sxmx1", isl=512, osl=32,
                        rate=2, num_requests=20)
     assert len(repr(d)) < 2000

@@ -181,6 +181,8 @@ def test_a_cascade_plots_both_fleets(tmp_path):
     labels = [line.get_label() for line in replicas.get_lines()]
     assert "small model: serving" in labels and "large model: serving" in labels
     assert {"small model", "large model"} <= {line.get_label() for line in queue.get_lines()}
+    page = r._repr_html_()  # in a notebook: both fleets' headlines and the reading (it had been the dataclass repr)
+    assert page.startswith("<pre><b>fleet ") and page.count("fleet ") >= 2 and "escalat" in page
     total = next(line for line in spend.get_lines() if line.get_label() == "total")
     parts = [line for line in spend.get_lines() if line.get_label() in ("small model", "large model")]
     # one on-demand H100 each all along: the total is the two fleets' spend together

@@ -64,6 +64,11 @@ class CascadeResult:
     def __str__(self) -> str:
         return f"{self.small}\n{self.large}"
 
+    def _repr_html_(self) -> str:  # both fleets' headlines and the reading, as the text has them
+        import html
+
+        return f"<pre><b>{html.escape(str(self))}</b>\n\n{html.escape(self.explain())}</pre>"
+
     def plot(self, path: str | None = None) -> Any:
         """Both fleets over time, one line each, and their spend added up (see
         :meth:`FleetResult.plot`)."""

@@ -244,7 +244,7 @@ class FleetResult:
     def _repr_html_(self) -> str:
         import html
 
-        return f"<pre>{html.escape(self.explain())}</pre>"
+        return f"<pre><b>{html.escape(str(self))}</b>\n\n{html.escape(self.explain())}</pre>"  # (the headline first)
 
     def plot(self, path: str | None = None) -> Any:
         """Replicas, queue depth, P99 TTFT and spend over time (needs matplotlib); saved to
