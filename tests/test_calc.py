@@ -65,6 +65,13 @@ from inferlab.errors import InferlabError, UnitError, UnknownNameError
         ("h100-sxm.tdp-h100-sxm.tdp", "W", 0.0, "W"),
         # a catalog value is a named quantity: 70,553,706,496 params / (2 s) = 3.5277e10 /s
         ("llama-3.1-70b.total_params / 2 s", "1/s", 3.5276853248e10, "1/s"),
+        # energy: 700 W x 24 h = 16,800 Wh = 16.8 kWh (shown so), and priced: 8 GPUs x 16.8 kWh x $0.12/kWh = $16.128
+        ("700 W * 24 h", None, 16.8, "kWh"),
+        ("700 W * 24 h", "kWh", 16.8, "kWh"),
+        ("8 * 700 W * 24 h * 0.12 USD/kWh", None, 16.128, "USD"),
+        ("3 J", None, 3.0, "J"),  # below a watt-hour, joules
+        # a fraction of a byte stays in bytes: no millibytes, a prefix the calculator does not read back
+        ("1 GB * 1e-12", None, 0.001, "B"),
     ],
 )
 def test_hand_values(expr, to, value, unit):

@@ -73,6 +73,7 @@ CANONICAL: dict[str, str] = {
     "USD/hour": "USD/hour",
     "USD/token": "USD/token",
     "watt": "watt",
+    "watt_hour": "watt_hour",
     "hertz": "hertz",
     "dimensionless": "dimensionless",
 }
@@ -346,6 +347,10 @@ def readable(q: pint.Quantity) -> pint.Quantity:
             return q.to("USD/Mtok")
         if unit in ("dimensionless", "flop/byte") or unit.startswith("USD"):
             return q
+        if unit == "watt_hour" and abs(q.magnitude) < 1:  # below a watt-hour, joules (3 J, not 833 uWh)
+            return q.to("joule").to_compact()
+        if unit in ("byte", "flop", "token", "request") and abs(q.magnitude) < 1:
+            return q  # a fraction of a byte, not millibytes (a prefix the calculator does not read back)
         return q.to_compact()
     return q.to_reduced_units()
 

@@ -308,8 +308,10 @@ _UNIT_HINT = (
     "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token (tok), request (req), USD ($), "
     "W, Hz, % with SI prefixes (k, M, G, T, P: '128 ktok') or binary ones (Ki, Mi, Gi, Ti)"
 )
-_COMMON_UNITS = [p + u for u in ("B", "b", "FLOP", "FLOPS", "OPS", "s", "tok", "req", "W", "Hz", "J", "bps")
-                 for p in ("", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "m", "u", "n")] + [
+# (sub-unit prefixes only where a fraction of the unit means something: no millibytes to suggest)
+_COMMON_UNITS = [p + u for u in ("B", "b", "FLOP", "FLOPS", "OPS", "s", "tok", "req", "W", "Hz", "J", "Wh", "bps")
+                 for p in ("", "k", "M", "G", "T", "P", "Ki", "Mi", "Gi", "Ti", "m", "u", "n")
+                 if p not in ("m", "u", "n") or u in ("s", "W", "Hz", "J", "Wh")] + [
     "min", "h", "hour", "day", "week", "token", "tokens", "request", "requests", "USD", "percent",
     "thousand", "million", "billion", "second", "byte", "bit", "flop", "watt", "hertz"]
 
@@ -318,7 +320,7 @@ def _did_you_mean(name: str) -> str:
     # the same letters in another case first ('gb': GB and Gb, bytes and bits), then near spellings
     same = [u for u in _COMMON_UNITS if u.lower() == name.lower()]
     close = same or difflib.get_close_matches(name, _COMMON_UNITS, n=3, cutoff=0.6)
-    return "; did you mean " + " or ".join(repr(c) for c in close) + "?" if close else ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)" if close else ""
 
 
 #: Dimensions of things counted, and the unit a count of them takes: a plain number (a batch,
