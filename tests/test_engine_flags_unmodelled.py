@@ -243,3 +243,12 @@ def test_a_misspelt_flag_or_option_key_is_named_beside_what_it_likely_meant(tmp_
     launch = parse_engine_args(f"trtllm-serve {M} --extra_llm_api_options {options}")
     assert "kv_cache_config.dtyp: fp8 (did you mean 'dtype'?)" in launch.unknown
     assert "enable_attention_dpp: True (did you mean 'enable_attention_dp'?)" in launch.unknown
+
+
+def test_what_explain_says_a_flag_set_is_what_it_set():
+    # vLLM's -tp 2 -dp 4 on a mixture-of-experts model: one replica of 8 GPUs, attention over 4 ranks; the
+    # read-out had said "tp 8 (-tp); dp 1 (-dp)", crediting each flag with the converted value
+    lines = parse_engine_args("vllm serve Qwen/Qwen3-30B-A3B -tp 2 -dp 4 --enable-expert-parallel").read_lines()
+    assert lines == ["vllm engine args read: tp 8 (-tp x -dp); ep 8 (--enable-expert-parallel); attention DP on (-dp)"]
+    auto = parse_engine_args(f"vllm serve {M} --kv-cache-dtype auto").read_lines()
+    assert auto == ["vllm engine args read: KV cache auto (the model's format) (--kv-cache-dtype)"]  # not "None"

@@ -322,7 +322,7 @@ class EngineLaunch:
         """One line naming each field the flags set, with the flag as written: what ``--explain``
         shows, so that every number of a pasted command traces to the flag behind it."""
         shown = {"kv_cache": "KV cache", "weights": "weights", "activations": "activations", "dtype": "dtype",
-                 "overlap_host": "overlap scheduling"}
+                 "overlap_host": "overlap scheduling", "attention_dp": "attention DP"}
         parts = []
         for key, flag in self.sources:
             if key == "quantization":  # the formats it sets, as the precision they give
@@ -334,6 +334,8 @@ class EngineLaunch:
             text = "on" if value is True else "off" if value is False else str(value)
             if key == "window_kv":  # the kinds freed beyond their window
                 text = ", ".join(value) if value else "none (every layer keeps every token)"
+            elif key == "kv_cache" and value is None:  # --kv-cache-dtype auto
+                text = "auto (the model's format)"
             elif key == "balance_timeout_iters":
                 key, text = "attention-DP balancing", f"timeout_iters {value}" if value else "off"
             parts.append(f"{shown.get(key, key)} {text} " + (f"({flag})" if flag.startswith("-") else f"from {flag}"))

@@ -148,6 +148,9 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
         sources["window_kv"] = window_flag
     if ep_on:
         sources["ep"] = "--enable-expert-parallel"
+    if is_moe(model) and dp > 1:  # the layout read from both: tp x dp GPUs, attention data-parallel over dp ranks
+        sources["tp"] = f"{f.flag('tp')} x {f.flag('dp')}" if "tp" in f.values else f.flag("dp")
+        sources["attention_dp"] = sources.pop("dp")
     return launch.with_sources(**sources)
 
 
