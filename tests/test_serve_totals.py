@@ -50,12 +50,22 @@ def test_explain_counts_a_pipelined_replicas_requests_over_its_batches():
     decode steps are shared with that batch's requests, and the replica holds twice as many.
     explain() had given the batch's count as the replica's."""
     r = serve(MODEL, "h100-sxm", engine="vllm", rate=10, num_requests=100, pp=2)
-    batch = r.mean_in_flight  # sum of (finish - arrival) over the run's duration, one batch
     line = next(x for x in r.explain().splitlines() if x.startswith("TPOT"))
-    assert (f"shared with {batch:.1f} requests in flight in each of the replica's 2 pipeline batches "
-            f"({2 * batch:.1f} per replica)") in line
+    batch = float(line.split("shared with ")[1].split()[0])  # running requests of one pipeline batch
+    assert 0.5 * r.mean_in_flight <= batch <= r.mean_in_flight  # (in flight: arrival to finish; running: admitted)
+    assert (f"running requests in each of the replica's 2 pipeline batches ({2 * batch:.1f} per replica)") in line
     plain = serve(MODEL, "h100-sxm", engine="vllm", rate=5, num_requests=50)
-    assert f"shared with {plain.mean_in_flight:.1f} requests in flight per replica;" in plain.explain()
+    line = next(x for x in plain.explain().splitlines() if x.startswith("TPOT"))
+    assert 0.5 * plain.mean_in_flight <= float(line.split("shared with ")[1].split()[0]) <= plain.mean_in_flight
+    assert "running requests per replica;" in line  # nothing waits for admission at 5 req/s
+
+
+def test_explain_counts_the_running_requests_not_those_waiting_for_admission():
+    # 32 clients, at most 16 running (--max-num-seqs 16): the decode batches hold 16, the other 16 wait
+    # (it had said "shared with 32.0 requests in flight")
+    r = serve(MODEL, "h100-sxm", engine="vllm", max_num_seqs=16, concurrency=32, num_requests=200)
+    assert ("decode steps shared with 16.0 running requests (of 32.0 in flight, the rest waiting for admission) "
+            "per replica") in r.explain()
 
 
 def test_a_stream_of_one_request_at_a_rate_lasts_its_offered_time():

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ..phases.interval import interval_lines
 from ..techniques.serving_overhead import forward_kernels, serving_iteration_s
 from .client_phase import closed_loop_lines
@@ -30,10 +32,18 @@ def explain_serving(self: Any) -> str:
     if math.isfinite(s["tpot"]["mean"]):
         pp, whole = self.deployment.parallel.pp if self.deployment is not None else 1, \
             self.limits is not None and not self.limits.chunked_prefill
-        where = "per replica" if pp == 1 else \
-            f"in each of the replica's {pp} pipeline batches ({self.mean_in_flight * pp:.1f} per replica)"
+        # admitted (first scheduled to last token): the decode batches' share of the time in flight, at most the
+        # engine's running limit (a closed loop's duration is its clients' Little's-law time, not the simulated span)
+        admitted = float(np.nansum(self.e2e_s - (self.trace.first_scheduled - self.trace.arrival)))
+        running = self.mean_in_flight * admitted / max(float(np.nansum(self.e2e_s)), 1e-300)
+        if self.limits is not None and self.limits.max_num_seqs and self.deployment.parallel.attention_groups == 1 \
+                and pp == 1:
+            running = min(running, float(self.limits.max_num_seqs))
+        where = "per replica" if pp == 1 else f"in each of the replica's {pp} pipeline batches ({running * pp:.1f} per replica)"
+        waiting = (f" (of {self.mean_in_flight:.1f} in flight, the rest waiting for admission)"
+                   if self.mean_in_flight > 1.05 * running else "")
         lines.append(f"TPOT {s['tpot']['mean'] * 1e3:.2f} ms on average: decode steps shared with "
-                     f"{self.mean_in_flight:.1f} requests in flight {where}; prefill"
+                     f"{running:.1f} running requests{waiting} {where}; prefill"
                      f"{'s of whole prompts' if whole else ' chunks'} mixed into the same iterations stretch them")
     else:
         lines.append("no TPOT: every answer is one token (its first), so there is no time between tokens")
