@@ -129,7 +129,7 @@ def test_roofline_of_a_speculative_estimate(mpl, tmp_path):
 
 
 def test_plot_arguments_are_checked(mpl, est, tmp_path):
-    with pytest.raises(InferlabError, match=r"roofline.xyz: the suffix picks the format; use one of \..*\.pdf.*\.png"):
+    with pytest.raises(InferlabError, match=r"roofline.xyz: its suffix names no image format; use one of \.png, .*\.pdf"):
         inferlab.plots.write_estimate_plot(est, tmp_path / "roofline.xyz")
     with pytest.raises(InferlabError, match="point=2 is outside"):
         inferlab.plots.roofline_chart(est, point=2)
