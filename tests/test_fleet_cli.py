@@ -276,6 +276,12 @@ def test_pools_of_two_models_need_each_class_to_name_its_model():
         fleet_of(two, traffic={"rate": 1}, horizon_s=60)
     r = fleet_of(two, traffic={"rate": 1, "model": "llama-3.1-8b", "isl": 200, "osl": 20}, horizon_s=60)
     assert any("no traffic class names qwen3-32b" in n for n in r.notes)
+    # a pool whose layout does not fit says which pool it is (still infeasible: exit 1 from the CLI)
+    from inferlab.errors import InfeasibleError
+
+    with pytest.raises(InfeasibleError, match=r"^pool 1: llama-3.1-70b does not fit on l4 as tp1"):
+        fleet_of([pools[0], {"model": "llama-3.1-70b", "hardware": "l4"}], traffic={"rate": 1, "model": "llama-3.1-8b"},
+                 horizon_s=60)
 
 
 def test_a_quota_of_a_region_no_pool_is_in_is_refused():

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> None:
     """Run ``inferlab fleet``."""
     from pathlib import Path
 
-    from ..errors import SpecError
+    from ..errors import InfeasibleError, SpecError
     from ..fleet.cascade import run_scenario
     from ..fleet.scenario import load_fleet_scenario
     from ..results.render import duration_text
@@ -60,11 +60,12 @@ def run(args: argparse.Namespace) -> None:
                 bar.step(duration_text(t))
         try:
             result = run_scenario(kwargs, tick)
-        except SpecError as exc:  # the file the values came from, where the message does not name it
+        except (SpecError, InfeasibleError) as exc:  # the file the values came from, where the message does not name it
             name = Path(args.scenario).name
             if name in str(exc):
                 raise
-            raise SpecError(f"{name}: {exc}") from None
+            kind = type(exc) if isinstance(exc, InfeasibleError) else SpecError  # (infeasible: exit 1, as it was)
+            raise kind(f"{name}: {exc}") from None
     text = f"{result}\n\n{result.explain()}"
     if args.plot:
         result.plot(args.plot)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..checks import boolean, integer, is_default, real
-from ..errors import SpecError, did_you_mean
+from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
 from ..inputs.deployment import Deployment
 from .admission import Admission
 from .autoscaler import Autoscaler, starting_count
@@ -208,13 +208,19 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         check_pool(k, spec, _POOL_KEYS, written_out=True)
         serves = str(spec.get("serves", spec["model"]))
         long_context = boolean(f"pool {k}: allow_long_context", spec.get("allow_long_context", False))
-        kind, _ = replica_kind("", spec["model"], spec["hardware"], tp=spec.get("tp", 1), ep=spec.get("ep", 1),
-                               attention_dp=boolean(f"pool {k}: attention_dp", spec.get("attention_dp", False)),
-                               precision=spec.get("precision"), engine=spec.get("engine", "vllm"),
-                               profile=spec.get("profile", "default"), limits=spec.get("limits", {}),
-                               startup=_policy(Startup, spec.get("startup")) or Startup(),
-                               prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
-                               lengths=served_lengths(requests, serves), allow_long_context=long_context)
+        try:
+            kind, _ = replica_kind("", spec["model"], spec["hardware"], tp=spec.get("tp", 1), ep=spec.get("ep", 1),
+                                   attention_dp=boolean(f"pool {k}: attention_dp", spec.get("attention_dp", False)),
+                                   precision=spec.get("precision"), engine=spec.get("engine", "vllm"),
+                                   profile=spec.get("profile", "default"), limits=spec.get("limits", {}),
+                                   startup=_policy(Startup, spec.get("startup")) or Startup(),
+                                   prefix_cache=boolean(f"pool {k}: prefix_cache", spec.get("prefix_cache", True)),
+                                   lengths=served_lengths(requests, serves), allow_long_context=long_context)
+        except InferlabError as exc:  # which pool it is (a layout that does not fit, a name, a limit)
+            if str(exc).startswith(f"pool {k}"):
+                raise
+            kind_of = SpecError if isinstance(exc, UnknownNameError) else type(exc)
+            raise kind_of(f"pool {k}: {exc.args[0] if exc.args else exc}") from None
         dep = kind.model.dep
         kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))
