@@ -252,3 +252,9 @@ def test_what_explain_says_a_flag_set_is_what_it_set():
     assert lines == ["vllm engine args read: tp 8 (-tp x -dp); ep 8 (--enable-expert-parallel); attention DP on (-dp)"]
     auto = parse_engine_args(f"vllm serve {M} --kv-cache-dtype auto").read_lines()
     assert auto == ["vllm engine args read: KV cache auto (the model's format) (--kv-cache-dtype)"]  # not "None"
+
+
+def test_an_unknown_flag_that_took_the_model_as_its_value_is_named():
+    with pytest.raises(SpecError, match=r"names no model: --foo-bar, a flag inferlab does not know, took "
+                                        r"meta-llama/Llama-3.1-8B-Instruct as its value; put the model first"):
+        parse_engine_args(f"vllm serve --foo-bar {M}")

@@ -40,7 +40,11 @@ def launched_model(engine: str, flags: Any) -> tuple[str, str, list[str], str | 
     flag = flags.flag("model") if named is not None else "--model"
     name = named if named is not None else (words.pop(0) if words else None)
     if name is None:
-        raise SpecError(f"{engine}: the command names no model; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+        # an unknown flag before the model takes it as its value: say so (inferlab cannot tell its switches)
+        took = next((e.split()[:2] for e in flags.unknown if len(e.split()) > 1 and "/" in e.split()[1]), None)
+        hint = (f": {took[0]}, a flag inferlab does not know, took {took[1]} as its value; put the model first"
+                if took else "; add it (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+        raise SpecError(f"{engine}: the command names no model{hint}")
     model, note = catalog_model(name)
     for word in list(words):
         other = _catalog_id(word)
