@@ -258,3 +258,9 @@ def test_an_unknown_flag_that_took_the_model_as_its_value_is_named():
     with pytest.raises(SpecError, match=r"names no model: --foo-bar, a flag inferlab does not know, took "
                                         r"meta-llama/Llama-3.1-8B-Instruct as its value; put the model first"):
         parse_engine_args(f"vllm serve --foo-bar {M}")
+
+
+def test_a_real_flag_inferlab_does_not_list_is_not_called_a_typo_of_a_shorter_one():
+    # vLLM's --model-impl begins with --model but is its own flag: no "did you mean '--model'?"
+    launch = parse_engine_args(f"vllm serve {M} --model-impl transformers")
+    assert launch.unknown == ("--model-impl transformers",)

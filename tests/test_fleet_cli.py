@@ -368,3 +368,22 @@ def test_a_planning_scenarios_prefix_hit_rate_reaches_its_fleet(tmp_path):
                     "fleet: {replicas: 1, hours: 0.05, tp: 1, precision: bf16}\n")
     prefix = load_fleet_scenario(path)["traffic"]["prefix"]
     assert (prefix.kind, prefix.tokens, prefix.groups) == ("shared", 1000, 1)  # 0.25 x 4,000 tokens
+
+
+def test_notes_a_fleet_keeps_and_the_kind_of_error_a_planned_one_raises(tmp_path, capsys):
+    # spot reclaims start replicas without an autoscaler: the cold start is theirs to read
+    spot = inferlab.fleet("llama-3.1-8b", "h100-sxm", replicas=2, horizon_s=7200.0, traffic={"rate": 1.0, "isl": 200,
+                          "osl": 20}, pricing={"spot_share": 1.0, "spot_reclaims_per_h": 2.0, "spot_usd_per_hour": 1.2})
+    assert any(n.startswith("cold start") for n in spot.notes)
+    # a start count above max beside requests crossing regions: both notes (the second had replaced the first)
+    pools = [{"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": "us-east-1", "replicas": 3,
+              "autoscaler": {"signal": "queue", "min_replicas": 1, "max_replicas": 2}},
+             {"model": "llama-3.1-8b", "hardware": "h100-sxm", "region": "eu-west-1", "replicas": 1}]
+    both = fleet_of(pools, traffic={"rate": 2.0, "isl": 200, "osl": 20, "region": "ap-southeast-2"},
+                    horizon_s=120.0, router="least_outstanding")
+    assert any("pool 0 starts 3 replicas" in n for n in both.notes) and any("crossed regions" in n for n in both.notes)
+    # a planning scenario whose own values rule every configuration out: exit 2 from fleet as from plan
+    path = tmp_path / "plan.yaml"
+    path.write_text("models: [llama-3.1-8b]\nhardware: [h100-sxm]\ntraffic: {rate: 2, isl: 512, osl: 64}\n"
+                    "search: {tp: [3]}\nfleet: {hours: 0.01}\n")
+    assert main(["fleet", str(path)]) == 2 and "can be weighed" in capsys.readouterr().err

@@ -442,6 +442,11 @@ def test_plots_are_written(tmp_path):
         path = tmp_path / name
         fig = obj.plot(path)
         assert path.stat().st_size > 10_000 and fig.axes
+    import io
+
+    buffer = io.BytesIO()  # a file-like object is written to as it is
+    r.plot(buffer)
+    assert buffer.getvalue()[:4] == b"\x89PNG"
     # a path no figure can be written to is refused in words, as --plot refuses it (it had been matplotlib's error)
     for bad, why in ((tmp_path / "none" / "x.png", "does not exist"), (tmp_path / "x.txt", "names no image format"),
                      (123, "must be a file name")):
@@ -638,7 +643,7 @@ def test_a_sweep_past_capacity_without_a_knee_says_so(capsys):
     assert "extend the sweep" in out and "past the replicas' capacity" not in out
 
 
-def test_a_prompts_own_gpu_work_runs_in_the_iteration_that_starts_its_prefill():
+def test_a_requests_own_gpu_work_runs_in_the_iteration_that_starts_its_prefill():
     """prompt_gpu_s (a VLM's encoder pass) is GPU time in the iteration that starts the prompt's
     prefill: one client at a time, each TTFT grows by exactly it and no TPOT moves; under load the
     iteration it lengthens delays every request in it. Refused over separate pools, and below 0."""
@@ -648,6 +653,10 @@ def test_a_prompts_own_gpu_work_runs_in_the_iteration_that_starts_its_prefill():
              for g in (0.0, 0.05)]
     np.testing.assert_allclose(alone[1].ttft_s - alone[0].ttft_s, 0.05, rtol=0, atol=1e-12)
     np.testing.assert_allclose(alone[1].tpot_s, alone[0].tpot_s, rtol=0, atol=1e-12)
+    # a cached text prefix (a system prompt before the images) saves its prefill, not the request's own work
+    shared = [serve("llama-3.1-8b", "h100-sxm", concurrency=1, num_requests=10, isl=512, osl=16, prompt_gpu_s=g,
+                    prefix="shared:tokens=200,groups=1") for g in (0.0, 0.05)]
+    np.testing.assert_allclose(shared[1].ttft_s - shared[0].ttft_s, 0.05, rtol=0, atol=1e-12)
     busy = [serve("llama-3.1-8b", "h100-sxm", rate=20, num_requests=200, isl=512, osl=64, prompt_gpu_s=g)
             for g in (0.0, 0.01)]
     assert float(np.mean(busy[1].tpot_s)) > float(np.mean(busy[0].tpot_s))  # the decodes wait through the encoders

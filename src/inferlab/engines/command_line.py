@@ -10,6 +10,7 @@ files the command may read, so a rendered script parses back as it is.
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import shlex
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
+from ..errors import SpecError
 
 _HEREDOC = re.compile(r"^\s*cat\s*>\s*(\S+)\s*<<\s*-?\s*['\"]?(\w+)['\"]?\s*\n(.*?)\n\s*\2\s*$", re.M | re.S)
 #: The order the engines' deployment guides write it in: ``cat << EOF > ${EXTRA_LLM_API_FILE}``.
@@ -123,13 +124,20 @@ def read_flags(words: Iterable[str], known: Mapping[str, Spec], no_effect_value:
         elif name in value_noop or name in switch_noop:
             out.no_effect.append(name)
         else:  # kept, with the flag it likely misspells (the engine itself would refuse the typo)
-            near = did_you_mean(name, [*known, *value_noop, *switch_noop], cutoff=TYPO_CUTOFF)
+            near = typo_of(name, [*known, *value_noop, *switch_noop])
             out.unknown.append((name if value is None else f"{name} {value}") + near)
     return out
 
 
 #: How alike an unknown flag or key must be to a known one to be named as its likely misspelling.
 TYPO_CUTOFF = 0.85
+
+
+def typo_of(name: str, known: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the known name ``name`` most likely misspells (a close
+    spelling, not a prefix: vLLM's real ``--model-impl`` is no typo of ``--model``), else ``""``."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=TYPO_CUTOFF)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 _BOOL_WORDS = ("true", "false")

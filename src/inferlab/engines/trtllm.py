@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
+from ..errors import SpecError
 from ..specs.catalog import checkpoint_format
-from .command_line import TYPO_CUTOFF, Command, Spec, choice, read_flags
+from .command_line import Command, Spec, choice, read_flags, typo_of
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
@@ -121,7 +121,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
                     field, kind = KV[sub]
                     put(field, _typed(f"{label}.{sub}", item, kind), f"{label}.{sub}")
                 else:
-                    f.unknown.append(f"{key}.{sub}: {item}{did_you_mean(sub, KV, cutoff=TYPO_CUTOFF)}")
+                    f.unknown.append(f"{key}.{sub}: {item}{typo_of(sub, KV)}")
         elif key == "quant_config" and isinstance(value, dict):
             _quant(value, values, sources, label, f)
         elif key == "speculative_config" and isinstance(value, dict):
@@ -143,7 +143,7 @@ def _apply_options(options: dict, values: dict, sources: dict, f: Any, notes: li
                 else:
                     f.unknown.append(f"{key}.{sub}: {item}")
         else:
-            f.unknown.append(f"{key}: {value}{did_you_mean(key, _TOP_KEYS, cutoff=TYPO_CUTOFF)}")
+            f.unknown.append(f"{key}: {value}{typo_of(key, _TOP_KEYS)}")
     if pieces is not None and pieces[0] is None:  # no capture list: the decode graphs' sizes, as configured above
         tokens = trtllm_default_tokens(pieces[1], values.get("graph_max_batch"), notes)
         if tokens is not None:

@@ -141,7 +141,8 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
     phase, share = dominant_phase(cs)
     below = starting_count(replicas, scaler, "fleet")
     notes = (*([f"cold start {float(cs.total_s):.0f} s per new replica; {phase} dominates scale-up ({share:.0%})"]
-               if scaler is not None or cfg.failures is not None else []),  # (no replica is ever started otherwise)
+               if scaler is not None or cfg.failures is not None or price.spot_share and price.spot_reclaims_per_h
+               else []),  # (no replica is ever started otherwise: no scaling, no failure, no spot reclaim)
              *([below] if below else []), *([price.unused_spot_note] if price.unused_spot_note else []))
     late = np.asarray(requests.arrival)[np.asarray(requests.arrival) >= horizon_s]
     if trace is not None and late.size:  # a trace longer than the horizon: its tail is not sent
@@ -250,7 +251,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     far = record.half_rtt[served] > 0
     notes = tuple(starts)
     if far.any():
-        notes = (f"{far.mean():.1%} of served requests crossed regions, adding "
+        notes = (*notes, f"{far.mean():.1%} of served requests crossed regions, adding "
                  f"{2e3 * float(np.mean(record.half_rtt[served][far])):.0f} ms of round trip on average",)
     asked = set(requests.model.tolist()) if requests.model is not None else {""}
     idle = sorted({p.model for p in built} - asked) if "" not in asked else []

@@ -68,8 +68,8 @@ def planned(sc: Any, section: dict[str, Any], where: str) -> Any:
         raise SpecError(f"{where}: {format_validation_error(exc)}") from None
     try:
         return plan(narrowed)
-    except InfeasibleError as exc:  # plan() raises when no configuration is feasible
-        raise InfeasibleError(f"{where}: the fleet runs the plan's configuration, and {exc}") from None
+    except InfeasibleError as exc:  # plan() raises when no configuration is feasible (its kind kept: exit 2 or 1)
+        raise type(exc)(f"{where}: the fleet runs the plan's configuration, and {exc}") from None
 
 
 def note(best: Any, named: list[str]) -> str:

@@ -13,9 +13,11 @@ from ..errors import SpecError
 FIGURE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps", "ps", "svgz")
 
 
-def figure_file(path: Any, caller: str) -> Path:
+def figure_file(path: Any, caller: str) -> Any:
     """``path`` as a :class:`~pathlib.Path` a figure can be written to, or :class:`SpecError`
     saying why not (not a path, a suffix that names no image format, a folder that does not exist)."""
+    if hasattr(path, "write"):  # a file-like object (io.BytesIO): savefig writes to it as it is
+        return path
     if not isinstance(path, (str, os.PathLike)):
         raise SpecError(f"{caller}: path must be a file name (a str or Path), got {type(path).__name__} {path!r:.40}")
     p = Path(path)

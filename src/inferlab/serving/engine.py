@@ -88,7 +88,8 @@ class Engine(Admission, TokenGaps):
         self.prefilled = prefilled
         self.whole = self.decoding is PlainDecoding  # until a length with a fraction comes
         # a step model that times an iteration from sums alone (see .iteration)
-        self.sums = type(model) is StepModel and model.full_attention and model.groups == 1 and not model.prompt_gpu_s
+        self.prompt_gpu_s, self.encoded = float(getattr(model, "prompt_gpu_s", 0.0)), set()  # (_plan_prefill)
+        self.sums = type(model) is StepModel and model.full_attention and model.groups == 1 and not self.prompt_gpu_s
         self.delay = float(getattr(model, "request_overhead_s", 0.0))
         self.n = 0
         self._cols = request_columns(max(capacity, 1))
@@ -254,6 +255,10 @@ class Engine(Admission, TokenGaps):
         plan = plan_prefill_sums if run.lists else plan_prefill
         self._plan = ("prefill", *plan(run, self.sched, self.model))
         elapsed = self._plan[1]
+        if self.prompt_gpu_s:  # a request's own GPU work (a VLM's encoder), once, as its prefill starts (cached prefix or not)
+            new = set(run.idx[self._plan[2] > 0].tolist()) - self.encoded
+            self.encoded |= new
+            self._plan = ("prefill", elapsed := elapsed + self.prompt_gpu_s * len(new), *self._plan[2:])
         self.plan_end = self.now + elapsed
 
     def _plan_decode(self, t0: float, t1: float, cached: np.ndarray | None = None) -> None:

@@ -239,11 +239,3 @@ def busiest_rank(tokens: np.ndarray, ranks: int) -> np.ndarray:
         held[k].append(j)
     return np.asarray(held[loads.index(max(loads))], int)
 
-
-def starting(prefill_context: Any, prefill_tokens: Any) -> int:
-    """Prompts whose prefill starts in an iteration (nothing of theirs cached yet), which pay the
-    GPU work they bring beside their tokens there (:attr:`.stepmodel.StepModel.prompt_gpu_s`: a
-    vision-language model's encoder pass over the request's images, which vLLM and SGLang run on
-    the replica's GPUs in the step that schedules the prompt; a prompt resumed from a cached
-    prefix does not run it again)."""
-    return int(np.count_nonzero((np.asarray(prefill_context) == 0) & (np.asarray(prefill_tokens) > 0)))

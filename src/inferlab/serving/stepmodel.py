@@ -41,7 +41,7 @@ from ..core.quantization import achievable_flops_per_s, tensor_flops_per_s
 from ..core.timing import MLA_HEAD_TILE, eager_floor, mla_decode_flops_per_s, mla_tile_fill, on_mla_tiles
 from ..techniques.serving_overhead import eager_prefill_s, serving_iteration_s
 from ..techniques.step import ResolvedDeployment, run_step
-from .iteration import busiest_rank, starting
+from .iteration import busiest_rank
 
 #: Iteration times :class:`StepModel` keeps by their sums before it starts afresh.
 MEMO_SIZE = 1 << 16
@@ -81,7 +81,7 @@ class StepModel:
     one such batch's iteration; :func:`inferlab.serve` runs ``pp`` of them side by side.
     """
 
-    prompt_gpu_s: float = 0.0  #: a prompt's GPU work beside its tokens [s] (:func:`.iteration.starting`)
+    prompt_gpu_s: float = 0.0  #: a request's GPU work beside its tokens [s] (the engine adds it: Engine._plan_prefill)
 
     def __init__(self, dep: ResolvedDeployment, max_tokens: int, overlap_host: bool = False,
                  graph_max_batch: int | None = None, prefill_graph_tokens: int | None = None):
@@ -359,7 +359,7 @@ class StepModel:
             else:
                 pairs, reads = self.spans(prefill_context, prefill_tokens)
             t += self._attention_s("prefill", pairs, reads, p, float(len(prefill_tokens)))
-            t = max(t, self._prompt_floor(queries + p)) + self.prompt_gpu_s * starting(prefill_context, prefill_tokens)
+            t = max(t, self._prompt_floor(queries + p))
         elif d:
             t = self._graphless(d, t)
         return self._with_host(t)
@@ -397,4 +397,4 @@ class StepModel:
         pairs, reads = self.spans(mine_context, mine_tokens)
         # _attention_s spreads its sums over the g ranks: these are one rank's alone
         t += self._attention_s("prefill", pairs * g, reads * g, p_mine * g, float(len(mine_tokens)) * g)
-        return t + self.prompt_gpu_s * starting(mine_context, mine_tokens)  # (the busiest rank's own prompts')
+        return t
