@@ -119,6 +119,14 @@ def did_you_mean(name: object, allowed: Iterable[str], n: int = 1, cutoff: float
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
+def placed(exc: InferlabError, where: str) -> InferlabError:
+    """``exc`` said of ``where`` (``"pool 1"``): its message prefixed, its kind kept, so its exit
+    status too; an unknown name's as a :class:`SpecError` (its class is built from the name and
+    the allowed ones, not from a message)."""
+    kind = SpecError if isinstance(exc, UnknownNameError) else type(exc)
+    return kind(f"{where}: {exc.args[0] if exc.args else exc}")
+
+
 def option(keyword: str, value: object = True) -> str:
     """The option ``keyword=value`` as the user wrote it: ``waves=True`` from Python,
     ``--waves`` (or ``--tp 4``) from the CLI, whose commands name their flags with

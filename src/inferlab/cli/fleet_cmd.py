@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> None:
     """Run ``inferlab fleet``."""
     from pathlib import Path
 
-    from ..errors import InfeasibleError, SpecError
+    from ..errors import InfeasibleError, SpecError, placed
     from ..fleet.cascade import run_scenario
     from ..fleet.scenario import load_fleet_scenario
     from ..results.render import duration_text
@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> None:
             name = Path(args.scenario).name
             if name in str(exc):
                 raise
-            kind = type(exc) if isinstance(exc, InfeasibleError) else SpecError  # (infeasible: exit 1, as it was)
-            raise kind(f"{name}: {exc}") from None
+            raise placed(exc, name) from None
     text = f"{result}\n\n{result.explain()}"
     if args.plot:
         result.plot(args.plot)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..checks import boolean, integer, is_default, real
-from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
+from ..errors import InferlabError, SpecError, did_you_mean, placed
 from ..inputs.deployment import Deployment
 from .admission import Admission
 from .autoscaler import Autoscaler, starting_count
@@ -220,8 +220,7 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
         except InferlabError as exc:  # which pool it is (a layout that does not fit, a name, a limit)
             if str(exc).startswith(f"pool {k}"):
                 raise
-            kind_of = SpecError if isinstance(exc, UnknownNameError) else type(exc)
-            raise kind_of(f"pool {k}: {exc.args[0] if exc.args else exc}") from None
+            raise placed(exc, f"pool {k}") from None
         dep = kind.model.dep
         kind = replace(kind, name=f"{serves} on {dep.hardware.id} in {spec.get('region', 'local')}")
         price = (_policy(Pricing, spec.get("pricing")) or Pricing()).with_on_demand(catalog_price(dep))

@@ -23,7 +23,7 @@ import numpy as np
 from ..checks import real
 from ..economics._common import fmt
 from ..engines.common import known_model
-from ..errors import InferlabError, SpecError, UnknownNameError, did_you_mean
+from ..errors import InferlabError, SpecError, did_you_mean, placed
 from ..inputs.deployment import Deployment
 from ..results.render import share_text
 from .api import fleet, fleet_of
@@ -138,8 +138,7 @@ def _large(requests: Requests, large_kwargs: dict[str, Any]) -> FleetResult:
     try:
         return fleet(requests=requests, **large_kwargs)
     except InferlabError as e:  # (an unknown name's error is a KeyError: its text is args[0])
-        kind = SpecError if isinstance(e, UnknownNameError) else type(e)
-        raise kind(f"fleet.cascade ({large_kwargs.get('model')}): {e.args[0] if e.args else e}") from None
+        raise placed(e, f"fleet.cascade ({large_kwargs.get('model')})") from None
 
 
 def _checked(spec: Any, small_dep: Any) -> float:
