@@ -94,14 +94,17 @@ class Flags:
 
 
 def read_flags(words: Iterable[str], known: Mapping[str, Spec], no_effect_value: Iterable[str],
-               no_effect_switch: Iterable[str], engine: str, normalize: Any = None) -> Flags:
+               no_effect_switch: Iterable[str], engine: str, normalize: Any = None,
+               unmodelled: Iterable[str] = ()) -> Flags:
     """Read ``--flag value``, ``--flag=value`` and switches into :class:`Flags`.
 
     An unknown flag keeps the word after it when that is not a flag (its probable value);
-    both are listed in ``unknown``, never dropped.
+    both are listed in ``unknown``, never dropped. ``unmodelled`` names the engine's real flags
+    inferlab does not model: unknown too, but never offered as another flag's misspelling.
     """
     norm = normalize or (lambda s: s)
     value_noop, switch_noop = {norm(f) for f in no_effect_value}, {norm(f) for f in no_effect_switch}
+    real = {norm(f) for f in unmodelled}
     words, out, i = list(words), Flags(), 0
     while i < len(words):
         word = words[i]
@@ -124,7 +127,7 @@ def read_flags(words: Iterable[str], known: Mapping[str, Spec], no_effect_value:
         elif name in value_noop or name in switch_noop:
             out.no_effect.append(name)
         else:  # kept, with the flag it likely misspells (the engine itself would refuse the typo)
-            near = typo_of(name, [*known, *value_noop, *switch_noop])
+            near = "" if name in real else typo_of(name, [*known, *value_noop, *switch_noop])
             out.unknown.append((name if value is None else f"{name} {value}") + near)
     return out
 

@@ -94,8 +94,6 @@ _ELSEWHERE = {
                "dp": "has no data-parallel flag: run one server per replica, or attention data parallelism with "
                      "enable_attention_dp: true in the --extra_llm_api_options YAML",
                "attention_dp": "sets it in the --extra_llm_api_options YAML (enable_attention_dp: true)",
-               "chunked_prefill": "spells it --enable_chunked_prefill (or enable_chunked_prefill: true in the "
-                                  "--extra_llm_api_options YAML)",
                "chunk": "spells the iteration's token budget --max_num_tokens",
                "expert_parallel": "spreads the experts with --ep_size"},
     "vllm": {"chunk": "spells the iteration's token budget --max-num-batched-tokens",

@@ -16,28 +16,18 @@ from typing import Any
 
 from ..errors import SpecError
 from ..specs.catalog import checkpoint_format
-from .command_line import Command, Spec, choice, read_flags, typo_of
+from .command_line import Command, choice, read_flags, typo_of
 from .common import (checkpoint_of, DTYPE_NAMES, DTYPES, drafter_for, launched_model, read_yaml_mapping, shell_form,
                      source_flags, speculation)
 from .launch import EngineLaunch, Rendered
 from .piecewise_graphs import trtllm_capture_list, trtllm_default_tokens, trtllm_options
 from .scheduler import TRTLLM_GRAPH_BATCH, default_scheduler
 from .speculation_limits import NO_OVERLAP_DRAFTERS
+from .trtllm_flags import (BACKENDS, FLAGS, NO_EFFECT_SWITCH, NO_EFFECT_VALUE, UNMODELLED_FLAGS,  # noqa: F401
+                           unmodelled_flags)
 
 NAME = "trtllm"
 CONFIG_FILE = "extra-llm-api-config.yml"
-FLAGS = {
-    "--backend": Spec("backend"), "--tp_size": Spec("tp", "int"), "--pp_size": Spec("pp", "int"),
-    "--ep_size": Spec("ep", "int"), "--max_batch_size": Spec("max_num_seqs", "int"),
-    "--max_num_tokens": Spec("max_num_batched_tokens", "int"), "--max_seq_len": Spec("max_model_len", "int"),
-    "--kv_cache_free_gpu_memory_fraction": Spec("gpu_memory_utilization", "fraction"),
-    "--extra_llm_api_options": Spec("options"), "--config": Spec("options"),
-}
-NO_EFFECT_VALUE = ("--host", "--port", "--log_level", "--tokenizer", "--gpus_per_node", "--num_postprocess_workers",
-                   "--reasoning_parser", "--tool_parser", "--metadata_server_config_file", "--server_role",
-                   "--served_model_name", "--chat_template")
-NO_EFFECT_SWITCH = ("--trust_remote_code",)
-BACKENDS = {"pytorch": "trtllm-pytorch", "tensorrt": "trtllm", "_autodeploy": "trtllm-pytorch"}
 #: YAML key -> (field, kind) for the top level and ``kv_cache_config``.
 TOP = {"tensor_parallel_size": ("tp", "int"), "pipeline_parallel_size": ("pp", "int"),
        "moe_expert_parallel_size": ("ep", "int"), "enable_attention_dp": ("attention_dp", "bool"),
@@ -63,9 +53,9 @@ _SPEC_NO_EFFECT = {"max_matching_ngram_size", "is_keep_all", "is_use_oldest", "i
 
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``trtllm-serve`` (and ``serve``)."""
-    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME)
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, unmodelled=UNMODELLED_FLAGS)
     model, written, extra, note = launched_model(NAME, f)
-    notes = [note] if note else []
+    notes = ([note] if note else []) + unmodelled_flags(f)
     values = {k: v for k, (_, v) in f.values.items()}
     sources = source_flags(f, ())
     if "options" in f.values:
