@@ -264,3 +264,15 @@ def test_a_real_flag_inferlab_does_not_list_is_not_called_a_typo_of_a_shorter_on
     # vLLM's --model-impl begins with --model but is its own flag: no "did you mean '--model'?"
     launch = parse_engine_args(f"vllm serve {M} --model-impl transformers")
     assert launch.unknown == ("--model-impl transformers",)
+
+
+def test_a_flag_read_by_name_is_never_offered_a_correction():
+    # flags inferlab reads by their name and value (SGLang's piecewise-graph rules, vLLM's KV transfer)
+    # must reach that reading as written: a "(did you mean ...)" suffix would become part of the value
+    from inferlab.engines.command_line import Spec, read_flags
+
+    known = {"--tp-size": Spec("tp", "int")}
+    plain = read_flags(["--tp-sise", "2"], known, (), (), "x")
+    assert plain.unknown == ["--tp-sise 2 (did you mean '--tp-size'?)"]
+    real = read_flags(["--tp-sise", "2"], known, (), (), "x", unmodelled=["--tp-sise"])
+    assert real.unknown == ["--tp-sise 2"]

@@ -18,7 +18,7 @@ from .common import (check_quantization, checkpoint_notes, checkpoint_of, DTYPES
                      kv_spelling_note, launched_model, shell_form, source_flags, precision_words, speculation,
                      STATE_DTYPES, state_format, state_words, unmodelled_notes)
 from .launch import EngineLaunch, Rendered
-from .piecewise_graphs import SGLANG_FLAGS, sglang_tokens, sglang_words
+from .piecewise_graphs import SGLANG_FLAGS, SGLANG_RULE_FLAGS, sglang_tokens, sglang_words
 from .scheduler import WINDOW_KINDS
 from .speculation_limits import SPECULATIVE_RESETS
 
@@ -104,7 +104,8 @@ SCHEDULE_POLICIES = {
 
 def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``python -m sglang.launch_server``."""
-    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation)
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _abbreviation,
+                   unmodelled=(*UNMODELLED, *SGLANG_RULE_FLAGS))  # read by their names and values
     model, written, extra, note = launched_model(NAME, f)
     notes = [note] if note else []
     tp, dp, attention_dp, attention_tp = f.get("tp", 1), f.get("dp", 1), f.get("attention_dp", False), 1

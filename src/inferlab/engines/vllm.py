@@ -94,7 +94,7 @@ def parse(cmd: Command, words: list[str]) -> EngineLaunch:
     """An :class:`EngineLaunch` from the words after ``vllm serve``."""
     words, notes = _with_config(cmd, words)
     words, compilation = split_compilation(words, _normalize)
-    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize)
+    f = read_flags(words, FLAGS, NO_EFFECT_VALUE, NO_EFFECT_SWITCH, NAME, _normalize, unmodelled=(KV_TRANSFER,))
     read_compilation(compilation, f.unknown, f.no_effect, notes)
     model, written, extra, note = launched_model(NAME, f)
     notes = ([note] if note else []) + notes
