@@ -200,3 +200,16 @@ def test_a_sixteen_bit_float_without_a_path_runs_at_the_other_ones_rate():
     assert tensor_flops_per_s(phone, "bf16") == tensor_flops_per_s(phone, "fp16") == phone.flops["fp16"].si
     zen4 = load_hardware("epyc-9654")
     assert tensor_flops_per_s(zen4, "fp16") == pytest.approx(zen4.flops["bf16"].si / 2)
+
+
+def test_every_tensor_rates_sibling_is_a_catalog_gpu_of_the_same_architecture():
+    # a derived rate (explain's "tensor rate: ... derived") is only as good as its sibling: a typo here
+    # would surface as an unknown-hardware error at the first estimate, a cross-architecture sibling
+    # would borrow another die's ratios
+    derived = [load_hardware(i) for i in hardware_ids() if load_hardware(i).tensor_rates_like]
+    assert derived, "rubin-cpx names rubin"
+    for hw in derived:
+        sibling = load_hardware(hw.tensor_rates_like)
+        family = lambda h: h.architecture.split()[0].split("-")[0]  # "Rubin (2 dies...)", "Rubin-family die"
+        assert family(sibling) == family(hw) and sibling.id != hw.id
+        assert not sibling.tensor_rates_like  # published rates, not derived ones
