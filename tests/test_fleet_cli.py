@@ -126,6 +126,8 @@ def test_plot_has_four_panels(tmp_path):
     fig = r.plot(str(tmp_path / "f.png"))
     assert len(fig.axes) == 5  # four panels and the arrival-rate axis over the first
     assert (tmp_path / "f.png").stat().st_size > 1000
+    ticks = fig.axes[0].get_yticks()
+    assert len(ticks) >= 2 and all(t == round(t) for t in ticks)  # whole replicas (2 to 4: no 2.5 tick)
 
 
 def test_regions_example_runs_shortened(capsys):

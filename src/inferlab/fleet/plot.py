@@ -46,6 +46,11 @@ def plot_fleets(fleets: Sequence[tuple[str, FleetResult]], title: str, path: str
         for ax in axes[1:]:
             ax.legend(loc="upper left", fontsize=8)
     axes[0].set_ylabel("replicas")
+    from matplotlib.ticker import MaxNLocator
+
+    counts = np.concatenate([np.asarray(r.samples[k], float) for _, r in fleets for k in ("ready", "running")])
+    axes[0].set_ylim(max(float(np.nanmin(counts)) - 1.0, 0.0), float(np.nanmax(counts)) + 1.0)
+    axes[0].yaxis.set_major_locator(MaxNLocator(integer=True))  # whole replicas: no 1.875 tick on a flat 2
     axes[0].legend(loc="upper left", fontsize=8)
     ax2 = axes[0].twinx()
     ax2.plot(first.samples["t"] / 3600.0, _smooth(first.samples["rate"]), color="0.6", lw=0.8)
