@@ -38,7 +38,7 @@ def test_qwq_and_qwen25_32b_differ_only_in_context():
     qwq, qwen = load_model("qwq-32b"), load_model("qwen2.5-32b")
     # 64 layers x 2 (K, V) x 8 KV heads x 128 x 2 B = 262,144 B per token for both
     assert qwq.kv_cache_bytes_per_token() == qwen.kv_cache_bytes_per_token() == {"full": 262_144.0}
-    assert (qwq.max_position_embeddings, qwen.max_position_embeddings) == (131_072, 32_768)
+    assert (qwq.max_position_embeddings, qwen.max_position_embeddings) == (40_960, 32_768)  # QwenLM/QwQ#26
 
 
 def test_kimi_k2_parameters_by_hand():
