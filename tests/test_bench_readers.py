@@ -75,6 +75,8 @@ def test_genai_perf_time_units(tmp_path):
     ("output_token_throughput", {"unit": "tokens/ms", "avg": 1.2}, "output_token_throughput.unit 'tokens/ms' is not tokens a second"),
     ("input_sequence_length", {"unit": "tokens", "avg": 0.3}, "input_sequence_length.avg 0.3 is under one token a request"),
     ("output_sequence_length", {"unit": "tokens", "avg": 0.3}, "output_sequence_length.avg 0.3 is under one token"),
+    # a latency without its unit had been taken as ms: 0.03 (seconds?) read as a 30 us TPOT
+    ("inter_token_latency", {"avg": 0.03}, "inter_token_latency has no unit (the tools write one: ns, us, ms, s"),
 ])
 def test_genai_perf_rates_and_lengths_are_checked(tmp_path, key, metric, message):
     # a rate per millisecond had been read as one per second, a 0.3-token output as a run

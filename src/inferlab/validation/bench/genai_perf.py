@@ -110,7 +110,10 @@ def _avg(data: Any, label: str, name: str, *, time: bool = False, rate: bool = F
         return None
     value = number(lookup(data, TOOL, label, name, "avg"), TOOL, label, f"{name}.avg")
     if time:
-        unit = str(metric.get("unit", "ms"))
+        if "unit" not in metric:  # both tools write one: a time without it could be s as well as ms
+            raise BenchFormatError(f"{TOOL}: {label}: {name} has no unit (the tools write one: "
+                                   f"{', '.join(_TIME_UNITS)})")
+        unit = str(metric["unit"])
         if unit not in _TIME_UNITS:
             raise BenchFormatError(f"{TOOL}: {label}: {name}.unit {unit!r} is not a time unit "
                                    f"({', '.join(_TIME_UNITS)})")
