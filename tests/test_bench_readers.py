@@ -904,3 +904,19 @@ def test_sglang_server_info_reads_its_quantization_against_the_runs_own_model(tm
         (run,) = read_bench(path)
         assert dict(run.precision).get("weights") == weights
         assert not any("placeholder" in n or "Llama" in n for n in run.notes)
+
+
+def test_a_guidellm_benchmark_whose_every_request_errored_is_said_to_have_failed(tmp_path):
+    # it had read as a file missing 'time_to_first_token_ms.successful.mean' ("not a guidellm output file?")
+    data = json.loads((BENCH / "guidellm-report.json").read_text())
+    for metric in data["benchmarks"][0]["metrics"].values():
+        if isinstance(metric, dict) and "successful" in metric:
+            metric["errored"], metric["successful"] = metric["successful"], None
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    runs = read_bench(path)  # the second benchmark still reads, the first is skipped with its reason
+    assert len(runs) == 1
+    data["benchmarks"] = data["benchmarks"][:1]
+    path.write_text(json.dumps(data))
+    with pytest.raises(BenchFormatError, match=r"#1: no request succeeded \(120 errored\): a failed run"):
+        read_bench(path)

@@ -34,6 +34,19 @@ def _mean(metrics: Any, label: str, name: str, required: bool = True) -> float |
     return None if value is None else number(value, TOOL, label, f"metrics.{name}.successful.mean")
 
 
+def _failed(metrics: Any, where: str) -> None:
+    """Refuse a benchmark no request of which succeeded (its metrics under ``errored`` alone): a
+    failed run, said as one rather than as a file missing its fields."""
+    if not isinstance(metrics, dict):
+        return
+    latency = metrics.get("request_latency")
+    if isinstance(latency, dict) and not (latency.get("successful") or {}).get("count"):
+        errored = (latency.get("errored") or {}).get("count")
+        if errored:
+            raise BenchFormatError(f"{TOOL}: {where}: no request succeeded ({errored:g} errored): a failed run, "
+                                   "nothing to compare; check the server's log")
+
+
 def _strategy_of(bench: dict[str, Any], label: str) -> dict[str, Any]:
     strategy = lookup(bench, TOOL, label, "config", "strategy", required=False) \
         or lookup(bench, TOOL, label, "args", "strategy", required=False)
@@ -75,6 +88,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
     def one(i: int, bench: Any) -> BenchRun:
         where = f"{label}#{i + 1}"
         metrics = lookup(bench, TOOL, where, "metrics")
+        _failed(metrics, where)
         for key in REQUIRED:
             lookup(metrics, TOOL, where, key, "successful", "mean")
         concurrency, rate = _strategy(bench, where)
