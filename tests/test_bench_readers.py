@@ -842,6 +842,7 @@ trtllm-serve meta-llama/Llama-3.1-70B-Instruct --tp_size 4 --extra_llm_api_optio
 @pytest.mark.parametrize("changes, message", [
     ({"total_input_tokens": 1.5}, "'total_input_tokens' 1.5 over 160 completed requests is 0.00937 tokens a request"),
     ({"total_output_tokens": 100}, "'total_output_tokens' 100 over 160 completed requests is 0.625 tokens a request"),
+    ({"total_output_tokens": 1e30}, "is 6.25e+27 tokens a request; more than 100,000,000"),  # had been pydantic's line
     ({"completed": 10**12}, "field 'completed' 1,000,000,000,000 is past 1,000,000 requests"),
     ({"completed": True}, "field 'completed' is not a number (True)"),
     ({"duration": -5}, "field 'duration' must be >= 0, got -5"),

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import SpecError
+from ...inputs.limits import MAX_TOKENS
 
 #: Case metrics a run may carry, in the order they are reported.
 RUN_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "tpot_p50_ms", "output_tokens_per_s")
@@ -161,9 +162,10 @@ def completed_and_lengths(data: Any, tool: str, label: str) -> tuple[float, floa
     means = []
     for key in ("total_input_tokens", "total_output_tokens"):
         mean = number(data[key], tool, label, key) / completed
-        if mean < 1.0:
+        if mean < 1.0 or mean > MAX_TOKENS:
+            bound = "each has at least one" if mean < 1.0 else f"more than {MAX_TOKENS:,}, no request's length"
             raise BenchFormatError(f"{tool}: {label}: field {key!r} {data[key]!r:.20} over {completed:,.0f} completed "
-                                   f"requests is {mean:.3g} tokens a request; each has at least one")
+                                   f"requests is {mean:.3g} tokens a request; {bound}")
         means.append(mean)
     return completed, means[0], means[1]
 
