@@ -868,14 +868,15 @@ def test_a_benchmark_file_given_twice_is_refused(capsys):
 
 
 def test_a_prompt_past_a_cases_bounds_is_one_plain_line(tmp_path):
-    # 6.25e12-token prompts (the totals over 160 requests) pass the reader and fail the case's
-    # bound: one line naming the field and the bound, not pydantic's text and its web link
+    # 6.25e12-token prompts (the totals over 160 requests): one line naming the file's field and the
+    # bound, not pydantic's text and its web link (nor the derived isl, which the file does not hold)
     data = {**json.loads((BENCH / "vllm-bench-serve.json").read_text()), "total_input_tokens": 6_250_000_000_000 * 160}
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(data))
     with pytest.raises(SpecError) as info:
         bench_cases([path], given_deployment(gpu="h100-sxm"))
-    assert "isl: Input should be less than or equal to 100000000" in str(info.value)
+    assert "field 'total_input_tokens' 1000000000000000 over 160 completed requests is 6.25e+12 tokens a request; " \
+           "more than 100,000,000" in str(info.value)
     assert "pydantic" not in str(info.value) and "type=" not in str(info.value)
 
 
