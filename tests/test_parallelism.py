@@ -106,22 +106,25 @@ def test_small_all_reduce_across_nodes_takes_the_low_latency_protocol_by_hand():
 
 
 def test_engine_all_reduce_kernel_by_hand():
-    """8 H100s, NCCL at 10 us per step, the engine's own kernel at 5 us, links at full rate.
+    """8 H100s, NCCL at 10 us per step, the engine's own kernel at 5 us, links at full rate
+    (450 GB/s) and the kernel at its own 250 GB/s of bus bandwidth.
 
     64 KiB (a decode step of 4 tokens of a 8192-wide model in BF16): NCCL's one-shot is
-    10 us + 7 x S / 450e9 = 11.02 us; the engine's one-shot 5 us + 7 x S / 450e9 = 6.02 us,
-    its two-shot 2 x 5 us + 2 x 7/8 x S / 450e9 = 10.25 us: 6.02 us. 16 MiB is over the
-    1 MiB the engine kernel is timed to and goes to NCCL's ring, 2 x 7 x 10 us + 2 x 7/8 x S / 450e9.
-    A PCIe card has no peer-to-peer NVLink for the kernel; an engine without one (custom
-    latency 0) runs NCCL.
+    10 us + 7 x S / 450e9 = 11.02 us; the engine's one-shot 5 us + 7 x S / 250e9 = 6.84 us,
+    its two-shot 2 x 5 us + 2 x 7/8 x S / 250e9 = 10.46 us: 6.84 us. 4 MiB (past the 1 MiB of
+    one-shot) runs its two-shot, 10 us + 2 x 7/8 x S / 250e9 = 39.36 us (NCCL's one-shot
+    75.2 us). 16 MiB is over the kernel's 8 MiB buffer and goes to NCCL's ring,
+    2 x 7 x 10 us + 2 x 7/8 x S / 450e9. A PCIe card has no peer-to-peer NVLink for the
+    kernel; an engine without one (custom latency 0) runs NCCL.
     """
     hw = load_hardware("h100-sxm")
     assert hw.scale_up.bandwidth.si == pytest.approx(NVLINK4)
     nccl = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(update={"latency_s": 10e-6})})
     engine = nccl.model_copy(update={"collective": nccl.collective.model_copy(update={"custom_latency_s": 5e-6})})
-    small, large = 2**16, 2**24
+    small, mid, large = 2**16, 4 * 2**20, 2**24
     assert float(all_reduce_s(small, 8, hw, nccl)) == pytest.approx(10e-6 + 7 * small / NVLINK4)
-    assert float(all_reduce_s(small, 8, hw, engine)) == pytest.approx(5e-6 + 7 * small / NVLINK4)
+    assert float(all_reduce_s(small, 8, hw, engine)) == pytest.approx(5e-6 + 7 * small / 250e9)
+    assert float(all_reduce_s(mid, 8, hw, engine)) == pytest.approx(10e-6 + 2 * 7 / 8 * mid / 250e9)
     ring = 2 * 7 * 10e-6 + 2 * 7 / 8 * large / NVLINK4
     assert float(all_reduce_s(large, 8, hw, engine)) == pytest.approx(ring)
     l40s = load_hardware("l40s")
@@ -447,9 +450,10 @@ def test_engine_all_reduce_kernels_only_over_nvlink_class_fabrics():
 def test_engines_hand_nccl_only_buffers_over_their_own_kernels_range():
     """vLLM's CustomAllreduce takes buffers up to 8 MiB (``max_size=8192 * 1024``); larger ones
     go to NCCL, and only those can run NVLS. 8 H100s, ring 10 us a step, NVLS 50 us at half the
-    link, engine kernel 5 us: 4 MiB stays on the ring/one-shot paths (one-shot 10 us +
-    7 x S / 450e9 = 75.2 us; NVLS would give 68.6 us), 16 MiB runs NVLS (50 us + S / 225e9 =
-    124.6 us against the ring's 140 us + 65.2 us). The shipped engine profiles keep NVLS off."""
+    link, engine kernel 5 us: 4 MiB stays on the engine's two-shot kernel (10 us +
+    2 x 7/8 x S / 250e9 = 39.4 us; NVLS would give 68.6 us), 16 MiB runs NVLS (50 us + S / 225e9 =
+    124.6 us against the ring's 140 us + 65.2 us). The shipped engine profiles keep NVLS off
+    (SGLang sets NCCL_NVLS_ENABLE=0, vLLM NCCL_CUMEM_ENABLE=0, which NVLS needs)."""
     from inferlab.calibration.profile import load_profile
 
     coll = ROOFLINE.collective.model_copy(update={"latency_s": 10e-6, "custom_latency_s": 5e-6,
@@ -457,7 +461,7 @@ def test_engines_hand_nccl_only_buffers_over_their_own_kernels_range():
     engine = ROOFLINE.model_copy(update={"collective": coll})
     h100 = load_hardware("h100-sxm")
     mid, big = 4 * 2**20, 16 * 2**20
-    assert float(all_reduce_s(mid, 8, h100, engine)) == pytest.approx(10e-6 + 7 * mid / NVLINK4)
+    assert float(all_reduce_s(mid, 8, h100, engine)) == pytest.approx(10e-6 + 2 * 7 / 8 * mid / 250e9)
     assert float(all_reduce_s(big, 8, h100, engine)) == pytest.approx(50e-6 + big / (0.5 * NVLINK4))
     for name in ("vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy"):
         assert load_profile("default", name, "h100-sxm", "hopper").collective.nvls_bandwidth_fraction == 0.0
@@ -531,3 +535,36 @@ def test_an_ep_that_does_not_divide_tp_suggests_a_tp_it_divides(tp, ep, suggeste
 
     with pytest.raises(SpecError, match=f"ep={ep} must divide tp={tp}: .*; e.g. {suggested} or ep in"):
         Parallelism(tp=tp, ep=ep)
+
+
+def test_nccl_ring_with_a_hop_latency_by_hand():
+    """NCCL's tuning model costs a ring as a base latency plus one per step, and NCCL has no
+    one-shot: 8 H100s, base 6 us, 1.5 us a hop, links at full rate. 64 KiB: 6 + 14 x 1.5 us +
+    2 x 7/8 x S / 450e9 = 27.25 us (the one-shot path, 6 us + 7 x S / 450e9 = 7.0 us, is not
+    taken); 2 GPUs: 6 + 2 x 1.5 + S / 450e9."""
+    hw = load_hardware("h100-sxm")
+    coll = ROOFLINE.collective.model_copy(update={"latency_s": 6e-6, "hop_latency_s": 1.5e-6})
+    nccl = ROOFLINE.model_copy(update={"collective": coll})
+    s = 2**16
+    assert float(all_reduce_s(s, 8, hw, nccl)) == pytest.approx(6e-6 + 14 * 1.5e-6 + 2 * 7 / 8 * s / NVLINK4)
+    assert float(all_reduce_s(s, 2, hw, nccl)) == pytest.approx(6e-6 + 2 * 1.5e-6 + s / NVLINK4)
+
+
+@pytest.mark.parametrize("engine", ["generic", "vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy"])
+@pytest.mark.parametrize("gpu", ["h100-sxm", "b200", "a100-sxm-80gb", "mi300x", "gb200"])
+def test_a_larger_all_reduce_is_never_faster_nor_more_than_twice_as_slow(engine, gpu):
+    """Over the shipped profiles, 512 B to 1 GiB in steps of 1.05x, 2 to 8 GPUs: the time never
+    falls as the message grows, and twice the bytes never take more than twice the time (an
+    engine hands a message to whichever of its paths is fastest: on 8 H100s a 1 MiB message had
+    cost 17 us and one of 1.05 MiB 29 us, so Llama-3.1-70B at TP8 decoded 65 sequences slower
+    than 64)."""
+    from inferlab.calibration.profile import load_profile
+
+    hw = load_hardware(gpu)
+    prof = load_profile("default", engine, gpu)
+    sizes = 512.0 * 1.05 ** np.arange(0, 430)
+    for q in (2, 4, 8):
+        t = all_reduce_s(sizes, q, hw, prof)
+        assert np.all(np.diff(t) >= -1e-12), (q, sizes[np.argmin(np.diff(t))])
+        doubled = all_reduce_s(2 * sizes, q, hw, prof)
+        assert np.all(doubled <= 2 * t * (1 + 1e-9)), (q, sizes[np.argmax(doubled / t)])

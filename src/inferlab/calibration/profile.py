@@ -124,6 +124,10 @@ class CollectiveEfficiency(BaseModel):
 
     model_config = _STRICT
     latency_s: float = Field(default=0.0, ge=0.0)
+    hop_latency_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Time of each step of a ring in the node beyond latency_s, paid once (NCCL's tuning model: "
+                    "a base latency plus one per step); 0: latency_s per step.")
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     network_latency_s: float = Field(default=0.0, ge=0.0)
     network_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)

@@ -27,15 +27,20 @@ from ..specs.hardware import HardwareSpec
 
 #: GPUs per server when the device has no scale-up fabric of its own (PCIe cards).
 PCIE_SERVER_GPUS = 8
-#: Largest message timed as an engine's own all-reduce kernel: the range of the published
-#: measurement (SGLang PR #2904, 512 B to 1 MiB). Above it engines switch algorithms (two-shot,
-#: NVLS multimem, NCCL) by size and GPU count, whose cost NCCL's fitted curve stands for.
+#: Largest message an engine's own kernel may all-reduce in one shot: the range of the published
+#: one-shot measurement (SGLang PR #2904, 512 B to 1 MiB); larger ones take its two-shot kernel.
 CUSTOM_ALL_REDUCE_MAX_BYTES = 2**20
 #: Buffers an engine's own all-reduce kernel takes (vLLM's ``CustomAllreduce(max_size=8192 *
 #: 1024)``, SGLang's copy of it; TensorRT-LLM taken alike): larger ones go to NCCL, and only
-#: those can run NCCL's NVLS. Between :data:`CUSTOM_ALL_REDUCE_MAX_BYTES` and this the engine's
-#: kernel is timed by NCCL's fitted ring and one-shot paths, as without NVLS.
+#: those can run NCCL's NVLS. Between :data:`CUSTOM_ALL_REDUCE_MAX_BYTES` and this the engine
+#: runs the faster of its two-shot kernel and NCCL.
 ENGINE_NCCL_MIN_BYTES = 8 * 2**20
+#: Most bus bandwidth an engine's own all-reduce kernel moves [B/s] (``2(p-1)/p x S`` over its
+#: time): it runs on a few thread blocks, not at the link's rate, so Hopper and Blackwell alike
+#: reach about 250 GB/s. vLLM PR #24111 (H100, 6 GPUs): its two-shot kernel takes 17, 26 and 37 us
+#: for 1, 2 and 4 MB (3 MB more in 20 us: 262 GB/s); PR #37756 (B300): 23 us at 1 MiB, 74 us at
+#: 8 MiB (7 MiB more in 51 us: 252 GB/s), though NVLink 5 moves twice Hopper's NVLink 4.
+CUSTOM_ALL_REDUCE_BUS_BANDWIDTH = 250e9
 #: Fabrics the engines' own all-reduce kernels run over (peer-to-peer loads over NVLink or
 #: AMD's Infinity Fabric); over PCIe, or a TPU's ICI (XLA's collectives), NCCL's curve stands.
 CUSTOM_ALL_REDUCE_FABRICS = ("nvlink", "nvlink-bridge", "infinity-fabric")
@@ -138,6 +143,15 @@ def _network(layout_: GroupLayout, profile: Profile) -> tuple[float, float]:
     return layout_.network_bandwidth * c.network_bandwidth_fraction, c.network_latency_s
 
 
+def _steps_s(profile: Profile, steps: float) -> float:
+    """Fixed time of ``steps`` algorithm steps of an NCCL collective in the node [s]: its launch
+    and synchronisation (``latency_s``) and a hop per step (``hop_latency_s``), as NCCL's own
+    tuning model costs a ring (a base latency plus one per step); a profile without a hop
+    latency charges ``latency_s`` per step."""
+    c = profile.collective
+    return c.latency_s + steps * c.hop_latency_s if c.hop_latency_s > 0.0 else steps * c.latency_s
+
+
 def in_switch_reduction(hw: HardwareSpec) -> bool:
     """Whether the scale-up switch reduces data itself (NVLink SHARP, "NVLS"): the
     third-generation NVSwitch of HGX H100/H200 boards (NVLink 4) and its successors."""
@@ -152,8 +166,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
 
     Notes
     -----
-    Inside a node: the faster of ring (``2(p-1)`` steps moving ``2(p-1)/p x S``) and one-shot
-    (one step, each GPU reads the ``p-1`` other buffers), both at NCCL's fitted step latency;
+    Inside a node: the faster of ring (``2(p-1)`` steps moving ``2(p-1)/p x S``: a fixed latency
+    and a hop a step, :func:`_steps_s`) and one-shot (one step, each GPU reads the ``p-1`` other
+    buffers), at NCCL's fitted latencies;
     on a switch that reduces in the fabric (:func:`in_switch_reduction`), also NCCL's NVLS
     algorithm [4]_: each GPU sends its buffer into the switch and reads the reduced one back,
     ``S`` each way instead of the ring's ``2(p-1)/p x S``, at its own measured share of the
@@ -167,7 +182,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     every GPU loads its peers' buffers directly (one-shot), or reduces its ``1/p`` shard and
     gathers the shards (two-shot, two barriers). Their latency ``custom_latency_s`` is a few
     microseconds where NCCL's is 15-25 us on 8 GPUs [5]_; the faster of the three paths is
-    taken, as the engines choose by message size, up to :data:`CUSTOM_ALL_REDUCE_MAX_BYTES`. Across ``n`` nodes of ``q`` GPUs:
+    taken, as the engines choose by message size: one-shot up to :data:`CUSTOM_ALL_REDUCE_MAX_BYTES`,
+    two-shot up to the kernel's buffer (:data:`ENGINE_NCCL_MIN_BYTES`), both at most at the
+    kernel's own bus bandwidth (:data:`CUSTOM_ALL_REDUCE_BUS_BANDWIDTH`). Across ``n`` nodes of ``q`` GPUs:
     reduce-scatter in the node, all-reduce of the ``S/q`` shard between nodes over the NICs,
     all-gather in the node. On a switched fabric (NVSwitch, NVL72) each in-node half is one
     step (every GPU reads or writes its ``1/q`` shard of each peer at once:
@@ -196,10 +213,12 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     if not lay.crosses_nodes:
         if q == 1:
             return np.zeros_like(s)
-        ring = 2 * (q - 1) * lat + 2 * (q - 1) / q * s / bw
-        one_shot = lat + (q - 1) * s / bw
-        nccl = np.minimum(ring, one_shot)
         c = profile.collective
+        ring = _steps_s(profile, 2 * (q - 1)) + 2 * (q - 1) / q * s / bw
+        one_shot = lat + (q - 1) * s / bw
+        # NCCL has no one-shot algorithm: with a hop latency fitted, its small messages are the
+        # ring's (in its low-latency protocols, whose steps the hop stands for)
+        nccl = ring if c.hop_latency_s > 0.0 else np.minimum(ring, one_shot)
         custom = c.custom_latency_s
         own = custom > 0.0 and hw.scale_up.kind in CUSTOM_ALL_REDUCE_FABRICS and q <= CUSTOM_ALL_REDUCE_MAX_GPUS
         if switch_reducible and q > 2 and c.nvls_bandwidth_fraction > 0.0 and in_switch_reduction(hw):
@@ -208,14 +227,16 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
             nccl = np.minimum(nccl, np.where(s > ENGINE_NCCL_MIN_BYTES, nvls, np.inf) if own else nvls)
         if not own:
             return nccl
-        engine_one_shot = custom + (q - 1) * s / bw
-        engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / bw
-        engine = np.where(s <= CUSTOM_ALL_REDUCE_MAX_BYTES, np.minimum(engine_one_shot, engine_two_shot), np.inf)
+        kernel_bw = min(bw, CUSTOM_ALL_REDUCE_BUS_BANDWIDTH)
+        engine_one_shot = custom + (q - 1) * s / kernel_bw
+        engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / kernel_bw
+        engine = np.where(s <= CUSTOM_ALL_REDUCE_MAX_BYTES, np.minimum(engine_one_shot, engine_two_shot),
+                          np.where(s <= ENGINE_NCCL_MIN_BYTES, engine_two_shot, np.inf))
         return np.minimum(nccl, engine)
     nbw, nlat = _network(lay, profile)
     n = lay.nodes
     hops = 1 if _switched(hw) else q - 1  # steps of each in-node half (reduce-scatter, all-gather)
-    intra = 2 * hops * lat + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
+    intra = 2 * _steps_s(profile, hops) + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
     shard = s / q
     ring = 2 * (n - 1) * nlat + 2 * (n - 1) / n * shard / nbw
     tree = 2 * math.ceil(math.log2(n)) * nlat + 2 * shard / nbw
@@ -250,7 +271,7 @@ def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profil
     bw, lat = _intra(lay, profile)
     q = lay.per_node
     hops = 1 if _switched(hw) else q - 1
-    intra = hops * lat + (q - 1) / q * s / lay.nodes / bw if q > 1 else 0.0
+    intra = _steps_s(profile, hops) + (q - 1) / q * s / lay.nodes / bw if q > 1 else 0.0
     if not lay.crosses_nodes:
         return np.asarray(intra + 0.0 * s)
     nbw, nlat = _network(lay, profile)

@@ -67,6 +67,9 @@ ATTENTION_PARAMS = [
 FLOOR_PARAM = Param(("kernel_floor_s",), 5e-6, 1e-7, 1e-4)
 COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
                      Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
+#: A ring's time a step, where the rows hold groups of more than two GPUs to tell it from the
+#: fixed latency (at two GPUs both are one constant).
+HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)
 #: Where the switch reduces in the fabric (NVLS), its share of the link too.
 NVLS_PARAMS = [Param(("collective", "nvls_bandwidth_fraction"), 0.5, 0.005, 1.0),
                Param(("collective", "nvls_latency_s"), 5e-5, 1e-6, 1e-3)]
@@ -181,7 +184,8 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
 
         return fit_log(residuals, params)
 
-    paths = fit(COLLECTIVE_PARAMS, {})
+    wide = any(np.any(table["num_gpus"][rows] > 2) for rows in groups.values())
+    paths = fit(COLLECTIVE_PARAMS + ([HOP_PARAM] if wide else []), {})
     if not _nvls(hardware):
         return paths
     nvls = fit(NVLS_PARAMS, paths)
