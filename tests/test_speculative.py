@@ -312,3 +312,23 @@ def test_the_drafters_pass_over_the_prompt_is_part_of_ttft():
     t_draft = np.median(serve("llama-3.1-70b", "h100-sxm", speculative="draft:model=llama-3.1-8b,k=4,accept=0.7",
                               **run).ttft_s)
     assert t_draft - t_plain == pytest.approx(alone[1], rel=0.3)
+
+
+def test_a_short_output_pays_whole_speculative_steps():
+    """EAGLE k=7 at acceptance 0.9 emits T = (1 - 0.9^8) / 0.1 = 5.7 tokens a step. An output of
+    two tokens has one left after the prefill's: one whole step (its drafts past the end are
+    verified and dropped), so TPOT is a step's time, above plain decoding's; of three tokens,
+    two left: one step for both, half a step each. It had divided every step by 5.7 (2.1 ms a
+    token at osl 2 against 7.8 ms without speculation)."""
+    import inferlab
+    from inferlab.techniques.speculative import SpeculativeConfig, mean_speculative_tpot_s, speculative_decode
+
+    dep = deployment("llama-3.1-8b", "h100-sxm")
+    spec = SpeculativeConfig(method="eagle", k=7, acceptance=0.9)
+    step = speculative_decode(dep, 1, 1024, spec)
+    assert float(step.tokens_per_step) == pytest.approx((1 - 0.9 ** 8) / 0.1)
+    step = step.time_s  # one speculative step's time at a 1,024-token context
+    assert float(mean_speculative_tpot_s(dep, 1, 1024, 2, spec)) == pytest.approx(float(step), rel=0.01)
+    assert float(mean_speculative_tpot_s(dep, 1, 1024, 3, spec)) == pytest.approx(float(step) / 2, rel=0.01)
+    plain = inferlab.estimate("llama-3.1-8b", "h100-sxm", isl=1024, osl=2, batch_size=1).tpot_s
+    assert float(mean_speculative_tpot_s(dep, 1, 1024, 2, spec)) > float(plain)

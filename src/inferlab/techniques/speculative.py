@@ -124,9 +124,11 @@ def mean_speculative_tpot_s(dep: ResolvedDeployment, batch: ArrayLike, isl: Arra
     Notes
     -----
     Steps start at contexts ``isl, isl + T, isl + 2T, ...`` with ``T = tokens_per_step``,
-    so ``osl - 1`` tokens take ``(osl - 1) / T`` steps and the time per token is
-    ``(1 / T) * (1 / (b - a)) * integral_a^b t_spec(L) dL``, ``a = isl``,
-    ``b = isl + osl - 1``: the Gauss-Legendre nodes of :func:`mean_decode_step_s`.
+    so ``osl - 1`` tokens take ``(osl - 1) / T`` steps, and at least one, and the time per token is
+    ``(1 / T') * (1 / (b - a)) * integral_a^b t_spec(L) dL``, ``T' = min(T, osl - 1)``, ``a = isl``,
+    ``b = isl + osl - 1``: the Gauss-Legendre nodes of :func:`mean_decode_step_s`. (A step's
+    drafts past the last output token are verified and dropped: one token left still costs a
+    whole step.)
     """
     batch, isl, osl = (np.asarray(x, float) for x in (batch, isl, osl))
     a = isl[..., None]
@@ -134,7 +136,8 @@ def mean_speculative_tpot_s(dep: ResolvedDeployment, batch: ArrayLike, isl: Arra
     contexts = a + (b - a) * (QUADRATURE_NODES + 1.0) / 2.0
     step = speculative_decode(dep, batch[..., None], contexts, spec)
     times = np.broadcast_to(step.time_s, np.broadcast_shapes(step.time_s.shape, contexts.shape))
-    return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0 / step.tokens_per_step, float)
+    per_step = np.minimum(step.tokens_per_step, np.maximum(osl - 1.0, 1.0))
+    return np.asarray(times @ QUADRATURE_WEIGHTS / 2.0 / per_step, float)
 
 
 def break_even_batch(dep: ResolvedDeployment, isl: int, osl: int, spec: SpeculativeConfig,
