@@ -243,8 +243,7 @@ def _speculative(value: Any) -> SpeculativeConfig | None:
     return None if value is None else SpeculativeConfig.of(value)
 
 
-def _prefix_cache(value: Any) -> PrefixCache | None:
-    return None if value is None else PrefixCache.of(value)
+_prefix_cache = PrefixCache.optional
 
 
 def _in_waves(replica: np.ndarray, limit: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -350,6 +349,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
     if (waves or np.any(cap < np.inf)) and split:  # the memory in use is a full wave's
         plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=par, batch=full, context=i + o,
                            **memory)
+    prefix_cache = prefix_cache and prefix_cache.over_ranks(par.dp * par.attention_groups)  # each caches apart
     cached = 0.0 if prefix_cache is None else effective_cached_tokens(i, prefix_cache, block_size=kv_block_size)
 
     def prefill(x: np.ndarray) -> tuple[StepResult, np.ndarray, np.ndarray]:

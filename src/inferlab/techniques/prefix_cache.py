@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -104,6 +104,17 @@ class PrefixCache:
         cached on every replica behaves as ``cache_aware_routing=True``.
         """
         return 1.0 if self.cache_aware_routing else 1.0 / self.replicas
+
+    def over_ranks(self, ranks: int) -> PrefixCache:
+        """This cache behind a deployment of ``ranks`` data-parallel ranks (``dp``, and attention
+        DP's ranks), each with a cache of its own: routing that ignores the cache spreads
+        requests over ``replicas x ranks`` caches; cache-aware routing is unchanged."""
+        return self if self.cache_aware_routing or ranks == 1 else replace(self, replicas=self.replicas * ranks)
+
+    @classmethod
+    def optional(cls, value: object) -> PrefixCache | None:
+        """:meth:`of`, or None for None (no prefix cache)."""
+        return None if value is None else cls.of(value)
 
     @classmethod
     def of(cls, value: object) -> PrefixCache:
