@@ -100,7 +100,7 @@ def test_trtllm_report_and_log():
     assert dict(report.layout) == {"tp": 4, "pp": 1, "ep": 1}
     assert dict(report.precision) == {"weights": "fp8", "activations": "fp8", "kv_cache": "fp8"}
     assert dict(report.metrics) == {"tpot_ms": 52.05, "output_tokens_per_s": 9090.87}
-    assert report.regime_and_load() == ("offline", {"offline": True})
+    assert report.regime_and_load() == ("offline", {"offline": True, "num_requests": 2000})  # request_info
     (log,) = read_bench(BENCH / "trtllm-bench.log")
     assert dict(log.layout) == {"tp": 1, "pp": 1}  # EP Size: None
     assert dict(log.metrics) == {"output_tokens_per_s": 16466.1888} and (log.isl, log.osl) == (128, 128)
@@ -922,3 +922,13 @@ def test_a_guidellm_benchmark_whose_every_request_errored_is_said_to_have_failed
     path.write_text(json.dumps(data))
     with pytest.raises(BenchFormatError, match=r"#1: no request succeeded \(120 errored\): a failed run"):
         read_bench(path)
+
+
+def test_a_run_sending_every_request_at_once_keeps_its_request_count(tmp_path):
+    # vllm bench serve at rate inf with no --max-concurrency: 160 requests at once. The count had
+    # been dropped, the run predicted as the default offline batch (TPOT 68 ms against 24 ms for 160)
+    data = {**json.loads((BENCH / "vllm-bench-serve.json").read_text()), "max_concurrency": None}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert run.regime_and_load() == ("offline", {"offline": True, "num_requests": 160})

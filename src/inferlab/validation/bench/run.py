@@ -109,10 +109,11 @@ class BenchRun:
             if self.concurrency is not None:  # at most that many in flight (--max-concurrency)
                 load["max_concurrency"] = int(self.concurrency)
             return "online", load
-        if self.concurrency is not None:  # the request count sets how much the opening burst weighs
-            count = {"num_requests": int(self.num_requests)} if self.num_requests else {}
+        # the request count sets how much the opening burst weighs, and an offline run's whole batch
+        count = {"num_requests": int(self.num_requests)} if self.num_requests else {}
+        if self.concurrency is not None:
             return "closed_loop", {"concurrency": int(self.concurrency), **count}
-        return "offline", {"offline": True}
+        return "offline", {"offline": True, **count}
 
 
 def lookup(data: Any, tool: str, label: str, *path: str, required: bool = True) -> Any:
