@@ -932,3 +932,17 @@ def test_a_run_sending_every_request_at_once_keeps_its_request_count(tmp_path):
     path.write_text(json.dumps(data))
     (run,) = read_bench(path)
     assert run.regime_and_load() == ("offline", {"offline": True, "num_requests": 160})
+
+
+def test_a_streamed_run_of_one_token_outputs_keeps_its_ttft(tmp_path):
+    # one output token a request (a prefill measurement) records TPOT and ITL as 0 streamed or not:
+    # it had been read as not streamed and its TTFT dropped
+    data = json.loads((BENCH / "vllm-bench-serve.json").read_text())
+    data["total_output_tokens"] = data["completed"]
+    for key in [k for k in data if k.endswith(("_tpot_ms", "_itl_ms"))]:
+        data[key] = 0
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    (run,) = read_bench(path)
+    assert dict(run.metrics)["ttft_ms"] == data["mean_ttft_ms"] and run.osl == 1
+    assert not any("not streamed" in n for n in run.notes)

@@ -261,9 +261,13 @@ def metrics_of(pairs: Mapping[str, float | None]) -> tuple[tuple[str, float], ..
 
 def unstreamed(data: Mapping[str, Any]) -> bool:
     """Whether a run was not streamed (``--disable-stream``): its TPOT and ITL recorded as 0 and
-    its "TTFT" the whole request's latency, no first token's time."""
-    return all(isinstance(data.get(k), (int, float)) and not isinstance(data.get(k), bool) and data.get(k) == 0
-               for k in ("mean_tpot_ms", "mean_itl_ms"))
+    its "TTFT" the whole request's latency, no first token's time. A run of one-token outputs
+    (a prefill measurement) records both as 0 either way, and its TTFT is its first token's."""
+    zeros = all(isinstance(data.get(k), (int, float)) and not isinstance(data.get(k), bool) and data.get(k) == 0
+                for k in ("mean_tpot_ms", "mean_itl_ms"))
+    done, out = data.get("completed"), data.get("total_output_tokens")
+    one_token = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (done, out)) and 0 < out <= done
+    return zeros and not one_token
 
 
 UNSTREAMED_NOTE = "not streamed (TPOT and ITL recorded as 0): its TTFT is the whole latency and is not used"
