@@ -137,3 +137,12 @@ def test_the_serving_sweep_runs_the_prefix_hit_rate_as_a_shared_prefix():
     kw = Knobs(prefix_hit=0.5, isl=2048).serve_kwargs()
     assert kw["prefix"].tokens == 1024 and kw["isl"] == 2048 and "batch_size" not in kw
     assert "prefix" not in Knobs().serve_kwargs()
+
+
+def test_a_one_token_output_has_no_tpot_in_the_explorer():
+    # one output token leaves no decode step: the CLI prints '-' and Estimate.tpot is NaN; the
+    # explorer had drawn 0 ms
+    view = estimate_view(Knobs(osl=1))
+    assert view["metrics"]["tpot_s"] is None and view["metrics"]["output_tokens_per_s_per_user"] is None
+    assert set(view["batch_curve"]["tpot_s"]) == {None}
+    assert view["metrics"]["ttft_s"] > 0

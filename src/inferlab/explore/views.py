@@ -29,6 +29,13 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _shown(tpot_s: Any) -> np.ndarray:
+    """TPOT [s], NaN where one output token leaves no decode step (0 inside, for the sums), as
+    the CLI's '-' and ``Estimate.tpot``."""
+    t = np.asarray(tpot_s, float)
+    return np.where(t > 0, t, np.nan)
+
+
 def _per_user(tpot_s: Any) -> float | None:
     """What one user's stream gets, ``1 / TPOT`` [token/s]; None for a one-token output."""
     tpot = _num(tpot_s)
@@ -70,7 +77,7 @@ def estimate_view(knobs: Knobs) -> dict[str, Any]:
         "title": str(est).splitlines()[0],
         "num_gpus": dep.num_gpus,
         "metrics": {
-            "ttft_s": _num(est.ttft_s), "tpot_s": _num(est.tpot_s),
+            "ttft_s": _num(est.ttft_s), "tpot_s": _num(_shown(est.tpot_s)),
             "output_tokens_per_s": _num(est.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": _num(est.output_tokens_per_s / dep.num_gpus),
             "output_tokens_per_s_per_user": _per_user(est.tpot_s),
@@ -80,7 +87,7 @@ def estimate_view(knobs: Knobs) -> dict[str, Any]:
             "memory_per_gpu_bytes": _num(est.memory.used), "waves": _num(est.waves),
         },
         "batch_curve": {"batch": batches.tolist(), "feasible": ok.tolist(), "ttft_s": _nums(curve.ttft_s),
-                        "tpot_s": _nums(curve.tpot_s), "output_tokens_per_s": _nums(curve.output_tokens_per_s)},
+                        "tpot_s": _nums(_shown(curve.tpot_s)), "output_tokens_per_s": _nums(curve.output_tokens_per_s)},
         "roofline": _roofline(est),
         "memory": _memory(est.memory),
         "explain": est.explain(),
@@ -116,14 +123,14 @@ def _disaggregated_view(knobs: Knobs, curve: Any, batches: np.ndarray) -> dict[s
     est = estimate(**knobs.estimate_kwargs())
     return {
         "title": str(est).splitlines()[0], "num_gpus": est.num_gpus,
-        "metrics": {"ttft_s": _num(est.ttft_s), "tpot_s": _num(est.tpot_s),
+        "metrics": {"ttft_s": _num(est.ttft_s), "tpot_s": _num(_shown(est.tpot_s)),
                     "output_tokens_per_s": _num(est.output_tokens_per_s),
                     "output_tokens_per_s_per_gpu": _num(est.output_tokens_per_s_per_gpu),
                     "output_tokens_per_s_per_user": _per_user(est.tpot_s),
                     "usd_per_million_output": None, "usd_per_million_input": None, "usd_per_gpu_hour": None,
                     "memory_per_gpu_bytes": _num(est.decode_memory.used), "waves": 1.0},
         "batch_curve": {"batch": batches.tolist(), "feasible": [True] * len(batches), "ttft_s": _nums(curve.ttft_s),
-                        "tpot_s": _nums(curve.tpot_s), "output_tokens_per_s": _nums(curve.output_tokens_per_s)},
+                        "tpot_s": _nums(_shown(curve.tpot_s)), "output_tokens_per_s": _nums(curve.output_tokens_per_s)},
         "roofline": None,
         "memory": _memory(est.decode_memory),
         "explain": str(est),
