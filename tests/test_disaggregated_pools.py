@@ -92,12 +92,14 @@ def _prefill_s(pool: str, budget: int, engine: str) -> tuple[float, float]:
 def test_an_attention_dp_prefill_pool_chunks_each_ranks_prompts_under_its_own_budget(engine):
     """8 prompts of 2048 tokens with a 2048-token budget. Attention DP over 8 ranks: each rank
     takes one prompt within its own budget, one iteration, as with a budget of 16,384. Plain
-    TP8: the replica's one budget takes the 16,384 tokens in 8 iterations, 7 step overheads
-    more than at 16,384. The pool with attention DP had been chunked as plain TP (8 iterations)."""
+    TP8: the replica's one budget takes the 16,384 tokens in 8 iterations, each a step of its
+    own: more than 7 step overheads above one step of 16,384, as each reads the experts' weights
+    again (2,048 tokens x top-8 touch all 128 experts: 61 GB / 8 GPUs, 2.3 ms a read at
+    3.35 TB/s). The pool with attention DP had been chunked as plain TP (8 iterations)."""
     adp, adp_wide = (_prefill_s("h100-sxmx8:tp8:ep8:adp", b, engine)[0] for b in (2048, 16384))
     assert adp == adp_wide
     (tp, overhead), (tp_wide, _) = (_prefill_s("h100-sxmx8:tp8:ep8", b, engine) for b in (2048, 16384))
-    assert tp - tp_wide == pytest.approx(7 * overhead, rel=1e-9)
+    assert tp - tp_wide > 7 * (overhead + 61e9 / 8 / 3.35e12)
 
 
 def test_an_attention_dp_prefill_pool_prefills_as_the_same_aggregated_layout_does():

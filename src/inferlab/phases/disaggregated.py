@@ -216,7 +216,7 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     replica_budget = iteration_tokens(default_scheduler(engine_p), dep_p.parallel, float(max_num_tokens))
     chunks = prefill_chunks(bp, i - cached, dep_p.parallel, replica_budget)
     graphed = prefill_graphed(dep_p, np.minimum(bp * (i - cached), replica_budget), prefill_graph_tokens)
-    prefill_s = chunked_prefill_s(dep_p, pre, chunks, graphed)
+    prefill_s = chunked_prefill_s(dep_p, pre, chunks, graphed, replica_budget)
     pre = graphed_prefill(dep_p, pre, graphed)
     transfer = kv_transfer(d, dep_p, dep_d, bp, i, prefill_s,
                            freed=held_windows(dep_d.model, window_scheduler(engine_d, *windows))[0])

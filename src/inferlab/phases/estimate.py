@@ -358,7 +358,7 @@ def static_batch(dep: ResolvedDeployment, engine: str, b: np.ndarray, i: np.ndar
         pre = prefill_with_cache(dep, x, i, prefix_cache, block_size=kv_block_size)
         chunks = prefill_chunks(x, i - cached, par, memory["step_tokens"])
         graphed = prefill_graphed(dep, np.minimum(x * (i - cached), memory["step_tokens"]), prefill_graph_tokens)
-        first = chunked_prefill_s(dep, pre, chunks, graphed)
+        first = chunked_prefill_s(dep, pre, chunks, graphed, memory["step_tokens"])
         if speculative is not None:  # the drafter's own pass over the prompts
             first = first + drafter_prefill_s(dep, speculative, x, i, cached)
         return graphed_prefill(dep, pre, graphed), first, graphed
