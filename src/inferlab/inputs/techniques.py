@@ -193,7 +193,8 @@ class Pools(BaseModel):
     link_latency_s : float, optional [s]
     overlap : bool
         Send each layer's KV while later layers are prefilled.
-    first_token : {"decode", "prefill"}
+    first_token : {"decode", "prefill"}, optional
+        Default: the decode pool's engine's (vLLM: decode; SGLang, TensorRT-LLM: prefill).
     """
 
     model_config = FROZEN
@@ -203,7 +204,7 @@ class Pools(BaseModel):
     link_bandwidth: float | None = None
     link_latency_s: float | None = None
     overlap: bool = True
-    first_token: Literal["decode", "prefill"] = "decode"
+    first_token: Literal["decode", "prefill"] | None = None
 
     @classmethod
     def of(cls, value: Any) -> Pools:

@@ -118,6 +118,7 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
             raise
 
     pre, dec = one("prefill", d.prefill), one("decode", d.decode)
+    d = d.for_engine(d.decode.engine or engine)
     kv_p, kv_d = pre.precision.kv_cache, dec.precision.kv_cache
     if kv_p != kv_d:  # the decode pool reads the blocks the prefill pool wrote, as they are
         raise SpecError(f"the prefill pool keeps its KV cache in {kv_p} and the decode pool in {kv_d}: the KV blocks "

@@ -16,7 +16,8 @@ technique compose them: :mod:`inferlab.phases.disaggregated` (a static batch per
 - **TTFT** = prefill + the exposed part of the transfer + the decode step that emits the
   first token (``first_token="decode"``: vLLM's P/D connectors recompute the last prompt
   token on the decode instance, whose first step produces the token the user sees; with
-  ``"prefill"`` the prefill's token is forwarded as in SGLang and DistServe).
+  ``"prefill"`` the prefill's token is forwarded as in SGLang, TensorRT-LLM's context servers
+  and DistServe). Unset, the decode pool's engine's way (:data:`FIRST_TOKEN_BY_ENGINE`).
 - **TPOT** comes from the decode pool alone: plain decode steps at the decode batch, no
   prefill interleaved.
 - **Sizing.** A request costs ``tp_p x cycle / prefill_batch`` prefill GPU-seconds and
@@ -36,7 +37,7 @@ References
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,6 +52,10 @@ from ..units import to_si
 
 LinkKind = Literal["auto", "nvlink", "network"]
 FirstToken = Literal["decode", "prefill"]
+#: Which pool emits the first token, by the decode pool's engine: vLLM's P/D connectors have the
+#: decode instance recompute the last prompt token (its first step emits the token); SGLang's
+#: prefill server and TensorRT-LLM's context server sample it and hand it over with the KV.
+FIRST_TOKEN_BY_ENGINE = {"sglang": "prefill", "trtllm": "prefill", "trtllm-pytorch": "prefill"}
 
 #: One KV transfer's fixed cost over the network [s]: an RDMA write completes in about
 #: 2 us on NDR InfiniBand; the connector's completion notice to the decode side adds a
@@ -172,8 +177,9 @@ class Disaggregation:
         the profile's collective step latency over the fabric.
     overlap : bool
         Send each layer's KV while later layers are prefilled.
-    first_token : {"decode", "prefill"}
-        Which pool emits the first token (see the module notes).
+    first_token : {"decode", "prefill"}, optional
+        Which pool emits the first token (see the module notes); default the decode pool's
+        engine's (:meth:`for_engine`).
     """
 
     prefill: Pool
@@ -182,12 +188,19 @@ class Disaggregation:
     link_bandwidth: float | str | None = None
     link_latency_s: float | None = None
     overlap: bool = True
-    first_token: FirstToken = "decode"
+    first_token: FirstToken | None = None
+
+    def for_engine(self, engine: str) -> Disaggregation:
+        """This split with its first token's pool set: as given, else ``engine``'s (the decode
+        pool's engine) way."""
+        if self.first_token is not None:
+            return self
+        return replace(self, first_token=FIRST_TOKEN_BY_ENGINE.get(engine, "decode"))
 
     def __post_init__(self) -> None:
         if self.link not in ("auto", "nvlink", "network"):
             raise SpecError(f"disaggregation: link must be auto, nvlink or network, got {self.link!r}")
-        if self.first_token not in ("decode", "prefill"):
+        if self.first_token is not None and self.first_token not in ("decode", "prefill"):
             raise SpecError(f"disaggregation: first_token must be decode or prefill, got {self.first_token!r}")
         if self.link_bandwidth is not None:
             bw = to_si(self.link_bandwidth, "byte/second") if isinstance(self.link_bandwidth, str) else \
@@ -252,7 +265,8 @@ class Disaggregation:
             text += f",bw={float(self.link_bandwidth) / 1e9:g}GB/s"
         if self.link_latency_s is not None:
             text += f",latency={self.link_latency_s * 1e6:g}us"
-        return text + f",overlap={'on' if self.overlap else 'off'},first_token={self.first_token}"
+        text += f",overlap={'on' if self.overlap else 'off'}"
+        return text + (f",first_token={self.first_token}" if self.first_token is not None else "")
 
 
 def _parse_value(field: str, value: str, text: str) -> Any:

@@ -64,7 +64,8 @@ def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks: Any, gra
 
     Each chunk is a step of its own, which reads the weights again: with an iteration's token
     ``budget`` [token] the prefill takes at least ``chunks - 1`` steps of a full budget (each
-    attention-DP rank its share, their attention over the chunk alone: a lower bound). A small
+    attention-DP rank its share, made of the prompts' pieces, whole prompts where they are shorter,
+    their attention over the piece alone: a lower bound). A small
     budget makes it weight-bound (Llama-3.1-70B FP8 on 4 H100s: an 8,192-token prompt in 32-token
     chunks is 256 reads of 18 GB a GPU, at least 1.4 s, not one step's 0.8 s)."""
     chunks = np.asarray(chunks, float)
@@ -76,5 +77,7 @@ def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks: Any, gra
     if budget is None or not np.any(chunks > 1.0):
         return out
     g = dep.parallel.attention_groups
-    full = prefill(dep, np.asarray(float(g)), np.maximum(np.asarray(budget, float) / g, 1.0))
+    share = np.maximum(np.asarray(budget, float) / g, 1.0)  # a rank's tokens an iteration
+    piece = np.minimum(np.asarray(pre.step.new_tokens, float), share)  # a prompt's part of it, or all of it
+    full = prefill(dep, g * share / piece, piece)  # those pieces, their attention over themselves alone
     return np.maximum(out, (chunks - 1.0) * graphed_prefill(dep, full, graphed).time_s)
