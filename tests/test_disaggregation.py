@@ -466,3 +466,17 @@ def test_a_deployment_with_pools_takes_a_price():
     dep = Deployment(model="llama-3.1-70b", disaggregation=POOLS_70B, price_per_gpu_hour=3.0)
     est = estimate(dep, Workload(isl=2048, osl=512, batch_size=64))
     assert est.usd_per_gpu_hour == (3.0, 3.0)
+
+
+@pytest.mark.parametrize("engine, first", [("vllm", "decode"), ("generic", "decode"), ("sglang", "prefill"),
+                                           ("trtllm-pytorch", "prefill"), ("trtllm", "prefill")])
+def test_the_first_tokens_pool_is_the_decode_engines_way_unless_given(engine, first):
+    # vLLM's connectors recompute the last prompt token on the decode instance; SGLang's prefill
+    # server and TensorRT-LLM's context server sample the first token and hand it over. It had been
+    # the decode pool's step for every engine, against this module's own notes on SGLang
+    split = "prefill=h100-sxm,decode=h100-sxm"
+    dis = estimate_disaggregated("llama-3.1-8b", split, isl=1024, osl=64, engine=engine)
+    assert dis.disaggregation.first_token == first
+    assert (float(dis.first_token_step_s) > 0) == (first == "decode")
+    given = estimate_disaggregated("llama-3.1-8b", split + ",first_token=decode", isl=1024, osl=64, engine=engine)
+    assert float(given.first_token_step_s) > 0  # as given

@@ -44,8 +44,9 @@ def explain_disaggregated(est: DisaggEstimate, point: int = 0) -> str:
         f"TTFT {ms(at(est.ttft_s))} = prefill {ms(at(est.prefill_s))} + exposed KV transfer "
         f"{ms(at(t.exposed_s))} (of {ms(at(t.time_s))}: {at(t.bytes) / 1e9:.3g} GB over {t.link.name} at "
         f"{t.bandwidth / 1e9:.0f} GB/s, " + ("sent layer by layer during the prefill" if d.overlap else
-                                              "sent after the prefill") +
-        f") + the decode pool's first step {ms(at(est.first_token_step_s))}",
+                                              "sent after the prefill") + ")" +
+        (f" + the decode pool's first step {ms(at(est.first_token_step_s))}" if d.first_token == "decode" else
+         ": the prefill pool's token, forwarded (first_token=prefill)"),
     ]
     if at(est.tpot_s) > 0:
         lines.append(f"TPOT {ms(at(est.tpot_s))} on the decode pool ({1 / at(est.tpot_s):.1f} tok/s per user)")
