@@ -107,6 +107,8 @@ def test_cli_validate_with_workers_prints_what_the_serial_run_prints(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--workers", "0"], "--workers must be a whole number of processes, at least 1, got 0"),
     (["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"], "give --workers (a local cluster) or --scheduler"),
+    # a thousand local processes had hung the machine and leaked semaphores
+    (["--workers", "100000"], "--workers 100000 is more processes than this machine runs usefully"),
 ])
 def test_cli_cluster_flags_refuse_bad_input(capsys, argv, message):
     assert main(["validate", CASE_FILES[0], *argv]) == 2

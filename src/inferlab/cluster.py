@@ -14,6 +14,7 @@ computes serially, so the results are identical. Dask is the optional ``dask`` e
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -70,6 +71,10 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
         return
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise SpecError(f"--workers must be a whole number of processes, at least 1, got {workers!r}")
+    if workers is not None and workers > max_local_workers():
+        raise SpecError(f"--workers {workers} is more processes than this machine runs usefully (at most "
+                        f"{max_local_workers()}: four per CPU core); for more, start a Dask cluster over several "
+                        "machines and give its --scheduler")
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
@@ -91,3 +96,9 @@ def dask_client(workers: int | None = None, scheduler: str | None = None) -> Ite
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0")
     with cluster, Client(cluster) as client:
         yield client
+
+
+def max_local_workers() -> int:
+    """Most processes a local cluster takes: four per CPU core (each worker is a Python process
+    holding the catalog; past that they only contend, and hundreds exhaust the OS's semaphores)."""
+    return 4 * (os.cpu_count() or 1)
