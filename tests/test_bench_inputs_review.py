@@ -302,3 +302,13 @@ def test_a_deployment_drafter_without_acceptance_is_still_checked(tmp_path):
         deployment = write(tmp_path, "d.yaml", f"model: llama-3.1-70b\nhardware: h100-sxm\nspeculative: {spec}\n")
         with pytest.raises(SpecError, match=said):
             given_deployment(deployment=deployment)
+
+
+@pytest.mark.parametrize("text", ["model: llama-3.1-8b\nlayout: {tp: 2}\n", "model: llama-3.1-8b\ntp: 2\n"])
+def test_a_deployment_file_without_hardware_takes_the_gpu_given(tmp_path, text):
+    # the README: the deployment from --deployment FILE, the GPU from --gpu; a file naming no hardware
+    # had been refused ("give the hardware") although --gpu gave it
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    given = given_deployment(deployment=str(path), gpu="h100-sxm")
+    assert given.hardware == "h100-sxm" and given.layout["tp"] == 2 and given.model == "llama-3.1-8b"

@@ -144,15 +144,19 @@ def load_deployment_file(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"{path}: {exc}") from None
 
 
-def read_deployment_file(path: str | Path, open_acceptance: bool = False) -> tuple[dict[str, Any], Any]:
+def read_deployment_file(path: str | Path, open_acceptance: bool = False,
+                         hardware: str | None = None) -> tuple[dict[str, Any], Any]:
     """The file's own keyword arguments and its ``engine_args`` launch (None without one),
     not yet merged (see :meth:`~inferlab.engines.EngineLaunch.merged`). ``open_acceptance``: a
     flat file's ``speculative`` that names no acceptance is kept as its fields (a benchmark
-    run's recorded acceptance completes it) rather than refused."""
+    run's recorded acceptance completes it) rather than refused. ``hardware``: the GPU where the
+    file names none (``--gpu`` beside it)."""
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
     if isinstance(data.get("deployment"), dict):  # what --json writes: its deployment and workload, the results aside
         data = _written_by_json(path, data)
+    if hardware and data.get("hardware") is None and data.get("disaggregation") is None:
+        data = {**data, "hardware": hardware}
     if _typed(data):
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
@@ -215,16 +219,18 @@ def _typed(data: dict[str, Any]) -> bool:
     return "layout" in data or "workload" in data or isinstance(data.get("engine"), dict)
 
 
-def deployment_file_limits(path: str | Path) -> dict[str, Any]:
+def deployment_file_limits(path: str | Path, hardware: str | None = None) -> dict[str, Any]:
     """The scheduler limits a deployment file in the :class:`~inferlab.Deployment`'s own form
     sets on its engine (serving limits included, which the estimate arguments of
-    :func:`read_deployment_file` leave out); ``{}`` for the flat form."""
+    :func:`read_deployment_file` leave out); ``{}`` for the flat form. ``hardware``: as there."""
     from .deployment import Deployment
 
     path = Path(path)
     data = read_yaml_mapping(path, f"deployment file {path}")
     if isinstance(data.get("deployment"), dict):
         data = _written_by_json(path, data)
+    if hardware and data.get("hardware") is None and data.get("disaggregation") is None:
+        data = {**data, "hardware": hardware}
     if not _typed(data):
         return {}
     data.pop("workload", None)

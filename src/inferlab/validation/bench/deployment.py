@@ -86,10 +86,10 @@ def given_deployment(*, engine_args: str | None = None, deployment: str | None =
         from ...engines.scheduler import USER_LIMITS
         from ...inputs.files import deployment_file_limits, read_deployment_file
 
-        kwargs, launch = read_deployment_file(deployment, open_acceptance=True)
+        kwargs, launch = read_deployment_file(deployment, open_acceptance=True, hardware=gpu)
         # the serving limits: the engine args' or the typed file's engine, and a flat file's
         # max_num_tokens (the token budget as estimate names it)
-        serving = deployment_file_limits(deployment) if launch is None else \
+        serving = deployment_file_limits(deployment, hardware=gpu) if launch is None else \
             {k: getattr(launch, k) for k in USER_LIMITS if getattr(launch, k) is not None}
         try:
             speculative = case_speculative(kwargs.pop("speculative", None))
