@@ -95,7 +95,11 @@ def test_validate_cli_reports_the_bad_case_and_exits_0(tmp_path, capsys):
     (b"schema: [unclosed", "not valid YAML"),
     (b"schema: inferlab-cases/0\ncases: []\n", "expected 'schema: inferlab-cases/1' at the top, found 'inferlab-cases/0'"),
     (b"just text", "expected 'schema: inferlab-cases/1' at the top, found 'str'"),
-    (b"schema: inferlab-cases/1\ncases: {a: 1}\n", "'cases' must be a list of cases"),
+    (b"schema: inferlab-cases/1\ncases: {a: 1}\n", "'cases' must be a list of cases, got dict"),
+    # these had said "found 'NoneType'", "found 'list'" and "'cases' must be a list"
+    (b"", "the file is empty; a case file is a mapping: 'schema: inferlab-cases/1', then the cases in a list"),
+    (b"- {id: a}\n", "a list at the top; a case file is a mapping"),
+    (b"schema: inferlab-cases/1\ncase: []\n", "no 'cases' key (did you mean 'cases'?)"),
 ])
 def test_files_that_are_not_case_files_exit_2_in_one_line(tmp_path, capsys, content, message):
     path = tmp_path / "f.yaml"
@@ -170,3 +174,12 @@ def test_a_key_close_to_no_known_one_is_kept_as_a_later_schemas(tmp_path):
     (entry,) = load_case_entries(_file(tmp_path, [_variant("c", harness="aiperf 0.3",
                                                            precision={**GOOD["precision"], "lm_head": "bf16"})]))
     assert isinstance(entry, Case)
+
+
+def test_a_speculative_case_without_its_draft_length_says_so():
+    # it had said "draft length k must be an integer >= 1, got 0" where nothing was given
+    from inferlab.validation.cases import speculative_from
+
+    with pytest.raises(SpecError, match=r"speculative: draft_tokens \(the draft length k, from 1\) is missing"):
+        speculative_from({"method": "eagle", "acceptance": 0.7})
+    assert speculative_from({"method": "eagle", "draft_tokens": 3, "acceptance": 0.7}).k == 3

@@ -67,9 +67,7 @@ ATTENTION_PARAMS = [
 FLOOR_PARAM = Param(("kernel_floor_s",), 5e-6, 1e-7, 1e-4)
 COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
                      Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
-#: A ring's time a step, where the rows hold groups of more than two GPUs to tell it from the
-#: fixed latency (at two GPUs both are one constant).
-HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)
+HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)  # fitted where groups of > 2 GPUs show it
 #: Where the switch reduces in the fabric (NVLS), its share of the link too.
 NVLS_PARAMS = [Param(("collective", "nvls_bandwidth_fraction"), 0.5, 0.005, 1.0),
                Param(("collective", "nvls_latency_s"), 5e-5, 1e-6, 1e-3)]
@@ -154,7 +152,7 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
     """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile),
     and NVLS's share where the GPU's switch reduces in the fabric.
 
-    In two stages: the ring and one-shot paths on every row without NVLS, then NVLS's share
+    In two stages: the ring (and, without a hop latency, one-shot) on every row without NVLS, then NVLS's share
     and fixed time with those kept, so that NVLS wins only where the rows it can serve
     (16-bit) run faster than those paths predict, and the rows it cannot serve (8-bit; an
     engine with NVLS off, SGLang's) keep the paths' own fit. On 8 H100s the 16-bit rows run
@@ -184,8 +182,7 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[
 
         return fit_log(residuals, params)
 
-    wide = any(np.any(table["num_gpus"][rows] > 2) for rows in groups.values())
-    paths = fit(COLLECTIVE_PARAMS + ([HOP_PARAM] if wide else []), {})
+    paths = fit(COLLECTIVE_PARAMS + [HOP_PARAM] * any(np.any(table["num_gpus"][r] > 2) for r in groups.values()), {})
     if not _nvls(hardware):
         return paths
     nvls = fit(NVLS_PARAMS, paths)

@@ -25,6 +25,7 @@ from ..core.parallelism import expert_layout
 from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
+from .case_file import case_list
 from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS, case_engine,  # noqa
                          case_limits, case_version, known_engine, misspelt, source_layout, unstated_kv_cache)
@@ -196,12 +197,7 @@ def _read_yaml(text: str, label: str) -> list[Case | InvalidCase]:
         raise SpecError(f"case file {label}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
     except RecursionError:
         raise SpecError(f"case file {label}: nested too deeply to be a case file") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise SpecError(f"case file {label}: expected 'schema: {SCHEMA}' at the top, found {found!r:.60}")
-    raw = data.get("cases")
-    if not isinstance(raw, list):
-        raise SpecError(f"case file {label}: 'cases' must be a list of cases")
+    raw = case_list(data, label, SCHEMA)
     cases: list[Case | InvalidCase] = []
     for i, item in enumerate(raw):
         named = isinstance(item, dict) and isinstance(item.get("id"), str) and item.get("id")
@@ -379,8 +375,10 @@ def speculative_from(spec: dict[str, Any] | None) -> Any:
     """A case's ``speculative`` mapping as a :class:`SpeculativeConfig` (None for none)."""
     from ..techniques.speculative import SpeculativeConfig
 
+    if spec and spec.get("draft_tokens") is None:
+        raise SpecError("speculative: draft_tokens (the draft length k, from 1) is missing")
     return None if not spec else SpeculativeConfig(
-        method=spec.get("method") or "", k=int(spec.get("draft_tokens", 0) or 0), acceptance=spec.get("acceptance"),
+        method=spec.get("method") or "", k=int(spec["draft_tokens"]), acceptance=spec.get("acceptance"),
         acceptance_length=spec.get("acceptance_length"), draft_model=spec.get("draft_model"),
         draft_vocab_size=spec.get("draft_vocab_size"))
 
