@@ -137,6 +137,8 @@ def test_a_file_without_cases_is_bad_input(tmp_path, capsys):
     ("output_tokens_per_s", "tokens/ms", 1.2, 1200.0),
     ("output_tokens_per_s_per_gpu", "tokens/s/gpu", 25860.0, 25860.0),
     ("output_tokens_per_s_per_gpu", "tok/min/GPU", 60.0, 1.0),
+    ("tpot_ms", "ms/token", 7.4, 7.4),  # a time per output token may say so (it had been refused)
+    ("itl_ms", "s/tok", 0.0074, 7.4),
 ])
 def test_a_case_is_compared_in_its_metrics_unit(tmp_path, metric, unit, measured, expected):
     (entry,) = load_case_entries(_file(tmp_path, [_variant("u", metric=metric, unit=unit, measured=measured)]))
@@ -147,6 +149,7 @@ def test_a_case_is_compared_in_its_metrics_unit(tmp_path, metric, unit, measured
     ("ttft_ms", "furlongs", "unknown unit"),
     ("ttft_ms", "tokens/s", "the dimensions differ"),
     ("output_tokens_per_s", "tokens/s/gpu", "per GPU, but output_tokens_per_s is of the whole system"),
+    ("ttft_ms", "ms/token", "the dimensions differ"),  # the first token's time is no time per token
 ])
 def test_a_unit_of_another_kind_is_the_cases_reason(tmp_path, metric, unit, message):
     entries = load_case_entries(_file(tmp_path, [GOOD, _variant("u", metric=metric, unit=unit)]))
@@ -183,3 +186,13 @@ def test_a_speculative_case_without_its_draft_length_says_so():
     with pytest.raises(SpecError, match=r"speculative: draft_tokens \(the draft length k, from 1\) is missing"):
         speculative_from({"method": "eagle", "acceptance": 0.7})
     assert speculative_from({"method": "eagle", "draft_tokens": 3, "acceptance": 0.7}).k == 3
+
+
+
+@pytest.mark.parametrize("field, value", [("isl", True), ("isl", "1024"), ("num_gpus", "1"), ("measured", "1500")])
+def test_a_boolean_or_quoted_number_is_the_cases_reason(tmp_path, field, value):
+    # `isl: true` had been predicted as a 1-token prompt, a quoted measurement taken as a number
+    entries = load_case_entries(_file(tmp_path, [GOOD, _variant("t", **{field: value})]))
+    assert isinstance(entries[1], InvalidCase) and f"{field}: expected a number, got" in entries[1].reason
+    (whole,) = load_case_entries(_file(tmp_path, [_variant("w", isl=128.0)]))  # a whole float stays a count
+    assert isinstance(whole, Case) and whole.isl == 128

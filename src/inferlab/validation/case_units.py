@@ -3,6 +3,8 @@ unit registry (ms for times; tokens/s of the system, per GPU or per user for rat
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import InferlabError
 
 #: The metrics a case may measure.
@@ -27,6 +29,11 @@ def measured_in(metric: str, unit: str, value: float) -> float:
     from ..units import Q
 
     text, target = unit.strip(), "ms" if metric.endswith("_ms") else "tokens/s"
+    if metric in ("tpot_ms", "tpot_p50_ms", "itl_ms"):  # a time per output token may say so: ms/token
+        for tail in ("/token", "/tok", "/tokens"):
+            if text.lower().endswith(tail):
+                text = text[:-len(tail)]
+                break
     if target == "tokens/s":
         of = _RATE_OF[metric]
         for tail in ("/gpu", "/user"):
@@ -44,3 +51,11 @@ def measured_in(metric: str, unit: str, value: float) -> float:
         raise ValueError(f"unit {unit!r} is not a unit of {metric} ({target}, or one convertible to it such "
                          f"as {'s' if target == 'ms' else 'tokens/min'})") from None
     return value * factor
+
+
+def number_as_written(value: Any) -> Any:
+    """A case's number as written: ``true`` (which would read as 1) and quoted text ("1500")
+    are refused, for a field validator to say so."""
+    if isinstance(value, (bool, str)):
+        raise ValueError(f"expected a number, got {type(value).__name__} {value!r:.20}")
+    return value

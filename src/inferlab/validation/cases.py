@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.parallelism import expert_layout
 from ..core.quantization import KINDS
 from ..errors import InferlabError, SpecError
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
 from .case_file import case_list
-from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in
+from .case_units import METRICS as _METRICS, RATE_UNIT as _RATE_UNIT, measured_in, number_as_written as _number
 from .case_setup import (PROFILE_ENGINES, SOURCE_PRECISION, SOURCE_SCHEDULERS, SOURCE_VERSIONS, case_engine,  # noqa
                          case_limits, case_version, known_engine, misspelt, source_layout, unstated_kv_cache)
 
@@ -68,13 +68,13 @@ class Case(BaseModel):
     regime: Literal["static_batch", "offline", "online", "closed_loop"]
     model: str
     hardware: str
-    num_gpus: int = Field(ge=1, le=MAX_GPUS)
+    num_gpus: Annotated[int, BeforeValidator(_number)] = Field(ge=1, le=MAX_GPUS)
     parallelism: Parallelism = Parallelism()
     precision: dict[str, str | None]
     engine: Annotated[str, AfterValidator(known_engine)]
     engine_version: str | None = None
-    isl: int = Field(ge=1, le=MAX_TOKENS)
-    osl: int = Field(ge=1, le=MAX_TOKENS)
+    isl: Annotated[int, BeforeValidator(_number)] = Field(ge=1, le=MAX_TOKENS)
+    osl: Annotated[int, BeforeValidator(_number)] = Field(ge=1, le=MAX_TOKENS)
     load: dict[str, Any]
     speculative: dict[str, Any] | None = None
     prefix_cache: dict[str, Any] | None = None
@@ -82,7 +82,7 @@ class Case(BaseModel):
     scheduler: dict[str, Any] | None = None  # limits the run set (max_num_seqs...); else the engine's defaults
     metric: Literal["output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user",
                     "ttft_ms", "itl_ms", "tpot_ms", "tpot_p50_ms"]
-    measured: float = Field(gt=0.0)
+    measured: Annotated[float, BeforeValidator(_number)] = Field(gt=0.0)
     unit: str = ""
     source: str = ""
     source_id: str = ""
