@@ -117,7 +117,12 @@ def test_a_b200_is_never_slower_than_an_h200(model, tp, engine):
     2,048-token prompts (compute-bound prefill) and its decode are never slower on it, in any
     format the checkpoint ships or is quantized to. vLLM's block-scaled FP8 (DeepSeek-V3's
     checkpoint) had been 15% slower on the B200 at batch 8: its fitted standalone-kernel bandwidth
-    share (11%) was charged to the large-M GEMMs of the prefill."""
+    share (11%) was charged to the large-M GEMMs of the prefill.
+
+    One resource is not larger: NCCL's latency for a small all-reduce over 8 GPUs, measured at
+    25 us on B200s against 16 us on H100s (ops-public.csv, 512 B). The generic engine all-reduces
+    with NCCL (the others with their own kernels, alike on both), so its TP8 decode step of a few
+    tokens, 160 all-reduces on Llama-3.1-70B, may be up to 5% slower on the B200."""
     from inferlab import estimate
     from inferlab.errors import InferlabError
 
@@ -128,7 +133,8 @@ def test_a_b200_is_never_slower_than_an_h200(model, tp, engine):
         except InferlabError:
             continue  # a format this model or engine does not run
         assert np.all(np.asarray(b200.ttft_s) <= np.asarray(h200.ttft_s) * 1.0001), precision
-        assert np.all(np.asarray(b200.tpot_s) <= np.asarray(h200.tpot_s) * 1.0001), precision
+        nccl_latency = 1.05 if engine == "generic" and tp >= 8 else 1.0001
+        assert np.all(np.asarray(b200.tpot_s) <= np.asarray(h200.tpot_s) * nccl_latency), precision
 
 
 @pytest.mark.parametrize("hw", ["l40s", "rtx-4090", "h100-sxm", "b200", "a100-sxm-80gb"])
@@ -197,3 +203,19 @@ def test_mxfp4_and_nvfp4_prefill_on_one_tensor_core_path(hw, engine):
                                  engine=engine).ttft.to("ms").magnitude
 
     assert ttft("mxfp4 kv:bf16") == pytest.approx(ttft("nvfp4 kv:bf16"), rel=0.02)
+
+
+@pytest.mark.parametrize("hw", ["h100-sxm", "l40s", "b200"])
+def test_int4_weights_over_fp8_activations_compute_in_fp8(hw):
+    """W4A8 (TensorRT-LLM's W4A8-AWQ): INT4 weights widened to FP8 inside the GEMM, FP8 tensor-core
+    math. A compute-bound prefill runs as FP8's does, a memory-bound decode reads INT4's bytes; it
+    had run as W4A16 (BF16 math: Llama-3.1-70B's 8,192-token prefill on 4 H100s in 563 ms, not 434)."""
+    import inferlab
+
+    def run(precision, isl, osl):
+        e = inferlab.estimate("llama-3.1-70b", hw, tp=4, precision=precision, isl=isl, osl=osl, batch_size=1)
+        return float(e.ttft_s), float(e.tpot_s)
+
+    w4a8, fp8, w4a16 = (run(p, 8192, 64) for p in ("w:int4 a:fp8 kv:bf16", "fp8 kv:bf16", "w:int4 a:bf16 kv:bf16"))
+    assert 0.9 * fp8[0] <= w4a8[0] <= 1.02 * fp8[0] and w4a8[0] < w4a16[0]  # FP8's math, fewer weight bytes
+    assert w4a8[1] < fp8[1]  # half the weight bytes of FP8 in decode

@@ -327,9 +327,15 @@ def achievable_flops_per_s(hw: HardwareSpec, precision: str) -> float:
     return math.inf
 
 
+#: Weight-only INT4 formats (group 128 and group 32).
+_INT4 = frozenset({"int4", "int4_g32"})
+
+
 def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
     """Tensor precision of a product of operands stored in formats ``a`` and ``b``."""
     ca, cb = number_format(a).compute, number_format(b).compute
+    if {a, b} & _INT4 and "fp8" in (ca, cb) and runs_natively(hw, "fp8"):
+        return "fp8"  # INT4 weights widened to FP8 in the kernel (TensorRT-LLM's W4A8-AWQ), not to 16 bits
     if ca == cb:
         wanted = ca
     elif _WIDTH[ca] == _WIDTH[cb]:
@@ -364,8 +370,8 @@ def gemm_kernel(weights: str, gemm_precision: str) -> str:
     fmt = number_format(weights)
     if fmt.compute != gemm_precision and _WIDTH.get(fmt.compute, 16) < _WIDTH[gemm_precision]:
         return f"{fmt.name}_wo"
-    if fmt.name in ("int4", "int4_g32"):  # one kernel family (Marlin, Machete) whatever the group
-        return "int4_wo"
+    if fmt.name in _INT4:  # one kernel family (Marlin, Machete) whatever the group; over FP8 math, W4A8's
+        return "w4a8" if gemm_precision == "fp8" else "int4_wo"
     if fmt.name == "int8":
         return "int8_sq"
     return fmt.name
