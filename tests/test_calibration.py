@@ -89,7 +89,10 @@ def test_leaving_a_gpu_out_removes_it_everywhere(data_dir):
     profile = assemble_profile(fits, exclude="h100-sxm")
     assert "h100-sxm" not in str(profile)
     assert set(profile["hardware"]) == {"a100-sxm-80gb", "ampere"}
-    assert profile["generic"]["collective"] == fits.collectives["a100-sxm-80gb"]["collective"]
+    # the datasheet-only fallback takes the one GPU left's collectives as fitted without a hop latency
+    assert profile["generic"]["collective"] == {**fits.flat_collectives["a100-sxm-80gb"]["collective"],
+                                                "hop_latency_s": 0.0}
+    assert profile["hardware"]["a100-sxm-80gb"]["collective"] == fits.collectives["a100-sxm-80gb"]["collective"]
 
 
 def _close(a, b, path=""):

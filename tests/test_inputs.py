@@ -96,7 +96,7 @@ SAME = {
                                                  profile=None),
                 decode=PoolSpec.model_construct(hardware="h200-sxm", num_gpus=8, tp=4, precision=None, engine=None,
                                                 profile=None),
-                link="auto", link_bandwidth=None, link_latency_s=None, overlap=True, first_token="decode"))),
+                link="auto", link_bandwidth=None, link_latency_s=None, overlap=True, first_token=None))),
 }
 
 

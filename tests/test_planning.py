@@ -354,25 +354,28 @@ def test_plan_ranks_feasible_by_cost_and_checks_the_winner():
 
 
 def test_challengers_the_verify_budget_left_unsimulated_are_named():
-    """With the H100 at 1.6 USD/h and verify 1, the simulated H100 fp8 tp2 (14 GPUs, $22.40/h)
-    won while the B200 fp8 tp1 stayed at its fluid count (5-6, $26.25-31.50/h: its fluid capacity
-    sits at 5.0 req/s, a replica's share at the 0.8 target utilization): 4 simulated B200s are
-    $21.00/h. A cheaper H100 had made the plan dearer without a word; now the plan says which
-    rows could still win (the B200 at TP2, 3 replicas of two, ties it), and a verify that sizes
-    them finds the B200 fp8 tp1."""
+    """With the H100 at 1.6 USD/h and verify 1, the fluid-cheapest B200 fp8 tp1 (5 replicas,
+    $26.25/h) is simulated and needs 4 ($21.00/h); the H100 fp8 tp2 stays at its fluid count (9
+    replicas of two, $28.80/h) although the fluid model's count can be up to 3x the simulated one,
+    so the plan names it (and the B200 at TP2) as rows that could still win. A verify that sizes
+    them settles it: the H100 fp8 tp2 needs 7 ($22.40/h), and the B200 fp8 tp1 stays the best.
+    (A cheaper row left unsimulated had made a plan dearer without a word.)"""
     base = {"name": "t", "models": ["llama-3.1-70b"], "hardware": ["h100-sxm", "b200"], "engine": "vllm",
             "traffic": {"rate": 20, "isl": {"kind": "lognormal", "mean": 1500, "sigma": 0.6},
                         "osl": {"kind": "lognormal", "mean": 300, "sigma": 0.5}},
             "slo": {"ttft_ms": 1500, "tpot_ms": 50, "percentile": 99}, "prices": {"h100-sxm": 1.6, "b200": 5.25},
             "search": {"precisions": ["fp8"], "tp": [1, 2]}, "verify": 1}
     once = plan(load_scenario(base))
-    assert once.best.label == "llama-3.1-70b h100-sxm fp8 tp2"
-    assert "llama-3.1-70b b200 fp8 tp1" in once.unsettled
+    assert once.best.label == "llama-3.1-70b b200 fp8 tp1"
+    assert "llama-3.1-70b h100-sxm fp8 tp2" in once.unsettled
     line = next(x for x in str(once).splitlines() if x.startswith("not simulated: "))
-    assert "llama-3.1-70b b200 fp8 tp1" in line
+    assert "llama-3.1-70b h100-sxm fp8 tp2" in line
     assert once.to_dict()["unsettled"] == list(once.unsettled)
     twice = plan(load_scenario({**base, "verify": 1 + len(once.unsettled)}))  # (each named one sized)
-    assert twice.best.label == "llama-3.1-70b b200 fp8 tp1" and twice.best.usd_per_hour == pytest.approx(4 * 5.25)
+    assert twice.unsettled == () and twice.best.label == "llama-3.1-70b b200 fp8 tp1"
+    assert twice.best.usd_per_hour == pytest.approx(4 * 5.25)
+    sized = next(c for c in twice.candidates if c.label == "llama-3.1-70b h100-sxm fp8 tp2")
+    assert sized.usd_per_hour > twice.best.usd_per_hour
 
 
 def test_an_offline_job_small_against_a_batch_is_bound_by_one_requests_decode():

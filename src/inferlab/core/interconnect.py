@@ -41,6 +41,9 @@ ENGINE_NCCL_MIN_BYTES = 8 * 2**20
 #: for 1, 2 and 4 MB (3 MB more in 20 us: 262 GB/s); PR #37756 (B300): 23 us at 1 MiB, 74 us at
 #: 8 MiB (7 MiB more in 51 us: 252 GB/s), though NVLink 5 moves twice Hopper's NVLink 4.
 CUSTOM_ALL_REDUCE_BUS_BANDWIDTH = 250e9
+#: Fabrics whose engines' two-shot kernel has published timings past 1 MiB (the two above, on
+#: NVLink): on AMD's Infinity Fabric none is, so past one-shot's 1 MiB the engine runs RCCL.
+TWO_SHOT_MEASURED = ("nvlink", "nvlink-bridge")
 #: Fabrics the engines' own all-reduce kernels run over (peer-to-peer loads over NVLink or
 #: AMD's Infinity Fabric); over PCIe, or a TPU's ICI (XLA's collectives), NCCL's curve stands.
 CUSTOM_ALL_REDUCE_FABRICS = ("nvlink", "nvlink-bridge", "infinity-fabric")
@@ -230,8 +233,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         kernel_bw = min(bw, CUSTOM_ALL_REDUCE_BUS_BANDWIDTH)
         engine_one_shot = custom + (q - 1) * s / kernel_bw
         engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / kernel_bw
+        two_shot_max = ENGINE_NCCL_MIN_BYTES if hw.scale_up.kind in TWO_SHOT_MEASURED else CUSTOM_ALL_REDUCE_MAX_BYTES
         engine = np.where(s <= CUSTOM_ALL_REDUCE_MAX_BYTES, np.minimum(engine_one_shot, engine_two_shot),
-                          np.where(s <= ENGINE_NCCL_MIN_BYTES, engine_two_shot, np.inf))
+                          np.where(s <= two_shot_max, engine_two_shot, np.inf))
         return np.minimum(nccl, engine)
     nbw, nlat = _network(lay, profile)
     n = lay.nodes

@@ -334,7 +334,7 @@ _INT4 = frozenset({"int4", "int4_g32"})
 def matmul_precision(a: str, b: str, hw: HardwareSpec) -> str:
     """Tensor precision of a product of operands stored in formats ``a`` and ``b``."""
     ca, cb = number_format(a).compute, number_format(b).compute
-    if {a, b} & _INT4 and "fp8" in (ca, cb) and runs_natively(hw, "fp8"):
+    if a in _INT4 and cb == "fp8" and runs_natively(hw, "fp8"):  # a: the weights (a KV cache is b)
         return "fp8"  # INT4 weights widened to FP8 in the kernel (TensorRT-LLM's W4A8-AWQ), not to 16 bits
     if ca == cb:
         wanted = ca

@@ -29,7 +29,8 @@ from ..validation.predict import predict_cases
 from ..validation.ops import OpTable, predict_ops
 from ..validation.serving import serving_unsupported_reason, sweep_request_counts
 from ..validation.summary import ErrorStats, error_stats, percent_errors, summarize
-from .ops import LOSS_SCALE, OpFits, assemble_profile, fit_ops
+from .least_squares import LOSS_SCALE
+from .ops import OpFits, assemble_profile, fit_ops
 from .serving import TERMS as SERVING_TERMS
 from .serving import fit_serving_terms, with_engine_terms
 

@@ -16,31 +16,18 @@ benchmark L2 residency) do not pull the curves away from the common ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from ..calibration.profile import Profile, hardware_family
 from ..errors import InferlabError
 from ..specs.catalog import hardware_ids
 from ..validation.ops import OpTable, predict_group
-
-#: Robust loss of the fits: residuals [log ratio] beyond this scale count less than squared.
-LOSS_SCALE = 0.1
-
-
-@dataclass(frozen=True)
-class Param:
-    """One fitted profile field: its path in the profile mapping, start value and bounds."""
-
-    path: tuple[str, ...]
-    initial: float
-    lower: float
-    upper: float
-
+from .collectives import fit_collective
+from .least_squares import Param, fit_log, get_path, set_path
 
 #: GEMM kernels that read their inputs as they are: no quantization pass, so no fixed cost of
 #: their own beyond the kernel floor (fitting one would only trade off against the floor).
@@ -65,52 +52,6 @@ ATTENTION_PARAMS = [
     Param(("attention", "fixed_s"), 2e-6, 1e-9, 1e-4),
 ]
 FLOOR_PARAM = Param(("kernel_floor_s",), 5e-6, 1e-7, 1e-4)
-COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
-                     Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
-HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)  # fitted where groups of > 2 GPUs show it
-#: Where the switch reduces in the fabric (NVLS), its share of the link too.
-NVLS_PARAMS = [Param(("collective", "nvls_bandwidth_fraction"), 0.5, 0.005, 1.0),
-               Param(("collective", "nvls_latency_s"), 5e-5, 1e-6, 1e-3)]
-
-
-def set_path(tree: dict[str, Any], path: Sequence[str], value: Any) -> None:
-    """Set ``tree[path[0]][path[1]]... = value``, creating mappings on the way."""
-    for key in path[:-1]:
-        tree = tree.setdefault(key, {})
-    tree[path[-1]] = value
-
-
-def get_path(tree: dict[str, Any], path: Sequence[str]) -> Any:
-    """``tree[path[0]][path[1]]...``, or None when a key is missing."""
-    for key in path:
-        if not isinstance(tree, dict) or key not in tree:
-            return None
-        tree = tree[key]
-    return tree
-
-
-def fit_log(residuals: Callable[[dict[str, Any]], np.ndarray], params: Sequence[Param],
-            sparsity: np.ndarray | None = None) -> dict[str, Any]:
-    """Fit ``params`` so that ``residuals(fragment)`` (log ratios) are smallest.
-
-    ``fragment`` is a nested mapping of the parameter values (a partial profile).
-    ``sparsity`` [rows x params] says which residuals a parameter can move.
-    """
-    lower = np.log([p.lower for p in params])
-    upper = np.log([p.upper for p in params])
-    start = np.clip(np.log([p.initial for p in params]), lower + 1e-9, upper - 1e-9)
-
-    def fragment(x: np.ndarray) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for p, v in zip(params, np.exp(x)):
-            set_path(out, p.path, float(v))
-        return out
-
-    result = least_squares(lambda x: residuals(fragment(x)), start, bounds=(lower, upper), loss="soft_l1",
-                           f_scale=LOSS_SCALE, jac_sparsity=sparsity, diff_step=1e-4, max_nfev=400)
-    return fragment(result.x)
-
-
 def _rows_of(table: OpTable, engine: str, hardware: str, kinds: Sequence[str]) -> dict[tuple, np.ndarray]:
     return {k: rows for k, rows in table.groups().items() if k[1] == engine and k[2] == hardware and k[0] in kinds}
 
@@ -146,69 +87,6 @@ def fit_engine_gpu(table: OpTable, engine: str, hardware: str) -> dict[str, Any]
         return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k]) for k, rows in groups.items()])
 
     return fit_log(residuals, params, sparsity)
-
-
-def fit_collective(table: OpTable, hardware: str, base: dict[str, Any]) -> dict[str, Any]:
-    """Collective latency and bandwidth share on one GPU (``base``: the rest of its profile),
-    and NVLS's share where the GPU's switch reduces in the fabric.
-
-    In two stages: the ring (and, without a hop latency, one-shot) on every row without NVLS, then NVLS's share
-    and fixed time with those kept, so that NVLS wins only where the rows it can serve
-    (16-bit) run faster than those paths predict, and the rows it cannot serve (8-bit; an
-    engine with NVLS off, SGLang's) keep the paths' own fit. On 8 H100s the 16-bit rows run
-    up to 20% faster than the int8 ones from 128 MiB; on 8 B200s the two are alike, so what
-    NVLS gains there is where the ring's fit misses both.
-
-    On a PCIe-only GPU only the two-GPU rows are fitted: two GPUs move their data over the
-    same two x16 links with or without peer-to-peer, so those rows measure the link; larger
-    groups also measure the server's PCIe topology (switch or host-staged,
-    :func:`~inferlab.core.interconnect.pcie_share`), which an op table does not record.
-    """
-    groups = {k: rows for k, rows in table.groups().items() if k[0] == "all_reduce" and k[2] == hardware}
-    if _pcie_only(hardware):
-        groups = {k: rows[table["num_gpus"][rows] == 2] for k, rows in groups.items()}
-        groups = {k: rows for k, rows in groups.items() if rows.size}
-    if not groups:
-        return {}
-    measured = {k: table.measured_s[rows] for k, rows in groups.items()}
-
-    def fit(params: Sequence[Param], fixed: dict[str, Any]) -> dict[str, Any]:
-        def residuals(fragment: dict[str, Any]) -> np.ndarray:
-            merged = {**base, "collective": {**base.get("collective", {}), **fixed.get("collective", {}),
-                                             **fragment.get("collective", {})}}
-            prof = Profile(**merged)
-            return np.concatenate([np.log(predict_group(table, rows, prof) / measured[k])
-                                   for k, rows in groups.items()])
-
-        return fit_log(residuals, params)
-
-    paths = fit(COLLECTIVE_PARAMS + [HOP_PARAM] * any(np.any(table["num_gpus"][r] > 2) for r in groups.values()), {})
-    if not _nvls(hardware):
-        return paths
-    nvls = fit(NVLS_PARAMS, paths)
-    return {"collective": {**paths["collective"], **nvls["collective"]}}
-
-
-def _hardware(hardware: str) -> Any:
-    """The catalog spec of an op table's GPU, or None for one the catalog lacks."""
-    from ..specs.catalog import load_hardware
-
-    try:
-        return load_hardware(hardware)
-    except InferlabError:
-        return None
-
-
-def _nvls(hardware: str) -> bool:
-    from ..core.interconnect import in_switch_reduction
-
-    hw = _hardware(hardware)
-    return hw is not None and in_switch_reduction(hw)
-
-
-def _pcie_only(hardware: str) -> bool:
-    hw = _hardware(hardware)
-    return hw is not None and hw.scale_up.kind in ("pcie", "none")
 
 
 def median_fragment(fragments: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -323,6 +201,8 @@ class OpFits:
 
     pairs: dict[tuple[str, str], dict[str, Any]]
     collectives: dict[str, dict[str, Any]]
+    #: Each GPU's collectives fitted without a hop latency: the datasheet-only fallback's medians.
+    flat_collectives: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def gpus(self) -> list[str]:
@@ -337,12 +217,13 @@ def fit_ops(table: OpTable) -> OpFits:
     pairs = {(e, g): with_default_curve(with_best(with_ridges(fit_engine_gpu(table, e, g), g), table, e, g))
              for e in engines for g in gpus}
     pairs = {k: v for k, v in pairs.items() if v}
-    collectives = {}
+    collectives, flat = {}, {}
     for g in gpus:
-        fit = fit_collective(table, g, median_fragment([v for (_, gpu), v in pairs.items() if gpu == g]))
+        base = median_fragment([v for (_, gpu), v in pairs.items() if gpu == g])
+        fit = fit_collective(table, g, base)
         if fit:
-            collectives[g] = fit
-    return OpFits(pairs, collectives)
+            collectives[g], flat[g] = fit, fit_collective(table, g, base, hops=False)
+    return OpFits(pairs, collectives, flat)
 
 
 def assemble_profile(fits: OpFits, exclude: str | None = None) -> dict[str, Any]:
@@ -374,6 +255,9 @@ def assemble_profile(fits: OpFits, exclude: str | None = None) -> dict[str, Any]
         families.setdefault(_family_of(g), []).append(g)
     families = {f: members for f, members in families.items() if f not in hardware and f != "unknown"}
     generic = median_fragment(list(hardware.values()))
+    if any(g in fits.flat_collectives for g in gpus):  # a GPU without a family fit: per-step latencies, as fitted
+        generic["collective"] = {**median_fragment([fits.flat_collectives[g] for g in gpus if g in fits.flat_collectives])
+                                 ["collective"], "hop_latency_s": 0.0}
     for family, members in sorted(families.items()):
         level = median_fragment([hardware[g] for g in members if g in hardware])
         if level:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..specs.catalog import load_hardware
+from ..techniques.disaggregation import FIRST_TOKEN_BY_ENGINE
 from .attention_dp import depth_imbalance, prompts_together, shared_prefill
 from .candidate import Candidate, pool_link_bandwidth
 from .curve import _BATCHES
@@ -105,9 +106,10 @@ def seed_pools(sc: Scenario, config: dict[str, Any], est: Any, ok: np.ndarray, l
     u_p, n_p = cap, max(1, math.ceil(tr.request_rate / (cap * mu_all)))
     # each prompt length's TTFT alone: the server's work on the request before it reaches the engine,
     # its prefill (a rank's at the all-busy pace, its share of the shared iterations, not its pace
-    # alone), the exposed transfer, the first decode step
+    # alone), the exposed transfer, the first decode step where the decode pool emits the first token
+    first = float(est.tpot_s[j]) if FIRST_TOKEN_BY_ENGINE.get(sc.engine, "decode") == "decode" else 0.0
     alone_q = (est_p.deployment.profile.request_overhead_s + est_p.prompt_times_s * max(ranks * share, 1.0)
-               + exposed + float(est.tpot_s[j]))
+               + exposed + first)
     if slo.ttft_ms:
         # the wait depends on the servers (round robin smooths each one's arrivals) and they on
         # the utilization the wait allows: from Poisson arrivals (one replica) down to a fixed point

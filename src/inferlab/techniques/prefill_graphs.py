@@ -74,7 +74,7 @@ def chunked_prefill_s(dep: ResolvedDeployment, pre: StepResult, chunks: Any, gra
         gpu, floor, passes = _floor_terms(dep, pre)
         eager = out + passes * np.maximum(chunks * floor - np.maximum(gpu, floor), 0.0)
         out = np.where(graphed, out - passes * (np.maximum(gpu, floor) - gpu), eager) if np.any(graphed) else eager
-    if budget is None or not np.any(chunks > 1.0):
+    if budget is None or not np.any(chunks > 1.0) or dep.parallel.pp > 1:  # stages overlap the chunks
         return out
     g = dep.parallel.attention_groups
     share = np.maximum(np.asarray(budget, float) / g, 1.0)  # a rank's tokens an iteration
