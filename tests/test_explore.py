@@ -109,6 +109,10 @@ def test_a_serving_sweep_runs_in_the_background(server):
     for query in ("loads=0,4", "loads=inf", "loads=4,x", "loads=4&requests=inf", "loads=4&requests=2.5"):
         bad = json.loads(_get(server, f"api/serve?{query}")[2])
         assert bad["error"].startswith(("loads must be", "requests must be")) and "\n" not in bad["error"], query
+    # an SLO that is not a positive number names its knob (it had said "could not convert string to float")
+    for query, knob in (("ttft_slo_ms=abc&tpot_slo_ms=50", "ttft_slo_ms"), ("ttft_slo_ms=900&tpot_slo_ms=-5", "tpot_slo_ms")):
+        bad = json.loads(_get(server, f"api/serve?loads=4&{query}")[2])
+        assert bad["error"].startswith(f"{knob} must be a positive number of milliseconds"), query
 
 
 def test_explore_in_a_notebook_returns_a_frame_on_a_local_server():

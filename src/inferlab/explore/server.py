@@ -79,7 +79,8 @@ class _Jobs:
                             f"{_one(query, 'requests', ''):.20}")
         requests = int(requests)
         slo = (_one(query, "ttft_slo_ms", ""), _one(query, "tpot_slo_ms", ""))
-        slo_s = tuple(float(x) / 1e3 for x in slo) if all(slo) else (None, None)
+        slo_s = tuple(_slo_ms(name, x) / 1e3 for name, x in zip(("ttft_slo_ms", "tpot_slo_ms"), slo)) \
+            if all(slo) else (None, None)
         job_id = str(next(self._ids))
         with self._lock:
             for old in list(self._jobs)[:-KEEP_JOBS]:  # finished sweeps nobody asks about any more
@@ -221,3 +222,16 @@ def start(port: int = 0, host: str = "127.0.0.1") -> ExplorerServer:
     threading.Thread(target=warm_up, daemon=True).start()
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def _slo_ms(name: str, text: str) -> float:
+    """An SLO knob of the serving sweep [ms]: a positive finite number, else one line naming it."""
+    from ..errors import SpecError
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise SpecError(f"{name} must be a positive number of milliseconds, got {text:.20}")
+    return value
