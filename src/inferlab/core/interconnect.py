@@ -218,10 +218,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
             return np.zeros_like(s)
         c = profile.collective
         ring = _steps_s(profile, 2 * (q - 1)) + 2 * (q - 1) / q * s / bw
-        one_shot = lat + (q - 1) * s / bw
         # NCCL has no one-shot algorithm: with a hop latency fitted, its small messages are the
         # ring's (in its low-latency protocols, whose steps the hop stands for)
-        nccl = ring if c.hop_latency_s > 0.0 else np.minimum(ring, one_shot)
+        nccl = ring if c.hop_latency_s > 0.0 else np.minimum(ring, lat + (q - 1) * s / bw)
         custom = c.custom_latency_s
         own = custom > 0.0 and hw.scale_up.kind in CUSTOM_ALL_REDUCE_FABRICS and q <= CUSTOM_ALL_REDUCE_MAX_GPUS
         if switch_reducible and q > 2 and c.nvls_bandwidth_fraction > 0.0 and in_switch_reduction(hw):

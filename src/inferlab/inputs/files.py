@@ -152,11 +152,7 @@ def read_deployment_file(path: str | Path, open_acceptance: bool = False,
     run's recorded acceptance completes it) rather than refused. ``hardware``: the GPU where the
     file names none (``--gpu`` beside it)."""
     path = Path(path)
-    data = read_yaml_mapping(path, f"deployment file {path}")
-    if isinstance(data.get("deployment"), dict):  # what --json writes: its deployment and workload, the results aside
-        data = _written_by_json(path, data)
-    if hardware and data.get("hardware") is None and data.get("disaggregation") is None:
-        data = {**data, "hardware": hardware}
+    data = _deployment_mapping(path, hardware)
     if _typed(data):
         return _typed_form(path, data), None
     unknown = sorted(str(k) for k in set(data) - set(KEYS))
@@ -198,6 +194,17 @@ def read_deployment_file(path: str | Path, open_acceptance: bool = False,
     return data, launch
 
 
+def _deployment_mapping(path: Path, hardware: str | None) -> dict[str, Any]:
+    """A deployment file's mapping: the deployment of one ``--json`` wrote (its results aside), with
+    ``hardware`` where the file names none and no pools."""
+    data = read_yaml_mapping(path, f"deployment file {path}")
+    if isinstance(data.get("deployment"), dict):  # what --json writes: its deployment and workload, the results aside
+        data = _written_by_json(path, data)
+    if hardware and data.get("hardware") is None and data.get("disaggregation") is None:
+        data = {**data, "hardware": hardware}
+    return data
+
+
 def _written_by_json(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     """The deployment (with its workload) of a file nesting them as ``--json`` writes them; the
     results beside them are left, where the file has them (``ttft_s``), and refused otherwise."""
@@ -226,11 +233,7 @@ def deployment_file_limits(path: str | Path, hardware: str | None = None) -> dic
     from .deployment import Deployment
 
     path = Path(path)
-    data = read_yaml_mapping(path, f"deployment file {path}")
-    if isinstance(data.get("deployment"), dict):
-        data = _written_by_json(path, data)
-    if hardware and data.get("hardware") is None and data.get("disaggregation") is None:
-        data = {**data, "hardware": hardware}
+    data = _deployment_mapping(path, hardware)
     if not _typed(data):
         return {}
     data.pop("workload", None)
