@@ -550,6 +550,25 @@ def test_nccl_ring_with_a_hop_latency_by_hand():
     assert float(all_reduce_s(s, 2, hw, nccl)) == pytest.approx(6e-6 + 2 * 1.5e-6 + s / NVLINK4)
 
 
+def test_all_to_all_and_a_pipeline_send_take_one_step_not_a_ring():
+    """With a hop latency fitted (base 6 us, 1.5 us a hop), an all-to-all sends to every peer at
+    once and a pipeline send is one transfer: one step each, 6 + 1.5 = 7.5 us of fixed time, not
+    the base alone (which had made a 16 KiB all-to-all on 8 H100s 2.5 us) nor a ring's 2(p-1)
+    hops. 8 H100s, 16 KiB per GPU: 7.5 us + 7/8 x S / 450e9; a 1 MiB send to the next stage
+    on the node's NVLink: 7.5 us + S / 450e9."""
+    from inferlab.core.interconnect import p2p_s
+
+    hw = load_hardware("h100-sxm")
+    coll = ROOFLINE.collective.model_copy(update={"latency_s": 6e-6, "hop_latency_s": 1.5e-6})
+    nccl = ROOFLINE.model_copy(update={"collective": coll})
+    s = 2**14
+    assert float(all_to_all_s(s, 8, hw, nccl)) == pytest.approx(7.5e-6 + 7 / 8 * s / NVLINK4)
+    assert float(p2p_s(2**20, False, hw, nccl)) == pytest.approx(7.5e-6 + 2**20 / NVLINK4)
+    # a profile without a hop keeps its latency a step
+    flat = ROOFLINE.model_copy(update={"collective": ROOFLINE.collective.model_copy(update={"latency_s": 8e-6})})
+    assert float(all_to_all_s(s, 8, hw, flat)) == pytest.approx(8e-6 + 7 / 8 * s / NVLINK4)
+
+
 @pytest.mark.parametrize("engine", ["generic", "vllm", "sglang", "trtllm", "trtllm-pytorch", "lmdeploy"])
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200-sxm", "b200", "gb200", "b300", "a100-sxm-80gb"])
 def test_a_larger_all_reduce_is_never_faster_nor_more_than_twice_as_slow(engine, gpu):

@@ -292,14 +292,17 @@ def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Prof
     Notes
     -----
     A share ``(q-1)/(p-1)`` of the remote traffic stays in the node, ``(p-q)/(p-1)`` crosses
-    the NIC; both links run at once, so the slower sets the time.
+    the NIC; both links run at once, so the slower sets the time. Every GPU sends to all its
+    peers at once (grouped sends and receives), so the fixed time inside the node is one step
+    of NCCL's (:func:`_steps_s`), not a ring's.
     """
     s = np.asarray(bytes_per_gpu, float)
     p = group_size
     if p == 1:
         return np.zeros_like(s)
     lay = layout(hw, p)
-    bw, lat = _intra(lay, profile)
+    bw, _ = _intra(lay, profile)
+    lat = _steps_s(profile, 1)
     remote = s * (p - 1) / p
     intra_share = (lay.per_node - 1) / (p - 1)
     t_intra = remote * intra_share / bw if lay.per_node > 1 else 0.0 * s
@@ -310,7 +313,8 @@ def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Prof
 
 
 def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile) -> np.ndarray:
-    """Point-to-point send of ``message_bytes`` to the next pipeline stage [s]."""
+    """Point-to-point send of ``message_bytes`` to the next pipeline stage [s]: inside the node
+    one step of NCCL's (:func:`_steps_s`) and the bytes at its share of the link."""
     s = np.asarray(message_bytes, float)
     if crosses_nodes:
         if hw.scale_out is None or hw.scale_out.bandwidth.si <= 0:
@@ -321,4 +325,4 @@ def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile
         nbw, nlat = _network(lay, profile)
         return nlat + s / nbw
     bw = scale_up_bandwidth(hw, 2) * profile.collective.bandwidth_fraction
-    return profile.collective.latency_s + s / bw
+    return _steps_s(profile, 1) + s / bw
