@@ -178,3 +178,18 @@ def test_data_parallel_ranks_each_hold_their_own_cache():
     dp = ttft(dp=4, batch_size=32, prefix_cache="tokens=3072,routing=random")
     assert dp == pytest.approx(ttft(batch_size=8, prefix_cache="tokens=3072,routing=random,replicas=4"), rel=1e-6)
     assert dp > 2 * ttft(dp=4, batch_size=32, prefix_cache="tokens=3072,routing=aware")
+
+
+def test_a_disaggregated_prefill_pool_caches_on_each_replica_apart():
+    """A prefill pool of four H100s as four replicas, routing that ignores the cache: a
+    request finds its prefix 1 time in 4, as a one-replica pool with replicas=4 finds it (the
+    pool's replicas had shared one cache: the cache-aware time)."""
+    import inferlab
+
+    def ttft(pool: str, cache: str) -> float:
+        return float(inferlab.estimate("llama-3.1-8b", disaggregation=f"prefill={pool},decode=h100-sxmx1",
+                                       isl=4096, osl=256, prefix_cache=cache).ttft_s)
+
+    four = ttft("h100-sxmx4:tp1", "tokens=3072,routing=random")
+    assert four == pytest.approx(ttft("h100-sxmx1", "tokens=3072,routing=random,replicas=4"), rel=1e-6)
+    assert four > 2 * ttft("h100-sxmx4:tp1", "tokens=3072,routing=aware")

@@ -210,6 +210,8 @@ def estimate_disaggregated(model: str | ModelSpec, disagg: Disaggregation | str,
     feasible, reason = _feasibility((plan_p, plan_d), (dep_p, dep_d), (bp, bd), (i, i + o), shape, max_model_len)
     runs = lambda x: np.where(feasible, x, np.nan)  # a point that does not run has no time
     cache = None if prefix_cache is None else PrefixCache.of(prefix_cache)
+    # each prefill replica (and attention-DP rank) caches apart, as estimate()'s data-parallel ranks
+    cache = cache and cache.over_ranks(d.prefill.replicas * dep_p.parallel.attention_groups)
     cached = 0.0 if cache is None else effective_cached_tokens(i, cache, block_size=kv_block_size)
     pre = run_step(dep_p, Step.prefill(bp, i, cached))
     # each attention-DP rank prefills its share of the prompts under its own budget where the
