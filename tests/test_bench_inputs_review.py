@@ -278,13 +278,26 @@ def test_gpu_names_are_matched_by_chip_and_form_factor(recorded, hardware, diffe
 
 # 7. an offline vLLM run's TTFT
 
-def test_an_offline_vllm_runs_ttft_is_dropped_with_a_note(tmp_path):
+def test_an_offline_runs_ttft_is_kept_with_its_request_count(tmp_path):
+    """Every request sent at once: the mean TTFT grows with the count (the last prompts wait for
+    all before them), so it is a case where the file gives the count (vLLM's completed requests,
+    trtllm-bench's request_info), simulated with that count, and dropped with a note where not."""
+    from inferlab.validation.serving import serving_unsupported_reason
+
     path = write(tmp_path, "v.json", vllm_result(max_concurrency=None, model_id="meta-llama/Llama-3.1-8B-Instruct"))
     cases, notes = bench_cases([path], given_deployment(engine_args="vllm serve meta-llama/Llama-3.1-8B-Instruct",
                                                         gpu=GPU))
-    assert {c.regime for c in cases} == {"offline"} and "ttft_ms" not in {c.metric for c in cases}
-    assert (f"{path}: every request sent at once (no request rate or concurrency limit): the mean TTFT depends on "
-            "the request count and is not used") in notes
+    (ttft,) = [c for c in cases if c.metric == "ttft_ms"]
+    assert ttft.regime == "offline" and ttft.load["num_requests"] >= 1
+    assert serving_unsupported_reason(ttft) is None
+    assert not any("TTFT" in n for n in notes)
+    report = trtllm_report()
+    del report["request_info"]["num_requests"]
+    countless = write(tmp_path, "t.json", report)
+    cases, notes = bench_cases([countless], given_deployment(gpu=GPU))
+    assert "ttft_ms" not in {c.metric for c in cases}
+    assert (f"{countless}: every request queued at once: the mean TTFT depends on the request count, which the "
+            "report does not give, and is not used") in notes
 
 
 @pytest.mark.parametrize("spec", ["'mtp:k=3'", "{method: mtp, k: 3}"])

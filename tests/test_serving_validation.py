@@ -539,3 +539,20 @@ def test_an_infinite_rate_row_takes_its_sweeps_request_count(data_dir):
     # a stated count is the run's: twice the requests queued at once wait longer for their first token
     twice = ttft.model_copy(update={"load": {"offline": True, "num_requests": 1000}})
     assert predict_cases([twice])[0][0] > 1.5 * by_metric["ttft_ms"]
+
+
+def test_an_offline_mean_ttft_needs_the_runs_request_count():
+    """Every request sent at once: the last prompts wait for all before them, so the mean TTFT
+    grows with the count. Without it, or past what a simulation serves (MAX_REQUESTS a replica,
+    where the simulation would serve fewer and wait less), the case says so; it had been
+    predicted with a count of the simulation's own choosing (41 s for an 8B run on one H100)."""
+    offline = dict(regime="offline", metric="ttft_ms", unit="ms", measured=5000.0)
+    assert "states none" in serving_unsupported_reason(_serving_case(id="a", load={"offline": True}, **offline))
+    over = _serving_case(id="b", load={"offline": True, "num_requests": MAX_REQUESTS + 1}, **offline)
+    assert f"{MAX_REQUESTS + 1:,} requests are more than the simulation serves" in serving_unsupported_reason(over)
+    assert serving_unsupported_reason(
+        _serving_case(id="c", load={"offline": True, "num_requests": 500}, **offline)) is None
+    # the throughput of a run without a count is still predicted (enough requests to fill the engine)
+    assert serving_unsupported_reason(_serving_case(id="d", load={"offline": True}, regime="offline",
+                                                    metric="output_tokens_per_s", unit="tokens/s",
+                                                    measured=1000.0)) is None

@@ -122,6 +122,10 @@ def serving_unsupported_reason(case: Case) -> str | None:
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
         return ("online at an infinite rate: the mean TTFT grows with the request count, which neither the case "
                 "states nor its source's finite-rate rows state as one")
+    if case.regime == "offline" and case.metric == "ttft_ms":
+        reason = _offline_ttft_reason(load, layout.get("dp", 1) if layout else 1)
+        if reason is not None:
+            return reason
     if case.regime == "online" and not ({"request_rate", "num_requests"} <= set(load) or load.get("offline")):
         return f"online with load {sorted(load)} (expected request_rate and num_requests)"
     if "max_concurrency" in load and not (case.regime == "online" and "request_rate" in load):
@@ -131,6 +135,19 @@ def serving_unsupported_reason(case: Case) -> str | None:
         return f"closed_loop with load {sorted(load)} (expected concurrency)"
     if case.regime == "offline" and not (load.get("offline") or "concurrency" in load):
         return f"offline with load {sorted(load)} (expected offline: true or a concurrency)"
+    return None
+
+
+def _offline_ttft_reason(load: dict, dp: int) -> str | None:
+    """Why an offline run's mean TTFT cannot be predicted: it grows with the request count (the
+    last prompts wait for all before them), so the count must be the run's and at most what a
+    simulation serves (:data:`MAX_REQUESTS` a replica)."""
+    if "num_requests" not in load:
+        return ("offline: the mean TTFT grows with the request count (the last prompts wait for every one before "
+                "them), and the case states none (load: {offline: true, num_requests: N})")
+    if int(load["num_requests"]) > MAX_REQUESTS * dp:
+        return (f"offline: the mean TTFT grows with the request count, and {int(load['num_requests']):,} requests "
+                f"are more than the simulation serves ({MAX_REQUESTS:,} a replica)")
     return None
 
 
