@@ -11,6 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import yaml
+
 import inferlab
 from inferlab.calibration.band_files import band_file, parse_table, read_table, table_yaml
 from inferlab.calibration.error_band import (
@@ -111,6 +113,23 @@ def test_table_yaml_round_trip_and_bad_files():
     broken = table_yaml(table).replace("count: 20,", "", 1)
     with pytest.raises(SpecError, match=r"bad.yaml, cell \d+: malformed"):
         parse_table(broken, "bad.yaml")
+
+
+def test_a_hand_edited_table_with_impossible_cells_is_refused():
+    """Quantiles out of order (an interval whose low end is above its high), a NaN, or a count
+    below one are no residuals' quantiles: each is refused naming its cell (they had been read
+    and turned into reversed or NaN intervals)."""
+    text = table_yaml(_synthetic())
+    first = text[text.index("  - {"):].splitlines()[0]
+    cell = yaml.safe_load(first[4:])
+    cases = {"reversed": {**cell, "log_ratio": list(reversed(cell["log_ratio"]))},
+             "nan": {**cell, "log_ratio": [float("nan")] + cell["log_ratio"][1:]},
+             "count": {**cell, "count": 0}}
+    for what, bad in cases.items():
+        edited = text.replace(first, "  - " + yaml.safe_dump(bad, default_flow_style=True, width=1000).strip(), 1)
+        said = "count must be at least 1" if what == "count" else "log_ratio must be finite and non-decreasing"
+        with pytest.raises(SpecError, match=rf"bad.yaml, cell 0: {said}"):
+            parse_table(edited, "bad.yaml")
 
 
 def test_without_family_drops_the_familys_fits_only():

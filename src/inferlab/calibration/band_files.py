@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,25 @@ def parse_table(text: str, label: str) -> ErrorBandTable:
         if cell.basis not in BASES or len(cell.log_ratio) != len(PROBABILITIES):
             raise SpecError(f"error band table {label}, cell {i}: basis must be one of {', '.join(BASES)} with "
                             f"{len(PROBABILITIES)} log ratios; got {cell.basis!r} with {len(cell.log_ratio)}")
+        _check_cell(cell, f"error band table {label}, cell {i}")
         cells.append(cell)
     engines = tuple(sorted((regime, e) for regime, names in (data.get("engines") or {}).items() for e in names))
     coverage_ = tuple(sorted((float(k), float(v)) for k, v in (data.get("coverage_held_out") or {}).items()))
     return ErrorBandTable(source=str(data.get("source", label)), min_cases=int(data.get("min_cases", MIN_CASES)),
                           families=tuple(data.get("families") or ()), engines=engines, cells=tuple(cells),
                           coverage=coverage_)
+
+
+def _check_cell(cell: BandCell, where: str) -> None:
+    """Refuse a cell no residuals give: a count below one, or log ratios that are not finite
+    quantiles in order (a hand edit; an interval from them would be reversed or NaN)."""
+    ratios = cell.log_ratio
+    if cell.count < 1:
+        raise SpecError(f"{where}: count must be at least 1 (the cases its quantiles come from), got {cell.count}")
+    if not all(math.isfinite(v) for v in ratios) or any(b < a for a, b in zip(ratios, ratios[1:])):
+        raise SpecError(f"{where}: log_ratio must be finite and non-decreasing (quantiles at "
+                        f"{list(PROBABILITIES)}), got {list(ratios)}; regenerate it with "
+                        "`inferlab error-bands --out PATH`")
 
 
 def band_file(profile: str) -> Any:
