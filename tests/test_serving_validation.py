@@ -556,3 +556,23 @@ def test_an_offline_mean_ttft_needs_the_runs_request_count():
     assert serving_unsupported_reason(_serving_case(id="d", load={"offline": True}, regime="offline",
                                                     metric="output_tokens_per_s", unit="tokens/s",
                                                     measured=1000.0)) is None
+
+
+def test_a_disaggregated_case_with_keys_no_pool_reads_says_so():
+    """A pool's key nothing reads (``precision`` per pool, a misspelt ``num_gpu``) or a key
+    beside prefill and decode is the case's reason, not dropped (the pool had run without it);
+    a static batch over pools says that pools need a serving regime (it had said num_gpus
+    differs from tp x pp x dp)."""
+    pools = {"prefill": {"hardware": "h200-sxm", "num_gpus": 4, "parallelism": {"tp": 4}},
+             "decode": {"hardware": "h200-sxm", "num_gpus": 8, "parallelism": {"tp": 4}}}
+    online = {"regime": "online", "model": "llama-3.1-70b", "hardware": "h200-sxm", "num_gpus": 12, "isl": 2048,
+              "osl": 256, "load": {"request_rate": 2, "num_requests": 300}}
+    typo = {**pools, "decode": {**pools["decode"], "precision": "fp8"}}
+    assert serving_unsupported_reason(_serving_case(id="a", disaggregation=typo, **online)) == (
+        "disaggregation.decode: unknown key(s) precision (a pool holds hardware, num_gpus, parallelism)")
+    beside = {**pools, "link": "network"}
+    assert serving_unsupported_reason(_serving_case(id="b", disaggregation=beside, **online)) == (
+        "disaggregation: unknown key(s) link (it holds prefill and decode)")
+    static = {**online, "regime": "static_batch", "load": {"batch_size": 8}}
+    (_, why), = predict_cases([_serving_case(id="c", disaggregation=pools, **static)])
+    assert why.startswith("disaggregated prefill and decode in a static batch: not mapped")

@@ -314,6 +314,9 @@ def layout_of(model: str, par: Parallelism, num_gpus: int | None = None) -> dict
 
 def static_unsupported_reason(case: Case) -> str | None:
     """Why :func:`inferlab.estimate` cannot predict the static-batch ``case``, or None when it can."""
+    if case.disaggregation:  # said first: its num_gpus is both pools', which no one layout matches
+        return ("disaggregated prefill and decode in a static batch: not mapped (online, offline and closed-loop "
+                "cases over separate pools are simulated)")
     layout = case_layout(case)
     if isinstance(layout, str):
         return layout
@@ -322,9 +325,6 @@ def static_unsupported_reason(case: Case) -> str | None:
             case_speculative(case)
         except InferlabError as exc:
             return f"speculative decoding as given cannot be modelled: {exc}"
-    if case.disaggregation:
-        return ("disaggregated prefill and decode in a static batch: not mapped (online and offline cases over "
-                "separate pools are simulated)")
     reason = prefix_cache_reason(case)
     if reason is not None:
         return reason

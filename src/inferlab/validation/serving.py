@@ -53,15 +53,25 @@ PARALLEL_MIN_GROUPS = 32
 MAX_WORKERS = 8
 
 
+#: What a disaggregated case's pool states (the case schema's ``disaggregation``).
+POOL_KEYS = ("hardware", "num_gpus", "parallelism")
+
+
 def case_pools(case: Case) -> tuple[tuple[str, int, int, int, bool], tuple[str, int, int, int, bool]] | str:
     """A disaggregated case's pools as ``(hardware, num_gpus, tp, ep, attention_dp)`` for prefill
     and decode, or why not. Each pool's ``parallelism`` maps as an aggregated case's layout
     does (:func:`~.cases.layout_of`); without a ``tp`` the pool is one replica, or ``dp`` of them."""
     pools = []
+    extra = sorted(map(str, set(case.disaggregation or {}) - {"prefill", "decode"}))
+    if extra:
+        return f"disaggregation: unknown key(s) {', '.join(extra)} (it holds prefill and decode)"
     for name in ("prefill", "decode"):
         pool = (case.disaggregation or {}).get(name)
         if not isinstance(pool, dict) or not isinstance(pool.get("hardware"), str):
             return f"disaggregation.{name} needs a hardware id and num_gpus"
+        extra = sorted(map(str, set(pool) - set(POOL_KEYS)))
+        if extra:
+            return f"disaggregation.{name}: unknown key(s) {', '.join(extra)} (a pool holds {', '.join(POOL_KEYS)})"
         gpus, raw = pool.get("num_gpus"), pool.get("parallelism") or {}
         if not isinstance(raw, dict) or isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
             return f"disaggregation.{name}: num_gpus {gpus!r} must be a whole number of tp replicas"
