@@ -150,7 +150,9 @@ def test_closed_loop_runs_of_the_april_dump_at_the_level_reached():
     assert _median_abs(errors, "ttft_ms", "deepseek-v3") <= 0.545
     assert _median_abs(errors, "ttft_ms", "minimax-m2.5") <= 0.28
     assert _median_abs(errors, "tpot_ms", "qwen3.5-397b-a17b") <= 0.11
-    assert _median_abs(errors, "ttft_ms", "qwen3.5-397b-a17b") <= 0.58
+    # 0.578 -> 0.588 when NCCL's Simple protocol got its own line: large prefill all-reduces a little
+    # faster (the op rows' fit), where these TTFTs are measured above the prediction already
+    assert _median_abs(errors, "ttft_ms", "qwen3.5-397b-a17b") <= 0.59
 
 
 def test_april_dump_runs_with_attention_tp_inside_data_parallel_ranks_are_predicted():

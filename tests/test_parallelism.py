@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from inferlab import InfeasibleError, SpecError, load_hardware, load_model
 from inferlab.calibration.profile import ROOFLINE
-from inferlab.core.interconnect import all_gather_s, all_reduce_s, all_to_all_s, layout
+from inferlab.core.interconnect import ENGINE_NCCL_MIN_BYTES, all_gather_s, all_reduce_s, all_to_all_s, layout
 from inferlab.techniques.step import decode, prefill
 from inferlab import estimate
 from inferlab.cli.main import main
@@ -550,6 +550,26 @@ def test_nccl_ring_with_a_hop_latency_by_hand():
     assert float(all_reduce_s(s, 2, hw, nccl)) == pytest.approx(6e-6 + 2 * 1.5e-6 + s / NVLINK4)
 
 
+def test_nccl_takes_the_faster_of_its_protocols_by_hand():
+    """NCCL picks a protocol by message size: the low-latency ones (base 5 us, 1 us a hop, 30% of
+    the link) for small messages, Simple (base 20 us, 0.5 us a hop, 70%) for large. 8 H100s
+    (a ring of 14 steps, 2 x 7/8 x S over 450 GB/s): 64 KiB takes LL, 5 + 14 + 1.75 x S /
+    (0.3 x 450e9) = 19.85 us (Simple: 27.36 us); 16 MiB takes Simple, 20 + 7 + 1.75 x S /
+    (0.7 x 450e9) = 120.2 us (LL: 236.5 us). On 8 H100s ops-public.csv measures 25 us at 1 MiB
+    and 51 us at 4 MiB: one line through both had missed the middle by up to half."""
+    hw = load_hardware("h100-sxm")
+    coll = ROOFLINE.collective.model_copy(update={
+        "latency_s": 5e-6, "hop_latency_s": 1e-6, "bandwidth_fraction": 0.3,
+        "simple_latency_s": 20e-6, "simple_hop_latency_s": 0.5e-6, "simple_bandwidth_fraction": 0.7})
+    nccl = ROOFLINE.model_copy(update={"collective": coll})
+    small, large = 2.0**16, 2.0**24
+    assert float(all_reduce_s(small, 8, hw, nccl)) == pytest.approx(19e-6 + 1.75 * small / (0.3 * NVLINK4))
+    assert float(all_reduce_s(large, 8, hw, nccl)) == pytest.approx(27e-6 + 1.75 * large / (0.7 * NVLINK4))
+    # a pipeline send of 16 MiB is one step of Simple: 20.5 us + S / (0.7 x 450e9)
+    from inferlab.core.interconnect import p2p_s
+    assert float(p2p_s(large, False, hw, nccl)) == pytest.approx(20.5e-6 + large / (0.7 * NVLINK4))
+
+
 def test_all_to_all_and_a_pipeline_send_take_one_step_not_a_ring():
     """With a hop latency fitted (base 6 us, 1.5 us a hop), an all-to-all sends to every peer at
     once and a pipeline send is one transfer: one step each, 6 + 1.5 = 7.5 us of fixed time, not
@@ -577,14 +597,23 @@ def test_a_larger_all_reduce_is_never_faster_nor_more_than_twice_as_slow(engine,
     engine hands a message to whichever of its paths is fastest: on 8 H100s a 1 MiB message had
     cost 17 us and one of 1.05 MiB 29 us, so Llama-3.1-70B at TP8 decoded 65 sequences slower
     than 64). NVIDIA GPUs, whose engines' two-shot kernel is timed past 1 MiB; an MI300X (no op
-    rows, no published two-shot timing on Infinity Fabric) still steps up to RCCL's ring there."""
+    rows, no published two-shot timing on Infinity Fabric) still steps up to RCCL's ring there.
+
+    On A100s the step where the engine hands 8 MiB to NCCL is up to 2.4x for twice the bytes, and
+    that is NCCL's measured time, not a path's artefact: ops-public.csv has NCCL at 87, 111 and
+    128 us for 8 MiB over 2, 4 and 8 A100s (96-115 GB/s of bus bandwidth, a third of NVLink 3's),
+    where the kernel moves 4 MiB at its own rate in 34-50 us. There the time only never falls."""
     from inferlab.calibration.profile import hardware_family, load_profile
 
     hw = load_hardware(gpu)
     prof = load_profile("default", engine, gpu, hardware_family(hw.architecture))
     sizes = 512.0 * 1.05 ** np.arange(0, 430)
+    bound = 2.5 if gpu == "a100-sxm-80gb" else 2.0
     for q in (2, 4, 8):
         t = all_reduce_s(sizes, q, hw, prof)
         assert np.all(np.diff(t) >= -1e-12), (q, sizes[np.argmin(np.diff(t))])
         doubled = all_reduce_s(2 * sizes, q, hw, prof)
-        assert np.all(doubled <= 2 * t * (1 + 1e-9)), (q, sizes[np.argmax(doubled / t)])
+        assert np.all(doubled <= bound * t * (1 + 1e-9)), (q, sizes[np.argmax(doubled / t)])
+        if bound > 2.0:  # the step up is where NCCL takes over, and only there
+            over = sizes[doubled > 2 * t * (1 + 1e-9)]
+            assert over.size == 0 or (over.min() > ENGINE_NCCL_MIN_BYTES / 2 and over.max() <= ENGINE_NCCL_MIN_BYTES), q

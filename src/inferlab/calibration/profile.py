@@ -138,6 +138,16 @@ class CollectiveEfficiency(BaseModel):
         description="Time of each step of a ring in the node beyond latency_s, paid once (NCCL's tuning model: "
                     "a base latency plus one per step); 0: latency_s per step.")
     bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
+    simple_latency_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Fixed time of NCCL's Simple protocol in the node (its pipeline's fill), where it is timed apart "
+                    "from the low-latency protocols that latency_s, hop_latency_s and bandwidth_fraction describe.")
+    simple_hop_latency_s: float = Field(default=0.0, ge=0.0,
+                                        description="Simple protocol's time a ring step beyond simple_latency_s.")
+    simple_bandwidth_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="Share of the link NCCL's Simple protocol moves; 0: no Simple path apart (the one ring stands "
+                    "for every protocol). NCCL takes whichever protocol is faster for a message.")
     network_latency_s: float = Field(default=0.0, ge=0.0)
     network_bandwidth_fraction: float = Field(default=1.0, gt=0.0, le=1.0)
     network_ll_latency_s: float = Field(

@@ -155,6 +155,25 @@ def _steps_s(profile: Profile, steps: float) -> float:
     return c.latency_s + steps * c.hop_latency_s if c.hop_latency_s > 0.0 else steps * c.latency_s
 
 
+def _nccl_s(profile: Profile, steps: float, link_bytes, link_bandwidth: float) -> np.ndarray:
+    """Time of an NCCL collective in the node of ``steps`` steps that moves ``link_bytes`` over
+    each GPU's link of ``link_bandwidth`` [B/s] [s]: the faster of its protocols, as NCCL picks
+    one by message size [2]_. The low-latency ones (LL, LL128: flags ride with the data, so a
+    step is short, at a share of the link) are :func:`_steps_s` and ``bandwidth_fraction``;
+    where the profile times the Simple protocol apart (``simple_*``: a pipeline that fills
+    before it streams, so a larger fixed time at a larger share of the link), it takes over
+    the large messages. On 8 H100s (ops-public.csv) 1 MiB all-reduces in 25 us and 4 MiB in
+    51 us: one line through both misses the middle by up to half."""
+    c = profile.collective
+    t = _steps_s(profile, steps) + np.asarray(link_bytes, float) / (link_bandwidth * c.bandwidth_fraction)
+    if c.simple_bandwidth_fraction > 0.0:
+        # as the low-latency line: a base and a hop a step, or (no hop fitted) its latency a step
+        fixed = c.simple_latency_s + steps * c.simple_hop_latency_s if c.hop_latency_s > 0.0 \
+            else steps * c.simple_latency_s
+        t = np.minimum(t, fixed + np.asarray(link_bytes, float) / (link_bandwidth * c.simple_bandwidth_fraction))
+    return t
+
+
 def in_switch_reduction(hw: HardwareSpec) -> bool:
     """Whether the scale-up switch reduces data itself (NVLink SHARP, "NVLS"): the
     third-generation NVSwitch of HGX H100/H200 boards (NVLink 4) and its successors."""
@@ -217,7 +236,7 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
         if q == 1:
             return np.zeros_like(s)
         c = profile.collective
-        ring = _steps_s(profile, 2 * (q - 1)) + 2 * (q - 1) / q * s / bw
+        ring = _nccl_s(profile, 2 * (q - 1), 2 * (q - 1) / q * s, lay.intra_bandwidth)
         # NCCL has no one-shot algorithm: with a hop latency fitted, its small messages are the
         # ring's (in its low-latency protocols, whose steps the hop stands for)
         nccl = ring if c.hop_latency_s > 0.0 else np.minimum(ring, lat + (q - 1) * s / bw)
@@ -229,7 +248,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
             nccl = np.minimum(nccl, np.where(s > ENGINE_NCCL_MIN_BYTES, nvls, np.inf) if own else nvls)
         if not own:
             return nccl
-        kernel_bw = min(bw, CUSTOM_ALL_REDUCE_BUS_BANDWIDTH)
+        # at most the kernel's own rate, and the share of the link NCCL's best protocol reaches
+        kernel_bw = min(lay.intra_bandwidth * max(c.bandwidth_fraction, c.simple_bandwidth_fraction),
+                        CUSTOM_ALL_REDUCE_BUS_BANDWIDTH)
         engine_one_shot = custom + (q - 1) * s / kernel_bw
         engine_two_shot = 2 * custom + 2 * (q - 1) / q * s / kernel_bw
         two_shot_max = ENGINE_NCCL_MIN_BYTES if hw.scale_up.kind in TWO_SHOT_MEASURED else CUSTOM_ALL_REDUCE_MAX_BYTES
@@ -239,7 +260,7 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     nbw, nlat = _network(lay, profile)
     n = lay.nodes
     hops = 1 if _switched(hw) else q - 1  # steps of each in-node half (reduce-scatter, all-gather)
-    intra = 2 * _steps_s(profile, hops) + 2 * (q - 1) / q * s / bw if q > 1 else 0.0
+    intra = 2 * _nccl_s(profile, hops, (q - 1) / q * s, lay.intra_bandwidth) if q > 1 else 0.0
     shard = s / q
     ring = 2 * (n - 1) * nlat + 2 * (n - 1) / n * shard / nbw
     tree = 2 * math.ceil(math.log2(n)) * nlat + 2 * shard / nbw
@@ -271,10 +292,9 @@ def all_gather_s(total_bytes, group_size: int, hw: HardwareSpec, profile: Profil
     """
     s = np.asarray(total_bytes, float)
     lay = layout(hw, group_size)
-    bw, lat = _intra(lay, profile)
     q = lay.per_node
     hops = 1 if _switched(hw) else q - 1
-    intra = _steps_s(profile, hops) + (q - 1) / q * s / lay.nodes / bw if q > 1 else 0.0
+    intra = _nccl_s(profile, hops, (q - 1) / q * s / lay.nodes, lay.intra_bandwidth) if q > 1 else 0.0
     if not lay.crosses_nodes:
         return np.asarray(intra + 0.0 * s)
     nbw, nlat = _network(lay, profile)
@@ -301,15 +321,13 @@ def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Prof
     if p == 1:
         return np.zeros_like(s)
     lay = layout(hw, p)
-    bw, _ = _intra(lay, profile)
-    lat = _steps_s(profile, 1)
     remote = s * (p - 1) / p
     intra_share = (lay.per_node - 1) / (p - 1)
-    t_intra = remote * intra_share / bw if lay.per_node > 1 else 0.0 * s
+    t_intra = _nccl_s(profile, 1, remote * intra_share, lay.intra_bandwidth) if lay.per_node > 1 else 0.0 * s
     if not lay.crosses_nodes:
-        return lat + t_intra
+        return t_intra
     nbw, nlat = _network(lay, profile)
-    return max(lat, nlat) + np.maximum(t_intra, remote * (1 - intra_share) / nbw)
+    return np.maximum(t_intra, nlat + remote * (1 - intra_share) / nbw)
 
 
 def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile) -> np.ndarray:
@@ -324,5 +342,4 @@ def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile
         lay = layout(hw, node_size(hw) + 1)
         nbw, nlat = _network(lay, profile)
         return nlat + s / nbw
-    bw = scale_up_bandwidth(hw, 2) * profile.collective.bandwidth_fraction
-    return _steps_s(profile, 1) + s / bw
+    return _nccl_s(profile, 1, s, scale_up_bandwidth(hw, 2))

@@ -1,5 +1,6 @@
-"""Each GPU's collective terms fitted on its all-reduce op rows: NCCL's fixed latency, a hop a
-ring step and its share of the link, then NVLS's where the switch reduces in the fabric.
+"""Each GPU's collective terms fitted on its all-reduce op rows: for each of NCCL's protocols
+(the low-latency ones, and Simple) a fixed latency, a hop a ring step and a share of the link,
+then NVLS's where the switch reduces in the fabric.
 
 ``hops=False`` fits the older form (``latency_s`` a step, and a one-shot path): the medians of
 those are the datasheet-only fallback (a GPU whose family has no rows, such as AMD's MI300X),
@@ -21,6 +22,13 @@ from .least_squares import Param, fit_log
 COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
                      Param(("collective", "bandwidth_fraction"), 0.7, 0.005, 1.0)]
 HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)  # fitted where groups of > 2 GPUs show it
+#: The ring form's two protocols: the low-latency ones (a short step at a share of the link) and
+#: NCCL's Simple (a longer fill at most of it), started apart so that each takes its own sizes.
+LOW_LATENCY_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
+                      Param(("collective", "bandwidth_fraction"), 0.3, 0.005, 1.0)]
+SIMPLE_PARAMS = [Param(("collective", "simple_latency_s"), 2e-5, 1e-7, 1e-3),
+                 Param(("collective", "simple_bandwidth_fraction"), 0.7, 0.005, 1.0)]
+SIMPLE_HOP_PARAM = Param(("collective", "simple_hop_latency_s"), 1e-6, 1e-9, 1e-4)
 #: Where the switch reduces in the fabric (NVLS), its share of the link too.
 NVLS_PARAMS = [Param(("collective", "nvls_bandwidth_fraction"), 0.5, 0.005, 1.0),
                Param(("collective", "nvls_latency_s"), 5e-5, 1e-6, 1e-3)]
@@ -61,8 +69,11 @@ def fit_collective(table: OpTable, hardware: str, base: dict[str, Any], hops: bo
         return fit_log(residuals, params)
 
     wide = hops and any(np.any(table["num_gpus"][r] > 2) for r in groups.values())
-    paths = fit(COLLECTIVE_PARAMS + [HOP_PARAM] * wide, {})
+    ring = LOW_LATENCY_PARAMS + [HOP_PARAM] * wide + SIMPLE_PARAMS + [SIMPLE_HOP_PARAM] * wide
+    paths = fit(ring if hops else COLLECTIVE_PARAMS, {})
     paths["collective"].setdefault("hop_latency_s", 0.0)  # not fitted: latency_s a step, as fitted
+    if hops:
+        paths["collective"].setdefault("simple_hop_latency_s", 0.0)
     if not _nvls(hardware):
         return paths
     nvls = fit(NVLS_PARAMS, paths)
