@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inferlab
+from inferlab import load_hardware
 from inferlab.fitting.bench import (BOUNDS, calibrated_mapping, fit_bench, start_mapping, start_terms)
 from inferlab.calibration.profile import load_profile
 from inferlab.cli.main import main
@@ -120,6 +121,22 @@ def test_scaled_shares_never_pass_the_datasheet_and_scale_one_is_identity(gemm, 
     assert scaled.attention.decode_bandwidth_fraction == pytest.approx(
         min(1.0, base.attention.decode_bandwidth_fraction * attention))
     assert scaled.collective.bandwidth_fraction <= 1.0
+    # every NCCL protocol's share scales: Simple's, which carries the large messages, too (a scale on
+    # the low-latency line alone had left a 64 MiB all-reduce over 8 H100s at 381 us whatever it was)
+    for name in ("bandwidth_fraction", "simple_bandwidth_fraction"):
+        assert getattr(scaled.collective, name) == pytest.approx(min(1.0, getattr(base.collective, name) * collective))
+
+
+def test_the_collective_scale_moves_large_all_reduces():
+    from inferlab.core.interconnect import all_reduce_s
+
+    start = start_mapping("default")
+    terms = start_terms(start, [("vllm", GPU)])
+    hw = load_hardware(GPU)
+    times = [float(all_reduce_s(2.0**26, 8, hw, load_profile(
+        calibrated_mapping(start, [("vllm", GPU)], {**terms, "collective_scale": c}), "vllm", GPU, "hopper")))
+        for c in (0.5, 1.0)]
+    assert times[0] > 1.5 * times[1]  # half the share of the link: about twice the time of the bytes
 
 
 def run(capsys, *args):

@@ -128,8 +128,11 @@ class AttentionEfficiency(BaseModel):
 
 
 class CollectiveEfficiency(BaseModel):
-    """Collectives: ``latency_s`` per algorithm step plus bytes at a share of link bandwidth,
-    on the scale-up fabric; ``network_*`` the same across nodes over the scale-out NICs."""
+    """Collectives on the scale-up fabric: NCCL's low-latency protocols as ``latency_s`` and
+    ``hop_latency_s`` a step (or, with no hop fitted, ``latency_s`` a step) plus bytes at
+    ``bandwidth_fraction`` of the link; its Simple protocol the same with ``simple_*`` where
+    timed apart; NVLS and the engines' own kernels beside them. ``network_*`` the same across
+    nodes over the scale-out NICs."""
 
     model_config = _STRICT
     latency_s: float = Field(default=0.0, ge=0.0)
@@ -142,8 +145,10 @@ class CollectiveEfficiency(BaseModel):
         default=0.0, ge=0.0,
         description="Fixed time of NCCL's Simple protocol in the node (its pipeline's fill), where it is timed apart "
                     "from the low-latency protocols that latency_s, hop_latency_s and bandwidth_fraction describe.")
-    simple_hop_latency_s: float = Field(default=0.0, ge=0.0,
-                                        description="Simple protocol's time a ring step beyond simple_latency_s.")
+    simple_hop_latency_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Simple protocol's time a ring step beyond simple_latency_s, where hop_latency_s is fitted; "
+                    "without it (a GPU with two-GPU rows only) simple_latency_s is a step's, as latency_s is.")
     simple_bandwidth_fraction: float = Field(
         default=0.0, ge=0.0, le=1.0,
         description="Share of the link NCCL's Simple protocol moves; 0: no Simple path apart (the one ring stands "

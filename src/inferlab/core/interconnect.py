@@ -206,12 +206,13 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     microseconds where NCCL's is 15-25 us on 8 GPUs [5]_; the faster of the three paths is
     taken, as the engines choose by message size: one-shot up to :data:`CUSTOM_ALL_REDUCE_MAX_BYTES`,
     two-shot up to the kernel's buffer (:data:`ENGINE_NCCL_MIN_BYTES`), both at most at the
-    kernel's own bus bandwidth (:data:`CUSTOM_ALL_REDUCE_BUS_BANDWIDTH`). Across ``n`` nodes of ``q`` GPUs:
+    kernel's own bus bandwidth (:data:`CUSTOM_ALL_REDUCE_BUS_BANDWIDTH`) and at the share of the
+    link NCCL's best protocol reaches (0.65 x 300 GB/s = 196 GB/s on an A100). Across ``n`` nodes of ``q`` GPUs:
     reduce-scatter in the node, all-reduce of the ``S/q`` shard between nodes over the NICs,
     all-gather in the node. On a switched fabric (NVSwitch, NVL72) each in-node half is one
     step (every GPU reads or writes its ``1/q`` shard of each peer at once:
-    ``lat + (q-1)/q S / B_node``), not a ring of ``q-1`` hops; a full mesh or PCIe runs the
-    ring. Between nodes the faster of a ring (``2(n-1)`` steps) and NCCL's double binary
+    ``(q-1)/q S / B_node``), not a ring of ``q-1`` hops; a full mesh or PCIe runs the
+    ring. The two halves are one collective's steps: one fixed time. Between nodes the faster of a ring (``2(n-1)`` steps) and NCCL's double binary
     tree (``2 ceil(log2 n)`` steps moving ``2 S/q``), and for small messages the tree in NCCL's
     low-latency (LL) protocol: shorter steps (``network_ll_latency_s``) at
     :data:`LL_BANDWIDTH_SHARE` of the bandwidth, which NCCL picks for a decode step's few tokens.
@@ -260,7 +261,9 @@ def all_reduce_s(message_bytes, group_size: int, hw: HardwareSpec, profile: Prof
     nbw, nlat = _network(lay, profile)
     n = lay.nodes
     hops = 1 if _switched(hw) else q - 1  # steps of each in-node half (reduce-scatter, all-gather)
-    intra = 2 * _nccl_s(profile, hops, (q - 1) / q * s, lay.intra_bandwidth) if q > 1 else 0.0
+    # both halves in the one collective NCCL runs: their steps and bytes, one fixed time (a
+    # protocol's pipeline fills once, not once a half)
+    intra = _nccl_s(profile, 2 * hops, 2 * (q - 1) / q * s, lay.intra_bandwidth) if q > 1 else 0.0
     shard = s / q
     ring = 2 * (n - 1) * nlat + 2 * (n - 1) / n * shard / nbw
     tree = 2 * math.ceil(math.log2(n)) * nlat + 2 * shard / nbw
@@ -313,8 +316,8 @@ def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Prof
     -----
     A share ``(q-1)/(p-1)`` of the remote traffic stays in the node, ``(p-q)/(p-1)`` crosses
     the NIC; both links run at once, so the slower sets the time. Every GPU sends to all its
-    peers at once (grouped sends and receives), so the fixed time inside the node is one step
-    of NCCL's (:func:`_steps_s`), not a ring's.
+    peers at once (grouped sends and receives), so inside the node it is one step of NCCL's
+    protocols (:func:`_nccl_s`), not a ring's.
     """
     s = np.asarray(bytes_per_gpu, float)
     p = group_size
@@ -332,7 +335,7 @@ def all_to_all_s(bytes_per_gpu, group_size: int, hw: HardwareSpec, profile: Prof
 
 def p2p_s(message_bytes, crosses_nodes: bool, hw: HardwareSpec, profile: Profile) -> np.ndarray:
     """Point-to-point send of ``message_bytes`` to the next pipeline stage [s]: inside the node
-    one step of NCCL's (:func:`_steps_s`) and the bytes at its share of the link."""
+    one step of NCCL's protocols (:func:`_nccl_s`), the faster of them."""
     s = np.asarray(message_bytes, float)
     if crosses_nodes:
         if hw.scale_out is None or hw.scale_out.bandwidth.si <= 0:

@@ -14,8 +14,9 @@ physically meaningful range (:data:`BOUNDS`):
     time between the kernels of every step.
 ``gemm_scale``, ``attention_scale``, ``collective_scale``
     Factors on the efficiencies (shares of datasheet peak FLOP/s and bandwidth) of each
-    kernel family, [0.25, 2]; each scaled share is capped at 1, never above the
-    datasheet. A quarter of the fitted efficiency would be a broken installation, not a
+    kernel family (for collectives, every NCCL protocol's share of the link and NVLS's; the
+    engines' own all-reduce kernel keeps its measured rate), [0.25, 2]; each scaled share is
+    capped at 1, never above the datasheet. A quarter of the fitted efficiency would be a broken installation, not a
     calibration.
 
 They separate because they move different things: the request overhead only TTFT, the
@@ -121,11 +122,20 @@ def _scaled(prof: Profile, terms: Mapping[str, float]) -> dict[str, Any]:
                                     "bandwidth_fraction": cap(k.bandwidth_fraction, g)}
                              for name, k in prof.gemm.kernels.items()}},
         "attention": attention,
-        "collective": {"bandwidth_fraction": cap(prof.collective.bandwidth_fraction, c),
-                       "network_bandwidth_fraction": cap(prof.collective.network_bandwidth_fraction, c)},
+        "collective": _scaled_collective(prof, c),
         "request_overhead_s": float(terms["request_overhead_s"]),
         "serving_step_overhead_s": float(terms["serving_step_overhead_s"]),
     }
+
+
+def _scaled_collective(prof: Profile, scale: float) -> dict[str, float]:
+    """The collective shares of the link scaled (capped at 1): every NCCL protocol's and NVLS's
+    where the profile has them (a scale on the low-latency line alone had left large messages,
+    which Simple carries, where they were)."""
+    c = prof.collective
+    names = ["bandwidth_fraction", "network_bandwidth_fraction"]
+    names += [n for n in ("simple_bandwidth_fraction", "nvls_bandwidth_fraction") if getattr(c, n) > 0.0]
+    return {n: float(min(1.0, getattr(c, n) * scale)) for n in names}
 
 
 def calibrated_mapping(start: Mapping[str, Any], targets: Sequence[tuple[str, str]],
