@@ -271,3 +271,19 @@ def test_a_runtime_variant_is_told_it_gets_the_fits_kernel_terms_only():
     assert variant.note.endswith("trtllm-pytorch on h100-sxm gets the kernel terms fitted for trtllm, not its "
                                  "host-side ones")
     assert load_profile(fitted, "trtllm", "h100-sxm", "hopper").note == ""
+
+
+def test_a_term_within_a_percent_of_its_bound_counts_as_on_it():
+    """The optimizer stops a hair short of a bound (1.995 of 2): within 1% is on it; 1.97 is not,
+    nor is an overhead at 0 (hidden work is a legitimate answer)."""
+    from inferlab.fitting.bench import BenchCalibration
+
+    def pinned(**fitted):
+        terms = {**{t: 1.0 for t in BOUNDS}, **fitted}
+        return BenchCalibration(start=terms, fitted=terms, identified=tuple(fitted), profile={}, fit_runs=1,
+                                held_out_runs=0, errors={}).pinned
+
+    assert pinned(attention_scale=1.995) == {"attention_scale": "upper"}
+    assert pinned(attention_scale=1.97) == {}
+    assert pinned(gemm_scale=0.251) == {"gemm_scale": "lower"}
+    assert pinned(serving_step_overhead_s=0.0) == {}

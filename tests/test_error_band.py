@@ -128,7 +128,17 @@ def test_a_hand_edited_table_with_impossible_cells_is_refused():
     for what, bad in cases.items():
         edited = text.replace(first, "  - " + yaml.safe_dump(bad, default_flow_style=True, width=1000).strip(), 1)
         said = "count must be at least 1" if what == "count" else "log_ratio must be finite and non-decreasing"
-        with pytest.raises(SpecError, match=rf"bad.yaml, cell 0: {said}"):
+        named = re.escape(f"bad.yaml, cell 0 ({cell['quantity']}, {cell['regime']}, {cell['family']}, {cell['engine']}): ")
+        with pytest.raises(SpecError, match=named + said):
+            parse_table(edited, "bad.yaml")
+    # a count is a whole number: 12.0 reads as 12; 12.9, 0.5 or true are no count
+    assert parse_table(text.replace(first, "  - " + yaml.safe_dump({**cell, "count": float(cell["count"])},
+                                                                    default_flow_style=True, width=1000).strip(), 1),
+                       "ok.yaml").cells[0].count == cell["count"]
+    for bad in (12.9, 0.5, True):
+        edited = text.replace(first, "  - " + yaml.safe_dump({**cell, "count": bad}, default_flow_style=True,
+                                                             width=1000).strip(), 1)
+        with pytest.raises(SpecError, match="is not a whole number"):
             parse_table(edited, "bad.yaml")
 
 

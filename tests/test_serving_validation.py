@@ -556,6 +556,31 @@ def test_an_offline_mean_ttft_needs_the_runs_request_count():
     assert serving_unsupported_reason(_serving_case(id="d", load={"offline": True}, regime="offline",
                                                     metric="output_tokens_per_s", unit="tokens/s",
                                                     measured=1000.0)) is None
+    # the cap is a replica's: 8 data-parallel replicas take 8 x MAX_REQUESTS
+    wide = dict(offline, parallelism={"tp": 1, "dp": 8}, num_gpus=8)
+    assert serving_unsupported_reason(_serving_case(id="e", load={"offline": True, "num_requests": 8 * MAX_REQUESTS},
+                                                    **wide)) is None
+    # an online run at an infinite rate is the same load: refused past the cap too (it had been
+    # simulated with the cap's count, silently)
+    online = dict(offline, regime="online")
+    assert "more than the simulation serves" in serving_unsupported_reason(
+        _serving_case(id="f", load={"offline": True, "num_requests": MAX_REQUESTS + 1}, **online))
+    # a concurrency cap runs as a closed loop, whose TTFT does not grow with the count
+    assert serving_unsupported_reason(_serving_case(id="g", load={"concurrency": 8}, **offline)) is None
+    # two pools serve the run's count whole: no cap there
+    pools = {"prefill": {"hardware": "h100-sxm", "num_gpus": 4, "parallelism": {"tp": 1}},
+             "decode": {"hardware": "h100-sxm", "num_gpus": 4, "parallelism": {"tp": 1}}}
+    assert serving_unsupported_reason(_serving_case(id="h", load={"offline": True, "num_requests": 5000},
+                                                    num_gpus=8, disaggregation=pools, **offline)) is None
+
+
+def test_an_offline_mean_ttft_is_simulated_with_the_runs_count():
+    """The case's count is the simulation's, and the mean TTFT grows with it (the last prompts
+    wait for all before them): 400 requests of 1,024/128 tokens wait longer on average than 200."""
+    base = dict(regime="offline", metric="ttft_ms", unit="ms", measured=1000.0, isl=1024, osl=128)
+    (short, _), (long, _) = predict_cases([_serving_case(id="a", load={"offline": True, "num_requests": 200}, **base),
+                                           _serving_case(id="b", load={"offline": True, "num_requests": 400}, **base)])
+    assert long > 1.5 * short
 
 
 def test_a_disaggregated_case_with_keys_no_pool_reads_says_so():

@@ -59,21 +59,30 @@ def parse_table(text: str, label: str) -> ErrorBandTable:
     cells = []
     for i, raw in enumerate(data.get("cells") or []):
         try:
+            count = raw["count"]
             cell = BandCell(str(raw["quantity"]), str(raw["regime"]), str(raw["family"]), str(raw["engine"]),
-                            str(raw["basis"]), int(raw["count"]), tuple(float(v) for v in raw["log_ratio"]))
+                            str(raw["basis"]), _whole(count), tuple(float(v) for v in raw["log_ratio"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"error band table {label}, cell {i}: malformed ({exc!r}); each cell needs basis, "
-                            "quantity, regime, family, engine, count and log_ratio") from None
+                            "quantity, regime, family, engine, count (a whole number) and log_ratio") from None
         if cell.basis not in BASES or len(cell.log_ratio) != len(PROBABILITIES):
             raise SpecError(f"error band table {label}, cell {i}: basis must be one of {', '.join(BASES)} with "
                             f"{len(PROBABILITIES)} log ratios; got {cell.basis!r} with {len(cell.log_ratio)}")
-        _check_cell(cell, f"error band table {label}, cell {i}")
+        _check_cell(cell, f"error band table {label}, cell {i} ({cell.quantity}, {cell.regime}, {cell.family}, "
+                          f"{cell.engine})")
         cells.append(cell)
     engines = tuple(sorted((regime, e) for regime, names in (data.get("engines") or {}).items() for e in names))
     coverage_ = tuple(sorted((float(k), float(v)) for k, v in (data.get("coverage_held_out") or {}).items()))
     return ErrorBandTable(source=str(data.get("source", label)), min_cases=int(data.get("min_cases", MIN_CASES)),
                           families=tuple(data.get("families") or ()), engines=engines, cells=tuple(cells),
                           coverage=coverage_)
+
+
+def _whole(value: object) -> int:
+    """A count as written: a whole number (12 or 12.0), not a fraction or a boolean."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise ValueError(f"count {value!r} is not a whole number")
+    return int(value)
 
 
 def _check_cell(cell: BandCell, where: str) -> None:

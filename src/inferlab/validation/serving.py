@@ -132,8 +132,10 @@ def serving_unsupported_reason(case: Case) -> str | None:
     if case.regime == "online" and load.get("offline") and case.metric == "ttft_ms" and "num_requests" not in load:
         return ("online at an infinite rate: the mean TTFT grows with the request count, which neither the case "
                 "states nor its source's finite-rate rows state as one")
-    if case.regime == "offline" and case.metric == "ttft_ms":
-        reason = _offline_ttft_reason(load, layout.get("dp", 1) if layout else 1)
+    # every request sent at once (an offline run, or an online one at an infinite rate): the mean
+    # TTFT grows with the count (a concurrency cap runs as a closed loop, whose TTFT does not)
+    if case.metric == "ttft_ms" and (case.regime == "offline" or load.get("offline")) and "concurrency" not in load:
+        reason = _offline_ttft_reason(load, layout.get("dp", 1) if layout else 1, pools=bool(case.disaggregation))
         if reason is not None:
             return reason
     if case.regime == "online" and not ({"request_rate", "num_requests"} <= set(load) or load.get("offline")):
@@ -148,14 +150,15 @@ def serving_unsupported_reason(case: Case) -> str | None:
     return None
 
 
-def _offline_ttft_reason(load: dict, dp: int) -> str | None:
+def _offline_ttft_reason(load: dict, dp: int, pools: bool = False) -> str | None:
     """Why an offline run's mean TTFT cannot be predicted: it grows with the request count (the
     last prompts wait for all before them), so the count must be the run's and at most what a
-    simulation serves (:data:`MAX_REQUESTS` a replica)."""
+    simulation serves (:data:`MAX_REQUESTS` a replica, as :func:`serving_workload` caps it; the
+    two-pool simulation serves the run's count whole)."""
     if "num_requests" not in load:
         return ("offline: the mean TTFT grows with the request count (the last prompts wait for every one before "
                 "them), and the case states none (load: {offline: true, num_requests: N})")
-    if int(load["num_requests"]) > MAX_REQUESTS * dp:
+    if not pools and int(load["num_requests"]) > MAX_REQUESTS * dp:
         return (f"offline: the mean TTFT grows with the request count, and {int(load['num_requests']):,} requests "
                 f"are more than the simulation serves ({MAX_REQUESTS:,} a replica)")
     return None

@@ -175,10 +175,9 @@ def read(data: Any, label: str) -> list[BenchRun]:
     tpot = optional_number(data, TOOL, label, "streaming_metrics", "avg_tpot_ms")
     count = optional_number(data, TOOL, label, "request_info", "num_requests")
     notes = []
-    ttft = optional_number(data, TOOL, label, "streaming_metrics", "avg_ttft_ms")
-    if ttft is not None and not count:
-        notes.append(f"{label}: every request queued at once: the mean TTFT depends on the request count, which "
-                     "the report does not give, and is not used")
+    if optional_number(data, TOOL, label, "streaming_metrics", "avg_ttft_ms") is not None:
+        notes.append(f"{label}: every request queued at once: the mean TTFT depends on the request count and is "
+                     "not used")
     in_flight = optional_number(data, TOOL, label, "request_info", "avg_num_concurrent_requests")
     batch = optional_number(data, TOOL, label, "world_info", "max_batch_size")
     bound = min(x for x in (count, batch) if x) if (count or batch) else None
@@ -192,8 +191,7 @@ def read(data: Any, label: str) -> list[BenchRun]:
     backend = str(engine.get("backend") or "").lower()
     machine = data.get("machine")
     return [BenchRun(tool="trtllm-bench", id=label, isl=isl, osl=osl,
-                     metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput,
-                                         "ttft_ms": ttft if count else None}),
+                     metrics=metrics_of({"tpot_ms": tpot, "output_tokens_per_s": throughput}),
                      num_requests=int(count) if count else None, model=engine.get("model") or engine.get("model_path"),
                      engine=_ENGINE_OF_BACKEND.get(backend, "trtllm"),
                      engine_version=str(version) if version else ("1.0" if backend == "pytorch" else None),
