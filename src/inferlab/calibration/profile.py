@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..errors import SpecError, UnknownNameError
 from ..specs.validation import SAFE_LOADER, format_validation_error, read_text
@@ -170,6 +170,16 @@ class CollectiveEfficiency(BaseModel):
                     "(each GPU sends and receives the buffer once); 0 where it was not measured (no NVLS path).")
     nvls_latency_s: float = Field(default=0.0, ge=0.0,
                                   description="Fixed time of an NVLS all-reduce (its setup and pipeline fill).")
+
+    @model_validator(mode="after")
+    def _simple_fills(self) -> CollectiveEfficiency:
+        """A Simple line timed apart has a fixed time where the low-latency one does: with none it
+        would take every message, so a small collective would cost next to nothing."""
+        if self.simple_bandwidth_fraction > 0.0 and self.simple_latency_s == 0.0 and self.latency_s > 0.0:
+            raise ValueError("simple_latency_s must be above 0 where simple_bandwidth_fraction is set and latency_s "
+                             "is: NCCL's Simple protocol fills its pipeline before it streams (fitted: 20 us on 8 "
+                             "H100s); with no fixed time it would take every message")
+        return self
 
 
 class Profile(BaseModel):
