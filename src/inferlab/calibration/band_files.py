@@ -59,9 +59,8 @@ def parse_table(text: str, label: str) -> ErrorBandTable:
     cells = []
     for i, raw in enumerate(data.get("cells") or []):
         try:
-            count = raw["count"]
             cell = BandCell(str(raw["quantity"]), str(raw["regime"]), str(raw["family"]), str(raw["engine"]),
-                            str(raw["basis"]), _whole(count), tuple(float(v) for v in raw["log_ratio"]))
+                            str(raw["basis"]), _whole(raw["count"]), tuple(float(v) for v in raw["log_ratio"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise SpecError(f"error band table {label}, cell {i}: malformed ({exc!r}); each cell needs basis, "
                             "quantity, regime, family, engine, count (a whole number) and log_ratio") from None

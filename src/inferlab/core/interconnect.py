@@ -164,13 +164,13 @@ def _nccl_s(profile: Profile, steps: float, link_bytes, link_bandwidth: float) -
     before it streams, so a larger fixed time at a larger share of the link), it takes over
     the large messages. On 8 H100s (ops-public.csv) 1 MiB all-reduces in 25 us and 4 MiB in
     51 us: one line through both misses the middle by up to half."""
-    c = profile.collective
-    t = _steps_s(profile, steps) + np.asarray(link_bytes, float) / (link_bandwidth * c.bandwidth_fraction)
+    c, b = profile.collective, np.asarray(link_bytes, float)
+    t = _steps_s(profile, steps) + b / (link_bandwidth * c.bandwidth_fraction)
     if c.simple_bandwidth_fraction > 0.0:
         # as the low-latency line: a base and a hop a step, or (no hop fitted) its latency a step
         fixed = c.simple_latency_s + steps * c.simple_hop_latency_s if c.hop_latency_s > 0.0 \
             else steps * c.simple_latency_s
-        t = np.minimum(t, fixed + np.asarray(link_bytes, float) / (link_bandwidth * c.simple_bandwidth_fraction))
+        t = np.minimum(t, fixed + b / (link_bandwidth * c.simple_bandwidth_fraction))
     return t
 
 

@@ -10,6 +10,7 @@ whose fabric's steps no row measures.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,8 +25,7 @@ COLLECTIVE_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
 HOP_PARAM = Param(("collective", "hop_latency_s"), 1e-6, 1e-9, 1e-4)  # fitted where groups of > 2 GPUs show it
 #: The ring form's two protocols: the low-latency ones (a short step at a share of the link) and
 #: NCCL's Simple (a longer fill at most of it), started apart so that each takes its own sizes.
-LOW_LATENCY_PARAMS = [Param(("collective", "latency_s"), 5e-6, 1e-8, 1e-3),
-                      Param(("collective", "bandwidth_fraction"), 0.3, 0.005, 1.0)]
+LOW_LATENCY_PARAMS = [COLLECTIVE_PARAMS[0], replace(COLLECTIVE_PARAMS[1], initial=0.3)]
 SIMPLE_PARAMS = [Param(("collective", "simple_latency_s"), 2e-5, 1e-7, 1e-3),
                  Param(("collective", "simple_bandwidth_fraction"), 0.7, 0.005, 1.0)]
 SIMPLE_HOP_PARAM = Param(("collective", "simple_hop_latency_s"), 1e-6, 1e-9, 1e-4)
