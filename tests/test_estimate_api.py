@@ -11,6 +11,7 @@ from inferlab import SpecError, UnknownNameError
 from inferlab.cli.main import main
 from inferlab.phases.estimate import estimate
 from inferlab.phases.sweep import sweep
+from inferlab.results.render import whole
 
 
 def test_estimate_result_surface():
@@ -208,3 +209,20 @@ def test_a_large_grid_shows_its_first_rows_and_says_how_many_more():
     html.parser.HTMLParser().feed(page)
     small = estimate("llama-3.1-70b", "h100-sxm", tp=2, batch_size=[1, 512], isl=8192, osl=256)
     assert "does not run" in small._repr_html_() and "does not run" in str(small)
+
+
+def test_counts_are_json_integers_and_fractions_stay_floats():
+    # a script reading --json gets "batch_size": 8, not 8.0; a time stays a float
+    est = estimate("llama-3.1-8b", "h100-sxm", batch_size=[1, 8], isl=1024, osl=128)
+    d = json.loads(json.dumps(est.to_dict()))
+    assert d["batch_size"] == [1, 8] and [type(b) for b in d["batch_size"]] == [int, int]
+    for key in ("isl", "osl", "waves"):  # broadcast over the batch axis
+        assert [type(v) for v in d[key]] == [int, int], key
+    assert d["isl"] == [1024, 1024] and [type(v) for v in d["memory"]["max_sequences"]] == [int, int]
+    assert [type(t) for t in d["ttft_s"]] == [float, float]
+    table = sweep("llama-3.1-8b", "h100-sxm", batch_size=[1, 64], isl=[1024], osl=[256])
+    assert table.best("usd_per_million_output")["batch_size"] == 64
+    assert type(table.best("usd_per_million_output")["batch_size"]) is int
+    assert [type(v) for v in table.to_dict()["isl"]] == [int, int]
+    # a fraction is not a count made whole, a missing number stays null
+    assert whole([1.5, None, 2.0]) == [1.5, None, 2] and type(whole(2.0)) is int

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.memory import MemoryPlan
 from ..inputs.record import inputs_dict
 from ..results.record import array_record
-from ..results.render import text_table
+from ..results.render import text_table, whole
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import KvTransfer
 from ..techniques.step import ResolvedDeployment, StepResult, decode
@@ -269,19 +269,20 @@ class DisaggEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain floats (lists for grids), seconds and tokens/s; None (null) for a number that
-        does not exist (a point that does not run, a cost without a price)."""
+        does not exist (a point that does not run, a cost without a price); counts (tokens,
+        batches, sequences) as integers where whole."""
         val = _plain
         need = self.gpus_needed
         shape = np.shape(self.ttft_s)
         mem = lambda plan: {"capacity_bytes": plan.capacity, "weights_bytes": plan.weights,
                             "kv_budget_bytes": val(plan.kv_budget), "kv_batch_bytes": val(plan.kv_batch),
-                            "max_sequences": val(plan.max_sequences), "used_bytes": val(plan.used)}
+                            "max_sequences": whole(val(plan.max_sequences)), "used_bytes": val(plan.used)}
         return {
             "model": self.prefill_deployment.model.id or self.prefill_deployment.model.name,
             "disaggregation": str(self.disaggregation), "num_gpus": self.num_gpus,
             "engines": {"prefill": self.engines[0], "decode": self.engines[1]},
-            "isl": val(self.isl), "osl": val(self.osl), "prefill_batch": val(self.prefill_batch),
-            "decode_batch": val(self.decode_batch),
+            "isl": whole(val(self.isl)), "osl": whole(val(self.osl)), "prefill_batch": whole(val(self.prefill_batch)),
+            "decode_batch": whole(val(self.decode_batch)),
             "feasible": _plain(np.broadcast_to(self.feasible, shape)),
             "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
             "ttft_s": val(self.ttft_s), "prefill_s": val(self.prefill_s),

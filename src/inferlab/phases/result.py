@@ -14,7 +14,7 @@ from ..core.memory import MemoryPlan
 from ..core.ops import BYTE_CATEGORIES
 from ..errors import SpecError
 from ..inputs.record import inputs_dict
-from ..results.render import pretty, significant, text_table
+from ..results.render import pretty, significant, text_table, whole
 from ..techniques.step import ResolvedDeployment, StepResult, decode
 from ..units import Q
 from .interval import interval_dict
@@ -230,13 +230,15 @@ class Estimate:
         return op_rows(step, point, total)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain floats (or lists for grids), seconds and tokens/s, JSON-ready.
+        """Plain floats (or lists for grids), seconds and tokens/s, JSON-ready; counts (batch,
+        prompt and output tokens, waves, sequences) as integers where whole.
 
         A number that does not exist (the times and costs of a point that does not run, a
         cost without a price, the per-user rate of a one-token output) is None (JSON null).
         """
         shape = np.shape(self.ttft_s)
         val = lambda x: _nan_to_none(_plain(x))
+        count = lambda x: whole(val(x))  # requests, tokens, waves: JSON integers
         dep = self.deployment
         return {
             "model": dep.model.id or dep.model.name, "hardware": dep.hardware.id, "tp": dep.tp,
@@ -245,10 +247,10 @@ class Estimate:
             "num_gpus": dep.num_gpus, "precision": str(dep.precision),
             "formats": dep.precision.to_dict(), "precision_notes": list(dep.precision_notes),
             "notes": self.notes, "engine": self.engine, "profile": dep.profile.name, "long_context": self.long_context,
-            "batch_size": val(self.batch_size), "isl": val(self.isl), "osl": val(self.osl),
+            "batch_size": count(self.batch_size), "isl": count(self.isl), "osl": count(self.osl),
             "feasible": _plain(np.broadcast_to(self.feasible, shape)),
             "reason": _plain(np.broadcast_to(np.asarray(self.reason, dtype=object), shape)),
-            "waves": val(self.waves), "ttft_s": val(self.ttft_s), "tpot_s": val(self._tpot_shown),
+            "waves": count(self.waves), "ttft_s": val(self.ttft_s), "tpot_s": val(self._tpot_shown),
             "total_s": val(self.total_s), "output_tokens_per_s": val(self.output_tokens_per_s),
             "output_tokens_per_s_per_gpu": val(self.output_tokens_per_s / dep.num_gpus),
             "output_tokens_per_s_per_user": val(self._per_user),
@@ -256,7 +258,7 @@ class Estimate:
                        "kv_budget_bytes": val(self.memory.kv_budget), "kv_fraction": self.memory.kv_fraction,
                        "weights_bytes": self.memory.weights, "reserve_bytes": self.memory.reserve,
                        "workspace_bytes": val(self.memory.workspace), "kv_bytes_per_token": self.memory.kv_per_token,
-                       "kv_batch_bytes": val(self.memory.kv_batch), "max_sequences": val(self.memory.max_sequences)},
+                       "kv_batch_bytes": val(self.memory.kv_batch), "max_sequences": count(self.memory.max_sequences)},
             "cost": {"usd_per_gpu_hour": val(self.cost.usd_per_gpu_hour), "utilization": self.cost.utilization,
                      "usd_per_million_input": val(self.cost.usd_per_million_input),
                      "usd_per_million_output": val(self.cost.usd_per_million_output),

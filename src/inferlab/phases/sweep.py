@@ -22,7 +22,7 @@ from ..engines.scheduler import token_budget
 from ..errors import InfeasibleError, InferlabError, SpecError, UnknownNameError
 from ..inputs import resolve as inputs
 from ..inputs.resolve import deployment
-from ..results.render import text_table
+from ..results.render import text_table, whole
 from .estimate import static_batch
 from ..results.record import array_record
 
@@ -30,6 +30,8 @@ COLUMNS = ("batch_size", "isl", "osl", "waves", "ttft_s", "tpot_s", "output_toke
            "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "memory_per_gpu_bytes",
            "usd_per_million_output")
 LABELS = ("model", "hardware", "tp", "precision")
+#: Columns that count (requests, tokens, waves): whole numbers as integers in :meth:`SweepResult.to_dict` and ``best``.
+COUNTS = ("batch_size", "isl", "osl", "waves")
 #: Rows evaluated together: a decode grid of four quadrature nodes per row then stays within
 #: a core's L2 cache (twice this was half as fast).
 _BLOCK = 1 << 14
@@ -55,9 +57,10 @@ def _as_list(x: Any) -> list[Any]:
     return values
 
 
-def _cell(v: Any) -> Any:
+def _cell(v: Any, column: str = "") -> Any:
     v = v.item() if hasattr(v, "item") else v
-    return None if isinstance(v, float) and not np.isfinite(v) else v
+    v = None if isinstance(v, float) and not np.isfinite(v) else v
+    return whole(v) if column in COUNTS else v
 
 
 @array_record
@@ -110,7 +113,7 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, list]:
         """Columns as lists, JSON-ready; None (null) for metrics that do not exist."""
-        return {k: [_cell(x) for x in v] for k, v in self.columns.items()}
+        return {k: [_cell(x, k) for x in v] for k, v in self.columns.items()}
 
     def best(self, metric: str = "output_tokens_per_s_per_gpu", direction: str | None = None) -> dict[str, Any]:
         """The feasible row with the best ``metric``: the lowest cost, latency or memory, the
@@ -136,7 +139,7 @@ class SweepResult:
             raise InfeasibleError(f"no feasible row of the sweep has a value of {metric}{why}")
         ranked = np.where(usable, values if direction == "min" else -values, np.inf)
         j = int(np.argmin(ranked))
-        return {k: _cell(v[j]) for k, v in self.columns.items()}
+        return {k: _cell(v[j], k) for k, v in self.columns.items()}
 
     def __str__(self, limit: int = 20) -> str:
         heads = ["model", "hardware", "tp", "precision", "batch", "isl", "osl", "TTFT ms", "TPOT ms", "tok/s/GPU", "ok"]

@@ -33,6 +33,18 @@ def json_ready(value: Any) -> Any:
     return value
 
 
+def whole(value: Any) -> Any:
+    """Counts (requests, tokens, waves, sequences) as JSON integers: a float that is a whole
+    number as an ``int``, through nested lists; anything else as given (None, a fraction).
+
+    >>> whole([[1.0, 8.0], [2048.0, None]]), whole(1.5), whole(float("nan")) != whole(float("nan"))
+    ([[1, 8], [2048, None]], 1.5, True)
+    """
+    if isinstance(value, list):
+        return [whole(v) for v in value]
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def share_text(x: float) -> str:
     """A share as a percentage, ``-`` when undefined (no request sent)."""
     return "-" if math.isnan(x) else f"{x:.1%}"
