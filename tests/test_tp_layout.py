@@ -28,16 +28,18 @@ def test_a_tp_splits_the_attention_heads_and_the_kv_heads(model_id, tp, reason):
 
 def test_too_small_a_tp_suggests_one_the_kv_heads_split_over():
     # GLM-4.5-Air's bf16 weights are 213.7 GB: a third (71.2 GB) would fit in the 77.0 GB usable
-    # of an H100, but 3 GPUs cannot split its 8 KV heads; the next layout that fits is tp=4
+    # of an H100, but 3 GPUs cannot split its 8 KV heads; the next layout that fits is tp=4. On the
+    # two GPUs given, fp8 weights (106.9 GB, 53.4 GB a GPU) leave room for a sequence in 77.0 GB
     with pytest.raises(InfeasibleError) as info:
         estimate("glm-4.5-air", "h100-sxm", tp=2)
     assert info.value.suggestion == {"tp": 4}
-    assert str(info.value).endswith("; tp=4 would fit") and "tp=3" not in str(info.value)
+    assert str(info.value).endswith("; tp=4 would fit, or fp8 weights on these 2 GPUs (precision fp8)")
+    assert "tp=3" not in str(info.value)
 
 
 def test_the_cli_suggests_the_same_and_refuses_tp_3(capsys):
     assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "2"]) == 1
-    assert capsys.readouterr().err.strip().endswith("; tp=4 would fit")
+    assert capsys.readouterr().err.strip().endswith("; tp=4 would fit, or fp8 weights on these 2 GPUs (--precision fp8)")
     # a layout the model's heads cannot take is a meaningless combination: bad input, exit 2
     assert main(["estimate", "glm-4.5-air", "h100-sxm", "--tp", "3"]) == 2
     err = capsys.readouterr().err.strip()
@@ -55,3 +57,18 @@ def test_an_expert_parallel_size_that_cannot_split_the_experts_is_bad_input(caps
     assert capsys.readouterr().err.strip() == (
         "inferlab: error: ep=3 does not divide the 128 routed experts of qwen3-30b-a3b; expert-parallel sizes "
         "that split them: 1, 2, 4, 8, 16, 32, 64")
+
+
+def test_a_refusal_names_a_narrower_format_only_where_it_fits_the_gpus_given():
+    # Gemma-3-27B: 54.0 GB of bf16 weights against 23.2 GB usable on an RTX 4090; fp8 (27.0 GB)
+    # does not fit either, int4 (13.5 GB and its scales) does
+    with pytest.raises(InfeasibleError) as info:
+        estimate("gemma-3-27b", "rtx-4090")
+    assert str(info.value).endswith("; tp=4 would fit, or int4 weights on this GPU (precision int4)")
+    assert info.value.suggestion == {"tp": 4}
+    # Llama-3.1-70B in fp8 on one H100: 70.6 GB of weights fit in 77.0 GB usable
+    with pytest.raises(InfeasibleError, match=r"tp=2 would fit, or fp8 weights on this GPU \(precision fp8\)$"):
+        estimate("llama-3.1-70b", "h100-sxm")
+    # on an L4 (24 GB) not even int4 (about 35 GB) holds it: only the layout is named
+    with pytest.raises(InfeasibleError, match=r"tp=8 would fit$"):
+        estimate("llama-3.1-70b", "l4")

@@ -184,9 +184,10 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
                 f"{option_name('gpu_memory_utilization')} (the engine's share is {share / 1e9:.1f} GB)")
         suggestion = {}
     elif fits and fits[1] == 1:
-        hint, suggestion = f"; tp={fits[0]} would fit", {"tp": fits[0]}
+        hint, suggestion = f"; tp={fits[0]} would fit" + _narrower_here(model, par, plan, holds), {"tp": fits[0]}
     elif fits:
-        hint = f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
+        hint = (f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
+                + _narrower_here(model, par, plan, holds))
         suggestion = {"tp": fits[0], "pp": fits[1]}
     elif alone:
         hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: "
@@ -209,6 +210,19 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
 
 #: Narrower weight formats a refusal may name, widest first: the 8- and 4-bit formats engines serve.
 _NARROWER = ("fp8", "int4")
+
+
+def _narrower_here(model: ModelSpec, par: Parallelism, plan: MemoryPlan, holds: Callable[..., bool]) -> str:
+    """``", or fp8 weights on these 2 GPUs (...)"``: the widest of :data:`_NARROWER` whose weights
+    hold one sequence on the GPUs as deployed (a single GPU's owner asks for a format, not more
+    GPUs); empty when none does."""
+    for fmt in _NARROWER:
+        weights = weights_per_gpu(model, PrecisionConfig(weights=fmt), par)
+        if weights < 0.99 * plan.weights and holds(par.tp, par.pp, weights):
+            gpus = par.tp * par.pp
+            where = "on this GPU" if gpus == 1 else f"on these {gpus} GPUs"
+            return f", or {fmt} weights {where} ({option_name('precision')} {fmt})"
+    return ""
 
 
 def _no_layout(model: ModelSpec, hw: HardwareSpec, par: Parallelism, plan: MemoryPlan, domain: int,
