@@ -458,3 +458,20 @@ def test_layouts_outside_the_dump_pattern_stay_as_written(fields):
     assert case.num_gpus == written["num_gpus"]
     assert (case.parallelism.tp, case.parallelism.moe_tp) == (written["parallelism"]["tp"],
                                                               written["parallelism"]["moe_tp"])
+
+
+def test_nvidias_deepseek_fp4_runs_keep_their_attention_projections_in_bf16():
+    # nvidia/DeepSeek-R1-0528-FP4 stores every self_attn projection BF16 and every MLP NVFP4: the
+    # min-latency and max-throughput blogs' cases state "nvfp4" for all and run that checkpoint
+    runs = [c for c in load_cases() if c.source in ("trtllm-deepseek-r1-min-latency",
+                                                    "trtllm-deepseek-r1-max-throughput")]
+    assert {c.source for c in runs} == {"trtllm-deepseek-r1-min-latency", "trtllm-deepseek-r1-max-throughput"}
+    assert all(case_precision(c)["attention_weights"] == "bf16" for c in runs)
+    # per layer q_a 7168x1536 + q_b 1536x24576 + kv_a 7168x576 + kv_b 512x32768 + o 16384x7168 =
+    # 187,105,280 weights, x 61 layers = 11.41e9; BF16 (2 B) instead of NVFP4 (4.5 bits): +16.4 GB on
+    # each attention-DP rank, which holds every projection
+    kw = dict(tp=8, ep=8, attention_dp=True, batch_size=8, isl=1024, osl=2048)
+    fp4 = estimate("deepseek-v3", "b200", precision={"weights": "nvfp4", "activations": "nvfp4"}, **kw)
+    mixed = estimate("deepseek-v3", "b200", precision={"weights": "nvfp4", "activations": "nvfp4",
+                                                       "attention_weights": "bf16"}, **kw)
+    assert mixed.memory.weights - fp4.memory.weights == pytest.approx(11.41e9 * (2 - 4.5 / 8), rel=0.01)

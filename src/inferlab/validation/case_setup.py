@@ -114,9 +114,14 @@ def unstated_kv_cache(case: Case, formats: dict[str, str]) -> str | None:
 #: modules in BF16 ("low-precision attention computation doesn't help with performance") with
 #: NVFP4 dense and MoE FFNs (NVIDIA/TensorRT-LLM tech blog 1, "Pushing Latency Boundaries:
 #: Optimizing DeepSeek-R1 Performance on NVIDIA B200 GPUs", Precision Strategy); its MTP layers
-#: and router GEMM are BF16 too (not expressible: the drafter runs the model's formats).
+#: and router GEMM are BF16 too (not expressible: the drafter runs the model's formats). Its
+#: max-throughput runs load the same kind of checkpoint (nvidia/DeepSeek-R1-0528-FP4: the
+#: ``self_attn`` projections q_a, q_b, kv_a, kv_b and o are stored BF16, every MLP, dense ones
+#: included, NVFP4 with FP8 block scales; tech blog 3: the throughput recipe is the latency one
+#: but for FP8 KV cache and attention kernels and an FP4 all-gather).
 SOURCE_PRECISION: dict[str, dict[str, str]] = {
     "trtllm-deepseek-r1-min-latency": {"attention_weights": "bf16"},
+    "trtllm-deepseek-r1-max-throughput": {"attention_weights": "bf16"},
 }
 
 
