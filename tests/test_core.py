@@ -378,11 +378,12 @@ def test_mla_without_a_query_latent_builds_its_graph():
 def test_mla_decode_attention_runs_at_its_own_kernels_rate_by_hand():
     """DeepSeek-V3's absorbed decode attention over TP8 (16 of 128 heads a GPU), batch 256 at
     4,096 cached tokens, on a B200: 256 x 4,097 pairs x 16 heads x 2 x (576 + 512) FLOP =
-    36.5 GFLOP a layer. MLA kernels stack a sequence's heads as the rows of 64-row tiles and
-    reach 580 of the H800's 989 dense BF16 TFLOPS with full tiles (FlashMLA): 16 heads fill a
-    quarter, 2,250e12 x 580/989 x 1/4 = 329.9 TFLOPS, so 0.1106 ms of compute, above the
-    latent's 256 x 4,097 x 576 B = 604 MB at 8 TB/s x the profile's share (0.0755 ms at 1.0).
-    With attention DP (all 128 heads a rank) the tiles are full: four times the rate."""
+    36.5 GFLOP a layer. MLA kernels stack a sequence's heads as the rows of 64-row tiles; with
+    full tiles Blackwell's CUTLASS MLA decode moves 4,124 GB/s of a BF16 latent, 242 FLOP a byte
+    (128 heads x 2 x 1,088 / 1,152 B): 998 TFLOPS (sglang PR #6929). 16 heads fill a quarter,
+    249.5 TFLOPS, so 0.1463 ms of compute, above the latent's 256 x 4,097 x 576 B = 604 MB at
+    8 TB/s x the profile's share (0.0755 ms at 1.0). With attention DP (all 128 heads a rank) the
+    tiles are full: four times the rate. Hopper keeps FlashMLA's 580 of the H800's 989 TFLOPS."""
     from inferlab.core.timing import mla_decode_flops_per_s, time_op
 
     dep = deployment("deepseek-v3", "b200", tp=8, precision="fp8", engine="trtllm")
@@ -392,8 +393,10 @@ def test_mla_decode_attention_runs_at_its_own_kernels_rate_by_hand():
     assert att.latent and att.heads == 16
     flops = 256 * 4097 * 16 * 2 * (576 + 512)
     assert float(att.flops) == pytest.approx(flops)
-    rate = 2250e12 * 580 / 989 / 4
+    rate = 998e12 / 4
     assert mla_decode_flops_per_s(load_hardware("b200"), 16) == pytest.approx(rate)
+    assert mla_decode_flops_per_s(load_hardware("gb200"), 128) == pytest.approx(2500e12 * 998 / 2250)
+    assert mla_decode_flops_per_s(load_hardware("h200-sxm"), 128) == pytest.approx(580e12)  # H100's die
     assert mla_decode_flops_per_s(load_hardware("b200"), 128) == pytest.approx(4 * rate)
     assert mla_decode_flops_per_s(load_hardware("b200"), 16, 4) == pytest.approx(4 * rate)  # MTP: 4 rows a head
     t = time_op(att, load_hardware("b200"), dep.profile, "decode")
