@@ -226,3 +226,13 @@ def test_counts_are_json_integers_and_fractions_stay_floats():
     assert [type(v) for v in table.to_dict()["isl"]] == [int, int]
     # a fraction is not a count made whole, a missing number stays null
     assert whole([1.5, None, 2.0]) == [1.5, None, 2] and type(whole(2.0)) is int
+
+
+def test_a_load_curves_clients_are_json_integers_and_its_rates_floats():
+    from inferlab.serving.curve import load_sweep
+
+    clients = json.loads(json.dumps(load_sweep("llama-3.1-8b", "h100-sxm", concurrencies=[2, 4], num_requests=8).to_dict()))
+    assert [p["concurrency"] for p in clients["points"]] == [2, 4]
+    assert all(type(p["concurrency"]) is int for p in clients["points"])
+    rates = load_sweep("llama-3.1-8b", "h100-sxm", rates=[1, 2], num_requests=8).to_dict()
+    assert [type(p["rate"]) for p in rates["points"]] == [float, float]

@@ -217,8 +217,9 @@ def test_a_narrower_format_is_offered_where_one_fits():
     with pytest.raises(InfeasibleError) as err:
         inferlab.estimate("llama-3.1-405b", "h20", isl=1024)
     assert "scale-out NIC" in str(err.value) and "narrower weight format" in str(err.value)
-    assert "precision fp8" in str(err.value)
-    assert inferlab.estimate("llama-3.1-405b", "h20", isl=1024, precision="fp8", tp=8).deployment.hardware.id == "h20"
+    assert "precision={'weights': 'fp8'} as tp=8" in str(err.value)
+    assert inferlab.estimate("llama-3.1-405b", "h20", isl=1024, precision={"weights": "fp8"},
+                             tp=8).deployment.hardware.id == "h20"
 
 
 def test_a_scenario_reads_short_gpu_names_as_their_ids_in_the_list_and_the_prices():

@@ -19,6 +19,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE", type=output_file, help="write replicas, queue, P99 TTFT and spend "
                                                                     "over time (PNG or SVG)")
     p.flag_names["allow_long_context"] = "allow_long_context: true (a key of the scenario file)"
+    p.flag_names["precision_weights"] = "the scenario file's search: precisions"
     p.set_defaults(func=run)
 
 

@@ -35,6 +35,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                         "scheduler limits the plan assumed")
     add_cluster_flags(p)
     p.flag_names["allow_long_context"] = "allow_long_context: true (a key of the scenario file)"
+    p.flag_names["precision_weights"] = "the scenario file's search: precisions"
     p.set_defaults(func=run)
 
 

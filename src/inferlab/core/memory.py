@@ -9,11 +9,11 @@ their share otherwise: ``sizing`` (:mod:`inferlab.engines.memory_share`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..errors import InfeasibleError, option_name
+from ..errors import InfeasibleError, SpecError, option_name
 from ..specs.hardware import HardwareSpec
 from ..specs.model import ModelSpec
 from .parallelism import Parallelism, kv_units, stage_layer_share, state_share, tp_split_reason, weights_per_gpu
@@ -142,11 +142,14 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
                       sizing)
 
 
-def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism) -> None:
+def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism,
+                        precision: PrecisionConfig | None = None) -> None:
     """Raise :class:`InfeasibleError` when not even one sequence fits next to the weights.
 
     The message gives the bytes needed and available per GPU and the smallest layout that
-    would fit: a larger TP within the scale-up domain, else pipeline stages across nodes.
+    would fit: a larger TP within the scale-up domain, else pipeline stages across nodes; and a
+    narrower weight format that holds the model where one does (``precision``, the deployed
+    formats: its other kinds are kept and a drafter's weights counted, :func:`_narrower`).
     """
     if np.all(plan.max_sequences >= 1):
         return
@@ -178,27 +181,28 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
         return weights + plan.reserve + workspace + kv_t <= plan.budget
 
     fits = next(((t, p) for t, p in layouts if holds(t, p)), None)
+    narrower = _narrower(model, par, plan, precision)
     share = plan.capacity - plan.reserve if plan.sizing == "static" else plan.budget  # what the engine takes
     if share < 0.5 * plan.capacity and plan.weights + workspace + kv <= 0.8 * plan.capacity:  # the share is too small
         hint = (f"; weights, workspace and one sequence fit in 80% of the GPU's {plan.capacity / 1e9:.1f} GB: raise "
                 f"{option_name('gpu_memory_utilization')} (the engine's share is {share / 1e9:.1f} GB)")
         suggestion = {}
     elif fits and fits[1] == 1:
-        hint, suggestion = f"; tp={fits[0]} would fit" + _narrower_here(model, par, plan, holds), {"tp": fits[0]}
+        hint, suggestion = f"; tp={fits[0]} would fit" + _narrower_here(par, narrower, holds), {"tp": fits[0]}
     elif fits:
         hint = (f"; tp={fits[0]} with pp={fits[1]} pipeline stages ({fits[0] * fits[1]} GPUs) would fit"
-                + _narrower_here(model, par, plan, holds))
+                + _narrower_here(par, narrower, holds))
         suggestion = {"tp": fits[0], "pp": fits[1]}
     elif alone:
         hint = ("; a MIG slice or single device cannot be joined to another by tp or pp: "
-                + _larger_slice(hw, need, plan.budget / plan.capacity))
+                + _larger_slice(hw, need, plan.budget / plan.capacity) + _narrower_here(par, narrower, holds, alone))
         suggestion = {}
     elif workspace > 0.5 * plan.capacity:  # the token budget's activations, which no layout shards
         hint = (f"; the workspace of one iteration's token budget alone takes {workspace / 1e9:.1f} GB: lower "
                 f"{option_name('max_num_tokens')}")
         suggestion = {}
     else:
-        hint, suggestion = _no_layout(model, hw, par, plan, domain, [(par.tp, par.pp), *layouts], holds), {}
+        hint, suggestion = _no_layout(hw, par, domain, [(par.tp, par.pp), *layouts], holds, narrower), {}
     raise InfeasibleError(
         f"{model.id or model.name} does not fit on {hw.id} as {par}: needs {need / 1e9:.1f} GB per GPU "
         f"(weights {plan.weights / 1e9:.1f} GB, one sequence's KV {kv / 1e9:.2f} GB, workspace "
@@ -212,39 +216,67 @@ def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp
 _NARROWER = ("fp8", "int4")
 
 
-def _narrower_here(model: ModelSpec, par: Parallelism, plan: MemoryPlan, holds: Callable[..., bool]) -> str:
-    """``", or fp8 weights on these 2 GPUs (...)"``: the widest of :data:`_NARROWER` whose weights
-    hold one sequence on the GPUs as deployed (a single GPU's owner asks for a format, not more
-    GPUs); empty when none does."""
+def _narrower(model: ModelSpec, par: Parallelism, plan: MemoryPlan,
+              precision: PrecisionConfig | None) -> list[tuple[str, float]]:
+    """``(format, weights per GPU)`` of each of :data:`_NARROWER` that stores the weights in fewer
+    bytes than deployed, widest first: the deployed formats with the linear weights in it (its
+    other kinds kept, as ``--weights`` sets them), a drafter's weights beside (what ``plan`` holds
+    beyond the model's own); without ``precision``, the format alone."""
+    extra = 0.0 if precision is None else max(plan.weights - weights_per_gpu(model, precision, par), 0.0)
+    out = []
     for fmt in _NARROWER:
-        weights = weights_per_gpu(model, PrecisionConfig(weights=fmt), par)
-        if weights < 0.99 * plan.weights and holds(par.tp, par.pp, weights):
+        try:
+            config = PrecisionConfig(weights=fmt) if precision is None else replace(precision, weights=fmt)
+        except SpecError:  # a combination the format refuses (activations narrower than it)
+            continue
+        weights = weights_per_gpu(model, config, par) + extra
+        if weights < 0.99 * plan.weights:
+            out.append((fmt, weights))
+    return out
+
+
+def _weights_option(fmt: str) -> str:
+    """How the user sets the linear weights' format: ``--weights int4`` from the CLI, the
+    scenario's key where a command reads one (``int4 in the scenario file's search: precisions``),
+    else the keyword (``precision={'weights': 'int4'}``)."""
+    flag = option_name("precision_weights")
+    if flag.startswith("--"):
+        return f"{flag} {fmt}"
+    return f"precision={{'weights': '{fmt}'}}" if flag == "precision_weights" else f"{fmt} in {flag}"
+
+
+def _narrower_here(par: Parallelism, narrower: list[tuple[str, float]], holds: Callable[..., bool],
+                   alone: bool = False) -> str:
+    """``", or fp8 weights on these 2 GPUs (--weights fp8)"``: the widest of ``narrower`` that
+    holds one sequence on the GPUs as deployed (a single GPU's owner asks for a format, not more
+    GPUs; ``alone``: a MIG slice or single device, said of it); empty when none does."""
+    for fmt, weights in narrower:
+        if holds(par.tp, par.pp, weights):
+            if alone:
+                return f"; {fmt} weights fit this one ({_weights_option(fmt)})"
             gpus = par.tp * par.pp
             where = "on this GPU" if gpus == 1 else f"on these {gpus} GPUs"
-            return f", or {fmt} weights {where} ({option_name('precision')} {fmt})"
+            return f", or {fmt} weights {where} ({_weights_option(fmt)})"
     return ""
 
 
-def _no_layout(model: ModelSpec, hw: HardwareSpec, par: Parallelism, plan: MemoryPlan, domain: int,
-               layouts: list[tuple[int, int]], holds: Callable[..., bool]) -> str:
+def _no_layout(hw: HardwareSpec, par: Parallelism, domain: int, layouts: list[tuple[int, int]],
+               holds: Callable[..., bool], narrower: list[tuple[str, float]]) -> str:
     """Why no layout of ``layouts`` (``(tp, pp)``, the deployed one first) holds the model, and a
-    narrower weight format only where one would fit: what limits the GPUs (one machine's
-    ``domain`` without a scale-out NIC, else 16 pipeline stages), then the format or a larger GPU.
-
-    A format's weights are the model's alone in it (a drafter's left out), on the deployed layout."""
+    narrower weight format (``narrower``: :func:`_narrower`, on the deployed layout) only where
+    one would fit: what limits the GPUs (one machine's ``domain`` without a scale-out NIC, else
+    16 pipeline stages), then the format or a larger GPU."""
     if hw.scale_out is None:
         limit = (f"; no layout fits: one {hw.id} machine holds at most {domain} GPUs (tp x pp <= {domain}), and "
                  f"pipeline stages across machines need a scale-out NIC, which the {hw.id} spec does not have")
         reachable = [(t, p) for t, p in layouts if t * p <= domain]
     else:
         limit, reachable = "; no layout up to 16 pipeline stages fits", layouts
-    narrower = [(f, w) for f in _NARROWER
-                if (w := weights_per_gpu(model, PrecisionConfig(weights=f), par)) < 0.99 * plan.weights]
     for fmt, weights in narrower:
         fits = next(((t, p) for t, p in reachable if holds(t, p, weights)), None)
         if fits is not None:
             at = f"tp={fits[0]}" + (f" with pp={fits[1]}" if fits[1] > 1 else "")
-            return f"{limit}; a narrower weight format would fit: {option_name('precision')} {fmt} as {at}"
+            return f"{limit}; a narrower weight format would fit: {_weights_option(fmt)} as {at}"
     if not narrower or not reachable:
         return f"{limit}: use a GPU with more memory"
     fmt, weights = narrower[-1]

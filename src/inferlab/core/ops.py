@@ -143,7 +143,7 @@ class Attention(Op):
     per head (masked, not skipped: written by QK^T, read and written by softmax, read by
     PV, four passes) at ``score_bytes_per_element``; 4096 x 4096 at FP16 is 33.6 MB.
     ``latent``: MLA's absorbed decode, every head over the one cached latent (its own kernels,
-    :data:`~inferlab.core.timing.MLA_DECODE_PEAK_FRACTION`).
+    :func:`~inferlab.core.timing.mla_decode_flops_per_s`).
     """
 
     batch: ArrayLike = 1.0

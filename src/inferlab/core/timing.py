@@ -185,7 +185,9 @@ def mla_tile_fill(heads: Any, new_tokens: Any = 1.0) -> Any:
 def mla_decode_flops_per_s(hw: HardwareSpec, heads: Any, new_tokens: Any = 1.0) -> Any:
     """Rate of MLA's absorbed decode attention with ``heads`` query heads on a GPU and
     ``new_tokens`` per sequence [FLOP/s]: BF16 tensor peak (its kernels compute in BF16 over an
-    FP8 or BF16 latent) x :data:`MLA_DECODE_PEAK_FRACTION` x :func:`mla_tile_fill`."""
+    FP8 or BF16 latent) x the share its kernels reach on the GPU's tensor-core generation
+    (:data:`MLA_DECODE_PEAK_FRACTION_BY_SM`, else :data:`MLA_DECODE_PEAK_FRACTION`) x
+    :func:`mla_tile_fill`."""
     share = next((f for sm, f in MLA_DECODE_PEAK_FRACTION_BY_SM.items() if sm in hw.architecture),
                  MLA_DECODE_PEAK_FRACTION)
     return tensor_flops_per_s(hw, "bf16") * share * mla_tile_fill(heads, new_tokens)

@@ -49,7 +49,7 @@ def _plan(dep: ResolvedDeployment, engine: str, batch: np.ndarray, context: np.n
                        **memory_keywords(window_scheduler(engine, *windows), dep.hardware, par, step_tokens, share=share,
                                          model=dep.model),
                        **kw)
-    require_weights_fit(plan, dep.model, dep.hardware, par)
+    require_weights_fit(plan, dep.model, dep.hardware, par, dep.precision)
     return plan
 
 

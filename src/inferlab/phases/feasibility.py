@@ -146,7 +146,7 @@ def point_error(est: Any, j: int) -> InfeasibleError:
         return InfeasibleError(f"{dep.model.id or dep.model.name} on {dep.hardware.id} as {dep.parallel}: {said}")
     plan = _point_plan(est.memory, shape, j)
     try:
-        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel, dep.precision)
     except InfeasibleError as exc:
         return exc
     dp = dep.parallel.dp

@@ -221,7 +221,7 @@ def _prefill_and_memory(model: str, hardware: str, tp: int, pp: int, ep: int, pr
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile)
     plan = _kv_plan(dep, engine, isl, osl)
-    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+    require_weights_fit(plan, dep.model, dep.hardware, dep.parallel, dep.precision)
     prefill_1, chunks = prompt_prefill_s(dep, engine, prefix_hit, np.asarray(float(isl)))
     held = hybrid_sequences(dep, default_scheduler(engine), float(isl) + float(osl))  # a state pool of its own
     seqs = plan.max_sequences if held is None else np.minimum(plan.max_sequences, np.floor(held))

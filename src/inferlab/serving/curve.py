@@ -145,7 +145,9 @@ class LoadCurve:
         lat = {(m, q): self.latency(m, q) for m in METRICS for q in (50, self.percentile)}
         out = []
         for i, r in enumerate(self.results):
-            row: dict[str, Any] = {self.kind: float(self.loads[i]), "requests_per_s": float(req[i]),
+            load = float(self.loads[i])  # clients are a count: a JSON integer
+            row: dict[str, Any] = {self.kind: int(load) if self.kind == "concurrency" else load,
+                                   "requests_per_s": float(req[i]),
                                    "output_tokens_per_s": float(tok[i]),
                                    "output_tokens_per_s_per_gpu": float(tok[i]) / r.num_gpus,
                                    "output_tokens_per_s_per_user": float(user[i])}
@@ -164,7 +166,9 @@ class LoadCurve:
         head = {k: first[k] for k in ("model", "hardware", "layout", "num_gpus", "precision", "engine")}
         return {**head, "kind": self.kind, "max_concurrency": self.results[0].max_concurrency,
                 "percentile": self.percentile, "knee_metric": self.knee_metric,
-                "knee_elasticity": self.knee_elasticity, "knee_load": self.knee_load,
+                "knee_elasticity": self.knee_elasticity,
+                "knee_load": int(self.knee_load) if self.kind == "concurrency" and self.knee_load is not None
+                else self.knee_load,
                 **{k: None if v is None or math.isinf(v) else v  # (inf: bounds nothing, null in JSON)
                    for k, v in (("ttft_slo_s", self.ttft_slo_s), ("tpot_slo_s", self.tpot_slo_s))},
                 "points": self.rows()}

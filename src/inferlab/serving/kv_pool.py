@@ -64,7 +64,7 @@ def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = Non
     budget = float(plan.kv_budget)
     if budget <= 0:
         # the weights alone do not fit: the bytes and the smallest layout that holds them, as estimate says
-        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel)
+        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel, dep.precision)
         what = f"weights{' and drafter' if drafter and draft_weights else ''}"
         raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
