@@ -397,6 +397,9 @@ def test_mla_decode_attention_runs_at_its_own_kernels_rate_by_hand():
     assert mla_decode_flops_per_s(load_hardware("b200"), 16) == pytest.approx(rate)
     assert mla_decode_flops_per_s(load_hardware("gb200"), 128) == pytest.approx(2500e12 * 998 / 2250)
     assert mla_decode_flops_per_s(load_hardware("h200-sxm"), 128) == pytest.approx(580e12)  # H100's die
+    rubin = load_hardware("rubin")  # no published MLA kernel: Blackwell's share of its own BF16 peak
+    from inferlab.core.timing import tensor_flops_per_s
+    assert mla_decode_flops_per_s(rubin, 128) == pytest.approx(tensor_flops_per_s(rubin, "bf16") * 998 / 2250)
     assert mla_decode_flops_per_s(load_hardware("b200"), 128) == pytest.approx(4 * rate)
     assert mla_decode_flops_per_s(load_hardware("b200"), 16, 4) == pytest.approx(4 * rate)  # MTP: 4 rows a head
     t = time_op(att, load_hardware("b200"), dep.profile, "decode")

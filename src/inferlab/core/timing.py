@@ -163,12 +163,13 @@ def time_op(op: Op, hw: HardwareSpec, profile: Profile, phase: str, standalone: 
 MLA_DECODE_PEAK_FRACTION = 580.0 / 989.0
 MLA_HEAD_TILE = 64.0
 #: The same share on the tensor-core generations whose MLA decode kernels reach less of their
-#: doubled peak, by the ``sm_xxx`` their architecture names: datacenter Blackwell's CUTLASS MLA
-#: decode moves at most 4,124 GB/s of a BF16 latent (256 sequences of 8,192 tokens, 128 heads:
-#: 242 FLOP a byte, 998 TFLOPS) of the B200's 2,250 dense BF16 (sglang PR #6929, 2025-06);
+#: doubled peak, by a marker in their architecture: datacenter Blackwell's CUTLASS MLA decode
+#: moves at most 4,124 GB/s of a BF16 latent (256 sequences of 8,192 tokens, 128 heads: 242
+#: FLOP a byte, 998 TFLOPS) of the B200's 2,250 dense BF16 (sglang PR #6929, 2025-06);
 #: TensorRT-LLM's own kernel 851 TFLOPS at 128 x 2,048 on a GB200 (2,500). Blackwell Ultra
-#: doubled the exponent units, which MLA's 576-wide dot products do not wait on.
-MLA_DECODE_PEAK_FRACTION_BY_SM = {"sm_100": 998.0 / 2250.0, "sm_103": 998.0 / 2250.0}
+#: doubled the exponent units, which MLA's 576-wide dot products do not wait on. Rubin, whose
+#: MLA kernels are not published, takes the latest measured generation's share, not Hopper's.
+MLA_DECODE_PEAK_FRACTION_BY_ARCH = {"sm_100": 998.0 / 2250.0, "sm_103": 998.0 / 2250.0, "Rubin": 998.0 / 2250.0}
 
 
 def on_mla_tiles(op: Attention, hw: HardwareSpec) -> bool:
@@ -186,9 +187,9 @@ def mla_decode_flops_per_s(hw: HardwareSpec, heads: Any, new_tokens: Any = 1.0) 
     """Rate of MLA's absorbed decode attention with ``heads`` query heads on a GPU and
     ``new_tokens`` per sequence [FLOP/s]: BF16 tensor peak (its kernels compute in BF16 over an
     FP8 or BF16 latent) x the share its kernels reach on the GPU's tensor-core generation
-    (:data:`MLA_DECODE_PEAK_FRACTION_BY_SM`, else :data:`MLA_DECODE_PEAK_FRACTION`) x
+    (:data:`MLA_DECODE_PEAK_FRACTION_BY_ARCH`, else :data:`MLA_DECODE_PEAK_FRACTION`) x
     :func:`mla_tile_fill`."""
-    share = next((f for sm, f in MLA_DECODE_PEAK_FRACTION_BY_SM.items() if sm in hw.architecture),
+    share = next((f for mark, f in MLA_DECODE_PEAK_FRACTION_BY_ARCH.items() if mark in hw.architecture),
                  MLA_DECODE_PEAK_FRACTION)
     return tensor_flops_per_s(hw, "bf16") * share * mla_tile_fill(heads, new_tokens)
 
