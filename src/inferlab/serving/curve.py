@@ -145,9 +145,7 @@ class LoadCurve:
         lat = {(m, q): self.latency(m, q) for m in METRICS for q in (50, self.percentile)}
         out = []
         for i, r in enumerate(self.results):
-            load = float(self.loads[i])  # clients are a count: a JSON integer
-            row: dict[str, Any] = {self.kind: int(load) if self.kind == "concurrency" else load,
-                                   "requests_per_s": float(req[i]),
+            row: dict[str, Any] = {self.kind: self._load(self.loads[i]), "requests_per_s": float(req[i]),
                                    "output_tokens_per_s": float(tok[i]),
                                    "output_tokens_per_s_per_gpu": float(tok[i]) / r.num_gpus,
                                    "output_tokens_per_s_per_user": float(user[i])}
@@ -160,6 +158,10 @@ class LoadCurve:
             out.append(row)
         return out
 
+    def _load(self, load: Any) -> int | float:
+        """A load as JSON writes it: clients are a count (an integer), a rate a float."""
+        return int(load) if self.kind == "concurrency" else float(load)
+
     def to_dict(self) -> dict[str, Any]:
         """The curve, JSON-ready (seconds, tokens/s)."""
         first = self.results[0].to_dict()
@@ -167,8 +169,7 @@ class LoadCurve:
         return {**head, "kind": self.kind, "max_concurrency": self.results[0].max_concurrency,
                 "percentile": self.percentile, "knee_metric": self.knee_metric,
                 "knee_elasticity": self.knee_elasticity,
-                "knee_load": int(self.knee_load) if self.kind == "concurrency" and self.knee_load is not None
-                else self.knee_load,
+                "knee_load": None if self.knee_load is None else self._load(self.knee_load),
                 **{k: None if v is None or math.isinf(v) else v  # (inf: bounds nothing, null in JSON)
                    for k, v in (("ttft_slo_s", self.ttft_slo_s), ("tpot_slo_s", self.tpot_slo_s))},
                 "points": self.rows()}
