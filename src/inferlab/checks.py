@@ -386,3 +386,14 @@ def from_fields(cls: Any, value: Any, what: str, required: tuple[str, ...] = ())
     except TypeError as exc:
         raise SpecError(f"{what}: {exc}") from None
 
+
+def percentile(value: Any) -> float:
+    """A percentile as a float in (1, 100], or :class:`SpecError` (0.99 is refused: a fraction
+    written for P99 would check the 0.99th percentile, near the fastest request)."""
+    from .errors import option_name
+
+    checked = real(option_name("percentile"), value, minimum=0.0, maximum=100.0, include_minimum=False)
+    if checked <= 1.0:
+        raise SpecError(f"{option_name('percentile')} {checked:g} is the {checked:g}th percentile; a percentile is "
+                        "out of 100 (99 for P99)")
+    return checked

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..checks import real
+from ..checks import percentile as check_percentile  # (curve and the CLI import it from here)
 from ..errors import InfeasibleError, SpecError, option_name
 from .overheads import user_latencies
+from .result import ServeResult
 
-if TYPE_CHECKING:
-    from .result import ServeResult
 
 METRICS = ("ttft", "tpot", "e2e")
 #: Share of a run's requests arriving before its first completion past which the SLO verdict says so.
@@ -56,14 +55,6 @@ def slo_words(ttft_slo_s: float, tpot_slo_s: float) -> str:
     return " and ".join(said)
 
 
-def check_percentile(percentile: Any) -> float:
-    """``percentile`` as a float in (1, 100], or :class:`SpecError` (0.99 is refused: a
-    fraction written for P99 would check the 0.99th percentile, near the fastest request)."""
-    value = real(option_name("percentile"), percentile, minimum=0.0, maximum=100.0, include_minimum=False)
-    if value <= 1.0:
-        raise SpecError(f"{option_name('percentile')} {value:g} is the {value:g}th percentile; a percentile is "
-                        "out of 100 (99 for P99)")
-    return value
 
 
 @dataclass(frozen=True)
@@ -133,6 +124,8 @@ def goodput(result: ServeResult, ttft_slo_s: float, tpot_slo_s: float, percentil
     >>> g.meets, round(g.fraction, 2)
     (True, 1.0)
     """
+    if not isinstance(result, ServeResult):  # (a duck would fail deep inside with an AttributeError)
+        raise SpecError(f"goodput: result must be a ServeResult (what serve() returns), got {type(result).__name__}")
     check_slo(ttft_slo_s, tpot_slo_s, percentile)
     u = user_latencies(result)
     tpot_ok = np.isnan(u.tpot_s) | (u.tpot_s <= tpot_slo_s)

@@ -50,17 +50,39 @@ def _pool_token(dep: Any, sched: SchedulerConfig, plan: Any, drafter: DrafterMem
                                                                               if drafter else 0.0)
 
 
-def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
-    """What the weights (and a ``drafter``'s), workspace and reserve leave a GPU for its pools [B],
-    and the memory plan that says so; refused when nothing is left."""
+def _plan(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None, context: float) -> tuple[Any, dict]:
+    """The memory plan of one GPU holding one sequence of ``context`` tokens, sized as the engine
+    sizes its pools, and the keywords it was sized with."""
     sched = for_hardware(sched, dep.hardware)
-    draft_weights = drafter.weight_bytes if drafter else 0.0
     # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
     memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
                              drafter=drafter.method if drafter else "", model=dep.model)
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
-                       context=np.array(1.0), kv_block_size=sched.kv_block_size, extra_weight_bytes=draft_weights,
-                       **memory)
+                       context=np.array(float(context)), kv_block_size=sched.kv_block_size,
+                       extra_weight_bytes=drafter.weight_bytes if drafter else 0.0, **memory)
+    return plan, memory
+
+
+def require_request_fits(dep: Any, sched: SchedulerConfig, prompt: float, output: float,
+                         drafter: DrafterMemory | None = None) -> None:
+    """Refuse a deployment where the workload's longest request (``prompt + output`` tokens) does
+    not fit next to the weights, with the bytes and the smallest layout or narrower weights that
+    hold it (:func:`~inferlab.core.memory.require_weights_fit`, as ``estimate`` says it)."""
+    plan = _plan(dep, sched, drafter, max(float(prompt + output), 1.0))[0]
+    try:
+        require_weights_fit(plan, dep.model, dep.hardware, dep.parallel, dep.precision)
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"the longest request ({prompt:,.0f} + {output:,.0f} tokens): {exc}",
+                              needed_bytes=exc.needed_bytes, available_bytes=exc.available_bytes,
+                              suggestion=exc.suggestion) from None
+
+
+def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
+    """What the weights (and a ``drafter``'s), workspace and reserve leave a GPU for its pools [B],
+    and the memory plan that says so; refused when nothing is left."""
+    plan, memory = _plan(dep, sched, drafter, 1.0)
+    sched = for_hardware(sched, dep.hardware)
+    draft_weights = drafter.weight_bytes if drafter else 0.0
     budget = float(plan.kv_budget)
     if budget <= 0:
         # the weights alone do not fit: the bytes and the smallest layout that holds them, as estimate says

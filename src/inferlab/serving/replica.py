@@ -20,7 +20,8 @@ from ..engines.window_options import window_limits
 from ..errors import InfeasibleError, SpecError, did_you_mean, option_name
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
-from .kv_pool import hybrid_sequences, kv_capacity_tokens, state_slots, state_tokens  # noqa: F401 - theirs
+from .kv_pool import (hybrid_sequences, kv_capacity_tokens, require_request_fits, state_slots,  # noqa: F401 - theirs
+                      state_tokens)
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (
@@ -32,6 +33,12 @@ from .speculation import (
     speculative_config,
 )
 from .stepmodel import StepModel
+
+
+#: Engines whose iterations take prompts within the token budget alone (no SGLang-style
+#: ``--max-prefill-tokens`` beside it: vLLM's ``max_num_batched_tokens``, TensorRT-LLM's and
+#: LMDeploy's ``max_num_tokens``), so a prompt-token limit is refused for them.
+PREFILL_BUDGET_ENGINES = ("vllm", "trtllm", "trtllm-pytorch", "lmdeploy")
 
 
 def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **limits: Any) -> SchedulerConfig:
@@ -53,6 +60,10 @@ def engine_scheduler(engine: Any, scheduler: SchedulerConfig | None = None, **li
                         f"balancing is TensorRT-LLM's (attention_dp_config); "
                         f"{engine if isinstance(engine, str) else 'this engine'} admits each rank's prompts as they "
                         "come (0 or none)")
+    if limits.get("max_prefill_tokens") is not None and scheduler is None and engine in PREFILL_BUDGET_ENGINES:
+        raise SpecError(f"{option_name('max_prefill_tokens')} {limits['max_prefill_tokens']}: a prompt-token limit "
+                        f"beside the token budget is SGLang's (--max-prefill-tokens); {engine} has the token budget "
+                        f"alone: set {option_name('max_num_batched_tokens')}")
     if limits.get("hybrid_overlap") is not None and limits.get("state_slots") is None:  # the strategy it names
         limits = {**limits, "state_slots": (4 if limits.get("overlap_host") is False else 5) if limits["hybrid_overlap"]
                   else 3}
@@ -270,6 +281,9 @@ def serve_workload(dep: Any, engine: str, workload: Workload, sched: SchedulerCo
     if replica.concurrency is not None:
         turnaround = replica.turnaround(_request_period_s(model, replica.concurrency, isl, osl))
     length = float(np.mean(isl + osl)) if len(isl) else None
+    if len(isl):  # the longest request beside the weights: refused with the layout that holds it, as estimate says
+        longest = int(np.argmax(isl + osl))
+        require_request_fits(dep, sched, float(isl[longest]), float(osl[longest]), drafter)
     try:
         trace = simulate(model, limits, arrivals, isl.astype(float), osl.astype(float),
                          kv_capacity_tokens=kv_capacity_tokens(dep, sched, drafter, length) / dep.parallel.pp,

@@ -197,10 +197,12 @@ class ServeResult:
         return float(np.sum(self.trace.osl - 1.0)) / chunks if chunks else 1.0
 
     def itl_percentile(self, q: float) -> float:
-        """Inter-token latency at percentile ``q`` (0 to 100) over every generated token [s]."""
-        from ..checks import real
+        """Inter-token latency at percentile ``q`` (0, or above 1 and at most 100: 99 for P99) over
+        every generated token [s]."""
+        from ..checks import percentile, real
 
         q = real("percentile", q, minimum=0.0, maximum=100.0)
+        q = percentile(q) if q else q  # (0.99 for P99 is refused)
         return _weighted_quantile(self.trace.itl_values, self.trace.itl_weights, q / 100.0)
 
     def summary(self) -> dict[str, dict[str, float]]:
@@ -216,7 +218,11 @@ class ServeResult:
 
     def at_percentile(self, q: float) -> dict[str, float]:
         """Queueing, TTFT, TPOT, ITL and end-to-end latency at percentile ``q`` [s] (NaN where none
-        is defined), for a percentile :meth:`summary` leaves out."""
+        is defined), for a percentile :meth:`summary` leaves out (``q`` as :meth:`itl_percentile` takes it)."""
+        from ..checks import percentile, real
+
+        q = real("percentile", q, minimum=0.0, maximum=100.0)
+        q = percentile(q) if q else q
         out = {name: _stats(values, (q,))[f"p{q}"] for name, values in
                (("queue", self.queue_s), ("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s))}
         out["itl"] = self.itl_percentile(q) if len(self.trace.itl_values) else float("nan")
