@@ -25,6 +25,7 @@ from ..errors import CombinationError, InfeasibleError, SpecError
 from ..inputs.resolve import MAX_BATCH, MAX_TOKENS, deployment, memory_options
 from ..specs.catalog import load_model
 from ..specs.model import ModelSpec
+from ..techniques.deployed_precision import resolve_precision
 from ..techniques.disaggregation import Disaggregation
 from ..techniques.kv_transfer import kv_transfer
 from ..techniques.prefix_cache import PrefixCache, effective_cached_tokens
@@ -118,6 +119,11 @@ def pool_deployments(model: str | ModelSpec, disagg: Disaggregation | str, *, en
             raise
 
     pre, dec = one("prefill", d.prefill), one("decode", d.decode)
+    if precision is not None and d.prefill.precision is not None and d.decode.precision is not None and any(
+            resolve_precision(precision, m, dep.hardware).config != dep.precision for dep in (pre, dec)):
+        raise SpecError(f"both pools name their formats (prefill {d.prefill.precision}, decode {d.decode.precision}), "
+                        f"so the precision given beside them ({precision}) would be ignored: drop it, or leave a "
+                        "pool's format out for it to take this one")
     d = d.for_engine(d.decode.engine or engine)
     kv_p, kv_d = pre.precision.kv_cache, dec.precision.kv_cache
     if kv_p != kv_d:  # the decode pool reads the blocks the prefill pool wrote, as they are

@@ -52,6 +52,10 @@ from ..units import to_si
 
 LinkKind = Literal["auto", "nvlink", "network"]
 FirstToken = Literal["decode", "prefill"]
+#: The longest KV-transfer link latency taken [s]: past any network's round trip, as the
+#: client overheads' ``network_rtt_s`` bound (:mod:`inferlab.serving.overheads`).
+MAX_LINK_LATENCY_S = 10.0
+
 #: Which pool emits the first token, by the decode pool's engine: vLLM's P/D connectors have the
 #: decode instance recompute the last prompt token (its first step emits the token); SGLang's
 #: prefill server and TensorRT-LLM's context server sample it and hand it over with the KV.
@@ -138,9 +142,15 @@ class Pool:
                     pass  # (the error names the first reading)
         kw: dict[str, Any] = {"hardware": hw, "num_gpus": int(match["n"] or 1)}
         for attr in attrs:
-            if re.fullmatch(r"(tp|ep)\d+", attr):
-                kw[attr[:2]] = int(attr[2:])
-            elif attr == "adp":
+            key = attr[:2] if re.fullmatch(r"(tp|ep)\d+", attr) else "attention_dp" if attr == "adp" else "precision"
+            if key in kw:  # (the last would win silently)
+                raise SpecError(f"pool {text!r}: {attr!r} sets {key} a second time; give it once")
+            if re.fullmatch(r"\d+g\.\d+gb", attr):
+                raise SpecError(f"pool {text!r}: {attr!r} is a MIG slice; a pool runs whole GPUs (tpN over them), "
+                                "not slices of one")
+            if key in ("tp", "ep"):
+                kw[key] = int(attr[2:])
+            elif key == "attention_dp":
                 kw["attention_dp"] = True
             else:
                 try:
@@ -208,8 +218,9 @@ class Disaggregation:
             if not bw > 0 or not np.isfinite(bw):
                 raise SpecError(f"disaggregation: link_bandwidth must be > 0, got {self.link_bandwidth!r}")
             object.__setattr__(self, "link_bandwidth", bw)
-        if self.link_latency_s is not None and not self.link_latency_s >= 0:
-            raise SpecError(f"disaggregation: link_latency_s must be >= 0, got {self.link_latency_s!r}")
+        if self.link_latency_s is not None and not 0 <= self.link_latency_s <= MAX_LINK_LATENCY_S:
+            raise SpecError(f"disaggregation: link_latency_s must be >= 0 and at most {MAX_LINK_LATENCY_S:g} s (past "
+                            f"any network's round trip), got {self.link_latency_s!r}")
 
     @classmethod
     def parse(cls, text: str) -> Disaggregation:
