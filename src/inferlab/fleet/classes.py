@@ -23,7 +23,7 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         raise SpecError("fleet: give traffic (e.g. {'shape': 'daily', 'rate': 20, 'isl': 1500, 'osl': 300}) "
                         "or a trace file")
     classes = traffic if isinstance(traffic, (list, tuple)) else [traffic]
-    parts, streams = [], 0
+    parts, streams, silent = [], 0, 0
     if not classes:
         raise SpecError("fleet: traffic needs at least one class")
     for k, c in enumerate(classes):
@@ -36,6 +36,7 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
                             f"{', '.join(sorted(CLASS_KEYS))}")
         rng = np.random.default_rng([seed, k])
         prof = Profile(**{f: c[f] for f in Profile.__dataclass_fields__ if f in c})
+        silent += prof.rate == 0 and (prof.shape in ("constant", "daily") or prof.peak_rate == 0)
         pre = parse_prefixes(c["prefix"]) if c.get("prefix") else None
         turns = pre.turns if pre is not None and pre.kind == "sessions" else 1
         starts = prof.arrivals(horizon_s, rng, scale=1.0 / turns)
@@ -48,9 +49,11 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
             except SpecError as exc:  # which class, which of its lengths
                 raise SpecError(f"traffic class {k}: {key}: {str(exc).removeprefix('lengths: ')}") from None
         isl, osl = drawn
-        if pre is not None and pre.kind == "shared" and len(isl) and np.all(isl < pre.tokens):  # as serve refuses it
-            raise SpecError(f"traffic class {k}: prefix {pre}: the shared prefix of {pre.tokens:,} tokens is longer "
-                            f"than every prompt (the longest has {np.max(isl):,.0f}); a prompt holds its prefix")
+        if pre is not None and len(isl):  # as serve refuses it
+            try:
+                pre.check_held(float(np.max(isl)))
+            except SpecError as exc:
+                raise SpecError(f"traffic class {k}: {exc}") from None
         if pre is None:
             part = plain(starts, isl, osl)
         elif pre.kind == "sessions":
@@ -62,4 +65,7 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         tags = {"region": np.full(len(part), str(c.get("region", "local")), object),
                 "model": np.full(len(part), str(c.get("model", "")), object)}
         parts.append(replace(part, **tags))
+    if silent == len(classes):  # (one class at rate 0 beside others is a class switched off)
+        raise SpecError("fleet: every traffic class has rate 0 (and no peak_rate): no request is sent; give a rate "
+                        "above 0 [request/s]")
     return concat(parts)

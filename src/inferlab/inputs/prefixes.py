@@ -133,16 +133,22 @@ class Prefixes:
             text = f"sessions:turns={self.turns},think={self.think_s:g}"
         return text + ("" if self.cache else ",cache=off")
 
+    def check_held(self, longest: float) -> None:
+        """Refuse a shared prefix longer than every prompt (the ``longest`` has that many tokens):
+        a prompt holds its prefix."""
+        if self.kind == "shared" and longest < self.tokens:
+            raise SpecError(f"prefix {self}: the shared prefix of {self.tokens:,} tokens is longer than every prompt "
+                            f"(the longest has {longest:,.0f} tokens); a prompt holds its prefix: give a shorter "
+                            "prefix or longer prompts")
+
     def plan(self, workload: Workload) -> PrefixPlan:
         """Each request's lengths, stream, prefix and follow-up: the workload's draws, and for
         sessions its conversations built from them."""
         arrivals, isl, osl = workload.draw()
         isl, osl = isl.astype(float), osl.astype(float)
         if self.kind == "shared":
-            if len(isl) and np.all(isl < self.tokens):
-                raise SpecError(f"prefix {self}: the shared prefix of {self.tokens:,} tokens is longer than every prompt "
-                                f"(the longest has {np.max(isl):,.0f} tokens); a prompt holds its prefix: give a shorter "
-                                "prefix or longer prompts")
+            if len(isl):
+                self.check_held(float(np.max(isl)))
             rng = np.random.default_rng([workload.seed, 0x9FE])
             weights = np.arange(1.0, self.groups + 1.0) ** -float(self.zipf)
             stream = rng.choice(self.groups, size=len(isl), p=weights / weights.sum())

@@ -16,12 +16,11 @@ A scenario is YAML::
     verify: 3                          # best configurations re-checked by the serving simulation
     allow_long_context: false          # true: prompts beyond the models' positions (RoPE scaling)
 
-``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal, mean: 1500,
-sigma: 0.6}``) and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job
-(throughput per dollar, no latency SLO) with ``requests`` to process and a ``deadline_h``. Every number
-must be finite and given as a number (``"2.5"`` is refused), counts as integers, prices >= 0 and named
-after one of the scenario's GPUs; the SLO percentile is at most 99.9 (the one the verification can
-simulate enough requests for).
+``traffic.isl``/``osl`` take a token count or a distribution mapping (``{kind: lognormal, mean: 1500, sigma: 0.6}``)
+and default to 1024 and 256 tokens; ``offline: true`` in ``traffic`` plans a batch job (throughput per dollar, no
+latency SLO) with ``requests`` to process and a ``deadline_h``. Every number must be finite and given as a number
+(``"2.5"`` is refused), counts as integers, prices >= 0 and named after one of the scenario's GPUs; the SLO percentile
+is at most 99.9 (the one the verification can simulate enough requests for).
 """
 
 from __future__ import annotations
@@ -32,10 +31,11 @@ from typing import Annotated, Any
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
                       ValidationError, field_validator, model_validator)
 
-from ..checks import nonzero_price, repeated
+from ..checks import longest_tokens, nonzero_price, repeated
 from ..errors import InferlabError, SpecError, did_you_mean
 from ..inputs.prefixes import Prefixes, prefixes
 from ..inputs.workload import Lengths
+from ..specs.listed_names import hardware_id_or_name, model_id_or_name
 from ..specs.validation import format_validation_error, read_yaml_mapping
 
 #: Frozen, no unknown keys, and no NaN or infinity in any number (an infinite budget or a NaN
@@ -132,6 +132,8 @@ class Traffic(BaseModel):
         if self.request_rate > MAX_RATE:
             raise ValueError(f"{self.request_rate:.3g} requests/s is more than {MAX_RATE:g}; no deployment is sized "
                              "for that")
+        if self.prefix is not None and self.isl.kind != "lognormal":  # (as serve refuses it; a lognormal has no longest)
+            self.prefix.check_held(longest_tokens(self.isl))
         if self.prefix is not None and self.prefix_hit:
             raise ValueError("give 'prefix' (the prompts' shared prefixes, simulated through the prefix cache) or "
                              "'prefix_hit' (a share of each prompt found cached), not both: they can disagree")
@@ -304,13 +306,11 @@ class Scenario(BaseModel):
     @field_validator("models", "hardware")
     @classmethod
     def _listed_once(cls, value: tuple[str, ...], info: Any) -> tuple[str, ...]:
-        from ..specs.catalog import hardware_id_or_name  # (h200 -> h200-sxm; as given where unknown)
-        return _distinct(tuple(map(hardware_id_or_name, value)) if info.field_name == "hardware" else value)
+        return _distinct(tuple(map(hardware_id_or_name if info.field_name == "hardware" else model_id_or_name, value)))
 
     @field_validator("prices")
     @classmethod
     def _priced_ids(cls, value: dict) -> dict:
-        from ..specs.catalog import hardware_id_or_name
         ids = {k: hardware_id_or_name(k) for k in value}
         if len(set(ids.values())) < len(ids):  # h200 and h200-sxm: one GPU priced twice
             both = sorted(k for k in ids if list(ids.values()).count(ids[k]) > 1)

@@ -115,18 +115,6 @@ class AmbiguousNameError(UnknownNameError):
                 + " or ".join(repr(c) for c in self.candidates) + "? Give the full id.")
 
 
-def hardware_id_or_name(name: Any) -> Any:
-    """:func:`hardware_id` of ``name`` (a MIG profile after ``:`` kept), or ``name`` as given
-    where the catalog reads it as no one id: for a list checked later, where the error is said."""
-    if not isinstance(name, str):
-        return name
-    base, colon, profile = name.partition(":")
-    try:
-        return hardware_id(base) + colon + profile
-    except UnknownNameError:
-        return name
-
-
 #: Suffixes that name a chip's form factor, not another part: a chip with one of them in the
 #: catalog is that part (``h200`` -> ``h200-sxm``). Others name a sibling (``rtx-3090`` vs
 #: ``rtx-3090-ti``, ``m2`` vs ``m2-ultra``, ``a100-sxm`` vs its 80 GB model), never read for it.
@@ -204,6 +192,11 @@ def _parse_hardware_file(key: str, path: Traversable) -> HardwareSpec:
 def _aliases() -> dict[str, str]:
     files = _model_files()
     return memo("aliases", "\n".join(file_key(files[k]) for k in sorted(files)), _read_aliases)
+
+
+def alias_ids() -> dict[str, str]:
+    """Every alias a model spec lists (lower case) -> its catalog id."""
+    return dict(_aliases())
 
 
 def _read_aliases() -> dict[str, str]:
