@@ -106,11 +106,13 @@ def windowed_kinds(model: Any) -> tuple[str, ...]:
     return tuple(kind for kind in WINDOW_KINDS if model.kv_share_held_whole((kind,)) < 1.0)
 
 
-def check_model_windows(model: Any, window_kv: Any = None, window_pool_ratio: Any = None) -> None:
+def check_model_windows(model: Any, window_kv: Any = None, window_pool_ratio: Any = None,
+                        engine: Any = None) -> None:
     """Refuse window settings that change nothing for ``model``: any of them on a model without
-    windowed layers, or a ``window_kv`` naming a kind it has no layers of (one line saying what
-    the model's attention is). An engine command's flags are not checked here: the engines
-    accept them on any model and ignore them."""
+    windowed layers or on one ``engine`` keeps whole (SGLang's Gemma,
+    :attr:`~inferlab.engines.scheduler.SchedulerConfig.whole_window_models`), or a ``window_kv``
+    naming a kind it has no layers of (one line saying what the model's attention is). An engine
+    command's flags are not checked here: the engines accept them on any model and ignore them."""
     has = windowed_kinds(model)
     given = [option_name(key) for key, value in (("window_kv", window_kv), ("window_pool_ratio", window_pool_ratio))
              if value is not None]
@@ -119,6 +121,11 @@ def check_model_windows(model: Any, window_kv: Any = None, window_pool_ratio: An
     if given and not has:
         raise SpecError(f"{' and '.join(given)}: {name} has no windowed attention layers (its layers: {layers}); "
                         "every layer keeps every token whatever the setting: drop it")
+    whole = default_scheduler(engine).whole_window_models if isinstance(engine, str) else ()
+    if given and getattr(model, "model_type", None) in whole:
+        raise SpecError(f"{' and '.join(given)}: {engine} keeps every token of {name}'s windowed layers in its one "
+                        f"KV pool (no windowed layers' pool for {model.model_type} models), whatever the setting: "
+                        "drop it")
     kinds = () if window_kv is None else window_kinds(window_kv, option_name("window_kv"))
     missing = [kind for kind in kinds if kind not in has]
     if missing:

@@ -61,7 +61,7 @@ def replica_kind(name: str, model: Any, hardware: Any, *, tp: int = 1, ep: int =
                      profile=profile)
     limits = limits or {}
     base = unchunked_budget(dep, engine_scheduler(engine, None, **limits))
-    check_model_windows(dep.model, limits.get("window_kv"), limits.get("window_pool_ratio"))
+    check_model_windows(dep.model, limits.get("window_kv"), limits.get("window_pool_ratio"), engine)
     sched = replica_limits(dep, engine, base)
     context = _mean_taken(dep, sched, lengths, allow_long_context)
     step = StepModel(dep, sched.max_num_batched_tokens + sched.max_num_seqs, sched.overlap_host, sched.graph_max_batch,

@@ -200,7 +200,7 @@ def estimate(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec |
         checks.integer(option_name("max_model_len"), max_model_len, what="tokens", whole_floats=True)
         checks.engine_context_within_model(dep.model, max_model_len, allow_long_context=bool(allow_long_context))
     windows = window_scheduler(engine, window_kv, window_pool_ratio)
-    check_model_windows(dep.model, window_kv, window_pool_ratio)
+    check_model_windows(dep.model, window_kv, window_pool_ratio, engine)
     est = static_batch(dep, engine, b, i, o, **memory, price_per_gpu_hour=price, utilization=use,
                        waves=checks.boolean(option_name("waves"), waves), speculative=spec, prefix_cache=cache,
                        graph_max_batch=graphs, max_num_seqs=seqs, allow_long_context=bool(allow_long_context),

@@ -159,7 +159,7 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
                         "preamble is the tokens before the first one the client counts, shorter than the output")
     dep = deployment(model, hardware, tp=tp, pp=pp, ep=ep, dp=dp, attention_dp=attention_dp, precision=precision,
                      engine=engine, profile=profile, attention_tp=attention_tp)
-    check_model_windows(dep.model, window_kv, window_pool_ratio)
+    check_model_windows(dep.model, window_kv, window_pool_ratio, engine)
     shared = prefixes(prefix) if prefix is not None else None
     turns = shared.turns if shared is not None and shared.kind == "sessions" else 1
     checks.context_within_model(dep.model, workload.isl, workload.osl, allow_long_context=allow_long_context, turns=turns)
