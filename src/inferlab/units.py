@@ -171,7 +171,7 @@ def parse(text: str, values: dict[str, pint.Quantity] | None = None, *, label: s
         if q is None:
             q = registry.ureg.parse_expression(cleaned, **(values or {}))
     except registry.pint.UndefinedUnitError as exc:
-        raise UnitError(f"unknown unit {exc.unit_names!s} in {shown!r}; {_UNIT_HINT}") from None
+        raise UnitError(f"unknown unit {_names(exc)} in {shown!r}; {_UNIT_HINT}") from None
     except registry.DimensionError as exc:
         raise UnitError(f"in {shown!r}: {exc}") from None
     except Exception as exc:  # pint raises several types (tokenize, Syntax, Attribute) on malformed text
@@ -255,7 +255,7 @@ def parse_unit(unit: str) -> pint.Unit:
     try:
         return _unit(unit)
     except pint_errors.UndefinedUnitError as exc:
-        raise UnitError(f"unknown unit {exc.unit_names!s} in {unit!r}; {_UNIT_HINT}") from None
+        raise UnitError(f"unknown unit {_names(exc)} in {unit!r}; {_UNIT_HINT}") from None
     except Exception as exc:
         raise UnitError(f"cannot read {unit!r} as a unit ({type(exc).__name__}); {_UNIT_HINT}") from None
 
@@ -264,6 +264,13 @@ _UNIT_HINT = (
     "known units include B, b (bit), FLOP, FLOPS, OPS, s, ms, h, token (tok), request (req), USD ($), "
     "W, Hz with SI prefixes (k, M, G, T, P: '128 ktok') or binary ones (Ki, Mi, Gi, Ti)"
 )
+
+
+def _names(exc: Exception) -> str:
+    """The unknown unit names of pint's error, quoted and joined ('foo', or 'foo', 'bar')."""
+    names = getattr(exc, "unit_names", ()) or ()
+    names = (names,) if isinstance(names, str) else tuple(names)
+    return ", ".join(repr(str(n)) for n in names) or "(unnamed)"
 
 
 def dimension_name(unit: str | pint.Unit) -> str:

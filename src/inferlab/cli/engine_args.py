@@ -25,6 +25,9 @@ def add_engine_args_flag(parser: argparse.ArgumentParser) -> None:
 
 def positionals(args: argparse.Namespace) -> None:
     """With engine args the model comes from the command: one positional is the hardware."""
+    if args.hardware is not None and args.model is not None:
+        raise SpecError(f"with --engine-args the model comes from the command: give the HARDWARE alone (got "
+                        f"{args.model} and {args.hardware})")
     if args.hardware is None and args.model is not None:
         args.model, args.hardware = None, args.model
 

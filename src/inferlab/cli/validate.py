@@ -33,6 +33,16 @@ def _check_profile(profile: str) -> None:
     load_profile(profile, "generic", "h100-sxm", "hopper")
 
 
+def _refuse_bench_only(args: argparse.Namespace, command: str) -> None:
+    """Refuse the flags that describe ``--bench`` files where none is given (they would be ignored)."""
+    given = [flag for flag, value in (("--format", args.format), ("--engine-args", args.engine_args),
+                                      ("--deployment", args.deployment), ("--gpu", args.gpu)) if value is not None]
+    if given:  # they say what a benchmark output does not record; case files state their own deployments
+        raise SpecError(f"{command}: {', '.join(given)} describe{'s' if len(given) == 1 else ''} --bench files "
+                        "(what a benchmark output does not record), and none is given: give --bench files, or "
+                        f"drop {'it' if len(given) == 1 else 'them'}")
+
+
 def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
     from ..cluster import dask_client
     from ..validation.cases import InvalidCase, load_case_entries
@@ -46,6 +56,7 @@ def _case_records(args: argparse.Namespace) -> list[dict[str, Any]]:
             raise SpecError("validate: give case files or --bench files, not both")
         cases = bench_case_list(args)
     else:
+        _refuse_bench_only(args, "validate")
         cases = load_case_entries(args.files or None)
     where = " ".join(args.bench or args.files) if args.bench or args.files else "the public case files"
     if not cases:
@@ -113,6 +124,7 @@ def _calibrate(args: argparse.Namespace) -> None:
         if args.ops or args.cases:
             raise SpecError("calibrate: --bench fits a profile to benchmark runs alone; drop --ops and --cases")
         return calibrate_bench(args)
+    _refuse_bench_only(args, "calibrate")
     if not args.ops:
         raise SpecError("calibrate: give --ops FILE.csv (op-level measurements) or --bench FILE... (benchmark outputs)")
     table = read_ops(args.ops)

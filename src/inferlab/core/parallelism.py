@@ -132,8 +132,8 @@ class Parallelism:
                     + (f" --attention-tp {self.tp}" if self.tp > 1 else "") + ")"
                     if self.dp > 1 and self.ep == self.tp * self.dp else "")
             raise SpecError(f"ep={self.ep} must divide tp={self.tp}: the expert groups share the stage's GPUs "
-                            f"(ep x moe_tp = tp); e.g. tp={self.ep * -(-self.tp // self.ep)} or ep in "
-                            f"{[d for d in range(1, self.tp + 1) if self.tp % d == 0]}{vllm}")
+                            f"(ep x moe_tp = tp); e.g. ep in {[d for d in range(1, self.tp + 1) if self.tp % d == 0]}, "
+                            f"or a tp that is a multiple of {self.ep}{vllm}")
         if self.attention_tp > 1 and not self.attention_dp:
             raise SpecError(f"attention_tp={self.attention_tp} splits attention data-parallel ranks over GPUs, but "
                             f"attention_dp is off (the heads then split over all tp={self.tp}): give attention_dp, "

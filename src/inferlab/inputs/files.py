@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 
-from ..checks import repeated
+from ..checks import from_fields, repeated
 from ..core.quantization import PrecisionConfig
 from ..errors import InferlabError, SpecError, did_you_mean
 from ..specs.validation import read_yaml_mapping
@@ -113,9 +113,13 @@ def _technique(value: Any, cls: type, key: str, build: Any = None) -> Any:
     if not isinstance(value, dict):
         raise SpecError(f"{key}: expected text or a mapping, got {type(value).__name__}")
     try:
-        return build(value) if build else cls(**value)
+        if build:
+            return build(value)
+        # a dataclass: an unknown field named with the closest known one and the allowed ones
+        return from_fields(cls, value, key) if hasattr(cls, "__dataclass_fields__") else cls(**value)
     except (TypeError, KeyError, InferlabError) as exc:
-        raise SpecError(f"{key}: {str(exc)[:300]}") from None
+        text = str(exc)
+        raise SpecError(text[:300] if text.startswith(f"{key}: ") else f"{key}: {text[:300]}") from None
 
 
 def _disaggregation(value: dict) -> Disaggregation:

@@ -121,6 +121,12 @@ class Lengths:
             if kind == "lognormal":
                 pairs = [part.split("=", 1) for part in rest.split(",")]
                 fields = dict(pairs)
+                unknown = sorted(set(fields) - {"mean", "sigma"})
+                if unknown:  # (a pair without '=' has raised already: dict() needs two items)
+                    raise SpecError(f"{unknown[0]}= is not a lognormal field{did_you_mean(unknown[0], ('mean', 'sigma'))}; "
+                                    "it takes mean= and sigma=, e.g. lognormal:mean=1024,sigma=0.5")
+                if "mean" not in fields:
+                    raise SpecError("mean= is missing (the mean length in tokens); e.g. lognormal:mean=1024,sigma=0.5")
                 if set(fields) <= {"mean", "sigma"}:
                     twice = repeated([key for key, _ in pairs])
                     if twice is not None:

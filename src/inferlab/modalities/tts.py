@@ -184,6 +184,12 @@ def speak(model: str | ModalitySpec, hardware: str | HardwareSpec, *, llm: str |
     decoder = str(spec.field("decoder"))
     if llm is not None and load_model(llm).id == load_model(decoder).id:
         raise SpecError(f"llm {llm} is {spec.id}'s own speech decoder; give the LLM that writes the reply")
+    if llm is not None:  # the whole reply is written, whatever of it is spoken first
+        limit = int(load_model(llm).max_position_embeddings or 0)
+        if limit and prompt_tokens + reply_tokens > limit:
+            raise SpecError(f"llm {llm}: its prompt ({prompt_tokens:,} tokens) and reply ({reply_tokens:,}, "
+                            f"{option_name('reply_tokens')}) make {prompt_tokens + reply_tokens:,} tokens, more than "
+                            f"the {limit:,} positions it was trained for: give a shorter reply")
     spoken = min(clause_tokens, reply_tokens) if stream else reply_tokens
     wait = 0.0
     chunk = int(spec.field("first_chunk_tokens"))
