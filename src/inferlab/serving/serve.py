@@ -66,7 +66,8 @@ def serve(model: str | ModelSpec | Deployment, hardware: str | HardwareSpec | Wo
         The engine's scheduling limits (defaults per engine, :data:`ENGINE_SCHEDULERS`);
         ``mixed_prefill=False`` runs prefill iterations without the decodes (SGLang's default);
         ``max_prefill_tokens`` stops an iteration taking prompts once that many prompt tokens
-        are in it (SGLang's ``--max-prefill-tokens``); decode batches larger than
+        are in it (SGLang's ``--max-prefill-tokens``; refused for vLLM, TensorRT-LLM and LMDeploy,
+        whose iterations have the token budget alone); decode batches larger than
         ``graph_max_batch`` run without a CUDA graph (SGLang's ``--cuda-graph-max-bs``, 0 for
         ``--disable-cuda-graph``); iterations with prompt tokens of at most ``prefill_graph_tokens``
         tokens run in piecewise CUDA graphs, without the host's eager floor (SGLang's
