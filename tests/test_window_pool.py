@@ -167,3 +167,38 @@ def test_a_disaggregated_prompt_sends_the_kv_its_decode_engine_keeps():
                                             engine=engine, isl=30000, osl=500, batch_size=1).transfer.bytes)
             for engine in ("sglang", "vllm")}
     assert sent == {"sglang": pytest.approx(15_237_120_000), "vllm": pytest.approx(2_893_807_616)}
+
+
+def test_sglangs_windowed_pool_holds_its_own_sequences():
+    """The windowed layers' pool of its own (SGLang) holds ratio x the full pool's tokens, a
+    running sequence past its window 128 + 16 (a page) of them there (SGLang frees the rest a
+    window and a page behind): a tiny ratio caps the sequences, it does not free memory for more.
+    At 1e-4 of gpt-oss-20b's pool on an H100 about two 8,128-token sequences' windows fit, so one
+    runs; at the default 0.8 each needs 144 of 0.8 x 8,128 tokens: not binding."""
+    from inferlab.core.memory import window_pool_need
+
+    assert window_pool_need(load_model("gpt-oss-20b"), ("sliding",), 16) == 128 + 16
+
+    def largest(ratio):
+        with pytest.raises(inferlab.InfeasibleError) as exc:
+            inferlab.estimate("gpt-oss-20b", "h100-sxm", engine="sglang", window_pool_ratio=ratio, batch_size=4000,
+                              isl=8000)
+        return int(str(exc.value).split("the largest batch that fits is ")[1].split()[0])
+
+    tiny, small, default, whole = largest(1e-4), largest(3e-3), largest(0.8), largest(1.0)
+    assert tiny == 1 and small < default  # capped by the windowed pool, not freed by it
+    # where the windowed pool does not bind, the full layers' pool sets it: bytes split 1 : ratio
+    # (half the KV bytes in windowed layers), so 0.8 holds (1 + 1) / (1 + 0.8) of ratio 1's sequences
+    assert default == pytest.approx(whole * 2.0 / 1.8, abs=1)
+    # serving: one request runs at a time, so no two decode out of the same windows (their first
+    # token to last token spans are disjoint), where the default ratio runs the four clients together
+    def spans(**kw):
+        t = inferlab.serve("gpt-oss-20b", "h100-sxm", engine="sglang", concurrency=4, isl=8000, osl=16,
+                           num_requests=8, **kw).trace
+        order = np.argsort(t.first_token)
+        return t.first_token[order], t.finish[order]
+
+    first, finish = spans(window_pool_ratio=1e-4)
+    assert np.all(first[1:] >= finish[:-1] - 1e-9)
+    first, finish = spans()
+    assert np.any(first[1:] < finish[:-1])

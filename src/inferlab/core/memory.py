@@ -107,7 +107,8 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     workspace inside it). A windowed layer of a kind in ``window_kv`` holds a sequence's last
     ``W`` tokens (the engine frees the rest); with ``window_pool_ratio`` (SGLang's
     ``--swa-full-tokens-ratio``) those layers have a pool of their own of that many tokens for
-    each of the full layers', so a sequence takes its length in both
+    each of the full layers', so a sequence takes its length in both, and the windowed pool holds
+    no more sequences than its tokens over :func:`window_pool_need` each
     (:mod:`inferlab.engines.window_pool`).
     """
     par = parallel or Parallelism(tp=tp)
@@ -137,9 +138,20 @@ def plan_memory(model: ModelSpec, hw: HardwareSpec, precision: PrecisionConfig, 
     free = budget - weights - reserve_bytes - workspace
     with np.errstate(divide="ignore"):
         max_seq = np.floor(np.maximum(free, 0.0) / per_seq) * groups
+    if window_pool_ratio is not None and 0.0 < whole < 1.0:  # the windowed layers' pool holds its sequences too
+        max_seq = np.minimum(max_seq, np.floor(window_pool_ratio * max_seq * pages / np.minimum(
+            pages, window_pool_need(model, window_kv, kv_block_size))))
     return MemoryPlan(capacity, budget, weights, reserve_bytes, np.asarray(workspace, float), per_token,
                       np.asarray(per_seq, float), np.asarray(np.ceil(batch / groups) * per_seq, float), max_seq, kv_fraction,
                       sizing)
+
+
+def window_pool_need(model: ModelSpec, freed: tuple[str, ...], page: int) -> float:
+    """Tokens a running sequence past its window holds in a windowed layers' pool of their own
+    (SGLang's) [token]: the widest freed window and a page (SGLang frees a running request's
+    windowed-layer tokens a window and a page behind, ``ScheduleBatch._evict_swa``; its radix
+    cache those of a finished prompt). A shorter sequence holds its length."""
+    return float(model.widest_window(freed) + page)
 
 
 def require_weights_fit(plan: MemoryPlan, model: ModelSpec, hw: HardwareSpec, tp: int | Parallelism,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.memory import plan_memory, recurrent_state_per_gpu, require_weights_fit
+from ..core.memory import plan_memory, recurrent_state_per_gpu, require_weights_fit, window_pool_need
 from ..engines.memory_share import memory_keywords
 from ..engines.scheduler import SchedulerConfig, for_hardware
 from ..engines.state_pool import running_requests, separate_pool, state_page_tokens, state_pool_bytes
@@ -128,6 +128,17 @@ def state_slots(dep: Any, sched: SchedulerConfig) -> int | None:
     state = recurrent_state_per_gpu(dep.model, dep.parallel)
     held = running_requests(state_pool_bytes(budget, state, sched, dep.parallel.attention_groups), state, sched)
     return max(int(held), 0) * dep.parallel.attention_groups
+
+
+def window_slots(dep: Any, sched: SchedulerConfig) -> int | None:
+    """Running requests a windowed layers' pool of its own holds (SGLang's, ``window_pool_ratio``
+    tokens for each of the KV pool's), each past its window holding
+    :func:`~inferlab.core.memory.window_pool_need` tokens there; None where there is no such pool."""
+    freed, ratio = held_windows(dep.model, sched)
+    if ratio is None or not 0.0 < dep.model.kv_share_held_whole(freed) < 1.0:
+        return None
+    need = window_pool_need(dep.model, freed, sched.kv_block_size)
+    return max(int(ratio * kv_capacity_tokens(dep, sched) / need), 1)
 
 
 def hybrid_sequences(dep: Any, sched: SchedulerConfig, context: float) -> float | None:

@@ -21,7 +21,7 @@ from ..errors import InfeasibleError, SpecError, did_you_mean, option_name
 from ..inputs.prefixes import prefixes
 from ..inputs.workload import Workload
 from .kv_pool import (hybrid_sequences, kv_capacity_tokens, require_request_fits, state_slots,  # noqa: F401 - theirs
-                      state_tokens)
+                      state_tokens, window_slots)
 from .result import ServeResult
 from .simulator import simulate
 from .speculation import (
@@ -123,10 +123,10 @@ def scheduler_for(dep: Any, sched: SchedulerConfig) -> SchedulerConfig:
     takes up to the token budget.
     """
     sched = with_running_requests(dep, for_hardware(sched, dep.hardware))
-    slots = state_slots(dep, sched)
-    if slots is not None:  # the state pool holds no more running requests than its slots
-        per = slots // (dep.parallel.attention_groups if sched.limits_per_rank else 1)
-        sched = replace(sched, max_num_seqs=max(1, min(sched.max_num_seqs, per)))  # type: ignore[type-var]
+    for slots in (state_slots(dep, sched), window_slots(dep, sched)):
+        if slots is not None:  # a pool of states (or of windowed layers) holds no more running requests than this
+            per = slots // (dep.parallel.attention_groups if sched.limits_per_rank else 1)
+            sched = replace(sched, max_num_seqs=max(1, min(sched.max_num_seqs, per)))  # type: ignore[type-var]
     if overlap_off(dep.model, sched):
         sched = replace(sched, overlap_host=False)
     sched = replace(sched, kv_block_size=page_tokens(dep, sched, sched.kv_block_size))

@@ -168,6 +168,10 @@ class ModelSpec(BaseModel):
         counts = Counter((layer.attention, layer.window) for layer in self.layers if layer.attention != "linear")
         return tuple((attention, window, n) for (attention, window), n in counts.items())
 
+    def widest_window(self, kinds: tuple[str, ...] = ("sliding", "chunked")) -> int:
+        """The widest window of the windowed layers of ``kinds`` [token]; 0 where there are none."""
+        return max((w for attention, w, _ in self._kv_layers if w is not None and attention in kinds), default=0)
+
     @property
     def num_linear_layers(self) -> int:
         """Linear-attention layers (a recurrent state each, no KV cache)."""
