@@ -171,3 +171,11 @@ def test_plan_reads_a_models_alias_as_its_id(tmp_path, capsys):
                     "traffic: {rate: 5, isl: 1000, osl: 100}\nverify: 0\n")
     code, _, err = run(capsys, "plan", str(path))
     assert code != 0 and "'llama-3.1-8b' is listed twice" in err
+
+
+def test_a_burst_past_the_horizon_is_noted():
+    # a day file run shortened with --hours keeps its classes; one that starts later is said, not run
+    r = inferlab.fleet("llama-3.1-8b", "h100-sxm", horizon_s=600,
+                       traffic=[{"rate": 1, "isl": 100, "osl": 10},
+                                {"shape": "burst", "rate": 1, "peak_rate": 5, "start_s": 7200, "end_s": 7300}])
+    assert "traffic class 1's burst starts at 7200 s, after the 600 s horizon: it is not sent" in r.notes[-1]

@@ -24,7 +24,7 @@ from .prompts import check_pools_take
 from .simulation import FleetConfig, run
 from .startup import Startup, dominant_phase
 from .traffic import Requests, read_trace
-from .classes import build_requests
+from .classes import build_requests, unsent_shapes
 from .deployments import REPLICA, pool_of_deployment, replica_of
 from .outcome import result_of
 
@@ -145,6 +145,7 @@ def fleet(model: Any, hardware: Any = None, *, tp: int = 1, ep: int = 1, attenti
                else []),  # (no replica is ever started otherwise: no scaling, no failure, no spot reclaim)
              *([below] if below else []), *([price.unused_spot_note] if price.unused_spot_note else []))
     late = np.asarray(requests.arrival)[np.asarray(requests.arrival) >= horizon_s]
+    notes = (*notes, *unsent_shapes(traffic if trace is None else None, horizon_s))
     if trace is not None and late.size:  # a trace longer than the horizon: its tail is not sent
         notes = (*notes, f"{late.size:,} of the trace's requests arrive after the {horizon_s / 3600.0:.3g} h horizon "
                          f"and are not sent (it spans {float(late.max()) / 3600.0:.3g} h): give hours to cover it")
@@ -257,7 +258,8 @@ def fleet_of(pools: list[dict], *, traffic: Any, horizon_s: float = 3600.0, regi
     if idle:  # a pool's replicas are paid whether or not a request asks for its model
         notes = (*notes, f"no traffic class names {', '.join(idle)}: {'its pools' if len(idle) == 1 else 'their pools'}"
                          " serve nothing and are paid while idle")
-    notes = (*notes, *dict.fromkeys(p.pricing.unused_spot_note for p in built if p.pricing.unused_spot_note))
+    notes = (*notes, *dict.fromkeys(p.pricing.unused_spot_note for p in built if p.pricing.unused_spot_note),
+             *unsent_shapes(traffic, horizon_s))
     refused = sum(1 for e in record.events if e[1] == "quota")
     if refused:  # a pool whose region or provider quota has no room runs fewer replicas than asked
         notes = (*notes, f"{refused} replica order(s) refused by a GPU quota (fleet.regions quota_gpus or "

@@ -69,3 +69,16 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
         raise SpecError("fleet: every traffic class has rate 0 (and no peak_rate): no request is sent; give a rate "
                         "above 0 [request/s]")
     return concat(parts)
+
+
+def unsent_shapes(traffic: Any, horizon_s: float) -> tuple[str, ...]:
+    """A note for each ramp or burst of ``traffic`` that starts at or after the horizon, whose
+    requests are never sent (a day file run shortened with ``--hours``)."""
+    classes = traffic if isinstance(traffic, (list, tuple)) else [traffic] if traffic is not None else []
+    out = []
+    for k, c in enumerate(classes):
+        c = dict(c.__dict__) if isinstance(c, Profile) else c if isinstance(c, dict) else {}
+        if c.get("shape") in ("ramp", "burst") and float(c.get("start_s", 0.0)) >= horizon_s:
+            out.append(f"traffic class {k}'s {c['shape']} starts at {float(c['start_s']):g} s, after the "
+                       f"{horizon_s:g} s horizon: it is not sent (give more hours to see it)")
+    return tuple(out)
