@@ -179,3 +179,10 @@ def test_a_burst_past_the_horizon_is_noted():
                        traffic=[{"rate": 1, "isl": 100, "osl": 10},
                                 {"shape": "burst", "rate": 1, "peak_rate": 5, "start_s": 7200, "end_s": 7300}])
     assert "traffic class 1's burst starts at 7200 s, after the 600 s horizon: it is not sent" in r.notes[-1]
+
+
+def test_a_deployment_past_a_million_gpus_is_refused():
+    # each axis is within 2**20, their product (8 x 1,000,000 = 8,000,000 GPUs) is not
+    with pytest.raises(SpecError, match="tp=8 x pp=1 x dp=1000000 is 8,000,000 GPUs, more than 1,048,576"):
+        inferlab.estimate("llama-3.1-8b", "h100-sxm", tp=8, dp=1_000_000)
+    assert inferlab.estimate("llama-3.1-8b", "h100-sxm", tp=8, dp=1000).deployment.num_gpus == 8000

@@ -32,7 +32,8 @@ from ..techniques.step import ResolvedDeployment
 #: ``trtllm`` curves) with its own scheduler and per-request overheads.
 ENGINES = ("generic", "trtllm", "trtllm-pytorch", "vllm", "sglang", "lmdeploy")
 
-#: Most GPUs along one parallel axis (tp, pp, ep, dp); past every deployment built so far.
+#: Most GPUs along one parallel axis (tp, pp, ep, dp), and in one deployment (tp x pp x dp); past every
+#: deployment built so far.
 MAX_GPUS_PER_AXIS = 1 << 20
 #: Longest prompt or output [token]: engines index positions with 32-bit integers.
 MAX_TOKENS = 2**31 - 1
@@ -163,6 +164,10 @@ def layout(model: ModelSpec, *, tp: Any, pp: Any, ep: Any, dp: Any, attention_dp
               for name, value, what in (("tp", tp, "GPUs"), ("pp", pp, "stages"), ("ep", ep, "groups"),
                                         ("dp", dp, "replicas"), ("attention_tp", attention_tp, "GPUs"))}
     imbalance = checks.real(option_name("expert_imbalance"), expert_imbalance, minimum=1.0, maximum=1e6)
+    if counts["tp"] * counts["pp"] * counts["dp"] > MAX_GPUS_PER_AXIS:  # each axis alone within it, not their product
+        raise SpecError(f"tp={counts['tp']} x pp={counts['pp']} x dp={counts['dp']} is "
+                        f"{counts['tp'] * counts['pp'] * counts['dp']:,} GPUs, more than {MAX_GPUS_PER_AXIS:,}: no "
+                        "deployment is that large; give fewer replicas (dp) or GPUs a replica")
     name = model.id or model.name
     if model.moe is None and imbalance != 1.0:
         raise SpecError(f"{option('expert_imbalance', imbalance)} but {name} is dense (no experts to route to); it "
