@@ -163,6 +163,7 @@ def test_plan_refuses_a_prefix_the_prompts_cannot_hold(tmp_path, capsys):
     sessions.write_text(base + "traffic: {rate: 5, isl: 30000, osl: 1000, prefix: 'sessions:turns=10,think=1'}\n")
     code, _, err = run(capsys, "plan", str(sessions))
     assert code != 0 and "10 x (isl + osl) = 310,000 tokens exceeds the 131,072 positions" in err
+    assert "ruled out by its own values" in err and "relax the SLOs" not in err  # no SLO or layout changes it
 
 
 def test_plan_reads_a_models_alias_as_its_id(tmp_path, capsys):

@@ -608,8 +608,10 @@ def test_a_traffic_longer_than_the_models_positions_rules_out_every_configuratio
     sc = load_scenario({"models": ["llama-3.1-8b"], "hardware": ["h100-sxm", "b200"], "engine": "vllm", "verify": 0,
                         "traffic": {"rate": 0.01, "isl": 300000, "osl": 200},
                         "slo": {"ttft_ms": 1e7, "tpot_ms": 500}, "search": {"precisions": ["fp8"], "tp": [1, 2]}})
-    with pytest.raises(InfeasibleError, match=r"\(4 ruled out\): isl \+ osl = 300,200 tokens exceeds the 131,072 "
-                                              r"positions llama-3.1-8b was trained for.*\(4x\)"):
+    # the scenario's lengths rule every configuration out: no SLO, layout or budget changes it
+    with pytest.raises(InfeasibleError, match=r"can be weighed \(4 ruled out by its own values\): isl \+ osl = "
+                                              r"300,200 tokens exceeds the 131,072 positions llama-3.1-8b was trained "
+                                              r"for.*allow_long_context.*\(4x\)$"):
         plan(sc)
     # a deployment with RoPE scaling says so in the scenario, and the same traffic is planned
     longer = load_scenario({**sc.model_dump(exclude_defaults=True), "allow_long_context": True})

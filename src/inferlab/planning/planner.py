@@ -211,7 +211,9 @@ def _nothing_feasible(scenario: Scenario, results: list[Candidate]) -> Infeasibl
         sized = "" if least.simulated else " by the fluid model's count (the simulation may need fewer)"
         advice = f"the cheapest, {least.label}, needs a budget of ${least.usd_per_hour:,.2f}/h{sized}; " + advice
     if results and all(c.ruled_by_input for c in results):  # nothing was weighed: the scenario's values rule all out
-        layout = any(not c.reason.startswith("no price for") for c in results)  # (a price's reason says its fix)
+        # (a price's reason says its fix, as a prompt past the model's positions does)
+        layout = any(not c.reason.startswith("no price for") and "max_position_embeddings" not in c.reason
+                     for c in results)
         fix = "; give search.tp, search.pp and search.precisions values the model takes" if layout else ""
         bad = CombinationError(f"no configuration of scenario '{scenario.name}' can be weighed ({len(results)} ruled "
                                f"out by its own values): {shown}{fix}")

@@ -104,13 +104,15 @@ def evaluate(scenario: Scenario, config: dict[str, Any]) -> Candidate:
         return base
     try:
         est = _capacity_curve(sc, config, round(isl), max(round(osl), 2))
-        # the longest request the traffic sends, against the model's positions (the engines' default limit)
-        turns = tr.prefix.turns if tr.prefix is not None and tr.prefix.kind == "sessions" else 1  # the last turn's
-        context_within_model(est.deployment.model, tr.isl, tr.osl, allow_long_context=sc.allow_long_context,
-                             turns=turns)
     except InferlabError as exc:
         layout = {k: v for k, v in (getattr(exc, "suggestion", None) or {}).items() if k in ("tp", "pp")}
         return replace(base, reason=str(exc), fits_as=layout)
+    try:  # the longest request the traffic sends, against the model's positions (the engines' default limit)
+        turns = tr.prefix.turns if tr.prefix is not None and tr.prefix.kind == "sessions" else 1  # the last turn's
+        context_within_model(est.deployment.model, tr.isl, tr.osl, allow_long_context=sc.allow_long_context,
+                             turns=turns)
+    except InferlabError as exc:  # the scenario's lengths, not the configuration: no layout or SLO changes it
+        return replace(base, reason=str(exc), ruled_by_input=True)
     cap = sequence_limit(sc, est.deployment, config.get("speculative"))
     fits = np.minimum(est.max_sequences, cap)
     ok = _BATCHES <= fits
