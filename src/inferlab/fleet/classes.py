@@ -29,7 +29,7 @@ def build_requests(traffic: Any, horizon_s: float, seed: int) -> Requests:
     for k, c in enumerate(classes):
         if not isinstance(c, (dict, Profile)):
             raise SpecError(f"fleet: each traffic class must be a mapping (shape, rate, isl, osl, ...), got {c!r:.60}")
-        c = dict(c.__dict__) if isinstance(c, Profile) else dict(c)
+        c = _fields(c)
         unknown = sorted(set(c) - CLASS_KEYS)
         if unknown:
             raise SpecError(f"traffic: unknown key {unknown[0]!r}{did_you_mean(unknown[0], CLASS_KEYS)}; allowed: "
@@ -77,8 +77,13 @@ def unsent_shapes(traffic: Any, horizon_s: float) -> tuple[str, ...]:
     classes = traffic if isinstance(traffic, (list, tuple)) else [traffic] if traffic is not None else []
     out = []
     for k, c in enumerate(classes):
-        c = dict(c.__dict__) if isinstance(c, Profile) else c if isinstance(c, dict) else {}
+        c = _fields(c) if isinstance(c, (dict, Profile)) else {}
         if c.get("shape") in ("ramp", "burst") and float(c.get("start_s", 0.0)) >= horizon_s:
             out.append(f"traffic class {k}'s {c['shape']} starts at {float(c['start_s']):g} s, after the "
                        f"{horizon_s:g} s horizon: it is not sent (give more hours to see it)")
     return tuple(out)
+
+
+def _fields(c: dict | Profile) -> dict:
+    """A traffic class's fields as a mapping (a :class:`~.traffic.Profile`'s or the one given)."""
+    return dict(c.__dict__) if isinstance(c, Profile) else dict(c)

@@ -55,8 +55,6 @@ def slo_words(ttft_slo_s: float, tpot_slo_s: float) -> str:
     return " and ".join(said)
 
 
-
-
 @dataclass(frozen=True)
 class Goodput:
     """Requests meeting a TTFT and a TPOT objective, and whether a percentile meets both.

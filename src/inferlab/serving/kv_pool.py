@@ -50,9 +50,10 @@ def _pool_token(dep: Any, sched: SchedulerConfig, plan: Any, drafter: DrafterMem
                                                                               if drafter else 0.0)
 
 
-def _plan(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None, context: float) -> tuple[Any, dict]:
+def _plan(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None,
+          context: float) -> tuple[Any, dict, SchedulerConfig]:
     """The memory plan of one GPU holding one sequence of ``context`` tokens, sized as the engine
-    sizes its pools, and the keywords it was sized with."""
+    sizes its pools, the keywords it was sized with and the scheduler as set for the GPU."""
     sched = for_hardware(sched, dep.hardware)
     # the iteration's tokens over the replica: plan_memory gives each attention-DP rank its share
     memory = memory_keywords(sched, dep.hardware, dep.parallel, float(sched.max_num_batched_tokens),
@@ -60,7 +61,7 @@ def _plan(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None, conte
     plan = plan_memory(dep.model, dep.hardware, dep.precision, parallel=dep.parallel, batch=np.array(1.0),
                        context=np.array(float(context)), kv_block_size=sched.kv_block_size,
                        extra_weight_bytes=drafter.weight_bytes if drafter else 0.0, **memory)
-    return plan, memory
+    return plan, memory, sched
 
 
 def require_request_fits(dep: Any, sched: SchedulerConfig, prompt: float, output: float,
@@ -80,14 +81,12 @@ def require_request_fits(dep: Any, sched: SchedulerConfig, prompt: float, output
 def _pools(dep: Any, sched: SchedulerConfig, drafter: DrafterMemory | None = None) -> tuple[float, Any]:
     """What the weights (and a ``drafter``'s), workspace and reserve leave a GPU for its pools [B],
     and the memory plan that says so; refused when nothing is left."""
-    plan, memory = _plan(dep, sched, drafter, 1.0)
-    sched = for_hardware(sched, dep.hardware)
-    draft_weights = drafter.weight_bytes if drafter else 0.0
+    plan, memory, sched = _plan(dep, sched, drafter, 1.0)
     budget = float(plan.kv_budget)
     if budget <= 0:
         # the weights alone do not fit: the bytes and the smallest layout that holds them, as estimate says
         require_weights_fit(plan, dep.model, dep.hardware, dep.parallel, dep.precision)
-        what = f"weights{' and drafter' if drafter and draft_weights else ''}"
+        what = f"weights{' and drafter' if drafter and drafter.weight_bytes else ''}"
         raise InfeasibleError(f"{dep.model.id or dep.model.name} leaves no memory for a KV cache on {dep.hardware.id} "
                               f"as {dep.parallel}: {_taken(plan, what, sched.memory_sizing, memory)}; raise it, or use "
                               "more GPUs (tp) or narrower weights")
